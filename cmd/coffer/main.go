@@ -1,0 +1,4 @@
+// Command coffer is agentless backup and recovery for virtual machines.
+package main
+
+func main() {}
