@@ -1,0 +1,43 @@
+// Package testutil holds helpers shared by tests that drive real components
+// (QEMU, qemu-storage-daemon, S3 servers, PostgreSQL, Chromium).
+//
+// Integration tests call RequireBinary for every external program they need.
+// On a developer machine a missing program skips the test; in CI
+// (COFFER_REQUIRE_INTEGRATION=1, set by .ci/run) it fails it, so a missing
+// install step can never turn into a silently green run.
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// Strict reports whether integration prerequisites are mandatory.
+func Strict() bool { return os.Getenv("COFFER_REQUIRE_INTEGRATION") == "1" }
+
+// RequireBinary returns the path of program, or skips (fails in CI) the test.
+func RequireBinary(t testing.TB, program string) string {
+	t.Helper()
+	path, err := exec.LookPath(program)
+	if err == nil {
+		return path
+	}
+	if Strict() {
+		t.Fatalf("%s is required in CI but was not found: %v", program, err)
+	}
+	t.Skipf("%s not installed; skipping (set COFFER_REQUIRE_INTEGRATION=1 to make this fatal)", program)
+	return ""
+}
+
+// RequireRoot skips (fails in CI) a test that needs root, e.g. for runuser.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if Strict() {
+		t.Fatal("this test must run as root in CI")
+	}
+	t.Skip("needs root")
+}
