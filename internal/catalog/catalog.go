@@ -1,0 +1,181 @@
+// Package catalog records what coffer did: jobs, per-VM tasks, events with
+// throughput and durations, backup points and the VM inventory seen last.
+//
+// The catalog is a cache and a history, never the source of truth for data:
+// every backup point can be listed and restored from the repository alone,
+// and `coffer catalog rebuild` recreates the backup-point tables from it.
+//
+// Implementations: sqlite (default, pure Go) and postgres (scale-out); both
+// pass the conformance suite in catalog/catalogtest. Schemas are versioned
+// with migrations applied at Open.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned when a job, task or backup point does not exist.
+var ErrNotFound = errors.New("catalog: not found")
+
+// Status of a job or task.
+type Status string
+
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusSuccess   Status = "success"
+	StatusPartial   Status = "partial" // job only: some tasks failed
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// Done reports a terminal status.
+func (s Status) Done() bool {
+	return s == StatusSuccess || s == StatusPartial || s == StatusFailed || s == StatusCancelled
+}
+
+// Job is one run of a policy (or a maintenance operation).
+type Job struct {
+	ID         int64
+	Kind       string // "backup", "restore", "verify", "gc", "forget", "copy"
+	Policy     string
+	Repository string
+	Status     Status
+	Worker     string // host/worker that ran it
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	TasksTotal int
+	TasksOK    int
+	TasksFail  int
+	Error      string
+}
+
+// Task is the work on one VM within a job.
+type Task struct {
+	ID            int64
+	JobID         int64
+	Connection    string
+	VMID          string
+	VMName        string
+	Host          string
+	Datastores    []string
+	Status        Status
+	Mode          string // "full", "incremental", "differential"
+	SnapshotMode  string
+	Attempts      int
+	StartedAt     time.Time
+	FinishedAt    time.Time
+	BytesLogical  int64 // disk bytes covered
+	BytesRead     int64 // bytes read from the hypervisor
+	BytesStored   int64 // new bytes written to the repository (after dedup/compression)
+	BackupPointID string
+	Warnings      []string
+	Error         string
+}
+
+// Event is a timestamped record about a job or task (phase transitions,
+// warnings, throughput samples).
+type Event struct {
+	ID     int64
+	Time   time.Time
+	JobID  int64
+	TaskID int64 // 0 for job-level events
+	Level  string // "info", "warn", "error"
+	Kind   string // "snapshot-created", "disk-done", "retry", "cleanup", ...
+	// Message is human-readable; Fields carry numbers (bytes, seconds,
+	// MB/s) for dashboards.
+	Message string
+	Fields  map[string]any
+}
+
+// BackupPoint mirrors one snapshot manifest of a repository.
+type BackupPoint struct {
+	Repository   string // repository ID
+	ID           string // snapshot ID (hex)
+	Time         time.Time
+	Connection   string
+	VMID         string
+	VMName       string
+	Mode         string // "full", "incremental", "differential", "disk"
+	Parent       string
+	Disks        int
+	BytesLogical int64
+	BytesStored  int64
+	Tags         map[string]string
+	Protected    bool
+	JobID        int64
+}
+
+// VMRecord is the last inventory seen for a VM.
+type VMRecord struct {
+	Connection string
+	ID         string
+	Name       string
+	Host       string
+	Datastores []string
+	Tags       map[string]string
+	Bytes      int64
+	LastSeen   time.Time
+}
+
+// Filters select rows; zero fields match everything. Limit 0 means no limit.
+type JobFilter struct {
+	Policy string
+	Status Status
+	Since  time.Time
+	Limit  int
+}
+
+type TaskFilter struct {
+	JobID  int64
+	VMID   string
+	Status Status
+	Limit  int
+}
+
+type EventFilter struct {
+	JobID  int64
+	TaskID int64
+	Since  time.Time
+	Limit  int
+}
+
+type BackupPointFilter struct {
+	Repository string
+	VMID       string
+	VMName     string
+	Since      time.Time
+	Limit      int // newest first
+}
+
+// Catalog is the store of jobs, tasks, events, backup points and VMs. All
+// methods are safe for concurrent use. Writes are durable when they return.
+type Catalog interface {
+	CreateJob(ctx context.Context, j *Job) error // sets j.ID
+	UpdateJob(ctx context.Context, j *Job) error
+	GetJob(ctx context.Context, id int64) (Job, error)
+	ListJobs(ctx context.Context, f JobFilter) ([]Job, error) // newest first
+
+	CreateTasks(ctx context.Context, tasks []*Task) error // sets IDs; one transaction
+	UpdateTasks(ctx context.Context, tasks []*Task) error // one transaction
+	GetTask(ctx context.Context, id int64) (Task, error)
+	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
+
+	AddEvents(ctx context.Context, events []Event) error // one transaction
+	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+
+	PutBackupPoints(ctx context.Context, points []BackupPoint) error // upsert by (Repository, ID)
+	DeleteBackupPoints(ctx context.Context, repository string, ids []string) error
+	ListBackupPoints(ctx context.Context, f BackupPointFilter) ([]BackupPoint, error)
+	// ReplaceBackupPoints atomically replaces all points of a repository
+	// (catalog rebuild from the repository).
+	ReplaceBackupPoints(ctx context.Context, repository string, points []BackupPoint) error
+
+	PutVMs(ctx context.Context, vms []VMRecord) error // upsert by (Connection, ID)
+	ListVMs(ctx context.Context) ([]VMRecord, error)
+
+	Close() error
+}

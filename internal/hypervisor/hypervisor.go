@@ -1,0 +1,302 @@
+// Package hypervisor defines what coffer needs from a virtualisation
+// platform, independent of the platform: an inventory of VMs, a consistent
+// point-in-time snapshot of all disks of one VM, reading those disks
+// (allocated and changed ranges only), releasing everything afterwards, and
+// creating a new VM from a recorded configuration at restore time.
+//
+// Implementations live in subpackages (qemu, vsphere) and in fake (an
+// in-memory connector for engine tests and benchmarks). The job engine, the
+// backup pipeline and restore only ever see these interfaces.
+//
+// # Session lifecycle
+//
+//	s, err := conn.Snapshot(ctx, vm, req)   // all disks frozen in one atomic step
+//	for _, d := range s.Disks() { r, _ := s.OpenDisk(ctx, d.Key); ...read...; r.Close() }
+//	tokens, err := s.Close(ctx, ok)         // ALWAYS called; releases snapshot, exports, temp files
+//
+// Close(ctx, true) advances change tracking: the returned per-disk tokens are
+// the base for the next incremental. Close(ctx, false) rolls tracking back
+// so that the next backup covers everything this one would have covered.
+//
+// # Crash safety
+//
+// A connector records what it is about to create (bitmaps, block nodes,
+// exports, overlays, VM snapshots) in durable state before creating it, and
+// CleanupLeftovers removes whatever a dead coffer process left behind. It
+// never touches objects it did not create: everything it creates carries a
+// recognisable name (prefix "coffer-") and is listed in its journal.
+package hypervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors connectors return (wrapped) so the engine can decide on retries.
+var (
+	// ErrTransient: a temporary condition (busy, timeout talking to the
+	// management endpoint, task in progress); the engine may retry.
+	ErrTransient = errors.New("transient hypervisor error")
+	// ErrNotFound: the VM or disk no longer exists.
+	ErrNotFound = errors.New("vm or disk not found")
+	// ErrUnsupported: the requested mode is not possible on this VM/platform.
+	ErrUnsupported = errors.New("not supported")
+	// ErrQuiesceFailed: quiescing was required by policy but the guest agent
+	// / VMware Tools did not answer or refused.
+	ErrQuiesceFailed = errors.New("guest quiesce failed")
+	// ErrSnapshotSpace: the snapshot's temporary space ran out (QEMU
+	// fleecing overlay full); production was kept running, the backup failed.
+	ErrSnapshotSpace = errors.New("snapshot space exhausted")
+)
+
+// Connector is one connection to a hypervisor (a set of QEMU monitors, a
+// vCenter or ESXi host). Safe for concurrent use by many sessions.
+type Connector interface {
+	// Kind names the platform: "qemu", "vsphere", "fake".
+	Kind() string
+	// Inventory lists the VMs this connection can protect.
+	Inventory(ctx context.Context) ([]VM, error)
+	// Snapshot freezes all disks of a VM at one instant, as req asks, and
+	// returns the session through which they are read.
+	Snapshot(ctx context.Context, vm VMRef, req SnapshotRequest) (Session, error)
+	// CleanupLeftovers removes what crashed coffer processes created and
+	// left behind, and reports what it removed.
+	CleanupLeftovers(ctx context.Context) ([]Leftover, error)
+}
+
+// VMRef identifies a VM within one connector.
+type VMRef struct {
+	ID   string // stable: QEMU VM UUID, vSphere instance UUID or MoRef
+	Name string
+}
+
+// VM is an inventory entry.
+type VM struct {
+	VMRef
+	Host       string            // hypervisor host the VM runs on
+	Datastores []string          // datastores holding its disks
+	Tags       map[string]string // platform tags / custom attributes
+	PowerState string            // "running", "paused", "stopped", "suspended"
+	// GuestAgent reports a responding guest agent (qemu-guest-agent,
+	// VMware Tools) so quiesced snapshots are possible.
+	GuestAgent bool
+	// ChangeTracking reports changed block tracking is enabled on all disks.
+	ChangeTracking bool
+	Disks          []DiskInfo
+}
+
+// ProvisionedBytes is the sum of disk sizes, the engine's size estimate.
+func (vm VM) ProvisionedBytes() int64 {
+	var n int64
+	for _, d := range vm.Disks {
+		n += d.Size
+	}
+	return n
+}
+
+// DiskInfo describes one virtual disk in the inventory.
+type DiskInfo struct {
+	Key       string // stable identity within the VM (QEMU device id, vSphere device key)
+	Name      string // human label ("vda", "Hard disk 1")
+	Size      int64
+	Datastore string
+	Path      string // file on its datastore ("/vm/disk.qcow2", "[ds1] vm/vm.vmdk")
+	Format    string // "qcow2", "raw", "vmdk-flat", ...
+}
+
+// SnapshotMode is how the point-in-time image is taken.
+type SnapshotMode string
+
+const (
+	// CrashConsistent: disks frozen at one instant, like a power cut.
+	CrashConsistent SnapshotMode = "crash-consistent"
+	// Quiesced: filesystems flushed and frozen by the guest agent around the
+	// instant. Whether a missing agent fails the backup is QuiescePolicy.
+	Quiesced SnapshotMode = "quiesced"
+	// WithMemory: disks plus the VM's RAM and device state, so a restore can
+	// resume the running VM.
+	WithMemory SnapshotMode = "with-memory"
+	// Suspend: the VM is paused (or suspended) for the snapshot, then resumed.
+	Suspend SnapshotMode = "suspend"
+	// AsIs: no hypervisor action; for storage-level snapshots where the
+	// storage layer provides consistency.
+	AsIs SnapshotMode = "as-is"
+)
+
+// QuiescePolicy decides what happens when quiescing is impossible.
+type QuiescePolicy string
+
+const (
+	// QuiesceFallback: continue crash-consistent and add a warning.
+	QuiesceFallback QuiescePolicy = "fallback"
+	// QuiesceRequired: fail the VM with ErrQuiesceFailed.
+	QuiesceRequired QuiescePolicy = "required"
+)
+
+// SnapshotRequest says how to take a snapshot.
+type SnapshotRequest struct {
+	// SessionID names everything the connector creates for this session
+	// ("coffer-<SessionID>-..."), so leftovers can be traced to it.
+	SessionID string
+	Mode      SnapshotMode
+	Quiesce   QuiescePolicy
+	// Since holds, per disk key, the change token returned by Close of the
+	// backup point to diff against (the previous backup for incremental,
+	// the last full for differential). Empty means a full read.
+	Since map[string]string
+	// Differential asks for changes since Since while keeping the tracking
+	// base where it is (the next differential diffs against the same full).
+	Differential bool
+	// Track starts change tracking if it is off (vSphere: enable CBT; QEMU:
+	// create persistent bitmaps), so the next backup can be incremental.
+	Track bool
+	// Timeouts for individual hypervisor operations; zero means the
+	// connector's default.
+	Timeouts Timeouts
+}
+
+// Timeouts bound individual hypervisor operations.
+type Timeouts struct {
+	SnapshotCreate time.Duration
+	SnapshotRemove time.Duration
+	Quiesce        time.Duration // guest freeze + thaw
+	Setup          time.Duration // bitmaps, exports, block nodes
+}
+
+// Session is one VM frozen at one instant.
+type Session interface {
+	// Config is the VM's configuration at the snapshot instant, recorded in
+	// the backup so a restore can reproduce the VM.
+	Config() VMConfig
+	// Disks lists the frozen disks (and, in WithMemory mode, a memory-state
+	// stream with Kind == KindMemory).
+	Disks() []DiskSnapshot
+	// OpenDisk opens one frozen disk for reading. Several disks (and several
+	// readers of one disk) may be open at once.
+	OpenDisk(ctx context.Context, key string) (DiskReader, error)
+	// Warnings collected while snapshotting (quiesce fallback, tracking
+	// reset forcing a full read, ...), for the job result.
+	Warnings() []string
+	// Release drops the hypervisor-side snapshot early while keeping the
+	// session's bookkeeping, for storage-level (group) protection where the
+	// data is then read from a storage snapshot. Close still must be called.
+	Release(ctx context.Context) error
+	// Close releases everything and settles change tracking (see package
+	// doc). It returns the new change token per disk key when ok. It is
+	// idempotent and must be called on every path, with a context that is
+	// still valid (callers pass a fresh one when theirs was cancelled).
+	Close(ctx context.Context, ok bool) (map[string]string, error)
+}
+
+// Disk kinds.
+const (
+	KindDisk   = "disk"
+	KindMemory = "memory" // RAM + device state stream (WithMemory mode)
+)
+
+// DiskSnapshot describes one frozen disk in a session.
+type DiskSnapshot struct {
+	DiskInfo
+	Kind string // KindDisk or KindMemory
+	// Changes says what OpenDisk's reader reports as Changed: "full" (no
+	// valid change set: read everything allocated), "incremental" or
+	// "differential".
+	Changes string
+	// ChangeWarning explains why a change set was not usable (bitmap
+	// missing or inconsistent, CBT reset, disk resized, VM moved).
+	ChangeWarning string
+}
+
+// Extent is a byte range of a disk.
+type Extent struct {
+	Offset, Length int64
+}
+
+// DiskReader reads one frozen disk.
+type DiskReader interface {
+	io.ReaderAt
+	// Size is the disk's virtual size in bytes.
+	Size() int64
+	// Allocated returns the ranges that may hold data, sorted and
+	// non-overlapping; everything else reads as zeros and is never read.
+	// A reader that cannot tell returns one extent covering the disk.
+	Allocated(ctx context.Context) ([]Extent, error)
+	// Changed returns the ranges changed since the session's Since token,
+	// sorted and non-overlapping, and true; or nil and false when this disk
+	// must be read in full (see DiskSnapshot.Changes).
+	Changed(ctx context.Context) ([]Extent, bool, error)
+	Close() error
+}
+
+// VMConfig is a VM's recorded configuration.
+type VMConfig struct {
+	Kind      string       `json:"kind"`
+	Name      string       `json:"name"`
+	UUID      string       `json:"uuid,omitempty"`
+	CPUs      int          `json:"cpus,omitempty"`
+	MemoryMiB int64        `json:"memory_mib,omitempty"`
+	Disks     []DiskInfo   `json:"disks"`
+	NICs      []NICConfig  `json:"nics,omitempty"`
+	Firmware  string       `json:"firmware,omitempty"`
+	// Native is the platform's full description (QEMU command line and
+	// machine properties; a vSphere VirtualMachineConfigInfo subset),
+	// interpreted only by the same platform's connector at restore time.
+	Native json.RawMessage `json:"native,omitempty"`
+}
+
+// NICConfig describes one network interface.
+type NICConfig struct {
+	Key     string `json:"key"`
+	Network string `json:"network"`
+	MAC     string `json:"mac,omitempty"`
+	Model   string `json:"model,omitempty"`
+}
+
+// Leftover is something a crashed coffer created and cleanup removed.
+type Leftover struct {
+	VM     VMRef
+	Kind   string // "bitmap", "block-node", "export", "job", "overlay-file", "vm-snapshot", ...
+	Name   string
+	Action string // "removed", "merged back", "thawed", "resumed", ...
+}
+
+// Restorer is implemented by connectors that can create a VM from a
+// recorded configuration (restore to a new VM).
+type Restorer interface {
+	// CreateVM creates, without starting it, a new VM from cfg. It never
+	// replaces an existing VM unless opts.ReplaceExisting is set (which the
+	// CLI only sets after an explicit confirmation flag), and never touches
+	// a running VM.
+	CreateVM(ctx context.Context, cfg VMConfig, opts NewVMOptions) (NewVM, error)
+}
+
+// NewVMOptions adjust a restored VM.
+type NewVMOptions struct {
+	Name            string // new VM name (required unless ReplaceExisting)
+	Datastore       string // where disks go; "" = as recorded
+	TargetDir       string // QEMU: directory for disk files and sockets
+	DiskFormat      string // "raw" or "qcow2" (QEMU)
+	ReplaceExisting bool
+}
+
+// NewVM is a VM being restored.
+type NewVM interface {
+	Ref() VMRef
+	// WriteDisk fills one disk from src, writing only src's allocated ranges.
+	WriteDisk(ctx context.Context, key string, src DiskSource) error
+	// Start powers the VM on.
+	Start(ctx context.Context) error
+	// Abort deletes the half-restored VM and its disks.
+	Abort(ctx context.Context) error
+}
+
+// DiskSource is what restore offers a connector to write a disk from.
+type DiskSource interface {
+	io.ReaderAt
+	Size() int64
+	// Allocated lists the ranges holding data; the rest is zeros.
+	Allocated() []Extent
+}
