@@ -82,7 +82,7 @@ type Event struct {
 	ID     int64
 	Time   time.Time
 	JobID  int64
-	TaskID int64 // 0 for job-level events
+	TaskID int64  // 0 for job-level events
 	Level  string // "info", "warn", "error"
 	Kind   string // "snapshot-created", "disk-done", "retry", "cleanup", ...
 	// Message is human-readable; Fields carry numbers (bytes, seconds,

@@ -233,14 +233,14 @@ type DiskReader interface {
 
 // VMConfig is a VM's recorded configuration.
 type VMConfig struct {
-	Kind      string       `json:"kind"`
-	Name      string       `json:"name"`
-	UUID      string       `json:"uuid,omitempty"`
-	CPUs      int          `json:"cpus,omitempty"`
-	MemoryMiB int64        `json:"memory_mib,omitempty"`
-	Disks     []DiskInfo   `json:"disks"`
-	NICs      []NICConfig  `json:"nics,omitempty"`
-	Firmware  string       `json:"firmware,omitempty"`
+	Kind      string      `json:"kind"`
+	Name      string      `json:"name"`
+	UUID      string      `json:"uuid,omitempty"`
+	CPUs      int         `json:"cpus,omitempty"`
+	MemoryMiB int64       `json:"memory_mib,omitempty"`
+	Disks     []DiskInfo  `json:"disks"`
+	NICs      []NICConfig `json:"nics,omitempty"`
+	Firmware  string      `json:"firmware,omitempty"`
 	// Native is the platform's full description (QEMU command line and
 	// machine properties; a vSphere VirtualMachineConfigInfo subset),
 	// interpreted only by the same platform's connector at restore time.
