@@ -1,0 +1,288 @@
+// Package backup streams disks into a repository. It knows nothing of
+// hypervisors: a disk is a random-access reader plus what the source knows
+// about it (allocated ranges, changed ranges since the previous backup), and
+// the result is a complete disk map for a new backup point.
+//
+// For every chunk-sized span of a disk the pipeline decides, cheapest first:
+//
+//  1. unchanged since the previous point (change tracking) -> reuse its ID,
+//     read nothing;
+//  2. unallocated -> a hole (zero ID), read nothing;
+//  3. otherwise read only the allocated bytes, and if the span is all zeros
+//     -> a hole; else hash it; the same ID as the previous point at this
+//     offset -> reuse; known to the repository -> reuse (global dedup);
+//     else compress, encrypt and pack it.
+//
+// Workers (one per CPU by default) run steps 3 in parallel; each owns its
+// buffers, hasher and compressor, so memory is a few MiB per worker
+// regardless of disk size.
+package backup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/chunk"
+)
+
+// Disk is one disk to back up.
+type Disk struct {
+	Key, Name, Kind, Format, Path string
+	Reader                        io.ReaderAt
+	Size                          int64
+	// Allocated lists ranges that may hold data; nil means all of the disk.
+	Allocated []hypervisor.Extent
+	// Changed lists ranges changed since the point Previous came from;
+	// only meaningful when ChangedValid.
+	Changed      []hypervisor.Extent
+	ChangedValid bool
+	// Previous holds the chunk IDs of the same disk in the previous backup
+	// point (same size and chunk size), or nil.
+	Previous    []id.ID
+	ChangeToken string
+	Mode        string // recorded mode: full, incremental, differential
+	Warning     string
+}
+
+// RateLimiter throttles reads (an engine-wide or per-task token bucket).
+type RateLimiter interface {
+	WaitN(ctx context.Context, n int) error
+}
+
+// Options tune the pipeline.
+type Options struct {
+	Workers  int         // default GOMAXPROCS
+	Limiter  RateLimiter // nil = unthrottled
+	Progress *Progress   // counters updated while running; may be nil
+}
+
+// Progress counts work as it happens; readers poll it.
+type Progress struct {
+	BytesTotal  atomic.Int64 // logical bytes of all disks
+	BytesDone   atomic.Int64 // logical bytes processed
+	BytesRead   atomic.Int64
+	BytesNew    atomic.Int64 // plaintext of new chunks
+	BytesStored atomic.Int64 // sealed bytes of new chunks
+}
+
+// ErrSourceChanged means the source shrank or failed to deliver bytes that
+// it claimed to have; the backup point would be wrong, so it is not written.
+var ErrSourceChanged = errors.New("source changed during backup")
+
+// diskResult is what backing up one disk produced.
+type diskResult struct {
+	ids       []id.ID
+	deps      []*repo.Pending
+	bytesRead int64
+	bytesZero int64
+	bytesNew  int64
+}
+
+type work struct {
+	i      int
+	off    int64
+	length int
+}
+
+// backupDisk runs the pipeline for one disk.
+func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o Options) (*diskResult, error) {
+	cfg := w.Repository().Config()
+	cs := cfg.ChunkSize
+	n := int((d.Size + int64(cs) - 1) / int64(cs))
+	res := &diskResult{ids: make([]id.ID, n)}
+	prev := d.Previous
+	if len(prev) != n {
+		prev = nil
+	}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan work, workers*2)
+	var (
+		errOnce  sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+	)
+	setErr := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk, err := newWorker(w, st, cs, d, prev, o)
+			if err != nil {
+				setErr(err)
+				return
+			}
+			for j := range jobs {
+				if err := wk.process(ctx, j, res); err != nil {
+					setErr(err)
+					return
+				}
+			}
+			mu.Lock()
+			res.deps = append(res.deps, wk.deps...)
+			res.bytesRead += wk.read
+			res.bytesZero += wk.zero
+			res.bytesNew += wk.new
+			mu.Unlock()
+		}()
+	}
+	alloc := newCursor(d.Allocated, d.Size)
+	changed := newCursor(d.Changed, d.Size)
+	var zero int64
+feed:
+	for i := range n {
+		off := int64(i) * int64(cs)
+		length := int(min(int64(cs), d.Size-off))
+		switch {
+		case d.ChangedValid && prev != nil && !changed.overlaps(off, int64(length)):
+			res.ids[i] = prev[i]
+			if prev[i].IsZero() {
+				zero += int64(length)
+			}
+			o.Progress.add(length, 0)
+			continue
+		case !alloc.overlaps(off, int64(length)):
+			zero += int64(length)
+			o.Progress.add(length, 0)
+			continue
+		}
+		select {
+		case jobs <- work{i: i, off: off, length: length}:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	res.bytesZero += zero
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return res, ctx.Err()
+}
+
+func (p *Progress) add(done, read int) {
+	if p != nil {
+		p.BytesDone.Add(int64(done))
+		p.BytesRead.Add(int64(read))
+	}
+}
+
+var zeroChunk = make([]byte, repo.MaxChunkSize)
+
+// worker owns the per-goroutine state of the pipeline.
+type worker struct {
+	w      *repo.Writer
+	st     *repo.Stream
+	d      Disk
+	prev   []id.ID
+	o      Options
+	buf    []byte
+	sealed []byte
+	enc    *chunk.Encoder
+	hasher interface{ Sum([]byte) id.ID }
+	alloc  *cursor
+	deps   []*repo.Pending
+	read   int64
+	zero   int64
+	new    int64
+}
+
+func newWorker(w *repo.Writer, st *repo.Stream, cs int, d Disk, prev []id.ID, o Options) (*worker, error) {
+	r := w.Repository()
+	enc, err := chunk.NewEncoder(r.Key(), r.Config().Level())
+	if err != nil {
+		return nil, err
+	}
+	return &worker{w: w, st: st, d: d, prev: prev, o: o, buf: make([]byte, cs), enc: enc,
+		hasher: r.Key().NewHasher(), alloc: newCursor(d.Allocated, d.Size)}, nil
+}
+
+func (k *worker) process(ctx context.Context, j work, res *diskResult) error {
+	data := k.buf[:j.length]
+	read, err := k.readSpan(ctx, data, j.off)
+	if err != nil {
+		return err
+	}
+	k.read += int64(read)
+	if bytes.Equal(data, zeroChunk[:len(data)]) {
+		k.zero += int64(len(data))
+		k.o.Progress.add(j.length, read)
+		return nil // res.ids[j.i] stays zero: a hole
+	}
+	x := k.hasher.Sum(data)
+	res.ids[j.i] = x
+	if k.prev != nil && k.prev[j.i] == x {
+		k.o.Progress.add(j.length, read)
+		return nil
+	}
+	p, owner, err := k.w.Claim(ctx, x)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		k.deps = append(k.deps, p)
+	}
+	if owner {
+		k.sealed, _ = k.enc.Encode(k.sealed[:0], data)
+		if err := k.st.Add(ctx, x, k.sealed, len(data), p); err != nil {
+			return err
+		}
+		k.new += int64(len(data))
+		if k.o.Progress != nil {
+			k.o.Progress.BytesNew.Add(int64(len(data)))
+			k.o.Progress.BytesStored.Add(int64(len(k.sealed)))
+		}
+	}
+	k.o.Progress.add(j.length, read)
+	return nil
+}
+
+// readSpan fills data with the span at off, reading only allocated ranges
+// and zero-filling the rest. It returns the number of bytes read.
+func (k *worker) readSpan(ctx context.Context, data []byte, off int64) (int, error) {
+	read := 0
+	end := off + int64(len(data))
+	pos := off
+	for _, e := range k.alloc.within(off, end) {
+		if e.Offset > pos {
+			clear(data[pos-off : e.Offset-off])
+		}
+		seg := data[e.Offset-off : e.Offset-off+e.Length]
+		if k.o.Limiter != nil {
+			if err := k.o.Limiter.WaitN(ctx, len(seg)); err != nil {
+				return read, err
+			}
+		}
+		n, err := k.d.Reader.ReadAt(seg, e.Offset)
+		if n < len(seg) {
+			if err == nil || errors.Is(err, io.EOF) {
+				return read, fmt.Errorf("%w: %s: read %d of %d bytes at offset %d (the disk shrank or was truncated?)",
+					ErrSourceChanged, k.d.Name, n, len(seg), e.Offset)
+			}
+			return read, fmt.Errorf("read %s at offset %d: %w", k.d.Name, e.Offset, err)
+		}
+		read += n
+		pos = e.Offset + e.Length
+	}
+	if pos < end {
+		clear(data[pos-off:])
+	}
+	return read, nil
+}

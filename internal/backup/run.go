@@ -1,0 +1,129 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/diskmap"
+)
+
+// Request describes one backup point.
+type Request struct {
+	Source       repo.Source
+	Time         time.Time // the snapshot instant; default: when Run starts
+	Tags         map[string]string
+	Mode         string // full, incremental, differential
+	SnapshotMode string
+	Parent       *repo.Snapshot // previous point of the same source, if any
+	BaseFull     string
+	VMConfig     json.RawMessage
+	Disks        []Disk
+	Warnings     []string
+	JobID        int64
+	RetainUntil  time.Time
+	Protected    bool
+}
+
+// Run backs up every disk of a request and commits the backup point. On
+// failure nothing becomes visible, but chunks already packed stay in the
+// repository and are reused by the next attempt.
+func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Snapshot, error) {
+	start := time.Now()
+	if req.Time.IsZero() {
+		req.Time = start
+	}
+	host, _ := os.Hostname()
+	snap := &repo.Snapshot{
+		Time: req.Time.UTC(), Host: host, Source: req.Source, Tags: req.Tags, Mode: req.Mode,
+		SnapshotMode: req.SnapshotMode, BaseFull: req.BaseFull, VMConfig: req.VMConfig,
+		Warnings: req.Warnings, JobID: req.JobID, RetainUntil: req.RetainUntil, Protected: req.Protected,
+	}
+	if req.Parent != nil {
+		snap.Parent = req.Parent.ID.String()
+	}
+	if o.Progress != nil {
+		for _, d := range req.Disks {
+			o.Progress.BytesTotal.Add(d.Size)
+		}
+	}
+	cs := w.Repository().Config().ChunkSize
+	before := w.Stats()
+	var deps []*repo.Pending
+	for _, d := range req.Disks {
+		st := w.NewStream()
+		res, err := backupDisk(ctx, w, st, d, o)
+		// Commit what was packed even on failure, so a retry reuses it.
+		ferr := st.Flush(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		if ferr != nil {
+			return nil, fmt.Errorf("disk %s: %w", d.Name, ferr)
+		}
+		name, err := w.WriteDiskMap(ctx, d.Size, cs, res.ids)
+		if err != nil {
+			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		deps = append(deps, res.deps...)
+		kind := d.Kind
+		if kind == "" {
+			kind = "disk"
+		}
+		snap.Disks = append(snap.Disks, repo.Disk{
+			Key: d.Key, Name: d.Name, Kind: kind, Size: d.Size, ChunkSize: cs, Map: name, Format: d.Format,
+			Path: d.Path, ChangeToken: d.ChangeToken, Mode: d.Mode, Warning: d.Warning,
+			BytesRead: res.bytesRead, BytesZero: res.bytesZero, BytesNew: res.bytesNew,
+		})
+		snap.BytesRead += res.bytesRead
+		snap.BytesNew += res.bytesNew
+		snap.ChunksTotal += len(res.ids)
+	}
+	after := w.Stats()
+	// Session counters include concurrent backups of the same writer; for
+	// a single backup they are exact, otherwise an upper bound.
+	snap.ChunksNew = int(after.NewChunks - before.NewChunks)
+	snap.BytesStored = after.Stored - before.Stored
+	snap.Duration = time.Since(start).Seconds()
+	if err := w.Commit(ctx, snap, deps); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// Latest returns the newest snapshot of a source, or nil.
+func Latest(snaps []*repo.Snapshot, src repo.Source, pred func(*repo.Snapshot) bool) *repo.Snapshot {
+	var best *repo.Snapshot
+	for _, s := range snaps {
+		if s.Source.Key() != src.Key() || (pred != nil && !pred(s)) {
+			continue
+		}
+		if best == nil || s.Time.After(best.Time) {
+			best = s
+		}
+	}
+	return best
+}
+
+// PreviousIDs loads the chunk IDs of disk key in snapshot s when it has the
+// same geometry, so unchanged spans are recognised without storing them.
+func PreviousIDs(ctx context.Context, r *repo.Repository, s *repo.Snapshot, key string, size int64) ([]id.ID, error) {
+	if s == nil {
+		return nil, nil
+	}
+	for _, d := range s.Disks {
+		if d.Key != key || d.Size != size || d.ChunkSize != r.Config().ChunkSize {
+			continue
+		}
+		m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+		if err != nil {
+			return nil, err
+		}
+		return m.All(ctx)
+	}
+	return nil, nil
+}

@@ -1,0 +1,346 @@
+package index
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/store"
+)
+
+// Prefix is the store prefix of index segments.
+const Prefix = "index/"
+
+// ObjectName is the store name of a segment.
+func ObjectName(seg id.ID) string { return Prefix + seg.String() }
+
+// Segment is one loaded segment: its footer in memory, blocks on demand.
+type Segment struct {
+	ID   id.ID
+	Size int64
+	f    *footer
+}
+
+// Count is the number of entries.
+func (s *Segment) Count() uint64 { return s.f.count }
+
+// Supersedes lists the segments this one replaces.
+func (s *Segment) Supersedes() []id.ID { return s.f.supersedes }
+
+// Set is the view over all live segments of a repository. Safe for
+// concurrent use.
+type Set struct {
+	st  store.Store
+	key *crypto.Key
+	// segs is replaced, never mutated, so lookups read it without locking.
+	segs  atomic.Pointer[[]*Segment]
+	mu    sync.Mutex // serialises writers of segs
+	cache *blockCache
+}
+
+// Load reads the footers of all segments in the store and drops segments
+// superseded by others. cacheBlocks bounds the decoded-block cache.
+func Load(ctx context.Context, st store.Store, key *crypto.Key, cacheBlocks int) (*Set, error) {
+	var names []store.ObjectInfo
+	err := st.List(ctx, Prefix, func(fi store.ObjectInfo) error {
+		names = append(names, fi)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list index: %w", err)
+	}
+	segs := make([]*Segment, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, fi := range names {
+		g.Go(func() error {
+			sid, err := id.Parse(strings.TrimPrefix(fi.Name, Prefix))
+			if err != nil {
+				return fmt.Errorf("index: unexpected object %s", fi.Name)
+			}
+			seg, err := OpenSegment(gctx, st, key, sid, fi.Size)
+			if err != nil {
+				return err
+			}
+			segs[i] = seg
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	s := &Set{st: st, key: key, cache: newBlockCache(cacheBlocks)}
+	s.segs.Store(&[]*Segment{})
+	s.install(segs)
+	return s, nil
+}
+
+// OpenSegment reads one segment's footer.
+func OpenSegment(ctx context.Context, st store.Store, key *crypto.Key, sid id.ID, size int64) (*Segment, error) {
+	name := ObjectName(sid)
+	f, err := parseFooter(func(off, n int64) ([]byte, error) { return store.Get(ctx, st, name, off, n) }, size, key)
+	if err != nil {
+		return nil, fmt.Errorf("index segment %s: %w", sid.Short(), err)
+	}
+	return &Segment{ID: sid, Size: size, f: f}, nil
+}
+
+// install adds segments and drops every segment superseded by another.
+func (s *Set) install(add []*Segment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := append(append([]*Segment(nil), *s.segs.Load()...), add...)
+	dead := map[id.ID]bool{}
+	for _, seg := range all {
+		for _, old := range seg.f.supersedes {
+			dead[old] = true
+		}
+	}
+	live := make([]*Segment, 0, len(all))
+	for _, seg := range all {
+		if !dead[seg.ID] {
+			live = append(live, seg)
+		}
+	}
+	s.segs.Store(&live)
+}
+
+// Add makes a newly written segment part of the set.
+func (s *Set) Add(seg *Segment) { s.install([]*Segment{seg}) }
+
+// Segments returns the live segments; the slice must not be modified.
+func (s *Set) Segments() []*Segment { return *s.segs.Load() }
+
+// Count is the number of entries over all live segments (duplicates
+// counted once per segment).
+func (s *Set) Count() uint64 {
+	var n uint64
+	for _, seg := range s.Segments() {
+		n += seg.f.count
+	}
+	return n
+}
+
+// Lookup finds a chunk. The bloom filter answers most misses without I/O.
+func (s *Set) Lookup(ctx context.Context, x id.ID) (Location, bool, error) {
+	for _, seg := range s.Segments() {
+		if !seg.f.bloom.mayContain(x) {
+			continue
+		}
+		rows := seg.f.rows
+		i := sort.Search(len(rows), func(i int) bool { return rows[i].first.Compare(x) > 0 }) - 1
+		if i < 0 {
+			continue
+		}
+		entries, err := s.block(ctx, seg, i)
+		if err != nil {
+			return Location{}, false, err
+		}
+		j := sort.Search(len(entries), func(j int) bool { return entries[j].ID.Compare(x) >= 0 })
+		if j < len(entries) && entries[j].ID == x {
+			return entries[j].Location, true, nil
+		}
+	}
+	return Location{}, false, nil
+}
+
+func (s *Set) block(ctx context.Context, seg *Segment, i int) ([]Entry, error) {
+	k := cacheKey{seg.ID, i}
+	if e, ok := s.cache.get(k); ok {
+		return e, nil
+	}
+	entries, err := readBlock(ctx, s.st, s.key, seg, i)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.put(k, entries)
+	return entries, nil
+}
+
+func readBlock(ctx context.Context, st store.Store, key *crypto.Key, seg *Segment, i int) ([]Entry, error) {
+	row := seg.f.rows[i]
+	sealed, err := store.Get(ctx, st, ObjectName(seg.ID), row.offset, int64(row.length))
+	if err != nil {
+		return nil, fmt.Errorf("index segment %s block %d: %w", seg.ID.Short(), i, err)
+	}
+	entries, err := decodeBlock(key, sealed, row)
+	if err != nil {
+		return nil, fmt.Errorf("index segment %s block %d: %w", seg.ID.Short(), i, err)
+	}
+	return entries, nil
+}
+
+// Iterate calls fn for every entry of every live segment in ascending ID
+// order (a k-way merge). An ID present in several segments is reported
+// once per segment, consecutively.
+func (s *Set) Iterate(ctx context.Context, fn func(Entry) error) error {
+	return Merge(ctx, s.st, s.key, s.Segments(), fn)
+}
+
+// Merge is Iterate over an explicit list of segments. It holds one decoded
+// block per segment in memory.
+func Merge(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment, fn func(Entry) error) error {
+	cursors := make([]*cursor, 0, len(segs))
+	for _, seg := range segs {
+		c := &cursor{seg: seg}
+		if err := c.next(ctx, st, key); err != nil {
+			return err
+		}
+		if !c.done {
+			cursors = append(cursors, c)
+		}
+	}
+	for len(cursors) > 0 {
+		best := 0
+		for i := 1; i < len(cursors); i++ {
+			if cursors[i].cur().ID.Less(cursors[best].cur().ID) {
+				best = i
+			}
+		}
+		c := cursors[best]
+		if err := fn(c.cur()); err != nil {
+			return err
+		}
+		if err := c.next(ctx, st, key); err != nil {
+			return err
+		}
+		if c.done {
+			cursors = append(cursors[:best], cursors[best+1:]...)
+		}
+	}
+	return nil
+}
+
+type cursor struct {
+	seg     *Segment
+	block   int // next block to load
+	entries []Entry
+	pos     int
+	done    bool
+}
+
+func (c *cursor) cur() Entry { return c.entries[c.pos] }
+
+func (c *cursor) next(ctx context.Context, st store.Store, key *crypto.Key) error {
+	if c.entries != nil && c.pos+1 < len(c.entries) {
+		c.pos++
+		return nil
+	}
+	if c.block >= len(c.seg.f.rows) {
+		c.done = true
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	entries, err := readBlock(ctx, st, key, c.seg, c.block)
+	if err != nil {
+		return err
+	}
+	c.block++
+	c.entries, c.pos = entries, 0
+	return nil
+}
+
+// WriteSegment writes entries (any order; sorted here, duplicates of the
+// same ID keep the first) as a new segment and returns it loaded.
+func WriteSegment(ctx context.Context, st store.Store, key *crypto.Key, entries []Entry, supersedes []id.ID) (*Segment, error) {
+	sort.Slice(entries, func(i, j int) bool { return entries[i].ID.Less(entries[j].ID) })
+	sid := id.Random()
+	w, err := st.Create(ctx, ObjectName(sid), store.PutOptions{IfNotExists: st.Properties().ConditionalWrites})
+	if err != nil {
+		return nil, err
+	}
+	cw := &countingWriter{w: w}
+	sw, err := NewSegmentWriter(cw, key, len(entries), supersedes)
+	if err != nil {
+		_ = w.Abort()
+		return nil, err
+	}
+	for i, e := range entries {
+		if i > 0 && e.ID == entries[i-1].ID {
+			continue
+		}
+		if err := sw.Add(e); err != nil {
+			_ = w.Abort()
+			return nil, err
+		}
+	}
+	if err := sw.Finish(); err != nil {
+		_ = w.Abort()
+		return nil, err
+	}
+	if _, err := w.Commit(); err != nil {
+		return nil, fmt.Errorf("commit index segment: %w", err)
+	}
+	return OpenSegment(ctx, st, key, sid, cw.n)
+}
+
+type countingWriter struct {
+	w interface{ Write([]byte) (int, error) }
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// IsFormatError reports a corrupt or unsupported segment.
+func IsFormatError(err error) bool { return errors.Is(err, ErrFormat) }
+
+type cacheKey struct {
+	seg   id.ID
+	block int
+}
+
+// blockCache is a small LRU of decoded blocks.
+type blockCache struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List
+	items map[cacheKey]*list.Element
+}
+
+type cacheItem struct {
+	k cacheKey
+	v []Entry
+}
+
+func newBlockCache(max int) *blockCache {
+	return &blockCache{max: max, order: list.New(), items: map[cacheKey]*list.Element{}}
+}
+
+func (c *blockCache) get(k cacheKey) ([]Entry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		c.order.MoveToFront(el)
+		return el.Value.(*cacheItem).v, true
+	}
+	return nil, false
+}
+
+func (c *blockCache) put(k cacheKey, v []Entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.items[k]; ok {
+		return
+	}
+	c.items[k] = c.order.PushFront(&cacheItem{k, v})
+	for c.order.Len() > c.max {
+		el := c.order.Back()
+		c.order.Remove(el)
+		delete(c.items, el.Value.(*cacheItem).k)
+	}
+}

@@ -1,0 +1,197 @@
+// Package repo implements the coffer repository: a deduplicated, compressed,
+// encrypted store of disk images on top of any store.Store backend. The
+// on-disk format is specified in docs/design/repository-format.md; the
+// format of each object type lives in a subpackage (pack, index, diskmap,
+// chunk) and this package ties them together:
+//
+//   - config and keys (config.go, keys.go): open with a password;
+//   - snapshots (snapshot.go): backup-point manifests;
+//   - leases (lease.go): who is working on the repository, with expiry;
+//   - the session writer (writer.go): packs new chunks, deduplicates
+//     globally, and commits index segments before any manifest that needs them;
+//   - crash recovery (recover.go): indexes packs of sessions that died;
+//   - chunk loading (load.go).
+//
+// Ordering rules that make every mutation crash-safe: packs are committed
+// before the index segment that lists them, index segments before the disk
+// maps and manifest that reference their chunks, and a manifest is the last
+// object of a backup. A manifest's existence therefore proves that every
+// object it needs is durable.
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo/index"
+	"github.com/coffer-backup/coffer/internal/store"
+)
+
+// Repository is an open repository. Safe for concurrent use.
+type Repository struct {
+	st       store.Store
+	cfg      Config
+	key      *crypto.Key
+	keyID    string
+	idx      *index.Set
+	log      *slog.Logger
+	hostname string
+	opts     Options
+}
+
+// Options tune an open repository.
+type Options struct {
+	Logger *slog.Logger
+	// IndexCacheBlocks bounds decoded index blocks kept in memory (60 KiB each).
+	IndexCacheBlocks int
+	// LeaseTTL is how long a lease lives without refresh (default 10 min).
+	LeaseTTL time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.IndexCacheBlocks <= 0 {
+		o.IndexCacheBlocks = 128
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 10 * time.Minute
+	}
+}
+
+// InitOptions describe a new repository.
+type InitOptions struct {
+	Password         []byte
+	NoEncryption     bool // --insecure-no-encryption
+	ChunkSize        int
+	PackSize         int
+	CompressionLevel int // 0 = default; negative = no compression
+	KDF              *crypto.KDF
+	KeyLabel         string
+}
+
+// Init creates a repository in an empty store.
+func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
+	if _, err := st.Stat(ctx, configName); err == nil {
+		return Config{}, fmt.Errorf("%w at %s", ErrAlreadyExists, st.Properties().Location)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return Config{}, fmt.Errorf("check for an existing repository: %w", err)
+	}
+	cfg := Config{
+		Magic: configMagic, FormatVersion: FormatVersion, ID: id.Random().String()[:32], Created: time.Now().UTC(),
+		Encryption: "aes-256-gcm", ChunkSize: o.ChunkSize, PackSize: o.PackSize,
+		Compression: "zstd", CompressionLevel: o.CompressionLevel,
+		ConditionalWrites: st.Properties().ConditionalWrites,
+	}
+	if o.NoEncryption {
+		cfg.Encryption = "none"
+	}
+	if cfg.ChunkSize == 0 {
+		cfg.ChunkSize = DefaultChunkSize
+	}
+	if cfg.PackSize == 0 {
+		cfg.PackSize = DefaultPackSize
+	}
+	switch {
+	case o.CompressionLevel == 0:
+		cfg.CompressionLevel = DefaultCompressionLevel
+	case o.CompressionLevel < 0:
+		cfg.Compression, cfg.CompressionLevel = "none", 0
+	case o.CompressionLevel > 19:
+		return cfg, fmt.Errorf("compression level %d: zstd levels are 1-19", o.CompressionLevel)
+	}
+	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	if !o.NoEncryption {
+		if len(o.Password) == 0 {
+			return cfg, errors.New("a password is required (or --insecure-no-encryption)")
+		}
+		m, err := crypto.NewMasterKey()
+		if err != nil {
+			return cfg, err
+		}
+		kdf := crypto.DefaultKDF()
+		if o.KDF != nil {
+			kdf = *o.KDF
+		}
+		kf, err := newKeyFile(keyPayload{Master: m, Repository: cfg.ID, Encryption: cfg.Encryption}, o.Password, o.KeyLabel, kdf)
+		if err != nil {
+			return cfg, err
+		}
+		if err := saveKeyFile(ctx, st, kf); err != nil {
+			return cfg, fmt.Errorf("write key: %w", err)
+		}
+	}
+	raw, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return cfg, err
+	}
+	// The config is written last: until it exists the directory is not a
+	// repository, so an interrupted init can simply be repeated.
+	if _, err := store.Put(ctx, st, configName, raw, store.PutOptions{IfNotExists: cfg.ConditionalWrites}); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return cfg, fmt.Errorf("%w at %s", ErrAlreadyExists, st.Properties().Location)
+		}
+		return cfg, fmt.Errorf("write config: %w", err)
+	}
+	return cfg, nil
+}
+
+// Open opens a repository with a password (ignored when unencrypted).
+func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Repository, error) {
+	o.defaults()
+	cfg, err := loadConfig(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	r := &Repository{st: st, cfg: cfg, log: o.Logger, opts: o}
+	r.hostname, _ = os.Hostname()
+	if cfg.Encryption == "none" {
+		r.key = crypto.Null()
+	} else {
+		if len(password) == 0 {
+			return nil, fmt.Errorf("repository is encrypted: a password is required: %w", crypto.ErrWrongPassword)
+		}
+		if r.key, r.keyID, err = unlock(ctx, st, cfg, password); err != nil {
+			return nil, err
+		}
+	}
+	if r.idx, err = index.Load(ctx, st, r.key, o.IndexCacheBlocks); err != nil {
+		return nil, fmt.Errorf("load index: %w", err)
+	}
+	return r, nil
+}
+
+// Config returns the repository configuration.
+func (r *Repository) Config() Config { return r.cfg }
+
+// Store returns the backend.
+func (r *Repository) Store() store.Store { return r.st }
+
+// Key returns the repository key.
+func (r *Repository) Key() *crypto.Key { return r.key }
+
+// Index returns the chunk index.
+func (r *Repository) Index() *index.Set { return r.idx }
+
+// Logger returns the repository's logger.
+func (r *Repository) Logger() *slog.Logger { return r.log }
+
+// ReloadIndex re-reads segments written by other processes.
+func (r *Repository) ReloadIndex(ctx context.Context) error {
+	idx, err := index.Load(ctx, r.st, r.key, r.opts.IndexCacheBlocks)
+	if err != nil {
+		return err
+	}
+	r.idx = idx
+	return nil
+}

@@ -1,0 +1,284 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/diskmap"
+	"github.com/coffer-backup/coffer/internal/repo/pack"
+	"github.com/coffer-backup/coffer/internal/store"
+)
+
+// Progress counts restore work; readers poll it.
+type Progress struct {
+	BytesTotal   atomic.Int64
+	BytesDone    atomic.Int64
+	BytesWritten atomic.Int64
+}
+
+// FileOptions tune ToFile.
+type FileOptions struct {
+	Workers  int
+	Progress *Progress
+	// Resume continues an interrupted restore of the same disk into the
+	// same path instead of starting over.
+	Resume bool
+	// Overwrite allows replacing an existing regular file.
+	Overwrite bool
+}
+
+// Stats describe a finished restore.
+type Stats struct {
+	BytesWritten int64
+	BytesZero    int64
+	Chunks       int
+	Requests     int
+	Resumed      bool
+}
+
+// ErrTargetExists refuses to overwrite without permission.
+var ErrTargetExists = errors.New("restore target exists")
+
+// checkpointEvery is how much data is written between resume checkpoints.
+const checkpointEvery = 256 << 20
+
+// ToFile restores one disk of a snapshot into a sparse regular file or onto
+// a block device. A regular file is written as <path>.coffer-partial and
+// renamed when complete, so path never holds a half-restored image; the
+// partial file and its checkpoint let an interrupted restore resume.
+func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo.Disk, path string, o FileOptions) (Stats, error) {
+	var st Stats
+	m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+	if err != nil {
+		return st, err
+	}
+	t, err := openTarget(path, m.DiskSize(), o)
+	if err != nil {
+		return st, err
+	}
+	defer t.close()
+	ck := newCheckpoint(t.statePath, snap.ID.String(), d.Key, m.Count())
+	if o.Resume && t.partial {
+		st.Resumed = ck.load()
+	}
+	groups, zero, err := plan(ctx, r, m, ck.isDone)
+	if err != nil {
+		return st, err
+	}
+	st.BytesZero = zero
+	if o.Progress != nil {
+		o.Progress.BytesTotal.Add(m.DiskSize())
+		o.Progress.BytesDone.Add(m.DiskSize() - plannedBytes(groups, m))
+	}
+	if t.device {
+		// A device keeps old contents: zero spans must be written.
+		if err := zeroDeviceSpans(ctx, t.f, m); err != nil {
+			return st, err
+		}
+	}
+	if err := writeGroups(ctx, r, m, t.f, groups, ck, o, &st); err != nil {
+		if serr := ck.save(t.f); serr != nil {
+			r.Logger().Warn("could not save restore checkpoint", "err", serr)
+		}
+		return st, err
+	}
+	if err := t.f.Sync(); err != nil {
+		return st, fmt.Errorf("fsync %s: %w", t.path, err)
+	}
+	return st, t.finish(path)
+}
+
+func plannedBytes(groups []readGroup, m *diskmap.Map) int64 {
+	var n int64
+	for _, g := range groups {
+		for _, ref := range g.refs {
+			for _, s := range ref.spans {
+				n += int64(m.SpanLength(s))
+			}
+		}
+	}
+	return n
+}
+
+func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.File, groups []readGroup, ck *checkpoint, o FileOptions, st *Stats) error {
+	workers := o.Workers
+	if workers <= 0 {
+		workers = max(runtime.GOMAXPROCS(0), r.Store().Properties().Connections)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan *readGroup)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+		written  atomic.Int64
+		chunks   atomic.Int64
+		sinceCk  atomic.Int64
+		ckMu     sync.Mutex
+	)
+	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
+	cs := int64(m.ChunkSize())
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dec, err := r.NewDecoder()
+			if err != nil {
+				fail(err)
+				return
+			}
+			var plain []byte
+			for g := range jobs {
+				buf, err := store.Get(ctx, r.Store(), pack.ObjectName(g.pack), g.offset, g.length)
+				if err != nil {
+					fail(fmt.Errorf("read pack %s: %w", g.pack, err))
+					return
+				}
+				for _, ref := range g.refs {
+					off := int64(ref.loc.Offset) - g.offset
+					plain, err = dec.Decode(plain[:0], buf[off:off+int64(ref.loc.Length)], ref.id, int(ref.loc.RawLength))
+					if err != nil {
+						fail(fmt.Errorf("span %d: %w", ref.spans[0], err))
+						return
+					}
+					for _, s := range ref.spans {
+						if _, err := f.WriteAt(plain, int64(s)*cs); err != nil {
+							fail(fmt.Errorf("write at %d: %w", int64(s)*cs, translateWriteErr(err)))
+							return
+						}
+						ck.markDone(s)
+						written.Add(int64(len(plain)))
+						if o.Progress != nil {
+							o.Progress.BytesDone.Add(int64(len(plain)))
+							o.Progress.BytesWritten.Add(int64(len(plain)))
+						}
+					}
+					chunks.Add(1)
+				}
+				if sinceCk.Add(g.length) > checkpointEvery && ckMu.TryLock() {
+					sinceCk.Store(0)
+					if err := ck.save(f); err != nil {
+						r.Logger().Warn("could not save restore checkpoint", "err", err)
+					}
+					ckMu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range groups {
+		select {
+		case jobs <- &groups[i]:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	st.BytesWritten, st.Chunks, st.Requests = written.Load(), int(chunks.Load()), len(groups)
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+func translateWriteErr(err error) error {
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
+	}
+	return err
+}
+
+// target is the file or device being written.
+type target struct {
+	f         *os.File
+	path      string // the file written (partial name for regular files)
+	statePath string
+	device    bool
+	partial   bool // a previous partial file existed
+}
+
+func openTarget(path string, size int64, o FileOptions) (*target, error) {
+	fi, err := os.Stat(path)
+	if err == nil && fi.Mode()&fs.ModeDevice != 0 {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		devSize, err := f.Seek(0, 2)
+		if err == nil && devSize < size {
+			err = fmt.Errorf("device %s has %d bytes, the disk needs %d", path, devSize, size)
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		return &target{f: f, path: path, statePath: "", device: true}, nil
+	}
+	if err == nil && !o.Overwrite {
+		return nil, fmt.Errorf("%w: %s (use --overwrite to replace it)", ErrTargetExists, path)
+	}
+	t := &target{path: path + ".coffer-partial", statePath: path + ".coffer-partial.state"}
+	flags := os.O_WRONLY | os.O_CREATE
+	if _, err := os.Stat(t.path); err == nil && o.Resume {
+		t.partial = true
+	} else {
+		flags |= os.O_TRUNC
+	}
+	if t.f, err = os.OpenFile(t.path, flags, 0o600); err != nil {
+		return nil, err
+	}
+	// Truncating to the disk size makes every unwritten span a hole.
+	if err := t.f.Truncate(size); err != nil {
+		t.f.Close()
+		return nil, translateWriteErr(err)
+	}
+	return t, nil
+}
+
+func (t *target) close() { _ = t.f.Close() }
+
+func (t *target) finish(final string) error {
+	if t.device {
+		return nil
+	}
+	if err := os.Rename(t.path, final); err != nil {
+		return err
+	}
+	_ = os.Remove(t.statePath)
+	return nil
+}
+
+// zeroDeviceSpans clears the hole spans of a disk on a block device, using
+// the device's zeroing offload when it has one (fallocate ZERO_RANGE maps
+// to BLKZEROOUT / WRITE SAME / UNMAP) and plain writes otherwise.
+func zeroDeviceSpans(ctx context.Context, f *os.File, m *diskmap.Map) error {
+	var zeroBuf []byte
+	cs := int64(m.ChunkSize())
+	return m.Iterate(ctx, func(i uint64, x id.ID) error {
+		if !x.IsZero() {
+			return nil
+		}
+		off, n := int64(i)*cs, int64(m.SpanLength(i))
+		if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n); err == nil {
+			return nil
+		}
+		if zeroBuf == nil {
+			zeroBuf = make([]byte, cs)
+		}
+		_, err := f.WriteAt(zeroBuf[:n], off)
+		return err
+	})
+}
