@@ -57,8 +57,8 @@ func makeImage(t *testing.T, path string, size int64) {
 	writeAt(t, f, rnd, 0)
 	writeAt(t, f, text, 5<<20)
 	writeAt(t, f, make([]byte, 2<<20), 9<<20) // explicit zeros, allocated
-	writeAt(t, f, rnd[:1<<20], 20<<20)       // duplicate of the first MiB
-	writeAt(t, f, []byte("tail"), size-4)    // last, short span
+	writeAt(t, f, rnd[:1<<20], 20<<20)        // duplicate of the first MiB
+	writeAt(t, f, []byte("tail"), size-4)     // last, short span
 }
 
 func writeAt(t *testing.T, f *os.File, b []byte, off int64) {

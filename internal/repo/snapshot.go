@@ -38,29 +38,29 @@ var ErrCorruptManifest = errors.New("snapshot manifest corrupt")
 // instant. It is everything needed to list and restore the point without a
 // catalog: VM identity and configuration, and per disk its disk map.
 type Snapshot struct {
-	ID            id.ID             `json:"-"`
-	Version       int               `json:"version"`
-	Time          time.Time         `json:"time"`
-	Host          string            `json:"host"` // where coffer ran
-	Source        Source            `json:"source"`
-	Tags          map[string]string `json:"tags,omitempty"`
-	Mode          string            `json:"mode"`                    // full, incremental, differential
-	SnapshotMode  string            `json:"snapshot_mode,omitempty"` // crash-consistent, quiesced, ...
-	Parent        string            `json:"parent,omitempty"`        // previous point of the same source
-	BaseFull      string            `json:"base_full,omitempty"`     // last full point (differential base)
-	VMConfig      json.RawMessage   `json:"vm_config,omitempty"`
-	Disks         []Disk            `json:"disks"`
-	Warnings      []string          `json:"warnings,omitempty"`
-	Protected     bool              `json:"protected,omitempty"`
-	RetainUntil   time.Time         `json:"retain_until,omitzero"`
-	JobID         int64             `json:"job_id,omitempty"`
-	Duration      float64           `json:"duration_seconds"`
-	BytesRead     int64             `json:"bytes_read"`
-	BytesNew      int64             `json:"bytes_new"`    // plaintext bytes of chunks stored by this backup
-	BytesStored   int64             `json:"bytes_stored"` // bytes added to the repository
-	ChunksNew     int               `json:"chunks_new"`
-	ChunksTotal   int               `json:"chunks_total"`
-	BytesLogical  int64             `json:"bytes_logical"`
+	ID           id.ID             `json:"-"`
+	Version      int               `json:"version"`
+	Time         time.Time         `json:"time"`
+	Host         string            `json:"host"` // where coffer ran
+	Source       Source            `json:"source"`
+	Tags         map[string]string `json:"tags,omitempty"`
+	Mode         string            `json:"mode"`                    // full, incremental, differential
+	SnapshotMode string            `json:"snapshot_mode,omitempty"` // crash-consistent, quiesced, ...
+	Parent       string            `json:"parent,omitempty"`        // previous point of the same source
+	BaseFull     string            `json:"base_full,omitempty"`     // last full point (differential base)
+	VMConfig     json.RawMessage   `json:"vm_config,omitempty"`
+	Disks        []Disk            `json:"disks"`
+	Warnings     []string          `json:"warnings,omitempty"`
+	Protected    bool              `json:"protected,omitempty"`
+	RetainUntil  time.Time         `json:"retain_until,omitzero"`
+	JobID        int64             `json:"job_id,omitempty"`
+	Duration     float64           `json:"duration_seconds"`
+	BytesRead    int64             `json:"bytes_read"`
+	BytesNew     int64             `json:"bytes_new"`    // plaintext bytes of chunks stored by this backup
+	BytesStored  int64             `json:"bytes_stored"` // bytes added to the repository
+	ChunksNew    int               `json:"chunks_new"`
+	ChunksTotal  int               `json:"chunks_total"`
+	BytesLogical int64             `json:"bytes_logical"`
 }
 
 // Source identifies what was backed up.
@@ -72,7 +72,9 @@ type Source struct {
 }
 
 // Key is what successive points of the same source share.
-func (s Source) Key() string { return s.Kind + "\x00" + s.Connection + "\x00" + s.VMID + "\x00" + s.VMName }
+func (s Source) Key() string {
+	return s.Kind + "\x00" + s.Connection + "\x00" + s.VMID + "\x00" + s.VMName
+}
 
 // Disk is one disk (or memory-state stream) of a backup point.
 type Disk struct {

@@ -194,4 +194,3 @@ func randomEntriesSorted(n int) []Entry {
 type memWriter struct{ b []byte }
 
 func (m *memWriter) Write(p []byte) (int, error) { m.b = append(m.b, p...); return len(p), nil }
-
