@@ -24,7 +24,7 @@ var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Th
 
 func newRepo(t *testing.T, o repo.InitOptions) *repo.Repository {
 	t.Helper()
-	st, err := local.Open(filepath.Join(t.TempDir(), "repo"))
+	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,10 @@ type Request struct {
 	JobID        int64
 	RetainUntil  time.Time
 	Protected    bool
+	// BeforeCommit, if set, runs after all disks were read and before the
+	// point is committed; an error aborts the backup (e.g. the source
+	// changed under it).
+	BeforeCommit func() error
 }
 
 // Run backs up every disk of a request and commits the backup point. On
@@ -89,6 +93,11 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 	snap.ChunksNew = int(after.NewChunks - before.NewChunks)
 	snap.BytesStored = after.Stored - before.Stored
 	snap.Duration = time.Since(start).Seconds()
+	if req.BeforeCommit != nil {
+		if err := req.BeforeCommit(); err != nil {
+			return nil, err
+		}
+	}
 	if err := w.Commit(ctx, snap, deps); err != nil {
 		return nil, err
 	}

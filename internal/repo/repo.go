@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/crypto"
@@ -40,7 +41,8 @@ type Repository struct {
 	cfg      Config
 	key      *crypto.Key
 	keyID    string
-	idx      *index.Set
+	idx      atomic.Pointer[index.Set]
+	badSegs  []string // index segments skipped as corrupt at open
 	log      *slog.Logger
 	hostname string
 	opts     Options
@@ -165,8 +167,8 @@ func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Rep
 			return nil, err
 		}
 	}
-	if r.idx, err = index.Load(ctx, st, r.key, o.IndexCacheBlocks); err != nil {
-		return nil, fmt.Errorf("load index: %w", err)
+	if err := r.ReloadIndex(ctx); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -181,17 +183,26 @@ func (r *Repository) Store() store.Store { return r.st }
 func (r *Repository) Key() *crypto.Key { return r.key }
 
 // Index returns the chunk index.
-func (r *Repository) Index() *index.Set { return r.idx }
+func (r *Repository) Index() *index.Set { return r.idx.Load() }
+
+// DamagedIndexSegments lists segments skipped as corrupt at the last load.
+func (r *Repository) DamagedIndexSegments() []string { return r.badSegs }
 
 // Logger returns the repository's logger.
 func (r *Repository) Logger() *slog.Logger { return r.log }
 
-// ReloadIndex re-reads segments written by other processes.
+// ReloadIndex (re-)reads the index, including segments written by other
+// processes. Corrupt segments are skipped with a warning.
 func (r *Repository) ReloadIndex(ctx context.Context) error {
-	idx, err := index.Load(ctx, r.st, r.key, r.opts.IndexCacheBlocks)
+	var bad []string
+	idx, err := index.Load(ctx, r.st, r.key, r.opts.IndexCacheBlocks, func(name string, err error) {
+		r.log.Warn("skipping a damaged index segment (run `coffer verify`, then `coffer repair index`)", "segment", name, "err", err)
+		bad = append(bad, name)
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("load index: %w", err)
 	}
-	r.idx = idx
+	r.idx.Store(idx)
+	r.badSegs = bad
 	return nil
 }

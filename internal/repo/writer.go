@@ -165,6 +165,14 @@ func (w *Writer) Claim(ctx context.Context, x id.ID) (*Pending, bool, error) {
 	return p, true, nil
 }
 
+// Move stores an already sealed blob again, in a pack of this stream: the
+// garbage collector's repack. It bypasses deduplication on purpose (the
+// chunk exists, in a pack about to be deleted).
+func (s *Stream) Move(ctx context.Context, x id.ID, sealed []byte, rawLen int) error {
+	p := &Pending{id: x, ready: make(chan struct{})}
+	return s.Add(ctx, x, sealed, rawLen, p)
+}
+
 // Stream appends chunks to packs of its own. A stream is used by one
 // backup (one disk) and is safe for its concurrent workers.
 type Stream struct {

@@ -30,7 +30,7 @@ func write(t testing.TB, key *crypto.Key, size int64, chunk int, ids []id.ID) []
 }
 
 func TestRoundTrip(t *testing.T) {
-	st, _ := local.Open(t.TempDir())
+	st, _ := local.Create(t.TempDir())
 	m0, _ := crypto.NewMasterKey()
 	key, _ := crypto.NewKey(m0)
 	ctx := context.Background()

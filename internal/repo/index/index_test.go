@@ -13,7 +13,7 @@ import (
 )
 
 func setup(t testing.TB) (store.Store, *crypto.Key) {
-	st, err := local.Open(t.TempDir())
+	st, err := local.Create(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestWriteLoadLookup(t *testing.T) {
 	if _, err := WriteSegment(ctx, st, key, append([]Entry(nil), b...), nil); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Load(ctx, st, key, 4)
+	set, err := Load(ctx, st, key, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestMergeIsSortedAndComplete(t *testing.T) {
 		}
 		total += n
 	}
-	set, err := Load(ctx, st, key, 2)
+	set, err := Load(ctx, st, key, 2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestSupersededSegmentsAreIgnored(t *testing.T) {
 	if _, err := WriteSegment(ctx, st, key, fresh, []id.ID{old.ID}); err != nil {
 		t.Fatal(err)
 	}
-	set, err := Load(ctx, st, key, 4)
+	set, err := Load(ctx, st, key, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestCorruptSegmentsAreRejected(t *testing.T) {
 		if _, err := store.Put(ctx, st, name, bad, store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Load(ctx, st, key, 4); !errors.Is(err, ErrFormat) {
+		if _, err := Load(ctx, st, key, 4, nil); !errors.Is(err, ErrFormat) {
 			t.Fatalf("corrupt segment loaded: %v", err)
 		}
 	}
@@ -143,7 +143,7 @@ func TestCorruptSegmentsAreRejected(t *testing.T) {
 	bad := append([]byte(nil), good...)
 	bad[headerSize+100] ^= 1
 	_, _ = store.Put(ctx, st, name, bad, store.PutOptions{})
-	set, err := Load(ctx, st, key, 4)
+	set, err := Load(ctx, st, key, 4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

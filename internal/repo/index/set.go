@@ -48,8 +48,11 @@ type Set struct {
 }
 
 // Load reads the footers of all segments in the store and drops segments
-// superseded by others. cacheBlocks bounds the decoded-block cache.
-func Load(ctx context.Context, st store.Store, key *crypto.Key, cacheBlocks int) (*Set, error) {
+// superseded by others. cacheBlocks bounds the decoded-block cache. A
+// segment that is corrupt is skipped and reported to bad (when non-nil; nil
+// makes it an error): one damaged segment must not make the whole
+// repository unreadable; `coffer repair index` rebuilds it from packs.
+func Load(ctx context.Context, st store.Store, key *crypto.Key, cacheBlocks int, bad func(name string, err error)) (*Set, error) {
 	var names []store.ObjectInfo
 	err := st.List(ctx, Prefix, func(fi store.ObjectInfo) error {
 		names = append(names, fi)
@@ -69,6 +72,10 @@ func Load(ctx context.Context, st store.Store, key *crypto.Key, cacheBlocks int)
 			}
 			seg, err := OpenSegment(gctx, st, key, sid, fi.Size)
 			if err != nil {
+				if bad != nil && (errors.Is(err, ErrFormat) || errors.Is(err, store.ErrInvalidRange)) {
+					bad(fi.Name, err)
+					return nil
+				}
 				return err
 			}
 			segs[i] = seg
@@ -80,8 +87,23 @@ func Load(ctx context.Context, st store.Store, key *crypto.Key, cacheBlocks int)
 	}
 	s := &Set{st: st, key: key, cache: newBlockCache(cacheBlocks)}
 	s.segs.Store(&[]*Segment{})
-	s.install(segs)
+	loaded := segs[:0]
+	for _, seg := range segs {
+		if seg != nil {
+			loaded = append(loaded, seg)
+		}
+	}
+	s.install(loaded)
 	return s, nil
+}
+
+// NewSet builds a set over explicit segments (no superseding applied), e.g.
+// to look chunks up in segments that a compaction replaced.
+func NewSet(st store.Store, key *crypto.Key, segs []*Segment, cacheBlocks int) *Set {
+	s := &Set{st: st, key: key, cache: newBlockCache(cacheBlocks)}
+	cp := append([]*Segment(nil), segs...)
+	s.segs.Store(&cp)
+	return s
 }
 
 // OpenSegment reads one segment's footer.

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/coffer-backup/coffer/internal/store"
@@ -35,25 +36,50 @@ const tmpDir = "tmp"
 // Store is a repository directory.
 type Store struct {
 	root string
-	cas  *os.File // held open; flock'd around conditional writes and deletes
+	// The temp directory and the lock file are created on first write, so
+	// opening a directory that is not a repository changes nothing in it.
+	once    sync.Once
+	initErr error
+	cas     *os.File // flock'd around conditional writes and deletes
 }
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens (creating if needed) a store rooted at dir.
+// Open opens the store rooted at an existing directory.
 func Open(dir string) (*Store, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(abs, tmpDir), 0o700); err != nil {
-		return nil, translate(fmt.Errorf("create repository directory %s: %w", abs, err))
-	}
-	cas, err := os.OpenFile(filepath.Join(abs, ".cas-lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, translate(fmt.Errorf("open %s: %w", abs, err))
+		return nil, translate(fmt.Errorf("open repository directory: %w", err))
 	}
-	return &Store{root: abs, cas: cas}, nil
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory", abs)
+	}
+	return &Store{root: abs}, nil
+}
+
+// Create creates the directory if needed and opens it.
+func Create(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, translate(fmt.Errorf("create repository directory: %w", err))
+	}
+	return Open(dir)
+}
+
+// prepare creates the temp directory and opens the lock file.
+func (s *Store) prepare() error {
+	s.once.Do(func() {
+		if err := os.MkdirAll(filepath.Join(s.root, tmpDir), 0o700); err != nil {
+			s.initErr = translate(fmt.Errorf("create %s: %w", tmpDir, err))
+			return
+		}
+		s.cas, s.initErr = os.OpenFile(filepath.Join(s.root, ".cas-lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		s.initErr = translate(s.initErr)
+	})
+	return s.initErr
 }
 
 // Root returns the directory of the store.
@@ -65,7 +91,12 @@ func (s *Store) Properties() store.Properties {
 }
 
 // Close implements store.Store.
-func (s *Store) Close() error { return s.cas.Close() }
+func (s *Store) Close() error {
+	if s.cas != nil {
+		return s.cas.Close()
+	}
+	return nil
+}
 
 // path maps an object name to its file, sharding data/.
 func (s *Store) path(name string) (string, error) {
@@ -117,6 +148,9 @@ func validName(name string) error {
 func (s *Store) Create(ctx context.Context, name string, opts store.PutOptions) (store.ObjectWriter, error) {
 	final, err := s.path(name)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.prepare(); err != nil {
 		return nil, err
 	}
 	var rnd [12]byte
@@ -236,6 +270,9 @@ func (s *Store) install(tmp, final string, opts store.PutOptions) error {
 }
 
 func (s *Store) lockCAS() (func(), error) {
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
 	if err := syscall.Flock(int(s.cas.Fd()), syscall.LOCK_EX); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", s.cas.Name(), err)
 	}
@@ -346,7 +383,7 @@ func (s *Store) List(ctx context.Context, prefix string, fn func(store.ObjectInf
 			}
 			return nil
 		}
-		if p == s.cas.Name() {
+		if p == filepath.Join(s.root, ".cas-lock") {
 			return nil
 		}
 		name := s.nameOf(p)

@@ -14,7 +14,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := Open(t.TempDir())
+		s, err := Create(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 
 func TestShardsDataAndHidesTemp(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Create(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestShardsDataAndHidesTemp(t *testing.T) {
 }
 
 func TestRejectsUnsafeNames(t *testing.T) {
-	s, err := Open(t.TempDir())
+	s, err := Create(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestReadOnlyDirectoryIsPermissionError(t *testing.T) {
 		t.Skip("root ignores directory permissions")
 	}
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Create(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// snapshotView is the --json form of a snapshot.
+type snapshotView struct {
+	ID           string            `json:"id"`
+	Short        string            `json:"short_id"`
+	Time         time.Time         `json:"time"`
+	Source       repo.Source       `json:"source"`
+	Mode         string            `json:"mode"`
+	SnapshotMode string            `json:"snapshot_mode,omitempty"`
+	Parent       string            `json:"parent,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+	Protected    bool              `json:"protected"`
+	BytesLogical int64             `json:"bytes_logical"`
+	BytesRead    int64             `json:"bytes_read"`
+	BytesNew     int64             `json:"bytes_new"`
+	BytesStored  int64             `json:"bytes_stored"`
+	Duration     float64           `json:"duration_seconds"`
+	Disks        []repo.Disk       `json:"disks"`
+	Warnings     []string          `json:"warnings,omitempty"`
+}
+
+func snapshotJSON(s *repo.Snapshot) snapshotView {
+	return snapshotView{ID: s.ID.String(), Short: s.ID.Short(), Time: s.Time, Source: s.Source, Mode: s.Mode,
+		SnapshotMode: s.SnapshotMode, Parent: s.Parent, Tags: s.Tags, Protected: s.Protected, BytesLogical: s.Logical(),
+		BytesRead: s.BytesRead, BytesNew: s.BytesNew, BytesStored: s.BytesStored, Duration: s.Duration, Disks: s.Disks, Warnings: s.Warnings}
+}
+
+func (a *app) cmdSnapshots() *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:     "snapshots",
+		Aliases: []string{"ls"},
+		Short:   "list backup points",
+		Long: `List the backup points of the repository, oldest first, straight from the
+repository (no catalog needed). A damaged manifest is reported and skipped.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			r, err := a.openRepo(ctx)
+			if err != nil {
+				return err
+			}
+			var bad []string
+			snaps, err := r.Snapshots(ctx, func(x id.ID, err error) { bad = append(bad, fmt.Sprintf("%s: %v", x.Short(), err)) })
+			if err != nil {
+				return err
+			}
+			var out []*repo.Snapshot
+			for _, s := range snaps {
+				if name == "" || s.Source.VMName == name {
+					out = append(out, s)
+				}
+			}
+			if a.jsonOut {
+				views := make([]snapshotView, 0, len(out))
+				for _, s := range out {
+					views = append(views, snapshotJSON(s))
+				}
+				return a.printJSON(views)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tDISKS\tSIZE\tNEW\tTAGS")
+			for _, s := range out {
+				prot := ""
+				if s.Protected {
+					prot = " (protected)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n", s.ID.Short(), s.Time.Local().Format("2006-01-02 15:04:05"),
+					s.Source.VMName, s.Mode, len(s.Disks), humanBytes(s.Logical()), humanBytes(s.BytesStored), formatTags(s.Tags), prot)
+			}
+			_ = tw.Flush()
+			a.printf("%d snapshot(s)\n", len(out))
+			for _, b := range bad {
+				fmt.Fprintf(a.stderr, "coffer: skipped damaged snapshot %s\n", b)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "only snapshots of this source name")
+	return cmd
+}
+
+func formatTags(t map[string]string) string {
+	var parts []string
+	for k, v := range t {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

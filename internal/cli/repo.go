@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/term"
+
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/store/local"
+)
+
+// openStore maps a repository location to its backend. This is the only
+// place that knows every backend (an explicit registry).
+func (a *app) openStore(ctx context.Context, location string) (store.Store, error) {
+	switch {
+	case location == "":
+		return nil, usagef("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
+	case strings.HasPrefix(location, "s3://"):
+		return a.openS3(ctx, location)
+	case strings.Contains(location, "://"):
+		return nil, usagef("unsupported repository location %q (a directory or s3://bucket/prefix)", location)
+	}
+	st, err := local.Open(location)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s does not exist (create one with `coffer init`)", repo.ErrNotRepository, location)
+	}
+	return st, err
+}
+
+// openS3 is replaced when the S3 backend is wired in.
+var s3Opener func(ctx context.Context, a *app, location string) (store.Store, error)
+
+func (a *app) openS3(ctx context.Context, location string) (store.Store, error) {
+	if s3Opener == nil {
+		return nil, usagef("this build of coffer has no S3 support")
+	}
+	return s3Opener(ctx, a, location)
+}
+
+// password resolves the repository password: password file, then the
+// COFFER_PASSWORD variable, then a prompt on a terminal.
+func (a *app) password(confirm bool) ([]byte, error) {
+	if path := a.res.Path("password-file"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, usagef("password file: %v", err)
+		}
+		pw := strings.TrimRight(string(b), "\r\n")
+		if pw == "" {
+			return nil, usagef("password file %s is empty", path)
+		}
+		return []byte(pw), nil
+	}
+	if pw := a.res.String("password"); pw != "" {
+		return []byte(pw), nil
+	}
+	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return a.prompt(f, confirm)
+	}
+	return nil, nil
+}
+
+func (a *app) prompt(f *os.File, confirm bool) ([]byte, error) {
+	fmt.Fprint(a.stderr, "repository password: ")
+	pw, err := term.ReadPassword(int(f.Fd()))
+	fmt.Fprintln(a.stderr)
+	if err != nil {
+		return nil, err
+	}
+	if confirm {
+		fmt.Fprint(a.stderr, "repeat password: ")
+		again, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(a.stderr)
+		if err != nil {
+			return nil, err
+		}
+		if string(again) != string(pw) {
+			return nil, usagef("passwords do not match")
+		}
+	}
+	return pw, nil
+}
+
+// readLine reads one line from stdin (for key add with piped input).
+func (a *app) readLine() (string, error) {
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// openRepo opens the configured repository.
+func (a *app) openRepo(ctx context.Context) (*repo.Repository, error) {
+	location := a.res.String("repository")
+	st, err := a.openStore(ctx, location)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := a.password(false)
+	if err != nil {
+		return nil, err
+	}
+	r, err := repo.Open(ctx, st, pw, repo.Options{Logger: a.log})
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return r, nil
+}

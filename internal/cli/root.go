@@ -1,0 +1,186 @@
+// Package cli is coffer's command line: one file per command (cmd_*.go),
+// each a thin layer that parses flags, calls the domain packages and prints
+// text or --json. Errors become exit codes in exactly one place (exit.go).
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/coffer-backup/coffer/internal/config"
+)
+
+// Version is set at build time with -ldflags "-X ...cli.Version=...".
+var Version = "dev"
+
+// app holds what every command shares: resolved settings, output streams,
+// the logger and output mode.
+type app struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	configPath     string
+	jsonOut        bool
+	quiet          bool
+	file           *config.File
+	res            *config.Resolver
+	log            *slog.Logger
+	root           *cobra.Command
+}
+
+// Execute runs coffer with args and returns the process exit code.
+func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.newRoot()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") ||
+		strings.HasPrefix(err.Error(), "unknown shorthand") || strings.Contains(err.Error(), "argument") && strings.Contains(err.Error(), "accepts") {
+		err = usageError{err}
+	}
+	if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
+		err = fmt.Errorf("%w: %w", context.Canceled, err)
+	}
+	code := exitCode(err)
+	if a.jsonOut {
+		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": err.Error(), "exit_code": code, "advice": advice(err)})
+	} else {
+		fmt.Fprintf(stderr, "coffer: %v\n", err)
+		if hint := advice(err); hint != "" {
+			fmt.Fprintf(stderr, "coffer: %s\n", hint)
+		}
+	}
+	return code
+}
+
+func (a *app) newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "coffer",
+		Short: "agentless backup and recovery for virtual machines",
+		Long: `NAME
+    coffer - agentless backup and recovery for virtual machines
+
+DESCRIPTION
+    coffer backs up whole VMs from hypervisor snapshots (QEMU/KVM over QMP,
+    VMware vSphere) and raw disk images into a deduplicated, compressed,
+    encrypted repository on local disk or S3, and restores whole disks, new
+    VMs, single files, or boots a VM straight from a backup.
+
+    Settings come from flags, then environment variables, then the
+    configuration file, then defaults (see ` + "`coffer config keys`" + `).
+
+` + exitCodeHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.setup(cmd)
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.configPath, "config", "", "configuration file (default: $COFFER_CONFIG, ~/.config/coffer/config.yaml, /etc/coffer/coffer.yaml)")
+	pf.BoolVar(&a.jsonOut, "json", false, "print results as JSON (for scripts); disables progress bars")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print only errors")
+	for _, k := range config.Keys {
+		if k.Flag == "" {
+			continue
+		}
+		usage := k.Usage
+		if k.Env != "" {
+			usage += " [$" + k.Env + "]"
+		}
+		pf.String(k.Flag, "", usage)
+	}
+	a.root = root
+	for _, c := range a.commands() {
+		root.AddCommand(c)
+	}
+	root.AddCommand(&cobra.Command{
+		Use: "exit-codes", Short: "explain coffer's exit codes",
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), exitCodeHelp) },
+	})
+	return root
+}
+
+// commands lists every subcommand explicitly (no init() registration).
+func (a *app) commands() []*cobra.Command {
+	return []*cobra.Command{
+		a.cmdInit(), a.cmdBackup(), a.cmdSnapshots(), a.cmdRestore(), a.cmdKey(),
+		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(),
+		a.cmdConfig(), a.cmdProtect(),
+	}
+}
+
+func (a *app) setup(cmd *cobra.Command) error {
+	f, err := config.Load(a.configPath)
+	if err != nil {
+		return usageError{err}
+	}
+	a.file = f
+	flags := cmd.Flags()
+	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {
+		fl := flags.Lookup(name)
+		if fl == nil || !fl.Changed {
+			return "", false
+		}
+		return fl.Value.String(), true
+	}}
+	level := slog.LevelWarn
+	if err := level.UnmarshalText([]byte(a.res.String("log-level"))); err != nil {
+		return usagef("log-level: %v", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch a.res.String("log-format") {
+	case "json":
+		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
+	case "text":
+		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
+	default:
+		return usagef("log-format must be text or json")
+	}
+	slog.SetDefault(a.log)
+	return nil
+}
+
+// interactive reports whether progress bars and prompts are wanted.
+func (a *app) interactive() bool {
+	if a.jsonOut || a.quiet {
+		return false
+	}
+	f, ok := a.stderr.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// printJSON writes v as indented JSON to stdout.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printf writes human output unless --quiet or --json.
+func (a *app) printf(format string, args ...any) {
+	if a.quiet || a.jsonOut {
+		return
+	}
+	fmt.Fprintf(a.stdout, format, args...)
+}
+
+// flagSet is a shorthand used by commands.
+type flagSet = pflag.FlagSet

@@ -1,0 +1,79 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPrecedence(t *testing.T) {
+	f, err := Parse([]byte("repository: /from/file\nlog-level: info\ns3:\n  region: eu-1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"COFFER_REPO": "/from/env", "COFFER_LOG_LEVEL": "debug"}
+	flags := map[string]string{"repo": "/from/flag"}
+	r := &Resolver{File: f,
+		Flag: func(n string) (string, bool) { v, ok := flags[n]; return v, ok },
+		Env:  func(n string) (string, bool) { v, ok := env[n]; return v, ok }}
+	for _, c := range []struct {
+		key, want string
+		src       Source
+	}{
+		{"repository", "/from/flag", FromFlag},
+		{"log-level", "debug", FromEnv},
+		{"s3.region", "eu-1", FromFile},
+		{"log-format", "text", FromDefault},
+	} {
+		if v, s := r.Get(c.key); v != c.want || s != c.src {
+			t.Errorf("%s = %q from %s, want %q from %s", c.key, v, s, c.want, c.src)
+		}
+	}
+}
+
+func TestUnknownKeysAreErrors(t *testing.T) {
+	_, err := Parse([]byte("repositry: /x\n"))
+	if err == nil || !strings.Contains(err.Error(), `did you mean "repository"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := Parse([]byte("s3:\n  regoin: x\n")); err == nil {
+		t.Fatal("nested typo accepted")
+	}
+	if _, err := Parse([]byte("repository: [a, b]\n")); err == nil {
+		t.Fatal("list for a scalar accepted")
+	}
+	if _, err := Parse([]byte(": : :\n\t")); err == nil {
+		t.Fatal("malformed YAML accepted")
+	}
+}
+
+func TestSectionsDecode(t *testing.T) {
+	f, err := Parse([]byte("policies:\n  - name: nightly\n    keep-last: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v []struct {
+		Name     string `yaml:"name"`
+		KeepLast int    `yaml:"keep-last"`
+	}
+	if err := f.Decode("policies", &v); err != nil || len(v) != 1 || v[0].KeepLast != 3 {
+		t.Fatalf("decode = %+v, %v", v, err)
+	}
+}
+
+func TestEveryKeyDeclaredOnce(t *testing.T) {
+	seen := map[string]bool{}
+	for _, k := range Keys {
+		for _, n := range []string{"key:" + k.Name, "flag:" + k.Flag, "env:" + k.Env} {
+			if strings.HasSuffix(n, ":") {
+				continue
+			}
+			if seen[n] {
+				t.Errorf("%s declared twice", n)
+			}
+			seen[n] = true
+		}
+		if k.Secret && k.Flag != "" {
+			t.Errorf("secret %s must not have a flag (it would show in ps)", k.Name)
+		}
+	}
+}

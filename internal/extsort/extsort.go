@@ -1,0 +1,287 @@
+// Package extsort sorts fixed-size records with bounded memory: records are
+// buffered up to a budget, sorted, spilled to temporary run files, and
+// merged back in order. Garbage collection and verification use it so that
+// their memory does not grow with the repository (restic's whole-index-in-
+// RAM approach is what this avoids).
+//
+// Hand-written because it is small and specific: fixed-size byte records
+// compared bytewise, with optional de-duplication.
+package extsort
+
+import (
+	"bufio"
+	"bytes"
+	"container/heap"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// Sorter accumulates records of Size bytes.
+type Sorter struct {
+	size    int
+	budget  int
+	dir     string
+	buf     []byte
+	runs    []string
+	closed  bool
+	records int64
+}
+
+// New returns a sorter for records of size bytes using at most budget
+// bytes of memory for buffering; runs are spilled into dir.
+func New(size, budget int, dir string) *Sorter {
+	budget = max(budget, size*1024)
+	return &Sorter{size: size, budget: budget - budget%size, dir: dir}
+}
+
+// Add appends one record (copied).
+func (s *Sorter) Add(rec []byte) error {
+	if len(rec) != s.size {
+		return fmt.Errorf("extsort: record of %d bytes, want %d", len(rec), s.size)
+	}
+	if s.closed {
+		return errors.New("extsort: Add after Iterate")
+	}
+	s.buf = append(s.buf, rec...)
+	s.records++
+	if len(s.buf) >= s.budget {
+		return s.spill()
+	}
+	return nil
+}
+
+// Len is the number of records added.
+func (s *Sorter) Len() int64 { return s.records }
+
+type recs struct {
+	b    []byte
+	size int
+	tmp  []byte
+}
+
+func (r *recs) Len() int { return len(r.b) / r.size }
+func (r *recs) Less(i, j int) bool {
+	return bytes.Compare(r.b[i*r.size:(i+1)*r.size], r.b[j*r.size:(j+1)*r.size]) < 0
+}
+func (r *recs) Swap(i, j int) {
+	a, b := r.b[i*r.size:(i+1)*r.size], r.b[j*r.size:(j+1)*r.size]
+	copy(r.tmp, a)
+	copy(a, b)
+	copy(b, r.tmp)
+}
+
+func (s *Sorter) sortBuf() {
+	sort.Sort(&recs{b: s.buf, size: s.size, tmp: make([]byte, s.size)})
+}
+
+func (s *Sorter) spill() error {
+	s.sortBuf()
+	f, err := os.CreateTemp(s.dir, "coffer-sort-*")
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if _, err := w.Write(s.buf); err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	s.runs = append(s.runs, f.Name())
+	s.buf = s.buf[:0]
+	return nil
+}
+
+// Iterate calls fn with every record in ascending order (the slice is only
+// valid during the call). With unique, equal records are reported once.
+// Iterate may be called once; it removes the run files.
+func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
+	s.closed = true
+	defer s.Close()
+	if len(s.runs) == 0 {
+		s.sortBuf()
+		var prev []byte
+		for i := 0; i < len(s.buf); i += s.size {
+			rec := s.buf[i : i+s.size]
+			if unique && prev != nil && bytes.Equal(prev, rec) {
+				continue
+			}
+			prev = rec
+			if err := fn(rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(s.buf) > 0 {
+		if err := s.spill(); err != nil {
+			return err
+		}
+	}
+	h := &runHeap{}
+	for _, name := range s.runs {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		rr := &run{f: f, r: bufio.NewReaderSize(f, 256<<10), rec: make([]byte, s.size)}
+		ok, err := rr.next()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if ok {
+			h.items = append(h.items, rr)
+		} else {
+			f.Close()
+		}
+	}
+	defer func() {
+		for _, rr := range h.items {
+			rr.f.Close()
+		}
+	}()
+	heap.Init(h)
+	prev := make([]byte, 0, s.size)
+	for h.Len() > 0 {
+		rr := h.items[0]
+		if !unique || len(prev) == 0 || !bytes.Equal(prev, rr.rec) {
+			if err := fn(rr.rec); err != nil {
+				return err
+			}
+			prev = append(prev[:0], rr.rec...)
+		}
+		ok, err := rr.next()
+		if err != nil {
+			return err
+		}
+		if ok {
+			heap.Fix(h, 0)
+		} else {
+			rr.f.Close()
+			heap.Pop(h)
+		}
+	}
+	return nil
+}
+
+// Close removes run files (Iterate does it too).
+func (s *Sorter) Close() {
+	for _, name := range s.runs {
+		os.Remove(name)
+	}
+	s.runs = nil
+	s.buf = nil
+}
+
+type run struct {
+	f   *os.File
+	r   *bufio.Reader
+	rec []byte
+}
+
+func (r *run) next() (bool, error) {
+	_, err := io.ReadFull(r.r, r.rec)
+	if err == io.EOF {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("extsort: read run: %w", err)
+	}
+	return true, nil
+}
+
+type runHeap struct{ items []*run }
+
+func (h *runHeap) Len() int           { return len(h.items) }
+func (h *runHeap) Less(i, j int) bool { return bytes.Compare(h.items[i].rec, h.items[j].rec) < 0 }
+func (h *runHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *runHeap) Push(x any)         { h.items = append(h.items, x.(*run)) }
+func (h *runHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}
+
+// Cursor reads sorted records one at a time (pull style), for merge-joins.
+type Cursor struct {
+	f   *os.File
+	r   *bufio.Reader
+	rec []byte
+	ok  bool
+}
+
+// Cursor sorts the records into a temporary file and returns a cursor
+// positioned on the first record. Close it when done.
+func (s *Sorter) Cursor(unique bool) (*Cursor, error) {
+	f, err := os.CreateTemp(s.dir, "coffer-sorted-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name()) // unlinked: vanishes when closed, even after a crash
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := s.Iterate(unique, func(rec []byte) error { _, err := w.Write(rec); return err }); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	c := &Cursor{f: f, r: bufio.NewReaderSize(f, 256<<10), rec: make([]byte, s.size)}
+	return c, c.Next()
+}
+
+// Valid reports whether Record is available.
+func (c *Cursor) Valid() bool { return c.ok }
+
+// Record is the current record (valid until Next).
+func (c *Cursor) Record() []byte { return c.rec }
+
+// Next advances.
+func (c *Cursor) Next() error {
+	_, err := io.ReadFull(c.r, c.rec)
+	if err == io.EOF {
+		c.ok = false
+		return nil
+	}
+	if err != nil {
+		c.ok = false
+		return fmt.Errorf("extsort: %w", err)
+	}
+	c.ok = true
+	return nil
+}
+
+// SeekTo advances to the first record >= key and reports whether it equals key.
+func (c *Cursor) SeekTo(key []byte) (bool, error) {
+	for c.ok && bytes.Compare(c.rec, key) < 0 {
+		if err := c.Next(); err != nil {
+			return false, err
+		}
+	}
+	return c.ok && bytes.Equal(c.rec, key), nil
+}
+
+// Close releases the cursor's file.
+func (c *Cursor) Close() error { return c.f.Close() }
+
+// Rewind repositions the cursor on the first record.
+func (c *Cursor) Rewind() error {
+	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	c.r.Reset(c.f)
+	return c.Next()
+}

@@ -1,0 +1,145 @@
+// Package gc removes data no backup point needs any more, with memory
+// bounded by a budget (external sorting) instead of by repository size, and
+// without ever blocking backups.
+//
+// # Algorithm (two phases)
+//
+// Plan (phase B): under the maintenance lease, record the live sessions L,
+// mark every chunk referenced by any manifest (external sort of the chunk
+// IDs of all disk maps), merge-join it with the index to find each pack's
+// live and dead bytes, copy the live chunks of mostly-dead packs into new
+// packs (repack), and write one compacted index segment that supersedes the
+// old ones and lists neither dead chunks nor chunks of doomed packs. New
+// sessions now can no longer see doomed chunks. The doomed packs, the old
+// segments and orphan disk maps are written into a plan object.
+//
+// Execute (phase A): once every session in L has ended (they may have
+// deduplicated against doomed chunks before the compaction), re-check the
+// backup points committed since the mark; any chunk they use that is no
+// longer indexed is rescued (re-indexed from the old segments, its pack
+// kept). Then the plan's objects are deleted.
+//
+// On a quiet repository both phases run in one invocation. When backups are
+// running, deletion waits for the next run (the server schedules gc).
+//
+// # Memory
+//
+// The mark holds at most Options.MemoryBudget bytes of chunk IDs in memory
+// and spills sorted runs to TempDir; the index is streamed one block per
+// segment. What stays in memory is proportional to the number of packs
+// being deleted or repacked in this run (about 40 bytes each) and to the
+// number of backup points (their IDs and disk-map names).
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// Options tune a collection.
+type Options struct {
+	DryRun bool
+	// MemoryBudget bounds buffered chunk IDs (default 64 MiB).
+	MemoryBudget int
+	TempDir      string
+	// RepackThreshold is the dead fraction above which a pack's live
+	// chunks are copied out so the pack can be deleted (default 0.3).
+	RepackThreshold float64
+	// MaxRepackBytes caps the data rewritten in one run (default 4 GiB).
+	MaxRepackBytes int64
+	// Wait makes gc wait (up to this long) for live sessions to end instead
+	// of deferring deletion to the next run.
+	Wait time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.MemoryBudget <= 0 {
+		o.MemoryBudget = 64 << 20
+	}
+	if o.TempDir == "" {
+		o.TempDir = os.TempDir()
+	}
+	if o.RepackThreshold <= 0 {
+		o.RepackThreshold = 0.3
+	}
+	if o.MaxRepackBytes <= 0 {
+		o.MaxRepackBytes = 4 << 30
+	}
+}
+
+// Report says what a collection did.
+type Report struct {
+	Snapshots        int      `json:"snapshots"`
+	ChunksReferenced int64    `json:"chunks_referenced"`
+	ChunksIndexed    int64    `json:"chunks_indexed"`
+	PacksDeleted     int      `json:"packs_deleted"`
+	PacksRepacked    int      `json:"packs_repacked"`
+	PacksPlanned     int      `json:"packs_planned"`
+	BytesFreed       int64    `json:"bytes_freed"`
+	BytesRepacked    int64    `json:"bytes_repacked"`
+	SegmentsMerged   int      `json:"segments_merged"`
+	MapsDeleted      int      `json:"maps_deleted"`
+	ChunksRescued    int      `json:"chunks_rescued"`
+	Deferred         bool     `json:"deferred"`
+	WaitingFor       []string `json:"waiting_for,omitempty"`
+	Retained         int      `json:"objects_retained"` // under retention lock, kept
+	DryRun           bool     `json:"dry_run"`
+}
+
+// Run collects garbage.
+func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
+	o.defaults()
+	rep := &Report{DryRun: o.DryRun}
+	lease, err := r.AcquireLease(ctx, "gc", "", "garbage collection", true)
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	if !o.DryRun {
+		if _, err := r.RecoverDeadSessions(ctx); err != nil {
+			return nil, fmt.Errorf("recover interrupted sessions: %w", err)
+		}
+		// Finish an earlier plan first: its deletions may now be safe.
+		if err := execute(ctx, r, o, rep); err != nil {
+			return rep, err
+		}
+		if rep.Deferred {
+			return rep, nil // do not stack a second plan on a pending one
+		}
+	}
+	if err := plan(ctx, r, o, rep, lease.Info().Name); err != nil {
+		return rep, err
+	}
+	if o.DryRun || rep.PacksPlanned == 0 && rep.SegmentsMerged == 0 && rep.MapsDeleted == 0 {
+		return rep, nil
+	}
+	if err := execute(ctx, r, o, rep); err != nil {
+		return rep, err
+	}
+	if rep.Deferred && o.Wait > 0 {
+		deadline := time.Now().Add(o.Wait)
+		for rep.Deferred && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return rep, ctx.Err()
+			case <-time.After(2 * time.Second): // polling leases held by other processes
+			}
+			rep.Deferred, rep.WaitingFor = false, nil
+			if err := execute(ctx, r, o, rep); err != nil {
+				return rep, err
+			}
+		}
+	}
+	if err := lease.Err(); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// errAbort wraps reasons to stop before deleting anything.
+var errAbort = errors.New("garbage collection aborted, nothing was deleted")
