@@ -16,13 +16,13 @@ import (
 type Stats struct {
 	Snapshots int   `json:"snapshots"`
 	Disks     int   `json:"disks"`
-	Logical   int64 `json:"logical_bytes"`    // sum of disk sizes over all points
-	Data      int64 `json:"data_bytes"`       // non-zero bytes referenced over all points
-	Unique    int64 `json:"unique_bytes"`     // plaintext of distinct chunks
-	Chunks    int64 `json:"chunks"`           // distinct chunks
-	Sealed    int64 `json:"chunk_bytes"`      // compressed+encrypted chunk bytes
-	Stored    int64 `json:"stored_bytes"`     // everything in the store
-	PackBytes int64 `json:"pack_bytes"`       // pack objects
+	Logical   int64 `json:"logical_bytes"` // sum of disk sizes over all points
+	Data      int64 `json:"data_bytes"`    // non-zero bytes referenced over all points
+	Unique    int64 `json:"unique_bytes"`  // plaintext of distinct chunks
+	Chunks    int64 `json:"chunks"`        // distinct chunks
+	Sealed    int64 `json:"chunk_bytes"`   // compressed+encrypted chunk bytes
+	Stored    int64 `json:"stored_bytes"`  // everything in the store
+	PackBytes int64 `json:"pack_bytes"`    // pack objects
 	Packs     int   `json:"packs"`
 	Segments  int   `json:"index_segments"`
 	Objects   int   `json:"objects"`

@@ -67,14 +67,14 @@ type Problem struct {
 
 // Report is the outcome.
 type Report struct {
-	Snapshots   int       `json:"snapshots"`
-	Disks       int       `json:"disks"`
-	Chunks      int64     `json:"chunks_referenced"`
-	Packs       int       `json:"packs"`
-	PacksRead   int       `json:"packs_read"`
-	ChunksRead  int64     `json:"chunks_read"`
-	BytesRead   int64     `json:"bytes_read"`
-	Problems    []Problem `json:"problems"`
+	Snapshots  int       `json:"snapshots"`
+	Disks      int       `json:"disks"`
+	Chunks     int64     `json:"chunks_referenced"`
+	Packs      int       `json:"packs"`
+	PacksRead  int       `json:"packs_read"`
+	ChunksRead int64     `json:"chunks_read"`
+	BytesRead  int64     `json:"bytes_read"`
+	Problems   []Problem `json:"problems"`
 }
 
 // OK reports a clean repository.
