@@ -100,7 +100,7 @@ func exitCode(err error) int {
 		errors.Is(err, diskmap.ErrFormat), errors.Is(err, repo.ErrCorruptManifest), errors.Is(err, repo.ErrChunkMissing),
 		errors.Is(err, crypto.ErrAuth):
 		return ExitIntegrity
-	case errors.Is(err, restore.ErrTargetExists):
+	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists):
 		return ExitUsage
 	}
 	return ExitFailure

@@ -57,6 +57,13 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		err = fmt.Errorf("%w: %w", context.Canceled, err)
 	}
 	code := exitCode(err)
+	var (
+		integ integrityError
+		part  partialError
+	)
+	if a.jsonOut && (errors.As(err, &integ) || errors.As(err, &part)) {
+		return code // the result document already describes the problems
+	}
 	if a.jsonOut {
 		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": err.Error(), "exit_code": code, "advice": advice(err)})
 	} else {

@@ -296,6 +296,18 @@ func (l *Lease) markLost(err error) {
 	})
 }
 
+// Abandon stops refreshing without deleting the lease: the session's work
+// is left for crash recovery (RecoverDeadSessions), exactly as if the
+// process had died.
+func (l *Lease) Abandon() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+}
+
 // Release stops refreshing and deletes the lease. With credentials that may
 // not delete (append-only), the lease is left to expire.
 func (l *Lease) Release(ctx context.Context) error {

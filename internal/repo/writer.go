@@ -3,7 +3,6 @@ package repo
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -408,10 +407,16 @@ func (w *Writer) Commit(ctx context.Context, s *Snapshot, deps []*Pending) error
 // after a failure, so a re-run reuses those chunks) and releases the lease.
 func (w *Writer) Close(ctx context.Context) error {
 	w.commits.Wait()
-	ferr := w.Flush(ctx)
+	if err := w.Flush(ctx); err != nil {
+		// Committed packs are not indexed: keep the lease so the next
+		// session recovers them instead of storing their chunks again.
+		w.lease.Abandon()
+		w.cancel()
+		return err
+	}
 	lerr := w.lease.Release(ctx)
 	w.cancel()
-	return errors.Join(ferr, lerr)
+	return lerr
 }
 
 // WriterStats are cumulative counters of a session.

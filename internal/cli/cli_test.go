@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+		"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets tests re-run this binary as coffer itself, so that a
+// backup can be killed with SIGKILL like a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
+		os.Exit(Execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// env is a test repository and the environment to reach it.
+type env struct {
+	t    *testing.T
+	dir  string
+	repo string
+	vars map[string]string
+}
+
+func newEnv(t *testing.T) *env {
+	dir := t.TempDir()
+	e := &env{t: t, dir: dir, repo: filepath.Join(dir, "repo"), vars: map[string]string{}}
+	e.vars["COFFER_REPO"] = e.repo
+	e.vars["COFFER_PASSWORD"] = "correct horse"
+	e.vars["COFFER_CONFIG"] = filepath.Join(dir, "none.yaml")
+	if err := os.WriteFile(e.vars["COFFER_CONFIG"], nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run executes coffer in-process with the env's variables.
+func (e *env) run(args ...string) (int, string, string) {
+	e.t.Helper()
+	for k, v := range e.vars {
+		e.t.Setenv(k, v)
+	}
+	var out, errOut bytes.Buffer
+	code := Execute(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func (e *env) must(args ...string) string {
+	e.t.Helper()
+	code, out, errOut := e.run(args...)
+	if code != 0 {
+		e.t.Fatalf("coffer %v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+func (e *env) expect(want int, args ...string) string {
+	e.t.Helper()
+	code, out, errOut := e.run(args...)
+	if code != want {
+		e.t.Fatalf("coffer %v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+	}
+	return out + errOut
+}
+
+// image writes a sparse image with size bytes, dataMiB of it random.
+func (e *env) image(name string, size int64, dataMiB int) string {
+	p := filepath.Join(e.dir, name)
+	f, err := os.Create(p)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		e.t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for i := range dataMiB {
+		_, _ = rand.Read(buf)
+		if _, err := f.WriteAt(buf, int64(i)*2<<20); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func snapshotsJSON(t *testing.T, e *env) []snapshotView {
+	var v []snapshotView
+	if err := json.Unmarshal([]byte(e.must("snapshots", "--json")), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestExitCodesAndMessages(t *testing.T) {
+	e := newEnv(t)
+	if out := e.expect(ExitNoRepo, "snapshots"); !strings.Contains(out, "coffer init") {
+		t.Fatalf("no advice to run init: %s", out)
+	}
+	e.must("init")
+	e.expect(ExitUsage, "init")
+	e.expect(ExitUsage, "snapshots", "--no-such-flag")
+	e.expect(ExitUsage, "forget") // no keep rule
+	img := e.image("a.img", 16<<20, 3)
+	e.must("backup", "disk", img)
+	e.expect(ExitNoRepo, "restore", "ffffffff", "--to", filepath.Join(e.dir, "x"))
+	e.vars["COFFER_PASSWORD"] = "wrong"
+	if out := e.expect(ExitAccess, "snapshots"); !strings.Contains(out, "wrong password") {
+		t.Fatalf("unclear wrong-password message: %s", out)
+	}
+	e.vars["COFFER_PASSWORD"] = "correct horse"
+	// A newer format version is refused with a request to upgrade.
+	cfgPath := filepath.Join(e.repo, "config")
+	raw, _ := os.ReadFile(cfgPath)
+	_ = os.WriteFile(cfgPath, bytes.Replace(raw, []byte(`"format_version": 1`), []byte(`"format_version": 99`), 1), 0o600)
+	if out := e.expect(ExitVersion, "snapshots"); !strings.Contains(out, "upgrade") {
+		t.Fatalf("no upgrade advice: %s", out)
+	}
+	_ = os.WriteFile(cfgPath, raw, 0o600)
+	// --json errors are machine-readable.
+	e.vars["COFFER_PASSWORD"] = "wrong"
+	_, out, _ := e.run("snapshots", "--json")
+	var je map[string]any
+	if err := json.Unmarshal([]byte(out), &je); err != nil || je["exit_code"].(float64) != ExitAccess {
+		t.Fatalf("json error = %q (%v)", out, err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	pw2 := filepath.Join(e.dir, "pw2")
+	_ = os.WriteFile(pw2, []byte("second password\n"), 0o600)
+	e.must("key", "add", "--new-password-file", pw2, "--label", "offsite")
+	var keys []struct{ ID string }
+	_ = json.Unmarshal([]byte(e.must("key", "list", "--json")), &keys)
+	if len(keys) != 2 {
+		t.Fatalf("%d keys", len(keys))
+	}
+	e.vars["COFFER_PASSWORD"] = "second password"
+	e.must("snapshots")
+	// Remove the first key with the second password; the first no longer opens.
+	e.must("key", "remove", keys[0].ID[:8])
+	e.vars["COFFER_PASSWORD"] = "correct horse"
+	e.expect(ExitAccess, "snapshots")
+	e.vars["COFFER_PASSWORD"] = "second password"
+	if out := e.expect(ExitFailure, "key", "remove", keys[1].ID[:8]); !strings.Contains(out, "last key") {
+		t.Fatalf("last key removable: %s", out)
+	}
+}
+
+// TestCorruptionIsLocalised flips a byte in one pack and truncates another:
+// verify names exactly the affected backup points, and every other point
+// still restores.
+func TestCorruptionIsLocalised(t *testing.T) {
+	e := newEnv(t)
+	e.must("init", "--pack-size", "1MiB")
+	a := e.image("a.img", 8<<20, 2)
+	b := e.image("b.img", 8<<20, 2)
+	e.must("backup", "disk", a, "--name", "a")
+	e.must("backup", "disk", b, "--name", "b")
+	snaps := snapshotsJSON(t, e)
+	// Find the packs of "a" through the index: corrupt the first pack written.
+	var packs []string
+	_ = filepath.WalkDir(filepath.Join(e.repo, "data"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			packs = append(packs, p)
+		}
+		return nil
+	})
+	if len(packs) < 4 {
+		t.Fatalf("only %d packs", len(packs))
+	}
+	victim := ""
+	for _, p := range packs {
+		fi, _ := os.Stat(p)
+		if fi.ModTime().Before(modTime(t, e, snaps[1].Disks[0].Map)) || victim == "" {
+			victim = p
+		}
+	}
+	raw, _ := os.ReadFile(victim)
+	raw[100] ^= 0xff
+	_ = os.WriteFile(victim, raw, 0o600)
+	out := e.expect(ExitIntegrity, "verify", "--read-data")
+	if !strings.Contains(out, "corrupt-chunk") || !strings.Contains(out, "affects snapshot") {
+		t.Fatalf("verify output does not localise the damage:\n%s", out)
+	}
+	var rep struct {
+		Problems []struct {
+			Kind    string
+			Affects []struct{ Snapshot, Source string }
+		}
+	}
+	_, js, _ := e.run("verify", "--read-data", "--json")
+	_ = json.Unmarshal([]byte(js), &rep)
+	affected := map[string]bool{}
+	for _, p := range rep.Problems {
+		for _, af := range p.Affects {
+			affected[af.Source] = true
+		}
+	}
+	if len(affected) != 1 {
+		t.Fatalf("damage to one pack reported against %v", affected)
+	}
+	// The other source restores and matches its image.
+	for _, s := range snaps {
+		target := filepath.Join(e.dir, "restored-"+s.Source.VMName)
+		src := map[string]string{"a": a, "b": b}[s.Source.VMName]
+		code, _, _ := e.run("restore", s.ID, "--to", target)
+		if affected[s.Source.VMName] {
+			if code != ExitIntegrity {
+				t.Fatalf("restore of the damaged point: exit %d, want %d", code, ExitIntegrity)
+			}
+			continue
+		}
+		if code != 0 || !sameFile(t, target, src) {
+			t.Fatalf("undamaged point %s did not restore (exit %d)", s.Source.VMName, code)
+		}
+	}
+	// A truncated pack is found without reading data.
+	_ = os.Truncate(victim, 50)
+	if out := e.expect(ExitIntegrity, "verify"); !strings.Contains(out, "truncated-pack") {
+		t.Fatalf("truncation not found: %s", out)
+	}
+}
+
+func modTime(t *testing.T, e *env, object string) time.Time {
+	fi, err := os.Stat(filepath.Join(e.repo, object))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.ModTime()
+}
+
+func TestRetentionAndGC(t *testing.T) {
+	e := newEnv(t)
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("a.img", 16<<20, 4)
+	for range 4 {
+		f, _ := os.OpenFile(img, os.O_RDWR, 0)
+		buf := make([]byte, 1<<20)
+		_, _ = rand.Read(buf)
+		_, _ = f.WriteAt(buf, 0) // the same MiB changes before every backup
+		f.Close()
+		e.must("backup", "disk", img, "--name", "a")
+	}
+	before := dirSize(t, filepath.Join(e.repo, "data"))
+	snaps := snapshotsJSON(t, e)
+	e.must("protect", snaps[0].ID)
+	e.must("forget", "--keep-last", "1")
+	if n := len(snapshotsJSON(t, e)); n != 2 {
+		t.Fatalf("%d snapshots after forget --keep-last 1 with one protected, want 2", n)
+	}
+	var rep struct {
+		PacksDeleted int `json:"packs_deleted"`
+	}
+	_ = json.Unmarshal([]byte(e.must("gc", "--json")), &rep)
+	after := dirSize(t, filepath.Join(e.repo, "data"))
+	if rep.PacksDeleted == 0 || after >= before {
+		t.Fatalf("gc deleted %d packs, data %d -> %d bytes", rep.PacksDeleted, before, after)
+	}
+	e.must("verify", "--read-data")
+	for _, s := range snapshotsJSON(t, e) {
+		target := filepath.Join(e.dir, "r-"+s.Short)
+		e.must("restore", s.ID, "--to", target)
+	}
+	last := snapshotsJSON(t, e)[1]
+	if !sameFile(t, filepath.Join(e.dir, "r-"+last.Short), img) {
+		t.Fatal("latest point restores wrong after gc")
+	}
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			fi, _ := d.Info()
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+func sameFile(t *testing.T, a, b string) bool {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(x, y)
+}
+

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// child starts this test binary as coffer in a separate process.
+func (e *env) child(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "COFFER_TEST_AS_CLI=1")
+	for k, v := range e.vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
+}
+
+// killAfter runs a child and SIGKILLs it after d (the random kill point);
+// it reports whether the child finished before being killed.
+func (e *env) killAfter(d time.Duration, args ...string) bool {
+	e.t.Helper()
+	cmd := e.child(args...)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.t.Fatalf("coffer %v failed before the kill: %v", args, err)
+		}
+		return true
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-done
+		return false
+	}
+}
+
+type statsView struct {
+	Unique    int64 `json:"unique_bytes"`
+	PackBytes int64 `json:"pack_bytes"`
+}
+
+func repoStats(t *testing.T, e *env) statsView {
+	var s statsView
+	if err := json.Unmarshal([]byte(e.must("stats", "--json")), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestKillNineDuringBackup kills backups at random instants, checks after
+// each kill that the repository verifies, and that the final complete run
+// stores no chunk twice: what the killed runs packed is reused.
+func TestKillNineDuringBackup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash loop")
+	}
+	e := newEnv(t)
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 96<<20, 40) // 40 MiB of incompressible data, in 40 packs
+	start := time.Now()
+	probe := newEnv(t)
+	probe.must("init", "--pack-size", "1MiB")
+	probe.must("backup", "disk", img)
+	full := time.Since(start)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	kills := 0
+	for i := range 12 {
+		d := time.Duration(rng.Int64N(int64(full)*3/2)) + time.Millisecond
+		if !e.killAfter(d, "backup", "disk", img, "--name", "vm") {
+			kills++
+		}
+		e.must("verify", "--read-data")
+		t.Logf("round %d: kill after %v", i, d)
+	}
+	if kills == 0 {
+		t.Fatal("no run was interrupted; the kill points are too late")
+	}
+	e.must("backup", "disk", img, "--name", "vm")
+	e.must("verify", "--read-data")
+	s := repoStats(t, e)
+	// Each chunk is stored once: packs hold little more than the unique data.
+	if s.PackBytes > s.Unique+s.Unique/20+64<<10 {
+		t.Fatalf("packs hold %d bytes for %d unique bytes: interrupted runs' chunks were stored again", s.PackBytes, s.Unique)
+	}
+	snaps := snapshotsJSON(t, e)
+	out := filepath.Join(e.dir, "restored.img")
+	e.must("restore", snaps[len(snaps)-1].ID, "--to", out)
+	if !sameFile(t, out, img) {
+		t.Fatal("restored image differs")
+	}
+	t.Logf("%d of 12 runs killed; packs %d bytes for %d unique", kills, s.PackBytes, s.Unique)
+}
+
+// TestKillNineDuringGC kills garbage collection at random instants.
+func TestKillNineDuringGC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash loop")
+	}
+	e := newEnv(t)
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 32<<20, 8)
+	for i := range 6 {
+		f, _ := os.OpenFile(img, os.O_RDWR, 0)
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("generation %d", i)), int64(i)*4<<20)
+		f.Close()
+		e.must("backup", "disk", img, "--name", "vm")
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	for i := range 8 {
+		e.must("forget", "--keep-last", fmt.Sprint(6-i/2))
+		e.killAfter(time.Duration(rng.Int64N(int64(300*time.Millisecond)))+time.Millisecond, "gc")
+		e.must("verify", "--read-data")
+	}
+	e.must("gc")
+	e.must("verify", "--read-data")
+	snaps := snapshotsJSON(t, e)
+	out := filepath.Join(e.dir, "restored.img")
+	e.must("restore", snaps[len(snaps)-1].ID, "--to", out)
+	if !sameFile(t, out, img) {
+		t.Fatal("latest point restores wrong after interrupted collections")
+	}
+}
+
+// TestFullDisk fills the repository's filesystem mid-backup: the backup
+// fails with the no-space exit code, nothing is corrupted, and once space
+// is added the re-run completes without storing chunks twice.
+func TestFullDisk(t *testing.T) {
+	testutil.RequireRoot(t)
+	e := newEnv(t)
+	mnt := filepath.Join(e.dir, "small")
+	if err := os.MkdirAll(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		if testutil.Strict() {
+			t.Fatalf("mount tmpfs: %v %s", err, out)
+		}
+		t.Skipf("cannot mount tmpfs here: %s", out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	e.repo = filepath.Join(mnt, "repo")
+	e.vars["COFFER_REPO"] = e.repo
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 48<<20, 20)
+	out := e.expect(ExitNoSpace, "backup", "disk", img)
+	if !strings.Contains(out, "re-run") {
+		t.Fatalf("no advice: %s", out)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v %s", err, out)
+	}
+	e.must("verify", "--read-data")
+	e.must("backup", "disk", img)
+	e.must("verify", "--read-data")
+	s := repoStats(t, e)
+	if s.PackBytes > s.Unique+s.Unique/20+64<<10 {
+		t.Fatalf("packs hold %d bytes for %d unique bytes after the re-run", s.PackBytes, s.Unique)
+	}
+}
