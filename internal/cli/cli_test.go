@@ -6,7 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"os"
-		"path/filepath"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -300,4 +300,3 @@ func sameFile(t *testing.T, a, b string) bool {
 	}
 	return bytes.Equal(x, y)
 }
-
