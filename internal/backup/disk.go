@@ -85,6 +85,8 @@ type diskResult struct {
 	bytesRead int64
 	bytesZero int64
 	bytesNew  int64
+	sealed    int64 // bytes of new blobs (what the repository grows by, before pack overhead)
+	chunksNew int
 }
 
 type work struct {
@@ -139,6 +141,8 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 			res.bytesRead += wk.read
 			res.bytesZero += wk.zero
 			res.bytesNew += wk.new
+			res.sealed += wk.sealed
+			res.chunksNew += wk.chunks
 			mu.Unlock()
 		}()
 	}
@@ -194,7 +198,7 @@ type worker struct {
 	prev   []id.ID
 	o      Options
 	buf    []byte
-	sealed []byte
+	out    []byte
 	enc    *chunk.Encoder
 	hasher interface{ Sum([]byte) id.ID }
 	alloc  *cursor
@@ -202,6 +206,8 @@ type worker struct {
 	read   int64
 	zero   int64
 	new    int64
+	sealed int64
+	chunks int
 }
 
 func newWorker(w *repo.Writer, st *repo.Stream, cs int, d Disk, prev []id.ID, o Options) (*worker, error) {
@@ -240,14 +246,16 @@ func (k *worker) process(ctx context.Context, j work, res *diskResult) error {
 		k.deps = append(k.deps, p)
 	}
 	if owner {
-		k.sealed, _ = k.enc.Encode(k.sealed[:0], data)
-		if err := k.st.Add(ctx, x, k.sealed, len(data), p); err != nil {
+		k.out, _ = k.enc.Encode(k.out[:0], data)
+		if err := k.st.Add(ctx, x, k.out, len(data), p); err != nil {
 			return err
 		}
 		k.new += int64(len(data))
+		k.sealed += int64(len(k.out))
+		k.chunks++
 		if k.o.Progress != nil {
 			k.o.Progress.BytesNew.Add(int64(len(data)))
-			k.o.Progress.BytesStored.Add(int64(len(k.sealed)))
+			k.o.Progress.BytesStored.Add(int64(len(k.out)))
 		}
 	}
 	k.o.Progress.add(j.length, read)

@@ -56,7 +56,6 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 		}
 	}
 	cs := w.Repository().Config().ChunkSize
-	before := w.Stats()
 	var deps []*repo.Pending
 	for _, d := range req.Disks {
 		st := w.NewStream()
@@ -85,13 +84,10 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 		})
 		snap.BytesRead += res.bytesRead
 		snap.BytesNew += res.bytesNew
+		snap.BytesStored += res.sealed
+		snap.ChunksNew += res.chunksNew
 		snap.ChunksTotal += len(res.ids)
 	}
-	after := w.Stats()
-	// Session counters include concurrent backups of the same writer; for
-	// a single backup they are exact, otherwise an upper bound.
-	snap.ChunksNew = int(after.NewChunks - before.NewChunks)
-	snap.BytesStored = after.Stored - before.Stored
 	snap.Duration = time.Since(start).Seconds()
 	if req.BeforeCommit != nil {
 		if err := req.BeforeCommit(); err != nil {

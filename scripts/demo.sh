@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The quick start demo: installs what coffer needs on Debian 12, builds
+# coffer, and runs `coffer demo` (a real VM backed up into a local
+# repository with a SQLite catalog, then restored and checked).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ci/install-deps.sh
+go build -o coffer ./cmd/coffer
+exec ./coffer demo "$@"

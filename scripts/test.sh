@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs coffer's whole test suite: unit tests, fuzz seed corpora, and the
+# integration tests against real components (QEMU guests, qemu-storage-daemon,
+# an S3 server, PostgreSQL, vcsim, Chromium). Installs what they need first.
+#
+#   scripts/test.sh            # everything (CI mode: missing tools fail)
+#   scripts/test.sh -short     # skips the slow crash loops and guest matrices
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ci/install-deps.sh
+export COFFER_REQUIRE_INTEGRATION="${COFFER_REQUIRE_INTEGRATION:-1}"
+export PATH="$PWD/.cache/bin:$PATH"
+go vet ./...
+go test -timeout 60m "$@" ./...
