@@ -2,10 +2,10 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
