@@ -41,6 +41,9 @@ type Store struct {
 	once    sync.Once
 	initErr error
 	cas     *os.File // flock'd around conditional writes and deletes
+	// casMu serialises this process's goroutines: flock only excludes other
+	// open file descriptions, and all goroutines share s.cas.
+	casMu sync.Mutex
 }
 
 var _ store.Store = (*Store)(nil)
@@ -273,10 +276,15 @@ func (s *Store) lockCAS() (func(), error) {
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
+	s.casMu.Lock()
 	if err := syscall.Flock(int(s.cas.Fd()), syscall.LOCK_EX); err != nil {
+		s.casMu.Unlock()
 		return nil, fmt.Errorf("lock %s: %w", s.cas.Name(), err)
 	}
-	return func() { _ = syscall.Flock(int(s.cas.Fd()), syscall.LOCK_UN) }, nil
+	return func() {
+		_ = syscall.Flock(int(s.cas.Fd()), syscall.LOCK_UN)
+		s.casMu.Unlock()
+	}, nil
 }
 
 // ensureDir creates a shard directory and makes its entry durable.
