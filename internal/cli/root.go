@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -35,6 +36,8 @@ type app struct {
 	res            *config.Resolver
 	log            *slog.Logger
 	root           *cobra.Command
+	cpuProfile     string
+	stopProfile    func()
 }
 
 // Execute runs coffer with args and returns the process exit code.
@@ -46,6 +49,9 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if a.stopProfile != nil {
+		a.stopProfile()
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -104,6 +110,8 @@ DESCRIPTION
 	pf.StringVar(&a.configPath, "config", "", "configuration file (default: $COFFER_CONFIG, ~/.config/coffer/config.yaml, /etc/coffer/coffer.yaml)")
 	pf.BoolVar(&a.jsonOut, "json", false, "print results as JSON (for scripts); disables progress bars")
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print only errors")
+	pf.StringVar(&a.cpuProfile, "cpu-profile", "", "write a CPU profile (for developers)")
+	_ = pf.MarkHidden("cpu-profile")
 	for _, k := range config.Keys {
 		if k.Flag == "" {
 			continue
@@ -162,6 +170,16 @@ func (a *app) setup(cmd *cobra.Command) error {
 		return usagef("log-format must be text or json")
 	}
 	slog.SetDefault(a.log)
+	if a.cpuProfile != "" {
+		f, err := os.Create(a.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		a.stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
 	return nil
 }
 

