@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"runtime"
@@ -138,9 +139,10 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 				fail(err)
 				return
 			}
-			var plain []byte
+			var plain, buf []byte
 			for g := range jobs {
-				buf, err := store.Get(ctx, r.Store(), pack.ObjectName(g.pack), g.offset, g.length)
+				// One reused buffer per worker keeps memory at workers x 8 MiB.
+				buf, err = readRange(ctx, r.Store(), pack.ObjectName(g.pack), g.offset, g.length, buf)
 				if err != nil {
 					fail(fmt.Errorf("read pack %s: %w", g.pack, err))
 					return
@@ -192,6 +194,21 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 		return firstErr
 	}
 	return ctx.Err()
+}
+
+// readRange reads [off, off+n) of an object into buf (grown if needed).
+func readRange(ctx context.Context, st store.Store, name string, off, n int64, buf []byte) ([]byte, error) {
+	rc, err := st.Read(ctx, name, off, n)
+	if err != nil {
+		return buf, err
+	}
+	defer rc.Close()
+	if int64(cap(buf)) < n {
+		buf = make([]byte, n, max(n, maxGroupBytes))
+	}
+	buf = buf[:n]
+	_, err = io.ReadFull(rc, buf)
+	return buf, err
 }
 
 func translateWriteErr(err error) error {
