@@ -231,6 +231,31 @@ func TestCorruptionIsLocalised(t *testing.T) {
 	}
 }
 
+func TestDamagedIndexSegmentIsRepaired(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	img := e.image("a.img", 8<<20, 3)
+	e.must("backup", "disk", img)
+	segs, _ := filepath.Glob(filepath.Join(e.repo, "index", "*"))
+	if len(segs) != 1 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	raw, _ := os.ReadFile(segs[0])
+	_ = os.WriteFile(segs[0], raw[:len(raw)-3], 0o600)
+	// The repository still opens; verify names the damage and what it hides.
+	out := e.expect(ExitIntegrity, "verify")
+	if !strings.Contains(out, "repair index") || !strings.Contains(out, "missing-chunk") {
+		t.Fatalf("verify output:\n%s", out)
+	}
+	e.must("repair", "index")
+	e.must("verify", "--read-data")
+	target := filepath.Join(e.dir, "r.img")
+	e.must("restore", "latest", "--to", target)
+	if !sameFile(t, target, img) {
+		t.Fatal("restore after repair differs")
+	}
+}
+
 func modTime(t *testing.T, e *env, object string) time.Time {
 	fi, err := os.Stat(filepath.Join(e.repo, object))
 	if err != nil {
