@@ -16,7 +16,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sorter accumulates records of Size bytes.
@@ -25,7 +28,7 @@ type Sorter struct {
 	budget  int
 	dir     string
 	buf     []byte
-	runs    []string
+	runs    []*os.File // anonymous files: nothing is left behind by a crash
 	closed  bool
 	records int64
 }
@@ -77,9 +80,28 @@ func (s *Sorter) sortBuf() {
 	sort.Sort(&recs{b: s.buf, size: s.size, tmp: make([]byte, s.size)})
 }
 
+// tempFile returns an unnamed file in dir (O_TMPFILE): it vanishes when
+// closed or when the process dies, so a kill -9 leaves nothing behind.
+func tempFile(dir string) (*os.File, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		return os.NewFile(uintptr(fd), filepath.Join(dir, "(sort run)")), nil
+	}
+	// Filesystems without O_TMPFILE: create and unlink at once.
+	f, err := os.CreateTemp(dir, "coffer-sort-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
+}
+
 func (s *Sorter) spill() error {
 	s.sortBuf()
-	f, err := os.CreateTemp(s.dir, "coffer-sort-*")
+	f, err := tempFile(s.dir)
 	if err != nil {
 		return err
 	}
@@ -87,14 +109,11 @@ func (s *Sorter) spill() error {
 	if _, err := w.Write(s.buf); err == nil {
 		err = w.Flush()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		os.Remove(f.Name())
+		f.Close()
 		return err
 	}
-	s.runs = append(s.runs, f.Name())
+	s.runs = append(s.runs, f)
 	s.buf = s.buf[:0]
 	return nil
 }
@@ -126,9 +145,8 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 		}
 	}
 	h := &runHeap{}
-	for _, name := range s.runs {
-		f, err := os.Open(name)
-		if err != nil {
+	for _, f := range s.runs {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
 		rr := &run{f: f, r: bufio.NewReaderSize(f, 256<<10), rec: make([]byte, s.size)}
@@ -139,15 +157,8 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 		}
 		if ok {
 			h.items = append(h.items, rr)
-		} else {
-			f.Close()
 		}
 	}
-	defer func() {
-		for _, rr := range h.items {
-			rr.f.Close()
-		}
-	}()
 	heap.Init(h)
 	prev := make([]byte, 0, s.size)
 	for h.Len() > 0 {
@@ -165,17 +176,16 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 		if ok {
 			heap.Fix(h, 0)
 		} else {
-			rr.f.Close()
 			heap.Pop(h)
 		}
 	}
 	return nil
 }
 
-// Close removes run files (Iterate does it too).
+// Close releases run files (Iterate does it too).
 func (s *Sorter) Close() {
-	for _, name := range s.runs {
-		os.Remove(name)
+	for _, f := range s.runs {
+		f.Close()
 	}
 	s.runs = nil
 	s.buf = nil
@@ -221,11 +231,10 @@ type Cursor struct {
 // Cursor sorts the records into a temporary file and returns a cursor
 // positioned on the first record. Close it when done.
 func (s *Sorter) Cursor(unique bool) (*Cursor, error) {
-	f, err := os.CreateTemp(s.dir, "coffer-sorted-*")
+	f, err := tempFile(s.dir)
 	if err != nil {
 		return nil, err
 	}
-	os.Remove(f.Name()) // unlinked: vanishes when closed, even after a crash
 	w := bufio.NewWriterSize(f, 1<<20)
 	if err := s.Iterate(unique, func(rec []byte) error { _, err := w.Write(rec); return err }); err != nil {
 		f.Close()

@@ -36,7 +36,7 @@ func TestSortsAcrossRunsAndDedups(t *testing.T) {
 		if err != nil || n != len(want) {
 			t.Fatalf("budget %d: %d unique records, want %d (%v)", budget, n, len(want), err)
 		}
-		if left, _ := os.ReadDir(dir); len(left) != 0 {
+		if left, _ := os.ReadDir(dir); len(left) != 0 { // runs are unnamed files
 			t.Fatalf("%d run files left behind", len(left))
 		}
 	}
