@@ -208,6 +208,12 @@ type DiskSnapshot struct {
 	// ChangeWarning explains why a change set was not usable (bitmap
 	// missing or inconsistent, CBT reset, disk resized, VM moved).
 	ChangeWarning string
+	// NewToken, when the connector knows it at snapshot time, is the change
+	// token that describes this instant once Close(ok=true) succeeds. It is
+	// recorded in the backup point before tracking is committed, so a crash
+	// between the two can only cause a full read, never a gap. Connectors
+	// that leave it empty return the token from Close instead.
+	NewToken string
 }
 
 // Extent is a byte range of a disk.

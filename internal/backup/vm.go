@@ -1,0 +1,193 @@
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// VMRequest describes the backup of one VM through a connector.
+type VMRequest struct {
+	Connection   string // connection name in the configuration
+	VM           hypervisor.VMRef
+	Mode         string // "full", "incremental" (default) or "differential"
+	SnapshotMode hypervisor.SnapshotMode
+	Quiesce      hypervisor.QuiescePolicy
+	Timeouts     hypervisor.Timeouts
+	Tags         map[string]string
+	JobID        int64
+	RetainUntil  time.Time
+	// History is the repository's backup points (to find the parent and
+	// the base full); nil means load them.
+	History []*repo.Snapshot
+}
+
+// CloseTimeout bounds releasing a session after the caller's context ended.
+const CloseTimeout = 5 * time.Minute
+
+// BackupVM snapshots a VM, streams its disks into the repository and
+// commits the backup point. The hypervisor session is always closed: with
+// ok=true only after the point is committed, so a failed backup leaves
+// change tracking as if it had not run.
+func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req VMRequest, o Options) (snap *repo.Snapshot, err error) {
+	r := w.Repository()
+	history := req.History
+	if history == nil {
+		if history, err = r.Snapshots(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	src := repo.Source{Kind: conn.Kind(), Connection: req.Connection, VMID: req.VM.ID, VMName: req.VM.Name}
+	parent := Latest(history, src, nil)
+	baseFull := Latest(history, src, func(s *repo.Snapshot) bool { return s.Mode == "full" })
+	mode := req.Mode
+	if mode == "" {
+		mode = "incremental"
+	}
+	// The change set is relative to "base"; unchanged spans reuse its IDs.
+	base := parent
+	if mode == "differential" {
+		base = baseFull
+	}
+	if mode == "full" || base == nil {
+		mode, base = "full", nil
+	}
+	sreq := hypervisor.SnapshotRequest{
+		SessionID: fmt.Sprintf("%s-%d", w.Session(), time.Now().UnixNano()%1e9),
+		Mode:      req.SnapshotMode, Quiesce: req.Quiesce, Timeouts: req.Timeouts,
+		Differential: mode == "differential", Track: true,
+	}
+	if base != nil {
+		sreq.Since = map[string]string{}
+		for _, d := range base.Disks {
+			if d.ChangeToken != "" {
+				sreq.Since[d.Key] = d.ChangeToken
+			}
+		}
+	}
+	start := time.Now()
+	sess, err := conn.Snapshot(ctx, req.VM, sreq)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", req.VM.Name, err)
+	}
+	committed := false
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CloseTimeout)
+		defer cancel()
+		tokens, cerr := sess.Close(cctx, committed)
+		if cerr != nil {
+			if committed {
+				// The point is valid; only tracking may not have advanced:
+				// the next backup finds the token invalid and reads fully.
+				snap.Warnings = append(snap.Warnings, fmt.Sprintf("releasing the hypervisor snapshot failed: %v", cerr))
+				_ = r.UpdateSnapshot(context.WithoutCancel(ctx), snap)
+				return
+			}
+			err = errors.Join(err, fmt.Errorf("release snapshot: %w", cerr))
+			return
+		}
+		if committed && recordTokens(snap, tokens) {
+			if uerr := r.UpdateSnapshot(cctx, snap); uerr != nil {
+				err = fmt.Errorf("record change tokens: %w", uerr)
+			}
+		}
+	}()
+	disks, warnings, err := openDisks(ctx, r, sess, base, parent)
+	defer func() {
+		for _, d := range disks {
+			if c, ok := d.Reader.(interface{ Close() error }); ok {
+				_ = c.Close()
+			}
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	cfg, _ := json.Marshal(sess.Config())
+	overall := mode
+	for _, d := range disks {
+		if d.Mode == "full" && mode != "full" {
+			overall = "full" // at least one disk had to be read in full
+		}
+	}
+	snap, err = Run(ctx, w, Request{
+		Source: src, Time: start, Tags: req.Tags, Mode: overall, SnapshotMode: string(req.SnapshotMode),
+		Parent: parent, BaseFull: idOf(baseFull), VMConfig: cfg, Disks: disks,
+		Warnings: append(sess.Warnings(), warnings...), JobID: req.JobID, RetainUntil: req.RetainUntil,
+	}, o)
+	if err != nil {
+		return nil, err
+	}
+	committed = true
+	return snap, nil
+}
+
+func idOf(s *repo.Snapshot) string {
+	if s == nil {
+		return ""
+	}
+	return s.ID.String()
+}
+
+// openDisks opens every frozen disk and decides how each is read.
+func openDisks(ctx context.Context, r *repo.Repository, sess hypervisor.Session, base, parent *repo.Snapshot) ([]Disk, []string, error) {
+	var disks []Disk
+	var warnings []string
+	for _, ds := range sess.Disks() {
+		rd, err := sess.OpenDisk(ctx, ds.Key)
+		if err != nil {
+			return disks, warnings, fmt.Errorf("open disk %s: %w", ds.Name, err)
+		}
+		d := Disk{Key: ds.Key, Name: ds.Name, Kind: ds.Kind, Format: ds.Format, Path: ds.Path, Reader: rd,
+			Size: rd.Size(), ChangeToken: ds.NewToken, Mode: "full", Warning: ds.ChangeWarning}
+		disks = append(disks, d)
+		last := &disks[len(disks)-1]
+		if last.Allocated, err = rd.Allocated(ctx); err != nil {
+			return disks, warnings, fmt.Errorf("allocation map of %s: %w", ds.Name, err)
+		}
+		if ds.ChangeWarning != "" {
+			warnings = append(warnings, fmt.Sprintf("disk %s: %s; read in full", ds.Name, ds.ChangeWarning))
+		}
+		// Unchanged spans may reuse the IDs of the point the change set is
+		// relative to; without a change set, the parent's IDs still save
+		// storing identical spans again.
+		ref := parent
+		if ds.Changes != "full" && ds.Changes != "" {
+			changed, ok, err := rd.Changed(ctx)
+			if err != nil {
+				return disks, warnings, fmt.Errorf("changed blocks of %s: %w", ds.Name, err)
+			}
+			if ok && base != nil {
+				last.Changed, last.ChangedValid, last.Mode, ref = changed, true, ds.Changes, base
+			}
+		}
+		if last.Previous, err = PreviousIDs(ctx, r, ref, ds.Key, last.Size); err != nil {
+			return disks, warnings, err
+		}
+		if last.ChangedValid && last.Previous == nil {
+			// The base has no map of this geometry (disk resized or added):
+			// a change set alone cannot reconstruct the disk.
+			last.Changed, last.ChangedValid, last.Mode = nil, false, "full"
+			warnings = append(warnings, fmt.Sprintf("disk %s: no usable base in the repository; read in full", ds.Name))
+		}
+	}
+	return disks, warnings, nil
+}
+
+// recordTokens stores tokens returned by Close into the manifest's disks
+// and reports whether anything changed.
+func recordTokens(s *repo.Snapshot, tokens map[string]string) bool {
+	changed := false
+	for i, d := range s.Disks {
+		if t, ok := tokens[d.Key]; ok && t != d.ChangeToken {
+			s.Disks[i].ChangeToken = t
+			changed = true
+		}
+	}
+	return changed
+}
