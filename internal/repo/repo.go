@@ -158,6 +158,16 @@ func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Rep
 	r := &Repository{st: st, cfg: cfg, log: o.Logger, opts: o}
 	r.hostname, _ = os.Hostname()
 	if cfg.Encryption == "none" {
+		// An unencrypted repository never has key files: keys next to a
+		// config that claims "none" mean the config was edited to
+		// downgrade an encrypted repository.
+		keys, err := listKeyFiles(ctx, st)
+		if err != nil {
+			return nil, fmt.Errorf("read keys: %w", err)
+		}
+		if len(keys) > 0 {
+			return nil, fmt.Errorf("the config says the repository is unencrypted but it has %d key(s): the config was tampered with; refusing to open", len(keys))
+		}
 		r.key = crypto.Null()
 	} else {
 		if len(password) == 0 {
