@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -13,6 +15,7 @@ type initOptions struct {
 	packSize     string
 	level        int
 	label        string
+	keysFrom     string
 }
 
 func (a *app) cmdInit() *cobra.Command {
@@ -40,6 +43,7 @@ EXAMPLES
 	f.StringVar(&o.packSize, "pack-size", "16MiB", "target size of pack files")
 	f.IntVar(&o.level, "compression-level", 1, "zstd level 1 (fastest) to 19; -1 disables compression")
 	f.StringVar(&o.label, "key-label", "initial", "label of the first key")
+	f.StringVar(&o.keysFrom, "copy-keys-from", "", "reuse the master key of this repository (opened with --to-password-file) so copies between them need no re-encryption")
 	return cmd
 }
 
@@ -76,8 +80,20 @@ func (a *app) runInit(cmd *cobra.Command, o initOptions) error {
 			return usagef("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
 		}
 	}
-	cfg, err := repo.Init(ctx, st, repo.InitOptions{Password: pw, NoEncryption: o.noEncryption, ChunkSize: int(cs),
-		PackSize: int(ps), CompressionLevel: o.level, KeyLabel: o.label})
+	io := repo.InitOptions{Password: pw, NoEncryption: o.noEncryption, ChunkSize: int(cs),
+		PackSize: int(ps), CompressionLevel: o.level, KeyLabel: o.label}
+	if o.keysFrom != "" {
+		other, err := a.openOtherRepo(ctx, o.keysFrom)
+		if err != nil {
+			return fmt.Errorf("--copy-keys-from: %w", err)
+		}
+		m := other.Key().Master()
+		io.Master = &m
+		if !cmd.Flags().Changed("chunk-size") {
+			io.ChunkSize = other.Config().ChunkSize // same spans, so copies deduplicate
+		}
+	}
+	cfg, err := repo.Init(ctx, st, io)
 	if err != nil {
 		return err
 	}

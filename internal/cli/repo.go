@@ -46,7 +46,11 @@ func (a *app) openS3(ctx context.Context, location string) (store.Store, error) 
 // password resolves the repository password: password file, then the
 // COFFER_PASSWORD variable, then a prompt on a terminal.
 func (a *app) password(confirm bool) ([]byte, error) {
-	if path := a.res.Path("password-file"); path != "" {
+	return a.passwordFrom("password-file", "password", confirm)
+}
+
+func (a *app) passwordFrom(fileKey, valueKey string, confirm bool) ([]byte, error) {
+	if path := a.res.Path(fileKey); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil, usagef("password file: %v", err)
@@ -57,7 +61,7 @@ func (a *app) password(confirm bool) ([]byte, error) {
 		}
 		return []byte(pw), nil
 	}
-	if pw := a.res.String("password"); pw != "" {
+	if pw := a.res.String(valueKey); pw != "" {
 		return []byte(pw), nil
 	}
 	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -98,12 +102,24 @@ func (a *app) readLine() (string, error) {
 
 // openRepo opens the configured repository.
 func (a *app) openRepo(ctx context.Context) (*repo.Repository, error) {
-	location := a.res.String("repository")
-	st, err := a.openStore(ctx, location)
+	pw, err := a.password(false)
 	if err != nil {
 		return nil, err
 	}
-	pw, err := a.password(false)
+	return a.openRepoAt(ctx, a.res.String("repository"), pw)
+}
+
+// openOtherRepo opens the second repository of copy / init --copy-keys-from.
+func (a *app) openOtherRepo(ctx context.Context, location string) (*repo.Repository, error) {
+	pw, err := a.passwordFrom("copy-target-password-file", "copy-target-password", false)
+	if err != nil {
+		return nil, err
+	}
+	return a.openRepoAt(ctx, location, pw)
+}
+
+func (a *app) openRepoAt(ctx context.Context, location string, pw []byte) (*repo.Repository, error) {
+	st, err := a.openStore(ctx, location)
 	if err != nil {
 		return nil, err
 	}

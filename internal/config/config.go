@@ -39,6 +39,8 @@ var Keys = []Key{
 	{Name: "repository", Flag: "repo", Env: "COFFER_REPO", Usage: "repository: a directory or s3://bucket/prefix"},
 	{Name: "password-file", Flag: "password-file", Env: "COFFER_PASSWORD_FILE", Usage: "file holding the repository password"},
 	{Name: "password", Env: "COFFER_PASSWORD", Secret: true, Usage: "repository password (prefer password-file)"},
+	{Name: "copy-target-password-file", Flag: "to-password-file", Env: "COFFER_TO_PASSWORD_FILE", Usage: "password file of the target repository of `coffer copy` / source of `init --copy-keys-from`"},
+	{Name: "copy-target-password", Env: "COFFER_TO_PASSWORD", Secret: true, Usage: "password of that other repository"},
 	{Name: "catalog", Flag: "catalog", Env: "COFFER_CATALOG", Default: "~/.local/share/coffer/catalog.db", Usage: "catalog: a SQLite file path or postgres://... DSN"},
 	{Name: "cache-dir", Flag: "cache-dir", Env: "COFFER_CACHE_DIR", Default: "~/.cache/coffer", Usage: "local cache directory (repository metadata, guest images)"},
 	{Name: "log-level", Flag: "log-level", Env: "COFFER_LOG_LEVEL", Default: "warn", Usage: "log level: debug, info, warn, error"},

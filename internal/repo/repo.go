@@ -78,6 +78,10 @@ type InitOptions struct {
 	CompressionLevel int // 0 = default; negative = no compression
 	KDF              *crypto.KDF
 	KeyLabel         string
+	// Master reuses an existing repository's master key (init
+	// --copy-keys-from): copies between the two then keep chunk IDs and
+	// need no re-encryption.
+	Master *crypto.MasterKey
 }
 
 // Init creates a repository in an empty store.
@@ -120,6 +124,9 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 		m, err := crypto.NewMasterKey()
 		if err != nil {
 			return cfg, err
+		}
+		if o.Master != nil {
+			m = *o.Master
 		}
 		kdf := crypto.DefaultKDF()
 		if o.KDF != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -112,88 +110,37 @@ func plannedBytes(groups []readGroup, m *diskmap.Map) int64 {
 }
 
 func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.File, groups []readGroup, ck *checkpoint, o FileOptions, st *Stats) error {
-	workers := o.Workers
-	if workers <= 0 {
-		workers = max(runtime.GOMAXPROCS(0), r.Store().Properties().Connections)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan *readGroup)
 	var (
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-		written  atomic.Int64
-		chunks   atomic.Int64
-		sinceCk  atomic.Int64
-		ckMu     sync.Mutex
+		written atomic.Int64
+		chunks  atomic.Int64
+		sinceCk atomic.Int64
+		ckMu    sync.Mutex
 	)
-	fail := func(err error) { errOnce.Do(func() { firstErr = err; cancel() }) }
 	cs := int64(m.ChunkSize())
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dec, err := r.NewDecoder()
-			if err != nil {
-				fail(err)
-				return
+	err := fetch(ctx, r, groups, o.Workers, func(ref *chunkRef, plain []byte) error {
+		for _, s := range ref.spans {
+			if _, err := f.WriteAt(plain, int64(s)*cs); err != nil {
+				return fmt.Errorf("write at %d: %w", int64(s)*cs, translateWriteErr(err))
 			}
-			var plain, buf []byte
-			for g := range jobs {
-				// One reused buffer per worker keeps memory at workers x 8 MiB.
-				buf, err = readRange(ctx, r.Store(), pack.ObjectName(g.pack), g.offset, g.length, buf)
-				if err != nil {
-					fail(fmt.Errorf("read pack %s: %w", g.pack, err))
-					return
-				}
-				for _, ref := range g.refs {
-					off := int64(ref.loc.Offset) - g.offset
-					plain, err = dec.Decode(plain[:0], buf[off:off+int64(ref.loc.Length)], ref.id, int(ref.loc.RawLength))
-					if err != nil {
-						fail(fmt.Errorf("span %d: %w", ref.spans[0], err))
-						return
-					}
-					for _, s := range ref.spans {
-						if _, err := f.WriteAt(plain, int64(s)*cs); err != nil {
-							fail(fmt.Errorf("write at %d: %w", int64(s)*cs, translateWriteErr(err)))
-							return
-						}
-						ck.markDone(s)
-						written.Add(int64(len(plain)))
-						if o.Progress != nil {
-							o.Progress.BytesDone.Add(int64(len(plain)))
-							o.Progress.BytesWritten.Add(int64(len(plain)))
-						}
-					}
-					chunks.Add(1)
-				}
-				if sinceCk.Add(g.length) > checkpointEvery && ckMu.TryLock() {
-					sinceCk.Store(0)
-					if err := ck.save(f); err != nil {
-						r.Logger().Warn("could not save restore checkpoint", "err", err)
-					}
-					ckMu.Unlock()
-				}
+			ck.markDone(s)
+			written.Add(int64(len(plain)))
+			if o.Progress != nil {
+				o.Progress.BytesDone.Add(int64(len(plain)))
+				o.Progress.BytesWritten.Add(int64(len(plain)))
 			}
-		}()
-	}
-	for i := range groups {
-		select {
-		case jobs <- &groups[i]:
-		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
-			break
+		chunks.Add(1)
+		if sinceCk.Add(int64(len(plain))) > checkpointEvery && ckMu.TryLock() {
+			sinceCk.Store(0)
+			if err := ck.save(f); err != nil {
+				r.Logger().Warn("could not save restore checkpoint", "err", err)
+			}
+			ckMu.Unlock()
 		}
-	}
-	close(jobs)
-	wg.Wait()
+		return nil
+	})
 	st.BytesWritten, st.Chunks, st.Requests = written.Load(), int(chunks.Load()), len(groups)
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+	return err
 }
 
 // readRange reads [off, off+n) of an object into buf (grown if needed).

@@ -1,0 +1,313 @@
+// Package transfer copies backup points between repositories (local to S3,
+// S3 to local, S3 to S3): the offsite / second-copy job.
+//
+// Only chunks the target lacks are written. When both repositories share
+// the chunk-ID key (a target created with `coffer init --copy-keys-from`),
+// chunk IDs are identical: the target is asked before anything is read from
+// the source. With different keys every chunk is decrypted, re-hashed and
+// re-encrypted for the target; to avoid reading whole disks again, spans
+// unchanged since the previous point already copied reuse that copy's
+// target IDs, so an incremental chain copies incrementally.
+//
+// A copy runs as a normal write session on the target: killed at any
+// instant, it leaves the target valid, and the next run reuses the packs it
+// wrote. Each copied point keeps its snapshot ID.
+package transfer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/chunk"
+	"github.com/coffer-backup/coffer/internal/repo/diskmap"
+	"github.com/coffer-backup/coffer/internal/restore"
+)
+
+// Options select and tune a copy.
+type Options struct {
+	// Select picks source points to copy; nil copies all.
+	Select   func(*repo.Snapshot) bool
+	Workers  int
+	Progress *Progress
+}
+
+// Progress counts copy work.
+type Progress struct {
+	Snapshots atomic.Int64
+	Chunks    atomic.Int64 // chunks written to the target
+	Bytes     atomic.Int64 // plaintext bytes written to the target
+}
+
+// Result of a copy.
+type Result struct {
+	Copied        []string `json:"copied"`
+	AlreadyThere  []string `json:"already_present"`
+	ChunksRead    int64    `json:"chunks_read"`    // fetched from the source
+	ChunksWritten int64    `json:"chunks_written"` // new in the target
+	BytesWritten  int64    `json:"bytes_written"`  // sealed bytes added to the target
+	ReEncrypted   bool     `json:"re_encrypted"`
+}
+
+// SameChunkIDs reports whether two keys produce identical chunk IDs.
+func SameChunkIDs(a, b *crypto.Key) bool {
+	return a.Encrypted() == b.Encrypted() && a.Master().ChunkID == b.Master().ChunkID
+}
+
+// Copy copies the selected points of src that dst does not have.
+func Copy(ctx context.Context, src, dst *repo.Repository, o Options) (*Result, error) {
+	res := &Result{ReEncrypted: !SameChunkIDs(src.Key(), dst.Key())}
+	snaps, err := src.Snapshots(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	present := map[id.ID]bool{}
+	ids, err := dst.ListSnapshotIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range ids {
+		present[x] = true
+	}
+	lease, err := src.AcquireLease(ctx, "copy", "", "copy to "+dst.Store().Properties().Location, false)
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	w, err := dst.NewWriter(ctx, "copy from "+src.Store().Properties().Location)
+	if err != nil {
+		return nil, err
+	}
+	c := &copier{src: src, dst: dst, w: w, o: o, res: res, copied: map[string]*repo.Snapshot{}}
+	for _, s := range snaps {
+		if o.Select != nil && !o.Select(s) {
+			continue
+		}
+		if present[s.ID] {
+			res.AlreadyThere = append(res.AlreadyThere, s.ID.String())
+			c.copied[s.Source.Key()] = s
+			continue
+		}
+		if err := c.copySnapshot(ctx, s); err != nil {
+			_ = w.Close(context.WithoutCancel(ctx))
+			return res, fmt.Errorf("snapshot %s: %w", s.ID.Short(), err)
+		}
+		res.Copied = append(res.Copied, s.ID.String())
+		if o.Progress != nil {
+			o.Progress.Snapshots.Add(1)
+		}
+	}
+	return res, w.Close(ctx)
+}
+
+type copier struct {
+	src, dst *repo.Repository
+	w        *repo.Writer
+	o        Options
+	res      *Result
+	mu       sync.Mutex
+	copied   map[string]*repo.Snapshot // newest point per source present in both
+	claims   map[id.ID]*repo.Pending
+}
+
+func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
+	out := *s
+	out.Disks = nil
+	var deps []*repo.Pending
+	prev := c.copied[s.Source.Key()]
+	for _, d := range s.Disks {
+		m, err := diskmap.Open(ctx, c.src.Store(), c.src.Key(), d.Map)
+		if err != nil {
+			return err
+		}
+		ids, dd, err := c.copyDisk(ctx, m, d, prev)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		deps = append(deps, dd...)
+		name, err := c.w.WriteDiskMap(ctx, m.DiskSize(), m.ChunkSize(), ids)
+		if err != nil {
+			return err
+		}
+		nd := d
+		nd.Map = name
+		out.Disks = append(out.Disks, nd)
+	}
+	if err := c.w.Commit(ctx, &out, deps); err != nil {
+		return err
+	}
+	c.copied[s.Source.Key()] = s
+	return nil
+}
+
+// copyDisk returns the target chunk IDs of a disk and the pending chunks
+// the target point depends on.
+func (c *copier) copyDisk(ctx context.Context, m *diskmap.Map, d repo.Disk, prev *repo.Snapshot) ([]id.ID, []*repo.Pending, error) {
+	srcIDs, err := m.All(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	dstIDs := make([]id.ID, len(srcIDs))
+	reuse := make([]bool, len(srcIDs))
+	var deps []*repo.Pending
+	if c.res.ReEncrypted {
+		if err := c.mapFromPrevious(ctx, prev, d, srcIDs, dstIDs, reuse); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		// Same IDs: ask the target first and fetch only what it lacks.
+		claimed := map[id.ID]bool{}
+		for i, x := range srcIDs {
+			dstIDs[i] = x
+			if x.IsZero() || claimed[x] {
+				reuse[i] = true
+				continue
+			}
+			p, owner, err := c.w.Claim(ctx, x)
+			if err != nil {
+				return nil, nil, err
+			}
+			if p != nil {
+				deps = append(deps, p)
+			}
+			if !owner {
+				reuse[i] = true
+				continue
+			}
+			claimed[x] = true
+			c.pending(x, p)
+		}
+	}
+	st := c.w.NewStream()
+	encs := sync.Pool{New: func() any {
+		e, err := chunk.NewEncoder(c.dst.Key(), c.dst.Config().Level())
+		if err != nil {
+			panic(err)
+		}
+		return e
+	}}
+	hashers := sync.Pool{New: func() any { return c.dst.Key().NewHasher() }}
+	var mu sync.Mutex
+	err = restore.Chunks(ctx, c.src, m, c.o.Workers, func(i uint64) bool { return reuse[i] }, func(x id.ID, spans []uint64, plain []byte) error {
+		atomic.AddInt64(&c.res.ChunksRead, 1)
+		nx := x
+		var p *repo.Pending
+		owner := false
+		if c.res.ReEncrypted {
+			h := hashers.Get().(*crypto.Hasher)
+			nx = h.Sum(plain)
+			hashers.Put(h)
+			var err error
+			if p, owner, err = c.w.Claim(ctx, nx); err != nil {
+				return err
+			}
+			if p != nil {
+				mu.Lock()
+				deps = append(deps, p)
+				mu.Unlock()
+			}
+		} else {
+			p, owner = c.takePending(x), true
+		}
+		for _, sp := range spans {
+			dstIDs[sp] = nx
+		}
+		if !owner {
+			return nil
+		}
+		e := encs.Get().(*chunk.Encoder)
+		defer encs.Put(e)
+		sealed, _ := e.Encode(nil, plain)
+		if err := st.Add(ctx, nx, sealed, len(plain), p); err != nil {
+			return err
+		}
+		atomic.AddInt64(&c.res.ChunksWritten, 1)
+		atomic.AddInt64(&c.res.BytesWritten, int64(len(sealed)))
+		if c.o.Progress != nil {
+			c.o.Progress.Chunks.Add(1)
+			c.o.Progress.Bytes.Add(int64(len(plain)))
+		}
+		return nil
+	})
+	if ferr := st.Flush(context.WithoutCancel(ctx)); err == nil {
+		err = ferr
+	}
+	return dstIDs, deps, err
+}
+
+// mapFromPrevious fills the target IDs of spans unchanged since prev, the
+// newest point of the same source present in both repositories.
+func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d repo.Disk, srcIDs, dstIDs []id.ID, reuse []bool) error {
+	for i, x := range srcIDs {
+		reuse[i] = x.IsZero()
+	}
+	if prev == nil {
+		return nil
+	}
+	var pd *repo.Disk
+	for i := range prev.Disks {
+		if prev.Disks[i].Key == d.Key && prev.Disks[i].Size == d.Size && prev.Disks[i].ChunkSize == d.ChunkSize {
+			pd = &prev.Disks[i]
+		}
+	}
+	if pd == nil {
+		return nil
+	}
+	prevDst, err := c.dst.LoadSnapshot(ctx, prev.ID)
+	if err != nil {
+		return err
+	}
+	var dd *repo.Disk
+	for i := range prevDst.Disks {
+		if prevDst.Disks[i].Key == d.Key {
+			dd = &prevDst.Disks[i]
+		}
+	}
+	if dd == nil {
+		return nil
+	}
+	srcPrev, err := loadIDs(ctx, c.src, pd.Map)
+	if err != nil {
+		return err
+	}
+	dstPrev, err := loadIDs(ctx, c.dst, dd.Map)
+	if err != nil || len(srcPrev) != len(srcIDs) || len(dstPrev) != len(srcIDs) {
+		return err
+	}
+	for i, x := range srcIDs {
+		if !x.IsZero() && srcPrev[i] == x {
+			dstIDs[i], reuse[i] = dstPrev[i], true
+		}
+	}
+	return nil
+}
+
+func loadIDs(ctx context.Context, r *repo.Repository, name string) ([]id.ID, error) {
+	m, err := diskmap.Open(ctx, r.Store(), r.Key(), name)
+	if err != nil {
+		return nil, err
+	}
+	return m.All(ctx)
+}
+
+// pending remembers the claim of a chunk to fetch (same-key copies).
+func (c *copier) pending(x id.ID, p *repo.Pending) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.claims == nil {
+		c.claims = map[id.ID]*repo.Pending{}
+	}
+	c.claims[x] = p
+}
+
+func (c *copier) takePending(x id.ID) *repo.Pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.claims[x]
+	delete(c.claims, x)
+	return p
+}
