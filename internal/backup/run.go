@@ -58,7 +58,7 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 	cs := w.Repository().Config().ChunkSize
 	var deps []*repo.Pending
 	for _, d := range req.Disks {
-		st := w.NewStream()
+		st := w.NewRetainedStream(req.RetainUntil)
 		res, err := backupDisk(ctx, w, st, d, o)
 		// Commit what was packed even on failure, so a retry reuses it.
 		ferr := st.Flush(context.WithoutCancel(ctx))
@@ -68,8 +68,11 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 		if ferr != nil {
 			return nil, fmt.Errorf("disk %s: %w", d.Name, ferr)
 		}
-		name, err := w.WriteDiskMap(ctx, d.Size, cs, res.ids)
+		name, err := w.WriteDiskMap(ctx, d.Size, cs, res.ids, req.RetainUntil)
 		if err != nil {
+			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
+		}
+		if err := w.Retain(ctx, res.ids, req.RetainUntil); err != nil {
 			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
 		}
 		deps = append(deps, res.deps...)

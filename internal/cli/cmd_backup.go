@@ -28,8 +28,9 @@ func (a *app) cmdBackup() *cobra.Command {
 var backupSubcommands []func(*app) *cobra.Command
 
 type backupDiskOptions struct {
-	name string
-	tags []string
+	name      string
+	tags      []string
+	immutable string
 }
 
 func (a *app) cmdBackupDisk() *cobra.Command {
@@ -51,6 +52,7 @@ EXAMPLES
 	}
 	cmd.Flags().StringVar(&o.name, "name", "", "name of the backup source (default: the first file's name)")
 	cmd.Flags().StringArrayVar(&o.tags, "tag", nil, "tag KEY=VALUE (repeatable)")
+	cmd.Flags().StringVar(&o.immutable, "immutable-for", "", "make the backup point undeletable for this long (e.g. 30d) on storage with object lock")
 	return cmd
 }
 
@@ -72,6 +74,10 @@ func parseTags(tags []string) (map[string]string, error) {
 func (a *app) runBackupDisk(cmd *cobra.Command, paths []string, o backupDiskOptions) error {
 	ctx := cmd.Context()
 	tags, err := parseTags(o.tags)
+	if err != nil {
+		return err
+	}
+	retain, err := retainUntil(o.immutable)
 	if err != nil {
 		return err
 	}
@@ -137,8 +143,11 @@ func (a *app) runBackupDisk(cmd *cobra.Command, paths []string, o backupDiskOpti
 		}
 		return nil
 	}
+	if !retain.IsZero() && !r.Store().Properties().Retention {
+		return usagef("--immutable-for needs storage with retention (S3 Object Lock); %s has none", r.Store().Properties().Location)
+	}
 	snap, err := backup.Run(ctx, w, backup.Request{Source: src, Mode: mode, Parent: parent, Tags: tags, Disks: disks,
-		BeforeCommit: unchanged}, backup.Options{Progress: prog})
+		BeforeCommit: unchanged, RetainUntil: retain}, backup.Options{Progress: prog})
 	bar.finish()
 	cerr := w.Close(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
@@ -42,6 +43,8 @@ type Writer struct {
 	flushMu   sync.Mutex
 	commitSem chan struct{}
 	commits   sync.WaitGroup
+
+	ledger lockLedger
 
 	stored     atomic.Int64 // sealed bytes committed in packs
 	newChunks  atomic.Int64
@@ -175,13 +178,20 @@ func (s *Stream) Move(ctx context.Context, x id.ID, sealed []byte, rawLen int) e
 // Stream appends chunks to packs of its own. A stream is used by one
 // backup (one disk) and is safe for its concurrent workers.
 type Stream struct {
-	w   *Writer
-	mu  sync.Mutex
-	cur *openPack
+	w      *Writer
+	mu     sync.Mutex
+	cur    *openPack
+	retain time.Time // object lock for the packs of this stream
 }
 
 // NewStream returns a stream.
 func (w *Writer) NewStream() *Stream { return &Stream{w: w} }
+
+// NewRetainedStream returns a stream whose packs are immutable until the
+// given time on backends with retention (S3 Object Lock).
+func (w *Writer) NewRetainedStream(until time.Time) *Stream {
+	return &Stream{w: w, retain: lockUntil(until)}
+}
 
 // Add stores a sealed chunk blob the caller owns (see Claim).
 func (s *Stream) Add(ctx context.Context, x id.ID, sealed []byte, rawLen int, p *Pending) error {
@@ -216,7 +226,7 @@ func (s *Stream) Add(ctx context.Context, x id.ID, sealed []byte, rawLen int, p 
 
 func (s *Stream) open(ctx context.Context) error {
 	pid := pack.MakeID(s.w.session, s.w.seq.Add(1))
-	obj, err := s.w.r.st.Create(s.w.ctx, pack.ObjectName(pid), store.PutOptions{SizeHint: int64(s.w.r.cfg.PackSize)})
+	obj, err := s.w.r.st.Create(s.w.ctx, pack.ObjectName(pid), store.PutOptions{SizeHint: int64(s.w.r.cfg.PackSize), RetainUntil: s.retain})
 	if err != nil {
 		return fmt.Errorf("create pack: %w", err)
 	}
@@ -356,10 +366,11 @@ func (w *Writer) Flush(ctx context.Context) error {
 	return nil
 }
 
-// WriteDiskMap stores the disk map of one disk and returns its name.
-func (w *Writer) WriteDiskMap(ctx context.Context, diskSize int64, chunkSize int, ids []id.ID) (string, error) {
+// WriteDiskMap stores the disk map of one disk and returns its name;
+// retain (zero for none) makes it immutable on backends with retention.
+func (w *Writer) WriteDiskMap(ctx context.Context, diskSize int64, chunkSize int, ids []id.ID, retain time.Time) (string, error) {
 	name := fmt.Sprintf("maps/%s-%08x", w.session, w.mapSeq.Add(1))
-	obj, err := w.r.st.Create(ctx, name, store.PutOptions{})
+	obj, err := w.r.st.Create(ctx, name, store.PutOptions{RetainUntil: lockUntil(retain)})
 	if err != nil {
 		return "", err
 	}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/id"
@@ -105,13 +106,14 @@ func Copy(ctx context.Context, src, dst *repo.Repository, o Options) (*Result, e
 }
 
 type copier struct {
-	src, dst *repo.Repository
-	w        *repo.Writer
-	o        Options
-	res      *Result
-	mu       sync.Mutex
-	copied   map[string]*repo.Snapshot // newest point per source present in both
-	claims   map[id.ID]*repo.Pending
+	src, dst  *repo.Repository
+	w         *repo.Writer
+	o         Options
+	res       *Result
+	mu        sync.Mutex
+	copied    map[string]*repo.Snapshot // newest point per source present in both
+	claims    map[id.ID]*repo.Pending
+	retainFor time.Time
 }
 
 func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
@@ -119,6 +121,7 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 	out.Disks = nil
 	var deps []*repo.Pending
 	prev := c.copied[s.Source.Key()]
+	c.retainFor = s.RetainUntil
 	for _, d := range s.Disks {
 		m, err := diskmap.Open(ctx, c.src.Store(), c.src.Key(), d.Map)
 		if err != nil {
@@ -129,7 +132,10 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 			return fmt.Errorf("disk %s: %w", d.Name, err)
 		}
 		deps = append(deps, dd...)
-		name, err := c.w.WriteDiskMap(ctx, m.DiskSize(), m.ChunkSize(), ids)
+		if err := c.w.Retain(ctx, ids, s.RetainUntil); err != nil {
+			return err
+		}
+		name, err := c.w.WriteDiskMap(ctx, m.DiskSize(), m.ChunkSize(), ids, s.RetainUntil)
 		if err != nil {
 			return err
 		}
@@ -182,7 +188,7 @@ func (c *copier) copyDisk(ctx context.Context, m *diskmap.Map, d repo.Disk, prev
 			c.pending(x, p)
 		}
 	}
-	st := c.w.NewStream()
+	st := c.w.NewRetainedStream(c.retainFor)
 	encs := sync.Pool{New: func() any {
 		e, err := chunk.NewEncoder(c.dst.Key(), c.dst.Config().Level())
 		if err != nil {
