@@ -1,6 +1,7 @@
 package index
 
 import (
+	"container/heap"
 	"container/list"
 	"context"
 	"errors"
@@ -209,26 +210,22 @@ func (s *Set) Iterate(ctx context.Context, fn func(Entry) error) error {
 }
 
 // Merge is Iterate over an explicit list of segments. It holds one decoded
-// block per segment in memory.
+// block per segment in memory and picks the next entry with a heap, so the
+// cost per entry is O(log segments).
 func Merge(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment, fn func(Entry) error) error {
-	cursors := make([]*cursor, 0, len(segs))
+	h := &cursorHeap{}
 	for _, seg := range segs {
 		c := &cursor{seg: seg}
 		if err := c.next(ctx, st, key); err != nil {
 			return err
 		}
 		if !c.done {
-			cursors = append(cursors, c)
+			h.items = append(h.items, c)
 		}
 	}
-	for len(cursors) > 0 {
-		best := 0
-		for i := 1; i < len(cursors); i++ {
-			if cursors[i].cur().ID.Less(cursors[best].cur().ID) {
-				best = i
-			}
-		}
-		c := cursors[best]
+	heap.Init(h)
+	for h.Len() > 0 {
+		c := h.items[0]
 		if err := fn(c.cur()); err != nil {
 			return err
 		}
@@ -236,10 +233,24 @@ func Merge(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment
 			return err
 		}
 		if c.done {
-			cursors = append(cursors[:best], cursors[best+1:]...)
+			heap.Pop(h)
+		} else {
+			heap.Fix(h, 0)
 		}
 	}
 	return nil
+}
+
+type cursorHeap struct{ items []*cursor }
+
+func (h *cursorHeap) Len() int           { return len(h.items) }
+func (h *cursorHeap) Less(i, j int) bool { return h.items[i].cur().ID.Less(h.items[j].cur().ID) }
+func (h *cursorHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *cursorHeap) Push(x any)         { h.items = append(h.items, x.(*cursor)) }
+func (h *cursorHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
 }
 
 type cursor struct {
