@@ -1,0 +1,335 @@
+package files
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/store/local"
+)
+
+var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
+
+// throughRepository backs an image up into a fresh repository and returns
+// a random-access reader over the backup point's disk: file access is
+// tested the way coffer uses it.
+func throughRepository(t *testing.T, img string) (io.ReaderAt, int64) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: fastKDF}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := backup.OpenFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	alloc, _ := src.Allocated()
+	w, err := r.NewWriter(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := backup.Run(ctx, w, backup.Request{Source: repo.Source{Kind: "disk", VMName: "img"},
+		Disks: []backup.Disk{{Key: "0", Name: "img", Reader: src, Size: src.Size(), Allocated: alloc}}}, backup.Options{})
+	if cerr := w.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr, err := restore.OpenDisk(ctx, r, snap.Disks[0], 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dr, dr.Size()
+}
+
+// what a filesystem preserves, for comparisons.
+type keeps struct {
+	owner, mode, mtime, links, dirs bool
+}
+
+func checkTree(t *testing.T, fsys FS, prefix string, files []srcFile, k keeps) {
+	t.Helper()
+	for _, f := range files {
+		if f.dir && !k.dirs || f.link != "" && !k.links {
+			continue
+		}
+		p := prefix + "/" + f.path
+		e, err := fsys.Stat(p)
+		if err != nil {
+			t.Errorf("stat %s: %v", p, err)
+			continue
+		}
+		switch {
+		case f.dir:
+			if !e.IsDir() {
+				t.Errorf("%s: not a directory", p)
+			}
+		case f.link != "":
+			if e.Mode&fs.ModeSymlink == 0 || e.Link != f.link {
+				t.Errorf("%s: link %q mode %v, want -> %q", p, e.Link, e.Mode, f.link)
+			}
+			continue
+		default:
+			rc, err := fsys.Open(p)
+			if err != nil {
+				t.Errorf("open %s: %v", p, err)
+				continue
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || !bytes.Equal(got, f.data) || e.Size != int64(len(f.data)) {
+				t.Errorf("%s: %d bytes (size %d), err %v; want %d bytes", p, len(got), e.Size, err, len(f.data))
+			}
+		}
+		if k.mode && e.Mode.Perm() != f.mode.Perm() {
+			t.Errorf("%s: mode %v, want %v", p, e.Mode.Perm(), f.mode.Perm())
+		}
+		if k.mtime && !f.dir && !e.MTime.Equal(fixtureTime) {
+			t.Errorf("%s: mtime %v, want %v", p, e.MTime, fixtureTime)
+		}
+		if k.owner && os.Geteuid() == 0 {
+			wantUID := 0
+			if f.path == "hello.txt" {
+				wantUID = 1234
+			}
+			if f.path == "etc/app" {
+				wantUID = 42
+			}
+			if e.UID != wantUID {
+				t.Errorf("%s: uid %d, want %d", p, e.UID, wantUID)
+			}
+		}
+	}
+}
+
+func TestExt4BareFilesystem(t *testing.T) {
+	tree, files := sourceTree(t, false)
+	r, size := throughRepository(t, makeExt4(t, tree, 32))
+	d, err := Open(r, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := d.Volumes(); len(v) != 1 || v[0].Name != "0" || v[0].Type != TypeExt4 {
+		t.Fatalf("volumes %+v", v)
+	}
+	root, err := d.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, root, "", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+}
+
+func TestGPTWithXFSFATAndNTFS(t *testing.T) {
+	tree, files := sourceTree(t, false)
+	flatTree, flatFiles := sourceTree(t, true)
+	img := partitioned(t, true, makeXFS(t, tree, files), makeFAT(t, tree), makeNTFS(t, flatTree, flatFiles))
+	r, size := throughRepository(t, img)
+	d, err := Open(r, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, v := range d.Volumes() {
+		types[v.Name] = v.Type
+	}
+	if types["1"] != TypeXFS || types["2"] != TypeFAT || types["3"] != TypeNTFS {
+		t.Fatalf("volumes %v", types)
+	}
+	root, err := d.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := root.ReadDir("/")
+	if err != nil || len(top) != 3 {
+		t.Fatalf("root lists %v, %v", top, err)
+	}
+	t.Run("xfs", func(t *testing.T) {
+		checkTree(t, root, "/1", files, keeps{owner: true, mode: true, links: true, dirs: true})
+	})
+	t.Run("fat32", func(t *testing.T) {
+		checkTree(t, root, "/2", files, keeps{mtime: true, dirs: true})
+	})
+	t.Run("ntfs", func(t *testing.T) {
+		checkTree(t, root, "/3", flatFiles, keeps{})
+	})
+}
+
+func TestMBRExt4(t *testing.T) {
+	tree, files := sourceTree(t, false)
+	img := partitioned(t, false, makeExt4(t, tree, 16), makeExt4(t, tree, 16))
+	r, size := throughRepository(t, img)
+	d, err := Open(r, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := d.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, root, "/2", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+}
+
+func TestExtractZipFind(t *testing.T) {
+	tree, files := sourceTree(t, false)
+	r, size := throughRepository(t, makeExt4(t, tree, 32))
+	d, _ := Open(r, size)
+	root, err := d.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	out := t.TempDir()
+	st, err := Extract(ctx, root, []string{"/etc", "/hello.txt", "/link-to-motd"}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Files != 3 || st.Dirs != 2 || st.Links != 1 {
+		t.Fatalf("extract stats %+v", st)
+	}
+	for _, f := range files {
+		if !strings.HasPrefix(f.path, "etc/") && f.path != "hello.txt" {
+			continue
+		}
+		p := filepath.Join(out, filepath.FromSlash(f.path))
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != f.mode.Perm() {
+			t.Errorf("extracted %s mode %v, want %v", f.path, fi.Mode().Perm(), f.mode.Perm())
+		}
+		if !fi.IsDir() {
+			got, _ := os.ReadFile(p)
+			if !bytes.Equal(got, f.data) || !fi.ModTime().Equal(fixtureTime) {
+				t.Errorf("extracted %s: content or mtime differs", f.path)
+			}
+		}
+	}
+	if link, _ := os.Readlink(filepath.Join(out, "link-to-motd")); link != "etc/motd" {
+		t.Errorf("symlink -> %q", link)
+	}
+	// Zip of a tree.
+	var buf bytes.Buffer
+	if _, err := Zip(ctx, root, []string{"/etc"}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != "etc/,etc/app/,etc/app/config.yaml,etc/motd" {
+		t.Fatalf("zip holds %v", names)
+	}
+	// Find by name and by path pattern.
+	var found []string
+	_ = Find(ctx, root, "/", "*.txt", func(e Entry) error { found = append(found, e.Path); return nil })
+	sort.Strings(found)
+	if strings.Join(found, ",") != "/hello.txt,/home/deep/notes.txt,/résumé-日本.txt" {
+		t.Fatalf("find *.txt = %v", found)
+	}
+}
+
+func TestUnknownAndDamaged(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "junk.img")
+	sparseFile(t, junk, 8<<20)
+	f, _ := os.Open(junk)
+	defer f.Close()
+	d, err := Open(f, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Root(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "no readable filesystem") {
+		t.Fatalf("blank disk: %v", err)
+	}
+	// Corrupt every structure of an ext4 image in turn: errors, no panics.
+	tree, _ := sourceTree(t, false)
+	raw, _ := os.ReadFile(makeExt4(t, tree, 8))
+	for off := 1024; off < len(raw) && off < 600<<10; off += 4096 * 7 {
+		bad := append([]byte(nil), raw...)
+		for i := off; i < off+64 && i < len(bad); i++ {
+			bad[i] ^= 0x5a
+		}
+		exerciseImage(bytes.NewReader(bad), int64(len(bad)))
+	}
+}
+
+// exerciseImage reads everything it can and never panics.
+func exerciseImage(r io.ReaderAt, size int64) {
+	d, err := Open(r, size)
+	if err != nil {
+		return
+	}
+	root, err := d.Root()
+	if err != nil {
+		return
+	}
+	budget := 500
+	_ = Walk(context.Background(), root, "/", func(e Entry) error {
+		if budget--; budget < 0 {
+			return errors.New("enough")
+		}
+		if e.Mode.IsRegular() && e.Size < 8<<20 {
+			if rc, err := root.Open(e.Path); err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(rc, 1<<20))
+				rc.Close()
+			}
+		}
+		return nil
+	})
+}
+
+// FuzzFilesystems corrupts real images built by the real tools: the input
+// is a list of (offset, xor) mutations, which reaches deep structures with
+// small inputs.
+func FuzzFilesystems(f *testing.F) {
+	tree, files := sourceTree(f, false)
+	flat, flatFiles := sourceTree(f, true)
+	images := [][]byte{}
+	for _, p := range []string{makeExt4(f, tree, 8), makeFAT(f, tree), makeNTFS(f, flat, flatFiles), makeXFS(f, tree, files)} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		images = append(images, b)
+	}
+	f.Add(uint8(0), []byte{0x38, 0x04, 0, 0, 0xff})
+	f.Add(uint8(1), []byte{0x52, 0, 0, 0, 0x01, 0x00, 0x40, 0, 0, 0x80})
+	f.Add(uint8(2), []byte{0x30, 0, 0, 0, 0x10})
+	f.Add(uint8(3), []byte{0x04, 0, 0, 0, 0x0f})
+	f.Fuzz(func(t *testing.T, which uint8, muts []byte) {
+		img := append([]byte(nil), images[int(which)%len(images)]...)
+		for i := 0; i+5 <= len(muts) && i < 5*64; i += 5 {
+			off := int(binary.LittleEndian.Uint32(muts[i:])) % len(img)
+			img[off] ^= muts[i+4]
+		}
+		exerciseImage(bytes.NewReader(img), int64(len(img)))
+	})
+}
