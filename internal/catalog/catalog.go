@@ -8,6 +8,18 @@
 // Implementations: sqlite (default, pure Go) and postgres (scale-out); both
 // pass the conformance suite in catalog/catalogtest. Schemas are versioned
 // with migrations applied at Open.
+//
+// Conventions every implementation follows:
+//   - Times are stored in UTC with microsecond precision; a zero time stays
+//     zero. CreateJob sets CreatedAt to now when it is zero.
+//   - JSON fields (Warnings, Datastores, Tags, Fields) read back nil when
+//     they were empty; numbers in Event.Fields read back as float64.
+//   - Lists are newest first (jobs by CreatedAt, events by Time, backup
+//     points by Time), except tasks (creation order) and VMs (by
+//     connection, name, ID); ties are broken by ID, newest first.
+//   - Creating a task or event that refers to a missing job or task fails
+//     with an error wrapping ErrNotFound, as do updates of missing rows.
+//     Deleting absent backup points is not an error.
 package catalog
 
 import (

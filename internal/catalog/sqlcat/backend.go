@@ -1,0 +1,89 @@
+// Package sqlcat implements catalog.Catalog once, in SQL that SQLite and
+// PostgreSQL both accept, over a small Backend that each driver provides
+// (connections, transactions, batching, error translation). The drivers
+// differ only where the databases do: column types in their migrations,
+// placeholders, how timestamps are bound, and how writers are serialised.
+package sqlcat
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Backend is what a database driver provides.
+type Backend interface {
+	Dialect() Dialect
+	// Query runs a read outside any write transaction.
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	// Write runs fn in one write transaction and commits it. fn may run
+	// more than once (a driver retries serialisation failures), so it must
+	// only touch the database and values it recomputes.
+	Write(ctx context.Context, fn func(Tx) error) error
+	Close() error
+}
+
+// Tx is a write transaction.
+type Tx interface {
+	// Exec runs one statement and returns the number of rows it changed.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	// ExecBatch runs one statement once per argument row (prepared once,
+	// or pipelined) and returns the rows changed by each.
+	ExecBatch(ctx context.Context, query string, rows [][]any) ([]int64, error)
+	// InsertBatch runs an INSERT ... RETURNING id once per argument row
+	// and returns the IDs in order.
+	InsertBatch(ctx context.Context, query string, rows [][]any) ([]int64, error)
+}
+
+// Rows is a result set; both database/sql and pgx rows fit it through a
+// thin adapter.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Dialect describes how a database differs from the SQL written here.
+type Dialect struct {
+	Name string
+	// DollarPlaceholders selects $1, $2... instead of ?.
+	DollarPlaceholders bool
+	// BindTime converts a non-zero UTC timestamp into a query argument.
+	BindTime func(time.Time) any
+	// Lock takes a transaction-scoped lock named key, shared or exclusive,
+	// so writers in other processes that take the same lock are ordered.
+	// Databases with a single writer at a time leave it nil.
+	Lock func(ctx context.Context, tx Tx, key string, exclusive bool) error
+	// IsForeignKeyViolation recognises a reference to a missing row.
+	IsForeignKeyViolation func(error) bool
+}
+
+// Rebind rewrites ? placeholders for the dialect. The SQL in this package
+// never contains a literal question mark.
+func (d Dialect) Rebind(q string) string {
+	if !d.DollarPlaceholders {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (d Dialect) lock(ctx context.Context, tx Tx, key string, exclusive bool) error {
+	if d.Lock == nil {
+		return nil
+	}
+	return d.Lock(ctx, tx, key, exclusive)
+}

@@ -1,0 +1,172 @@
+package sqlcat
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+const pointColumns = `repository, id, taken_at, connection, vm_id, vm_name, mode, parent, disks, bytes_logical,
+	bytes_stored, tags, protected, job_id`
+
+// upsertPoint writes one point, replacing a point with the same key.
+const upsertPoint = `INSERT INTO backup_points (` + pointColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (repository, id) DO UPDATE SET taken_at = excluded.taken_at, connection = excluded.connection,
+		vm_id = excluded.vm_id, vm_name = excluded.vm_name, mode = excluded.mode, parent = excluded.parent,
+		disks = excluded.disks, bytes_logical = excluded.bytes_logical, bytes_stored = excluded.bytes_stored,
+		tags = excluded.tags, protected = excluded.protected, job_id = excluded.job_id`
+
+// pointsLock names the lock that orders writers of one repository's
+// points: upserts and deletes share it, a replace holds it alone.
+func pointsLock(repository string) string { return "coffer.catalog.points/" + repository }
+
+func (c *Catalog) pointRows(points []catalog.BackupPoint) ([][]any, []string, error) {
+	// Upserts in key order: concurrent writers lock rows in the same
+	// order and cannot deadlock.
+	sorted := slices.Clone(points)
+	slices.SortStableFunc(sorted, func(a, b catalog.BackupPoint) int {
+		return cmp.Or(cmp.Compare(a.Repository, b.Repository), cmp.Compare(a.ID, b.ID))
+	})
+	rows := make([][]any, len(sorted))
+	var repos []string
+	for i, p := range sorted {
+		if p.Repository == "" || p.ID == "" {
+			return nil, nil, fmt.Errorf("backup point without a repository or ID: %+v", p)
+		}
+		tags, err := jsonArg(p.Tags, len(p.Tags))
+		if err != nil {
+			return nil, nil, err
+		}
+		rows[i] = []any{p.Repository, p.ID, c.timeArg(p.Time), p.Connection, p.VMID, p.VMName, p.Mode, p.Parent,
+			p.Disks, p.BytesLogical, p.BytesStored, tags, p.Protected, p.JobID}
+		if len(repos) == 0 || repos[len(repos)-1] != p.Repository {
+			repos = append(repos, p.Repository)
+		}
+	}
+	return rows, repos, nil
+}
+
+// PutBackupPoints upserts points by (Repository, ID).
+func (c *Catalog) PutBackupPoints(ctx context.Context, points []catalog.BackupPoint) error {
+	if len(points) == 0 {
+		return nil
+	}
+	rows, repos, err := c.pointRows(points)
+	if err != nil {
+		return fmt.Errorf("catalog: put backup points: %w", err)
+	}
+	q := c.d.Rebind(upsertPoint)
+	err = c.b.Write(ctx, func(tx Tx) error {
+		for _, r := range repos {
+			if err := c.d.lock(ctx, tx, pointsLock(r), false); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecBatch(ctx, q, rows)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: put backup points: %w", err)
+	}
+	return nil
+}
+
+// DeleteBackupPoints removes points; absent ones are ignored.
+func (c *Catalog) DeleteBackupPoints(ctx context.Context, repository string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	sorted := slices.Sorted(slices.Values(ids))
+	rows := make([][]any, len(sorted))
+	for i, id := range sorted {
+		rows[i] = []any{repository, id}
+	}
+	q := c.d.Rebind(`DELETE FROM backup_points WHERE repository = ? AND id = ?`)
+	err := c.b.Write(ctx, func(tx Tx) error {
+		if err := c.d.lock(ctx, tx, pointsLock(repository), false); err != nil {
+			return err
+		}
+		_, err := tx.ExecBatch(ctx, q, rows)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: delete backup points: %w", err)
+	}
+	return nil
+}
+
+// ReplaceBackupPoints makes points the complete set of a repository's
+// points, atomically: readers see either the old or the new set.
+func (c *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, points []catalog.BackupPoint) error {
+	if repository == "" {
+		return fmt.Errorf("catalog: replace backup points: no repository given")
+	}
+	points = slices.Clone(points)
+	for i := range points {
+		switch points[i].Repository {
+		case "":
+			points[i].Repository = repository
+		case repository:
+		default:
+			return fmt.Errorf("catalog: replace backup points of %s: point %s belongs to repository %s",
+				repository, points[i].ID, points[i].Repository)
+		}
+	}
+	rows, _, err := c.pointRows(points)
+	if err != nil {
+		return fmt.Errorf("catalog: replace backup points: %w", err)
+	}
+	del := c.d.Rebind(`DELETE FROM backup_points WHERE repository = ?`)
+	ins := c.d.Rebind(upsertPoint)
+	err = c.b.Write(ctx, func(tx Tx) error {
+		if err := c.d.lock(ctx, tx, pointsLock(repository), true); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, del, repository); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		_, err := tx.ExecBatch(ctx, ins, rows)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: replace backup points: %w", err)
+	}
+	return nil
+}
+
+// ListBackupPoints lists points newest first.
+func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFilter) ([]catalog.BackupPoint, error) {
+	w := &where{}
+	if f.Repository != "" {
+		w.add("repository = ?", f.Repository)
+	}
+	if f.VMID != "" {
+		w.add("vm_id = ?", f.VMID)
+	}
+	if f.VMName != "" {
+		w.add("vm_name = ?", f.VMName)
+	}
+	if !f.Since.IsZero() {
+		w.add("taken_at >= ?", c.timeArg(f.Since))
+	}
+	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC", f.Limit)
+	var out []catalog.BackupPoint
+	err := c.query(ctx, q, args, func(r Rows) error {
+		var p catalog.BackupPoint
+		err := r.Scan(&p.Repository, &p.ID, timeDest{&p.Time}, &p.Connection, &p.VMID, &p.VMName, &p.Mode, &p.Parent,
+			&p.Disks, &p.BytesLogical, &p.BytesStored, jsonDest{&p.Tags}, &p.Protected, &p.JobID)
+		out = append(out, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list backup points: %w", err)
+	}
+	return out, nil
+}
