@@ -32,7 +32,9 @@ import (
 var migrationFiles embed.FS
 
 // Migrations returns the schema migrations of this driver.
-func Migrations() ([]sqlcat.Migration, error) { return sqlcat.LoadMigrations(migrationFiles, "migrations") }
+func Migrations() ([]sqlcat.Migration, error) {
+	return sqlcat.LoadMigrations(migrationFiles, "migrations")
+}
 
 // Memory is the path of a private in-memory catalog (tests, dry runs).
 const Memory = ":memory:"

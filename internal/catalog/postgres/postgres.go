@@ -1,0 +1,175 @@
+// Package postgres is the scale-out catalog: a PostgreSQL database that
+// several coffer workers share (pgx/v5 pool).
+//
+// Concurrency: transactions run at READ COMMITTED. Rows are always written
+// in key order so that writers cannot deadlock; a replace of a
+// repository's backup points holds an exclusive advisory lock on that
+// repository, upserts and deletes a shared one, so a replace is atomic
+// with respect to other writers as well as readers; migrations run under
+// an exclusive advisory lock, so workers starting together migrate once.
+// A transaction that still fails with a serialisation failure or deadlock
+// is retried with backoff.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migrations returns the schema migrations of this driver.
+func Migrations() ([]sqlcat.Migration, error) {
+	return sqlcat.LoadMigrations(migrationFiles, "migrations")
+}
+
+// Options tune an open catalog.
+type Options struct {
+	// MaxConns bounds the pool (default: pgxpool's, max(4, CPUs)).
+	MaxConns int32
+}
+
+// Open connects to the database named by dsn (postgres://... or a
+// key=value string) and migrates it.
+func Open(ctx context.Context, dsn string, o Options) (catalog.Catalog, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	b := &backend{pool: pool}
+	migrations, err := Migrations()
+	if err == nil {
+		_, err = sqlcat.Migrate(ctx, b, migrations)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%w (catalog on %s:%d)", err, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	}
+	return sqlcat.New(b), nil
+}
+
+type backend struct{ pool *pgxpool.Pool }
+
+func (b *backend) Dialect() sqlcat.Dialect {
+	return sqlcat.Dialect{
+		Name:               "postgres",
+		DollarPlaceholders: true,
+		BindTime:           func(t time.Time) any { return t },
+		Lock:               advisoryLock,
+		IsForeignKeyViolation: func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && pe.Code == "23503"
+		},
+	}
+}
+
+// advisoryLock takes a transaction-scoped advisory lock on a 64-bit hash
+// of key.
+func advisoryLock(ctx context.Context, tx sqlcat.Tx, key string, exclusive bool) error {
+	q := `SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))`
+	if exclusive {
+		q = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+	}
+	_, err := tx.Exec(ctx, q, key)
+	return err
+}
+
+func (b *backend) Query(ctx context.Context, q string, args ...any) (sqlcat.Rows, error) {
+	return b.pool.Query(ctx, q, args...)
+}
+
+const maxAttempts = 6
+
+func (b *backend) Write(ctx context.Context, fn func(sqlcat.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			return err
+		}
+		// Jittered exponential backoff: 5, 10, 20... ms.
+		d := time.Duration(5<<(attempt-1)) * time.Millisecond
+		d += rand.N(d)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(d):
+		}
+	}
+}
+
+// retryable recognises serialisation failures and deadlocks: the
+// transaction was rolled back and can simply run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+func (b *backend) Close() error {
+	b.pool.Close()
+	return nil
+}
+
+// pgTx adapts pgx.Tx; batches are pipelined in one round trip.
+type pgTx struct{ tx pgx.Tx }
+
+func (t pgTx) Exec(ctx context.Context, q string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, q, args...)
+	return tag.RowsAffected(), err
+}
+
+func (t pgTx) Query(ctx context.Context, q string, args ...any) (sqlcat.Rows, error) {
+	return t.tx.Query(ctx, q, args...)
+}
+
+func (t pgTx) ExecBatch(ctx context.Context, q string, rows [][]any) ([]int64, error) {
+	b := &pgx.Batch{}
+	for _, args := range rows {
+		b.Queue(q, args...)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	out := make([]int64, len(rows))
+	for i := range rows {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+		out[i] = tag.RowsAffected()
+	}
+	return out, br.Close()
+}
+
+func (t pgTx) InsertBatch(ctx context.Context, q string, rows [][]any) ([]int64, error) {
+	b := &pgx.Batch{}
+	for _, args := range rows {
+		b.Queue(q, args...)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	out := make([]int64, len(rows))
+	for i := range rows {
+		if err := br.QueryRow().Scan(&out[i]); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+	}
+	return out, br.Close()
+}

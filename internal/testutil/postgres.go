@@ -1,0 +1,138 @@
+package testutil
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// PostgresBinDir finds the server binaries: Debian keeps them in
+// /usr/lib/postgresql/<version>/bin (the newest wins), other systems put
+// them on PATH. It skips (fails in CI) when there are none.
+func PostgresBinDir(t testing.TB) string {
+	t.Helper()
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return pgVersion(dirs[i]) > pgVersion(dirs[j]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d
+		}
+	}
+	return filepath.Dir(RequireBinary(t, "initdb"))
+}
+
+func pgVersion(binDir string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return v
+}
+
+// StartPostgres starts a throwaway PostgreSQL server on 127.0.0.1 for the
+// test and returns the DSN of its "postgres" database (user "test", no
+// password). Durability is off (fsync=off): the data dies with the test.
+// The server stops when the test ends, and also if the test binary dies
+// (parent-death signal), so no server outlives its test.
+func StartPostgres(t testing.TB) string {
+	t.Helper()
+	bin := PostgresBinDir(t)
+	dir, err := os.MkdirTemp("", "coffer-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// PostgreSQL refuses to run as root: run it as the postgres user.
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root, but there is no postgres user to run the server as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "test", "-A", "trust", "-E", "UTF8",
+		"--locale=C", "--no-sync", "--no-instructions")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	initdb.Dir = dir
+	if out, err := initdb.CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	// A free port can be taken by someone else between the probe and
+	// the server's bind: try a few.
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lastErr = startPostgres(t, bin, dir, port, cred); lastErr == nil {
+			return fmt.Sprintf("postgres://test@127.0.0.1:%d/postgres?sslmode=disable", port)
+		}
+	}
+	t.Fatalf("start PostgreSQL: %v", lastErr)
+	return ""
+}
+
+func startPostgres(t testing.TB, bin, dir string, port int, cred *syscall.Credential) error {
+	var log bytes.Buffer
+	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", filepath.Join(dir, "data"), "-k", dir,
+		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "max_connections=200")
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready := exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port))
+		if ready.Run() == nil {
+			t.Cleanup(stop)
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("postgres exited at startup:\n%s", log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return fmt.Errorf("postgres not ready after 30 s:\n%s", log.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
