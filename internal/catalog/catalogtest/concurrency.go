@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,52 +173,61 @@ func runJob(ctx context.Context, c catalog.Catalog, name string, n int) (int64, 
 	return j.ID, c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "job-done"}})
 }
 
-// testReplaceAtomicForReaders alternates a repository between two sets of
-// points while readers list it: every read must see exactly one set.
+// testReplaceAtomicForReaders has two writers (separate handles) replace a
+// repository's points with their own set, over and over, while a reader
+// lists them: every read, and the end state, must be exactly one set.
 func testReplaceAtomicForReaders(t *testing.T, open Opener) {
 	ctx := context.Background()
-	w, r := mustOpen(t, open), mustOpen(t, open)
-	sets := [2][]catalog.BackupPoint{}
-	for i := range 60 {
-		sets[0] = append(sets[0], point("r", fmt.Sprintf("a%03d", i), time.Duration(i)*time.Second, "vm"))
+	writers, r := []catalog.Catalog{mustOpen(t, open), mustOpen(t, open)}, mustOpen(t, open)
+	sizes := map[byte]int{'a': 60, 'b': 90}
+	sets := map[byte][]catalog.BackupPoint{}
+	for prefix, n := range sizes {
+		for i := range n {
+			sets[prefix] = append(sets[prefix], point("r", fmt.Sprintf("%c%03d", prefix, i), time.Duration(i)*time.Second, "vm"))
+		}
 	}
-	for i := range 90 {
-		sets[1] = append(sets[1], point("r", fmt.Sprintf("b%03d", i), time.Duration(i)*time.Second, "vm"))
-	}
-	ok(t, w.ReplaceBackupPoints(ctx, "r", sets[0]))
-	done := make(chan struct{})
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		defer close(done)
-		for i := range 20 {
-			if err := w.ReplaceBackupPoints(gctx, "r", sets[(i+1)%2]); err != nil {
-				return err
-			}
+	check := func(ps []catalog.BackupPoint) error {
+		seen := map[byte]int{}
+		for _, p := range ps {
+			seen[p.ID[0]]++
+		}
+		if len(seen) != 1 || (seen['a'] != sizes['a'] && seen['b'] != sizes['b']) {
+			return fmt.Errorf("saw a mixed or partial set: %v", seen)
 		}
 		return nil
-	})
+	}
+	ok(t, writers[0].ReplaceBackupPoints(ctx, "r", sets['a']))
+	var running atomic.Int32
+	running.Store(2)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, prefix := range []byte{'a', 'b'} {
+		g.Go(func() error {
+			defer running.Add(-1)
+			for range 15 {
+				if err := writers[i].ReplaceBackupPoints(gctx, "r", sets[prefix]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	reads := 0
 	g.Go(func() error {
-		for {
+		for running.Load() > 0 {
 			ps, err := r.ListBackupPoints(gctx, catalog.BackupPointFilter{Repository: "r"})
 			if err != nil {
 				return err
 			}
 			reads++
-			prefix := map[byte]int{}
-			for _, p := range ps {
-				prefix[p.ID[0]]++
-			}
-			if !(len(prefix) == 1 && (prefix['a'] == 60 || prefix['b'] == 90)) {
-				return fmt.Errorf("a reader saw a mixed or partial set: %v", prefix)
-			}
-			select {
-			case <-done:
-				return nil
-			default:
+			if err := check(ps); err != nil {
+				return fmt.Errorf("a reader %w", err)
 			}
 		}
+		return nil
 	})
 	ok(t, g.Wait())
-	t.Logf("%d consistent reads during 20 replaces", reads)
+	if err := check(listPoints(t, r, catalog.BackupPointFilter{Repository: "r"})); err != nil {
+		t.Fatalf("after concurrent replaces the repository %v", err)
+	}
+	t.Logf("%d consistent reads during 30 concurrent replaces", reads)
 }

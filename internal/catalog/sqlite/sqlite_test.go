@@ -2,11 +2,15 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogtest"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlite"
 )
 
@@ -17,4 +21,70 @@ func TestConformance(t *testing.T) {
 			return sqlite.Open(ctx, path, sqlite.Options{})
 		}
 	})
+}
+
+// A database migrated by a newer coffer (or by a build with a different
+// history) is refused rather than used with a schema this build does not
+// know.
+func TestRefusesUnknownSchema(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	c, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO schema_migrations VALUES (2, 'future', '')`); err != nil {
+		t.Fatal(err)
+	}
+	var tooNew sqlcat.ErrSchemaTooNew
+	if _, err := sqlite.Open(ctx, path, sqlite.Options{}); !errors.As(err, &tooNew) || tooNew.Database != 2 {
+		t.Fatalf("open of a newer schema: %v", err)
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = 2; UPDATE schema_migrations SET name = 'other'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Open(ctx, path, sqlite.Options{}); err == nil || !strings.Contains(err.Error(), "different build") {
+		t.Fatalf("open of a different history: %v", err)
+	}
+}
+
+func TestMemory(t *testing.T) {
+	ctx := context.Background()
+	c, err := sqlite.Open(ctx, sqlite.Memory, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j := &catalog.Job{Kind: "backup"}
+	if err := c.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The file is in WAL mode, so readers never wait for the writer.
+func TestWALMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	c, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v", mode, err)
+	}
 }
