@@ -100,7 +100,7 @@ func testConcurrentWriters(t *testing.T, open Opener) {
 		for w := range goroutines {
 			g.Go(func() error {
 				for k := range jobsEach {
-					id, err := runJob(gctx, cats[h], fmt.Sprintf("w%d-%d-%d", h, w, k), tasksPerJob)
+					id, err := SimulateJob(gctx, cats[h], fmt.Sprintf("w%d-%d-%d", h, w, k), tasksPerJob)
 					if err != nil {
 						return err
 					}
@@ -138,7 +138,11 @@ func testConcurrentWriters(t *testing.T, open Opener) {
 	same(t, "points", len(listPoints(t, c, catalog.BackupPointFilter{Repository: "shared"})), total*tasksPerJob)
 }
 
-func runJob(ctx context.Context, c catalog.Catalog, name string, n int) (int64, error) {
+// SimulateJob writes what the engine writes for one backup job of n VMs:
+// the job, its tasks in one batch, one update and event per task, the
+// backup points, the finished job and a closing event. It returns the
+// job's ID. Tests of several processes sharing a catalog run it in each.
+func SimulateJob(ctx context.Context, c catalog.Catalog, name string, n int) (int64, error) {
 	j := &catalog.Job{Kind: "backup", Policy: name, Status: catalog.StatusRunning, StartedAt: time.Now()}
 	if err := c.CreateJob(ctx, j); err != nil {
 		return 0, err
