@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func catalogPointsJSON(t *testing.T, e *env, args ...string) []pointView {
+	t.Helper()
+	var v []pointView
+	out := e.must(append([]string{"catalog", "points", "--json"}, args...)...)
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return v
+}
+
+func TestCatalogRebuildAndPoints(t *testing.T) {
+	e := newEnv(t)
+	e.vars["COFFER_CATALOG"] = filepath.Join(e.dir, "state", "catalog.db")
+	e.must("init")
+	a := e.image("a.img", 4<<20, 1)
+	b := e.image("b.img", 4<<20, 1)
+	e.must("backup", "disk", a, "--name", "a")
+	e.must("backup", "disk", b, "--name", "b")
+	e.must("backup", "disk", a, "--name", "a")
+	if pts := catalogPointsJSON(t, e); len(pts) != 0 {
+		t.Fatalf("%d points before any rebuild", len(pts))
+	}
+	if out := e.must("catalog", "rebuild"); !strings.Contains(out, "3 backup point(s)") {
+		t.Fatalf("rebuild output: %s", out)
+	}
+	snaps := snapshotsJSON(t, e) // oldest first
+	pts := catalogPointsJSON(t, e, "--vm", "a")
+	if len(pts) != 2 || pts[0].ID != snaps[2].ID || pts[1].ID != snaps[0].ID || pts[0].Parent != snaps[0].ID ||
+		pts[0].BytesLogical != 4<<20 || pts[0].Disks != 1 {
+		t.Fatalf("points of a: %+v\nsnapshots: %+v", pts, snaps)
+	}
+	if pts := catalogPointsJSON(t, e, "--limit", "1"); len(pts) != 1 || pts[0].ID != snaps[2].ID {
+		t.Fatalf("--limit 1: %+v", pts)
+	}
+	if out := e.must("catalog", "points"); !strings.Contains(out, snaps[1].Short) || !strings.Contains(out, "3 backup point(s)") {
+		t.Fatalf("table output:\n%s", out)
+	}
+
+	// A damaged manifest: the rebuild records the others and exits 5.
+	manifest := filepath.Join(e.repo, "snapshots", snaps[1].ID)
+	if _, err := os.Stat(manifest); err != nil {
+		t.Fatalf("manifest layout changed: %v", err)
+	}
+	if err := os.WriteFile(manifest, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := e.expect(ExitIntegrity, "catalog", "rebuild", "--json")
+	var res struct {
+		Points  int
+		Skipped []struct{ ID string }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Points != 2 || len(res.Skipped) != 1 || res.Skipped[0].ID != snaps[1].ID {
+		t.Fatalf("rebuild --json = %s (%v)", out, err)
+	}
+	if pts := catalogPointsJSON(t, e); len(pts) != 2 {
+		t.Fatalf("%d points after rebuilding around a damaged manifest", len(pts))
+	}
+}
