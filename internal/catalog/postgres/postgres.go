@@ -158,6 +158,11 @@ func (t pgTx) ExecBatch(ctx context.Context, q string, rows [][]any) ([]int64, e
 	return out, br.Close()
 }
 
+func (t pgTx) BulkInsert(ctx context.Context, table string, columns []string, _ string, rows [][]any) error {
+	_, err := t.tx.CopyFrom(ctx, pgx.Identifier{table}, columns, pgx.CopyFromRows(rows))
+	return err
+}
+
 func (t pgTx) InsertBatch(ctx context.Context, q string, rows [][]any) ([]int64, error) {
 	b := &pgx.Batch{}
 	for _, args := range rows {

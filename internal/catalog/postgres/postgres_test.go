@@ -43,3 +43,11 @@ func TestConformance(t *testing.T) {
 		}
 	})
 }
+
+// go test -run '^$' -bench Writes -benchtime 1x ./internal/catalog/postgres/
+func BenchmarkWrites(b *testing.B) {
+	dsn := freshSchema(b, testutil.StartPostgres(b))
+	catalogtest.BenchmarkWrites(b, func(ctx context.Context) (catalog.Catalog, error) {
+		return postgres.Open(ctx, dsn, postgres.Options{})
+	})
+}

@@ -35,6 +35,10 @@ type Tx interface {
 	// InsertBatch runs an INSERT ... RETURNING id once per argument row
 	// and returns the IDs in order.
 	InsertBatch(ctx context.Context, query string, rows [][]any) ([]int64, error)
+	// BulkInsert appends rows to table by the fastest means the database
+	// has (COPY on PostgreSQL); insert is the equivalent INSERT statement
+	// for databases without one.
+	BulkInsert(ctx context.Context, table string, columns []string, insert string, rows [][]any) error
 }
 
 // Rows is a result set; both database/sql and pgx rows fit it through a

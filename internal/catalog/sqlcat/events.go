@@ -7,6 +7,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
+var eventColumns = []string{"occurred_at", "job_id", "task_id", "level", "kind", "message", "fields"}
+
 // AddEvents inserts events in one transaction; a zero Time becomes now.
 func (c *Catalog) AddEvents(ctx context.Context, events []catalog.Event) error {
 	if len(events) == 0 {
@@ -27,7 +29,7 @@ func (c *Catalog) AddEvents(ctx context.Context, events []catalog.Event) error {
 	q := c.d.Rebind(`INSERT INTO events (occurred_at, job_id, task_id, level, kind, message, fields)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	err := c.b.Write(ctx, func(tx Tx) error {
-		_, err := tx.ExecBatch(ctx, q, rows)
+		err := tx.BulkInsert(ctx, "events", eventColumns, q, rows)
 		return c.missingRef(err, "event")
 	})
 	if err != nil {

@@ -211,6 +211,11 @@ func (t sqlTx) ExecBatch(ctx context.Context, q string, rows [][]any) ([]int64, 
 	return out, nil
 }
 
+func (t sqlTx) BulkInsert(ctx context.Context, _ string, _ []string, insert string, rows [][]any) error {
+	_, err := t.ExecBatch(ctx, insert, rows)
+	return err
+}
+
 func (t sqlTx) InsertBatch(ctx context.Context, q string, rows [][]any) ([]int64, error) {
 	stmt, err := t.tx.PrepareContext(ctx, q)
 	if err != nil {

@@ -88,3 +88,11 @@ func TestWALMode(t *testing.T) {
 		t.Fatalf("journal_mode = %q, %v", mode, err)
 	}
 }
+
+// go test -run '^$' -bench Writes -benchtime 1x ./internal/catalog/sqlite/
+func BenchmarkWrites(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "catalog.db")
+	catalogtest.BenchmarkWrites(b, func(ctx context.Context) (catalog.Catalog, error) {
+		return sqlite.Open(ctx, path, sqlite.Options{})
+	})
+}
