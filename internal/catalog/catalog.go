@@ -11,7 +11,8 @@
 //
 // Conventions every implementation follows:
 //   - Times are stored in UTC with microsecond precision; a zero time stays
-//     zero. CreateJob sets CreatedAt to now when it is zero.
+//     zero. CreateJob sets CreatedAt, and AddEvents an event's Time, to now
+//     when it is zero.
 //   - JSON fields (Warnings, Datastores, Tags, Fields) read back nil when
 //     they were empty; numbers in Event.Fields read back as float64.
 //   - Lists are newest first (jobs by CreatedAt, events by Time, backup

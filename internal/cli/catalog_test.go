@@ -66,3 +66,19 @@ func TestCatalogRebuildAndPoints(t *testing.T) {
 		t.Fatalf("%d points after rebuilding around a damaged manifest", len(pts))
 	}
 }
+
+// Without a catalog setting the catalog lives in the configured state
+// directory.
+func TestCatalogDefaultsToStateDir(t *testing.T) {
+	e := newEnv(t)
+	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
+	e.must("init")
+	e.must("backup", "disk", e.image("a.img", 2<<20, 1), "--name", "a")
+	e.must("catalog", "rebuild")
+	if _, err := os.Stat(filepath.Join(e.dir, "state", "catalog.db")); err != nil {
+		t.Fatalf("catalog not in the state directory: %v", err)
+	}
+	if pts := catalogPointsJSON(t, e); len(pts) != 1 {
+		t.Fatalf("%d points", len(pts))
+	}
+}

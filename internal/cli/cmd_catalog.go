@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -16,11 +17,15 @@ import (
 	"github.com/coffer-backup/coffer/internal/config"
 )
 
-// catalogLocation resolves the `catalog` setting; unset means the SQLite
-// file in the state directory.
+// catalogLocation resolves the `catalog` setting. Unset, it is the SQLite
+// file catalog.db in the state directory: state-dir when one is
+// configured, else the platform default (catalogopen.DefaultLocation).
 func (a *app) catalogLocation() string {
 	if loc := a.res.String("catalog"); loc != "" {
 		return config.ExpandHome(loc)
+	}
+	if dir, src := a.res.Get("state-dir"); src != config.FromDefault && dir != "" {
+		return filepath.Join(config.ExpandHome(dir), "catalog.db")
 	}
 	return catalogopen.DefaultLocation()
 }

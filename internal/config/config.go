@@ -41,7 +41,7 @@ var Keys = []Key{
 	{Name: "password", Env: "COFFER_PASSWORD", Secret: true, Usage: "repository password (prefer password-file)"},
 	{Name: "copy-target-password-file", Flag: "to-password-file", Env: "COFFER_TO_PASSWORD_FILE", Usage: "password file of the target repository of `coffer copy` / source of `init --copy-keys-from`"},
 	{Name: "copy-target-password", Env: "COFFER_TO_PASSWORD", Secret: true, Usage: "password of that other repository"},
-	{Name: "catalog", Flag: "catalog", Env: "COFFER_CATALOG", Usage: "catalog: a SQLite file or a postgres://... DSN (default: $XDG_STATE_HOME/coffer/catalog.db, ~/.local/state/coffer/catalog.db; /var/lib/coffer/catalog.db for root)"},
+	{Name: "catalog", Flag: "catalog", Env: "COFFER_CATALOG", Usage: "catalog: a SQLite file or a postgres://... DSN (default: catalog.db in state-dir if set, else $XDG_STATE_HOME/coffer/ or ~/.local/state/coffer/; /var/lib/coffer/ for root)"},
 	{Name: "cache-dir", Flag: "cache-dir", Env: "COFFER_CACHE_DIR", Default: "~/.cache/coffer", Usage: "local cache directory (repository metadata, guest images)"},
 	{Name: "log-level", Flag: "log-level", Env: "COFFER_LOG_LEVEL", Default: "warn", Usage: "log level: debug, info, warn, error"},
 	{Name: "log-format", Flag: "log-format", Env: "COFFER_LOG_FORMAT", Default: "text", Usage: "log format: text or json"},
