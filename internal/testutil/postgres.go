@@ -43,13 +43,11 @@ func pgVersion(binDir string) int {
 func StartPostgres(t testing.TB) string {
 	t.Helper()
 	bin := PostgresBinDir(t)
-	dir, err := os.MkdirTemp("", "coffer-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	// PostgreSQL refuses to run as root: run it as the postgres user.
+	// PostgreSQL refuses to run as root: run it as the postgres user, in
+	// a directory under /tmp ($TMPDIR may be inside root's home, which
+	// that user cannot enter).
 	var cred *syscall.Credential
+	parent := ""
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -58,7 +56,15 @@ func StartPostgres(t testing.TB) string {
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "coffer-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
