@@ -148,19 +148,33 @@ func Start(ctx context.Context, img *Image, o Options) (*VM, error) {
 
 // WaitConsole waits for a console line containing s and returns it.
 func (vm *VM) WaitConsole(ctx context.Context, s string) (string, error) {
-	seen := 0
+	_, l, err := vm.WaitConsoleFrom(ctx, 0, s)
+	return l, err
+}
+
+// Mark is the number of console lines so far, for WaitConsoleFrom.
+func (vm *VM) Mark() int {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return len(vm.lines)
+}
+
+// WaitConsoleFrom waits for a line containing s at or after line index
+// from; it returns the index after the match and the line.
+func (vm *VM) WaitConsoleFrom(ctx context.Context, from int, s string) (int, string, error) {
+	seen := from
 	for {
 		vm.mu.Lock()
 		for ; seen < len(vm.lines); seen++ {
 			if strings.Contains(vm.lines[seen], "COFFER FAIL") {
 				l := vm.lines[seen]
 				vm.mu.Unlock()
-				return l, fmt.Errorf("guest: %s", l)
+				return seen + 1, l, fmt.Errorf("guest: %s", l)
 			}
 			if strings.Contains(vm.lines[seen], s) {
 				l := vm.lines[seen]
 				vm.mu.Unlock()
-				return l, nil
+				return seen + 1, l, nil
 			}
 		}
 		ch := vm.changed
@@ -171,9 +185,9 @@ func (vm *VM) WaitConsole(ctx context.Context, s string) (string, error) {
 			vm.mu.Lock()
 			err := vm.exitErr
 			vm.mu.Unlock()
-			return "", fmt.Errorf("waiting for %q: %w", s, err)
+			return seen, "", fmt.Errorf("waiting for %q: %w", s, err)
 		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for %q on the guest console: %w", s, ctx.Err())
+			return seen, "", fmt.Errorf("waiting for %q on the guest console: %w", s, ctx.Err())
 		}
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Error is an error reply from QEMU.
@@ -297,4 +299,24 @@ func FieldIs(key, value string) func(json.RawMessage) bool {
 func IsClass(err error, class string) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Class == class
+}
+
+// PeerPID is the process id of the QEMU at the other end of the socket
+// (SO_PEERCRED), or 0 if unknown.
+func (c *Client) PeerPID() int {
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return 0
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	raw.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
 }

@@ -72,12 +72,15 @@ func main() {
 	fmt.Printf("COFFER READY base=%d blocks=%d\n", base, nblocks)
 	ms, _ := strconv.Atoi(args["coffer.interval"])
 	seq := uint64(time.Now().UnixNano()) // distinct from earlier boots' sequences
-	for {
+	for n := 1; ; n++ {
 		seq++
 		idx := base + 1 + rand.Uint64N(nblocks-base-1)
 		guestvm.FillBlock(buf, idx, seq)
 		if _, err := f.WriteAt(buf, int64(idx)*guestvm.BlockSize); err != nil {
 			fmt.Printf("COFFER WRITE-ERROR %v\n", err)
+		}
+		if n%16 == 0 {
+			fmt.Printf("COFFER WROTE %d\n", n)
 		}
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
