@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -299,4 +300,53 @@ func TestFleecingSpaceExhausted(t *testing.T) {
 		t.Fatalf("read from a broken snapshot: %v", rerr)
 	}
 	l.assertClean()
+}
+
+// TestKilledCofferLeavesNothing kills a coffer process (SIGKILL) in the
+// middle of a backup session; the next connector's CleanupLeftovers
+// removes every node, export, overlay and bitmap it had created.
+func TestKilledCofferLeavesNothing(t *testing.T) {
+	if sock := os.Getenv("COFFER_TEST_CHILD_QMP"); sock != "" {
+		conn, err := qemu.New(qemu.Config{Sockets: []string{sock}, StateDir: os.Getenv("COFFER_TEST_CHILD_STATE")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		vms, err := conn.Inventory(ctx)
+		if err != nil || len(vms) != 1 {
+			t.Fatal(err)
+		}
+		if _, err := conn.Snapshot(ctx, vms[0].VMRef, hypervisor.SnapshotRequest{SessionID: "killed", Mode: hypervisor.CrashConsistent, Track: true}); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	l := startLab(t, "")
+	full, err := l.backup("full", hypervisor.CrashConsistent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledCofferLeavesNothing$")
+	cmd.Env = append(os.Environ(), "COFFER_TEST_CHILD_QMP="+l.vm.QMPPath, "COFFER_TEST_CHILD_STATE="+l.state)
+	out, err := cmd.CombinedOutput()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("child did not die by signal: %v\n%s", err, out)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(l.state, "journal")); len(ents) != 1 {
+		t.Fatalf("expected the killed session's journal, found %v", ents)
+	}
+	left, err := l.conn.CleanupLeftovers(l.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) == 0 {
+		t.Fatal("cleanup reported nothing")
+	}
+	t.Logf("cleaned: %+v", left)
+	l.assertClean()
+	inc, err := l.backup("incremental", hypervisor.CrashConsistent)
+	if err != nil || inc.Mode != "incremental" || inc.BytesRead >= full.BytesRead {
+		t.Fatalf("incremental after cleanup: %v %+v", err, inc)
+	}
+	l.checkWorkload(l.restoreDisk(inc, "vda"))
 }
