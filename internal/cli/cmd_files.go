@@ -217,4 +217,3 @@ func (a *app) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn fun
 	}
 	return fn(d, fsys)
 }
-
