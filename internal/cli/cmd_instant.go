@@ -47,7 +47,9 @@ from them with a local copy-on-write overlay, for example:
 
 Runs until interrupted.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return a.runInstantExport(cmd.Context(), args[0], listen) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runInstantExport(cmd.Context(), args[0], listen)
+		},
 	}
 	export.Flags().StringVar(&listen, "listen", "tcp:127.0.0.1:10809", "where to listen: unix:PATH or tcp:HOST:PORT")
 	cmd.AddCommand(export)
