@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -20,20 +21,31 @@ func catalogPointsJSON(t *testing.T, e *env, args ...string) []pointView {
 
 func TestCatalogRebuildAndPoints(t *testing.T) {
 	e := newEnv(t)
-	e.vars["COFFER_CATALOG"] = filepath.Join(e.dir, "state", "catalog.db")
 	e.must("init")
 	a := e.image("a.img", 4<<20, 1)
 	b := e.image("b.img", 4<<20, 1)
 	e.must("backup", "disk", a, "--name", "a")
 	e.must("backup", "disk", b, "--name", "b")
 	e.must("backup", "disk", a, "--name", "a")
+	snaps := snapshotsJSON(t, e) // oldest first
+	// Every backup recorded its point.
+	recorded := catalogPointsJSON(t, e)
+	if len(recorded) != 3 || recorded[0].ID != snaps[2].ID || recorded[2].ID != snaps[0].ID {
+		t.Fatalf("points recorded by the backups: %+v", recorded)
+	}
+	// A lost catalog is rebuilt from the repository, to the same points.
+	if err := os.Remove(e.vars["COFFER_CATALOG"]); err != nil {
+		t.Fatal(err)
+	}
 	if pts := catalogPointsJSON(t, e); len(pts) != 0 {
-		t.Fatalf("%d points before any rebuild", len(pts))
+		t.Fatalf("%d points in a new catalog", len(pts))
 	}
 	if out := e.must("catalog", "rebuild"); !strings.Contains(out, "3 backup point(s)") {
 		t.Fatalf("rebuild output: %s", out)
 	}
-	snaps := snapshotsJSON(t, e) // oldest first
+	if pts := catalogPointsJSON(t, e); !reflect.DeepEqual(pts, recorded) {
+		t.Fatalf("rebuilt points differ from recorded ones:\n rebuilt  %+v\n recorded %+v", pts, recorded)
+	}
 	pts := catalogPointsJSON(t, e, "--vm", "a")
 	if len(pts) != 2 || pts[0].ID != snaps[2].ID || pts[1].ID != snaps[0].ID || pts[0].Parent != snaps[0].ID ||
 		pts[0].BytesLogical != 4<<20 || pts[0].Disks != 1 {
@@ -71,6 +83,7 @@ func TestCatalogRebuildAndPoints(t *testing.T) {
 // directory.
 func TestCatalogDefaultsToStateDir(t *testing.T) {
 	e := newEnv(t)
+	delete(e.vars, "COFFER_CATALOG")
 	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
 	e.must("init")
 	e.must("backup", "disk", e.image("a.img", 2<<20, 1), "--name", "a")

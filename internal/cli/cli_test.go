@@ -35,6 +35,7 @@ func newEnv(t *testing.T) *env {
 	e.vars["COFFER_REPO"] = e.repo
 	e.vars["COFFER_PASSWORD"] = "correct horse"
 	e.vars["COFFER_CONFIG"] = filepath.Join(dir, "none.yaml")
+	e.vars["COFFER_CATALOG"] = filepath.Join(dir, "catalog.db") // backups record points there
 	if err := os.WriteFile(e.vars["COFFER_CONFIG"], nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

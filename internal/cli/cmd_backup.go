@@ -156,6 +156,7 @@ func (a *app) runBackupDisk(cmd *cobra.Command, paths []string, o backupDiskOpti
 	if cerr != nil {
 		return cerr
 	}
+	a.recordPoint(ctx, r, snap)
 	return a.reportBackup(snap, time.Since(start))
 }
 

@@ -18,14 +18,19 @@ import (
 
 func (a *app) cmdDemo() *cobra.Command {
 	var dir string
-	var keep bool
+	var keep, diskImage bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "run coffer's main job end to end on embedded defaults",
-		Long: `Create a machine disk, back it up into a new encrypted repository, change
-it, back it up again (only changes are stored), verify every chunk, restore
-both backup points and check them byte for byte. Everything happens in
---dir (default: a new temporary directory, removed afterwards unless --keep).`,
+		Long: `Boot a small real VM under QEMU (software emulation) whose guest keeps
+writing self-verifying blocks to its disk, back it up live into a new
+encrypted repository (full, then incremental from QEMU's dirty bitmaps),
+verify every chunk, restore the latest point, check it block by block and
+boot a second VM from it whose guest checks it again.
+
+With --disk-image the demo backs up a generated disk image file instead
+(no QEMU needed). Everything happens in --dir (default: a new temporary
+directory, removed afterwards unless --keep).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
@@ -38,11 +43,15 @@ both backup points and check them byte for byte. Everything happens in
 					defer os.RemoveAll(d)
 				}
 			}
-			return a.runDemo(cmd, dir)
+			if diskImage {
+				return a.runDemo(cmd, dir)
+			}
+			return a.runVMDemo(cmd.Context(), dir)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the working directory")
+	cmd.Flags().BoolVar(&diskImage, "disk-image", false, "back up a generated disk image instead of a VM")
 	return cmd
 }
 

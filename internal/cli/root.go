@@ -138,7 +138,7 @@ func (a *app) commands() []*cobra.Command {
 	return []*cobra.Command{
 		a.cmdInit(), a.cmdBackup(), a.cmdSnapshots(), a.cmdRestore(), a.cmdKey(),
 		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(),
-		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(),
+		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
 		a.cmdCatalog(),
 	}
 }

@@ -8,9 +8,13 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Strict reports whether integration prerequisites are mandatory.
@@ -40,4 +44,30 @@ func RequireRoot(t testing.TB) {
 		t.Fatal("this test must run as root in CI")
 	}
 	t.Skip("needs root")
+}
+
+// KillPIDFile kills the process whose PID is in path (a daemon started with
+// --pid-file) and waits until it is gone.
+func KillPIDFile(t testing.TB, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("pid file %s: %v", path, err)
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Logf("pid file %s: %v", path, err)
+		return
+	}
+	if p, err := os.FindProcess(pid); err == nil {
+		p.Kill()
+	}
+	// Not our child: wait for it through pidfd-free polling of /proc.
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -1,0 +1,226 @@
+package guestvm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Disk is one virtio disk of a guest.
+type Disk struct {
+	ID     string // device id ("vda"), also the node-name prefix
+	Path   string
+	Format string // "qcow2" or "raw"
+	// Blockdev replaces the generated -blockdev options (instant recovery
+	// boots from an NBD-backed overlay); its top node must be named ID.
+	Blockdev []string
+}
+
+// Options configure a guest.
+type Options struct {
+	Name       string
+	UUID       string
+	Dir        string // sockets, console log, pid file
+	Disks      []Disk
+	Mode       string // workload mode: write, check, idle
+	Base       int    // base dataset blocks (write mode)
+	Interval   time.Duration
+	GuestAgent bool
+	MemoryMiB  int
+	Extra      []string // more QEMU arguments
+}
+
+// VM is a running guest started by Start.
+type VM struct {
+	Opts    Options
+	QMPPath string // coffer's dedicated monitor
+	TestQMP string // a second monitor for the test harness
+	QGAPath string
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{}
+	exited  chan struct{}
+	exitErr error
+}
+
+// QEMUArgs is the launch line for opts (without the binary).
+func QEMUArgs(img *Image, o Options) []string {
+	mem := o.MemoryMiB
+	if mem == 0 {
+		mem = 256
+	}
+	appendArgs := fmt.Sprintf("console=ttyS0 quiet panic=-1 coffer.mode=%s coffer.base=%d coffer.interval=%d",
+		o.Mode, max(o.Base, 16), max(o.Interval.Milliseconds(), 10))
+	if o.GuestAgent {
+		appendArgs += " coffer.qga=1"
+	}
+	a := []string{"-accel", "tcg", "-m", fmt.Sprint(mem), "-smp", "1", "-nodefaults", "-display", "none",
+		"-name", o.Name, "-kernel", img.Kernel, "-initrd", img.Initrd, "-append", appendArgs,
+		"-serial", "stdio", "-no-reboot",
+		// fds 3 and 4 are sockets Start listens on before QEMU runs, so
+		// they accept connections the moment Start returns.
+		"-chardev", "socket,id=coffer-mon,fd=3,server=on,wait=off",
+		"-mon", "chardev=coffer-mon,mode=control",
+		"-chardev", "socket,id=test-mon,fd=4,server=on,wait=off",
+		"-mon", "chardev=test-mon,mode=control",
+	}
+	if o.UUID != "" {
+		a = append(a, "-uuid", o.UUID)
+	}
+	for _, d := range o.Disks {
+		if d.Blockdev != nil {
+			for _, b := range d.Blockdev {
+				a = append(a, "-blockdev", b)
+			}
+		} else {
+			a = append(a, "-blockdev", fmt.Sprintf("driver=file,filename=%s,node-name=%s-file,cache.direct=off", d.Path, d.ID),
+				"-blockdev", fmt.Sprintf("driver=%s,file=%s-file,node-name=%s", d.Format, d.ID, d.ID))
+		}
+		a = append(a, "-device", fmt.Sprintf("virtio-blk-pci,drive=%s,id=%s", d.ID, d.ID))
+	}
+	if o.GuestAgent {
+		a = append(a, "-device", "virtio-serial-pci,id=vser0",
+			"-chardev", "socket,id=qga0,fd=5,server=on,wait=off",
+			"-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0")
+	}
+	return append(a, o.Extra...)
+}
+
+// Start boots a guest. It returns once QEMU's monitors accept connections;
+// use WaitConsole for guest milestones. The VM is killed when ctx ends.
+func Start(ctx context.Context, img *Image, o Options) (*VM, error) {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	vm := &VM{Opts: o, QMPPath: filepath.Join(o.Dir, "qmp.sock"), TestQMP: filepath.Join(o.Dir, "test-qmp.sock"),
+		QGAPath: filepath.Join(o.Dir, "qga.sock"), changed: make(chan struct{}), exited: make(chan struct{})}
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", QEMUArgs(img, o)...)
+	for _, p := range []string{vm.QMPPath, vm.TestQMP, vm.QGAPath} {
+		f, err := listenFile(p)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(o.Dir, "console.log"))
+	if err != nil {
+		return nil, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start qemu: %w", err)
+	}
+	vm.cmd = cmd
+	go func() {
+		sc := bufio.NewScanner(io.TeeReader(stdout, logf))
+		for sc.Scan() {
+			vm.mu.Lock()
+			vm.lines = append(vm.lines, sc.Text())
+			close(vm.changed)
+			vm.changed = make(chan struct{})
+			vm.mu.Unlock()
+		}
+		err := cmd.Wait()
+		logf.Close()
+		vm.mu.Lock()
+		vm.exitErr = fmt.Errorf("qemu exited: %v: %s", err, stderr.String())
+		vm.mu.Unlock()
+		close(vm.exited)
+	}()
+	return vm, nil
+}
+
+// WaitConsole waits for a console line containing s and returns it.
+func (vm *VM) WaitConsole(ctx context.Context, s string) (string, error) {
+	_, l, err := vm.WaitConsoleFrom(ctx, 0, s)
+	return l, err
+}
+
+// Mark is the number of console lines so far, for WaitConsoleFrom.
+func (vm *VM) Mark() int {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return len(vm.lines)
+}
+
+// WaitConsoleFrom waits for a line containing s at or after line index
+// from; it returns the index after the match and the line.
+func (vm *VM) WaitConsoleFrom(ctx context.Context, from int, s string) (int, string, error) {
+	seen := from
+	for {
+		vm.mu.Lock()
+		for ; seen < len(vm.lines); seen++ {
+			if strings.Contains(vm.lines[seen], "COFFER FAIL") {
+				l := vm.lines[seen]
+				vm.mu.Unlock()
+				return seen + 1, l, fmt.Errorf("guest: %s", l)
+			}
+			if strings.Contains(vm.lines[seen], s) {
+				l := vm.lines[seen]
+				vm.mu.Unlock()
+				return seen + 1, l, nil
+			}
+		}
+		ch := vm.changed
+		vm.mu.Unlock()
+		select {
+		case <-ch:
+		case <-vm.exited:
+			vm.mu.Lock()
+			err := vm.exitErr
+			vm.mu.Unlock()
+			return seen, "", fmt.Errorf("waiting for %q: %w", s, err)
+		case <-ctx.Done():
+			return seen, "", fmt.Errorf("waiting for %q on the guest console: %w", s, ctx.Err())
+		}
+	}
+}
+
+// Console returns the console output so far.
+func (vm *VM) Console() string {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return strings.Join(vm.lines, "\n")
+}
+
+// PID is QEMU's process id.
+func (vm *VM) PID() int { return vm.cmd.Process.Pid }
+
+// Exited is closed when QEMU is gone.
+func (vm *VM) Exited() <-chan struct{} { return vm.exited }
+
+// Kill stops QEMU at once (like a host crash) and waits for it.
+func (vm *VM) Kill() {
+	vm.cmd.Process.Kill()
+	<-vm.exited
+}
+
+// listenFile binds a unix socket at path and returns it as a file to hand
+// to QEMU; the socket stays on disk after the parent's copy is closed.
+func listenFile(path string) (*os.File, error) {
+	os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	ul := l.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	defer ul.Close()
+	return ul.File()
+}

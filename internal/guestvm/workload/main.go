@@ -1,0 +1,92 @@
+// Command workload is PID 1's payload in coffer's test and demo guests. It
+// writes self-verifying blocks (see guestvm.FillBlock) to the guest's disk:
+//
+//	coffer.mode=write   first boot: base dataset, then random writes forever
+//	coffer.mode=check   verify the disk (after a restore), then keep writing
+//	coffer.mode=idle    do nothing
+//
+// Progress goes to the console as "COFFER ..." lines tests wait for.
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/guestvm"
+)
+
+func main() {
+	args := map[string]string{"coffer.mode": "write", "coffer.disk": "/dev/vda", "coffer.base": "64", "coffer.interval": "50"}
+	if b, err := os.ReadFile("/proc/cmdline"); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if k, v, ok := strings.Cut(f, "="); ok && strings.HasPrefix(k, "coffer.") {
+				args[k] = v
+			}
+		}
+	}
+	if args["coffer.mode"] == "idle" {
+		fmt.Println("COFFER IDLE")
+		select {}
+	}
+	f, err := os.OpenFile(args["coffer.disk"], os.O_RDWR|syscall.O_DIRECT, 0)
+	if err != nil {
+		fail("open disk: %v", err)
+	}
+	size, _ := f.Seek(0, 2)
+	nblocks := uint64(size / guestvm.BlockSize)
+	// O_DIRECT needs aligned memory: an anonymous mapping is page-aligned.
+	buf, err := syscall.Mmap(-1, 0, guestvm.BlockSize, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		fail("mmap: %v", err)
+	}
+	base, _ := strconv.ParseUint(args["coffer.base"], 10, 64)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		fail("read header: %v", err)
+	}
+	if args["coffer.mode"] == "check" {
+		rep, err := guestvm.CheckDisk(f, size)
+		if err != nil {
+			fail("CHECK %v", err)
+		}
+		fmt.Printf("COFFER CHECK OK base=%d written=%d maxseq=%d\n", rep.Base, rep.Written, rep.MaxSeq)
+	} else if b, ok := guestvm.HeaderBase(buf); ok {
+		base = b
+	} else {
+		for i := uint64(1); i <= base; i++ {
+			guestvm.FillBlock(buf, i, 0)
+			if _, err := f.WriteAt(buf, int64(i)*guestvm.BlockSize); err != nil {
+				fail("write base: %v", err)
+			}
+		}
+		guestvm.FillHeader(buf, base)
+		if _, err := f.WriteAt(buf, 0); err != nil {
+			fail("write header: %v", err)
+		}
+	}
+	f.Sync()
+	fmt.Printf("COFFER READY base=%d blocks=%d\n", base, nblocks)
+	ms, _ := strconv.Atoi(args["coffer.interval"])
+	seq := uint64(time.Now().UnixNano()) // distinct from earlier boots' sequences
+	for n := 1; ; n++ {
+		seq++
+		idx := base + 1 + rand.Uint64N(nblocks-base-1)
+		guestvm.FillBlock(buf, idx, seq)
+		if _, err := f.WriteAt(buf, int64(idx)*guestvm.BlockSize); err != nil {
+			fmt.Printf("COFFER WRITE-ERROR %v\n", err)
+		}
+		if n%16 == 0 {
+			fmt.Printf("COFFER WROTE %d\n", n)
+		}
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
+}
+
+func fail(format string, a ...any) {
+	fmt.Printf("COFFER FAIL "+format+"\n", a...)
+	select {}
+}

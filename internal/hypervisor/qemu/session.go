@@ -1,0 +1,375 @@
+package qemu
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/qmp"
+)
+
+const (
+	bitmapPrefix = "coffer-"
+	// cbwTimeout bounds how long a guest write may wait for its
+	// copy-before-write; past it the snapshot breaks, not the guest.
+	cbwTimeoutSeconds = 30
+)
+
+var defaultTimeouts = hypervisor.Timeouts{
+	SnapshotCreate: time.Minute, SnapshotRemove: 2 * time.Minute, Quiesce: 20 * time.Second, Setup: time.Minute,
+}
+
+type session struct {
+	c        *Connector
+	cl       *qmp.Client
+	release  func()
+	j        *journal
+	info     *vmInfo
+	req      hypervisor.SnapshotRequest
+	t        hypervisor.Timeouts
+	nbdSock  string
+	warnings []string
+	closed   bool
+	tokens   map[string]string
+}
+
+// parseToken splits a change token "bitmap@size".
+func parseToken(tok string) (name string, size int64, ok bool) {
+	name, s, found := strings.Cut(tok, "@")
+	if !found || !strings.HasPrefix(name, bitmapPrefix) {
+		return "", 0, false
+	}
+	size, err := strconv.ParseInt(s, 10, 64)
+	return name, size, err == nil
+}
+
+// Snapshot implements hypervisor.Connector.
+func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hypervisor.SnapshotRequest) (_ hypervisor.Session, err error) {
+	if req.Mode == hypervisor.WithMemory {
+		return nil, fmt.Errorf("%w: with-memory snapshots of QEMU VMs are not implemented yet; use crash-consistent, quiesced or suspend", hypervisor.ErrUnsupported)
+	}
+	sock, err := c.lookup(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	cl, release, err := c.monitor(ctx, sock)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{c: c, cl: cl, release: release, req: req, t: mergeTimeouts(req.Timeouts)}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.t.SnapshotRemove)
+			s.Close(cctx, false)
+			cancel()
+		}
+	}()
+	if s.info, err = queryVM(ctx, cl, sock); err != nil {
+		return nil, err
+	}
+	if ref.ID != "" && ref.ID != s.info.id() && ref.ID != sock {
+		return nil, fmt.Errorf("%w: socket %s now serves VM %s, not %s", hypervisor.ErrNotFound, sock, s.info.id(), ref.ID)
+	}
+	sum := sha256.Sum256([]byte(req.SessionID + time.Now().String()))
+	tag := hex.EncodeToString(sum[:4])
+	s.j = &journal{path: filepath.Join(journalDir(c.cfg.StateDir), tag+".json"), journalState: journalState{
+		Socket: sock, VMID: s.info.id(), VMName: s.info.Name, SessionID: req.SessionID, Created: time.Now(), PID: os.Getpid(),
+	}}
+	s.nbdSock = filepath.Join(c.cfg.StateDir, "fleece", tag+".nbd")
+	for _, d := range s.info.Disks {
+		s.j.Disks = append(s.j.Disks, s.planDisk(d, tag))
+	}
+	if err := s.j.save(); err != nil {
+		return nil, fmt.Errorf("qemu: journal: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.t.SnapshotCreate)
+	defer cancel()
+	if err := s.prepareFleecing(sctx); err != nil {
+		return nil, err
+	}
+	if err := s.freezeAndSwitch(sctx); err != nil {
+		return nil, err
+	}
+	if err := s.export(sctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func mergeTimeouts(t hypervisor.Timeouts) hypervisor.Timeouts {
+	if t.SnapshotCreate == 0 {
+		t.SnapshotCreate = defaultTimeouts.SnapshotCreate
+	}
+	if t.SnapshotRemove == 0 {
+		t.SnapshotRemove = defaultTimeouts.SnapshotRemove
+	}
+	if t.Quiesce == 0 {
+		t.Quiesce = defaultTimeouts.Quiesce
+	}
+	if t.Setup == 0 {
+		t.Setup = defaultTimeouts.Setup
+	}
+	return t
+}
+
+// planDisk decides names and the change-tracking hand-over for one disk.
+func (s *session) planDisk(d blockDisk, tag string) journalDisk {
+	short := safeName(d.ID)
+	if len(short) > 12 {
+		h := sha256.Sum256([]byte(d.ID))
+		short = hex.EncodeToString(h[:4])
+	}
+	base := "coffer-" + tag + "-" + short
+	jd := journalDisk{ID: d.ID, Node: d.Node, QdevPath: d.QdevPath, Size: d.Size, Changes: "full",
+		FleeceNode: base + "-fl", CBWNode: base + "-cbw", SnapNode: base + "-snap", Export: base,
+		FleeceFile: filepath.Join(s.c.cfg.StateDir, "fleece", base+".qcow2")}
+	if s.req.Mode == hypervisor.AsIs {
+		jd.FleeceNode, jd.CBWNode, jd.SnapNode, jd.FleeceFile = "", "", "", ""
+	}
+	old := ""
+	if tok, ok := s.req.Since[d.ID]; ok {
+		name, size, valid := parseToken(tok)
+		bm, present := d.bitmap(name)
+		switch {
+		case !valid:
+			jd.Warning = "change token not understood; reading the whole disk"
+		case size != d.Size:
+			jd.Warning = fmt.Sprintf("disk resized from %d to %d bytes since the last backup; reading the whole disk", size, d.Size)
+		case !present:
+			jd.Warning = fmt.Sprintf("dirty bitmap %s is missing (QEMU restarted without a clean shutdown, or a raw disk); reading the whole disk", name)
+		case bm.Inconsistent:
+			jd.Warning = fmt.Sprintf("dirty bitmap %s is inconsistent (QEMU or the host crashed); reading the whole disk", name)
+		default:
+			old = name
+		}
+	}
+	if jd.Warning != "" {
+		s.warnings = append(s.warnings, d.ID+": "+jd.Warning)
+	}
+	// The bitmap named by Since keeps recording; a frozen copy of it
+	// (TempBitmap) describes this point's changes. A failed backup then
+	// only has to drop what it added to be rolled back.
+	if old != "" {
+		jd.OldBitmap, jd.TempBitmap, jd.Changes = old, "coffer-"+tag+"-frozen", "incremental"
+	}
+	switch {
+	case old != "" && s.req.Differential:
+		jd.Changes, jd.Token = "differential", s.req.Since[d.ID]
+	case s.req.Track || old != "":
+		// A full starts a new anchor that differentials diff against.
+		kind := "inc-"
+		if old == "" {
+			kind = "full-"
+		}
+		jd.NewBitmap = bitmapPrefix + kind + tag + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		jd.Token = fmt.Sprintf("%s@%d", jd.NewBitmap, d.Size)
+	}
+	return jd
+}
+
+func (s *session) prepareFleecing(ctx context.Context) error {
+	if s.req.Mode == hypervisor.AsIs {
+		return nil
+	}
+	for _, d := range s.j.Disks {
+		// Sparse, exactly the disk's size: copy-before-write does not check
+		// the size, and a short target would break the snapshot.
+		out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", d.FleeceFile, strconv.FormatInt(d.Size, 10)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("qemu: create fleecing image: %v: %s", err, out)
+		}
+		if err := s.cl.Execute(ctx, "blockdev-add", map[string]any{
+			"driver": "qcow2", "node-name": d.FleeceNode, "discard": "unmap",
+			"file": map[string]any{"driver": "file", "filename": d.FleeceFile},
+		}, nil); err != nil {
+			return err
+		}
+		if err := s.cl.Execute(ctx, "blockdev-add", map[string]any{
+			"driver": "copy-before-write", "node-name": d.CBWNode, "file": d.Node, "target": d.FleeceNode,
+			"on-cbw-error": "break-snapshot", "cbw-timeout": cbwTimeoutSeconds,
+		}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freezeAndSwitch is the snapshot instant: guest filesystems frozen when
+// asked, the VM stopped (all I/O drained), every disk switched to its
+// copy-before-write filter, bitmaps handed over, then resumed and thawed.
+// The VM is never left stopped or frozen, whatever fails.
+func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
+	if s.req.Mode == hypervisor.Quiesced {
+		thaw, err := s.quiesce(ctx)
+		if err != nil {
+			return err
+		}
+		defer thaw()
+	}
+	running := s.info.Status == "running"
+	if s.req.Mode != hypervisor.AsIs && running {
+		s.j.Stopped = true
+		if err := s.j.save(); err != nil {
+			return err
+		}
+		if err := s.cl.Execute(ctx, "stop", nil, nil); err != nil {
+			return err
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if cerr := s.cl.Execute(cctx, "cont", nil, nil); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("resume VM: %w", cerr))
+				return
+			}
+			s.j.Stopped = false
+			s.j.save()
+		}()
+	}
+	if s.req.Mode != hypervisor.AsIs {
+		for i := range s.j.Disks {
+			d := &s.j.Disks[i]
+			d.Switched = true
+			if err := s.j.save(); err != nil {
+				return err
+			}
+			if err := s.cl.Execute(ctx, "qom-set", map[string]any{"path": d.QdevPath, "property": "drive", "value": d.CBWNode}, nil); err != nil {
+				return fmt.Errorf("switch %s to its snapshot filter: %w", d.ID, err)
+			}
+		}
+	}
+	return s.handOverBitmaps(ctx)
+}
+
+func (s *session) handOverBitmaps(ctx context.Context) error {
+	var actions []map[string]any
+	act := func(typ string, data map[string]any) {
+		actions = append(actions, map[string]any{"type": typ, "data": data})
+	}
+	for _, d := range s.j.Disks {
+		for _, b := range s.diskBitmaps(d.ID) {
+			if b.Inconsistent && strings.HasPrefix(b.Name, bitmapPrefix) {
+				act("block-dirty-bitmap-remove", map[string]any{"node": d.Node, "name": b.Name})
+			}
+		}
+		if d.NewBitmap != "" {
+			act("block-dirty-bitmap-add", map[string]any{"node": d.Node, "name": d.NewBitmap, "persistent": s.persistent(d.ID)})
+		}
+		if d.TempBitmap != "" {
+			act("block-dirty-bitmap-add", map[string]any{"node": d.Node, "name": d.TempBitmap, "disabled": true})
+			act("block-dirty-bitmap-merge", map[string]any{"node": d.Node, "target": d.TempBitmap, "bitmaps": []string{d.OldBitmap}})
+		}
+	}
+	if len(actions) == 0 {
+		return nil
+	}
+	return s.cl.Execute(ctx, "transaction", map[string]any{"actions": actions}, nil)
+}
+
+func (s *session) diskBitmaps(id string) []bitmapInfo {
+	for _, d := range s.info.Disks {
+		if d.ID == id {
+			return d.Bitmaps
+		}
+	}
+	return nil
+}
+
+// persistent bitmaps survive a clean QEMU restart; raw images cannot hold
+// them, so raw disks track changes only while QEMU runs.
+func (s *session) persistent(id string) bool {
+	for _, d := range s.info.Disks {
+		if d.ID == id {
+			return d.Format == "qcow2"
+		}
+	}
+	return false
+}
+
+func (s *session) quiesce(ctx context.Context) (func(), error) {
+	fallback := func(why error) (func(), error) {
+		if s.req.Quiesce == hypervisor.QuiesceRequired {
+			return nil, fmt.Errorf("%w: %v", hypervisor.ErrQuiesceFailed, why)
+		}
+		s.warnings = append(s.warnings, fmt.Sprintf("guest agent did not quiesce (%v); the backup is crash-consistent", why))
+		return func() {}, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, s.t.Quiesce)
+	defer cancel()
+	ga, err := qmp.DialGuestAgent(qctx, guestAgentPath(s.info.Socket))
+	if err != nil {
+		return fallback(err)
+	}
+	s.j.Frozen = true
+	if err := s.j.save(); err != nil {
+		ga.Close()
+		return nil, err
+	}
+	if _, err := ga.Freeze(qctx); err != nil {
+		thawAgent(ctx, ga, s.t.Quiesce)
+		ga.Close()
+		s.j.Frozen = false
+		s.j.save()
+		return fallback(err)
+	}
+	return func() {
+		thawAgent(ctx, ga, s.t.Quiesce)
+		ga.Close()
+		s.j.Frozen = false
+		s.j.save()
+	}, nil
+}
+
+// thawAgent thaws with a fresh deadline: a thaw must be attempted even
+// when the caller's context is done.
+func thawAgent(ctx context.Context, ga *qmp.GuestAgent, d time.Duration) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	_, err := ga.Thaw(tctx)
+	return err
+}
+
+func (s *session) export(ctx context.Context) error {
+	s.j.NBDServer = s.nbdSock
+	if err := s.j.save(); err != nil {
+		return err
+	}
+	err := s.cl.Execute(ctx, "nbd-server-start", map[string]any{
+		"addr": map[string]any{"type": "unix", "data": map[string]any{"path": s.nbdSock}},
+	}, nil)
+	if err != nil {
+		s.j.NBDServer = ""
+		s.j.save()
+		return fmt.Errorf("%w: QEMU's NBD server is already in use by someone else (%v); coffer needs to start its own", hypervisor.ErrTransient, err)
+	}
+	for i := range s.j.Disks {
+		d := &s.j.Disks[i]
+		node := d.SnapNode
+		if node != "" {
+			if err := s.cl.Execute(ctx, "blockdev-add", map[string]any{"driver": "snapshot-access", "node-name": node, "file": d.CBWNode}, nil); err != nil {
+				return err
+			}
+		} else {
+			node = d.Node // as-is: the live disk, read-only
+		}
+		args := map[string]any{"type": "nbd", "id": d.Export, "node-name": node, "name": d.Export, "writable": false}
+		if bm := d.exportBitmap(); bm != "" {
+			args["bitmaps"] = []map[string]any{{"node": d.Node, "name": bm}}
+		}
+		if err := s.cl.Execute(ctx, "block-export-add", args, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *journalDisk) exportBitmap() string { return d.TempBitmap }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The pieces of coffer's demo and test guests: a Debian cloud kernel with
+# its virtio modules, and qemu-guest-agent for quiesced snapshots. Both are
+# downloaded as Debian packages and unpacked (not installed) into
+# ${COFFER_GUEST_DIR:-~/.cache/coffer/guest}; internal/guestvm assembles the
+# initramfs from them, busybox-static and coffer's guest workload.
+set -euo pipefail
+dir="${COFFER_GUEST_DIR:-$HOME/.cache/coffer/guest}"
+if [ -s "$dir/vmlinuz" ] && [ -x "$dir/qga/usr/sbin/qemu-ga" ]; then exit 0; fi
+mkdir -p "$dir"
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+chmod 777 "$work"
+cd "$work"
+kpkg="$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-/{print $2; exit}')"
+if [ -z "$kpkg" ]; then apt-get update -qq; kpkg="$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-/{print $2; exit}')"; fi
+apt-get download -q "$kpkg" qemu-guest-agent 2>/dev/null || { apt-get update -qq; apt-get download -q "$kpkg" qemu-guest-agent; }
+dpkg-deb -x linux-image-*.deb kernel
+rm -rf "$dir/modules" "$dir/qga"
+mkdir -p "$dir/modules"
+for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_modern_dev virtio/virtio_pci_legacy_dev virtio/virtio_pci block/virtio_blk char/virtio_console; do
+  cp kernel/lib/modules/*/kernel/drivers/$m.ko "$dir/modules/"
+done
+dpkg-deb -x qemu-guest-agent_*.deb "$dir/qga"
+cp kernel/boot/vmlinuz-* "$dir/vmlinuz.tmp" && mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"
+echo "guest kernel $kpkg ready in $dir"
