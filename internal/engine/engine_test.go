@@ -57,7 +57,7 @@ func newEnv(t *testing.T, fo fake.Options, cfg *policy.Config, mod func(*Options
 	}
 	cfg.Connections = append(cfg.Connections, policy.Connection{Name: "lab", Kind: "fake"})
 	o := Options{Config: cfg, Catalog: e.cat, Connectors: map[string]hypervisor.Connector{"lab": e.fake},
-		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return e.repo, nil },
+		OpenRepository:      func(context.Context, string) (*repo.Repository, error) { return e.repo, nil },
 		StorageSnapshotters: map[string]hypervisor.StorageSnapshotter{"lab": e.fake.StorageSnapshotter()},
 		FlushInterval:       5 * time.Millisecond, Workers: 2}
 	if mod != nil {
