@@ -15,6 +15,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/enginetest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -114,10 +115,10 @@ func TestEndToEndPeriodicFullRetentionAndRestore(t *testing.T) {
 				t.Errorf("point tags %v job %d", s.Tags, s.JobID)
 			}
 		}
-		if n := len(e.cat.eventsOf(res.Job.ID, "task-done")); n != 2 {
+		if n := len(e.cat.EventsOf(res.Job.ID, "task-done")); n != 2 {
 			t.Errorf("run %d: %d task-done events", run+1, n)
 		}
-		for _, ev := range e.cat.eventsOf(res.Job.ID, "snapshot-create") {
+		for _, ev := range e.cat.EventsOf(res.Job.ID, "snapshot-create") {
 			if _, ok := ev.Fields["seconds"]; !ok {
 				t.Errorf("snapshot event without duration: %+v", ev)
 			}
@@ -172,14 +173,14 @@ func TestLeftoversCleanedAtStartNeverForeign(t *testing.T) {
 	}
 	e.fake.AddLeftover(vms[3].Name, "coffer-older-crash")
 	// The next coffer start removes exactly coffer's leftovers.
-	cat := newMemCatalog()
+	cat := enginetest.NewCatalog()
 	eng, err := New(context.Background(), Options{Catalog: cat, Connectors: map[string]hypervisor.Connector{"lab": e.fake}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	jobs, _ := cat.ListJobs(context.Background(), catalog.JobFilter{})
-	if len(jobs) != 1 || jobs[0].Kind != "cleanup" || len(cat.eventsOf(jobs[0].ID, "cleanup")) != 3 {
-		t.Fatalf("cleanup recorded as %+v with %d events", jobs, len(cat.eventsOf(jobs[0].ID, "cleanup")))
+	if len(jobs) != 1 || jobs[0].Kind != "cleanup" || len(cat.EventsOf(jobs[0].ID, "cleanup")) != 3 {
+		t.Fatalf("cleanup recorded as %+v with %d events", jobs, len(cat.EventsOf(jobs[0].ID, "cleanup")))
 	}
 	eng.Close()
 	e.noLeaks()
@@ -187,7 +188,7 @@ func TestLeftoversCleanedAtStartNeverForeign(t *testing.T) {
 		t.Fatalf("foreign snapshot touched: %v", got)
 	}
 	// Nothing to clean: nothing recorded.
-	cat2 := newMemCatalog()
+	cat2 := enginetest.NewCatalog()
 	if _, err := New(context.Background(), Options{Catalog: cat2, Connectors: map[string]hypervisor.Connector{"lab": e.fake}}); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestGroupModeStorageSnapshots(t *testing.T) {
 		if n := e.fake.Counters().StorageTaken - before.StorageTaken; n != batches {
 			t.Errorf("run %d: %d storage snapshots, want %d (batches of at most 3 per datastore)", run+1, n, batches)
 		}
-		if n := len(e.cat.eventsOf(res.Job.ID, "group-snapshot")); n != batches {
+		if n := len(e.cat.EventsOf(res.Job.ID, "group-snapshot")); n != batches {
 			t.Errorf("run %d: %d group-snapshot events", run+1, n)
 		}
 		for _, tk := range res.Tasks {

@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/engine/enginetest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -42,7 +43,7 @@ func newRepo(t *testing.T) *repo.Repository {
 type env struct {
 	t    *testing.T
 	fake *fake.Connector
-	cat  *memCatalog
+	cat  *enginetest.Catalog
 	repo *repo.Repository
 	eng  *Engine
 }
@@ -51,7 +52,7 @@ type env struct {
 // repository. mod may adjust the options before the engine starts.
 func newEnv(t *testing.T, fo fake.Options, cfg *policy.Config, mod func(*Options)) *env {
 	t.Helper()
-	e := &env{t: t, fake: fake.New(fo), cat: newMemCatalog(), repo: newRepo(t)}
+	e := &env{t: t, fake: fake.New(fo), cat: enginetest.NewCatalog(), repo: newRepo(t)}
 	if cfg == nil {
 		cfg = &policy.Config{}
 	}
@@ -208,7 +209,7 @@ func TestFailureIsolation(t *testing.T) {
 	e.noLeaks()
 	// Everything that failed is recorded in the catalog too.
 	got, _ := e.cat.GetJob(context.Background(), res.Job.ID)
-	if got.Status != catalog.StatusPartial || len(e.cat.eventsOf(res.Job.ID, "task-failed")) != 4 {
+	if got.Status != catalog.StatusPartial || len(e.cat.EventsOf(res.Job.ID, "task-failed")) != 4 {
 		t.Fatalf("catalog job %+v", got)
 	}
 }
@@ -233,7 +234,7 @@ func TestRetries(t *testing.T) {
 	if tk := byName[vms[2].Name]; tk.Status != catalog.StatusFailed || tk.Attempts != 1 {
 		t.Errorf("permanent: %s after %d attempts", tk.Status, tk.Attempts)
 	}
-	if n := len(e.cat.eventsOf(res.Job.ID, "retry")); n != 4 {
+	if n := len(e.cat.EventsOf(res.Job.ID, "retry")); n != 4 {
 		t.Errorf("%d retry events, want 4", n)
 	}
 	e.noLeaks()

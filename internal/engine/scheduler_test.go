@@ -89,7 +89,7 @@ func TestSchedulerRunsOnScheduleAndSkipsOverlaps(t *testing.T) {
 	for _, j := range jobs {
 		if j.Status == catalog.StatusCancelled {
 			skipped++
-			if ev := e.cat.eventsOf(j.ID, "skipped"); len(ev) != 1 {
+			if ev := e.cat.EventsOf(j.ID, "skipped"); len(ev) != 1 {
 				t.Errorf("skip job %d has %d skipped events", j.ID, len(ev))
 			}
 		}

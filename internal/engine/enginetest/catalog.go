@@ -1,4 +1,7 @@
-package engine
+// Package enginetest holds test doubles for code that drives the engine:
+// an in-memory catalog (the real ones live in catalog/sqlite and
+// catalog/postgres and pass catalogtest).
+package enginetest
 
 import (
 	"context"
@@ -8,9 +11,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
-// memCatalog is an in-memory catalog.Catalog for the engine's unit tests
-// (the real implementations live on their own and pass catalogtest).
-type memCatalog struct {
+// Catalog is an in-memory catalog.Catalog for tests. Safe for concurrent
+// use; Writes counts write calls.
+type Catalog struct {
 	mu     sync.Mutex
 	jobs   []catalog.Job
 	tasks  map[int64]catalog.Task
@@ -18,30 +21,31 @@ type memCatalog struct {
 	points map[string]catalog.BackupPoint
 	vms    map[string]catalog.VMRecord
 	nextID int64
-	writes int // write calls, to check batching
+	Writes int
 }
 
-func newMemCatalog() *memCatalog {
-	return &memCatalog{tasks: map[int64]catalog.Task{}, points: map[string]catalog.BackupPoint{}, vms: map[string]catalog.VMRecord{}}
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog {
+	return &Catalog{tasks: map[int64]catalog.Task{}, points: map[string]catalog.BackupPoint{}, vms: map[string]catalog.VMRecord{}}
 }
 
-var _ catalog.Catalog = (*memCatalog)(nil)
+var _ catalog.Catalog = (*Catalog)(nil)
 
-func (m *memCatalog) id() int64 { m.nextID++; return m.nextID }
+func (m *Catalog) id() int64 { m.nextID++; return m.nextID }
 
-func (m *memCatalog) CreateJob(_ context.Context, j *catalog.Job) error {
+func (m *Catalog) CreateJob(_ context.Context, j *catalog.Job) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
+	m.Writes++
 	j.ID = m.id()
 	m.jobs = append(m.jobs, *j)
 	return nil
 }
 
-func (m *memCatalog) UpdateJob(_ context.Context, j *catalog.Job) error {
+func (m *Catalog) UpdateJob(_ context.Context, j *catalog.Job) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
+	m.Writes++
 	for i := range m.jobs {
 		if m.jobs[i].ID == j.ID {
 			m.jobs[i] = *j
@@ -51,7 +55,7 @@ func (m *memCatalog) UpdateJob(_ context.Context, j *catalog.Job) error {
 	return catalog.ErrNotFound
 }
 
-func (m *memCatalog) GetJob(_ context.Context, id int64) (catalog.Job, error) {
+func (m *Catalog) GetJob(_ context.Context, id int64) (catalog.Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, j := range m.jobs {
@@ -62,7 +66,7 @@ func (m *memCatalog) GetJob(_ context.Context, id int64) (catalog.Job, error) {
 	return catalog.Job{}, catalog.ErrNotFound
 }
 
-func (m *memCatalog) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.Job, error) {
+func (m *Catalog) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.Job
@@ -75,10 +79,10 @@ func (m *memCatalog) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog
 	return out, nil
 }
 
-func (m *memCatalog) CreateTasks(_ context.Context, ts []*catalog.Task) error {
+func (m *Catalog) CreateTasks(_ context.Context, ts []*catalog.Task) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
+	m.Writes++
 	for _, t := range ts {
 		t.ID = m.id()
 		m.tasks[t.ID] = *t
@@ -86,17 +90,17 @@ func (m *memCatalog) CreateTasks(_ context.Context, ts []*catalog.Task) error {
 	return nil
 }
 
-func (m *memCatalog) UpdateTasks(_ context.Context, ts []*catalog.Task) error {
+func (m *Catalog) UpdateTasks(_ context.Context, ts []*catalog.Task) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
+	m.Writes++
 	for _, t := range ts {
 		m.tasks[t.ID] = *t
 	}
 	return nil
 }
 
-func (m *memCatalog) GetTask(_ context.Context, id int64) (catalog.Task, error) {
+func (m *Catalog) GetTask(_ context.Context, id int64) (catalog.Task, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.tasks[id]
@@ -106,7 +110,7 @@ func (m *memCatalog) GetTask(_ context.Context, id int64) (catalog.Task, error) 
 	return t, nil
 }
 
-func (m *memCatalog) ListTasks(_ context.Context, f catalog.TaskFilter) ([]catalog.Task, error) {
+func (m *Catalog) ListTasks(_ context.Context, f catalog.TaskFilter) ([]catalog.Task, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.Task
@@ -119,10 +123,10 @@ func (m *memCatalog) ListTasks(_ context.Context, f catalog.TaskFilter) ([]catal
 	return out, nil
 }
 
-func (m *memCatalog) AddEvents(_ context.Context, es []catalog.Event) error {
+func (m *Catalog) AddEvents(_ context.Context, es []catalog.Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
+	m.Writes++
 	for _, e := range es {
 		e.ID = m.id()
 		m.events = append(m.events, e)
@@ -130,7 +134,7 @@ func (m *memCatalog) AddEvents(_ context.Context, es []catalog.Event) error {
 	return nil
 }
 
-func (m *memCatalog) ListEvents(_ context.Context, f catalog.EventFilter) ([]catalog.Event, error) {
+func (m *Catalog) ListEvents(_ context.Context, f catalog.EventFilter) ([]catalog.Event, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.Event
@@ -142,17 +146,17 @@ func (m *memCatalog) ListEvents(_ context.Context, f catalog.EventFilter) ([]cat
 	return out, nil
 }
 
-func (m *memCatalog) PutBackupPoints(_ context.Context, ps []catalog.BackupPoint) error {
+func (m *Catalog) PutBackupPoints(_ context.Context, ps []catalog.BackupPoint) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.writes++
+	m.Writes++
 	for _, p := range ps {
 		m.points[p.Repository+"/"+p.ID] = p
 	}
 	return nil
 }
 
-func (m *memCatalog) DeleteBackupPoints(_ context.Context, repository string, ids []string) error {
+func (m *Catalog) DeleteBackupPoints(_ context.Context, repository string, ids []string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range ids {
@@ -161,7 +165,7 @@ func (m *memCatalog) DeleteBackupPoints(_ context.Context, repository string, id
 	return nil
 }
 
-func (m *memCatalog) ListBackupPoints(_ context.Context, f catalog.BackupPointFilter) ([]catalog.BackupPoint, error) {
+func (m *Catalog) ListBackupPoints(_ context.Context, f catalog.BackupPointFilter) ([]catalog.BackupPoint, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.BackupPoint
@@ -174,7 +178,7 @@ func (m *memCatalog) ListBackupPoints(_ context.Context, f catalog.BackupPointFi
 	return out, nil
 }
 
-func (m *memCatalog) ReplaceBackupPoints(ctx context.Context, repository string, ps []catalog.BackupPoint) error {
+func (m *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, ps []catalog.BackupPoint) error {
 	m.mu.Lock()
 	for k, p := range m.points {
 		if p.Repository == repository {
@@ -185,7 +189,7 @@ func (m *memCatalog) ReplaceBackupPoints(ctx context.Context, repository string,
 	return m.PutBackupPoints(ctx, ps)
 }
 
-func (m *memCatalog) PutVMs(_ context.Context, vms []catalog.VMRecord) error {
+func (m *Catalog) PutVMs(_ context.Context, vms []catalog.VMRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, v := range vms {
@@ -194,7 +198,7 @@ func (m *memCatalog) PutVMs(_ context.Context, vms []catalog.VMRecord) error {
 	return nil
 }
 
-func (m *memCatalog) ListVMs(context.Context) ([]catalog.VMRecord, error) {
+func (m *Catalog) ListVMs(context.Context) ([]catalog.VMRecord, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.VMRecord
@@ -204,10 +208,10 @@ func (m *memCatalog) ListVMs(context.Context) ([]catalog.VMRecord, error) {
 	return out, nil
 }
 
-func (m *memCatalog) Close() error { return nil }
+func (m *Catalog) Close() error { return nil }
 
-// eventsOf returns the events of a job with a given kind.
-func (m *memCatalog) eventsOf(job int64, kind string) []catalog.Event {
+// EventsOf returns the events of a job with a given kind ("" for all).
+func (m *Catalog) EventsOf(job int64, kind string) []catalog.Event {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.Event
