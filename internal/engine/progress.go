@@ -61,3 +61,14 @@ func (j *Job) Progress() Progress {
 	}
 	return p
 }
+
+// Tasks returns a copy of every task record as it is now.
+func (j *Job) Tasks() []catalog.Task {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]catalog.Task, len(j.tasks))
+	for i, t := range j.tasks {
+		out[i] = t.rec
+	}
+	return out
+}
