@@ -78,6 +78,7 @@ type Connector struct {
 	storageFail map[string]error
 	// counters for assertions
 	creates, removes, closedOK, closedFail int
+	opTime                                 time.Duration
 	storageTaken, storageDeleted           int
 }
 
@@ -264,6 +265,9 @@ type Counters struct {
 	ClosedOK, ClosedFail       int // sessions closed with ok=true / ok=false
 	OpenSessions               int // sessions not yet closed (live process)
 	StorageTaken, StorageFreed int // storage snapshots taken / deleted
+	// OpTime is the sum of the modelled durations of every snapshot create
+	// and remove (after contention): the elapsed time of a serial run.
+	OpTime time.Duration
 }
 
 // Counters returns the operation counters.
@@ -271,7 +275,7 @@ func (c *Connector) Counters() Counters {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Counters{Creates: c.creates, Removes: c.removes, ClosedOK: c.closedOK, ClosedFail: c.closedFail,
-		OpenSessions: len(c.live), StorageTaken: c.storageTaken, StorageFreed: c.storageDeleted}
+		OpenSessions: len(c.live), StorageTaken: c.storageTaken, StorageFreed: c.storageDeleted, OpTime: c.opTime}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

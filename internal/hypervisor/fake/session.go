@@ -136,6 +136,7 @@ func (c *Connector) op(ctx context.Context, st *vmState, l Latency, key uint64) 
 	d += time.Duration(float64(d) * c.o.Contention * float64(n-1))
 	err := c.o.Sleep(ctx, d)
 	c.mu.Lock()
+	c.opTime += d
 	c.hostOps[st.vm.Host]--
 	c.mu.Unlock()
 	return err
