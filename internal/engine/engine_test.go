@@ -90,6 +90,7 @@ func (e *env) run(p policy.Policy) *Result {
 // noLeaks asserts that no hypervisor session and no coffer object is left.
 func (e *env) noLeaks() {
 	e.t.Helper()
+	e.eng.bg.Wait() // calls abandoned after a timeout finish in the background
 	if n := e.fake.Counters(); n.OpenSessions != 0 || n.StorageTaken != n.StorageFreed {
 		e.t.Fatalf("leaked: %+v", n)
 	}
