@@ -60,6 +60,14 @@ type partialError struct{ msg string }
 
 func (p partialError) Error() string { return p.msg }
 
+// reportedError is a failure whose details the command already printed
+// (with --json, its result document describes it); its exit code is that
+// of the wrapped error.
+type reportedError struct{ err error }
+
+func (r reportedError) Error() string { return r.err.Error() }
+func (r reportedError) Unwrap() error { return r.err }
+
 // integrityError reports corruption found by verify (details printed).
 type integrityError struct{ msg string }
 

@@ -66,8 +66,9 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var (
 		integ integrityError
 		part  partialError
+		rep   reportedError
 	)
-	if a.jsonOut && (errors.As(err, &integ) || errors.As(err, &part)) {
+	if a.jsonOut && (errors.As(err, &integ) || errors.As(err, &part) || errors.As(err, &rep)) {
 		return code // the result document already describes the problems
 	}
 	if a.jsonOut {
@@ -139,7 +140,7 @@ func (a *app) commands() []*cobra.Command {
 		a.cmdInit(), a.cmdBackup(), a.cmdSnapshots(), a.cmdRestore(), a.cmdKey(),
 		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(),
 		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
-		a.cmdCatalog(),
+		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(),
 	}
 }
 

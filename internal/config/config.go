@@ -56,7 +56,7 @@ var Keys = []Key{
 }
 
 // Sections are the structured top-level keys decoded by their owners.
-var Sections = []string{"connections", "repositories", "policies", "server", "limits", "storage-snapshots"}
+var Sections = []string{"connections", "repositories", "policies", "server", "limits", "resource-groups", "storage-snapshots"}
 
 // File is a loaded configuration file.
 type File struct {
@@ -209,12 +209,13 @@ func (f *File) Value(name string) (string, bool) {
 }
 
 // Decode decodes a structured section into v; a missing section leaves v.
+// Keys v has no field for are errors, like unknown scalar keys.
 func (f *File) Decode(section string, v any) error {
 	n, ok := f.raw[section]
 	if !ok {
 		return nil
 	}
-	if err := n.Decode(v); err != nil {
+	if err := DecodeNode(&n, v, section); err != nil {
 		return fmt.Errorf("config %s: section %s: %w", f.Path, section, err)
 	}
 	return nil

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestPrecedence(t *testing.T) {
@@ -75,5 +77,36 @@ func TestEveryKeyDeclaredOnce(t *testing.T) {
 		if k.Secret && k.Flag != "" {
 			t.Errorf("secret %s must not have a flag (it would show in ps)", k.Name)
 		}
+	}
+}
+
+func TestSectionUnknownKeys(t *testing.T) {
+	type inner struct {
+		KeepLast int `yaml:"keep-last"`
+	}
+	type pol struct {
+		Name      string            `yaml:"name"`
+		Retention inner             `yaml:"retention"`
+		Tags      map[string]string `yaml:"tags"`
+		Options   yaml.Node         `yaml:"options"`
+	}
+	for _, c := range []struct{ doc, want string }{
+		{"policies:\n  - name: a\n    retention:\n      keep-lats: 3\n", `line 4: unknown key "keep-lats" in policies[0].retention (did you mean "keep-last"?)`},
+		{"policies:\n  - name: a\n    nmae: b\n", `line 3: unknown key "nmae" in policies[0] (did you mean "name"?)`},
+	} {
+		f, err := Parse([]byte(c.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v []pol
+		if err := f.Decode("policies", &v); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err = %v, want %s", c.doc, err, c.want)
+		}
+	}
+	// Free-form maps and nodes accept any key.
+	f, _ := Parse([]byte("policies:\n  - name: a\n    tags: {x: y}\n    options: {anything: 1}\n"))
+	var v []pol
+	if err := f.Decode("policies", &v); err != nil || v[0].Tags["x"] != "y" {
+		t.Fatalf("decode = %+v, %v", v, err)
 	}
 }

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+)
+
+// qemuConnectionOptions are the options of a `kind: qemu` connection:
+//
+//	connections:
+//	  - name: kvm1
+//	    kind: qemu
+//	    options:
+//	      sockets: ["/run/coffer/vms/*.qmp"]
+//	      host: kvm1
+//	      nbd-connections: 4
+//	      state-dir: /var/lib/coffer/qemu   # fleecing overlays go here
+type qemuConnectionOptions struct {
+	Sockets        []string `yaml:"sockets"`
+	Host           string   `yaml:"host"`
+	NBDConnections int      `yaml:"nbd-connections"`
+	StateDir       string   `yaml:"state-dir"`
+}
+
+func newQEMUConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+	var o qemuConnectionOptions
+	if err := cfg.DecodeOptions(&o); err != nil {
+		return nil, err
+	}
+	if len(o.Sockets) == 0 {
+		return nil, usagef("connection %s: options.sockets lists no QMP sockets", cfg.Name)
+	}
+	state := o.StateDir
+	if state == "" {
+		// The same directory `coffer backup vm` uses, so either finds and
+		// cleans the other's leftovers.
+		state = filepath.Join(cfg.StateDir, "qemu")
+	}
+	return qemu.New(qemu.Config{Sockets: o.Sockets, StateDir: state, Host: o.Host,
+		Connections: o.NBDConnections, Log: cfg.Logger})
+}

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+)
+
+func (e *env) config(doc string) {
+	e.t.Helper()
+	if err := os.WriteFile(e.vars["COFFER_CONFIG"], []byte(doc), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+const engineConfig = `
+connections:
+  - name: lab
+    kind: fake
+    options: {seed: 5, vms: 6, hosts: 2, datastores: 3, disk-size: 256KiB, fail: [db-0001]}
+limits:
+  tasks: 4
+  per-datastore: 2
+policies:
+  - name: web
+    connection: lab
+    select: {names: ["web-*"]}
+    retention: {keep-last: 3}
+  - name: all
+    connection: lab
+    retries: {attempts: 1}
+    schedule: "@daily"
+`
+
+func TestRunJobsVMsPolicyCheck(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	e.config(engineConfig)
+
+	var res jobDoc
+	if err := json.Unmarshal([]byte(e.must("run", "web", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != "success" || len(res.Tasks) != 1 || res.Tasks[0].VMName != "web-0000" || res.Tasks[0].BackupPointID == "" {
+		t.Fatalf("run web: %+v", res)
+	}
+	out := e.expect(ExitPartial, "run", "all")
+	for _, want := range []string{"FAILED  db-0001", "simulated failure", "partial, 5 of 6 VMs backed up", "ok      web-0000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run all output lacks %q:\n%s", want, out)
+		}
+	}
+	var jobs []jobDoc
+	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 2 || jobs[0].Status != "partial" {
+		t.Fatalf("jobs: %+v %v", jobs, err)
+	}
+	show := e.must("job", "show", fmt.Sprint(jobs[0].ID))
+	for _, want := range []string{"TASKS", "EVENTS", "db-0001", "task-failed", "snapshot-create", "job-end"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("job show lacks %q:\n%s", want, show)
+		}
+	}
+	e.expect(ExitUsage, "job", "show", "x")
+	e.expect(ExitFailure, "job", "show", "999")
+
+	var vms []vmDoc
+	if err := json.Unmarshal([]byte(e.must("vms", "--json")), &vms); err != nil || len(vms) != 6 {
+		t.Fatalf("vms: %v %v", vms, err)
+	}
+	for _, v := range vms {
+		switch v.Name {
+		case "web-0000":
+			if !v.Protected || strings.Join(v.Policies, ",") != "web,all" || v.LastBackup.IsZero() {
+				t.Errorf("web-0000: %+v", v)
+			}
+		case "db-0001":
+			if v.Protected || len(v.Policies) != 1 {
+				t.Errorf("db-0001 (always failing): %+v", v)
+			}
+		}
+	}
+	check := e.must("policy", "check")
+	for _, want := range []string{"configuration is valid", "policy web:", "lab: 1 of 6 VMs: web-0000", `schedule "@daily"`} {
+		if !strings.Contains(check, want) {
+			t.Errorf("policy check lacks %q:\n%s", want, check)
+		}
+	}
+	e.expect(ExitUsage, "run", "nope")
+}
+
+func TestPolicyCheckReportsEveryProblem(t *testing.T) {
+	e := newEnv(t)
+	e.config(`
+connections: [{name: lab, kind: fake}, {name: far, kind: vsphere}]
+policies:
+  - {name: a, connection: lab, schedule: "61 * * * *"}
+  - {name: b, connection: lab, select: {names: ["web-["]}, mode: weekly}
+`)
+	out := e.expect(ExitUsage, "policy", "check", "--offline")
+	for _, want := range []string{`policy a: schedule "61 * * * *"`, `bad pattern "web-["`, `mode: "weekly"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
+	}
+	e.config("connections: [{name: far, kind: vsphere}]\npolicies: [{name: a, connection: far}]\n")
+	if out := e.expect(ExitUsage, "run", "a"); !strings.Contains(out, `no "vsphere" connector`) {
+		t.Fatalf("unknown kind: %s", out)
+	}
+	e.config("policies: [{name: a, conection: far}]\n")
+	if out := e.expect(ExitUsage, "policy", "check"); !strings.Contains(out, `did you mean "connection"`) {
+		t.Fatalf("typo: %s", out)
+	}
+}

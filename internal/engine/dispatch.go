@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"sort"
+	"sync"
+)
+
+// The dispatcher is the engine's central scheduler. Every limit is a
+// counted resource (a slot pool): "global", "host:<conn>/<host>",
+// "datastore:<conn>/<ds>", "group:<name>", "repo:<name>", "policy:<name>".
+// A unit of work (one VM task, or one storage-level batch) names the slots
+// it needs; the dispatcher starts it only when ALL are free and takes them
+// in one step under one mutex, so there is no lock ordering and no
+// deadlock, and a unit waiting for a busy datastore never blocks a unit
+// behind it in the queue that needs other resources.
+//
+// The queue is ordered longest first (expected bytes, then submission
+// order), so the biggest VMs start early and the window ends with all
+// streams busy instead of one straggler.
+type dispatcher struct {
+	mu     sync.Mutex
+	res    map[string]*resource
+	global *resource
+	queue  []*unit
+	seq    int64
+	// running counts started units not yet done (for tests and progress).
+	running int
+}
+
+type resource struct {
+	key  string
+	cap  int // > 0
+	used int
+}
+
+// need is a number of slots of one resource.
+type need struct {
+	r *resource
+	n int
+}
+
+// unit is schedulable work. run executes in its own goroutine and must
+// call dispatcher.done exactly once when it no longer needs its slots.
+type unit struct {
+	owner  *Job
+	needs  []need
+	size   int64
+	seq    int64
+	run    func(u *unit)
+	drop   func() // the unit will never run (job cancelled while queued)
+	queued bool
+}
+
+func newDispatcher(globalCap int) *dispatcher {
+	d := &dispatcher{res: map[string]*resource{}}
+	d.global = d.resource("global", globalCap)
+	return d
+}
+
+// resource returns the pool for key, creating it with capacity cap; a cap
+// of 0 or less means unlimited and returns nil. An existing pool takes the
+// newest capacity (limits may change between jobs).
+func (d *dispatcher) resource(key string, cap int) *resource {
+	if cap <= 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.res[key]
+	if r == nil {
+		r = &resource{key: key}
+		d.res[key] = r
+	}
+	r.cap = cap
+	return r
+}
+
+// needsOf merges resources into needs, counting repeats; nil entries
+// (unlimited) are dropped.
+func needsOf(rs ...*resource) []need {
+	var out []need
+outer:
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		for i := range out {
+			if out[i].r == r {
+				out[i].n++
+				continue outer
+			}
+		}
+		out = append(out, need{r, 1})
+	}
+	return out
+}
+
+// submit queues units and starts whatever fits.
+func (d *dispatcher) submit(us ...*unit) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, u := range us {
+		d.seq++
+		u.seq, u.queued = d.seq, true
+	}
+	if len(us) == 1 {
+		i := sort.Search(len(d.queue), func(i int) bool { return before(us[0], d.queue[i]) })
+		d.queue = append(d.queue, nil)
+		copy(d.queue[i+1:], d.queue[i:])
+		d.queue[i] = us[0]
+	} else {
+		d.queue = append(d.queue, us...)
+		sort.SliceStable(d.queue, func(i, j int) bool { return before(d.queue[i], d.queue[j]) })
+	}
+	d.pumpLocked()
+}
+
+func before(a, b *unit) bool {
+	if a.size != b.size {
+		return a.size > b.size
+	}
+	return a.seq < b.seq
+}
+
+// done returns a unit's slots and starts what now fits.
+func (d *dispatcher) done(u *unit) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, n := range u.needs {
+		n.r.used -= n.n
+	}
+	d.running--
+	d.pumpLocked()
+}
+
+// pumpLocked starts every queued unit whose slots are all free, in queue
+// order, skipping (not waiting for) units that do not fit.
+func (d *dispatcher) pumpLocked() {
+	kept := d.queue[:0]
+	for i, u := range d.queue {
+		if d.global != nil && d.global.used >= d.global.cap {
+			kept = append(kept, d.queue[i:]...) // nothing can start
+			break
+		}
+		if !fits(u) {
+			kept = append(kept, u)
+			continue
+		}
+		for _, n := range u.needs {
+			n.r.used += n.n
+		}
+		u.queued = false
+		d.running++
+		go u.run(u)
+	}
+	clear(d.queue[len(kept):])
+	d.queue = kept
+}
+
+func fits(u *unit) bool {
+	for _, n := range u.needs {
+		if n.r.used+n.n > n.r.cap {
+			return false
+		}
+	}
+	return true
+}
+
+// cancel removes the queued units of a job and returns them.
+func (d *dispatcher) cancel(owner *Job) []*unit {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*unit
+	kept := d.queue[:0]
+	for _, u := range d.queue {
+		if u.owner == owner {
+			u.queued = false
+			out = append(out, u)
+			continue
+		}
+		kept = append(kept, u)
+	}
+	clear(d.queue[len(kept):])
+	d.queue = kept
+	return out
+}
+
+// usage reports slots in use per resource (for progress and tests).
+func (d *dispatcher) usage() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for k, r := range d.res {
+		if r.used > 0 {
+			out[k] = r.used
+		}
+	}
+	return out
+}

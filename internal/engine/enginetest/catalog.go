@@ -1,0 +1,224 @@
+// Package enginetest holds test doubles for code that drives the engine:
+// an in-memory catalog (the real ones live in catalog/sqlite and
+// catalog/postgres and pass catalogtest).
+package enginetest
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// Catalog is an in-memory catalog.Catalog for tests. Safe for concurrent
+// use; Writes counts write calls.
+type Catalog struct {
+	mu     sync.Mutex
+	jobs   []catalog.Job
+	tasks  map[int64]catalog.Task
+	events []catalog.Event
+	points map[string]catalog.BackupPoint
+	vms    map[string]catalog.VMRecord
+	nextID int64
+	Writes int
+}
+
+// NewCatalog returns an empty catalog.
+func NewCatalog() *Catalog {
+	return &Catalog{tasks: map[int64]catalog.Task{}, points: map[string]catalog.BackupPoint{}, vms: map[string]catalog.VMRecord{}}
+}
+
+var _ catalog.Catalog = (*Catalog)(nil)
+
+func (m *Catalog) id() int64 { m.nextID++; return m.nextID }
+
+func (m *Catalog) CreateJob(_ context.Context, j *catalog.Job) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Writes++
+	j.ID = m.id()
+	m.jobs = append(m.jobs, *j)
+	return nil
+}
+
+func (m *Catalog) UpdateJob(_ context.Context, j *catalog.Job) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Writes++
+	for i := range m.jobs {
+		if m.jobs[i].ID == j.ID {
+			m.jobs[i] = *j
+			return nil
+		}
+	}
+	return catalog.ErrNotFound
+}
+
+func (m *Catalog) GetJob(_ context.Context, id int64) (catalog.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, j := range m.jobs {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return catalog.Job{}, catalog.ErrNotFound
+}
+
+func (m *Catalog) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []catalog.Job
+	for i := len(m.jobs) - 1; i >= 0; i-- {
+		j := m.jobs[i]
+		if (f.Policy == "" || j.Policy == f.Policy) && (f.Status == "" || j.Status == f.Status) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+func (m *Catalog) CreateTasks(_ context.Context, ts []*catalog.Task) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Writes++
+	for _, t := range ts {
+		t.ID = m.id()
+		m.tasks[t.ID] = *t
+	}
+	return nil
+}
+
+func (m *Catalog) UpdateTasks(_ context.Context, ts []*catalog.Task) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Writes++
+	for _, t := range ts {
+		m.tasks[t.ID] = *t
+	}
+	return nil
+}
+
+func (m *Catalog) GetTask(_ context.Context, id int64) (catalog.Task, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tasks[id]
+	if !ok {
+		return t, catalog.ErrNotFound
+	}
+	return t, nil
+}
+
+func (m *Catalog) ListTasks(_ context.Context, f catalog.TaskFilter) ([]catalog.Task, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []catalog.Task
+	for _, t := range m.tasks {
+		if (f.JobID == 0 || t.JobID == f.JobID) && (f.VMID == "" || t.VMID == f.VMID) && (f.Status == "" || t.Status == f.Status) {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (m *Catalog) AddEvents(_ context.Context, es []catalog.Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Writes++
+	for _, e := range es {
+		e.ID = m.id()
+		m.events = append(m.events, e)
+	}
+	return nil
+}
+
+func (m *Catalog) ListEvents(_ context.Context, f catalog.EventFilter) ([]catalog.Event, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []catalog.Event
+	for _, e := range m.events {
+		if (f.JobID == 0 || e.JobID == f.JobID) && (f.TaskID == 0 || e.TaskID == f.TaskID) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (m *Catalog) PutBackupPoints(_ context.Context, ps []catalog.BackupPoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Writes++
+	for _, p := range ps {
+		m.points[p.Repository+"/"+p.ID] = p
+	}
+	return nil
+}
+
+func (m *Catalog) DeleteBackupPoints(_ context.Context, repository string, ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		delete(m.points, repository+"/"+id)
+	}
+	return nil
+}
+
+func (m *Catalog) ListBackupPoints(_ context.Context, f catalog.BackupPointFilter) ([]catalog.BackupPoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []catalog.BackupPoint
+	for _, p := range m.points {
+		if (f.Repository == "" || p.Repository == f.Repository) && (f.VMID == "" || p.VMID == f.VMID) && (f.VMName == "" || p.VMName == f.VMName) {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	return out, nil
+}
+
+func (m *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, ps []catalog.BackupPoint) error {
+	m.mu.Lock()
+	for k, p := range m.points {
+		if p.Repository == repository {
+			delete(m.points, k)
+		}
+	}
+	m.mu.Unlock()
+	return m.PutBackupPoints(ctx, ps)
+}
+
+func (m *Catalog) PutVMs(_ context.Context, vms []catalog.VMRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, v := range vms {
+		m.vms[v.Connection+"/"+v.ID] = v
+	}
+	return nil
+}
+
+func (m *Catalog) ListVMs(context.Context) ([]catalog.VMRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []catalog.VMRecord
+	for _, v := range m.vms {
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (m *Catalog) Close() error { return nil }
+
+// EventsOf returns the events of a job with a given kind ("" for all).
+func (m *Catalog) EventsOf(job int64, kind string) []catalog.Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []catalog.Event
+	for _, e := range m.events {
+		if e.JobID == job && (kind == "" || e.Kind == kind) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

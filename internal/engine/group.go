@@ -1,0 +1,344 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// Storage-level (group) protection, policy `group: datastore`:
+//
+//  1. a batch unit takes the hypervisor-side slots of up to as many VMs of
+//     one datastore as the limits allow at once, and snapshots them all
+//     concurrently;
+//  2. it takes one storage snapshot of the datastore
+//     (hypervisor.StorageSnapshotter);
+//  3. it releases every VM snapshot at once and gives its slots back: the
+//     VMs carried snapshots only for the seconds of steps 1-3;
+//  4. each VM is then read from the storage snapshot by its own unit,
+//     which needs a repository stream and its resource groups but no
+//     host or datastore slot; the storage snapshot is deleted when the
+//     last VM of the batch is done.
+//
+// VMs whose disks span several datastores, and connections without a
+// StorageSnapshotter, are backed up VM by VM. A VM whose group snapshot
+// fails transiently, or whose read fails, is retried VM by VM.
+
+// groupUnits splits the tasks into per-datastore batches.
+func (j *Job) groupUnits() []*unit {
+	groups := map[string][]*task{}
+	var keys []string
+	var units []*unit
+	for _, t := range j.tasks {
+		ss := j.e.o.StorageSnapshotters[t.rec.Connection]
+		if len(t.vm.Datastores) != 1 || ss == nil {
+			why := "its disks span several datastores"
+			if ss == nil {
+				why = "connection " + t.rec.Connection + " has no storage snapshot provider"
+			}
+			t.event("warn", "group", fmt.Sprintf("%s backed up VM by VM: %s", t.vm.Name, why), nil)
+			units = append(units, j.vmUnit(t))
+			continue
+		}
+		k := t.rec.Connection + "\x00" + t.vm.Datastores[0]
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], t)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ts := groups[k]
+		sort.SliceStable(ts, func(a, b int) bool { return ts[a].size > ts[b].size })
+		for _, b := range j.batches(ts) {
+			units = append(units, j.batchUnit(b))
+		}
+	}
+	return units
+}
+
+// batches cuts tasks into groups whose combined hypervisor-side needs fit
+// every limit at once, so each batch can be snapshotted in one go.
+func (j *Job) batches(ts []*task) [][]*task {
+	var out [][]*task
+	var cur []*task
+	count := map[*resource]int{}
+	for _, t := range ts {
+		rs := needsOf(j.needs(t, true, false)...)
+		fit := true
+		for _, n := range rs {
+			if count[n.r]+n.n > n.r.cap {
+				fit = false
+			}
+		}
+		if !fit && len(cur) > 0 {
+			out, cur, count = append(out, cur), nil, map[*resource]int{}
+		}
+		cur = append(cur, t)
+		for _, n := range rs {
+			count[n.r] += n.n
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+func (j *Job) batchUnit(batch []*task) *unit {
+	var rs []*resource
+	var size int64
+	for _, t := range batch {
+		rs = append(rs, j.needs(t, true, false)...)
+		size += t.size
+	}
+	u := &unit{owner: j, needs: needsOf(rs...), size: size}
+	u.run = func(u *unit) { j.runBatch(u, batch) }
+	u.drop = func() {
+		for _, t := range batch {
+			t.finish(catalog.StatusCancelled, "cancelled before it started")
+		}
+	}
+	return u
+}
+
+// runBatch performs steps 1-3 and queues step 4.
+func (j *Job) runBatch(u *unit, batch []*task) {
+	if j.ctx.Err() != nil {
+		j.e.disp.done(u)
+		u.drop()
+		return
+	}
+	ds := batch[0].vm.Datastores[0]
+	conn := batch[0].rec.Connection
+	start := time.Now()
+	held := j.snapshotBatch(batch)
+	var ss hypervisor.StorageSnapshot
+	if len(held) > 0 {
+		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, ds, start.UnixNano()%1e9)
+		var err error
+		ss, err = j.e.o.StorageSnapshotters[conn].SnapshotDatastore(j.ctx, ds, label)
+		if err != nil {
+			j.event("error", "storage-snapshot", fmt.Sprintf("storage snapshot of %s failed: %v", ds, err), map[string]any{"datastore": ds})
+			for _, t := range held {
+				t.closeHeld(false)
+				t.failOrRetry(fmt.Errorf("storage snapshot of %s: %w", ds, err))
+			}
+			held = nil
+		}
+	}
+	// Release every VM snapshot at once.
+	var wg sync.WaitGroup
+	for _, t := range held {
+		wg.Go(func() {
+			if err := t.held.sess.Release(j.ctx); err != nil {
+				t.event("warn", "snapshot-release", fmt.Sprintf("releasing the VM snapshot early failed (it is removed at the end): %v", err), nil)
+			}
+		})
+	}
+	wg.Wait()
+	window := time.Since(start)
+	j.e.disp.done(u)
+	if len(held) == 0 {
+		return
+	}
+	j.event("info", "group-snapshot", fmt.Sprintf("datastore %s: %d VMs snapshotted, storage snapshot taken and VM snapshots released in %s",
+		ds, len(held), window.Round(time.Millisecond)), map[string]any{"datastore": ds, "vms": len(held), "seconds": window.Seconds()})
+	refs := &storageRef{ss: ss, left: int32(len(held)), onDelete: func(err error) {
+		j.event("info", "storage-snapshot-deleted", fmt.Sprintf("storage snapshot of %s deleted (err: %v)", ds, err), map[string]any{"datastore": ds})
+	}}
+	var reads []*unit
+	for _, t := range held {
+		t.held.storage, t.held.refs = ss, refs
+		reads = append(reads, j.vmUnit(t))
+	}
+	j.resubmit(reads...)
+}
+
+// snapshotBatch snapshots every VM of a batch concurrently and returns the
+// tasks that now hold a session; the others are failed or requeued.
+func (j *Job) snapshotBatch(batch []*task) []*task {
+	var mu sync.Mutex
+	var held []*task
+	var wg sync.WaitGroup
+	for _, t := range batch {
+		j.mu.Lock()
+		t.attempt++
+		t.rec.Attempts, t.rec.Status = t.attempt, catalog.StatusRunning
+		if t.rec.StartedAt.IsZero() {
+			t.rec.StartedAt = time.Now()
+		}
+		rec := t.rec
+		j.mu.Unlock()
+		j.rec.task(rec)
+		wg.Go(func() {
+			since, diff := planSince(j.history, repo.Source{Kind: t.conn.Kind(), Connection: t.rec.Connection, VMID: t.vm.ID, VMName: t.vm.Name}, t.rec.Mode)
+			to := j.p.Timeouts
+			req := hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("job%d-task%d-%d", j.record.ID, t.rec.ID, t.attempt),
+				Mode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
+				Since: since, Differential: diff, Track: true,
+				Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup}}
+			sess, err := t.guard().Snapshot(j.ctx, t.vm.VMRef, req)
+			if err != nil {
+				t.failOrRetry(fmt.Errorf("snapshot %s: %w", t.vm.Name, err))
+				return
+			}
+			t.held = &heldVM{Connector: t.conn, vm: t.vm, sess: sess, since: since, differential: diff}
+			mu.Lock()
+			held = append(held, t)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return held
+}
+
+// failOrRetry ends a task whose group phase failed: transient errors are
+// retried VM by VM after a backoff.
+func (t *task) failOrRetry(err error) {
+	j := t.j
+	rt := j.p.Retries.WithDefaults()
+	switch {
+	case j.ctx.Err() != nil:
+		t.finish(catalog.StatusCancelled, fmt.Sprintf("cancelled while running: %v", err))
+	case retryable(err) && t.attempt < rt.Attempts:
+		d := backoff(rt, t.attempt)
+		t.event("warn", "retry", fmt.Sprintf("attempt %d of %d failed: %v; retrying VM by VM in %s", t.attempt, rt.Attempts, err, d.Round(time.Millisecond)), nil)
+		t.setStatus(catalog.StatusQueued)
+		go func() {
+			wait(j.ctx, d)
+			j.resubmit(j.vmUnit(t))
+		}()
+	default:
+		t.finish(catalog.StatusFailed, err.Error())
+	}
+}
+
+// planSince decides the change-tracking base exactly as backup.BackupVM
+// does, so the snapshot taken in the batch is the one BackupVM would take.
+func planSince(history []*repo.Snapshot, src repo.Source, mode string) (map[string]string, bool) {
+	parent := backup.Latest(history, src, nil)
+	base := parent
+	if mode == "differential" {
+		base = backup.Latest(history, src, func(s *repo.Snapshot) bool { return s.Mode == "full" })
+	}
+	if mode == "full" || base == nil {
+		return nil, false
+	}
+	since := map[string]string{}
+	for _, d := range base.Disks {
+		if d.ChangeToken != "" {
+			since[d.Key] = d.ChangeToken
+		}
+	}
+	return since, mode == "differential"
+}
+
+// storageRef deletes a storage snapshot when its last VM is done.
+type storageRef struct {
+	ss       hypervisor.StorageSnapshot
+	left     int32
+	onDelete func(error)
+}
+
+func (r *storageRef) release() {
+	if atomic.AddInt32(&r.left, -1) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), backup.CloseTimeout)
+		defer cancel()
+		r.onDelete(r.ss.Delete(ctx))
+	}
+}
+
+// heldVM is the connector BackupVM sees for a VM of a batch: Snapshot hands
+// over the session taken in the batch, whose disks read from the storage
+// snapshot while change sets come from the (released) VM session.
+type heldVM struct {
+	hypervisor.Connector
+	vm           hypervisor.VM
+	sess         hypervisor.Session
+	since        map[string]string
+	differential bool
+	storage      hypervisor.StorageSnapshot
+	refs         *storageRef
+	closed       bool
+}
+
+func (h *heldVM) Snapshot(_ context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
+	if vm.ID != h.vm.ID || req.Differential != h.differential || !maps.Equal(req.Since, h.since) {
+		return nil, fmt.Errorf("engine: the group snapshot of %s was planned against a different base", vm.Name)
+	}
+	return &storageSession{Session: h.sess, h: h}, nil
+}
+
+// closeHeld closes the held session (idempotent) and drops the task's
+// reference on the storage snapshot.
+func (t *task) closeHeld(ok bool) {
+	h := t.held
+	if h == nil {
+		return
+	}
+	t.held = nil
+	ctx, cancel := context.WithTimeout(context.Background(), backup.CloseTimeout)
+	defer cancel()
+	if _, err := h.sess.Close(ctx, ok); err != nil {
+		t.event("warn", "snapshot-remove", fmt.Sprintf("closing the VM session failed: %v", err), nil)
+	}
+	if h.refs != nil {
+		h.refs.release()
+	}
+}
+
+type storageSession struct {
+	hypervisor.Session
+	h *heldVM
+}
+
+func (s *storageSession) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
+	var info *hypervisor.DiskInfo
+	for _, d := range s.Session.Disks() {
+		if d.Key == key {
+			info = &d.DiskInfo
+		}
+	}
+	if info == nil {
+		return nil, fmt.Errorf("disk %s: %w", key, hypervisor.ErrNotFound)
+	}
+	meta, err := s.Session.OpenDisk(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.h.storage.OpenDisk(ctx, s.h.vm.VMRef, *info)
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("disk %s in the storage snapshot: %w", info.Name, err)
+	}
+	return &storageReader{DiskReader: data, meta: meta}, nil
+}
+
+// storageReader reads data and allocation from the storage snapshot and
+// the change set from the hypervisor session.
+type storageReader struct {
+	hypervisor.DiskReader
+	meta hypervisor.DiskReader
+}
+
+func (r *storageReader) Changed(ctx context.Context) ([]hypervisor.Extent, bool, error) {
+	return r.meta.Changed(ctx)
+}
+
+func (r *storageReader) Close() error {
+	err := r.DiskReader.Close()
+	if merr := r.meta.Close(); err == nil {
+		err = merr
+	}
+	return err
+}

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+)
+
+// guard decorates a connector for one task: it bounds snapshot create and
+// remove by the policy's timeouts even when a connector ignores
+// cancellation (the call is abandoned, and whatever it eventually returns
+// is closed in the background), and it reports how long each operation
+// took, for the task's events.
+type guard struct {
+	hypervisor.Connector
+	create, remove time.Duration // 0: bounded only by the caller's context
+	note           func(kind string, took time.Duration, err error)
+	background     func(func()) // runs abandoned-call cleanup, tracked by the engine
+}
+
+// errOpTimeout marks a hypervisor operation that exceeded its timeout; it
+// also wraps hypervisor.ErrTransient, so the task is retried.
+var errOpTimeout = errors.New("hypervisor operation timed out")
+
+// call runs op bounded by limit, abandoning it (and handing its eventual
+// result to abandon) if it does not return in time.
+func call[T any](ctx context.Context, limit time.Duration, what string, bg func(func()), op func(context.Context) (T, error), abandon func(T)) (T, error) {
+	var zero T
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if limit > 0 {
+		cctx, cancel = context.WithTimeout(ctx, limit)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := op(cctx)
+		ch <- result{v, err}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-cctx.Done():
+		select {
+		case r = <-ch: // it did return in time after all
+		default:
+			bg(func() {
+				r := <-ch
+				cancel()
+				if r.err == nil {
+					abandon(r.v)
+				}
+			})
+			return zero, timeoutError(ctx, cctx, what, limit)
+		}
+	}
+	cancel()
+	if r.err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		return r.v, fmt.Errorf("%w: %w", timeoutError(ctx, cctx, what, limit), r.err)
+	}
+	return r.v, r.err
+}
+
+func timeoutError(parent, cctx context.Context, what string, limit time.Duration) error {
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, context.Cause(parent))
+	}
+	return fmt.Errorf("%s: %w after %s (%w)", what, errOpTimeout, limit, hypervisor.ErrTransient)
+}
+
+func (g *guard) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
+	start := time.Now()
+	s, err := call(ctx, g.create, "snapshot create", g.background,
+		func(c context.Context) (hypervisor.Session, error) { return g.Connector.Snapshot(c, vm, req) },
+		func(s hypervisor.Session) {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.removeLimit())
+			defer cancel()
+			_, err := s.Close(cctx, false)
+			g.note("abandoned-snapshot-closed", time.Since(start), err)
+		})
+	g.note("snapshot-create", time.Since(start), err)
+	if err != nil {
+		return nil, err
+	}
+	return &guardSession{Session: s, g: g}, nil
+}
+
+func (g *guard) removeLimit() time.Duration {
+	if g.remove > 0 {
+		return g.remove
+	}
+	return backup.CloseTimeout
+}
+
+type guardSession struct {
+	hypervisor.Session
+	g *guard
+}
+
+func (s *guardSession) Release(ctx context.Context) error {
+	start := time.Now()
+	_, err := call(ctx, s.g.remove, "snapshot release", s.g.background,
+		func(c context.Context) (struct{}, error) { return struct{}{}, s.Session.Release(c) }, func(struct{}) {})
+	s.g.note("snapshot-release", time.Since(start), err)
+	return err
+}
+
+func (s *guardSession) Close(ctx context.Context, ok bool) (map[string]string, error) {
+	start := time.Now()
+	tokens, err := call(ctx, s.g.remove, "snapshot remove", s.g.background,
+		func(c context.Context) (map[string]string, error) { return s.Session.Close(c, ok) }, func(map[string]string) {})
+	s.g.note("snapshot-remove", time.Since(start), err)
+	return tokens, err
+}

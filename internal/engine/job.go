@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// ErrCancelled is the cause of a job stopped by Job.Cancel.
+var ErrCancelled = errors.New("job cancelled")
+
+// Job is one run of a policy, started by Engine.Start.
+type Job struct {
+	e      *Engine
+	p      policy.Policy
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	rec    *recorder
+	done   chan struct{}
+
+	r       *repo.Repository
+	w       *repo.Writer
+	history []*repo.Snapshot
+
+	mu       sync.Mutex
+	record   catalog.Job
+	tasks    []*task
+	problems []string // job-level failures (a connection that could not be inventoried)
+	pending  sync.WaitGroup
+	result   *Result
+	err      error
+}
+
+// Result is a finished job: its record and every task's.
+type Result struct {
+	Job   catalog.Job
+	Tasks []catalog.Task
+}
+
+// Failed lists the tasks that failed.
+func (r *Result) Failed() []catalog.Task {
+	var out []catalog.Task
+	for _, t := range r.Tasks {
+		if t.Status == catalog.StatusFailed {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Start records a job for the policy and runs it in the background.
+func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
+	jctx, cancel := context.WithCancelCause(ctx)
+	now := time.Now()
+	j := &Job{e: e, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}),
+		record: catalog.Job{Kind: "backup", Policy: p.Name, Repository: p.Repository, Status: catalog.StatusRunning,
+			Worker: e.o.Worker, CreatedAt: now, StartedAt: now}}
+	if err := e.o.Catalog.CreateJob(ctx, &j.record); err != nil {
+		cancel(nil)
+		return nil, fmt.Errorf("record job: %w", err)
+	}
+	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval)
+	go j.execute()
+	return j, nil
+}
+
+// ID is the job's catalog ID.
+func (j *Job) ID() int64 { return j.record.ID }
+
+// Policy is the policy the job runs.
+func (j *Job) Policy() policy.Policy { return j.p }
+
+// Cancel stops the job: queued VMs are not started, running ones stop and
+// release their hypervisor sessions.
+func (j *Job) Cancel() { j.cancel(ErrCancelled) }
+
+// Done is closed when the job has finished.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Wait waits for the job and returns its result. The error is set only
+// when the job could not be recorded; failures of VMs are in the result.
+func (j *Job) Wait() (*Result, error) {
+	<-j.done
+	return j.result, j.err
+}
+
+func (j *Job) event(level, kind, msg string, fields map[string]any) {
+	j.rec.event(catalog.Event{JobID: j.record.ID, Level: level, Kind: kind, Message: msg, Fields: fields})
+}
+
+func (j *Job) execute() {
+	defer close(j.done)
+	defer j.cancel(nil)
+	j.event("info", "job-start", fmt.Sprintf("policy %s started on %s", j.p.Name, j.e.o.Worker), nil)
+	targets := j.inventory()
+	if len(targets) == 0 && len(j.problems) == 0 {
+		j.problems = append(j.problems, "the policy selects no VM")
+	}
+	if len(targets) > 0 {
+		if err := j.openRepository(); err != nil {
+			j.problems = append(j.problems, err.Error())
+			targets = nil
+		}
+	}
+	if len(targets) > 0 {
+		if err := j.createTasks(targets); err != nil {
+			j.problems = append(j.problems, err.Error())
+		} else {
+			j.schedule()
+			j.pending.Wait()
+		}
+	}
+	j.finish()
+}
+
+type target struct {
+	conn string
+	vm   hypervisor.VM
+}
+
+// inventory lists and filters the VMs of every connection of the policy.
+// A connection that fails is a job-level problem; the others go on.
+func (j *Job) inventory() []target {
+	var out []target
+	for _, name := range j.p.ConnectionNames() {
+		conn := j.e.o.Connectors[name]
+		if conn == nil {
+			j.problems = append(j.problems, fmt.Sprintf("connection %s: no connector available", name))
+			continue
+		}
+		start := time.Now()
+		vms, err := j.listVMs(conn)
+		if err != nil {
+			j.problems = append(j.problems, fmt.Sprintf("inventory of %s: %v", name, err))
+			j.event("error", "inventory", fmt.Sprintf("inventory of %s failed: %v", name, err), nil)
+			continue
+		}
+		sel := j.p.SelectVMs(vms)
+		j.event("info", "inventory", fmt.Sprintf("%s: %d VMs, %d selected", name, len(vms), len(sel)),
+			map[string]any{"connection": name, "vms": len(vms), "selected": len(sel), "seconds": time.Since(start).Seconds()})
+		records := make([]catalog.VMRecord, len(vms))
+		for i, vm := range vms {
+			records[i] = catalog.VMRecord{Connection: name, ID: vm.ID, Name: vm.Name, Host: vm.Host, Datastores: vm.Datastores,
+				Tags: vm.Tags, Bytes: vm.ProvisionedBytes(), LastSeen: start}
+		}
+		if err := j.e.o.Catalog.PutVMs(context.WithoutCancel(j.ctx), records); err != nil {
+			j.e.log.Warn("recording the inventory failed", "connection", name, "err", err)
+		}
+		for _, vm := range sel {
+			out = append(out, target{name, vm})
+		}
+	}
+	return out
+}
+
+// listVMs runs Inventory with the policy's timeout and retries.
+func (j *Job) listVMs(conn hypervisor.Connector) ([]hypervisor.VM, error) {
+	timeout := j.p.Timeouts.Inventory
+	if timeout == 0 {
+		timeout = policy.DefaultInventoryTimeout
+	}
+	rt := j.p.Retries.WithDefaults()
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(j.ctx, timeout)
+		vms, err := conn.Inventory(ctx)
+		cancel()
+		if err == nil || !retryable(err) || attempt >= rt.Attempts || j.ctx.Err() != nil {
+			return vms, err
+		}
+		if !wait(j.ctx, backoff(rt, attempt)) {
+			return nil, context.Cause(j.ctx)
+		}
+	}
+}
+
+func (j *Job) openRepository() error {
+	r, err := j.e.repository(j.ctx, j.p.Repository)
+	if err != nil {
+		return fmt.Errorf("repository %s: %w", nameOr(j.p.Repository, "(default)"), err)
+	}
+	if r == nil {
+		return nil // a custom runner without repositories
+	}
+	j.r = r
+	if j.history, err = r.Snapshots(j.ctx, nil); err != nil {
+		return fmt.Errorf("list backup points: %w", err)
+	}
+	if j.history == nil {
+		j.history = []*repo.Snapshot{}
+	}
+	if j.w, err = r.NewWriter(j.ctx, fmt.Sprintf("job %d policy %s", j.record.ID, j.p.Name)); err != nil {
+		return fmt.Errorf("open a write session: %w", err)
+	}
+	return nil
+}
+
+// finish settles the job: closes the write session, applies retention
+// after successful backups, and records the outcome.
+func (j *Job) finish() {
+	ctx := context.WithoutCancel(j.ctx)
+	if j.w != nil {
+		if err := j.w.Close(ctx); err != nil {
+			j.event("error", "repository", fmt.Sprintf("closing the write session: %v", err), nil)
+		}
+	}
+	j.mu.Lock()
+	var ok, failed, cancelled int
+	var failures []string
+	for _, t := range j.tasks {
+		switch t.rec.Status {
+		case catalog.StatusSuccess:
+			ok++
+		case catalog.StatusFailed:
+			failed++
+			failures = append(failures, fmt.Sprintf("%s: %s", t.rec.VMName, t.rec.Error))
+		default:
+			cancelled++
+		}
+	}
+	j.mu.Unlock()
+	if ok > 0 && j.ctx.Err() == nil {
+		j.applyRetention(ctx)
+	}
+	rec := &j.record
+	rec.TasksTotal, rec.TasksOK, rec.TasksFail = len(j.tasks), ok, failed
+	rec.FinishedAt = time.Now()
+	sort.Strings(failures)
+	problems := append(append([]string(nil), j.problems...), failures...)
+	switch {
+	case j.ctx.Err() != nil && cancelled > 0 || errors.Is(context.Cause(j.ctx), ErrCancelled):
+		rec.Status = catalog.StatusCancelled
+		rec.Error = fmt.Sprintf("cancelled (%v): %d VMs done, %d failed, %d not finished", context.Cause(j.ctx), ok, failed, cancelled)
+	case len(problems) == 0:
+		rec.Status = catalog.StatusSuccess
+	case ok > 0:
+		rec.Status = catalog.StatusPartial
+		rec.Error = fmt.Sprintf("%d of %d VMs failed: %s", failed, len(j.tasks), strings.Join(problems, "; "))
+	default:
+		rec.Status = catalog.StatusFailed
+		rec.Error = strings.Join(problems, "; ")
+	}
+	j.event(levelOf(rec.Status), "job-end", fmt.Sprintf("%s: %d ok, %d failed, %d cancelled in %s", rec.Status, ok, failed, cancelled,
+		rec.FinishedAt.Sub(rec.StartedAt).Round(time.Millisecond)), map[string]any{
+		"ok": ok, "failed": failed, "cancelled": cancelled, "seconds": rec.FinishedAt.Sub(rec.StartedAt).Seconds()})
+	var errs []error
+	if err := j.rec.close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := j.e.o.Catalog.UpdateJob(ctx, rec); err != nil {
+		errs = append(errs, fmt.Errorf("record job result: %w", err))
+	}
+	res := &Result{Job: *rec}
+	j.mu.Lock()
+	for _, t := range j.tasks {
+		res.Tasks = append(res.Tasks, t.rec)
+	}
+	j.mu.Unlock()
+	j.result, j.err = res, errors.Join(errs...)
+}
+
+func levelOf(s catalog.Status) string {
+	switch s {
+	case catalog.StatusSuccess:
+		return "info"
+	case catalog.StatusFailed:
+		return "error"
+	}
+	return "warn"
+}
+
+func nameOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

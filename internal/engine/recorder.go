@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// recorder batches catalog writes (task updates, events, backup points) so
+// the catalog is never the bottleneck: with thousands of VMs a write per
+// state change would be thousands of transactions; instead one flush every
+// interval (or when much is pending) writes everything in three.
+//
+// Catalog failures never fail backups: they are logged, and the data stays
+// pending for the next flush.
+type recorder struct {
+	cat      catalog.Catalog
+	log      *slog.Logger
+	interval time.Duration
+
+	mu     sync.Mutex
+	tasks  map[int64]catalog.Task // newest state per task ID
+	events []catalog.Event
+	points []catalog.BackupPoint
+	kick   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	err    error // last flush error
+}
+
+const flushThreshold = 512
+
+func newRecorder(cat catalog.Catalog, log *slog.Logger, interval time.Duration) *recorder {
+	r := &recorder{cat: cat, log: log, interval: interval, tasks: map[int64]catalog.Task{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+func (r *recorder) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		_ = r.flush(context.Background())
+	}
+}
+
+func (r *recorder) task(t catalog.Task) {
+	r.mu.Lock()
+	r.tasks[t.ID] = t
+	r.mu.Unlock()
+}
+
+func (r *recorder) event(e catalog.Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	n := len(r.events)
+	r.mu.Unlock()
+	if n >= flushThreshold {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (r *recorder) point(p catalog.BackupPoint) {
+	r.mu.Lock()
+	r.points = append(r.points, p)
+	r.mu.Unlock()
+}
+
+// flush writes everything pending; what fails stays pending.
+func (r *recorder) flush(ctx context.Context) error {
+	r.mu.Lock()
+	tasks := make([]*catalog.Task, 0, len(r.tasks))
+	for _, t := range r.tasks {
+		tasks = append(tasks, &t)
+	}
+	events, points := r.events, r.points
+	r.tasks, r.events, r.points = map[int64]catalog.Task{}, nil, nil
+	r.mu.Unlock()
+	var errs []error
+	if len(tasks) > 0 {
+		if err := r.cat.UpdateTasks(ctx, tasks); err != nil {
+			errs = append(errs, err)
+			r.mu.Lock()
+			for _, t := range tasks {
+				if _, newer := r.tasks[t.ID]; !newer {
+					r.tasks[t.ID] = *t
+				}
+			}
+			r.mu.Unlock()
+		}
+	}
+	if len(events) > 0 {
+		if err := r.cat.AddEvents(ctx, events); err != nil {
+			errs = append(errs, err)
+			r.mu.Lock()
+			r.events = append(events, r.events...)
+			r.mu.Unlock()
+		}
+	}
+	if len(points) > 0 {
+		if err := r.cat.PutBackupPoints(ctx, points); err != nil {
+			errs = append(errs, err)
+			r.mu.Lock()
+			r.points = append(points, r.points...)
+			r.mu.Unlock()
+		}
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		r.log.Warn("catalog write failed; will retry", "err", err)
+	}
+	r.mu.Lock()
+	r.err = err
+	r.mu.Unlock()
+	return err
+}
+
+// close stops the background flushing and writes what is left.
+func (r *recorder) close(ctx context.Context) error {
+	close(r.stop)
+	<-r.done
+	return r.flush(ctx)
+}

@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// fakeClock hands out timer channels the test fires by hand.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	waits chan time.Duration
+	fire  chan time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.waits <- d
+	return c.fire
+}
+
+// tick advances the clock by the duration the scheduler waits for and
+// fires its timer.
+func (c *fakeClock) tick() {
+	d := <-c.waits
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	now := c.now
+	c.mu.Unlock()
+	c.fire <- now
+}
+
+func TestSchedulerRunsOnScheduleAndSkipsOverlaps(t *testing.T) {
+	release := make(chan struct{})
+	e := newEnv(t, fake.Options{Seed: 31, VMs: 1}, nil, func(o *Options) {
+		o.OpenRepository = nil
+		o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, _ backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+			<-release
+			return &repo.Snapshot{Mode: "full"}, nil
+		}
+	})
+	clock := &fakeClock{now: time.Date(2026, 11, 23, 21, 59, 30, 0, time.UTC), waits: make(chan time.Duration), fire: make(chan time.Time)}
+	hourly := testPolicy("hourly")
+	hourly.Schedule = "0 * * * *"
+	unscheduled := testPolicy("manual")
+	started := make(chan *Job, 4)
+	s := &Scheduler{Engine: e.eng, Policies: []policy.Policy{hourly, unscheduled}, Now: clock.Now, After: clock.After,
+		Started: func(j *Job) { started <- j }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+
+	clock.tick() // 22:00
+	first := <-started
+	if first.Policy().Name != "hourly" || !clock.Now().Equal(time.Date(2026, 11, 23, 22, 0, 0, 0, time.UTC)) {
+		t.Fatalf("first run %s at %s", first.Policy().Name, clock.Now())
+	}
+	clock.tick() // 23:00, the 22:00 run is still going
+	clock.tick() // 00:00, still going: a second skip
+	close(release)
+	res, _ := first.Wait()
+	if res.Job.Status != catalog.StatusSuccess {
+		t.Fatalf("first run %s: %s", res.Job.Status, res.Job.Error)
+	}
+	clock.tick() // 01:00: runs again
+	second := <-started
+	second.Wait()
+	cancel()
+	<-clock.waits // the loop waits for the next hour, then sees ctx end
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run returned %v", err)
+	}
+	jobs, _ := e.cat.ListJobs(context.Background(), catalog.JobFilter{Policy: "hourly"})
+	var skipped int
+	for _, j := range jobs {
+		if j.Status == catalog.StatusCancelled {
+			skipped++
+			if ev := e.cat.EventsOf(j.ID, "skipped"); len(ev) != 1 {
+				t.Errorf("skip job %d has %d skipped events", j.ID, len(ev))
+			}
+		}
+	}
+	if len(jobs) != 4 || skipped != 2 {
+		t.Fatalf("%d jobs, %d skipped; want 2 runs and 2 skips", len(jobs), skipped)
+	}
+}
+
+func TestSchedulerRejectsBadCron(t *testing.T) {
+	e := newEnv(t, fake.Options{Seed: 32, VMs: 1}, nil, nil)
+	p := testPolicy("bad")
+	p.Schedule = "every tuesday"
+	if err := (&Scheduler{Engine: e.eng, Policies: []policy.Policy{p}}).Run(context.Background()); err == nil {
+		t.Fatal("bad schedule accepted")
+	}
+}

@@ -1,0 +1,320 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// task is the work on one VM. Its record is guarded by Job.mu.
+type task struct {
+	j          *Job
+	conn       hypervisor.Connector
+	vm         hypervisor.VM
+	modeReason string
+	size       int64
+	rec        catalog.Task
+	attempt    int
+	prog       *backup.Progress // of the running attempt
+	held       *heldVM          // group mode: the snapshot taken in the batch
+}
+
+func (j *Job) createTasks(targets []target) error {
+	points := map[string][]policy.Point{}
+	for _, s := range j.history {
+		points[s.Source.Key()] = append(points[s.Source.Key()], policy.Point{Time: s.Time, Mode: s.Mode})
+	}
+	now := time.Now()
+	recs := make([]*catalog.Task, len(targets))
+	for i, tg := range targets {
+		conn := j.e.o.Connectors[tg.conn]
+		src := repo.Source{Kind: conn.Kind(), Connection: tg.conn, VMID: tg.vm.ID, VMName: tg.vm.Name}
+		mode, why := j.p.ModeFor(now, points[src.Key()])
+		t := &task{j: j, conn: conn, vm: tg.vm, modeReason: why, size: tg.vm.ProvisionedBytes()}
+		t.rec = catalog.Task{JobID: j.record.ID, Connection: tg.conn, VMID: tg.vm.ID, VMName: tg.vm.Name, Host: tg.vm.Host,
+			Datastores: tg.vm.Datastores, Status: catalog.StatusQueued, Mode: mode, SnapshotMode: j.snapshotMode()}
+		j.tasks = append(j.tasks, t)
+		recs[i] = &t.rec
+	}
+	if err := j.e.o.Catalog.CreateTasks(j.ctx, recs); err != nil {
+		j.tasks = nil
+		return fmt.Errorf("record tasks: %w", err)
+	}
+	j.pending.Add(len(j.tasks))
+	return nil
+}
+
+func (j *Job) snapshotMode() string {
+	if j.p.Snapshot == "" {
+		return string(hypervisor.CrashConsistent)
+	}
+	return j.p.Snapshot
+}
+
+// schedule hands the tasks to the dispatcher, as per-VM units or, for
+// group: datastore, as storage-level batches.
+func (j *Job) schedule() {
+	var units []*unit
+	if j.p.Group == "datastore" {
+		units = j.groupUnits()
+	} else {
+		for _, t := range j.tasks {
+			units = append(units, j.vmUnit(t))
+		}
+	}
+	context.AfterFunc(j.ctx, j.dropQueued)
+	j.e.disp.submit(units...)
+}
+
+// needs lists the slots a VM occupies: the global pool, its host and
+// datastores (unless reading from a storage snapshot, which spares the
+// hypervisor), its resource groups, the repository's write streams and
+// the policy's own cap.
+func (j *Job) needs(t *task, hypervisorSide, repository bool) []*resource {
+	d, l, c := j.e.disp, j.e.limits, t.rec.Connection
+	rs := []*resource{d.global, d.resource("policy:"+j.p.Name, j.p.Tasks)}
+	if hypervisorSide {
+		rs = append(rs, d.resource("host:"+c+"/"+t.vm.Host, l.PerHost))
+		for _, ds := range t.vm.Datastores {
+			rs = append(rs, d.resource("datastore:"+c+"/"+ds, l.PerDatastore))
+		}
+	}
+	for _, g := range j.e.cfg.ResourceGroups {
+		if g.Contains(t.vm) {
+			rs = append(rs, d.resource("group:"+g.Name, g.Limit))
+		}
+	}
+	if repository {
+		streams := j.e.limits.PerRepository
+		if r, ok := j.e.cfg.Repository(j.p.Repository); ok && r.Streams > 0 {
+			streams = r.Streams
+		}
+		rs = append(rs, d.resource("repo:"+j.p.Repository, streams))
+	}
+	return rs
+}
+
+func (j *Job) vmUnit(t *task) *unit {
+	u := &unit{owner: j, needs: needsOf(j.needs(t, t.held == nil, true)...), size: t.size}
+	u.run = func(u *unit) { t.run(u) }
+	u.drop = func() { t.finish(catalog.StatusCancelled, "cancelled before it started") }
+	return u
+}
+
+// dropQueued marks every unit still queued as cancelled.
+func (j *Job) dropQueued() {
+	for _, u := range j.e.disp.cancel(j) {
+		u.drop()
+	}
+}
+
+// resubmit queues a unit again (after a retry backoff), unless the job
+// was cancelled meanwhile.
+func (j *Job) resubmit(us ...*unit) {
+	if j.ctx.Err() != nil {
+		for _, u := range us {
+			u.drop()
+		}
+		return
+	}
+	j.e.disp.submit(us...)
+	if j.ctx.Err() != nil { // cancelled between the check and the submit
+		j.dropQueued()
+	}
+}
+
+// run is one attempt, started by the dispatcher with all slots taken.
+func (t *task) run(u *unit) {
+	j := t.j
+	if j.ctx.Err() != nil {
+		j.e.disp.done(u)
+		t.finish(catalog.StatusCancelled, "cancelled before it started")
+		return
+	}
+	prog := &backup.Progress{}
+	j.mu.Lock()
+	t.attempt++
+	t.prog = prog
+	t.rec.Attempts = t.attempt
+	t.rec.Status = catalog.StatusRunning
+	if t.rec.StartedAt.IsZero() {
+		t.rec.StartedAt = time.Now()
+	}
+	rec := t.rec
+	j.mu.Unlock()
+	j.rec.task(rec)
+	start := time.Now()
+	snap, err := t.attemptOnce(prog)
+	j.e.disp.done(u)
+	rt := j.p.Retries.WithDefaults()
+	switch {
+	case err == nil:
+		t.succeed(snap, time.Since(start))
+	case j.ctx.Err() != nil:
+		t.finish(catalog.StatusCancelled, fmt.Sprintf("cancelled while running: %v", err))
+	case retryable(err) && t.attempt < rt.Attempts:
+		d := backoff(rt, t.attempt)
+		t.event("warn", "retry", fmt.Sprintf("attempt %d of %d failed: %v; retrying in %s", t.attempt, rt.Attempts, err, d.Round(time.Millisecond)),
+			map[string]any{"attempt": t.attempt, "backoff_seconds": d.Seconds()})
+		t.setStatus(catalog.StatusQueued)
+		next := u
+		if t.held != nil { // the group snapshot is gone: retry VM by VM
+			t.closeHeld(false)
+			next = j.vmUnit(t)
+		}
+		go func() {
+			wait(j.ctx, d)
+			j.resubmit(next)
+		}()
+	default:
+		t.finish(catalog.StatusFailed, err.Error())
+	}
+}
+
+var errVMTimeout = errors.New("VM timeout exceeded")
+
+// attemptOnce backs the VM up once, bounded by the per-VM timeout, through
+// a connector guarded by the per-operation timeouts.
+func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
+	j := t.j
+	limit := j.p.Timeouts.VM
+	if limit == 0 {
+		limit = policy.DefaultVMTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(j.ctx, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
+	defer cancel()
+	to := j.p.Timeouts
+	var conn hypervisor.Connector = t.guard()
+	if t.held != nil {
+		conn = t.held
+	}
+	tags := map[string]string{"policy": j.p.Name}
+	for k, v := range j.p.Tags {
+		tags[k] = v
+	}
+	req := backup.VMRequest{Connection: t.rec.Connection, VM: t.vm.VMRef, Mode: t.rec.Mode,
+		SnapshotMode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
+		Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup},
+		Tags:     tags, JobID: j.record.ID, History: j.history}
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.e.limits.TaskRate), Progress: prog}
+	snap, err := j.e.o.Runner(ctx, j.w, conn, req, opts)
+	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return snap, err
+}
+
+func (t *task) guard() *guard {
+	to := t.j.p.Timeouts
+	create := to.SnapshotCreate
+	if create > 0 {
+		create += to.Quiesce
+	}
+	return &guard{Connector: t.conn, create: create, remove: to.SnapshotRemove, note: t.noteOp, background: t.j.e.background}
+}
+
+// noteOp records a hypervisor operation's duration as an event.
+func (t *task) noteOp(kind string, took time.Duration, err error) {
+	level, msg := "info", fmt.Sprintf("%s of %s took %s", kind, t.vm.Name, took.Round(time.Millisecond))
+	if err != nil {
+		level, msg = "warn", fmt.Sprintf("%s of %s failed after %s: %v", kind, t.vm.Name, took.Round(time.Millisecond), err)
+	}
+	t.event(level, kind, msg, map[string]any{"seconds": took.Seconds()})
+}
+
+func (t *task) event(level, kind, msg string, fields map[string]any) {
+	t.j.rec.event(catalog.Event{JobID: t.j.record.ID, TaskID: t.rec.ID, Level: level, Kind: kind, Message: msg, Fields: fields})
+}
+
+func (t *task) setStatus(s catalog.Status) {
+	t.j.mu.Lock()
+	t.rec.Status = s
+	rec := t.rec
+	t.j.mu.Unlock()
+	t.j.rec.task(rec)
+}
+
+func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
+	j := t.j
+	t.closeHeld(true)
+	j.mu.Lock()
+	t.rec.Status, t.rec.FinishedAt, t.rec.Error = catalog.StatusSuccess, time.Now(), ""
+	if snap != nil {
+		t.rec.BackupPointID, t.rec.Mode, t.rec.Warnings = snap.ID.String(), snap.Mode, snap.Warnings
+		t.rec.BytesLogical, t.rec.BytesRead, t.rec.BytesStored = snap.Logical(), snap.BytesRead, snap.BytesStored
+	}
+	rec := t.rec
+	t.prog = nil
+	j.mu.Unlock()
+	j.rec.task(rec)
+	fields := map[string]any{"seconds": took.Seconds(), "bytes_logical": rec.BytesLogical, "bytes_read": rec.BytesRead,
+		"bytes_stored": rec.BytesStored, "read_mb_per_s": float64(rec.BytesRead) / 1e6 / max(took.Seconds(), 1e-9), "attempts": rec.Attempts}
+	msg := fmt.Sprintf("%s backed up (%s) in %s", t.vm.Name, rec.Mode, took.Round(time.Millisecond))
+	if t.modeReason != "" {
+		msg += "; full because: " + t.modeReason
+	}
+	t.event("info", "task-done", msg, fields)
+	for _, w := range rec.Warnings {
+		t.event("warn", "warning", w, nil)
+	}
+	if snap != nil && j.r != nil {
+		j.rec.point(catalog.BackupPoint{Repository: j.r.Config().ID, ID: snap.ID.String(), Time: snap.Time, Connection: rec.Connection,
+			VMID: rec.VMID, VMName: rec.VMName, Mode: snap.Mode, Parent: snap.Parent, Disks: len(snap.Disks),
+			BytesLogical: snap.Logical(), BytesStored: snap.BytesStored, Tags: snap.Tags, Protected: snap.Protected, JobID: j.record.ID})
+	}
+	j.pending.Done()
+}
+
+// finish ends a task that did not succeed.
+func (t *task) finish(status catalog.Status, msg string) {
+	j := t.j
+	t.closeHeld(false)
+	j.mu.Lock()
+	t.rec.Status, t.rec.Error, t.rec.FinishedAt = status, msg, time.Now()
+	t.prog = nil
+	rec := t.rec
+	j.mu.Unlock()
+	j.rec.task(rec)
+	level := "warn"
+	if status == catalog.StatusFailed {
+		level = "error"
+	}
+	t.event(level, "task-"+string(status), fmt.Sprintf("%s %s: %s", t.vm.Name, status, msg), map[string]any{"attempts": rec.Attempts})
+	j.pending.Done()
+}
+
+// retryable reports errors worth another attempt: transient hypervisor
+// conditions, including operation timeouts.
+func retryable(err error) bool {
+	return errors.Is(err, hypervisor.ErrTransient) && !errors.Is(err, context.Canceled)
+}
+
+// backoff is the wait before attempt+1: Backoff doubled per attempt,
+// capped, with ±20% jitter so retries of many VMs spread out.
+func backoff(r policy.Retries, attempt int) time.Duration {
+	d := r.Backoff << min(attempt-1, 30)
+	if d > r.MaxBackoff || d <= 0 {
+		d = r.MaxBackoff
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// wait sleeps d unless ctx ends first; it reports whether d elapsed.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

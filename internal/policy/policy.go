@@ -1,0 +1,240 @@
+// Package policy is the declarative side of the job engine: hypervisor
+// connections, repositories, concurrency limits, resource groups and backup
+// policies, read from the configuration file's sections of the same names,
+// validated with errors that name the policy, the key and the line.
+//
+//	connections:
+//	  - name: lab
+//	    kind: qemu                 # qemu, vsphere, fake, ...
+//	    options: {...}             # decoded by the connector itself
+//	repositories:
+//	  - name: main
+//	    location: /srv/coffer      # or s3://bucket/prefix
+//	    password-file: /etc/coffer/main.pw
+//	    streams: 8                 # concurrent write streams
+//	limits:
+//	  tasks: 64                    # concurrent VM tasks in total
+//	  per-host: 8
+//	  per-datastore: 8             # the default
+//	  rate: 400MiB/s               # I/O in total
+//	  task-rate: 100MiB/s          # I/O per VM task
+//	resource-groups:
+//	  - name: controller-a         # datastores behind one storage controller
+//	    datastores: [ssd-*]
+//	    limit: 4
+//	policies:
+//	  - name: nightly
+//	    connection: lab
+//	    repository: main
+//	    select: {names: [web-*, db-01], tags: {env: prod}}
+//	    exclude: {names: [web-test-*]}
+//	    mode: incremental
+//	    full-every: 7              # one run in seven is full
+//	    full-on: [sunday]
+//	    snapshot: quiesced
+//	    quiesce: fallback
+//	    schedule: "0 22 * * *"
+//	    retention: {keep-daily: 14, keep-weekly: 8}
+//	    timeouts: {vm: 4h, snapshot-create: 10m}
+//	    retries: {attempts: 3, backoff: 30s}
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/retention"
+)
+
+// Config is everything the engine reads from the configuration file.
+type Config struct {
+	Connections    []Connection
+	Repositories   []Repository
+	Limits         Limits
+	ResourceGroups []ResourceGroup
+	Policies       []Policy
+}
+
+// Connection is one hypervisor connection.
+type Connection struct {
+	Name string `yaml:"name"`
+	Kind string `yaml:"kind"`
+	// Options are the connector's own settings (QMP socket globs, a
+	// vCenter URL, the fake fleet's shape), decoded by the connector with
+	// DecodeOptions.
+	Options yaml.Node `yaml:"options"`
+}
+
+// DecodeOptions decodes the connector-specific options into v, refusing
+// keys v has no field for.
+func (c Connection) DecodeOptions(v any) error {
+	if c.Options.Kind == 0 {
+		return nil
+	}
+	if err := config.DecodeNode(&c.Options, v, "connections."+c.Name+".options"); err != nil {
+		return fmt.Errorf("connection %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Repository is a named backup repository.
+type Repository struct {
+	Name         string `yaml:"name"`
+	Location     string `yaml:"location"`
+	PasswordFile string `yaml:"password-file"`
+	// Streams bounds concurrent VM tasks writing to it (0: limits'
+	// per-repository).
+	Streams int `yaml:"streams"`
+}
+
+// Limits bound concurrency and I/O engine-wide.
+type Limits struct {
+	Tasks         int      `yaml:"tasks"`          // VM tasks in flight in total
+	PerHost       int      `yaml:"per-host"`       // per hypervisor host (0: no limit)
+	PerDatastore  int      `yaml:"per-datastore"`  // per datastore (default 8)
+	PerRepository int      `yaml:"per-repository"` // write streams per repository (0: no limit)
+	Rate          ByteRate `yaml:"rate"`           // bytes/s read in total (0: unlimited)
+	TaskRate      ByteRate `yaml:"task-rate"`      // bytes/s read per task (0: unlimited)
+}
+
+// Defaults for unset limits.
+const (
+	DefaultTasks        = 16
+	DefaultPerDatastore = 8
+)
+
+// WithDefaults fills unset limits.
+func (l Limits) WithDefaults() Limits {
+	if l.Tasks == 0 {
+		l.Tasks = DefaultTasks
+	}
+	if l.PerDatastore == 0 {
+		l.PerDatastore = DefaultPerDatastore
+	}
+	return l
+}
+
+// ResourceGroup is a named set of datastores and hosts sharing a limit,
+// e.g. the datastores behind one storage controller or fabric path. A VM
+// belongs to it when its host or any of its datastores matches.
+type ResourceGroup struct {
+	Name       string   `yaml:"name"`
+	Datastores []string `yaml:"datastores"` // globs
+	Hosts      []string `yaml:"hosts"`      // globs
+	Limit      int      `yaml:"limit"`
+}
+
+// Policy says what to back up, how, where, when and for how long.
+type Policy struct {
+	Name        string   `yaml:"name"`
+	Connection  string   `yaml:"connection"`  // one connection, or
+	Connections []string `yaml:"connections"` // several
+	// Repository names a repositories entry; "" is the default repository
+	// (the `repository` key / --repo).
+	Repository string   `yaml:"repository"`
+	Select     Selector `yaml:"select"`
+	Exclude    Selector `yaml:"exclude"`
+	Mode       string   `yaml:"mode"`       // incremental (default), differential, full
+	FullEvery  int      `yaml:"full-every"` // one run in N is full
+	FullOn     []string `yaml:"full-on"`    // weekdays whose runs are full
+	Snapshot   string   `yaml:"snapshot"`   // crash-consistent (default), quiesced, with-memory, suspend, as-is
+	Quiesce    string   `yaml:"quiesce"`    // fallback (default), required
+	// Group "datastore" protects each datastore as a group through a
+	// storage snapshot (see engine); "" or "vm" backs up VM by VM.
+	Group     string            `yaml:"group"`
+	Schedule  string            `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
+	Retention retention.Policy  `yaml:"retention"`
+	Timeouts  Timeouts          `yaml:"timeouts"`
+	Retries   Retries           `yaml:"retries"`
+	Tasks     int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
+	Tags      map[string]string `yaml:"tags"`  // added to every backup point
+}
+
+// Timeouts bound each VM and each hypervisor operation; zero means the
+// default below (or, for operations, the connector's default).
+type Timeouts struct {
+	VM             time.Duration `yaml:"vm"`
+	Inventory      time.Duration `yaml:"inventory"`
+	SnapshotCreate time.Duration `yaml:"snapshot-create"`
+	SnapshotRemove time.Duration `yaml:"snapshot-remove"`
+	Quiesce        time.Duration `yaml:"quiesce"`
+	Setup          time.Duration `yaml:"setup"`
+}
+
+// Default timeouts.
+const (
+	DefaultVMTimeout        = 24 * time.Hour
+	DefaultInventoryTimeout = 5 * time.Minute
+)
+
+// Retries control re-running a VM after a transient hypervisor error.
+type Retries struct {
+	Attempts   int           `yaml:"attempts"`    // total attempts (default 3)
+	Backoff    time.Duration `yaml:"backoff"`     // first wait (default 30s), doubled each time
+	MaxBackoff time.Duration `yaml:"max-backoff"` // cap (default 10m)
+}
+
+// WithDefaults fills unset retry settings.
+func (r Retries) WithDefaults() Retries {
+	if r.Attempts == 0 {
+		r.Attempts = 3
+	}
+	if r.Backoff == 0 {
+		r.Backoff = 30 * time.Second
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = 10 * time.Minute
+	}
+	return r
+}
+
+// ConnectionNames lists the policy's connections.
+func (p Policy) ConnectionNames() []string {
+	if p.Connection != "" {
+		return append([]string{p.Connection}, p.Connections...)
+	}
+	return p.Connections
+}
+
+// Load reads and validates the engine's sections of a configuration file.
+func Load(f *config.File) (*Config, error) {
+	c := &Config{}
+	for _, s := range []struct {
+		name string
+		v    any
+	}{
+		{"connections", &c.Connections}, {"repositories", &c.Repositories}, {"limits", &c.Limits},
+		{"resource-groups", &c.ResourceGroups}, {"policies", &c.Policies},
+	} {
+		if err := f.Decode(s.name, s.v); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Policy returns the policy with that name.
+func (c *Config) Policy(name string) (Policy, bool) {
+	for _, p := range c.Policies {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Policy{}, false
+}
+
+// Repository returns the repository with that name.
+func (c *Config) Repository(name string) (Repository, bool) {
+	for _, r := range c.Repositories {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Repository{}, false
+}

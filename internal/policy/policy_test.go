@@ -1,0 +1,209 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+)
+
+const sample = `
+connections:
+  - name: lab
+    kind: fake
+    options: {vms: 10}
+repositories:
+  - name: main
+    location: /srv/coffer
+    streams: 4
+limits:
+  tasks: 32
+  per-host: 4
+  rate: 200MiB/s
+  task-rate: 50M
+resource-groups:
+  - name: ctrl-a
+    datastores: [ssd-*]
+    limit: 4
+policies:
+  - name: nightly
+    connection: lab
+    repository: main
+    select: {names: ["web-*", db-01], tags: {env: prod}}
+    exclude: {names: ["web-test-*"], tags: {backup: "no"}}
+    mode: incremental
+    full-every: 7
+    full-on: [Sunday]
+    snapshot: quiesced
+    quiesce: required
+    schedule: "0 22 * * *"
+    retention: {keep-daily: 14, keep-weekly: 8}
+    timeouts: {vm: 4h, snapshot-create: 10m}
+    retries: {attempts: 5, backoff: 1m}
+`
+
+func load(t *testing.T, doc string) (*Config, error) {
+	t.Helper()
+	f, err := config.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Load(f)
+}
+
+func TestLoadSample(t *testing.T) {
+	c, err := load(t, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := c.Policy("nightly")
+	if !ok || p.FullEvery != 7 || p.Timeouts.VM != 4*time.Hour || p.Retries.Attempts != 5 || p.Retention.Daily != 14 {
+		t.Fatalf("policy = %+v", p)
+	}
+	if c.Limits.Rate != 200<<20 || c.Limits.TaskRate != 50<<20 || c.Limits.WithDefaults().PerDatastore != 8 {
+		t.Fatalf("limits = %+v", c.Limits)
+	}
+	var opts struct {
+		VMs int `yaml:"vms"`
+	}
+	if err := c.Connections[0].DecodeOptions(&opts); err != nil || opts.VMs != 10 {
+		t.Fatalf("options = %+v, %v", opts, err)
+	}
+	var wrong struct {
+		Hosts int `yaml:"hosts"`
+	}
+	if err := c.Connections[0].DecodeOptions(&wrong); err == nil || !strings.Contains(err.Error(), `unknown key "vms"`) {
+		t.Fatalf("unknown option accepted: %v", err)
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	for _, c := range []struct{ name, doc, want string }{
+		{"unknown key", "policies:\n  - name: a\n    connection: x\n    scheduel: '@daily'\n", `unknown key "scheduel" in policies[0] (did you mean "schedule"?)`},
+		{"bad cron", "connections: [{name: x, kind: fake}]\npolicies:\n  - name: a\n    connection: x\n    schedule: '61 * * * *'\n", `policy a: schedule "61 * * * *"`},
+		{"bad glob", "connections: [{name: x, kind: fake}]\npolicies:\n  - name: a\n    connection: x\n    select: {names: ['web-[']}\n", `policy a: select.names: bad pattern "web-["`},
+		{"unknown connection", "policies:\n  - name: a\n    connection: nope\n", `policy a: unknown connection "nope" (none is configured)`},
+		{"unknown repository", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, repository: r}\n", `unknown repository "r"`},
+		{"bad mode", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, mode: weekly}\n", `policy a: mode: "weekly" is not one of incremental, differential, full`},
+		{"bad weekday", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, full-on: [caturday]}\n", `"caturday" is not a weekday`},
+		{"required without quiesced", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, quiesce: required}\n", "quiesce: required only applies"},
+		{"duplicate", "connections: [{name: x, kind: fake}, {name: x, kind: fake}]\n", "connection x is defined twice"},
+		{"group limit", "resource-groups: [{name: g, datastores: [a]}]\n", "resource group g: limit must be at least 1"},
+		{"bad rate", "limits: {rate: fast}\n", `"fast" is not a byte rate`},
+		{"negative", "limits: {tasks: -1}\n", "limits.tasks must not be negative"},
+	} {
+		_, err := load(t, c.doc)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v\nwant %s", c.name, err, c.want)
+		}
+	}
+}
+
+func vm(name, host string, ds []string, tags map[string]string) hypervisor.VM {
+	return hypervisor.VM{VMRef: hypervisor.VMRef{ID: name, Name: name}, Host: host, Datastores: ds, Tags: tags}
+}
+
+func TestSelection(t *testing.T) {
+	prod := map[string]string{"env": "prod"}
+	vms := []hypervisor.VM{
+		vm("web-01", "h1", []string{"ssd-1"}, prod),
+		vm("web-test-01", "h1", []string{"ssd-1"}, prod),
+		vm("web-02", "h2", []string{"hdd-1"}, map[string]string{"env": "dev"}),
+		vm("db-01", "h2", []string{"hdd-1", "ssd-2"}, prod),
+		vm("db-02", "h2", []string{"hdd-1"}, map[string]string{"env": "prod", "backup": "no"}),
+		vm("mail", "h3", []string{"nfs"}, nil),
+	}
+	for _, c := range []struct {
+		name string
+		p    Policy
+		want string
+	}{
+		{"all", Policy{}, "web-01 web-test-01 web-02 db-01 db-02 mail"},
+		{"glob and exact", Policy{Select: Selector{Names: []string{"web-*", "mail"}}}, "web-01 web-test-01 web-02 mail"},
+		{"tag", Policy{Select: Selector{Tags: map[string]string{"env": "prod"}}}, "web-01 web-test-01 db-01 db-02"},
+		{"tag glob", Policy{Select: Selector{Tags: map[string]string{"env": "p*"}}}, "web-01 web-test-01 db-01 db-02"},
+		{"host", Policy{Select: Selector{Hosts: []string{"h2"}}}, "web-02 db-01 db-02"},
+		{"datastore any disk", Policy{Select: Selector{Datastores: []string{"ssd-*"}}}, "web-01 web-test-01 db-01"},
+		{"criteria combine with AND", Policy{Select: Selector{Names: []string{"web-*"}, Tags: map[string]string{"env": "prod"}}}, "web-01 web-test-01"},
+		{"exclusions with OR", Policy{Select: Selector{Tags: map[string]string{"env": "prod"}},
+			Exclude: Selector{Names: []string{"web-test-*"}, Tags: map[string]string{"backup": "no"}}}, "web-01 db-01"},
+		{"exclude datastore", Policy{Exclude: Selector{Datastores: []string{"hdd-*"}}}, "web-01 web-test-01 mail"},
+	} {
+		var got []string
+		for _, v := range c.p.SelectVMs(vms) {
+			got = append(got, v.Name)
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%s: selected %v, want %s", c.name, got, c.want)
+		}
+	}
+	cfg := &Config{ResourceGroups: []ResourceGroup{{Name: "ssd", Datastores: []string{"ssd-*"}, Limit: 2}, {Name: "h3", Hosts: []string{"h3"}, Limit: 1}}}
+	if g := cfg.Groups(vms[3]); len(g) != 1 || g[0] != "ssd" {
+		t.Errorf("groups of db-01 = %v", g)
+	}
+	if g := cfg.Groups(vms[5]); len(g) != 1 || g[0] != "h3" {
+		t.Errorf("groups of mail = %v", g)
+	}
+}
+
+func TestPeriodicFull(t *testing.T) {
+	day := func(d int) time.Time { return time.Date(2026, 11, d, 22, 0, 0, 0, time.UTC) } // Nov 1 2026 is a Sunday
+	hist := func(modes ...string) []Point {
+		var out []Point
+		for i, m := range modes {
+			out = append(out, Point{Time: day(2 + i), Mode: m})
+		}
+		return out
+	}
+	every7 := Policy{FullEvery: 7}
+	for _, c := range []struct {
+		name string
+		p    Policy
+		now  time.Time
+		h    []Point
+		want string
+	}{
+		{"first run", Policy{}, day(2), nil, "full"},
+		{"plain incremental", Policy{}, day(5), hist("full", "incremental"), "incremental"},
+		{"differential", Policy{Mode: "differential"}, day(5), hist("full", "differential"), "differential"},
+		{"mode full", Policy{Mode: "full"}, day(5), hist("full"), "full"},
+		{"every 7th: 5 since full", every7, day(10), hist("full", "incremental", "incremental", "incremental", "incremental", "incremental"), "incremental"},
+		{"every 7th: 6 since full", every7, day(10), hist("full", "incremental", "incremental", "incremental", "incremental", "incremental", "incremental"), "full"},
+		{"every 7th: restarts after a full", every7, day(12), hist("full", "incremental", "incremental", "incremental", "incremental", "incremental", "incremental", "full"), "incremental"},
+		{"every 1st", Policy{FullEvery: 1}, day(5), hist("full"), "full"},
+		{"sunday", Policy{FullOn: []string{"sun"}}, day(8), hist("full", "incremental"), "full"},
+		{"monday is not sunday", Policy{FullOn: []string{"sunday"}}, day(9), hist("full", "incremental"), "incremental"},
+		{"second sunday run", Policy{FullOn: []string{"Sunday"}}, day(8).Add(time.Hour), []Point{{day(2), "full"}, {day(8), "full"}}, "incremental"},
+	} {
+		got, why := c.p.ModeFor(c.now, c.h)
+		if got != c.want {
+			t.Errorf("%s: mode %s (%s), want %s", c.name, got, why, c.want)
+		}
+	}
+}
+
+func TestByteRate(t *testing.T) {
+	for in, want := range map[string]ByteRate{"200MiB/s": 200 << 20, "1.5GB/s": 1.5e9, "50M": 50 << 20, "1024": 1024, "10 KiB/s": 10 << 10} {
+		if got, err := ParseByteRate(in); err != nil || got != want {
+			t.Errorf("%s = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "fast", "-1M", "M"} {
+		if _, err := ParseByteRate(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func FuzzParseByteRate(f *testing.F) {
+	for _, s := range []string{"200MiB/s", "1.5GB/s", "1e3k", "NaN", "Inf"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if r, err := ParseByteRate(s); err == nil && r < 0 {
+			t.Fatalf("%q parsed to negative %d", s, r)
+		}
+	})
+}
