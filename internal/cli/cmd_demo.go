@@ -43,6 +43,9 @@ directory, removed afterwards unless --keep).`,
 					defer os.RemoveAll(d)
 				}
 			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
 			if diskImage {
 				return a.runDemo(cmd, dir)
 			}

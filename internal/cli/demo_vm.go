@@ -77,7 +77,8 @@ func (a *app) runVMDemo(ctx context.Context, dir string) error {
 	if err := sub("backup", "vm", sock); err != nil {
 		return err
 	}
-	if err := sub("snapshots"); err != nil {
+	step("both backup points, as recorded in the SQLite catalog %s", filepath.Join(dir, "catalog.db"))
+	if err := sub("catalog", "points"); err != nil {
 		return err
 	}
 	step("verifying every chunk of the repository")
