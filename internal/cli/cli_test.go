@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -16,7 +18,11 @@ import (
 // backup can be killed with SIGKILL like a real process.
 func TestMain(m *testing.M) {
 	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
-		os.Exit(Execute(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		// As cmd/coffer does: SIGTERM and Ctrl-C cancel the command.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
 )
 
 func (e *env) config(doc string) {

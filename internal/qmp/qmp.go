@@ -264,8 +264,8 @@ func (s *Subscription) Cancel() {
 	s.closed = true
 }
 
-// Wait returns the first event named name for which match (may be nil)
-// returns true.
+// Wait returns the first event named name ("" for any name) for which
+// match (may be nil) returns true.
 func (s *Subscription) Wait(ctx context.Context, name string, match func(json.RawMessage) bool) (Event, error) {
 	for {
 		select {
@@ -273,7 +273,7 @@ func (s *Subscription) Wait(ctx context.Context, name string, match func(json.Ra
 			if !ok {
 				return Event{}, fmt.Errorf("waiting for %s: %w", name, ErrClosed)
 			}
-			if ev.Name == name && (match == nil || match(ev.Data)) {
+			if (name == "" || ev.Name == name) && (match == nil || match(ev.Data)) {
 				return ev, nil
 			}
 		case <-ctx.Done():

@@ -1,8 +1,14 @@
 // Command workload is PID 1's payload in coffer's test and demo guests. It
 // writes self-verifying blocks (see guestvm.FillBlock) to the guest's disk:
 //
-//	coffer.mode=write   first boot: base dataset, then random writes forever
+//	coffer.mode=write   first boot: base dataset, then random writes forever;
+//	                    later boots (a restored or restarted VM) verify
+//	                    the disk first, like check
 //	coffer.mode=check   verify the disk (after a restore), then keep writing
+//
+// Every write is followed by a read of a random base block, verified: a VM
+// running from a backup (instant recovery) keeps reading from it.
+//
 //	coffer.mode=idle    do nothing
 //
 // Progress goes to the console as "COFFER ..." lines tests wait for.
@@ -48,14 +54,13 @@ func main() {
 	if _, err := f.ReadAt(buf, 0); err != nil {
 		fail("read header: %v", err)
 	}
-	if args["coffer.mode"] == "check" {
+	if b, ok := guestvm.HeaderBase(buf); ok || args["coffer.mode"] == "check" {
 		rep, err := guestvm.CheckDisk(f, size)
 		if err != nil {
 			fail("CHECK %v", err)
 		}
-		fmt.Printf("COFFER CHECK OK base=%d written=%d maxseq=%d\n", rep.Base, rep.Written, rep.MaxSeq)
-	} else if b, ok := guestvm.HeaderBase(buf); ok {
 		base = b
+		fmt.Printf("COFFER CHECK OK base=%d written=%d maxseq=%d\n", rep.Base, rep.Written, rep.MaxSeq)
 	} else {
 		for i := uint64(1); i <= base; i++ {
 			guestvm.FillBlock(buf, i, 0)
@@ -78,6 +83,14 @@ func main() {
 		guestvm.FillBlock(buf, idx, seq)
 		if _, err := f.WriteAt(buf, int64(idx)*guestvm.BlockSize); err != nil {
 			fmt.Printf("COFFER WRITE-ERROR %v\n", err)
+		}
+		if base > 0 {
+			idx := 1 + rand.Uint64N(base)
+			if _, err := f.ReadAt(buf, int64(idx)*guestvm.BlockSize); err != nil {
+				fmt.Printf("COFFER READ-ERROR %v\n", err)
+			} else if seq, ok := guestvm.CheckBlock(buf, idx); !ok || seq != 0 {
+				fmt.Printf("COFFER READ-MISMATCH block %d\n", idx)
+			}
 		}
 		if n%16 == 0 {
 			fmt.Printf("COFFER WROTE %d\n", n)

@@ -1,0 +1,69 @@
+package instant
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/coffer-backup/coffer/internal/nbd"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/restore"
+)
+
+// CacheChunks bounds the chunk cache of each served disk (1 MiB chunks by
+// default); a booting guest rereads the same blocks often.
+const CacheChunks = 256
+
+// diskExport adapts a backup point's disk to the NBD server.
+type diskExport struct{ *restore.DiskReader }
+
+func (e diskExport) Allocated() []nbd.Extent {
+	var out []nbd.Extent
+	for _, x := range e.DiskReader.Allocated() {
+		out = append(out, nbd.Extent{Offset: x.Offset, Length: x.Length})
+	}
+	return out
+}
+
+// Exports opens every disk of s for serving, keyed by disk key; the
+// default export "" is the first disk.
+func Exports(ctx context.Context, r *repo.Repository, s *repo.Snapshot) (map[string]nbd.Export, []string, error) {
+	exports := map[string]nbd.Export{}
+	var names []string
+	for _, d := range s.Disks {
+		dr, err := restore.OpenDisk(ctx, r, d, CacheChunks)
+		if err != nil {
+			return nil, nil, fmt.Errorf("disk %s: %w", d.Key, err)
+		}
+		exports[d.Key] = diskExport{dr}
+		names = append(names, d.Key)
+	}
+	if len(names) > 0 {
+		exports[""] = exports[names[0]]
+	}
+	return exports, names, nil
+}
+
+// Listen opens the server's socket ("unix", path or "tcp", host:port),
+// replacing a stale unix socket left by a dead server.
+func Listen(network, addr string) (net.Listener, error) {
+	if network == "unix" {
+		os.Remove(addr)
+	}
+	return net.Listen(network, addr)
+}
+
+// Serve runs the read-only NBD server for exports on l until ctx ends.
+func Serve(ctx context.Context, l net.Listener, exports map[string]nbd.Export, names []string, log *slog.Logger) error {
+	srv := &nbd.Server{
+		Lookup: func(n string) (nbd.Export, bool) { e, ok := exports[n]; return e, ok },
+		List:   func() []string { return names },
+		Log:    log,
+	}
+	if err := srv.Serve(ctx, l); err != nil {
+		return fmt.Errorf("nbd server: %w", err)
+	}
+	return nil
+}
