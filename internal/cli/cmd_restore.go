@@ -11,6 +11,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/restore/qcow2"
 )
 
 type restoreOptions struct {
@@ -18,6 +19,7 @@ type restoreOptions struct {
 	to        string
 	overwrite bool
 	resume    bool
+	format    string
 }
 
 func (a *app) cmdRestore() *cobra.Command {
@@ -44,7 +46,9 @@ EXAMPLES
 	f.StringVar(&o.to, "to", "", "target file, block device or directory (required)")
 	f.BoolVar(&o.overwrite, "overwrite", false, "replace an existing target file")
 	f.BoolVar(&o.resume, "resume", false, "continue an interrupted restore")
+	f.StringVar(&o.format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
 	_ = cmd.MarkFlagRequired("to")
+	cmd.AddCommand(a.cmdRestoreVM())
 	return cmd
 }
 
@@ -86,6 +90,9 @@ func (a *app) runRestore(cmd *cobra.Command, ref string, o restoreOptions) error
 	if err != nil {
 		return err
 	}
+	if o.format != "raw" && o.format != "qcow2" {
+		return usagef("--format must be raw or qcow2, not %q", o.format)
+	}
 	disks, err := pickDisks(s, o.disk)
 	if err != nil {
 		return err
@@ -105,7 +112,13 @@ func (a *app) runRestore(cmd *cobra.Command, ref string, o restoreOptions) error
 		prog := &restore.Progress{}
 		bar := a.startProgress("restore "+d.Name, prog.BytesTotal.Load, prog.BytesDone.Load, func() string { return "" })
 		start := time.Now()
-		st, err := restore.ToFile(ctx, r, s, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: o.overwrite, Resume: o.resume})
+		var st restore.Stats
+		var err error
+		if o.format == "qcow2" {
+			err = qcow2.Write(ctx, r, d, targets[i], a.log)
+		} else {
+			st, err = restore.ToFile(ctx, r, s, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: o.overwrite, Resume: o.resume})
+		}
 		bar.finish()
 		if err != nil {
 			return fmt.Errorf("disk %s: %w", d.Name, err)

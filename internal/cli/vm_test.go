@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/guestvm"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -167,5 +169,54 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRestoreAsNewVM restores a running guest's backup as a second VM
+// next to the original: qcow2 disks, the recorded machine with a new
+// name, UUID and monitor; its guest verifies the disk and keeps writing.
+func TestRestoreAsNewVM(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	vm := bootWriters(t, ctx, e.dir, 1)[0]
+	e.must("init")
+	e.must("backup", "vm", vm.QMPPath)
+
+	target := filepath.Join(e.dir, "restored-vm")
+	var res restoreVMResult
+	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--to", target, "--start", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = qemu.Quit(context.Background(), res.QMP) })
+	if !res.Started || res.VM != "web-0-restored" || len(res.Disks) != 1 || !strings.HasSuffix(res.Disks[0], ".qcow2") {
+		t.Fatalf("restore vm: %+v", res)
+	}
+	pos := waitFile(ctx, t, res.Console, 0, "COFFER CHECK OK base=64")
+	waitFile(ctx, t, res.Console, pos, "COFFER WROTE")
+	cl, err := qmp.Dial(ctx, res.QMP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uuid struct {
+		UUID string `json:"UUID"`
+	}
+	if err := cl.Execute(ctx, "query-uuid", nil, &uuid); err != nil || uuid.UUID != res.UUID || uuid.UUID == "6b1d3c0e-8f53-4b8e-9a51-0d1c2b3a4f50" {
+		t.Fatalf("restored VM's UUID %q (recorded %q): %v", uuid.UUID, res.UUID, err)
+	}
+	cl.Close()
+	// The original kept running on its own disk.
+	if _, _, err := vm.WaitConsoleFrom(ctx, vm.Mark(), "COFFER WROTE"); err != nil {
+		t.Fatal(err)
+	}
+	// Restoring again into the same directory never overwrites.
+	if code, _, _ := e.run("restore", "vm", "latest", "--to", target); code == 0 {
+		t.Fatal("a second restore into the same directory succeeded")
+	}
+	// A disk restored as qcow2 holds the same bytes as one restored raw.
+	e.must("restore", "latest", "--to", filepath.Join(e.dir, "d.raw"))
+	e.must("restore", "latest", "--format", "qcow2", "--to", filepath.Join(e.dir, "d.qcow2"))
+	if out, err := exec.Command("qemu-img", "compare", "-f", "raw", "-F", "qcow2", filepath.Join(e.dir, "d.raw"), filepath.Join(e.dir, "d.qcow2")).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img compare: %v %s", err, out)
 	}
 }

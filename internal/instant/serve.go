@@ -27,6 +27,9 @@ func (e diskExport) Allocated() []nbd.Extent {
 	return out
 }
 
+// NewExport serves one restored disk over NBD.
+func NewExport(dr *restore.DiskReader) nbd.Export { return diskExport{dr} }
+
 // Exports opens every disk of s for serving, keyed by disk key; the
 // default export "" is the first disk.
 func Exports(ctx context.Context, r *repo.Repository, s *repo.Snapshot) (map[string]nbd.Export, []string, error) {

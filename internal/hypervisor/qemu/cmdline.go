@@ -205,7 +205,10 @@ func rewriteChardev(val, dir string) string {
 // key/value pairs; a leading bare word ("socket") has an empty key.
 type opts []optKV
 
-type optKV struct{ k, v string }
+type optKV struct {
+	k, v string
+	bare bool // a value without key=, like "socket" in "socket,id=m"
+}
 
 func parseOpts(s string) opts {
 	var out opts
@@ -214,9 +217,9 @@ func parseOpts(s string) opts {
 		f := cur.String()
 		cur.Reset()
 		if k, v, ok := strings.Cut(f, "="); ok {
-			out = append(out, optKV{k, v})
+			out = append(out, optKV{k: k, v: v})
 		} else {
-			out = append(out, optKV{"", f})
+			out = append(out, optKV{v: f, bare: true})
 		}
 	}
 	for i := 0; i < len(s); i++ {
@@ -239,17 +242,17 @@ func (o opts) String() string {
 	parts := make([]string, len(o))
 	for i, kv := range o {
 		v := strings.ReplaceAll(kv.v, ",", ",,")
-		if kv.k == "" {
+		if kv.bare {
 			parts[i] = v
 		} else {
-			parts[i] = kv.k + "=" + v
+			parts[i] = strings.ReplaceAll(kv.k, ",", ",,") + "=" + v
 		}
 	}
 	return strings.Join(parts, ",")
 }
 
 func (o opts) first() string {
-	if len(o) > 0 && o[0].k == "" {
+	if len(o) > 0 && o[0].bare {
 		return o[0].v
 	}
 	return o.get("backend")
@@ -280,7 +283,7 @@ func (o *opts) set(k, v string) {
 			return
 		}
 	}
-	*o = append(*o, optKV{k, v})
+	*o = append(*o, optKV{k: k, v: v})
 }
 
 func (o *opts) del(k string) {
@@ -297,7 +300,7 @@ func (o *opts) keepOnly(keys ...string) {
 	out := (*o)[:0]
 	for _, kv := range *o {
 		for _, k := range keys {
-			if kv.k == k || kv.k == "" {
+			if kv.k == k || kv.bare {
 				out = append(out, kv)
 				break
 			}
