@@ -69,7 +69,9 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.t.SnapshotRemove)
-			s.Close(cctx, false)
+			if _, cerr := s.Close(cctx, false); cerr != nil {
+				c.log.Warn("undoing a failed snapshot", "vm", ref.Name, "err", cerr)
+			}
 			cancel()
 		}
 	}()
@@ -151,6 +153,8 @@ func (s *session) planDisk(d blockDisk, tag string) journalDisk {
 		default:
 			old = name
 		}
+	} else if len(s.req.Since) > 0 {
+		jd.Warning = "no change tracking for this disk yet (added since the last backup); reading the whole disk"
 	}
 	if jd.Warning != "" {
 		s.warnings = append(s.warnings, d.ID+": "+jd.Warning)

@@ -221,7 +221,7 @@ func isNotFound(err error) bool {
 	if !errors.As(err, &e) {
 		return false
 	}
-	for _, sub := range []string{"not found", "Cannot find", "No such", "does not exist"} {
+	for _, sub := range []string{"not found", "Cannot find", "Failed to find", "No such", "does not exist"} {
 		if strings.Contains(e.Desc, sub) {
 			return true
 		}
