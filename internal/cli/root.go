@@ -140,7 +140,7 @@ func (a *app) commands() []*cobra.Command {
 		a.cmdInit(), a.cmdBackup(), a.cmdSnapshots(), a.cmdRestore(), a.cmdKey(),
 		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(),
 		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
-		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(),
+		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(), a.cmdServer(),
 	}
 }
 
