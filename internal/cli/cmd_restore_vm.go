@@ -20,7 +20,7 @@ import (
 
 type restoreVMOptions struct {
 	to, name, format string
-	start            bool
+	start, coldBoot  bool
 }
 
 type restoreVMResult struct {
@@ -31,6 +31,8 @@ type restoreVMResult struct {
 	Disks    []string `json:"disks"`
 	Launch   string   `json:"launch_script"`
 	Started  bool     `json:"started"`
+	Memory   string   `json:"memory_state,omitempty"`
+	Resumed  bool     `json:"resumed_from_memory"`
 	PID      int      `json:"pid,omitempty"`
 	QMP      string   `json:"qmp_socket"`
 	Console  string   `json:"console"`
@@ -47,7 +49,11 @@ devices and kernel; new name (default NAME-restored), new UUID, new MAC
 addresses (so it can share a network with the original), its own monitor
 socket and console log in DIR. DIR/launch.sh starts it; --start starts it
 now (daemonized). The original VM and its files are never touched, and
-existing files in DIR are never overwritten.`,
+existing files in DIR are never overwritten.
+
+A point taken with --snapshot-mode with-memory also holds the VM's RAM and
+device state: --start then resumes the guest where it was at the backup
+instant instead of booting it (--cold-boot boots it instead).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runRestoreVM(cmd.Context(), args[0], o) },
 	}
@@ -56,6 +62,7 @@ existing files in DIR are never overwritten.`,
 	f.StringVar(&o.name, "name", "", "the new VM's name (default: the original's name + \"-restored\")")
 	f.StringVar(&o.format, "format", "qcow2", "disk format: raw (sparse) or qcow2")
 	f.BoolVar(&o.start, "start", false, "start the new VM")
+	f.BoolVar(&o.coldBoot, "cold-boot", false, "boot the VM even when the point holds its memory state")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
 }
@@ -95,6 +102,13 @@ func (a *app) runRestoreVM(ctx context.Context, ref string, o restoreVMOptions) 
 	spec := qemu.LaunchSpec{Dir: dir, Name: name, UUID: newUUID(), Disks: map[string]qemu.LaunchDisk{}, NewMAC: newMAC}
 	res := restoreVMResult{Snapshot: s.ID.String(), VM: name, UUID: spec.UUID, Dir: dir, QMP: spec.QMPPath(), Console: spec.ConsolePath()}
 	for _, d := range s.Disks {
+		if d.Kind == hypervisor.KindMemory {
+			res.Memory = filepath.Join(dir, "memory.vmstate")
+			if _, err := restore.ToFile(ctx, r, s, d, res.Memory, restore.FileOptions{}); err != nil {
+				return fmt.Errorf("memory state: %w", err)
+			}
+			continue
+		}
 		path := filepath.Join(dir, d.Key+"."+o.format)
 		if err := a.restoreDiskAs(ctx, r, s, d, path, o.format); err != nil {
 			return fmt.Errorf("disk %s: %w", d.Key, err)
@@ -102,12 +116,21 @@ func (a *app) runRestoreVM(ctx context.Context, ref string, o restoreVMOptions) 
 		spec.Disks[d.Key] = qemu.LaunchDisk{Path: path, Format: o.format}
 		res.Disks = append(res.Disks, path)
 	}
+	spec.Incoming = o.start && res.Memory != "" && !o.coldBoot
 	rl, err := qemu.RelaunchArgs(cfg.Native, spec)
 	if err != nil {
 		return err
 	}
 	res.Launch = filepath.Join(dir, "launch.sh")
-	if err := writeLaunchScript(res.Launch, rl.Args); err != nil {
+	script := rl
+	if spec.Incoming { // the script boots; resuming from memory is this command's job
+		cold := spec
+		cold.Incoming = false
+		if script, err = qemu.RelaunchArgs(cfg.Native, cold); err != nil {
+			return err
+		}
+	}
+	if err := writeLaunchScript(res.Launch, script.Args); err != nil {
 		return err
 	}
 	if o.start {
@@ -115,13 +138,23 @@ func (a *app) runRestoreVM(ctx context.Context, ref string, o restoreVMOptions) 
 			return err
 		}
 		res.Started = true
+		if spec.Incoming {
+			if err := qemu.LoadMemory(ctx, spec.QMPPath(), res.Memory); err != nil {
+				return err
+			}
+			res.Resumed = true
+		}
 	}
 	if a.jsonOut {
 		return a.printJSON(res)
 	}
 	a.printf("restored VM %s (from %s, snapshot %s) into %s: %d disk(s)\n", name, cfg.Name, s.ID.Short(), dir, len(res.Disks))
 	if res.Started {
-		a.printf("started: pid %d, monitor %s, console %s\n", res.PID, res.QMP, res.Console)
+		how := "booted"
+		if res.Resumed {
+			how = "resumed from its memory state"
+		}
+		a.printf("started (%s): pid %d, monitor %s, console %s\n", how, res.PID, res.QMP, res.Console)
 	} else {
 		a.printf("start it with %s\n", res.Launch)
 	}

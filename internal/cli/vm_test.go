@@ -220,3 +220,39 @@ func TestRestoreAsNewVM(t *testing.T) {
 		t.Fatalf("qemu-img compare: %v %s", err, out)
 	}
 }
+
+// TestWithMemoryBackupResumes backs up a running guest with its memory
+// state and restores it as a new VM that resumes where the guest was (it
+// keeps writing without booting again) on the disks of the same instant.
+func TestWithMemoryBackupResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
+	vm := bootWriters(t, ctx, e.dir, 1)[0]
+	e.must("init")
+	e.must("backup", "vm", vm.QMPPath, "--snapshot-mode", "with-memory")
+	// The original keeps running after the save.
+	if _, _, err := vm.WaitConsoleFrom(ctx, vm.Mark(), "COFFER WROTE"); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(e.dir, "state", "qemu", "fleece")); len(left) != 0 {
+		t.Fatalf("staged files left: %v", left)
+	}
+	var res restoreVMResult
+	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--to", filepath.Join(e.dir, "r"), "--start", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = qemu.Quit(context.Background(), res.QMP) })
+	if !res.Resumed || res.Memory == "" {
+		t.Fatalf("restore vm: %+v", res)
+	}
+	pos := waitFile(ctx, t, res.Console, 0, "COFFER WROTE")
+	waitFile(ctx, t, res.Console, pos, "COFFER WROTE")
+	console, _ := os.ReadFile(res.Console)
+	for _, bad := range []string{"COFFER READY", "COFFER CHECK", "FAIL", "ERROR", "MISMATCH"} {
+		if strings.Contains(string(console), bad) {
+			t.Fatalf("the restored guest printed %q (it should have resumed, not booted):\n%s", bad, console)
+		}
+	}
+}

@@ -30,6 +30,9 @@ type LaunchSpec struct {
 	// (rerror/werror=stop) instead of passing them to the guest: an
 	// instant-recovery VM whose NBD server went away waits for it.
 	StopOnError bool
+	// Incoming starts the VM waiting for its saved memory state (see
+	// LoadMemory) instead of booting.
+	Incoming bool
 	// NewMAC gives every NIC a new locally administered MAC so a restored
 	// copy can share a network with the original.
 	NewMAC func() string
@@ -167,6 +170,9 @@ func RelaunchArgs(native []byte, spec LaunchSpec) (*Relaunch, error) {
 		"-chardev", "socket,id=coffer-relaunch-mon,path="+spec.QMPPath()+",server=on,wait=off",
 		"-mon", "chardev=coffer-relaunch-mon,mode=control",
 		"-pidfile", spec.PIDPath(), "-daemonize")
+	if spec.Incoming {
+		out = append(out, "-incoming", "defer")
+	}
 	if !serial {
 		out = append(out, "-serial", "file:"+spec.ConsolePath())
 	}

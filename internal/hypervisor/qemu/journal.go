@@ -17,17 +17,19 @@ type journal struct {
 }
 
 type journalState struct {
-	Socket    string         `json:"socket"`
-	VMID      string         `json:"vm_id"`
-	VMName    string         `json:"vm_name"`
-	SessionID string         `json:"session"`
-	Created   time.Time      `json:"created"`
-	PID       int            `json:"coffer_pid"`
-	Stopped   bool           `json:"stopped,omitempty"`    // coffer stopped the VM
-	Frozen    bool           `json:"frozen,omitempty"`     // guest filesystems may be frozen
-	NBDServer string         `json:"nbd_server,omitempty"` // socket of the NBD server coffer started
-	Disks     []journalDisk  `json:"disks"`
-	Extra     map[string]any `json:"extra,omitempty"`
+	Socket    string        `json:"socket"`
+	VMID      string        `json:"vm_id"`
+	VMName    string        `json:"vm_name"`
+	SessionID string        `json:"session"`
+	Created   time.Time     `json:"created"`
+	PID       int           `json:"coffer_pid"`
+	Stopped   bool          `json:"stopped,omitempty"`    // coffer stopped the VM
+	Frozen    bool          `json:"frozen,omitempty"`     // guest filesystems may be frozen
+	NBDServer string        `json:"nbd_server,omitempty"` // socket of the NBD server coffer started
+	Disks     []journalDisk `json:"disks"`
+	// MemoryFile is the RAM and device state saved in WithMemory mode.
+	MemoryFile string         `json:"memory_file,omitempty"`
+	Extra      map[string]any `json:"extra,omitempty"`
 }
 
 type journalDisk struct {

@@ -226,3 +226,27 @@ func TestFailedBackupKeepsTrackingState(t *testing.T) {
 		t.Fatalf("after a failed backup: %s %v", inc.Mode, inc.Warnings)
 	}
 }
+
+// A with-memory point holds a memory stream next to the disks, and change
+// tracking survives the memory save (which inactivates the block nodes):
+// the next incremental is exact.
+func TestWithMemoryKeepsChangeTracking(t *testing.T) {
+	l := startLab(t, "")
+	s, err := l.backup("full", hypervisor.WithMemory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{}
+	for _, d := range s.Disks {
+		kinds[d.Key] = d.Kind
+	}
+	if kinds["memory"] != hypervisor.KindMemory || kinds["vda"] != hypervisor.KindDisk || len(s.Disks) != 3 {
+		t.Fatalf("with-memory point streams: %v", kinds)
+	}
+	l.checkWorkload(l.restoreDisk(s, "vda"))
+	l.assertClean()
+	inc := l.pausedIncremental()
+	if inc.Mode != "incremental" || len(inc.Warnings) != 0 {
+		t.Fatalf("after a with-memory backup: %s %v", inc.Mode, inc.Warnings)
+	}
+}

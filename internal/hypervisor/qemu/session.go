@@ -54,9 +54,6 @@ func parseToken(tok string) (name string, size int64, ok bool) {
 
 // Snapshot implements hypervisor.Connector.
 func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hypervisor.SnapshotRequest) (_ hypervisor.Session, err error) {
-	if req.Mode == hypervisor.WithMemory {
-		return nil, fmt.Errorf("%w: with-memory snapshots of QEMU VMs are not implemented yet; use crash-consistent, quiesced or suspend", hypervisor.ErrUnsupported)
-	}
 	sock, err := c.lookup(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -95,8 +92,10 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.t.SnapshotCreate)
 	defer cancel()
-	if err := s.prepareFleecing(sctx); err != nil {
-		return nil, err
+	if !s.memoryFirst() { // else inside the stopped window, see freezeAndSwitch
+		if err := s.prepareFleecing(sctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.freezeAndSwitch(sctx); err != nil {
 		return nil, err
@@ -239,19 +238,49 @@ func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
 			s.j.save()
 		}()
 	}
-	if s.req.Mode != hypervisor.AsIs {
-		for i := range s.j.Disks {
-			d := &s.j.Disks[i]
-			d.Switched = true
-			if err := s.j.save(); err != nil {
-				return err
-			}
-			if err := s.cl.Execute(ctx, "qom-set", map[string]any{"path": d.QdevPath, "property": "drive", "value": d.CBWNode}, nil); err != nil {
-				return fmt.Errorf("switch %s to its snapshot filter: %w", d.ID, err)
-			}
+	if s.memoryFirst() {
+		// Saving memory inactivates the block nodes, which QEMU 7.2 refuses
+		// while a copy-before-write filter exists: bitmaps are handed over
+		// and memory saved first, then the fleecing is built and switched
+		// to, all in the same stopped window.
+		if err := s.handOverBitmaps(ctx); err != nil {
+			return err
 		}
+		if err := s.saveMemory(ctx); err != nil {
+			return err
+		}
+		if err := s.prepareFleecing(ctx); err != nil {
+			return err
+		}
+		return s.switchDisks(ctx)
+	}
+	if err := s.switchDisks(ctx); err != nil {
+		return err
 	}
 	return s.handOverBitmaps(ctx)
+}
+
+// memoryFirst reports whether this session saves the VM's memory.
+func (s *session) memoryFirst() bool {
+	return s.req.Mode == hypervisor.WithMemory && s.info.Status == "running"
+}
+
+// switchDisks points every disk's device at its copy-before-write filter.
+func (s *session) switchDisks(ctx context.Context) error {
+	if s.req.Mode == hypervisor.AsIs {
+		return nil
+	}
+	for i := range s.j.Disks {
+		d := &s.j.Disks[i]
+		d.Switched = true
+		if err := s.j.save(); err != nil {
+			return err
+		}
+		if err := s.cl.Execute(ctx, "qom-set", map[string]any{"path": d.QdevPath, "property": "drive", "value": d.CBWNode}, nil); err != nil {
+			return fmt.Errorf("switch %s to its snapshot filter: %w", d.ID, err)
+		}
+	}
+	return nil
 }
 
 func (s *session) handOverBitmaps(ctx context.Context) error {

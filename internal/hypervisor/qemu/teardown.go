@@ -39,6 +39,9 @@ func (s *session) Disks() []hypervisor.DiskSnapshot {
 			ChangeWarning: d.Warning, NewToken: d.Token,
 		})
 	}
+	if m, ok := s.memorySnapshot(); ok {
+		out = append(out, m)
+	}
 	return out
 }
 
@@ -51,6 +54,9 @@ func (s *session) Release(ctx context.Context) error { return nil }
 
 // OpenDisk implements hypervisor.Session.
 func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
+	if key == memoryKey && s.j.MemoryFile != "" {
+		return openMemory(s.j.MemoryFile)
+	}
 	for _, d := range s.j.Disks {
 		if d.ID == key {
 			return openReader(ctx, s.nbdSock, d, s.c.cfg.Connections)
@@ -109,6 +115,7 @@ func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool) err
 			ga.Close()
 		}
 	}
+	dropMemory(ctx, cl, j)
 	if j.Stopped {
 		try("resume VM", cl.Execute(ctx, "cont", nil, nil))
 		j.Stopped = false
