@@ -18,6 +18,8 @@ import (
 type diskfsFS struct {
 	fs  filesystem.FileSystem
 	fat bool
+	// ext4 reads ext4 file contents (see ext4Extents); nil for FAT.
+	ext4 *ext4Extents
 }
 
 func openDiskfs(v Volume) (FS, error) {
@@ -28,7 +30,11 @@ func openDiskfs(v Volume) (FS, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &diskfsFS{fs: f}, nil
+		x, err := newExt4Extents(v.r, v.Size)
+		if err != nil {
+			return nil, err
+		}
+		return &diskfsFS{fs: f, ext4: x}, nil
 	case TypeFAT:
 		f, err := fat32.Read(st, v.Size, 0, 512)
 		if err != nil {
@@ -48,6 +54,7 @@ func (d *diskfsFS) entry(p string, fi fs.FileInfo) Entry {
 		e.UID, e.GID = int(st.UID), int(st.GID)
 		e.ATime, e.CTime = st.AccessTime, st.ChangeTime
 		e.Link = st.LinkTarget
+		e.Ino = st.Ino
 	}
 	if d.fat {
 		// FAT stores no permissions or owners.
@@ -114,6 +121,12 @@ func (d *diskfsFS) Open(p string) (io.ReadCloser, error) {
 	if e.Size == 0 {
 		// go-diskfs cannot open empty FAT files (no start cluster).
 		return io.NopCloser(strings.NewReader("")), nil
+	}
+	if d.ext4 != nil && e.Ino != 0 {
+		r, err := d.ext4.open(e.Ino)
+		if !errors.Is(err, errNoExtentTree) {
+			return r, err
+		}
 	}
 	f, err := d.fs.Open(fsPath(p))
 	if err != nil {

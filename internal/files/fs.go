@@ -32,6 +32,7 @@ type Entry struct {
 	ATime time.Time   `json:"atime,omitzero"`
 	CTime time.Time   `json:"ctime,omitzero"`
 	Link  string      `json:"link,omitempty"` // symlink target
+	Ino   uint32      `json:"inode,omitempty"`
 }
 
 // IsDir reports a directory.

@@ -77,13 +77,18 @@ func main() {
 	fmt.Printf("COFFER READY base=%d blocks=%d\n", base, nblocks)
 	ms, _ := strconv.Atoi(args["coffer.interval"])
 	seq := uint64(time.Now().UnixNano()) // distinct from earlier boots' sequences
+	var latSum, latMax time.Duration
 	for n := 1; ; n++ {
 		seq++
 		idx := base + 1 + rand.Uint64N(nblocks-base-1)
 		guestvm.FillBlock(buf, idx, seq)
+		began := time.Now()
 		if _, err := f.WriteAt(buf, int64(idx)*guestvm.BlockSize); err != nil {
 			fmt.Printf("COFFER WRITE-ERROR %v\n", err)
 		}
+		lat := time.Since(began)
+		latSum += lat
+		latMax = max(latMax, lat)
 		if base > 0 {
 			idx := 1 + rand.Uint64N(base)
 			if _, err := f.ReadAt(buf, int64(idx)*guestvm.BlockSize); err != nil {
@@ -93,7 +98,9 @@ func main() {
 			}
 		}
 		if n%16 == 0 {
-			fmt.Printf("COFFER WROTE %d\n", n)
+			// Write latency of the last 16 writes: what a backup costs the guest.
+			fmt.Printf("COFFER WROTE %d lat_avg_us=%d lat_max_us=%d\n", n, (latSum / 16).Microseconds(), latMax.Microseconds())
+			latSum, latMax = 0, 0
 		}
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
