@@ -60,7 +60,8 @@ type RateLimiter interface {
 
 // Options tune the pipeline.
 type Options struct {
-	Workers  int         // default GOMAXPROCS
+	Workers  int         // hashing/compressing goroutines; default GOMAXPROCS
+	Readers  int         // concurrent source reads, overlapping the workers; default Workers
 	Limiter  RateLimiter // nil = unthrottled
 	Progress *Progress   // counters updated while running; may be nil
 }
@@ -95,6 +96,13 @@ type work struct {
 	length int
 }
 
+// span is a work item whose bytes a reader has fetched.
+type span struct {
+	work
+	data []byte
+	read int // bytes actually read (allocated ranges)
+}
+
 // backupDisk runs the pipeline for one disk.
 func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o Options) (*diskResult, error) {
 	cfg := w.Repository().Config()
@@ -111,27 +119,68 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	readers := o.Readers
+	if readers <= 0 {
+		readers = workers
+	}
+	// Readers fetch spans while workers hash, compress and store others:
+	// a source with latency (NBD from a hypervisor, a disk not in cache)
+	// is read at the same time as the CPU works. Buffers circulate through
+	// pool, so memory is (readers + workers) chunks, whatever the disk size.
 	jobs := make(chan work, workers*2)
+	filled := make(chan span, workers)
+	pool := make(chan []byte, readers+workers)
+	for range readers + workers {
+		pool <- make([]byte, cs)
+	}
 	var (
 		errOnce  sync.Once
 		firstErr error
-		wg       sync.WaitGroup
+		wg, rwg  sync.WaitGroup
 		mu       sync.Mutex
 	)
 	setErr := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
 	}
+	for range readers {
+		rwg.Add(1)
+		go func() {
+			defer rwg.Done()
+			rd := &spanReader{d: d, o: o, alloc: newCursor(d.Allocated, d.Size)}
+			for j := range jobs {
+				var buf []byte
+				select {
+				case buf = <-pool:
+				case <-ctx.Done():
+					return
+				}
+				n, err := rd.readSpan(ctx, buf[:j.length], j.off)
+				if err != nil {
+					setErr(err)
+					return
+				}
+				select {
+				case filled <- span{work: j, data: buf[:j.length], read: n}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() { rwg.Wait(); close(filled) }()
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk, err := newWorker(w, st, cs, d, prev, o)
+			wk, err := newWorker(w, st, d, prev, o)
 			if err != nil {
 				setErr(err)
 				return
 			}
-			for j := range jobs {
-				if err := wk.process(ctx, j, res); err != nil {
+			for sp := range filled {
+				err := wk.process(ctx, sp, res)
+				pool <- sp.data[:cap(sp.data)]
+				if err != nil {
 					setErr(err)
 					return
 				}
@@ -174,6 +223,7 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
+	rwg.Wait() // readers use d.Reader, which the caller closes after return
 	res.bytesZero += zero
 	if firstErr != nil {
 		return nil, firstErr
@@ -197,11 +247,9 @@ type worker struct {
 	d      Disk
 	prev   []id.ID
 	o      Options
-	buf    []byte
 	out    []byte
 	enc    *chunk.Encoder
 	hasher interface{ Sum([]byte) id.ID }
-	alloc  *cursor
 	deps   []*repo.Pending
 	read   int64
 	zero   int64
@@ -210,22 +258,17 @@ type worker struct {
 	chunks int
 }
 
-func newWorker(w *repo.Writer, st *repo.Stream, cs int, d Disk, prev []id.ID, o Options) (*worker, error) {
+func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options) (*worker, error) {
 	r := w.Repository()
 	enc, err := chunk.NewEncoder(r.Key(), r.Config().Level())
 	if err != nil {
 		return nil, err
 	}
-	return &worker{w: w, st: st, d: d, prev: prev, o: o, buf: make([]byte, cs), enc: enc,
-		hasher: r.Key().NewHasher(), alloc: newCursor(d.Allocated, d.Size)}, nil
+	return &worker{w: w, st: st, d: d, prev: prev, o: o, enc: enc, hasher: r.Key().NewHasher()}, nil
 }
 
-func (k *worker) process(ctx context.Context, j work, res *diskResult) error {
-	data := k.buf[:j.length]
-	read, err := k.readSpan(ctx, data, j.off)
-	if err != nil {
-		return err
-	}
+func (k *worker) process(ctx context.Context, j span, res *diskResult) error {
+	data, read := j.data, j.read
 	k.read += int64(read)
 	if bytes.Equal(data, zeroChunk[:len(data)]) {
 		k.zero += int64(len(data))
@@ -262,9 +305,16 @@ func (k *worker) process(ctx context.Context, j work, res *diskResult) error {
 	return nil
 }
 
+// spanReader is one reader goroutine's state.
+type spanReader struct {
+	d     Disk
+	o     Options
+	alloc *cursor
+}
+
 // readSpan fills data with the span at off, reading only allocated ranges
 // and zero-filling the rest. It returns the number of bytes read.
-func (k *worker) readSpan(ctx context.Context, data []byte, off int64) (int, error) {
+func (k *spanReader) readSpan(ctx context.Context, data []byte, off int64) (int, error) {
 	read := 0
 	end := off + int64(len(data))
 	pos := off

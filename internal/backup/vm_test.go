@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
@@ -125,14 +126,14 @@ type memReader struct {
 	data    []byte
 	changed map[int64]bool
 	fail    bool
-	read    int64
+	read    atomic.Int64 // ReadAt is called concurrently
 }
 
 func (r *memReader) ReadAt(p []byte, off int64) (int, error) {
 	if r.fail {
 		return 0, errors.New("injected read failure")
 	}
-	r.read += int64(len(p))
+	r.read.Add(int64(len(p)))
 	return copy(p, r.data[off:]), nil
 }
 func (r *memReader) Size() int64 { return int64(len(r.data)) }
