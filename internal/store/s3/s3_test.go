@@ -1,0 +1,45 @@
+package s3_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/store"
+	s3store "github.com/coffer-backup/coffer/internal/store/s3"
+	"github.com/coffer-backup/coffer/internal/store/storetest"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// open opens a store on a fresh bucket of srv. A 5 MiB part size (S3's
+// minimum) makes the suite's 40 MiB object a real multipart upload.
+func open(t *testing.T, srv *testutil.S3Server, objectLock bool, prefix string) *s3store.Store {
+	t.Helper()
+	s, err := s3store.Open(context.Background(), s3store.Config{
+		Bucket: srv.Bucket(t, objectLock), Prefix: prefix, Endpoint: srv.Endpoint, PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, PartSize: 5 << 20, LockMode: "governance",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	srv := testutil.StartS3(t)
+	for _, tc := range []struct {
+		name   string
+		lock   bool
+		prefix string
+	}{{"plain", false, ""}, {"objectlock", true, "site-a/repo"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store {
+				s := open(t, srv, tc.lock, tc.prefix)
+				p := s.Properties()
+				if !p.ConditionalWrites || !p.Remote || p.Retention != tc.lock {
+					t.Fatalf("properties %+v: conditional writes, remote and retention=%v expected", p, tc.lock)
+				}
+				return s
+			})
+		})
+	}
+}
