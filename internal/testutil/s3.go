@@ -146,4 +146,3 @@ func (srv *S3Server) Env() map[string]string {
 		"COFFER_S3_PATH_STYLE":  "true",
 	}
 }
-

@@ -66,7 +66,8 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrInvalidRange, err)
 	case isLockRefusal(err):
 		return fmt.Errorf("%w: %w", store.ErrRetained, err)
-	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "ExpiredToken" || code == "InvalidToken":
+	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "ExpiredToken" || code == "InvalidToken" ||
+		code == "XAdminUserNotFound":
 		return fmt.Errorf("%w: S3 credentials rejected: %w", store.ErrPermission, err)
 	case code == "AccessDenied" || status == http.StatusForbidden:
 		return fmt.Errorf("%w: %w", store.ErrPermission, err)

@@ -49,6 +49,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/coffer-backup/coffer/internal/store"
 )
@@ -199,6 +200,9 @@ func newClient(ctx context.Context, cfg Config) (*s3.Client, error) {
 	}
 	opts := []func(*awsconfig.LoadOptions) error{
 		awsconfig.WithHTTPClient(hc),
+		// The SDK logs (at debug and warn) that ranged responses carry no
+		// checksum to validate; coffer authenticates every object itself.
+		awsconfig.WithLogger(logging.Nop{}),
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = cfg.MaxAttempts
@@ -286,7 +290,8 @@ func (s *Store) openError(err error) error {
 	switch errorCode(err) {
 	case "NoSuchBucket":
 		return fmt.Errorf("%w: bucket %q does not exist at %s (create it first, with Object Lock if backups must be immutable)", store.ErrNotFound, s.cfg.Bucket, s.endpoint())
-	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId":
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidClientTokenId",
+		"XAdminUserNotFound": // versitygw's name for an unknown access key
 		return fmt.Errorf("%w: the S3 credentials were rejected by %s (%s): check the access key and secret", store.ErrPermission, s.endpoint(), errorCode(err))
 	case "AccessDenied", "Forbidden", "AllAccessDisabled":
 		return fmt.Errorf("%w: the S3 credentials may not list %s: %v", store.ErrPermission, loc, err)

@@ -3,6 +3,7 @@ package s3_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/store"
 	s3store "github.com/coffer-backup/coffer/internal/store/s3"
@@ -42,4 +43,30 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestConformanceUnderFaults runs the suite through a proxy that throttles,
+// resets connections before and after the server acted, cuts response
+// bodies and delays requests: retries, resumed reads and the write-token
+// check must hide all of it.
+func TestConformanceUnderFaults(t *testing.T) {
+	srv := testutil.StartS3(t)
+	proxy := testutil.StartFaultProxy(t, srv.Endpoint, 42)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		proxy.SetFaults(testutil.Faults{})
+		s, err := s3store.Open(context.Background(), s3store.Config{
+			Bucket: srv.Bucket(t, true), Endpoint: proxy.URL, PathStyle: true,
+			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, PartSize: 5 << 20,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.SetFaults(testutil.Faults{SlowDown: 0.05, ResetBefore: 0.03, ResetAfter: 0.03, CutBody: 0.03,
+			Delay: 0.05, DelayFor: 50 * time.Millisecond})
+		return s
+	})
+	if proxy.Injected.Load() == 0 {
+		t.Fatal("no fault was injected")
+	}
+	t.Logf("%d faults injected in %d requests", proxy.Injected.Load(), proxy.Count())
 }

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/coffer-backup/coffer/internal/store"
+	s3store "github.com/coffer-backup/coffer/internal/store/s3"
+)
+
+// openS3Store opens an s3://bucket/prefix location with the s3.* settings
+// (flag > environment > file > default). Credentials not given in
+// s3.access-key-id / s3.secret-access-key come from the AWS chain
+// (AWS_ACCESS_KEY_ID..., AWS_PROFILE, ~/.aws/credentials, roles).
+func openS3Store(ctx context.Context, a *app, location string) (store.Store, error) {
+	bucket, prefix, err := s3store.ParseLocation(location)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	pathStyle, err := a.res.Bool("s3.path-style")
+	if err != nil {
+		return nil, usageError{err}
+	}
+	conns, err := a.res.Int("s3.connections")
+	if err != nil {
+		return nil, usageError{err}
+	}
+	part, err := parseSize(a.res.String("s3.part-size"))
+	if err != nil {
+		return nil, usagef("s3.part-size: %v", err)
+	}
+	cfg := s3store.Config{
+		Bucket: bucket, Prefix: prefix,
+		Endpoint: a.res.String("s3.endpoint"), Region: a.res.String("s3.region"), PathStyle: pathStyle,
+		AccessKeyID: a.res.String("s3.access-key-id"), SecretAccessKey: a.res.String("s3.secret-access-key"),
+		CAFile: a.res.Path("s3.ca-file"), Connections: conns, PartSize: part,
+		LockMode: a.res.String("s3.lock-mode"), Logger: a.log,
+	}
+	if cfg.AccessKeyID != "" && cfg.SecretAccessKey == "" {
+		return nil, usagef("s3.access-key-id is set but s3.secret-access-key is not")
+	}
+	return s3store.Open(ctx, cfg)
+}
