@@ -44,6 +44,7 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 	if until.IsZero() || !ok || !w.r.st.Properties().Retention {
 		return nil
 	}
+	need := until.UTC()
 	packs := map[pack.ID]bool{}
 	seen := map[id.ID]bool{}
 	for _, x := range ids {
@@ -55,7 +56,20 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 		p := w.pending[x]
 		w.mu.Unlock()
 		if p != nil && p.pack != nil {
-			packs[p.pack.id] = true // written by this session: locked at creation
+			if !p.pack.stream.retain.Before(need) {
+				continue // written by this session: locked at creation
+			}
+			// Written by a stream with a shorter lock: its commit may still
+			// be in flight, and a pack can only be extended once it exists.
+			select {
+			case <-p.pack.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if p.pack.err != nil {
+				return p.pack.err
+			}
+			packs[p.pack.id] = true
 			continue
 		}
 		loc, found, err := w.r.Index().Lookup(ctx, x)
@@ -67,7 +81,6 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 		}
 		packs[loc.Pack] = true
 	}
-	need := until.UTC()
 	for pid := range packs {
 		if w.ledger.known(pid, need) {
 			continue

@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// newS3Env is newEnv with the repository in a fresh bucket of srv, reached
+// through endpoint (the server, or a fault proxy in front of it).
+func newS3Env(t *testing.T, srv *testutil.S3Server, objectLock bool, endpoint string) (*env, string) {
+	e := newEnv(t)
+	bucket := srv.Bucket(t, objectLock)
+	e.repo = "s3://" + bucket + "/repo"
+	e.vars["COFFER_REPO"] = e.repo
+	for k, v := range srv.Env() {
+		e.vars[k] = v
+	}
+	e.vars["COFFER_S3_ENDPOINT"] = endpoint
+	return e, bucket
+}
+
+// countObjects counts the keys of a bucket under prefix.
+func countObjects(t *testing.T, srv *testutil.S3Server, bucket, prefix string) int {
+	n := 0
+	p := s3.NewListObjectsV2Paginator(srv.Client(), &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Contents)
+	}
+	return n
+}
+
+type gcResult struct {
+	PacksDeleted int `json:"packs_deleted"`
+	Retained     int `json:"objects_retained"`
+}
+
+// TestS3RepositoryLifecycle runs the repository's whole life through the
+// CLI on an s3:// repository: init, backups, listing, restore, verify,
+// forget, gc, stats and leases, and reports the requests it took.
+func TestS3RepositoryLifecycle(t *testing.T) {
+	srv := testutil.StartS3(t)
+	proxy := testutil.StartFaultProxy(t, srv.Endpoint, 1) // no faults: counts requests
+	e, bucket := newS3Env(t, srv, false, proxy.URL)
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 64<<20, 24)
+	before := proxy.Count()
+	e.must("backup", "disk", img, "--name", "vm")
+	backupReqs := proxy.Count() - before
+	for i := range 2 {
+		changeMiB(t, img, int64(i)*4<<20)
+		e.must("backup", "disk", img, "--name", "vm")
+	}
+	if n := len(snapshotsJSON(t, e)); n != 3 {
+		t.Fatalf("%d snapshots, want 3", n)
+	}
+	before = proxy.Count()
+	out := filepath.Join(e.dir, "restored.img")
+	e.must("restore", "latest", "--to", out)
+	restoreReqs := proxy.Count() - before
+	if !sameFile(t, out, img) {
+		t.Fatal("restore from S3 differs")
+	}
+	e.must("verify", "--read-data")
+	e.must("stats", "--json")
+	packs := countObjects(t, srv, bucket, "repo/data/")
+	e.must("forget", "--keep-last", "1")
+	var rep gcResult
+	if err := json.Unmarshal([]byte(e.must("gc", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	after := countObjects(t, srv, bucket, "repo/data/")
+	if rep.PacksDeleted == 0 || after >= packs {
+		t.Fatalf("gc deleted %d packs: %d -> %d objects", rep.PacksDeleted, packs, after)
+	}
+	e.must("verify", "--read-data")
+	out2 := filepath.Join(e.dir, "restored2.img")
+	e.must("restore", "latest", "--to", out2)
+	if !sameFile(t, out2, img) {
+		t.Fatal("restore after gc differs")
+	}
+	if l := strings.TrimSpace(e.must("locks", "--json")); l != "[]" && l != "null" {
+		t.Fatalf("leases left behind: %s", l)
+	}
+	const gib = float64(1 << 30)
+	t.Logf("S3 requests: backup of 24 MiB of data %d (%.0f per GiB), restore %d (%.0f per GiB)",
+		backupReqs, float64(backupReqs)/(24<<20)*gib, restoreReqs, float64(restoreReqs)/(24<<20)*gib)
+}
+
+// TestS3UnderFaults backs up, restores, forgets and collects garbage while
+// a proxy throttles, resets connections (before and after the server
+// acted), cuts responses and delays requests. Nothing may fail, and the
+// repository must verify clean and restore exactly.
+func TestS3UnderFaults(t *testing.T) {
+	srv := testutil.StartS3(t)
+	proxy := testutil.StartFaultProxy(t, srv.Endpoint, 7)
+	e, _ := newS3Env(t, srv, false, proxy.URL)
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 48<<20, 12)
+	proxy.SetFaults(testutil.Faults{SlowDown: 0.04, ResetBefore: 0.02, ResetAfter: 0.02, CutBody: 0.02,
+		Delay: 0.05, DelayFor: 30 * time.Millisecond})
+	for i := range 3 {
+		changeMiB(t, img, int64(i)*2<<20)
+		e.must("backup", "disk", img, "--name", "vm")
+	}
+	out := filepath.Join(e.dir, "restored.img")
+	e.must("restore", "latest", "--to", out)
+	if !sameFile(t, out, img) {
+		t.Fatal("restore under faults differs")
+	}
+	e.must("forget", "--keep-last", "2")
+	e.must("gc")
+	e.must("verify", "--read-data")
+	proxy.SetFaults(testutil.Faults{})
+	e.must("verify", "--read-data")
+	if proxy.Injected.Load() < 10 {
+		t.Fatalf("only %d faults injected", proxy.Injected.Load())
+	}
+	t.Logf("%d faults injected in %d requests", proxy.Injected.Load(), proxy.Count())
+}
+
+// TestS3ImmutableBackups: with Object Lock, every object an immutable
+// backup needs is locked at the server, forget and gc leave them alone
+// (and still collect what is not locked), and the server refuses to delete
+// them even with coffer's own credentials.
+func TestS3ImmutableBackups(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, bucket := newS3Env(t, srv, true, srv.Endpoint)
+	e.vars["COFFER_S3_LOCK_MODE"] = "governance"
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 32<<20, 8)
+	e.must("backup", "disk", img, "--name", "vm", "--immutable-for", "2h")
+	locked := snapshotsJSON(t, e)[0]
+	// The same MiB changes twice: the middle backup's version of it is
+	// unique, unlocked, and garbage once that backup is forgotten.
+	for range 2 {
+		changeMiB(t, img, 2<<20)
+		e.must("backup", "disk", img, "--name", "vm")
+	}
+	ctx := context.Background()
+	cli := srv.Client()
+	minUntil := time.Now().Add(2 * time.Hour).Add(-time.Minute)
+	var lockedKeys []string
+	for _, prefix := range []string{"repo/snapshots/" + locked.ID, "repo/maps/", "repo/data/"} {
+		p := s3.NewListObjectsV2Paginator(cli, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range page.Contents {
+				ret, err := cli.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: &bucket, Key: o.Key})
+				if err == nil && aws.ToTime(ret.Retention.RetainUntilDate).After(minUntil) {
+					lockedKeys = append(lockedKeys, aws.ToString(o.Key))
+				}
+			}
+		}
+	}
+	if len(lockedKeys) < 3 || !containsPrefix(lockedKeys, "repo/snapshots/") || !containsPrefix(lockedKeys, "repo/data/") {
+		t.Fatalf("locked objects: %v", lockedKeys)
+	}
+	e.must("forget", "--keep-last", "1")
+	if ids := snapshotIDs(snapshotsJSON(t, e)); !strings.Contains(ids, locked.ID) || len(strings.Fields(ids)) != 2 {
+		t.Fatalf("after forget: %s (the locked %s must stay)", ids, locked.Short)
+	}
+	var rep gcResult
+	if err := json.Unmarshal([]byte(e.must("gc", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.PacksDeleted == 0 {
+		t.Fatal("gc deleted nothing on the Object Lock bucket")
+	}
+	e.must("verify", "--read-data")
+	out := filepath.Join(e.dir, "locked.img")
+	e.must("restore", locked.ID, "--to", out)
+	// coffer's own credentials cannot delete a locked version.
+	for _, k := range lockedKeys {
+		head, err := cli.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: aws.String(k)})
+		if err != nil {
+			t.Fatalf("%s vanished: %v", k, err)
+		}
+		if _, err := cli.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: aws.String(k), VersionId: head.VersionId}); err == nil {
+			t.Fatalf("the server deleted locked %s", k)
+		}
+	}
+	t.Logf("%d objects locked, gc deleted %d packs and kept %d retained objects", len(lockedKeys), rep.PacksDeleted, rep.Retained)
+}
+
+func containsPrefix(keys []string, p string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func snapshotIDs(v []snapshotView) string {
+	var ids []string
+	for _, s := range v {
+		ids = append(ids, s.ID)
+	}
+	return strings.Join(ids, " ")
+}
+
+// TestS3Copy copies backup points local -> S3 -> another S3 bucket -> local,
+// re-encrypting between different keys, and restores from each.
+func TestS3Copy(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e := newEnv(t)
+	for k, v := range srv.Env() {
+		e.vars[k] = v
+	}
+	e.must("init")
+	img := e.image("vm.img", 32<<20, 8)
+	e.must("backup", "disk", img, "--name", "vm")
+	s3a := "s3://" + srv.Bucket(t, false) + "/offsite"
+	s3b := "s3://" + srv.Bucket(t, true) + "/second"
+	local2 := filepath.Join(e.dir, "back-home")
+	e.vars["COFFER_TO_PASSWORD"] = "another password"
+	for _, target := range []string{s3a, s3b, local2} {
+		saved := e.vars["COFFER_REPO"]
+		e.vars["COFFER_REPO"], e.vars["COFFER_PASSWORD"] = target, "another password"
+		e.must("init")
+		e.vars["COFFER_REPO"], e.vars["COFFER_PASSWORD"] = saved, "correct horse"
+	}
+	if r := e.copyTo(t, s3a); len(r.Copied) != 1 || !r.ReEncrypted {
+		t.Fatalf("local -> s3: %+v", r)
+	}
+	changeMiB(t, img, 0)
+	e.must("backup", "disk", img, "--name", "vm")
+	if r := e.copyTo(t, s3a); len(r.Copied) != 1 || r.ChunksRead != 1 {
+		t.Fatalf("incremental local -> s3: %+v", r)
+	}
+	e.vars["COFFER_PASSWORD"] = "another password"
+	restoreAndCompare(t, e, s3a, img)
+	// From S3 onwards: the source is now s3a, whose password is the same
+	// as the targets'.
+	e.vars["COFFER_REPO"] = s3a
+	if r := e.copyTo(t, s3b); len(r.Copied) != 2 {
+		t.Fatalf("s3 -> s3: %+v", r)
+	}
+	if r := e.copyTo(t, local2); len(r.Copied) != 2 {
+		t.Fatalf("s3 -> local: %+v", r)
+	}
+	restoreAndCompare(t, e, s3b, img)
+	restoreAndCompare(t, e, local2, img)
+}
