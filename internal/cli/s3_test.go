@@ -258,3 +258,20 @@ func TestS3Copy(t *testing.T) {
 	restoreAndCompare(t, e, s3b, img)
 	restoreAndCompare(t, e, local2, img)
 }
+
+// TestS3WithoutConditionalWrites: on a server without conditional writes
+// (forced here), init says so and the repository works on the fallback.
+func TestS3WithoutConditionalWrites(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, _ := newS3Env(t, srv, false, srv.Endpoint)
+	e.vars["COFFER_S3_CONDITIONAL_WRITES"] = "off"
+	if out := e.must("init"); !strings.Contains(out, "does not enforce conditional writes") {
+		t.Fatalf("init did not warn: %s", out)
+	}
+	img := e.image("vm.img", 16<<20, 4)
+	e.must("backup", "disk", img)
+	e.must("gc")
+	e.must("verify", "--read-data")
+	e.vars["COFFER_S3_CONDITIONAL_WRITES"] = "sometimes"
+	e.expect(ExitUsage, "snapshots")
+}

@@ -28,12 +28,21 @@ func openS3Store(ctx context.Context, a *app, location string) (store.Store, err
 	if err != nil {
 		return nil, usagef("s3.part-size: %v", err)
 	}
+	cond := a.res.String("s3.conditional-writes")
+	if cond != "auto" && cond != "off" {
+		return nil, usagef("s3.conditional-writes: %q is neither auto nor off", cond)
+	}
+	switch mode := a.res.String("s3.lock-mode"); mode {
+	case "compliance", "governance":
+	default:
+		return nil, usagef("s3.lock-mode: %q is neither compliance nor governance", mode)
+	}
 	cfg := s3store.Config{
 		Bucket: bucket, Prefix: prefix,
 		Endpoint: a.res.String("s3.endpoint"), Region: a.res.String("s3.region"), PathStyle: pathStyle,
 		AccessKeyID: a.res.String("s3.access-key-id"), SecretAccessKey: a.res.String("s3.secret-access-key"),
 		CAFile: a.res.Path("s3.ca-file"), Connections: conns, PartSize: part,
-		LockMode: a.res.String("s3.lock-mode"), Logger: a.log,
+		LockMode: a.res.String("s3.lock-mode"), NoConditionalWrites: cond == "off", Logger: a.log,
 	}
 	if cfg.AccessKeyID != "" && cfg.SecretAccessKey == "" {
 		return nil, usagef("s3.access-key-id is set but s3.secret-access-key is not")

@@ -54,6 +54,7 @@ var Keys = []Key{
 	{Name: "s3.ca-file", Flag: "s3-ca-file", Env: "COFFER_S3_CA_FILE", Usage: "PEM file of CAs trusted for the S3 endpoint"},
 	{Name: "s3.connections", Flag: "s3-connections", Env: "COFFER_S3_CONNECTIONS", Default: "8", Usage: "parallel S3 requests"},
 	{Name: "s3.part-size", Flag: "s3-part-size", Env: "COFFER_S3_PART_SIZE", Default: "16MiB", Usage: "S3 multipart part size (objects up to it are one PUT; memory per upload is about 3 parts)"},
+	{Name: "s3.conditional-writes", Flag: "s3-conditional-writes", Env: "COFFER_S3_CONDITIONAL_WRITES", Default: "auto", Usage: "auto: probe the server for If-None-Match/If-Match; off: use the check-write-verify fallback"},
 	{Name: "s3.lock-mode", Flag: "s3-lock-mode", Env: "COFFER_S3_LOCK_MODE", Default: "compliance", Usage: "Object Lock mode of immutable backups: compliance (nobody can shorten it) or governance"},
 }
 

@@ -84,6 +84,11 @@ type Config struct {
 	PartSize    int64 // multipart part size; objects up to it are one PUT
 	MaxAttempts int   // attempts per request, including the first
 
+	// NoConditionalWrites skips the probe and uses the fallback protocol
+	// (see cond.go), for servers that accept the headers but are known not
+	// to enforce them atomically.
+	NoConditionalWrites bool
+
 	// LockMode is the Object Lock mode of retained objects: "COMPLIANCE"
 	// (default: nobody can shorten or remove it) or "GOVERNANCE" (users
 	// with s3:BypassGovernanceRetention can).
@@ -279,6 +284,9 @@ func (s *Store) detect(ctx context.Context) error {
 		// which costs a request but never leaves old versions behind.
 		s.versioned = true
 	}
+	if s.cfg.NoConditionalWrites {
+		return nil
+	}
 	s.cond, err = s.probeConditional(ctx)
 	return err
 }
@@ -308,36 +316,6 @@ func (s *Store) endpoint() string {
 		return s.cfg.Endpoint
 	}
 	return "AWS S3"
-}
-
-// probeConditional finds out whether the server enforces If-None-Match. It
-// writes a hidden marker object with the condition: a 412 proves support,
-// and so does a first success followed by a 412. The marker is left in
-// place (deleting it would need delete permission, which an append-only
-// credential lacks, and would add versions on a versioned bucket).
-func (s *Store) probeConditional(ctx context.Context) (bool, error) {
-	put := func() error {
-		_, err := s.cli.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: &s.cfg.Bucket, Key: aws.String(s.prefix + probeName), Body: strings.NewReader("coffer"),
-			IfNoneMatch: aws.String("*"), ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c,
-		})
-		return err
-	}
-	for range 2 {
-		err := put()
-		switch {
-		case err == nil:
-			continue
-		case isPrecondition(err):
-			return true, nil
-		case errorCode(err) == "NotImplemented" || httpStatus(err) == http.StatusNotImplemented:
-			return false, nil
-		default:
-			return false, fmt.Errorf("s3: probe conditional writes: %w", translate(err))
-		}
-	}
-	s.log.Warn("the S3 server ignores If-None-Match: leases fall back to write-then-verify", "endpoint", s.endpoint())
-	return false, nil
 }
 
 // Properties implements store.Store.

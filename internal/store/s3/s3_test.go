@@ -2,6 +2,7 @@ package s3_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -69,4 +70,39 @@ func TestConformanceUnderFaults(t *testing.T) {
 		t.Fatal("no fault was injected")
 	}
 	t.Logf("%d faults injected in %d requests", proxy.Injected.Load(), proxy.Count())
+}
+
+// TestConditionFallback: with the server's conditions switched off (as on
+// servers that ignore If-None-Match), the emulation still refuses a create
+// over an existing object and a stale compare-and-swap.
+func TestConditionFallback(t *testing.T) {
+	srv := testutil.StartS3(t)
+	ctx := context.Background()
+	s, err := s3store.Open(ctx, s3store.Config{Bucket: srv.Bucket(t, false), Endpoint: srv.Endpoint, PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, NoConditionalWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Properties().ConditionalWrites {
+		t.Fatal("conditional writes reported although switched off")
+	}
+	if _, err := store.Put(ctx, s, "locks/maintenance", []byte("a"), store.PutOptions{IfNotExists: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(ctx, s, "locks/maintenance", []byte("b"), store.PutOptions{IfNotExists: true}); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	v1, err := s.Stat(ctx, "locks/maintenance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(ctx, s, "locks/maintenance", []byte("c"), store.PutOptions{IfMatch: v1.Version}); err != nil {
+		t.Fatalf("matching swap: %v", err)
+	}
+	if _, err := store.Put(ctx, s, "locks/maintenance", []byte("d"), store.PutOptions{IfMatch: v1.Version}); !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Fatalf("stale swap: %v, want ErrPreconditionFailed", err)
+	}
+	if b, _ := store.Get(ctx, s, "locks/maintenance", 0, -1); string(b) != "c" {
+		t.Fatalf("content %q, want c", b)
+	}
 }

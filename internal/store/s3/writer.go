@@ -191,6 +191,11 @@ func (w *writer) Commit() (store.ObjectInfo, error) {
 	if err := w.ctx.Err(); err != nil {
 		return fail(err)
 	}
+	if w.emulated() {
+		if err := w.checkBefore(); err != nil {
+			return fail(err)
+		}
+	}
 	var etag *string
 	var err error
 	if w.uploadID == "" {
@@ -206,6 +211,12 @@ func (w *writer) Commit() (store.ObjectInfo, error) {
 			err = nil
 		} else {
 			return fail(w.conditionError(err))
+		}
+	}
+	if w.emulated() {
+		if err := w.checkAfter(); err != nil {
+			w.done = true
+			return store.ObjectInfo{}, err
 		}
 	}
 	w.done = true
