@@ -275,3 +275,29 @@ func TestS3WithoutConditionalWrites(t *testing.T) {
 	e.vars["COFFER_S3_CONDITIONAL_WRITES"] = "sometimes"
 	e.expect(ExitUsage, "snapshots")
 }
+
+// TestS3AppendOnlyCredentials: a credential that may write but not delete
+// is enough to initialise, back up (immutably), list, restore and verify;
+// forgetting needs more and says so with the access exit code.
+func TestS3AppendOnlyCredentials(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, bucket := newS3Env(t, srv, true, srv.Endpoint)
+	e.vars["AWS_ACCESS_KEY_ID"], e.vars["AWS_SECRET_ACCESS_KEY"] = srv.AppendOnlyUser(t, bucket)
+	e.must("init")
+	img := e.image("vm.img", 16<<20, 4)
+	e.must("backup", "disk", img, "--immutable-for", "1h")
+	for i := range 2 {
+		changeMiB(t, img, int64(i)<<20)
+		e.must("backup", "disk", img)
+	}
+	out := filepath.Join(e.dir, "r.img")
+	e.must("restore", "latest", "--to", out)
+	if !sameFile(t, out, img) {
+		t.Fatal("restore differs")
+	}
+	e.must("verify", "--read-data")
+	if msg := e.expect(ExitAccess, "forget", "--keep-last", "1"); !strings.Contains(msg, "permission denied") {
+		t.Fatalf("unclear message: %s", msg)
+	}
+	e.must("verify")
+}

@@ -27,6 +27,7 @@ type S3Server struct {
 	AccessKey string
 	SecretKey string
 	Dir       string // the server's bucket root
+	bin       string
 }
 
 // StartS3 starts versitygw (installed by scripts/ci/install-s3.sh into
@@ -39,20 +40,20 @@ func StartS3(t testing.TB) *S3Server {
 	// Absolute, separate directories: versitygw refuses a versioning
 	// directory inside its root and needs xattrs (tmpfs and ext4 have them).
 	dir := t.TempDir()
-	root, ver := filepath.Join(dir, "root"), filepath.Join(dir, "versions")
-	for _, d := range []string{root, ver} {
+	root, ver, iam := filepath.Join(dir, "root"), filepath.Join(dir, "versions"), filepath.Join(dir, "iam")
+	for _, d := range []string{root, ver, iam} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srv := &S3Server{AccessKey: "coffer-test-" + randHex(4), SecretKey: randHex(16), Dir: root}
+	srv := &S3Server{bin: bin, AccessKey: "coffer-test-" + randHex(4), SecretKey: randHex(16), Dir: root}
 	var lastErr error
 	for range 5 { // the free port may be taken between probe and bind
 		port, err := freePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lastErr = srv.start(t, bin, port, root, ver); lastErr == nil {
+		if lastErr = srv.start(t, bin, port, root, ver, iam); lastErr == nil {
 			return srv
 		}
 	}
@@ -66,11 +67,11 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (srv *S3Server) start(t testing.TB, bin string, port int, root, ver string) error {
+func (srv *S3Server) start(t testing.TB, bin string, port int, root, ver, iam string) error {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	var log bytes.Buffer
 	cmd := exec.Command(bin, "--access", srv.AccessKey, "--secret", srv.SecretKey, "--port", addr,
-		"--health", "/health", "--quiet", "posix", "--versioning-dir", ver, root)
+		"--health", "/health", "--quiet", "--iam-dir", iam, "posix", "--versioning-dir", ver, root)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -145,4 +146,25 @@ func (srv *S3Server) Env() map[string]string {
 		"COFFER_S3_ENDPOINT":    srv.Endpoint,
 		"COFFER_S3_PATH_STYLE":  "true",
 	}
+}
+
+// AppendOnlyUser creates a user that may read, list and write bucket
+// (including setting retention) but not delete, and returns its keys.
+func (srv *S3Server) AppendOnlyUser(t testing.TB, bucket string) (access, secret string) {
+	t.Helper()
+	access, secret = "append-"+randHex(4), randHex(16)
+	out, err := exec.Command(srv.bin, "admin", "--access", srv.AccessKey, "--secret", srv.SecretKey,
+		"--endpoint-url", srv.Endpoint, "create-user", "--access", access, "--secret", secret, "--role", "user").CombinedOutput()
+	if err != nil {
+		t.Fatalf("create user: %v\n%s", err, out)
+	}
+	policy := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":[%q]},
+"Action":["s3:GetObject","s3:PutObject","s3:ListBucket","s3:GetBucketObjectLockConfiguration","s3:GetBucketVersioning",
+"s3:PutObjectRetention","s3:GetObjectRetention","s3:AbortMultipartUpload","s3:ListBucketMultipartUploads","s3:ListMultipartUploadParts"],
+"Resource":["arn:aws:s3:::%s","arn:aws:s3:::%s/*"]}]}`, access, bucket, bucket)
+	_, err = srv.Client().PutBucketPolicy(context.Background(), &s3.PutBucketPolicyInput{Bucket: &bucket, Policy: &policy})
+	if err != nil {
+		t.Fatalf("bucket policy: %v", err)
+	}
+	return access, secret
 }
