@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ func newS3Env(t *testing.T, srv *testutil.S3Server, objectLock bool, endpoint st
 		e.vars[k] = v
 	}
 	e.vars["COFFER_S3_ENDPOINT"] = endpoint
+	e.vars["COFFER_CACHE_DIR"] = filepath.Join(e.dir, "cache")
 	return e, bucket
 }
 
@@ -91,10 +93,27 @@ func TestS3RepositoryLifecycle(t *testing.T) {
 	if !sameFile(t, out2, img) {
 		t.Fatal("restore after gc differs")
 	}
+	// The second listing reads index segments and manifests from the
+	// metadata cache.
+	gets := func() int64 {
+		before := proxy.Count("GET")
+		snapshotsJSON(t, e)
+		return proxy.Count("GET") - before
+	}
+	e.vars["COFFER_CACHE_MAX_SIZE"] = "0"
+	cold := gets()
+	delete(e.vars, "COFFER_CACHE_MAX_SIZE")
+	os.Unsetenv("COFFER_CACHE_MAX_SIZE")
+	gets()
+	warm := gets()
+	if warm >= cold {
+		t.Fatalf("listing took %d GETs, then %d with the cache", cold, warm)
+	}
 	if l := strings.TrimSpace(e.must("locks", "--json")); l != "[]" && l != "null" {
 		t.Fatalf("leases left behind: %s", l)
 	}
 	const gib = float64(1 << 30)
+	t.Logf("listing backups: %d GET requests without the metadata cache, %d with it", cold, warm)
 	t.Logf("S3 requests: backup of 24 MiB of data %d (%.0f per GiB), restore %d (%.0f per GiB)",
 		backupReqs, float64(backupReqs)/(24<<20)*gib, restoreReqs, float64(restoreReqs)/(24<<20)*gib)
 }

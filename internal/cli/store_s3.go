@@ -2,8 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
 
 	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/store/cache"
 	s3store "github.com/coffer-backup/coffer/internal/store/s3"
 )
 
@@ -47,5 +51,33 @@ func openS3Store(ctx context.Context, a *app, location string) (store.Store, err
 	if cfg.AccessKeyID != "" && cfg.SecretAccessKey == "" {
 		return nil, usagef("s3.access-key-id is set but s3.secret-access-key is not")
 	}
-	return s3store.Open(ctx, cfg)
+	st, err := s3store.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return a.withMetadataCache(st, location)
+}
+
+// withMetadataCache puts the bounded local metadata cache in front of a
+// remote store, one directory per location under cache-dir.
+func (a *app) withMetadataCache(st store.Store, location string) (store.Store, error) {
+	maxSize, err := parseSize(a.res.String("cache-max-size"))
+	if err != nil {
+		return nil, usagef("cache-max-size: %v", err)
+	}
+	minFree, err := parseSize(a.res.String("cache-min-free"))
+	if err != nil {
+		return nil, usagef("cache-min-free: %v", err)
+	}
+	if maxSize == 0 {
+		return st, nil
+	}
+	h := sha256.Sum256([]byte(location))
+	dir := filepath.Join(a.res.Path("cache-dir"), "repos", hex.EncodeToString(h[:8]))
+	c, err := cache.New(st, dir, cache.Options{MaxBytes: maxSize, MinFree: minFree})
+	if err != nil {
+		a.log.Warn("metadata cache unavailable; reading metadata from the repository", "dir", dir, "err", err)
+		return st, nil
+	}
+	return c, nil
 }

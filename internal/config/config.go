@@ -43,6 +43,8 @@ var Keys = []Key{
 	{Name: "copy-target-password", Env: "COFFER_TO_PASSWORD", Secret: true, Usage: "password of that other repository"},
 	{Name: "catalog", Flag: "catalog", Env: "COFFER_CATALOG", Usage: "catalog: a SQLite file or a postgres://... DSN (default: catalog.db in state-dir if set, else $XDG_STATE_HOME/coffer/ or ~/.local/state/coffer/; /var/lib/coffer/ for root)"},
 	{Name: "cache-dir", Flag: "cache-dir", Env: "COFFER_CACHE_DIR", Default: "~/.cache/coffer", Usage: "local cache directory (repository metadata, guest images)"},
+	{Name: "cache-max-size", Flag: "cache-max-size", Env: "COFFER_CACHE_MAX_SIZE", Default: "2GiB", Usage: "bound of the metadata cache of each remote repository (0 disables it)"},
+	{Name: "cache-min-free", Flag: "cache-min-free", Env: "COFFER_CACHE_MIN_FREE", Default: "1GiB", Usage: "free space the metadata cache always leaves on its filesystem"},
 	{Name: "log-level", Flag: "log-level", Env: "COFFER_LOG_LEVEL", Default: "warn", Usage: "log level: debug, info, warn, error"},
 	{Name: "log-format", Flag: "log-format", Env: "COFFER_LOG_FORMAT", Default: "text", Usage: "log format: text or json"},
 	{Name: "state-dir", Flag: "state-dir", Env: "COFFER_STATE_DIR", Default: "~/.local/state/coffer", Usage: "directory for coffer's journals of hypervisor objects it created"},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,6 +116,9 @@ const slowDownXML = `<?xml version="1.0" encoding="UTF-8"?>
 <Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message><RequestId>fault</RequestId></Error>`
 
 func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if os.Getenv("FAULTPROXY_DEBUG") != "" {
+		fmt.Fprintln(os.Stderr, "proxy:", r.Method, r.URL.String())
+	}
 	if c := p.Requests[r.Method]; c != nil {
 		c.Add(1)
 	}
