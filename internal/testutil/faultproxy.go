@@ -44,24 +44,34 @@ type FaultProxy struct {
 	Injected atomic.Int64
 }
 
-// StartFaultProxy starts a proxy to target (an http:// URL) on 127.0.0.1.
-// It injects nothing until SetFaults is called.
+// StartFaultProxy starts a proxy to target (an http:// URL) on 127.0.0.1
+// for the test. It injects nothing until SetFaults is called.
 func StartFaultProxy(t testing.TB, target string, seed uint64) *FaultProxy {
 	t.Helper()
-	u, err := url.Parse(target)
+	p, stop, err := NewFaultProxy(target, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &FaultProxy{target: u, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
+	t.Cleanup(stop)
+	return p
+}
+
+// NewFaultProxy starts a proxy outside tests (benchmarks count requests
+// with it); stop ends it.
+func NewFaultProxy(target string, seed uint64) (p *FaultProxy, stop func(), err error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, nil, err
+	}
+	p = &FaultProxy{target: u, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		tr:       &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
 		Requests: map[string]*atomic.Int64{}}
 	for _, m := range []string{"GET", "HEAD", "PUT", "POST", "DELETE"} {
 		p.Requests[m] = &atomic.Int64{}
 	}
 	srv := httptest.NewServer(p)
-	t.Cleanup(func() { srv.Close(); p.tr.CloseIdleConnections() })
 	p.URL = srv.URL
-	return p
+	return p, func() { srv.Close(); p.tr.CloseIdleConnections() }, nil
 }
 
 // SetFaults changes the fault mix for the following requests.

@@ -37,28 +37,40 @@ type S3Server struct {
 func StartS3(t testing.TB) *S3Server {
 	t.Helper()
 	bin := RequireBinary(t, "versitygw")
+	srv, stop, err := LaunchS3(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return srv
+}
+
+// LaunchS3 starts versitygw with its data under dir (benchmarks use it
+// outside tests); stop ends the server.
+func LaunchS3(bin, dir string) (srv *S3Server, stop func(), err error) {
 	// Absolute, separate directories: versitygw refuses a versioning
 	// directory inside its root and needs xattrs (tmpfs and ext4 have them).
-	dir := t.TempDir()
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, nil, err
+	}
 	root, ver, iam := filepath.Join(dir, "root"), filepath.Join(dir, "versions"), filepath.Join(dir, "iam")
 	for _, d := range []string{root, ver, iam} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 	}
-	srv := &S3Server{bin: bin, AccessKey: "coffer-test-" + randHex(4), SecretKey: randHex(16), Dir: root}
+	srv = &S3Server{bin: bin, AccessKey: "coffer-test-" + randHex(4), SecretKey: randHex(16), Dir: root}
 	var lastErr error
 	for range 5 { // the free port may be taken between probe and bind
 		port, err := freePort()
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
-		if lastErr = srv.start(t, bin, port, root, ver, iam); lastErr == nil {
-			return srv
+		if stop, lastErr = srv.start(port, root, ver, iam); lastErr == nil {
+			return srv, stop, nil
 		}
 	}
-	t.Fatalf("start versitygw: %v", lastErr)
-	return nil
+	return nil, nil, fmt.Errorf("start versitygw: %w", lastErr)
 }
 
 func randHex(n int) string {
@@ -67,15 +79,15 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (srv *S3Server) start(t testing.TB, bin string, port int, root, ver, iam string) error {
+func (srv *S3Server) start(port int, root, ver, iam string) (func(), error) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	var log bytes.Buffer
-	cmd := exec.Command(bin, "--access", srv.AccessKey, "--secret", srv.SecretKey, "--port", addr,
+	cmd := exec.Command(srv.bin, "--access", srv.AccessKey, "--secret", srv.SecretKey, "--port", addr,
 		"--health", "/health", "--quiet", "--iam-dir", iam, "posix", "--versioning-dir", ver, root)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -96,21 +108,28 @@ func (srv *S3Server) start(t testing.TB, bin string, port int, root, ver, iam st
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				srv.Endpoint = url
-				t.Cleanup(stop)
-				return nil
+				return stop, nil
 			}
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("versitygw exited at startup:\n%s", log.String())
+			return nil, fmt.Errorf("versitygw exited at startup:\n%s", log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return fmt.Errorf("versitygw not ready after 30 s:\n%s", log.String())
+			return nil, fmt.Errorf("versitygw not ready after 30 s:\n%s", log.String())
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
 	}
+}
+
+// CreateBucket creates a bucket with a unique name, with Object Lock (and
+// so versioning) when objectLock is set.
+func (srv *S3Server) CreateBucket(ctx context.Context, objectLock bool) (string, error) {
+	name := "coffer-" + randHex(6)
+	_, err := srv.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name, ObjectLockEnabledForBucket: aws.Bool(objectLock)})
+	return name, err
 }
 
 // Client returns an SDK client for the server (path-style, admin keys).
@@ -123,15 +142,12 @@ func (srv *S3Server) Client() *s3.Client {
 	})
 }
 
-// Bucket creates a bucket with a unique name, with Object Lock (and so
-// versioning) when objectLock is set, and returns its name.
+// Bucket creates a bucket with a unique name (see CreateBucket).
 func (srv *S3Server) Bucket(t testing.TB, objectLock bool) string {
 	t.Helper()
-	name := "coffer-" + randHex(6)
-	_, err := srv.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{
-		Bucket: &name, ObjectLockEnabledForBucket: aws.Bool(objectLock)})
+	name, err := srv.CreateBucket(context.Background(), objectLock)
 	if err != nil {
-		t.Fatalf("create bucket %s: %v", name, err)
+		t.Fatalf("create bucket: %v", err)
 	}
 	return name
 }
