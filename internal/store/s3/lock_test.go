@@ -22,7 +22,14 @@ import (
 // API, bypassing coffer: the locked version can neither be deleted nor
 // have its retention shortened, and an overwrite leaves it intact.
 func TestObjectLockHoldsAtTheServer(t *testing.T) {
-	srv := testutil.StartS3(t)
+	objectLockHolds(t, testutil.StartS3(t))
+}
+
+func TestObjectLockHoldsAtTheServerSeaweedFS(t *testing.T) {
+	objectLockHolds(t, testutil.StartSeaweedFS(t))
+}
+
+func objectLockHolds(t *testing.T, srv *testutil.S3Server) {
 	ctx := context.Background()
 	for _, mode := range []string{"compliance", "governance"} {
 		t.Run(mode, func(t *testing.T) {

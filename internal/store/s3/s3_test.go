@@ -27,7 +27,16 @@ func open(t *testing.T, srv *testutil.S3Server, objectLock bool, prefix string) 
 }
 
 func TestConformance(t *testing.T) {
-	srv := testutil.StartS3(t)
+	conformance(t, testutil.StartS3(t))
+}
+
+// TestConformanceSeaweedFS runs the same suite against a second,
+// independent S3 implementation.
+func TestConformanceSeaweedFS(t *testing.T) {
+	conformance(t, testutil.StartSeaweedFS(t))
+}
+
+func conformance(t *testing.T, srv *testutil.S3Server) {
 	for _, tc := range []struct {
 		name   string
 		lock   bool
