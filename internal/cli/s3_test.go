@@ -320,3 +320,25 @@ func TestS3AppendOnlyCredentials(t *testing.T) {
 	}
 	e.must("verify")
 }
+
+// TestS3KillNineDuringBackup and TestS3KillNineDuringGC run the crash loops
+// on an s3:// repository: after every SIGKILL the repository verifies, and
+// the final backup stores no chunk twice.
+func TestS3KillNineDuringBackup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash loop")
+	}
+	srv := testutil.StartS3(t)
+	e, _ := newS3Env(t, srv, false, srv.Endpoint)
+	probe, _ := newS3Env(t, srv, false, srv.Endpoint)
+	killNineDuringBackup(t, e, probe)
+}
+
+func TestS3KillNineDuringGC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash loop")
+	}
+	srv := testutil.StartS3(t)
+	e, _ := newS3Env(t, srv, true, srv.Endpoint)
+	killNineDuringGC(t, e)
+}
