@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/coffer-backup/coffer/internal/repo"
+	s3store "github.com/coffer-backup/coffer/internal/store/s3"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -341,4 +344,37 @@ func TestS3KillNineDuringGC(t *testing.T) {
 	srv := testutil.StartS3(t)
 	e, _ := newS3Env(t, srv, true, srv.Endpoint)
 	killNineDuringGC(t, e)
+}
+
+// TestS3MaintenanceLease: the maintenance lease on S3 is a conditional
+// create; while another process holds it, gc stops at once with the
+// locked exit code and names the holder, and works once it is released.
+func TestS3MaintenanceLease(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, bucket := newS3Env(t, srv, false, srv.Endpoint)
+	e.must("init")
+	ctx := context.Background()
+	st, err := s3store.Open(ctx, s3store.Config{Bucket: bucket, Prefix: "repo", Endpoint: srv.Endpoint, PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.Open(ctx, st, []byte("correct horse"), repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.AcquireLease(ctx, "gc", "", "held by the test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := e.expect(ExitLocked, "gc"); !strings.Contains(out, "locked by gc") {
+		t.Fatalf("no holder named: %s", out)
+	}
+	if _, err := r.AcquireLease(ctx, "gc", "", "second", true); !errors.Is(err, repo.ErrLocked) {
+		t.Fatalf("second maintenance lease: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.must("gc")
 }
