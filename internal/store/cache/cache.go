@@ -314,3 +314,11 @@ func (c *Store) ExtendRetention(ctx context.Context, name string, until time.Tim
 	}
 	return nil
 }
+
+// RemoveLeftovers forwards to the inner store (store.Janitor).
+func (c *Store) RemoveLeftovers(ctx context.Context, olderThan time.Time) (int, error) {
+	if j, ok := c.Store.(store.Janitor); ok {
+		return j.RemoveLeftovers(ctx, olderThan)
+	}
+	return 0, nil
+}

@@ -149,11 +149,10 @@ func (s *Store) ExtendRetention(ctx context.Context, name string, until time.Tim
 	return nil
 }
 
-// AbortIncompleteUploads aborts multipart uploads under the prefix that
-// were started before olderThan: what writers killed mid-upload leave
-// behind (invisible, but billed). Maintenance calls it with a cutoff well
-// past any live write.
-func (s *Store) AbortIncompleteUploads(ctx context.Context, olderThan time.Time) (int, error) {
+// RemoveLeftovers implements store.Janitor: it aborts multipart uploads
+// under the prefix that were started before olderThan, which writers killed
+// mid-upload leave behind (invisible, but billed).
+func (s *Store) RemoveLeftovers(ctx context.Context, olderThan time.Time) (int, error) {
 	n := 0
 	in := &s3.ListMultipartUploadsInput{Bucket: &s.cfg.Bucket, Prefix: aws.String(s.prefix)}
 	for {

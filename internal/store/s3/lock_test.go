@@ -173,3 +173,30 @@ func TestPermanentErrorsAreImmediate(t *testing.T) {
 		t.Fatalf("permanent errors took %v: were they retried?", d)
 	}
 }
+
+// TestRemoveLeftovers: a writer that dies mid-upload leaves an incomplete
+// multipart upload; the janitor aborts it once it is old enough.
+func TestRemoveLeftovers(t *testing.T) {
+	srv := testutil.StartS3(t)
+	ctx := context.Background()
+	s := open(t, srv, false, "repo")
+	w, err := s.Create(ctx, "data/dying", store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(make([]byte, 6<<20)); err != nil { // past one 5 MiB part
+		t.Fatal(err)
+	}
+	// The writer is abandoned, as by kill -9.
+	if n, err := s.RemoveLeftovers(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("a young upload was removed: %d, %v", n, err)
+	}
+	if n, err := s.RemoveLeftovers(ctx, time.Now().Add(time.Minute)); err != nil || n != 1 {
+		t.Fatalf("removed %d leftovers (%v), want 1", n, err)
+	}
+	bucket := bucketOf(s)
+	out, err := srv.Client().ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &bucket})
+	if err != nil || len(out.Uploads) != 0 {
+		t.Fatalf("uploads left: %v %v", out, err)
+	}
+}
