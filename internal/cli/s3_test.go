@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -377,4 +379,43 @@ func TestS3MaintenanceLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.must("gc")
+}
+
+// TestS3CopyBetweenServices copies from one S3 service (versitygw) to
+// another (SeaweedFS), each location naming its endpoint and AWS profile.
+func TestS3CopyBetweenServices(t *testing.T) {
+	vgw, sw := testutil.StartS3(t), testutil.StartSeaweedFS(t)
+	e := newEnv(t)
+	creds := filepath.Join(e.dir, "aws-credentials")
+	err := os.WriteFile(creds, []byte(fmt.Sprintf("[vgw]\naws_access_key_id = %s\naws_secret_access_key = %s\n[seaweed]\naws_access_key_id = %s\naws_secret_access_key = %s\n",
+		vgw.AccessKey, vgw.SecretKey, sw.AccessKey, sw.SecretKey)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.vars["AWS_SHARED_CREDENTIALS_FILE"] = creds
+	e.vars["AWS_CONFIG_FILE"] = filepath.Join(e.dir, "none.yaml")
+	loc := func(srv *testutil.S3Server, profile string) string {
+		return "s3://" + srv.Bucket(t, true) + "/repo?endpoint=" + url.QueryEscape(srv.Endpoint) + "&path-style=true&profile=" + profile
+	}
+	first, second := loc(vgw, "vgw"), loc(sw, "seaweed")
+	e.must("init")
+	img := e.image("vm.img", 32<<20, 8)
+	e.must("backup", "disk", img, "--name", "vm")
+	e.vars["COFFER_TO_PASSWORD"] = "correct horse"
+	for _, target := range []string{first, second} {
+		saved := e.vars["COFFER_REPO"]
+		e.vars["COFFER_REPO"] = target
+		e.must("init")
+		e.vars["COFFER_REPO"] = saved
+	}
+	if r := e.copyTo(t, first); len(r.Copied) != 1 {
+		t.Fatalf("local -> versitygw: %+v", r)
+	}
+	e.vars["COFFER_REPO"] = first
+	if r := e.copyTo(t, second); len(r.Copied) != 1 {
+		t.Fatalf("versitygw -> SeaweedFS: %+v", r)
+	}
+	restoreAndCompare(t, e, second, img)
+	e.vars["COFFER_REPO"] = first + "&colour=blue"
+	e.expect(ExitUsage, "snapshots")
 }

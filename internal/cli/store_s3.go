@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/url"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/coffer-backup/coffer/internal/store"
 	"github.com/coffer-backup/coffer/internal/store/cache"
@@ -15,14 +18,40 @@ import (
 // (flag > environment > file > default). Credentials not given in
 // s3.access-key-id / s3.secret-access-key come from the AWS chain
 // (AWS_ACCESS_KEY_ID..., AWS_PROFILE, ~/.aws/credentials, roles).
+//
+// A location may carry its own endpoint, region, path style and AWS
+// profile as query parameters, so that `coffer copy` can join two S3
+// services: s3://bucket/prefix?endpoint=https://host:9000&path-style=true&profile=offsite
+// (they override the s3.* settings for that location only).
 func openS3Store(ctx context.Context, a *app, location string) (store.Store, error) {
-	bucket, prefix, err := s3store.ParseLocation(location)
+	base, query, _ := strings.Cut(location, "?")
+	bucket, prefix, err := s3store.ParseLocation(base)
 	if err != nil {
 		return nil, usageError{err}
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, usagef("%s: %v", location, err)
+	}
+	for k := range q {
+		if k != "endpoint" && k != "region" && k != "path-style" && k != "profile" {
+			return nil, usagef("%s: unknown parameter %q (endpoint, region, path-style, profile)", location, k)
+		}
+	}
+	setting := func(param, key string) string {
+		if v := q.Get(param); v != "" {
+			return v
+		}
+		return a.res.String(key)
 	}
 	pathStyle, err := a.res.Bool("s3.path-style")
 	if err != nil {
 		return nil, usageError{err}
+	}
+	if v := q.Get("path-style"); v != "" {
+		if pathStyle, err = strconv.ParseBool(v); err != nil {
+			return nil, usagef("%s: path-style=%q is not true or false", location, v)
+		}
 	}
 	conns, err := a.res.Int("s3.connections")
 	if err != nil {
@@ -43,7 +72,8 @@ func openS3Store(ctx context.Context, a *app, location string) (store.Store, err
 	}
 	cfg := s3store.Config{
 		Bucket: bucket, Prefix: prefix,
-		Endpoint: a.res.String("s3.endpoint"), Region: a.res.String("s3.region"), PathStyle: pathStyle,
+		Endpoint: setting("endpoint", "s3.endpoint"), Region: setting("region", "s3.region"), PathStyle: pathStyle,
+		Profile: q.Get("profile"),
 		AccessKeyID: a.res.String("s3.access-key-id"), SecretAccessKey: a.res.String("s3.secret-access-key"),
 		CAFile: a.res.Path("s3.ca-file"), Connections: conns, PartSize: part,
 		LockMode: a.res.String("s3.lock-mode"), NoConditionalWrites: cond == "off", Logger: a.log,

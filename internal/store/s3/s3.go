@@ -78,6 +78,8 @@ type Config struct {
 	SecretAccessKey string
 	SessionToken    string
 
+	Profile string // AWS shared-config profile; empty means AWS_PROFILE or default
+
 	CAFile string // PEM bundle trusted in addition to the system roots
 
 	Connections int   // parallel requests (and HTTP connections)
@@ -105,6 +107,7 @@ func ParseLocation(loc string) (bucket, prefix string, err error) {
 	if !ok {
 		return "", "", fmt.Errorf("%q is not an s3://bucket/prefix location", loc)
 	}
+	rest, _, _ = strings.Cut(rest, "?") // per-location parameters are the caller's
 	bucket, prefix, _ = strings.Cut(rest, "/")
 	prefix = strings.Trim(prefix, "/")
 	if bucket == "" {
@@ -224,6 +227,9 @@ func newClient(ctx context.Context, cfg Config) (*s3.Client, error) {
 	}
 	if cfg.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(cfg.Region))
+	}
+	if cfg.Profile != "" {
+		opts = append(opts, awsconfig.WithSharedConfigProfile(cfg.Profile))
 	}
 	if cfg.AccessKeyID != "" {
 		opts = append(opts, awsconfig.WithCredentialsProvider(
