@@ -73,7 +73,7 @@ func openS3Store(ctx context.Context, a *app, location string) (store.Store, err
 	cfg := s3store.Config{
 		Bucket: bucket, Prefix: prefix,
 		Endpoint: setting("endpoint", "s3.endpoint"), Region: setting("region", "s3.region"), PathStyle: pathStyle,
-		Profile: q.Get("profile"),
+		Profile:     q.Get("profile"),
 		AccessKeyID: a.res.String("s3.access-key-id"), SecretAccessKey: a.res.String("s3.secret-access-key"),
 		CAFile: a.res.Path("s3.ca-file"), Connections: conns, PartSize: part,
 		LockMode: a.res.String("s3.lock-mode"), NoConditionalWrites: cond == "off", Logger: a.log,
