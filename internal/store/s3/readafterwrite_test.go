@@ -11,6 +11,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
+// TestReadAfterWriteRetained: objects written with a retention are visible
+// at once (a regression test for immutable backups, whose pack retention is
+// checked right after the packs are committed).
 func TestReadAfterWriteRetained(t *testing.T) {
 	srv := testutil.StartS3(t)
 	s := open(t, srv, true, "repo")
