@@ -334,4 +334,3 @@ func TestS3MaintenanceLease(t *testing.T) {
 	}
 	e.must("gc")
 }
-
