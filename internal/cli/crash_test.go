@@ -67,11 +67,15 @@ func TestKillNineDuringBackup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash loop")
 	}
-	e := newEnv(t)
+	killNineDuringBackup(t, newEnv(t), newEnv(t))
+}
+
+// killNineDuringBackup runs the kill loop on e's repository; probe is a
+// second, empty repository of the same kind to time a full backup on.
+func killNineDuringBackup(t *testing.T, e, probe *env) {
 	e.must("init", "--pack-size", "1MiB")
 	img := e.image("vm.img", 96<<20, 40) // 40 MiB of incompressible data, in 40 packs
 	start := time.Now()
-	probe := newEnv(t)
 	probe.must("init", "--pack-size", "1MiB")
 	probe.must("backup", "disk", img)
 	full := time.Since(start)
@@ -109,7 +113,10 @@ func TestKillNineDuringGC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash loop")
 	}
-	e := newEnv(t)
+	killNineDuringGC(t, newEnv(t))
+}
+
+func killNineDuringGC(t *testing.T, e *env) {
 	e.must("init", "--pack-size", "1MiB")
 	img := e.image("vm.img", 32<<20, 8)
 	for i := range 6 {

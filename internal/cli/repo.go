@@ -33,8 +33,8 @@ func (a *app) openStore(ctx context.Context, location string) (store.Store, erro
 	return st, err
 }
 
-// openS3 is replaced when the S3 backend is wired in.
-var s3Opener func(ctx context.Context, a *app, location string) (store.Store, error)
+// s3Opener opens s3:// locations; store_s3.go wires the S3 backend in.
+var s3Opener func(ctx context.Context, a *app, location string) (store.Store, error) = openS3Store
 
 func (a *app) openS3(ctx context.Context, location string) (store.Store, error) {
 	if s3Opener == nil {

@@ -43,6 +43,8 @@ var Keys = []Key{
 	{Name: "copy-target-password", Env: "COFFER_TO_PASSWORD", Secret: true, Usage: "password of that other repository"},
 	{Name: "catalog", Flag: "catalog", Env: "COFFER_CATALOG", Usage: "catalog: a SQLite file or a postgres://... DSN (default: catalog.db in state-dir if set, else $XDG_STATE_HOME/coffer/ or ~/.local/state/coffer/; /var/lib/coffer/ for root)"},
 	{Name: "cache-dir", Flag: "cache-dir", Env: "COFFER_CACHE_DIR", Default: "~/.cache/coffer", Usage: "local cache directory (repository metadata, guest images)"},
+	{Name: "cache-max-size", Flag: "cache-max-size", Env: "COFFER_CACHE_MAX_SIZE", Default: "2GiB", Usage: "bound of the metadata cache of each remote repository (0 disables it)"},
+	{Name: "cache-min-free", Flag: "cache-min-free", Env: "COFFER_CACHE_MIN_FREE", Default: "1GiB", Usage: "free space the metadata cache always leaves on its filesystem"},
 	{Name: "log-level", Flag: "log-level", Env: "COFFER_LOG_LEVEL", Default: "warn", Usage: "log level: debug, info, warn, error"},
 	{Name: "log-format", Flag: "log-format", Env: "COFFER_LOG_FORMAT", Default: "text", Usage: "log format: text or json"},
 	{Name: "state-dir", Flag: "state-dir", Env: "COFFER_STATE_DIR", Default: "~/.local/state/coffer", Usage: "directory for coffer's journals of hypervisor objects it created"},
@@ -53,6 +55,9 @@ var Keys = []Key{
 	{Name: "s3.secret-access-key", Env: "COFFER_S3_SECRET_ACCESS_KEY", Secret: true, Usage: "S3 secret key"},
 	{Name: "s3.ca-file", Flag: "s3-ca-file", Env: "COFFER_S3_CA_FILE", Usage: "PEM file of CAs trusted for the S3 endpoint"},
 	{Name: "s3.connections", Flag: "s3-connections", Env: "COFFER_S3_CONNECTIONS", Default: "8", Usage: "parallel S3 requests"},
+	{Name: "s3.part-size", Flag: "s3-part-size", Env: "COFFER_S3_PART_SIZE", Default: "16MiB", Usage: "S3 multipart part size (objects up to it are one PUT; memory per upload is about 3 parts)"},
+	{Name: "s3.conditional-writes", Flag: "s3-conditional-writes", Env: "COFFER_S3_CONDITIONAL_WRITES", Default: "auto", Usage: "auto: probe the server for If-None-Match/If-Match; off: use the check-write-verify fallback"},
+	{Name: "s3.lock-mode", Flag: "s3-lock-mode", Env: "COFFER_S3_LOCK_MODE", Default: "compliance", Usage: "Object Lock mode of immutable backups: compliance (nobody can shorten it) or governance"},
 }
 
 // Sections are the structured top-level keys decoded by their owners.

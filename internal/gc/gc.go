@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/store"
 )
 
 // Options tune a collection.
@@ -87,9 +88,13 @@ type Report struct {
 	ChunksRescued    int      `json:"chunks_rescued"`
 	Deferred         bool     `json:"deferred"`
 	WaitingFor       []string `json:"waiting_for,omitempty"`
-	Retained         int      `json:"objects_retained"` // under retention lock, kept
+	Retained         int      `json:"objects_retained"`  // under retention lock, kept
+	Leftovers        int      `json:"leftovers_removed"` // temp files / incomplete uploads of dead writers
 	DryRun           bool     `json:"dry_run"`
 }
+
+// leftoverAge is the age after which an unfinished write is certainly dead.
+const leftoverAge = 24 * time.Hour
 
 // Run collects garbage.
 func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
@@ -110,6 +115,14 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 		}
 		if rep.Deferred {
 			return rep, nil // do not stack a second plan on a pending one
+		}
+		if j, ok := r.Store().(store.Janitor); ok {
+			// A day is far longer than any single object write.
+			n, err := j.RemoveLeftovers(ctx, time.Now().Add(-leftoverAge))
+			if err != nil {
+				r.Logger().Warn("could not remove leftovers of interrupted writes", "err", err)
+			}
+			rep.Leftovers = n
 		}
 	}
 	if err := plan(ctx, r, o, rep, lease.Info().Name); err != nil {

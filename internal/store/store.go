@@ -150,6 +150,14 @@ type Retainer interface {
 	ExtendRetention(ctx context.Context, name string, until time.Time) error
 }
 
+// Janitor is implemented by backends whose interrupted writes leave
+// invisible leftovers that cost space: the local backend's temp files, S3's
+// incomplete multipart uploads. Garbage collection calls it with a cutoff
+// far older than any live write.
+type Janitor interface {
+	RemoveLeftovers(ctx context.Context, olderThan time.Time) (int, error)
+}
+
 // Put writes a whole object from memory: a convenience over Create.
 func Put(ctx context.Context, s Store, name string, data []byte, opts PutOptions) (ObjectInfo, error) {
 	if opts.SizeHint == 0 {

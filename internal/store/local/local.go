@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/store"
 )
@@ -460,4 +461,13 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrPermission, err)
 	}
 	return err
+}
+
+// RemoveLeftovers implements store.Janitor with RemoveStaleTemp.
+func (s *Store) RemoveLeftovers(_ context.Context, olderThan time.Time) (int, error) {
+	n, err := s.RemoveStaleTemp(func(fi fs.FileInfo) bool { return fi.ModTime().Before(olderThan) })
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil // nothing was ever written
+	}
+	return n, err
 }

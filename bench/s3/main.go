@@ -1,0 +1,207 @@
+// Command s3 benchmarks coffer's S3 backend against a local-disk repository
+// on the same image: full backup, re-backup of a modified copy and restore,
+// each timed, with the S3 requests they took (counted by a proxy in front
+// of a local versitygw) per GiB of image.
+//
+//	go run ./bench/s3 -image /path/to/disk.img     # e.g. the repository benchmark's 4 GiB image
+//	go run ./bench/s3                              # a generated 1 GiB image
+//
+// versitygw must be on PATH or in .cache/bin (scripts/ci/install-s3.sh).
+// The server's data lives in -work, next to the local repository, so both
+// write to the same disk; the source image should be in the page cache
+// (the benchmark reads it once before timing).
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/cli"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+func main() {
+	image := flag.String("image", "", "raw disk image to back up (default: generate one)")
+	size := flag.Int64("size", 1<<30, "size of the generated image")
+	work := flag.String("work", "bench/work/s3", "work directory (repositories, server data)")
+	conns := flag.Int("connections", 8, "S3 connections (s3.connections)")
+	flag.Parse()
+	log.SetFlags(0)
+	if err := os.RemoveAll(*work); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.MkdirAll(*work, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if *image == "" {
+		*image = filepath.Join(*work, "disk.img")
+		if err := generate(*image, *size); err != nil {
+			log.Fatal(err)
+		}
+	}
+	modified := filepath.Join(*work, "modified.img")
+	if err := modify(*image, modified); err != nil {
+		log.Fatal(err)
+	}
+	fi, err := os.Stat(*image)
+	if err != nil {
+		log.Fatal(err)
+	}
+	gib := float64(fi.Size()) / (1 << 30)
+	bin, err := exec.LookPath("versitygw")
+	if err != nil {
+		bin = filepath.Join(".cache", "bin", "versitygw")
+	}
+	srv, stop, err := testutil.LaunchS3(bin, filepath.Join(*work, "server"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	proxy, stopProxy, err := testutil.NewFaultProxy(srv.Endpoint, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stopProxy()
+	bucket, err := srv.CreateBucket(context.Background(), false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for k, v := range srv.Env() {
+		os.Setenv(k, v)
+	}
+	os.Setenv("COFFER_S3_ENDPOINT", proxy.URL)
+	os.Setenv("COFFER_S3_CONNECTIONS", fmt.Sprint(*conns))
+	os.Setenv("COFFER_PASSWORD", "benchmark")
+	os.Setenv("COFFER_CONFIG", filepath.Join(*work, "none.yaml"))
+	os.Setenv("COFFER_CATALOG", filepath.Join(*work, "catalog.db"))
+	os.Setenv("COFFER_CACHE_DIR", filepath.Join(*work, "cache"))
+	_ = os.WriteFile(filepath.Join(*work, "none.yaml"), nil, 0o600)
+
+	repos := []struct{ name, loc string }{
+		{"local disk", filepath.Join(*work, "repo")},
+		{"S3 (versitygw)", "s3://" + bucket + "/repo"},
+	}
+	type result struct {
+		steps [3]time.Duration
+		reqs  [3]int64
+	}
+	var res []result
+	for _, r := range repos {
+		os.Setenv("COFFER_REPO", r.loc)
+		run("init")
+		var out result
+		for i, step := range [][]string{
+			{"backup", "disk", *image, "--name", "bench"},
+			{"backup", "disk", modified, "--name", "bench"},
+			{"restore", "latest", "--to", filepath.Join(*work, "restored-"+strings.Fields(r.name)[0]+".img")},
+		} {
+			_ = readAll(step[len(step)-1]) // source in page cache
+			before := proxy.Count()
+			start := time.Now()
+			run(step...)
+			syncAll()
+			out.steps[i] = time.Since(start)
+			out.reqs[i] = proxy.Count() - before
+		}
+		res = append(res, out)
+	}
+	fmt.Printf("image %s: %.2f GiB logical; %d S3 connections\n\n", *image, gib, *conns)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "repository\tfull backup\tre-backup (modified)\trestore\trequests full\tper GiB\trequests re-backup\trequests restore\tper GiB\t")
+	for i, r := range repos {
+		x := res[i]
+		ratio := func(j int) string {
+			return fmt.Sprintf("%.2f s (%.2fx)", x.steps[j].Seconds(), x.steps[j].Seconds()/res[0].steps[j].Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%d\t%d\t%.0f\t\n", r.name, ratio(0), ratio(1), ratio(2),
+			x.reqs[0], float64(x.reqs[0])/gib, x.reqs[1], x.reqs[2], float64(x.reqs[2])/gib)
+	}
+	tw.Flush()
+}
+
+func run(args ...string) {
+	var out, errOut bytes.Buffer
+	if code := cli.Execute(context.Background(), append([]string{"--quiet"}, args...), strings.NewReader(""), &out, &errOut); code != 0 {
+		log.Fatalf("coffer %v: exit %d\n%s%s", args, code, out.String(), errOut.String())
+	}
+}
+
+func syncAll() { _ = exec.Command("sync").Run() }
+
+func readAll(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(io.Discard, f)
+	return err
+}
+
+// generate writes a sparse image: 40% of its MiBs hold data, one in four of
+// them incompressible, the rest repetitive text.
+func generate(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	text := bytes.Repeat([]byte("coffer benchmark: a line of a configuration file or a log, 0123456789\n"), 1<<20/70+1)[:1<<20]
+	buf := make([]byte, 1<<20)
+	for i := int64(0); i < size>>20; i++ {
+		switch i % 10 {
+		case 0:
+			_, _ = rand.Read(buf)
+		case 1, 2, 3:
+			copy(buf, text)
+			buf[i%4096] ^= byte(i) // distinct chunks
+		default:
+			continue
+		}
+		if _, err := f.WriteAt(buf, i<<20); err != nil {
+			return err
+		}
+	}
+	return f.Sync()
+}
+
+// modify copies src to dst and rewrites ~2% of its used MiBs in 64 KiB
+// blocks, like the repository benchmark's modified copy.
+func modify(src, dst string) error {
+	if out, err := exec.Command("cp", "--sparse=always", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("cp: %v: %s", err, out)
+	}
+	f, err := os.OpenFile(dst, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	block := make([]byte, 64<<10)
+	for off := int64(0); off < fi.Size(); off += 50 << 20 { // one MiB in 50, 16 blocks of 64 KiB
+		for b := int64(0); b < 16; b++ {
+			_, _ = rand.Read(block)
+			if _, err := f.WriteAt(block, off+b*(64<<10)); err != nil {
+				return err
+			}
+		}
+	}
+	return f.Sync()
+}

@@ -1,0 +1,336 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/coffer-backup/coffer/internal/repo"
+	s3store "github.com/coffer-backup/coffer/internal/store/s3"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// newS3Env is newEnv with the repository in a fresh bucket of srv, reached
+// through endpoint (the server, or a fault proxy in front of it).
+func newS3Env(t *testing.T, srv *testutil.S3Server, objectLock bool, endpoint string) (*env, string) {
+	e := newEnv(t)
+	bucket := srv.Bucket(t, objectLock)
+	e.repo = "s3://" + bucket + "/repo"
+	e.vars["COFFER_REPO"] = e.repo
+	for k, v := range srv.Env() {
+		e.vars[k] = v
+	}
+	e.vars["COFFER_S3_ENDPOINT"] = endpoint
+	e.vars["COFFER_CACHE_DIR"] = filepath.Join(e.dir, "cache")
+	return e, bucket
+}
+
+// countObjects counts the keys of a bucket under prefix.
+func countObjects(t *testing.T, srv *testutil.S3Server, bucket, prefix string) int {
+	n := 0
+	p := s3.NewListObjectsV2Paginator(srv.Client(), &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Contents)
+	}
+	return n
+}
+
+type gcResult struct {
+	PacksDeleted int `json:"packs_deleted"`
+	Retained     int `json:"objects_retained"`
+}
+
+// TestS3RepositoryLifecycle runs the repository's whole life through the
+// CLI on an s3:// repository: init, backups, listing, restore, verify,
+// forget, gc, stats and leases, and reports the requests it took.
+func TestS3RepositoryLifecycle(t *testing.T) {
+	srv := testutil.StartS3(t)
+	proxy := testutil.StartFaultProxy(t, srv.Endpoint, 1) // no faults: counts requests
+	e, bucket := newS3Env(t, srv, false, proxy.URL)
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 64<<20, 24)
+	before := proxy.Count()
+	e.must("backup", "disk", img, "--name", "vm")
+	backupReqs := proxy.Count() - before
+	for i := range 2 {
+		changeMiB(t, img, int64(i)*4<<20)
+		e.must("backup", "disk", img, "--name", "vm")
+	}
+	if n := len(snapshotsJSON(t, e)); n != 3 {
+		t.Fatalf("%d snapshots, want 3", n)
+	}
+	before = proxy.Count()
+	out := filepath.Join(e.dir, "restored.img")
+	e.must("restore", "latest", "--to", out)
+	restoreReqs := proxy.Count() - before
+	if !sameFile(t, out, img) {
+		t.Fatal("restore from S3 differs")
+	}
+	e.must("verify", "--read-data")
+	e.must("stats", "--json")
+	packs := countObjects(t, srv, bucket, "repo/data/")
+	e.must("forget", "--keep-last", "1")
+	var rep gcResult
+	if err := json.Unmarshal([]byte(e.must("gc", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	after := countObjects(t, srv, bucket, "repo/data/")
+	if rep.PacksDeleted == 0 || after >= packs {
+		t.Fatalf("gc deleted %d packs: %d -> %d objects", rep.PacksDeleted, packs, after)
+	}
+	e.must("verify", "--read-data")
+	out2 := filepath.Join(e.dir, "restored2.img")
+	e.must("restore", "latest", "--to", out2)
+	if !sameFile(t, out2, img) {
+		t.Fatal("restore after gc differs")
+	}
+	// The second listing reads index segments and manifests from the
+	// metadata cache.
+	gets := func() int64 {
+		before := proxy.Count("GET")
+		snapshotsJSON(t, e)
+		return proxy.Count("GET") - before
+	}
+	e.vars["COFFER_CACHE_MAX_SIZE"] = "0"
+	cold := gets()
+	delete(e.vars, "COFFER_CACHE_MAX_SIZE")
+	os.Unsetenv("COFFER_CACHE_MAX_SIZE")
+	gets()
+	warm := gets()
+	if warm >= cold {
+		t.Fatalf("listing took %d GETs, then %d with the cache", cold, warm)
+	}
+	if l := strings.TrimSpace(e.must("locks", "--json")); l != "[]" && l != "null" {
+		t.Fatalf("leases left behind: %s", l)
+	}
+	const gib = float64(1 << 30)
+	t.Logf("listing backups: %d GET requests without the metadata cache, %d with it", cold, warm)
+	t.Logf("S3 requests: backup of 24 MiB of data %d (%.0f per GiB), restore %d (%.0f per GiB)",
+		backupReqs, float64(backupReqs)/(24<<20)*gib, restoreReqs, float64(restoreReqs)/(24<<20)*gib)
+}
+
+// TestS3UnderFaults backs up, restores, forgets and collects garbage while
+// a proxy throttles, resets connections (before and after the server
+// acted), cuts responses and delays requests. Nothing may fail, and the
+// repository must verify clean and restore exactly.
+func TestS3UnderFaults(t *testing.T) {
+	srv := testutil.StartS3(t)
+	proxy := testutil.StartFaultProxy(t, srv.Endpoint, 7)
+	e, _ := newS3Env(t, srv, false, proxy.URL)
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 48<<20, 12)
+	proxy.SetFaults(testutil.Faults{SlowDown: 0.04, ResetBefore: 0.02, ResetAfter: 0.02, CutBody: 0.02,
+		Delay: 0.05, DelayFor: 30 * time.Millisecond})
+	for i := range 3 {
+		changeMiB(t, img, int64(i)*2<<20)
+		e.must("backup", "disk", img, "--name", "vm")
+	}
+	out := filepath.Join(e.dir, "restored.img")
+	e.must("restore", "latest", "--to", out)
+	if !sameFile(t, out, img) {
+		t.Fatal("restore under faults differs")
+	}
+	e.must("forget", "--keep-last", "2")
+	e.must("gc")
+	e.must("verify", "--read-data")
+	proxy.SetFaults(testutil.Faults{})
+	e.must("verify", "--read-data")
+	if proxy.Injected.Load() < 10 {
+		t.Fatalf("only %d faults injected", proxy.Injected.Load())
+	}
+	t.Logf("%d faults injected in %d requests", proxy.Injected.Load(), proxy.Count())
+}
+
+// TestS3ImmutableBackups: with Object Lock, every object an immutable
+// backup needs is locked at the server, forget and gc leave them alone
+// (and still collect what is not locked), and the server refuses to delete
+// them even with coffer's own credentials.
+func TestS3ImmutableBackups(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, bucket := newS3Env(t, srv, true, srv.Endpoint)
+	e.vars["COFFER_S3_LOCK_MODE"] = "governance"
+	e.must("init", "--pack-size", "1MiB")
+	img := e.image("vm.img", 32<<20, 8)
+	e.must("backup", "disk", img, "--name", "vm", "--immutable-for", "2h")
+	locked := snapshotsJSON(t, e)[0]
+	// The same MiB changes twice: the middle backup's version of it is
+	// unique, unlocked, and garbage once that backup is forgotten.
+	for range 2 {
+		changeMiB(t, img, 2<<20)
+		e.must("backup", "disk", img, "--name", "vm")
+	}
+	ctx := context.Background()
+	cli := srv.Client()
+	minUntil := time.Now().Add(2 * time.Hour).Add(-time.Minute)
+	var lockedKeys []string
+	for _, prefix := range []string{"repo/snapshots/" + locked.ID, "repo/maps/", "repo/data/"} {
+		p := s3.NewListObjectsV2Paginator(cli, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range page.Contents {
+				ret, err := cli.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: &bucket, Key: o.Key})
+				if err == nil && aws.ToTime(ret.Retention.RetainUntilDate).After(minUntil) {
+					lockedKeys = append(lockedKeys, aws.ToString(o.Key))
+				}
+			}
+		}
+	}
+	if len(lockedKeys) < 3 || !containsPrefix(lockedKeys, "repo/snapshots/") || !containsPrefix(lockedKeys, "repo/data/") {
+		t.Fatalf("locked objects: %v", lockedKeys)
+	}
+	e.must("forget", "--keep-last", "1")
+	if ids := snapshotIDs(snapshotsJSON(t, e)); !strings.Contains(ids, locked.ID) || len(strings.Fields(ids)) != 2 {
+		t.Fatalf("after forget: %s (the locked %s must stay)", ids, locked.Short)
+	}
+	var rep gcResult
+	if err := json.Unmarshal([]byte(e.must("gc", "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.PacksDeleted == 0 {
+		t.Fatal("gc deleted nothing on the Object Lock bucket")
+	}
+	e.must("verify", "--read-data")
+	out := filepath.Join(e.dir, "locked.img")
+	e.must("restore", locked.ID, "--to", out)
+	// coffer's own credentials cannot delete a locked version.
+	for _, k := range lockedKeys {
+		head, err := cli.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: aws.String(k)})
+		if err != nil {
+			t.Fatalf("%s vanished: %v", k, err)
+		}
+		if _, err := cli.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: aws.String(k), VersionId: head.VersionId}); err == nil {
+			t.Fatalf("the server deleted locked %s", k)
+		}
+	}
+	t.Logf("%d objects locked, gc deleted %d packs and kept %d retained objects", len(lockedKeys), rep.PacksDeleted, rep.Retained)
+}
+
+func containsPrefix(keys []string, p string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func snapshotIDs(v []snapshotView) string {
+	var ids []string
+	for _, s := range v {
+		ids = append(ids, s.ID)
+	}
+	return strings.Join(ids, " ")
+}
+
+// TestS3WithoutConditionalWrites: on a server without conditional writes
+// (forced here), init says so and the repository works on the fallback.
+func TestS3WithoutConditionalWrites(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, _ := newS3Env(t, srv, false, srv.Endpoint)
+	e.vars["COFFER_S3_CONDITIONAL_WRITES"] = "off"
+	if out := e.must("init"); !strings.Contains(out, "does not enforce conditional writes") {
+		t.Fatalf("init did not warn: %s", out)
+	}
+	img := e.image("vm.img", 16<<20, 4)
+	e.must("backup", "disk", img)
+	e.must("gc")
+	e.must("verify", "--read-data")
+	e.vars["COFFER_S3_CONDITIONAL_WRITES"] = "sometimes"
+	e.expect(ExitUsage, "snapshots")
+}
+
+// TestS3AppendOnlyCredentials: a credential that may write but not delete
+// is enough to initialise, back up (immutably), list, restore and verify;
+// forgetting needs more and says so with the access exit code.
+func TestS3AppendOnlyCredentials(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, bucket := newS3Env(t, srv, true, srv.Endpoint)
+	e.vars["AWS_ACCESS_KEY_ID"], e.vars["AWS_SECRET_ACCESS_KEY"] = srv.AppendOnlyUser(t, bucket)
+	e.must("init")
+	img := e.image("vm.img", 16<<20, 4)
+	e.must("backup", "disk", img, "--immutable-for", "1h")
+	for i := range 2 {
+		changeMiB(t, img, int64(i)<<20)
+		e.must("backup", "disk", img)
+	}
+	out := filepath.Join(e.dir, "r.img")
+	e.must("restore", "latest", "--to", out)
+	if !sameFile(t, out, img) {
+		t.Fatal("restore differs")
+	}
+	e.must("verify", "--read-data")
+	if msg := e.expect(ExitAccess, "forget", "--keep-last", "1"); !strings.Contains(msg, "permission denied") {
+		t.Fatalf("unclear message: %s", msg)
+	}
+	e.must("verify")
+}
+
+// TestS3KillNineDuringBackup and TestS3KillNineDuringGC run the crash loops
+// on an s3:// repository: after every SIGKILL the repository verifies, and
+// the final backup stores no chunk twice.
+func TestS3KillNineDuringBackup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash loop")
+	}
+	srv := testutil.StartS3(t)
+	e, _ := newS3Env(t, srv, false, srv.Endpoint)
+	probe, _ := newS3Env(t, srv, false, srv.Endpoint)
+	killNineDuringBackup(t, e, probe)
+}
+
+func TestS3KillNineDuringGC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash loop")
+	}
+	srv := testutil.StartS3(t)
+	e, _ := newS3Env(t, srv, true, srv.Endpoint)
+	killNineDuringGC(t, e)
+}
+
+// TestS3MaintenanceLease: the maintenance lease on S3 is a conditional
+// create; while another process holds it, gc stops at once with the
+// locked exit code and names the holder, and works once it is released.
+func TestS3MaintenanceLease(t *testing.T) {
+	srv := testutil.StartS3(t)
+	e, bucket := newS3Env(t, srv, false, srv.Endpoint)
+	e.must("init")
+	ctx := context.Background()
+	st, err := s3store.Open(ctx, s3store.Config{Bucket: bucket, Prefix: "repo", Endpoint: srv.Endpoint, PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.Open(ctx, st, []byte("correct horse"), repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.AcquireLease(ctx, "gc", "", "held by the test", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := e.expect(ExitLocked, "gc"); !strings.Contains(out, "locked by gc") {
+		t.Fatalf("no holder named: %s", out)
+	}
+	if _, err := r.AcquireLease(ctx, "gc", "", "second", true); !errors.Is(err, repo.ErrLocked) {
+		t.Fatalf("second maintenance lease: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.must("gc")
+}
