@@ -89,22 +89,18 @@ func main() {
 	_ = os.WriteFile(filepath.Join(*work, "none.yaml"), nil, 0o600)
 
 	repos := []struct{ name, loc string }{
-		{"local disk", filepath.Join(*work, "repo")},
-		{"S3 (versitygw)", "s3://" + bucket + "/repo"},
-	}
-	type result struct {
-		steps [3]time.Duration
-		reqs  [3]int64
+		{"coffer, local disk", filepath.Join(*work, "repo")},
+		{"coffer, S3 (versitygw)", "s3://" + bucket + "/repo"},
 	}
 	var res []result
-	for _, r := range repos {
+	for ri, r := range repos {
 		os.Setenv("COFFER_REPO", r.loc)
 		run("init")
 		var out result
 		for i, step := range [][]string{
 			{"backup", "disk", *image, "--name", "bench"},
 			{"backup", "disk", modified, "--name", "bench"},
-			{"restore", "latest", "--to", filepath.Join(*work, "restored-"+strings.Fields(r.name)[0]+".img")},
+			{"restore", "latest", "--to", filepath.Join(*work, fmt.Sprintf("restored-%d.img", ri))},
 		} {
 			_ = readAll(step[len(step)-1]) // source in page cache
 			before := proxy.Count()
@@ -116,18 +112,47 @@ func main() {
 		}
 		res = append(res, out)
 	}
-	fmt.Printf("image %s: %.2f GiB logical; %d S3 connections\n\n", *image, gib, *conns)
+	// The peers, on the same server through the same proxy.
+	var s3env []string
+	for k, v := range srv.Env() {
+		if strings.HasPrefix(k, "AWS_") {
+			s3env = append(s3env, k+"="+v)
+		}
+	}
+	names := []string{}
+	for _, r := range repos {
+		names = append(names, r.name)
+	}
+	inputs := [3]string{*image, modified, ""}
+	if bin := findTool("restic"); bin != "" {
+		p := resticPeer(bin, proxy.URL, bucket, *work, *image, modified, s3env)
+		steps, reqs := measure(p, func() int64 { return proxy.Count() }, readAll, inputs)
+		res = append(res, result{steps, reqs})
+		names = append(names, p.name+" (S3)")
+	}
+	if bin := findTool("kopia"); bin != "" {
+		p := kopiaPeer(bin, proxy.URL, bucket, *work, *image, modified, srv.Env())
+		steps, reqs := measure(p, func() int64 { return proxy.Count() }, readAll, inputs)
+		res = append(res, result{steps, reqs})
+		names = append(names, p.name+" (S3)")
+	}
+	fmt.Printf("image %s: %.2f GiB logical; %d S3 connections; ratios are against coffer on local disk\n\n", *image, gib, *conns)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "repository\tfull backup\tre-backup (modified)\trestore\trequests full\tper GiB\trequests re-backup\trequests restore\tper GiB\t")
-	for i, r := range repos {
+	for i, name := range names {
 		x := res[i]
 		ratio := func(j int) string {
 			return fmt.Sprintf("%.2f s (%.2fx)", x.steps[j].Seconds(), x.steps[j].Seconds()/res[0].steps[j].Seconds())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%d\t%d\t%.0f\t\n", r.name, ratio(0), ratio(1), ratio(2),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.0f\t%d\t%d\t%.0f\t\n", name, ratio(0), ratio(1), ratio(2),
 			x.reqs[0], float64(x.reqs[0])/gib, x.reqs[1], x.reqs[2], float64(x.reqs[2])/gib)
 	}
 	tw.Flush()
+}
+
+type result struct {
+	steps [3]time.Duration
+	reqs  [3]int64
 }
 
 func run(args ...string) {
