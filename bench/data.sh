@@ -10,8 +10,10 @@
 #                 incompressible data at /srv/data/random.bin; the rest is
 #                 free. Fully allocated on the host (every byte written, as a
 #                 thick-provisioned image), so every tool reads all of it.
-#   disk.mod.raw  a copy in which --change-pct percent of the 4 MiB regions
-#                 that hold data are touched: ~5 random 64 KiB blocks per
+#   disk.mod.raw  a copy in which --change-pct percent of the image's 4 MiB
+#                 regions (all chosen among regions that hold data) are
+#                 touched, as in the reference data set (20 of 1024 regions,
+#                 96 blocks, 6 MiB at 4 GiB): ~4.8 random 64 KiB blocks per
 #                 touched region are rewritten, half with fresh random bytes,
 #                 half with a copy of another 64 KiB block of the image with
 #                 16 bytes changed (seeded, reproducible).
@@ -20,8 +22,8 @@
 # The root filesystem comes from debootstrap (bookworm, minbase plus systemd,
 # linux-image-amd64, openssh-server, python3, perl, git, build-essential,
 # vim, locales, man-db; apt cache cleaned), fetched from deb.debian.org.
-# Without network access to Debian use --rootfs host: a copy of this
-# machine's /usr, /etc and /var/lib/dpkg instead (also real OS data).
+# Without network access to Debian use --rootfs host: the files of this
+# machine's installed Debian packages (dpkg -L) instead (also real OS data).
 # The rootfs is kept in DIR/rootfs and reused by later runs.
 set -euo pipefail
 
@@ -49,7 +51,7 @@ need sfdisk fdisk
 need python3 python3
 
 bytes=$(numfmt --from=iec "$size")
-stamp="size=$bytes change=$change_pct rootfs=$rootfs_kind v1"
+stamp="size=$bytes change=$change_pct rootfs=$rootfs_kind v2"
 if [ -f disk.raw ] && [ -f disk.mod.raw ] && [ "$(cat stamp 2>/dev/null)" = "$stamp" ]; then
 	echo "data.sh: $dir/disk.raw and disk.mod.raw are up to date ($stamp)"
 	exit 0
@@ -67,11 +69,10 @@ if [ ! -f rootfs/.complete ]; then
 			{ echo "data.sh: debootstrap failed (see $dir/debootstrap.log); try --rootfs host" >&2; exit 1; }
 		rm -rf rootfs/var/cache/apt/archives/*.deb rootfs/var/lib/apt/lists/*
 	else
-		echo "data.sh: copying this machine's /usr, /etc, /var/lib/dpkg into $dir/rootfs"
-		mkdir -p rootfs/var/lib
-		cp -a /usr /etc rootfs/
-		cp -a /var/lib/dpkg rootfs/var/lib/
-		for l in bin sbin lib lib64; do ln -sfn usr/$l rootfs/$l; done
+		echo "data.sh: copying the files of this machine's installed Debian packages into $dir/rootfs"
+		mkdir -p rootfs
+		dpkg-query -W -f '${binary:Package}\n' | xargs dpkg-query -L 2>/dev/null | sort -u | sed 's|^/||; /^$/d; /^\.$/d' |
+			tar -C / --no-recursion -cf - -T - 2>/dev/null | tar -C rootfs -xf -
 	fi
 	touch rootfs/.complete
 fi
@@ -85,6 +86,7 @@ fi
 echo "data.sh: building $size disk.raw"
 part_bytes=$((bytes - (1 << 20)))
 rm -f part.img disk.raw disk.mod.raw
+
 mkfs.ext4 -q -F -L benchroot -d rootfs part.img $((part_bytes / 1024))k
 # Thick image: write every byte (zeros first), then the MBR and the partition.
 dd if=/dev/zero of=disk.raw bs=4M count=$((bytes / (4 << 20))) status=none
@@ -112,7 +114,7 @@ for i in range(size // R):
     if buf != zero:
         data_regions.append(i)
         used_blocks += sum(1 for j in range(0, R, B) if buf[j:j+B] != bytes(B))
-n = max(1, round(len(data_regions) * pct / 100))
+n = min(len(data_regions), max(1, round(size // R * pct / 100)))
 touched = sorted(rnd.sample(data_regions, n))
 nblocks = round(n * 4.8)  # 20 regions -> 96 blocks at 4 GiB, as in the reference data
 out = []

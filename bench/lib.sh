@@ -44,6 +44,9 @@ timed() {
 	local out=$1 label=$2 syncp=$3; shift 3
 	local tv; tv=$(mktemp)
 	local t0 t1 rc=0
+	# Let writeback of earlier steps finish: the first write after a large
+	# delete or while pages are being written back is several times slower.
+	sync; sleep 1
 	t0=$(date +%s.%N)
 	/usr/bin/time -v -o "$tv" "$@" >"$WORK/$label.out" 2>"$WORK/$label.log" || rc=$?
 	sync -f "$syncp"
