@@ -44,9 +44,12 @@ timed() {
 	local out=$1 label=$2 syncp=$3; shift 3
 	local tv; tv=$(mktemp)
 	local t0 t1 rc=0
-	# Let writeback of earlier steps finish: the first write after a large
-	# delete or while pages are being written back is several times slower.
-	sync; sleep 1
+	# Same memory state before every step: write back and drop the page
+	# cache (when permitted), then read the source images and everything
+	# under $WORK (repositories, tool caches; not the restore target) back
+	# in. Without this, a step that follows large writes pays for reclaiming
+	# other steps' pages (seen: the same restore took 2.0 s or 4.3 s).
+	settle
 	t0=$(date +%s.%N)
 	/usr/bin/time -v -o "$tv" "$@" >"$WORK/$label.out" 2>"$WORK/$label.log" || rc=$?
 	sync -f "$syncp"
@@ -61,6 +64,14 @@ timed() {
 	rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$tv")
 	rm -f "$tv"
 	printf '%s\t%.3f\t%.2f\t%d\n' "$label" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$usr + $sys" | bc -l)" "$rss" >>"$out"
+}
+
+settle() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+	cat "${DATA:?}"/disk.raw "$DATA"/disk.mod.raw >/dev/null
+	find "$WORK" -type f ! -path "$WORK/out/*" -exec cat {} + >/dev/null 2>&1 || true
+	sleep 0.5
 }
 
 # warm FILE: read FILE into the page cache (every tool reads a cached source).

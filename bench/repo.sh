@@ -102,12 +102,12 @@ run_coffer() { # run_coffer TOOL ROUND CHUNK
 	export COFFER_CATALOG=$WORK/$t-catalog.db COFFER_CACHE_DIR=$WORK/$t-cache
 	rm -rf "$repo" "$COFFER_CATALOG" "$COFFER_CACHE_DIR"
 	coffer init --chunk-size "$chunk" --json >/dev/null
-	link disk.raw; warm "$DATA/vm/disk.img"
+	link disk.raw
 	timed "$RES" "$t:full:$r" "$WORK" coffer backup disk "$DATA/vm/disk.img" --name vm --json
 	local id; id=$(jq -r .id "$WORK/$t:full:$r.out")
 	record_size "$t" repo_full "$r" "$(du_b "$repo")"
 	coffer stats --json >"$WORK/$t-stats.json"
-	link disk.mod.raw; warm "$DATA/vm/disk.img"
+	link disk.mod.raw
 	timed "$RES" "$t:incr:$r" "$WORK" coffer backup disk "$DATA/vm/disk.img" --name vm --json
 	record_size "$t" repo_incr "$r" "$(du_b "$repo")"
 	record_size "$t" incr_read "$r" "$(jq -r .bytes_read "$WORK/$t:incr:$r.out")"
@@ -123,11 +123,11 @@ run_restic() {
 	export RESTIC_REPOSITORY=$repo RESTIC_PASSWORD=$PW RESTIC_CACHE_DIR=$WORK/restic-cache
 	rm -rf "$repo" "$RESTIC_CACHE_DIR"
 	restic init --repository-version 2 >/dev/null
-	link disk.raw; warm "$DATA/vm/disk.img"
+	link disk.raw
 	timed "$RES" "$t:full:$r" "$WORK" sh -c 'exec restic backup --no-scan --quiet --host bench --stdin --stdin-filename disk.img <"$1"' - "$DATA/vm/disk.img"
 	local id; id=$(restic snapshots --json | jq -r '.[0].id')
 	record_size "$t" repo_full "$r" "$(du_b "$repo")"
-	link disk.mod.raw; warm "$DATA/vm/disk.img"
+	link disk.mod.raw
 	timed "$RES" "$t:incr:$r" "$WORK" sh -c 'exec restic backup --no-scan --quiet --host bench --stdin --stdin-filename disk.img <"$1"' - "$DATA/vm/disk.img"
 	record_size "$t" repo_incr "$r" "$(du_b "$repo")"
 	mkdir -p "$WORK/out"
@@ -142,10 +142,10 @@ run_borg() { # run_borg TOOL ROUND COMPRESSION
 	export BORG_PASSPHRASE=$PW BORG_BASE_DIR=$WORK/borg-base BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
 	rm -rf "$repo" "$BORG_BASE_DIR"
 	borg init -e repokey "$repo" >/dev/null 2>&1
-	link disk.raw; warm "$DATA/vm/disk.img"
+	link disk.raw
 	(cd "$DATA" && timed "$RES" "$t:full:$r" "$WORK" borg create --compression "$comp" "$repo::full" vm/disk.img)
 	record_size "$t" repo_full "$r" "$(du_b "$repo")"
-	link disk.mod.raw; warm "$DATA/vm/disk.img"
+	link disk.mod.raw
 	(cd "$DATA" && timed "$RES" "$t:incr:$r" "$WORK" borg create --compression "$comp" "$repo::incr" vm/disk.img)
 	record_size "$t" repo_incr "$r" "$(du_b "$repo")"
 	mkdir -p "$WORK/out"
@@ -162,12 +162,12 @@ run_kopia() {
 	rm -rf "$repo" "$WORK/kopia"
 	kopia repository create filesystem --path "$repo" --block-hash=BLAKE3-256 \
 		--encryption=AES256-GCM-HMAC-SHA256 --cache-directory "$KOPIA_CACHE_DIRECTORY" >/dev/null 2>&1
-	kopia policy set --global --compression=zstd-fastest --parallel-upload-above-size-mib=512 >/dev/null
-	link disk.raw; warm "$DATA/vm/disk.img"
+	kopia policy set --global --compression=zstd-fastest --parallel-upload-above-size-mib=512 >/dev/null 2>&1
+	link disk.raw
 	timed "$RES" "$t:full:$r" "$WORK" kopia snapshot create --no-progress "$DATA/vm"
 	local id; id=$(kopia snapshot list --json "$DATA/vm" | jq -r '.[0].id')
 	record_size "$t" repo_full "$r" "$(du_b "$repo")"
-	link disk.mod.raw; warm "$DATA/vm/disk.img"
+	link disk.mod.raw
 	timed "$RES" "$t:incr:$r" "$WORK" kopia snapshot create --no-progress "$DATA/vm"
 	record_size "$t" repo_incr "$r" "$(du_b "$repo")"
 	timed "$RES" "$t:restore:$r" "$WORK" kopia snapshot restore --write-sparse-files "$id" "$WORK/out"
@@ -178,7 +178,7 @@ run_kopia() {
 
 run_cp() {
 	local t=$1 r=$2
-	mkdir -p "$WORK/out"; warm "$DATA/disk.raw"
+	mkdir -p "$WORK/out"
 	timed "$RES" "$t:full:$r" "$WORK" cp "$DATA/disk.raw" "$WORK/out/disk.raw"
 	record_size "$t" repo_full "$r" "$(du_b "$WORK/out/disk.raw")"
 	rm -rf "$WORK/out"
@@ -186,14 +186,14 @@ run_cp() {
 
 run_qemu-img() {
 	local t=$1 r=$2
-	mkdir -p "$WORK/out"; warm "$DATA/disk.raw"
+	mkdir -p "$WORK/out"
 	timed "$RES" "$t:restore:$r" "$WORK" qemu-img convert -f raw -O raw "$DATA/disk.raw" "$WORK/out/disk.raw"
 	check "$t" "$r" "$WORK/out/disk.raw"
 }
 
 run_zstd() {
 	local t=$1 r=$2
-	mkdir -p "$WORK/out"; warm "$DATA/disk.raw"
+	mkdir -p "$WORK/out"
 	timed "$RES" "$t:full:$r" "$WORK" zstd -q -T2 -1 "$DATA/disk.raw" -o "$WORK/out/disk.raw.zst"
 	record_size "$t" repo_full "$r" "$(du_b "$WORK/out/disk.raw.zst")"
 	timed "$RES" "$t:restore:$r" "$WORK" zstd -q -d --sparse "$WORK/out/disk.raw.zst" -o "$WORK/out/disk.raw"
