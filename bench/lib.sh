@@ -37,41 +37,68 @@ go_tool() {
 	return 1
 }
 
+# cpu_busy: busy CPU-seconds of the whole machine so far (all tenants).
+cpu_busy() { awk '/^cpu / {printf "%.2f", ($2+$3+$4+$7+$8)/100}' /proc/stat; }
+
+# waitidle: this machine is shared with other sessions' workloads. Wait (at
+# most 60 s) until the CPUs were >= 90% idle for 2 s in a row.
+waitidle() {
+	local ok=0 a b
+	for _ in $(seq 1 60); do
+		a=$(awk '/^cpu / {print $2+$3+$4+$7+$8, $5+$6}' /proc/stat)
+		sleep 1
+		b=$(awk '/^cpu / {print $2+$3+$4+$7+$8, $5+$6}' /proc/stat)
+		if awk -v a="$a" -v b="$b" 'BEGIN {split(a,x," "); split(b,y," "); busy=y[1]-x[1]; idle=y[2]-x[2]; exit !(idle/(busy+idle) >= 0.9)}'; then
+			ok=$((ok + 1)); [ $ok -ge 2 ] && return 0
+		else
+			ok=0
+		fi
+	done
+	log "machine not idle after 60 s; measuring anyway (see other_cpu)"
+}
+
+# settle: same state before every step: dirty pages written back, the
+# machine idle, the source images and everything under $WORK (repositories,
+# tool caches; not the restore target) in the page cache. With
+# DROP_CACHES=1 the page cache is dropped first (this disturbs other
+# tenants of a shared machine, so it is off by default).
+settle() {
+	sync
+	if [ "${DROP_CACHES:-0}" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; fi
+	cat "${DATA:?}"/disk.raw "$DATA"/disk.mod.raw >/dev/null
+	find "$WORK" -type f ! -path "$WORK/out/*" -exec cat {} + >/dev/null 2>&1 || true
+	sync
+	waitidle
+}
+
 # timed OUT LABEL SYNC_PATH CMD...: runs CMD under /usr/bin/time -v, then
-# sync -f SYNC_PATH; appends "label wall cpu rss_kib" to OUT. The wall
-# time includes the sync (the tools differ in their fsync behaviour).
+# sync -f SYNC_PATH; appends "label wall cpu rss_kib other_cpu" to OUT.
+# The wall time includes the sync (the tools differ in their fsync
+# behaviour). other_cpu is the CPU time other processes (other tenants)
+# used during the step: a step with a large figure was disturbed.
 timed() {
 	local out=$1 label=$2 syncp=$3; shift 3
 	local tv; tv=$(mktemp)
-	local t0 t1 rc=0
-	# Same memory state before every step: write back and drop the page
-	# cache (when permitted), then read the source images and everything
-	# under $WORK (repositories, tool caches; not the restore target) back
-	# in. Without this, a step that follows large writes pays for reclaiming
-	# other steps' pages (seen: the same restore took 2.0 s or 4.3 s).
+	local t0 t1 c0 c1 rc=0
 	settle
+	c0=$(cpu_busy)
 	t0=$(date +%s.%N)
 	/usr/bin/time -v -o "$tv" "$@" >"$WORK/$label.out" 2>"$WORK/$label.log" || rc=$?
 	sync -f "$syncp"
 	t1=$(date +%s.%N)
+	c1=$(cpu_busy)
 	if [ $rc -ne 0 ]; then
 		log "$label failed (exit $rc): see $WORK/$label.log"; tail -5 "$WORK/$label.log" "$WORK/$label.out" >&2
 		rm -f "$tv"; return $rc
 	fi
-	local usr sys rss
+	local usr sys rss cpu other
 	usr=$(awk -F': ' '/User time/ {print $2}' "$tv")
 	sys=$(awk -F': ' '/System time/ {print $2}' "$tv")
 	rss=$(awk -F': ' '/Maximum resident/ {print $2}' "$tv")
 	rm -f "$tv"
-	printf '%s\t%.3f\t%.2f\t%d\n' "$label" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$usr + $sys" | bc -l)" "$rss" >>"$out"
-}
-
-settle() {
-	sync
-	echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
-	cat "${DATA:?}"/disk.raw "$DATA"/disk.mod.raw >/dev/null
-	find "$WORK" -type f ! -path "$WORK/out/*" -exec cat {} + >/dev/null 2>&1 || true
-	sleep 0.5
+	cpu=$(echo "$usr + $sys" | bc -l)
+	other=$(echo "o = $c1 - $c0 - $cpu; if (o < 0) o = 0; o" | bc -l)
+	printf '%s\t%.3f\t%.2f\t%d\t%.2f\n' "$label" "$(echo "$t1 - $t0" | bc -l)" "$cpu" "$rss" "$other" >>"$out"
 }
 
 # warm FILE: read FILE into the page cache (every tool reads a cached source).

@@ -85,11 +85,11 @@ for r in $(seq 1 "$rounds"); do
 	server_pid=$!
 	ready=$(wait_sock "$sock" 0 || wait_sock "$sock" vda)
 	export_name=0; nbdinfo --size "nbd+unix:///0?socket=$sock" >/dev/null 2>&1 || export_name=vda
-	printf 'coffer:ready:%s\t%.3f\t0\t0\n' "$r" "$ready" >>"$RES"
+	printf 'coffer:ready:%s\t%.3f\t0\t0\t0\n' "$r" "$ready" >>"$RES"
 	timed "$RES" "coffer:extents:$r" "$WORK" nbdcopy "nbd+unix:///$export_name?socket=$sock" null:
 	timed "$RES" "coffer:all-bytes:$r" "$WORK" nbdcopy --no-extents "nbd+unix:///$export_name?socket=$sock" null:
 	stop_server
-	printf 'coffer:server:%s\t0\t0\t%s\n' "$r" "$(awk -F': ' '/Maximum resident/ {print $2}' "$WORK/coffer-server.time")" >>"$RES"
+	printf 'coffer:server:%s\t0\t0\t%s\t0\n' "$r" "$(awk -F': ' '/Maximum resident/ {print $2}' "$WORK/coffer-server.time")" >>"$RES"
 
 	# qemu-nbd on the same raw file
 	sock=$WORK/qemu.sock; rm -f "$sock"
@@ -98,11 +98,11 @@ for r in $(seq 1 "$rounds"); do
 		>"$WORK/qemu-server.log" 2>&1 &
 	server_pid=$!
 	ready=$(wait_sock "$sock" vda)
-	printf 'qemu-nbd:ready:%s\t%.3f\t0\t0\n' "$r" "$ready" >>"$RES"
+	printf 'qemu-nbd:ready:%s\t%.3f\t0\t0\t0\n' "$r" "$ready" >>"$RES"
 	timed "$RES" "qemu-nbd:extents:$r" "$WORK" nbdcopy "nbd+unix:///vda?socket=$sock" null:
 	timed "$RES" "qemu-nbd:all-bytes:$r" "$WORK" nbdcopy --no-extents "nbd+unix:///vda?socket=$sock" null:
 	stop_server
-	printf 'qemu-nbd:server:%s\t0\t0\t%s\n' "$r" "$(awk -F': ' '/Maximum resident/ {print $2}' "$WORK/qemu-server.time")" >>"$RES"
+	printf 'qemu-nbd:server:%s\t0\t0\t%s\t0\n' "$r" "$(awk -F': ' '/Maximum resident/ {print $2}' "$WORK/qemu-server.time")" >>"$RES"
 done
 
 python3 - "$RES" "$logical" "$chunk" <<'EOF'
@@ -111,16 +111,16 @@ from collections import defaultdict
 res, logical, chunk = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 d = defaultdict(list)
 for line in open(res):
-    label, wall, cpu, rss = line.split("\t")
+    label, wall, cpu, rss, other = line.split("\t")
     srv, step, _ = label.split(":")
-    d[srv, step].append((float(wall), float(cpu), int(rss)))
+    d[srv, step].append((float(wall), float(cpu), int(rss), float(other)))
 m = lambda s, k, i: statistics.median(x[i] for x in d[s, k]) if d.get((s, k)) else None
 print(f"NBD read of a {logical/2**30:.1f} GiB disk to null with nbdcopy over a unix socket; coffer repository with {chunk} chunks; medians of {len(d['coffer','extents'])} round(s).\n")
-print("| server | nbdcopy (extents) s | MB/s logical | nbdcopy --no-extents s | MB/s | client CPU s (no-extents) | server peak RSS MiB | ready after s |")
-print("|---|---|---|---|---|---|---|---|")
+print("| server | nbdcopy (extents) s | MB/s logical | nbdcopy --no-extents s | MB/s | client CPU s (no-extents) | server peak RSS MiB | ready after s | CPU s outside nbdcopy (server + other tenants), max |")
+print("|---|---|---|---|---|---|---|---|---|")
 for s in ("coffer", "qemu-nbd"):
     e, a = m(s, "extents", 0), m(s, "all-bytes", 0)
-    print(f"| {s} | {e:.2f} | {logical/e/1e6:.0f} | {a:.2f} | {logical/a/1e6:.0f} | {m(s,'all-bytes',1):.2f} | {m(s,'server',2)/1024:.0f} | {m(s,'ready',0):.2f} |")
+    print(f"| {s} | {e:.2f} | {logical/e/1e6:.0f} | {a:.2f} | {logical/a/1e6:.0f} | {m(s,'all-bytes',1):.2f} | {m(s,'server',2)/1024:.0f} | {m(s,'ready',0):.2f} | {max(x[3] for k in ('extents','all-bytes') for x in d[s,k]):.1f} |")
 ce, qe = m("coffer", "extents", 0), m("qemu-nbd", "extents", 0)
 ca, qa = m("coffer", "all-bytes", 0), m("qemu-nbd", "all-bytes", 0)
 print(f"\ncoffer / qemu-nbd throughput: {qe/ce:.2f}x with extents, {qa/ca:.2f}x reading every byte (above 1: coffer is faster).")

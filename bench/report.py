@@ -14,9 +14,9 @@ MB = 1e6
 
 steps = defaultdict(list)  # (tool, step) -> [(wall, cpu, rss_kib)]
 for line in open(res_path):
-    label, wall, cpu, rss = line.rstrip("\n").split("\t")
+    label, wall, cpu, rss, other = line.rstrip("\n").split("\t")
     tool, step, _ = label.split(":")
-    steps[tool, step].append((float(wall), float(cpu), int(rss)))
+    steps[tool, step].append((float(wall), float(cpu), int(rss), float(other)))
 sizes = defaultdict(list)
 for line in open(sz_path):
     tool, key, _, val = line.rstrip("\n").split("\t")
@@ -45,8 +45,8 @@ def f(x, fmt="{:.2f}"):
 rounds = max((len(v) for v in steps.values()), default=0)
 print(f"Image: {logical/2**30:.1f} GiB logical ({logical/MB:.0f} MB). {note}")
 print(f"Medians of {rounds} round(s); wall times include `sync -f`; MB = 10^6 bytes.\n")
-print("| tool | full s (min-max) | full MB/s | full CPU s | full RSS MiB | incr s | incr CPU s | repo after full MB | incr adds MB | logical/stored | restore s | restore MB/s | restore RSS MiB | restored == source |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| tool | full s (min-max) | full MB/s | full CPU s | full RSS MiB | incr s | incr CPU s | repo after full MB | incr adds MB | logical/stored | restore s | restore MB/s | restore RSS MiB | restored == source | other tenants' CPU s, max |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in tools:
     fw, iw, rw = med(t, "full", 0), med(t, "incr", 0), med(t, "restore", 0)
     rf, ri = size(t, "repo_full"), size(t, "repo_incr")
@@ -66,6 +66,7 @@ for t in tools:
         f(logical / rw / MB if rw else None, "{:.0f}"),
         f(med(t, "restore", 2) / 1024 if rw else None, "{:.0f}"),
         "" if not ok else ("yes" if all(ok) else f"NO ({sum(ok):.0f}/{len(ok)})"),
+        f(max((x[3] for st in ("full", "incr", "restore") for x in steps.get((t, st), [])), default=None), "{:.1f}"),
     ]) + " |")
 for t in tools:
     rd = size(t, "incr_read")
