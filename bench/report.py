@@ -23,14 +23,30 @@ for line in open(sz_path):
     sizes[tool, key].append(float(val))
 
 
+def disturbed(x):
+    """A round during which other tenants of the machine used more than
+    0.5 CPU-s and more than 20% of the step's wall time on the 2 cores."""
+    return x[3] > max(0.5, 0.2 * x[0])
+
+
+def kept(tool, step):
+    v = steps.get((tool, step), [])
+    ok = [x for x in v if not disturbed(x)]
+    return ok if ok else sorted(v, key=lambda x: x[3])[:1]
+
+
 def med(tool, step, i):
-    v = [x[i] for x in steps.get((tool, step), [])]
+    v = [x[i] for x in kept(tool, step)]
     return statistics.median(v) if v else None
 
 
 def rng(tool, step):
-    v = [x[0] for x in steps.get((tool, step), [])]
-    return f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else ""
+    v = [x[0] for x in kept(tool, step)]
+    all_v = steps.get((tool, step), [])
+    mark = "" if len(v) == len(all_v) else f" [{len(all_v) - len(v)} disturbed round(s) left out]"
+    if all(disturbed(x) for x in all_v):
+        mark = " [every round disturbed: least disturbed shown]"
+    return (f" ({min(v):.2f}-{max(v):.2f})" if len(v) > 1 else "") + mark
 
 
 def size(tool, key):
@@ -44,7 +60,7 @@ def f(x, fmt="{:.2f}"):
 
 rounds = max((len(v) for v in steps.values()), default=0)
 print(f"Image: {logical/2**30:.1f} GiB logical ({logical/MB:.0f} MB). {note}")
-print(f"Medians of {rounds} round(s); wall times include `sync -f`; MB = 10^6 bytes.\n")
+print(f"Medians of {rounds} round(s), leaving out rounds disturbed by other tenants (more than 0.5 CPU-s and 20% of the step's wall time used by other processes); wall times include `sync -f`; MB = 10^6 bytes.\n")
 print("| tool | full s (min-max) | full MB/s | full CPU s | full RSS MiB | incr s | incr CPU s | repo after full MB | incr adds MB | logical/stored | restore s | restore MB/s | restore RSS MiB | restored == source | other tenants' CPU s, max |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in tools:
