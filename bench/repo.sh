@@ -23,7 +23,8 @@
 #
 # Settings (default ones unless noted, encryption on everywhere):
 #   coffer      1 MiB chunks (its default), zstd level 1, AES-256-GCM
-#   coffer-4m   the same with `init --chunk-size 4MiB`
+#   coffer-4m   the same with `init --chunk-size 4MiB` (also: coffer-256k,
+#               coffer-64k; not in the default list)
 #   restic      0.18.1 (built from its pinned module), `backup --stdin`,
 #               compression auto (zstd default level), repository v2
 #   borg        Debian 1.2.4, -e repokey, default compression lz4
@@ -57,7 +58,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-"$here/bench/data.sh" --size "$size" --dir "$dir"
+"$here/bench/data.sh" --size "$size" --dir "$dir" >&2
 DATA=$dir
 WORK=$dir/run
 rm -rf "$WORK"; mkdir -p "$WORK" "$DATA/vm"
@@ -220,6 +221,8 @@ for r in $(seq 1 "$rounds"); do
 		case $t in
 		coffer) run_coffer coffer "$r" 1MiB ;;
 		coffer-4m) run_coffer coffer-4m "$r" 4MiB ;;
+		coffer-256k) run_coffer coffer-256k "$r" 256KiB ;;
+		coffer-64k) run_coffer coffer-64k "$r" 64KiB ;;
 		restic) run_restic restic "$r" ;;
 		borg) run_borg borg "$r" lz4 ;;
 		borg-zstd) run_borg borg-zstd "$r" zstd,3 ;;
