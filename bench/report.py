@@ -87,7 +87,7 @@ for t in tools:
 for t in tools:
     rd = size(t, "incr_read")
     if rd is not None:
-        print(f"\n{t}: incremental read {rd/MB:.0f} MB of {logical/MB:.0f} MB (the image is fully allocated and no change tracking is used, so every byte is re-read and re-hashed).", end="")
+        print(f"\n{t}: incremental read {rd/MB:.0f} MB of {logical/MB:.0f} MB (the image is fully allocated and no change tracking is used, so every byte is re-read; all-zero chunks are not hashed).", end="")
 print("\n")
 
 coffers = [t for t in tools if t.startswith("coffer")]
