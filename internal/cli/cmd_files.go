@@ -14,9 +14,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/restore"
 )
 
-// fileCacheChunks bounds the chunk cache of the random-access disk reader
-// (chunks are 1 MiB by default).
-const fileCacheChunks = 64
+// fileCacheBytes bounds the chunk cache of the random-access disk reader.
+const fileCacheBytes = 64 << 20
 
 func (a *app) cmdFiles() *cobra.Command {
 	cmd := &cobra.Command{
@@ -200,7 +199,7 @@ func (a *app) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn fun
 		}
 		disk = ds[0]
 	}
-	dr, err := restore.OpenDisk(ctx, r, disk, fileCacheChunks)
+	dr, err := restore.OpenDisk(ctx, r, disk, restore.CacheChunks(fileCacheBytes, disk.ChunkSize))
 	if err != nil {
 		return err
 	}

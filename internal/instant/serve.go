@@ -12,9 +12,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/restore"
 )
 
-// CacheChunks bounds the chunk cache of each served disk (1 MiB chunks by
-// default); a booting guest rereads the same blocks often.
-const CacheChunks = 256
+// CacheBytes bounds the chunk cache of each served disk (256 chunks of the
+// default 1 MiB, 64 of 4 MiB); a booting guest rereads the same blocks
+// often.
+const CacheBytes = 256 << 20
 
 // diskExport adapts a backup point's disk to the NBD server.
 type diskExport struct{ *restore.DiskReader }
@@ -36,7 +37,7 @@ func Exports(ctx context.Context, r *repo.Repository, s *repo.Snapshot) (map[str
 	exports := map[string]nbd.Export{}
 	var names []string
 	for _, d := range s.Disks {
-		dr, err := restore.OpenDisk(ctx, r, d, CacheChunks)
+		dr, err := restore.OpenDisk(ctx, r, d, restore.CacheChunks(CacheBytes, d.ChunkSize))
 		if err != nil {
 			return nil, nil, fmt.Errorf("disk %s: %w", d.Key, err)
 		}

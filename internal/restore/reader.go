@@ -136,6 +136,17 @@ func (dr *DiskReader) chunk(x id.ID, size int) ([]byte, error) {
 	return v.([]byte), nil
 }
 
+// CacheChunks converts a memory budget for a DiskReader's chunk cache into
+// a number of chunks of chunkSize bytes (at least 2). Callers budget in
+// bytes: a count of chunks fixed for 1 MiB chunks would take 4 or 16 times
+// the memory on a repository with 4 or 16 MiB chunks.
+func CacheChunks(budget int64, chunkSize int) int {
+	if chunkSize <= 0 {
+		chunkSize = 1 << 20
+	}
+	return int(max(budget/int64(chunkSize), 2))
+}
+
 // chunkCache is an LRU of decoded chunks.
 type chunkCache struct {
 	mu    sync.Mutex

@@ -27,7 +27,7 @@ func Write(ctx context.Context, r *repo.Repository, d repo.Disk, path string, lo
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("%s exists; refusing to overwrite it", path)
 	}
-	dr, err := restore.OpenDisk(ctx, r, d, instant.CacheChunks)
+	dr, err := restore.OpenDisk(ctx, r, d, restore.CacheChunks(instant.CacheBytes, d.ChunkSize))
 	if err != nil {
 		return err
 	}
