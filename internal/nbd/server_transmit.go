@@ -39,14 +39,30 @@ func (r *replier) simple(cookie uint64, errno uint32, data []byte) {
 	r.write(append(b, data...))
 }
 
-func chunkHeader(cookie uint64, flags, typ uint16, n int) []byte {
-	b := make([]byte, 20, 20+n)
+var replyBuffers sync.Pool
+
+// replyBuffer returns a pooled buffer of capacity at least n.
+func replyBuffer(n int) *[]byte {
+	if bp, ok := replyBuffers.Get().(*[]byte); ok && cap(*bp) >= n {
+		return bp
+	}
+	b := make([]byte, 0, max(n, 1<<20+28))
+	return &b
+}
+
+// putChunkHeader appends a structured reply chunk header to b (len 0).
+func putChunkHeader(b []byte, cookie uint64, flags, typ uint16, n int) []byte {
+	b = b[:20]
 	binary.BigEndian.PutUint32(b[0:], magicStructure)
 	binary.BigEndian.PutUint16(b[4:], flags)
 	binary.BigEndian.PutUint16(b[6:], typ)
 	binary.BigEndian.PutUint64(b[8:], cookie)
 	binary.BigEndian.PutUint32(b[16:], uint32(n))
 	return b
+}
+
+func chunkHeader(cookie uint64, flags, typ uint16, n int) []byte {
+	return putChunkHeader(make([]byte, 20, 20+n), cookie, flags, typ, n)
 }
 
 func (r *replier) errorReply(q request, errno uint32, msg string) {
@@ -171,14 +187,20 @@ func (s *Server) serveRead(rp *replier, ss *session, q request) {
 			rp.write(binary.BigEndian.AppendUint32(b, uint32(e.Length)))
 			continue
 		}
-		b := chunkHeader(q.cookie, flags, chunkOffsetData, 8+int(e.Length))
+		// Reply buffers are reused: a client reading at full speed would
+		// otherwise allocate its whole read rate and grow the heap far
+		// beyond the chunk cache.
+		bp := replyBuffer(28 + int(e.Length))
+		b := putChunkHeader((*bp)[:0], q.cookie, flags, chunkOffsetData, 8+int(e.Length))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.Offset))
 		data := b[len(b) : len(b)+int(e.Length)]
 		if _, err := ss.exp.ReadAt(data, e.Offset); err != nil && !errors.Is(err, io.EOF) {
+			replyBuffers.Put(bp)
 			rp.errorReply(q, errIO, err.Error())
 			return
 		}
 		rp.write(b[:len(b)+int(e.Length)])
+		replyBuffers.Put(bp)
 	}
 }
 
