@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 
 	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -31,9 +32,20 @@ func (e diskExport) Allocated() []nbd.Extent {
 // NewExport serves one restored disk over NBD.
 func NewExport(dr *restore.DiskReader) nbd.Export { return diskExport{dr} }
 
+// limitMemory sets a soft heap limit for a process serving exports, unless
+// GOMEMLIMIT is set: the chunk cache is bounded, but without a limit Go's
+// collector lets the heap reach twice the live data, and a client reading
+// at full speed leaves garbage at its read rate.
+func limitMemory(disks int) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(disks)*CacheBytes + 128<<20)
+	}
+}
+
 // Exports opens every disk of s for serving, keyed by disk key; the
 // default export "" is the first disk.
 func Exports(ctx context.Context, r *repo.Repository, s *repo.Snapshot) (map[string]nbd.Export, []string, error) {
+	limitMemory(len(s.Disks))
 	exports := map[string]nbd.Export{}
 	var names []string
 	for _, d := range s.Disks {
