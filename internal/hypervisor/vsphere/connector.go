@@ -30,7 +30,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmware/govmomi/session"
+	vsession "github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/soap"
 
@@ -83,13 +83,13 @@ type Connector struct {
 	cfg       Config
 	log       *slog.Logger
 	client    *vim25.Client
-	sm        *session.Manager
+	sm        *vsession.Manager
 	tasks     *tracker
 	transport Transport
 	stateID   string // identifies this coffer installation in snapshot descriptions
 
 	mu     sync.Mutex
-	active map[string]bool // VM MoRef values with a session of this process
+	active map[string]bool   // VM MoRef values with a session of this process
 	dcPath map[string]string // datastore name -> datacenter inventory path
 }
 
@@ -136,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vsphere: connect to %s: %w", u.Host, err)
 	}
-	sm := session.NewManager(vc)
+	sm := vsession.NewManager(vc)
 	if err := sm.Login(ctx, url.UserPassword(user, pass)); err != nil {
 		return nil, fmt.Errorf("vsphere: login to %s as %s: %w", u.Host, user, err)
 	}
