@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -17,7 +18,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	"github.com/vmware/govmomi/vim25/xml"
@@ -308,4 +312,67 @@ func shimDisks(devs []types.BaseVirtualDevice) []*types.VirtualDisk {
 		}
 	}
 	return out
+}
+
+// TestCBTShim checks the shim against vSphere's documented semantics with
+// raw API calls, independent of the connector.
+func TestCBTShim(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1})
+	sh := newCBTShim(t, s)
+	ctx := context.Background()
+	vm := object.NewVirtualMachine(s.client, s.vms[0])
+	tk, _ := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{ChangeTrackingEnabled: types.NewBool(true)})
+	if err := tk.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sh.write(t, s.vms[0], 0, 0, []byte("a"))
+	sh.write(t, s.vms[0], 0, 1<<20, make([]byte, 4096))
+	sh.write(t, s.vms[0], 0, 3<<20, []byte("c"))
+	snap := func() (types.ManagedObjectReference, string) {
+		tk, _ := vm.CreateSnapshot(ctx, "t", "", false, false)
+		info, err := tk.WaitForResult(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := info.Result.(types.ManagedObjectReference)
+		var ms mo.VirtualMachineSnapshot
+		s.pc().RetrieveOne(ctx, ref, []string{"config.hardware.device"}, &ms)
+		return ref, shimDisks(ms.Config.Hardware.Device)[0].Backing.(*types.VirtualDiskFlatVer2BackingInfo).ChangeId
+	}
+	query := func(sn types.ManagedObjectReference, cid string) ([]types.DiskChangeExtent, int, error) {
+		var out []types.DiskChangeExtent
+		pages := 0
+		for off := int64(0); off < s.opts.DiskSize; {
+			res, err := methods.QueryChangedDiskAreas(ctx, sh.s.client.RoundTripper, &types.QueryChangedDiskAreas{
+				This: s.vms[0], Snapshot: &sn, DeviceKey: shimDisks(sh.simVM(s.vms[0]).Config.Hardware.Device)[0].Key,
+				StartOffset: off, ChangeId: cid})
+			if err != nil {
+				return nil, pages, err
+			}
+			pages++
+			out = append(out, res.Returnval.ChangedArea...)
+			off = res.Returnval.StartOffset + res.Returnval.Length
+		}
+		return out, pages, nil
+	}
+	// The admin client talks to vcsim directly; point it at the shim.
+	sc := soap.NewClient(sh.url, true)
+	sc.Jar = s.client.Client.Jar
+	sh.s.client.RoundTripper = sc
+	s1, cid1 := snap()
+	all, pages, err := query(s1, "*")
+	if err != nil || len(all) != 3 || pages != 2 || all[1].Start != 1<<20 || all[1].Length != 4096 {
+		t.Fatalf("*: %+v pages %d err %v", all, pages, err)
+	}
+	vm.RemoveSnapshot(ctx, "t", false, nil)
+	sh.write(t, s.vms[0], 0, 2<<20, []byte("new"))
+	s2, _ := snap()
+	ch, _, err := query(s2, cid1)
+	if err != nil || len(ch) != 1 || ch[0].Start != 2<<20 || ch[0].Length != 3 {
+		t.Fatalf("since %s: %+v %v", cid1, ch, err)
+	}
+	sh.reset(t, s.vms[0], 0)
+	if _, _, err := query(s2, cid1); err == nil {
+		t.Fatal("stale changeId accepted after a reset")
+	}
 }
