@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vmware/govmomi/object"
@@ -291,15 +292,17 @@ func isNotFound(err error) bool {
 // isQuiesceFault: the guest could not be quiesced (Tools missing, a VSS
 // writer failed, the freeze timed out).
 func isQuiesceFault(err error) bool {
-	var f types.BaseMethodFault
+	var f any
 	if te, ok := asTaskError(err); ok {
 		f = te.Fault()
 	} else if soap.IsSoapFault(err) {
-		f, _ = soap.ToSoapFault(err).VimFault().(types.BaseMethodFault)
+		f = soap.ToSoapFault(err).VimFault()
 	}
-	switch f.(type) {
-	case *types.ApplicationQuiesceFault, *types.ToolsUnavailable, *types.Timedout,
-		*types.ToolsInstallationInProgress, *types.InvalidPowerState:
+	// Faults arrive as values (SOAP detail) or pointers (task info):
+	// compare the type name.
+	name := strings.TrimPrefix(strings.TrimPrefix(fmt.Sprintf("%T", f), "*"), "types.")
+	switch name {
+	case "ApplicationQuiesceFault", "ToolsUnavailable", "Timedout", "ToolsInstallationInProgress", "InvalidPowerState":
 		return true
 	}
 	return false
