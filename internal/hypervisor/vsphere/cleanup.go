@@ -27,8 +27,8 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 	var out []hypervisor.Leftover
 	var errs []error
 	for _, j := range js {
-		if j.PID == os.Getpid() || processAlive(j.PID) {
-			continue // a live session (this process's Close handles its own)
+		if j.PID == os.Getpid() && isLive(j.Snapshot) || j.PID != os.Getpid() && processAlive(j.PID) {
+			continue // a session still in use, here or in another coffer
 		}
 		if !strings.HasPrefix(j.Snapshot, SnapshotPrefix) {
 			continue // not a name coffer creates: never remove it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/object"
@@ -21,9 +22,10 @@ func (c *Connector) runTask(ctx context.Context, timeout time.Duration, start fu
 }
 
 // runTaskResult starts a task and waits for it through the shared tracker,
-// at most timeout. A task still running at the deadline is asked to cancel
-// (best effort: snapshot creation may still complete, which is why the
-// journal is written first) and reported as ErrTransient.
+// at most timeout. A task still running at the deadline is NOT cancelled:
+// cancelling a snapshot creation is racy (vcsim even completes cancelled
+// tasks), so coffer only stops waiting, reports ErrTransient, and keeps the
+// journal; cleanup removes the snapshot once the creation has ended.
 func (c *Connector) runTaskResult(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error), res *types.AnyType) error {
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -34,9 +36,6 @@ func (c *Connector) runTaskResult(ctx context.Context, timeout time.Duration, st
 	info, err := c.tasks.wait(tctx, t.Reference())
 	if err != nil {
 		if tctx.Err() != nil && ctx.Err() == nil {
-			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			methods.CancelTask(cctx, c.client, &types.CancelTask{This: t.Reference()})
-			ccancel()
 			return fmt.Errorf("task %s did not finish within %s: %w", t.Reference().Value, timeout, hypervisor.ErrTransient)
 		}
 		return err
@@ -166,9 +165,13 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 		return s.tokens(ok), nil
 	}
 	if err := s.Release(ctx); err != nil {
+		// The journal stays and the session stops counting as live, so
+		// CleanupLeftovers (in this process or the next) retries.
+		s.setLive(false)
 		return nil, err
 	}
 	s.closed = true
+	s.setLive(false)
 	s.c.unclaim(s.ref.ID)
 	if s.j != nil && !s.j.Suspended {
 		if err := s.j.remove(); err != nil {
@@ -189,4 +192,26 @@ func (s *session) tokens(ok bool) map[string]string {
 		}
 	}
 	return out
+}
+
+// liveSnapshots holds the snapshot names of this process's open sessions
+// (all connectors), so cleanup can also act on this process's own
+// abandoned journals (timed-out creations, failed removals) without
+// touching a session still in use.
+var liveSnapshots sync.Map
+
+func (s *session) setLive(on bool) {
+	if s.j == nil {
+		return
+	}
+	if on {
+		liveSnapshots.Store(s.j.Snapshot, true)
+	} else {
+		liveSnapshots.Delete(s.j.Snapshot)
+	}
+}
+
+func isLive(snapshot string) bool {
+	_, ok := liveSnapshots.Load(snapshot)
+	return ok
 }

@@ -117,7 +117,9 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 	}
 	s.j = newJournal(s.c.cfg.StateDir, journalState{SessionID: s.req.SessionID, StateID: s.c.stateID,
 		PID: os.Getpid(), VM: s.ref.ID, VMName: s.vm.Name, Snapshot: SnapshotPrefix + s.req.SessionID, Created: time.Now().UTC()})
+	s.setLive(true)
 	if err := s.j.save(); err != nil {
+		s.setLive(false)
 		return nil, err
 	}
 	vmo := object.NewVirtualMachine(s.c.client, vm)
@@ -185,6 +187,7 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 // anyway it is removed now; otherwise the journal is kept when a creation
 // may still be running, so a later cleanup removes what it leaves.
 func (s *session) abandon(ctx context.Context) {
+	defer s.setLive(false)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.to.Setup)
 	defer cancel()
 	vm := object.NewVirtualMachine(s.c.client, types.ManagedObjectReference{Type: "VirtualMachine", Value: s.ref.ID})
