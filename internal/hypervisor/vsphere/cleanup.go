@@ -35,7 +35,7 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 		}
 		ref := hypervisor.VMRef{ID: j.VM, Name: j.VMName}
 		vm := object.NewVirtualMachine(c.client, types.ManagedObjectReference{Type: "VirtualMachine", Value: j.VM})
-		removed, inFlight, err := c.removeNamed(ctx, vm, j.Snapshot, c.cfg.Timeouts.SnapshotRemove)
+		removed, inFlight, err := c.removeNamed(ctx, vm, j.Snapshot, j.StateID, c.cfg.Timeouts.SnapshotRemove)
 		switch {
 		case isNotFound(err):
 			j.remove()

@@ -188,3 +188,24 @@ func waitTasks(t *testing.T, s *sim, ref types.ManagedObjectReference) {
 		object.NewTask(s.client, tk).Wait(context.Background()) // its outcome does not matter here
 	}
 }
+
+// TestCleanupNeedsInstallationMark: a journal naming a snapshot that lacks
+// this installation's id in its description (someone else's "coffer-x")
+// never leads to its removal.
+func TestCleanupNeedsInstallationMark(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1})
+	c := s.connect(t, nil)
+	ref := s.vms[0]
+	s.userSnapshot(t, ref, SnapshotPrefix+"forged")
+	j := newJournal(c.cfg.StateDir, journalState{SessionID: "forged", StateID: c.stateID, PID: deadPID(t),
+		VM: ref.Value, VMName: "vm-0000", Snapshot: SnapshotPrefix + "forged"})
+	if err := j.save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CleanupLeftovers(context.Background()); err == nil {
+		t.Fatal("cleanup did not report the unmarked snapshot")
+	}
+	if len(s.snapshots(ref)) != 1 || len(journals(t, c)) != 1 {
+		t.Fatal("an unmarked snapshot was removed or its journal dropped")
+	}
+}

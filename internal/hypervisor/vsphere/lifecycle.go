@@ -49,16 +49,23 @@ func (c *Connector) runTaskResult(ctx context.Context, timeout time.Duration, st
 // removeNamed removes the VM snapshot called name, if it exists. When it
 // does not, inFlight reports a snapshot creation still running on the VM
 // (it may yet produce the snapshot, so its journal must be kept).
-func (c *Connector) removeNamed(ctx context.Context, vm *object.VirtualMachine, name string, timeout time.Duration) (removed, inFlight bool, err error) {
+//
+// mark, when set, must appear in the snapshot's description (the
+// installation id coffer writes there): a snapshot that merely has the
+// journalled name but was made by someone else is left alone.
+func (c *Connector) removeNamed(ctx context.Context, vm *object.VirtualMachine, name, mark string, timeout time.Duration) (removed, inFlight bool, err error) {
 	var m mo.VirtualMachine
 	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, vm.Reference(), []string{"snapshot", "recentTask"}, &m); err != nil {
 		return false, false, err
 	}
-	ref := findSnapshot(m.Snapshot, name)
-	if ref == nil {
+	node := findSnapshot(m.Snapshot, name)
+	if node == nil {
 		return false, c.creatingSnapshot(ctx, m.RecentTask), nil
 	}
-	err = c.removeSnapshot(ctx, *ref, timeout)
+	if mark != "" && !strings.Contains(node.Description, mark) {
+		return false, false, fmt.Errorf("snapshot %s lacks coffer's installation id %s in its description; not removed", name, mark)
+	}
+	err = c.removeSnapshot(ctx, node.Snapshot, timeout)
 	return err == nil, false, err
 }
 
@@ -93,15 +100,15 @@ func (c *Connector) creatingSnapshot(ctx context.Context, tasks []types.ManagedO
 	return false
 }
 
-func findSnapshot(info *types.VirtualMachineSnapshotInfo, name string) *types.ManagedObjectReference {
+func findSnapshot(info *types.VirtualMachineSnapshotInfo, name string) *types.VirtualMachineSnapshotTree {
 	if info == nil {
 		return nil
 	}
-	var walk func([]types.VirtualMachineSnapshotTree) *types.ManagedObjectReference
-	walk = func(ts []types.VirtualMachineSnapshotTree) *types.ManagedObjectReference {
-		for _, t := range ts {
+	var walk func([]types.VirtualMachineSnapshotTree) *types.VirtualMachineSnapshotTree
+	walk = func(ts []types.VirtualMachineSnapshotTree) *types.VirtualMachineSnapshotTree {
+		for i, t := range ts {
 			if t.Name == name {
-				return &t.Snapshot
+				return &ts[i]
 			}
 			if r := walk(t.ChildSnapshotList); r != nil {
 				return r

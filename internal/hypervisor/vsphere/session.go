@@ -191,7 +191,7 @@ func (s *session) abandon(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.to.Setup)
 	defer cancel()
 	vm := object.NewVirtualMachine(s.c.client, types.ManagedObjectReference{Type: "VirtualMachine", Value: s.ref.ID})
-	removed, inFlight, err := s.c.removeNamed(cctx, vm, s.j.Snapshot, s.to.SnapshotRemove)
+	removed, inFlight, err := s.c.removeNamed(cctx, vm, s.j.Snapshot, s.c.stateID, s.to.SnapshotRemove)
 	if err == nil && !inFlight && !s.j.Suspended {
 		s.j.remove()
 	}
