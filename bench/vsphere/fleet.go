@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
@@ -177,6 +178,9 @@ type counting struct {
 	total, peak int
 	perDS       map[string]int
 	peakDS      int
+	// Time spent in Snapshot and in Close, summed over sessions.
+	snapTime, closeTime time.Duration
+	sessions            int
 }
 
 func newCounting(c hypervisor.Connector) *counting {
@@ -212,23 +216,46 @@ func (c *counting) peaks() (int, int) {
 
 func (c *counting) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
 	c.add(vm.ID, 1)
+	start := time.Now()
 	s, err := c.Connector.Snapshot(ctx, vm, req)
+	took := time.Since(start)
 	if err != nil {
 		c.add(vm.ID, -1)
 		return nil, err
 	}
-	return &countedSession{Session: s, done: func() { c.add(vm.ID, -1) }}, nil
+	c.mu.Lock()
+	c.snapTime += took
+	c.sessions++
+	c.mu.Unlock()
+	return &countedSession{Session: s, done: func() { c.add(vm.ID, -1) }, closed: func(d time.Duration) {
+		c.mu.Lock()
+		c.closeTime += d
+		c.mu.Unlock()
+	}}, nil
 }
 
 type countedSession struct {
 	hypervisor.Session
-	once sync.Once
-	done func()
+	once   sync.Once
+	done   func()
+	closed func(time.Duration)
 }
 
 func (s *countedSession) Close(ctx context.Context, ok bool) (map[string]string, error) {
 	defer s.once.Do(s.done)
+	start := time.Now()
+	defer func() { s.closed(time.Since(start)) }()
 	return s.Session.Close(ctx, ok)
+}
+
+// means returns the mean time of Snapshot and of Close calls.
+func (c *counting) means() (time.Duration, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sessions == 0 {
+		return 0, 0
+	}
+	return c.snapTime / time.Duration(c.sessions), c.closeTime / time.Duration(c.sessions)
 }
 
 func numCPU() int { return runtime.NumCPU() }

@@ -28,6 +28,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/vmware/govmomi/simulator"
 
+	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/engine/enginetest"
@@ -51,6 +53,7 @@ type options struct {
 	create, remove                time.Duration
 	poll                          time.Duration
 	concurrency, c1               []int
+	runner                        string
 }
 
 func main() {
@@ -67,6 +70,8 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 50*time.Millisecond, "connector's shared task poll interval")
 	flag.StringVar(&conc, "concurrency", "8,32,64,256", "total concurrency levels over the whole fleet")
 	flag.StringVar(&c1, "c1-vms", "25,50", "fleet subsets measured at concurrency 1")
+	flag.StringVar(&o.runner, "runner", "backup", "backup (real backups into a repository) or snapshot (snapshot create+remove only)")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of the runs (not the fleet build) to this file")
 	flag.Parse()
 	o.concurrency, o.c1 = ints(conc), ints(c1)
 	o.diskSize, o.data = size(disk), size(data)
@@ -82,11 +87,19 @@ func main() {
 	// Set only now: building the fleet must not be slowed by them.
 	simulator.TaskDelay.MethodDelay = map[string]int{
 		"CreateSnapshotEx": int(o.create.Milliseconds()), "RemoveSnapshot": int(o.remove.Milliseconds()), "LockHandoff": 0}
-	fmt.Printf("snapshot create %s, remove %s (vcsim task delay); engine limit %d per datastore; task poll %s; %d cores\n\n",
-		o.create, o.remove, o.perDS, o.poll, numCPU())
+	fmt.Printf("snapshot create %s, remove %s (vcsim task delay); engine limit %d per datastore; task poll %s; runner %s; %d cores\n\n",
+		o.create, o.remove, o.perDS, o.poll, o.runner, numCPU())
 
+	if *prof != "" {
+		pf, err := os.Create(*prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(pf)
+		defer pprof.StopCPUProfile()
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\tVMs\telapsed\tper VM\tideal\tvs ideal\tspeed-up vs 1\tpeak in flight\tpeak per datastore\tfailed\t")
+	fmt.Fprintln(tw, "concurrency\tVMs\telapsed\tper VM\tideal\tvs ideal\tspeed-up vs 1\tpeak in flight\tpeak per datastore\tmean snapshot\tmean release\tfailed\t")
 	var perVM1 time.Duration
 	for _, n := range o.c1 {
 		r := f.run(ctx, 1, n)
@@ -94,7 +107,7 @@ func main() {
 		r.print(tw, o, 0)
 	}
 	if perVM1 > 0 {
-		fmt.Fprintf(tw, "1\t%d\t%s\t%s\t%s\t\t\t\t\t(extrapolated)\t\n", o.vms, round(perVM1*time.Duration(o.vms)),
+		fmt.Fprintf(tw, "1\t%d\t%s\t%s\t%s\t\t\t\t\t\t\t(extrapolated)\t\n", o.vms, round(perVM1*time.Duration(o.vms)),
 			round(perVM1), round(ideal(o, 1, o.vms)))
 	}
 	for _, c := range o.concurrency {
@@ -108,6 +121,7 @@ type result struct {
 	elapsed          time.Duration
 	peak, peakDS     int
 	failed, backedUp int
+	create, release  time.Duration // mean Snapshot and Close call
 }
 
 func (r result) print(tw *tabwriter.Writer, o options, perVM1 time.Duration) {
@@ -116,8 +130,8 @@ func (r result) print(tw *tabwriter.Writer, o options, perVM1 time.Duration) {
 	if perVM1 > 0 {
 		speed = fmt.Sprintf("%.1fx", float64(perVM1)*float64(r.n)/float64(r.elapsed))
 	}
-	fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.2fx\t%s\t%d\t%d\t%d\t\n", r.c, r.n, round(r.elapsed), round(r.elapsed/time.Duration(r.n)),
-		round(id), float64(r.elapsed)/float64(id), speed, r.peak, r.peakDS, r.failed)
+	fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.2fx\t%s\t%d\t%d\t%s\t%s\t%d\t\n", r.c, r.n, round(r.elapsed), round(r.elapsed/time.Duration(r.n)),
+		round(id), float64(r.elapsed)/float64(id), speed, r.peak, r.peakDS, round(r.create), round(r.release), r.failed)
 }
 
 // ideal is the shortest time the limits allow (see the package comment).
@@ -136,9 +150,13 @@ func (f *fleet) run(ctx context.Context, c, n int) result {
 	defer done()
 	counted := newCounting(f.conn)
 	cfg := &policy.Config{Limits: policy.Limits{Tasks: c, PerDatastore: f.o.perDS}}
-	eng, err := engine.New(ctx, engine.Options{Config: cfg, Catalog: enginetest.NewCatalog(),
+	eo := engine.Options{Config: cfg, Catalog: enginetest.NewCatalog(),
 		Connectors:     map[string]hypervisor.Connector{"vc": counted},
-		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, Workers: 1})
+		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, Workers: 1}
+	if f.o.runner == "snapshot" {
+		eo.Runner = snapshotOnly
+	}
+	eng, err := engine.New(ctx, eo)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -163,10 +181,25 @@ func (f *fleet) run(ctx context.Context, c, n int) result {
 		}
 	}
 	out.peak, out.peakDS = counted.peaks()
+	out.create, out.release = counted.means()
 	if out.peakDS > f.o.perDS || out.peak > c {
 		log.Fatalf("limit exceeded at concurrency %d: %d in flight, %d on one datastore", c, out.peak, out.peakDS)
 	}
 	return out
+}
+
+// snapshotOnly takes and releases the snapshot without reading data: the
+// orchestration alone, as in the published snapshot-storm measurement.
+func snapshotOnly(ctx context.Context, _ *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+	s, err := conn.Snapshot(ctx, req.VM, hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("bench-%s-%d", req.VM.ID, time.Now().UnixNano()),
+		Mode: req.SnapshotMode})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Close(context.WithoutCancel(ctx), true); err != nil {
+		return nil, err
+	}
+	return &repo.Snapshot{Mode: "full"}, nil
 }
 
 func vmName(i int) string { return fmt.Sprintf("vm-%04d", i) }
