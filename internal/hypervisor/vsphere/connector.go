@@ -128,6 +128,7 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	// Hundreds of concurrent sessions share this client (SOAP calls and
 	// range reads): keep their connections instead of Go's 2 per host.
 	sc.DefaultTransport().MaxIdleConnsPerHost = 256
+	sc.DefaultTransport().MaxIdleConns = 0 // no total cap (Go's default transport keeps 100)
 	if cfg.Thumbprint != "" {
 		tp := normalizeThumbprint(cfg.Thumbprint)
 		sc.SetThumbprint(u.Host, tp)
