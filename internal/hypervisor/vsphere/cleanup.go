@@ -61,6 +61,12 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 		}
 		if err := j.remove(); err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if j.PID == os.Getpid() {
+			// A session of this process whose removal failed kept its VM
+			// claimed (one coffer snapshot per VM); it is gone now.
+			c.unclaim(j.VM)
 		}
 	}
 	return out, errors.Join(errs...)

@@ -111,6 +111,14 @@ func TestRemovalFailsThenCleanup(t *testing.T) {
 	if err != nil || len(lo) != 1 || lo[0].Name != SnapshotPrefix+"r1" {
 		t.Fatalf("in-process cleanup: %+v %v", lo, err)
 	}
+	// With its leftover gone, the VM can be backed up again by this process.
+	again, err := c.Snapshot(ctx, hypervisor.VMRef{ID: a.Value, Name: "vm-0000"}, hypervisor.SnapshotRequest{SessionID: "r2", Mode: hypervisor.CrashConsistent})
+	if err != nil {
+		t.Fatalf("snapshot after the cleanup of a failed removal: %v", err)
+	}
+	if _, err := again.Close(ctx, true); err != nil {
+		t.Fatal(err)
+	}
 	// Then the process "dies" with k1 open: the next coffer removes it.
 	orphanJournals(t, c)
 	c2 := s.connect(t, func(cfg *Config) { cfg.StateDir = state })
