@@ -71,6 +71,9 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 		if err := c.enableCBT(ctx, moref, s.to.Setup); err != nil {
 			s.warn("enabling changed block tracking failed: %v", err)
 		} else {
+			// Recorded here too, so this backup's reads already ask for
+			// allocated areas (changeId "*") on the snapshot below.
+			s.vm.Config.ChangeTrackingEnabled = types.NewBool(true)
 			// CBT starts with the next stun/unstun cycle, which is the
 			// snapshot below: the next backup can be incremental.
 			s.warn("changed block tracking enabled; it takes effect with this snapshot, so this backup reads all allocated data")
