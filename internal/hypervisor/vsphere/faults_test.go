@@ -217,3 +217,32 @@ func TestCleanupNeedsInstallationMark(t *testing.T) {
 		t.Fatal("an unmarked snapshot was removed or its journal dropped")
 	}
 }
+
+// TestOneCofferSnapshotPerVM: a second coffer (another process or
+// installation, here another connector with its own state directory) is
+// refused with a transient error while the first one's snapshot exists,
+// and succeeds once it is gone.
+func TestOneCofferSnapshotPerVM(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1})
+	ctx := context.Background()
+	vm := hypervisor.VMRef{ID: s.vms[0].Value, Name: "vm-0000"}
+	first, err := s.connect(t, nil).Snapshot(ctx, vm, hypervisor.SnapshotRequest{SessionID: "one", Mode: hypervisor.CrashConsistent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := s.connect(t, nil)
+	if _, err := other.Snapshot(ctx, vm, hypervisor.SnapshotRequest{SessionID: "two", Mode: hypervisor.CrashConsistent}); !errors.Is(err, hypervisor.ErrTransient) {
+		t.Fatalf("second coffer snapshot on one VM: %v", err)
+	}
+	if n := len(s.snapshots(s.vms[0])); n != 1 {
+		t.Fatalf("%d snapshots", n)
+	}
+	if _, err := first.Close(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	second, err := other.Snapshot(ctx, vm, hypervisor.SnapshotRequest{SessionID: "two", Mode: hypervisor.CrashConsistent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Close(ctx, true)
+}

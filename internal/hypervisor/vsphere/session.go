@@ -22,7 +22,31 @@ import (
 // only ever considers snapshots with this prefix that a journal names.
 const SnapshotPrefix = "coffer-"
 
-var sessionProps = append([]string{"config.uuid", "config.hardware.numCPU", "config.hardware.memoryMB",
+// snapshotDescription starts the description of every snapshot coffer
+// creates: with the prefix it tells coffer's snapshots from look-alikes.
+const snapshotDescription = "coffer backup session"
+
+// cofferSnapshot names a snapshot in the tree that coffer created, if any.
+func cofferSnapshot(info *types.VirtualMachineSnapshotInfo) string {
+	if info == nil {
+		return ""
+	}
+	var walk func([]types.VirtualMachineSnapshotTree) string
+	walk = func(ts []types.VirtualMachineSnapshotTree) string {
+		for _, t := range ts {
+			if strings.HasPrefix(t.Name, SnapshotPrefix) && strings.HasPrefix(t.Description, snapshotDescription) {
+				return t.Name
+			}
+			if n := walk(t.ChildSnapshotList); n != "" {
+				return n
+			}
+		}
+		return ""
+	}
+	return walk(info.RootSnapshotList)
+}
+
+var sessionProps = append([]string{"snapshot", "config.uuid", "config.hardware.numCPU", "config.hardware.memoryMB",
 	"config.guestId", "config.firmware", "config.version"}, vmProps...)
 
 type session struct {
@@ -66,6 +90,13 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	}
 	if s.vm.Config == nil {
 		return nil, fmt.Errorf("vsphere: VM %s has no configuration (inaccessible?): %w", ref.Name, hypervisor.ErrTransient)
+	}
+	if other := cofferSnapshot(s.vm.Snapshot); req.Mode != hypervisor.AsIs && other != "" {
+		// One coffer snapshot per VM, also across coffer processes and
+		// installations: a second one would only lengthen the chain the
+		// VM runs on.
+		return nil, fmt.Errorf("vsphere: %s already has coffer snapshot %s (a backup running elsewhere, or a leftover the next cleanup removes): %w",
+			ref.Name, other, hypervisor.ErrTransient)
 	}
 	if req.Track && (s.vm.Config.ChangeTrackingEnabled == nil || !*s.vm.Config.ChangeTrackingEnabled) {
 		if err := c.enableCBT(ctx, moref, s.to.Setup); err != nil {
@@ -150,7 +181,7 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 			s.j.save()
 		}()
 	}
-	desc := fmt.Sprintf("coffer backup session %s (installation %s); removed automatically", s.req.SessionID, s.c.stateID)
+	desc := fmt.Sprintf(snapshotDescription+" %s (installation %s); removed automatically", s.req.SessionID, s.c.stateID)
 	timeout := s.to.SnapshotCreate
 	if quiesce {
 		timeout += s.to.Quiesce
