@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
 // TestInventoryAtScale lists 1000 VMs on 5 hosts and 100 datastores
@@ -17,18 +19,26 @@ func TestInventoryAtScale(t *testing.T) {
 	c := s.connect(t, nil)
 	ctx := context.Background()
 	c.Inventory(ctx) // warm up connections
-	start := time.Now()
-	vms, err := c.Inventory(ctx)
-	took := time.Since(start)
-	if err != nil {
-		t.Fatal(err)
+	// Best of three, so that other test packages running on the same
+	// cores do not decide the figure; one listing is one container view
+	// and one paged property-collector call, whatever the VM count.
+	var vms []hypervisor.VM
+	took := time.Hour
+	for range 3 {
+		start := time.Now()
+		var err error
+		if vms, err = c.Inventory(ctx); err != nil {
+			t.Fatal(err)
+		}
+		took = min(took, time.Since(start))
 	}
-	t.Logf("inventory of %d VMs: %s", len(vms), took)
+	t.Logf("inventory of %d VMs: %s (best of 3)", len(vms), took)
 	if len(vms) != 1000 {
 		t.Fatalf("%d VMs", len(vms))
 	}
-	// No timing assertion: shared CI machines vary; the figure is logged
-	// (about 0.6 s on 2 cores with TLS and thumbprint pinning).
+	if took > time.Second {
+		t.Fatalf("listing 1000 VMs took %s", took)
+	}
 	perDS, hosts := map[string]int{}, map[string]bool{}
 	for _, vm := range vms {
 		if len(vm.Disks) != 1 || vm.Disks[0].Size != s.opts.DiskSize || vm.PowerState != "running" || vm.Host == "" {
