@@ -31,20 +31,21 @@ var ErrVMExists = errors.New("a VM with that name exists")
 // CreateVM implements hypervisor.Restorer: a new, powered-off VM with the
 // recorded CPUs, memory, firmware, guest OS, disks (same sizes, new flat
 // files) and network adapters (same networks, new MAC addresses, so it can
-// run next to the original). Replacing an existing VM is not offered: the
-// caller restores under a new name and swaps VMs itself.
+// run next to the original). With ReplaceExisting (set only after an
+// explicit confirmation) it writes onto the original VM's disks instead,
+// see restoreOriginal; a running VM is never written.
 func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hypervisor.NewVMOptions) (hypervisor.NewVM, error) {
 	if cfg.Kind != "vsphere" {
 		return nil, fmt.Errorf("vsphere: cannot restore a %q VM configuration: %w", cfg.Kind, hypervisor.ErrUnsupported)
 	}
+	if _, ok := c.transport.(DiskWriter); !ok {
+		return nil, fmt.Errorf("vsphere: transport %s cannot write disks: %w", c.transport.Name(), hypervisor.ErrUnsupported)
+	}
 	if o.ReplaceExisting {
-		return nil, fmt.Errorf("vsphere: restoring over an existing VM: %w; restore to a new name", hypervisor.ErrUnsupported)
+		return c.restoreOriginal(ctx, cfg, o)
 	}
 	if o.Name == "" {
 		return nil, errors.New("vsphere: restore needs a name for the new VM")
-	}
-	if _, ok := c.transport.(DiskWriter); !ok {
-		return nil, fmt.Errorf("vsphere: transport %s cannot write disks: %w", c.transport.Name(), hypervisor.ErrUnsupported)
 	}
 	vms, err := c.Inventory(ctx)
 	if err != nil {
@@ -217,10 +218,11 @@ func (c *Connector) restoreSpec(ctx context.Context, p *placement, cfg hyperviso
 }
 
 type newVM struct {
-	c     *Connector
-	ref   types.ManagedObjectReference
-	name  string
-	disks map[string]DiskLocation // recorded disk key -> new disk
+	c        *Connector
+	ref      types.ManagedObjectReference
+	name     string
+	original bool                    // the original VM's own disks: never destroyed
+	disks    map[string]DiskLocation // recorded disk key -> disk to write
 }
 
 func (v *newVM) Ref() hypervisor.VMRef { return hypervisor.VMRef{ID: v.ref.Value, Name: v.name} }
@@ -252,7 +254,11 @@ func (v *newVM) Start(ctx context.Context) error {
 }
 
 // Abort implements hypervisor.NewVM: the half-restored VM and its files go.
+// The original VM is never deleted.
 func (v *newVM) Abort(ctx context.Context) error {
+	if v.original {
+		return errOriginalAbort
+	}
 	vm := object.NewVirtualMachine(v.c.client, v.ref)
 	var m mo.VirtualMachine
 	if err := property.DefaultCollector(v.c.client).RetrieveOne(ctx, v.ref, []string{"runtime.powerState"}, &m); err == nil &&

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/vmware/govmomi/object"
@@ -120,5 +121,61 @@ func TestRestoreToNewVM(t *testing.T) {
 	vms, err := c.Inventory(ctx)
 	if err != nil || len(vms) != 1 {
 		t.Fatalf("after abort: %d VMs, %v", len(vms), err)
+	}
+}
+
+// TestRestoreOntoOriginal writes a backup back onto the original VM's disk
+// after the disk was overwritten: refused while the VM runs, done once it
+// is powered off; the disk then holds the backed-up bytes again, and an
+// abort never deletes the original VM.
+func TestRestoreOntoOriginal(t *testing.T) {
+	ctx := context.Background()
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 2 << 20})
+	sh := newCBTShim(t, s)
+	c := sh.connect(t, nil)
+	ref := s.vms[0]
+	sh.write(t, ref, 0, 4096, bytes.Repeat([]byte("good data "), 10000))
+	want := sh.read(t, ref, 0)
+	r := newRepo(t)
+	point := runBackup(t, r, c, hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"})
+	var cfg hypervisor.VMConfig
+	if err := json.Unmarshal(point.VMConfig, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	sh.write(t, ref, 0, 0, bytes.Repeat([]byte{0xba}, 512<<10)) // ransomware, say
+
+	if _, err := c.CreateVM(ctx, cfg, hypervisor.NewVMOptions{ReplaceExisting: true}); err == nil || !strings.Contains(err.Error(), "running") {
+		t.Fatalf("restore onto a running VM: %v", err)
+	}
+	vmo := object.NewVirtualMachine(s.client, ref)
+	task, err := vmo.PowerOff(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv, err := c.CreateVM(ctx, cfg, hypervisor.NewVMOptions{ReplaceExisting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nv.Ref().ID != ref.Value {
+		t.Fatalf("restore target %v, want the original %s", nv.Ref(), ref.Value)
+	}
+	src, err := restore.OpenDisk(ctx, r, point.Disks[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nv.WriteDisk(ctx, point.Disks[0].Key, src); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sh.read(t, ref, 0), want) {
+		t.Fatal("the original disk does not hold the backed-up bytes")
+	}
+	if err := nv.Abort(ctx); err == nil {
+		t.Fatal("abort of a restore onto the original reported nothing")
+	}
+	if vms, _ := c.Inventory(ctx); len(vms) != 1 {
+		t.Fatal("abort deleted the original VM")
 	}
 }
