@@ -22,10 +22,17 @@ type changeToken struct {
 	ChangeID string
 	Size     int64
 	VM       string
+	// Path is the disk's file ("[ds1] vm/vm.vmdk"): a disk moved to other
+	// storage is read in full rather than trusted to keep its tracking.
+	Path string
 }
 
 func encodeToken(t changeToken) string {
-	return url.Values{"cid": {t.ChangeID}, "size": {strconv.FormatInt(t.Size, 10)}, "vm": {t.VM}}.Encode()
+	v := url.Values{"cid": {t.ChangeID}, "size": {strconv.FormatInt(t.Size, 10)}, "vm": {t.VM}}
+	if t.Path != "" {
+		v.Set("path", t.Path)
+	}
+	return v.Encode()
 }
 
 func decodeToken(s string) (changeToken, bool) {
@@ -37,7 +44,7 @@ func decodeToken(s string) (changeToken, bool) {
 	if err != nil {
 		return changeToken{}, false
 	}
-	return changeToken{ChangeID: v.Get("cid"), Size: size, VM: v.Get("vm")}, true
+	return changeToken{ChangeID: v.Get("cid"), Size: size, VM: v.Get("vm"), Path: v.Get("path")}, true
 }
 
 // planChanges decides whether a disk can be read incrementally and, if so,
@@ -61,6 +68,8 @@ func (s *session) planChanges(ctx context.Context, ds *hypervisor.DiskSnapshot, 
 		ds.ChangeWarning = fmt.Sprintf("disk resized from %d to %d bytes", old.Size, ds.Size)
 	case old.VM != s.vm.Config.InstanceUuid:
 		ds.ChangeWarning = "VM was re-registered or moved (instance UUID changed)"
+	case old.Path != "" && old.Path != ds.Path:
+		ds.ChangeWarning = fmt.Sprintf("disk moved from %s to %s", old.Path, ds.Path)
 	}
 	if ds.ChangeWarning != "" {
 		s.warn("disk %s: %s; reading it in full", ds.Name, ds.ChangeWarning)

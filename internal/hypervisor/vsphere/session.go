@@ -261,7 +261,7 @@ func (s *session) describe(ctx context.Context, devices []types.BaseVirtualDevic
 		}
 		s.locs[info.Key] = DiskLocation{Datacenter: dc, Datastore: dsName, Descriptor: path, Size: info.Size}
 		if flat.ChangeId != "" {
-			ds.NewToken = encodeToken(changeToken{ChangeID: flat.ChangeId, Size: info.Size, VM: cfg.InstanceUuid})
+			ds.NewToken = encodeToken(changeToken{ChangeID: flat.ChangeId, Size: info.Size, VM: cfg.InstanceUuid, Path: flat.FileName})
 		}
 		s.planChanges(ctx, &ds, flat.ChangeId)
 		s.disks = append(s.disks, ds)

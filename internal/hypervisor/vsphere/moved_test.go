@@ -1,0 +1,52 @@
+package vsphere
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+)
+
+// TestMovedDiskReadInFull: after the disk's file moved (a storage
+// vMotion, say), the previous changeId is not trusted: the next point is a
+// full read with a warning, and it restores byte-identical.
+func TestMovedDiskReadInFull(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 2 << 20})
+	sh := newCBTShim(t, s)
+	c := sh.connect(t, nil)
+	r := newRepo(t)
+	ref := s.vms[0]
+	vm := hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+	sh.write(t, ref, 0, 0, bytes.Repeat([]byte{7}, 64<<10))
+	runBackup(t, r, c, vm)
+
+	// Move the disk's files to another folder and point the VM at them.
+	_, oldFlat := sh.diskFile(t, ref, 0)
+	newDir := filepath.Join(filepath.Dir(filepath.Dir(oldFlat)), "moved")
+	os.MkdirAll(newDir, 0o755)
+	for _, f := range []string{oldFlat, strings.TrimSuffix(oldFlat, "-flat.vmdk") + ".vmdk"} {
+		if err := os.Rename(f, filepath.Join(newDir, filepath.Base(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := sh.simVM(ref)
+	s.model.Map().WithLock(s.model.Service.Context, v, func() {
+		b := shimDisks(v.Config.Hardware.Device)[0].Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+		ds, _, _ := strings.Cut(strings.TrimPrefix(b.FileName, "["), "]")
+		b.FileName = "[" + ds + "] moved/" + filepath.Base(strings.TrimSuffix(oldFlat, "-flat.vmdk")+".vmdk")
+	})
+	sh.write(t, ref, 0, 1<<20, bytes.Repeat([]byte{9}, 4096))
+	want := sh.read(t, ref, 0)
+	p := runBackup(t, r, c, vm)
+	if p.Mode != "full" || !strings.Contains(strings.Join(p.Warnings, ";"), "disk moved") {
+		t.Fatalf("after a move: mode %s, warnings %v", p.Mode, p.Warnings)
+	}
+	if !bytes.Equal(restoreBytes(t, r, p), want) {
+		t.Fatal("the point after the move does not restore to the disk")
+	}
+}
