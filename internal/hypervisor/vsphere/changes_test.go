@@ -50,3 +50,36 @@ func TestMovedDiskReadInFull(t *testing.T) {
 		t.Fatal("the point after the move does not restore to the disk")
 	}
 }
+
+// TestResizedDiskReadInFull: a disk grown since the last backup is read in
+// full with a warning, and the point restores to the new size and bytes.
+func TestResizedDiskReadInFull(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 2 << 20})
+	sh := newCBTShim(t, s)
+	c := sh.connect(t, nil)
+	r := newRepo(t)
+	ref := s.vms[0]
+	vm := hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+	sh.write(t, ref, 0, 0, bytes.Repeat([]byte{3}, 64<<10))
+	runBackup(t, r, c, vm)
+
+	const grown = 3 << 20
+	_, flat := sh.diskFile(t, ref, 0)
+	if err := os.Truncate(flat, grown); err != nil {
+		t.Fatal(err)
+	}
+	v := sh.simVM(ref)
+	s.model.Map().WithLock(s.model.Service.Context, v, func() {
+		d := shimDisks(v.Config.Hardware.Device)[0]
+		d.CapacityInKB, d.CapacityInBytes = grown/1024, grown
+	})
+	sh.write(t, ref, 0, grown-8192, bytes.Repeat([]byte{4}, 8192))
+	want := sh.read(t, ref, 0)
+	p := runBackup(t, r, c, vm)
+	if p.Mode != "full" || !strings.Contains(strings.Join(p.Warnings, ";"), "resized") {
+		t.Fatalf("after growing the disk: mode %s, warnings %v", p.Mode, p.Warnings)
+	}
+	if got := restoreBytes(t, r, p); len(got) != grown || !bytes.Equal(got, want) {
+		t.Fatalf("the point after the resize restores %d bytes, not the disk's %d", len(got), len(want))
+	}
+}
