@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // TestMovedDiskReadInFull: after the disk's file moved (a storage
@@ -81,5 +84,48 @@ func TestResizedDiskReadInFull(t *testing.T) {
 	}
 	if got := restoreBytes(t, r, p); len(got) != grown || !bytes.Equal(got, want) {
 		t.Fatalf("the point after the resize restores %d bytes, not the disk's %d", len(got), len(want))
+	}
+}
+
+// TestDifferential: a differential point asks CBT for the changes since
+// the last full point's changeId (not the previous point's), and restores
+// byte-identical.
+func TestDifferential(t *testing.T) {
+	ctx := context.Background()
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 2 << 20})
+	sh := newCBTShim(t, s)
+	c := sh.connect(t, nil)
+	r := newRepo(t)
+	ref := s.vms[0]
+	vm := hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+	backupMode := func(mode string) *repo.Snapshot {
+		w, err := r.NewWriter(ctx, "vm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close(ctx)
+		p, err := backup.BackupVM(ctx, w, c, backup.VMRequest{Connection: "vc", VM: vm, Mode: mode,
+			SnapshotMode: hypervisor.CrashConsistent}, backup.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sh.write(t, ref, 0, 0, bytes.Repeat([]byte{1}, 64<<10))
+	full := backupMode("full")
+	sh.write(t, ref, 0, 256<<10, bytes.Repeat([]byte{2}, 4096))
+	inc := backupMode("incremental")
+	sh.write(t, ref, 0, 1<<20, bytes.Repeat([]byte{3}, 4096))
+	want := sh.read(t, ref, 0)
+	diff := backupMode("differential")
+	if full.Mode != "full" || inc.Mode != "incremental" || diff.Mode != "differential" {
+		t.Fatalf("modes %s %s %s", full.Mode, inc.Mode, diff.Mode)
+	}
+	// Both later writes, since the full: more than the incremental read.
+	if diff.BytesRead < 2*4096 || diff.BytesRead <= inc.BytesRead {
+		t.Fatalf("differential read %d bytes, incremental %d", diff.BytesRead, inc.BytesRead)
+	}
+	if !bytes.Equal(restoreBytes(t, r, diff), want) {
+		t.Fatal("the differential point does not restore to the disk")
 	}
 }
