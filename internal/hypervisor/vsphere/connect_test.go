@@ -2,9 +2,12 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
 // TestConnectVerifiesTLS: without a pin or a CA the simulator's
@@ -47,5 +50,26 @@ func TestConnectVerifiesTLS(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Fatalf("%s: got %v, want an error about %s", tc.name, err, tc.err)
 		}
+	}
+}
+
+// TestSnapshotByNameOrUUID: a VM given by name only (a command line) or by
+// its instance UUID (a recorded configuration) is found.
+func TestSnapshotByNameOrUUID(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 2})
+	c := s.connect(t, nil)
+	ctx := context.Background()
+	uuid := s.vm(s.vms[1]).Config.InstanceUuid
+	for _, ref := range []hypervisor.VMRef{{Name: "vm-0000"}, {ID: uuid, Name: "by-uuid"}} {
+		sess, err := c.Snapshot(ctx, ref, hypervisor.SnapshotRequest{SessionID: "n" + ref.Name, Mode: hypervisor.CrashConsistent})
+		if err != nil {
+			t.Fatalf("%+v: %v", ref, err)
+		}
+		if _, err := sess.Close(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Snapshot(ctx, hypervisor.VMRef{Name: "nope"}, hypervisor.SnapshotRequest{SessionID: "x"}); !errors.Is(err, hypervisor.ErrNotFound) {
+		t.Fatalf("unknown VM: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/methods"
@@ -62,7 +63,8 @@ func (c *Connector) restoreOriginal(ctx context.Context, cfg hypervisor.VMConfig
 	return nv, nil
 }
 
-// originalVM finds the VM a configuration was recorded from.
+// originalVM finds the VM a configuration was recorded from (by instance
+// UUID, else by name).
 func (c *Connector) originalVM(ctx context.Context, cfg hypervisor.VMConfig, name string) (types.ManagedObjectReference, error) {
 	if cfg.UUID != "" {
 		res, err := methods.FindByUuid(ctx, c.client, &types.FindByUuid{This: *c.client.ServiceContent.SearchIndex,
@@ -92,3 +94,18 @@ func (c *Connector) originalVM(ctx context.Context, cfg hypervisor.VMConfig, nam
 // errOriginalAbort: an interrupted restore onto the original disks cannot
 // be undone; the VM stays powered off for the operator to decide.
 var errOriginalAbort = errors.New("vsphere: restore onto the original VM interrupted: its disks may be partly overwritten; the VM was left powered off")
+
+// resolve turns a VMRef into the MoRef form sessions use: inventory IDs
+// are MoRefs already; an instance UUID (a configuration's UUID) or a bare
+// name (a command line) is looked up.
+func (c *Connector) resolve(ctx context.Context, ref hypervisor.VMRef) (hypervisor.VMRef, error) {
+	if strings.HasPrefix(ref.ID, "vm-") || (ref.ID != "" && !strings.Contains(ref.ID, "-")) {
+		return ref, nil // a MoRef ("vm-42" on vCenter, "42" on ESXi)
+	}
+	moref, err := c.originalVM(ctx, hypervisor.VMConfig{UUID: ref.ID, Name: ref.Name}, ref.Name)
+	if err != nil {
+		return ref, err
+	}
+	ref.ID = moref.Value
+	return ref, nil
+}

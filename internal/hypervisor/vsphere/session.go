@@ -71,6 +71,9 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	if req.SessionID == "" {
 		return nil, errors.New("vsphere: snapshot request without a session id")
 	}
+	if ref, err = c.resolve(ctx, ref); err != nil {
+		return nil, err
+	}
 	if !c.claim(ref.ID) {
 		return nil, fmt.Errorf("vsphere: %s already has a coffer snapshot session: %w", ref.Name, hypervisor.ErrTransient)
 	}
