@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmware/govmomi/object"
+
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
@@ -71,5 +73,31 @@ func TestSnapshotByNameOrUUID(t *testing.T) {
 	}
 	if _, err := c.Snapshot(ctx, hypervisor.VMRef{Name: "nope"}, hypervisor.SnapshotRequest{SessionID: "x"}); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Fatalf("unknown VM: %v", err)
+	}
+}
+
+// TestCustomAttributesAsTags: vSphere custom attributes are the inventory's
+// tags, so policies can select VMs by them.
+func TestCustomAttributesAsTags(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 2})
+	c := s.connect(t, nil)
+	ctx := context.Background()
+	m, err := object.GetCustomFieldsManager(s.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Add(ctx, "backup-tier", "VirtualMachine", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Set(ctx, s.vms[1], f.Key, "gold"); err != nil {
+		t.Fatal(err)
+	}
+	vms, err := c.Inventory(ctx)
+	if err != nil || len(vms) != 2 {
+		t.Fatalf("%v %v", vms, err)
+	}
+	if vms[0].Tags["backup-tier"] != "" || vms[1].Tags["backup-tier"] != "gold" {
+		t.Fatalf("tags: %v, %v", vms[0].Tags, vms[1].Tags)
 	}
 }

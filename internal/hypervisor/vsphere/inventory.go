@@ -41,6 +41,7 @@ type inventory struct {
 	vms        []mo.VirtualMachine
 	hosts      map[types.ManagedObjectReference]string
 	datastores map[types.ManagedObjectReference]string
+	fields     map[int32]string // custom attribute key -> name
 }
 
 func (c *Connector) retrieveAll(ctx context.Context) (*inventory, error) {
@@ -55,10 +56,16 @@ func (c *Connector) retrieveAll(ctx context.Context) (*inventory, error) {
 	spec := types.PropertyFilterSpec{
 		ObjectSet: []types.ObjectSpec{{Obj: v.Reference(), Skip: types.NewBool(true), SelectSet: []types.BaseSelectionSpec{&ts}}},
 		PropSet: []types.PropertySpec{
-			{Type: "VirtualMachine", PathSet: append([]string{"config.template"}, vmProps...)},
+			{Type: "VirtualMachine", PathSet: append([]string{"config.template", "customValue"}, vmProps...)},
 			{Type: "HostSystem", PathSet: []string{"name"}},
 			{Type: "Datastore", PathSet: []string{"name"}},
 		},
+	}
+	if cfm := c.client.ServiceContent.CustomFieldsManager; cfm != nil {
+		// Custom attribute names ride in the same call: VMs carry only
+		// their keys, and policies select by name ("select: tags").
+		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: *cfm})
+		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: "CustomFieldsManager", PathSet: []string{"field"}})
 	}
 	content, err := retrieveAllPages(ctx, c, spec)
 	if err != nil {
@@ -76,6 +83,13 @@ func (c *Connector) retrieveAll(ctx context.Context) (*inventory, error) {
 				continue // templates cannot be snapshotted
 			}
 			inv.vms = append(inv.vms, o)
+		case mo.CustomFieldsManager:
+			inv.fields = map[int32]string{}
+			for _, f := range o.Field {
+				if f.ManagedObjectType == "" || f.ManagedObjectType == "VirtualMachine" {
+					inv.fields[f.Key] = f.Name
+				}
+			}
 		case mo.HostSystem:
 			inv.hosts[o.Self] = o.Name
 		case mo.Datastore:
@@ -113,6 +127,14 @@ func (inv *inventory) toVM(vm mo.VirtualMachine) hypervisor.VM {
 		GuestAgent: vm.Guest != nil && vm.Guest.ToolsRunningStatus == string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)}
 	if vm.Runtime.Host != nil {
 		out.Host = inv.hosts[*vm.Runtime.Host]
+	}
+	for _, cv := range vm.CustomValue {
+		if sv, ok := cv.(*types.CustomFieldStringValue); ok && inv.fields[sv.Key] != "" {
+			if out.Tags == nil {
+				out.Tags = map[string]string{}
+			}
+			out.Tags[inv.fields[sv.Key]] = sv.Value
+		}
 	}
 	seen := map[string]bool{}
 	for _, ds := range vm.Datastore {
