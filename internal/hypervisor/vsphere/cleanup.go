@@ -47,9 +47,9 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 		case removed:
 			out = append(out, hypervisor.Leftover{VM: ref, Kind: "vm-snapshot", Name: j.Snapshot, Action: "removed"})
 		case inFlight:
-			// The creation may still produce the snapshot: keep the
-			// journal so the next cleanup removes it.
-			out = append(out, hypervisor.Leftover{VM: ref, Kind: "vm-snapshot", Name: j.Snapshot, Action: "creation still running; kept for the next cleanup"})
+			// A creation may still produce the snapshot, or a removal is
+			// still running: keep the journal for the next cleanup.
+			out = append(out, hypervisor.Leftover{VM: ref, Kind: "vm-snapshot", Name: j.Snapshot, Action: "snapshot creation or removal still running; kept for the next cleanup"})
 			continue
 		}
 		if j.Suspended {

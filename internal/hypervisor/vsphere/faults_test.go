@@ -246,3 +246,43 @@ func TestOneCofferSnapshotPerVM(t *testing.T) {
 	}
 	second.Close(ctx, true)
 }
+
+// TestRemovalTaskHangs: the snapshot removal outlives its timeout. Close
+// reports a transient error at the timeout and keeps the journal; a
+// cleanup while that removal still runs does not start a second one, and
+// once it has ended nothing is left.
+func TestRemovalTaskHangs(t *testing.T) {
+	simMu.Lock()
+	defer simMu.Unlock()
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1})
+	c := s.connect(t, func(cfg *Config) { cfg.Timeouts.SnapshotRemove = 200 * time.Millisecond })
+	ctx := context.Background()
+	ref := s.vms[0]
+	sess, err := c.Snapshot(ctx, hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}, hypervisor.SnapshotRequest{SessionID: "rh", Mode: hypervisor.CrashConsistent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simulator.TaskDelay.MethodDelay = map[string]int{"RemoveSnapshot": 1500, "LockHandoff": 0}
+	defer func() { simulator.TaskDelay.MethodDelay = nil }()
+	start := time.Now()
+	if _, err := sess.Close(ctx, true); !errors.Is(err, hypervisor.ErrTransient) {
+		t.Fatalf("hung removal: %v", err)
+	}
+	if took := time.Since(start); took > 1400*time.Millisecond {
+		t.Fatalf("waited %s: the removal timeout was not applied", took)
+	}
+	if n := len(journals(t, c)); n != 1 {
+		t.Fatalf("%d journals after a removal that did not finish", n)
+	}
+	lo, err := c.CleanupLeftovers(ctx)
+	if err != nil || len(lo) != 1 || lo[0].Action == "removed" || len(journals(t, c)) != 1 {
+		t.Fatalf("cleanup while the removal runs: %+v %v", lo, err)
+	}
+	waitTasks(t, s, ref)
+	if _, err := c.CleanupLeftovers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.snapshots(ref)); n != 0 || len(journals(t, c)) != 0 {
+		t.Fatalf("after the removal ended: %d snapshots, %d journals", n, len(journals(t, c)))
+	}
+}

@@ -60,10 +60,15 @@ func (c *Connector) removeNamed(ctx context.Context, vm *object.VirtualMachine, 
 	}
 	node := findSnapshot(m.Snapshot, name)
 	if node == nil {
-		return false, c.creatingSnapshot(ctx, m.RecentTask), nil
+		return false, c.snapshotTaskRunning(ctx, m.RecentTask, "createsnapshot"), nil
 	}
 	if mark != "" && !strings.Contains(node.Description, mark) {
 		return false, false, fmt.Errorf("snapshot %s lacks coffer's installation id %s in its description; not removed", name, mark)
+	}
+	if c.snapshotTaskRunning(ctx, m.RecentTask, "removesnapshot", "snapshot.remove") {
+		// An earlier removal (one that outlived its timeout) still runs:
+		// a second one would fail or, on vcsim, crash the server.
+		return false, true, nil
 	}
 	err = c.removeSnapshot(ctx, node.Snapshot, timeout)
 	return err == nil, false, err
@@ -83,7 +88,9 @@ func (c *Connector) removeSnapshot(ctx context.Context, ref types.ManagedObjectR
 	})
 }
 
-func (c *Connector) creatingSnapshot(ctx context.Context, tasks []types.ManagedObjectReference) bool {
+// snapshotTaskRunning reports a queued or running task among tasks whose
+// description id contains one of kinds (lower case).
+func (c *Connector) snapshotTaskRunning(ctx context.Context, tasks []types.ManagedObjectReference, kinds ...string) bool {
 	if len(tasks) == 0 {
 		return false
 	}
@@ -93,8 +100,11 @@ func (c *Connector) creatingSnapshot(ctx context.Context, tasks []types.ManagedO
 	}
 	for _, t := range ts {
 		running := t.Info.State == types.TaskInfoStateQueued || t.Info.State == types.TaskInfoStateRunning
-		if running && strings.Contains(strings.ToLower(t.Info.DescriptionId), "createsnapshot") {
-			return true
+		id := strings.ToLower(t.Info.DescriptionId)
+		for _, k := range kinds {
+			if running && strings.Contains(id, k) {
+				return true
+			}
 		}
 	}
 	return false
