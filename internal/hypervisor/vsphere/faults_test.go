@@ -274,6 +274,11 @@ func TestRemovalTaskHangs(t *testing.T) {
 	if n := len(journals(t, c)); n != 1 {
 		t.Fatalf("%d journals after a removal that did not finish", n)
 	}
+	// Closing again (as the engine does after a failed Release) must not
+	// start a second removal.
+	if _, err := sess.Close(ctx, true); !errors.Is(err, hypervisor.ErrTransient) {
+		t.Fatalf("second Close while the removal runs: %v", err)
+	}
 	lo, err := c.CleanupLeftovers(ctx)
 	if err != nil || len(lo) != 1 || lo[0].Action == "removed" || len(journals(t, c)) != 1 {
 		t.Fatalf("cleanup while the removal runs: %+v %v", lo, err)

@@ -166,6 +166,21 @@ func (s *session) Release(ctx context.Context) error {
 	if s.snap == nil {
 		return nil
 	}
+	if s.removeTried {
+		// A first removal failed or outlived its timeout and may still
+		// be running: look before starting another.
+		vm := object.NewVirtualMachine(s.c.client, types.ManagedObjectReference{Type: "VirtualMachine", Value: s.ref.ID})
+		_, inFlight, err := s.c.removeNamed(ctx, vm, s.j.Snapshot, s.c.stateID, s.to.SnapshotRemove)
+		if err != nil {
+			return fmt.Errorf("vsphere: remove snapshot %s of %s: %w", s.j.Snapshot, s.ref.Name, err)
+		}
+		if inFlight {
+			return fmt.Errorf("vsphere: removal of snapshot %s of %s still running: %w", s.j.Snapshot, s.ref.Name, hypervisor.ErrTransient)
+		}
+		s.snap = nil
+		return nil
+	}
+	s.removeTried = true
 	if err := s.c.removeSnapshot(ctx, *s.snap, s.to.SnapshotRemove); err != nil {
 		return fmt.Errorf("vsphere: remove snapshot %s of %s: %w", s.j.Snapshot, s.ref.Name, err)
 	}

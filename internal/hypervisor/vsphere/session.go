@@ -63,6 +63,8 @@ type session struct {
 	changed  map[string][]hypervisor.Extent // incremental change sets, by disk key
 	warnings []string
 	closed   bool
+	// removeTried: a removal was requested; retries check for it first.
+	removeTried bool
 }
 
 // Snapshot implements hypervisor.Connector: one coffer-named VM snapshot,
