@@ -30,8 +30,9 @@ type ConnectionConfig struct {
 // hypervisor platforms: each connector package's wiring file adds its kind
 // here (no init() side effects elsewhere).
 var connectorFactories = map[string]func(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error){
-	"fake": newFakeConnector,
-	"qemu": newQEMUConnector,
+	"fake":    newFakeConnector,
+	"qemu":    newQEMUConnector,
+	"vsphere": newVSphereConnector,
 }
 
 // engineConfig loads and validates the engine's configuration sections.

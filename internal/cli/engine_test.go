@@ -93,7 +93,7 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 func TestPolicyCheckReportsEveryProblem(t *testing.T) {
 	e := newEnv(t)
 	e.config(`
-connections: [{name: lab, kind: fake}, {name: far, kind: vsphere}]
+connections: [{name: lab, kind: fake}, {name: far, kind: hyperv}]
 policies:
   - {name: a, connection: lab, schedule: "61 * * * *"}
   - {name: b, connection: lab, select: {names: ["web-["]}, mode: weekly}
@@ -104,8 +104,8 @@ policies:
 			t.Errorf("lacks %q:\n%s", want, out)
 		}
 	}
-	e.config("connections: [{name: far, kind: vsphere}]\npolicies: [{name: a, connection: far}]\n")
-	if out := e.expect(ExitUsage, "run", "a"); !strings.Contains(out, `no "vsphere" connector`) {
+	e.config("connections: [{name: far, kind: hyperv}]\npolicies: [{name: a, connection: far}]\n")
+	if out := e.expect(ExitUsage, "run", "a"); !strings.Contains(out, `no "hyperv" connector`) {
 		t.Fatalf("unknown kind: %s", out)
 	}
 	e.config("policies: [{name: a, conection: far}]\n")

@@ -1,0 +1,328 @@
+package vsphere
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+)
+
+// DiskWriter is implemented by transports that can fill a disk of a
+// powered-off VM at restore time.
+type DiskWriter interface {
+	WriteDisk(ctx context.Context, loc DiskLocation, src hypervisor.DiskSource) error
+}
+
+// ErrVMExists: restore refuses to create a VM under a name in use.
+var ErrVMExists = errors.New("a VM with that name exists")
+
+// CreateVM implements hypervisor.Restorer: a new, powered-off VM with the
+// recorded CPUs, memory, firmware, guest OS, disks (same sizes, new flat
+// files) and network adapters (same networks, new MAC addresses, so it can
+// run next to the original). With ReplaceExisting (set only after an
+// explicit confirmation) it writes onto the original VM's disks instead,
+// see restoreOriginal; a running VM is never written.
+func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hypervisor.NewVMOptions) (hypervisor.NewVM, error) {
+	if cfg.Kind != "vsphere" {
+		return nil, fmt.Errorf("vsphere: cannot restore a %q VM configuration: %w", cfg.Kind, hypervisor.ErrUnsupported)
+	}
+	if _, ok := c.transport.(DiskWriter); !ok {
+		return nil, fmt.Errorf("vsphere: transport %s cannot write disks: %w", c.transport.Name(), hypervisor.ErrUnsupported)
+	}
+	if o.ReplaceExisting {
+		return c.restoreOriginal(ctx, cfg, o)
+	}
+	if o.Name == "" {
+		return nil, errors.New("vsphere: restore needs a name for the new VM")
+	}
+	vms, err := c.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, vm := range vms {
+		if vm.Name == o.Name {
+			return nil, fmt.Errorf("vsphere: %q: %w", o.Name, ErrVMExists)
+		}
+	}
+	dsName := o.Datastore
+	if dsName == "" && len(cfg.Disks) > 0 {
+		dsName = cfg.Disks[0].Datastore
+	}
+	p, err := c.placement(ctx, dsName)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := c.restoreSpec(ctx, p, cfg, o.Name)
+	if err != nil {
+		return nil, err
+	}
+	var res types.AnyType
+	err = c.runTaskResult(ctx, c.cfg.Timeouts.Setup, func(ctx context.Context) (*object.Task, error) {
+		return p.folder.CreateVM(ctx, spec, p.pool, nil)
+	}, &res)
+	if err != nil {
+		return nil, fmt.Errorf("vsphere: create VM %s: %w", o.Name, err)
+	}
+	ref, ok := res.(types.ManagedObjectReference)
+	if !ok {
+		return nil, fmt.Errorf("vsphere: create VM %s: task returned %T", o.Name, res)
+	}
+	nv := &newVM{c: c, ref: ref, name: o.Name, disks: map[string]DiskLocation{}}
+	var vm mo.VirtualMachine
+	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, ref, []string{"config.hardware.device"}, &vm); err != nil {
+		nv.Abort(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	// Disks come back in the order they were added: the recorded order.
+	var created []*types.VirtualDisk
+	for _, d := range vm.Config.Hardware.Device {
+		if vd, ok := d.(*types.VirtualDisk); ok {
+			created = append(created, vd)
+		}
+	}
+	if len(created) != len(cfg.Disks) {
+		nv.Abort(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("vsphere: VM %s has %d disks, %d were recorded", o.Name, len(created), len(cfg.Disks))
+	}
+	for i, d := range cfg.Disks {
+		b := created[i].Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+		ds, path := splitDSPath(b.FileName)
+		nv.disks[d.Key] = DiskLocation{Datacenter: p.dcPath, Datastore: ds, Descriptor: path, Size: d.Size}
+	}
+	return nv, nil
+}
+
+type placement struct {
+	dcPath string
+	ds     string
+	folder *object.Folder
+	pool   *object.ResourcePool
+	finder *find.Finder
+}
+
+// placement finds the datastore, its datacenter's VM folder and the
+// resource pool of a host that mounts the datastore.
+func (c *Connector) placement(ctx context.Context, dsName string) (*placement, error) {
+	f := find.NewFinder(c.client, true)
+	dcs, err := f.DatacenterList(ctx, "*")
+	if err != nil {
+		return nil, fmt.Errorf("vsphere: datacenters: %w", err)
+	}
+	var ds *object.Datastore
+	var dc *object.Datacenter
+	for _, d := range dcs {
+		f.SetDatacenter(d)
+		if found, err := f.Datastore(ctx, dsName); err == nil {
+			ds, dc = found, d
+			break
+		}
+	}
+	if ds == nil {
+		return nil, fmt.Errorf("vsphere: restore datastore %q not found", dsName)
+	}
+	if err := ds.FindInventoryPath(ctx); err != nil {
+		return nil, err
+	}
+	folders, err := dc.Folders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var dsm mo.Datastore
+	if err := ds.Properties(ctx, ds.Reference(), []string{"host"}, &dsm); err != nil {
+		return nil, err
+	}
+	for _, mount := range dsm.Host {
+		var h mo.HostSystem
+		if err := ds.Properties(ctx, mount.Key, []string{"parent"}, &h); err != nil || h.Parent == nil {
+			continue
+		}
+		var cr mo.ComputeResource
+		if err := ds.Properties(ctx, *h.Parent, []string{"resourcePool"}, &cr); err != nil || cr.ResourcePool == nil {
+			continue
+		}
+		return &placement{dcPath: ds.DatacenterPath, ds: dsName, folder: folders.VmFolder,
+			pool: object.NewResourcePool(c.client, *cr.ResourcePool), finder: f}, nil
+	}
+	return nil, fmt.Errorf("vsphere: no host mounts datastore %s", dsName)
+}
+
+// restoreSpec builds the new VM's configuration from the recorded one.
+func (c *Connector) restoreSpec(ctx context.Context, p *placement, cfg hypervisor.VMConfig, name string) (types.VirtualMachineConfigSpec, error) {
+	var native struct {
+		GuestID string `json:"guestId"`
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(cfg.Native, &native) // absent fields keep vSphere's defaults
+	if native.GuestID == "" {
+		native.GuestID = string(types.VirtualMachineGuestOsIdentifierOtherGuest64)
+	}
+	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: native.GuestID, Version: native.Version,
+		NumCPUs: int32(max(cfg.CPUs, 1)), MemoryMB: max(cfg.MemoryMiB, 4), Firmware: cfg.Firmware,
+		Files: &types.VirtualMachineFileInfo{VmPathName: "[" + p.ds + "]"}}
+	var devs object.VirtualDeviceList
+	var ctrl types.BaseVirtualController
+	for i, d := range cfg.Disks {
+		if i%15 == 0 { // 15 disks per SCSI controller (unit 7 is the controller)
+			scsi, err := devs.CreateSCSIController("pvscsi")
+			if err != nil {
+				return spec, err
+			}
+			devs = append(devs, scsi)
+			ctrl = scsi.(types.BaseVirtualController)
+		}
+		disk := devs.CreateDisk(ctrl, types.ManagedObjectReference{}, fmt.Sprintf("[%s] %s/%s_%d.vmdk", p.ds, name, name, i))
+		disk.CapacityInKB = (d.Size + 1023) / 1024
+		disk.CapacityInBytes = d.Size
+		devs = append(devs, disk)
+	}
+	for _, n := range cfg.NICs {
+		net, err := p.finder.Network(ctx, n.Network)
+		if err != nil {
+			c.log.Warn("vsphere: restore: network not found; adapter left out", "network", n.Network, "err", err)
+			continue
+		}
+		backing, err := net.EthernetCardBackingInfo(ctx)
+		if err != nil {
+			return spec, err
+		}
+		model := strings.ToLower(strings.TrimPrefix(n.Model, "Virtual"))
+		card, err := object.EthernetCardTypes().CreateEthernetCard(model, backing)
+		if err != nil {
+			card, _ = object.EthernetCardTypes().CreateEthernetCard("vmxnet3", backing)
+		}
+		devs = append(devs, card)
+	}
+	changes, err := devs.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
+	if err != nil {
+		return spec, err
+	}
+	for _, ch := range changes {
+		if _, ok := ch.GetVirtualDeviceConfigSpec().Device.(*types.VirtualDisk); ok {
+			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+		}
+	}
+	spec.DeviceChange = changes
+	return spec, nil
+}
+
+type newVM struct {
+	c        *Connector
+	ref      types.ManagedObjectReference
+	name     string
+	original bool                    // the original VM's own disks: never destroyed
+	disks    map[string]DiskLocation // recorded disk key -> disk to write
+}
+
+func (v *newVM) Ref() hypervisor.VMRef { return hypervisor.VMRef{ID: v.ref.Value, Name: v.name} }
+
+// WriteDisk implements hypervisor.NewVM. The VM's power state is checked
+// before every disk: bytes are never written under a running guest.
+func (v *newVM) WriteDisk(ctx context.Context, key string, src hypervisor.DiskSource) error {
+	loc, ok := v.disks[key]
+	if !ok {
+		return fmt.Errorf("vsphere: restored VM %s has no disk for recorded disk %s", v.name, key)
+	}
+	if src.Size() > loc.Size {
+		return fmt.Errorf("vsphere: disk %s: %d bytes do not fit a %d-byte disk", key, src.Size(), loc.Size)
+	}
+	var vm mo.VirtualMachine
+	if err := property.DefaultCollector(v.c.client).RetrieveOne(ctx, v.ref, []string{"runtime.powerState"}, &vm); err != nil {
+		return err
+	}
+	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		return fmt.Errorf("vsphere: VM %s is %s; coffer never writes the disks of a running VM", v.name, vm.Runtime.PowerState)
+	}
+	return v.c.transport.(DiskWriter).WriteDisk(ctx, loc, src)
+}
+
+// Start implements hypervisor.NewVM.
+func (v *newVM) Start(ctx context.Context) error {
+	vm := object.NewVirtualMachine(v.c.client, v.ref)
+	return v.c.runTask(ctx, v.c.cfg.Timeouts.Setup, vm.PowerOn)
+}
+
+// Abort implements hypervisor.NewVM: the half-restored VM and its files go.
+// The original VM is never deleted.
+func (v *newVM) Abort(ctx context.Context) error {
+	if v.original {
+		return errOriginalAbort
+	}
+	vm := object.NewVirtualMachine(v.c.client, v.ref)
+	var m mo.VirtualMachine
+	if err := property.DefaultCollector(v.c.client).RetrieveOne(ctx, v.ref, []string{"runtime.powerState"}, &m); err == nil &&
+		m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		_ = v.c.runTask(ctx, v.c.cfg.Timeouts.Setup, vm.PowerOff)
+	}
+	return v.c.runTask(ctx, v.c.cfg.Timeouts.Setup, vm.Destroy)
+}
+
+// WriteDisk implements DiskWriter: one PUT of the whole flat extent, so
+// the file has exactly the disk's size; holes are sent as zeros.
+func (t *DatastoreHTTP) WriteDisk(ctx context.Context, loc DiskLocation, src hypervisor.DiskSource) error {
+	flat, ok := flatExtent(loc.Descriptor)
+	if !ok {
+		return fmt.Errorf("vsphere: %s is not a .vmdk descriptor", loc.Descriptor)
+	}
+	u := object.NewDatastoreURL(*t.Client.URL(), loc.Datacenter, loc.Datastore, flat)
+	p := soap.DefaultUpload
+	p.Method = http.MethodPut
+	p.ContentLength = loc.Size
+	body := &diskStream{src: src, ext: src.Allocated(), size: loc.Size}
+	if err := t.Client.Upload(ctx, body, u, &p); err != nil {
+		return fmt.Errorf("vsphere: upload %s: %w", flat, err)
+	}
+	return nil
+}
+
+var _ hypervisor.Restorer = (*Connector)(nil)
+
+// diskStream reads a DiskSource front to back: data in its allocated
+// extents, zeros elsewhere, nothing past size.
+type diskStream struct {
+	src  hypervisor.DiskSource
+	ext  []hypervisor.Extent
+	pos  int64
+	size int64
+}
+
+func (s *diskStream) Read(p []byte) (int, error) {
+	if s.pos >= s.size {
+		return 0, io.EOF
+	}
+	if rest := s.size - s.pos; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	for len(s.ext) > 0 && s.ext[0].Offset+s.ext[0].Length <= s.pos {
+		s.ext = s.ext[1:]
+	}
+	if len(s.ext) == 0 || s.ext[0].Offset > s.pos {
+		end := s.size // a hole up to the next extent or the end
+		if len(s.ext) > 0 {
+			end = s.ext[0].Offset
+		}
+		n := int(min(int64(len(p)), end-s.pos))
+		clear(p[:n])
+		s.pos += int64(n)
+		return n, nil
+	}
+	e := s.ext[0]
+	n := int(min(int64(len(p)), e.Offset+e.Length-s.pos))
+	m, err := s.src.ReadAt(p[:n], s.pos)
+	s.pos += int64(m)
+	if err == io.EOF && m == n {
+		err = nil
+	}
+	return m, err
+}
