@@ -63,7 +63,7 @@ it is interrupted: the VM then waits for ` + "`coffer instant serve`" + `).`,
 				return err
 			}
 			began := time.Now()
-					s, wait, err := instant.Start(ctx, r, snap, instant.StartOptions{StateDir: a.instantStateDir(), ReconnectDelay: delay, Log: a.log})
+			s, wait, err := instant.Start(ctx, r, snap, instant.StartOptions{StateDir: a.instantStateDir(), ReconnectDelay: delay, Log: a.log})
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func (a *app) cmdInstantServe() *cobra.Command {
 			if err != nil {
 				return err
 			}
-					srv, err := instant.Reserve(ctx, r, s, a.log)
+			srv, err := instant.Reserve(ctx, r, s, a.log)
 			if err != nil {
 				return err
 			}
