@@ -58,6 +58,13 @@ it is interrupted: the VM then waits for ` + "`coffer instant serve`" + `).`,
 			if err != nil {
 				return err
 			}
+			// A lease for as long as the VM reads from the point: garbage
+			// collection then keeps its data even if the point is forgotten.
+			lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery of "+args[0], false)
+			if err != nil {
+				return err
+			}
+			defer lease.Release(context.WithoutCancel(ctx))
 			snap, err := r.FindSnapshot(ctx, args[0])
 			if err != nil {
 				return err
@@ -96,6 +103,11 @@ func (a *app) cmdInstantServe() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery "+s.ID, false)
+			if err != nil {
+				return err
+			}
+			defer lease.Release(context.WithoutCancel(ctx))
 			srv, err := instant.Reserve(ctx, r, s, a.log)
 			if err != nil {
 				return err
@@ -239,6 +251,11 @@ func (a *app) runInstantExport(ctx context.Context, ref, listen string) error {
 	if err != nil {
 		return err
 	}
+	lease, err := r.AcquireLease(ctx, "restore", "", "nbd export of "+ref, false)
+	if err != nil {
+		return err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
 	s, err := r.FindSnapshot(ctx, ref)
 	if err != nil {
 		return err
