@@ -166,13 +166,7 @@ func buildOSDisk(dir, out, size string, dirs []string) int64 {
 	os.RemoveAll(stage)
 	run("qemu-img", "convert", "-O", "qcow2", raw, out)
 	os.Remove(raw)
-	out2, err := exec.Command("qemu-img", "info", "--output=json", out).Output()
-	must(err)
-	var info struct {
-		Actual int64 `json:"actual-size"`
-	}
-	must(json.Unmarshal(out2, &info))
-	return info.Actual
+	return diskBytes(out)
 }
 
 // rewrite writes n bytes in runs of run bytes (file rewrites are

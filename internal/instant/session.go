@@ -15,6 +15,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // States of a session.
@@ -61,28 +63,7 @@ func Root(stateDir string) string { return filepath.Join(stateDir, "instant") }
 func (s *Session) path() string { return filepath.Join(s.Dir, "session.json") }
 
 // Save writes the session atomically (write, fsync, rename).
-func (s *Session) Save() error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := s.path() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, s.path())
-}
+func (s *Session) Save() error { return statefile.WriteJSON(s.path(), s) }
 
 // Load reads session id from stateDir.
 func Load(stateDir, id string) (*Session, error) {

@@ -1,11 +1,11 @@
 package qemu
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // journal records, before each step, what a session is about to create on
@@ -56,63 +56,17 @@ type journalDisk struct {
 
 func journalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }
 
-func (j *journal) save() error {
-	b, err := json.MarshalIndent(j.journalState, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := j.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, j.path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(j.path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
+func (j *journal) save() error { return statefile.WriteJSON(j.path, j.journalState) }
 
-func (j *journal) remove() error {
-	err := os.Remove(j.path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	return err
-}
+func (j *journal) remove() error { return statefile.Remove(j.path) }
 
 func loadJournals(stateDir string) ([]*journal, error) {
-	files, err := filepath.Glob(filepath.Join(journalDir(stateDir), "*.json"))
-	if err != nil {
-		return nil, err
-	}
+	files, err := statefile.ReadAll[journalState](journalDir(stateDir))
 	var out []*journal
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		j := &journal{path: f}
-		if json.Unmarshal(b, &j.journalState) != nil {
-			continue
-		}
-		out = append(out, j)
+		out = append(out, &journal{path: f.Path, journalState: f.Value})
 	}
-	return out, nil
+	return out, err
 }
 
 // safeName keeps node and export names within QEMU's identifier rules.

@@ -1,11 +1,12 @@
 package vsphere
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // journal records a session's VM snapshot before it is requested, so that
@@ -36,60 +37,21 @@ func newJournal(stateDir string, st journalState) *journal {
 }
 
 func (j *journal) save() error {
-	b, err := json.MarshalIndent(j.journalState, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := j.path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, j.path)
-	}
-	if err != nil {
+	if err := statefile.WriteJSON(j.path, j.journalState); err != nil {
 		return fmt.Errorf("vsphere: journal: %w", err)
 	}
-	if d, err := os.Open(filepath.Dir(j.path)); err == nil {
-		d.Sync() // make the rename durable before the snapshot exists
-		d.Close()
-	}
 	return nil
 }
 
-func (j *journal) remove() error {
-	if err := os.Remove(j.path); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	return nil
-}
+func (j *journal) remove() error { return statefile.Remove(j.path) }
 
 func loadJournals(stateDir string) ([]*journal, error) {
-	files, err := filepath.Glob(filepath.Join(journalDir(stateDir), "*.json"))
-	if err != nil {
-		return nil, err
-	}
+	files, err := statefile.ReadAll[journalState](journalDir(stateDir))
 	var out []*journal
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		j := &journal{path: f}
-		if json.Unmarshal(b, &j.journalState) != nil {
-			continue
-		}
-		out = append(out, j)
+		out = append(out, &journal{path: f.Path, journalState: f.Value})
 	}
-	return out, nil
+	return out, err
 }
 
 // processAlive reports whether pid runs on this machine (Linux /proc).

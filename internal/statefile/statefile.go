@@ -1,0 +1,85 @@
+// Package statefile keeps coffer's small local state files (hypervisor
+// journals, instant-recovery sessions) crash-safe: a file is either its
+// old or its new content, never a torn mix, and a new file survives a
+// power cut once WriteJSON returns.
+package statefile
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+)
+
+// WriteJSON stores v as indented JSON at path: write a temporary file,
+// fsync it, rename it over path, fsync the directory.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync() // the rename is durable before the caller acts on it
+		d.Close()
+	}
+	return nil
+}
+
+// Remove deletes path; a file already gone is not an error.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Loaded is one file read by ReadAll.
+type Loaded[T any] struct {
+	Path  string
+	Value T
+}
+
+// ReadAll decodes every *.json file in dir. Files that cannot be read or
+// decoded (a torn temporary, a foreign file) are skipped: state files are
+// advisory records for cleanup, and one bad file must not hide the others.
+func ReadAll[T any](dir string) ([]Loaded[T], error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Loaded[T]
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var v T
+		if json.Unmarshal(b, &v) != nil {
+			continue
+		}
+		out = append(out, Loaded[T]{Path: f, Value: v})
+	}
+	return out, nil
+}
