@@ -120,6 +120,17 @@ func execute(ctx context.Context, r *repo.Repository, o Options, rep *Report) er
 		r.Logger().Warn("gc could not delete an object; it stays for the next run", "object", name, "err", err)
 		return false
 	}
+	// Superseded index segments go before the packs they list: a kill in
+	// between then leaves unindexed garbage packs (deleted by the next
+	// run, which resumes this plan), never an index naming a missing pack.
+	for _, sid := range pf.Segments {
+		if sid == pf.Compacted {
+			continue
+		}
+		if !del(index.Prefix + sid) {
+			retained.Segments = append(retained.Segments, sid)
+		}
+	}
 	for _, name := range pf.Packs {
 		pid, err := pack.ParseObjectName(name)
 		if err == nil && keep[pid] {
@@ -129,14 +140,6 @@ func execute(ctx context.Context, r *repo.Repository, o Options, rep *Report) er
 			rep.PacksDeleted++
 		} else {
 			retained.Packs = append(retained.Packs, name)
-		}
-	}
-	for _, sid := range pf.Segments {
-		if sid == pf.Compacted {
-			continue
-		}
-		if !del(index.Prefix + sid) {
-			retained.Segments = append(retained.Segments, sid)
 		}
 	}
 	for _, m := range pf.Maps {
