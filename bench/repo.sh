@@ -3,7 +3,7 @@
 # (and cp / qemu-img convert / zstd as copy limits) on the same image, in the
 # same run, on the same disk.
 #
-#   bench/repo.sh [--size 4G] [--rounds 3] [--tools "coffer coffer-4m restic borg kopia cp qemu-img zstd"]
+#   bench/repo.sh [--size 4G] [--rounds 3] [--tools "coffer coffer-1m coffer-4m restic borg kopia cp qemu-img zstd"]
 #                 [--dir DIR] [--no-cmp] [--keep]
 #
 # Steps per tool and round, each on a fresh repository:
@@ -22,9 +22,10 @@
 # lookups are outside the timed steps.
 #
 # Settings (default ones unless noted, encryption on everywhere):
-#   coffer      1 MiB chunks (its default), zstd level 1, AES-256-GCM
-#   coffer-4m   the same with `init --chunk-size 4MiB` (also: coffer-256k,
-#               coffer-64k; not in the default list)
+#   coffer      256 KiB chunks (its default), zstd level 1, AES-256-GCM
+#   coffer-1m   the same with `init --chunk-size 1MiB`
+#   coffer-4m   the same with `init --chunk-size 4MiB` (also: coffer-64k,
+#               not in the default list)
 #   restic      0.18.1 (built from its pinned module), `backup --stdin`,
 #               compression auto (zstd default level), repository v2
 #   borg        Debian 1.2.4, -e repokey, default compression lz4
@@ -41,7 +42,7 @@ source "$(dirname "$0")/lib.sh"
 
 size=4G
 rounds=3
-tools="coffer coffer-4m restic borg kopia cp qemu-img zstd"
+tools="coffer coffer-1m coffer-4m restic borg kopia cp qemu-img zstd"
 dir="$here/.cache/bench"
 do_cmp=1
 keep=0
@@ -219,9 +220,9 @@ for r in $(seq 1 "$rounds"); do
 	for t in $tools; do
 		log "round $r: $t"
 		case $t in
-		coffer) run_coffer coffer "$r" 1MiB ;;
+		coffer) run_coffer coffer "$r" 256KiB ;;
+		coffer-1m) run_coffer coffer-1m "$r" 1MiB ;;
 		coffer-4m) run_coffer coffer-4m "$r" 4MiB ;;
-		coffer-256k) run_coffer coffer-256k "$r" 256KiB ;;
 		coffer-64k) run_coffer coffer-64k "$r" 64KiB ;;
 		restic) run_restic restic "$r" ;;
 		borg) run_borg borg "$r" lz4 ;;

@@ -39,7 +39,7 @@ EXAMPLES
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.noEncryption, "insecure-no-encryption", false, "store data unencrypted (integrity is still checked)")
-	f.StringVar(&o.chunkSize, "chunk-size", "1MiB", "chunk size: a power of two from 64KiB to 16MiB")
+	f.StringVar(&o.chunkSize, "chunk-size", "256KiB", "chunk size: a power of two from 64KiB to 16MiB (smaller: less growth per incremental; larger: less memory per TiB of disk)")
 	f.StringVar(&o.packSize, "pack-size", "16MiB", "target size of pack files")
 	f.IntVar(&o.level, "compression-level", 1, "zstd level 1 (fastest) to 19; -1 disables compression")
 	f.StringVar(&o.label, "key-label", "initial", "label of the first key")

@@ -7,7 +7,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/repo"
 )
+
+// chunksPerMiB is how many chunks one MiB of changed data is at the default
+// chunk size (the test images change data in whole MiB).
+const chunksPerMiB = (1 << 20) / repo.DefaultChunkSize
 
 type copyResult struct {
 	Copied        []string `json:"copied"`
@@ -65,14 +71,14 @@ func TestCopyReEncryptsAndStaysIncremental(t *testing.T) {
 	e.vars["COFFER_REPO"], e.vars["COFFER_PASSWORD"] = saved, "correct horse"
 
 	first := e.copyTo(t, target)
-	if len(first.Copied) != 1 || !first.ReEncrypted || first.ChunksWritten != 8 {
+	if len(first.Copied) != 1 || !first.ReEncrypted || first.ChunksWritten != 8*chunksPerMiB {
 		t.Fatalf("first copy: %+v", first)
 	}
 	changeMiB(t, img, 4<<20)
 	e.must("backup", "disk", img, "--name", "vm")
 	second := e.copyTo(t, target)
-	// Only the changed chunk is read, thanks to the previous copied point.
-	if len(second.Copied) != 1 || len(second.AlreadyThere) != 1 || second.ChunksRead != 1 || second.ChunksWritten != 1 {
+	// Only the changed chunks are read, thanks to the previous copied point.
+	if len(second.Copied) != 1 || len(second.AlreadyThere) != 1 || second.ChunksRead != chunksPerMiB || second.ChunksWritten != chunksPerMiB {
 		t.Fatalf("incremental copy: %+v", second)
 	}
 	if again := e.copyTo(t, target); len(again.Copied) != 0 || again.ChunksRead != 0 {
@@ -94,14 +100,14 @@ func TestCopyWithSharedKeysAsksTargetFirst(t *testing.T) {
 	e.must("init", "--copy-keys-from", saved)
 	e.vars["COFFER_REPO"] = saved
 	res := e.copyTo(t, target)
-	if res.ReEncrypted || res.ChunksWritten != 8 {
+	if res.ReEncrypted || res.ChunksWritten != 8*chunksPerMiB {
 		t.Fatalf("shared-key copy: %+v", res)
 	}
 	changeMiB(t, img, 0)
 	e.must("backup", "disk", img, "--name", "vm")
 	res = e.copyTo(t, target)
-	if res.ChunksRead != 1 {
-		t.Fatalf("shared-key incremental read %d chunks from the source, want 1", res.ChunksRead)
+	if res.ChunksRead != chunksPerMiB {
+		t.Fatalf("shared-key incremental read %d chunks from the source, want %d", res.ChunksRead, chunksPerMiB)
 	}
 	restoreAndCompare(t, e, target, img)
 }

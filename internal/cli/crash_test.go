@@ -183,4 +183,23 @@ func TestFullDisk(t *testing.T) {
 	if s.PackBytes > s.Unique+s.Unique/20+64<<10 {
 		t.Fatalf("packs hold %d bytes for %d unique bytes after the re-run", s.PackBytes, s.Unique)
 	}
+
+	// A restore onto a filesystem too small for the disk's data fails at
+	// once (its space is reserved before writing) with the same exit code,
+	// and leaves no partial file to fill the filesystem.
+	tiny := filepath.Join(e.dir, "tiny")
+	if err := os.MkdirAll(tiny, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", tiny).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", tiny).Run() })
+	out = e.expect(ExitNoSpace, "restore", "latest", "--to", filepath.Join(tiny, "vm.img"))
+	if !strings.Contains(out, "space") {
+		t.Fatalf("restore onto a full filesystem: %s", out)
+	}
+	if left, _ := os.ReadDir(tiny); len(left) != 0 {
+		t.Fatalf("a failed restore left %d file(s) behind: %s", len(left), left[0].Name())
+	}
 }

@@ -36,7 +36,7 @@ func TestS3Copy(t *testing.T) {
 	}
 	changeMiB(t, img, 0)
 	e.must("backup", "disk", img, "--name", "vm")
-	if r := e.copyTo(t, s3a); len(r.Copied) != 1 || r.ChunksRead != 1 {
+	if r := e.copyTo(t, s3a); len(r.Copied) != 1 || r.ChunksRead != chunksPerMiB {
 		t.Fatalf("incremental local -> s3: %+v", r)
 	}
 	e.vars["COFFER_PASSWORD"] = "another password"

@@ -20,7 +20,7 @@ const (
 
 // Defaults chosen by the repository benchmark (docs/benchmarks.md).
 const (
-	DefaultChunkSize        = 1 << 20
+	DefaultChunkSize        = 256 << 10
 	DefaultPackSize         = 16 << 20
 	DefaultCompressionLevel = 1
 	MinChunkSize            = 64 << 10

@@ -70,26 +70,38 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 	if o.Resume && t.partial {
 		st.Resumed = ck.load()
 	}
-	groups, zero, err := plan(ctx, r, m, ck.isDone)
-	if err != nil {
-		return st, err
-	}
-	st.BytesZero = zero
 	if o.Progress != nil {
 		o.Progress.BytesTotal.Add(m.DiskSize())
-		o.Progress.BytesDone.Add(m.DiskSize() - plannedBytes(groups, m))
 	}
 	if t.device {
 		// A device keeps old contents: zero spans must be written.
 		if err := zeroDeviceSpans(ctx, t.f, m); err != nil {
 			return st, err
 		}
-	}
-	if err := writeGroups(ctx, r, m, t.f, groups, ck, o, &st); err != nil {
-		if serr := ck.save(t.f); serr != nil {
-			r.Logger().Warn("could not save restore checkpoint", "err", serr)
+	} else if err := preallocate(ctx, t.f, m, ck.isDone); err != nil {
+		if !st.Resumed {
+			// Nothing written yet: do not leave a file holding the
+			// space that was reserved before the failure.
+			t.discard()
 		}
-		return st, err
+		return st, fmt.Errorf("reserve space for %s: %w", t.path, err)
+	}
+	for from := uint64(0); from < m.Count(); from += planWindow {
+		end := min(from+planWindow, m.Count())
+		groups, zero, err := plan(ctx, r, m, ck.isDone, from, end)
+		if err != nil {
+			return st, err
+		}
+		st.BytesZero += zero
+		if o.Progress != nil {
+			o.Progress.BytesDone.Add(rangeBytes(m, from, end) - plannedBytes(groups, m))
+		}
+		if err := writeGroups(ctx, r, m, t.f, groups, ck, o, &st); err != nil {
+			if serr := ck.save(t.f); serr != nil {
+				r.Logger().Warn("could not save restore checkpoint", "err", serr)
+			}
+			return st, err
+		}
 	}
 	if err := t.f.Sync(); err != nil {
 		return st, fmt.Errorf("fsync %s: %w", t.path, err)
@@ -117,19 +129,36 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 		ckMu    sync.Mutex
 	)
 	cs := int64(m.ChunkSize())
-	err := fetch(ctx, r, groups, o.Workers, func(ref *chunkRef, plain []byte) error {
-		for _, s := range ref.spans {
-			if _, err := f.WriteAt(plain, int64(s)*cs); err != nil {
-				return fmt.Errorf("write at %d: %w", int64(s)*cs, translateWriteErr(err))
+	w := newDirectWriter(f, f.Name())
+	defer w.close()
+	write := func(p []byte, off int64) error {
+		if _, err := w.WriteAt(p, off); err != nil {
+			return fmt.Errorf("write at %d: %w", off, translateWriteErr(err))
+		}
+		written.Add(int64(len(p)))
+		if o.Progress != nil {
+			o.Progress.BytesDone.Add(int64(len(p)))
+			o.Progress.BytesWritten.Add(int64(len(p)))
+		}
+		return nil
+	}
+	err := fetch(ctx, r, groups, o.Workers, func(batch []*chunkRef, plain []byte) error {
+		if len(batch) == 1 {
+			// A single chunk may fill several spans (duplicates).
+			for _, s := range batch[0].spans {
+				if err := write(plain, int64(s)*cs); err != nil {
+					return err
+				}
 			}
-			ck.markDone(s)
-			written.Add(int64(len(plain)))
-			if o.Progress != nil {
-				o.Progress.BytesDone.Add(int64(len(plain)))
-				o.Progress.BytesWritten.Add(int64(len(plain)))
+		} else if err := write(plain, int64(batch[0].spans[0])*cs); err != nil {
+			return err
+		}
+		for _, ref := range batch {
+			for _, s := range ref.spans {
+				ck.markDone(s)
 			}
 		}
-		chunks.Add(1)
+		chunks.Add(int64(len(batch)))
 		if sinceCk.Add(int64(len(plain))) > checkpointEvery && ckMu.TryLock() {
 			sinceCk.Store(0)
 			if err := ck.save(f); err != nil {
@@ -139,7 +168,9 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 		}
 		return nil
 	})
-	st.BytesWritten, st.Chunks, st.Requests = written.Load(), int(chunks.Load()), len(groups)
+	st.BytesWritten += written.Load()
+	st.Chunks += int(chunks.Load())
+	st.Requests += len(groups)
 	return err
 }
 
@@ -213,6 +244,12 @@ func openTarget(path string, size int64, o FileOptions) (*target, error) {
 }
 
 func (t *target) close() { _ = t.f.Close() }
+
+// discard removes a partial file and its checkpoint.
+func (t *target) discard() {
+	_ = os.Remove(t.path)
+	_ = os.Remove(t.statePath)
+}
 
 func (t *target) finish(final string) error {
 	if t.device {

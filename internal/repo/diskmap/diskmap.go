@@ -298,14 +298,25 @@ func (m *Map) Get(ctx context.Context, i uint64) (id.ID, error) {
 
 // Iterate calls fn for every span in order.
 func (m *Map) Iterate(ctx context.Context, fn func(i uint64, x id.ID) error) error {
-	var i uint64
-	for b := range m.rows {
+	return m.IterateRange(ctx, 0, m.count, fn)
+}
+
+// IterateRange calls fn for spans from to end-1 in order, reading only the
+// blocks that hold them.
+func (m *Map) IterateRange(ctx context.Context, from, end uint64, fn func(i uint64, x id.ID) error) error {
+	end = min(end, m.count)
+	for i := from; i < end; {
+		b := int(i / BlockIDs)
 		ids, err := m.readBlock(ctx, b)
 		if err != nil {
 			return err
 		}
-		for k := 0; k < len(ids); k += 32 {
-			if err := fn(i, id.ID(ids[k:k+32])); err != nil {
+		k := int(i % BlockIDs)
+		if k*32 >= len(ids) {
+			return fmt.Errorf("disk map %s block %d: %w: %d IDs, span %d expected in it", m.name, b, ErrFormat, len(ids)/32, i)
+		}
+		for ; k*32 < len(ids) && i < end; k++ {
+			if err := fn(i, id.ID(ids[k*32:k*32+32])); err != nil {
 				return err
 			}
 			i++

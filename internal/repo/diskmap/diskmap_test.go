@@ -67,6 +67,20 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("All()[%d] differs", i)
 		}
 	}
+	// Ranges inside a block, across block boundaries, to the end and past it.
+	for _, r := range [][2]uint64{{0, 1}, {17, 4095}, {4095, 4097}, {4000, 8999}, {8191, 9000}, {8999, 12000}, {9000, 9001}} {
+		next := r[0]
+		err := m.IterateRange(ctx, r[0], r[1], func(i uint64, x id.ID) error {
+			if i != next || x != ids[i] {
+				t.Fatalf("IterateRange(%d, %d): span %d (%s), want span %d", r[0], r[1], i, x.Short(), next)
+			}
+			next++
+			return nil
+		})
+		if err != nil || next != min(r[1], 9000) && r[0] < 9000 {
+			t.Fatalf("IterateRange(%d, %d) stopped at %d: %v", r[0], r[1], next, err)
+		}
+	}
 }
 
 func TestWrongCountRefused(t *testing.T) {

@@ -1,0 +1,9 @@
+package restore
+
+// SetPlanWindow lets tests plan a disk in small windows; it returns the
+// function that restores the default.
+func SetPlanWindow(n uint64) (restore func()) {
+	old := planWindow
+	planWindow = n
+	return func() { planWindow = old }
+}

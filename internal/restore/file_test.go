@@ -1,0 +1,140 @@
+package restore_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/store/local"
+)
+
+const testChunk = 64 << 10
+
+// testImage is a disk whose layout exercises every write path of ToFile:
+// runs of consecutive chunks (written as batches), a chunk repeated at
+// several offsets (one chunk, several spans), all-zero chunks (holes) and
+// a short last chunk whose length is not block-aligned (written through
+// the page cache even when the rest goes around it).
+func testImage(t *testing.T) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	img := make([]byte, 40*testChunk+12345)
+	for i := range img {
+		img[i] = byte(rng.Uint32())
+		if (i/testChunk)%3 == 0 {
+			img[i] &= 0x0f // compressible chunks too
+		}
+	}
+	chunk := func(i int) []byte { return img[i*testChunk : (i+1)*testChunk] }
+	copy(chunk(10), chunk(3))
+	copy(chunk(25), chunk(3))
+	for i := 11; i < 20; i++ {
+		clear(chunk(i))
+	}
+	return img
+}
+
+func backUp(t *testing.T, img []byte) (*repo.Repository, *repo.Snapshot) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "disk.raw")
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kdf := &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
+	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: kdf, ChunkSize: testChunk, PackSize: 256 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := backup.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	alloc, _ := src.Allocated()
+	w, err := r.NewWriter(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := backup.Run(ctx, w, backup.Request{Source: repo.Source{Kind: "disk", VMName: "img"},
+		Disks: []backup.Disk{{Key: "0", Name: "img", Reader: src, Size: src.Size(), Allocated: alloc}}},
+		backup.Options{Workers: 3})
+	if cerr := w.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, snap
+}
+
+// TestToFileRestoresEveryLayout restores onto a disk filesystem (O_DIRECT
+// writes into reserved blocks) and onto tmpfs, with one and several
+// workers, planned at once and in windows of 7 spans (which cut through
+// runs and put the repeated chunk in several windows), and compares every
+// byte and the holes.
+func TestToFileRestoresEveryLayout(t *testing.T) {
+	for _, window := range []uint64{0, 7} {
+		if window > 0 {
+			defer restore.SetPlanWindow(window)()
+		}
+		t.Run(fmt.Sprintf("window=%d", window), testToFileLayouts)
+	}
+}
+
+func testToFileLayouts(t *testing.T) {
+	img := testImage(t)
+	r, snap := backUp(t, img)
+	dirs := map[string]string{"disk": t.TempDir()}
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "coffer-restore-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dirs["tmpfs"] = d
+	}
+	for name, dir := range dirs {
+		for _, workers := range []int{1, 4} {
+			out := filepath.Join(dir, name+".raw")
+			st, err := restore.ToFile(context.Background(), r, snap, snap.Disks[0], out, restore.FileOptions{Workers: workers, Overwrite: true})
+			if err != nil {
+				t.Fatalf("%s, %d workers: %v", name, workers, err)
+			}
+			got, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, img) {
+				t.Fatalf("%s, %d workers: restored image differs from the source", name, workers)
+			}
+			// 40 chunks + the tail, 9 of them zeros: 31 written (the
+			// repeated chunk counted at each offset).
+			if want := int64(31*testChunk + 12345); st.BytesWritten != want {
+				t.Errorf("%s: wrote %d bytes, want %d", name, st.BytesWritten, want)
+			}
+			var sys syscall.Stat_t
+			if err := syscall.Stat(out, &sys); err != nil {
+				t.Fatal(err)
+			}
+			if allocated := sys.Blocks * 512; allocated > int64(len(img))-9*testChunk+testChunk {
+				t.Errorf("%s: %d bytes allocated for %d bytes of data: the zero chunks are not holes", name, allocated, st.BytesWritten)
+			}
+		}
+	}
+}
