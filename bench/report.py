@@ -127,6 +127,15 @@ for c in coffers:
     if fastest:
         print(f"- {c}: full backup throughput >= every peer: {'MET' if fw <= fastest[0] else 'MISSED'} "
               f"({logical/fw/MB:.0f} MB/s vs fastest peer {fastest[1]} {logical/fastest[0]/MB:.0f} MB/s)")
+    # Issue 2: at least 3.3x faster than restic and 1.8x than kopia.
+    for peer, want in (("restic", 3.3), ("kopia", 1.8)):
+        pw = med(peer, "full", 0)
+        if pw:
+            print(f"- {c}: full backup >= {want}x faster than {peer}: {'MET' if pw / fw >= want else 'MISSED'} ({pw/fw:.2f}x)")
+    smallest = min((size(p, "repo_full"), p) for p in dedup_peers if size(p, "repo_full")) if dedup_peers else None
+    if smallest and size(c, "repo_full"):
+        r = size(c, "repo_full") / smallest[0]
+        print(f"- {c}: repository within 5% of the smallest peer's: {'MET' if r <= 1.05 else 'MISSED'} ({r:.3f}x {smallest[1]})")
     fi = min((med(p, "incr", 0), p) for p in dedup_peers if med(p, "incr", 0)) if dedup_peers else None
     if fi and iw:
         print(f"- {c}: re-backup of the modified copy >= 2x faster than the fastest peer: "

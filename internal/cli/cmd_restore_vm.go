@@ -21,6 +21,9 @@ import (
 type restoreVMOptions struct {
 	to, name, format string
 	start, coldBoot  bool
+	// On a hypervisor connection instead of into a directory:
+	connection, datastore          string
+	ontoOriginal, confirmOverwrite bool
 }
 
 type restoreVMResult struct {
@@ -41,9 +44,9 @@ type restoreVMResult struct {
 func (a *app) cmdRestoreVM() *cobra.Command {
 	var o restoreVMOptions
 	cmd := &cobra.Command{
-		Use:   "vm BACKUP --to DIR [--name NAME] [--start]",
-		Short: "restore a QEMU VM as a new VM: its disks and its recorded configuration",
-		Long: `Restore every disk of a QEMU backup point into DIR and reproduce the VM from
+		Use:   "vm BACKUP (--to DIR | --connection NAME) [--name NAME] [--start]",
+		Short: "restore a backup point as a new VM: its disks and its recorded configuration",
+		Long: `QEMU/KVM (--to DIR): restore every disk of a QEMU backup point into DIR and reproduce the VM from
 the command line recorded at backup time: same machine, CPUs, memory,
 devices and kernel; new name (default NAME-restored), new UUID, new MAC
 addresses (so it can share a network with the original), its own monitor
@@ -53,7 +56,18 @@ existing files in DIR are never overwritten.
 
 A point taken with --snapshot-mode with-memory also holds the VM's RAM and
 device state: --start then resumes the guest where it was at the backup
-instant instead of booting it (--cold-boot boots it instead).`,
+instant instead of booting it (--cold-boot boots it instead).
+
+vSphere (--connection NAME, a connection of the configuration file): create
+a new VM (default name NAME-restored) from the configuration recorded at
+backup time (CPUs, memory, disks, networks) on the same vCenter or ESXi,
+its disks on the recorded datastores (or --datastore), powered off unless
+--start, and upload every disk's data into it straight from the repository.
+A name already in use is refused. --onto-original instead writes the
+backup back onto the original VM's disks; it needs
+--yes-overwrite-original, and the VM powered off and without snapshots: a
+running VM is never written. A VM this command created is deleted again if
+the restore fails.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runRestoreVM(cmd.Context(), args[0], o) },
 	}
@@ -63,7 +77,10 @@ instant instead of booting it (--cold-boot boots it instead).`,
 	f.StringVar(&o.format, "format", "qcow2", "disk format: raw (sparse) or qcow2")
 	f.BoolVar(&o.start, "start", false, "start the new VM")
 	f.BoolVar(&o.coldBoot, "cold-boot", false, "boot the VM even when the point holds its memory state")
-	_ = cmd.MarkFlagRequired("to")
+	f.StringVar(&o.connection, "connection", "", "restore through this hypervisor connection of the configuration (vSphere)")
+	f.StringVar(&o.datastore, "datastore", "", "with --connection: datastore for the new VM's files (default: as recorded)")
+	f.BoolVar(&o.ontoOriginal, "onto-original", false, "with --connection: write the backup onto the original VM's disks instead of a new VM")
+	f.BoolVar(&o.confirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
 	return cmd
 }
 
@@ -85,8 +102,17 @@ func (a *app) runRestoreVM(ctx context.Context, ref string, o restoreVMOptions) 
 		return err
 	}
 	var cfg hypervisor.VMConfig
-	if err := json.Unmarshal(s.VMConfig, &cfg); err != nil || cfg.Kind != "qemu" {
-		return usagef("backup point %s has no recorded QEMU configuration: restore its disks with `coffer restore`", s.ID.Short())
+	if err := json.Unmarshal(s.VMConfig, &cfg); err != nil || cfg.Kind == "" {
+		return usagef("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", s.ID.Short())
+	}
+	if o.connection != "" {
+		return a.runRestoreVMOnConnection(ctx, r, s, cfg, o)
+	}
+	if cfg.Kind != "qemu" {
+		return usagef("backup point %s is of a %s VM: restore it with --connection NAME", s.ID.Short(), cfg.Kind)
+	}
+	if o.to == "" {
+		return usagef("a QEMU VM is restored into a directory: --to DIR")
 	}
 	dir, err := filepath.Abs(o.to)
 	if err != nil {
