@@ -3,7 +3,7 @@
 # point served straight from the repository) against qemu-nbd serving the
 # same raw file, both read to null by nbdcopy over a unix socket.
 #
-#   bench/nbd.sh [--size 4G] [--rounds 3] [--dir DIR] [--chunk-size 1MiB]
+#   bench/nbd.sh [--size 4G] [--rounds 3] [--dir DIR] [--chunk-size 256KiB]
 #
 # For each server, nbdcopy runs twice per round:
 #   extents     nbdcopy's default: it asks for base:allocation and skips
@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 size=4G
 rounds=3
 dir="$here/.cache/bench"
-chunk=1MiB
+chunk=256KiB
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--size) size=$2; shift 2 ;;

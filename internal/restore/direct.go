@@ -68,9 +68,6 @@ func (w *directWriter) WriteAt(p []byte, off int64) (int, error) {
 	return w.buffered.WriteAt(p, off)
 }
 
-// usesDirect reports whether writes still bypass the page cache.
-func (w *directWriter) usesDirect() bool { return w.direct.Load() != nil }
-
 func (w *directWriter) close() {
 	if w.opened != nil {
 		_ = w.opened.Close()

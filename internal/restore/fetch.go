@@ -52,7 +52,7 @@ func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers 
 			plain := alignedBuffer(max(maxBatchBytes, maxRaw))
 			var buf []byte
 			for g := range jobs {
-				// One reused buffer per worker keeps memory at workers x 8 MiB.
+				// Reused buffers keep memory at workers x (8 MiB read + 4 MiB batch).
 				buf, err = readRange(ctx, r.Store(), pack.ObjectName(g.pack), g.offset, g.length, buf)
 				if err != nil {
 					fail(fmt.Errorf("read pack %s: %w", g.pack, err))
