@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"sync"
+
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // checkpoint records which spans of a restore are durably written, so an
@@ -70,13 +72,6 @@ func (c *checkpoint) save(f *os.File) error {
 	if err := f.Sync(); err != nil {
 		return err
 	}
-	raw, err := json.Marshal(checkpointFile{Snapshot: c.snap, Disk: c.disk, Count: c.count, Done: snapshot})
-	if err != nil {
-		return err
-	}
-	tmp := c.path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, c.path)
+	// Written atomically: a crash leaves the previous checkpoint or this one.
+	return statefile.WriteJSON(c.path, checkpointFile{Snapshot: c.snap, Disk: c.disk, Count: c.count, Done: snapshot})
 }

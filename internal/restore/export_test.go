@@ -7,3 +7,10 @@ func SetPlanWindow(n uint64) (restore func()) {
 	planWindow = n
 	return func() { planWindow = old }
 }
+
+// SetAfterBatch makes f run after every batch a restore writes; it returns
+// the function that removes it.
+func SetAfterBatch(f func()) (restore func()) {
+	afterBatch = f
+	return func() { afterBatch = nil }
+}

@@ -48,6 +48,10 @@ type Stats struct {
 // ErrTargetExists refuses to overwrite without permission.
 var ErrTargetExists = errors.New("restore target exists")
 
+// afterBatch, when set by a test, runs after every written batch (to
+// interrupt a restore at a known point).
+var afterBatch func()
+
 // checkpointEvery is how much data is written between resume checkpoints.
 const checkpointEvery = 256 << 20
 
@@ -159,6 +163,9 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 			}
 		}
 		chunks.Add(int64(len(batch)))
+		if afterBatch != nil {
+			afterBatch()
+		}
 		if sinceCk.Add(int64(len(plain))) > checkpointEvery && ckMu.TryLock() {
 			sinceCk.Store(0)
 			if err := ck.save(f); err != nil {

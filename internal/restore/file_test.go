@@ -3,6 +3,7 @@ package restore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -136,5 +137,42 @@ func testToFileLayouts(t *testing.T) {
 				t.Errorf("%s: %d bytes allocated for %d bytes of data: the zero chunks are not holes", name, allocated, st.BytesWritten)
 			}
 		}
+	}
+}
+
+// TestToFileResumes interrupts a restore after a few batches, then resumes
+// it: the resumed run writes only what the first one had not, and the
+// image is exact.
+func TestToFileResumes(t *testing.T) {
+	img := testImage(t)
+	r, snap := backUp(t, img)
+	out := filepath.Join(t.TempDir(), "disk.raw")
+	ctx, cancel := context.WithCancel(context.Background())
+	batches := 0
+	defer restore.SetAfterBatch(func() {
+		if batches++; batches == 3 {
+			cancel()
+		}
+	})()
+	first, err := restore.ToFile(ctx, r, snap, snap.Disks[0], out, restore.FileOptions{Workers: 1})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted restore: %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("an interrupted restore left an image under the final name")
+	}
+	if first.BytesWritten == 0 {
+		t.Fatal("the interrupted restore wrote nothing: the test interrupts too early")
+	}
+	again, err := restore.ToFile(context.Background(), r, snap, snap.Disks[0], out, restore.FileOptions{Workers: 1, Resume: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(31*testChunk + 12345)
+	if !again.Resumed || again.BytesWritten+first.BytesWritten != total {
+		t.Fatalf("resumed: %v, wrote %d after %d, want %d in all", again.Resumed, again.BytesWritten, first.BytesWritten, total)
+	}
+	if got, _ := os.ReadFile(out); !bytes.Equal(got, img) {
+		t.Fatal("the resumed restore differs from the source")
 	}
 }
