@@ -17,21 +17,21 @@ type journal struct {
 }
 
 type journalState struct {
-	Socket    string    `json:"socket"`
-	VMID      string    `json:"vm_id"`
-	VMName    string    `json:"vm_name"`
-	SessionID string    `json:"session"`
-	Created   time.Time `json:"created"`
-	PID       int       `json:"coffer_pid"`
-	Stopped   bool      `json:"stopped,omitempty"`    // coffer stopped the VM
-	Frozen    bool      `json:"frozen,omitempty"`     // guest filesystems may be frozen
-	NBDServer string    `json:"nbd_server,omitempty"` // socket of the NBD server coffer started
-	// Daemon: a qemu-storage-daemon, snapshotted by backup jobs.
-	Daemon bool          `json:"storage_daemon,omitempty"`
-	Disks  []journalDisk `json:"disks"`
+	Socket    string        `json:"socket"`
+	VMID      string        `json:"vm_id"`
+	VMName    string        `json:"vm_name"`
+	SessionID string        `json:"session"`
+	Created   time.Time     `json:"created"`
+	PID       int           `json:"coffer_pid"`
+	Stopped   bool          `json:"stopped,omitempty"`    // coffer stopped the VM
+	Frozen    bool          `json:"frozen,omitempty"`     // guest filesystems may be frozen
+	NBDServer string        `json:"nbd_server,omitempty"` // socket of the NBD server coffer started
+	Disks     []journalDisk `json:"disks"`
 	// MemoryFile is the RAM and device state saved in WithMemory mode.
 	MemoryFile string         `json:"memory_file,omitempty"`
 	Extra      map[string]any `json:"extra,omitempty"`
+	// Daemon: a qemu-storage-daemon, snapshotted by backup jobs.
+	Daemon bool `json:"storage_daemon,omitempty"`
 }
 
 type journalDisk struct {
@@ -44,10 +44,7 @@ type journalDisk struct {
 	CBWNode    string `json:"cbw_node,omitempty"`
 	SnapNode   string `json:"snap_node,omitempty"`
 	Switched   bool   `json:"switched,omitempty"` // device drive points at CBWNode
-	// Job is a storage daemon's fleecing job (blockdev-backup sync=none
-	// into FleeceNode); its filter is named CBWNode.
-	Job    string `json:"backup_job,omitempty"`
-	Export string `json:"export,omitempty"`
+	Export     string `json:"export,omitempty"`
 	// Change tracking hand-over: NewBitmap starts at this snapshot,
 	// OldBitmap (the Since base) was disabled at it; TempBitmap is a
 	// differential's frozen copy of the base.
@@ -57,6 +54,9 @@ type journalDisk struct {
 	Changes    string `json:"changes"`
 	Token      string `json:"token,omitempty"`
 	Warning    string `json:"warning,omitempty"`
+	// Job is a storage daemon's fleecing job (blockdev-backup sync=none
+	// into FleeceNode); its filter is named CBWNode.
+	Job string `json:"backup_job,omitempty"`
 }
 
 func journalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }
