@@ -160,7 +160,9 @@ func (c *Connector) lookup(ctx context.Context, ref hypervisor.VMRef) (string, e
 		return "", err
 	}
 	for _, s := range socks {
-		if s == ref.ID || s == ref.Name {
+		// A storage daemon's ID names its socket: no inventory round,
+		// which would wait for the monitors other sessions hold.
+		if s == ref.ID || s == ref.Name || daemonIDPrefix+s == ref.ID {
 			return s, nil
 		}
 	}
