@@ -3,6 +3,7 @@ package qemu_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +15,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // assertDaemonClean checks through the test's own monitor that nothing of
@@ -194,4 +197,64 @@ func qsdChild(t *testing.T, sock string) {
 		t.Fatal(err)
 	}
 	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
+
+// TestQSDFleecingSpaceFullFailsWrites documents the storage daemon path's
+// one difference from the VM path: with the fleecing space (a 2 MiB tmpfs)
+// full, the backup job's copy-before-write fails the writer's write (QEMU
+// 7.2's blockdev-backup has no on-cbw-error), while the snapshot stays
+// exact; closing the session leaves nothing behind.
+func TestQSDFleecingSpaceFullFailsWrites(t *testing.T) {
+	testutil.RequireRoot(t)
+	state := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", state).Run() })
+	q := startQSD(t, t.TempDir(), "db-2", 32<<20, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := startWriterFilled(ctx, t, q, 9, time.Millisecond, true)
+	conn, err := qemu.New(qemu.Config{Sockets: []string{q.qmp}, StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo := w.acked.Load()
+	sess, err := conn.Snapshot(ctx, hypervisor.VMRef{ID: "qsd:" + q.qmp}, hypervisor.SnapshotRequest{SessionID: "space",
+		Mode: hypervisor.CrashConsistent, Track: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hi := w.issued()
+	// 2 MiB hold 32 preserved blocks at most: the writer soon fails.
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		t.Fatal("writes kept succeeding with the fleecing space full")
+	}
+	var ne *nbd.Error
+	if werr := w.failure(); !errors.As(werr, &ne) {
+		t.Fatalf("writer ended with %v, want an NBD error reply", werr)
+	}
+	r, err := sess.OpenDisk(ctx, "vda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := make([]byte, r.Size())
+	_, rerr := r.ReadAt(img, 0)
+	r.Close()
+	if _, err := sess.Close(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if rerr != nil {
+		t.Fatalf("reading the snapshot: %v", rerr)
+	}
+	k := w.checkPoint(t, "snapshot with the fleecing space full", img, lo, hi)
+	t.Logf("writer failed after %d writes (snapshot at write %d): %v", w.issued(), k, w.failure())
+	assertDaemonClean(ctx, t, q)
+	for _, sub := range []string{"journal", "fleece"} {
+		if ents, _ := os.ReadDir(filepath.Join(state, sub)); len(ents) != 0 {
+			t.Fatalf("leftover files in %s: %v", sub, ents)
+		}
+	}
 }

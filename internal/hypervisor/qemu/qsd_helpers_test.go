@@ -78,6 +78,14 @@ const writerBase = 8 // base blocks written before the writer starts
 
 func startWriter(ctx context.Context, t *testing.T, q *qsdInstance, seed uint64, pace time.Duration) *writer {
 	t.Helper()
+	return startWriterFilled(ctx, t, q, seed, pace, false)
+}
+
+// startWriterFilled optionally fills every block with its sequence-0
+// version first, so every later write overwrites data that
+// copy-before-write must preserve.
+func startWriterFilled(ctx context.Context, t *testing.T, q *qsdInstance, seed uint64, pace time.Duration, fill bool) *writer {
+	t.Helper()
 	c, err := nbd.Dial(ctx, "unix", q.nbd, nbd.ClientOptions{Export: "vda"})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +93,11 @@ func startWriter(ctx context.Context, t *testing.T, q *qsdInstance, seed uint64,
 	w := &writer{c: c, base: writerBase, nblocks: uint64(c.Size() / guestvm.BlockSize), pace: pace,
 		rng: rand.New(rand.NewPCG(seed, 7)), stop: make(chan struct{}), done: make(chan struct{})}
 	buf := make([]byte, guestvm.BlockSize)
-	for i := uint64(1); i <= w.base; i++ {
+	last := w.base
+	if fill {
+		last = w.nblocks - 1
+	}
+	for i := uint64(1); i <= last; i++ {
 		guestvm.FillBlock(buf, i, 0)
 		if _, err := c.WriteAt(buf, int64(i)*guestvm.BlockSize); err != nil {
 			t.Fatal(err)
@@ -174,7 +186,7 @@ func (w *writer) checkPoint(t *testing.T, label string, img []byte, lo, hi uint6
 	zero := make([]byte, guestvm.BlockSize)
 	for i := w.base + 1; i < w.nblocks; i++ {
 		b := img[int64(i)*guestvm.BlockSize : int64(i+1)*guestvm.BlockSize]
-		var got uint64
+		var got uint64 // zero: never written, or filled at sequence 0
 		if !bytes.Equal(b, zero) {
 			got, _ = guestvm.CheckBlock(b, i) // CheckDisk verified it
 		}
