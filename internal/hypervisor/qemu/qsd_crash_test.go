@@ -115,7 +115,7 @@ func TestQSDKilledCofferCleanedUp(t *testing.T) {
 	q := startQSD(t, dir, "db-1", 40<<20, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w := startWriter(ctx, t, q, 42, 5*time.Millisecond)
+	w := startWriterFilled(ctx, t, q, 42, 5*time.Millisecond, true) // a full reads it all
 	state := filepath.Join(dir, "state")
 	conn, err := qemu.New(qemu.Config{Sockets: []string{q.qmp}, StateDir: state})
 	if err != nil {
@@ -165,7 +165,8 @@ func TestQSDKilledCofferCleanedUp(t *testing.T) {
 	if inc.Mode != "incremental" || len(inc.Warnings) != 0 || inc.BytesRead >= full.BytesRead {
 		t.Fatalf("incremental after cleanup: %s %v, read %d (full %d)", inc.Mode, inc.Warnings, inc.BytesRead, full.BytesRead)
 	}
-	w.checkPoint(t, "incremental after cleanup", restoreFile(ctx, t, r, inc), lo, w.issued())
+	k := w.checkPoint(t, "incremental after cleanup", restoreFile(ctx, t, r, inc), lo, w.issued())
+	t.Logf("cleaned up %d objects; full read %d bytes, incremental %d (at write %d)", len(left), full.BytesRead, inc.BytesRead, k)
 	assertDaemonClean(ctx, t, q)
 	if err := w.halt(); err != nil {
 		t.Fatal(err)
