@@ -58,7 +58,7 @@ func startFleet(t *testing.T, n int, pace time.Duration) *qsdFleet {
 		size := int64(32+(32*i)/n) << 20 // 32..62 MiB
 		q := startQSD(t, f.dir, fmt.Sprintf("qsd-%02d", i), size, i == 0)
 		f.insts = append(f.insts, q)
-		f.writers[q.name] = startWriter(ctx, t, q, uint64(i+1), pace)
+		f.writers[q.name] = startWriterFilled(ctx, t, q, uint64(i+1), pace, true)
 	}
 	var err error
 	f.conn, err = qemu.New(qemu.Config{Sockets: []string{filepath.Join(f.dir, "*.qmp")}, StateDir: f.state, Connections: 2})
