@@ -227,6 +227,18 @@ func (w *writer) checkPoint(t *testing.T, label string, img []byte, lo, hi uint6
 	return k
 }
 
+// spansWritten counts the distinct span-sized ranges of the disk that
+// writes from+1..to went to.
+func (w *writer) spansWritten(from, to uint64, span int64) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[int64]bool{}
+	for _, idx := range w.log[from:to] {
+		seen[int64(idx)*guestvm.BlockSize/span] = true
+	}
+	return int64(len(seen))
+}
+
 // readPoint reads a disk of a backup point into memory through restore's
 // random-access reader.
 func readPoint(ctx context.Context, t *testing.T, r *repo.Repository, s *repo.Snapshot, key string) []byte {

@@ -78,16 +78,19 @@ func startFleet(t *testing.T, n int, pace time.Duration) *qsdFleet {
 	return f
 }
 
-// run runs the policy once and checks every point it made against the
-// write sequences: each must be its disk after exactly the first k writes,
-// k between the writes acknowledged before the job and those sent by its
-// end. It returns, per daemon, how many writes landed between the job's
-// start and the daemon's snapshot, and the bytes read.
-func (f *qsdFleet) run(p policy.Policy, wantMode string) (after map[string]uint64, read int64) {
+// job is one run of the policy with, per daemon, the writes acknowledged
+// before it began and sent by its end: the bounds of its points.
+type job struct {
+	mode   string
+	res    *engine.Result
+	lo, hi map[string]uint64
+}
+
+func (f *qsdFleet) run(p policy.Policy, wantMode string) job {
 	t := f.t
-	lo := map[string]uint64{}
+	j := job{mode: wantMode, lo: map[string]uint64{}, hi: map[string]uint64{}}
 	for name, w := range f.writers {
-		lo[name] = w.acked.Load()
+		j.lo[name] = w.acked.Load()
 	}
 	began := time.Now()
 	res, err := f.eng.Run(f.ctx, p)
@@ -95,9 +98,8 @@ func (f *qsdFleet) run(p policy.Policy, wantMode string) (after map[string]uint6
 		t.Fatal(err)
 	}
 	took := time.Since(began)
-	hi := map[string]uint64{}
 	for name, w := range f.writers {
-		hi[name] = w.issued()
+		j.hi[name] = w.issued()
 		if err := w.failure(); err != nil {
 			t.Fatalf("writer of %s: %v", name, err)
 		}
@@ -105,6 +107,31 @@ func (f *qsdFleet) run(p policy.Policy, wantMode string) (after map[string]uint6
 	if res.Job.Status != catalog.StatusSuccess || len(res.Tasks) != len(f.insts) {
 		t.Fatalf("%s job: %s (%s), %d tasks, failed %+v", wantMode, res.Job.Status, res.Job.Error, len(res.Tasks), res.Failed())
 	}
+	var read int64
+	for _, tk := range res.Tasks {
+		if tk.Mode != wantMode {
+			t.Fatalf("%s backed up %s, want %s (%v)", tk.VMName, tk.Mode, wantMode, tk.Warnings)
+		}
+		read += tk.BytesRead
+	}
+	t.Logf("%s job: %d daemons in %s, read %d MiB", wantMode, len(res.Tasks), took.Round(time.Millisecond), read>>20)
+	j.res = res
+	return j
+}
+
+// jobPoints is what one job made, per daemon: the write its point ends
+// at, how many writes landed between the job's start and that point, and
+// the bytes the backup read.
+type jobPoints struct {
+	at, after map[string]uint64
+	read      map[string]int64
+}
+
+// check restores every point a job made and checks it against the write
+// sequences: each must be its disk after exactly the first k writes, k
+// between the job's bounds.
+func (f *qsdFleet) check(j job) jobPoints {
+	t := f.t
 	snaps, err := f.repo.Snapshots(f.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -113,23 +140,18 @@ func (f *qsdFleet) run(p policy.Policy, wantMode string) (after map[string]uint6
 	for _, s := range snaps {
 		byID[s.ID.String()] = s
 	}
-	after = map[string]uint64{}
-	for _, tk := range res.Tasks {
-		if tk.Mode != wantMode {
-			t.Fatalf("%s backed up %s, want %s (%v)", tk.VMName, tk.Mode, wantMode, tk.Warnings)
-		}
+	jp := jobPoints{at: map[string]uint64{}, after: map[string]uint64{}, read: map[string]int64{}}
+	for _, tk := range j.res.Tasks {
 		s := byID[tk.BackupPointID]
 		if s == nil {
 			t.Fatalf("point %s of %s not in the repository", tk.BackupPointID, tk.VMName)
 		}
 		w := f.writers[tk.VMName]
 		img := readPoint(f.ctx, t, f.repo, s, "vda")
-		k := w.checkPoint(t, wantMode+" point of "+tk.VMName, img, lo[tk.VMName], hi[tk.VMName])
-		after[tk.VMName] = k - lo[tk.VMName]
-		read += tk.BytesRead
+		k := w.checkPoint(t, j.mode+" point of "+tk.VMName, img, j.lo[tk.VMName], j.hi[tk.VMName])
+		jp.at[tk.VMName], jp.after[tk.VMName], jp.read[tk.VMName] = k, k-j.lo[tk.VMName], tk.BytesRead
 	}
-	t.Logf("%s job: %d daemons in %s, read %d MiB", wantMode, len(res.Tasks), took.Round(time.Millisecond), read>>20)
-	return after, read
+	return jp
 }
 
 // noLeftovers checks the state directory and, on the daemon with an admin
@@ -172,24 +194,33 @@ func TestQSDFleetFullThenIncremental(t *testing.T) {
 	}
 	p := policy.Policy{Name: "qsd", Connection: "qsd", Tasks: 4,
 		Retries: policy.Retries{Attempts: 2, Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}}
-	fullAfter, fullRead := f.run(p, "full")
+	// Points are checked after both jobs, so that the incremental covers
+	// only the writes made while the jobs ran.
+	fullJob := f.run(p, "full")
 	f.noLeftovers()
-	incAfter, incRead := f.run(p, "incremental")
+	incJob := f.run(p, "incremental")
 	f.noLeftovers()
-	if incRead >= fullRead {
-		t.Fatalf("incrementals read %d bytes, the fulls %d", incRead, fullRead)
+	full, inc := f.check(fullJob), f.check(incJob)
+	// An incremental reads exactly the repository spans holding blocks
+	// written between the two snapshot instants: the dirty bitmaps lost
+	// nothing (checkPoint) and added nothing.
+	span := int64(f.repo.Config().ChunkSize)
+	for name, w := range f.writers {
+		if want := w.spansWritten(full.at[name], inc.at[name], span) * span; inc.read[name] != want {
+			t.Fatalf("incremental of %s read %d bytes; writes %d..%d touched %d bytes of spans", name, inc.read[name], full.at[name]+1, inc.at[name], want)
+		}
 	}
 	// The writers did not wait for the backups: in each job, some daemons
 	// were snapshotted after writes made since the job began.
-	for mode, after := range map[string]map[string]uint64{"full": fullAfter, "incremental": incAfter} {
+	for mode, jp := range map[string]jobPoints{"full": full, "incremental": inc} {
 		var most uint64
-		for _, k := range after {
+		for _, k := range jp.after {
 			most = max(most, k)
 		}
 		if most == 0 {
-			t.Fatalf("%s job: no write landed between the job's start and any snapshot: %v", mode, after)
+			t.Fatalf("%s job: no write landed between the job's start and any snapshot: %v", mode, jp.after)
 		}
-		t.Logf("%s job: writes between job start and snapshot, per daemon: %v", mode, after)
+		t.Logf("%s job: writes between job start and snapshot, per daemon: %v", mode, jp.after)
 	}
 	for name, w := range f.writers {
 		if err := w.halt(); err != nil {
