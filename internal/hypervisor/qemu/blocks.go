@@ -43,6 +43,8 @@ type vmInfo struct {
 	PID       int
 	CmdLine   []string
 	Disks     []blockDisk
+	// Daemon marks a qemu-storage-daemon (see daemon.go).
+	Daemon bool
 }
 
 func queryVM(ctx context.Context, cl *qmp.Client, sock string) (*vmInfo, error) {
@@ -51,6 +53,10 @@ func queryVM(ctx context.Context, cl *qmp.Client, sock string) (*vmInfo, error) 
 		Name string `json:"name"`
 	}
 	if err := cl.Execute(ctx, "query-name", nil, &name); err != nil {
+		if qmp.IsClass(err, "CommandNotFound") {
+			// No machine: a qemu-storage-daemon, whose disks are exports.
+			return queryDaemon(ctx, cl, sock)
+		}
 		return nil, err
 	}
 	var uuid struct {
@@ -83,17 +89,25 @@ func queryVM(ctx context.Context, cl *qmp.Client, sock string) (*vmInfo, error) 
 		info.Name = sock
 	}
 	info.PID = cl.PeerPID()
-	if info.PID > 0 {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", info.PID)); err == nil {
-			info.CmdLine = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		}
-	}
+	info.CmdLine = processCmdline(info.PID)
 	disks, err := queryDisks(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
 	info.Disks = disks
 	return info, nil
+}
+
+// processCmdline is the command line of a local process, nil if unknown.
+func processCmdline(pid int) []string {
+	if pid <= 0 {
+		return nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 func queryDisks(ctx context.Context, cl *qmp.Client) ([]blockDisk, error) {
@@ -148,6 +162,9 @@ func (d *blockDisk) bitmap(name string) (bitmapInfo, bool) {
 }
 
 func (v *vmInfo) id() string {
+	if v.Daemon {
+		return daemonIDPrefix + v.Socket
+	}
 	if v.UUID != "" {
 		return v.UUID
 	}
@@ -158,6 +175,9 @@ func (v *vmInfo) inventory(host string) hypervisor.VM {
 	vm := hypervisor.VM{
 		VMRef: hypervisor.VMRef{ID: v.id(), Name: v.Name}, Host: host,
 		Tags: map[string]string{"qmp-socket": v.Socket}, PowerState: powerState(v.Status), ChangeTracking: true,
+	}
+	if v.Daemon {
+		vm.Tags["qemu-role"] = "storage-daemon"
 	}
 	for _, d := range v.Disks {
 		vm.Disks = append(vm.Disks, d.info())

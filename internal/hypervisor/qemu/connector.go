@@ -10,6 +10,10 @@
 // out (the backup fails, the VM keeps running); every object coffer creates
 // is named coffer-* and journalled before it is created, so a killed coffer
 // leaves nothing behind after the next CleanupLeftovers.
+//
+// qemu-storage-daemon instances are protected like VMs through job-based
+// fleecing (daemon.go); there, a full fleecing space fails the writer's
+// write instead (QEMU 7.2's backup job has no on-cbw-error).
 package qemu
 
 import (
@@ -160,7 +164,9 @@ func (c *Connector) lookup(ctx context.Context, ref hypervisor.VMRef) (string, e
 		return "", err
 	}
 	for _, s := range socks {
-		if s == ref.ID || s == ref.Name {
+		// A storage daemon's ID names its socket: no inventory round,
+		// which would wait for the monitors other sessions hold.
+		if s == ref.ID || s == ref.Name || daemonIDPrefix+s == ref.ID {
 			return s, nil
 		}
 	}

@@ -30,6 +30,8 @@ type journalState struct {
 	// MemoryFile is the RAM and device state saved in WithMemory mode.
 	MemoryFile string         `json:"memory_file,omitempty"`
 	Extra      map[string]any `json:"extra,omitempty"`
+	// Daemon: a qemu-storage-daemon, snapshotted by backup jobs.
+	Daemon bool `json:"storage_daemon,omitempty"`
 }
 
 type journalDisk struct {
@@ -52,6 +54,9 @@ type journalDisk struct {
 	Changes    string `json:"changes"`
 	Token      string `json:"token,omitempty"`
 	Warning    string `json:"warning,omitempty"`
+	// Job is a storage daemon's fleecing job (blockdev-backup sync=none
+	// into FleeceNode); its filter is named CBWNode.
+	Job string `json:"backup_job,omitempty"`
 }
 
 func journalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }

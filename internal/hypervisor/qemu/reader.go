@@ -13,6 +13,7 @@ import (
 // diskReader reads one fleecing export over several NBD connections,
 // redialling a connection that drops.
 type diskReader struct {
+	network string
 	sock    string
 	d       journalDisk
 	pool    chan *nbd.Conn
@@ -23,8 +24,8 @@ type diskReader struct {
 	retries int
 }
 
-func openReader(ctx context.Context, sock string, d journalDisk, conns int) (*diskReader, error) {
-	r := &diskReader{sock: sock, d: d, pool: make(chan *nbd.Conn, conns), retries: 3}
+func openReader(ctx context.Context, network, sock string, d journalDisk, conns int) (*diskReader, error) {
+	r := &diskReader{network: network, sock: sock, d: d, pool: make(chan *nbd.Conn, conns), retries: 3}
 	c, err := r.dial(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func openReader(ctx context.Context, sock string, d journalDisk, conns int) (*di
 }
 
 func (r *diskReader) dial(ctx context.Context, contexts []string) (*nbd.Conn, error) {
-	c, err := nbd.Dial(ctx, "unix", r.sock, nbd.ClientOptions{Export: r.d.Export, MetaContexts: contexts})
+	c, err := nbd.Dial(ctx, r.network, r.sock, nbd.ClientOptions{Export: r.d.Export, MetaContexts: contexts})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", hypervisor.ErrTransient, err)
 	}

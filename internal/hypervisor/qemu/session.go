@@ -36,6 +36,7 @@ type session struct {
 	info     *vmInfo
 	req      hypervisor.SnapshotRequest
 	t        hypervisor.Timeouts
+	nbdNet   string // "unix", or "tcp" for a storage daemon's own server
 	nbdSock  string
 	warnings []string
 	closed   bool
@@ -62,7 +63,7 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	if err != nil {
 		return nil, err
 	}
-	s := &session{c: c, cl: cl, release: release, req: req, t: mergeTimeouts(req.Timeouts)}
+	s := &session{c: c, cl: cl, release: release, req: req, t: mergeTimeouts(req.Timeouts), nbdNet: "unix"}
 	defer func() {
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.t.SnapshotRemove)
@@ -78,27 +79,41 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	if ref.ID != "" && ref.ID != s.info.id() && ref.ID != sock {
 		return nil, fmt.Errorf("%w: socket %s now serves VM %s, not %s", hypervisor.ErrNotFound, sock, s.info.id(), ref.ID)
 	}
+	if s.info.Daemon && req.Mode == hypervisor.WithMemory {
+		return nil, fmt.Errorf("%w: %s is a qemu-storage-daemon: no memory to save", hypervisor.ErrUnsupported, s.info.Name)
+	}
 	sum := sha256.Sum256([]byte(req.SessionID + time.Now().String()))
 	tag := hex.EncodeToString(sum[:4])
 	s.j = &journal{path: filepath.Join(journalDir(c.cfg.StateDir), tag+".json"), journalState: journalState{
 		Socket: sock, VMID: s.info.id(), VMName: s.info.Name, SessionID: req.SessionID, Created: time.Now(), PID: os.Getpid(),
+		Daemon: s.info.Daemon,
 	}}
 	s.nbdSock = filepath.Join(c.cfg.StateDir, "fleece", tag+".nbd")
 	for _, d := range s.info.Disks {
-		s.j.Disks = append(s.j.Disks, s.planDisk(d, tag))
+		jd := s.planDisk(d, tag)
+		if s.info.Daemon {
+			planDaemonDisk(&jd)
+		}
+		s.j.Disks = append(s.j.Disks, jd)
 	}
 	if err := s.j.save(); err != nil {
 		return nil, fmt.Errorf("qemu: journal: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.t.SnapshotCreate)
 	defer cancel()
-	if !s.memoryFirst() { // else inside the stopped window, see freezeAndSwitch
-		if err := s.prepareFleecing(sctx); err != nil {
+	if s.info.Daemon {
+		if err := s.snapshotDaemon(sctx); err != nil {
 			return nil, err
 		}
-	}
-	if err := s.freezeAndSwitch(sctx); err != nil {
-		return nil, err
+	} else {
+		if !s.memoryFirst() { // else inside the stopped window, see freezeAndSwitch
+			if err := s.prepareFleecing(sctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := s.freezeAndSwitch(sctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.export(sctx); err != nil {
 		return nil, err
@@ -284,6 +299,15 @@ func (s *session) switchDisks(ctx context.Context) error {
 }
 
 func (s *session) handOverBitmaps(ctx context.Context) error {
+	actions := s.bitmapActions()
+	if len(actions) == 0 {
+		return nil
+	}
+	return s.cl.Execute(ctx, "transaction", map[string]any{"actions": actions}, nil)
+}
+
+// bitmapActions are the transaction actions of the bitmap hand-over.
+func (s *session) bitmapActions() []map[string]any {
 	var actions []map[string]any
 	act := func(typ string, data map[string]any) {
 		actions = append(actions, map[string]any{"type": typ, "data": data})
@@ -302,10 +326,7 @@ func (s *session) handOverBitmaps(ctx context.Context) error {
 			act("block-dirty-bitmap-merge", map[string]any{"node": d.Node, "target": d.TempBitmap, "bitmaps": []string{d.OldBitmap}})
 		}
 	}
-	if len(actions) == 0 {
-		return nil
-	}
-	return s.cl.Execute(ctx, "transaction", map[string]any{"actions": actions}, nil)
+	return actions
 }
 
 func (s *session) diskBitmaps(id string) []bitmapInfo {
@@ -370,39 +391,3 @@ func thawAgent(ctx context.Context, ga *qmp.GuestAgent, d time.Duration) error {
 	_, err := ga.Thaw(tctx)
 	return err
 }
-
-func (s *session) export(ctx context.Context) error {
-	s.j.NBDServer = s.nbdSock
-	if err := s.j.save(); err != nil {
-		return err
-	}
-	err := s.cl.Execute(ctx, "nbd-server-start", map[string]any{
-		"addr": map[string]any{"type": "unix", "data": map[string]any{"path": s.nbdSock}},
-	}, nil)
-	if err != nil {
-		s.j.NBDServer = ""
-		s.j.save()
-		return fmt.Errorf("%w: QEMU's NBD server is already in use by someone else (%v); coffer needs to start its own", hypervisor.ErrTransient, err)
-	}
-	for i := range s.j.Disks {
-		d := &s.j.Disks[i]
-		node := d.SnapNode
-		if node != "" {
-			if err := s.cl.Execute(ctx, "blockdev-add", map[string]any{"driver": "snapshot-access", "node-name": node, "file": d.CBWNode}, nil); err != nil {
-				return err
-			}
-		} else {
-			node = d.Node // as-is: the live disk, read-only
-		}
-		args := map[string]any{"type": "nbd", "id": d.Export, "node-name": node, "name": d.Export, "writable": false}
-		if bm := d.exportBitmap(); bm != "" {
-			args["bitmaps"] = []map[string]any{{"node": d.Node, "name": bm}}
-		}
-		if err := s.cl.Execute(ctx, "block-export-add", args, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (d *journalDisk) exportBitmap() string { return d.TempBitmap }

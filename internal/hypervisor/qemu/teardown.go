@@ -59,7 +59,7 @@ func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskRead
 	}
 	for _, d := range s.j.Disks {
 		if d.ID == key {
-			return openReader(ctx, s.nbdSock, d, s.c.cfg.Connections)
+			return openReader(ctx, s.nbdNet, s.nbdSock, d, s.c.cfg.Connections)
 		}
 	}
 	return nil, fmt.Errorf("%w: disk %s", hypervisor.ErrNotFound, key)
@@ -161,7 +161,10 @@ func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool) err
 				d.Switched = false
 			}
 		}
-		if d.CBWNode != "" {
+		if d.Job != "" {
+			// The job owns its filter (CBWNode) and holds the overlay.
+			try("cancel fleecing job "+d.Job, cancelBackupJob(ctx, cl, d.Job))
+		} else if d.CBWNode != "" {
 			try("delete copy-before-write node", cl.Execute(ctx, "blockdev-del", map[string]any{"node-name": d.CBWNode}, nil))
 		}
 		if d.FleeceNode != "" {
@@ -172,21 +175,15 @@ func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool) err
 				errs = append(errs, err)
 			}
 		}
-		try("settle dirty bitmaps of "+d.ID, settleBitmaps(ctx, cl, d, ok))
+		try("settle dirty bitmaps of "+d.ID, settleBitmaps(ctx, cl, j.Daemon, d, ok))
 	}
 	return errors.Join(errs...)
 }
 
-func settleBitmaps(ctx context.Context, cl *qmp.Client, d *journalDisk, ok bool) error {
-	disks, err := queryDisks(ctx, cl)
+func settleBitmaps(ctx context.Context, cl *qmp.Client, daemon bool, d *journalDisk, ok bool) error {
+	cur, err := currentDisk(ctx, cl, daemon, d.Node)
 	if err != nil {
 		return err
-	}
-	var cur *blockDisk
-	for i := range disks {
-		if disks[i].Node == d.Node {
-			cur = &disks[i]
-		}
 	}
 	if cur == nil {
 		return nil // the disk was unplugged; its bitmaps went with it
@@ -221,6 +218,23 @@ func settleBitmaps(ctx context.Context, cl *qmp.Client, d *journalDisk, ok bool)
 		return nil
 	}
 	return cl.Execute(ctx, "transaction", map[string]any{"actions": actions}, nil)
+}
+
+// currentDisk is the disk on node now, nil if it is gone.
+func currentDisk(ctx context.Context, cl *qmp.Client, daemon bool, node string) (*blockDisk, error) {
+	if daemon {
+		return daemonDisk(ctx, cl, node)
+	}
+	disks, err := queryDisks(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	for i := range disks {
+		if disks[i].Node == node {
+			return &disks[i], nil
+		}
+	}
+	return nil, nil
 }
 
 func isNotFound(err error) bool {
@@ -295,7 +309,7 @@ func describeLeftovers(ref hypervisor.VMRef, j *journalState) []hypervisor.Lefto
 		out = append(out, hypervisor.Leftover{VM: ref, Kind: "vm-state", Name: "stopped", Action: "resumed"})
 	}
 	for _, d := range j.Disks {
-		for kind, name := range map[string]string{"export": d.Export, "block-node": d.CBWNode, "overlay-file": d.FleeceFile} {
+		for kind, name := range map[string]string{"export": d.Export, "block-node": d.CBWNode, "overlay-file": d.FleeceFile, "block-job": d.Job} {
 			if name != "" {
 				out = append(out, hypervisor.Leftover{VM: ref, Kind: kind, Name: name, Action: "removed"})
 			}
