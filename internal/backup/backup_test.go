@@ -13,32 +13,13 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
-	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
-var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
-
-func newRepo(t *testing.T, o repo.InitOptions) *repo.Repository {
-	t.Helper()
-	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	o.Password, o.KDF = []byte("pw"), fastKDF
-	if _, err := repo.Init(ctx, st, o); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func newRepo(t *testing.T, o repo.InitOptions) *repo.Repository { return repotest.New(t, o) }
 
 // makeImage writes a sparse image: random data, compressible text, a run of
 // explicit zeros, holes, and a repeated block (intra-disk dedup).

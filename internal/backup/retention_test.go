@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/gc"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/retention"
 	"github.com/coffer-backup/coffer/internal/store"
 	"github.com/coffer-backup/coffer/internal/store/local"
@@ -88,10 +89,10 @@ func TestImmutableBackupPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &lockingStore{Store: base, until: map[string]time.Time{}}
-	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: fastKDF, PackSize: 1 << 20}); err != nil {
+	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte(repotest.Password), KDF: repotest.FastKDF, PackSize: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
+	r, err := repo.Open(ctx, st, []byte(repotest.Password), repo.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

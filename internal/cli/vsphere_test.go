@@ -16,12 +16,12 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 )
 
-// TestVSphereConnection lists the VMs of an in-process vCenter simulator
-// through a `kind: vsphere` connection: TLS verified by a pinned
-// thumbprint, the password read from a file; a wrong thumbprint is refused.
-func TestVSphereConnection(t *testing.T) {
+// startVCSim serves a vCenter simulator with hosts hosts in one cluster
+// and machines of its own VMs (10 GB disks, powered off) over TLS, for the
+// user coffer with the password s3cret.
+func startVCSim(t *testing.T, hosts, machines int) *simulator.Server {
 	m := simulator.VPX()
-	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, 2, 3, false
+	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, hosts, machines, false
 	if err := m.Create(); err != nil {
 		t.Fatal(err)
 	}
@@ -30,6 +30,14 @@ func TestVSphereConnection(t *testing.T) {
 	m.Service.Listen = &url.URL{User: url.UserPassword("coffer", "s3cret")}
 	srv := m.Service.NewServer()
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestVSphereConnection lists the VMs of an in-process vCenter simulator
+// through a `kind: vsphere` connection: TLS verified by a pinned
+// thumbprint, the password read from a file; a wrong thumbprint is refused.
+func TestVSphereConnection(t *testing.T) {
+	srv := startVCSim(t, 2, 3)
 
 	e := newEnv(t)
 	pw := filepath.Join(e.dir, "vc.password")
@@ -65,16 +73,7 @@ func TestVSphereConnection(t *testing.T) {
 // the confirmation flag, is refused while the VM runs, and once it is
 // powered off puts the backed-up bytes back over damaged ones.
 func TestVSphereRestoreVM(t *testing.T) {
-	m := simulator.VPX()
-	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, 1, 1, false
-	if err := m.Create(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Remove)
-	m.Service.TLS = new(tls.Config)
-	m.Service.Listen = &url.URL{User: url.UserPassword("coffer", "s3cret")}
-	srv := m.Service.NewServer()
-	t.Cleanup(srv.Close)
+	srv := startVCSim(t, 1, 1)
 	lab := newVCLab(t, srv)
 	vm := lab.vms[0]
 	orig := lab.disk(vm.Name)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,32 +11,16 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/engine/enginetest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/store/local"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
 
-var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
-
 func newRepo(t *testing.T) *repo.Repository {
-	t.Helper()
-	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: fastKDF, ChunkSize: 64 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return repotest.New(t, repo.InitOptions{ChunkSize: 64 << 10})
 }
 
 type env struct {

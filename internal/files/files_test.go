@@ -15,13 +15,10 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
-	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/store/local"
 )
-
-var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
 
 // throughRepository backs an image up into a fresh repository and returns
 // a random-access reader over the backup point's disk: file access is
@@ -29,35 +26,8 @@ var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Th
 func throughRepository(t *testing.T, img string) (io.ReaderAt, int64) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: fastKDF}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := backup.OpenFile(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	alloc, _ := src.Allocated()
-	w, err := r.NewWriter(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := backup.Run(ctx, w, backup.Request{Source: repo.Source{Kind: "disk", VMName: "img"},
-		Disks: []backup.Disk{{Key: "0", Name: "img", Reader: src, Size: src.Size(), Allocated: alloc}}}, backup.Options{})
-	if cerr := w.Close(ctx); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := repotest.New(t, repo.InitOptions{})
+	snap := repotest.BackupImage(t, r, img, backup.Options{})
 	dr, err := restore.OpenDisk(ctx, r, snap.Disks[0], 16)
 	if err != nil {
 		t.Fatal(err)

@@ -12,10 +12,9 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
-	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
 const testChunk = 64 << 10
@@ -45,42 +44,12 @@ func testImage(t *testing.T) []byte {
 
 func backUp(t *testing.T, img []byte) (*repo.Repository, *repo.Snapshot) {
 	t.Helper()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "disk.raw")
 	if err := os.WriteFile(path, img, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kdf := &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
-	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: kdf, ChunkSize: testChunk, PackSize: 256 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := backup.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	alloc, _ := src.Allocated()
-	w, err := r.NewWriter(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := backup.Run(ctx, w, backup.Request{Source: repo.Source{Kind: "disk", VMName: "img"},
-		Disks: []backup.Disk{{Key: "0", Name: "img", Reader: src, Size: src.Size(), Allocated: alloc}}},
-		backup.Options{Workers: 3})
-	if cerr := w.Close(ctx); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := repotest.New(t, repo.InitOptions{ChunkSize: testChunk, PackSize: 256 << 10})
+	snap := repotest.BackupImage(t, r, path, backup.Options{Workers: 3})
 	return r, snap
 }
 

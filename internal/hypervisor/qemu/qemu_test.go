@@ -13,18 +13,14 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
-	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/store/local"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
-
-var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
 
 type lab struct {
 	t      *testing.T
@@ -93,16 +89,7 @@ func startLabWith(t *testing.T, stateDir string, prefill bool) *lab {
 	if l.conn, err = qemu.New(qemu.Config{Sockets: []string{l.vm.QMPPath}, StateDir: stateDir}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := local.Create(filepath.Join(dir, "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: fastKDF}); err != nil {
-		t.Fatal(err)
-	}
-	if l.repo, err = repo.Open(ctx, st, []byte("pw"), repo.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	l.repo = newTestRepo(t)
 	vms, err := l.conn.Inventory(ctx)
 	if err != nil || len(vms) != 1 {
 		t.Fatalf("inventory: %v %v", vms, err)

@@ -125,7 +125,7 @@ func TestQSDKilledCofferCleanedUp(t *testing.T) {
 	if err != nil || len(vms) != 1 || vms[0].Name != "db-1" {
 		t.Fatalf("inventory %+v %v", vms, err)
 	}
-	r := newTestRepo(ctx, t)
+	r := newTestRepo(t)
 	lo := w.acked.Load()
 	full := backupOnce(ctx, t, r, conn, vms[0].VMRef, "full")
 	w.checkPoint(t, "full", restoreFile(ctx, t, r, full), lo, w.issued())

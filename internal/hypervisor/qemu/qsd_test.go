@@ -16,24 +16,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/store/local"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
 
-func newTestRepo(ctx context.Context, t *testing.T) *repo.Repository {
-	t.Helper()
-	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: fastKDF}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func newTestRepo(t *testing.T) *repo.Repository { return repotest.New(t, repo.InitOptions{}) }
 
 // qsdFleet is n storage daemons, each written to continuously, protected
 // by one qemu connection through the job engine.
@@ -65,7 +51,7 @@ func startFleet(t *testing.T, n int, pace time.Duration) *qsdFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.repo = newTestRepo(ctx, t)
+	f.repo = newTestRepo(t)
 	cfg := &policy.Config{Limits: policy.Limits{Tasks: 4}, Connections: []policy.Connection{{Name: "qsd", Kind: "qemu"}}}
 	f.eng, err = engine.New(ctx, engine.Options{Config: cfg, Catalog: enginetest.NewCatalog(),
 		Connectors:     map[string]hypervisor.Connector{"qsd": f.conn},

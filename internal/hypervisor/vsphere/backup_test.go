@@ -9,30 +9,13 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
-	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
-var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
-
-func newRepo(t *testing.T) *repo.Repository {
-	ctx := context.Background()
-	st, err := local.Create(filepath.Join(t.TempDir(), "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: fastKDF}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func newRepo(t *testing.T) *repo.Repository { return repotest.New(t, repo.InitOptions{}) }
 
 func runBackup(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef) *repo.Snapshot {
 	t.Helper()
