@@ -114,6 +114,9 @@ func (a *app) runRestoreVM(ctx context.Context, ref string, o restoreVMOptions) 
 	if o.to == "" {
 		return usagef("a QEMU VM is restored into a directory: --to DIR")
 	}
+	if err := qemu.Relaunchable(cfg.Native); err != nil {
+		return usagef("backup point %s: %v", s.ID.Short(), err)
+	}
 	dir, err := filepath.Abs(o.to)
 	if err != nil {
 		return err

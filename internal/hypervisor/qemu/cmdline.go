@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
 // LaunchDisk says where a recorded disk lives in a relaunched VM.
@@ -61,6 +63,20 @@ type Relaunch struct {
 	Nodes map[string][]string
 }
 
+// Relaunchable says whether a point's recorded configuration describes a VM
+// RelaunchArgs can start again: a command line of a QEMU guest, not of a
+// qemu-storage-daemon (which has no guest to recreate).
+func Relaunchable(native []byte) error {
+	var nc nativeConfig
+	if err := json.Unmarshal(native, &nc); err != nil || len(nc.CmdLine) == 0 {
+		return fmt.Errorf("qemu: the backup point has no recorded command line (was it taken by the qemu connector?)")
+	}
+	if strings.Contains(filepath.Base(nc.CmdLine[0]), "storage-daemon") {
+		return fmt.Errorf("qemu: the backup point is of a qemu-storage-daemon, which has no guest to recreate: restore its disks with `coffer restore`: %w", hypervisor.ErrUnsupported)
+	}
+	return nil
+}
+
 // RelaunchArgs rewrites the command line recorded at backup time
 // (hypervisor.VMConfig.Native) for spec. It only edits what identifies
 // the original (disk files, sockets, name, UUID, MACs) and keeps the
@@ -69,10 +85,11 @@ type Relaunch struct {
 // Hand-written: no library models QEMU's option syntax; the edits are
 // confined to the few options that name files and sockets.
 func RelaunchArgs(native []byte, spec LaunchSpec) (*Relaunch, error) {
-	var nc nativeConfig
-	if err := json.Unmarshal(native, &nc); err != nil || len(nc.CmdLine) == 0 {
-		return nil, fmt.Errorf("qemu: the backup point has no recorded command line (was it taken by the qemu connector?)")
+	if err := Relaunchable(native); err != nil {
+		return nil, err
 	}
+	var nc nativeConfig
+	_ = json.Unmarshal(native, &nc)
 	byNode := map[string]blockDisk{}
 	byFile := map[string]blockDisk{}
 	for _, d := range nc.Disks {

@@ -2,8 +2,11 @@ package qemu
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
 // A libvirt-style command line (JSON -blockdev), a -drive disk, a NIC with
@@ -69,4 +72,21 @@ func FuzzParseOpts(f *testing.F) {
 			t.Fatalf("not stable: %q -> %q -> %q", s, o.String(), again.String())
 		}
 	})
+}
+
+// A storage daemon's point has disks but no guest: restoring it as a VM is
+// refused before any disk is written, with the way out in the message.
+func TestStorageDaemonIsNotRelaunched(t *testing.T) {
+	native, _ := json.Marshal(nativeConfig{
+		CmdLine: []string{"/usr/bin/qemu-storage-daemon", "--blockdev", "driver=file,node-name=f0,filename=/d/db.qcow2",
+			"--blockdev", "driver=qcow2,node-name=disk0,file=f0", "--export", "type=nbd,id=db,node-name=disk0,writable=on"},
+		Disks: []blockDisk{{ID: "db", Node: "disk0", Format: "qcow2", File: "/d/db.qcow2"}},
+	})
+	err := Relaunchable(native)
+	if !errors.Is(err, hypervisor.ErrUnsupported) || !strings.Contains(err.Error(), "coffer restore") {
+		t.Fatalf("Relaunchable(storage daemon) = %v", err)
+	}
+	if _, err := RelaunchArgs(native, LaunchSpec{Disks: map[string]LaunchDisk{"db": {Path: "/r/db.raw", Format: "raw"}}}); err == nil {
+		t.Fatal("RelaunchArgs relaunched a storage daemon")
+	}
 }
