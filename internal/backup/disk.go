@@ -61,7 +61,7 @@ type RateLimiter interface {
 // Options tune the pipeline.
 type Options struct {
 	Workers  int         // hashing/compressing goroutines; default GOMAXPROCS
-	Readers  int         // concurrent source reads, overlapping the workers; default Workers
+	Readers  int         // concurrent source reads, overlapping the workers; default: about 4 MiB in flight
 	Limiter  RateLimiter // nil = unthrottled
 	Progress *Progress   // counters updated while running; may be nil
 }
@@ -121,7 +121,9 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	defer cancel()
 	readers := o.Readers
 	if readers <= 0 {
-		readers = workers
+		// Enough reads in flight to cover about 4 MiB: with small chunks
+		// a source with latency (NBD) is otherwise waited for, not read.
+		readers = max(workers, min(16, (4<<20)/cs))
 	}
 	// Readers fetch spans while workers hash, compress and store others:
 	// a source with latency (NBD from a hypervisor, a disk not in cache)
