@@ -315,7 +315,7 @@ func (m *Map) IterateRange(ctx context.Context, from, end uint64, fn func(i uint
 		if k*32 >= len(ids) {
 			return fmt.Errorf("disk map %s block %d: %w: %d IDs, span %d expected in it", m.name, b, ErrFormat, len(ids)/32, i)
 		}
-		for ; k*32 < len(ids) && i < end; k++ {
+		for ; k < BlockIDs && k*32 < len(ids) && i < end; k++ {
 			if err := fn(i, id.ID(ids[k*32:k*32+32])); err != nil {
 				return err
 			}
