@@ -178,14 +178,12 @@ func (a *app) cmdFilesFind() *cobra.Command {
 // withDiskFS opens BACKUP[:DISK] for file access.
 func (a *app) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn func(*files.Disk, files.FS) error) error {
 	snapRef, diskSel, _ := strings.Cut(ref, ":")
-	r, err := a.openRepo(ctx)
+	// Under a restore lease: gc keeps the point's data while files are read.
+	r, s, release, err := a.openPoint(ctx, snapRef, "files "+ref)
 	if err != nil {
 		return err
 	}
-	s, err := r.FindSnapshot(ctx, snapRef)
-	if err != nil {
-		return err
-	}
+	defer release()
 	var disk repo.Disk
 	if diskSel == "" {
 		if len(s.Disks) == 0 {

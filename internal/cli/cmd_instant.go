@@ -54,21 +54,12 @@ it is interrupted: the VM then waits for ` + "`coffer instant serve`" + `).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			r, err := a.openRepo(ctx)
+			// The lease lasts as long as the VM reads from the point.
+			r, snap, release, err := a.openPoint(ctx, args[0], "instant recovery of "+args[0])
 			if err != nil {
 				return err
 			}
-			// A lease for as long as the VM reads from the point: garbage
-			// collection then keeps its data even if the point is forgotten.
-			lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery of "+args[0], false)
-			if err != nil {
-				return err
-			}
-			defer lease.Release(context.WithoutCancel(ctx))
-			snap, err := r.FindSnapshot(ctx, args[0])
-			if err != nil {
-				return err
-			}
+			defer release()
 			began := time.Now()
 			s, wait, err := instant.Start(ctx, r, snap, instant.StartOptions{StateDir: a.instantStateDir(), ReconnectDelay: delay, Log: a.log})
 			if err != nil {
@@ -247,19 +238,11 @@ func (a *app) runInstantExport(ctx context.Context, ref, listen string) error {
 	if !ok || (network != "unix" && network != "tcp") {
 		return usagef("--listen must be unix:PATH or tcp:HOST:PORT, not %q", listen)
 	}
-	r, err := a.openRepo(ctx)
+	r, s, release, err := a.openPoint(ctx, ref, "nbd export of "+ref)
 	if err != nil {
 		return err
 	}
-	lease, err := r.AcquireLease(ctx, "restore", "", "nbd export of "+ref, false)
-	if err != nil {
-		return err
-	}
-	defer lease.Release(context.WithoutCancel(ctx))
-	s, err := r.FindSnapshot(ctx, ref)
-	if err != nil {
-		return err
-	}
+	defer release()
 	exports, names, err := instant.Exports(ctx, r, s)
 	if err != nil {
 		return err

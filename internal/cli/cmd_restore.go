@@ -77,19 +77,11 @@ type restoreResult struct {
 
 func (a *app) runRestore(cmd *cobra.Command, ref string, o restoreOptions) error {
 	ctx := cmd.Context()
-	r, err := a.openRepo(ctx)
+	r, s, release, err := a.openPoint(ctx, ref, "restore "+ref)
 	if err != nil {
 		return err
 	}
-	lease, err := r.AcquireLease(ctx, "restore", "", "restore "+ref, false)
-	if err != nil {
-		return err
-	}
-	defer lease.Release(ctx)
-	s, err := r.FindSnapshot(ctx, ref)
-	if err != nil {
-		return err
-	}
+	defer release()
 	if o.format != "raw" && o.format != "qcow2" {
 		return usagef("--format must be raw or qcow2, not %q", o.format)
 	}

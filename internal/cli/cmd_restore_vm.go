@@ -88,19 +88,11 @@ func (a *app) runRestoreVM(ctx context.Context, ref string, o restoreVMOptions) 
 	if o.format != "raw" && o.format != "qcow2" {
 		return usagef("--format must be raw or qcow2, not %q", o.format)
 	}
-	r, err := a.openRepo(ctx)
+	r, s, release, err := a.openPoint(ctx, ref, "restore vm "+ref)
 	if err != nil {
 		return err
 	}
-	lease, err := r.AcquireLease(ctx, "restore", "", "restore vm "+ref, false)
-	if err != nil {
-		return err
-	}
-	defer lease.Release(ctx)
-	s, err := r.FindSnapshot(ctx, ref)
-	if err != nil {
-		return err
-	}
+	defer release()
 	var cfg hypervisor.VMConfig
 	if err := json.Unmarshal(s.VMConfig, &cfg); err != nil || cfg.Kind == "" {
 		return usagef("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", s.ID.Short())

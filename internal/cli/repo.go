@@ -130,3 +130,23 @@ func (a *app) openRepoAt(ctx context.Context, location string, pw []byte) (*repo
 	}
 	return r, nil
 }
+
+// openPoint opens the repository for reading backup point ref: it takes a
+// restore lease first (garbage collection keeps the point's data while it
+// is read, even if the point is forgotten meanwhile), then finds the point.
+// release ends the lease, also after the command's context was cancelled.
+func (a *app) openPoint(ctx context.Context, ref, purpose string) (r *repo.Repository, s *repo.Snapshot, release func(), err error) {
+	if r, err = a.openRepo(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	lease, err := r.AcquireLease(ctx, "restore", "", purpose, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	release = func() { lease.Release(context.WithoutCancel(ctx)) }
+	if s, err = r.FindSnapshot(ctx, ref); err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	return r, s, release, nil
+}
