@@ -13,9 +13,20 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 func newRepo(t *testing.T) *repo.Repository { return repotest.New(t, repo.InitOptions{}) }
+
+// oneVMLab starts a simulator with one VM (vm-0000, one disk of diskSize)
+// behind the CBT shim, a connector that talks through the shim, and a
+// repository: what the backup and change-tracking tests start from.
+func oneVMLab(t *testing.T, diskSize int64) (*sim, *cbtShim, *Connector, *repo.Repository, types.ManagedObjectReference, hypervisor.VMRef) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: diskSize})
+	sh := newCBTShim(t, s)
+	ref := s.vms[0]
+	return s, sh, sh.connect(t, nil), newRepo(t), ref, hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+}
 
 func runBackup(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef) *repo.Snapshot {
 	t.Helper()
@@ -54,12 +65,7 @@ func restoreBytes(t *testing.T, r *repo.Repository, s *repo.Snapshot) []byte {
 // CBT reset forcing a full read with a warning. Every point restores to
 // exactly the bytes the disk held at its snapshot.
 func TestBackupFullIncrementalReset(t *testing.T) {
-	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 4 << 20})
-	sh := newCBTShim(t, s)
-	c := sh.connect(t, nil)
-	r := newRepo(t)
-	ref := s.vms[0]
-	vm := hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+	s, sh, c, r, ref, vm := oneVMLab(t, 4<<20)
 	pattern := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
 
 	sh.write(t, ref, 0, 0, pattern(300<<10, 0x11))

@@ -19,12 +19,7 @@ import (
 // vMotion, say), the previous changeId is not trusted: the next point is a
 // full read with a warning, and it restores byte-identical.
 func TestMovedDiskReadInFull(t *testing.T) {
-	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 2 << 20})
-	sh := newCBTShim(t, s)
-	c := sh.connect(t, nil)
-	r := newRepo(t)
-	ref := s.vms[0]
-	vm := hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+	s, sh, c, r, ref, vm := oneVMLab(t, 2<<20)
 	sh.write(t, ref, 0, 0, bytes.Repeat([]byte{7}, 64<<10))
 	runBackup(t, r, c, vm)
 
@@ -57,12 +52,7 @@ func TestMovedDiskReadInFull(t *testing.T) {
 // TestResizedDiskReadInFull: a disk grown since the last backup is read in
 // full with a warning, and the point restores to the new size and bytes.
 func TestResizedDiskReadInFull(t *testing.T) {
-	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 2 << 20})
-	sh := newCBTShim(t, s)
-	c := sh.connect(t, nil)
-	r := newRepo(t)
-	ref := s.vms[0]
-	vm := hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+	s, sh, c, r, ref, vm := oneVMLab(t, 2<<20)
 	sh.write(t, ref, 0, 0, bytes.Repeat([]byte{3}, 64<<10))
 	runBackup(t, r, c, vm)
 
@@ -92,12 +82,7 @@ func TestResizedDiskReadInFull(t *testing.T) {
 // byte-identical.
 func TestDifferential(t *testing.T) {
 	ctx := context.Background()
-	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, DiskSize: 2 << 20})
-	sh := newCBTShim(t, s)
-	c := sh.connect(t, nil)
-	r := newRepo(t)
-	ref := s.vms[0]
-	vm := hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
+	_, sh, c, r, ref, vm := oneVMLab(t, 2<<20)
 	backupMode := func(mode string) *repo.Snapshot {
 		w, err := r.NewWriter(ctx, "vm")
 		if err != nil {
