@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/statefile"
@@ -106,10 +105,4 @@ func (s *Session) ServerAlive() bool { return alive(s.ServerPID) }
 // VMAlive reports whether the recovered VM's QEMU process runs.
 func (s *Session) VMAlive() bool { return alive(s.VMPID) }
 
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+func alive(pid int) bool { return statefile.ProcessAlive(pid) }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // WriteJSON stores v as indented JSON at path: write a temporary file,
@@ -82,4 +83,15 @@ func ReadAll[T any](dir string) ([]Loaded[T], error) {
 		out = append(out, Loaded[T]{Path: f, Value: v})
 	}
 	return out, nil
+}
+
+// ProcessAlive reports whether process pid exists on this machine: the
+// state files record the coffer (or QEMU) process that owns them, and only
+// a gone owner's state is someone else's to clean up.
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/qmp"
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // Config implements hypervisor.Session.
@@ -267,7 +268,7 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 	var out []hypervisor.Leftover
 	var errs []error
 	for _, j := range js {
-		if j.PID != os.Getpid() && processAlive(j.PID) {
+		if j.PID != os.Getpid() && statefile.ProcessAlive(j.PID) {
 			continue // another live coffer owns it
 		}
 		if j.PID == os.Getpid() {
@@ -319,12 +320,4 @@ func describeLeftovers(ref hypervisor.VMRef, j *journalState) []hypervisor.Lefto
 		}
 	}
 	return out
-}
-
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-	return err == nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // CleanupLeftovers implements hypervisor.Connector. It only acts on
@@ -27,7 +28,7 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 	var out []hypervisor.Leftover
 	var errs []error
 	for _, j := range js {
-		if j.PID == os.Getpid() && isLive(j.Snapshot) || j.PID != os.Getpid() && processAlive(j.PID) {
+		if j.PID == os.Getpid() && isLive(j.Snapshot) || j.PID != os.Getpid() && statefile.ProcessAlive(j.PID) {
 			continue // a session still in use, here or in another coffer
 		}
 		if !strings.HasPrefix(j.Snapshot, SnapshotPrefix) {

@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -52,13 +51,4 @@ func loadJournals(stateDir string) ([]*journal, error) {
 		out = append(out, &journal{path: f.Path, journalState: f.Value})
 	}
 	return out, err
-}
-
-// processAlive reports whether pid runs on this machine (Linux /proc).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-	return err == nil
 }
