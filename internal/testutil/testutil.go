@@ -8,11 +8,13 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,7 +49,9 @@ func RequireRoot(t testing.TB) {
 }
 
 // KillPIDFile kills the process whose PID is in path (a daemon started with
-// --pid-file) and waits until it is gone.
+// --pid-file) and waits until it has exited. A zombie counts as exited: it
+// holds no file or socket any more, and a daemonized process is reaped by
+// init, which on some machines does so only about once a second.
 func KillPIDFile(t testing.TB, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -60,14 +64,23 @@ func KillPIDFile(t testing.TB, path string) {
 		t.Logf("pid file %s: %v", path, err)
 		return
 	}
-	if p, err := os.FindProcess(pid); err == nil {
-		p.Kill()
-	}
-	// Not our child: wait for it through pidfd-free polling of /proc.
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// Not our child, so no wait(2): poll its state in /proc.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if exited(pid) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	t.Errorf("process %d (%s) did not exit after SIGKILL", pid, path)
+}
+
+// exited reports whether pid is gone or a zombie.
+func exited(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state letter follows the parenthesised command name.
+	i := bytes.LastIndexByte(stat, ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }

@@ -5,14 +5,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,34 +51,8 @@ func startQSD(t *testing.T, dir, name string, size int64, admin bool) *qsdInstan
 	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("qemu-storage-daemon: %v %s", err, out)
 	}
-	t.Cleanup(func() { killDaemon(t, q.pid) })
+	t.Cleanup(func() { testutil.KillPIDFile(t, q.pid) })
 	return q
-}
-
-// killDaemon SIGKILLs a daemonized process and waits until it has exited.
-// A zombie counts as exited: it holds no file or socket any more, and this
-// machine's init reaps only about once a second, which testutil.KillPIDFile
-// would wait for (16 times over in the fleet test).
-func killDaemon(t *testing.T, pidFile string) {
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Logf("pid file: %v", err)
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Logf("pid file %s: %v", pidFile, err)
-		return
-	}
-	syscall.Kill(pid, syscall.SIGKILL)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		// The state follows the parenthesised command name.
-		if i := bytes.LastIndexByte(stat, ')'); err != nil || (i > 0 && i+2 < len(stat) && stat[i+2] == 'Z') {
-			return
-		}
-	}
-	t.Errorf("qemu-storage-daemon %d did not exit", pid)
 }
 
 // writer writes guestvm workload blocks through a daemon's NBD export, one
