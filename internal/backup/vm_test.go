@@ -15,6 +15,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
 )
 
@@ -154,14 +155,8 @@ func (r *memReader) Close() error { return nil }
 
 func backupVM(t *testing.T, r *repo.Repository, c *memConnector, mode string) (*repo.Snapshot, error) {
 	t.Helper()
-	ctx := context.Background()
-	w, err := r.NewWriter(ctx, "vm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close(ctx)
-	return backup.BackupVM(ctx, w, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"}, Mode: mode,
-		SnapshotMode: hypervisor.CrashConsistent}, backup.Options{})
+	return repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"}, Mode: mode,
+		SnapshotMode: hypervisor.CrashConsistent})
 }
 
 func checkPoint(t *testing.T, r *repo.Repository, s *repo.Snapshot, want map[string][]byte) {

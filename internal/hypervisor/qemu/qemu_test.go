@@ -18,6 +18,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
@@ -102,13 +103,8 @@ func startLabWith(t *testing.T, stateDir string, prefill bool) *lab {
 }
 
 func (l *lab) backup(mode string, sm hypervisor.SnapshotMode) (*repo.Snapshot, error) {
-	w, err := l.repo.NewWriter(l.ctx, "vm")
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	defer w.Close(l.ctx)
-	return backup.BackupVM(l.ctx, w, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
-		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired}, backup.Options{})
+	return repotest.BackupVM(l.t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
+		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired})
 }
 
 // restoreDisk restores one disk of a point to a raw file.

@@ -18,6 +18,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
@@ -72,15 +73,10 @@ func assertDaemonClean(ctx context.Context, t *testing.T, q *qsdInstance) {
 	}
 }
 
-func backupOnce(ctx context.Context, t *testing.T, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode string) *repo.Snapshot {
+func backupOnce(t *testing.T, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode string) *repo.Snapshot {
 	t.Helper()
-	w, err := r.NewWriter(ctx, "vm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close(ctx)
-	s, err := backup.BackupVM(ctx, w, conn, backup.VMRequest{Connection: "lab", VM: ref, Mode: mode,
-		SnapshotMode: hypervisor.CrashConsistent}, backup.Options{})
+	s, err := repotest.BackupVM(t, r, conn, backup.VMRequest{Connection: "lab", VM: ref, Mode: mode,
+		SnapshotMode: hypervisor.CrashConsistent})
 	if err != nil {
 		t.Fatalf("%s backup: %v", mode, err)
 	}
@@ -127,7 +123,7 @@ func TestQSDKilledCofferCleanedUp(t *testing.T) {
 	}
 	r := newTestRepo(t)
 	lo := w.acked.Load()
-	full := backupOnce(ctx, t, r, conn, vms[0].VMRef, "full")
+	full := backupOnce(t, r, conn, vms[0].VMRef, "full")
 	w.checkPoint(t, "full", restoreFile(ctx, t, r, full), lo, w.issued())
 
 	tokens, _ := json.Marshal(map[string]string{"vda": full.Disks[0].ChangeToken})
@@ -161,7 +157,7 @@ func TestQSDKilledCofferCleanedUp(t *testing.T) {
 		t.Fatalf("writes failed across the crash and cleanup: %v", err)
 	}
 	lo = w.acked.Load()
-	inc := backupOnce(ctx, t, r, conn, vms[0].VMRef, "incremental")
+	inc := backupOnce(t, r, conn, vms[0].VMRef, "incremental")
 	if inc.Mode != "incremental" || len(inc.Warnings) != 0 || inc.BytesRead >= full.BytesRead {
 		t.Fatalf("incremental after cleanup: %s %v, read %d (full %d)", inc.Mode, inc.Warnings, inc.BytesRead, full.BytesRead)
 	}

@@ -30,14 +30,8 @@ func oneVMLab(t *testing.T, diskSize int64) (*sim, *cbtShim, *Connector, *repo.R
 
 func runBackup(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef) *repo.Snapshot {
 	t.Helper()
-	ctx := context.Background()
-	w, err := r.NewWriter(ctx, "vm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close(ctx)
-	snap, err := backup.BackupVM(ctx, w, c, backup.VMRequest{Connection: "vc", VM: vm,
-		SnapshotMode: hypervisor.CrashConsistent, Quiesce: hypervisor.QuiesceFallback}, backup.Options{})
+	snap, err := repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm,
+		SnapshotMode: hypervisor.CrashConsistent, Quiesce: hypervisor.QuiesceFallback})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
 
 // TestMovedDiskReadInFull: after the disk's file moved (a storage
@@ -81,16 +81,10 @@ func TestResizedDiskReadInFull(t *testing.T) {
 // the last full point's changeId (not the previous point's), and restores
 // byte-identical.
 func TestDifferential(t *testing.T) {
-	ctx := context.Background()
 	_, sh, c, r, ref, vm := oneVMLab(t, 2<<20)
 	backupMode := func(mode string) *repo.Snapshot {
-		w, err := r.NewWriter(ctx, "vm")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close(ctx)
-		p, err := backup.BackupVM(ctx, w, c, backup.VMRequest{Connection: "vc", VM: vm, Mode: mode,
-			SnapshotMode: hypervisor.CrashConsistent}, backup.Options{})
+		p, err := repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm, Mode: mode,
+			SnapshotMode: hypervisor.CrashConsistent})
 		if err != nil {
 			t.Fatal(err)
 		}

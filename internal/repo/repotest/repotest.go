@@ -10,6 +10,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
@@ -67,4 +68,17 @@ func BackupImage(t testing.TB, r *repo.Repository, path string, o backup.Options
 		t.Fatal(err)
 	}
 	return snap
+}
+
+// BackupVM backs up one VM through connector c in a write session of its
+// own, as a job engine task does.
+func BackupVM(t testing.TB, r *repo.Repository, c hypervisor.Connector, req backup.VMRequest) (*repo.Snapshot, error) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := r.NewWriter(ctx, "vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	return backup.BackupVM(ctx, w, c, req, backup.Options{})
 }
