@@ -196,7 +196,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", tiny).Run() })
 	out = e.expect(ExitNoSpace, "restore", "latest", "--to", filepath.Join(tiny, "vm.img"))
-	if !strings.Contains(out, "space") {
+	if !strings.Contains(out, "space on the restore target") || !strings.Contains(out, "restore somewhere else") {
 		t.Fatalf("restore onto a full filesystem: %s", out)
 	}
 	if left, _ := os.ReadDir(tiny); len(left) != 0 {

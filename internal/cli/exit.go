@@ -129,6 +129,9 @@ func advice(err error) string {
 	case ExitVersion:
 		return "upgrade coffer to open this repository"
 	case ExitNoSpace:
+		if errors.Is(err, restore.ErrTargetFull) {
+			return "free space there or restore somewhere else; an interrupted restore continues with --resume"
+		}
 		return "free space or add capacity, then re-run: what was already stored is reused"
 	case ExitSource:
 		return "the backup was not recorded; re-run it once the source is stable"

@@ -48,6 +48,16 @@ type Stats struct {
 // ErrTargetExists refuses to overwrite without permission.
 var ErrTargetExists = errors.New("restore target exists")
 
+// ErrTargetFull means the file system restored onto has no room for the
+// disk's data (the repository is not involved). It is a store.ErrNoSpace,
+// so it maps to the same exit code.
+var ErrTargetFull error = targetFull{}
+
+type targetFull struct{}
+
+func (targetFull) Error() string { return "not enough space on the restore target" }
+func (targetFull) Unwrap() error { return store.ErrNoSpace }
+
 // afterBatch, when set by a test, runs after every written batch (to
 // interrupt a restore at a known point).
 var afterBatch func()
@@ -88,7 +98,7 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 			// space that was reserved before the failure.
 			t.discard()
 		}
-		return st, fmt.Errorf("reserve space for %s: %w", t.path, err)
+		return st, fmt.Errorf("%s: %w", path, err)
 	}
 	for from := uint64(0); from < m.Count(); from += planWindow {
 		end := min(from+planWindow, m.Count())
@@ -198,7 +208,7 @@ func readRange(ctx context.Context, st store.Store, name string, off, n int64, b
 
 func translateWriteErr(err error) error {
 	if errors.Is(err, unix.ENOSPC) {
-		return fmt.Errorf("%w: %w", store.ErrNoSpace, err)
+		return fmt.Errorf("%w: %w", ErrTargetFull, err)
 	}
 	return err
 }
