@@ -5,7 +5,8 @@
 // writer nor each other. Within a process all writes go through one
 // connection; across processes every write transaction starts with BEGIN
 // IMMEDIATE, taking SQLite's write lock up front, and waits for it up to
-// the busy timeout. A transaction is durable when it returns
+// the busy timeout; opening and migrating a file is serialised by a flock
+// on a file beside it (catalog.db-open.lock). A transaction is durable when it returns
 // (synchronous=FULL); a process killed mid-transaction leaves nothing of
 // it behind.
 package sqlite
@@ -19,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -50,6 +52,11 @@ type Options struct {
 
 // Open opens (creating if needed) the catalog at path and migrates it.
 func Open(ctx context.Context, path string, o Options) (catalog.Catalog, error) {
+	unlock, err := lockOpening(path)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	b, err := openBackend(path, o)
 	if err != nil {
 		return nil, err
@@ -63,6 +70,34 @@ func Open(ctx context.Context, path string, o Options) (catalog.Catalog, error) 
 		return nil, fmt.Errorf("%w (catalog %s)", err, path)
 	}
 	return sqlcat.New(b), nil
+}
+
+// lockOpening serialises opening the catalog file across processes, held
+// until the schema is migrated. Switching a new file to WAL mode takes
+// SQLite's exclusive lock and, when another process is doing the same,
+// fails with SQLITE_BUSY at once instead of waiting out the busy timeout
+// (SQLite skips the busy handler where waiting could deadlock). The lock
+// is a flock on a file beside the catalog, so it dies with its process.
+func lockOpening(path string) (unlock func(), err error) {
+	if path == Memory || path == "" {
+		return func() {}, nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	f, err := os.OpenFile(abs+"-open.lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("catalog: lock %s: %w", f.Name(), err)
+	}
+	return func() { _ = f.Close() }, nil // closing releases the flock
 }
 
 type backend struct {
