@@ -6,9 +6,9 @@
 // connection; across processes every write transaction starts with BEGIN
 // IMMEDIATE, taking SQLite's write lock up front, and waits for it up to
 // the busy timeout; opening and migrating a file is serialised by a flock
-// on a file beside it (catalog.db-open.lock). A transaction is durable when it returns
-// (synchronous=FULL); a process killed mid-transaction leaves nothing of
-// it behind.
+// on a file beside it (catalog.db-open.lock). A transaction is durable
+// when it returns (synchronous=FULL); a process killed mid-transaction
+// leaves nothing of it behind.
 package sqlite
 
 import (
