@@ -30,8 +30,14 @@ func oneVMLab(t *testing.T, diskSize int64) (*sim, *cbtShim, *Connector, *repo.R
 
 func runBackup(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef) *repo.Snapshot {
 	t.Helper()
+	return runBackupMode(t, r, c, vm, hypervisor.CrashConsistent)
+}
+
+// runBackupMode backs vm up with the given snapshot mode.
+func runBackupMode(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef, mode hypervisor.SnapshotMode) *repo.Snapshot {
+	t.Helper()
 	snap, err := repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm,
-		SnapshotMode: hypervisor.CrashConsistent, Quiesce: hypervisor.QuiesceFallback})
+		SnapshotMode: mode, Quiesce: hypervisor.QuiesceFallback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +49,15 @@ func restoreBytes(t *testing.T, r *repo.Repository, s *repo.Snapshot) []byte {
 	if len(s.Disks) != 1 {
 		t.Fatalf("%d disks in point", len(s.Disks))
 	}
+	return restoreDisk(t, r, s, s.Disks[0])
+}
+
+// restoreDisk writes one stream of a point (a disk or a memory state) to
+// a file, as `coffer restore` does, and returns its bytes.
+func restoreDisk(t *testing.T, r *repo.Repository, s *repo.Snapshot, d repo.Disk) []byte {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "disk.raw")
-	if _, err := restore.ToFile(context.Background(), r, s, s.Disks[0], out, restore.FileOptions{}); err != nil {
+	if _, err := restore.ToFile(context.Background(), r, s, d, out, restore.FileOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)

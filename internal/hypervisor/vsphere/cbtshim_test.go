@@ -41,6 +41,12 @@ import (
 // The answer for (snapshot, changeId) is then the union of the ranges
 // written after changeId's epoch up to the snapshot's: exactly what ESXi
 // reports, derived from the bytes the test wrote, not hard-coded.
+//
+// It also stands in for the memory image ESXi writes for a with-memory
+// snapshot: vcsim records the snapshot's memory flag but creates only an
+// empty .vmsn (and no .vmem). A test registers the image for a VM with
+// setMemoryImage; GET and HEAD of that VM's snapshot .vmsn/.vmem files
+// under /folder are then answered from the registered bytes (memory_test.go).
 type cbtShim struct {
 	s      *sim
 	server *httptest.Server
@@ -52,6 +58,7 @@ type cbtShim struct {
 	mu      sync.Mutex
 	disks   map[string]*cbtDisk // "<vm moref>/<device key>"
 	queries int
+	memory  map[string]memoryImage // by VM moref
 }
 
 type cbtDisk struct {
@@ -61,16 +68,22 @@ type cbtDisk struct {
 }
 
 func newCBTShim(t testing.TB, s *sim) *cbtShim {
-	sh := &cbtShim{s: s, disks: map[string]*cbtDisk{}, PageAreas: 2}
+	sh := &cbtShim{s: s, disks: map[string]*cbtDisk{}, PageAreas: 2, memory: map[string]memoryImage{}}
 	backend := &url.URL{Scheme: s.url.Scheme, Host: s.url.Host}
 	proxy := httputil.NewSingleHostReverseProxy(backend)
 	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} // the test's own simulator
 	sh.server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sh.serveMemory(w, r) {
+			return
+		}
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/sdk") {
 			body, _ := io.ReadAll(r.Body)
 			if bytes.Contains(body, []byte("QueryChangedDiskAreas")) {
 				sh.answer(w, body)
 				return
+			}
+			if bytes.Contains(body, []byte("layoutEx")) {
+				sh.addVMEM(t)
 			}
 			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		}

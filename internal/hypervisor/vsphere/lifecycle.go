@@ -140,6 +140,9 @@ func (s *session) Warnings() []string { return s.warnings }
 
 // OpenDisk implements hypervisor.Session.
 func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
+	if m, ok := s.mem[key]; ok {
+		return s.openMemory(ctx, m)
+	}
 	loc, ok := s.locs[key]
 	if !ok {
 		return nil, fmt.Errorf("vsphere: no disk %s: %w", key, hypervisor.ErrNotFound)

@@ -61,6 +61,8 @@ type session struct {
 	disks    []hypervisor.DiskSnapshot
 	locs     map[string]DiskLocation
 	changed  map[string][]hypervisor.Extent // incremental change sets, by disk key
+	memory   bool                           // the snapshot holds the VM's memory state
+	mem      map[string]memoryLocation      // memory streams, by key (memory.go)
 	warnings []string
 	closed   bool
 	// removeTried: a removal was requested; retries check for it first.
@@ -124,6 +126,12 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	if err := s.describe(ctx, devices); err != nil {
 		s.Close(context.WithoutCancel(ctx), false)
 		return nil, err
+	}
+	if s.memory {
+		if err := s.describeMemory(ctx); err != nil {
+			s.Close(context.WithoutCancel(ctx), false)
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -215,6 +223,7 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 		return nil, fmt.Errorf("vsphere: create snapshot of %s: task returned %T, not a snapshot", s.ref.Name, res)
 	}
 	s.snap = &ref
+	s.memory = memory
 	var snap mo.VirtualMachineSnapshot
 	if err := property.DefaultCollector(s.c.client).RetrieveOne(ctx, ref, []string{"config.hardware.device"}, &snap); err != nil {
 		return nil, fmt.Errorf("vsphere: snapshot of %s: %w", s.ref.Name, err)

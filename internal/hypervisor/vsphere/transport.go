@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/vmware/govmomi/object"
@@ -64,6 +65,85 @@ func (t *DatastoreHTTP) OpenDisk(_ context.Context, loc DiskLocation) (DiskData,
 		n = 4
 	}
 	return &httpDisk{sc: t.Client.Client, u: u, size: loc.Size, slots: make(chan struct{}, n)}, nil
+}
+
+// openFile opens a datastore file as it is, without the descriptor to
+// -flat mapping: for files that are not disks (a with-memory snapshot's
+// .vmsn and .vmem). Their size is asked from the server when opened,
+// because the API's file layout is no authority on it (vcsim reports 0,
+// and a file may still grow until the snapshot task completes).
+func (t *DatastoreHTTP) openFile(ctx context.Context, datacenter, datastore, path string) (*httpDisk, error) {
+	u := object.NewDatastoreURL(*t.Client.URL(), datacenter, datastore, path)
+	size, err := probeSize(ctx, t.Client.Client, u)
+	if err != nil {
+		return nil, err
+	}
+	n := t.Connections
+	if n <= 0 {
+		n = 4
+	}
+	return &httpDisk{sc: t.Client.Client, u: u, size: size, slots: make(chan struct{}, n)}, nil
+}
+
+// probeSize asks for the file's first byte: the Content-Range of the
+// answer carries the whole length. A HEAD would do on ESXi, but a GET of
+// one byte is answered the same way by every server that does ranges.
+func probeSize(ctx context.Context, sc *soap.Client, u *url.URL) (int64, error) {
+	res, err := sc.DownloadRequest(ctx, u, &soap.Download{Method: http.MethodGet, Headers: map[string]string{"Range": "bytes=0-0"}})
+	if err != nil {
+		return 0, fmt.Errorf("vsphere: size of %s: %w", u.Path, err)
+	}
+	// Not drained: at most one byte (or a whole file from a server that
+	// ignores Range, which is not worth reading to reuse a connection).
+	defer res.Body.Close()
+	switch res.StatusCode {
+	case http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable:
+		n, err := parseContentRange(res.Header.Get("Content-Range"), res.StatusCode)
+		if err != nil {
+			return 0, fmt.Errorf("vsphere: size of %s: %w", u.Path, err)
+		}
+		return n, nil
+	case http.StatusOK: // Range ignored: the body is the whole file
+		if res.ContentLength < 0 {
+			return 0, fmt.Errorf("vsphere: size of %s: the server sent neither a range nor a length", u.Path)
+		}
+		return res.ContentLength, nil
+	default:
+		return 0, fmt.Errorf("vsphere: size of %s: %s", u.Path, res.Status)
+	}
+}
+
+// parseContentRange returns the complete length from a Content-Range
+// header answering "bytes=0-0": "bytes 0-0/N" with 206, "bytes */N" with
+// 416 (only an empty file cannot satisfy the first byte, so N must be 0).
+func parseContentRange(h string, status int) (int64, error) {
+	bad := func(why string) (int64, error) {
+		return 0, fmt.Errorf("unusable Content-Range %q (status %d): %s", h, status, why)
+	}
+	rest, ok := strings.CutPrefix(strings.TrimSpace(h), "bytes ")
+	if !ok {
+		return bad("not a byte range")
+	}
+	rng, total, ok := strings.Cut(rest, "/")
+	if !ok {
+		return bad("no complete length")
+	}
+	if total == "*" {
+		return bad("complete length unknown")
+	}
+	n, err := strconv.ParseInt(total, 10, 64)
+	if err != nil || n < 0 {
+		return bad("complete length is not a number")
+	}
+	switch {
+	case status == http.StatusRequestedRangeNotSatisfiable:
+		if rng != "*" || n != 0 {
+			return bad("the first byte is only unsatisfiable in an empty file")
+		}
+	case rng != "0-0" || n < 1:
+		return bad("not the first byte that was asked for")
+	}
+	return n, nil
 }
 
 // flatExtent maps "dir/disk.vmdk" to "dir/disk-flat.vmdk", the naming
