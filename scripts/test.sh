@@ -12,3 +12,6 @@ export COFFER_REQUIRE_INTEGRATION="${COFFER_REQUIRE_INTEGRATION:-1}"
 export PATH="$PWD/.cache/bin:$PATH"
 go vet ./...
 go test -timeout 60m "$@" ./...
+# Builds without cgo compress with pure Go (internal/repo/chunk): keep that
+# path tested too.
+CGO_ENABLED=0 go test "$@" ./internal/repo/chunk/ ./internal/backup/

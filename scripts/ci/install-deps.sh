@@ -10,7 +10,9 @@ if ! command -v go >/dev/null; then
 fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-pkgs=(e2fsprogs util-linux zstd)
+# gcc and libc6-dev: cgo builds the bundled C zstd (without them Go builds
+# coffer with the slower pure-Go compressor).
+pkgs=(e2fsprogs util-linux zstd gcc libc6-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
