@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmware/govmomi/vim25/soap"
+)
+
+// TestVSphereRestoreWithMemoryPoint backs up a running VM with a
+// `snapshot: with-memory` policy: the point holds the snapshot's .vmsn as
+// a memory stream next to the disk (vcsim writes it empty; its content is
+// tested in the vsphere package). `restore vm --connection` restores the
+// disk only and says so; `coffer restore` writes the memory stream out
+// like a disk, alone (--disk) or with the disk into a directory.
+func TestVSphereRestoreWithMemoryPoint(t *testing.T) {
+	srv := startVCSim(t, 1, 1)
+	lab := newVCLab(t, srv)
+	vm := lab.vms[0]
+	orig := lab.disk(vm.Name)
+	want := bytes.Repeat([]byte("memory point "), int(orig.size)/13+1)[:orig.size]
+	lab.writeFlat(orig, want)
+	lab.power(vm, true)
+
+	e := newEnv(t)
+	e.must("init")
+	pw := filepath.Join(e.dir, "vc.password")
+	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
+	e.config(fmt.Sprintf(`connections:
+  - name: vc
+    kind: vsphere
+    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
+policies:
+  - name: p
+    connection: vc
+    snapshot: with-memory
+    select: {names: [%q]}
+`, lab.sdk, pw, soap.ThumbprintSHA256(srv.Certificate()), vm.Name))
+	var job jobDoc
+	if err := json.Unmarshal([]byte(e.must("run", "p", "--json")), &job); err != nil || job.Status != "success" {
+		t.Fatalf("run: %+v %v", job, err)
+	}
+
+	var res restoreVMConnectionResult
+	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--connection", "vc", "--json")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Disks) != 1 || !strings.Contains(strings.Join(res.Warnings, ";"), "memory state") {
+		t.Fatalf("restore vm: %+v", res)
+	}
+	if got := lab.readFlat(lab.disk(res.VM)); !bytes.Equal(got, want) {
+		t.Fatal("the new VM's disk differs from the original's at backup time")
+	}
+
+	vmsn := vm.Name + "-Snapshot1.vmsn"
+	one := filepath.Join(e.dir, "memory.vmsn")
+	e.must("restore", "latest", "--disk", "memory-vmsn", "--to", one)
+	if fi, err := os.Stat(one); err != nil || fi.Size() != 0 {
+		t.Fatalf("restore --disk memory-vmsn: %v %v", fi, err)
+	}
+	dir := filepath.Join(e.dir, "all")
+	e.must("restore", "latest", "--to", dir)
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, en := range ents {
+		names = append(names, en.Name())
+	}
+	if len(names) != 2 || !strings.HasSuffix(names[1], "-"+vmsn) {
+		t.Fatalf("restore into a directory: %v, want the disk and ...-%s", names, vmsn)
+	}
+	for _, n := range names {
+		if b, _ := os.ReadFile(filepath.Join(dir, n)); !strings.HasSuffix(n, ".vmsn") && !bytes.Equal(b, want) {
+			t.Fatalf("%s differs from the disk at backup time", n)
+		}
+	}
+}
