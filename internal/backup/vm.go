@@ -111,7 +111,9 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 	cfg, _ := json.Marshal(sess.Config())
 	overall := mode
 	for _, d := range disks {
-		if d.Mode == "full" && mode != "full" {
+		// A memory stream is always a whole copy; the point's mode (what
+		// retention and "full every N" policies look at) follows the disks.
+		if d.Kind != hypervisor.KindMemory && d.Mode == "full" && mode != "full" {
 			overall = "full" // at least one disk had to be read in full
 		}
 	}

@@ -208,8 +208,11 @@ func TestBackupWithMemory(t *testing.T) {
 			t.Fatalf("point %d: snapshot mode %q", i+1, tc.p.SnapshotMode)
 		}
 	}
-	// The memory streams are always read in full (the point's mode says
-	// "full" for that reason); the disk still goes incrementally.
+	// The memory streams are always read in full; the disk still goes
+	// incrementally, and the point's mode follows its disks.
+	if p2.Mode != "incremental" {
+		t.Fatalf("second point's mode is %q, want incremental", p2.Mode)
+	}
 	for _, d := range p2.Disks {
 		if d.Kind == hypervisor.KindDisk && d.Mode != "incremental" {
 			t.Fatalf("second point: disk %s read %s %v", d.Name, d.Mode, p2.Warnings)
