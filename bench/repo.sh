@@ -3,7 +3,7 @@
 # (and cp / qemu-img convert / zstd as copy limits) on the same image, in the
 # same run, on the same disk.
 #
-#   bench/repo.sh [--size 4G] [--rounds 3] [--tools "coffer coffer-1m coffer-4m restic borg kopia cp qemu-img zstd"]
+#   bench/repo.sh [--size 4G] [--rounds 3] [--tools "coffer coffer-purego restic borg kopia cp qemu-img zstd"]
 #                 [--dir DIR] [--no-cmp] [--keep]
 #
 # Steps per tool and round, each on a fresh repository:
@@ -23,9 +23,10 @@
 #
 # Settings (default ones unless noted, encryption on everywhere):
 #   coffer      256 KiB chunks (its default), zstd level 1, AES-256-GCM
-#   coffer-1m   the same with `init --chunk-size 1MiB`
-#   coffer-4m   the same with `init --chunk-size 4MiB` (also: coffer-64k,
-#               not in the default list)
+#   coffer-purego  the same binary built with CGO_ENABLED=0 (pure-Go zstd
+#               from klauspost/compress instead of the bundled C zstd)
+#   coffer-1m   coffer with `init --chunk-size 1MiB`; coffer-4m and
+#               coffer-64k likewise (not in the default list)
 #   restic      0.18.1 (built from its pinned module), `backup --stdin`,
 #               compression auto (zstd default level), repository v2
 #   borg        Debian 1.2.4, -e repokey, default compression lz4
@@ -42,7 +43,7 @@ source "$(dirname "$0")/lib.sh"
 
 size=4G
 rounds=3
-tools="coffer coffer-1m coffer-4m restic borg kopia cp qemu-img zstd"
+tools="coffer coffer-purego restic borg kopia cp qemu-img zstd"
 dir="$here/.cache/bench"
 do_cmp=1
 keep=0
@@ -75,6 +76,9 @@ apt_need jq jq
 apt_need qemu-img qemu-utils
 log "building coffer"
 (cd "$here" && go build -o "$GOBIN/coffer" ./cmd/coffer)
+case " $tools " in *" coffer-purego "*)
+	(cd "$here" && CGO_ENABLED=0 go build -o "$GOBIN/coffer-purego" ./cmd/coffer) ;;
+esac
 for t in $tools; do
 	case $t in
 	restic) go_tool restic github.com/restic/restic v0.18.1 github.com/restic/restic/cmd/restic ||
@@ -98,23 +102,23 @@ check() { # check TOOL ROUND FILE
 	rm -rf "$WORK/out"
 }
 
-run_coffer() { # run_coffer TOOL ROUND CHUNK
-	local t=$1 r=$2 chunk=$3 repo=$WORK/repo-$1
+run_coffer() { # run_coffer TOOL ROUND CHUNK [BINARY]
+	local t=$1 r=$2 chunk=$3 bin=${4:-coffer} repo=$WORK/repo-$1
 	export COFFER_REPO=$repo COFFER_PASSWORD=$PW COFFER_CONFIG=/dev/null
 	export COFFER_CATALOG=$WORK/$t-catalog.db COFFER_CACHE_DIR=$WORK/$t-cache
 	rm -rf "$repo" "$COFFER_CATALOG" "$COFFER_CACHE_DIR"
-	coffer init --chunk-size "$chunk" --json >/dev/null
+	"$bin" init --chunk-size "$chunk" --json >/dev/null
 	link disk.raw
-	timed "$RES" "$t:full:$r" "$WORK" coffer backup disk "$DATA/vm/disk.img" --name vm --json
+	timed "$RES" "$t:full:$r" "$WORK" "$bin" backup disk "$DATA/vm/disk.img" --name vm --json
 	local id; id=$(jq -r .id "$WORK/$t:full:$r.out")
 	record_size "$t" repo_full "$r" "$(du_b "$repo")"
-	coffer stats --json >"$WORK/$t-stats.json"
+	"$bin" stats --json >"$WORK/$t-stats.json"
 	link disk.mod.raw
-	timed "$RES" "$t:incr:$r" "$WORK" coffer backup disk "$DATA/vm/disk.img" --name vm --json
+	timed "$RES" "$t:incr:$r" "$WORK" "$bin" backup disk "$DATA/vm/disk.img" --name vm --json
 	record_size "$t" repo_incr "$r" "$(du_b "$repo")"
 	record_size "$t" incr_read "$r" "$(jq -r .bytes_read "$WORK/$t:incr:$r.out")"
 	mkdir -p "$WORK/out"
-	timed "$RES" "$t:restore:$r" "$WORK" coffer restore "$id" --to "$WORK/out/disk.raw" --json
+	timed "$RES" "$t:restore:$r" "$WORK" "$bin" restore "$id" --to "$WORK/out/disk.raw" --json
 	check "$t" "$r" "$WORK/out/disk.raw"
 	[ $keep = 1 ] || rm -rf "$repo"
 	unset COFFER_REPO COFFER_PASSWORD COFFER_CATALOG COFFER_CACHE_DIR
@@ -203,7 +207,8 @@ run_zstd() {
 }
 
 versions() {
-	echo "coffer $(cd "$here" && git rev-parse --short HEAD)$(cd "$here" && git diff --quiet HEAD -- . ':!docs' || echo +dirty)"
+	echo "coffer $(cd "$here" && git rev-parse --short HEAD)$(cd "$here" && git diff --quiet HEAD -- . ':!docs' || echo +dirty) $(coffer --version | sed 's/^coffer [^ ]* //')"
+	case " $tools " in *" coffer-purego "*) echo "coffer-purego $(coffer-purego --version | sed 's/^coffer [^ ]* //')" ;; esac
 	for t in $tools; do case $t in
 		restic) restic version | head -1 ;;
 		borg|borg-zstd) borg --version ;;
@@ -221,6 +226,7 @@ for r in $(seq 1 "$rounds"); do
 		log "round $r: $t"
 		case $t in
 		coffer) run_coffer coffer "$r" 256KiB ;;
+		coffer-purego) run_coffer coffer-purego "$r" 256KiB coffer-purego ;;
 		coffer-1m) run_coffer coffer-1m "$r" 1MiB ;;
 		coffer-4m) run_coffer coffer-4m "$r" 4MiB ;;
 		coffer-64k) run_coffer coffer-64k "$r" 64KiB ;;
