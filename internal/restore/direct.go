@@ -6,29 +6,13 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/coffer-backup/coffer/internal/directio"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 )
-
-// directAlign is the alignment O_DIRECT asks of buffers, offsets and
-// lengths: the logical block size of any disk in use today.
-const directAlign = 4096
-
-// alignedBuffer returns an empty slice with capacity n whose first byte
-// sits on a directAlign boundary (Go's heap does not move objects, so the
-// alignment holds for the slice's lifetime).
-func alignedBuffer(n int) []byte {
-	b := make([]byte, n+directAlign)
-	skip := 0
-	if r := int(uintptr(unsafe.Pointer(&b[0])) % directAlign); r != 0 {
-		skip = directAlign - r
-	}
-	return b[skip : skip : skip+n]
-}
 
 // directWriter writes restored chunks past the page cache when it can.
 //
@@ -57,7 +41,7 @@ func newDirectWriter(f *os.File, path string) *directWriter {
 
 // WriteAt writes p at off, directly when p, off and len(p) are aligned.
 func (w *directWriter) WriteAt(p []byte, off int64) (int, error) {
-	if d := w.direct.Load(); d != nil && aligned(p, off) {
+	if d := w.direct.Load(); d != nil && directio.Aligned(p, off) {
 		n, err := d.WriteAt(p, off)
 		if !errors.Is(err, syscall.EINVAL) {
 			return n, err
@@ -72,11 +56,6 @@ func (w *directWriter) close() {
 	if w.opened != nil {
 		_ = w.opened.Close()
 	}
-}
-
-func aligned(p []byte, off int64) bool {
-	return len(p) > 0 && off%directAlign == 0 && len(p)%directAlign == 0 &&
-		uintptr(unsafe.Pointer(&p[0]))%directAlign == 0
 }
 
 // preallocate reserves the file blocks of every span holding data (and not

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/coffer-backup/coffer/internal/directio"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/chunk"
@@ -49,7 +50,7 @@ func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers 
 				return
 			}
 			// Aligned so restores can write it with O_DIRECT.
-			plain := alignedBuffer(max(maxBatchBytes, maxRaw))
+			plain := directio.AlignedBuffer(max(maxBatchBytes, maxRaw))
 			var buf []byte
 			for g := range jobs {
 				// Reused buffers keep memory at workers x (8 MiB read + 4 MiB batch).

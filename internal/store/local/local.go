@@ -164,7 +164,11 @@ func (s *Store) Create(ctx context.Context, name string, opts store.PutOptions) 
 	if err != nil {
 		return nil, translate(fmt.Errorf("create %s: %w", name, err))
 	}
-	return &writer{s: s, ctx: ctx, name: name, final: final, tmp: tmp, f: f, opts: opts}, nil
+	w := &writer{s: s, ctx: ctx, name: name, final: final, tmp: tmp, f: f, opts: opts}
+	if opts.SizeHint >= directBlock {
+		w.direct = openDirect(tmp, f)
+	}
+	return w, nil
 }
 
 type writer struct {
@@ -174,6 +178,7 @@ type writer struct {
 	final     string
 	tmp       string
 	f         *os.File
+	direct    *directSink // large objects: written past the page cache
 	opts      store.PutOptions
 	size      int64
 	committed bool
@@ -188,7 +193,12 @@ func (w *writer) Write(p []byte) (int, error) {
 		w.err = err
 		return 0, err
 	}
-	n, err := w.f.Write(p)
+	n, err := len(p), error(nil)
+	if w.direct != nil {
+		err = w.direct.write(p)
+	} else {
+		n, err = w.f.Write(p)
+	}
 	w.size += int64(n)
 	if err != nil {
 		w.err = translate(fmt.Errorf("write %s: %w", w.name, err))
@@ -207,6 +217,12 @@ func (w *writer) Commit() (store.ObjectInfo, error) {
 	if err := w.ctx.Err(); err != nil {
 		_ = w.Abort()
 		return store.ObjectInfo{}, err
+	}
+	if w.direct != nil {
+		if err := w.direct.finish(); err != nil {
+			_ = w.Abort()
+			return store.ObjectInfo{}, translate(fmt.Errorf("write %s: %w", w.name, err))
+		}
 	}
 	if err := w.f.Sync(); err != nil {
 		_ = w.Abort()
@@ -236,6 +252,9 @@ func (w *writer) Abort() error {
 		return nil
 	}
 	w.committed = true
+	if w.direct != nil {
+		w.direct.release()
+	}
 	_ = w.f.Close()
 	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
