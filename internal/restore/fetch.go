@@ -28,7 +28,9 @@ const maxBatchBytes = 4 << 20
 // batch of its own. The plaintext is only valid during the call.
 func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers int, fn func(batch []*chunkRef, plain []byte) error) error {
 	if workers <= 0 {
-		workers = max(runtime.GOMAXPROCS(0), r.Store().Properties().Connections)
+		// Each worker holds ~12 MiB of buffers: bounded, whatever the
+		// number of CPUs (the binary runs two Go Ps per CPU).
+		workers = max(min(runtime.GOMAXPROCS(0), 16), r.Store().Properties().Connections)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
