@@ -62,6 +62,9 @@ type RateLimiter interface {
 type Options struct {
 	Workers  int         // hashing/compressing goroutines; default GOMAXPROCS
 	Readers  int         // concurrent source reads, overlapping the workers; default: about 4 MiB in flight
+	// ReadBatch is the most bytes of consecutive spans one source read
+	// fetches (default 1 MiB; at least one span).
+	ReadBatch int
 	Limiter  RateLimiter // nil = unthrottled
 	Progress *Progress   // counters updated while running; may be nil
 }
@@ -90,17 +93,21 @@ type diskResult struct {
 	chunksNew int
 }
 
+// work is a run of consecutive spans to read: span i at off, then the
+// next ones, length bytes in all.
 type work struct {
 	i      int
 	off    int64
 	length int
+	spans  int
 }
 
-// span is a work item whose bytes a reader has fetched.
+// span is one span whose bytes a reader has fetched.
 type span struct {
 	work
-	data []byte
-	read int // bytes actually read (allocated ranges)
+	data  []byte
+	read  int         // bytes actually read (allocated ranges)
+	owner *readBuffer // data is part of it; released after processing
 }
 
 // backupDisk runs the pipeline for one disk.
@@ -119,22 +126,21 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	perRead := spansPerRead(cs, o.ReadBatch)
 	readers := o.Readers
 	if readers <= 0 {
 		// Enough reads in flight to cover about 4 MiB: with small chunks
 		// a source with latency (NBD) is otherwise waited for, not read.
-		readers = max(workers, min(16, (4<<20)/cs))
+		readers = max(workers, min(16, (4<<20)/(cs*perRead)))
 	}
-	// Readers fetch spans while workers hash, compress and store others:
-	// a source with latency (NBD from a hypervisor, a disk not in cache)
-	// is read at the same time as the CPU works. Buffers circulate through
-	// pool, so memory is (readers + workers) chunks, whatever the disk size.
+	// Readers fetch runs of spans while workers hash, compress and store
+	// others: a source with latency (NBD from a hypervisor, a disk not in
+	// cache) is read at the same time as the CPU works. Buffers circulate
+	// through pool, so memory is (readers + workers) reads, whatever the
+	// disk size.
 	jobs := make(chan work, workers*2)
-	filled := make(chan span, workers)
-	pool := make(chan []byte, readers+workers)
-	for range readers + workers {
-		pool <- make([]byte, cs)
-	}
+	filled := make(chan span, workers*perRead)
+	pool := newReadPool(readers+workers, cs*perRead)
 	var (
 		errOnce  sync.Once
 		firstErr error
@@ -150,21 +156,31 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 			defer rwg.Done()
 			rd := &spanReader{d: d, o: o, alloc: newCursor(d.Allocated, d.Size)}
 			for j := range jobs {
-				var buf []byte
+				var b *readBuffer
 				select {
-				case buf = <-pool:
+				case b = <-pool:
 				case <-ctx.Done():
 					return
 				}
-				n, err := rd.readSpan(ctx, buf[:j.length], j.off)
+				n, err := rd.readSpan(ctx, b.buf[:j.length], j.off)
 				if err != nil {
 					setErr(err)
 					return
 				}
-				select {
-				case filled <- span{work: j, data: buf[:j.length], read: n}:
-				case <-ctx.Done():
-					return
+				b.refs.Store(int32(j.spans))
+				for m := range j.spans {
+					from := m * cs
+					to := min(from+cs, j.length)
+					sp := span{work: work{i: j.i + m, off: j.off + int64(from), length: to - from, spans: 1},
+						data: b.buf[from:to:to], owner: b}
+					if m == 0 {
+						sp.read = n // the run's bytes read, counted once
+					}
+					select {
+					case filled <- sp:
+					case <-ctx.Done():
+						return
+					}
 				}
 			}
 		}()
@@ -181,7 +197,7 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 			}
 			for sp := range filled {
 				err := wk.process(ctx, sp, res)
-				pool <- sp.data[:cap(sp.data)]
+				sp.owner.release()
 				if err != nil {
 					setErr(err)
 					return
@@ -199,6 +215,7 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	}
 	alloc := newCursor(d.Allocated, d.Size)
 	changed := newCursor(d.Changed, d.Size)
+	runs := &batcher{max: perRead, out: jobs}
 	var zero int64
 feed:
 	for i := range n {
@@ -217,12 +234,11 @@ feed:
 			o.Progress.add(length, 0)
 			continue
 		}
-		select {
-		case jobs <- work{i: i, off: off, length: length}:
-		case <-ctx.Done():
+		if !runs.add(ctx, work{i: i, off: off, length: length, spans: 1}) {
 			break feed
 		}
 	}
+	runs.flush(ctx)
 	close(jobs)
 	wg.Wait()
 	rwg.Wait() // readers use d.Reader, which the caller closes after return
