@@ -60,13 +60,13 @@ type RateLimiter interface {
 
 // Options tune the pipeline.
 type Options struct {
-	Workers  int         // hashing/compressing goroutines; default GOMAXPROCS
-	Readers  int         // concurrent source reads, overlapping the workers; default: about 4 MiB in flight
+	Workers int // hashing/compressing goroutines; default GOMAXPROCS
+	Readers int // concurrent source reads, overlapping the workers; default: about 4 MiB in flight
 	// ReadBatch is the most bytes of consecutive spans one source read
 	// fetches (default 1 MiB; at least one span).
 	ReadBatch int
-	Limiter  RateLimiter // nil = unthrottled
-	Progress *Progress   // counters updated while running; may be nil
+	Limiter   RateLimiter // nil = unthrottled
+	Progress  *Progress   // counters updated while running; may be nil
 }
 
 // Progress counts work as it happens; readers poll it.
