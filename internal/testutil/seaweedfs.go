@@ -22,7 +22,13 @@ func StartSeaweedFS(t testing.TB) *S3Server {
 	srv := &S3Server{bin: bin, AccessKey: "coffer-test-" + randHex(4), SecretKey: randHex(16), Dir: dir}
 	flags := []string{"master.port", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
 		"s3.port.grpc", "webdav.port", "admin.port", "debug.port", "s3.port.iceberg", "s3.port.lance"}
-	args := []string{"mini", "-dir=" + dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"}
+	// Fixed volume size and count: by default `weed mini` derives both from
+	// the disk's free space, and with about 30 GB free it ran out of
+	// volume slots part way through the suite (every bucket is a
+	// collection that grows volumes of its own) and answered 500 to every
+	// write. Volumes are sparse files; a high count costs no disk.
+	args := []string{"mini", "-dir=" + dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false",
+		"-master.volumeSizeLimitMB=64", "-volume.max=1000"}
 	for _, f := range flags {
 		p, err := freePort()
 		if err != nil {
