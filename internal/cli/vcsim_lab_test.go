@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -27,6 +29,8 @@ type vcLab struct {
 	c   *vim25.Client
 	sdk string // the SDK URL without credentials
 	vms []mo.VirtualMachine
+	// thumbprint pins the simulator's certificate in coffer's config.
+	thumbprint string
 }
 
 // vcDisk is a VM disk's flat extent on the local datastore directory.
@@ -47,7 +51,7 @@ func newVCLab(t *testing.T, srv *simulator.Server) *vcLab {
 	if err := session.NewManager(c).Login(ctx, srv.URL.User); err != nil {
 		t.Fatal(err)
 	}
-	l := &vcLab{t: t, c: c, sdk: sdk.String()}
+	l := &vcLab{t: t, c: c, sdk: sdk.String(), thumbprint: soap.ThumbprintSHA256(srv.Certificate())}
 	l.createVM(ctx, "app-01")
 	return l
 }
@@ -153,5 +157,33 @@ func (l *vcLab) power(vm mo.VirtualMachine, on bool) {
 	}
 	if err != nil {
 		l.t.Fatal(err)
+	}
+}
+
+// backUp configures e with a `vc` connection to the lab and a policy `p`
+// selecting vm (snapshot mode extra, "" for the default), and runs it.
+func (l *vcLab) backUp(e *env, vm, snapshot string) {
+	l.t.Helper()
+	pw := filepath.Join(e.dir, "vc.password")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
+	mode := ""
+	if snapshot != "" {
+		mode = "\n    snapshot: " + snapshot
+	}
+	e.config(fmt.Sprintf(`connections:
+  - name: vc
+    kind: vsphere
+    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
+policies:
+  - name: p
+    connection: vc%s
+    select: {names: [%q]}
+`, l.sdk, pw, l.thumbprint, mode, vm))
+	var job jobDoc
+	if err := json.Unmarshal([]byte(e.must("run", "p", "--json")), &job); err != nil || job.Status != "success" {
+		l.t.Fatalf("run: %+v %v", job, err)
 	}
 }

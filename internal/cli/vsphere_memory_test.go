@@ -3,13 +3,10 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/vmware/govmomi/vim25/soap"
 )
 
 // TestVSphereRestoreWithMemoryPoint backs up a running VM with a
@@ -29,23 +26,7 @@ func TestVSphereRestoreWithMemoryPoint(t *testing.T) {
 
 	e := newEnv(t)
 	e.must("init")
-	pw := filepath.Join(e.dir, "vc.password")
-	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
-	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
-	e.config(fmt.Sprintf(`connections:
-  - name: vc
-    kind: vsphere
-    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
-policies:
-  - name: p
-    connection: vc
-    snapshot: with-memory
-    select: {names: [%q]}
-`, lab.sdk, pw, soap.ThumbprintSHA256(srv.Certificate()), vm.Name))
-	var job jobDoc
-	if err := json.Unmarshal([]byte(e.must("run", "p", "--json")), &job); err != nil || job.Status != "success" {
-		t.Fatalf("run: %+v %v", job, err)
-	}
+	lab.backUp(e, vm.Name, "with-memory")
 
 	var res restoreVMConnectionResult
 	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--connection", "vc", "--json")), &res); err != nil {

@@ -84,22 +84,7 @@ func TestVSphereRestoreVM(t *testing.T) {
 
 	e := newEnv(t)
 	e.must("init")
-	pw := filepath.Join(e.dir, "vc.password")
-	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
-	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
-	e.config(fmt.Sprintf(`connections:
-  - name: vc
-    kind: vsphere
-    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
-policies:
-  - name: p
-    connection: vc
-    select: {names: [%q]}
-`, lab.sdk, pw, soap.ThumbprintSHA256(srv.Certificate()), vm.Name))
-	var job jobDoc
-	if err := json.Unmarshal([]byte(e.must("run", "p", "--json")), &job); err != nil || job.Status != "success" {
-		t.Fatalf("run: %+v %v", job, err)
-	}
+	lab.backUp(e, vm.Name, "")
 
 	var res restoreVMConnectionResult
 	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--connection", "vc", "--json")), &res); err != nil {
