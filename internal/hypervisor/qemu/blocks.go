@@ -112,20 +112,9 @@ func processCmdline(pid int) []string {
 
 func queryDisks(ctx context.Context, cl *qmp.Client) ([]blockDisk, error) {
 	var blocks []struct {
-		Device   string `json:"device"`
-		Qdev     string `json:"qdev"`
-		Inserted *struct {
-			NodeName string       `json:"node-name"`
-			Drv      string       `json:"drv"`
-			File     string       `json:"file"`
-			RO       bool         `json:"ro"`
-			Bitmaps  []bitmapInfo `json:"dirty-bitmaps"`
-			Image    struct {
-				VirtualSize int64  `json:"virtual-size"`
-				Format      string `json:"format"`
-				Filename    string `json:"filename"`
-			} `json:"image"`
-		} `json:"inserted"`
+		Device   string     `json:"device"`
+		Qdev     string     `json:"qdev"`
+		Inserted *blockNode `json:"inserted"`
 	}
 	if err := cl.Execute(ctx, "query-block", nil, &blocks); err != nil {
 		return nil, err
@@ -141,10 +130,10 @@ func queryDisks(ctx context.Context, cl *qmp.Client) ([]blockDisk, error) {
 			id = strings.SplitN(b.Qdev[i+len("/peripheral/"):], "/", 2)[0]
 		}
 		if id == "" {
-			id = in.NodeName
+			id = in.Name
 		}
 		out = append(out, blockDisk{
-			ID: id, QdevPath: b.Qdev, Node: in.NodeName, Format: in.Image.Format,
+			ID: id, QdevPath: b.Qdev, Node: in.Name, Format: in.Image.Format,
 			File: in.Image.Filename, Size: in.Image.VirtualSize, Bitmaps: in.Bitmaps,
 		})
 	}

@@ -46,7 +46,8 @@ import (
 
 const daemonIDPrefix = "qsd:"
 
-// blockNode is one node as query-named-block-nodes reports it.
+// blockNode is QEMU's BlockDeviceInfo: one node as query-named-block-nodes
+// reports it, and a drive's medium in query-block ("inserted").
 type blockNode struct {
 	Name    string       `json:"node-name"`
 	Drv     string       `json:"drv"`
@@ -54,7 +55,9 @@ type blockNode struct {
 	RO      bool         `json:"ro"`
 	Bitmaps []bitmapInfo `json:"dirty-bitmaps"`
 	Image   struct {
-		VirtualSize int64 `json:"virtual-size"`
+		VirtualSize int64  `json:"virtual-size"`
+		Format      string `json:"format"`
+		Filename    string `json:"filename"`
 	} `json:"image"`
 }
 
