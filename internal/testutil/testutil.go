@@ -8,15 +8,13 @@
 package testutil
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Strict reports whether integration prerequisites are mandatory.
@@ -49,9 +47,10 @@ func RequireRoot(t testing.TB) {
 }
 
 // KillPIDFile kills the process whose PID is in path (a daemon started with
-// --pid-file) and waits until it has exited. A zombie counts as exited: it
-// holds no file or socket any more, and a daemonized process is reaped by
-// init, which on some machines does so only about once a second.
+// --pid-file) and waits until it has exited. It is not our child, so no
+// wait(2): a pidfd, which turns readable when the process exits (a zombie
+// counts: it holds no file or socket any more, and a daemonized process is
+// reaped by init, on some machines only about once a second).
 func KillPIDFile(t testing.TB, path string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -64,23 +63,21 @@ func KillPIDFile(t testing.TB, path string) {
 		t.Logf("pid file %s: %v", path, err)
 		return
 	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	// Not our child, so no wait(2): poll its state in /proc.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if exited(pid) {
-			return
-		}
-	}
-	t.Errorf("process %d (%s) did not exit after SIGKILL", pid, path)
-}
-
-// exited reports whether pid is gone or a zombie.
-func exited(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return true
+		return // no such process: already gone
 	}
-	// The state letter follows the parenthesised command name.
-	i := bytes.LastIndexByte(stat, ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
+	defer unix.Close(fd)
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 10_000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Errorf("process %d (%s) did not exit after SIGKILL: %v", pid, path, err)
+		}
+		return
+	}
 }
