@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 )
 
@@ -20,24 +21,86 @@ const defaultReadBatch = 1 << 20
 type readBuffer struct {
 	buf  []byte
 	refs atomic.Int32
-	pool chan *readBuffer
+	pool *readPool
 }
 
 func (b *readBuffer) release() {
 	if b.refs.Add(-1) == 0 {
-		b.pool <- b
+		b.pool.free <- b
 	}
 }
 
-// newReadPool returns n buffers of size bytes. A buffer is either with a
-// reader or with workers until its last span is processed, so n = readers
-// + workers never blocks a reader forever.
-func newReadPool(n, size int) chan *readBuffer {
-	pool := make(chan *readBuffer, n)
-	for range n {
-		pool <- &readBuffer{buf: make([]byte, size), pool: pool}
+// readPool lends a disk's readers at most max buffers of size bytes. A
+// buffer is either with a reader or with workers until its last span is
+// processed, so max = readers + workers never blocks a reader forever.
+//
+// Buffers are made on first need, and taken from and given back to a
+// process-wide pool of their size. Why: allocating (and zeroing) all of
+// them up front for every disk dominated small disks. A 1000-VM vSphere
+// run with 1 MiB disks spent 10% of its CPU, plus the garbage collection
+// that followed, making 6 MiB of buffers per VM of which it used one.
+type readPool struct {
+	size int
+	max  int
+	free chan *readBuffer
+	mu   sync.Mutex
+	made int
+}
+
+// sharedBuffers holds idle read buffers between disks: size → *sync.Pool.
+var sharedBuffers sync.Map
+
+func newReadPool(max, size int) *readPool {
+	return &readPool{size: size, max: max, free: make(chan *readBuffer, max)}
+}
+
+// get returns a free buffer, making one while fewer than max exist; it
+// returns nil when ctx ends first.
+func (p *readPool) get(ctx context.Context) *readBuffer {
+	select {
+	case b := <-p.free:
+		return b
+	default:
 	}
-	return pool
+	p.mu.Lock()
+	if p.made < p.max {
+		p.made++
+		p.mu.Unlock()
+		return p.fresh()
+	}
+	p.mu.Unlock()
+	select {
+	case b := <-p.free:
+		return b
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func (p *readPool) fresh() *readBuffer {
+	shared, _ := sharedBuffers.LoadOrStore(p.size, &sync.Pool{})
+	b, _ := shared.(*sync.Pool).Get().(*readBuffer)
+	if b == nil {
+		b = &readBuffer{buf: make([]byte, p.size)}
+	}
+	b.pool = p
+	return b
+}
+
+// close gives the free buffers back to the process-wide pool. Call it when
+// no reader or worker uses p any more; buffers still held (a failed
+// backup's spans never processed) are left to the garbage collector.
+func (p *readPool) close() {
+	shared, _ := sharedBuffers.LoadOrStore(p.size, &sync.Pool{})
+	for {
+		select {
+		case b := <-p.free:
+			b.pool = nil
+			shared.(*sync.Pool).Put(b)
+		default:
+			return
+		}
+	}
 }
 
 // spansPerRead is how many spans of cs bytes one read covers (at least 1).

@@ -156,10 +156,8 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 			defer rwg.Done()
 			rd := &spanReader{d: d, o: o, alloc: newCursor(d.Allocated, d.Size)}
 			for j := range jobs {
-				var b *readBuffer
-				select {
-				case b = <-pool:
-				case <-ctx.Done():
+				b := pool.get(ctx)
+				if b == nil {
 					return
 				}
 				n, err := rd.readSpan(ctx, b.buf[:j.length], j.off)
@@ -242,6 +240,7 @@ feed:
 	close(jobs)
 	wg.Wait()
 	rwg.Wait() // readers use d.Reader, which the caller closes after return
+	pool.close()
 	res.bytesZero += zero
 	if firstErr != nil {
 		return nil, firstErr
