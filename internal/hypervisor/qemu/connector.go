@@ -153,7 +153,7 @@ func (c *Connector) describe(ctx context.Context, sock string) (hypervisor.VM, e
 		return hypervisor.VM{}, err
 	}
 	vm := info.inventory(c.cfg.Host)
-	vm.GuestAgent = guestAgentAnswers(ctx, guestAgentPath(sock))
+	vm.GuestAgent = guestAgentRunning(ctx, cl, guestAgentPath(sock))
 	return vm, nil
 }
 
@@ -192,16 +192,53 @@ func guestAgentPath(sock string) string {
 	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+".qga")
 }
 
-func guestAgentAnswers(ctx context.Context, path string) bool {
-	if _, err := os.Stat(path); err != nil {
-		return false
-	}
-	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	ga, err := qmp.DialGuestAgent(gctx, path)
+// guestAgentRunning reports whether the guest agent is up: whether the
+// guest has opened the virtio-serial port behind the VM's chardev
+// listening at path (QEMU's "frontend-open"). Why not ask the agent
+// itself: a VM whose channel is configured but whose agent is not
+// installed or not running accepts the connection and never answers, and
+// every inventory would wait out a timeout for it, one VM after another
+// (3 s per VM, twice per one-shot backup, before this). A socket at path
+// that is no chardev of this VM is no agent of it either. Quiesced
+// backups still talk to the agent, within the policy's quiesce timeout.
+func guestAgentRunning(ctx context.Context, cl *qmp.Client, path string) bool {
+	want, err := os.Stat(path)
 	if err != nil {
 		return false
 	}
-	ga.Close()
-	return true
+	var devs []struct {
+		Filename     string `json:"filename"`
+		FrontendOpen bool   `json:"frontend-open"`
+	}
+	if err := cl.Execute(ctx, "query-chardev", nil, &devs); err != nil {
+		return false
+	}
+	for _, d := range devs {
+		p, ok := chardevSocketPath(d.Filename)
+		if !ok {
+			continue
+		}
+		if p == path {
+			return d.FrontendOpen
+		}
+		// The same socket spelled another way (a symlinked directory).
+		if fi, err := os.Stat(p); err == nil && os.SameFile(fi, want) {
+			return d.FrontendOpen
+		}
+	}
+	return false
+}
+
+// chardevSocketPath is the socket path in query-chardev's filename of a
+// unix socket chardev: "unix:PATH,server=on", "disconnected:unix:PATH,
+// server=on", or with " <-> peer" while a client is connected.
+func chardevSocketPath(filename string) (string, bool) {
+	_, rest, ok := strings.Cut(filename, "unix:")
+	if !ok {
+		return "", false
+	}
+	if end := strings.IndexAny(rest, ", "); end >= 0 {
+		rest = rest[:end]
+	}
+	return rest, rest != ""
 }
