@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +23,10 @@ type Disk struct {
 	// Blockdev replaces the generated -blockdev options (instant recovery
 	// boots from an NBD-backed overlay); its top node must be named ID.
 	Blockdev []string
+	// ShareRW lets others write the disk's node while the guest runs
+	// (QEMU's share-rw): a benchmark rewrites part of it through the
+	// monitor's qemu-io, which the device otherwise refuses.
+	ShareRW bool
 }
 
 // Options configure a guest.
@@ -85,7 +90,11 @@ func QEMUArgs(img *Image, o Options) []string {
 			a = append(a, "-blockdev", fmt.Sprintf("driver=file,filename=%s,node-name=%s-file,cache.direct=off", d.Path, d.ID),
 				"-blockdev", fmt.Sprintf("driver=%s,file=%s-file,node-name=%s", d.Format, d.ID, d.ID))
 		}
-		a = append(a, "-device", fmt.Sprintf("virtio-blk-pci,drive=%s,id=%s", d.ID, d.ID))
+		dev := fmt.Sprintf("virtio-blk-pci,drive=%s,id=%s", d.ID, d.ID)
+		if d.ShareRW {
+			dev += ",share-rw=on"
+		}
+		a = append(a, "-device", dev)
 	}
 	if o.GuestAgent {
 		a = append(a, "-device", "virtio-serial-pci,id=vser0",
@@ -104,6 +113,9 @@ func Start(ctx context.Context, img *Image, o Options) (*VM, error) {
 	vm := &VM{Opts: o, QMPPath: filepath.Join(o.Dir, "qmp.sock"), TestQMP: filepath.Join(o.Dir, "test-qmp.sock"),
 		QGAPath: filepath.Join(o.Dir, "qga.sock"), changed: make(chan struct{}), exited: make(chan struct{})}
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", QEMUArgs(img, o)...)
+	// A harness that exits without cancelling ctx (log.Fatal in a
+	// benchmark, a killed test binary) must not leave a guest burning CPU.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	for _, p := range []string{vm.QMPPath, vm.TestQMP, vm.QGAPath} {
 		f, err := listenFile(p)
 		if err != nil {
