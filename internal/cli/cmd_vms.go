@@ -42,6 +42,7 @@ type vmDoc struct {
 	Datastores []string          `json:"datastores,omitempty"`
 	Tags       map[string]string `json:"tags,omitempty"`
 	Power      string            `json:"power_state,omitempty"`
+	GuestAgent bool              `json:"guest_agent"` // qemu-guest-agent or VMware Tools running: quiesced backups possible
 	Bytes      int64             `json:"provisioned_bytes"`
 	Policies   []string          `json:"policies"`
 	LastBackup time.Time         `json:"last_backup,omitzero"`
@@ -97,7 +98,7 @@ func (a *app) runVMs(ctx context.Context, only []string) error {
 		}
 		for _, vm := range vms {
 			d := vmDoc{Connection: name, ID: vm.ID, Name: vm.Name, Host: vm.Host, Datastores: vm.Datastores, Tags: vm.Tags,
-				Power: vm.PowerState, Bytes: vm.ProvisionedBytes(), Policies: policiesSelecting(cfg, name, vm)}
+				Power: vm.PowerState, GuestAgent: vm.GuestAgent, Bytes: vm.ProvisionedBytes(), Policies: policiesSelecting(cfg, name, vm)}
 			if p, ok := last[name+"\x00"+vm.ID]; ok {
 				d.LastBackup, d.LastMode, d.AgeSeconds = p.Time, p.Mode, time.Since(p.Time).Seconds()
 			}
@@ -112,15 +113,15 @@ func (a *app) runVMs(ctx context.Context, only []string) error {
 		}
 	} else {
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CONNECTION\tVM\tHOST\tDATASTORES\tSIZE\tPOLICIES\tLAST BACKUP\tAGE\tPROTECTED")
+		fmt.Fprintln(tw, "CONNECTION\tVM\tHOST\tDATASTORES\tSIZE\tAGENT\tPOLICIES\tLAST BACKUP\tAGE\tPROTECTED")
 		for _, d := range docs {
 			lastBackup, age := "-", "-"
 			if !d.LastBackup.IsZero() {
 				lastBackup = d.LastBackup.Local().Format("2006-01-02 15:04") + " " + d.LastMode
 				age = (time.Duration(d.AgeSeconds) * time.Second).Round(time.Minute).String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Connection, d.Name, dash(d.Host), dash(strings.Join(d.Datastores, ",")),
-				humanBytes(d.Bytes), dash(strings.Join(d.Policies, ",")), lastBackup, age, yesNo(d.Protected))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Connection, d.Name, dash(d.Host), dash(strings.Join(d.Datastores, ",")),
+				humanBytes(d.Bytes), yesNo(d.GuestAgent), dash(strings.Join(d.Policies, ",")), lastBackup, age, yesNo(d.Protected))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -83,7 +83,7 @@ policies:
 		t.Fatalf("vms: %+v %v", inv, err)
 	}
 	for _, vm := range inv {
-		if vm.Host != "kvm1" || vm.Bytes != 32<<20 || len(vm.Policies) != 1 || vm.Protected {
+		if vm.Host != "kvm1" || vm.Bytes != 32<<20 || len(vm.Policies) != 1 || vm.Protected || !vm.GuestAgent {
 			t.Fatalf("inventory before any backup: %+v", vm)
 		}
 	}
