@@ -57,25 +57,31 @@ func (c *Conn) readOnce(ctx context.Context, p []byte, off int64) error {
 	}
 	var reqErr error
 	for {
-		typ, flags, payload, err := c.readChunk(cookie, len(p))
+		typ, flags, n, err := c.readChunkHeader(cookie, len(p))
+		if err != nil {
+			return err
+		}
+		if typ == chunkOffsetData {
+			if err := c.readDataChunk(p, off, n); err != nil {
+				return err
+			}
+			if flags&chunkFlagDone != 0 {
+				return reqErr
+			}
+			continue
+		}
+		payload, err := c.readPayload(n)
 		if err != nil {
 			return err
 		}
 		switch typ {
-		case chunkOffsetData:
-			at := int64(binary.BigEndian.Uint64(payload)) - off
-			data := payload[8:]
-			if at < 0 || at+int64(len(data)) > int64(len(p)) {
-				return c.fail(fmt.Errorf("%w: data chunk outside the request", ErrBroken))
-			}
-			copy(p[at:], data)
 		case chunkOffsetHole:
 			if len(payload) != 12 {
 				return c.fail(fmt.Errorf("%w: bad hole chunk", ErrBroken))
 			}
 			at := int64(binary.BigEndian.Uint64(payload)) - off
 			n := int64(binary.BigEndian.Uint32(payload[8:]))
-			if at < 0 || at+n > int64(len(p)) {
+			if !within(at, n, len(p)) {
 				return c.fail(fmt.Errorf("%w: hole chunk outside the request", ErrBroken))
 			}
 			clear(p[at : at+n])
@@ -112,37 +118,82 @@ func (c *Conn) readSimple(cookie uint64, p []byte) error {
 
 // readChunk reads one structured reply chunk header and payload.
 func (c *Conn) readChunk(cookie uint64, limit int) (typ, flags uint16, payload []byte, err error) {
+	typ, flags, n, err := c.readChunkHeader(cookie, limit)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if typ == chunkOffsetData && n < 8 {
+		return 0, 0, nil, c.fail(fmt.Errorf("%w: short data chunk", ErrBroken))
+	}
+	payload, err = c.readPayload(n)
+	return typ, flags, payload, err
+}
+
+// readChunkHeader reads one structured reply chunk header; the caller
+// reads its n bytes of payload.
+func (c *Conn) readChunkHeader(cookie uint64, limit int) (typ, flags uint16, n uint32, err error) {
 	var h [20]byte
 	if _, err := io.ReadFull(c.br, h[:]); err != nil {
-		return 0, 0, nil, c.fail(fmt.Errorf("%w: %v", ErrBroken, err))
+		return 0, 0, 0, c.fail(fmt.Errorf("%w: %v", ErrBroken, err))
 	}
 	switch binary.BigEndian.Uint32(h[0:]) {
 	case magicStructure:
 	case magicSimple: // servers answer errors simply when structured replies are off
 		if binary.BigEndian.Uint64(h[8:]) != cookie {
-			return 0, 0, nil, c.fail(fmt.Errorf("%w: reply for unknown cookie", ErrBroken))
+			return 0, 0, 0, c.fail(fmt.Errorf("%w: reply for unknown cookie", ErrBroken))
 		}
-		return 0, 0, nil, c.fail(&Error{Op: "request", Errno: binary.BigEndian.Uint32(h[4:])})
+		return 0, 0, 0, c.fail(&Error{Op: "request", Errno: binary.BigEndian.Uint32(h[4:])})
 	default:
-		return 0, 0, nil, c.fail(fmt.Errorf("%w: bad reply magic", ErrBroken))
+		return 0, 0, 0, c.fail(fmt.Errorf("%w: bad reply magic", ErrBroken))
 	}
 	flags = binary.BigEndian.Uint16(h[4:])
 	typ = binary.BigEndian.Uint16(h[6:])
 	if binary.BigEndian.Uint64(h[8:]) != cookie {
-		return 0, 0, nil, c.fail(fmt.Errorf("%w: reply for unknown cookie", ErrBroken))
+		return 0, 0, 0, c.fail(fmt.Errorf("%w: reply for unknown cookie", ErrBroken))
 	}
-	n := binary.BigEndian.Uint32(h[16:])
+	n = binary.BigEndian.Uint32(h[16:])
 	if int64(n) > int64(limit)+64<<10 {
-		return 0, 0, nil, c.fail(fmt.Errorf("%w: chunk of %d bytes", ErrBroken, n))
+		return 0, 0, 0, c.fail(fmt.Errorf("%w: chunk of %d bytes", ErrBroken, n))
 	}
-	payload = make([]byte, n)
+	return typ, flags, n, nil
+}
+
+// within reports whether n bytes at offset at lie inside a buffer of
+// size bytes. A server's offset is a uint64: at may be anything, and
+// at+n may overflow, so neither is added before it is bounded.
+func within(at, n int64, size int) bool {
+	return at >= 0 && n >= 0 && at <= int64(size) && n <= int64(size)-at
+}
+
+func (c *Conn) readPayload(n uint32) ([]byte, error) {
+	payload := make([]byte, n)
 	if _, err := io.ReadFull(c.br, payload); err != nil {
-		return 0, 0, nil, c.fail(fmt.Errorf("%w: %v", ErrBroken, err))
+		return nil, c.fail(fmt.Errorf("%w: %v", ErrBroken, err))
 	}
-	if typ == chunkOffsetData && n < 8 {
-		return 0, 0, nil, c.fail(fmt.Errorf("%w: short data chunk", ErrBroken))
+	return payload, nil
+}
+
+// readDataChunk reads an OFFSET_DATA payload of n bytes straight into p,
+// the buffer of the read request at off. Why not through readChunk: a
+// staging buffer per chunk cost an allocation (zeroed) and a second copy
+// of every byte a backup reads, 7% of a live backup's CPU.
+func (c *Conn) readDataChunk(p []byte, off int64, n uint32) error {
+	if n < 8 {
+		return c.fail(fmt.Errorf("%w: short data chunk", ErrBroken))
 	}
-	return typ, flags, payload, nil
+	var h [8]byte
+	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+		return c.fail(fmt.Errorf("%w: %v", ErrBroken, err))
+	}
+	at := int64(binary.BigEndian.Uint64(h[:])) - off
+	size := int64(n) - 8
+	if !within(at, size, len(p)) {
+		return c.fail(fmt.Errorf("%w: data chunk outside the request", ErrBroken))
+	}
+	if _, err := io.ReadFull(c.br, p[at:at+size]); err != nil {
+		return c.fail(fmt.Errorf("%w: %v", ErrBroken, err))
+	}
+	return nil
 }
 
 func chunkToError(op string, payload []byte) error {
