@@ -40,18 +40,20 @@ func (b *readBuffer) release() {
 // run with 1 MiB disks spent 10% of its CPU, plus the garbage collection
 // that followed, making 6 MiB of buffers per VM of which it used one.
 type readPool struct {
-	size int
-	max  int
-	free chan *readBuffer
-	mu   sync.Mutex
-	made int
+	size   int
+	max    int
+	free   chan *readBuffer
+	shared *sync.Pool // idle buffers of this size between disks
+	mu     sync.Mutex
+	made   int
 }
 
 // sharedBuffers holds idle read buffers between disks: size → *sync.Pool.
 var sharedBuffers sync.Map
 
 func newReadPool(max, size int) *readPool {
-	return &readPool{size: size, max: max, free: make(chan *readBuffer, max)}
+	shared, _ := sharedBuffers.LoadOrStore(size, &sync.Pool{})
+	return &readPool{size: size, max: max, free: make(chan *readBuffer, max), shared: shared.(*sync.Pool)}
 }
 
 // get returns a free buffer, making one while fewer than max exist; it
@@ -78,8 +80,7 @@ func (p *readPool) get(ctx context.Context) *readBuffer {
 }
 
 func (p *readPool) fresh() *readBuffer {
-	shared, _ := sharedBuffers.LoadOrStore(p.size, &sync.Pool{})
-	b, _ := shared.(*sync.Pool).Get().(*readBuffer)
+	b, _ := p.shared.Get().(*readBuffer)
 	if b == nil {
 		b = &readBuffer{buf: make([]byte, p.size)}
 	}
@@ -91,12 +92,11 @@ func (p *readPool) fresh() *readBuffer {
 // no reader or worker uses p any more; buffers still held (a failed
 // backup's spans never processed) are left to the garbage collector.
 func (p *readPool) close() {
-	shared, _ := sharedBuffers.LoadOrStore(p.size, &sync.Pool{})
 	for {
 		select {
 		case b := <-p.free:
 			b.pool = nil
-			shared.(*sync.Pool).Put(b)
+			p.shared.Put(b)
 		default:
 			return
 		}

@@ -100,9 +100,7 @@ func List(stateDir string) ([]*Session, error) {
 }
 
 // ServerAlive reports whether the session's NBD server process runs.
-func (s *Session) ServerAlive() bool { return alive(s.ServerPID) }
+func (s *Session) ServerAlive() bool { return statefile.ProcessAlive(s.ServerPID) }
 
 // VMAlive reports whether the recovered VM's QEMU process runs.
-func (s *Session) VMAlive() bool { return alive(s.VMPID) }
-
-func alive(pid int) bool { return statefile.ProcessAlive(pid) }
+func (s *Session) VMAlive() bool { return statefile.ProcessAlive(s.VMPID) }
