@@ -187,3 +187,14 @@ policies:
 		l.t.Fatalf("run: %+v %v", job, err)
 	}
 }
+
+// restoreLatest restores the latest backup point as a new VM through the
+// connection backUp configured.
+func (l *vcLab) restoreLatest(e *env) restoreVMConnectionResult {
+	l.t.Helper()
+	var res restoreVMConnectionResult
+	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--connection", "vc", "--json")), &res); err != nil {
+		l.t.Fatal(err)
+	}
+	return res
+}

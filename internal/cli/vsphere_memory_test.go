@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,10 +27,7 @@ func TestVSphereRestoreWithMemoryPoint(t *testing.T) {
 	e.must("init")
 	lab.backUp(e, vm.Name, "with-memory")
 
-	var res restoreVMConnectionResult
-	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--connection", "vc", "--json")), &res); err != nil {
-		t.Fatal(err)
-	}
+	res := lab.restoreLatest(e)
 	if len(res.Disks) != 1 || !strings.Contains(strings.Join(res.Warnings, ";"), "memory state") {
 		t.Fatalf("restore vm: %+v", res)
 	}

@@ -86,10 +86,7 @@ func TestVSphereRestoreVM(t *testing.T) {
 	e.must("init")
 	lab.backUp(e, vm.Name, "")
 
-	var res restoreVMConnectionResult
-	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--connection", "vc", "--json")), &res); err != nil {
-		t.Fatal(err)
-	}
+	res := lab.restoreLatest(e)
 	if res.VM != vm.Name+"-restored" || len(res.Disks) != 1 || res.Started {
 		t.Fatalf("restore: %+v", res)
 	}
