@@ -1,5 +1,6 @@
 // Package directio holds what writing past the page cache (O_DIRECT) needs:
-// buffers, offsets and lengths aligned to the disk's logical block size.
+// buffers, offsets and lengths aligned to the disk's logical block size,
+// and a Writer that falls back to ordinary writes where it must.
 // The restore path and the local store both write data nobody reads back
 // soon; through the page cache the kernel copies every byte once more and
 // spends its time allocating and reclaiming cache pages (measured here:

@@ -4,59 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/coffer-backup/coffer/internal/directio"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 )
-
-// directWriter writes restored chunks past the page cache when it can.
-//
-// Why: a restore writes data nobody reads back soon. Through the page cache
-// every byte is copied once more by the kernel, and all of it reaches the
-// disk only at the final fsync, after the CPU work is done; with O_DIRECT
-// the disk writes overlap decryption and decompression on the other
-// workers, the kernel copy disappears, and a large restore does not evict
-// the host's cached production data. Writes that are not aligned (a disk's
-// last partial chunk) and filesystems without O_DIRECT (tmpfs) use the
-// ordinary descriptor; both name the same inode, so one fsync covers both.
-type directWriter struct {
-	buffered *os.File
-	opened   *os.File                // the O_DIRECT descriptor, closed at the end
-	direct   atomic.Pointer[os.File] // opened, or nil once given up
-}
-
-func newDirectWriter(f *os.File, path string) *directWriter {
-	w := &directWriter{buffered: f}
-	if d, err := os.OpenFile(path, os.O_WRONLY|syscall.O_DIRECT, 0); err == nil {
-		w.opened = d
-		w.direct.Store(d)
-	}
-	return w
-}
-
-// WriteAt writes p at off, directly when p, off and len(p) are aligned.
-func (w *directWriter) WriteAt(p []byte, off int64) (int, error) {
-	if d := w.direct.Load(); d != nil && directio.Aligned(p, off) {
-		n, err := d.WriteAt(p, off)
-		if !errors.Is(err, syscall.EINVAL) {
-			return n, err
-		}
-		// Some filesystems accept O_DIRECT at open and refuse the write.
-		w.direct.CompareAndSwap(d, nil)
-	}
-	return w.buffered.WriteAt(p, off)
-}
-
-func (w *directWriter) close() {
-	if w.opened != nil {
-		_ = w.opened.Close()
-	}
-}
 
 // preallocate reserves the file blocks of every span holding data (and not
 // in skip), in runs of consecutive spans. Why: writes into a hole allocate

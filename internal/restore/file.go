@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/coffer-backup/coffer/internal/directio"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
@@ -143,8 +144,12 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 		ckMu    sync.Mutex
 	)
 	cs := int64(m.ChunkSize())
-	w := newDirectWriter(f, f.Name())
-	defer w.close()
+	// Past the page cache: a restore writes data nobody reads back soon.
+	// The disk writes then overlap decryption and decompression on the
+	// other workers, the kernel's copy disappears, and a large restore
+	// does not evict the host's cached production data.
+	w := directio.NewWriter(f)
+	defer w.Close()
 	write := func(p []byte, off int64) error {
 		if _, err := w.WriteAt(p, off); err != nil {
 			return fmt.Errorf("write at %d: %w", off, translateWriteErr(err))

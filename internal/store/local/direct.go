@@ -1,9 +1,7 @@
 package local
 
 import (
-	"errors"
 	"os"
-	"syscall"
 
 	"github.com/coffer-backup/coffer/internal/directio"
 )
@@ -47,24 +45,24 @@ func putBlock(b *[]byte) {
 // fills, so the caller (a pack writer holding its stream's lock) does not
 // wait for the disk; at most one block is in flight. The unaligned tail
 // goes through the ordinary descriptor of the same file, so the one fsync
-// in Commit covers both. A filesystem that refuses O_DIRECT writes gets
-// ordinary ones from then on.
+// in Commit covers both (directio.Writer). A filesystem that refuses
+// O_DIRECT writes gets ordinary ones from then on.
 type directSink struct {
-	direct   *os.File // O_DIRECT descriptor, nil once refused
-	buffered *os.File
+	w        *directio.Writer
 	cur      *[]byte // block being filled (nil: none yet)
 	off      int64   // file offset of cur
 	inflight chan error
 }
 
-// openDirect opens a second, O_DIRECT descriptor of path; nil when the
+// openDirect opens a second, O_DIRECT descriptor of f; nil when the
 // filesystem has no O_DIRECT (tmpfs).
-func openDirect(path string, buffered *os.File) *directSink {
-	d, err := os.OpenFile(path, os.O_WRONLY|syscall.O_DIRECT, 0)
-	if err != nil {
+func openDirect(f *os.File) *directSink {
+	w := directio.NewWriter(f)
+	if !w.Direct() {
+		w.Close()
 		return nil
 	}
-	return &directSink{direct: d, buffered: buffered}
+	return &directSink{w: w}
 }
 
 func (s *directSink) write(p []byte) error {
@@ -95,7 +93,8 @@ func (s *directSink) submit() error {
 	done := make(chan error, 1)
 	s.inflight = done
 	go func() {
-		done <- s.writeAt(*block, off)
+		_, err := s.w.WriteAt(*block, off)
+		done <- err
 		putBlock(block)
 	}()
 	return nil
@@ -110,22 +109,6 @@ func (s *directSink) wait() error {
 	return err
 }
 
-// writeAt writes directly when it can. Only one goroutine writes at a
-// time (wait precedes every write), so s.direct needs no lock.
-func (s *directSink) writeAt(p []byte, off int64) error {
-	if s.direct != nil && directio.Aligned(p, off) {
-		_, err := s.direct.WriteAt(p, off)
-		if !errors.Is(err, syscall.EINVAL) {
-			return err
-		}
-		// Some filesystems accept O_DIRECT at open and refuse the write.
-		_ = s.direct.Close()
-		s.direct = nil
-	}
-	_, err := s.buffered.WriteAt(p, off)
-	return err
-}
-
 // finish writes what is left: the aligned part of the last block
 // directly, its tail through the page cache. The caller then fsyncs.
 func (s *directSink) finish() error {
@@ -134,10 +117,10 @@ func (s *directSink) finish() error {
 		b := *s.cur
 		aligned := len(b) / directio.Align * directio.Align
 		if aligned > 0 {
-			err = s.writeAt(b[:aligned], s.off)
+			_, err = s.w.WriteAt(b[:aligned], s.off)
 		}
 		if err == nil && aligned < len(b) {
-			_, err = s.buffered.WriteAt(b[aligned:], s.off+int64(aligned))
+			_, err = s.w.WriteAt(b[aligned:], s.off+int64(aligned))
 		}
 	}
 	s.release()
@@ -151,8 +134,5 @@ func (s *directSink) release() {
 		putBlock(s.cur)
 		s.cur = nil
 	}
-	if s.direct != nil {
-		_ = s.direct.Close()
-		s.direct = nil
-	}
+	s.w.Close()
 }

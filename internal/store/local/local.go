@@ -166,7 +166,7 @@ func (s *Store) Create(ctx context.Context, name string, opts store.PutOptions) 
 	}
 	w := &writer{s: s, ctx: ctx, name: name, final: final, tmp: tmp, f: f, opts: opts}
 	if opts.SizeHint >= directBlock {
-		w.direct = openDirect(tmp, f)
+		w.direct = openDirect(f)
 	}
 	return w, nil
 }
