@@ -48,6 +48,7 @@ func snapshotMemoryFiles(layout *types.VirtualMachineFileLayoutEx, snap types.Ma
 	for i := range layout.Snapshot {
 		if layout.Snapshot[i].Key == snap {
 			entry = &layout.Snapshot[i]
+			break
 		}
 	}
 	if entry == nil {

@@ -59,12 +59,17 @@ func (t *DatastoreHTTP) OpenDisk(_ context.Context, loc DiskLocation) (DiskData,
 	if !ok {
 		return nil, fmt.Errorf("vsphere: %s is not a .vmdk descriptor", loc.Descriptor)
 	}
-	u := object.NewDatastoreURL(*t.Client.URL(), loc.Datacenter, loc.Datastore, flat)
+	return t.reader(object.NewDatastoreURL(*t.Client.URL(), loc.Datacenter, loc.Datastore, flat), loc.Size), nil
+}
+
+// reader reads size bytes of the datastore file at u with range requests,
+// at most t.Connections (default 4) at a time.
+func (t *DatastoreHTTP) reader(u *url.URL, size int64) *httpDisk {
 	n := t.Connections
 	if n <= 0 {
 		n = 4
 	}
-	return &httpDisk{sc: t.Client.Client, u: u, size: loc.Size, slots: make(chan struct{}, n)}, nil
+	return &httpDisk{sc: t.Client.Client, u: u, size: size, slots: make(chan struct{}, n)}
 }
 
 // openFile opens a datastore file as it is, without the descriptor to
@@ -78,11 +83,7 @@ func (t *DatastoreHTTP) openFile(ctx context.Context, datacenter, datastore, pat
 	if err != nil {
 		return nil, err
 	}
-	n := t.Connections
-	if n <= 0 {
-		n = 4
-	}
-	return &httpDisk{sc: t.Client.Client, u: u, size: size, slots: make(chan struct{}, n)}, nil
+	return t.reader(u, size), nil
 }
 
 // probeSize asks for the file's first byte: the Content-Range of the
