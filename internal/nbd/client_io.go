@@ -81,7 +81,7 @@ func (c *Conn) readOnce(ctx context.Context, p []byte, off int64) error {
 			}
 			at := int64(binary.BigEndian.Uint64(payload)) - off
 			n := int64(binary.BigEndian.Uint32(payload[8:]))
-			if !within(at, n, len(p)) {
+			if !within(at, n, int64(len(p))) {
 				return c.fail(fmt.Errorf("%w: hole chunk outside the request", ErrBroken))
 			}
 			clear(p[at : at+n])
@@ -116,14 +116,12 @@ func (c *Conn) readSimple(cookie uint64, p []byte) error {
 	return nil
 }
 
-// readChunk reads one structured reply chunk header and payload.
+// readChunk reads one structured reply chunk header and payload. Read
+// replies' data chunks go through readDataChunk instead.
 func (c *Conn) readChunk(cookie uint64, limit int) (typ, flags uint16, payload []byte, err error) {
 	typ, flags, n, err := c.readChunkHeader(cookie, limit)
 	if err != nil {
 		return 0, 0, nil, err
-	}
-	if typ == chunkOffsetData && n < 8 {
-		return 0, 0, nil, c.fail(fmt.Errorf("%w: short data chunk", ErrBroken))
 	}
 	payload, err = c.readPayload(n)
 	return typ, flags, payload, err
@@ -158,13 +156,6 @@ func (c *Conn) readChunkHeader(cookie uint64, limit int) (typ, flags uint16, n u
 	return typ, flags, n, nil
 }
 
-// within reports whether n bytes at offset at lie inside a buffer of
-// size bytes. A server's offset is a uint64: at may be anything, and
-// at+n may overflow, so neither is added before it is bounded.
-func within(at, n int64, size int) bool {
-	return at >= 0 && n >= 0 && at <= int64(size) && n <= int64(size)-at
-}
-
 func (c *Conn) readPayload(n uint32) ([]byte, error) {
 	payload := make([]byte, n)
 	if _, err := io.ReadFull(c.br, payload); err != nil {
@@ -187,7 +178,7 @@ func (c *Conn) readDataChunk(p []byte, off int64, n uint32) error {
 	}
 	at := int64(binary.BigEndian.Uint64(h[:])) - off
 	size := int64(n) - 8
-	if !within(at, size, len(p)) {
+	if !within(at, size, int64(len(p))) {
 		return c.fail(fmt.Errorf("%w: data chunk outside the request", ErrBroken))
 	}
 	if _, err := io.ReadFull(c.br, p[at:at+size]); err != nil {

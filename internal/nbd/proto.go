@@ -152,3 +152,11 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("nbd %s: errno %d", e.Op, e.Errno)
 }
+
+// within reports whether n bytes at offset at lie inside size bytes (a
+// buffer, an export). An offset from the peer is a uint64: at may be
+// anything, and at+n may overflow, so neither is added before it is
+// bounded.
+func within(at, n, size int64) bool {
+	return at >= 0 && n >= 0 && at <= size && n <= size-at
+}

@@ -126,9 +126,7 @@ func (s *Server) transmit(ctx context.Context, ss *session) error {
 			rp.simple(q.cookie, errInval, nil)
 			continue
 		}
-		// Bounded without adding: an offset near 2^63 plus the length
-		// would wrap negative and pass.
-		if size := ss.exp.Size(); q.off < 0 || q.off > size || int64(q.length) > size-q.off || q.length == 0 && q.cmd == cmdBlockStatus {
+		if !within(q.off, int64(q.length), ss.exp.Size()) || q.length == 0 && q.cmd == cmdBlockStatus {
 			rp.errorReply(q, errInval, "request outside the export")
 			continue
 		}
