@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/forget"
-	"github.com/coffer-backup/coffer/internal/gc"
+	"github.com/coffer-backup/coffer/internal/repo/gc"
 	"github.com/coffer-backup/coffer/internal/retention"
 	"github.com/coffer-backup/coffer/internal/stats"
-	"github.com/coffer-backup/coffer/internal/verify"
+	"github.com/coffer-backup/coffer/internal/repo/verify"
 )
 
 func (a *app) cmdVerify() *cobra.Command {
