@@ -102,9 +102,10 @@ func procStart(pid int) (uint64, error) {
 
 // Lease is a held lease, refreshed in the background until Release.
 type Lease struct {
-	r       *Repository
-	info    LeaseInfo
-	mu      sync.Mutex
+	r         *Repository
+	info      LeaseInfo
+	refreshMu sync.Mutex // one refresh at a time: each needs the last version
+	mu        sync.Mutex
 	version string
 	stop    chan struct{}
 	done    chan struct{}
@@ -201,6 +202,14 @@ func (r *Repository) AcquireLease(ctx context.Context, kind, session, desc strin
 	}
 	l.info = info
 	go l.refreshLoop()
+	// Whatever this session deduplicates against or reads must have been
+	// indexed while its lease was visible: garbage collection waits only
+	// for sessions whose leases it can see (docs/design/repository-format.md,
+	// "Garbage collection").
+	if err := r.RefreshIndex(ctx); err != nil {
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -265,7 +274,35 @@ func (l *Lease) refreshLoop() {
 	}
 }
 
+// Check confirms that the lease is still held before a commit that other
+// processes will rely on (a backup point's manifest). A process that was
+// stopped (SIGSTOP, a paused VM) for longer than the refresh interval may
+// have been declared dead meanwhile and its work collected; so when the
+// last refresh is older than that interval, Check refreshes now and fails
+// if the lease was removed or taken over.
+func (l *Lease) Check(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-l.stop:
+		return fmt.Errorf("%w: the lease was released", ErrLeaseLost)
+	default:
+	}
+	if time.Since(l.Info().Refreshed) < l.r.opts.LeaseTTL/4 {
+		return nil
+	}
+	if err := l.refresh(); err != nil {
+		err = fmt.Errorf("%w: %v", ErrLeaseLost, err)
+		l.markLost(err)
+		return err
+	}
+	return nil
+}
+
 func (l *Lease) refresh() error {
+	l.refreshMu.Lock()
+	defer l.refreshMu.Unlock()
 	l.mu.Lock()
 	info := l.info
 	version := l.version
@@ -278,6 +315,8 @@ func (l *Lease) refresh() error {
 	opts := store.PutOptions{}
 	if l.r.st.Properties().ConditionalWrites {
 		opts.IfMatch = version
+	} else if _, err := l.r.st.Stat(ctx, info.Name); err != nil {
+		return err // removed by another process: do not recreate it
 	}
 	fi, err := store.Put(ctx, l.r.st, info.Name, l.r.encodeLease(info), opts)
 	if err != nil {

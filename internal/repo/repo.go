@@ -42,7 +42,6 @@ type Repository struct {
 	key      *crypto.Key
 	keyID    string
 	idx      atomic.Pointer[index.Set]
-	badSegs  []string // index segments skipped as corrupt at open
 	log      *slog.Logger
 	hostname string
 	opts     Options
@@ -202,24 +201,34 @@ func (r *Repository) Key() *crypto.Key { return r.key }
 // Index returns the chunk index.
 func (r *Repository) Index() *index.Set { return r.idx.Load() }
 
-// DamagedIndexSegments lists segments skipped as corrupt at the last load.
-func (r *Repository) DamagedIndexSegments() []string { return r.badSegs }
+// DamagedIndexSegments lists segments skipped as corrupt.
+func (r *Repository) DamagedIndexSegments() []string { return r.Index().Damaged() }
 
 // Logger returns the repository's logger.
 func (r *Repository) Logger() *slog.Logger { return r.log }
 
-// ReloadIndex (re-)reads the index, including segments written by other
-// processes. Corrupt segments are skipped with a warning.
+// ReloadIndex reads the whole index again. Corrupt segments are skipped
+// with a warning.
 func (r *Repository) ReloadIndex(ctx context.Context) error {
-	var bad []string
-	idx, err := index.Load(ctx, r.st, r.key, r.opts.IndexCacheBlocks, func(name string, err error) {
-		r.log.Warn("skipping a damaged index segment (run `coffer verify`, then `coffer repair index`)", "segment", name, "err", err)
-		bad = append(bad, name)
-	})
+	idx, err := index.Load(ctx, r.st, r.key, r.opts.IndexCacheBlocks, r.damagedSegment)
 	if err != nil {
 		return fmt.Errorf("load index: %w", err)
 	}
 	r.idx.Store(idx)
-	r.badSegs = bad
 	return nil
+}
+
+// RefreshIndex adds the segments other processes wrote since the index was
+// loaded. Every session refreshes once its lease is visible (AcquireLease):
+// garbage collection relies on it, since a session can only deduplicate
+// against chunks that were indexed while its lease existed.
+func (r *Repository) RefreshIndex(ctx context.Context) error {
+	if err := r.Index().Refresh(ctx, r.damagedSegment); err != nil {
+		return fmt.Errorf("load index: %w", err)
+	}
+	return nil
+}
+
+func (r *Repository) damagedSegment(name string, err error) {
+	r.log.Warn("skipping a damaged index segment (run `coffer verify`, then `coffer repair index`)", "segment", name, "err", err)
 }

@@ -404,7 +404,7 @@ func (w *Writer) Commit(ctx context.Context, s *Snapshot, deps []*Pending) error
 	if err := w.Flush(ctx); err != nil {
 		return err
 	}
-	if err := w.lease.Err(); err != nil {
+	if err := w.lease.Check(ctx); err != nil {
 		return err
 	}
 	if s.ID.IsZero() {

@@ -22,6 +22,9 @@ import (
 const (
 	planName = "gc/plan"
 	planSeal = "gc-plan"
+	// clockSkew is the largest difference between the clocks of hosts that
+	// share a repository that garbage collection tolerates.
+	clockSkew = time.Minute
 )
 
 // planFile is the durable record of deletions waiting for sessions to end.
@@ -76,7 +79,7 @@ func hostname() string {
 }
 
 // execute carries out a pending plan once its sessions have ended.
-func execute(ctx context.Context, r *repo.Repository, o Options, rep *Report) error {
+func execute(ctx context.Context, r *repo.Repository, rep *Report, ownLease string) error {
 	pf, err := loadPlan(ctx, r)
 	if errors.Is(err, errNoPlan) {
 		return nil
@@ -88,14 +91,19 @@ func execute(ctx context.Context, r *repo.Repository, o Options, rep *Report) er
 	if err != nil {
 		return err
 	}
-	alive := map[string]repo.LeaseInfo{}
-	for _, l := range leases {
-		if !l.Dead(time.Now(), hostname()) {
-			alive[l.Name] = l
-		}
-	}
+	listed := map[string]bool{}
 	for _, name := range pf.Sessions {
-		if l, ok := alive[name]; ok {
+		listed[name] = true
+	}
+	// Wait for every session that may have loaded the index before the
+	// compaction: those listed when the plan was made, and any live lease
+	// created before then (allowing for clock skew between hosts), which a
+	// listing that lagged behind could have missed.
+	for _, l := range leases {
+		if l.Name == ownLease || l.Dead(time.Now(), hostname()) {
+			continue
+		}
+		if listed[l.Name] || l.Created.Before(pf.Created.Add(clockSkew)) {
 			rep.WaitingFor = append(rep.WaitingFor, fmt.Sprintf("%s on %s (pid %d) since %s", l.Kind, l.Host, l.PID, l.Created.Local().Format(time.DateTime)))
 		}
 	}
@@ -201,15 +209,24 @@ func rescue(ctx context.Context, r *repo.Repository, pf *planFile, rep *Report) 
 				if x.IsZero() {
 					return nil
 				}
-				if loc, ok, err := r.Index().Lookup(ctx, x); err != nil || ok && !doomed[loc.Pack] {
+				loc, ok, err := r.Index().Lookup(ctx, x)
+				switch {
+				case err != nil:
 					return err
+				case ok && !doomed[loc.Pack]:
+					return nil
+				case ok:
+					// Rescued by an earlier, interrupted execution of this
+					// plan: the old segments may be gone, the pack must stay.
+					keep[loc.Pack] = true
+					return nil
 				}
 				if old == nil {
 					if old, err = openSegments(ctx, r, pf.Segments); err != nil {
 						return err
 					}
 				}
-				loc, ok, err := old.Lookup(ctx, x)
+				loc, ok, err = old.Lookup(ctx, x)
 				if err != nil {
 					return err
 				}

@@ -110,7 +110,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 			return nil, fmt.Errorf("recover interrupted sessions: %w", err)
 		}
 		// Finish an earlier plan first: its deletions may now be safe.
-		if err := execute(ctx, r, o, rep); err != nil {
+		if err := execute(ctx, r, rep, lease.Info().Name); err != nil {
 			return rep, err
 		}
 		if rep.Deferred {
@@ -131,7 +131,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 	if o.DryRun || rep.PacksPlanned == 0 && rep.SegmentsMerged == 0 && rep.MapsDeleted == 0 {
 		return rep, nil
 	}
-	if err := execute(ctx, r, o, rep); err != nil {
+	if err := execute(ctx, r, rep, lease.Info().Name); err != nil {
 		return rep, err
 	}
 	if rep.Deferred && o.Wait > 0 {
@@ -143,7 +143,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 			case <-time.After(2 * time.Second): // polling leases held by other processes
 			}
 			rep.Deferred, rep.WaitingFor = false, nil
-			if err := execute(ctx, r, o, rep); err != nil {
+			if err := execute(ctx, r, rep, lease.Info().Name); err != nil {
 				return rep, err
 			}
 		}

@@ -37,19 +37,20 @@ type planner struct {
 }
 
 func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLease string) error {
+	if bad := r.DamagedIndexSegments(); len(bad) > 0 {
+		// A damaged segment's entries are invisible: packs only it lists
+		// would look unindexed and be collected as orphans.
+		return fmt.Errorf("%w: damaged index segments (%s); run `coffer repair index` first", errAbort, strings.Join(bad, ", "))
+	}
 	p := &planner{ctx: ctx, r: r, o: o, rep: rep, actions: map[pack.ID]action{}, live: map[string]bool{}}
-	pf := &planFile{Created: time.Now().UTC(), MarkTime: time.Now().UTC()}
+	pf := &planFile{MarkTime: time.Now().UTC()}
 	leases, err := r.Leases(ctx)
 	if err != nil {
 		return err
 	}
 	host := hostname()
 	for _, l := range leases {
-		if l.Name == ownLease || l.Dead(time.Now(), host) {
-			continue
-		}
-		pf.Sessions = append(pf.Sessions, l.Name)
-		if l.Session != "" {
+		if l.Name != ownLease && !l.Dead(time.Now(), host) && l.Session != "" {
 			p.live[l.Session] = true
 		}
 	}
@@ -59,6 +60,7 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 	}
 	defer p.refs.Close()
 	p.segs = r.Index().Segments()
+	retired := r.Index().Retired()
 	indexed, err := p.packStats()
 	if err != nil {
 		return err
@@ -73,7 +75,7 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 		pf.Packs = append(pf.Packs, pack.ObjectName(pid))
 	}
 	rep.PacksPlanned = len(pf.Packs)
-	needCompaction := len(p.segs) > 1 || len(p.actions) > 0
+	needCompaction := len(p.segs) > 1 || len(retired) > 0 || len(p.actions) > 0
 	if o.DryRun || (!needCompaction && len(pf.Maps) == 0) {
 		return nil
 	}
@@ -81,8 +83,20 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 		return err
 	}
 	if needCompaction {
-		if err := p.compact(pf); err != nil {
+		if err := p.compact(pf, retired); err != nil {
 			return err
+		}
+	}
+	// Sessions are listed after the compacted segment is committed: a
+	// session whose lease appears later refreshed its index after that
+	// and cannot use a doomed chunk (see execute).
+	pf.Created = time.Now().UTC()
+	if leases, err = r.Leases(ctx); err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if l.Name != ownLease && !l.Dead(time.Now(), host) {
+			pf.Sessions = append(pf.Sessions, l.Name)
 		}
 	}
 	return savePlan(ctx, r, pf)
@@ -327,17 +341,24 @@ func (p *planner) repack() error {
 }
 
 // compact writes one segment with every live entry outside doomed packs,
-// superseding the segments it read.
-func (p *planner) compact(pf *planFile) error {
+// superseding the segments it read and every retired segment whose object
+// may still exist. Superseding is not transitive once the superseding
+// segment is deleted: a retired segment left out here would come back to
+// life when the plan deletes the segment that retired it, naming packs
+// that are gone.
+func (p *planner) compact(pf *planFile, retired []id.ID) error {
 	sid := id.Random()
 	obj, err := p.r.Store().Create(p.ctx, index.ObjectName(sid), store.PutOptions{})
 	if err != nil {
 		return err
 	}
-	supersedes := make([]id.ID, len(p.segs))
-	for i, s := range p.segs {
-		supersedes[i] = s.ID
-		pf.Segments = append(pf.Segments, s.ID.String())
+	supersedes := make([]id.ID, 0, len(p.segs)+len(retired))
+	for _, s := range p.segs {
+		supersedes = append(supersedes, s.ID)
+	}
+	supersedes = append(supersedes, retired...)
+	for _, x := range supersedes {
+		pf.Segments = append(pf.Segments, x.String())
 	}
 	cw := &counter{w: obj}
 	sw, err := index.NewSegmentWriter(cw, p.r.Key(), int(p.rep.ChunksReferenced), supersedes)
@@ -359,7 +380,7 @@ func (p *planner) compact(pf *planFile) error {
 	if _, err := obj.Commit(); err != nil {
 		return err
 	}
-	p.rep.SegmentsMerged = len(p.segs)
+	p.rep.SegmentsMerged = len(supersedes)
 	pf.Compacted = sid.String()
 	return p.r.ReloadIndex(p.ctx)
 }

@@ -44,8 +44,16 @@ type Set struct {
 	key *crypto.Key
 	// segs is replaced, never mutated, so lookups read it without locking.
 	segs  atomic.Pointer[[]*Segment]
-	mu    sync.Mutex // serialises writers of segs
+	mu    sync.Mutex // serialises writers of segs and the bookkeeping below
 	cache *blockCache
+	// known holds every segment object this set has seen: live, retired
+	// (superseded) or damaged. Refresh opens only names it does not know.
+	known map[id.ID]bool
+	// retired lists segments seen but superseded by another. Their objects
+	// may still exist: a compaction must supersede them too, or deleting
+	// the segment that superseded them would bring them back to life.
+	retired []id.ID
+	damaged []string
 }
 
 // Load reads the footers of all segments in the store and drops segments
@@ -54,28 +62,57 @@ type Set struct {
 // makes it an error): one damaged segment must not make the whole
 // repository unreadable; `coffer repair index` rebuilds it from packs.
 func Load(ctx context.Context, st store.Store, key *crypto.Key, cacheBlocks int, bad func(name string, err error)) (*Set, error) {
+	s := &Set{st: st, key: key, cache: newBlockCache(cacheBlocks), known: map[id.ID]bool{}}
+	s.segs.Store(&[]*Segment{})
+	if err := s.Refresh(ctx, bad); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Refresh adds the segments written since the set was loaded (by this or
+// other processes) and applies what they supersede. Segments it already
+// knows are not read again, so a refresh of an unchanged index costs one
+// listing.
+func (s *Set) Refresh(ctx context.Context, bad func(name string, err error)) error {
 	var names []store.ObjectInfo
-	err := st.List(ctx, Prefix, func(fi store.ObjectInfo) error {
+	err := s.st.List(ctx, Prefix, func(fi store.ObjectInfo) error {
 		names = append(names, fi)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list index: %w", err)
+		return fmt.Errorf("list index: %w", err)
 	}
-	segs := make([]*Segment, len(names))
+	s.mu.Lock()
+	fresh := names[:0]
+	for _, fi := range names {
+		if sid, err := id.Parse(strings.TrimPrefix(fi.Name, Prefix)); err != nil || !s.known[sid] {
+			fresh = append(fresh, fi)
+		}
+	}
+	s.mu.Unlock()
+	segs := make([]*Segment, len(fresh))
+	var damaged []string
+	var dmu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	for i, fi := range names {
+	for i, fi := range fresh {
 		g.Go(func() error {
 			sid, err := id.Parse(strings.TrimPrefix(fi.Name, Prefix))
 			if err != nil {
 				return fmt.Errorf("index: unexpected object %s", fi.Name)
 			}
-			seg, err := OpenSegment(gctx, st, key, sid, fi.Size)
+			seg, err := OpenSegment(gctx, s.st, s.key, sid, fi.Size)
 			if err != nil {
 				if bad != nil && (errors.Is(err, ErrFormat) || errors.Is(err, store.ErrInvalidRange)) {
 					bad(fi.Name, err)
+					dmu.Lock()
+					damaged = append(damaged, fi.Name)
+					dmu.Unlock()
 					return nil
+				}
+				if errors.Is(err, store.ErrNotFound) {
+					return nil // deleted since the listing (superseded and collected)
 				}
 				return err
 			}
@@ -84,24 +121,45 @@ func Load(ctx context.Context, st store.Store, key *crypto.Key, cacheBlocks int,
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return err
 	}
-	s := &Set{st: st, key: key, cache: newBlockCache(cacheBlocks)}
-	s.segs.Store(&[]*Segment{})
 	loaded := segs[:0]
 	for _, seg := range segs {
 		if seg != nil {
 			loaded = append(loaded, seg)
 		}
 	}
+	s.mu.Lock()
+	for _, name := range damaged {
+		if sid, err := id.Parse(strings.TrimPrefix(name, Prefix)); err == nil {
+			s.known[sid] = true
+		}
+	}
+	s.damaged = append(s.damaged, damaged...)
+	s.mu.Unlock()
 	s.install(loaded)
-	return s, nil
+	return nil
+}
+
+// Retired lists segments that were seen but are superseded by another
+// segment; their objects may still exist.
+func (s *Set) Retired() []id.ID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]id.ID(nil), s.retired...)
+}
+
+// Damaged lists segment objects that could not be read.
+func (s *Set) Damaged() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.damaged...)
 }
 
 // NewSet builds a set over explicit segments (no superseding applied), e.g.
 // to look chunks up in segments that a compaction replaced.
 func NewSet(st store.Store, key *crypto.Key, segs []*Segment, cacheBlocks int) *Set {
-	s := &Set{st: st, key: key, cache: newBlockCache(cacheBlocks)}
+	s := &Set{st: st, key: key, cache: newBlockCache(cacheBlocks), known: map[id.ID]bool{}}
 	cp := append([]*Segment(nil), segs...)
 	s.segs.Store(&cp)
 	return s
@@ -124,6 +182,7 @@ func (s *Set) install(add []*Segment) {
 	all := append(append([]*Segment(nil), *s.segs.Load()...), add...)
 	dead := map[id.ID]bool{}
 	for _, seg := range all {
+		s.known[seg.ID] = true
 		for _, old := range seg.f.supersedes {
 			dead[old] = true
 		}
@@ -132,6 +191,8 @@ func (s *Set) install(add []*Segment) {
 	for _, seg := range all {
 		if !dead[seg.ID] {
 			live = append(live, seg)
+		} else {
+			s.retired = append(s.retired, seg.ID)
 		}
 	}
 	s.segs.Store(&live)
