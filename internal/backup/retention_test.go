@@ -12,8 +12,8 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/forget"
-	"github.com/coffer-backup/coffer/internal/repo/gc"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/gc"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/retention"
 	"github.com/coffer-backup/coffer/internal/store"

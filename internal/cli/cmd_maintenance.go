@@ -11,9 +11,9 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/repo/gc"
+	"github.com/coffer-backup/coffer/internal/repo/verify"
 	"github.com/coffer-backup/coffer/internal/retention"
 	"github.com/coffer-backup/coffer/internal/stats"
-	"github.com/coffer-backup/coffer/internal/repo/verify"
 )
 
 func (a *app) cmdVerify() *cobra.Command {

@@ -106,12 +106,12 @@ type Lease struct {
 	info      LeaseInfo
 	refreshMu sync.Mutex // one refresh at a time: each needs the last version
 	mu        sync.Mutex
-	version string
-	stop    chan struct{}
-	done    chan struct{}
-	lost    chan struct{}
-	lostErr error
-	once    sync.Once
+	version   string
+	stop      chan struct{}
+	done      chan struct{}
+	lost      chan struct{}
+	lostErr   error
+	once      sync.Once
 }
 
 // Info returns the lease content.

@@ -10,11 +10,11 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/crypto"
-	"github.com/coffer-backup/coffer/internal/repo/gc"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/gc"
+	"github.com/coffer-backup/coffer/internal/repo/verify"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/store/local"
-	"github.com/coffer-backup/coffer/internal/repo/verify"
 )
 
 var fastKDF = &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
