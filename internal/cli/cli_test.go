@@ -8,16 +8,24 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/store/storetest"
 )
 
 // TestMain lets tests re-run this binary as coffer itself, so that a
 // backup can be killed with SIGKILL like a real process.
 func TestMain(m *testing.M) {
 	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
+		if at := os.Getenv("COFFER_TEST_CRASH_AT"); at != "" {
+			n, _ := strconv.Atoi(strings.TrimSuffix(at, "+"))
+			storeHook = func(st store.Store) store.Store { return storetest.CrashAt(st, n, strings.HasSuffix(at, "+")) }
+		}
 		// As cmd/coffer does: SIGTERM and Ctrl-C cancel the command.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

@@ -84,8 +84,8 @@ func killNineDuringBackup(t *testing.T, e, probe *env) {
 	}
 	full := time.Since(start)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	kills := 0
-	for i := range 12 {
+	kills, rounds := 0, soakRounds(12)
+	for i := range rounds {
 		// Within the full backup's duration: once a run completes, later
 		// runs only deduplicate and finish sooner.
 		d := time.Duration(rng.Int64N(int64(full))) + time.Millisecond
@@ -95,7 +95,7 @@ func killNineDuringBackup(t *testing.T, e, probe *env) {
 		e.must("verify", "--read-data")
 		t.Logf("round %d: kill after %v", i, d)
 	}
-	t.Logf("%d of 12 runs interrupted (a full backup takes %v)", kills, full)
+	t.Logf("%d of %d runs interrupted (a full backup takes %v)", kills, rounds, full)
 	if kills == 0 {
 		t.Fatal("no run was interrupted; the kill points are too late")
 	}
@@ -112,7 +112,7 @@ func killNineDuringBackup(t *testing.T, e, probe *env) {
 	if !sameFile(t, out, img) {
 		t.Fatal("restored image differs")
 	}
-	t.Logf("%d of 12 runs killed; packs %d bytes for %d unique", kills, s.PackBytes, s.Unique)
+	t.Logf("%d of %d runs killed; packs %d bytes for %d unique", kills, rounds, s.PackBytes, s.Unique)
 }
 
 // TestKillNineDuringGC kills garbage collection at random instants.
@@ -120,32 +120,44 @@ func TestKillNineDuringGC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash loop")
 	}
-	killNineDuringGC(t, newEnv(t))
+	killNineDuringGC(t, newEnv(t), soakRounds(8))
 }
 
-func killNineDuringGC(t *testing.T, e *env) {
+// killNineDuringGC kills gc with SIGKILL until it has been killed kills
+// times. Each round first gives it work (a new generation backed up, the
+// oldest point forgotten) and kills it at a random instant within the time
+// the last complete run took; after every kill the repository must verify
+// and hold exactly the points it should. At the end every point restores.
+func killNineDuringGC(t *testing.T, e *env, kills int) {
 	e.must("init", "--pack-size", "1MiB")
-	img := e.image("vm.img", 32<<20, 8)
-	for i := range 6 {
-		f, _ := os.OpenFile(img, os.O_RDWR, 0)
-		_, _ = f.WriteAt([]byte(fmt.Sprintf("generation %d", i)), int64(i)*4<<20)
-		f.Close()
-		e.must("backup", "disk", img, "--name", "vm")
-	}
+	img, versions := e.generations(3)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	for i := range 8 {
-		e.must("forget", "--keep-last", fmt.Sprint(6-i/2))
-		e.killAfter(time.Duration(rng.Int64N(int64(300*time.Millisecond)))+time.Millisecond, "gc")
+	window := 300 * time.Millisecond
+	killed := 0
+	for round := 0; killed < kills; round++ {
+		if round > 4*kills {
+			t.Fatalf("only %d of %d runs were killed: the kill points are too late", killed, round)
+		}
+		e.rewrite(img, round)
+		e.must("backup", "disk", img, "--name", "vm")
+		versions = append(versions[1:], e.copyFile(img, fmt.Sprintf("round-%d.img", round)))
+		e.must("forget", "--keep-last", "3")
+		d := time.Duration(rng.Int64N(int64(window))) + time.Millisecond
+		start := time.Now()
+		if e.killAfter(d, "gc") {
+			window = time.Since(start)
+		} else {
+			killed++
+		}
 		e.must("verify", "--read-data")
+		if got := len(snapshotsJSON(t, e)); got != 3 {
+			t.Fatalf("round %d: %d points after a killed gc, want 3", round, got)
+		}
 	}
 	e.must("gc")
 	e.must("verify", "--read-data")
-	snaps := snapshotsJSON(t, e)
-	out := filepath.Join(e.dir, "restored.img")
-	e.must("restore", snaps[len(snaps)-1].ID, "--to", out)
-	if !sameFile(t, out, img) {
-		t.Fatal("latest point restores wrong after interrupted collections")
-	}
+	e.restoresAll(versions)
+	t.Logf("gc killed %d times", killed)
 }
 
 // TestFullDisk fills the repository's filesystem mid-backup: the backup

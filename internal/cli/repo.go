@@ -15,9 +15,21 @@ import (
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
+// storeHook wraps every store a command opens. Crash tests replace it (in
+// the test binary only) to kill the process at a chosen mutation.
+var storeHook = func(st store.Store) store.Store { return st }
+
 // openStore maps a repository location to its backend. This is the only
 // place that knows every backend (an explicit registry).
 func (a *app) openStore(ctx context.Context, location string) (store.Store, error) {
+	st, err := a.openBackend(ctx, location)
+	if err != nil {
+		return nil, err
+	}
+	return storeHook(st), nil
+}
+
+func (a *app) openBackend(ctx context.Context, location string) (store.Store, error) {
 	switch {
 	case location == "":
 		return nil, usagef("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")

@@ -285,26 +285,41 @@ func TestS3AppendOnlyCredentials(t *testing.T) {
 	e.must("verify")
 }
 
+// s3Servers are the S3 implementations the crash loops run on.
+var s3Servers = []struct {
+	name  string
+	start func(testing.TB) *testutil.S3Server
+}{{"versitygw", testutil.StartS3}, {"seaweedfs", testutil.StartSeaweedFS}}
+
 // TestS3KillNineDuringBackup and TestS3KillNineDuringGC run the crash loops
-// on an s3:// repository: after every SIGKILL the repository verifies, and
-// the final backup stores no chunk twice.
+// on s3:// repositories of each server (versioned Object Lock buckets for
+// gc, where a delete stacks a marker): after every SIGKILL the repository
+// verifies, and the final backup stores no chunk twice.
 func TestS3KillNineDuringBackup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash loop")
 	}
-	srv := testutil.StartS3(t)
-	e, _ := newS3Env(t, srv, false, srv.Endpoint)
-	probe, _ := newS3Env(t, srv, false, srv.Endpoint)
-	killNineDuringBackup(t, e, probe)
+	for _, s := range s3Servers {
+		t.Run(s.name, func(t *testing.T) {
+			srv := s.start(t)
+			e, _ := newS3Env(t, srv, false, srv.Endpoint)
+			probe, _ := newS3Env(t, srv, false, srv.Endpoint)
+			killNineDuringBackup(t, e, probe)
+		})
+	}
 }
 
 func TestS3KillNineDuringGC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash loop")
 	}
-	srv := testutil.StartS3(t)
-	e, _ := newS3Env(t, srv, true, srv.Endpoint)
-	killNineDuringGC(t, e)
+	for _, s := range s3Servers {
+		t.Run(s.name, func(t *testing.T) {
+			srv := s.start(t)
+			e, _ := newS3Env(t, srv, true, srv.Endpoint)
+			killNineDuringGC(t, e, soakRounds(8))
+		})
+	}
 }
 
 // TestS3MaintenanceLease: the maintenance lease on S3 is a conditional
