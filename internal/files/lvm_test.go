@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coffer-backup/coffer/internal/files/filestest"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -23,11 +24,11 @@ func TestLVMLinearVolume(t *testing.T) {
 	for _, b := range []string{"losetup", "pvcreate", "vgcreate", "vgcfgbackup", "vgcfgrestore", "vgremove"} {
 		testutil.RequireBinary(t, b)
 	}
-	tree, files := sourceTree(t, false)
-	fsImg := makeExt4(t, tree, 24)
+	tree, files := filestest.SourceTree(t, false)
+	fsImg := filestest.Ext4(t, tree, 24)
 	pvImg := filepath.Join(t.TempDir(), "pv.img")
-	sparseFile(t, pvImg, 64<<20)
-	disk := partitioned(t, true, pvImg)
+	filestest.SparseFile(t, pvImg, 64<<20)
+	disk := filestest.Partitioned(t, true, pvImg)
 	out, err := exec.Command("losetup", "--find", "--show", "--partscan", disk).CombinedOutput()
 	if err != nil {
 		if testutil.Strict() {
@@ -98,7 +99,7 @@ func TestLVMLinearVolume(t *testing.T) {
 		peStart = n * 512
 	}
 	lvOff := int64(1<<20) + peStart + 2*4<<20
-	run(t, "dd", "if="+fsImg, "of="+disk, "bs=1M", fmt.Sprintf("seek=%d", lvOff>>20), "conv=notrunc", "status=none")
+	filestest.Run(t, "dd", "if="+fsImg, "of="+disk, "bs=1M", fmt.Sprintf("seek=%d", lvOff>>20), "conv=notrunc", "status=none")
 	r, size := throughRepository(t, disk)
 	d, err := Open(r, size)
 	if err != nil {
