@@ -106,10 +106,26 @@ func TestExt4BareFilesystem(t *testing.T) {
 	checkTree(t, root, "", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
 }
 
-func TestGPTWithXFSFATAndNTFS(t *testing.T) {
+// spacedFiles have names with spaces (a protofile cannot name them, so
+// they go to the ext4 and FAT volumes); FAT drops trailing spaces, ext4
+// also gets names that begin and end with one.
+var spacedFiles = []filestest.File{
+	{Path: "a dir", Dir: true, Mode: 0o755},
+	{Path: "a dir/sibling.txt", Data: []byte("sibling\n"), Mode: 0o644},
+	{Path: "a dir/sub dir", Dir: true, Mode: 0o700},
+	{Path: "a dir/sub dir/deep file.txt", Data: []byte("deep\n"), Mode: 0o600},
+}
+
+var edgeSpacedFiles = append([]filestest.File{
+	{Path: " edge ", Dir: true, Mode: 0o755},
+	{Path: " edge / file ", Data: []byte("edges\n"), Mode: 0o644},
+}, spacedFiles...)
+
+func TestGPTWithXFSFATNTFSAndExt4(t *testing.T) {
 	tree, files := filestest.SourceTree(t, false)
 	flatTree, flatFiles := filestest.SourceTree(t, true)
-	img := filestest.Partitioned(t, true, filestest.XFS(t, tree, files), filestest.FAT(t, tree), filestest.NTFS(t, flatTree, flatFiles))
+	img := filestest.Partitioned(t, true, filestest.XFS(t, tree, files), filestest.FAT(t, filestest.Tree(t, spacedFiles)),
+		filestest.NTFS(t, flatTree, flatFiles), filestest.Ext4(t, filestest.Tree(t, edgeSpacedFiles), 8))
 	r, size := throughRepository(t, img)
 	d, err := Open(r, size)
 	if err != nil {
@@ -119,7 +135,7 @@ func TestGPTWithXFSFATAndNTFS(t *testing.T) {
 	for _, v := range d.Volumes() {
 		types[v.Name] = v.Type
 	}
-	if types["1"] != TypeXFS || types["2"] != TypeFAT || types["3"] != TypeNTFS {
+	if types["1"] != TypeXFS || types["2"] != TypeFAT || types["3"] != TypeNTFS || types["4"] != TypeExt4 {
 		t.Fatalf("volumes %v", types)
 	}
 	root, err := d.Root()
@@ -127,18 +143,72 @@ func TestGPTWithXFSFATAndNTFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	top, err := root.ReadDir("/")
-	if err != nil || len(top) != 3 {
+	if err != nil || len(top) != 4 {
 		t.Fatalf("root lists %v, %v", top, err)
 	}
 	t.Run("xfs", func(t *testing.T) {
 		checkTree(t, root, "/1", files, keeps{owner: true, mode: true, links: true, dirs: true})
 	})
 	t.Run("fat32", func(t *testing.T) {
-		checkTree(t, root, "/2", files, keeps{mtime: true, dirs: true})
+		checkTree(t, root, "/2", spacedFiles, keeps{mtime: true, dirs: true})
 	})
 	t.Run("ntfs", func(t *testing.T) {
 		checkTree(t, root, "/3", flatFiles, keeps{})
 	})
+	t.Run("ext4", func(t *testing.T) {
+		checkTree(t, root, "/4", edgeSpacedFiles, keeps{owner: true, mode: true, mtime: true, dirs: true})
+	})
+	checkReachable(t, root)
+}
+
+// checkReachable lists the whole tree the way `files ls` does and checks
+// that every path it shows resolves to the same entry with Stat (what
+// `files get` starts from) and that Find under every directory (`files
+// find --under`) reports exactly what the listing holds below it.
+func checkReachable(t *testing.T, fsys FS) {
+	t.Helper()
+	var listed []Entry
+	var list func(dir string)
+	list = func(dir string) {
+		es, err := fsys.ReadDir(dir)
+		if err != nil {
+			t.Errorf("list %s: %v", dir, err)
+			return
+		}
+		for _, e := range es {
+			listed = append(listed, e)
+			if e.IsDir() {
+				list(e.Path)
+			}
+		}
+	}
+	list("/")
+	if len(listed) < 5 {
+		t.Fatalf("listing holds only %d entries", len(listed))
+	}
+	for _, e := range listed {
+		got, err := fsys.Stat(e.Path)
+		if err != nil || got.Path != e.Path || got.Name != e.Name || got.Mode.Type() != e.Mode.Type() {
+			t.Errorf("listed %q (%v) resolves to %q %q (%v), %v", e.Path, e.Mode.Type(), got.Path, got.Name, got.Mode.Type(), err)
+			continue
+		}
+		if !e.IsDir() {
+			continue
+		}
+		want := []string{e.Path}
+		for _, below := range listed {
+			if strings.HasPrefix(below.Path, e.Path+"/") {
+				want = append(want, below.Path)
+			}
+		}
+		var found []string
+		skips, err := Find(context.Background(), fsys, e.Path, "*", func(f Entry) error { found = append(found, f.Path); return nil })
+		sort.Strings(want)
+		sort.Strings(found)
+		if err != nil || len(skips) != 0 || strings.Join(found, "|") != strings.Join(want, "|") {
+			t.Errorf("find under %q: %q, skipped %v, %v; the listing holds %q", e.Path, found, skips, err, want)
+		}
+	}
 }
 
 func TestMBRExt4(t *testing.T) {
@@ -154,6 +224,7 @@ func TestMBRExt4(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTree(t, root, "/2", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+	checkReachable(t, root)
 }
 
 func TestExtractZipFind(t *testing.T) {

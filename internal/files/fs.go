@@ -31,7 +31,7 @@ type Entry struct {
 	ATime time.Time   `json:"atime,omitzero"`
 	CTime time.Time   `json:"ctime,omitzero"`
 	Link  string      `json:"link,omitempty"` // symlink target
-	Ino   uint32      `json:"inode,omitempty"`
+	Ino   uint64      `json:"inode,omitempty"`
 	// Unreadable says why part of the entry could not be read (today: a
 	// symlink target in damaged blocks); the entry is still listed.
 	Unreadable string `json:"unreadable,omitempty"`

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,7 +29,9 @@ func TestLVMLinearVolume(t *testing.T) {
 	fsImg := filestest.Ext4(t, tree, 24)
 	pvImg := filepath.Join(t.TempDir(), "pv.img")
 	filestest.SparseFile(t, pvImg, 64<<20)
-	disk := filestest.Partitioned(t, true, pvImg)
+	// A second partition with a filesystem of its own: the LV is then one
+	// of several volumes, reached as /lvm:VG-LV/...
+	disk := filestest.Partitioned(t, true, pvImg, filestest.Ext4(t, filestest.Tree(t, spacedFiles), 8))
 	out, err := exec.Command("losetup", "--find", "--show", "--partscan", disk).CombinedOutput()
 	if err != nil {
 		if testutil.Strict() {
@@ -117,7 +120,20 @@ func TestLVMLinearVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTree(t, root, "", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+	lvPath := "/lvm:" + vg + "-data"
+	checkTree(t, root, lvPath, files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+	checkTree(t, root, "/2", spacedFiles, keeps{mode: true, mtime: true, dirs: true})
+	checkReachable(t, root)
+	dst := t.TempDir()
+	st, err := Extract(context.Background(), root, []string{lvPath + "/etc/app", "/2/a dir/sub dir"}, dst)
+	if err != nil || st.Files != 2 || len(st.Skipped) != 0 {
+		t.Fatalf("extract from the LV: %+v %v", st, err)
+	}
+	for name, want := range map[string]string{"app/config.yaml": "key: value\n", "sub dir/deep file.txt": "deep\n"} {
+		if got, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(got) != want {
+			t.Errorf("%s: %q %v", name, got, err)
+		}
+	}
 }
 
 func TestLVMConfigParser(t *testing.T) {

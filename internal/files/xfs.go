@@ -49,6 +49,7 @@ func (x *xfsFS) entry(p string, fi fs.FileInfo) Entry {
 		e.Size = 0
 	}
 	ino := x.inodeExtras(fi, &e)
+	e.Ino = ino
 	if e.Mode&fs.ModeSymlink != 0 && e.Link == "" {
 		// Not in the inode: a target in blocks, which the library skips.
 		link, err := x.symlinks.target(ino)

@@ -57,19 +57,29 @@ func (s *xfsSymlinks) blockOffset(fsb uint64) (int64, error) {
 	return int64(ag*s.agBlocks+agb) * s.blockSize, nil
 }
 
+// inodeOffset maps an inode number (AG number, AG block, index in the
+// block) to a byte offset in the volume.
+func (s *xfsSymlinks) inodeOffset(ino uint64) (int64, error) {
+	inoInAG := uint64(s.inoPBLog) + uint64(s.agBlkLog)
+	fsb := (ino>>inoInAG)<<s.agBlkLog | (ino>>s.inoPBLog)&(1<<s.agBlkLog-1)
+	off, err := s.blockOffset(fsb)
+	if err != nil {
+		return 0, fmt.Errorf("inode %d: %w", ino, err)
+	}
+	return off + int64(ino&(1<<s.inoPBLog-1))*s.inodeSize, nil
+}
+
 // target reads the target of symlink inode ino.
 func (s *xfsSymlinks) target(ino uint64) (string, error) {
 	if s.blockSize < 512 || s.inodeSize < 256 || s.inodeSize > s.blockSize {
 		return "", errors.New("implausible XFS geometry")
 	}
-	inoInAG := uint64(s.inoPBLog) + uint64(s.agBlkLog)
-	fsb := (ino>>inoInAG)<<s.agBlkLog | (ino>>s.inoPBLog)&(1<<s.agBlkLog-1)
-	blockOff, err := s.blockOffset(fsb)
+	inodeOff, err := s.inodeOffset(ino)
 	if err != nil {
-		return "", fmt.Errorf("inode %d: %w", ino, err)
+		return "", err
 	}
 	in := make([]byte, s.inodeSize)
-	if _, err := s.r.ReadAt(in, blockOff+int64(ino&(1<<s.inoPBLog-1))*s.inodeSize); err != nil {
+	if _, err := s.r.ReadAt(in, inodeOff); err != nil {
 		return "", err
 	}
 	be := binary.BigEndian
