@@ -47,11 +47,16 @@ func multiPartitionDisk(t *testing.T) string {
 		filestest.File{Path: "damaged/one", Link: filestest.SymlinkTarget(900)},
 		filestest.File{Path: "damaged/two", Link: filestest.SymlinkTarget(1000)},
 		filestest.File{Path: "odd", Dir: true, Mode: 0o755},
-		filestest.File{Path: "odd/file", Data: []byte("x"), Mode: 0o644})
+		filestest.File{Path: "odd/file", Data: []byte("x"), Mode: 0o644},
+		filestest.File{Path: "odd/dir", Dir: true, Mode: 0o755},
+		filestest.File{Path: "odd/dir/inside", Data: []byte("y"), Mode: 0o644})
 	xfsImg := filestest.XFSByKernel(t, 1024, xfsFiles)
 	// An inode format the XFS library only logs a warning about, each time
-	// it parses the inode (xfs_db writes it with a valid checksum).
-	filestest.Run(t, "xfs_db", "-x", "-c", "path /odd/file", "-c", "write core.format 4", xfsImg)
+	// it parses the inode (xfs_db writes it with a valid checksum), for a
+	// file and a directory.
+	for _, p := range []string{"/odd/file", "/odd/dir"} {
+		filestest.Run(t, "xfs_db", "-x", "-c", "path "+p, "-c", "write core.format 4", xfsImg)
+	}
 	raw, err := os.ReadFile(xfsImg)
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +158,32 @@ func TestFilesMultiPartitionDisk(t *testing.T) {
 		// it parses the inode: printed once, with its count.
 		out = e.expect(ExitPartial, "files", "get", "latest", "/2/odd", "--to", filepath.Join(e.dir, "odd"))
 		if n := strings.Count(out, "XFS_DINODE_FMT_UUID"); n != 1 || !regexp.MustCompile(`warning: xfs: not support XFS_DINODE_FMT_UUID \([2-9]\d* times\)\n`).MatchString(out) ||
-			!strings.Contains(out, "skipped 1 entry:\n  unreadable: XFS inode") {
-			t.Errorf("the library's warning should come once with its count, and the file be skipped:\n%s", out)
+			!strings.Contains(out, "skipped 2 entries:\n") || !strings.Contains(out, "  unreadable: XFS inode with its data in a form this reader does not know (damaged?) (1 entry):\n    /2/odd/file\n") ||
+			!regexp.MustCompile(`\n  cannot list directory: [^\n]*\(1 entry\):\n    /2/odd/dir\n`).MatchString(out) {
+			t.Errorf("the library's warning should come once with its count, and the file and directory be skipped:\n%s", out)
+		}
+		// find goes past the directory it cannot list, and says so.
+		code, found, errOut := e.run("files", "find", "latest", "*", "--under", "/2/odd")
+		if code != ExitPartial || found != "/2/odd\n/2/odd/dir\n/2/odd/file\n" || !strings.Contains(errOut, "    /2/odd/dir\n") ||
+			!strings.Contains(errOut, "coffer: 1 entry skipped (listed above); everything else was searched") {
+			t.Errorf("find under /2/odd: exit %d\n%s%s", code, found, errOut)
+		}
+		out = e.expect(ExitPartial, "files", "find", "latest", "*", "--under", "/2/odd", "--json")
+		var findRes struct {
+			Entries  []struct{ Path string }
+			Skipped  []struct{ Path, Reason string }
+			Warnings []struct {
+				Message string
+				Count   int
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &findRes); err != nil || len(findRes.Entries) != 3 || len(findRes.Skipped) != 1 ||
+			findRes.Skipped[0].Path != "/2/odd/dir" || len(findRes.Warnings) != 1 || findRes.Warnings[0].Count < 2 {
+			t.Errorf("find --json: %+v %v\n%s", findRes, err, out)
+		}
+		// ls shows a symlink whose target is unreadable, and why.
+		if out := e.must("files", "ls", "-l", "latest", "/2/damaged"); !strings.Contains(out, "one -> ? (symlink target unreadable: symlink block fails its checksum)") {
+			t.Errorf("ls -l /2/damaged:\n%s", out)
 		}
 		// A zip skips the same entries the same way.
 		out = e.expect(ExitPartial, "files", "get", "latest", "/2/damaged", "--zip", filepath.Join(e.dir, "damaged.zip"))

@@ -115,7 +115,7 @@ func (x *xfsFS) stat(p string) (Entry, error) {
 	// and refuses symlinks.
 	des, err := x.fs.ReadDir(rel(path.Dir(p)))
 	if err != nil {
-		return Entry{}, notExist(p, err)
+		return Entry{}, xfsNotExist(p, err)
 	}
 	for _, de := range des {
 		if de.Name() == path.Base(p) {
@@ -137,7 +137,7 @@ func (x *xfsFS) ReadDir(p string) (es []Entry, err error) {
 func (x *xfsFS) readDir(p string) ([]Entry, error) {
 	des, err := x.fs.ReadDir(rel(p))
 	if err != nil {
-		return nil, notExist(p, err)
+		return nil, xfsNotExist(p, err)
 	}
 	out := make([]Entry, 0, len(des))
 	for _, de := range des {
@@ -166,7 +166,7 @@ func (x *xfsFS) Open(p string) (io.ReadCloser, error) {
 		return nil, errors.New("XFS inode with its data in a form this reader does not know (damaged?)")
 	}
 	if err != nil {
-		return nil, notExist(p, err)
+		return nil, xfsNotExist(p, err)
 	}
 	return &xfsFile{f: f, x: x}, nil
 }
@@ -186,3 +186,14 @@ func (l *xfsFile) Read(p []byte) (n int, err error) {
 }
 
 func (l *xfsFile) Close() error { return l.f.Close() }
+
+// xfsNotExist keeps the library's errors as they are (they name the
+// path) unless it says fs.ErrNotExist: the message-based mapping of
+// notExist would take its "not found entries" (a directory inode it
+// cannot read) for a missing path.
+func xfsNotExist(p string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+	}
+	return err
+}
