@@ -19,6 +19,7 @@ require (
 	github.com/vbauerster/mpb/v8 v8.9.3
 	github.com/vmware/govmomi v0.56.0
 	github.com/zeebo/blake3 v0.2.4
+	go.uber.org/zap v1.23.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
@@ -65,7 +66,6 @@ require (
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	go.uber.org/atomic v1.7.0 // indirect
 	go.uber.org/multierr v1.6.0 // indirect
-	go.uber.org/zap v1.23.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/xerrors v0.0.0-20220907171357-04be3eba64a2 // indirect
 	modernc.org/libc v1.79.0 // indirect

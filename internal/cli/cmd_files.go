@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -29,7 +30,14 @@ BACKUP is a backup point (ID, prefix or "latest"), optionally followed by
 :DISK (index, key or name; default: the first disk). Partition tables: GPT
 and MBR (primary partitions); filesystems: ext4 (ext2/3), XFS, FAT32 and
 NTFS; LVM linear logical volumes. With several readable volumes, the root
-holds one directory per volume ("1", "2", "lvm:vg-root").`,
+holds one directory per volume ("1", "2", "lvm:vg-root"), and paths start
+with it ("/2/etc/fstab").
+
+What cannot be read or extracted (special files, damaged parts of a
+filesystem) is skipped, never silently: get and find list the skipped
+entries at the end, grouped by reason, print each distinct warning once
+with its count, and exit with code 6 (partial failure); --json carries
+them as "skipped" and "warnings".`,
 	}
 	cmd.AddCommand(a.cmdFilesLs(), a.cmdFilesGet(), a.cmdFilesFind())
 	return cmd
@@ -65,7 +73,7 @@ func (a *app) cmdFilesLs() *cobra.Command {
 					return a.printJSON(ents)
 				}
 				a.printEntries(ents, long)
-				return nil
+				return a.reportProblems(d, nil, "")
 			})
 		},
 	}
@@ -84,7 +92,10 @@ func (a *app) printEntries(ents []files.Entry, long bool) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 1, ' ', 0)
 	for _, e := range ents {
 		name := e.Name
-		if e.Link != "" {
+		switch {
+		case e.Unreadable != "":
+			name += " -> ? (" + e.Unreadable + ")"
+		case e.Link != "":
 			name += " -> " + e.Link
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", e.Mode, e.UID, e.GID, e.Size, e.MTime.Format("2006-01-02 15:04"), name)
@@ -104,7 +115,7 @@ func (a *app) cmdFilesGet() *cobra.Command {
 			if (to == "") == (zipPath == "") {
 				return usagef("give exactly one of --to DIR or --zip FILE")
 			}
-			return a.withDiskFS(cmd.Context(), args[0], false, func(_ *files.Disk, fsys files.FS) error {
+			return a.withDiskFS(cmd.Context(), args[0], false, func(d *files.Disk, fsys files.FS) error {
 				var st *files.ExtractStats
 				var err error
 				if zipPath != "" {
@@ -121,6 +132,9 @@ func (a *app) cmdFilesGet() *cobra.Command {
 					} else {
 						os.Remove(zipPath + ".tmp")
 					}
+					if errors.Is(err, files.ErrZipIncomplete) {
+						err = fmt.Errorf("%w; no archive was written (--to DIR extracts everything else and lists what it skips)", err)
+					}
 				} else {
 					st, err = files.Extract(cmd.Context(), fsys, args[1:], to)
 				}
@@ -128,13 +142,16 @@ func (a *app) cmdFilesGet() *cobra.Command {
 					return err
 				}
 				if a.jsonOut {
-					return a.printJSON(st)
+					if err := a.printJSON(struct {
+						*files.ExtractStats
+						Warnings []files.Warning `json:"warnings"`
+					}{st, d.Warnings()}); err != nil {
+						return err
+					}
+				} else {
+					a.printf("extracted %d file(s), %d dir(s), %d link(s), %s\n", st.Files, st.Dirs, st.Links, humanBytes(st.Bytes))
 				}
-				a.printf("extracted %d file(s), %d dir(s), %d link(s), %s\n", st.Files, st.Dirs, st.Links, humanBytes(st.Bytes))
-				for _, s := range st.Skipped {
-					a.printf("skipped: %s\n", s)
-				}
-				return nil
+				return a.reportProblems(d, st.Skipped, "extracted")
 			})
 		},
 	}
@@ -151,9 +168,9 @@ func (a *app) cmdFilesFind() *cobra.Command {
 		Example: "  coffer files find latest '*.conf' --under /etc",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withDiskFS(cmd.Context(), args[0], false, func(_ *files.Disk, fsys files.FS) error {
-				var found []files.Entry
-				err := files.Find(cmd.Context(), fsys, under, args[1], func(e files.Entry) error {
+			return a.withDiskFS(cmd.Context(), args[0], false, func(d *files.Disk, fsys files.FS) error {
+				found := []files.Entry{}
+				skipped, err := files.Find(cmd.Context(), fsys, under, args[1], func(e files.Entry) error {
 					if a.jsonOut {
 						found = append(found, e)
 					} else {
@@ -164,15 +181,65 @@ func (a *app) cmdFilesFind() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if a.jsonOut {
-					return a.printJSON(found)
+				if skipped == nil {
+					skipped = []files.Skip{}
 				}
-				return nil
+				if a.jsonOut {
+					if err := a.printJSON(map[string]any{"entries": found, "skipped": skipped, "warnings": d.Warnings()}); err != nil {
+						return err
+					}
+				}
+				return a.reportProblems(d, skipped, "searched")
 			})
 		},
 	}
 	cmd.Flags().StringVar(&under, "under", "/", "directory to search")
 	return cmd
+}
+
+// reportProblems tells what a files command could not do: the readers'
+// warnings, each distinct one once with its count, and the skipped entries
+// grouped by reason, each reason once; on stderr, or in the --json
+// document the caller printed. Anything skipped makes the command a
+// partial failure (exit code 6); done says what happened to the rest.
+func (a *app) reportProblems(d *files.Disk, skipped []files.Skip, done string) error {
+	if !a.jsonOut {
+		for _, w := range d.Warnings() {
+			if w.Count > 1 {
+				fmt.Fprintf(a.stderr, "warning: %s (%d times)\n", w.Message, w.Count)
+			} else {
+				fmt.Fprintf(a.stderr, "warning: %s\n", w.Message)
+			}
+		}
+		if len(skipped) > 0 {
+			fmt.Fprintf(a.stderr, "skipped %s:\n", entries(len(skipped)))
+			var reasons []string
+			paths := map[string][]string{}
+			for _, s := range skipped {
+				if paths[s.Reason] == nil {
+					reasons = append(reasons, s.Reason)
+				}
+				paths[s.Reason] = append(paths[s.Reason], s.Path)
+			}
+			for _, r := range reasons {
+				fmt.Fprintf(a.stderr, "  %s (%s):\n", r, entries(len(paths[r])))
+				for _, p := range paths[r] {
+					fmt.Fprintf(a.stderr, "    %s\n", p)
+				}
+			}
+		}
+	}
+	if len(skipped) == 0 {
+		return nil
+	}
+	return partialError{fmt.Sprintf("%s skipped (listed above); everything else was %s", entries(len(skipped)), done)}
+}
+
+func entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }
 
 // withDiskFS opens BACKUP[:DISK] for file access.

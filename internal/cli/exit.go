@@ -24,7 +24,7 @@ const (
 	ExitAccess      = 3  // wrong password, no key, permission denied
 	ExitLocked      = 4  // repository locked by maintenance
 	ExitIntegrity   = 5  // corruption found (verify, or while reading)
-	ExitPartial     = 6  // some items (VMs, disks) failed, others succeeded
+	ExitPartial     = 6  // some items (VMs, disks, files) failed, others succeeded
 	ExitNoRepo      = 7  // not a repository / snapshot not found
 	ExitVersion     = 8  // repository format newer than this coffer
 	ExitNoSpace     = 9  // storage full
@@ -39,7 +39,8 @@ var exitCodeHelp = `EXIT STATUS
     3    access denied: wrong password, no matching key, permission denied by the storage
     4    repository locked: another maintenance run holds the lease (it names the holder)
     5    integrity error: corrupted, truncated or tampered repository data was found
-    6    partial failure: some VMs or disks failed while others succeeded
+    6    partial failure: some VMs or disks failed while others succeeded, or
+         files get/find skipped entries (it lists them)
     7    not found: no repository at the location, or no such snapshot
     8    unsupported format: the repository was written by a newer coffer
     9    no space left in the repository storage (or restore target)

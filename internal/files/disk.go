@@ -30,14 +30,17 @@ type Volume struct {
 
 // Disk is a disk image opened for file access.
 type Disk struct {
-	r       io.ReaderAt
-	size    int64
-	volumes []Volume
+	r        io.ReaderAt
+	size     int64
+	volumes  []Volume
+	warnings warnings
 }
 
 // Open reads the partition table (if any) and identifies every volume.
+// Errors of r surface as ImageReadError.
 func Open(r io.ReaderAt, size int64) (d *Disk, err error) {
 	defer guard("partition table", &err)
+	r = imageReader{r}
 	d = &Disk{r: r, size: size}
 	st := &readerStorage{r: r, size: size}
 	table, terr := partition.Read(st, 512, 512)
@@ -97,6 +100,10 @@ func (d *Disk) note(name, note string) {
 	}
 }
 
+// Warnings lists what the filesystem readers warned about so far, each
+// distinct message once with its count.
+func (d *Disk) Warnings() []Warning { return d.warnings.list() }
+
 // Volumes lists the volumes found.
 func (d *Disk) Volumes() []Volume { return d.volumes }
 
@@ -125,7 +132,7 @@ func (d *Disk) FS(v Volume) (FS, error) {
 	case TypeExt4, TypeFAT:
 		fsys, err = openDiskfs(v)
 	case TypeXFS:
-		fsys, err = openXFS(v)
+		fsys, err = openXFS(v, d.warnings.add)
 	case TypeNTFS:
 		fsys, err = openNTFS(v)
 	default:

@@ -54,7 +54,7 @@ func (d *diskfsFS) entry(p string, fi fs.FileInfo) Entry {
 		e.UID, e.GID = int(st.UID), int(st.GID)
 		e.ATime, e.CTime = st.AccessTime, st.ChangeTime
 		e.Link = st.LinkTarget
-		e.Ino = st.Ino
+		e.Ino = uint64(st.Ino)
 	}
 	if d.fat {
 		// FAT stores no permissions or owners.
@@ -123,7 +123,7 @@ func (d *diskfsFS) Open(p string) (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader("")), nil
 	}
 	if d.ext4 != nil && e.Ino != 0 {
-		r, err := d.ext4.open(e.Ino)
+		r, err := d.ext4.open(uint32(e.Ino))
 		if !errors.Is(err, errNoExtentTree) {
 			return r, err
 		}

@@ -12,8 +12,9 @@
 //   - ext2/ext3/ext4 (go-diskfs): names, data, mode, owner (uid/gid),
 //     mtime/atime/ctime, symlinks.
 //   - XFS v5 (github.com/masahiro331/go-xfs-filesystem): names, data, mode,
-//     mtime, symlinks. The library exposes neither owners nor atime/ctime,
-//     so extracted XFS files get the extracting user and mtime only.
+//     owner, times (read from the library's parsed inodes), symlinks: those
+//     stored in the inode through the library, those in blocks (up to 1023
+//     bytes, v5 header and CRC checked) by coffer (xfssymlink.go).
 //   - FAT32 (go-diskfs): names (long names), data, mtime. FAT has no owners
 //     or permissions: files extract as 0644, directories as 0755.
 //   - NTFS (www.velocidex.com/golang/go-ntfs): names, data (the unnamed
@@ -35,5 +36,9 @@
 //
 // Third-party readers can panic on corrupt input; every call into them is
 // guarded and a panic becomes an error naming the volume. Sizes read from
-// the image are bounded before they allocate.
+// the image are bounded before they allocate. Damage confined to one entry
+// (an unreadable file, symlink target or directory) makes Walk, Find,
+// Extract and Zip skip that entry and return it with the reason (Skip);
+// readers' warnings are counted per distinct message (Disk.Warnings).
+// Failures of the image reader itself (ImageReadError) end the operation.
 package files

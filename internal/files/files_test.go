@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/files/filestest"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
@@ -40,26 +41,26 @@ type keeps struct {
 	owner, mode, mtime, links, dirs bool
 }
 
-func checkTree(t *testing.T, fsys FS, prefix string, files []srcFile, k keeps) {
+func checkTree(t *testing.T, fsys FS, prefix string, files []filestest.File, k keeps) {
 	t.Helper()
 	for _, f := range files {
-		if f.dir && !k.dirs || f.link != "" && !k.links {
+		if f.Dir && !k.dirs || f.Link != "" && !k.links {
 			continue
 		}
-		p := prefix + "/" + f.path
+		p := prefix + "/" + f.Path
 		e, err := fsys.Stat(p)
 		if err != nil {
 			t.Errorf("stat %s: %v", p, err)
 			continue
 		}
 		switch {
-		case f.dir:
+		case f.Dir:
 			if !e.IsDir() {
 				t.Errorf("%s: not a directory", p)
 			}
-		case f.link != "":
-			if e.Mode&fs.ModeSymlink == 0 || e.Link != f.link {
-				t.Errorf("%s: link %q mode %v, want -> %q", p, e.Link, e.Mode, f.link)
+		case f.Link != "":
+			if e.Mode&fs.ModeSymlink == 0 || e.Link != f.Link {
+				t.Errorf("%s: link %q mode %v, want -> %q", p, e.Link, e.Mode, f.Link)
 			}
 			continue
 		default:
@@ -70,25 +71,18 @@ func checkTree(t *testing.T, fsys FS, prefix string, files []srcFile, k keeps) {
 			}
 			got, err := io.ReadAll(rc)
 			rc.Close()
-			if err != nil || !bytes.Equal(got, f.data) || e.Size != int64(len(f.data)) {
-				t.Errorf("%s: %d bytes (size %d), err %v; want %d bytes", p, len(got), e.Size, err, len(f.data))
+			if err != nil || !bytes.Equal(got, f.Data) || e.Size != int64(len(f.Data)) {
+				t.Errorf("%s: %d bytes (size %d), err %v; want %d bytes", p, len(got), e.Size, err, len(f.Data))
 			}
 		}
-		if k.mode && e.Mode.Perm() != f.mode.Perm() {
-			t.Errorf("%s: mode %v, want %v", p, e.Mode.Perm(), f.mode.Perm())
+		if k.mode && e.Mode.Perm() != f.Mode.Perm() {
+			t.Errorf("%s: mode %v, want %v", p, e.Mode.Perm(), f.Mode.Perm())
 		}
-		if k.mtime && !f.dir && !e.MTime.Equal(fixtureTime) {
-			t.Errorf("%s: mtime %v, want %v", p, e.MTime, fixtureTime)
+		if k.mtime && !f.Dir && !e.MTime.Equal(filestest.Time) {
+			t.Errorf("%s: mtime %v, want %v", p, e.MTime, filestest.Time)
 		}
 		if k.owner && os.Geteuid() == 0 {
-			wantUID := 0
-			if f.path == "hello.txt" {
-				wantUID = 1234
-			}
-			if f.path == "etc/app" {
-				wantUID = 42
-			}
-			if e.UID != wantUID {
+			if wantUID, _ := filestest.Owner(f.Path); e.UID != wantUID {
 				t.Errorf("%s: uid %d, want %d", p, e.UID, wantUID)
 			}
 		}
@@ -96,8 +90,8 @@ func checkTree(t *testing.T, fsys FS, prefix string, files []srcFile, k keeps) {
 }
 
 func TestExt4BareFilesystem(t *testing.T) {
-	tree, files := sourceTree(t, false)
-	r, size := throughRepository(t, makeExt4(t, tree, 32))
+	tree, files := filestest.SourceTree(t, false)
+	r, size := throughRepository(t, filestest.Ext4(t, tree, 32))
 	d, err := Open(r, size)
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +106,26 @@ func TestExt4BareFilesystem(t *testing.T) {
 	checkTree(t, root, "", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
 }
 
-func TestGPTWithXFSFATAndNTFS(t *testing.T) {
-	tree, files := sourceTree(t, false)
-	flatTree, flatFiles := sourceTree(t, true)
-	img := partitioned(t, true, makeXFS(t, tree, files), makeFAT(t, tree), makeNTFS(t, flatTree, flatFiles))
+// spacedFiles have names with spaces (a protofile cannot name them, so
+// they go to the ext4 and FAT volumes); FAT drops trailing spaces, ext4
+// also gets names that begin and end with one.
+var spacedFiles = []filestest.File{
+	{Path: "a dir", Dir: true, Mode: 0o755},
+	{Path: "a dir/sibling.txt", Data: []byte("sibling\n"), Mode: 0o644},
+	{Path: "a dir/sub dir", Dir: true, Mode: 0o700},
+	{Path: "a dir/sub dir/deep file.txt", Data: []byte("deep\n"), Mode: 0o600},
+}
+
+var edgeSpacedFiles = append([]filestest.File{
+	{Path: " edge ", Dir: true, Mode: 0o755},
+	{Path: " edge / file ", Data: []byte("edges\n"), Mode: 0o644},
+}, spacedFiles...)
+
+func TestGPTWithXFSFATNTFSAndExt4(t *testing.T) {
+	tree, files := filestest.SourceTree(t, false)
+	flatTree, flatFiles := filestest.SourceTree(t, true)
+	img := filestest.Partitioned(t, true, filestest.XFS(t, tree, files), filestest.FAT(t, filestest.Tree(t, spacedFiles)),
+		filestest.NTFS(t, flatTree, flatFiles), filestest.Ext4(t, filestest.Tree(t, edgeSpacedFiles), 8))
 	r, size := throughRepository(t, img)
 	d, err := Open(r, size)
 	if err != nil {
@@ -125,7 +135,7 @@ func TestGPTWithXFSFATAndNTFS(t *testing.T) {
 	for _, v := range d.Volumes() {
 		types[v.Name] = v.Type
 	}
-	if types["1"] != TypeXFS || types["2"] != TypeFAT || types["3"] != TypeNTFS {
+	if types["1"] != TypeXFS || types["2"] != TypeFAT || types["3"] != TypeNTFS || types["4"] != TypeExt4 {
 		t.Fatalf("volumes %v", types)
 	}
 	root, err := d.Root()
@@ -133,23 +143,77 @@ func TestGPTWithXFSFATAndNTFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	top, err := root.ReadDir("/")
-	if err != nil || len(top) != 3 {
+	if err != nil || len(top) != 4 {
 		t.Fatalf("root lists %v, %v", top, err)
 	}
 	t.Run("xfs", func(t *testing.T) {
 		checkTree(t, root, "/1", files, keeps{owner: true, mode: true, links: true, dirs: true})
 	})
 	t.Run("fat32", func(t *testing.T) {
-		checkTree(t, root, "/2", files, keeps{mtime: true, dirs: true})
+		checkTree(t, root, "/2", spacedFiles, keeps{mtime: true, dirs: true})
 	})
 	t.Run("ntfs", func(t *testing.T) {
 		checkTree(t, root, "/3", flatFiles, keeps{})
 	})
+	t.Run("ext4", func(t *testing.T) {
+		checkTree(t, root, "/4", edgeSpacedFiles, keeps{owner: true, mode: true, mtime: true, dirs: true})
+	})
+	checkReachable(t, root)
+}
+
+// checkReachable lists the whole tree the way `files ls` does and checks
+// that every path it shows resolves to the same entry with Stat (what
+// `files get` starts from) and that Find under every directory (`files
+// find --under`) reports exactly what the listing holds below it.
+func checkReachable(t *testing.T, fsys FS) {
+	t.Helper()
+	var listed []Entry
+	var list func(dir string)
+	list = func(dir string) {
+		es, err := fsys.ReadDir(dir)
+		if err != nil {
+			t.Errorf("list %s: %v", dir, err)
+			return
+		}
+		for _, e := range es {
+			listed = append(listed, e)
+			if e.IsDir() {
+				list(e.Path)
+			}
+		}
+	}
+	list("/")
+	if len(listed) < 5 {
+		t.Fatalf("listing holds only %d entries", len(listed))
+	}
+	for _, e := range listed {
+		got, err := fsys.Stat(e.Path)
+		if err != nil || got.Path != e.Path || got.Name != e.Name || got.Mode.Type() != e.Mode.Type() {
+			t.Errorf("listed %q (%v) resolves to %q %q (%v), %v", e.Path, e.Mode.Type(), got.Path, got.Name, got.Mode.Type(), err)
+			continue
+		}
+		if !e.IsDir() {
+			continue
+		}
+		want := []string{e.Path}
+		for _, below := range listed {
+			if strings.HasPrefix(below.Path, e.Path+"/") {
+				want = append(want, below.Path)
+			}
+		}
+		var found []string
+		skips, err := Find(context.Background(), fsys, e.Path, "*", func(f Entry) error { found = append(found, f.Path); return nil })
+		sort.Strings(want)
+		sort.Strings(found)
+		if err != nil || len(skips) != 0 || strings.Join(found, "|") != strings.Join(want, "|") {
+			t.Errorf("find under %q: %q, skipped %v, %v; the listing holds %q", e.Path, found, skips, err, want)
+		}
+	}
 }
 
 func TestMBRExt4(t *testing.T) {
-	tree, files := sourceTree(t, false)
-	img := partitioned(t, false, makeExt4(t, tree, 16), makeExt4(t, tree, 16))
+	tree, files := filestest.SourceTree(t, false)
+	img := filestest.Partitioned(t, false, filestest.Ext4(t, tree, 16), filestest.Ext4(t, tree, 16))
 	r, size := throughRepository(t, img)
 	d, err := Open(r, size)
 	if err != nil {
@@ -160,11 +224,12 @@ func TestMBRExt4(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTree(t, root, "/2", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+	checkReachable(t, root)
 }
 
 func TestExtractZipFind(t *testing.T) {
-	tree, files := sourceTree(t, false)
-	r, size := throughRepository(t, makeExt4(t, tree, 32))
+	tree, files := filestest.SourceTree(t, false)
+	r, size := throughRepository(t, filestest.Ext4(t, tree, 32))
 	d, _ := Open(r, size)
 	root, err := d.Root()
 	if err != nil {
@@ -176,25 +241,25 @@ func TestExtractZipFind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Files != 3 || st.Dirs != 2 || st.Links != 1 {
+	if st.Files != 3 || st.Dirs != 2 || st.Links != 1 || len(st.Skipped) != 0 {
 		t.Fatalf("extract stats %+v", st)
 	}
 	for _, f := range files {
-		if !strings.HasPrefix(f.path, "etc/") && f.path != "hello.txt" {
+		if !strings.HasPrefix(f.Path, "etc/") && f.Path != "hello.txt" {
 			continue
 		}
-		p := filepath.Join(out, filepath.FromSlash(f.path))
+		p := filepath.Join(out, filepath.FromSlash(f.Path))
 		fi, err := os.Lstat(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi.Mode().Perm() != f.mode.Perm() {
-			t.Errorf("extracted %s mode %v, want %v", f.path, fi.Mode().Perm(), f.mode.Perm())
+		if fi.Mode().Perm() != f.Mode.Perm() {
+			t.Errorf("extracted %s mode %v, want %v", f.Path, fi.Mode().Perm(), f.Mode.Perm())
 		}
 		if !fi.IsDir() {
 			got, _ := os.ReadFile(p)
-			if !bytes.Equal(got, f.data) || !fi.ModTime().Equal(fixtureTime) {
-				t.Errorf("extracted %s: content or mtime differs", f.path)
+			if !bytes.Equal(got, f.Data) || !fi.ModTime().Equal(filestest.Time) {
+				t.Errorf("extracted %s: content or mtime differs", f.Path)
 			}
 		}
 	}
@@ -220,7 +285,7 @@ func TestExtractZipFind(t *testing.T) {
 	}
 	// Find by name and by path pattern.
 	var found []string
-	_ = Find(ctx, root, "/", "*.txt", func(e Entry) error { found = append(found, e.Path); return nil })
+	_, _ = Find(ctx, root, "/", "*.txt", func(e Entry) error { found = append(found, e.Path); return nil })
 	sort.Strings(found)
 	if strings.Join(found, ",") != "/hello.txt,/home/deep/notes.txt,/résumé-日本.txt" {
 		t.Fatalf("find *.txt = %v", found)
@@ -229,7 +294,7 @@ func TestExtractZipFind(t *testing.T) {
 
 func TestUnknownAndDamaged(t *testing.T) {
 	junk := filepath.Join(t.TempDir(), "junk.img")
-	sparseFile(t, junk, 8<<20)
+	filestest.SparseFile(t, junk, 8<<20)
 	f, _ := os.Open(junk)
 	defer f.Close()
 	d, err := Open(f, 8<<20)
@@ -240,8 +305,8 @@ func TestUnknownAndDamaged(t *testing.T) {
 		t.Fatalf("blank disk: %v", err)
 	}
 	// Corrupt every structure of an ext4 image in turn: errors, no panics.
-	tree, _ := sourceTree(t, false)
-	raw, _ := os.ReadFile(makeExt4(t, tree, 8))
+	tree, _ := filestest.SourceTree(t, false)
+	raw, _ := os.ReadFile(filestest.Ext4(t, tree, 8))
 	for off := 1024; off < len(raw) && off < 600<<10; off += 4096 * 7 {
 		bad := append([]byte(nil), raw...)
 		for i := off; i < off+64 && i < len(bad); i++ {
@@ -262,7 +327,7 @@ func exerciseImage(r io.ReaderAt, size int64) {
 		return
 	}
 	budget := 500
-	_ = Walk(context.Background(), root, "/", func(e Entry) error {
+	_, _ = Walk(context.Background(), root, "/", func(e Entry) error {
 		if budget--; budget < 0 {
 			return errors.New("enough")
 		}
@@ -280,10 +345,10 @@ func exerciseImage(r io.ReaderAt, size int64) {
 // is a list of (offset, xor) mutations, which reaches deep structures with
 // small inputs.
 func FuzzFilesystems(f *testing.F) {
-	tree, files := sourceTree(f, false)
-	flat, flatFiles := sourceTree(f, true)
+	tree, files := filestest.SourceTree(f, false)
+	flat, flatFiles := filestest.SourceTree(f, true)
 	images := [][]byte{}
-	for _, p := range []string{makeExt4(f, tree, 8), makeFAT(f, tree), makeNTFS(f, flat, flatFiles), makeXFS(f, tree, files)} {
+	for _, p := range []string{filestest.Ext4(f, tree, 8), filestest.FAT(f, tree), filestest.NTFS(f, flat, flatFiles), filestest.XFS(f, tree, files)} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)

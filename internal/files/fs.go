@@ -5,7 +5,6 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"strings"
 	"time"
 )
 
@@ -32,15 +31,19 @@ type Entry struct {
 	ATime time.Time   `json:"atime,omitzero"`
 	CTime time.Time   `json:"ctime,omitzero"`
 	Link  string      `json:"link,omitempty"` // symlink target
-	Ino   uint32      `json:"inode,omitempty"`
+	Ino   uint64      `json:"inode,omitempty"`
+	// Unreadable says why part of the entry could not be read (today: a
+	// symlink target in damaged blocks); the entry is still listed.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
 // IsDir reports a directory.
 func (e Entry) IsDir() bool { return e.Mode.IsDir() }
 
-// clean normalises a user path to "/a/b".
+// clean normalises a user path to "/a/b". Spaces are part of names (a
+// name may begin or end with one), so none are trimmed.
 func clean(p string) string {
-	return path.Clean("/" + strings.TrimSpace(p))
+	return path.Clean("/" + p)
 }
 
 // guarded wraps an FS so that a panic inside a third-party reader (corrupt
@@ -86,78 +89,3 @@ func (g *guardedReader) Read(p []byte) (n int, err error) {
 }
 
 func (g *guardedReader) Close() error { return g.rc.Close() }
-
-// multiFS is the root of a disk with several filesystems: /<volume>/...
-type multiFS struct {
-	d    *Disk
-	vols []Volume
-	open map[string]FS
-}
-
-func (m *multiFS) split(p string) (FS, string, error) {
-	p = clean(p)
-	name, rest, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
-	fsys, ok := m.open[name]
-	if !ok {
-		v, err := m.d.Volume(name)
-		if err != nil {
-			return nil, "", err
-		}
-		if fsys, err = m.d.FS(v); err != nil {
-			return nil, "", err
-		}
-		m.open[name] = fsys
-	}
-	return fsys, "/" + rest, nil
-}
-
-func (m *multiFS) prefix(name string, e Entry) Entry {
-	e.Path = "/" + name + e.Path
-	if e.Path != "/" && strings.HasSuffix(e.Path, "/") {
-		e.Path = strings.TrimSuffix(e.Path, "/")
-	}
-	return e
-}
-
-func (m *multiFS) Stat(p string) (Entry, error) {
-	if clean(p) == "/" {
-		return Entry{Path: "/", Name: "/", Mode: fs.ModeDir | 0o555, UID: -1, GID: -1}, nil
-	}
-	fsys, rest, err := m.split(p)
-	if err != nil {
-		return Entry{}, err
-	}
-	e, err := fsys.Stat(rest)
-	if rest == "/" {
-		e.Name = strings.Split(strings.TrimPrefix(clean(p), "/"), "/")[0]
-	}
-	return m.prefix(e.Name, e), err
-}
-
-func (m *multiFS) ReadDir(p string) ([]Entry, error) {
-	if clean(p) == "/" {
-		var out []Entry
-		for _, v := range m.vols {
-			out = append(out, Entry{Path: "/" + v.Name, Name: v.Name, Mode: fs.ModeDir | 0o555, UID: -1, GID: -1, Size: v.Size})
-		}
-		return out, nil
-	}
-	fsys, rest, err := m.split(p)
-	if err != nil {
-		return nil, err
-	}
-	name := strings.Split(strings.TrimPrefix(clean(p), "/"), "/")[0]
-	es, err := fsys.ReadDir(rest)
-	for i := range es {
-		es[i] = m.prefix(name, es[i])
-	}
-	return es, err
-}
-
-func (m *multiFS) Open(p string) (io.ReadCloser, error) {
-	fsys, rest, err := m.split(p)
-	if err != nil {
-		return nil, err
-	}
-	return fsys.Open(rest)
-}

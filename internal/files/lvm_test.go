@@ -1,6 +1,7 @@
 package files
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coffer-backup/coffer/internal/files/filestest"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -23,11 +25,13 @@ func TestLVMLinearVolume(t *testing.T) {
 	for _, b := range []string{"losetup", "pvcreate", "vgcreate", "vgcfgbackup", "vgcfgrestore", "vgremove"} {
 		testutil.RequireBinary(t, b)
 	}
-	tree, files := sourceTree(t, false)
-	fsImg := makeExt4(t, tree, 24)
+	tree, files := filestest.SourceTree(t, false)
+	fsImg := filestest.Ext4(t, tree, 24)
 	pvImg := filepath.Join(t.TempDir(), "pv.img")
-	sparseFile(t, pvImg, 64<<20)
-	disk := partitioned(t, true, pvImg)
+	filestest.SparseFile(t, pvImg, 64<<20)
+	// A second partition with a filesystem of its own: the LV is then one
+	// of several volumes, reached as /lvm:VG-LV/...
+	disk := filestest.Partitioned(t, true, pvImg, filestest.Ext4(t, filestest.Tree(t, spacedFiles), 8))
 	out, err := exec.Command("losetup", "--find", "--show", "--partscan", disk).CombinedOutput()
 	if err != nil {
 		if testutil.Strict() {
@@ -98,7 +102,7 @@ func TestLVMLinearVolume(t *testing.T) {
 		peStart = n * 512
 	}
 	lvOff := int64(1<<20) + peStart + 2*4<<20
-	run(t, "dd", "if="+fsImg, "of="+disk, "bs=1M", fmt.Sprintf("seek=%d", lvOff>>20), "conv=notrunc", "status=none")
+	filestest.Run(t, "dd", "if="+fsImg, "of="+disk, "bs=1M", fmt.Sprintf("seek=%d", lvOff>>20), "conv=notrunc", "status=none")
 	r, size := throughRepository(t, disk)
 	d, err := Open(r, size)
 	if err != nil {
@@ -116,7 +120,20 @@ func TestLVMLinearVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkTree(t, root, "", files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+	lvPath := "/lvm:" + vg + "-data"
+	checkTree(t, root, lvPath, files, keeps{owner: true, mode: true, mtime: true, links: true, dirs: true})
+	checkTree(t, root, "/2", spacedFiles, keeps{mode: true, mtime: true, dirs: true})
+	checkReachable(t, root)
+	dst := t.TempDir()
+	st, err := Extract(context.Background(), root, []string{lvPath + "/etc/app", "/2/a dir/sub dir"}, dst)
+	if err != nil || st.Files != 2 || len(st.Skipped) != 0 {
+		t.Fatalf("extract from the LV: %+v %v", st, err)
+	}
+	for name, want := range map[string]string{"app/config.yaml": "key: value\n", "sub dir/deep file.txt": "deep\n"} {
+		if got, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(got) != want {
+			t.Errorf("%s: %q %v", name, got, err)
+		}
+	}
 }
 
 func TestLVMConfigParser(t *testing.T) {
