@@ -18,15 +18,18 @@ type Request struct {
 	Time         time.Time // the snapshot instant; default: when Run starts
 	Tags         map[string]string
 	Mode         string // full, incremental, differential
-	SnapshotMode string
-	Parent       *repo.Snapshot // previous point of the same source, if any
-	BaseFull     string
-	VMConfig     json.RawMessage
-	Disks        []Disk
-	Warnings     []string
-	JobID        int64
-	RetainUntil  time.Time
-	Protected    bool
+	SnapshotMode string // as requested
+	// SnapshotModeAchieved is what the source really provided: the
+	// connector's report for a VM, as-is for a disk image.
+	SnapshotModeAchieved string
+	Parent               *repo.Snapshot // previous point of the same source, if any
+	BaseFull             string
+	VMConfig             json.RawMessage
+	Disks                []Disk
+	Warnings             []string
+	JobID                int64
+	RetainUntil          time.Time
+	Protected            bool
 	// BeforeCommit, if set, runs after all disks were read and before the
 	// point is committed; an error aborts the backup (e.g. the source
 	// changed under it).
@@ -44,7 +47,7 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 	host, _ := os.Hostname()
 	snap := &repo.Snapshot{
 		Time: req.Time.UTC(), Host: host, Source: req.Source, Tags: req.Tags, Mode: req.Mode,
-		SnapshotMode: req.SnapshotMode, BaseFull: req.BaseFull, VMConfig: req.VMConfig,
+		SnapshotMode: req.SnapshotMode, SnapshotModeAchieved: req.SnapshotModeAchieved, BaseFull: req.BaseFull, VMConfig: req.VMConfig,
 		Warnings: req.Warnings, JobID: req.JobID, RetainUntil: req.RetainUntil, Protected: req.Protected,
 	}
 	if req.Parent != nil {

@@ -119,7 +119,8 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 	}
 	snap, err = Run(ctx, w, Request{
 		Source: src, Time: start, Tags: req.Tags, Mode: overall, SnapshotMode: string(req.SnapshotMode),
-		Parent: parent, BaseFull: idOf(baseFull), VMConfig: cfg, Disks: disks,
+		SnapshotModeAchieved: string(sess.AchievedMode()), // a fallback is weaker than asked
+		Parent:               parent, BaseFull: idOf(baseFull), VMConfig: cfg, Disks: disks,
 		Warnings: append(sess.Warnings(), warnings...), JobID: req.JobID, RetainUntil: req.RetainUntil,
 	}, o)
 	if err != nil {

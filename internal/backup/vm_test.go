@@ -29,6 +29,8 @@ type memConnector struct {
 	dirty  map[int]map[string]map[int64]bool // generation -> disk -> block
 	closed []bool                            // ok flag of every Close
 	failOn string                            // disk key whose reads fail
+	// achieved is what sessions report having done, whatever was asked.
+	achieved hypervisor.SnapshotMode
 }
 
 const block = 64 << 10
@@ -67,7 +69,7 @@ func (c *memConnector) Snapshot(_ context.Context, vm hypervisor.VMRef, req hype
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	s := &memSession{c: c, gen: c.gen, frozen: map[string][]byte{}}
+	s := &memSession{c: c, gen: c.gen, frozen: map[string][]byte{}, achieved: c.achieved}
 	c.dirty[c.gen] = map[string]map[int64]bool{} // tracks writes after this instant
 	for k, d := range c.disks {
 		s.frozen[k] = append([]byte(nil), d...)
@@ -91,19 +93,21 @@ func (c *memConnector) Snapshot(_ context.Context, vm hypervisor.VMRef, req hype
 }
 
 type memSession struct {
-	c       *memConnector
-	gen     int
-	frozen  map[string][]byte
-	disks   []hypervisor.DiskSnapshot
-	changed []map[int64]bool
+	c        *memConnector
+	gen      int
+	frozen   map[string][]byte
+	disks    []hypervisor.DiskSnapshot
+	changed  []map[int64]bool
+	achieved hypervisor.SnapshotMode
 }
 
 func (s *memSession) Config() hypervisor.VMConfig {
 	return hypervisor.VMConfig{Kind: "mem", Name: "one"}
 }
-func (s *memSession) Disks() []hypervisor.DiskSnapshot { return s.disks }
-func (s *memSession) Warnings() []string               { return nil }
-func (s *memSession) Release(context.Context) error    { return nil }
+func (s *memSession) Disks() []hypervisor.DiskSnapshot      { return s.disks }
+func (s *memSession) Warnings() []string                    { return nil }
+func (s *memSession) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
+func (s *memSession) Release(context.Context) error         { return nil }
 func (s *memSession) Close(_ context.Context, ok bool) (map[string]string, error) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
@@ -233,4 +237,26 @@ func TestVMIncrementalDifferentialAndFailure(t *testing.T) {
 	checkPoint(t, r, diff, copyDisks(c))
 	// The first point still restores to the disks at its own instant.
 	checkPoint(t, r, full, atFull)
+}
+
+// The point records the mode the session reports having achieved next to
+// the one requested: the pipeline never copies the request into both.
+func TestVMPointRecordsAchievedMode(t *testing.T) {
+	r := newRepo(t, repo.InitOptions{})
+	c := newMem(map[string]int{"vda": 1 << 20})
+	for _, achieved := range []hypervisor.SnapshotMode{hypervisor.CrashConsistent, hypervisor.Quiesced} {
+		c.achieved = achieved
+		s, err := repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"},
+			SnapshotMode: hypervisor.Quiesced, Quiesce: hypervisor.QuiesceFallback})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := r.LoadSnapshot(context.Background(), s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.SnapshotMode != "quiesced" || stored.SnapshotModeAchieved != string(achieved) {
+			t.Fatalf("session achieved %s: manifest records requested %q, achieved %q", achieved, stored.SnapshotMode, stored.SnapshotModeAchieved)
+		}
+	}
 }

@@ -77,7 +77,7 @@ type Task struct {
 	Datastores    []string
 	Status        Status
 	Mode          string // "full", "incremental", "differential"
-	SnapshotMode  string
+	SnapshotMode  string // as requested by the policy
 	Attempts      int
 	StartedAt     time.Time
 	FinishedAt    time.Time
@@ -87,6 +87,10 @@ type Task struct {
 	BackupPointID string
 	Warnings      []string
 	Error         string
+	// SnapshotModeAchieved is the backup point's achieved snapshot mode
+	// (weaker than SnapshotMode after a fallback); empty until the task
+	// has a point.
+	SnapshotModeAchieved string
 }
 
 // Event is a timestamped record about a job or task (phase transitions,
@@ -120,6 +124,11 @@ type BackupPoint struct {
 	Tags         map[string]string
 	Protected    bool
 	JobID        int64
+	// SnapshotMode was requested (none for disk images),
+	// SnapshotModeAchieved really carried out; the latter is empty for
+	// manifests written before coffer recorded it.
+	SnapshotMode         string
+	SnapshotModeAchieved string
 }
 
 // VMRecord is the last inventory seen for a VM.

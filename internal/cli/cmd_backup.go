@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -146,8 +147,11 @@ func (a *app) runBackupDisk(cmd *cobra.Command, paths []string, o backupDiskOpti
 	if !retain.IsZero() && !r.Store().Properties().Retention {
 		return usagef("--immutable-for needs storage with retention (S3 Object Lock); %s has none", r.Store().Properties().Location)
 	}
+	// No snapshot is taken: the image is read as it is, so its consistency
+	// is whatever keeps it still (a stopped VM, an LVM snapshot). Nothing
+	// was asked for, and as-is is what the point holds.
 	snap, err := backup.Run(ctx, w, backup.Request{Source: src, Mode: mode, Parent: parent, Tags: tags, Disks: disks,
-		BeforeCommit: unchanged, RetainUntil: retain}, backup.Options{Progress: prog})
+		SnapshotModeAchieved: string(hypervisor.AsIs), BeforeCommit: unchanged, RetainUntil: retain}, backup.Options{Progress: prog})
 	bar.finish()
 	cerr := w.Close(ctx)
 	if err != nil {
@@ -164,9 +168,9 @@ func (a *app) reportBackup(s *repo.Snapshot, d time.Duration) error {
 	if a.jsonOut {
 		return a.printJSON(snapshotJSON(s))
 	}
-	a.printf("snapshot %s saved: %s %s, %d disk(s), %s logical, %s read, %s new, %s stored, %.1fs (%s)\n",
-		s.ID.Short(), s.Source.VMName, s.Mode, len(s.Disks), humanBytes(s.Logical()), humanBytes(s.BytesRead),
-		humanBytes(s.BytesNew), humanBytes(s.BytesStored), d.Seconds(), rate(s.Logical(), d))
+	a.printf("snapshot %s saved: %s %s %s, %d disk(s), %s logical, %s read, %s new, %s stored, %.1fs (%s)\n",
+		s.ID.Short(), s.Source.VMName, s.Mode, consistency(s.SnapshotMode, s.SnapshotModeAchieved), len(s.Disks),
+		humanBytes(s.Logical()), humanBytes(s.BytesRead), humanBytes(s.BytesNew), humanBytes(s.BytesStored), d.Seconds(), rate(s.Logical(), d))
 	for _, w := range s.Warnings {
 		a.printf("warning: %s\n", w)
 	}

@@ -50,7 +50,7 @@ start.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.mode, "mode", "incremental", "full, incremental or differential (the first backup is always full)")
-	f.StringVar(&o.snapshotMode, "snapshot-mode", "crash-consistent", "crash-consistent, quiesced, suspend or as-is")
+	f.StringVar(&o.snapshotMode, "snapshot-mode", "crash-consistent", "crash-consistent, quiesced, with-memory, suspend or as-is (the point records what was achieved)")
 	f.StringVar(&o.quiesce, "quiesce", "fallback", "when the guest agent cannot quiesce: fallback (warn) or required (fail)")
 	f.StringArrayVar(&o.tags, "tag", nil, "tag KEY=VALUE (repeatable)")
 	f.StringVar(&o.immutable, "immutable-for", "", "make the backup point undeletable for this long on storage with object lock")

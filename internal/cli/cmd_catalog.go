@@ -117,6 +117,10 @@ type pointView struct {
 	Tags         map[string]string `json:"tags,omitempty"`
 	Protected    bool              `json:"protected"`
 	JobID        int64             `json:"job_id,omitempty"`
+	// As in snapshotView: requested, and achieved ("unknown" when the
+	// manifest did not record it).
+	SnapshotMode         string `json:"snapshot_mode,omitempty"`
+	SnapshotModeAchieved string `json:"snapshot_mode_achieved"`
 }
 
 func (a *app) cmdCatalogPoints() *cobra.Command {
@@ -144,20 +148,22 @@ any repository. --vm matches a VM name or a VM ID.`,
 			if a.jsonOut {
 				views := make([]pointView, 0, len(points))
 				for _, p := range points {
-					views = append(views, pointView(p))
+					v := pointView(p)
+					v.SnapshotModeAchieved = achievedMode(v.SnapshotModeAchieved)
+					views = append(views, v)
 				}
 				return a.printJSON(views)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTIME\tVM\tMODE\tDISKS\tSIZE\tSTORED\tREPOSITORY\tTAGS")
+			fmt.Fprintln(tw, "ID\tTIME\tVM\tMODE\tCONSISTENCY\tDISKS\tSIZE\tSTORED\tREPOSITORY\tTAGS")
 			for _, p := range points {
 				prot := ""
 				if p.Protected {
 					prot = " (protected)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s\n", short(p.ID), p.Time.Local().Format(time.DateTime),
-					p.VMName, p.Mode, p.Disks, humanBytes(p.BytesLogical), humanBytes(p.BytesStored), short(p.Repository),
-					formatTags(p.Tags), prot)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s\n", short(p.ID), p.Time.Local().Format(time.DateTime),
+					p.VMName, p.Mode, consistency(p.SnapshotMode, p.SnapshotModeAchieved), p.Disks, humanBytes(p.BytesLogical),
+					humanBytes(p.BytesStored), short(p.Repository), formatTags(p.Tags), prot)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

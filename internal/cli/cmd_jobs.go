@@ -106,9 +106,10 @@ func (a *app) printJob(j catalog.Job, tasks []catalog.Task, events []catalog.Eve
 	if len(tasks) > 0 {
 		fmt.Fprintln(a.stdout, "\nTASKS")
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tVM\tHOST\tSTATUS\tMODE\tATTEMPTS\tREAD\tSTORED\tDURATION\tPOINT\tERROR")
+		fmt.Fprintln(tw, "ID\tVM\tHOST\tSTATUS\tMODE\tCONSISTENCY\tATTEMPTS\tREAD\tSTORED\tDURATION\tPOINT\tERROR")
 		for _, t := range tasks {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.VMName, dash(t.Host), t.Status, t.Mode, t.Attempts,
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.VMName, dash(t.Host), t.Status, t.Mode,
+				taskConsistency(t), t.Attempts,
 				humanBytes(t.BytesRead), humanBytes(t.BytesStored), duration(t.StartedAt, t.FinishedAt), dash(clip(t.BackupPointID, 12)), clip(t.Error, 60))
 		}
 		if err := tw.Flush(); err != nil {
@@ -148,25 +149,27 @@ type jobDoc struct {
 }
 
 type taskDoc struct {
-	ID            int64     `json:"id"`
-	Connection    string    `json:"connection"`
-	VMID          string    `json:"vm_id"`
-	VMName        string    `json:"vm"`
-	Host          string    `json:"host,omitempty"`
-	Datastores    []string  `json:"datastores,omitempty"`
-	Status        string    `json:"status"`
-	Mode          string    `json:"mode"`
-	SnapshotMode  string    `json:"snapshot_mode"`
-	Attempts      int       `json:"attempts"`
-	Started       time.Time `json:"started,omitzero"`
-	Finished      time.Time `json:"finished,omitzero"`
-	Seconds       float64   `json:"duration_seconds"`
-	BytesLogical  int64     `json:"bytes_logical"`
-	BytesRead     int64     `json:"bytes_read"`
-	BytesStored   int64     `json:"bytes_stored"`
-	BackupPointID string    `json:"backup_point,omitempty"`
-	Warnings      []string  `json:"warnings,omitempty"`
-	Error         string    `json:"error,omitempty"`
+	ID           int64    `json:"id"`
+	Connection   string   `json:"connection"`
+	VMID         string   `json:"vm_id"`
+	VMName       string   `json:"vm"`
+	Host         string   `json:"host,omitempty"`
+	Datastores   []string `json:"datastores,omitempty"`
+	Status       string   `json:"status"`
+	Mode         string   `json:"mode"`
+	SnapshotMode string   `json:"snapshot_mode"`
+	// SnapshotModeAchieved is its point's; absent while the task has none.
+	SnapshotModeAchieved string    `json:"snapshot_mode_achieved,omitempty"`
+	Attempts             int       `json:"attempts"`
+	Started              time.Time `json:"started,omitzero"`
+	Finished             time.Time `json:"finished,omitzero"`
+	Seconds              float64   `json:"duration_seconds"`
+	BytesLogical         int64     `json:"bytes_logical"`
+	BytesRead            int64     `json:"bytes_read"`
+	BytesStored          int64     `json:"bytes_stored"`
+	BackupPointID        string    `json:"backup_point,omitempty"`
+	Warnings             []string  `json:"warnings,omitempty"`
+	Error                string    `json:"error,omitempty"`
 }
 
 type eventDoc struct {
@@ -186,12 +189,31 @@ func jobJSON(j catalog.Job, tasks []catalog.Task, events []catalog.Event) jobDoc
 		d.Tasks = append(d.Tasks, taskDoc{ID: t.ID, Connection: t.Connection, VMID: t.VMID, VMName: t.VMName, Host: t.Host,
 			Datastores: t.Datastores, Status: string(t.Status), Mode: t.Mode, SnapshotMode: t.SnapshotMode, Attempts: t.Attempts,
 			Started: t.StartedAt, Finished: t.FinishedAt, Seconds: seconds(t.StartedAt, t.FinishedAt), BytesLogical: t.BytesLogical,
-			BytesRead: t.BytesRead, BytesStored: t.BytesStored, BackupPointID: t.BackupPointID, Warnings: t.Warnings, Error: t.Error})
+			BytesRead: t.BytesRead, BytesStored: t.BytesStored, BackupPointID: t.BackupPointID, Warnings: t.Warnings, Error: t.Error,
+			SnapshotModeAchieved: taskAchieved(t)})
 	}
 	for _, e := range events {
 		d.Events = append(d.Events, eventDoc{Time: e.Time, TaskID: e.TaskID, Level: e.Level, Kind: e.Kind, Message: e.Message, Fields: e.Fields})
 	}
 	return d
+}
+
+// taskAchieved is the achieved snapshot mode of a task's point: none
+// without a point, "unknown" for a point recorded before coffer kept it.
+func taskAchieved(t catalog.Task) string {
+	if t.BackupPointID == "" {
+		return ""
+	}
+	return achievedMode(t.SnapshotModeAchieved)
+}
+
+// taskConsistency is the CONSISTENCY column of a task: what its point
+// holds ("-" while it has none).
+func taskConsistency(t catalog.Task) string {
+	if t.BackupPointID == "" {
+		return "-"
+	}
+	return consistency(t.SnapshotMode, t.SnapshotModeAchieved)
 }
 
 func seconds(from, to time.Time) float64 {

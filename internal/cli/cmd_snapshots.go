@@ -15,28 +15,31 @@ import (
 
 // snapshotView is the --json form of a snapshot.
 type snapshotView struct {
-	ID           string            `json:"id"`
-	Short        string            `json:"short_id"`
-	Time         time.Time         `json:"time"`
-	Source       repo.Source       `json:"source"`
-	Mode         string            `json:"mode"`
-	SnapshotMode string            `json:"snapshot_mode,omitempty"`
-	Parent       string            `json:"parent,omitempty"`
-	Tags         map[string]string `json:"tags,omitempty"`
-	Protected    bool              `json:"protected"`
-	BytesLogical int64             `json:"bytes_logical"`
-	BytesRead    int64             `json:"bytes_read"`
-	BytesNew     int64             `json:"bytes_new"`
-	BytesStored  int64             `json:"bytes_stored"`
-	Duration     float64           `json:"duration_seconds"`
-	Disks        []repo.Disk       `json:"disks"`
-	Warnings     []string          `json:"warnings,omitempty"`
+	ID           string      `json:"id"`
+	Short        string      `json:"short_id"`
+	Time         time.Time   `json:"time"`
+	Source       repo.Source `json:"source"`
+	Mode         string      `json:"mode"`
+	SnapshotMode string      `json:"snapshot_mode,omitempty"`
+	// SnapshotModeAchieved is what the point holds; "unknown" for
+	// manifests written before coffer recorded it.
+	SnapshotModeAchieved string            `json:"snapshot_mode_achieved"`
+	Parent               string            `json:"parent,omitempty"`
+	Tags                 map[string]string `json:"tags,omitempty"`
+	Protected            bool              `json:"protected"`
+	BytesLogical         int64             `json:"bytes_logical"`
+	BytesRead            int64             `json:"bytes_read"`
+	BytesNew             int64             `json:"bytes_new"`
+	BytesStored          int64             `json:"bytes_stored"`
+	Duration             float64           `json:"duration_seconds"`
+	Disks                []repo.Disk       `json:"disks"`
+	Warnings             []string          `json:"warnings,omitempty"`
 }
 
 func snapshotJSON(s *repo.Snapshot) snapshotView {
 	return snapshotView{ID: s.ID.String(), Short: s.ID.Short(), Time: s.Time, Source: s.Source, Mode: s.Mode,
-		SnapshotMode: s.SnapshotMode, Parent: s.Parent, Tags: s.Tags, Protected: s.Protected, BytesLogical: s.Logical(),
-		BytesRead: s.BytesRead, BytesNew: s.BytesNew, BytesStored: s.BytesStored, Duration: s.Duration, Disks: s.Disks, Warnings: s.Warnings}
+		SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: achievedMode(s.SnapshotModeAchieved), Parent: s.Parent, Tags: s.Tags,
+		Protected: s.Protected, BytesLogical: s.Logical(), BytesRead: s.BytesRead, BytesNew: s.BytesNew, BytesStored: s.BytesStored, Duration: s.Duration, Disks: s.Disks, Warnings: s.Warnings}
 }
 
 func (a *app) cmdSnapshots() *cobra.Command {
@@ -46,7 +49,12 @@ func (a *app) cmdSnapshots() *cobra.Command {
 		Aliases: []string{"ls"},
 		Short:   "list backup points",
 		Long: `List the backup points of the repository, oldest first, straight from the
-repository (no catalog needed). A damaged manifest is reported and skipped.`,
+repository (no catalog needed). A damaged manifest is reported and skipped.
+
+CONSISTENCY is the snapshot mode the point really holds, with the requested
+one beside it when the connector fell back: "crash-consistent (quiesced
+requested)" after a quiesce fallback. Points written before coffer recorded
+it show "unknown"; disk images read without a snapshot show "as-is".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -73,14 +81,15 @@ repository (no catalog needed). A damaged manifest is reported and skipped.`,
 				return a.printJSON(views)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tDISKS\tSIZE\tNEW\tTAGS")
+			fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tSIZE\tNEW\tTAGS")
 			for _, s := range out {
 				prot := ""
 				if s.Protected {
 					prot = " (protected)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n", s.ID.Short(), s.Time.Local().Format("2006-01-02 15:04:05"),
-					s.Source.VMName, s.Mode, len(s.Disks), humanBytes(s.Logical()), humanBytes(s.BytesStored), formatTags(s.Tags), prot)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n", s.ID.Short(), s.Time.Local().Format("2006-01-02 15:04:05"),
+					s.Source.VMName, s.Mode, consistency(s.SnapshotMode, s.SnapshotModeAchieved), len(s.Disks), humanBytes(s.Logical()),
+					humanBytes(s.BytesStored), formatTags(s.Tags), prot)
 			}
 			_ = tw.Flush()
 			a.printf("%d snapshot(s)\n", len(out))
@@ -92,6 +101,28 @@ repository (no catalog needed). A damaged manifest is reported and skipped.`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "only snapshots of this source name")
 	return cmd
+}
+
+// unknownMode stands for an achieved snapshot mode a manifest does not
+// record (written before coffer recorded it): claiming the requested mode
+// instead could claim a quiesce that never happened.
+const unknownMode = "unknown"
+
+func achievedMode(achieved string) string {
+	if achieved == "" {
+		return unknownMode
+	}
+	return achieved
+}
+
+// consistency is the achieved snapshot mode, followed by the requested one
+// when they differ, so a fallback stands out in a listing.
+func consistency(requested, achieved string) string {
+	achieved = achievedMode(achieved)
+	if requested != "" && requested != achieved {
+		return achieved + " (" + requested + " requested)"
+	}
+	return achieved
 }
 
 func formatTags(t map[string]string) string {

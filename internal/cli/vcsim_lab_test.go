@@ -161,8 +161,9 @@ func (l *vcLab) power(vm mo.VirtualMachine, on bool) {
 }
 
 // backUp configures e with a `vc` connection to the lab and a policy `p`
-// selecting vm (snapshot mode extra, "" for the default), and runs it.
-func (l *vcLab) backUp(e *env, vm, snapshot string) {
+// selecting vm (snapshot mode extra, "" for the default), runs it and
+// returns the job.
+func (l *vcLab) backUp(e *env, vm, snapshot string) jobDoc {
 	l.t.Helper()
 	pw := filepath.Join(e.dir, "vc.password")
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
@@ -186,6 +187,7 @@ policies:
 	if err := json.Unmarshal([]byte(e.must("run", "p", "--json")), &job); err != nil || job.Status != "success" {
 		l.t.Fatalf("run: %+v %v", job, err)
 	}
+	return job
 }
 
 // restoreLatest restores the latest backup point as a new VM through the

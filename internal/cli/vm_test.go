@@ -20,6 +20,17 @@ import (
 // bootWriters boots n guests whose workload keeps writing self-verifying
 // blocks, each with one qcow2 disk and a guest agent, under dir/vm-N.
 func bootWriters(t *testing.T, ctx context.Context, dir string, n int) []*guestvm.VM {
+	agents := make([]bool, n)
+	for i := range agents {
+		agents[i] = true
+	}
+	return bootGuests(t, ctx, dir, agents)
+}
+
+// bootGuests is bootWriters with a guest agent channel only where agents
+// says so.
+func bootGuests(t *testing.T, ctx context.Context, dir string, agents []bool) []*guestvm.VM {
+	n := len(agents)
 	testutil.RequireBinary(t, "qemu-system-x86_64")
 	testutil.RequireBinary(t, "qemu-img")
 	img, err := guestvm.Build(ctx)
@@ -37,7 +48,7 @@ func bootWriters(t *testing.T, ctx context.Context, dir string, n int) []*guestv
 		}
 		vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: fmt.Sprintf("web-%d", i),
 			UUID: fmt.Sprintf("6b1d3c0e-8f53-4b8e-9a51-0d1c2b3a4f5%d", i), Dir: filepath.Join(dir, fmt.Sprintf("vm-%d", i)),
-			Mode: "write", Base: 64, Interval: 20 * time.Millisecond, GuestAgent: true,
+			Mode: "write", Base: 64, Interval: 20 * time.Millisecond, GuestAgent: agents[i],
 			Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -99,7 +110,7 @@ policies:
 			t.Fatalf("run: %+v", res)
 		}
 		for _, task := range res.Tasks {
-			if task.Mode != wantMode || task.BackupPointID == "" || task.SnapshotMode != "quiesced" {
+			if task.Mode != wantMode || task.BackupPointID == "" || task.SnapshotMode != "quiesced" || task.SnapshotModeAchieved != "quiesced" {
 				t.Fatalf("task %+v, want a %s backup", task, wantMode)
 			}
 		}
@@ -118,9 +129,14 @@ policies:
 		}
 	}
 
-	var points []map[string]any
+	var points []pointView
 	if err := json.Unmarshal([]byte(e.must("catalog", "points", "--json")), &points); err != nil || len(points) != 4 {
 		t.Fatalf("catalog points: %v %v", points, err)
+	}
+	for _, p := range points { // the guest agents answered
+		if p.SnapshotMode != "quiesced" || p.SnapshotModeAchieved != "quiesced" {
+			t.Fatalf("catalog point %+v", p)
+		}
 	}
 	if err := json.Unmarshal([]byte(e.must("vms", "--json")), &inv); err != nil {
 		t.Fatal(err)

@@ -249,6 +249,7 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 	t.rec.Status, t.rec.FinishedAt, t.rec.Error = catalog.StatusSuccess, time.Now(), ""
 	if snap != nil {
 		t.rec.BackupPointID, t.rec.Mode, t.rec.Warnings = snap.ID.String(), snap.Mode, snap.Warnings
+		t.rec.SnapshotModeAchieved = snap.SnapshotModeAchieved
 		t.rec.BytesLogical, t.rec.BytesRead, t.rec.BytesStored = snap.Logical(), snap.BytesRead, snap.BytesStored
 	}
 	rec := t.rec
@@ -268,7 +269,8 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 	if snap != nil && j.r != nil {
 		j.rec.point(catalog.BackupPoint{Repository: j.r.Config().ID, ID: snap.ID.String(), Time: snap.Time, Connection: rec.Connection,
 			VMID: rec.VMID, VMName: rec.VMName, Mode: snap.Mode, Parent: snap.Parent, Disks: len(snap.Disks),
-			BytesLogical: snap.Logical(), BytesStored: snap.BytesStored, Tags: snap.Tags, Protected: snap.Protected, JobID: j.record.ID})
+			BytesLogical: snap.Logical(), BytesStored: snap.BytesStored, Tags: snap.Tags, Protected: snap.Protected, JobID: j.record.ID,
+			SnapshotMode: snap.SnapshotMode, SnapshotModeAchieved: snap.SnapshotModeAchieved})
 	}
 	j.pending.Done()
 }

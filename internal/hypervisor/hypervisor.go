@@ -180,6 +180,15 @@ type Session interface {
 	// Warnings collected while snapshotting (quiesce fallback, tracking
 	// reset forcing a full read, ...), for the job result.
 	Warnings() []string
+	// AchievedMode is the snapshot mode the connector really carried out.
+	// It is weaker than the requested one when an action the mode needs
+	// did not happen: no guest agent or Tools froze the filesystems
+	// (quiesce fallback), no memory was saved (the VM was not running),
+	// coffer did not pause or suspend the VM; such a session is
+	// CrashConsistent and says why in Warnings. The backup point records
+	// it next to the requested mode, so a point never claims more than it
+	// holds.
+	AchievedMode() SnapshotMode
 	// Release drops the hypervisor-side snapshot early while keeping the
 	// session's bookkeeping, for storage-level (group) protection where the
 	// data is then read from a storage snapshot. Close still must be called.

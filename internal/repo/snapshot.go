@@ -45,7 +45,7 @@ type Snapshot struct {
 	Source       Source            `json:"source"`
 	Tags         map[string]string `json:"tags,omitempty"`
 	Mode         string            `json:"mode"`                    // full, incremental, differential
-	SnapshotMode string            `json:"snapshot_mode,omitempty"` // crash-consistent, quiesced, ...
+	SnapshotMode string            `json:"snapshot_mode,omitempty"` // as requested: quiesced, ...
 	Parent       string            `json:"parent,omitempty"`        // previous point of the same source
 	BaseFull     string            `json:"base_full,omitempty"`     // last full point (differential base)
 	VMConfig     json.RawMessage   `json:"vm_config,omitempty"`
@@ -61,6 +61,11 @@ type Snapshot struct {
 	ChunksNew    int               `json:"chunks_new"`
 	ChunksTotal  int               `json:"chunks_total"`
 	BytesLogical int64             `json:"bytes_logical"`
+
+	// SnapshotModeAchieved is the snapshot mode the connector really
+	// carried out (a quiesce fallback is crash-consistent); empty in
+	// manifests written before coffer recorded it.
+	SnapshotModeAchieved string `json:"snapshot_mode_achieved,omitempty"`
 }
 
 // Source identifies what was backed up.

@@ -105,7 +105,8 @@ func testTasks(t *testing.T, open Opener) {
 		Datastores: []string{"ds1", "ds2"}, Status: catalog.StatusRunning, Mode: "incremental",
 		SnapshotMode: "quiesced", Attempts: 2, StartedAt: at(time.Second), FinishedAt: at(time.Minute),
 		BytesLogical: 10 << 30, BytesRead: 1 << 30, BytesStored: 123456789, BackupPointID: "abcd",
-		Warnings: []string{"quiesce failed, fell back to crash-consistent", "ünïcode ✓"}, Error: ""}
+		Warnings: []string{"quiesce failed, fell back to crash-consistent", "ünïcode ✓"}, Error: "",
+		SnapshotModeAchieved: "crash-consistent"}
 	tasks := []*catalog.Task{full,
 		{JobID: j1.ID, VMID: "vm-2", VMName: "db", Status: catalog.StatusQueued},
 		{JobID: j2.ID, VMID: "vm-1", VMName: "web", Status: catalog.StatusFailed, Error: "timeout"},
@@ -132,7 +133,7 @@ func testTasks(t *testing.T, open Opener) {
 
 	// Update two tasks, given in reverse ID order.
 	u1, u2 := *tasks[2], *full
-	u1.Status, u1.Attempts, u1.Warnings = catalog.StatusSuccess, 3, []string{"retried"}
+	u1.Status, u1.Attempts, u1.Warnings, u1.SnapshotModeAchieved = catalog.StatusSuccess, 3, []string{"retried"}, "suspend"
 	u2.Status, u2.Datastores, u2.Warnings, u2.BytesStored = catalog.StatusSuccess, []string{"ds3"}, nil, 42
 	ok(t, c.UpdateTasks(ctx, []*catalog.Task{&u1, &u2}))
 	got, err = c.GetTask(ctx, full.ID)

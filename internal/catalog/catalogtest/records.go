@@ -89,13 +89,14 @@ func testBackupPoints(t *testing.T, open Opener) {
 	ok(t, c.PutBackupPoints(ctx, nil))
 	full := catalog.BackupPoint{Repository: "r1", ID: "p1", Time: at(0), Connection: "vc", VMID: "vm-1", VMName: "web",
 		Mode: "incremental", Parent: "p0", Disks: 3, BytesLogical: 3 << 40, BytesStored: 12345,
-		Tags: map[string]string{"env": "prod", "owner": "ops"}, Protected: true, JobID: 77}
+		Tags: map[string]string{"env": "prod", "owner": "ops"}, Protected: true, JobID: 77,
+		SnapshotMode: "quiesced", SnapshotModeAchieved: "crash-consistent"}
 	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{full, point("r1", "p2", time.Hour, "vm-2"),
 		point("r2", "p1", 2*time.Hour, "vm-1"), point("r1", "p3", 3*time.Hour, "vm-1")}))
 	all := listPoints(t, c, catalog.BackupPointFilter{})
 	same(t, "points newest first", pointIDs(all), []string{"p3", "p1", "p2", "p1"})
 	same(t, "full point", all[3], full)
-	if all[0].Tags != nil || all[0].Protected {
+	if all[0].Tags != nil || all[0].Protected || all[0].SnapshotMode != "" || all[0].SnapshotModeAchieved != "" {
 		t.Fatalf("bare point read back as %+v", all[0])
 	}
 
@@ -109,6 +110,7 @@ func testBackupPoints(t *testing.T, open Opener) {
 	// point with the same ID is untouched.
 	changed := full
 	changed.Protected, changed.Tags, changed.BytesStored, changed.Time = false, map[string]string{"env": "test"}, 1, at(4*time.Hour)
+	changed.SnapshotModeAchieved = "quiesced" // a rebuild from a rewritten manifest
 	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{changed}))
 	r1 := listPoints(t, c, catalog.BackupPointFilter{Repository: "r1"})
 	same(t, "after upsert", pointIDs(r1), []string{"p1", "p3", "p2"})
@@ -129,6 +131,7 @@ func testReplaceBackupPoints(t *testing.T, open Opener) {
 	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{point("r1", "old1", 0, "a"), point("r1", "keep", time.Minute, "a"),
 		point("r2", "other", 0, "b")}))
 	kept := point("", "keep", 2*time.Minute, "a") // Repository filled in from the argument
+	kept.SnapshotMode, kept.SnapshotModeAchieved = "with-memory", "crash-consistent"
 	ok(t, c.ReplaceBackupPoints(ctx, "r1", []catalog.BackupPoint{kept, point("r1", "new", time.Hour, "c")}))
 	r1 := listPoints(t, c, catalog.BackupPointFilter{Repository: "r1"})
 	same(t, "replaced set", pointIDs(r1), []string{"new", "keep"})

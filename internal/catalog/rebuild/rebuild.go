@@ -54,20 +54,22 @@ func Rebuild(ctx context.Context, cat catalog.Catalog, r *repo.Repository) (Resu
 // repository whose ID is repositoryID.
 func PointFromSnapshot(repositoryID string, s *repo.Snapshot) catalog.BackupPoint {
 	return catalog.BackupPoint{
-		Repository:   repositoryID,
-		ID:           s.ID.String(),
-		Time:         s.Time,
-		Connection:   s.Source.Connection,
-		VMID:         s.Source.VMID,
-		VMName:       s.Source.VMName,
-		Mode:         s.Mode,
-		Parent:       s.Parent,
-		Disks:        len(s.Disks),
-		BytesLogical: s.Logical(),
-		BytesStored:  s.BytesStored,
-		Tags:         s.Tags,
-		Protected:    s.Protected,
-		JobID:        s.JobID,
+		Repository:           repositoryID,
+		ID:                   s.ID.String(),
+		Time:                 s.Time,
+		Connection:           s.Source.Connection,
+		VMID:                 s.Source.VMID,
+		VMName:               s.Source.VMName,
+		Mode:                 s.Mode,
+		Parent:               s.Parent,
+		Disks:                len(s.Disks),
+		BytesLogical:         s.Logical(),
+		BytesStored:          s.BytesStored,
+		Tags:                 s.Tags,
+		Protected:            s.Protected,
+		JobID:                s.JobID,
+		SnapshotMode:         s.SnapshotMode,
+		SnapshotModeAchieved: s.SnapshotModeAchieved,
 	}
 }
 

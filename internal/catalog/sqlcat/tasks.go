@@ -10,7 +10,8 @@ import (
 )
 
 const taskColumns = `id, job_id, connection, vm_id, vm_name, host, datastores, status, mode, snapshot_mode,
-	attempts, started_at, finished_at, bytes_logical, bytes_read, bytes_stored, backup_point_id, warnings, error`
+	attempts, started_at, finished_at, bytes_logical, bytes_read, bytes_stored, backup_point_id, warnings, error,
+	snapshot_mode_achieved`
 
 func (c *Catalog) taskArgs(t *catalog.Task) ([]any, error) {
 	ds, err := jsonArg(t.Datastores, len(t.Datastores))
@@ -23,7 +24,7 @@ func (c *Catalog) taskArgs(t *catalog.Task) ([]any, error) {
 	}
 	return []any{t.JobID, t.Connection, t.VMID, t.VMName, t.Host, ds, string(t.Status), t.Mode, t.SnapshotMode,
 		t.Attempts, c.timeArg(t.StartedAt), c.timeArg(t.FinishedAt), t.BytesLogical, t.BytesRead, t.BytesStored,
-		t.BackupPointID, warn, t.Error}, nil
+		t.BackupPointID, warn, t.Error, t.SnapshotModeAchieved}, nil
 }
 
 func scanTask(r Rows) (catalog.Task, error) {
@@ -31,7 +32,7 @@ func scanTask(r Rows) (catalog.Task, error) {
 	var status string
 	err := r.Scan(&t.ID, &t.JobID, &t.Connection, &t.VMID, &t.VMName, &t.Host, jsonDest{&t.Datastores}, &status,
 		&t.Mode, &t.SnapshotMode, &t.Attempts, timeDest{&t.StartedAt}, timeDest{&t.FinishedAt}, &t.BytesLogical,
-		&t.BytesRead, &t.BytesStored, &t.BackupPointID, jsonDest{&t.Warnings}, &t.Error)
+		&t.BytesRead, &t.BytesStored, &t.BackupPointID, jsonDest{&t.Warnings}, &t.Error, &t.SnapshotModeAchieved)
 	t.Status = catalog.Status(status)
 	return t, err
 }
@@ -51,7 +52,7 @@ func (c *Catalog) CreateTasks(ctx context.Context, tasks []*catalog.Task) error 
 	}
 	q := c.d.Rebind(`INSERT INTO tasks (job_id, connection, vm_id, vm_name, host, datastores, status, mode,
 		snapshot_mode, attempts, started_at, finished_at, bytes_logical, bytes_read, bytes_stored, backup_point_id,
-		warnings, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+		warnings, error, snapshot_mode_achieved) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 	var ids []int64
 	err := c.b.Write(ctx, func(tx Tx) error {
 		var err error
@@ -87,7 +88,8 @@ func (c *Catalog) UpdateTasks(ctx context.Context, tasks []*catalog.Task) error 
 	}
 	q := c.d.Rebind(`UPDATE tasks SET job_id = ?, connection = ?, vm_id = ?, vm_name = ?, host = ?, datastores = ?,
 		status = ?, mode = ?, snapshot_mode = ?, attempts = ?, started_at = ?, finished_at = ?, bytes_logical = ?,
-		bytes_read = ?, bytes_stored = ?, backup_point_id = ?, warnings = ?, error = ? WHERE id = ?`)
+		bytes_read = ?, bytes_stored = ?, backup_point_id = ?, warnings = ?, error = ?, snapshot_mode_achieved = ?
+		WHERE id = ?`)
 	err := c.b.Write(ctx, func(tx Tx) error {
 		n, err := tx.ExecBatch(ctx, q, rows)
 		if err != nil {

@@ -39,19 +39,58 @@ func TestRefusesUnknownSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.Exec(`INSERT INTO schema_migrations VALUES (2, 'future', '')`); err != nil {
+	ms, err := sqlite.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := len(ms) + 1
+	if _, err := db.Exec(`INSERT INTO schema_migrations VALUES (?, 'future', '')`, future); err != nil {
 		t.Fatal(err)
 	}
 	var tooNew sqlcat.ErrSchemaTooNew
-	if _, err := sqlite.Open(ctx, path, sqlite.Options{}); !errors.As(err, &tooNew) || tooNew.Database != 2 {
+	if _, err := sqlite.Open(ctx, path, sqlite.Options{}); !errors.As(err, &tooNew) || tooNew.Database != future {
 		t.Fatalf("open of a newer schema: %v", err)
 	}
-	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = 2; UPDATE schema_migrations SET name = 'other'`); err != nil {
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = ?; UPDATE schema_migrations SET name = 'other'`, future); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sqlite.Open(ctx, path, sqlite.Options{}); err == nil || !strings.Contains(err.Error(), "different build") {
 		t.Fatalf("open of a different history: %v", err)
 	}
+}
+
+// A catalog written by a coffer with schema version 1 is migrated in
+// place: its rows keep their values and gain empty snapshot modes.
+func TestUpgradeFromVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.db")
+	ms, err := sqlite.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The rows catalogtest.CheckUpgradeFromV1 expects.
+	for _, q := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
+		ms[0].SQL,
+		`INSERT INTO schema_migrations VALUES (1, 'init', '')`,
+		`INSERT INTO jobs (id, kind, created_at) VALUES (1, 'backup', 0)`,
+		`INSERT INTO tasks (job_id, vm_name, status, snapshot_mode, backup_point_id) VALUES (1, 'web', 'success', 'quiesced', 'old')`,
+		`INSERT INTO backup_points (repository, id, taken_at, vm_name, mode) VALUES ('r', 'old', 0, 'web', 'full')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%v: %s", err, q)
+		}
+	}
+	c, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	catalogtest.CheckUpgradeFromV1(t, c)
 }
 
 func TestMemory(t *testing.T) {

@@ -51,7 +51,10 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 		return fail(fmt.Errorf("%w: host busy (injected, attempt %d)", hypervisor.ErrTransient, attempt))
 	}
 	var warnings []string
+	achieved := req.Mode
 	switch req.Mode {
+	case "":
+		achieved = hypervisor.CrashConsistent
 	case hypervisor.WithMemory:
 		return fail(fmt.Errorf("with-memory snapshots: %w by the fake connector", hypervisor.ErrUnsupported))
 	case hypervisor.Quiesced:
@@ -60,9 +63,10 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 				return fail(fmt.Errorf("%w: no guest agent answered", hypervisor.ErrQuiesceFailed))
 			}
 			warnings = append(warnings, "guest agent not answering: snapshot is crash-consistent")
+			achieved = hypervisor.CrashConsistent
 		}
 	}
-	s := &session{c: c, st: st, name: "coffer-" + req.SessionID, warnings: warnings}
+	s := &session{c: c, st: st, name: "coffer-" + req.SessionID, warnings: warnings, achieved: achieved}
 	// Journal first: a crash during the create must leave a findable object.
 	c.mu.Lock()
 	st.objects[s.name] = &object{kind: "vm-snapshot", session: s}
@@ -154,6 +158,7 @@ type session struct {
 	frozen   []map[int64]uint32
 	changed  []map[int64]bool
 	warnings []string
+	achieved hypervisor.SnapshotMode
 	released bool
 	closed   bool
 	dead     bool
@@ -166,8 +171,9 @@ func (s *session) Config() hypervisor.VMConfig {
 		Disks: append([]hypervisor.DiskInfo(nil), vm.Disks...)}
 }
 
-func (s *session) Disks() []hypervisor.DiskSnapshot { return s.disks }
-func (s *session) Warnings() []string               { return s.warnings }
+func (s *session) Disks() []hypervisor.DiskSnapshot      { return s.disks }
+func (s *session) Warnings() []string                    { return s.warnings }
+func (s *session) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
 
 // Release removes the VM snapshot but keeps the change sets (group mode).
 func (s *session) Release(ctx context.Context) error {

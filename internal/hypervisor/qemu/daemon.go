@@ -171,13 +171,17 @@ func planDaemonDisk(jd *journalDisk) {
 // write lands wholly before the instant (in the image and in the bitmaps)
 // or wholly after it (copied to the overlay first, and in the new bitmap).
 func (s *session) snapshotDaemon(ctx context.Context) error {
-	if s.req.Mode == hypervisor.Quiesced {
+	switch s.req.Mode {
+	case hypervisor.Quiesced:
 		why := "a qemu-storage-daemon has no guest to quiesce"
 		if s.req.Quiesce == hypervisor.QuiesceRequired {
 			return fmt.Errorf("%w: %s", hypervisor.ErrQuiesceFailed, why)
 		}
 		s.warnings = append(s.warnings, why+"; the backup is crash-consistent")
+	case hypervisor.Suspend:
+		s.warnings = append(s.warnings, "a qemu-storage-daemon has no guest to pause; the backup is crash-consistent")
 	}
+	s.achieved = s.plainMode() // with-memory was refused before
 	actions := s.bitmapActions()
 	if s.req.Mode != hypervisor.AsIs {
 		for _, d := range s.j.Disks {

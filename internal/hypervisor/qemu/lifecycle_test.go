@@ -180,6 +180,14 @@ func TestQuiesceWithoutGuestAgent(t *testing.T) {
 	if !strings.Contains(strings.ToLower(strings.Join(s.Warnings, "\n")), "agent") {
 		t.Fatalf("fallback without a warning: %v", s.Warnings)
 	}
+	// The manifest says what the point holds, not what was asked.
+	stored, err := l.repo.LoadSnapshot(l.ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.SnapshotMode != "quiesced" || stored.SnapshotModeAchieved != "crash-consistent" {
+		t.Fatalf("fallback point records requested %q achieved %q", stored.SnapshotMode, stored.SnapshotModeAchieved)
+	}
 	l.checkWorkload(l.restoreDisk(s, "vda"))
 	l.assertClean()
 }
@@ -243,10 +251,28 @@ func TestWithMemoryKeepsChangeTracking(t *testing.T) {
 	if kinds["memory"] != hypervisor.KindMemory || kinds["vda"] != hypervisor.KindDisk || len(s.Disks) != 3 {
 		t.Fatalf("with-memory point streams: %v", kinds)
 	}
+	if s.SnapshotModeAchieved != string(hypervisor.WithMemory) {
+		t.Fatalf("with-memory point achieved %q", s.SnapshotModeAchieved)
+	}
 	l.checkWorkload(l.restoreDisk(s, "vda"))
 	l.assertClean()
 	inc := l.pausedIncremental()
 	if inc.Mode != "incremental" || len(inc.Warnings) != 0 {
 		t.Fatalf("after a with-memory backup: %s %v", inc.Mode, inc.Warnings)
 	}
+	// A paused VM has no running memory to save: the point holds the disks
+	// only, and says it is crash-consistent.
+	if err := l.admin.Execute(l.ctx, "stop", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	paused, err := l.backup("incremental", hypervisor.WithMemory)
+	if err := errors.Join(err, l.admin.Execute(l.ctx, "cont", nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if len(paused.Disks) != 2 || paused.SnapshotMode != "with-memory" || paused.SnapshotModeAchieved != "crash-consistent" ||
+		!strings.Contains(strings.Join(paused.Warnings, ";"), "not running") {
+		t.Fatalf("with-memory of a paused VM: %d streams, requested %q achieved %q, warnings %v",
+			len(paused.Disks), paused.SnapshotMode, paused.SnapshotModeAchieved, paused.Warnings)
+	}
+	l.assertClean()
 }

@@ -200,6 +200,9 @@ func TestLiveBackupsFullIncrementalDifferential(t *testing.T) {
 	if full.Mode != "full" || len(full.Disks) != 2 {
 		t.Fatalf("full: mode %s disks %d", full.Mode, len(full.Disks))
 	}
+	if full.SnapshotMode != "quiesced" || full.SnapshotModeAchieved != "quiesced" {
+		t.Fatalf("full with a running guest agent: requested %q achieved %q", full.SnapshotMode, full.SnapshotModeAchieved)
+	}
 	l.assertClean()
 	rep := l.checkWorkload(l.restoreDisk(full, "vda"))
 	t.Logf("full point: %+v, read %d bytes", rep, full.BytesRead)
@@ -218,6 +221,9 @@ func TestLiveBackupsFullIncrementalDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.admin.Execute(l.ctx, "cont", nil, nil)
+	if inc.SnapshotModeAchieved != "crash-consistent" {
+		t.Fatalf("incremental achieved %q", inc.SnapshotModeAchieved)
+	}
 	if inc.Mode != "incremental" || inc.BytesRead >= full.BytesRead {
 		t.Fatalf("incremental: mode %s read %d (full read %d)", inc.Mode, inc.BytesRead, full.BytesRead)
 	}
@@ -237,6 +243,9 @@ func TestLiveBackupsFullIncrementalDifferential(t *testing.T) {
 	diff, err := l.backup("differential", hypervisor.Suspend)
 	if err != nil || diff.Mode != "differential" {
 		t.Fatalf("differential: %v %v", err, diff)
+	}
+	if diff.SnapshotModeAchieved != "suspend" { // the running VM was paused for it
+		t.Fatalf("differential with suspend achieved %q", diff.SnapshotModeAchieved)
 	}
 	l.checkWorkload(l.restoreDisk(diff, "vda"))
 	l.assertClean()

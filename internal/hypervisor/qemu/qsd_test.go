@@ -184,8 +184,24 @@ func TestQSDFleetFullThenIncremental(t *testing.T) {
 	// only the writes made while the jobs ran.
 	fullJob := f.run(p, "full")
 	f.noLeftovers()
+	// A daemon has no guest to quiesce: a quiesced policy falls back, and
+	// its points say so.
+	p.Snapshot = string(hypervisor.Quiesced)
 	incJob := f.run(p, "incremental")
 	f.noLeftovers()
+	for _, jb := range []job{fullJob, incJob} {
+		for _, tk := range jb.res.Tasks {
+			if tk.SnapshotMode != jb.res.Tasks[0].SnapshotMode || tk.SnapshotModeAchieved != string(hypervisor.CrashConsistent) {
+				t.Fatalf("%s job: %s requested %q achieved %q", jb.mode, tk.VMName, tk.SnapshotMode, tk.SnapshotModeAchieved)
+			}
+			if fellBack := strings.Contains(strings.Join(tk.Warnings, ";"), "no guest to quiesce"); fellBack != (jb.mode == "incremental") {
+				t.Fatalf("%s job: %s warnings %v", jb.mode, tk.VMName, tk.Warnings)
+			}
+		}
+	}
+	if got := incJob.res.Tasks[0].SnapshotMode; got != string(hypervisor.Quiesced) {
+		t.Fatalf("incremental job requested %q", got)
+	}
 	full, inc := f.check(fullJob), f.check(incJob)
 	// An incremental reads exactly the repository spans holding blocks
 	// written between the two snapshot instants: the dirty bitmaps lost

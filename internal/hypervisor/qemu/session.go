@@ -39,6 +39,7 @@ type session struct {
 	nbdNet   string // "unix", or "tcp" for a storage daemon's own server
 	nbdSock  string
 	warnings []string
+	achieved hypervisor.SnapshotMode // what the snapshot instant really did
 	closed   bool
 	tokens   map[string]string
 }
@@ -226,15 +227,27 @@ func (s *session) prepareFleecing(ctx context.Context) error {
 // copy-before-write filter, bitmaps handed over, then resumed and thawed.
 // The VM is never left stopped or frozen, whatever fails.
 func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
+	// A failed snapshot returns no session: the achieved mode is only
+	// ever read after the whole instant succeeded.
+	s.achieved = s.plainMode()
 	if s.req.Mode == hypervisor.Quiesced {
-		thaw, err := s.quiesce(ctx)
+		thaw, frozen, err := s.quiesce(ctx)
 		if err != nil {
 			return err
 		}
 		defer thaw()
+		if frozen {
+			s.achieved = hypervisor.Quiesced
+		}
 	}
 	running := s.info.Status == "running"
+	if !running {
+		s.notRunning()
+	}
 	if s.req.Mode != hypervisor.AsIs && running {
+		if s.req.Mode == hypervisor.Suspend {
+			s.achieved = hypervisor.Suspend // the VM is paused for the switch below
+		}
 		s.j.Stopped = true
 		if err := s.j.save(); err != nil {
 			return err
@@ -264,6 +277,7 @@ func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
 		if err := s.saveMemory(ctx); err != nil {
 			return err
 		}
+		s.achieved = hypervisor.WithMemory
 		if err := s.prepareFleecing(ctx); err != nil {
 			return err
 		}
@@ -273,6 +287,27 @@ func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
 		return err
 	}
 	return s.handOverBitmaps(ctx)
+}
+
+// plainMode is what a snapshot achieves before any guest or VM action:
+// as-is when asked, else crash-consistent (all disks at one instant).
+func (s *session) plainMode() hypervisor.SnapshotMode {
+	if s.req.Mode == hypervisor.AsIs {
+		return hypervisor.AsIs
+	}
+	return hypervisor.CrashConsistent
+}
+
+// notRunning warns when the mode needs a running VM that is not: a paused
+// or shut-down guest has no memory worth saving (QEMU saves none) and
+// nothing for coffer to pause.
+func (s *session) notRunning() {
+	switch s.req.Mode {
+	case hypervisor.WithMemory:
+		s.warnings = append(s.warnings, fmt.Sprintf("VM is %s, not running: no memory state saved; the backup is crash-consistent", s.info.Status))
+	case hypervisor.Suspend:
+		s.warnings = append(s.warnings, fmt.Sprintf("VM is %s, not running: coffer did not pause it; the backup is crash-consistent", s.info.Status))
+	}
 }
 
 // memoryFirst reports whether this session saves the VM's memory.
@@ -349,13 +384,16 @@ func (s *session) persistent(id string) bool {
 	return false
 }
 
-func (s *session) quiesce(ctx context.Context) (func(), error) {
-	fallback := func(why error) (func(), error) {
+// quiesce freezes the guest filesystems through the guest agent and
+// returns the thaw, and whether the guest is frozen: with the fallback
+// policy a missing or failing agent is a warning and frozen is false.
+func (s *session) quiesce(ctx context.Context) (thaw func(), frozen bool, err error) {
+	fallback := func(why error) (func(), bool, error) {
 		if s.req.Quiesce == hypervisor.QuiesceRequired {
-			return nil, fmt.Errorf("%w: %v", hypervisor.ErrQuiesceFailed, why)
+			return nil, false, fmt.Errorf("%w: %v", hypervisor.ErrQuiesceFailed, why)
 		}
 		s.warnings = append(s.warnings, fmt.Sprintf("guest agent did not quiesce (%v); the backup is crash-consistent", why))
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	qctx, cancel := context.WithTimeout(ctx, s.t.Quiesce)
 	defer cancel()
@@ -366,7 +404,7 @@ func (s *session) quiesce(ctx context.Context) (func(), error) {
 	s.j.Frozen = true
 	if err := s.j.save(); err != nil {
 		ga.Close()
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := ga.Freeze(qctx); err != nil {
 		thawAgent(ctx, ga, s.t.Quiesce)
@@ -380,7 +418,7 @@ func (s *session) quiesce(ctx context.Context) (func(), error) {
 		ga.Close()
 		s.j.Frozen = false
 		s.j.save()
-	}, nil
+	}, true, nil
 }
 
 // thawAgent thaws with a fresh deadline: a thaw must be attempted even

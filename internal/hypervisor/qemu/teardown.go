@@ -49,6 +49,9 @@ func (s *session) Disks() []hypervisor.DiskSnapshot {
 // Warnings implements hypervisor.Session.
 func (s *session) Warnings() []string { return s.warnings }
 
+// AchievedMode implements hypervisor.Session.
+func (s *session) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
+
 // Release implements hypervisor.Session. Fleecing costs the VM nothing
 // beyond copy-before-write, so there is nothing to drop early.
 func (s *session) Release(ctx context.Context) error { return nil }

@@ -138,6 +138,9 @@ func (s *session) Disks() []hypervisor.DiskSnapshot { return s.disks }
 // Warnings implements hypervisor.Session.
 func (s *session) Warnings() []string { return s.warnings }
 
+// AchievedMode implements hypervisor.Session.
+func (s *session) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
+
 // OpenDisk implements hypervisor.Session.
 func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
 	if m, ok := s.mem[key]; ok {

@@ -181,6 +181,9 @@ func TestBackupWithMemory(t *testing.T) {
 		img  memoryImage
 		disk []byte
 	}{{p1, img1, disk1}, {p2, img2, disk2}} {
+		if tc.p.SnapshotModeAchieved != string(hypervisor.WithMemory) {
+			t.Fatalf("point %d: achieved %q", i+1, tc.p.SnapshotModeAchieved)
+		}
 		mem := memoryStreams(tc.p)
 		want := map[string][]byte{memoryVMSNKey: tc.img.vmsn}
 		if tc.img.vmem != nil {
@@ -224,18 +227,29 @@ func TestBackupWithMemory(t *testing.T) {
 }
 
 // TestWithMemoryPoweredOff: a powered-off VM has no memory to save, so a
-// with-memory backup takes a plain snapshot and stores no memory stream.
+// with-memory backup takes a plain snapshot, stores no memory stream and
+// records crash-consistent as achieved, with a warning; suspend, which
+// has nothing to suspend, likewise.
 func TestWithMemoryPoweredOff(t *testing.T) {
 	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, PoweredOff: true})
 	sh := newCBTShim(t, s)
 	c, r, ref := sh.connect(t, nil), newRepo(t), s.vms[0]
 	sh.setMemoryImage(ref, memoryImage{vmsn: randomBytes(t, 1000), vmem: randomBytes(t, 1000)})
-	p := runBackupMode(t, r, c, hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}, hypervisor.WithMemory)
-	if len(memoryStreams(p)) != 0 || len(p.Disks) != 1 {
-		t.Fatalf("powered-off VM: streams %+v", p.Disks)
-	}
-	if len(s.snapshots(ref)) != 0 {
-		t.Fatal("snapshot left on the VM")
+	for _, mode := range []hypervisor.SnapshotMode{hypervisor.WithMemory, hypervisor.Suspend} {
+		p := runBackupMode(t, r, c, hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}, mode)
+		if len(memoryStreams(p)) != 0 || len(p.Disks) != 1 {
+			t.Fatalf("powered-off VM, %s: streams %+v", mode, p.Disks)
+		}
+		if p.SnapshotMode != string(mode) || p.SnapshotModeAchieved != string(hypervisor.CrashConsistent) ||
+			!strings.Contains(strings.Join(p.Warnings, ";"), "poweredOff") {
+			t.Fatalf("powered-off VM, %s: recorded %q achieved %q, warnings %v", mode, p.SnapshotMode, p.SnapshotModeAchieved, p.Warnings)
+		}
+		if len(s.snapshots(ref)) != 0 {
+			t.Fatal("snapshot left on the VM")
+		}
+		if ps := s.vm(ref).Runtime.PowerState; ps != types.VirtualMachinePowerStatePoweredOff {
+			t.Fatalf("%s left the VM %s", mode, ps)
+		}
 	}
 }
 

@@ -64,6 +64,7 @@ type session struct {
 	memory   bool                           // the snapshot holds the VM's memory state
 	mem      map[string]memoryLocation      // memory streams, by key (memory.go)
 	warnings []string
+	achieved hypervisor.SnapshotMode // what the snapshot really holds (take)
 	closed   bool
 	// removeTried: a removal was requested; retries check for it first.
 	removeTried bool
@@ -118,6 +119,7 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 		}
 	}
 	devices := s.vm.Config.Hardware.Device
+	s.achieved = hypervisor.AsIs
 	if req.Mode != hypervisor.AsIs {
 		if devices, err = s.take(ctx, moref); err != nil {
 			return nil, err
@@ -145,10 +147,14 @@ func (s *session) warn(f string, a ...any) {
 // the snapshot's configuration (their backings name the frozen files).
 func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]types.BaseVirtualDevice, error) {
 	memory, quiesce := false, false
+	poweredOn := s.vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn
 	switch s.req.Mode {
 	case hypervisor.CrashConsistent, "":
 	case hypervisor.WithMemory:
-		memory = s.vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn
+		memory = poweredOn
+		if !memory {
+			s.warn("VM is %s: no memory to save, a plain snapshot is crash-consistent", s.vm.Runtime.PowerState)
+		}
 	case hypervisor.Quiesced:
 		quiesce = true
 		if s.vm.Guest == nil || s.vm.Guest.ToolsRunningStatus != string(types.VirtualMachineToolsRunningStatusGuestToolsRunning) {
@@ -159,6 +165,9 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 			quiesce = false
 		}
 	case hypervisor.Suspend:
+		if !poweredOn {
+			s.warn("VM is %s: coffer did not suspend it; the snapshot is crash-consistent", s.vm.Runtime.PowerState)
+		}
 	default:
 		return nil, fmt.Errorf("vsphere: snapshot mode %q: %w", s.req.Mode, hypervisor.ErrUnsupported)
 	}
@@ -170,7 +179,8 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 		return nil, err
 	}
 	vmo := object.NewVirtualMachine(s.c.client, vm)
-	if s.req.Mode == hypervisor.Suspend && s.vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
+	suspended := s.req.Mode == hypervisor.Suspend && poweredOn
+	if suspended {
 		s.j.Suspended = true
 		if err := s.j.save(); err != nil {
 			return nil, err
@@ -209,6 +219,7 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 			return nil, fmt.Errorf("vsphere: %s: %v: %w", s.ref.Name, err, hypervisor.ErrQuiesceFailed)
 		}
 		s.warn("quiesced snapshot failed (%v); retried crash-consistent", err)
+		quiesce = false
 		err = s.c.runTaskResult(ctx, s.to.SnapshotCreate, func(ctx context.Context) (*object.Task, error) {
 			return vmo.CreateSnapshot(ctx, s.j.Snapshot, desc, memory, false)
 		}, &res)
@@ -224,11 +235,27 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 	}
 	s.snap = &ref
 	s.memory = memory
+	s.achieved = achievedMode(quiesce, memory, suspended)
 	var snap mo.VirtualMachineSnapshot
 	if err := property.DefaultCollector(s.c.client).RetrieveOne(ctx, ref, []string{"config.hardware.device"}, &snap); err != nil {
 		return nil, fmt.Errorf("vsphere: snapshot of %s: %w", s.ref.Name, err)
 	}
 	return snap.Config.Hardware.Device, nil
+}
+
+// achievedMode names what a created snapshot holds: the guest quiesced
+// by Tools, the VM's memory, a VM suspended by coffer around it, or none
+// of these (crash-consistent).
+func achievedMode(quiesced, memory, suspended bool) hypervisor.SnapshotMode {
+	switch {
+	case quiesced:
+		return hypervisor.Quiesced
+	case memory:
+		return hypervisor.WithMemory
+	case suspended:
+		return hypervisor.Suspend
+	}
+	return hypervisor.CrashConsistent
 }
 
 // abandon handles a failed or timed-out creation: if the snapshot exists

@@ -76,6 +76,9 @@ func TestSnapshotModes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if got := sess.AchievedMode(); got != tc.mode {
+				t.Fatalf("achieved %q, want %q (Tools running, VM powered on)", got, tc.mode)
+			}
 			snaps := s.snapshots(ref)
 			node, ok := snaps[SnapshotPrefix+id]
 			if ok != tc.snapshot || len(snaps) != map[bool]int{true: 1}[tc.snapshot] {
@@ -142,6 +145,9 @@ func TestQuiescePolicy(t *testing.T) {
 	if s.snapshots(ref)[SnapshotPrefix+"q2"].Quiesced {
 		t.Fatal("fallback snapshot claims to be quiesced")
 	}
+	if got := sess.AchievedMode(); got != hypervisor.CrashConsistent {
+		t.Fatalf("fallback session reports %q achieved", got)
+	}
 }
 
 func TestQuiesceFaultFallsBack(t *testing.T) {
@@ -162,6 +168,9 @@ func TestQuiesceFaultFallsBack(t *testing.T) {
 	}
 	if w := strings.Join(sess.Warnings(), "; "); !strings.Contains(w, "retried crash-consistent") {
 		t.Fatalf("warnings %q", w)
+	}
+	if got := sess.AchievedMode(); got != hypervisor.CrashConsistent {
+		t.Fatalf("session retried without quiescing reports %q achieved", got)
 	}
 	sess.Close(ctx, false)
 	if len(s.snapshots(ref)) != 0 {

@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/store/local"
+)
+
+// snapshotLine is the line of `coffer snapshots` for one point.
+func snapshotLine(t *testing.T, e *env, short string) string {
+	t.Helper()
+	for _, l := range strings.Split(e.must("snapshots"), "\n") {
+		if strings.HasPrefix(l, short+" ") {
+			return l
+		}
+	}
+	t.Fatalf("coffer snapshots lists no %s", short)
+	return ""
+}
+
+// catalogPoint is the catalog's --json record of one point.
+func catalogPoint(t *testing.T, e *env, pointID string) pointView {
+	t.Helper()
+	var points []pointView
+	if err := json.Unmarshal([]byte(e.must("catalog", "points", "--json")), &points); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range points {
+		if p.ID == pointID {
+			return p
+		}
+	}
+	t.Fatalf("catalog has no point %s: %+v", pointID, points)
+	return pointView{}
+}
+
+// wantModes checks a point's requested and achieved snapshot modes as the
+// repository (snapshots --json, and the listing's CONSISTENCY column) and
+// the catalog (catalog points --json) report them.
+func wantModes(t *testing.T, e *env, pointID, requested, achieved, column string) {
+	t.Helper()
+	var found bool
+	for _, v := range snapshotsJSON(t, e) {
+		if v.ID == pointID {
+			found = true
+			if v.SnapshotMode != requested || v.SnapshotModeAchieved != achieved {
+				t.Fatalf("snapshots --json: %s requested %q achieved %q, want %q/%q", v.Short, v.SnapshotMode, v.SnapshotModeAchieved, requested, achieved)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("snapshots --json lists no %s", pointID)
+	}
+	if line := snapshotLine(t, e, pointID[:8]); !strings.Contains(line, "  "+column+"  ") {
+		t.Fatalf("coffer snapshots shows %q, want CONSISTENCY %q", line, column)
+	}
+	if p := catalogPoint(t, e, pointID); p.SnapshotMode != requested || p.SnapshotModeAchieved != achieved {
+		t.Fatalf("catalog point %s: requested %q achieved %q, want %q/%q", pointID[:8], p.SnapshotMode, p.SnapshotModeAchieved, requested, achieved)
+	}
+}
+
+// TestQEMUQuiesceFallbackRecordsAchievedMode backs up two real QEMU
+// guests with --snapshot-mode quiesced --quiesce fallback: the one whose
+// guest agent runs is recorded quiesced/quiesced, the one without an
+// agent quiesced/crash-consistent, in the manifest, the listing, --json
+// and the catalog.
+func TestQEMUQuiesceFallbackRecordsAchievedMode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e := newEnv(t)
+	vms := bootGuests(t, ctx, e.dir, []bool{true, false})
+	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
+	e.must("init")
+	for i, want := range []struct{ achieved, column, warning string }{
+		{"quiesced", "quiesced", ""},
+		{"crash-consistent", "crash-consistent (quiesced requested)", "guest agent did not quiesce"},
+	} {
+		var v snapshotView
+		out := e.must("backup", "vm", vms[i].QMPPath, "--snapshot-mode", "quiesced", "--quiesce", "fallback", "--json")
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		warned := strings.Contains(strings.Join(v.Warnings, ";"), "guest agent did not quiesce")
+		if v.SnapshotMode != "quiesced" || v.SnapshotModeAchieved != want.achieved || warned != (want.warning != "") {
+			t.Fatalf("%s: requested %q achieved %q, warnings %v; want quiesced/%s", v.Source.VMName, v.SnapshotMode, v.SnapshotModeAchieved, v.Warnings, want.achieved)
+		}
+		wantModes(t, e, v.ID, "quiesced", want.achieved, want.column)
+		// The plain report names what the point holds too.
+		out = e.must("backup", "vm", vms[i].QMPPath, "--snapshot-mode", "quiesced", "--quiesce", "fallback")
+		if !strings.Contains(out, "incremental "+want.column+",") {
+			t.Fatalf("backup report lacks %q: %s", want.column, out)
+		}
+	}
+}
+
+// TestVSphereQuiesceWithoutToolsRecordsCrashConsistent runs a `snapshot:
+// quiesced` policy (quiesce: fallback, the default) on a powered-on
+// vcsim VM whose VMware Tools do not run: the job, the point and the
+// catalog record quiesced requested, crash-consistent achieved.
+func TestVSphereQuiesceWithoutToolsRecordsCrashConsistent(t *testing.T) {
+	srv := startVCSim(t, 1, 1)
+	lab := newVCLab(t, srv)
+	vm := lab.vms[0]
+	lab.power(vm, true)
+	e := newEnv(t)
+	e.must("init")
+	job := lab.backUp(e, vm.Name, "quiesced")
+	if len(job.Tasks) != 1 {
+		t.Fatalf("job %+v", job)
+	}
+	tk := job.Tasks[0]
+	if tk.SnapshotMode != "quiesced" || tk.SnapshotModeAchieved != "crash-consistent" ||
+		!strings.Contains(strings.Join(tk.Warnings, ";"), "VMware Tools not running") {
+		t.Fatalf("task: requested %q achieved %q, warnings %v", tk.SnapshotMode, tk.SnapshotModeAchieved, tk.Warnings)
+	}
+	wantModes(t, e, tk.BackupPointID, "quiesced", "crash-consistent", "crash-consistent (quiesced requested)")
+	var shown jobDoc
+	if err := json.Unmarshal([]byte(e.must("job", "show", fmt.Sprint(job.ID), "--json")), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if got := shown.Tasks[0]; got.SnapshotMode != "quiesced" || got.SnapshotModeAchieved != "crash-consistent" {
+		t.Fatalf("job show --json: requested %q achieved %q", got.SnapshotMode, got.SnapshotModeAchieved)
+	}
+	if out := e.must("job", "show", fmt.Sprint(job.ID)); !strings.Contains(out, "crash-consistent (quiesced requested)") {
+		t.Fatalf("job show does not show the fallback:\n%s", out)
+	}
+}
+
+// A disk image is read as it is (as-is achieved, nothing requested). A
+// manifest written before coffer recorded the achieved mode shows
+// "unknown", never the requested mode it may not have reached, in the
+// listing, --json and, after a catalog rebuild, the catalog.
+func TestAchievedModeOfDiskImagesAndOldManifests(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	img := e.image("web.raw", 8<<20, 1)
+	var v snapshotView
+	if err := json.Unmarshal([]byte(e.must("backup", "disk", img, "--json")), &v); err != nil {
+		t.Fatal(err)
+	}
+	wantModes(t, e, v.ID, "", "as-is", "as-is")
+
+	// Rewrite the manifest as an earlier coffer wrote it: no
+	// snapshot_mode_achieved, a requested mode that may not have held.
+	ctx := context.Background()
+	st, err := local.Open(e.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.Open(ctx, st, []byte(e.vars["COFFER_PASSWORD"]), repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := id.Parse(v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.LoadSnapshot(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SnapshotMode, s.SnapshotModeAchieved = "quiesced", ""
+	if err := r.UpdateSnapshot(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	e.must("catalog", "rebuild")
+	wantModes(t, e, v.ID, "quiesced", "unknown", "unknown (quiesced requested)")
+}
