@@ -19,6 +19,11 @@ import (
 // points (deduplication) get their lock extended before the manifest is
 // committed. Index segments are not locked: `coffer repair index` rebuilds
 // them from packs, and garbage collection must be able to compact them.
+//
+// A locked point is only readable with the repository's config and a key
+// file, so those are locked too, at least as long as the longest-locked
+// point: every version of them (on a versioned bucket a rewrite or a delete
+// only stacks a new, unlocked version on top; what is below must survive).
 
 // lockSlack is added to every lock so a pack shared by a daily chain is
 // extended about once a week instead of on every backup.
@@ -31,10 +36,14 @@ func lockUntil(t time.Time) time.Time {
 	return t.Add(lockSlack).UTC().Truncate(time.Second)
 }
 
-// lockLedger remembers the retention of packs seen in this process.
+// lockLedger remembers the retention of packs seen in this process, and
+// how long the config and key files are locked.
 type lockLedger struct {
 	mu    sync.Mutex
 	until map[pack.ID]time.Time
+
+	metaMu sync.Mutex
+	meta   time.Time // config and key files are locked until then
 }
 
 // Retain makes sure every pack holding one of ids is locked until at least
@@ -99,7 +108,72 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 		}
 		w.ledger.record(pid, ext)
 	}
+	return w.retainMetadata(ctx, need)
+}
+
+// retainMetadata locks the config and key files for a point locked until
+// need, once per process and extension: sessions retaining in parallel take
+// turns, so none lists a lock another is extending and tries to shorten it.
+func (w *Writer) retainMetadata(ctx context.Context, need time.Time) error {
+	l := &w.ledger
+	l.metaMu.Lock()
+	defer l.metaMu.Unlock()
+	if !l.meta.Before(need) {
+		return nil
+	}
+	if err := w.r.retainMetadata(ctx, need); err != nil {
+		return err
+	}
+	l.meta = lockUntil(need)
 	return nil
+}
+
+// retainMetadata makes sure every version of the config and of every key
+// file is locked until at least need, extending short locks to need plus
+// the slack. Versions listed here are all there is: a key added later is
+// locked when added (AddKey), a config is never rewritten.
+func (r *Repository) retainMetadata(ctx context.Context, need time.Time) error {
+	vs, ok := r.st.(store.Versioned)
+	if !ok || !r.st.Properties().Retention {
+		return nil
+	}
+	ext := lockUntil(need)
+	for _, prefix := range []string{configName, keysPrefix} {
+		err := vs.Versions(ctx, prefix, func(name string, versions []store.Version) error {
+			if prefix == configName && name != configName {
+				return nil // another object whose name starts with "config"
+			}
+			for _, v := range versions {
+				if v.Marker || !v.RetainUntil.Before(need) {
+					continue
+				}
+				if err := vs.ExtendVersionRetention(ctx, v, ext); err != nil {
+					return fmt.Errorf("lock %s: %w", name, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metadataLock is how long the config is locked: the retention of the
+// longest-locked point so far (plus slack), zero when nothing is locked.
+func (r *Repository) metadataLock(ctx context.Context) (time.Time, error) {
+	if !r.st.Properties().Retention {
+		return time.Time{}, nil
+	}
+	fi, err := r.st.Stat(ctx, configName)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("retention of the config: %w", err)
+	}
+	if !fi.RetainUntil.After(time.Now()) {
+		return time.Time{}, nil
+	}
+	return fi.RetainUntil, nil
 }
 
 func (l *lockLedger) known(p pack.ID, need time.Time) bool {
