@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -18,37 +19,49 @@ type UnhideReport struct {
 // store: a lock protects a version, not the name, so someone allowed to
 // delete can still put a delete marker or an unlocked version on top, and
 // every reader then sees that instead. For each object under prefix it
-// removes what sits above the newest locked version (or, without one,
-// the delete markers above the newest version), which makes that version
-// current again. Nothing locked is touched; the repository writes neither
+// removes the unlocked versions above the newest locked one, and every
+// delete marker (one below the current version changes nothing), which
+// makes the newest locked version current again, or, without one, the
+// newest version. Nothing locked is touched; the repository writes neither
 // markers nor unlocked versions on top of a locked one, so what is removed
 // is not its own.
 func Unhide(ctx context.Context, vs Versioned, prefix string, now time.Time) (UnhideReport, error) {
 	var rep UnhideReport
 	err := vs.Versions(ctx, prefix, func(name string, versions []Version) error {
-		keep := -1 // the version to make current
-		for i, v := range versions {
+		// Markers are placed among versions by time, which has a
+		// second's resolution; versions alone are in their true order.
+		var real, markers []Version
+		for _, v := range versions {
 			if v.Marker {
-				continue
-			}
-			if v.RetainUntil.After(now) || keep < 0 || !versions[keep].RetainUntil.After(now) {
-				keep = i
+				markers = append(markers, v)
+			} else {
+				real = append(real, v)
 			}
 		}
-		if keep < 0 || keep == len(versions)-1 {
+		if len(real) == 0 {
+			return nil // nothing to bring back
+		}
+		keep := len(real) - 1
+		for i := len(real) - 1; i >= 0; i-- {
+			if real[i].RetainUntil.After(now) {
+				keep = i
+				break
+			}
+		}
+		stacked := real[keep+1:]
+		if len(stacked)+len(markers) == 0 {
 			return nil
 		}
 		// Newest first, so a failure half-way leaves the least on top.
-		for i := len(versions) - 1; i > keep; i-- {
-			if err := vs.DeleteVersion(ctx, versions[i]); err != nil {
+		remove := append(slices.Clone(markers), stacked...)
+		slices.Reverse(remove)
+		for _, v := range remove {
+			if err := vs.DeleteVersion(ctx, v); err != nil {
 				return fmt.Errorf("unhide %s: %w", name, err)
 			}
-			if versions[i].Marker {
-				rep.Markers++
-			} else {
-				rep.Versions++
-			}
 		}
+		rep.Markers += len(markers)
+		rep.Versions += len(stacked)
 		rep.Objects++
 		rep.Names = append(rep.Names, name)
 		return nil

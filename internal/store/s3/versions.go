@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,10 +23,12 @@ type listedVersion struct {
 }
 
 // listVersions returns every version and delete marker of the keys under
-// keyPrefix (full keys, bucket prefix included), oldest first per key: the
-// current entry last, the rest by time.
+// keyPrefix (full keys, bucket prefix included), oldest first per key and
+// the current entry last. S3 lists a key's versions newest first, which is
+// their true order; times have a second's resolution, so a delete marker
+// is placed among them by time, after versions of the same second.
 func (s *Store) listVersions(ctx context.Context, keyPrefix string) (map[string][]listedVersion, error) {
-	all := map[string][]listedVersion{}
+	versions, markers := map[string][]listedVersion{}, map[string][]listedVersion{}
 	in := &s3.ListObjectVersionsInput{Bucket: &s.cfg.Bucket, Prefix: &keyPrefix}
 	for {
 		if err := s.acquire(ctx); err != nil {
@@ -38,24 +41,38 @@ func (s *Store) listVersions(ctx context.Context, keyPrefix string) (map[string]
 		}
 		for _, v := range out.Versions {
 			k := aws.ToString(v.Key)
-			all[k] = append(all[k], listedVersion{store.Version{ID: versionID(v.VersionId), ModTime: aws.ToTime(v.LastModified)}, aws.ToBool(v.IsLatest)})
+			versions[k] = append(versions[k], listedVersion{store.Version{ID: versionID(v.VersionId), ModTime: aws.ToTime(v.LastModified)}, aws.ToBool(v.IsLatest)})
 		}
 		for _, m := range out.DeleteMarkers {
 			k := aws.ToString(m.Key)
-			all[k] = append(all[k], listedVersion{store.Version{ID: versionID(m.VersionId), Marker: true, ModTime: aws.ToTime(m.LastModified)}, aws.ToBool(m.IsLatest)})
+			markers[k] = append(markers[k], listedVersion{store.Version{ID: versionID(m.VersionId), Marker: true, ModTime: aws.ToTime(m.LastModified)}, aws.ToBool(m.IsLatest)})
 		}
 		if !aws.ToBool(out.IsTruncated) {
 			break
 		}
 		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
 	}
+	all := map[string][]listedVersion{}
+	for k, vs := range versions {
+		slices.Reverse(vs)
+		all[k] = vs
+	}
+	for k, ms := range markers {
+		slices.Reverse(ms)
+		for _, m := range ms {
+			vs := all[k]
+			i := sort.Search(len(vs), func(i int) bool { return vs[i].v.ModTime.After(m.v.ModTime) })
+			all[k] = slices.Insert(vs, i, m)
+		}
+	}
 	for _, vs := range all {
-		sort.SliceStable(vs, func(i, j int) bool {
-			if vs[i].latest != vs[j].latest {
-				return !vs[i].latest
+		for i, v := range vs {
+			if v.latest && i != len(vs)-1 {
+				copy(vs[i:], vs[i+1:])
+				vs[len(vs)-1] = v
+				break
 			}
-			return vs[i].v.ModTime.Before(vs[j].v.ModTime)
-		})
+		}
 	}
 	return all, nil
 }
@@ -69,8 +86,8 @@ func versionID(p *string) string {
 }
 
 // Versions implements store.Versioned. Listing does not tell a version's
-// retention, so every version is asked (in parallel, within the store's
-// connection bound).
+// retention, so on a bucket with Object Lock every version is asked (in
+// parallel, within the store's connection bound).
 func (s *Store) Versions(ctx context.Context, prefix string, fn func(name string, versions []store.Version) error) error {
 	all, err := s.listVersions(ctx, s.prefix+prefix)
 	if err != nil {
@@ -122,16 +139,26 @@ func (s *Store) Versions(ctx context.Context, prefix string, fn func(name string
 	return nil
 }
 
+// versionRetention asks GetObjectRetention: HEAD of a version that is not
+// the current one does not report its lock on every server (versitygw).
 func (s *Store) versionRetention(ctx context.Context, key, version string) (time.Time, error) {
+	if !s.retention {
+		return time.Time{}, nil
+	}
 	if err := s.acquire(ctx); err != nil {
 		return time.Time{}, err
 	}
 	defer s.release()
-	out, err := s.cli.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.cfg.Bucket, Key: &key, VersionId: &version})
-	if err != nil {
+	out, err := s.cli.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: &s.cfg.Bucket, Key: &key, VersionId: &version})
+	switch {
+	case errorCode(err) == "NoSuchObjectLockConfiguration":
+		return time.Time{}, nil // a version without a lock
+	case err != nil:
 		return time.Time{}, translate(err)
+	case out.Retention == nil:
+		return time.Time{}, nil
 	}
-	return aws.ToTime(out.ObjectLockRetainUntilDate), nil
+	return aws.ToTime(out.Retention.RetainUntilDate), nil
 }
 
 // ExtendVersionRetention implements store.Versioned.
