@@ -61,5 +61,5 @@ func retainUntil(s string) (time.Time, error) {
 	if err != nil || d <= 0 {
 		return time.Time{}, usagef("--immutable-for %q: want a positive duration such as 30d or 72h", s)
 	}
-	return time.Now().Add(d), nil
+	return policy.LockEnd(time.Now(), d), nil
 }

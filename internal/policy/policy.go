@@ -201,7 +201,17 @@ func (p Policy) RetainUntil(t time.Time) time.Time {
 	if p.ImmutableFor <= 0 {
 		return time.Time{}
 	}
-	return t.Add(time.Duration(p.ImmutableFor))
+	return LockEnd(t, time.Duration(p.ImmutableFor))
+}
+
+// LockEnd is t+d rounded up to the second: S3 keeps retention dates in
+// whole seconds, and a lock must not end before the time asked for.
+func LockEnd(t time.Time, d time.Duration) time.Time {
+	end := t.Add(d)
+	if r := end.Truncate(time.Second); !r.Equal(end) {
+		end = r.Add(time.Second)
+	}
+	return end.UTC()
 }
 
 // ConnectionNames lists the policy's connections.
