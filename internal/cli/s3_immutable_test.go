@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -78,6 +83,119 @@ func TestS3ImmutableCopy(t *testing.T) {
 	restored := recoverAndRestore(t, e, point)
 	if !sameFile(t, restored, img) {
 		t.Fatal("the copied point restores different bytes after the attack")
+	}
+	t.Logf("%d packs locked; the attack was refused on %d versions", packs, refused)
+}
+
+// TestS3ImmutablePolicyOnQEMUGuest runs a scheduled policy over a real
+// QEMU guest into an Object Lock bucket: first without immutable-for (an
+// unlocked full), then with it (an incremental sharing the full's packs).
+// The incremental is locked with everything it needs, the full's packs
+// extended, and after an admin attacker deleted all they could it still
+// restores byte-identically from the bucket and the password alone.
+func TestS3ImmutablePolicyOnQEMUGuest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	srv := testutil.StartS3(t)
+	e, bucket := newS3Env(t, srv, true, srv.Endpoint)
+	vms := bootWriters(t, ctx, e.dir, 1)
+	e.must("init")
+	policy := func(immutable string) {
+		e.config(fmt.Sprintf(`
+state-dir: %s
+connections:
+  - name: kvm1
+    kind: qemu
+    options: {sockets: ["%s"], host: kvm1}
+policies:
+  - name: nightly
+    connection: kvm1
+    select: {names: ["web-*"]}
+    schedule: "0 22 * * *"%s
+`, filepath.Join(e.dir, "state"), filepath.Join(e.dir, "vm-*", "qmp.sock"), immutable))
+	}
+	run := func(wantMode string) string {
+		t.Helper()
+		var job jobDoc
+		out := e.must("run", "nightly", "--json")
+		if err := json.Unmarshal([]byte(out), &job); err != nil || job.Status != "success" || len(job.Tasks) != 1 || job.Tasks[0].Mode != wantMode {
+			t.Fatalf("run: %v %s", err, out)
+		}
+		return job.Tasks[0].BackupPointID
+	}
+	policy("")
+	run("full")
+	if _, _, err := vms[0].WaitConsoleFrom(ctx, vms[0].Mark(), "COFFER WROTE"); err != nil {
+		t.Fatal(err)
+	}
+	policy("\n    immutable-for: 2d")
+	if out := e.must("policy", "check"); !strings.Contains(out, "immutable for 48h0m0s") {
+		t.Fatalf("policy check: %s", out)
+	}
+	start := time.Now()
+	point := run("incremental")
+	packs := requirePointLocked(t, srv, bucket, "repo", "correct horse", point, start.Add(48*time.Hour))
+
+	before := filepath.Join(e.dir, "before.raw")
+	e.must("restore", point, "--to", before)
+	checkGuestDisk(t, before)
+	refused := attackRepository(t, srv, bucket, "repo")
+	after := recoverAndRestore(t, e, point)
+	if !sameFile(t, before, after) {
+		t.Fatal("the locked point restores different bytes after the attack")
+	}
+	t.Logf("%d packs locked; the attack was refused on %d versions", packs, refused)
+}
+
+// checkGuestDisk checks the self-verifying blocks of a restored guest disk.
+func checkGuestDisk(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	if rep, err := guestvm.CheckDisk(f, fi.Size()); err != nil || rep.Base != 64 {
+		t.Fatalf("restored disk: %+v %v", rep, err)
+	}
+}
+
+// TestS3ImmutableVSpherePolicy backs a vCenter simulator's VM up through
+// a vsphere policy with immutable-for into an Object Lock bucket: the
+// point is locked with everything it needs and, after an admin attacker
+// deleted all they could, restores the VM's disk byte-identically from
+// the bucket and the password alone.
+func TestS3ImmutableVSpherePolicy(t *testing.T) {
+	srv := testutil.StartS3(t)
+	vc := startVCSim(t, 1, 1)
+	lab := newVCLab(t, vc)
+	vm := lab.vms[0]
+	disk := lab.disk(vm.Name)
+	want := make([]byte, disk.size)
+	rand.Read(want[:512<<10])
+	copy(want[disk.size-100<<10:], bytes.Repeat([]byte("end of disk "), 8000))
+	lab.writeFlat(disk, want)
+
+	e, bucket := newS3Env(t, srv, true, srv.Endpoint)
+	e.must("init")
+	start := time.Now()
+	lab.backUp(e, vm.Name, "", "immutable-for: 1d12h")
+	snaps := snapshotsJSON(t, e)
+	if len(snaps) != 1 || snaps[0].Source.Kind != "vsphere" {
+		t.Fatalf("points: %+v", snaps)
+	}
+	point := snaps[0].ID
+	packs := requirePointLocked(t, srv, bucket, "repo", "correct horse", point, start.Add(36*time.Hour))
+
+	refused := attackRepository(t, srv, bucket, "repo")
+	restored := recoverAndRestore(t, e, point)
+	got, err := os.ReadFile(restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the locked vSphere point restores different bytes after the attack")
 	}
 	t.Logf("%d packs locked; the attack was refused on %d versions", packs, refused)
 }
