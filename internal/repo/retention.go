@@ -153,8 +153,44 @@ func (r *Repository) retainMetadata(ctx context.Context, need time.Time) error {
 			}
 			return nil
 		})
+		if errors.Is(err, store.ErrPermission) {
+			// A credential without s3:ListBucketVersions: lock what coffer
+			// wrote (the current versions; it never rewrites these).
+			r.log.Warn("cannot list object versions; locking only the current config and key files (grant s3:ListBucketVersions to lock every version)", "err", err)
+			return r.retainCurrentMetadata(ctx, need, ext)
+		}
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// retainCurrentMetadata locks the current version of the config and of
+// every key file until ext, where one is locked for less than need.
+func (r *Repository) retainCurrentMetadata(ctx context.Context, need, ext time.Time) error {
+	rt, ok := r.st.(store.Retainer)
+	if !ok {
+		return nil
+	}
+	names := []string{configName}
+	err := r.st.List(ctx, keysPrefix, func(fi store.ObjectInfo) error {
+		names = append(names, fi.Name)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		fi, err := r.st.Stat(ctx, name)
+		if err != nil {
+			return fmt.Errorf("lock %s: %w", name, err)
+		}
+		if !fi.RetainUntil.Before(need) {
+			continue
+		}
+		if err := rt.ExtendRetention(ctx, name, ext); err != nil {
+			return fmt.Errorf("lock %s: %w", name, err)
 		}
 	}
 	return nil
