@@ -102,8 +102,8 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 			w.ledger.record(pid, fi.RetainUntil)
 			continue
 		}
-		ext := lockUntil(until)
-		if err := rt.ExtendRetention(ctx, pack.ObjectName(pid), ext); err != nil && !errors.Is(err, store.ErrNotFound) {
+		ext, err := w.r.extendLock(ctx, rt, pack.ObjectName(pid), need, lockUntil(until))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("extend retention of pack %s: %w", pid, err)
 		}
 		w.ledger.record(pid, ext)
@@ -112,8 +112,8 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 }
 
 // retainMetadata locks the config and key files for a point locked until
-// need, once per process and extension: sessions retaining in parallel take
-// turns, so none lists a lock another is extending and tries to shorten it.
+// need, once per session and extension: the backups of a session (the VMs
+// of a job) take turns, so none lists a lock another is extending.
 func (w *Writer) retainMetadata(ctx context.Context, need time.Time) error {
 	l := &w.ledger
 	l.metaMu.Lock()
@@ -138,8 +138,33 @@ func (r *Repository) retainMetadata(ctx context.Context, need time.Time) error {
 		return nil
 	}
 	ext := lockUntil(need)
+	// Another session may extend a version between this listing and this
+	// extension, and the server refuses to shorten a lock: a refused pass
+	// is followed by another, which sees that lock.
+	var err error
+	for range 3 {
+		if err = r.extendMetadata(ctx, vs, need, ext); err == nil || errors.Is(err, errListDenied) {
+			break
+		}
+	}
+	if errors.Is(err, errListDenied) {
+		// A credential without s3:ListBucketVersions: lock what coffer
+		// wrote (the current versions; it never rewrites these).
+		r.log.Warn("cannot list object versions; locking only the current config and key files (grant s3:ListBucketVersions to lock every version)", "err", err)
+		return r.retainCurrentMetadata(ctx, need, ext)
+	}
+	return err
+}
+
+// errListDenied marks a listing of versions refused for lack of permission.
+var errListDenied = errors.New("listing object versions is not permitted")
+
+// extendMetadata is one pass of retainMetadata.
+func (r *Repository) extendMetadata(ctx context.Context, vs store.Versioned, need, ext time.Time) error {
 	for _, prefix := range []string{configName, keysPrefix} {
+		listed := false
 		err := vs.Versions(ctx, prefix, func(name string, versions []store.Version) error {
+			listed = true
 			if prefix == configName && name != configName {
 				return nil // another object whose name starts with "config"
 			}
@@ -153,11 +178,8 @@ func (r *Repository) retainMetadata(ctx context.Context, need time.Time) error {
 			}
 			return nil
 		})
-		if errors.Is(err, store.ErrPermission) {
-			// A credential without s3:ListBucketVersions: lock what coffer
-			// wrote (the current versions; it never rewrites these).
-			r.log.Warn("cannot list object versions; locking only the current config and key files (grant s3:ListBucketVersions to lock every version)", "err", err)
-			return r.retainCurrentMetadata(ctx, need, ext)
+		if !listed && errors.Is(err, store.ErrPermission) {
+			err = fmt.Errorf("%w: %w", errListDenied, err)
 		}
 		if err != nil {
 			return err
@@ -189,11 +211,26 @@ func (r *Repository) retainCurrentMetadata(ctx context.Context, need, ext time.T
 		if !fi.RetainUntil.Before(need) {
 			continue
 		}
-		if err := rt.ExtendRetention(ctx, name, ext); err != nil {
+		if _, err := r.extendLock(ctx, rt, name, need, ext); err != nil {
 			return fmt.Errorf("lock %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// extendLock extends the lock of name to ext and returns the lock it now
+// has. Another session may extend it further between a caller's check and
+// this call, and the server refuses to shorten a lock: a refusal is no
+// error when the lock now reaches need.
+func (r *Repository) extendLock(ctx context.Context, rt store.Retainer, name string, need, ext time.Time) (time.Time, error) {
+	err := rt.ExtendRetention(ctx, name, ext)
+	if err == nil {
+		return ext, nil
+	}
+	if fi, serr := r.st.Stat(ctx, name); serr == nil && !fi.RetainUntil.Before(need) {
+		return fi.RetainUntil, nil
+	}
+	return time.Time{}, err
 }
 
 // metadataLock is how long the config is locked: the retention of the
