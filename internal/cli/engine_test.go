@@ -139,4 +139,8 @@ policies:
 	if snaps := snapshotsJSON(t, e); len(snaps) != 0 {
 		t.Fatalf("%d points made without the lock the policy asks for", len(snaps))
 	}
+	// Nor can a local repository have locked objects hidden by a delete.
+	if out := e.expect(ExitUsage, "repair", "undelete"); !strings.Contains(out, "keeps no versions of objects") {
+		t.Fatalf("repair undelete on a local repository: %s", out)
+	}
 }
