@@ -132,6 +132,9 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 	if o := c.o.RetainUntil; o.After(s.RetainUntil) {
 		out.RetainUntil = o
 	}
+	if !out.RetainUntil.After(time.Now()) {
+		out.RetainUntil = time.Time{} // a lock that has ended is not carried over (S3 refuses one in the past)
+	}
 	c.retainFor = out.RetainUntil
 	for _, d := range s.Disks {
 		m, err := diskmap.Open(ctx, c.src.Store(), c.src.Key(), d.Map)
