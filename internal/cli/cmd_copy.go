@@ -10,7 +10,7 @@ import (
 )
 
 func (a *app) cmdCopy() *cobra.Command {
-	var from, to, name string
+	var from, to, name, immutable string
 	var latest bool
 	cmd := &cobra.Command{
 		Use:   "copy --to REPO [SNAPSHOT...]",
@@ -25,13 +25,24 @@ Repositories with different keys are re-encrypted chunk by chunk; a target
 made with ` + "`coffer init --copy-keys-from`" + ` shares chunk IDs, which lets
 coffer ask the target before reading anything from the source.
 
+A copied point keeps the lock (immutability) it has in the source. With
+--immutable-for, every point copied by this run is locked in the target for
+that long (or as long as in the source, if longer): its manifest, disk maps
+and every pack it needs, and the target's config and keys with them. The
+target must have retention (an S3 bucket with Object Lock).
+
 EXAMPLES
     coffer copy --to s3://offsite/site-a --to-password-file /etc/coffer/offsite.pw
-    coffer copy --to /mnt/usb/coffer --name web --latest`,
+    coffer copy --to /mnt/usb/coffer --name web --latest
+    coffer copy --to s3://vault/site-a --immutable-for 30d`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if to == "" {
 				return usagef("--to is required")
+			}
+			retain, err := retainUntil(immutable)
+			if err != nil {
+				return err
 			}
 			src, err := a.openSource(cmd, from)
 			if err != nil {
@@ -41,13 +52,16 @@ EXAMPLES
 			if err != nil {
 				return err
 			}
+			if !retain.IsZero() && !dst.Store().Properties().Retention {
+				return usagef("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
+			}
 			sel, err := selection(cmd, src, args, name, latest)
 			if err != nil {
 				return err
 			}
 			prog := &transfer.Progress{}
 			bar := a.startProgress("copy", func() int64 { return 0 }, prog.Bytes.Load, func() string { return "" })
-			res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog})
+			res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: retain})
 			bar.finish()
 			if err != nil {
 				return err
@@ -69,6 +83,7 @@ EXAMPLES
 	f.StringVar(&to, "to", "", "target repository")
 	f.StringVar(&name, "name", "", "only points of this source name")
 	f.BoolVar(&latest, "latest", false, "only the newest point of each source")
+	f.StringVar(&immutable, "immutable-for", "", "lock the copied points in the target for this long (e.g. 30d; needs S3 Object Lock)")
 	return cmd
 }
 

@@ -38,17 +38,21 @@ EXAMPLES
 }
 
 type policyDoc struct {
-	Name       string         `json:"name"`
-	Mode       string         `json:"mode"`
-	FullEvery  int            `json:"full_every,omitempty"`
-	FullOn     []string       `json:"full_on,omitempty"`
-	Snapshot   string         `json:"snapshot"`
-	Group      string         `json:"group,omitempty"`
-	Repository string         `json:"repository"`
-	Schedule   string         `json:"schedule,omitempty"`
-	NextRun    time.Time      `json:"next_run,omitzero"`
-	Retention  string         `json:"retention"`
-	Selected   []selectionDoc `json:"selected,omitempty"`
+	Name       string    `json:"name"`
+	Mode       string    `json:"mode"`
+	FullEvery  int       `json:"full_every,omitempty"`
+	FullOn     []string  `json:"full_on,omitempty"`
+	Snapshot   string    `json:"snapshot"`
+	Group      string    `json:"group,omitempty"`
+	Repository string    `json:"repository"`
+	Schedule   string    `json:"schedule,omitempty"`
+	NextRun    time.Time `json:"next_run,omitzero"`
+	Retention  string    `json:"retention"`
+	Immutable  string    `json:"immutable_for,omitempty"`
+	// LockProblem says why the repository cannot lock the points the
+	// policy asks to be immutable ("" when it can, or with --offline).
+	LockProblem string         `json:"lock_problem,omitempty"`
+	Selected    []selectionDoc `json:"selected,omitempty"`
 }
 
 type selectionDoc struct {
@@ -75,13 +79,21 @@ func (a *app) runPolicyCheck(ctx context.Context, offline bool) error {
 		}
 	}
 	var docs []policyDoc
-	failed := 0
+	failed, unlockable := 0, 0
 	for _, p := range cfg.Policies {
 		d := policyDoc{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: p.FullOn,
 			Snapshot: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
 			Schedule: p.Schedule, Retention: p.Retention.String()}
 		if sc, _ := p.ParseSchedule(); sc != nil {
 			d.NextRun = sc.Next(time.Now())
+		}
+		if p.ImmutableFor > 0 {
+			d.Immutable = time.Duration(p.ImmutableFor).String()
+			if !offline {
+				if d.LockProblem = a.lockProblem(ctx, cfg, p.Repository); d.LockProblem != "" {
+					unlockable++
+				}
+			}
 		}
 		for _, c := range p.ConnectionNames() {
 			if offline {
@@ -101,17 +113,38 @@ func (a *app) runPolicyCheck(ctx context.Context, offline bool) error {
 		docs = append(docs, d)
 	}
 	if a.jsonOut {
-		if err := a.printJSON(map[string]any{"valid": true, "connections": len(cfg.Connections), "repositories": len(cfg.Repositories),
+		if err := a.printJSON(map[string]any{"valid": unlockable == 0, "connections": len(cfg.Connections), "repositories": len(cfg.Repositories),
 			"resource_groups": len(cfg.ResourceGroups), "policies": docs}); err != nil {
 			return err
 		}
 	} else {
 		a.printPolicies(cfg, docs)
 	}
+	if unlockable > 0 {
+		return reportedError{usagef("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)}
+	}
 	if failed > 0 {
 		return partialError{fmt.Sprintf("%d connection inventories failed", failed)}
 	}
 	return nil
+}
+
+// lockProblem tells why the policy's repository cannot make points
+// immutable, "" when it can. Only the storage is opened: no password needed.
+func (a *app) lockProblem(ctx context.Context, cfg *policy.Config, name string) string {
+	loc := a.res.String("repository")
+	if rc, ok := cfg.Repository(name); ok {
+		loc = rc.Location
+	}
+	st, err := a.openStore(ctx, loc)
+	if err != nil {
+		return fmt.Sprintf("cannot open the repository to check it: %v", err)
+	}
+	defer st.Close()
+	if !st.Properties().Retention {
+		return fmt.Sprintf("%s cannot lock objects: use an S3 bucket with Object Lock, or remove immutable-for", st.Properties().Location)
+	}
+	return ""
 }
 
 func (a *app) printPolicies(cfg *policy.Config, docs []policyDoc) {
@@ -133,6 +166,12 @@ func (a *app) printPolicies(cfg *policy.Config, docs []policyDoc) {
 			sched = fmt.Sprintf("schedule %q, next %s", d.Schedule, d.NextRun.Local().Format("2006-01-02 15:04"))
 		}
 		a.printf("\npolicy %s: %s, %s snapshots, repository %s, %s, %s\n", d.Name, mode, d.Snapshot, d.Repository, d.Retention, sched)
+		if d.Immutable != "" {
+			a.printf("  immutable for %s after each backup\n", d.Immutable)
+		}
+		if d.LockProblem != "" {
+			a.printf("  problem: immutable-for, but %s\n", d.LockProblem)
+		}
 		for _, s := range d.Selected {
 			if s.Error != "" {
 				a.printf("  %s: inventory failed: %s\n", s.Connection, s.Error)

@@ -113,3 +113,34 @@ policies:
 		t.Fatalf("typo: %s", out)
 	}
 }
+
+// TestImmutablePolicyNeedsALockingRepository: a policy with immutable-for
+// over a repository that cannot lock objects (a local directory) is
+// reported by policy check, and a run refuses to make points the policy
+// promises are undeletable, saying what to do.
+func TestImmutablePolicyNeedsALockingRepository(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	e.config(`
+connections: [{name: lab, kind: fake, options: {vms: 2, disk-size: 256KiB}}]
+policies:
+  - {name: locked, connection: lab, immutable-for: 30d}
+`)
+	if out := e.expect(ExitUsage, "policy", "check"); !strings.Contains(out, "cannot lock objects: use an S3 bucket with Object Lock, or remove immutable-for") {
+		t.Fatalf("policy check: %s", out)
+	}
+	if out := e.must("policy", "check", "--offline"); !strings.Contains(out, "immutable for 720h0m0s") {
+		t.Fatalf("policy check --offline: %s", out)
+	}
+	out := e.expect(ExitFailure, "run", "locked")
+	if !strings.Contains(out, "asks for immutable-for, but repository (default)") || !strings.Contains(out, "cannot lock objects") {
+		t.Fatalf("run: %s", out)
+	}
+	if snaps := snapshotsJSON(t, e); len(snaps) != 0 {
+		t.Fatalf("%d points made without the lock the policy asks for", len(snaps))
+	}
+	// Nor can a local repository have locked objects hidden by a delete.
+	if out := e.expect(ExitUsage, "repair", "undelete"); !strings.Contains(out, "keeps no versions of objects") {
+		t.Fatalf("repair undelete on a local repository: %s", out)
+	}
+}

@@ -268,7 +268,22 @@ func TestS3AppendOnlyCredentials(t *testing.T) {
 	e.vars["AWS_ACCESS_KEY_ID"], e.vars["AWS_SECRET_ACCESS_KEY"] = srv.AppendOnlyUser(t, bucket)
 	e.must("init")
 	img := e.image("vm.img", 16<<20, 4)
+	start := time.Now()
 	e.must("backup", "disk", img, "--immutable-for", "1h")
+	// Without s3:ListBucketVersions the current config and key are locked.
+	for _, prefix := range []string{"repo/config", "repo/keys/"} {
+		page, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String(prefix)})
+		if err != nil || len(page.Contents) != 1 {
+			t.Fatalf("%s: %v %v", prefix, page, err)
+		}
+		head, err := srv.Client().HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: page.Contents[0].Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if until := aws.ToTime(head.ObjectLockRetainUntilDate); until.Before(start.Add(time.Hour)) {
+			t.Fatalf("%s locked until %v", aws.ToString(page.Contents[0].Key), until)
+		}
+	}
 	for i := range 2 {
 		changeMiB(t, img, int64(i)<<20)
 		e.must("backup", "disk", img)

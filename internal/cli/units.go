@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/policy"
 )
 
 // parseSize accepts "1048576", "1MiB", "4M", "16MB" (M and MB are MiB here:
@@ -50,32 +52,14 @@ func rate(n int64, d time.Duration) string {
 	return humanBytes(int64(float64(n)/d.Seconds())) + "/s"
 }
 
-// parseDuration accepts Go durations plus days ("30d", "1d12h").
-func parseDuration(s string) (time.Duration, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(d)
-		if err == nil && n >= 0 {
-			return time.Duration(n) * 24 * time.Hour, nil
-		}
-	}
-	if days, rest, ok := strings.Cut(s, "d"); ok {
-		n, err1 := strconv.Atoi(days)
-		r, err2 := time.ParseDuration(rest)
-		if err1 == nil && err2 == nil {
-			return time.Duration(n)*24*time.Hour + r, nil
-		}
-	}
-	return time.ParseDuration(s)
-}
-
 // retainUntil turns --immutable-for into a time (zero when not set).
 func retainUntil(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	d, err := parseDuration(s)
+	d, err := policy.ParseDuration(s)
 	if err != nil || d <= 0 {
 		return time.Time{}, usagef("--immutable-for %q: want a positive duration such as 30d or 72h", s)
 	}
-	return time.Now().Add(d), nil
+	return policy.LockEnd(time.Now(), d), nil
 }

@@ -161,9 +161,9 @@ func (l *vcLab) power(vm mo.VirtualMachine, on bool) {
 }
 
 // backUp configures e with a `vc` connection to the lab and a policy `p`
-// selecting vm (snapshot mode extra, "" for the default), runs it and
-// returns the job.
-func (l *vcLab) backUp(e *env, vm, snapshot string) jobDoc {
+// selecting vm (snapshot mode extra, "" for the default, and policy keys
+// such as "immutable-for: 1d" in more), runs it and returns the job.
+func (l *vcLab) backUp(e *env, vm, snapshot string, more ...string) jobDoc {
 	l.t.Helper()
 	pw := filepath.Join(e.dir, "vc.password")
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
@@ -173,6 +173,9 @@ func (l *vcLab) backUp(e *env, vm, snapshot string) jobDoc {
 	mode := ""
 	if snapshot != "" {
 		mode = "\n    snapshot: " + snapshot
+	}
+	for _, m := range more {
+		mode += "\n    " + m
 	}
 	e.config(fmt.Sprintf(`connections:
   - name: vc

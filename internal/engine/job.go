@@ -190,6 +190,12 @@ func (j *Job) openRepository() error {
 	if r == nil {
 		return nil // a custom runner without repositories
 	}
+	if j.p.ImmutableFor > 0 && !r.Store().Properties().Retention {
+		// Backing up without the lock the policy promises would leave
+		// points deletable that the operator believes are not.
+		return fmt.Errorf("policy %s asks for immutable-for, but repository %s at %s cannot lock objects: use an S3 bucket with Object Lock, or remove immutable-for",
+			j.p.Name, nameOr(j.p.Repository, "(default)"), r.Store().Properties().Location)
+	}
 	j.r = r
 	if j.history, err = r.Snapshots(j.ctx, nil); err != nil {
 		return fmt.Errorf("list backup points: %w", err)

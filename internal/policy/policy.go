@@ -37,6 +37,7 @@
 //	    retention: {keep-daily: 14, keep-weekly: 8}
 //	    timeouts: {vm: 4h, snapshot-create: 10m}
 //	    retries: {attempts: 3, backoff: 30s}
+//	    immutable-for: 30d         # points undeletable for 30 days (Object Lock)
 package policy
 
 import (
@@ -151,6 +152,9 @@ type Policy struct {
 	Retries   Retries           `yaml:"retries"`
 	Tasks     int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
 	Tags      map[string]string `yaml:"tags"`  // added to every backup point
+	// ImmutableFor locks every point the policy makes for this long after
+	// its backup (S3 Object Lock); the repository must have retention.
+	ImmutableFor Duration `yaml:"immutable-for"`
 }
 
 // Timeouts bound each VM and each hypervisor operation; zero means the
@@ -189,6 +193,25 @@ func (r Retries) WithDefaults() Retries {
 		r.MaxBackoff = 10 * time.Minute
 	}
 	return r
+}
+
+// RetainUntil is when a point of this policy backed up at t may be deleted
+// again: zero when the policy does not ask for immutability.
+func (p Policy) RetainUntil(t time.Time) time.Time {
+	if p.ImmutableFor <= 0 {
+		return time.Time{}
+	}
+	return LockEnd(t, time.Duration(p.ImmutableFor))
+}
+
+// LockEnd is t+d rounded up to the second: S3 keeps retention dates in
+// whole seconds, and a lock must not end before the time asked for.
+func LockEnd(t time.Time, d time.Duration) time.Time {
+	end := t.Add(d)
+	if r := end.Truncate(time.Second); !r.Equal(end) {
+		end = r.Add(time.Second)
+	}
+	return end.UTC()
 }
 
 // ConnectionNames lists the policy's connections.

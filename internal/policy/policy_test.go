@@ -42,6 +42,7 @@ policies:
     retention: {keep-daily: 14, keep-weekly: 8}
     timeouts: {vm: 4h, snapshot-create: 10m}
     retries: {attempts: 5, backoff: 1m}
+    immutable-for: 30d
 `
 
 func load(t *testing.T, doc string) (*Config, error) {
@@ -59,8 +60,15 @@ func TestLoadSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, ok := c.Policy("nightly")
-	if !ok || p.FullEvery != 7 || p.Timeouts.VM != 4*time.Hour || p.Retries.Attempts != 5 || p.Retention.Daily != 14 {
+	if !ok || p.FullEvery != 7 || p.Timeouts.VM != 4*time.Hour || p.Retries.Attempts != 5 || p.Retention.Daily != 14 || p.ImmutableFor != Duration(30*24*time.Hour) {
 		t.Fatalf("policy = %+v", p)
+	}
+	at := time.Date(2026, 3, 1, 22, 0, 0, 500, time.UTC)
+	if got := p.RetainUntil(at); !got.Equal(time.Date(2026, 3, 31, 22, 0, 1, 0, time.UTC)) {
+		t.Fatalf("a point backed up at %v is locked until %v, want 30 days later rounded up to the second", at, got)
+	}
+	if got := (Policy{}).RetainUntil(at); !got.IsZero() {
+		t.Fatalf("without immutable-for a point is locked until %v", got)
 	}
 	if c.Limits.Rate != 200<<20 || c.Limits.TaskRate != 50<<20 || c.Limits.WithDefaults().PerDatastore != 8 {
 		t.Fatalf("limits = %+v", c.Limits)
@@ -93,6 +101,8 @@ func TestValidationErrors(t *testing.T) {
 		{"group limit", "resource-groups: [{name: g, datastores: [a]}]\n", "resource group g: limit must be at least 1"},
 		{"bad rate", "limits: {rate: fast}\n", `"fast" is not a byte rate`},
 		{"negative", "limits: {tasks: -1}\n", "limits.tasks must not be negative"},
+		{"bad immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: a month}\n", `line 3: "a month" is not a duration (like 30d, 1d12h or 72h)`},
+		{"negative immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: -2d}\n", `"-2d" is not a duration`},
 	} {
 		_, err := load(t, c.doc)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -206,4 +216,17 @@ func FuzzParseByteRate(f *testing.F) {
 			t.Fatalf("%q parsed to negative %d", s, r)
 		}
 	})
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "1d12h": 36 * time.Hour, "72h": 72 * time.Hour, "90m": 90 * time.Minute, "0d": 0} {
+		if got, err := ParseDuration(in); err != nil || got != want {
+			t.Errorf("%s: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "d", "1w", "x1d", "1d-"} {
+		if got, err := ParseDuration(in); err == nil {
+			t.Errorf("%q parsed as %v", in, got)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -55,4 +56,36 @@ func (r ByteRate) String() string {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%.1f MiB/s", float64(r)/(1<<20))
+}
+
+// Duration is a span written like a Go duration with days added: "30d",
+// "1d12h", "72h".
+type Duration time.Duration
+
+// ParseDuration parses a Duration.
+func ParseDuration(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err == nil && n >= 0 {
+			return time.Duration(n) * 24 * time.Hour, nil
+		}
+	}
+	if days, rest, ok := strings.Cut(s, "d"); ok {
+		n, err1 := strconv.Atoi(days)
+		r, err2 := time.ParseDuration(rest)
+		if err1 == nil && err2 == nil && n >= 0 {
+			return time.Duration(n)*24*time.Hour + r, nil
+		}
+	}
+	return time.ParseDuration(s)
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseDuration(strings.TrimSpace(n.Value))
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration (like 30d, 1d12h or 72h)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
 }

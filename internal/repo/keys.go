@@ -148,7 +148,22 @@ func (r *Repository) AddKey(ctx context.Context, password []byte, label string) 
 	if err != nil {
 		return nil, err
 	}
-	return kf, saveKeyFile(ctx, r.st, kf)
+	// A new key is locked as long as the config (the longest-locked point):
+	// a password that opens locked points must last as long as they do. A
+	// crash before the lock leaves it to the next locked backup.
+	until, err := r.metadataLock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := saveKeyFile(ctx, r.st, kf); err != nil {
+		return nil, err
+	}
+	if rt, ok := r.st.(store.Retainer); ok && !until.IsZero() {
+		if err := rt.ExtendRetention(ctx, keysPrefix+kf.ID, until); err != nil {
+			return nil, fmt.Errorf("key %s was added but not locked: %w", kf.ID[:8], err)
+		}
+	}
+	return kf, nil
 }
 
 // RemoveKey removes a key file by ID or unique prefix. The last key cannot
@@ -172,5 +187,9 @@ func (r *Repository) RemoveKey(ctx context.Context, prefix string) (string, erro
 	case len(files) == 1:
 		return "", ErrLastKey
 	}
-	return match[0].ID, r.st.Delete(ctx, keysPrefix+match[0].ID)
+	err = r.st.Delete(ctx, keysPrefix+match[0].ID)
+	if errors.Is(err, store.ErrRetained) {
+		return "", fmt.Errorf("key %s opens immutable backup points and stays as long as they are locked; remove it once its lock has ended: %w", match[0].ID[:8], err)
+	}
+	return match[0].ID, err
 }

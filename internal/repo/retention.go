@@ -19,6 +19,11 @@ import (
 // points (deduplication) get their lock extended before the manifest is
 // committed. Index segments are not locked: `coffer repair index` rebuilds
 // them from packs, and garbage collection must be able to compact them.
+//
+// A locked point is only readable with the repository's config and a key
+// file, so those are locked too, at least as long as the longest-locked
+// point: every version of them (on a versioned bucket a rewrite or a delete
+// only stacks a new, unlocked version on top; what is below must survive).
 
 // lockSlack is added to every lock so a pack shared by a daily chain is
 // extended about once a week instead of on every backup.
@@ -31,10 +36,14 @@ func lockUntil(t time.Time) time.Time {
 	return t.Add(lockSlack).UTC().Truncate(time.Second)
 }
 
-// lockLedger remembers the retention of packs seen in this process.
+// lockLedger remembers the retention of packs seen in this process, and
+// how long the config and key files are locked.
 type lockLedger struct {
 	mu    sync.Mutex
 	until map[pack.ID]time.Time
+
+	metaMu sync.Mutex
+	meta   time.Time // config and key files are locked until then
 }
 
 // Retain makes sure every pack holding one of ids is locked until at least
@@ -93,13 +102,151 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 			w.ledger.record(pid, fi.RetainUntil)
 			continue
 		}
-		ext := lockUntil(until)
-		if err := rt.ExtendRetention(ctx, pack.ObjectName(pid), ext); err != nil && !errors.Is(err, store.ErrNotFound) {
+		ext, err := w.r.extendLock(ctx, rt, pack.ObjectName(pid), need, lockUntil(until))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("extend retention of pack %s: %w", pid, err)
 		}
 		w.ledger.record(pid, ext)
 	}
+	return w.retainMetadata(ctx, need)
+}
+
+// retainMetadata locks the config and key files for a point locked until
+// need, once per session and extension: the backups of a session (the VMs
+// of a job) take turns, so none lists a lock another is extending.
+func (w *Writer) retainMetadata(ctx context.Context, need time.Time) error {
+	l := &w.ledger
+	l.metaMu.Lock()
+	defer l.metaMu.Unlock()
+	if !l.meta.Before(need) {
+		return nil
+	}
+	if err := w.r.retainMetadata(ctx, need); err != nil {
+		return err
+	}
+	l.meta = lockUntil(need)
 	return nil
+}
+
+// retainMetadata makes sure every version of the config and of every key
+// file is locked until at least need, extending short locks to need plus
+// the slack. Versions listed here are all there is: a key added later is
+// locked when added (AddKey), a config is never rewritten.
+func (r *Repository) retainMetadata(ctx context.Context, need time.Time) error {
+	vs, ok := r.st.(store.Versioned)
+	if !ok || !r.st.Properties().Retention {
+		return nil
+	}
+	ext := lockUntil(need)
+	// Another session may extend a version between this listing and this
+	// extension, and the server refuses to shorten a lock: a refused pass
+	// is followed by another, which sees that lock.
+	var err error
+	for range 3 {
+		if err = r.extendMetadata(ctx, vs, need, ext); err == nil || errors.Is(err, errListDenied) {
+			break
+		}
+	}
+	if errors.Is(err, errListDenied) {
+		// A credential without s3:ListBucketVersions: lock what coffer
+		// wrote (the current versions; it never rewrites these).
+		r.log.Warn("cannot list object versions; locking only the current config and key files (grant s3:ListBucketVersions to lock every version)", "err", err)
+		return r.retainCurrentMetadata(ctx, need, ext)
+	}
+	return err
+}
+
+// errListDenied marks a listing of versions refused for lack of permission.
+var errListDenied = errors.New("listing object versions is not permitted")
+
+// extendMetadata is one pass of retainMetadata.
+func (r *Repository) extendMetadata(ctx context.Context, vs store.Versioned, need, ext time.Time) error {
+	for _, prefix := range []string{configName, keysPrefix} {
+		listed := false
+		err := vs.Versions(ctx, prefix, func(name string, versions []store.Version) error {
+			listed = true
+			if prefix == configName && name != configName {
+				return nil // another object whose name starts with "config"
+			}
+			for _, v := range versions {
+				if v.Marker || !v.RetainUntil.Before(need) {
+					continue
+				}
+				if err := vs.ExtendVersionRetention(ctx, v, ext); err != nil {
+					return fmt.Errorf("lock %s: %w", name, err)
+				}
+			}
+			return nil
+		})
+		if !listed && errors.Is(err, store.ErrPermission) {
+			err = fmt.Errorf("%w: %w", errListDenied, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// retainCurrentMetadata locks the current version of the config and of
+// every key file until ext, where one is locked for less than need.
+func (r *Repository) retainCurrentMetadata(ctx context.Context, need, ext time.Time) error {
+	rt, ok := r.st.(store.Retainer)
+	if !ok {
+		return nil
+	}
+	names := []string{configName}
+	err := r.st.List(ctx, keysPrefix, func(fi store.ObjectInfo) error {
+		names = append(names, fi.Name)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		fi, err := r.st.Stat(ctx, name)
+		if err != nil {
+			return fmt.Errorf("lock %s: %w", name, err)
+		}
+		if !fi.RetainUntil.Before(need) {
+			continue
+		}
+		if _, err := r.extendLock(ctx, rt, name, need, ext); err != nil {
+			return fmt.Errorf("lock %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// extendLock extends the lock of name to ext and returns the lock it now
+// has. Another session may extend it further between a caller's check and
+// this call, and the server refuses to shorten a lock: a refusal is no
+// error when the lock now reaches need.
+func (r *Repository) extendLock(ctx context.Context, rt store.Retainer, name string, need, ext time.Time) (time.Time, error) {
+	err := rt.ExtendRetention(ctx, name, ext)
+	if err == nil {
+		return ext, nil
+	}
+	if fi, serr := r.st.Stat(ctx, name); serr == nil && !fi.RetainUntil.Before(need) {
+		return fi.RetainUntil, nil
+	}
+	return time.Time{}, err
+}
+
+// metadataLock is how long the config is locked: the retention of the
+// longest-locked point so far (plus slack), zero when nothing is locked.
+func (r *Repository) metadataLock(ctx context.Context) (time.Time, error) {
+	if !r.st.Properties().Retention {
+		return time.Time{}, nil
+	}
+	fi, err := r.st.Stat(ctx, configName)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("retention of the config: %w", err)
+	}
+	if !fi.RetainUntil.After(time.Now()) {
+		return time.Time{}, nil
+	}
+	return fi.RetainUntil, nil
 }
 
 func (l *lockLedger) known(p pack.ID, need time.Time) bool {

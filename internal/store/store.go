@@ -150,6 +150,34 @@ type Retainer interface {
 	ExtendRetention(ctx context.Context, name string, until time.Time) error
 }
 
+// Version is one version of an object on a backend that keeps versions.
+type Version struct {
+	Name    string
+	ID      string // the backend's version ID
+	Marker  bool   // a delete marker: from here on the object looks deleted
+	ModTime time.Time
+	// RetainUntil is this version's retention, zero for delete markers and
+	// versions without a lock.
+	RetainUntil time.Time
+}
+
+// Versioned is implemented by backends that keep the earlier versions of
+// an object (an S3 bucket with versioning, which Object Lock implies).
+// There a lock protects one version only: a rewrite stacks an unlocked
+// version on top of it, a delete an unlocked delete marker, and readers
+// see whatever is on top.
+type Versioned interface {
+	// Versions calls fn once for each object name starting with prefix,
+	// with all its versions and delete markers, oldest first.
+	Versions(ctx context.Context, prefix string, fn func(name string, versions []Version) error) error
+	// ExtendVersionRetention locks one version until at least until
+	// (never shortening it).
+	ExtendVersionRetention(ctx context.Context, v Version, until time.Time) error
+	// DeleteVersion removes one version or delete marker for good; a
+	// locked version returns ErrRetained.
+	DeleteVersion(ctx context.Context, v Version) error
+}
+
 // Janitor is implemented by backends whose interrupted writes leave
 // invisible leftovers that cost space: the local backend's temp files, S3's
 // incomplete multipart uploads. Garbage collection calls it with a cutoff

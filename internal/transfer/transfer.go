@@ -9,6 +9,10 @@
 // unchanged since the previous point already copied reuse that copy's
 // target IDs, so an incremental chain copies incrementally.
 //
+// A copied point keeps the source's lock (S3 Object Lock) unless the copy
+// asks for a longer one (Options.RetainUntil): its manifest, disk maps and
+// packs in the target are then locked like an immutable backup's.
+//
 // A copy runs as a normal write session on the target: killed at any
 // instant, it leaves the target valid, and the next run reuses the packs it
 // wrote. Each copied point keeps its snapshot ID.
@@ -35,6 +39,10 @@ type Options struct {
 	Select   func(*repo.Snapshot) bool
 	Workers  int
 	Progress *Progress
+	// RetainUntil locks every copied point in the target until then (or
+	// until the source's own lock, if later); zero carries the source's
+	// lock over as it is.
+	RetainUntil time.Time
 }
 
 // Progress counts copy work.
@@ -121,7 +129,13 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 	out.Disks = nil
 	var deps []*repo.Pending
 	prev := c.copied[s.Source.Key()]
-	c.retainFor = s.RetainUntil
+	if o := c.o.RetainUntil; o.After(s.RetainUntil) {
+		out.RetainUntil = o
+	}
+	if !out.RetainUntil.After(time.Now()) {
+		out.RetainUntil = time.Time{} // a lock that has ended is not carried over (S3 refuses one in the past)
+	}
+	c.retainFor = out.RetainUntil
 	for _, d := range s.Disks {
 		m, err := diskmap.Open(ctx, c.src.Store(), c.src.Key(), d.Map)
 		if err != nil {
@@ -132,10 +146,10 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 			return fmt.Errorf("disk %s: %w", d.Name, err)
 		}
 		deps = append(deps, dd...)
-		if err := c.w.Retain(ctx, ids, s.RetainUntil); err != nil {
+		if err := c.w.Retain(ctx, ids, out.RetainUntil); err != nil {
 			return err
 		}
-		name, err := c.w.WriteDiskMap(ctx, m.DiskSize(), m.ChunkSize(), ids, s.RetainUntil)
+		name, err := c.w.WriteDiskMap(ctx, m.DiskSize(), m.ChunkSize(), ids, out.RetainUntil)
 		if err != nil {
 			return err
 		}

@@ -322,3 +322,33 @@ func (c *Store) RemoveLeftovers(ctx context.Context, olderThan time.Time) (int, 
 	}
 	return 0, nil
 }
+
+// Versions, ExtendVersionRetention and DeleteVersion forward to the inner
+// store (store.Versioned); a store without versions has none to list.
+func (c *Store) Versions(ctx context.Context, prefix string, fn func(string, []store.Version) error) error {
+	if v, ok := c.Store.(store.Versioned); ok {
+		return v.Versions(ctx, prefix, fn)
+	}
+	return nil
+}
+
+// ExtendVersionRetention forwards to the inner store (store.Versioned).
+func (c *Store) ExtendVersionRetention(ctx context.Context, v store.Version, until time.Time) error {
+	if vs, ok := c.Store.(store.Versioned); ok {
+		return vs.ExtendVersionRetention(ctx, v, until)
+	}
+	return nil
+}
+
+// DeleteVersion forwards to the inner store (store.Versioned) and drops
+// the cached copy, which may be of that version.
+func (c *Store) DeleteVersion(ctx context.Context, v store.Version) error {
+	c.forget(v.Name)
+	if immutable(v.Name) {
+		c.drop(file(v.Name, ""))
+	}
+	if vs, ok := c.Store.(store.Versioned); ok {
+		return vs.DeleteVersion(ctx, v)
+	}
+	return store.ErrNotFound
+}

@@ -3,7 +3,6 @@ package s3
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -70,49 +69,13 @@ func (s *Store) deleteVersion(ctx context.Context, name, key, version string) er
 // versions lists every version and delete marker of exactly key, oldest
 // first.
 func (s *Store) versions(ctx context.Context, key string) ([]string, error) {
-	type ver struct {
-		id     string
-		latest bool
-		t      time.Time
+	all, err := s.listVersions(ctx, key)
+	if err != nil {
+		return nil, err
 	}
-	var all []ver
-	in := &s3.ListObjectVersionsInput{Bucket: &s.cfg.Bucket, Prefix: &key}
-	for {
-		if err := s.acquire(ctx); err != nil {
-			return nil, err
-		}
-		out, err := s.cli.ListObjectVersions(ctx, in)
-		s.release()
-		if err != nil {
-			return nil, translate(err)
-		}
-		for _, v := range out.Versions {
-			if aws.ToString(v.Key) == key {
-				all = append(all, ver{aws.ToString(v.VersionId), aws.ToBool(v.IsLatest), aws.ToTime(v.LastModified)})
-			}
-		}
-		for _, m := range out.DeleteMarkers {
-			if aws.ToString(m.Key) == key {
-				all = append(all, ver{aws.ToString(m.VersionId), aws.ToBool(m.IsLatest), aws.ToTime(m.LastModified)})
-			}
-		}
-		if !aws.ToBool(out.IsTruncated) {
-			break
-		}
-		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
-	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if all[i].latest != all[j].latest {
-			return !all[i].latest
-		}
-		return all[i].t.Before(all[j].t)
-	})
-	ids := make([]string, len(all))
-	for i, v := range all {
-		ids[i] = v.id
-		if ids[i] == "" {
-			ids[i] = "null" // the version written while versioning was off
-		}
+	var ids []string
+	for _, v := range all[key] {
+		ids = append(ids, v.v.ID)
 	}
 	return ids, nil
 }
