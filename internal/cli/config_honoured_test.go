@@ -166,7 +166,7 @@ func TestPolicyCheckSaysWhatWillHappen(t *testing.T) {
 		"warning: policy live: snapshot: as-is takes no snapshot",
 		"warning: policy live on sim: 4 selected VMs are running and would fail with snapshot: as-is",
 		// The fake fleet's every fourth VM has no guest agent.
-		"warning: policy calm on sim: 1 selected VMs have no guest agent running, so their snapshots will be crash-consistent (quiesce: fallback): cache-0003",
+		"warning: policy calm on sim: 1 selected VM has no guest agent running, so snapshots will be crash-consistent (quiesce: fallback): cache-0003",
 		"warning: policy odd: quiesce: fallback only applies with snapshot: quiesced; with crash-consistent it is ignored",
 	}, "policy", "check")
 	var doc struct {

@@ -108,22 +108,30 @@ func selectionFindings(cfg *policy.Config, p policy.Policy, conn string, selecte
 		}
 	}
 	if mode == hypervisor.AsIs && !group && len(running) > 0 {
-		out = append(out, findingf(levelWarning, "%s: %d selected VMs are running and would fail with snapshot: as-is (stop them first, or use crash-consistent): %s",
-			where, len(running), clip(strings.Join(running, ", "), 400)))
+		out = append(out, findingf(levelWarning, "%s: %s running and would fail with snapshot: as-is (stop them first, or use crash-consistent): %s",
+			where, selectedVMs(len(running), "is", "are"), clip(strings.Join(running, ", "), 400)))
 	}
 	if mode == hypervisor.Quiesced && len(noAgent) > 0 {
-		what := "their snapshots will be crash-consistent (quiesce: fallback)"
+		what := "snapshots will be crash-consistent (quiesce: fallback)"
 		if p.Quiesce == string(hypervisor.QuiesceRequired) {
-			what = "they will fail (quiesce: required)"
+			what = "backups will fail (quiesce: required)"
 		}
-		out = append(out, findingf(levelWarning, "%s: %d selected VMs have no guest agent running, so %s: %s",
-			where, len(noAgent), what, clip(strings.Join(noAgent, ", "), 400)))
+		out = append(out, findingf(levelWarning, "%s: %s no guest agent running, so %s: %s",
+			where, selectedVMs(len(noAgent), "has", "have"), what, clip(strings.Join(noAgent, ", "), 400)))
 	}
 	if group && len(spanning) > 0 {
-		out = append(out, findingf(levelWarning, "%s: %d selected VMs have disks on several datastores and are backed up one by one, not from a storage snapshot: %s",
-			where, len(spanning), clip(strings.Join(spanning, ", "), 400)))
+		out = append(out, findingf(levelWarning, "%s: %s disks on several datastores, backed up one by one, not from a storage snapshot: %s",
+			where, selectedVMs(len(spanning), "has", "have"), clip(strings.Join(spanning, ", "), 400)))
 	}
 	return out
+}
+
+// selectedVMs is "1 selected VM is" or "3 selected VMs are".
+func selectedVMs(n int, one, many string) string {
+	if n == 1 {
+		return "1 selected VM " + one
+	}
+	return fmt.Sprintf("%d selected VMs %s", n, many)
 }
 
 // warnFindings prints the warnings of a policy about to run.
