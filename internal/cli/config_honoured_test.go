@@ -68,12 +68,12 @@ func TestServerAndStorageSectionsRefusedByTheirCommands(t *testing.T) {
 	e.config(base + "server: {listen: ':8080', metrics: true}\n")
 	want := []string{`unknown key "listen" in server (server takes no keys in this version)`}
 	e.expectAll(ExitUsage, want, "policy", "check")
-	e.expectAll(ExitUsage, want, "server")
+	serverRefuses(t, e, want)
 	e.config(base + "storage-snapshots:\n  zfs: {pool: tank}\n")
 	want = []string{"section storage-snapshots: line 4: " + policy.ErrNoStorageProviders}
 	e.expectAll(ExitUsage, want, "policy", "check")
 	e.expectAll(ExitUsage, want, "run", "p")
-	e.expectAll(ExitUsage, want, "server")
+	serverRefuses(t, e, want)
 }
 
 // TestGroupDatastoreWithoutProviderRefused: group: datastore on a
