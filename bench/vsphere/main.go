@@ -5,6 +5,12 @@
 //
 //	go run ./bench/vsphere                                   # the published experiment's shape
 //	go run ./bench/vsphere -concurrency 64,256 -c1-vms ""     # only the fast levels
+//	go run ./bench/vsphere -concurrency "" -c1-vms ""         # only the inventory listing
+//
+// Before the backups, the connector's Inventory of the whole fleet is timed
+// (best of -inventory-runs, after one warm-up listing that opens the
+// connections): one container view and one paged property-collector call,
+// whatever the VM count (TestInventoryAtScale checks the call count).
 //
 // The fleet is 1000 VMs on 5 hosts and 100 datastores (10 VMs each), each
 // with a small disk holding data. Every VM is backed up for real (snapshot,
@@ -72,6 +78,7 @@ func main() {
 	flag.StringVar(&conc, "concurrency", "8,32,64,256", "total concurrency levels over the whole fleet")
 	flag.StringVar(&c1, "c1-vms", "25,50", "fleet subsets measured at concurrency 1")
 	flag.StringVar(&o.runner, "runner", "backup", "backup (real backups into a repository) or snapshot (snapshot create+remove only)")
+	invRuns := flag.Int("inventory-runs", 3, "time the fleet's inventory this many times and report the best (0: skip)")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the runs (not the fleet build) to this file")
 	flag.Parse()
 	// vcsim logs every call of a method it lacks (QueryChangedDiskAreas,
@@ -86,6 +93,13 @@ func main() {
 	defer f.close()
 	fmt.Printf("fleet: %d VMs, %d hosts, %d datastores, %s disks with %s of data each; built in %s\n",
 		o.vms, o.hosts, o.datastores, disk, data, time.Since(start).Round(100*time.Millisecond))
+	if *invRuns > 0 {
+		n, best := f.timeInventory(ctx, *invRuns)
+		fmt.Printf("inventory: %d VMs listed in %s (best of %d)\n", n, round(best), *invRuns)
+	}
+	if len(o.c1)+len(o.concurrency) == 0 {
+		return
+	}
 	// Task-level delays, without holding the VM's lock while sleeping, so
 	// inventory reads are not blocked by snapshots in flight (vcsim.md §5).
 	// Set only now: building the fleet must not be slowed by them.
@@ -190,6 +204,29 @@ func (f *fleet) run(ctx context.Context, c, n int) result {
 		log.Fatalf("limit exceeded at concurrency %d: %d in flight, %d on one datastore", c, out.peak, out.peakDS)
 	}
 	return out
+}
+
+// timeInventory lists the fleet once to open connections, then runs times
+// more and returns the VM count and the fastest listing, so that other
+// work on the same cores decides the figure as little as possible.
+func (f *fleet) timeInventory(ctx context.Context, runs int) (int, time.Duration) {
+	if _, err := f.conn.Inventory(ctx); err != nil {
+		log.Fatal(err)
+	}
+	best := time.Duration(math.MaxInt64)
+	n := 0
+	for range runs {
+		start := time.Now()
+		vms, err := f.conn.Inventory(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		best, n = min(best, time.Since(start)), len(vms)
+	}
+	if n != f.o.vms {
+		log.Fatalf("inventory listed %d VMs of %d", n, f.o.vms)
+	}
+	return n, best
 }
 
 // snapshotOnly takes and releases the snapshot without reading data: the

@@ -64,7 +64,7 @@ func (a *app) cmdConfig() *cobra.Command {
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.Name, flag, k.Env, k.Default, k.Usage)
 			}
-			fmt.Fprintf(tw, "\nSections decoded by their commands: %v\n", config.Sections)
+			fmt.Fprintf(tw, "\nSections (each checked against its own schema when the file is read): %v\n", config.Sections)
 			return tw.Flush()
 		},
 	}

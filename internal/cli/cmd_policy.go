@@ -18,13 +18,20 @@ func (a *app) cmdPolicy() *cobra.Command {
 	check := &cobra.Command{
 		Use:   "check",
 		Short: "validate connections, repositories, limits and policies, and show which VMs each policy selects",
-		Long: `Validate the engine's configuration sections (connections, repositories,
-limits, resource-groups, policies): unknown keys, bad globs, bad cron
-schedules, references to missing connections or repositories. Every
-problem is reported at once; the exit status is 2 if there is any.
+		Long: `Validate the engine's configuration sections (connections and their
+options, repositories, limits, resource-groups, policies, storage-snapshots):
+unknown keys, bad globs, bad cron schedules, references to missing
+connections or repositories, and what a policy asks of its connections
+that they cannot do (group: datastore without a storage snapshot provider,
+a snapshot mode the platform cannot take). Every problem is reported at
+once; the exit status is 2 if there is any. Nothing is contacted for this.
 
-Then, unless --offline, inventory every connection a policy uses and list
-the VMs each policy selects, with its next scheduled run.
+Then say what each policy will really do: warnings for settings that run
+differently from how they read (as-is without a storage snapshot, quiesce
+without snapshot: quiesced), and, unless --offline, after inventorying
+every connection a policy uses, the VMs it selects, its next scheduled run,
+and the selected VMs that will fail or degrade (running VMs under as-is,
+VMs without a guest agent under quiesced).
 
 EXAMPLES
     coffer policy check
@@ -53,6 +60,7 @@ type policyDoc struct {
 	// policy asks to be immutable ("" when it can, or with --offline).
 	LockProblem string         `json:"lock_problem,omitempty"`
 	Selected    []selectionDoc `json:"selected,omitempty"`
+	Warnings    []finding      `json:"warnings,omitempty"`
 }
 
 type selectionDoc struct {
@@ -63,7 +71,7 @@ type selectionDoc struct {
 }
 
 func (a *app) runPolicyCheck(ctx context.Context, offline bool) error {
-	cfg, err := a.engineConfig()
+	cfg, warnings, err := a.policyConfig()
 	if err != nil {
 		return err
 	}
@@ -83,7 +91,7 @@ func (a *app) runPolicyCheck(ctx context.Context, offline bool) error {
 	for _, p := range cfg.Policies {
 		d := policyDoc{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: p.FullOn,
 			Snapshot: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
-			Schedule: p.Schedule, Retention: p.Retention.String()}
+			Schedule: p.Schedule, Retention: p.Retention.String(), Warnings: warnings[p.Name]}
 		if sc, _ := p.ParseSchedule(); sc != nil {
 			d.NextRun = sc.Next(time.Now())
 		}
@@ -105,10 +113,12 @@ func (a *app) runPolicyCheck(ctx context.Context, offline bool) error {
 				failed++
 			}
 			s.Total = len(inventory[c])
-			for _, vm := range p.SelectVMs(inventory[c]) {
+			selected := p.SelectVMs(inventory[c])
+			for _, vm := range selected {
 				s.VMs = append(s.VMs, vm.Name)
 			}
 			d.Selected = append(d.Selected, s)
+			d.Warnings = append(d.Warnings, selectionFindings(cfg, p, c, selected)...)
 		}
 		docs = append(docs, d)
 	}
@@ -165,7 +175,11 @@ func (a *app) printPolicies(cfg *policy.Config, docs []policyDoc) {
 		if d.Schedule != "" {
 			sched = fmt.Sprintf("schedule %q, next %s", d.Schedule, d.NextRun.Local().Format("2006-01-02 15:04"))
 		}
-		a.printf("\npolicy %s: %s, %s snapshots, repository %s, %s, %s\n", d.Name, mode, d.Snapshot, d.Repository, d.Retention, sched)
+		snapshots := d.Snapshot + " snapshots"
+		if d.Group == "datastore" {
+			snapshots += " read from one storage snapshot per datastore"
+		}
+		a.printf("\npolicy %s: %s, %s, repository %s, %s, %s\n", d.Name, mode, snapshots, d.Repository, d.Retention, sched)
 		if d.Immutable != "" {
 			a.printf("  immutable for %s after each backup\n", d.Immutable)
 		}
@@ -178,6 +192,9 @@ func (a *app) printPolicies(cfg *policy.Config, docs []policyDoc) {
 				continue
 			}
 			a.printf("  %s: %d of %d VMs: %s\n", s.Connection, len(s.VMs), s.Total, clip(strings.Join(s.VMs, ", "), 400))
+		}
+		for _, w := range d.Warnings {
+			a.printf("  warning: %s\n", w.Message)
 		}
 	}
 }

@@ -37,7 +37,7 @@ EXAMPLES
 }
 
 func (a *app) runPolicy(ctx context.Context, name string) error {
-	cfg, err := a.engineConfig()
+	cfg, warnings, err := a.policyConfig()
 	if err != nil {
 		return err
 	}
@@ -45,6 +45,7 @@ func (a *app) runPolicy(ctx context.Context, name string) error {
 	if !ok {
 		return usagef("no policy named %q (`coffer policy check` lists them)", name)
 	}
+	a.warnFindings(warnings[p.Name])
 	cat, err := a.openCatalog(ctx)
 	if err != nil {
 		return err

@@ -10,6 +10,15 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
+// serverSettings is the schema of the configuration file's server:
+// section. `coffer server` reads nothing of its own today: what it runs
+// comes from the connections, repositories, limits, resource-groups and
+// policies sections and the top-level catalog, state-dir and log-* keys.
+// So the section takes no key, and each one given is an error naming the
+// section (checkSections); the REST API's and metrics endpoint's settings
+// join this type with them.
+type serverSettings struct{}
+
 func (a *app) cmdServer() *cobra.Command {
 	return &cobra.Command{
 		Use:   "server",
@@ -33,7 +42,7 @@ engine is a library this command drives, so they plug in here.`,
 }
 
 func (a *app) runServer(ctx context.Context) error {
-	cfg, err := a.engineConfig()
+	cfg, warnings, err := a.policyConfig()
 	if err != nil {
 		return err
 	}
@@ -43,6 +52,9 @@ func (a *app) runServer(ctx context.Context) error {
 		if p.Schedule != "" {
 			scheduled = append(scheduled, p)
 			names = append(names, p.ConnectionNames()...)
+			for _, f := range warnings[p.Name] {
+				a.log.Warn(f.Message)
+			}
 		}
 	}
 	if len(scheduled) == 0 {

@@ -32,21 +32,31 @@ type fakeConnectionOptions struct {
 	Fail []string `yaml:"fail"`
 }
 
-func newFakeConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+// fakeOptions decodes and checks a connection's options.
+func fakeOptions(cfg ConnectionConfig) (fakeConnectionOptions, error) {
 	var o fakeConnectionOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
-		return nil, err
+		return o, err
+	}
+	if o.DiskSize != "" {
+		if _, err := parseSize(o.DiskSize); err != nil {
+			return o, fmt.Errorf("connection %s: options.disk-size: %w", cfg.Name, err)
+		}
+	}
+	return o, nil
+}
+
+func newFakeConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+	o, err := fakeOptions(cfg)
+	if err != nil {
+		return nil, usageError{err}
 	}
 	fo := fake.Options{Seed: o.Seed, VMs: o.VMs, Hosts: o.Hosts, Datastores: o.Datastores, MaxDisks: o.MaxDisks,
 		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate,
 		SnapshotCreate: fake.Latency{Min: o.SnapshotCreate, Max: o.SnapshotCreate},
 		SnapshotRemove: fake.Latency{Min: o.SnapshotRemove, Max: o.SnapshotRemove}}
 	if o.DiskSize != "" {
-		n, err := parseSize(o.DiskSize)
-		if err != nil {
-			return nil, fmt.Errorf("disk-size: %w", err)
-		}
-		fo.DiskSize = n
+		fo.DiskSize, _ = parseSize(o.DiskSize) // checked by fakeOptions
 	}
 	c := fake.New(fo)
 	vms, _ := c.Inventory(context.Background())

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -25,13 +26,26 @@ type qemuConnectionOptions struct {
 	StateDir       string   `yaml:"state-dir"`
 }
 
-func newQEMUConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+// qemuOptions decodes and checks a connection's options without touching
+// any VM, so a bad one is a configuration error before anything runs.
+func qemuOptions(cfg ConnectionConfig) (qemuConnectionOptions, error) {
 	var o qemuConnectionOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
-		return nil, err
+		return o, err
 	}
 	if len(o.Sockets) == 0 {
-		return nil, usagef("connection %s: options.sockets lists no QMP sockets", cfg.Name)
+		return o, fmt.Errorf("connection %s: options.sockets lists no QMP sockets", cfg.Name)
+	}
+	if o.NBDConnections < 0 {
+		return o, fmt.Errorf("connection %s: options.nbd-connections must not be negative (0 means the default, 4)", cfg.Name)
+	}
+	return o, nil
+}
+
+func newQEMUConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+	o, err := qemuOptions(cfg)
+	if err != nil {
+		return nil, usageError{err}
 	}
 	state := o.StateDir
 	if state == "" {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -45,13 +47,49 @@ type vsphereConnectionOptions struct {
 	StateDir              string        `yaml:"state-dir"`
 }
 
-func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+// vsphereOptions decodes and checks a connection's options without
+// connecting, so a bad one is a configuration error before anything runs.
+func vsphereOptions(cfg ConnectionConfig) (vsphereConnectionOptions, error) {
 	var o vsphereConnectionOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
-		return nil, err
+		return o, err
+	}
+	var errs []error
+	add := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("connection %s: "+format, append([]any{cfg.Name}, a...)...))
 	}
 	if o.URL == "" || o.User == "" || o.PasswordFile == "" {
-		return nil, usagef("connection %s: options url, user and password-file are required", cfg.Name)
+		add("options url, user and password-file are required")
+	}
+	// insecure turns certificate verification off, so a CA file would be
+	// ignored; a pinned thumbprint is checked on every handshake whatever
+	// insecure says (vsphere.New), so insecure would be. Neither
+	// combination may silently not do what it reads as.
+	if o.Insecure && o.CAFile != "" {
+		add("options insecure and ca-file contradict each other (insecure skips the check the CA file is for): remove one")
+	}
+	if o.Insecure && o.Thumbprint != "" {
+		add("options insecure and thumbprint contradict each other (the thumbprint is still checked, so insecure does nothing): remove insecure")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"snapshot-create-timeout", o.SnapshotCreateTimeout}, {"snapshot-remove-timeout", o.SnapshotRemoveTimeout},
+		{"quiesce-timeout", o.QuiesceTimeout}, {"task-poll", o.TaskPoll}} {
+		if d.v < 0 {
+			add("options.%s must not be negative (0 means the default)", d.key)
+		}
+	}
+	if o.ReadConnections < 0 {
+		add("options.read-connections must not be negative (0 means the default, 4)")
+	}
+	return o, errors.Join(errs...)
+}
+
+func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+	o, err := vsphereOptions(cfg)
+	if err != nil {
+		return nil, usageError{err}
 	}
 	state := o.StateDir
 	if state == "" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,26 +27,93 @@ type ConnectionConfig struct {
 	Logger   *slog.Logger
 }
 
-// connectorFactories builds connectors by kind. It is the one registry of
-// hypervisor platforms: each connector package's wiring file adds its kind
-// here (no init() side effects elsewhere).
-var connectorFactories = map[string]func(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error){
-	"fake":    newFakeConnector,
-	"qemu":    newQEMUConnector,
-	"vsphere": newVSphereConnector,
+// connectorKind is one hypervisor platform: how a connection's options are
+// checked (without contacting anything) and how it is opened, and what the
+// platform cannot do, so a policy asking for it is refused before it runs
+// instead of failing or degrading VM by VM.
+type connectorKind struct {
+	check func(cfg ConnectionConfig) error
+	open  func(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error)
+	// cannot names the snapshot modes the platform cannot take, and why.
+	cannot map[hypervisor.SnapshotMode]string
+	// storageSnapshots: the connector itself provides storage-level
+	// snapshots (a StorageSnapshotter method), as group: datastore needs.
+	storageSnapshots bool
 }
 
-// engineConfig loads and validates the engine's configuration sections.
+// connectorKinds is the one registry of hypervisor platforms: each
+// connector package's wiring file adds its kind here (no init() side
+// effects elsewhere).
+var connectorKinds = map[string]connectorKind{
+	"fake": {check: checked(fakeOptions), open: newFakeConnector, storageSnapshots: true, // a simulated array
+		cannot: map[hypervisor.SnapshotMode]string{hypervisor.WithMemory: "the simulated fleet has no memory to save"}},
+	"qemu":    {check: checked(qemuOptions), open: newQEMUConnector},
+	"vsphere": {check: checked(vsphereOptions), open: newVSphereConnector},
+}
+
+func checked[T any](decode func(ConnectionConfig) (T, error)) func(ConnectionConfig) error {
+	return func(cfg ConnectionConfig) error {
+		_, err := decode(cfg)
+		return err
+	}
+}
+
+// engineConfig loads the engine's configuration sections and checks them
+// and every connection's options, without contacting anything. Commands
+// that run policies use policyConfig, which also refuses what a policy
+// cannot really do.
 func (a *app) engineConfig() (*policy.Config, error) {
-	cfg, err := policy.Load(a.file)
-	if err != nil {
+	cfg, _, err := a.loadEngineConfig(false)
+	return cfg, err
+}
+
+// policyConfig is engineConfig plus what each policy will really do on its
+// connections (policyFindings): errors refuse the configuration, warnings
+// are returned by policy name.
+func (a *app) policyConfig() (*policy.Config, map[string][]finding, error) {
+	return a.loadEngineConfig(true)
+}
+
+func (a *app) loadEngineConfig(policies bool) (*policy.Config, map[string][]finding, error) {
+	fail := func(err error) (*policy.Config, map[string][]finding, error) {
 		where := a.file.Path
 		if where == "" {
 			where = "configuration"
 		}
-		return nil, usagef("%s: %v", where, err)
+		return nil, nil, usagef("%s: %v", where, err)
 	}
-	return cfg, nil
+	cfg, err := policy.Decode(a.file)
+	if err != nil {
+		return fail(err)
+	}
+	errs := []error{cfg.Validate()}
+	for _, c := range cfg.Connections {
+		if c.Kind == "" {
+			continue // Validate says so
+		}
+		kind, ok := connectorKinds[c.Kind]
+		if !ok {
+			errs = append(errs, fmt.Errorf("connection %s: this build of coffer has no %q connector (known: %s)", c.Name, c.Kind, strings.Join(sortedKinds(), ", ")))
+			continue
+		}
+		errs = append(errs, kind.check(ConnectionConfig{Connection: c}))
+	}
+	warnings := map[string][]finding{}
+	if policies {
+		for _, p := range cfg.Policies {
+			for _, f := range policyFindings(cfg, p) {
+				if f.Level == levelError {
+					errs = append(errs, errors.New(f.Message))
+				} else {
+					warnings[p.Name] = append(warnings[p.Name], f)
+				}
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fail(err)
+	}
+	return cfg, warnings, nil
 }
 
 // openConnectors builds the named connections. A connector that offers
@@ -67,18 +135,18 @@ func (a *app) openConnectors(ctx context.Context, cfg *policy.Config, names []st
 		if cc == nil {
 			return nil, nil, usagef("no connection named %q in the configuration", name)
 		}
-		factory := connectorFactories[cc.Kind]
-		if factory == nil {
+		kind, ok := connectorKinds[cc.Kind]
+		if !ok {
 			return nil, nil, usagef("connection %s: this build of coffer has no %q connector (known: %s)", name, cc.Kind, strings.Join(sortedKinds(), ", "))
 		}
-		c, err := factory(ctx, ConnectionConfig{Connection: *cc, StateDir: a.res.Path("state-dir"), Logger: a.log})
+		c, err := kind.open(ctx, ConnectionConfig{Connection: *cc, StateDir: a.res.Path("state-dir"), Logger: a.log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("connection %s: %w", name, err)
 		}
 		conns[name] = c
 		if s, ok := c.(interface {
 			StorageSnapshotter() hypervisor.StorageSnapshotter
-		}); ok {
+		}); ok && kind.storageSnapshots {
 			storage[name] = s.StorageSnapshotter()
 		}
 	}
@@ -87,7 +155,7 @@ func (a *app) openConnectors(ctx context.Context, cfg *policy.Config, names []st
 
 func sortedKinds() []string {
 	var out []string
-	for k := range connectorFactories {
+	for k := range connectorKinds {
 		out = append(out, k)
 	}
 	sort.Strings(out)

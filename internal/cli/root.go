@@ -153,6 +153,9 @@ func (a *app) setup(cmd *cobra.Command) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if err := checkSections(f); err != nil {
+		return usageError{err}
+	}
 	a.file = f
 	flags := cmd.Flags()
 	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {

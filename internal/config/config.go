@@ -4,8 +4,8 @@
 //
 // Every scalar setting is declared once, in the Keys table, with its file
 // key, flag, environment variable, default and help text; nothing else in
-// coffer names an environment variable. Structured sections (connections,
-// repositories, policies, server) are decoded by their owners with Decode.
+// coffer names an environment variable. Structured sections (see Sections)
+// are decoded by their owners with Decode, as strictly as scalar keys.
 //
 // The file is YAML. It is looked up in order: --config, $COFFER_CONFIG,
 // $XDG_CONFIG_HOME/coffer/config.yaml (~/.config/coffer/config.yaml),
@@ -60,7 +60,12 @@ var Keys = []Key{
 	{Name: "s3.lock-mode", Flag: "s3-lock-mode", Env: "COFFER_S3_LOCK_MODE", Default: "compliance", Usage: "Object Lock mode of immutable backups: compliance (nobody can shorten it) or governance"},
 }
 
-// Sections are the structured top-level keys decoded by their owners.
+// Sections are the structured top-level keys decoded by their owners, each
+// into a typed schema with Decode, so an unknown key inside a section is an
+// error like an unknown scalar key (the CLI decodes every one of them when
+// it loads the file, whatever the command). connections, repositories,
+// limits, resource-groups, policies and storage-snapshots belong to
+// internal/policy; server to the server command.
 var Sections = []string{"connections", "repositories", "policies", "server", "limits", "resource-groups", "storage-snapshots"}
 
 // File is a loaded configuration file.

@@ -110,3 +110,34 @@ func TestSectionUnknownKeys(t *testing.T) {
 		t.Fatalf("decode = %+v, %v", v, err)
 	}
 }
+
+// TestSectionWithoutKeys: a section whose schema has no field yet (the
+// server's) refuses every key, saying so, and a top-level setting written
+// inside a section is named as such instead of getting no hint.
+func TestSectionWithoutKeys(t *testing.T) {
+	type settings struct{}
+	for _, c := range []struct{ doc, want string }{
+		{"server:\n  listen: :8080\n", `line 2: unknown key "listen" in server (server takes no keys in this version)`},
+		{"server:\n  log-format: json\n", `line 2: unknown key "log-format" in server (log-format is a top-level key: write it at the start of a line, outside server)`},
+		{"server:\n  policies: []\n", `unknown key "policies" in server (policies is a top-level key`},
+	} {
+		f, err := Parse([]byte(c.doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v settings
+		if err := f.Decode("server", &v); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: err = %v, want %s", c.doc, err, c.want)
+		}
+	}
+	for _, doc := range []string{"", "server:\n", "server: {}\n"} {
+		f, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v settings
+		if err := f.Decode("server", &v); err != nil {
+			t.Errorf("%q: %v", doc, err)
+		}
+	}
+}

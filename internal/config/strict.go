@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -38,11 +39,7 @@ func checkKnown(n *yaml.Node, t reflect.Type, path string) error {
 			k := n.Content[i].Value
 			ft, ok := fields[k]
 			if !ok {
-				known := map[string]bool{}
-				for f := range fields {
-					known[f] = true
-				}
-				return fmt.Errorf("line %d: unknown key %q in %s%s", n.Content[i].Line, k, path, suggest(k, known, nil))
+				return unknownKey(n.Content[i], path, fields)
 			}
 			if err := checkKnown(n.Content[i+1], ft, path+"."+k); err != nil {
 				return err
@@ -68,6 +65,26 @@ func checkKnown(n *yaml.Node, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// unknownKey describes a key a section's schema has no field for, with the
+// closest known key, or, when none is close, a hint for the two mistakes a
+// suggestion cannot catch: a top-level setting written inside a section,
+// and a key in a section that takes none in this version.
+func unknownKey(k *yaml.Node, path string, fields map[string]reflect.Type) error {
+	known := map[string]bool{}
+	for f := range fields {
+		known[f] = true
+	}
+	hint := suggest(k.Value, known, nil)
+	if hint == "" && !strings.ContainsAny(path, ".[") {
+		if _, top := Lookup(k.Value); top || slices.Contains(Sections, k.Value) {
+			hint = fmt.Sprintf(" (%s is a top-level key: write it at the start of a line, outside %s)", k.Value, path)
+		} else if len(fields) == 0 {
+			hint = fmt.Sprintf(" (%s takes no keys in this version)", path)
+		}
+	}
+	return fmt.Errorf("line %d: unknown key %q in %s%s", k.Line, k.Value, path, hint)
 }
 
 // yamlFields maps the YAML names of t's exported fields to their types,

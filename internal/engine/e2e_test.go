@@ -259,14 +259,26 @@ func TestGroupModeStorageSnapshots(t *testing.T) {
 }
 
 func TestRateLimits(t *testing.T) {
-	// Requests above the burst are split instead of refused.
-	l := limiter{rate.NewLimiter(8<<20, 1<<20)}
-	start := time.Now()
-	if err := l.WaitN(context.Background(), 3<<20); err != nil {
+	// Requests above the burst are split instead of refused (rate.Limiter
+	// alone refuses them)...
+	fast := rate.NewLimiter(1<<40, 1<<20)
+	if err := fast.WaitN(context.Background(), 3<<20); err == nil {
+		t.Fatal("rate.Limiter accepted a request above its burst: the split is untested")
+	}
+	if err := (limiter{fast}).WaitN(context.Background(), 3<<20); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d < 200*time.Millisecond {
-		t.Fatalf("3 MiB at 8 MiB/s with a 1 MiB burst took %s", d)
+	// ...and every part is charged: at 1 byte/s, the first 1 MiB empties
+	// the full bucket and the second is refused at once, its wait (12 days)
+	// outlasting the context (whose deadline only bounds a hang).
+	slow := rate.NewLimiter(1, 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := (limiter{slow}).WaitN(ctx, 2<<20); err == nil || !strings.Contains(err.Error(), "would exceed context deadline") {
+		t.Fatalf("2 MiB from a 1 MiB bucket at 1 byte/s: %v", err)
+	}
+	if tokens := slow.Tokens(); tokens > 60 { // what a minute refills at most
+		t.Fatalf("%.0f tokens left after the first 1 MiB part", tokens)
 	}
 	// The engine hands every task a limiter combining both buckets.
 	cfg := &policy.Config{Limits: policy.Limits{Rate: 1 << 30, TaskRate: 1 << 29}}

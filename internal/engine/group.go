@@ -29,9 +29,10 @@ import (
 //     host or datastore slot; the storage snapshot is deleted when the
 //     last VM of the batch is done.
 //
-// VMs whose disks span several datastores, and connections without a
-// StorageSnapshotter, are backed up VM by VM. A VM whose group snapshot
-// fails transiently, or whose read fails, is retried VM by VM.
+// VMs whose disks span several datastores are backed up VM by VM (with a
+// warning event). A policy on a connection without a StorageSnapshotter is
+// refused by Engine.Start, never quietly run VM by VM. A VM whose group
+// snapshot fails transiently, or whose read fails, is retried VM by VM.
 
 // groupUnits splits the tasks into per-datastore batches.
 func (j *Job) groupUnits() []*unit {
@@ -39,13 +40,11 @@ func (j *Job) groupUnits() []*unit {
 	var keys []string
 	var units []*unit
 	for _, t := range j.tasks {
-		ss := j.e.o.StorageSnapshotters[t.rec.Connection]
-		if len(t.vm.Datastores) != 1 || ss == nil {
-			why := "its disks span several datastores"
-			if ss == nil {
-				why = "connection " + t.rec.Connection + " has no storage snapshot provider"
-			}
-			t.event("warn", "group", fmt.Sprintf("%s backed up VM by VM: %s", t.vm.Name, why), nil)
+		// Every connection has a provider (Start refuses the policy
+		// otherwise); a VM on several datastores cannot be read from one
+		// datastore's snapshot.
+		if len(t.vm.Datastores) != 1 {
+			t.event("warn", "group", fmt.Sprintf("%s backed up VM by VM: its disks span several datastores", t.vm.Name), nil)
 			units = append(units, j.vmUnit(t))
 			continue
 		}

@@ -57,8 +57,19 @@ func (r *Result) Failed() []catalog.Task {
 	return out
 }
 
-// Start records a job for the policy and runs it in the background.
+// Start records a job for the policy and runs it in the background. A
+// policy the engine cannot run as written (group: datastore on a
+// connection without a storage snapshot provider) is refused, never run
+// differently.
 func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
+	if p.Group == "datastore" {
+		for _, c := range p.ConnectionNames() {
+			if e.o.StorageSnapshotters[c] == nil {
+				return nil, fmt.Errorf("policy %s: group: datastore needs a storage snapshot provider, and connection %s has none: "+
+					"remove `group: datastore` to back its VMs up one by one", p.Name, c)
+			}
+		}
+	}
 	jctx, cancel := context.WithCancelCause(ctx)
 	now := time.Now()
 	j := &Job{e: e, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}),

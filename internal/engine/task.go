@@ -139,6 +139,15 @@ func (t *task) run(u *unit) {
 		t.finish(catalog.StatusCancelled, "cancelled before it started")
 		return
 	}
+	if t.held == nil && t.rec.SnapshotMode == string(hypervisor.AsIs) {
+		// No hypervisor snapshot and no storage snapshot: only a VM that
+		// does not run gives a consistent image.
+		if why := policy.LiveReadProblem(t.vm); why != "" {
+			j.e.disp.done(u)
+			t.finish(catalog.StatusFailed, why)
+			return
+		}
+	}
 	prog := &backup.Progress{}
 	j.mu.Lock()
 	t.attempt++

@@ -1,7 +1,8 @@
 // Package policy is the declarative side of the job engine: hypervisor
-// connections, repositories, concurrency limits, resource groups and backup
-// policies, read from the configuration file's sections of the same names,
-// validated with errors that name the policy, the key and the line.
+// connections, repositories, concurrency limits, resource groups, backup
+// policies and storage snapshot providers, read from the configuration
+// file's sections of the same names, validated with errors that name the
+// policy, the key and the line.
 //
 //	connections:
 //	  - name: lab
@@ -38,6 +39,7 @@
 //	    timeouts: {vm: 4h, snapshot-create: 10m}
 //	    retries: {attempts: 3, backoff: 30s}
 //	    immutable-for: 30d         # points undeletable for 30 days (Object Lock)
+//	storage-snapshots: []          # no provider in this version: must stay empty
 package policy
 
 import (
@@ -57,6 +59,8 @@ type Config struct {
 	Limits         Limits
 	ResourceGroups []ResourceGroup
 	Policies       []Policy
+	// StorageSnapshots must be empty in this version (see its type).
+	StorageSnapshots StorageSnapshots
 }
 
 // Connection is one hypervisor connection.
@@ -224,20 +228,31 @@ func (p Policy) ConnectionNames() []string {
 
 // Load reads and validates the engine's sections of a configuration file.
 func Load(f *config.File) (*Config, error) {
+	c, err := Decode(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Decode reads the engine's sections strictly (an unknown key anywhere is
+// an error) without validating what they say; every command does this when
+// it loads the file, so no section is ever accepted and ignored.
+func Decode(f *config.File) (*Config, error) {
 	c := &Config{}
 	for _, s := range []struct {
 		name string
 		v    any
 	}{
 		{"connections", &c.Connections}, {"repositories", &c.Repositories}, {"limits", &c.Limits},
-		{"resource-groups", &c.ResourceGroups}, {"policies", &c.Policies},
+		{"resource-groups", &c.ResourceGroups}, {"policies", &c.Policies}, {"storage-snapshots", &c.StorageSnapshots},
 	} {
 		if err := f.Decode(s.name, s.v); err != nil {
 			return nil, err
 		}
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
 	}
 	return c, nil
 }

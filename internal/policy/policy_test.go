@@ -103,10 +103,37 @@ func TestValidationErrors(t *testing.T) {
 		{"negative", "limits: {tasks: -1}\n", "limits.tasks must not be negative"},
 		{"bad immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: a month}\n", `line 3: "a month" is not a duration (like 30d, 1d12h or 72h)`},
 		{"negative immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: -2d}\n", `"-2d" is not a duration`},
+		{"policy tag", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, tags: {policy: b}}\n", `policy a: tags: policy ("b") is set by coffer`},
+		{"storage provider", "storage-snapshots:\n  - {name: array, kind: flashcopy}\n", "line 2: storage snapshot providers are not available in this version of coffer: remove the storage-snapshots section"},
 	} {
 		_, err := load(t, c.doc)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v\nwant %s", c.name, err, c.want)
+		}
+	}
+}
+
+// TestStorageSnapshotsSection: the section has no provider to declare in
+// this version, so any content is refused instead of being ignored, and
+// only an empty or absent section is accepted.
+func TestStorageSnapshotsSection(t *testing.T) {
+	for _, doc := range []string{"", "storage-snapshots:\n", "storage-snapshots: []\n", "storage-snapshots: {}\n", "storage-snapshots: ~\n"} {
+		c, err := load(t, doc)
+		if err != nil {
+			t.Errorf("%q: %v", doc, err)
+			continue
+		}
+		if c.StorageSnapshots.HasProvider("lab") {
+			t.Errorf("%q: a provider without any entry", doc)
+		}
+	}
+	for _, doc := range []string{
+		"storage-snapshots:\n  - {name: a, kind: zfs, datastores: [tank]}\n",
+		"storage-snapshots: {zfs: {pool: tank}}\n",
+		"storage-snapshots: yes\n",
+	} {
+		if _, err := load(t, doc); err == nil || !strings.Contains(err.Error(), ErrNoStorageProviders) {
+			t.Errorf("%q: err = %v", doc, err)
 		}
 	}
 }

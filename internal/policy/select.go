@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"path"
 	"sort"
 
@@ -117,4 +118,17 @@ func anyMatchAny(patterns, values []string) bool {
 func sorted(s []string) []string {
 	sort.Strings(s)
 	return s
+}
+
+// LiveReadProblem says why backing vm up with snapshot: as-is and no
+// storage snapshot would not give a consistent image ("" when it would):
+// as-is takes no snapshot, so the disks of a running VM are read while it
+// writes to them. The engine fails such a VM, and `coffer policy check`
+// names the selected VMs it would fail.
+func LiveReadProblem(vm hypervisor.VM) string {
+	if vm.PowerState != "running" {
+		return ""
+	}
+	return fmt.Sprintf("%s is running and snapshot: as-is takes no snapshot, so its disks would be read while it writes to them "+
+		"and the backup would not be consistent: stop the VM before its backup, or use snapshot: crash-consistent", vm.Name)
 }

@@ -115,6 +115,12 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 	if p.Tasks < 0 {
 		add("%s: tasks must not be negative", where)
 	}
+	if v, ok := p.Tags["policy"]; ok {
+		// The engine tags every point policy=<name> and retention selects
+		// by it: another value would hide the points from this policy's
+		// retention and hand them to the other policy's.
+		add("%s: tags: policy (%q) is set by coffer to the policy's name, which retention selects by: use another tag name", where, v)
+	}
 	if p.Retention.Within < 0 {
 		add("%s: retention.keep-within must not be negative", where)
 	}

@@ -209,6 +209,14 @@ func (c *Connector) SetTag(vmName, key, value string) {
 	}
 }
 
+// SetPowerState changes what the inventory reports of a VM's power
+// ("running", "stopped", ...), for tests of modes that depend on it.
+func (c *Connector) SetPowerState(vmName, state string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mustVM(vmName).vm.PowerState = state
+}
+
 func (c *Connector) byNameLocked(name string) *vmState {
 	for _, st := range c.vms {
 		if st.vm.Name == name {

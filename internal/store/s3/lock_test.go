@@ -147,30 +147,35 @@ func bucketOf(s *s3store.Store) string {
 
 // TestPermanentErrorsAreImmediate: a missing bucket and bad credentials are
 // reported at open with a message that names the problem, without the
-// retries that transient errors get.
+// retries that transient errors get: each open sends exactly the requests
+// it sends with retries turned off (MaxAttempts 1), counted by a proxy.
 func TestPermanentErrorsAreImmediate(t *testing.T) {
 	srv := testutil.StartS3(t)
+	proxy := testutil.StartFaultProxy(t, srv.Endpoint, 1) // no faults: counts requests
 	ctx := context.Background()
-	cfg := s3store.Config{Bucket: "no-such-bucket", Endpoint: srv.Endpoint, PathStyle: true,
-		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
-	start := time.Now()
-	_, err := s3store.Open(ctx, cfg)
-	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "does not exist") {
-		t.Fatalf("missing bucket: %v", err)
-	}
-	cfg.Bucket = srv.Bucket(t, false)
-	cfg.SecretAccessKey = "wrong"
-	_, err = s3store.Open(ctx, cfg)
-	if !errors.Is(err, store.ErrPermission) || !strings.Contains(err.Error(), "credentials") {
-		t.Fatalf("bad secret: %v", err)
-	}
-	cfg.AccessKeyID = "nobody"
-	_, err = s3store.Open(ctx, cfg)
-	if !errors.Is(err, store.ErrPermission) {
-		t.Fatalf("unknown key: %v", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("permanent errors took %v: were they retried?", d)
+	bucket := srv.Bucket(t, false)
+	for _, c := range []struct {
+		name, bucket, key, secret string
+		is                        error
+		says                      string
+	}{
+		{"missing bucket", "no-such-bucket", srv.AccessKey, srv.SecretKey, store.ErrNotFound, "does not exist"},
+		{"bad secret", bucket, srv.AccessKey, "wrong", store.ErrPermission, "credentials"},
+		{"unknown key", bucket, "nobody", "wrong", store.ErrPermission, ""},
+	} {
+		requests := map[int]int64{}
+		for _, attempts := range []int{1, s3store.DefaultMaxAttempts} {
+			before := proxy.Count()
+			_, err := s3store.Open(ctx, s3store.Config{Bucket: c.bucket, Endpoint: proxy.URL, PathStyle: true,
+				AccessKeyID: c.key, SecretAccessKey: c.secret, MaxAttempts: attempts})
+			if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("%s (%d attempts): %v", c.name, attempts, err)
+			}
+			requests[attempts] = proxy.Count() - before
+		}
+		if requests[1] == 0 || requests[s3store.DefaultMaxAttempts] != requests[1] {
+			t.Errorf("%s: %d requests with retries, %d without: a permanent error was retried", c.name, requests[s3store.DefaultMaxAttempts], requests[1])
+		}
 	}
 }
 

@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// expectAll runs coffer, wants the exit code, and wants every string in
+// its output.
+func (e *env) expectAll(code int, wants []string, args ...string) string {
+	e.t.Helper()
+	out := e.expect(code, args...)
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			e.t.Errorf("coffer %v: output lacks %q:\n%s", args, w, out)
+		}
+	}
+	return out
+}
+
+// TestEverySectionIsStrict: an unknown key in any section of the
+// configuration file is an error naming it, for every command, not only
+// for the command that uses the section; no section is accepted and
+// ignored.
+func TestEverySectionIsStrict(t *testing.T) {
+	e := newEnv(t)
+	typos := map[string]struct{ doc, want string }{
+		"connections":       {"connections: [{name: a, kind: fake, optoins: {}}]\n", `unknown key "optoins" in connections[0] (did you mean "options"?)`},
+		"repositories":      {"repositories: [{name: a, locaton: /x}]\n", `unknown key "locaton" in repositories[0] (did you mean "location"?)`},
+		"policies":          {"policies: [{name: a, conection: x}]\n", `unknown key "conection" in policies[0] (did you mean "connection"?)`},
+		"server":            {"server:\n  listen: \":8080\"\n", `line 2: unknown key "listen" in server (server takes no keys in this version)`},
+		"limits":            {"limits: {task: 3}\n", `unknown key "task" in limits (did you mean "tasks"?)`},
+		"resource-groups":   {"resource-groups: [{name: g, limt: 2}]\n", `unknown key "limt" in resource-groups[0] (did you mean "limit"?)`},
+		"storage-snapshots": {"storage-snapshots:\n  - {name: array, kind: flashcopy, datastores: [ssd-*]}\n", "storage snapshot providers are not available in this version of coffer"},
+	}
+	for _, s := range config.Sections {
+		c, ok := typos[s]
+		if !ok {
+			t.Errorf("section %s has no case here: add one", s)
+			continue
+		}
+		e.config(c.doc)
+		e.expectAll(ExitUsage, []string{"section " + s + ": ", c.want}, "config", "show")
+	}
+	if len(typos) != len(config.Sections) {
+		t.Errorf("%d cases for %d sections", len(typos), len(config.Sections))
+	}
+	// A setting of the top level written inside server: is named as such.
+	e.config("server:\n  log-format: json\n")
+	e.expectAll(ExitUsage, []string{`unknown key "log-format" in server (log-format is a top-level key`}, "policy", "check", "--offline")
+	// Empty sections are fine.
+	e.config("server:\nstorage-snapshots: []\n")
+	e.must("config", "show")
+}
+
+// TestServerAndStorageSectionsRefusedByTheirCommands: the commands that
+// would use the sections refuse them with exit 2 and the message.
+func TestServerAndStorageSectionsRefusedByTheirCommands(t *testing.T) {
+	e := newEnv(t)
+	base := "connections: [{name: lab, kind: fake, options: {vms: 2}}]\npolicies: [{name: p, connection: lab, schedule: '@daily'}]\n"
+	e.config(base + "server: {listen: ':8080', metrics: true}\n")
+	want := []string{`unknown key "listen" in server (server takes no keys in this version)`}
+	e.expectAll(ExitUsage, want, "policy", "check")
+	serverRefuses(t, e, want)
+	e.config(base + "storage-snapshots:\n  zfs: {pool: tank}\n")
+	want = []string{"section storage-snapshots: line 4: " + policy.ErrNoStorageProviders}
+	e.expectAll(ExitUsage, want, "policy", "check")
+	e.expectAll(ExitUsage, want, "run", "p")
+	serverRefuses(t, e, want)
+}
+
+// TestGroupDatastoreWithoutProviderRefused: group: datastore on a
+// connection without a storage snapshot provider (every real one in this
+// version) is refused by policy check, run and server with exit 2 and a
+// message naming the policy and what to do, instead of running VM by VM.
+func TestGroupDatastoreWithoutProviderRefused(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	e.config(`
+connections:
+  - {name: kvm, kind: qemu, options: {sockets: ["` + e.dir + `/none/*.qmp"]}}
+  - {name: sim, kind: fake, options: {vms: 4, datastores: 2, disk-size: 128KiB}}
+policies:
+  - {name: flash, connection: kvm, group: datastore, schedule: "@daily"}
+  - {name: sim-flash, connection: sim, group: datastore}
+`)
+	want := []string{"policy flash: group: datastore needs a storage snapshot provider, and connection kvm (qemu) has none",
+		"Remove `group: datastore` from the policy"}
+	out := e.expectAll(ExitUsage, want, "policy", "check", "--offline")
+	if strings.Contains(out, "sim-flash") {
+		t.Errorf("the fake connection's simulated array was refused:\n%s", out)
+	}
+	e.expectAll(ExitUsage, want, "policy", "check")
+	e.expectAll(ExitUsage, want, "run", "flash")
+	// The other policy is refused too: the configuration is, as a whole.
+	e.expectAll(ExitUsage, want, "run", "sim-flash")
+	serverRefuses(t, e, want)
+
+	// Without the qemu policy, the simulated array serves group: datastore.
+	e.config(`
+connections: [{name: sim, kind: fake, options: {vms: 4, datastores: 2, disk-size: 128KiB}}]
+policies: [{name: sim-flash, connection: sim, group: datastore}]
+`)
+	e.expectAll(0, []string{"read from one storage snapshot per datastore"}, "policy", "check", "--offline")
+	var res jobDoc
+	if err := json.Unmarshal([]byte(e.must("run", "sim-flash", "--json")), &res); err != nil || res.Status != "success" {
+		t.Fatalf("run sim-flash: %+v %v", res, err)
+	}
+}
+
+// serverRefuses runs `coffer server` as a process and wants exit 2 with
+// the messages. The bound only catches a server that starts instead of
+// refusing (it would run until stopped).
+func serverRefuses(t *testing.T, e *env, want []string) {
+	t.Helper()
+	cmd := e.child("server")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != ExitUsage {
+			t.Fatalf("server: %v, want exit %d\n%s", err, ExitUsage, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("server started instead of refusing the configuration:\n%s", out.String())
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("server output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+// TestPolicyCheckSaysWhatWillHappen: settings a connector cannot honour
+// are errors, settings that run differently from how they read are
+// warnings naming the VMs concerned, and a run does what the warning said.
+func TestPolicyCheckSaysWhatWillHappen(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	fleet := "connections: [{name: sim, kind: fake, options: {seed: 3, vms: 4, hosts: 1, datastores: 1, disk-size: 128KiB}}]\n"
+
+	e.config(fleet + "policies: [{name: mem, connection: sim, snapshot: with-memory}]\n")
+	e.expectAll(ExitUsage, []string{"policy mem: snapshot: with-memory is not possible on connection sim (fake)"}, "policy", "check", "--offline")
+
+	e.config(fleet + `policies:
+  - {name: live, connection: sim, snapshot: as-is}
+  - {name: calm, connection: sim, snapshot: quiesced}
+  - {name: odd, connection: sim, quiesce: fallback}
+`)
+	e.expectAll(0, []string{
+		"warning: policy live: snapshot: as-is takes no snapshot",
+		"warning: policy live on sim: 4 selected VMs are running and would fail with snapshot: as-is",
+		// The fake fleet's every fourth VM has no guest agent.
+		"warning: policy calm on sim: 1 selected VM has no guest agent running, so snapshots will be crash-consistent (quiesce: fallback): cache-0003",
+		"warning: policy odd: quiesce: fallback only applies with snapshot: quiesced; with crash-consistent it is ignored",
+	}, "policy", "check")
+	var doc struct {
+		Policies []policyDoc `json:"policies"`
+	}
+	if err := json.Unmarshal([]byte(e.must("policy", "check", "--json")), &doc); err != nil || len(doc.Policies) != 3 || len(doc.Policies[0].Warnings) != 2 {
+		t.Fatalf("policy check --json: %+v %v", doc, err)
+	}
+	// The run does what the warning said: every running VM fails, none is
+	// read live.
+	var res jobDoc
+	code, out, _ := e.run("run", "live", "--json")
+	if err := json.Unmarshal([]byte(out), &res); code != ExitFailure || err != nil || len(res.Tasks) != 4 {
+		t.Fatalf("run live: exit %d, %+v %v", code, res, err)
+	}
+	for _, tk := range res.Tasks {
+		if tk.Status != "failed" || !strings.Contains(tk.Error, "is running and snapshot: as-is takes no snapshot") {
+			t.Errorf("%s: %s %s", tk.VMName, tk.Status, tk.Error)
+		}
+	}
+}
+
+// TestConnectionOptionsCheckedWithoutConnecting: the options of every
+// connection are checked when the configuration is loaded, also offline
+// and for connections no policy uses, and all problems are reported at
+// once.
+func TestConnectionOptionsCheckedWithoutConnecting(t *testing.T) {
+	e := newEnv(t)
+	e.config(`
+connections:
+  - {name: kvm, kind: qemu, options: {host: kvm1, nbd-connections: -1}}
+  - {name: vc, kind: vsphere, options: {url: "https://vc/sdk", user: u, password-file: /p, insecure: true, ca-file: /ca.pem}}
+  - {name: vc2, kind: vsphere, options: {url: "https://vc/sdk", user: u, pasword-file: /p}}
+  - {name: far, kind: hyperv}
+`)
+	e.expectAll(ExitUsage, []string{
+		"connection kvm: options.sockets lists no QMP sockets",
+		"connection vc: options insecure and ca-file contradict each other",
+		`connection vc2: line 5: unknown key "pasword-file" in connections.vc2.options (did you mean "password-file"?)`,
+		`connection far: this build of coffer has no "hyperv" connector (known: fake, qemu, vsphere)`,
+	}, "policy", "check", "--offline")
+}
