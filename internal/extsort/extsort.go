@@ -4,6 +4,12 @@
 // their memory does not grow with the repository (restic's whole-index-in-
 // RAM approach is what this avoids).
 //
+// Memory: a Sorter's buffer never exceeds its budget, and a merge shares
+// the budget among its runs' read buffers (merging in several passes when
+// there are too many runs), so sorting any amount of data costs the budget
+// plus a few fixed buffers. Ordered keeps records that are already in
+// order on disk without sorting them.
+//
 // Hand-written because it is small and specific: fixed-size byte records
 // compared bytewise, with optional de-duplication.
 package extsort
@@ -47,6 +53,13 @@ func (s *Sorter) Add(rec []byte) error {
 	}
 	if s.closed {
 		return errors.New("extsort: Add after Iterate")
+	}
+	if len(s.buf)+len(rec) > cap(s.buf) {
+		// Grow by doubling but never past the budget: append's own growth
+		// would overshoot it by a quarter.
+		nb := make([]byte, len(s.buf), min(max(2*cap(s.buf), 64<<10), s.budget))
+		copy(nb, s.buf)
+		s.buf = nb
 	}
 	s.buf = append(s.buf, rec...)
 	s.records++
@@ -118,6 +131,16 @@ func (s *Sorter) spill() error {
 	return nil
 }
 
+// Merge buffers: a merge reads every run through a buffer of its own, the
+// budget shared among them, between minRunBuffer and maxRunBuffer each. More
+// runs than the budget allows at minRunBuffer are first merged in groups,
+// so a merge never needs more memory than the budget however much was
+// sorted.
+const (
+	minRunBuffer = 16 << 10
+	maxRunBuffer = 256 << 10
+)
+
 // Iterate calls fn with every record in ascending order (the slice is only
 // valid during the call). With unique, equal records are reported once.
 // Iterate may be called once; it removes the run files.
@@ -144,15 +167,40 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 			return err
 		}
 	}
+	s.buf = nil // the merge's memory is its read buffers
+	fanIn := max(2, s.budget/minRunBuffer)
+	for len(s.runs) > fanIn {
+		f, err := tempFile(s.dir)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(f, maxRunBuffer)
+		err = s.merge(s.runs[:fanIn], unique, func(rec []byte) error { _, err := w.Write(rec); return err })
+		if err == nil {
+			err = w.Flush()
+		}
+		for _, r := range s.runs[:fanIn] {
+			r.Close()
+		}
+		s.runs = append(s.runs[fanIn:], f)
+		if err != nil {
+			return err
+		}
+	}
+	return s.merge(s.runs, unique, fn)
+}
+
+// merge reads sorted run files from their start and calls fn in order.
+func (s *Sorter) merge(runs []*os.File, unique bool, fn func(rec []byte) error) error {
+	bufSize := min(max(s.budget/len(runs), minRunBuffer), maxRunBuffer)
 	h := &runHeap{}
-	for _, f := range s.runs {
+	for _, f := range runs {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		rr := &run{f: f, r: bufio.NewReaderSize(f, 256<<10), rec: make([]byte, s.size)}
+		rr := &run{r: bufio.NewReaderSize(f, bufSize), rec: make([]byte, s.size)}
 		ok, err := rr.next()
 		if err != nil {
-			f.Close()
 			return err
 		}
 		if ok {
@@ -192,7 +240,6 @@ func (s *Sorter) Close() {
 }
 
 type run struct {
-	f   *os.File
 	r   *bufio.Reader
 	rec []byte
 }
