@@ -1,0 +1,230 @@
+package gc
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
+	"github.com/coffer-backup/coffer/internal/repo/verify"
+	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/store"
+)
+
+// smallParts makes plans list n names per part object for one test.
+func smallParts(t *testing.T, n int) {
+	old := partNames
+	partNames = n
+	t.Cleanup(func() { partNames = old })
+}
+
+func newRepo(t *testing.T) *repo.Repository {
+	// 64 KiB packs of 64 KiB chunks: every MiB of random data is 16 packs.
+	return repotest.New(t, repo.InitOptions{ChunkSize: 64 << 10, PackSize: 64 << 10})
+}
+
+func reopen(t *testing.T, st store.Store) *repo.Repository {
+	t.Helper()
+	r, err := repo.Open(context.Background(), st, []byte(repotest.Password), repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func randomImage(t *testing.T, n int) (string, []byte) {
+	t.Helper()
+	data := make([]byte, n)
+	_, _ = rand.Read(data)
+	path := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+func objects(t *testing.T, st store.Store, prefix string) []string {
+	t.Helper()
+	var names []string
+	if err := st.List(context.Background(), prefix, func(fi store.ObjectInfo) error {
+		names = append(names, fi.Name)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func checkRepository(t *testing.T, st store.Store, s *repo.Snapshot, want []byte) {
+	t.Helper()
+	ctx := context.Background()
+	r := reopen(t, st)
+	rep, err := verify.Run(ctx, r, verify.Options{ReadData: true})
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+	out := filepath.Join(t.TempDir(), "restored")
+	if _, err := restore.ToFile(ctx, r, s, s.Disks[0], out, restore.FileOptions{}); err != nil {
+		t.Fatalf("restore %s: %v", s.ID.Short(), err)
+	}
+	if got, _ := os.ReadFile(out); string(got) != string(want) {
+		t.Fatalf("point %s restores different bytes", s.ID.Short())
+	}
+}
+
+// TestPlanListsInParts: a plan whose packs and disk maps do not fit one
+// part object lists them over several, which execution reads back; parts
+// of a plan that was never saved are removed, and nothing of the plan is
+// left once it is carried out.
+func TestPlanListsInParts(t *testing.T) {
+	smallParts(t, 3)
+	ctx := context.Background()
+	r := newRepo(t)
+	img, _ := randomImage(t, 1<<20)
+	old := repotest.BackupImage(t, r, img, backup.Options{})
+	if err := r.DeleteSnapshot(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // orphan disk maps: manifests deleted, maps left behind
+		small, _ := randomImage(t, 64<<10)
+		s := repotest.BackupImage(t, r, small, backup.Options{})
+		if err := r.Store().Delete(ctx, "snapshots/"+s.ID.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keptImg, keptData := randomImage(t, 512<<10)
+	kept := repotest.BackupImage(t, r, keptImg, backup.Options{})
+	stale := newListWriter(ctx, r, "0123456789abcdef", "packs") // a plan a kill kept from being saved
+	if err := stale.add("data/00000000000000000000000000000000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stale.finish(); err != nil {
+		t.Fatal(err)
+	}
+	session, err := r.NewWriter(ctx, "live session") // defers the deletions
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, reopen(t, r.Store()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Deferred || rep.PacksPlanned < 16 || rep.MapsDeleted != 4 {
+		t.Fatalf("first run: %+v, want deletion of at least 16 packs and 4 maps deferred", rep)
+	}
+	pf, err := loadPlan(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pf.PackParts) != (rep.PacksPlanned+2)/3 || len(pf.MapParts) != 2 || len(pf.Packs)+len(pf.Maps) != 0 {
+		t.Fatalf("plan lists %d packs in %d parts and 4 maps in %d parts (%d names inline)", rep.PacksPlanned, len(pf.PackParts), len(pf.MapParts), len(pf.Packs)+len(pf.Maps))
+	}
+	if got, want := strings.Join(slices.Sorted(slices.Values(objects(t, r.Store(), partPrefix))), " "), strings.Join(slices.Sorted(slices.Values(append(pf.PackParts, pf.MapParts...))), " "); got != want {
+		t.Fatalf("part objects %s, want only the plan's %s", got, want)
+	}
+	if err := session.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep2, err := Run(ctx, reopen(t, r.Store()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep2.Deferred || rep2.PacksDeleted != rep.PacksPlanned {
+		t.Fatalf("second run: %+v, want the %d planned packs deleted", rep2, rep.PacksPlanned)
+	}
+	if left := objects(t, r.Store(), "gc/"); len(left) != 0 {
+		t.Fatalf("left after the plan was carried out: %v", left)
+	}
+	if maps := objects(t, r.Store(), "maps/"); len(maps) != 1 || maps[0] != kept.Disks[0].Map {
+		t.Fatalf("disk maps left: %v, want only %s", maps, kept.Disks[0].Map)
+	}
+	checkRepository(t, r.Store(), kept, keptData)
+}
+
+// packDeleteFails refuses to delete packs, as a backend failing midway
+// would: execution keeps them in its plan for the next run.
+type packDeleteFails struct{ store.Store }
+
+func (s packDeleteFails) Delete(ctx context.Context, name string) error {
+	if strings.HasPrefix(name, "data/") {
+		return errors.New("injected: backend unavailable")
+	}
+	return s.Store.Delete(ctx, name)
+}
+
+// TestResumedExecutionKeepsRescuedPacks: an execution rescues the chunks a
+// racing backup used, deletes the superseded segments and is killed before
+// the packs. The next execution finds those chunks in the rescue segment,
+// in packs the plan still dooms, with the old segments gone: it must keep
+// those packs.
+func TestResumedExecutionKeepsRescuedPacks(t *testing.T) {
+	smallParts(t, 2)
+	ctx := context.Background()
+	r := newRepo(t)
+	img, data := randomImage(t, 1<<20)
+	other, _ := randomImage(t, 512<<10) // garbage nobody rescues
+	for _, path := range []string{img, other} {
+		if err := r.DeleteSnapshot(ctx, repotest.BackupImage(t, r, path, backup.Options{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := r.NewWriter(ctx, "racing backup") // loaded the index before the compaction
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, reopen(t, r.Store()), Options{})
+	if err != nil || !rep.Deferred || rep.PacksPlanned < 24 {
+		t.Fatalf("plan: %+v %v, want deletion of at least 24 packs deferred", rep, err)
+	}
+	src, err := backup.OpenFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	s, err := backup.Run(ctx, w, backup.Request{Source: repo.Source{Kind: "disk", VMName: "img"},
+		Disks: []backup.Disk{{Key: "0", Name: "img", Reader: src, Size: src.Size()}}}, backup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The plan as the kill leaves it: execution rewrites it only at its end.
+	planObjects := map[string][]byte{}
+	for _, name := range append(objects(t, r.Store(), partPrefix), planName) {
+		b, err := store.Get(ctx, r.Store(), name, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		planObjects[name] = b
+	}
+	o := Options{}
+	o.defaults()
+	first := &Report{}
+	if err := execute(ctx, reopen(t, packDeleteFails{r.Store()}), o, first, ""); err != nil {
+		t.Fatal(err)
+	}
+	if first.ChunksRescued != 16 || first.PacksDeleted != 0 || len(objects(t, r.Store(), "index/")) != 2 {
+		t.Fatalf("interrupted execution: %+v; want 16 chunks rescued, only the compacted and the rescue segments left", first)
+	}
+	for name, b := range planObjects {
+		if _, err := store.Put(ctx, r.Store(), name, b, store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := &Report{}
+	if err := execute(ctx, reopen(t, r.Store()), o, second, ""); err != nil {
+		t.Fatal(err)
+	}
+	if second.ChunksRescued != 0 || second.PacksDeleted != rep.PacksPlanned-16 {
+		t.Fatalf("resumed execution: %+v, want the %d planned packs but the 16 rescued ones deleted", second, rep.PacksPlanned)
+	}
+	checkRepository(t, r.Store(), s, data)
+}
