@@ -4,7 +4,8 @@
 // their memory does not grow with the repository (restic's whole-index-in-
 // RAM approach is what this avoids).
 //
-// Memory: a Sorter's buffer never exceeds its budget, and a merge shares
+// Memory: a Sorter's buffer never exceeds its budget (it lives outside the
+// Go heap, see mapBuffer), and a merge shares
 // the budget among its runs' read buffers (merging in several passes when
 // there are too many runs), so sorting any amount of data costs the budget
 // plus a few fixed buffers. Ordered keeps records that are already in
@@ -23,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -33,7 +35,8 @@ type Sorter struct {
 	size    int
 	budget  int
 	dir     string
-	buf     []byte
+	mem     []byte     // the mapped buffer (see mapBuffer), nil until the first Add
+	buf     []byte     // mem[:records buffered]
 	runs    []*os.File // anonymous files: nothing is left behind by a crash
 	closed  bool
 	records int64
@@ -54,19 +57,37 @@ func (s *Sorter) Add(rec []byte) error {
 	if s.closed {
 		return errors.New("extsort: Add after Iterate")
 	}
-	if len(s.buf)+len(rec) > cap(s.buf) {
-		// Grow by doubling but never past the budget: append's own growth
-		// would overshoot it by a quarter.
-		nb := make([]byte, len(s.buf), min(max(2*cap(s.buf), 64<<10), s.budget))
-		copy(nb, s.buf)
-		s.buf = nb
+	if s.mem == nil {
+		mem, err := mapBuffer(s.budget)
+		if err != nil {
+			return fmt.Errorf("extsort: %d bytes of sort buffer: %w", s.budget, err)
+		}
+		s.mem, s.buf = mem, mem[:0]
+		runtime.SetFinalizer(s, (*Sorter).Close) // a sorter dropped without Close
 	}
 	s.buf = append(s.buf, rec...)
 	s.records++
-	if len(s.buf) >= s.budget {
+	if len(s.buf) == s.budget {
 		return s.spill()
 	}
 	return nil
+}
+
+// mapBuffer reserves a sort buffer of n bytes as anonymous memory outside
+// the Go heap; pages count towards the process's memory only once records
+// are written to them. Outside the heap the buffer never moves or doubles
+// as it fills, and it does not raise the garbage collector's target: the
+// heap may grow to twice its live size before a collection, so a
+// budget-sized buffer inside it would let garbage grow by as much again.
+func mapBuffer(n int) ([]byte, error) {
+	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+}
+
+func (s *Sorter) freeBuffer() {
+	if s.mem != nil {
+		_ = unix.Munmap(s.mem)
+		s.mem, s.buf = nil, nil
+	}
 }
 
 // Len is the number of records added.
@@ -118,11 +139,7 @@ func (s *Sorter) spill() error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	if _, err := w.Write(s.buf); err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
+	if _, err := f.Write(s.buf); err != nil {
 		f.Close()
 		return err
 	}
@@ -167,7 +184,7 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 			return err
 		}
 	}
-	s.buf = nil // the merge's memory is its read buffers
+	s.freeBuffer() // the merge's memory is its read buffers
 	fanIn := max(2, s.budget/minRunBuffer)
 	for len(s.runs) > fanIn {
 		f, err := tempFile(s.dir)
@@ -230,13 +247,13 @@ func (s *Sorter) merge(runs []*os.File, unique bool, fn func(rec []byte) error) 
 	return nil
 }
 
-// Close releases run files (Iterate does it too).
+// Close releases the buffer and the run files (Iterate does it too).
 func (s *Sorter) Close() {
 	for _, f := range s.runs {
 		f.Close()
 	}
 	s.runs = nil
-	s.buf = nil
+	s.freeBuffer()
 }
 
 type run struct {
@@ -282,7 +299,7 @@ func (s *Sorter) Cursor(unique bool) (*Cursor, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
+	w := bufio.NewWriterSize(f, maxRunBuffer)
 	if err := s.Iterate(unique, func(rec []byte) error { _, err := w.Write(rec); return err }); err != nil {
 		f.Close()
 		return nil, err

@@ -55,9 +55,9 @@ func TestKeepsDuplicatesWhenAsked(t *testing.T) {
 	}
 }
 
-// TestBufferStaysWithinBudget: the buffer grows up to the budget and no
-// further (append alone would overshoot it), and the spilled runs still
-// merge when there are more of them than the budget can buffer at once.
+// TestBufferStaysWithinBudget: the buffer is the budget and never grows
+// past it, and the spilled runs still merge when there are more of them
+// than the budget can buffer at once.
 func TestBufferStaysWithinBudget(t *testing.T) {
 	const size, budget = 16, 64 << 10
 	s := New(size, budget, t.TempDir())
