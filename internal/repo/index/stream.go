@@ -2,7 +2,10 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"sync"
 
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/id"
@@ -60,3 +63,54 @@ func (s *SegmentObject) Commit(ctx context.Context) (*Segment, error) {
 
 // Abort discards the segment.
 func (s *SegmentObject) Abort() { _ = s.obj.Abort() }
+
+// Scan calls fn with every entry of the segment in ID order, reading one
+// block at a time into buffers it reuses: a pass over a segment of any
+// size holds one block and makes no garbage per block. An error from fn
+// stops it and is returned.
+func (s *Segment) Scan(ctx context.Context, st store.Store, key *crypto.Key, fn func(Entry) error) error {
+	name := ObjectName(s.ID)
+	buf := scanPool.Get().(*scanBuffers)
+	defer scanPool.Put(buf)
+	sealed, plain := buf.sealed, buf.plain
+	defer func() { buf.sealed, buf.plain = sealed, plain }()
+	for i, row := range s.f.rows {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if cap(sealed) < int(row.length) {
+			sealed = make([]byte, row.length)
+		}
+		sealed = sealed[:row.length]
+		if err := readFull(ctx, st, name, row.offset, sealed); err != nil {
+			return fmt.Errorf("index segment %s block %d: %w", s.ID.Short(), i, err)
+		}
+		var err error
+		if plain, err = key.Open(plain[:0], sealed, blockSeal); err != nil {
+			return fmt.Errorf("index segment %s block %d: %w: block: %w", s.ID.Short(), i, ErrFormat, err)
+		}
+		if err := blockEntries(plain, row, fn); err != nil {
+			if errors.Is(err, ErrFormat) {
+				return fmt.Errorf("index segment %s block %d: %w", s.ID.Short(), i, err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// scanBuffers are the buffers of one Scan, shared through scanPool so that
+// a pass over many segments allocates them once.
+type scanBuffers struct{ sealed, plain []byte }
+
+var scanPool = sync.Pool{New: func() any { return &scanBuffers{} }}
+
+func readFull(ctx context.Context, st store.Store, name string, off int64, dst []byte) error {
+	rc, err := st.Read(ctx, name, off, int64(len(dst)))
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = io.ReadFull(rc, dst)
+	return err
+}
