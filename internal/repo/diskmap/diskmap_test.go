@@ -117,7 +117,7 @@ func TestDamage(t *testing.T) {
 		// Only the header's reserved bytes (10-15) are not covered by a
 		// checksum; any other flip must be caught when blocks are read.
 		m.key, m.name = key, "x"
-		m.readAt = func(_ context.Context, off, n int64) ([]byte, error) { return reader(bad)(off, n) }
+		m.readAt = func(_ context.Context, off, n int64, _ []byte) ([]byte, error) { return reader(bad)(off, n) }
 		_, err = m.All(context.Background())
 		if err == nil && (i < 10 || i >= headerSize) {
 			t.Fatalf("flip at byte %d of %d went unnoticed", i, len(raw))
