@@ -182,23 +182,31 @@ func addRefs(ctx context.Context, r *repo.Repository, snaps []*repo.Snapshot, s 
 // with its liveness: an entry is live when its chunk is referenced and it is
 // the first copy of that chunk (later copies are duplicates).
 func (p *planner) walk(fn func(e index.Entry, live bool) error) error {
+	idx, err := sortIndex(p.ctx, p.r, p.segs, p.o)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
 	if err := p.refs.Rewind(); err != nil {
 		return err
 	}
 	var last id.ID
 	first := true
-	return index.Merge(p.ctx, p.r.Store(), p.r.Key(), p.segs, func(e index.Entry) error {
+	for ; err == nil && idx.Valid(); err = idx.Next() {
+		e := getIndexRec(idx.Record())
 		dup := !first && e.ID == last
 		first, last = false, e.ID
 		live := false
 		if !dup {
-			var err error
 			if live, err = p.refs.SeekTo(e.ID[:]); err != nil {
 				return err
 			}
 		}
-		return fn(e, live)
-	})
+		if err = fn(e, live); err != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // writeLists writes the doomed packs and orphan maps into the plan's parts.

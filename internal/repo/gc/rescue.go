@@ -86,7 +86,12 @@ func keepFor(ctx context.Context, r *repo.Repository, o Options, pf *planFile, f
 		held.Close()
 		return err
 	}
-	if err := joinIndex(ctx, r, r.Index().Segments(), refs, func(e index.Entry) error { return held.Add(e.Pack[:]) }, missing.Add); err != nil {
+	current, err := sortIndex(ctx, r, r.Index().Segments(), o)
+	if err == nil {
+		err = joinIndex(current, refs, func(e index.Entry) error { return held.Add(e.Pack[:]) }, missing.Add)
+		current.Close()
+	}
+	if err != nil {
 		held.Close()
 		missing.Close()
 		return err
@@ -120,20 +125,25 @@ func keepFor(ctx context.Context, r *repo.Repository, o Options, pf *planFile, f
 		return err
 	}
 	defer lost.Close()
-	return reindex(ctx, r, pf, lost, int(n), keep, rep)
+	return reindex(ctx, r, o, pf, lost, int(n), keep, rep)
 }
 
 // reindex finds the chunks of missing (sorted) in the plan's superseded
 // segments and writes them into a new segment; their packs go to keep.
-func reindex(ctx context.Context, r *repo.Repository, pf *planFile, missing *extsort.Cursor, n int, keep *extsort.Sorter, rep *Report) error {
-	old, err := openSegments(ctx, r, pf.Segments)
+func reindex(ctx context.Context, r *repo.Repository, o Options, pf *planFile, missing *extsort.Cursor, n int, keep *extsort.Sorter, rep *Report) error {
+	segs, err := openSegments(ctx, r, pf.Segments)
 	if err != nil {
 		return err
 	}
+	old, err := sortIndex(ctx, r, segs, o)
+	if err != nil {
+		return err
+	}
+	defer old.Close()
 	var out *index.SegmentObject
 	var notFound int
 	var example, last id.ID
-	err = joinIndex(ctx, r, old, missing, func(e index.Entry) error {
+	err = joinIndex(old, missing, func(e index.Entry) error {
 		if out == nil {
 			var err error
 			if out, err = index.CreateSegment(ctx, r.Store(), r.Key(), n, nil); err != nil {
@@ -174,10 +184,10 @@ func reindex(ctx context.Context, r *repo.Repository, pf *planFile, missing *ext
 	return nil
 }
 
-// joinIndex merges the entries of segs with refs (sorted unique chunk IDs):
-// found is called with every entry of a referenced chunk (each copy, in
-// merge order), missing with every reference no entry has.
-func joinIndex(ctx context.Context, r *repo.Repository, segs []*index.Segment, refs *extsort.Cursor, found func(index.Entry) error, missing func([]byte) error) error {
+// joinIndex merges idx (sorted index records) with refs (sorted unique
+// chunk IDs): found is called with every entry of a referenced chunk (each
+// copy), missing with every reference no entry has.
+func joinIndex(idx, refs *extsort.Cursor, found func(index.Entry) error, missing func([]byte) error) error {
 	matched := false
 	// pass moves refs up to limit (to the end when nil), reporting the
 	// references no entry matched.
@@ -195,27 +205,24 @@ func joinIndex(ctx context.Context, r *repo.Repository, segs []*index.Segment, r
 		}
 		return nil
 	}
-	err := index.Merge(ctx, r.Store(), r.Key(), segs, func(e index.Entry) error {
-		if err := pass(e.ID[:]); err != nil {
+	var err error
+	for ; err == nil && idx.Valid() && refs.Valid(); err = idx.Next() {
+		rec := idx.Record()
+		if err = pass(rec[:32]); err != nil {
 			return err
 		}
-		if !refs.Valid() {
-			return errJoined
-		}
-		if bytes.Equal(refs.Record(), e.ID[:]) {
+		if refs.Valid() && bytes.Equal(refs.Record(), rec[:32]) {
 			matched = true
-			return found(e)
+			if err = found(getIndexRec(rec)); err != nil {
+				return err
+			}
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errJoined) {
+	}
+	if err != nil {
 		return err
 	}
 	return pass(nil)
 }
-
-// errJoined stops a merge once every reference has been passed.
-var errJoined = errors.New("every reference joined")
 
 // openSegments loads the footers of the given segments that still exist.
 func openSegments(ctx context.Context, r *repo.Repository, ids []string) ([]*index.Segment, error) {
