@@ -196,8 +196,10 @@ func (a *app) cmdGC() *cobra.Command {
 		Long: `Delete chunks no backup point references, repack mostly-empty packs and
 compact the index. Backups keep running meanwhile: deletion of anything a
 running session might still use waits until that session has ended (the
-next gc run, or --wait). Memory is bounded by --memory (chunk IDs beyond
-it are sorted on disk). Only one gc runs at a time.`,
+next gc run, or --wait). Memory does not grow with the repository: what
+does (chunk IDs, index entries, packs) is sorted within --memory and
+spilled to $TMPDIR beyond it; the process needs about 60 MiB on top. Only
+one gc runs at a time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -238,7 +240,7 @@ it are sorted on disk). Only one gc runs at a time.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.DryRun, "dry-run", false, "only report what would be freed")
-	f.StringVar(&budget, "memory", "64MiB", "memory budget for chunk IDs")
+	f.StringVar(&budget, "memory", "64MiB", "memory for sorting chunk IDs, index entries and packs (the rest spills to $TMPDIR)")
 	f.DurationVar(&o.Wait, "wait", 0, "wait up to this long for running sessions instead of deferring deletion")
 	f.Float64Var(&o.RepackThreshold, "repack-threshold", 0.3, "repack packs with at least this fraction of dead data")
 	return cmd

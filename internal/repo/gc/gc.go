@@ -32,11 +32,14 @@
 // buffer at most Options.MemoryBudget bytes and spill sorted runs to
 // TempDir, and every join is a merge of sorted streams. The plan object
 // names part objects (gc/part-...) that list its packs and disk maps, read
-// back one at a time. What stays in memory is the budget, one pack being
-// repacked, the manifests of the backup points (their IDs and disk-map
-// names), and what the index format itself keeps of every loaded or
-// written segment: its block table and bloom filter (about 1.3 bytes per
-// chunk).
+// back one at a time. What stays in memory is the budget (the sort
+// buffers live outside the Go heap, so they do not raise the collector's
+// target either), one old pack being repacked and one new pack being
+// written (at most 8192 blobs), one index or disk-map block being read,
+// the manifests of the backup points (their IDs and disk-map names), and
+// what the index format itself keeps of every loaded or written segment:
+// its block table and bloom filter (about 1.3 bytes per chunk).
+// bench/gcmem measures it (docs/benchmarks.md).
 package gc
 
 import (

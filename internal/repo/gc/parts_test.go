@@ -1,6 +1,7 @@
 package gc
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -9,9 +10,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/repo/verify"
 	"github.com/coffer-backup/coffer/internal/restore"
@@ -227,4 +231,64 @@ func TestResumedExecutionKeepsRescuedPacks(t *testing.T) {
 		t.Fatalf("resumed execution: %+v, want the %d planned packs but the 16 rescued ones deleted", second, rep.PacksPlanned)
 	}
 	checkRepository(t, r.Store(), s, data)
+}
+
+// writeOrphan stores a valid pack that no index lists, as a writer that
+// died after its lease was removed leaves behind, last modified age ago.
+func writeOrphan(t *testing.T, r *repo.Repository, age time.Duration) string {
+	t.Helper()
+	ctx := context.Background()
+	var session pack.SessionPrefix
+	_, _ = rand.Read(session[:])
+	pid := pack.MakeID(session, 1)
+	var buf bytes.Buffer
+	pw, err := pack.NewWriter(&buf, r.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw.Add(id.Random(), r.Key().Seal(nil, []byte("\x00orphan"), "chunk"), 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	name := pack.ObjectName(pid)
+	if _, err := store.Put(ctx, r.Store(), name, buf.Bytes(), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	when := time.Now().Add(-age)
+	if err := os.Chtimes(filepath.Join(r.Store().Properties().Location, "data", pid.String()[:2], pid.String()), when, when); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// TestOrphanPacksCollected: a pack no index lists is deleted once it is
+// older than any writer could still be working on it, and left alone
+// before; indexed packs around it are untouched.
+func TestOrphanPacksCollected(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	img, data := randomImage(t, 512<<10)
+	kept := repotest.BackupImage(t, r, img, backup.Options{})
+	old := writeOrphan(t, r, 2*time.Hour)
+	young := writeOrphan(t, r, time.Minute)
+	before := len(objects(t, r.Store(), "data/"))
+	rep, err := Run(ctx, reopen(t, r.Store()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PacksPlanned != 1 || rep.PacksDeleted != 1 || rep.BytesFreed == 0 {
+		t.Fatalf("%+v, want the old orphan planned and deleted", rep)
+	}
+	if _, err := r.Store().Stat(ctx, old); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("old orphan %s: %v, want it deleted", old, err)
+	}
+	if _, err := r.Store().Stat(ctx, young); err != nil {
+		t.Fatalf("young orphan %s: %v, want it kept", young, err)
+	}
+	if after := len(objects(t, r.Store(), "data/")); after != before-1 {
+		t.Fatalf("%d packs left of %d, want one fewer", after, before)
+	}
+	checkRepository(t, r.Store(), kept, data)
 }
