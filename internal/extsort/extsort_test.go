@@ -3,6 +3,7 @@ package extsort
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -119,5 +120,32 @@ func TestOrderedReplaysAndRefusesDisorder(t *testing.T) {
 		if err := c.Rewind(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestEachStopsAtAnError(t *testing.T) {
+	o, err := NewOrdered(1, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range "abcd" {
+		_ = o.Add([]byte{byte(r)})
+	}
+	c, err := o.Cursor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := errors.New("stop")
+	var seen string
+	err = c.Each(func(rec []byte) error {
+		seen += string(rec)
+		if rec[0] == 'b' {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || seen != "ab" || string(c.Record()) != "b" {
+		t.Fatalf("Each: %v after %q, cursor on %q; want the error after \"ab\", cursor still on b", err, seen, c.Record())
 	}
 }

@@ -66,3 +66,18 @@ func (o *Ordered) Cursor() (*Cursor, error) {
 
 // Close discards the sequence (when no cursor was taken).
 func (o *Ordered) Close() { o.f.Close() }
+
+// Each calls fn with every record from the current one to the end (the
+// slice is valid only during the call); an error from fn stops it and is
+// returned.
+func (c *Cursor) Each(fn func(rec []byte) error) error {
+	for c.ok {
+		if err := fn(c.rec); err != nil {
+			return err
+		}
+		if err := c.Next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -15,18 +15,17 @@ func (p *planner) forLive(fn func(e index.Entry, act action) error) error {
 	if err := p.packs.Rewind(); err != nil {
 		return err
 	}
-	var err error
-	for c := p.entries; err == nil && c.Valid(); err = c.Next() {
-		e, live := getEntryRec(c.Record())
+	return p.entries.Each(func(rec []byte) error {
+		e, live := getEntryRec(rec)
 		if !live {
-			continue
+			return nil
 		}
-		var act action
-		if act, err = seekAction(p.packs, e.Pack); err == nil {
-			err = fn(e, act)
+		act, err := seekAction(p.packs, e.Pack)
+		if err != nil {
+			return err
 		}
-	}
-	return err
+		return fn(e, act)
+	})
 }
 
 // compact writes one segment with every live entry of the packs the plan

@@ -118,22 +118,21 @@ func (p *planner) decide() error {
 		rec[16] = byte(act)
 		return out.Add(rec[:])
 	}
-	if err = p.entries.Rewind(); err != nil {
-		out.Close()
-		return err
-	}
-	for c := p.entries; err == nil && c.Valid(); err = c.Next() {
-		e, l := getEntryRec(c.Record())
-		if !started || e.Pack != cur {
-			if err = flush(); err != nil {
-				break
+	if err = p.entries.Rewind(); err == nil {
+		err = p.entries.Each(func(rec []byte) error {
+			e, l := getEntryRec(rec)
+			if !started || e.Pack != cur {
+				if err := flush(); err != nil {
+					return err
+				}
+				cur, total, live, started = e.Pack, 0, 0, true
 			}
-			cur, total, live, started = e.Pack, 0, 0, true
-		}
-		total += int64(e.Length)
-		if l {
-			live += int64(e.Length)
-		}
+			total += int64(e.Length)
+			if l {
+				live += int64(e.Length)
+			}
+			return nil
+		})
 	}
 	if err == nil {
 		err = flush()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -291,4 +292,57 @@ func TestOrphanPacksCollected(t *testing.T) {
 		t.Fatalf("%d packs left of %d, want one fewer", after, before)
 	}
 	checkRepository(t, r.Store(), kept, data)
+}
+
+// packReadFails refuses to read packs, as a backend failing during a
+// repack would.
+type packReadFails struct{ store.Store }
+
+func (s packReadFails) Read(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
+	if strings.HasPrefix(name, "data/") {
+		return nil, errors.New("injected: backend unavailable")
+	}
+	return s.Store.Read(ctx, name, off, length)
+}
+
+// TestFailedRepackLosesNothing: when the live chunks of a mostly dead pack
+// cannot be copied out, gc fails before compacting the index: nothing is
+// dropped from it, nothing is deleted, and the next run does the work.
+func TestFailedRepackLosesNothing(t *testing.T) {
+	ctx := context.Background()
+	r := repotest.New(t, repo.InitOptions{ChunkSize: 64 << 10, PackSize: 1 << 20}) // 16 chunks a pack
+	img, data := randomImage(t, 1<<20)
+	first := repotest.BackupImage(t, r, img, backup.Options{})
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := make([]byte, 768<<10) // 12 of the 16 chunks change: their old pack is 75% dead
+	_, _ = rand.Read(fresh)
+	copy(data[256<<10:], fresh)
+	if _, err := f.WriteAt(fresh, 256<<10); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	second := repotest.BackupImage(t, r, img, backup.Options{})
+	if err := r.DeleteSnapshot(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	before := strings.Join(objects(t, r.Store(), "index/"), " ")
+	packs := len(objects(t, r.Store(), "data/"))
+	if _, err := Run(ctx, reopen(t, packReadFails{r.Store()}), Options{}); err == nil {
+		t.Fatal("gc succeeded although no pack could be read for the repack")
+	}
+	if after := strings.Join(objects(t, r.Store(), "index/"), " "); after != before {
+		t.Fatalf("index segments changed by a failed gc: %s, before %s", after, before)
+	}
+	if n := len(objects(t, r.Store(), "data/")); n < packs {
+		t.Fatalf("%d packs left of %d after a failed gc", n, packs)
+	}
+	checkRepository(t, r.Store(), second, data)
+	rep, err := Run(ctx, reopen(t, r.Store()), Options{})
+	if err != nil || rep.PacksRepacked != 1 || rep.PacksDeleted == 0 {
+		t.Fatalf("next gc: %+v %v, want the old pack repacked and deleted", rep, err)
+	}
+	checkRepository(t, r.Store(), second, data)
 }

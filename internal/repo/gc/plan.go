@@ -192,21 +192,19 @@ func (p *planner) walk(fn func(e index.Entry, live bool) error) error {
 	}
 	var last id.ID
 	first := true
-	for ; err == nil && idx.Valid(); err = idx.Next() {
-		e := getIndexRec(idx.Record())
+	return idx.Each(func(rec []byte) error {
+		e := getIndexRec(rec)
 		dup := !first && e.ID == last
 		first, last = false, e.ID
 		live := false
 		if !dup {
+			var err error
 			if live, err = p.refs.SeekTo(e.ID[:]); err != nil {
 				return err
 			}
 		}
-		if err = fn(e, live); err != nil {
-			return err
-		}
-	}
-	return err
+		return fn(e, live)
+	})
 }
 
 // writeLists writes the doomed packs and orphan maps into the plan's parts.
@@ -217,22 +215,16 @@ func (p *planner) writeLists(pf *planFile) error {
 	if err := p.maps.Rewind(); err != nil {
 		return err
 	}
-	var err error
 	pw := newListWriter(p.ctx, p.r, pf.ID, "packs")
-	for c := p.doomed; err == nil && c.Valid(); err = c.Next() {
-		err = pw.add(pack.ObjectName(pack.ID(c.Record())))
-	}
-	if err != nil {
+	if err := p.doomed.Each(func(rec []byte) error { return pw.add(pack.ObjectName(pack.ID(rec))) }); err != nil {
 		return err
 	}
+	var err error
 	if pf.PackParts, err = pw.finish(); err != nil {
 		return err
 	}
 	mw := newListWriter(p.ctx, p.r, pf.ID, "maps")
-	for c := p.maps; err == nil && c.Valid(); err = c.Next() {
-		err = mw.add(mapName(c.Record()))
-	}
-	if err != nil {
+	if err := p.maps.Each(func(rec []byte) error { return mw.add(mapName(rec)) }); err != nil {
 		return err
 	}
 	pf.MapParts, err = mw.finish()

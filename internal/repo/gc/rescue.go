@@ -101,31 +101,47 @@ func keepFor(ctx context.Context, r *repo.Repository, o Options, pf *planFile, f
 		missing.Close()
 		return err
 	}
-	err = readList(ctx, r, pf.Packs, pf.PackParts, func(name string) error {
-		pid, err := pack.ParseObjectName(name)
+	// Doomed packs that hold them, in ascending order; they join keep only
+	// after reindex, so that at most one sort buffer fills at a time.
+	rescued, err := extsort.NewOrdered(16, o.TempDir)
+	if err == nil {
+		err = readList(ctx, r, pf.Packs, pf.PackParts, func(name string) error {
+			pid, err := pack.ParseObjectName(name)
+			if err != nil {
+				return nil
+			}
+			if found, err := heldCur.SeekTo(pid[:]); err != nil || !found {
+				return err
+			}
+			return rescued.Add(pid[:])
+		})
 		if err != nil {
-			return nil
+			rescued.Close()
 		}
-		if found, err := heldCur.SeekTo(pid[:]); err != nil || !found {
-			return err
-		}
-		return keep.Add(pid[:])
-	})
+	}
 	heldCur.Close()
 	if err != nil {
 		missing.Close()
 		return err
 	}
 	n := missing.Len()
-	lost, err := missing.Cursor()
-	if err != nil || n == 0 {
-		if lost != nil {
-			lost.Close()
-		}
+	lost, err := missing.Cursor() // owns missing's file from here
+	if err == nil && n > 0 {
+		err = reindex(ctx, r, o, pf, lost, int(n), keep, rep)
+	}
+	if lost != nil {
+		lost.Close()
+	}
+	if err != nil {
+		rescued.Close()
 		return err
 	}
-	defer lost.Close()
-	return reindex(ctx, r, o, pf, lost, int(n), keep, rep)
+	c, err := rescued.Cursor()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Each(keep.Add)
 }
 
 // reindex finds the chunks of missing (sorted) in the plan's superseded
@@ -205,21 +221,20 @@ func joinIndex(idx, refs *extsort.Cursor, found func(index.Entry) error, missing
 		}
 		return nil
 	}
-	var err error
-	for ; err == nil && idx.Valid() && refs.Valid(); err = idx.Next() {
+	for idx.Valid() && refs.Valid() {
 		rec := idx.Record()
-		if err = pass(rec[:32]); err != nil {
+		if err := pass(rec[:32]); err != nil {
 			return err
 		}
 		if refs.Valid() && bytes.Equal(refs.Record(), rec[:32]) {
 			matched = true
-			if err = found(getIndexRec(rec)); err != nil {
+			if err := found(getIndexRec(rec)); err != nil {
 				return err
 			}
 		}
-	}
-	if err != nil {
-		return err
+		if err := idx.Next(); err != nil {
+			return err
+		}
 	}
 	return pass(nil)
 }
