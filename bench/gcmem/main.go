@@ -4,7 +4,7 @@
 // repotest.Synthetic: 100 daily points of a 4-disk VM, 2% of the spans
 // rewritten per point, real encrypted chunks of a few dozen bytes), runs
 // the real coffer binary on each with the same --memory, and prints wall
-// time, CPU and peak RSS (wait4's maxrss) of every step and the ratios of
+// time, CPU and peak RSS (/usr/bin/time) of every step and the ratios of
 // the largest repository's peak RSS to the smallest's.
 //
 //	go run ./bench/gcmem                                  # 1e5,1e6,1e7 references, --memory 64MiB
@@ -77,6 +77,9 @@ func main() {
 		}
 		rev, _ := exec.Command("git", "describe", "--always", "--dirty").Output()
 		built = "this checkout, " + strings.TrimSpace(string(rev))
+	}
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		log.Fatal("/usr/bin/time is needed to measure peak RSS: apt-get install time")
 	}
 	verifyMemory := hasFlag(bin, "verify", "--memory")
 	var sizes []int64
@@ -201,7 +204,7 @@ func report(rows []row, memory string, verifyMemory bool) {
 	if verifyMemory {
 		fmt.Printf(" and coffer verify --memory %s", memory)
 	}
-	fmt.Printf("; peak RSS is wait4's maxrss of the coffer process; other CPU s = CPU time other processes used during the step (shared machine).\n\n")
+	fmt.Printf("; peak RSS and CPU of the coffer process from /usr/bin/time; other CPU s = CPU time other processes used during the step (shared machine).\n\n")
 	table := [][]string{{"references", "distinct chunks", "packs", "segments", "repository MB", "generate s", "step", "wall s", "CPU s", "peak RSS MiB", "other CPU s"}}
 	for _, r := range rows {
 		first := true

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -25,24 +24,46 @@ type measure struct {
 	stdout              string
 }
 
-// run waits for an idle machine, then runs coffer with args and measures it.
+// run waits for an idle machine, then runs coffer with args under
+// /usr/bin/time and measures it. Not wait4 on a child of this process: Go
+// starts children with vfork semantics (the child shares this process's
+// memory until it execs), and the kernel then reports this process's peak
+// RSS as the child's when it is larger, which it is after generating a big
+// repository.
 func run(bin string, env []string, args ...string) (measure, error) {
 	waitIdle()
-	cmd := exec.Command(bin, args...)
+	// The binary's pages in the page cache, as on a machine that runs it
+	// regularly: how many of them a run maps depends on it (fault-around).
+	_, _ = os.ReadFile(bin)
+	tf, err := os.CreateTemp("", "gcmem-time-*")
+	if err != nil {
+		return measure{}, err
+	}
+	tf.Close()
+	defer os.Remove(tf.Name())
+	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%U %S %M", "-o", tf.Name(), bin}, args...)...)
 	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	busy0 := busyCPU()
 	start := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	wall := time.Since(start)
 	busy1 := busyCPU()
 	if err != nil {
 		return measure{}, fmt.Errorf("coffer %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return measure{wall: wall, cpu: cpu, otherCPU: max(busy1-busy0-cpu, 0), maxRSS: ru.Maxrss << 10, stdout: stdout.String()}, nil
+	out, err := os.ReadFile(tf.Name())
+	if err != nil {
+		return measure{}, err
+	}
+	var usr, sys float64
+	var rssKiB int64
+	if _, err := fmt.Sscanf(string(out), "%f %f %d", &usr, &sys, &rssKiB); err != nil {
+		return measure{}, fmt.Errorf("/usr/bin/time wrote %q: %v", out, err)
+	}
+	cpu := time.Duration((usr + sys) * float64(time.Second))
+	return measure{wall: wall, cpu: cpu, otherCPU: max(busy1-busy0-cpu, 0), maxRSS: rssKiB << 10, stdout: stdout.String()}, nil
 }
 
 // hasFlag reports whether `coffer cmd --help` lists flag.
