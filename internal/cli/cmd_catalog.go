@@ -94,7 +94,7 @@ points are still recorded. If the repository cannot be listed completely
 				}
 			}
 			if len(res.Skipped) > 0 {
-				return integrityError{fmt.Sprintf("%d damaged snapshot manifest(s) skipped", len(res.Skipped))}
+				return integrityError{msg: fmt.Sprintf("%d damaged snapshot manifest(s) skipped", len(res.Skipped))}
 			}
 			return nil
 		},

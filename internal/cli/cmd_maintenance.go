@@ -17,8 +17,9 @@ import (
 )
 
 func (a *app) cmdVerify() *cobra.Command {
-	var readData bool
+	var readData, noRecord bool
 	var subset string
+	var memory string
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "check the repository's integrity",
@@ -33,7 +34,14 @@ Exit status 5 when a problem is found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			o := verify.Options{ReadData: readData || subset != "", Progress: &verify.Progress{}}
+			o := verify.Options{ReadData: readData || subset != "", Progress: &verify.Progress{}, NoRecord: noRecord}
+			if memory != "" {
+				n, err := parseSize(memory)
+				if err != nil {
+					return usagef("--memory: %v", err)
+				}
+				o.MemoryBudget = int(n)
+			}
 			if subset != "" {
 				if err := parseSubset(subset, &o); err != nil {
 					return err
@@ -62,13 +70,16 @@ Exit status 5 when a problem is found.`,
 				a.printVerify(rep, o.ReadData)
 			}
 			if !rep.OK() {
-				return integrityError{fmt.Sprintf("%d problem(s) found", len(rep.Problems))}
+				// The report's "next" lines are the advice.
+				return integrityError{msg: fmt.Sprintf("%d problem(s) found", len(rep.Problems)), reported: true}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&readData, "read-data", false, "read and check every chunk")
 	cmd.Flags().StringVar(&subset, "read-data-subset", "", `read a share of the packs: "N%" or "n/m"`)
+	cmd.Flags().StringVar(&memory, "memory", "64MiB", "memory for sorting chunk IDs; the rest spills to temporary files")
+	cmd.Flags().BoolVar(&noRecord, "no-record", false, "do not write what was found broken into the repository's damage record")
 	return cmd
 }
 
@@ -92,22 +103,46 @@ func parseSubset(s string, o *verify.Options) error {
 }
 
 func (a *app) printVerify(rep *verify.Report, read bool) {
-	a.printf("checked %d snapshot(s), %d disk(s), %d chunk reference(s), %d pack(s)\n", rep.Snapshots, rep.Disks, rep.Chunks, rep.Packs)
+	a.printf("checked %d backup point(s), %d disk(s), %d chunk reference(s), %d pack(s)\n", rep.Snapshots, rep.Disks, rep.Chunks, rep.Packs)
 	if read {
 		a.printf("read %d pack(s), %d chunk(s), %s\n", rep.PacksRead, rep.ChunksRead, humanBytes(rep.BytesRead))
 	}
 	for _, p := range rep.Problems {
-		fmt.Fprintf(a.stdout, "PROBLEM %s %s: %s\n", p.Kind, p.Object, p.Detail)
-		for _, af := range p.Affects {
-			where := fmt.Sprintf("offset %d", af.Offset)
-			if af.Offset < 0 {
-				where = "whole disk"
-			}
-			fmt.Fprintf(a.stdout, "    affects snapshot %s (%s) disk %s, %s\n", af.Snapshot, af.Source, af.Disk, where)
+		severity := "DAMAGED (metadata only)"
+		if p.DataLoss {
+			severity = "DATA LOST"
 		}
+		fmt.Fprintf(a.stdout, "%s %s %s: %s\n", severity, p.Kind, p.Object, p.Detail)
+		for _, af := range p.Affects {
+			where := "the whole disk"
+			if af.Offset >= 0 {
+				where = fmt.Sprintf("%d span(s), the first at offset %d", af.Spans, af.Offset)
+			}
+			fmt.Fprintf(a.stdout, "    point %s (%s) disk %s: %s\n", af.Snapshot, af.Source, af.Disk, where)
+		}
+	}
+	for _, n := range rep.Notices {
+		a.printf("note: %s\n", n)
 	}
 	if rep.OK() {
 		a.printf("no problems found\n")
+		return
+	}
+	if rep.DataLoss() {
+		var names []string
+		for _, d := range rep.Damaged {
+			names = append(names, fmt.Sprintf("%s (%s: %s)", d.Snapshot, d.Source, strings.Join(d.Disks, ", ")))
+		}
+		a.printf("%d backup point(s) lost data: %s; the other %d are intact\n", len(rep.Damaged), strings.Join(names, ", "), rep.Intact)
+	} else {
+		a.printf("no backup lost data: all %d backup point(s) are intact; the damage is to metadata that a repair rewrites\n", rep.Snapshots)
+	}
+	if rep.Recorded > 0 {
+		a.printf("recorded %d broken chunk cop(ies): backups no longer reuse them, and the next backup of an affected disk stores them again\n", rep.Recorded)
+	}
+	a.printf("next:\n")
+	for _, step := range rep.Repairs {
+		a.printf("    %s\n", step)
 	}
 }
 

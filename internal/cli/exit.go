@@ -69,8 +69,12 @@ type reportedError struct{ err error }
 func (r reportedError) Error() string { return r.err.Error() }
 func (r reportedError) Unwrap() error { return r.err }
 
-// integrityError reports corruption found by verify (details printed).
-type integrityError struct{ msg string }
+// integrityError reports corruption found by verify; reported means the
+// command already printed what to do next.
+type integrityError struct {
+	msg      string
+	reported bool
+}
 
 func (p integrityError) Error() string { return p.msg }
 
@@ -126,6 +130,10 @@ func advice(err error) string {
 	case ExitLocked:
 		return "wait for it to finish; a crashed holder's lease expires by itself (`coffer locks` lists leases)"
 	case ExitIntegrity:
+		var i integrityError
+		if errors.As(err, &i) && i.reported {
+			return ""
+		}
 		return "run `coffer verify --read-data` to see exactly which backups are affected; other backups remain restorable"
 	case ExitVersion:
 		return "upgrade coffer to open this repository"

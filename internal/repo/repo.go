@@ -42,6 +42,8 @@ type Repository struct {
 	key      *crypto.Key
 	keyID    string
 	idx      atomic.Pointer[index.Set]
+	damage   atomic.Pointer[damageRecord]
+	health   []HealthIssue
 	log      *slog.Logger
 	hostname string
 	opts     Options
@@ -186,6 +188,9 @@ func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Rep
 	if err := r.ReloadIndex(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.loadDamage(ctx); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -213,6 +218,9 @@ func (r *Repository) ReloadIndex(ctx context.Context) error {
 	idx, err := index.Load(ctx, r.st, r.key, r.opts.IndexCacheBlocks, r.damagedSegment)
 	if err != nil {
 		return fmt.Errorf("load index: %w", err)
+	}
+	if d := r.damage.Load(); d != nil {
+		idx.SetBad(d.bad)
 	}
 	r.idx.Store(idx)
 	return nil

@@ -335,3 +335,31 @@ func (m *Map) All(ctx context.Context) ([]id.ID, error) {
 	})
 	return out, err
 }
+
+// Scan calls fn for every span like Iterate, but a block that cannot be
+// decoded (damaged, or cut off) is reported to damaged with the spans
+// [first, end) it covers and skipped, so one bad block does not hide the
+// rest of the map. Errors other than damage (I/O, cancellation) stop it.
+func (m *Map) Scan(ctx context.Context, fn func(i uint64, x id.ID) error, damaged func(first, end uint64, err error)) error {
+	for b := range m.rows {
+		first := uint64(b) * BlockIDs
+		end := min(first+BlockIDs, m.count)
+		ids, err := m.readBlock(ctx, b)
+		if err == nil && uint64(len(ids)/32) != end-first {
+			err = fmt.Errorf("disk map %s block %d: %w: %d IDs, want %d", m.name, b, ErrFormat, len(ids)/32, end-first)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrFormat) && !errors.Is(err, store.ErrInvalidRange) {
+				return err
+			}
+			damaged(first, end, err)
+			continue
+		}
+		for k := range end - first {
+			if err := fn(first+k, id.ID(ids[k*32:k*32+32])); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -54,6 +54,19 @@ type Set struct {
 	// the segment that superseded them would bring them back to life.
 	retired []id.ID
 	damaged []string
+	// bad tells locations recorded as broken (the repository's damage
+	// record); Lookup skips them so that a broken copy is never used.
+	bad atomic.Pointer[func(id.ID, Location) bool]
+}
+
+// SetBad installs the test for broken locations that Lookup skips.
+func (s *Set) SetBad(bad func(id.ID, Location) bool) { s.bad.Store(&bad) }
+
+func (s *Set) isBad(x id.ID, loc Location) bool {
+	if f := s.bad.Load(); f != nil {
+		return (*f)(x, loc)
+	}
+	return false
 }
 
 // Load reads the footers of all segments in the store and drops segments
@@ -215,7 +228,34 @@ func (s *Set) Count() uint64 {
 }
 
 // Lookup finds a chunk. The bloom filter answers most misses without I/O.
+// A copy recorded as broken is skipped: another segment may list a good
+// one, and otherwise the chunk counts as absent (so it is stored again).
 func (s *Set) Lookup(ctx context.Context, x id.ID) (Location, bool, error) {
+	var found Location
+	ok := false
+	err := s.lookup(ctx, x, func(loc Location) bool {
+		if s.isBad(x, loc) {
+			return true
+		}
+		found, ok = loc, true
+		return false
+	})
+	return found, ok, err
+}
+
+// LookupAll returns every location the live segments list for a chunk,
+// broken ones included.
+func (s *Set) LookupAll(ctx context.Context, x id.ID) ([]Location, error) {
+	var all []Location
+	err := s.lookup(ctx, x, func(loc Location) bool {
+		all = append(all, loc)
+		return true
+	})
+	return all, err
+}
+
+// lookup calls fn with each segment's location of x until fn returns false.
+func (s *Set) lookup(ctx context.Context, x id.ID, fn func(Location) bool) error {
 	for _, seg := range s.Segments() {
 		if !seg.f.bloom.mayContain(x) {
 			continue
@@ -227,14 +267,14 @@ func (s *Set) Lookup(ctx context.Context, x id.ID) (Location, bool, error) {
 		}
 		entries, err := s.block(ctx, seg, i)
 		if err != nil {
-			return Location{}, false, err
+			return err
 		}
 		j := sort.Search(len(entries), func(j int) bool { return entries[j].ID.Compare(x) >= 0 })
-		if j < len(entries) && entries[j].ID == x {
-			return entries[j].Location, true, nil
+		if j < len(entries) && entries[j].ID == x && !fn(entries[j].Location) {
+			return nil
 		}
 	}
-	return Location{}, false, nil
+	return nil
 }
 
 func (s *Set) block(ctx context.Context, seg *Segment, i int) ([]Entry, error) {
