@@ -43,8 +43,8 @@ type BadChunk struct {
 	Chunk id.ID `json:"chunk"`
 	// Pack and Offset locate the broken copy; a zero Pack means the chunk
 	// had no location at all (missing from the index).
-	Pack   pack.ID `json:"pack"`
-	Offset uint32  `json:"offset"`
+	Pack   pack.ID   `json:"pack"`
+	Offset uint32    `json:"offset"`
 	Found  time.Time `json:"found"`
 	Detail string    `json:"detail"`
 	// Points are the backup points that used the chunk when it was found.

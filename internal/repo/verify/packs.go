@@ -160,10 +160,10 @@ func (c *checker) packs(byPack *extsort.Sorter) error {
 // packResult is what reading one pack found.
 type packResult struct {
 	bytes, chunks int64
-	readErr       error  // the pack could not be read at all
-	header        error  // damaged header
-	trailer       error  // unreadable trailer
-	unlisted      int    // index entries the readable trailer does not list
+	readErr       error // the pack could not be read at all
+	header        error // damaged header
+	trailer       error // unreadable trailer
+	unlisted      int   // index entries the readable trailer does not list
 	broken        map[location]brokenCopy
 	entries       int
 }
