@@ -1,42 +1,129 @@
 package cli
 
 import (
+	"context"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repair"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
-func (a *app) cmdRepair() *cobra.Command {
-	cmd := &cobra.Command{Use: "repair", Short: "repair repository metadata"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "index",
-		Short: "rebuild the chunk index from the pack files",
-		Long: `Rebuild the chunk index from the trailers of all packs (packs are
-self-describing) and replace every existing index segment, damaged ones
-included. Run it when verify reports a damaged index segment.`,
-		Args: cobra.NoArgs,
+// metadataRepair adapts a repository method that rewrites config or key
+// files to the repair command shape.
+func metadataRepair(fn func(*repo.Repository, context.Context, bool) ([]string, error)) func(context.Context, *repo.Repository, repair.Options) (*repair.Report, error) {
+	return func(ctx context.Context, r *repo.Repository, o repair.Options) (*repair.Report, error) {
+		steps, err := fn(r, ctx, o.DryRun)
+		if err != nil {
+			return nil, err
+		}
+		return &repair.Report{DryRun: o.DryRun, Steps: steps}, nil
+	}
+}
+
+// repairCommand builds one `coffer repair X` command around a repair.
+func (a *app) repairCommand(use, short, long string, run func(context.Context, *repo.Repository, repair.Options) (*repair.Report, error)) *cobra.Command {
+	var o repair.Options
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long + "\n\nWith --dry-run it prints the plan and changes nothing.",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			r, err := a.openRepo(ctx)
 			if err != nil {
 				return err
 			}
-			rep, err := r.RebuildIndex(ctx)
+			rep, err := run(ctx, r, o)
 			if err != nil {
 				return err
 			}
 			if a.jsonOut {
 				return a.printJSON(rep)
 			}
-			a.printf("indexed %d chunk(s) from %d pack(s), replaced %d segment(s)\n", rep.Chunks, rep.Packs, rep.Superseded)
-			for _, u := range rep.Unreadable {
-				a.printf("unreadable pack: %s\n", u)
-			}
+			a.printRepair(rep)
 			return nil
 		},
-	})
+	}
+	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "print the plan and change nothing")
+	return cmd
+}
+
+func (a *app) printRepair(rep *repair.Report) {
+	verb := "did"
+	if rep.DryRun {
+		verb = "would do (dry run, nothing changed)"
+	}
+	a.printf("repair %s:\n", verb)
+	for _, s := range rep.Steps {
+		a.printf("    %s\n", s)
+	}
+	if rep.Dropped > 0 {
+		a.printf("cannot keep %d chunk(s) or span(s): they were unreadable before this repair\n", rep.Dropped)
+	}
+	for _, af := range rep.Affected {
+		a.printf("    point %s (%s) disk %s lost %d span(s); a new backup of it stores them again from the source\n", af.Snapshot, af.Source, af.Disk, af.Spans)
+	}
+	if !rep.DryRun {
+		a.printf("next: coffer verify\n")
+	}
+}
+
+func (a *app) cmdRepair() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "repair",
+		Short: "mend a damaged repository without losing anything readable",
+		Long: `Mend what ` + "`coffer verify`" + ` found. Every repair keeps every chunk, disk map
+block and manifest that can still be read and authenticated; it works out
+its plan first, says what it cannot keep (only what is already unreadable)
+and which backup points lost data through that, and with --dry-run stops
+there. Damaged objects are moved aside to damaged/ rather than deleted.
+verify names the repairs a repository needs, in the order to run them:
+
+    coffer repair config      rewrite a damaged config from its authenticated copy
+    coffer repair keys        rewrite damaged key file copies from intact ones
+    coffer repair index       rebuild the index from the packs
+    coffer repair packs       rewrite packs with a damaged header, trailer or chunks
+    coffer repair snapshots   mend damaged disk maps and recover points whose manifest is lost
+    coffer repair undelete    bring back locked objects hidden by deletes (Object Lock)`,
+	}
+	cmd.AddCommand(a.repairCommand("config", "write a damaged or missing config again from its authenticated copy",
+		`Every key file carries an authenticated copy of the repository's config.
+When the config is damaged, deleted or edited, coffer opens the repository
+with that copy (and says so); this writes the config again from it.`, metadataRepair((*repo.Repository).RepairConfig)))
+	cmd.AddCommand(a.repairCommand("keys", "write damaged or missing key file copies again from intact ones",
+		`Every key file is stored twice (keys/ID and keys/ID.copy), so one damaged or
+deleted copy never locks a password out. This writes each damaged or
+missing copy again from the intact one: for the key of the password given,
+the copy that opened the repository; for other keys, the only copy that
+still parses.`, metadataRepair((*repo.Repository).RepairKeys)))
+	cmd.AddCommand(a.repairCommand("index", "rebuild the chunk index from the packs",
+		`Rebuild the chunk index from the trailers of all packs (packs are
+self-describing) and replace every existing index segment, damaged ones
+included. For a pack whose trailer is damaged, the index entries whose
+chunks authenticate are kept. Entries that point into missing packs, or at
+chunks that no longer authenticate, are dropped: the plan names the
+backup points that had lost those chunks. Run it when verify reports a
+damaged index segment or a missing pack.`, repair.Index))
+	cmd.AddCommand(a.repairCommand("packs", "rewrite damaged packs, keeping every chunk that authenticates",
+		`Rewrite the packs that verify recorded broken chunks in, and those whose
+header or trailer (table of contents) is damaged or that were cut short:
+every chunk that still authenticates moves to a new pack, the index is
+rewritten without the damaged packs, and they are moved aside to damaged/.
+Chunks that do not authenticate were lost already; they stay marked lost,
+so the next backup of an affected disk stores them again from the source.
+Run ` + "`coffer verify --read-data`" + ` first, so that broken chunks are recorded.`, repair.Packs))
+	cmd.AddCommand(a.repairCommand("snapshots", "mend damaged disk maps and recover points whose manifest is lost",
+		`Write a new disk map for every backup point whose map is damaged: every
+span whose chunk ID can still be read is kept, the spans of unreadable
+blocks are marked lost (a restore then names the missing ranges). Disk
+maps that no readable manifest references (its manifest is unreadable or
+was deleted, or a forget was interrupted) become recovered points, one per
+disk, named recovered-...; forget them if they are not wanted. Unreadable
+manifests are moved aside to damaged/.`, repair.Snapshots))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "undelete",
 		Short: "make locked objects hidden by deletes or rewrites current again (Object Lock buckets)",

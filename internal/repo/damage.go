@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +37,13 @@ const (
 	damageSeal   = "damage"
 )
 
+// LostChunk is the ID a disk map records for a span whose chunk is known
+// lost (written by `coffer repair snapshots` for the spans of a damaged
+// disk map block). No index lists it, so a coffer that does not know it
+// fails to read such a span instead of restoring zeros silently.
+var LostChunk = id.ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
 // BadChunk is one chunk copy found broken.
 type BadChunk struct {
 	Chunk id.ID `json:"chunk"`
@@ -50,9 +56,6 @@ type BadChunk struct {
 	// Points are the backup points that used the chunk when it was found.
 	Points []string `json:"points,omitempty"`
 }
-
-// Location reports whether the entry names a stored copy.
-func (b BadChunk) located() bool { return b.Pack != (pack.ID{}) }
 
 // damageRecord is the loaded record: small, kept in memory.
 type damageRecord struct {
@@ -227,12 +230,13 @@ func (r *Repository) DamagedPoints(ctx context.Context) (map[string][]id.ID, err
 	return out, nil
 }
 
-// CompactDamage replaces the damage objects with one that keeps only the
-// entries keep accepts (maintenance: chunks no point references any more,
-// broken copies whose pack is gone and whose chunk was stored again).
-// Callers hold the maintenance lease. The new object is written before the
-// old ones are deleted, so a crash leaves duplicates, never a loss.
-func (r *Repository) CompactDamage(ctx context.Context, keep func(BadChunk) bool) (dropped int, err error) {
+// RewriteDamage replaces the damage objects with one holding what fn
+// returns for each entry (false drops it): maintenance forgets chunks no
+// point references any more, and a rewritten pack's broken copies become
+// entries without a place. Callers hold the maintenance lease. The new
+// object is written before the old ones are deleted, so a crash leaves
+// duplicates, never a loss.
+func (r *Repository) RewriteDamage(ctx context.Context, fn func(BadChunk) (BadChunk, bool)) (dropped int, err error) {
 	d := r.damage.Load()
 	d.mu.RLock()
 	old := append([]string(nil), d.objects...)
@@ -242,14 +246,11 @@ func (r *Repository) CompactDamage(ctx context.Context, keep func(BadChunk) bool
 	}
 	var kept []BadChunk
 	for _, b := range r.Damage() {
-		if keep(b) {
-			kept = append(kept, b)
+		if nb, keep := fn(b); keep {
+			kept = append(kept, nb)
 		} else {
 			dropped++
 		}
-	}
-	if dropped == 0 && len(old) == 1 {
-		return 0, nil
 	}
 	nd := &damageRecord{byChunk: map[id.ID][]BadChunk{}}
 	if len(kept) > 0 {
@@ -271,19 +272,6 @@ func (r *Repository) CompactDamage(ctx context.Context, keep func(BadChunk) bool
 	r.damage.Store(nd)
 	r.Index().SetBad(nd.bad)
 	return dropped, nil
-}
-
-// describeChunks lists chunk IDs shortly for messages.
-func describeChunks(ids []id.ID) string {
-	s := make([]string, 0, min(len(ids), 5))
-	for i, x := range ids {
-		if i == 5 {
-			s = append(s, fmt.Sprintf("and %d more", len(ids)-5))
-			break
-		}
-		s = append(s, x.Short())
-	}
-	return strings.Join(s, ", ")
 }
 
 // BrokenCopy reports whether the damage record lists this copy of chunk x.

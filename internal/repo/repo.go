@@ -44,6 +44,7 @@ type Repository struct {
 	idx      atomic.Pointer[index.Set]
 	damage   atomic.Pointer[damageRecord]
 	health   []HealthIssue
+	unlocked *unlocked // how the key files opened (for repair)
 	log      *slog.Logger
 	hostname string
 	opts     Options
@@ -133,7 +134,8 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 		if o.KDF != nil {
 			kdf = *o.KDF
 		}
-		kf, err := newKeyFile(keyPayload{Master: m, Repository: cfg.ID, Encryption: cfg.Encryption}, o.Password, o.KeyLabel, kdf)
+		copyOf := cfg
+		kf, err := newKeyFile(keyPayload{Master: m, Repository: cfg.ID, Encryption: cfg.Encryption, Config: &copyOf}, o.Password, o.KeyLabel, kdf)
 		if err != nil {
 			return cfg, err
 		}
@@ -156,35 +158,53 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 	return cfg, nil
 }
 
-// Open opens a repository with a password (ignored when unencrypted).
+// Open opens a repository with a password (ignored when unencrypted). A
+// damaged or missing config, or a damaged copy of a key file, is worked
+// around from the intact copies and reported by Health.
 func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Repository, error) {
 	o.defaults()
-	cfg, err := loadConfig(ctx, st)
-	if err != nil {
-		return nil, err
+	cfg, cfgErr := loadConfig(ctx, st)
+	if cfgErr != nil && !configDamaged(cfgErr) {
+		return nil, cfgErr
 	}
-	r := &Repository{st: st, cfg: cfg, log: o.Logger, opts: o}
+	r := &Repository{st: st, log: o.Logger, opts: o}
 	r.hostname, _ = os.Hostname()
-	if cfg.Encryption == "none" {
+	keys, err := readKeyObjects(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	switch {
+	case cfgErr != nil && len(keys) == 0:
+		// No key file carries a copy of the config: not a repository (or
+		// an unencrypted one whose config is damaged).
+		return nil, cfgErr
+	case cfgErr == nil && cfg.Encryption == "none":
 		// An unencrypted repository never has key files: keys next to a
 		// config that claims "none" mean the config was edited to
 		// downgrade an encrypted repository.
-		keys, err := listKeyFiles(ctx, st)
-		if err != nil {
-			return nil, fmt.Errorf("read keys: %w", err)
-		}
 		if len(keys) > 0 {
 			return nil, fmt.Errorf("the config says the repository is unencrypted but it has %d key(s): the config was tampered with; refusing to open", len(keys))
 		}
 		r.key = crypto.Null()
-	} else {
+	default:
 		if len(password) == 0 {
 			return nil, fmt.Errorf("repository is encrypted: a password is required: %w", crypto.ErrWrongPassword)
 		}
-		if r.key, r.keyID, err = unlock(ctx, st, cfg, password); err != nil {
+		u, err := unlock(ctx, st, password)
+		if err != nil {
 			return nil, err
 		}
+		var health []HealthIssue
+		if cfg, health, err = checkConfig(cfg, cfgErr, u); err != nil {
+			return nil, err
+		}
+		r.key, r.keyID, r.unlocked = u.key, u.keyID, u
+		r.health = append(health, u.health...)
+		for _, h := range r.health {
+			r.log.Warn("repository damage worked around; `coffer verify` reports it", "object", h.Object, "problem", h.Detail)
+		}
 	}
+	r.cfg = cfg
 	if err := r.ReloadIndex(ctx); err != nil {
 		return nil, err
 	}

@@ -155,7 +155,13 @@ type Map struct {
 	mu        sync.Mutex
 	lastBlock int
 	lastIDs   []byte
+	// header is set when the header was damaged but the authenticated
+	// footer proved the map readable.
+	header error
 }
+
+// HeaderDamaged reports a damaged header that was tolerated.
+func (m *Map) HeaderDamaged() error { return m.header }
 
 // Open reads a disk map's footer.
 func Open(ctx context.Context, st store.Store, key *crypto.Key, name string) (*Map, error) {
@@ -180,12 +186,27 @@ func parse(readAt func(off, n int64) ([]byte, error), size int64, key *crypto.Ke
 	if err != nil {
 		return nil, err
 	}
+	// The header is not authenticated. A damaged one is tolerated when the
+	// footer authenticates as a version 1 footer: a newer version changes
+	// its seal contexts, so it never authenticates as version 1.
+	var headerErr error
 	if [8]byte(head[:8]) != magic {
-		return nil, fmt.Errorf("%w: bad magic", ErrFormat)
+		headerErr = fmt.Errorf("%w: bad magic", ErrFormat)
+	} else if v := binary.LittleEndian.Uint16(head[8:]); v != Version {
+		headerErr = fmt.Errorf("%w: unsupported version %d (this coffer reads version %d)", ErrFormat, v, Version)
 	}
-	if v := binary.LittleEndian.Uint16(head[8:]); v != Version {
-		return nil, fmt.Errorf("%w: unsupported version %d (this coffer reads version %d)", ErrFormat, v, Version)
+	m, err := parseBody(readAt, size, key)
+	if err != nil {
+		if headerErr != nil {
+			return nil, headerErr
+		}
+		return nil, err
 	}
+	m.header = headerErr
+	return m, nil
+}
+
+func parseBody(readAt func(off, n int64) ([]byte, error), size int64, key *crypto.Key) (*Map, error) {
 	tail, err := readAt(size-tailSize, tailSize)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,10 @@ type Segment struct {
 // Count is the number of entries.
 func (s *Segment) Count() uint64 { return s.f.count }
 
+// HeaderDamaged reports a damaged header that was tolerated because the
+// authenticated footer proved the segment readable.
+func (s *Segment) HeaderDamaged() error { return s.f.header }
+
 // Supersedes lists the segments this one replaces.
 func (s *Segment) Supersedes() []id.ID { return s.f.supersedes }
 
@@ -255,7 +259,11 @@ func (s *Set) LookupAll(ctx context.Context, x id.ID) ([]Location, error) {
 }
 
 // lookup calls fn with each segment's location of x until fn returns false.
+// A segment block that cannot be read is skipped: another segment may list
+// the chunk. Only when none does is the damage returned, so one damaged
+// block does not make chunks listed elsewhere unreachable.
 func (s *Set) lookup(ctx context.Context, x id.ID, fn func(Location) bool) error {
+	var damaged error
 	for _, seg := range s.Segments() {
 		if !seg.f.bloom.mayContain(x) {
 			continue
@@ -267,14 +275,21 @@ func (s *Set) lookup(ctx context.Context, x id.ID, fn func(Location) bool) error
 		}
 		entries, err := s.block(ctx, seg, i)
 		if err != nil {
-			return err
+			if !errors.Is(err, ErrFormat) && !errors.Is(err, store.ErrInvalidRange) {
+				return err
+			}
+			damaged = err
+			continue
 		}
 		j := sort.Search(len(entries), func(j int) bool { return entries[j].ID.Compare(x) >= 0 })
-		if j < len(entries) && entries[j].ID == x && !fn(entries[j].Location) {
-			return nil
+		if j < len(entries) && entries[j].ID == x {
+			if !fn(entries[j].Location) {
+				return nil
+			}
+			damaged = nil // found a copy: a damaged block elsewhere does not matter
 		}
 	}
-	return nil
+	return damaged
 }
 
 func (s *Set) block(ctx context.Context, seg *Segment, i int) ([]Entry, error) {

@@ -86,7 +86,7 @@ func (c *checker) chunks(refs *extsort.Cursor) error {
 // usable reports whether one copy of chunk x can be read.
 func (c *checker) usable(x id.ID, loc index.Location) bool {
 	if t, bad := c.badPacks[loc.Pack]; bad {
-		if t.kind != "truncated-pack" || int64(loc.Offset)+int64(loc.Length) > t.size-8 {
+		if t.kind != "truncated-pack" || int64(loc.Offset)+int64(loc.Length) > t.size {
 			return false
 		}
 	}

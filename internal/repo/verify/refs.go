@@ -51,6 +51,12 @@ func (c *checker) openIssues() {
 		}
 		c.problem(Problem{Kind: h.Kind, Object: h.Object, Detail: h.Detail + "; no backup lost data", Repair: rp})
 	}
+	for _, seg := range c.r.Index().Segments() {
+		if h := seg.HeaderDamaged(); h != nil {
+			c.problem(Problem{Kind: "index-segment", Object: "index/" + seg.ID.String(), Repair: repairIndex,
+				Detail: fmt.Sprintf("index segment header is damaged (%v); the segment itself authenticates, no backup lost data", h)})
+		}
+	}
 	for _, seg := range c.r.DamagedIndexSegments() {
 		c.problem(Problem{Kind: "index-segment", Object: seg,
 			Detail: "index segment is damaged and was skipped; the chunks it lists are still in their packs, whose trailers list them", Repair: repairIndex})
@@ -70,6 +76,12 @@ func (c *checker) manifests() error {
 	}
 	c.snaps = snaps
 	c.rep.Snapshots = len(snaps)
+	for _, s := range snaps {
+		if h := s.HeaderDamaged(); h != nil {
+			c.problem(Problem{Kind: "manifest", Object: "snapshots/" + s.ID.String(), Repair: repairSnapshots,
+				Detail: fmt.Sprintf("manifest header is damaged (%v); the manifest itself authenticates, no backup lost data", h)})
+		}
+	}
 	return nil
 }
 
@@ -83,8 +95,13 @@ func (c *checker) references() (*extsort.Cursor, error) {
 		for _, d := range s.Disks {
 			c.rep.Disks++
 			used[d.Map] = true
+			var recorded int64
 			err := c.scanMap(s, d, func(_ uint64, x id.ID) error {
-				if x.IsZero() {
+				switch x {
+				case id.ID{}:
+					return nil
+				case repo.LostChunk:
+					recorded++
 					return nil
 				}
 				c.rep.Chunks++
@@ -93,6 +110,10 @@ func (c *checker) references() (*extsort.Cursor, error) {
 			if err != nil {
 				refs.Close()
 				return nil, err
+			}
+			if recorded > 0 {
+				c.rep.Notices = append(c.rep.Notices, fmt.Sprintf("point %s (%s) disk %s: %d span(s) were recorded lost by a repair; it restores with those ranges missing (back the VM up again for a complete point)",
+					s.ID.Short(), s.Source.VMName, d.Name, recorded))
 			}
 		}
 	}
@@ -115,6 +136,10 @@ func (c *checker) scanMap(s *repo.Snapshot, d repo.Disk, fn func(i uint64, x id.
 			Detail:  fmt.Sprintf("disk map is unreadable (%v): the disk's chunk list is lost", err),
 			Affects: []Affected{{Snapshot: s.ID.Short(), Source: s.Source.VMName, Disk: d.Name, Offset: -1, Spans: int64(spans(d))}}})
 		return nil
+	}
+	if h := m.HeaderDamaged(); h != nil {
+		c.problem(Problem{Kind: "disk-map", Object: d.Map, Repair: repairSnapshots,
+			Detail: fmt.Sprintf("disk map header is damaged (%v); the map itself authenticates, no backup lost data", h)})
 	}
 	return m.Scan(c.ctx, fn, func(first, end uint64, err error) {
 		c.problem(Problem{Kind: "disk-map", Object: d.Map, DataLoss: true, Repair: repairSnapshots,
