@@ -115,7 +115,7 @@ every chunk that still authenticates moves to a new pack, the index is
 rewritten without the damaged packs, and they are moved aside to damaged/.
 Chunks that do not authenticate were lost already; they stay marked lost,
 so the next backup of an affected disk stores them again from the source.
-Run ` + "`coffer verify --read-data`" + ` first, so that broken chunks are recorded.`, repair.Packs))
+Run `+"`coffer verify --read-data`"+` first, so that broken chunks are recorded.`, repair.Packs))
 	cmd.AddCommand(a.repairCommand("snapshots", "mend damaged disk maps and recover points whose manifest is lost",
 		`Write a new disk map for every backup point whose map is damaged: every
 span whose chunk ID can still be read is kept, the spans of unreadable
