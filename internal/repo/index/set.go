@@ -325,13 +325,24 @@ func (s *Set) Iterate(ctx context.Context, fn func(Entry) error) error {
 	return Merge(ctx, s.st, s.key, s.Segments(), fn)
 }
 
+// Scan is Iterate, except that a block that cannot be read (damaged, cut
+// off) is reported to damaged and skipped instead of ending the scan, so
+// one damaged block does not hide the rest of the index.
+func (s *Set) Scan(ctx context.Context, fn func(Entry) error, damaged func(seg id.ID, block int, err error)) error {
+	return merge(ctx, s.st, s.key, s.Segments(), fn, damaged)
+}
+
 // Merge is Iterate over an explicit list of segments. It holds one decoded
 // block per segment in memory and picks the next entry with a heap, so the
 // cost per entry is O(log segments).
 func Merge(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment, fn func(Entry) error) error {
+	return merge(ctx, st, key, segs, fn, nil)
+}
+
+func merge(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment, fn func(Entry) error, damaged func(id.ID, int, error)) error {
 	h := &cursorHeap{}
 	for _, seg := range segs {
-		c := &cursor{seg: seg}
+		c := &cursor{seg: seg, damaged: damaged}
 		if err := c.next(ctx, st, key); err != nil {
 			return err
 		}
@@ -375,6 +386,9 @@ type cursor struct {
 	entries []Entry
 	pos     int
 	done    bool
+	// damaged, when set, receives blocks that cannot be read, which are
+	// then skipped.
+	damaged func(seg id.ID, block int, err error)
 }
 
 func (c *cursor) cur() Entry { return c.entries[c.pos] }
@@ -384,20 +398,29 @@ func (c *cursor) next(ctx context.Context, st store.Store, key *crypto.Key) erro
 		c.pos++
 		return nil
 	}
-	if c.block >= len(c.seg.f.rows) {
-		c.done = true
+	for {
+		if c.block >= len(c.seg.f.rows) {
+			c.done = true
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		entries, err := readBlock(ctx, st, key, c.seg, c.block)
+		c.block++
+		if err != nil {
+			if c.damaged == nil || (!errors.Is(err, ErrFormat) && !errors.Is(err, store.ErrInvalidRange)) {
+				return err
+			}
+			c.damaged(c.seg.ID, c.block-1, err)
+			continue
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		c.entries, c.pos = entries, 0
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	entries, err := readBlock(ctx, st, key, c.seg, c.block)
-	if err != nil {
-		return err
-	}
-	c.block++
-	c.entries, c.pos = entries, 0
-	return nil
 }
 
 // WriteSegment writes entries (any order; sorted here, duplicates of the

@@ -51,7 +51,7 @@ func (c *checker) chunks(refs *extsort.Cursor) error {
 			c.lose(cur, copies)
 		}
 	}
-	err := c.r.Index().Iterate(c.ctx, func(e index.Entry) error {
+	err := c.r.Index().Scan(c.ctx, func(e index.Entry) error {
 		if have && e.ID == cur {
 			copies = append(copies, e.Location)
 			return nil
@@ -69,8 +69,8 @@ func (c *checker) chunks(refs *extsort.Cursor) error {
 			return refs.Next()
 		}
 		return nil
-	})
-	if err != nil && !damage(err) {
+	}, func(id.ID, int, error) {}) // reported by indexByPack
+	if err != nil {
 		return err
 	}
 	judge()
@@ -228,7 +228,7 @@ func (c *checker) trace() error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		cs := c.causes[k]
-		p := Problem{Kind: cs.kind, Object: cs.object, DataLoss: true, Repair: healByBackup}
+		p := Problem{Kind: cs.kind, Object: cs.object, DataLoss: true, Repair: structuralRepair(cs.kind)}
 		for _, ak := range cs.order {
 			p.Affects = append(p.Affects, *cs.affects[ak])
 		}
@@ -264,6 +264,18 @@ func (c *checker) trace() error {
 			Detail: fmt.Sprintf("%d chunk blob(s) fail authentication; no backup lost data (each has another copy, or no point uses it)", n)})
 	}
 	return nil
+}
+
+// structuralRepair is what mends the repository after chunks were lost to
+// a cause (the lost chunks themselves come back from their source).
+func structuralRepair(kind string) string {
+	switch kind {
+	case "missing-pack":
+		return repairIndex
+	case "missing-chunk":
+		return healByBackup
+	}
+	return repairPacks
 }
 
 // dedupMapProblems removes the second report of a damaged disk map that

@@ -43,23 +43,22 @@ func getByPack(b []byte) index.Entry {
 		Offset: binary.BigEndian.Uint32(b[16:]), Length: binary.BigEndian.Uint32(b[20:]), RawLength: binary.BigEndian.Uint32(b[24:])}}
 }
 
-// indexByPack sorts every index entry by pack and offset.
+// indexByPack sorts every index entry by pack and offset. Damaged index
+// blocks are reported (metadata: the packs' trailers still list those
+// chunks) and skipped.
 func (c *checker) indexByPack() (*extsort.Sorter, error) {
 	s := extsort.New(byPackRecord, c.o.MemoryBudget/4, c.o.TempDir)
 	var rec [byPackRecord]byte
-	err := c.r.Index().Iterate(c.ctx, func(e index.Entry) error {
+	err := c.r.Index().Scan(c.ctx, func(e index.Entry) error {
 		putByPack(rec[:], e)
 		return s.Add(rec[:])
+	}, func(seg id.ID, block int, err error) {
+		c.problem(Problem{Kind: "index-segment", Object: index.ObjectName(seg), Repair: repairIndex,
+			Detail: fmt.Sprintf("index block %d is unreadable (%v); the chunks it lists are still in their packs", block, err)})
 	})
 	if err != nil {
 		s.Close()
-		if !damage(err) {
-			return nil, err
-		}
-		// A segment whose footer opened but whose block does not: treat
-		// it like a damaged segment (the chunks are still in packs).
-		c.problem(Problem{Kind: "index-segment", Object: "index/", Detail: fmt.Sprintf("an index block is unreadable (%v); the chunks it lists are still in their packs", err), Repair: repairIndex})
-		return extsort.New(byPackRecord, c.o.MemoryBudget/4, c.o.TempDir), nil
+		return nil, err
 	}
 	return s, nil
 }

@@ -241,6 +241,8 @@ func (c *checker) summarise() {
 	need := map[string]bool{}
 	for _, p := range rep.Problems {
 		need[p.Repair] = true
+		// Lost chunks come back only from their source.
+		need[healByBackup] = need[healByBackup] || p.DataLoss && p.Kind != "disk-map"
 	}
 	for _, step := range repairOrder {
 		if need[step] {
