@@ -31,7 +31,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
 )
 
 // Disk is one disk to back up.
@@ -274,7 +273,7 @@ type worker struct {
 	prev   []id.ID
 	o      Options
 	out    []byte
-	enc    *chunk.Encoder
+	enc    *repo.Encoder
 	hasher interface{ Sum([]byte) id.ID }
 	deps   []*repo.Pending
 	read   int64
@@ -286,7 +285,7 @@ type worker struct {
 
 func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options) (*worker, error) {
 	r := w.Repository()
-	enc, err := chunk.NewEncoder(r.Key(), r.Config().Level())
+	enc, err := r.NewEncoder()
 	if err != nil {
 		return nil, err
 	}

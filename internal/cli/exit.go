@@ -8,10 +8,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/index"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/store"
 )
@@ -109,9 +105,7 @@ func exitCode(err error) int {
 		return ExitNoSpace
 	case errors.Is(err, backup.ErrSourceChanged):
 		return ExitSource
-	case errors.Is(err, chunk.ErrCorrupt), errors.Is(err, pack.ErrFormat), errors.Is(err, index.ErrFormat),
-		errors.Is(err, diskmap.ErrFormat), errors.Is(err, repo.ErrCorruptManifest), errors.Is(err, repo.ErrChunkMissing),
-		errors.Is(err, crypto.ErrAuth):
+	case repo.IsDamaged(err), errors.Is(err, crypto.ErrAuth):
 		return ExitIntegrity
 	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists):
 		return ExitUsage

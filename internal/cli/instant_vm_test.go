@@ -76,7 +76,7 @@ func TestInstantRecovery(t *testing.T) {
 	t.Cleanup(func() { _ = qemu.Quit(context.Background(), s.QMPSocket) })
 	pos := waitFile(ctx, t, s.Console, 0, "COFFER CHECK OK")
 	t.Logf("instant recovery: guest verified its disk read from the backup %.1fs after the command", time.Since(began).Seconds())
-	pos = waitFile(ctx, t, s.Console, pos, "COFFER WROTE")
+	waitFile(ctx, t, s.Console, pos, "COFFER WROTE")
 
 	var list []instantDoc
 	if err := json.Unmarshal([]byte(e.must("instant", "list", "--json")), &list); err != nil || len(list) != 1 ||
@@ -119,7 +119,7 @@ func TestInstantRecovery(t *testing.T) {
 		t.Fatalf("instant serve: %q %v", line, err)
 	}
 	b, _ := os.ReadFile(s.Console)
-	pos = waitFile(ctx, t, s.Console, len(b), "COFFER WROTE")
+	waitFile(ctx, t, s.Console, len(b), "COFFER WROTE")
 
 	// Commit: the running VM moves to production storage; the server exits.
 	prod := filepath.Join(e.dir, "production")

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/coffer-backup/coffer/internal/config"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
+	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -110,7 +110,7 @@ DESCRIPTION
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	// Which compressor the binary was built with decides backup speed
 	// (cgo or not), so --version says it.
-	root.SetVersionTemplate("coffer {{.Version}} (compression: " + chunk.Compressor + ")\n")
+	root.SetVersionTemplate("coffer {{.Version}} (compression: " + repo.Compressor + ")\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configPath, "config", "", "configuration file (default: $COFFER_CONFIG, ~/.config/coffer/config.yaml, /etc/coffer/coffer.yaml)")
 	pf.BoolVar(&a.jsonOut, "json", false, "print results as JSON (for scripts); disables progress bars")

@@ -106,7 +106,9 @@ func (s *Sorter) spill() error {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	if _, err := w.Write(s.buf); err == nil {
+	// One err throughout: with a shadowed one, a run that did not fit on
+	// the filesystem passed as written and the sort lost its records.
+	if _, err = w.Write(s.buf); err == nil {
 		err = w.Flush()
 	}
 	if err != nil {

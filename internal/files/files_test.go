@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/files/filestest"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
@@ -28,7 +29,7 @@ func throughRepository(t *testing.T, img string) (io.ReaderAt, int64) {
 	t.Helper()
 	ctx := context.Background()
 	r := repotest.New(t, repo.InitOptions{})
-	snap := repotest.BackupImage(t, r, img, backup.Options{})
+	snap := backuptest.BackupImage(t, r, img, backup.Options{})
 	dr, err := restore.OpenDisk(ctx, r, snap.Disks[0], 16)
 	if err != nil {
 		t.Fatal(err)

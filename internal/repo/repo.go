@@ -10,7 +10,11 @@
 //   - the session writer (writer.go): packs new chunks, deduplicates
 //     globally, and commits index segments before any manifest that needs them;
 //   - crash recovery (recover.go): indexes packs of sessions that died;
-//   - chunk loading (load.go).
+//   - chunk loading (load.go);
+//   - the way in for the layers above (access.go, integrity.go): disk maps,
+//     pack reads, chunk encoders and decoders, index totals and the
+//     classification of damage errors. Nothing outside internal/repo
+//     imports the format subpackages (.golangci.yml enforces it).
 //
 // Ordering rules that make every mutation crash-safe: packs are committed
 // before the index segment that lists them, index segments before the disk

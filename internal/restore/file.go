@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/directio"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -72,7 +70,7 @@ const checkpointEvery = 256 << 20
 // partial file and its checkpoint let an interrupted restore resume.
 func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo.Disk, path string, o FileOptions) (Stats, error) {
 	var st Stats
-	m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+	m, err := r.OpenDiskMap(ctx, d.Map)
 	if err != nil {
 		return st, err
 	}
@@ -124,7 +122,7 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 	return st, t.finish(path)
 }
 
-func plannedBytes(groups []readGroup, m *diskmap.Map) int64 {
+func plannedBytes(groups []readGroup, m *repo.DiskMap) int64 {
 	var n int64
 	for _, g := range groups {
 		for _, ref := range g.refs {
@@ -136,7 +134,7 @@ func plannedBytes(groups []readGroup, m *diskmap.Map) int64 {
 	return n
 }
 
-func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.File, groups []readGroup, ck *checkpoint, o FileOptions, st *Stats) error {
+func writeGroups(ctx context.Context, r *repo.Repository, m *repo.DiskMap, f *os.File, groups []readGroup, ck *checkpoint, o FileOptions, st *Stats) error {
 	var (
 		written atomic.Int64
 		chunks  atomic.Int64
@@ -194,21 +192,6 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 	st.Chunks += int(chunks.Load())
 	st.Requests += len(groups)
 	return err
-}
-
-// readRange reads [off, off+n) of an object into buf (grown if needed).
-func readRange(ctx context.Context, st store.Store, name string, off, n int64, buf []byte) ([]byte, error) {
-	rc, err := st.Read(ctx, name, off, n)
-	if err != nil {
-		return buf, err
-	}
-	defer rc.Close()
-	if int64(cap(buf)) < n {
-		buf = make([]byte, n, max(n, maxGroupBytes))
-	}
-	buf = buf[:n]
-	_, err = io.ReadFull(rc, buf)
-	return buf, err
 }
 
 func translateWriteErr(err error) error {
@@ -287,7 +270,7 @@ func (t *target) finish(final string) error {
 // zeroDeviceSpans clears the hole spans of a disk on a block device, using
 // the device's zeroing offload when it has one (fallocate ZERO_RANGE maps
 // to BLKZEROOUT / WRITE SAME / UNMAP) and plain writes otherwise.
-func zeroDeviceSpans(ctx context.Context, f *os.File, m *diskmap.Map) error {
+func zeroDeviceSpans(ctx context.Context, f *os.File, m *repo.DiskMap) error {
 	var zeroBuf []byte
 	cs := int64(m.ChunkSize())
 	return m.Iterate(ctx, func(i uint64, x id.ID) error {

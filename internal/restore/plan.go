@@ -11,21 +11,18 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/index"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 )
 
 // chunkRef is one distinct chunk of a disk and every span it fills.
 type chunkRef struct {
 	id    id.ID
-	loc   index.Location
+	loc   repo.Location
 	spans []uint64
 }
 
 // readGroup is a run of blobs of one pack read with a single request.
 type readGroup struct {
-	pack   pack.ID
+	pack   repo.PackID
 	offset int64
 	length int64
 	refs   []*chunkRef
@@ -45,7 +42,7 @@ const (
 var planWindow uint64 = 1 << 17
 
 // rangeBytes is the disk size of spans from to end-1.
-func rangeBytes(m *diskmap.Map, from, end uint64) int64 {
+func rangeBytes(m *repo.DiskMap, from, end uint64) int64 {
 	if end <= from {
 		return 0
 	}
@@ -55,7 +52,7 @@ func rangeBytes(m *diskmap.Map, from, end uint64) int64 {
 // plan lists the chunks of spans from to end-1 grouped into pack reads, in
 // pack order so reads are sequential within each pack. Spans in skip are
 // left out (resumed restores). It also returns the bytes of zero spans.
-func plan(ctx context.Context, r *repo.Repository, m *diskmap.Map, skip func(uint64) bool, from, end uint64) ([]readGroup, int64, error) {
+func plan(ctx context.Context, r *repo.Repository, m *repo.DiskMap, skip func(uint64) bool, from, end uint64) ([]readGroup, int64, error) {
 	byID := map[id.ID]*chunkRef{}
 	var zeroBytes int64
 	err := m.IterateRange(ctx, from, end, func(i uint64, x id.ID) error {
@@ -117,7 +114,7 @@ func plan(ctx context.Context, r *repo.Repository, m *diskmap.Map, skip func(uin
 
 // Allocated returns the spans of a disk map that hold data, merged: the
 // ranges a restore must write (everything else is zeros).
-func Allocated(ctx context.Context, m *diskmap.Map) ([]hypervisor.Extent, error) {
+func Allocated(ctx context.Context, m *repo.DiskMap) ([]hypervisor.Extent, error) {
 	var out []hypervisor.Extent
 	cs := int64(m.ChunkSize())
 	err := m.Iterate(ctx, func(i uint64, x id.ID) error {
