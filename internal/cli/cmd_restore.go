@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
@@ -73,6 +74,8 @@ type restoreResult struct {
 	Requests int     `json:"read_requests"`
 	Seconds  float64 `json:"seconds"`
 	Resumed  bool    `json:"resumed"`
+	// Lost are ranges a repair recorded as lost (zeros in the target).
+	Lost []hypervisor.Extent `json:"lost_ranges,omitempty"`
 }
 
 func (a *app) runRestore(cmd *cobra.Command, ref string, o restoreOptions) error {
@@ -100,6 +103,7 @@ func (a *app) runRestore(cmd *cobra.Command, ref string, o restoreOptions) error
 		}
 	}
 	var results []restoreResult
+	incomplete := 0
 	for i, d := range disks {
 		prog := &restore.Progress{}
 		bar := a.startProgress("restore "+d.Name, prog.BytesTotal.Load, prog.BytesDone.Load, func() string { return "" })
@@ -116,13 +120,29 @@ func (a *app) runRestore(cmd *cobra.Command, ref string, o restoreOptions) error
 			return fmt.Errorf("disk %s: %w", d.Name, err)
 		}
 		res := restoreResult{Snapshot: s.ID.String(), Disk: d.Name, Target: targets[i], Bytes: st.BytesWritten, Zero: st.BytesZero,
-			Requests: st.Requests, Seconds: time.Since(start).Seconds(), Resumed: st.Resumed}
+			Requests: st.Requests, Seconds: time.Since(start).Seconds(), Resumed: st.Resumed, Lost: st.Lost}
 		results = append(results, res)
 		a.printf("restored %s of snapshot %s to %s: %s written, %s holes, %.1fs (%s)\n", d.Name, s.ID.Short(), targets[i],
 			humanBytes(st.BytesWritten), humanBytes(st.BytesZero), res.Seconds, rate(d.Size, time.Since(start)))
+		if len(st.Lost) > 0 {
+			incomplete++
+			a.printf("  %d range(s) of %s were lost to repository damage (recorded by `coffer repair snapshots`) and are zeros in the restored disk:\n", len(st.Lost), d.Name)
+			for j, e := range st.Lost {
+				if j == 20 {
+					a.printf("    and %d more\n", len(st.Lost)-j)
+					break
+				}
+				a.printf("    offset %d, %s\n", e.Offset, humanBytes(e.Length))
+			}
+		}
 	}
 	if a.jsonOut {
-		return a.printJSON(results)
+		if err := a.printJSON(results); err != nil {
+			return err
+		}
+	}
+	if incomplete > 0 {
+		return partialError{fmt.Sprintf("%d disk(s) restored with lost ranges", incomplete)}
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func preallocate(ctx context.Context, f *os.File, m *repo.DiskMap, skip func(uin
 		return translateWriteErr(err)
 	}
 	err := m.Iterate(ctx, func(i uint64, x id.ID) error {
-		if x.IsZero() || skip(i) {
+		if x.IsZero() || x == repo.LostChunk || skip(i) {
 			return nil
 		}
 		off := int64(i) * cs

@@ -143,7 +143,7 @@ func maxRawLength(groups []readGroup) int {
 // during the call. Used by copy jobs.
 func Chunks(ctx context.Context, r *repo.Repository, m *repo.DiskMap, workers int, skip func(uint64) bool, fn func(x id.ID, spans []uint64, plain []byte) error) error {
 	for from := uint64(0); from < m.Count(); from += planWindow {
-		groups, _, err := plan(ctx, r, m, skip, from, min(from+planWindow, m.Count()))
+		groups, _, err := plan(ctx, r, m, skip, func(uint64) {}, from, min(from+planWindow, m.Count()))
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/coffer-backup/coffer/internal/directio"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/store"
@@ -42,6 +43,9 @@ type Stats struct {
 	Chunks       int
 	Requests     int
 	Resumed      bool
+	// Lost are the byte ranges a repair recorded as lost: written as
+	// zeros, and to be reported (the restore is incomplete).
+	Lost []hypervisor.Extent
 }
 
 // ErrTargetExists refuses to overwrite without permission.
@@ -101,7 +105,7 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 	}
 	for from := uint64(0); from < m.Count(); from += planWindow {
 		end := min(from+planWindow, m.Count())
-		groups, zero, err := plan(ctx, r, m, ck.isDone, from, end)
+		groups, zero, err := plan(ctx, r, m, ck.isDone, func(i uint64) { st.Lost = addSpan(st.Lost, m, i) }, from, end)
 		if err != nil {
 			return st, err
 		}
@@ -274,7 +278,7 @@ func zeroDeviceSpans(ctx context.Context, f *os.File, m *repo.DiskMap) error {
 	var zeroBuf []byte
 	cs := int64(m.ChunkSize())
 	return m.Iterate(ctx, func(i uint64, x id.ID) error {
-		if !x.IsZero() {
+		if !x.IsZero() && x != repo.LostChunk {
 			return nil
 		}
 		off, n := int64(i)*cs, int64(m.SpanLength(i))

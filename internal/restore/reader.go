@@ -94,6 +94,9 @@ func (dr *DiskReader) ReadAt(p []byte, off int64) (int, error) {
 		}
 		span := int64(dr.m.SpanLength(i))
 		k := int(min(span-within, int64(len(p)-n)))
+		if x == repo.LostChunk {
+			return n, fmt.Errorf("offset %d: %w", pos, ErrLostSpan)
+		}
 		if x.IsZero() {
 			clear(p[n : n+k])
 		} else {

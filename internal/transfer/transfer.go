@@ -181,7 +181,7 @@ func (c *copier) copyDisk(ctx context.Context, m *repo.DiskMap, d repo.Disk, pre
 		claimed := map[id.ID]bool{}
 		for i, x := range srcIDs {
 			dstIDs[i] = x
-			if x.IsZero() || claimed[x] {
+			if x.IsZero() || x == repo.LostChunk || claimed[x] {
 				reuse[i] = true
 				continue
 			}
@@ -261,7 +261,10 @@ func (c *copier) copyDisk(ctx context.Context, m *repo.DiskMap, d repo.Disk, pre
 // newest point of the same source present in both repositories.
 func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d repo.Disk, srcIDs, dstIDs []id.ID, reuse []bool) error {
 	for i, x := range srcIDs {
-		reuse[i] = x.IsZero()
+		// A span a repair recorded as lost stays lost in the copy.
+		if reuse[i] = x.IsZero() || x == repo.LostChunk; reuse[i] {
+			dstIDs[i] = x
+		}
 	}
 	if prev == nil {
 		return nil
@@ -297,7 +300,7 @@ func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d rep
 		return err
 	}
 	for i, x := range srcIDs {
-		if !x.IsZero() && srcPrev[i] == x {
+		if !x.IsZero() && x != repo.LostChunk && srcPrev[i] == x {
 			dstIDs[i], reuse[i] = dstPrev[i], true
 		}
 	}
