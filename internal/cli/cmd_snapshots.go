@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -34,6 +35,9 @@ type snapshotView struct {
 	Duration             float64           `json:"duration_seconds"`
 	Disks                []repo.Disk       `json:"disks"`
 	Warnings             []string          `json:"warnings,omitempty"`
+	// Damage is "" for an intact point, else what verify found it lacks:
+	// "N chunk(s) lost" until a new backup of its source stores them again.
+	Damage string `json:"damage,omitempty"`
 }
 
 func snapshotJSON(s *repo.Snapshot) snapshotView {
@@ -54,7 +58,11 @@ repository (no catalog needed). A damaged manifest is reported and skipped.
 CONSISTENCY is the snapshot mode the point really holds, with the requested
 one beside it when the connector fell back: "crash-consistent (quiesced
 requested)" after a quiesce fallback. Points written before coffer recorded
-it show "unknown"; disk images read without a snapshot show "as-is".`,
+it show "unknown"; disk images read without a snapshot show "as-is".
+
+DAMAGE says what a point lacks: chunks verify found lost (until a new
+backup of the source stores them again, which mends every point that uses
+them), or spans a repair recorded as lost.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -73,23 +81,33 @@ it show "unknown"; disk images read without a snapshot show "as-is".`,
 					out = append(out, s)
 				}
 			}
+			damage, err := pointDamage(ctx, r)
+			if err != nil {
+				return err
+			}
 			if a.jsonOut {
 				views := make([]snapshotView, 0, len(out))
 				for _, s := range out {
-					views = append(views, snapshotJSON(s))
+					v := snapshotJSON(s)
+					v.Damage = damageOf(s, damage)
+					views = append(views, v)
 				}
 				return a.printJSON(views)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tSIZE\tNEW\tTAGS")
+			fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tSIZE\tNEW\tDAMAGE\tTAGS")
 			for _, s := range out {
 				prot := ""
 				if s.Protected {
 					prot = " (protected)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n", s.ID.Short(), s.Time.Local().Format("2006-01-02 15:04:05"),
+				dmg := damageOf(s, damage)
+				if dmg == "" {
+					dmg = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s\n", s.ID.Short(), s.Time.Local().Format("2006-01-02 15:04:05"),
 					s.Source.VMName, s.Mode, consistency(s.SnapshotMode, s.SnapshotModeAchieved), len(s.Disks), humanBytes(s.Logical()),
-					humanBytes(s.BytesStored), formatTags(s.Tags), prot)
+					humanBytes(s.BytesStored), dmg, formatTags(s.Tags), prot)
 			}
 			_ = tw.Flush()
 			a.printf("%d snapshot(s)\n", len(out))
@@ -101,6 +119,37 @@ it show "unknown"; disk images read without a snapshot show "as-is".`,
 	}
 	cmd.Flags().StringVar(&name, "name", "", "only snapshots of this source name")
 	return cmd
+}
+
+// pointDamage says which points still lack chunks that verify recorded as
+// lost (keyed by short ID). It costs one index lookup per recorded chunk:
+// the damage record is small.
+func pointDamage(ctx context.Context, r *repo.Repository) (map[string]string, error) {
+	lost, err := r.DamagedPoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for p, chunks := range lost {
+		out[p] = fmt.Sprintf("%d chunk(s) lost", len(chunks))
+	}
+	return out, nil
+}
+
+// damageOf adds to what verify recorded the spans a repair marked lost.
+func damageOf(s *repo.Snapshot, recorded map[string]string) string {
+	parts := []string{}
+	if d := recorded[s.ID.Short()]; d != "" {
+		parts = append(parts, d)
+	}
+	var spans int64
+	for _, d := range s.Disks {
+		spans += d.LostSpans
+	}
+	if spans > 0 {
+		parts = append(parts, fmt.Sprintf("%d span(s) lost (repaired)", spans))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // unknownMode stands for an achieved snapshot mode a manifest does not

@@ -283,6 +283,13 @@ func (f *damageFixture) check(c damageCase) {
 			t.Fatalf("verify does not recommend %q: %v %v", rp, v.Repairs, v.Notices)
 		}
 	}
+	// coffer snapshots shows the points that lost chunks (not those that
+	// lost disk map blocks: repair snapshots records those).
+	if !strings.HasPrefix(c.name, "disk map") {
+		if got := f.damagedInListing(); !slices.Equal(got, c.lost) {
+			t.Fatalf("snapshots shows damage on %v, want %v", got, c.lost)
+		}
+	}
 	// Points with neither lost data nor damaged metadata restore now.
 	for label := range f.ids {
 		if !slices.Contains(c.lost, label) && !slices.Contains(c.touched, label) {
@@ -298,6 +305,9 @@ func (f *damageFixture) check(c damageCase) {
 	if code, out, errOut := e.run("verify", "--read-data"); code != 0 {
 		t.Fatalf("after %v: verify exit %d\n%s%s", c.repair, code, out, errOut)
 	}
+	if got := f.damagedInListing(); c.after != "partial" && len(got) > 0 {
+		t.Fatalf("after the repair, snapshots still shows damage on %v", got)
+	}
 	for label := range f.ids {
 		want := "same"
 		if label == "b1" {
@@ -305,6 +315,28 @@ func (f *damageFixture) check(c damageCase) {
 		}
 		f.restores(label, want)
 	}
+}
+
+// damagedInListing returns the labels of the points `coffer snapshots`
+// shows as damaged.
+func (f *damageFixture) damagedInListing() []string {
+	var out []string
+	var views []struct {
+		ID     string `json:"id"`
+		Damage string `json:"damage"`
+	}
+	if err := json.Unmarshal([]byte(f.e.must("snapshots", "--json")), &views); err != nil {
+		f.e.t.Fatal(err)
+	}
+	for _, v := range views {
+		for label, full := range f.ids {
+			if full == v.ID && v.Damage != "" {
+				out = append(out, label)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // restores checks one point against its image: "same" byte-identical,

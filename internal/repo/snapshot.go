@@ -99,6 +99,9 @@ type Disk struct {
 	BytesRead   int64  `json:"bytes_read"`
 	BytesZero   int64  `json:"bytes_zero"` // holes and all-zero chunks
 	BytesNew    int64  `json:"bytes_new"`
+	// LostSpans counts spans a repair recorded as lost (repo.LostChunk in
+	// the disk map): the point restores with those ranges missing.
+	LostSpans int64 `json:"lost_spans,omitempty"`
 }
 
 // Logical is the sum of disk sizes.

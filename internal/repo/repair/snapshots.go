@@ -122,6 +122,7 @@ func apply(ctx context.Context, r *repo.Repository, w *repo.Writer, fixes map[*r
 			}
 			old = append(old, d.Map)
 			d.Map = name
+			d.LostSpans = f.lost
 			if f.lost > 0 {
 				s.Warnings = append(s.Warnings, fmt.Sprintf("disk %s: %d span(s) lost to a damaged disk map (repaired %s)", d.Name, f.lost, time.Now().UTC().Format(time.RFC3339)))
 			}
@@ -238,6 +239,7 @@ func recoverPoint(ctx context.Context, r *repo.Repository, w *repo.Writer, fi st
 		if d.Map, err = w.WriteDiskMap(ctx, d.Size, d.ChunkSize, fix.ids, time.Time{}); err != nil {
 			return err
 		}
+		d.LostSpans = fix.lost
 	}
 	name := "recovered-" + strings.TrimPrefix(fi.Name, "maps/")
 	s := &repo.Snapshot{Time: fi.ModTime.UTC(), Host: "unknown", Source: repo.Source{Kind: "recovered", VMName: name},
