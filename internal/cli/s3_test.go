@@ -270,18 +270,21 @@ func TestS3AppendOnlyCredentials(t *testing.T) {
 	img := e.image("vm.img", 16<<20, 4)
 	start := time.Now()
 	e.must("backup", "disk", img, "--immutable-for", "1h")
-	// Without s3:ListBucketVersions the current config and key are locked.
-	for _, prefix := range []string{"repo/config", "repo/keys/"} {
+	// Without s3:ListBucketVersions the current config and key (both of
+	// its copies) are locked.
+	for prefix, want := range map[string]int{"repo/config": 1, "repo/keys/": 2} {
 		page, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String(prefix)})
-		if err != nil || len(page.Contents) != 1 {
-			t.Fatalf("%s: %v %v", prefix, page, err)
+		if err != nil || len(page.Contents) != want {
+			t.Fatalf("%s: %d objects, want %d (%v)", prefix, len(page.Contents), want, err)
 		}
-		head, err := srv.Client().HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: page.Contents[0].Key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if until := aws.ToTime(head.ObjectLockRetainUntilDate); until.Before(start.Add(time.Hour)) {
-			t.Fatalf("%s locked until %v", aws.ToString(page.Contents[0].Key), until)
+		for _, o := range page.Contents {
+			head, err := srv.Client().HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: o.Key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if until := aws.ToTime(head.ObjectLockRetainUntilDate); until.Before(start.Add(time.Hour)) {
+				t.Fatalf("%s locked until %v", aws.ToString(o.Key), until)
+			}
 		}
 	}
 	for i := range 2 {

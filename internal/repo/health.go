@@ -19,6 +19,14 @@ type HealthIssue struct {
 	Detail string `json:"detail"`
 }
 
+// Repair is the command that mends the issue.
+func (h HealthIssue) Repair() string {
+	if h.Kind == "config" {
+		return "coffer repair config"
+	}
+	return "coffer repair keys"
+}
+
 // Health lists what Open worked around.
 func (r *Repository) Health() []HealthIssue { return append([]HealthIssue(nil), r.health...) }
 

@@ -205,7 +205,7 @@ func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Rep
 		r.key, r.keyID, r.unlocked = u.key, u.keyID, u
 		r.health = append(health, u.health...)
 		for _, h := range r.health {
-			r.log.Warn("repository damage worked around; `coffer verify` reports it", "object", h.Object, "problem", h.Detail)
+			r.log.Warn("repository damage worked around; `"+h.Repair()+"` mends it", "object", h.Object, "problem", h.Detail)
 		}
 	}
 	r.cfg = cfg
@@ -262,5 +262,5 @@ func (r *Repository) RefreshIndex(ctx context.Context) error {
 }
 
 func (r *Repository) damagedSegment(name string, err error) {
-	r.log.Warn("skipping a damaged index segment (run `coffer verify`, then `coffer repair index`)", "segment", name, "err", err)
+	r.log.Warn("skipping a damaged index segment; `coffer repair index` rebuilds the index from the packs", "segment", name, "err", err)
 }

@@ -45,11 +45,7 @@ type location struct {
 // opening: a damaged config or key file copy.
 func (c *checker) openIssues() {
 	for _, h := range c.r.Health() {
-		rp := repairKeys
-		if h.Kind == "config" {
-			rp = repairConfig
-		}
-		c.problem(Problem{Kind: h.Kind, Object: h.Object, Detail: h.Detail + "; no backup lost data", Repair: rp})
+		c.problem(Problem{Kind: h.Kind, Object: h.Object, Detail: h.Detail + "; no backup lost data", Repair: h.Repair()})
 	}
 	for _, seg := range c.r.Index().Segments() {
 		if h := seg.HeaderDamaged(); h != nil {
