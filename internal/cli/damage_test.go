@@ -419,7 +419,7 @@ func damageAtRandom(t *testing.T, rng *rand.Rand, path string) string {
 		return "deleted"
 	case n == 1:
 		cut := rng.IntN(len(raw))
-		truncate(float64(cut) / float64(len(raw)))(t, path)
+		truncate(float64(cut)/float64(len(raw)))(t, path)
 		return fmt.Sprintf("cut to %d of %d bytes", cut, len(raw))
 	default:
 		at := rng.IntN(len(raw))
