@@ -147,7 +147,10 @@ func (c *checker) recoverable() error {
 		}
 		entries, err := c.r.PackEntries(c.ctx, p, fi.Size)
 		if err != nil {
-			return nil // its trailer is unreadable: nothing to recover from it here
+			if damage(err) {
+				return nil // its trailer is unreadable: nothing to recover from it here
+			}
+			return err
 		}
 		for _, e := range entries {
 			if c.lost[e.ID] == "missing-chunk chunks in no index" {
