@@ -308,15 +308,23 @@ func (c *checker) record() error {
 	}
 	var add []repo.BadChunk
 	seen := map[location]bool{}
+	placeless := map[id.ID]bool{} // chunks recorded without a place
+	for _, b := range c.r.Damage() {
+		if b.Pack == (pack.ID{}) {
+			placeless[b.Chunk] = true
+		}
+	}
 	keep := func(b repo.BadChunk) {
 		at := location{b.Pack, b.Offset}
-		if seen[at] && b.Pack != (pack.ID{}) {
+		switch {
+		case b.Pack == (pack.ID{}) && placeless[b.Chunk]:
+			return // recorded by an earlier verify
+		case b.Pack == (pack.ID{}):
+			placeless[b.Chunk] = true
+		case seen[at] || c.r.BrokenCopy(b.Chunk, index.Location{Pack: b.Pack, Offset: b.Offset}):
 			return
 		}
 		seen[at] = true
-		if b.Pack != (pack.ID{}) && c.r.BrokenCopy(b.Chunk, index.Location{Pack: b.Pack, Offset: b.Offset}) {
-			return // recorded by an earlier verify
-		}
 		b.Points = c.pointsOf[b.Chunk]
 		add = append(add, b)
 	}
