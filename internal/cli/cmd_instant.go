@@ -12,6 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/instant"
+	"github.com/coffer-backup/coffer/internal/restore/nbdexport"
 )
 
 func (a *app) cmdInstant() *cobra.Command {
@@ -243,14 +244,14 @@ func (a *app) runInstantExport(ctx context.Context, ref, listen string) error {
 		return err
 	}
 	defer release()
-	exports, names, err := instant.Exports(ctx, r, s)
+	exports, names, err := nbdexport.Exports(ctx, r, s)
 	if err != nil {
 		return err
 	}
-	l, err := instant.Listen(network, addr)
+	l, err := nbdexport.Listen(network, addr)
 	if err != nil {
 		return err
 	}
 	a.printf("serving %d disk(s) of snapshot %s on %s (exports: %s)\n", len(names), s.ID.Short(), listen, strings.Join(names, ", "))
-	return instant.Serve(ctx, l, exports, names, a.log)
+	return nbdexport.Serve(ctx, l, exports, names, a.log)
 }
