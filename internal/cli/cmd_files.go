@@ -132,7 +132,7 @@ func (a *app) cmdFilesGet() *cobra.Command {
 					} else {
 						os.Remove(zipPath + ".tmp")
 					}
-					if errors.Is(err, files.ErrZipIncomplete) {
+					if errors.Is(err, files.ErrArchiveIncomplete) {
 						err = fmt.Errorf("%w; no archive was written (--to DIR extracts everything else and lists what it skips)", err)
 					}
 				} else {
