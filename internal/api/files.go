@@ -6,8 +6,9 @@ import "time"
 type FileEntry struct {
 	Path string `json:"path"`
 	Name string `json:"name"`
-	// Type is file, dir, symlink, device, pipe, socket; Mode the
-	// permission bits as "drwxr-xr-x".
+	// Type is file, dir, symlink, block-device, char-device, pipe, socket
+	// or other; Mode is type and permissions as ls shows them
+	// ("drwxr-xr-x").
 	Type      string    `json:"type"`
 	Mode      string    `json:"mode"`
 	SizeBytes int64     `json:"size_bytes"`

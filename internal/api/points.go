@@ -81,6 +81,7 @@ type RestoredDisk struct {
 	Disk            string  `json:"disk"`
 	Target          string  `json:"target"`
 	Format          string  `json:"format"`
+	SizeBytes       int64   `json:"size_bytes"`
 	WrittenBytes    int64   `json:"written_bytes"`
 	ZeroBytes       int64   `json:"zero_bytes"`
 	ReadRequests    int     `json:"read_requests"`
@@ -99,6 +100,8 @@ type RestoredVM struct {
 	// ID (vSphere).
 	VM   string `json:"vm"`
 	VMID string `json:"vm_id"`
+	// OriginalVM is the name of the VM the point was taken of.
+	OriginalVM string `json:"original_vm"`
 	// Connection is set when the VM was created through one.
 	Connection   string `json:"connection,omitempty"`
 	OntoOriginal bool   `json:"onto_original"`

@@ -201,8 +201,8 @@ EXAMPLES
 					}
 					a.printf("    %s %s %s\n", verb, d.ID[:8], d.Time.Local().Format(time.DateTime))
 				}
-				for _, s := range g.Skipped {
-					a.printf("    kept: %s\n", s)
+				for _, l := range g.Locked {
+					a.printf("    kept: %s\n", l)
 				}
 			}
 			return nil

@@ -26,3 +26,17 @@ func ParseSize(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+// HumanBytes formats a byte count with binary units ("1.5 GiB").
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
