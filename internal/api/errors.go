@@ -67,3 +67,10 @@ func ClassOf(err error) (Class, bool) {
 	}
 	return "", false
 }
+
+// CommandError is the command line's --json document of a failure that no
+// result document describes: the error and the exit code it ends with.
+type CommandError struct {
+	Error    Error `json:"error"`
+	ExitCode int   `json:"exit_code"`
+}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/config"
@@ -12,18 +11,7 @@ import (
 func parseSize(s string) (int64, error) { return config.ParseSize(s) }
 
 // humanBytes formats a byte count with binary units.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func humanBytes(n int64) string { return config.HumanBytes(n) }
 
 // rate formats bytes per second.
 func rate(n int64, d time.Duration) string {
