@@ -103,6 +103,20 @@ DESCRIPTION
 
     Settings come from flags, then environment variables, then the
     configuration file, then defaults (see ` + "`coffer config keys`" + `).
+    Every command has a manual page: ` + "`coffer help COMMAND`" + `.
+
+OUTPUT
+    Text for people; with --json, the command's result document (snake_case
+    fields, [] for empty lists, RFC 3339 times, byte counts in *_bytes
+    fields), the same documents the REST API serves. A failure that no
+    result document describes prints {"error": {"class", "message",
+    "detail"}, "exit_code"}. Progress bars appear on a terminal only.
+
+EXAMPLES
+    coffer init
+    coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced
+    coffer snapshots --json
+    coffer restore latest --to /tmp/web.raw
 
 ` + exitCodeHelp,
 		SilenceUsage:  true,
