@@ -89,6 +89,13 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 			t.Errorf("policy check lacks %q:\n%s", want, check)
 		}
 	}
+	preview := e.must("policy", "preview", "web")
+	for _, want := range []string{"policy web selects:", "lab: 1 of 6 VMs: web-0000", "no schedule: it runs with `coffer run web`", "retention (", "web-0000: keep 1, remove 0"} {
+		if !strings.Contains(preview, want) {
+			t.Errorf("policy preview lacks %q:\n%s", want, preview)
+		}
+	}
+	e.expect(ExitUsage, "policy", "preview", "nope")
 	e.expect(ExitUsage, "run", "nope")
 }
 

@@ -1,6 +1,9 @@
 // Package cli is coffer's command line: one file per command (cmd_*.go),
-// each a thin layer that parses flags, calls the domain packages and prints
-// text or --json. Errors become exit codes in exactly one place (exit.go).
+// each a thin layer that parses flags, calls an operation of
+// internal/service and prints text, or the operation's internal/api
+// document with --json. Settings (flags, environment, file) become the
+// service's configuration in service.go; error classes become exit codes
+// in exactly one place (exit.go).
 package cli
 
 import (
