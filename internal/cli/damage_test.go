@@ -58,7 +58,7 @@ func newDamageFixture(t *testing.T) *damageFixture {
 		label := []string{"a1", "a2", "b1"}[i]
 		f.ids[label] = s.ID
 		if label == "b1" {
-			f.bMap = filepath.Join(e.repo, s.Disks[0].Map)
+			f.bMap = filepath.Join(e.repo, e.manifest(s.ID).Disks[0].Map)
 		}
 	}
 	return f
@@ -210,7 +210,7 @@ type verifyDoc struct {
 		DataLoss bool   `json:"data_loss"`
 	} `json:"problems"`
 	Damaged []struct {
-		Snapshot string `json:"snapshot"`
+		PointID string `json:"point_id"`
 	} `json:"damaged_points"`
 	Repairs []string `json:"repairs"`
 	Notices []string `json:"notices"`
@@ -272,7 +272,7 @@ func (f *damageFixture) check(c damageCase) {
 	var lost []string
 	for _, d := range v.Damaged {
 		for label, full := range f.ids {
-			if strings.HasPrefix(full, d.Snapshot) {
+			if strings.HasPrefix(full, d.PointID) {
 				lost = append(lost, label)
 			}
 		}
@@ -352,7 +352,7 @@ func (f *damageFixture) restores(label, want string) {
 	if want == "recovered" {
 		ref = ""
 		for _, s := range snapshotsJSON(t, e) {
-			if s.Source.Kind == "recovered" {
+			if s.SourceKind == "recovered" {
 				ref = s.ID
 			}
 		}
@@ -437,7 +437,7 @@ func (f *damageFixture) checkAnyDamage(what string) {
 	lost := map[string]bool{}
 	for _, d := range v.Damaged {
 		for label, full := range f.ids {
-			if strings.HasPrefix(full, d.Snapshot) {
+			if strings.HasPrefix(full, d.PointID) {
 				lost[label] = true
 			}
 		}

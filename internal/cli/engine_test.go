@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/api"
 )
 
 func (e *env) config(doc string) {
@@ -39,11 +41,11 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 	e.must("init")
 	e.config(engineConfig)
 
-	var res jobDoc
+	var res api.Job
 	if err := json.Unmarshal([]byte(e.must("run", "web", "--json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != "success" || len(res.Tasks) != 1 || res.Tasks[0].VMName != "web-0000" || res.Tasks[0].BackupPointID == "" {
+	if res.Status != "success" || len(res.Tasks) != 1 || res.Tasks[0].VM != "web-0000" || res.Tasks[0].PointID == "" {
 		t.Fatalf("run web: %+v", res)
 	}
 	out := e.expect(ExitPartial, "run", "all")
@@ -52,7 +54,7 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 			t.Errorf("run all output lacks %q:\n%s", want, out)
 		}
 	}
-	var jobs []jobDoc
+	var jobs []api.Job
 	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 2 || jobs[0].Status != "partial" {
 		t.Fatalf("jobs: %+v %v", jobs, err)
 	}
@@ -63,20 +65,20 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 		}
 	}
 	e.expect(ExitUsage, "job", "show", "x")
-	e.expect(ExitFailure, "job", "show", "999")
+	e.expect(ExitNoRepo, "job", "show", "999") // not found
 
-	var vms []vmDoc
-	if err := json.Unmarshal([]byte(e.must("vms", "--json")), &vms); err != nil || len(vms) != 6 {
-		t.Fatalf("vms: %v %v", vms, err)
+	vms := vmsJSON(t, e)
+	if len(vms) != 6 {
+		t.Fatalf("vms: %v", vms)
 	}
 	for _, v := range vms {
-		switch v.Name {
+		switch v.VM {
 		case "web-0000":
-			if !v.Protected || strings.Join(v.Policies, ",") != "web,all" || v.LastBackup.IsZero() {
+			if !v.Covered || strings.Join(v.Policies, ",") != "web,all" || v.LastBackup.IsZero() {
 				t.Errorf("web-0000: %+v", v)
 			}
 		case "db-0001":
-			if v.Protected || len(v.Policies) != 1 {
+			if v.Covered || len(v.Policies) != 1 {
 				t.Errorf("db-0001 (always failing): %+v", v)
 			}
 		}
@@ -87,6 +89,13 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 			t.Errorf("policy check lacks %q:\n%s", want, check)
 		}
 	}
+	preview := e.must("policy", "preview", "web")
+	for _, want := range []string{"policy web selects:", "lab: 1 of 6 VMs: web-0000", "no schedule: it runs with `coffer run web`", "retention (", "web-0000: keep 1, remove 0"} {
+		if !strings.Contains(preview, want) {
+			t.Errorf("policy preview lacks %q:\n%s", want, preview)
+		}
+	}
+	e.expect(ExitUsage, "policy", "preview", "nope")
 	e.expect(ExitUsage, "run", "nope")
 }
 
@@ -143,4 +152,16 @@ policies:
 	if out := e.expect(ExitUsage, "repair", "undelete"); !strings.Contains(out, "keeps no versions of objects") {
 		t.Fatalf("repair undelete on a local repository: %s", out)
 	}
+}
+
+// vmsJSON is `coffer vms --json`'s list of VMs; it fails the test when an
+// inventory failed.
+func vmsJSON(t *testing.T, e *env, args ...string) []api.VM {
+	t.Helper()
+	var inv api.Inventory
+	out := e.must(append([]string{"vms", "--json"}, args...)...)
+	if err := json.Unmarshal([]byte(out), &inv); err != nil || len(inv.Errors) != 0 {
+		t.Fatalf("vms --json: %v\n%s", err, out)
+	}
+	return inv.VMs
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/instant"
@@ -69,7 +71,7 @@ func TestInstantRecovery(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
 	var raw json.RawMessage
-	var s instant.Session
+	var s api.InstantSession
 	if err := json.NewDecoder(out).Decode(&raw); err != nil || json.Unmarshal(raw, &s) != nil || s.Console == "" {
 		t.Fatalf("instant start: %s %v", raw, err)
 	}
@@ -78,7 +80,7 @@ func TestInstantRecovery(t *testing.T) {
 	t.Logf("instant recovery: guest verified its disk read from the backup %.1fs after the command", time.Since(began).Seconds())
 	waitFile(ctx, t, s.Console, pos, "COFFER WROTE")
 
-	var list []instantDoc
+	var list []api.InstantSession
 	if err := json.Unmarshal([]byte(e.must("instant", "list", "--json")), &list); err != nil || len(list) != 1 ||
 		list[0].State != instant.StateRunning || !list[0].ServerRunning || !list[0].VMRunning {
 		t.Fatalf("instant list: %+v %v", list, err)

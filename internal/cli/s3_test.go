@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -51,7 +53,7 @@ func storedBytes(t *testing.T, srv *testutil.S3Server, bucket, prefix string) in
 
 type gcResult struct {
 	PacksDeleted int `json:"packs_deleted"`
-	Retained     int `json:"objects_retained"`
+	Retained     int `json:"objects_locked"`
 }
 
 // TestS3RepositoryLifecycle runs the repository's whole life through the
@@ -200,7 +202,7 @@ func TestS3ImmutableBackups(t *testing.T) {
 	}
 	e.must("forget", "--keep-last", "1")
 	if ids := snapshotIDs(snapshotsJSON(t, e)); !strings.Contains(ids, locked.ID) || len(strings.Fields(ids)) != 2 {
-		t.Fatalf("after forget: %s (the locked %s must stay)", ids, locked.Short)
+		t.Fatalf("after forget: %s (the locked %s must stay)", ids, locked.ShortID)
 	}
 	var rep gcResult
 	if err := json.Unmarshal([]byte(e.must("gc", "--json")), &rep); err != nil {
@@ -234,7 +236,7 @@ func containsPrefix(keys []string, p string) bool {
 	return false
 }
 
-func snapshotIDs(v []snapshotView) string {
+func snapshotIDs(v []api.BackupPoint) string {
 	var ids []string
 	for _, s := range v {
 		ids = append(ids, s.ID)

@@ -1,4 +1,4 @@
-package cli
+package service
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
 )
@@ -89,7 +90,7 @@ func vsphereOptions(cfg ConnectionConfig) (vsphereConnectionOptions, error) {
 func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
 	o, err := vsphereOptions(cfg)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, api.WithClass(api.Invalid, err)
 	}
 	state := o.StateDir
 	if state == "" {

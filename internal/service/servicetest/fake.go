@@ -1,22 +1,34 @@
-package cli
+// Package servicetest plugs test doubles into the service layer. It is
+// imported by tests only (and bench/), never by cmd/coffer, so what it
+// registers does not ship in the binary.
+package servicetest
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
-// fakeConnectionOptions shape a simulated fleet (kind: fake), for trying
-// policies and limits without a hypervisor, for tests and for benchmarks:
+// FakeKind is the connection kind of the simulated fleet.
+const FakeKind = "fake"
+
+// fakeOptions shape a simulated fleet (kind: fake), for tests of policies,
+// limits and the engine without a hypervisor:
 //
 //	connections:
 //	  - name: sim
 //	    kind: fake
 //	    options: {vms: 200, hosts: 5, datastores: 20, disk-size: 4MiB, snapshot-create: 50ms}
-type fakeConnectionOptions struct {
+//
+// transient-rate and fail inject faults.
+type fakeOptions struct {
 	Seed           uint64        `yaml:"seed"`
 	VMs            int           `yaml:"vms"`
 	Hosts          int           `yaml:"hosts"`
@@ -32,31 +44,46 @@ type fakeConnectionOptions struct {
 	Fail []string `yaml:"fail"`
 }
 
-// fakeOptions decodes and checks a connection's options.
-func fakeOptions(cfg ConnectionConfig) (fakeConnectionOptions, error) {
-	var o fakeConnectionOptions
+var registerOnce sync.Once
+
+// RegisterFake makes `kind: fake` connections (internal/hypervisor/fake)
+// available to the service, in the calling test binary only. The fake
+// provides storage snapshots itself (a simulated array) and cannot save
+// memory.
+func RegisterFake() {
+	registerOnce.Do(func() {
+		service.RegisterConnectorKind(FakeKind, service.ConnectorKind{
+			Check: func(cfg service.ConnectionConfig) error { _, err := decode(cfg); return err },
+			Open:  open, StorageSnapshots: true,
+			Cannot: map[hypervisor.SnapshotMode]string{hypervisor.WithMemory: "the simulated fleet has no memory to save"},
+		})
+	})
+}
+
+func decode(cfg service.ConnectionConfig) (fakeOptions, error) {
+	var o fakeOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
 		return o, err
 	}
 	if o.DiskSize != "" {
-		if _, err := parseSize(o.DiskSize); err != nil {
+		if _, err := config.ParseSize(o.DiskSize); err != nil {
 			return o, fmt.Errorf("connection %s: options.disk-size: %w", cfg.Name, err)
 		}
 	}
 	return o, nil
 }
 
-func newFakeConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
-	o, err := fakeOptions(cfg)
+func open(_ context.Context, cfg service.ConnectionConfig) (hypervisor.Connector, error) {
+	o, err := decode(cfg)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, api.WithClass(api.Invalid, err)
 	}
 	fo := fake.Options{Seed: o.Seed, VMs: o.VMs, Hosts: o.Hosts, Datastores: o.Datastores, MaxDisks: o.MaxDisks,
 		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate,
 		SnapshotCreate: fake.Latency{Min: o.SnapshotCreate, Max: o.SnapshotCreate},
 		SnapshotRemove: fake.Latency{Min: o.SnapshotRemove, Max: o.SnapshotRemove}}
 	if o.DiskSize != "" {
-		fo.DiskSize, _ = parseSize(o.DiskSize) // checked by fakeOptions
+		fo.DiskSize, _ = config.ParseSize(o.DiskSize) // checked by decode
 	}
 	c := fake.New(fo)
 	vms, _ := c.Inventory(context.Background())

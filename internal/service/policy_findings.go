@@ -1,9 +1,10 @@
-package cli
+package service
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -12,10 +13,7 @@ import (
 // settings seem to ask, found before it runs: an error refuses the
 // configuration (`policy check`, `run` and `server` exit 2), a warning says
 // what will really happen.
-type finding struct {
-	Level   string `json:"level"`
-	Message string `json:"message"`
-}
+type finding = api.Finding
 
 const (
 	levelError   = "error"
@@ -23,14 +21,14 @@ const (
 )
 
 func findingf(level, format string, a ...any) finding {
-	return finding{Level: level, Message: fmt.Sprintf(format, a...)}
+	return api.Finding{Level: level, Message: fmt.Sprintf(format, a...)}
 }
 
 // hasStorageSnapshots reports whether group: datastore can work on a
 // connection: its connector provides storage snapshots itself, or a
 // provider of the storage-snapshots section covers it.
 func hasStorageSnapshots(cfg *policy.Config, c policy.Connection) bool {
-	return connectorKinds[c.Kind].storageSnapshots || cfg.StorageSnapshots.HasProvider(c.Name)
+	return kindOf(c.Kind).StorageSnapshots || cfg.StorageSnapshots.HasProvider(c.Name)
 }
 
 // groupDatastore reports whether the policy's VMs are read from storage
@@ -46,15 +44,6 @@ func groupDatastore(cfg *policy.Config, p policy.Policy) bool {
 		}
 	}
 	return true
-}
-
-func connection(cfg *policy.Config, name string) (policy.Connection, bool) {
-	for _, c := range cfg.Connections {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return policy.Connection{}, false
 }
 
 // policyFindings checks a valid policy against what its connections can do,
@@ -73,7 +62,7 @@ func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
 				"this version of coffer has no storage snapshot provider for %s datastores. Remove `group: datastore` from the policy: "+
 				"its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Kind))
 		}
-		if why, no := connectorKinds[c.Kind].cannot[mode]; no {
+		if why, no := kindOf(c.Kind).Cannot[mode]; no {
 			out = append(out, findingf(levelError, "%s: snapshot: %s is not possible on connection %s (%s): %s; choose another snapshot mode",
 				where, mode, c.Name, c.Kind, why))
 		}
@@ -134,12 +123,23 @@ func selectedVMs(n int, one, many string) string {
 	return fmt.Sprintf("%d selected VMs %s", n, many)
 }
 
-// warnFindings prints the warnings of a policy about to run.
-func (a *app) warnFindings(fs []finding) {
-	if a.jsonOut || a.quiet {
-		return
+// kindOf is the registered kind (the zero kind for an unknown one,
+// which Validate and engineConfig report).
+func kindOf(name string) ConnectorKind {
+	k, _ := connectorKind(name)
+	return k
+}
+
+func nameOr(s, def string) string {
+	if s == "" {
+		return def
 	}
-	for _, f := range fs {
-		fmt.Fprintf(a.stderr, "coffer: warning: %s\n", f.Message)
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
+	return s[:n-1] + "…"
 }

@@ -1,10 +1,11 @@
-package cli
+package service
 
 import (
 	"context"
 	"fmt"
 	"path/filepath"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 )
@@ -45,7 +46,7 @@ func qemuOptions(cfg ConnectionConfig) (qemuConnectionOptions, error) {
 func newQEMUConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
 	o, err := qemuOptions(cfg)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, api.WithClass(api.Invalid, err)
 	}
 	state := o.StateDir
 	if state == "" {

@@ -1,4 +1,9 @@
-package instant
+// Package nbdexport serves backed-up disks over coffer's NBD server,
+// straight from the repository. Instant recovery boots VMs from it, `coffer
+// instant export` hands it to any NBD client, and qcow2 restores let
+// qemu-img read from it; it sits below all three so that none of them
+// depends on another.
+package nbdexport
 
 import (
 	"context"

@@ -1,0 +1,86 @@
+package api
+
+import "time"
+
+// Job is one run recorded in the catalog: a policy's backup run (`coffer
+// run`, the server's schedules), a skipped scheduled run, or a cleanup of
+// leftovers. Listings leave Tasks and Events out; `coffer job show` and a
+// finished run carry them.
+type Job struct {
+	ID              int64     `json:"id"`
+	Kind            string    `json:"kind"`
+	Policy          string    `json:"policy,omitempty"`
+	Repository      string    `json:"repository,omitempty"`
+	Status          string    `json:"status"` // running, success, partial, failed, cancelled
+	Worker          string    `json:"worker,omitempty"`
+	Started         time.Time `json:"started"`
+	Finished        time.Time `json:"finished,omitzero"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	TasksTotal      int       `json:"tasks_total"`
+	TasksOK         int       `json:"tasks_ok"`
+	TasksFailed     int       `json:"tasks_failed"`
+	Error           string    `json:"error,omitempty"`
+	Tasks           []VMTask  `json:"tasks,omitempty"`
+	Events          []Event   `json:"events,omitempty"`
+}
+
+// VMTask is the work of a job on one VM.
+type VMTask struct {
+	ID         int64    `json:"id"`
+	Connection string   `json:"connection"`
+	VM         string   `json:"vm"`
+	VMID       string   `json:"vm_id"`
+	Host       string   `json:"host,omitempty"`
+	Datastores []string `json:"datastores"`
+	Status     string   `json:"status"`
+	Mode       string   `json:"mode"`
+	// SnapshotMode is the VM snapshot mode asked for; SnapshotModeAchieved
+	// that of the task's point (absent while it has none, "unknown" for a
+	// point recorded before coffer kept it).
+	SnapshotMode         string    `json:"snapshot_mode"`
+	SnapshotModeAchieved string    `json:"snapshot_mode_achieved,omitempty"`
+	Attempts             int       `json:"attempts"`
+	Started              time.Time `json:"started,omitzero"`
+	Finished             time.Time `json:"finished,omitzero"`
+	DurationSeconds      float64   `json:"duration_seconds"`
+	LogicalBytes         int64     `json:"logical_bytes"`
+	ReadBytes            int64     `json:"read_bytes"`
+	StoredBytes          int64     `json:"stored_bytes"`
+	PointID              string    `json:"point_id,omitempty"`
+	Warnings             []string  `json:"warnings"`
+	Error                string    `json:"error,omitempty"`
+}
+
+// Event is a timestamped record of a job or one of its tasks.
+type Event struct {
+	Time    time.Time      `json:"time"`
+	TaskID  int64          `json:"task_id,omitempty"`
+	Level   string         `json:"level"`
+	Kind    string         `json:"kind"`
+	Message string         `json:"message"`
+	Fields  map[string]any `json:"fields,omitempty"`
+}
+
+// JobProgress is a running job's state, for live displays.
+type JobProgress struct {
+	JobID          int64        `json:"job_id"`
+	Policy         string       `json:"policy"`
+	ElapsedSeconds float64      `json:"elapsed_seconds"`
+	VMs            int          `json:"vms"`
+	Done           int          `json:"done"`
+	Failed         int          `json:"failed"`
+	Running        int          `json:"running"`
+	TotalBytes     int64        `json:"total_bytes"` // estimated from provisioned sizes
+	DoneBytes      int64        `json:"done_bytes"`
+	ETASeconds     float64      `json:"eta_seconds,omitempty"`
+	RunningVMs     []VMProgress `json:"running_vms"`
+}
+
+// VMProgress is one VM being backed up.
+type VMProgress struct {
+	VM             string  `json:"vm"`
+	Attempt        int     `json:"attempt"`
+	DoneBytes      int64   `json:"done_bytes"`
+	TotalBytes     int64   `json:"total_bytes"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+}

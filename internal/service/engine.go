@@ -1,0 +1,243 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// newEngine builds an engine over the given connections. Problems cleaning
+// up leftovers of earlier runs are warnings: they do not stop the caller.
+func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
+	eng, err := engine.New(ctx, engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
+		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker})
+	if eng == nil {
+		return nil, err
+	}
+	if err != nil {
+		t.Log(slog.LevelWarn, fmt.Sprintf("cleaning up leftovers of earlier runs failed: %v", err))
+	}
+	return eng, nil
+}
+
+// PolicyRun is a policy's backup run in progress.
+type PolicyRun struct {
+	// Warnings say what the policy will do differently from how its
+	// settings read (the findings of `policy check`).
+	Warnings []api.Finding
+	job      *engine.Job
+	close    func(error)
+}
+
+// Done is closed when the run has ended.
+func (r *PolicyRun) Done() <-chan struct{} { return r.job.Done() }
+
+// Progress is the run's state now.
+func (r *PolicyRun) Progress() api.JobProgress {
+	p := r.job.Progress()
+	out := api.JobProgress{JobID: p.JobID, Policy: p.Policy, ElapsedSeconds: p.Elapsed.Seconds(), VMs: p.VMs, Done: p.Done,
+		Failed: p.Failed, Running: p.Running, TotalBytes: p.BytesTotal, DoneBytes: p.BytesDone, ETASeconds: p.ETA.Seconds(),
+		RunningVMs: []api.VMProgress{}}
+	for _, v := range p.RunningVMs {
+		out.RunningVMs = append(out.RunningVMs, api.VMProgress{VM: v.VM, Attempt: v.Attempt, DoneBytes: v.BytesDone,
+			TotalBytes: v.BytesTotal, ElapsedSeconds: v.Elapsed.Seconds()})
+	}
+	return out
+}
+
+// Tasks are the run's per-VM tasks as they are now.
+func (r *PolicyRun) Tasks() []api.VMTask {
+	out := []api.VMTask{}
+	for _, t := range r.job.Tasks() {
+		out = append(out, vmTaskDoc(t))
+	}
+	return out
+}
+
+// Wait waits for the run to end and returns its job. A run where some VMs
+// failed comes back with a partial error, a cancelled one with a cancelled
+// error, one where all failed with an internal error.
+func (r *PolicyRun) Wait() (doc *api.Job, err error) {
+	defer func() { r.close(err) }()
+	res, err := r.job.Wait()
+	if err != nil {
+		return nil, err
+	}
+	j := res.Job
+	d := jobDoc(j, res.Tasks, nil)
+	switch j.Status {
+	case catalog.StatusSuccess:
+		return &d, nil
+	case catalog.StatusPartial:
+		return &d, api.Errorf(api.Partial, "job %d: %s", j.ID, j.Error)
+	case catalog.StatusCancelled:
+		return &d, api.Errorf(api.Cancelled, "%w: job %d: %s", context.Canceled, j.ID, j.Error)
+	}
+	return &d, api.Errorf(api.Internal, "job %d failed: %s", j.ID, j.Error)
+}
+
+// RunPolicy starts a backup run of a policy now, within every configured
+// limit, and records it in the catalog. The run goes on until it ends or
+// ctx is cancelled (running VMs then release their hypervisor snapshots,
+// queued ones are not started).
+func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
+	cfg, warnings, err := s.policyConfig()
+	if err != nil {
+		return nil, err
+	}
+	p, ok := cfg.Policy(name)
+	if !ok {
+		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", name)
+	}
+	ctx, t := s.tasks.Start(ctx, "backup-policy", p.Name)
+	for _, f := range warnings[p.Name] {
+		t.Log(slog.LevelWarn, f.Message)
+	}
+	fail := func(err error) (*PolicyRun, error) {
+		t.Finish(err)
+		return nil, err
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	conns, err := s.openConnectors(ctx, cfg, p.ConnectionNames())
+	if err != nil {
+		cat.Close()
+		return fail(err)
+	}
+	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
+	if err != nil {
+		cat.Close()
+		return fail(err)
+	}
+	job, err := eng.Start(ctx, p)
+	if err != nil {
+		eng.Close()
+		cat.Close()
+		return fail(err)
+	}
+	run := &PolicyRun{Warnings: list(warnings[p.Name]), job: job}
+	run.close = func(err error) {
+		eng.Close()
+		cat.Close()
+		t.Finish(err)
+	}
+	return run, nil
+}
+
+// RunSchedules runs every policy that has a schedule until ctx ends: the
+// loop of `coffer server`. Leftovers of a coffer that died mid-backup are
+// cleaned up at start. A run whose predecessor still goes is skipped and
+// recorded.
+func (s *Service) RunSchedules(ctx context.Context) error {
+	cfg, warnings, err := s.policyConfig()
+	if err != nil {
+		return err
+	}
+	var scheduled []policy.Policy
+	var names []string
+	for _, p := range cfg.Policies {
+		if p.Schedule != "" {
+			scheduled = append(scheduled, p)
+			names = append(names, p.ConnectionNames()...)
+			for _, f := range warnings[p.Name] {
+				s.log.Warn(f.Message)
+			}
+		}
+	}
+	if len(scheduled) == 0 {
+		return invalidf("no policy has a schedule: nothing for the server to run")
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	conns, err := s.openConnectors(ctx, cfg, names)
+	if err != nil {
+		return err
+	}
+	_, t := LocalTasks{Logger: s.log}.Start(ctx, "server", "schedules")
+	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	s.log.Info("coffer server started", "policies", len(scheduled))
+	sched := &engine.Scheduler{Engine: eng, Policies: scheduled, Started: func(j *engine.Job) {
+		s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
+		go func() {
+			res, err := j.Wait()
+			switch {
+			case err != nil:
+				s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
+			default:
+				s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
+					"tasks", len(res.Tasks), "failed", len(res.Failed()))
+			}
+		}()
+	}}
+	err = sched.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		s.log.Info("coffer server stopped")
+		return nil
+	}
+	return err
+}
+
+// JobsInput filters jobs.
+type JobsInput struct {
+	Policy string
+	// Status is running, success, partial, failed or cancelled ("": all).
+	Status string
+	// Limit is the most jobs returned, newest first (0: all).
+	Limit int
+}
+
+// Jobs lists the jobs the catalog recorded, newest first.
+func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Policy: in.Policy, Status: catalog.Status(in.Status), Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Job{}
+	for _, j := range jobs {
+		out = append(out, jobDoc(j, nil, nil))
+	}
+	return out, nil
+}
+
+// Job returns one job with its per-VM tasks and events.
+func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	j, err := cat.GetJob(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("job %d: %w", id, err)
+	}
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: id})
+	if err != nil {
+		return nil, err
+	}
+	events, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: id})
+	if err != nil {
+		return nil, err
+	}
+	doc := jobDoc(j, list(tasks), list(events))
+	return &doc, nil
+}
