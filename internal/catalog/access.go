@@ -101,6 +101,10 @@ type AuditRecord struct {
 	Result     string // AuditOK, AuditDenied or AuditError
 	ErrorClass string // with AuditError and AuditDenied: "denied", "invalid", "locked"...
 	RemoteAddr string
+	// Detail says what an access change changed ("user bob: role
+	// BackupOperator, propagating"), in words written by internal/auth
+	// from names, roles and paths only.
+	Detail string
 }
 
 // AuditFilter selects audit records, newest first (by ID). Zero fields

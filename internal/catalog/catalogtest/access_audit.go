@@ -18,7 +18,7 @@ func testAudit(t *testing.T, open Opener) {
 	in := []catalog.AuditRecord{
 		{Time: at(0), User: "alice", Operation: "login", Result: catalog.AuditOK, RemoteAddr: "192.0.2.1"},
 		{Time: at(time.Minute), User: "alice", TokenID: "t1", Operation: "backup-policy", Object: "/policies/nightly",
-			Result: catalog.AuditOK},
+			Result: catalog.AuditOK, Detail: "3 VMs"},
 		{Time: at(2 * time.Minute), User: "bob", Operation: "restore-vm", Object: "/connections/c1/vm/web",
 			Result: catalog.AuditDenied, ErrorClass: "denied"},
 		{Time: at(3 * time.Minute), User: "bob", Operation: "restore-vm", Object: "/connections/c1/vm/web10",

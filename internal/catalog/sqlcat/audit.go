@@ -8,7 +8,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
-const auditColumns = `occurred_at, user_name, token_id, operation, object_path, result, error_class, remote_addr`
+const auditColumns = `occurred_at, user_name, token_id, operation, object_path, result, error_class, remote_addr,
+	detail`
 
 func (c *Catalog) auditRows(records []catalog.AuditRecord) ([][]any, error) {
 	now := c.now()
@@ -26,12 +27,13 @@ func (c *Catalog) auditRows(records []catalog.AuditRecord) ([][]any, error) {
 		if r.Operation == "" {
 			return nil, fmt.Errorf("audit record without an operation")
 		}
-		rows[i] = []any{c.timeArg(r.Time), r.User, r.TokenID, r.Operation, r.Object, r.Result, r.ErrorClass, r.RemoteAddr}
+		rows[i] = []any{c.timeArg(r.Time), r.User, r.TokenID, r.Operation, r.Object, r.Result, r.ErrorClass, r.RemoteAddr,
+			r.Detail}
 	}
 	return rows, nil
 }
 
-const insertAudit = `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+const insertAudit = `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // AppendAudit adds records in one transaction.
 func (c *Catalog) AppendAudit(ctx context.Context, records []catalog.AuditRecord) error {
@@ -101,7 +103,7 @@ func (c *Catalog) ListAudit(ctx context.Context, f catalog.AuditFilter) ([]catal
 	err := c.query(ctx, q, args, func(r Rows) error {
 		var a catalog.AuditRecord
 		err := r.Scan(&a.ID, timeDest{&a.Time}, &a.User, &a.TokenID, &a.Operation, &a.Object, &a.Result, &a.ErrorClass,
-			&a.RemoteAddr)
+			&a.RemoteAddr, &a.Detail)
 		out = append(out, a)
 		return err
 	})

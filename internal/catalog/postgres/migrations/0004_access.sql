@@ -72,7 +72,8 @@ CREATE TABLE audit_log (
 	object_path TEXT COLLATE "C" NOT NULL DEFAULT '',
 	result      TEXT NOT NULL,
 	error_class TEXT NOT NULL DEFAULT '',
-	remote_addr TEXT NOT NULL DEFAULT ''
+	remote_addr TEXT NOT NULL DEFAULT '',
+	detail      TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX audit_time ON audit_log (occurred_at, id);
 CREATE INDEX audit_user ON audit_log (user_name, id);
