@@ -173,7 +173,8 @@ type BackupPointFilter struct {
 	Limit      int // newest first
 }
 
-// Catalog is the store of jobs, tasks, events, backup points and VMs. All
+// Catalog is the store of jobs, tasks, events, backup points, VMs and the
+// access-control records of the server (access.go). All
 // methods are safe for concurrent use. Writes are durable when they return.
 type Catalog interface {
 	CreateJob(ctx context.Context, j *Job) error // sets j.ID
@@ -198,6 +199,8 @@ type Catalog interface {
 
 	PutVMs(ctx context.Context, vms []VMRecord) error // upsert by (Connection, ID)
 	ListVMs(ctx context.Context) ([]VMRecord, error)
+
+	AccessStore // users, tokens, sessions, ACLs, audit log (access.go)
 
 	Close() error
 }

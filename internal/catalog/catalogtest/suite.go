@@ -41,6 +41,17 @@ func Run(t *testing.T, newDB Factory) {
 		{"MigrationIsIdempotent", testMigrationIdempotent},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"CancelledContext", testCancelled},
+		{"Users", testUsers},
+		{"DeleteUserCascades", testDeleteUserCascades},
+		{"APITokens", testAPITokens},
+		{"Sessions", testSessions},
+		{"SetupTokens", testSetupTokens},
+		{"ACL", testACL},
+		{"LoginThrottle", testLoginThrottle},
+		{"PruneAccess", testPruneAccess},
+		{"Audit", testAudit},
+		{"UpdateAccessIsAtomic", testUpdateAccessAtomic},
+		{"UpdateAccessIsSerialised", testUpdateAccessSerialised},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
