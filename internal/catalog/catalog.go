@@ -199,5 +199,7 @@ type Catalog interface {
 	PutVMs(ctx context.Context, vms []VMRecord) error // upsert by (Connection, ID)
 	ListVMs(ctx context.Context) ([]VMRecord, error)
 
+	Notifications
+
 	Close() error
 }

@@ -41,6 +41,9 @@ func Run(t *testing.T, newDB Factory) {
 		{"MigrationIsIdempotent", testMigrationIdempotent},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"CancelledContext", testCancelled},
+		{"Notifications", testNotifications},
+		{"DeliveryFilters", testDeliveryFilters},
+		{"ConcurrentClaims", testConcurrentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
