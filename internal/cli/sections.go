@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
@@ -12,6 +13,9 @@ import (
 // by the commands that use them (engineConfig, policyConfig).
 func checkSections(f *config.File) error {
 	if _, err := policy.Decode(f); err != nil {
+		return err
+	}
+	if _, err := notify.Decode(f); err != nil {
 		return err
 	}
 	var s serverSettings
