@@ -205,6 +205,13 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write([]byte("status " + strconv.Itoa(status)))
 }
 
+// setHold makes requests wait for hold to close (nil: answer at once).
+func (r *receiver) setHold(hold chan struct{}) {
+	r.mu.Lock()
+	r.hold = hold
+	r.mu.Unlock()
+}
+
 func (r *receiver) setStatuses(s ...int) {
 	r.mu.Lock()
 	r.statuses = s

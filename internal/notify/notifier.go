@@ -23,7 +23,8 @@ type Options struct {
 	// besides when this process emits or a retry falls due (default 1m).
 	PollInterval time.Duration
 	// Observe, when set, is called after each attempt is recorded (the
-	// server forwards it to the console; tests wait on it).
+	// server forwards it to the console; tests wait on it). It runs in
+	// the sending goroutine and must not block.
 	Observe func(Attempt)
 }
 

@@ -19,7 +19,7 @@ func TestRestartResumesPending(t *testing.T) {
 	e := newEnv(t)
 	hook, target := e.newReceiver("hook")
 	hold := make(chan struct{})
-	hook.hold = hold
+	hook.setHold(hold)
 	cfg := &Config{Targets: []Target{target}, Delivery: fast}
 
 	// Process 1 records an event and stops without sending (a CLI
@@ -65,9 +65,7 @@ func TestRestartResumesPending(t *testing.T) {
 	}
 
 	// Process 3, on its own handle of the catalog, delivers both.
-	hook.mu.Lock()
-	hook.hold = nil
-	hook.mu.Unlock()
+	hook.setHold(nil)
 	close(hold)
 	e.start(cfg, e.openCatalog())
 	for range 2 {
@@ -90,7 +88,7 @@ func TestRestartResumesPending(t *testing.T) {
 func TestKilledSenderResumed(t *testing.T) {
 	e := newEnv(t)
 	hook, target := e.newReceiver("hook")
-	hook.hold = make(chan struct{}) // the first request never gets an answer
+	hook.setHold(make(chan struct{})) // the first request never gets an answer
 	child := exec.Command(os.Args[0], "-test.run=^TestHelperSenderProcess$", "-test.v")
 	child.Env = append(os.Environ(), "COFFER_NOTIFY_HELPER=1", "COFFER_NOTIFY_CATALOG="+e.catPath,
 		"COFFER_NOTIFY_URL="+target.Webhook.URL, "COFFER_NOTIFY_CA="+target.Webhook.CAFile)
@@ -109,9 +107,7 @@ func TestKilledSenderResumed(t *testing.T) {
 	if len(ds) != 1 || ds[0].Status != catalog.DeliveryPending || ds[0].Attempts != 0 || !ds[0].NextAttemptAt.After(time.Now()) {
 		t.Fatalf("after the kill: %+v (want one claimed delivery, due when its lease ends)", ds)
 	}
-	hook.mu.Lock()
-	hook.hold = nil
-	hook.mu.Unlock()
+	hook.setHold(nil)
 	e.start(&Config{Targets: []Target{target}, Delivery: helperDelivery})
 	a := e.waitAttempt("delivery after the lease", func(a Attempt) bool { return true })
 	if a.Status != catalog.DeliveryDelivered || a.Delivery != ds[0].ID {
