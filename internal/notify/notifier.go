@@ -170,9 +170,9 @@ func (n *Notifier) Emit(ctx context.Context, ev Event) error {
 	return nil
 }
 
-// Retry makes a failed delivery pending again, due now: it gets one more
-// attempt (and, while it keeps failing for a passing reason, the attempts
-// the configuration allows beyond those it had).
+// Retry makes a failed delivery pending again, due now (the console's
+// retry button): a refusal fails it again, a passing error is retried
+// within the attempts it has left, at least one.
 func (n *Notifier) Retry(ctx context.Context, delivery int64) error {
 	if err := n.store.RetryDelivery(ctx, delivery, time.Now()); err != nil {
 		return err
