@@ -201,6 +201,7 @@ type Catalog interface {
 	ListVMs(ctx context.Context) ([]VMRecord, error)
 
 	AccessStore // users, tokens, sessions, ACLs, audit log (access.go)
+	Notifications
 
 	Close() error
 }

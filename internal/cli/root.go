@@ -23,6 +23,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -188,6 +189,9 @@ func (a *app) setup(cmd *cobra.Command) error {
 	}
 	var server serverSettings
 	if err := f.Decode("server", &server); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
+	if _, err := notify.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
 	a.file = f

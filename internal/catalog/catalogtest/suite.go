@@ -52,6 +52,9 @@ func Run(t *testing.T, newDB Factory) {
 		{"Audit", testAudit},
 		{"UpdateAccessIsAtomic", testUpdateAccessAtomic},
 		{"UpdateAccessIsSerialised", testUpdateAccessSerialised},
+		{"Notifications", testNotifications},
+		{"DeliveryFilters", testDeliveryFilters},
+		{"ConcurrentClaims", testConcurrentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 // Catalog is an in-memory catalog.Catalog for tests. Safe for concurrent
 // use; Writes counts write calls.
 type Catalog struct {
+	noNotifications
 	mu     sync.Mutex
 	jobs   []catalog.Job
 	tasks  map[int64]catalog.Task
