@@ -41,6 +41,14 @@ func Run(t *testing.T, newDB Factory) {
 		{"MigrationIsIdempotent", testMigrationIdempotent},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"CancelledContext", testCancelled},
+		{"JobTaskFields", testJobTaskFields},
+		{"JobListing", testJobListing},
+		{"JobLog", testJobLog},
+		{"ConcurrentLogWriters", testConcurrentLogWriters},
+		{"HeartbeatAndCancel", testHeartbeatAndCancel},
+		{"AbandonJob", testAbandonJob},
+		{"PruneHistory", testPruneHistory},
+		{"WatchJobs", testWatchJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
