@@ -92,9 +92,9 @@ type Event struct {
 	TaskID int64 // 0 for job-level events
 	// Seq is the event's line number in its job's log, set by AddEvents
 	// (ignored on input); 0 for events of no job.
-	Seq    int64
-	Level  string // "info", "warn", "error"
-	Kind   string // "snapshot-created", "disk-done", "retry", "cleanup", ...
+	Seq   int64
+	Level string // "info", "warn", "error"
+	Kind  string // "snapshot-created", "disk-done", "retry", "cleanup", ...
 	// Message is human-readable; Fields carry numbers (bytes, seconds,
 	// MB/s) for dashboards.
 	Message string
