@@ -175,9 +175,12 @@ type Catalog interface {
 	// is an error wrapping ErrNotFound.
 	Heartbeat(ctx context.Context, id int64, p *Progress) (cancelRequested time.Time, err error)
 	// RequestCancel marks a queued or running job to be cancelled (the
-	// first request's time is kept) and returns the job. A finished job is
-	// returned with an error wrapping ErrFinished.
-	RequestCancel(ctx context.Context, id int64) (Job, error)
+	// first request's time is kept) and, when msg is not empty, appends
+	// it to the job's log as a warning (kind "cancel"), in one
+	// transaction: the owner sees the request only with its line. It
+	// returns the job. A finished job is returned with an error wrapping
+	// ErrFinished.
+	RequestCancel(ctx context.Context, id int64, msg string) (Job, error)
 	// AbandonJob ends a job whose owner is gone: if it is still unfinished
 	// and its Heartbeat is still lastSeen (no sign of life since the
 	// caller judged it gone), it gets status and msg as its error, now as

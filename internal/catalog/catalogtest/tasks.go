@@ -37,7 +37,7 @@ func testJobTaskFields(t *testing.T, open Opener) {
 
 	// Progress is stored to the second; an update rewrites it and the
 	// rest, but not what other processes change.
-	_, err = c.RequestCancel(ctx, j.ID)
+	_, err = c.RequestCancel(ctx, j.ID, "")
 	ok(t, err)
 	ok(t, c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "line"}}))
 	upd := want
@@ -234,14 +234,19 @@ func testHeartbeatAndCancel(t *testing.T, open Opener) {
 	same(t, "progress after a heartbeat", got.Progress, p)
 
 	// Another process asks to cancel; the owner's next heartbeat sees it.
-	first, err := other.RequestCancel(ctx, j.ID)
+	first, err := other.RequestCancel(ctx, j.ID, "cancel requested by bob")
 	ok(t, err)
-	if first.ID != j.ID || first.CancelRequested.IsZero() || first.Status != catalog.StatusRunning {
+	if first.ID != j.ID || first.CancelRequested.IsZero() || first.Status != catalog.StatusRunning || first.LogLines != 1 {
 		t.Fatalf("RequestCancel returned %+v", first)
 	}
-	again, err := c.RequestCancel(ctx, j.ID)
+	again, err := c.RequestCancel(ctx, j.ID, "")
 	ok(t, err)
 	same(t, "a second request keeps the first's time", again.CancelRequested, first.CancelRequested)
+	lines, err := c.JobLog(ctx, j.ID, 0, 0)
+	ok(t, err)
+	if len(lines) != 1 || lines[0].Seq != 1 || lines[0].Level != "warn" || lines[0].Kind != "cancel" || lines[0].Message != "cancel requested by bob" {
+		t.Fatalf("log after the cancel requests: %+v", lines)
+	}
 	cancelAt, err = c.Heartbeat(ctx, j.ID, nil)
 	ok(t, err)
 	same(t, "cancel request seen by the owner", cancelAt, first.CancelRequested)
@@ -252,11 +257,11 @@ func testHeartbeatAndCancel(t *testing.T, open Opener) {
 	ok(t, c.UpdateJob(ctx, &fin))
 	_, err = c.Heartbeat(ctx, j.ID, &p)
 	wantNotFound(t, "heartbeat of a finished job", err)
-	done, err := other.RequestCancel(ctx, j.ID)
-	if !errors.Is(err, catalog.ErrFinished) || done.Status != catalog.StatusCancelled {
+	done, err := other.RequestCancel(ctx, j.ID, "too late")
+	if !errors.Is(err, catalog.ErrFinished) || done.Status != catalog.StatusCancelled || done.LogLines != 1 {
 		t.Fatalf("cancel of a finished job: %+v, %v; want the job and ErrFinished", done, err)
 	}
-	_, err = c.RequestCancel(ctx, j.ID+1000)
+	_, err = c.RequestCancel(ctx, j.ID+1000, "")
 	wantNotFound(t, "cancel of a missing job", err)
 	_, err = c.Heartbeat(ctx, j.ID+1000, nil)
 	wantNotFound(t, "heartbeat of a missing job", err)

@@ -54,7 +54,7 @@ func testWatchJobs(t *testing.T, open Opener) {
 	_, err = other.Heartbeat(ctx, j.ID, &catalog.Progress{BytesDone: 1})
 	ok(t, err)
 	want(j.ID, catalog.NoticeProgress)
-	_, err = other.RequestCancel(ctx, j.ID)
+	_, err = other.RequestCancel(ctx, j.ID, "")
 	ok(t, err)
 	want(j.ID, catalog.NoticeCancel)
 	j.Status = catalog.StatusCancelled

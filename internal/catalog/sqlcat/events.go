@@ -11,6 +11,9 @@ import (
 
 var eventColumns = []string{"occurred_at", "job_id", "task_id", "level", "kind", "message", "fields", "seq"}
 
+const insertEvent = `INSERT INTO events (occurred_at, job_id, task_id, level, kind, message, fields, seq)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
 const selectEvents = `SELECT id, occurred_at, job_id, task_id, level, kind, message, fields, seq FROM events`
 
 func scanEvent(r Rows) (catalog.Event, error) {
@@ -32,8 +35,7 @@ func (c *Catalog) AddEvents(ctx context.Context, events []catalog.Event) error {
 			events[i].Time = now
 		}
 	}
-	q := c.d.Rebind(`INSERT INTO events (occurred_at, job_id, task_id, level, kind, message, fields, seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	q := c.d.Rebind(insertEvent)
 	var seqs []int64
 	err := c.b.Write(ctx, func(tx Tx) error {
 		var err error

@@ -63,14 +63,17 @@ func (c *Catalog) Heartbeat(ctx context.Context, id int64, p *catalog.Progress) 
 	return cancel, nil
 }
 
-// RequestCancel sets a queued or running job's cancel request.
-func (c *Catalog) RequestCancel(ctx context.Context, id int64) (catalog.Job, error) {
+// RequestCancel sets a queued or running job's cancel request and logs
+// msg.
+func (c *Catalog) RequestCancel(ctx context.Context, id int64, msg string) (catalog.Job, error) {
+	now := c.now()
 	q := c.d.Rebind(`UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, ?)
 		WHERE id = ? AND ` + unfinished + ` RETURNING ` + jobColumns)
+	ins := c.d.Rebind(insertEvent)
 	var j catalog.Job
 	found := false
 	err := c.b.Write(ctx, func(tx Tx) error {
-		rows, err := tx.Query(ctx, q, c.timeArg(c.now()), id)
+		rows, err := tx.Query(ctx, q, c.timeArg(now), id)
 		if err != nil {
 			return err
 		}
@@ -81,6 +84,14 @@ func (c *Catalog) RequestCancel(ctx context.Context, id int64) (catalog.Job, err
 		rows.Close()
 		if err = errors.Join(err, rows.Err()); err != nil || !found {
 			return err
+		}
+		if msg != "" {
+			line := []catalog.Event{{Time: now, JobID: id, Level: "warn", Kind: "cancel", Message: msg}}
+			seqs, err := c.appendEvents(ctx, tx, ins, line)
+			if err != nil {
+				return err
+			}
+			j.LogLines = seqs[0]
 		}
 		return c.notify(ctx, tx, id, catalog.NoticeCancel)
 	})
@@ -105,8 +116,7 @@ func (c *Catalog) AbandonJob(ctx context.Context, id int64, lastSeen time.Time, 
 	now := c.now()
 	q := c.d.Rebind(`UPDATE jobs SET status = ?, error = ?, finished_at = ?
 		WHERE id = ? AND ` + unfinished + ` AND heartbeat_at IS NOT DISTINCT FROM ?`)
-	ins := c.d.Rebind(`INSERT INTO events (occurred_at, job_id, task_id, level, kind, message, fields, seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins := c.d.Rebind(insertEvent)
 	done := false
 	err := c.b.Write(ctx, func(tx Tx) error {
 		n, err := tx.Exec(ctx, q, string(status), msg, c.timeArg(now), id, c.timeArg(lastSeen))

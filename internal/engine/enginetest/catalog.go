@@ -185,7 +185,7 @@ func (m *Catalog) Heartbeat(_ context.Context, id int64, p *catalog.Progress) (t
 	return j.CancelRequested, nil
 }
 
-func (m *Catalog) RequestCancel(_ context.Context, id int64) (catalog.Job, error) {
+func (m *Catalog) RequestCancel(_ context.Context, id int64, msg string) (catalog.Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.job(id)
@@ -197,6 +197,10 @@ func (m *Catalog) RequestCancel(_ context.Context, id int64) (catalog.Job, error
 	}
 	if j.CancelRequested.IsZero() {
 		j.CancelRequested = time.Now()
+	}
+	if msg != "" {
+		j.LogLines++
+		m.events = append(m.events, catalog.Event{ID: m.id(), Time: time.Now(), JobID: id, Seq: j.LogLines, Level: "warn", Kind: "cancel", Message: msg})
 	}
 	return *j, nil
 }
