@@ -66,17 +66,12 @@ type Options struct {
 	Workers int
 	// StartJob, when set, records every job the engine runs (policy
 	// runs, cleanups, skipped runs) as a task of the control plane:
-	//
-	//	StartJob: func(ctx context.Context, j catalog.Job) (engine.JobRun, error) {
-	//		h, err := tasks.StartJob(ctx, j) // internal/task's Manager
-	//		if err != nil {
-	//			return nil, err
-	//		}
-	//		return h, nil
-	//	}
-	//
-	// Without it jobs are recorded in Catalog directly and can be
-	// cancelled only in this process.
+	// StartJob: engine.Starter(tasks.StartJob), tasks an internal/task
+	// Manager (the user of the context starts the task; subscribers of
+	// this process get its events at once, and a cancel here is
+	// immediate). Without it jobs are recorded in Catalog directly, with
+	// this process as owner, progress and a heartbeat, and a cancel
+	// request in the catalog stops them within FlushInterval.
 	StartJob func(ctx context.Context, j catalog.Job) (JobRun, error)
 }
 

@@ -79,7 +79,7 @@ func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
 	}
 	jctx, cancel := context.WithCancelCause(run.Context())
 	j := &Job{e: e, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job()}
-	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval)
+	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval, nil)
 	go j.execute()
 	return j, nil
 }

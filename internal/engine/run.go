@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // JobRun is a job while it runs: its record, log, progress and end. The
@@ -33,6 +35,20 @@ type JobRun interface {
 	Finish(ctx context.Context, status catalog.Status, msg string) (catalog.Job, error)
 }
 
+// Starter adapts a task manager's StartJob, whose handles are JobRuns, to
+// Options.StartJob:
+//
+//	engine.Options{..., StartJob: engine.Starter(tasks.StartJob)}
+func Starter[R JobRun](start func(context.Context, catalog.Job) (R, error)) func(context.Context, catalog.Job) (JobRun, error) {
+	return func(ctx context.Context, j catalog.Job) (JobRun, error) {
+		r, err := start(ctx, j)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
 // startRun starts recording a job, through the task manager when there is
 // one.
 func (e *Engine) startRun(ctx context.Context, j catalog.Job) (JobRun, error) {
@@ -43,21 +59,64 @@ func (e *Engine) startRun(ctx context.Context, j catalog.Job) (JobRun, error) {
 }
 
 // directRun records a job straight in the catalog, its events batched by
-// a recorder; it is cancelled only through its context.
+// a recorder. At every flush it also writes its progress and a heartbeat
+// and reads the job's cancel request, so that without a task manager a
+// job still shows its progress, is seen alive by other processes (it
+// records this process as its owner), and stops when cancelled from
+// elsewhere, within a flush interval.
 type directRun struct {
-	cat catalog.Catalog
-	ctx context.Context
-	rec *recorder
+	cat    catalog.Catalog
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	log    *slog.Logger
+	rec    *recorder
 
-	mu  sync.Mutex
-	job catalog.Job
+	mu         sync.Mutex
+	job        catalog.Job
+	warnedGone bool
 }
 
 func startDirect(ctx context.Context, cat catalog.Catalog, log *slog.Logger, interval time.Duration, j catalog.Job) (*directRun, error) {
+	j.Owner, j.Heartbeat = thisProcess(), time.Now()
 	if err := cat.CreateJob(ctx, &j); err != nil {
 		return nil, fmt.Errorf("record job: %w", err)
 	}
-	return &directRun{cat: cat, ctx: ctx, rec: newRecorder(cat, log, interval), job: j}, nil
+	r := &directRun{cat: cat, log: log, job: j}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
+	r.rec = newRecorder(cat, log, interval, r.beat)
+	return r, nil
+}
+
+// thisProcess is the owner of the jobs this process runs.
+func thisProcess() catalog.Owner {
+	host, _ := os.Hostname()
+	start, _ := repo.ProcessStart(os.Getpid())
+	return catalog.Owner{Host: host, PID: os.Getpid(), Start: start}
+}
+
+// beat writes the progress and a heartbeat, and stops the job when a
+// cancel was requested.
+func (r *directRun) beat(ctx context.Context) error {
+	r.mu.Lock()
+	p := r.job.Progress
+	r.mu.Unlock()
+	cancelAt, err := r.cat.Heartbeat(ctx, r.job.ID, &p)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		// Another process judged this one gone and ended the job; its
+		// real end is recorded when it finishes.
+		r.mu.Lock()
+		warned := r.warnedGone
+		r.warnedGone = true
+		r.mu.Unlock()
+		if !warned {
+			r.log.Warn("another process marked this running job as ended; its end will be recorded when it finishes", "job", r.job.ID)
+		}
+		return nil
+	case err == nil && !cancelAt.IsZero():
+		r.cancel(ErrCancelled)
+	}
+	return err
 }
 
 func (r *directRun) Job() catalog.Job {
@@ -88,7 +147,9 @@ func (r *directRun) SetCounts(total, ok, failed int) {
 }
 
 func (r *directRun) Finish(ctx context.Context, status catalog.Status, msg string) (catalog.Job, error) {
-	err := r.rec.close(ctx)
+	defer r.cancel(nil)
+	err := r.rec.close(ctx) // the last heartbeat: no more
+
 	r.mu.Lock()
 	r.job.Status, r.job.Error, r.job.FinishedAt = status, msg, time.Now()
 	j := r.job

@@ -28,13 +28,7 @@ func newEngine(t *testing.T, m *task.Manager, cat catalog.Catalog, vms int, runn
 		Connectors:     map[string]hypervisor.Connector{"lab": lab},
 		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil },
 		Runner:         runner, FlushInterval: 5 * time.Millisecond, Workers: 2,
-		StartJob: func(ctx context.Context, j catalog.Job) (engine.JobRun, error) {
-			h, err := m.StartJob(ctx, j)
-			if err != nil {
-				return nil, err
-			}
-			return h, nil
-		}})
+		StartJob: engine.Starter(m.StartJob)})
 	if err != nil {
 		t.Fatal(err)
 	}
