@@ -56,8 +56,24 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 2 || jobs[0].Status != "partial" {
 		t.Fatalf("jobs: %+v %v", jobs, err)
 	}
+	// Runs of policies are tasks: what they act on, the process that ran
+	// them, their final progress, their numbered log.
+	if j := jobs[0]; j.Kind != "backup-policy" || j.Object != "/policies/all" || j.OwnerPID == 0 || j.LogLines == 0 ||
+		j.Progress == nil || j.Progress.ItemsDone != 6 || j.Progress.ItemsTotal != 6 {
+		t.Fatalf("run of policy all: %+v", j)
+	}
+	var onDB []jobDoc
+	if err := json.Unmarshal([]byte(e.must("jobs", "--vm", "db-0001", "--kind", "backup-policy", "--json")), &onDB); err != nil ||
+		len(onDB) != 1 || onDB[0].ID != jobs[0].ID {
+		t.Fatalf("jobs on VM db-0001: %+v %v", onDB, err)
+	}
+	var shown jobDoc
+	if err := json.Unmarshal([]byte(e.must("job", "show", fmt.Sprint(jobs[0].ID), "--json")), &shown); err != nil ||
+		int64(len(shown.Events)) != shown.LogLines || shown.Events[0].Seq != 1 || shown.Events[0].Kind != "job-start" {
+		t.Fatalf("job show --json: %d events of %d lines, first %+v (%v)", len(shown.Events), shown.LogLines, shown.Events[:min(1, len(shown.Events))], err)
+	}
 	show := e.must("job", "show", fmt.Sprint(jobs[0].ID))
-	for _, want := range []string{"TASKS", "EVENTS", "db-0001", "task-failed", "snapshot-create", "job-end"} {
+	for _, want := range []string{"TASKS", "EVENTS", "db-0001", "task-failed", "snapshot-create", "job-end", "on /policies/all"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("job show lacks %q:\n%s", want, show)
 		}
