@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 func (a *app) cmdJobs() *cobra.Command {
@@ -37,6 +39,7 @@ EXAMPLES
 				return err
 			}
 			defer cat.Close()
+			a.markInterrupted(ctx, cat)
 			jobs, err := cat.ListJobs(ctx, f)
 			if err != nil {
 				return err
@@ -83,6 +86,7 @@ func (a *app) cmdJob() *cobra.Command {
 				return err
 			}
 			defer cat.Close()
+			a.markInterrupted(ctx, cat)
 			j, err := cat.GetJob(ctx, id)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", id, err)
@@ -102,6 +106,15 @@ func (a *app) cmdJob() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// markInterrupted marks the jobs whose process died as failed
+// ("interrupted") before they are shown, rather than show them running
+// forever. The listing goes on if that fails (a read-only catalog).
+func (a *app) markInterrupted(ctx context.Context, cat catalog.Catalog) {
+	if _, err := task.MarkInterrupted(ctx, cat, task.Options{Logger: a.log}); err != nil {
+		a.log.Warn("marking the jobs of processes that died failed", "err", err)
+	}
 }
 
 func (a *app) printJob(j catalog.Job, tasks []catalog.Task, events []catalog.Event) error {

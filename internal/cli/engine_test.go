@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func (e *env) config(doc string) {
@@ -158,5 +159,56 @@ policies:
 	// Nor can a local repository have locked objects hidden by a delete.
 	if out := e.expect(ExitUsage, "repair", "undelete"); !strings.Contains(out, "keeps no versions of objects") {
 		t.Fatalf("repair undelete on a local repository: %s", out)
+	}
+}
+
+// A run whose process is killed is not shown running forever: coffer jobs
+// marks it failed, interrupted, naming the process that died.
+func TestJobsMarksTheRunOfAKilledProcessInterrupted(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	e.config(`
+connections:
+  - name: lab
+    kind: fake
+    options: {seed: 3, vms: 1, disk-size: 128KiB, snapshot-create: 1h}
+policies:
+  - name: stuck
+    connection: lab
+`)
+	run := e.child("run", "stuck")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var jobs []jobDoc
+		if code, out, _ := e.run("jobs", "--json"); code == 0 && json.Unmarshal([]byte(out), &jobs) == nil &&
+			len(jobs) == 1 && jobs[0].Status == "running" && jobs[0].OwnerPID == run.Process.Pid {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("coffer run exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("coffer run recorded no running job within a minute")
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	if err := run.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	var jobs []jobDoc
+	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs: %+v %v", jobs, err)
+	}
+	want := fmt.Sprintf("interrupted: the coffer process that ran it (pid %d on ", run.Process.Pid)
+	if jobs[0].Status != "failed" || !strings.HasPrefix(jobs[0].Error, want) {
+		t.Fatalf("the run of the killed process: %s %q, want failed %q...", jobs[0].Status, jobs[0].Error, want)
 	}
 }

@@ -166,3 +166,16 @@ func TestCancelATaskWhoseProcessIsGone(t *testing.T) {
 		t.Fatalf("cancelled task of a gone process: %s %q", got.Status, got.Error)
 	}
 }
+
+// A command that only reads tasks marks the interrupted ones first,
+// without starting a manager.
+func TestMarkInterruptedWithoutAManager(t *testing.T) {
+	cat, _ := newCatalog(t)
+	ctx := context.Background()
+	dead := catalog.Job{Kind: task.KindRestore, Status: catalog.StatusRunning, Owner: catalog.Owner{Host: "here", PID: deadPID(t)}}
+	ok(t, cat.CreateJob(ctx, &dead))
+	same(t, "marked", must[int](t)(task.MarkInterrupted(ctx, cat, task.Options{Host: "here"})), 1)
+	if got := must[catalog.Job](t)(cat.GetJob(ctx, dead.ID)); got.Status != catalog.StatusFailed || !strings.HasPrefix(got.Error, "interrupted: ") {
+		t.Fatalf("task of a dead process: %s %q", got.Status, got.Error)
+	}
+}

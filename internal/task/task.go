@@ -165,14 +165,10 @@ type Manager struct {
 // whose process is gone as interrupted (see Recover), then follows other
 // processes' changes and prunes old history in the background until Close.
 func New(ctx context.Context, cat catalog.Catalog, o Options) (*Manager, error) {
-	o.defaults()
-	start, err := repo.ProcessStart(os.Getpid())
+	m, err := newManager(cat, o)
 	if err != nil {
-		return nil, fmt.Errorf("task manager: read this process's start time: %w", err)
+		return nil, err
 	}
-	m := &Manager{cat: cat, o: o, log: o.Logger, hub: newHub(), wake: make(chan struct{}, 1), owned: map[int64]*Handle{},
-		ended: map[int64]time.Time{},
-		owner: catalog.Owner{Host: o.Host, PID: os.Getpid(), Start: start}}
 	if _, err := m.Recover(ctx); err != nil {
 		return nil, err
 	}
@@ -189,6 +185,27 @@ func New(ctx context.Context, cat catalog.Catalog, o Options) (*Manager, error) 
 	}
 	m.background(m.maintain)
 	return m, nil
+}
+
+func newManager(cat catalog.Catalog, o Options) (*Manager, error) {
+	o.defaults()
+	start, err := repo.ProcessStart(os.Getpid())
+	if err != nil {
+		return nil, fmt.Errorf("task manager: read this process's start time: %w", err)
+	}
+	return &Manager{cat: cat, o: o, log: o.Logger, hub: newHub(), wake: make(chan struct{}, 1), owned: map[int64]*Handle{},
+		ended: map[int64]time.Time{}, owner: catalog.Owner{Host: o.Host, PID: os.Getpid(), Start: start}}, nil
+}
+
+// MarkInterrupted marks the tasks whose process is gone as interrupted,
+// as New does, without starting a manager: for a command that only reads
+// tasks (coffer jobs) and must not show dead ones running.
+func MarkInterrupted(ctx context.Context, cat catalog.Catalog, o Options) (int, error) {
+	m, err := newManager(cat, o)
+	if err != nil {
+		return 0, err
+	}
+	return m.Recover(ctx)
 }
 
 func (m *Manager) background(f func()) {
