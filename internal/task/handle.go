@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -99,6 +100,10 @@ func (h *Handle) Record(lines ...Line) {
 		l.JobID = h.id
 		if l.Time.IsZero() {
 			l.Time = now
+		}
+		if _, err := json.Marshal(l.Fields); err != nil {
+			// A line the catalog cannot store would block the log.
+			l.Fields = map[string]any{"unrecordable_fields": err.Error()}
 		}
 		h.lines = append(h.lines, l)
 	}
@@ -268,11 +273,14 @@ func (h *Handle) write(final bool) time.Duration {
 		}
 	}
 	err := errors.Join(errs...)
-	if err != nil {
-		h.m.log.Warn("recording task failed; will retry", "task", h.id, "err", err)
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	switch {
+	case err != nil && h.lastErr == nil:
+		h.m.log.Warn("recording a task failed; retrying every second", "task", h.id, "err", err)
+	case err == nil && h.lastErr != nil:
+		h.m.log.Info("recording the task works again", "task", h.id)
+	}
 	h.lastErr = err
 	close(h.flushed)
 	h.flushed = make(chan struct{})

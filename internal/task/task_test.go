@@ -255,3 +255,20 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// A line whose fields cannot be stored does not block the log: it is
+// recorded with the reason instead of its fields.
+func TestUnrecordableFieldsDoNotBlockTheLog(t *testing.T) {
+	cat, _ := newCatalog(t)
+	m := newManager(t, cat, task.Options{})
+	ctx := context.Background()
+	h := must[*task.Handle](t)(m.Start(ctx, task.Spec{Kind: task.KindCopy}))
+	h.Log("info", "odd", map[string]any{"ch": make(chan int)})
+	h.Log("info", "fine", map[string]any{"n": 1})
+	must[task.Task](t)(h.Finish(ctx, catalog.StatusSuccess, ""))
+	lines := must[[]task.Line](t)(m.Log(ctx, h.ID(), 0, 0))
+	same(t, "log", messages(lines), []string{"1:odd", "2:fine"})
+	if _, ok := lines[0].Fields["unrecordable_fields"]; !ok {
+		t.Fatalf("fields of the odd line: %v", lines[0].Fields)
+	}
+}
