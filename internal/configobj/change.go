@@ -52,7 +52,7 @@ func (s *State) PlanCreate(k Kind, spec Spec, check Checker) (*Plan, error) {
 	if s.definedByFile(k, name) {
 		return nil, s.fileDefined(k, name)
 	}
-	if o, ok := s.stored(k, name); ok {
+	if o, ok := s.Stored(k, name); ok {
 		return nil, fail(ErrExists, "%s %s exists already (version %d): change it with an update, or choose another name", k, name, o.Version)
 	}
 	return s.planPut(&Plan{Verb: Create, Kind: k, Name: name}, spec, check)
@@ -64,7 +64,7 @@ func (s *State) PlanUpdate(k Kind, name string, spec Spec, check Checker) (*Plan
 	if s.definedByFile(k, name) {
 		return nil, s.fileDefined(k, name)
 	}
-	before, ok := s.stored(k, name)
+	before, ok := s.Stored(k, name)
 	if !ok {
 		return nil, s.notFound(k, name)
 	}
@@ -86,7 +86,7 @@ func (s *State) PlanUpdate(k Kind, name string, spec Spec, check Checker) (*Plan
 // PlanDelete checks the deletion of an object the catalog holds. One that
 // other objects in effect use is refused, naming them.
 func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
-	before, ok := s.stored(k, name)
+	before, ok := s.Stored(k, name)
 	if !ok {
 		if s.definedByFile(k, name) {
 			return nil, s.fileDefined(k, name)
@@ -123,6 +123,18 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 		return nil, fail(ErrInvalid, "%v", err)
 	}
 	return p, nil
+}
+
+// PlanDraft checks an object that is not to be stored (a draft the
+// console previews) as a creation would, but over the object of its name
+// wherever that is defined: the Plan's configuration is what saving it
+// would make.
+func (s *State) PlanDraft(k Kind, spec Spec, check Checker) (*Plan, error) {
+	name, _ := spec["name"].(string)
+	if name == "" {
+		return nil, fail(ErrInvalid, "the %s has no name (\"name\": \"...\")", k)
+	}
+	return s.planPut(&Plan{Verb: "draft", Kind: k, Name: name}, spec, check)
 }
 
 // planPut decodes spec with the file's decoder of its kind, puts it into

@@ -46,15 +46,15 @@ type classedWrap struct {
 
 func (e *classedWrap) Unwrap() error { return e.cause }
 
-// problems flattens joined errors into their messages.
-func problems(err error) []string {
+// Problems flattens joined errors into their messages.
+func Problems(err error) []string {
 	if err == nil {
 		return nil
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []string
 		for _, e := range j.Unwrap() {
-			out = append(out, problems(e)...)
+			out = append(out, Problems(e)...)
 		}
 		return out
 	}
@@ -67,12 +67,14 @@ func problems(err error) []string {
 // not block every change through the API).
 func newProblems(before, after error) error {
 	had := map[string]bool{}
-	for _, p := range problems(before) {
-		had[p] = true
+	for _, p := range Problems(before) {
+		had[dropLines(p)] = true
 	}
 	var out []error
-	for _, p := range problems(after) {
-		if !had[p] {
+	for _, p := range Problems(after) {
+		// A line of the file in a message about an object given as a
+		// spec points at nothing its sender wrote.
+		if p = dropLines(p); !had[p] {
 			out = append(out, errors.New(p))
 		}
 	}

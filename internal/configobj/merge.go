@@ -107,7 +107,7 @@ func fromCatalog(o catalog.ConfigObject) (Object, any, error) {
 	if err == nil && nameOf(v) != o.Name {
 		err = fmt.Errorf("its spec names it %q", nameOf(v))
 	}
-	spec, perr := parseSpec(o.Spec)
+	spec, perr := ParseSpec(o.Spec)
 	if err == nil {
 		err = perr
 	}
@@ -197,9 +197,9 @@ func (s *State) Lookup(k Kind, name string) (Object, bool) {
 	return Object{}, false
 }
 
-// stored returns the catalog's object of that kind and name, in effect
+// Stored returns the catalog's object of that kind and name, in effect
 // or overridden.
-func (s *State) stored(k Kind, name string) (Object, bool) {
+func (s *State) Stored(k Kind, name string) (Object, bool) {
 	for _, list := range [][]Object{s.Objects, s.Overridden} {
 		for _, o := range list {
 			if o.Kind == k && o.Name == name && o.Source == FromCatalog {

@@ -193,8 +193,8 @@ func specJSON(k Kind, s Spec) ([]byte, error) {
 	return b, nil
 }
 
-// parseSpec reads a stored spec.
-func parseSpec(b []byte) (Spec, error) {
+// ParseSpec reads a stored spec.
+func ParseSpec(b []byte) (Spec, error) {
 	var s Spec
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, err

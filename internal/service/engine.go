@@ -88,7 +88,7 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 // ctx is cancelled (running VMs then release their hypervisor snapshots,
 // queued ones are not started).
 func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 // cleaned up at start. A run whose predecessor still goes is skipped and
 // recorded.
 func (s *Service) RunSchedules(ctx context.Context) error {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return err
 	}
