@@ -137,8 +137,9 @@ func TestSchedulerUpdates(t *testing.T) {
 	at(22, 30, "half")
 	update(sched("half", "30 * * * *")) // hourly goes: nothing at 23:00
 	at(23, 30, "half")
-	update(sched("half", "45 * * * *"), sched("bad", "every tuesday")) // refused whole
-	at(24, 30, "half") // half past midnight: the refused update changed nothing
+	// An update with a bad schedule is refused whole: half stays at :30.
+	update(sched("half", "45 * * * *"), sched("bad", "every tuesday"))
+	at(24, 30, "half")
 	update(sched("half", "45 * * * *"))
 	at(24, 45, "half")
 	cancel()
