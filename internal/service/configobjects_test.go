@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"gopkg.in/yaml.v3"
@@ -54,15 +55,16 @@ func TestConfigObjectsOnPostgres(t *testing.T) {
 	}
 	defer func() { confCatalog = sqliteCatalog }()
 	for name, test := range map[string]func(*testing.T){
-		"Lifecycle":           TestConfigObjectLifecycle,
-		"FileMessages":        TestConfigObjectsFailWithTheFilesMessages,
-		"FileWins":            TestConfigFileWins,
-		"StaleVersions":       TestConfigStaleVersionsConflict,
-		"ConcurrentChanges":   TestConfigChangesAreSerialised,
-		"SurviveRestart":      TestConfigObjectsSurviveRestart,
-		"AuditWithoutSecrets": TestConfigChangesAuditedWithoutSecrets,
-		"WatchSeesChanges":    TestWatchConfigSeesChanges,
-		"PreviewDraft":        TestPolicyPreviewOfADraft,
+		"Lifecycle":              TestConfigObjectLifecycle,
+		"FileMessages":           TestConfigObjectsFailWithTheFilesMessages,
+		"FileWins":               TestConfigFileWins,
+		"StaleVersions":          TestConfigStaleVersionsConflict,
+		"ConcurrentChanges":      TestConfigChangesAreSerialised,
+		"SurviveRestart":         TestConfigObjectsSurviveRestart,
+		"AuditWithoutSecrets":    TestConfigChangesAuditedWithoutSecrets,
+		"WatchSeesChanges":       TestWatchConfigSeesChanges,
+		"PreviewDraft":           TestPolicyPreviewOfADraft,
+		"SchedulesReloadChanges": TestSchedulesReloadChanges,
 	} {
 		t.Run(name, test)
 	}
@@ -76,6 +78,7 @@ type confEnv struct {
 	catalog string
 	file    string
 	ctx     context.Context // acting as alice
+	poll    time.Duration   // ConfigPoll of the services
 }
 
 const confFile = "/etc/coffer/coffer.yaml"
@@ -106,7 +109,8 @@ func (e *confEnv) service() *service.Service {
 	}
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	return service.New(service.Config{Repository: service.Location{Location: filepath.Join(e.dir, "repo"), Password: pw},
-		Catalog: e.catalog, StateDir: filepath.Join(e.dir, "state"), Engine: eng, Notify: nc, EngineSource: confFile})
+		Catalog: e.catalog, StateDir: filepath.Join(e.dir, "state"), Engine: eng, Notify: nc, EngineSource: confFile,
+		ConfigPoll: e.poll})
 }
 
 // secretFile writes a secret into a file of the environment.

@@ -216,3 +216,90 @@ func TestPolicyPreviewOfADraft(t *testing.T) {
 		t.Fatalf("a preview stored its draft: %+v %v", objs, err)
 	}
 }
+
+// TestSchedulesReloadChanges: a running server picks up policies created,
+// changed and deleted through the API, by another server (noticed by
+// polling) or by itself, without a restart.
+func TestSchedulesReloadChanges(t *testing.T) {
+	e := newConfEnv(t, "connections: ["+labSpec+"]\n")
+	e.poll = 20 * time.Millisecond
+	server, other := e.service(), e.service()
+	if _, err := server.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- server.RunSchedules(ctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("the server stopped with %v", err)
+		}
+	}()
+	// waitJob waits for a finished job of a policy created after since,
+	// and returns the newest.
+	waitJob := func(policy string, since time.Time) api.Job {
+		t.Helper()
+		deadline := time.Now().Add(waitGuard)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			jobs, err := other.Jobs(e.ctx, service.JobsInput{Policy: policy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if j.Status != "running" && j.Status != "cancelled" && j.Started.After(since) {
+					return j
+				}
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the server stopped: %v", err)
+			case <-tick.C:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no job of %s within %s", policy, waitGuard)
+			}
+		}
+	}
+	start := time.Now()
+	if _, err := other.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy",
+		Spec: spec(t, `{name: often, connection: lab, schedule: "@every 1s"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if j := waitJob("often", start); j.Status != "success" || j.TasksTotal != 4 {
+		t.Fatalf("first run of the policy created on another server: %+v", j)
+	}
+	changed := time.Now()
+	if _, err := server.UpdateConfigObject(e.ctx, service.UpdateConfigObjectInput{Kind: "policy", Name: "often",
+		Spec: spec(t, `{connection: lab, schedule: "@every 1s", select: {names: ["web-*"]}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// A run started before the change may still select every VM; one
+	// started after selects web-0000 alone.
+	for {
+		j := waitJob("often", changed)
+		if j.TasksTotal == 1 && j.Status == "success" {
+			break
+		}
+		changed = j.Started
+	}
+	if _, err := server.DeleteConfigObject(e.ctx, service.DeleteConfigObjectInput{Kind: "policy", Name: "often"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy",
+		Spec: spec(t, `{name: later, connection: lab, schedule: "@every 1s"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	later := waitJob("later", start)
+	jobs, err := other.Jobs(e.ctx, service.JobsInput{Policy: "often"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Started.After(later.Started) {
+			t.Fatalf("job %d of the deleted policy started at %s, after the reload that added later (%s)", j.ID, j.Started, later.Started)
+		}
+	}
+}

@@ -31,6 +31,12 @@ func (s *Service) loadEngineConfig(ctx context.Context, policies bool) (*policy.
 	if err != nil {
 		return nil, nil, err
 	}
+	return checkState(st, policies)
+}
+
+// checkState checks the engine sections of a configuration in effect, as
+// loadEngineConfig does.
+func checkState(st *configobj.State, policies bool) (*policy.Config, map[string][]finding, error) {
 	errs, warnings := engineProblems(st.Engine, policies)
 	if err := errors.Join(errs...); err != nil {
 		return nil, nil, invalidf("%s: %v", configWhere(st), err)
