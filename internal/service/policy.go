@@ -143,11 +143,9 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		if err != nil {
 			return nil, err
 		}
-		warnings = map[string][]finding{}
 		p, _ := cfg.Policy(in.Policy)
-		for _, f := range policyFindings(cfg, p) {
-			warnings[p.Name] = append(warnings[p.Name], f) // errors refused the draft already
-		}
+		// The draft's errors refused it already: what is left are warnings.
+		warnings = map[string][]finding{p.Name: policyFindings(cfg, p)}
 	} else if cfg, warnings, err = s.policyConfig(ctx); err != nil {
 		return nil, err
 	}
