@@ -183,6 +183,23 @@ func TestConfigObjectLifecycle(t *testing.T) {
 		!upd.CreatedAt.Equal(nightly.CreatedAt) {
 		t.Fatalf("update: %+v %v", upd, err)
 	}
+	// Every other kind is changed the same way, each change a new version.
+	last := upd.Version
+	for _, c := range []struct{ kind, name, doc, key string }{
+		{"connection", "lab", `{kind: fake, options: {seed: 3, vms: 2}}`, "options"},
+		{"repository", "main", fmt.Sprintf(`{location: %s, password-file: %s, streams: 2}`, filepath.Join(e.dir, "main"), pwFile), "streams"},
+		{"notification-target", "chat", `{webhook: {url: "https://hooks.example.com/y"}}`, "webhook"},
+		{"notification-matcher", "failures", `{targets: [chat], severities: [error]}`, "severities"},
+	} {
+		o, err := s.UpdateConfigObject(ctx, service.UpdateConfigObjectInput{Kind: c.kind, Name: c.name, Spec: spec(t, c.doc)})
+		if err != nil || o.Version <= last || o.Spec[c.key] == nil || o.Name != c.name {
+			t.Fatalf("update %s %s: %+v %v", c.kind, c.name, o, err)
+		}
+		last = o.Version
+		if c.kind == "notification-matcher" {
+			matcher = o
+		}
+	}
 	ran := 0
 	for _, c := range []struct{ kind, name, users string }{
 		{"connection", "lab", "connection lab is used by policy nightly"},
