@@ -20,7 +20,10 @@ func (a *app) cmdServer() *cobra.Command {
 		Use:   "server",
 		Short: "run backup policies on their schedules (the coffer daemon)",
 		Long: manual(`Run every policy that has a schedule (cron syntax or @daily, @every 4h, ...)
-until stopped with SIGTERM or Ctrl-C. On start, leftovers of an earlier
+until stopped with SIGTERM or Ctrl-C. The policies are those in effect:
+the configuration file's and those created through the API (`+"`coffer config`"+`);
+when one of those changes, here or on another server sharing the catalog,
+the schedules and limits reload within seconds, and runs in progress go on. On start, leftovers of an earlier
 coffer that died mid-backup (hypervisor snapshots, bitmaps, exports,
 overlays) are found through the state directory's journals and removed.
 A policy whose previous run still goes when its time comes is skipped,
@@ -35,7 +38,7 @@ call the same service layer as this command line.`,
 			"Nothing on stdout: the server logs (stderr) what it starts and how each job ends.",
 			`coffer server
 coffer server --log-format json --log-level info`,
-			"0 when stopped; 2 when no policy has a schedule or the configuration is refused."),
+			"0 when stopped; 2 when the configuration is refused at start."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := call(a, func(s *service.Service) (struct{}, error) { return struct{}{}, s.RunSchedules(cmd.Context()) })

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -50,6 +51,7 @@ type app struct {
 	// groups and policies; svc the service built from the settings on
 	// first use (service.go).
 	engine *policy.Config
+	notify *notify.Config
 	svc    *service.Service
 	pw     *passwordCache
 }
@@ -191,9 +193,12 @@ func (a *app) setup(cmd *cobra.Command) error {
 	if err := f.Decode("server", &server); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
-	if _, err := notify.Decode(f); err != nil {
+	if a.notify, err = notify.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
+	// The command line acts for whoever can run it with the catalog at
+	// hand: what it changes is recorded under auth.LocalUser.
+	cmd.SetContext(auth.WithSubject(cmd.Context(), auth.Local()))
 	a.file = f
 	flags := cmd.Flags()
 	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {

@@ -41,6 +41,7 @@ func (a *app) service() (*service.Service, error) {
 		Catalog:       a.catalogLocation(),
 		StateDir:      a.res.Path("state-dir"),
 		Engine:        a.engine,
+		Notify:        a.notify,
 		EngineSource:  a.file.Path,
 		Logger:        a.log,
 		Tasks:         cliTasks{a},
