@@ -253,7 +253,7 @@ coffer gc --wait 30m`,
 				return err
 			}
 			return a.emit(rep, nil, func() {
-				a.printf("marked %d chunk(s) of %d snapshot(s); %d pack(s) planned for deletion, %d repacked (%s copied)\n",
+				a.printf("marked %d chunk(s) of %d backup point(s); %d pack(s) planned for deletion, %d repacked (%s copied)\n",
 					rep.ChunksReferenced, rep.Points, rep.PacksPlanned, rep.PacksRepacked, humanBytes(rep.RepackedBytes))
 				if rep.DryRun {
 					a.printf("dry run: would free about %s\n", humanBytes(rep.FreedBytes))
