@@ -116,7 +116,7 @@ run_coffer() { # run_coffer TOOL ROUND CHUNK [BINARY]
 	link disk.mod.raw
 	timed "$RES" "$t:incr:$r" "$WORK" "$bin" backup disk "$DATA/vm/disk.img" --name vm --json
 	record_size "$t" repo_incr "$r" "$(du_b "$repo")"
-	record_size "$t" incr_read "$r" "$(jq -r .bytes_read "$WORK/$t:incr:$r.out")"
+	record_size "$t" incr_read "$r" "$(jq -r .read_bytes "$WORK/$t:incr:$r.out")"
 	mkdir -p "$WORK/out"
 	timed "$RES" "$t:restore:$r" "$WORK" "$bin" restore "$id" --to "$WORK/out/disk.raw" --json
 	check "$t" "$r" "$WORK/out/disk.raw"

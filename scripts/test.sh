@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs coffer's whole test suite: unit tests, fuzz seed corpora, and the
-# integration tests against real components (QEMU guests, qemu-storage-daemon,
-# an S3 server, PostgreSQL, vcsim, Chromium). Installs what they need first.
+# Runs coffer's whole test suite: go vet and golangci-lint (.golangci.yml:
+# staticcheck, ineffassign, and depguard's import rules for the
+# architecture), unit tests, fuzz seed corpora, and the integration tests
+# against real components (QEMU guests, qemu-storage-daemon, an S3 server,
+# PostgreSQL, vcsim, Chromium). Installs what they need first.
 #
 #   scripts/test.sh            # everything (CI mode: missing tools fail)
 #   scripts/test.sh -short     # skips the slow crash loops and guest matrices
@@ -11,6 +13,9 @@ bash scripts/ci/install-deps.sh
 export COFFER_REQUIRE_INTEGRATION="${COFFER_REQUIRE_INTEGRATION:-1}"
 export PATH="$PWD/.cache/bin:$PATH"
 go vet ./...
+# Lint before the tests: a layering violation fails in a minute, not
+# after the suite.
+golangci-lint run ./...
 go test -timeout 60m "$@" ./...
 # Builds without cgo compress with pure Go (internal/repo/chunk): keep that
 # path tested too.

@@ -211,7 +211,7 @@ func nbdcopyFleece(ctx context.Context, stateDir, qmpSock, disk string, qemuPID 
 // time, and the CPU time the VM's QEMU process used meanwhile.
 type result struct {
 	Seconds   float64       `json:"duration_seconds"`
-	Read      int64         `json:"bytes_read"`
+	Read      int64         `json:"read_bytes"`
 	Process   time.Duration // the coffer process's life: start-up, session set-up and teardown too
 	CofferCPU time.Duration
 	QEMUCPU   time.Duration

@@ -31,7 +31,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
 )
 
 // Disk is one disk to back up.
@@ -215,12 +214,21 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	changed := newCursor(d.Changed, d.Size)
 	runs := &batcher{max: perRead, out: jobs}
 	var zero int64
+	// A span whose previous chunk is lost is read again even when change
+	// tracking says it did not change: storing it again mends the damage.
+	suspect := func(x id.ID) bool {
+		lost, err := w.Suspect(ctx, x)
+		if err != nil {
+			setErr(err)
+		}
+		return lost
+	}
 feed:
 	for i := range n {
 		off := int64(i) * int64(cs)
 		length := int(min(int64(cs), d.Size-off))
 		switch {
-		case d.ChangedValid && prev != nil && !changed.overlaps(off, int64(length)):
+		case d.ChangedValid && prev != nil && !changed.overlaps(off, int64(length)) && !suspect(prev[i]):
 			res.ids[i] = prev[i]
 			if prev[i].IsZero() {
 				zero += int64(length)
@@ -269,7 +277,7 @@ type worker struct {
 	prev   []id.ID
 	o      Options
 	out    []byte
-	enc    *chunk.Encoder
+	enc    *repo.Encoder
 	hasher interface{ Sum([]byte) id.ID }
 	deps   []*repo.Pending
 	read   int64
@@ -281,7 +289,7 @@ type worker struct {
 
 func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options) (*worker, error) {
 	r := w.Repository()
-	enc, err := chunk.NewEncoder(r.Key(), r.Config().Level())
+	enc, err := r.NewEncoder()
 	if err != nil {
 		return nil, err
 	}
@@ -299,8 +307,12 @@ func (k *worker) process(ctx context.Context, j span, res *diskResult) error {
 	x := k.hasher.Sum(data)
 	res.ids[j.i] = x
 	if k.prev != nil && k.prev[j.i] == x {
-		k.o.Progress.add(j.length, read)
-		return nil
+		if lost, err := k.w.Suspect(ctx, x); err != nil {
+			return err
+		} else if !lost {
+			k.o.Progress.add(j.length, read)
+			return nil
+		}
 	}
 	p, owner, err := k.w.Claim(ctx, x)
 	if err != nil {

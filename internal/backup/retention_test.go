@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,7 +137,8 @@ func TestImmutableBackupPoints(t *testing.T) {
 		t.Fatalf("locked manifest deleted: %v", err)
 	}
 	groups, err := forget.Run(ctx, r, forget.Options{Policy: retention.Policy{Last: 1}})
-	if err != nil || len(groups) != 1 || len(groups[0].Remove) != 0 || len(groups[0].Skipped) != 1 || !strings.Contains(groups[0].Skipped[0], "retained") {
+	if err != nil || len(groups) != 1 || len(groups[0].Remove) != 0 || len(groups[0].Locked) != 1 ||
+		groups[0].Locked[0].ID != s1.ID.String() || !groups[0].Locked[0].Until.Equal(s1.RetainUntil) {
 		t.Fatalf("forget on locked points: %+v %v", groups, err)
 	}
 	// Simulate an unlocked manifest (e.g. its lock expired) whose packs are

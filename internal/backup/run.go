@@ -9,7 +9,6 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 )
 
 // Request describes one backup point.
@@ -130,7 +129,7 @@ func PreviousIDs(ctx context.Context, r *repo.Repository, s *repo.Snapshot, key 
 		if d.Key != key || d.Size != size || d.ChunkSize != r.Config().ChunkSize {
 			continue
 		}
-		m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+		m, err := r.OpenDiskMap(ctx, d.Map)
 		if err != nil {
 			return nil, err
 		}

@@ -13,9 +13,9 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
 )
 
@@ -159,7 +159,7 @@ func (r *memReader) Close() error { return nil }
 
 func backupVM(t *testing.T, r *repo.Repository, c *memConnector, mode string) (*repo.Snapshot, error) {
 	t.Helper()
-	return repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"}, Mode: mode,
+	return backuptest.BackupVM(t, r, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"}, Mode: mode,
 		SnapshotMode: hypervisor.CrashConsistent})
 }
 
@@ -246,7 +246,7 @@ func TestVMPointRecordsAchievedMode(t *testing.T) {
 	c := newMem(map[string]int{"vda": 1 << 20})
 	for _, achieved := range []hypervisor.SnapshotMode{hypervisor.CrashConsistent, hypervisor.Quiesced} {
 		c.achieved = achieved
-		s, err := repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"},
+		s, err := backuptest.BackupVM(t, r, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"},
 			SnapshotMode: hypervisor.Quiesced, Quiesce: hypervisor.QuiesceFallback})
 		if err != nil {
 			t.Fatal(err)

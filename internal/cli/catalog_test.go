@@ -7,11 +7,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/api"
 )
 
-func catalogPointsJSON(t *testing.T, e *env, args ...string) []pointView {
+func catalogPointsJSON(t *testing.T, e *env, args ...string) []api.BackupPoint {
 	t.Helper()
-	var v []pointView
+	var v []api.BackupPoint
 	out := e.must(append([]string{"catalog", "points", "--json"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -48,13 +50,13 @@ func TestCatalogRebuildAndPoints(t *testing.T) {
 	}
 	pts := catalogPointsJSON(t, e, "--vm", "a")
 	if len(pts) != 2 || pts[0].ID != snaps[2].ID || pts[1].ID != snaps[0].ID || pts[0].Parent != snaps[0].ID ||
-		pts[0].BytesLogical != 4<<20 || pts[0].Disks != 1 {
+		pts[0].LogicalBytes != 4<<20 || pts[0].DiskCount != 1 {
 		t.Fatalf("points of a: %+v\nsnapshots: %+v", pts, snaps)
 	}
 	if pts := catalogPointsJSON(t, e, "--limit", "1"); len(pts) != 1 || pts[0].ID != snaps[2].ID {
 		t.Fatalf("--limit 1: %+v", pts)
 	}
-	if out := e.must("catalog", "points"); !strings.Contains(out, snaps[1].Short) || !strings.Contains(out, "3 backup point(s)") {
+	if out := e.must("catalog", "points"); !strings.Contains(out, snaps[1].ShortID) || !strings.Contains(out, "3 backup point(s)") {
 		t.Fatalf("table output:\n%s", out)
 	}
 
@@ -67,11 +69,8 @@ func TestCatalogRebuildAndPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := e.expect(ExitIntegrity, "catalog", "rebuild", "--json")
-	var res struct {
-		Points  int
-		Skipped []struct{ ID string }
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Points != 2 || len(res.Skipped) != 1 || res.Skipped[0].ID != snaps[1].ID {
+	var res api.CatalogRebuild
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Points != 2 || len(res.Skipped) != 1 || res.Skipped[0].PointID != snaps[1].ID {
 		t.Fatalf("rebuild --json = %s (%v)", out, err)
 	}
 	if pts := catalogPointsJSON(t, e); len(pts) != 2 {

@@ -14,13 +14,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
+
 	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/store/local"
 	"github.com/coffer-backup/coffer/internal/store/storetest"
 )
 
 // TestMain lets tests re-run this binary as coffer itself, so that a
 // backup can be killed with SIGKILL like a real process.
 func TestMain(m *testing.M) {
+	// The simulated fleet (kind: fake) exists in this test binary only,
+	// and in the coffer processes it re-runs as.
+	servicetest.RegisterFake()
 	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
 		if at := os.Getenv("COFFER_TEST_CRASH_AT"); at != "" {
 			n, _ := strconv.Atoi(strings.TrimSuffix(at, "+"))
@@ -106,8 +114,8 @@ func (e *env) image(name string, size int64, dataMiB int) string {
 	return p
 }
 
-func snapshotsJSON(t *testing.T, e *env) []snapshotView {
-	var v []snapshotView
+func snapshotsJSON(t *testing.T, e *env) []api.BackupPoint {
+	var v []api.BackupPoint
 	if err := json.Unmarshal([]byte(e.must("snapshots", "--json")), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +204,7 @@ func TestCorruptionIsLocalised(t *testing.T) {
 	victim := ""
 	for _, p := range packs {
 		fi, _ := os.Stat(p)
-		if fi.ModTime().Before(modTime(t, e, snaps[1].Disks[0].Map)) || victim == "" {
+		if fi.ModTime().Before(modTime(t, e, e.manifest(snaps[1].ID).Disks[0].Map)) || victim == "" {
 			victim = p
 		}
 	}
@@ -204,13 +212,13 @@ func TestCorruptionIsLocalised(t *testing.T) {
 	raw[100] ^= 0xff
 	_ = os.WriteFile(victim, raw, 0o600)
 	out := e.expect(ExitIntegrity, "verify", "--read-data")
-	if !strings.Contains(out, "corrupt-chunk") || !strings.Contains(out, "affects snapshot") {
+	if !strings.Contains(out, "DATA LOST corrupt-chunk") || !strings.Contains(out, "    point ") {
 		t.Fatalf("verify output does not localise the damage:\n%s", out)
 	}
 	var rep struct {
 		Problems []struct {
 			Kind    string
-			Affects []struct{ Snapshot, Source string }
+			Affects []struct{ VM string }
 		}
 	}
 	_, js, _ := e.run("verify", "--read-data", "--json")
@@ -218,7 +226,7 @@ func TestCorruptionIsLocalised(t *testing.T) {
 	affected := map[string]bool{}
 	for _, p := range rep.Problems {
 		for _, af := range p.Affects {
-			affected[af.Source] = true
+			affected[af.VM] = true
 		}
 	}
 	if len(affected) != 1 {
@@ -226,17 +234,17 @@ func TestCorruptionIsLocalised(t *testing.T) {
 	}
 	// The other source restores and matches its image.
 	for _, s := range snaps {
-		target := filepath.Join(e.dir, "restored-"+s.Source.VMName)
-		src := map[string]string{"a": a, "b": b}[s.Source.VMName]
+		target := filepath.Join(e.dir, "restored-"+s.VM)
+		src := map[string]string{"a": a, "b": b}[s.VM]
 		code, _, _ := e.run("restore", s.ID, "--to", target)
-		if affected[s.Source.VMName] {
+		if affected[s.VM] {
 			if code != ExitIntegrity {
 				t.Fatalf("restore of the damaged point: exit %d, want %d", code, ExitIntegrity)
 			}
 			continue
 		}
 		if code != 0 || !sameFile(t, target, src) {
-			t.Fatalf("undamaged point %s did not restore (exit %d)", s.Source.VMName, code)
+			t.Fatalf("undamaged point %s did not restore (exit %d)", s.VM, code)
 		}
 	}
 	// A truncated pack is found without reading data.
@@ -257,9 +265,10 @@ func TestDamagedIndexSegmentIsRepaired(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(segs[0])
 	_ = os.WriteFile(segs[0], raw[:len(raw)-3], 0o600)
-	// The repository still opens; verify names the damage and what it hides.
+	// The repository still opens; verify names the damage, and that the
+	// packs still hold everything (no data lost).
 	out := e.expect(ExitIntegrity, "verify")
-	if !strings.Contains(out, "repair index") || !strings.Contains(out, "missing-chunk") {
+	if !strings.Contains(out, "coffer repair index") || !strings.Contains(out, "no backup lost data") || strings.Contains(out, "DATA LOST") {
 		t.Fatalf("verify output:\n%s", out)
 	}
 	e.must("repair", "index")
@@ -308,11 +317,11 @@ func TestRetentionAndGC(t *testing.T) {
 	}
 	e.must("verify", "--read-data")
 	for _, s := range snapshotsJSON(t, e) {
-		target := filepath.Join(e.dir, "r-"+s.Short)
+		target := filepath.Join(e.dir, "r-"+s.ShortID)
 		e.must("restore", s.ID, "--to", target)
 	}
 	last := snapshotsJSON(t, e)[1]
-	if !sameFile(t, filepath.Join(e.dir, "r-"+last.Short), img) {
+	if !sameFile(t, filepath.Join(e.dir, "r-"+last.ShortID), img) {
 		t.Fatal("latest point restores wrong after gc")
 	}
 }
@@ -339,4 +348,25 @@ func sameFile(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return bytes.Equal(x, y)
+}
+
+// manifest reads a backup point's manifest from the env's local
+// repository, for tests that reach into its objects (the documents do not
+// name the repository's internal objects).
+func (e *env) manifest(pointID string) *repo.Snapshot {
+	e.t.Helper()
+	ctx := context.Background()
+	st, err := local.Open(e.repo)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := repo.Open(ctx, st, []byte(e.vars["COFFER_PASSWORD"]), repo.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s, err := r.FindSnapshot(ctx, pointID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
 }

@@ -2,77 +2,120 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdConfig() *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "inspect the configuration"}
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "inspect the configuration, and manage the objects created through the API",
+		Long: manual(`Inspect coffer's settings: every one can be given as a flag, an environment
+variable or a key of the configuration file, with that precedence (flag >
+environment > file > default). And list, create, change and delete the
+configuration objects kept in the catalog (connections, repositories,
+policies, notification targets and matchers), which the configuration
+file's objects override for the names it defines.`,
+			"See the subcommands.",
+			`coffer config show
+coffer config keys
+coffer config create policy -f nightly.yaml`,
+			"That of the subcommand."),
+	}
 	show := &cobra.Command{
 		Use:   "show",
-		Short: "print every setting with its value and where it came from",
-		Args:  cobra.NoArgs,
+		Short: "print every setting and configuration object in effect, and where each came from",
+		Long: manual(`Print every setting with its effective value and where that came from:
+a flag, the environment, the configuration file, or the default. Secrets
+(passwords, S3 secret keys) show as "(set, hidden)". The configuration
+file and every section of it are checked first, so a typo anywhere fails
+here too.
+
+Then the configuration objects in effect (connections, repositories,
+policies, notification targets and matchers), each with its source: the
+configuration file, or the catalog (created through the API, with its
+version). The file wins for the names it defines; the catalog's objects
+it overrides are listed apart. Last, the problems that make the
+configuration in effect invalid, if any.`,
+			`The configuration file, a table KEY, VALUE, FROM, then the objects (KIND,
+NAME, SOURCE, VERSION, CHANGED, NOTE) and problems. --json: {file,
+settings: [{key, value, source}], generation, objects: [{kind, name,
+source, version, ..., spec, warnings}], overridden, problems}.`,
+			`coffer config show
+coffer --repo /srv/coffer config show --json | jq '.settings[] | select(.source != "default")'
+coffer config show --json | jq '.objects[] | select(.source == "catalog") | .name'`,
+			"0; 2 for a configuration file coffer refuses."),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			type row struct {
-				Key    string `json:"key"`
-				Value  string `json:"value"`
-				Source string `json:"source"`
-			}
-			var rows []row
+			doc := api.ConfigShow{Settings: []api.Setting{}}
 			for _, name := range config.Names() {
 				k, _ := config.Lookup(name)
 				v, src := a.res.Get(name)
 				if k.Secret && v != "" {
 					v = "(set, hidden)"
 				}
-				rows = append(rows, row{name, v, string(src)})
+				doc.Settings = append(doc.Settings, api.Setting{Key: name, Value: v, Source: string(src)})
 			}
-			if a.jsonOut {
-				return a.printJSON(map[string]any{"file": a.file.Path, "settings": rows})
+			eff, err := call(a, func(s *service.Service) (*api.EffectiveConfig, error) { return s.EffectiveConfig(cmd.Context()) })
+			if err != nil {
+				return err
 			}
-			file := a.file.Path
-			if file == "" {
-				file = "(none)"
-			}
-			fmt.Fprintf(a.stdout, "configuration file: %s\n", file)
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tVALUE\tFROM")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, r.Value, r.Source)
-			}
-			return tw.Flush()
+			doc.EffectiveConfig = *eff
+			return a.emit(doc, nil, func() {
+				file := doc.File
+				if file == "" {
+					file = "(none)"
+				}
+				fmt.Fprintf(a.stdout, "configuration file: %s\n", file)
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "KEY\tVALUE\tFROM")
+				for _, r := range doc.Settings {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, r.Value, r.Source)
+				}
+				_ = tw.Flush()
+				a.printEffective(&doc.EffectiveConfig)
+			})
 		},
 	}
 	keys := &cobra.Command{
 		Use:   "keys",
 		Short: "list every setting with its flag, environment variable and default",
-		Args:  cobra.NoArgs,
+		Long: manual(`List every setting coffer knows: its key in the configuration file, its
+flag and environment variable (secrets have no flag: they would show in
+ps), its default and what it means; and the structured sections of the
+file, each checked against its own schema.`,
+			`A table FILE KEY, FLAG, ENVIRONMENT, DEFAULT, MEANING. --json: a list of
+{key, flag, environment, default, usage, secret}.`,
+			`coffer config keys
+coffer config keys --json | jq -r '.[].environment'`,
+			"0."),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if a.jsonOut {
-				return a.printJSON(config.Keys)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "FILE KEY\tFLAG\tENVIRONMENT\tDEFAULT\tMEANING")
+			docs := []api.ConfigKey{}
 			for _, k := range config.Keys {
-				flag := ""
+				d := api.ConfigKey{Key: k.Name, Environment: k.Env, Default: k.Default, Usage: k.Usage, Secret: k.Secret}
 				if k.Flag != "" {
-					flag = "--" + k.Flag
+					d.Flag = "--" + k.Flag
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.Name, flag, k.Env, k.Default, k.Usage)
+				docs = append(docs, d)
 			}
-			fmt.Fprintf(tw, "\nSections (each checked against its own schema when the file is read): %v\n", config.Sections)
-			return tw.Flush()
+			return a.emit(docs, nil, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "FILE KEY\tFLAG\tENVIRONMENT\tDEFAULT\tMEANING")
+				for _, k := range docs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.Key, k.Flag, k.Environment, k.Default, k.Usage)
+				}
+				fmt.Fprintf(tw, "\nSections (each checked against its own schema when the file is read): %v\n", config.Sections)
+				_ = tw.Flush()
+			})
 		},
 	}
-	cmd.AddCommand(show, keys)
+	cmd.AddCommand(op(show, "get-effective-config"), faceOnly(keys, "lists the command line's own settings"))
+	cmd.AddCommand(a.configObjectCommands()...)
 	return cmd
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
 }

@@ -13,16 +13,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/demo"
 )
 
 func (a *app) cmdDemo() *cobra.Command {
 	var dir string
 	var keep, diskImage bool
-	cmd := &cobra.Command{
+	cmd := faceOnly(&cobra.Command{
 		Use:   "demo",
 		Short: "run coffer's main job end to end on embedded defaults",
-		Long: `Boot a small real VM under QEMU (software emulation) whose guest keeps
+		Long: manual(`Boot a small real VM under QEMU (software emulation) whose guest keeps
 writing self-verifying blocks to its disk, back it up live into a new
 encrypted repository (full, then incremental from QEMU's dirty bitmaps),
 verify every chunk, restore the latest point, check it block by block and
@@ -31,6 +32,10 @@ boot a second VM from it whose guest checks it again.
 With --disk-image the demo backs up a generated disk image file instead
 (no QEMU needed). Everything happens in --dir (default: a new temporary
 directory, removed afterwards unless --keep).`,
+			`Each step ("==> ...") and the output of the commands it runs.`,
+			`coffer demo
+coffer demo --disk-image --dir /tmp/coffer-demo --keep`,
+			"0 when every step passed; otherwise the status of the step that failed."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
@@ -51,7 +56,7 @@ directory, removed afterwards unless --keep).`,
 			}
 			return a.runVMDemo(cmd.Context(), dir)
 		},
-	}
+	}, "runs other commands end to end")
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the working directory")
 	cmd.Flags().BoolVar(&diskImage, "disk-image", false, "back up a generated disk image instead of a VM")
@@ -92,7 +97,7 @@ func (a *app) runDemo(cmd *cobra.Command, dir string) error {
 	if code := Execute(ctx, []string{"--repo", repoDir, "--password-file", pwFile, "snapshots", "--json"}, a.stdin, &listing, a.stderr); code != 0 {
 		return fmt.Errorf("listing snapshots failed with exit code %d", code)
 	}
-	var first []snapshotView
+	var first []api.BackupPoint
 	if err := json.Unmarshal(listing.Bytes(), &first); err != nil || len(first) != 1 {
 		return fmt.Errorf("unexpected snapshot listing: %v", err)
 	}

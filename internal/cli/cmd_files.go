@@ -1,30 +1,27 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/files"
-	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/service"
 )
-
-// fileCacheBytes bounds the chunk cache of the random-access disk reader.
-const fileCacheBytes = 64 << 20
 
 func (a *app) cmdFiles() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "files",
 		Short: "list, find and extract single files from inside backed-up disks",
-		Long: `Read files straight from repository chunks through a random-access reader
+		Long: manual(`Read files straight from repository chunks through a random-access reader
 with a bounded cache: no full restore, no root, no kernel mount, so these
-commands also run on the backup server.
+commands also run on the backup server. They hold a lease on the
+repository while they read, so garbage collection keeps the point's data.
 
 BACKUP is a backup point (ID, prefix or "latest"), optionally followed by
 :DISK (index, key or name; default: the first disk). Partition tables: GPT
@@ -38,6 +35,11 @@ filesystem) is skipped, never silently: get and find list the skipped
 entries at the end, grouped by reason, print each distinct warning once
 with its count, and exit with code 6 (partial failure); --json carries
 them as "skipped" and "warnings".`,
+			"See the subcommands.",
+			`coffer files ls latest:vda /etc -l
+coffer files get latest /etc/nginx --to /tmp/nginx
+coffer files find latest '*.conf' --under /etc`,
+			"That of the subcommand."),
 	}
 	cmd.AddCommand(a.cmdFilesLs(), a.cmdFilesGet(), a.cmdFilesFind())
 	return cmd
@@ -46,43 +48,53 @@ them as "skipped" and "warnings".`,
 func (a *app) cmdFilesLs() *cobra.Command {
 	var long, volumes bool
 	cmd := &cobra.Command{
-		Use:     "ls BACKUP[:DISK] [PATH]",
-		Short:   "list a directory inside a backed-up disk",
-		Example: "  coffer files ls latest:vda /etc\n  coffer files ls 3fa2c1d0 --volumes",
-		Args:    cobra.RangeArgs(1, 2),
+		Use:   "ls BACKUP[:DISK] [PATH]",
+		Short: "list a directory inside a backed-up disk",
+		Long: manual(`List a directory (default: the root) inside a backed-up disk, or with
+--volumes the disk's partitions and volumes (also when none holds a
+readable filesystem).`,
+			`One name per line; -l adds mode, owner, size and time, and link targets.
+--volumes: NAME, TYPE, offset, size, note. --json: {entries: [{path, name,
+type, mode, size_bytes, uid, gid, mtime, atime, ctime, link, inode,
+unreadable}], warnings: [{message, count}]}, or with --volumes a list of
+{name, offset_bytes, size_bytes, type, note}.`,
+			`coffer files ls latest:vda /etc
+coffer files ls latest /etc -l
+coffer files ls 3fa2c1d0 --volumes`,
+			"0; 7 for an unknown point; 1 for a path that does not exist or an unknown filesystem."),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withDiskFS(cmd.Context(), args[0], volumes, func(d *files.Disk, fsys files.FS) error {
-				if volumes {
-					if a.jsonOut {
-						return a.printJSON(d.Volumes())
-					}
-					for _, v := range d.Volumes() {
-						a.printf("%-14s %-8s %12d %12d %s\n", v.Name, v.Type, v.Start, v.Size, v.Note)
-					}
-					return nil
-				}
-				p := "/"
-				if len(args) == 2 {
-					p = args[1]
-				}
-				ents, err := fsys.ReadDir(p)
+			if volumes {
+				vols, err := call(a, func(s *service.Service) ([]api.Volume, error) { return s.FilesVolumes(cmd.Context(), args[0]) })
 				if err != nil {
 					return err
 				}
-				if a.jsonOut {
-					return a.printJSON(ents)
-				}
-				a.printEntries(ents, long)
-				return a.reportProblems(d, nil, "")
+				return a.emit(vols, nil, func() {
+					for _, v := range vols {
+						a.printf("%-14s %-8s %12d %12d %s\n", v.Name, v.Type, v.OffsetBytes, v.SizeBytes, v.Note)
+					}
+				})
+			}
+			p := "/"
+			if len(args) == 2 {
+				p = args[1]
+			}
+			ls, err := call(a, func(s *service.Service) (*api.FilesListing, error) { return s.FilesList(cmd.Context(), args[0], p) })
+			if err != nil {
+				return err
+			}
+			return a.emit(ls, nil, func() {
+				a.printEntries(ls.Entries, long)
+				a.printProblems(ls.Warnings, nil)
 			})
 		},
 	}
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show mode, owner, size and time")
 	cmd.Flags().BoolVar(&volumes, "volumes", false, "list the disk's partitions and volumes instead")
-	return cmd
+	return op(cmd, "files-list", "files-volumes")
 }
 
-func (a *app) printEntries(ents []files.Entry, long bool) {
+func (a *app) printEntries(ents []api.FileEntry, long bool) {
 	if !long {
 		for _, e := range ents {
 			a.printf("%s\n", e.Name)
@@ -98,186 +110,178 @@ func (a *app) printEntries(ents []files.Entry, long bool) {
 		case e.Link != "":
 			name += " -> " + e.Link
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", e.Mode, e.UID, e.GID, e.Size, e.MTime.Format("2006-01-02 15:04"), name)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", e.Mode, e.UID, e.GID, e.SizeBytes, e.MTime.Format("2006-01-02 15:04"), name)
 	}
-	tw.Flush()
+	_ = tw.Flush()
 }
 
 func (a *app) cmdFilesGet() *cobra.Command {
-	var to, zipPath string
+	var to, zipPath, tarPath string
 	cmd := &cobra.Command{
-		Use:   "get BACKUP[:DISK] PATH... (--to DIR | --zip FILE)",
+		Use:   "get BACKUP[:DISK] PATH... (--to DIR | --zip FILE | --tar FILE)",
 		Short: "extract files or directory trees, keeping mode, owner, times and symlinks",
-		Example: "  coffer files get latest /etc/nginx --to /tmp/restore\n" +
-			"  coffer files get latest:1 /Users/alice/Documents --zip docs.zip",
+		Long: manual(`Extract files or whole directory trees from a backed-up disk: into a
+directory (--to; owners are kept when running as root), or as a zip or
+tar archive (--zip, --tar; "-" writes the archive to stdout). Each path
+lands under its base name. A path that does not exist fails the command
+before anything is written.
+
+What cannot be extracted (special files, a symlink whose target blocks
+are damaged, a file whose data cannot be read) is skipped and listed at
+the end, and the rest is extracted. In an archive, a file that turns
+unreadable halfway stops the archive (an entry cannot be taken back) and
+no archive is written; --to skips it and goes on.`,
+			`"extracted N file(s), N dir(s), N link(s), SIZE", then the warnings and
+the skipped entries grouped by reason, on stderr. --json: {files, dirs,
+links, extracted_bytes, skipped: [{path, reason}], warnings: [{message,
+count}]}.`,
+			`coffer files get latest /etc/nginx --to /tmp/restore
+coffer files get latest:1 /Users/alice/Documents --zip docs.zip
+coffer files get latest /var/www --tar - | tar -tv`,
+			"0; 6 when entries were skipped (listed); 1 when a path does not exist or an archive file turned unreadable halfway."),
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (to == "") == (zipPath == "") {
-				return usagef("give exactly one of --to DIR or --zip FILE")
+			given := 0
+			for _, s := range []string{to, zipPath, tarPath} {
+				if s != "" {
+					given++
+				}
 			}
-			return a.withDiskFS(cmd.Context(), args[0], false, func(d *files.Disk, fsys files.FS) error {
-				var st *files.ExtractStats
-				var err error
-				if zipPath != "" {
-					f, ferr := os.Create(zipPath + ".tmp")
-					if ferr != nil {
-						return ferr
-					}
-					st, err = files.Zip(cmd.Context(), fsys, args[1:], f)
-					if cerr := f.Close(); err == nil {
-						err = cerr
-					}
-					if err == nil {
-						err = os.Rename(zipPath+".tmp", zipPath)
-					} else {
-						os.Remove(zipPath + ".tmp")
-					}
-					if errors.Is(err, files.ErrZipIncomplete) {
-						err = fmt.Errorf("%w; no archive was written (--to DIR extracts everything else and lists what it skips)", err)
-					}
-				} else {
-					st, err = files.Extract(cmd.Context(), fsys, args[1:], to)
-				}
-				if err != nil {
-					return err
-				}
-				if a.jsonOut {
-					if err := a.printJSON(struct {
-						*files.ExtractStats
-						Warnings []files.Warning `json:"warnings"`
-					}{st, d.Warnings()}); err != nil {
-						return err
-					}
-				} else {
-					a.printf("extracted %d file(s), %d dir(s), %d link(s), %s\n", st.Files, st.Dirs, st.Links, humanBytes(st.Bytes))
-				}
-				return a.reportProblems(d, st.Skipped, "extracted")
+			if given != 1 {
+				return usagef("give exactly one of --to DIR, --zip FILE or --tar FILE")
+			}
+			var st *api.FilesExtract
+			var err error
+			switch {
+			case to != "":
+				st, err = call(a, func(s *service.Service) (*api.FilesExtract, error) {
+					return s.FilesExtract(cmd.Context(), service.FilesExtractInput{Ref: args[0], Paths: args[1:], To: to})
+				})
+			case zipPath != "":
+				st, err = a.archive(cmd, args, "zip", zipPath)
+			default:
+				st, err = a.archive(cmd, args, "tar", tarPath)
+			}
+			if st == nil {
+				return err
+			}
+			return a.emit(st, err, func() {
+				a.printf("extracted %d file(s), %d dir(s), %d link(s), %s\n", st.Files, st.Dirs, st.Links, humanBytes(st.ExtractedBytes))
+				a.printProblems(st.Warnings, st.Skipped)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "directory to extract into")
-	cmd.Flags().StringVar(&zipPath, "zip", "", "write a zip archive instead")
-	return cmd
+	cmd.Flags().StringVar(&zipPath, "zip", "", `write a zip archive instead ("-": to stdout)`)
+	cmd.Flags().StringVar(&tarPath, "tar", "", `write a tar archive instead ("-": to stdout)`)
+	return op(cmd, "files-extract", "files-archive")
+}
+
+// archive writes an archive to path ("-": stdout). A file appears only
+// complete: it is written under a temporary name and renamed.
+func (a *app) archive(cmd *cobra.Command, args []string, format, path string) (*api.FilesExtract, error) {
+	in := service.FilesArchiveInput{Ref: args[0], Paths: args[1:], Format: format}
+	run := func(w io.Writer) (*api.FilesExtract, error) {
+		return call(a, func(s *service.Service) (*api.FilesExtract, error) { return s.FilesArchive(cmd.Context(), in, w) })
+	}
+	if path == "-" {
+		if a.jsonOut {
+			return nil, usagef("--%s - writes the archive to stdout, where --json would write its document: drop one", format)
+		}
+		st, err := run(a.stdout)
+		if st != nil {
+			a.printProblems(st.Warnings, st.Skipped)
+		}
+		return nil, err // stdout holds the archive: no summary after it
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	st, err := run(f)
+	cerr := f.Close()
+	written := err == nil || service.Classify(err) == api.Partial // skipped entries are listed, the archive holds the rest
+	if written && cerr == nil {
+		if rerr := os.Rename(tmp, path); rerr != nil {
+			os.Remove(tmp)
+			return nil, rerr
+		}
+		return st, err
+	}
+	os.Remove(tmp)
+	if written {
+		return nil, cerr
+	}
+	if errors.Is(err, files.ErrArchiveIncomplete) {
+		err = fmt.Errorf("%w; no archive was written (--to DIR extracts everything else and lists what it skips)", err)
+	}
+	return nil, err
 }
 
 func (a *app) cmdFilesFind() *cobra.Command {
 	var under string
 	cmd := &cobra.Command{
-		Use:     "find BACKUP[:DISK] PATTERN",
-		Short:   "find files whose name matches a glob pattern",
-		Example: "  coffer files find latest '*.conf' --under /etc",
-		Args:    cobra.ExactArgs(2),
+		Use:   "find BACKUP[:DISK] PATTERN",
+		Short: "find files whose name matches a glob pattern",
+		Long: manual(`Find the files, directories and links under a directory (--under, default
+the root) whose name matches a glob pattern ("*.conf", "id_*"). Paths are
+printed as they are found; directories that cannot be searched are skipped
+and listed at the end.`,
+			`One path per line, then the warnings and skipped directories on stderr.
+--json: {entries: [file entries, as in ls], skipped: [{path, reason}],
+warnings: [{message, count}]}.`,
+			`coffer files find latest '*.conf' --under /etc
+coffer files find latest:vdb 'core.*' --json | jq -r '.entries[].path'`,
+			"0; 6 when directories were skipped (listed)."),
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withDiskFS(cmd.Context(), args[0], false, func(d *files.Disk, fsys files.FS) error {
-				found := []files.Entry{}
-				skipped, err := files.Find(cmd.Context(), fsys, under, args[1], func(e files.Entry) error {
-					if a.jsonOut {
-						found = append(found, e)
-					} else {
-						a.printf("%s\n", e.Path)
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				if skipped == nil {
-					skipped = []files.Skip{}
-				}
-				if a.jsonOut {
-					if err := a.printJSON(map[string]any{"entries": found, "skipped": skipped, "warnings": d.Warnings()}); err != nil {
-						return err
-					}
-				}
-				return a.reportProblems(d, skipped, "searched")
-			})
+			in := service.FilesFindInput{Ref: args[0], Under: under, Pattern: args[1]}
+			var each func(api.FileEntry) error
+			if !a.jsonOut {
+				each = func(e api.FileEntry) error { a.printf("%s\n", e.Path); return nil }
+			}
+			res, err := call(a, func(s *service.Service) (*api.FilesFind, error) { return s.FilesFind(cmd.Context(), in, each) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() { a.printProblems(res.Warnings, res.Skipped) })
 		},
 	}
 	cmd.Flags().StringVar(&under, "under", "/", "directory to search")
-	return cmd
+	return op(cmd, "files-find")
 }
 
-// reportProblems tells what a files command could not do: the readers'
-// warnings, each distinct one once with its count, and the skipped entries
-// grouped by reason, each reason once; on stderr, or in the --json
-// document the caller printed. Anything skipped makes the command a
-// partial failure (exit code 6); done says what happened to the rest.
-func (a *app) reportProblems(d *files.Disk, skipped []files.Skip, done string) error {
-	if !a.jsonOut {
-		for _, w := range d.Warnings() {
-			if w.Count > 1 {
-				fmt.Fprintf(a.stderr, "warning: %s (%d times)\n", w.Message, w.Count)
-			} else {
-				fmt.Fprintf(a.stderr, "warning: %s\n", w.Message)
-			}
-		}
-		if len(skipped) > 0 {
-			fmt.Fprintf(a.stderr, "skipped %s:\n", entries(len(skipped)))
-			var reasons []string
-			paths := map[string][]string{}
-			for _, s := range skipped {
-				if paths[s.Reason] == nil {
-					reasons = append(reasons, s.Reason)
-				}
-				paths[s.Reason] = append(paths[s.Reason], s.Path)
-			}
-			for _, r := range reasons {
-				fmt.Fprintf(a.stderr, "  %s (%s):\n", r, entries(len(paths[r])))
-				for _, p := range paths[r] {
-					fmt.Fprintf(a.stderr, "    %s\n", p)
-				}
-			}
+// printProblems tells what a files command could not do, on stderr: the
+// readers' warnings, each distinct one once with its count, and the
+// skipped entries grouped by reason, each reason once.
+func (a *app) printProblems(warnings []api.Warning, skipped []api.Skip) {
+	if a.jsonOut {
+		return
+	}
+	for _, w := range warnings {
+		if w.Count > 1 {
+			fmt.Fprintf(a.stderr, "warning: %s (%d times)\n", w.Message, w.Count)
+		} else {
+			fmt.Fprintf(a.stderr, "warning: %s\n", w.Message)
 		}
 	}
 	if len(skipped) == 0 {
-		return nil
+		return
 	}
-	return partialError{fmt.Sprintf("%s skipped (listed above); everything else was %s", entries(len(skipped)), done)}
-}
-
-func entries(n int) string {
-	if n == 1 {
-		return "1 entry"
-	}
-	return fmt.Sprintf("%d entries", n)
-}
-
-// withDiskFS opens BACKUP[:DISK] for file access.
-func (a *app) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn func(*files.Disk, files.FS) error) error {
-	snapRef, diskSel, _ := strings.Cut(ref, ":")
-	// Under a restore lease: gc keeps the point's data while files are read.
-	r, s, release, err := a.openPoint(ctx, snapRef, "files "+ref)
-	if err != nil {
-		return err
-	}
-	defer release()
-	var disk repo.Disk
-	if diskSel == "" {
-		if len(s.Disks) == 0 {
-			return fmt.Errorf("snapshot %s has no disks", s.ID.Short())
+	fmt.Fprintf(a.stderr, "skipped %s:\n", service.Entries(len(skipped)))
+	var reasons []string
+	paths := map[string][]string{}
+	for _, s := range skipped {
+		if paths[s.Reason] == nil {
+			reasons = append(reasons, s.Reason)
 		}
-		disk = s.Disks[0]
-	} else {
-		ds, err := pickDisks(s, diskSel)
-		if err != nil {
-			return err
+		paths[s.Reason] = append(paths[s.Reason], s.Path)
+	}
+	for _, r := range reasons {
+		fmt.Fprintf(a.stderr, "  %s (%s):\n", r, service.Entries(len(paths[r])))
+		for _, p := range paths[r] {
+			fmt.Fprintf(a.stderr, "    %s\n", p)
 		}
-		disk = ds[0]
 	}
-	dr, err := restore.OpenDisk(ctx, r, disk, restore.CacheChunks(fileCacheBytes, disk.ChunkSize))
-	if err != nil {
-		return err
-	}
-	d, err := files.Open(dr, dr.Size())
-	if err != nil {
-		return err
-	}
-	fsys, err := d.Root()
-	if err != nil {
-		if allowNoFS {
-			return fn(d, nil)
-		}
-		return err
-	}
-	return fn(d, fsys)
 }

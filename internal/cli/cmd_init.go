@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/store/local"
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 type initOptions struct {
@@ -23,19 +21,55 @@ func (a *app) cmdInit() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "create a repository",
-		Long: `Create a new, empty repository at --repo (a directory, created if missing,
+		Long: manual(`Create a new, empty repository at --repo (a directory, created if missing,
 or s3://bucket/prefix).
 
 The repository is encrypted (AES-256-GCM, chunk IDs are keyed BLAKE3 hashes)
 with a random master key protected by the password (argon2id). Keep the
-password safe: without it (or another key added with ` + "`coffer key add`" + `)
-the backups cannot be read.
-
-EXAMPLES
-    COFFER_REPO=/srv/backup COFFER_PASSWORD_FILE=/etc/coffer/pw coffer init
-    coffer init --repo s3://backups/site-a --chunk-size 4MiB`,
+password safe: without it (or another key added with `+"`coffer key add`"+`)
+the backups cannot be read.`,
+			`"created repository ID at LOCATION (...)", and a warning when the storage
+does not enforce conditional writes. --json: {id, location,
+format_version, created, encryption, chunk_size_bytes, pack_size_bytes,
+compression, compression_level, conditional_writes, object_lock}.`,
+			`COFFER_REPO=/srv/backup COFFER_PASSWORD_FILE=/etc/coffer/pw coffer init
+coffer init --repo s3://backups/site-a --chunk-size 4MiB`,
+			"0; 2 when a repository exists there already, or without a password."),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.runInit(cmd, o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in := service.InitInput{NoEncryption: o.noEncryption, CompressionLevel: o.level, KeyLabel: o.label, CopyKeysFrom: o.keysFrom}
+			cs, err := parseSize(o.chunkSize)
+			if err != nil {
+				return api.WithClass(api.Invalid, err)
+			}
+			ps, err := parseSize(o.packSize)
+			if err != nil {
+				return api.WithClass(api.Invalid, err)
+			}
+			in.PackSizeBytes = int(ps)
+			if cmd.Flags().Changed("chunk-size") || o.keysFrom == "" {
+				in.ChunkSizeBytes = int(cs) // else the other repository's, so copies deduplicate
+			}
+			if a.res.String("repository") == "" {
+				return usagef("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
+			}
+			if !o.noEncryption {
+				if in.Password, err = a.password(true); err != nil {
+					return err
+				}
+			}
+			cfg, err := call(a, func(s *service.Service) (*api.Repository, error) { return s.Init(cmd.Context(), in) })
+			if err != nil {
+				return err
+			}
+			return a.emit(cfg, nil, func() {
+				a.printf("created repository %s at %s (encryption %s, chunk size %s, zstd level %d)\n",
+					short(cfg.ID), cfg.Location, cfg.Encryption, humanBytes(int64(cfg.ChunkSizeBytes)), cfg.CompressionLevel)
+				if !cfg.ConditionalWrites {
+					a.printf("warning: the storage does not enforce conditional writes; see the README (S3) for what coffer falls back to\n")
+				}
+			})
+		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.noEncryption, "insecure-no-encryption", false, "store data unencrypted (integrity is still checked)")
@@ -44,78 +78,5 @@ EXAMPLES
 	f.IntVar(&o.level, "compression-level", 1, "zstd level 1 (fastest) to 19; -1 disables compression")
 	f.StringVar(&o.label, "key-label", "initial", "label of the first key")
 	f.StringVar(&o.keysFrom, "copy-keys-from", "", "reuse the master key of this repository (opened with --to-password-file) so copies between them need no re-encryption")
-	return cmd
-}
-
-func (a *app) runInit(cmd *cobra.Command, o initOptions) error {
-	ctx := cmd.Context()
-	cs, err := parseSize(o.chunkSize)
-	if err != nil {
-		return usageError{err}
-	}
-	ps, err := parseSize(o.packSize)
-	if err != nil {
-		return usageError{err}
-	}
-	location := a.res.String("repository")
-	if location == "" {
-		return usagef("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
-	}
-	if !isURL(location) {
-		if _, err := local.Create(location); err != nil {
-			return err
-		}
-	}
-	st, err := a.openStore(ctx, location)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	var pw []byte
-	if !o.noEncryption {
-		if pw, err = a.password(true); err != nil {
-			return err
-		}
-		if len(pw) == 0 {
-			return usagef("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
-		}
-	}
-	io := repo.InitOptions{Password: pw, NoEncryption: o.noEncryption, ChunkSize: int(cs),
-		PackSize: int(ps), CompressionLevel: o.level, KeyLabel: o.label}
-	if o.keysFrom != "" {
-		other, err := a.openOtherRepo(ctx, o.keysFrom)
-		if err != nil {
-			return fmt.Errorf("--copy-keys-from: %w", err)
-		}
-		m := other.Key().Master()
-		io.Master = &m
-		if !cmd.Flags().Changed("chunk-size") {
-			io.ChunkSize = other.Config().ChunkSize // same spans, so copies deduplicate
-		}
-	}
-	cfg, err := repo.Init(ctx, st, io)
-	if err != nil {
-		return err
-	}
-	if a.jsonOut {
-		return a.printJSON(cfg)
-	}
-	a.printf("created repository %s at %s (encryption %s, chunk size %s, zstd level %d)\n",
-		cfg.ID[:8], st.Properties().Location, cfg.Encryption, humanBytes(int64(cfg.ChunkSize)), cfg.CompressionLevel)
-	if !cfg.ConditionalWrites {
-		a.printf("warning: the storage does not enforce conditional writes; see the README (S3) for what coffer falls back to\n")
-	}
-	return nil
-}
-
-func isURL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' {
-			return i+2 < len(s) && s[i+1] == '/' && s[i+2] == '/'
-		}
-		if s[i] == '/' {
-			return false
-		}
-	}
-	return false
+	return op(cmd, "init-repository")
 }

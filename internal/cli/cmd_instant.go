@@ -1,212 +1,214 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
-	"github.com/coffer-backup/coffer/internal/instant"
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdInstant() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "instant",
 		Short: "instant recovery: run a VM straight from its backup, then move it to production storage",
-		Long: `Instant recovery runs a QEMU VM from a backup point within seconds: coffer
+		Long: manual(`Instant recovery runs a QEMU VM from a backup point within seconds: coffer
 serves the point's disks over NBD straight from the repository, and the
 VM, started from the command line recorded at backup time, writes to local
-copy-on-write overlays. While it runs, ` + "`coffer instant commit`" + ` moves it
+copy-on-write overlays. While it runs, `+"`coffer instant commit`"+` moves it
 onto production storage (QEMU block mirror, then a switch in one step) and
-coffer stops serving; ` + "`coffer instant discard`" + ` throws it away instead.
+coffer stops serving; `+"`coffer instant discard`"+` throws it away instead.
 
 If coffer's NBD server dies, the VM's reads wait (--reconnect-delay), then
-the VM pauses rather than seeing errors; ` + "`coffer instant serve ID`" + ` brings
-the server back and resumes the VM.
-
-EXAMPLES
-    coffer instant start latest              # runs until committed or discarded
-    coffer instant list
-    coffer instant commit 3fa2c1d0 --to /var/lib/images/web-1
-    coffer instant discard 3fa2c1d0`,
+the VM pauses rather than seeing errors; `+"`coffer instant serve ID`"+` brings
+the server back and resumes the VM. Sessions live in the state directory.`,
+			"See the subcommands.",
+			`coffer instant start latest              # runs until committed or discarded
+coffer instant list
+coffer instant commit 3fa2c1d0 --to /var/lib/images/web-1
+coffer instant discard 3fa2c1d0`,
+			"That of the subcommand."),
 	}
 	cmd.AddCommand(a.cmdInstantStart(), a.cmdInstantServe(), a.cmdInstantList(), a.cmdInstantCommit(),
 		a.cmdInstantDiscard(), a.cmdInstantExport())
 	return cmd
 }
 
-func (a *app) instantStateDir() string { return a.res.Path("state-dir") }
+// sessionOutput is what instant commands print with --json.
+const sessionOutput = `--json: the session document {id, point_id, repository, vm, dir,
+nbd_socket, qmp_socket, console, server_pid, vm_pid, disks: [{key,
+size_bytes, overlay}], state, started, targets, server_running,
+vm_running}.`
 
 func (a *app) cmdInstantStart() *cobra.Command {
 	var delay time.Duration
 	cmd := &cobra.Command{
 		Use:   "start BACKUP",
 		Short: "start the VM of a backup point, running from the repository",
-		Long: `Serve the backup point's disks, create one overlay per disk and start the
+		Long: manual(`Serve the backup point's disks, create one overlay per disk and start the
 VM (QEMU, daemonized, console in the session directory). The command then
 keeps serving the disks until the session is committed or discarded (or
-it is interrupted: the VM then waits for ` + "`coffer instant serve`" + `).`,
+it is interrupted: the VM then waits for `+"`coffer instant serve`"+`). It holds a
+lease on the repository for as long as it serves, so garbage collection
+keeps the point's data.`,
+			`The session's ID, VM, monitor and console, and how to end it.
+`+sessionOutput+` (printed once the VM runs).`,
+			`coffer instant start latest
+coffer instant start 3fa2c1d0 --reconnect-delay 2m --json`,
+			`0 when it stops serving: the session was committed or discarded, or the
+command was stopped (the VM then waits for `+"`coffer instant serve`"+`); 7 for
+an unknown point.`),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			// The lease lasts as long as the VM reads from the point.
-			r, snap, release, err := a.openPoint(ctx, args[0], "instant recovery of "+args[0])
-			if err != nil {
-				return err
-			}
-			defer release()
 			began := time.Now()
-			s, wait, err := instant.Start(ctx, r, snap, instant.StartOptions{StateDir: a.instantStateDir(), ReconnectDelay: delay, Log: a.log})
+			srv, err := call(a, func(s *service.Service) (*service.Serving[api.InstantSession], error) {
+				return s.InstantStart(cmd.Context(), service.InstantStartInput{Point: args[0], ReconnectDelay: delay})
+			})
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				a.printJSON(s)
-			} else {
-				a.printf("session %s: VM %s running from backup point %s (started in %.1fs)\n", s.ID, s.VM, snap.ID.Short(), time.Since(began).Seconds())
+			s := srv.Doc
+			if err := a.emit(s, nil, func() {
+				a.printf("session %s: VM %s running from backup point %s (started in %.1fs)\n", s.ID, s.VM, short(s.PointID), time.Since(began).Seconds())
 				a.printf("  monitor %s\n  console %s\n", s.QMPSocket, s.Console)
 				a.printf("serving its disks until `coffer instant commit %s --to DIR` or `coffer instant discard %s`\n", s.ID, s.ID)
+			}); err != nil {
+				return err
 			}
-			return wait()
+			return srv.Wait()
 		},
 	}
 	cmd.Flags().DurationVar(&delay, "reconnect-delay", 30*time.Second, "how long the VM's reads wait for a lost server before the VM pauses")
-	return cmd
+	return op(cmd, "instant-start")
 }
 
 func (a *app) cmdInstantServe() *cobra.Command {
-	return &cobra.Command{
+	return op(&cobra.Command{
 		Use:   "serve ID",
 		Short: "serve a session's disks again after its server died, and resume the VM",
-		Args:  cobra.ExactArgs(1),
+		Long: manual(`Serve an instant recovery session's disks again after the process that
+served them died (its VM's reads wait, then the VM pauses), and resume the
+VM. Like `+"`instant start`"+`, it serves until the session is committed or
+discarded, or it is interrupted.`,
+			`"session ID: serving again", and whether the VM was resumed. `+sessionOutput,
+			`coffer instant serve 3fa2c1d0`,
+			"0 when it stops serving; 7 for an unknown session; 1 when another process serves it."),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			s, err := instant.Load(a.instantStateDir(), args[0])
+			srv, err := call(a, func(s *service.Service) (*service.Serving[service.InstantServed], error) {
+				return s.InstantServe(cmd.Context(), args[0])
+			})
 			if err != nil {
 				return err
 			}
-			r, err := a.openRepo(ctx)
-			if err != nil {
+			s := srv.Doc.Session
+			if err := a.emit(s, nil, func() {
+				a.printf("session %s: serving again", s.ID)
+				if srv.Doc.Resumed {
+					a.printf("; VM %s resumed", s.VM)
+				}
+				a.printf("\n")
+			}); err != nil {
 				return err
 			}
-			lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery "+s.ID, false)
-			if err != nil {
-				return err
-			}
-			defer lease.Release(context.WithoutCancel(ctx))
-			srv, err := instant.Reserve(ctx, r, s, a.log)
-			if err != nil {
-				return err
-			}
-			served := make(chan error, 1)
-			go func() { served <- srv.Serve(ctx) }()
-			resumed, err := qemu.Resume(ctx, s.QMPSocket)
-			if err != nil {
-				a.log.Warn("could not resume the VM", "err", err)
-			}
-			a.printf("session %s: serving again", s.ID)
-			if resumed {
-				a.printf("; VM %s resumed", s.VM)
-			}
-			a.printf("\n")
-			return <-served
+			return srv.Wait()
 		},
-	}
-}
-
-type instantDoc struct {
-	*instant.Session
-	ServerRunning bool `json:"server_running"`
-	VMRunning     bool `json:"vm_running"`
+	}, "instant-serve")
 }
 
 func (a *app) cmdInstantList() *cobra.Command {
-	return &cobra.Command{
+	return op(&cobra.Command{
 		Use:   "list",
 		Short: "list instant recovery sessions and their state",
-		Args:  cobra.NoArgs,
+		Long: manual(`List the instant recovery sessions of the state directory: which VM runs
+from which point, whether it still runs from the backup (running), is
+being mirrored (committing) or runs from production storage (committed),
+and whether its VM and its server are alive.`,
+			`A table: ID, VM, STATE, VM RUNNING, SERVER, STARTED, TARGETS. --json: a
+list of session documents ([] without sessions).`,
+			`coffer instant list
+coffer instant list --json | jq '.[] | select(.server_running | not) | .id'`,
+			"0."),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ss, err := instant.List(a.instantStateDir())
+			docs, err := call(a, func(s *service.Service) ([]api.InstantSession, error) { return s.InstantList(cmd.Context()) })
 			if err != nil {
 				return err
 			}
-			docs := []instantDoc{}
-			for _, s := range ss {
-				docs = append(docs, instantDoc{s, s.ServerAlive(), s.VMAlive()})
-			}
-			if a.jsonOut {
-				a.printJSON(docs)
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tVM\tSTATE\tVM RUNNING\tSERVER\tSTARTED\tTARGETS")
-			for _, d := range docs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%s\n", d.ID, d.VM, d.State, yesNo(d.VMRunning), yesNo(d.ServerRunning),
-					d.Started.Local().Format(time.DateTime), strings.Join(d.Targets, " "))
-			}
-			tw.Flush()
-			return nil
+			return a.emit(docs, nil, func() {
+				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tVM\tSTATE\tVM RUNNING\tSERVER\tSTARTED\tTARGETS")
+				for _, d := range docs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%s\n", d.ID, d.VM, d.State, yesNo(d.VMRunning), yesNo(d.ServerRunning),
+						d.Started.Local().Format(time.DateTime), strings.Join(d.Targets, " "))
+				}
+				_ = tw.Flush()
+			})
 		},
-	}
+	}, "instant-list")
 }
 
 func (a *app) cmdInstantCommit() *cobra.Command {
-	var to, format string
+	var in service.InstantCommitInput
 	cmd := &cobra.Command{
 		Use:   "commit ID --to DIR",
 		Short: "move the running VM onto production storage and stop serving its backup",
-		Args:  cobra.ExactArgs(1),
+		Long: manual(`Move a VM running from its backup onto production storage while it runs:
+every disk (its overlay plus what it still reads from the backup) is
+mirrored to DIR/KEY.FORMAT, then the VM switches to the new files in one
+step, coffer stops serving the backup and the overlays are removed. On
+failure the VM keeps running from the backup and the session stays as it
+was.`,
+			`"session ID: VM NAME now runs from FILES". `+sessionOutput,
+			`coffer instant commit 3fa2c1d0 --to /var/lib/images/web-1
+coffer instant commit 3fa2c1d0 --to /srv/vm --format raw`,
+			"0; 7 for an unknown session; 1 when the VM no longer runs (discard the session)."),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			s, err := instant.Load(a.instantStateDir(), args[0])
-			if err != nil {
-				return err
-			}
+			in.ID = args[0]
 			began := time.Now()
-			dir, err := filepath.Abs(to)
+			s, err := call(a, func(sv *service.Service) (*api.InstantSession, error) { return sv.InstantCommit(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
-			if err := instant.Commit(ctx, s, dir, format); err != nil {
-				return err
-			}
-			if a.jsonOut {
-				a.printJSON(s)
-				return nil
-			}
-			a.printf("session %s: VM %s now runs from %s (moved in %.1fs); the backup is no longer read\n",
-				s.ID, s.VM, strings.Join(s.Targets, ", "), time.Since(began).Seconds())
-			return nil
+			return a.emit(s, nil, func() {
+				a.printf("session %s: VM %s now runs from %s (moved in %.1fs); the backup is no longer read\n",
+					s.ID, s.VM, strings.Join(s.Targets, ", "), time.Since(began).Seconds())
+			})
 		},
 	}
-	cmd.Flags().StringVar(&to, "to", "", "directory for the VM's disks on production storage (required)")
-	cmd.Flags().StringVar(&format, "format", "qcow2", "disk format: raw or qcow2")
+	cmd.Flags().StringVar(&in.Dir, "to", "", "directory for the VM's disks on production storage (required)")
+	cmd.Flags().StringVar(&in.Format, "format", "qcow2", "disk format: raw or qcow2")
 	_ = cmd.MarkFlagRequired("to")
-	return cmd
+	return op(cmd, "instant-commit")
 }
 
 func (a *app) cmdInstantDiscard() *cobra.Command {
-	return &cobra.Command{
+	return op(&cobra.Command{
 		Use:   "discard ID",
 		Short: "stop a VM running from its backup and delete what it wrote (a committed VM is left running)",
-		Args:  cobra.ExactArgs(1),
+		Long: manual(`End an instant recovery session. A VM still running from the backup is
+stopped and its overlays (everything it wrote) are deleted; a committed VM
+runs from production storage and is left alone: only the session record
+goes. The process serving the session stops.`,
+			`"session ID discarded". `+sessionOutput,
+			`coffer instant discard 3fa2c1d0`,
+			"0; 7 for an unknown session."),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := instant.Load(a.instantStateDir(), args[0])
+			s, err := call(a, func(sv *service.Service) (*api.InstantSession, error) {
+				return sv.InstantDiscard(cmd.Context(), args[0])
+			})
 			if err != nil {
 				return err
 			}
-			if err := instant.Discard(cmd.Context(), s); err != nil {
-				return err
-			}
-			a.printf("session %s discarded\n", s.ID)
-			return nil
+			return a.emit(s, nil, func() { a.printf("session %s discarded\n", s.ID) })
 		},
-	}
+	}, "instant-discard")
 }
 
 func (a *app) cmdInstantExport() *cobra.Command {
@@ -214,7 +216,7 @@ func (a *app) cmdInstantExport() *cobra.Command {
 	export := &cobra.Command{
 		Use:   "export BACKUP [--listen unix:PATH|tcp:HOST:PORT]",
 		Short: "serve every disk of a backup point, read-only, straight from the repository",
-		Long: `Serve the disks of a backup point as NBD exports (fixed newstyle, structured
+		Long: manual(`Serve the disks of a backup point as NBD exports (fixed newstyle, structured
 replies, base:allocation), read on demand from the repository through a
 bounded chunk cache. Export names are the disk keys ("vda"). Any NBD
 client can read them (qemu-img, nbdinfo, nbd-client); a VM on another
@@ -223,34 +225,29 @@ host boots from them with a local copy-on-write overlay:
   -blockdev driver=nbd,node-name=nbd0,server.type=unix,server.path=PATH,export=vda,read-only=on,reconnect-delay=10
   -blockdev driver=qcow2,node-name=vda,file.driver=file,file.filename=overlay.qcow2,backing=nbd0
 
-Runs until interrupted.`,
+Runs until interrupted, holding a lease on the repository.`,
+			`"serving N disk(s) of snapshot ID on ADDRESS (exports: ...)". --json:
+{point_id, listen, exports}.`,
+			`coffer instant export latest
+coffer instant export 3fa2c1d0 --listen unix:/run/coffer/web.nbd`,
+			"0 when stopped; 2 for a bad --listen; 7 for an unknown point."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runInstantExport(cmd.Context(), args[0], listen)
+			srv, err := call(a, func(s *service.Service) (*service.Serving[api.Export], error) {
+				return s.InstantExport(cmd.Context(), service.InstantExportInput{Point: args[0], Listen: listen})
+			})
+			if err != nil {
+				return err
+			}
+			d := srv.Doc
+			if err := a.emit(d, nil, func() {
+				a.printf("serving %d disk(s) of backup point %s on %s (exports: %s)\n", len(d.Exports), short(d.PointID), d.Listen, strings.Join(d.Exports, ", "))
+			}); err != nil {
+				return err
+			}
+			return srv.Wait()
 		},
 	}
 	export.Flags().StringVar(&listen, "listen", "tcp:127.0.0.1:10809", "where to listen: unix:PATH or tcp:HOST:PORT")
-	return export
-}
-
-func (a *app) runInstantExport(ctx context.Context, ref, listen string) error {
-	network, addr, ok := strings.Cut(listen, ":")
-	if !ok || (network != "unix" && network != "tcp") {
-		return usagef("--listen must be unix:PATH or tcp:HOST:PORT, not %q", listen)
-	}
-	r, s, release, err := a.openPoint(ctx, ref, "nbd export of "+ref)
-	if err != nil {
-		return err
-	}
-	defer release()
-	exports, names, err := instant.Exports(ctx, r, s)
-	if err != nil {
-		return err
-	}
-	l, err := instant.Listen(network, addr)
-	if err != nil {
-		return err
-	}
-	a.printf("serving %d disk(s) of snapshot %s on %s (exports: %s)\n", len(names), s.ID.Short(), listen, strings.Join(names, ", "))
-	return instant.Serve(ctx, l, exports, names, a.log)
+	return op(export, "instant-export")
 }

@@ -8,117 +8,137 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdJobs() *cobra.Command {
-	var f catalog.JobFilter
-	var status string
+	in := service.JobsInput{}
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "list recent jobs from the catalog",
-		Long: `List jobs recorded in the catalog, newest first: backup runs of policies
-(also skipped scheduled runs) and cleanups of leftovers found at start.
-
-EXAMPLES
-    coffer jobs
-    coffer jobs --policy nightly --status partial --limit 5 --json`,
+		Long: manual(`List jobs recorded in the catalog, newest first: runs of policies
+(backup-policy, also skipped scheduled runs), cleanups of leftovers found at
+start, and the other long operations run as tasks (restore, verify, gc,
+...). A running job shows how far it got; one whose process died is
+marked failed ("interrupted") by the next coffer process that notices (at
+once on the same host).`,
+			`A table: ID, KIND, POLICY, STATUS, USER, STARTED, DURATION, VMS
+OK/FAILED/TOTAL, ERROR. --json: a list of job documents (id, kind,
+policy, repository, status, worker, started, finished, duration_seconds,
+tasks_total, tasks_ok, tasks_failed, error); `+"`job show`"+` adds tasks and
+events.`,
+			`coffer jobs
+coffer jobs --policy nightly --status partial --limit 5 --json
+coffer jobs --vm web-1 --user alice`,
+			"0; 1 when the catalog cannot be opened."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			f.Status = catalog.Status(status)
-			cat, err := a.openCatalog(ctx)
+			jobs, err := call(a, func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
-			defer cat.Close()
-			jobs, err := cat.ListJobs(ctx, f)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				docs := make([]jobDoc, len(jobs))
-				for i, j := range jobs {
-					docs[i] = jobJSON(j, nil, nil)
+			return a.emit(jobs, nil, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tKIND\tPOLICY\tSTATUS\tUSER\tSTARTED\tDURATION\tVMS OK/FAILED/TOTAL\tERROR")
+				for _, j := range jobs {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", j.ID, j.Kind, dash(j.Policy), j.Status, dash(j.User),
+						j.Started.Local().Format("2006-01-02 15:04:05"), duration(j.Started, j.Finished), j.TasksOK, j.TasksFailed, j.TasksTotal, clip(j.Error, 60))
 				}
-				return a.printJSON(docs)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tKIND\tPOLICY\tSTATUS\tSTARTED\tDURATION\tVMS OK/FAILED/TOTAL\tERROR")
-			for _, j := range jobs {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", j.ID, j.Kind, dash(j.Policy), j.Status,
-					j.StartedAt.Local().Format("2006-01-02 15:04:05"), duration(j.StartedAt, j.FinishedAt), j.TasksOK, j.TasksFail, j.TasksTotal, clip(j.Error, 60))
-			}
-			return tw.Flush()
+				_ = tw.Flush()
+			})
 		},
 	}
-	cmd.Flags().StringVar(&f.Policy, "policy", "", "only jobs of this policy")
-	cmd.Flags().StringVar(&status, "status", "", "only jobs with this status (running, success, partial, failed, cancelled)")
-	cmd.Flags().IntVar(&f.Limit, "limit", 50, "show at most this many jobs (0: all)")
-	return cmd
+	cmd.Flags().StringVar(&in.Policy, "policy", "", "only jobs of this policy")
+	cmd.Flags().StringVar(&in.Kind, "kind", "", "only jobs of this kind (backup-policy, restore, verify, gc, cleanup, ...)")
+	cmd.Flags().StringVar(&in.User, "user", "", "only jobs started by this user")
+	cmd.Flags().StringVar(&in.VM, "vm", "", "only jobs on this VM (name or ID), including runs of policies that backed it up")
+	cmd.Flags().StringVar(&in.Status, "status", "", "only jobs with this status (running, success, partial, failed, cancelled)")
+	cmd.Flags().IntVar(&in.Limit, "limit", 50, "show at most this many jobs (0: all)")
+	return op(cmd, "list-jobs")
 }
 
 func (a *app) cmdJob() *cobra.Command {
-	cmd := &cobra.Command{Use: "job", Short: "inspect one job"}
-	cmd.AddCommand(&cobra.Command{
+	cmd := &cobra.Command{
+		Use:   "job",
+		Short: "inspect one job",
+		Long: manual(`Inspect one job of the catalog (`+"`coffer jobs`"+` lists them).`,
+			"See the subcommands.", "coffer job show 42", "That of the subcommand."),
+	}
+	cmd.AddCommand(op(&cobra.Command{
 		Use:   "show ID",
 		Short: "show a job with its per-VM tasks and events",
-		Args:  cobra.ExactArgs(1),
+		Long: manual(`Show one job of the catalog: what ran, where, how it ended, each VM's
+task (host, status, mode, the VM snapshot mode asked for and achieved,
+attempts, bytes read and stored, duration, backup point, error) and the
+job's events in order (snapshots created and removed, retries, disks
+done, retention, cleanup).`,
+			`The job's summary, then TASKS (a table) and EVENTS (one line each).
+--json: the job document with tasks and events ([] when there are none).`,
+			`coffer job show 42
+coffer job show 42 --json | jq '.tasks[] | select(.status == "failed")'`,
+			"0; 2 for an ID that is not a number; 7 for an unknown job."),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil {
 				return usagef("job ID %q is not a number", args[0])
 			}
-			cat, err := a.openCatalog(ctx)
+			j, err := call(a, func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
 			if err != nil {
 				return err
 			}
-			defer cat.Close()
-			j, err := cat.GetJob(ctx, id)
-			if err != nil {
-				return fmt.Errorf("job %d: %w", id, err)
-			}
-			tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: id})
-			if err != nil {
-				return err
-			}
-			events, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: id})
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(jobJSON(j, tasks, events))
-			}
-			return a.printJob(j, tasks, events)
+			return a.emit(j, nil, func() { a.printJob(j) })
 		},
-	})
+	}, "get-job"))
 	return cmd
 }
 
-func (a *app) printJob(j catalog.Job, tasks []catalog.Task, events []catalog.Event) error {
+func (a *app) printJob(j *api.Job) {
 	fmt.Fprintf(a.stdout, "job %d: %s %s, policy %s, repository %s, on %s\n", j.ID, j.Kind, j.Status, dash(j.Policy), dash(j.Repository), dash(j.Worker))
-	fmt.Fprintf(a.stdout, "started %s, took %s; VMs: %d ok, %d failed, %d total\n", j.StartedAt.Local().Format(time.RFC3339),
-		duration(j.StartedAt, j.FinishedAt), j.TasksOK, j.TasksFail, j.TasksTotal)
+	if j.Object != "" || j.User != "" {
+		by := dash(j.User)
+		if j.Token != "" {
+			by += " (token " + j.Token + ")"
+		}
+		fmt.Fprintf(a.stdout, "on %s, started by %s\n", dash(j.Object), by)
+	}
+	fmt.Fprintf(a.stdout, "started %s, took %s; VMs: %d ok, %d failed, %d total\n", j.Started.Local().Format(time.RFC3339),
+		duration(j.Started, j.Finished), j.TasksOK, j.TasksFailed, j.TasksTotal)
+	running := j.Finished.IsZero()
+	if p := j.Progress; p != nil && running {
+		line := fmt.Sprintf("progress: %s of %s, %d of %d items", humanBytes(p.DoneBytes), humanBytes(p.TotalBytes), p.ItemsDone, p.ItemsTotal)
+		if p.RateBytesPerSecond > 0 {
+			line += fmt.Sprintf(", %s/s", humanBytes(int64(p.RateBytesPerSecond)))
+		}
+		if p.ETASeconds > 0 {
+			line += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
+		}
+		fmt.Fprintln(a.stdout, line)
+	}
+	if running && j.OwnerPID > 0 {
+		fmt.Fprintf(a.stdout, "running in process %d on %s, last heard of %s\n", j.OwnerPID, dash(j.OwnerHost), j.Heartbeat.Local().Format(time.RFC3339))
+	}
+	if !j.CancelRequested.IsZero() {
+		fmt.Fprintf(a.stdout, "cancel requested %s\n", j.CancelRequested.Local().Format(time.RFC3339))
+	}
 	if j.Error != "" {
 		fmt.Fprintf(a.stdout, "error: %s\n", j.Error)
 	}
-	if len(tasks) > 0 {
+	if len(j.Tasks) > 0 {
 		fmt.Fprintln(a.stdout, "\nTASKS")
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tVM\tHOST\tSTATUS\tMODE\tCONSISTENCY\tATTEMPTS\tREAD\tSTORED\tDURATION\tPOINT\tERROR")
-		for _, t := range tasks {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.VMName, dash(t.Host), t.Status, t.Mode,
-				taskConsistency(t), t.Attempts,
-				humanBytes(t.BytesRead), humanBytes(t.BytesStored), duration(t.StartedAt, t.FinishedAt), dash(clip(t.BackupPointID, 12)), clip(t.Error, 60))
+		for _, t := range j.Tasks {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.VM, dash(t.Host), t.Status, t.Mode,
+				taskConsistency(t), t.Attempts, humanBytes(t.ReadBytes), humanBytes(t.StoredBytes),
+				duration(t.Started, t.Finished), dash(clip(t.PointID, 12)), clip(t.Error, 60))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		_ = tw.Flush()
 	}
-	if len(events) > 0 {
-		fmt.Fprintln(a.stdout, "\nEVENTS")
-		for _, e := range events {
+	if len(j.Events) > 0 {
+		fmt.Fprintf(a.stdout, "\nEVENTS (log, %d lines)\n", len(j.Events))
+		for _, e := range j.Events {
 			task := ""
 			if e.TaskID != 0 {
 				task = fmt.Sprintf(" task %d", e.TaskID)
@@ -126,101 +146,15 @@ func (a *app) printJob(j catalog.Job, tasks []catalog.Task, events []catalog.Eve
 			fmt.Fprintf(a.stdout, "%s %-5s %s%s: %s\n", e.Time.Local().Format("15:04:05.000"), e.Level, e.Kind, task, e.Message)
 		}
 	}
-	return nil
-}
-
-// jobDoc is the --json form of a job (stable field names for scripts).
-type jobDoc struct {
-	ID         int64      `json:"id"`
-	Kind       string     `json:"kind"`
-	Policy     string     `json:"policy,omitempty"`
-	Repository string     `json:"repository,omitempty"`
-	Status     string     `json:"status"`
-	Worker     string     `json:"worker,omitempty"`
-	Started    time.Time  `json:"started"`
-	Finished   time.Time  `json:"finished,omitzero"`
-	Seconds    float64    `json:"duration_seconds"`
-	TasksTotal int        `json:"tasks_total"`
-	TasksOK    int        `json:"tasks_ok"`
-	TasksFail  int        `json:"tasks_failed"`
-	Error      string     `json:"error,omitempty"`
-	Tasks      []taskDoc  `json:"tasks,omitempty"`
-	Events     []eventDoc `json:"events,omitempty"`
-}
-
-type taskDoc struct {
-	ID           int64    `json:"id"`
-	Connection   string   `json:"connection"`
-	VMID         string   `json:"vm_id"`
-	VMName       string   `json:"vm"`
-	Host         string   `json:"host,omitempty"`
-	Datastores   []string `json:"datastores,omitempty"`
-	Status       string   `json:"status"`
-	Mode         string   `json:"mode"`
-	SnapshotMode string   `json:"snapshot_mode"`
-	// SnapshotModeAchieved is its point's; absent while the task has none.
-	SnapshotModeAchieved string    `json:"snapshot_mode_achieved,omitempty"`
-	Attempts             int       `json:"attempts"`
-	Started              time.Time `json:"started,omitzero"`
-	Finished             time.Time `json:"finished,omitzero"`
-	Seconds              float64   `json:"duration_seconds"`
-	BytesLogical         int64     `json:"bytes_logical"`
-	BytesRead            int64     `json:"bytes_read"`
-	BytesStored          int64     `json:"bytes_stored"`
-	BackupPointID        string    `json:"backup_point,omitempty"`
-	Warnings             []string  `json:"warnings,omitempty"`
-	Error                string    `json:"error,omitempty"`
-}
-
-type eventDoc struct {
-	Time    time.Time      `json:"time"`
-	TaskID  int64          `json:"task_id,omitempty"`
-	Level   string         `json:"level"`
-	Kind    string         `json:"kind"`
-	Message string         `json:"message"`
-	Fields  map[string]any `json:"fields,omitempty"`
-}
-
-func jobJSON(j catalog.Job, tasks []catalog.Task, events []catalog.Event) jobDoc {
-	d := jobDoc{ID: j.ID, Kind: j.Kind, Policy: j.Policy, Repository: j.Repository, Status: string(j.Status), Worker: j.Worker,
-		Started: j.StartedAt, Finished: j.FinishedAt, Seconds: seconds(j.StartedAt, j.FinishedAt),
-		TasksTotal: j.TasksTotal, TasksOK: j.TasksOK, TasksFail: j.TasksFail, Error: j.Error}
-	for _, t := range tasks {
-		d.Tasks = append(d.Tasks, taskDoc{ID: t.ID, Connection: t.Connection, VMID: t.VMID, VMName: t.VMName, Host: t.Host,
-			Datastores: t.Datastores, Status: string(t.Status), Mode: t.Mode, SnapshotMode: t.SnapshotMode, Attempts: t.Attempts,
-			Started: t.StartedAt, Finished: t.FinishedAt, Seconds: seconds(t.StartedAt, t.FinishedAt), BytesLogical: t.BytesLogical,
-			BytesRead: t.BytesRead, BytesStored: t.BytesStored, BackupPointID: t.BackupPointID, Warnings: t.Warnings, Error: t.Error,
-			SnapshotModeAchieved: taskAchieved(t)})
-	}
-	for _, e := range events {
-		d.Events = append(d.Events, eventDoc{Time: e.Time, TaskID: e.TaskID, Level: e.Level, Kind: e.Kind, Message: e.Message, Fields: e.Fields})
-	}
-	return d
-}
-
-// taskAchieved is the achieved snapshot mode of a task's point: none
-// without a point, "unknown" for a point recorded before coffer kept it.
-func taskAchieved(t catalog.Task) string {
-	if t.BackupPointID == "" {
-		return ""
-	}
-	return achievedMode(t.SnapshotModeAchieved)
 }
 
 // taskConsistency is the CONSISTENCY column of a task: what its point
 // holds ("-" while it has none).
-func taskConsistency(t catalog.Task) string {
-	if t.BackupPointID == "" {
+func taskConsistency(t api.VMTask) string {
+	if t.PointID == "" {
 		return "-"
 	}
 	return consistency(t.SnapshotMode, t.SnapshotModeAchieved)
-}
-
-func seconds(from, to time.Time) float64 {
-	if from.IsZero() || to.IsZero() {
-		return 0
-	}
-	return to.Sub(from).Seconds()
 }
 
 func duration(from, to time.Time) string {

@@ -7,28 +7,46 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdKey() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "key",
 		Short: "manage the repository's keys (passwords)",
-		Long: `A repository has one master key, stored once per password in key files.
+		Long: manual(`A repository has one master key, stored once per password in key files.
 Adding a key lets a second password (a second operator, an offsite copy
 job) open the repository; removing one revokes it. The last key cannot be
-removed.`,
+removed, nor a key that opens points under object lock while they are
+locked.`,
+			"See the subcommands.",
+			`coffer key list
+coffer key add --label offsite --new-password-file /etc/coffer/offsite.pw
+coffer key remove 9c1e4a02`,
+			"That of the subcommand."),
 	}
 	var newPwFile, label string
 	add := &cobra.Command{
 		Use:   "add",
 		Short: "add a password",
-		Long: `Add a password. The new password is read from --new-password-file, or from
-the first line of standard input, or prompted for on a terminal.`,
+		Long: manual(`Add a password. The new password is read from --new-password-file, or from
+the first line of standard input, or prompted for (twice) on a terminal.
+The repository itself is opened with the current password.`,
+			`"added key ID". --json: the key document {id, label, user, host,
+created, current}.`,
+			`coffer key add --label offsite --new-password-file /etc/coffer/offsite.pw
+echo "$NEW_PASSWORD" | coffer key add --label backup-operator`,
+			"0; 2 for an empty new password; 3 for a wrong current password."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			r, err := a.openRepo(ctx)
-			if err != nil {
+			// The current password first: a prompt for it comes before
+			// the one for the new password.
+			if _, err := a.service(); err != nil {
+				return err
+			}
+			if _, err := a.pw.password(); err != nil {
 				return err
 			}
 			var pw string
@@ -46,22 +64,20 @@ the first line of standard input, or prompted for on a terminal.`,
 						return err
 					}
 					pw = string(b)
-				} else if pw, err = a.readLine(); err != nil {
-					return usagef("read the new password from stdin: %v", err)
+				} else {
+					var err error
+					if pw, err = a.readLine(); err != nil {
+						return usagef("read the new password from stdin: %v", err)
+					}
 				}
 			}
-			if pw == "" {
-				return usagef("the new password is empty")
-			}
-			kf, err := r.AddKey(ctx, []byte(pw), label)
+			k, err := call(a, func(s *service.Service) (*api.Key, error) {
+				return s.AddKey(cmd.Context(), service.AddKeyInput{Password: []byte(pw), Label: label})
+			})
 			if err != nil {
 				return err
 			}
-			if a.jsonOut {
-				return a.printJSON(map[string]string{"id": kf.ID, "label": kf.Label})
-			}
-			a.printf("added key %s\n", kf.ID[:8])
-			return nil
+			return a.emit(k, nil, func() { a.printf("added key %s\n", short(k.ID)) })
 		},
 	}
 	add.Flags().StringVar(&newPwFile, "new-password-file", "", "file holding the new password")
@@ -70,62 +86,53 @@ the first line of standard input, or prompted for on a terminal.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "list keys",
-		Args:  cobra.NoArgs,
+		Long: manual(`List the repository's keys: one per password that opens it. The key the
+password given opened the repository with is marked.`,
+			`A table: the current key marked "*", ID, LABEL, USER, HOST, CREATED.
+--json: a list of {id, label, user, host, created, current}.`,
+			`coffer key list
+coffer key list --json | jq -r '.[] | select(.current | not) | .id'`,
+			"0; 3 for a wrong password."),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			r, err := a.openRepo(ctx)
+			keys, err := call(a, func(s *service.Service) ([]api.Key, error) { return s.Keys(cmd.Context()) })
 			if err != nil {
 				return err
 			}
-			keys, err := r.Keys(ctx)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				type view struct {
-					ID, Label, Host, User, Created string
-					Current                        bool
-				}
-				var out []view
+			return a.emit(keys, nil, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, " \tID\tLABEL\tUSER\tHOST\tCREATED")
 				for _, k := range keys {
-					out = append(out, view{k.ID, k.Label, k.Host, k.User, k.Created.Format("2006-01-02T15:04:05Z07:00"), k.ID == r.CurrentKeyID()})
+					cur := " "
+					if k.Current {
+						cur = "*"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cur, short(k.ID), k.Label, k.User, k.Host, k.Created.Local().Format("2006-01-02 15:04"))
 				}
-				return a.printJSON(out)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, " \tID\tLABEL\tUSER\tHOST\tCREATED")
-			for _, k := range keys {
-				cur := " "
-				if k.ID == r.CurrentKeyID() {
-					cur = "*"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cur, k.ID[:8], k.Label, k.User, k.Host, k.Created.Local().Format("2006-01-02 15:04"))
-			}
-			return tw.Flush()
+				_ = tw.Flush()
+			})
 		},
 	}
 	remove := &cobra.Command{
 		Use:   "remove ID",
 		Short: "remove a key (the last key cannot be removed)",
-		Args:  cobra.ExactArgs(1),
+		Long: manual(`Remove a key (by ID or unique prefix): its password no longer opens the
+repository. The last key cannot be removed, nor, on storage with object
+lock, a key that opens locked points before their lock ends (it says
+until when).`,
+			`"removed key ID". --json: {removed}.`,
+			"coffer key remove 9c1e4a02",
+			"0; 7 for an unknown key; 1 for the last key or a key locked points need."),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			r, err := a.openRepo(ctx)
+			res, err := call(a, func(s *service.Service) (*api.KeyRemoval, error) { return s.RemoveKey(cmd.Context(), args[0]) })
 			if err != nil {
 				return err
 			}
-			removed, err := r.RemoveKey(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(map[string]string{"removed": removed})
-			}
-			a.printf("removed key %s\n", removed[:8])
-			return nil
+			return a.emit(res, nil, func() { a.printf("removed key %s\n", short(res.Removed)) })
 		},
 	}
-	cmd.AddCommand(add, list, remove)
+	cmd.AddCommand(op(add, "add-key"), op(list, "list-keys"), op(remove, "remove-key"))
 	return cmd
 }
 

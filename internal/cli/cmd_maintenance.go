@@ -9,76 +9,81 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/forget"
-	"github.com/coffer-backup/coffer/internal/repo/gc"
-	"github.com/coffer-backup/coffer/internal/repo/verify"
-	"github.com/coffer-backup/coffer/internal/retention"
-	"github.com/coffer-backup/coffer/internal/stats"
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdVerify() *cobra.Command {
-	var readData bool
-	var subset string
+	var in service.VerifyInput
+	var subset, memory string
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "check the repository's integrity",
-		Long: `Check that every backup point is complete: manifests and disk maps decode,
+		Long: manual(`Check that every backup point is complete: manifests and disk maps decode,
 every chunk they need is indexed, and every indexed pack exists with the
 size the index implies. With --read-data every pack is read and every chunk
 decrypted and re-hashed; --read-data-subset reads a share of the packs
 ("5%", or "2/7" for the second of seven groups, to spread a full read over
-a week). Each problem names the backup points, disks and offsets it affects.
+a week). Each problem names the backup points, disks and offsets it
+affects, says whether a point lost data or only metadata is damaged, and
+what mends it. Broken chunk copies go into the repository's damage record
+(unless --no-record), so that the next backup of an affected disk stores
+them again.
 
-Exit status 5 when a problem is found.`,
+verify holds a lease on the repository while it runs (`+"`coffer locks`"+`).`,
+			`What was checked and read, each problem (DATA LOST or DAMAGED (metadata
+only), with the points, disks and offsets it affects), the verdict, and
+the repairs to run next, in order. --json: {points, disks,
+chunks_referenced, packs, packs_read, chunks_read, read_bytes, problems:
+[{kind, object, detail, data_loss, repair, affects: [{point_id, vm,
+disk, offset_bytes, spans}]}], damaged_points, intact_points, repairs,
+damage_recorded, notices}.`,
+			`coffer verify
+coffer verify --read-data
+coffer verify --read-data-subset 1/7 --json`,
+			"0 when nothing is wrong; 5 when a problem is found."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			o := verify.Options{ReadData: readData || subset != "", Progress: &verify.Progress{}}
+			if memory != "" {
+				n, err := parseSize(memory)
+				if err != nil {
+					return usagef("--memory: %v", err)
+				}
+				in.MemoryBytes = n
+			}
 			if subset != "" {
-				if err := parseSubset(subset, &o); err != nil {
+				if err := parseSubset(subset, &in); err != nil {
 					return err
 				}
 			}
-			r, err := a.openRepo(ctx)
-			if err != nil {
+			rep, err := call(a, func(s *service.Service) (*api.VerifyReport, error) { return s.Verify(cmd.Context(), in) })
+			if rep == nil {
 				return err
 			}
-			lease, err := r.AcquireLease(ctx, "verify", "", "verify", false)
-			if err != nil {
+			if err := a.emit(rep, nil, func() { a.printVerify(rep, in.ReadData || subset != "") }); err != nil {
 				return err
 			}
-			defer lease.Release(ctx)
-			bar := a.startProgress("verify", o.Progress.PacksTotal.Load, o.Progress.PacksDone.Load, func() string { return "" })
-			rep, err := verify.Run(ctx, r, o)
-			bar.finish()
 			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				if err := a.printJSON(rep); err != nil {
-					return err
-				}
-			} else {
-				a.printVerify(rep, o.ReadData)
-			}
-			if !rep.OK() {
-				return integrityError{fmt.Sprintf("%d problem(s) found", len(rep.Problems))}
+				// The report's "next" lines are the advice.
+				return reported{err: err, advised: true}
 			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&readData, "read-data", false, "read and check every chunk")
+	cmd.Flags().BoolVar(&in.ReadData, "read-data", false, "read and check every chunk")
 	cmd.Flags().StringVar(&subset, "read-data-subset", "", `read a share of the packs: "N%" or "n/m"`)
-	return cmd
+	cmd.Flags().StringVar(&memory, "memory", "64MiB", "memory for sorting chunk IDs; the rest spills to temporary files")
+	cmd.Flags().BoolVar(&in.NoRecord, "no-record", false, "do not write what was found broken into the repository's damage record")
+	return op(cmd, "verify")
 }
 
-func parseSubset(s string, o *verify.Options) error {
+func parseSubset(s string, in *service.VerifyInput) error {
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		v, err := strconv.ParseFloat(p, 64)
 		if err != nil || v <= 0 || v > 100 {
 			return usagef("--read-data-subset %q: want a percentage in (0, 100]", s)
 		}
-		o.SubsetPercent = v
+		in.SubsetPercent = v
 		return nil
 	}
 	n, m, ok := strings.Cut(s, "/")
@@ -87,193 +92,227 @@ func parseSubset(s string, o *verify.Options) error {
 	if !ok || err1 != nil || err2 != nil || num < 1 || den < 1 || num > den {
 		return usagef("--read-data-subset %q: want N%% or n/m with 1 <= n <= m", s)
 	}
-	o.SubsetNum, o.SubsetDen = num, den
+	in.SubsetNum, in.SubsetDen = num, den
 	return nil
 }
 
-func (a *app) printVerify(rep *verify.Report, read bool) {
-	a.printf("checked %d snapshot(s), %d disk(s), %d chunk reference(s), %d pack(s)\n", rep.Snapshots, rep.Disks, rep.Chunks, rep.Packs)
+func (a *app) printVerify(rep *api.VerifyReport, read bool) {
+	a.printf("checked %d backup point(s), %d disk(s), %d chunk reference(s), %d pack(s)\n", rep.Points, rep.Disks, rep.ChunksReferenced, rep.Packs)
 	if read {
-		a.printf("read %d pack(s), %d chunk(s), %s\n", rep.PacksRead, rep.ChunksRead, humanBytes(rep.BytesRead))
+		a.printf("read %d pack(s), %d chunk(s), %s\n", rep.PacksRead, rep.ChunksRead, humanBytes(rep.ReadBytes))
 	}
 	for _, p := range rep.Problems {
-		fmt.Fprintf(a.stdout, "PROBLEM %s %s: %s\n", p.Kind, p.Object, p.Detail)
+		severity := "DAMAGED (metadata only)"
+		if p.DataLoss {
+			severity = "DATA LOST"
+		}
+		fmt.Fprintf(a.stdout, "%s %s %s: %s\n", severity, p.Kind, p.Object, p.Detail)
 		for _, af := range p.Affects {
-			where := fmt.Sprintf("offset %d", af.Offset)
-			if af.Offset < 0 {
-				where = "whole disk"
+			where := "the whole disk"
+			if af.OffsetBytes >= 0 {
+				where = fmt.Sprintf("%d span(s), the first at offset %d", af.Spans, af.OffsetBytes)
 			}
-			fmt.Fprintf(a.stdout, "    affects snapshot %s (%s) disk %s, %s\n", af.Snapshot, af.Source, af.Disk, where)
+			fmt.Fprintf(a.stdout, "    point %s (%s) disk %s: %s\n", af.PointID, af.VM, af.Disk, where)
 		}
 	}
-	if rep.OK() {
+	for _, n := range rep.Notices {
+		a.printf("note: %s\n", n)
+	}
+	if len(rep.Problems) == 0 {
 		a.printf("no problems found\n")
+		return
+	}
+	if len(rep.DamagedPoints) > 0 {
+		var names []string
+		for _, d := range rep.DamagedPoints {
+			names = append(names, fmt.Sprintf("%s (%s: %s)", d.PointID, d.VM, strings.Join(d.Disks, ", ")))
+		}
+		a.printf("%d backup point(s) lost data: %s; the other %d are intact\n", len(rep.DamagedPoints), strings.Join(names, ", "), rep.IntactPoints)
+	} else {
+		a.printf("no backup lost data: all %d backup point(s) are intact; the damage is to metadata that a repair rewrites\n", rep.Points)
+	}
+	if rep.DamageRecorded > 0 {
+		a.printf("recorded %d broken chunk cop(ies): backups no longer reuse them, and the next backup of an affected disk stores them again\n", rep.DamageRecorded)
+	}
+	a.printf("next:\n")
+	for _, step := range rep.Repairs {
+		a.printf("    %s\n", step)
 	}
 }
 
 func (a *app) cmdForget() *cobra.Command {
-	var p retention.Policy
+	var in service.ForgetInput
 	var within string
-	var name string
 	var tags []string
-	var dry bool
 	cmd := &cobra.Command{
 		Use:   "forget",
 		Short: "remove backup points by retention rules (GFS)",
-		Long: `Remove backup points that no keep rule selects, separately for every source.
+		Long: manual(`Remove backup points that no keep rule selects, separately for every source.
 --keep-last N keeps the newest N; --keep-hourly/daily/weekly/monthly/yearly N
 keep the newest point of each of the last N hours, days, ISO weeks, months
 and years; --keep-within D keeps everything within D of the newest point.
-Protected points (` + "`coffer protect`" + `) and points under a retention lock are
-always kept. Space is reclaimed by ` + "`coffer gc`" + `.
-
-EXAMPLES
-    coffer forget --keep-daily 7 --keep-weekly 4 --keep-monthly 12 --dry-run`,
+Protected points (`+"`coffer protect`"+`) are always kept, and so are points
+under object lock (until their lock ends). Forgotten points leave the
+catalog too. Space is reclaimed by `+"`coffer gc`"+`.`,
+			`Per source: how many points are kept and removed, each removed point,
+and the locked ones kept. --json: {dry_run, sources: [{vm, vm_id,
+connection, source_kind, keep: [{point_id, time, protected, reasons}],
+remove: [...], locked: [{point_id, locked_until}]}], catalog_warning}.`,
+			`coffer forget --keep-daily 7 --keep-weekly 4 --keep-monthly 12 --dry-run
+coffer forget --keep-last 3 --name web-1`,
+			"0; 2 without a keep rule (coffer refuses to forget everything)."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			if within != "" {
 				d, err := time.ParseDuration(within)
 				if err != nil {
 					return usagef("--keep-within: %v", err)
 				}
-				p.Within = d
+				in.Keep.Within = d
 			}
-			tm, err := parseTags(tags)
-			if err != nil {
+			var err error
+			if in.Tags, err = parseTags(tags); err != nil {
 				return err
 			}
-			if p.Empty() {
-				return usagef("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
-			}
-			r, err := a.openRepo(ctx)
-			if err != nil {
+			res, err := call(a, func(s *service.Service) (*api.ForgetResult, error) { return s.Forget(cmd.Context(), in) })
+			if res == nil {
 				return err
 			}
-			groups, err := forget.Run(ctx, r, forget.Options{Policy: p, Name: name, Tags: tm, DryRun: dry})
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(groups)
-			}
-			for _, g := range groups {
-				a.printf("%s: keep %d, remove %d\n", g.Source.VMName, len(g.Keep), len(g.Remove))
-				for _, d := range g.Remove {
-					verb := "removed"
-					if dry {
-						verb = "would remove"
-					}
-					a.printf("    %s %s %s\n", verb, d.ID[:8], d.Time.Local().Format(time.DateTime))
+			return a.emit(res, err, func() {
+				a.printForget(res.Sources, res.DryRun)
+				if res.CatalogWarning != "" {
+					fmt.Fprintf(a.stderr, "coffer: warning: %s\n", res.CatalogWarning)
 				}
-				for _, s := range g.Skipped {
-					a.printf("    kept: %s\n", s)
-				}
-			}
-			return nil
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&p.Last, "keep-last", 0, "keep the newest N points")
-	f.IntVar(&p.Hourly, "keep-hourly", 0, "keep one point for each of the last N hours")
-	f.IntVar(&p.Daily, "keep-daily", 0, "keep one point for each of the last N days")
-	f.IntVar(&p.Weekly, "keep-weekly", 0, "keep one point for each of the last N weeks")
-	f.IntVar(&p.Monthly, "keep-monthly", 0, "keep one point for each of the last N months")
-	f.IntVar(&p.Yearly, "keep-yearly", 0, "keep one point for each of the last N years")
+	f.IntVar(&in.Keep.Last, "keep-last", 0, "keep the newest N points")
+	f.IntVar(&in.Keep.Hourly, "keep-hourly", 0, "keep one point for each of the last N hours")
+	f.IntVar(&in.Keep.Daily, "keep-daily", 0, "keep one point for each of the last N days")
+	f.IntVar(&in.Keep.Weekly, "keep-weekly", 0, "keep one point for each of the last N weeks")
+	f.IntVar(&in.Keep.Monthly, "keep-monthly", 0, "keep one point for each of the last N months")
+	f.IntVar(&in.Keep.Yearly, "keep-yearly", 0, "keep one point for each of the last N years")
 	f.StringVar(&within, "keep-within", "", "keep points within this duration of the newest (e.g. 72h)")
-	f.StringVar(&name, "name", "", "only sources with this name")
+	f.StringVar(&in.VM, "name", "", "only sources with this name")
 	f.StringArrayVar(&tags, "tag", nil, "only points with this tag KEY=VALUE (repeatable)")
-	f.BoolVar(&dry, "dry-run", false, "only show what would be removed")
-	return cmd
+	f.BoolVar(&in.DryRun, "dry-run", false, "only show what would be removed")
+	return op(cmd, "forget")
+}
+
+// printForget prints forget's verdict per source.
+func (a *app) printForget(sources []api.ForgetSource, dry bool) {
+	for _, g := range sources {
+		a.printf("%s: keep %d, remove %d\n", g.VM, len(g.Keep), len(g.Remove))
+		for _, d := range g.Remove {
+			verb := "removed"
+			if dry {
+				verb = "would remove"
+			}
+			a.printf("    %s %s %s\n", verb, short(d.PointID), d.Time.Local().Format(time.DateTime))
+		}
+		for _, l := range g.Locked {
+			a.printf("    kept: %s is retained until %s\n", short(l.PointID), l.LockedUntil.Format(time.RFC3339))
+		}
+	}
 }
 
 func (a *app) cmdGC() *cobra.Command {
-	var o gc.Options
+	var in service.GCInput
 	var budget string
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "reclaim space no backup point needs",
-		Long: `Delete chunks no backup point references, repack mostly-empty packs and
+		Long: manual(`Delete chunks no backup point references, repack mostly-empty packs and
 compact the index. Backups keep running meanwhile: deletion of anything a
-running session might still use waits until that session has ended (the
-next gc run, or --wait). Memory does not grow with the repository: what
-does (chunk IDs, index entries, packs) is sorted within --memory and
-spilled to $TMPDIR beyond it; the process needs about 60 MiB on top. Only
-one gc runs at a time.`,
+running session might still use (a backup, a restore, files being read, a
+VM running from its backup) waits until that session has ended (the next
+gc run, or --wait). Memory does not grow with the repository: what does
+(chunk IDs, index entries, packs) is sorted within --memory and spilled to
+$TMPDIR beyond it; the process needs about 60 MiB on top. Only one gc runs at a time; nothing locked by the
+storage (object lock) is ever deleted.`,
+			`What was marked, planned and repacked, then what was deleted, or the
+sessions the deletion waits for. --json: {dry_run, points,
+chunks_referenced, chunks_indexed, packs_planned, packs_deleted,
+packs_repacked, freed_bytes, repacked_bytes, segments_merged,
+maps_deleted, chunks_rescued, deferred, waiting_for, objects_locked,
+leftovers_removed}.`,
+			`coffer gc --dry-run
+coffer gc --wait 30m`,
+			"0 (also when the deletion is deferred); 4 when another maintenance run holds the lease."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			if budget != "" {
 				n, err := parseSize(budget)
 				if err != nil {
-					return usageError{err}
+					return usagef("--memory: %v", err)
 				}
-				o.MemoryBudget = int(n)
+				in.MemoryBytes = n
 			}
-			r, err := a.openRepo(ctx)
+			rep, err := call(a, func(s *service.Service) (*api.GCReport, error) { return s.GC(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
-			rep, err := gc.Run(ctx, r, o)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(rep)
-			}
-			a.printf("marked %d chunk(s) of %d snapshot(s); %d pack(s) planned for deletion, %d repacked (%s copied)\n",
-				rep.ChunksReferenced, rep.Snapshots, rep.PacksPlanned, rep.PacksRepacked, humanBytes(rep.BytesRepacked))
-			if rep.DryRun {
-				a.printf("dry run: would free about %s\n", humanBytes(rep.BytesFreed))
-				return nil
-			}
-			a.printf("deleted %d pack(s) and %d disk map(s), merged %d index segment(s), rescued %d chunk(s)\n",
-				rep.PacksDeleted, rep.MapsDeleted, rep.SegmentsMerged, rep.ChunksRescued)
-			if rep.Deferred {
-				a.printf("deletion deferred until these sessions end (run gc again later, or use --wait):\n")
-				for _, w := range rep.WaitingFor {
-					a.printf("    %s\n", w)
+			return a.emit(rep, nil, func() {
+				a.printf("marked %d chunk(s) of %d backup point(s); %d pack(s) planned for deletion, %d repacked (%s copied)\n",
+					rep.ChunksReferenced, rep.Points, rep.PacksPlanned, rep.PacksRepacked, humanBytes(rep.RepackedBytes))
+				if rep.DryRun {
+					a.printf("dry run: would free about %s\n", humanBytes(rep.FreedBytes))
+					return
 				}
-			}
-			return nil
+				a.printf("deleted %d pack(s) and %d disk map(s), merged %d index segment(s), rescued %d chunk(s)\n",
+					rep.PacksDeleted, rep.MapsDeleted, rep.SegmentsMerged, rep.ChunksRescued)
+				if rep.Deferred {
+					a.printf("deletion deferred until these sessions end (run gc again later, or use --wait):\n")
+					for _, w := range rep.WaitingFor {
+						a.printf("    %s\n", w)
+					}
+				}
+			})
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.DryRun, "dry-run", false, "only report what would be freed")
+	f.BoolVar(&in.DryRun, "dry-run", false, "only report what would be freed")
 	f.StringVar(&budget, "memory", "64MiB", "memory for sorting chunk IDs, index entries and packs (the rest spills to $TMPDIR)")
-	f.DurationVar(&o.Wait, "wait", 0, "wait up to this long for running sessions instead of deferring deletion")
-	f.Float64Var(&o.RepackThreshold, "repack-threshold", 0.3, "repack packs with at least this fraction of dead data")
-	return cmd
+	f.DurationVar(&in.Wait, "wait", 0, "wait up to this long for running sessions instead of deferring deletion")
+	f.Float64Var(&in.RepackThreshold, "repack-threshold", 0.3, "repack packs with at least this fraction of dead data")
+	return op(cmd, "gc")
 }
 
 func (a *app) cmdStats() *cobra.Command {
-	return &cobra.Command{
+	return op(&cobra.Command{
 		Use:   "stats",
 		Short: "show repository size, deduplication and compression",
-		Args:  cobra.NoArgs,
+		Long: manual(`Show the repository's sizes and what deduplication and compression save:
+the logical size of every disk of every point, the non-zero data they
+reference, the unique data (distinct chunks), what those take compressed
+and encrypted, and everything stored. It reads every manifest and disk
+map and lists the storage, so it takes a while on large repositories.`,
+			`One line per figure; ratios are x:1. --json: {points, disks,
+logical_bytes, data_bytes, unique_bytes, chunks, chunk_bytes,
+stored_bytes, pack_bytes, packs, index_segments, objects, dedup_ratio,
+compression_ratio, total_ratio}.`,
+			`coffer stats
+coffer stats --json | jq .total_ratio`,
+			"0; 7 without a repository."),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			r, err := a.openRepo(ctx)
+			st, err := call(a, func(s *service.Service) (*api.Stats, error) { return s.Stats(cmd.Context()) })
 			if err != nil {
 				return err
 			}
-			s, err := stats.Compute(ctx, r)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(s)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "snapshots\t%d (%d disks)\n", s.Snapshots, s.Disks)
-			fmt.Fprintf(tw, "logical size\t%s\n", humanBytes(s.Logical))
-			fmt.Fprintf(tw, "data (non-zero)\t%s\n", humanBytes(s.Data))
-			fmt.Fprintf(tw, "unique data\t%s in %d chunks\n", humanBytes(s.Unique), s.Chunks)
-			fmt.Fprintf(tw, "stored\t%s (%d packs, %d index segments, %d objects)\n", humanBytes(s.Stored), s.Packs, s.Segments, s.Objects)
-			fmt.Fprintf(tw, "deduplication\t%.2fx\n", s.Dedup)
-			fmt.Fprintf(tw, "compression\t%.2fx\n", s.Compression)
-			fmt.Fprintf(tw, "overall\t%.2fx (logical / stored)\n", s.Total)
-			return tw.Flush()
+			return a.emit(st, nil, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintf(tw, "snapshots\t%d (%d disks)\n", st.Points, st.Disks)
+				fmt.Fprintf(tw, "logical size\t%s\n", humanBytes(st.LogicalBytes))
+				fmt.Fprintf(tw, "data (non-zero)\t%s\n", humanBytes(st.DataBytes))
+				fmt.Fprintf(tw, "unique data\t%s in %d chunks\n", humanBytes(st.UniqueBytes), st.Chunks)
+				fmt.Fprintf(tw, "stored\t%s (%d packs, %d index segments, %d objects)\n", humanBytes(st.StoredBytes), st.Packs, st.IndexSegments, st.Objects)
+				fmt.Fprintf(tw, "deduplication\t%.2fx\n", st.DedupRatio)
+				fmt.Fprintf(tw, "compression\t%.2fx\n", st.CompressionRatio)
+				fmt.Fprintf(tw, "overall\t%.2fx (logical / stored)\n", st.TotalRatio)
+				_ = tw.Flush()
+			})
 		},
-	}
+	}, "stats")
 }

@@ -1,169 +1,127 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdPolicy() *cobra.Command {
-	cmd := &cobra.Command{Use: "policy", Short: "inspect backup policies"}
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "inspect backup policies",
+		Long: manual(`Inspect the backup policies in effect (the configuration file's and those
+created through the API): whether they are valid, what each will really
+do, and what a run would do now.`,
+			"See the subcommands.",
+			`coffer policy check
+coffer policy preview nightly`,
+			"That of the subcommand."),
+	}
 	var offline bool
 	check := &cobra.Command{
 		Use:   "check",
 		Short: "validate connections, repositories, limits and policies, and show which VMs each policy selects",
-		Long: `Validate the engine's configuration sections (connections and their
+		Long: manual(`Validate the engine's configuration sections (connections and their
 options, repositories, limits, resource-groups, policies, storage-snapshots):
 unknown keys, bad globs, bad cron schedules, references to missing
 connections or repositories, and what a policy asks of its connections
 that they cannot do (group: datastore without a storage snapshot provider,
 a snapshot mode the platform cannot take). Every problem is reported at
-once; the exit status is 2 if there is any. Nothing is contacted for this.
+once. Nothing is contacted for this.
 
 Then say what each policy will really do: warnings for settings that run
 differently from how they read (as-is without a storage snapshot, quiesce
 without snapshot: quiesced), and, unless --offline, after inventorying
 every connection a policy uses, the VMs it selects, its next scheduled run,
 and the selected VMs that will fail or degrade (running VMs under as-is,
-VMs without a guest agent under quiesced).
-
-EXAMPLES
-    coffer policy check
-    coffer policy check --offline --json`,
+VMs without a guest agent under quiesced).`,
+			`The counts and limits, then per policy its mode, snapshot mode,
+repository, retention and schedule, the VMs it selects per connection and
+its warnings. --json: {valid, connections, repositories, resource_groups,
+limits, policies: [{name, mode, full_every, full_on, snapshot_mode, group,
+repository, schedule, next_run, retention, lock_seconds, lock_problem,
+selected: [{connection, vms_total, vms, error}], warnings: [{level,
+message}]}]} (selected is absent with --offline).`,
+			`coffer policy check
+coffer policy check --offline --json`,
+			`0 for a valid configuration; 2 for any problem, or a policy asking for
+immutable-for on a repository that cannot lock; 6 when an inventory
+failed.`),
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.runPolicyCheck(cmd.Context(), offline) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			doc, err := call(a, func(s *service.Service) (*api.PolicyCheck, error) { return s.PolicyCheck(cmd.Context(), offline) })
+			if doc == nil {
+				return err
+			}
+			return a.emit(doc, err, func() { a.printPolicies(doc) })
+		},
 	}
 	check.Flags().BoolVar(&offline, "offline", false, "only validate; do not contact the hypervisors")
-	cmd.AddCommand(check)
+	var runs int
+	var draft string
+	preview := &cobra.Command{
+		Use:   "preview POLICY | --draft FILE",
+		Short: "what a run of the policy would do now: the VMs it selects, its next runs, what its retention keeps",
+		Long: manual(`Say what running a policy would do now, changing nothing: the VMs it
+selects on each of its connections (after inventorying them), its next
+scheduled runs, its warnings, and what its retention would keep and
+remove of the points it made so far (forget's verdict on the policy's
+repository, as a dry run).
+
+With --draft, the policy is one not saved yet: FILE ("-": standard
+input) holds it as YAML or JSON, like an entry of the configuration
+file's policies (what `+"`config create policy`"+` takes). It is checked
+as saving it would be, and previewed as if saved (over the policy of its
+name, if there is one: its points are the ones judged).`,
+			`The selection per connection, the next runs, the warnings, then per VM
+the points retention keeps (with why) and removes. --json: {policy,
+selected, next_runs, retention, warnings, sources: [{vm, keep, remove,
+locked}]}.`,
+			`coffer policy preview nightly
+coffer policy preview nightly --runs 10 --json
+coffer policy preview --draft nightly.yaml`,
+			"0; 2 for an unknown policy, a refused draft or a refused configuration."),
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := service.PolicyPreviewInput{Runs: runs}
+			switch {
+			case draft != "" && len(args) == 0:
+				spec, err := a.readSpec(draft)
+				if err != nil {
+					return err
+				}
+				in.Draft = spec
+			case draft == "" && len(args) == 1:
+				in.Policy = args[0]
+			default:
+				return usagef("name a policy, or give one not saved yet with --draft FILE (not both)")
+			}
+			doc, err := call(a, func(s *service.Service) (*api.PolicyPreview, error) { return s.PolicyPreview(cmd.Context(), in) })
+			if err != nil {
+				return err
+			}
+			return a.emit(doc, nil, func() { a.printPreview(doc) })
+		},
+	}
+	preview.Flags().IntVar(&runs, "runs", 5, "how many of the next scheduled runs to show")
+	preview.Flags().StringVar(&draft, "draft", "", `a policy not saved yet, as YAML or JSON ("-": standard input)`)
+	cmd.AddCommand(op(check, "check-policies"), op(preview, "preview-policy", "preview-policy-draft"))
 	return cmd
 }
 
-type policyDoc struct {
-	Name       string    `json:"name"`
-	Mode       string    `json:"mode"`
-	FullEvery  int       `json:"full_every,omitempty"`
-	FullOn     []string  `json:"full_on,omitempty"`
-	Snapshot   string    `json:"snapshot"`
-	Group      string    `json:"group,omitempty"`
-	Repository string    `json:"repository"`
-	Schedule   string    `json:"schedule,omitempty"`
-	NextRun    time.Time `json:"next_run,omitzero"`
-	Retention  string    `json:"retention"`
-	Immutable  string    `json:"immutable_for,omitempty"`
-	// LockProblem says why the repository cannot lock the points the
-	// policy asks to be immutable ("" when it can, or with --offline).
-	LockProblem string         `json:"lock_problem,omitempty"`
-	Selected    []selectionDoc `json:"selected,omitempty"`
-	Warnings    []finding      `json:"warnings,omitempty"`
-}
-
-type selectionDoc struct {
-	Connection string   `json:"connection"`
-	Total      int      `json:"vms_total"`
-	VMs        []string `json:"vms"`
-	Error      string   `json:"error,omitempty"`
-}
-
-func (a *app) runPolicyCheck(ctx context.Context, offline bool) error {
-	cfg, warnings, err := a.policyConfig()
-	if err != nil {
-		return err
-	}
-	inventory := map[string][]hypervisor.VM{}
-	invErr := map[string]error{}
-	if !offline {
-		for _, c := range cfg.Connections {
-			conns, _, err := a.openConnectors(ctx, cfg, []string{c.Name})
-			if err == nil {
-				inventory[c.Name], err = conns[c.Name].Inventory(ctx)
-			}
-			invErr[c.Name] = err
-		}
-	}
-	var docs []policyDoc
-	failed, unlockable := 0, 0
-	for _, p := range cfg.Policies {
-		d := policyDoc{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: p.FullOn,
-			Snapshot: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
-			Schedule: p.Schedule, Retention: p.Retention.String(), Warnings: warnings[p.Name]}
-		if sc, _ := p.ParseSchedule(); sc != nil {
-			d.NextRun = sc.Next(time.Now())
-		}
-		if p.ImmutableFor > 0 {
-			d.Immutable = time.Duration(p.ImmutableFor).String()
-			if !offline {
-				if d.LockProblem = a.lockProblem(ctx, cfg, p.Repository); d.LockProblem != "" {
-					unlockable++
-				}
-			}
-		}
-		for _, c := range p.ConnectionNames() {
-			if offline {
-				continue
-			}
-			s := selectionDoc{Connection: c, VMs: []string{}}
-			if err := invErr[c]; err != nil {
-				s.Error = err.Error()
-				failed++
-			}
-			s.Total = len(inventory[c])
-			selected := p.SelectVMs(inventory[c])
-			for _, vm := range selected {
-				s.VMs = append(s.VMs, vm.Name)
-			}
-			d.Selected = append(d.Selected, s)
-			d.Warnings = append(d.Warnings, selectionFindings(cfg, p, c, selected)...)
-		}
-		docs = append(docs, d)
-	}
-	if a.jsonOut {
-		if err := a.printJSON(map[string]any{"valid": unlockable == 0, "connections": len(cfg.Connections), "repositories": len(cfg.Repositories),
-			"resource_groups": len(cfg.ResourceGroups), "policies": docs}); err != nil {
-			return err
-		}
-	} else {
-		a.printPolicies(cfg, docs)
-	}
-	if unlockable > 0 {
-		return reportedError{usagef("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)}
-	}
-	if failed > 0 {
-		return partialError{fmt.Sprintf("%d connection inventories failed", failed)}
-	}
-	return nil
-}
-
-// lockProblem tells why the policy's repository cannot make points
-// immutable, "" when it can. Only the storage is opened: no password needed.
-func (a *app) lockProblem(ctx context.Context, cfg *policy.Config, name string) string {
-	loc := a.res.String("repository")
-	if rc, ok := cfg.Repository(name); ok {
-		loc = rc.Location
-	}
-	st, err := a.openStore(ctx, loc)
-	if err != nil {
-		return fmt.Sprintf("cannot open the repository to check it: %v", err)
-	}
-	defer st.Close()
-	if !st.Properties().Retention {
-		return fmt.Sprintf("%s cannot lock objects: use an S3 bucket with Object Lock, or remove immutable-for", st.Properties().Location)
-	}
-	return ""
-}
-
-func (a *app) printPolicies(cfg *policy.Config, docs []policyDoc) {
+func (a *app) printPolicies(doc *api.PolicyCheck) {
 	a.printf("configuration is valid: %d connections, %d repositories, %d resource groups, %d policies\n",
-		len(cfg.Connections), len(cfg.Repositories), len(cfg.ResourceGroups), len(cfg.Policies))
-	l := cfg.Limits.WithDefaults()
+		doc.Connections, doc.Repositories, doc.ResourceGroups, len(doc.Policies))
+	l := doc.Limits
 	a.printf("limits: %d tasks, %s per host, %d per datastore, %s per repository, rate %s, per task %s\n",
-		l.Tasks, limitOrNone(l.PerHost), l.PerDatastore, limitOrNone(l.PerRepository), l.Rate, l.TaskRate)
-	for _, d := range docs {
+		l.Tasks, limitOrNone(l.PerHost), l.PerDatastore, limitOrNone(l.PerRepository), policy.ByteRate(l.RateBytes), policy.ByteRate(l.TaskRateBytes))
+	for _, d := range doc.Policies {
 		mode := d.Mode
 		if d.FullEvery > 0 {
 			mode += fmt.Sprintf(", full every %d runs", d.FullEvery)
@@ -175,28 +133,55 @@ func (a *app) printPolicies(cfg *policy.Config, docs []policyDoc) {
 		if d.Schedule != "" {
 			sched = fmt.Sprintf("schedule %q, next %s", d.Schedule, d.NextRun.Local().Format("2006-01-02 15:04"))
 		}
-		snapshots := d.Snapshot + " snapshots"
+		snapshots := d.SnapshotMode + " snapshots"
 		if d.Group == "datastore" {
 			snapshots += " read from one storage snapshot per datastore"
 		}
 		a.printf("\npolicy %s: %s, %s, repository %s, %s, %s\n", d.Name, mode, snapshots, d.Repository, d.Retention, sched)
-		if d.Immutable != "" {
-			a.printf("  immutable for %s after each backup\n", d.Immutable)
+		if d.LockSeconds > 0 {
+			a.printf("  immutable for %s after each backup\n", seconds(d.LockSeconds))
 		}
 		if d.LockProblem != "" {
 			a.printf("  problem: immutable-for, but %s\n", d.LockProblem)
 		}
-		for _, s := range d.Selected {
-			if s.Error != "" {
-				a.printf("  %s: inventory failed: %s\n", s.Connection, s.Error)
-				continue
-			}
-			a.printf("  %s: %d of %d VMs: %s\n", s.Connection, len(s.VMs), s.Total, clip(strings.Join(s.VMs, ", "), 400))
-		}
+		a.printSelection(d.Selected)
 		for _, w := range d.Warnings {
 			a.printf("  warning: %s\n", w.Message)
 		}
 	}
+}
+
+func (a *app) printSelection(sel []api.Selection) {
+	for _, s := range sel {
+		if s.Error != "" {
+			a.printf("  %s: inventory failed: %s\n", s.Connection, s.Error)
+			continue
+		}
+		a.printf("  %s: %d of %d VMs: %s\n", s.Connection, len(s.VMs), s.VMsTotal, clip(strings.Join(s.VMs, ", "), 400))
+	}
+}
+
+func (a *app) printPreview(doc *api.PolicyPreview) {
+	a.printf("policy %s selects:\n", doc.Policy)
+	a.printSelection(doc.Selected)
+	if len(doc.NextRuns) == 0 {
+		a.printf("no schedule: it runs with `coffer run %s`\n", doc.Policy)
+	} else {
+		var runs []string
+		for _, t := range doc.NextRuns {
+			runs = append(runs, t.Local().Format("2006-01-02 15:04"))
+		}
+		a.printf("next runs: %s\n", strings.Join(runs, ", "))
+	}
+	for _, w := range doc.Warnings {
+		a.printf("  warning: %s\n", w.Message)
+	}
+	if len(doc.Sources) == 0 {
+		a.printf("retention (%s): no points of this policy to judge\n", doc.Retention)
+		return
+	}
+	a.printf("retention (%s) of the points so far:\n", doc.Retention)
+	a.printForget(doc.Sources, true)
 }
 
 func limitOrNone(n int) string {
@@ -204,11 +189,4 @@ func limitOrNone(n int) string {
 		return "no limit"
 	}
 	return fmt.Sprint(n)
-}
-
-func nameOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

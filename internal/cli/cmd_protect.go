@@ -1,39 +1,52 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdProtect() *cobra.Command {
-	var unprotect bool
+	var in service.ProtectInput
 	cmd := &cobra.Command{
 		Use:   "protect SNAPSHOT...",
 		Short: "protect backup points from forget (or --remove the protection)",
-		Args:  cobra.MinimumNArgs(1),
+		Long: manual(`Protect backup points (IDs, unique prefixes or "latest") from `+"`coffer forget`"+`
+and from the retention of policies: a protected point is kept whatever the
+keep rules say, until --remove releases it. The protection is recorded in
+the point's manifest and in the catalog.
+
+Protection is coffer's own rule; object lock (`+"`--immutable-for`"+`) is the
+storage's, which nobody can lift before it ends.`,
+			`"snapshot ID protected" (or "unprotected") per point. --json: a list of
+{point_id, protected, catalog_warning}.`,
+			`coffer protect 3fa2c1d0
+coffer protect latest --remove`,
+			"0; 7 for an unknown point."),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			r, err := a.openRepo(ctx)
-			if err != nil {
+			in.Points = args
+			res, err := call(a, func(s *service.Service) ([]api.ProtectResult, error) { return s.Protect(cmd.Context(), in) })
+			if err != nil && len(res) == 0 {
 				return err
 			}
-			for _, ref := range args {
-				s, err := r.FindSnapshot(ctx, ref)
-				if err != nil {
-					return err
+			return a.emit(res, err, func() {
+				for _, r := range res {
+					state := "protected"
+					if !r.Protected {
+						state = "unprotected"
+					}
+					a.printf("backup point %s %s\n", short(r.PointID), state)
+					if r.CatalogWarning != "" {
+						fmt.Fprintf(a.stderr, "coffer: warning: %s\n", r.CatalogWarning)
+					}
 				}
-				s.Protected = !unprotect
-				if err := r.UpdateSnapshot(ctx, s); err != nil {
-					return err
-				}
-				state := "protected"
-				if unprotect {
-					state = "unprotected"
-				}
-				a.printf("snapshot %s %s\n", s.ID.Short(), state)
-			}
-			return nil
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&unprotect, "remove", false, "remove the protection")
-	return cmd
+	cmd.Flags().BoolVar(&in.Remove, "remove", false, "remove the protection")
+	return op(cmd, "protect")
 }

@@ -1,128 +1,75 @@
 package cli
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"time"
-
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/restore/qcow2"
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
-type restoreOptions struct {
-	disk      string
-	to        string
-	overwrite bool
-	resume    bool
-	format    string
-}
-
 func (a *app) cmdRestore() *cobra.Command {
-	var o restoreOptions
+	var in service.RestoreInput
 	cmd := &cobra.Command{
 		Use:   "restore SNAPSHOT --to PATH",
 		Short: "restore disks of a backup point to files or block devices",
-		Long: `Restore the disks of a backup point (an ID, a unique ID prefix, or "latest").
+		Long: manual(`Restore the disks of a backup point (an ID, a unique ID prefix, or "latest").
 
 With one disk (or --disk), PATH is the target file or block device. With
 several disks, PATH is a directory that receives one file per disk. Files
 are written sparse: holes are never written. A file is written under a
 temporary name and renamed when complete; --resume continues an interrupted
-restore of the same backup point instead of starting over.
+restore of the same backup point instead of starting over. The restore
+holds a lease on the repository, so garbage collection keeps the point's
+data while it is read, even if the point is forgotten meanwhile.
 
-EXAMPLES
-    coffer restore 3fa2c1d0 --to /var/lib/images/web.raw
-    coffer restore latest --disk 1 --to /dev/vg0/restored`,
+Ranges a repair recorded as lost are zeros in the restored disk; they are
+listed, and the restore ends with the partial-failure status.`,
+			`One line per disk: what was written, the holes, the time and rate, and
+the lost ranges if any. --json: a list of {point_id, disk, target,
+format, size_bytes, written_bytes, zero_bytes, read_requests,
+duration_seconds, resumed, lost_ranges: [{offset_bytes, length_bytes}]}.`,
+			`coffer restore 3fa2c1d0 --to /var/lib/images/web.raw
+coffer restore latest --disk 1 --to /dev/vg0/restored
+coffer restore latest --to /tmp/web --format qcow2`,
+			`0; 6 when ranges were lost to repository damage; 2 when the target
+exists (without --overwrite or --resume); 7 for an unknown point; 9 when
+the target is full (--resume continues).`),
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return a.runRestore(cmd, args[0], o) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Point = args[0]
+			res, err := call(a, func(s *service.Service) ([]api.RestoredDisk, error) { return s.RestoreDisks(cmd.Context(), in) })
+			if err == nil || service.Classify(err) == api.Partial {
+				return a.emit(res, err, func() { a.printRestored(res) })
+			}
+			a.printRestored(res) // the disks restored before the failure (not with --json: the error is the document)
+			return err
+		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.disk, "disk", "", "restore only this disk (index, key or name)")
-	f.StringVar(&o.to, "to", "", "target file, block device or directory (required)")
-	f.BoolVar(&o.overwrite, "overwrite", false, "replace an existing target file")
-	f.BoolVar(&o.resume, "resume", false, "continue an interrupted restore")
-	f.StringVar(&o.format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
+	f.StringVar(&in.Disk, "disk", "", "restore only this disk (index, key or name)")
+	f.StringVar(&in.To, "to", "", "target file, block device or directory (required)")
+	f.BoolVar(&in.Overwrite, "overwrite", false, "replace an existing target file")
+	f.BoolVar(&in.Resume, "resume", false, "continue an interrupted restore")
+	f.StringVar(&in.Format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
 	_ = cmd.MarkFlagRequired("to")
 	cmd.AddCommand(a.cmdRestoreVM())
-	return cmd
+	return op(cmd, "restore-disk")
 }
 
-func pickDisks(s *repo.Snapshot, sel string) ([]repo.Disk, error) {
-	if sel == "" {
-		return s.Disks, nil
-	}
-	for i, d := range s.Disks {
-		if d.Key == sel || d.Name == sel || strconv.Itoa(i) == sel {
-			return []repo.Disk{d}, nil
+// printRestored prints one line per restored disk (not with --json).
+func (a *app) printRestored(res []api.RestoredDisk) {
+	for _, r := range res {
+		a.printf("restored %s of backup point %s to %s: %s written, %s holes, %.1fs (%s)\n", r.Disk, short(r.PointID), r.Target,
+			humanBytes(r.WrittenBytes), humanBytes(r.ZeroBytes), r.DurationSeconds, rate(r.SizeBytes, seconds(r.DurationSeconds)))
+		if len(r.LostRanges) > 0 {
+			a.printf("  %d range(s) of %s were lost to repository damage (recorded by `coffer repair snapshots`) and are zeros in the restored disk:\n", len(r.LostRanges), r.Disk)
+			for j, e := range r.LostRanges {
+				if j == 20 {
+					a.printf("    and %d more\n", len(r.LostRanges)-j)
+					break
+				}
+				a.printf("    offset %d, %s\n", e.OffsetBytes, humanBytes(e.LengthBytes))
+			}
 		}
 	}
-	return nil, usagef("snapshot %s has no disk %q", s.ID.Short(), sel)
-}
-
-type restoreResult struct {
-	Snapshot string  `json:"snapshot"`
-	Disk     string  `json:"disk"`
-	Target   string  `json:"target"`
-	Bytes    int64   `json:"bytes_written"`
-	Zero     int64   `json:"bytes_zero"`
-	Requests int     `json:"read_requests"`
-	Seconds  float64 `json:"seconds"`
-	Resumed  bool    `json:"resumed"`
-}
-
-func (a *app) runRestore(cmd *cobra.Command, ref string, o restoreOptions) error {
-	ctx := cmd.Context()
-	r, s, release, err := a.openPoint(ctx, ref, "restore "+ref)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if o.format != "raw" && o.format != "qcow2" {
-		return usagef("--format must be raw or qcow2, not %q", o.format)
-	}
-	disks, err := pickDisks(s, o.disk)
-	if err != nil {
-		return err
-	}
-	targets := []string{o.to}
-	if len(disks) > 1 {
-		if err := os.MkdirAll(o.to, 0o700); err != nil {
-			return err
-		}
-		targets = targets[:0]
-		for i, d := range disks {
-			targets = append(targets, filepath.Join(o.to, fmt.Sprintf("%d-%s", i, filepath.Base(d.Name))))
-		}
-	}
-	var results []restoreResult
-	for i, d := range disks {
-		prog := &restore.Progress{}
-		bar := a.startProgress("restore "+d.Name, prog.BytesTotal.Load, prog.BytesDone.Load, func() string { return "" })
-		start := time.Now()
-		var st restore.Stats
-		var err error
-		if o.format == "qcow2" {
-			err = qcow2.Write(ctx, r, d, targets[i], a.log)
-		} else {
-			st, err = restore.ToFile(ctx, r, s, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: o.overwrite, Resume: o.resume})
-		}
-		bar.finish()
-		if err != nil {
-			return fmt.Errorf("disk %s: %w", d.Name, err)
-		}
-		res := restoreResult{Snapshot: s.ID.String(), Disk: d.Name, Target: targets[i], Bytes: st.BytesWritten, Zero: st.BytesZero,
-			Requests: st.Requests, Seconds: time.Since(start).Seconds(), Resumed: st.Resumed}
-		results = append(results, res)
-		a.printf("restored %s of snapshot %s to %s: %s written, %s holes, %.1fs (%s)\n", d.Name, s.ID.Short(), targets[i],
-			humanBytes(st.BytesWritten), humanBytes(st.BytesZero), res.Seconds, rate(d.Size, time.Since(start)))
-	}
-	if a.jsonOut {
-		return a.printJSON(results)
-	}
-	return nil
 }

@@ -5,42 +5,12 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/id"
-	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
 )
-
-// snapshotView is the --json form of a snapshot.
-type snapshotView struct {
-	ID           string      `json:"id"`
-	Short        string      `json:"short_id"`
-	Time         time.Time   `json:"time"`
-	Source       repo.Source `json:"source"`
-	Mode         string      `json:"mode"`
-	SnapshotMode string      `json:"snapshot_mode,omitempty"`
-	// SnapshotModeAchieved is what the point holds; "unknown" for
-	// manifests written before coffer recorded it.
-	SnapshotModeAchieved string            `json:"snapshot_mode_achieved"`
-	Parent               string            `json:"parent,omitempty"`
-	Tags                 map[string]string `json:"tags,omitempty"`
-	Protected            bool              `json:"protected"`
-	BytesLogical         int64             `json:"bytes_logical"`
-	BytesRead            int64             `json:"bytes_read"`
-	BytesNew             int64             `json:"bytes_new"`
-	BytesStored          int64             `json:"bytes_stored"`
-	Duration             float64           `json:"duration_seconds"`
-	Disks                []repo.Disk       `json:"disks"`
-	Warnings             []string          `json:"warnings,omitempty"`
-}
-
-func snapshotJSON(s *repo.Snapshot) snapshotView {
-	return snapshotView{ID: s.ID.String(), Short: s.ID.Short(), Time: s.Time, Source: s.Source, Mode: s.Mode,
-		SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: achievedMode(s.SnapshotModeAchieved), Parent: s.Parent, Tags: s.Tags,
-		Protected: s.Protected, BytesLogical: s.Logical(), BytesRead: s.BytesRead, BytesNew: s.BytesNew, BytesStored: s.BytesStored, Duration: s.Duration, Disks: s.Disks, Warnings: s.Warnings}
-}
 
 func (a *app) cmdSnapshots() *cobra.Command {
 	var name string
@@ -48,77 +18,71 @@ func (a *app) cmdSnapshots() *cobra.Command {
 		Use:     "snapshots",
 		Aliases: []string{"ls"},
 		Short:   "list backup points",
-		Long: `List the backup points of the repository, oldest first, straight from the
+		Long: manual(`List the backup points of the repository, oldest first, straight from the
 repository (no catalog needed). A damaged manifest is reported and skipped.
 
-CONSISTENCY is the snapshot mode the point really holds, with the requested
-one beside it when the connector fell back: "crash-consistent (quiesced
-requested)" after a quiesce fallback. Points written before coffer recorded
-it show "unknown"; disk images read without a snapshot show "as-is".`,
+CONSISTENCY is the VM snapshot mode the point really holds, with the
+requested one beside it when the connector fell back: "crash-consistent
+(quiesced requested)" after a quiesce fallback. Points written before
+coffer recorded it show "unknown"; disk images read without a snapshot
+show "as-is".
+
+DAMAGE says what a point lacks: chunks verify found lost (until a new
+backup of the source stores them again, which mends every point that uses
+them), or spans a repair recorded as lost.`,
+			`A table: ID, TIME, SOURCE, MODE, CONSISTENCY, DISKS, SIZE, NEW, DAMAGE,
+TAGS, then the count. Damaged manifests are named on stderr.
+--json: a list of backup point documents ([] when there is none), the
+same shape as `+"`catalog points --json`"+` and `+"`backup --json`"+`:
+id, short_id, repository, time, vm, vm_id, connection, source_kind, host,
+mode, snapshot_mode, snapshot_mode_achieved, parent, tags, protected,
+locked_until, job_id, disk_count, logical_bytes, stored_bytes, read_bytes,
+new_bytes, duration_seconds, disks, warnings, damage.`,
+			`coffer snapshots
+coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
+			"0 with the list (also when damaged manifests were skipped); 7 without a repository."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			r, err := a.openRepo(ctx)
+			points, skipped, err := callPoints(a, cmd, name)
 			if err != nil {
 				return err
 			}
-			var bad []string
-			snaps, err := r.Snapshots(ctx, func(x id.ID, err error) { bad = append(bad, fmt.Sprintf("%s: %v", x.Short(), err)) })
-			if err != nil {
-				return err
-			}
-			var out []*repo.Snapshot
-			for _, s := range snaps {
-				if name == "" || s.Source.VMName == name {
-					out = append(out, s)
+			return a.emit(points, nil, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tSIZE\tNEW\tDAMAGE\tTAGS")
+				for _, p := range points {
+					prot := ""
+					if p.Protected {
+						prot = " (protected)"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s\n", p.ShortID, p.Time.Local().Format("2006-01-02 15:04:05"),
+						p.VM, p.Mode, consistency(p.SnapshotMode, p.SnapshotModeAchieved), p.DiskCount, humanBytes(p.LogicalBytes),
+						humanBytes(p.StoredBytes), dash(p.Damage), formatTags(p.Tags), prot)
 				}
-			}
-			if a.jsonOut {
-				views := make([]snapshotView, 0, len(out))
-				for _, s := range out {
-					views = append(views, snapshotJSON(s))
+				_ = tw.Flush()
+				a.printf("%d backup point(s)\n", len(points))
+				for _, b := range skipped {
+					fmt.Fprintf(a.stderr, "coffer: skipped damaged snapshot %s: %s\n", short(b.PointID), b.Error)
 				}
-				return a.printJSON(views)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tSIZE\tNEW\tTAGS")
-			for _, s := range out {
-				prot := ""
-				if s.Protected {
-					prot = " (protected)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s%s\n", s.ID.Short(), s.Time.Local().Format("2006-01-02 15:04:05"),
-					s.Source.VMName, s.Mode, consistency(s.SnapshotMode, s.SnapshotModeAchieved), len(s.Disks), humanBytes(s.Logical()),
-					humanBytes(s.BytesStored), formatTags(s.Tags), prot)
-			}
-			_ = tw.Flush()
-			a.printf("%d snapshot(s)\n", len(out))
-			for _, b := range bad {
-				fmt.Fprintf(a.stderr, "coffer: skipped damaged snapshot %s\n", b)
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "only snapshots of this source name")
-	return cmd
+	return op(cmd, "list-points")
 }
 
-// unknownMode stands for an achieved snapshot mode a manifest does not
-// record (written before coffer recorded it): claiming the requested mode
-// instead could claim a quiesce that never happened.
-const unknownMode = "unknown"
-
-func achievedMode(achieved string) string {
-	if achieved == "" {
-		return unknownMode
+func callPoints(a *app, cmd *cobra.Command, name string) ([]api.BackupPoint, []api.SkippedPoint, error) {
+	svc, err := a.service()
+	if err != nil {
+		return nil, nil, err
 	}
-	return achieved
+	return svc.Points(cmd.Context(), service.PointsInput{VM: name})
 }
 
 // consistency is the achieved snapshot mode, followed by the requested one
 // when they differ, so a fallback stands out in a listing.
 func consistency(requested, achieved string) string {
-	achieved = achievedMode(achieved)
+	achieved = service.AchievedMode(achieved)
 	if requested != "" && requested != achieved {
 		return achieved + " (" + requested + " requested)"
 	}

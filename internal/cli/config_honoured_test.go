@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -39,6 +41,7 @@ func TestEverySectionIsStrict(t *testing.T) {
 		"limits":            {"limits: {task: 3}\n", `unknown key "task" in limits (did you mean "tasks"?)`},
 		"resource-groups":   {"resource-groups: [{name: g, limt: 2}]\n", `unknown key "limt" in resource-groups[0] (did you mean "limit"?)`},
 		"storage-snapshots": {"storage-snapshots:\n  - {name: array, kind: flashcopy, datastores: [ssd-*]}\n", "storage snapshot providers are not available in this version of coffer"},
+		"notifications":     {"notifications:\n  targets: [{name: a, webhook: {url: 'https://x', secret-fle: /s}}]\n", `unknown key "secret-fle" in notifications.targets[0].webhook (did you mean "secret-file"?)`},
 	}
 	for _, s := range config.Sections {
 		c, ok := typos[s]
@@ -109,7 +112,7 @@ connections: [{name: sim, kind: fake, options: {vms: 4, datastores: 2, disk-size
 policies: [{name: sim-flash, connection: sim, group: datastore}]
 `)
 	e.expectAll(0, []string{"read from one storage snapshot per datastore"}, "policy", "check", "--offline")
-	var res jobDoc
+	var res api.Job
 	if err := json.Unmarshal([]byte(e.must("run", "sim-flash", "--json")), &res); err != nil || res.Status != "success" {
 		t.Fatalf("run sim-flash: %+v %v", res, err)
 	}
@@ -170,21 +173,21 @@ func TestPolicyCheckSaysWhatWillHappen(t *testing.T) {
 		"warning: policy odd: quiesce: fallback only applies with snapshot: quiesced; with crash-consistent it is ignored",
 	}, "policy", "check")
 	var doc struct {
-		Policies []policyDoc `json:"policies"`
+		Policies []api.PolicyReport `json:"policies"`
 	}
 	if err := json.Unmarshal([]byte(e.must("policy", "check", "--json")), &doc); err != nil || len(doc.Policies) != 3 || len(doc.Policies[0].Warnings) != 2 {
 		t.Fatalf("policy check --json: %+v %v", doc, err)
 	}
 	// The run does what the warning said: every running VM fails, none is
 	// read live.
-	var res jobDoc
+	var res api.Job
 	code, out, _ := e.run("run", "live", "--json")
 	if err := json.Unmarshal([]byte(out), &res); code != ExitFailure || err != nil || len(res.Tasks) != 4 {
 		t.Fatalf("run live: exit %d, %+v %v", code, res, err)
 	}
 	for _, tk := range res.Tasks {
 		if tk.Status != "failed" || !strings.Contains(tk.Error, "is running and snapshot: as-is takes no snapshot") {
-			t.Errorf("%s: %s %s", tk.VMName, tk.Status, tk.Error)
+			t.Errorf("%s: %s %s", tk.VM, tk.Status, tk.Error)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/store/local"
@@ -27,9 +29,9 @@ func snapshotLine(t *testing.T, e *env, short string) string {
 }
 
 // catalogPoint is the catalog's --json record of one point.
-func catalogPoint(t *testing.T, e *env, pointID string) pointView {
+func catalogPoint(t *testing.T, e *env, pointID string) api.BackupPoint {
 	t.Helper()
-	var points []pointView
+	var points []api.BackupPoint
 	if err := json.Unmarshal([]byte(e.must("catalog", "points", "--json")), &points); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func catalogPoint(t *testing.T, e *env, pointID string) pointView {
 		}
 	}
 	t.Fatalf("catalog has no point %s: %+v", pointID, points)
-	return pointView{}
+	return api.BackupPoint{}
 }
 
 // wantModes checks a point's requested and achieved snapshot modes as the
@@ -52,7 +54,7 @@ func wantModes(t *testing.T, e *env, pointID, requested, achieved, column string
 		if v.ID == pointID {
 			found = true
 			if v.SnapshotMode != requested || v.SnapshotModeAchieved != achieved {
-				t.Fatalf("snapshots --json: %s requested %q achieved %q, want %q/%q", v.Short, v.SnapshotMode, v.SnapshotModeAchieved, requested, achieved)
+				t.Fatalf("snapshots --json: %s requested %q achieved %q, want %q/%q", v.ShortID, v.SnapshotMode, v.SnapshotModeAchieved, requested, achieved)
 			}
 		}
 	}
@@ -83,14 +85,14 @@ func TestQEMUQuiesceFallbackRecordsAchievedMode(t *testing.T) {
 		{"quiesced", "quiesced", ""},
 		{"crash-consistent", "crash-consistent (quiesced requested)", "guest agent did not quiesce"},
 	} {
-		var v snapshotView
+		var v api.BackupPoint
 		out := e.must("backup", "vm", vms[i].QMPPath, "--snapshot-mode", "quiesced", "--quiesce", "fallback", "--json")
 		if err := json.Unmarshal([]byte(out), &v); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
 		warned := strings.Contains(strings.Join(v.Warnings, ";"), "guest agent did not quiesce")
 		if v.SnapshotMode != "quiesced" || v.SnapshotModeAchieved != want.achieved || warned != (want.warning != "") {
-			t.Fatalf("%s: requested %q achieved %q, warnings %v; want quiesced/%s", v.Source.VMName, v.SnapshotMode, v.SnapshotModeAchieved, v.Warnings, want.achieved)
+			t.Fatalf("%s: requested %q achieved %q, warnings %v; want quiesced/%s", v.VM, v.SnapshotMode, v.SnapshotModeAchieved, v.Warnings, want.achieved)
 		}
 		wantModes(t, e, v.ID, "quiesced", want.achieved, want.column)
 		// The plain report names what the point holds too.
@@ -121,8 +123,8 @@ func TestVSphereQuiesceWithoutToolsRecordsCrashConsistent(t *testing.T) {
 		!strings.Contains(strings.Join(tk.Warnings, ";"), "VMware Tools not running") {
 		t.Fatalf("task: requested %q achieved %q, warnings %v", tk.SnapshotMode, tk.SnapshotModeAchieved, tk.Warnings)
 	}
-	wantModes(t, e, tk.BackupPointID, "quiesced", "crash-consistent", "crash-consistent (quiesced requested)")
-	var shown jobDoc
+	wantModes(t, e, tk.PointID, "quiesced", "crash-consistent", "crash-consistent (quiesced requested)")
+	var shown api.Job
 	if err := json.Unmarshal([]byte(e.must("job", "show", fmt.Sprint(job.ID), "--json")), &shown); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestAchievedModeOfDiskImagesAndOldManifests(t *testing.T) {
 	e := newEnv(t)
 	e.must("init")
 	img := e.image("web.raw", 8<<20, 1)
-	var v snapshotView
+	var v api.BackupPoint
 	if err := json.Unmarshal([]byte(e.must("backup", "disk", img, "--json")), &v); err != nil {
 		t.Fatal(err)
 	}

@@ -75,10 +75,10 @@ func (e *env) restoresAll(versions []string) {
 		e.t.Fatalf("%d points, want %d", len(snaps), len(versions))
 	}
 	for i, s := range snaps {
-		out := filepath.Join(e.dir, "restored-"+s.Short)
+		out := filepath.Join(e.dir, "restored-"+s.ShortID)
 		e.must("restore", s.ID, "--to", out)
 		if !sameFile(e.t, out, versions[i]) {
-			e.t.Fatalf("point %s restores different bytes than generation %d", s.Short, i)
+			e.t.Fatalf("point %s restores different bytes than generation %d", s.ShortID, i)
 		}
 		_ = os.Remove(out)
 	}

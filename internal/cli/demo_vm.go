@@ -69,8 +69,7 @@ func (a *app) runVMDemo(ctx context.Context, dir string) error {
 	if err := sub("backup", "vm", sock, "--snapshot-mode", "quiesced"); err != nil {
 		return err
 	}
-	mark := vm.Mark()
-	if mark, _, err = vm.WaitConsoleFrom(ctx, mark, "COFFER WROTE"); err != nil {
+	if _, _, err = vm.WaitConsoleFrom(ctx, vm.Mark(), "COFFER WROTE"); err != nil {
 		return err
 	}
 	step("the guest kept writing; incremental backup (only blocks QEMU's dirty bitmap recorded are read)")

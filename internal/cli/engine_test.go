@@ -6,6 +6,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
 )
 
 func (e *env) config(doc string) {
@@ -39,11 +42,11 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 	e.must("init")
 	e.config(engineConfig)
 
-	var res jobDoc
+	var res api.Job
 	if err := json.Unmarshal([]byte(e.must("run", "web", "--json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != "success" || len(res.Tasks) != 1 || res.Tasks[0].VMName != "web-0000" || res.Tasks[0].BackupPointID == "" {
+	if res.Status != "success" || len(res.Tasks) != 1 || res.Tasks[0].VM != "web-0000" || res.Tasks[0].PointID == "" {
 		t.Fatalf("run web: %+v", res)
 	}
 	out := e.expect(ExitPartial, "run", "all")
@@ -52,31 +55,47 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 			t.Errorf("run all output lacks %q:\n%s", want, out)
 		}
 	}
-	var jobs []jobDoc
+	var jobs []api.Job
 	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 2 || jobs[0].Status != "partial" {
 		t.Fatalf("jobs: %+v %v", jobs, err)
 	}
+	// Runs of policies are tasks: what they act on, the process that ran
+	// them, their final progress, their numbered log.
+	if j := jobs[0]; j.Kind != "backup-policy" || j.Object != "/policies/all" || j.OwnerPID == 0 || j.LogLines == 0 ||
+		j.Progress == nil || j.Progress.ItemsDone != 6 || j.Progress.ItemsTotal != 6 {
+		t.Fatalf("run of policy all: %+v", j)
+	}
+	var onDB []api.Job
+	if err := json.Unmarshal([]byte(e.must("jobs", "--vm", "db-0001", "--kind", "backup-policy", "--json")), &onDB); err != nil ||
+		len(onDB) != 1 || onDB[0].ID != jobs[0].ID {
+		t.Fatalf("jobs on VM db-0001: %+v %v", onDB, err)
+	}
+	var shown api.Job
+	if err := json.Unmarshal([]byte(e.must("job", "show", fmt.Sprint(jobs[0].ID), "--json")), &shown); err != nil ||
+		int64(len(shown.Events)) != shown.LogLines || shown.Events[0].Seq != 1 || shown.Events[0].Kind != "job-start" {
+		t.Fatalf("job show --json: %d events of %d lines, first %+v (%v)", len(shown.Events), shown.LogLines, shown.Events[:min(1, len(shown.Events))], err)
+	}
 	show := e.must("job", "show", fmt.Sprint(jobs[0].ID))
-	for _, want := range []string{"TASKS", "EVENTS", "db-0001", "task-failed", "snapshot-create", "job-end"} {
+	for _, want := range []string{"TASKS", "EVENTS", "db-0001", "task-failed", "snapshot-create", "job-end", "on /policies/all"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("job show lacks %q:\n%s", want, show)
 		}
 	}
 	e.expect(ExitUsage, "job", "show", "x")
-	e.expect(ExitFailure, "job", "show", "999")
+	e.expect(ExitNoRepo, "job", "show", "999") // not found
 
-	var vms []vmDoc
-	if err := json.Unmarshal([]byte(e.must("vms", "--json")), &vms); err != nil || len(vms) != 6 {
-		t.Fatalf("vms: %v %v", vms, err)
+	vms := vmsJSON(t, e)
+	if len(vms) != 6 {
+		t.Fatalf("vms: %v", vms)
 	}
 	for _, v := range vms {
-		switch v.Name {
+		switch v.VM {
 		case "web-0000":
-			if !v.Protected || strings.Join(v.Policies, ",") != "web,all" || v.LastBackup.IsZero() {
+			if !v.Covered || strings.Join(v.Policies, ",") != "web,all" || v.LastBackup.IsZero() {
 				t.Errorf("web-0000: %+v", v)
 			}
 		case "db-0001":
-			if v.Protected || len(v.Policies) != 1 {
+			if v.Covered || len(v.Policies) != 1 {
 				t.Errorf("db-0001 (always failing): %+v", v)
 			}
 		}
@@ -87,6 +106,13 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 			t.Errorf("policy check lacks %q:\n%s", want, check)
 		}
 	}
+	preview := e.must("policy", "preview", "web")
+	for _, want := range []string{"policy web selects:", "lab: 1 of 6 VMs: web-0000", "no schedule: it runs with `coffer run web`", "retention (", "web-0000: keep 1, remove 0"} {
+		if !strings.Contains(preview, want) {
+			t.Errorf("policy preview lacks %q:\n%s", want, preview)
+		}
+	}
+	e.expect(ExitUsage, "policy", "preview", "nope")
 	e.expect(ExitUsage, "run", "nope")
 }
 
@@ -142,5 +168,68 @@ policies:
 	// Nor can a local repository have locked objects hidden by a delete.
 	if out := e.expect(ExitUsage, "repair", "undelete"); !strings.Contains(out, "keeps no versions of objects") {
 		t.Fatalf("repair undelete on a local repository: %s", out)
+	}
+}
+
+// vmsJSON is `coffer vms --json`'s list of VMs; it fails the test when an
+// inventory failed.
+func vmsJSON(t *testing.T, e *env, args ...string) []api.VM {
+	t.Helper()
+	var inv api.Inventory
+	out := e.must(append([]string{"vms", "--json"}, args...)...)
+	if err := json.Unmarshal([]byte(out), &inv); err != nil || len(inv.Errors) != 0 {
+		t.Fatalf("vms --json: %v\n%s", err, out)
+	}
+	return inv.VMs
+}
+
+// A run whose process is killed is not shown running forever: coffer jobs
+// marks it failed, interrupted, naming the process that died.
+func TestJobsMarksTheRunOfAKilledProcessInterrupted(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	e.config(`
+connections:
+  - name: lab
+    kind: fake
+    options: {seed: 3, vms: 1, disk-size: 128KiB, snapshot-create: 1h}
+policies:
+  - name: stuck
+    connection: lab
+`)
+	run := e.child("run", "stuck")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var jobs []api.Job
+		if code, out, _ := e.run("jobs", "--json"); code == 0 && json.Unmarshal([]byte(out), &jobs) == nil &&
+			len(jobs) == 1 && jobs[0].Status == "running" && jobs[0].OwnerPID == run.Process.Pid {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("coffer run exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("coffer run recorded no running job within a minute")
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	if err := run.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	var jobs []api.Job
+	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs: %+v %v", jobs, err)
+	}
+	want := fmt.Sprintf("interrupted: the coffer process that ran it (pid %d on ", run.Process.Pid)
+	if jobs[0].Status != "failed" || !strings.HasPrefix(jobs[0].Error, want) {
+		t.Fatalf("the run of the killed process: %s %q, want failed %q...", jobs[0].Status, jobs[0].Error, want)
 	}
 }

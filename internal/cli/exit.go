@@ -1,122 +1,98 @@
 package cli
 
 import (
-	"context"
 	"errors"
-	"fmt"
 
-	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/crypto"
-	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/index"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // Exit codes, documented in `coffer help exit-codes` and the README.
 const (
 	ExitOK          = 0
 	ExitFailure     = 1  // any other error
-	ExitUsage       = 2  // bad flags, arguments or configuration
+	ExitUsage       = 2  // bad flags, arguments or configuration; a target that exists
 	ExitAccess      = 3  // wrong password, no key, permission denied
 	ExitLocked      = 4  // repository locked by maintenance
 	ExitIntegrity   = 5  // corruption found (verify, or while reading)
 	ExitPartial     = 6  // some items (VMs, disks, files) failed, others succeeded
-	ExitNoRepo      = 7  // not a repository / snapshot not found
+	ExitNoRepo      = 7  // not a repository / no such backup point, job, session or VM
 	ExitVersion     = 8  // repository format newer than this coffer
 	ExitNoSpace     = 9  // storage full
 	ExitSource      = 10 // the source disk vanished, shrank or changed
 	ExitInterrupted = 130
 )
 
+// exitCodes maps every error class (internal/service.Classify) to its exit
+// code. It is the only place where errors become exit codes.
+var exitCodes = map[api.Class]int{
+	api.Invalid:            ExitUsage,
+	api.Conflict:           ExitUsage,
+	api.Unauthenticated:    ExitAccess,
+	api.Denied:             ExitAccess,
+	api.Locked:             ExitLocked,
+	api.Integrity:          ExitIntegrity,
+	api.Partial:            ExitPartial,
+	api.NotFound:           ExitNoRepo,
+	api.UnsupportedVersion: ExitVersion,
+	api.NoSpace:            ExitNoSpace,
+	api.SourceChanged:      ExitSource,
+	api.Cancelled:          ExitInterrupted,
+	api.Internal:           ExitFailure,
+}
+
 var exitCodeHelp = `EXIT STATUS
     0    success
     1    failure not covered below
-    2    usage error: bad flags, arguments or configuration file
+    2    usage error: bad flags, arguments or configuration file, or a
+         target that already exists
     3    access denied: wrong password, no matching key, permission denied by the storage
     4    repository locked: another maintenance run holds the lease (it names the holder)
     5    integrity error: corrupted, truncated or tampered repository data was found
     6    partial failure: some VMs or disks failed while others succeeded, or
          files get/find skipped entries (it lists them)
-    7    not found: no repository at the location, or no such snapshot
+    7    not found: no repository at the location, or no such backup point,
+         job, instant recovery session or VM
     8    unsupported format: the repository was written by a newer coffer
     9    no space left in the repository storage (or restore target)
     10   the source disk vanished, shrank or changed during the backup
     130  interrupted (Ctrl-C); a re-run reuses everything already stored
 `
 
-// usageError marks errors in how coffer was called.
-type usageError struct{ err error }
+// usagef is an error in how coffer was called.
+func usagef(format string, a ...any) error { return api.Errorf(api.Invalid, format, a...) }
 
-func (u usageError) Error() string { return u.err.Error() }
-func (u usageError) Unwrap() error { return u.err }
+// reported marks a failure whose details the command already printed:
+// with --json its result document describes it, so no error document
+// follows. advised: what was printed says what to do next, so no advice
+// line either.
+type reported struct {
+	err     error
+	advised bool
+}
 
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+func (r reported) Error() string { return r.err.Error() }
+func (r reported) Unwrap() error { return r.err }
 
-// partialError reports a partial failure with its details already printed.
-type partialError struct{ msg string }
-
-func (p partialError) Error() string { return p.msg }
-
-// reportedError is a failure whose details the command already printed
-// (with --json, its result document describes it); its exit code is that
-// of the wrapped error.
-type reportedError struct{ err error }
-
-func (r reportedError) Error() string { return r.err.Error() }
-func (r reportedError) Unwrap() error { return r.err }
-
-// integrityError reports corruption found by verify (details printed).
-type integrityError struct{ msg string }
-
-func (p integrityError) Error() string { return p.msg }
-
-// exitCode maps an error to the documented exit code. It is the only place
-// where errors become exit codes.
+// exitCode maps an error to the documented exit code.
 func exitCode(err error) int {
-	var (
-		u usageError
-		p partialError
-		i integrityError
-	)
-	switch {
-	case err == nil:
+	if err == nil {
 		return ExitOK
-	case errors.As(err, &u):
-		return ExitUsage
-	case errors.As(err, &p):
-		return ExitPartial
-	case errors.As(err, &i):
-		return ExitIntegrity
-	case errors.Is(err, context.Canceled):
-		return ExitInterrupted
-	case errors.Is(err, crypto.ErrWrongPassword), errors.Is(err, store.ErrPermission):
-		return ExitAccess
-	case errors.Is(err, repo.ErrLocked):
-		return ExitLocked
-	case errors.Is(err, repo.ErrUnsupportedVersion):
-		return ExitVersion
-	case errors.Is(err, repo.ErrNotRepository), errors.Is(err, repo.ErrSnapshotNotFound):
-		return ExitNoRepo
-	case errors.Is(err, store.ErrNoSpace):
-		return ExitNoSpace
-	case errors.Is(err, backup.ErrSourceChanged):
-		return ExitSource
-	case errors.Is(err, chunk.ErrCorrupt), errors.Is(err, pack.ErrFormat), errors.Is(err, index.ErrFormat),
-		errors.Is(err, diskmap.ErrFormat), errors.Is(err, repo.ErrCorruptManifest), errors.Is(err, repo.ErrChunkMissing),
-		errors.Is(err, crypto.ErrAuth):
-		return ExitIntegrity
-	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists):
-		return ExitUsage
+	}
+	if code, ok := exitCodes[service.Classify(err)]; ok {
+		return code
 	}
 	return ExitFailure
 }
 
 // advice adds what to do next to well-known errors.
 func advice(err error) string {
+	var r reported
+	if errors.As(err, &r) && r.advised {
+		return ""
+	}
 	switch exitCode(err) {
 	case ExitAccess:
 		if errors.Is(err, crypto.ErrWrongPassword) {
@@ -140,4 +116,26 @@ func advice(err error) string {
 		return "re-run the command: data already stored is reused"
 	}
 	return ""
+}
+
+// errorDoc is the --json document of a failure nothing else described.
+func errorDoc(err error) api.CommandError {
+	return api.CommandError{Error: api.Error{Class: service.Classify(err), Message: err.Error(), Detail: advice(err)}, ExitCode: exitCode(err)}
+}
+
+// emit prints a command's result document (as JSON, or with text) and
+// returns err, marked as reported when there is one: the document already
+// describes it.
+func (a *app) emit(doc any, err error, text func()) error {
+	if a.jsonOut {
+		if perr := a.printJSON(doc); perr != nil {
+			return perr
+		}
+	} else if text != nil {
+		text()
+	}
+	if err != nil {
+		return reported{err: err}
+	}
+	return nil
 }

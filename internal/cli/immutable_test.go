@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/store"
 	s3store "github.com/coffer-backup/coffer/internal/store/s3"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -56,10 +54,10 @@ func requirePointLocked(t *testing.T, srv *testutil.S3Server, bucket, prefix, pa
 		}
 	}
 	locked("snapshots/" + s.ID.String())
-	packs := map[pack.ID]bool{}
+	packs := map[repo.PackID]bool{}
 	for _, d := range s.Disks {
 		locked(d.Map)
-		m, err := diskmap.Open(ctx, st, r.Key(), d.Map)
+		m, err := r.OpenDiskMap(ctx, d.Map)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +77,7 @@ func requirePointLocked(t *testing.T, srv *testutil.S3Server, bucket, prefix, pa
 		}
 	}
 	for p := range packs {
-		locked(pack.ObjectName(p))
+		locked(repo.PackObjectName(p))
 	}
 	versions := 0
 	for _, p := range []string{"config", "keys/"} {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/instant"
@@ -69,16 +71,16 @@ func TestInstantRecovery(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
 	var raw json.RawMessage
-	var s instant.Session
+	var s api.InstantSession
 	if err := json.NewDecoder(out).Decode(&raw); err != nil || json.Unmarshal(raw, &s) != nil || s.Console == "" {
 		t.Fatalf("instant start: %s %v", raw, err)
 	}
 	t.Cleanup(func() { _ = qemu.Quit(context.Background(), s.QMPSocket) })
 	pos := waitFile(ctx, t, s.Console, 0, "COFFER CHECK OK")
 	t.Logf("instant recovery: guest verified its disk read from the backup %.1fs after the command", time.Since(began).Seconds())
-	pos = waitFile(ctx, t, s.Console, pos, "COFFER WROTE")
+	waitFile(ctx, t, s.Console, pos, "COFFER WROTE")
 
-	var list []instantDoc
+	var list []api.InstantSession
 	if err := json.Unmarshal([]byte(e.must("instant", "list", "--json")), &list); err != nil || len(list) != 1 ||
 		list[0].State != instant.StateRunning || !list[0].ServerRunning || !list[0].VMRunning {
 		t.Fatalf("instant list: %+v %v", list, err)
@@ -119,7 +121,7 @@ func TestInstantRecovery(t *testing.T) {
 		t.Fatalf("instant serve: %q %v", line, err)
 	}
 	b, _ := os.ReadFile(s.Console)
-	pos = waitFile(ctx, t, s.Console, len(b), "COFFER WROTE")
+	waitFile(ctx, t, s.Console, len(b), "COFFER WROTE")
 
 	// Commit: the running VM moves to production storage; the server exits.
 	prod := filepath.Join(e.dir, "production")

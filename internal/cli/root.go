@@ -1,6 +1,9 @@
 // Package cli is coffer's command line: one file per command (cmd_*.go),
-// each a thin layer that parses flags, calls the domain packages and prints
-// text or --json. Errors become exit codes in exactly one place (exit.go).
+// each a thin layer that parses flags, calls an operation of
+// internal/service and prints text, or the operation's internal/api
+// document with --json. Settings (flags, environment, file) become the
+// service's configuration in service.go; error classes become exit codes
+// in exactly one place (exit.go).
 package cli
 
 import (
@@ -18,8 +21,13 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
+	"github.com/coffer-backup/coffer/internal/notify"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
@@ -39,6 +47,13 @@ type app struct {
 	root           *cobra.Command
 	cpuProfile     string
 	stopProfile    func()
+	// engine is the file's connections, repositories, limits, resource
+	// groups and policies; svc the service built from the settings on
+	// first use (service.go).
+	engine *policy.Config
+	notify *notify.Config
+	svc    *service.Service
+	pw     *passwordCache
 }
 
 // Execute runs coffer with args and returns the process exit code.
@@ -58,22 +73,18 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") ||
 		strings.HasPrefix(err.Error(), "unknown shorthand") || strings.Contains(err.Error(), "argument") && strings.Contains(err.Error(), "accepts") {
-		err = usageError{err}
+		err = api.WithClass(api.Invalid, err)
 	}
 	if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
-		err = fmt.Errorf("%w: %w", context.Canceled, err)
+		err = api.Errorf(api.Cancelled, "%w: %w", context.Canceled, err)
 	}
 	code := exitCode(err)
-	var (
-		integ integrityError
-		part  partialError
-		rep   reportedError
-	)
-	if a.jsonOut && (errors.As(err, &integ) || errors.As(err, &part) || errors.As(err, &rep)) {
+	var r reported
+	if a.jsonOut && errors.As(err, &r) {
 		return code // the result document already describes the problems
 	}
 	if a.jsonOut {
-		_ = json.NewEncoder(stdout).Encode(map[string]any{"error": err.Error(), "exit_code": code, "advice": advice(err)})
+		_ = json.NewEncoder(stdout).Encode(errorDoc(err))
 	} else {
 		fmt.Fprintf(stderr, "coffer: %v\n", err)
 		if hint := advice(err); hint != "" {
@@ -98,6 +109,20 @@ DESCRIPTION
 
     Settings come from flags, then environment variables, then the
     configuration file, then defaults (see ` + "`coffer config keys`" + `).
+    Every command has a manual page: ` + "`coffer help COMMAND`" + `.
+
+OUTPUT
+    Text for people; with --json, the command's result document (snake_case
+    fields, [] for empty lists, RFC 3339 times, byte counts in *_bytes
+    fields), the same documents the REST API serves. A failure that no
+    result document describes prints {"error": {"class", "message",
+    "detail"}, "exit_code"}. Progress bars appear on a terminal only.
+
+EXAMPLES
+    coffer init
+    coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced
+    coffer snapshots --json
+    coffer restore latest --to /tmp/web.raw
 
 ` + exitCodeHelp,
 		SilenceUsage:  true,
@@ -107,10 +132,10 @@ DESCRIPTION
 			return a.setup(cmd)
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return api.WithClass(api.Invalid, err) })
 	// Which compressor the binary was built with decides backup speed
 	// (cgo or not), so --version says it.
-	root.SetVersionTemplate("coffer {{.Version}} (compression: " + chunk.Compressor + ")\n")
+	root.SetVersionTemplate("coffer {{.Version}} (compression: " + repo.Compressor + ")\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configPath, "config", "", "configuration file (default: $COFFER_CONFIG, ~/.config/coffer/config.yaml, /etc/coffer/coffer.yaml)")
 	pf.BoolVar(&a.jsonOut, "json", false, "print results as JSON (for scripts); disables progress bars")
@@ -131,10 +156,13 @@ DESCRIPTION
 	for _, c := range a.commands() {
 		root.AddCommand(c)
 	}
-	root.AddCommand(&cobra.Command{
+	root.AddCommand(faceOnly(&cobra.Command{
 		Use: "exit-codes", Short: "explain coffer's exit codes",
+		Long: manual(`Print what each of coffer's exit codes means: every command ends with
+one of them, so scripts can tell a locked repository (4) from damage (5)
+or a partial failure (6).`, "The table below.", "coffer exit-codes", "0."),
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), exitCodeHelp) },
-	})
+	}, "explains the command line's own exit codes"))
 	return root
 }
 
@@ -151,11 +179,26 @@ func (a *app) commands() []*cobra.Command {
 func (a *app) setup(cmd *cobra.Command) error {
 	f, err := config.Load(a.configPath)
 	if err != nil {
-		return usageError{err}
+		return api.WithClass(api.Invalid, err)
 	}
-	if err := checkSections(f); err != nil {
-		return usageError{err}
+	// Every structured section is decoded with its owner's schema whatever
+	// the command, so an unknown key in any section is an error (exit 2)
+	// like an unknown top-level key, and no section is accepted and then
+	// ignored. What the sections say is checked by the operations that
+	// use them.
+	if a.engine, err = policy.Decode(f); err != nil {
+		return api.WithClass(api.Invalid, err)
 	}
+	var server serverSettings
+	if err := f.Decode("server", &server); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
+	if a.notify, err = notify.Decode(f); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
+	// The command line acts for whoever can run it with the catalog at
+	// hand: what it changes is recorded under auth.LocalUser.
+	cmd.SetContext(auth.WithSubject(cmd.Context(), auth.Local()))
 	a.file = f
 	flags := cmd.Flags()
 	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
@@ -65,7 +67,7 @@ func TestS3ImmutableCopy(t *testing.T) {
 	// (a second key is added first, so it is not the last one). The new key
 	// is locked as long as the first.
 	e.vars["COFFER_REPO"], e.vars["COFFER_PASSWORD"] = target, targetPassword
-	var keys []struct{ ID string }
+	var keys []api.Key
 	if err := json.Unmarshal([]byte(e.must("key", "list", "--json")), &keys); err != nil || len(keys) != 1 {
 		t.Fatalf("keys: %+v %v", keys, err)
 	}
@@ -116,12 +118,12 @@ policies:
 	}
 	run := func(wantMode string) string {
 		t.Helper()
-		var job jobDoc
+		var job api.Job
 		out := e.must("run", "nightly", "--json")
 		if err := json.Unmarshal([]byte(out), &job); err != nil || job.Status != "success" || len(job.Tasks) != 1 || job.Tasks[0].Mode != wantMode {
 			t.Fatalf("run: %v %s", err, out)
 		}
-		return job.Tasks[0].BackupPointID
+		return job.Tasks[0].PointID
 	}
 	policy("")
 	run("full")
@@ -182,7 +184,7 @@ func TestS3ImmutableVSpherePolicy(t *testing.T) {
 	start := time.Now()
 	lab.backUp(e, vm.Name, "", "immutable-for: 1d12h")
 	snaps := snapshotsJSON(t, e)
-	if len(snaps) != 1 || snaps[0].Source.Kind != "vsphere" {
+	if len(snaps) != 1 || snaps[0].SourceKind != "vsphere" {
 		t.Fatalf("points: %+v", snaps)
 	}
 	point := snaps[0].ID

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -51,7 +53,7 @@ func storedBytes(t *testing.T, srv *testutil.S3Server, bucket, prefix string) in
 
 type gcResult struct {
 	PacksDeleted int `json:"packs_deleted"`
-	Retained     int `json:"objects_retained"`
+	Retained     int `json:"objects_locked"`
 }
 
 // TestS3RepositoryLifecycle runs the repository's whole life through the
@@ -200,7 +202,7 @@ func TestS3ImmutableBackups(t *testing.T) {
 	}
 	e.must("forget", "--keep-last", "1")
 	if ids := snapshotIDs(snapshotsJSON(t, e)); !strings.Contains(ids, locked.ID) || len(strings.Fields(ids)) != 2 {
-		t.Fatalf("after forget: %s (the locked %s must stay)", ids, locked.Short)
+		t.Fatalf("after forget: %s (the locked %s must stay)", ids, locked.ShortID)
 	}
 	var rep gcResult
 	if err := json.Unmarshal([]byte(e.must("gc", "--json")), &rep); err != nil {
@@ -234,7 +236,7 @@ func containsPrefix(keys []string, p string) bool {
 	return false
 }
 
-func snapshotIDs(v []snapshotView) string {
+func snapshotIDs(v []api.BackupPoint) string {
 	var ids []string
 	for _, s := range v {
 		ids = append(ids, s.ID)
@@ -270,18 +272,21 @@ func TestS3AppendOnlyCredentials(t *testing.T) {
 	img := e.image("vm.img", 16<<20, 4)
 	start := time.Now()
 	e.must("backup", "disk", img, "--immutable-for", "1h")
-	// Without s3:ListBucketVersions the current config and key are locked.
-	for _, prefix := range []string{"repo/config", "repo/keys/"} {
+	// Without s3:ListBucketVersions the current config and key (both of
+	// its copies) are locked.
+	for prefix, want := range map[string]int{"repo/config": 1, "repo/keys/": 2} {
 		page, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String(prefix)})
-		if err != nil || len(page.Contents) != 1 {
-			t.Fatalf("%s: %v %v", prefix, page, err)
+		if err != nil || len(page.Contents) != want {
+			t.Fatalf("%s: %d objects, want %d (%v)", prefix, len(page.Contents), want, err)
 		}
-		head, err := srv.Client().HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: page.Contents[0].Key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if until := aws.ToTime(head.ObjectLockRetainUntilDate); until.Before(start.Add(time.Hour)) {
-			t.Fatalf("%s locked until %v", aws.ToString(page.Contents[0].Key), until)
+		for _, o := range page.Contents {
+			head, err := srv.Client().HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &bucket, Key: o.Key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if until := aws.ToTime(head.ObjectLockRetainUntilDate); until.Before(start.Add(time.Hour)) {
+				t.Fatalf("%s locked until %v", aws.ToString(o.Key), until)
+			}
 		}
 	}
 	for i := range 2 {

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
 )
 
 // TestServerRunsSchedules runs `coffer server` as a real process with a
@@ -36,7 +38,7 @@ policies:
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var jobs []jobDoc
+		var jobs []api.Job
 		if code, out, _ := e.run("jobs", "--json"); code == 0 && json.Unmarshal([]byte(out), &jobs) == nil && countStatus(jobs, "success") >= 2 {
 			break
 		}
@@ -54,7 +56,7 @@ policies:
 	if err := <-done; err != nil {
 		t.Fatalf("server after SIGTERM: %v", err)
 	}
-	var jobs []jobDoc
+	var jobs []api.Job
 	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ policies:
 	}
 }
 
-func countStatus(jobs []jobDoc, status string) int {
+func countStatus(jobs []api.Job, status string) int {
 	n := 0
 	for _, j := range jobs {
 		if j.Status == status {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
@@ -163,7 +165,7 @@ func (l *vcLab) power(vm mo.VirtualMachine, on bool) {
 // backUp configures e with a `vc` connection to the lab and a policy `p`
 // selecting vm (snapshot mode extra, "" for the default, and policy keys
 // such as "immutable-for: 1d" in more), runs it and returns the job.
-func (l *vcLab) backUp(e *env, vm, snapshot string, more ...string) jobDoc {
+func (l *vcLab) backUp(e *env, vm, snapshot string, more ...string) api.Job {
 	l.t.Helper()
 	pw := filepath.Join(e.dir, "vc.password")
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
@@ -186,7 +188,7 @@ policies:
     connection: vc%s
     select: {names: [%q]}
 `, l.sdk, pw, l.thumbprint, mode, vm))
-	var job jobDoc
+	var job api.Job
 	if err := json.Unmarshal([]byte(e.must("run", "p", "--json")), &job); err != nil || job.Status != "success" {
 		l.t.Fatalf("run: %+v %v", job, err)
 	}
@@ -195,9 +197,9 @@ policies:
 
 // restoreLatest restores the latest backup point as a new VM through the
 // connection backUp configured.
-func (l *vcLab) restoreLatest(e *env) restoreVMConnectionResult {
+func (l *vcLab) restoreLatest(e *env) api.RestoredVM {
 	l.t.Helper()
-	var res restoreVMConnectionResult
+	var res api.RestoredVM
 	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--connection", "vc", "--json")), &res); err != nil {
 		l.t.Fatal(err)
 	}

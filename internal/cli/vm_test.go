@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
+
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/qmp"
@@ -89,19 +91,19 @@ policies:
     retention: {keep-last: 5}
 `, filepath.Join(e.dir, "state"), filepath.Join(e.dir, "vm-*", "qmp.sock")))
 
-	var inv []vmDoc
-	if err := json.Unmarshal([]byte(e.must("vms", "--json")), &inv); err != nil || len(inv) != 2 {
-		t.Fatalf("vms: %+v %v", inv, err)
+	inv := vmsJSON(t, e)
+	if len(inv) != 2 {
+		t.Fatalf("vms: %+v", inv)
 	}
 	for _, vm := range inv {
-		if vm.Host != "kvm1" || vm.Bytes != 32<<20 || len(vm.Policies) != 1 || vm.Protected || !vm.GuestAgent {
+		if vm.Host != "kvm1" || vm.ProvisionedBytes != 32<<20 || len(vm.Policies) != 1 || vm.Covered || !vm.GuestAgent {
 			t.Fatalf("inventory before any backup: %+v", vm)
 		}
 	}
 
-	runOnce := func(wantMode string) jobDoc {
+	runOnce := func(wantMode string) api.Job {
 		t.Helper()
-		var res jobDoc
+		var res api.Job
 		out := e.must("run", "nightly", "--json")
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("%v: %s", err, out)
@@ -110,7 +112,7 @@ policies:
 			t.Fatalf("run: %+v", res)
 		}
 		for _, task := range res.Tasks {
-			if task.Mode != wantMode || task.BackupPointID == "" || task.SnapshotMode != "quiesced" || task.SnapshotModeAchieved != "quiesced" {
+			if task.Mode != wantMode || task.PointID == "" || task.SnapshotMode != "quiesced" || task.SnapshotModeAchieved != "quiesced" {
 				t.Fatalf("task %+v, want a %s backup", task, wantMode)
 			}
 		}
@@ -124,12 +126,12 @@ policies:
 	}
 	inc := runOnce("incremental")
 	for i := range inc.Tasks {
-		if inc.Tasks[i].BytesRead >= full.Tasks[i].BytesRead {
-			t.Errorf("incremental read %d bytes, the full %d: dirty bitmaps unused", inc.Tasks[i].BytesRead, full.Tasks[i].BytesRead)
+		if inc.Tasks[i].ReadBytes >= full.Tasks[i].ReadBytes {
+			t.Errorf("incremental read %d bytes, the full %d: dirty bitmaps unused", inc.Tasks[i].ReadBytes, full.Tasks[i].ReadBytes)
 		}
 	}
 
-	var points []pointView
+	var points []api.BackupPoint
 	if err := json.Unmarshal([]byte(e.must("catalog", "points", "--json")), &points); err != nil || len(points) != 4 {
 		t.Fatalf("catalog points: %v %v", points, err)
 	}
@@ -138,11 +140,8 @@ policies:
 			t.Fatalf("catalog point %+v", p)
 		}
 	}
-	if err := json.Unmarshal([]byte(e.must("vms", "--json")), &inv); err != nil {
-		t.Fatal(err)
-	}
-	for _, vm := range inv {
-		if !vm.Protected || vm.LastMode != "incremental" {
+	for _, vm := range vmsJSON(t, e) {
+		if !vm.Covered || vm.LastMode != "incremental" {
 			t.Fatalf("inventory after two runs: %+v", vm)
 		}
 	}
@@ -154,7 +153,7 @@ policies:
 	}
 
 	restored := filepath.Join(e.dir, "restored.raw")
-	e.must("restore", inc.Tasks[0].BackupPointID, "--to", restored)
+	e.must("restore", inc.Tasks[0].PointID, "--to", restored)
 	f, err := os.Open(restored)
 	if err != nil {
 		t.Fatal(err)
@@ -200,25 +199,25 @@ func TestRestoreAsNewVM(t *testing.T) {
 	e.must("backup", "vm", vm.QMPPath)
 
 	target := filepath.Join(e.dir, "restored-vm")
-	var res restoreVMResult
+	var res api.RestoredVM
 	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--to", target, "--start", "--json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = qemu.Quit(context.Background(), res.QMP) })
+	t.Cleanup(func() { _ = qemu.Quit(context.Background(), res.QMPSocket) })
 	if !res.Started || res.VM != "web-0-restored" || len(res.Disks) != 1 || !strings.HasSuffix(res.Disks[0], ".qcow2") {
 		t.Fatalf("restore vm: %+v", res)
 	}
 	pos := waitFile(ctx, t, res.Console, 0, "COFFER CHECK OK base=64")
 	waitFile(ctx, t, res.Console, pos, "COFFER WROTE")
-	cl, err := qmp.Dial(ctx, res.QMP)
+	cl, err := qmp.Dial(ctx, res.QMPSocket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var uuid struct {
 		UUID string `json:"UUID"`
 	}
-	if err := cl.Execute(ctx, "query-uuid", nil, &uuid); err != nil || uuid.UUID != res.UUID || uuid.UUID == "6b1d3c0e-8f53-4b8e-9a51-0d1c2b3a4f50" {
-		t.Fatalf("restored VM's UUID %q (recorded %q): %v", uuid.UUID, res.UUID, err)
+	if err := cl.Execute(ctx, "query-uuid", nil, &uuid); err != nil || uuid.UUID != res.VMID || uuid.UUID == "6b1d3c0e-8f53-4b8e-9a51-0d1c2b3a4f50" {
+		t.Fatalf("restored VM's UUID %q (recorded %q): %v", uuid.UUID, res.VMID, err)
 	}
 	cl.Close()
 	// The original kept running on its own disk.
@@ -255,12 +254,12 @@ func TestWithMemoryBackupResumes(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(e.dir, "state", "qemu", "fleece")); len(left) != 0 {
 		t.Fatalf("staged files left: %v", left)
 	}
-	var res restoreVMResult
+	var res api.RestoredVM
 	if err := json.Unmarshal([]byte(e.must("restore", "vm", "latest", "--to", filepath.Join(e.dir, "r"), "--start", "--json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = qemu.Quit(context.Background(), res.QMP) })
-	if !res.Resumed || res.Memory == "" {
+	t.Cleanup(func() { _ = qemu.Quit(context.Background(), res.QMPSocket) })
+	if !res.ResumedFromMemory || res.MemoryState == "" {
 		t.Fatalf("restore vm: %+v", res)
 	}
 	pos := waitFile(ctx, t, res.Console, 0, "COFFER WROTE")

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -48,15 +47,12 @@ func TestVSphereConnection(t *testing.T) {
 			sdk.String(), pw, thumb)
 	}
 	e.config(conf(soap.ThumbprintSHA256(srv.Certificate())))
-	var vms []vmDoc
-	if err := json.Unmarshal([]byte(e.must("vms", "--json")), &vms); err != nil {
-		t.Fatal(err)
-	}
+	vms := vmsJSON(t, e)
 	if len(vms) != 3 {
 		t.Fatalf("%d VMs: %+v", len(vms), vms)
 	}
 	for _, vm := range vms {
-		if vm.Connection != "vc" || vm.Host == "" || len(vm.Datastores) != 1 || vm.Bytes == 0 {
+		if vm.Connection != "vc" || vm.Host == "" || len(vm.Datastores) != 1 || vm.ProvisionedBytes == 0 {
 			t.Fatalf("vm %+v", vm)
 		}
 	}

@@ -65,8 +65,10 @@ var Keys = []Key{
 // error like an unknown scalar key (the CLI decodes every one of them when
 // it loads the file, whatever the command). connections, repositories,
 // limits, resource-groups, policies and storage-snapshots belong to
-// internal/policy; server to the server command.
-var Sections = []string{"connections", "repositories", "policies", "server", "limits", "resource-groups", "storage-snapshots"}
+// internal/policy; server to the server command; notifications to
+// internal/notify.
+var Sections = []string{"connections", "repositories", "policies", "server", "limits", "resource-groups", "storage-snapshots",
+	"notifications"}
 
 // File is a loaded configuration file.
 type File struct {

@@ -17,7 +17,7 @@
 //	dispatcher.mu   resource counters and the queue (never held while running work)
 //	Job.mu          task records and progress of one job
 //	recorder.mu     pending catalog writes
-//	Engine.mu       opened repositories
+//	Engine.mu       opened repositories (and those a reload retired)
 //
 // No goroutine holds two of these at once.
 package engine
@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -64,21 +65,30 @@ type Options struct {
 	FlushInterval time.Duration
 	// Workers is backup.Options.Workers per task (default: the pipeline's).
 	Workers int
+	// StartJob, when set, records every job the engine runs (policy
+	// runs, cleanups, skipped runs) as a task of the control plane:
+	// StartJob: engine.Starter(tasks.StartJob), tasks an internal/task
+	// Manager (the user of the context starts the task; subscribers of
+	// this process get its events at once, and a cancel here is
+	// immediate). Without it jobs are recorded in Catalog directly, with
+	// this process as owner, progress and a heartbeat, and a cancel
+	// request in the catalog stops them within FlushInterval.
+	StartJob func(ctx context.Context, j catalog.Job) (JobRun, error)
 }
 
 // Engine runs jobs. Safe for concurrent use; jobs started concurrently
 // share its limits.
 type Engine struct {
-	o      Options
-	cfg    *policy.Config
-	limits policy.Limits
-	disp   *dispatcher
-	total  *rate.Limiter
-	log    *slog.Logger
-	bg     sync.WaitGroup
+	o     Options
+	cur   atomic.Pointer[setup] // what new jobs run with (reload.go)
+	disp  *dispatcher
+	total *rate.Limiter // the I/O rate in total (unlimited: rate.Inf)
+	log   *slog.Logger
+	bg    sync.WaitGroup
 
-	mu    sync.Mutex
-	repos map[string]*repo.Repository
+	mu      sync.Mutex
+	repos   map[string]*repo.Repository
+	retired []*repo.Repository // dropped by a reload, closed with the engine
 }
 
 // New creates an engine and cleans up what crashed coffer processes left on
@@ -103,8 +113,8 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 		o.FlushInterval = time.Second
 	}
 	limits := o.Config.Limits.WithDefaults()
-	e := &Engine{o: o, cfg: o.Config, limits: limits, disp: newDispatcher(limits.Tasks), total: newBucket(limits.Rate),
-		log: o.Logger, repos: map[string]*repo.Repository{}}
+	e := &Engine{o: o, disp: newDispatcher(limits.Tasks), total: newTotal(limits.Rate), log: o.Logger, repos: map[string]*repo.Repository{}}
+	e.cur.Store(&setup{cfg: o.Config, limits: limits, conns: o.Connectors, storage: o.StorageSnapshotters})
 	return e, e.Cleanup(ctx)
 }
 
@@ -134,17 +144,17 @@ func (e *Engine) Cleanup(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 	now := time.Now()
-	j := &catalog.Job{Kind: "cleanup", Status: catalog.StatusSuccess, Worker: e.o.Worker, CreatedAt: now, StartedAt: now, FinishedAt: now}
-	if len(errs) > 0 {
-		j.Status, j.Error = catalog.StatusFailed, errors.Join(errs...).Error()
-	}
-	if err := e.o.Catalog.CreateJob(ctx, j); err != nil {
+	run, err := e.startRun(ctx, catalog.Job{Kind: catalog.KindCleanup, Object: "/system", Status: catalog.StatusRunning,
+		Worker: e.o.Worker, CreatedAt: now, StartedAt: now})
+	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	for i := range events {
-		events[i].JobID = j.ID
+	run.Record(events...)
+	status, msg := catalog.StatusSuccess, ""
+	if len(errs) > 0 {
+		status, msg = catalog.StatusFailed, errors.Join(errs...).Error()
 	}
-	if err := e.o.Catalog.AddEvents(ctx, events); err != nil {
+	if _, err := run.Finish(ctx, status, msg); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -190,6 +200,12 @@ func (e *Engine) Close() error {
 		}
 		delete(e.repos, name)
 	}
+	for _, r := range e.retired {
+		if err := r.Store().Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.retired = nil
 	return errors.Join(errs...)
 }
 

@@ -22,8 +22,8 @@ func (j *Job) applyRetention(ctx context.Context) {
 		for _, d := range g.Remove {
 			removed = append(removed, d.ID)
 		}
-		for _, s := range g.Skipped {
-			j.event("info", "retention", s, nil)
+		for _, l := range g.Locked {
+			j.event("info", "retention", l.String(), nil)
 		}
 	}
 	if len(removed) > 0 {

@@ -337,14 +337,16 @@ func (c *Cursor) Next() error {
 	return nil
 }
 
-// SeekTo advances to the first record >= key and reports whether it equals key.
+// SeekTo advances to the first record whose first len(key) bytes are >=
+// key and reports whether they equal key (a key shorter than a record
+// matches on the record's prefix, e.g. a pack ID before its size).
 func (c *Cursor) SeekTo(key []byte) (bool, error) {
-	for c.ok && bytes.Compare(c.rec, key) < 0 {
+	for c.ok && bytes.Compare(c.rec[:len(key)], key) < 0 {
 		if err := c.Next(); err != nil {
 			return false, err
 		}
 	}
-	return c.ok && bytes.Equal(c.rec, key), nil
+	return c.ok && bytes.Equal(c.rec[:len(key)], key), nil
 }
 
 // Close releases the cursor's file.

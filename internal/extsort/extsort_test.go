@@ -6,8 +6,12 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 func TestSortsAcrossRunsAndDedups(t *testing.T) {
@@ -147,5 +151,31 @@ func TestEachStopsAtAnError(t *testing.T) {
 	})
 	if err != stop || seen != "ab" || string(c.Record()) != "b" {
 		t.Fatalf("Each: %v after %q, cursor on %q; want the error after \"ab\", cursor still on b", err, seen, c.Record())
+	}
+}
+
+// TestSpillToAFullFilesystemFails: a run that cannot be written is an
+// error, never a shorter run (the garbage collector would then miss chunk
+// IDs and delete chunks that points need).
+func TestSpillToAFullFilesystemFails(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	s := New(8, 64<<10, dir) // runs of 64 KiB: the fifth does not fit
+	var err error
+	for i := range uint64(1 << 17) { // 1 MiB of records
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], i)
+		if err = s.Add(b[:]); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		n := 0
+		ierr := s.Iterate(false, func([]byte) error { n++; return nil })
+		t.Fatalf("adding 1 MiB of records to a 256 KiB filesystem: %v; Iterate then gives %d of %d records (%v)", err, n, 1<<17, ierr)
 	}
 }

@@ -38,7 +38,7 @@
 // guarded and a panic becomes an error naming the volume. Sizes read from
 // the image are bounded before they allocate. Damage confined to one entry
 // (an unreadable file, symlink target or directory) makes Walk, Find,
-// Extract and Zip skip that entry and return it with the reason (Skip);
+// Extract, Zip and Tar skip that entry and return it with the reason (Skip);
 // readers' warnings are counted per distinct message (Disk.Warnings).
 // Failures of the image reader itself (ImageReadError) end the operation.
 package files

@@ -25,8 +25,9 @@ type ExtractStats struct {
 	Skipped []Skip `json:"skipped"`
 }
 
-// ErrZipIncomplete reports a file that failed halfway into a zip archive.
-var ErrZipIncomplete = errors.New("a file failed halfway into the archive, which is therefore incomplete")
+// ErrArchiveIncomplete reports a file that failed halfway into a zip or tar
+// archive.
+var ErrArchiveIncomplete = errors.New("a file failed halfway into the archive, which is therefore incomplete")
 
 func (st *ExtractStats) skip(e Entry, why string) {
 	st.Skipped = append(st.Skipped, Skip{Path: e.Path, Reason: why})
@@ -285,7 +286,7 @@ func Zip(ctx context.Context, fsys FS, paths []string, w io.Writer) (*ExtractSta
 				}
 				n, err := copyFile(w, rc, e)
 				if skippable(err) {
-					return fmt.Errorf("%s: %w: %w", e.Path, ErrZipIncomplete, err)
+					return fmt.Errorf("%s: %w: %w", e.Path, ErrArchiveIncomplete, err)
 				}
 				if err != nil {
 					return err

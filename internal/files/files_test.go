@@ -1,6 +1,7 @@
 package files
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
 	"context"
@@ -15,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/files/filestest"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
@@ -28,7 +30,7 @@ func throughRepository(t *testing.T, img string) (io.ReaderAt, int64) {
 	t.Helper()
 	ctx := context.Background()
 	r := repotest.New(t, repo.InitOptions{})
-	snap := repotest.BackupImage(t, r, img, backup.Options{})
+	snap := backuptest.BackupImage(t, r, img, backup.Options{})
 	dr, err := restore.OpenDisk(ctx, r, snap.Disks[0], 16)
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +284,51 @@ func TestExtractZipFind(t *testing.T) {
 	sort.Strings(names)
 	if strings.Join(names, ",") != "etc/,etc/app/,etc/app/config.yaml,etc/motd" {
 		t.Fatalf("zip holds %v", names)
+	}
+	// Tar of the same tree: the same names, contents, modes, owners, times
+	// and the link.
+	buf.Reset()
+	if st, err := Tar(ctx, root, []string{"/etc", "/link-to-motd"}, &buf); err != nil || st.Files != 2 || st.Links != 1 || st.Dirs != 2 {
+		t.Fatalf("tar: %+v %v", st, err)
+	}
+	want := map[string]filestest.File{}
+	for _, f := range files {
+		want[f.Path] = f
+	}
+	tr := tar.NewReader(&buf)
+	names = names[:0]
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if h.Typeflag == tar.TypeSymlink {
+			if h.Linkname != "etc/motd" {
+				t.Errorf("tar symlink -> %q", h.Linkname)
+			}
+			continue
+		}
+		f, ok := want[strings.TrimSuffix(h.Name, "/")]
+		if !ok {
+			continue
+		}
+		if fs.FileMode(h.Mode).Perm() != f.Mode.Perm() || !h.ModTime.Equal(filestest.Time) {
+			t.Errorf("tar %s: mode %o mtime %v", h.Name, h.Mode, h.ModTime)
+		}
+		if h.Typeflag == tar.TypeReg {
+			got, _ := io.ReadAll(tr)
+			if !bytes.Equal(got, f.Data) {
+				t.Errorf("tar %s: content differs", h.Name)
+			}
+		}
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != "etc/,etc/app/,etc/app/config.yaml,etc/motd,link-to-motd" {
+		t.Fatalf("tar holds %v", names)
 	}
 	// Find by name and by path pattern.
 	var found []string

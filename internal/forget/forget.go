@@ -25,10 +25,22 @@ type Options struct {
 
 // Group is the verdict for the points of one source.
 type Group struct {
-	Source  repo.Source          `json:"source"`
-	Keep    []retention.Decision `json:"keep"`
-	Remove  []retention.Decision `json:"remove"`
-	Skipped []string             `json:"skipped,omitempty"` // under retention lock
+	Source repo.Source          `json:"source"`
+	Keep   []retention.Decision `json:"keep"`
+	Remove []retention.Decision `json:"remove"`
+	// Locked are points the rules would remove but an object lock keeps.
+	Locked []Locked `json:"locked,omitempty"`
+}
+
+// Locked is a point under object lock, and until when.
+type Locked struct {
+	ID    string    `json:"id"`
+	Until time.Time `json:"until"`
+}
+
+// String says it the way logs and events do.
+func (l Locked) String() string {
+	return fmt.Sprintf("%s is retained until %s", l.ID[:min(8, len(l.ID))], l.Until.Format(time.RFC3339))
 }
 
 // Run applies the policy to each source separately.
@@ -75,15 +87,17 @@ func Run(ctx context.Context, r *repo.Repository, o Options) ([]Group, error) {
 			}
 			s := byID[d.ID]
 			if s.RetainUntil.After(o.Now()) {
-				g.Skipped = append(g.Skipped, fmt.Sprintf("%s is retained until %s", s.ID.Short(), s.RetainUntil.Format(time.RFC3339)))
+				g.Locked = append(g.Locked, Locked{ID: s.ID.String(), Until: s.RetainUntil})
 				continue
 			}
-			g.Remove = append(g.Remove, d)
 			if !o.DryRun {
 				if err := r.DeleteSnapshot(ctx, s); err != nil {
-					return groups, err
+					// What was removed so far is returned, so that the
+					// caller can bring the catalog in step with it.
+					return append(groups, g), err
 				}
 			}
+			g.Remove = append(g.Remove, d)
 		}
 		groups = append(groups, g)
 	}

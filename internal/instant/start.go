@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/restore/nbdexport"
 )
 
 // StartOptions adjust Start.
@@ -35,7 +36,9 @@ type Server struct {
 }
 
 // Serve answers the VM's reads until ctx ends.
-func (s *Server) Serve(ctx context.Context) error { return Serve(ctx, s.l, s.exports, s.names, s.log) }
+func (s *Server) Serve(ctx context.Context) error {
+	return nbdexport.Serve(ctx, s.l, s.exports, s.names, s.log)
+}
 
 // Close stops listening (Serve returns).
 func (s *Server) Close() error { return s.l.Close() }
@@ -64,13 +67,13 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Start
 			os.RemoveAll(dir)
 		}
 	}()
-	exports, names, err := Exports(ctx, r, snap)
+	exports, names, err := nbdexport.Exports(ctx, r, snap)
 	if err != nil {
 		return nil, nil, err
 	}
 	s := &Session{ID: id, Snapshot: snap.ID.String(), Repository: r.Config().ID, VM: cfg.Name, Dir: dir,
 		NBDSocket: filepath.Join(dir, "nbd.sock"), State: StateRunning, Started: time.Now().UTC(), ServerPID: os.Getpid()}
-	l, err := Listen("unix", s.NBDSocket)
+	l, err := nbdexport.Listen("unix", s.NBDSocket)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -128,11 +131,11 @@ func Reserve(ctx context.Context, r *repo.Repository, s *Session, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	exports, names, err := Exports(ctx, r, snap)
+	exports, names, err := nbdexport.Exports(ctx, r, snap)
 	if err != nil {
 		return nil, err
 	}
-	l, err := Listen("unix", s.NBDSocket)
+	l, err := nbdexport.Listen("unix", s.NBDSocket)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -254,6 +257,30 @@ func TestParseDuration(t *testing.T) {
 	for _, in := range []string{"", "d", "1w", "x1d", "1d-"} {
 		if got, err := ParseDuration(in); err == nil {
 			t.Errorf("%q parsed as %v", in, got)
+		}
+	}
+}
+
+// TestDurationRoundTrips: a duration written back (YAML or JSON, by the
+// API or config show) reads again to the same value.
+func TestDurationRoundTrips(t *testing.T) {
+	for _, in := range []string{"30d", "1d12h", "72h", "90m", "0s"} {
+		v, err := ParseDuration(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := yaml.Marshal(Duration(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Duration
+		if err := yaml.Unmarshal(out, &back); err != nil || time.Duration(back) != v {
+			t.Fatalf("%s -> %s -> %v (%v)", in, out, time.Duration(back), err)
+		}
+		js, _ := json.Marshal(Duration(v))
+		var fromJSON Duration
+		if err := json.Unmarshal(js, &fromJSON); err != nil || time.Duration(fromJSON) != v {
+			t.Fatalf("%s -> %s -> %v (%v)", in, js, time.Duration(fromJSON), err)
 		}
 	}
 }

@@ -80,6 +80,33 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
+// String writes a Duration the way ParseDuration reads it: whole days as
+// "30d", anything else as Go writes durations ("1d12h" reads back as 36h0m0s).
+func (d Duration) String() string {
+	v := time.Duration(d)
+	if v > 0 && v%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d"
+	}
+	return v.String()
+}
+
+// MarshalYAML implements yaml.Marshaler, so a policy written back (the API,
+// config show) reads again.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// MarshalText implements encoding.TextMarshaler (JSON documents).
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q is not a duration (like 30d, 1d12h or 72h)", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseDuration(strings.TrimSpace(n.Value))

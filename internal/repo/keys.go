@@ -19,10 +19,14 @@ import (
 const (
 	keysPrefix = "keys/"
 	keyMagic   = "coffer-key"
+	// keyCopySuffix names the second copy of every key file: one damaged
+	// or deleted copy of a key file must not lock its password out.
+	keyCopySuffix = ".copy"
 )
 
 // KeyFile is a key (password) of a repository: the master key sealed with a
-// key derived from one password. Stored as JSON at keys/<key ID>.
+// key derived from one password. Stored as JSON at keys/<key ID>, and again
+// at keys/<key ID>.copy.
 type KeyFile struct {
 	Magic   string     `json:"magic"`
 	Version int        `json:"version"`
@@ -38,11 +42,14 @@ type KeyFile struct {
 
 // keyPayload is what a key file protects. Repeating the repository ID and
 // the encryption scheme here binds the plaintext config to the key: a config
-// edited to say "none" cannot downgrade a repository.
+// edited to say "none" cannot downgrade a repository. Config is an
+// authenticated copy of the whole config (absent in key files written
+// before it was added): a damaged or deleted config is rebuilt from it.
 type keyPayload struct {
 	Master     crypto.MasterKey `json:"master"`
 	Repository string           `json:"repository"`
 	Encryption string           `json:"encryption"`
+	Config     *Config          `json:"config,omitempty"`
 }
 
 // ErrLastKey refuses to remove the only key of a repository.
@@ -69,17 +76,43 @@ func currentUser() string {
 	return ""
 }
 
+// keyNames are the two objects of a key file.
+func keyNames(keyID string) [2]string {
+	return [2]string{keysPrefix + keyID, keysPrefix + keyID + keyCopySuffix}
+}
+
 func saveKeyFile(ctx context.Context, st store.Store, kf *KeyFile) error {
 	raw, err := json.MarshalIndent(kf, "", "  ")
 	if err != nil {
 		return err
 	}
-	_, err = store.Put(ctx, st, keysPrefix+kf.ID, raw, store.PutOptions{IfNotExists: st.Properties().ConditionalWrites})
-	return err
+	for _, name := range keyNames(kf.ID) {
+		if _, err := store.Put(ctx, st, name, raw, store.PutOptions{IfNotExists: st.Properties().ConditionalWrites}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func listKeyFiles(ctx context.Context, st store.Store) ([]*KeyFile, error) {
-	var out []*KeyFile
+// keyObjects are the copies of one key file as stored.
+type keyObjects struct {
+	id     string
+	raw    [2][]byte // nil: missing
+	parsed [2]*KeyFile
+}
+
+// file is the first copy that parses.
+func (k *keyObjects) file() *KeyFile {
+	if k.parsed[0] != nil {
+		return k.parsed[0]
+	}
+	return k.parsed[1]
+}
+
+// readKeyObjects reads every key file object, grouped by key ID, oldest
+// key first. A copy that does not parse is kept as raw bytes only.
+func readKeyObjects(ctx context.Context, st store.Store) ([]*keyObjects, error) {
+	byID := map[string]*keyObjects{}
 	err := st.List(ctx, keysPrefix, func(fi store.ObjectInfo) error {
 		raw, err := store.Get(ctx, st, fi.Name, 0, -1)
 		if errors.Is(err, store.ErrNotFound) {
@@ -88,47 +121,47 @@ func listKeyFiles(ctx context.Context, st store.Store) ([]*KeyFile, error) {
 		if err != nil {
 			return err
 		}
-		var kf KeyFile
-		if err := json.Unmarshal(raw, &kf); err != nil || kf.Magic != keyMagic {
-			return fmt.Errorf("key file %s is damaged", fi.Name)
+		keyID, isCopy := strings.CutSuffix(strings.TrimPrefix(fi.Name, keysPrefix), keyCopySuffix)
+		k := byID[keyID]
+		if k == nil {
+			k = &keyObjects{id: keyID}
+			byID[keyID] = k
 		}
-		kf.ID = strings.TrimPrefix(fi.Name, keysPrefix)
-		out = append(out, &kf)
+		i := 0
+		if isCopy {
+			i = 1
+		}
+		k.raw[i] = raw
+		var kf KeyFile
+		if json.Unmarshal(raw, &kf) == nil && kf.Magic == keyMagic {
+			kf.ID = keyID
+			k.parsed[i] = &kf
+		}
 		return nil
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	out := make([]*keyObjects, 0, len(byID))
+	for _, k := range byID {
+		out = append(out, k)
+	}
+	created := func(k *keyObjects) time.Time {
+		if f := k.file(); f != nil {
+			return f.Created
+		}
+		return time.Time{}
+	}
+	sort.Slice(out, func(i, j int) bool { return created(out[i]).Before(created(out[j])) })
 	return out, err
 }
 
-// unlock tries every key file with the password.
-func unlock(ctx context.Context, st store.Store, cfg Config, password []byte) (*crypto.Key, string, error) {
-	files, err := listKeyFiles(ctx, st)
-	if err != nil {
-		return nil, "", fmt.Errorf("read keys: %w", err)
+func listKeyFiles(ctx context.Context, st store.Store) ([]*KeyFile, error) {
+	objs, err := readKeyObjects(ctx, st)
+	var out []*KeyFile
+	for _, k := range objs {
+		if f := k.file(); f != nil {
+			out = append(out, f)
+		}
 	}
-	if len(files) == 0 {
-		return nil, "", fmt.Errorf("repository has no keys left: %w", crypto.ErrWrongPassword)
-	}
-	for _, kf := range files {
-		secret, err := crypto.Unwrap(kf.Data, password, kf.KDF)
-		if errors.Is(err, crypto.ErrWrongPassword) {
-			continue
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("key %s: %w", kf.ID[:8], err)
-		}
-		var p keyPayload
-		if err := json.Unmarshal(secret, &p); err != nil {
-			return nil, "", fmt.Errorf("key %s: damaged payload", kf.ID[:8])
-		}
-		if p.Repository != cfg.ID || p.Encryption != cfg.Encryption {
-			return nil, "", fmt.Errorf("key %s belongs to repository %s with encryption %q, but the config says %s with %q: the config was tampered with",
-				kf.ID[:8], p.Repository, p.Encryption, cfg.ID, cfg.Encryption)
-		}
-		k, err := crypto.NewKey(p.Master)
-		return k, kf.ID, err
-	}
-	return nil, "", crypto.ErrWrongPassword
+	return out, err
 }
 
 // Keys lists the key files (without secrets).
@@ -144,7 +177,8 @@ func (r *Repository) AddKey(ctx context.Context, password []byte, label string) 
 	if !r.key.Encrypted() {
 		return nil, errors.New("repository is not encrypted: it has no keys")
 	}
-	kf, err := newKeyFile(keyPayload{Master: r.key.Master(), Repository: r.cfg.ID, Encryption: r.cfg.Encryption}, password, label, crypto.DefaultKDF())
+	cfg := r.cfg
+	kf, err := newKeyFile(keyPayload{Master: r.key.Master(), Repository: r.cfg.ID, Encryption: r.cfg.Encryption, Config: &cfg}, password, label, crypto.DefaultKDF())
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +193,10 @@ func (r *Repository) AddKey(ctx context.Context, password []byte, label string) 
 		return nil, err
 	}
 	if rt, ok := r.st.(store.Retainer); ok && !until.IsZero() {
-		if err := rt.ExtendRetention(ctx, keysPrefix+kf.ID, until); err != nil {
-			return nil, fmt.Errorf("key %s was added but not locked: %w", kf.ID[:8], err)
+		for _, name := range keyNames(kf.ID) {
+			if err := rt.ExtendRetention(ctx, name, until); err != nil {
+				return nil, fmt.Errorf("key %s was added but not locked: %w", kf.ID[:8], err)
+			}
 		}
 	}
 	return kf, nil
@@ -187,9 +223,14 @@ func (r *Repository) RemoveKey(ctx context.Context, prefix string) (string, erro
 	case len(files) == 1:
 		return "", ErrLastKey
 	}
-	err = r.st.Delete(ctx, keysPrefix+match[0].ID)
-	if errors.Is(err, store.ErrRetained) {
-		return "", fmt.Errorf("key %s opens immutable backup points and stays as long as they are locked; remove it once its lock has ended: %w", match[0].ID[:8], err)
+	for _, name := range keyNames(match[0].ID) {
+		err = r.st.Delete(ctx, name)
+		if errors.Is(err, store.ErrRetained) {
+			return "", fmt.Errorf("key %s opens immutable backup points and stays as long as they are locked; remove it once its lock has ended: %w", match[0].ID[:8], err)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", err
+		}
 	}
-	return match[0].ID, err
+	return match[0].ID, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/coffer-backup/coffer/internal/id"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
 	"github.com/coffer-backup/coffer/internal/repo/index"
 	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/store"
@@ -14,11 +13,6 @@ import (
 
 // ErrChunkMissing means a disk map references a chunk the index does not know.
 var ErrChunkMissing = errors.New("chunk missing from the index")
-
-// NewDecoder returns a chunk decoder for this repository (one per goroutine).
-func (r *Repository) NewDecoder() (*chunk.Decoder, error) {
-	return chunk.NewDecoder(r.key, MaxChunkSize)
-}
 
 // Locate finds a chunk.
 func (r *Repository) Locate(ctx context.Context, x id.ID) (index.Location, error) {
@@ -42,7 +36,7 @@ func (r *Repository) ReadBlob(ctx context.Context, loc index.Location) ([]byte, 
 }
 
 // LoadChunk reads, verifies and appends chunk x's plaintext to dst.
-func (r *Repository) LoadChunk(ctx context.Context, x id.ID, dec *chunk.Decoder, dst []byte) ([]byte, error) {
+func (r *Repository) LoadChunk(ctx context.Context, x id.ID, dec *Decoder, dst []byte) ([]byte, error) {
 	loc, err := r.Locate(ctx, x)
 	if err != nil {
 		return nil, err

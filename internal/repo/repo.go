@@ -10,7 +10,11 @@
 //   - the session writer (writer.go): packs new chunks, deduplicates
 //     globally, and commits index segments before any manifest that needs them;
 //   - crash recovery (recover.go): indexes packs of sessions that died;
-//   - chunk loading (load.go).
+//   - chunk loading (load.go);
+//   - the way in for the layers above (access.go, integrity.go): disk maps,
+//     pack reads, chunk encoders and decoders, index totals and the
+//     classification of damage errors. Nothing outside internal/repo
+//     imports the format subpackages (.golangci.yml enforces it).
 //
 // Ordering rules that make every mutation crash-safe: packs are committed
 // before the index segment that lists them, index segments before the disk
@@ -42,6 +46,9 @@ type Repository struct {
 	key      *crypto.Key
 	keyID    string
 	idx      atomic.Pointer[index.Set]
+	damage   atomic.Pointer[damageRecord]
+	health   []HealthIssue
+	unlocked *unlocked // how the key files opened (for repair)
 	log      *slog.Logger
 	hostname string
 	opts     Options
@@ -131,7 +138,8 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 		if o.KDF != nil {
 			kdf = *o.KDF
 		}
-		kf, err := newKeyFile(keyPayload{Master: m, Repository: cfg.ID, Encryption: cfg.Encryption}, o.Password, o.KeyLabel, kdf)
+		copyOf := cfg
+		kf, err := newKeyFile(keyPayload{Master: m, Repository: cfg.ID, Encryption: cfg.Encryption, Config: &copyOf}, o.Password, o.KeyLabel, kdf)
 		if err != nil {
 			return cfg, err
 		}
@@ -154,36 +162,57 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 	return cfg, nil
 }
 
-// Open opens a repository with a password (ignored when unencrypted).
+// Open opens a repository with a password (ignored when unencrypted). A
+// damaged or missing config, or a damaged copy of a key file, is worked
+// around from the intact copies and reported by Health.
 func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Repository, error) {
 	o.defaults()
-	cfg, err := loadConfig(ctx, st)
-	if err != nil {
-		return nil, err
+	cfg, cfgErr := loadConfig(ctx, st)
+	if cfgErr != nil && !configDamaged(cfgErr) {
+		return nil, cfgErr
 	}
-	r := &Repository{st: st, cfg: cfg, log: o.Logger, opts: o}
+	r := &Repository{st: st, log: o.Logger, opts: o}
 	r.hostname, _ = os.Hostname()
-	if cfg.Encryption == "none" {
+	keys, err := readKeyObjects(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	switch {
+	case cfgErr != nil && len(keys) == 0:
+		// No key file carries a copy of the config: not a repository (or
+		// an unencrypted one whose config is damaged).
+		return nil, cfgErr
+	case cfgErr == nil && cfg.Encryption == "none":
 		// An unencrypted repository never has key files: keys next to a
 		// config that claims "none" mean the config was edited to
 		// downgrade an encrypted repository.
-		keys, err := listKeyFiles(ctx, st)
-		if err != nil {
-			return nil, fmt.Errorf("read keys: %w", err)
-		}
 		if len(keys) > 0 {
 			return nil, fmt.Errorf("the config says the repository is unencrypted but it has %d key(s): the config was tampered with; refusing to open", len(keys))
 		}
 		r.key = crypto.Null()
-	} else {
+	default:
 		if len(password) == 0 {
 			return nil, fmt.Errorf("repository is encrypted: a password is required: %w", crypto.ErrWrongPassword)
 		}
-		if r.key, r.keyID, err = unlock(ctx, st, cfg, password); err != nil {
+		u, err := unlock(ctx, st, password)
+		if err != nil {
 			return nil, err
 		}
+		var health []HealthIssue
+		if cfg, health, err = checkConfig(cfg, cfgErr, u); err != nil {
+			return nil, err
+		}
+		r.key, r.keyID, r.unlocked = u.key, u.keyID, u
+		r.health = append(health, u.health...)
+		for _, h := range r.health {
+			r.log.Warn("repository damage worked around; `"+h.Repair()+"` mends it", "object", h.Object, "problem", h.Detail)
+		}
 	}
+	r.cfg = cfg
 	if err := r.ReloadIndex(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.loadDamage(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -214,6 +243,9 @@ func (r *Repository) ReloadIndex(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load index: %w", err)
 	}
+	if d := r.damage.Load(); d != nil {
+		idx.SetBad(d.bad)
+	}
 	r.idx.Store(idx)
 	return nil
 }
@@ -230,5 +262,5 @@ func (r *Repository) RefreshIndex(ctx context.Context) error {
 }
 
 func (r *Repository) damagedSegment(name string, err error) {
-	r.log.Warn("skipping a damaged index segment (run `coffer verify`, then `coffer repair index`)", "segment", name, "err", err)
+	r.log.Warn("skipping a damaged index segment; `coffer repair index` rebuilds the index from the packs", "segment", name, "err", err)
 }

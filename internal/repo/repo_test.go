@@ -126,9 +126,23 @@ func TestConfigTamperingIsDetected(t *testing.T) {
 	if _, err := Open(ctx, st, []byte("pw"), Options{}); err == nil || !strings.Contains(err.Error(), "tampered") {
 		t.Fatalf("downgraded config opened: %v", err)
 	}
-	_, _ = store.Put(ctx, st, "config", []byte("{not json"), store.PutOptions{})
-	if _, err := Open(ctx, st, []byte("pw"), Options{}); !errors.Is(err, ErrNotRepository) {
-		t.Fatalf("garbage config: %v", err)
+	// A damaged or deleted config is rebuilt from the authenticated copy
+	// every key file carries, reported, and written again by RepairConfig.
+	for _, damage := range []func(){
+		func() { _, _ = store.Put(ctx, st, "config", []byte("{not json"), store.PutOptions{}) },
+		func() { _ = st.Delete(ctx, "config") },
+	} {
+		damage()
+		r, err := Open(ctx, st, []byte("pw"), Options{})
+		if err != nil || len(r.Health()) != 1 || r.Health()[0].Kind != "config" {
+			t.Fatalf("damaged config: %v %+v", err, r)
+		}
+		if _, err := r.RepairConfig(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		if r, err = Open(ctx, st, []byte("pw"), Options{}); err != nil || len(r.Health()) != 0 {
+			t.Fatalf("after repair: %v %+v", err, r.Health())
+		}
 	}
 }
 

@@ -62,6 +62,8 @@ type Snapshot struct {
 	ChunksTotal  int               `json:"chunks_total"`
 	BytesLogical int64             `json:"bytes_logical"`
 
+	headerDamaged error
+
 	// SnapshotModeAchieved is the snapshot mode the connector really
 	// carried out (a quiesce fallback is crash-consistent); empty in
 	// manifests written before coffer recorded it.
@@ -97,6 +99,9 @@ type Disk struct {
 	BytesRead   int64  `json:"bytes_read"`
 	BytesZero   int64  `json:"bytes_zero"` // holes and all-zero chunks
 	BytesNew    int64  `json:"bytes_new"`
+	// LostSpans counts spans a repair recorded as lost (repo.LostChunk in
+	// the disk map): the point restores with those ranges missing.
+	LostSpans int64 `json:"lost_spans,omitempty"`
 }
 
 // Logical is the sum of disk sizes.
@@ -129,14 +134,23 @@ func (r *Repository) encodeSnapshot(s *Snapshot) ([]byte, error) {
 }
 
 func (r *Repository) decodeSnapshot(x id.ID, b []byte) (*Snapshot, error) {
-	if len(b) < snapshotHeaderLen || [8]byte(b[:8]) != snapshotMagic {
-		return nil, fmt.Errorf("snapshot %s: %w: bad magic", x.Short(), ErrCorruptManifest)
+	if len(b) < snapshotHeaderLen {
+		return nil, fmt.Errorf("snapshot %s: %w: %d bytes is too short", x.Short(), ErrCorruptManifest, len(b))
 	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v > ManifestVersion {
-		return nil, fmt.Errorf("snapshot %s: %w: manifest version %d is newer than this coffer (%d)", x.Short(), ErrUnsupportedVersion, v, ManifestVersion)
+	// The header is not authenticated. A damaged one is tolerated when the
+	// body authenticates as a version 1 manifest: a newer version changes
+	// its seal context, so it never authenticates as version 1.
+	var headerErr error
+	if [8]byte(b[:8]) != snapshotMagic {
+		headerErr = fmt.Errorf("snapshot %s: %w: bad magic", x.Short(), ErrCorruptManifest)
+	} else if v := binary.LittleEndian.Uint16(b[8:]); v > ManifestVersion {
+		headerErr = fmt.Errorf("snapshot %s: %w: manifest version %d is newer than this coffer (%d)", x.Short(), ErrUnsupportedVersion, v, ManifestVersion)
 	}
 	comp, err := r.key.Open(nil, b[snapshotHeaderLen:], snapshotSeal)
 	if err != nil {
+		if headerErr != nil {
+			return nil, headerErr
+		}
 		return nil, fmt.Errorf("snapshot %s: %w: %w", x.Short(), ErrCorruptManifest, err)
 	}
 	raw, err := manifestDec.DecodeAll(comp, nil)
@@ -148,8 +162,13 @@ func (r *Repository) decodeSnapshot(x id.ID, b []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("snapshot %s: %w: %v", x.Short(), ErrCorruptManifest, err)
 	}
 	s.ID = x
+	s.headerDamaged = headerErr
 	return s, nil
 }
+
+// HeaderDamaged reports a manifest whose damaged header was tolerated
+// because its authenticated body proved it readable.
+func (s *Snapshot) HeaderDamaged() error { return s.headerDamaged }
 
 // saveSnapshot writes a manifest; the caller guarantees everything it
 // references is already durable (see Writer.Commit).
@@ -172,7 +191,11 @@ func (r *Repository) UpdateSnapshot(ctx context.Context, s *Snapshot) error {
 	if err != nil {
 		return err
 	}
-	_, err = store.Put(ctx, r.st, snapshotName(s.ID), b, store.PutOptions{RetainUntil: s.RetainUntil})
+	opts := store.PutOptions{}
+	if s.RetainUntil.After(time.Now()) { // a lock that has ended is not asked for again
+		opts.RetainUntil = s.RetainUntil
+	}
+	_, err = store.Put(ctx, r.st, snapshotName(s.ID), b, opts)
 	return err
 }
 

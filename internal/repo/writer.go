@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,10 @@ type Writer struct {
 	commits   sync.WaitGroup
 
 	ledger lockLedger
+
+	lostOnce sync.Once
+	lost     map[id.ID]bool
+	lostErr  error
 
 	stored     atomic.Int64 // sealed bytes committed in packs
 	newChunks  atomic.Int64
@@ -103,6 +108,18 @@ func (r *Repository) NewWriter(ctx context.Context, desc string) (*Writer, error
 	return w, nil
 }
 
+// Suspect reports whether a backup must not reuse chunk x without reading
+// its span again: x is recorded lost (no good copy left), or it is the
+// marker of a span a repair could not keep. Reading the span again stores
+// the chunk again, which mends every point that uses it.
+func (w *Writer) Suspect(ctx context.Context, x id.ID) (bool, error) {
+	if x == LostChunk {
+		return true, nil
+	}
+	w.lostOnce.Do(func() { w.lost, w.lostErr = w.r.LostChunks(ctx) })
+	return w.lost[x], w.lostErr
+}
+
 // Session is this writer's session prefix.
 func (w *Writer) Session() pack.SessionPrefix { return w.session }
 
@@ -151,9 +168,11 @@ func (w *Writer) Claim(ctx context.Context, x id.ID) (*Pending, bool, error) {
 	}
 	w.mu.Unlock()
 	_, found, err := w.r.Index().Lookup(ctx, x)
-	if err != nil {
+	if err != nil && !errors.Is(err, index.ErrFormat) && !errors.Is(err, store.ErrInvalidRange) {
 		return nil, false, err
 	}
+	// A chunk behind a damaged index block counts as absent: storing it
+	// again is cheaper than failing the backup, and never builds on damage.
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if p, ok := w.pending[x]; ok { // claimed while we looked

@@ -9,9 +9,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/directio"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 )
 
 // maxBatchBytes bounds the plaintext of one batch: large enough that one
@@ -56,9 +53,12 @@ func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers 
 			var buf []byte
 			for g := range jobs {
 				// Reused buffers keep memory at workers x (8 MiB read + 4 MiB batch).
-				buf, err = readRange(ctx, r.Store(), pack.ObjectName(g.pack), g.offset, g.length, buf)
-				if err != nil {
-					fail(fmt.Errorf("read pack %s: %w", g.pack, err))
+				if int64(cap(buf)) < g.length {
+					buf = make([]byte, g.length, max(g.length, maxGroupBytes))
+				}
+				buf = buf[:g.length]
+				if err := r.ReadPackRange(ctx, g.pack, g.offset, buf); err != nil {
+					fail(err)
 					return
 				}
 				if err := decodeBatches(dec, g, buf, plain, fn); err != nil {
@@ -87,7 +87,7 @@ func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers 
 
 // decodeBatches decodes the chunks of group g (read into buf) into plain,
 // calling fn for every batch.
-func decodeBatches(dec *chunk.Decoder, g *readGroup, buf, plain []byte, fn func([]*chunkRef, []byte) error) error {
+func decodeBatches(dec *repo.Decoder, g *readGroup, buf, plain []byte, fn func([]*chunkRef, []byte) error) error {
 	start := 0 // first ref of the current batch
 	plain = plain[:0]
 	flush := func(end int) error {
@@ -141,9 +141,9 @@ func maxRawLength(groups []readGroup) int {
 // fills (spans for which skip returns true are left out), fetching in pack
 // order with parallel workers. fn runs concurrently; plain is valid only
 // during the call. Used by copy jobs.
-func Chunks(ctx context.Context, r *repo.Repository, m *diskmap.Map, workers int, skip func(uint64) bool, fn func(x id.ID, spans []uint64, plain []byte) error) error {
+func Chunks(ctx context.Context, r *repo.Repository, m *repo.DiskMap, workers int, skip func(uint64) bool, fn func(x id.ID, spans []uint64, plain []byte) error) error {
 	for from := uint64(0); from < m.Count(); from += planWindow {
-		groups, _, err := plan(ctx, r, m, skip, from, min(from+planWindow, m.Count()))
+		groups, _, err := plan(ctx, r, m, skip, func(uint64) {}, from, min(from+planWindow, m.Count()))
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -13,9 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/coffer-backup/coffer/internal/directio"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -44,6 +43,9 @@ type Stats struct {
 	Chunks       int
 	Requests     int
 	Resumed      bool
+	// Lost are the byte ranges a repair recorded as lost: written as
+	// zeros, and to be reported (the restore is incomplete).
+	Lost []hypervisor.Extent
 }
 
 // ErrTargetExists refuses to overwrite without permission.
@@ -72,7 +74,7 @@ const checkpointEvery = 256 << 20
 // partial file and its checkpoint let an interrupted restore resume.
 func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo.Disk, path string, o FileOptions) (Stats, error) {
 	var st Stats
-	m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+	m, err := r.OpenDiskMap(ctx, d.Map)
 	if err != nil {
 		return st, err
 	}
@@ -103,7 +105,7 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 	}
 	for from := uint64(0); from < m.Count(); from += planWindow {
 		end := min(from+planWindow, m.Count())
-		groups, zero, err := plan(ctx, r, m, ck.isDone, from, end)
+		groups, zero, err := plan(ctx, r, m, ck.isDone, func(i uint64) { st.Lost = addSpan(st.Lost, m, i) }, from, end)
 		if err != nil {
 			return st, err
 		}
@@ -124,7 +126,7 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 	return st, t.finish(path)
 }
 
-func plannedBytes(groups []readGroup, m *diskmap.Map) int64 {
+func plannedBytes(groups []readGroup, m *repo.DiskMap) int64 {
 	var n int64
 	for _, g := range groups {
 		for _, ref := range g.refs {
@@ -136,7 +138,7 @@ func plannedBytes(groups []readGroup, m *diskmap.Map) int64 {
 	return n
 }
 
-func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.File, groups []readGroup, ck *checkpoint, o FileOptions, st *Stats) error {
+func writeGroups(ctx context.Context, r *repo.Repository, m *repo.DiskMap, f *os.File, groups []readGroup, ck *checkpoint, o FileOptions, st *Stats) error {
 	var (
 		written atomic.Int64
 		chunks  atomic.Int64
@@ -194,21 +196,6 @@ func writeGroups(ctx context.Context, r *repo.Repository, m *diskmap.Map, f *os.
 	st.Chunks += int(chunks.Load())
 	st.Requests += len(groups)
 	return err
-}
-
-// readRange reads [off, off+n) of an object into buf (grown if needed).
-func readRange(ctx context.Context, st store.Store, name string, off, n int64, buf []byte) ([]byte, error) {
-	rc, err := st.Read(ctx, name, off, n)
-	if err != nil {
-		return buf, err
-	}
-	defer rc.Close()
-	if int64(cap(buf)) < n {
-		buf = make([]byte, n, max(n, maxGroupBytes))
-	}
-	buf = buf[:n]
-	_, err = io.ReadFull(rc, buf)
-	return buf, err
 }
 
 func translateWriteErr(err error) error {
@@ -287,11 +274,11 @@ func (t *target) finish(final string) error {
 // zeroDeviceSpans clears the hole spans of a disk on a block device, using
 // the device's zeroing offload when it has one (fallocate ZERO_RANGE maps
 // to BLKZEROOUT / WRITE SAME / UNMAP) and plain writes otherwise.
-func zeroDeviceSpans(ctx context.Context, f *os.File, m *diskmap.Map) error {
+func zeroDeviceSpans(ctx context.Context, f *os.File, m *repo.DiskMap) error {
 	var zeroBuf []byte
 	cs := int64(m.ChunkSize())
 	return m.Iterate(ctx, func(i uint64, x id.ID) error {
-		if !x.IsZero() {
+		if !x.IsZero() && x != repo.LostChunk {
 			return nil
 		}
 		off, n := int64(i)*cs, int64(m.SpanLength(i))

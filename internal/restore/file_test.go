@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
@@ -49,7 +50,7 @@ func backUp(t *testing.T, img []byte) (*repo.Repository, *repo.Snapshot) {
 		t.Fatal(err)
 	}
 	r := repotest.New(t, repo.InitOptions{ChunkSize: testChunk, PackSize: 256 << 10})
-	snap := repotest.BackupImage(t, r, path, backup.Options{Workers: 3})
+	snap := backuptest.BackupImage(t, r, path, backup.Options{Workers: 3})
 	return r, snap
 }
 

@@ -5,27 +5,25 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/index"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 )
 
 // chunkRef is one distinct chunk of a disk and every span it fills.
 type chunkRef struct {
 	id    id.ID
-	loc   index.Location
+	loc   repo.Location
 	spans []uint64
 }
 
 // readGroup is a run of blobs of one pack read with a single request.
 type readGroup struct {
-	pack   pack.ID
+	pack   repo.PackID
 	offset int64
 	length int64
 	refs   []*chunkRef
@@ -45,7 +43,7 @@ const (
 var planWindow uint64 = 1 << 17
 
 // rangeBytes is the disk size of spans from to end-1.
-func rangeBytes(m *diskmap.Map, from, end uint64) int64 {
+func rangeBytes(m *repo.DiskMap, from, end uint64) int64 {
 	if end <= from {
 		return 0
 	}
@@ -54,13 +52,18 @@ func rangeBytes(m *diskmap.Map, from, end uint64) int64 {
 
 // plan lists the chunks of spans from to end-1 grouped into pack reads, in
 // pack order so reads are sequential within each pack. Spans in skip are
-// left out (resumed restores). It also returns the bytes of zero spans.
-func plan(ctx context.Context, r *repo.Repository, m *diskmap.Map, skip func(uint64) bool, from, end uint64) ([]readGroup, int64, error) {
+// left out (resumed restores). It also returns the bytes of zero spans,
+// and calls lost for each span a repair recorded as lost (left as zeros).
+func plan(ctx context.Context, r *repo.Repository, m *repo.DiskMap, skip func(uint64) bool, lost func(uint64), from, end uint64) ([]readGroup, int64, error) {
 	byID := map[id.ID]*chunkRef{}
 	var zeroBytes int64
 	err := m.IterateRange(ctx, from, end, func(i uint64, x id.ID) error {
 		if x.IsZero() {
 			zeroBytes += int64(m.SpanLength(i))
+			return nil
+		}
+		if x == repo.LostChunk {
+			lost(i)
 			return nil
 		}
 		if skip != nil && skip(i) {
@@ -117,11 +120,11 @@ func plan(ctx context.Context, r *repo.Repository, m *diskmap.Map, skip func(uin
 
 // Allocated returns the spans of a disk map that hold data, merged: the
 // ranges a restore must write (everything else is zeros).
-func Allocated(ctx context.Context, m *diskmap.Map) ([]hypervisor.Extent, error) {
+func Allocated(ctx context.Context, m *repo.DiskMap) ([]hypervisor.Extent, error) {
 	var out []hypervisor.Extent
 	cs := int64(m.ChunkSize())
 	err := m.Iterate(ctx, func(i uint64, x id.ID) error {
-		if x.IsZero() {
+		if x.IsZero() || x == repo.LostChunk {
 			return nil
 		}
 		off, n := int64(i)*cs, int64(m.SpanLength(i))
@@ -133,4 +136,18 @@ func Allocated(ctx context.Context, m *diskmap.Map) ([]hypervisor.Extent, error)
 		return nil
 	})
 	return out, err
+}
+
+// ErrLostSpan is returned for a read of a span that a repair recorded as
+// lost: its data is gone, and coffer says so rather than inventing zeros.
+var ErrLostSpan = errors.New("this part of the disk was lost to repository damage (recorded by `coffer repair snapshots`)")
+
+// addSpan appends span i of m to a list of byte ranges, merging neighbours.
+func addSpan(list []hypervisor.Extent, m *repo.DiskMap, i uint64) []hypervisor.Extent {
+	off, n := int64(i)*int64(m.ChunkSize()), int64(m.SpanLength(i))
+	if k := len(list); k > 0 && list[k-1].Offset+list[k-1].Length == off {
+		list[k-1].Length += n
+		return list
+	}
+	return append(list, hypervisor.Extent{Offset: off, Length: n})
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 )
 
 // DiskReader reads a disk of a backup point at random offsets, straight
@@ -23,7 +21,7 @@ import (
 type DiskReader struct {
 	ctx   context.Context
 	r     *repo.Repository
-	m     *diskmap.Map
+	m     *repo.DiskMap
 	cache *chunkCache
 	group singleflight.Group
 	decs  sync.Pool
@@ -38,7 +36,7 @@ var _ io.ReaderAt = (*DiskReader)(nil)
 // OpenDisk opens a disk of a snapshot for random access; cacheChunks bounds
 // memory (cacheChunks x chunk size). ctx bounds every read.
 func OpenDisk(ctx context.Context, r *repo.Repository, d repo.Disk, cacheChunks int) (*DiskReader, error) {
-	m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+	m, err := r.OpenDiskMap(ctx, d.Map)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +94,9 @@ func (dr *DiskReader) ReadAt(p []byte, off int64) (int, error) {
 		}
 		span := int64(dr.m.SpanLength(i))
 		k := int(min(span-within, int64(len(p)-n)))
+		if x == repo.LostChunk {
+			return n, fmt.Errorf("offset %d: %w", pos, ErrLostSpan)
+		}
 		if x.IsZero() {
 			clear(p[n : n+k])
 		} else {
@@ -121,7 +122,7 @@ func (dr *DiskReader) chunk(x id.ID, size int) ([]byte, error) {
 		if b, ok := dr.cache.get(x); ok {
 			return b, nil
 		}
-		dec := dr.decs.Get().(*chunk.Decoder)
+		dec := dr.decs.Get().(*repo.Decoder)
 		defer dr.decs.Put(dec)
 		b, err := dr.r.LoadChunk(dr.ctx, x, dec, make([]byte, 0, size))
 		if err != nil {

@@ -7,8 +7,6 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/index"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -44,7 +42,7 @@ func Compute(ctx context.Context, r *repo.Repository) (*Stats, error) {
 		for _, d := range sn.Disks {
 			s.Disks++
 			s.Logical += d.Size
-			m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+			m, err := r.OpenDiskMap(ctx, d.Map)
 			if err != nil {
 				return nil, err
 			}
@@ -58,22 +56,11 @@ func Compute(ctx context.Context, r *repo.Repository) (*Stats, error) {
 			}
 		}
 	}
-	var last id.ID
-	first := true
-	err = r.Index().Iterate(ctx, func(e index.Entry) error {
-		if !first && e.ID == last {
-			return nil // duplicate copy
-		}
-		first, last = false, e.ID
-		s.Chunks++
-		s.Unique += int64(e.RawLength)
-		s.Sealed += int64(e.Length)
-		return nil
-	})
+	idx, err := r.IndexTotals(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.Segments = len(r.Index().Segments())
+	s.Chunks, s.Unique, s.Sealed, s.Segments = idx.Chunks, idx.RawBytes, idx.SealedBytes, idx.Segments
 	err = r.Store().List(ctx, "", func(fi store.ObjectInfo) error {
 		s.Objects++
 		s.Stored += fi.Size

@@ -28,8 +28,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/restore"
 )
 
@@ -137,7 +135,7 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 	}
 	c.retainFor = out.RetainUntil
 	for _, d := range s.Disks {
-		m, err := diskmap.Open(ctx, c.src.Store(), c.src.Key(), d.Map)
+		m, err := c.src.OpenDiskMap(ctx, d.Map)
 		if err != nil {
 			return err
 		}
@@ -166,7 +164,7 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 
 // copyDisk returns the target chunk IDs of a disk and the pending chunks
 // the target point depends on.
-func (c *copier) copyDisk(ctx context.Context, m *diskmap.Map, d repo.Disk, prev *repo.Snapshot) ([]id.ID, []*repo.Pending, error) {
+func (c *copier) copyDisk(ctx context.Context, m *repo.DiskMap, d repo.Disk, prev *repo.Snapshot) ([]id.ID, []*repo.Pending, error) {
 	srcIDs, err := m.All(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -183,7 +181,7 @@ func (c *copier) copyDisk(ctx context.Context, m *diskmap.Map, d repo.Disk, prev
 		claimed := map[id.ID]bool{}
 		for i, x := range srcIDs {
 			dstIDs[i] = x
-			if x.IsZero() || claimed[x] {
+			if x.IsZero() || x == repo.LostChunk || claimed[x] {
 				reuse[i] = true
 				continue
 			}
@@ -204,7 +202,7 @@ func (c *copier) copyDisk(ctx context.Context, m *diskmap.Map, d repo.Disk, prev
 	}
 	st := c.w.NewRetainedStream(c.retainFor)
 	encs := sync.Pool{New: func() any {
-		e, err := chunk.NewEncoder(c.dst.Key(), c.dst.Config().Level())
+		e, err := c.dst.NewEncoder()
 		if err != nil {
 			panic(err)
 		}
@@ -239,7 +237,7 @@ func (c *copier) copyDisk(ctx context.Context, m *diskmap.Map, d repo.Disk, prev
 		if !owner {
 			return nil
 		}
-		e := encs.Get().(*chunk.Encoder)
+		e := encs.Get().(*repo.Encoder)
 		defer encs.Put(e)
 		sealed, _ := e.Encode(nil, plain)
 		if err := st.Add(ctx, nx, sealed, len(plain), p); err != nil {
@@ -263,7 +261,10 @@ func (c *copier) copyDisk(ctx context.Context, m *diskmap.Map, d repo.Disk, prev
 // newest point of the same source present in both repositories.
 func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d repo.Disk, srcIDs, dstIDs []id.ID, reuse []bool) error {
 	for i, x := range srcIDs {
-		reuse[i] = x.IsZero()
+		// A span a repair recorded as lost stays lost in the copy.
+		if reuse[i] = x.IsZero() || x == repo.LostChunk; reuse[i] {
+			dstIDs[i] = x
+		}
 	}
 	if prev == nil {
 		return nil
@@ -299,7 +300,7 @@ func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d rep
 		return err
 	}
 	for i, x := range srcIDs {
-		if !x.IsZero() && srcPrev[i] == x {
+		if !x.IsZero() && x != repo.LostChunk && srcPrev[i] == x {
 			dstIDs[i], reuse[i] = dstPrev[i], true
 		}
 	}
@@ -307,7 +308,7 @@ func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d rep
 }
 
 func loadIDs(ctx context.Context, r *repo.Repository, name string) ([]id.ID, error) {
-	m, err := diskmap.Open(ctx, r.Store(), r.Key(), name)
+	m, err := r.OpenDiskMap(ctx, name)
 	if err != nil {
 		return nil, err
 	}

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
@@ -103,7 +103,7 @@ func startLabWith(t *testing.T, stateDir string, prefill bool) *lab {
 }
 
 func (l *lab) backup(mode string, sm hypervisor.SnapshotMode) (*repo.Snapshot, error) {
-	return repotest.BackupVM(l.t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
+	return backuptest.BackupVM(l.t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
 		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired})
 }
 

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
@@ -75,7 +75,7 @@ func assertDaemonClean(ctx context.Context, t *testing.T, q *qsdInstance) {
 
 func backupOnce(t *testing.T, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode string) *repo.Snapshot {
 	t.Helper()
-	s, err := repotest.BackupVM(t, r, conn, backup.VMRequest{Connection: "lab", VM: ref, Mode: mode,
+	s, err := backuptest.BackupVM(t, r, conn, backup.VMRequest{Connection: "lab", VM: ref, Mode: mode,
 		SnapshotMode: hypervisor.CrashConsistent})
 	if err != nil {
 		t.Fatalf("%s backup: %v", mode, err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
@@ -36,7 +37,7 @@ func runBackup(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hype
 // runBackupMode backs vm up with the given snapshot mode.
 func runBackupMode(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef, mode hypervisor.SnapshotMode) *repo.Snapshot {
 	t.Helper()
-	snap, err := repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm,
+	snap, err := backuptest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm,
 		SnapshotMode: mode, Quiesce: hypervisor.QuiesceFallback})
 	if err != nil {
 		t.Fatal(err)

@@ -10,9 +10,9 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
 
 // TestMovedDiskReadInFull: after the disk's file moved (a storage
@@ -83,7 +83,7 @@ func TestResizedDiskReadInFull(t *testing.T) {
 func TestDifferential(t *testing.T) {
 	_, sh, c, r, ref, vm := oneVMLab(t, 2<<20)
 	backupMode := func(mode string) *repo.Snapshot {
-		p, err := repotest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm, Mode: mode,
+		p, err := backuptest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm, Mode: mode,
 			SnapshotMode: hypervisor.CrashConsistent})
 		if err != nil {
 			t.Fatal(err)

@@ -151,7 +151,7 @@ func (t *tracker) poll(refs []types.ManagedObjectReference) {
 		case types.TaskInfoStateSuccess:
 			t.deliver(tk.Self, taskResult{info: tk.Info})
 		case types.TaskInfoStateError:
-			var err error = errors.New("vsphere: task failed without a fault")
+			err := errors.New("vsphere: task failed without a fault")
 			if tk.Info.Error != nil {
 				err = &task.Error{LocalizedMethodFault: tk.Info.Error, Description: tk.Info.Description}
 			}

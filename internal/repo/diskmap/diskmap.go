@@ -156,7 +156,13 @@ type Map struct {
 	mu        sync.Mutex
 	lastBlock int
 	lastIDs   []byte
+	// header is set when the header was damaged but the authenticated
+	// footer proved the map readable.
+	header error
 }
+
+// HeaderDamaged reports a damaged header that was tolerated.
+func (m *Map) HeaderDamaged() error { return m.header }
 
 // Open reads a disk map's footer.
 func Open(ctx context.Context, st store.Store, key *crypto.Key, name string) (*Map, error) {
@@ -195,12 +201,27 @@ func parse(readAt func(off, n int64) ([]byte, error), size int64, key *crypto.Ke
 	if err != nil {
 		return nil, err
 	}
+	// The header is not authenticated. A damaged one is tolerated when the
+	// footer authenticates as a version 1 footer: a newer version changes
+	// its seal contexts, so it never authenticates as version 1.
+	var headerErr error
 	if [8]byte(head[:8]) != magic {
-		return nil, fmt.Errorf("%w: bad magic", ErrFormat)
+		headerErr = fmt.Errorf("%w: bad magic", ErrFormat)
+	} else if v := binary.LittleEndian.Uint16(head[8:]); v != Version {
+		headerErr = fmt.Errorf("%w: unsupported version %d (this coffer reads version %d)", ErrFormat, v, Version)
 	}
-	if v := binary.LittleEndian.Uint16(head[8:]); v != Version {
-		return nil, fmt.Errorf("%w: unsupported version %d (this coffer reads version %d)", ErrFormat, v, Version)
+	m, err := parseBody(readAt, size, key)
+	if err != nil {
+		if headerErr != nil {
+			return nil, headerErr
+		}
+		return nil, err
 	}
+	m.header = headerErr
+	return m, nil
+}
+
+func parseBody(readAt func(off, n int64) ([]byte, error), size int64, key *crypto.Key) (*Map, error) {
 	tail, err := readAt(size-tailSize, tailSize)
 	if err != nil {
 		return nil, err
@@ -365,4 +386,34 @@ func (m *Map) All(ctx context.Context) ([]id.ID, error) {
 		return nil
 	})
 	return out, err
+}
+
+// Scan calls fn for every span like Iterate, but a block that cannot be
+// decoded (damaged, or cut off) is reported to damaged with the spans
+// [first, end) it covers and skipped, so one bad block does not hide the
+// rest of the map. Errors other than damage (I/O, cancellation) stop it.
+func (m *Map) Scan(ctx context.Context, fn func(i uint64, x id.ID) error, damaged func(first, end uint64, err error)) error {
+	buf := blockPool.Get().(*blockBuffers)
+	defer blockPool.Put(buf)
+	for b := range m.rows {
+		first := uint64(b) * BlockIDs
+		end := min(first+BlockIDs, m.count)
+		ids, err := m.readBlock(ctx, b, buf)
+		if err == nil && uint64(len(ids)/32) != end-first {
+			err = fmt.Errorf("disk map %s block %d: %w: %d IDs, want %d", m.name, b, ErrFormat, len(ids)/32, end-first)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrFormat) && !errors.Is(err, store.ErrInvalidRange) {
+				return err
+			}
+			damaged(first, end, err)
+			continue
+		}
+		for k := range end - first {
+			if err := fn(first+k, id.ID(ids[k*32:k*32+32])); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

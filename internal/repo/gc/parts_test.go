@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/backup/backuptest"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/pack"
@@ -93,19 +94,19 @@ func TestPlanListsInParts(t *testing.T) {
 	ctx := context.Background()
 	r := newRepo(t)
 	img, _ := randomImage(t, 1<<20)
-	old := repotest.BackupImage(t, r, img, backup.Options{})
+	old := backuptest.BackupImage(t, r, img, backup.Options{})
 	if err := r.DeleteSnapshot(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 { // orphan disk maps: manifests deleted, maps left behind
 		small, _ := randomImage(t, 64<<10)
-		s := repotest.BackupImage(t, r, small, backup.Options{})
+		s := backuptest.BackupImage(t, r, small, backup.Options{})
 		if err := r.Store().Delete(ctx, "snapshots/"+s.ID.String()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	keptImg, keptData := randomImage(t, 512<<10)
-	kept := repotest.BackupImage(t, r, keptImg, backup.Options{})
+	kept := backuptest.BackupImage(t, r, keptImg, backup.Options{})
 	stale := newListWriter(ctx, r, "0123456789abcdef", "packs") // a plan a kill kept from being saved
 	if err := stale.add("data/00000000000000000000000000000000"); err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func TestResumedExecutionKeepsRescuedPacks(t *testing.T) {
 	img, data := randomImage(t, 1<<20)
 	other, _ := randomImage(t, 512<<10) // garbage nobody rescues
 	for _, path := range []string{img, other} {
-		if err := r.DeleteSnapshot(ctx, repotest.BackupImage(t, r, path, backup.Options{})); err != nil {
+		if err := r.DeleteSnapshot(ctx, backuptest.BackupImage(t, r, path, backup.Options{})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,7 +272,7 @@ func TestOrphanPacksCollected(t *testing.T) {
 	ctx := context.Background()
 	r := newRepo(t)
 	img, data := randomImage(t, 512<<10)
-	kept := repotest.BackupImage(t, r, img, backup.Options{})
+	kept := backuptest.BackupImage(t, r, img, backup.Options{})
 	old := writeOrphan(t, r, 2*time.Hour)
 	young := writeOrphan(t, r, time.Minute)
 	before := len(objects(t, r.Store(), "data/"))
@@ -312,7 +313,7 @@ func TestFailedRepackLosesNothing(t *testing.T) {
 	ctx := context.Background()
 	r := repotest.New(t, repo.InitOptions{ChunkSize: 64 << 10, PackSize: 1 << 20}) // 16 chunks a pack
 	img, data := randomImage(t, 1<<20)
-	first := repotest.BackupImage(t, r, img, backup.Options{})
+	first := backuptest.BackupImage(t, r, img, backup.Options{})
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestFailedRepackLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	second := repotest.BackupImage(t, r, img, backup.Options{})
+	second := backuptest.BackupImage(t, r, img, backup.Options{})
 	if err := r.DeleteSnapshot(ctx, first); err != nil {
 		t.Fatal(err)
 	}

@@ -201,6 +201,9 @@ type footer struct {
 	rows       []blockRow
 	supersedes []id.ID
 	bloom      *bloom
+	// header is set when the header was damaged but the authenticated
+	// footer proved the segment readable.
+	header error
 }
 
 // parseFooter reads the footer of a segment of the given size.
@@ -212,12 +215,27 @@ func parseFooter(readAt func(off, n int64) ([]byte, error), size int64, key *cry
 	if err != nil {
 		return nil, err
 	}
+	// The header is not authenticated. A damaged one is tolerated when the
+	// footer authenticates as a version 1 footer: a newer version changes
+	// its seal contexts, so it never authenticates as version 1.
+	var headerErr error
 	if [8]byte(head[:8]) != magic {
-		return nil, fmt.Errorf("%w: bad magic", ErrFormat)
+		headerErr = fmt.Errorf("%w: bad magic", ErrFormat)
+	} else if v := binary.LittleEndian.Uint16(head[8:]); v != Version {
+		headerErr = fmt.Errorf("%w: unsupported version %d (this coffer reads version %d)", ErrFormat, v, Version)
 	}
-	if v := binary.LittleEndian.Uint16(head[8:]); v != Version {
-		return nil, fmt.Errorf("%w: unsupported version %d (this coffer reads version %d)", ErrFormat, v, Version)
+	f, err := parseTail(readAt, size, key)
+	if err != nil {
+		if headerErr != nil {
+			return nil, headerErr
+		}
+		return nil, err
 	}
+	f.header = headerErr
+	return f, nil
+}
+
+func parseTail(readAt func(off, n int64) ([]byte, error), size int64, key *crypto.Key) (*footer, error) {
 	tail, err := readAt(size-tailSize, tailSize)
 	if err != nil {
 		return nil, err

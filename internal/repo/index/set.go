@@ -34,6 +34,10 @@ type Segment struct {
 // Count is the number of entries.
 func (s *Segment) Count() uint64 { return s.f.count }
 
+// HeaderDamaged reports a damaged header that was tolerated because the
+// authenticated footer proved the segment readable.
+func (s *Segment) HeaderDamaged() error { return s.f.header }
+
 // Supersedes lists the segments this one replaces.
 func (s *Segment) Supersedes() []id.ID { return s.f.supersedes }
 
@@ -54,6 +58,19 @@ type Set struct {
 	// the segment that superseded them would bring them back to life.
 	retired []id.ID
 	damaged []string
+	// bad tells locations recorded as broken (the repository's damage
+	// record); Lookup skips them so that a broken copy is never used.
+	bad atomic.Pointer[func(id.ID, Location) bool]
+}
+
+// SetBad installs the test for broken locations that Lookup skips.
+func (s *Set) SetBad(bad func(id.ID, Location) bool) { s.bad.Store(&bad) }
+
+func (s *Set) isBad(x id.ID, loc Location) bool {
+	if f := s.bad.Load(); f != nil {
+		return (*f)(x, loc)
+	}
+	return false
 }
 
 // Load reads the footers of all segments in the store and drops segments
@@ -215,7 +232,38 @@ func (s *Set) Count() uint64 {
 }
 
 // Lookup finds a chunk. The bloom filter answers most misses without I/O.
+// A copy recorded as broken is skipped: another segment may list a good
+// one, and otherwise the chunk counts as absent (so it is stored again).
 func (s *Set) Lookup(ctx context.Context, x id.ID) (Location, bool, error) {
+	var found Location
+	ok := false
+	err := s.lookup(ctx, x, func(loc Location) bool {
+		if s.isBad(x, loc) {
+			return true
+		}
+		found, ok = loc, true
+		return false
+	})
+	return found, ok, err
+}
+
+// LookupAll returns every location the live segments list for a chunk,
+// broken ones included.
+func (s *Set) LookupAll(ctx context.Context, x id.ID) ([]Location, error) {
+	var all []Location
+	err := s.lookup(ctx, x, func(loc Location) bool {
+		all = append(all, loc)
+		return true
+	})
+	return all, err
+}
+
+// lookup calls fn with each segment's location of x until fn returns false.
+// A segment block that cannot be read is skipped: another segment may list
+// the chunk. Only when none does is the damage returned, so one damaged
+// block does not make chunks listed elsewhere unreachable.
+func (s *Set) lookup(ctx context.Context, x id.ID, fn func(Location) bool) error {
+	var damaged error
 	for _, seg := range s.Segments() {
 		if !seg.f.bloom.mayContain(x) {
 			continue
@@ -227,14 +275,21 @@ func (s *Set) Lookup(ctx context.Context, x id.ID) (Location, bool, error) {
 		}
 		entries, err := s.block(ctx, seg, i)
 		if err != nil {
-			return Location{}, false, err
+			if !errors.Is(err, ErrFormat) && !errors.Is(err, store.ErrInvalidRange) {
+				return err
+			}
+			damaged = err
+			continue
 		}
 		j := sort.Search(len(entries), func(j int) bool { return entries[j].ID.Compare(x) >= 0 })
 		if j < len(entries) && entries[j].ID == x {
-			return entries[j].Location, true, nil
+			if !fn(entries[j].Location) {
+				return nil
+			}
+			damaged = nil // found a copy: a damaged block elsewhere does not matter
 		}
 	}
-	return Location{}, false, nil
+	return damaged
 }
 
 func (s *Set) block(ctx context.Context, seg *Segment, i int) ([]Entry, error) {
@@ -270,13 +325,24 @@ func (s *Set) Iterate(ctx context.Context, fn func(Entry) error) error {
 	return Merge(ctx, s.st, s.key, s.Segments(), fn)
 }
 
+// Scan is Iterate, except that a block that cannot be read (damaged, cut
+// off) is reported to damaged and skipped instead of ending the scan, so
+// one damaged block does not hide the rest of the index.
+func (s *Set) Scan(ctx context.Context, fn func(Entry) error, damaged func(seg id.ID, block int, err error)) error {
+	return merge(ctx, s.st, s.key, s.Segments(), fn, damaged)
+}
+
 // Merge is Iterate over an explicit list of segments. It holds one decoded
 // block per segment in memory and picks the next entry with a heap, so the
 // cost per entry is O(log segments).
 func Merge(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment, fn func(Entry) error) error {
+	return merge(ctx, st, key, segs, fn, nil)
+}
+
+func merge(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment, fn func(Entry) error, damaged func(id.ID, int, error)) error {
 	h := &cursorHeap{}
 	for _, seg := range segs {
-		c := &cursor{seg: seg}
+		c := &cursor{seg: seg, damaged: damaged}
 		if err := c.next(ctx, st, key); err != nil {
 			return err
 		}
@@ -320,6 +386,9 @@ type cursor struct {
 	entries []Entry
 	pos     int
 	done    bool
+	// damaged, when set, receives blocks that cannot be read, which are
+	// then skipped.
+	damaged func(seg id.ID, block int, err error)
 }
 
 func (c *cursor) cur() Entry { return c.entries[c.pos] }
@@ -329,20 +398,29 @@ func (c *cursor) next(ctx context.Context, st store.Store, key *crypto.Key) erro
 		c.pos++
 		return nil
 	}
-	if c.block >= len(c.seg.f.rows) {
-		c.done = true
+	for {
+		if c.block >= len(c.seg.f.rows) {
+			c.done = true
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		entries, err := readBlock(ctx, st, key, c.seg, c.block)
+		c.block++
+		if err != nil {
+			if c.damaged == nil || (!errors.Is(err, ErrFormat) && !errors.Is(err, store.ErrInvalidRange)) {
+				return err
+			}
+			c.damaged(c.seg.ID, c.block-1, err)
+			continue
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		c.entries, c.pos = entries, 0
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	entries, err := readBlock(ctx, st, key, c.seg, c.block)
-	if err != nil {
-		return err
-	}
-	c.block++
-	c.entries, c.pos = entries, 0
-	return nil
 }
 
 // WriteSegment writes entries (any order; sorted here, duplicates of the

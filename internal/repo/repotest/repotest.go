@@ -1,6 +1,8 @@
 // Package repotest creates throwaway repositories for the tests of the
 // packages built on the repository (backup, restore, files, connectors,
-// engine): one place for what every such test needs first.
+// engine): one place for what every such test needs first. It needs
+// nothing above the repository; backup points for tests are made by
+// internal/backup/backuptest.
 package repotest
 
 import (
@@ -8,9 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/crypto"
-	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
@@ -39,46 +39,4 @@ func New(t testing.TB, o repo.InitOptions) *repo.Repository {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// BackupImage backs up the raw image at path into r as one disk (key "0")
-// of a point of VM "img", the way `coffer backup disk` does.
-func BackupImage(t testing.TB, r *repo.Repository, path string, o backup.Options) *repo.Snapshot {
-	t.Helper()
-	ctx := context.Background()
-	src, err := backup.OpenFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	alloc, err := src.Allocated()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := r.NewWriter(ctx, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := backup.Run(ctx, w, backup.Request{Source: repo.Source{Kind: "disk", VMName: "img"},
-		Disks: []backup.Disk{{Key: "0", Name: "img", Reader: src, Size: src.Size(), Allocated: alloc}}}, o)
-	if cerr := w.Close(ctx); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
-}
-
-// BackupVM backs up one VM through connector c in a write session of its
-// own, as a job engine task does.
-func BackupVM(t testing.TB, r *repo.Repository, c hypervisor.Connector, req backup.VMRequest) (*repo.Snapshot, error) {
-	t.Helper()
-	ctx := context.Background()
-	w, err := r.NewWriter(ctx, "vm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close(ctx)
-	return backup.BackupVM(ctx, w, c, req, backup.Options{})
 }

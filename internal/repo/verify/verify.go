@@ -1,32 +1,47 @@
-// Package verify checks a repository. The structural check reads every
-// manifest, disk map and index segment and confirms that every chunk a
-// backup needs is indexed and that every indexed pack exists with the size
-// the index implies. With ReadData it also downloads packs, decrypts every
-// blob and re-hashes it against its chunk ID.
+// Package verify checks a repository and says, for everything it finds,
+// whether a backup point lost data and what mends it.
 //
-// Every problem is reported with the backup points and disks it affects
-// (and the byte offsets within them), so one bad chunk never casts doubt on
-// the rest of the repository.
+// The structural check reads every manifest and disk map and the whole
+// index, and confirms that every chunk a backup point references has a
+// copy in a pack that exists and is long enough. With ReadData it also
+// reads packs and checks their header, their table of contents (trailer)
+// and every chunk blob (decrypt, decompress, re-hash against the chunk ID).
+//
+// Findings are of two severities:
+//
+//   - metadata damage (a damaged index segment, pack header or trailer, a
+//     disk map's header, a key file copy, the config) loses no data: every
+//     chunk is still readable, and a repair command rewrites the damaged
+//     object from what is intact;
+//   - data loss: a chunk some point needs has no readable copy (corrupt,
+//     in a missing or truncated pack, in no index and no pack), or a disk
+//     map block is unreadable. Each such finding names exactly the backup
+//     points and disks, and the offsets, that lost data.
+//
+// Broken chunk copies are written to the repository's damage record, so
+// the next backup of an affected disk stores those chunks again instead of
+// building on them (see repo/damage.go).
+//
+// # Memory
+//
+// Nothing proportional to the repository is held in memory: referenced
+// chunk IDs, index entries grouped by pack and the pack listing are sorted
+// externally (internal/extsort, within MemoryBudget) and merge-joined.
+// What is kept is proportional to the backup points and to the damage
+// found.
 package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"sort"
-	"strings"
-	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
-	"github.com/coffer-backup/coffer/internal/repo/index"
 	"github.com/coffer-backup/coffer/internal/repo/pack"
-	"github.com/coffer-backup/coffer/internal/store"
 )
 
 // Options select how deep to check.
@@ -39,6 +54,25 @@ type Options struct {
 	// SubsetPercent reads a pseudo-random fraction of packs (0-100).
 	SubsetPercent float64
 	Progress      *Progress
+	// MemoryBudget bounds the records sorted in memory (default 64 MiB);
+	// the rest spills to TempDir.
+	MemoryBudget int
+	TempDir      string
+	// NoRecord leaves the repository's damage record alone (a read-only
+	// check, e.g. with credentials that cannot write).
+	NoRecord bool
+}
+
+func (o *Options) defaults() {
+	if o.MemoryBudget <= 0 {
+		o.MemoryBudget = 64 << 20
+	}
+	if o.TempDir == "" {
+		o.TempDir = os.TempDir()
+	}
+	if o.Progress == nil {
+		o.Progress = &Progress{}
+	}
 }
 
 // Progress counts verification work.
@@ -48,21 +82,38 @@ type Progress struct {
 	BytesRead  atomic.Int64
 }
 
-// Affected names one place a damaged chunk is used.
+// Affected names one disk of one backup point that lost data.
 type Affected struct {
 	Snapshot string `json:"snapshot"`
 	Source   string `json:"source"`
 	Disk     string `json:"disk"`
-	Offset   int64  `json:"offset"`
+	// Offset is the first damaged byte offset (-1: the whole disk); Spans
+	// counts the chunk-sized spans lost.
+	Offset int64 `json:"offset"`
+	Spans  int64 `json:"spans"`
 }
 
 // Problem is one finding.
 type Problem struct {
-	Kind     string     `json:"kind"` // "manifest", "disk-map", "index", "missing-chunk", "missing-pack", "truncated-pack", "corrupt-chunk", "pack"
-	Object   string     `json:"object"`
-	Detail   string     `json:"detail"`
-	Affects  []Affected `json:"affects,omitempty"`
-	affectID []id.ID    // chunks to trace back to backups
+	// Kind: config, key, manifest, disk-map, index-segment, missing-pack,
+	// truncated-pack, pack-header, pack-trailer, unreadable-pack,
+	// missing-chunk, corrupt-chunk, orphan-maps.
+	Kind   string `json:"kind"`
+	Object string `json:"object"`
+	Detail string `json:"detail"`
+	// DataLoss is true when a backup point lost data; false for metadata
+	// damage that a repair mends without loss.
+	DataLoss bool `json:"data_loss"`
+	// Repair says what mends it.
+	Repair  string     `json:"repair"`
+	Affects []Affected `json:"affects,omitempty"`
+}
+
+// DamagedPoint is a backup point that lost data.
+type DamagedPoint struct {
+	Snapshot string   `json:"snapshot"`
+	Source   string   `json:"source"`
+	Disks    []string `json:"disks"`
 }
 
 // Report is the outcome.
@@ -75,123 +126,72 @@ type Report struct {
 	ChunksRead int64     `json:"chunks_read"`
 	BytesRead  int64     `json:"bytes_read"`
 	Problems   []Problem `json:"problems"`
+	// Damaged are the points that lost data; every other point is intact.
+	Damaged []DamagedPoint `json:"damaged_points"`
+	Intact  int            `json:"intact_points"`
+	// Repairs are the next steps, in the order to run them.
+	Repairs []string `json:"repairs"`
+	// Recorded counts broken chunk copies added to the damage record.
+	Recorded int `json:"damage_recorded"`
+	// Notices are findings that are not damage but need a decision.
+	Notices []string `json:"notices"`
 }
 
 // OK reports a clean repository.
 func (r *Report) OK() bool { return len(r.Problems) == 0 }
 
+// DataLoss reports whether any backup point lost data.
+func (r *Report) DataLoss() bool { return len(r.Damaged) > 0 }
+
+// The repair steps, in the order verify recommends them.
+const (
+	repairConfig    = "coffer repair config"
+	repairKeys      = "coffer repair keys"
+	repairSnapshots = "coffer repair snapshots"
+	repairIndex     = "coffer repair index"
+	repairPacks     = "coffer repair packs"
+	// Lost chunks come back only from their source.
+	healByBackup = "back up the affected VMs or disks again: the next backup reads the lost spans from the source and stores them again, which mends every point that uses them (or `coffer forget` the affected points if the source is gone)"
+)
+
+var repairOrder = []string{repairConfig, repairKeys, repairIndex, repairPacks, repairSnapshots, healByBackup}
+
 // Run verifies the repository.
 func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
-	rep := &Report{}
-	for _, seg := range r.DamagedIndexSegments() {
-		rep.Problems = append(rep.Problems, Problem{Kind: "index", Object: seg, Detail: "segment is damaged and was skipped; run `coffer repair index`"})
+	o.defaults()
+	c := &checker{ctx: ctx, r: r, o: o, rep: &Report{Problems: []Problem{}, Damaged: []DamagedPoint{}, Repairs: []string{}, Notices: []string{}},
+		badPacks: map[pack.ID]packTrouble{}, brokenAt: map[location]brokenCopy{}, lost: map[id.ID]string{},
+		causes: map[string]*cause{}, pointsOf: map[id.ID][]string{}}
+	c.openIssues()
+	if err := c.manifests(); err != nil {
+		return nil, err
 	}
-	var mu sync.Mutex
-	snaps, err := r.Snapshots(ctx, func(x id.ID, err error) {
-		mu.Lock()
-		rep.Problems = append(rep.Problems, Problem{Kind: "manifest", Object: "snapshots/" + x.String(), Detail: err.Error()})
-		mu.Unlock()
-	})
+	refs, err := c.references()
 	if err != nil {
 		return nil, err
 	}
-	rep.Snapshots = len(snaps)
-	packSizes, err := listPacks(ctx, r)
+	defer refs.Close()
+	byPack, err := c.indexByPack()
 	if err != nil {
 		return nil, err
 	}
-	rep.Packs = len(packSizes)
-	// Every indexed pack must exist and be long enough for its entries.
-	needEnd := map[pack.ID]int64{}
-	err = r.Index().Iterate(ctx, func(e index.Entry) error {
-		end := int64(e.Offset) + int64(e.Length)
-		if end > needEnd[e.Pack] {
-			needEnd[e.Pack] = end
-		}
-		return nil
-	})
-	if err != nil {
-		rep.Problems = append(rep.Problems, Problem{Kind: "index", Object: "index/", Detail: err.Error()})
+	if err := c.packs(byPack); err != nil {
+		return nil, err
 	}
-	badPacks := map[pack.ID]string{}
-	for p, end := range needEnd {
-		size, ok := packSizes[p]
-		switch {
-		case !ok:
-			badPacks[p] = "missing-pack"
-		case size < end+8:
-			badPacks[p] = "truncated-pack"
-		}
+	if err := c.chunks(refs); err != nil {
+		return nil, err
 	}
-	// Walk every disk map: each chunk must be indexed, in a healthy pack.
-	chunkProblems := map[id.ID]string{}
-	for _, s := range snaps {
-		for _, d := range s.Disks {
-			rep.Disks++
-			m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
-			if err != nil {
-				rep.Problems = append(rep.Problems, Problem{Kind: "disk-map", Object: d.Map, Detail: err.Error(),
-					Affects: []Affected{{Snapshot: s.ID.Short(), Source: s.Source.VMName, Disk: d.Name, Offset: -1}}})
-				continue
-			}
-			err = m.Iterate(ctx, func(_ uint64, x id.ID) error {
-				if x.IsZero() {
-					return nil
-				}
-				rep.Chunks++
-				loc, ok, err := r.Index().Lookup(ctx, x)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					chunkProblems[x] = "missing-chunk"
-				} else if kind, bad := badPacks[loc.Pack]; bad {
-					chunkProblems[x] = kind
-				}
-				return nil
-			})
-			if err != nil {
-				rep.Problems = append(rep.Problems, Problem{Kind: "disk-map", Object: d.Map, Detail: err.Error(),
-					Affects: []Affected{{Snapshot: s.ID.Short(), Source: s.Source.VMName, Disk: d.Name, Offset: -1}}})
-			}
-		}
+	if err := c.recoverable(); err != nil {
+		return nil, err
 	}
-	for p, kind := range badPacks {
-		rep.Problems = append(rep.Problems, Problem{Kind: kind, Object: pack.ObjectName(p), Detail: packDetail(kind)})
+	if err := c.trace(); err != nil {
+		return nil, err
 	}
-	if o.ReadData {
-		corrupt, err := readData(ctx, r, packSizes, needEnd, badPacks, o, rep)
-		if err != nil {
-			return nil, err
-		}
-		for x, detail := range corrupt {
-			chunkProblems[x] = "corrupt-chunk: " + detail
-		}
+	if err := c.record(); err != nil {
+		return nil, err
 	}
-	if len(chunkProblems) > 0 {
-		traceChunks(ctx, r, snaps, chunkProblems, rep)
-	}
-	sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].Object < rep.Problems[j].Object })
-	return rep, nil
-}
-
-func packDetail(kind string) string {
-	if kind == "missing-pack" {
-		return "pack is listed in the index but does not exist"
-	}
-	return "pack is shorter than its indexed contents"
-}
-
-func listPacks(ctx context.Context, r *repo.Repository) (map[pack.ID]int64, error) {
-	out := map[pack.ID]int64{}
-	err := r.Store().List(ctx, "data/", func(fi store.ObjectInfo) error {
-		p, err := pack.ParseObjectName(fi.Name)
-		if err == nil {
-			out[p] = fi.Size
-		}
-		return nil
-	})
-	return out, err
+	c.summarise()
+	return c.rep, nil
 }
 
 // selected decides whether a pack is read in a subset check.
@@ -208,127 +208,60 @@ func (o Options) selected(p pack.ID) bool {
 	return true
 }
 
-// readData reads selected packs, checks their trailer against the index
-// and every blob against its chunk ID. It returns damaged chunk IDs.
-func readData(ctx context.Context, r *repo.Repository, sizes map[pack.ID]int64, indexed map[pack.ID]int64, bad map[pack.ID]string, o Options, rep *Report) (map[id.ID]string, error) {
-	var packs []pack.ID
-	for p := range indexed {
-		if _, isBad := bad[p]; !isBad && o.selected(p) {
-			packs = append(packs, p)
+// summarise orders problems, lists damaged points and the repair steps.
+func (c *checker) summarise() {
+	rep := c.rep
+	sort.SliceStable(rep.Problems, func(i, j int) bool {
+		a, b := rep.Problems[i], rep.Problems[j]
+		if a.DataLoss != b.DataLoss {
+			return a.DataLoss
+		}
+		return a.Object < b.Object
+	})
+	byPoint := map[string]*DamagedPoint{}
+	var order []string
+	for _, p := range rep.Problems {
+		for _, af := range p.Affects {
+			dp := byPoint[af.Snapshot]
+			if dp == nil {
+				dp = &DamagedPoint{Snapshot: af.Snapshot, Source: af.Source}
+				byPoint[af.Snapshot] = dp
+				order = append(order, af.Snapshot)
+			}
+			if !contains(dp.Disks, af.Disk) {
+				dp.Disks = append(dp.Disks, af.Disk)
+			}
 		}
 	}
-	sort.Slice(packs, func(i, j int) bool { return string(packs[i][:]) < string(packs[j][:]) })
-	if o.Progress != nil {
-		o.Progress.PacksTotal.Store(int64(len(packs)))
+	sort.Strings(order)
+	for _, s := range order {
+		rep.Damaged = append(rep.Damaged, *byPoint[s])
 	}
-	corrupt := map[id.ID]string{}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(r.Store().Properties().Connections, 2))
-	for _, p := range packs {
-		g.Go(func() error {
-			found, chunks, n, err := checkPack(gctx, r, p, sizes[p])
-			mu.Lock()
-			defer mu.Unlock()
-			rep.PacksRead++
-			rep.ChunksRead += chunks
-			rep.BytesRead += n
-			if o.Progress != nil {
-				o.Progress.PacksDone.Add(1)
-				o.Progress.BytesRead.Add(n)
-			}
-			if err != nil {
-				if errors.Is(err, context.Canceled) {
-					return err
-				}
-				rep.Problems = append(rep.Problems, Problem{Kind: "pack", Object: pack.ObjectName(p), Detail: err.Error()})
-			}
-			for x, d := range found {
-				corrupt[x] = d
-			}
-			return nil
-		})
+	rep.Intact = rep.Snapshots - len(rep.Damaged)
+	need := map[string]bool{}
+	for _, p := range rep.Problems {
+		need[p.Repair] = true
+		// Lost chunks come back only from their source.
+		need[healByBackup] = need[healByBackup] || p.DataLoss && p.Kind != "disk-map"
 	}
-	return corrupt, g.Wait()
+	for _, step := range repairOrder {
+		if need[step] {
+			rep.Repairs = append(rep.Repairs, step)
+		}
+	}
 }
 
-// checkPack reads one pack whole and verifies every blob the index says is
-// in it. A trailer that cannot be read makes every indexed chunk of the pack
-// suspect, found through the index.
-func checkPack(ctx context.Context, r *repo.Repository, p pack.ID, size int64) (map[id.ID]string, int64, int64, error) {
-	raw, err := store.Get(ctx, r.Store(), pack.ObjectName(p), 0, size)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	n := int64(len(raw))
-	entries, terr := pack.ReadTrailer(func(off, l int64) ([]byte, error) {
-		if off < 0 || off+l > int64(len(raw)) {
-			return nil, store.ErrInvalidRange
-		}
-		return raw[off : off+l], nil
-	}, int64(len(raw)), r.Key())
-	if herr := pack.CheckHeader(raw); herr != nil && terr == nil {
-		terr = herr
-	}
-	dec, err := r.NewDecoder()
-	if err != nil {
-		return nil, 0, n, err
-	}
-	found := map[id.ID]string{}
-	var chunks int64
-	var buf []byte
-	if terr != nil {
-		// Fall back to the index's view of the pack.
-		_ = r.Index().Iterate(ctx, func(e index.Entry) error {
-			if e.Pack == p {
-				entries = append(entries, pack.Entry{ID: e.ID, Offset: e.Offset, Length: e.Length, RawLength: e.RawLength})
-			}
-			return nil
-		})
-	}
-	for _, e := range entries {
-		chunks++
-		end := int64(e.Offset) + int64(e.Length)
-		if end > int64(len(raw)) {
-			found[e.ID] = "blob extends past the end of the pack"
-			continue
-		}
-		if buf, err = dec.Decode(buf[:0], raw[e.Offset:end], e.ID, int(e.RawLength)); err != nil {
-			found[e.ID] = err.Error()
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
 		}
 	}
-	if terr != nil {
-		return found, chunks, n, fmt.Errorf("pack trailer unreadable: %w", terr)
-	}
-	return found, chunks, n, nil
+	return false
 }
 
-// traceChunks finds every backup point and disk offset using a bad chunk.
-func traceChunks(ctx context.Context, r *repo.Repository, snaps []*repo.Snapshot, bad map[id.ID]string, rep *Report) {
-	byChunk := map[id.ID][]Affected{}
-	for _, s := range snaps {
-		for _, d := range s.Disks {
-			m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
-			if err != nil {
-				continue // already reported
-			}
-			_ = m.Iterate(ctx, func(i uint64, x id.ID) error {
-				if _, ok := bad[x]; ok {
-					byChunk[x] = append(byChunk[x], Affected{Snapshot: s.ID.Short(), Source: s.Source.VMName, Disk: d.Name, Offset: int64(i) * int64(m.ChunkSize())})
-				}
-				return nil
-			})
-		}
-	}
-	for x, detail := range bad {
-		kind, rest, _ := strings.Cut(detail, ": ")
-		p := Problem{Kind: kind, Object: "chunk " + x.String(), Detail: rest, Affects: byChunk[x]}
-		if rest == "" {
-			p.Detail = "chunk is not in any index segment"
-			if kind != "missing-chunk" {
-				p.Detail = "chunk lives in a " + strings.TrimSuffix(kind, "-pack") + " pack"
-			}
-		}
-		rep.Problems = append(rep.Problems, p)
-	}
+func (c *checker) problem(p Problem) {
+	c.rep.Problems = append(c.rep.Problems, p)
 }
+
+func errText(err error) string { return fmt.Sprint(err) }

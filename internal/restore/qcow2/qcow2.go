@@ -15,10 +15,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/coffer-backup/coffer/internal/instant"
 	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/restore/nbdexport"
 )
 
 // Write restores disk d of a backup point to a new qcow2 image at path.
@@ -27,7 +27,7 @@ func Write(ctx context.Context, r *repo.Repository, d repo.Disk, path string, lo
 	if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("%s exists; refusing to overwrite it", path)
 	}
-	dr, err := restore.OpenDisk(ctx, r, d, restore.CacheChunks(instant.CacheBytes, d.ChunkSize))
+	dr, err := restore.OpenDisk(ctx, r, d, restore.CacheChunks(nbdexport.CacheBytes, d.ChunkSize))
 	if err != nil {
 		return err
 	}
@@ -37,14 +37,14 @@ func Write(ctx context.Context, r *repo.Repository, d repo.Disk, path string, lo
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "nbd.sock")
-	l, err := instant.Listen("unix", sock)
+	l, err := nbdexport.Listen("unix", sock)
 	if err != nil {
 		return err
 	}
-	exports := map[string]nbd.Export{"": instant.NewExport(dr)}
+	exports := map[string]nbd.Export{"": nbdexport.NewExport(dr)}
 	serveCtx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- instant.Serve(serveCtx, l, exports, []string{""}, log) }()
+	go func() { served <- nbdexport.Serve(serveCtx, l, exports, []string{""}, log) }()
 	partial := path + ".coffer-partial"
 	// -W: out-of-order writes, -m 8: parallel requests to coffer's server.
 	out, cerr := exec.CommandContext(ctx, "qemu-img", "convert", "-W", "-m", "8", "-f", "raw", "-O", "qcow2",

@@ -207,9 +207,8 @@ func (w *writer) Commit() (store.ObjectInfo, error) {
 		// A lost response to a request that succeeded makes its retry fail
 		// with 412 (the condition now sees our object) or NoSuchUpload (the
 		// upload was completed).
-		if (isPrecondition(err) || errorCode(err) == "NoSuchUpload") && w.confirmOwnWrite() {
-			err = nil
-		} else {
+		ownWrite := (isPrecondition(err) || errorCode(err) == "NoSuchUpload") && w.confirmOwnWrite()
+		if !ownWrite {
 			return fail(w.conditionError(err))
 		}
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/cli"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// faces lists, for every face of coffer, the service operations it offers.
+// internal/server joins here with the operation IDs it registers routes
+// for, so that the command line and the API are held to the same list.
+var faces = map[string]func(t *testing.T) map[string]bool{
+	"command line": commandLineOperations,
+}
+
+// commandLineOperations are the operations the CLI's commands declare.
+// A command that runs none must say why (the command line's own business:
+// its settings, the demo, the server loop).
+func commandLineOperations(t *testing.T) map[string]bool {
+	out := map[string]bool{}
+	for path, c := range cli.CommandOperations() {
+		if len(c.Operations) == 0 && c.FaceOnly == "" {
+			t.Errorf("command line: `coffer %s` runs no service operation and does not say why", path)
+		}
+		if len(c.Operations) > 0 && c.FaceOnly != "" {
+			t.Errorf("command line: `coffer %s` runs operations but also calls itself the command line's own", path)
+		}
+		for _, id := range c.Operations {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// TestEveryFaceOffersEveryOperation lists the service's operations and
+// each face's, and fails on a gap either way: an operation a face lacks,
+// or a face offering an operation the service does not define.
+func TestEveryFaceOffersEveryOperation(t *testing.T) {
+	defined := map[string]bool{}
+	for _, op := range service.Operations {
+		defined[op.ID] = true
+	}
+	for face, list := range faces {
+		offered := list(t)
+		var missing, unknown []string
+		for id := range defined {
+			if !offered[id] {
+				missing = append(missing, id)
+			}
+		}
+		for id := range offered {
+			if !defined[id] {
+				unknown = append(unknown, id)
+			}
+		}
+		sort.Strings(missing)
+		sort.Strings(unknown)
+		if len(missing) > 0 {
+			t.Errorf("%s: no way to run %s", face, strings.Join(missing, ", "))
+		}
+		if len(unknown) > 0 {
+			t.Errorf("%s: offers %s, which the service does not define", face, strings.Join(unknown, ", "))
+		}
+	}
+}
+
+// TestNoTestDoubleInTheBinary: the simulated fleet is registered by test
+// binaries only (servicetest.RegisterFake; depguard keeps its packages out
+// of production code), so the binary's registry knows real platforms.
+func TestNoTestDoubleInTheBinary(t *testing.T) {
+	if got := strings.Join(service.ConnectorKinds(), ","); got != "qemu,vsphere" {
+		t.Fatalf("the binary's connector kinds are %s, want qemu,vsphere", got)
+	}
+}

@@ -1,0 +1,115 @@
+package api
+
+import "time"
+
+// VM is one VM of a hypervisor connection's inventory, with what protects
+// it: the policies that select it and its last backup point.
+type VM struct {
+	Connection string            `json:"connection"`
+	VM         string            `json:"vm"`
+	VMID       string            `json:"vm_id"`
+	Host       string            `json:"host,omitempty"`
+	Datastores []string          `json:"datastores"`
+	Tags       map[string]string `json:"tags"`
+	PowerState string            `json:"power_state,omitempty"`
+	// GuestAgent: qemu-guest-agent or VMware Tools runs, so quiesced VM
+	// snapshots are possible.
+	GuestAgent       bool     `json:"guest_agent"`
+	ProvisionedBytes int64    `json:"provisioned_bytes"`
+	Policies         []string `json:"policies"`
+	// LastPoint is the newest backup point the catalog knows (absent when
+	// there is none, or the catalog is unavailable).
+	LastPointID string    `json:"last_point_id,omitempty"`
+	LastBackup  time.Time `json:"last_backup,omitzero"`
+	LastMode    string    `json:"last_mode,omitempty"`
+	AgeSeconds  float64   `json:"age_seconds,omitempty"`
+	// Covered: a policy selects the VM and it has a backup point.
+	Covered bool `json:"covered"`
+}
+
+// Inventory is the VMs of every connection asked for; Errors names the
+// connections whose inventory failed.
+type Inventory struct {
+	VMs    []VM              `json:"vms"`
+	Errors []ConnectionError `json:"errors"`
+}
+
+// ConnectionError is a connection that could not be listed.
+type ConnectionError struct {
+	Connection string `json:"connection"`
+	Error      string `json:"error"`
+}
+
+// Finding is something a policy will do differently from what its
+// settings seem to ask: an error refuses the configuration, a warning says
+// what will really happen.
+type Finding struct {
+	Level   string `json:"level"` // error, warning
+	Message string `json:"message"`
+}
+
+// PolicyCheck is the result of checking the configuration's policies.
+type PolicyCheck struct {
+	Valid          bool           `json:"valid"`
+	Connections    int            `json:"connections"`
+	Repositories   int            `json:"repositories"`
+	ResourceGroups int            `json:"resource_groups"`
+	Limits         Limits         `json:"limits"`
+	Policies       []PolicyReport `json:"policies"`
+}
+
+// Limits are the engine's concurrency and rate limits, defaults applied
+// (0: no limit).
+type Limits struct {
+	Tasks         int   `json:"tasks"`
+	PerHost       int   `json:"per_host"`
+	PerDatastore  int   `json:"per_datastore"`
+	PerRepository int   `json:"per_repository"`
+	RateBytes     int64 `json:"rate_bytes_per_second"`
+	TaskRateBytes int64 `json:"task_rate_bytes_per_second"`
+}
+
+// PolicyReport says what one policy will do.
+type PolicyReport struct {
+	Name      string   `json:"name"`
+	Mode      string   `json:"mode"`
+	FullEvery int      `json:"full_every,omitempty"`
+	FullOn    []string `json:"full_on"`
+	// SnapshotMode is the VM snapshot mode the policy asks for.
+	SnapshotMode string    `json:"snapshot_mode"`
+	Group        string    `json:"group,omitempty"`
+	Repository   string    `json:"repository"`
+	Schedule     string    `json:"schedule,omitempty"`
+	NextRun      time.Time `json:"next_run,omitzero"`
+	// Retention is the policy's keep rules.
+	Retention string `json:"retention"`
+	// LockSeconds is how long every point the policy makes is under
+	// object lock (immutable-for); LockProblem says why the repository
+	// cannot lock them (absent when it can, or offline).
+	LockSeconds float64 `json:"lock_seconds,omitempty"`
+	LockProblem string  `json:"lock_problem,omitempty"`
+	// Selected is absent offline (nothing was asked of the hypervisors).
+	Selected []Selection `json:"selected,omitempty"`
+	Warnings []Finding   `json:"warnings"`
+}
+
+// Selection is what a policy selects on one connection.
+type Selection struct {
+	Connection string   `json:"connection"`
+	VMsTotal   int      `json:"vms_total"`
+	VMs        []string `json:"vms"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// PolicyPreview says what running a policy would do now: the VMs it
+// selects, its next runs, and what its retention would keep of the
+// points it made so far.
+type PolicyPreview struct {
+	Policy    string      `json:"policy"`
+	Selected  []Selection `json:"selected"`
+	NextRuns  []time.Time `json:"next_runs"`
+	Retention string      `json:"retention"`
+	Warnings  []Finding   `json:"warnings"`
+	// Sources is the retention verdict per VM (empty without keep rules).
+	Sources []ForgetSource `json:"sources"`
+}

@@ -1,0 +1,129 @@
+package api
+
+import "time"
+
+// BackupPoint is one backup point: what `coffer snapshots` (from the
+// repository), `coffer catalog points` (from the catalog), `backup --json`
+// and the API's point listings all print.
+type BackupPoint struct {
+	ID      string `json:"id"`
+	ShortID string `json:"short_id"`
+	// Repository is the ID of the repository that holds the point.
+	Repository string    `json:"repository"`
+	Time       time.Time `json:"time"`
+	// VM is the source's name: the VM's, or --name of a disk image.
+	VM         string `json:"vm"`
+	VMID       string `json:"vm_id,omitempty"`
+	Connection string `json:"connection,omitempty"`
+	// SourceKind is "disk" (images and block devices), "qemu", "vsphere".
+	SourceKind string `json:"source_kind,omitempty"`
+	// Host is where coffer ran the backup (absent from the catalog).
+	Host string `json:"host,omitempty"`
+	// Mode is how the point was made: full, incremental, differential.
+	Mode string `json:"mode"`
+	// SnapshotMode is the VM snapshot mode asked for (none for disk
+	// images); SnapshotModeAchieved what the point really holds, "unknown"
+	// for points written before coffer recorded it.
+	SnapshotMode         string            `json:"snapshot_mode,omitempty"`
+	SnapshotModeAchieved string            `json:"snapshot_mode_achieved"`
+	Parent               string            `json:"parent,omitempty"`
+	Tags                 map[string]string `json:"tags"`
+	// Protected points are exempt from forget and retention (`coffer
+	// protect`).
+	Protected bool `json:"protected"`
+	// LockedUntil is the object lock: until then the storage refuses to
+	// delete the point (absent when it is not locked).
+	LockedUntil  time.Time `json:"locked_until,omitzero"`
+	JobID        int64     `json:"job_id,omitempty"`
+	DiskCount    int       `json:"disk_count"`
+	LogicalBytes int64     `json:"logical_bytes"`
+	StoredBytes  int64     `json:"stored_bytes"`
+	// What only the repository records (absent in catalog listings):
+	ReadBytes       int64       `json:"read_bytes,omitempty"`
+	NewBytes        int64       `json:"new_bytes,omitempty"`
+	DurationSeconds float64     `json:"duration_seconds,omitempty"`
+	Disks           []PointDisk `json:"disks,omitempty"`
+	Warnings        []string    `json:"warnings,omitempty"`
+	// Damage is what the point lacks: chunks verify found lost (until a new
+	// backup of the source stores them again) and spans a repair recorded
+	// as lost; absent for an intact point.
+	Damage string `json:"damage,omitempty"`
+}
+
+// PointDisk is one disk (or memory state) of a backup point.
+type PointDisk struct {
+	Key            string `json:"key"`
+	Name           string `json:"name"`
+	Kind           string `json:"kind"` // disk, memory
+	SizeBytes      int64  `json:"size_bytes"`
+	ChunkSizeBytes int    `json:"chunk_size_bytes"`
+	Format         string `json:"format,omitempty"`
+	Path           string `json:"path,omitempty"`
+	// Mode is how it was read: full, incremental, differential, compared.
+	Mode      string `json:"mode"`
+	Warning   string `json:"warning,omitempty"`
+	ReadBytes int64  `json:"read_bytes"`
+	ZeroBytes int64  `json:"zero_bytes"` // holes and all-zero chunks
+	NewBytes  int64  `json:"new_bytes"`
+	// LostSpans counts spans a repair recorded as lost.
+	LostSpans int64 `json:"lost_spans"`
+}
+
+// Range is a byte range of a disk.
+type Range struct {
+	OffsetBytes int64 `json:"offset_bytes"`
+	LengthBytes int64 `json:"length_bytes"`
+}
+
+// RestoredDisk is the result of restoring one disk.
+type RestoredDisk struct {
+	PointID         string  `json:"point_id"`
+	Disk            string  `json:"disk"`
+	Target          string  `json:"target"`
+	Format          string  `json:"format"`
+	SizeBytes       int64   `json:"size_bytes"`
+	WrittenBytes    int64   `json:"written_bytes"`
+	ZeroBytes       int64   `json:"zero_bytes"`
+	ReadRequests    int     `json:"read_requests"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	Resumed         bool    `json:"resumed"`
+	// LostRanges were lost to repository damage (recorded by a repair):
+	// zeros in the target.
+	LostRanges []Range `json:"lost_ranges"`
+}
+
+// RestoredVM is the result of restoring a backup point as a VM: into a
+// directory (QEMU) or through a hypervisor connection (vSphere).
+type RestoredVM struct {
+	PointID string `json:"point_id"`
+	// VM is the restored VM's name; VMID its UUID (QEMU) or managed object
+	// ID (vSphere).
+	VM   string `json:"vm"`
+	VMID string `json:"vm_id"`
+	// OriginalVM is the name of the VM the point was taken of.
+	OriginalVM string `json:"original_vm"`
+	// Connection is set when the VM was created through one.
+	Connection   string `json:"connection,omitempty"`
+	OntoOriginal bool   `json:"onto_original"`
+	// Disks are the restored disks: files (QEMU) or disk names (vSphere).
+	Disks   []string `json:"disks"`
+	Started bool     `json:"started"`
+	// QEMU only: the directory, its launch script, sockets and console,
+	// the process, and the memory state a with-memory point restored.
+	Dir               string   `json:"dir,omitempty"`
+	LaunchScript      string   `json:"launch_script,omitempty"`
+	QMPSocket         string   `json:"qmp_socket,omitempty"`
+	Console           string   `json:"console,omitempty"`
+	PID               int      `json:"pid,omitempty"`
+	MemoryState       string   `json:"memory_state,omitempty"`
+	ResumedFromMemory bool     `json:"resumed_from_memory"`
+	Warnings          []string `json:"warnings"`
+}
+
+// Export is a backup point's disks served over NBD (`coffer instant
+// export`).
+type Export struct {
+	PointID string   `json:"point_id"`
+	Listen  string   `json:"listen"`
+	Exports []string `json:"exports"`
+}

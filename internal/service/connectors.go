@@ -1,0 +1,192 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// ConnectionConfig is what a connector factory receives: the connection's
+// configuration entry plus coffer-wide settings a connector may need.
+type ConnectionConfig struct {
+	policy.Connection
+	// StateDir is where connectors journal what they create on a
+	// hypervisor, so leftovers can be found after a crash.
+	StateDir string
+	Logger   *slog.Logger
+}
+
+// ConnectorKind is one hypervisor platform: how a connection's options are
+// checked (without contacting anything) and how it is opened, and what the
+// platform cannot do, so a policy asking for it is refused before it runs
+// instead of failing or degrading VM by VM.
+type ConnectorKind struct {
+	Check func(cfg ConnectionConfig) error
+	Open  func(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error)
+	// Cannot names the snapshot modes the platform cannot take, and why.
+	Cannot map[hypervisor.SnapshotMode]string
+	// StorageSnapshots: the connector itself provides storage-level
+	// snapshots (a StorageSnapshotter method), as group: datastore needs.
+	StorageSnapshots bool
+}
+
+// connectorKinds is the one registry of hypervisor platforms a production
+// binary knows (connector_*.go wire each one in).
+var (
+	kindsMu        sync.RWMutex
+	connectorKinds = map[string]ConnectorKind{
+		"qemu":    {Check: checked(qemuOptions), Open: newQEMUConnector},
+		"vsphere": {Check: checked(vsphereOptions), Open: newVSphereConnector},
+	}
+)
+
+// RegisterConnectorKind adds a platform to the registry. Production code
+// does not call it: it is how tests plug in the simulated fleet of
+// internal/hypervisor/fake (servicetest.RegisterFake), so that no test
+// double ships in the binary.
+func RegisterConnectorKind(name string, k ConnectorKind) {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	connectorKinds[name] = k
+}
+
+func connectorKind(name string) (ConnectorKind, bool) {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	k, ok := connectorKinds[name]
+	return k, ok
+}
+
+// ConnectorKinds names the platforms this build knows.
+func ConnectorKinds() []string {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	var out []string
+	for k := range connectorKinds {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func checked[T any](decode func(ConnectionConfig) (T, error)) func(ConnectionConfig) error {
+	return func(cfg ConnectionConfig) error {
+		_, err := decode(cfg)
+		return err
+	}
+}
+
+func unknownKind(conn, kind string) error {
+	return fmt.Errorf("connection %s: this build of coffer has no %q connector (known: %s)", conn, kind, strings.Join(ConnectorKinds(), ", "))
+}
+
+// connectors are hypervisor connections opened for one operation.
+type connectors struct {
+	conns   map[string]hypervisor.Connector
+	storage map[string]hypervisor.StorageSnapshotter
+}
+
+// openConnectors builds the named connections of cfg. A connector that
+// offers storage-level snapshots (a StorageSnapshotter method) is in the
+// storage map too.
+func (s *Service) openConnectors(ctx context.Context, cfg *policy.Config, names []string) (*connectors, error) {
+	out := &connectors{conns: map[string]hypervisor.Connector{}, storage: map[string]hypervisor.StorageSnapshotter{}}
+	for _, name := range names {
+		if _, done := out.conns[name]; done {
+			continue
+		}
+		cc, ok := connection(cfg, name)
+		if !ok {
+			return nil, invalidf("no connection named %q in the configuration", name)
+		}
+		kind, ok := connectorKind(cc.Kind)
+		if !ok {
+			return nil, invalidf("%v", unknownKind(name, cc.Kind))
+		}
+		c, err := kind.Open(ctx, ConnectionConfig{Connection: cc, StateDir: s.cfg.StateDir, Logger: s.log})
+		if err != nil {
+			return nil, fmt.Errorf("connection %s: %w", name, err)
+		}
+		out.conns[name] = c
+		if st, ok := c.(interface {
+			StorageSnapshotter() hypervisor.StorageSnapshotter
+		}); ok && kind.StorageSnapshots {
+			out.storage[name] = st.StorageSnapshotter()
+		}
+	}
+	return out, nil
+}
+
+func connection(cfg *policy.Config, name string) (policy.Connection, bool) {
+	for _, c := range cfg.Connections {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return policy.Connection{}, false
+}
+
+// connectorSet keeps the connections the server opened across reloads of
+// the configuration: a connection whose definition did not change keeps
+// its connector (jobs old and new share it), a new or changed one is
+// opened, and one no scheduled policy uses is dropped.
+type connectorSet struct {
+	s    *Service
+	open map[string]openConnector
+}
+
+type openConnector struct {
+	definition string // kind and options, as YAML
+	conn       hypervisor.Connector
+	storage    hypervisor.StorageSnapshotter
+}
+
+// update opens what the scheduled policies of cfg need and returns the
+// connectors for the engine.
+func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connectors, error) {
+	var names []string
+	for _, p := range cfg.Policies {
+		if p.Schedule != "" {
+			names = append(names, p.ConnectionNames()...)
+		}
+	}
+	out := &connectors{conns: map[string]hypervisor.Connector{}, storage: map[string]hypervisor.StorageSnapshotter{}}
+	next := map[string]openConnector{}
+	for _, name := range names {
+		if _, done := next[name]; done {
+			continue
+		}
+		c, _ := connection(cfg, name) // checked: every policy's connection exists
+		def := c.Kind + "\n"
+		if c.Options.Kind != 0 {
+			opts, err := yaml.Marshal(&c.Options)
+			if err != nil {
+				return nil, err
+			}
+			def += string(opts)
+		}
+		oc, ok := cs.open[name]
+		if !ok || oc.definition != def {
+			one, err := cs.s.openConnectors(ctx, cfg, []string{name})
+			if err != nil {
+				return nil, err
+			}
+			oc = openConnector{definition: def, conn: one.conns[name], storage: one.storage[name]}
+		}
+		next[name] = oc
+		out.conns[name] = oc.conn
+		if oc.storage != nil {
+			out.storage[name] = oc.storage
+		}
+	}
+	cs.open = next
+	return out, nil
+}

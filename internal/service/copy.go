@@ -1,0 +1,92 @@
+package service
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/transfer"
+)
+
+// CopyInput says which points go from which repository to which.
+type CopyInput struct {
+	// From is the source location ("": the default repository, opened
+	// with its password); To the target, opened with the other password.
+	From, To string
+	// Points copies only these (IDs, prefixes, "latest"); VM only the
+	// points of this source; Latest only the newest point of each source.
+	Points []string
+	VM     string
+	Latest bool
+	// LockedUntil locks every copied point in the target until then (or
+	// as long as in the source, if longer); zero keeps the source's lock.
+	LockedUntil time.Time
+}
+
+// Copy copies backup points to a second repository, local or S3: only
+// chunks the target lacks are written, points already there are skipped,
+// so the same call is the recurring offsite job and resumes an
+// interrupted one.
+func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, error) {
+	if in.To == "" {
+		return nil, invalidf("--to is required")
+	}
+	return run(ctx, s, "copy", in.To, func(ctx context.Context, t Task) (*api.CopyResult, error) {
+		src, err := s.openAt(ctx, in.From)
+		if err != nil {
+			return nil, err
+		}
+		dst, err := s.openOther(ctx, in.To)
+		if err != nil {
+			return nil, err
+		}
+		if !in.LockedUntil.IsZero() && !dst.Store().Properties().Retention {
+			return nil, invalidf("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
+		}
+		sel, err := copySelection(ctx, src, in)
+		if err != nil {
+			return nil, err
+		}
+		prog := &transfer.Progress{}
+		t.Progress(Meter{Label: "copy", Done: prog.Bytes.Load, Total: func() int64 { return 0 }})
+		res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: in.LockedUntil})
+		if err != nil {
+			return nil, err
+		}
+		return &api.CopyResult{Copied: list(res.Copied), AlreadyPresent: list(res.AlreadyThere), ChunksRead: res.ChunksRead,
+			ChunksWritten: res.ChunksWritten, WrittenBytes: res.BytesWritten, ReEncrypted: res.ReEncrypted}, nil
+	})
+}
+
+// copySelection builds the predicate for a copy's selection.
+func copySelection(ctx context.Context, r *repo.Repository, in CopyInput) (func(*repo.Snapshot) bool, error) {
+	want := map[string]bool{}
+	for _, ref := range in.Points {
+		s, err := r.FindSnapshot(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		want[s.ID.String()] = true
+	}
+	newest := map[string]string{}
+	if in.Latest {
+		all, err := r.Snapshots(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range all { // oldest first: the last one wins
+			newest[s.Source.Key()] = s.ID.String()
+		}
+	}
+	return func(s *repo.Snapshot) bool {
+		if len(want) > 0 && !want[s.ID.String()] {
+			return false
+		}
+		if in.VM != "" && !strings.EqualFold(s.Source.VMName, in.VM) {
+			return false
+		}
+		return !in.Latest || newest[s.Source.Key()] == s.ID.String()
+	}, nil
+}

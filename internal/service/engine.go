@@ -1,0 +1,309 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/task"
+)
+
+// newEngine builds an engine over the given connections. Problems cleaning
+// up leftovers of earlier runs are warnings: they do not stop the caller.
+func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
+	eng, err := engine.New(ctx, engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
+		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker})
+	if eng == nil {
+		return nil, err
+	}
+	if err != nil {
+		t.Log(slog.LevelWarn, fmt.Sprintf("cleaning up leftovers of earlier runs failed: %v", err))
+	}
+	return eng, nil
+}
+
+// PolicyRun is a policy's backup run in progress.
+type PolicyRun struct {
+	// Warnings say what the policy will do differently from how its
+	// settings read (the findings of `policy check`).
+	Warnings []api.Finding
+	job      *engine.Job
+	close    func(error)
+}
+
+// Done is closed when the run has ended.
+func (r *PolicyRun) Done() <-chan struct{} { return r.job.Done() }
+
+// Progress is the run's state now.
+func (r *PolicyRun) Progress() api.JobProgress {
+	p := r.job.Progress()
+	out := api.JobProgress{JobID: p.JobID, Policy: p.Policy, ElapsedSeconds: p.Elapsed.Seconds(), VMs: p.VMs, Done: p.Done,
+		Failed: p.Failed, Running: p.Running, TotalBytes: p.BytesTotal, DoneBytes: p.BytesDone, ETASeconds: p.ETA.Seconds(),
+		RunningVMs: []api.VMProgress{}}
+	for _, v := range p.RunningVMs {
+		out.RunningVMs = append(out.RunningVMs, api.VMProgress{VM: v.VM, Attempt: v.Attempt, DoneBytes: v.BytesDone,
+			TotalBytes: v.BytesTotal, ElapsedSeconds: v.Elapsed.Seconds()})
+	}
+	return out
+}
+
+// Tasks are the run's per-VM tasks as they are now.
+func (r *PolicyRun) Tasks() []api.VMTask {
+	out := []api.VMTask{}
+	for _, t := range r.job.Tasks() {
+		out = append(out, vmTaskDoc(t))
+	}
+	return out
+}
+
+// Wait waits for the run to end and returns its job. A run where some VMs
+// failed comes back with a partial error, a cancelled one with a cancelled
+// error, one where all failed with an internal error.
+func (r *PolicyRun) Wait() (doc *api.Job, err error) {
+	defer func() { r.close(err) }()
+	res, err := r.job.Wait()
+	if err != nil {
+		return nil, err
+	}
+	j := res.Job
+	d := jobDoc(j, res.Tasks, nil)
+	switch j.Status {
+	case catalog.StatusSuccess:
+		return &d, nil
+	case catalog.StatusPartial:
+		return &d, api.Errorf(api.Partial, "job %d: %s", j.ID, j.Error)
+	case catalog.StatusCancelled:
+		return &d, api.Errorf(api.Cancelled, "%w: job %d: %s", context.Canceled, j.ID, j.Error)
+	}
+	return &d, api.Errorf(api.Internal, "job %d failed: %s", j.ID, j.Error)
+}
+
+// RunPolicy starts a backup run of a policy now, within every configured
+// limit, and records it in the catalog. The run goes on until it ends or
+// ctx is cancelled (running VMs then release their hypervisor snapshots,
+// queued ones are not started).
+func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
+	cfg, warnings, err := s.policyConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := cfg.Policy(name)
+	if !ok {
+		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", name)
+	}
+	ctx, t := s.tasks.Start(ctx, "backup-policy", p.Name)
+	for _, f := range warnings[p.Name] {
+		t.Log(slog.LevelWarn, f.Message)
+	}
+	fail := func(err error) (*PolicyRun, error) {
+		t.Finish(err)
+		return nil, err
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	conns, err := s.openConnectors(ctx, cfg, p.ConnectionNames())
+	if err != nil {
+		cat.Close()
+		return fail(err)
+	}
+	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
+	if err != nil {
+		cat.Close()
+		return fail(err)
+	}
+	job, err := eng.Start(ctx, p)
+	if err != nil {
+		eng.Close()
+		cat.Close()
+		return fail(err)
+	}
+	run := &PolicyRun{Warnings: list(warnings[p.Name]), job: job}
+	run.close = func(err error) {
+		eng.Close()
+		cat.Close()
+		t.Finish(err)
+	}
+	return run, nil
+}
+
+// RunSchedules runs every policy that has a schedule until ctx ends: the
+// loop of `coffer server`. It follows the configuration in effect
+// (WatchConfig): when an object changes, through this server or another
+// sharing the catalog, the engine and the schedules reload without a
+// restart, and runs in progress go on (see engine.Reload and
+// engine.Scheduler.Updates). A configuration refused at start stops it; a
+// change that would leave it invalid is logged and the configuration in
+// effect kept. Leftovers of a coffer that died mid-backup are cleaned up
+// at start. A run whose predecessor still goes is skipped and recorded.
+func (s *Service) RunSchedules(ctx context.Context) error {
+	states, err := s.WatchConfig(ctx)
+	if err != nil {
+		return err
+	}
+	st := <-states
+	cfg, warnings, err := checkState(st, true)
+	if err != nil {
+		return err
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	opened := &connectorSet{s: s, open: map[string]openConnector{}}
+	conns, err := opened.update(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	_, t := LocalTasks{Logger: s.log}.Start(ctx, "server", "schedules")
+	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	updates := make(chan []policy.Policy)
+	sched := &engine.Scheduler{Engine: eng, Policies: s.scheduled(cfg, warnings), Updates: updates, Started: s.logJob}
+	s.log.Info("coffer server started", "policies", len(sched.Policies), "generation", st.Generation)
+	done := make(chan error, 1)
+	go func() { done <- sched.Run(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			if errors.Is(err, context.Canceled) {
+				s.log.Info("coffer server stopped")
+				return nil
+			}
+			return err
+		case st, open := <-states:
+			if !open {
+				states = nil // ctx ended: wait for the scheduler
+				continue
+			}
+			cfg, warnings, err := checkState(st, true)
+			if err == nil {
+				conns, err = opened.update(ctx, cfg)
+			}
+			if err != nil {
+				s.log.Error("the configuration changed, but the server cannot run it: keeping the configuration in effect",
+					"generation", st.Generation, "err", err)
+				continue
+			}
+			eng.Reload(engine.Reload{Config: cfg, Connectors: conns.conns, StorageSnapshotters: conns.storage})
+			policies := s.scheduled(cfg, warnings)
+			select {
+			case updates <- policies:
+				s.log.Info("configuration reloaded", "generation", st.Generation, "policies", len(policies))
+			case err := <-done:
+				done <- err
+			}
+		}
+	}
+}
+
+// scheduled lists the policies that have a schedule, logging what each
+// will do differently from how it reads. Without any the server waits
+// for one (from the API, or a restart with another file).
+func (s *Service) scheduled(cfg *policy.Config, warnings map[string][]finding) []policy.Policy {
+	var out []policy.Policy
+	for _, p := range cfg.Policies {
+		if p.Schedule != "" {
+			out = append(out, p)
+			for _, f := range warnings[p.Name] {
+				s.log.Warn(f.Message)
+			}
+		}
+	}
+	if len(out) == 0 {
+		s.log.Warn("no policy has a schedule: the server waits for one (add a schedule in the configuration file, or through the API)")
+	}
+	return out
+}
+
+// logJob logs a scheduled job's start and end.
+func (s *Service) logJob(j *engine.Job) {
+	s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
+	go func() {
+		res, err := j.Wait()
+		switch {
+		case err != nil:
+			s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
+		default:
+			s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
+				"tasks", len(res.Tasks), "failed", len(res.Failed()))
+		}
+	}()
+}
+
+// JobsInput filters jobs.
+type JobsInput struct {
+	Policy string
+	// Kind is backup-policy, restore, verify, gc, cleanup, ... ("": all).
+	Kind string
+	// User started the job; VM is a VM name or ID it acted on (a policy
+	// run counts for every VM it backed up).
+	User, VM string
+	// Status is running, success, partial, failed or cancelled ("": all).
+	Status string
+	// Limit is the most jobs returned, newest first (0: all).
+	Limit int
+}
+
+// Jobs lists the jobs the catalog recorded, newest first.
+func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	s.markInterrupted(ctx, cat)
+	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM,
+		Status: catalog.Status(in.Status), Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Job{}
+	for _, j := range jobs {
+		out = append(out, jobDoc(j, nil, nil))
+	}
+	return out, nil
+}
+
+// Job returns one job with its per-VM tasks and events.
+func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	s.markInterrupted(ctx, cat)
+	j, err := cat.GetJob(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("job %d: %w", id, err)
+	}
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: id})
+	if err != nil {
+		return nil, err
+	}
+	events, err := cat.JobLog(ctx, id, 0, 0) // the whole log, in the order recorded
+	if err != nil {
+		return nil, err
+	}
+	doc := jobDoc(j, list(tasks), list(events))
+	return &doc, nil
+}
+
+// markInterrupted marks the jobs whose process died as failed
+// ("interrupted") before they are shown, rather than show them running
+// forever. Listing goes on if that fails (a read-only catalog).
+func (s *Service) markInterrupted(ctx context.Context, cat catalog.Catalog) {
+	if _, err := task.MarkInterrupted(ctx, cat, task.Options{Logger: s.log}); err != nil {
+		s.log.Warn("marking the jobs of processes that died failed", "err", err)
+	}
+}

@@ -1,0 +1,62 @@
+package service
+
+import (
+	"context"
+	"errors"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/configobj"
+	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/instant"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/store"
+)
+
+// Classify gives an error its class. It is the one place where core errors
+// become classes: the command line maps classes to exit codes, the server
+// to HTTP statuses. A class given explicitly (api.Errorf, api.WithClass)
+// wins; an error nothing here knows is internal.
+func Classify(err error) api.Class {
+	if err == nil {
+		return ""
+	}
+	if c, ok := api.ClassOf(err); ok {
+		return c
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return api.Cancelled
+	case errors.Is(err, crypto.ErrWrongPassword):
+		return api.Unauthenticated
+	case errors.Is(err, store.ErrPermission):
+		return api.Denied
+	case errors.Is(err, repo.ErrLocked):
+		return api.Locked
+	case errors.Is(err, repo.ErrUnsupportedVersion):
+		return api.UnsupportedVersion
+	case errors.Is(err, repo.ErrNotRepository), errors.Is(err, repo.ErrSnapshotNotFound),
+		errors.Is(err, catalog.ErrNotFound), errors.Is(err, instant.ErrNoSession), errors.Is(err, hypervisor.ErrNotFound):
+		return api.NotFound
+	case errors.Is(err, store.ErrNoSpace):
+		return api.NoSpace
+	case errors.Is(err, backup.ErrSourceChanged):
+		return api.SourceChanged
+	case repo.IsDamaged(err), errors.Is(err, crypto.ErrAuth):
+		return api.Integrity
+	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists):
+		return api.Conflict
+	case errors.Is(err, configobj.ErrInvalid):
+		return api.Invalid
+	case errors.Is(err, configobj.ErrFileDefined), errors.Is(err, configobj.ErrExists), errors.Is(err, configobj.ErrInUse),
+		errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrConflict):
+		return api.Conflict
+	}
+	return api.Internal
+}
+
+// invalidf is an error in what the caller asked for.
+func invalidf(format string, a ...any) error { return api.Errorf(api.Invalid, format, a...) }

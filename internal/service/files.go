@@ -1,0 +1,253 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/files"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/restore"
+)
+
+// fileCacheBytes bounds the chunk cache of the random-access disk reader.
+const fileCacheBytes = 64 << 20
+
+// FilesVolumes lists the partitions and volumes of a backed-up disk.
+// ref is BACKUP[:DISK]: a point (ID, prefix or "latest") and optionally
+// a disk (index, key or name; default: the first).
+func (s *Service) FilesVolumes(ctx context.Context, ref string) ([]api.Volume, error) {
+	var out []api.Volume
+	err := s.withDiskFS(ctx, ref, true, func(d *files.Disk, _ files.FS) error {
+		out = []api.Volume{}
+		for _, v := range d.Volumes() {
+			out = append(out, api.Volume{Name: v.Name, OffsetBytes: v.Start, SizeBytes: v.Size, Type: v.Type, Note: v.Note})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// FilesList lists a directory inside a backed-up disk.
+func (s *Service) FilesList(ctx context.Context, ref, path string) (*api.FilesListing, error) {
+	if path == "" {
+		path = "/"
+	}
+	var out *api.FilesListing
+	err := s.withDiskFS(ctx, ref, false, func(d *files.Disk, fsys files.FS) error {
+		ents, err := fsys.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		out = &api.FilesListing{Entries: entryDocs(ents), Warnings: warningDocs(d)}
+		return nil
+	})
+	return out, err
+}
+
+// FilesExtractInput names paths (files or trees) to extract into a
+// directory.
+type FilesExtractInput struct {
+	Ref   string
+	Paths []string
+	To    string
+}
+
+// FilesExtract extracts files or directory trees from a backed-up disk
+// into a directory, keeping mode, owner, times and symlinks. What cannot
+// be extracted is skipped and listed, and the result comes back with a
+// partial error.
+func (s *Service) FilesExtract(ctx context.Context, in FilesExtractInput) (*api.FilesExtract, error) {
+	if in.To == "" {
+		return nil, invalidf("no target directory given")
+	}
+	return s.extract(ctx, in.Ref, func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
+		return files.Extract(ctx, fsys, in.Paths, in.To)
+	})
+}
+
+// FilesArchiveInput names paths to stream as an archive.
+type FilesArchiveInput struct {
+	Ref   string
+	Paths []string
+	// Format is zip or tar.
+	Format string
+}
+
+// FilesArchive streams files or trees from a backed-up disk to w as a zip
+// or tar archive. Unreadable entries are skipped and listed (a partial
+// error); a file that fails halfway ends the archive with
+// files.ErrArchiveIncomplete, and what was written must be discarded.
+func (s *Service) FilesArchive(ctx context.Context, in FilesArchiveInput, w io.Writer) (*api.FilesExtract, error) {
+	write := files.Zip
+	switch in.Format {
+	case "zip":
+	case "tar":
+		write = files.Tar
+	default:
+		return nil, invalidf("archive format %q: zip or tar", in.Format)
+	}
+	return s.extract(ctx, in.Ref, func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
+		return write(ctx, fsys, in.Paths, w)
+	})
+}
+
+func (s *Service) extract(ctx context.Context, ref string, do func(context.Context, files.FS) (*files.ExtractStats, error)) (*api.FilesExtract, error) {
+	return run(ctx, s, "files", ref, func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
+		var out *api.FilesExtract
+		err := s.withDiskFS(ctx, ref, false, func(d *files.Disk, fsys files.FS) error {
+			st, err := do(ctx, fsys)
+			if err != nil {
+				return err
+			}
+			out = &api.FilesExtract{Files: st.Files, Dirs: st.Dirs, Links: st.Links, ExtractedBytes: st.Bytes,
+				Skipped: skipDocs(st.Skipped), Warnings: warningDocs(d)}
+			return skippedError(out.Skipped, "extracted")
+		})
+		return out, err
+	})
+}
+
+// FilesFindInput is a glob pattern matched against names under a
+// directory.
+type FilesFindInput struct {
+	Ref     string
+	Under   string
+	Pattern string
+}
+
+// FilesFind finds files whose name matches a pattern. each, when given,
+// receives every match as it is found (and the result's entries stay
+// empty); otherwise the result lists them. Directories that cannot be
+// searched are skipped and listed, with a partial error.
+func (s *Service) FilesFind(ctx context.Context, in FilesFindInput, each func(api.FileEntry) error) (*api.FilesFind, error) {
+	if in.Under == "" {
+		in.Under = "/"
+	}
+	var out *api.FilesFind
+	err := s.withDiskFS(ctx, in.Ref, false, func(d *files.Disk, fsys files.FS) error {
+		out = &api.FilesFind{Entries: []api.FileEntry{}}
+		skipped, err := files.Find(ctx, fsys, in.Under, in.Pattern, func(e files.Entry) error {
+			if each != nil {
+				return each(entryDoc(e))
+			}
+			out.Entries = append(out.Entries, entryDoc(e))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		out.Skipped, out.Warnings = skipDocs(skipped), warningDocs(d)
+		return skippedError(out.Skipped, "searched")
+	})
+	return out, err
+}
+
+// skippedError makes anything skipped a partial failure; done says what
+// happened to the rest.
+func skippedError(skipped []api.Skip, done string) error {
+	if len(skipped) == 0 {
+		return nil
+	}
+	return api.Errorf(api.Partial, "%s skipped (listed above); everything else was %s", Entries(len(skipped)), done)
+}
+
+// Entries is "1 entry" or "N entries".
+func Entries(n int) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
+}
+
+// withDiskFS opens BACKUP[:DISK] for file access, under a restore lease:
+// gc keeps the point's data while files are read.
+func (s *Service) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn func(*files.Disk, files.FS) error) error {
+	pointRef, diskSel, _ := strings.Cut(ref, ":")
+	pt, err := s.openPoint(ctx, pointRef, "files "+ref)
+	if err != nil {
+		return err
+	}
+	defer pt.release()
+	var disk repo.Disk
+	if diskSel == "" {
+		if len(pt.snap.Disks) == 0 {
+			return fmt.Errorf("backup point %s has no disks", pt.snap.ID.Short())
+		}
+		disk = pt.snap.Disks[0]
+	} else {
+		ds, err := pickDisks(pt.snap, diskSel)
+		if err != nil {
+			return err
+		}
+		disk = ds[0]
+	}
+	dr, err := restore.OpenDisk(ctx, pt.r, disk, restore.CacheChunks(fileCacheBytes, disk.ChunkSize))
+	if err != nil {
+		return err
+	}
+	d, err := files.Open(dr, dr.Size())
+	if err != nil {
+		return err
+	}
+	fsys, err := d.Root()
+	if err != nil {
+		if allowNoFS {
+			return fn(d, nil)
+		}
+		return err
+	}
+	return fn(d, fsys)
+}
+
+func entryDocs(es []files.Entry) []api.FileEntry {
+	out := make([]api.FileEntry, 0, len(es))
+	for _, e := range es {
+		out = append(out, entryDoc(e))
+	}
+	return out
+}
+
+func entryDoc(e files.Entry) api.FileEntry {
+	return api.FileEntry{Path: e.Path, Name: e.Name, Type: fileType(e.Mode), Mode: e.Mode.String(), SizeBytes: e.Size,
+		UID: e.UID, GID: e.GID, MTime: e.MTime, ATime: e.ATime, CTime: e.CTime, Link: e.Link, Inode: e.Ino, Unreadable: e.Unreadable}
+}
+
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "dir"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeCharDevice != 0:
+		return "char-device"
+	case m&fs.ModeDevice != 0:
+		return "block-device"
+	case m&fs.ModeNamedPipe != 0:
+		return "pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m.IsRegular():
+		return "file"
+	}
+	return "other"
+}
+
+func skipDocs(sk []files.Skip) []api.Skip {
+	out := make([]api.Skip, 0, len(sk))
+	for _, s := range sk {
+		out = append(out, api.Skip{Path: s.Path, Reason: s.Reason})
+	}
+	return out
+}
+
+func warningDocs(d *files.Disk) []api.Warning {
+	out := []api.Warning{}
+	for _, w := range d.Warnings() {
+		out = append(out, api.Warning{Message: w.Message, Count: w.Count})
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/store/local"
+)
+
+// InitInput describes a new repository.
+type InitInput struct {
+	// Password protects the master key; NoEncryption stores data in the
+	// clear (integrity is still checked).
+	Password     []byte
+	NoEncryption bool
+	// ChunkSizeBytes 0 is the default (or, with CopyKeysFrom, the other
+	// repository's chunk size, so that copies deduplicate).
+	ChunkSizeBytes   int
+	PackSizeBytes    int
+	CompressionLevel int
+	KeyLabel         string
+	// CopyKeysFrom is a repository whose master key the new one reuses
+	// (opened with the other password), so copies between them need no
+	// re-encryption.
+	CopyKeysFrom string
+}
+
+// Init creates the default repository.
+func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, error) {
+	location := s.cfg.Repository.Location
+	if location == "" {
+		return nil, invalidf("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
+	}
+	if !in.NoEncryption && len(in.Password) == 0 {
+		return nil, invalidf("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
+	}
+	if !IsURL(location) {
+		if _, err := local.Create(location); err != nil {
+			return nil, err
+		}
+	}
+	st, err := s.OpenStore(ctx, location)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	o := repo.InitOptions{Password: in.Password, NoEncryption: in.NoEncryption, ChunkSize: in.ChunkSizeBytes,
+		PackSize: in.PackSizeBytes, CompressionLevel: in.CompressionLevel, KeyLabel: in.KeyLabel}
+	if in.CopyKeysFrom != "" {
+		other, err := s.openOther(ctx, in.CopyKeysFrom)
+		if err != nil {
+			return nil, fmt.Errorf("--copy-keys-from: %w", err)
+		}
+		m := other.Key().Master()
+		o.Master = &m
+		if o.ChunkSize == 0 {
+			o.ChunkSize = other.Config().ChunkSize // same spans, so copies deduplicate
+		}
+	}
+	cfg, err := repo.Init(ctx, st, o)
+	if err != nil {
+		return nil, err
+	}
+	return repositoryDoc(cfg, st.Properties()), nil
+}
+
+func repositoryDoc(c repo.Config, p store.Properties) *api.Repository {
+	return &api.Repository{ID: c.ID, Location: p.Location, FormatVersion: c.FormatVersion, Created: c.Created,
+		Encryption: c.Encryption, ChunkSizeBytes: c.ChunkSize, PackSizeBytes: c.PackSize, Compression: c.Compression,
+		CompressionLevel: c.CompressionLevel, ConditionalWrites: c.ConditionalWrites, ObjectLock: p.Retention}
+}
+
+// AddKeyInput is a new password and a note about who holds it.
+type AddKeyInput struct {
+	Password []byte
+	Label    string
+}
+
+// AddKey lets a second password open the default repository.
+func (s *Service) AddKey(ctx context.Context, in AddKeyInput) (*api.Key, error) {
+	if len(in.Password) == 0 {
+		return nil, invalidf("the new password is empty")
+	}
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kf, err := r.AddKey(ctx, in.Password, in.Label)
+	if err != nil {
+		return nil, err
+	}
+	k := keyDoc(kf, r.CurrentKeyID())
+	return &k, nil
+}
+
+// Keys lists the default repository's keys.
+func (s *Service) Keys(ctx context.Context) ([]api.Key, error) {
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := r.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Key{}
+	for _, k := range keys {
+		out = append(out, keyDoc(k, r.CurrentKeyID()))
+	}
+	return out, nil
+}
+
+func keyDoc(k *repo.KeyFile, current string) api.Key {
+	return api.Key{ID: k.ID, Label: k.Label, User: k.User, Host: k.Host, Created: k.Created, Current: k.ID == current}
+}
+
+// RemoveKey revokes a key (by ID or unique prefix). The last key cannot be
+// removed, nor a key that opens points under object lock while they are
+// locked.
+func (s *Service) RemoveKey(ctx context.Context, id string) (*api.KeyRemoval, error) {
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	removed, err := r.RemoveKey(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &api.KeyRemoval{Removed: removed}, nil
+}
+
+// Leases lists who works on the default repository.
+func (s *Service) Leases(ctx context.Context) ([]api.Lease, error) {
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	leases, err := r.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Lease{}
+	now := time.Now()
+	for _, l := range leases {
+		out = append(out, api.Lease{Kind: l.Kind, Host: l.Host, User: l.User, PID: l.PID, Description: l.Description,
+			Since: l.Created, Expires: l.Expires, Alive: !l.Dead(now, hostname())})
+	}
+	return out, nil
+}

@@ -1,0 +1,187 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/forget"
+	"github.com/coffer-backup/coffer/internal/repo/gc"
+	"github.com/coffer-backup/coffer/internal/repo/verify"
+	"github.com/coffer-backup/coffer/internal/retention"
+	"github.com/coffer-backup/coffer/internal/stats"
+)
+
+// VerifyInput says how much verify reads.
+type VerifyInput struct {
+	// ReadData reads every pack and re-hashes every chunk; a subset reads
+	// SubsetPercent of the packs, or group SubsetNum of SubsetDen.
+	ReadData             bool
+	SubsetPercent        float64
+	SubsetNum, SubsetDen int
+	// MemoryBytes bounds the memory for sorting chunk IDs (0: 64 MiB).
+	MemoryBytes int64
+	// NoRecord leaves the repository's damage record alone.
+	NoRecord bool
+}
+
+// Verify checks the default repository under a verify lease. When it finds
+// problems, the report comes back with an integrity error.
+func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport, error) {
+	return run(ctx, s, "verify", "repository", func(ctx context.Context, t Task) (*api.VerifyReport, error) {
+		o := verify.Options{ReadData: in.ReadData || in.SubsetPercent > 0 || in.SubsetDen > 0, Progress: &verify.Progress{},
+			NoRecord: in.NoRecord, MemoryBudget: int(in.MemoryBytes), SubsetPercent: in.SubsetPercent,
+			SubsetNum: in.SubsetNum, SubsetDen: in.SubsetDen}
+		r, err := s.openRepository(ctx)
+		if err != nil {
+			return nil, err
+		}
+		lease, err := r.AcquireLease(ctx, "verify", "", "verify", false)
+		if err != nil {
+			return nil, err
+		}
+		defer lease.Release(context.WithoutCancel(ctx))
+		t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load})
+		rep, err := verify.Run(ctx, r, o)
+		if err != nil {
+			return nil, err
+		}
+		doc := verifyDoc(rep)
+		if !rep.OK() {
+			return doc, api.Errorf(api.Integrity, "%d problem(s) found", len(rep.Problems))
+		}
+		return doc, nil
+	})
+}
+
+func verifyDoc(rep *verify.Report) *api.VerifyReport {
+	doc := &api.VerifyReport{Points: rep.Snapshots, Disks: rep.Disks, ChunksReferenced: rep.Chunks, Packs: rep.Packs,
+		PacksRead: rep.PacksRead, ChunksRead: rep.ChunksRead, ReadBytes: rep.BytesRead, Problems: []api.Problem{},
+		DamagedPoints: []api.DamagedPoint{}, IntactPoints: rep.Intact, Repairs: list(rep.Repairs),
+		DamageRecorded: rep.Recorded, Notices: list(rep.Notices)}
+	for _, p := range rep.Problems {
+		pd := api.Problem{Kind: p.Kind, Object: p.Object, Detail: p.Detail, DataLoss: p.DataLoss, Repair: p.Repair, Affects: []api.Affected{}}
+		for _, a := range p.Affects {
+			pd.Affects = append(pd.Affects, api.Affected{PointID: a.Snapshot, VM: a.Source, Disk: a.Disk, OffsetBytes: a.Offset, Spans: a.Spans})
+		}
+		doc.Problems = append(doc.Problems, pd)
+	}
+	for _, d := range rep.Damaged {
+		doc.DamagedPoints = append(doc.DamagedPoints, api.DamagedPoint{PointID: d.Snapshot, VM: d.Source, Disks: list(d.Disks)})
+	}
+	return doc
+}
+
+// ForgetInput are the keep rules and which sources they apply to.
+type ForgetInput struct {
+	Keep retention.Policy
+	// VM and Tags restrict the sources considered ("", nil: all).
+	VM     string
+	Tags   map[string]string
+	DryRun bool
+}
+
+// Forget removes the backup points of the default repository that no keep
+// rule selects, separately for every source, and removes them from the
+// catalog too, so that nothing reading the catalog shows a forgotten
+// point. Protected and locked points are always kept.
+func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult, error) {
+	return run(ctx, s, "forget", "repository", func(ctx context.Context, t Task) (*api.ForgetResult, error) {
+		if in.Keep.Empty() {
+			return nil, invalidf("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
+		}
+		r, err := s.openRepository(ctx)
+		if err != nil {
+			return nil, err
+		}
+		groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun})
+		doc := &api.ForgetResult{DryRun: in.DryRun, Sources: forgetDocs(groups)}
+		var removed []string
+		for _, g := range groups {
+			for _, d := range g.Remove {
+				removed = append(removed, d.ID)
+			}
+		}
+		if !in.DryRun && len(removed) > 0 {
+			t.Log(slog.LevelInfo, "forgot backup points", "count", len(removed))
+			doc.CatalogWarning = s.inCatalog(ctx, fmt.Sprintf("forgetting %d backup point(s)", len(removed)), func(ctx context.Context, c catalog.Catalog) error {
+				return c.DeleteBackupPoints(ctx, r.Config().ID, removed)
+			})
+		}
+		return doc, ferr
+	})
+}
+
+// forgetDocs turns forget's verdicts into documents; the points under
+// object lock are named with their lock's end.
+func forgetDocs(groups []forget.Group) []api.ForgetSource {
+	out := []api.ForgetSource{}
+	for _, g := range groups {
+		src := api.ForgetSource{VM: g.Source.VMName, VMID: g.Source.VMID, Connection: g.Source.Connection, SourceKind: g.Source.Kind,
+			Keep: verdicts(g.Keep), Remove: verdicts(g.Remove), Locked: []api.LockedPoint{}}
+		for _, l := range g.Locked {
+			src.Locked = append(src.Locked, api.LockedPoint{PointID: l.ID, LockedUntil: l.Until})
+		}
+		out = append(out, src)
+	}
+	return out
+}
+
+func verdicts(ds []retention.Decision) []api.PointVerdict {
+	out := []api.PointVerdict{}
+	for _, d := range ds {
+		out = append(out, api.PointVerdict{PointID: d.ID, Time: d.Time, Protected: d.Protected, Reasons: list(d.Reasons)})
+	}
+	return out
+}
+
+// GCInput tunes garbage collection.
+type GCInput struct {
+	DryRun bool
+	// MemoryBytes bounds the memory for chunk IDs (0: 64 MiB).
+	MemoryBytes int64
+	// Wait waits this long for running sessions instead of deferring the
+	// deletion to the next run.
+	Wait time.Duration
+	// RepackThreshold repacks packs with at least this fraction of dead
+	// data (0: the default).
+	RepackThreshold float64
+}
+
+// GC deletes what no backup point needs from the default repository,
+// beside running backups (gc takes the maintenance lease itself).
+func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
+	return run(ctx, s, "gc", "repository", func(ctx context.Context, t Task) (*api.GCReport, error) {
+		r, err := s.openRepository(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait, RepackThreshold: in.RepackThreshold})
+		if err != nil {
+			return nil, err
+		}
+		return &api.GCReport{DryRun: rep.DryRun, Points: rep.Snapshots, ChunksReferenced: rep.ChunksReferenced,
+			ChunksIndexed: rep.ChunksIndexed, PacksPlanned: rep.PacksPlanned, PacksDeleted: rep.PacksDeleted,
+			PacksRepacked: rep.PacksRepacked, FreedBytes: rep.BytesFreed, RepackedBytes: rep.BytesRepacked,
+			SegmentsMerged: rep.SegmentsMerged, MapsDeleted: rep.MapsDeleted, ChunksRescued: rep.ChunksRescued,
+			Deferred: rep.Deferred, WaitingFor: list(rep.WaitingFor), ObjectsLocked: rep.Retained, LeftoversRemoved: rep.Leftovers}, nil
+	})
+}
+
+// Stats computes the default repository's sizes and ratios.
+func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := stats.Compute(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &api.Stats{Points: st.Snapshots, Disks: st.Disks, LogicalBytes: st.Logical, DataBytes: st.Data, UniqueBytes: st.Unique,
+		Chunks: st.Chunks, ChunkBytes: st.Sealed, StoredBytes: st.Stored, PackBytes: st.PackBytes, Packs: st.Packs,
+		IndexSegments: st.Segments, Objects: st.Objects, DedupRatio: st.Dedup, CompressionRatio: st.Compression, TotalRatio: st.Total}, nil
+}

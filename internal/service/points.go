@@ -1,0 +1,230 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/rebuild"
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// PointsInput selects backup points.
+type PointsInput struct {
+	// VM keeps the points of this source name only ("": all).
+	VM string
+}
+
+// Points lists the backup points of the default repository, oldest first,
+// straight from the repository, with the damage each still carries.
+// Manifests that cannot be read are returned apart, as skipped.
+func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint, []api.SkippedPoint, error) {
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	skipped := []api.SkippedPoint{}
+	snaps, err := r.Snapshots(ctx, func(x id.ID, err error) {
+		skipped = append(skipped, api.SkippedPoint{PointID: x.String(), Error: err.Error()})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	damage, err := pointDamage(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := []api.BackupPoint{}
+	for _, snap := range snaps {
+		if in.VM == "" || snap.Source.VMName == in.VM {
+			p := pointDoc(r.Config().ID, snap)
+			p.Damage = damageOf(snap, damage)
+			out = append(out, p)
+		}
+	}
+	return out, skipped, nil
+}
+
+// pointDamage says which points still lack chunks that verify recorded as
+// lost (keyed by short ID). It costs one index lookup per recorded chunk:
+// the damage record is small.
+func pointDamage(ctx context.Context, r *repo.Repository) (map[string]string, error) {
+	lost, err := r.DamagedPoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for p, chunks := range lost {
+		out[p] = fmt.Sprintf("%d chunk(s) lost", len(chunks))
+	}
+	return out, nil
+}
+
+// damageOf adds to what verify recorded the spans a repair marked lost.
+func damageOf(s *repo.Snapshot, recorded map[string]string) string {
+	parts := []string{}
+	if d := recorded[s.ID.Short()]; d != "" {
+		parts = append(parts, d)
+	}
+	var spans int64
+	for _, d := range s.Disks {
+		spans += d.LostSpans
+	}
+	if spans > 0 {
+		parts = append(parts, fmt.Sprintf("%d span(s) lost (repaired)", spans))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CatalogPointsInput selects points recorded in the catalog.
+type CatalogPointsInput struct {
+	// VM matches a VM name or a VM ID ("": all).
+	VM string
+	// Repository is a repository ID ("": all).
+	Repository string
+	// Limit is the most points returned, newest first (0: all).
+	Limit int
+}
+
+// CatalogPoints lists backup points from the catalog alone, newest first,
+// without opening any repository.
+func (s *Service) CatalogPoints(ctx context.Context, in CatalogPointsInput) ([]api.BackupPoint, error) {
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	points, err := listPoints(ctx, c, catalog.BackupPointFilter{Repository: in.Repository, Limit: in.Limit}, in.VM)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.BackupPoint, 0, len(points))
+	for _, p := range points {
+		out = append(out, catalogPointDoc(p))
+	}
+	return out, nil
+}
+
+// listPoints applies the filter, with vm matching a name or an ID.
+func listPoints(ctx context.Context, c catalog.Catalog, f catalog.BackupPointFilter, vm string) ([]catalog.BackupPoint, error) {
+	if vm == "" {
+		return c.ListBackupPoints(ctx, f)
+	}
+	byName, byID := f, f
+	byName.VMName, byID.VMID = vm, vm
+	a, err := c.ListBackupPoints(ctx, byName)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.ListBackupPoints(ctx, byID)
+	if err != nil {
+		return nil, err
+	}
+	all := append(a, b...)
+	slices.SortFunc(all, func(x, y catalog.BackupPoint) int {
+		return cmp.Or(y.Time.Compare(x.Time), cmp.Compare(y.ID, x.ID), cmp.Compare(x.Repository, y.Repository))
+	})
+	all = slices.CompactFunc(all, func(x, y catalog.BackupPoint) bool { return x.Repository == y.Repository && x.ID == y.ID })
+	if f.Limit > 0 && len(all) > f.Limit {
+		all = all[:f.Limit]
+	}
+	return all, nil
+}
+
+// RebuildCatalog replaces the catalog's backup points of the default
+// repository with one per manifest, in one transaction. Damaged manifests
+// are skipped and listed: the document comes back with an integrity error.
+func (s *Service) RebuildCatalog(ctx context.Context) (*api.CatalogRebuild, error) {
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	res, err := rebuild.Rebuild(ctx, c, r)
+	if err != nil {
+		return nil, err
+	}
+	doc := &api.CatalogRebuild{Repository: res.Repository, Points: res.Points, Skipped: []api.SkippedPoint{}}
+	for _, sk := range res.Skipped {
+		doc.Skipped = append(doc.Skipped, api.SkippedPoint{PointID: sk.ID, Error: sk.Err})
+	}
+	if len(doc.Skipped) > 0 {
+		return doc, api.Errorf(api.Integrity, "%d damaged snapshot manifest(s) skipped", len(doc.Skipped))
+	}
+	return doc, nil
+}
+
+// catalogTimeout bounds how long an operation that changed the repository
+// waits for the catalog (an unreachable PostgreSQL server, a SQLite file
+// locked by a stuck process).
+const catalogTimeout = 30 * time.Second
+
+// inCatalog brings the catalog in step with a change of the repository.
+// The repository stays the source of truth: a failure is a warning that
+// says how to mend the catalog, returned for the result document and
+// logged, never the operation's error.
+func (s *Service) inCatalog(ctx context.Context, what string, change func(context.Context, catalog.Catalog) error) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogTimeout)
+	defer cancel()
+	c, err := s.openCatalog(ctx)
+	if err == nil {
+		err = change(ctx, c)
+		_ = c.Close()
+	}
+	if err == nil {
+		return ""
+	}
+	s.log.Warn(what+" not recorded in the catalog (run `coffer catalog rebuild`)", "err", err)
+	return fmt.Sprintf("%s not recorded in the catalog (%v); `coffer catalog rebuild` mends it", what, err)
+}
+
+// recordPoint records a new backup point in the catalog.
+func (s *Service) recordPoint(ctx context.Context, r *repo.Repository, snap *repo.Snapshot) string {
+	if snap == nil {
+		return ""
+	}
+	return s.inCatalog(ctx, "backup point "+snap.ID.Short(), func(ctx context.Context, c catalog.Catalog) error {
+		return rebuild.Record(ctx, c, r, snap)
+	})
+}
+
+// ProtectInput names points to protect from forget and retention, or to
+// release (Remove).
+type ProtectInput struct {
+	Points []string
+	Remove bool
+}
+
+// Protect protects backup points from forget and retention (or removes
+// the protection), in the repository and in the catalog.
+func (s *Service) Protect(ctx context.Context, in ProtectInput) ([]api.ProtectResult, error) {
+	r, err := s.openRepository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.ProtectResult{}
+	for _, ref := range in.Points {
+		snap, err := r.FindSnapshot(ctx, ref)
+		if err != nil {
+			return out, err
+		}
+		snap.Protected = !in.Remove
+		if err := r.UpdateSnapshot(ctx, snap); err != nil {
+			return out, err
+		}
+		res := api.ProtectResult{PointID: snap.ID.String(), Protected: snap.Protected}
+		res.CatalogWarning = s.recordPoint(ctx, r, snap)
+		out = append(out, res)
+	}
+	return out, nil
+}

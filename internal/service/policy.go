@@ -1,0 +1,202 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/configobj"
+	"github.com/coffer-backup/coffer/internal/forget"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// PolicyCheck validates the configuration's engine sections (what a
+// policy asks of its connections that they cannot do refuses it with an
+// invalid error) and says what each policy will really do: warnings for
+// settings that run differently from how they read and, unless offline,
+// after inventorying every connection, the VMs each policy selects. A
+// policy asking for object lock on a repository that cannot lock makes
+// the result invalid (an invalid error with the document); failed
+// inventories make it partial.
+func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyCheck, error) {
+	cfg, warnings, err := s.policyConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inventory := map[string][]hypervisor.VM{}
+	invErr := map[string]error{}
+	if !offline {
+		for _, c := range cfg.Connections {
+			inventory[c.Name], invErr[c.Name] = s.inventory(ctx, cfg, c.Name)
+		}
+	}
+	l := cfg.Limits.WithDefaults()
+	doc := &api.PolicyCheck{Connections: len(cfg.Connections), Repositories: len(cfg.Repositories), ResourceGroups: len(cfg.ResourceGroups),
+		Limits: api.Limits{Tasks: l.Tasks, PerHost: l.PerHost, PerDatastore: l.PerDatastore, PerRepository: l.PerRepository,
+			RateBytes: int64(l.Rate), TaskRateBytes: int64(l.TaskRate)}, Policies: []api.PolicyReport{}}
+	failed, unlockable := 0, 0
+	for _, p := range cfg.Policies {
+		d := policyReport(p, warnings[p.Name])
+		if p.ImmutableFor > 0 && !offline {
+			if d.LockProblem = s.lockProblem(ctx, cfg, p.Repository); d.LockProblem != "" {
+				unlockable++
+			}
+		}
+		if !offline {
+			d.Selected = []api.Selection{}
+			for _, c := range p.ConnectionNames() {
+				sel, selected := selection(p, c, inventory[c], invErr[c])
+				if sel.Error != "" {
+					failed++
+				}
+				d.Selected = append(d.Selected, sel)
+				d.Warnings = append(d.Warnings, selectionFindings(cfg, p, c, selected)...)
+			}
+		}
+		doc.Policies = append(doc.Policies, d)
+	}
+	doc.Valid = unlockable == 0
+	if unlockable > 0 {
+		return doc, invalidf("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)
+	}
+	if failed > 0 {
+		return doc, api.Errorf(api.Partial, "%d connection inventories failed", failed)
+	}
+	return doc, nil
+}
+
+func (s *Service) inventory(ctx context.Context, cfg *policy.Config, conn string) ([]hypervisor.VM, error) {
+	conns, err := s.openConnectors(ctx, cfg, []string{conn})
+	if err != nil {
+		return nil, err
+	}
+	return conns.conns[conn].Inventory(ctx)
+}
+
+func policyReport(p policy.Policy, warnings []finding) api.PolicyReport {
+	d := api.PolicyReport{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: list(p.FullOn),
+		SnapshotMode: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
+		Schedule: p.Schedule, Retention: p.Retention.String(), LockSeconds: time.Duration(p.ImmutableFor).Seconds(),
+		Warnings: append([]finding{}, warnings...)}
+	if sc, _ := p.ParseSchedule(); sc != nil {
+		d.NextRun = sc.Next(time.Now())
+	}
+	return d
+}
+
+// selection is what p selects of a connection's inventory.
+func selection(p policy.Policy, conn string, vms []hypervisor.VM, err error) (api.Selection, []hypervisor.VM) {
+	s := api.Selection{Connection: conn, VMsTotal: len(vms), VMs: []string{}}
+	if err != nil {
+		s.Error = err.Error()
+	}
+	selected := p.SelectVMs(vms)
+	for _, vm := range selected {
+		s.VMs = append(s.VMs, vm.Name)
+	}
+	return s, selected
+}
+
+// lockProblem tells why a repository of the configuration cannot make
+// points immutable, "" when it can. Only the storage is opened: no
+// password needed.
+func (s *Service) lockProblem(ctx context.Context, cfg *policy.Config, repository string) string {
+	st, err := s.OpenStore(ctx, s.locationOf(cfg, repository))
+	if err != nil {
+		return fmt.Sprintf("cannot open the repository to check it: %v", err)
+	}
+	defer st.Close()
+	if !st.Properties().Retention {
+		return fmt.Sprintf("%s cannot lock objects: use an S3 bucket with Object Lock, or remove immutable-for", st.Properties().Location)
+	}
+	return ""
+}
+
+// PolicyPreviewInput names a policy, or gives one not saved yet, and how
+// many of its next runs to show.
+type PolicyPreviewInput struct {
+	Policy string
+	// Draft, when set, is a policy not saved yet (what the console's
+	// editor holds): its spec in the configuration file's schema, as
+	// CreateConfigObject takes it. It is checked like a change and
+	// previewed as if saved, over the policy of its name if there is one
+	// (Policy is then ignored). A draft without a name is called "draft".
+	Draft map[string]any
+	Runs  int
+}
+
+// PolicyPreview says what running a policy would do now, changing
+// nothing: the VMs it selects on each connection, its next scheduled runs,
+// and what its retention would keep and remove of the points it made so
+// far (forget's verdict, as a dry run on the policy's repository). A draft
+// that would make the configuration invalid is refused with the problems
+// it adds, as saving it would be.
+func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*api.PolicyPreview, error) {
+	var cfg *policy.Config
+	var warnings map[string][]finding
+	var err error
+	if in.Draft != nil {
+		cfg, in.Policy, err = s.draftConfig(ctx, in.Draft)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := cfg.Policy(in.Policy)
+		// The draft's errors refused it already: what is left are warnings.
+		warnings = map[string][]finding{p.Name: policyFindings(cfg, p)}
+	} else if cfg, warnings, err = s.policyConfig(ctx); err != nil {
+		return nil, err
+	}
+	p, ok := cfg.Policy(in.Policy)
+	if !ok {
+		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", in.Policy)
+	}
+	doc := &api.PolicyPreview{Policy: p.Name, Selected: []api.Selection{}, NextRuns: []time.Time{}, Retention: p.Retention.String(),
+		Warnings: append([]finding{}, warnings[p.Name]...), Sources: []api.ForgetSource{}}
+	if sc, _ := p.ParseSchedule(); sc != nil {
+		t := time.Now()
+		for range max(in.Runs, 0) {
+			t = sc.Next(t)
+			doc.NextRuns = append(doc.NextRuns, t)
+		}
+	}
+	for _, c := range p.ConnectionNames() {
+		vms, err := s.inventory(ctx, cfg, c)
+		sel, selected := selection(p, c, vms, err)
+		doc.Selected = append(doc.Selected, sel)
+		doc.Warnings = append(doc.Warnings, selectionFindings(cfg, p, c, selected)...)
+	}
+	if !p.Retention.Empty() {
+		r, err := s.openNamedIn(ctx, cfg, p.Repository)
+		if err != nil {
+			return nil, err
+		}
+		groups, err := forget.Run(ctx, r, forget.Options{Policy: p.Retention, Tags: map[string]string{"policy": p.Name}, DryRun: true})
+		if err != nil {
+			return nil, err
+		}
+		doc.Sources = forgetDocs(groups)
+	}
+	return doc, nil
+}
+
+// draftConfig is the configuration in effect with a draft policy put in,
+// checked like a change through the API (refused for the problems it
+// adds), and the draft's name.
+func (s *Service) draftConfig(ctx context.Context, draft map[string]any) (*policy.Config, string, error) {
+	st, err := s.effective(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if name, _ := draft["name"].(string); name == "" {
+		draft = maps.Clone(draft)
+		draft["name"] = "draft"
+	}
+	plan, err := st.PlanDraft(configobj.Policy, draft, checkConfig)
+	if err != nil {
+		return nil, "", err
+	}
+	return plan.Engine, plan.Name, nil
+}

@@ -1,0 +1,145 @@
+package service
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// A finding is something a policy will do differently from what its
+// settings seem to ask, found before it runs: an error refuses the
+// configuration (`policy check`, `run` and `server` exit 2), a warning says
+// what will really happen.
+type finding = api.Finding
+
+const (
+	levelError   = "error"
+	levelWarning = "warning"
+)
+
+func findingf(level, format string, a ...any) finding {
+	return api.Finding{Level: level, Message: fmt.Sprintf(format, a...)}
+}
+
+// hasStorageSnapshots reports whether group: datastore can work on a
+// connection: its connector provides storage snapshots itself, or a
+// provider of the storage-snapshots section covers it.
+func hasStorageSnapshots(cfg *policy.Config, c policy.Connection) bool {
+	return kindOf(c.Kind).StorageSnapshots || cfg.StorageSnapshots.HasProvider(c.Name)
+}
+
+// groupDatastore reports whether the policy's VMs are read from storage
+// snapshots (every one of its connections has a provider).
+func groupDatastore(cfg *policy.Config, p policy.Policy) bool {
+	if p.Group != "datastore" {
+		return false
+	}
+	for _, name := range p.ConnectionNames() {
+		c, ok := connection(cfg, name)
+		if !ok || !hasStorageSnapshots(cfg, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// policyFindings checks a valid policy against what its connections can do,
+// from the configuration alone.
+func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
+	var out []finding
+	where := "policy " + p.Name
+	mode := hypervisor.SnapshotMode(nameOr(p.Snapshot, string(hypervisor.CrashConsistent)))
+	for _, name := range p.ConnectionNames() {
+		c, ok := connection(cfg, name)
+		if !ok {
+			continue // Validate reports it
+		}
+		if p.Group == "datastore" && !hasStorageSnapshots(cfg, c) {
+			out = append(out, findingf(levelError, "%s: group: datastore needs a storage snapshot provider, and connection %s (%s) has none: "+
+				"this version of coffer has no storage snapshot provider for %s datastores. Remove `group: datastore` from the policy: "+
+				"its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Kind))
+		}
+		if why, no := kindOf(c.Kind).Cannot[mode]; no {
+			out = append(out, findingf(levelError, "%s: snapshot: %s is not possible on connection %s (%s): %s; choose another snapshot mode",
+				where, mode, c.Name, c.Kind, why))
+		}
+	}
+	if mode == hypervisor.AsIs && !groupDatastore(cfg, p) {
+		out = append(out, findingf(levelWarning, "%s: snapshot: as-is takes no snapshot and no storage snapshot is taken either: "+
+			"a running VM would be read while it writes to its disks, so its backup fails; only VMs that are stopped or suspended are backed up", where))
+	}
+	if p.Quiesce != "" && mode != hypervisor.Quiesced {
+		out = append(out, findingf(levelWarning, "%s: quiesce: %s only applies with snapshot: quiesced; with %s it is ignored", where, p.Quiesce, mode))
+	}
+	return out
+}
+
+// selectionFindings says what will happen to the VMs a policy selects on
+// one connection, from its inventory.
+func selectionFindings(cfg *policy.Config, p policy.Policy, conn string, selected []hypervisor.VM) []finding {
+	var out []finding
+	where := fmt.Sprintf("policy %s on %s", p.Name, conn)
+	mode := hypervisor.SnapshotMode(nameOr(p.Snapshot, string(hypervisor.CrashConsistent)))
+	group := groupDatastore(cfg, p)
+	var running, noAgent, spanning []string
+	for _, vm := range selected {
+		if policy.LiveReadProblem(vm) != "" {
+			running = append(running, vm.Name)
+		}
+		if !vm.GuestAgent {
+			noAgent = append(noAgent, vm.Name)
+		}
+		if len(vm.Datastores) > 1 {
+			spanning = append(spanning, vm.Name)
+		}
+	}
+	if mode == hypervisor.AsIs && !group && len(running) > 0 {
+		out = append(out, findingf(levelWarning, "%s: %s running and would fail with snapshot: as-is (stop them first, or use crash-consistent): %s",
+			where, selectedVMs(len(running), "is", "are"), clip(strings.Join(running, ", "), 400)))
+	}
+	if mode == hypervisor.Quiesced && len(noAgent) > 0 {
+		what := "snapshots will be crash-consistent (quiesce: fallback)"
+		if p.Quiesce == string(hypervisor.QuiesceRequired) {
+			what = "backups will fail (quiesce: required)"
+		}
+		out = append(out, findingf(levelWarning, "%s: %s no guest agent running, so %s: %s",
+			where, selectedVMs(len(noAgent), "has", "have"), what, clip(strings.Join(noAgent, ", "), 400)))
+	}
+	if group && len(spanning) > 0 {
+		out = append(out, findingf(levelWarning, "%s: %s disks on several datastores, backed up one by one, not from a storage snapshot: %s",
+			where, selectedVMs(len(spanning), "has", "have"), clip(strings.Join(spanning, ", "), 400)))
+	}
+	return out
+}
+
+// selectedVMs is "1 selected VM is" or "3 selected VMs are".
+func selectedVMs(n int, one, many string) string {
+	if n == 1 {
+		return "1 selected VM " + one
+	}
+	return fmt.Sprintf("%d selected VMs %s", n, many)
+}
+
+// kindOf is the registered kind (the zero kind for an unknown one,
+// which Validate and engineConfig report).
+func kindOf(name string) ConnectorKind {
+	k, _ := connectorKind(name)
+	return k
+}
+
+func nameOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

@@ -1,0 +1,112 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/restore/qcow2"
+)
+
+// RestoreInput says which disks of which point go where.
+type RestoreInput struct {
+	// Point is an ID, a unique ID prefix, or "latest".
+	Point string
+	// Disk restores only this disk (index, key or name; "": all).
+	Disk string
+	// To is the target file or block device for one disk, a directory
+	// that receives one file per disk for several.
+	To string
+	// Overwrite replaces an existing target file; Resume continues an
+	// interrupted restore of the same point.
+	Overwrite, Resume bool
+	// Format is raw (sparse) or qcow2.
+	Format string
+}
+
+// RestoreDisks restores disks of a backup point of the default repository
+// under a restore lease. Disks with ranges a repair recorded as lost are
+// restored with zeros there: the results come back with a partial error.
+func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.RestoredDisk, error) {
+	if in.Format == "" {
+		in.Format = "raw"
+	}
+	if in.Format != "raw" && in.Format != "qcow2" {
+		return nil, invalidf("--format must be raw or qcow2, not %q", in.Format)
+	}
+	if in.To == "" {
+		return nil, invalidf("no restore target given (--to)")
+	}
+	return run(ctx, s, "restore", in.Point, func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
+		pt, err := s.openPoint(ctx, in.Point, "restore "+in.Point)
+		if err != nil {
+			return nil, err
+		}
+		defer pt.release()
+		disks, err := pickDisks(pt.snap, in.Disk)
+		if err != nil {
+			return nil, err
+		}
+		targets := []string{in.To}
+		if len(disks) > 1 {
+			if err := os.MkdirAll(in.To, 0o700); err != nil {
+				return nil, err
+			}
+			targets = targets[:0]
+			for i, d := range disks {
+				targets = append(targets, filepath.Join(in.To, fmt.Sprintf("%d-%s", i, filepath.Base(d.Name))))
+			}
+		}
+		out := []api.RestoredDisk{}
+		incomplete := 0
+		for i, d := range disks {
+			prog := &restore.Progress{}
+			t.Progress(Meter{Label: "restore " + d.Name, Done: prog.BytesDone.Load, Total: prog.BytesTotal.Load})
+			start := time.Now()
+			var st restore.Stats
+			var err error
+			if in.Format == "qcow2" {
+				err = qcow2.Write(ctx, pt.r, d, targets[i], s.log)
+			} else {
+				st, err = restore.ToFile(ctx, pt.r, pt.snap, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite, Resume: in.Resume})
+			}
+			if err != nil {
+				return out, fmt.Errorf("disk %s: %w", d.Name, err)
+			}
+			res := api.RestoredDisk{PointID: pt.snap.ID.String(), Disk: d.Name, Target: targets[i], Format: in.Format, SizeBytes: d.Size,
+				WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ReadRequests: st.Requests,
+				DurationSeconds: time.Since(start).Seconds(), Resumed: st.Resumed, LostRanges: []api.Range{}}
+			for _, e := range st.Lost {
+				res.LostRanges = append(res.LostRanges, api.Range{OffsetBytes: e.Offset, LengthBytes: e.Length})
+			}
+			if len(st.Lost) > 0 {
+				incomplete++
+			}
+			out = append(out, res)
+		}
+		if incomplete > 0 {
+			return out, api.Errorf(api.Partial, "%d disk(s) restored with lost ranges", incomplete)
+		}
+		return out, nil
+	})
+}
+
+// pickDisks selects the disks of a point: all, or the one sel names
+// (index, key or name).
+func pickDisks(s *repo.Snapshot, sel string) ([]repo.Disk, error) {
+	if sel == "" {
+		return s.Disks, nil
+	}
+	for i, d := range s.Disks {
+		if d.Key == sel || d.Name == sel || strconv.Itoa(i) == sel {
+			return []repo.Disk{d}, nil
+		}
+	}
+	return nil, invalidf("backup point %s has no disk %q", s.ID.Short(), sel)
+}

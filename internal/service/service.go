@@ -1,0 +1,105 @@
+// Package service holds coffer's use cases: one method per operation, the
+// one place the command line, the REST API and the console all call. A
+// face parses its input, calls the service and prints or serves the
+// document (internal/api) it returns.
+//
+// The service is where the rules that must hold whoever asks live: it
+// takes the leases (a restore lease keeps gc from deleting a point while
+// it is read; verify takes its own), keeps the catalog in step with the
+// repository (forget, protect, backups), and turns core values into the
+// result documents. It takes configuration structs, never a face's
+// settings: the command line resolves flags, environment and file into a
+// Config, the server its own configuration.
+package service
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/notify"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/store"
+)
+
+// Config is everything the service needs to know about the installation.
+type Config struct {
+	// Repository is the default repository: what an operation works on
+	// unless it names another one.
+	Repository Location
+	// OtherPassword opens the second repository of a copy, and the one
+	// `init --copy-keys-from` takes its keys from.
+	OtherPassword PasswordSource
+	// Stores configures the storage backends (S3, the metadata cache).
+	Stores StoreConfig
+	// Catalog is the catalog's location: a SQLite file or a postgres://
+	// URL ("" is catalogopen.DefaultLocation()).
+	Catalog string
+	// StateDir holds the journals of what coffer creates on hypervisors,
+	// instant recovery sessions and, by default, the catalog.
+	StateDir string
+	// Engine holds the configuration file's connections, repositories,
+	// limits, resource groups and policies (nil: none), Notify its
+	// notifications section (nil: none); EngineSource is the file's path,
+	// for messages. What operations run on is these merged with the
+	// objects created through the API (internal/configobj).
+	Engine       *policy.Config
+	Notify       *notify.Config
+	EngineSource string
+	// ConfigPoll is how often WatchConfig asks the catalog whether
+	// another process changed a configuration object (default
+	// DefaultConfigPoll).
+	ConfigPoll time.Duration
+	// Worker names this host in the catalog (default: the host name).
+	Worker string
+	Logger *slog.Logger
+	// Tasks records long operations (default: LocalTasks).
+	Tasks Tasks
+	// WrapStore wraps every store the service opens (crash tests kill the
+	// process at a chosen mutation through it); nil leaves them alone.
+	WrapStore func(store.Store) store.Store
+}
+
+// Location is a repository and how to get its password.
+type Location struct {
+	Location string
+	Password PasswordSource
+}
+
+// PasswordSource returns a repository password when one is needed (a
+// face may prompt for it); nil means none.
+type PasswordSource func() ([]byte, error)
+
+// Service runs coffer's operations. It is safe for concurrent use.
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	tasks Tasks
+	conf  *configState // the configuration in effect (configstate.go)
+}
+
+// New returns a service for cfg.
+func New(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Tasks == nil {
+		cfg.Tasks = LocalTasks{Logger: cfg.Logger}
+	}
+	if cfg.Worker == "" {
+		cfg.Worker = hostname()
+	}
+	if cfg.Engine == nil {
+		cfg.Engine = &policy.Config{}
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, conf: newConfigState()}
+}
+
+// Logger is the service's logger.
+func (s *Service) Logger() *slog.Logger { return s.log }
+
+// hostname names this host as leases and journals record it.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

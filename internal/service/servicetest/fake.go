@@ -1,0 +1,101 @@
+// Package servicetest plugs test doubles into the service layer. It is
+// imported by tests only (and bench/), never by cmd/coffer, so what it
+// registers does not ship in the binary.
+package servicetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// FakeKind is the connection kind of the simulated fleet.
+const FakeKind = "fake"
+
+// fakeOptions shape a simulated fleet (kind: fake), for tests of policies,
+// limits and the engine without a hypervisor:
+//
+//	connections:
+//	  - name: sim
+//	    kind: fake
+//	    options: {vms: 200, hosts: 5, datastores: 20, disk-size: 4MiB, snapshot-create: 50ms}
+//
+// transient-rate and fail inject faults.
+type fakeOptions struct {
+	Seed           uint64        `yaml:"seed"`
+	VMs            int           `yaml:"vms"`
+	Hosts          int           `yaml:"hosts"`
+	Datastores     int           `yaml:"datastores"`
+	MaxDisks       int           `yaml:"max-disks"`
+	DiskSize       string        `yaml:"disk-size"`
+	Allocated      float64       `yaml:"allocated"`
+	SnapshotCreate time.Duration `yaml:"snapshot-create"`
+	SnapshotRemove time.Duration `yaml:"snapshot-remove"`
+	Contention     float64       `yaml:"contention"`
+	TransientRate  float64       `yaml:"transient-rate"`
+	// Fail names VMs whose snapshots always fail.
+	Fail []string `yaml:"fail"`
+}
+
+var registerOnce sync.Once
+
+// RegisterFake makes `kind: fake` connections (internal/hypervisor/fake)
+// available to the service, in the calling test binary only. The fake
+// provides storage snapshots itself (a simulated array) and cannot save
+// memory.
+func RegisterFake() {
+	registerOnce.Do(func() {
+		service.RegisterConnectorKind(FakeKind, service.ConnectorKind{
+			Check: func(cfg service.ConnectionConfig) error { _, err := decode(cfg); return err },
+			Open:  open, StorageSnapshots: true,
+			Cannot: map[hypervisor.SnapshotMode]string{hypervisor.WithMemory: "the simulated fleet has no memory to save"},
+		})
+	})
+}
+
+func decode(cfg service.ConnectionConfig) (fakeOptions, error) {
+	var o fakeOptions
+	if err := cfg.DecodeOptions(&o); err != nil {
+		return o, err
+	}
+	if o.DiskSize != "" {
+		if _, err := config.ParseSize(o.DiskSize); err != nil {
+			return o, fmt.Errorf("connection %s: options.disk-size: %w", cfg.Name, err)
+		}
+	}
+	return o, nil
+}
+
+func open(_ context.Context, cfg service.ConnectionConfig) (hypervisor.Connector, error) {
+	o, err := decode(cfg)
+	if err != nil {
+		return nil, api.WithClass(api.Invalid, err)
+	}
+	fo := fake.Options{Seed: o.Seed, VMs: o.VMs, Hosts: o.Hosts, Datastores: o.Datastores, MaxDisks: o.MaxDisks,
+		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate,
+		SnapshotCreate: fake.Latency{Min: o.SnapshotCreate, Max: o.SnapshotCreate},
+		SnapshotRemove: fake.Latency{Min: o.SnapshotRemove, Max: o.SnapshotRemove}}
+	if o.DiskSize != "" {
+		fo.DiskSize, _ = config.ParseSize(o.DiskSize) // checked by decode
+	}
+	c := fake.New(fo)
+	vms, _ := c.Inventory(context.Background())
+	for _, name := range o.Fail {
+		found := false
+		for _, vm := range vms {
+			found = found || vm.Name == name
+		}
+		if !found {
+			return nil, fmt.Errorf("fail: no VM named %q in the simulated fleet", name)
+		}
+		c.FailVM(name, fmt.Errorf("simulated failure"), -1)
+	}
+	return c, nil
+}
