@@ -50,6 +50,7 @@ type app struct {
 	// groups and policies; svc the service built from the settings on
 	// first use (service.go).
 	engine *policy.Config
+	notify *notify.Config
 	svc    *service.Service
 	pw     *passwordCache
 }
@@ -63,6 +64,14 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if a.svc != nil {
+		// The task manager and notifier the command opened: tasks are
+		// recorded when their operations return, pending notifications
+		// wait in the catalog for the server.
+		if cerr := a.svc.Close(); cerr != nil && a.log != nil {
+			a.log.Warn("closing the catalog failed", "err", cerr)
+		}
+	}
 	if a.stopProfile != nil {
 		a.stopProfile()
 	}
@@ -191,7 +200,7 @@ func (a *app) setup(cmd *cobra.Command) error {
 	if err := f.Decode("server", &server); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
-	if _, err := notify.Decode(f); err != nil {
+	if a.notify, err = notify.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
 	a.file = f

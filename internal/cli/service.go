@@ -44,6 +44,7 @@ func (a *app) service() (*service.Service, error) {
 		EngineSource:  a.file.Path,
 		Logger:        a.log,
 		Tasks:         cliTasks{a},
+		Notifications: a.notify,
 		WrapStore:     func(st store.Store) store.Store { return storeHook(st) },
 	})
 	return a.svc, nil

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"github.com/coffer-backup/coffer/internal/task"
 	"strings"
 	"time"
 
@@ -33,7 +35,7 @@ func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, erro
 	if in.To == "" {
 		return nil, invalidf("--to is required")
 	}
-	return run(ctx, s, "copy", in.To, func(ctx context.Context, t Task) (*api.CopyResult, error) {
+	return run(ctx, s, withDetail(s.repoTask(task.KindCopy, cmp.Or(in.From, s.cfg.Repository.Location)), "to "+in.To), func(ctx context.Context, t Task) (*api.CopyResult, error) {
 		src, err := s.openAt(ctx, in.From)
 		if err != nil {
 			return nil, err

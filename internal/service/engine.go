@@ -16,8 +16,17 @@ import (
 // newEngine builds an engine over the given connections. Problems cleaning
 // up leftovers of earlier runs are warnings: they do not stop the caller.
 func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
-	eng, err := engine.New(ctx, engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
-		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker})
+	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
+		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker}
+	// Jobs are tasks of the control plane, recorded once, through the
+	// task manager (its notices, cancel and notifications); without a
+	// catalog for it the engine records them itself.
+	if m, err := s.taskManager(ctx); err == nil {
+		o.StartJob = engine.Starter(m.StartJob)
+	} else {
+		t.Log(slog.LevelWarn, fmt.Sprintf("jobs are recorded without the task manager: %v", err))
+	}
+	eng, err := engine.New(ctx, o)
 	if eng == nil {
 		return nil, err
 	}
@@ -155,6 +164,9 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 	}
 	if len(scheduled) == 0 {
 		return invalidf("no policy has a schedule: nothing for the server to run")
+	}
+	if err := s.Start(ctx, StartOptions{Prune: true, Deliver: true}); err != nil {
+		return err
 	}
 	cat, err := s.openCatalog(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"github.com/coffer-backup/coffer/internal/task"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -124,7 +125,7 @@ func (s *Service) InstantCommit(ctx context.Context, in InstantCommitInput) (*ap
 	if in.Format == "" {
 		in.Format = "qcow2"
 	}
-	return run(ctx, s, "instant-commit", in.ID, func(ctx context.Context, t Task) (*api.InstantSession, error) {
+	return run(ctx, s, withDetail(TaskSpec{Kind: task.KindInstant, Object: "/system/instant/" + in.ID}, "commit "+in.ID), func(ctx context.Context, t Task) (*api.InstantSession, error) {
 		sess, err := instant.Load(s.cfg.StateDir, in.ID)
 		if err != nil {
 			return nil, err

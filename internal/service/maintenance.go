@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/task"
 	"log/slog"
 	"time"
 
@@ -31,7 +32,7 @@ type VerifyInput struct {
 // Verify checks the default repository under a verify lease. When it finds
 // problems, the report comes back with an integrity error.
 func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport, error) {
-	return run(ctx, s, "verify", "repository", func(ctx context.Context, t Task) (*api.VerifyReport, error) {
+	return run(ctx, s, s.repoTask(task.KindVerify, s.cfg.Repository.Location), func(ctx context.Context, t Task) (*api.VerifyReport, error) {
 		o := verify.Options{ReadData: in.ReadData || in.SubsetPercent > 0 || in.SubsetDen > 0, Progress: &verify.Progress{},
 			NoRecord: in.NoRecord, MemoryBudget: int(in.MemoryBytes), SubsetPercent: in.SubsetPercent,
 			SubsetNum: in.SubsetNum, SubsetDen: in.SubsetDen}
@@ -44,7 +45,7 @@ func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport
 			return nil, err
 		}
 		defer lease.Release(context.WithoutCancel(ctx))
-		t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load})
+		t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load, Items: true})
 		rep, err := verify.Run(ctx, r, o)
 		if err != nil {
 			return nil, err
@@ -89,7 +90,7 @@ type ForgetInput struct {
 // catalog too, so that nothing reading the catalog shows a forgotten
 // point. Protected and locked points are always kept.
 func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult, error) {
-	return run(ctx, s, "forget", "repository", func(ctx context.Context, t Task) (*api.ForgetResult, error) {
+	return run(ctx, s, s.repoTask(task.KindForget, s.cfg.Repository.Location), func(ctx context.Context, t Task) (*api.ForgetResult, error) {
 		if in.Keep.Empty() {
 			return nil, invalidf("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
 		}
@@ -154,7 +155,7 @@ type GCInput struct {
 // GC deletes what no backup point needs from the default repository,
 // beside running backups (gc takes the maintenance lease itself).
 func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
-	return run(ctx, s, "gc", "repository", func(ctx context.Context, t Task) (*api.GCReport, error) {
+	return run(ctx, s, s.repoTask(task.KindGC, s.cfg.Repository.Location), func(ctx context.Context, t Task) (*api.GCReport, error) {
 		r, err := s.openRepository(ctx)
 		if err != nil {
 			return nil, err

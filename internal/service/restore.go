@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/task"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,7 +44,7 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 	if in.To == "" {
 		return nil, invalidf("no restore target given (--to)")
 	}
-	return run(ctx, s, "restore", in.Point, func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
+	return run(ctx, s, s.pointTask(task.KindRestore, in.Point), func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
 		pt, err := s.openPoint(ctx, in.Point, "restore "+in.Point)
 		if err != nil {
 			return nil, err

@@ -15,7 +15,9 @@ package service
 import (
 	"log/slog"
 	"os"
+	"time"
 
+	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
 )
@@ -44,8 +46,18 @@ type Config struct {
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
-	// Tasks records long operations (default: LocalTasks).
+	// Tasks shows long operations as they run (default: LocalTasks);
+	// every one is recorded in the catalog besides.
 	Tasks Tasks
+	// User names who starts tasks when the context names nobody
+	// (task.WithUser): the local user of a command-line process
+	// (default: the process's user).
+	User string
+	// TaskHistory is how long finished tasks are kept (0: 90 days;
+	// negative: forever); pruned by processes started with Prune.
+	TaskHistory time.Duration
+	// Notifications is the notifications section (nil: no targets).
+	Notifications *notify.Config
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store
@@ -63,6 +75,7 @@ type PasswordSource func() ([]byte, error)
 
 // Service runs coffer's operations. It is safe for concurrent use.
 type Service struct {
+	controlState
 	cfg   Config
 	log   *slog.Logger
 	tasks Tasks
@@ -75,6 +88,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Tasks == nil {
 		cfg.Tasks = LocalTasks{Logger: cfg.Logger}
+	}
+	if cfg.User == "" {
+		cfg.User = localUser()
 	}
 	if cfg.Worker == "" {
 		cfg.Worker = hostname()
