@@ -225,6 +225,7 @@ type Catalog interface {
 
 	AccessStore // users, tokens, sessions, ACLs, audit log (access.go)
 	Notifications
+	Leases // several servers: who runs the schedules, each run claimed once (leases.go)
 
 	Close() error
 }

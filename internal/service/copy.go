@@ -3,12 +3,12 @@ package service
 import (
 	"cmp"
 	"context"
-	"github.com/coffer-backup/coffer/internal/task"
 	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/task"
 	"github.com/coffer-backup/coffer/internal/transfer"
 )
 

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"github.com/coffer-backup/coffer/internal/task"
 	"io"
 	"io/fs"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // fileCacheBytes bounds the chunk cache of the random-access disk reader.

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"github.com/coffer-backup/coffer/internal/task"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/instant"
 	"github.com/coffer-backup/coffer/internal/restore/nbdexport"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Serving is something that serves a backup point's disks until its
@@ -38,19 +38,28 @@ type InstantStartInput struct {
 // lease, for as long as the VM reads from the point), overlays take its
 // writes. The VM runs when this returns; serving goes on until ctx ends
 // (Wait), and the session lives on until it is committed or discarded.
+//
+// The session's serving is a task (kind instant) from start to the end of
+// Wait: who ran which point, and for how long, stays in the catalog.
 func (s *Service) InstantStart(ctx context.Context, in InstantStartInput) (*Serving[api.InstantSession], error) {
+	ctx, t := s.startTask(ctx, withDetail(s.pointTask(task.KindInstant, in.Point), "instant recovery of "+in.Point))
 	pt, err := s.openPoint(ctx, in.Point, "instant recovery of "+in.Point)
 	if err != nil {
+		t.Finish(err)
 		return nil, err
 	}
 	sess, wait, err := instant.Start(ctx, pt.r, pt.snap, instant.StartOptions{StateDir: s.cfg.StateDir, ReconnectDelay: in.ReconnectDelay, Log: s.log})
 	if err != nil {
 		pt.release()
+		t.Finish(err)
 		return nil, err
 	}
+	t.Log(slog.LevelInfo, "serving a VM from a backup point", "session", sess.ID, "point", pt.snap.ID.String(), "vm", pt.snap.Source.VMName)
 	return &Serving[api.InstantSession]{Doc: instantDoc(sess), wait: func() error {
 		defer pt.release()
-		return wait()
+		err := wait()
+		t.Finish(err)
+		return err
 	}}, nil
 }
 

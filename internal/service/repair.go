@@ -2,13 +2,13 @@ package service
 
 import (
 	"context"
-	"github.com/coffer-backup/coffer/internal/task"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repair"
 	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Repairs are the repairs Repair knows, in the order verify recommends

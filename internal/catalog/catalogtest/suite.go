@@ -63,6 +63,9 @@ func Run(t *testing.T, newDB Factory) {
 		{"AbandonJob", testAbandonJob},
 		{"PruneHistory", testPruneHistory},
 		{"WatchJobs", testWatchJobs},
+		{"Leases", testLeases},
+		{"ConcurrentLeases", testConcurrentLeases},
+		{"ClaimRuns", testClaimRuns},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,9 +26,10 @@ type Catalog struct {
 	vms    map[string]catalog.VMRecord
 	nextID int64
 	Writes int
-	// The engine keeps no access-control records: calling one of their
-	// methods is a test bug, and panics on the nil interface.
+	// The engine keeps no access-control records nor leases: calling one
+	// of their methods is a test bug, and panics on the nil interface.
 	catalog.AccessStore
+	catalog.Leases
 }
 
 // NewCatalog returns an empty catalog.
