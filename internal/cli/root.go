@@ -23,6 +23,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -51,6 +52,7 @@ type app struct {
 	// first use (service.go).
 	engine *policy.Config
 	notify *notify.Config
+	maint  *maintenance.Config
 	svc    *service.Service
 	pw     *passwordCache
 }
@@ -201,6 +203,9 @@ func (a *app) setup(cmd *cobra.Command) error {
 		return api.WithClass(api.Invalid, err)
 	}
 	if a.notify, err = notify.Decode(f); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
+	if a.maint, err = maintenance.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
 	a.file = f
