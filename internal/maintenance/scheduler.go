@@ -38,7 +38,7 @@ type Scheduler struct {
 	// Finished, when set, is told each run's end, once the next run of
 	// the job may start.
 	Finished func(j Job, r Run, err error)
-	Logger  *slog.Logger
+	Logger   *slog.Logger
 	// Now and After are the clock (tests drive them by hand).
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
