@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -38,6 +39,9 @@ coffer server --log-format json --log-level info`,
 			"0 when stopped; 2 when no policy has a schedule or the configuration is refused."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The collectors of /metrics (a.metrics.Handler()), fed by the
+			// service's tasks, health monitor and engine.
+			a.metrics = metrics.New()
 			_, err := call(a, func(s *service.Service) (struct{}, error) { return struct{}{}, s.RunSchedules(cmd.Context()) })
 			return err
 		},

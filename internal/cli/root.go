@@ -24,6 +24,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -53,8 +54,11 @@ type app struct {
 	engine *policy.Config
 	notify *notify.Config
 	maint  *maintenance.Config
-	svc    *service.Service
-	pw     *passwordCache
+	// metrics is what `coffer server` exposes at /metrics (nil in other
+	// commands).
+	metrics *metrics.Metrics
+	svc     *service.Service
+	pw      *passwordCache
 }
 
 // Execute runs coffer with args and returns the process exit code.

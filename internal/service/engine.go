@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -140,69 +139,6 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 		t.Finish(err)
 	}
 	return run, nil
-}
-
-// RunSchedules runs every policy that has a schedule until ctx ends: the
-// loop of `coffer server`. Leftovers of a coffer that died mid-backup are
-// cleaned up at start. A run whose predecessor still goes is skipped and
-// recorded.
-func (s *Service) RunSchedules(ctx context.Context) error {
-	cfg, warnings, err := s.policyConfig()
-	if err != nil {
-		return err
-	}
-	var scheduled []policy.Policy
-	var names []string
-	for _, p := range cfg.Policies {
-		if p.Schedule != "" {
-			scheduled = append(scheduled, p)
-			names = append(names, p.ConnectionNames()...)
-			for _, f := range warnings[p.Name] {
-				s.log.Warn(f.Message)
-			}
-		}
-	}
-	if len(scheduled) == 0 {
-		return invalidf("no policy has a schedule: nothing for the server to run")
-	}
-	if err := s.Start(ctx, StartOptions{Prune: true, Deliver: true}); err != nil {
-		return err
-	}
-	cat, err := s.openCatalog(ctx)
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	conns, err := s.openConnectors(ctx, cfg, names)
-	if err != nil {
-		return err
-	}
-	_, t := LocalTasks{Logger: s.log}.Start(ctx, "server", "schedules")
-	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	s.log.Info("coffer server started", "policies", len(scheduled))
-	sched := &engine.Scheduler{Engine: eng, Policies: scheduled, Started: func(j *engine.Job) {
-		s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
-		go func() {
-			res, err := j.Wait()
-			switch {
-			case err != nil:
-				s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
-			default:
-				s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
-					"tasks", len(res.Tasks), "failed", len(res.Failed()))
-			}
-		}()
-	}}
-	err = sched.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		s.log.Info("coffer server stopped")
-		return nil
-	}
-	return err
 }
 
 // JobsInput filters jobs.

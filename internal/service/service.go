@@ -17,6 +17,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
@@ -58,6 +60,13 @@ type Config struct {
 	TaskHistory time.Duration
 	// Notifications is the notifications section (nil: no targets).
 	Notifications *notify.Config
+	// Maintenance is the maintenance section: schedules, windows,
+	// thresholds, several servers (nil: none, defaults).
+	Maintenance *maintenance.Config
+	// Metrics receives what the server exposes to Prometheus (nil:
+	// none): tasks as they end, the health monitor's state, the engine's
+	// slots.
+	Metrics *metrics.Metrics
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store
@@ -97,6 +106,12 @@ func New(cfg Config) *Service {
 	}
 	if cfg.Engine == nil {
 		cfg.Engine = &policy.Config{}
+	}
+	if cfg.Maintenance == nil {
+		cfg.Maintenance = &maintenance.Config{}
+	}
+	if cfg.TaskHistory == 0 {
+		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks}
 }

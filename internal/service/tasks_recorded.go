@@ -51,7 +51,9 @@ func (s *Service) startTask(ctx context.Context, spec TaskSpec) (context.Context
 		return ctx, shown
 	}
 	tctx, shown := s.tasks.Start(h.Context(), spec.Kind, detail)
-	return tctx, &recordedTask{h: h, shown: shown, stop: make(chan struct{})}
+	t := &recordedTask{h: h, shown: shown, stop: make(chan struct{})}
+	noteSchedule(ctx, t)
+	return tctx, t
 }
 
 // run runs op as a task: it starts the task, hands op the task and its
@@ -244,4 +246,13 @@ const (
 func withDetail(spec TaskSpec, detail string) TaskSpec {
 	spec.Detail = detail
 	return spec
+}
+
+// namedTask is the spec of an operation on a repository named as the
+// configuration names it ("" and "default": the default repository).
+func (s *Service) namedTask(kind, name string) TaskSpec {
+	if name == "" || name == DefaultRepositoryName {
+		return s.repoTask(kind, s.cfg.Repository.Location)
+	}
+	return TaskSpec{Kind: kind, Object: "/repositories/" + name, Repository: name}
 }
