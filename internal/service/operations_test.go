@@ -36,6 +36,7 @@ var notOperations = map[string]string{
 	"Close":           "closes what Start or the first task opened",
 	"TaskManager":     "the task manager, for the server's task endpoints",
 	"Notifier":        "the notifier, for the server's notification endpoints",
+	"HealthMonitor":   "the server's periodic checks, run by RunSchedules",
 }
 
 // TestEveryMethodIsAnOperation: a new use case added to *Service without

@@ -78,11 +78,10 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		defer m.SetSlots(nil)
 	}
 	var leading atomic.Bool
-	monitor := health.New(health.Options{Catalog: ctl.cat, Config: cfg, Repositories: s.watchedRepositories(cfg),
-		Open: s.openNamedRepo, Location: s.locationOfNamed, Capacity: capacities(mcfg), FullPercent: mcfg.RepositoryFull,
-		LockWarning: time.Duration(mcfg.LockWarning), CheckEvery: time.Duration(mcfg.HealthEvery),
-		StatsEvery: time.Duration(mcfg.StatsEvery), Metrics: s.cfg.Metrics, Emitter: s.emitter(ctx),
-		Notifying: leading.Load, Logger: s.log})
+	monitor, err := s.HealthMonitor(ctx, leading.Load, nil)
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -233,4 +232,25 @@ func capacities(c maintenance.Config) map[string]int64 {
 		out[name] = int64(size)
 	}
 	return out
+}
+
+// HealthMonitor builds the monitor the server runs (internal/health): the
+// catalog's state and the repositories' statistics into Config.Metrics,
+// and the rpo-missed, repository-full and lock-lapsing notifications when
+// notifying says so (nil: always). now is its clock (nil: time.Now).
+func (s *Service) HealthMonitor(ctx context.Context, notifying func() bool, now func() time.Time) (*health.Monitor, error) {
+	cfg, err := s.engineConfig()
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := s.control(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mcfg := s.cfg.Maintenance.WithDefaults()
+	return health.New(health.Options{Catalog: ctl.cat, Config: cfg, Repositories: s.watchedRepositories(cfg),
+		Open: s.openNamedRepo, Location: s.locationOfNamed, Capacity: capacities(mcfg), FullPercent: mcfg.RepositoryFull,
+		LockWarning: time.Duration(mcfg.LockWarning), CheckEvery: time.Duration(mcfg.HealthEvery),
+		StatsEvery: time.Duration(mcfg.StatsEvery), Metrics: s.cfg.Metrics, Emitter: s.emitter(ctx),
+		Notifying: notifying, Logger: s.log, Now: now}), nil
 }
