@@ -53,10 +53,10 @@ type Options struct {
 type Monitor struct {
 	o Options
 
-	mu       sync.Mutex
-	missed   map[string]bool // VMs notified as outside their RPO, until back within
-	full     map[string]bool // repositories notified as full, until below the threshold
-	lapsing  map[string]bool // points whose lapsing lock was notified
+	mu      sync.Mutex
+	missed  map[string]bool // VMs notified as outside their RPO, until back within
+	full    map[string]bool // repositories notified as full, until below the threshold
+	lapsing map[string]bool // points whose lapsing lock was notified
 }
 
 // New returns a monitor for o.
