@@ -23,6 +23,32 @@ type control struct {
 	cat      catalog.Catalog
 	tasks    *task.Manager
 	notifier *notify.Notifier
+	// delivering: this process sends notifications (Start with Deliver,
+	// or a command line's first event), and at close gives what is due
+	// a moment to go out.
+	mu         sync.Mutex
+	delivering bool
+}
+
+// Emit records an event for the notification targets and makes sure this
+// process sends it: a command-line process starts delivering at its
+// first event (not before: a command that tells nothing never waits on a
+// target that is down), and gives it a moment at exit; what cannot be
+// sent by then stays pending for the server.
+func (c *control) Emit(ctx context.Context, ev notify.Event) error {
+	if c.notifier == nil {
+		return nil
+	}
+	if err := c.notifier.Emit(ctx, ev); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.delivering {
+		c.notifier.Start(context.Background())
+		c.delivering = true
+	}
+	return nil
 }
 
 // StartOptions say what runs in the background of a long-lived process.
@@ -81,7 +107,7 @@ func (s *Service) Notifier(ctx context.Context) (*notify.Notifier, error) {
 // emitter is where events go: the notifier, or nowhere.
 func (s *Service) emitter(ctx context.Context) notify.Emitter {
 	if ctl, err := s.control(ctx); err == nil && ctl.notifier != nil {
-		return ctl.notifier
+		return ctl
 	}
 	return notify.Discard
 }
@@ -117,7 +143,8 @@ func (s *Service) openControl(ctx context.Context, o StartOptions) (*control, er
 			return nil, invalidf("notifications: %v", err)
 		}
 		if o.Deliver {
-			ctl.notifier.Start(context.WithoutCancel(ctx))
+			ctl.notifier.Start(context.Background())
+			ctl.delivering = true
 		}
 	}
 	to := task.Options{Worker: s.cfg.Worker, User: s.cfg.User, Logger: s.log, Retention: s.cfg.TaskHistory,
@@ -153,7 +180,13 @@ func (c *control) close() error {
 		errs = append(errs, c.tasks.Close())
 	}
 	if c.notifier != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), drainFor)
+		c.mu.Lock()
+		delivering := c.delivering
+		c.mu.Unlock()
+		if delivering {
+			c.drain(ctx)
+		}
 		errs = append(errs, c.notifier.Close(ctx))
 		cancel()
 	}
@@ -175,4 +208,28 @@ type controlState struct {
 	ctlMu  sync.Mutex
 	ctl    *control
 	ctlErr error
+}
+
+// drainFor bounds how long a stopping process gives its notifications.
+const drainFor = 10 * time.Second
+
+// drainPoll is how often a stopping process looks whether what was due
+// has gone out.
+const drainPoll = 50 * time.Millisecond
+
+// drain waits, until ctx ends, for the deliveries due now to be sent (or
+// to fail and be put off): `coffer run` tells how its run ended before it
+// exits. What is left stays pending in the catalog for the server.
+func (c *control) drain(ctx context.Context) {
+	for {
+		due, err := c.cat.NextDeliveryDue(ctx)
+		if err != nil || due.IsZero() || due.After(time.Now()) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(drainPoll):
+		}
+	}
 }

@@ -51,7 +51,7 @@ func (s *Service) taskFinished(ctl *control, j task.Task) {
 			}
 		}
 	}
-	if err := ctl.notifier.Emit(ctx, notify.TaskFinished(subject, d)); err != nil {
+	if err := ctl.Emit(ctx, notify.TaskFinished(subject, d)); err != nil {
 		s.log.Warn("recording the notification of a task's end failed", "task", j.ID, "err", err)
 	}
 }
