@@ -37,6 +37,7 @@ var notOperations = map[string]string{
 	"TaskManager":     "the task manager, for the server's task endpoints",
 	"Notifier":        "the notifier, for the server's notification endpoints",
 	"HealthMonitor":   "the server's periodic checks, run by RunSchedules",
+	"RunMaintenance":  "one run of a maintenance schedule (gc, verify, forget, copy operations), run by RunSchedules",
 }
 
 // TestEveryMethodIsAnOperation: a new use case added to *Service without

@@ -139,14 +139,14 @@ func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, policies
 	}()
 	go func() {
 		defer wg.Done()
-		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.runMaintenance, Claim: claim, Logger: s.log}
+		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.RunMaintenance, Claim: claim, Logger: s.log}
 		_ = ms.Run(ctx)
 	}()
 }
 
-// runMaintenance runs one scheduled maintenance job; each operation it
+// RunMaintenance runs one scheduled maintenance job; each operation it
 // runs is a task with the slot in its log.
-func (s *Service) runMaintenance(ctx context.Context, j maintenance.Job, r maintenance.Run) error {
+func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenance.Run) error {
 	ctx = withSchedule(ctx, scheduleNote{name: j.Name, slot: r.Slot, window: r.WindowEnd})
 	var err error
 	switch j.Kind {
