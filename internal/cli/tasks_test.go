@@ -192,3 +192,50 @@ func TestCancelVerifyThroughCatalog(t *testing.T) {
 		t.Fatalf("the verify's log lacks the cancel request: %+v", lines)
 	}
 }
+
+// TestPolicyCheckShowsMaintenance: policy check validates the maintenance
+// section and lists each job with its next runs, marking those its window
+// keeps from starting.
+func TestPolicyCheckShowsMaintenance(t *testing.T) {
+	e := newEnv(t)
+	e.config(`
+repositories:
+  - {name: main, location: /nonexistent/main}
+maintenance:
+  windows: [{name: night, start: "01:00", end: "05:00"}]
+  repositories:
+    - repository: main
+      window: night
+      gc: {schedule: "0 2 * * *"}
+      forget: {schedule: "0 12 * * *", keep: {keep-daily: 7}}
+`)
+	var doc api.PolicyCheck
+	if err := json.Unmarshal([]byte(e.must("policy", "check", "--offline", "--json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Maintenance) != 2 {
+		t.Fatalf("maintenance: %+v", doc.Maintenance)
+	}
+	for _, m := range doc.Maintenance {
+		if len(m.NextRuns) != 3 {
+			t.Fatalf("%s: %d next runs", m.Name, len(m.NextRuns))
+		}
+		for i, r := range m.NextRuns {
+			at := r.At.Local()
+			switch m.Name {
+			case "main/gc":
+				if at.Hour() != 2 || at.Minute() != 0 || !r.Starts || (i > 0 && r.At.Sub(m.NextRuns[i-1].At) != 24*time.Hour) {
+					t.Errorf("gc run %d: %+v", i, r)
+				}
+			case "main/forget":
+				if at.Hour() != 12 || r.Starts {
+					t.Errorf("forget run %d at noon starts inside a night window: %+v", i, r)
+				}
+			}
+		}
+	}
+	e.config("maintenance:\n  repositories:\n    - {repository: nowhere, gc: {schedule: \"@daily\"}}\n")
+	if out := e.expect(ExitUsage, "policy", "check", "--offline"); !strings.Contains(out, `unknown repository "nowhere"`) {
+		t.Fatalf("a bad maintenance section: %s", out)
+	}
+}

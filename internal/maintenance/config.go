@@ -271,6 +271,9 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 				} else if n > maxShares {
 					add("%s: verify: %d runs within read-data-period %s, at most %d: make the period shorter or run less often", where, n, v.ReadDataPeriod, maxShares)
 					ok = false
+				} else if skipped := outsideWindow(j, time.Now()); skipped > 0 {
+					add("%s: verify: its window keeps %d of the %d runs of each read-data-period from starting, and their shares of the packs would never be read: schedule the verify inside its window", where, skipped, n)
+					ok = false
 				}
 			}
 			if ok {
@@ -362,4 +365,20 @@ func knownWindows(ws []Window) string {
 		names = append(names, w.Name)
 	}
 	return " (known: " + strings.Join(names, ", ") + ")"
+}
+
+// outsideWindow counts the runs of a job within the read-data-period
+// holding t that its window keeps from starting.
+func outsideWindow(j Job, t time.Time) int {
+	if j.Window == nil {
+		return 0
+	}
+	start := periodStart(j.ReadDataPeriod, t)
+	n := 0
+	for at := j.Schedule.Next(start.Add(-time.Nanosecond)); !at.IsZero() && at.Before(start.Add(j.ReadDataPeriod)); at = j.Schedule.Next(at) {
+		if open, _ := j.Window.Open(at); !open {
+			n++
+		}
+	}
+	return n
 }

@@ -81,13 +81,18 @@ maintenance:
   repository-full: 120
   takeover-after: 1s
   capacity: {nowhere: 1TiB}
-  windows: [{name: night, start: "25:00", end: "06:00", days: [caturday]}]
+  windows:
+    - {name: night, start: "25:00", end: "06:00", days: [caturday]}
+    - {name: early, start: "01:00", end: "05:00"}
   repositories:
     - repository: main
       gc: {schedule: "every night"}
       verify: {schedule: "0 3 * * *", read-data-period: 1h}
       forget: {schedule: "@daily", policies: [other]}
       copy: [{to: main, schedule: "@daily"}, {schedule: "@daily"}]
+    - repository: offsite
+      window: early
+      verify: {schedule: "0 * * * *", read-data-period: 1d}
     - repository: elsewhere
       gc: {schedule: "@daily", window: day}
 `)
@@ -104,6 +109,7 @@ maintenance:
 		`gc: schedule "every night"`, "no run falls within read-data-period 1h",
 		"forget: policy other has no retention", "a repository cannot be copied into itself", "copy: to is missing",
 		`unknown repository "elsewhere"`, `unknown window "day"`,
+		"its window keeps 20 of the 24 runs of each read-data-period from starting",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error lacks %q:\n%v", want, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
@@ -56,6 +57,11 @@ func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyChe
 		}
 		doc.Policies = append(doc.Policies, d)
 	}
+	maint, err := s.maintenanceReport(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	doc.Maintenance = maint
 	doc.Valid = unlockable == 0
 	if unlockable > 0 {
 		return doc, invalidf("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)
@@ -159,4 +165,26 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		doc.Sources = forgetDocs(groups)
 	}
 	return doc, nil
+}
+
+// maintenanceReport checks the maintenance section and lists its jobs
+// with their next runs after now.
+func (s *Service) maintenanceReport(now time.Time) ([]api.MaintenanceReport, error) {
+	jobs, err := s.cfg.Maintenance.Jobs(s.cfg.Engine)
+	if err != nil {
+		return nil, invalidf("%s: %v", nameOr(s.cfg.EngineSource, "configuration"), err)
+	}
+	out := []api.MaintenanceReport{}
+	for _, j := range jobs {
+		r := api.MaintenanceReport{Name: j.Name, Kind: j.Kind, Repository: j.Repository, Schedule: j.Spec,
+			ReadDataSeconds: j.ReadDataPeriod.Seconds(), To: j.To, NextRuns: []api.PlannedRun{}}
+		if j.Window != nil {
+			r.Window = j.Window.String()
+		}
+		for _, p := range maintenance.Next(j, now, 3) {
+			r.NextRuns = append(r.NextRuns, api.PlannedRun{At: p.At, Starts: p.Starts, Share: p.Share, Shares: p.Shares})
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
