@@ -114,6 +114,8 @@ type PolicyReport struct {
 	// object lock (immutable-for); LockProblem says why the repository
 	// cannot lock them (absent when it can, or offline).
 	LockSeconds float64 `json:"lock_seconds,omitempty"`
+	// RPOSeconds is the policy's recovery point objective (0: none).
+	RPOSeconds  float64 `json:"rpo_seconds,omitempty"`
 	LockProblem string  `json:"lock_problem,omitempty"`
 	// Selected is absent offline (nothing was asked of the hypervisors).
 	Selected []Selection `json:"selected,omitempty"`

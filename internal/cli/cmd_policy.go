@@ -46,7 +46,7 @@ window keeps from starting are marked, and a verify's share of the packs).`,
 repository, retention and schedule, the VMs it selects per connection and
 its warnings. --json: {valid, connections, repositories, resource_groups,
 limits, policies: [{name, mode, full_every, full_on, snapshot_mode, group,
-repository, schedule, next_run, retention, lock_seconds, lock_problem,
+repository, schedule, next_run, retention, lock_seconds, rpo_seconds, lock_problem,
 selected: [{connection, vms_total, vms, error}], warnings: [{level,
 message}]}], maintenance: [{name, kind, repository, schedule, window,
 read_data_period_seconds, to, next_runs: [{at, starts, share, shares}]}]}
@@ -123,6 +123,9 @@ func (a *app) printPolicies(doc *api.PolicyCheck) {
 		a.printf("\npolicy %s: %s, %s, repository %s, %s, %s\n", d.Name, mode, snapshots, d.Repository, d.Retention, sched)
 		if d.LockSeconds > 0 {
 			a.printf("  immutable for %s after each backup\n", seconds(d.LockSeconds))
+		}
+		if d.RPOSeconds > 0 {
+			a.printf("  rpo %s: a VM without a good point this recent is unprotected\n", policy.Duration(seconds(d.RPOSeconds)))
 		}
 		if d.LockProblem != "" {
 			a.printf("  problem: immutable-for, but %s\n", d.LockProblem)

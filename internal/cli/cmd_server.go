@@ -28,6 +28,13 @@ A policy whose previous run still goes when its time comes is skipped,
 and the skip is recorded. Jobs, tasks and events go to the catalog
 (`+"`coffer jobs`"+`); logs are structured (--log-format json for collectors).
 
+Beside them it runs the maintenance section's jobs (gc, verify, forget,
+copy) on their schedules within their windows, checks protection (RPO,
+repository usage, lapsing locks) for its metrics and notifications, and
+delivers notifications. Several servers may share a PostgreSQL catalog: the
+one holding its schedules lease runs the schedules, each run once, and
+another takes over within maintenance.takeover-after when it dies.
+
 Stopping the server cancels running jobs cleanly: VMs in flight release
 their snapshots, queued VMs are not started.
 
@@ -36,7 +43,7 @@ call the same service layer as this command line.`,
 			"Nothing on stdout: the server logs (stderr) what it starts and how each job ends.",
 			`coffer server
 coffer server --log-format json --log-level info`,
-			"0 when stopped; 2 when no policy has a schedule or the configuration is refused."),
+			"0 when stopped; 2 when no policy and no maintenance job has a schedule, or the configuration is refused."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The collectors of /metrics (a.metrics.Handler()), fed by the

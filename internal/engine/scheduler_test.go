@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,5 +106,53 @@ func TestSchedulerRejectsBadCron(t *testing.T) {
 	p.Schedule = "every tuesday"
 	if err := (&Scheduler{Engine: e.eng, Policies: []policy.Policy{p}}).Run(context.Background()); err == nil {
 		t.Fatal("bad schedule accepted")
+	}
+}
+
+// TestSlotsShowWhatIsInUse: while VM tasks hold their slots, Slots shows
+// them in use in the global, host and datastore pools with their sizes;
+// when the job ends every pool is free again.
+func TestSlotsShowWhatIsInUse(t *testing.T) {
+	release := make(chan struct{})
+	running := make(chan struct{}, 8)
+	e := newEnv(t, fake.Options{Seed: 33, VMs: 4, Hosts: 1, Datastores: 1}, &policy.Config{Limits: policy.Limits{Tasks: 3, PerDatastore: 2}},
+		func(o *Options) {
+			o.OpenRepository = nil
+			o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, _ backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+				running <- struct{}{}
+				<-release
+				return &repo.Snapshot{Mode: "full"}, nil
+			}
+		})
+	j, err := e.eng.Start(context.Background(), testPolicy("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	<-running // the datastore's two slots are taken
+	pools := map[string]Slot{}
+	for _, s := range e.eng.Slots() {
+		pools[s.Key] = s
+	}
+	if g := pools["global"]; g.InUse != 2 || g.Size != 3 {
+		t.Errorf("global pool %+v, want 2 of 3 in use", g)
+	}
+	var ds *Slot
+	for k, s := range pools {
+		if strings.HasPrefix(k, "datastore:") {
+			ds = &s
+		}
+	}
+	if ds == nil || ds.InUse != 2 || ds.Size != 2 {
+		t.Errorf("datastore pool %+v, want 2 of 2 in use (pools %v)", ds, pools)
+	}
+	close(release)
+	if _, err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range e.eng.Slots() {
+		if s.InUse != 0 {
+			t.Errorf("pool %s still has %d slots in use", s.Key, s.InUse)
+		}
 	}
 }

@@ -84,7 +84,8 @@ func policyReport(p policy.Policy, warnings []finding) api.PolicyReport {
 	d := api.PolicyReport{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: list(p.FullOn),
 		SnapshotMode: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
 		Schedule: p.Schedule, Retention: p.Retention.String(), LockSeconds: time.Duration(p.ImmutableFor).Seconds(),
-		Warnings: append([]finding{}, warnings...)}
+		RPOSeconds: time.Duration(p.RPO).Seconds(),
+		Warnings:   append([]finding{}, warnings...)}
 	if sc, _ := p.ParseSchedule(); sc != nil {
 		d.NextRun = sc.Next(time.Now())
 	}
