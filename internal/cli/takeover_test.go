@@ -19,6 +19,7 @@ type scheduledRun struct {
 	slot string
 	pid  int
 	kind string
+	user string
 }
 
 // scheduledRuns reads every scheduled run from the catalog: each task
@@ -38,7 +39,7 @@ func scheduledRuns(t *testing.T, cat catalog.Catalog) []scheduledRun {
 		}
 		for _, ev := range events {
 			if slot, ok := ev.Fields["slot"].(string); ok {
-				out = append(out, scheduledRun{job: j.ID, slot: j.Kind + "@" + slot, pid: j.Owner.PID, kind: j.Kind})
+				out = append(out, scheduledRun{job: j.ID, slot: j.Kind + "@" + slot, pid: j.Owner.PID, kind: j.Kind, user: j.User})
 			}
 		}
 	}
@@ -167,6 +168,9 @@ maintenance:
 		seen[r.slot] = r
 		if r.pid != a.Process.Pid && r.pid != b.Process.Pid {
 			t.Fatalf("run %s by unknown pid %d", r.slot, r.pid)
+		}
+		if r.user != "@schedule" {
+			t.Fatalf("run %s started by %q, want @schedule", r.slot, r.user)
 		}
 	}
 	// B took over after A: its first run comes after A's last.

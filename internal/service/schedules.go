@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/leader"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // RunSchedules is the loop of `coffer server`: it runs every policy that
@@ -117,6 +118,9 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 // schedules over).
 func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, policies []policy.Policy, jobs []maintenance.Job,
 	claim func(context.Context, string, time.Time) (bool, error)) {
+	// The schedules start their tasks as nobody's but the schedules' own:
+	// no user name can be spelled so (auth's names have no @).
+	ctx = task.WithUser(ctx, task.User{Name: ScheduleUser})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(2)
@@ -177,6 +181,9 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 	}
 	return err
 }
+
+// ScheduleUser is the user of the tasks the server's schedules start.
+const ScheduleUser = "@schedule"
 
 // scheduleNote is what a scheduled run's tasks write first in their logs.
 type scheduleNote struct {
