@@ -71,20 +71,26 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 	if err != nil {
 		return nil, err
 	}
+	ctx, t := s.startTask(ctx, withDetail(s.repoTask(task.KindInstant, s.cfg.Repository.Location), "serve instant recovery "+id))
+	fail := func(err error) (*Serving[InstantServed], error) {
+		t.Finish(err)
+		return nil, err
+	}
 	r, err := s.openRepository(ctx)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery "+sess.ID, false)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	release := func() { lease.Release(context.WithoutCancel(ctx)) }
 	srv, err := instant.Reserve(ctx, r, sess, s.log)
 	if err != nil {
 		release()
-		return nil, err
+		return fail(err)
 	}
+	t.Log(slog.LevelInfo, "serving a VM from a backup point again", "session", sess.ID)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	resumed, err := qemu.Resume(ctx, sess.QMPSocket)
@@ -93,7 +99,9 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 	}
 	return &Serving[InstantServed]{Doc: InstantServed{Session: instantDoc(sess), Resumed: resumed}, wait: func() error {
 		defer release()
-		return <-served
+		err := <-served
+		t.Finish(err)
+		return err
 	}}, nil
 }
 
