@@ -21,7 +21,12 @@ func (a *app) cmdServer() *cobra.Command {
 		Use:   "server",
 		Short: "run backup policies on their schedules (the coffer daemon)",
 		Long: manual(`Run every policy that has a schedule (cron syntax or @daily, @every 4h, ...)
-until stopped with SIGTERM or Ctrl-C. On start, leftovers of an earlier
+until stopped with SIGTERM or Ctrl-C. The policies are those in effect:
+the configuration file's and those created through the API (`+"`coffer config`"+`);
+when one of those changes, here or on another server sharing the catalog,
+the schedules, limits, notification targets and health checks reload
+within seconds, and runs in progress go on; with no scheduled policy the
+server waits for one. On start, leftovers of an earlier
 coffer that died mid-backup (hypervisor snapshots, bitmaps, exports,
 overlays) are found through the state directory's journals and removed.
 A policy whose previous run still goes when its time comes is skipped,
@@ -29,7 +34,8 @@ and the skip is recorded. Jobs, tasks and events go to the catalog
 (`+"`coffer jobs`"+`); logs are structured (--log-format json for collectors).
 
 Beside them it runs the maintenance section's jobs (gc, verify, forget,
-copy) on their schedules within their windows, checks protection (RPO,
+copy) on their schedules within their windows (the section is the file's,
+read at start), checks protection (RPO,
 repository usage, lapsing locks) for its metrics and notifications, and
 delivers notifications. Several servers may share a PostgreSQL catalog: the
 one holding its schedules lease runs the schedules, each run once, and
@@ -43,7 +49,7 @@ call the same service layer as this command line.`,
 			"Nothing on stdout: the server logs (stderr) what it starts and how each job ends.",
 			`coffer server
 coffer server --log-format json --log-level info`,
-			"0 when stopped; 2 when no policy and no maintenance job has a schedule, or the configuration is refused."),
+			"0 when stopped; 2 when the configuration is refused at start."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The collectors of /metrics (a.metrics.Handler()), fed by the

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/metrics"
@@ -212,6 +213,9 @@ func (a *app) setup(cmd *cobra.Command) error {
 	if a.maint, err = maintenance.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
+	// The command line acts for whoever can run it with the catalog at
+	// hand: what it changes is recorded under auth.LocalUser.
+	cmd.SetContext(auth.WithSubject(cmd.Context(), auth.Local()))
 	a.file = f
 	flags := cmd.Flags()
 	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {

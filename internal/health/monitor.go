@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -53,7 +54,11 @@ type Options struct {
 type Monitor struct {
 	o Options
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// cfg and repos are Options' Config and Repositories, replaced by
+	// Reload when the configuration in effect changes.
+	cfg     *policy.Config
+	repos   []string
 	missed  map[string]bool // VMs notified as outside their RPO, until back within
 	full    map[string]bool // repositories notified as full, until below the threshold
 	lapsing map[string]bool // points whose lapsing lock was notified
@@ -82,7 +87,32 @@ func New(o Options) *Monitor {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Monitor{o: o, missed: map[string]bool{}, full: map[string]bool{}, lapsing: map[string]bool{}}
+	return &Monitor{o: o, cfg: o.Config, repos: o.Repositories, missed: map[string]bool{}, full: map[string]bool{}, lapsing: map[string]bool{}}
+}
+
+// Reload makes the next checks use cfg (the policies, their RPOs) and
+// watch repositories (the configuration in effect changed: the server's
+// configuration objects). The statistics of a repository no longer
+// watched leave the metrics; what was told of the others stays told.
+func (m *Monitor) Reload(cfg *policy.Config, repositories []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, name := range m.repos {
+		if !slices.Contains(repositories, name) {
+			delete(m.full, name)
+			if m.o.Metrics != nil {
+				m.o.Metrics.DeleteRepository(name)
+			}
+		}
+	}
+	m.cfg, m.repos = cfg, repositories
+}
+
+// watched is the configuration and the repositories the checks use now.
+func (m *Monitor) watched() (*policy.Config, []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg, m.repos
 }
 
 // Run checks at once, then every CheckEvery, and refreshes the
@@ -118,7 +148,8 @@ func (m *Monitor) notifying() bool { return m.o.Notifying == nil || m.o.Notifyin
 // each VM that newly misses its RPO.
 func (m *Monitor) Check(ctx context.Context) error {
 	now := m.o.Now()
-	st, misses, err := readState(ctx, m.o.Catalog, m.o.Config, m.o.Repositories, now)
+	cfg, repos := m.watched()
+	st, misses, err := readState(ctx, m.o.Catalog, cfg, repos, now)
 	if err != nil {
 		return err
 	}
@@ -162,7 +193,8 @@ func short(id string) string {
 // a repository past its threshold and of locks about to end.
 func (m *Monitor) RefreshStats(ctx context.Context) error {
 	var errs []error
-	for _, name := range m.o.Repositories {
+	_, repos := m.watched()
+	for _, name := range repos {
 		if err := m.refreshOne(ctx, name); err != nil {
 			errs = append(errs, fmt.Errorf("repository %s: %w", name, err))
 		}
@@ -185,9 +217,18 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 	if capacity == 0 && m.o.Location != nil {
 		capacity = localCapacity(m.o.Location(name), st.Stored)
 	}
-	if m.o.Metrics != nil {
+	// Set under the lock Reload takes: figures of a repository deleted
+	// from the configuration while they were computed are dropped, not
+	// left in the metrics.
+	m.mu.Lock()
+	watched := slices.Contains(m.repos, name)
+	if watched && m.o.Metrics != nil {
 		m.o.Metrics.SetRepository(name, metrics.RepositoryStats{StoredBytes: st.Stored, LogicalBytes: st.Logical,
 			DedupRatio: st.Dedup, CapacityBytes: capacity, DamagedChunks: len(r.Damage()), At: now})
+	}
+	m.mu.Unlock()
+	if !watched {
+		return nil
 	}
 	var errs []error
 	if capacity > 0 {

@@ -89,6 +89,15 @@ func (m *Metrics) SetRepository(name string, s RepositoryStats) {
 	m.repoStatsAt.WithLabelValues(name).Set(seconds(s.At))
 }
 
+// DeleteRepository removes a repository's statistics: it is no longer
+// watched (deleted from the configuration in effect), and its last
+// figures would otherwise be scraped as current.
+func (m *Metrics) DeleteRepository(name string) {
+	for _, g := range []*prometheus.GaugeVec{m.repoStored, m.repoLogical, m.repoDedup, m.repoCapacity, m.repoDamaged, m.repoStatsAt} {
+		g.DeleteLabelValues(name)
+	}
+}
+
 // ObserveTask records a task this process finished: its count by kind and
 // status, and for a policy's run the duration and bytes of each VM's
 // backup, for a restore its duration and bytes.

@@ -95,7 +95,7 @@ func (s *Service) taskManager(ctx context.Context) (*task.Manager, error) {
 func (s *Service) TaskManager(ctx context.Context) (*task.Manager, error) { return s.taskManager(ctx) }
 
 // Notifier is the notifier this service emits through (nil without
-// notification targets).
+// notification targets in a process that does not deliver).
 func (s *Service) Notifier(ctx context.Context) (*notify.Notifier, error) {
 	ctl, err := s.control(ctx)
 	if err != nil {
@@ -136,8 +136,18 @@ func (s *Service) openControl(ctx context.Context, o StartOptions) (*control, er
 		return nil, err
 	}
 	ctl := &control{cat: cat}
-	if c := s.cfg.Notifications; c != nil && len(c.Targets) > 0 {
-		ctl.notifier, err = notify.New(c, cat, notify.Options{Logger: s.log})
+	// The targets and matchers in effect: the file's and those created
+	// through the API. A process that delivers (the server) keeps a
+	// notifier even without targets: one created later takes effect
+	// when the server reloads its configuration (Notifier.Reload).
+	nc := s.cfg.Notify
+	if st, err := s.effectiveFrom(ctx, cat); err == nil {
+		nc = st.Notify
+	} else {
+		s.log.Warn("reading the notification targets created through the API failed: using the configuration file's", "err", err)
+	}
+	if o.Deliver || (nc != nil && len(nc.Targets) > 0) {
+		ctl.notifier, err = notify.New(nc, cat, notify.Options{Logger: s.log})
 		if err != nil {
 			cat.Close()
 			return nil, invalidf("notifications: %v", err)

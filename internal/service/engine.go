@@ -96,7 +96,7 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 // ctx is cancelled (running VMs then release their hypervisor snapshots,
 // queued ones are not started).
 func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}

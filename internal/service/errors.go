@@ -7,6 +7,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/instant"
@@ -47,6 +48,11 @@ func Classify(err error) api.Class {
 	case repo.IsDamaged(err), errors.Is(err, crypto.ErrAuth):
 		return api.Integrity
 	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists):
+		return api.Conflict
+	case errors.Is(err, configobj.ErrInvalid):
+		return api.Invalid
+	case errors.Is(err, configobj.ErrFileDefined), errors.Is(err, configobj.ErrExists), errors.Is(err, configobj.ErrInUse),
+		errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrConflict):
 		return api.Conflict
 	}
 	return api.Internal

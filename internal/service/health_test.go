@@ -73,7 +73,7 @@ notifications:
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	loc := filepath.Join(dir, "catalog.db")
 	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
-		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: cfg, Notifications: ncfg, Maintenance: mcfg})
+		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: cfg, Notify: ncfg, Maintenance: mcfg})
 	defer s.Close()
 	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ notifications:
 	s := service.New(service.Config{Repository: service.Location{Location: "s3://" + srv.Bucket(t, true) + "/r", Password: pw},
 		Stores: service.StoreConfig{S3: service.S3Config{Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
 			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}},
-		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Notifications: ncfg, Maintenance: mcfg})
+		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Notify: ncfg, Maintenance: mcfg})
 	defer s.Close()
 	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)

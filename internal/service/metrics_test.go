@@ -48,9 +48,29 @@ func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
 // histogram it returns the count and the sum.
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, float64) {
 	t.Helper()
+	if fams[name] == nil {
+		t.Fatalf("no metric %s", name)
+	}
+	if m := find(fams, name, want); m != nil {
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), 0
+		case m.Counter != nil:
+			return m.Counter.GetValue(), 0
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), m.Histogram.GetSampleSum()
+		}
+	}
+	t.Fatalf("no sample of %s with %v", name, want)
+	return 0, 0
+}
+
+// find returns the first sample of a family whose labels include want,
+// nil if there is none.
+func find(fams map[string]*dto.MetricFamily, name string, want map[string]string) *dto.Metric {
 	f := fams[name]
 	if f == nil {
-		t.Fatalf("no metric %s", name)
+		return nil
 	}
 next:
 	for _, m := range f.Metric {
@@ -63,17 +83,9 @@ next:
 				continue next
 			}
 		}
-		switch {
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), 0
-		case m.Counter != nil:
-			return m.Counter.GetValue(), 0
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), m.Histogram.GetSampleSum()
-		}
+		return m
 	}
-	t.Fatalf("no sample of %s with %v", name, want)
-	return 0, 0
+	return nil
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-3 }

@@ -3,6 +3,8 @@ package service
 import (
 	"reflect"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/configobj"
 )
 
 // TestOperationsNameRealMethods: every operation names a method of
@@ -38,6 +40,7 @@ var notOperations = map[string]string{
 	"Notifier":        "the notifier, for the server's notification endpoints",
 	"HealthMonitor":   "the server's periodic checks, run by RunSchedules",
 	"RunMaintenance":  "one run of a maintenance schedule (gc, verify, forget, copy operations), run by RunSchedules",
+	"WatchConfig":     "the server's loops subscribe to the configuration in effect through it",
 }
 
 // TestEveryMethodIsAnOperation: a new use case added to *Service without
@@ -52,6 +55,29 @@ func TestEveryMethodIsAnOperation(t *testing.T) {
 		m := typ.Method(i).Name
 		if !methods[m] && notOperations[m] == "" {
 			t.Errorf("(*Service).%s is neither in Operations nor in notOperations", m)
+		}
+	}
+}
+
+// TestConfigOperationsAreListed: every verb on every kind of
+// configuration object is an operation under the ID ConfigOperationID
+// gives it (the ID its audit records carry), running the generic method.
+func TestConfigOperationsAreListed(t *testing.T) {
+	byID := map[string]string{}
+	for _, op := range Operations {
+		byID[op.ID] = op.Method
+	}
+	methods := map[string]string{"list": "ConfigObjects", "get": "ConfigObject", configobj.Create: "CreateConfigObject",
+		configobj.Update: "UpdateConfigObject", configobj.Delete: "DeleteConfigObject"}
+	for _, k := range configobj.Kinds {
+		for verb, method := range methods {
+			id := ConfigOperationID(verb, k)
+			if byID[id] != method {
+				t.Errorf("operation %s runs %q, want %s", id, byID[id], method)
+			}
+			if mutates := verb != "list" && verb != "get"; RecordsOwnAudit(id) != mutates {
+				t.Errorf("RecordsOwnAudit(%s) = %v", id, !mutates)
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/health"
 	"github.com/coffer-backup/coffer/internal/leader"
@@ -25,32 +26,32 @@ import (
 // that server stops, another takes over at once, and when it dies, within
 // maintenance.takeover-after. Every server keeps its health monitor
 // (metrics); the one running the schedules also sends its notifications.
-// Leftovers of a coffer that died mid-backup are cleaned up at start. A
-// run whose predecessor still goes is skipped (a policy's skip is
-// recorded as a job).
+//
+// It follows the configuration in effect (WatchConfig): when an object
+// changes, through this server or another sharing the catalog, the
+// engine, the policies' schedules, the health monitor and the notifier
+// reload without a restart, and runs in progress go on (see engine.Reload
+// and engine.Scheduler.Updates). A configuration refused at start stops
+// it; a change that would leave it invalid is logged and the configuration
+// in effect kept. The maintenance section is the file's: its jobs are
+// resolved at start. Without any scheduled policy the server waits for
+// one. Leftovers of a coffer that died mid-backup are cleaned up at
+// start. A run whose predecessor still goes is skipped (a policy's skip
+// is recorded as a job).
 func (s *Service) RunSchedules(ctx context.Context) error {
-	cfg, warnings, err := s.policyConfig()
+	states, err := s.WatchConfig(ctx)
+	if err != nil {
+		return err
+	}
+	st := <-states
+	cfg, warnings, err := checkState(st, true)
 	if err != nil {
 		return err
 	}
 	mcfg := s.cfg.Maintenance.WithDefaults()
 	jobs, err := mcfg.Jobs(cfg)
 	if err != nil {
-		return invalidf("%s: %v", s.cfg.EngineSource, err)
-	}
-	var scheduled []policy.Policy
-	var names []string
-	for _, p := range cfg.Policies {
-		if p.Schedule != "" {
-			scheduled = append(scheduled, p)
-			names = append(names, p.ConnectionNames()...)
-			for _, f := range warnings[p.Name] {
-				s.log.Warn(f.Message)
-			}
-		}
-	}
-	if len(scheduled) == 0 && len(jobs) == 0 {
-		return invalidf("no policy and no maintenance job has a schedule: nothing for the server to run")
+		return invalidf("%s: %v", configWhere(st), err)
 	}
 	if err := s.Start(ctx, StartOptions{Prune: true, Deliver: true}); err != nil {
 		return err
@@ -64,7 +65,8 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	defer cat.Close()
-	conns, err := s.openConnectors(ctx, cfg, names)
+	opened := &connectorSet{s: s, open: map[string]openConnector{}}
+	conns, err := opened.update(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -91,6 +93,8 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 	}()
 	defer wg.Wait()
 
+	plan := &schedulePlan{changed: make(chan struct{})}
+	plan.set(s.scheduled(cfg, warnings, len(jobs)))
 	holder := leader.Holder()
 	claim := func(ctx context.Context, schedule string, slot time.Time) (bool, error) {
 		return leader.Claim(ctx, ctl.cat, holder, schedule, slot, time.Now())
@@ -102,49 +106,176 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 				s.cfg.Metrics.SetLeader(held)
 			}
 		}}
-	s.log.Info("coffer server started", "policies", len(scheduled), "maintenance jobs", len(jobs), "holder", holder)
-	err = elector.Run(ctx, func(ctx context.Context) {
-		s.runScheduled(ctx, eng, scheduled, jobs, claim)
-	})
-	if errors.Is(err, context.Canceled) {
-		s.log.Info("coffer server stopped")
-		return nil
+	s.log.Info("coffer server started", "policies", len(plan.policies), "maintenance jobs", len(jobs), "holder", holder,
+		"generation", st.Generation)
+	done := make(chan error, 1)
+	go func() {
+		done <- elector.Run(ctx, func(ctx context.Context) { s.runScheduled(ctx, eng, plan, jobs, claim) })
+	}()
+	for {
+		select {
+		case err := <-done:
+			if errors.Is(err, context.Canceled) {
+				s.log.Info("coffer server stopped")
+				return nil
+			}
+			return err
+		case st, open := <-states:
+			if !open {
+				states = nil // ctx ended: wait for the schedules to stop
+				continue
+			}
+			s.reload(ctx, st, ctl, reloadable{eng: eng, conns: opened, monitor: monitor, plan: plan, maintenance: mcfg})
+		}
 	}
-	return err
+}
+
+// reloadable is what the server changes when the configuration in
+// effect changes.
+type reloadable struct {
+	eng         *engine.Engine
+	conns       *connectorSet
+	monitor     *health.Monitor
+	plan        *schedulePlan
+	maintenance maintenance.Config
+}
+
+// reload makes the server run the configuration in effect st: the
+// notifier takes its targets and matchers (keeping the old ones if it
+// cannot), and, unless the engine sections are refused, the engine, the
+// health monitor and the policies' schedules theirs.
+func (s *Service) reload(ctx context.Context, st *configobj.State, ctl *control, r reloadable) {
+	if ctl.notifier != nil {
+		if err := ctl.notifier.Reload(st.Notify); err != nil {
+			s.log.Error("the notification targets changed, but they cannot be used: keeping the ones in effect",
+				"generation", st.Generation, "err", err)
+		}
+	}
+	cfg, warnings, err := checkState(st, true)
+	var conns *connectors
+	if err == nil {
+		conns, err = r.conns.update(ctx, cfg)
+	}
+	if err != nil {
+		s.log.Error("the configuration changed, but the server cannot run it: keeping the configuration in effect",
+			"generation", st.Generation, "err", err)
+		return
+	}
+	r.eng.Reload(engine.Reload{Config: cfg, Connectors: conns.conns, StorageSnapshotters: conns.storage})
+	r.monitor.Reload(cfg, s.watchedRepositories(cfg))
+	// The API refuses changes that break the maintenance section; another
+	// server's, with a section of its own, may not have known it.
+	jobs, err := r.maintenance.Jobs(cfg)
+	if err != nil {
+		s.log.Error("the maintenance section no longer fits the configuration in effect: its jobs run as resolved at start "+
+			"(those naming what is gone fail); correct the configuration file or the objects", "err", err)
+	}
+	policies := s.scheduled(cfg, warnings, len(jobs))
+	r.plan.set(policies)
+	s.log.Info("configuration reloaded", "generation", st.Generation, "policies", len(policies))
+}
+
+// schedulePlan holds the scheduled policies of the configuration in
+// effect. The schedules of the lease holder follow it (runScheduled); a
+// server that takes the lease over starts from the newest.
+type schedulePlan struct {
+	mu       sync.Mutex
+	policies []policy.Policy
+	changed  chan struct{} // closed (and replaced) by set
+}
+
+func (p *schedulePlan) set(ps []policy.Policy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.policies = ps
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// get returns the policies and a channel closed when they change.
+func (p *schedulePlan) get() ([]policy.Policy, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.policies, p.changed
+}
+
+// scheduled lists the policies that have a schedule, logging what each
+// will do differently from how it reads. Without any the server waits
+// for one (from the API, or a restart with another file), running its
+// maintenance jobs meanwhile.
+func (s *Service) scheduled(cfg *policy.Config, warnings map[string][]finding, maintenanceJobs int) []policy.Policy {
+	var out []policy.Policy
+	for _, p := range cfg.Policies {
+		if p.Schedule != "" {
+			out = append(out, p)
+			for _, f := range warnings[p.Name] {
+				s.log.Warn(f.Message)
+			}
+		}
+	}
+	if len(out) == 0 {
+		s.log.Warn("no policy has a schedule: the server waits for one (add a schedule in the configuration file, or through the API)",
+			"maintenance jobs", maintenanceJobs)
+	}
+	return out
 }
 
 // runScheduled runs the policies' and the maintenance jobs' schedules
 // side by side until ctx ends (this server stops, or another took the
-// schedules over).
-func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, policies []policy.Policy, jobs []maintenance.Job,
+// schedules over). The policies' schedules follow plan.
+func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedulePlan, jobs []maintenance.Job,
 	claim func(context.Context, string, time.Time) (bool, error)) {
 	// The schedules start their tasks as nobody's but the schedules' own:
 	// no user name can be spelled so (auth's names have no @).
 	ctx = task.WithUser(ctx, task.User{Name: ScheduleUser})
+	policies, changed := plan.get()
+	updates := make(chan []policy.Policy)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		sched := &engine.Scheduler{Engine: eng, Policies: policies, Claim: claim, Started: func(j *engine.Job) {
-			s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
-			go func() {
-				res, err := j.Wait()
-				switch {
-				case err != nil:
-					s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
-				default:
-					s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
-						"tasks", len(res.Tasks), "failed", len(res.Failed()))
-				}
-			}()
-		}}
-		_ = sched.Run(ctx)
+		sched := &engine.Scheduler{Engine: eng, Policies: policies, Updates: updates, Claim: claim, Started: s.logJob}
+		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("the policies' schedules stopped", "err", err)
+		}
+	}()
+	go func() { // the configuration in effect changed: new schedules
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			var next []policy.Policy
+			next, changed = plan.get()
+			select {
+			case <-ctx.Done():
+				return
+			case updates <- next:
+			}
+		}
 	}()
 	go func() {
 		defer wg.Done()
 		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.RunMaintenance, Claim: claim, Logger: s.log}
 		_ = ms.Run(ctx)
+	}()
+}
+
+// logJob logs a scheduled job's start and end.
+func (s *Service) logJob(j *engine.Job) {
+	s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
+	go func() {
+		res, err := j.Wait()
+		switch {
+		case err != nil:
+			s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
+		default:
+			s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
+				"tasks", len(res.Tasks), "failed", len(res.Failed()))
+		}
 	}()
 }
 
@@ -163,9 +294,19 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 			_, err = s.Forget(ctx, ForgetInput{Repository: j.Repository, Keep: j.Keep})
 			break
 		}
+		// Each policy's retention as the configuration in effect has it
+		// now (the API may have changed it since the job was resolved).
+		st, e := s.latest(ctx)
+		if e != nil {
+			return e
+		}
 		var errs []error
 		for _, name := range j.Policies {
-			p, _ := s.cfg.Engine.Policy(name)
+			p, ok := st.Engine.Policy(name)
+			if !ok {
+				errs = append(errs, invalidf("maintenance %s: policy %s is no longer in the configuration: its points are left alone", j.Name, name))
+				continue
+			}
 			_, e := s.Forget(ctx, ForgetInput{Repository: j.Repository, Keep: p.Retention, Tags: map[string]string{"policy": name}})
 			errs = append(errs, e)
 		}
@@ -225,12 +366,17 @@ func (s *Service) watchedRepositories(cfg *policy.Config) []string {
 	return out
 }
 
-// locationOfNamed is where a repository named as maintenance names it is.
+// locationOfNamed is where a repository named as maintenance names it
+// is, in the configuration this process read last.
 func (s *Service) locationOfNamed(name string) string {
 	if name == DefaultRepositoryName {
 		return s.cfg.Repository.Location
 	}
-	return s.locationOf(name)
+	cfg := s.cfg.Engine
+	if st := s.conf.cached(); st != nil {
+		cfg = st.Engine
+	}
+	return s.locationOf(cfg, name)
 }
 
 func capacities(c maintenance.Config) map[string]int64 {
@@ -246,7 +392,7 @@ func capacities(c maintenance.Config) map[string]int64 {
 // and the rpo-missed, repository-full and lock-lapsing notifications when
 // notifying says so (nil: always). now is its clock (nil: time.Now).
 func (s *Service) HealthMonitor(ctx context.Context, notifying func() bool, now func() time.Time) (*health.Monitor, error) {
-	cfg, err := s.engineConfig()
+	cfg, err := s.engineConfig(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -40,11 +40,18 @@ type Config struct {
 	// StateDir holds the journals of what coffer creates on hypervisors,
 	// instant recovery sessions and, by default, the catalog.
 	StateDir string
-	// Engine holds the configuration's connections, repositories, limits,
-	// resource groups and policies (nil: none); EngineSource names where
-	// it came from, for messages.
+	// Engine holds the configuration file's connections, repositories,
+	// limits, resource groups and policies (nil: none), Notify its
+	// notifications section (nil: none); EngineSource is the file's path,
+	// for messages. What operations run on is these merged with the
+	// objects created through the API (internal/configobj).
 	Engine       *policy.Config
+	Notify       *notify.Config
 	EngineSource string
+	// ConfigPoll is how often WatchConfig asks the catalog whether
+	// another process changed a configuration object (default
+	// DefaultConfigPoll).
+	ConfigPoll time.Duration
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
@@ -58,10 +65,10 @@ type Config struct {
 	// TaskHistory is how long finished tasks are kept (0: 90 days;
 	// negative: forever); pruned by processes started with Prune.
 	TaskHistory time.Duration
-	// Notifications is the notifications section (nil: no targets).
-	Notifications *notify.Config
-	// Maintenance is the maintenance section: schedules, windows,
-	// thresholds, several servers (nil: none, defaults).
+	// Maintenance is the configuration file's maintenance section:
+	// schedules, windows, thresholds, several servers (nil: none,
+	// defaults). It is the file's alone (no configuration object sets
+	// it); its jobs are resolved against the configuration in effect.
 	Maintenance *maintenance.Config
 	// Metrics receives what the server exposes to Prometheus (nil:
 	// none): tasks as they end, the health monitor's state, the engine's
@@ -88,6 +95,7 @@ type Service struct {
 	cfg   Config
 	log   *slog.Logger
 	tasks Tasks
+	conf  *configState // the configuration in effect (configstate.go)
 }
 
 // New returns a service for cfg.
@@ -113,7 +121,7 @@ func New(cfg Config) *Service {
 	if cfg.TaskHistory == 0 {
 		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks}
+	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, conf: newConfigState()}
 }
 
 // Logger is the service's logger.

@@ -207,7 +207,11 @@ func taskStatus(h *task.Handle, err error) (catalog.Status, string) {
 // repositories entry at that location, else "default" (the repository of
 // --repo / COFFER_REPO, which has no name of its own).
 func (s *Service) repoName(location string) string {
-	for _, r := range s.cfg.Engine.Repositories {
+	cfg := s.cfg.Engine
+	if st := s.conf.cached(); st != nil { // the configuration in effect, as last read
+		cfg = st.Engine
+	}
+	for _, r := range cfg.Repositories {
 		if r.Location == location {
 			return r.Name
 		}
