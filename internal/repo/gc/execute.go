@@ -123,6 +123,9 @@ func execute(ctx context.Context, r *repo.Repository, o Options, rep *Report, ow
 	if err != nil {
 		return err
 	}
+	if err := tidyDamage(ctx, r); err != nil {
+		return err
+	}
 	if nPacks+nMaps+len(retained.Segments) > 0 {
 		if err := savePlan(ctx, r, &retained); err != nil {
 			return err
@@ -135,4 +138,52 @@ func execute(ctx context.Context, r *repo.Repository, o Options, rep *Report, ow
 	}
 	removeStaleParts(ctx, r, nil)
 	return nil
+}
+
+// tidyDamage rewrites the damage record after deletions: a broken copy
+// whose pack is gone is dropped when the chunk has a good copy (the index
+// finds it), else kept without a place, so verify and backups still know
+// the chunk is lost. It runs after every execution, so one interrupted
+// before it is caught up by the next. The record is small (it grows with
+// damage, not with the repository): a Stat per damaged pack.
+func tidyDamage(ctx context.Context, r *repo.Repository) error {
+	gone := map[pack.ID]bool{}
+	anyGone := false
+	for _, b := range r.Damage() {
+		if b.Pack == (pack.ID{}) {
+			continue
+		}
+		if _, seen := gone[b.Pack]; seen {
+			continue
+		}
+		_, err := r.Store().Stat(ctx, pack.ObjectName(b.Pack))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			gone[b.Pack], anyGone = true, true
+		case err != nil:
+			return err
+		default:
+			gone[b.Pack] = false
+		}
+	}
+	if !anyGone {
+		return nil
+	}
+	if err := r.ReloadIndex(ctx); err != nil {
+		return err
+	}
+	var lookupErr error
+	_, err := r.RewriteDamage(ctx, func(b repo.BadChunk) (repo.BadChunk, bool) {
+		if !gone[b.Pack] {
+			return b, true
+		}
+		_, ok, err := r.Index().Lookup(ctx, b.Chunk)
+		if err != nil {
+			lookupErr = err
+			return b, true
+		}
+		b.Pack, b.Offset = pack.ID{}, 0
+		return b, !ok
+	})
+	return errors.Join(err, lookupErr)
 }

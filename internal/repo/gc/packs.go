@@ -23,19 +23,23 @@ const (
 
 // An entry record is one index entry keyed by its place in the packs:
 // pack ID [16], offset, length, raw length (u32 big-endian, so that
-// records sort by offset within a pack), chunk ID [32], live u8.
+// records sort by offset within a pack), chunk ID [32], state u8 (dead,
+// live, or live but recorded broken).
 const entryRecSize = 61
 
-func putEntryRec(b []byte, e index.Entry, live bool) {
+const (
+	entryDead = iota
+	entryLive
+	entryLiveBroken
+)
+
+func putEntryRec(b []byte, e index.Entry, state byte) {
 	copy(b[:16], e.Pack[:])
 	binary.BigEndian.PutUint32(b[16:], e.Offset)
 	binary.BigEndian.PutUint32(b[20:], e.Length)
 	binary.BigEndian.PutUint32(b[24:], e.RawLength)
 	copy(b[28:60], e.ID[:])
-	b[60] = 0
-	if live {
-		b[60] = 1
-	}
+	b[60] = state
 }
 
 func getEntryRec(b []byte) (index.Entry, bool) {
@@ -45,7 +49,7 @@ func getEntryRec(b []byte) (index.Entry, bool) {
 	e.Length = binary.BigEndian.Uint32(b[20:])
 	e.RawLength = binary.BigEndian.Uint32(b[24:])
 	copy(e.ID[:], b[28:60])
-	return e, b[60] == 1
+	return e, b[60] != entryDead
 }
 
 // A pack record is a pack ID [16] and the plan's action for it.
@@ -76,7 +80,14 @@ func (p *planner) sortEntries() error {
 		if e.ID != (id.ID{}) {
 			p.rep.ChunksIndexed++
 		}
-		putEntryRec(rec[:], e, live)
+		state := byte(entryDead)
+		switch {
+		case live && p.r.BrokenCopy(e.ID, e.Location):
+			state = entryLiveBroken
+		case live:
+			state = entryLive
+		}
+		putEntryRec(rec[:], e, state)
 		return s.Add(rec[:])
 	})
 	if err != nil {
@@ -89,7 +100,11 @@ func (p *planner) sortEntries() error {
 
 // decide sums live and dead bytes per pack and records what to do with
 // each indexed pack: delete it when nothing in it is live, repack it when
-// enough of it is dead (within the run's repack budget), else keep it.
+// enough of it is dead (within the run's repack budget), else keep it. A
+// pack holding the only copy of a referenced chunk that verify recorded
+// as broken is kept as it is: repacking would copy bytes known bad to a
+// place the record does not name (so backups would deduplicate against
+// them again), and `coffer repair packs` is where such packs are mended.
 func (p *planner) decide() error {
 	out, err := extsort.NewOrdered(packRecSize, p.o.TempDir)
 	if err != nil {
@@ -98,7 +113,7 @@ func (p *planner) decide() error {
 	var rec [packRecSize]byte
 	var cur pack.ID
 	var total, live int64
-	started := false
+	started, pinned := false, false
 	repackBudget := p.o.MaxRepackBytes
 	flush := func() error {
 		if !started {
@@ -106,6 +121,7 @@ func (p *planner) decide() error {
 		}
 		act := actKeep
 		switch {
+		case pinned:
 		case live == 0:
 			act = actDelete
 			p.rep.BytesFreed += total
@@ -125,8 +141,9 @@ func (p *planner) decide() error {
 				if err := flush(); err != nil {
 					return err
 				}
-				cur, total, live, started = e.Pack, 0, 0, true
+				cur, total, live, started, pinned = e.Pack, 0, 0, true, false
 			}
+			pinned = pinned || rec[60] == entryLiveBroken
 			total += int64(e.Length)
 			if l {
 				live += int64(e.Length)

@@ -133,7 +133,7 @@ func (p *planner) snapshots(pf *planFile) ([]*repo.Snapshot, error) {
 	if len(bad) > 0 {
 		// An unreadable manifest's chunks would look unreferenced: deleting
 		// them could destroy a backup that is still repairable.
-		return nil, fmt.Errorf("%w: unreadable snapshot manifests (%s); run `coffer verify`", errAbort, strings.Join(bad, "; "))
+		return nil, fmt.Errorf("%w: unreadable backup point manifests (%s); run `coffer repair snapshots` (it moves them aside and keeps their disk maps restorable as recovered points), then gc again", errAbort, strings.Join(bad, "; "))
 	}
 	p.rep.Snapshots = len(snaps)
 	for _, s := range snaps {
@@ -179,8 +179,12 @@ func addRefs(ctx context.Context, r *repo.Repository, snaps []*repo.Snapshot, s 
 }
 
 // walk merges the index with the referenced set and reports every entry
-// with its liveness: an entry is live when its chunk is referenced and it is
-// the first copy of that chunk (later copies are duplicates).
+// with its liveness: of the copies of a referenced chunk, one is live and
+// the others are duplicates. The live copy is the first one the damage
+// record does not list as broken: keeping the first in pack order would,
+// half the time, keep the broken copy of a chunk that a backup has stored
+// again since, and drop the good one. When every copy is broken the first
+// stays live (and its pack is kept, see decide).
 func (p *planner) walk(fn func(e index.Entry, live bool) error) error {
 	idx, err := sortIndex(p.ctx, p.r, p.segs, p.o)
 	if err != nil {
@@ -190,21 +194,44 @@ func (p *planner) walk(fn func(e index.Entry, live bool) error) error {
 	if err := p.refs.Rewind(); err != nil {
 		return err
 	}
-	var last id.ID
-	first := true
-	return idx.Each(func(rec []byte) error {
-		e := getIndexRec(rec)
-		dup := !first && e.ID == last
-		first, last = false, e.ID
-		live := false
-		if !dup {
-			var err error
-			if live, err = p.refs.SeekTo(e.ID[:]); err != nil {
+	var copies []index.Entry // of one chunk: a handful at most
+	flush := func() error {
+		if len(copies) == 0 {
+			return nil
+		}
+		referenced, err := p.refs.SeekTo(copies[0].ID[:])
+		if err != nil {
+			return err
+		}
+		good := 0
+		for i, e := range copies {
+			if !p.r.BrokenCopy(e.ID, e.Location) {
+				good = i
+				break
+			}
+		}
+		for i, e := range copies {
+			if err := fn(e, referenced && i == good); err != nil {
 				return err
 			}
 		}
-		return fn(e, live)
+		copies = copies[:0]
+		return nil
+	}
+	err = idx.Each(func(rec []byte) error {
+		e := getIndexRec(rec)
+		if len(copies) > 0 && copies[0].ID != e.ID {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		copies = append(copies, e)
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 // writeLists writes the doomed packs and orphan maps into the plan's parts.

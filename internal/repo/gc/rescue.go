@@ -29,7 +29,7 @@ func rescue(ctx context.Context, r *repo.Repository, o Options, pf *planFile, re
 		return nil, nil, err
 	}
 	if len(bad) > 0 {
-		return nil, nil, fmt.Errorf("%w: unreadable snapshot manifests %s", errAbort, strings.Join(bad, ", "))
+		return nil, nil, fmt.Errorf("%w: unreadable backup point manifests %s; run `coffer repair snapshots`, then gc again", errAbort, strings.Join(bad, ", "))
 	}
 	// A session writes its index segments before its manifest: once the
 	// manifest is listed, a refresh shows where its new chunks are.
