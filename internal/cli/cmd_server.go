@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -23,12 +24,22 @@ func (a *app) cmdServer() *cobra.Command {
 until stopped with SIGTERM or Ctrl-C. The policies are those in effect:
 the configuration file's and those created through the API (`+"`coffer config`"+`);
 when one of those changes, here or on another server sharing the catalog,
-the schedules and limits reload within seconds, and runs in progress go on. On start, leftovers of an earlier
+the schedules, limits, notification targets and health checks reload
+within seconds, and runs in progress go on; with no scheduled policy the
+server waits for one. On start, leftovers of an earlier
 coffer that died mid-backup (hypervisor snapshots, bitmaps, exports,
 overlays) are found through the state directory's journals and removed.
 A policy whose previous run still goes when its time comes is skipped,
 and the skip is recorded. Jobs, tasks and events go to the catalog
 (`+"`coffer jobs`"+`); logs are structured (--log-format json for collectors).
+
+Beside them it runs the maintenance section's jobs (gc, verify, forget,
+copy) on their schedules within their windows (the section is the file's,
+read at start), checks protection (RPO,
+repository usage, lapsing locks) for its metrics and notifications, and
+delivers notifications. Several servers may share a PostgreSQL catalog: the
+one holding its schedules lease runs the schedules, each run once, and
+another takes over within maintenance.takeover-after when it dies.
 
 Stopping the server cancels running jobs cleanly: VMs in flight release
 their snapshots, queued VMs are not started.
@@ -41,6 +52,9 @@ coffer server --log-format json --log-level info`,
 			"0 when stopped; 2 when the configuration is refused at start."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The collectors of /metrics (a.metrics.Handler()), fed by the
+			// service's tasks, health monitor and engine.
+			a.metrics = metrics.New()
 			_, err := call(a, func(s *service.Service) (struct{}, error) { return struct{}{}, s.RunSchedules(cmd.Context()) })
 			return err
 		},

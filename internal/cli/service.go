@@ -45,6 +45,8 @@ func (a *app) service() (*service.Service, error) {
 		EngineSource:  a.file.Path,
 		Logger:        a.log,
 		Tasks:         cliTasks{a},
+		Maintenance:   a.maint,
+		Metrics:       a.metrics,
 		WrapStore:     func(st store.Store) store.Store { return storeHook(st) },
 	})
 	return a.svc, nil

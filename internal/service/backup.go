@@ -36,7 +36,7 @@ func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.Back
 	if in.Name == "" {
 		in.Name = filepath.Base(in.Paths[0])
 	}
-	return run(ctx, s, "backup", in.Name, func(ctx context.Context, t Task) (*api.BackupPoint, error) {
+	return run(ctx, s, withDetail(s.repoTask(KindBackupDiskTask, s.cfg.Repository.Location), in.Name), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
 		r, err := s.openRepository(ctx)
 		if err != nil {
 			return nil, err
@@ -167,7 +167,7 @@ func (s *Service) BackupQEMU(ctx context.Context, in BackupQEMUInput) (*api.Back
 	if in.Quiesce != hypervisor.QuiesceFallback && in.Quiesce != hypervisor.QuiesceRequired {
 		return nil, invalidf("--quiesce must be fallback or required")
 	}
-	return run(ctx, s, "backup", in.Socket, func(ctx context.Context, t Task) (*api.BackupPoint, error) {
+	return run(ctx, s, withDetail(s.repoTask(KindBackupVMTask, s.cfg.Repository.Location), in.Socket), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
 		conn, err := qemu.New(qemu.Config{Sockets: []string{in.Socket}, StateDir: filepath.Join(s.cfg.StateDir, "qemu"),
 			Connections: in.NBDConnections, Log: s.log})
 		if err != nil {

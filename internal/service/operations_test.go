@@ -34,6 +34,12 @@ var notOperations = map[string]string{
 	"OpenStore":       "the storage registry, used by the operations",
 	"CatalogLocation": "where the catalog is, for messages",
 	"RunSchedules":    "the server's loop itself, not an operation it offers",
+	"Start":           "opens the catalog, task manager and notifier of a long-lived process",
+	"Close":           "closes what Start or the first task opened",
+	"TaskManager":     "the task manager, for the server's task endpoints",
+	"Notifier":        "the notifier, for the server's notification endpoints",
+	"HealthMonitor":   "the server's periodic checks, run by RunSchedules",
+	"RunMaintenance":  "one run of a maintenance schedule (gc, verify, forget, copy operations), run by RunSchedules",
 	"WatchConfig":     "the server's loops subscribe to the configuration in effect through it",
 }
 

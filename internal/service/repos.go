@@ -162,3 +162,13 @@ func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
 	}
 	return c, nil
 }
+
+// openNamedRepo opens a repository by the name maintenance and task
+// objects use: "" and "default" are the default repository, any other a
+// repositories entry.
+func (s *Service) openNamedRepo(ctx context.Context, name string) (*repo.Repository, error) {
+	if name == "default" {
+		name = ""
+	}
+	return s.openNamed(ctx, name)
+}

@@ -17,6 +17,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
@@ -53,8 +55,25 @@ type Config struct {
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
-	// Tasks records long operations (default: LocalTasks).
+	// Tasks shows long operations as they run (default: LocalTasks);
+	// every one is recorded in the catalog besides.
 	Tasks Tasks
+	// User names who starts tasks when the context names nobody
+	// (task.WithUser): the local user of a command-line process
+	// (default: the process's user).
+	User string
+	// TaskHistory is how long finished tasks are kept (0: 90 days;
+	// negative: forever); pruned by processes started with Prune.
+	TaskHistory time.Duration
+	// Maintenance is the configuration file's maintenance section:
+	// schedules, windows, thresholds, several servers (nil: none,
+	// defaults). It is the file's alone (no configuration object sets
+	// it); its jobs are resolved against the configuration in effect.
+	Maintenance *maintenance.Config
+	// Metrics receives what the server exposes to Prometheus (nil:
+	// none): tasks as they end, the health monitor's state, the engine's
+	// slots.
+	Metrics *metrics.Metrics
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store
@@ -72,6 +91,7 @@ type PasswordSource func() ([]byte, error)
 
 // Service runs coffer's operations. It is safe for concurrent use.
 type Service struct {
+	controlState
 	cfg   Config
 	log   *slog.Logger
 	tasks Tasks
@@ -86,11 +106,20 @@ func New(cfg Config) *Service {
 	if cfg.Tasks == nil {
 		cfg.Tasks = LocalTasks{Logger: cfg.Logger}
 	}
+	if cfg.User == "" {
+		cfg.User = localUser()
+	}
 	if cfg.Worker == "" {
 		cfg.Worker = hostname()
 	}
 	if cfg.Engine == nil {
 		cfg.Engine = &policy.Config{}
+	}
+	if cfg.Maintenance == nil {
+		cfg.Maintenance = &maintenance.Config{}
+	}
+	if cfg.TaskHistory == 0 {
+		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, conf: newConfigState()}
 }
