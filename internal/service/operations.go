@@ -36,6 +36,7 @@ var Operations = []Operation{
 	{"instant-discard", "InstantDiscard", "stop a recovered VM and delete what it wrote"},
 	{"instant-export", "InstantExport", "serve a backup point's disks read-only over NBD"},
 	{"verify", "Verify", "check a repository's integrity"},
+	{"verify-boot", "VerifyBoot", "boot a backup point isolated and check that it comes up (console, agent, probes, screenshot)"},
 	{"forget", "Forget", "remove backup points by keep rules"},
 	{"protect", "Protect", "protect backup points from forget, or release them"},
 	{"gc", "GC", "delete what no backup point needs"},
