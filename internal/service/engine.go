@@ -132,8 +132,8 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	return run, nil
 }
 
-// RunSchedules runs every policy that has a schedule until ctx ends: the
-// loop of `coffer server`. Leftovers of a coffer that died mid-backup are
+// RunSchedules runs every policy that has a schedule until ctx ends (with
+// none, it waits): the schedules of `coffer server`. Leftovers of a coffer that died mid-backup are
 // cleaned up at start. A run whose predecessor still goes is skipped and
 // recorded.
 func (s *Service) RunSchedules(ctx context.Context) error {
@@ -153,7 +153,9 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		}
 	}
 	if len(scheduled) == 0 {
-		return invalidf("no policy has a schedule: nothing for the server to run")
+		s.log.Info("no policy has a schedule: the server serves the API only")
+		<-ctx.Done()
+		return nil
 	}
 	cat, err := s.openCatalog(ctx)
 	if err != nil {

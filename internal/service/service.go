@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
 )
@@ -49,6 +50,26 @@ type Config struct {
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store
+
+	// Local makes an operation without an authenticated subject act as
+	// the local administrator (auth.Local): the command line, which has
+	// direct access to the catalog and the repositories anyway. The
+	// server never sets it: a request without a subject is allowed
+	// nothing.
+	Local bool
+	// Access is the access control the server shares with its
+	// middleware; nil opens one over the catalog for each operation.
+	Access *auth.Service
+	// PublicURL is the server's address as its users reach it
+	// (https://host:port), for the setup links it hands out.
+	PublicURL string
+	// Files confines the server-side paths an API request names.
+	Files FileRoots
+	// Background runs what an API request starts to go on after its
+	// answer (instant recovery serving, NBD exports, policy runs not
+	// waited for), until it is stopped or the server drains; nil: the
+	// operations that need it are refused.
+	Background *Background
 }
 
 // Location is a repository and how to get its password.
@@ -66,6 +87,12 @@ type Service struct {
 	cfg   Config
 	log   *slog.Logger
 	tasks Tasks
+	// repoName names the default repository as the configuration does
+	// ("default" for the top-level repository setting); repoIDs, shared
+	// by every service ForRepository derives, learns the IDs of the
+	// repositories opened, for access checks on catalog listings.
+	repoName string
+	repoIDs  *repoIDs
 }
 
 // New returns a service for cfg.
@@ -82,7 +109,7 @@ func New(cfg Config) *Service {
 	if cfg.Engine == nil {
 		cfg.Engine = &policy.Config{}
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks}
+	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, repoName: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}}
 }
 
 // Logger is the service's logger.
