@@ -94,7 +94,7 @@ coffer config keys --json | jq -r '.[].environment'`,
 			})
 		},
 	}
-	cmd.AddCommand(faceOnly(show, "shows the command line's own settings (flags, environment, file)"),
-		faceOnly(keys, "lists the command line's own settings"))
+	cmd.AddCommand(remoteToo(faceOnly(show, "shows the command line's own settings (flags, environment, file)")),
+		remoteToo(faceOnly(keys, "lists the command line's own settings")))
 	return cmd
 }

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -54,7 +57,8 @@ immutable-for on a repository that cannot lock; 6 when an inventory
 failed.`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			doc, err := call(a, func(s *service.Service) (*api.PolicyCheck, error) { return s.PolicyCheck(cmd.Context(), offline) })
+			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "check-policies", Query: url.Values{"offline": {strconv.FormatBool(offline)}}},
+				func(s *service.Service) (*api.PolicyCheck, error) { return s.PolicyCheck(cmd.Context(), offline) })
 			if doc == nil {
 				return err
 			}
@@ -80,7 +84,8 @@ coffer policy preview nightly --runs 10 --json`,
 			"0; 2 for an unknown policy or a refused configuration."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := call(a, func(s *service.Service) (*api.PolicyPreview, error) {
+			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "preview-policy", Path: map[string]string{"policy": args[0]},
+				Query: url.Values{"runs": {strconv.Itoa(runs)}}}, func(s *service.Service) (*api.PolicyPreview, error) {
 				return s.PolicyPreview(cmd.Context(), service.PolicyPreviewInput{Policy: args[0], Runs: runs})
 			})
 			if err != nil {
@@ -90,7 +95,7 @@ coffer policy preview nightly --runs 10 --json`,
 		},
 	}
 	preview.Flags().IntVar(&runs, "runs", 5, "how many of the next scheduled runs to show")
-	cmd.AddCommand(op(check, "check-policies"), op(preview, "preview-policy"))
+	cmd.AddCommand(remoteToo(op(check, "check-policies")), remoteToo(op(preview, "preview-policy")))
 	return cmd
 }
 
