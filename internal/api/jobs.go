@@ -20,8 +20,30 @@ type Job struct {
 	TasksOK         int       `json:"tasks_ok"`
 	TasksFailed     int       `json:"tasks_failed"`
 	Error           string    `json:"error,omitempty"`
-	Tasks           []VMTask  `json:"tasks,omitempty"`
-	Events          []Event   `json:"events,omitempty"`
+	// What the job acts on, who started it (and with which token), its
+	// progress, the process running it, and a cancel request.
+	Object          string        `json:"object,omitempty"`
+	VM              string        `json:"vm,omitempty"`
+	User            string        `json:"user,omitempty"`
+	Token           string        `json:"token,omitempty"`
+	Progress        *TaskProgress `json:"progress,omitempty"`
+	OwnerHost       string        `json:"owner_host,omitempty"`
+	OwnerPID        int           `json:"owner_pid,omitempty"`
+	Heartbeat       time.Time     `json:"heartbeat,omitzero"`
+	CancelRequested time.Time     `json:"cancel_requested,omitzero"`
+	LogLines        int64         `json:"log_lines"`
+	Tasks           []VMTask      `json:"tasks,omitempty"`
+	Events          []Event       `json:"events,omitempty"`
+}
+
+// TaskProgress is how far a running job got.
+type TaskProgress struct {
+	DoneBytes      int64   `json:"done_bytes"`
+	TotalBytes     int64   `json:"total_bytes"`
+	BytesPerSecond float64 `json:"bytes_per_second"`
+	ETASeconds     float64 `json:"eta_seconds"`
+	ItemsDone      int64   `json:"items_done"`
+	ItemsTotal     int64   `json:"items_total"`
 }
 
 // VMTask is the work of a job on one VM.
@@ -51,8 +73,10 @@ type VMTask struct {
 	Error                string    `json:"error,omitempty"`
 }
 
-// Event is a timestamped record of a job or one of its tasks.
+// Event is a timestamped record of a job or one of its tasks: a line of
+// the job's log, numbered from 1 in the order recorded.
 type Event struct {
+	Seq     int64          `json:"seq"`
 	Time    time.Time      `json:"time"`
 	TaskID  int64          `json:"task_id,omitempty"`
 	Level   string         `json:"level"`

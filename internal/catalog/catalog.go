@@ -16,8 +16,9 @@
 //   - JSON fields (Warnings, Datastores, Tags, Fields) read back nil when
 //     they were empty; numbers in Event.Fields read back as float64.
 //   - Lists are newest first (jobs by CreatedAt, events by Time, backup
-//     points by Time), except tasks (creation order) and VMs (by
-//     connection, name, ID); ties are broken by ID, newest first.
+//     points by Time), except tasks (creation order), VMs (by
+//     connection, name, ID) and a job's log (by Seq); ties are broken by
+//     ID, newest first.
 //   - Creating a task or event that refers to a missing job or task fails
 //     with an error wrapping ErrNotFound, as do updates of missing rows.
 //     Deleting absent backup points is not an error.
@@ -31,6 +32,10 @@ import (
 
 // ErrNotFound is returned when a job, task or backup point does not exist.
 var ErrNotFound = errors.New("catalog: not found")
+
+// ErrFinished is returned when a change meant for a running job (a cancel
+// request) finds it already finished.
+var ErrFinished = errors.New("catalog: job already finished")
 
 // Status of a job or task.
 type Status string
@@ -47,23 +52,6 @@ const (
 // Done reports a terminal status.
 func (s Status) Done() bool {
 	return s == StatusSuccess || s == StatusPartial || s == StatusFailed || s == StatusCancelled
-}
-
-// Job is one run of a policy (or a maintenance operation).
-type Job struct {
-	ID         int64
-	Kind       string // "backup", "restore", "verify", "gc", "forget", "copy"
-	Policy     string
-	Repository string
-	Status     Status
-	Worker     string // host/worker that ran it
-	CreatedAt  time.Time
-	StartedAt  time.Time
-	FinishedAt time.Time
-	TasksTotal int
-	TasksOK    int
-	TasksFail  int
-	Error      string
 }
 
 // Task is the work on one VM within a job.
@@ -94,14 +82,19 @@ type Task struct {
 }
 
 // Event is a timestamped record about a job or task (phase transitions,
-// warnings, throughput samples).
+// warnings, throughput samples). The events of a job are its log: AddEvents
+// numbers them 1, 2, 3... in the order they are recorded (Seq), whichever
+// process records them.
 type Event struct {
 	ID     int64
 	Time   time.Time
 	JobID  int64
-	TaskID int64  // 0 for job-level events
-	Level  string // "info", "warn", "error"
-	Kind   string // "snapshot-created", "disk-done", "retry", "cleanup", ...
+	TaskID int64 // 0 for job-level events
+	// Seq is the event's line number in its job's log, set by AddEvents
+	// (ignored on input); 0 for events of no job.
+	Seq   int64
+	Level string // "info", "warn", "error"
+	Kind  string // "snapshot-created", "disk-done", "retry", "cleanup", ...
 	// Message is human-readable; Fields carry numbers (bytes, seconds,
 	// MB/s) for dashboards.
 	Message string
@@ -144,13 +137,6 @@ type VMRecord struct {
 }
 
 // Filters select rows; zero fields match everything. Limit 0 means no limit.
-type JobFilter struct {
-	Policy string
-	Status Status
-	Since  time.Time
-	Limit  int
-}
-
 type TaskFilter struct {
 	JobID  int64
 	VMID   string
@@ -178,17 +164,54 @@ type BackupPointFilter struct {
 // methods are safe for concurrent use. Writes are durable when they return.
 type Catalog interface {
 	CreateJob(ctx context.Context, j *Job) error // sets j.ID
+	// UpdateJob rewrites every field of a job but CancelRequested and
+	// LogLines.
 	UpdateJob(ctx context.Context, j *Job) error
 	GetJob(ctx context.Context, id int64) (Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]Job, error) // newest first
+
+	// Heartbeat records that a running job's owner is alive (now) and,
+	// when p is not nil, its progress. It returns when a cancel was
+	// requested (zero if not). A job that is missing or already finished
+	// is an error wrapping ErrNotFound.
+	Heartbeat(ctx context.Context, id int64, p *Progress) (cancelRequested time.Time, err error)
+	// RequestCancel marks a queued or running job to be cancelled (the
+	// first request's time is kept) and, when msg is not empty, appends
+	// it to the job's log as a warning (kind "cancel"), in one
+	// transaction: the owner sees the request only with its line. It
+	// returns the job. A finished job is returned with an error wrapping
+	// ErrFinished.
+	RequestCancel(ctx context.Context, id int64, msg string) (Job, error)
+	// AbandonJob ends a job whose owner is gone: if it is still unfinished
+	// and its Heartbeat is still lastSeen (no sign of life since the
+	// caller judged it gone), it gets status and msg as its error, now as
+	// its end, and msg as an error line in its log, in one transaction.
+	// It reports whether it did.
+	AbandonJob(ctx context.Context, id int64, lastSeen time.Time, status Status, msg string) (bool, error)
+	// PruneHistory deletes, in one transaction, at most limit rows of the
+	// history of jobs that finished before `before` (their events, VM
+	// tasks, then the jobs themselves) and of events of no job that
+	// occurred before it. It returns the rows deleted: 0 when nothing of
+	// that age is left.
+	PruneHistory(ctx context.Context, before time.Time, limit int) (int, error)
+	// WatchJobs delivers a notice for every change to a job committed by
+	// any process (see JobNotice) until ctx ends, then closes the
+	// channel. Catalogs that cannot push changes (SQLite) return an error
+	// wrapping errors.ErrUnsupported; their readers poll.
+	WatchJobs(ctx context.Context) (<-chan JobNotice, error)
 
 	CreateTasks(ctx context.Context, tasks []*Task) error // sets IDs; one transaction
 	UpdateTasks(ctx context.Context, tasks []*Task) error // one transaction
 	GetTask(ctx context.Context, id int64) (Task, error)
 	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
 
-	AddEvents(ctx context.Context, events []Event) error // one transaction
+	// AddEvents records events in one transaction, appending each to its
+	// job's log: it sets every event's Seq (and a zero Time to now).
+	AddEvents(ctx context.Context, events []Event) error
 	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+	// JobLog pages through a job's log in order: the events with Seq
+	// greater than after, at most limit of them (0: all).
+	JobLog(ctx context.Context, jobID, after int64, limit int) ([]Event, error)
 
 	PutBackupPoints(ctx context.Context, points []BackupPoint) error // upsert by (Repository, ID)
 	DeleteBackupPoints(ctx context.Context, repository string, ids []string) error

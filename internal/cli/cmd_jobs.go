@@ -19,15 +19,20 @@ func (a *app) cmdJobs() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "list recent jobs from the catalog",
-		Long: manual(`List jobs recorded in the catalog, newest first: backup runs of policies
-(also skipped scheduled runs) and cleanups of leftovers found at start.`,
-			`A table: ID, KIND, POLICY, STATUS, STARTED, DURATION, VMS
+		Long: manual(`List jobs recorded in the catalog, newest first: runs of policies
+(backup-policy, also skipped scheduled runs), cleanups of leftovers found at
+start, and the other long operations run as tasks (restore, verify, gc,
+...). A running job shows how far it got; one whose process died is
+marked failed ("interrupted") by the next coffer process that notices (at
+once on the same host).`,
+			`A table: ID, KIND, POLICY, STATUS, USER, STARTED, DURATION, VMS
 OK/FAILED/TOTAL, ERROR. --json: a list of job documents (id, kind,
 policy, repository, status, worker, started, finished, duration_seconds,
 tasks_total, tasks_ok, tasks_failed, error); `+"`job show`"+` adds tasks and
 events.`,
 			`coffer jobs
-coffer jobs --policy nightly --status partial --limit 5 --json`,
+coffer jobs --policy nightly --status partial --limit 5 --json
+coffer jobs --vm web-1 --user alice`,
 			"0; 1 when the catalog cannot be opened."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,9 +52,9 @@ coffer jobs --policy nightly --status partial --limit 5 --json`,
 			}
 			return a.emit(jobs, nil, func() {
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tKIND\tPOLICY\tSTATUS\tSTARTED\tDURATION\tVMS OK/FAILED/TOTAL\tERROR")
+				fmt.Fprintln(tw, "ID\tKIND\tPOLICY\tSTATUS\tUSER\tSTARTED\tDURATION\tVMS OK/FAILED/TOTAL\tERROR")
 				for _, j := range jobs {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", j.ID, j.Kind, dash(j.Policy), j.Status,
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", j.ID, j.Kind, dash(j.Policy), j.Status, dash(j.User),
 						j.Started.Local().Format("2006-01-02 15:04:05"), duration(j.Started, j.Finished), j.TasksOK, j.TasksFailed, j.TasksTotal, clip(j.Error, 60))
 				}
 				_ = tw.Flush()
@@ -57,6 +62,9 @@ coffer jobs --policy nightly --status partial --limit 5 --json`,
 		},
 	}
 	cmd.Flags().StringVar(&in.Policy, "policy", "", "only jobs of this policy")
+	cmd.Flags().StringVar(&in.Kind, "kind", "", "only jobs of this kind (backup-policy, restore, verify, gc, cleanup, ...)")
+	cmd.Flags().StringVar(&in.User, "user", "", "only jobs started by this user")
+	cmd.Flags().StringVar(&in.VM, "vm", "", "only jobs on this VM (name or ID), including runs of policies that backed it up")
 	cmd.Flags().StringVar(&in.Status, "status", "", "only jobs with this status (running, success, partial, failed, cancelled)")
 	cmd.Flags().IntVar(&in.Limit, "limit", 50, "show at most this many jobs (0: all)")
 	return remoteToo(op(cmd, "list-jobs"))
@@ -101,8 +109,32 @@ coffer job show 42 --json | jq '.tasks[] | select(.status == "failed")'`,
 
 func (a *app) printJob(j *api.Job) {
 	fmt.Fprintf(a.stdout, "job %d: %s %s, policy %s, repository %s, on %s\n", j.ID, j.Kind, j.Status, dash(j.Policy), dash(j.Repository), dash(j.Worker))
+	if j.Object != "" || j.User != "" {
+		by := dash(j.User)
+		if j.Token != "" {
+			by += " (token " + j.Token + ")"
+		}
+		fmt.Fprintf(a.stdout, "on %s, started by %s\n", dash(j.Object), by)
+	}
 	fmt.Fprintf(a.stdout, "started %s, took %s; VMs: %d ok, %d failed, %d total\n", j.Started.Local().Format(time.RFC3339),
 		duration(j.Started, j.Finished), j.TasksOK, j.TasksFailed, j.TasksTotal)
+	running := j.Finished.IsZero()
+	if p := j.Progress; p != nil && running {
+		line := fmt.Sprintf("progress: %s of %s, %d of %d items", humanBytes(p.DoneBytes), humanBytes(p.TotalBytes), p.ItemsDone, p.ItemsTotal)
+		if p.BytesPerSecond > 0 {
+			line += fmt.Sprintf(", %s/s", humanBytes(int64(p.BytesPerSecond)))
+		}
+		if p.ETASeconds > 0 {
+			line += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
+		}
+		fmt.Fprintln(a.stdout, line)
+	}
+	if running && j.OwnerPID > 0 {
+		fmt.Fprintf(a.stdout, "running in process %d on %s, last heard of %s\n", j.OwnerPID, dash(j.OwnerHost), j.Heartbeat.Local().Format(time.RFC3339))
+	}
+	if !j.CancelRequested.IsZero() {
+		fmt.Fprintf(a.stdout, "cancel requested %s\n", j.CancelRequested.Local().Format(time.RFC3339))
+	}
 	if j.Error != "" {
 		fmt.Fprintf(a.stdout, "error: %s\n", j.Error)
 	}
@@ -118,7 +150,7 @@ func (a *app) printJob(j *api.Job) {
 		_ = tw.Flush()
 	}
 	if len(j.Events) > 0 {
-		fmt.Fprintln(a.stdout, "\nEVENTS")
+		fmt.Fprintf(a.stdout, "\nEVENTS (log, %d lines)\n", len(j.Events))
 		for _, e := range j.Events {
 			task := ""
 			if e.TaskID != 0 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 )
@@ -58,8 +59,24 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 2 || jobs[0].Status != "partial" {
 		t.Fatalf("jobs: %+v %v", jobs, err)
 	}
+	// Runs of policies are tasks: what they act on, the process that ran
+	// them, their final progress, their numbered log.
+	if j := jobs[0]; j.Kind != "backup-policy" || j.Object != "/policies/all" || j.OwnerPID == 0 || j.LogLines == 0 ||
+		j.Progress == nil || j.Progress.ItemsDone != 6 || j.Progress.ItemsTotal != 6 {
+		t.Fatalf("run of policy all: %+v", j)
+	}
+	var onDB []api.Job
+	if err := json.Unmarshal([]byte(e.must("jobs", "--vm", "db-0001", "--kind", "backup-policy", "--json")), &onDB); err != nil ||
+		len(onDB) != 1 || onDB[0].ID != jobs[0].ID {
+		t.Fatalf("jobs on VM db-0001: %+v %v", onDB, err)
+	}
+	var shown api.Job
+	if err := json.Unmarshal([]byte(e.must("job", "show", fmt.Sprint(jobs[0].ID), "--json")), &shown); err != nil ||
+		int64(len(shown.Events)) != shown.LogLines || shown.Events[0].Seq != 1 || shown.Events[0].Kind != "job-start" {
+		t.Fatalf("job show --json: %d events of %d lines, first %+v (%v)", len(shown.Events), shown.LogLines, shown.Events[:min(1, len(shown.Events))], err)
+	}
 	show := e.must("job", "show", fmt.Sprint(jobs[0].ID))
-	for _, want := range []string{"TASKS", "EVENTS", "db-0001", "task-failed", "snapshot-create", "job-end"} {
+	for _, want := range []string{"TASKS", "EVENTS", "db-0001", "task-failed", "snapshot-create", "job-end", "on /policies/all"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("job show lacks %q:\n%s", want, show)
 		}
@@ -164,4 +181,55 @@ func vmsJSON(t *testing.T, e *env, args ...string) []api.VM {
 		t.Fatalf("vms --json: %v\n%s", err, out)
 	}
 	return inv.VMs
+}
+
+// A run whose process is killed is not shown running forever: coffer jobs
+// marks it failed, interrupted, naming the process that died.
+func TestJobsMarksTheRunOfAKilledProcessInterrupted(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	e.config(`
+connections:
+  - name: lab
+    kind: fake
+    options: {seed: 3, vms: 1, disk-size: 128KiB, snapshot-create: 1h}
+policies:
+  - name: stuck
+    connection: lab
+`)
+	run := e.child("run", "stuck")
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var jobs []api.Job
+		if code, out, _ := e.run("jobs", "--json"); code == 0 && json.Unmarshal([]byte(out), &jobs) == nil &&
+			len(jobs) == 1 && jobs[0].Status == "running" && jobs[0].OwnerPID == run.Process.Pid {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("coffer run exited early: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("coffer run recorded no running job within a minute")
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	if err := run.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	var jobs []api.Job
+	if err := json.Unmarshal([]byte(e.must("jobs", "--json")), &jobs); err != nil || len(jobs) != 1 {
+		t.Fatalf("jobs: %+v %v", jobs, err)
+	}
+	want := fmt.Sprintf("interrupted: the coffer process that ran it (pid %d on ", run.Process.Pid)
+	if jobs[0].Status != "failed" || !strings.HasPrefix(jobs[0].Error, want) {
+		t.Fatalf("the run of the killed process: %s %q, want failed %q...", jobs[0].Status, jobs[0].Error, want)
+	}
 }

@@ -64,6 +64,15 @@ type Options struct {
 	FlushInterval time.Duration
 	// Workers is backup.Options.Workers per task (default: the pipeline's).
 	Workers int
+	// StartJob, when set, records every job the engine runs (policy
+	// runs, cleanups, skipped runs) as a task of the control plane:
+	// StartJob: engine.Starter(tasks.StartJob), tasks an internal/task
+	// Manager (the user of the context starts the task; subscribers of
+	// this process get its events at once, and a cancel here is
+	// immediate). Without it jobs are recorded in Catalog directly, with
+	// this process as owner, progress and a heartbeat, and a cancel
+	// request in the catalog stops them within FlushInterval.
+	StartJob func(ctx context.Context, j catalog.Job) (JobRun, error)
 }
 
 // Engine runs jobs. Safe for concurrent use; jobs started concurrently
@@ -134,17 +143,17 @@ func (e *Engine) Cleanup(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 	now := time.Now()
-	j := &catalog.Job{Kind: "cleanup", Status: catalog.StatusSuccess, Worker: e.o.Worker, CreatedAt: now, StartedAt: now, FinishedAt: now}
-	if len(errs) > 0 {
-		j.Status, j.Error = catalog.StatusFailed, errors.Join(errs...).Error()
-	}
-	if err := e.o.Catalog.CreateJob(ctx, j); err != nil {
+	run, err := e.startRun(ctx, catalog.Job{Kind: catalog.KindCleanup, Object: "/system", Status: catalog.StatusRunning,
+		Worker: e.o.Worker, CreatedAt: now, StartedAt: now})
+	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	for i := range events {
-		events[i].JobID = j.ID
+	run.Record(events...)
+	status, msg := catalog.StatusSuccess, ""
+	if len(errs) > 0 {
+		status, msg = catalog.StatusFailed, errors.Join(errs...).Error()
 	}
-	if err := e.o.Catalog.AddEvents(ctx, events); err != nil {
+	if _, err := run.Finish(ctx, status, msg); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -347,4 +348,39 @@ func TestCancellationReleasesEverySession(t *testing.T) {
 	if n := e.fake.Counters(); n.ClosedFail != 4 || n.ClosedOK != 0 {
 		t.Fatalf("sessions closed %+v; want 4 closed as failed", n)
 	}
+}
+
+// Without a task manager a job still records this process as its owner,
+// writes its progress and heartbeats, and stops when another process
+// requests a cancel in the catalog.
+func TestCancelRequestedInTheCatalogStopsTheJob(t *testing.T) {
+	var br *blockingReads
+	e := newEnv(t, fake.Options{Seed: 12, VMs: 3, DiskSize: 128 << 10, Allocated: 1}, nil, func(o *Options) {
+		br = &blockingReads{Connector: o.Connectors["lab"], reading: make(chan string, 16)}
+		o.Connectors = map[string]hypervisor.Connector{"lab": br}
+	})
+	ctx := context.Background()
+	job, err := e.eng.Start(ctx, testPolicy("remote-cancel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-br.reading
+	rec, err := e.cat.GetJob(ctx, job.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Owner.PID != os.Getpid() || rec.Owner.Host == "" || rec.Heartbeat.IsZero() || rec.Object != "/policies/remote-cancel" {
+		t.Fatalf("running job: %+v", rec)
+	}
+	if _, err := e.cat.RequestCancel(ctx, job.ID(), "cancel requested by another process"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := job.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Job.Status != catalog.StatusCancelled || res.Job.Progress.ItemsTotal != 3 || res.Job.Progress.ItemsDone != 3 {
+		t.Fatalf("job after the cancel request: %+v", res.Job)
+	}
+	e.noLeaks()
 }

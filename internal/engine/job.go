@@ -24,7 +24,8 @@ type Job struct {
 	p      policy.Policy
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	rec    *recorder
+	run    JobRun    // the job's record, log and progress
+	rec    *recorder // its VM tasks and backup points
 	done   chan struct{}
 
 	r       *repo.Repository
@@ -70,19 +71,21 @@ func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
 			}
 		}
 	}
-	jctx, cancel := context.WithCancelCause(ctx)
 	now := time.Now()
-	j := &Job{e: e, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}),
-		record: catalog.Job{Kind: "backup", Policy: p.Name, Repository: p.Repository, Status: catalog.StatusRunning,
-			Worker: e.o.Worker, CreatedAt: now, StartedAt: now}}
-	if err := e.o.Catalog.CreateJob(ctx, &j.record); err != nil {
-		cancel(nil)
-		return nil, fmt.Errorf("record job: %w", err)
+	run, err := e.startRun(ctx, catalog.Job{Kind: catalog.KindBackupPolicy, Policy: p.Name, Repository: p.Repository,
+		Object: policyObject(p.Name), Status: catalog.StatusRunning, Worker: e.o.Worker, CreatedAt: now, StartedAt: now})
+	if err != nil {
+		return nil, err
 	}
-	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval)
+	jctx, cancel := context.WithCancelCause(run.Context())
+	j := &Job{e: e, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job()}
+	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval, nil)
 	go j.execute()
 	return j, nil
 }
+
+// policyObject is the access-control path of a policy.
+func policyObject(name string) string { return "/policies/" + name }
 
 // ID is the job's catalog ID.
 func (j *Job) ID() int64 { return j.record.ID }
@@ -91,7 +94,8 @@ func (j *Job) ID() int64 { return j.record.ID }
 func (j *Job) Policy() policy.Policy { return j.p }
 
 // Cancel stops the job: queued VMs are not started, running ones stop and
-// release their hypervisor sessions.
+// release their hypervisor sessions. (A task manager's Cancel does the
+// same from any process, through the run's context.)
 func (j *Job) Cancel() { j.cancel(ErrCancelled) }
 
 // Done is closed when the job has finished.
@@ -105,12 +109,30 @@ func (j *Job) Wait() (*Result, error) {
 }
 
 func (j *Job) event(level, kind, msg string, fields map[string]any) {
-	j.rec.event(catalog.Event{JobID: j.record.ID, Level: level, Kind: kind, Message: msg, Fields: fields})
+	j.run.Record(catalog.Event{JobID: j.record.ID, Level: level, Kind: kind, Message: msg, Fields: fields})
+}
+
+// sampleProgress hands the job's progress to its run every FlushInterval
+// until stop is closed.
+func (j *Job) sampleProgress(stop <-chan struct{}) {
+	t := time.NewTicker(j.e.o.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			j.run.Progress(j.Progress().sample())
+		}
+	}
 }
 
 func (j *Job) execute() {
 	defer close(j.done)
 	defer j.cancel(nil)
+	stop := make(chan struct{})
+	go j.sampleProgress(stop)
+	defer close(stop)
 	j.event("info", "job-start", fmt.Sprintf("policy %s started on %s", j.p.Name, j.e.o.Worker), nil)
 	targets := j.inventory()
 	if len(targets) == 0 && len(j.problems) == 0 {
@@ -252,8 +274,10 @@ func (j *Job) finish() {
 	rec.FinishedAt = time.Now()
 	sort.Strings(failures)
 	problems := append(append([]string(nil), j.problems...), failures...)
+	// Cancelled before every VM was done (or before there were VMs).
+	interrupted := j.ctx.Err() != nil && (cancelled > 0 || len(j.tasks) == 0)
 	switch {
-	case j.ctx.Err() != nil && cancelled > 0 || errors.Is(context.Cause(j.ctx), ErrCancelled):
+	case interrupted || errors.Is(context.Cause(j.ctx), ErrCancelled):
 		rec.Status = catalog.StatusCancelled
 		rec.Error = fmt.Sprintf("cancelled (%v): %d VMs done, %d failed, %d not finished", context.Cause(j.ctx), ok, failed, cancelled)
 	case len(problems) == 0:
@@ -272,10 +296,13 @@ func (j *Job) finish() {
 	if err := j.rec.close(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := j.e.o.Catalog.UpdateJob(ctx, rec); err != nil {
-		errs = append(errs, fmt.Errorf("record job result: %w", err))
+	j.run.Progress(j.Progress().sample())
+	j.run.SetCounts(rec.TasksTotal, ok, failed)
+	fin, err := j.run.Finish(ctx, rec.Status, rec.Error)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	res := &Result{Job: *rec}
+	res := &Result{Job: fin}
 	j.mu.Lock()
 	for _, t := range j.tasks {
 		res.Tasks = append(res.Tasks, t.rec)

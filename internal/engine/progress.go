@@ -72,3 +72,14 @@ func (j *Job) Tasks() []catalog.Task {
 	}
 	return out
 }
+
+// sample is the progress as the job's task records it: bytes, the
+// average rate so far, the ETA, and VMs done (or failed) of all.
+func (p Progress) sample() catalog.Progress {
+	s := catalog.Progress{BytesDone: p.BytesDone, BytesTotal: p.BytesTotal, ETA: p.ETA,
+		ItemsDone: int64(p.Done + p.Failed), ItemsTotal: int64(p.VMs)}
+	if secs := p.Elapsed.Seconds(); secs > 0 {
+		s.BytesPerSecond = float64(p.BytesDone) / secs
+	}
+	return s
+}

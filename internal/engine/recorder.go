@@ -30,13 +30,17 @@ type recorder struct {
 	stop   chan struct{}
 	done   chan struct{}
 	err    error // last flush error
+
+	// afterFlush, if set, runs after every periodic flush (the direct
+	// run's heartbeat).
+	afterFlush func(context.Context) error
 }
 
 const flushThreshold = 512
 
-func newRecorder(cat catalog.Catalog, log *slog.Logger, interval time.Duration) *recorder {
+func newRecorder(cat catalog.Catalog, log *slog.Logger, interval time.Duration, afterFlush func(context.Context) error) *recorder {
 	r := &recorder{cat: cat, log: log, interval: interval, tasks: map[int64]catalog.Task{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), afterFlush: afterFlush}
 	go r.loop()
 	return r
 }
@@ -53,6 +57,11 @@ func (r *recorder) loop() {
 		case <-r.kick:
 		}
 		_ = r.flush(context.Background())
+		if r.afterFlush != nil {
+			if err := r.afterFlush(context.Background()); err != nil {
+				r.log.Warn("catalog write failed; will retry", "err", err)
+			}
+		}
 	}
 }
 

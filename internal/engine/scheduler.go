@@ -113,14 +113,14 @@ func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time) {
 func (e *Engine) recordSkipped(ctx context.Context, p policy.Policy, running *Job, t time.Time) {
 	msg := fmt.Sprintf("skipped: the previous run of policy %s (job %d) is still running", p.Name, running.ID())
 	e.log.Warn(msg)
-	j := &catalog.Job{Kind: "backup", Policy: p.Name, Repository: p.Repository, Status: catalog.StatusCancelled, Worker: e.o.Worker,
-		CreatedAt: t, StartedAt: t, FinishedAt: t, Error: msg}
-	if err := e.o.Catalog.CreateJob(ctx, j); err != nil {
+	run, err := e.startRun(ctx, catalog.Job{Kind: catalog.KindBackupPolicy, Policy: p.Name, Repository: p.Repository,
+		Object: policyObject(p.Name), Status: catalog.StatusRunning, Worker: e.o.Worker, CreatedAt: t, StartedAt: t})
+	if err != nil {
 		e.log.Warn("recording a skipped run failed", "err", err)
 		return
 	}
-	if err := e.o.Catalog.AddEvents(ctx, []catalog.Event{{Time: t, JobID: j.ID, Level: "warn", Kind: "skipped", Message: msg,
-		Fields: map[string]any{"running_job": running.ID()}}}); err != nil {
+	run.Record(catalog.Event{Time: t, Level: "warn", Kind: "skipped", Message: msg, Fields: map[string]any{"running_job": running.ID()}})
+	if _, err := run.Finish(ctx, catalog.StatusCancelled, msg); err != nil {
 		e.log.Warn("recording a skipped run failed", "err", err)
 	}
 }

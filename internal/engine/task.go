@@ -33,6 +33,9 @@ func (j *Job) createTasks(targets []target) error {
 		points[s.Source.Key()] = append(points[s.Source.Key()], policy.Point{Time: s.Time, Mode: s.Mode})
 	}
 	now := time.Now()
+	// Built aside and published under Job.mu once recorded: Progress and
+	// Tasks read the list meanwhile.
+	tasks := make([]*task, 0, len(targets))
 	recs := make([]*catalog.Task, len(targets))
 	for i, tg := range targets {
 		conn := j.e.o.Connectors[tg.conn]
@@ -41,14 +44,16 @@ func (j *Job) createTasks(targets []target) error {
 		t := &task{j: j, conn: conn, vm: tg.vm, modeReason: why, size: tg.vm.ProvisionedBytes()}
 		t.rec = catalog.Task{JobID: j.record.ID, Connection: tg.conn, VMID: tg.vm.ID, VMName: tg.vm.Name, Host: tg.vm.Host,
 			Datastores: tg.vm.Datastores, Status: catalog.StatusQueued, Mode: mode, SnapshotMode: j.snapshotMode()}
-		j.tasks = append(j.tasks, t)
+		tasks = append(tasks, t)
 		recs[i] = &t.rec
 	}
 	if err := j.e.o.Catalog.CreateTasks(j.ctx, recs); err != nil {
-		j.tasks = nil
 		return fmt.Errorf("record tasks: %w", err)
 	}
-	j.pending.Add(len(j.tasks))
+	j.mu.Lock()
+	j.tasks = tasks
+	j.mu.Unlock()
+	j.pending.Add(len(tasks))
 	return nil
 }
 
@@ -240,7 +245,7 @@ func (t *task) noteOp(kind string, took time.Duration, err error) {
 }
 
 func (t *task) event(level, kind, msg string, fields map[string]any) {
-	t.j.rec.event(catalog.Event{JobID: t.j.record.ID, TaskID: t.rec.ID, Level: level, Kind: kind, Message: msg, Fields: fields})
+	t.j.run.Record(catalog.Event{JobID: t.j.record.ID, TaskID: t.rec.ID, Level: level, Kind: kind, Message: msg, Fields: fields})
 }
 
 func (t *task) setStatus(s catalog.Status) {

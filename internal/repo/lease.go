@@ -81,8 +81,12 @@ func (l LeaseInfo) Dead(now time.Time, hostname string) bool {
 	return false
 }
 
-// procStart reads a process's start time (clock ticks since boot) so a
-// reused PID is not mistaken for the original holder.
+// ProcessStart reads a process's start time (clock ticks since boot) so a
+// reused PID is not mistaken for the original process. Leases record it
+// for their holder, and the catalog for the process running a task, so
+// both tell a gone process from a live one the same way.
+func ProcessStart(pid int) (uint64, error) { return procStart(pid) }
+
 func procStart(pid int) (uint64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // newEngine builds an engine over the given connections. Problems cleaning
@@ -197,6 +198,11 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 // JobsInput filters jobs.
 type JobsInput struct {
 	Policy string
+	// Kind is backup-policy, restore, verify, gc, cleanup, ... ("": all).
+	Kind string
+	// User started the job; VM is a VM name or ID it acted on (a policy
+	// run counts for every VM it backed up).
+	User, VM string
 	// Status is running, success, partial, failed or cancelled ("": all).
 	Status string
 	// Limit is the most jobs returned, newest first (0: all).
@@ -210,7 +216,9 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 		return nil, err
 	}
 	defer cat.Close()
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Policy: in.Policy, Status: catalog.Status(in.Status), Limit: in.Limit})
+	s.markInterrupted(ctx, cat)
+	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM,
+		Status: catalog.Status(in.Status), Limit: in.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +236,7 @@ func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
 		return nil, err
 	}
 	defer cat.Close()
+	s.markInterrupted(ctx, cat)
 	j, err := cat.GetJob(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("job %d: %w", id, err)
@@ -236,10 +245,19 @@ func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: id})
+	events, err := cat.JobLog(ctx, id, 0, 0) // the whole log, in the order recorded
 	if err != nil {
 		return nil, err
 	}
 	doc := jobDoc(j, list(tasks), list(events))
 	return &doc, nil
+}
+
+// markInterrupted marks the jobs whose process died as failed
+// ("interrupted") before they are shown, rather than show them running
+// forever. Listing goes on if that fails (a read-only catalog).
+func (s *Service) markInterrupted(ctx context.Context, cat catalog.Catalog) {
+	if _, err := task.MarkInterrupted(ctx, cat, task.Options{Logger: s.log}); err != nil {
+		s.log.Warn("marking the jobs of processes that died failed", "err", err)
+	}
 }

@@ -60,7 +60,13 @@ func sourceKind(p catalog.BackupPoint) string {
 func jobDoc(j catalog.Job, tasks []catalog.Task, events []catalog.Event) api.Job {
 	d := api.Job{ID: j.ID, Kind: j.Kind, Policy: j.Policy, Repository: j.Repository, Status: string(j.Status), Worker: j.Worker,
 		Started: j.StartedAt, Finished: j.FinishedAt, DurationSeconds: seconds(j.StartedAt, j.FinishedAt),
-		TasksTotal: j.TasksTotal, TasksOK: j.TasksOK, TasksFailed: j.TasksFail, Error: j.Error}
+		TasksTotal: j.TasksTotal, TasksOK: j.TasksOK, TasksFailed: j.TasksFail, Error: j.Error,
+		Object: j.Object, VM: j.VM, User: j.User, Token: j.Token, OwnerHost: j.Owner.Host, OwnerPID: j.Owner.PID,
+		Heartbeat: j.Heartbeat, CancelRequested: j.CancelRequested, LogLines: j.LogLines}
+	if p := j.Progress; p != (catalog.Progress{}) {
+		d.Progress = &api.TaskProgress{DoneBytes: p.BytesDone, TotalBytes: p.BytesTotal, BytesPerSecond: p.BytesPerSecond,
+			ETASeconds: p.ETA.Seconds(), ItemsDone: p.ItemsDone, ItemsTotal: p.ItemsTotal}
+	}
 	if tasks != nil {
 		d.Tasks = []api.VMTask{}
 		for _, t := range tasks {
@@ -70,7 +76,7 @@ func jobDoc(j catalog.Job, tasks []catalog.Task, events []catalog.Event) api.Job
 	if events != nil {
 		d.Events = []api.Event{}
 		for _, e := range events {
-			d.Events = append(d.Events, api.Event{Time: e.Time, TaskID: e.TaskID, Level: e.Level, Kind: e.Kind, Message: e.Message, Fields: e.Fields})
+			d.Events = append(d.Events, api.Event{Seq: e.Seq, Time: e.Time, TaskID: e.TaskID, Level: e.Level, Kind: e.Kind, Message: e.Message, Fields: e.Fields})
 		}
 	}
 	return d

@@ -196,9 +196,16 @@ func testMissingReferences(t *testing.T, open Opener) {
 	}
 	err = c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "ok"}, {JobID: j.ID, TaskID: 999999, Kind: "orphan"}})
 	wantNotFound(t, "AddEvents for a missing task", err)
+	err = c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "ok"}, {JobID: j.ID + 1000, Kind: "orphan"}})
+	wantNotFound(t, "AddEvents for a missing job", err)
 	events, err := c.ListEvents(ctx, catalog.EventFilter{})
 	ok(t, err)
 	if len(events) != 0 {
 		t.Fatalf("a failed AddEvents left %d event(s): not one transaction", len(events))
+	}
+	got, err := c.GetJob(ctx, j.ID)
+	ok(t, err)
+	if got.LogLines != 0 {
+		t.Fatalf("failed AddEvents left the job's log at %d lines: not one transaction", got.LogLines)
 	}
 }

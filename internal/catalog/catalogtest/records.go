@@ -27,6 +27,9 @@ func testEvents(t *testing.T, open Opener) {
 		{Time: base.Add(-time.Hour), Level: "info", Kind: "server-started", Message: "no job"},
 	}
 	ok(t, c.AddEvents(ctx, in))
+	// Each event of a job is the next line of the job's log.
+	same(t, "line numbers set by AddEvents", []int64{in[0].Seq, in[1].Seq, in[2].Seq, in[3].Seq, in[4].Seq},
+		[]int64{1, 2, 1, 3, 0})
 	all, err := c.ListEvents(ctx, catalog.EventFilter{})
 	ok(t, err)
 	if len(all) != len(in) {
@@ -43,11 +46,11 @@ func testEvents(t *testing.T, open Opener) {
 	// (higher ID) comes first.
 	same(t, "events newest first", kinds(all), []string{"failed", "retry", "disk-done", "job-started", "server-started"})
 	disk := all[2]
-	want := catalog.Event{ID: disk.ID, Time: at(time.Second), JobID: j1.ID, TaskID: task.ID, Level: "info",
+	want := catalog.Event{ID: disk.ID, Time: at(time.Second), JobID: j1.ID, TaskID: task.ID, Seq: 2, Level: "info",
 		Kind: "disk-done", Message: "disk sda done", Fields: map[string]any{"bytes": float64(1073741824),
 			"seconds": 2.5, "mbps": 409.6, "disk": "sda", "ok": true, "nested": map[string]any{"x": []any{float64(1), "y"}}}}
 	same(t, "event with fields", disk, want)
-	if all[4].JobID != 0 || all[4].TaskID != 0 || all[4].Fields != nil {
+	if all[4].JobID != 0 || all[4].TaskID != 0 || all[4].Seq != 0 || all[4].Fields != nil {
 		t.Fatalf("job-less event read back as %+v", all[4])
 	}
 	list := func(f catalog.EventFilter) []string {

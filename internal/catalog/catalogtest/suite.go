@@ -55,6 +55,14 @@ func Run(t *testing.T, newDB Factory) {
 		{"Notifications", testNotifications},
 		{"DeliveryFilters", testDeliveryFilters},
 		{"ConcurrentClaims", testConcurrentClaims},
+		{"JobTaskFields", testJobTaskFields},
+		{"JobListing", testJobListing},
+		{"JobLog", testJobLog},
+		{"ConcurrentLogWriters", testConcurrentLogWriters},
+		{"HeartbeatAndCancel", testHeartbeatAndCancel},
+		{"AbandonJob", testAbandonJob},
+		{"PruneHistory", testPruneHistory},
+		{"WatchJobs", testWatchJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

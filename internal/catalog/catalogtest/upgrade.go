@@ -2,6 +2,7 @@ package catalogtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -10,9 +11,12 @@ import (
 // CheckUpgradeFromV1 checks a catalog that a driver's upgrade test wrote
 // at schema version 1, in that schema's columns (one backup job with one
 // task of VM "web" that requested a quiesced snapshot and made point
-// "old", and that point in repository "r"), then opened and so migrated:
-// the old rows read back with no achieved snapshot mode (nothing recorded
-// one then), and both modes are stored from then on.
+// "old", and that point in repository "r"; the job's events "first" and
+// "second" with an event of no job between them), then opened and so
+// migrated: the old rows read back with no achieved snapshot mode
+// (nothing recorded one then), and both modes are stored from then on;
+// the job is a run of a policy (kind backup-policy), its events are its
+// log, numbered in the order they were recorded, and new lines follow.
 func CheckUpgradeFromV1(t *testing.T, c catalog.Catalog) {
 	t.Helper()
 	ctx := context.Background()
@@ -27,6 +31,20 @@ func CheckUpgradeFromV1(t *testing.T, c catalog.Catalog) {
 	if len(tasks) != 1 || tasks[0].SnapshotMode != "quiesced" || tasks[0].BackupPointID != "old" || tasks[0].SnapshotModeAchieved != "" {
 		t.Fatalf("version 1 task after the upgrade: %+v", tasks)
 	}
+
+	j, err := c.GetJob(ctx, tasks[0].JobID)
+	ok(t, err)
+	if j.Kind != catalog.KindBackupPolicy || j.LogLines != 2 {
+		t.Fatalf("version 1 job after the upgrade: kind %q, %d log lines", j.Kind, j.LogLines)
+	}
+	ok(t, c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "note", Message: "third"}}))
+	lines, err := c.JobLog(ctx, j.ID, 0, 0)
+	ok(t, err)
+	var numbered []string
+	for _, l := range lines {
+		numbered = append(numbered, fmt.Sprintf("%d:%s", l.Seq, l.Message))
+	}
+	same(t, "log of the version 1 job", numbered, []string{"1:first", "2:second", "3:third"})
 
 	p := ps[0]
 	p.SnapshotMode, p.SnapshotModeAchieved = "quiesced", "crash-consistent"

@@ -1,6 +1,9 @@
 // Package postgres is the scale-out catalog: a PostgreSQL database that
 // several coffer workers share (pgx/v5 pool).
 //
+// Changes to jobs are announced with NOTIFY (see listen.go), so other
+// processes follow running jobs without polling.
+//
 // Concurrency: transactions run at READ COMMITTED. Rows are always written
 // in key order so that writers cannot deadlock; a replace of a
 // repository's backup points holds an exclusive advisory lock on that
@@ -75,6 +78,7 @@ func (b *backend) Dialect() sqlcat.Dialect {
 		DollarPlaceholders: true,
 		BindTime:           func(t time.Time) any { return t },
 		Lock:               advisoryLock,
+		Notify:             notify,
 		IsForeignKeyViolation: func(err error) bool {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "23503"

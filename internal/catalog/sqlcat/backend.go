@@ -63,6 +63,18 @@ type Dialect struct {
 	Lock func(ctx context.Context, tx Tx, key string, exclusive bool) error
 	// IsForeignKeyViolation recognises a reference to a missing row.
 	IsForeignKeyViolation func(error) bool
+	// Notify queues payload for the listeners of other processes,
+	// delivered when tx commits (PostgreSQL's NOTIFY). Databases that
+	// cannot push changes leave it nil.
+	Notify func(ctx context.Context, tx Tx, payload string) error
+}
+
+// Listener is implemented by backends whose Dialect has Notify: Listen
+// delivers the payloads other transactions notified, once committed,
+// until ctx ends. An empty payload means some may have been lost (the
+// connection was re-established, or the reader fell behind).
+type Listener interface {
+	Listen(ctx context.Context) (<-chan string, error)
 }
 
 // Rebind rewrites ? placeholders for the dialect. The SQL in this package

@@ -60,7 +60,8 @@ func TestRefusesUnknownSchema(t *testing.T) {
 }
 
 // A catalog written by a coffer with schema version 1 is migrated in
-// place: its rows keep their values and gain empty snapshot modes.
+// place: its rows keep their values and gain empty snapshot modes, its
+// policy runs become kind backup-policy and their events numbered logs.
 func TestUpgradeFromVersion1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "catalog.db")
 	ms, err := sqlite.Migrations()
@@ -80,6 +81,9 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		`INSERT INTO jobs (id, kind, created_at) VALUES (1, 'backup', 0)`,
 		`INSERT INTO tasks (job_id, vm_name, status, snapshot_mode, backup_point_id) VALUES (1, 'web', 'success', 'quiesced', 'old')`,
 		`INSERT INTO backup_points (repository, id, taken_at, vm_name, mode) VALUES ('r', 'old', 0, 'web', 'full')`,
+		`INSERT INTO events (occurred_at, job_id, kind, message) VALUES (0, 1, 'job-start', 'first')`,
+		`INSERT INTO events (occurred_at, kind, message) VALUES (0, 'server-started', 'no job')`,
+		`INSERT INTO events (occurred_at, job_id, kind, message) VALUES (0, 1, 'job-end', 'second')`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%v: %s", err, q)
@@ -134,4 +138,17 @@ func BenchmarkWrites(b *testing.B) {
 	catalogtest.BenchmarkWrites(b, func(ctx context.Context) (catalog.Catalog, error) {
 		return sqlite.Open(ctx, path, sqlite.Options{})
 	})
+}
+
+// SQLite cannot push changes to other processes: WatchJobs says so, and
+// readers (internal/task) poll instead.
+func TestWatchJobsUnsupported(t *testing.T) {
+	c, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.WatchJobs(context.Background()); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("WatchJobs on SQLite: %v, want errors.ErrUnsupported", err)
+	}
 }

@@ -5,8 +5,11 @@ package enginetest
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
@@ -42,6 +45,7 @@ func (m *Catalog) CreateJob(_ context.Context, j *catalog.Job) error {
 	defer m.mu.Unlock()
 	m.Writes++
 	j.ID = m.id()
+	j.LogLines, j.CancelRequested = 0, time.Time{}
 	m.jobs = append(m.jobs, *j)
 	return nil
 }
@@ -50,13 +54,14 @@ func (m *Catalog) UpdateJob(_ context.Context, j *catalog.Job) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.Writes++
-	for i := range m.jobs {
-		if m.jobs[i].ID == j.ID {
-			m.jobs[i] = *j
-			return nil
-		}
+	old := m.job(j.ID)
+	if old == nil {
+		return catalog.ErrNotFound
 	}
-	return catalog.ErrNotFound
+	u := *j
+	u.CancelRequested, u.LogLines = old.CancelRequested, old.LogLines
+	*old = u
+	return nil
 }
 
 func (m *Catalog) GetJob(_ context.Context, id int64) (catalog.Job, error) {
@@ -76,7 +81,9 @@ func (m *Catalog) ListJobs(_ context.Context, f catalog.JobFilter) ([]catalog.Jo
 	var out []catalog.Job
 	for i := len(m.jobs) - 1; i >= 0; i-- {
 		j := m.jobs[i]
-		if (f.Policy == "" || j.Policy == f.Policy) && (f.Status == "" || j.Status == f.Status) {
+		if (f.Policy == "" || j.Policy == f.Policy) && (f.Status == "" || j.Status == f.Status) &&
+			(f.Kind == "" || j.Kind == f.Kind) && (!f.Unfinished || !j.Status.Done()) && (f.AboveID == 0 || j.ID > f.AboveID) &&
+			(len(f.IDs) == 0 || slices.Contains(f.IDs, j.ID)) {
 			out = append(out, j)
 		}
 	}
@@ -131,11 +138,96 @@ func (m *Catalog) AddEvents(_ context.Context, es []catalog.Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.Writes++
-	for _, e := range es {
+	for i := range es {
+		if es[i].JobID != 0 {
+			j := m.job(es[i].JobID)
+			if j == nil {
+				return catalog.ErrNotFound
+			}
+			j.LogLines++
+			es[i].Seq = j.LogLines
+		}
+		e := es[i]
 		e.ID = m.id()
 		m.events = append(m.events, e)
 	}
 	return nil
+}
+
+func (m *Catalog) job(id int64) *catalog.Job {
+	for i := range m.jobs {
+		if m.jobs[i].ID == id {
+			return &m.jobs[i]
+		}
+	}
+	return nil
+}
+
+func (m *Catalog) JobLog(_ context.Context, jobID, after int64, limit int) ([]catalog.Event, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []catalog.Event
+	for _, e := range m.events {
+		if e.JobID == jobID && e.Seq > after && (limit == 0 || len(out) < limit) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (m *Catalog) Heartbeat(_ context.Context, id int64, p *catalog.Progress) (time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(id)
+	if j == nil || j.Status.Done() {
+		return time.Time{}, catalog.ErrNotFound
+	}
+	j.Heartbeat = time.Now()
+	if p != nil {
+		j.Progress = *p
+	}
+	return j.CancelRequested, nil
+}
+
+func (m *Catalog) RequestCancel(_ context.Context, id int64, msg string) (catalog.Job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(id)
+	if j == nil {
+		return catalog.Job{}, catalog.ErrNotFound
+	}
+	if j.Status.Done() {
+		return *j, catalog.ErrFinished
+	}
+	if j.CancelRequested.IsZero() {
+		j.CancelRequested = time.Now()
+	}
+	if msg != "" {
+		j.LogLines++
+		m.events = append(m.events, catalog.Event{ID: m.id(), Time: time.Now(), JobID: id, Seq: j.LogLines, Level: "warn", Kind: "cancel", Message: msg})
+	}
+	return *j, nil
+}
+
+func (m *Catalog) AbandonJob(_ context.Context, id int64, lastSeen time.Time, status catalog.Status, msg string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.job(id)
+	if j == nil || j.Status.Done() || !j.Heartbeat.Equal(lastSeen) {
+		return false, nil
+	}
+	j.Status, j.Error, j.FinishedAt = status, msg, time.Now()
+	j.LogLines++
+	m.events = append(m.events, catalog.Event{ID: m.id(), Time: j.FinishedAt, JobID: id, Seq: j.LogLines, Level: "error", Kind: "abandoned", Message: msg})
+	return true, nil
+}
+
+// PruneHistory keeps everything: tests of the engine do not age.
+func (m *Catalog) PruneHistory(context.Context, time.Time, int) (int, error) { return 0, nil }
+
+// WatchJobs is unsupported, as in SQLite: readers poll.
+func (m *Catalog) WatchJobs(context.Context) (<-chan catalog.JobNotice, error) {
+	return nil, errors.ErrUnsupported
 }
 
 func (m *Catalog) ListEvents(_ context.Context, f catalog.EventFilter) ([]catalog.Event, error) {

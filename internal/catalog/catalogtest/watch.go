@@ -1,0 +1,66 @@
+package catalogtest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// noticeWait bounds the wait for a notice: a failure guard, not a
+// measurement (bench/tasks measures the delay).
+const noticeWait = 30 * time.Second
+
+// NextNotice returns the next notice, failing the test if none comes.
+func NextNotice(t testing.TB, ch <-chan catalog.JobNotice) catalog.JobNotice {
+	t.Helper()
+	select {
+	case n, open := <-ch:
+		if !open {
+			t.Fatal("the watch ended")
+		}
+		return n
+	case <-time.After(noticeWait):
+		t.Fatalf("no notice within %s", noticeWait)
+	}
+	return catalog.JobNotice{}
+}
+
+// testWatchJobs: a catalog that pushes changes tells a watcher of every
+// committed change to a job made by another handle (process), in commit
+// order, and of nothing that rolled back.
+func testWatchJobs(t *testing.T, open Opener) {
+	c, other := mustOpen(t, open), mustOpen(t, open)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	notices, err := c.WatchJobs(ctx)
+	if errors.Is(err, errors.ErrUnsupported) {
+		t.Skipf("this catalog cannot push changes (readers poll): %v", err)
+	}
+	ok(t, err)
+	want := func(id int64, what string) {
+		t.Helper()
+		same(t, "notice", NextNotice(t, notices), catalog.JobNotice{JobID: id, What: what})
+	}
+	j := &catalog.Job{Kind: catalog.KindVerify, Status: catalog.StatusRunning}
+	ok(t, other.CreateJob(ctx, j))
+	want(j.ID, catalog.NoticeCreated)
+	ok(t, other.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "line"}, {JobID: j.ID, Kind: "line"}}))
+	want(j.ID, catalog.NoticeLog)
+	// A write that rolls back announces nothing.
+	wantNotFound(t, "AddEvents for a missing job", other.AddEvents(ctx, []catalog.Event{{JobID: j.ID}, {JobID: j.ID + 1000}}))
+	_, err = other.Heartbeat(ctx, j.ID, &catalog.Progress{BytesDone: 1})
+	ok(t, err)
+	want(j.ID, catalog.NoticeProgress)
+	_, err = other.RequestCancel(ctx, j.ID, "")
+	ok(t, err)
+	want(j.ID, catalog.NoticeCancel)
+	j.Status = catalog.StatusCancelled
+	ok(t, other.UpdateJob(ctx, j))
+	want(j.ID, catalog.NoticeUpdated)
+	stop()
+	for range notices { // the channel closes when the context ends
+	}
+}
