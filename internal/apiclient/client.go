@@ -9,6 +9,7 @@
 package apiclient
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -255,4 +256,38 @@ func (c *Client) transportError(err error) error {
 		return api.WithClass(api.Unauthenticated, err)
 	}
 	return fmt.Errorf("cannot reach the server %s: %w", c.base.Host, err)
+}
+
+// Events calls an operation that answers with server-sent events and
+// calls each with every event's name and data, until the stream ends.
+func (c *Client) Events(ctx context.Context, r Request, each func(event string, data []byte) error) error {
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	event, data := "", []byte(nil)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data != nil {
+				if err := each(event, data); err != nil {
+					return err
+				}
+			}
+			event, data = "", nil
+		case strings.HasPrefix(line, ":"): // a keep-alive comment
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, strings.TrimPrefix(line, "data: ")...)
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("the event stream ended: %w", err)
+	}
+	return ctx.Err()
 }

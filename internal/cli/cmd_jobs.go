@@ -37,7 +37,7 @@ coffer jobs --vm web-1 --user alice`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
-			for k, v := range map[string]string{"policy": in.Policy, "status": in.Status} {
+			for k, v := range map[string]string{"policy": in.Policy, "status": in.Status, "kind": in.Kind, "user": in.User, "vm": in.VM} {
 				if v != "" {
 					q.Set(k, v)
 				}
@@ -103,7 +103,7 @@ coffer job show 42 --json | jq '.tasks[] | select(.status == "failed")'`,
 			}
 			return a.emit(j, nil, func() { a.printJob(j) })
 		},
-	}, "get-job")))
+	}, "get-job")), a.cmdJobLog(), a.cmdJobFollow(), a.cmdJobCancel())
 	return cmd
 }
 

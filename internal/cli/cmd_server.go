@@ -15,6 +15,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // serverSettings is the schema of the configuration file's server:
@@ -168,13 +169,19 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	// Every long operation and policy run is a task of the catalog:
+	// listed, followed and cancelled from any process sharing it.
+	tasks, err := task.New(ctx, cat, task.Options{Logger: a.log})
+	if err != nil {
+		return err
+	}
 	bg := service.NewBackground(ctx)
 	cfg, err := a.serviceConfig()
 	if err != nil {
 		return err
 	}
 	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background = false, access, url, bg
-	cfg.Tasks = service.LocalTasks{Logger: a.log}
+	cfg.Tasks, cfg.TaskManager = service.CatalogTasks{M: tasks, Log: a.log}, tasks
 	cfg.Files = service.FileRoots{RestoreDir: st.RestoreDir, ImageDir: st.ImageDir, ExportDir: exportDir}
 	svc := service.New(cfg)
 
@@ -193,7 +200,10 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		a.log.Warn("not ready yet (/readyz says why until it is)", "err", err)
 	}
 	srv := server.New(server.Config{Service: svc, Access: access, Logger: a.log})
+	// Drained in reverse: the listener first, the task manager last.
 	components := []server.Component{
+		{Name: "tasks", Start: func(context.Context) (<-chan error, error) { return nil, nil },
+			Drain: func(context.Context) error { return tasks.Close() }},
 		server.HTTP(srv.Handler(), ln, cert, a.log),
 		background(bg),
 		schedules(svc),

@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // defaultBodyBytes bounds a request body when the operation sets nothing:
@@ -84,6 +85,8 @@ func (s *Server) guard(op *service.Operation) func(huma.Context, func(huma.Conte
 				return
 			}
 			ctx = auth.WithSubject(ctx, subject)
+			// The tasks the operation starts are the caller's.
+			ctx = task.WithUser(ctx, task.User{Name: subject.User, Token: subject.TokenID})
 			rec.user, rec.token = subject.User, subject.TokenID
 		}
 		svc := s.cfg.Service
@@ -215,6 +218,10 @@ func (b binding) Error(ctx context.Context, err error) error {
 
 func (b binding) Stream(hc huma.Context, contentType, filename string, write func(io.Writer) error) {
 	b.s.stream(hc, contentType, filename, write)
+}
+
+func (b binding) Events(hc huma.Context, run func(int64, func(string, int64, any) error) error) {
+	b.s.events(hc, run)
 }
 
 // operationIDs are the IDs of the registered routes, read back from the

@@ -36,7 +36,7 @@ func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.Back
 	if in.Name == "" {
 		in.Name = filepath.Base(in.Paths[0])
 	}
-	return run(ctx, s, "backup", in.Name, func(ctx context.Context, t Task) (*api.BackupPoint, error) {
+	return run(ctx, s, "backup-disk", in.Name, func(ctx context.Context, t Task) (*api.BackupPoint, error) {
 		r, err := s.openRepository(ctx)
 		if err != nil {
 			return nil, err

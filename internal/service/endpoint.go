@@ -35,6 +35,10 @@ type Binding interface {
 	// so the client cannot take it for complete.
 	// write's partial error (skipped entries) comes after a whole file.
 	Stream(hc huma.Context, contentType, filename string, write func(io.Writer) error)
+	// Events answers with server-sent events run sends: nothing is sent
+	// before its first event, so an error before that is an ordinary
+	// error answer. The client's Last-Event-ID is passed to run.
+	Events(hc huma.Context, run func(lastEventID int64, send func(event string, id int64, data any) error) error)
 }
 
 // Registrar registers an operation's endpoint with a huma API.
@@ -159,6 +163,37 @@ func (d Download[I]) Register(api huma.API, op huma.Operation, b Binding) {
 		ct, name := d.File(in)
 		return &huma.StreamResponse{Body: func(hc huma.Context) {
 			b.Stream(hc, ct, name, func(w io.Writer) error { return d.Run(ctx, s, in, w) })
+		}}, nil
+	})
+}
+
+// Events is an operation's endpoint that answers with server-sent events
+// (a job's log and changes as they happen). Run sends them until it
+// returns; lastEventID is the client's Last-Event-ID (0: none), to resume
+// after a reconnection.
+type Events[I any] struct {
+	// Data is the type of every event's data (for the document).
+	Data any
+	Run  func(ctx context.Context, s *Service, in *I, lastEventID int64, send func(event string, id int64, data any) error) error
+}
+
+// Input implements Registrar.
+func (e Events[I]) Input() reflect.Type { return reflect.TypeFor[I]() }
+
+// Register implements Registrar.
+func (e Events[I]) Register(api huma.API, op huma.Operation, b Binding) {
+	schema := api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(e.Data), true, "")
+	op.Responses = map[string]*huma.Response{"200": {
+		Description: "server-sent events: each event's data is one document (the event field names its type; a job's log lines carry their line number as the event ID)",
+		Content:     map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string", Description: "text/event-stream; data: " + schema.Ref}}},
+	}}
+	huma.Register(api, op, func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
+		s, err := b.Service(ctx)
+		if err != nil {
+			return nil, b.Error(ctx, err)
+		}
+		return &huma.StreamResponse{Body: func(hc huma.Context) {
+			b.Events(hc, func(last int64, send func(string, int64, any) error) error { return e.Run(ctx, s, in, last, send) })
 		}}, nil
 	})
 }

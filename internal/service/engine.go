@@ -16,8 +16,12 @@ import (
 // newEngine builds an engine over the given connections. Problems cleaning
 // up leftovers of earlier runs are warnings: they do not stop the caller.
 func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
-	eng, err := engine.New(ctx, engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
-		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker})
+	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
+		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker}
+	if s.cfg.TaskManager != nil {
+		o.StartJob = engine.Starter(s.cfg.TaskManager.StartJob)
+	}
+	eng, err := engine.New(ctx, o)
 	if eng == nil {
 		return nil, err
 	}

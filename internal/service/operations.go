@@ -94,6 +94,10 @@ func listing(p auth.Privilege, object string) []Requirement {
 	return []Requirement{{Privilege: p, Object: object, Reach: Listing}}
 }
 
+// seeJobs is who sees a job.
+const seeJobs = "one's own jobs; everyone's with Sys.Audit on /system/tasks; a policy's runs with Policy.Audit on it, " +
+	"a repository's operations with Repo.Audit on it"
+
 // readPoint is reading data out of a repository's point.
 var readPoint = Requirement{Privilege: auth.RepoRead, Object: onRepo, Reach: ThroughVM}
 
@@ -197,10 +201,17 @@ var Operations = []Operation{
 		Requires: req(auth.RepoAudit, onRepo), Endpoint: Endpoint[RepoParam, Result[[]api.Lease]](epLeases)},
 
 	// Jobs, VMs and policies.
-	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs from the catalog", HTTP: get, Path: "/jobs",
-		Requires: listing(auth.PolicyAudit, auth.PoliciesPath), Endpoint: Endpoint[jobsIn, Result[[]api.Job]](epJobs)},
+	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs (the tasks of every long operation and policy run), newest first", HTTP: get,
+		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Result[[]api.Job]](epJobs)},
 	{ID: "get-job", Method: "Job", Summary: "a job with its per-VM tasks and events", HTTP: get, Path: "/jobs/{id}",
-		Requires: listing(auth.PolicyAudit, auth.PoliciesPath), Endpoint: Endpoint[jobIn, Result[*api.Job]](epJob)},
+		SelfService: seeJobs, Endpoint: Endpoint[jobIn, Result[*api.Job]](epJob)},
+	{ID: "job-log", Method: "JobLog", Summary: "a page of a job's log", HTTP: get, Path: "/jobs/{id}/log",
+		SelfService: seeJobs, Endpoint: Endpoint[jobLogIn, Result[[]api.Event]](epJobLog)},
+	{ID: "follow-job", Method: "FollowJob", Summary: "follow a job: its state, log lines and progress as server-sent events", HTTP: get,
+		Path: "/jobs/{id}/events", SelfService: seeJobs, Endpoint: Events[followJobIn]{Data: api.JobEvent{}, Run: epFollowJob}},
+	{ID: "cancel-job", Method: "CancelJob", Summary: "ask a queued or running job to stop, wherever it runs", HTTP: post,
+		Path: "/jobs/{id}/cancel", SelfService: "one's own jobs; everyone's with Sys.Modify on /system/tasks; a policy's runs with Policy.Run on it",
+		Endpoint: Endpoint[jobIn, Result[*api.Job]](epCancelJob)},
 	{ID: "list-vms", Method: "VMs", Summary: "the VMs of every connection and what protects them", HTTP: get, Path: "/vms",
 		Requires: listing(auth.ConnAudit, onConns), Endpoint: Endpoint[vmsIn, Result[*api.Inventory]](epVMs)},
 	{ID: "check-policies", Method: "PolicyCheck", Summary: "validate the policies and say what each will do", HTTP: get,

@@ -19,6 +19,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Config is everything the service needs to know about the installation.
@@ -45,8 +46,13 @@ type Config struct {
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
-	// Tasks records long operations (default: LocalTasks).
+	// Tasks records long operations (default: LocalTasks; the server's:
+	// CatalogTasks).
 	Tasks Tasks
+	// TaskManager, when set, makes the engine's jobs (policy runs)
+	// tasks of the control plane as well (engine.Options.StartJob), and
+	// serves the tasks' logs, events and cancels.
+	TaskManager *task.Manager
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store

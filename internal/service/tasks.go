@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"log/slog"
+
+	"github.com/coffer-backup/coffer/internal/auth"
 )
 
 // Tasks records long operations (backups, restores, verify, gc, copy,
@@ -67,8 +69,15 @@ func (t localTask) Finish(err error) {
 
 // run runs op as a task: it starts the task, hands op the task and its
 // context, and finishes the task with op's error.
-func run[T any](ctx context.Context, s *Service, kind, object string, op func(context.Context, Task) (T, error)) (T, error) {
-	ctx, t := s.tasks.Start(ctx, kind, object)
+//
+// The task's object is an ACL path: the repository's for every operation
+// on one ("/repositories/main"); what the operation names within it (a
+// point, a VM) is the task's first log line.
+func run[T any](ctx context.Context, s *Service, kind, what string, op func(context.Context, Task) (T, error)) (T, error) {
+	ctx, t := s.tasks.Start(ctx, kind, auth.RepositoryPath(s.repoName))
+	if what != "" && what != "repository" {
+		t.Log(slog.LevelInfo, kind+" "+what)
+	}
 	out, err := op(ctx, t)
 	t.Finish(err)
 	return out, err
