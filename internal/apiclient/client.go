@@ -221,10 +221,6 @@ func problemError(res *http.Response) error {
 		Title  string    `json:"title"`
 		Detail string    `json:"detail"`
 		Class  api.Class `json:"class"`
-		Errors []struct {
-			Message  string `json:"message"`
-			Location string `json:"location"`
-		} `json:"errors"`
 	}
 	if json.Unmarshal(b, &p) != nil || p.Class == "" {
 		return api.Errorf(api.Internal, "the server answered %s: %s", res.Status, strings.TrimSpace(string(b)))
@@ -232,9 +228,6 @@ func problemError(res *http.Response) error {
 	msg := p.Detail
 	if msg == "" {
 		msg = p.Title
-	}
-	for _, e := range p.Errors {
-		msg += "; " + strings.TrimSpace(e.Location+" "+e.Message)
 	}
 	if ra := res.Header.Get("Retry-After"); ra != "" && p.Class == api.Throttled {
 		msg += " (retry after " + ra + "s)"

@@ -124,7 +124,7 @@ lock, a key that opens locked points before their lock ends (it says
 until when).`,
 			`"removed key ID". --json: {removed}.`,
 			"coffer key remove 9c1e4a02",
-			"0; 7 for an unknown key; 1 for the last key or a key locked points need."),
+			"0; 7 for an unknown key; 2 (refused) for the last key or a key locked points need."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := call(a, func(s *service.Service) (*api.KeyRemoval, error) { return s.RemoveKey(cmd.Context(), args[0]) })

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -66,10 +67,17 @@ func init() {
 	// bodies too large, validation) is a Problem too.
 	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
 		p := &ProblemDetails{ErrorModel: huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: msg}, Class: classOf(status)}
+		var what []string
 		for _, e := range errs {
 			if e != nil {
 				p.Add(e)
+				d := p.Errors[len(p.Errors)-1]
+				what = append(what, strings.TrimSpace(d.Location+" "+d.Message))
 			}
+		}
+		if len(what) > 0 {
+			// The message says what is wrong, not only that something is.
+			p.Detail += ": " + strings.Join(what, "; ")
 		}
 		return p
 	}

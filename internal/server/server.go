@@ -62,7 +62,8 @@ func New(cfg Config) *Server {
 	for i := range service.Operations {
 		s.register(&service.Operations[i])
 	}
-	s.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+	// Whatever matches nothing is a problem too.
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, api.Errorf(api.NotFound, "no operation %s %s: the API is described at %s/openapi.json",
 			r.Method, r.URL.Path, Prefix))
 	})

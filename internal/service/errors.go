@@ -63,6 +63,12 @@ func Classify(err error) api.Class {
 		return api.Integrity
 	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists):
 		return api.Conflict
+	case errors.Is(err, repo.ErrLastKey), errors.Is(err, store.ErrRetained):
+		return api.Conflict // refused: it would lose access, or the storage keeps it locked
+	case errors.Is(err, repo.ErrKeyNotFound):
+		return api.NotFound
+	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU):
+		return api.Invalid
 	case errors.Is(err, files.ErrUnsupported):
 		return api.Invalid // files asked of a disk without a readable file system
 	case errors.Is(err, fs.ErrNotExist):
