@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -29,13 +28,8 @@ const (
 // and waits for them.
 func HTTP(handler http.Handler, ln net.Listener, cert *Certificate, logger *slog.Logger) Component {
 	base, cancelRequests := context.WithCancel(context.Background())
-	var active sync.WaitGroup
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			active.Add(1)
-			defer active.Done()
-			handler.ServeHTTP(w, r)
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return base },
@@ -64,23 +58,19 @@ func HTTP(handler http.Handler, ln net.Listener, cert *Certificate, logger *slog
 		},
 		Drain: func(ctx context.Context) error {
 			err := srv.Shutdown(ctx)
+			cancelRequests()
 			if err == nil {
-				cancelRequests()
 				return nil
 			}
-			// The deadline passed with requests still running: cancel
-			// them, give them a moment to record it, then cut them off.
-			cancelRequests()
-			waited := make(chan struct{})
-			go func() {
-				active.Wait()
-				close(waited)
-			}()
-			select {
-			case <-waited:
-			case <-time.After(abortGrace):
+			// The deadline passed with requests still running: they are
+			// cancelled now; give them a moment to record it and answer
+			// (their clients get their documents), then cut them off.
+			grace, cancel := context.WithTimeout(context.Background(), abortGrace)
+			defer cancel()
+			if err := srv.Shutdown(grace); err != nil {
+				return errors.Join(srv.Close(), ignoreDeadline(err))
 			}
-			return errors.Join(srv.Close(), ignoreDeadline(err))
+			return nil
 		},
 	}
 }
