@@ -56,7 +56,7 @@ func Fill(ctx context.Context, cat catalog.Catalog, s Shape, progress Progress) 
 		{"VMs", s.VMs, func() error { return putVMs(ctx, cat, s) }},
 		{"jobs", s.Jobs, func() error { return insertJobs(ctx, b, s) }},
 		{"per-VM tasks", s.TaskRows(), func() error { return createTasks(ctx, cat, s) }},
-		{"log lines", s.logLines(), func() error { return insertLogs(ctx, b, s) }},
+		{"log lines", s.LogLineCount(), func() error { return insertLogs(ctx, b, s) }},
 		{"backup points", s.Points(), func() error { return putPoints(ctx, cat, s) }},
 		{"audit records", s.Audit, func() error { return appendAudit(ctx, cat, s) }},
 		{"statistics", 0, func() error { return analyze(ctx, b) }},
@@ -71,8 +71,8 @@ func Fill(ctx context.Context, cat catalog.Catalog, s Shape, progress Progress) 
 	return nil
 }
 
-// logLines is the number of lines of every job's log.
-func (s Shape) logLines() int {
+// LogLineCount is the number of lines of all jobs' logs.
+func (s Shape) LogLineCount() int {
 	return (s.Jobs-s.PolicyRuns)*s.LogLines + s.PolicyRuns*(s.VMs+2)
 }
 

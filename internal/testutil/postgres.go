@@ -77,7 +77,8 @@ func StartPostgres(t testing.TB) string {
 // no password) and stop, which ends the server. With dir "" the data
 // lives in a new temporary directory that stop removes; otherwise in dir,
 // created at the first launch and kept (a benchmark's catalog survives
-// for the next run). Durability is off (fsync=off), and the server dies
+// for the next run); as root, the server runs as the postgres user, which
+// must be able to reach dir (put it under /tmp). Durability is off (fsync=off), and the server dies
 // with the launching process (parent-death signal).
 func LaunchPostgres(bin, dir string) (dsn string, stop func(), err error) {
 	// PostgreSQL refuses to run as root: run it as the postgres user, in
