@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -42,11 +43,13 @@ coffer jobs --vm web-1 --user alice`,
 					q.Set(k, v)
 				}
 			}
-			if in.Limit > 0 {
-				q.Set("limit", strconv.Itoa(in.Limit))
+			var jobs []api.Job
+			var err error
+			if a.remote != nil {
+				jobs, err = a.remoteJobs(cmd.Context(), q, in.Limit)
+			} else {
+				jobs, err = call(a, func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
 			}
-			jobs, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-jobs", Query: q},
-				func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -69,6 +72,32 @@ coffer jobs --vm web-1 --user alice`,
 	cmd.Flags().IntVar(&in.Limit, "limit", 50, "show at most this many jobs (0: all)")
 	return remoteToo(op(cmd, "list-jobs"))
 }
+
+// remoteJobs lists up to limit jobs (0: all) through the server, a page
+// at a time: the server answers at most maxJobsPage jobs per request.
+func (a *app) remoteJobs(ctx context.Context, q url.Values, limit int) ([]api.Job, error) {
+	out := []api.Job{}
+	for {
+		size := maxJobsPage
+		if limit > 0 {
+			size = min(size, limit-len(out))
+		}
+		q.Set("limit", strconv.Itoa(size))
+		var page []api.Job
+		next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "list-jobs", Query: q}), &page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+		q.Set("after", next)
+	}
+}
+
+// maxJobsPage is the largest page of jobs the server answers.
+const maxJobsPage = 1000
 
 func (a *app) cmdJob() *cobra.Command {
 	cmd := &cobra.Command{

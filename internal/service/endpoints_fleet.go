@@ -1,7 +1,9 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -16,22 +18,35 @@ type jobsIn struct {
 	User   string `query:"user" maxLength:"64"`
 	VM     string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
 	Status string `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
-	Limit  int    `query:"limit" minimum:"0" maximum:"100000" doc:"the most jobs, newest first (0: all)"`
+	Limit  int    `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
+	After  int64  `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
 
-func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Result[[]api.Job], error) {
-	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status, Limit: in.Limit})
+// jobsPage is the size of a page of jobs unless the request says.
+const jobsPage = 100
+
+// epJobs lists a page of the jobs the caller may see. The catalog is
+// read a page at a time (a catalog holds millions of jobs); jobs the
+// caller may not see are left out of the page, so a page may be short
+// while more follow: Coffer-Next says whether they do.
+func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Page[api.Job], error) {
+	limit := cmp.Or(in.Limit, jobsPage)
+	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status,
+		Limit: limit, After: in.After})
 	if err != nil {
 		return nil, err
 	}
 	actor := s.actor(ctx)
-	out := []api.Job{}
+	page := &Page[api.Job]{Body: []api.Job{}}
 	for _, j := range jobs {
 		if canSeeJob(actor, j) {
-			out = append(out, j)
+			page.Body = append(page.Body, j)
 		}
 	}
-	return result(out, nil)
+	if len(jobs) == limit {
+		page.Next = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+	}
+	return page, nil
 }
 
 type jobIn struct {
@@ -39,7 +54,10 @@ type jobIn struct {
 }
 
 func epJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
-	return result(visibleJob(ctx, s, in.ID))
+	if _, err := visibleJob(ctx, s, in.ID); err != nil {
+		return nil, err
+	}
+	return result(s.Job(ctx, in.ID))
 }
 
 type vmsIn struct {
@@ -159,9 +177,10 @@ func canCancelJob(actor *auth.Subject, j api.Job) bool {
 	return false
 }
 
-// visibleJob fetches a job the caller may see (denied otherwise).
+// visibleJob fetches a job the caller may see (denied otherwise), without
+// its tasks and log: a policy run's are thousands of rows.
 func visibleJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
-	j, err := s.Job(ctx, id)
+	j, err := s.jobSummary(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +205,7 @@ func epJobLog(ctx context.Context, s *Service, in *jobLogIn) (*Result[[]api.Even
 }
 
 func epCancelJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
-	j, err := s.Job(ctx, in.ID)
+	j, err := s.jobSummary(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

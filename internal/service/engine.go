@@ -211,6 +211,9 @@ type JobsInput struct {
 	Status string
 	// Limit is the most jobs returned, newest first (0: all).
 	Limit int
+	// After continues a listing after this job (the last of the
+	// previous page).
+	After int64
 }
 
 // Jobs lists the jobs the catalog recorded, newest first.
@@ -221,8 +224,20 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	}
 	defer cat.Close()
 	s.markInterrupted(ctx, cat)
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM,
-		Status: catalog.Status(in.Status), Limit: in.Limit})
+	f := catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: catalog.Status(in.Status),
+		Limit: in.Limit}
+	if in.After > 0 {
+		last, err := cat.GetJob(ctx, in.After)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return nil, api.Errorf(api.NotFound, "job %d, the last of the previous page, is no longer in the catalog "+
+				"(pruned): list again from the newest", in.After)
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.After = last.Cursor()
+	}
+	jobs, err := cat.ListJobs(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +269,23 @@ func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
 		return nil, err
 	}
 	doc := jobDoc(j, list(tasks), list(events))
+	return &doc, nil
+}
+
+// jobSummary returns one job without its tasks and log: what deciding
+// who may see or cancel it needs, one row however large the job.
+func (s *Service) jobSummary(ctx context.Context, id int64) (*api.Job, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	s.markInterrupted(ctx, cat)
+	j, err := cat.GetJob(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("job %d: %w", id, err)
+	}
+	doc := jobDoc(j, nil, nil)
 	return &doc, nil
 }
 

@@ -202,7 +202,7 @@ var Operations = []Operation{
 
 	// Jobs, VMs and policies.
 	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs (the tasks of every long operation and policy run), newest first", HTTP: get,
-		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Result[[]api.Job]](epJobs)},
+		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Page[api.Job]](epJobs)},
 	{ID: "get-job", Method: "Job", Summary: "a job with its per-VM tasks and events", HTTP: get, Path: "/jobs/{id}",
 		SelfService: seeJobs, Endpoint: Endpoint[jobIn, Result[*api.Job]](epJob)},
 	{ID: "job-log", Method: "JobLog", Summary: "a page of a job's log", HTTP: get, Path: "/jobs/{id}/log",

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// TestJobsArePaged: the jobs listing answers a page at a time (100 jobs
+// unless the request says, at most 1000), newest first, and Coffer-Next
+// continues it after the page's last job: following it yields every job
+// once, in order, even while new jobs are recorded between pages. A
+// caller who sees only some jobs gets shorter pages but the same cursor,
+// so following it still yields all of its own. A cursor naming a job
+// that is gone is a 404 problem.
+func TestJobsArePaged(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour)
+	for i := range 250 {
+		// Pairs share a creation time: ties are broken by ID.
+		j := &catalog.Job{Kind: catalog.KindVerify, Status: catalog.StatusSuccess, CreatedAt: base.Add(time.Duration(i/2) * time.Second),
+			User: "alice"}
+		if i%5 == 0 {
+			j.User = tenant
+		}
+		if err := e.cat.CreateJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := e.cat.ListJobs(ctx, catalog.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, tenants []int64
+	for _, j := range all {
+		want = append(want, j.ID)
+		if j.User == tenant {
+			tenants = append(tenants, j.ID)
+		}
+	}
+
+	// follow lists every page of a query, recording a new job between
+	// pages, and returns the IDs listed and the pages' sizes.
+	follow := func(token, query string) (ids []int64, sizes []int) {
+		t.Helper()
+		path := "/jobs?" + query
+		for {
+			r := e.do(token, http.MethodGet, path, nil)
+			if r.status != http.StatusOK {
+				t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+			}
+			var page []api.Job
+			r.json(t, &page)
+			sizes = append(sizes, len(page))
+			for _, j := range page {
+				ids = append(ids, j.ID)
+			}
+			next := r.header.Get(api.NextHeader)
+			if next == "" {
+				return ids, sizes
+			}
+			if err := e.cat.CreateJob(ctx, &catalog.Job{Kind: catalog.KindGC, Status: catalog.StatusRunning, User: tenant}); err != nil {
+				t.Fatal(err)
+			}
+			path = "/jobs?" + query + "&after=" + next
+		}
+	}
+	admin := e.tokens["admin"]
+	ids, sizes := follow(admin, "")
+	if !slices.Equal(ids, want) {
+		t.Fatalf("following the pages listed %d jobs %v,\nwant %d %v", len(ids), ids, len(want), want)
+	}
+	if sizes[0] != 100 || len(sizes) != (len(want)+99)/100 {
+		t.Errorf("pages of %v jobs, want 100 per page by default", sizes)
+	}
+	ids, sizes = follow(admin, "limit=7&kind=verify")
+	if len(ids) != 250 || sizes[0] != 7 {
+		t.Errorf("pages of 7 verify jobs: %d jobs in pages of %v", len(ids), sizes)
+	}
+
+	// The tenant sees its own jobs only: short pages, none missed.
+	ids, sizes = follow(e.tokens[tenant], "limit=10&kind=verify")
+	if !slices.Equal(ids, tenants) {
+		t.Fatalf("the tenant listed %v, want its jobs %v", ids, tenants)
+	}
+	if sizes[0] >= 10 {
+		t.Errorf("the tenant's first page held %d jobs: others' were not left out", sizes[0])
+	}
+
+	e.do(admin, http.MethodGet, "/jobs?limit=1001", nil).problem(t, http.StatusUnprocessableEntity, api.Invalid)
+	gone := strconv.FormatInt(all[0].ID+100_000, 10)
+	if d := e.do(admin, http.MethodGet, "/jobs?after="+gone, nil).problem(t, http.StatusNotFound, api.NotFound); d == "" {
+		t.Error("no message for a cursor to a job that is gone")
+	}
+}
