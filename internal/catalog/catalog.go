@@ -124,6 +124,12 @@ type BackupPoint struct {
 	SnapshotModeAchieved string
 }
 
+// VMRef names a VM: its ID within a connection.
+type VMRef struct {
+	Connection string
+	ID         string
+}
+
 // VMRecord is the last inventory seen for a VM.
 type VMRecord struct {
 	Connection string
@@ -216,6 +222,11 @@ type Catalog interface {
 	PutBackupPoints(ctx context.Context, points []BackupPoint) error // upsert by (Repository, ID)
 	DeleteBackupPoints(ctx context.Context, repository string, ids []string) error
 	ListBackupPoints(ctx context.Context, f BackupPointFilter) ([]BackupPoint, error)
+	// NewestBackupPoints returns the newest point of each of these VMs
+	// (by Time, then ID, across repositories), none for a VM without
+	// points, in no particular order. Each VM costs one index lookup,
+	// whatever the number of points in the catalog.
+	NewestBackupPoints(ctx context.Context, vms []VMRef) ([]BackupPoint, error)
 	// ReplaceBackupPoints atomically replaces all points of a repository
 	// (catalog rebuild from the repository).
 	ReplaceBackupPoints(ctx context.Context, repository string, points []BackupPoint) error

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
@@ -142,6 +143,43 @@ func (c *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, po
 	return nil
 }
 
+// newestBatch is how many VMs one query of NewestBackupPoints looks up:
+// two parameters each, well below every database's limit.
+const newestBatch = 200
+
+// NewestBackupPoints finds the newest point of each VM with one lookup
+// of points_vm (vm_id, taken_at) per VM, a batch of VMs per query.
+func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+	var out []catalog.BackupPoint
+	for len(vms) > 0 {
+		batch := vms[:min(newestBatch, len(vms))]
+		vms = vms[len(batch):]
+		parts := make([]string, len(batch))
+		args := make([]any, 0, 2*len(batch))
+		for i, vm := range batch {
+			parts[i] = `SELECT * FROM (SELECT ` + pointColumns + ` FROM backup_points WHERE vm_id = ? AND connection = ?
+				ORDER BY taken_at DESC, id DESC LIMIT 1) AS newest`
+			args = append(args, vm.ID, vm.Connection)
+		}
+		err := c.query(ctx, strings.Join(parts, " UNION ALL "), args, func(r Rows) error {
+			p, err := scanPoint(r)
+			out = append(out, p)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("catalog: newest backup points: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func scanPoint(r Rows) (catalog.BackupPoint, error) {
+	var p catalog.BackupPoint
+	err := r.Scan(&p.Repository, &p.ID, timeDest{&p.Time}, &p.Connection, &p.VMID, &p.VMName, &p.Mode, &p.Parent,
+		&p.Disks, &p.BytesLogical, &p.BytesStored, jsonDest{&p.Tags}, &p.Protected, &p.JobID, &p.SnapshotMode, &p.SnapshotModeAchieved)
+	return p, err
+}
+
 // ListBackupPoints lists points newest first.
 func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFilter) ([]catalog.BackupPoint, error) {
 	w := &where{}
@@ -160,9 +198,7 @@ func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFil
 	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC", f.Limit)
 	var out []catalog.BackupPoint
 	err := c.query(ctx, q, args, func(r Rows) error {
-		var p catalog.BackupPoint
-		err := r.Scan(&p.Repository, &p.ID, timeDest{&p.Time}, &p.Connection, &p.VMID, &p.VMName, &p.Mode, &p.Parent,
-			&p.Disks, &p.BytesLogical, &p.BytesStored, jsonDest{&p.Tags}, &p.Protected, &p.JobID, &p.SnapshotMode, &p.SnapshotModeAchieved)
+		p, err := scanPoint(r)
 		out = append(out, p)
 		return err
 	})

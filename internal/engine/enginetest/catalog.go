@@ -274,6 +274,25 @@ func (m *Catalog) ListBackupPoints(_ context.Context, f catalog.BackupPointFilte
 	return out, nil
 }
 
+func (m *Catalog) NewestBackupPoints(_ context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	newest := map[catalog.VMRef]catalog.BackupPoint{}
+	for _, p := range m.points {
+		k := catalog.VMRef{Connection: p.Connection, ID: p.VMID}
+		if n, ok := newest[k]; !ok || p.Time.After(n.Time) || p.Time.Equal(n.Time) && p.ID > n.ID {
+			newest[k] = p
+		}
+	}
+	var out []catalog.BackupPoint
+	for _, vm := range vms {
+		if p, ok := newest[vm]; ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 func (m *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, ps []catalog.BackupPoint) error {
 	m.mu.Lock()
 	for k, p := range m.points {
