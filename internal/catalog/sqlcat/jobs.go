@@ -121,10 +121,13 @@ func (c *Catalog) ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.
 		w.add(unfinished)
 	}
 	if f.VM != "" {
-		// A VM among a policy run's tasks: tasks_vm_name and tasks_vm
-		// find the jobs without scanning their tasks.
-		w.add(`(vm = ? OR id IN (SELECT job_id FROM tasks WHERE vm_name = ?) OR id IN (SELECT job_id FROM tasks WHERE vm_id = ?))`,
-			f.VM, f.VM, f.VM)
+		// A VM among a policy run's tasks: jobs_vm, tasks_vm_name and
+		// tasks_vm find the few jobs without scanning their tasks. One
+		// set of IDs rather than three ORed conditions: PostgreSQL read
+		// the jobs newest first testing each against the ORs, half a
+		// million rows for a VM backed up every day (0.7 s).
+		w.add(`id IN (SELECT id FROM jobs WHERE vm = ? UNION SELECT job_id FROM tasks WHERE vm_name = ?
+			UNION SELECT job_id FROM tasks WHERE vm_id = ?)`, f.VM, f.VM, f.VM)
 	}
 	if !f.Since.IsZero() {
 		w.add("created_at >= ?", c.timeArg(f.Since))
