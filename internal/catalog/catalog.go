@@ -147,7 +147,10 @@ type TaskFilter struct {
 	JobID  int64
 	VMID   string
 	Status Status
-	Limit  int
+	// AfterID continues a listing after this task (tasks are listed in
+	// creation order, by ID).
+	AfterID int64
+	Limit   int
 }
 
 type EventFilter struct {

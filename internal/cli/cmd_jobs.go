@@ -96,8 +96,48 @@ func (a *app) remoteJobs(ctx context.Context, q url.Values, limit int) ([]api.Jo
 	}
 }
 
-// maxJobsPage is the largest page of jobs the server answers.
+// maxJobsPage is the largest page of jobs the server answers, and of a
+// job's tasks and log lines in its document.
 const maxJobsPage = 1000
+
+// remoteJob gets a job with all its tasks and its whole log through the
+// server, which answers them a page at a time.
+func (a *app) remoteJob(ctx context.Context, id string) (*api.Job, error) {
+	page := strconv.Itoa(maxJobsPage)
+	path := map[string]string{"id": id}
+	var j *api.Job
+	next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "get-job", Path: path,
+		Query: url.Values{"tasks": {page}, "log": {page}}}), &j)
+	if err != nil {
+		return nil, err
+	}
+	for next != "" {
+		var more *api.Job
+		next, err = a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "get-job", Path: path,
+			Query: url.Values{"tasks": {page}, "tasks_after": {next}, "log": {"1"}}}), &more)
+		if err != nil {
+			return nil, err
+		}
+		j.Tasks = append(j.Tasks, more.Tasks...)
+	}
+	for int64(len(j.Events)) < j.LogLines {
+		start := int64(0)
+		if n := len(j.Events); n > 0 {
+			start = j.Events[n-1].Seq
+		}
+		var lines []api.Event
+		err := a.remote.Call(ctx, a.remoteRequest(apiclient.Request{Op: "job-log", Path: path,
+			Query: url.Values{"start": {strconv.FormatInt(start, 10)}, "limit": {"10000"}}}), &lines)
+		if err != nil {
+			return nil, err
+		}
+		if len(lines) == 0 {
+			break // the log is shorter than it said (pruned meanwhile)
+		}
+		j.Events = append(j.Events, lines...)
+	}
+	return j, nil
+}
 
 func (a *app) cmdJob() *cobra.Command {
 	cmd := &cobra.Command{
@@ -125,8 +165,12 @@ coffer job show 42 --json | jq '.tasks[] | select(.status == "failed")'`,
 			if err != nil {
 				return usagef("job ID %q is not a number", args[0])
 			}
-			j, err := callOp(cmd.Context(), a, apiclient.Request{Op: "get-job", Path: map[string]string{"id": args[0]}},
-				func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
+			var j *api.Job
+			if a.remote != nil {
+				j, err = a.remoteJob(cmd.Context(), args[0])
+			} else {
+				j, err = call(a, func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
+			}
 			if err != nil {
 				return err
 			}

@@ -100,3 +100,68 @@ func TestJobsArePaged(t *testing.T) {
 		t.Error("no message for a cursor to a job that is gone")
 	}
 }
+
+// TestJobDetailIsPaged: a job's document holds a page of its per-VM
+// tasks (100 unless the request says, at most 1000) and the first lines
+// of its log; Coffer-Next continues the tasks, job-log the log, and
+// tasks_total and log_lines say how many there are.
+func TestJobDetailIsPaged(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	j := &catalog.Job{Kind: catalog.KindBackupPolicy, Policy: "nightly", Status: catalog.StatusSuccess, TasksTotal: 250}
+	if err := e.cat.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []*catalog.Task
+	var lines []catalog.Event
+	for i := range 250 {
+		tasks = append(tasks, &catalog.Task{JobID: j.ID, Connection: "lab", VMID: strconv.Itoa(i), VMName: "vm-" + strconv.Itoa(i),
+			Status: catalog.StatusSuccess})
+		lines = append(lines, catalog.Event{JobID: j.ID, Level: "info", Kind: "vm-done", Message: "line " + strconv.Itoa(i+1)})
+	}
+	if err := e.cat.CreateTasks(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cat.AddEvents(ctx, lines); err != nil {
+		t.Fatal(err)
+	}
+	admin := e.tokens["admin"]
+	path := "/jobs/" + strconv.FormatInt(j.ID, 10)
+	get := func(query string) (api.Job, string) {
+		t.Helper()
+		r := e.do(admin, http.MethodGet, path+query, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET %s%s: %d %s", path, query, r.status, r.body)
+		}
+		var doc api.Job
+		r.json(t, &doc)
+		return doc, r.header.Get(api.NextHeader)
+	}
+	doc, next := get("")
+	if len(doc.Tasks) != 100 || len(doc.Events) != 100 || doc.TasksTotal != 250 || doc.LogLines != 250 || next == "" {
+		t.Fatalf("first answer: %d tasks of %d, %d lines of %d, next %q", len(doc.Tasks), doc.TasksTotal, len(doc.Events),
+			doc.LogLines, next)
+	}
+	var got []int64
+	for {
+		for _, task := range doc.Tasks {
+			got = append(got, task.ID)
+		}
+		if next == "" {
+			break
+		}
+		doc, next = get("?tasks=30&tasks_after=" + next)
+	}
+	var want []int64
+	for _, task := range tasks {
+		want = append(want, task.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("following the tasks gave %v,\nwant %v", got, want)
+	}
+	doc, _ = get("?log=1000")
+	if len(doc.Events) != 250 || doc.Events[249].Message != "line 250" {
+		t.Errorf("log=1000 gave %d lines", len(doc.Events))
+	}
+	e.do(admin, http.MethodGet, path+"?tasks=1001", nil).problem(t, http.StatusUnprocessableEntity, api.Invalid)
+}

@@ -53,11 +53,38 @@ type jobIn struct {
 	ID int64 `path:"id" minimum:"1"`
 }
 
-func epJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
+type jobDetailIn struct {
+	ID         int64 `path:"id" minimum:"1"`
+	Tasks      int   `query:"tasks" minimum:"0" maximum:"1000" doc:"the most per-VM tasks in the document, in the order they were created (0: 100)"`
+	TasksAfter int64 `query:"tasks_after" minimum:"0" doc:"the Coffer-Next header of the previous answer: the tasks after it"`
+	Log        int   `query:"log" minimum:"0" maximum:"1000" doc:"the most lines of the log from its start (0: 100); job-log pages through the rest"`
+}
+
+// JobDetail is a job with a page of its tasks and the first lines of its
+// log; tasks_total and log_lines say how many there are.
+type JobDetail struct {
+	Body *api.Job
+	Next string `header:"Coffer-Next" doc:"present when more tasks may follow: pass it as tasks_after"`
+}
+
+// jobDetailPage is the tasks and lines of a job document unless the
+// request says.
+const jobDetailPage = 100
+
+func epJob(ctx context.Context, s *Service, in *jobDetailIn) (*JobDetail, error) {
 	if _, err := visibleJob(ctx, s, in.ID); err != nil {
 		return nil, err
 	}
-	return result(s.Job(ctx, in.ID))
+	tasks := cmp.Or(in.Tasks, jobDetailPage)
+	j, err := s.jobPage(ctx, jobPageInput{ID: in.ID, Tasks: tasks, TasksAfter: in.TasksAfter, Log: cmp.Or(in.Log, jobDetailPage)})
+	if err != nil {
+		return nil, err
+	}
+	out := &JobDetail{Body: j}
+	if len(j.Tasks) == tasks {
+		out.Next = strconv.FormatInt(j.Tasks[len(j.Tasks)-1].ID, 10)
+	}
+	return out, nil
 }
 
 type vmsIn struct {

@@ -248,23 +248,40 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	return out, nil
 }
 
-// Job returns one job with its per-VM tasks and events.
+// Job returns one job with all its per-VM tasks and events.
 func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
+	return s.jobPage(ctx, jobPageInput{ID: id})
+}
+
+// jobPageInput selects the part of a job's tasks and log a job document
+// holds: a policy run over 10,000 VMs has 10,000 of each.
+type jobPageInput struct {
+	ID int64
+	// Tasks is the most per-VM tasks, those after the task TasksAfter
+	// (0: all); Log the most lines from the start of the log (0: all).
+	Tasks      int
+	TasksAfter int64
+	Log        int
+}
+
+// jobPage returns one job with a page of its per-VM tasks and the first
+// lines of its log.
+func (s *Service) jobPage(ctx context.Context, in jobPageInput) (*api.Job, error) {
 	cat, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cat.Close()
 	s.markInterrupted(ctx, cat)
-	j, err := cat.GetJob(ctx, id)
+	j, err := cat.GetJob(ctx, in.ID)
 	if err != nil {
-		return nil, fmt.Errorf("job %d: %w", id, err)
+		return nil, fmt.Errorf("job %d: %w", in.ID, err)
 	}
-	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: id})
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: in.ID, AfterID: in.TasksAfter, Limit: in.Tasks})
 	if err != nil {
 		return nil, err
 	}
-	events, err := cat.JobLog(ctx, id, 0, 0) // the whole log, in the order recorded
+	events, err := cat.JobLog(ctx, in.ID, 0, in.Log) // in the order recorded
 	if err != nil {
 		return nil, err
 	}

@@ -203,8 +203,8 @@ var Operations = []Operation{
 	// Jobs, VMs and policies.
 	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs (the tasks of every long operation and policy run), newest first", HTTP: get,
 		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Page[api.Job]](epJobs)},
-	{ID: "get-job", Method: "Job", Summary: "a job with its per-VM tasks and events", HTTP: get, Path: "/jobs/{id}",
-		SelfService: seeJobs, Endpoint: Endpoint[jobIn, Result[*api.Job]](epJob)},
+	{ID: "get-job", Method: "Job", Summary: "a job with a page of its per-VM tasks and the first lines of its log", HTTP: get, Path: "/jobs/{id}",
+		SelfService: seeJobs, Endpoint: Endpoint[jobDetailIn, JobDetail](epJob)},
 	{ID: "job-log", Method: "JobLog", Summary: "a page of a job's log", HTTP: get, Path: "/jobs/{id}/log",
 		SelfService: seeJobs, Endpoint: Endpoint[jobLogIn, Result[[]api.Event]](epJobLog)},
 	{ID: "follow-job", Method: "FollowJob", Summary: "follow a job: its state, log lines and progress as server-sent events", HTTP: get,

@@ -154,6 +154,8 @@ func testTasks(t *testing.T, open Opener) {
 	same(t, "tasks of vm-1", list(catalog.TaskFilter{VMID: "vm-1"}), []int64{full.ID, tasks[2].ID})
 	same(t, "successful", list(catalog.TaskFilter{Status: catalog.StatusSuccess}), []int64{full.ID, tasks[2].ID})
 	same(t, "limit", list(catalog.TaskFilter{Limit: 1}), []int64{full.ID})
+	same(t, "the page after the first", list(catalog.TaskFilter{AfterID: full.ID, Limit: 1}), []int64{tasks[1].ID})
+	same(t, "a job's tasks after one", list(catalog.TaskFilter{JobID: j1.ID, AfterID: full.ID}), []int64{tasks[1].ID})
 	same(t, "combined", list(catalog.TaskFilter{JobID: j2.ID, VMID: "vm-1", Status: catalog.StatusSuccess}), []int64{tasks[2].ID})
 }
 

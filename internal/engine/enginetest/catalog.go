@@ -126,11 +126,15 @@ func (m *Catalog) ListTasks(_ context.Context, f catalog.TaskFilter) ([]catalog.
 	defer m.mu.Unlock()
 	var out []catalog.Task
 	for _, t := range m.tasks {
-		if (f.JobID == 0 || t.JobID == f.JobID) && (f.VMID == "" || t.VMID == f.VMID) && (f.Status == "" || t.Status == f.Status) {
+		if (f.JobID == 0 || t.JobID == f.JobID) && (f.VMID == "" || t.VMID == f.VMID) && (f.Status == "" || t.Status == f.Status) &&
+			t.ID > f.AfterID {
 			out = append(out, t)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
 	return out, nil
 }
 
