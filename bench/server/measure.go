@@ -42,7 +42,11 @@ func endpoints(s catalogfill.Shape) []endpoint {
 	return []endpoint{
 		{"healthz", fixed("/healthz")},
 		{"readyz", fixed("/readyz")},
+		{"jobs: first page (default size)", fixed("/api/v1/jobs")},
 		{"jobs: newest 50", fixed("/api/v1/jobs?limit=50")},
+		{"jobs: 50, deep (cursor)", func(r *rand.Rand) string {
+			return fmt.Sprintf("/api/v1/jobs?limit=50&after=%d", 1+r.Int64N(int64(s.Jobs)))
+		}},
 		{"jobs: failed, 50", fixed("/api/v1/jobs?status=failed&limit=50")},
 		{"jobs: kind restore, 50", fixed("/api/v1/jobs?kind=restore&limit=50")},
 		{"jobs: user, 50", fixed("/api/v1/jobs?user=alice&limit=50")},
@@ -55,7 +59,11 @@ func endpoints(s catalogfill.Shape) []endpoint {
 			return fmt.Sprintf("/api/v1/jobs/%d/log?start=%d&limit=100", randomRun(r), r.IntN(s.VMs))
 		}},
 		{"vms", fixed("/api/v1/vms")},
-		{"points: catalog, newest 50", fixed("/api/v1/points?limit=50")},
+		{"points: catalog, first page", fixed("/api/v1/points")},
+		{"points: catalog, 50, deep (cursor)", func(r *rand.Rand) string {
+			p := s.Point(r.IntN(s.VMs), r.IntN(s.PointsPerVM))
+			return fmt.Sprintf("/api/v1/points?limit=50&after=%d.%s.%s", p.Time.UnixMicro(), p.Repository, p.ID)
+		}},
 		{"points: catalog, a VM's", func(r *rand.Rand) string { return "/api/v1/points?vm=" + randomVM(r) }},
 		{"points: repository (small, real)", fixed("/api/v1/repositories/" + s.RepositoryName + "/points")},
 		{"audit: newest page", fixed("/api/v1/audit")},

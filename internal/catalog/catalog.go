@@ -165,7 +165,24 @@ type BackupPointFilter struct {
 	VMID       string
 	VMName     string
 	Since      time.Time
-	Limit      int // newest first
+	// After continues a listing after this point (keyset paging; stable
+	// while points are added).
+	After PointCursor
+	Limit int // newest first
+}
+
+// PointCursor is a position in the listing of backup points, which is
+// by Time (newest first), then ID (descending), then Repository: the
+// last point of a page.
+type PointCursor struct {
+	Time       time.Time
+	ID         string
+	Repository string
+}
+
+// Cursor is the position of p in the listing.
+func (p BackupPoint) Cursor() PointCursor {
+	return PointCursor{Time: p.Time, ID: p.ID, Repository: p.Repository}
 }
 
 // Catalog is the store of jobs, tasks, events, backup points, VMs and the

@@ -73,18 +73,24 @@ coffer jobs --vm web-1 --user alice`,
 	return remoteToo(op(cmd, "list-jobs"))
 }
 
-// remoteJobs lists up to limit jobs (0: all) through the server, a page
-// at a time: the server answers at most maxJobsPage jobs per request.
+// remoteJobs lists up to limit jobs (0: all) through the server.
 func (a *app) remoteJobs(ctx context.Context, q url.Values, limit int) ([]api.Job, error) {
-	out := []api.Job{}
+	return remotePages[api.Job](ctx, a, "list-jobs", q, limit)
+}
+
+// remotePages lists up to limit items (0: all) of a paged listing
+// through the server, a page at a time: the server answers at most
+// maxPage items per request.
+func remotePages[T any](ctx context.Context, a *app, op string, q url.Values, limit int) ([]T, error) {
+	out := []T{}
 	for {
-		size := maxJobsPage
+		size := maxPage
 		if limit > 0 {
 			size = min(size, limit-len(out))
 		}
 		q.Set("limit", strconv.Itoa(size))
-		var page []api.Job
-		next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "list-jobs", Query: q}), &page)
+		var page []T
+		next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: op, Query: q}), &page)
 		if err != nil {
 			return nil, err
 		}
@@ -96,14 +102,14 @@ func (a *app) remoteJobs(ctx context.Context, q url.Values, limit int) ([]api.Jo
 	}
 }
 
-// maxJobsPage is the largest page of jobs the server answers, and of a
-// job's tasks and log lines in its document.
-const maxJobsPage = 1000
+// maxPage is the largest page of a listing the server answers (jobs,
+// catalog points, a job's tasks and log lines in its document).
+const maxPage = 1000
 
 // remoteJob gets a job with all its tasks and its whole log through the
 // server, which answers them a page at a time.
 func (a *app) remoteJob(ctx context.Context, id string) (*api.Job, error) {
-	page := strconv.Itoa(maxJobsPage)
+	page := strconv.Itoa(maxPage)
 	path := map[string]string{"id": id}
 	var j *api.Job
 	next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "get-job", Path: path,

@@ -165,3 +165,75 @@ func TestJobDetailIsPaged(t *testing.T) {
 	}
 	e.do(admin, http.MethodGet, path+"?tasks=1001", nil).problem(t, http.StatusUnprocessableEntity, api.Invalid)
 }
+
+// TestCatalogPointsArePaged: the catalog's points are listed a page at a
+// time (100 unless limit says, at most 1000), newest first; following
+// Coffer-Next yields every point once, in order, points of the same time
+// and ID in two repositories included. A cursor that is not one is a 400.
+func TestCatalogPointsArePaged(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	var points []catalog.BackupPoint
+	for i := range 230 {
+		points = append(points, catalog.BackupPoint{Repository: "r1", ID: strconv.Itoa(1000 + i/3), Time: base.Add(time.Duration(i/6) * time.Second),
+			Connection: "lab", VMID: "vm-1", VMName: "web-0001"})
+		if i%3 == 0 { // the same point copied to a second repository
+			p := points[len(points)-1]
+			p.Repository = "r2"
+			points = append(points, p)
+		}
+	}
+	for i := range points { // IDs repeat within r1: make them unique there
+		points[i].ID += "-" + strconv.Itoa(i%3)
+		if points[i].Repository == "r2" {
+			points[i].ID = points[i-1].ID
+		}
+	}
+	if err := e.cat.PutBackupPoints(ctx, points); err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.cat.ListBackupPoints(ctx, catalog.BackupPointFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(repo, id string) string { return repo + "/" + id }
+	var want []string
+	for _, p := range all {
+		want = append(want, key(p.Repository, p.ID))
+	}
+	admin := e.tokens["admin"]
+	var got []string
+	var sizes []int
+	path := "/points?limit=40"
+	for {
+		r := e.do(admin, http.MethodGet, path, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+		var page []api.BackupPoint
+		r.json(t, &page)
+		sizes = append(sizes, len(page))
+		for _, p := range page {
+			got = append(got, key(p.Repository, p.ID))
+		}
+		next := r.header.Get(api.NextHeader)
+		if next == "" {
+			break
+		}
+		path = "/points?limit=40&after=" + next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("following the pages listed %d points,\nwant %d in the catalog's order", len(got), len(want))
+	}
+	if sizes[0] != 40 {
+		t.Errorf("pages of %v points", sizes)
+	}
+	var first []api.BackupPoint
+	e.do(admin, http.MethodGet, "/points", nil).json(t, &first)
+	if len(first) != 100 {
+		t.Errorf("the first page without a limit held %d points, want 100", len(first))
+	}
+	e.do(admin, http.MethodGet, "/points?limit=1001", nil).problem(t, http.StatusUnprocessableEntity, api.Invalid)
+	e.do(admin, http.MethodGet, "/points?after=yesterday", nil).problem(t, http.StatusBadRequest, api.Invalid)
+}

@@ -114,7 +114,7 @@ var Operations = []Operation{
 	{ID: "list-points", Method: "Points", Summary: "list the backup points of a repository, from the repository", HTTP: get,
 		Path: "/repositories/{repo}/points", Requires: listing(auth.RepoAudit, onRepo), Endpoint: Endpoint[pointsIn, Result[[]api.BackupPoint]](epPoints)},
 	{ID: "list-catalog-points", Method: "CatalogPoints", Summary: "list backup points from the catalog", HTTP: get, Path: "/points",
-		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Result[[]api.BackupPoint]](epCatalogPoints)},
+		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Page[api.BackupPoint]](epCatalogPoints)},
 	{ID: "rebuild-catalog", Method: "RebuildCatalog", Summary: "recreate the catalog's backup points from a repository", HTTP: post,
 		Path: "/repositories/{repo}/catalog/rebuild", Requires: req(auth.RepoModify, onRepo),
 		Endpoint: Endpoint[RepoParam, Result[*api.CatalogRebuild]](epRebuildCatalog)},

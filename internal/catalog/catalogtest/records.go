@@ -111,6 +111,22 @@ func testBackupPoints(t *testing.T, open Opener) {
 	same(t, "VM name", pointIDs(listPoints(t, c, catalog.BackupPointFilter{VMName: "name-vm-2"})), []string{"p2"})
 	same(t, "since", pointIDs(listPoints(t, c, catalog.BackupPointFilter{Since: at(time.Hour)})), []string{"p3", "p1", "p2"})
 	same(t, "limit", pointIDs(listPoints(t, c, catalog.BackupPointFilter{VMID: "vm-1", Limit: 2})), []string{"p3", "p1"})
+	// Pages: after a point, in the same order; the two p1 (same ID in two
+	// repositories) are told apart by their repository.
+	tie := point("r3", "p1", 0, "vm-3")
+	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{tie}))
+	var paged []string
+	var cur catalog.PointCursor
+	for {
+		page := listPoints(t, c, catalog.BackupPointFilter{After: cur, Limit: 1})
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page[0].ID+"@"+page[0].Repository)
+		cur = page[0].Cursor()
+	}
+	same(t, "pages of one", paged, []string{"p3@r1", "p1@r2", "p2@r1", "p1@r1", "p1@r3"})
+	ok(t, c.DeleteBackupPoints(ctx, "r3", []string{"p1"}))
 
 	// Upsert: the same key replaces every field; the other repository's
 	// point with the same ID is untouched.

@@ -195,7 +195,11 @@ func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFil
 	if !f.Since.IsZero() {
 		w.add("taken_at >= ?", c.timeArg(f.Since))
 	}
-	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC", f.Limit)
+	if a := f.After; a.ID != "" {
+		at := c.timeArg(a.Time)
+		w.add("(taken_at < ? OR (taken_at = ? AND (id < ? OR (id = ? AND repository > ?))))", at, at, a.ID, a.ID, a.Repository)
+	}
+	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC, repository", f.Limit)
 	var out []catalog.BackupPoint
 	err := c.query(ctx, q, args, func(r Rows) error {
 		p, err := scanPoint(r)

@@ -269,12 +269,26 @@ func (m *Catalog) ListBackupPoints(_ context.Context, f catalog.BackupPointFilte
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.BackupPoint
+	before := func(a, b catalog.BackupPoint) bool { // a is listed before b
+		if !a.Time.Equal(b.Time) {
+			return a.Time.After(b.Time)
+		}
+		if a.ID != b.ID {
+			return a.ID > b.ID
+		}
+		return a.Repository < b.Repository
+	}
+	after := catalog.BackupPoint{Time: f.After.Time, ID: f.After.ID, Repository: f.After.Repository}
 	for _, p := range m.points {
-		if (f.Repository == "" || p.Repository == f.Repository) && (f.VMID == "" || p.VMID == f.VMID) && (f.VMName == "" || p.VMName == f.VMName) {
+		if (f.Repository == "" || p.Repository == f.Repository) && (f.VMID == "" || p.VMID == f.VMID) && (f.VMName == "" || p.VMName == f.VMName) &&
+			(f.After.ID == "" || before(after, p)) {
 			out = append(out, p)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	sort.Slice(out, func(i, j int) bool { return before(out[i], out[j]) })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
 	return out, nil
 }
 
