@@ -143,6 +143,10 @@ func (c *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, po
 	return nil
 }
 
+// pointsAfter selects the points listed after a cursor (time, ID,
+// repository).
+const pointsAfter = "taken_at <= ? AND (taken_at < ? OR id < ? OR (id = ? AND repository > ?))"
+
 // newestBatch is how many VMs one query of NewestBackupPoints looks up:
 // two parameters each, well below every database's limit.
 const newestBatch = 200
@@ -196,8 +200,11 @@ func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFil
 		w.add("taken_at >= ?", c.timeArg(f.Since))
 	}
 	if a := f.After; a.ID != "" {
+		// After the cursor in (taken_at DESC, id DESC, repository); the
+		// bound on taken_at alone starts points_time at the cursor (see
+		// ListJobs).
 		at := c.timeArg(a.Time)
-		w.add("(taken_at < ? OR (taken_at = ? AND (id < ? OR (id = ? AND repository > ?))))", at, at, a.ID, a.ID, a.Repository)
+		w.add(pointsAfter, at, at, a.ID, a.ID, a.Repository)
 	}
 	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC, repository", f.Limit)
 	var out []catalog.BackupPoint
