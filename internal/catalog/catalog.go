@@ -243,9 +243,10 @@ type Catalog interface {
 	DeleteBackupPoints(ctx context.Context, repository string, ids []string) error
 	ListBackupPoints(ctx context.Context, f BackupPointFilter) ([]BackupPoint, error)
 	// NewestBackupPoints returns the newest point of each of these VMs
-	// (by Time, then ID, across repositories), none for a VM without
-	// points, in no particular order. Each VM costs one index lookup,
-	// whatever the number of points in the catalog.
+	// (by Time, then ID, across repositories), once for a VM named
+	// twice, none for a VM without points, in no particular order. It
+	// reads a few index entries per VM, whatever the number of points in
+	// the catalog.
 	NewestBackupPoints(ctx context.Context, vms []VMRef) ([]BackupPoint, error)
 	// ReplaceBackupPoints atomically replaces all points of a repository
 	// (catalog rebuild from the repository).

@@ -175,6 +175,11 @@ func testNewestBackupPoints(t *testing.T, open Opener) {
 	got, err = c.NewestBackupPoints(ctx, []catalog.VMRef{{Connection: "vc2", ID: "vm-1"}})
 	ok(t, err)
 	same(t, "the same VM ID on another connection", got, []catalog.BackupPoint{other})
+	// Both at once: vc2's vm-1 was backed up last, qemu's is still found.
+	got, err = c.NewestBackupPoints(ctx, []catalog.VMRef{{Connection: "qemu", ID: "vm-1"}, {Connection: "vc2", ID: "vm-1"},
+		{Connection: "qemu", ID: "vm-1"}})
+	ok(t, err)
+	same(t, "a VM ID two connections share", got, []catalog.BackupPoint{point("r2", "a2", 3*time.Hour, "vm-1"), other})
 
 	got, err = c.NewestBackupPoints(ctx, refs)
 	ok(t, err)

@@ -306,6 +306,7 @@ func (m *Catalog) NewestBackupPoints(_ context.Context, vms []catalog.VMRef) ([]
 	for _, vm := range vms {
 		if p, ok := newest[vm]; ok {
 			out = append(out, p)
+			delete(newest, vm)
 		}
 	}
 	return out, nil
