@@ -18,7 +18,7 @@ import (
 // (Exported: huma reads the parameters of embedded structs
 // only when their type is exported.)
 type RepoParam struct {
-	Repo string `path:"repo" maxLength:"255" doc:"the repository's name in the server's configuration (default: the repository setting)"`
+	Repo string `path:"repo" maxLength:"255" example:"default" doc:"the repository's name in the server's configuration (default: the repository setting)"`
 }
 
 type initIn struct {

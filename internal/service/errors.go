@@ -67,7 +67,7 @@ func Classify(err error) api.Class {
 		return api.Conflict // refused: it would lose access, or the storage keeps it locked
 	case errors.Is(err, repo.ErrKeyNotFound):
 		return api.NotFound
-	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU):
+	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU), errors.Is(err, restore.ErrTargetNotFile):
 		return api.Invalid
 	case errors.Is(err, files.ErrUnsupported):
 		return api.Invalid // files asked of a disk without a readable file system

@@ -208,7 +208,7 @@ var Operations = []Operation{
 	{ID: "job-log", Method: "JobLog", Summary: "a page of a job's log", HTTP: get, Path: "/jobs/{id}/log",
 		SelfService: seeJobs, Endpoint: Endpoint[jobLogIn, Result[[]api.Event]](epJobLog)},
 	{ID: "follow-job", Method: "FollowJob", Summary: "follow a job: its state, log lines and progress as server-sent events", HTTP: get,
-		Path: "/jobs/{id}/events", SelfService: seeJobs, Endpoint: Events[followJobIn]{Data: api.JobEvent{}, Run: epFollowJob}},
+		Path: "/jobs/{id}/events", SelfService: seeJobs, Endpoint: Events[followJobIn]{Data: api.JobEvent{}, Names: []string{"status", "progress", "log"}, Run: epFollowJob}},
 	{ID: "cancel-job", Method: "CancelJob", Summary: "ask a queued or running job to stop, wherever it runs", HTTP: post,
 		Path: "/jobs/{id}/cancel", SelfService: "one's own jobs; everyone's with Sys.Modify on /system/tasks; a policy's runs with Policy.Run on it",
 		Endpoint: Endpoint[jobIn, Result[*api.Job]](epCancelJob)},
