@@ -225,6 +225,7 @@ type Catalog interface {
 
 	AccessStore // users, tokens, sessions, ACLs, audit log (access.go)
 	Notifications
+	ConfigObjects // objects of the configuration created through the API (configobjects.go)
 
 	Close() error
 }

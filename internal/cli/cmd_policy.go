@@ -18,8 +18,9 @@ func (a *app) cmdPolicy() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
 		Short: "inspect backup policies",
-		Long: manual(`Inspect the backup policies of the configuration file: whether they are
-valid, what each will really do, and what a run would do now.`,
+		Long: manual(`Inspect the backup policies in effect (the configuration file's and those
+created through the API): whether they are valid, what each will really
+do, and what a run would do now.`,
 			"See the subcommands.",
 			`coffer policy check
 coffer policy preview nightly`,
@@ -67,27 +68,48 @@ failed.`),
 	}
 	check.Flags().BoolVar(&offline, "offline", false, "only validate; do not contact the hypervisors")
 	var runs int
+	var draft string
 	preview := &cobra.Command{
-		Use:   "preview POLICY",
+		Use:   "preview POLICY | --draft FILE",
 		Short: "what a run of the policy would do now: the VMs it selects, its next runs, what its retention keeps",
 		Long: manual(`Say what running a policy would do now, changing nothing: the VMs it
 selects on each of its connections (after inventorying them), its next
 scheduled runs, its warnings, and what its retention would keep and
 remove of the points it made so far (forget's verdict on the policy's
-repository, as a dry run).`,
+repository, as a dry run).
+
+With --draft, the policy is one not saved yet: FILE ("-": standard
+input) holds it as YAML or JSON, like an entry of the configuration
+file's policies (what `+"`config create policy`"+` takes). It is checked
+as saving it would be, and previewed as if saved (over the policy of its
+name, if there is one: its points are the ones judged).`,
 			`The selection per connection, the next runs, the warnings, then per VM
 the points retention keeps (with why) and removes. --json: {policy,
 selected, next_runs, retention, warnings, sources: [{vm, keep, remove,
 locked}]}.`,
 			`coffer policy preview nightly
-coffer policy preview nightly --runs 10 --json`,
-			"0; 2 for an unknown policy or a refused configuration."),
-		Args: cobra.ExactArgs(1),
+coffer policy preview nightly --runs 10 --json
+coffer policy preview --draft nightly.yaml`,
+			"0; 2 for an unknown policy, a refused draft or a refused configuration."),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "preview-policy", Path: map[string]string{"policy": args[0]},
-				Query: url.Values{"runs": {strconv.Itoa(runs)}}}, func(s *service.Service) (*api.PolicyPreview, error) {
-				return s.PolicyPreview(cmd.Context(), service.PolicyPreviewInput{Policy: args[0], Runs: runs})
-			})
+			in := service.PolicyPreviewInput{Runs: runs}
+			r := apiclient.Request{Query: url.Values{"runs": {strconv.Itoa(runs)}}}
+			switch {
+			case draft != "" && len(args) == 0:
+				spec, err := a.readSpec(draft)
+				if err != nil {
+					return err
+				}
+				in.Draft = spec
+				r.Op, r.Body = "preview-policy-draft", spec
+			case draft == "" && len(args) == 1:
+				in.Policy = args[0]
+				r.Op, r.Path = "preview-policy", map[string]string{"policy": args[0]}
+			default:
+				return usagef("name a policy, or give one not saved yet with --draft FILE (not both)")
+			}
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PolicyPreview, error) { return s.PolicyPreview(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -95,7 +117,8 @@ coffer policy preview nightly --runs 10 --json`,
 		},
 	}
 	preview.Flags().IntVar(&runs, "runs", 5, "how many of the next scheduled runs to show")
-	cmd.AddCommand(remoteToo(op(check, "check-policies")), remoteToo(op(preview, "preview-policy")))
+	preview.Flags().StringVar(&draft, "draft", "", `a policy not saved yet, as YAML or JSON ("-": standard input)`)
+	cmd.AddCommand(remoteToo(op(check, "check-policies")), remoteToo(op(preview, "preview-policy", "preview-policy-draft")))
 	return cmd
 }
 

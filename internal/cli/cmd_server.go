@@ -34,7 +34,16 @@ func (a *app) cmdServer() *cobra.Command {
 		Short: "serve the REST API and run backup policies on their schedules (the coffer daemon)",
 		Long: manual(`Serve coffer's REST API (/api/v1, its OpenAPI document at
 /api/v1/openapi.json), /healthz, /readyz and the console (/ui/), and run
-every policy that has a schedule, until stopped with SIGTERM or Ctrl-C.
+every policy that has a schedule (cron syntax or @daily, @every 4h, ...),
+until stopped with SIGTERM or Ctrl-C.
+
+The policies are those in effect: the configuration file's and those
+created through the API (`+"`coffer config`"+`, or the API's configuration
+routes); when one of those changes, here or on another server sharing the
+catalog, the schedules and limits reload within seconds, and runs in
+progress go on. A policy whose previous run still goes when its time
+comes is skipped, and the skip is recorded. Jobs, tasks and events go to
+the catalog (`+"`coffer jobs`"+`).
 
 HTTPS by default: with server.tls-cert and server.tls-key, or else with a
 self-signed certificate (ECDSA P-256) made at the first start in the
@@ -66,7 +75,8 @@ user, status, duration; --log-format json for collectors) and per job.`,
 coffer server --listen 0.0.0.0:8443 --log-format json --log-level info
 coffer server --insecure-http --listen 127.0.0.1:8080`,
 			`0 when stopped; 2 when the settings are refused (plain HTTP on a
-non-loopback address, a certificate without its key, ...).`),
+non-loopback address, a certificate without its key, ...) or the
+configuration is refused at start.`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if listen != "" {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -54,6 +55,7 @@ type app struct {
 	server serverSettings
 	// remote is the server's client when --server is set.
 	remote *apiclient.Client
+	notify *notify.Config
 	svc    *service.Service
 	pw     *passwordCache
 }
@@ -195,9 +197,12 @@ func (a *app) setup(cmd *cobra.Command) error {
 	if err := f.Decode("server", &a.server); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
-	if _, err := notify.Decode(f); err != nil {
+	if a.notify, err = notify.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
+	// The command line acts for whoever can run it with the catalog at
+	// hand: what it changes is recorded under auth.LocalUser.
+	cmd.SetContext(auth.WithSubject(cmd.Context(), auth.Local()))
 	a.file = f
 	flags := cmd.Flags()
 	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {

@@ -52,6 +52,7 @@ func (a *app) serviceConfig() (service.Config, error) {
 		Catalog:       a.catalogLocation(),
 		StateDir:      a.res.Path("state-dir"),
 		Engine:        a.engine,
+		Notify:        a.notify,
 		EngineSource:  a.file.Path,
 		Logger:        a.log,
 		Tasks:         cliTasks{a},

@@ -75,6 +75,19 @@ func (d *dispatcher) resource(key string, cap int) *resource {
 	return r
 }
 
+// setCapacity changes a pool's capacity (a reload) and starts what now
+// fits; a unit already running keeps its slots, so a pool made smaller is
+// over its capacity until enough of them are done.
+func (d *dispatcher) setCapacity(r *resource, cap int) {
+	if r == nil || cap <= 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r.cap = cap
+	d.pumpLocked()
+}
+
 // needsOf merges resources into needs, counting repeats; nil entries
 // (unlimited) are dropped.
 func needsOf(rs ...*resource) []need {

@@ -314,6 +314,12 @@ func (r response) problem(t *testing.T, status int, class api.Class) string {
 // a string, sent as it is.
 func (e *env) do(token, method, path string, body any) response {
 	e.t.Helper()
+	return e.doWith(token, method, path, body, nil)
+}
+
+// doWith is do with more headers.
+func (e *env) doWith(token, method, path string, body any, header http.Header) response {
+	e.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		if s, ok := body.(string); ok {
@@ -334,6 +340,9 @@ func (e *env) do(token, method, path string, body any) response {
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

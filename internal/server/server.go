@@ -118,9 +118,15 @@ func OpenAPI() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// configMethods run the operations on configuration objects.
+var configMethods = map[string]bool{"ConfigObjects": true, "ConfigObject": true, "CreateConfigObject": true,
+	"UpdateConfigObject": true, "DeleteConfigObject": true, "EffectiveConfig": true, "PolicyPreview": true}
+
 // tag groups an operation in the OpenAPI document by what it acts on.
 func tag(op *service.Operation) string {
 	switch {
+	case configMethods[op.Method] && op.ID != "preview-policy":
+		return "configuration"
 	case strings.HasPrefix(op.Path, "/repositories/{repo}/points/"), op.Path == "/points":
 		return "points"
 	case strings.HasPrefix(op.Path, "/repositories"):

@@ -221,7 +221,7 @@ func (s *Service) backupConnector(ctx context.Context, in BackupQEMUInput) (hype
 			Connections: in.NBDConnections, Log: s.log})
 		return conn, "qemu:" + in.Socket, err
 	}
-	cfg, err := s.engineConfig()
+	cfg, err := s.engineConfig(ctx)
 	if err != nil {
 		return nil, "", err
 	}

@@ -187,7 +187,11 @@ type copyIn struct {
 // epCopy copies to another repository of the configuration, opened with
 // its own password.
 func epCopy(ctx context.Context, s *Service, in *copyIn) (*Result[*api.CopyResult], error) {
-	target, err := s.namedLocation(in.To)
+	st, err := s.latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	target, err := s.namedLocation(st.Engine, in.To)
 	if err != nil {
 		return nil, err
 	}

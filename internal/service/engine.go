@@ -92,7 +92,7 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 // ctx is cancelled (running VMs then release their hypervisor snapshots,
 // queued ones are not started).
 func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -137,37 +137,32 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	return run, nil
 }
 
-// RunSchedules runs every policy that has a schedule until ctx ends (with
-// none, it waits): the schedules of `coffer server`. Leftovers of a coffer that died mid-backup are
-// cleaned up at start. A run whose predecessor still goes is skipped and
-// recorded.
+// RunSchedules runs every policy that has a schedule until ctx ends: the
+// loop of `coffer server`. It follows the configuration in effect
+// (WatchConfig): when an object changes, through this server or another
+// sharing the catalog, the engine and the schedules reload without a
+// restart, and runs in progress go on (see engine.Reload and
+// engine.Scheduler.Updates). A configuration refused at start stops it; a
+// change that would leave it invalid is logged and the configuration in
+// effect kept. Leftovers of a coffer that died mid-backup are cleaned up
+// at start. A run whose predecessor still goes is skipped and recorded.
 func (s *Service) RunSchedules(ctx context.Context) error {
-	cfg, warnings, err := s.policyConfig()
+	states, err := s.WatchConfig(ctx)
 	if err != nil {
 		return err
 	}
-	var scheduled []policy.Policy
-	var names []string
-	for _, p := range cfg.Policies {
-		if p.Schedule != "" {
-			scheduled = append(scheduled, p)
-			names = append(names, p.ConnectionNames()...)
-			for _, f := range warnings[p.Name] {
-				s.log.Warn(f.Message)
-			}
-		}
-	}
-	if len(scheduled) == 0 {
-		s.log.Info("no policy has a schedule: the server serves the API only")
-		<-ctx.Done()
-		return nil
+	st := <-states
+	cfg, warnings, err := checkState(st, true)
+	if err != nil {
+		return err
 	}
 	cat, err := s.openCatalog(ctx)
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
-	conns, err := s.openConnectors(ctx, cfg, names)
+	opened := &connectorSet{s: s, open: map[string]openConnector{}}
+	conns, err := opened.update(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -177,26 +172,77 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	defer eng.Close()
-	s.log.Info("coffer server started", "policies", len(scheduled))
-	sched := &engine.Scheduler{Engine: eng, Policies: scheduled, Started: func(j *engine.Job) {
-		s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
-		go func() {
-			res, err := j.Wait()
-			switch {
-			case err != nil:
-				s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
-			default:
-				s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
-					"tasks", len(res.Tasks), "failed", len(res.Failed()))
+	updates := make(chan []policy.Policy)
+	sched := &engine.Scheduler{Engine: eng, Policies: s.scheduled(cfg, warnings), Updates: updates, Started: s.logJob}
+	s.log.Info("coffer server started", "policies", len(sched.Policies), "generation", st.Generation)
+	done := make(chan error, 1)
+	go func() { done <- sched.Run(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			if errors.Is(err, context.Canceled) {
+				s.log.Info("coffer server stopped")
+				return nil
 			}
-		}()
-	}}
-	err = sched.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		s.log.Info("coffer server stopped")
-		return nil
+			return err
+		case st, open := <-states:
+			if !open {
+				states = nil // ctx ended: wait for the scheduler
+				continue
+			}
+			cfg, warnings, err := checkState(st, true)
+			if err == nil {
+				conns, err = opened.update(ctx, cfg)
+			}
+			if err != nil {
+				s.log.Error("the configuration changed, but the server cannot run it: keeping the configuration in effect",
+					"generation", st.Generation, "err", err)
+				continue
+			}
+			eng.Reload(engine.Reload{Config: cfg, Connectors: conns.conns, StorageSnapshotters: conns.storage})
+			policies := s.scheduled(cfg, warnings)
+			select {
+			case updates <- policies:
+				s.log.Info("configuration reloaded", "generation", st.Generation, "policies", len(policies))
+			case err := <-done:
+				done <- err
+			}
+		}
 	}
-	return err
+}
+
+// scheduled lists the policies that have a schedule, logging what each
+// will do differently from how it reads. Without any the server waits
+// for one (from the API, or a restart with another file).
+func (s *Service) scheduled(cfg *policy.Config, warnings map[string][]finding) []policy.Policy {
+	var out []policy.Policy
+	for _, p := range cfg.Policies {
+		if p.Schedule != "" {
+			out = append(out, p)
+			for _, f := range warnings[p.Name] {
+				s.log.Warn(f.Message)
+			}
+		}
+	}
+	if len(out) == 0 {
+		s.log.Warn("no policy has a schedule: the server waits for one (add a schedule in the configuration file, or through the API)")
+	}
+	return out
+}
+
+// logJob logs a scheduled job's start and end.
+func (s *Service) logJob(j *engine.Job) {
+	s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
+	go func() {
+		res, err := j.Wait()
+		switch {
+		case err != nil:
+			s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
+		default:
+			s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
+				"tasks", len(res.Tasks), "failed", len(res.Failed()))
+		}
+	}()
 }
 
 // JobsInput filters jobs.

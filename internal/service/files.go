@@ -175,7 +175,7 @@ func (s *Service) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn
 	var disk repo.Disk
 	if diskSel == "" {
 		if len(pt.snap.Disks) == 0 {
-			return fmt.Errorf("snapshot %s has no disks", pt.snap.ID.Short())
+			return fmt.Errorf("backup point %s has no disks", pt.snap.ID.Short())
 		}
 		disk = pt.snap.Disks[0]
 	} else {

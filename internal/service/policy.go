@@ -3,9 +3,11 @@ package service
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -20,7 +22,7 @@ import (
 // the result invalid (an invalid error with the document); failed
 // inventories make it partial.
 func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyCheck, error) {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +41,7 @@ func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyChe
 	for _, p := range cfg.Policies {
 		d := policyReport(p, warnings[p.Name])
 		if p.ImmutableFor > 0 && !offline {
-			if d.LockProblem = s.lockProblem(ctx, p.Repository); d.LockProblem != "" {
+			if d.LockProblem = s.lockProblem(ctx, cfg, p.Repository); d.LockProblem != "" {
 				unlockable++
 			}
 		}
@@ -101,8 +103,8 @@ func selection(p policy.Policy, conn string, vms []hypervisor.VM, err error) (ap
 // lockProblem tells why a repository of the configuration cannot make
 // points immutable, "" when it can. Only the storage is opened: no
 // password needed.
-func (s *Service) lockProblem(ctx context.Context, repository string) string {
-	st, err := s.OpenStore(ctx, s.locationOf(repository))
+func (s *Service) lockProblem(ctx context.Context, cfg *policy.Config, repository string) string {
+	st, err := s.OpenStore(ctx, s.locationOf(cfg, repository))
 	if err != nil {
 		return fmt.Sprintf("cannot open the repository to check it: %v", err)
 	}
@@ -113,19 +115,38 @@ func (s *Service) lockProblem(ctx context.Context, repository string) string {
 	return ""
 }
 
-// PolicyPreviewInput names a policy and how many of its next runs to show.
+// PolicyPreviewInput names a policy, or gives one not saved yet, and how
+// many of its next runs to show.
 type PolicyPreviewInput struct {
 	Policy string
-	Runs   int
+	// Draft, when set, is a policy not saved yet (what the console's
+	// editor holds): its spec in the configuration file's schema, as
+	// CreateConfigObject takes it. It is checked like a change and
+	// previewed as if saved, over the policy of its name if there is one
+	// (Policy is then ignored). A draft without a name is called "draft".
+	Draft map[string]any
+	Runs  int
 }
 
 // PolicyPreview says what running a policy would do now, changing
 // nothing: the VMs it selects on each connection, its next scheduled runs,
 // and what its retention would keep and remove of the points it made so
-// far (forget's verdict, as a dry run on the policy's repository).
+// far (forget's verdict, as a dry run on the policy's repository). A draft
+// that would make the configuration invalid is refused with the problems
+// it adds, as saving it would be.
 func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*api.PolicyPreview, error) {
-	cfg, warnings, err := s.policyConfig()
-	if err != nil {
+	var cfg *policy.Config
+	var warnings map[string][]finding
+	var err error
+	if in.Draft != nil {
+		cfg, in.Policy, err = s.draftConfig(ctx, in.Draft)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := cfg.Policy(in.Policy)
+		// The draft's errors refused it already: what is left are warnings.
+		warnings = map[string][]finding{p.Name: policyFindings(cfg, p)}
+	} else if cfg, warnings, err = s.policyConfig(ctx); err != nil {
 		return nil, err
 	}
 	p, ok := cfg.Policy(in.Policy)
@@ -148,7 +169,7 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		doc.Warnings = append(doc.Warnings, selectionFindings(cfg, p, c, selected)...)
 	}
 	if !p.Retention.Empty() {
-		r, err := s.openNamed(ctx, p.Repository)
+		r, err := s.openNamedIn(ctx, cfg, p.Repository)
 		if err != nil {
 			return nil, err
 		}
@@ -159,4 +180,23 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		doc.Sources = forgetDocs(groups)
 	}
 	return doc, nil
+}
+
+// draftConfig is the configuration in effect with a draft policy put in,
+// checked like a change through the API (refused for the problems it
+// adds), and the draft's name.
+func (s *Service) draftConfig(ctx context.Context, draft map[string]any) (*policy.Config, string, error) {
+	st, err := s.effective(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if name, _ := draft["name"].(string); name == "" {
+		draft = maps.Clone(draft)
+		draft["name"] = "draft"
+	}
+	plan, err := st.PlanDraft(configobj.Policy, draft, checkConfig)
+	if err != nil {
+		return nil, "", err
+	}
+	return plan.Engine, plan.Name, nil
 }

@@ -112,5 +112,5 @@ func pickDisks(s *repo.Snapshot, sel string) ([]repo.Disk, error) {
 			return []repo.Disk{d}, nil
 		}
 	}
-	return nil, invalidf("snapshot %s has no disk %q", s.ID.Short(), sel)
+	return nil, invalidf("backup point %s has no disk %q", s.ID.Short(), sel)
 }

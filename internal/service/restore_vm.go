@@ -192,7 +192,7 @@ func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, 
 	if in.OntoOriginal && !in.ConfirmOverwrite {
 		return nil, invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
 	}
-	pc, err := s.engineConfig()
+	pc, err := s.engineConfig(ctx)
 	if err != nil {
 		return nil, err
 	}

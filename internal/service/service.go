@@ -15,8 +15,10 @@ package service
 import (
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
 	"github.com/coffer-backup/coffer/internal/task"
@@ -38,11 +40,18 @@ type Config struct {
 	// StateDir holds the journals of what coffer creates on hypervisors,
 	// instant recovery sessions and, by default, the catalog.
 	StateDir string
-	// Engine holds the configuration's connections, repositories, limits,
-	// resource groups and policies (nil: none); EngineSource names where
-	// it came from, for messages.
+	// Engine holds the configuration file's connections, repositories,
+	// limits, resource groups and policies (nil: none), Notify its
+	// notifications section (nil: none); EngineSource is the file's path,
+	// for messages. What operations run on is these merged with the
+	// objects created through the API (internal/configobj).
 	Engine       *policy.Config
+	Notify       *notify.Config
 	EngineSource string
+	// ConfigPoll is how often WatchConfig asks the catalog whether
+	// another process changed a configuration object (default
+	// DefaultConfigPoll).
+	ConfigPoll time.Duration
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
@@ -99,6 +108,7 @@ type Service struct {
 	// repositories opened, for access checks on catalog listings.
 	repoName string
 	repoIDs  *repoIDs
+	conf     *configState // the configuration in effect (configstate.go)
 }
 
 // New returns a service for cfg.
@@ -115,7 +125,8 @@ func New(cfg Config) *Service {
 	if cfg.Engine == nil {
 		cfg.Engine = &policy.Config{}
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, repoName: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}}
+	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, repoName: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}},
+		conf: newConfigState()}
 }
 
 // Logger is the service's logger.

@@ -63,6 +63,9 @@ func Run(t *testing.T, newDB Factory) {
 		{"AbandonJob", testAbandonJob},
 		{"PruneHistory", testPruneHistory},
 		{"WatchJobs", testWatchJobs},
+		{"ConfigObjects", testConfigObjects},
+		{"UpdateConfigIsAtomic", testUpdateConfigIsAtomic},
+		{"UpdateConfigIsSerialised", testUpdateConfigIsSerialised},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
