@@ -43,14 +43,18 @@ differently from how they read (as-is without a storage snapshot, quiesce
 without snapshot: quiesced), and, unless --offline, after inventorying
 every connection a policy uses, the VMs it selects, its next scheduled run,
 and the selected VMs that will fail or degrade (running VMs under as-is,
-VMs without a guest agent under quiesced).`,
+VMs without a guest agent under quiesced). The maintenance section is
+checked too, and each of its jobs is listed with its next runs (those its
+window keeps from starting are marked, and a verify's share of the packs).`,
 			`The counts and limits, then per policy its mode, snapshot mode,
 repository, retention and schedule, the VMs it selects per connection and
 its warnings. --json: {valid, connections, repositories, resource_groups,
 limits, policies: [{name, mode, full_every, full_on, snapshot_mode, group,
-repository, schedule, next_run, retention, lock_seconds, lock_problem,
+repository, schedule, next_run, retention, lock_seconds, rpo_seconds, lock_problem,
 selected: [{connection, vms_total, vms, error}], warnings: [{level,
-message}]}]} (selected is absent with --offline).`,
+message}]}], maintenance: [{name, kind, repository, schedule, window,
+read_data_period_seconds, to, next_runs: [{at, starts, share, shares}]}]}
+(selected is absent with --offline).`,
 			`coffer policy check
 coffer policy check --offline --json`,
 			`0 for a valid configuration; 2 for any problem, or a policy asking for
@@ -148,12 +152,39 @@ func (a *app) printPolicies(doc *api.PolicyCheck) {
 		if d.LockSeconds > 0 {
 			a.printf("  immutable for %s after each backup\n", seconds(d.LockSeconds))
 		}
+		if d.RPOSeconds > 0 {
+			a.printf("  rpo %s: a VM without a good point this recent is unprotected\n", policy.Duration(seconds(d.RPOSeconds)))
+		}
 		if d.LockProblem != "" {
 			a.printf("  problem: immutable-for, but %s\n", d.LockProblem)
 		}
 		a.printSelection(d.Selected)
 		for _, w := range d.Warnings {
 			a.printf("  warning: %s\n", w.Message)
+		}
+	}
+	for _, m := range doc.Maintenance {
+		what := m.Kind
+		switch {
+		case m.To != "":
+			what += " to " + m.To
+		case m.ReadDataSeconds > 0:
+			what += ", reading all data every " + policy.Duration(seconds(m.ReadDataSeconds)).String()
+		}
+		window := "any time"
+		if m.Window != "" {
+			window = "window " + m.Window
+		}
+		a.printf("\nmaintenance %s: %s, schedule %q, %s\n", m.Name, what, m.Schedule, window)
+		for _, r := range m.NextRuns {
+			note := ""
+			if r.Shares > 0 {
+				note = fmt.Sprintf(" (packs: share %d of %d)", r.Share, r.Shares)
+			}
+			if !r.Starts {
+				note += " (outside its window: skipped)"
+			}
+			a.printf("  next %s%s\n", r.At.Local().Format("2006-01-02 15:04"), note)
 		}
 	}
 }

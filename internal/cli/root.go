@@ -25,6 +25,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -56,8 +58,12 @@ type app struct {
 	// remote is the server's client when --server is set.
 	remote *apiclient.Client
 	notify *notify.Config
-	svc    *service.Service
-	pw     *passwordCache
+	maint  *maintenance.Config
+	// metrics is what `coffer server` exposes at /metrics (nil in other
+	// commands).
+	metrics *metrics.Metrics
+	svc     *service.Service
+	pw      *passwordCache
 }
 
 // Execute runs coffer with args and returns the process exit code.
@@ -69,6 +75,14 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if a.svc != nil {
+		// The task manager and notifier the command opened: tasks are
+		// recorded when their operations return, pending notifications
+		// wait in the catalog for the server.
+		if cerr := a.svc.Close(); cerr != nil && a.log != nil {
+			a.log.Warn("closing the catalog failed", "err", cerr)
+		}
+	}
 	if a.stopProfile != nil {
 		a.stopProfile()
 	}
@@ -198,6 +212,9 @@ func (a *app) setup(cmd *cobra.Command) error {
 		return api.WithClass(api.Invalid, err)
 	}
 	if a.notify, err = notify.Decode(f); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
+	if a.maint, err = maintenance.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
 	// The command line acts for whoever can run it with the catalog at

@@ -210,3 +210,23 @@ func (d *dispatcher) usage() map[string]int {
 	}
 	return out
 }
+
+// Slot is one limit's pool: its key ("global", "host:lab/h1",
+// "datastore:lab/ds1", "group:ctrl-a", "repo:main", "policy:nightly"),
+// the slots in use and its capacity.
+type Slot struct {
+	Key         string
+	InUse, Size int
+}
+
+// slots lists every pool in key order.
+func (d *dispatcher) slots() []Slot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Slot, 0, len(d.res))
+	for _, r := range d.res {
+		out = append(out, Slot{Key: r.key, InUse: r.used, Size: r.cap})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}

@@ -217,3 +217,7 @@ func (e *Engine) Run(ctx context.Context, p policy.Policy) (*Result, error) {
 	}
 	return j.Wait()
 }
+
+// Slots lists the limits' slot pools with the slots in use now (metrics):
+// pools appear as jobs first need them.
+func (e *Engine) Slots() []Slot { return e.disp.slots() }

@@ -100,18 +100,7 @@ func TestReloadChangesLimitsAndKeepsRunningJobs(t *testing.T) {
 // runs: a new policy runs at its time, a removed one no more, a
 // rescheduled one from now.
 func TestSchedulerUpdates(t *testing.T) {
-	e := newEnv(t, fake.Options{Seed: 42, VMs: 1}, nil, func(o *Options) {
-		o.OpenRepository = nil
-		o.Runner = func(context.Context, *repo.Writer, hypervisor.Connector, backup.VMRequest, backup.Options) (*repo.Snapshot, error) {
-			return &repo.Snapshot{Mode: "full"}, nil
-		}
-	})
-	clock := &fakeClock{now: time.Date(2026, 11, 23, 21, 59, 30, 0, time.UTC), waits: make(chan time.Duration), fire: make(chan time.Time)}
-	sched := func(name, cron string) policy.Policy {
-		p := testPolicy(name)
-		p.Schedule = cron
-		return p
-	}
+	e, clock := schedulerEnv(t, 42)
 	updates := make(chan []policy.Policy)
 	started := make(chan *Job, 8)
 	s := &Scheduler{Engine: e.eng, Policies: []policy.Policy{sched("hourly", "0 * * * *")}, Updates: updates, Now: clock.Now,

@@ -33,6 +33,11 @@ type Scheduler struct {
 	After func(time.Duration) <-chan time.Time
 	// Started, if set, is called with every job the scheduler starts.
 	Started func(*Job)
+	// Claim, when set, claims each run in the catalog before it starts,
+	// by the policy's schedule name ("policy/NAME") and the slot its
+	// schedule named: a run another server claimed is not started here
+	// (several servers on one catalog; see internal/leader).
+	Claim func(ctx context.Context, schedule string, slot time.Time) (bool, error)
 }
 
 type scheduled struct {
@@ -97,8 +102,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			if e.next.After(t) {
 				continue
 			}
+			slot := e.next
 			e.next = e.sched.Next(t)
-			s.fire(ctx, e, t, running)
+			s.fire(ctx, e, slot, running)
 		}
 	}
 }
@@ -126,6 +132,8 @@ func plan(ps []policy.Policy, old []*scheduled, now time.Time) ([]*scheduled, er
 	return out, nil
 }
 
+// fire starts the run of a policy at slot t, the time its schedule named;
+// running holds the runs in progress by policy name.
 func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time, running map[string]*Job) {
 	if r := running[e.p.Name]; r != nil {
 		select {
@@ -136,11 +144,25 @@ func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time, running
 			return
 		}
 	}
+	if s.Claim != nil {
+		ok, err := s.Claim(ctx, "policy/"+e.p.Name, t)
+		if err != nil {
+			s.Engine.log.Error("claiming a scheduled run failed: not started", "policy", e.p.Name, "slot", t, "err", err)
+			return
+		}
+		if !ok {
+			s.Engine.log.Info("scheduled run claimed by another server", "policy", e.p.Name, "slot", t)
+			return
+		}
+	}
 	j, err := s.Engine.Start(ctx, e.p)
 	if err != nil {
 		s.Engine.log.Error("scheduled run could not start", "policy", e.p.Name, "err", err)
 		return
 	}
+	// The slot in the log tells every run of the schedule apart, whichever
+	// server ran it.
+	j.event("info", "scheduled", "scheduled run of "+t.UTC().Format(time.RFC3339), map[string]any{"slot": t.UTC().Format(time.RFC3339)})
 	running[e.p.Name] = j
 	if s.Started != nil {
 		s.Started(j)

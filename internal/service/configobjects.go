@@ -117,7 +117,7 @@ type CreateConfigObjectInput struct {
 func (s *Service) CreateConfigObject(ctx context.Context, in CreateConfigObjectInput) (*api.ConfigObject, error) {
 	name, _ := in.Spec["name"].(string)
 	return s.changeConfig(ctx, configobj.Create, in.Kind, name, 0, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanCreate(k, in.Spec, checkConfig)
+		return st.PlanCreate(k, in.Spec, s.checkConfig)
 	})
 }
 
@@ -134,7 +134,7 @@ type UpdateConfigObjectInput struct {
 // left out take their defaults), checked like the file's.
 func (s *Service) UpdateConfigObject(ctx context.Context, in UpdateConfigObjectInput) (*api.ConfigObject, error) {
 	return s.changeConfig(ctx, configobj.Update, in.Kind, in.Name, in.IfVersion, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanUpdate(k, in.Name, in.Spec, checkConfig)
+		return st.PlanUpdate(k, in.Name, in.Spec, s.checkConfig)
 	})
 }
 
@@ -150,7 +150,7 @@ type DeleteConfigObjectInput struct {
 // them. Jobs and backup points of a deleted policy or repository stay.
 func (s *Service) DeleteConfigObject(ctx context.Context, in DeleteConfigObjectInput) (*api.ConfigObject, error) {
 	return s.changeConfig(ctx, configobj.Delete, in.Kind, in.Name, in.IfVersion, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanDelete(k, in.Name, checkConfig)
+		return st.PlanDelete(k, in.Name, s.checkConfig)
 	})
 }
 

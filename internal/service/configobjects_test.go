@@ -19,6 +19,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -63,6 +64,7 @@ func TestConfigObjectsOnPostgres(t *testing.T) {
 		"WatchSeesChanges":       TestWatchConfigSeesChanges,
 		"PreviewDraft":           TestPolicyPreviewOfADraft,
 		"SchedulesReloadChanges": TestSchedulesReloadChanges,
+		"ServerReloadWhole":      TestServerReloadKeepsClaimsMonitorAndNotifier,
 	} {
 		t.Run(name, test)
 	}
@@ -90,8 +92,9 @@ func newConfEnv(t *testing.T, file string) *confEnv {
 	return e
 }
 
-// service opens a new Service on the environment's file and catalog.
-func (e *confEnv) service() *service.Service {
+// service opens a new Service on the environment's file and catalog;
+// with tweaks applied to its configuration.
+func (e *confEnv) service(tweaks ...func(*service.Config)) *service.Service {
 	e.t.Helper()
 	f, err := config.Parse([]byte(e.file))
 	if err != nil {
@@ -105,10 +108,18 @@ func (e *confEnv) service() *service.Service {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	mc, err := maintenance.Decode(f)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
-	return service.New(service.Config{Repository: service.Location{Location: filepath.Join(e.dir, "repo"), Password: pw},
-		Catalog: e.catalog, StateDir: filepath.Join(e.dir, "state"), Engine: eng, Notify: nc, EngineSource: confFile,
-		ConfigPoll: e.poll})
+	cfg := service.Config{Repository: service.Location{Location: filepath.Join(e.dir, "repo"), Password: pw},
+		Catalog: e.catalog, StateDir: filepath.Join(e.dir, "state"), Engine: eng, Notify: nc, Maintenance: mc,
+		EngineSource: confFile, ConfigPoll: e.poll}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	return service.New(cfg)
 }
 
 // secretFile writes a secret into a file of the environment.

@@ -227,41 +227,26 @@ func TestSchedulesReloadChanges(t *testing.T) {
 	if _, err := server.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- server.RunSchedules(ctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("the server stopped with %v", err)
-		}
-	}()
+	run := runServer(t, server)
 	// waitJob waits for a finished job of a policy created after since,
 	// and returns the newest.
 	waitJob := func(policy string, since time.Time) api.Job {
 		t.Helper()
-		deadline := time.Now().Add(waitGuard)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
+		var found api.Job
+		eventually(t, run, "a finished job of "+policy, func() bool {
 			jobs, err := other.Jobs(e.ctx, service.JobsInput{Policy: policy})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, j := range jobs {
 				if j.Status != "running" && j.Status != "cancelled" && j.Started.After(since) {
-					return j
+					found = j
+					return true
 				}
 			}
-			select {
-			case err := <-done:
-				t.Fatalf("the server stopped: %v", err)
-			case <-tick.C:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no job of %s within %s", policy, waitGuard)
-			}
-		}
+			return false
+		})
+		return found
 	}
 	start := time.Now()
 	if _, err := other.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy",

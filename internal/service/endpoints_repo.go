@@ -52,7 +52,7 @@ func epPoints(ctx context.Context, s *Service, in *pointsIn) (*Result[[]api.Back
 		return nil, err
 	}
 	return result(visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
-		return auth.PointPaths(s.repoName, p.Connection, p.VM)
+		return auth.PointPaths(s.boundRepo, p.Connection, p.VM)
 	}), nil)
 }
 

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -18,8 +17,13 @@ import (
 func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
 		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker}
-	if s.cfg.TaskManager != nil {
-		o.StartJob = engine.Starter(s.cfg.TaskManager.StartJob)
+	// Jobs are tasks of the control plane, recorded once, through the
+	// task manager (its notices, cancel and notifications); without a
+	// catalog for it the engine records them itself.
+	if m, err := s.taskManager(ctx); err == nil {
+		o.StartJob = engine.Starter(m.StartJob)
+	} else {
+		t.Log(slog.LevelWarn, fmt.Sprintf("jobs are recorded without the task manager: %v", err))
 	}
 	eng, err := engine.New(ctx, o)
 	if eng == nil {
@@ -135,114 +139,6 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 		t.Finish(err)
 	}
 	return run, nil
-}
-
-// RunSchedules runs every policy that has a schedule until ctx ends: the
-// loop of `coffer server`. It follows the configuration in effect
-// (WatchConfig): when an object changes, through this server or another
-// sharing the catalog, the engine and the schedules reload without a
-// restart, and runs in progress go on (see engine.Reload and
-// engine.Scheduler.Updates). A configuration refused at start stops it; a
-// change that would leave it invalid is logged and the configuration in
-// effect kept. Leftovers of a coffer that died mid-backup are cleaned up
-// at start. A run whose predecessor still goes is skipped and recorded.
-func (s *Service) RunSchedules(ctx context.Context) error {
-	states, err := s.WatchConfig(ctx)
-	if err != nil {
-		return err
-	}
-	st := <-states
-	cfg, warnings, err := checkState(st, true)
-	if err != nil {
-		return err
-	}
-	cat, err := s.openCatalog(ctx)
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	opened := &connectorSet{s: s, open: map[string]openConnector{}}
-	conns, err := opened.update(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	_, t := LocalTasks{Logger: s.log}.Start(ctx, "server", "schedules")
-	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	updates := make(chan []policy.Policy)
-	sched := &engine.Scheduler{Engine: eng, Policies: s.scheduled(cfg, warnings), Updates: updates, Started: s.logJob}
-	s.log.Info("coffer server started", "policies", len(sched.Policies), "generation", st.Generation)
-	done := make(chan error, 1)
-	go func() { done <- sched.Run(ctx) }()
-	for {
-		select {
-		case err := <-done:
-			if errors.Is(err, context.Canceled) {
-				s.log.Info("coffer server stopped")
-				return nil
-			}
-			return err
-		case st, open := <-states:
-			if !open {
-				states = nil // ctx ended: wait for the scheduler
-				continue
-			}
-			cfg, warnings, err := checkState(st, true)
-			if err == nil {
-				conns, err = opened.update(ctx, cfg)
-			}
-			if err != nil {
-				s.log.Error("the configuration changed, but the server cannot run it: keeping the configuration in effect",
-					"generation", st.Generation, "err", err)
-				continue
-			}
-			eng.Reload(engine.Reload{Config: cfg, Connectors: conns.conns, StorageSnapshotters: conns.storage})
-			policies := s.scheduled(cfg, warnings)
-			select {
-			case updates <- policies:
-				s.log.Info("configuration reloaded", "generation", st.Generation, "policies", len(policies))
-			case err := <-done:
-				done <- err
-			}
-		}
-	}
-}
-
-// scheduled lists the policies that have a schedule, logging what each
-// will do differently from how it reads. Without any the server waits
-// for one (from the API, or a restart with another file).
-func (s *Service) scheduled(cfg *policy.Config, warnings map[string][]finding) []policy.Policy {
-	var out []policy.Policy
-	for _, p := range cfg.Policies {
-		if p.Schedule != "" {
-			out = append(out, p)
-			for _, f := range warnings[p.Name] {
-				s.log.Warn(f.Message)
-			}
-		}
-	}
-	if len(out) == 0 {
-		s.log.Warn("no policy has a schedule: the server waits for one (add a schedule in the configuration file, or through the API)")
-	}
-	return out
-}
-
-// logJob logs a scheduled job's start and end.
-func (s *Service) logJob(j *engine.Job) {
-	s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
-	go func() {
-		res, err := j.Wait()
-		switch {
-		case err != nil:
-			s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
-		default:
-			s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
-				"tasks", len(res.Tasks), "failed", len(res.Failed()))
-		}
-	}()
 }
 
 // JobsInput filters jobs.

@@ -87,7 +87,7 @@ func (s *Service) forRepositoryIn(cfg *policy.Config, name string) (*Service, er
 	}
 	c := *s
 	c.cfg.Repository = loc
-	c.repoName = name
+	c.boundRepo = name
 	return &c, nil
 }
 

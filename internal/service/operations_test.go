@@ -44,6 +44,12 @@ var notOperations = map[string]string{
 	"RepositoryName":  "names a repository ID for access checks on catalog listings",
 	"PointVM":         "finds a point's VM for access checks through the VM",
 	"Ready":           "the server's readiness probe (/readyz)",
+	"Start":           "opens the catalog, task manager and notifier of a long-lived process",
+	"Close":           "closes what Start or the first task opened",
+	"TaskManager":     "the task manager, for the server's task endpoints",
+	"Notifier":        "the notifier, for the server's notification endpoints",
+	"HealthMonitor":   "the server's periodic checks, run by RunSchedules",
+	"RunMaintenance":  "one run of a maintenance schedule (gc, verify, forget, copy operations), run by RunSchedules",
 	"WatchConfig":     "the server's loops subscribe to the configuration in effect through it",
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
@@ -58,6 +59,11 @@ func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyChe
 		}
 		doc.Policies = append(doc.Policies, d)
 	}
+	maint, err := s.maintenanceReport(cfg, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	doc.Maintenance = maint
 	doc.Valid = unlockable == 0
 	if unlockable > 0 {
 		return doc, invalidf("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)
@@ -80,7 +86,8 @@ func policyReport(p policy.Policy, warnings []finding) api.PolicyReport {
 	d := api.PolicyReport{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: list(p.FullOn),
 		SnapshotMode: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
 		Schedule: p.Schedule, Retention: p.Retention.String(), LockSeconds: time.Duration(p.ImmutableFor).Seconds(),
-		Warnings: append([]finding{}, warnings...)}
+		RPOSeconds: time.Duration(p.RPO).Seconds(),
+		Warnings:   append([]finding{}, warnings...)}
 	if sc, _ := p.ParseSchedule(); sc != nil {
 		d.NextRun = sc.Next(time.Now())
 	}
@@ -182,6 +189,29 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 	return doc, nil
 }
 
+// maintenanceReport checks the maintenance section (the file's) against
+// cfg, the configuration in effect, and lists its jobs with their next
+// runs after now.
+func (s *Service) maintenanceReport(cfg *policy.Config, now time.Time) ([]api.MaintenanceReport, error) {
+	jobs, err := s.cfg.Maintenance.Jobs(cfg)
+	if err != nil {
+		return nil, invalidf("%s: %v", nameOr(s.cfg.EngineSource, "configuration"), err)
+	}
+	out := []api.MaintenanceReport{}
+	for _, j := range jobs {
+		r := api.MaintenanceReport{Name: j.Name, Kind: j.Kind, Repository: j.Repository, Schedule: j.Spec,
+			ReadDataSeconds: j.ReadDataPeriod.Seconds(), To: j.To, NextRuns: []api.PlannedRun{}}
+		if j.Window != nil {
+			r.Window = j.Window.String()
+		}
+		for _, p := range maintenance.Next(j, now, 3) {
+			r.NextRuns = append(r.NextRuns, api.PlannedRun{At: p.At, Starts: p.Starts, Share: p.Share, Shares: p.Shares})
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // draftConfig is the configuration in effect with a draft policy put in,
 // checked like a change through the API (refused for the problems it
 // adds), and the draft's name.
@@ -194,7 +224,7 @@ func (s *Service) draftConfig(ctx context.Context, draft map[string]any) (*polic
 		draft = maps.Clone(draft)
 		draft["name"] = "draft"
 	}
-	plan, err := st.PlanDraft(configobj.Policy, draft, checkConfig)
+	plan, err := st.PlanDraft(configobj.Policy, draft, s.checkConfig)
 	if err != nil {
 		return nil, "", err
 	}

@@ -76,15 +76,18 @@ func engineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]fi
 	return errs, warnings
 }
 
-// checkConfig is the check of changes made through the API: every
-// problem the whole configuration has (configobj refuses a change for
-// those it adds).
-func checkConfig(eng *policy.Config, nc *notify.Config) error {
+// checkConfig is the check of changes made through the API (a
+// configobj.Checker): every problem the whole configuration has
+// (configobj refuses a change for those it adds). The maintenance
+// section is the file's, but its jobs name repositories and policies the
+// API can change, so a change that would break them (deleting a
+// repository gc runs on, a policy whose retention forget applies) is
+// refused like one that breaks a policy.
+func (s *Service) checkConfig(eng *policy.Config, nc *notify.Config) error {
 	errs, _ := engineProblems(eng, true)
-	return errors.Join(append(errs, nc.Validate())...)
+	_, maint := s.cfg.Maintenance.Jobs(eng)
+	return errors.Join(append(errs, nc.Validate(), maint)...)
 }
-
-var _ configobj.Checker = checkConfig
 
 // configWhere names where the configuration in effect comes from, for
 // messages about it.

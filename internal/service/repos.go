@@ -27,7 +27,7 @@ func (s *Service) openRepository(ctx context.Context) (*repo.Repository, error) 
 	}
 	r, err := s.openRepositoryAt(ctx, s.cfg.Repository.Location, pw)
 	if err == nil {
-		s.repoIDs.learn(r.Config().ID, s.repoName)
+		s.repoIDs.learn(r.Config().ID, s.boundRepo)
 	}
 	return r, err
 }
@@ -153,4 +153,14 @@ func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
 		return nil, fmt.Errorf("open catalog %s: %w", catalogopen.Redact(loc), err)
 	}
 	return c, nil
+}
+
+// openNamedRepo opens a repository by the name maintenance and task
+// objects use: "" and "default" are the default repository, any other a
+// repositories entry.
+func (s *Service) openNamedRepo(ctx context.Context, name string) (*repo.Repository, error) {
+	if name == "default" {
+		name = ""
+	}
+	return s.openNamed(ctx, name)
 }

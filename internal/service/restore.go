@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // RestoreInput says which disks of which point go where.
@@ -43,7 +44,7 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 	if in.To == "" {
 		return nil, invalidf("no restore target given (--to)")
 	}
-	return run(ctx, s, "restore", in.Point, func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
+	return run(ctx, s, s.pointTask(task.KindRestore, in.Point), func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
 		pt, err := s.openPoint(ctx, in.Point, "restore "+in.Point)
 		if err != nil {
 			return nil, err

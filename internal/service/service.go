@@ -18,10 +18,11 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Config is everything the service needs to know about the installation.
@@ -55,13 +56,25 @@ type Config struct {
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
-	// Tasks records long operations (default: LocalTasks; the server's:
-	// CatalogTasks).
+	// Tasks shows long operations as they run (default: LocalTasks);
+	// every one is recorded in the catalog besides.
 	Tasks Tasks
-	// TaskManager, when set, makes the engine's jobs (policy runs)
-	// tasks of the control plane as well (engine.Options.StartJob), and
-	// serves the tasks' logs, events and cancels.
-	TaskManager *task.Manager
+	// User names who starts tasks when the context names nobody
+	// (task.WithUser): the local user of a command-line process
+	// (default: the process's user).
+	User string
+	// TaskHistory is how long finished tasks are kept (0: 90 days;
+	// negative: forever); pruned by processes started with Prune.
+	TaskHistory time.Duration
+	// Maintenance is the configuration file's maintenance section:
+	// schedules, windows, thresholds, several servers (nil: none,
+	// defaults). It is the file's alone (no configuration object sets
+	// it); its jobs are resolved against the configuration in effect.
+	Maintenance *maintenance.Config
+	// Metrics receives what the server exposes to Prometheus (nil:
+	// none): tasks as they end, the health monitor's state, the engine's
+	// slots.
+	Metrics *metrics.Metrics
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store
@@ -99,15 +112,17 @@ type PasswordSource func() ([]byte, error)
 
 // Service runs coffer's operations. It is safe for concurrent use.
 type Service struct {
+	*controlState // shared by the services ForRepository derives
 	cfg   Config
 	log   *slog.Logger
 	tasks Tasks
-	// repoName names the default repository as the configuration does
-	// ("default" for the top-level repository setting); repoIDs, shared
-	// by every service ForRepository derives, learns the IDs of the
-	// repositories opened, for access checks on catalog listings.
-	repoName string
-	repoIDs  *repoIDs
+	// boundRepo names the default repository as the request that bound
+	// it did (ForRepository; "default" for the top-level repository
+	// setting); repoIDs, shared by every service ForRepository derives,
+	// learns the IDs of the repositories opened, for access checks on
+	// catalog listings.
+	boundRepo string
+	repoIDs   *repoIDs
 	conf     *configState // the configuration in effect (configstate.go)
 }
 
@@ -119,13 +134,22 @@ func New(cfg Config) *Service {
 	if cfg.Tasks == nil {
 		cfg.Tasks = LocalTasks{Logger: cfg.Logger}
 	}
+	if cfg.User == "" {
+		cfg.User = localUser()
+	}
 	if cfg.Worker == "" {
 		cfg.Worker = hostname()
 	}
 	if cfg.Engine == nil {
 		cfg.Engine = &policy.Config{}
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, repoName: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}},
+	if cfg.Maintenance == nil {
+		cfg.Maintenance = &maintenance.Config{}
+	}
+	if cfg.TaskHistory == 0 {
+		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, boundRepo: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}, controlState: &controlState{},
 		conf: newConfigState()}
 }
 

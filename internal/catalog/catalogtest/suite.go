@@ -66,6 +66,9 @@ func Run(t *testing.T, newDB Factory) {
 		{"ConfigObjects", testConfigObjects},
 		{"UpdateConfigIsAtomic", testUpdateConfigIsAtomic},
 		{"UpdateConfigIsSerialised", testUpdateConfigIsSerialised},
+		{"Leases", testLeases},
+		{"ConcurrentLeases", testConcurrentLeases},
+		{"ClaimRuns", testClaimRuns},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
