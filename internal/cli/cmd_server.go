@@ -13,8 +13,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
-	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/metrics"
+	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 

@@ -113,9 +113,9 @@ type PasswordSource func() ([]byte, error)
 // Service runs coffer's operations. It is safe for concurrent use.
 type Service struct {
 	*controlState // shared by the services ForRepository derives
-	cfg   Config
-	log   *slog.Logger
-	tasks Tasks
+	cfg           Config
+	log           *slog.Logger
+	tasks         Tasks
 	// boundRepo names the default repository as the request that bound
 	// it did (ForRepository; "default" for the top-level repository
 	// setting); repoIDs, shared by every service ForRepository derives,
@@ -123,7 +123,7 @@ type Service struct {
 	// catalog listings.
 	boundRepo string
 	repoIDs   *repoIDs
-	conf     *configState // the configuration in effect (configstate.go)
+	conf      *configState // the configuration in effect (configstate.go)
 }
 
 // New returns a service for cfg.
