@@ -52,6 +52,11 @@ func (s *Service) startTask(ctx context.Context, spec TaskSpec) (context.Context
 	}
 	tctx, shown := s.tasks.Start(h.Context(), spec.Kind, detail)
 	t := &recordedTask{h: h, shown: shown, stop: make(chan struct{})}
+	if spec.Detail != "" {
+		// The task's object is the repository (an ACL path): its log says
+		// what within it the operation acts on (a point, a VM, a socket).
+		h.Log("info", spec.Kind+" "+spec.Detail, nil)
+	}
 	noteSchedule(ctx, t)
 	return tctx, t
 }
