@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -82,7 +85,17 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 			"0; 1 when the catalog cannot be opened."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			points, err := call(a, func(s *service.Service) ([]api.BackupPoint, error) { return s.CatalogPoints(cmd.Context(), in) })
+			q := url.Values{}
+			for k, v := range map[string]string{"vm": in.VM, "repository": in.Repository} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if in.Limit > 0 {
+				q.Set("limit", strconv.Itoa(in.Limit))
+			}
+			points, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-catalog-points", Query: q},
+				func(s *service.Service) ([]api.BackupPoint, error) { return s.CatalogPoints(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -106,7 +119,7 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 	cmd.Flags().StringVar(&in.VM, "vm", "", "only points of this VM (name or ID)")
 	cmd.Flags().StringVar(&in.Repository, "repository-id", "", "only points of this repository (its ID)")
 	cmd.Flags().IntVar(&in.Limit, "limit", 0, "at most this many points (0: all)")
-	return op(cmd, "list-catalog-points")
+	return remoteToo(op(cmd, "list-catalog-points"))
 }
 
 func short(s string) string {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -34,7 +36,17 @@ coffer jobs --vm web-1 --user alice`,
 			"0; 1 when the catalog cannot be opened."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			jobs, err := call(a, func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
+			q := url.Values{}
+			for k, v := range map[string]string{"policy": in.Policy, "status": in.Status, "kind": in.Kind, "user": in.User, "vm": in.VM} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if in.Limit > 0 {
+				q.Set("limit", strconv.Itoa(in.Limit))
+			}
+			jobs, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-jobs", Query: q},
+				func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -55,7 +67,7 @@ coffer jobs --vm web-1 --user alice`,
 	cmd.Flags().StringVar(&in.VM, "vm", "", "only jobs on this VM (name or ID), including runs of policies that backed it up")
 	cmd.Flags().StringVar(&in.Status, "status", "", "only jobs with this status (running, success, partial, failed, cancelled)")
 	cmd.Flags().IntVar(&in.Limit, "limit", 50, "show at most this many jobs (0: all)")
-	return op(cmd, "list-jobs")
+	return remoteToo(op(cmd, "list-jobs"))
 }
 
 func (a *app) cmdJob() *cobra.Command {
@@ -65,7 +77,7 @@ func (a *app) cmdJob() *cobra.Command {
 		Long: manual(`Inspect one job of the catalog (`+"`coffer jobs`"+` lists them).`,
 			"See the subcommands.", "coffer job show 42", "That of the subcommand."),
 	}
-	cmd.AddCommand(op(&cobra.Command{
+	cmd.AddCommand(remoteToo(op(&cobra.Command{
 		Use:   "show ID",
 		Short: "show a job with its per-VM tasks and events",
 		Long: manual(`Show one job of the catalog: what ran, where, how it ended, each VM's
@@ -84,13 +96,14 @@ coffer job show 42 --json | jq '.tasks[] | select(.status == "failed")'`,
 			if err != nil {
 				return usagef("job ID %q is not a number", args[0])
 			}
-			j, err := call(a, func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
+			j, err := callOp(cmd.Context(), a, apiclient.Request{Op: "get-job", Path: map[string]string{"id": args[0]}},
+				func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
 			if err != nil {
 				return err
 			}
 			return a.emit(j, nil, func() { a.printJob(j) })
 		},
-	}, "get-job"))
+	}, "get-job")), a.cmdJobLog(), a.cmdJobFollow(), a.cmdJobCancel())
 	return cmd
 }
 
