@@ -115,6 +115,8 @@ type Request struct {
 	Query url.Values
 	// Body is sent as JSON (nil: no body).
 	Body any
+	// Header holds headers of the operation's input (If-Match).
+	Header http.Header
 }
 
 func operation(id string) (*service.Operation, error) {
@@ -154,6 +156,11 @@ func (c *Client) do(ctx context.Context, r Request) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, op.HTTP, u.String(), body)
 	if err != nil {
 		return nil, err
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")

@@ -257,6 +257,8 @@ type Catalog interface {
 
 	AccessStore // users, tokens, sessions, ACLs, audit log (access.go)
 	Notifications
+	ConfigObjects // objects of the configuration created through the API (configobjects.go)
+	Leases        // several servers: who runs the schedules, each run claimed once (leases.go)
 
 	Close() error
 }

@@ -200,8 +200,8 @@ func (a *app) printJob(j *api.Job) {
 	running := j.Finished.IsZero()
 	if p := j.Progress; p != nil && running {
 		line := fmt.Sprintf("progress: %s of %s, %d of %d items", humanBytes(p.DoneBytes), humanBytes(p.TotalBytes), p.ItemsDone, p.ItemsTotal)
-		if p.BytesPerSecond > 0 {
-			line += fmt.Sprintf(", %s/s", humanBytes(int64(p.BytesPerSecond)))
+		if p.RateBytesPerSecond > 0 {
+			line += fmt.Sprintf(", %s/s", humanBytes(int64(p.RateBytesPerSecond)))
 		}
 		if p.ETASeconds > 0 {
 			line += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()

@@ -122,7 +122,7 @@ func epPolicyCheck(ctx context.Context, s *Service, in *policyCheckIn) (*Result[
 }
 
 type previewIn struct {
-	Policy string `path:"policy" maxLength:"255"`
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
 	Runs   int    `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
 }
 
@@ -131,7 +131,7 @@ func epPolicyPreview(ctx context.Context, s *Service, in *previewIn) (*Result[*a
 }
 
 type runPolicyIn struct {
-	Policy string `path:"policy" maxLength:"255"`
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
 	Wait   bool   `query:"wait" doc:"answer when the run has ended, with the finished job (default: at once, with the running job)"`
 }
 

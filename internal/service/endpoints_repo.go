@@ -23,7 +23,7 @@ import (
 // (Exported: huma reads the parameters of embedded structs
 // only when their type is exported.)
 type RepoParam struct {
-	Repo string `path:"repo" maxLength:"255" doc:"the repository's name in the server's configuration (default: the repository setting)"`
+	Repo string `path:"repo" maxLength:"255" example:"default" doc:"the repository's name in the server's configuration (default: the repository setting)"`
 }
 
 type initIn struct {
@@ -57,7 +57,7 @@ func epPoints(ctx context.Context, s *Service, in *pointsIn) (*Result[[]api.Back
 		return nil, err
 	}
 	return result(visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
-		return auth.PointPaths(s.repoName, p.Connection, p.VM)
+		return auth.PointPaths(s.boundRepo, p.Connection, p.VM)
 	}), nil)
 }
 
@@ -228,7 +228,11 @@ type copyIn struct {
 // epCopy copies to another repository of the configuration, opened with
 // its own password.
 func epCopy(ctx context.Context, s *Service, in *copyIn) (*Result[*api.CopyResult], error) {
-	target, err := s.namedLocation(in.To)
+	st, err := s.latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	target, err := s.namedLocation(st.Engine, in.To)
 	if err != nil {
 		return nil, err
 	}

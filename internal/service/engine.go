@@ -18,8 +18,13 @@ import (
 func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
 		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker}
-	if s.cfg.TaskManager != nil {
-		o.StartJob = engine.Starter(s.cfg.TaskManager.StartJob)
+	// Jobs are tasks of the control plane, recorded once, through the
+	// task manager (its notices, cancel and notifications); without a
+	// catalog for it the engine records them itself.
+	if m, err := s.taskManager(ctx); err == nil {
+		o.StartJob = engine.Starter(m.StartJob)
+	} else {
+		t.Log(slog.LevelWarn, fmt.Sprintf("jobs are recorded without the task manager: %v", err))
 	}
 	eng, err := engine.New(ctx, o)
 	if eng == nil {
@@ -92,7 +97,7 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 // ctx is cancelled (running VMs then release their hypervisor snapshots,
 // queued ones are not started).
 func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -135,68 +140,6 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 		t.Finish(err)
 	}
 	return run, nil
-}
-
-// RunSchedules runs every policy that has a schedule until ctx ends (with
-// none, it waits): the schedules of `coffer server`. Leftovers of a coffer that died mid-backup are
-// cleaned up at start. A run whose predecessor still goes is skipped and
-// recorded.
-func (s *Service) RunSchedules(ctx context.Context) error {
-	cfg, warnings, err := s.policyConfig()
-	if err != nil {
-		return err
-	}
-	var scheduled []policy.Policy
-	var names []string
-	for _, p := range cfg.Policies {
-		if p.Schedule != "" {
-			scheduled = append(scheduled, p)
-			names = append(names, p.ConnectionNames()...)
-			for _, f := range warnings[p.Name] {
-				s.log.Warn(f.Message)
-			}
-		}
-	}
-	if len(scheduled) == 0 {
-		s.log.Info("no policy has a schedule: the server serves the API only")
-		<-ctx.Done()
-		return nil
-	}
-	cat, err := s.openCatalog(ctx)
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	conns, err := s.openConnectors(ctx, cfg, names)
-	if err != nil {
-		return err
-	}
-	_, t := LocalTasks{Logger: s.log}.Start(ctx, "server", "schedules")
-	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	s.log.Info("coffer server started", "policies", len(scheduled))
-	sched := &engine.Scheduler{Engine: eng, Policies: scheduled, Started: func(j *engine.Job) {
-		s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
-		go func() {
-			res, err := j.Wait()
-			switch {
-			case err != nil:
-				s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
-			default:
-				s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
-					"tasks", len(res.Tasks), "failed", len(res.Failed()))
-			}
-		}()
-	}}
-	err = sched.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		s.log.Info("coffer server stopped")
-		return nil
-	}
-	return err
 }
 
 // JobsInput filters jobs.

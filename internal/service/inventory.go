@@ -22,7 +22,7 @@ type VMsInput struct {
 // the protection view. A connection whose inventory fails is named in the
 // result, which then comes back with a partial error.
 func (s *Service) VMs(ctx context.Context, in VMsInput) (*api.Inventory, error) {
-	cfg, err := s.engineConfig()
+	cfg, err := s.engineConfig(ctx)
 	if err != nil {
 		return nil, err
 	}

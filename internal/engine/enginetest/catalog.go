@@ -26,9 +26,12 @@ type Catalog struct {
 	vms    map[string]catalog.VMRecord
 	nextID int64
 	Writes int
-	// The engine keeps no access-control records: calling one of their
-	// methods is a test bug, and panics on the nil interface.
+	// The engine keeps no access-control records, reads no configuration
+	// objects and takes no leases: calling one of their methods is a test
+	// bug, and panics on the nil interface.
 	catalog.AccessStore
+	catalog.ConfigObjects
+	catalog.Leases
 }
 
 // NewCatalog returns an empty catalog.
