@@ -178,8 +178,8 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	defer ln.Close()
 	url := st.URL(ln.Addr().String())
 
-	// The catalog stays open for the access control every request goes
-	// through; the operations open it as they need it.
+	// The catalog stays open for the server's life: the access control
+	// every request goes through, the tasks and the operations share it.
 	cat, err := catalogopen.Open(ctx, a.catalogLocation())
 	if err != nil {
 		return fmt.Errorf("open catalog %s: %w", catalogopen.Redact(a.catalogLocation()), err)
@@ -197,7 +197,7 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background = false, access, url, bg
+	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background, cfg.OpenCatalog = false, access, url, bg, cat
 	cfg.Files = service.FileRoots{RestoreDir: st.RestoreDir, ImageDir: st.ImageDir, ExportDir: exportDir}
 	svc := service.New(cfg)
 	// Every long operation and policy run is a task of the catalog

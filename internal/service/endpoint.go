@@ -116,6 +116,13 @@ func hasDoc(doc any) bool {
 	return true
 }
 
+// Page is the answer of a paged listing: a page of items and, when more
+// may follow, the cursor of the next page (api.NextHeader).
+type Page[T any] struct {
+	Body []T
+	Next string `header:"Coffer-Next" doc:"present when more items may follow: pass it as the after parameter for the next page"`
+}
+
 // Created is the answer of an endpoint that created something: 201.
 type Created[T any] struct{ Body T }
 

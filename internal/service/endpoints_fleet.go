@@ -1,7 +1,9 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -16,30 +18,73 @@ type jobsIn struct {
 	User   string `query:"user" maxLength:"64"`
 	VM     string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
 	Status string `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
-	Limit  int    `query:"limit" minimum:"0" maximum:"100000" doc:"the most jobs, newest first (0: all)"`
+	Limit  int    `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
+	After  int64  `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
 
-func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Result[[]api.Job], error) {
-	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status, Limit: in.Limit})
+// jobsPage is the size of a page of jobs unless the request says.
+const jobsPage = 100
+
+// epJobs lists a page of the jobs the caller may see. The catalog is
+// read a page at a time (a catalog holds millions of jobs); jobs the
+// caller may not see are left out of the page, so a page may be short
+// while more follow: Coffer-Next says whether they do.
+func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Page[api.Job], error) {
+	limit := cmp.Or(in.Limit, jobsPage)
+	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status,
+		Limit: limit, After: in.After})
 	if err != nil {
 		return nil, err
 	}
 	actor := s.actor(ctx)
-	out := []api.Job{}
+	page := &Page[api.Job]{Body: []api.Job{}}
 	for _, j := range jobs {
 		if canSeeJob(actor, j) {
-			out = append(out, j)
+			page.Body = append(page.Body, j)
 		}
 	}
-	return result(out, nil)
+	if len(jobs) == limit {
+		page.Next = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+	}
+	return page, nil
 }
 
 type jobIn struct {
 	ID int64 `path:"id" minimum:"1"`
 }
 
-func epJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
-	return result(visibleJob(ctx, s, in.ID))
+type jobDetailIn struct {
+	ID         int64 `path:"id" minimum:"1"`
+	Tasks      int   `query:"tasks" minimum:"0" maximum:"1000" doc:"the most per-VM tasks in the document, in the order they were created (0: 100)"`
+	TasksAfter int64 `query:"tasks_after" minimum:"0" doc:"the Coffer-Next header of the previous answer: the tasks after it"`
+	Log        int   `query:"log" minimum:"0" maximum:"1000" doc:"the most lines of the log from its start (0: 100); job-log pages through the rest"`
+}
+
+// JobDetail is a job with a page of its tasks and the first lines of its
+// log; tasks_total and log_lines say how many there are.
+type JobDetail struct {
+	Body *api.Job
+	Next string `header:"Coffer-Next" doc:"present when more tasks may follow: pass it as tasks_after"`
+}
+
+// jobDetailPage is the tasks and lines of a job document unless the
+// request says.
+const jobDetailPage = 100
+
+func epJob(ctx context.Context, s *Service, in *jobDetailIn) (*JobDetail, error) {
+	if _, err := visibleJob(ctx, s, in.ID); err != nil {
+		return nil, err
+	}
+	tasks := cmp.Or(in.Tasks, jobDetailPage)
+	j, err := s.jobPage(ctx, jobPageInput{ID: in.ID, Tasks: tasks, TasksAfter: in.TasksAfter, Log: cmp.Or(in.Log, jobDetailPage)})
+	if err != nil {
+		return nil, err
+	}
+	out := &JobDetail{Body: j}
+	if len(j.Tasks) == tasks {
+		out.Next = strconv.FormatInt(j.Tasks[len(j.Tasks)-1].ID, 10)
+	}
+	return out, nil
 }
 
 type vmsIn struct {
@@ -159,9 +204,10 @@ func canCancelJob(actor *auth.Subject, j api.Job) bool {
 	return false
 }
 
-// visibleJob fetches a job the caller may see (denied otherwise).
+// visibleJob fetches a job the caller may see (denied otherwise), without
+// its tasks and log: a policy run's are thousands of rows.
 func visibleJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
-	j, err := s.Job(ctx, id)
+	j, err := s.jobSummary(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +232,7 @@ func epJobLog(ctx context.Context, s *Service, in *jobLogIn) (*Result[[]api.Even
 }
 
 func epCancelJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
-	j, err := s.Job(ctx, in.ID)
+	j, err := s.jobSummary(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

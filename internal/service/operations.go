@@ -116,7 +116,7 @@ var Operations = append([]Operation{
 	{ID: "list-points", Method: "Points", Summary: "list the backup points of a repository, from the repository", HTTP: get,
 		Path: "/repositories/{repo}/points", Requires: listing(auth.RepoAudit, onRepo), Endpoint: Endpoint[pointsIn, Result[[]api.BackupPoint]](epPoints)},
 	{ID: "list-catalog-points", Method: "CatalogPoints", Summary: "list backup points from the catalog", HTTP: get, Path: "/points",
-		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Result[[]api.BackupPoint]](epCatalogPoints)},
+		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Page[api.BackupPoint]](epCatalogPoints)},
 	{ID: "rebuild-catalog", Method: "RebuildCatalog", Summary: "recreate the catalog's backup points from a repository", HTTP: post,
 		Path: "/repositories/{repo}/catalog/rebuild", Requires: req(auth.RepoModify, onRepo),
 		Endpoint: Endpoint[RepoParam, Result[*api.CatalogRebuild]](epRebuildCatalog)},
@@ -204,9 +204,9 @@ var Operations = append([]Operation{
 
 	// Jobs, VMs and policies.
 	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs (the tasks of every long operation and policy run), newest first", HTTP: get,
-		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Result[[]api.Job]](epJobs)},
-	{ID: "get-job", Method: "Job", Summary: "a job with its per-VM tasks and events", HTTP: get, Path: "/jobs/{id}",
-		SelfService: seeJobs, Endpoint: Endpoint[jobIn, Result[*api.Job]](epJob)},
+		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Page[api.Job]](epJobs)},
+	{ID: "get-job", Method: "Job", Summary: "a job with a page of its per-VM tasks and the first lines of its log", HTTP: get, Path: "/jobs/{id}",
+		SelfService: seeJobs, Endpoint: Endpoint[jobDetailIn, JobDetail](epJob)},
 	{ID: "job-log", Method: "JobLog", Summary: "a page of a job's log", HTTP: get, Path: "/jobs/{id}/log",
 		SelfService: seeJobs, Endpoint: Endpoint[jobLogIn, Result[[]api.Event]](epJobLog)},
 	{ID: "follow-job", Method: "FollowJob", Summary: "follow a job: its state, log lines and progress as server-sent events", HTTP: get,

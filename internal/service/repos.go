@@ -145,8 +145,12 @@ func (s *Service) catalogLocation() string {
 	return catalogopen.DefaultLocation()
 }
 
-// openCatalog opens the catalog.
+// openCatalog opens the catalog, or hands out the one kept open
+// (Config.OpenCatalog), whose Close then leaves it open.
 func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
+	if s.cfg.OpenCatalog != nil {
+		return keptOpen{s.cfg.OpenCatalog}, nil
+	}
 	loc := s.catalogLocation()
 	c, err := catalogopen.Open(ctx, loc)
 	if err != nil {
@@ -154,6 +158,11 @@ func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
 	}
 	return c, nil
 }
+
+// keptOpen is a catalog its user must not close: the process's own.
+type keptOpen struct{ catalog.Catalog }
+
+func (keptOpen) Close() error { return nil }
 
 // openNamedRepo opens a repository by the name maintenance and task
 // objects use: "" and "default" are the default repository, any other a
