@@ -18,6 +18,7 @@ const (
 	NotFound           Class = "not-found"           // no such repository, backup point, job, session, VM, ...
 	Conflict           Class = "conflict"            // the target already exists
 	Locked             Class = "locked"              // another maintenance run holds the repository's lease
+	Throttled          Class = "throttled"           // too many failed sign-ins: try again later
 	Integrity          Class = "integrity"           // corrupted, truncated or tampered data
 	Partial            Class = "partial"             // some items failed while others succeeded
 	NoSpace            Class = "no-space"            // the storage or the restore target is full
@@ -28,7 +29,7 @@ const (
 )
 
 // Classes lists every class, for the faces' mapping tables and their tests.
-var Classes = []Class{Invalid, Unauthenticated, Denied, NotFound, Conflict, Locked, Integrity, Partial,
+var Classes = []Class{Invalid, Unauthenticated, Denied, NotFound, Conflict, Locked, Throttled, Integrity, Partial,
 	NoSpace, UnsupportedVersion, SourceChanged, Cancelled, Internal}
 
 // Error is the document of a failure, and an error that carries its class.

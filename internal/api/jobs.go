@@ -85,6 +85,16 @@ type Event struct {
 	Fields  map[string]any `json:"fields,omitempty"`
 }
 
+// JobEvent is what following a job brings (server-sent events): its
+// state when it starts, changes and ends (status), a progress sample
+// (progress), both with Job, or a line of its log (log, with Line).
+type JobEvent struct {
+	Type  string `json:"type" enum:"status,progress,log"`
+	JobID int64  `json:"job_id"`
+	Job   *Job   `json:"job,omitempty"`
+	Line  *Event `json:"line,omitempty"`
+}
+
 // JobProgress is a running job's state, for live displays.
 type JobProgress struct {
 	JobID          int64        `json:"job_id"`

@@ -116,7 +116,7 @@ func killAndWait(ctx context.Context, pid int) error {
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for gone(pid) == false {
+	for !gone(pid) {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("QEMU %d did not exit: %w", pid, ctx.Err())

@@ -177,7 +177,7 @@ func TestKeys(t *testing.T) {
 	e.vars["COFFER_PASSWORD"] = "correct horse"
 	e.expect(ExitAccess, "snapshots")
 	e.vars["COFFER_PASSWORD"] = "second password"
-	if out := e.expect(ExitFailure, "key", "remove", keys[1].ID[:8]); !strings.Contains(out, "last key") {
+	if out := e.expect(ExitUsage, "key", "remove", keys[1].ID[:8]); !strings.Contains(out, "last key") {
 		t.Fatalf("last key removable: %s", out)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"text/tabwriter"
 	"time"
 
@@ -82,7 +83,19 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 			"0; 1 when the catalog cannot be opened."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			points, err := call(a, func(s *service.Service) ([]api.BackupPoint, error) { return s.CatalogPoints(cmd.Context(), in) })
+			q := url.Values{}
+			for k, v := range map[string]string{"vm": in.VM, "repository": in.Repository} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			var points []api.BackupPoint
+			var err error
+			if a.remote != nil {
+				points, err = remotePages[api.BackupPoint](cmd.Context(), a, "list-catalog-points", q, in.Limit)
+			} else {
+				points, err = call(a, func(s *service.Service) ([]api.BackupPoint, error) { return s.CatalogPoints(cmd.Context(), in) })
+			}
 			if err != nil {
 				return err
 			}
@@ -106,7 +119,7 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 	cmd.Flags().StringVar(&in.VM, "vm", "", "only points of this VM (name or ID)")
 	cmd.Flags().StringVar(&in.Repository, "repository-id", "", "only points of this repository (its ID)")
 	cmd.Flags().IntVar(&in.Limit, "limit", 0, "at most this many points (0: all)")
-	return op(cmd, "list-catalog-points")
+	return remoteToo(op(cmd, "list-catalog-points"))
 }
 
 func short(s string) string {

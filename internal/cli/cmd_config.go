@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -61,7 +62,10 @@ coffer config show --json | jq '.objects[] | select(.source == "catalog") | .nam
 				}
 				doc.Settings = append(doc.Settings, api.Setting{Key: name, Value: v, Source: string(src)})
 			}
-			eff, err := call(a, func(s *service.Service) (*api.EffectiveConfig, error) { return s.EffectiveConfig(cmd.Context()) })
+			// The settings are this command line's; the objects in effect
+			// are the server's when it runs through one.
+			eff, err := callOp(cmd.Context(), a, apiclient.Request{Op: "get-effective-config"},
+				func(s *service.Service) (*api.EffectiveConfig, error) { return s.EffectiveConfig(cmd.Context()) })
 			if err != nil {
 				return err
 			}
@@ -115,7 +119,9 @@ coffer config keys --json | jq -r '.[].environment'`,
 			})
 		},
 	}
-	cmd.AddCommand(op(show, "get-effective-config"), faceOnly(keys, "lists the command line's own settings"))
-	cmd.AddCommand(a.configObjectCommands()...)
+	cmd.AddCommand(remoteToo(op(show, "get-effective-config")), remoteToo(faceOnly(keys, "lists the command line's own settings")))
+	for _, c := range a.configObjectCommands() {
+		cmd.AddCommand(remoteToo(c))
+	}
 	return cmd
 }

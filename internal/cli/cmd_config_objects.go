@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -11,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -52,9 +56,7 @@ coffer config list policies --json`,
 			if len(args) == 1 {
 				kind = args[0]
 			}
-			docs, err := call(a, func(s *service.Service) ([]api.ConfigObject, error) {
-				return s.ConfigObjects(cmd.Context(), service.ConfigObjectsInput{Kind: kind})
-			})
+			docs, err := a.listObjects(cmd.Context(), kind)
 			if err != nil {
 				return err
 			}
@@ -75,7 +77,11 @@ coffer config get policy nightly > nightly.yaml   # edit, then config update`,
 			"0; 2 for an unknown kind; 7 when there is no such object."),
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := call(a, func(s *service.Service) (*api.ConfigObject, error) {
+			r, err := objectRequest("get", args[0], args[1], 0)
+			if err != nil {
+				return err
+			}
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
 				return s.ConfigObject(cmd.Context(), service.ConfigObjectInput{Kind: args[0], Name: args[1]})
 			})
 			if err != nil {
@@ -109,7 +115,12 @@ configuration file defines, or one that exists.`),
 			if err != nil {
 				return err
 			}
-			doc, err := call(a, func(s *service.Service) (*api.ConfigObject, error) {
+			r, err := objectRequest(configobj.Create, args[0], "", 0)
+			if err != nil {
+				return err
+			}
+			r.Body = spec
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
 				return s.CreateConfigObject(cmd.Context(), service.CreateConfigObjectInput{Kind: args[0], Spec: spec})
 			})
 			if err != nil {
@@ -139,7 +150,12 @@ coffer config update policy nightly -f nightly.yaml --if-version 12`,
 			if err != nil {
 				return err
 			}
-			doc, err := call(a, func(s *service.Service) (*api.ConfigObject, error) {
+			r, err := objectRequest(configobj.Update, args[0], args[1], ifVersion)
+			if err != nil {
+				return err
+			}
+			r.Body = spec
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
 				return s.UpdateConfigObject(cmd.Context(), service.UpdateConfigObjectInput{Kind: args[0], Name: args[1], Spec: spec,
 					IfVersion: ifVersion})
 			})
@@ -166,7 +182,11 @@ coffer config delete connection lab --if-version 3`,
 --if-version; 7 when there is no such object in the catalog.`),
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := call(a, func(s *service.Service) (*api.ConfigObject, error) {
+			r, err := objectRequest(configobj.Delete, args[0], args[1], ifVersion)
+			if err != nil {
+				return err
+			}
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
 				return s.DeleteConfigObject(cmd.Context(), service.DeleteConfigObjectInput{Kind: args[0], Name: args[1], IfVersion: ifVersion})
 			})
 			if err != nil {
@@ -178,6 +198,64 @@ coffer config delete connection lab --if-version 3`,
 	del.Flags().Int64Var(&ifVersion, "if-version", 0, "refuse to delete the object if it is no longer at this version")
 	return []*cobra.Command{op(list, configOps("list")...), op(get, configOps("get")...), op(create, configOps(configobj.Create)...),
 		op(update, configOps(configobj.Update)...), op(del, configOps(configobj.Delete)...)}
+}
+
+// objectRequest is the API request of a verb on an object of a kind (in
+// the singular or plural), with the version a change is made on as its
+// If-Match.
+func objectRequest(verb, kind, name string, ifVersion int64) (apiclient.Request, error) {
+	k, err := configobj.ParseKind(kind)
+	if err != nil {
+		return apiclient.Request{}, err
+	}
+	r := apiclient.Request{Op: service.ConfigOperationID(verb, k)}
+	if name != "" {
+		r.Path = map[string]string{"name": name}
+	}
+	if ifVersion != 0 {
+		r.Header = http.Header{"If-Match": {strconv.Quote(strconv.FormatInt(ifVersion, 10))}}
+	}
+	return r, nil
+}
+
+// listObjects lists the objects of a kind ("": every kind). Through a
+// server, every kind is listed with its own operation, each showing what
+// the token may see of it; kinds it may see nothing of are left out.
+func (a *app) listObjects(ctx context.Context, kind string) ([]api.ConfigObject, error) {
+	local := func(s *service.Service) ([]api.ConfigObject, error) {
+		return s.ConfigObjects(ctx, service.ConfigObjectsInput{Kind: kind})
+	}
+	if kind != "" || a.remote == nil {
+		r, err := objectRequest("list", kind, "", 0)
+		if err != nil && kind != "" {
+			return nil, err
+		}
+		return callOp(ctx, a, r, local)
+	}
+	var inEffect, overridden []api.ConfigObject
+	var denied error
+	for _, k := range configobj.Kinds {
+		var docs []api.ConfigObject
+		err := a.remote.Call(ctx, apiclient.Request{Op: service.ConfigOperationID("list", k)}, &docs)
+		if c, _ := api.ClassOf(err); c == api.Denied {
+			denied = err
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			if d.Overridden {
+				overridden = append(overridden, d)
+			} else {
+				inEffect = append(inEffect, d)
+			}
+		}
+	}
+	if len(inEffect)+len(overridden) == 0 && denied != nil {
+		return nil, denied
+	}
+	return append(append([]api.ConfigObject{}, inEffect...), overridden...), nil
 }
 
 // readSpec reads an object from a file ("-": standard input).

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -61,11 +64,12 @@ unreadable}], warnings: [{message, count}]}, or with --volumes a list of
 			`coffer files ls latest:vda /etc
 coffer files ls latest /etc -l
 coffer files ls 3fa2c1d0 --volumes`,
-			"0; 7 for an unknown point; 1 for a path that does not exist or an unknown filesystem."),
+			"0; 7 for an unknown point or a path that does not exist; 2 for a disk without a readable file system."),
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if volumes {
-				vols, err := call(a, func(s *service.Service) ([]api.Volume, error) { return s.FilesVolumes(cmd.Context(), args[0]) })
+				vols, err := callOp(cmd.Context(), a, refRequest("files-volumes", args[0], nil),
+					func(s *service.Service) ([]api.Volume, error) { return s.FilesVolumes(cmd.Context(), args[0]) })
 				if err != nil {
 					return err
 				}
@@ -79,7 +83,8 @@ coffer files ls 3fa2c1d0 --volumes`,
 			if len(args) == 2 {
 				p = args[1]
 			}
-			ls, err := call(a, func(s *service.Service) (*api.FilesListing, error) { return s.FilesList(cmd.Context(), args[0], p) })
+			ls, err := callOp(cmd.Context(), a, refRequest("files-list", args[0], url.Values{"path": {p}}),
+				func(s *service.Service) (*api.FilesListing, error) { return s.FilesList(cmd.Context(), args[0], p) })
 			if err != nil {
 				return err
 			}
@@ -91,7 +96,7 @@ coffer files ls 3fa2c1d0 --volumes`,
 	}
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show mode, owner, size and time")
 	cmd.Flags().BoolVar(&volumes, "volumes", false, "list the disk's partitions and volumes instead")
-	return op(cmd, "files-list", "files-volumes")
+	return remoteToo(op(cmd, "files-list", "files-volumes"))
 }
 
 func (a *app) printEntries(ents []api.FileEntry, long bool) {
@@ -154,7 +159,10 @@ coffer files get latest /var/www --tar - | tar -tv`,
 			var err error
 			switch {
 			case to != "":
-				st, err = call(a, func(s *service.Service) (*api.FilesExtract, error) {
+				// Through a server, --to is a directory under its restore directory.
+				r := refRequest("files-extract", args[0], nil)
+				r.Body = api.FilesExtractRequest{Paths: args[1:], To: to}
+				st, err = callOp(cmd.Context(), a, r, func(s *service.Service) (*api.FilesExtract, error) {
 					return s.FilesExtract(cmd.Context(), service.FilesExtractInput{Ref: args[0], Paths: args[1:], To: to})
 				})
 			case zipPath != "":
@@ -174,7 +182,7 @@ coffer files get latest /var/www --tar - | tar -tv`,
 	cmd.Flags().StringVar(&to, "to", "", "directory to extract into")
 	cmd.Flags().StringVar(&zipPath, "zip", "", `write a zip archive instead ("-": to stdout)`)
 	cmd.Flags().StringVar(&tarPath, "tar", "", `write a tar archive instead ("-": to stdout)`)
-	return op(cmd, "files-extract", "files-archive")
+	return remoteToo(op(cmd, "files-extract", "files-archive"))
 }
 
 // archive writes an archive to path ("-": stdout). A file appears only
@@ -182,6 +190,12 @@ coffer files get latest /var/www --tar - | tar -tv`,
 func (a *app) archive(cmd *cobra.Command, args []string, format, path string) (*api.FilesExtract, error) {
 	in := service.FilesArchiveInput{Ref: args[0], Paths: args[1:], Format: format}
 	run := func(w io.Writer) (*api.FilesExtract, error) {
+		if a.remote != nil {
+			// The server's answer is the archive; what it skipped comes
+			// as a partial error after it (no document).
+			r := refRequest("files-archive", args[0], url.Values{"path": args[1:], "format": {format}})
+			return nil, a.remote.Download(cmd.Context(), a.remoteRequest(r), w)
+		}
 		return call(a, func(s *service.Service) (*api.FilesExtract, error) { return s.FilesArchive(cmd.Context(), in, w) })
 	}
 	if path == "-" {
@@ -241,7 +255,13 @@ coffer files find latest:vdb 'core.*' --json | jq -r '.entries[].path'`,
 			if !a.jsonOut {
 				each = func(e api.FileEntry) error { a.printf("%s\n", e.Path); return nil }
 			}
-			res, err := call(a, func(s *service.Service) (*api.FilesFind, error) { return s.FilesFind(cmd.Context(), in, each) })
+			r := refRequest("files-find", args[0], url.Values{"pattern": {in.Pattern}, "under": {in.Under}})
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.FilesFind, error) { return s.FilesFind(cmd.Context(), in, each) })
+			if a.remote != nil && res != nil && each != nil {
+				for _, e := range res.Entries { // found by the server, printed now
+					_ = each(e)
+				}
+			}
 			if res == nil {
 				return err
 			}
@@ -249,7 +269,7 @@ coffer files find latest:vdb 'core.*' --json | jq -r '.entries[].path'`,
 		},
 	}
 	cmd.Flags().StringVar(&under, "under", "/", "directory to search")
-	return op(cmd, "files-find")
+	return remoteToo(op(cmd, "files-find"))
 }
 
 // printProblems tells what a files command could not do, on stderr: the
@@ -284,4 +304,16 @@ func (a *app) printProblems(warnings []api.Warning, skipped []api.Skip) {
 			fmt.Fprintf(a.stderr, "    %s\n", p)
 		}
 	}
+}
+
+// refRequest is a request of a files operation on BACKUP[:DISK].
+func refRequest(op, ref string, q url.Values) apiclient.Request {
+	point, disk, _ := strings.Cut(ref, ":")
+	if q == nil {
+		q = url.Values{}
+	}
+	if disk != "" {
+		q.Set("disk", disk)
+	}
+	return apiclient.Request{Op: op, Path: map[string]string{"point": point}, Query: q}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -121,7 +122,7 @@ discarded, or it is interrupted.`,
 }
 
 func (a *app) cmdInstantList() *cobra.Command {
-	return op(&cobra.Command{
+	return remoteToo(op(&cobra.Command{
 		Use:   "list",
 		Short: "list instant recovery sessions and their state",
 		Long: manual(`List the instant recovery sessions of the state directory: which VM runs
@@ -135,7 +136,8 @@ coffer instant list --json | jq '.[] | select(.server_running | not) | .id'`,
 			"0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			docs, err := call(a, func(s *service.Service) ([]api.InstantSession, error) { return s.InstantList(cmd.Context()) })
+			docs, err := callOp(cmd.Context(), a, apiclient.Request{Op: "instant-list"},
+				func(s *service.Service) ([]api.InstantSession, error) { return s.InstantList(cmd.Context()) })
 			if err != nil {
 				return err
 			}
@@ -149,7 +151,7 @@ coffer instant list --json | jq '.[] | select(.server_running | not) | .id'`,
 				_ = tw.Flush()
 			})
 		},
-	}, "instant-list")
+	}, "instant-list"))
 }
 
 func (a *app) cmdInstantCommit() *cobra.Command {
@@ -171,7 +173,10 @@ coffer instant commit 3fa2c1d0 --to /srv/vm --format raw`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.ID = args[0]
 			began := time.Now()
-			s, err := call(a, func(sv *service.Service) (*api.InstantSession, error) { return sv.InstantCommit(cmd.Context(), in) })
+			// Through a server, --to is a path under its restore directory.
+			s, err := callOp(cmd.Context(), a, apiclient.Request{Op: "instant-commit", Path: map[string]string{"session": in.ID},
+				Body: api.InstantCommitRequest{To: in.Dir, Format: in.Format}},
+				func(sv *service.Service) (*api.InstantSession, error) { return sv.InstantCommit(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -184,11 +189,11 @@ coffer instant commit 3fa2c1d0 --to /srv/vm --format raw`,
 	cmd.Flags().StringVar(&in.Dir, "to", "", "directory for the VM's disks on production storage (required)")
 	cmd.Flags().StringVar(&in.Format, "format", "qcow2", "disk format: raw or qcow2")
 	_ = cmd.MarkFlagRequired("to")
-	return op(cmd, "instant-commit")
+	return remoteToo(op(cmd, "instant-commit"))
 }
 
 func (a *app) cmdInstantDiscard() *cobra.Command {
-	return op(&cobra.Command{
+	return remoteToo(op(&cobra.Command{
 		Use:   "discard ID",
 		Short: "stop a VM running from its backup and delete what it wrote (a committed VM is left running)",
 		Long: manual(`End an instant recovery session. A VM still running from the backup is
@@ -200,15 +205,16 @@ goes. The process serving the session stops.`,
 			"0; 7 for an unknown session."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := call(a, func(sv *service.Service) (*api.InstantSession, error) {
-				return sv.InstantDiscard(cmd.Context(), args[0])
-			})
+			s, err := callOp(cmd.Context(), a, apiclient.Request{Op: "instant-discard", Path: map[string]string{"session": args[0]}},
+				func(sv *service.Service) (*api.InstantSession, error) {
+					return sv.InstantDiscard(cmd.Context(), args[0])
+				})
 			if err != nil {
 				return err
 			}
 			return a.emit(s, nil, func() { a.printf("session %s discarded\n", s.ID) })
 		},
-	}, "instant-discard")
+	}, "instant-discard"))
 }
 
 func (a *app) cmdInstantExport() *cobra.Command {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -95,7 +96,8 @@ coffer key list --json | jq -r '.[] | select(.current | not) | .id'`,
 			"0; 3 for a wrong password."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keys, err := call(a, func(s *service.Service) ([]api.Key, error) { return s.Keys(cmd.Context()) })
+			keys, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-keys"},
+				func(s *service.Service) ([]api.Key, error) { return s.Keys(cmd.Context()) })
 			if err != nil {
 				return err
 			}
@@ -122,7 +124,7 @@ lock, a key that opens locked points before their lock ends (it says
 until when).`,
 			`"removed key ID". --json: {removed}.`,
 			"coffer key remove 9c1e4a02",
-			"0; 7 for an unknown key; 1 for the last key or a key locked points need."),
+			"0; 7 for an unknown key; 2 (refused) for the last key or a key locked points need."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := call(a, func(s *service.Service) (*api.KeyRemoval, error) { return s.RemoveKey(cmd.Context(), args[0]) })
@@ -132,7 +134,7 @@ until when).`,
 			return a.emit(res, nil, func() { a.printf("removed key %s\n", short(res.Removed)) })
 		},
 	}
-	cmd.AddCommand(op(add, "add-key"), op(list, "list-keys"), op(remove, "remove-key"))
+	cmd.AddCommand(op(add, "add-key"), remoteToo(op(list, "list-keys")), op(remove, "remove-key"))
 	return cmd
 }
 

@@ -8,11 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdLocks() *cobra.Command {
-	return op(&cobra.Command{
+	return remoteToo(op(&cobra.Command{
 		Use:   "locks",
 		Short: "show who is working on the repository",
 		Long: manual(`List the leases on the repository: every backup, restore, verification and
@@ -29,7 +30,8 @@ coffer locks --json | jq '.[] | select(.kind == "gc")'`,
 			"0; 7 without a repository."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			leases, err := call(a, func(s *service.Service) ([]api.Lease, error) { return s.Leases(cmd.Context()) })
+			leases, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-leases"},
+				func(s *service.Service) ([]api.Lease, error) { return s.Leases(cmd.Context()) })
 			if err != nil {
 				return err
 			}
@@ -47,5 +49,5 @@ coffer locks --json | jq '.[] | select(.kind == "gc")'`,
 				_ = tw.Flush()
 			})
 		},
-	}, "list-leases")
+	}, "list-leases"))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -56,7 +57,10 @@ coffer verify --read-data-subset 1/7 --json`,
 					return err
 				}
 			}
-			rep, err := call(a, func(s *service.Service) (*api.VerifyReport, error) { return s.Verify(cmd.Context(), in) })
+			body := api.VerifyRequest{ReadData: in.ReadData, SubsetPercent: in.SubsetPercent, SubsetNum: in.SubsetNum,
+				SubsetDen: in.SubsetDen, MemoryBytes: in.MemoryBytes, NoRecord: in.NoRecord}
+			rep, err := callOp(cmd.Context(), a, apiclient.Request{Op: "verify", Body: body},
+				func(s *service.Service) (*api.VerifyReport, error) { return s.Verify(cmd.Context(), in) })
 			if rep == nil {
 				return err
 			}
@@ -75,7 +79,7 @@ coffer verify --read-data-subset 1/7 --json`,
 	cmd.Flags().StringVar(&memory, "memory", "64MiB", "memory for sorting chunk IDs; the rest spills to temporary files")
 	cmd.Flags().BoolVar(&in.NoRecord, "no-record", false, "do not write what was found broken into the repository's damage record")
 	cmd.AddCommand(a.cmdVerifyBoot())
-	return op(cmd, "verify")
+	return remoteToo(op(cmd, "verify"))
 }
 
 func parseSubset(s string, in *service.VerifyInput) error {
@@ -175,7 +179,11 @@ coffer forget --keep-last 3 --name web-1`,
 			if in.Tags, err = parseTags(tags); err != nil {
 				return err
 			}
-			res, err := call(a, func(s *service.Service) (*api.ForgetResult, error) { return s.Forget(cmd.Context(), in) })
+			k := in.Keep
+			body := api.ForgetRequest{Keep: api.KeepRules{Last: k.Last, Hourly: k.Hourly, Daily: k.Daily, Weekly: k.Weekly,
+				Monthly: k.Monthly, Yearly: k.Yearly, WithinSeconds: k.Within.Seconds()}, VM: in.VM, Tags: in.Tags, DryRun: in.DryRun}
+			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "forget", Body: body},
+				func(s *service.Service) (*api.ForgetResult, error) { return s.Forget(cmd.Context(), in) })
 			if res == nil {
 				return err
 			}
@@ -198,7 +206,7 @@ coffer forget --keep-last 3 --name web-1`,
 	f.StringVar(&in.VM, "name", "", "only sources with this name")
 	f.StringArrayVar(&tags, "tag", nil, "only points with this tag KEY=VALUE (repeatable)")
 	f.BoolVar(&in.DryRun, "dry-run", false, "only show what would be removed")
-	return op(cmd, "forget")
+	return remoteToo(op(cmd, "forget"))
 }
 
 // printForget prints forget's verdict per source.
@@ -250,7 +258,9 @@ coffer gc --wait 30m`,
 				}
 				in.MemoryBytes = n
 			}
-			rep, err := call(a, func(s *service.Service) (*api.GCReport, error) { return s.GC(cmd.Context(), in) })
+			body := api.GCRequest{DryRun: in.DryRun, MemoryBytes: in.MemoryBytes, WaitSeconds: in.Wait.Seconds(), RepackThreshold: in.RepackThreshold}
+			rep, err := callOp(cmd.Context(), a, apiclient.Request{Op: "gc", Body: body},
+				func(s *service.Service) (*api.GCReport, error) { return s.GC(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -277,11 +287,11 @@ coffer gc --wait 30m`,
 	f.StringVar(&budget, "memory", "64MiB", "memory for sorting chunk IDs, index entries and packs (the rest spills to $TMPDIR)")
 	f.DurationVar(&in.Wait, "wait", 0, "wait up to this long for running sessions instead of deferring deletion")
 	f.Float64Var(&in.RepackThreshold, "repack-threshold", 0.3, "repack packs with at least this fraction of dead data")
-	return op(cmd, "gc")
+	return remoteToo(op(cmd, "gc"))
 }
 
 func (a *app) cmdStats() *cobra.Command {
-	return op(&cobra.Command{
+	return remoteToo(op(&cobra.Command{
 		Use:   "stats",
 		Short: "show repository size, deduplication and compression",
 		Long: manual(`Show the repository's sizes and what deduplication and compression save:
@@ -298,7 +308,8 @@ coffer stats --json | jq .total_ratio`,
 			"0; 7 without a repository."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := call(a, func(s *service.Service) (*api.Stats, error) { return s.Stats(cmd.Context()) })
+			st, err := callOp(cmd.Context(), a, apiclient.Request{Op: "stats"},
+				func(s *service.Service) (*api.Stats, error) { return s.Stats(cmd.Context()) })
 			if err != nil {
 				return err
 			}
@@ -315,5 +326,5 @@ coffer stats --json | jq .total_ratio`,
 				_ = tw.Flush()
 			})
 		},
-	}, "stats")
+	}, "stats"))
 }

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -59,7 +62,8 @@ immutable-for on a repository that cannot lock; 6 when an inventory
 failed.`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			doc, err := call(a, func(s *service.Service) (*api.PolicyCheck, error) { return s.PolicyCheck(cmd.Context(), offline) })
+			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "check-policies", Query: url.Values{"offline": {strconv.FormatBool(offline)}}},
+				func(s *service.Service) (*api.PolicyCheck, error) { return s.PolicyCheck(cmd.Context(), offline) })
 			if doc == nil {
 				return err
 			}
@@ -94,6 +98,7 @@ coffer policy preview --draft nightly.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := service.PolicyPreviewInput{Runs: runs}
+			r := apiclient.Request{Query: url.Values{"runs": {strconv.Itoa(runs)}}}
 			switch {
 			case draft != "" && len(args) == 0:
 				spec, err := a.readSpec(draft)
@@ -101,12 +106,14 @@ coffer policy preview --draft nightly.yaml`,
 					return err
 				}
 				in.Draft = spec
+				r.Op, r.Body = "preview-policy-draft", spec
 			case draft == "" && len(args) == 1:
 				in.Policy = args[0]
+				r.Op, r.Path = "preview-policy", map[string]string{"policy": args[0]}
 			default:
 				return usagef("name a policy, or give one not saved yet with --draft FILE (not both)")
 			}
-			doc, err := call(a, func(s *service.Service) (*api.PolicyPreview, error) { return s.PolicyPreview(cmd.Context(), in) })
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PolicyPreview, error) { return s.PolicyPreview(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -115,7 +122,7 @@ coffer policy preview --draft nightly.yaml`,
 	}
 	preview.Flags().IntVar(&runs, "runs", 5, "how many of the next scheduled runs to show")
 	preview.Flags().StringVar(&draft, "draft", "", `a policy not saved yet, as YAML or JSON ("-": standard input)`)
-	cmd.AddCommand(op(check, "check-policies"), op(preview, "preview-policy", "preview-policy-draft"))
+	cmd.AddCommand(remoteToo(op(check, "check-policies")), remoteToo(op(preview, "preview-policy", "preview-policy-draft")))
 	return cmd
 }
 

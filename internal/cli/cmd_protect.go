@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -29,7 +30,8 @@ coffer protect latest --remove`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Points = args
-			res, err := call(a, func(s *service.Service) ([]api.ProtectResult, error) { return s.Protect(cmd.Context(), in) })
+			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "protect", Body: api.ProtectRequest{Points: in.Points, Remove: in.Remove}},
+				func(s *service.Service) ([]api.ProtectResult, error) { return s.Protect(cmd.Context(), in) })
 			if err != nil && len(res) == 0 {
 				return err
 			}
@@ -48,5 +50,5 @@ coffer protect latest --remove`,
 		},
 	}
 	cmd.Flags().BoolVar(&in.Remove, "remove", false, "remove the protection")
-	return op(cmd, "protect")
+	return remoteToo(op(cmd, "protect"))
 }

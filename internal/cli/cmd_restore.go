@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -37,7 +38,10 @@ the target is full (--resume continues).`),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
-			res, err := call(a, func(s *service.Service) ([]api.RestoredDisk, error) { return s.RestoreDisks(cmd.Context(), in) })
+			// Through a server, --to is a path under its restore directory.
+			body := api.RestoreRequest{Disk: in.Disk, To: in.To, Format: in.Format, Overwrite: in.Overwrite, Resume: in.Resume}
+			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "restore-disk", Path: map[string]string{"point": in.Point}, Body: body},
+				func(s *service.Service) ([]api.RestoredDisk, error) { return s.RestoreDisks(cmd.Context(), in) })
 			if err == nil || service.Classify(err) == api.Partial {
 				return a.emit(res, err, func() { a.printRestored(res) })
 			}
@@ -53,7 +57,7 @@ the target is full (--resume continues).`),
 	f.StringVar(&in.Format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
 	_ = cmd.MarkFlagRequired("to")
 	cmd.AddCommand(a.cmdRestoreVM())
-	return op(cmd, "restore-disk")
+	return remoteToo(op(cmd, "restore-disk"))
 }
 
 // printRestored prints one line per restored disk (not with --json).

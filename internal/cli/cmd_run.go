@@ -2,17 +2,19 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdRun() *cobra.Command {
-	return op(&cobra.Command{
+	return remoteToo(op(&cobra.Command{
 		Use:   "run POLICY",
 		Short: "run a backup policy now",
 		Long: manual(`Run one backup policy now, in the foreground: inventory its connections,
@@ -60,7 +62,24 @@ configuration refuses; 130 when interrupted.`),
 				}
 			})
 		},
-	}, "backup-policy")
+	}, "backup-policy"))
+}
+
+// runPolicy runs a policy here, showing its progress, or through the
+// server, which answers when the run has ended.
+func (a *app) runPolicy(cmd *cobra.Command, policy string) (*api.Job, error) {
+	if a.remote != nil {
+		var j *api.Job
+		err := a.remote.Call(cmd.Context(), apiclient.Request{Op: "backup-policy", Path: map[string]string{"policy": policy},
+			Query: url.Values{"wait": {"true"}}}, &j)
+		return j, err
+	}
+	run, err := call(a, func(s *service.Service) (*service.PolicyRun, error) { return s.RunPolicy(cmd.Context(), policy) })
+	if err != nil {
+		return nil, err
+	}
+	a.watch(run)
+	return run.Wait()
 }
 
 // watch shows progress until the run ends: a status line with the ETA on

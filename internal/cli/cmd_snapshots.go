@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -72,10 +74,19 @@ coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "only snapshots of this source name")
-	return op(cmd, "list-points")
+	return remoteToo(op(cmd, "list-points"))
 }
 
 func callPoints(a *app, cmd *cobra.Command, name string) ([]api.BackupPoint, []api.SkippedPoint, error) {
+	if a.remote != nil {
+		var points []api.BackupPoint
+		q := url.Values{}
+		if name != "" {
+			q.Set("vm", name)
+		}
+		err := a.remote.Call(cmd.Context(), a.remoteRequest(apiclient.Request{Op: "list-points", Query: q}), &points)
+		return points, nil, err
+	}
 	svc, err := a.service()
 	if err != nil {
 		return nil, nil, err

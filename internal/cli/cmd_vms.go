@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -32,7 +34,8 @@ coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`
 			"0; 6 when some connection's inventory failed (the others are listed); 2 without connections."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			inv, err := call(a, func(s *service.Service) (*api.Inventory, error) { return s.VMs(cmd.Context(), in) })
+			inv, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-vms", Query: url.Values{"connection": in.Connections}},
+				func(s *service.Service) (*api.Inventory, error) { return s.VMs(cmd.Context(), in) })
 			if inv == nil {
 				return err
 			}
@@ -53,7 +56,7 @@ coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`
 		},
 	}
 	cmd.Flags().StringSliceVar(&in.Connections, "connection", nil, "only these connections (repeatable)")
-	return op(cmd, "list-vms")
+	return remoteToo(op(cmd, "list-vms"))
 }
 
 func yesNo(b bool) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestEverySectionIsStrict(t *testing.T) {
 		"connections":       {"connections: [{name: a, kind: fake, optoins: {}}]\n", `unknown key "optoins" in connections[0] (did you mean "options"?)`},
 		"repositories":      {"repositories: [{name: a, locaton: /x}]\n", `unknown key "locaton" in repositories[0] (did you mean "location"?)`},
 		"policies":          {"policies: [{name: a, conection: x}]\n", `unknown key "conection" in policies[0] (did you mean "connection"?)`},
-		"server":            {"server:\n  listen: \":8080\"\n", `line 2: unknown key "listen" in server (server takes no keys in this version)`},
+		"server":            {"server:\n  lisen: \":8080\"\n", `line 2: unknown key "lisen" in server (did you mean "listen"?)`},
 		"limits":            {"limits: {task: 3}\n", `unknown key "task" in limits (did you mean "tasks"?)`},
 		"resource-groups":   {"resource-groups: [{name: g, limt: 2}]\n", `unknown key "limt" in resource-groups[0] (did you mean "limit"?)`},
 		"storage-snapshots": {"storage-snapshots:\n  - {name: array, kind: flashcopy, datastores: [ssd-*]}\n", "storage snapshot providers are not available in this version of coffer"},
@@ -69,7 +70,7 @@ func TestServerAndStorageSectionsRefusedByTheirCommands(t *testing.T) {
 	e := newEnv(t)
 	base := "connections: [{name: lab, kind: fake, options: {vms: 2}}]\npolicies: [{name: p, connection: lab, schedule: '@daily'}]\n"
 	e.config(base + "server: {listen: ':8080', metrics: true}\n")
-	want := []string{`unknown key "listen" in server (server takes no keys in this version)`}
+	want := []string{`unknown key "metrics" in server`}
 	e.expectAll(ExitUsage, want, "policy", "check")
 	serverRefuses(t, e, want)
 	e.config(base + "storage-snapshots:\n  zfs: {pool: tank}\n")
@@ -123,7 +124,7 @@ policies: [{name: sim-flash, connection: sim, group: datastore}]
 // refusing (it would run until stopped).
 func serverRefuses(t *testing.T, e *env, want []string) {
 	t.Helper()
-	cmd := e.child("server")
+	cmd := e.child("server", "--listen", "127.0.0.1:0", "--state-dir", filepath.Join(e.dir, "server-state"))
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

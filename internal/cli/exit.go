@@ -33,6 +33,7 @@ var exitCodes = map[api.Class]int{
 	api.Unauthenticated:    ExitAccess,
 	api.Denied:             ExitAccess,
 	api.Locked:             ExitLocked,
+	api.Throttled:          ExitAccess,
 	api.Integrity:          ExitIntegrity,
 	api.Partial:            ExitPartial,
 	api.NotFound:           ExitNoRepo,
@@ -49,6 +50,7 @@ var exitCodeHelp = `EXIT STATUS
     2    usage error: bad flags, arguments or configuration file, or a
          target that already exists
     3    access denied: wrong password, no matching key, permission denied by the storage
+         or by the server (no valid token, a privilege missing, too many failed sign-ins)
     4    repository locked: another maintenance run holds the lease (it names the holder)
     5    integrity error: corrupted, truncated or tampered repository data was found
     6    partial failure: some VMs or disks failed while others succeeded, or

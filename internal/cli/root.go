@@ -22,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/maintenance"
@@ -53,6 +54,9 @@ type app struct {
 	// groups and policies; svc the service built from the settings on
 	// first use (service.go).
 	engine *policy.Config
+	server serverSettings
+	// remote is the server's client when --server is set.
+	remote *apiclient.Client
 	notify *notify.Config
 	maint  *maintenance.Config
 	// metrics is what `coffer server` exposes at /metrics (nil in other
@@ -170,13 +174,13 @@ EXAMPLES
 	for _, c := range a.commands() {
 		root.AddCommand(c)
 	}
-	root.AddCommand(faceOnly(&cobra.Command{
+	root.AddCommand(remoteToo(faceOnly(&cobra.Command{
 		Use: "exit-codes", Short: "explain coffer's exit codes",
 		Long: manual(`Print what each of coffer's exit codes means: every command ends with
 one of them, so scripts can tell a locked repository (4) from damage (5)
 or a partial failure (6).`, "The table below.", "coffer exit-codes", "0."),
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), exitCodeHelp) },
-	}, "explains the command line's own exit codes"))
+	}, "explains the command line's own exit codes")))
 	return root
 }
 
@@ -187,6 +191,7 @@ func (a *app) commands() []*cobra.Command {
 		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(),
 		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
 		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(), a.cmdServer(),
+		a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit(),
 	}
 }
 
@@ -203,8 +208,7 @@ func (a *app) setup(cmd *cobra.Command) error {
 	if a.engine, err = policy.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
-	var server serverSettings
-	if err := f.Decode("server", &server); err != nil {
+	if err := f.Decode("server", &a.server); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
 	if a.notify, err = notify.Decode(f); err != nil {
@@ -239,6 +243,9 @@ func (a *app) setup(cmd *cobra.Command) error {
 		return usagef("log-format must be text or json")
 	}
 	slog.SetDefault(a.log)
+	if err := a.setupRemote(cmd); err != nil {
+		return err
+	}
 	if a.cpuProfile != "" {
 		f, err := os.Create(a.cpuProfile)
 		if err != nil {

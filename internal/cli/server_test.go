@@ -27,7 +27,7 @@ policies:
     schedule: "@every 1s"
     retention: {keep-last: 2}
 `)
-	server := e.child("server")
+	server := e.child("server", "--listen", "127.0.0.1:0", "--state-dir", e.dir+"/state")
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}

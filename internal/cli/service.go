@@ -26,15 +26,26 @@ func (a *app) service() (*service.Service, error) {
 	if a.svc != nil {
 		return a.svc, nil
 	}
-	stores, err := a.storeConfig()
+	cfg, err := a.serviceConfig()
 	if err != nil {
 		return nil, err
+	}
+	a.svc = service.New(cfg)
+	return a.svc, nil
+}
+
+// serviceConfig is the service's configuration from the settings: the
+// command line's (the server changes what it does differently).
+func (a *app) serviceConfig() (service.Config, error) {
+	stores, err := a.storeConfig()
+	if err != nil {
+		return service.Config{}, err
 	}
 	a.pw = &passwordCache{get: func() ([]byte, error) { return a.password(false) }}
 	other := &passwordCache{get: func() ([]byte, error) {
 		return a.passwordFrom("copy-target-password-file", "copy-target-password", false)
 	}}
-	a.svc = service.New(service.Config{
+	return service.Config{
 		Repository:    service.Location{Location: a.res.String("repository"), Password: a.pw.password},
 		OtherPassword: other.password,
 		Stores:        stores,
@@ -48,8 +59,11 @@ func (a *app) service() (*service.Service, error) {
 		Maintenance:   a.maint,
 		Metrics:       a.metrics,
 		WrapStore:     func(st store.Store) store.Store { return storeHook(st) },
-	})
-	return a.svc, nil
+		// The command line acts as the local administrator: whoever
+		// runs it here has the catalog and the repositories anyway.
+		Local:     true,
+		PublicURL: a.server.URL(a.server.Listen),
+	}, nil
 }
 
 // passwordCache asks for a password once, when it is first needed.

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -46,21 +45,6 @@ func scheduledRuns(t *testing.T, cat catalog.Catalog) []scheduledRun {
 	return out
 }
 
-// startServer starts `coffer server` as a process of its own.
-func (e *env) startServer(t *testing.T) (*exec.Cmd, <-chan error) {
-	t.Helper()
-	srv := e.child("server")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Wait() }()
-	t.Cleanup(func() {
-		_ = srv.Process.Kill()
-	})
-	return srv, done
-}
-
 // TestTwoServersTakeOver runs two `coffer server` processes on one
 // PostgreSQL catalog, with a policy and a gc scheduled every second:
 // every scheduled run happens exactly once across both, all of them on
@@ -91,7 +75,9 @@ maintenance:
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	a, aDone := e.startServer(t)
+	// Each serves the API on a port of its own (startServer).
+	sa := e.startServer()
+	a, aDone := sa.cmd, sa.done
 	aKilled := false
 	// waitFor polls the catalog until cond holds on the runs so far.
 	waitFor := func(what string, cond func([]scheduledRun) bool) []scheduledRun {
@@ -125,7 +111,8 @@ maintenance:
 		}
 	}
 	waitFor("server A runs the schedules", func(r []scheduledRun) bool { return count(a.Process.Pid)(r) >= 2 })
-	b, bDone := e.startServer(t)
+	sb := e.startServer()
+	b, bDone := sb.cmd, sb.done
 	before := waitFor("more runs with both servers up", func(r []scheduledRun) bool { return count(a.Process.Pid)(r) >= 10 })
 	if n := count(b.Process.Pid)(before); n != 0 {
 		t.Fatalf("server B ran %d scheduled runs while A held the schedules", n)

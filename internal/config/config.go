@@ -58,6 +58,12 @@ var Keys = []Key{
 	{Name: "s3.part-size", Flag: "s3-part-size", Env: "COFFER_S3_PART_SIZE", Default: "16MiB", Usage: "S3 multipart part size (objects up to it are one PUT; memory per upload is about 3 parts)"},
 	{Name: "s3.conditional-writes", Flag: "s3-conditional-writes", Env: "COFFER_S3_CONDITIONAL_WRITES", Default: "auto", Usage: "auto: probe the server for If-None-Match/If-Match; off: use the check-write-verify fallback"},
 	{Name: "s3.lock-mode", Flag: "s3-lock-mode", Env: "COFFER_S3_LOCK_MODE", Default: "compliance", Usage: "Object Lock mode of immutable backups: compliance (nobody can shorten it) or governance"},
+	{Name: "remote.url", Flag: "server", Env: "COFFER_SERVER", Usage: "act through this coffer server (https://host:8443) instead of opening the repository here"},
+	{Name: "remote.token-file", Flag: "token-file", Env: "COFFER_TOKEN_FILE", Usage: "file holding the API token for --server"},
+	{Name: "remote.token", Env: "COFFER_TOKEN", Secret: true, Usage: "API token for --server (prefer token-file)"},
+	{Name: "remote.fingerprint", Flag: "server-fingerprint", Env: "COFFER_SERVER_FINGERPRINT", Usage: "trust the server's certificate by its SHA-256 fingerprint (coffer server prints it)"},
+	{Name: "remote.ca-file", Flag: "server-ca-file", Env: "COFFER_SERVER_CA_FILE", Usage: "PEM file of CAs trusted for the server's certificate"},
+	{Name: "remote.repository", Flag: "server-repository", Env: "COFFER_SERVER_REPOSITORY", Default: "default", Usage: "the server's repository that --server commands act on"},
 }
 
 // Sections are the structured top-level keys decoded by their owners, each

@@ -56,6 +56,10 @@ type SessionDisk struct {
 // ErrNoSession is returned for an unknown session ID.
 var ErrNoSession = errors.New("no such instant recovery session")
 
+// ErrNotQEMU is returned for a backup point that is not of a QEMU VM
+// with its recorded configuration: nothing to run it with.
+var ErrNotQEMU = errors.New("not a QEMU VM's backup point")
+
 // Root is where sessions live under a state directory.
 func Root(stateDir string) string { return filepath.Join(stateDir, "instant") }
 

@@ -51,7 +51,7 @@ func (s *Server) Close() error { return s.l.Close() }
 func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o StartOptions) (*Session, func() error, error) {
 	var cfg hypervisor.VMConfig
 	if err := json.Unmarshal(snap.VMConfig, &cfg); err != nil || cfg.Kind != "qemu" {
-		return nil, nil, fmt.Errorf("backup point %s was not taken from a QEMU VM: instant recovery needs its recorded configuration", snap.ID.Short())
+		return nil, nil, fmt.Errorf("%w: backup point %s was not taken from a QEMU VM: instant recovery needs its recorded configuration", ErrNotQEMU, snap.ID.Short())
 	}
 	id := snap.ID.Short()
 	dir := filepath.Join(Root(o.StateDir), id)

@@ -75,6 +75,11 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// ReadConfig reads the plaintext config of the repository in st without
+// opening it (no password, no key): its ID and format, for a health check
+// that must stay cheap. It fails with ErrNotRepository when st holds none.
+func ReadConfig(ctx context.Context, st store.Store) (Config, error) { return loadConfig(ctx, st) }
+
 func loadConfig(ctx context.Context, st store.Store) (Config, error) {
 	var c Config
 	raw, err := store.Get(ctx, st, configName, 0, -1)

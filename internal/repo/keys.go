@@ -55,6 +55,13 @@ type keyPayload struct {
 // ErrLastKey refuses to remove the only key of a repository.
 var ErrLastKey = errors.New("refusing to remove the last key: the repository would become unreadable")
 
+// ErrKeyNotFound is returned for a key ID (or prefix) no key has.
+var ErrKeyNotFound = errors.New("no such key")
+
+// ErrAmbiguous is returned for an ID prefix several keys or snapshots
+// share.
+var ErrAmbiguous = errors.New("ambiguous ID prefix")
+
 func newKeyFile(payload keyPayload, password []byte, label string, kdf crypto.KDF) (*KeyFile, error) {
 	secret, err := json.Marshal(payload)
 	if err != nil {
@@ -217,9 +224,9 @@ func (r *Repository) RemoveKey(ctx context.Context, prefix string) (string, erro
 	}
 	switch {
 	case len(match) == 0:
-		return "", fmt.Errorf("no key with ID %q", prefix)
+		return "", fmt.Errorf("%w: no key with ID %q (coffer key list lists them)", ErrKeyNotFound, prefix)
 	case len(match) > 1:
-		return "", fmt.Errorf("key ID %q is ambiguous (%d keys)", prefix, len(match))
+		return "", fmt.Errorf("%w: key ID %q matches %d keys: give more of it", ErrAmbiguous, prefix, len(match))
 	case len(files) == 1:
 		return "", ErrLastKey
 	}

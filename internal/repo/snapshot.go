@@ -298,7 +298,7 @@ func (r *Repository) FindSnapshot(ctx context.Context, ref string) (*Snapshot, e
 	case ref == "" || len(match) == 0:
 		return nil, fmt.Errorf("%w: %q", ErrSnapshotNotFound, ref)
 	case len(match) > 1:
-		return nil, fmt.Errorf("snapshot ID %q is ambiguous: %d snapshots start with it", ref, len(match))
+		return nil, fmt.Errorf("%w: snapshot ID %q is ambiguous: %d snapshots start with it", ErrAmbiguous, ref, len(match))
 	}
 	return r.LoadSnapshot(ctx, match[0])
 }

@@ -133,10 +133,12 @@ func storedDetail(prog *backup.Progress) func() string {
 	return func() string { return "new " + config.HumanBytes(prog.BytesNew.Load()) }
 }
 
-// BackupQEMUInput is a running QEMU VM, reached through a QMP monitor of
-// coffer's own, and how to back it up.
+// BackupQEMUInput is a VM to back up now and how: a running QEMU VM
+// reached through a QMP monitor of coffer's own (Socket), or a VM of a
+// configured connection (Connection and VM, its name or ID).
 type BackupQEMUInput struct {
-	Socket string
+	Socket         string
+	Connection, VM string
 	// Mode is full, incremental or differential (the first backup is
 	// full whatever it says).
 	Mode string
@@ -146,13 +148,13 @@ type BackupQEMUInput struct {
 	Quiesce      hypervisor.QuiescePolicy
 	Tags         map[string]string
 	LockedUntil  time.Time
-	// NBDConnections per disk (0: 4).
+	// NBDConnections per disk (0: 4; a QEMU monitor only).
 	NBDConnections int
 }
 
-// BackupQEMU backs up every disk of a running QEMU VM at one instant into
-// the default repository and records the point in the catalog. Leftovers
-// of a killed coffer on the VM are removed first.
+// BackupQEMU backs up every disk of a running VM at one instant into the
+// default repository and records the point in the catalog. Leftovers of a
+// killed coffer on the VM's hypervisor are removed first.
 func (s *Service) BackupQEMU(ctx context.Context, in BackupQEMUInput) (*api.BackupPoint, error) {
 	switch in.Mode {
 	case "full", "incremental", "differential":
@@ -167,9 +169,15 @@ func (s *Service) BackupQEMU(ctx context.Context, in BackupQEMUInput) (*api.Back
 	if in.Quiesce != hypervisor.QuiesceFallback && in.Quiesce != hypervisor.QuiesceRequired {
 		return nil, invalidf("--quiesce must be fallback or required")
 	}
-	return run(ctx, s, withDetail(s.repoTask(KindBackupVMTask, s.cfg.Repository.Location), in.Socket), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
-		conn, err := qemu.New(qemu.Config{Sockets: []string{in.Socket}, StateDir: filepath.Join(s.cfg.StateDir, "qemu"),
-			Connections: in.NBDConnections, Log: s.log})
+	if (in.Socket == "") == (in.Connection == "" || in.VM == "") {
+		return nil, invalidf("name either a QMP socket or a connection and a VM")
+	}
+	object := in.Socket
+	if in.Connection != "" {
+		object = in.Connection + "/" + in.VM
+	}
+	return run(ctx, s, withDetail(s.repoTask(KindBackupVMTask, s.cfg.Repository.Location), object), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
+		conn, connName, err := s.backupConnector(ctx, in)
 		if err != nil {
 			return nil, err
 		}
@@ -180,14 +188,10 @@ func (s *Service) BackupQEMU(ctx context.Context, in BackupQEMUInput) (*api.Back
 				t.Log(slog.LevelInfo, "cleaned up leftover of a killed coffer", "vm", l.VM.Name, "kind", l.Kind, "name", l.Name, "action", l.Action)
 			}
 		}
-		vms, err := conn.Inventory(ctx)
+		vm, err := findVM(ctx, conn, in)
 		if err != nil {
 			return nil, err
 		}
-		if len(vms) == 0 {
-			return nil, fmt.Errorf("%w: no VM answers on %s (is the monitor in use by another client?)", hypervisor.ErrNotFound, in.Socket)
-		}
-		vm := vms[0]
 		r, err := s.openRepository(ctx)
 		if err != nil {
 			return nil, err
@@ -202,9 +206,49 @@ func (s *Service) BackupQEMU(ctx context.Context, in BackupQEMUInput) (*api.Back
 		prog := &backup.Progress{}
 		t.Progress(Meter{Label: "backup " + vm.Name, Done: prog.BytesDone.Load, Total: vm.ProvisionedBytes, Detail: storedDetail(prog)})
 		snap, err := backup.BackupVM(ctx, w, conn, backup.VMRequest{
-			Connection: "qemu:" + in.Socket, VM: vm.VMRef, Mode: in.Mode, SnapshotMode: in.SnapshotMode,
+			Connection: connName, VM: vm.VMRef, Mode: in.Mode, SnapshotMode: in.SnapshotMode,
 			Quiesce: in.Quiesce, Tags: in.Tags, RetainUntil: in.LockedUntil,
 		}, backup.Options{Progress: prog})
 		return s.committed(ctx, t, r, w, snap, err)
 	})
+}
+
+// backupConnector opens what reaches the VM: a connector over the one QMP
+// socket, or the configured connection.
+func (s *Service) backupConnector(ctx context.Context, in BackupQEMUInput) (hypervisor.Connector, string, error) {
+	if in.Socket != "" {
+		conn, err := qemu.New(qemu.Config{Sockets: []string{in.Socket}, StateDir: filepath.Join(s.cfg.StateDir, "qemu"),
+			Connections: in.NBDConnections, Log: s.log})
+		return conn, "qemu:" + in.Socket, err
+	}
+	cfg, err := s.engineConfig(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	conns, err := s.openConnectors(ctx, cfg, []string{in.Connection})
+	if err != nil {
+		return nil, "", err
+	}
+	return conns.conns[in.Connection], in.Connection, nil
+}
+
+// findVM finds the VM to back up in the connector's inventory: the one VM
+// of a QMP socket, or the VM of a connection named (or identified) so.
+func findVM(ctx context.Context, conn hypervisor.Connector, in BackupQEMUInput) (hypervisor.VM, error) {
+	vms, err := conn.Inventory(ctx)
+	if err != nil {
+		return hypervisor.VM{}, err
+	}
+	if in.Socket != "" {
+		if len(vms) == 0 {
+			return hypervisor.VM{}, fmt.Errorf("%w: no VM answers on %s (is the monitor in use by another client?)", hypervisor.ErrNotFound, in.Socket)
+		}
+		return vms[0], nil
+	}
+	for _, vm := range vms {
+		if vm.Name == in.VM || vm.ID == in.VM {
+			return vm, nil
+		}
+	}
+	return hypervisor.VM{}, fmt.Errorf("%w: connection %s has no VM %q (coffer vms lists them)", hypervisor.ErrNotFound, in.Connection, in.VM)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -37,6 +38,11 @@ type VerifyBootInput struct {
 func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.BootVerification, error) {
 	if in.Target == "" {
 		return nil, invalidf("name the backup point to boot: a point ID, a VM's name, or latest")
+	}
+	if in.Marker != "" {
+		if _, err := regexp.Compile(in.Marker); err != nil {
+			return nil, invalidf("the console marker is not a regular expression: %v", err)
+		}
 	}
 	o := bootverify.Options{StateDir: s.cfg.StateDir, Timeout: in.Timeout, Marker: in.Marker, ProbeTimeout: in.ProbeTimeout, Log: s.log}
 	for _, p := range in.Probes {
@@ -141,4 +147,17 @@ func bootSummaries(ctx context.Context, r *repo.Repository, log *slog.Logger) ma
 		}
 	}
 	return out
+}
+
+type verifyBootIn struct {
+	PointParam
+	Body api.VerifyBootRequest
+}
+
+// epVerifyBoot boots the point on the server's host: a failed step comes
+// back as the result with an integrity problem.
+func epVerifyBoot(ctx context.Context, s *Service, in *verifyBootIn) (*Result[*api.BootVerification], error) {
+	b := in.Body
+	return result(s.VerifyBoot(ctx, VerifyBootInput{Target: in.Point, Timeout: fromSeconds(b.TimeoutSeconds), Marker: b.Marker,
+		Probes: b.Probes, ProbeTimeout: fromSeconds(b.ProbeTimeoutSeconds)}))
 }

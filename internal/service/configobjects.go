@@ -248,7 +248,7 @@ func (s *Service) storeChange(ctx context.Context, actor *auth.Subject, opID, ob
 		// The audit record holds names and versions, never a value of
 		// the spec.
 		r := catalog.AuditRecord{User: actor.User, TokenID: actor.TokenID, Operation: opID, Object: object, Result: catalog.AuditOK,
-			RemoteAddr: RemoteAddrFrom(ctx), Detail: detail}
+			RemoteAddr: remoteAddr(ctx), Detail: detail}
 		if err := tx.AppendAudit(ctx, []catalog.AuditRecord{r}); err != nil {
 			return err
 		}
@@ -303,7 +303,7 @@ func (s *Service) auditRefusal(ctx context.Context, actor *auth.Subject, opID, o
 		defer cat.Close()
 		class := Classify(err)
 		r := catalog.AuditRecord{User: actor.User, TokenID: actor.TokenID, Operation: opID, Object: object, Result: catalog.AuditError,
-			ErrorClass: string(class), RemoteAddr: RemoteAddrFrom(ctx)}
+			ErrorClass: string(class), RemoteAddr: remoteAddr(ctx)}
 		if class == api.Denied || class == api.Unauthenticated {
 			r.Result = catalog.AuditDenied
 		}
@@ -357,19 +357,4 @@ func fileWarnings(spec map[string]any) []string {
 	}
 	walk("", spec)
 	return out
-}
-
-type remoteAddrKey struct{}
-
-// WithRemoteAddr tells the operations run with ctx where the request came
-// from, for their audit records (the server sets it; the command line
-// has none).
-func WithRemoteAddr(ctx context.Context, addr string) context.Context {
-	return context.WithValue(ctx, remoteAddrKey{}, addr)
-}
-
-// RemoteAddrFrom is the address WithRemoteAddr set, "" if none.
-func RemoteAddrFrom(ctx context.Context) string {
-	a, _ := ctx.Value(remoteAddrKey{}).(string)
-	return a
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -153,6 +154,9 @@ type JobsInput struct {
 	Status string
 	// Limit is the most jobs returned, newest first (0: all).
 	Limit int
+	// After continues a listing after this job (the last of the
+	// previous page).
+	After int64
 }
 
 // Jobs lists the jobs the catalog recorded, newest first.
@@ -163,8 +167,20 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	}
 	defer cat.Close()
 	s.markInterrupted(ctx, cat)
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM,
-		Status: catalog.Status(in.Status), Limit: in.Limit})
+	f := catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: catalog.Status(in.Status),
+		Limit: in.Limit}
+	if in.After > 0 {
+		last, err := cat.GetJob(ctx, in.After)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return nil, api.Errorf(api.NotFound, "job %d, the last of the previous page, is no longer in the catalog "+
+				"(pruned): list again from the newest", in.After)
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.After = last.Cursor()
+	}
+	jobs, err := cat.ListJobs(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +191,50 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	return out, nil
 }
 
-// Job returns one job with its per-VM tasks and events.
+// Job returns one job with all its per-VM tasks and events.
 func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
+	return s.jobPage(ctx, jobPageInput{ID: id})
+}
+
+// jobPageInput selects the part of a job's tasks and log a job document
+// holds: a policy run over 10,000 VMs has 10,000 of each.
+type jobPageInput struct {
+	ID int64
+	// Tasks is the most per-VM tasks, those after the task TasksAfter
+	// (0: all); Log the most lines from the start of the log (0: all).
+	Tasks      int
+	TasksAfter int64
+	Log        int
+}
+
+// jobPage returns one job with a page of its per-VM tasks and the first
+// lines of its log.
+func (s *Service) jobPage(ctx context.Context, in jobPageInput) (*api.Job, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	s.markInterrupted(ctx, cat)
+	j, err := cat.GetJob(ctx, in.ID)
+	if err != nil {
+		return nil, fmt.Errorf("job %d: %w", in.ID, err)
+	}
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: in.ID, AfterID: in.TasksAfter, Limit: in.Tasks})
+	if err != nil {
+		return nil, err
+	}
+	events, err := cat.JobLog(ctx, in.ID, 0, in.Log) // in the order recorded
+	if err != nil {
+		return nil, err
+	}
+	doc := jobDoc(j, list(tasks), list(events))
+	return &doc, nil
+}
+
+// jobSummary returns one job without its tasks and log: what deciding
+// who may see or cancel it needs, one row however large the job.
+func (s *Service) jobSummary(ctx context.Context, id int64) (*api.Job, error) {
 	cat, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -187,15 +245,7 @@ func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %d: %w", id, err)
 	}
-	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: id})
-	if err != nil {
-		return nil, err
-	}
-	events, err := cat.JobLog(ctx, id, 0, 0) // the whole log, in the order recorded
-	if err != nil {
-		return nil, err
-	}
-	doc := jobDoc(j, list(tasks), list(events))
+	doc := jobDoc(j, nil, nil)
 	return &doc, nil
 }
 

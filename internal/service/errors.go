@@ -3,12 +3,15 @@ package service
 import (
 	"context"
 	"errors"
+	"io/fs"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/instant"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -28,6 +31,18 @@ func Classify(err error) api.Class {
 		return c
 	}
 	switch {
+	case errors.Is(err, auth.ErrLocked):
+		return api.Throttled
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return api.Unauthenticated
+	case errors.Is(err, auth.ErrDenied):
+		return api.Denied
+	case errors.Is(err, auth.ErrInvalid):
+		return api.Invalid
+	case errors.Is(err, auth.ErrNotFound):
+		return api.NotFound
+	case errors.Is(err, auth.ErrConflict):
+		return api.Conflict
 	case errors.Is(err, context.Canceled):
 		return api.Cancelled
 	case errors.Is(err, crypto.ErrWrongPassword):
@@ -49,6 +64,17 @@ func Classify(err error) api.Class {
 		return api.Integrity
 	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists):
 		return api.Conflict
+	case errors.Is(err, repo.ErrLastKey), errors.Is(err, store.ErrRetained):
+		return api.Conflict // refused: it would lose access, or the storage keeps it locked
+	case errors.Is(err, repo.ErrKeyNotFound):
+		return api.NotFound
+	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU), errors.Is(err, restore.ErrTargetNotFile),
+		errors.Is(err, hypervisor.ErrUnsupported): // asked of a VM or point that cannot do it
+		return api.Invalid
+	case errors.Is(err, files.ErrUnsupported):
+		return api.Invalid // files asked of a disk without a readable file system
+	case errors.Is(err, fs.ErrNotExist):
+		return api.NotFound // a path inside a backup, a restore target's directory
 	case errors.Is(err, configobj.ErrInvalid):
 		return api.Invalid
 	case errors.Is(err, configobj.ErrFileDefined), errors.Is(err, configobj.ErrExists), errors.Is(err, configobj.ErrInUse),

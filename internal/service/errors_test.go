@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/instant"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
@@ -40,7 +43,21 @@ func TestClassify(t *testing.T) {
 		{crypto.ErrAuth, api.Integrity},
 		{repo.ErrCorruptManifest, api.Integrity},
 		{restore.ErrTargetExists, api.Conflict},
+		{restore.ErrTargetNotFile, api.Invalid},
 		{repo.ErrAlreadyExists, api.Conflict},
+		{files.ErrUnsupported, api.Invalid},
+		{repo.ErrLastKey, api.Conflict},
+		{store.ErrRetained, api.Conflict},
+		{repo.ErrKeyNotFound, api.NotFound},
+		{repo.ErrAmbiguous, api.Invalid},
+		{instant.ErrNotQEMU, api.Invalid},
+		{fs.ErrNotExist, api.NotFound},
+		{&auth.LockedError{}, api.Throttled},
+		{auth.ErrUnauthenticated, api.Unauthenticated},
+		{auth.ErrDenied, api.Denied},
+		{auth.ErrInvalid, api.Invalid},
+		{auth.ErrNotFound, api.NotFound},
+		{auth.ErrConflict, api.Conflict},
 		{invalidf("bad flag"), api.Invalid},
 		{api.WithClass(api.Partial, repo.ErrLocked), api.Partial},
 		{errors.New("something else"), api.Internal},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -35,6 +36,9 @@ type VerifyInput struct {
 // Verify checks the default repository under a verify lease. When it finds
 // problems, the report comes back with an integrity error.
 func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport, error) {
+	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
+		return nil, err
+	}
 	return run(ctx, s, s.namedTask(task.KindVerify, in.Repository), func(ctx context.Context, t Task) (*api.VerifyReport, error) {
 		o := verify.Options{ReadData: in.ReadData || in.SubsetPercent > 0 || in.SubsetDen > 0, Progress: &verify.Progress{},
 			NoRecord: in.NoRecord, MemoryBudget: int(in.MemoryBytes), SubsetPercent: in.SubsetPercent,
@@ -168,6 +172,9 @@ type GCInput struct {
 // GC deletes what no backup point needs from the default repository,
 // beside running backups (gc takes the maintenance lease itself).
 func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
+	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
+		return nil, err
+	}
 	return run(ctx, s, s.namedTask(task.KindGC, in.Repository), func(ctx context.Context, t Task) (*api.GCReport, error) {
 		r, err := s.openNamedRepo(ctx, in.Repository)
 		if err != nil {
@@ -199,4 +206,22 @@ func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 	return &api.Stats{Points: st.Snapshots, Disks: st.Disks, LogicalBytes: st.Logical, DataBytes: st.Data, UniqueBytes: st.Unique,
 		Chunks: st.Chunks, ChunkBytes: st.Sealed, StoredBytes: st.Stored, PackBytes: st.PackBytes, Packs: st.Packs,
 		IndexSegments: st.Segments, Objects: st.Objects, DedupRatio: st.Dedup, CompressionRatio: st.Compression, TotalRatio: st.Total}, nil
+}
+
+// maxMemoryBudget bounds --memory: the external sorts map their buffer at
+// the budget, and a budget no machine has fails deep inside them.
+const maxMemoryBudget = 1 << 40
+
+// checkMemoryBudget refuses a sort budget beyond this machine's memory or
+// maxMemoryBudget (0 is the default).
+func checkMemoryBudget(n int64) error {
+	limit := int64(maxMemoryBudget)
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil && si.Totalram > 0 {
+		limit = min(limit, int64(si.Totalram)*int64(si.Unit))
+	}
+	if n < 0 || n > limit {
+		return invalidf("the memory budget must be between 0 (the default, 64 MiB) and this machine's memory (%d bytes), not %d bytes", limit, n)
+	}
+	return nil
 }

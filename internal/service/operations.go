@@ -1,86 +1,284 @@
 package service
 
-// Operation is one use case every face offers: the command line runs it
-// through a command, the REST API through a route, both calling the
-// service method named here. ID is the operation's one name: the CLI's
-// commands declare the IDs they run, the server registers its routes by
-// them (and the audit log and OpenAPI operationId will use them), and a
-// test fails when a face lacks one.
+import (
+	"net/http"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
+)
+
+// Operation is one use case every face offers, defined once (PBS's
+// #[api] in Go): the command line runs it through a command, the REST API
+// through the route registered from this entry, both calling the service
+// method named here. ID is the operation's one name: the CLI's commands
+// declare the IDs they run, the server registers its routes by them, the
+// audit log records them and they are the OpenAPI operationIds; a test
+// fails when a face lacks one.
 type Operation struct {
 	ID string
 	// Method is the *Service method that runs it.
 	Method  string
 	Summary string
+
+	// HTTP is the route: method and path below /api/v1, with {name}
+	// parameters.
+	HTTP, Path string
+	// Requires are the privileges the caller must hold, each on an ACL
+	// object whose {name} parameters come from the request's path or
+	// query; they are checked before the endpoint runs. SelfService says
+	// instead why the operation declares none: internal/auth checks its
+	// own rules with the caller passed in (one's password, one's tokens),
+	// or it is how a caller signs in at all.
+	Requires    []Requirement
+	SelfService string
+	// Public operations need no credentials: signing in, out, and the
+	// first choice of a password with a setup link.
+	Public bool
+	// AuditsItself: the operation records itself (and its refusals) in
+	// the transaction that makes the change (internal/auth's, the
+	// configuration objects': RecordsOwnAudit); the server records every
+	// other mutating operation.
+	AuditsItself bool
+	// Endpoint binds the operation to HTTP.
+	Endpoint Registrar
+	// MaxBodyBytes bounds the request body (0: 64 KiB).
+	MaxBodyBytes int64
+	// NotOnCommandLine says why the command line does not offer the
+	// operation (it belongs to a browser session).
+	NotOnCommandLine string
 }
 
-// Operations lists every operation.
-var Operations = []Operation{
-	{"init-repository", "Init", "create a repository"},
-	{"list-points", "Points", "list the backup points of a repository, from the repository"},
-	{"list-catalog-points", "CatalogPoints", "list backup points from the catalog"},
-	{"rebuild-catalog", "RebuildCatalog", "recreate the catalog's backup points from a repository"},
-	{"backup-disk", "BackupDisk", "back up disk images or block devices as one backup point"},
-	{"backup-vm", "BackupQEMU", "back up a running QEMU VM through its QMP monitor"},
-	{"backup-policy", "RunPolicy", "run a backup policy now"},
-	{"restore-disk", "RestoreDisks", "restore disks of a backup point to files or block devices"},
-	{"restore-vm", "RestoreVM", "restore a backup point as a new VM (QEMU or through a connection)"},
-	{"files-volumes", "FilesVolumes", "list the partitions and volumes of a backed-up disk"},
-	{"files-list", "FilesList", "list a directory inside a backed-up disk"},
-	{"files-extract", "FilesExtract", "extract files or trees from a backed-up disk into a directory"},
-	{"files-archive", "FilesArchive", "stream files or trees from a backed-up disk as a zip or tar archive"},
-	{"files-find", "FilesFind", "find files by name inside a backed-up disk"},
-	{"instant-start", "InstantStart", "run a VM straight from its backup point"},
-	{"instant-serve", "InstantServe", "serve an instant recovery again and resume its VM"},
-	{"instant-list", "InstantList", "list instant recovery sessions"},
-	{"instant-commit", "InstantCommit", "move a recovered VM live onto production storage"},
-	{"instant-discard", "InstantDiscard", "stop a recovered VM and delete what it wrote"},
-	{"instant-export", "InstantExport", "serve a backup point's disks read-only over NBD"},
-	{"verify", "Verify", "check a repository's integrity"},
-	{"verify-boot", "VerifyBoot", "boot a backup point isolated and check that it comes up (console, agent, probes, screenshot)"},
-	{"forget", "Forget", "remove backup points by keep rules"},
-	{"protect", "Protect", "protect backup points from forget, or release them"},
-	{"gc", "GC", "delete what no backup point needs"},
-	{"stats", "Stats", "a repository's sizes and ratios"},
-	{"copy", "Copy", "copy backup points to a second repository"},
-	{"repair", "Repair", "mend damage verify found, keeping everything readable"},
-	{"undelete", "Undelete", "bring back locked objects hidden by deletes (object lock)"},
-	{"list-keys", "Keys", "list a repository's keys"},
-	{"add-key", "AddKey", "add a password to a repository"},
-	{"remove-key", "RemoveKey", "remove a key"},
-	{"list-leases", "Leases", "list who works on a repository"},
-	{"list-jobs", "Jobs", "list jobs from the catalog"},
-	{"get-job", "Job", "a job with its per-VM tasks and events"},
-	{"list-vms", "VMs", "the VMs of every connection and what protects them"},
-	{"check-policies", "PolicyCheck", "validate the policies and say what each will do"},
-	{"preview-policy", "PolicyPreview", "what a policy run would select, when it runs next, what its retention keeps"},
-	{"preview-policy-draft", "PolicyPreview", "what a policy not saved yet would select, when it would run, what its retention would keep"},
-	{"get-effective-config", "EffectiveConfig", "the configuration in effect: the file's objects and the API's, with the source of each"},
-	// Configuration objects (configobjects.go; ConfigOperationID names
-	// them): policies, connections, repositories, notification targets
-	// and matchers, each listed, read, created, changed and deleted.
-	{"list-connections", "ConfigObjects", "list the connections, with where each is defined"},
-	{"get-connection", "ConfigObject", "a connection and its version"},
-	{"create-connection", "CreateConfigObject", "create a connection"},
-	{"update-connection", "UpdateConfigObject", "change a connection created through the API"},
-	{"delete-connection", "DeleteConfigObject", "delete a connection no policy uses"},
-	{"list-repositories", "ConfigObjects", "list the repositories of the configuration, with where each is defined"},
-	{"get-repository", "ConfigObject", "a repository of the configuration and its version"},
-	{"create-repository", "CreateConfigObject", "add a repository to the configuration"},
-	{"update-repository", "UpdateConfigObject", "change a repository created through the API"},
-	{"delete-repository", "DeleteConfigObject", "remove a repository no policy uses from the configuration (its data stays)"},
-	{"list-policies", "ConfigObjects", "list the policies, with where each is defined"},
-	{"get-policy", "ConfigObject", "a policy and its version"},
-	{"create-policy", "CreateConfigObject", "create a policy"},
-	{"update-policy", "UpdateConfigObject", "change a policy created through the API"},
-	{"delete-policy", "DeleteConfigObject", "delete a policy (its jobs and points stay)"},
-	{"list-notification-targets", "ConfigObjects", "list the notification targets, with where each is defined"},
-	{"get-notification-target", "ConfigObject", "a notification target and its version"},
-	{"create-notification-target", "CreateConfigObject", "create a notification target"},
-	{"update-notification-target", "UpdateConfigObject", "change a notification target created through the API"},
-	{"delete-notification-target", "DeleteConfigObject", "delete a notification target no matcher names"},
-	{"list-notification-matchers", "ConfigObjects", "list the notification matchers, with where each is defined"},
-	{"get-notification-matcher", "ConfigObject", "a notification matcher and its version"},
-	{"create-notification-matcher", "CreateConfigObject", "create a notification matcher"},
-	{"update-notification-matcher", "UpdateConfigObject", "change a notification matcher created through the API"},
-	{"delete-notification-matcher", "DeleteConfigObject", "delete a notification matcher"},
+// Mutating reports an operation that changes something: every one of
+// them is recorded in the audit log.
+func (o Operation) Mutating() bool { return o.HTTP != http.MethodGet }
+
+// Requirement is a privilege on an ACL object.
+type Requirement struct {
+	Privilege auth.Privilege
+	// Object is an ACL path template: "/repositories/{repo}". A
+	// parameter left empty ends the path before it ("/connections/{c}"
+	// with no c is "/connections").
+	Object string
+	Reach  Reach
 }
+
+// Reach says how a requirement reaches its object.
+type Reach int
+
+const (
+	// OnObject: the privilege on the object itself (inherited as the ACL
+	// says).
+	OnObject Reach = iota
+	// ThroughVM: the object is a repository holding the request's
+	// {point}; the privilege on the point's VM is enough too (a tenant
+	// restores its VMs' points from a shared repository).
+	ThroughVM
+	// Listing: the operation lists items and shows only those the caller
+	// holds the privilege on; it is refused only when the caller holds it
+	// nowhere at or below the object (nor, for repository privileges, on
+	// any VM).
+	Listing
+)
+
+// Paths of the objects operations check, for the table below.
+const (
+	onRepo   = "/repositories/{repo}"
+	onConns  = auth.ConnectionsPath
+	onPolicy = "/policies/{policy}"
+)
+
+func req(p auth.Privilege, object string) []Requirement {
+	return []Requirement{{Privilege: p, Object: object}}
+}
+
+func listing(p auth.Privilege, object string) []Requirement {
+	return []Requirement{{Privilege: p, Object: object, Reach: Listing}}
+}
+
+// seeJobs is who sees a job.
+const seeJobs = "one's own jobs; everyone's with Sys.Audit on /system/tasks; a policy's runs with Policy.Audit on it, " +
+	"a repository's operations with Repo.Audit on it"
+
+// readPoint is reading data out of a repository's point.
+var readPoint = Requirement{Privilege: auth.RepoRead, Object: onRepo, Reach: ThroughVM}
+
+const (
+	get, post, put, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
+	kib                 = 1 << 10
+)
+
+// Operations lists every operation: those below, then the configuration
+// objects' (configOperations: every verb on every kind).
+var Operations = append([]Operation{
+	// The repository and its backup points.
+	{ID: "init-repository", Method: "Init", Summary: "create a repository", HTTP: post, Path: "/repositories/{repo}/init",
+		Requires: req(auth.RepoModify, onRepo), Endpoint: Endpoint[initIn, Result[*api.Repository]](epInit)},
+	{ID: "list-points", Method: "Points", Summary: "list the backup points of a repository, from the repository", HTTP: get,
+		Path: "/repositories/{repo}/points", Requires: listing(auth.RepoAudit, onRepo), Endpoint: Endpoint[pointsIn, Result[[]api.BackupPoint]](epPoints)},
+	{ID: "list-catalog-points", Method: "CatalogPoints", Summary: "list backup points from the catalog", HTTP: get, Path: "/points",
+		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Page[api.BackupPoint]](epCatalogPoints)},
+	{ID: "rebuild-catalog", Method: "RebuildCatalog", Summary: "recreate the catalog's backup points from a repository", HTTP: post,
+		Path: "/repositories/{repo}/catalog/rebuild", Requires: req(auth.RepoModify, onRepo),
+		Endpoint: Endpoint[RepoParam, Result[*api.CatalogRebuild]](epRebuildCatalog)},
+	{ID: "backup-disk", Method: "BackupDisk", Summary: "back up disk images or block devices as one backup point", HTTP: post,
+		Path: "/repositories/{repo}/backups/disk", Requires: req(auth.RepoBackup, onRepo),
+		Endpoint: Endpoint[backupDiskIn, Result[*api.BackupPoint]](epBackupDisk)},
+	{ID: "backup-vm", Method: "BackupQEMU", Summary: "back up a VM now: a running QEMU VM through its QMP monitor, or a VM of a connection",
+		HTTP: post, Path: "/repositories/{repo}/backups/vm/{connection}/{vm}",
+		Requires: []Requirement{{Privilege: auth.RepoBackup, Object: onRepo}, {Privilege: auth.ConnBackup, Object: "/connections/{connection}/vm/{vm}"}},
+		Endpoint: Endpoint[backupVMIn, Result[*api.BackupPoint]](epBackupVM)},
+	{ID: "backup-policy", Method: "RunPolicy", Summary: "run a backup policy now", HTTP: post, Path: "/policies/{policy}/run",
+		Requires: req(auth.PolicyRun, onPolicy), Endpoint: Endpoint[runPolicyIn, Result[*api.Job]](epRunPolicy)},
+	{ID: "restore-disk", Method: "RestoreDisks", Summary: "restore disks of a backup point to files or block devices", HTTP: post,
+		Path: "/repositories/{repo}/points/{point}/restore", Requires: []Requirement{readPoint},
+		Endpoint: Endpoint[restoreIn, Result[[]api.RestoredDisk]](epRestore)},
+	{ID: "restore-vm", Method: "RestoreVM", Summary: "restore a backup point as a new VM (QEMU or through a connection)", HTTP: post,
+		Path:     "/repositories/{repo}/points/{point}/restore-vm",
+		Requires: []Requirement{readPoint, {Privilege: auth.ConnRestore, Object: "/connections/{connection}"}},
+		Endpoint: Endpoint[restoreVMIn, Result[*api.RestoredVM]](epRestoreVM)},
+	{ID: "files-volumes", Method: "FilesVolumes", Summary: "list the partitions and volumes of a backed-up disk", HTTP: get,
+		Path: "/repositories/{repo}/points/{point}/volumes", Requires: []Requirement{readPoint},
+		Endpoint: Endpoint[DiskParam, Result[[]api.Volume]](epVolumes)},
+	{ID: "files-list", Method: "FilesList", Summary: "list a directory inside a backed-up disk", HTTP: get,
+		Path: "/repositories/{repo}/points/{point}/files", Requires: []Requirement{readPoint},
+		Endpoint: Endpoint[filesListIn, Result[*api.FilesListing]](epFilesList)},
+	{ID: "files-extract", Method: "FilesExtract", Summary: "extract files or trees from a backed-up disk into a directory", HTTP: post,
+		Path: "/repositories/{repo}/points/{point}/files/extract", Requires: []Requirement{readPoint},
+		Endpoint: Endpoint[filesExtractIn, Result[*api.FilesExtract]](epFilesExtract)},
+	{ID: "files-archive", Method: "FilesArchive", Summary: "stream files or trees from a backed-up disk as a zip or tar archive",
+		HTTP: get, Path: "/repositories/{repo}/points/{point}/files/archive", Requires: []Requirement{readPoint},
+		Endpoint: Download[filesArchiveIn]{Types: []string{"application/zip", "application/x-tar"}, File: archiveFile, Run: epFilesArchive}},
+	{ID: "files-find", Method: "FilesFind", Summary: "find files by name inside a backed-up disk", HTTP: get,
+		Path: "/repositories/{repo}/points/{point}/files/find", Requires: []Requirement{readPoint},
+		Endpoint: Endpoint[filesFindIn, Result[*api.FilesFind]](epFilesFind)},
+
+	// Instant recovery.
+	{ID: "instant-start", Method: "InstantStart", Summary: "run a VM straight from its backup point", HTTP: post,
+		Path: "/repositories/{repo}/points/{point}/instant", Requires: []Requirement{readPoint, {Privilege: auth.ConnRestore, Object: onConns}},
+		Endpoint: Endpoint[instantStartIn, Created[*api.InstantSession]](epInstantStart)},
+	{ID: "instant-serve", Method: "InstantServe", Summary: "serve an instant recovery again and resume its VM", HTTP: post,
+		Path:     "/repositories/{repo}/instant/{session}/serve",
+		Requires: []Requirement{{Privilege: auth.RepoRead, Object: onRepo}, {Privilege: auth.ConnRestore, Object: onConns}},
+		Endpoint: Endpoint[instantServeIn, Result[*api.InstantSession]](epInstantServe)},
+	{ID: "instant-list", Method: "InstantList", Summary: "list instant recovery sessions", HTTP: get, Path: "/instant",
+		Requires: req(auth.ConnAudit, onConns), Endpoint: Endpoint[struct{}, Result[[]api.InstantSession]](epInstantList)},
+	{ID: "instant-commit", Method: "InstantCommit", Summary: "move a recovered VM live onto production storage", HTTP: post,
+		Path: "/instant/{session}/commit", Requires: req(auth.ConnRestore, onConns),
+		Endpoint: Endpoint[instantCommitIn, Result[*api.InstantSession]](epInstantCommit)},
+	{ID: "instant-discard", Method: "InstantDiscard", Summary: "stop a recovered VM and delete what it wrote", HTTP: del,
+		Path: "/instant/{session}", Requires: req(auth.ConnRestore, onConns),
+		Endpoint: Endpoint[SessionParam, Result[*api.InstantSession]](epInstantDiscard)},
+	{ID: "instant-export", Method: "InstantExport", Summary: "serve a backup point's disks read-only over NBD", HTTP: post,
+		Path: "/repositories/{repo}/points/{point}/export", Requires: []Requirement{readPoint},
+		Endpoint: Endpoint[exportIn, Created[*api.Export]](epExport)},
+
+	// Maintenance.
+	{ID: "verify", Method: "Verify", Summary: "check a repository's integrity", HTTP: post, Path: "/repositories/{repo}/verify",
+		Requires: req(auth.RepoVerify, onRepo), Endpoint: Endpoint[verifyIn, Result[*api.VerifyReport]](epVerify)},
+	{ID: "verify-boot", Method: "VerifyBoot", Summary: "boot a backup point isolated and check that it comes up (console, agent, probes, screenshot)",
+		HTTP: post, Path: "/repositories/{repo}/points/{point}/verify-boot",
+		Requires: []Requirement{readPoint, {Privilege: auth.RepoVerify, Object: onRepo}},
+		Endpoint: Endpoint[verifyBootIn, Result[*api.BootVerification]](epVerifyBoot)},
+	{ID: "forget", Method: "Forget", Summary: "remove backup points by keep rules", HTTP: post, Path: "/repositories/{repo}/forget",
+		Requires: req(auth.RepoPrune, onRepo), Endpoint: Endpoint[forgetIn, Result[*api.ForgetResult]](epForget)},
+	{ID: "protect", Method: "Protect", Summary: "protect backup points from forget, or release them", HTTP: post,
+		Path: "/repositories/{repo}/protect", Requires: req(auth.RepoPrune, onRepo),
+		Endpoint: Endpoint[protectIn, Result[[]api.ProtectResult]](epProtect)},
+	{ID: "gc", Method: "GC", Summary: "delete what no backup point needs", HTTP: post, Path: "/repositories/{repo}/gc",
+		Requires: req(auth.RepoPrune, onRepo), Endpoint: Endpoint[gcIn, Result[*api.GCReport]](epGC)},
+	{ID: "stats", Method: "Stats", Summary: "a repository's sizes and ratios", HTTP: get, Path: "/repositories/{repo}/stats",
+		Requires: req(auth.RepoAudit, onRepo), Endpoint: Endpoint[RepoParam, Result[*api.Stats]](epStats)},
+	{ID: "copy", Method: "Copy", Summary: "copy backup points to a second repository", HTTP: post, Path: "/repositories/{repo}/copy",
+		Requires:     []Requirement{{Privilege: auth.RepoRead, Object: onRepo}, {Privilege: auth.RepoBackup, Object: "/repositories/{to}"}},
+		MaxBodyBytes: 256 * kib, Endpoint: Endpoint[copyIn, Result[*api.CopyResult]](epCopy)},
+	{ID: "repair", Method: "Repair", Summary: "mend damage verify found, keeping everything readable", HTTP: post,
+		Path: "/repositories/{repo}/repair/{what}", Requires: req(auth.RepoModify, onRepo),
+		Endpoint: Endpoint[repairIn, Result[*api.RepairReport]](epRepair)},
+	{ID: "undelete", Method: "Undelete", Summary: "bring back locked objects hidden by deletes (object lock)", HTTP: post,
+		Path: "/repositories/{repo}/undelete", Requires: req(auth.RepoModify, onRepo),
+		Endpoint: Endpoint[RepoParam, Result[*api.UndeleteReport]](epUndelete)},
+	{ID: "list-keys", Method: "Keys", Summary: "list a repository's keys", HTTP: get, Path: "/repositories/{repo}/keys",
+		Requires: req(auth.RepoAudit, onRepo), Endpoint: Endpoint[RepoParam, Result[[]api.Key]](epKeys)},
+	{ID: "add-key", Method: "AddKey", Summary: "add a password to a repository", HTTP: post, Path: "/repositories/{repo}/keys",
+		Requires: req(auth.RepoModify, onRepo), Endpoint: Endpoint[addKeyIn, Created[*api.Key]](epAddKey)},
+	{ID: "remove-key", Method: "RemoveKey", Summary: "remove a key", HTTP: del, Path: "/repositories/{repo}/keys/{key}",
+		Requires: req(auth.RepoModify, onRepo), Endpoint: Endpoint[keyIn, Result[*api.KeyRemoval]](epRemoveKey)},
+	{ID: "list-leases", Method: "Leases", Summary: "list who works on a repository", HTTP: get, Path: "/repositories/{repo}/leases",
+		Requires: req(auth.RepoAudit, onRepo), Endpoint: Endpoint[RepoParam, Result[[]api.Lease]](epLeases)},
+
+	// Jobs, VMs and policies.
+	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs (the tasks of every long operation and policy run), newest first", HTTP: get,
+		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Page[api.Job]](epJobs)},
+	{ID: "get-job", Method: "Job", Summary: "a job with a page of its per-VM tasks and the first lines of its log", HTTP: get, Path: "/jobs/{id}",
+		SelfService: seeJobs, Endpoint: Endpoint[jobDetailIn, JobDetail](epJob)},
+	{ID: "job-log", Method: "JobLog", Summary: "a page of a job's log", HTTP: get, Path: "/jobs/{id}/log",
+		SelfService: seeJobs, Endpoint: Endpoint[jobLogIn, Result[[]api.Event]](epJobLog)},
+	{ID: "follow-job", Method: "FollowJob", Summary: "follow a job: its state, log lines and progress as server-sent events", HTTP: get,
+		Path: "/jobs/{id}/events", SelfService: seeJobs, Endpoint: Events[followJobIn]{Data: api.JobEvent{}, Names: []string{"status", "progress", "log"}, Run: epFollowJob}},
+	{ID: "cancel-job", Method: "CancelJob", Summary: "ask a queued or running job to stop, wherever it runs", HTTP: post,
+		Path: "/jobs/{id}/cancel", SelfService: "one's own jobs; everyone's with Sys.Modify on /system/tasks; a policy's runs with Policy.Run on it",
+		Endpoint: Endpoint[jobIn, Result[*api.Job]](epCancelJob)},
+	{ID: "list-vms", Method: "VMs", Summary: "the VMs of every connection and what protects them", HTTP: get, Path: "/vms",
+		Requires: listing(auth.ConnAudit, onConns), Endpoint: Endpoint[vmsIn, Result[*api.Inventory]](epVMs)},
+	{ID: "check-policies", Method: "PolicyCheck", Summary: "validate the policies and say what each will do", HTTP: get,
+		Path: "/policies/check", Requires: req(auth.PolicyAudit, auth.PoliciesPath),
+		Endpoint: Endpoint[policyCheckIn, Result[*api.PolicyCheck]](epPolicyCheck)},
+	{ID: "preview-policy", Method: "PolicyPreview", Summary: "what a policy run would select, when it runs next, what its retention keeps",
+		HTTP: get, Path: "/policies/{policy}/preview", Requires: req(auth.PolicyAudit, onPolicy),
+		Endpoint: Endpoint[previewIn, Result[*api.PolicyPreview]](epPolicyPreview)},
+	{ID: "preview-policy-draft", Method: "PolicyPreview", Summary: "what a policy not saved yet would select, when it would run, what its retention would keep",
+		HTTP: post, Path: "/policies/preview", Requires: req(auth.PolicyAudit, auth.PoliciesPath),
+		Endpoint: Endpoint[draftPreviewIn, Result[*api.PolicyPreview]](epPolicyDraftPreview)},
+	{ID: "get-effective-config", Method: "EffectiveConfig", Summary: "the configuration in effect: the file's objects and the API's, with the source of each",
+		HTTP: get, Path: "/config/effective", Requires: req(auth.SysAudit, auth.SystemPath),
+		Endpoint: Endpoint[struct{}, Result[*api.EffectiveConfig]](epEffectiveConfig)},
+
+	// Access control.
+	{ID: "login", Public: true, AuditsItself: true, Method: "Login", Summary: "sign in with a password: the answer sets the session cookie", HTTP: post,
+		Path: "/access/login", SelfService: "signing in is how a caller gets a session (throttled and audited by internal/auth)",
+		NotOnCommandLine: "a browser's sign-in: the command line uses API tokens", Endpoint: Endpoint[loginIn, loginOut](epLogin)},
+	{ID: "logout", Public: true, AuditsItself: true, Method: "Logout", Summary: "sign out: end the session of the cookie", HTTP: post, Path: "/access/logout",
+		SelfService: "ends the caller's own session, whatever it holds", NotOnCommandLine: "a browser's sign-out",
+		Endpoint: Endpoint[logoutIn, logoutOut](epLogout)},
+	{ID: "complete-setup", Public: true, AuditsItself: true, Method: "CompleteSetup", Summary: "choose a password with a one-time setup link", HTTP: post,
+		Path: "/access/setup", SelfService: "the one-time link is the credential (checked by internal/auth)",
+		NotOnCommandLine: "the setup link opens the console's setup page", Endpoint: Endpoint[setupIn, Result[*api.SetupDone]](epSetup)},
+	{ID: "list-users", Method: "Users", Summary: "list the accounts (one's own without Sys.Audit on /access)", HTTP: get,
+		Path: "/access/users", SelfService: "everyone sees their own account; internal/auth shows the rest to Sys.Audit on /access",
+		Endpoint: Endpoint[struct{}, Result[[]api.User]](epUsers)},
+	{ID: "create-user", AuditsItself: true, Method: "CreateUser", Summary: "create an account (with a one-time setup link when no password is given)",
+		HTTP: post, Path: "/access/users", Requires: req(auth.PermModify, auth.AccessPath),
+		Endpoint: Endpoint[createUserIn, Created[*api.SetupLink]](epCreateUser)},
+	{ID: "enable-user", AuditsItself: true, Method: "EnableUser", Summary: "let a disabled user sign in again", HTTP: post,
+		Path: "/access/users/{user}/enable", Requires: req(auth.PermModify, auth.AccessPath), Endpoint: Endpoint[UserParam, NoContent](epEnableUser)},
+	{ID: "disable-user", AuditsItself: true, Method: "DisableUser", Summary: "end a user's sessions and stop its tokens", HTTP: post,
+		Path: "/access/users/{user}/disable", Requires: req(auth.PermModify, auth.AccessPath), Endpoint: Endpoint[UserParam, NoContent](epDisableUser)},
+	{ID: "delete-user", AuditsItself: true, Method: "DeleteUser", Summary: "delete an account with its tokens, sessions and ACL entries", HTTP: del,
+		Path: "/access/users/{user}", Requires: req(auth.PermModify, auth.AccessPath), Endpoint: Endpoint[UserParam, NoContent](epDeleteUser)},
+	{ID: "issue-setup-link", AuditsItself: true, Method: "IssueSetupLink", Summary: "give a user a one-time link to choose a password", HTTP: post,
+		Path: "/access/users/{user}/setup-link", Requires: req(auth.PermModify, auth.AccessPath),
+		Endpoint: Endpoint[UserParam, Created[*api.SetupLink]](epIssueSetupLink)},
+	{ID: "change-password", AuditsItself: true, Method: "ChangePassword", Summary: "change a password (one's own with the old one)", HTTP: post,
+		Path: "/access/users/{user}/password", SelfService: "one's own password with the old one; others' need Perm.Modify on /access (internal/auth)",
+		Endpoint: Endpoint[passwordIn, NoContent](epChangePassword)},
+	{ID: "list-tokens", Method: "Tokens", Summary: "list a user's API tokens", HTTP: get, Path: "/access/tokens",
+		SelfService: "one's own tokens; others' need Sys.Audit on /access (internal/auth)", Endpoint: Endpoint[tokensIn, Result[[]api.Token]](epTokens)},
+	{ID: "create-token", AuditsItself: true, Method: "CreateToken", Summary: "create an API token (its secret is shown this once)", HTTP: post,
+		Path: "/access/tokens", SelfService: "one's own tokens, at most one's own rights; others' need Perm.Modify on /access (internal/auth)",
+		Endpoint: Endpoint[createTokenIn, Created[*api.NewToken]](epCreateToken)},
+	{ID: "revoke-token", AuditsItself: true, Method: "RevokeToken", Summary: "revoke an API token at once", HTTP: del, Path: "/access/tokens/{token}",
+		SelfService: "one's own tokens (a token itself too); others' need Perm.Modify on /access (internal/auth)",
+		Endpoint:    Endpoint[tokenIn, NoContent](epRevokeToken)},
+	{ID: "list-acl", Method: "ACL", Summary: "list ACL entries (one's own without Sys.Audit on /access)", HTTP: get, Path: "/access/acl",
+		SelfService: "everyone sees their own entries; internal/auth shows the rest to Sys.Audit on /access",
+		Endpoint:    Endpoint[struct{}, Result[[]api.ACLEntry]](epACL)},
+	{ID: "set-acl", AuditsItself: true, Method: "SetACL", Summary: "grant a role on a path to a user or an API token", HTTP: put, Path: "/access/acl",
+		SelfService: "needs Perm.Modify on the entry's path, or being the token's user (internal/auth checks the path in the body)",
+		Endpoint:    Endpoint[aclIn, NoContent](epSetACL)},
+	{ID: "remove-acl", AuditsItself: true, Method: "RemoveACL", Summary: "remove an ACL entry", HTTP: post, Path: "/access/acl/remove",
+		SelfService: "needs Perm.Modify on the entry's path, or being the token's user (internal/auth checks the path in the body)",
+		Endpoint:    Endpoint[aclIn, NoContent](epRemoveACL)},
+	{ID: "query-audit", Method: "Audit", Summary: "read the audit log, newest first (one's own records without Sys.Audit on /system)",
+		HTTP: get, Path: "/audit", SelfService: "everyone reads their own records; internal/auth shows the rest to Sys.Audit on /system",
+		Endpoint: Endpoint[auditIn, Result[[]api.AuditRecord]](epAudit)},
+}, configOperations()...)

@@ -1,7 +1,10 @@
 package service
 
 import (
+	"math/bits"
 	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/configobj"
@@ -34,6 +37,13 @@ var notOperations = map[string]string{
 	"OpenStore":       "the storage registry, used by the operations",
 	"CatalogLocation": "where the catalog is, for messages",
 	"RunSchedules":    "the server's loop itself, not an operation it offers",
+	"Bootstrap":       "first-run setup on the server's host (coffer server init, the first start), never through the API",
+	"NeedsSetup":      "whether the server's first start must bootstrap",
+	"ForRepository":   "binds the service to the repository a request names",
+	"RepositoryNames": "the repositories a request may name",
+	"RepositoryName":  "names a repository ID for access checks on catalog listings",
+	"PointVM":         "finds a point's VM for access checks through the VM",
+	"Ready":           "the server's readiness probe (/readyz)",
 	"Start":           "opens the catalog, task manager and notifier of a long-lived process",
 	"Close":           "closes what Start or the first task opened",
 	"TaskManager":     "the task manager, for the server's task endpoints",
@@ -57,6 +67,59 @@ func TestEveryMethodIsAnOperation(t *testing.T) {
 			t.Errorf("(*Service).%s is neither in Operations nor in notOperations", m)
 		}
 	}
+}
+
+// TestEveryOperationDeclaresWhoMayCallIt: an operation declares the
+// privileges it requires on its objects, or says why it declares none
+// (internal/auth checks its own rules, or it is how a caller signs in);
+// a declared object is a path of the ACL tree whose parameters the route
+// provides. auth.Allowed refuses a privilege of 0 anyway: an operation
+// without one would be refused to everyone, not open to all.
+func TestEveryOperationDeclaresWhoMayCallIt(t *testing.T) {
+	for _, op := range Operations {
+		if len(op.Requires) == 0 && op.SelfService == "" {
+			t.Errorf("operation %s declares no privilege and does not say why", op.ID)
+		}
+		if op.Public && len(op.Requires) > 0 {
+			t.Errorf("operation %s is public but requires privileges", op.ID)
+		}
+		for _, r := range op.Requires {
+			if r.Privilege == 0 || bits.OnesCount32(uint32(r.Privilege)) != 1 {
+				t.Errorf("operation %s requires %s: one privilege per requirement", op.ID, r.Privilege)
+			}
+			if !strings.HasPrefix(r.Object, "/") {
+				t.Errorf("operation %s: object %q is not an ACL path", op.ID, r.Object)
+			}
+			for _, m := range paramRE.FindAllStringSubmatch(r.Object, -1) {
+				if !strings.Contains(op.Path, "{"+m[1]+"}") && !queryParam(op, m[1]) {
+					t.Errorf("operation %s: object %s names {%s}, which its route %s does not provide", op.ID, r.Object, m[1], op.Path)
+				}
+			}
+		}
+		if op.HTTP == "" || !strings.HasPrefix(op.Path, "/") || op.Endpoint == nil {
+			t.Errorf("operation %s has no route", op.ID)
+		}
+	}
+}
+
+var paramRE = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// queryParam reports a query parameter of the operation's input.
+func queryParam(op Operation, name string) bool {
+	var find func(t reflect.Type) bool
+	find = func(t reflect.Type) bool {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct && find(f.Type) {
+				return true
+			}
+			if q, _, _ := strings.Cut(f.Tag.Get("query"), ","); q == name {
+				return true
+			}
+		}
+		return false
+	}
+	return find(op.Endpoint.Input())
 }
 
 // TestConfigOperationsAreListed: every verb on every kind of

@@ -76,10 +76,14 @@ func jobDoc(j catalog.Job, tasks []catalog.Task, events []catalog.Event) api.Job
 	if events != nil {
 		d.Events = []api.Event{}
 		for _, e := range events {
-			d.Events = append(d.Events, api.Event{Seq: e.Seq, Time: e.Time, TaskID: e.TaskID, Level: e.Level, Kind: e.Kind, Message: e.Message, Fields: e.Fields})
+			d.Events = append(d.Events, eventDoc(e))
 		}
 	}
 	return d
+}
+
+func eventDoc(e catalog.Event) api.Event {
+	return api.Event{Seq: e.Seq, Time: e.Time, TaskID: e.TaskID, Level: e.Level, Kind: e.Kind, Message: e.Message, Fields: e.Fields}
 }
 
 func vmTaskDoc(t catalog.Task) api.VMTask {

@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
@@ -27,7 +25,11 @@ func (s *Service) openRepository(ctx context.Context) (*repo.Repository, error) 
 	if err != nil {
 		return nil, err
 	}
-	return s.openRepositoryAt(ctx, s.cfg.Repository.Location, pw)
+	r, err := s.openRepositoryAt(ctx, s.cfg.Repository.Location, pw)
+	if err == nil {
+		s.repoIDs.learn(r.Config().ID, s.boundRepo)
+	}
+	return r, err
 }
 
 // openOther opens a second repository (copy target, key source) with the
@@ -85,24 +87,14 @@ func (s *Service) openNamedIn(ctx context.Context, cfg *policy.Config, name stri
 	if name == "" {
 		return s.openRepository(ctx)
 	}
-	rc, ok := cfg.Repository(name)
-	if !ok {
+	if _, ok := cfg.Repository(name); !ok {
 		return nil, invalidf("no repository named %q in the configuration", name)
 	}
-	var pw []byte
-	if rc.PasswordFile != "" {
-		b, err := os.ReadFile(config.ExpandHome(rc.PasswordFile))
-		if err != nil {
-			return nil, invalidf("repository %s: password file: %v", name, err)
-		}
-		pw = []byte(strings.TrimRight(string(b), "\r\n"))
-	} else {
-		var err error
-		if pw, err = password(s.cfg.Repository.Password); err != nil {
-			return nil, err
-		}
+	named, err := s.forRepositoryIn(cfg, name)
+	if err != nil {
+		return nil, err
 	}
-	return s.openRepositoryAt(ctx, rc.Location, pw)
+	return named.openRepository(ctx)
 }
 
 // locationOf is the location of a repository of the configuration ("" is
@@ -153,8 +145,12 @@ func (s *Service) catalogLocation() string {
 	return catalogopen.DefaultLocation()
 }
 
-// openCatalog opens the catalog.
+// openCatalog opens the catalog, or hands out the one kept open
+// (Config.OpenCatalog), whose Close then leaves it open.
 func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
+	if s.cfg.OpenCatalog != nil {
+		return keptOpen{s.cfg.OpenCatalog}, nil
+	}
 	loc := s.catalogLocation()
 	c, err := catalogopen.Open(ctx, loc)
 	if err != nil {
@@ -162,6 +158,11 @@ func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
 	}
 	return c, nil
 }
+
+// keptOpen is a catalog its user must not close: the process's own.
+type keptOpen struct{ catalog.Catalog }
+
+func (keptOpen) Close() error { return nil }
 
 // openNamedRepo opens a repository by the name maintenance and task
 // objects use: "" and "default" are the default repository, any other a

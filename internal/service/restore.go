@@ -73,7 +73,11 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 			var st restore.Stats
 			var err error
 			if in.Format == "qcow2" {
-				err = qcow2.Write(ctx, pt.r, d, targets[i], s.log)
+				// qemu-img writes the image: refuse what the raw
+				// writer refuses before it starts.
+				if err = restore.CheckTarget(targets[i], in.Overwrite); err == nil {
+					err = qcow2.Write(ctx, pt.r, d, targets[i], s.log)
+				}
 			} else {
 				st, err = restore.ToFile(ctx, pt.r, pt.snap, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite, Resume: in.Resume})
 			}

@@ -17,6 +17,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
@@ -37,6 +39,12 @@ type Config struct {
 	// Catalog is the catalog's location: a SQLite file or a postgres://
 	// URL ("" is catalogopen.DefaultLocation()).
 	Catalog string
+	// OpenCatalog, when set, is the catalog at that location, kept open
+	// by a long-running process (the server): operations use it instead
+	// of opening the catalog for each call, which costs a connection
+	// pool and a migration check (milliseconds on PostgreSQL). The
+	// command line leaves it nil: one operation per process.
+	OpenCatalog catalog.Catalog
 	// StateDir holds the journals of what coffer creates on hypervisors,
 	// instant recovery sessions and, by default, the catalog.
 	StateDir string
@@ -77,6 +85,26 @@ type Config struct {
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store
+
+	// Local makes an operation without an authenticated subject act as
+	// the local administrator (auth.Local): the command line, which has
+	// direct access to the catalog and the repositories anyway. The
+	// server never sets it: a request without a subject is allowed
+	// nothing.
+	Local bool
+	// Access is the access control the server shares with its
+	// middleware; nil opens one over the catalog for each operation.
+	Access *auth.Service
+	// PublicURL is the server's address as its users reach it
+	// (https://host:port), for the setup links it hands out.
+	PublicURL string
+	// Files confines the server-side paths an API request names.
+	Files FileRoots
+	// Background runs what an API request starts to go on after its
+	// answer (instant recovery serving, NBD exports, policy runs not
+	// waited for), until it is stopped or the server drains; nil: the
+	// operations that need it are refused.
+	Background *Background
 }
 
 // Location is a repository and how to get its password.
@@ -91,11 +119,18 @@ type PasswordSource func() ([]byte, error)
 
 // Service runs coffer's operations. It is safe for concurrent use.
 type Service struct {
-	controlState
-	cfg   Config
-	log   *slog.Logger
-	tasks Tasks
-	conf  *configState // the configuration in effect (configstate.go)
+	*controlState // shared by the services ForRepository derives
+	cfg           Config
+	log           *slog.Logger
+	tasks         Tasks
+	// boundRepo names the default repository as the request that bound
+	// it did (ForRepository; "default" for the top-level repository
+	// setting); repoIDs, shared by every service ForRepository derives,
+	// learns the IDs of the repositories opened, for access checks on
+	// catalog listings.
+	boundRepo string
+	repoIDs   *repoIDs
+	conf      *configState // the configuration in effect (configstate.go)
 }
 
 // New returns a service for cfg.
@@ -121,7 +156,8 @@ func New(cfg Config) *Service {
 	if cfg.TaskHistory == 0 {
 		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, conf: newConfigState()}
+	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, boundRepo: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}, controlState: &controlState{},
+		conf: newConfigState()}
 }
 
 // Logger is the service's logger.

@@ -52,6 +52,11 @@ func (s *Service) startTask(ctx context.Context, spec TaskSpec) (context.Context
 	}
 	tctx, shown := s.tasks.Start(h.Context(), spec.Kind, detail)
 	t := &recordedTask{h: h, shown: shown, stop: make(chan struct{})}
+	if spec.Detail != "" {
+		// The task's object is the repository (an ACL path): its log says
+		// what within it the operation acts on (a point, a VM, a socket).
+		h.Log("info", spec.Kind+" "+spec.Detail, nil)
+	}
 	noteSchedule(ctx, t)
 	return tctx, t
 }
@@ -203,10 +208,14 @@ func taskStatus(h *task.Handle, err error) (catalog.Status, string) {
 	return catalog.StatusFailed, err.Error()
 }
 
-// repoName names a repository location for task objects: the name of the
+// repoName names a repository location for task objects: the name a
+// request bound it by (the server's ForRepository), else the name of the
 // repositories entry at that location, else "default" (the repository of
 // --repo / COFFER_REPO, which has no name of its own).
 func (s *Service) repoName(location string) string {
+	if location == s.cfg.Repository.Location && s.boundRepo != "" && s.boundRepo != DefaultRepository {
+		return s.boundRepo
+	}
 	cfg := s.cfg.Engine
 	if st := s.conf.cached(); st != nil { // the configuration in effect, as last read
 		cfg = st.Engine
@@ -221,7 +230,7 @@ func (s *Service) repoName(location string) string {
 
 // DefaultRepositoryName names the default repository (--repo) in task
 // objects and metrics when no repositories entry is at its location.
-const DefaultRepositoryName = "default"
+const DefaultRepositoryName = DefaultRepository
 
 // repoTask is the spec of an operation on a repository location.
 func (s *Service) repoTask(kind, location string) TaskSpec {

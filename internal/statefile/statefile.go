@@ -19,11 +19,17 @@ func WriteJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	return WriteFile(path, b, 0o600)
+}
+
+// WriteFile stores data at path the same way, with permissions perm (its
+// directory is created private when missing).
+func WriteFile(path string, b []byte, perm os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"Events", testEvents},
 		{"BackupPoints", testBackupPoints},
 		{"ReplaceBackupPoints", testReplaceBackupPoints},
+		{"NewestBackupPoints", testNewestBackupPoints},
 		{"ReplaceIsAtomicForReaders", testReplaceAtomicForReaders},
 		{"VMs", testVMs},
 		{"Times", testTimes},

@@ -1,0 +1,157 @@
+package api
+
+import "time"
+
+// The request documents of the REST API: the JSON bodies of operations
+// that take more than their path and query say. Fields a request may leave
+// out are optional (omitempty, or required:"false" for lists, which are
+// never left out of answers); the server refuses unknown fields.
+
+// InitRequest creates a repository at the location the server configures
+// for it, with the password it configures.
+type InitRequest struct {
+	NoEncryption     bool   `json:"no_encryption,omitempty" doc:"store data in the clear (integrity is still checked)"`
+	ChunkSizeBytes   int    `json:"chunk_size_bytes,omitempty" minimum:"0"`
+	PackSizeBytes    int    `json:"pack_size_bytes,omitempty" minimum:"0"`
+	CompressionLevel int    `json:"compression_level,omitempty" minimum:"0" maximum:"22"`
+	KeyLabel         string `json:"key_label,omitempty" maxLength:"200"`
+}
+
+// BackupDiskRequest backs up disk images the server reads from its image
+// directory (server.image-dir): paths are relative to it.
+type BackupDiskRequest struct {
+	Paths       []string          `json:"paths" minItems:"1" maxItems:"64"`
+	Name        string            `json:"name,omitempty" maxLength:"255"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	LockedUntil time.Time         `json:"locked_until,omitzero" doc:"lock the point (object lock) until then"`
+}
+
+// BackupVMRequest backs up a VM of a configured connection now.
+type BackupVMRequest struct {
+	Mode         string            `json:"mode,omitempty" enum:"full,incremental,differential" doc:"default incremental (the first backup is full)"`
+	SnapshotMode string            `json:"snapshot_mode,omitempty" enum:"crash-consistent,quiesced,suspend,as-is,with-memory"`
+	Quiesce      string            `json:"quiesce,omitempty" enum:"fallback,required"`
+	Tags         map[string]string `json:"tags,omitempty"`
+	LockedUntil  time.Time         `json:"locked_until,omitzero"`
+}
+
+// RestoreRequest restores disks of a point to files under the server's
+// restore directory (server.restore-dir): To is relative to it.
+type RestoreRequest struct {
+	Disk      string `json:"disk,omitempty" doc:"index, key or name; all disks when absent"`
+	To        string `json:"to" minLength:"1" maxLength:"4096"`
+	Format    string `json:"format,omitempty" enum:"raw,qcow2"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+	Resume    bool   `json:"resume,omitempty"`
+}
+
+// RestoreVMRequest restores a point as a new VM: into a directory under
+// the restore directory (QEMU), or through the connection the query names.
+type RestoreVMRequest struct {
+	Dir              string `json:"dir,omitempty" maxLength:"4096" doc:"QEMU: the directory, relative to the restore directory"`
+	Name             string `json:"name,omitempty" maxLength:"255"`
+	Format           string `json:"format,omitempty" enum:"raw,qcow2"`
+	Datastore        string `json:"datastore,omitempty" maxLength:"255"`
+	Start            bool   `json:"start,omitempty"`
+	ColdBoot         bool   `json:"cold_boot,omitempty"`
+	OntoOriginal     bool   `json:"onto_original,omitempty"`
+	ConfirmOverwrite bool   `json:"confirm_overwrite,omitempty"`
+}
+
+// FilesExtractRequest extracts files into a directory under the restore
+// directory.
+type FilesExtractRequest struct {
+	Paths []string `json:"paths" minItems:"1" maxItems:"1000"`
+	To    string   `json:"to" minLength:"1" maxLength:"4096"`
+}
+
+// InstantStartRequest starts a VM from a backup point on the server.
+type InstantStartRequest struct {
+	ReconnectDelaySeconds float64 `json:"reconnect_delay_seconds,omitempty" minimum:"0" maximum:"3600"`
+}
+
+// ExportRequest serves a point's disks over NBD for a while: on a unix
+// socket in the server's export directory (unix:NAME) or on TCP
+// (tcp:HOST:PORT).
+type ExportRequest struct {
+	Listen          string  `json:"listen" minLength:"5" maxLength:"255"`
+	DurationSeconds float64 `json:"duration_seconds" minimum:"1" maximum:"604800"`
+}
+
+// InstantCommitRequest moves a recovered VM onto storage under the
+// restore directory.
+type InstantCommitRequest struct {
+	To     string `json:"to" minLength:"1" maxLength:"4096"`
+	Format string `json:"format,omitempty" enum:"raw,qcow2"`
+}
+
+// ProtectRequest protects points from forget and retention, or releases
+// them.
+type ProtectRequest struct {
+	Points []string `json:"points" minItems:"1" maxItems:"1000"`
+	Remove bool     `json:"remove,omitempty"`
+}
+
+// VerifyBootRequest says how a boot verification checks the point.
+type VerifyBootRequest struct {
+	TimeoutSeconds      float64  `json:"timeout_seconds,omitempty" minimum:"0" maximum:"86400" doc:"bound of the whole ladder (default 300)"`
+	Marker              string   `json:"marker,omitempty" maxLength:"1024" doc:"console regex of step 3 (default login:)"`
+	Probes              []string `json:"probes,omitempty" maxItems:"32" doc:"tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND ARGS"`
+	ProbeTimeoutSeconds float64  `json:"probe_timeout_seconds,omitempty" minimum:"0" maximum:"3600" doc:"bound of each probe (default 30)"`
+}
+
+// VerifyRequest says how much verify reads.
+type VerifyRequest struct {
+	ReadData      bool    `json:"read_data,omitempty"`
+	SubsetPercent float64 `json:"subset_percent,omitempty" minimum:"0" maximum:"100"`
+	SubsetNum     int     `json:"subset_num,omitempty" minimum:"0"`
+	SubsetDen     int     `json:"subset_den,omitempty" minimum:"0"`
+	MemoryBytes   int64   `json:"memory_bytes,omitempty" minimum:"0" maximum:"1099511627776"`
+	NoRecord      bool    `json:"no_record,omitempty"`
+}
+
+// KeepRules are forget's keep rules.
+type KeepRules struct {
+	Last          int     `json:"keep_last,omitempty" minimum:"0"`
+	Hourly        int     `json:"keep_hourly,omitempty" minimum:"0"`
+	Daily         int     `json:"keep_daily,omitempty" minimum:"0"`
+	Weekly        int     `json:"keep_weekly,omitempty" minimum:"0"`
+	Monthly       int     `json:"keep_monthly,omitempty" minimum:"0"`
+	Yearly        int     `json:"keep_yearly,omitempty" minimum:"0"`
+	WithinSeconds float64 `json:"keep_within_seconds,omitempty" minimum:"0"`
+}
+
+// ForgetRequest removes the points no keep rule selects.
+type ForgetRequest struct {
+	Keep   KeepRules         `json:"keep"`
+	VM     string            `json:"vm,omitempty"`
+	Tags   map[string]string `json:"tags,omitempty"`
+	DryRun bool              `json:"dry_run,omitempty"`
+}
+
+// GCRequest tunes garbage collection.
+type GCRequest struct {
+	DryRun          bool    `json:"dry_run,omitempty"`
+	MemoryBytes     int64   `json:"memory_bytes,omitempty" minimum:"0" maximum:"1099511627776"`
+	WaitSeconds     float64 `json:"wait_seconds,omitempty" minimum:"0" maximum:"86400"`
+	RepackThreshold float64 `json:"repack_threshold,omitempty" minimum:"0" maximum:"1"`
+}
+
+// CopyRequest selects the points a copy copies.
+type CopyRequest struct {
+	Points      []string  `json:"points" required:"false" maxItems:"1000"`
+	VM          string    `json:"vm,omitempty"`
+	Latest      bool      `json:"latest,omitempty"`
+	LockedUntil time.Time `json:"locked_until,omitzero"`
+}
+
+// RepairRequest runs a repair, or only plans it.
+type RepairRequest struct {
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// AddKeyRequest adds a password to a repository.
+type AddKeyRequest struct {
+	Password string `json:"password" minLength:"1" maxLength:"1024" writeOnly:"true"`
+	Label    string `json:"label,omitempty" maxLength:"200"`
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// The remote command line: with --server (COFFER_SERVER) and an API token
+// (COFFER_TOKEN, --token-file), the commands an operator uses from another
+// machine call the server's operations instead of opening the repository
+// here: no repository password on the laptop. Other commands refuse, and
+// say why.
+
+// annotationRemote marks a command that works through a server too.
+const annotationRemote = "remote"
+
+// remoteToo declares that cmd works through a server as well.
+func remoteToo(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[annotationRemote] = "yes"
+	return cmd
+}
+
+// setupRemote builds the client when a server is configured, and refuses
+// the commands that do not work through one.
+func (a *app) setupRemote(cmd *cobra.Command) error {
+	url := a.res.String("remote.url")
+	if url == "" {
+		return nil
+	}
+	if cmd.Annotations[annotationRemote] == "" && cmd.Runnable() {
+		return usagef("`%s` works on this host only and is not offered through a server: it reads or writes local "+
+			"files, devices or processes the server cannot reach for you. Run it on the server's host, or without --server "+
+			"(COFFER_SERVER). Through a server: snapshots, catalog points, jobs, job show, verify, forget, protect, gc, "+
+			"stats, key list, locks, restore, files, run, vms, policy, config, instant list/commit/discard, user, token, acl, audit",
+			cmd.CommandPath())
+	}
+	token := a.res.String("remote.token")
+	if path := a.res.Path("remote.token-file"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return usagef("token-file: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	c, err := apiclient.New(apiclient.Config{URL: url, Token: token, Fingerprint: a.res.String("remote.fingerprint"),
+		CAFile: a.res.Path("remote.ca-file")})
+	if err != nil {
+		return err
+	}
+	a.remote = c
+	return nil
+}
+
+// callOp runs an operation: through the server when there is one (the
+// request names it and its parameters; the repository is the server's
+// remote.repository), else here with the service.
+func callOp[T any](ctx context.Context, a *app, r apiclient.Request, local func(*service.Service) (T, error)) (T, error) {
+	if a.remote == nil {
+		return call(a, local)
+	}
+	var out T
+	err := a.remote.Call(ctx, a.remoteRequest(r), &out)
+	return out, err
+}
+
+// remoteRequest fills in the server's repository.
+func (a *app) remoteRequest(r apiclient.Request) apiclient.Request {
+	if r.Path == nil {
+		r.Path = map[string]string{}
+	}
+	if _, ok := r.Path["repo"]; !ok {
+		r.Path["repo"] = a.res.String("remote.repository")
+	}
+	return r
+}

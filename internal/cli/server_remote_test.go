@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// ext4Image makes a disk image with an ext4 file system holding
+// /etc/motd (content motd) and returns its path.
+func (e *env) ext4Image(motd string) string {
+	e.t.Helper()
+	mkfs := testutil.RequireBinary(e.t, "mkfs.ext4")
+	root := filepath.Join(e.dir, "fsroot")
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "motd"), []byte(motd), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	img := filepath.Join(e.dir, "disk.raw")
+	if out, err := exec.Command(mkfs, "-q", "-F", "-d", root, img, "16M").CombinedOutput(); err != nil {
+		e.t.Fatalf("mkfs.ext4: %v %s", err, out)
+	}
+	return img
+}
+
+// TestRemoteCommandLine: an operator's machine without the repository's
+// password runs the everyday commands through the server with an API
+// token: they answer as they do locally (the same documents), restores
+// land in the server's restore directory, a download lands here, the
+// jobs they started are the token's user's, and a command that needs this
+// host's files says it is local-only.
+func TestRemoteCommandLine(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	const motd = "hello from the remote command line\n"
+	img := e.ext4Image(motd)
+	e.must("backup", "disk", img, "--name", "web")
+	s := e.startServer()
+	tok := e.adminToken()
+	remote := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := e.remote(s, tok, args...)
+		if code != want {
+			t.Fatalf("remote coffer %v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	var local, remoteDoc []api.BackupPoint
+	if err := json.Unmarshal([]byte(e.must("snapshots", "--json")), &local); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(remote(0, "snapshots", "--json")), &remoteDoc); err != nil || len(remoteDoc) != 1 ||
+		remoteDoc[0].ID != local[0].ID || remoteDoc[0].LogicalBytes != local[0].LogicalBytes {
+		t.Fatalf("remote snapshots %+v, local %+v (%v)", remoteDoc, local, err)
+	}
+	if out := remote(0, "verify"); !strings.Contains(out, "no problems found") {
+		t.Fatalf("remote verify: %s", out)
+	}
+	if out := remote(0, "files", "ls", "latest", "/etc"); !strings.Contains(out, "motd") {
+		t.Fatalf("remote files ls: %s", out)
+	}
+	zipPath := filepath.Join(e.dir, "etc.zip")
+	remote(0, "files", "get", "latest", "/etc", "--zip", zipPath)
+	if got := zipFile(t, zipPath, "etc/motd"); got != motd {
+		t.Fatalf("the downloaded zip holds %q", got)
+	}
+	remote(0, "restore", "latest", "--to", "web.raw")
+	restored, err := os.ReadFile(filepath.Join(e.vars["COFFER_STATE_DIR"], "restores", "web.raw"))
+	if want, _ := os.ReadFile(img); err != nil || !bytes.Equal(restored, want) {
+		t.Fatalf("the restore on the server differs from the image (%v)", err)
+	}
+	remote(ExitUsage, "restore", "latest", "--to", "../escape.raw")
+	remote(0, "protect", "latest")
+	if out := remote(0, "forget", "--keep-last", "1", "--dry-run"); !strings.Contains(out, "keep") {
+		t.Fatalf("remote forget: %s", out)
+	}
+	remote(0, "gc", "--dry-run")
+	remote(0, "stats")
+	remote(0, "key", "list")
+	var jobs []api.Job
+	if err := json.Unmarshal([]byte(remote(0, "jobs", "--json", "--user", "admin")), &jobs); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	restoreJob := ""
+	for _, j := range jobs {
+		kinds[j.Kind] = j.User == "admin" && j.Status == "success"
+		if j.Kind == "restore" {
+			restoreJob = strconv.FormatInt(j.ID, 10)
+		}
+	}
+	if !kinds["verify"] || !kinds["restore"] || !kinds["gc"] {
+		t.Fatalf("the remote operations are not the admin's finished jobs: %+v", jobs)
+	}
+	if out := remote(0, "job", "log", restoreJob); !strings.Contains(out, "restore latest") {
+		t.Fatalf("the restore's log: %q", out)
+	}
+	out := remote(ExitUsage, "backup", "disk", img)
+	if !strings.Contains(out, "works on this host only") {
+		t.Fatalf("backup disk through a server: %s", out)
+	}
+	if out := remote(0, "audit", "--operation", "restore-disk"); !strings.Contains(out, "/repositories/default") {
+		t.Fatalf("the restore is not in the audit log: %s", out)
+	}
+	// Configuration objects through the server: created, read back with
+	// the version, a change on a stale version refused (exit 2), then made
+	// on the current one, listed with every kind, deleted; the local
+	// command line sees the server's catalog change.
+	spec := filepath.Join(e.dir, "spare.yaml")
+	if err := os.WriteFile(spec, []byte("name: spare\nlocation: "+filepath.Join(e.dir, "spare")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote(0, "config", "create", "repository", "-f", spec)
+	var obj api.ConfigObject
+	if err := json.Unmarshal([]byte(remote(0, "config", "get", "repository", "spare", "--json")), &obj); err != nil ||
+		obj.Source != "catalog" || obj.CreatedBy != "admin" {
+		t.Fatalf("remote config get: %+v %v", obj, err)
+	}
+	stale := strconv.FormatInt(obj.Version+1, 10)
+	if out := remote(ExitUsage, "config", "update", "repository", "spare", "-f", spec, "--if-version", stale); !strings.Contains(out, "changed since version") {
+		t.Fatalf("a stale remote update: %s", out)
+	}
+	remote(0, "config", "update", "repository", "spare", "-f", spec, "--if-version", strconv.FormatInt(obj.Version, 10))
+	if out := remote(0, "config", "list"); !strings.Contains(out, "spare") {
+		t.Fatalf("remote config list: %s", out)
+	}
+	if out := remote(0, "config", "show"); !strings.Contains(out, "spare") {
+		t.Fatalf("remote config show: %s", out)
+	}
+	if out := e.must("config", "get", "repository", "spare"); !strings.Contains(out, "changed by admin") {
+		t.Fatalf("the server's change seen locally: %s", out)
+	}
+	remote(0, "config", "delete", "repository", "spare")
+	remote(ExitNoRepo, "config", "get", "repository", "spare")
+
+	// A token without the privilege gets exit 3 and the reason.
+	weak := strings.TrimSpace(e.must("token", "create", "--user", "admin", "--grant", "/repositories=Auditor"))
+	if code, _, errOut := e.remote(s, weak, "files", "ls", "latest"); code != ExitAccess || !strings.Contains(errOut, "Repo.Read") {
+		t.Fatalf("the Auditor token browsing files: %d %s", code, errOut)
+	}
+}
+
+func zipFile(t *testing.T, path, name string) string {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	for _, f := range zr.File {
+		if f.Name == name {
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			b, _ := io.ReadAll(rc)
+			return string(b)
+		}
+	}
+	t.Fatalf("%s is not in %s", name, path)
+	return ""
+}

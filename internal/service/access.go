@@ -1,0 +1,282 @@
+package service
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// Access control as operations: signing in and out, first-run setup,
+// accounts, API tokens, ACL entries and the audit log. internal/auth
+// checks who may do what (with the acting subject passed in) and audits
+// every change in the transaction that makes it; these methods hand it
+// the subject and turn its values into documents.
+
+type remoteAddrKey struct{}
+
+// WithRemoteAddr returns ctx carrying the client's address, for the audit
+// log.
+func WithRemoteAddr(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, remoteAddrKey{}, addr)
+}
+
+func remoteAddr(ctx context.Context) string {
+	s, _ := ctx.Value(remoteAddrKey{}).(string)
+	return s
+}
+
+// actor is who runs an operation: the authenticated subject, or on the
+// command line (Config.Local) the local administrator.
+func (s *Service) actor(ctx context.Context) *auth.Subject {
+	if sub := auth.SubjectFrom(ctx); sub != nil {
+		return sub
+	}
+	if s.cfg.Local {
+		return auth.Local()
+	}
+	return nil
+}
+
+// withAccess runs fn with the access control: the server's, or one over
+// the catalog opened for this operation.
+func (s *Service) withAccess(ctx context.Context, fn func(*auth.Service) error) error {
+	if s.cfg.Access != nil {
+		return fn(s.cfg.Access)
+	}
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	a, err := auth.New(c, auth.Options{})
+	if err != nil {
+		return err
+	}
+	return fn(a)
+}
+
+func access[T any](ctx context.Context, s *Service, fn func(*auth.Service) (T, error)) (T, error) {
+	var out T
+	err := s.withAccess(ctx, func(a *auth.Service) error {
+		var err error
+		out, err = fn(a)
+		return err
+	})
+	return out, err
+}
+
+// Bootstrap prepares the first run (coffer server init, or the first
+// start of a server without users): it creates the administrator, with
+// the Admin role on /, and returns a one-time setup link for choosing its
+// password. There is no default password.
+func (s *Service) Bootstrap(ctx context.Context, admin string) (*api.SetupLink, error) {
+	token, err := access(ctx, s, func(a *auth.Service) (string, error) { return a.Bootstrap(ctx, admin) })
+	if err != nil {
+		return nil, err
+	}
+	return s.setupLink(admin, token), nil
+}
+
+// NeedsSetup reports a catalog without any user: the first start.
+func (s *Service) NeedsSetup(ctx context.Context) (bool, error) {
+	users, err := access(ctx, s, func(a *auth.Service) ([]auth.User, error) { return a.ListUsers(ctx, auth.Local()) })
+	return len(users) == 0, err
+}
+
+func (s *Service) setupLink(user, token string) *api.SetupLink {
+	l := &api.SetupLink{User: user, Token: token}
+	if s.cfg.PublicURL != "" {
+		// In the fragment: no proxy or access log records it.
+		l.Link = strings.TrimRight(s.cfg.PublicURL, "/") + "/ui/setup#" + token
+	}
+	return l
+}
+
+// Login signs a user in and opens a browser session; the answer's cookie
+// carries it (auth.SessionCookie).
+func (s *Service) Login(ctx context.Context, in api.LoginRequest) (*auth.NewSession, error) {
+	return access(ctx, s, func(a *auth.Service) (*auth.NewSession, error) {
+		return a.Login(ctx, auth.LoginRequest{User: in.User, Password: in.Password, RemoteAddr: remoteAddr(ctx)})
+	})
+}
+
+// Logout ends the session of a cookie value.
+func (s *Service) Logout(ctx context.Context, cookie string) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.Logout(ctx, cookie, remoteAddr(ctx)) })
+}
+
+// CompleteSetup uses a one-time setup link to set its user's password.
+func (s *Service) CompleteSetup(ctx context.Context, in api.SetupRequest) (*api.SetupDone, error) {
+	user, err := access(ctx, s, func(a *auth.Service) (string, error) {
+		return a.CompleteSetup(ctx, in.Token, in.Password, remoteAddr(ctx))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.SetupDone{User: user}, nil
+}
+
+// Users lists the accounts (only one's own without Sys.Audit on /access).
+func (s *Service) Users(ctx context.Context) ([]api.User, error) {
+	us, err := access(ctx, s, func(a *auth.Service) ([]auth.User, error) { return a.ListUsers(ctx, s.actor(ctx)) })
+	if err != nil {
+		return nil, err
+	}
+	out := []api.User{}
+	for _, u := range us {
+		out = append(out, api.User{Name: u.Name, Enabled: u.Enabled, HasPassword: u.HasPassword, CreatedAt: u.CreatedAt,
+			PasswordChangedAt: u.PasswordChangedAt, LastLoginAt: u.LastLoginAt})
+	}
+	return out, nil
+}
+
+// CreateUser adds an account; without a password it comes with a
+// one-time setup link for its owner.
+func (s *Service) CreateUser(ctx context.Context, in api.CreateUserRequest) (*api.SetupLink, error) {
+	token, err := access(ctx, s, func(a *auth.Service) (string, error) {
+		return a.CreateUser(ctx, s.actor(ctx), auth.NewUser{Name: in.Name, Password: in.Password, RemoteAddr: remoteAddr(ctx)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return &api.SetupLink{User: in.Name}, nil
+	}
+	return s.setupLink(in.Name, token), nil
+}
+
+// EnableUser lets a disabled user sign in again (its tokens work again).
+func (s *Service) EnableUser(ctx context.Context, name string) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetUserEnabled(ctx, s.actor(ctx), name, true, remoteAddr(ctx)) })
+}
+
+// DisableUser ends a user's sessions and stops its tokens.
+func (s *Service) DisableUser(ctx context.Context, name string) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetUserEnabled(ctx, s.actor(ctx), name, false, remoteAddr(ctx)) })
+}
+
+// DeleteUser removes a user with its tokens, sessions and ACL entries.
+func (s *Service) DeleteUser(ctx context.Context, name string) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.DeleteUser(ctx, s.actor(ctx), name, remoteAddr(ctx)) })
+}
+
+// IssueSetupLink gives a user a new one-time link to choose a password.
+func (s *Service) IssueSetupLink(ctx context.Context, name string) (*api.SetupLink, error) {
+	token, err := access(ctx, s, func(a *auth.Service) (string, error) {
+		return a.IssueSetupLink(ctx, s.actor(ctx), name, remoteAddr(ctx))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.setupLink(name, token), nil
+}
+
+// ChangePassword sets a user's password (one's own with the old one).
+func (s *Service) ChangePassword(ctx context.Context, user string, in api.PasswordRequest) error {
+	return s.withAccess(ctx, func(a *auth.Service) error {
+		return a.ChangePassword(ctx, s.actor(ctx), auth.PasswordChange{User: user, Old: in.Old, New: in.New, RemoteAddr: remoteAddr(ctx)})
+	})
+}
+
+// Tokens lists a user's API tokens ("": the actor's own).
+func (s *Service) Tokens(ctx context.Context, user string) ([]api.Token, error) {
+	actor := s.actor(ctx)
+	if user == "" && actor != nil {
+		user = actor.User
+	}
+	ts, err := access(ctx, s, func(a *auth.Service) ([]auth.TokenInfo, error) { return a.ListTokens(ctx, actor, user) })
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Token{}
+	for _, t := range ts {
+		out = append(out, tokenDoc(t))
+	}
+	return out, nil
+}
+
+func tokenDoc(t auth.TokenInfo) api.Token {
+	d := api.Token{ID: t.ID, User: t.User, Comment: t.Comment, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt,
+		LastUsedAt: t.LastUsedAt, Grants: []api.Grant{}}
+	for _, g := range t.Grants {
+		d.Grants = append(d.Grants, api.Grant{Path: g.Path, Role: string(g.Role), Propagate: g.Propagate})
+	}
+	return d
+}
+
+// CreateToken creates an API token: the answer is the only time its
+// secret is shown.
+func (s *Service) CreateToken(ctx context.Context, in api.TokenRequest) (*api.NewToken, error) {
+	req := auth.TokenRequest{User: in.User, Comment: in.Comment, RemoteAddr: remoteAddr(ctx),
+		Lifetime: time.Duration(in.LifetimeSeconds * float64(time.Second))}
+	for _, g := range in.Grants {
+		req.Grants = append(req.Grants, auth.Grant{Path: g.Path, Role: auth.Role(g.Role), Propagate: g.Propagate})
+	}
+	nt, err := access(ctx, s, func(a *auth.Service) (auth.NewToken, error) { return a.CreateToken(ctx, s.actor(ctx), req) })
+	if err != nil {
+		return nil, err
+	}
+	return &api.NewToken{Token: nt.Token, Info: tokenDoc(nt.Info)}, nil
+}
+
+// RevokeToken deletes an API token at once.
+func (s *Service) RevokeToken(ctx context.Context, id string) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.RevokeToken(ctx, s.actor(ctx), id, remoteAddr(ctx)) })
+}
+
+// ACL lists the ACL entries (only one's own without Sys.Audit on /access).
+func (s *Service) ACL(ctx context.Context) ([]api.ACLEntry, error) {
+	es, err := access(ctx, s, func(a *auth.Service) ([]catalog.ACLEntry, error) { return a.ListACL(ctx, s.actor(ctx)) })
+	if err != nil {
+		return nil, err
+	}
+	out := []api.ACLEntry{}
+	for _, e := range es {
+		out = append(out, api.ACLEntry{Path: e.Path, User: e.User, TokenID: e.TokenID, Role: e.Role, Propagate: e.Propagate})
+	}
+	return out, nil
+}
+
+// SetACL adds an ACL entry (or changes whether it propagates).
+func (s *Service) SetACL(ctx context.Context, e api.ACLEntry) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetACL(ctx, s.actor(ctx), aclChange(ctx, e)) })
+}
+
+// RemoveACL deletes an ACL entry.
+func (s *Service) RemoveACL(ctx context.Context, e api.ACLEntry) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.RemoveACL(ctx, s.actor(ctx), aclChange(ctx, e)) })
+}
+
+func aclChange(ctx context.Context, e api.ACLEntry) auth.ACLChange {
+	return auth.ACLChange{Path: e.Path, User: e.User, TokenID: e.TokenID, Role: auth.Role(e.Role), Propagate: e.Propagate,
+		RemoteAddr: remoteAddr(ctx)}
+}
+
+// AuditInput filters the audit log.
+type AuditInput struct {
+	User, TokenID, Operation, Object, Result string
+	Since, Until                             time.Time
+	BeforeID                                 int64
+	Limit                                    int
+}
+
+// Audit lists audit records, newest first (only one's own without
+// Sys.Audit on /system).
+func (s *Service) Audit(ctx context.Context, in AuditInput) ([]api.AuditRecord, error) {
+	f := catalog.AuditFilter{User: in.User, TokenID: in.TokenID, Operation: in.Operation, Object: in.Object, Result: in.Result,
+		Since: in.Since, Until: in.Until, BeforeID: in.BeforeID, Limit: in.Limit}
+	rs, err := access(ctx, s, func(a *auth.Service) ([]catalog.AuditRecord, error) { return a.QueryAudit(ctx, s.actor(ctx), f) })
+	if err != nil {
+		return nil, err
+	}
+	out := []api.AuditRecord{}
+	for _, r := range rs {
+		out = append(out, api.AuditRecord{ID: r.ID, Time: r.Time, User: r.User, TokenID: r.TokenID, Operation: r.Operation,
+			Object: r.Object, Result: r.Result, ErrorClass: r.ErrorClass, RemoteAddr: r.RemoteAddr, Detail: r.Detail})
+	}
+	return out, nil
+}

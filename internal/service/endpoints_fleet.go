@@ -1,0 +1,265 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
+)
+
+// The endpoints of jobs, the VM inventory and policies.
+
+type jobsIn struct {
+	Policy string `query:"policy" maxLength:"255"`
+	Kind   string `query:"kind" maxLength:"64" doc:"backup-policy, backup-vm, restore, verify, gc, ..."`
+	User   string `query:"user" maxLength:"64"`
+	VM     string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
+	Status string `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
+	Limit  int    `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
+	After  int64  `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
+}
+
+// jobsPage is the size of a page of jobs unless the request says.
+const jobsPage = 100
+
+// epJobs lists a page of the jobs the caller may see. The catalog is
+// read a page at a time (a catalog holds millions of jobs); jobs the
+// caller may not see are left out of the page, so a page may be short
+// while more follow: Coffer-Next says whether they do.
+func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Page[api.Job], error) {
+	limit := cmp.Or(in.Limit, jobsPage)
+	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status,
+		Limit: limit, After: in.After})
+	if err != nil {
+		return nil, err
+	}
+	actor := s.actor(ctx)
+	page := &Page[api.Job]{Body: []api.Job{}}
+	for _, j := range jobs {
+		if canSeeJob(actor, j) {
+			page.Body = append(page.Body, j)
+		}
+	}
+	if len(jobs) == limit {
+		page.Next = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+	}
+	return page, nil
+}
+
+type jobIn struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+type jobDetailIn struct {
+	ID         int64 `path:"id" minimum:"1"`
+	Tasks      int   `query:"tasks" minimum:"0" maximum:"1000" doc:"the most per-VM tasks in the document, in the order they were created (0: 100)"`
+	TasksAfter int64 `query:"tasks_after" minimum:"0" doc:"the Coffer-Next header of the previous answer: the tasks after it"`
+	Log        int   `query:"log" minimum:"0" maximum:"1000" doc:"the most lines of the log from its start (0: 100); job-log pages through the rest"`
+}
+
+// JobDetail is a job with a page of its tasks and the first lines of its
+// log; tasks_total and log_lines say how many there are.
+type JobDetail struct {
+	Body *api.Job
+	Next string `header:"Coffer-Next" doc:"present when more tasks may follow: pass it as tasks_after"`
+}
+
+// jobDetailPage is the tasks and lines of a job document unless the
+// request says.
+const jobDetailPage = 100
+
+func epJob(ctx context.Context, s *Service, in *jobDetailIn) (*JobDetail, error) {
+	if _, err := visibleJob(ctx, s, in.ID); err != nil {
+		return nil, err
+	}
+	tasks := cmp.Or(in.Tasks, jobDetailPage)
+	j, err := s.jobPage(ctx, jobPageInput{ID: in.ID, Tasks: tasks, TasksAfter: in.TasksAfter, Log: cmp.Or(in.Log, jobDetailPage)})
+	if err != nil {
+		return nil, err
+	}
+	out := &JobDetail{Body: j}
+	if len(j.Tasks) == tasks {
+		out.Next = strconv.FormatInt(j.Tasks[len(j.Tasks)-1].ID, 10)
+	}
+	return out, nil
+}
+
+type vmsIn struct {
+	Connections []string `query:"connection,explode" required:"false" maxItems:"100" doc:"only these connections (repeat the parameter)"`
+}
+
+// epVMs lists the VMs the caller holds Conn.Audit on, and the failed
+// inventories of the connections it sees something of.
+func epVMs(ctx context.Context, s *Service, in *vmsIn) (*Result[*api.Inventory], error) {
+	inv, err := s.VMs(ctx, VMsInput{Connections: in.Connections})
+	if inv == nil {
+		return nil, err
+	}
+	inv.VMs = visible(ctx, s, auth.ConnAudit, inv.VMs, func(v api.VM) []string { return []string{auth.VMPath(v.Connection, v.VM)} })
+	actor := s.actor(ctx)
+	errs := []api.ConnectionError{}
+	for _, e := range inv.Errors {
+		if auth.AllowedBelow(actor, auth.ConnectionPath(e.Connection), auth.ConnAudit) {
+			errs = append(errs, e)
+		}
+	}
+	inv.Errors = errs
+	if len(errs) == 0 {
+		err = nil // the caller sees no connection whose inventory failed
+	}
+	return result(inv, err)
+}
+
+type policyCheckIn struct {
+	Offline bool `query:"offline" doc:"check without asking the hypervisors"`
+}
+
+func epPolicyCheck(ctx context.Context, s *Service, in *policyCheckIn) (*Result[*api.PolicyCheck], error) {
+	return result(s.PolicyCheck(ctx, in.Offline))
+}
+
+type previewIn struct {
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
+	Runs   int    `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
+}
+
+func epPolicyPreview(ctx context.Context, s *Service, in *previewIn) (*Result[*api.PolicyPreview], error) {
+	return result(s.PolicyPreview(ctx, PolicyPreviewInput{Policy: in.Policy, Runs: in.Runs}))
+}
+
+type runPolicyIn struct {
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
+	Wait   bool   `query:"wait" doc:"answer when the run has ended, with the finished job (default: at once, with the running job)"`
+}
+
+// epRunPolicy starts a policy's run. Not waited for, the run goes on in
+// the server's background after the answer, which is the job as it
+// starts (follow it with get-job).
+func epRunPolicy(ctx context.Context, s *Service, in *runPolicyIn) (*Result[*api.Job], error) {
+	if in.Wait {
+		run, err := s.RunPolicy(ctx, in.Policy)
+		if err != nil {
+			return nil, err
+		}
+		return result(run.Wait())
+	}
+	bg, err := s.background("a policy run not waited for")
+	if err != nil {
+		return nil, err
+	}
+	started := make(chan error, 1)
+	var run *PolicyRun
+	err = bg.Work(ctx, func(ctx context.Context) {
+		var err error
+		run, err = s.RunPolicy(ctx, in.Policy)
+		started <- err
+		if err == nil {
+			_, _ = run.Wait() // the engine records the outcome in the catalog
+		}
+	})
+	if err == nil {
+		err = <-started
+	}
+	if err != nil {
+		return nil, err
+	}
+	return result(s.Job(ctx, run.Progress().JobID))
+}
+
+// TasksPath is where rights on every user's jobs are held (PBS's
+// /system/tasks): Sys.Audit to see them, Sys.Modify to cancel them.
+const TasksPath = auth.SystemPath + "/tasks"
+
+// canSeeJob: one's own jobs, everyone's with Sys.Audit on /system/tasks,
+// and those on what one may audit: a policy's runs with Policy.Audit on
+// it, a repository's operations with Repo.Audit on it.
+func canSeeJob(actor *auth.Subject, j api.Job) bool {
+	switch {
+	case actor != nil && j.User != "" && j.User == actor.User:
+		return true
+	case auth.Allowed(actor, TasksPath, auth.SysAudit):
+		return true
+	case j.Policy != "":
+		return auth.Allowed(actor, auth.PolicyPath(j.Policy), auth.PolicyAudit)
+	case strings.HasPrefix(j.Object, auth.RepositoriesPath+"/"):
+		return auth.Allowed(actor, j.Object, auth.RepoAudit)
+	}
+	return auth.Allowed(actor, auth.PoliciesPath, auth.PolicyAudit) && j.Object == ""
+}
+
+// canCancelJob: one's own jobs, everyone's with Sys.Modify on
+// /system/tasks, a policy's runs with Policy.Run on it.
+func canCancelJob(actor *auth.Subject, j api.Job) bool {
+	switch {
+	case actor != nil && j.User != "" && j.User == actor.User:
+		return true
+	case auth.Allowed(actor, TasksPath, auth.SysModify):
+		return true
+	case j.Policy != "":
+		return auth.Allowed(actor, auth.PolicyPath(j.Policy), auth.PolicyRun)
+	}
+	return false
+}
+
+// visibleJob fetches a job the caller may see (denied otherwise), without
+// its tasks and log: a policy run's are thousands of rows.
+func visibleJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
+	j, err := s.jobSummary(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !canSeeJob(s.actor(ctx), *j) {
+		return nil, api.Errorf(api.Denied, "%s may not see job %d: it is another user's, and %s lacks the audit privilege on %s",
+			s.actor(ctx), j.ID, s.actor(ctx), or(j.Object, auth.PolicyPath(j.Policy)))
+	}
+	return j, nil
+}
+
+type jobLogIn struct {
+	ID    int64 `path:"id" minimum:"1"`
+	Start int64 `query:"start" minimum:"0" doc:"the last line already read (0: from the first)"`
+	Limit int   `query:"limit" minimum:"0" maximum:"10000" doc:"the most lines (0: 500)"`
+}
+
+func epJobLog(ctx context.Context, s *Service, in *jobLogIn) (*Result[[]api.Event], error) {
+	if _, err := visibleJob(ctx, s, in.ID); err != nil {
+		return nil, err
+	}
+	return result(s.JobLog(ctx, JobLogInput{ID: in.ID, Start: in.Start, Limit: in.Limit}))
+}
+
+func epCancelJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
+	j, err := s.jobSummary(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !canCancelJob(s.actor(ctx), *j) {
+		return nil, api.Errorf(api.Denied, "%s may not cancel job %d: it is another user's, and %s lacks %s on %s or %s on its policy",
+			s.actor(ctx), j.ID, s.actor(ctx), auth.SysModify, TasksPath, auth.PolicyRun)
+	}
+	return result(s.CancelJob(ctx, in.ID))
+}
+
+type followJobIn struct {
+	ID    int64 `path:"id" minimum:"1"`
+	After int64 `query:"after" minimum:"0" doc:"the last log line already read (the Last-Event-ID header says the same)"`
+}
+
+// epFollowJob streams a job's events; a log line's event ID is its line
+// number, so a client that reconnects with Last-Event-ID misses none.
+func epFollowJob(ctx context.Context, s *Service, in *followJobIn, last int64, send func(string, int64, any) error) error {
+	if _, err := visibleJob(ctx, s, in.ID); err != nil {
+		return err
+	}
+	after := max(in.After, last)
+	return s.FollowJob(ctx, in.ID, after, func(ev api.JobEvent) error {
+		var id int64
+		if ev.Line != nil {
+			id = ev.Line.Seq
+		}
+		return send(ev.Type, id, ev)
+	})
+}
