@@ -16,11 +16,12 @@ import (
 // does not know them (see the package comment); every other list is always
 // present, [] when empty.
 var mayBeAbsent = map[string]bool{
-	"BackupPoint.Disks":     true, // the catalog records the count only
-	"BackupPoint.Warnings":  true,
-	"Job.Tasks":             true, // listings leave them out
-	"Job.Events":            true,
-	"PolicyReport.Selected": true, // offline: nothing was asked
+	"BackupPoint.Disks":              true, // the catalog records the count only
+	"BackupPoint.Warnings":           true,
+	"Job.Tasks":                      true, // listings leave them out
+	"Job.Events":                     true,
+	"PolicyReport.Selected":          true, // offline: nothing was asked
+	"BootVerification.ScreenshotPNG": true, // bytes (base64), absent when QEMU gave no screen
 }
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)

@@ -48,6 +48,9 @@ type BackupPoint struct {
 	// backup of the source stores them again) and spans a repair recorded
 	// as lost; absent for an intact point.
 	Damage string `json:"damage,omitempty"`
+	// BootVerification is the point's last boot verification (`coffer
+	// verify boot`), absent when it was never verified.
+	BootVerification *BootSummary `json:"boot_verification,omitempty"`
 }
 
 // PointDisk is one disk (or memory state) of a backup point.

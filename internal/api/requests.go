@@ -92,6 +92,14 @@ type ProtectRequest struct {
 	Remove bool     `json:"remove,omitempty"`
 }
 
+// VerifyBootRequest says how a boot verification checks the point.
+type VerifyBootRequest struct {
+	TimeoutSeconds      float64  `json:"timeout_seconds,omitempty" minimum:"0" maximum:"86400" doc:"bound of the whole ladder (default 300)"`
+	Marker              string   `json:"marker,omitempty" maxLength:"1024" doc:"console regex of step 3 (default login:)"`
+	Probes              []string `json:"probes,omitempty" maxItems:"32" doc:"tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND ARGS"`
+	ProbeTimeoutSeconds float64  `json:"probe_timeout_seconds,omitempty" minimum:"0" maximum:"3600" doc:"bound of each probe (default 30)"`
+}
+
 // VerifyRequest says how much verify reads.
 type VerifyRequest struct {
 	ReadData      bool    `json:"read_data,omitempty"`

@@ -19,7 +19,8 @@ const (
 	KindCopy         = "copy"
 	KindInstant      = "instant"
 	KindRepair       = "repair"
-	KindCleanup      = "cleanup" // leftovers of crashed coffer processes removed at start
+	KindVerifyBoot   = "verify-boot" // a backup point booted and checked (internal/bootverify)
+	KindCleanup      = "cleanup"     // leftovers of crashed coffer processes removed at start
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or

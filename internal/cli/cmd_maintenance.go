@@ -78,6 +78,7 @@ coffer verify --read-data-subset 1/7 --json`,
 	cmd.Flags().StringVar(&subset, "read-data-subset", "", `read a share of the packs: "N%" or "n/m"`)
 	cmd.Flags().StringVar(&memory, "memory", "64MiB", "memory for sorting chunk IDs; the rest spills to temporary files")
 	cmd.Flags().BoolVar(&in.NoRecord, "no-record", false, "do not write what was found broken into the repository's damage record")
+	cmd.AddCommand(a.cmdVerifyBoot())
 	return remoteToo(op(cmd, "verify"))
 }
 

@@ -31,15 +31,19 @@ show "as-is".
 
 DAMAGE says what a point lacks: chunks verify found lost (until a new
 backup of the source stores them again, which mends every point that uses
-them), or spans a repair recorded as lost.`,
+them), or spans a repair recorded as lost.
+
+BOOT is the point's last boot verification (`+"`coffer verify boot`"+`): "ok", or
+"failed@N" with the ladder step that failed; "-" when never verified.`,
 			`A table: ID, TIME, SOURCE, MODE, CONSISTENCY, DISKS, SIZE, NEW, DAMAGE,
-TAGS, then the count. Damaged manifests are named on stderr.
+BOOT, TAGS, then the count. Damaged manifests are named on stderr.
 --json: a list of backup point documents ([] when there is none), the
 same shape as `+"`catalog points --json`"+` and `+"`backup --json`"+`:
 id, short_id, repository, time, vm, vm_id, connection, source_kind, host,
 mode, snapshot_mode, snapshot_mode_achieved, parent, tags, protected,
 locked_until, job_id, disk_count, logical_bytes, stored_bytes, read_bytes,
-new_bytes, duration_seconds, disks, warnings, damage.`,
+new_bytes, duration_seconds, disks, warnings, damage, boot_verification
+({passed, failed_step, time}).`,
 			`coffer snapshots
 coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 			"0 with the list (also when damaged manifests were skipped); 7 without a repository."),
@@ -51,15 +55,15 @@ coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 			}
 			return a.emit(points, nil, func() {
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tSIZE\tNEW\tDAMAGE\tTAGS")
+				fmt.Fprintln(tw, "ID\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tSIZE\tNEW\tDAMAGE\tBOOT\tTAGS")
 				for _, p := range points {
 					prot := ""
 					if p.Protected {
 						prot = " (protected)"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s\n", p.ShortID, p.Time.Local().Format("2006-01-02 15:04:05"),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s%s\n", p.ShortID, p.Time.Local().Format("2006-01-02 15:04:05"),
 						p.VM, p.Mode, consistency(p.SnapshotMode, p.SnapshotModeAchieved), p.DiskCount, humanBytes(p.LogicalBytes),
-						humanBytes(p.StoredBytes), dash(p.Damage), formatTags(p.Tags), prot)
+						humanBytes(p.StoredBytes), dash(p.Damage), bootColumn(p.BootVerification), formatTags(p.Tags), prot)
 				}
 				_ = tw.Flush()
 				a.printf("%d backup point(s)\n", len(points))
@@ -107,4 +111,15 @@ func formatTags(t map[string]string) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+// bootColumn is a point's last boot verification in one word.
+func bootColumn(b *api.BootSummary) string {
+	switch {
+	case b == nil:
+		return "-"
+	case b.Passed:
+		return "ok"
+	}
+	return fmt.Sprintf("failed@%d", b.FailedStep)
 }

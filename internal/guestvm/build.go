@@ -44,6 +44,12 @@ mount -t devtmpfs dev /dev
 for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk virtio_console; do
   insmod /lib/modules/$m.ko
 done
+# Boot verification's guests: a NIC for forwarded probe ports, pvpanic so
+# that a panic reaches QEMU (GUEST_PANICKED). Older asset directories lack
+# them; the guests that do not need them boot the same.
+for m in failover net_failover virtio_net pvpanic pvpanic-mmio; do
+  [ -f /lib/modules/$m.ko ] && insmod /lib/modules/$m.ko
+done
 if grep -q coffer.qga=1 /proc/cmdline; then
   mkdir -p /dev/virtio-ports
   i=0

@@ -314,5 +314,9 @@ func (r *Repository) DeleteSnapshot(ctx context.Context, s *Snapshot) error {
 			r.log.Warn("disk map left for garbage collection", "map", d.Map, "err", err)
 		}
 	}
+	// The point's boot verification goes with it (most points have none).
+	if err := r.st.Delete(ctx, bootVerifyPrefix+s.ID.String()); err != nil && !errors.Is(err, store.ErrNotFound) {
+		r.log.Warn("boot verification of a forgotten point left behind", "point", s.ID.Short(), "err", err)
+	}
 	return nil
 }

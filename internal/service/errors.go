@@ -68,7 +68,8 @@ func Classify(err error) api.Class {
 		return api.Conflict // refused: it would lose access, or the storage keeps it locked
 	case errors.Is(err, repo.ErrKeyNotFound):
 		return api.NotFound
-	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU), errors.Is(err, restore.ErrTargetNotFile):
+	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU), errors.Is(err, restore.ErrTargetNotFile),
+		errors.Is(err, hypervisor.ErrUnsupported): // asked of a VM or point that cannot do it
 		return api.Invalid
 	case errors.Is(err, files.ErrUnsupported):
 		return api.Invalid // files asked of a disk without a readable file system

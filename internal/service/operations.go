@@ -175,6 +175,10 @@ var Operations = append([]Operation{
 	// Maintenance.
 	{ID: "verify", Method: "Verify", Summary: "check a repository's integrity", HTTP: post, Path: "/repositories/{repo}/verify",
 		Requires: req(auth.RepoVerify, onRepo), Endpoint: Endpoint[verifyIn, Result[*api.VerifyReport]](epVerify)},
+	{ID: "verify-boot", Method: "VerifyBoot", Summary: "boot a backup point isolated and check that it comes up (console, agent, probes, screenshot)",
+		HTTP: post, Path: "/repositories/{repo}/points/{point}/verify-boot",
+		Requires: []Requirement{readPoint, {Privilege: auth.RepoVerify, Object: onRepo}},
+		Endpoint: Endpoint[verifyBootIn, Result[*api.BootVerification]](epVerifyBoot)},
 	{ID: "forget", Method: "Forget", Summary: "remove backup points by keep rules", HTTP: post, Path: "/repositories/{repo}/forget",
 		Requires: req(auth.RepoPrune, onRepo), Endpoint: Endpoint[forgetIn, Result[*api.ForgetResult]](epForget)},
 	{ID: "protect", Method: "Protect", Summary: "protect backup points from forget, or release them", HTTP: post,

@@ -40,11 +40,13 @@ func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint
 	if err != nil {
 		return nil, nil, err
 	}
+	boots := bootSummaries(ctx, r, s.log)
 	out := []api.BackupPoint{}
 	for _, snap := range snaps {
 		if in.VM == "" || snap.Source.VMName == in.VM {
 			p := pointDoc(r.Config().ID, snap)
 			p.Damage = damageOf(snap, damage)
+			p.BootVerification = boots[snap.ID.String()]
 			out = append(out, p)
 		}
 	}

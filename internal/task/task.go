@@ -60,6 +60,7 @@ const (
 	KindCopy         = catalog.KindCopy
 	KindInstant      = catalog.KindInstant
 	KindRepair       = catalog.KindRepair
+	KindVerifyBoot   = catalog.KindVerifyBoot
 	KindCleanup      = catalog.KindCleanup
 )
 

@@ -10,6 +10,7 @@
 // running from a backup (instant recovery) keeps reading from it.
 //
 //	coffer.mode=idle    do nothing
+//	coffer.mode=boot    boot as the disk's first byte says (boot.go)
 //
 // Progress goes to the console as "COFFER ..." lines tests wait for.
 package main
@@ -34,6 +35,9 @@ func main() {
 				args[k] = v
 			}
 		}
+	}
+	if args["coffer.mode"] == "boot" {
+		boot(args["coffer.disk"])
 	}
 	if args["coffer.mode"] == "idle" {
 		fmt.Println("COFFER IDLE")

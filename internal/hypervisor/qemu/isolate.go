@@ -1,0 +1,135 @@
+package qemu
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// IsolateSpec turns a relaunch (RelaunchArgs) into a throw-away test boot
+// that cannot reach anything: boot verification runs a backup point's VM
+// beside the production one, and its guest must neither talk to the
+// network nor answer as the production VM.
+type IsolateSpec struct {
+	// Forward maps guest TCP ports to host ports on 127.0.0.1 (probes).
+	// The guest gets a user-mode NIC with restrict=on: it can reach
+	// nothing, the host reaches only these ports. Empty: no NIC at all.
+	Forward map[int]int
+	// Console is a unix socket coffer listens on: the first serial port
+	// connects to it (and is logged to ConsoleLog as well).
+	Console, ConsoleLog string
+}
+
+// Isolated is an isolated command line.
+type Isolated struct {
+	Args []string
+	// AgentSocket is the guest agent channel's socket ("" when the VM has
+	// none).
+	AgentSocket string
+}
+
+// isolationDropped are options whose effect a test boot must not have: the
+// VM's networks, and the reboot and panic policies the test sets itself
+// (a reboot must be seen as a RESET, not end QEMU).
+var isolationDropped = map[string]bool{"-netdev": true, "-nic": true, "-net": true, "-no-reboot": true,
+	"-no-shutdown": true, "-action": true}
+
+// displayDevices are -device drivers that give QEMU a screen to dump.
+var displayDevices = []string{"vga", "qxl", "virtio-gpu", "cirrus", "bochs", "ramfb"}
+
+// IsolateArgs rewrites a relaunch's arguments (RelaunchArgs, first
+// element the binary) for spec. The VM starts paused (-S), so that no
+// event escapes the caller, who connects to the monitor and continues it.
+func IsolateArgs(args []string, spec IsolateSpec) Isolated {
+	out := []string{args[0]}
+	nodefaults, display, pvpanic := false, false, false
+	agentDev := ""
+	for i := 1; i < len(args); i++ {
+		opt := args[i]
+		val, hasVal := "", i+1 < len(args) && !strings.HasPrefix(opt, "--") && takesValue(opt)
+		if hasVal {
+			i++
+			val = args[i]
+		}
+		if isolationDropped[opt] {
+			continue
+		}
+		switch opt {
+		case "-nodefaults":
+			nodefaults = true
+		case "-vga":
+			if val == "none" {
+				val = "std"
+			}
+			display = true
+		case "-serial":
+			if strings.HasPrefix(val, "file:") && spec.Console != "" {
+				val = "chardev:coffer-console"
+			}
+		case "-device":
+			o := parseOpts(val)
+			if o.has("netdev") {
+				continue
+			}
+			drv := strings.ToLower(o.first())
+			if drv == "" && len(o) > 0 {
+				drv = strings.ToLower(o.get("driver"))
+			}
+			for _, d := range displayDevices {
+				display = display || strings.Contains(drv, d)
+			}
+			pvpanic = pvpanic || strings.HasPrefix(drv, "pvpanic")
+			if drv == "virtserialport" && o.get("name") == "org.qemu.guest_agent.0" {
+				agentDev = o.get("chardev")
+			}
+		}
+		out = append(out, opt)
+		if hasVal {
+			out = append(out, val)
+		}
+	}
+	res := Isolated{}
+	if agentDev != "" {
+		// RelaunchArgs moved every socket chardev to DIR/ID.sock.
+		for i := 1; i+1 < len(out); i++ {
+			if out[i] == "-chardev" {
+				o := parseOpts(out[i+1])
+				if o.get("id") == agentDev && o.first() == "socket" {
+					res.AgentSocket = o.get("path")
+				}
+			}
+		}
+	}
+	if spec.Console != "" {
+		// QEMU connects to coffer's socket as a client at start, so not a
+		// byte of the console is lost before coffer reads it.
+		out = append(out, "-chardev", fmt.Sprintf("socket,id=coffer-console,path=%s,logfile=%s",
+			escapeOpt(spec.Console), escapeOpt(spec.ConsoleLog)))
+	}
+	if nodefaults && !display {
+		out = append(out, "-vga", "std") // a screen to take the screenshot of
+	}
+	if !pvpanic {
+		out = append(out, "-device", "pvpanic")
+	}
+	out = append(out, "-action", "panic=pause", "-S")
+	if len(spec.Forward) == 0 {
+		out = append(out, "-nic", "none")
+	} else {
+		netdev := "user,id=coffer-probe,restrict=on"
+		ports := make([]int, 0, len(spec.Forward))
+		for g := range spec.Forward {
+			ports = append(ports, g)
+		}
+		sort.Ints(ports)
+		for _, g := range ports {
+			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", spec.Forward[g], g)
+		}
+		out = append(out, "-netdev", netdev, "-device", "virtio-net-pci,netdev=coffer-probe")
+	}
+	res.Args = out
+	return res
+}
+
+func escapeOpt(s string) string { return strings.ReplaceAll(filepath.Clean(s), ",", ",,") }

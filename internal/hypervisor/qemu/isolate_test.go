@@ -1,0 +1,39 @@
+package qemu
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestIsolateArgs: the VM's networks, reboot and panic policies go; the
+// console, pvpanic, a screen, -S and the restricted probe network come;
+// the guest agent's socket is found.
+func TestIsolateArgs(t *testing.T) {
+	in := []string{"qemu-system-x86_64", "-nodefaults", "-no-reboot", "-m", "256",
+		"-netdev", "tap,id=n0,ifname=tap0", "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:00:00:01",
+		"-nic", "user", "-action", "panic=none",
+		"-chardev", "socket,id=qga0,path=/run/x/qga0.sock,server=on,wait=off",
+		"-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0",
+		"-serial", "file:/run/x/console.log"}
+	iso := IsolateArgs(in, IsolateSpec{Forward: map[int]int{80: 40080}, Console: "/run/x/c.sock", ConsoleLog: "/run/x/console.log"})
+	got := strings.Join(iso.Args, " ")
+	for _, gone := range []string{"tap0", "netdev=n0", "-no-reboot", "panic=none", "-nic user", "file:/run/x/console.log"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("%q kept: %s", gone, got)
+		}
+	}
+	for _, want := range []string{"-serial chardev:coffer-console", "socket,id=coffer-console,path=/run/x/c.sock,logfile=/run/x/console.log",
+		"-vga std", "-device pvpanic", "-action panic=pause", " -S",
+		"-netdev user,id=coffer-probe,restrict=on,hostfwd=tcp:127.0.0.1:40080-:80", "-device virtio-net-pci,netdev=coffer-probe", "-m 256"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q missing: %s", want, got)
+		}
+	}
+	if iso.AgentSocket != "/run/x/qga0.sock" {
+		t.Errorf("agent socket %q", iso.AgentSocket)
+	}
+	none := strings.Join(IsolateArgs([]string{"qemu-system-x86_64", "-vga", "none"}, IsolateSpec{}).Args, " ")
+	if !strings.Contains(none, "-nic none") || !strings.Contains(none, "-vga std") || strings.Count(none, "-vga") != 1 {
+		t.Errorf("without probes: %s", none)
+	}
+}

@@ -1,0 +1,163 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/bootverify"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/task"
+)
+
+// VerifyBootInput is the point to boot and what to check.
+type VerifyBootInput struct {
+	// Target is a backup point (ID or prefix), "latest", or a VM's name
+	// (its newest point).
+	Target string
+	// Timeout bounds the whole ladder (default 5 minutes).
+	Timeout time.Duration
+	// Marker is the console regex of step 3 (default "login:").
+	Marker string
+	// Probes are step 5's checks: tcp:PORT, http:PORT/PATH=STATUS,
+	// exec:COMMAND ARGS.
+	Probes []string
+	// ProbeTimeout bounds each probe (default 30 s).
+	ProbeTimeout time.Duration
+}
+
+// VerifyBoot boots a QEMU backup point from the default repository,
+// isolated and on a throw-away overlay, runs the ladder of checks and
+// stores the result in the repository beside the point. A point that did
+// not pass returns its result and an error naming the failed step.
+func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.BootVerification, error) {
+	if in.Target == "" {
+		return nil, invalidf("name the backup point to boot: a point ID, a VM's name, or latest")
+	}
+	if in.Marker != "" {
+		if _, err := regexp.Compile(in.Marker); err != nil {
+			return nil, invalidf("the console marker is not a regular expression: %v", err)
+		}
+	}
+	o := bootverify.Options{StateDir: s.cfg.StateDir, Timeout: in.Timeout, Marker: in.Marker, ProbeTimeout: in.ProbeTimeout, Log: s.log}
+	for _, p := range in.Probes {
+		pr, err := bootverify.ParseProbe(p)
+		if err != nil {
+			return nil, invalidf("%v", err)
+		}
+		o.Probes = append(o.Probes, pr)
+	}
+	return run(ctx, s, withDetail(s.pointTask(task.KindVerifyBoot, in.Target), "boot verification of "+in.Target), func(ctx context.Context, t Task) (*api.BootVerification, error) {
+		// What a killed coffer left of earlier verifications goes first.
+		left, err := bootverify.Cleanup(ctx, s.cfg.StateDir)
+		for _, l := range left {
+			t.Log(slog.LevelWarn, "removed a leftover of an interrupted boot verification", "point", l.Point, "kind", l.Kind, "name", l.Name, "action", l.Action)
+		}
+		if err != nil {
+			t.Log(slog.LevelWarn, "cleanup of interrupted boot verifications failed", "err", err)
+		}
+		r, err := s.openRepository(ctx)
+		if err != nil {
+			return nil, err
+		}
+		lease, err := r.AcquireLease(ctx, "restore", "", "boot verification of "+in.Target, false)
+		if err != nil {
+			return nil, err
+		}
+		defer lease.Release(context.WithoutCancel(ctx))
+		snap, err := resolveBootTarget(ctx, r, in.Target)
+		if err != nil {
+			return nil, err
+		}
+		t.Log(slog.LevelInfo, "booting a backup point to verify it", "point", snap.ID.String(), "vm", snap.Source.VMName)
+		res, err := bootverify.Run(ctx, r, snap, o)
+		if err != nil {
+			return nil, err
+		}
+		b, err := res.Encode()
+		if err != nil {
+			return nil, err
+		}
+		if err := r.PutBootVerification(ctx, snap.ID, b); err != nil {
+			return nil, err
+		}
+		doc := bootDoc(res)
+		if !res.Passed {
+			st := res.Step(res.FailedStep)
+			return doc, api.Errorf(api.Integrity, "backup point %s of %s did not pass boot verification: step %d (%s) failed: %s",
+				snap.ID.Short(), res.VM, st.Number, st.Name, st.Detail)
+		}
+		t.Log(slog.LevelInfo, "the backup point boots", "point", snap.ID.String(), "seconds", res.Duration.Seconds())
+		return doc, nil
+	})
+}
+
+// resolveBootTarget finds a point by ID, prefix or "latest", or else the
+// newest point of the VM of that name.
+func resolveBootTarget(ctx context.Context, r *repo.Repository, target string) (*repo.Snapshot, error) {
+	snap, err := r.FindSnapshot(ctx, target)
+	if err == nil || !errors.Is(err, repo.ErrSnapshotNotFound) {
+		return snap, err
+	}
+	all, lerr := r.Snapshots(ctx, nil)
+	if lerr != nil {
+		return nil, lerr
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Source.VMName == target {
+			return all[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no backup point and no VM is named %q (see `coffer snapshots`)", repo.ErrSnapshotNotFound, target)
+}
+
+func bootDoc(res *bootverify.Result) *api.BootVerification {
+	d := &api.BootVerification{PointID: res.PointID, VM: res.VM, Started: res.Started, DurationSeconds: res.Duration.Seconds(),
+		Passed: res.Passed, FailedStep: res.FailedStep, Steps: []api.BootStep{}, ScreenshotPNG: res.Screenshot, ConsoleTail: res.ConsoleTail}
+	for _, st := range res.Steps {
+		ev := map[string]string{}
+		for k, v := range st.Evidence {
+			ev[k] = v
+		}
+		d.Steps = append(d.Steps, api.BootStep{Number: st.Number, Name: st.Name, Status: st.Status,
+			DurationSeconds: st.Duration.Seconds(), Detail: st.Detail, Evidence: ev})
+	}
+	return d
+}
+
+// bootSummaries reads the stored boot verifications of r for point
+// listings, keyed by point ID.
+// A listing that cannot read them still lists the points, without the
+// column.
+func bootSummaries(ctx context.Context, r *repo.Repository, log *slog.Logger) map[string]*api.BootSummary {
+	docs, err := r.BootVerifications(ctx)
+	out := map[string]*api.BootSummary{}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		log.Warn("boot verifications not read", "err", err)
+		return out
+	}
+	for x, b := range docs {
+		if res, err := bootverify.Decode(b); err == nil {
+			out[x.String()] = &api.BootSummary{Passed: res.Passed, FailedStep: res.FailedStep, Time: res.Started}
+		}
+	}
+	return out
+}
+
+type verifyBootIn struct {
+	PointParam
+	Body api.VerifyBootRequest
+}
+
+// epVerifyBoot boots the point on the server's host: a failed step comes
+// back as the result with an integrity problem.
+func epVerifyBoot(ctx context.Context, s *Service, in *verifyBootIn) (*Result[*api.BootVerification], error) {
+	b := in.Body
+	return result(s.VerifyBoot(ctx, VerifyBootInput{Target: in.Point, Timeout: fromSeconds(b.TimeoutSeconds), Marker: b.Marker,
+		Probes: b.Probes, ProbeTimeout: fromSeconds(b.ProbeTimeoutSeconds)}))
+}
