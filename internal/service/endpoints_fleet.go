@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
@@ -11,16 +12,22 @@ import (
 // The endpoints of jobs, the VM inventory and policies.
 
 type jobsIn struct {
-	Policy string `query:"policy" maxLength:"255"`
-	Kind   string `query:"kind" maxLength:"64" doc:"backup-policy, backup-vm, restore, verify, gc, ..."`
-	User   string `query:"user" maxLength:"64"`
-	VM     string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
-	Status string `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
-	Limit  int    `query:"limit" minimum:"0" maximum:"100000" doc:"the most jobs, newest first (0: all)"`
+	Policy string    `query:"policy" maxLength:"255"`
+	Kind   string    `query:"kind" maxLength:"64" doc:"backup-policy, backup-vm, restore, verify, gc, ..."`
+	User   string    `query:"user" maxLength:"64"`
+	VM     string    `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
+	Status string    `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
+	Since  time.Time `query:"since" doc:"jobs created at or after this time"`
+	Until  time.Time `query:"until" doc:"jobs created before this time"`
+	// A page's size and where it starts: the console and scripts page
+	// through a fleet's jobs instead of reading them all.
+	BeforeID int64 `query:"before_id" minimum:"0" doc:"the last job of the previous page: the jobs after it in the listing"`
+	Limit    int   `query:"limit" minimum:"0" maximum:"100000" doc:"the most jobs, newest first (0: all)"`
 }
 
 func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Result[[]api.Job], error) {
-	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status, Limit: in.Limit})
+	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status,
+		Since: in.Since, Until: in.Until, BeforeID: in.BeforeID, Limit: in.Limit})
 	if err != nil {
 		return nil, err
 	}

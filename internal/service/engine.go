@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -209,6 +210,11 @@ type JobsInput struct {
 	User, VM string
 	// Status is running, success, partial, failed or cancelled ("": all).
 	Status string
+	// Since and Until bound when the jobs were created (zero: open).
+	Since, Until time.Time
+	// BeforeID continues a listing after its last job (keyset paging,
+	// stable while jobs are added): the jobs that come after that one.
+	BeforeID int64
 	// Limit is the most jobs returned, newest first (0: all).
 	Limit int
 }
@@ -221,8 +227,16 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	}
 	defer cat.Close()
 	s.markInterrupted(ctx, cat)
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM,
-		Status: catalog.Status(in.Status), Limit: in.Limit})
+	f := catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM,
+		Status: catalog.Status(in.Status), Since: in.Since, Until: in.Until, Limit: in.Limit}
+	if in.BeforeID > 0 {
+		last, err := cat.GetJob(ctx, in.BeforeID)
+		if err != nil {
+			return nil, fmt.Errorf("the page's last job %d: %w", in.BeforeID, err)
+		}
+		f.After = catalog.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	jobs, err := cat.ListJobs(ctx, f)
 	if err != nil {
 		return nil, err
 	}
