@@ -83,7 +83,11 @@ func (p *page) fail(err error) {
 		p.write(http.StatusOK, "error/message", pr)
 		return
 	}
-	p.write(ae.Status, "error", view{Title: "Refused", Data: pr})
+	title := "It did not work"
+	if pr.Denied {
+		title = "Refused"
+	}
+	p.write(ae.Status, "error", view{Title: title, Data: pr})
 }
 
 // toLogin sends the browser to the sign-in page, coming back here after.

@@ -146,6 +146,7 @@ func (p *page) download() {
 			// truncated file for the whole one.
 			panic(http.ErrAbortHandler)
 		}
+		_, _ = io.Copy(io.Discard, body) // the archive's end, so the API ends as it should
 		return
 	}
 }

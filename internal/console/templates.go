@@ -70,7 +70,6 @@ var funcs = template.FuncMap{
 	"when":    when,
 	"pct":     percent,
 	"add":     func(a, b int) int { return a + b },
-	"query":   func(k, v string) string { return url.QueryEscape(k) + "=" + url.QueryEscape(v) },
 	"esc":     url.PathEscape,
 	"short":   func(s string) string { return s[:min(len(s), 8)] },
 	"join":    strings.Join,
