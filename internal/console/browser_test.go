@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -68,6 +69,10 @@ func (l *lab) chrome() *chrome {
 	}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		switch e := ev.(type) {
+		case *page.EventJavascriptDialogOpening:
+			// The console asks before it cancels or deletes (hx-confirm):
+			// the test says yes, as the operator would.
+			go func() { _ = chromedp.Run(ctx, page.HandleJavaScriptDialog(true)) }()
 		case *cdplog.EventEntryAdded:
 			if strings.Contains(e.Entry.Text, "Content Security Policy") {
 				c.mu.Lock()
