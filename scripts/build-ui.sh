@@ -4,12 +4,19 @@
 # against their recorded hashes) and copies the few files the console
 # serves into internal/console/static/vendor, which go:embed puts in the
 # binary. Without them `go build ./cmd/coffer` still works and /ui/ says
-# to run this script. Needs Node.js and npm (Debian: apt-get install npm).
+# to run this script. Needs Node.js and npm (installed from Debian when
+# missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v npm >/dev/null; then
-	echo "build-ui.sh: npm is missing: apt-get install -y npm (or Node.js >= 18 with npm)" >&2
-	exit 1
+	if command -v apt-get >/dev/null; then
+		SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
+		$SUDO apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm
+	else
+		echo "build-ui.sh: npm is missing: install Node.js >= 18 with npm" >&2
+		exit 1
+	fi
 fi
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
 out=internal/console/static/vendor
