@@ -177,7 +177,7 @@ func (p *page) taskEvents() {
 				return err
 			}
 			if finished(ev.Job.Status) {
-				return send("end", "", "task/jobstatus", ev.Job)
+				return send("end", "", "task/ended", ev.Job)
 			}
 		}
 		return nil

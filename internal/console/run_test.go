@@ -90,6 +90,7 @@ policies:
 	c.run(chromedp.Click("#cancel"))
 	c.waitText("#task-action", "Cancel requested")
 	c.waitText("#task-status", "cancelled")
+	c.run(chromedp.WaitVisible("#ended"))
 	if st := c.text("#task-status"); strings.Contains(st, "running") {
 		t.Fatalf("the task still shows %q", st)
 	}
