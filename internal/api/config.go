@@ -1,9 +1,12 @@
 package api
 
-// ConfigShow is every setting's effective value and where it came from.
+import "time"
+
+// ConfigShow is every setting's effective value and where it came from,
+// and the configuration objects in effect with theirs.
 type ConfigShow struct {
-	File     string    `json:"file"`
 	Settings []Setting `json:"settings"`
+	EffectiveConfig
 }
 
 // Setting is one setting; secrets read "(set, hidden)".
@@ -21,4 +24,49 @@ type ConfigKey struct {
 	Default     string `json:"default"`
 	Usage       string `json:"usage"`
 	Secret      bool   `json:"secret"`
+}
+
+// EffectiveConfig is the configuration in effect: the configuration
+// file's connections, repositories, policies and notification targets and
+// matchers merged with those created through the API, each with where it
+// is defined (GET /config/effective, `coffer config show`).
+type EffectiveConfig struct {
+	// File is the configuration file's path ("" when there is none).
+	File string `json:"file"`
+	// Generation is the number of the catalog's last change of an object.
+	Generation int64          `json:"generation"`
+	Objects    []ConfigObject `json:"objects"`
+	// Overridden are objects of the catalog whose name the file defines
+	// too: the file's is in effect, these are not used.
+	Overridden []ConfigObject `json:"overridden"`
+	// Problems are what makes the configuration in effect invalid (the
+	// errors of `policy check --offline`), [] when there is none.
+	Problems []string `json:"problems"`
+}
+
+// ConfigObject is one configuration object. Spec is the object in the
+// configuration file's schema (the keys of an entry of its section, like
+// "full-every" or "password-file"), so an entry of the file and an object
+// of the API are the same text; it never holds a secret, only the names
+// of the files that hold them.
+type ConfigObject struct {
+	Kind string `json:"kind"` // connection, repository, policy, notification-target, notification-matcher
+	Name string `json:"name"`
+	// Source is "file" (the configuration file, which only an edit of the
+	// file changes) or "catalog" (created through the API).
+	Source string `json:"source"`
+	// Version is a catalog object's version (its ETag: changes made
+	// against another version are refused); 0 for the file's objects.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	UpdatedBy string    `json:"updated_by,omitempty"`
+	// Overridden: the file defines an object of the same kind and name,
+	// which is in effect instead of this one.
+	Overridden bool           `json:"overridden"`
+	Spec       map[string]any `json:"spec"`
+	// Warnings say what the object names that this server cannot use
+	// (a password file it cannot read).
+	Warnings []string `json:"warnings"`
 }

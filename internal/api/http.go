@@ -10,6 +10,10 @@ const (
 	// it), or, as trailers, the end of a download that went wrong.
 	ErrorClassHeader = "Coffer-Error-Class"
 	ErrorHeader      = "Coffer-Error"
+	// NextHeader is on a page of a listing that more items may follow:
+	// its value, passed as the listing's after parameter, asks for the
+	// next page.
+	NextHeader = "Coffer-Next"
 )
 
 // EscapeHeader makes a message fit an HTTP header: percent-encoded UTF-8.

@@ -56,6 +56,33 @@ type PolicyCheck struct {
 	ResourceGroups int            `json:"resource_groups"`
 	Limits         Limits         `json:"limits"`
 	Policies       []PolicyReport `json:"policies"`
+	// Maintenance lists the scheduled maintenance jobs with their next
+	// runs.
+	Maintenance []MaintenanceReport `json:"maintenance"`
+}
+
+// MaintenanceReport is one scheduled maintenance job.
+type MaintenanceReport struct {
+	Name       string `json:"name"`
+	Kind       string `json:"kind"` // gc, verify, forget, copy
+	Repository string `json:"repository"`
+	Schedule   string `json:"schedule"`
+	// Window is the maintenance window ("" for none).
+	Window string `json:"window,omitempty"`
+	// ReadDataSeconds is a verify's read-data-period (0: no data read).
+	ReadDataSeconds float64 `json:"read_data_period_seconds,omitempty"`
+	// To is a copy's target repository.
+	To       string       `json:"to,omitempty"`
+	NextRuns []PlannedRun `json:"next_runs"`
+}
+
+// PlannedRun is a run to come: Starts is false when its window will keep
+// it from starting; a verify reads share Share of Shares of the packs.
+type PlannedRun struct {
+	At     time.Time `json:"at"`
+	Starts bool      `json:"starts"`
+	Share  int       `json:"share,omitempty"`
+	Shares int       `json:"shares,omitempty"`
 }
 
 // Limits are the engine's concurrency and rate limits, defaults applied
@@ -87,6 +114,8 @@ type PolicyReport struct {
 	// object lock (immutable-for); LockProblem says why the repository
 	// cannot lock them (absent when it can, or offline).
 	LockSeconds float64 `json:"lock_seconds,omitempty"`
+	// RPOSeconds is the policy's recovery point objective (0: none).
+	RPOSeconds  float64 `json:"rpo_seconds,omitempty"`
 	LockProblem string  `json:"lock_problem,omitempty"`
 	// Selected is absent offline (nothing was asked of the hypervisors).
 	Selected []Selection `json:"selected,omitempty"`

@@ -38,12 +38,12 @@ type Job struct {
 
 // TaskProgress is how far a running job got.
 type TaskProgress struct {
-	DoneBytes      int64   `json:"done_bytes"`
-	TotalBytes     int64   `json:"total_bytes"`
-	BytesPerSecond float64 `json:"bytes_per_second"`
-	ETASeconds     float64 `json:"eta_seconds"`
-	ItemsDone      int64   `json:"items_done"`
-	ItemsTotal     int64   `json:"items_total"`
+	DoneBytes          int64   `json:"done_bytes"`
+	TotalBytes         int64   `json:"total_bytes"`
+	RateBytesPerSecond float64 `json:"rate_bytes_per_second"`
+	ETASeconds         float64 `json:"eta_seconds"`
+	ItemsDone          int64   `json:"items_done"`
+	ItemsTotal         int64   `json:"items_total"`
 }
 
 // VMTask is the work of a job on one VM.

@@ -98,7 +98,7 @@ type VerifyRequest struct {
 	SubsetPercent float64 `json:"subset_percent,omitempty" minimum:"0" maximum:"100"`
 	SubsetNum     int     `json:"subset_num,omitempty" minimum:"0"`
 	SubsetDen     int     `json:"subset_den,omitempty" minimum:"0"`
-	MemoryBytes   int64   `json:"memory_bytes,omitempty" minimum:"0"`
+	MemoryBytes   int64   `json:"memory_bytes,omitempty" minimum:"0" maximum:"1099511627776"`
 	NoRecord      bool    `json:"no_record,omitempty"`
 }
 
@@ -124,7 +124,7 @@ type ForgetRequest struct {
 // GCRequest tunes garbage collection.
 type GCRequest struct {
 	DryRun          bool    `json:"dry_run,omitempty"`
-	MemoryBytes     int64   `json:"memory_bytes,omitempty" minimum:"0"`
+	MemoryBytes     int64   `json:"memory_bytes,omitempty" minimum:"0" maximum:"1099511627776"`
 	WaitSeconds     float64 `json:"wait_seconds,omitempty" minimum:"0" maximum:"86400"`
 	RepackThreshold float64 `json:"repack_threshold,omitempty" minimum:"0" maximum:"1"`
 }

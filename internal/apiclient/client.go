@@ -115,6 +115,8 @@ type Request struct {
 	Query url.Values
 	// Body is sent as JSON (nil: no body).
 	Body any
+	// Header holds headers of the operation's input (If-Match).
+	Header http.Header
 }
 
 func operation(id string) (*service.Operation, error) {
@@ -155,6 +157,11 @@ func (c *Client) do(ctx context.Context, r Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -175,17 +182,24 @@ func (c *Client) do(ctx context.Context, r Request) (*http.Response, error) {
 // A document that comes with an error (200 with Coffer-Error-Class) is
 // decoded and the error returned with it, as the service returns both.
 func (c *Client) Call(ctx context.Context, r Request, out any) error {
+	_, err := c.CallPage(ctx, r, out)
+	return err
+}
+
+// CallPage is Call for a paged listing: it also returns the cursor of
+// the next page (api.NextHeader), "" after the last.
+func (c *Client) CallPage(ctx context.Context, r Request, out any) (next string, err error) {
 	res, err := c.do(ctx, r)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer res.Body.Close()
 	if out != nil && res.StatusCode != http.StatusNoContent {
 		if err := json.NewDecoder(res.Body).Decode(out); err != nil {
-			return fmt.Errorf("the server's answer to %s: %w", r.Op, err)
+			return "", fmt.Errorf("the server's answer to %s: %w", r.Op, err)
 		}
 	}
-	return headerError(res.Header)
+	return res.Header.Get(api.NextHeader), headerError(res.Header)
 }
 
 // Download calls an operation that answers with a file and writes it to

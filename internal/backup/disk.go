@@ -263,7 +263,11 @@ func (p *Progress) add(done, read int) {
 	}
 }
 
-var zeroChunk = make([]byte, repo.MaxChunkSize)
+// zeroChunk is what all-zero chunks are compared with. It is allocated on
+// first use: as a package variable it was 16 MiB of live heap in every
+// coffer process, doubling as garbage headroom (the collector lets the heap
+// grow to twice its live size) in commands that never back anything up.
+var zeroChunk = sync.OnceValue(func() []byte { return make([]byte, repo.MaxChunkSize) })
 
 // worker owns the per-goroutine state of the pipeline.
 type worker struct {
@@ -295,7 +299,7 @@ func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options)
 func (k *worker) process(ctx context.Context, j span, res *diskResult) error {
 	data, read := j.data, j.read
 	k.read += int64(read)
-	if bytes.Equal(data, zeroChunk[:len(data)]) {
+	if bytes.Equal(data, zeroChunk()[:len(data)]) {
 		k.zero += int64(len(data))
 		k.o.Progress.add(j.length, read)
 		return nil // res.ids[j.i] stays zero: a hole

@@ -124,6 +124,12 @@ type BackupPoint struct {
 	SnapshotModeAchieved string
 }
 
+// VMRef names a VM: its ID within a connection.
+type VMRef struct {
+	Connection string
+	ID         string
+}
+
 // VMRecord is the last inventory seen for a VM.
 type VMRecord struct {
 	Connection string
@@ -141,7 +147,10 @@ type TaskFilter struct {
 	JobID  int64
 	VMID   string
 	Status Status
-	Limit  int
+	// AfterID continues a listing after this task (tasks are listed in
+	// creation order, by ID).
+	AfterID int64
+	Limit   int
 }
 
 type EventFilter struct {
@@ -156,7 +165,24 @@ type BackupPointFilter struct {
 	VMID       string
 	VMName     string
 	Since      time.Time
-	Limit      int // newest first
+	// After continues a listing after this point (keyset paging; stable
+	// while points are added).
+	After PointCursor
+	Limit int // newest first
+}
+
+// PointCursor is a position in the listing of backup points, which is
+// by Time (newest first), then ID (descending), then Repository: the
+// last point of a page.
+type PointCursor struct {
+	Time       time.Time
+	ID         string
+	Repository string
+}
+
+// Cursor is the position of p in the listing.
+func (p BackupPoint) Cursor() PointCursor {
+	return PointCursor{Time: p.Time, ID: p.ID, Repository: p.Repository}
 }
 
 // Catalog is the store of jobs, tasks, events, backup points, VMs and the
@@ -216,6 +242,12 @@ type Catalog interface {
 	PutBackupPoints(ctx context.Context, points []BackupPoint) error // upsert by (Repository, ID)
 	DeleteBackupPoints(ctx context.Context, repository string, ids []string) error
 	ListBackupPoints(ctx context.Context, f BackupPointFilter) ([]BackupPoint, error)
+	// NewestBackupPoints returns the newest point of each of these VMs
+	// (by Time, then ID, across repositories), once for a VM named
+	// twice, none for a VM without points, in no particular order. It
+	// reads a few index entries per VM, whatever the number of points in
+	// the catalog.
+	NewestBackupPoints(ctx context.Context, vms []VMRef) ([]BackupPoint, error)
 	// ReplaceBackupPoints atomically replaces all points of a repository
 	// (catalog rebuild from the repository).
 	ReplaceBackupPoints(ctx context.Context, repository string, points []BackupPoint) error
@@ -225,6 +257,8 @@ type Catalog interface {
 
 	AccessStore // users, tokens, sessions, ACLs, audit log (access.go)
 	Notifications
+	ConfigObjects // objects of the configuration created through the API (configobjects.go)
+	Leases        // several servers: who runs the schedules, each run claimed once (leases.go)
 
 	Close() error
 }

@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 			n, _ := strconv.Atoi(strings.TrimSuffix(at, "+"))
 			storeHook = func(st store.Store) store.Store { return storetest.CrashAt(st, n, strings.HasSuffix(at, "+")) }
 		}
+		if gate := os.Getenv("COFFER_TEST_GATE_READS"); gate != "" {
+			storeHook = func(st store.Store) store.Store { return gatedReads{Store: st, gate: gate} }
+		}
 		// As cmd/coffer does: SIGTERM and Ctrl-C cancel the command.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

@@ -3,14 +3,12 @@ package cli
 import (
 	"fmt"
 	"net/url"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -91,11 +89,13 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 					q.Set(k, v)
 				}
 			}
-			if in.Limit > 0 {
-				q.Set("limit", strconv.Itoa(in.Limit))
+			var points []api.BackupPoint
+			var err error
+			if a.remote != nil {
+				points, err = remotePages[api.BackupPoint](cmd.Context(), a, "list-catalog-points", q, in.Limit)
+			} else {
+				points, err = call(a, func(s *service.Service) ([]api.BackupPoint, error) { return s.CatalogPoints(cmd.Context(), in) })
 			}
-			points, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-catalog-points", Query: q},
-				func(s *service.Service) ([]api.BackupPoint, error) { return s.CatalogPoints(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}

@@ -7,37 +7,53 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdConfig() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "inspect the configuration",
+		Short: "inspect the configuration, and manage the objects created through the API",
 		Long: manual(`Inspect coffer's settings: every one can be given as a flag, an environment
 variable or a key of the configuration file, with that precedence (flag >
-environment > file > default).`,
+environment > file > default). And list, create, change and delete the
+configuration objects kept in the catalog (connections, repositories,
+policies, notification targets and matchers), which the configuration
+file's objects override for the names it defines.`,
 			"See the subcommands.",
 			`coffer config show
-coffer config keys`,
+coffer config keys
+coffer config create policy -f nightly.yaml`,
 			"That of the subcommand."),
 	}
 	show := &cobra.Command{
 		Use:   "show",
-		Short: "print every setting with its value and where it came from",
+		Short: "print every setting and configuration object in effect, and where each came from",
 		Long: manual(`Print every setting with its effective value and where that came from:
 a flag, the environment, the configuration file, or the default. Secrets
 (passwords, S3 secret keys) show as "(set, hidden)". The configuration
 file and every section of it are checked first, so a typo anywhere fails
-here too.`,
-			`The configuration file, then a table KEY, VALUE, FROM. --json: {file,
-settings: [{key, value, source}]}.`,
+here too.
+
+Then the configuration objects in effect (connections, repositories,
+policies, notification targets and matchers), each with its source: the
+configuration file, or the catalog (created through the API, with its
+version). The file wins for the names it defines; the catalog's objects
+it overrides are listed apart. Last, the problems that make the
+configuration in effect invalid, if any.`,
+			`The configuration file, a table KEY, VALUE, FROM, then the objects (KIND,
+NAME, SOURCE, VERSION, CHANGED, NOTE) and problems. --json: {file,
+settings: [{key, value, source}], generation, objects: [{kind, name,
+source, version, ..., spec, warnings}], overridden, problems}.`,
 			`coffer config show
-coffer --repo /srv/coffer config show --json | jq '.settings[] | select(.source != "default")'`,
+coffer --repo /srv/coffer config show --json | jq '.settings[] | select(.source != "default")'
+coffer config show --json | jq '.objects[] | select(.source == "catalog") | .name'`,
 			"0; 2 for a configuration file coffer refuses."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			doc := api.ConfigShow{File: a.file.Path, Settings: []api.Setting{}}
+			doc := api.ConfigShow{Settings: []api.Setting{}}
 			for _, name := range config.Names() {
 				k, _ := config.Lookup(name)
 				v, src := a.res.Get(name)
@@ -46,6 +62,14 @@ coffer --repo /srv/coffer config show --json | jq '.settings[] | select(.source 
 				}
 				doc.Settings = append(doc.Settings, api.Setting{Key: name, Value: v, Source: string(src)})
 			}
+			// The settings are this command line's; the objects in effect
+			// are the server's when it runs through one.
+			eff, err := callOp(cmd.Context(), a, apiclient.Request{Op: "get-effective-config"},
+				func(s *service.Service) (*api.EffectiveConfig, error) { return s.EffectiveConfig(cmd.Context()) })
+			if err != nil {
+				return err
+			}
+			doc.EffectiveConfig = *eff
 			return a.emit(doc, nil, func() {
 				file := doc.File
 				if file == "" {
@@ -58,6 +82,7 @@ coffer --repo /srv/coffer config show --json | jq '.settings[] | select(.source 
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, r.Value, r.Source)
 				}
 				_ = tw.Flush()
+				a.printEffective(&doc.EffectiveConfig)
 			})
 		},
 	}
@@ -94,7 +119,9 @@ coffer config keys --json | jq -r '.[].environment'`,
 			})
 		},
 	}
-	cmd.AddCommand(remoteToo(faceOnly(show, "shows the command line's own settings (flags, environment, file)")),
-		remoteToo(faceOnly(keys, "lists the command line's own settings")))
+	cmd.AddCommand(remoteToo(op(show, "get-effective-config")), remoteToo(faceOnly(keys, "lists the command line's own settings")))
+	for _, c := range a.configObjectCommands() {
+		cmd.AddCommand(remoteToo(c))
+	}
 	return cmd
 }

@@ -28,7 +28,7 @@ A copied point keeps the object lock it has in the source. With
 that long (or as long as in the source, if longer): its manifest, disk maps
 and every pack it needs, and the target's config and keys with them. The
 target must have retention (an S3 bucket with Object Lock).`,
-			`"copied N snapshot(s) (M already there): ..." and whether chunks were
+			`"copied N backup point(s) (M already there): ..." and whether chunks were
 re-encrypted. --json: {copied, already_present, chunks_read,
 chunks_written, written_bytes, re_encrypted}.`,
 			`coffer copy --to s3://offsite/site-a --to-password-file /etc/coffer/offsite.pw
@@ -50,7 +50,7 @@ coffer copy --to s3://vault/site-a --immutable-for 30d`,
 				if res.ReEncrypted {
 					how = "re-encrypted for the target"
 				}
-				a.printf("copied %d snapshot(s) (%d already there): %d chunk(s) read, %d written, %s added (%s)\n",
+				a.printf("copied %d backup point(s) (%d already there): %d chunk(s) read, %d written, %s added (%s)\n",
 					len(res.Copied), len(res.AlreadyPresent), res.ChunksRead, res.ChunksWritten, humanBytes(res.WrittenBytes), how)
 			})
 		},

@@ -247,7 +247,7 @@ coffer instant export 3fa2c1d0 --listen unix:/run/coffer/web.nbd`,
 			}
 			d := srv.Doc
 			if err := a.emit(d, nil, func() {
-				a.printf("serving %d disk(s) of snapshot %s on %s (exports: %s)\n", len(d.Exports), short(d.PointID), d.Listen, strings.Join(d.Exports, ", "))
+				a.printf("serving %d disk(s) of backup point %s on %s (exports: %s)\n", len(d.Exports), short(d.PointID), d.Listen, strings.Join(d.Exports, ", "))
 			}); err != nil {
 				return err
 			}

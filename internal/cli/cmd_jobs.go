@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -42,11 +43,13 @@ coffer jobs --vm web-1 --user alice`,
 					q.Set(k, v)
 				}
 			}
-			if in.Limit > 0 {
-				q.Set("limit", strconv.Itoa(in.Limit))
+			var jobs []api.Job
+			var err error
+			if a.remote != nil {
+				jobs, err = a.remoteJobs(cmd.Context(), q, in.Limit)
+			} else {
+				jobs, err = call(a, func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
 			}
-			jobs, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-jobs", Query: q},
-				func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -68,6 +71,78 @@ coffer jobs --vm web-1 --user alice`,
 	cmd.Flags().StringVar(&in.Status, "status", "", "only jobs with this status (running, success, partial, failed, cancelled)")
 	cmd.Flags().IntVar(&in.Limit, "limit", 50, "show at most this many jobs (0: all)")
 	return remoteToo(op(cmd, "list-jobs"))
+}
+
+// remoteJobs lists up to limit jobs (0: all) through the server.
+func (a *app) remoteJobs(ctx context.Context, q url.Values, limit int) ([]api.Job, error) {
+	return remotePages[api.Job](ctx, a, "list-jobs", q, limit)
+}
+
+// remotePages lists up to limit items (0: all) of a paged listing
+// through the server, a page at a time: the server answers at most
+// maxPage items per request.
+func remotePages[T any](ctx context.Context, a *app, op string, q url.Values, limit int) ([]T, error) {
+	out := []T{}
+	for {
+		size := maxPage
+		if limit > 0 {
+			size = min(size, limit-len(out))
+		}
+		q.Set("limit", strconv.Itoa(size))
+		var page []T
+		next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: op, Query: q}), &page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+		q.Set("after", next)
+	}
+}
+
+// maxPage is the largest page of a listing the server answers (jobs,
+// catalog points, a job's tasks and log lines in its document).
+const maxPage = 1000
+
+// remoteJob gets a job with all its tasks and its whole log through the
+// server, which answers them a page at a time.
+func (a *app) remoteJob(ctx context.Context, id string) (*api.Job, error) {
+	page := strconv.Itoa(maxPage)
+	path := map[string]string{"id": id}
+	var j *api.Job
+	next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "get-job", Path: path,
+		Query: url.Values{"tasks": {page}, "log": {page}}}), &j)
+	if err != nil {
+		return nil, err
+	}
+	for next != "" {
+		var more *api.Job
+		next, err = a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "get-job", Path: path,
+			Query: url.Values{"tasks": {page}, "tasks_after": {next}, "log": {"1"}}}), &more)
+		if err != nil {
+			return nil, err
+		}
+		j.Tasks = append(j.Tasks, more.Tasks...)
+	}
+	for int64(len(j.Events)) < j.LogLines {
+		start := int64(0)
+		if n := len(j.Events); n > 0 {
+			start = j.Events[n-1].Seq
+		}
+		var lines []api.Event
+		err := a.remote.Call(ctx, a.remoteRequest(apiclient.Request{Op: "job-log", Path: path,
+			Query: url.Values{"start": {strconv.FormatInt(start, 10)}, "limit": {"10000"}}}), &lines)
+		if err != nil {
+			return nil, err
+		}
+		if len(lines) == 0 {
+			break // the log is shorter than it said (pruned meanwhile)
+		}
+		j.Events = append(j.Events, lines...)
+	}
+	return j, nil
 }
 
 func (a *app) cmdJob() *cobra.Command {
@@ -96,8 +171,12 @@ coffer job show 42 --json | jq '.tasks[] | select(.status == "failed")'`,
 			if err != nil {
 				return usagef("job ID %q is not a number", args[0])
 			}
-			j, err := callOp(cmd.Context(), a, apiclient.Request{Op: "get-job", Path: map[string]string{"id": args[0]}},
-				func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
+			var j *api.Job
+			if a.remote != nil {
+				j, err = a.remoteJob(cmd.Context(), args[0])
+			} else {
+				j, err = call(a, func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
+			}
 			if err != nil {
 				return err
 			}
@@ -121,8 +200,8 @@ func (a *app) printJob(j *api.Job) {
 	running := j.Finished.IsZero()
 	if p := j.Progress; p != nil && running {
 		line := fmt.Sprintf("progress: %s of %s, %d of %d items", humanBytes(p.DoneBytes), humanBytes(p.TotalBytes), p.ItemsDone, p.ItemsTotal)
-		if p.BytesPerSecond > 0 {
-			line += fmt.Sprintf(", %s/s", humanBytes(int64(p.BytesPerSecond)))
+		if p.RateBytesPerSecond > 0 {
+			line += fmt.Sprintf(", %s/s", humanBytes(int64(p.RateBytesPerSecond)))
 		}
 		if p.ETASeconds > 0 {
 			line += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()

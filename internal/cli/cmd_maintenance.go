@@ -235,8 +235,9 @@ func (a *app) cmdGC() *cobra.Command {
 compact the index. Backups keep running meanwhile: deletion of anything a
 running session might still use (a backup, a restore, files being read, a
 VM running from its backup) waits until that session has ended (the next
-gc run, or --wait). Memory is bounded by --memory (chunk IDs beyond it are
-sorted on disk). Only one gc runs at a time; nothing locked by the
+gc run, or --wait). Memory does not grow with the repository: what does
+(chunk IDs, index entries, packs) is sorted within --memory and spilled to
+$TMPDIR beyond it; the process needs about 60 MiB on top. Only one gc runs at a time; nothing locked by the
 storage (object lock) is ever deleted.`,
 			`What was marked, planned and repacked, then what was deleted, or the
 sessions the deletion waits for. --json: {dry_run, points,
@@ -263,7 +264,7 @@ coffer gc --wait 30m`,
 				return err
 			}
 			return a.emit(rep, nil, func() {
-				a.printf("marked %d chunk(s) of %d snapshot(s); %d pack(s) planned for deletion, %d repacked (%s copied)\n",
+				a.printf("marked %d chunk(s) of %d backup point(s); %d pack(s) planned for deletion, %d repacked (%s copied)\n",
 					rep.ChunksReferenced, rep.Points, rep.PacksPlanned, rep.PacksRepacked, humanBytes(rep.RepackedBytes))
 				if rep.DryRun {
 					a.printf("dry run: would free about %s\n", humanBytes(rep.FreedBytes))
@@ -282,7 +283,7 @@ coffer gc --wait 30m`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&in.DryRun, "dry-run", false, "only report what would be freed")
-	f.StringVar(&budget, "memory", "64MiB", "memory budget for chunk IDs")
+	f.StringVar(&budget, "memory", "64MiB", "memory for sorting chunk IDs, index entries and packs (the rest spills to $TMPDIR)")
 	f.DurationVar(&in.Wait, "wait", 0, "wait up to this long for running sessions instead of deferring deletion")
 	f.Float64Var(&in.RepackThreshold, "repack-threshold", 0.3, "repack packs with at least this fraction of dead data")
 	return remoteToo(op(cmd, "gc"))

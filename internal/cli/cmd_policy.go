@@ -18,8 +18,9 @@ func (a *app) cmdPolicy() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy",
 		Short: "inspect backup policies",
-		Long: manual(`Inspect the backup policies of the configuration file: whether they are
-valid, what each will really do, and what a run would do now.`,
+		Long: manual(`Inspect the backup policies in effect (the configuration file's and those
+created through the API): whether they are valid, what each will really
+do, and what a run would do now.`,
 			"See the subcommands.",
 			`coffer policy check
 coffer policy preview nightly`,
@@ -42,14 +43,18 @@ differently from how they read (as-is without a storage snapshot, quiesce
 without snapshot: quiesced), and, unless --offline, after inventorying
 every connection a policy uses, the VMs it selects, its next scheduled run,
 and the selected VMs that will fail or degrade (running VMs under as-is,
-VMs without a guest agent under quiesced).`,
+VMs without a guest agent under quiesced). The maintenance section is
+checked too, and each of its jobs is listed with its next runs (those its
+window keeps from starting are marked, and a verify's share of the packs).`,
 			`The counts and limits, then per policy its mode, snapshot mode,
 repository, retention and schedule, the VMs it selects per connection and
 its warnings. --json: {valid, connections, repositories, resource_groups,
 limits, policies: [{name, mode, full_every, full_on, snapshot_mode, group,
-repository, schedule, next_run, retention, lock_seconds, lock_problem,
+repository, schedule, next_run, retention, lock_seconds, rpo_seconds, lock_problem,
 selected: [{connection, vms_total, vms, error}], warnings: [{level,
-message}]}]} (selected is absent with --offline).`,
+message}]}], maintenance: [{name, kind, repository, schedule, window,
+read_data_period_seconds, to, next_runs: [{at, starts, share, shares}]}]}
+(selected is absent with --offline).`,
 			`coffer policy check
 coffer policy check --offline --json`,
 			`0 for a valid configuration; 2 for any problem, or a policy asking for
@@ -67,27 +72,48 @@ failed.`),
 	}
 	check.Flags().BoolVar(&offline, "offline", false, "only validate; do not contact the hypervisors")
 	var runs int
+	var draft string
 	preview := &cobra.Command{
-		Use:   "preview POLICY",
+		Use:   "preview POLICY | --draft FILE",
 		Short: "what a run of the policy would do now: the VMs it selects, its next runs, what its retention keeps",
 		Long: manual(`Say what running a policy would do now, changing nothing: the VMs it
 selects on each of its connections (after inventorying them), its next
 scheduled runs, its warnings, and what its retention would keep and
 remove of the points it made so far (forget's verdict on the policy's
-repository, as a dry run).`,
+repository, as a dry run).
+
+With --draft, the policy is one not saved yet: FILE ("-": standard
+input) holds it as YAML or JSON, like an entry of the configuration
+file's policies (what `+"`config create policy`"+` takes). It is checked
+as saving it would be, and previewed as if saved (over the policy of its
+name, if there is one: its points are the ones judged).`,
 			`The selection per connection, the next runs, the warnings, then per VM
 the points retention keeps (with why) and removes. --json: {policy,
 selected, next_runs, retention, warnings, sources: [{vm, keep, remove,
 locked}]}.`,
 			`coffer policy preview nightly
-coffer policy preview nightly --runs 10 --json`,
-			"0; 2 for an unknown policy or a refused configuration."),
-		Args: cobra.ExactArgs(1),
+coffer policy preview nightly --runs 10 --json
+coffer policy preview --draft nightly.yaml`,
+			"0; 2 for an unknown policy, a refused draft or a refused configuration."),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "preview-policy", Path: map[string]string{"policy": args[0]},
-				Query: url.Values{"runs": {strconv.Itoa(runs)}}}, func(s *service.Service) (*api.PolicyPreview, error) {
-				return s.PolicyPreview(cmd.Context(), service.PolicyPreviewInput{Policy: args[0], Runs: runs})
-			})
+			in := service.PolicyPreviewInput{Runs: runs}
+			r := apiclient.Request{Query: url.Values{"runs": {strconv.Itoa(runs)}}}
+			switch {
+			case draft != "" && len(args) == 0:
+				spec, err := a.readSpec(draft)
+				if err != nil {
+					return err
+				}
+				in.Draft = spec
+				r.Op, r.Body = "preview-policy-draft", spec
+			case draft == "" && len(args) == 1:
+				in.Policy = args[0]
+				r.Op, r.Path = "preview-policy", map[string]string{"policy": args[0]}
+			default:
+				return usagef("name a policy, or give one not saved yet with --draft FILE (not both)")
+			}
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PolicyPreview, error) { return s.PolicyPreview(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -95,7 +121,8 @@ coffer policy preview nightly --runs 10 --json`,
 		},
 	}
 	preview.Flags().IntVar(&runs, "runs", 5, "how many of the next scheduled runs to show")
-	cmd.AddCommand(remoteToo(op(check, "check-policies")), remoteToo(op(preview, "preview-policy")))
+	preview.Flags().StringVar(&draft, "draft", "", `a policy not saved yet, as YAML or JSON ("-": standard input)`)
+	cmd.AddCommand(remoteToo(op(check, "check-policies")), remoteToo(op(preview, "preview-policy", "preview-policy-draft")))
 	return cmd
 }
 
@@ -125,12 +152,39 @@ func (a *app) printPolicies(doc *api.PolicyCheck) {
 		if d.LockSeconds > 0 {
 			a.printf("  immutable for %s after each backup\n", seconds(d.LockSeconds))
 		}
+		if d.RPOSeconds > 0 {
+			a.printf("  rpo %s: a VM without a good point this recent is unprotected\n", policy.Duration(seconds(d.RPOSeconds)))
+		}
 		if d.LockProblem != "" {
 			a.printf("  problem: immutable-for, but %s\n", d.LockProblem)
 		}
 		a.printSelection(d.Selected)
 		for _, w := range d.Warnings {
 			a.printf("  warning: %s\n", w.Message)
+		}
+	}
+	for _, m := range doc.Maintenance {
+		what := m.Kind
+		switch {
+		case m.To != "":
+			what += " to " + m.To
+		case m.ReadDataSeconds > 0:
+			what += ", reading all data every " + policy.Duration(seconds(m.ReadDataSeconds)).String()
+		}
+		window := "any time"
+		if m.Window != "" {
+			window = "window " + m.Window
+		}
+		a.printf("\nmaintenance %s: %s, schedule %q, %s\n", m.Name, what, m.Schedule, window)
+		for _, r := range m.NextRuns {
+			note := ""
+			if r.Shares > 0 {
+				note = fmt.Sprintf(" (packs: share %d of %d)", r.Share, r.Shares)
+			}
+			if !r.Starts {
+				note += " (outside its window: skipped)"
+			}
+			a.printf("  next %s%s\n", r.At.Local().Format("2006-01-02 15:04"), note)
 		}
 	}
 }

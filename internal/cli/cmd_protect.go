@@ -41,7 +41,7 @@ coffer protect latest --remove`,
 					if !r.Protected {
 						state = "unprotected"
 					}
-					a.printf("snapshot %s %s\n", short(r.PointID), state)
+					a.printf("backup point %s %s\n", short(r.PointID), state)
 					if r.CatalogWarning != "" {
 						fmt.Fprintf(a.stderr, "coffer: warning: %s\n", r.CatalogWarning)
 					}

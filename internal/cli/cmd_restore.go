@@ -63,7 +63,7 @@ the target is full (--resume continues).`),
 // printRestored prints one line per restored disk (not with --json).
 func (a *app) printRestored(res []api.RestoredDisk) {
 	for _, r := range res {
-		a.printf("restored %s of snapshot %s to %s: %s written, %s holes, %.1fs (%s)\n", r.Disk, short(r.PointID), r.Target,
+		a.printf("restored %s of backup point %s to %s: %s written, %s holes, %.1fs (%s)\n", r.Disk, short(r.PointID), r.Target,
 			humanBytes(r.WrittenBytes), humanBytes(r.ZeroBytes), r.DurationSeconds, rate(r.SizeBytes, seconds(r.DurationSeconds)))
 		if len(r.LostRanges) > 0 {
 			a.printf("  %d range(s) of %s were lost to repository damage (recorded by `coffer repair snapshots`) and are zeros in the restored disk:\n", len(r.LostRanges), r.Disk)

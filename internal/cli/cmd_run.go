@@ -36,7 +36,19 @@ naming each one and why; 1 when all failed; 2 for a policy the
 configuration refuses; 130 when interrupted.`),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := a.runPolicy(cmd, args[0])
+			run, err := call(a, func(s *service.Service) (*service.PolicyRun, error) {
+				// Like the server: the task manager prunes old history and
+				// the notifier sends how the run ended.
+				if err := s.Start(cmd.Context(), service.StartOptions{Prune: true, Deliver: true}); err != nil {
+					return nil, err
+				}
+				return s.RunPolicy(cmd.Context(), args[0])
+			})
+			if err != nil {
+				return err
+			}
+			a.watch(run)
+			j, err := run.Wait()
 			if j == nil {
 				return err
 			}

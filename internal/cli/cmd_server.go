@@ -13,9 +13,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // serverSettings is the schema of the configuration file's server:
@@ -34,7 +34,26 @@ func (a *app) cmdServer() *cobra.Command {
 		Short: "serve the REST API and run backup policies on their schedules (the coffer daemon)",
 		Long: manual(`Serve coffer's REST API (/api/v1, its OpenAPI document at
 /api/v1/openapi.json), /healthz, /readyz and the console (/ui/), and run
-every policy that has a schedule, until stopped with SIGTERM or Ctrl-C.
+every policy that has a schedule (cron syntax or @daily, @every 4h, ...),
+until stopped with SIGTERM or Ctrl-C.
+
+The policies are those in effect: the configuration file's and those
+created through the API (`+"`coffer config`"+`, or the API's configuration
+routes); when one of those changes, here or on another server sharing the
+catalog, the schedules and limits reload within seconds, and runs in
+progress go on. A policy whose previous run still goes when its time
+comes is skipped, and the skip is recorded. Jobs, tasks and events go to
+the catalog (`+"`coffer jobs`"+`).
+
+Beside them it runs the maintenance section's jobs (gc, verify, forget,
+copy) on their schedules within their windows (the section is the file's,
+read at start), checks protection (RPO, repository usage, lapsing locks)
+for its metrics (/metrics, with a token holding Sys.Audit on /system) and
+notifications, and delivers notifications. Several servers may share a
+PostgreSQL catalog: the one holding its schedules lease runs the
+schedules, each run once, and another takes over within
+maintenance.takeover-after when it dies. With no scheduled policy the
+server waits for one.
 
 HTTPS by default: with server.tls-cert and server.tls-key, or else with a
 self-signed certificate (ECDSA P-256) made at the first start in the
@@ -66,7 +85,8 @@ user, status, duration; --log-format json for collectors) and per job.`,
 coffer server --listen 0.0.0.0:8443 --log-format json --log-level info
 coffer server --insecure-http --listen 127.0.0.1:8080`,
 			`0 when stopped; 2 when the settings are refused (plain HTTP on a
-non-loopback address, a certificate without its key, ...).`),
+non-loopback address, a certificate without its key, ...) or the
+configuration is refused at start.`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if listen != "" {
@@ -158,8 +178,8 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	defer ln.Close()
 	url := st.URL(ln.Addr().String())
 
-	// The catalog stays open for the access control every request goes
-	// through; the operations open it as they need it.
+	// The catalog stays open for the server's life: the access control
+	// every request goes through, the tasks and the operations share it.
 	cat, err := catalogopen.Open(ctx, a.catalogLocation())
 	if err != nil {
 		return fmt.Errorf("open catalog %s: %w", catalogopen.Redact(a.catalogLocation()), err)
@@ -169,21 +189,23 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	// Every long operation and policy run is a task of the catalog:
-	// listed, followed and cancelled from any process sharing it.
-	tasks, err := task.New(ctx, cat, task.Options{Logger: a.log})
-	if err != nil {
-		return err
-	}
 	bg := service.NewBackground(ctx)
+	// The collectors of /metrics, fed by the service's tasks, health
+	// monitor and engine.
+	a.metrics = metrics.New()
 	cfg, err := a.serviceConfig()
 	if err != nil {
 		return err
 	}
-	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background = false, access, url, bg
-	cfg.Tasks, cfg.TaskManager = service.CatalogTasks{M: tasks, Log: a.log}, tasks
+	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background, cfg.OpenCatalog = false, access, url, bg, cat
 	cfg.Files = service.FileRoots{RestoreDir: st.RestoreDir, ImageDir: st.ImageDir, ExportDir: exportDir}
 	svc := service.New(cfg)
+	// Every long operation and policy run is a task of the catalog
+	// (listed, followed and cancelled from any process sharing it); the
+	// server prunes their history and delivers notifications.
+	if err := svc.Start(ctx, service.StartOptions{Prune: true, Deliver: true}); err != nil {
+		return err
+	}
 
 	if err := a.firstRun(ctx, svc, admin); err != nil {
 		return err
@@ -199,11 +221,12 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	if err := svc.Ready(ctx); err != nil {
 		a.log.Warn("not ready yet (/readyz says why until it is)", "err", err)
 	}
-	srv := server.New(server.Config{Service: svc, Access: access, Logger: a.log})
-	// Drained in reverse: the listener first, the task manager last.
+	srv := server.New(server.Config{Service: svc, Access: access, Logger: a.log, Metrics: a.metrics.Handler()})
+	// Drained in reverse: the listener first, the task manager and
+	// notifier last.
 	components := []server.Component{
 		{Name: "tasks", Start: func(context.Context) (<-chan error, error) { return nil, nil },
-			Drain: func(context.Context) error { return tasks.Close() }},
+			Drain: func(context.Context) error { return svc.Close() }},
 		server.HTTP(srv.Handler(), ln, cert, a.log),
 		background(bg),
 		schedules(svc),

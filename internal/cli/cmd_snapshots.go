@@ -62,7 +62,7 @@ coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 						humanBytes(p.StoredBytes), dash(p.Damage), formatTags(p.Tags), prot)
 				}
 				_ = tw.Flush()
-				a.printf("%d snapshot(s)\n", len(points))
+				a.printf("%d backup point(s)\n", len(points))
 				for _, b := range skipped {
 					fmt.Fprintf(a.stderr, "coffer: skipped damaged snapshot %s: %s\n", short(b.PointID), b.Error)
 				}

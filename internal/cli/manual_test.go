@@ -69,6 +69,7 @@ func TestJSONListsAreNeverNull(t *testing.T) {
 		{"jobs"},
 		{"locks"},
 		{"instant", "list"},
+		{"config", "list"},
 	} {
 		out := strings.TrimSpace(e.must(append(args, "--json")...))
 		if out != "[]" {

@@ -23,7 +23,10 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -54,8 +57,13 @@ type app struct {
 	server serverSettings
 	// remote is the server's client when --server is set.
 	remote *apiclient.Client
-	svc    *service.Service
-	pw     *passwordCache
+	notify *notify.Config
+	maint  *maintenance.Config
+	// metrics is what `coffer server` exposes at /metrics (nil in other
+	// commands).
+	metrics *metrics.Metrics
+	svc     *service.Service
+	pw      *passwordCache
 }
 
 // Execute runs coffer with args and returns the process exit code.
@@ -67,6 +75,14 @@ func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	if a.svc != nil {
+		// The task manager and notifier the command opened: tasks are
+		// recorded when their operations return, pending notifications
+		// wait in the catalog for the server.
+		if cerr := a.svc.Close(); cerr != nil && a.log != nil {
+			a.log.Warn("closing the catalog failed", "err", cerr)
+		}
+	}
 	if a.stopProfile != nil {
 		a.stopProfile()
 	}
@@ -195,9 +211,15 @@ func (a *app) setup(cmd *cobra.Command) error {
 	if err := f.Decode("server", &a.server); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
-	if _, err := notify.Decode(f); err != nil {
+	if a.notify, err = notify.Decode(f); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
+	if a.maint, err = maintenance.Decode(f); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
+	// The command line acts for whoever can run it with the catalog at
+	// hand: what it changes is recorded under auth.LocalUser.
+	cmd.SetContext(auth.WithSubject(cmd.Context(), auth.Local()))
 	a.file = f
 	flags := cmd.Flags()
 	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {

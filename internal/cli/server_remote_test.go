@@ -114,6 +114,37 @@ func TestRemoteCommandLine(t *testing.T) {
 	if out := remote(0, "audit", "--operation", "restore-disk"); !strings.Contains(out, "/repositories/default") {
 		t.Fatalf("the restore is not in the audit log: %s", out)
 	}
+	// Configuration objects through the server: created, read back with
+	// the version, a change on a stale version refused (exit 2), then made
+	// on the current one, listed with every kind, deleted; the local
+	// command line sees the server's catalog change.
+	spec := filepath.Join(e.dir, "spare.yaml")
+	if err := os.WriteFile(spec, []byte("name: spare\nlocation: "+filepath.Join(e.dir, "spare")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote(0, "config", "create", "repository", "-f", spec)
+	var obj api.ConfigObject
+	if err := json.Unmarshal([]byte(remote(0, "config", "get", "repository", "spare", "--json")), &obj); err != nil ||
+		obj.Source != "catalog" || obj.CreatedBy != "admin" {
+		t.Fatalf("remote config get: %+v %v", obj, err)
+	}
+	stale := strconv.FormatInt(obj.Version+1, 10)
+	if out := remote(ExitUsage, "config", "update", "repository", "spare", "-f", spec, "--if-version", stale); !strings.Contains(out, "changed since version") {
+		t.Fatalf("a stale remote update: %s", out)
+	}
+	remote(0, "config", "update", "repository", "spare", "-f", spec, "--if-version", strconv.FormatInt(obj.Version, 10))
+	if out := remote(0, "config", "list"); !strings.Contains(out, "spare") {
+		t.Fatalf("remote config list: %s", out)
+	}
+	if out := remote(0, "config", "show"); !strings.Contains(out, "spare") {
+		t.Fatalf("remote config show: %s", out)
+	}
+	if out := e.must("config", "get", "repository", "spare"); !strings.Contains(out, "changed by admin") {
+		t.Fatalf("the server's change seen locally: %s", out)
+	}
+	remote(0, "config", "delete", "repository", "spare")
+	remote(ExitNoRepo, "config", "get", "repository", "spare")
+
 	// A token without the privilege gets exit 3 and the reason.
 	weak := strings.TrimSpace(e.must("token", "create", "--user", "admin", "--grant", "/repositories=Auditor"))
 	if code, _, errOut := e.remote(s, weak, "files", "ls", "latest"); code != ExitAccess || !strings.Contains(errOut, "Repo.Read") {

@@ -52,9 +52,12 @@ func (a *app) serviceConfig() (service.Config, error) {
 		Catalog:       a.catalogLocation(),
 		StateDir:      a.res.Path("state-dir"),
 		Engine:        a.engine,
+		Notify:        a.notify,
 		EngineSource:  a.file.Path,
 		Logger:        a.log,
 		Tasks:         cliTasks{a},
+		Maintenance:   a.maint,
+		Metrics:       a.metrics,
 		WrapStore:     func(st store.Store) store.Store { return storeHook(st) },
 		// The command line acts as the local administrator: whoever
 		// runs it here has the catalog and the repositories anyway.

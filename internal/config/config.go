@@ -72,9 +72,9 @@ var Keys = []Key{
 // it loads the file, whatever the command). connections, repositories,
 // limits, resource-groups, policies and storage-snapshots belong to
 // internal/policy; server to the server command; notifications to
-// internal/notify.
+// internal/notify; maintenance to internal/maintenance.
 var Sections = []string{"connections", "repositories", "policies", "server", "limits", "resource-groups", "storage-snapshots",
-	"notifications"}
+	"notifications", "maintenance"}
 
 // File is a loaded configuration file.
 type File struct {

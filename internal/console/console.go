@@ -17,6 +17,7 @@
 package console
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,7 +29,7 @@ type Config struct {
 	// requests of its pages and actions.
 	API http.Handler
 	// Repositories lists the repository names a request may name.
-	Repositories func() []string
+	Repositories func(context.Context) []string
 	Logger       *slog.Logger
 }
 
@@ -46,7 +47,7 @@ func New(cfg Config) *Console {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Repositories == nil {
-		cfg.Repositories = func() []string { return nil }
+		cfg.Repositories = func(context.Context) []string { return nil }
 	}
 	return &Console{cfg: cfg, log: cfg.Logger, pages: parseTemplates(), built: Built()}
 }

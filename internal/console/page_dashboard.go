@@ -44,7 +44,7 @@ type count struct {
 }
 
 func (p *page) dashboard() {
-	v := dashboardView{Repos: p.c.cfg.Repositories()}
+	v := dashboardView{Repos: p.c.cfg.Repositories(p.r.Context())}
 	var inv api.Inventory
 	if _, err := p.api.call("list-vms", nil, nil, nil, &inv); err != nil {
 		if !p.partial(err, &v.Problems, "inventory") {
@@ -66,13 +66,14 @@ func (p *page) dashboard() {
 		out   *count
 	}{{24 * time.Hour, &v.Failed24h}, {7 * 24 * time.Hour, &v.Failed7d}} {
 		var jobs []api.Job
-		q := url.Values{"status": {"failed"}, "since": {now.Add(-c.since).UTC().Format(time.RFC3339)}, "limit": {strconv.Itoa(countCap + 1)}}
-		if _, err := p.api.call("list-jobs", nil, q, nil, &jobs); err != nil {
+		q := url.Values{"status": {"failed"}, "since": {now.Add(-c.since).UTC().Format(time.RFC3339)}, "limit": {strconv.Itoa(countCap)}}
+		h, err := p.api.call("list-jobs", nil, q, nil, &jobs)
+		if err != nil {
 			if !p.partial(err, &v.Problems, "failures") {
 				return
 			}
 		}
-		*c.out = count{N: min(len(jobs), countCap), More: len(jobs) > countCap}
+		*c.out = count{N: len(jobs), More: h.Get("Coffer-Next") != ""}
 	}
 	for _, c := range []struct {
 		kind string
@@ -148,7 +149,7 @@ type repoUsage struct {
 
 func (p *page) dashboardRepos() {
 	var out []repoUsage
-	for _, name := range p.c.cfg.Repositories() {
+	for _, name := range p.c.cfg.Repositories(p.r.Context()) {
 		u := repoUsage{Name: name}
 		var st api.Stats
 		if _, err := p.api.call("stats", map[string]string{"repo": name}, nil, nil, &st); err != nil {

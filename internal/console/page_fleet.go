@@ -116,7 +116,7 @@ type repoView struct {
 
 func (p *page) repositories() {
 	var v repositoriesView
-	for _, name := range p.c.cfg.Repositories() {
+	for _, name := range p.c.cfg.Repositories(p.r.Context()) {
 		r := repoView{Name: name, Last: map[string]*api.Job{}}
 		params := map[string]string{"repo": name}
 		var st api.Stats

@@ -66,7 +66,7 @@ func (p *page) repo() string {
 	if r := p.r.PathValue("repo"); r != "" {
 		return r
 	}
-	if rs := p.c.cfg.Repositories(); len(rs) > 0 {
+	if rs := p.c.cfg.Repositories(p.r.Context()); len(rs) > 0 {
 		return rs[0]
 	}
 	return "default"
@@ -111,7 +111,7 @@ func (p *page) repository() {
 	for _, name := range order {
 		all = append(all, *byVM[name])
 	}
-	v := pointsView{Repo: p.repo(), Repos: p.c.cfg.Repositories(), Total: len(pts)}
+	v := pointsView{Repo: p.repo(), Repos: p.c.cfg.Repositories(p.r.Context()), Total: len(pts)}
 	v.VMs, v.Pager = pageOf(all, p.r, nil, "/ui/points/"+url.PathEscape(v.Repo))
 	p.show("points", "Backup points in "+v.Repo, "points", v)
 }

@@ -43,7 +43,7 @@ var taskKinds = []string{"backup-policy", "backup-vm", "backup-disk", "restore",
 func (p *page) tasks() {
 	q := p.r.URL.Query()
 	f := tasksFilter{Kind: q.Get("kind"), Status: q.Get("status"), Policy: q.Get("policy"), VM: q.Get("vm"), User: q.Get("user"), Since: q.Get("since")}
-	api := url.Values{"limit": {strconv.Itoa(pageSize + 1)}}
+	api := url.Values{"limit": {strconv.Itoa(pageSize)}}
 	for k, v := range map[string]string{"kind": f.Kind, "status": f.Status, "policy": f.Policy, "vm": f.VM, "user": f.User} {
 		if v != "" {
 			api.Set(k, v)
@@ -52,18 +52,21 @@ func (p *page) tasks() {
 	if d, ok := sinceChoices[f.Since]; ok {
 		api.Set("since", time.Now().Add(-d).UTC().Format(time.RFC3339))
 	}
-	if before := p.intParam("before"); before > 0 {
-		api.Set("before_id", strconv.FormatInt(before, 10))
+	if after := p.intParam("after"); after > 0 {
+		api.Set("after", strconv.FormatInt(after, 10))
 	}
 	v := tasksView{Filter: f, Kinds: taskKinds}
-	if _, err := p.api.call("list-jobs", nil, api, nil, &v.Tasks); err != nil {
+	h, err := p.api.call("list-jobs", nil, api, nil, &v.Tasks)
+	if err != nil {
 		p.fail(err)
 		return
 	}
-	if len(v.Tasks) > pageSize {
-		v.Tasks = v.Tasks[:pageSize]
+	// The API's keyset cursor: the next page continues after the last
+	// job of this one, stable while new jobs are added.
+	if cursor := h.Get("Coffer-Next"); cursor != "" {
 		next := p.r.URL.Query()
-		next.Set("before", strconv.FormatInt(v.Tasks[pageSize-1].ID, 10))
+		next.Del("before")
+		next.Set("after", cursor)
 		v.Next = "/ui/tasks?" + next.Encode()
 	}
 	if p.htmx() && p.r.Header.Get("HX-Target") == "task-list" {

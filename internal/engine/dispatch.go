@@ -75,6 +75,19 @@ func (d *dispatcher) resource(key string, cap int) *resource {
 	return r
 }
 
+// setCapacity changes a pool's capacity (a reload) and starts what now
+// fits; a unit already running keeps its slots, so a pool made smaller is
+// over its capacity until enough of them are done.
+func (d *dispatcher) setCapacity(r *resource, cap int) {
+	if r == nil || cap <= 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r.cap = cap
+	d.pumpLocked()
+}
+
 // needsOf merges resources into needs, counting repeats; nil entries
 // (unlimited) are dropped.
 func needsOf(rs ...*resource) []need {
@@ -195,5 +208,25 @@ func (d *dispatcher) usage() map[string]int {
 			out[k] = r.used
 		}
 	}
+	return out
+}
+
+// Slot is one limit's pool: its key ("global", "host:lab/h1",
+// "datastore:lab/ds1", "group:ctrl-a", "repo:main", "policy:nightly"),
+// the slots in use and its capacity.
+type Slot struct {
+	Key         string
+	InUse, Size int
+}
+
+// slots lists every pool in key order.
+func (d *dispatcher) slots() []Slot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Slot, 0, len(d.res))
+	for _, r := range d.res {
+		out = append(out, Slot{Key: r.key, InUse: r.used, Size: r.cap})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }

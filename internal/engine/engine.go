@@ -17,7 +17,7 @@
 //	dispatcher.mu   resource counters and the queue (never held while running work)
 //	Job.mu          task records and progress of one job
 //	recorder.mu     pending catalog writes
-//	Engine.mu       opened repositories
+//	Engine.mu       opened repositories (and those a reload retired)
 //
 // No goroutine holds two of these at once.
 package engine
@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -78,16 +79,16 @@ type Options struct {
 // Engine runs jobs. Safe for concurrent use; jobs started concurrently
 // share its limits.
 type Engine struct {
-	o      Options
-	cfg    *policy.Config
-	limits policy.Limits
-	disp   *dispatcher
-	total  *rate.Limiter
-	log    *slog.Logger
-	bg     sync.WaitGroup
+	o     Options
+	cur   atomic.Pointer[setup] // what new jobs run with (reload.go)
+	disp  *dispatcher
+	total *rate.Limiter // the I/O rate in total (unlimited: rate.Inf)
+	log   *slog.Logger
+	bg    sync.WaitGroup
 
-	mu    sync.Mutex
-	repos map[string]*repo.Repository
+	mu      sync.Mutex
+	repos   map[string]*repo.Repository
+	retired []*repo.Repository // dropped by a reload, closed with the engine
 }
 
 // New creates an engine and cleans up what crashed coffer processes left on
@@ -112,8 +113,8 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 		o.FlushInterval = time.Second
 	}
 	limits := o.Config.Limits.WithDefaults()
-	e := &Engine{o: o, cfg: o.Config, limits: limits, disp: newDispatcher(limits.Tasks), total: newBucket(limits.Rate),
-		log: o.Logger, repos: map[string]*repo.Repository{}}
+	e := &Engine{o: o, disp: newDispatcher(limits.Tasks), total: newTotal(limits.Rate), log: o.Logger, repos: map[string]*repo.Repository{}}
+	e.cur.Store(&setup{cfg: o.Config, limits: limits, conns: o.Connectors, storage: o.StorageSnapshotters})
 	return e, e.Cleanup(ctx)
 }
 
@@ -199,6 +200,12 @@ func (e *Engine) Close() error {
 		}
 		delete(e.repos, name)
 	}
+	for _, r := range e.retired {
+		if err := r.Store().Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.retired = nil
 	return errors.Join(errs...)
 }
 
@@ -210,3 +217,7 @@ func (e *Engine) Run(ctx context.Context, p policy.Policy) (*Result, error) {
 	}
 	return j.Wait()
 }
+
+// Slots lists the limits' slot pools with the slots in use now (metrics):
+// pools appear as jobs first need them.
+func (e *Engine) Slots() []Slot { return e.disp.slots() }

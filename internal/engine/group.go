@@ -125,7 +125,7 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	if len(held) > 0 {
 		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, ds, start.UnixNano()%1e9)
 		var err error
-		ss, err = j.e.o.StorageSnapshotters[conn].SnapshotDatastore(j.ctx, ds, label)
+		ss, err = j.s.storage[conn].SnapshotDatastore(j.ctx, ds, label)
 		if err != nil {
 			j.event("error", "storage-snapshot", fmt.Sprintf("storage snapshot of %s failed: %v", ds, err), map[string]any{"datastore": ds})
 			for _, t := range held {

@@ -21,6 +21,7 @@ var ErrCancelled = errors.New("job cancelled")
 // Job is one run of a policy, started by Engine.Start.
 type Job struct {
 	e      *Engine
+	s      *setup // the configuration and connectors the job started with
 	p      policy.Policy
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -63,9 +64,10 @@ func (r *Result) Failed() []catalog.Task {
 // connection without a storage snapshot provider) is refused, never run
 // differently.
 func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
+	su := e.cur.Load()
 	if p.Group == "datastore" {
 		for _, c := range p.ConnectionNames() {
-			if e.o.StorageSnapshotters[c] == nil {
+			if su.storage[c] == nil {
 				return nil, fmt.Errorf("policy %s: group: datastore needs a storage snapshot provider, and connection %s has none: "+
 					"remove `group: datastore` to back its VMs up one by one", p.Name, c)
 			}
@@ -78,7 +80,7 @@ func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
 		return nil, err
 	}
 	jctx, cancel := context.WithCancelCause(run.Context())
-	j := &Job{e: e, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job()}
+	j := &Job{e: e, s: su, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job()}
 	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval, nil)
 	go j.execute()
 	return j, nil
@@ -165,7 +167,7 @@ type target struct {
 func (j *Job) inventory() []target {
 	var out []target
 	for _, name := range j.p.ConnectionNames() {
-		conn := j.e.o.Connectors[name]
+		conn := j.s.conns[name]
 		if conn == nil {
 			j.problems = append(j.problems, fmt.Sprintf("connection %s: no connector available", name))
 			continue

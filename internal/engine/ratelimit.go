@@ -19,6 +19,26 @@ func newBucket(r policy.ByteRate) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(r), max(int(r), 1<<20))
 }
 
+// newTotal is the engine-wide bucket: one limiter for the engine's life,
+// so that a reload changes the rate of the tasks running too.
+func newTotal(r policy.ByteRate) *rate.Limiter {
+	l := rate.NewLimiter(rate.Inf, 1<<20)
+	setRate(l, r)
+	return l
+}
+
+// setRate sets a bucket's rate and burst as newBucket would make them;
+// 0 is unlimited (a burst is kept: limiter splits requests by it).
+func setRate(l *rate.Limiter, r policy.ByteRate) {
+	if r <= 0 {
+		l.SetLimit(rate.Inf)
+		l.SetBurst(1 << 20)
+		return
+	}
+	l.SetLimit(rate.Limit(r))
+	l.SetBurst(max(int(r), 1<<20))
+}
+
 // limiter waits on every bucket it holds (the engine-wide one and the
 // task's own), splitting requests larger than a bucket's burst, which
 // rate.Limiter would otherwise refuse.

@@ -19,24 +19,37 @@ import (
 type Scheduler struct {
 	Engine   *Engine
 	Policies []policy.Policy
+	// Updates, when set, replaces Policies while Run goes on (the
+	// configuration in effect changed): a policy whose schedule is the
+	// same keeps its next run, a new or rescheduled one is scheduled from
+	// now, a removed one is started no more. Runs in progress go on, are
+	// waited for at the end, and still make a run of their policy that
+	// comes while they go skip. Set the engine's new configuration
+	// (Engine.Reload) before sending.
+	Updates <-chan []policy.Policy
 	// Now and After are the clock (defaults: time.Now, time.After);
 	// tests replace them to drive time.
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
 	// Started, if set, is called with every job the scheduler starts.
 	Started func(*Job)
+	// Claim, when set, claims each run in the catalog before it starts,
+	// by the policy's schedule name ("policy/NAME") and the slot its
+	// schedule named: a run another server claimed is not started here
+	// (several servers on one catalog; see internal/leader).
+	Claim func(ctx context.Context, schedule string, slot time.Time) (bool, error)
 }
 
 type scheduled struct {
-	p       policy.Policy
-	sched   cron.Schedule
-	next    time.Time
-	running *Job
+	p     policy.Policy
+	sched cron.Schedule
+	next  time.Time
 }
 
 // Run loops until ctx ends, then cancels running jobs (they stop cleanly
 // and release their hypervisor sessions), waits for them and returns the
-// context's error.
+// context's error. A bad schedule in Policies is an error at once; one in
+// an update is logged and the update ignored.
 func (s *Scheduler) Run(ctx context.Context) error {
 	now, after := s.Now, s.After
 	if now == nil {
@@ -45,55 +58,100 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if after == nil {
 		after = time.After
 	}
-	var list []*scheduled
-	for _, p := range s.Policies {
-		sc, err := p.ParseSchedule()
-		if err != nil {
-			return fmt.Errorf("policy %s: %w", p.Name, err)
-		}
-		if sc != nil {
-			list = append(list, &scheduled{p: p, sched: sc, next: sc.Next(now())})
-		}
+	list, err := plan(s.Policies, nil, now())
+	if err != nil {
+		return err
 	}
-	if len(list) == 0 {
-		<-ctx.Done()
-		return ctx.Err()
-	}
+	running := map[string]*Job{} // by policy name
 	for {
-		earliest := list[0].next
-		for _, e := range list[1:] {
-			if e.next.Before(earliest) {
-				earliest = e.next
+		var wake <-chan time.Time
+		if len(list) > 0 {
+			earliest := list[0].next
+			for _, e := range list[1:] {
+				if e.next.Before(earliest) {
+					earliest = e.next
+				}
 			}
+			wake = after(max(earliest.Sub(now()), 0))
 		}
 		select {
 		case <-ctx.Done():
-			for _, e := range list {
-				if e.running != nil {
-					<-e.running.Done()
-				}
+			for _, j := range running {
+				<-j.Done()
 			}
 			return ctx.Err()
-		case <-after(max(earliest.Sub(now()), 0)):
+		case ps := <-s.Updates:
+			next, err := plan(ps, list, now())
+			if err != nil {
+				s.Engine.log.Error("the new schedules are refused: keeping the previous ones", "err", err)
+				continue
+			}
+			list = next
+			continue
+		case <-wake:
+		}
+		for name, j := range running { // forget finished runs (of removed policies too)
+			select {
+			case <-j.Done():
+				delete(running, name)
+			default:
+			}
 		}
 		t := now()
 		for _, e := range list {
 			if e.next.After(t) {
 				continue
 			}
+			slot := e.next
 			e.next = e.sched.Next(t)
-			s.fire(ctx, e, t)
+			s.fire(ctx, e, slot, running)
 		}
 	}
 }
 
-func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time) {
-	if e.running != nil {
+// plan schedules the policies that have a schedule; one that was in old
+// with the same schedule keeps its next run.
+func plan(ps []policy.Policy, old []*scheduled, now time.Time) ([]*scheduled, error) {
+	var out []*scheduled
+	for _, p := range ps {
+		sc, err := p.ParseSchedule()
+		if err != nil {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, err)
+		}
+		if sc == nil {
+			continue
+		}
+		e := &scheduled{p: p, sched: sc, next: sc.Next(now)}
+		for _, o := range old {
+			if o.p.Name == p.Name && o.p.Schedule == p.Schedule {
+				e.next = o.next
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// fire starts the run of a policy at slot t, the time its schedule named;
+// running holds the runs in progress by policy name.
+func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time, running map[string]*Job) {
+	if r := running[e.p.Name]; r != nil {
 		select {
-		case <-e.running.Done():
-			e.running = nil
+		case <-r.Done():
+			delete(running, e.p.Name)
 		default:
-			s.Engine.recordSkipped(ctx, e.p, e.running, t)
+			s.Engine.recordSkipped(ctx, e.p, r, t)
+			return
+		}
+	}
+	if s.Claim != nil {
+		ok, err := s.Claim(ctx, "policy/"+e.p.Name, t)
+		if err != nil {
+			s.Engine.log.Error("claiming a scheduled run failed: not started", "policy", e.p.Name, "slot", t, "err", err)
+			return
+		}
+		if !ok {
+			s.Engine.log.Info("scheduled run claimed by another server", "policy", e.p.Name, "slot", t)
 			return
 		}
 	}
@@ -102,7 +160,10 @@ func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time) {
 		s.Engine.log.Error("scheduled run could not start", "policy", e.p.Name, "err", err)
 		return
 	}
-	e.running = j
+	// The slot in the log tells every run of the schedule apart, whichever
+	// server ran it.
+	j.event("info", "scheduled", "scheduled run of "+t.UTC().Format(time.RFC3339), map[string]any{"slot": t.UTC().Format(time.RFC3339)})
+	running[e.p.Name] = j
 	if s.Started != nil {
 		s.Started(j)
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,5 +106,158 @@ func TestSchedulerRejectsBadCron(t *testing.T) {
 	p.Schedule = "every tuesday"
 	if err := (&Scheduler{Engine: e.eng, Policies: []policy.Policy{p}}).Run(context.Background()); err == nil {
 		t.Fatal("bad schedule accepted")
+	}
+}
+
+// TestSlotsShowWhatIsInUse: while VM tasks hold their slots, Slots shows
+// them in use in the global, host and datastore pools with their sizes;
+// when the job ends every pool is free again.
+func TestSlotsShowWhatIsInUse(t *testing.T) {
+	release := make(chan struct{})
+	running := make(chan struct{}, 8)
+	e := newEnv(t, fake.Options{Seed: 33, VMs: 4, Hosts: 1, Datastores: 1}, &policy.Config{Limits: policy.Limits{Tasks: 3, PerDatastore: 2}},
+		func(o *Options) {
+			o.OpenRepository = nil
+			o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, _ backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+				running <- struct{}{}
+				<-release
+				return &repo.Snapshot{Mode: "full"}, nil
+			}
+		})
+	j, err := e.eng.Start(context.Background(), testPolicy("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	<-running // the datastore's two slots are taken
+	pools := map[string]Slot{}
+	for _, s := range e.eng.Slots() {
+		pools[s.Key] = s
+	}
+	if g := pools["global"]; g.InUse != 2 || g.Size != 3 {
+		t.Errorf("global pool %+v, want 2 of 3 in use", g)
+	}
+	var ds *Slot
+	for k, s := range pools {
+		if strings.HasPrefix(k, "datastore:") {
+			ds = &s
+		}
+	}
+	if ds == nil || ds.InUse != 2 || ds.Size != 2 {
+		t.Errorf("datastore pool %+v, want 2 of 2 in use (pools %v)", ds, pools)
+	}
+	close(release)
+	if _, err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range e.eng.Slots() {
+		if s.InUse != 0 {
+			t.Errorf("pool %s still has %d slots in use", s.Key, s.InUse)
+		}
+	}
+}
+
+// schedulerEnv is an engine whose VM backups succeed at once, and a hand-
+// driven clock at 21:59:30 on 23 November 2026, for the tests of the
+// scheduler.
+func schedulerEnv(t *testing.T, seed uint64) (*env, *fakeClock) {
+	t.Helper()
+	e := newEnv(t, fake.Options{Seed: seed, VMs: 1}, nil, func(o *Options) {
+		o.OpenRepository = nil
+		o.Runner = func(context.Context, *repo.Writer, hypervisor.Connector, backup.VMRequest, backup.Options) (*repo.Snapshot, error) {
+			return &repo.Snapshot{Mode: "full"}, nil
+		}
+	})
+	clock := &fakeClock{now: time.Date(2026, 11, 23, 21, 59, 30, 0, time.UTC), waits: make(chan time.Duration), fire: make(chan time.Time)}
+	return e, clock
+}
+
+// sched is a policy on a cron schedule.
+func sched(name, cron string) policy.Policy {
+	p := testPolicy(name)
+	p.Schedule = cron
+	return p
+}
+
+// TestSchedulerClaimsRunsAcrossUpdates: with Claim (several servers on one
+// catalog), every run is claimed by its policy's schedule name at the
+// slot its schedule named, not at the time the timer fired, before and
+// after an update; a run claimed elsewhere does not start; a run that
+// starts names its slot in its log.
+func TestSchedulerClaimsRunsAcrossUpdates(t *testing.T) {
+	e, clock := schedulerEnv(t, 43)
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 23, h, m, 0, 0, time.UTC) }
+	type claim struct {
+		schedule string
+		slot     time.Time
+	}
+	var mu sync.Mutex
+	var claims []claim
+	elsewhere := claim{"policy/half", at(22, 30)} // another server ran it
+	updates := make(chan []policy.Policy)
+	started := make(chan *Job, 8)
+	s := &Scheduler{Engine: e.eng, Policies: []policy.Policy{sched("hourly", "0 * * * *")}, Updates: updates,
+		Now: clock.Now, After: clock.After, Started: func(j *Job) { started <- j },
+		Claim: func(_ context.Context, schedule string, slot time.Time) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			c := claim{schedule, slot}
+			claims = append(claims, c)
+			return c != elsewhere, nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	// late fires the scheduler's timer late by lag, as a busy host does.
+	late := func(lag time.Duration) {
+		d := <-clock.waits
+		clock.mu.Lock()
+		clock.now = clock.now.Add(d + lag)
+		now := clock.now
+		clock.mu.Unlock()
+		clock.fire <- now
+	}
+	ran := func(policy string, slot time.Time) {
+		t.Helper()
+		j := receive(t, started, "a run")
+		res, _ := j.Wait()
+		if j.Policy().Name != policy {
+			t.Fatalf("run of %s, want %s", j.Policy().Name, policy)
+		}
+		ev := e.cat.EventsOf(res.Job.ID, "scheduled")
+		if want := slot.Format(time.RFC3339); len(ev) != 1 || ev[0].Fields["slot"] != want {
+			t.Fatalf("job %d of %s logs its slot as %+v, want %s", res.Job.ID, policy, ev, want)
+		}
+	}
+
+	late(7 * time.Second) // 22:00:07
+	ran("hourly", at(22, 0))
+	<-clock.waits // the loop waits for 23:00
+	updates <- []policy.Policy{sched("hourly", "0 * * * *"), sched("half", "30 * * * *")}
+	clock.tick()          // 22:30: half, claimed elsewhere, does not start here
+	late(3 * time.Second) // 23:00:03: hourly kept its schedule through the update
+	ran("hourly", at(23, 0))
+	clock.tick() // 23:30
+	ran("half", at(23, 30))
+	cancel()
+	<-clock.waits
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Run returned %v", err)
+	}
+	select {
+	case j := <-started:
+		t.Fatalf("job %d of %s started besides", j.ID(), j.Policy().Name)
+	default:
+	}
+	want := []claim{{"policy/hourly", at(22, 0)}, elsewhere, {"policy/hourly", at(23, 0)}, {"policy/half", at(23, 30)}}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(claims) != len(want) {
+		t.Fatalf("claims %v, want %v", claims, want)
+	}
+	for i := range want {
+		if claims[i].schedule != want[i].schedule || !claims[i].slot.Equal(want[i].slot) {
+			t.Fatalf("claims %v, want %v", claims, want)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (j *Job) createTasks(targets []target) error {
 	tasks := make([]*task, 0, len(targets))
 	recs := make([]*catalog.Task, len(targets))
 	for i, tg := range targets {
-		conn := j.e.o.Connectors[tg.conn]
+		conn := j.s.conns[tg.conn]
 		src := repo.Source{Kind: conn.Kind(), Connection: tg.conn, VMID: tg.vm.ID, VMName: tg.vm.Name}
 		mode, why := j.p.ModeFor(now, points[src.Key()])
 		t := &task{j: j, conn: conn, vm: tg.vm, modeReason: why, size: tg.vm.ProvisionedBytes()}
@@ -84,7 +84,7 @@ func (j *Job) schedule() {
 // hypervisor), its resource groups, the repository's write streams and
 // the policy's own cap.
 func (j *Job) needs(t *task, hypervisorSide, repository bool) []*resource {
-	d, l, c := j.e.disp, j.e.limits, t.rec.Connection
+	d, l, c := j.e.disp, j.s.limits, t.rec.Connection
 	rs := []*resource{d.global, d.resource("policy:"+j.p.Name, j.p.Tasks)}
 	if hypervisorSide {
 		rs = append(rs, d.resource("host:"+c+"/"+t.vm.Host, l.PerHost))
@@ -92,14 +92,14 @@ func (j *Job) needs(t *task, hypervisorSide, repository bool) []*resource {
 			rs = append(rs, d.resource("datastore:"+c+"/"+ds, l.PerDatastore))
 		}
 	}
-	for _, g := range j.e.cfg.ResourceGroups {
+	for _, g := range j.s.cfg.ResourceGroups {
 		if g.Contains(t.vm) {
 			rs = append(rs, d.resource("group:"+g.Name, g.Limit))
 		}
 	}
 	if repository {
-		streams := j.e.limits.PerRepository
-		if r, ok := j.e.cfg.Repository(j.p.Repository); ok && r.Streams > 0 {
+		streams := j.s.limits.PerRepository
+		if r, ok := j.s.cfg.Repository(j.p.Repository); ok && r.Streams > 0 {
 			streams = r.Streams
 		}
 		rs = append(rs, d.resource("repo:"+j.p.Repository, streams))
@@ -218,7 +218,7 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 		SnapshotMode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
 		Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup},
 		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.p.RetainUntil(time.Now())}
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.e.limits.TaskRate), Progress: prog}
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.s.limits.TaskRate), Progress: prog}
 	snap, err := j.e.o.Runner(ctx, j.w, conn, req, opts)
 	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)

@@ -4,6 +4,13 @@
 // their memory does not grow with the repository (restic's whole-index-in-
 // RAM approach is what this avoids).
 //
+// Memory: a Sorter's buffer never exceeds its budget (it lives outside the
+// Go heap, see mapBuffer), and a merge shares
+// the budget among its runs' read buffers (merging in several passes when
+// there are too many runs), so sorting any amount of data costs the budget
+// plus a few fixed buffers. Ordered keeps records that are already in
+// order on disk without sorting them.
+//
 // Hand-written because it is small and specific: fixed-size byte records
 // compared bytewise, with optional de-duplication.
 package extsort
@@ -17,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 
 	"golang.org/x/sys/unix"
@@ -27,7 +35,8 @@ type Sorter struct {
 	size    int
 	budget  int
 	dir     string
-	buf     []byte
+	mem     []byte     // the mapped buffer (see mapBuffer), nil until the first Add
+	buf     []byte     // mem[:records buffered]
 	runs    []*os.File // anonymous files: nothing is left behind by a crash
 	closed  bool
 	records int64
@@ -48,12 +57,37 @@ func (s *Sorter) Add(rec []byte) error {
 	if s.closed {
 		return errors.New("extsort: Add after Iterate")
 	}
+	if s.mem == nil {
+		mem, err := mapBuffer(s.budget)
+		if err != nil {
+			return fmt.Errorf("extsort: %d bytes of sort buffer: %w", s.budget, err)
+		}
+		s.mem, s.buf = mem, mem[:0]
+		runtime.SetFinalizer(s, (*Sorter).Close) // a sorter dropped without Close
+	}
 	s.buf = append(s.buf, rec...)
 	s.records++
-	if len(s.buf) >= s.budget {
+	if len(s.buf) == s.budget {
 		return s.spill()
 	}
 	return nil
+}
+
+// mapBuffer reserves a sort buffer of n bytes as anonymous memory outside
+// the Go heap; pages count towards the process's memory only once records
+// are written to them. Outside the heap the buffer never moves or doubles
+// as it fills, and it does not raise the garbage collector's target: the
+// heap may grow to twice its live size before a collection, so a
+// budget-sized buffer inside it would let garbage grow by as much again.
+func mapBuffer(n int) ([]byte, error) {
+	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+}
+
+func (s *Sorter) freeBuffer() {
+	if s.mem != nil {
+		_ = unix.Munmap(s.mem)
+		s.mem, s.buf = nil, nil
+	}
 }
 
 // Len is the number of records added.
@@ -105,13 +139,7 @@ func (s *Sorter) spill() error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	// One err throughout: with a shadowed one, a run that did not fit on
-	// the filesystem passed as written and the sort lost its records.
-	if _, err = w.Write(s.buf); err == nil {
-		err = w.Flush()
-	}
-	if err != nil {
+	if _, err := f.Write(s.buf); err != nil {
 		f.Close()
 		return err
 	}
@@ -119,6 +147,16 @@ func (s *Sorter) spill() error {
 	s.buf = s.buf[:0]
 	return nil
 }
+
+// Merge buffers: a merge reads every run through a buffer of its own, the
+// budget shared among them, between minRunBuffer and maxRunBuffer each. More
+// runs than the budget allows at minRunBuffer are first merged in groups,
+// so a merge never needs more memory than the budget however much was
+// sorted.
+const (
+	minRunBuffer = 16 << 10
+	maxRunBuffer = 256 << 10
+)
 
 // Iterate calls fn with every record in ascending order (the slice is only
 // valid during the call). With unique, equal records are reported once.
@@ -146,15 +184,40 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 			return err
 		}
 	}
+	s.freeBuffer() // the merge's memory is its read buffers
+	fanIn := max(2, s.budget/minRunBuffer)
+	for len(s.runs) > fanIn {
+		f, err := tempFile(s.dir)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(f, maxRunBuffer)
+		err = s.merge(s.runs[:fanIn], unique, func(rec []byte) error { _, err := w.Write(rec); return err })
+		if err == nil {
+			err = w.Flush()
+		}
+		for _, r := range s.runs[:fanIn] {
+			r.Close()
+		}
+		s.runs = append(s.runs[fanIn:], f)
+		if err != nil {
+			return err
+		}
+	}
+	return s.merge(s.runs, unique, fn)
+}
+
+// merge reads sorted run files from their start and calls fn in order.
+func (s *Sorter) merge(runs []*os.File, unique bool, fn func(rec []byte) error) error {
+	bufSize := min(max(s.budget/len(runs), minRunBuffer), maxRunBuffer)
 	h := &runHeap{}
-	for _, f := range s.runs {
+	for _, f := range runs {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		rr := &run{f: f, r: bufio.NewReaderSize(f, 256<<10), rec: make([]byte, s.size)}
+		rr := &run{r: bufio.NewReaderSize(f, bufSize), rec: make([]byte, s.size)}
 		ok, err := rr.next()
 		if err != nil {
-			f.Close()
 			return err
 		}
 		if ok {
@@ -184,17 +247,16 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 	return nil
 }
 
-// Close releases run files (Iterate does it too).
+// Close releases the buffer and the run files (Iterate does it too).
 func (s *Sorter) Close() {
 	for _, f := range s.runs {
 		f.Close()
 	}
 	s.runs = nil
-	s.buf = nil
+	s.freeBuffer()
 }
 
 type run struct {
-	f   *os.File
 	r   *bufio.Reader
 	rec []byte
 }
@@ -237,7 +299,7 @@ func (s *Sorter) Cursor(unique bool) (*Cursor, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
+	w := bufio.NewWriterSize(f, maxRunBuffer)
 	if err := s.Iterate(unique, func(rec []byte) error { _, err := w.Write(rec); return err }); err != nil {
 		f.Close()
 		return nil, err

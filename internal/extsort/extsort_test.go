@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -56,6 +57,100 @@ func TestKeepsDuplicatesWhenAsked(t *testing.T) {
 	_ = s.Iterate(false, func(r []byte) error { got = append(got, r[0]); return nil })
 	if string(got) != "aaabnn" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestBufferStaysWithinBudget: the buffer is the budget and never grows
+// past it, and the spilled runs still merge when there are more of them
+// than the budget can buffer at once.
+func TestBufferStaysWithinBudget(t *testing.T) {
+	const size, budget = 16, 64 << 10
+	s := New(size, budget, t.TempDir())
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rec [size]byte
+	n := 0
+	for range 100000 { // 1.6 MB: 25 runs, more than a 64 KiB budget merges at once
+		binary.BigEndian.PutUint64(rec[:], rng.Uint64())
+		if err := s.Add(rec[:]); err != nil {
+			t.Fatal(err)
+		}
+		if cap(s.buf) > budget {
+			t.Fatalf("buffer capacity %d over the %d budget", cap(s.buf), budget)
+		}
+	}
+	if len(s.runs) <= budget/minRunBuffer {
+		t.Fatalf("%d runs: the test needs more than one merge pass", len(s.runs))
+	}
+	var prev []byte
+	err := s.Iterate(false, func(r []byte) error {
+		if prev != nil && bytes.Compare(prev, r) > 0 {
+			t.Fatalf("record %d out of order", n)
+		}
+		prev = append(prev[:0], r...)
+		n++
+		return nil
+	})
+	if err != nil || n != 100000 {
+		t.Fatalf("%d records back, want 100000 (%v)", n, err)
+	}
+}
+
+func TestOrderedReplaysAndRefusesDisorder(t *testing.T) {
+	o, err := NewOrdered(2, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"aa", "ab", "ab", "ba"} {
+		if err := o.Add([]byte(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Add([]byte("az")); err == nil {
+		t.Fatal("a record smaller than the previous one was accepted")
+	}
+	c, err := o.Cursor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for pass := range 2 {
+		var got []string
+		for ; c.Valid(); _ = c.Next() {
+			got = append(got, string(c.Record()))
+		}
+		if strings.Join(got, ",") != "aa,ab,ab,ba" {
+			t.Fatalf("pass %d: %v", pass, got)
+		}
+		if err := c.Rewind(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEachStopsAtAnError(t *testing.T) {
+	o, err := NewOrdered(1, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range "abcd" {
+		_ = o.Add([]byte{byte(r)})
+	}
+	c, err := o.Cursor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := errors.New("stop")
+	var seen string
+	err = c.Each(func(rec []byte) error {
+		seen += string(rec)
+		if rec[0] == 'b' {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || seen != "ab" || string(c.Record()) != "b" {
+		t.Fatalf("Each: %v after %q, cursor on %q; want the error after \"ab\", cursor still on b", err, seen, c.Record())
 	}
 }
 

@@ -39,6 +39,7 @@
 //	    timeouts: {vm: 4h, snapshot-create: 10m}
 //	    retries: {attempts: 3, backoff: 30s}
 //	    immutable-for: 30d         # points undeletable for 30 days (Object Lock)
+//	    rpo: 26h                   # a VM without a good point that recent is unprotected
 //	storage-snapshots: []          # no provider in this version: must stay empty
 package policy
 
@@ -159,6 +160,10 @@ type Policy struct {
 	// ImmutableFor locks every point the policy makes for this long after
 	// its backup (S3 Object Lock); the repository must have retention.
 	ImmutableFor Duration `yaml:"immutable-for"`
+	// RPO is the recovery point objective: the oldest a VM's newest good
+	// point may be before the VM counts as unprotected (metrics, the
+	// rpo-missed notification). 0: none.
+	RPO Duration `yaml:"rpo"`
 }
 
 // Timeouts bound each VM and each hypervisor operation; zero means the

@@ -284,3 +284,27 @@ func TestDurationRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestRPOIsValidated: an RPO shorter than the gap between scheduled runs,
+// or under a minute, is refused with what to write instead.
+func TestRPOIsValidated(t *testing.T) {
+	c := &Config{Connections: []Connection{{Name: "lab", Kind: "fake"}},
+		Policies: []Policy{
+			{Name: "ok", Connection: "lab", Schedule: "0 22 * * *", RPO: Duration(26 * time.Hour)},
+			{Name: "short", Connection: "lab", Schedule: "0 22 * * *", RPO: Duration(12 * time.Hour)},
+			{Name: "tiny", Connection: "lab", RPO: Duration(time.Second)},
+		}}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("bad RPOs accepted")
+	}
+	for _, want := range []string{"policy short: rpo 12h0m0s is shorter than the longest time between two scheduled runs (1d)",
+		"policy tiny: rpo 1s is less than a minute"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "policy ok") {
+		t.Errorf("a good RPO refused: %v", err)
+	}
+}

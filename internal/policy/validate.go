@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 
@@ -95,9 +96,16 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 		}
 	}
 	if p.Schedule != "" {
-		if _, err := cron.ParseStandard(p.Schedule); err != nil {
+		sc, err := cron.ParseStandard(p.Schedule)
+		if err != nil {
 			add("%s: schedule %q: %v (want 5 cron fields like \"0 22 * * *\", or @daily, @every 6h)", where, p.Schedule, err)
+		} else if gap := LongestGap(sc); p.RPO > 0 && time.Duration(p.RPO) < gap {
+			add("%s: rpo %s is shorter than the longest time between two scheduled runs (%s): every VM would miss it; make it longer than %s",
+				where, p.RPO, Duration(gap), Duration(gap))
 		}
+	}
+	if p.RPO > 0 && time.Duration(p.RPO) < time.Minute {
+		add("%s: rpo %s is less than a minute: write how old a VM's newest backup may be, like 26h or 2d", where, p.RPO)
 	}
 	t := p.Timeouts
 	for _, d := range []struct {
@@ -186,4 +194,23 @@ func known(set map[string]bool) string {
 		return " (none is configured)"
 	}
 	return fmt.Sprintf(" (known: %s)", strings.Join(sorted(list), ", "))
+}
+
+// LongestGap is the longest time between two consecutive runs of a
+// schedule over the four weeks after a fixed Monday (cron schedules
+// repeat weekly, apart from month days, which four weeks mostly show).
+func LongestGap(sc cron.Schedule) time.Duration {
+	t := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := t.Add(28 * 24 * time.Hour)
+	var longest time.Duration
+	prev := sc.Next(t)
+	for i := 0; i < 100000 && !prev.IsZero() && prev.Before(end); i++ {
+		next := sc.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		longest = max(longest, next.Sub(prev))
+		prev = next
+	}
+	return longest
 }

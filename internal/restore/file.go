@@ -51,6 +51,36 @@ type Stats struct {
 // ErrTargetExists refuses to overwrite without permission.
 var ErrTargetExists = errors.New("restore target exists")
 
+// ErrTargetNotFile refuses a target that is neither a regular file nor a
+// block device (a directory, a socket, ...): renaming the restored image
+// over it would fail only after the whole disk was written.
+var ErrTargetNotFile = errors.New("restore target is not a regular file or block device")
+
+// CheckTarget tells whether a disk image may be written to path as a new
+// file: nothing there yet, or a regular file and overwrite set. Block
+// devices are the caller's to handle.
+func CheckTarget(path string, overwrite bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: %s is a %s: name a file in it instead", ErrTargetNotFile, path, describeMode(fi.Mode()))
+	case !overwrite:
+		return fmt.Errorf("%w: %s (use --overwrite to replace it)", ErrTargetExists, path)
+	}
+	return nil
+}
+
+func describeMode(m fs.FileMode) string {
+	if m.IsDir() {
+		return "directory"
+	}
+	return "special file (" + m.Type().String() + ")"
+}
+
 // ErrTargetFull means the file system restored onto has no room for the
 // disk's data (the repository is not involved). It is a store.ErrNoSpace,
 // so it maps to the same exit code.
@@ -231,8 +261,8 @@ func openTarget(path string, size int64, o FileOptions) (*target, error) {
 		}
 		return &target{f: f, path: path, statePath: "", device: true}, nil
 	}
-	if err == nil && !o.Overwrite {
-		return nil, fmt.Errorf("%w: %s (use --overwrite to replace it)", ErrTargetExists, path)
+	if err := CheckTarget(path, o.Overwrite); err != nil {
+		return nil, err
 	}
 	t := &target{path: path + ".coffer-partial", statePath: path + ".coffer-partial.state"}
 	flags := os.O_WRONLY | os.O_CREATE

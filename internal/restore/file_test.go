@@ -146,3 +146,45 @@ func TestToFileResumes(t *testing.T) {
 		t.Fatal("the resumed restore differs from the source")
 	}
 }
+
+// TestToFileRefusesTargetsItCannotReplace: an existing file without
+// Overwrite, and a directory even with it, are refused before anything is
+// written, and leave no partial file behind.
+func TestToFileRefusesTargetsItCannotReplace(t *testing.T) {
+	r, snap := backUp(t, testImage(t))
+	dir := t.TempDir()
+	file := filepath.Join(dir, "kept.raw")
+	if err := os.WriteFile(file, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "a-directory")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path      string
+		overwrite bool
+		want      error
+	}{
+		{file, false, restore.ErrTargetExists},
+		{sub, true, restore.ErrTargetNotFile},
+		{sub, false, restore.ErrTargetNotFile},
+	} {
+		_, err := restore.ToFile(context.Background(), r, snap, snap.Disks[0], c.path, restore.FileOptions{Overwrite: c.overwrite})
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s (overwrite %v): %v, want %v", filepath.Base(c.path), c.overwrite, err, c.want)
+		}
+		if err := restore.CheckTarget(c.path, c.overwrite); !errors.Is(err, c.want) {
+			t.Errorf("CheckTarget %s (overwrite %v): %v, want %v", filepath.Base(c.path), c.overwrite, err, c.want)
+		}
+		if _, err := os.Stat(c.path + ".coffer-partial"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: a partial file was left: %v", filepath.Base(c.path), err)
+		}
+	}
+	if got, _ := os.ReadFile(file); string(got) != "keep me" {
+		t.Errorf("the refused target was changed: %q", got)
+	}
+	if err := restore.CheckTarget(filepath.Join(dir, "new.raw"), false); err != nil {
+		t.Errorf("a new file: %v", err)
+	}
+}

@@ -22,10 +22,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
-	"github.com/coffer-backup/coffer/internal/task"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -135,11 +135,6 @@ func newEnv(t testing.TB, catalogLoc string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := task.New(ctx, cat, task.Options{PruneEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tasks.Close() })
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	bg := service.NewBackground(ctx)
@@ -153,13 +148,18 @@ func newEnv(t testing.TB, catalogLoc string) *env {
 	svc := service.New(service.Config{
 		Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: func() ([]byte, error) { return pw, nil }},
 		Catalog:    catalogLoc, StateDir: filepath.Join(dir, "state"), Engine: engine, Logger: log,
-		Access: access, Background: bg, TaskManager: tasks, Tasks: service.CatalogTasks{M: tasks, Log: log},
+		Access: access, Background: bg,
 		Files: service.FileRoots{RestoreDir: filepath.Join(dir, "restores"), ImageDir: filepath.Join(dir, "images"),
 			ExportDir: filepath.Join(dir, "exports")},
 	})
+	// Its tasks are recorded by its own task manager, as the server's are.
+	if err := svc.Start(ctx, service.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
 	e := &env{t: t, dir: dir, svc: svc, access: access, cat: cat, logs: logs, clock: clk, tokens: map[string]string{}, catalog: catalogLoc}
 	e.seed(ctx, pw)
-	e.srv = New(Config{Service: svc, Access: access, Logger: log})
+	e.srv = New(Config{Service: svc, Access: access, Logger: log, Metrics: metrics.New().Handler()})
 	e.http = httptest.NewServer(e.srv.Handler())
 	t.Cleanup(e.http.Close)
 	return e
@@ -314,6 +314,12 @@ func (r response) problem(t *testing.T, status int, class api.Class) string {
 // a string, sent as it is.
 func (e *env) do(token, method, path string, body any) response {
 	e.t.Helper()
+	return e.doWith(token, method, path, body, nil)
+}
+
+// doWith is do with more headers.
+func (e *env) doWith(token, method, path string, body any, header http.Header) response {
+	e.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		if s, ok := body.(string); ok {
@@ -334,6 +340,9 @@ func (e *env) do(token, method, path string, body any) response {
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

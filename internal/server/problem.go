@@ -95,6 +95,9 @@ func problemOf(err error) error {
 	if !ok {
 		class, status = api.Internal, http.StatusInternalServerError
 	}
+	if class == api.Conflict && service.Stale(err) {
+		status = http.StatusPreconditionFailed // an If-Match the object no longer matches
+	}
 	p := &ProblemDetails{ErrorModel: huma.ErrorModel{Status: status, Title: http.StatusText(status), Detail: err.Error()}, Class: class}
 	if p.Title == "" {
 		p.Title = "Cancelled"

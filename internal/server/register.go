@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -32,10 +35,31 @@ func (s *Server) register(op *service.Operation) {
 	if op.MaxBodyBytes > 0 {
 		hop.MaxBodyBytes = op.MaxBodyBytes
 	}
+	if takesHeader(op, "If-Match") {
+		hop.Errors = append(slices.Clone(errorStatuses), http.StatusPreconditionFailed)
+	}
 	if !op.Public {
 		hop.Security = []map[string][]string{{"token": {}}, {"session": {}}}
 	}
 	op.Endpoint.Register(s.api, hop, binding{s})
+}
+
+// takesHeader reports an operation whose input reads the header.
+func takesHeader(op *service.Operation, name string) bool {
+	var find func(t reflect.Type) bool
+	find = func(t reflect.Type) bool {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct && find(f.Type) {
+				return true
+			}
+			if f.Tag.Get("header") == name {
+				return true
+			}
+		}
+		return false
+	}
+	return find(op.Endpoint.Input())
 }
 
 // describe documents who may call an operation.
@@ -92,7 +116,7 @@ func (s *Server) guard(op *service.Operation) func(huma.Context, func(huma.Conte
 		svc := s.cfg.Service
 		if strings.Contains(op.Path, "{repo}") {
 			var err error
-			if svc, err = svc.ForRepository(hc.Param("repo")); err != nil {
+			if svc, err = svc.ForRepository(ctx, hc.Param("repo")); err != nil {
 				refuse("", err)
 				return
 			}

@@ -36,6 +36,11 @@ type Config struct {
 	// Access authenticates requests and records the audit log.
 	Access *auth.Service
 	Logger *slog.Logger
+	// Metrics serves /metrics (Prometheus' text format); nil: not served.
+	// Scrapers authenticate like every API client, with a token holding
+	// Sys.Audit on /system: the series name VMs, policies and
+	// repositories, which not every user of the API may see.
+	Metrics http.Handler
 }
 
 // documentVersion is the API's version in its OpenAPI document: the
@@ -69,6 +74,9 @@ func New(cfg Config) *Server {
 	})
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.requireAudit(cfg.Metrics))
+	}
 	s.ui()
 	return s
 }
@@ -87,6 +95,23 @@ func (s *Server) Handler() http.Handler {
 		writeProblem(w, api.Errorf(api.Denied, "cross-origin request refused: the console calls the API from its own origin"))
 	}))
 	return s.logRequests(s.recoverPanics(cop.Handler(s.mux)))
+}
+
+// requireAudit serves h to subjects with Sys.Audit on /system only, and
+// answers everyone else with a problem.
+func (s *Server) requireAudit(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		subject, err := s.cfg.Access.AuthenticateRequest(r.Context(), r)
+		if err != nil {
+			writeProblem(w, err)
+			return
+		}
+		if !auth.Allowed(subject, auth.SystemPath, auth.SysAudit) {
+			writeProblem(w, api.Errorf(api.Denied, "%s lacks %s on %s to read the metrics", subject, auth.SysAudit, auth.SystemPath))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // apiConfig is huma's configuration: OpenAPI 3.1 at /api/v1/openapi.json,
@@ -118,9 +143,15 @@ func OpenAPI() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// configMethods run the operations on configuration objects.
+var configMethods = map[string]bool{"ConfigObjects": true, "ConfigObject": true, "CreateConfigObject": true,
+	"UpdateConfigObject": true, "DeleteConfigObject": true, "EffectiveConfig": true, "PolicyPreview": true}
+
 // tag groups an operation in the OpenAPI document by what it acts on.
 func tag(op *service.Operation) string {
 	switch {
+	case configMethods[op.Method] && op.ID != "preview-policy":
+		return "configuration"
 	case strings.HasPrefix(op.Path, "/repositories/{repo}/points/"), op.Path == "/points":
 		return "points"
 	case strings.HasPrefix(op.Path, "/repositories"):

@@ -36,7 +36,7 @@ func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.Back
 	if in.Name == "" {
 		in.Name = filepath.Base(in.Paths[0])
 	}
-	return run(ctx, s, "backup-disk", in.Name, func(ctx context.Context, t Task) (*api.BackupPoint, error) {
+	return run(ctx, s, withDetail(s.repoTask(KindBackupDiskTask, s.cfg.Repository.Location), in.Name), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
 		r, err := s.openRepository(ctx)
 		if err != nil {
 			return nil, err
@@ -176,7 +176,7 @@ func (s *Service) BackupQEMU(ctx context.Context, in BackupQEMUInput) (*api.Back
 	if in.Connection != "" {
 		object = in.Connection + "/" + in.VM
 	}
-	return run(ctx, s, "backup", object, func(ctx context.Context, t Task) (*api.BackupPoint, error) {
+	return run(ctx, s, withDetail(s.repoTask(KindBackupVMTask, s.cfg.Repository.Location), object), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
 		conn, connName, err := s.backupConnector(ctx, in)
 		if err != nil {
 			return nil, err
@@ -221,7 +221,7 @@ func (s *Service) backupConnector(ctx context.Context, in BackupQEMUInput) (hype
 			Connections: in.NBDConnections, Log: s.log})
 		return conn, "qemu:" + in.Socket, err
 	}
-	cfg, err := s.engineConfig()
+	cfg, err := s.engineConfig(ctx)
 	if err != nil {
 		return nil, "", err
 	}

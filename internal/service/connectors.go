@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -130,4 +132,61 @@ func connection(cfg *policy.Config, name string) (policy.Connection, bool) {
 		}
 	}
 	return policy.Connection{}, false
+}
+
+// connectorSet keeps the connections the server opened across reloads of
+// the configuration: a connection whose definition did not change keeps
+// its connector (jobs old and new share it), a new or changed one is
+// opened, and one no scheduled policy uses is dropped.
+type connectorSet struct {
+	s    *Service
+	open map[string]openConnector
+}
+
+type openConnector struct {
+	definition string // kind and options, as YAML
+	conn       hypervisor.Connector
+	storage    hypervisor.StorageSnapshotter
+}
+
+// update opens what the scheduled policies of cfg need and returns the
+// connectors for the engine.
+func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connectors, error) {
+	var names []string
+	for _, p := range cfg.Policies {
+		if p.Schedule != "" {
+			names = append(names, p.ConnectionNames()...)
+		}
+	}
+	out := &connectors{conns: map[string]hypervisor.Connector{}, storage: map[string]hypervisor.StorageSnapshotter{}}
+	next := map[string]openConnector{}
+	for _, name := range names {
+		if _, done := next[name]; done {
+			continue
+		}
+		c, _ := connection(cfg, name) // checked: every policy's connection exists
+		def := c.Kind + "\n"
+		if c.Options.Kind != 0 {
+			opts, err := yaml.Marshal(&c.Options)
+			if err != nil {
+				return nil, err
+			}
+			def += string(opts)
+		}
+		oc, ok := cs.open[name]
+		if !ok || oc.definition != def {
+			one, err := cs.s.openConnectors(ctx, cfg, []string{name})
+			if err != nil {
+				return nil, err
+			}
+			oc = openConnector{definition: def, conn: one.conns[name], storage: one.storage[name]}
+		}
+		next[name] = oc
+		out.conns[name] = oc.conn
+		if oc.storage != nil {
+			out.storage[name] = oc.storage
+		}
+	}
+	cs.open = next
+	return out, nil
 }

@@ -1,12 +1,14 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/task"
 	"github.com/coffer-backup/coffer/internal/transfer"
 )
 
@@ -23,6 +25,10 @@ type CopyInput struct {
 	// LockedUntil locks every copied point in the target until then (or
 	// as long as in the source, if longer); zero keeps the source's lock.
 	LockedUntil time.Time
+	// FromRepository and ToRepository name repositories entries instead
+	// of locations (maintenance copy jobs), each opened with its own
+	// password file.
+	FromRepository, ToRepository string
 }
 
 // Copy copies backup points to a second repository, local or S3: only
@@ -30,18 +36,34 @@ type CopyInput struct {
 // so the same call is the recurring offsite job and resumes an
 // interrupted one.
 func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, error) {
-	if in.To == "" {
+	if in.To == "" && in.ToRepository == "" {
 		return nil, invalidf("--to is required")
 	}
-	return run(ctx, s, "copy", in.To, func(ctx context.Context, t Task) (*api.CopyResult, error) {
-		src, err := s.openAt(ctx, in.From)
+	spec := s.repoTask(task.KindCopy, cmp.Or(in.From, s.cfg.Repository.Location))
+	if in.FromRepository != "" {
+		spec = s.namedTask(task.KindCopy, in.FromRepository)
+	}
+	return run(ctx, s, withDetail(spec, "to "+cmp.Or(in.ToRepository, in.To)), func(ctx context.Context, t Task) (*api.CopyResult, error) {
+		var src, dst *repo.Repository
+		var err error
+		if in.FromRepository != "" {
+			src, err = s.openNamedRepo(ctx, in.FromRepository)
+		} else {
+			src, err = s.openAt(ctx, in.From)
+		}
 		if err != nil {
 			return nil, err
 		}
-		dst, err := s.openOther(ctx, in.To)
+		defer src.Store().Close()
+		if in.ToRepository != "" {
+			dst, err = s.openNamedRepo(ctx, in.ToRepository)
+		} else {
+			dst, err = s.openOther(ctx, in.To)
+		}
 		if err != nil {
 			return nil, err
 		}
+		defer dst.Store().Close()
 		if !in.LockedUntil.IsZero() && !dst.Store().Properties().Retention {
 			return nil, invalidf("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
 		}

@@ -116,6 +116,13 @@ func hasDoc(doc any) bool {
 	return true
 }
 
+// Page is the answer of a paged listing: a page of items and, when more
+// may follow, the cursor of the next page (api.NextHeader).
+type Page[T any] struct {
+	Body []T
+	Next string `header:"Coffer-Next" doc:"present when more items may follow: pass it as the after parameter for the next page"`
+}
+
 // Created is the answer of an endpoint that created something: 201.
 type Created[T any] struct{ Body T }
 
@@ -172,9 +179,11 @@ func (d Download[I]) Register(api huma.API, op huma.Operation, b Binding) {
 // returns; lastEventID is the client's Last-Event-ID (0: none), to resume
 // after a reconnection.
 type Events[I any] struct {
-	// Data is the type of every event's data (for the document).
-	Data any
-	Run  func(ctx context.Context, s *Service, in *I, lastEventID int64, send func(event string, id int64, data any) error) error
+	// Data is the type of every event's data, Names the events' names
+	// (for the document).
+	Data  any
+	Names []string
+	Run   func(ctx context.Context, s *Service, in *I, lastEventID int64, send func(event string, id int64, data any) error) error
 }
 
 // Input implements Registrar.
@@ -182,10 +191,24 @@ func (e Events[I]) Input() reflect.Type { return reflect.TypeFor[I]() }
 
 // Register implements Registrar.
 func (e Events[I]) Register(api huma.API, op huma.Operation, b Binding) {
-	schema := api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(e.Data), true, "")
+	// Documented as huma's sse package documents streams: each event an
+	// object of its name, ID and data.
+	doc := api.OpenAPI().Components.Schemas.Schema(reflect.TypeOf(e.Data), true, "")
+	// The data field is JSON text holding the document.
+	data := &huma.Schema{Type: huma.TypeString, Extensions: map[string]any{"contentMediaType": "application/json", "contentSchema": doc}}
+	var events []*huma.Schema
+	for _, name := range e.Names {
+		events = append(events, &huma.Schema{Title: "Event " + name, Type: huma.TypeObject, Required: []string{"data", "event"},
+			Properties: map[string]*huma.Schema{
+				"id":    {Type: huma.TypeString, Description: "a log line's number (resume with Last-Event-ID)"},
+				"event": {Type: huma.TypeString, Extensions: map[string]any{"const": name}},
+				"data":  data,
+				"retry": {Type: huma.TypeInteger},
+			}})
+	}
 	op.Responses = map[string]*huma.Response{"200": {
-		Description: "server-sent events: each event's data is one document (the event field names its type; a job's log lines carry their line number as the event ID)",
-		Content:     map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string", Description: "text/event-stream; data: " + schema.Ref}}},
+		Description: "server-sent events: each event's data is one document, the event field names its kind",
+		Content:     map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Title: "Server Sent Event", OneOf: events}}},
 	}}
 	huma.Register(api, op, func(ctx context.Context, in *I) (*huma.StreamResponse, error) {
 		s, err := b.Service(ctx)

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,34 +21,73 @@ type jobsIn struct {
 	Status string    `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
 	Since  time.Time `query:"since" doc:"jobs created at or after this time"`
 	Until  time.Time `query:"until" doc:"jobs created before this time"`
-	// A page's size and where it starts: the console and scripts page
-	// through a fleet's jobs instead of reading them all.
-	BeforeID int64 `query:"before_id" minimum:"0" doc:"the last job of the previous page: the jobs after it in the listing"`
-	Limit    int   `query:"limit" minimum:"0" maximum:"100000" doc:"the most jobs, newest first (0: all)"`
+	Limit  int       `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
+	After  int64     `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
 
-func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Result[[]api.Job], error) {
+// jobsPage is the size of a page of jobs unless the request says.
+const jobsPage = 100
+
+// epJobs lists a page of the jobs the caller may see. The catalog is
+// read a page at a time (a catalog holds millions of jobs); jobs the
+// caller may not see are left out of the page, so a page may be short
+// while more follow: Coffer-Next says whether they do.
+func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Page[api.Job], error) {
+	limit := cmp.Or(in.Limit, jobsPage)
 	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status,
-		Since: in.Since, Until: in.Until, BeforeID: in.BeforeID, Limit: in.Limit})
+		Since: in.Since, Until: in.Until, Limit: limit, After: in.After})
 	if err != nil {
 		return nil, err
 	}
 	actor := s.actor(ctx)
-	out := []api.Job{}
+	page := &Page[api.Job]{Body: []api.Job{}}
 	for _, j := range jobs {
 		if canSeeJob(actor, j) {
-			out = append(out, j)
+			page.Body = append(page.Body, j)
 		}
 	}
-	return result(out, nil)
+	if len(jobs) == limit {
+		page.Next = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+	}
+	return page, nil
 }
 
 type jobIn struct {
 	ID int64 `path:"id" minimum:"1"`
 }
 
-func epJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
-	return result(visibleJob(ctx, s, in.ID))
+type jobDetailIn struct {
+	ID         int64 `path:"id" minimum:"1"`
+	Tasks      int   `query:"tasks" minimum:"0" maximum:"1000" doc:"the most per-VM tasks in the document, in the order they were created (0: 100)"`
+	TasksAfter int64 `query:"tasks_after" minimum:"0" doc:"the Coffer-Next header of the previous answer: the tasks after it"`
+	Log        int   `query:"log" minimum:"0" maximum:"1000" doc:"the most lines of the log from its start (0: 100); job-log pages through the rest"`
+}
+
+// JobDetail is a job with a page of its tasks and the first lines of its
+// log; tasks_total and log_lines say how many there are.
+type JobDetail struct {
+	Body *api.Job
+	Next string `header:"Coffer-Next" doc:"present when more tasks may follow: pass it as tasks_after"`
+}
+
+// jobDetailPage is the tasks and lines of a job document unless the
+// request says.
+const jobDetailPage = 100
+
+func epJob(ctx context.Context, s *Service, in *jobDetailIn) (*JobDetail, error) {
+	if _, err := visibleJob(ctx, s, in.ID); err != nil {
+		return nil, err
+	}
+	tasks := cmp.Or(in.Tasks, jobDetailPage)
+	j, err := s.jobPage(ctx, jobPageInput{ID: in.ID, Tasks: tasks, TasksAfter: in.TasksAfter, Log: cmp.Or(in.Log, jobDetailPage)})
+	if err != nil {
+		return nil, err
+	}
+	out := &JobDetail{Body: j}
+	if len(j.Tasks) == tasks {
+		out.Next = strconv.FormatInt(j.Tasks[len(j.Tasks)-1].ID, 10)
+	}
+	return out, nil
 }
 
 type vmsIn struct {
@@ -84,7 +125,7 @@ func epPolicyCheck(ctx context.Context, s *Service, in *policyCheckIn) (*Result[
 }
 
 type previewIn struct {
-	Policy string `path:"policy" maxLength:"255"`
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
 	Runs   int    `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
 }
 
@@ -93,7 +134,7 @@ func epPolicyPreview(ctx context.Context, s *Service, in *previewIn) (*Result[*a
 }
 
 type runPolicyIn struct {
-	Policy string `path:"policy" maxLength:"255"`
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
 	Wait   bool   `query:"wait" doc:"answer when the run has ended, with the finished job (default: at once, with the running job)"`
 }
 
@@ -166,9 +207,10 @@ func canCancelJob(actor *auth.Subject, j api.Job) bool {
 	return false
 }
 
-// visibleJob fetches a job the caller may see (denied otherwise).
+// visibleJob fetches a job the caller may see (denied otherwise), without
+// its tasks and log: a policy run's are thousands of rows.
 func visibleJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
-	j, err := s.Job(ctx, id)
+	j, err := s.jobSummary(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +235,7 @@ func epJobLog(ctx context.Context, s *Service, in *jobLogIn) (*Result[[]api.Even
 }
 
 func epCancelJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
-	j, err := s.Job(ctx, in.ID)
+	j, err := s.jobSummary(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}

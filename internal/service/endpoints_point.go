@@ -17,7 +17,7 @@ import (
 // PointParam is the backup point a request names.
 type PointParam struct {
 	RepoParam
-	Point string `path:"point" maxLength:"64" doc:"a backup point: its ID, a unique ID prefix, or latest"`
+	Point string `path:"point" maxLength:"64" example:"latest" doc:"a backup point: its ID, a unique ID prefix, or latest"`
 }
 
 // DiskParam is a disk of the point a request names.

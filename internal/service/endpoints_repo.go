@@ -1,11 +1,16 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/retention"
 )
@@ -18,7 +23,7 @@ import (
 // (Exported: huma reads the parameters of embedded structs
 // only when their type is exported.)
 type RepoParam struct {
-	Repo string `path:"repo" maxLength:"255" doc:"the repository's name in the server's configuration (default: the repository setting)"`
+	Repo string `path:"repo" maxLength:"255" example:"default" doc:"the repository's name in the server's configuration (default: the repository setting)"`
 }
 
 type initIn struct {
@@ -52,22 +57,35 @@ func epPoints(ctx context.Context, s *Service, in *pointsIn) (*Result[[]api.Back
 		return nil, err
 	}
 	return result(visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
-		return auth.PointPaths(s.repoName, p.Connection, p.VM)
+		return auth.PointPaths(s.boundRepo, p.Connection, p.VM)
 	}), nil)
 }
 
 type catalogPointsIn struct {
 	VM         string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
 	Repository string `query:"repository" maxLength:"64" doc:"a repository's ID"`
-	Limit      int    `query:"limit" minimum:"0" maximum:"100000" doc:"the most points, newest first (0: all)"`
+	Limit      int    `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
+	After      string `query:"after" maxLength:"200" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
 
-func epCatalogPoints(ctx context.Context, s *Service, in *catalogPointsIn) (*Result[[]api.BackupPoint], error) {
-	points, err := s.CatalogPoints(ctx, CatalogPointsInput{VM: in.VM, Repository: in.Repository, Limit: in.Limit})
+// pointsPage is the size of a page of the catalog's points unless the
+// request says.
+const pointsPage = 100
+
+// epCatalogPoints lists a page of the catalog's points the caller may
+// see (a catalog holds 100,000s); Coffer-Next names the page's last
+// point, where the next page starts.
+func epCatalogPoints(ctx context.Context, s *Service, in *catalogPointsIn) (*Page[api.BackupPoint], error) {
+	after, err := parsePointCursor(in.After)
 	if err != nil {
 		return nil, err
 	}
-	return result(visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
+	limit := cmp.Or(in.Limit, pointsPage)
+	points, err := s.CatalogPoints(ctx, CatalogPointsInput{VM: in.VM, Repository: in.Repository, Limit: limit, After: after})
+	if err != nil {
+		return nil, err
+	}
+	page := &Page[api.BackupPoint]{Body: visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
 		name := s.RepositoryName(p.Repository)
 		if name == "" {
 			// A repository this server has not opened yet: only rights on
@@ -75,7 +93,30 @@ func epCatalogPoints(ctx context.Context, s *Service, in *catalogPointsIn) (*Res
 			name = p.Repository
 		}
 		return auth.PointPaths(name, p.Connection, p.VM)
-	}), nil)
+	})}
+	if len(points) == limit {
+		last := points[len(points)-1]
+		page.Next = fmt.Sprintf("%d.%s.%s", last.Time.UnixMicro(), last.Repository, last.ID)
+	}
+	return page, nil
+}
+
+// parsePointCursor reads a Coffer-Next of the points listing: the time
+// (µs), repository and ID of the last point of a page.
+func parsePointCursor(s string) (catalog.PointCursor, error) {
+	if s == "" {
+		return catalog.PointCursor{}, nil
+	}
+	parts := strings.SplitN(s, ".", 3)
+	var us int64
+	var err error
+	if len(parts) == 3 {
+		us, err = strconv.ParseInt(parts[0], 10, 64)
+	}
+	if len(parts) != 3 || err != nil || parts[1] == "" || parts[2] == "" {
+		return catalog.PointCursor{}, invalidf("after: %q is not the Coffer-Next header of a page of points", s)
+	}
+	return catalog.PointCursor{Time: time.UnixMicro(us).UTC(), Repository: parts[1], ID: parts[2]}, nil
 }
 
 // visible is the items the caller holds priv on through one of their
@@ -187,7 +228,11 @@ type copyIn struct {
 // epCopy copies to another repository of the configuration, opened with
 // its own password.
 func epCopy(ctx context.Context, s *Service, in *copyIn) (*Result[*api.CopyResult], error) {
-	target, err := s.namedLocation(in.To)
+	st, err := s.latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	target, err := s.namedLocation(st.Engine, in.To)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,13 @@ import (
 func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
 		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker}
-	if s.cfg.TaskManager != nil {
-		o.StartJob = engine.Starter(s.cfg.TaskManager.StartJob)
+	// Jobs are tasks of the control plane, recorded once, through the
+	// task manager (its notices, cancel and notifications); without a
+	// catalog for it the engine records them itself.
+	if m, err := s.taskManager(ctx); err == nil {
+		o.StartJob = engine.Starter(m.StartJob)
+	} else {
+		t.Log(slog.LevelWarn, fmt.Sprintf("jobs are recorded without the task manager: %v", err))
 	}
 	eng, err := engine.New(ctx, o)
 	if eng == nil {
@@ -93,7 +98,7 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 // ctx is cancelled (running VMs then release their hypervisor snapshots,
 // queued ones are not started).
 func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -138,68 +143,6 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	return run, nil
 }
 
-// RunSchedules runs every policy that has a schedule until ctx ends (with
-// none, it waits): the schedules of `coffer server`. Leftovers of a coffer that died mid-backup are
-// cleaned up at start. A run whose predecessor still goes is skipped and
-// recorded.
-func (s *Service) RunSchedules(ctx context.Context) error {
-	cfg, warnings, err := s.policyConfig()
-	if err != nil {
-		return err
-	}
-	var scheduled []policy.Policy
-	var names []string
-	for _, p := range cfg.Policies {
-		if p.Schedule != "" {
-			scheduled = append(scheduled, p)
-			names = append(names, p.ConnectionNames()...)
-			for _, f := range warnings[p.Name] {
-				s.log.Warn(f.Message)
-			}
-		}
-	}
-	if len(scheduled) == 0 {
-		s.log.Info("no policy has a schedule: the server serves the API only")
-		<-ctx.Done()
-		return nil
-	}
-	cat, err := s.openCatalog(ctx)
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	conns, err := s.openConnectors(ctx, cfg, names)
-	if err != nil {
-		return err
-	}
-	_, t := LocalTasks{Logger: s.log}.Start(ctx, "server", "schedules")
-	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	s.log.Info("coffer server started", "policies", len(scheduled))
-	sched := &engine.Scheduler{Engine: eng, Policies: scheduled, Started: func(j *engine.Job) {
-		s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
-		go func() {
-			res, err := j.Wait()
-			switch {
-			case err != nil:
-				s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
-			default:
-				s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
-					"tasks", len(res.Tasks), "failed", len(res.Failed()))
-			}
-		}()
-	}}
-	err = sched.Run(ctx)
-	if errors.Is(err, context.Canceled) {
-		s.log.Info("coffer server stopped")
-		return nil
-	}
-	return err
-}
-
 // JobsInput filters jobs.
 type JobsInput struct {
 	Policy string
@@ -212,11 +155,11 @@ type JobsInput struct {
 	Status string
 	// Since and Until bound when the jobs were created (zero: open).
 	Since, Until time.Time
-	// BeforeID continues a listing after its last job (keyset paging,
-	// stable while jobs are added): the jobs that come after that one.
-	BeforeID int64
 	// Limit is the most jobs returned, newest first (0: all).
 	Limit int
+	// After continues a listing after this job (the last of the
+	// previous page).
+	After int64
 }
 
 // Jobs lists the jobs the catalog recorded, newest first.
@@ -227,14 +170,18 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	}
 	defer cat.Close()
 	s.markInterrupted(ctx, cat)
-	f := catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM,
-		Status: catalog.Status(in.Status), Since: in.Since, Until: in.Until, Limit: in.Limit}
-	if in.BeforeID > 0 {
-		last, err := cat.GetJob(ctx, in.BeforeID)
-		if err != nil {
-			return nil, fmt.Errorf("the page's last job %d: %w", in.BeforeID, err)
+	f := catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: catalog.Status(in.Status),
+		Since: in.Since, Until: in.Until, Limit: in.Limit}
+	if in.After > 0 {
+		last, err := cat.GetJob(ctx, in.After)
+		if errors.Is(err, catalog.ErrNotFound) {
+			return nil, api.Errorf(api.NotFound, "job %d, the last of the previous page, is no longer in the catalog "+
+				"(pruned): list again from the newest", in.After)
 		}
-		f.After = catalog.JobCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		if err != nil {
+			return nil, err
+		}
+		f.After = last.Cursor()
 	}
 	jobs, err := cat.ListJobs(ctx, f)
 	if err != nil {
@@ -247,8 +194,50 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	return out, nil
 }
 
-// Job returns one job with its per-VM tasks and events.
+// Job returns one job with all its per-VM tasks and events.
 func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
+	return s.jobPage(ctx, jobPageInput{ID: id})
+}
+
+// jobPageInput selects the part of a job's tasks and log a job document
+// holds: a policy run over 10,000 VMs has 10,000 of each.
+type jobPageInput struct {
+	ID int64
+	// Tasks is the most per-VM tasks, those after the task TasksAfter
+	// (0: all); Log the most lines from the start of the log (0: all).
+	Tasks      int
+	TasksAfter int64
+	Log        int
+}
+
+// jobPage returns one job with a page of its per-VM tasks and the first
+// lines of its log.
+func (s *Service) jobPage(ctx context.Context, in jobPageInput) (*api.Job, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	s.markInterrupted(ctx, cat)
+	j, err := cat.GetJob(ctx, in.ID)
+	if err != nil {
+		return nil, fmt.Errorf("job %d: %w", in.ID, err)
+	}
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: in.ID, AfterID: in.TasksAfter, Limit: in.Tasks})
+	if err != nil {
+		return nil, err
+	}
+	events, err := cat.JobLog(ctx, in.ID, 0, in.Log) // in the order recorded
+	if err != nil {
+		return nil, err
+	}
+	doc := jobDoc(j, list(tasks), list(events))
+	return &doc, nil
+}
+
+// jobSummary returns one job without its tasks and log: what deciding
+// who may see or cancel it needs, one row however large the job.
+func (s *Service) jobSummary(ctx context.Context, id int64) (*api.Job, error) {
 	cat, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -259,15 +248,7 @@ func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %d: %w", id, err)
 	}
-	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: id})
-	if err != nil {
-		return nil, err
-	}
-	events, err := cat.JobLog(ctx, id, 0, 0) // the whole log, in the order recorded
-	if err != nil {
-		return nil, err
-	}
-	doc := jobDoc(j, list(tasks), list(events))
+	doc := jobDoc(j, nil, nil)
 	return &doc, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -67,12 +68,17 @@ func Classify(err error) api.Class {
 		return api.Conflict // refused: it would lose access, or the storage keeps it locked
 	case errors.Is(err, repo.ErrKeyNotFound):
 		return api.NotFound
-	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU):
+	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU), errors.Is(err, restore.ErrTargetNotFile):
 		return api.Invalid
 	case errors.Is(err, files.ErrUnsupported):
 		return api.Invalid // files asked of a disk without a readable file system
 	case errors.Is(err, fs.ErrNotExist):
 		return api.NotFound // a path inside a backup, a restore target's directory
+	case errors.Is(err, configobj.ErrInvalid):
+		return api.Invalid
+	case errors.Is(err, configobj.ErrFileDefined), errors.Is(err, configobj.ErrExists), errors.Is(err, configobj.ErrInUse),
+		errors.Is(err, catalog.ErrStale), errors.Is(err, catalog.ErrConflict):
+		return api.Conflict
 	}
 	return api.Internal
 }

@@ -43,6 +43,7 @@ func TestClassify(t *testing.T) {
 		{crypto.ErrAuth, api.Integrity},
 		{repo.ErrCorruptManifest, api.Integrity},
 		{restore.ErrTargetExists, api.Conflict},
+		{restore.ErrTargetNotFile, api.Invalid},
 		{repo.ErrAlreadyExists, api.Conflict},
 		{files.ErrUnsupported, api.Invalid},
 		{repo.ErrLastKey, api.Conflict},

@@ -11,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // fileCacheBytes bounds the chunk cache of the random-access disk reader.
@@ -96,7 +97,7 @@ func (s *Service) FilesArchive(ctx context.Context, in FilesArchiveInput, w io.W
 }
 
 func (s *Service) extract(ctx context.Context, ref string, do func(context.Context, files.FS) (*files.ExtractStats, error)) (*api.FilesExtract, error) {
-	return run(ctx, s, "files", ref, func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
+	return run(ctx, s, s.pointTask(task.KindRestoreFiles, ref), func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
 		var out *api.FilesExtract
 		err := s.withDiskFS(ctx, ref, false, func(d *files.Disk, fsys files.FS) error {
 			st, err := do(ctx, fsys)
@@ -175,7 +176,7 @@ func (s *Service) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn
 	var disk repo.Disk
 	if diskSel == "" {
 		if len(pt.snap.Disks) == 0 {
-			return fmt.Errorf("snapshot %s has no disks", pt.snap.ID.Short())
+			return fmt.Errorf("backup point %s has no disks", pt.snap.ID.Short())
 		}
 		disk = pt.snap.Disks[0]
 	} else {

@@ -2,7 +2,6 @@ package service
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,7 +56,7 @@ func confine(root, what, rel string) (string, error) {
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", what, err)
+			return "", api.Errorf(api.Invalid, "path %q in the server's %s: %v", rel, what, err) // a name too long, ...
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			return "", api.Errorf(api.Invalid, "path %q passes through a symbolic link in the server's %s", rel, what)

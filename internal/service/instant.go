@@ -11,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/instant"
 	"github.com/coffer-backup/coffer/internal/restore/nbdexport"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Serving is something that serves a backup point's disks until its
@@ -37,19 +38,28 @@ type InstantStartInput struct {
 // lease, for as long as the VM reads from the point), overlays take its
 // writes. The VM runs when this returns; serving goes on until ctx ends
 // (Wait), and the session lives on until it is committed or discarded.
+//
+// The session's serving is a task (kind instant) from start to the end of
+// Wait: who ran which point, and for how long, stays in the catalog.
 func (s *Service) InstantStart(ctx context.Context, in InstantStartInput) (*Serving[api.InstantSession], error) {
+	ctx, t := s.startTask(ctx, withDetail(s.pointTask(task.KindInstant, in.Point), "instant recovery of "+in.Point))
 	pt, err := s.openPoint(ctx, in.Point, "instant recovery of "+in.Point)
 	if err != nil {
+		t.Finish(err)
 		return nil, err
 	}
 	sess, wait, err := instant.Start(ctx, pt.r, pt.snap, instant.StartOptions{StateDir: s.cfg.StateDir, ReconnectDelay: in.ReconnectDelay, Log: s.log})
 	if err != nil {
 		pt.release()
+		t.Finish(err)
 		return nil, err
 	}
+	t.Log(slog.LevelInfo, "serving a VM from a backup point", "session", sess.ID, "point", pt.snap.ID.String(), "vm", pt.snap.Source.VMName)
 	return &Serving[api.InstantSession]{Doc: instantDoc(sess), wait: func() error {
 		defer pt.release()
-		return wait()
+		err := wait()
+		t.Finish(err)
+		return err
 	}}, nil
 }
 
@@ -61,20 +71,26 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 	if err != nil {
 		return nil, err
 	}
+	ctx, t := s.startTask(ctx, withDetail(s.repoTask(task.KindInstant, s.cfg.Repository.Location), "serve instant recovery "+id))
+	fail := func(err error) (*Serving[InstantServed], error) {
+		t.Finish(err)
+		return nil, err
+	}
 	r, err := s.openRepository(ctx)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery "+sess.ID, false)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	release := func() { lease.Release(context.WithoutCancel(ctx)) }
 	srv, err := instant.Reserve(ctx, r, sess, s.log)
 	if err != nil {
 		release()
-		return nil, err
+		return fail(err)
 	}
+	t.Log(slog.LevelInfo, "serving a VM from a backup point again", "session", sess.ID)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	resumed, err := qemu.Resume(ctx, sess.QMPSocket)
@@ -83,7 +99,9 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 	}
 	return &Serving[InstantServed]{Doc: InstantServed{Session: instantDoc(sess), Resumed: resumed}, wait: func() error {
 		defer release()
-		return <-served
+		err := <-served
+		t.Finish(err)
+		return err
 	}}, nil
 }
 
@@ -124,7 +142,7 @@ func (s *Service) InstantCommit(ctx context.Context, in InstantCommitInput) (*ap
 	if in.Format == "" {
 		in.Format = "qcow2"
 	}
-	return run(ctx, s, "instant-commit", in.ID, func(ctx context.Context, t Task) (*api.InstantSession, error) {
+	return run(ctx, s, withDetail(TaskSpec{Kind: task.KindInstant, Object: "/system/instant/" + in.ID}, "commit "+in.ID), func(ctx context.Context, t Task) (*api.InstantSession, error) {
 		sess, err := instant.Load(s.cfg.StateDir, in.ID)
 		if err != nil {
 			return nil, err

@@ -14,22 +14,13 @@ import (
 // operation and every policy run, with its paged log, its live events and
 // a cancel that reaches it in whichever process runs it.
 
-// withTasks runs fn with the task manager: the server's, or one over the
-// catalog for this operation (the command line).
+// withTasks runs fn with the service's task manager (opened with the
+// catalog at first use, see control.go).
 func (s *Service) withTasks(ctx context.Context, fn func(*task.Manager) error) error {
-	if s.cfg.TaskManager != nil {
-		return fn(s.cfg.TaskManager)
-	}
-	c, err := s.openCatalog(ctx)
+	m, err := s.taskManager(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	m, err := task.New(ctx, c, task.Options{Logger: s.log, Worker: s.cfg.Worker, PruneEvery: -1})
-	if err != nil {
-		return err
-	}
-	defer m.Close()
 	return fn(m)
 }
 

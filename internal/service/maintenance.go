@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -13,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo/verify"
 	"github.com/coffer-backup/coffer/internal/retention"
 	"github.com/coffer-backup/coffer/internal/stats"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // VerifyInput says how much verify reads.
@@ -26,31 +28,40 @@ type VerifyInput struct {
 	MemoryBytes int64
 	// NoRecord leaves the repository's damage record alone.
 	NoRecord bool
+	// Repository names a repositories entry ("" or "default": the
+	// default repository).
+	Repository string
 }
 
 // Verify checks the default repository under a verify lease. When it finds
 // problems, the report comes back with an integrity error.
 func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport, error) {
-	return run(ctx, s, "verify", "repository", func(ctx context.Context, t Task) (*api.VerifyReport, error) {
+	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
+		return nil, err
+	}
+	return run(ctx, s, s.namedTask(task.KindVerify, in.Repository), func(ctx context.Context, t Task) (*api.VerifyReport, error) {
 		o := verify.Options{ReadData: in.ReadData || in.SubsetPercent > 0 || in.SubsetDen > 0, Progress: &verify.Progress{},
 			NoRecord: in.NoRecord, MemoryBudget: int(in.MemoryBytes), SubsetPercent: in.SubsetPercent,
 			SubsetNum: in.SubsetNum, SubsetDen: in.SubsetDen}
-		r, err := s.openRepository(ctx)
+		r, err := s.openNamedRepo(ctx, in.Repository)
 		if err != nil {
 			return nil, err
 		}
+		defer r.Store().Close()
 		lease, err := r.AcquireLease(ctx, "verify", "", "verify", false)
 		if err != nil {
 			return nil, err
 		}
 		defer lease.Release(context.WithoutCancel(ctx))
-		t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load})
+		t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load, Items: true})
 		rep, err := verify.Run(ctx, r, o)
 		if err != nil {
 			return nil, err
 		}
 		doc := verifyDoc(rep)
+		t.Log(slog.LevelInfo, "verified", "packs_read", rep.PacksRead, "packs", rep.Packs, "problems", len(rep.Problems))
 		if !rep.OK() {
+			s.emitDamage(ctx, s.namedTask(task.KindVerify, in.Repository).Repository, doc)
 			return doc, api.Errorf(api.Integrity, "%d problem(s) found", len(rep.Problems))
 		}
 		return doc, nil
@@ -82,6 +93,9 @@ type ForgetInput struct {
 	VM     string
 	Tags   map[string]string
 	DryRun bool
+	// Repository names a repositories entry ("" or "default": the
+	// default repository).
+	Repository string
 }
 
 // Forget removes the backup points of the default repository that no keep
@@ -89,14 +103,15 @@ type ForgetInput struct {
 // catalog too, so that nothing reading the catalog shows a forgotten
 // point. Protected and locked points are always kept.
 func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult, error) {
-	return run(ctx, s, "forget", "repository", func(ctx context.Context, t Task) (*api.ForgetResult, error) {
+	return run(ctx, s, s.namedTask(task.KindForget, in.Repository), func(ctx context.Context, t Task) (*api.ForgetResult, error) {
 		if in.Keep.Empty() {
 			return nil, invalidf("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
 		}
-		r, err := s.openRepository(ctx)
+		r, err := s.openNamedRepo(ctx, in.Repository)
 		if err != nil {
 			return nil, err
 		}
+		defer r.Store().Close()
 		groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun})
 		doc := &api.ForgetResult{DryRun: in.DryRun, Sources: forgetDocs(groups)}
 		var removed []string
@@ -149,16 +164,23 @@ type GCInput struct {
 	// RepackThreshold repacks packs with at least this fraction of dead
 	// data (0: the default).
 	RepackThreshold float64
+	// Repository names a repositories entry ("" or "default": the
+	// default repository).
+	Repository string
 }
 
 // GC deletes what no backup point needs from the default repository,
 // beside running backups (gc takes the maintenance lease itself).
 func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
-	return run(ctx, s, "gc", "repository", func(ctx context.Context, t Task) (*api.GCReport, error) {
-		r, err := s.openRepository(ctx)
+	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
+		return nil, err
+	}
+	return run(ctx, s, s.namedTask(task.KindGC, in.Repository), func(ctx context.Context, t Task) (*api.GCReport, error) {
+		r, err := s.openNamedRepo(ctx, in.Repository)
 		if err != nil {
 			return nil, err
 		}
+		defer r.Store().Close()
 		rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait, RepackThreshold: in.RepackThreshold})
 		if err != nil {
 			return nil, err
@@ -184,4 +206,22 @@ func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 	return &api.Stats{Points: st.Snapshots, Disks: st.Disks, LogicalBytes: st.Logical, DataBytes: st.Data, UniqueBytes: st.Unique,
 		Chunks: st.Chunks, ChunkBytes: st.Sealed, StoredBytes: st.Stored, PackBytes: st.PackBytes, Packs: st.Packs,
 		IndexSegments: st.Segments, Objects: st.Objects, DedupRatio: st.Dedup, CompressionRatio: st.Compression, TotalRatio: st.Total}, nil
+}
+
+// maxMemoryBudget bounds --memory: the external sorts map their buffer at
+// the budget, and a budget no machine has fails deep inside them.
+const maxMemoryBudget = 1 << 40
+
+// checkMemoryBudget refuses a sort budget beyond this machine's memory or
+// maxMemoryBudget (0 is the default).
+func checkMemoryBudget(n int64) error {
+	limit := int64(maxMemoryBudget)
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) == nil && si.Totalram > 0 {
+		limit = min(limit, int64(si.Totalram)*int64(si.Unit))
+	}
+	if n < 0 || n > limit {
+		return invalidf("the memory budget must be between 0 (the default, 64 MiB) and this machine's memory (%d bytes), not %d bytes", limit, n)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -34,19 +35,31 @@ func (r *repoIDs) learn(id, name string) {
 	r.mu.Unlock()
 }
 
-// RepositoryNames are the repositories this service opens by name: the
-// repositories section's, and "default" for the repository setting.
-func (s *Service) RepositoryNames() []string {
+// RepositoryNames are the repositories this service opens by name in
+// cfg: its repositories section's (the configuration in effect, the
+// catalog's too), and "default" for the repository setting.
+func (s *Service) RepositoryNames(cfg *policy.Config) []string {
 	var out []string
 	if s.cfg.Repository.Location != "" {
 		out = append(out, DefaultRepository)
 	}
-	for _, r := range s.cfg.Engine.Repositories {
+	for _, r := range cfg.Repositories {
 		if !slices.Contains(out, r.Name) {
 			out = append(out, r.Name)
 		}
 	}
 	return out
+}
+
+// RepositoryNamesInEffect are the repositories of the configuration in
+// effect now (the file's and the API's): what the console offers to
+// pick from. None when the configuration cannot be read.
+func (s *Service) RepositoryNamesInEffect(ctx context.Context) []string {
+	st, err := s.effective(ctx)
+	if err != nil {
+		return nil
+	}
+	return s.RepositoryNames(st.Engine)
 }
 
 // RepositoryName is the name of the repository with this ID, when a
@@ -58,23 +71,42 @@ func (s *Service) RepositoryName(id string) string {
 }
 
 // ForRepository returns the service whose default repository is the one
-// the configuration names: every repository operation then works on it.
-func (s *Service) ForRepository(name string) (*Service, error) {
-	loc, err := s.namedLocation(name)
+// the configuration in effect names: every repository operation then
+// works on it.
+func (s *Service) ForRepository(ctx context.Context, name string) (*Service, error) {
+	st, err := s.latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	named, err := s.forRepositoryIn(st.Engine, name)
+	if c, _ := api.ClassOf(err); c == api.NotFound {
+		// Created through the API a moment ago, before this process's
+		// watcher read it: read the catalog's configuration now.
+		if st, err = s.effective(ctx); err != nil {
+			return nil, err
+		}
+		named, err = s.forRepositoryIn(st.Engine, name)
+	}
+	return named, err
+}
+
+// forRepositoryIn is ForRepository for a repository of cfg.
+func (s *Service) forRepositoryIn(cfg *policy.Config, name string) (*Service, error) {
+	loc, err := s.namedLocation(cfg, name)
 	if err != nil {
 		return nil, err
 	}
 	c := *s
 	c.cfg.Repository = loc
-	c.repoName = name
+	c.boundRepo = name
 	return &c, nil
 }
 
-// namedLocation is a repository of the configuration: the repositories
-// section's (with its own password file, or the default password), or
-// the repository setting for "default" ("" is the default repository).
-func (s *Service) namedLocation(name string) (Location, error) {
-	if rc, ok := s.cfg.Engine.Repository(name); ok && name != "" {
+// namedLocation is a repository of cfg: its repositories section's (with
+// its own password file, or the default password), or the repository
+// setting for "default" ("" is the default repository).
+func (s *Service) namedLocation(cfg *policy.Config, name string) (Location, error) {
+	if rc, ok := cfg.Repository(name); ok && name != "" {
 		pw := s.cfg.Repository.Password
 		if rc.PasswordFile != "" {
 			file := config.ExpandHome(rc.PasswordFile)
@@ -92,7 +124,7 @@ func (s *Service) namedLocation(name string) (Location, error) {
 		return s.cfg.Repository, nil
 	}
 	return Location{}, api.Errorf(api.NotFound, "no repository named %q here (the configured ones: %s)", name,
-		orNone(s.RepositoryNames()))
+		orNone(s.RepositoryNames(cfg)))
 }
 
 func orNone(names []string) string {
@@ -116,9 +148,13 @@ func (s *Service) Ready(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
+	st, err := s.effective(ctx)
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, name := range s.RepositoryNames() {
-		loc, err := s.namedLocation(name)
+	for _, name := range s.RepositoryNames(st.Engine) {
+		loc, err := s.namedLocation(st.Engine, name)
 		if err == nil {
 			err = s.storeHoldsRepository(ctx, name, loc.Location)
 		}

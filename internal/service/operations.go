@@ -34,9 +34,10 @@ type Operation struct {
 	// Public operations need no credentials: signing in, out, and the
 	// first choice of a password with a setup link.
 	Public bool
-	// AuditsItself: internal/auth records the operation (and its
-	// refusals) in the transaction that makes the change; the server
-	// records every other mutating operation.
+	// AuditsItself: the operation records itself (and its refusals) in
+	// the transaction that makes the change (internal/auth's, the
+	// configuration objects': RecordsOwnAudit); the server records every
+	// other mutating operation.
 	AuditsItself bool
 	// Endpoint binds the operation to HTTP.
 	Endpoint Registrar
@@ -106,15 +107,16 @@ const (
 	kib                 = 1 << 10
 )
 
-// Operations lists every operation.
-var Operations = []Operation{
+// Operations lists every operation: those below, then the configuration
+// objects' (configOperations: every verb on every kind).
+var Operations = append([]Operation{
 	// The repository and its backup points.
 	{ID: "init-repository", Method: "Init", Summary: "create a repository", HTTP: post, Path: "/repositories/{repo}/init",
 		Requires: req(auth.RepoModify, onRepo), Endpoint: Endpoint[initIn, Result[*api.Repository]](epInit)},
 	{ID: "list-points", Method: "Points", Summary: "list the backup points of a repository, from the repository", HTTP: get,
 		Path: "/repositories/{repo}/points", Requires: listing(auth.RepoAudit, onRepo), Endpoint: Endpoint[pointsIn, Result[[]api.BackupPoint]](epPoints)},
 	{ID: "list-catalog-points", Method: "CatalogPoints", Summary: "list backup points from the catalog", HTTP: get, Path: "/points",
-		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Result[[]api.BackupPoint]](epCatalogPoints)},
+		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Page[api.BackupPoint]](epCatalogPoints)},
 	{ID: "rebuild-catalog", Method: "RebuildCatalog", Summary: "recreate the catalog's backup points from a repository", HTTP: post,
 		Path: "/repositories/{repo}/catalog/rebuild", Requires: req(auth.RepoModify, onRepo),
 		Endpoint: Endpoint[RepoParam, Result[*api.CatalogRebuild]](epRebuildCatalog)},
@@ -202,13 +204,13 @@ var Operations = []Operation{
 
 	// Jobs, VMs and policies.
 	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs (the tasks of every long operation and policy run), newest first", HTTP: get,
-		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Result[[]api.Job]](epJobs)},
-	{ID: "get-job", Method: "Job", Summary: "a job with its per-VM tasks and events", HTTP: get, Path: "/jobs/{id}",
-		SelfService: seeJobs, Endpoint: Endpoint[jobIn, Result[*api.Job]](epJob)},
+		Path: "/jobs", SelfService: seeJobs, Endpoint: Endpoint[jobsIn, Page[api.Job]](epJobs)},
+	{ID: "get-job", Method: "Job", Summary: "a job with a page of its per-VM tasks and the first lines of its log", HTTP: get, Path: "/jobs/{id}",
+		SelfService: seeJobs, Endpoint: Endpoint[jobDetailIn, JobDetail](epJob)},
 	{ID: "job-log", Method: "JobLog", Summary: "a page of a job's log", HTTP: get, Path: "/jobs/{id}/log",
 		SelfService: seeJobs, Endpoint: Endpoint[jobLogIn, Result[[]api.Event]](epJobLog)},
 	{ID: "follow-job", Method: "FollowJob", Summary: "follow a job: its state, log lines and progress as server-sent events", HTTP: get,
-		Path: "/jobs/{id}/events", SelfService: seeJobs, Endpoint: Events[followJobIn]{Data: api.JobEvent{}, Run: epFollowJob}},
+		Path: "/jobs/{id}/events", SelfService: seeJobs, Endpoint: Events[followJobIn]{Data: api.JobEvent{}, Names: []string{"status", "progress", "log"}, Run: epFollowJob}},
 	{ID: "cancel-job", Method: "CancelJob", Summary: "ask a queued or running job to stop, wherever it runs", HTTP: post,
 		Path: "/jobs/{id}/cancel", SelfService: "one's own jobs; everyone's with Sys.Modify on /system/tasks; a policy's runs with Policy.Run on it",
 		Endpoint: Endpoint[jobIn, Result[*api.Job]](epCancelJob)},
@@ -220,6 +222,12 @@ var Operations = []Operation{
 	{ID: "preview-policy", Method: "PolicyPreview", Summary: "what a policy run would select, when it runs next, what its retention keeps",
 		HTTP: get, Path: "/policies/{policy}/preview", Requires: req(auth.PolicyAudit, onPolicy),
 		Endpoint: Endpoint[previewIn, Result[*api.PolicyPreview]](epPolicyPreview)},
+	{ID: "preview-policy-draft", Method: "PolicyPreview", Summary: "what a policy not saved yet would select, when it would run, what its retention would keep",
+		HTTP: post, Path: "/policies/preview", Requires: req(auth.PolicyAudit, auth.PoliciesPath),
+		Endpoint: Endpoint[draftPreviewIn, Result[*api.PolicyPreview]](epPolicyDraftPreview)},
+	{ID: "get-effective-config", Method: "EffectiveConfig", Summary: "the configuration in effect: the file's objects and the API's, with the source of each",
+		HTTP: get, Path: "/config/effective", Requires: req(auth.SysAudit, auth.SystemPath),
+		Endpoint: Endpoint[struct{}, Result[*api.EffectiveConfig]](epEffectiveConfig)},
 
 	// Access control.
 	{ID: "login", Public: true, AuditsItself: true, Method: "Login", Summary: "sign in with a password: the answer sets the session cookie", HTTP: post,
@@ -272,4 +280,4 @@ var Operations = []Operation{
 	{ID: "query-audit", Method: "Audit", Summary: "read the audit log, newest first (one's own records without Sys.Audit on /system)",
 		HTTP: get, Path: "/audit", SelfService: "everyone reads their own records; internal/auth shows the rest to Sys.Audit on /system",
 		Endpoint: Endpoint[auditIn, Result[[]api.AuditRecord]](epAudit)},
-}
+}, configOperations()...)

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/configobj"
 )
 
 // TestOperationsNameRealMethods: every operation names a method of
@@ -31,17 +33,25 @@ func TestOperationsNameRealMethods(t *testing.T) {
 // notOperations are the exported methods of *Service that are not use
 // cases of their own.
 var notOperations = map[string]string{
-	"Logger":          "plumbing",
-	"OpenStore":       "the storage registry, used by the operations",
-	"CatalogLocation": "where the catalog is, for messages",
-	"RunSchedules":    "the server's loop itself, not an operation it offers",
-	"Bootstrap":       "first-run setup on the server's host (coffer server init, the first start), never through the API",
-	"NeedsSetup":      "whether the server's first start must bootstrap",
-	"ForRepository":   "binds the service to the repository a request names",
-	"RepositoryNames": "the repositories a request may name",
-	"RepositoryName":  "names a repository ID for access checks on catalog listings",
-	"PointVM":         "finds a point's VM for access checks through the VM",
-	"Ready":           "the server's readiness probe (/readyz)",
+	"Logger":                  "plumbing",
+	"OpenStore":               "the storage registry, used by the operations",
+	"CatalogLocation":         "where the catalog is, for messages",
+	"RunSchedules":            "the server's loop itself, not an operation it offers",
+	"Bootstrap":               "first-run setup on the server's host (coffer server init, the first start), never through the API",
+	"NeedsSetup":              "whether the server's first start must bootstrap",
+	"ForRepository":           "binds the service to the repository a request names",
+	"RepositoryNames":         "the repositories a request may name",
+	"RepositoryNamesInEffect": "the repositories of the configuration in effect, which the console offers",
+	"RepositoryName":          "names a repository ID for access checks on catalog listings",
+	"PointVM":                 "finds a point's VM for access checks through the VM",
+	"Ready":                   "the server's readiness probe (/readyz)",
+	"Start":                   "opens the catalog, task manager and notifier of a long-lived process",
+	"Close":                   "closes what Start or the first task opened",
+	"TaskManager":             "the task manager, for the server's task endpoints",
+	"Notifier":                "the notifier, for the server's notification endpoints",
+	"HealthMonitor":           "the server's periodic checks, run by RunSchedules",
+	"RunMaintenance":          "one run of a maintenance schedule (gc, verify, forget, copy operations), run by RunSchedules",
+	"WatchConfig":             "the server's loops subscribe to the configuration in effect through it",
 }
 
 // TestEveryMethodIsAnOperation: a new use case added to *Service without
@@ -111,4 +121,27 @@ func queryParam(op Operation, name string) bool {
 		return false
 	}
 	return find(op.Endpoint.Input())
+}
+
+// TestConfigOperationsAreListed: every verb on every kind of
+// configuration object is an operation under the ID ConfigOperationID
+// gives it (the ID its audit records carry), running the generic method.
+func TestConfigOperationsAreListed(t *testing.T) {
+	byID := map[string]string{}
+	for _, op := range Operations {
+		byID[op.ID] = op.Method
+	}
+	methods := map[string]string{"list": "ConfigObjects", "get": "ConfigObject", configobj.Create: "CreateConfigObject",
+		configobj.Update: "UpdateConfigObject", configobj.Delete: "DeleteConfigObject"}
+	for _, k := range configobj.Kinds {
+		for verb, method := range methods {
+			id := ConfigOperationID(verb, k)
+			if byID[id] != method {
+				t.Errorf("operation %s runs %q, want %s", id, byID[id], method)
+			}
+			if mutates := verb != "list" && verb != "get"; RecordsOwnAudit(id) != mutates {
+				t.Errorf("RecordsOwnAudit(%s) = %v", id, !mutates)
+			}
+		}
+	}
 }

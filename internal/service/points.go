@@ -90,6 +90,9 @@ type CatalogPointsInput struct {
 	Repository string
 	// Limit is the most points returned, newest first (0: all).
 	Limit int
+	// After continues a listing after this point (the last of the
+	// previous page).
+	After catalog.PointCursor
 }
 
 // CatalogPoints lists backup points from the catalog alone, newest first,
@@ -100,7 +103,7 @@ func (s *Service) CatalogPoints(ctx context.Context, in CatalogPointsInput) ([]a
 		return nil, err
 	}
 	defer c.Close()
-	points, err := listPoints(ctx, c, catalog.BackupPointFilter{Repository: in.Repository, Limit: in.Limit}, in.VM)
+	points, err := listPoints(ctx, c, catalog.BackupPointFilter{Repository: in.Repository, Limit: in.Limit, After: in.After}, in.VM)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +130,7 @@ func listPoints(ctx context.Context, c catalog.Catalog, f catalog.BackupPointFil
 		return nil, err
 	}
 	all := append(a, b...)
-	slices.SortFunc(all, func(x, y catalog.BackupPoint) int {
+	slices.SortFunc(all, func(x, y catalog.BackupPoint) int { // the catalog's order
 		return cmp.Or(y.Time.Compare(x.Time), cmp.Compare(y.ID, x.ID), cmp.Compare(x.Repository, y.Repository))
 	})
 	all = slices.CompactFunc(all, func(x, y catalog.BackupPoint) bool { return x.Repository == y.Repository && x.ID == y.ID })

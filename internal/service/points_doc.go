@@ -64,7 +64,7 @@ func jobDoc(j catalog.Job, tasks []catalog.Task, events []catalog.Event) api.Job
 		Object: j.Object, VM: j.VM, User: j.User, Token: j.Token, OwnerHost: j.Owner.Host, OwnerPID: j.Owner.PID,
 		Heartbeat: j.Heartbeat, CancelRequested: j.CancelRequested, LogLines: j.LogLines}
 	if p := j.Progress; p != (catalog.Progress{}) {
-		d.Progress = &api.TaskProgress{DoneBytes: p.BytesDone, TotalBytes: p.BytesTotal, BytesPerSecond: p.BytesPerSecond,
+		d.Progress = &api.TaskProgress{DoneBytes: p.BytesDone, TotalBytes: p.BytesTotal, RateBytesPerSecond: p.BytesPerSecond,
 			ETASeconds: p.ETA.Seconds(), ItemsDone: p.ItemsDone, ItemsTotal: p.ItemsTotal}
 	}
 	if tasks != nil {

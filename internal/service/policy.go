@@ -3,11 +3,14 @@ package service
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
@@ -20,7 +23,7 @@ import (
 // the result invalid (an invalid error with the document); failed
 // inventories make it partial.
 func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyCheck, error) {
-	cfg, warnings, err := s.policyConfig()
+	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +42,7 @@ func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyChe
 	for _, p := range cfg.Policies {
 		d := policyReport(p, warnings[p.Name])
 		if p.ImmutableFor > 0 && !offline {
-			if d.LockProblem = s.lockProblem(ctx, p.Repository); d.LockProblem != "" {
+			if d.LockProblem = s.lockProblem(ctx, cfg, p.Repository); d.LockProblem != "" {
 				unlockable++
 			}
 		}
@@ -56,6 +59,11 @@ func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyChe
 		}
 		doc.Policies = append(doc.Policies, d)
 	}
+	maint, err := s.maintenanceReport(cfg, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	doc.Maintenance = maint
 	doc.Valid = unlockable == 0
 	if unlockable > 0 {
 		return doc, invalidf("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)
@@ -78,7 +86,8 @@ func policyReport(p policy.Policy, warnings []finding) api.PolicyReport {
 	d := api.PolicyReport{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: list(p.FullOn),
 		SnapshotMode: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
 		Schedule: p.Schedule, Retention: p.Retention.String(), LockSeconds: time.Duration(p.ImmutableFor).Seconds(),
-		Warnings: append([]finding{}, warnings...)}
+		RPOSeconds: time.Duration(p.RPO).Seconds(),
+		Warnings:   append([]finding{}, warnings...)}
 	if sc, _ := p.ParseSchedule(); sc != nil {
 		d.NextRun = sc.Next(time.Now())
 	}
@@ -101,8 +110,8 @@ func selection(p policy.Policy, conn string, vms []hypervisor.VM, err error) (ap
 // lockProblem tells why a repository of the configuration cannot make
 // points immutable, "" when it can. Only the storage is opened: no
 // password needed.
-func (s *Service) lockProblem(ctx context.Context, repository string) string {
-	st, err := s.OpenStore(ctx, s.locationOf(repository))
+func (s *Service) lockProblem(ctx context.Context, cfg *policy.Config, repository string) string {
+	st, err := s.OpenStore(ctx, s.locationOf(cfg, repository))
 	if err != nil {
 		return fmt.Sprintf("cannot open the repository to check it: %v", err)
 	}
@@ -113,19 +122,38 @@ func (s *Service) lockProblem(ctx context.Context, repository string) string {
 	return ""
 }
 
-// PolicyPreviewInput names a policy and how many of its next runs to show.
+// PolicyPreviewInput names a policy, or gives one not saved yet, and how
+// many of its next runs to show.
 type PolicyPreviewInput struct {
 	Policy string
-	Runs   int
+	// Draft, when set, is a policy not saved yet (what the console's
+	// editor holds): its spec in the configuration file's schema, as
+	// CreateConfigObject takes it. It is checked like a change and
+	// previewed as if saved, over the policy of its name if there is one
+	// (Policy is then ignored). A draft without a name is called "draft".
+	Draft map[string]any
+	Runs  int
 }
 
 // PolicyPreview says what running a policy would do now, changing
 // nothing: the VMs it selects on each connection, its next scheduled runs,
 // and what its retention would keep and remove of the points it made so
-// far (forget's verdict, as a dry run on the policy's repository).
+// far (forget's verdict, as a dry run on the policy's repository). A draft
+// that would make the configuration invalid is refused with the problems
+// it adds, as saving it would be.
 func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*api.PolicyPreview, error) {
-	cfg, warnings, err := s.policyConfig()
-	if err != nil {
+	var cfg *policy.Config
+	var warnings map[string][]finding
+	var err error
+	if in.Draft != nil {
+		cfg, in.Policy, err = s.draftConfig(ctx, in.Draft)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := cfg.Policy(in.Policy)
+		// The draft's errors refused it already: what is left are warnings.
+		warnings = map[string][]finding{p.Name: policyFindings(cfg, p)}
+	} else if cfg, warnings, err = s.policyConfig(ctx); err != nil {
 		return nil, err
 	}
 	p, ok := cfg.Policy(in.Policy)
@@ -148,7 +176,7 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		doc.Warnings = append(doc.Warnings, selectionFindings(cfg, p, c, selected)...)
 	}
 	if !p.Retention.Empty() {
-		r, err := s.openNamed(ctx, p.Repository)
+		r, err := s.openNamedIn(ctx, cfg, p.Repository)
 		if err != nil {
 			return nil, err
 		}
@@ -159,4 +187,46 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		doc.Sources = forgetDocs(groups)
 	}
 	return doc, nil
+}
+
+// maintenanceReport checks the maintenance section (the file's) against
+// cfg, the configuration in effect, and lists its jobs with their next
+// runs after now.
+func (s *Service) maintenanceReport(cfg *policy.Config, now time.Time) ([]api.MaintenanceReport, error) {
+	jobs, err := s.cfg.Maintenance.Jobs(cfg)
+	if err != nil {
+		return nil, invalidf("%s: %v", nameOr(s.cfg.EngineSource, "configuration"), err)
+	}
+	out := []api.MaintenanceReport{}
+	for _, j := range jobs {
+		r := api.MaintenanceReport{Name: j.Name, Kind: j.Kind, Repository: j.Repository, Schedule: j.Spec,
+			ReadDataSeconds: j.ReadDataPeriod.Seconds(), To: j.To, NextRuns: []api.PlannedRun{}}
+		if j.Window != nil {
+			r.Window = j.Window.String()
+		}
+		for _, p := range maintenance.Next(j, now, 3) {
+			r.NextRuns = append(r.NextRuns, api.PlannedRun{At: p.At, Starts: p.Starts, Share: p.Share, Shares: p.Shares})
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// draftConfig is the configuration in effect with a draft policy put in,
+// checked like a change through the API (refused for the problems it
+// adds), and the draft's name.
+func (s *Service) draftConfig(ctx context.Context, draft map[string]any) (*policy.Config, string, error) {
+	st, err := s.effective(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if name, _ := draft["name"].(string); name == "" {
+		draft = maps.Clone(draft)
+		draft["name"] = "draft"
+	}
+	plan, err := st.PlanDraft(configobj.Policy, draft, s.checkConfig)
+	if err != nil {
+		return nil, "", err
+	}
+	return plan.Engine, plan.Name, nil
 }

@@ -1,29 +1,54 @@
 package service
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
+	"github.com/coffer-backup/coffer/internal/configobj"
+	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// engineConfig checks the configuration's engine sections and every
-// connection's options, without contacting anything. Operations that run
-// policies use policyConfig, which also refuses what a policy cannot
-// really do.
-func (s *Service) engineConfig() (*policy.Config, error) {
-	cfg, _, err := s.loadEngineConfig(false)
+// engineConfig checks the engine sections of the configuration in effect
+// and every connection's options, without contacting anything.
+// Operations that run policies use policyConfig, which also refuses what
+// a policy cannot really do.
+func (s *Service) engineConfig(ctx context.Context) (*policy.Config, error) {
+	cfg, _, err := s.loadEngineConfig(ctx, false)
 	return cfg, err
 }
 
 // policyConfig is engineConfig plus what each policy will really do on its
 // connections (policyFindings): errors refuse the configuration, warnings
 // are returned by policy name.
-func (s *Service) policyConfig() (*policy.Config, map[string][]finding, error) {
-	return s.loadEngineConfig(true)
+func (s *Service) policyConfig(ctx context.Context) (*policy.Config, map[string][]finding, error) {
+	return s.loadEngineConfig(ctx, true)
 }
 
-func (s *Service) loadEngineConfig(policies bool) (*policy.Config, map[string][]finding, error) {
-	cfg := s.cfg.Engine
+func (s *Service) loadEngineConfig(ctx context.Context, policies bool) (*policy.Config, map[string][]finding, error) {
+	st, err := s.effective(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return checkState(st, policies)
+}
+
+// checkState checks the engine sections of a configuration in effect, as
+// loadEngineConfig does.
+func checkState(st *configobj.State, policies bool) (*policy.Config, map[string][]finding, error) {
+	errs, warnings := engineProblems(st.Engine, policies)
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, invalidf("%s: %v", configWhere(st), err)
+	}
+	return st.Engine, warnings, nil
+}
+
+// engineProblems checks an engine configuration: the file's validators,
+// every connection's options and, with policies, what each policy asks
+// of its connections that they cannot do. It returns the problems, and
+// the warnings by policy name.
+func engineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]finding) {
 	errs := []error{cfg.Validate()}
 	for _, c := range cfg.Connections {
 		if c.Kind == "" {
@@ -48,12 +73,31 @@ func (s *Service) loadEngineConfig(policies bool) (*policy.Config, map[string][]
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		where := s.cfg.EngineSource
-		if where == "" {
-			where = "configuration"
-		}
-		return nil, nil, invalidf("%s: %v", where, err)
+	return errs, warnings
+}
+
+// checkConfig is the check of changes made through the API (a
+// configobj.Checker): every problem the whole configuration has
+// (configobj refuses a change for those it adds). The maintenance
+// section is the file's, but its jobs name repositories and policies the
+// API can change, so a change that would break them (deleting a
+// repository gc runs on, a policy whose retention forget applies) is
+// refused like one that breaks a policy.
+func (s *Service) checkConfig(eng *policy.Config, nc *notify.Config) error {
+	errs, _ := engineProblems(eng, true)
+	_, maint := s.cfg.Maintenance.Jobs(eng)
+	return errors.Join(append(errs, nc.Validate(), maint)...)
+}
+
+// configWhere names where the configuration in effect comes from, for
+// messages about it.
+func configWhere(st *configobj.State) string {
+	where := st.File.Path
+	if where == "" {
+		where = "configuration"
 	}
-	return cfg, warnings, nil
+	if n := st.FromCatalogCount(); n > 0 {
+		where += fmt.Sprintf(" (with %d objects created through the API; `coffer config show` says where each is defined)", n)
+	}
+	return where
 }

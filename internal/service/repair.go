@@ -8,6 +8,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repair"
 	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Repairs are the repairs Repair knows, in the order verify recommends
@@ -47,7 +48,7 @@ func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport
 	if !ok {
 		return nil, invalidf("no repair %q (config, keys, index, packs, snapshots, undelete)", in.What)
 	}
-	return run(ctx, s, "repair-"+in.What, "repository", func(ctx context.Context, _ Task) (*api.RepairReport, error) {
+	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), in.What), func(ctx context.Context, _ Task) (*api.RepairReport, error) {
 		r, err := s.openRepository(ctx)
 		if err != nil {
 			return nil, err
@@ -68,7 +69,7 @@ func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport
 // unlocked versions hide current again (versioned storage with object
 // lock). It needs no password.
 func (s *Service) Undelete(ctx context.Context) (*api.UndeleteReport, error) {
-	return run(ctx, s, "repair-undelete", "repository", func(ctx context.Context, _ Task) (*api.UndeleteReport, error) {
+	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), "undelete"), func(ctx context.Context, _ Task) (*api.UndeleteReport, error) {
 		st, err := s.OpenStore(ctx, s.cfg.Repository.Location)
 		if err != nil {
 			return nil, err

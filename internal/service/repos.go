@@ -7,6 +7,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -26,7 +27,7 @@ func (s *Service) openRepository(ctx context.Context) (*repo.Repository, error) 
 	}
 	r, err := s.openRepositoryAt(ctx, s.cfg.Repository.Location, pw)
 	if err == nil {
-		s.repoIDs.learn(r.Config().ID, s.repoName)
+		s.repoIDs.learn(r.Config().ID, s.boundRepo)
 	}
 	return r, err
 }
@@ -74,10 +75,22 @@ func (s *Service) openNamed(ctx context.Context, name string) (*repo.Repository,
 	if name == "" {
 		return s.openRepository(ctx)
 	}
-	if _, ok := s.cfg.Engine.Repository(name); !ok {
+	st, err := s.latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.openNamedIn(ctx, st.Engine, name)
+}
+
+// openNamedIn opens a repository of cfg by name.
+func (s *Service) openNamedIn(ctx context.Context, cfg *policy.Config, name string) (*repo.Repository, error) {
+	if name == "" {
+		return s.openRepository(ctx)
+	}
+	if _, ok := cfg.Repository(name); !ok {
 		return nil, invalidf("no repository named %q in the configuration", name)
 	}
-	named, err := s.ForRepository(name)
+	named, err := s.forRepositoryIn(cfg, name)
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +99,8 @@ func (s *Service) openNamed(ctx context.Context, name string) (*repo.Repository,
 
 // locationOf is the location of a repository of the configuration ("" is
 // the default repository).
-func (s *Service) locationOf(name string) string {
-	if rc, ok := s.cfg.Engine.Repository(name); ok {
+func (s *Service) locationOf(cfg *policy.Config, name string) string {
+	if rc, ok := cfg.Repository(name); ok {
 		return rc.Location
 	}
 	return s.cfg.Repository.Location
@@ -132,12 +145,31 @@ func (s *Service) catalogLocation() string {
 	return catalogopen.DefaultLocation()
 }
 
-// openCatalog opens the catalog.
+// openCatalog opens the catalog, or hands out the one kept open
+// (Config.OpenCatalog), whose Close then leaves it open.
 func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
+	if s.cfg.OpenCatalog != nil {
+		return keptOpen{s.cfg.OpenCatalog}, nil
+	}
 	loc := s.catalogLocation()
 	c, err := catalogopen.Open(ctx, loc)
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %s: %w", catalogopen.Redact(loc), err)
 	}
 	return c, nil
+}
+
+// keptOpen is a catalog its user must not close: the process's own.
+type keptOpen struct{ catalog.Catalog }
+
+func (keptOpen) Close() error { return nil }
+
+// openNamedRepo opens a repository by the name maintenance and task
+// objects use: "" and "default" are the default repository, any other a
+// repositories entry.
+func (s *Service) openNamedRepo(ctx context.Context, name string) (*repo.Repository, error) {
+	if name == "default" {
+		name = ""
+	}
+	return s.openNamed(ctx, name)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // RestoreInput says which disks of which point go where.
@@ -43,7 +44,7 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 	if in.To == "" {
 		return nil, invalidf("no restore target given (--to)")
 	}
-	return run(ctx, s, "restore", in.Point, func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
+	return run(ctx, s, s.pointTask(task.KindRestore, in.Point), func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
 		pt, err := s.openPoint(ctx, in.Point, "restore "+in.Point)
 		if err != nil {
 			return nil, err
@@ -72,7 +73,11 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 			var st restore.Stats
 			var err error
 			if in.Format == "qcow2" {
-				err = qcow2.Write(ctx, pt.r, d, targets[i], s.log)
+				// qemu-img writes the image: refuse what the raw
+				// writer refuses before it starts.
+				if err = restore.CheckTarget(targets[i], in.Overwrite); err == nil {
+					err = qcow2.Write(ctx, pt.r, d, targets[i], s.log)
+				}
 			} else {
 				st, err = restore.ToFile(ctx, pt.r, pt.snap, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite, Resume: in.Resume})
 			}
@@ -108,5 +113,5 @@ func pickDisks(s *repo.Snapshot, sel string) ([]repo.Disk, error) {
 			return []repo.Disk{d}, nil
 		}
 	}
-	return nil, invalidf("snapshot %s has no disk %q", s.ID.Short(), sel)
+	return nil, invalidf("backup point %s has no disk %q", s.ID.Short(), sel)
 }

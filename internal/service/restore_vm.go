@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
+	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // RestoreVMInput says where a backup point becomes a VM again: into a
@@ -49,7 +50,7 @@ func (s *Service) RestoreVM(ctx context.Context, in RestoreVMInput) (*api.Restor
 	if in.Format != "raw" && in.Format != "qcow2" {
 		return nil, invalidf("--format must be raw or qcow2, not %q", in.Format)
 	}
-	return run(ctx, s, "restore-vm", in.Point, func(ctx context.Context, t Task) (*api.RestoredVM, error) {
+	return run(ctx, s, s.pointTask(task.KindRestoreVM, in.Point), func(ctx context.Context, t Task) (*api.RestoredVM, error) {
 		pt, err := s.openPoint(ctx, in.Point, "restore vm "+in.Point)
 		if err != nil {
 			return nil, err
@@ -192,7 +193,7 @@ func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, 
 	if in.OntoOriginal && !in.ConfirmOverwrite {
 		return nil, invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
 	}
-	pc, err := s.engineConfig()
+	pc, err := s.engineConfig(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -15,11 +15,15 @@ package service
 import (
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/metrics"
+	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Config is everything the service needs to know about the installation.
@@ -35,24 +39,49 @@ type Config struct {
 	// Catalog is the catalog's location: a SQLite file or a postgres://
 	// URL ("" is catalogopen.DefaultLocation()).
 	Catalog string
+	// OpenCatalog, when set, is the catalog at that location, kept open
+	// by a long-running process (the server): operations use it instead
+	// of opening the catalog for each call, which costs a connection
+	// pool and a migration check (milliseconds on PostgreSQL). The
+	// command line leaves it nil: one operation per process.
+	OpenCatalog catalog.Catalog
 	// StateDir holds the journals of what coffer creates on hypervisors,
 	// instant recovery sessions and, by default, the catalog.
 	StateDir string
-	// Engine holds the configuration's connections, repositories, limits,
-	// resource groups and policies (nil: none); EngineSource names where
-	// it came from, for messages.
+	// Engine holds the configuration file's connections, repositories,
+	// limits, resource groups and policies (nil: none), Notify its
+	// notifications section (nil: none); EngineSource is the file's path,
+	// for messages. What operations run on is these merged with the
+	// objects created through the API (internal/configobj).
 	Engine       *policy.Config
+	Notify       *notify.Config
 	EngineSource string
+	// ConfigPoll is how often WatchConfig asks the catalog whether
+	// another process changed a configuration object (default
+	// DefaultConfigPoll).
+	ConfigPoll time.Duration
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
-	// Tasks records long operations (default: LocalTasks; the server's:
-	// CatalogTasks).
+	// Tasks shows long operations as they run (default: LocalTasks);
+	// every one is recorded in the catalog besides.
 	Tasks Tasks
-	// TaskManager, when set, makes the engine's jobs (policy runs)
-	// tasks of the control plane as well (engine.Options.StartJob), and
-	// serves the tasks' logs, events and cancels.
-	TaskManager *task.Manager
+	// User names who starts tasks when the context names nobody
+	// (task.WithUser): the local user of a command-line process
+	// (default: the process's user).
+	User string
+	// TaskHistory is how long finished tasks are kept (0: 90 days;
+	// negative: forever); pruned by processes started with Prune.
+	TaskHistory time.Duration
+	// Maintenance is the configuration file's maintenance section:
+	// schedules, windows, thresholds, several servers (nil: none,
+	// defaults). It is the file's alone (no configuration object sets
+	// it); its jobs are resolved against the configuration in effect.
+	Maintenance *maintenance.Config
+	// Metrics receives what the server exposes to Prometheus (nil:
+	// none): tasks as they end, the health monitor's state, the engine's
+	// slots.
+	Metrics *metrics.Metrics
 	// WrapStore wraps every store the service opens (crash tests kill the
 	// process at a chosen mutation through it); nil leaves them alone.
 	WrapStore func(store.Store) store.Store
@@ -90,15 +119,18 @@ type PasswordSource func() ([]byte, error)
 
 // Service runs coffer's operations. It is safe for concurrent use.
 type Service struct {
-	cfg   Config
-	log   *slog.Logger
-	tasks Tasks
-	// repoName names the default repository as the configuration does
-	// ("default" for the top-level repository setting); repoIDs, shared
-	// by every service ForRepository derives, learns the IDs of the
-	// repositories opened, for access checks on catalog listings.
-	repoName string
-	repoIDs  *repoIDs
+	*controlState // shared by the services ForRepository derives
+	cfg           Config
+	log           *slog.Logger
+	tasks         Tasks
+	// boundRepo names the default repository as the request that bound
+	// it did (ForRepository; "default" for the top-level repository
+	// setting); repoIDs, shared by every service ForRepository derives,
+	// learns the IDs of the repositories opened, for access checks on
+	// catalog listings.
+	boundRepo string
+	repoIDs   *repoIDs
+	conf      *configState // the configuration in effect (configstate.go)
 }
 
 // New returns a service for cfg.
@@ -109,13 +141,23 @@ func New(cfg Config) *Service {
 	if cfg.Tasks == nil {
 		cfg.Tasks = LocalTasks{Logger: cfg.Logger}
 	}
+	if cfg.User == "" {
+		cfg.User = localUser()
+	}
 	if cfg.Worker == "" {
 		cfg.Worker = hostname()
 	}
 	if cfg.Engine == nil {
 		cfg.Engine = &policy.Config{}
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, repoName: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}}
+	if cfg.Maintenance == nil {
+		cfg.Maintenance = &maintenance.Config{}
+	}
+	if cfg.TaskHistory == 0 {
+		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, boundRepo: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}, controlState: &controlState{},
+		conf: newConfigState()}
 }
 
 // Logger is the service's logger.

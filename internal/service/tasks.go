@@ -3,15 +3,13 @@ package service
 import (
 	"context"
 	"log/slog"
-
-	"github.com/coffer-backup/coffer/internal/auth"
 )
 
-// Tasks records long operations (backups, restores, verify, gc, copy,
-// forget, instant recovery): their log, progress and outcome. The command
-// line shows them as they run (progress bars, warnings on stderr); the
-// server records them in the catalog (internal/task), where the API pages
-// through their logs and cancels them.
+// Tasks shows long operations (backups, restores, verify, gc, copy,
+// forget, instant recovery) as they run: the command line draws progress
+// bars and prints warnings, the server logs. The service records each of
+// them in the catalog as well (internal/task, see startTask), where any
+// process lists them, pages through their logs and cancels them.
 type Tasks interface {
 	// Start begins a task of the given kind ("verify", "restore", ...) on
 	// an object ("repository", a point ID, a VM). The returned context is
@@ -37,10 +35,13 @@ type Meter struct {
 	Done, Total func() int64
 	// Detail is a short text beside the figures (nil: none).
 	Detail func() string
+	// Items: Done and Total count things (packs, files), not bytes.
+	Items bool
 }
 
-// LocalTasks logs task lines to a logger and keeps nothing: enough for a
-// process that shows no progress.
+// LocalTasks shows tasks in a logger only: the display of a face that
+// draws no progress (the server's). Every task is recorded in the
+// catalog by the service whatever its display (tasks_recorded.go).
 type LocalTasks struct{ Logger *slog.Logger }
 
 // Start implements Tasks.
@@ -65,20 +66,4 @@ func (t localTask) Finish(err error) {
 	if err != nil {
 		t.log.Debug("task failed", "err", err)
 	}
-}
-
-// run runs op as a task: it starts the task, hands op the task and its
-// context, and finishes the task with op's error.
-//
-// The task's object is an ACL path: the repository's for every operation
-// on one ("/repositories/main"); what the operation names within it (a
-// point, a VM) is the task's first log line.
-func run[T any](ctx context.Context, s *Service, kind, what string, op func(context.Context, Task) (T, error)) (T, error) {
-	ctx, t := s.tasks.Start(ctx, kind, auth.RepositoryPath(s.repoName))
-	if what != "" && what != "repository" {
-		t.Log(slog.LevelInfo, kind+" "+what)
-	}
-	out, err := op(ctx, t)
-	t.Finish(err)
-	return out, err
 }

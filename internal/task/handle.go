@@ -341,6 +341,9 @@ func (h *Handle) Finish(ctx context.Context, status Status, msg string) (Task, e
 	h.mu.Unlock()
 	h.m.release(h)
 	h.m.hub.publishState(j, EventStatus)
+	if h.m.o.Finished != nil {
+		h.m.o.Finished(j)
+	}
 	return j, errors.Join(errs...)
 }
 

@@ -105,6 +105,11 @@ type Options struct {
 	Retention  time.Duration
 	PruneEvery time.Duration
 	PruneBatch int
+	// Finished, when set, is called with every task this Manager's
+	// handles finish, once its end is recorded (notifications and
+	// metrics hang here). It runs in the finishing goroutine: it must
+	// not block for long.
+	Finished func(Task)
 	// Now is the clock (tests).
 	Now func() time.Time
 }

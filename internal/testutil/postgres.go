@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +21,26 @@ import (
 // them on PATH. It skips (fails in CI) when there are none.
 func PostgresBinDir(t testing.TB) string {
 	t.Helper()
+	if d := debianPostgresBinDir(); d != "" {
+		return d
+	}
+	return filepath.Dir(RequireBinary(t, "initdb"))
+}
+
+// FindPostgresBinDir is PostgresBinDir for programs (benchmarks): an
+// error instead of a skip.
+func FindPostgresBinDir() (string, error) {
+	if d := debianPostgresBinDir(); d != "" {
+		return d, nil
+	}
+	p, err := exec.LookPath("initdb")
+	if err != nil {
+		return "", fmt.Errorf("PostgreSQL's server binaries are not installed (apt-get install postgresql): %w", err)
+	}
+	return filepath.Dir(p), nil
+}
+
+func debianPostgresBinDir() string {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(dirs, func(i, j int) bool { return pgVersion(dirs[i]) > pgVersion(dirs[j]) })
 	for _, d := range dirs {
@@ -27,7 +48,7 @@ func PostgresBinDir(t testing.TB) string {
 			return d
 		}
 	}
-	return filepath.Dir(RequireBinary(t, "initdb"))
+	return ""
 }
 
 func pgVersion(binDir string) int {
@@ -43,6 +64,23 @@ func pgVersion(binDir string) int {
 func StartPostgres(t testing.TB) string {
 	t.Helper()
 	bin := PostgresBinDir(t)
+	dsn, stop, err := LaunchPostgres(bin, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return dsn
+}
+
+// LaunchPostgres starts PostgreSQL (binaries in bin) outside a test, for
+// benchmarks, and returns the DSN of its "postgres" database (user "test",
+// no password) and stop, which ends the server. With dir "" the data
+// lives in a new temporary directory that stop removes; otherwise in dir,
+// created at the first launch and kept (a benchmark's catalog survives
+// for the next run); as root, the server runs as the postgres user, which
+// must be able to reach dir (put it under /tmp). Durability is off (fsync=off), and the server dies
+// with the launching process (parent-death signal).
+func LaunchPostgres(bin, dir string) (dsn string, stop func(), err error) {
 	// PostgreSQL refuses to run as root: run it as the postgres user, in
 	// a directory under /tmp ($TMPDIR may be inside root's home, which
 	// that user cannot enter).
@@ -51,30 +89,37 @@ func StartPostgres(t testing.TB) string {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Fatalf("running as root, but there is no postgres user to run the server as: %v", err)
+			return "", nil, fmt.Errorf("running as root, but there is no postgres user to run the server as: %v", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		parent = "/tmp"
 	}
-	dir, err := os.MkdirTemp(parent, "coffer-pg-")
-	if err != nil {
-		t.Fatal(err)
+	remove := func() {}
+	if dir == "" {
+		if dir, err = os.MkdirTemp(parent, "coffer-pg-"); err != nil {
+			return "", nil, err
+		}
+		remove = func() { _ = os.RemoveAll(dir) }
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", nil, err
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	fail := func(err error) (string, func(), error) { remove(); return "", nil, err }
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "test", "-A", "trust", "-E", "UTF8",
-		"--locale=C", "--no-sync", "--no-instructions")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	initdb.Dir = dir
-	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "test", "-A", "trust", "-E", "UTF8",
+			"--locale=C", "--no-sync", "--no-instructions")
+		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		initdb.Dir = dir
+		if out, err := initdb.CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("initdb: %v\n%s", err, out))
+		}
 	}
 	// A free port can be taken by someone else between the probe and
 	// the server's bind: try a few.
@@ -82,17 +127,19 @@ func StartPostgres(t testing.TB) string {
 	for range 5 {
 		port, err := freePort()
 		if err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
-		if lastErr = startPostgres(t, bin, dir, port, cred); lastErr == nil {
-			return fmt.Sprintf("postgres://test@127.0.0.1:%d/postgres?sslmode=disable", port)
+		stopServer, err := startPostgres(bin, dir, port, cred)
+		if err == nil {
+			return fmt.Sprintf("postgres://test@127.0.0.1:%d/postgres?sslmode=disable", port),
+				func() { stopServer(); remove() }, nil
 		}
+		lastErr = err
 	}
-	t.Fatalf("start PostgreSQL: %v", lastErr)
-	return ""
+	return fail(fmt.Errorf("start PostgreSQL: %v", lastErr))
 }
 
-func startPostgres(t testing.TB, bin, dir string, port int, cred *syscall.Credential) error {
+func startPostgres(bin, dir string, port int, cred *syscall.Credential) (stop func(), err error) {
 	var log bytes.Buffer
 	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", filepath.Join(dir, "data"), "-k", dir,
 		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-c", "fsync=off", "-c", "synchronous_commit=off",
@@ -100,11 +147,11 @@ func startPostgres(t testing.TB, bin, dir string, port int, cred *syscall.Creden
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGINT) // fast shutdown
 		select {
 		case <-exited:
@@ -117,17 +164,16 @@ func startPostgres(t testing.TB, bin, dir string, port int, cred *syscall.Creden
 	for {
 		ready := exec.Command(filepath.Join(bin, "pg_isready"), "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(port))
 		if ready.Run() == nil {
-			t.Cleanup(stop)
-			return nil
+			return stop, nil
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("postgres exited at startup:\n%s", log.String())
+			return nil, fmt.Errorf("postgres exited at startup:\n%s", log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return fmt.Errorf("postgres not ready after 30 s:\n%s", log.String())
+			return nil, fmt.Errorf("postgres not ready after 30 s:\n%s", log.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}

@@ -92,6 +92,19 @@ func testJobFilters(t *testing.T, open Opener) {
 	same(t, "combined", list(catalog.JobFilter{Policy: "b", Status: catalog.StatusSuccess, Since: all[4].CreatedAt, Limit: 2}),
 		[]int64{tie.ID, all[7].ID})
 	same(t, "no match", list(catalog.JobFilter{Policy: "none"}), []int64{})
+	// Pages of two after a cursor, through the tie.
+	var paged []int64
+	var after catalog.JobCursor
+	for {
+		jobs, err := c.ListJobs(ctx, catalog.JobFilter{After: after, Limit: 2})
+		ok(t, err)
+		if len(jobs) == 0 {
+			break
+		}
+		paged = append(paged, ids(jobs, jobID)...)
+		after = jobs[len(jobs)-1].Cursor()
+	}
+	same(t, "pages after cursors", paged, want)
 }
 
 func testTasks(t *testing.T, open Opener) {
@@ -154,6 +167,8 @@ func testTasks(t *testing.T, open Opener) {
 	same(t, "tasks of vm-1", list(catalog.TaskFilter{VMID: "vm-1"}), []int64{full.ID, tasks[2].ID})
 	same(t, "successful", list(catalog.TaskFilter{Status: catalog.StatusSuccess}), []int64{full.ID, tasks[2].ID})
 	same(t, "limit", list(catalog.TaskFilter{Limit: 1}), []int64{full.ID})
+	same(t, "the page after the first", list(catalog.TaskFilter{AfterID: full.ID, Limit: 1}), []int64{tasks[1].ID})
+	same(t, "a job's tasks after one", list(catalog.TaskFilter{JobID: j1.ID, AfterID: full.ID}), []int64{tasks[1].ID})
 	same(t, "combined", list(catalog.TaskFilter{JobID: j2.ID, VMID: "vm-1", Status: catalog.StatusSuccess}), []int64{tasks[2].ID})
 }
 

@@ -1,7 +1,10 @@
 package catalogtest
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -108,6 +111,22 @@ func testBackupPoints(t *testing.T, open Opener) {
 	same(t, "VM name", pointIDs(listPoints(t, c, catalog.BackupPointFilter{VMName: "name-vm-2"})), []string{"p2"})
 	same(t, "since", pointIDs(listPoints(t, c, catalog.BackupPointFilter{Since: at(time.Hour)})), []string{"p3", "p1", "p2"})
 	same(t, "limit", pointIDs(listPoints(t, c, catalog.BackupPointFilter{VMID: "vm-1", Limit: 2})), []string{"p3", "p1"})
+	// Pages: after a point, in the same order; the two p1 (same ID in two
+	// repositories) are told apart by their repository.
+	tie := point("r3", "p1", 0, "vm-3")
+	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{tie}))
+	var paged []string
+	var cur catalog.PointCursor
+	for {
+		page := listPoints(t, c, catalog.BackupPointFilter{After: cur, Limit: 1})
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page[0].ID+"@"+page[0].Repository)
+		cur = page[0].Cursor()
+	}
+	same(t, "pages of one", paged, []string{"p3@r1", "p1@r2", "p2@r1", "p1@r1", "p1@r3"})
+	ok(t, c.DeleteBackupPoints(ctx, "r3", []string{"p1"}))
 
 	// Upsert: the same key replaces every field; the other repository's
 	// point with the same ID is untouched.
@@ -126,6 +145,50 @@ func testBackupPoints(t *testing.T, open Opener) {
 	if err := c.PutBackupPoints(ctx, []catalog.BackupPoint{{Repository: "r1"}}); err == nil {
 		t.Fatal("a point without an ID was accepted")
 	}
+}
+
+// testNewestBackupPoints: the newest point of each VM asked for, across
+// repositories, by time then ID; a VM of the same ID on another
+// connection is another VM; more VMs than one query looks up.
+func testNewestBackupPoints(t *testing.T, open Opener) {
+	c := mustOpen(t, open)
+	ctx := context.Background()
+	other := point("r1", "o9", 9*time.Hour, "vm-1")
+	other.Connection = "vc2"
+	var many []catalog.BackupPoint
+	var refs []catalog.VMRef
+	for i := range 450 {
+		vm := fmt.Sprintf("bulk-%03d", i)
+		many = append(many, point("r1", "b"+vm, time.Duration(i)*time.Minute, vm))
+		refs = append(refs, catalog.VMRef{Connection: "qemu", ID: vm})
+	}
+	ok(t, c.PutBackupPoints(ctx, append(many, point("r1", "a1", time.Hour, "vm-1"), point("r2", "a2", 3*time.Hour, "vm-1"),
+		point("r1", "a3", 2*time.Hour, "vm-1"), point("r1", "t1", time.Hour, "vm-2"), point("r2", "t2", time.Hour, "vm-2"), other)))
+
+	got, err := c.NewestBackupPoints(ctx, []catalog.VMRef{{Connection: "qemu", ID: "vm-1"}, {Connection: "qemu", ID: "vm-2"},
+		{Connection: "qemu", ID: "none"}})
+	ok(t, err)
+	slices.SortFunc(got, func(a, b catalog.BackupPoint) int { return cmp.Compare(a.VMID, b.VMID) })
+	same(t, "newest of vm-1 and vm-2 (a tie broken by ID)", got, []catalog.BackupPoint{point("r2", "a2", 3*time.Hour, "vm-1"),
+		point("r2", "t2", time.Hour, "vm-2")})
+
+	got, err = c.NewestBackupPoints(ctx, []catalog.VMRef{{Connection: "vc2", ID: "vm-1"}})
+	ok(t, err)
+	same(t, "the same VM ID on another connection", got, []catalog.BackupPoint{other})
+	// Both at once: vc2's vm-1 was backed up last, qemu's is still found.
+	got, err = c.NewestBackupPoints(ctx, []catalog.VMRef{{Connection: "qemu", ID: "vm-1"}, {Connection: "vc2", ID: "vm-1"},
+		{Connection: "qemu", ID: "vm-1"}})
+	ok(t, err)
+	same(t, "a VM ID two connections share", got, []catalog.BackupPoint{point("r2", "a2", 3*time.Hour, "vm-1"), other})
+
+	got, err = c.NewestBackupPoints(ctx, refs)
+	ok(t, err)
+	slices.SortFunc(got, func(a, b catalog.BackupPoint) int { return cmp.Compare(a.VMID, b.VMID) })
+	same(t, "many VMs", got, many)
+
+	got, err = c.NewestBackupPoints(ctx, nil)
+	ok(t, err)
+	same(t, "no VMs", len(got), 0)
 }
 
 func testReplaceBackupPoints(t *testing.T, open Opener) {

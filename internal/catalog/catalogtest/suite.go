@@ -34,6 +34,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"Events", testEvents},
 		{"BackupPoints", testBackupPoints},
 		{"ReplaceBackupPoints", testReplaceBackupPoints},
+		{"NewestBackupPoints", testNewestBackupPoints},
 		{"ReplaceIsAtomicForReaders", testReplaceAtomicForReaders},
 		{"VMs", testVMs},
 		{"Times", testTimes},
@@ -63,6 +64,12 @@ func Run(t *testing.T, newDB Factory) {
 		{"AbandonJob", testAbandonJob},
 		{"PruneHistory", testPruneHistory},
 		{"WatchJobs", testWatchJobs},
+		{"ConfigObjects", testConfigObjects},
+		{"UpdateConfigIsAtomic", testUpdateConfigIsAtomic},
+		{"UpdateConfigIsSerialised", testUpdateConfigIsSerialised},
+		{"Leases", testLeases},
+		{"ConcurrentLeases", testConcurrentLeases},
+		{"ClaimRuns", testClaimRuns},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -105,6 +105,9 @@ func (c *Catalog) GetJob(ctx context.Context, id int64) (catalog.Job, error) {
 	return jobs[0], nil
 }
 
+// jobsAfter selects the jobs listed after a cursor (created_at, ID).
+const jobsAfter = "created_at <= ? AND (created_at < ? OR id < ?)"
+
 // unfinished is the condition of a queued or running job.
 const unfinished = `status IN ('queued', 'running')`
 
@@ -121,10 +124,13 @@ func (c *Catalog) ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.
 		w.add(unfinished)
 	}
 	if f.VM != "" {
-		// A VM among a policy run's tasks: tasks_vm_name and tasks_vm
-		// find the jobs without scanning their tasks.
-		w.add(`(vm = ? OR id IN (SELECT job_id FROM tasks WHERE vm_name = ?) OR id IN (SELECT job_id FROM tasks WHERE vm_id = ?))`,
-			f.VM, f.VM, f.VM)
+		// A VM among a policy run's tasks: jobs_vm, tasks_vm_name and
+		// tasks_vm find the few jobs without scanning their tasks. One
+		// set of IDs rather than three ORed conditions: PostgreSQL read
+		// the jobs newest first testing each against the ORs, half a
+		// million rows for a VM backed up every day (0.7 s).
+		w.add(`id IN (SELECT id FROM jobs WHERE vm = ? UNION SELECT job_id FROM tasks WHERE vm_name = ?
+			UNION SELECT job_id FROM tasks WHERE vm_id = ?)`, f.VM, f.VM, f.VM)
 	}
 	if !f.Since.IsZero() {
 		w.add("created_at >= ?", c.timeArg(f.Since))
@@ -143,8 +149,12 @@ func (c *Catalog) ListJobs(ctx context.Context, f catalog.JobFilter) ([]catalog.
 		w.add("id > ?", f.AboveID)
 	}
 	if f.After.ID != 0 {
+		// The bound on created_at alone lets the database start in
+		// jobs_created at the cursor; with the OR alone SQLite read the
+		// index from the newest job down to it (half a million entries
+		// half-way through a million jobs).
 		at := c.timeArg(f.After.CreatedAt)
-		w.add("(created_at < ? OR (created_at = ? AND id < ?))", at, at, f.After.ID)
+		w.add(jobsAfter, at, at, f.After.ID)
 	}
 	return c.listJobs(ctx, w, f.Limit)
 }

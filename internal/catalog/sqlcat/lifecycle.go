@@ -138,7 +138,23 @@ func (c *Catalog) AbandonJob(ctx context.Context, id int64, lastSeen time.Time, 
 }
 
 // finishedBefore selects the jobs whose history is old enough to prune.
-const finishedBefore = `SELECT id FROM jobs WHERE finished_at < ? AND status IN ('success', 'partial', 'failed', 'cancelled')`
+// A finished job's status is one of the Done ones; it is written as "not
+// unfinished" so that it cannot be looked up through jobs_status: SQLite
+// (which keeps no statistics) preferred that index to jobs_finished and
+// read every finished job of the catalog, a million rows, in each step,
+// holding the write lock for seconds.
+const finishedBefore = `SELECT id FROM jobs WHERE finished_at < ? AND status NOT IN ('queued', 'running')`
+
+// pruneSteps are PruneHistory's deletes, in order; each takes the cut-off
+// time and the most rows it may delete.
+var pruneSteps = []string{
+	`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE job_id IN (` + finishedBefore + `) LIMIT ?)`,
+	`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE job_id IN (` + finishedBefore + `) LIMIT ?)`,
+	`DELETE FROM jobs WHERE id IN (SELECT id FROM jobs j WHERE finished_at < ? AND status NOT IN ('queued', 'running')
+		AND NOT EXISTS (SELECT 1 FROM events WHERE events.job_id = j.id)
+		AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.job_id = j.id) LIMIT ?)`,
+	`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE job_id IS NULL AND task_id IS NULL AND occurred_at < ? LIMIT ?)`,
+}
 
 // PruneHistory deletes at most limit rows of old history in one
 // transaction: events of old jobs first, then their VM tasks, then the
@@ -151,26 +167,14 @@ func (c *Catalog) PruneHistory(ctx context.Context, before time.Time, limit int)
 		return 0, fmt.Errorf("catalog: prune history: the batch limit must be positive, not %d", limit)
 	}
 	cut := c.timeArg(before)
-	steps := []struct {
-		q    string
-		args []any
-	}{
-		{`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE job_id IN (` + finishedBefore + `) LIMIT ?)`, []any{cut}},
-		{`DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE job_id IN (` + finishedBefore + `) LIMIT ?)`, []any{cut}},
-		{`DELETE FROM jobs WHERE id IN (SELECT id FROM jobs j WHERE finished_at < ?
-			AND status IN ('success', 'partial', 'failed', 'cancelled')
-			AND NOT EXISTS (SELECT 1 FROM events WHERE events.job_id = j.id)
-			AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.job_id = j.id) LIMIT ?)`, []any{cut}},
-		{`DELETE FROM events WHERE id IN (SELECT id FROM events WHERE job_id IS NULL AND task_id IS NULL AND occurred_at < ? LIMIT ?)`, []any{cut}},
-	}
 	total := 0
 	err := c.b.Write(ctx, func(tx Tx) error {
 		total = 0
-		for _, s := range steps {
+		for _, q := range pruneSteps {
 			if total >= limit {
 				break
 			}
-			n, err := tx.Exec(ctx, c.d.Rebind(s.q), append(s.args, limit-total)...)
+			n, err := tx.Exec(ctx, c.d.Rebind(q), cut, limit-total)
 			if err != nil {
 				return err
 			}

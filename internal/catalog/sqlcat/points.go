@@ -5,12 +5,22 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
 const pointColumns = `repository, id, taken_at, connection, vm_id, vm_name, mode, parent, disks, bytes_logical,
 	bytes_stored, tags, protected, job_id, snapshot_mode, snapshot_mode_achieved`
+
+// pointColumnsOf is pointColumns of the table called alias.
+func pointColumnsOf(alias string) string {
+	cols := strings.Split(pointColumns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
 
 // upsertPoint writes one point, replacing a point with the same key.
 const upsertPoint = `INSERT INTO backup_points (` + pointColumns + `)
@@ -142,6 +152,91 @@ func (c *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, po
 	return nil
 }
 
+// pointsAfter selects the points listed after a cursor (time, ID,
+// repository).
+const pointsAfter = "taken_at <= ? AND (taken_at < ? OR id < ? OR (id = ? AND repository > ?))"
+
+// newestBatch is how many VMs one query of NewestBackupPoints looks up,
+// one parameter each: well below every database's limit.
+const newestBatch = 10_000
+
+// newestOfIDs selects, for a list of VM IDs, the points taken at the
+// newest time of their VM ID: the newest time per ID comes from
+// points_vm (vm_id, taken_at) alone, and each point from one more lookup
+// of it. The connection is not in that index: a VM ID that two
+// connections share yields the points of the one backed up last.
+var newestOfIDs = `SELECT ` + pointColumnsOf("p") + ` FROM backup_points p
+	JOIN (SELECT vm_id AS newest_vm, MAX(taken_at) AS newest_at FROM backup_points WHERE vm_id IN (%s) GROUP BY vm_id) m
+	ON p.vm_id = m.newest_vm AND p.taken_at = m.newest_at`
+
+// newestOfVM is the newest point of one VM.
+const newestOfVM = `SELECT ` + pointColumns + ` FROM backup_points WHERE vm_id = ? AND connection = ?
+	ORDER BY taken_at DESC, id DESC LIMIT 1`
+
+// NewestBackupPoints finds the newest point of each VM: a query per batch
+// of VM IDs, and one more per VM whose ID another connection's VM shares
+// and backed up later.
+func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+	var ids []any
+	seen := map[string]bool{}
+	for _, vm := range vms {
+		if !seen[vm.ID] {
+			seen[vm.ID] = true
+			ids = append(ids, vm.ID)
+		}
+	}
+	newest := map[catalog.VMRef]catalog.BackupPoint{}
+	found := map[string]bool{} // VM IDs with a newest point, of whichever connection
+	for len(ids) > 0 {
+		batch := ids[:min(newestBatch, len(ids))]
+		ids = ids[len(batch):]
+		q := fmt.Sprintf(newestOfIDs, strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", "))
+		err := c.query(ctx, q, batch, func(r Rows) error {
+			p, err := scanPoint(r)
+			k := catalog.VMRef{Connection: p.Connection, ID: p.VMID}
+			if n, ok := newest[k]; !ok || p.ID > n.ID { // a tie in time: the listing's order
+				newest[k] = p
+			}
+			found[p.VMID] = true
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("catalog: newest backup points: %w", err)
+		}
+	}
+	out := make([]catalog.BackupPoint, 0, len(vms))
+	answered := map[catalog.VMRef]bool{} // a VM asked for twice is answered once
+	for _, vm := range vms {
+		if answered[vm] {
+			continue
+		}
+		answered[vm] = true
+		p, ok := newest[vm]
+		if !ok && found[vm.ID] { // another connection's VM of that ID was backed up last
+			err := c.query(ctx, newestOfVM, []any{vm.ID, vm.Connection}, func(r Rows) error {
+				var err error
+				p, err = scanPoint(r)
+				ok = true
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("catalog: newest backup point of %s/%s: %w", vm.Connection, vm.ID, err)
+			}
+		}
+		if ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func scanPoint(r Rows) (catalog.BackupPoint, error) {
+	var p catalog.BackupPoint
+	err := r.Scan(&p.Repository, &p.ID, timeDest{&p.Time}, &p.Connection, &p.VMID, &p.VMName, &p.Mode, &p.Parent,
+		&p.Disks, &p.BytesLogical, &p.BytesStored, jsonDest{&p.Tags}, &p.Protected, &p.JobID, &p.SnapshotMode, &p.SnapshotModeAchieved)
+	return p, err
+}
+
 // ListBackupPoints lists points newest first.
 func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFilter) ([]catalog.BackupPoint, error) {
 	w := &where{}
@@ -157,12 +252,17 @@ func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFil
 	if !f.Since.IsZero() {
 		w.add("taken_at >= ?", c.timeArg(f.Since))
 	}
-	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC", f.Limit)
+	if a := f.After; a.ID != "" {
+		// After the cursor in (taken_at DESC, id DESC, repository); the
+		// bound on taken_at alone starts points_time at the cursor (see
+		// ListJobs).
+		at := c.timeArg(a.Time)
+		w.add(pointsAfter, at, at, a.ID, a.ID, a.Repository)
+	}
+	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC, repository", f.Limit)
 	var out []catalog.BackupPoint
 	err := c.query(ctx, q, args, func(r Rows) error {
-		var p catalog.BackupPoint
-		err := r.Scan(&p.Repository, &p.ID, timeDest{&p.Time}, &p.Connection, &p.VMID, &p.VMName, &p.Mode, &p.Parent,
-			&p.Disks, &p.BytesLogical, &p.BytesStored, jsonDest{&p.Tags}, &p.Protected, &p.JobID, &p.SnapshotMode, &p.SnapshotModeAchieved)
+		p, err := scanPoint(r)
 		out = append(out, p)
 		return err
 	})

@@ -132,6 +132,9 @@ func (c *Catalog) ListTasks(ctx context.Context, f catalog.TaskFilter) ([]catalo
 	if f.Status != "" {
 		w.add("status = ?", string(f.Status))
 	}
+	if f.AfterID != 0 {
+		w.add("id > ?", f.AfterID)
+	}
 	return c.listTasks(ctx, w, f.Limit)
 }
 

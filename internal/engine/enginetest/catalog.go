@@ -26,9 +26,12 @@ type Catalog struct {
 	vms    map[string]catalog.VMRecord
 	nextID int64
 	Writes int
-	// The engine keeps no access-control records: calling one of their
-	// methods is a test bug, and panics on the nil interface.
+	// The engine keeps no access-control records, reads no configuration
+	// objects and takes no leases: calling one of their methods is a test
+	// bug, and panics on the nil interface.
 	catalog.AccessStore
+	catalog.ConfigObjects
+	catalog.Leases
 }
 
 // NewCatalog returns an empty catalog.
@@ -126,11 +129,15 @@ func (m *Catalog) ListTasks(_ context.Context, f catalog.TaskFilter) ([]catalog.
 	defer m.mu.Unlock()
 	var out []catalog.Task
 	for _, t := range m.tasks {
-		if (f.JobID == 0 || t.JobID == f.JobID) && (f.VMID == "" || t.VMID == f.VMID) && (f.Status == "" || t.Status == f.Status) {
+		if (f.JobID == 0 || t.JobID == f.JobID) && (f.VMID == "" || t.VMID == f.VMID) && (f.Status == "" || t.Status == f.Status) &&
+			t.ID > f.AfterID {
 			out = append(out, t)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
 	return out, nil
 }
 
@@ -265,12 +272,46 @@ func (m *Catalog) ListBackupPoints(_ context.Context, f catalog.BackupPointFilte
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []catalog.BackupPoint
+	before := func(a, b catalog.BackupPoint) bool { // a is listed before b
+		if !a.Time.Equal(b.Time) {
+			return a.Time.After(b.Time)
+		}
+		if a.ID != b.ID {
+			return a.ID > b.ID
+		}
+		return a.Repository < b.Repository
+	}
+	after := catalog.BackupPoint{Time: f.After.Time, ID: f.After.ID, Repository: f.After.Repository}
 	for _, p := range m.points {
-		if (f.Repository == "" || p.Repository == f.Repository) && (f.VMID == "" || p.VMID == f.VMID) && (f.VMName == "" || p.VMName == f.VMName) {
+		if (f.Repository == "" || p.Repository == f.Repository) && (f.VMID == "" || p.VMID == f.VMID) && (f.VMName == "" || p.VMName == f.VMName) &&
+			(f.After.ID == "" || before(after, p)) {
 			out = append(out, p)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	sort.Slice(out, func(i, j int) bool { return before(out[i], out[j]) })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+func (m *Catalog) NewestBackupPoints(_ context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	newest := map[catalog.VMRef]catalog.BackupPoint{}
+	for _, p := range m.points {
+		k := catalog.VMRef{Connection: p.Connection, ID: p.VMID}
+		if n, ok := newest[k]; !ok || p.Time.After(n.Time) || p.Time.Equal(n.Time) && p.ID > n.ID {
+			newest[k] = p
+		}
+	}
+	var out []catalog.BackupPoint
+	for _, vm := range vms {
+		if p, ok := newest[vm]; ok {
+			out = append(out, p)
+			delete(newest, vm)
+		}
+	}
 	return out, nil
 }
 

@@ -144,7 +144,8 @@ func (w *Writer) Finish() error {
 // Map gives random access to a stored disk map. Safe for concurrent use;
 // it caches the most recently used block.
 type Map struct {
-	readAt    func(ctx context.Context, off, n int64) ([]byte, error)
+	// readAt reads n bytes at off, into dst when it is large enough.
+	readAt    func(ctx context.Context, off, n int64, dst []byte) ([]byte, error)
 	key       *crypto.Key
 	name      string
 	diskSize  int64
@@ -174,7 +175,21 @@ func Open(ctx context.Context, st store.Store, key *crypto.Key, name string) (*M
 		return nil, fmt.Errorf("disk map %s: %w", name, err)
 	}
 	m.key, m.name = key, name
-	m.readAt = func(ctx context.Context, off, n int64) ([]byte, error) { return store.Get(ctx, st, name, off, n) }
+	m.readAt = func(ctx context.Context, off, n int64, dst []byte) ([]byte, error) {
+		if int64(cap(dst)) < n {
+			dst = make([]byte, n)
+		}
+		dst = dst[:n]
+		rc, err := st.Read(ctx, name, off, n)
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		if _, err := io.ReadFull(rc, dst); err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		return dst, nil
+	}
 	return m, nil
 }
 
@@ -282,21 +297,35 @@ func (m *Map) SpanLength(i uint64) int {
 	return m.chunkSize
 }
 
-func (m *Map) readBlock(ctx context.Context, b int) ([]byte, error) {
+// blockBuffers are reused from block to block by one iteration, which
+// then makes no garbage per block: garbage collection and verification
+// read every block of every map.
+type blockBuffers struct{ sealed, comp, ids []byte }
+
+// blockPool shares block buffers between iterations: a pass over every map
+// of a repository then allocates them once rather than once per map.
+var blockPool = sync.Pool{New: func() any { return &blockBuffers{} }}
+
+// readBlock decodes block b, into buf's buffers when buf is not nil.
+func (m *Map) readBlock(ctx context.Context, b int, buf *blockBuffers) ([]byte, error) {
+	if buf == nil {
+		buf = &blockBuffers{}
+	}
 	r := m.rows[b]
-	sealed, err := m.readAt(ctx, r.offset, int64(r.length))
+	var err error
+	buf.sealed, err = m.readAt(ctx, r.offset, int64(r.length), buf.sealed)
 	if err != nil {
 		return nil, fmt.Errorf("disk map %s block %d: %w", m.name, b, err)
 	}
-	comp, err := m.key.Open(nil, sealed, blockSeal)
+	buf.comp, err = m.key.Open(buf.comp[:0], buf.sealed, blockSeal)
 	if err != nil {
 		return nil, fmt.Errorf("disk map %s block %d: %w: %w", m.name, b, ErrFormat, err)
 	}
-	ids, err := zdec.DecodeAll(comp, nil)
-	if err != nil || len(ids) != int(r.count)*32 {
+	buf.ids, err = zdec.DecodeAll(buf.comp, buf.ids[:0])
+	if err != nil || len(buf.ids) != int(r.count)*32 {
 		return nil, fmt.Errorf("disk map %s block %d: %w: bad block payload", m.name, b, ErrFormat)
 	}
-	return ids, nil
+	return buf.ids, nil
 }
 
 // Get returns the ID of span i.
@@ -308,7 +337,7 @@ func (m *Map) Get(ctx context.Context, i uint64) (id.ID, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.lastBlock != b {
-		ids, err := m.readBlock(ctx, b)
+		ids, err := m.readBlock(ctx, b, nil)
 		if err != nil {
 			return id.ID{}, err
 		}
@@ -326,9 +355,11 @@ func (m *Map) Iterate(ctx context.Context, fn func(i uint64, x id.ID) error) err
 // blocks that hold them.
 func (m *Map) IterateRange(ctx context.Context, from, end uint64, fn func(i uint64, x id.ID) error) error {
 	end = min(end, m.count)
+	buf := blockPool.Get().(*blockBuffers)
+	defer blockPool.Put(buf)
 	for i := from; i < end; {
 		b := int(i / BlockIDs)
-		ids, err := m.readBlock(ctx, b)
+		ids, err := m.readBlock(ctx, b, buf)
 		if err != nil {
 			return err
 		}
@@ -362,10 +393,12 @@ func (m *Map) All(ctx context.Context) ([]id.ID, error) {
 // [first, end) it covers and skipped, so one bad block does not hide the
 // rest of the map. Errors other than damage (I/O, cancellation) stop it.
 func (m *Map) Scan(ctx context.Context, fn func(i uint64, x id.ID) error, damaged func(first, end uint64, err error)) error {
+	buf := blockPool.Get().(*blockBuffers)
+	defer blockPool.Put(buf)
 	for b := range m.rows {
 		first := uint64(b) * BlockIDs
 		end := min(first+BlockIDs, m.count)
-		ids, err := m.readBlock(ctx, b)
+		ids, err := m.readBlock(ctx, b, buf)
 		if err == nil && uint64(len(ids)/32) != end-first {
 			err = fmt.Errorf("disk map %s block %d: %w: %d IDs, want %d", m.name, b, ErrFormat, len(ids)/32, end-first)
 		}

@@ -125,7 +125,7 @@ func TestDamage(t *testing.T) {
 			continue
 		}
 		m.key, m.name = key, "x"
-		m.readAt = func(_ context.Context, off, n int64) ([]byte, error) { return reader(bad)(off, n) }
+		m.readAt = func(_ context.Context, off, n int64, _ []byte) ([]byte, error) { return reader(bad)(off, n) }
 		_, err = m.All(context.Background())
 		if err == nil && i >= headerSize {
 			t.Fatalf("flip at byte %d of %d went unnoticed", i, len(raw))

@@ -2,76 +2,16 @@ package gc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
-	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/repo/index"
 	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/store"
 )
-
-const (
-	planName = "gc/plan"
-	planSeal = "gc-plan"
-	// clockSkew is the largest difference between the clocks of hosts that
-	// share a repository that garbage collection tolerates.
-	clockSkew = time.Minute
-)
-
-// planFile is the durable record of deletions waiting for sessions to end.
-type planFile struct {
-	Created   time.Time `json:"created"`
-	MarkTime  time.Time `json:"mark_time"`
-	Sessions  []string  `json:"sessions"`  // leases live when the plan was made
-	Snapshots []string  `json:"snapshots"` // backup points the mark saw
-	Packs     []string  `json:"packs"`
-	Segments  []string  `json:"segments"`
-	Maps      []string  `json:"maps"`
-	Compacted string    `json:"compacted,omitempty"`
-}
-
-var (
-	planEnc, _ = zstd.NewWriter(nil)
-	planDec, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(1<<30))
-)
-
-func savePlan(ctx context.Context, r *repo.Repository, pf *planFile) error {
-	raw, err := json.Marshal(pf)
-	if err != nil {
-		return err
-	}
-	_, err = store.Put(ctx, r.Store(), planName, r.Key().Seal(nil, planEnc.EncodeAll(raw, nil), planSeal), store.PutOptions{})
-	return err
-}
-
-func loadPlan(ctx context.Context, r *repo.Repository) (*planFile, error) {
-	b, err := store.Get(ctx, r.Store(), planName, 0, -1)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errNoPlan
-	}
-	if err != nil {
-		return nil, err
-	}
-	comp, err := r.Key().Open(nil, b, planSeal)
-	if err != nil {
-		return nil, fmt.Errorf("gc plan: %w", err)
-	}
-	raw, err := planDec.DecodeAll(comp, nil)
-	if err != nil {
-		return nil, fmt.Errorf("gc plan: %w", err)
-	}
-	pf := &planFile{}
-	return pf, json.Unmarshal(raw, pf)
-}
 
 func hostname() string {
 	h, _ := os.Hostname()
@@ -79,7 +19,7 @@ func hostname() string {
 }
 
 // execute carries out a pending plan once its sessions have ended.
-func execute(ctx context.Context, r *repo.Repository, rep *Report, ownLease string) error {
+func execute(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLease string) error {
 	pf, err := loadPlan(ctx, r)
 	if errors.Is(err, errNoPlan) {
 		return nil
@@ -111,11 +51,13 @@ func execute(ctx context.Context, r *repo.Repository, rep *Report, ownLease stri
 		rep.Deferred = true
 		return nil
 	}
-	keep, usedMaps, err := rescue(ctx, r, pf, rep)
+	keep, used, err := rescue(ctx, r, o, pf, rep)
 	if err != nil {
 		return err
 	}
-	var retained planFile
+	defer keep.Close()
+	defer used.Close()
+	retained := planFile{ID: newPlanID(), Created: pf.Created, MarkTime: pf.MarkTime, Snapshots: pf.Snapshots}
 	del := func(name string) bool {
 		err := r.Store().Delete(ctx, name)
 		switch {
@@ -139,140 +81,109 @@ func execute(ctx context.Context, r *repo.Repository, rep *Report, ownLease stri
 			retained.Segments = append(retained.Segments, sid)
 		}
 	}
-	for _, name := range pf.Packs {
-		pid, err := pack.ParseObjectName(name)
-		if err == nil && keep[pid] {
-			continue
+	var nPacks, nMaps int
+	packs := newListWriter(ctx, r, retained.ID, "packs")
+	err = readList(ctx, r, pf.Packs, pf.PackParts, func(name string) error {
+		if pid, err := pack.ParseObjectName(name); err == nil {
+			if kept, err := keep.SeekTo(pid[:]); err != nil || kept {
+				return err
+			}
 		}
 		if del(name) {
 			rep.PacksDeleted++
-		} else {
-			retained.Packs = append(retained.Packs, name)
+			return nil
 		}
+		nPacks++
+		return packs.add(name)
+	})
+	if err == nil {
+		retained.PackParts, err = packs.finish()
 	}
-	for _, m := range pf.Maps {
-		if usedMaps[m] {
-			continue
-		}
-		if !del(m) {
-			retained.Maps = append(retained.Maps, m)
-		}
+	if err != nil {
+		return err
 	}
-	if len(retained.Packs)+len(retained.Segments)+len(retained.Maps) > 0 {
-		retained.Created, retained.MarkTime, retained.Snapshots = pf.Created, pf.MarkTime, pf.Snapshots
-		return savePlan(ctx, r, &retained)
+	maps := newListWriter(ctx, r, retained.ID, "maps")
+	var rec [mapRecSize]byte
+	err = readList(ctx, r, pf.Maps, pf.MapParts, func(name string) error {
+		if !mapRecord(name, &rec) {
+			return nil // not a name a plan of this version writes: left alone
+		}
+		if inUse, err := used.SeekTo(rec[:]); err != nil || inUse {
+			return err
+		}
+		if del(name) {
+			return nil
+		}
+		nMaps++
+		return maps.add(name)
+	})
+	if err == nil {
+		retained.MapParts, err = maps.finish()
+	}
+	if err != nil {
+		return err
+	}
+	if err := tidyDamage(ctx, r); err != nil {
+		return err
+	}
+	if nPacks+nMaps+len(retained.Segments) > 0 {
+		if err := savePlan(ctx, r, &retained); err != nil {
+			return err
+		}
+		removeStaleParts(ctx, r, &retained)
+		return nil
 	}
 	if err := r.Store().Delete(ctx, planName); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	removeStaleParts(ctx, r, nil)
 	return nil
 }
 
-// rescue re-indexes chunks that backup points committed after the mark use
-// but the compacted index dropped; their packs are kept.
-func rescue(ctx context.Context, r *repo.Repository, pf *planFile, rep *Report) (map[pack.ID]bool, map[string]bool, error) {
-	marked := map[string]bool{}
-	for _, s := range pf.Snapshots {
-		marked[s] = true
-	}
-	var bad []string
-	snaps, err := r.Snapshots(ctx, func(x id.ID, err error) { bad = append(bad, x.Short()) })
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(bad) > 0 {
-		return nil, nil, fmt.Errorf("%w: unreadable snapshot manifests %s", errAbort, strings.Join(bad, ", "))
-	}
-	usedMaps := map[string]bool{}
-	doomed := map[pack.ID]bool{}
-	for _, name := range pf.Packs {
-		if pid, err := pack.ParseObjectName(name); err == nil {
-			doomed[pid] = true
-		}
-	}
-	var old *index.Set
-	keep := map[pack.ID]bool{}
-	var entries []index.Entry
-	for _, s := range snaps {
-		for _, d := range s.Disks {
-			usedMaps[d.Map] = true
-		}
-		if marked[s.ID.String()] {
+// tidyDamage rewrites the damage record after deletions: a broken copy
+// whose pack is gone is dropped when the chunk has a good copy (the index
+// finds it), else kept without a place, so verify and backups still know
+// the chunk is lost. It runs after every execution, so one interrupted
+// before it is caught up by the next. The record is small (it grows with
+// damage, not with the repository): a Stat per damaged pack.
+func tidyDamage(ctx context.Context, r *repo.Repository) error {
+	gone := map[pack.ID]bool{}
+	anyGone := false
+	for _, b := range r.Damage() {
+		if b.Pack == (pack.ID{}) {
 			continue
 		}
-		for _, d := range s.Disks {
-			m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%w: disk map of snapshot %s: %v", errAbort, s.ID.Short(), err)
-			}
-			err = m.Iterate(ctx, func(_ uint64, x id.ID) error {
-				if x.IsZero() {
-					return nil
-				}
-				loc, ok, err := r.Index().Lookup(ctx, x)
-				switch {
-				case err != nil:
-					return err
-				case ok && !doomed[loc.Pack]:
-					return nil
-				case ok:
-					// Rescued by an earlier, interrupted execution of this
-					// plan: the old segments may be gone, the pack must stay.
-					keep[loc.Pack] = true
-					return nil
-				}
-				if old == nil {
-					if old, err = openSegments(ctx, r, pf.Segments); err != nil {
-						return err
-					}
-				}
-				loc, ok, err = old.Lookup(ctx, x)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					r.Logger().Error("a backup point references a chunk that is in no index", "snapshot", s.ID.Short(), "chunk", x.Short())
-					return nil
-				}
-				keep[loc.Pack] = true
-				entries = append(entries, index.Entry{ID: x, Location: loc})
-				return nil
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	if len(entries) > 0 {
-		seg, err := index.WriteSegment(ctx, r.Store(), r.Key(), entries, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		r.Index().Add(seg)
-		rep.ChunksRescued = len(entries)
-	}
-	return keep, usedMaps, nil
-}
-
-func openSegments(ctx context.Context, r *repo.Repository, ids []string) (*index.Set, error) {
-	var segs []*index.Segment
-	for _, s := range ids {
-		sid, err := id.Parse(s)
-		if err != nil {
+		if _, seen := gone[b.Pack]; seen {
 			continue
 		}
-		fi, err := r.Store().Stat(ctx, index.ObjectName(sid))
-		if errors.Is(err, store.ErrNotFound) {
-			continue
+		_, err := r.Store().Stat(ctx, pack.ObjectName(b.Pack))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			gone[b.Pack], anyGone = true, true
+		case err != nil:
+			return err
+		default:
+			gone[b.Pack] = false
 		}
-		if err != nil {
-			return nil, err
-		}
-		seg, err := index.OpenSegment(ctx, r.Store(), r.Key(), sid, fi.Size)
-		if err != nil {
-			return nil, err
-		}
-		segs = append(segs, seg)
 	}
-	return index.NewSet(r.Store(), r.Key(), segs, 64), nil
+	if !anyGone {
+		return nil
+	}
+	if err := r.ReloadIndex(ctx); err != nil {
+		return err
+	}
+	var lookupErr error
+	_, err := r.RewriteDamage(ctx, func(b repo.BadChunk) (repo.BadChunk, bool) {
+		if !gone[b.Pack] {
+			return b, true
+		}
+		_, ok, err := r.Index().Lookup(ctx, b.Chunk)
+		if err != nil {
+			lookupErr = err
+			return b, true
+		}
+		b.Pack, b.Offset = pack.ID{}, 0
+		return b, !ok
+	})
+	return errors.Join(err, lookupErr)
 }

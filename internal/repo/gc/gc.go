@@ -24,11 +24,22 @@
 //
 // # Memory
 //
-// The mark holds at most Options.MemoryBudget bytes of chunk IDs in memory
-// and spills sorted runs to TempDir; the index is streamed one block per
-// segment. What stays in memory is proportional to the number of packs
-// being deleted or repacked in this run (about 40 bytes each) and to the
-// number of backup points (their IDs and disk-map names).
+// Nothing that grows with the repository is held in memory: the
+// referenced chunk IDs, the index entries (sorted by pack to decide each
+// pack's fate, and back by chunk ID to write the compacted segment), the
+// packs and disk maps listed in the store, the packs kept by a rescue and
+// the plan's lists all go through external sorts (internal/extsort) that
+// buffer at most Options.MemoryBudget bytes and spill sorted runs to
+// TempDir, and every join is a merge of sorted streams. The plan object
+// names part objects (gc/part-...) that list its packs and disk maps, read
+// back one at a time. What stays in memory is the budget (the sort
+// buffers live outside the Go heap, so they do not raise the collector's
+// target either), one old pack being repacked and one new pack being
+// written (at most 8192 blobs), one index or disk-map block being read,
+// the manifests of the backup points (their IDs and disk-map names), and
+// what the index format itself keeps of every loaded or written segment:
+// its block table and bloom filter (about 1.3 bytes per chunk).
+// bench/gcmem measures it (docs/benchmarks.md).
 package gc
 
 import (
@@ -45,7 +56,7 @@ import (
 // Options tune a collection.
 type Options struct {
 	DryRun bool
-	// MemoryBudget bounds buffered chunk IDs (default 64 MiB).
+	// MemoryBudget bounds what the external sorts buffer (default 64 MiB).
 	MemoryBudget int
 	TempDir      string
 	// RepackThreshold is the dead fraction above which a pack's live
@@ -110,7 +121,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 			return nil, fmt.Errorf("recover interrupted sessions: %w", err)
 		}
 		// Finish an earlier plan first: its deletions may now be safe.
-		if err := execute(ctx, r, rep, lease.Info().Name); err != nil {
+		if err := execute(ctx, r, o, rep, lease.Info().Name); err != nil {
 			return rep, err
 		}
 		if rep.Deferred {
@@ -131,7 +142,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 	if o.DryRun || rep.PacksPlanned == 0 && rep.SegmentsMerged == 0 && rep.MapsDeleted == 0 {
 		return rep, nil
 	}
-	if err := execute(ctx, r, rep, lease.Info().Name); err != nil {
+	if err := execute(ctx, r, o, rep, lease.Info().Name); err != nil {
 		return rep, err
 	}
 	if rep.Deferred && o.Wait > 0 {
@@ -143,7 +154,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 			case <-time.After(2 * time.Second): // polling leases held by other processes
 			}
 			rep.Deferred, rep.WaitingFor = false, nil
-			if err := execute(ctx, r, rep, lease.Info().Name); err != nil {
+			if err := execute(ctx, r, o, rep, lease.Info().Name); err != nil {
 				return rep, err
 			}
 		}

@@ -2,7 +2,6 @@ package gc
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,26 +13,30 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/repo/index"
 	"github.com/coffer-backup/coffer/internal/repo/pack"
-	"github.com/coffer-backup/coffer/internal/store"
 )
 
-type action uint8
-
-const (
-	actDelete action = iota + 1
-	actRepack
-)
-
-// planner carries the state of phase B.
+// planner carries the state of phase B. Everything in it that grows with
+// the repository is a cursor over a sorted file.
 type planner struct {
 	ctx     context.Context
 	r       *repo.Repository
 	o       Options
 	rep     *Report
-	refs    *extsort.Cursor // sorted unique referenced chunk IDs
-	segs    []*index.Segment
-	actions map[pack.ID]action
-	live    map[string]bool // session prefixes of live leases
+	live    map[string]bool  // session prefixes of live leases
+	refs    *extsort.Cursor  // sorted unique referenced chunk IDs
+	segs    []*index.Segment // the segments the plan reads
+	entries *extsort.Cursor  // every index entry, by pack and offset (entryRec)
+	packs   *extsort.Cursor  // every indexed pack and its action (packRec)
+	doomed  *extsort.Cursor  // packs to delete, ascending
+	maps    *extsort.Cursor  // orphan disk maps, ascending
+}
+
+func (p *planner) close() {
+	for _, c := range []*extsort.Cursor{p.refs, p.entries, p.packs, p.doomed, p.maps} {
+		if c != nil {
+			c.Close()
+		}
+	}
 }
 
 func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLease string) error {
@@ -42,8 +45,9 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 		// would look unindexed and be collected as orphans.
 		return fmt.Errorf("%w: damaged index segments (%s); run `coffer repair index` first", errAbort, strings.Join(bad, ", "))
 	}
-	p := &planner{ctx: ctx, r: r, o: o, rep: rep, actions: map[pack.ID]action{}, live: map[string]bool{}}
-	pf := &planFile{MarkTime: time.Now().UTC()}
+	p := &planner{ctx: ctx, r: r, o: o, rep: rep, live: map[string]bool{}}
+	defer p.close()
+	pf := &planFile{ID: newPlanID(), MarkTime: time.Now().UTC()}
 	leases, err := r.Leases(ctx)
 	if err != nil {
 		return err
@@ -54,29 +58,39 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 			p.live[l.Session] = true
 		}
 	}
-	mapsUsed, err := p.mark(pf)
+	snaps, err := p.snapshots(pf)
 	if err != nil {
 		return err
 	}
-	defer p.refs.Close()
+	used, err := usedMaps(snaps, o)
+	if err != nil {
+		return err
+	}
+	orphans, err := orphanMaps(ctx, r, o, used, p.live)
+	used.Close()
+	if err != nil {
+		return err
+	}
+	rep.MapsDeleted = int(orphans.Len())
+	if p.maps, err = orphans.Cursor(); err != nil {
+		return err
+	}
+	if err := p.mark(snaps); err != nil {
+		return err
+	}
 	p.segs = r.Index().Segments()
 	retired := r.Index().Retired()
-	indexed, err := p.packStats()
-	if err != nil {
+	if err := p.sortEntries(); err != nil {
 		return err
 	}
-	if err := p.orphans(indexed, pf); err != nil {
+	if err := p.decide(); err != nil {
 		return err
 	}
-	if err := p.orphanMaps(mapsUsed, pf); err != nil {
+	if err := p.orphans(); err != nil {
 		return err
 	}
-	for pid := range p.actions {
-		pf.Packs = append(pf.Packs, pack.ObjectName(pid))
-	}
-	rep.PacksPlanned = len(pf.Packs)
-	needCompaction := len(p.segs) > 1 || len(retired) > 0 || len(p.actions) > 0
-	if o.DryRun || (!needCompaction && len(pf.Maps) == 0) {
+	needCompaction := len(p.segs) > 1 || len(retired) > 0 || rep.PacksPlanned > 0
+	if o.DryRun || (!needCompaction && rep.MapsDeleted == 0) {
 		return nil
 	}
 	if err := p.repack(); err != nil {
@@ -86,6 +100,9 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 		if err := p.compact(pf, retired); err != nil {
 			return err
 		}
+	}
+	if err := p.writeLists(pf); err != nil {
+		return err
 	}
 	// Sessions are listed after the compacted segment is committed: a
 	// session whose lease appears later refreshed its index after that
@@ -99,11 +116,15 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 			pf.Sessions = append(pf.Sessions, l.Name)
 		}
 	}
-	return savePlan(ctx, r, pf)
+	if err := savePlan(ctx, r, pf); err != nil {
+		return err
+	}
+	removeStaleParts(ctx, r, pf)
+	return nil
 }
 
-// mark sorts the IDs of every chunk referenced by any backup point.
-func (p *planner) mark(pf *planFile) (map[string]bool, error) {
+// snapshots loads every manifest; one that cannot be read stops the plan.
+func (p *planner) snapshots(pf *planFile) ([]*repo.Snapshot, error) {
 	var bad []string
 	snaps, err := p.r.Snapshots(p.ctx, func(x id.ID, err error) { bad = append(bad, fmt.Sprintf("%s: %v", x.Short(), err)) })
 	if err != nil {
@@ -112,288 +133,129 @@ func (p *planner) mark(pf *planFile) (map[string]bool, error) {
 	if len(bad) > 0 {
 		// An unreadable manifest's chunks would look unreferenced: deleting
 		// them could destroy a backup that is still repairable.
-		return nil, fmt.Errorf("%w: unreadable snapshot manifests (%s); run `coffer verify`", errAbort, strings.Join(bad, "; "))
+		return nil, fmt.Errorf("%w: unreadable backup point manifests (%s); run `coffer repair snapshots` (it moves them aside and keeps their disk maps restorable as recovered points), then gc again", errAbort, strings.Join(bad, "; "))
 	}
 	p.rep.Snapshots = len(snaps)
-	refs := extsort.New(32, p.o.MemoryBudget, p.o.TempDir)
-	mapsUsed := map[string]bool{}
 	for _, s := range snaps {
 		pf.Snapshots = append(pf.Snapshots, s.ID.String())
-		for _, d := range s.Disks {
-			mapsUsed[d.Map] = true
-			m, err := diskmap.Open(p.ctx, p.r.Store(), p.r.Key(), d.Map)
-			if err != nil {
-				refs.Close()
-				return nil, fmt.Errorf("%w: disk map of snapshot %s: %v", errAbort, s.ID.Short(), err)
-			}
-			if err := m.Iterate(p.ctx, func(_ uint64, x id.ID) error {
-				if x.IsZero() {
-					return nil
-				}
-				return refs.Add(x[:])
-			}); err != nil {
-				refs.Close()
-				return nil, fmt.Errorf("%w: disk map of snapshot %s: %v", errAbort, s.ID.Short(), err)
-			}
-		}
+	}
+	return snaps, nil
+}
+
+// mark sorts the IDs of every chunk referenced by any backup point.
+func (p *planner) mark(snaps []*repo.Snapshot) error {
+	refs := extsort.New(32, p.o.MemoryBudget, p.o.TempDir)
+	if err := addRefs(p.ctx, p.r, snaps, refs); err != nil {
+		refs.Close()
+		return err
 	}
 	cur, err := refs.Cursor(true)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.refs = cur
-	return mapsUsed, nil
+	return nil
+}
+
+// addRefs adds the chunk IDs of every disk of the given points to s.
+func addRefs(ctx context.Context, r *repo.Repository, snaps []*repo.Snapshot, s *extsort.Sorter) error {
+	for _, sn := range snaps {
+		for _, d := range sn.Disks {
+			m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
+			if err != nil {
+				return fmt.Errorf("%w: disk map of snapshot %s: %v", errAbort, sn.ID.Short(), err)
+			}
+			if err := m.Iterate(ctx, func(_ uint64, x id.ID) error {
+				if x.IsZero() {
+					return nil
+				}
+				return s.Add(x[:])
+			}); err != nil {
+				return fmt.Errorf("%w: disk map of snapshot %s: %v", errAbort, sn.ID.Short(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // walk merges the index with the referenced set and reports every entry
-// with its liveness: an entry is live when its chunk is referenced and it is
-// the first copy of that chunk (later copies are duplicates).
+// with its liveness: of the copies of a referenced chunk, one is live and
+// the others are duplicates. The live copy is the first one the damage
+// record does not list as broken: keeping the first in pack order would,
+// half the time, keep the broken copy of a chunk that a backup has stored
+// again since, and drop the good one. When every copy is broken the first
+// stays live (and its pack is kept, see decide).
 func (p *planner) walk(fn func(e index.Entry, live bool) error) error {
+	idx, err := sortIndex(p.ctx, p.r, p.segs, p.o)
+	if err != nil {
+		return err
+	}
+	defer idx.Close()
 	if err := p.refs.Rewind(); err != nil {
 		return err
 	}
-	var last id.ID
-	first := true
-	return index.Merge(p.ctx, p.r.Store(), p.r.Key(), p.segs, func(e index.Entry) error {
-		dup := !first && e.ID == last
-		first, last = false, e.ID
-		live := false
-		if !dup {
-			var err error
-			if live, err = p.refs.SeekTo(e.ID[:]); err != nil {
+	var copies []index.Entry // of one chunk: a handful at most
+	flush := func() error {
+		if len(copies) == 0 {
+			return nil
+		}
+		referenced, err := p.refs.SeekTo(copies[0].ID[:])
+		if err != nil {
+			return err
+		}
+		good := 0
+		for i, e := range copies {
+			if !p.r.BrokenCopy(e.ID, e.Location) {
+				good = i
+				break
+			}
+		}
+		for i, e := range copies {
+			if err := fn(e, referenced && i == good); err != nil {
 				return err
 			}
 		}
-		return fn(e, live)
-	})
-}
-
-// packStats sums live and dead bytes per pack and decides what to do with
-// each; it returns a cursor over the IDs of every indexed pack.
-func (p *planner) packStats() (*extsort.Cursor, error) {
-	stats := extsort.New(24, p.o.MemoryBudget, p.o.TempDir)
-	var rec [24]byte
-	err := p.walk(func(e index.Entry, live bool) error {
-		copy(rec[:16], e.Pack[:])
-		binary.BigEndian.PutUint32(rec[16:], e.Length)
-		rec[20] = 0
-		if live {
-			rec[20] = 1
-			p.rep.ChunksReferenced++
-		}
-		if e.ID != (id.ID{}) {
-			p.rep.ChunksIndexed++
-		}
-		return stats.Add(rec[:])
-	})
-	if err != nil {
-		stats.Close()
-		return nil, err
+		copies = copies[:0]
+		return nil
 	}
-	indexed := extsort.New(16, p.o.MemoryBudget, p.o.TempDir)
-	var cur pack.ID
-	var total, live int64
-	started := false
-	var repackBudget = p.o.MaxRepackBytes
-	flush := func() error {
-		if !started {
-			return nil
-		}
-		switch {
-		case live == 0:
-			p.actions[cur] = actDelete
-			p.rep.BytesFreed += total
-		case float64(total-live)/float64(total) >= p.o.RepackThreshold && live <= repackBudget:
-			p.actions[cur] = actRepack
-			repackBudget -= live
-			p.rep.BytesFreed += total - live
-		}
-		return indexed.Add(cur[:])
-	}
-	err = stats.Iterate(false, func(r []byte) error {
-		pid := pack.ID(r[:16])
-		if !started || pid != cur {
+	err = idx.Each(func(rec []byte) error {
+		e := getIndexRec(rec)
+		if len(copies) > 0 && copies[0].ID != e.ID {
 			if err := flush(); err != nil {
 				return err
 			}
-			cur, total, live, started = pid, 0, 0, true
 		}
-		n := int64(binary.BigEndian.Uint32(r[16:]))
-		total += n
-		if r[20] == 1 {
-			live += n
-		}
+		copies = append(copies, e)
 		return nil
 	})
-	if err == nil {
-		err = flush()
-	}
 	if err != nil {
-		indexed.Close()
-		return nil, err
-	}
-	return indexed.Cursor(true)
-}
-
-// orphans plans deletion of packs no index lists and no live session owns:
-// leftovers of writers that died after their lease was already removed.
-func (p *planner) orphans(indexed *extsort.Cursor, pf *planFile) error {
-	defer indexed.Close()
-	listed := extsort.New(16, p.o.MemoryBudget, p.o.TempDir)
-	sizes := map[pack.ID]int64{}
-	err := p.r.Store().List(p.ctx, "data/", func(fi store.ObjectInfo) error {
-		pid, err := pack.ParseObjectName(fi.Name)
-		if err != nil || p.live[pid.Session().String()] {
-			return nil
-		}
-		if time.Since(fi.ModTime) < time.Hour {
-			return nil // could belong to a writer that is just starting
-		}
-		sizes[pid] = fi.Size
-		return listed.Add(pid[:])
-	})
-	if err != nil {
-		listed.Close()
 		return err
 	}
-	return listed.Iterate(true, func(r []byte) error {
-		found, err := indexed.SeekTo(r)
-		if err != nil || found {
-			return err
-		}
-		pid := pack.ID(r)
-		p.actions[pid] = actDelete
-		p.rep.BytesFreed += sizes[pid]
-		return nil
-	})
+	return flush()
 }
 
-// orphanMaps plans deletion of disk maps no manifest references, except
-// those of live sessions (a backup writes its maps before its manifest).
-func (p *planner) orphanMaps(used map[string]bool, pf *planFile) error {
-	return p.r.Store().List(p.ctx, "maps/", func(fi store.ObjectInfo) error {
-		if used[fi.Name] {
-			return nil
-		}
-		session, _, _ := strings.Cut(strings.TrimPrefix(fi.Name, "maps/"), "-")
-		if p.live[session] {
-			return nil
-		}
-		pf.Maps = append(pf.Maps, fi.Name)
-		p.rep.MapsDeleted++
-		return nil
-	})
-}
-
-// repack copies the live chunks of packs marked for repacking into new
-// packs (sealed bytes are copied as they are, no re-encryption) and
-// indexes them.
-func (p *planner) repack() error {
-	moves := extsort.New(60, p.o.MemoryBudget, p.o.TempDir)
-	var rec [60]byte
-	err := p.walk(func(e index.Entry, live bool) error {
-		if !live || p.actions[e.Pack] != actRepack {
-			return nil
-		}
-		copy(rec[:16], e.Pack[:])
-		binary.BigEndian.PutUint32(rec[16:], e.Offset)
-		binary.BigEndian.PutUint32(rec[20:], e.Length)
-		binary.BigEndian.PutUint32(rec[24:], e.RawLength)
-		copy(rec[28:], e.ID[:])
-		return moves.Add(rec[:])
-	})
-	if err != nil || moves.Len() == 0 {
-		moves.Close()
+// writeLists writes the doomed packs and orphan maps into the plan's parts.
+func (p *planner) writeLists(pf *planFile) error {
+	if err := p.doomed.Rewind(); err != nil {
 		return err
 	}
-	w, err := p.r.NewWriter(p.ctx, "gc repack")
-	if err != nil {
-		moves.Close()
+	if err := p.maps.Rewind(); err != nil {
 		return err
 	}
-	st := w.NewStream()
-	var cur pack.ID
-	var raw []byte
-	err = moves.Iterate(false, func(r []byte) error {
-		pid := pack.ID(r[:16])
-		if raw == nil || pid != cur {
-			b, err := store.Get(p.ctx, p.r.Store(), pack.ObjectName(pid), 0, -1)
-			if err != nil {
-				return fmt.Errorf("repack %s: %w", pid, err)
-			}
-			cur, raw = pid, b
-			p.rep.PacksRepacked++
-		}
-		off, n, rawLen := binary.BigEndian.Uint32(r[16:]), binary.BigEndian.Uint32(r[20:]), binary.BigEndian.Uint32(r[24:])
-		if int(off)+int(n) > len(raw) {
-			return fmt.Errorf("repack %s: blob beyond the end of the pack", pid)
-		}
-		p.rep.BytesRepacked += int64(n)
-		return st.Move(p.ctx, id.ID(r[28:60]), raw[off:off+n], int(rawLen))
-	})
-	if err == nil {
-		err = st.Flush(p.ctx)
+	pw := newListWriter(p.ctx, p.r, pf.ID, "packs")
+	if err := p.doomed.Each(func(rec []byte) error { return pw.add(pack.ObjectName(pack.ID(rec))) }); err != nil {
+		return err
 	}
-	if cerr := w.Close(p.ctx); err == nil {
-		err = cerr
+	var err error
+	if pf.PackParts, err = pw.finish(); err != nil {
+		return err
 	}
+	mw := newListWriter(p.ctx, p.r, pf.ID, "maps")
+	if err := p.maps.Each(func(rec []byte) error { return mw.add(mapName(rec)) }); err != nil {
+		return err
+	}
+	pf.MapParts, err = mw.finish()
 	return err
-}
-
-// compact writes one segment with every live entry outside doomed packs,
-// superseding the segments it read and every retired segment whose object
-// may still exist. Superseding is not transitive once the superseding
-// segment is deleted: a retired segment left out here would come back to
-// life when the plan deletes the segment that retired it, naming packs
-// that are gone.
-func (p *planner) compact(pf *planFile, retired []id.ID) error {
-	sid := id.Random()
-	obj, err := p.r.Store().Create(p.ctx, index.ObjectName(sid), store.PutOptions{})
-	if err != nil {
-		return err
-	}
-	supersedes := make([]id.ID, 0, len(p.segs)+len(retired))
-	for _, s := range p.segs {
-		supersedes = append(supersedes, s.ID)
-	}
-	supersedes = append(supersedes, retired...)
-	for _, x := range supersedes {
-		pf.Segments = append(pf.Segments, x.String())
-	}
-	cw := &counter{w: obj}
-	sw, err := index.NewSegmentWriter(cw, p.r.Key(), int(p.rep.ChunksReferenced), supersedes)
-	if err == nil {
-		err = p.walk(func(e index.Entry, live bool) error {
-			if !live || p.actions[e.Pack] != 0 {
-				return nil
-			}
-			return sw.Add(e)
-		})
-	}
-	if err == nil {
-		err = sw.Finish()
-	}
-	if err != nil {
-		_ = obj.Abort()
-		return err
-	}
-	if _, err := obj.Commit(); err != nil {
-		return err
-	}
-	p.rep.SegmentsMerged = len(supersedes)
-	pf.Compacted = sid.String()
-	return p.r.ReloadIndex(p.ctx)
-}
-
-type counter struct {
-	w interface{ Write([]byte) (int, error) }
-	n int64
-}
-
-func (c *counter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n += int64(n)
-	return n, err
 }
 
 var errNoPlan = errors.New("no pending plan")

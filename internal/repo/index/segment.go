@@ -109,6 +109,7 @@ type SegmentWriter struct {
 	last       id.ID
 	bloom      *bloom
 	supersedes []id.ID
+	sealed     []byte
 }
 
 // NewSegmentWriter starts a segment; expected sizes the bloom filter (an
@@ -149,12 +150,12 @@ func (s *SegmentWriter) flushBlock() error {
 	if s.blockCount == 0 {
 		return nil
 	}
-	sealed := s.key.Seal(nil, s.block, blockSeal)
-	if _, err := s.w.Write(sealed); err != nil {
+	s.sealed = s.key.Seal(s.sealed[:0], s.block, blockSeal) // reused: a segment of any size makes no garbage per block
+	if _, err := s.w.Write(s.sealed); err != nil {
 		return err
 	}
-	s.rows = append(s.rows, blockRow{first: s.blockFirst, offset: s.off, length: uint32(len(sealed)), count: uint32(s.blockCount)})
-	s.off += int64(len(sealed))
+	s.rows = append(s.rows, blockRow{first: s.blockFirst, offset: s.off, length: uint32(len(s.sealed)), count: uint32(s.blockCount)})
+	s.off += int64(len(s.sealed))
 	s.block = s.block[:0]
 	s.blockCount = 0
 	return nil
@@ -311,20 +312,35 @@ func decodeBlock(key *crypto.Key, sealed []byte, row blockRow) ([]Entry, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: block: %w", ErrFormat, err)
 	}
+	out := make([]Entry, 0, row.count)
+	err = blockEntries(b, row, func(e Entry) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// blockEntries checks an opened block against its table row and calls fn
+// with each of its entries.
+func blockEntries(b []byte, row blockRow, fn func(Entry) error) error {
 	if len(b) != int(row.count)*EntrySize {
-		return nil, fmt.Errorf("%w: block holds %d bytes, table says %d entries", ErrFormat, len(b), row.count)
+		return fmt.Errorf("%w: block holds %d bytes, table says %d entries", ErrFormat, len(b), row.count)
 	}
-	out := make([]Entry, row.count)
-	for i := range out {
-		out[i] = getEntry(b[i*EntrySize:])
-		if i > 0 && out[i].ID.Compare(out[i-1].ID) <= 0 {
-			return nil, fmt.Errorf("%w: block entries not sorted", ErrFormat)
+	var prev id.ID
+	for i := range int(row.count) {
+		e := getEntry(b[i*EntrySize:])
+		if i == 0 && e.ID != row.first {
+			return fmt.Errorf("%w: block does not start where the table says", ErrFormat)
+		}
+		if i > 0 && e.ID.Compare(prev) <= 0 {
+			return fmt.Errorf("%w: block entries not sorted", ErrFormat)
+		}
+		prev = e.ID
+		if err := fn(e); err != nil {
+			return err
 		}
 	}
-	if out[0].ID != row.first {
-		return nil, fmt.Errorf("%w: block does not start where the table says", ErrFormat)
-	}
-	return out, nil
+	return nil
 }
 
 // bloom is a classic bloom filter. Chunk IDs are uniformly distributed

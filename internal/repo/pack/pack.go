@@ -127,17 +127,29 @@ type Writer struct {
 	key     *crypto.Key
 	size    int64
 	entries []Entry
+	trailer []byte // Finish's buffers, kept for the next pack (Reset)
+	sealed  []byte
 }
 
 // NewWriter writes the header and returns a writer.
 func NewWriter(w io.Writer, key *crypto.Key) (*Writer, error) {
+	pw := &Writer{key: key}
+	if err := pw.Reset(w); err != nil {
+		return nil, err
+	}
+	return pw, nil
+}
+
+// Reset starts a new pack on w (after Finish), reusing the memory of the
+// previous one: a writer of many packs then allocates its entry list and
+// trailer once.
+func (w *Writer) Reset(out io.Writer) error {
 	var h [HeaderSize]byte
 	copy(h[:8], magic[:])
 	binary.LittleEndian.PutUint16(h[8:], Version)
-	if _, err := w.Write(h[:]); err != nil {
-		return nil, err
-	}
-	return &Writer{w: w, key: key, size: HeaderSize}, nil
+	w.w, w.size, w.entries = out, HeaderSize, w.entries[:0]
+	_, err := out.Write(h[:])
+	return err
 }
 
 // Add appends a sealed blob and returns where it landed.
@@ -165,19 +177,25 @@ func (w *Writer) Entries() []Entry { return w.entries }
 
 // Finish writes the trailer; the caller then commits the object.
 func (w *Writer) Finish() error {
-	plain := make([]byte, 4+len(w.entries)*EntrySize)
+	n := 4 + len(w.entries)*EntrySize
+	if cap(w.trailer) < n {
+		w.trailer = make([]byte, n)
+	}
+	plain := w.trailer[:n]
 	binary.LittleEndian.PutUint32(plain, uint32(len(w.entries)))
 	for i, e := range w.entries {
 		e.put(plain[4+i*EntrySize:])
 	}
-	sealed := w.key.Seal(nil, plain, trailerSeal)
+	w.sealed = w.key.Seal(w.sealed[:0], plain, trailerSeal)
+	tlen := len(w.sealed)
 	var tail [tailSize]byte
-	binary.LittleEndian.PutUint32(tail[:4], uint32(len(sealed)))
+	binary.LittleEndian.PutUint32(tail[:4], uint32(tlen))
 	copy(tail[4:], tailMagic[:])
-	if _, err := w.w.Write(append(sealed, tail[:]...)); err != nil {
+	w.sealed = append(w.sealed, tail[:]...)
+	if _, err := w.w.Write(w.sealed); err != nil {
 		return err
 	}
-	w.size += int64(len(sealed)) + tailSize
+	w.size += int64(tlen) + tailSize
 	return nil
 }
 

@@ -126,3 +126,50 @@ func FuzzReadTrailer(f *testing.F) {
 		}
 	})
 }
+
+// TestResetWritesIndependentPacks: a writer reused with Reset writes each
+// pack with its own header and trailer, the second listing only its own
+// blobs even when it holds fewer than the first.
+func TestResetWritesIndependentPacks(t *testing.T) {
+	m, _ := crypto.NewMasterKey()
+	key, _ := crypto.NewKey(m)
+	var first, second bytes.Buffer
+	w, err := NewWriter(&first, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, round := range []struct {
+		out   *bytes.Buffer
+		blobs int
+	}{{&first, 300}, {&second, 7}} {
+		if round.out == &second {
+			if err := w.Reset(&second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var want []Entry
+		for i := range round.blobs {
+			e, err := w.Add(id.Random(), bytes.Repeat([]byte{byte(i)}, 20), 40)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, e)
+		}
+		if err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		raw := round.out.Bytes()
+		if err := CheckHeader(raw); err != nil || int64(len(raw)) != w.Size() {
+			t.Fatalf("pack of %d blobs: header %v, %d bytes written, writer says %d", round.blobs, err, len(raw), w.Size())
+		}
+		got, err := ReadTrailer(reader(raw), int64(len(raw)), key)
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("pack of %d blobs: trailer lists %d (%v)", round.blobs, len(got), err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("pack of %d blobs, entry %d: %+v, want %+v", round.blobs, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -150,6 +150,8 @@ func Index(ctx context.Context, r *repo.Repository, o Options) (*Report, error) 
 	}
 	// A pending collection's plan named segments and packs of the old
 	// index; every pack is indexed again now, so it has nothing left to do.
+	// Its part objects (gc/part-...) are then named by no plan, and the
+	// next gc removes them as leftovers.
 	if err := r.Store().Delete(ctx, "gc/plan"); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/coffer-backup/coffer/bench/catalogfill"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// A filled catalog is kept in the work directory with a marker holding
+// its shape: the next run with the same shape reuses it (filling the
+// issue's shape takes minutes).
+const marker = "filled.json"
+
+// prepareSQLite returns the location of a SQLite catalog filled with s.
+func prepareSQLite(ctx context.Context, dir string, s catalogfill.Shape) string {
+	loc := filepath.Join(dir, "catalog.db")
+	if filled(dir, s) {
+		return loc
+	}
+	_ = os.RemoveAll(dir)
+	fill(ctx, "sqlite", loc, s)
+	mark(dir, s)
+	return loc
+}
+
+// preparePostgres starts PostgreSQL on a data directory kept in dir and
+// returns the DSN of a database filled with s, and stop.
+func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (string, func()) {
+	bin, err := testutil.FindPostgresBinDir()
+	if err != nil {
+		log.Fatal(err)
+	}
+	// As root, PostgreSQL runs as the postgres user, which must reach its
+	// data directory: under /tmp rather than in the work directory.
+	data := filepath.Join(dir, "pg")
+	if os.Geteuid() == 0 {
+		data = filepath.Join(os.TempDir(), "coffer-bench-server-pg")
+	}
+	if !filled(dir, s) {
+		_ = os.RemoveAll(dir)
+		_ = os.RemoveAll(data)
+	}
+	dsn, stop, err := testutil.LaunchPostgres(bin, data)
+	if err != nil {
+		log.Fatal(err)
+	}
+	bench := strings.Replace(dsn, "/postgres?", "/coffer_bench?", 1)
+	if filled(dir, s) {
+		return bench, stop
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		stop()
+		log.Fatal(err)
+	}
+	for _, q := range []string{"DROP DATABASE IF EXISTS coffer_bench", "CREATE DATABASE coffer_bench"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			stop()
+			log.Fatal(err)
+		}
+	}
+	_ = conn.Close(ctx)
+	fill(ctx, "postgres", bench, s)
+	mark(dir, s)
+	return bench, stop
+}
+
+func fill(ctx context.Context, name, loc string, s catalogfill.Shape) {
+	log.Printf("%s: filling the catalog: %d VMs, %d jobs (%d policy runs, %d per-VM tasks), %d points, %d audit records",
+		name, s.VMs, s.Jobs, s.PolicyRuns, s.TaskRows(), s.Points(), s.Audit)
+	start := time.Now()
+	cat, err := catalogopen.Open(ctx, loc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cat.Close()
+	err = catalogfill.Fill(ctx, cat, s, func(what string, rows int, took time.Duration) {
+		rate := ""
+		if rows > 0 {
+			rate = fmt.Sprintf(" (%.0f rows/s)", float64(rows)/took.Seconds())
+		}
+		log.Printf("%s:   %d %s in %.1f s%s", name, rows, what, took.Seconds(), rate)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("%s: filled in %.0f s", name, time.Since(start).Seconds())
+}
+
+func shapeJSON(s catalogfill.Shape) []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return b
+}
+
+func filled(dir string, s catalogfill.Shape) bool {
+	b, err := os.ReadFile(filepath.Join(dir, marker))
+	return err == nil && string(b) == string(shapeJSON(s))
+}
+
+func mark(dir string, s catalogfill.Shape) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, marker), shapeJSON(s), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// prepareRepository makes the small real repository the server opens
+// (readiness checks it, the points endpoint lists it): one backup of a
+// small disk image, recorded in a catalog of its own so that the
+// benchmark's catalogs hold only the fill.
+func prepareRepository(coffer, dir string) (repo, password string) {
+	repo, password = filepath.Join(dir, "repo"), "bench password"
+	if _, err := os.Stat(filepath.Join(dir, "repo.done")); err == nil {
+		return repo, password
+	}
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	img := filepath.Join(dir, "disk.img")
+	data := make([]byte, 8<<20)
+	for i := range data {
+		data[i] = byte(i * 7 / 4096)
+	}
+	if err := os.WriteFile(img, data, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	env := []string{"COFFER_REPO=" + repo, "COFFER_PASSWORD=" + password, "COFFER_CATALOG=" + filepath.Join(dir, "setup.db"),
+		"COFFER_CONFIG=" + emptyConfig(dir), "COFFER_STATE_DIR=" + filepath.Join(dir, "state")}
+	for _, args := range [][]string{{"init"}, {"backup", "disk", img}, {"backup", "disk", img}} {
+		run(coffer, env, args...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "repo.done"), nil, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	return repo, password
+}
+
+func emptyConfig(dir string) string {
+	p := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	return p
+}
+
+// serverConfig is the server's configuration file: the shape's
+// connections, as QEMU connections whose socket patterns match nothing
+// (the VM inventory asks hypervisors live; the benchmark measures what
+// the server adds from the catalog, not a hypervisor's listing).
+func serverConfig(dir string, s catalogfill.Shape) string {
+	if err := os.MkdirAll(filepath.Join(dir, "sockets"), 0o755); err != nil {
+		log.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("connections:\n")
+	for c := range s.Connections {
+		fmt.Fprintf(&b, "  - name: %s\n    kind: qemu\n    options: {sockets: [%q]}\n", catalogfill.Connection(c),
+			filepath.Join(dir, "sockets", catalogfill.Connection(c)+"-*.qmp"))
+	}
+	p := filepath.Join(dir, "coffer.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	return p
+}
+
+// run runs coffer and returns its stdout; it stops the benchmark when
+// coffer fails.
+func run(coffer string, env []string, args ...string) string {
+	cmd := exec.Command(coffer, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		log.Fatalf("coffer %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return string(out)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// serverProc is `coffer server` running as a process of its own.
+type serverProc struct {
+	cmd    *exec.Cmd
+	url    string
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan error
+	// ready is the time from exec to the first /readyz that answered 200.
+	ready time.Duration
+}
+
+// client keeps connections alive (a console or script does) and trusts
+// the server's self-signed certificate without checking it: the
+// benchmark talks to its own child on loopback.
+var client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	MaxIdleConnsPerHost: 8}}
+
+// startServer execs `coffer server` on a free loopback port and polls
+// /readyz every millisecond until it answers 200.
+func startServer(coffer string, env []string) *serverProc {
+	port := freePort()
+	s := &serverProc{url: "https://127.0.0.1:" + strconv.Itoa(port), done: make(chan error, 1)}
+	s.cmd = exec.Command(coffer, "server", "--listen", "127.0.0.1:"+strconv.Itoa(port))
+	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	pipe, err := s.cmd.StderrPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.stderr.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+		}
+		s.done <- s.cmd.Wait()
+	}()
+	// A fresh client per probe would measure TLS handshakes; this one is
+	// reused, as the load balancer's probe is.
+	for {
+		res, err := client.Get(s.url + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				s.ready = time.Since(start)
+				return s
+			}
+		}
+		select {
+		case err := <-s.done:
+			log.Fatalf("coffer server exited before it was ready: %v\n%s", err, s.log())
+		case <-time.After(time.Millisecond): // the probe's interval, not synchronisation
+		}
+		if time.Since(start) > 2*time.Minute {
+			_ = s.cmd.Process.Kill()
+			log.Fatalf("coffer server not ready after 2 minutes:\n%s", s.log())
+		}
+	}
+}
+
+func (s *serverProc) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stderr.String()
+}
+
+// peakRSS is the process's high-water resident set (VmHWM), in bytes.
+func (s *serverProc) peakRSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				log.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	log.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}
+
+// stop sends SIGTERM and waits for the server to drain and exit.
+func (s *serverProc) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			log.Printf("coffer server ended with %v:\n%s", err, s.log())
+		}
+	case <-time.After(time.Minute):
+		_ = s.cmd.Process.Kill()
+		log.Fatalf("coffer server did not stop within a minute of SIGTERM:\n%s", s.log())
+	}
+	client.CloseIdleConnections()
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,10 @@
+package sqlcat
+
+// PruneSteps are PruneHistory's statements, for the test of their plans.
+var PruneSteps = pruneSteps
+
+// Pages are the listings by cursor, for the test of their plans.
+var Pages = []string{
+	"SELECT id FROM jobs WHERE " + jobsAfter + " ORDER BY created_at DESC, id DESC LIMIT 50",
+	"SELECT id FROM backup_points WHERE " + pointsAfter + " ORDER BY taken_at DESC, id DESC, repository LIMIT 50",
+}

@@ -1,0 +1,98 @@
+// Package configobj is the configuration coffer runs on: the
+// configuration file's connections, repositories, policies and
+// notification targets and matchers, merged with the objects of the same
+// kinds created through the API and stored in the catalog.
+//
+// The file wins: an object the file defines is the file's, and the API
+// can neither change nor shadow it (people who keep the configuration in
+// git keep control of what they wrote); objects created through the API
+// fill in the names the file does not use. Merge is the one place this
+// rule is applied, and everything that reads the configuration (the
+// engine, policy check and preview, the server's schedules, `coffer
+// config show`, GET /config/effective) reads its State.
+//
+// An object's spec is the object in the configuration file's schema (the
+// keys of an entry of its section: `full-every`, `password-file`), decoded
+// by the file's own strict decoders and checked by its validators, so an
+// object says the same thing and fails with the same messages wherever it
+// is written. Secrets are never part of a spec: they stay in files the
+// spec names (password-file, secret-file), as in the configuration file.
+package configobj
+
+import (
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Kind is a kind of configuration object.
+type Kind string
+
+const (
+	Connection          Kind = "connection"
+	Repository          Kind = "repository"
+	Policy              Kind = "policy"
+	NotificationTarget  Kind = "notification-target"
+	NotificationMatcher Kind = "notification-matcher"
+)
+
+// Kinds lists every kind, in the order objects are listed (what others
+// depend on first).
+var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher}
+
+var plurals = map[Kind]string{
+	Connection: "connections", Repository: "repositories", Policy: "policies",
+	NotificationTarget: "notification-targets", NotificationMatcher: "notification-matchers",
+}
+
+// Plural names the kind's collection ("policies"), as API paths do.
+func (k Kind) Plural() string { return plurals[k] }
+
+// ParseKind accepts a kind in the singular or the plural.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range Kinds {
+		if s == string(k) || s == k.Plural() {
+			return k, nil
+		}
+	}
+	var names []string
+	for _, k := range Kinds {
+		names = append(names, string(k))
+	}
+	return "", fail(ErrInvalid, "%q is not a kind of configuration object (%s)", s, strings.Join(names, ", "))
+}
+
+// Path is the object's access-control path, which its audit records
+// name: /connections/NAME, /repositories/NAME, /policies/NAME; targets
+// and matchers are the system's (their privilege is Sys.Modify on
+// /system), below /system.
+func (k Kind) Path(name string) string {
+	switch k {
+	case NotificationTarget, NotificationMatcher:
+		return "/system/" + k.Plural() + "/" + url.PathEscape(name)
+	}
+	return "/" + k.Plural() + "/" + url.PathEscape(name)
+}
+
+// Source says where an object is defined.
+type Source string
+
+const (
+	FromFile    Source = "file"
+	FromCatalog Source = "catalog"
+)
+
+// namePattern keeps the names of objects created through the API usable
+// in API and access-control paths (the rule of notification targets).
+// Names the file gives are the file's business.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func checkName(k Kind, name string) error {
+	if !namePattern.MatchString(name) {
+		return fail(ErrInvalid, "%s name %q: a name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", k, name)
+	}
+	return nil
+}
+
+func kindIndex(k Kind) int { return slices.Index(Kinds, k) }

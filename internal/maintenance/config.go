@@ -1,0 +1,384 @@
+// Package maintenance runs a repository's upkeep on schedules: garbage
+// collection, verify (reading a rotating share of the packs so that all
+// of them are read once per period), forget (keep rules for the whole
+// repository or each policy's retention), and copies to a second
+// repository, each within its maintenance window. It also holds the
+// settings of the server's periodic checks (statistics, RPO, locks) and
+// of several servers sharing a catalog.
+//
+//	maintenance:
+//	  task-history: 90d          # finished tasks kept in the catalog
+//	  stats-every: 15m           # repository sizes refreshed (metrics, repository-full)
+//	  health-every: 5m           # RPO and lock checks
+//	  repository-full: 90        # percent of capacity that warns
+//	  capacity: {offsite: 10TiB} # for repositories whose store has no capacity (S3)
+//	  lock-warning: 7d           # warn when a kept point's lock ends this soon
+//	  takeover-after: 30s        # several servers: a dead one's schedules move after this
+//	  windows:
+//	    - {name: night, start: "22:00", end: "06:00", days: [mon, tue, wed, thu, fri]}
+//	  repositories:
+//	    - repository: main       # a repositories entry, or "default" (--repo)
+//	      window: night          # the default window of its jobs
+//	      gc:     {schedule: "0 2 * * *"}
+//	      verify: {schedule: "0 3 * * *", read-data-period: 7d}
+//	      forget: {schedule: "0 1 * * *", keep: {keep-daily: 14}}   # or policies: [nightly]
+//	      copy:   [{to: offsite, schedule: "0 4 * * *", immutable-for: 30d}]
+package maintenance
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/retention"
+)
+
+// Config is the maintenance: section.
+type Config struct {
+	TaskHistory    policy.Duration `yaml:"task-history"`
+	StatsEvery     policy.Duration `yaml:"stats-every"`
+	HealthEvery    policy.Duration `yaml:"health-every"`
+	RepositoryFull float64         `yaml:"repository-full"`
+	Capacity       map[string]Size `yaml:"capacity"`
+	LockWarning    policy.Duration `yaml:"lock-warning"`
+	TakeoverAfter  policy.Duration `yaml:"takeover-after"`
+	Windows        []Window        `yaml:"windows"`
+	Repositories   []Repository    `yaml:"repositories"`
+}
+
+// Defaults of the section's settings.
+const (
+	DefaultTaskHistory    = 90 * 24 * time.Hour
+	DefaultStatsEvery     = 15 * time.Minute
+	DefaultHealthEvery    = 5 * time.Minute
+	DefaultRepositoryFull = 90.0
+	DefaultLockWarning    = 7 * 24 * time.Hour
+	DefaultTakeoverAfter  = 30 * time.Second
+)
+
+// WithDefaults fills the unset settings.
+func (c Config) WithDefaults() Config {
+	def := func(d *policy.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = policy.Duration(v)
+		}
+	}
+	def(&c.TaskHistory, DefaultTaskHistory)
+	def(&c.StatsEvery, DefaultStatsEvery)
+	def(&c.HealthEvery, DefaultHealthEvery)
+	def(&c.LockWarning, DefaultLockWarning)
+	def(&c.TakeoverAfter, DefaultTakeoverAfter)
+	if c.RepositoryFull == 0 {
+		c.RepositoryFull = DefaultRepositoryFull
+	}
+	return c
+}
+
+// Size is a byte count written like 10TiB or 500GB.
+type Size int64
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := config.ParseSize(string(b))
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%q is not a size (like 10TiB)", b)
+	}
+	*s = Size(n)
+	return nil
+}
+
+// Repository is the upkeep of one repository.
+type Repository struct {
+	// Repository names a repositories entry, or "default" for the
+	// repository of --repo.
+	Repository string `yaml:"repository"`
+	// Window is the default window of its jobs ("": always).
+	Window string     `yaml:"window"`
+	GC     *GCJob     `yaml:"gc"`
+	Verify *VerifyJob `yaml:"verify"`
+	Forget *ForgetJob `yaml:"forget"`
+	Copy   []CopyJob  `yaml:"copy"`
+}
+
+// Common are the settings every job has.
+type Common struct {
+	Schedule string `yaml:"schedule"`
+	// Window overrides the repository's window; "always" has none.
+	Window string `yaml:"window"`
+}
+
+// GCJob deletes what no point needs.
+type GCJob struct {
+	Common `yaml:",inline"`
+}
+
+// VerifyJob checks the repository; with ReadDataPeriod each run reads
+// its share of the packs, so that every pack is read once per period.
+type VerifyJob struct {
+	Common         `yaml:",inline"`
+	ReadDataPeriod policy.Duration `yaml:"read-data-period"`
+}
+
+// ForgetJob removes the points no keep rule selects: Keep for every
+// source of the repository, or each of Policies' retention for its points.
+type ForgetJob struct {
+	Common   `yaml:",inline"`
+	Keep     retention.Policy `yaml:"keep"`
+	Policies []string         `yaml:"policies"`
+}
+
+// CopyJob copies new points to another repository of the configuration.
+type CopyJob struct {
+	Common       `yaml:",inline"`
+	To           string          `yaml:"to"`
+	ImmutableFor policy.Duration `yaml:"immutable-for"`
+}
+
+// Decode reads the section strictly (an unknown key is an error naming
+// its line and the closest known key).
+func Decode(f *config.File) (*Config, error) {
+	c := &Config{}
+	if err := f.Decode("maintenance", c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Job is one scheduled maintenance job, resolved from the section.
+type Job struct {
+	// Name is unique: REPOSITORY/KIND, or REPOSITORY/copy:TARGET.
+	Name       string
+	Kind       string // gc, verify, forget, copy
+	Repository string
+	Schedule   cron.Schedule
+	Spec       string // the schedule as written
+	Window     *Window
+	// verify
+	ReadDataPeriod time.Duration
+	// forget
+	Keep     retention.Policy
+	Policies []string
+	// copy
+	To           string
+	ImmutableFor time.Duration
+}
+
+// Jobs resolves and checks the section against the rest of the
+// configuration (repositories and policies by name), reporting every
+// problem at once, each naming where it is.
+func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
+	var errs []error
+	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf("maintenance: "+format, a...)) }
+	windows := map[string]*Window{}
+	for i := range c.Windows {
+		w := &c.Windows[i]
+		switch {
+		case w.Name == "":
+			add("window #%d: name is missing", i+1)
+		case w.Name == "always":
+			add("window always: the name means no window; choose another")
+		case windows[w.Name] != nil:
+			add("window %s is defined twice", w.Name)
+		}
+		if err := w.check(); err != nil {
+			add("window %s: %v", w.Name, err)
+		}
+		windows[w.Name] = w
+	}
+	if c.RepositoryFull < 0 || c.RepositoryFull > 100 {
+		add("repository-full %g: a percentage, 1 to 100", c.RepositoryFull)
+	}
+	if c.TakeoverAfter != 0 && time.Duration(c.TakeoverAfter) < 3*time.Second {
+		add("takeover-after %s: at least 3s (the lease is renewed every third of it)", c.TakeoverAfter)
+	}
+	for _, d := range []struct {
+		key string
+		v   policy.Duration
+	}{{"stats-every", c.StatsEvery}, {"health-every", c.HealthEvery}} {
+		if d.v != 0 && time.Duration(d.v) < time.Second {
+			add("%s %s: at least 1s", d.key, d.v)
+		}
+	}
+	repoKnown := func(name string) bool {
+		_, ok := engine.Repository(name)
+		return ok || name == "default"
+	}
+	for name := range c.Capacity {
+		if !repoKnown(name) {
+			add("capacity: unknown repository %q%s", name, knownRepos(engine))
+		}
+	}
+	var jobs []Job
+	seen := map[string]bool{}
+	for i, r := range c.Repositories {
+		where := fmt.Sprintf("repositories[%d]", i)
+		switch {
+		case r.Repository == "":
+			add("%s: repository is missing (a repositories entry, or default)", where)
+			continue
+		case !repoKnown(r.Repository):
+			add("%s: unknown repository %q%s", where, r.Repository, knownRepos(engine))
+		case seen[r.Repository]:
+			add("repository %s appears twice: give all its jobs in one entry", r.Repository)
+		}
+		seen[r.Repository] = true
+		where = "repository " + r.Repository
+		window := func(kind string, cm Common) *Window {
+			name := cm.Window
+			if name == "" {
+				name = r.Window
+			}
+			if name == "" || name == "always" {
+				return nil
+			}
+			w := windows[name]
+			if w == nil {
+				add("%s: %s: unknown window %q%s", where, kind, name, knownWindows(c.Windows))
+			}
+			return w
+		}
+		job := func(kind, name string, cm Common) (Job, bool) {
+			j := Job{Name: r.Repository + "/" + name, Kind: kind, Repository: r.Repository, Spec: cm.Schedule, Window: window(name, cm)}
+			if cm.Schedule == "" {
+				add("%s: %s: schedule is missing (cron like \"0 3 * * *\", or @daily)", where, name)
+				return j, false
+			}
+			sc, err := cron.ParseStandard(cm.Schedule)
+			if err != nil {
+				add("%s: %s: schedule %q: %v (want 5 cron fields like \"0 3 * * *\", or @daily, @every 6h)", where, name, cm.Schedule, err)
+				return j, false
+			}
+			j.Schedule = sc
+			return j, true
+		}
+		if r.GC != nil {
+			if j, ok := job("gc", "gc", r.GC.Common); ok {
+				jobs = append(jobs, j)
+			}
+		}
+		if v := r.Verify; v != nil {
+			j, ok := job("verify", "verify", v.Common)
+			j.ReadDataPeriod = time.Duration(v.ReadDataPeriod)
+			if ok && j.ReadDataPeriod > 0 {
+				if n := RunsPerPeriod(j.Schedule, j.ReadDataPeriod, time.Unix(0, 0)); n == 0 {
+					add("%s: verify: no run falls within read-data-period %s: make the period longer than the time between runs", where, v.ReadDataPeriod)
+					ok = false
+				} else if n > maxShares {
+					add("%s: verify: %d runs within read-data-period %s, at most %d: make the period shorter or run less often", where, n, v.ReadDataPeriod, maxShares)
+					ok = false
+				} else if skipped := outsideWindow(j, time.Now()); skipped > 0 {
+					add("%s: verify: its window keeps %d of the %d runs of each read-data-period from starting, and their shares of the packs would never be read: schedule the verify inside its window", where, skipped, n)
+					ok = false
+				}
+			}
+			if ok {
+				jobs = append(jobs, j)
+			}
+		}
+		if f := r.Forget; f != nil {
+			j, ok := job("forget", "forget", f.Common)
+			j.Keep, j.Policies = f.Keep, f.Policies
+			switch {
+			case f.Keep.Empty() && len(f.Policies) == 0:
+				add("%s: forget: give keep rules (keep: {keep-daily: 14}) or the policies whose retention applies (policies: [nightly])", where)
+				ok = false
+			case !f.Keep.Empty() && len(f.Policies) > 0:
+				add("%s: forget: keep and policies exclude each other (keep applies to every point of the repository)", where)
+				ok = false
+			}
+			for _, pn := range f.Policies {
+				p, found := engine.Policy(pn)
+				switch {
+				case !found:
+					add("%s: forget: unknown policy %q", where, pn)
+					ok = false
+				case p.Retention.Empty():
+					add("%s: forget: policy %s has no retention to apply", where, pn)
+					ok = false
+				case repoOf(p) != r.Repository:
+					add("%s: forget: policy %s writes to repository %s, not %s", where, pn, repoOf(p), r.Repository)
+					ok = false
+				}
+			}
+			if ok {
+				jobs = append(jobs, j)
+			}
+		}
+		targets := map[string]bool{}
+		for _, cp := range r.Copy {
+			name := "copy:" + cp.To
+			j, ok := job("copy", name, cp.Common)
+			j.To, j.ImmutableFor = cp.To, time.Duration(cp.ImmutableFor)
+			switch {
+			case cp.To == "":
+				add("%s: copy: to is missing (a repositories entry)", where)
+				ok = false
+			case !repoKnown(cp.To) || cp.To == "default":
+				add("%s: copy: unknown target repository %q%s", where, cp.To, knownRepos(engine))
+				ok = false
+			case cp.To == r.Repository:
+				add("%s: copy: a repository cannot be copied into itself", where)
+				ok = false
+			case targets[cp.To]:
+				add("%s: copy to %s is given twice", where, cp.To)
+				ok = false
+			}
+			targets[cp.To] = true
+			if ok {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	return jobs, errors.Join(errs...)
+}
+
+// maxShares bounds the runs of a verify rotation within its period.
+const maxShares = 1000
+
+// repoOf is the repository a policy writes to, as the section names it.
+func repoOf(p policy.Policy) string {
+	if p.Repository == "" {
+		return "default"
+	}
+	return p.Repository
+}
+
+func knownRepos(c *policy.Config) string {
+	names := []string{"default"}
+	for _, r := range c.Repositories {
+		names = append(names, r.Name)
+	}
+	return " (known: " + strings.Join(names, ", ") + ")"
+}
+
+func knownWindows(ws []Window) string {
+	if len(ws) == 0 {
+		return " (no window is defined)"
+	}
+	var names []string
+	for _, w := range ws {
+		names = append(names, w.Name)
+	}
+	return " (known: " + strings.Join(names, ", ") + ")"
+}
+
+// outsideWindow counts the runs of a job within the read-data-period
+// holding t that its window keeps from starting.
+func outsideWindow(j Job, t time.Time) int {
+	if j.Window == nil {
+		return 0
+	}
+	start := periodStart(j.ReadDataPeriod, t)
+	n := 0
+	for at := j.Schedule.Next(start.Add(-time.Nanosecond)); !at.IsZero() && at.Before(start.Add(j.ReadDataPeriod)); at = j.Schedule.Next(at) {
+		if open, _ := j.Window.Open(at); !open {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,214 @@
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Run is one run of a job: the slot its schedule named, the end of its
+// window (zero: none) and, for a verify with a read-data-period, its
+// share of the packs (Share of Shares).
+type Run struct {
+	Slot          time.Time
+	WindowEnd     time.Time
+	Share, Shares int
+}
+
+// ErrWindowClosed is the cause of a run stopped at the end of its window.
+var ErrWindowClosed = errors.New("maintenance window closed")
+
+// Scheduler starts maintenance jobs at their schedules' times, within
+// their windows, until its context ends. It never blocks backups: jobs
+// run in their own goroutines, and gc and verify share the repository
+// with running backups as they always do.
+type Scheduler struct {
+	Jobs []Job
+	// Runner runs one job (the service's gc, verify, forget or copy,
+	// recorded as a task). Its context ends at the end of the window.
+	Runner func(ctx context.Context, j Job, r Run) error
+	// Claim, when set, claims a run in the catalog before it starts: a
+	// run claimed elsewhere (another server) is not started here.
+	Claim func(ctx context.Context, schedule string, slot time.Time) (bool, error)
+	// Skipped, when set, records a run that did not start, and why.
+	Skipped func(ctx context.Context, j Job, slot time.Time, why string)
+	// Finished, when set, is told each run's end, once the next run of
+	// the job may start.
+	Finished func(j Job, r Run, err error)
+	Logger   *slog.Logger
+	// Now and After are the clock (tests drive them by hand).
+	Now   func() time.Time
+	After func(time.Duration) <-chan time.Time
+}
+
+type entry struct {
+	job     Job
+	next    time.Time
+	running chan struct{} // closed when the run ends; nil when idle
+	// closes is the end of the running run's window (zero: none) and
+	// stop stops that run.
+	closes time.Time
+	stop   context.CancelCauseFunc
+}
+
+// busy reports whether the entry's last run is still going.
+func (e *entry) busy() bool {
+	if e.running == nil {
+		return false
+	}
+	select {
+	case <-e.running:
+		e.running, e.stop, e.closes = nil, nil, time.Time{}
+		return false
+	default:
+		return true
+	}
+}
+
+// Run loops until ctx ends, then stops the running jobs, waits for them
+// and returns ctx's error. One timer at a time serves both the schedules
+// and the ends of windows, so a test's clock drives it step by step.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.After == nil {
+		s.After = time.After
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var list []*entry
+	for _, j := range s.Jobs {
+		list = append(list, &entry{job: j, next: j.Schedule.Next(s.Now())})
+	}
+	if len(list) == 0 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	for {
+		earliest := list[0].next
+		for _, e := range list {
+			if e.next.Before(earliest) {
+				earliest = e.next
+			}
+			if e.busy() && !e.closes.IsZero() && e.closes.Before(earliest) {
+				earliest = e.closes
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.After(max(earliest.Sub(s.Now()), 0)):
+		}
+		now := s.Now()
+		for _, e := range list {
+			if e.busy() && !e.closes.IsZero() && !e.closes.After(now) {
+				e.stop(fmt.Errorf("%w: %s ended at %s", ErrWindowClosed, e.job.Window.Name, e.closes.Format("15:04")))
+				e.closes = time.Time{} // stopped once
+			}
+		}
+		for _, e := range list {
+			if e.next.After(now) {
+				continue
+			}
+			slot := e.next
+			e.next = e.job.Schedule.Next(now)
+			s.fire(ctx, &wg, e, slot, now)
+		}
+	}
+}
+
+// fire starts a job's run at slot unless it may not start now.
+func (s *Scheduler) fire(ctx context.Context, wg *sync.WaitGroup, e *entry, slot, now time.Time) {
+	j := e.job
+	if e.busy() {
+		s.skip(ctx, j, slot, "the previous run is still going")
+		return
+	}
+	r := Run{Slot: slot}
+	if j.Window != nil {
+		open, end := j.Window.Open(now)
+		if !open {
+			s.skip(ctx, j, slot, fmt.Sprintf("outside its maintenance window (%s)", j.Window))
+			return
+		}
+		r.WindowEnd = end
+	}
+	if s.Claim != nil {
+		ok, err := s.Claim(ctx, "maintenance/"+j.Name, slot)
+		if err != nil {
+			s.Logger.Error("claiming a maintenance run failed: not started", "job", j.Name, "slot", slot, "err", err)
+			return
+		}
+		if !ok {
+			s.Logger.Info("maintenance run claimed by another server", "job", j.Name, "slot", slot)
+			return
+		}
+	}
+	if j.Kind == "verify" && j.ReadDataPeriod > 0 {
+		r.Share, r.Shares = Share(j.Schedule, j.ReadDataPeriod, slot)
+	}
+	done := make(chan struct{})
+	rctx, cancel := context.WithCancelCause(ctx)
+	e.running, e.stop, e.closes = done, cancel, r.WindowEnd
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.Logger.Info("maintenance job started", "job", j.Name, "slot", slot)
+		err := s.Runner(rctx, j, r)
+		if cause := context.Cause(rctx); err != nil && errors.Is(cause, ErrWindowClosed) {
+			err = cause
+		}
+		cancel(nil)
+		close(done)
+		if err != nil {
+			s.Logger.Warn("maintenance job ended", "job", j.Name, "err", err)
+		} else {
+			s.Logger.Info("maintenance job finished", "job", j.Name)
+		}
+		if s.Finished != nil {
+			s.Finished(j, r, err)
+		}
+	}()
+}
+
+func (s *Scheduler) skip(ctx context.Context, j Job, slot time.Time, why string) {
+	s.Logger.Warn("maintenance run skipped", "job", j.Name, "slot", slot, "reason", why)
+	if s.Skipped != nil {
+		s.Skipped(ctx, j, slot, why)
+	}
+}
+
+// Next lists the next n runs of a job after t, each with whether its
+// window lets it start (for `coffer policy check`).
+func Next(j Job, t time.Time, n int) []Planned {
+	var out []Planned
+	for range n {
+		t = j.Schedule.Next(t)
+		if t.IsZero() {
+			break
+		}
+		p := Planned{At: t, Starts: true}
+		if j.Window != nil {
+			p.Starts, _ = j.Window.Open(t)
+		}
+		if j.Kind == "verify" && j.ReadDataPeriod > 0 {
+			p.Share, p.Shares = Share(j.Schedule, j.ReadDataPeriod, t)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Planned is a run to come.
+type Planned struct {
+	At            time.Time
+	Starts        bool // false: outside its window, it will be skipped
+	Share, Shares int
+}

@@ -1,0 +1,147 @@
+// Package metrics exposes coffer's state to Prometheus (/metrics). A
+// scrape reads only what is in memory: gauges that the health monitor
+// sets from the catalog on its schedule (last good backups, RPO, tasks
+// running, last verify and gc) and from the repository statistics it
+// refreshes (sizes, dedup ratio, damage), histograms observed as tasks
+// end, and the engine's limit slots, read at once under the engine's own
+// lock. No scrape walks a repository or queries the catalog.
+//
+// Names follow Prometheus' conventions: the coffer_ prefix, base units
+// (seconds, bytes), _total for counters, _timestamp_seconds for times
+// (alert on time() - metric).
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/coffer-backup/coffer/internal/engine"
+)
+
+// Metrics holds coffer's collectors in their own registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	backupLast      *prometheus.GaugeVec
+	policyLast      *prometheus.GaugeVec
+	backupDuration  *prometheus.HistogramVec
+	backupBytes     *prometheus.HistogramVec
+	restoreDuration *prometheus.HistogramVec
+	restoreBytes    *prometheus.HistogramVec
+	repoStored      *prometheus.GaugeVec
+	repoLogical     *prometheus.GaugeVec
+	repoDedup       *prometheus.GaugeVec
+	repoCapacity    *prometheus.GaugeVec
+	repoDamaged     *prometheus.GaugeVec
+	repoStatsAt     *prometheus.GaugeVec
+	tasksRunning    *prometheus.GaugeVec
+	tasksFinished   *prometheus.CounterVec
+	verifyLast      *prometheus.GaugeVec
+	gcLast          *prometheus.GaugeVec
+	outsideRPO      *prometheus.GaugeVec
+	rpoSeconds      *prometheus.GaugeVec
+	leader          prometheus.Gauge
+
+	mu    sync.Mutex
+	slots func() []engine.Slot
+}
+
+// New creates the collectors, with Go's and the process's own.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+		m.reg.MustRegister(g)
+		return g
+	}
+	hist := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+		m.reg.MustRegister(h)
+		return h
+	}
+	durations := []float64{1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400}
+	sizes := prometheus.ExponentialBuckets(1<<20, 4, 12) // 1 MiB .. 4 TiB
+	m.backupLast = gauge("coffer_backup_last_success_timestamp_seconds",
+		"Time of the newest good backup point of a VM, by the policy that made it (\"\" for backups run by hand).", "connection", "vm", "policy")
+	m.policyLast = gauge("coffer_policy_last_success_timestamp_seconds",
+		"End of the newest run of a policy in which every VM was backed up.", "policy")
+	m.backupDuration = hist("coffer_backup_duration_seconds", "Duration of one VM's backup.", durations, "policy")
+	m.backupBytes = hist("coffer_backup_read_bytes", "Bytes read from the hypervisor by one VM's backup.", sizes, "policy")
+	m.restoreDuration = hist("coffer_restore_duration_seconds", "Duration of a restore (disks, VM, files).", durations, "kind")
+	m.restoreBytes = hist("coffer_restore_bytes", "Bytes written by a restore of disks.", sizes, "kind")
+	m.repoStored = gauge("coffer_repository_stored_bytes", "Bytes the repository holds in its store (refreshed every stats-every).", "repository")
+	m.repoLogical = gauge("coffer_repository_logical_bytes", "Sum of the disk sizes of every backup point.", "repository")
+	m.repoDedup = gauge("coffer_repository_dedup_ratio", "Non-zero data referenced over the unique data stored (x:1).", "repository")
+	m.repoCapacity = gauge("coffer_repository_capacity_bytes",
+		"What the repository may hold: its configured capacity, else what it holds plus its file system's free space; absent when unknown (S3 without capacity).", "repository")
+	m.repoDamaged = gauge("coffer_repository_damaged_chunks", "Chunks verify recorded as damaged and no repair has mended.", "repository")
+	m.repoStatsAt = gauge("coffer_repository_stats_timestamp_seconds", "When the repository's statistics were computed.", "repository")
+	m.tasksRunning = gauge("coffer_tasks_running", "Tasks queued or running in the catalog, on every server sharing it.", "kind")
+	m.tasksFinished = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_tasks_finished_total",
+		Help: "Tasks this process finished, by kind and status (success, partial, failed, cancelled)."}, []string{"kind", "status"})
+	m.reg.MustRegister(m.tasksFinished)
+	m.verifyLast = gauge("coffer_verify_last_success_timestamp_seconds", "End of the newest verify of the repository that found nothing wrong.", "repository")
+	m.gcLast = gauge("coffer_gc_last_success_timestamp_seconds", "End of the newest successful garbage collection of the repository.", "repository")
+	m.outsideRPO = gauge("coffer_vms_outside_rpo", "VMs of the policy whose newest good point is older than its RPO.", "policy")
+	m.rpoSeconds = gauge("coffer_policy_rpo_seconds", "The policy's recovery point objective.", "policy")
+	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "coffer_schedules_leader",
+		Help: "1 when this server runs the scheduled jobs (holds the schedules' lease), else 0."})
+	m.reg.MustRegister(m.leader)
+	m.reg.MustRegister(&slotCollector{m: m,
+		inUse: prometheus.NewDesc("coffer_limit_slots_in_use", "Slots of a limit's pool in use (global, host:, datastore:, group:, repo:, policy:).", []string{"pool"}, nil),
+		size:  prometheus.NewDesc("coffer_limit_slots", "Slots of a limit's pool.", []string{"pool"}, nil)})
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in Prometheus' text format (the server
+// mounts it at /metrics).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Registry is the registry, for tests and for other collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetSlots says where the engine's limit slots are read (nil: none).
+func (m *Metrics) SetSlots(f func() []engine.Slot) {
+	m.mu.Lock()
+	m.slots = f
+	m.mu.Unlock()
+}
+
+// SetLeader says whether this server runs the schedules.
+func (m *Metrics) SetLeader(held bool) {
+	if held {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+type slotCollector struct {
+	m           *Metrics
+	inUse, size *prometheus.Desc
+}
+
+func (c *slotCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.inUse; ch <- c.size }
+
+func (c *slotCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	f := c.m.slots
+	c.m.mu.Unlock()
+	if f == nil {
+		return
+	}
+	for _, s := range f() {
+		ch <- prometheus.MustNewConstMetric(c.inUse, prometheus.GaugeValue, float64(s.InUse), s.Key)
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(s.Size), s.Key)
+	}
+}
+
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -1,0 +1,126 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// State is what the health monitor read from the catalog at At.
+type State struct {
+	At time.Time
+	// Backups are the newest good point of each VM, by policy.
+	Backups []VMBackup
+	// PolicyLast is the end of each policy's newest fully successful run.
+	PolicyLast map[string]time.Time
+	// Running counts queued and running tasks by kind.
+	Running map[string]int
+	// VerifyLast and GCLast are the ends of the newest successful verify
+	// and gc of each repository.
+	VerifyLast, GCLast map[string]time.Time
+	// RPO is each policy's objective; OutsideRPO counts its VMs that miss
+	// it.
+	RPO        map[string]time.Duration
+	OutsideRPO map[string]int
+}
+
+// VMBackup is a VM's newest good point made by a policy.
+type VMBackup struct {
+	Connection, VM, Policy string
+	At                     time.Time
+}
+
+// SetState replaces the catalog-derived gauges: series of VMs, policies
+// and repositories that are gone disappear.
+func (m *Metrics) SetState(s State) {
+	m.backupLast.Reset()
+	for _, b := range s.Backups {
+		m.backupLast.WithLabelValues(b.Connection, b.VM, b.Policy).Set(seconds(b.At))
+	}
+	setTimes(m.policyLast, s.PolicyLast)
+	setTimes(m.verifyLast, s.VerifyLast)
+	setTimes(m.gcLast, s.GCLast)
+	m.tasksRunning.Reset()
+	for _, kind := range []string{catalog.KindBackupPolicy, catalog.KindRestore, catalog.KindVerify, catalog.KindGC,
+		catalog.KindForget, catalog.KindCopy} {
+		m.tasksRunning.WithLabelValues(kind).Set(0) // a zero series to alert on, not an absent one
+	}
+	for kind, n := range s.Running {
+		m.tasksRunning.WithLabelValues(kind).Set(float64(n))
+	}
+	m.rpoSeconds.Reset()
+	m.outsideRPO.Reset()
+	for p, rpo := range s.RPO {
+		m.rpoSeconds.WithLabelValues(p).Set(rpo.Seconds())
+		m.outsideRPO.WithLabelValues(p).Set(float64(s.OutsideRPO[p]))
+	}
+}
+
+func setTimes(g *prometheus.GaugeVec, times map[string]time.Time) {
+	g.Reset()
+	for k, t := range times {
+		g.WithLabelValues(k).Set(seconds(t))
+	}
+}
+
+// RepositoryStats are a repository's figures from its statistics.
+type RepositoryStats struct {
+	StoredBytes, LogicalBytes int64
+	DedupRatio                float64
+	// CapacityBytes is 0 when unknown.
+	CapacityBytes int64
+	DamagedChunks int
+	At            time.Time
+}
+
+// SetRepository sets a repository's statistics.
+func (m *Metrics) SetRepository(name string, s RepositoryStats) {
+	m.repoStored.WithLabelValues(name).Set(float64(s.StoredBytes))
+	m.repoLogical.WithLabelValues(name).Set(float64(s.LogicalBytes))
+	m.repoDedup.WithLabelValues(name).Set(s.DedupRatio)
+	if s.CapacityBytes > 0 {
+		m.repoCapacity.WithLabelValues(name).Set(float64(s.CapacityBytes))
+	} else {
+		m.repoCapacity.DeleteLabelValues(name)
+	}
+	m.repoDamaged.WithLabelValues(name).Set(float64(s.DamagedChunks))
+	m.repoStatsAt.WithLabelValues(name).Set(seconds(s.At))
+}
+
+// DeleteRepository removes a repository's statistics: it is no longer
+// watched (deleted from the configuration in effect), and its last
+// figures would otherwise be scraped as current.
+func (m *Metrics) DeleteRepository(name string) {
+	for _, g := range []*prometheus.GaugeVec{m.repoStored, m.repoLogical, m.repoDedup, m.repoCapacity, m.repoDamaged, m.repoStatsAt} {
+		g.DeleteLabelValues(name)
+	}
+}
+
+// ObserveTask records a task this process finished: its count by kind and
+// status, and for a policy's run the duration and bytes of each VM's
+// backup, for a restore its duration and bytes.
+func (m *Metrics) ObserveTask(j catalog.Job, vms []catalog.Task) {
+	m.tasksFinished.WithLabelValues(j.Kind, string(j.Status)).Inc()
+	switch j.Kind {
+	case catalog.KindBackupPolicy:
+		for _, t := range vms {
+			if t.Status != catalog.StatusSuccess || t.StartedAt.IsZero() || t.FinishedAt.IsZero() {
+				continue
+			}
+			m.backupDuration.WithLabelValues(j.Policy).Observe(t.FinishedAt.Sub(t.StartedAt).Seconds())
+			m.backupBytes.WithLabelValues(j.Policy).Observe(float64(t.BytesRead))
+		}
+	case catalog.KindBackupVM, catalog.KindBackupDisk:
+		if j.Status == catalog.StatusSuccess {
+			m.backupDuration.WithLabelValues("").Observe(j.FinishedAt.Sub(j.StartedAt).Seconds())
+			m.backupBytes.WithLabelValues("").Observe(float64(j.Progress.BytesDone))
+		}
+	case catalog.KindRestore, catalog.KindRestoreVM, catalog.KindRestoreFiles:
+		if j.Status == catalog.StatusSuccess {
+			m.restoreDuration.WithLabelValues(j.Kind).Observe(j.FinishedAt.Sub(j.StartedAt).Seconds())
+			m.restoreBytes.WithLabelValues(j.Kind).Observe(float64(j.Progress.BytesDone))
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlite"
+	"github.com/coffer-backup/coffer/internal/configobj"
+)
+
+// DefaultConfigPoll is how often a watcher of the configuration (the
+// server's schedules) asks the catalog whether another process changed an
+// object: one small read of one number.
+const DefaultConfigPoll = 2 * time.Second
+
+// configState caches the configuration in effect by the catalog's
+// generation, and tells this process's watchers of the changes it makes.
+type configState struct {
+	mu    sync.Mutex
+	state *configobj.State
+	// poke is closed (and replaced) when this process changes an object,
+	// so its watchers reload at once instead of at their next poll.
+	poke chan struct{}
+}
+
+func newConfigState() *configState { return &configState{poke: make(chan struct{})} }
+
+func (c *configState) cached() *configobj.State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+func (c *configState) keep(st *configobj.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == nil || st.Generation >= c.state.Generation {
+		c.state = st
+	}
+}
+
+func (c *configState) changed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.poke)
+	c.poke = make(chan struct{})
+}
+
+func (c *configState) pokes() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.poke
+}
+
+// fileConfig is what the configuration file says.
+func (s *Service) fileConfig() configobj.File {
+	return configobj.File{Path: s.cfg.EngineSource, Engine: s.cfg.Engine, Notify: s.cfg.Notify}
+}
+
+// effective returns the configuration in effect: the file merged with
+// the objects of the catalog (configobj.Merge, the one place that does
+// it). Every operation that reads the configuration starts here. Without
+// a catalog yet (a SQLite file that does not exist), it is the file's:
+// nothing is created to find that out.
+func (s *Service) effective(ctx context.Context) (*configobj.State, error) {
+	if !s.catalogMayExist() {
+		st, err := configobj.Merge(s.fileConfig(), nil, 0)
+		if err != nil {
+			return nil, invalidf("%v", err)
+		}
+		return st, nil
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the configuration in effect includes the objects of the catalog, which cannot be opened: %w", err)
+	}
+	defer cat.Close()
+	return s.effectiveFrom(ctx, cat)
+}
+
+// effectiveFrom reads the configuration in effect from an open catalog,
+// reusing the cached state while the generation has not moved.
+func (s *Service) effectiveFrom(ctx context.Context, cat catalog.Catalog) (*configobj.State, error) {
+	gen, err := cat.ConfigGeneration(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st := s.conf.cached(); st != nil && st.Generation == gen {
+		return st, nil
+	}
+	objs, gen, err := cat.ListConfigObjects(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := configobj.Merge(s.fileConfig(), objs, gen)
+	if err != nil {
+		return nil, invalidf("%v", err)
+	}
+	s.conf.keep(st)
+	return st, nil
+}
+
+// latest is the configuration this process read last (the one the
+// operation in progress runs on), read now if it has read none.
+func (s *Service) latest(ctx context.Context) (*configobj.State, error) {
+	if st := s.conf.cached(); st != nil {
+		return st, nil
+	}
+	return s.effective(ctx)
+}
+
+// catalogMayExist is false only for a SQLite catalog whose file does not
+// exist yet.
+func (s *Service) catalogMayExist() bool {
+	loc := s.catalogLocation()
+	if strings.Contains(loc, "://") || loc == sqlite.Memory {
+		return true
+	}
+	_, err := os.Stat(loc)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+// WatchConfig sends the configuration in effect now, then again each time
+// it changes: at once for the changes this Service makes, within
+// Config.ConfigPoll for those of other processes and servers (which it
+// notices by the catalog's generation). A reader that falls behind gets
+// the newest state, not every one in between. The channel closes when ctx
+// ends. The server's schedules reload from it (RunSchedules); the
+// notifier and other loops of the server subscribe the same way.
+//
+// A change that cannot be read (the catalog unreachable for a while) is
+// logged and the watcher keeps the state it had.
+func (s *Service) WatchConfig(ctx context.Context) (<-chan *configobj.State, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.effectiveFrom(ctx, cat)
+	if err != nil {
+		cat.Close()
+		return nil, err
+	}
+	out := make(chan *configobj.State, 1)
+	out <- st
+	poll := s.cfg.ConfigPoll
+	if poll <= 0 {
+		poll = DefaultConfigPoll
+	}
+	go func() {
+		defer close(out)
+		defer cat.Close()
+		tick := time.NewTicker(poll)
+		defer tick.Stop()
+		last := st.Generation
+		for {
+			poked := s.conf.pokes()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			case <-poked:
+			}
+			st, err := s.effectiveFrom(ctx, cat)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("reading the configuration objects of the catalog failed: keeping the configuration in effect", "err", err)
+				}
+				continue
+			}
+			if st.Generation == last {
+				continue
+			}
+			last = st.Generation
+			select { // replace a state the reader has not taken yet
+			case <-out:
+			default:
+			}
+			out <- st
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,245 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/user"
+	"sync"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/notify"
+	"github.com/coffer-backup/coffer/internal/task"
+)
+
+// control is what the service keeps open between operations: the catalog,
+// the task manager that records every long operation in it, and the
+// notifier that tells people how they ended. A one-shot command opens it
+// at its first task and closes it at exit; `coffer run` and `coffer
+// server` open it at start (Service.Start) with the history's pruning and
+// the delivery of notifications running in the background.
+type control struct {
+	cat      catalog.Catalog
+	tasks    *task.Manager
+	notifier *notify.Notifier
+	// delivering: this process sends notifications (Start with Deliver,
+	// or a command line's first event), and at close gives what is due
+	// a moment to go out.
+	mu         sync.Mutex
+	delivering bool
+}
+
+// Emit records an event for the notification targets and makes sure this
+// process sends it: a command-line process starts delivering at its
+// first event (not before: a command that tells nothing never waits on a
+// target that is down), and gives it a moment at exit; what cannot be
+// sent by then stays pending for the server.
+func (c *control) Emit(ctx context.Context, ev notify.Event) error {
+	if c.notifier == nil {
+		return nil
+	}
+	if err := c.notifier.Emit(ctx, ev); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.delivering {
+		c.notifier.Start(context.Background())
+		c.delivering = true
+	}
+	return nil
+}
+
+// StartOptions say what runs in the background of a long-lived process.
+type StartOptions struct {
+	// Prune prunes the task history older than Config.TaskHistory once a
+	// day (the sweep of tasks whose process died runs in every process).
+	Prune bool
+	// Deliver sends the notifications this process and others recorded
+	// (the server's dispatcher); without it they wait in the catalog
+	// for a process that delivers.
+	Deliver bool
+}
+
+// Start opens the catalog, the task manager and the notifier now, with
+// the background work o asks for, rather than at the first task (a
+// command-line process records its tasks and notifications without
+// pruning or delivering: the server delivers what it leaves pending).
+// A second Start does nothing. Close stops it.
+func (s *Service) Start(ctx context.Context, o StartOptions) error {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	if s.ctl != nil {
+		return nil // the first start wins: `coffer server` starts once
+	}
+	ctl, err := s.openControl(ctx, o)
+	if err != nil {
+		return err
+	}
+	s.ctl = ctl
+	return nil
+}
+
+// taskManager returns the task manager, opening the catalog at first use.
+func (s *Service) taskManager(ctx context.Context) (*task.Manager, error) {
+	ctl, err := s.control(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ctl.tasks, nil
+}
+
+// TaskManager is the manager that records this service's tasks (the
+// server's API lists, follows and cancels tasks through it).
+func (s *Service) TaskManager(ctx context.Context) (*task.Manager, error) { return s.taskManager(ctx) }
+
+// Notifier is the notifier this service emits through (nil without
+// notification targets in a process that does not deliver).
+func (s *Service) Notifier(ctx context.Context) (*notify.Notifier, error) {
+	ctl, err := s.control(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ctl.notifier, nil
+}
+
+// emitter is where events go: the notifier, or nowhere.
+func (s *Service) emitter(ctx context.Context) notify.Emitter {
+	if ctl, err := s.control(ctx); err == nil && ctl.notifier != nil {
+		return ctl
+	}
+	return notify.Discard
+}
+
+func (s *Service) control(ctx context.Context) (*control, error) {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	if s.ctl != nil {
+		return s.ctl, nil
+	}
+	if s.ctlErr != nil {
+		return nil, s.ctlErr // said once: every task would say it again
+	}
+	ctl, err := s.openControl(ctx, StartOptions{})
+	if err != nil {
+		s.ctlErr = err
+		return nil, err
+	}
+	s.ctl = ctl
+	return ctl, nil
+}
+
+func (s *Service) openControl(ctx context.Context, o StartOptions) (*control, error) {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctl := &control{cat: cat}
+	// The targets and matchers in effect: the file's and those created
+	// through the API. A process that delivers (the server) keeps a
+	// notifier even without targets: one created later takes effect
+	// when the server reloads its configuration (Notifier.Reload).
+	nc := s.cfg.Notify
+	if st, err := s.effectiveFrom(ctx, cat); err == nil {
+		nc = st.Notify
+	} else {
+		s.log.Warn("reading the notification targets created through the API failed: using the configuration file's", "err", err)
+	}
+	if o.Deliver || (nc != nil && len(nc.Targets) > 0) {
+		ctl.notifier, err = notify.New(nc, cat, notify.Options{Logger: s.log})
+		if err != nil {
+			cat.Close()
+			return nil, invalidf("notifications: %v", err)
+		}
+		if o.Deliver {
+			ctl.notifier.Start(context.Background())
+			ctl.delivering = true
+		}
+	}
+	to := task.Options{Worker: s.cfg.Worker, User: s.cfg.User, Logger: s.log, Retention: s.cfg.TaskHistory,
+		Finished: func(j task.Task) { s.taskFinished(ctl, j) }}
+	if !o.Prune {
+		to.PruneEvery = -1
+	}
+	ctl.tasks, err = task.New(ctx, cat, to)
+	if err != nil {
+		ctl.close()
+		return nil, fmt.Errorf("task manager: %w", err)
+	}
+	return ctl, nil
+}
+
+// Close closes what the service keeps open: the task manager (tasks
+// still running keep their rows), the notifier (attempts in flight get
+// a few seconds) and the catalog.
+func (s *Service) Close() error {
+	s.ctlMu.Lock()
+	ctl := s.ctl
+	s.ctl, s.ctlErr = nil, nil
+	s.ctlMu.Unlock()
+	if ctl == nil {
+		return nil
+	}
+	return ctl.close()
+}
+
+func (c *control) close() error {
+	var errs []error
+	if c.tasks != nil {
+		errs = append(errs, c.tasks.Close())
+	}
+	if c.notifier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), drainFor)
+		c.mu.Lock()
+		delivering := c.delivering
+		c.mu.Unlock()
+		if delivering {
+			c.drain(ctx)
+		}
+		errs = append(errs, c.notifier.Close(ctx))
+		cancel()
+	}
+	errs = append(errs, c.cat.Close())
+	return errors.Join(errs...)
+}
+
+// localUser names the person running a command-line process in the tasks
+// it records.
+func localUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
+// controlState guards the service's control.
+type controlState struct {
+	ctlMu  sync.Mutex
+	ctl    *control
+	ctlErr error
+}
+
+// drainFor bounds how long a stopping process gives its notifications.
+const drainFor = 10 * time.Second
+
+// drainPoll is how often a stopping process looks whether what was due
+// has gone out.
+const drainPoll = 50 * time.Millisecond
+
+// drain waits, until ctx ends, for the deliveries due now to be sent (or
+// to fail and be put off): `coffer run` tells how its run ended before it
+// exits. What is left stays pending in the catalog for the server.
+func (c *control) drain(ctx context.Context) {
+	for {
+		due, err := c.cat.NextDeliveryDue(ctx)
+		if err != nil || due.IsZero() || due.After(time.Now()) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(drainPoll):
+		}
+	}
+}

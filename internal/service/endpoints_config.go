@@ -1,0 +1,243 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/configobj"
+)
+
+// The endpoints of the configuration objects: for every kind, its
+// collection (GET lists, POST creates) and its objects (GET, PUT,
+// DELETE), the routes docs/design/server.md ("Configuration objects")
+// gives. A catalog object's version is its ETag; PUT and DELETE take it
+// back in If-Match, and a stale one is refused (412).
+
+// configPrivileges are the privileges that see and change each kind, and
+// the ACL path of its collection (which creating requires).
+var configPrivileges = map[configobj.Kind]struct {
+	see, change auth.Privilege
+	collection  string
+}{
+	configobj.Policy:              {auth.PolicyAudit, auth.PolicyModify, auth.PoliciesPath},
+	configobj.Connection:          {auth.ConnAudit, auth.SysModify, auth.ConnectionsPath},
+	configobj.Repository:          {auth.RepoAudit, auth.RepoModify, auth.RepositoriesPath},
+	configobj.NotificationTarget:  {auth.SysAudit, auth.SysModify, auth.SystemPath + "/" + configobj.NotificationTarget.Plural()},
+	configobj.NotificationMatcher: {auth.SysAudit, auth.SysModify, auth.SystemPath + "/" + configobj.NotificationMatcher.Plural()},
+}
+
+// configSummaries say what each verb does to a kind.
+var configSummaries = map[string]string{
+	"list":           "list the %s, with where each is defined",
+	"get":            "a %s and its version (ETag)",
+	configobj.Create: "create a %s",
+	configobj.Update: "change a %s created through the API",
+	configobj.Delete: "delete a %s created through the API that nothing uses",
+}
+
+// configOperations are the five operations of every kind.
+func configOperations() []Operation {
+	var out []Operation
+	for _, k := range configobj.Kinds {
+		p := configPrivileges[k]
+		route := "/" + k.Plural()
+		if k == configobj.NotificationTarget || k == configobj.NotificationMatcher {
+			route = "/notifications/" + strings.TrimPrefix(k.Plural(), "notification-")
+		}
+		object := p.collection + "/{name}"
+		noun := strings.ReplaceAll(string(k), "-", " ")
+		summary := func(verb string) string {
+			if verb == "list" {
+				return fmt.Sprintf(configSummaries[verb], strings.ReplaceAll(k.Plural(), "-", " "))
+			}
+			return fmt.Sprintf(configSummaries[verb], noun)
+		}
+		op := func(verb, method, httpMethod, path string, req []Requirement, ep Registrar) Operation {
+			id := ConfigOperationID(verb, k)
+			return Operation{ID: id, Method: method, Summary: summary(verb), HTTP: httpMethod, Path: path, Requires: req,
+				AuditsItself: RecordsOwnAudit(id), Endpoint: ep, MaxBodyBytes: 256 * kib}
+		}
+		out = append(out,
+			op("list", "ConfigObjects", get, route, listing(p.see, p.collection), listConfigEndpoint(k)),
+			op("get", "ConfigObject", get, route+"/{name}", req(p.see, object), getConfigEndpoint(k)),
+			op(configobj.Create, "CreateConfigObject", post, route, req(p.change, p.collection), createConfigEndpoint(k)),
+			op(configobj.Update, "UpdateConfigObject", put, route+"/{name}", req(p.change, object), updateConfigEndpoint(k)),
+			op(configobj.Delete, "DeleteConfigObject", del, route+"/{name}", req(p.change, object), deleteConfigEndpoint(k)))
+	}
+	return out
+}
+
+// ConfigNameParam names a configuration object. (Exported: huma reads
+// the parameters of embedded structs only when their type is exported.)
+type ConfigNameParam struct {
+	Name string `path:"name" minLength:"1" maxLength:"255" example:"nightly" doc:"the object's name"`
+}
+
+// IfMatchParam is the version a change is made on.
+type IfMatchParam struct {
+	IfMatch string `header:"If-Match" maxLength:"64" doc:"the ETag read with the object (\"12\"): the change is refused (412) if the object changed since; absent or *: whatever it is now"`
+}
+
+type configCreateIn struct {
+	Body map[string]any `doc:"the object in the configuration file's schema: one entry of its section, with its name"`
+}
+
+type configUpdateIn struct {
+	ConfigNameParam
+	IfMatchParam
+	Body map[string]any `doc:"the whole object in the configuration file's schema (keys left out take their defaults)"`
+}
+
+type configDeleteIn struct {
+	ConfigNameParam
+	IfMatchParam
+}
+
+// ConfigObjectAnswer is an object with its version as the ETag (none
+// for the file's objects, which the API does not change).
+type ConfigObjectAnswer struct {
+	Body *api.ConfigObject
+	ETag string `header:"ETag" doc:"the object's version, for If-Match (catalog objects only)"`
+}
+
+// ConfigObjectCreated is a created object: 201, where it is, its ETag.
+type ConfigObjectCreated struct {
+	Body     *api.ConfigObject
+	ETag     string `header:"ETag" doc:"the object's version, for If-Match"`
+	Location string `header:"Location" doc:"the object's path below /api/v1"`
+}
+
+func (*ConfigObjectCreated) status() int { return http.StatusCreated }
+
+func answerObject(o *api.ConfigObject) ConfigObjectAnswer {
+	a := ConfigObjectAnswer{Body: o}
+	if o.Source == string(configobj.FromCatalog) && o.Version > 0 {
+		a.ETag = strconv.Quote(strconv.FormatInt(o.Version, 10))
+	}
+	return a
+}
+
+// ifVersion reads a change's If-Match; one it cannot read refuses the
+// change, which is audited like every refusal of a change.
+func (s *Service) ifVersion(ctx context.Context, verb string, k configobj.Kind, name, ifMatch string) (int64, error) {
+	v, err := parseIfMatch(ifMatch)
+	if err != nil {
+		if actor := s.actor(ctx); actor != nil {
+			s.auditRefusal(ctx, actor, ConfigOperationID(verb, k), k.Path(name), err)
+		}
+	}
+	return v, err
+}
+
+// parseIfMatch reads If-Match: one strong ETag as GET gives it ("12"), or
+// "*" or nothing for no condition.
+func parseIfMatch(h string) (int64, error) {
+	h = strings.TrimSpace(h)
+	if h == "" || h == "*" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
+	if err != nil || v <= 0 || strings.Count(h, `"`) == 1 {
+		return 0, invalidf("If-Match %q is not an ETag of a configuration object: send the ETag its GET answered with, like \"12\"", h)
+	}
+	return v, nil
+}
+
+// Stale reports a change refused because the object changed since the
+// version it was made on (the server answers 412 Precondition Failed).
+func Stale(err error) bool { return errors.Is(err, catalog.ErrStale) }
+
+func listConfigEndpoint(k configobj.Kind) Registrar {
+	return Endpoint[struct{}, Result[[]api.ConfigObject]](func(ctx context.Context, s *Service, _ *struct{}) (*Result[[]api.ConfigObject], error) {
+		objs, err := s.ConfigObjects(ctx, ConfigObjectsInput{Kind: string(k)})
+		if err != nil {
+			return nil, err
+		}
+		return result(visible(ctx, s, configPrivileges[k].see, objs, func(o api.ConfigObject) []string { return []string{k.Path(o.Name)} }), nil)
+	})
+}
+
+func getConfigEndpoint(k configobj.Kind) Registrar {
+	return Endpoint[ConfigNameParam, ConfigObjectAnswer](func(ctx context.Context, s *Service, in *ConfigNameParam) (*ConfigObjectAnswer, error) {
+		o, err := s.ConfigObject(ctx, ConfigObjectInput{Kind: string(k), Name: in.Name})
+		if err != nil {
+			return nil, err
+		}
+		a := answerObject(o)
+		return &a, nil
+	})
+}
+
+func createConfigEndpoint(k configobj.Kind) Registrar {
+	return Endpoint[configCreateIn, ConfigObjectCreated](func(ctx context.Context, s *Service, in *configCreateIn) (*ConfigObjectCreated, error) {
+		o, err := s.CreateConfigObject(ctx, CreateConfigObjectInput{Kind: string(k), Spec: in.Body})
+		if err != nil {
+			return nil, err
+		}
+		path := "/" + k.Plural()
+		if k == configobj.NotificationTarget || k == configobj.NotificationMatcher {
+			path = "/notifications/" + strings.TrimPrefix(k.Plural(), "notification-")
+		}
+		a := answerObject(o)
+		return &ConfigObjectCreated{Body: a.Body, ETag: a.ETag, Location: path + "/" + url.PathEscape(o.Name)}, nil
+	})
+}
+
+func updateConfigEndpoint(k configobj.Kind) Registrar {
+	return Endpoint[configUpdateIn, ConfigObjectAnswer](func(ctx context.Context, s *Service, in *configUpdateIn) (*ConfigObjectAnswer, error) {
+		v, err := s.ifVersion(ctx, configobj.Update, k, in.Name, in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		o, err := s.UpdateConfigObject(ctx, UpdateConfigObjectInput{Kind: string(k), Name: in.Name, Spec: in.Body, IfVersion: v})
+		if err != nil {
+			return nil, err
+		}
+		a := answerObject(o)
+		return &a, nil
+	})
+}
+
+// deleteConfigEndpoint answers with the object as it was.
+func deleteConfigEndpoint(k configobj.Kind) Registrar {
+	return Endpoint[configDeleteIn, Result[*api.ConfigObject]](func(ctx context.Context, s *Service, in *configDeleteIn) (*Result[*api.ConfigObject], error) {
+		v, err := s.ifVersion(ctx, configobj.Delete, k, in.Name, in.IfMatch)
+		if err != nil {
+			return nil, err
+		}
+		return result(s.DeleteConfigObject(ctx, DeleteConfigObjectInput{Kind: string(k), Name: in.Name, IfVersion: v}))
+	})
+}
+
+type draftPreviewIn struct {
+	Runs int            `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
+	Body map[string]any `doc:"the policy not saved yet, in the configuration file's schema (one entry of its policies section)"`
+}
+
+// epPolicyDraftPreview previews a draft. The preview lists the VMs of the
+// connections the draft selects from: the caller must see them (Conn.Audit),
+// as listing them would need.
+func epPolicyDraftPreview(ctx context.Context, s *Service, in *draftPreviewIn) (*Result[*api.PolicyPreview], error) {
+	doc, err := s.PolicyPreview(ctx, PolicyPreviewInput{Draft: in.Body, Runs: in.Runs})
+	if doc != nil {
+		actor := s.actor(ctx)
+		for _, sel := range doc.Selected {
+			if path := auth.ConnectionPath(sel.Connection); !auth.Allowed(actor, path, auth.ConnAudit) {
+				return nil, api.Errorf(api.Denied, "%s lacks %s on %s, a connection the draft selects VMs of", actor, auth.ConnAudit, path)
+			}
+		}
+	}
+	return result(doc, err)
+}
+
+func epEffectiveConfig(ctx context.Context, s *Service, _ *struct{}) (*Result[*api.EffectiveConfig], error) {
+	return result(s.EffectiveConfig(ctx))
+}
