@@ -5,6 +5,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/configobj"
 )
 
 // Operation is one use case every face offers, defined once (PBS's
@@ -228,6 +229,12 @@ var Operations = append([]Operation{
 	{ID: "get-effective-config", Method: "EffectiveConfig", Summary: "the configuration in effect: the file's objects and the API's, with the source of each",
 		HTTP: get, Path: "/config/effective", Requires: req(auth.SysAudit, auth.SystemPath),
 		Endpoint: Endpoint[struct{}, Result[*api.EffectiveConfig]](epEffectiveConfig)},
+
+	// Notifications (their targets and matchers are configuration objects).
+	{ID: "test-notification-target", Method: "TestNotification", Summary: "send a test message to a notification target now (nothing is recorded)",
+		HTTP: post, Path: "/notifications/targets/{name}/test",
+		Requires: req(auth.SysModify, auth.SystemPath+"/"+configobj.NotificationTarget.Plural()+"/{name}"),
+		Endpoint: Endpoint[ConfigNameParam, Result[*api.NotificationTest]](epTestNotification)},
 
 	// Access control.
 	{ID: "login", Public: true, AuditsItself: true, Method: "Login", Summary: "sign in with a password: the answer sets the session cookie", HTTP: post,
