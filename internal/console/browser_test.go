@@ -116,6 +116,23 @@ func (c *chrome) run(actions ...chromedp.Action) {
 	}
 }
 
+// clickAway clicks what leaves the page (a plain form's submit) and
+// waits until the next page replaced it: the click is made by the page
+// after the call returns, so the navigation it starts cannot cut a
+// DevTools call short.
+func (c *chrome) clickAway(sel string) {
+	c.t.Helper()
+	c.run(chromedp.WaitVisible(sel),
+		chromedp.Evaluate(`setTimeout(() => document.querySelector(`+jsString(sel)+`).click(), 0)`, nil),
+		chromedp.WaitNotPresent(sel), chromedp.WaitReady("body"))
+}
+
+// retype replaces an input's text, as typed (htmx sees the input).
+func (c *chrome) retype(sel, text string) {
+	c.t.Helper()
+	c.run(chromedp.Evaluate(`document.querySelector(`+jsString(sel)+`).value = ""`, nil), chromedp.SendKeys(sel, text))
+}
+
 // open navigates to a path of the server.
 func (c *chrome) open(path string) {
 	c.t.Helper()

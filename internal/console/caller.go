@@ -47,9 +47,17 @@ func (e *apiError) denied() bool { return e.Class == api.Denied }
 // sign-in's cookie). A document that comes with an error (a partial
 // result) is decoded and the error returned with it.
 func (c *caller) call(op string, params map[string]string, query url.Values, body, out any) (http.Header, error) {
+	return c.callWith(op, params, query, nil, body, out)
+}
+
+// callWith is call with headers of the operation's input (If-Match).
+func (c *caller) callWith(op string, params map[string]string, query url.Values, header http.Header, body, out any) (http.Header, error) {
 	req, err := c.request(op, params, query, body)
 	if err != nil {
 		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	rec := &recorder{header: http.Header{}}
 	c.api.ServeHTTP(rec, req)

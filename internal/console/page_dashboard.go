@@ -11,11 +11,6 @@ import (
 
 // The dashboard: what an operator checks first thing in the morning.
 
-// recentPoint is how old a VM's last point may be to count as protected:
-// policies have no RPO of their own in this version, and a day is what a
-// nightly schedule promises.
-const recentPoint = 24 * time.Hour
-
 // countCap bounds the failures counted for the dashboard: beyond it the
 // dashboard says "1000+" instead of reading the whole history.
 const countCap = 1000
@@ -35,7 +30,10 @@ type dashboardView struct {
 type protection struct {
 	Total, Recent, Stale, NoPoint, Unprotected int
 	Attention                                  []api.VM // the first VMs that need a look
-	RPO                                        string
+	// DefaultRPO is what VMs whose policies set no rpo are held to;
+	// WithRPO counts the policies that set one.
+	DefaultRPO string
+	WithRPO    int
 }
 
 type count struct {
@@ -51,7 +49,13 @@ func (p *page) dashboard() {
 			return
 		}
 	}
-	v.Protection = protectionOf(inv.VMs, time.Now())
+	var check api.PolicyCheck
+	if _, err := p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check); err != nil {
+		if !p.partial(err, &v.Problems, "policies") {
+			return
+		}
+	}
+	v.Protection = protectionOf(inv.VMs, rposOf(check), time.Now())
 	for _, e := range inv.Errors {
 		v.Problems = append(v.Problems, "connection "+e.Connection+": "+e.Error)
 	}
@@ -89,12 +93,6 @@ func (p *page) dashboard() {
 			*c.out = &jobs[0]
 		}
 	}
-	var check api.PolicyCheck
-	if _, err := p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check); err != nil {
-		if !p.partial(err, &v.Problems, "policies") {
-			return
-		}
-	}
 	for _, pol := range check.Policies {
 		if !pol.NextRun.IsZero() {
 			v.NextRuns = append(v.NextRuns, pol)
@@ -116,24 +114,24 @@ func (p *page) partial(err error, problems *[]string, what string) bool {
 	return true
 }
 
-// protectionOf sorts VMs by how well they are protected.
-func protectionOf(vms []api.VM, now time.Time) protection {
-	pr := protection{Total: len(vms), RPO: duration(recentPoint.Seconds())}
+// protectionOf sorts VMs by how well they are protected, each against
+// its policies' RPO.
+func protectionOf(vms []api.VM, r rpos, now time.Time) protection {
+	pr := protection{Total: len(vms), DefaultRPO: duration(defaultRPO.Seconds()), WithRPO: len(r)}
 	var attention []api.VM
 	for _, vm := range vms {
-		switch {
-		case len(vm.Policies) == 0:
+		switch r.rank(vm, now) {
+		case 0:
 			pr.Unprotected++
-			attention = append(attention, vm)
-		case vm.LastBackup.IsZero():
+		case 1:
 			pr.NoPoint++
-			attention = append(attention, vm)
-		case now.Sub(vm.LastBackup) > recentPoint:
+		case 2:
 			pr.Stale++
-			attention = append(attention, vm)
 		default:
 			pr.Recent++
+			continue
 		}
+		attention = append(attention, vm)
 	}
 	pr.Attention = attention[:min(len(attention), 10)]
 	return pr

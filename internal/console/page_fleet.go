@@ -19,19 +19,23 @@ type inventoryView struct {
 	Pager    pager
 	Total    int
 	Shown    int
-	RPO      time.Duration
 	Problems []string
 }
 
 func (p *page) inventory() {
 	var inv api.Inventory
 	q := p.r.URL.Query()
-	v := inventoryView{Filter: q.Get("q"), Only: q.Get("only"), RPO: recentPoint}
+	v := inventoryView{Filter: q.Get("q"), Only: q.Get("only")}
 	if _, err := p.api.call("list-vms", nil, nil, nil, &inv); err != nil && inv.VMs == nil {
 		if !p.partial(err, &v.Problems, "inventory") {
 			return
 		}
 	}
+	// Each VM is judged by its policies' RPO (a policy the caller may not
+	// see counts with the default).
+	var check api.PolicyCheck
+	_, _ = p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check)
+	r := rposOf(check)
 	v.Errors, v.Total = inv.Errors, len(inv.VMs)
 	now := time.Now()
 	var shown []api.VM
@@ -39,28 +43,16 @@ func (p *page) inventory() {
 		if v.Filter != "" && !strings.Contains(strings.ToLower(vm.VM+" "+vm.Connection), strings.ToLower(v.Filter)) {
 			continue
 		}
-		if v.Only == "unprotected" && !(len(vm.Policies) == 0 || vm.LastBackup.IsZero() || now.Sub(vm.LastBackup) > recentPoint) {
+		if v.Only == "unprotected" && r.rank(vm, now) == 3 {
 			continue
 		}
 		shown = append(shown, vm)
 	}
 	// Unprotected VMs first: they are what the page is for.
-	sort.SliceStable(shown, func(i, j int) bool { return rank(shown[i], now) < rank(shown[j], now) })
+	sort.SliceStable(shown, func(i, j int) bool { return r.rank(shown[i], now) < r.rank(shown[j], now) })
 	v.Shown = len(shown)
 	v.VMs, v.Pager = pageOf(shown, p.r, url.Values{"q": {v.Filter}, "only": {v.Only}}, "/ui/inventory")
 	p.show("inventory", "Inventory", "inventory", v)
-}
-
-func rank(vm api.VM, now time.Time) int {
-	switch {
-	case len(vm.Policies) == 0:
-		return 0
-	case vm.LastBackup.IsZero():
-		return 1
-	case now.Sub(vm.LastBackup) > recentPoint:
-		return 2
-	}
-	return 3
 }
 
 func (p *page) policies() {

@@ -48,13 +48,21 @@ func (c *Console) routes() []route {
 		{"GET /ui/points/{repo}/p/{point}/archive", ops("files-archive"), (*page).archive},
 
 		// Inventory, policies, repositories.
-		{"GET /ui/inventory", pg("list-vms"), (*page).inventory},
+		{"GET /ui/inventory", pg("list-vms", "check-policies"), (*page).inventory},
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
 		{"GET /ui/policies/{policy}", pg("preview-policy"), (*page).policy},
 		{"POST /ui/policies/{policy}/run", ops("backup-policy"), (*page).runPolicy},
+		{"GET /ui/new-policy", pg("list-connections"), (*page).policyEditor},
+		{"GET /ui/policies/{policy}/edit", pg("get-policy", "list-connections"), (*page).policyEditor},
+		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},
+		{"POST /ui/policies/save", ops("get-policy", "create-policy", "update-policy"), (*page).savePolicy},
 		{"GET /ui/repositories", pg("stats", "list-leases", "list-jobs"), (*page).repositories},
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
+
+		// Notifications.
+		{"GET /ui/notifications", pg("list-notification-targets", "list-notification-matchers"), (*page).notifications},
+		{"POST /ui/notifications/targets/{name}/test", ops("test-notification-target"), (*page).testTarget},
 
 		// Access.
 		{"GET /ui/access", pg("list-users", "list-tokens", "list-acl"), (*page).access},

@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,12 +36,13 @@ func TestEveryRouteNamesItsOperations(t *testing.T) {
 				t.Errorf("route %s names %s, which the operation table does not define", rt.Pattern, id)
 			}
 		}
-		if strings.HasPrefix(rt.Pattern, "POST ") {
-			for _, id := range rt.Ops {
-				if op := operation(id); op != nil && !op.Mutating() && id != "login" {
-					t.Errorf("the action %s calls %s, which changes nothing: an action calls what it does", rt.Pattern, id)
-				}
-			}
+		// An action may read first (the stored object it changes), but it
+		// calls at least one operation that acts.
+		if strings.HasPrefix(rt.Pattern, "POST ") && !slices.ContainsFunc(rt.Ops, func(id string) bool {
+			op := operation(id)
+			return op != nil && op.Mutating()
+		}) {
+			t.Errorf("the action %s calls only operations that change nothing (%v): an action calls what it does", rt.Pattern, rt.Ops)
 		}
 	}
 }

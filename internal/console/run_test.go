@@ -16,7 +16,9 @@ import (
 )
 
 // TestConsoleRunNowLiveAndCancel: a policy over a real QEMU guest (TCG)
-// is run from its page; the task page shows the run's progress (bytes,
+// is created in the editor (checked as it is typed: a bad schedule is
+// refused with the API's message, then the guest is previewed as
+// selected, with the schedule's next runs) and run from its page; the task page shows the run's progress (bytes,
 // rate, ETA) and its log as they happen, through server-sent events, and
 // so does the dashboard; cancel stops it, and the page shows it
 // cancelled without a reload. The policy's read rate is limited so that
@@ -54,19 +56,41 @@ connections:
     kind: qemu
     options: {sockets: ["%s"], host: kvm1}
 limits: {rate: 1MiB}
-policies:
-  - name: web
-    connection: kvm1
-    select: {names: ["web-*"]}
-    retention: {keep-last: 3}
 `, filepath.Join(l.dir, "vm-*", "qmp.sock")))
 	l.coffer("init")
 	l.start()
 	c := l.chrome()
 	c.firstRun()
 
-	c.open("/ui/policies/web")
+	// The policy is made in the editor, checked as it is typed.
+	c.open("/ui/policies")
+	c.run(chromedp.Click("#new-policy"), chromedp.WaitVisible("#policy-form"))
+	c.run(chromedp.SendKeys("#p-name", "web"), chromedp.SendKeys("#p-connection", "kvm1"),
+		chromedp.SendKeys("#p-select", "web-*"), chromedp.SendKeys("#p-keep-last", "3"),
+		chromedp.SendKeys("#p-schedule", "at dawn"))
+	c.waitText("#draft-problem", "at dawn")
+	c.shot("policy-editor-invalid")
+	c.retype("#p-schedule", "0 22 * * *")
+	c.run(chromedp.SendKeys("#p-rpo", "26h"))
+	c.waitText("#draft-vms", "web-1")
+	c.waitText("#draft-runs", "22:00")
+	c.shot("policy-editor")
+	c.clickAway("#save-policy")
+	c.run(chromedp.WaitVisible("#run-now"))
+	if loc := c.location(); !strings.HasSuffix(loc, "/ui/policies/web") {
+		t.Fatalf("saving the policy led to %s", loc)
+	}
 	c.waitText("main", "web-1")
+	// Stored through the API as typed, with its version.
+	var stored struct {
+		Source  string         `json:"source"`
+		Version int64          `json:"version"`
+		Spec    map[string]any `json:"spec"`
+	}
+	if code := l.get(l.adminToken(), "/api/v1/policies/web", &stored); code != 200 || stored.Source != "catalog" || stored.Version != 1 ||
+		stored.Spec["schedule"] != "0 22 * * *" || stored.Spec["rpo"] != "26h" || stored.Spec["connection"] != "kvm1" {
+		t.Fatalf("the stored policy (%d): %+v", code, stored)
+	}
 	c.run(chromedp.Click("#run-now"), chromedp.WaitVisible("#task-status"))
 	taskPage := c.location()
 	if !strings.Contains(taskPage, "/ui/tasks/") {
