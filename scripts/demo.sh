@@ -2,7 +2,8 @@
 # The quick start demo: installs only what the demo needs on Debian 12
 # (a C compiler for the bundled zstd, QEMU, the guest kernel), builds
 # coffer, and runs `coffer demo` (a real VM backed up into a local
-# repository with a SQLite catalog, then restored and checked).
+# repository with a SQLite catalog, then restored and checked), with the
+# web console built in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v go >/dev/null; then
@@ -10,5 +11,7 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 for part in base qemu guest; do bash "scripts/ci/install-$part.sh"; done
+# The web console's front-end files, embedded by the build below.
+bash scripts/build-ui.sh
 go build -o coffer ./cmd/coffer
 exec ./coffer demo "$@"

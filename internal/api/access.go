@@ -20,6 +20,13 @@ type Session struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// Caller is who sends a request: a user, through a session or one of
+// its API tokens.
+type Caller struct {
+	User    string `json:"user"`
+	TokenID string `json:"token_id,omitempty"`
+}
+
 // SetupRequest uses a one-time setup link to choose a password.
 type SetupRequest struct {
 	Token    string `json:"token" minLength:"1" maxLength:"200" writeOnly:"true"`

@@ -197,7 +197,7 @@ coffer config delete connection lab --if-version 3`,
 	}
 	del.Flags().Int64Var(&ifVersion, "if-version", 0, "refuse to delete the object if it is no longer at this version")
 	return []*cobra.Command{op(list, configOps("list")...), op(get, configOps("get")...), op(create, configOps(configobj.Create)...),
-		op(update, configOps(configobj.Update)...), op(del, configOps(configobj.Delete)...)}
+		op(update, configOps(configobj.Update)...), op(del, configOps(configobj.Delete)...), a.testTargetCommand()}
 }
 
 // objectRequest is the API request of a verb on an object of a kind (in

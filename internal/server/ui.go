@@ -1,32 +1,19 @@
 package server
 
 import (
-	"embed"
-	"net/http"
+	"context"
+
+	"github.com/coffer-backup/coffer/internal/console"
 )
 
-// The console lives under /ui/: today a placeholder page, and the page of
-// the one-time setup links (/ui/setup#coffersetup_...).
-//
-//go:embed ui/*.html
-var uiFiles embed.FS
-
+// ui mounts the web console under /ui/ (internal/console): its pages call
+// the API through this server's own mux, so every action passes the one
+// guard of register.go. The one-time setup links lead to its
+// /ui/setup#coffersetup_... page.
 func (s *Server) ui() {
-	page := func(name string) http.HandlerFunc {
-		b, err := uiFiles.ReadFile("ui/" + name)
-		if err != nil {
-			panic(err) // embedded at build time
-		}
-		return func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			// The pages run their own script only, and no other site
-			// may frame them.
-			w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; frame-ancestors 'none'")
-			w.Header().Set("Referrer-Policy", "no-referrer")
-			_, _ = w.Write(b)
-		}
+	repos := func(context.Context) []string { return nil }
+	if s.cfg.Service != nil {
+		repos = s.cfg.Service.RepositoryNamesInEffect
 	}
-	s.mux.HandleFunc("GET /ui/{$}", page("index.html"))
-	s.mux.HandleFunc("GET /ui/setup", page("setup.html"))
-	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+	console.New(console.Config{API: s.mux, Repositories: repos, Logger: s.log}).Mount(s.mux)
 }

@@ -120,6 +120,16 @@ func (s *Service) CompleteSetup(ctx context.Context, in api.SetupRequest) (*api.
 	return &api.SetupDone{User: user}, nil
 }
 
+// WhoAmI names the caller: the user signed in (or the API token's
+// owner) and the token, for a console's header and a script's check.
+func (s *Service) WhoAmI(ctx context.Context) (*api.Caller, error) {
+	a := s.actor(ctx)
+	if a == nil {
+		return nil, api.Errorf(api.Unauthenticated, "nobody is signed in: sign in, or send an API token")
+	}
+	return &api.Caller{User: a.User, TokenID: a.TokenID}, nil
+}
+
 // Users lists the accounts (only one's own without Sys.Audit on /access).
 func (s *Service) Users(ctx context.Context) ([]api.User, error) {
 	us, err := access(ctx, s, func(a *auth.Service) ([]auth.User, error) { return a.ListUsers(ctx, s.actor(ctx)) })

@@ -53,6 +53,10 @@ func epSetup(ctx context.Context, s *Service, in *setupIn) (*Result[*api.SetupDo
 	return result(s.CompleteSetup(ctx, in.Body))
 }
 
+func epWhoAmI(ctx context.Context, s *Service, _ *struct{}) (*Result[*api.Caller], error) {
+	return result(s.WhoAmI(ctx))
+}
+
 func epUsers(ctx context.Context, s *Service, _ *struct{}) (*Result[[]api.User], error) {
 	return result(s.Users(ctx))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
@@ -13,13 +14,15 @@ import (
 // The endpoints of jobs, the VM inventory and policies.
 
 type jobsIn struct {
-	Policy string `query:"policy" maxLength:"255"`
-	Kind   string `query:"kind" maxLength:"64" doc:"backup-policy, backup-vm, restore, verify, gc, ..."`
-	User   string `query:"user" maxLength:"64"`
-	VM     string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
-	Status string `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
-	Limit  int    `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
-	After  int64  `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
+	Policy string    `query:"policy" maxLength:"255"`
+	Kind   string    `query:"kind" maxLength:"64" doc:"backup-policy, backup-vm, restore, verify, gc, ..."`
+	User   string    `query:"user" maxLength:"64"`
+	VM     string    `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
+	Status string    `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
+	Since  time.Time `query:"since" doc:"jobs created at or after this time"`
+	Until  time.Time `query:"until" doc:"jobs created before this time"`
+	Limit  int       `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
+	After  int64     `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
 
 // jobsPage is the size of a page of jobs unless the request says.
@@ -32,7 +35,7 @@ const jobsPage = 100
 func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Page[api.Job], error) {
 	limit := cmp.Or(in.Limit, jobsPage)
 	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status,
-		Limit: limit, After: in.After})
+		Since: in.Since, Until: in.Until, Limit: limit, After: in.After})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -152,6 +153,8 @@ type JobsInput struct {
 	User, VM string
 	// Status is running, success, partial, failed or cancelled ("": all).
 	Status string
+	// Since and Until bound when the jobs were created (zero: open).
+	Since, Until time.Time
 	// Limit is the most jobs returned, newest first (0: all).
 	Limit int
 	// After continues a listing after this job (the last of the
@@ -168,7 +171,7 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	defer cat.Close()
 	s.markInterrupted(ctx, cat)
 	f := catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: catalog.Status(in.Status),
-		Limit: in.Limit}
+		Since: in.Since, Until: in.Until, Limit: in.Limit}
 	if in.After > 0 {
 		last, err := cat.GetJob(ctx, in.After)
 		if errors.Is(err, catalog.ErrNotFound) {

@@ -51,6 +51,17 @@ func (s *Service) RepositoryNames(cfg *policy.Config) []string {
 	return out
 }
 
+// RepositoryNamesInEffect are the repositories of the configuration in
+// effect now (the file's and the API's): what the console offers to
+// pick from. None when the configuration cannot be read.
+func (s *Service) RepositoryNamesInEffect(ctx context.Context) []string {
+	st, err := s.effective(ctx)
+	if err != nil {
+		return nil
+	}
+	return s.RepositoryNames(st.Engine)
+}
+
 // RepositoryName is the name of the repository with this ID, when a
 // service of this server has opened it; "" otherwise.
 func (s *Service) RepositoryName(id string) string {

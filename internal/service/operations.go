@@ -5,6 +5,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/configobj"
 )
 
 // Operation is one use case every face offers, defined once (PBS's
@@ -233,6 +234,12 @@ var Operations = append([]Operation{
 		HTTP: get, Path: "/config/effective", Requires: req(auth.SysAudit, auth.SystemPath),
 		Endpoint: Endpoint[struct{}, Result[*api.EffectiveConfig]](epEffectiveConfig)},
 
+	// Notifications (their targets and matchers are configuration objects).
+	{ID: "test-notification-target", Method: "TestNotification", Summary: "send a test message to a notification target now (nothing is recorded)",
+		HTTP: post, Path: "/notifications/targets/{name}/test",
+		Requires: req(auth.SysModify, auth.SystemPath+"/"+configobj.NotificationTarget.Plural()+"/{name}"),
+		Endpoint: Endpoint[ConfigNameParam, Result[*api.NotificationTest]](epTestNotification)},
+
 	// Access control.
 	{ID: "login", Public: true, AuditsItself: true, Method: "Login", Summary: "sign in with a password: the answer sets the session cookie", HTTP: post,
 		Path: "/access/login", SelfService: "signing in is how a caller gets a session (throttled and audited by internal/auth)",
@@ -243,6 +250,9 @@ var Operations = append([]Operation{
 	{ID: "complete-setup", Public: true, AuditsItself: true, Method: "CompleteSetup", Summary: "choose a password with a one-time setup link", HTTP: post,
 		Path: "/access/setup", SelfService: "the one-time link is the credential (checked by internal/auth)",
 		NotOnCommandLine: "the setup link opens the console's setup page", Endpoint: Endpoint[setupIn, Result[*api.SetupDone]](epSetup)},
+	{ID: "whoami", Method: "WhoAmI", Summary: "who the caller is: the user signed in, and the API token", HTTP: get,
+		Path: "/access/whoami", SelfService: "everyone may ask who they are", NotOnCommandLine: "the console's header: the command line knows its token",
+		Endpoint: Endpoint[struct{}, Result[*api.Caller]](epWhoAmI)},
 	{ID: "list-users", Method: "Users", Summary: "list the accounts (one's own without Sys.Audit on /access)", HTTP: get,
 		Path: "/access/users", SelfService: "everyone sees their own account; internal/auth shows the rest to Sys.Audit on /access",
 		Endpoint: Endpoint[struct{}, Result[[]api.User]](epUsers)},

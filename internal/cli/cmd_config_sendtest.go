@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// testTargetCommand is `coffer config test-target NAME`: a test message
+// to one notification target, to check it before an alert depends on it.
+func (a *app) testTargetCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "test-target NAME",
+		Short: "send a test message to a notification target",
+		Long: manual(`Send a test message to the notification target NAME of the configuration
+in effect (the file's or one created through the API, enabled or not),
+now, and say whether the mail server or webhook accepted it. Nothing is
+recorded as a delivery and no matcher is consulted.`,
+			`"sent a test message to TARGET (KIND)". --json: {target, kind, sent_at}.`,
+			`coffer config test-target ops-mail`,
+			`0; 2 when the target did not accept the message (the reason is printed);
+7 when there is no such target.`),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "test-notification-target", Path: map[string]string{"name": args[0]}},
+				func(s *service.Service) (*api.NotificationTest, error) {
+					return s.TestNotification(cmd.Context(), service.TestNotificationInput{Target: args[0]})
+				})
+			if err != nil {
+				return err
+			}
+			return a.emit(doc, nil, func() { fmt.Fprintf(a.stdout, "sent a test message to %s (%s)\n", doc.Target, doc.Kind) })
+		},
+	}
+	return op(cmd, "test-notification-target")
+}

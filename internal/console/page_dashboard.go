@@ -1,0 +1,165 @@
+package console
+
+import (
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+)
+
+// The dashboard: what an operator checks first thing in the morning.
+
+// countCap bounds the failures counted for the dashboard: beyond it the
+// dashboard says "1000+" instead of reading the whole history.
+const countCap = 1000
+
+type dashboardView struct {
+	Protection protection
+	Running    []api.Job
+	Failed24h  count
+	Failed7d   count
+	LastVerify *api.Job
+	LastGC     *api.Job
+	NextRuns   []api.PolicyReport
+	Repos      []string
+	Problems   []string // parts of the dashboard that could not be read
+}
+
+type protection struct {
+	Total, Recent, Stale, NoPoint, Unprotected int
+	Attention                                  []api.VM // the first VMs that need a look
+	// DefaultRPO is what VMs whose policies set no rpo are held to;
+	// WithRPO counts the policies that set one.
+	DefaultRPO string
+	WithRPO    int
+}
+
+type count struct {
+	N    int
+	More bool
+}
+
+func (p *page) dashboard() {
+	v := dashboardView{Repos: p.c.cfg.Repositories(p.r.Context())}
+	var inv api.Inventory
+	if _, err := p.api.call("list-vms", nil, nil, nil, &inv); err != nil {
+		if !p.partial(err, &v.Problems, "inventory") {
+			return
+		}
+	}
+	var check api.PolicyCheck
+	if _, err := p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check); err != nil {
+		if !p.partial(err, &v.Problems, "policies") {
+			return
+		}
+	}
+	v.Protection = protectionOf(inv.VMs, rposOf(check), time.Now())
+	for _, e := range inv.Errors {
+		v.Problems = append(v.Problems, "connection "+e.Connection+": "+e.Error)
+	}
+	if _, err := p.api.call("list-jobs", nil, url.Values{"status": {"running"}, "limit": {"20"}}, nil, &v.Running); err != nil {
+		if !p.partial(err, &v.Problems, "running tasks") {
+			return
+		}
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		since time.Duration
+		out   *count
+	}{{24 * time.Hour, &v.Failed24h}, {7 * 24 * time.Hour, &v.Failed7d}} {
+		var jobs []api.Job
+		q := url.Values{"status": {"failed"}, "since": {now.Add(-c.since).UTC().Format(time.RFC3339)}, "limit": {strconv.Itoa(countCap)}}
+		h, err := p.api.call("list-jobs", nil, q, nil, &jobs)
+		if err != nil {
+			if !p.partial(err, &v.Problems, "failures") {
+				return
+			}
+		}
+		*c.out = count{N: len(jobs), More: h.Get("Coffer-Next") != ""}
+	}
+	for _, c := range []struct {
+		kind string
+		out  **api.Job
+	}{{"verify", &v.LastVerify}, {"gc", &v.LastGC}} {
+		var jobs []api.Job
+		if _, err := p.api.call("list-jobs", nil, url.Values{"kind": {c.kind}, "status": {"success"}, "limit": {"1"}}, nil, &jobs); err != nil {
+			if !p.partial(err, &v.Problems, c.kind) {
+				return
+			}
+		}
+		if len(jobs) > 0 {
+			*c.out = &jobs[0]
+		}
+	}
+	for _, pol := range check.Policies {
+		if !pol.NextRun.IsZero() {
+			v.NextRuns = append(v.NextRuns, pol)
+		}
+	}
+	sort.Slice(v.NextRuns, func(i, j int) bool { return v.NextRuns[i].NextRun.Before(v.NextRuns[j].NextRun) })
+	p.show("dashboard", "Dashboard", "dashboard", v)
+}
+
+// partial notes a part of a page the caller may not see, or that failed,
+// and reports whether the page goes on (false: the caller is not signed
+// in, and was sent to sign in).
+func (p *page) partial(err error, problems *[]string, what string) bool {
+	if ae, ok := err.(*apiError); ok && ae.Status == 401 {
+		p.fail(err)
+		return false
+	}
+	*problems = append(*problems, what+": "+err.Error())
+	return true
+}
+
+// protectionOf sorts VMs by how well they are protected, each against
+// its policies' RPO.
+func protectionOf(vms []api.VM, r rpos, now time.Time) protection {
+	pr := protection{Total: len(vms), DefaultRPO: duration(defaultRPO.Seconds()), WithRPO: len(r)}
+	var attention []api.VM
+	for _, vm := range vms {
+		switch r.rank(vm, now) {
+		case 0:
+			pr.Unprotected++
+		case 1:
+			pr.NoPoint++
+		case 2:
+			pr.Stale++
+		default:
+			pr.Recent++
+			continue
+		}
+		attention = append(attention, vm)
+	}
+	pr.Attention = attention[:min(len(attention), 10)]
+	return pr
+}
+
+// repoUsage is the repository panel, loaded after the page (reading a
+// repository's statistics takes longer than the rest).
+type repoUsage struct {
+	Name  string
+	Stats *api.Stats
+	Error *problem
+}
+
+func (p *page) dashboardRepos() {
+	var out []repoUsage
+	for _, name := range p.c.cfg.Repositories(p.r.Context()) {
+		u := repoUsage{Name: name}
+		var st api.Stats
+		if _, err := p.api.call("stats", map[string]string{"repo": name}, nil, nil, &st); err != nil {
+			ae, _ := err.(*apiError)
+			if ae == nil {
+				ae = &apiError{Detail: err.Error()}
+			}
+			u.Error = &problem{Message: ae.Detail, Denied: ae.denied()}
+		} else {
+			u.Stats = &st
+		}
+		out = append(out, u)
+	}
+	p.fragment("dashboard/repos", out)
+}

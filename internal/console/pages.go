@@ -1,0 +1,75 @@
+package console
+
+// route is a page or an action of the console: its pattern on the
+// server's mux, the operations of internal/service's table it calls (the
+// only ones its handler may call: caller refuses others), and the
+// handler. Every route names at least one operation, and a test holds
+// every name to the table: the console can do nothing the API cannot.
+type route struct {
+	Pattern string
+	Ops     []string
+	Handle  func(*page)
+}
+
+func ops(ids ...string) []string { return ids }
+
+// routes are the console's pages and actions.
+func (c *Console) routes() []route {
+	// Every full page names the caller in its header (whoami).
+	pg := func(ids ...string) []string { return append(ids, "whoami") }
+	return []route{
+		// Signing in and out, and the first run.
+		{"GET /ui/login", ops("login"), (*page).loginPage},
+		{"POST /ui/login", ops("login"), (*page).login},
+		{"POST /ui/logout", ops("logout"), (*page).logout},
+		{"GET /ui/setup", ops("complete-setup"), (*page).setupPage},
+		{"POST /ui/setup", ops("complete-setup"), (*page).setup},
+
+		// The dashboard.
+		{"GET /ui/{$}", pg("list-vms", "list-jobs", "check-policies"), (*page).dashboard},
+		{"GET /ui/dashboard/repositories", ops("stats"), (*page).dashboardRepos},
+
+		// Tasks.
+		{"GET /ui/tasks", pg("list-jobs"), (*page).tasks},
+		{"GET /ui/tasks/{id}", pg("get-job", "job-log"), (*page).task},
+		{"GET /ui/tasks/{id}/events", ops("follow-job"), (*page).taskEvents},
+		{"GET /ui/tasks/{id}/log", ops("job-log"), (*page).taskLog},
+		{"POST /ui/tasks/{id}/cancel", ops("cancel-job"), (*page).cancelTask},
+
+		// Backup points: repository, VM, point; and the file browser.
+		{"GET /ui/points", pg("list-points"), (*page).repository},
+		{"GET /ui/points/{repo}", pg("list-points"), (*page).repository},
+		{"GET /ui/points/{repo}/vm/{vm}", pg("list-points"), (*page).vmPoints},
+		{"POST /ui/points/{repo}/vm/{vm}/forget", ops("forget"), (*page).forgetVM},
+		{"GET /ui/points/{repo}/p/{point}", pg("list-points"), (*page).pointPage},
+		{"POST /ui/points/{repo}/p/{point}/protect", ops("protect"), (*page).protectPoint},
+		{"GET /ui/points/{repo}/p/{point}/files", pg("files-volumes", "files-list", "files-find"), (*page).files},
+		{"GET /ui/points/{repo}/p/{point}/download", ops("files-archive"), (*page).download},
+		{"GET /ui/points/{repo}/p/{point}/archive", ops("files-archive"), (*page).archive},
+
+		// Inventory, policies, repositories.
+		{"GET /ui/inventory", pg("list-vms", "check-policies"), (*page).inventory},
+		{"GET /ui/policies", pg("check-policies"), (*page).policies},
+		{"GET /ui/policies/{policy}", pg("preview-policy"), (*page).policy},
+		{"POST /ui/policies/{policy}/run", ops("backup-policy"), (*page).runPolicy},
+		{"GET /ui/new-policy", pg("list-connections"), (*page).policyEditor},
+		{"GET /ui/policies/{policy}/edit", pg("get-policy", "list-connections"), (*page).policyEditor},
+		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},
+		{"POST /ui/policies/save", ops("get-policy", "create-policy", "update-policy"), (*page).savePolicy},
+		{"GET /ui/repositories", pg("stats", "list-leases", "list-jobs"), (*page).repositories},
+		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
+		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
+
+		// Notifications.
+		{"GET /ui/notifications", pg("list-notification-targets", "list-notification-matchers"), (*page).notifications},
+		{"POST /ui/notifications/targets/{name}/test", ops("test-notification-target"), (*page).testTarget},
+
+		// Access.
+		{"GET /ui/access", pg("list-users", "list-tokens", "list-acl"), (*page).access},
+		{"POST /ui/access/tokens", ops("create-token"), (*page).createToken},
+		{"POST /ui/access/tokens/{token}/revoke", ops("revoke-token"), (*page).revokeToken},
+		{"POST /ui/access/users", ops("create-user"), (*page).createUser},
+		{"POST /ui/access/acl", ops("set-acl"), (*page).grant},
+		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},
+	}
+}
