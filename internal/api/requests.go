@@ -96,7 +96,7 @@ type ProtectRequest struct {
 type VerifyBootRequest struct {
 	TimeoutSeconds      float64  `json:"timeout_seconds,omitempty" minimum:"0" maximum:"86400" doc:"bound of the whole ladder (default 300)"`
 	Marker              string   `json:"marker,omitempty" maxLength:"1024" doc:"console regex of step 3 (default login:)"`
-	Probes              []string `json:"probes,omitempty" maxItems:"32" doc:"tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND ARGS"`
+	Probes              []string `json:"probes" maxItems:"32" doc:"tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND ARGS"`
 	ProbeTimeoutSeconds float64  `json:"probe_timeout_seconds,omitempty" minimum:"0" maximum:"3600" doc:"bound of each probe (default 30)"`
 }
 

@@ -76,7 +76,7 @@ func TestS3ImmutableCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.must("key", "add", "--new-password-file", pw2)
-	if out := e.expect(ExitFailure, "key", "remove", keys[0].ID[:8]); !strings.Contains(out, "opens immutable backup points") || !strings.Contains(out, "locked until") {
+	if out := e.expect(ExitUsage, "key", "remove", keys[0].ID[:8]); !strings.Contains(out, "opens immutable backup points") || !strings.Contains(out, "locked until") {
 		t.Fatalf("removing a locked key: %s", out)
 	}
 	requirePointLocked(t, srv, bucket, "offsite", "second offsite password", point, start.Add(d))
