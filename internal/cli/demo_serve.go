@@ -112,7 +112,7 @@ func (a *app) announceDemo(url string, link *api.SetupLink, d demoPlace, kept bo
 	} else {
 		b.WriteString("    sign in with the password chosen before\n")
 	}
-	b.WriteString("    Points shows demo-vm's backup points, Tasks the demo's backups and checks.\n")
+	b.WriteString("    Backup points shows demo-vm's two points, Tasks the demo's backups, verify and restore.\n")
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
 	fmt.Fprintf(&b, "    From another machine: ssh -L %s:%s:%s THIS-HOST, then open the link there.\n", port, host, port)
 	if kept {
