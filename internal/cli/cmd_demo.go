@@ -18,8 +18,8 @@ import (
 )
 
 func (a *app) cmdDemo() *cobra.Command {
-	var dir string
-	var keep, diskImage bool
+	var dir, listen string
+	var keep, diskImage, serve bool
 	cmd := faceOnly(&cobra.Command{
 		Use:   "demo",
 		Short: "run coffer's main job end to end on embedded defaults",
@@ -31,13 +31,34 @@ boot a second VM from it whose guest checks it again.
 
 With --disk-image the demo backs up a generated disk image file instead
 (no QEMU needed). Everything happens in --dir (default: a new temporary
-directory, removed afterwards unless --keep).`,
-			`Each step ("==> ...") and the output of the commands it runs.`,
+directory, removed afterwards unless --keep), with the repository, the
+catalog and an empty configuration of its own: the host's configuration
+file and catalog play no part.
+
+With --serve, once every check passed, the demo serves the REST API and
+the web console over its own repository and catalog (its backup points
+and jobs) on --listen, plain HTTP on a loopback address (default: a free
+port on 127.0.0.1), prints a one-time link to choose the administrator's
+password, and serves until Ctrl-C or SIGTERM. Without it the last lines
+say how to open the console.`,
+			`Each step ("==> ...") and the output of the commands it runs; then
+how to open the console, or with --serve its address and setup link.`,
 			`coffer demo
+coffer demo --serve
+coffer demo --serve --listen 127.0.0.1:8080
 coffer demo --disk-image --dir /tmp/coffer-demo --keep`,
-			"0 when every step passed; otherwise the status of the step that failed."),
+			"0 when every step passed (with --serve: and the server stopped); otherwise the status of the step that failed."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("listen") && !serve {
+				return usagef("--listen is where --serve serves: add --serve")
+			}
+			if serve {
+				if err := checkDemoListen(listen); err != nil {
+					return err
+				}
+			}
+			kept := keep || dir != ""
 			if dir == "" {
 				d, err := os.MkdirTemp("", "coffer-demo-")
 				if err != nil {
@@ -51,40 +72,45 @@ coffer demo --disk-image --dir /tmp/coffer-demo --keep`,
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
-			if diskImage {
-				return a.runDemo(cmd, dir)
+			d := demoPlace{dir: dir}
+			if err := d.prepare(); err != nil {
+				return err
 			}
-			return a.runVMDemo(cmd.Context(), dir)
+			var err error
+			if diskImage {
+				err = a.runDemo(cmd, d)
+			} else {
+				err = a.runVMDemo(cmd.Context(), d)
+			}
+			if err != nil {
+				return err
+			}
+			if serve {
+				return a.serveDemo(cmd.Context(), d, listen, kept)
+			}
+			a.consoleHint(d, kept)
+			return nil
 		},
 	}, "runs other commands end to end")
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the working directory")
 	cmd.Flags().BoolVar(&diskImage, "disk-image", false, "back up a generated disk image instead of a VM")
+	cmd.Flags().BoolVar(&serve, "serve", false, "then serve the API and web console over the demo's results until Ctrl-C")
+	cmd.Flags().StringVar(&listen, "listen", demoListen, "with --serve: the loopback address to serve plain HTTP on")
 	return cmd
 }
 
-func (a *app) runDemo(cmd *cobra.Command, dir string) error {
+func (a *app) runDemo(cmd *cobra.Command, d demoPlace) error {
 	ctx := cmd.Context()
 	step := func(format string, args ...any) { fmt.Fprintf(a.stdout, "==> "+format+"\n", args...) }
+	dir := d.dir
 	img := filepath.Join(dir, "machine.raw")
 	step("building a 512 MiB machine disk with an ext4 filesystem in %s", img)
 	if err := demo.MakeDiskImage(dir, img, 512); err != nil {
 		return err
 	}
-	pw := make([]byte, 16)
-	_, _ = rand.Read(pw)
-	pwFile := filepath.Join(dir, "password")
-	if err := os.WriteFile(pwFile, []byte(hex.EncodeToString(pw)), 0o600); err != nil {
-		return err
-	}
-	repoDir := filepath.Join(dir, "repo")
-	sub := func(args ...string) error {
-		full := append([]string{"--repo", repoDir, "--password-file", pwFile}, args...)
-		if code := Execute(ctx, full, a.stdin, a.stdout, a.stderr); code != 0 {
-			return fmt.Errorf("coffer %v failed with exit code %d", args, code)
-		}
-		return nil
-	}
+	repoDir := d.path("repo")
+	sub := func(args ...string) error { return d.run(ctx, a, args...) }
 	step("creating an encrypted repository in %s", repoDir)
 	if err := sub("init"); err != nil {
 		return err
@@ -94,7 +120,7 @@ func (a *app) runDemo(cmd *cobra.Command, dir string) error {
 		return err
 	}
 	var listing bytes.Buffer
-	if code := Execute(ctx, []string{"--repo", repoDir, "--password-file", pwFile, "snapshots", "--json"}, a.stdin, &listing, a.stderr); code != 0 {
+	if code := Execute(ctx, append(d.args(), "snapshots", "--json"), a.stdin, &listing, a.stderr); code != 0 {
 		return fmt.Errorf("listing snapshots failed with exit code %d", code)
 	}
 	var first []api.BackupPoint

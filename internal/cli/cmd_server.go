@@ -207,8 +207,13 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		return err
 	}
 
-	if err := a.firstRun(ctx, svc, admin); err != nil {
+	link, err := a.firstRun(ctx, svc, admin)
+	if err != nil {
 		return err
+	}
+	// On the terminal only, never in the log: the link is a credential.
+	if link != nil && a.announce == nil {
+		fmt.Fprintf(a.stderr, "coffer server: first run: the administrator %s was created.\n%s\n", link.User, setupText(link))
 	}
 	fmt.Fprintf(a.stderr, "coffer server: serving %s\n", url)
 	if cert != nil {
@@ -220,6 +225,9 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	}
 	if err := svc.Ready(ctx); err != nil {
 		a.log.Warn("not ready yet (/readyz says why until it is)", "err", err)
+	}
+	if a.announce != nil {
+		a.announce(url, link)
 	}
 	srv := server.New(server.Config{Service: svc, Access: access, Logger: a.log, Metrics: a.metrics.Handler()})
 	// Drained in reverse: the listener first, the task manager and
@@ -235,20 +243,14 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	return server.Run(ctx, a.log, time.Duration(st.DrainTimeout), components)
 }
 
-// firstRun creates the administrator and prints its setup link when the
-// catalog has no user yet.
-func (a *app) firstRun(ctx context.Context, svc *service.Service, admin string) error {
+// firstRun creates the administrator when the catalog has no user yet
+// and returns its setup link (nil when coffer is set up already).
+func (a *app) firstRun(ctx context.Context, svc *service.Service, admin string) (*api.SetupLink, error) {
 	empty, err := svc.NeedsSetup(ctx)
 	if err != nil || !empty {
-		return err
+		return nil, err
 	}
-	link, err := svc.Bootstrap(ctx, admin)
-	if err != nil {
-		return err
-	}
-	// On the terminal only, never in the log: the link is a credential.
-	fmt.Fprintf(a.stderr, "coffer server: first run: the administrator %s was created.\n%s\n", link.User, setupText(link))
-	return nil
+	return svc.Bootstrap(ctx, admin)
 }
 
 // background drains the work and serving API requests leave running.

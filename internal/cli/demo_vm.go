@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +15,8 @@ import (
 // whose workload writes self-verifying blocks is backed up live twice
 // (full, then incremental), verified, restored, checked block by block,
 // and booted from the restored disk, where the guest checks it again.
-func (a *app) runVMDemo(ctx context.Context, dir string) error {
+func (a *app) runVMDemo(ctx context.Context, d demoPlace) error {
+	dir := d.dir
 	step := func(format string, args ...any) { fmt.Fprintf(a.stdout, "==> "+format+"\n", args...) }
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -45,21 +44,8 @@ func (a *app) runVMDemo(ctx context.Context, dir string) error {
 	}
 	step("guest is up and writing to its disk: %s", line)
 
-	pw := make([]byte, 16)
-	_, _ = rand.Read(pw)
-	pwFile := filepath.Join(dir, "password")
-	if err := os.WriteFile(pwFile, []byte(hex.EncodeToString(pw)), 0o600); err != nil {
-		return err
-	}
-	repoDir := filepath.Join(dir, "repo")
-	common := []string{"--repo", repoDir, "--password-file", pwFile, "--state-dir", filepath.Join(dir, "state"),
-		"--catalog", filepath.Join(dir, "catalog.db")}
-	sub := func(args ...string) error {
-		if code := Execute(ctx, append(append([]string{}, common...), args...), a.stdin, a.stdout, a.stderr); code != 0 {
-			return fmt.Errorf("coffer %v failed with exit code %d", args, code)
-		}
-		return nil
-	}
+	repoDir := d.path("repo")
+	sub := func(args ...string) error { return d.run(ctx, a, args...) }
 	step("creating an encrypted repository in %s", repoDir)
 	if err := sub("init"); err != nil {
 		return err
@@ -76,7 +62,7 @@ func (a *app) runVMDemo(ctx context.Context, dir string) error {
 	if err := sub("backup", "vm", sock); err != nil {
 		return err
 	}
-	step("both backup points, as recorded in the SQLite catalog %s", filepath.Join(dir, "catalog.db"))
+	step("both backup points, as recorded in the SQLite catalog %s", d.path("catalog.db"))
 	if err := sub("catalog", "points"); err != nil {
 		return err
 	}

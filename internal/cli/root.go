@@ -64,14 +64,25 @@ type app struct {
 	metrics *metrics.Metrics
 	svc     *service.Service
 	pw      *passwordCache
+	// announce, when set, tells the person at the terminal where the
+	// server is and its setup link (nil when set up already) once it
+	// serves, instead of the server's own first-run lines: `coffer demo
+	// --serve` presents its console this way.
+	announce func(url string, setup *api.SetupLink)
 }
 
 // Execute runs coffer with args and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	return (&app{stdin: stdin, stdout: stdout, stderr: stderr}).execute(ctx, args)
+}
+
+// execute runs coffer with args as a: a fresh app whose streams (and
+// announce hook) are set.
+func (a *app) execute(ctx context.Context, args []string) int {
+	stdout, stderr := a.stdout, a.stderr
 	root := a.newRoot()
 	root.SetArgs(args)
-	root.SetIn(stdin)
+	root.SetIn(a.stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)

@@ -35,7 +35,7 @@ type serverProc struct {
 	fingerprint string // "" with plain HTTP
 	setupToken  string // at the first start
 	mu          sync.Mutex
-	stderr      bytes.Buffer
+	stderr      bytes.Buffer // and stdout, as they came
 	done        chan error
 	exited      error
 }
@@ -50,11 +50,26 @@ var (
 // env's settings and waits until it serves.
 func (e *env) startServer(args ...string) *serverProc {
 	e.t.Helper()
+	ready := func(s *serverProc) bool {
+		return s.url != "" && (s.fingerprint != "" || strings.HasPrefix(s.url, "http://"))
+	}
+	return e.startCoffer(ready, 2*time.Minute, append([]string{"server", "--listen", "127.0.0.1:0", "--log-level", "info"}, args...)...)
+}
+
+// startCoffer starts coffer with args as a process that ends up serving
+// (`coffer server`, `coffer demo --serve`) and waits, at most patience,
+// until what it printed on stdout and stderr makes it ready.
+func (e *env) startCoffer(ready func(*serverProc) bool, patience time.Duration, args ...string) *serverProc {
+	e.t.Helper()
 	if _, ok := e.vars["COFFER_STATE_DIR"]; !ok {
 		e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
 	}
-	cmd := e.child(append([]string{"server", "--listen", "127.0.0.1:0", "--log-level", "info"}, args...)...)
-	pipe, err := cmd.StderrPipe()
+	cmd := e.child(args...)
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -63,9 +78,11 @@ func (e *env) startServer(args ...string) *serverProc {
 	}
 	s := &serverProc{t: e.t, cmd: cmd, done: make(chan error, 1)}
 	serving := make(chan struct{})
-	go func() {
+	var once sync.Once
+	var readers sync.WaitGroup
+	scan := func(pipe io.Reader) {
+		defer readers.Done()
 		sc := bufio.NewScanner(pipe)
-		announced := false
 		for sc.Scan() {
 			line := sc.Text()
 			s.mu.Lock()
@@ -79,22 +96,27 @@ func (e *env) startServer(args ...string) *serverProc {
 			if m := servingRE.FindStringSubmatch(line); m != nil {
 				s.url = m[1]
 			}
-			ready := s.url != "" && (s.fingerprint != "" || strings.HasPrefix(s.url, "http://"))
+			now := ready(s)
 			s.mu.Unlock()
-			if ready && !announced {
-				announced = true
-				close(serving)
+			if now {
+				once.Do(func() { close(serving) })
 			}
 		}
+	}
+	readers.Add(2)
+	go scan(errPipe)
+	go scan(outPipe)
+	go func() {
+		readers.Wait() // Wait closes the pipes: read them to the end first
 		s.done <- cmd.Wait()
 	}()
 	select {
 	case <-serving:
 	case err := <-s.done:
-		e.t.Fatalf("the server exited before serving: %v\n%s", err, s.log())
-	case <-time.After(2 * time.Minute):
+		e.t.Fatalf("coffer %v exited before serving: %v\n%s", args, err, s.log())
+	case <-time.After(patience):
 		_ = cmd.Process.Kill()
-		e.t.Fatalf("the server did not start:\n%s", s.log())
+		e.t.Fatalf("coffer %v did not start serving:\n%s", args, s.log())
 	}
 	e.t.Cleanup(func() { s.stop() })
 	return s

@@ -179,8 +179,12 @@ func TestDemo(t *testing.T) {
 		t.Skip(err)
 	}
 	e := newEnv(t)
-	out := e.must("demo", "--dir", filepath.Join(e.dir, "demo"))
-	for _, want := range []string{"COFFER CHECK OK", "demo finished", "incremental"} {
+	dir := filepath.Join(e.dir, "demo")
+	out := e.must("demo", "--dir", dir)
+	// It ends saying how to see its results in the console: --serve, or
+	// the server over the directory it kept.
+	for _, want := range []string{"COFFER CHECK OK", "demo finished", "incremental", "coffer demo --serve",
+		"--catalog " + filepath.Join(dir, "catalog.db") + " server --insecure-http --listen 127.0.0.1:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
