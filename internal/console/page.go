@@ -87,7 +87,13 @@ func (p *page) fail(err error) {
 	if pr.Denied {
 		title = "Refused"
 	}
-	p.write(ae.Status, "error", view{Title: title, Data: pr})
+	// The header keeps its navigation where the route may ask who the
+	// caller is (every full page's may): a refusal is not a dead end.
+	var me api.Caller
+	if _, err := p.api.call("whoami", nil, nil, nil, &me); err != nil {
+		me.User = ""
+	}
+	p.write(ae.Status, "error", view{Title: title, User: me.User, Data: pr})
 }
 
 // toLogin sends the browser to the sign-in page, coming back here after.
