@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,4 +347,56 @@ func TestFailedRepackLosesNothing(t *testing.T) {
 		t.Fatalf("next gc: %+v %v, want the old pack repacked and deleted", rep, err)
 	}
 	checkRepository(t, r.Store(), second, data)
+}
+
+// forgetOnRead forgets a point (manifest, then disk maps, as
+// repo.DeleteSnapshot does) when its first disk map is first read: a
+// forget racing gc's mark.
+type forgetOnRead struct {
+	store.Store
+	point *repo.Snapshot
+	once  *sync.Once
+}
+
+func (s forgetOnRead) forget(ctx context.Context, name string) {
+	if name != s.point.Disks[0].Map {
+		return
+	}
+	s.once.Do(func() {
+		_ = s.Store.Delete(ctx, "snapshots/"+s.point.ID.String())
+		for _, d := range s.point.Disks {
+			_ = s.Store.Delete(ctx, d.Map)
+		}
+	})
+}
+
+func (s forgetOnRead) Stat(ctx context.Context, name string) (store.ObjectInfo, error) {
+	s.forget(ctx, name)
+	return s.Store.Stat(ctx, name)
+}
+
+func (s forgetOnRead) Read(ctx context.Context, name string, off, length int64) (io.ReadCloser, error) {
+	s.forget(ctx, name)
+	return s.Store.Read(ctx, name, off, length)
+}
+
+// TestPointForgottenDuringMarkIsSkipped: a point forgotten while gc marks
+// (its maps gone under a manifest that is gone too) is skipped instead of
+// stopping the collection (schemathesis's parallel forget and gc found
+// it), and the points left restore.
+func TestPointForgottenDuringMarkIsSkipped(t *testing.T) {
+	ctx := context.Background()
+	r := newRepo(t)
+	imgA, dataA := randomImage(t, 1<<20)
+	imgB, _ := randomImage(t, 1<<20)
+	kept := backuptest.BackupImage(t, r, imgA, backup.Options{})
+	doomed := backuptest.BackupImage(t, r, imgB, backup.Options{})
+	rg := reopen(t, forgetOnRead{Store: r.Store(), point: doomed, once: &sync.Once{}})
+	if _, err := Run(ctx, rg, Options{}); err != nil {
+		t.Fatalf("gc with a point forgotten during its mark: %v", err)
+	}
+	if _, err := r.LoadSnapshot(ctx, doomed.ID); !errors.Is(err, repo.ErrSnapshotNotFound) {
+		t.Fatalf("the racing forget did not happen: %v", err)
+	}
+	checkRepository(t, r.Store(), kept, dataA)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/repo/index"
 	"github.com/coffer-backup/coffer/internal/repo/pack"
+	"github.com/coffer-backup/coffer/internal/store"
 )
 
 // planner carries the state of phase B. Everything in it that grows with
@@ -157,25 +158,44 @@ func (p *planner) mark(snaps []*repo.Snapshot) error {
 	return nil
 }
 
-// addRefs adds the chunk IDs of every disk of the given points to s.
+// addRefs adds the chunk IDs of every disk of the given points to s. A
+// point forgotten while it is read (its manifest gone, then its maps) is
+// skipped: its chunks are no longer needed. A map missing under a manifest
+// that is still there stops the plan (its chunks would look dead).
 func addRefs(ctx context.Context, r *repo.Repository, snaps []*repo.Snapshot, s *extsort.Sorter) error {
 	for _, sn := range snaps {
 		for _, d := range sn.Disks {
-			m, err := diskmap.Open(ctx, r.Store(), r.Key(), d.Map)
-			if err != nil {
-				return fmt.Errorf("%w: disk map of snapshot %s: %v", errAbort, sn.ID.Short(), err)
+			err := addMapRefs(ctx, r, d.Map, s)
+			if errors.Is(err, store.ErrNotFound) && forgotten(ctx, r, sn) {
+				break
 			}
-			if err := m.Iterate(ctx, func(_ uint64, x id.ID) error {
-				if x.IsZero() {
-					return nil
-				}
-				return s.Add(x[:])
-			}); err != nil {
+			if err != nil {
 				return fmt.Errorf("%w: disk map of snapshot %s: %v", errAbort, sn.ID.Short(), err)
 			}
 		}
 	}
 	return nil
+}
+
+// addMapRefs adds the chunk IDs of one disk map to s.
+func addMapRefs(ctx context.Context, r *repo.Repository, name string, s *extsort.Sorter) error {
+	m, err := diskmap.Open(ctx, r.Store(), r.Key(), name)
+	if err != nil {
+		return err
+	}
+	return m.Iterate(ctx, func(_ uint64, x id.ID) error {
+		if x.IsZero() {
+			return nil
+		}
+		return s.Add(x[:])
+	})
+}
+
+// forgotten reports whether a point's manifest is gone: a forget deletes
+// the manifest before the disk maps (repo.DeleteSnapshot).
+func forgotten(ctx context.Context, r *repo.Repository, sn *repo.Snapshot) bool {
+	_, err := r.LoadSnapshot(ctx, sn.ID)
+	return errors.Is(err, repo.ErrSnapshotNotFound)
 }
 
 // walk merges the index with the referenced set and reports every entry
