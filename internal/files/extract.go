@@ -1,7 +1,6 @@
 package files
 
 import (
-	"archive/zip"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // ExtractStats count what Extract or Zip did. Skipped lists every entry
@@ -231,77 +229,4 @@ func applyOwner(target string, e Entry, link bool) {
 		return
 	}
 	_ = os.Chown(target, e.UID, e.GID)
-}
-
-// Zip writes paths (files or trees) as a zip archive, keeping names,
-// modes and modification times; symlinks are stored as links. Entries
-// that cannot be read when opened are skipped like in Extract; a file
-// that fails halfway ends the archive with an error (a zip entry cannot
-// be taken back), so the caller must discard it.
-func Zip(ctx context.Context, fsys FS, paths []string, w io.Writer) (*ExtractStats, error) {
-	st := &ExtractStats{Skipped: []Skip{}}
-	roots, err := statAll(fsys, paths)
-	if err != nil {
-		return st, err
-	}
-	zw := zip.NewWriter(w)
-	for _, root := range roots {
-		skips, err := Walk(ctx, fsys, root.Path, func(e Entry) error {
-			h := &zip.FileHeader{Name: relName(root, e), Method: zip.Deflate, Modified: e.MTime}
-			if h.Modified.IsZero() {
-				h.Modified = time.Unix(0, 0)
-			}
-			h.SetMode(e.Mode)
-			switch {
-			case e.IsDir():
-				h.Name += "/"
-				h.Method = zip.Store
-				_, err := zw.CreateHeader(h)
-				st.Dirs++
-				return err
-			case e.Mode&fs.ModeSymlink != 0:
-				if e.Link == "" {
-					st.skip(e, symlinkProblem(e))
-					return nil
-				}
-				w, err := zw.CreateHeader(h)
-				if err == nil {
-					_, err = io.WriteString(w, e.Link)
-				}
-				st.Links++
-				return err
-			case e.Mode.IsRegular():
-				rc, err := fsys.Open(e.Path)
-				if err != nil && !fatal(err) {
-					st.skip(e, reason("unreadable: ", err))
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				defer rc.Close()
-				w, err := zw.CreateHeader(h)
-				if err != nil {
-					return err
-				}
-				n, err := copyFile(w, rc, e)
-				if skippable(err) {
-					return fmt.Errorf("%s: %w: %w", e.Path, ErrArchiveIncomplete, err)
-				}
-				if err != nil {
-					return err
-				}
-				st.Files++
-				st.Bytes += n
-				return nil
-			}
-			st.skip(e, kindName(e.Mode)+": not archived")
-			return nil
-		})
-		st.Skipped = append(st.Skipped, skips...)
-		if err != nil {
-			return st, err
-		}
-	}
-	return st, zw.Close()
 }
