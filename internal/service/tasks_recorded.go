@@ -135,7 +135,7 @@ func (t *recordedTask) poll() {
 			return
 		case now := <-tick.C:
 			p := t.sample()
-			done := p.BytesDone + p.ItemsDone
+			done := p.BytesDone // the rate is of bytes: items are not added in
 			if !last.at.IsZero() && now.After(last.at) && p.BytesDone > 0 {
 				rate := float64(done-last.done) / now.Sub(last.at).Seconds()
 				p.BytesPerSecond = max(rate, 0)
