@@ -79,7 +79,8 @@ type server struct {
 }
 
 func startServer(b *testing.B, bin string, env []string) *server {
-	cmd := exec.Command(bin, "server", "--log-level", "info")
+	// Each on a port of its own: the servers also serve the API.
+	cmd := exec.Command(bin, "server", "--log-level", "info", "--insecure-http", "--listen", "127.0.0.1:0")
 	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
