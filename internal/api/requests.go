@@ -127,6 +127,9 @@ type ForgetRequest struct {
 	VM     string            `json:"vm,omitempty"`
 	Tags   map[string]string `json:"tags,omitempty"`
 	DryRun bool              `json:"dry_run,omitempty"`
+	// ForgetBootVerified lets the rules remove the newest point of a
+	// source that passed boot verification (kept by default).
+	ForgetBootVerified bool `json:"forget_boot_verified,omitempty"`
 }
 
 // GCRequest tunes garbage collection.

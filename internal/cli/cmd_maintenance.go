@@ -157,7 +157,9 @@ func (a *app) cmdForget() *cobra.Command {
 keep the newest point of each of the last N hours, days, ISO weeks, months
 and years; --keep-within D keeps everything within D of the newest point.
 Protected points (`+"`coffer protect`"+`) are always kept, and so are points
-under object lock (until their lock ends). Forgotten points leave the
+under object lock (until their lock ends) and the newest point of each
+source that passed boot verification (`+"`coffer verify boot`"+`), unless
+--forget-boot-verified. Forgotten points leave the
 catalog too. Space is reclaimed by `+"`coffer gc`"+`.`,
 			`Per source: how many points are kept and removed, each removed point,
 and the locked ones kept. --json: {dry_run, sources: [{vm, vm_id,
@@ -181,7 +183,8 @@ coffer forget --keep-last 3 --name web-1`,
 			}
 			k := in.Keep
 			body := api.ForgetRequest{Keep: api.KeepRules{Last: k.Last, Hourly: k.Hourly, Daily: k.Daily, Weekly: k.Weekly,
-				Monthly: k.Monthly, Yearly: k.Yearly, WithinSeconds: k.Within.Seconds()}, VM: in.VM, Tags: in.Tags, DryRun: in.DryRun}
+				Monthly: k.Monthly, Yearly: k.Yearly, WithinSeconds: k.Within.Seconds()}, VM: in.VM, Tags: in.Tags, DryRun: in.DryRun,
+				ForgetBootVerified: in.ForgetBootVerified}
 			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "forget", Body: body},
 				func(s *service.Service) (*api.ForgetResult, error) { return s.Forget(cmd.Context(), in) })
 			if res == nil {
@@ -206,6 +209,7 @@ coffer forget --keep-last 3 --name web-1`,
 	f.StringVar(&in.VM, "name", "", "only sources with this name")
 	f.StringArrayVar(&tags, "tag", nil, "only points with this tag KEY=VALUE (repeatable)")
 	f.BoolVar(&in.DryRun, "dry-run", false, "only show what would be removed")
+	f.BoolVar(&in.ForgetBootVerified, "forget-boot-verified", false, "let the rules remove the newest point proven to boot too")
 	return remoteToo(op(cmd, "forget"))
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/bootverify"
+	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/retention"
 )
@@ -19,8 +21,12 @@ type Options struct {
 	Name   string
 	Tags   map[string]string
 	DryRun bool
-	Loc    *time.Location // time zone for day/week/month buckets
-	Now    func() time.Time
+	// ForgetBootVerified lets the rules remove the newest point of a
+	// source whose boot verification passed; by default it is kept, so
+	// that one restore point of each VM is known to boot.
+	ForgetBootVerified bool
+	Loc                *time.Location // time zone for day/week/month buckets
+	Now                func() time.Time
 }
 
 // Group is the verdict for the points of one source.
@@ -58,6 +64,12 @@ func Run(ctx context.Context, r *repo.Repository, o Options) ([]Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	proven := map[id.ID]bool{}
+	if !o.ForgetBootVerified {
+		if proven, err = bootverify.Proven(ctx, r); err != nil {
+			return nil, fmt.Errorf("reading which points passed boot verification (kept unless --forget-boot-verified): %w", err)
+		}
+	}
 	bySource := map[string][]*repo.Snapshot{}
 	var order []string
 	for _, s := range snaps {
@@ -77,7 +89,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) ([]Group, error) {
 		items := make([]retention.Item, len(list))
 		for i, s := range list {
 			byID[s.ID.String()] = s
-			items[i] = retention.Item{ID: s.ID.String(), Time: s.Time, Protected: s.Protected}
+			items[i] = retention.Item{ID: s.ID.String(), Time: s.Time, Protected: s.Protected, BootVerified: proven[s.ID]}
 		}
 		g := Group{Source: list[0].Source}
 		for _, d := range retention.Apply(o.Policy, items, o.Loc) {

@@ -1,6 +1,7 @@
 // Package retention decides which backup points a GFS (grandfather-father-
 // son) policy keeps: the newest N, plus the newest point in each of the last
-// N hours, days, ISO weeks, months and years, plus everything protected.
+// N hours, days, ISO weeks, months and years, plus everything protected,
+// plus the newest point proven to boot.
 //
 // It is pure logic over (time, protected) pairs; forget and the job engine
 // apply its decisions to a repository.
@@ -59,6 +60,10 @@ type Item struct {
 	ID        string
 	Time      time.Time
 	Protected bool
+	// BootVerified marks a point whose last boot verification passed.
+	// The newest such point is always kept, so that one restore point
+	// of each source is known to boot whatever the rules say.
+	BootVerified bool
 }
 
 // Decision is the verdict on one item.
@@ -100,10 +105,15 @@ func Apply(p Policy, items []Item, loc *time.Location) []Decision {
 		{"yearly", p.Yearly, func(t time.Time) string { return t.Format("2006") }},
 	}
 	newest := out[0].Time
+	proven := false
 	for i := range out {
 		d := &out[i]
 		if d.Protected {
 			d.keep("protected")
+		}
+		if d.BootVerified && !proven {
+			proven = true
+			d.keep("newest boot-verified")
 		}
 		if i < p.Last {
 			d.keep("last")

@@ -106,3 +106,21 @@ func TestTimeZoneChangesDayBoundaries(t *testing.T) {
 		t.Fatalf("kept %d in UTC, want 2", n)
 	}
 }
+
+func TestNewestBootVerifiedPointIsKept(t *testing.T) {
+	items := hourlyItems(10, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	items[2].BootVerified = true
+	items[5].BootVerified = true
+	ds := Apply(Policy{Last: 2}, items, time.UTC)
+	k := kept(ds)
+	// The two newest, and 5 (the newest proven to boot); not 2, an older
+	// proof that 5 makes redundant.
+	if len(k) != 3 || !k["9"] || !k["8"] || !k["5"] {
+		t.Fatalf("kept %v, want 9, 8 and 5", k)
+	}
+	for _, d := range ds {
+		if d.ID == "5" && (len(d.Reasons) != 1 || d.Reasons[0] != "newest boot-verified") {
+			t.Fatalf("point 5 kept for %v, want newest boot-verified", d.Reasons)
+		}
+	}
+}

@@ -191,7 +191,8 @@ func epForget(ctx context.Context, s *Service, in *forgetIn) (*Result[*api.Forge
 	k := in.Body.Keep
 	keep := retention.Policy{Last: k.Last, Hourly: k.Hourly, Daily: k.Daily, Weekly: k.Weekly, Monthly: k.Monthly, Yearly: k.Yearly,
 		Within: fromSeconds(k.WithinSeconds)}
-	return result(s.Forget(ctx, ForgetInput{Keep: keep, VM: in.Body.VM, Tags: in.Body.Tags, DryRun: in.Body.DryRun}))
+	return result(s.Forget(ctx, ForgetInput{Keep: keep, VM: in.Body.VM, Tags: in.Body.Tags, DryRun: in.Body.DryRun,
+		ForgetBootVerified: in.Body.ForgetBootVerified}))
 }
 
 func fromSeconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -93,6 +93,9 @@ type ForgetInput struct {
 	VM     string
 	Tags   map[string]string
 	DryRun bool
+	// ForgetBootVerified lets the rules remove the newest point of a
+	// source that passed boot verification (kept by default).
+	ForgetBootVerified bool
 	// Repository names a repositories entry ("" or "default": the
 	// default repository).
 	Repository string
@@ -112,7 +115,8 @@ func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult
 			return nil, err
 		}
 		defer r.Store().Close()
-		groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun})
+		groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun,
+			ForgetBootVerified: in.ForgetBootVerified})
 		doc := &api.ForgetResult{DryRun: in.DryRun, Sources: forgetDocs(groups)}
 		var removed []string
 		for _, g := range groups {
