@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/coffer-backup/coffer/internal/bootverify"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -212,6 +214,14 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	snaps, err := r.Snapshots(ctx, nil)
+	if err != nil {
+		return err
+	}
+	proven, err := bootverify.Proven(ctx, r)
+	if err != nil {
+		return err
+	}
 	now := m.o.Now()
 	capacity := m.o.Capacity[name]
 	if capacity == 0 && m.o.Location != nil {
@@ -224,7 +234,8 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 	watched := slices.Contains(m.repos, name)
 	if watched && m.o.Metrics != nil {
 		m.o.Metrics.SetRepository(name, metrics.RepositoryStats{StoredBytes: st.Stored, LogicalBytes: st.Logical,
-			DedupRatio: st.Dedup, CapacityBytes: capacity, DamagedChunks: len(r.Damage()), At: now})
+			DedupRatio: st.Dedup, CapacityBytes: capacity, DamagedChunks: len(r.Damage()), At: now,
+			BootVerified: newestProven(snaps, proven)})
 	}
 	m.mu.Unlock()
 	if !watched {
@@ -247,16 +258,24 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 			}
 		}
 	}
-	errs = append(errs, m.checkLocks(ctx, r, name, now))
+	errs = append(errs, m.checkLocks(ctx, snaps, name, now))
 	return errors.Join(errs...)
 }
 
-// checkLocks tells of points whose object lock ends within LockWarning.
-func (m *Monitor) checkLocks(ctx context.Context, r *repo.Repository, name string, now time.Time) error {
-	snaps, err := r.Snapshots(ctx, nil)
-	if err != nil {
-		return err
+// newestProven is, by VM name, the time of its newest point that passed
+// boot verification.
+func newestProven(snaps []*repo.Snapshot, proven map[id.ID]bool) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, s := range snaps {
+		if proven[s.ID] && s.Time.After(out[s.Source.VMName]) {
+			out[s.Source.VMName] = s.Time
+		}
 	}
+	return out
+}
+
+// checkLocks tells of points whose object lock ends within LockWarning.
+func (m *Monitor) checkLocks(ctx context.Context, snaps []*repo.Snapshot, name string, now time.Time) error {
 	var errs []error
 	for _, s := range snaps {
 		until := s.RetainUntil

@@ -166,6 +166,9 @@ type Job struct {
 	// copy
 	To           string
 	ImmutableFor time.Duration
+	// verify-boot: the policy whose points it boots, and how
+	Policy string
+	Boot   policy.VerifyBoot
 }
 
 // Jobs resolves and checks the section against the rest of the
@@ -334,7 +337,8 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 			}
 		}
 	}
-	return jobs, errors.Join(errs...)
+	boots, bootErrs := bootJobs(engine)
+	return append(jobs, boots...), errors.Join(append(errs, bootErrs...)...)
 }
 
 // maxShares bounds the runs of a verify rotation within its period.

@@ -39,6 +39,7 @@ type Metrics struct {
 	repoCapacity    *prometheus.GaugeVec
 	repoDamaged     *prometheus.GaugeVec
 	repoStatsAt     *prometheus.GaugeVec
+	bootVerified    *prometheus.GaugeVec
 	tasksRunning    *prometheus.GaugeVec
 	tasksFinished   *prometheus.CounterVec
 	verifyLast      *prometheus.GaugeVec
@@ -81,6 +82,8 @@ func New() *Metrics {
 		"What the repository may hold: its configured capacity, else what it holds plus its file system's free space; absent when unknown (S3 without capacity).", "repository")
 	m.repoDamaged = gauge("coffer_repository_damaged_chunks", "Chunks verify recorded as damaged and no repair has mended.", "repository")
 	m.repoStatsAt = gauge("coffer_repository_stats_timestamp_seconds", "When the repository's statistics were computed.", "repository")
+	m.bootVerified = gauge("coffer_vm_boot_verified_point_timestamp_seconds",
+		"Time of the VM's newest backup point whose boot verification passed (refreshed every stats-every).", "repository", "vm")
 	m.tasksRunning = gauge("coffer_tasks_running", "Tasks queued or running in the catalog, on every server sharing it.", "kind")
 	m.tasksFinished = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_tasks_finished_total",
 		Help: "Tasks this process finished, by kind and status (success, partial, failed, cancelled)."}, []string{"kind", "status"})

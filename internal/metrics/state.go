@@ -73,6 +73,9 @@ type RepositoryStats struct {
 	CapacityBytes int64
 	DamagedChunks int
 	At            time.Time
+	// BootVerified is, by VM name, the time of its newest point that
+	// passed boot verification.
+	BootVerified map[string]time.Time
 }
 
 // SetRepository sets a repository's statistics.
@@ -87,6 +90,10 @@ func (m *Metrics) SetRepository(name string, s RepositoryStats) {
 	}
 	m.repoDamaged.WithLabelValues(name).Set(float64(s.DamagedChunks))
 	m.repoStatsAt.WithLabelValues(name).Set(seconds(s.At))
+	m.bootVerified.DeletePartialMatch(prometheus.Labels{"repository": name})
+	for vm, t := range s.BootVerified {
+		m.bootVerified.WithLabelValues(name, vm).Set(seconds(t))
+	}
 }
 
 // DeleteRepository removes a repository's statistics: it is no longer
@@ -96,6 +103,7 @@ func (m *Metrics) DeleteRepository(name string) {
 	for _, g := range []*prometheus.GaugeVec{m.repoStored, m.repoLogical, m.repoDedup, m.repoCapacity, m.repoDamaged, m.repoStatsAt} {
 		g.DeleteLabelValues(name)
 	}
+	m.bootVerified.DeletePartialMatch(prometheus.Labels{"repository": name})
 }
 
 // ObserveTask records a task this process finished: its count by kind and

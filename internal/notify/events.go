@@ -16,6 +16,9 @@ const (
 	KindVerify    TaskKind = "verify"
 	KindGC        TaskKind = "gc"
 	KindCopy      TaskKind = "copy"
+	// KindVerifyBoot is a boot verification of a backup point: its
+	// failure means a point that does not boot.
+	KindVerifyBoot TaskKind = "verify-boot"
 )
 
 // TaskDetails describe a finished task or job.
@@ -59,6 +62,8 @@ func TaskFinished(s Subject, d TaskDetails) Event {
 		what = string(d.Kind) + " of repository " + s.Repository
 	case KindCopy:
 		what = "copy to repository " + s.Repository
+	case KindVerifyBoot:
+		what = "boot verification of " + orDash(s.VM)
 	}
 	verb := map[string]string{"success": "succeeded", "failed": "failed", "partial": "partly failed",
 		"cancelled": "was cancelled"}[d.Status]

@@ -104,6 +104,11 @@ type Limits struct {
 	PerRepository int      `yaml:"per-repository"` // write streams per repository (0: no limit)
 	Rate          ByteRate `yaml:"rate"`           // bytes/s read in total (0: unlimited)
 	TaskRate      ByteRate `yaml:"task-rate"`      // bytes/s read per task (0: unlimited)
+	// BootVerifications bounds the points booted at once by `coffer
+	// verify boot` and the policies' verify-boot schedules (default 1):
+	// each is a whole VM under TCG or KVM, and verification must never
+	// crowd out backups.
+	BootVerifications int `yaml:"boot-verifications"`
 }
 
 // Defaults for unset limits.
@@ -119,6 +124,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.PerDatastore == 0 {
 		l.PerDatastore = DefaultPerDatastore
+	}
+	if l.BootVerifications == 0 {
+		l.BootVerifications = 1
 	}
 	return l
 }
@@ -164,7 +172,28 @@ type Policy struct {
 	// point may be before the VM counts as unprotected (metrics, the
 	// rpo-missed notification). 0: none.
 	RPO Duration `yaml:"rpo"`
+	// VerifyBoot proves on a schedule that the policy's points boot
+	// (internal/bootverify); the server's maintenance scheduler runs it.
+	VerifyBoot *VerifyBoot `yaml:"verify-boot"`
 }
+
+// VerifyBoot is when and how a policy's points are proven to boot.
+type VerifyBoot struct {
+	Schedule string `yaml:"schedule"` // cron, like the policy's
+	// Points is which points each run boots: latest (each VM's newest,
+	// the default) or first-of-day (each VM's first point of the day the
+	// run falls on, in the server's time zone).
+	Points  string   `yaml:"points"`
+	Timeout Duration `yaml:"timeout"` // the whole ladder, per VM (default 5m)
+	Marker  string   `yaml:"marker"`  // console regex (default "login:")
+	Probes  []string `yaml:"probes"`  // tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND
+}
+
+// Boot verification point choices.
+const (
+	BootLatest     = "latest"
+	BootFirstOfDay = "first-of-day"
+)
 
 // Timeouts bound each VM and each hypervisor operation; zero means the
 // default below (or, for operations, the connector's default).

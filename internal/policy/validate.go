@@ -39,7 +39,8 @@ func (c *Config) Validate() error {
 		key string
 		v   int64
 	}{{"tasks", int64(l.Tasks)}, {"per-host", int64(l.PerHost)}, {"per-datastore", int64(l.PerDatastore)},
-		{"per-repository", int64(l.PerRepository)}, {"rate", int64(l.Rate)}, {"task-rate", int64(l.TaskRate)}} {
+		{"per-repository", int64(l.PerRepository)}, {"rate", int64(l.Rate)}, {"task-rate", int64(l.TaskRate)},
+		{"boot-verifications", int64(l.BootVerifications)}} {
 		if n.v < 0 {
 			add("limits.%s must not be negative", n.key)
 		}

@@ -29,6 +29,12 @@ type VerifyBootInput struct {
 	Probes []string
 	// ProbeTimeout bounds each probe (default 30 s).
 	ProbeTimeout time.Duration
+	// Repository names a repositories entry ("" or "default": the
+	// default repository).
+	Repository string
+	// VM fills the task's VM column when the caller knows it (the
+	// policies' schedules do).
+	VM string
 }
 
 // VerifyBoot boots a QEMU backup point from the default repository,
@@ -52,7 +58,14 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 		}
 		o.Probes = append(o.Probes, pr)
 	}
-	return run(ctx, s, withDetail(s.pointTask(task.KindVerifyBoot, in.Target), "boot verification of "+in.Target), func(ctx context.Context, t Task) (*api.BootVerification, error) {
+	spec := withDetail(s.namedTask(task.KindVerifyBoot, in.Repository), "boot verification of "+in.Target)
+	spec.VM = in.VM
+	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.BootVerification, error) {
+		release, err := s.bootSlot(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		// What a killed coffer left of earlier verifications goes first.
 		left, err := bootverify.Cleanup(ctx, s.cfg.StateDir)
 		for _, l := range left {
@@ -61,10 +74,11 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 		if err != nil {
 			t.Log(slog.LevelWarn, "cleanup of interrupted boot verifications failed", "err", err)
 		}
-		r, err := s.openRepository(ctx)
+		r, err := s.openNamedRepo(ctx, in.Repository)
 		if err != nil {
 			return nil, err
 		}
+		defer r.Store().Close()
 		lease, err := r.AcquireLease(ctx, "restore", "", "boot verification of "+in.Target, false)
 		if err != nil {
 			return nil, err

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/task"
@@ -218,6 +220,10 @@ type controlState struct {
 	ctlMu  sync.Mutex
 	ctl    *control
 	ctlErr error
+	// bootSem bounds the boot verifications running at once (bootslots.go).
+	bootMu  sync.Mutex
+	bootSem *semaphore.Weighted
+	bootCap int
 }
 
 // drainFor bounds how long a stopping process gives its notifications.

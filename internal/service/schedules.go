@@ -317,6 +317,8 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 			in.LockedUntil = policy.LockEnd(time.Now(), j.ImmutableFor)
 		}
 		_, err = s.Copy(ctx, in)
+	case "verify-boot":
+		err = s.verifyPolicyBoots(ctx, j, r.Slot)
 	default:
 		err = fmt.Errorf("unknown maintenance job kind %q", j.Kind)
 	}

@@ -1,0 +1,78 @@
+package maintenance
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/coffer-backup/coffer/internal/bootverify"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// bootJobs are the policies' verify-boot schedules as maintenance jobs:
+// they run on the scheduler that already claims each run once among
+// several servers, as upkeep of the repository the policy writes to.
+func bootJobs(engine *policy.Config) ([]Job, []error) {
+	var jobs []Job
+	var errs []error
+	for _, p := range engine.Policies {
+		vb := p.VerifyBoot
+		if vb == nil {
+			continue
+		}
+		add := func(format string, a ...any) {
+			errs = append(errs, fmt.Errorf("policy %s: verify-boot: "+format, append([]any{p.Name}, a...)...))
+		}
+		ok := true
+		j := Job{Name: repoOf(p) + "/verify-boot:" + p.Name, Kind: "verify-boot", Repository: repoOf(p), Spec: vb.Schedule,
+			Policy: p.Name, Boot: *vb}
+		if j.Boot.Points == "" {
+			j.Boot.Points = policy.BootLatest
+		}
+		sc, err := cron.ParseStandard(vb.Schedule)
+		switch {
+		case vb.Schedule == "":
+			add("schedule is missing (cron like \"0 6 * * 0\", or @weekly)")
+			ok = false
+		case err != nil:
+			add("schedule %q: %v (want 5 cron fields like \"0 6 * * 0\", or @weekly)", vb.Schedule, err)
+			ok = false
+		}
+		j.Schedule = sc
+		if j.Boot.Points != policy.BootLatest && j.Boot.Points != policy.BootFirstOfDay {
+			add("points %q: latest (each VM's newest point) or first-of-day", vb.Points)
+			ok = false
+		}
+		if vb.Timeout < 0 || vb.Timeout > 0 && time.Duration(vb.Timeout) < 10*time.Second {
+			add("timeout %s: at least 10s (a boot under TCG takes seconds to minutes)", vb.Timeout)
+			ok = false
+		}
+		if _, err := regexp.Compile(vb.Marker); err != nil {
+			add("marker %q is not a regular expression: %v", vb.Marker, err)
+			ok = false
+		}
+		for _, name := range p.ConnectionNames() {
+			for _, c := range engine.Connections {
+				// Only points of QEMU VMs carry the machine to boot them
+				// with (their recorded command line); the libvirt
+				// connector's points, when it lands, are QEMU's too.
+				if c.Name == name && c.Kind != "qemu" && c.Kind != "libvirt" {
+					add("connection %s is %s: only QEMU and libvirt points can be booted to verify them", name, c.Kind)
+					ok = false
+				}
+			}
+		}
+		for _, pr := range vb.Probes {
+			if _, err := bootverify.ParseProbe(pr); err != nil {
+				add("%v", err)
+				ok = false
+			}
+		}
+		if ok {
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, errs
+}

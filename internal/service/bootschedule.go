@@ -1,0 +1,105 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/maintenance"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// verifyPolicyBoots runs a policy's verify-boot schedule: it picks the
+// points of the run (each VM's newest, or each VM's first of the day) and
+// boots them, as many at once as limits.boot-verifications allows. Each
+// is a task of its own (kind verify-boot, with its VM), so a failure is
+// recorded, notified and counted like any other.
+func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time.Time) error {
+	r, err := s.openNamedRepo(ctx, j.Repository)
+	if err != nil {
+		return err
+	}
+	snaps, err := r.Snapshots(ctx, nil)
+	r.Store().Close()
+	if err != nil {
+		return err
+	}
+	points := bootChoice(snaps, j.Policy, j.Boot.Points, slot)
+	if len(points) == 0 {
+		s.log.Info("no backup point of the policy to boot in this run", "schedule", j.Name, "points", j.Boot.Points)
+		return nil
+	}
+	workers := 1
+	if cfg, err := s.engineConfig(ctx); err == nil {
+		workers = cfg.Limits.WithDefaults().BootVerifications
+	}
+	in := make(chan *repo.Snapshot)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range min(workers, len(points)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range in {
+				_, err := s.VerifyBoot(ctx, VerifyBootInput{Target: p.ID.String(), Repository: j.Repository, VM: p.Source.VMName,
+					Timeout: time.Duration(j.Boot.Timeout), Marker: j.Boot.Marker, Probes: j.Boot.Probes})
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, p := range points {
+		select {
+		case in <- p:
+		case <-ctx.Done():
+		}
+	}
+	close(in)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		s.log.Log(ctx, slog.LevelWarn, "scheduled boot verification found points that do not boot", "schedule", j.Name, "err", err)
+		return err
+	}
+	return nil
+}
+
+// bootChoice picks from snaps (oldest first) the points of policy name a
+// run at slot boots: each source's newest, or each source's first point
+// of slot's day (in the server's time zone).
+func bootChoice(snaps []*repo.Snapshot, name, which string, slot time.Time) []*repo.Snapshot {
+	chosen := map[string]*repo.Snapshot{}
+	var order []string
+	y, m, d := slot.Local().Date()
+	for _, s := range snaps {
+		if s.Tags["policy"] != name {
+			continue
+		}
+		k := s.Source.Key()
+		prev, seen := chosen[k]
+		switch which {
+		case policy.BootFirstOfDay:
+			sy, sm, sd := s.Time.Local().Date()
+			if sy != y || sm != m || sd != d || seen && !s.Time.Before(prev.Time) {
+				continue
+			}
+		default: // latest
+			if seen && s.Time.Before(prev.Time) {
+				continue
+			}
+		}
+		if !seen {
+			order = append(order, k)
+		}
+		chosen[k] = s
+	}
+	out := make([]*repo.Snapshot, 0, len(order))
+	for _, k := range order {
+		out = append(out, chosen[k])
+	}
+	return out
+}
