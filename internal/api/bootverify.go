@@ -20,6 +20,9 @@ type BootVerification struct {
 	// ScreenshotFile is where --screenshot wrote it.
 	ScreenshotFile string `json:"screenshot_file,omitempty"`
 	ConsoleTail    string `json:"console_tail"`
+	// Review says why a person should look at the screenshot although
+	// every step passed: it differs much from the VM's last verified one.
+	Review string `json:"review,omitempty"`
 }
 
 // BootStep is one check of the ladder: 1 vm-starts, 2 no-panic,

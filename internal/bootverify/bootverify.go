@@ -33,7 +33,12 @@ type Options struct {
 	Probes    []Probe
 	// ProbeTimeout bounds each probe's retries (default 30 s).
 	ProbeTimeout time.Duration
-	Log          *slog.Logger
+	// Reference is the VM's last verified screenshot (PNG) and
+	// ReferencePoint the point it showed: a screen that differs from it
+	// by more than ReviewThreshold is flagged for review (Result.Review).
+	Reference      []byte
+	ReferencePoint string
+	Log            *slog.Logger
 }
 
 // DefaultMarker is the console marker of step 3 unless a VM sets its own.
@@ -378,7 +383,26 @@ func (v *run) screenshot(ctx context.Context) {
 	if err == nil && colours < 2 {
 		err = errors.New("the screen is blank (a single colour)")
 	}
+	if err == nil && v.o.Reference != nil {
+		v.compare(b, ev)
+	}
 	v.step(StepScreenshot, began, err, "the screen shows something", ev)
+}
+
+// compare flags a screen far from the VM's last verified one for a
+// person to look at; it never fails the step, since a screen may change
+// for good reasons (an update, a new login banner).
+func (v *run) compare(shot []byte, ev map[string]string) {
+	d, err := screenDifference(shot, v.o.Reference)
+	if err != nil {
+		ev["compared"] = err.Error()
+		return
+	}
+	ev["changed_vs_last_verified"] = fmt.Sprintf("%.0f%%", 100*d)
+	if d > ReviewThreshold {
+		v.res.Review = fmt.Sprintf("the screen differs by %.0f%% from the last verified screenshot (point %s): look at both",
+			100*d, shortID(v.o.ReferencePoint))
+	}
 }
 
 // cleanup stops QEMU, the export and removes the run directory and its

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"image"
 	"image/png"
 	"log/slog"
 	"net"
@@ -196,9 +197,20 @@ func TestLadder(t *testing.T) {
 			fmt.Sprintf("timeout 3 wget -q -O /dev/null http://10.0.2.2:%d/; rc=$?; [ $rc = 1 ] || [ $rc = 143 ]", hostPort)}}}
 	opts := Options{StateDir: l.state, Marker: "coffer-guest login:", Timeout: 2 * time.Minute, ProbeTimeout: 20 * time.Second}
 
+	// The last verified screenshot a good boot is compared with: a white
+	// screen, where the guest shows its text console.
+	white := image.NewGray(image.Rect(0, 0, 720, 400))
+	for i := range white.Pix {
+		white.Pix[i] = 0xff
+	}
+	var whitePNG bytes.Buffer
+	if err := png.Encode(&whitePNG, white); err != nil {
+		t.Fatal(err)
+	}
+	var goodScreen []byte
 	t.Run("good", func(t *testing.T) {
 		o := opts
-		o.Probes = probes
+		o.Probes, o.Reference, o.ReferencePoint = probes, whitePNG.Bytes(), "0123456789abcdef"
 		res, err := Run(ctx, l.repo, good, o)
 		if err != nil {
 			t.Fatal(err)
@@ -214,6 +226,10 @@ func TestLadder(t *testing.T) {
 		if _, err := png.Decode(bytes.NewReader(res.Screenshot)); err != nil {
 			t.Fatalf("screenshot: %v", err)
 		}
+		goodScreen = res.Screenshot
+		if !strings.Contains(res.Review, "from the last verified screenshot (point 01234567)") {
+			t.Fatalf("a console screen compared with a white one is not flagged for review: %q %v", res.Review, res.Step(StepScreenshot).Evidence)
+		}
 		if !strings.Contains(res.Step(StepProbes).Evidence[probes[0].String()], "HTTP 200") {
 			t.Fatalf("http probe evidence: %v", res.Step(StepProbes).Evidence)
 		}
@@ -227,9 +243,13 @@ func TestLadder(t *testing.T) {
 	t.Run("closed-port", func(t *testing.T) {
 		o := opts
 		o.Probes, o.ProbeTimeout = []Probe{{Kind: ProbeTCP, Port: 9}}, 3*time.Second
+		o.Reference = goodScreen
 		res, err := Run(ctx, l.repo, good, o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if res.Review != "" || res.Step(StepScreenshot).Evidence["changed_vs_last_verified"] == "" {
+			t.Fatalf("the same guest's screen is flagged, or not compared: %q %v", res.Review, res.Step(StepScreenshot).Evidence)
 		}
 		if res.Passed || res.FailedStep != StepProbes || !strings.Contains(res.Step(StepProbes).Detail, "tcp:9") {
 			t.Fatalf("want a failure at step 5:\n%s", statuses(res))

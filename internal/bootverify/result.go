@@ -48,6 +48,9 @@ type Result struct {
 	// a failure, when QEMU still ran.
 	Screenshot  []byte `json:"screenshot_png,omitempty"`
 	ConsoleTail string `json:"console_tail"`
+	// Review says why a person should look at the screenshot although
+	// the ladder passed (a large change against the last verified one).
+	Review string `json:"review,omitempty"`
 }
 
 // Step is one rung of the ladder.

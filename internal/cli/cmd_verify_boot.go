@@ -99,4 +99,7 @@ func (a *app) printBoot(d *api.BootVerification) {
 	if d.ScreenshotFile != "" {
 		a.printf("screenshot: %s\n", d.ScreenshotFile)
 	}
+	if d.Review != "" {
+		a.printf("review: %s\n", d.Review)
+	}
 }

@@ -89,6 +89,10 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 			return nil, err
 		}
 		t.Log(slog.LevelInfo, "booting a backup point to verify it", "point", snap.ID.String(), "vm", snap.Source.VMName)
+		o.Reference, o.ReferencePoint, err = bootverify.LastVerifiedScreen(ctx, r, snap.Source.VMName)
+		if err != nil {
+			t.Log(slog.LevelWarn, "the last verified screenshot was not read: the screen is not compared", "err", err)
+		}
 		res, err := bootverify.Run(ctx, r, snap, o)
 		if err != nil {
 			return nil, err
@@ -107,6 +111,9 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 				snap.ID.Short(), res.VM, st.Number, st.Name, st.Detail)
 		}
 		t.Log(slog.LevelInfo, "the backup point boots", "point", snap.ID.String(), "seconds", res.Duration.Seconds())
+		if res.Review != "" {
+			t.Log(slog.LevelWarn, "look at the screenshot: "+res.Review, "point", snap.ID.String())
+		}
 		return doc, nil
 	})
 }
@@ -132,7 +139,8 @@ func resolveBootTarget(ctx context.Context, r *repo.Repository, target string) (
 
 func bootDoc(res *bootverify.Result) *api.BootVerification {
 	d := &api.BootVerification{PointID: res.PointID, VM: res.VM, Started: res.Started, DurationSeconds: res.Duration.Seconds(),
-		Passed: res.Passed, FailedStep: res.FailedStep, Steps: []api.BootStep{}, ScreenshotPNG: res.Screenshot, ConsoleTail: res.ConsoleTail}
+		Passed: res.Passed, FailedStep: res.FailedStep, Steps: []api.BootStep{}, ScreenshotPNG: res.Screenshot, ConsoleTail: res.ConsoleTail,
+		Review: res.Review}
 	for _, st := range res.Steps {
 		ev := map[string]string{}
 		for k, v := range st.Evidence {
