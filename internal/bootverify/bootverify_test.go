@@ -47,7 +47,12 @@ type lab struct {
 	state string
 }
 
-func newLab(t *testing.T, ctx context.Context) *lab {
+func newLab(t *testing.T, ctx context.Context) *lab { return newLabWith(t, ctx, false) }
+
+// newLabWith starts the lab's guest; with diskBoot it boots through a
+// bootloader from its own disk (guestvm.BuildBootDisk) and mounts its root
+// file system from it.
+func newLabWith(t *testing.T, ctx context.Context, diskBoot bool) *lab {
 	testutil.RequireBinary(t, "qemu-system-x86_64")
 	qemuImg := testutil.RequireBinary(t, "qemu-img")
 	img, err := guestvm.Build(ctx)
@@ -59,11 +64,20 @@ func newLab(t *testing.T, ctx context.Context) *lab {
 	}
 	dir := t.TempDir()
 	l := &lab{t: t, ctx: ctx, disk: filepath.Join(dir, "vda.qcow2"), state: filepath.Join(dir, "state"), store: filepath.Join(dir, "repo")}
-	if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", l.disk, "16M").CombinedOutput(); err != nil {
+	format := "qcow2"
+	if diskBoot {
+		for _, tool := range []string{"syslinux", "mcopy", "mkfs.vfat", "mkfs.ext4", "sfdisk"} {
+			testutil.RequireBinary(t, tool)
+		}
+		l.disk, format = filepath.Join(dir, "vda.raw"), "raw"
+		if err := guestvm.BuildBootDisk(ctx, img, l.disk, true); err != nil {
+			t.Fatal(err)
+		}
+	} else if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", l.disk, "16M").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	l.vm, err = guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", UUID: "0c3e2a51-3d7b-4a4f-9b0e-5d1f2a3b4c5d", Dir: filepath.Join(dir, "vm"),
-		Mode: "boot", GuestAgent: true, Disks: []guestvm.Disk{{ID: "vda", Path: l.disk, Format: "qcow2", ShareRW: true}}})
+		Mode: "boot", GuestAgent: true, DiskBoot: diskBoot, Disks: []guestvm.Disk{{ID: "vda", Path: l.disk, Format: format, ShareRW: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +115,24 @@ func newLab(t *testing.T, ctx context.Context) *lab {
 func (l *lab) point(behaviour byte) *repo.Snapshot {
 	l.t.Helper()
 	if behaviour != 0 {
-		cmd := fmt.Sprintf(`qemu-io vda "write -P 0x%02x 0 512"`, behaviour)
-		var out string
-		if err := l.admin.Execute(l.ctx, "human-monitor-command", map[string]any{"command-line": cmd}, &out); err != nil || strings.Contains(out, "rror") {
-			l.t.Fatalf("set the boot behaviour: %v %s", err, out)
-		}
+		l.write(fmt.Sprintf("write -P 0x%02x 0 512", behaviour))
 	}
+	return l.backup()
+}
+
+// write changes the guest's disk behind its back, through qemu-io on the
+// test's monitor (a qemu-io command like "write -z 0 512").
+func (l *lab) write(qemuIO string) {
+	l.t.Helper()
+	var out string
+	cmd := fmt.Sprintf("qemu-io vda %q", qemuIO)
+	if err := l.admin.Execute(l.ctx, "human-monitor-command", map[string]any{"command-line": cmd}, &out); err != nil || strings.Contains(out, "rror") {
+		l.t.Fatalf("%s: %v %s", cmd, err, out)
+	}
+}
+
+func (l *lab) backup() *repo.Snapshot {
+	l.t.Helper()
 	snap, err := backuptest.BackupVM(l.t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: "full",
 		SnapshotMode: hypervisor.CrashConsistent, Quiesce: hypervisor.QuiesceFallback})
 	if err != nil {
@@ -372,3 +398,62 @@ func childVerify(t *testing.T) {
 }
 
 func slogStderr() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
+
+// TestDamagedBootDisks: a guest that boots as installed systems do, from
+// its own disk through a bootloader, then mounts its root file system.
+// Its good point passes; a point whose root file system no longer mounts
+// and one whose boot sector is zeroed both fail at step 3 (no login
+// prompt), with a screenshot of where they stopped.
+func TestDamagedBootDisks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	l := newLabWith(t, ctx, true)
+	if !strings.Contains(l.vm.Console(), "root file system mounted") {
+		t.Fatalf("the guest did not mount its root file system:\n%s", l.vm.Console())
+	}
+	good := l.backup()
+	l.write(fmt.Sprintf("write -z %d 1024", guestvm.RootPartOffset+1024)) // the ext4 superblock
+	noRoot := l.backup()
+	l.write("write -z 0 512") // the MBR: its boot code and the partition table
+	noBoot := l.backup()
+	l.vm.Kill()
+
+	opts := Options{StateDir: l.state, Marker: "coffer-guest login:", Timeout: 90 * time.Second}
+	res, err := Run(ctx, l.repo, good, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed {
+		t.Fatalf("the good point of a disk-booted guest failed:\n%s\n%s", statuses(res), res.ConsoleTail)
+	}
+	assertClean(t, l.state)
+
+	short := opts
+	short.Timeout = 40 * time.Second
+	for _, c := range []struct {
+		name    string
+		point   *repo.Snapshot
+		console string // what the serial console must show; "" for nothing of the guest's
+	}{
+		{"root file system", noRoot, "cannot mount the root file system /dev/vda2"},
+		{"boot sector", noBoot, ""},
+	} {
+		res, err := Run(ctx, l.repo, c.point, short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Passed || res.FailedStep != StepConsole {
+			t.Fatalf("%s: want a failure at step 3:\n%s\n%s", c.name, statuses(res), res.ConsoleTail)
+		}
+		if _, err := png.Decode(bytes.NewReader(res.Screenshot)); err != nil {
+			t.Fatalf("%s: no screenshot attached: %v", c.name, err)
+		}
+		switch {
+		case c.console != "" && !strings.Contains(res.ConsoleTail, c.console):
+			t.Fatalf("%s: console lacks %q:\n%s", c.name, c.console, res.ConsoleTail)
+		case c.console == "" && strings.Contains(res.ConsoleTail, "COFFER"):
+			t.Fatalf("%s: the guest's init ran although its disk cannot boot:\n%s", c.name, res.ConsoleTail)
+		}
+		assertClean(t, l.state)
+	}
+}

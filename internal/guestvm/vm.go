@@ -41,6 +41,10 @@ type Options struct {
 	GuestAgent bool
 	MemoryMiB  int
 	Extra      []string // more QEMU arguments
+	// DiskBoot boots from the first disk's boot sector (a disk from
+	// BuildBootDisk, whose bootloader passes the kernel command line)
+	// instead of QEMU's -kernel.
+	DiskBoot bool
 }
 
 // VM is a running guest started by Start.
@@ -68,16 +72,18 @@ func QEMUArgs(img *Image, o Options) []string {
 	if o.GuestAgent {
 		appendArgs += " coffer.qga=1"
 	}
-	a := []string{"-accel", "tcg", "-m", fmt.Sprint(mem), "-smp", "1", "-nodefaults", "-display", "none",
-		"-name", o.Name, "-kernel", img.Kernel, "-initrd", img.Initrd, "-append", appendArgs,
-		"-serial", "stdio", "-no-reboot",
+	a := []string{"-accel", "tcg", "-m", fmt.Sprint(mem), "-smp", "1", "-nodefaults", "-display", "none", "-name", o.Name}
+	if !o.DiskBoot {
+		a = append(a, "-kernel", img.Kernel, "-initrd", img.Initrd, "-append", appendArgs)
+	}
+	a = append(a, "-serial", "stdio", "-no-reboot",
 		// fds 3 and 4 are sockets Start listens on before QEMU runs, so
 		// they accept connections the moment Start returns.
 		"-chardev", "socket,id=coffer-mon,fd=3,server=on,wait=off",
 		"-mon", "chardev=coffer-mon,mode=control",
 		"-chardev", "socket,id=test-mon,fd=4,server=on,wait=off",
 		"-mon", "chardev=test-mon,mode=control",
-	}
+	)
 	if o.UUID != "" {
 		a = append(a, "-uuid", o.UUID)
 	}

@@ -14,7 +14,10 @@ import (
 // boot runs coffer.mode=boot: by default it brings the network up (when
 // the VM has a NIC), serves HTTP on guestvm.BootProbePort, then prints a login
 // prompt and idles.
-func boot(disk string) {
+func boot(disk, root string) {
+	if root != "" {
+		mountRoot(root)
+	}
 	b := make([]byte, 1)
 	if f, err := os.Open(disk); err == nil {
 		f.Read(b)
@@ -42,4 +45,33 @@ func boot(disk string) {
 	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "coffer guest") }))
 	fmt.Println(guestvm.BootMarker)
 	select {}
+}
+
+// mountRoot mounts the root file system of a guest booted from its own
+// disk (guestvm.BuildBootDisk), read-only, as an installed system's
+// initramfs would; when it does not mount, or is not the guest's, the
+// guest stops there, as one dropped into an emergency shell: no login
+// prompt ever shows.
+func mountRoot(dev string) {
+	// The kernel creates the partitions' nodes as it scans the disk,
+	// which may end after PID 1 starts: wait for the node, not a time.
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(dev); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	os.MkdirAll("/root", 0o755)
+	out, err := exec.Command("mount", "-t", "ext4", "-o", "ro", dev, "/root").CombinedOutput()
+	if err == nil {
+		_, err = os.Stat("/root/" + guestvm.RootMarkerFile)
+	}
+	if err != nil {
+		fmt.Printf("COFFER BOOT cannot mount the root file system %s: %v %s\n", dev, err, out)
+		fmt.Println("Give root password for maintenance")
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+	fmt.Println("COFFER BOOT root file system mounted")
 }

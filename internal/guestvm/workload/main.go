@@ -10,7 +10,8 @@
 // running from a backup (instant recovery) keeps reading from it.
 //
 //	coffer.mode=idle    do nothing
-//	coffer.mode=boot    boot as the disk's first byte says (boot.go)
+//	coffer.mode=boot    boot as the disk's first byte says (boot.go), after
+//	                    mounting coffer.root when given
 //
 // Progress goes to the console as "COFFER ..." lines tests wait for.
 package main
@@ -37,7 +38,7 @@ func main() {
 		}
 	}
 	if args["coffer.mode"] == "boot" {
-		boot(args["coffer.disk"])
+		boot(args["coffer.disk"], args["coffer.root"])
 	}
 	if args["coffer.mode"] == "idle" {
 		fmt.Println("COFFER IDLE")

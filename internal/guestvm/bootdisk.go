@@ -1,0 +1,97 @@
+package guestvm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// A boot disk boots the guest the way installed systems boot: the BIOS
+// runs the MBR's code, which loads SYSLINUX from the active FAT partition
+// (1), which loads the kernel and initramfs from it; the guest then mounts
+// its root file system, ext4 on partition 2. Boot verification must tell a
+// point whose boot sector or root file system is damaged from one that
+// boots, and the test guests that QEMU boots with -kernel cannot show the
+// first. Everything is built in files with mtools, syslinux's mtools
+// installer and mkfs.ext4 -d: no loop device, no mount.
+const (
+	BootDiskMiB = 64
+	bootPartMiB = 40 // FAT: kernel (~7 MiB) and initramfs (~10 MiB)
+	// RootPartOffset is where the root file system's partition starts:
+	// its ext4 superblock is 1024 bytes further.
+	RootPartOffset = (1 + bootPartMiB) << 20
+	// RootMarkerFile is the file the guest expects on its root file
+	// system.
+	RootMarkerFile = "coffer-root"
+)
+
+// mbrCode is syslinux's MBR boot code (syslinux-common).
+const mbrCode = "/usr/lib/syslinux/mbr/mbr.bin"
+
+// BuildBootDisk writes a raw BootDiskMiB disk at path that boots img in
+// mode boot through SYSLINUX, with the guest agent when agent is set, and
+// mounts /dev/vda2 as its root file system (see DiskBoot).
+func BuildBootDisk(ctx context.Context, img *Image, path string, agent bool) error {
+	dir, err := os.MkdirTemp(filepath.Dir(path), "bootdisk-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	run := func(name string, args ...string) error {
+		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	cmdline := "console=ttyS0 quiet panic=-1 coffer.mode=boot coffer.disk=/dev/vda2 coffer.root=/dev/vda2"
+	if agent {
+		cmdline += " coffer.qga=1"
+	}
+	cfg := filepath.Join(dir, "syslinux.cfg")
+	if err := os.WriteFile(cfg, []byte("SERIAL 0 115200\nDEFAULT coffer\nTIMEOUT 1\nLABEL coffer\n  KERNEL vmlinuz\n  INITRD initrd.gz\n  APPEND "+cmdline+"\n"), 0o644); err != nil {
+		return err
+	}
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, RootMarkerFile), []byte("coffer test guest root\n"), 0o644); err != nil {
+		return err
+	}
+	boot, rootImg := filepath.Join(dir, "boot.img"), filepath.Join(dir, "root.img")
+	rootMiB := BootDiskMiB - 1 - bootPartMiB
+	steps := [][]string{
+		{"truncate", "-s", fmt.Sprintf("%dM", BootDiskMiB), path},
+		{"sfdisk", "-q", path},
+		{"mkfs.vfat", "-C", boot, fmt.Sprint(bootPartMiB * 1024)},
+		{"mcopy", "-i", boot, img.Kernel, "::vmlinuz"},
+		{"mcopy", "-i", boot, img.Initrd, "::initrd.gz"},
+		{"mcopy", "-i", boot, cfg, "::syslinux.cfg"},
+		{"syslinux", "--install", boot},
+		{"mkfs.ext4", "-q", "-F", "-d", root, rootImg, fmt.Sprintf("%dM", rootMiB)},
+		{"dd", "if=" + mbrCode, "of=" + path, "bs=440", "count=1", "conv=notrunc", "status=none"},
+		{"dd", "if=" + boot, "of=" + path, "bs=1M", "seek=1", "conv=notrunc", "status=none"},
+		{"dd", "if=" + rootImg, "of=" + path, "bs=1M", fmt.Sprintf("seek=%d", 1+bootPartMiB), "conv=notrunc", "status=none"},
+	}
+	for _, s := range steps {
+		if s[0] == "sfdisk" {
+			// Partition 1: FAT32 (LBA), active; partition 2: Linux.
+			layout := fmt.Sprintf("label: dos\nstart=2048, size=%d, type=c, bootable\nstart=%d, type=83\n",
+				bootPartMiB<<11, (1+bootPartMiB)<<11)
+			c := exec.CommandContext(ctx, s[0], append(s[1:], "--no-reread", "--no-tell-kernel")...)
+			c.Stdin = strings.NewReader(layout)
+			if out, err := c.CombinedOutput(); err != nil {
+				return fmt.Errorf("sfdisk: %v: %s", err, out)
+			}
+			continue
+		}
+		if err := run(s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
