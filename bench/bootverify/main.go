@@ -1,0 +1,193 @@
+// Command bootverify measures boot verification on this machine: the
+// busybox test guest's point put through the whole ladder (start, no
+// panic, console marker, guest agent, an HTTP probe, screenshot) by the
+// real coffer binary, one at a time and then several at once, with the
+// points verified per minute and the peak memory of everything the
+// verifications ran (coffer and its QEMU processes).
+//
+//	go run ./bench/bootverify                       # 5 runs alone, then 2 at once
+//	go run ./bench/bootverify -runs 3 -parallel 2,3
+//
+// The target for the full ladder of this guest is 15 s. Under
+// TCG a guest's boot is CPU-bound, so verifications in parallel share the
+// cores: the figure to read is points per minute, not each one's time.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/guestvm"
+)
+
+func main() {
+	runs := flag.Int("runs", 5, "verifications one at a time")
+	parallelFlag := flag.String("parallel", "2", "comma-separated numbers of verifications at once")
+	dir := flag.String("dir", ".cache/bench/bootverify", "work directory")
+	flag.Parse()
+	log.SetFlags(0)
+	ctx := context.Background()
+	work, err := filepath.Abs(*dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	os.RemoveAll(work)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	bin := filepath.Join(work, "coffer")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/coffer").CombinedOutput(); err != nil {
+		log.Fatalf("build coffer: %v\n%s", err, out)
+	}
+	env := append(os.Environ(), "COFFER_REPO="+filepath.Join(work, "repo"), "COFFER_PASSWORD=bench",
+		"COFFER_CATALOG="+filepath.Join(work, "catalog.db"), "COFFER_STATE_DIR="+filepath.Join(work, "state"),
+		"COFFER_CONFIG=/dev/null")
+	coffer := func(args ...string) ([]byte, error) {
+		c := exec.CommandContext(ctx, bin, args...)
+		c.Env = env
+		return c.Output()
+	}
+	if err := makePoint(ctx, work, coffer); err != nil {
+		log.Fatal(err)
+	}
+	verify := func() (*api.BootVerification, error) {
+		out, err := coffer("verify", "boot", "latest", "--marker", guestvm.BootMarker,
+			"--probe", fmt.Sprintf("http:%d/=200", guestvm.BootProbePort), "--json")
+		var d api.BootVerification
+		if jerr := json.Unmarshal(out, &d); jerr != nil || !d.Passed {
+			return nil, fmt.Errorf("verify boot: %v %v\n%s", err, jerr, out)
+		}
+		return &d, nil
+	}
+
+	fmt.Printf("## Boot verification of the busybox test guest (full ladder, HTTP probe)\n\n")
+	fmt.Printf("| run | ladder | vm-starts | no-panic | console-marker | guest-agent | probes | screenshot |\n|---|---|---|---|---|---|---|---|\n")
+	var ladders []float64
+	for i := range *runs {
+		d, err := verify()
+		if err != nil {
+			log.Fatal(err)
+		}
+		ladders = append(ladders, d.DurationSeconds)
+		row := fmt.Sprintf("| %d | %.1f s |", i+1, d.DurationSeconds)
+		for _, s := range d.Steps {
+			row += fmt.Sprintf(" %.1f s |", s.DurationSeconds)
+		}
+		fmt.Println(row)
+	}
+	slices.Sort(ladders)
+	med := ladders[len(ladders)/2]
+	fmt.Printf("\nLadder: min %.1f s, median %.1f s, max %.1f s; median / 15 s target = %.2f\n\n",
+		ladders[0], med, ladders[len(ladders)-1], med/15)
+
+	fmt.Printf("| at once | points | wall | points per minute | peak memory (coffer + QEMU) |\n|---|---|---|---|---|\n")
+	for _, f := range strings.Split(*parallelFlag, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 1 {
+			log.Fatalf("-parallel: %q", f)
+		}
+		var peak atomic.Int64
+		stop := make(chan struct{})
+		go sampleMemory(work, &peak, stop)
+		start := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*p)
+		for range p {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 2 {
+					if _, err := verify(); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		close(errs)
+		if err := <-errs; err != nil {
+			log.Fatal(err)
+		}
+		wall := time.Since(start)
+		n := 2 * p
+		fmt.Printf("| %d | %d | %.1f s | %.1f | %d MiB |\n", p, n, wall.Seconds(), float64(n)/wall.Minutes(), peak.Load()>>20)
+	}
+}
+
+// makePoint boots the production guest, backs it up once and stops it.
+func makePoint(ctx context.Context, work string, coffer func(...string) ([]byte, error)) error {
+	img, err := guestvm.Build(ctx)
+	if err != nil {
+		return err
+	}
+	disk := filepath.Join(work, "vda.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "16M").CombinedOutput(); err != nil {
+		return fmt.Errorf("%v %s", err, out)
+	}
+	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", Dir: filepath.Join(work, "vm"), Mode: "boot", GuestAgent: true,
+		Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
+	if err != nil {
+		return err
+	}
+	defer vm.Kill()
+	if _, err := vm.WaitConsole(ctx, guestvm.BootMarker); err != nil {
+		return err
+	}
+	if out, err := coffer("init"); err != nil {
+		return fmt.Errorf("init: %v %s", err, out)
+	}
+	if out, err := coffer("backup", "vm", vm.QMPPath); err != nil {
+		return fmt.Errorf("backup: %v %s", err, out)
+	}
+	return nil
+}
+
+// sampleMemory records the peak of the summed resident memory of every
+// process whose command line names the work directory (coffer and the
+// QEMU processes it starts from its state directory) until stop closes.
+func sampleMemory(work string, peak *atomic.Int64, stop <-chan struct{}) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		var sum int64
+		pids, _ := filepath.Glob("/proc/[0-9]*")
+		for _, p := range pids {
+			cmd, err := os.ReadFile(p + "/cmdline")
+			if err != nil || !strings.Contains(string(cmd), work) {
+				continue
+			}
+			status, err := os.ReadFile(p + "/status")
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(status), "\n") {
+				if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+					kb, _ := strconv.ParseInt(f[1], 10, 64)
+					sum += kb << 10
+				}
+			}
+		}
+		if sum > peak.Load() {
+			peak.Store(sum)
+		}
+	}
+}
