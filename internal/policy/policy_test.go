@@ -104,6 +104,8 @@ func TestValidationErrors(t *testing.T) {
 		{"group limit", "resource-groups: [{name: g, datastores: [a]}]\n", "resource group g: limit must be at least 1"},
 		{"bad rate", "limits: {rate: fast}\n", `"fast" is not a byte rate`},
 		{"negative", "limits: {tasks: -1}\n", "limits.tasks must not be negative"},
+		{"negative boot verifications", "limits: {boot-verifications: -1}\n", "limits.boot-verifications must not be negative"},
+		{"repository named default", "repositories: [{name: default, location: /srv/r}]\n", "repository default: the name means the repository of the repository setting"},
 		{"bad immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: a month}\n", `line 3: "a month" is not a duration (like 30d, 1d12h or 72h)`},
 		{"negative immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: -2d}\n", `"-2d" is not a duration`},
 		{"policy tag", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, tags: {policy: b}}\n", `policy a: tags: policy ("b") is set by coffer`},

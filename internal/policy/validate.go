@@ -27,6 +27,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, r := range c.Repositories {
+		if r.Name == "default" {
+			// "default" names the repository of the repository setting
+			// (--repo) everywhere: in maintenance, the API's
+			// /repositories/default and access paths.
+			add("repository default: the name means the repository of the repository setting (--repo); choose another")
+		}
 		if r.Location == "" {
 			add("repository %s: location is missing", r.Name)
 		}
