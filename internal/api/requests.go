@@ -33,6 +33,9 @@ type BackupVMRequest struct {
 	Quiesce      string            `json:"quiesce,omitempty" enum:"fallback,required"`
 	Tags         map[string]string `json:"tags,omitempty"`
 	LockedUntil  time.Time         `json:"locked_until,omitzero"`
+	// ChangeCheckSpans is how many spans of each disk an incremental
+	// reads to check change tracking (0: the default, 8; -1: off).
+	ChangeCheckSpans int `json:"change_check_spans,omitempty" minimum:"-1" maximum:"1000000"`
 }
 
 // RestoreRequest restores disks of a point to files under the server's

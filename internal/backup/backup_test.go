@@ -62,12 +62,18 @@ func diskOf(t *testing.T, path string) (backup.Disk, *backup.FileSource) {
 
 func run(t *testing.T, r *repo.Repository, req backup.Request) *repo.Snapshot {
 	t.Helper()
+	return runWith(t, r, req, backup.Options{})
+}
+
+func runWith(t *testing.T, r *repo.Repository, req backup.Request, o backup.Options) *repo.Snapshot {
+	t.Helper()
 	ctx := context.Background()
+	o.Progress = &backup.Progress{}
 	w, err := r.NewWriter(ctx, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := backup.Run(ctx, w, req, backup.Options{Progress: &backup.Progress{}})
+	snap, err := backup.Run(ctx, w, req, o)
 	if cerr := w.Close(ctx); err == nil {
 		err = cerr
 	}
@@ -172,8 +178,12 @@ func TestChangedBlocksSkipReads(t *testing.T) {
 	d.Previous, _ = backup.PreviousIDs(context.Background(), r, s1, "0", d.Size)
 	d.Changed, d.ChangedValid = []hypervisor.Extent{{Offset: 5<<20 + 10, Length: 3}}, true
 	s2 := run(t, r, backup.Request{Source: repo.Source{Kind: "disk", VMName: "x"}, Parent: s1, Disks: []backup.Disk{d}})
-	if s2.BytesRead != int64(r.Config().ChunkSize) || s2.ChunksNew != 1 {
-		t.Fatalf("read %d bytes, stored %d chunks; want exactly the one changed span", s2.BytesRead, s2.ChunksNew)
+	checked := s2.Disks[0].ChangeCheckSpans // unchanged spans read to check change tracking
+	if checked != backup.DefaultChangeCheckSpans || s2.Disks[0].ChangeCheckDiffer != 0 {
+		t.Fatalf("change tracking's check read %d spans, %d differ", checked, s2.Disks[0].ChangeCheckDiffer)
+	}
+	if s2.BytesRead != int64((1+checked)*r.Config().ChunkSize) || s2.ChunksNew != 1 {
+		t.Fatalf("read %d bytes, stored %d chunks; want exactly the one changed span and the %d checked", s2.BytesRead, s2.ChunksNew, checked)
 	}
 	out := filepath.Join(dir, "out.img")
 	restoreTo(t, r, s2, out)

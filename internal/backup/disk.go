@@ -66,6 +66,10 @@ type Options struct {
 	ReadBatch int
 	Limiter   RateLimiter // nil = unthrottled
 	Progress  *Progress   // counters updated while running; may be nil
+	// ChangeCheckSpans is how many spans change tracking calls unchanged
+	// an incremental reads to check it (changecheck.go); 0 is
+	// DefaultChangeCheckSpans, negative turns the check off.
+	ChangeCheckSpans int
 }
 
 // Progress counts work as it happens; readers poll it.
@@ -90,6 +94,9 @@ type diskResult struct {
 	bytesNew  int64
 	sealed    int64 // bytes of new blobs (what the repository grows by, before pack overhead)
 	chunksNew int
+	// checked spans change tracking called unchanged were read to check
+	// it; differ of them had changed.
+	checked, differ int
 }
 
 // work is a run of consecutive spans to read: span i at off, then the
@@ -210,6 +217,11 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 			mu.Unlock()
 		}()
 	}
+	spans := o.ChangeCheckSpans
+	if spans == 0 {
+		spans = DefaultChangeCheckSpans
+	}
+	sample := checkSample(d, prev, n, cs, spans)
 	alloc := newCursor(d.Allocated, d.Size)
 	changed := newCursor(d.Changed, d.Size)
 	runs := &batcher{max: perRead, out: jobs}
@@ -228,7 +240,7 @@ feed:
 		off := int64(i) * int64(cs)
 		length := int(min(int64(cs), d.Size-off))
 		switch {
-		case d.ChangedValid && prev != nil && !changed.overlaps(off, int64(length)) && !suspect(prev[i]):
+		case d.ChangedValid && prev != nil && !changed.overlaps(off, int64(length)) && !sample[i] && !suspect(prev[i]):
 			res.ids[i] = prev[i]
 			if prev[i].IsZero() {
 				zero += int64(length)
@@ -253,6 +265,7 @@ feed:
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	res.checked, res.differ = checkResult(sample, res.ids, prev)
 	return res, ctx.Err()
 }
 

@@ -46,7 +46,10 @@ func TestBackupHealsRecordedDamage(t *testing.T) {
 	d, src = diskOf(t, img)
 	defer src.Close()
 	d.Previous, d.Changed, d.ChangedValid = ids, []hypervisor.Extent{}, true
-	s2 := run(t, r, backup.Request{Source: repo.Source{Kind: "disk", VMName: "x"}, Parent: s1, Disks: []backup.Disk{d}})
+	// (Without change tracking's self-check, which would read spans of
+	// its own.)
+	s2 := runWith(t, r, backup.Request{Source: repo.Source{Kind: "disk", VMName: "x"}, Parent: s1, Disks: []backup.Disk{d}},
+		backup.Options{ChangeCheckSpans: -1})
 	uses := 0 // the image repeats its first MiB further on
 	for _, x := range ids {
 		if x == victim {

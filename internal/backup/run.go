@@ -62,6 +62,27 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 	for _, d := range req.Disks {
 		st := w.NewRetainedStream(req.RetainUntil)
 		res, err := backupDisk(ctx, w, st, d, o)
+		if err == nil && res.differ > 0 {
+			// Change tracking lied about this disk: read all of it now
+			// (unchanged spans dedup against what is stored), and drop
+			// its token so the next backup does not trust it either.
+			warn := distrustWarning(res.checked, res.differ)
+			d.Warning = joinWarnings(d.Warning, warn)
+			snap.Warnings = append(snap.Warnings, d.Name+": "+warn)
+			d.ChangedValid, d.ChangeToken = false, ""
+			if o.Progress != nil {
+				o.Progress.BytesTotal.Add(d.Size)
+			}
+			first := res
+			if res, err = backupDisk(ctx, w, st, d, o); err == nil {
+				res.bytesRead += first.bytesRead
+				res.bytesNew += first.bytesNew
+				res.sealed += first.sealed
+				res.chunksNew += first.chunksNew
+				res.checked, res.differ = first.checked, first.differ
+				res.deps = append(res.deps, first.deps...)
+			}
+		}
 		// Commit what was packed even on failure, so a retry reuses it.
 		ferr := st.Flush(context.WithoutCancel(ctx))
 		if err != nil {
@@ -86,6 +107,7 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 			Key: d.Key, Name: d.Name, Kind: kind, Size: d.Size, ChunkSize: cs, Map: name, Format: d.Format,
 			Path: d.Path, ChangeToken: d.ChangeToken, Mode: d.Mode, Warning: d.Warning,
 			BytesRead: res.bytesRead, BytesZero: res.bytesZero, BytesNew: res.bytesNew,
+			ChangeCheckSpans: res.checked, ChangeCheckDiffer: res.differ,
 		})
 		snap.BytesRead += res.bytesRead
 		snap.BytesNew += res.bytesNew
@@ -136,4 +158,11 @@ func PreviousIDs(ctx context.Context, r *repo.Repository, s *repo.Snapshot, key 
 		return m.All(ctx)
 	}
 	return nil, nil
+}
+
+func joinWarnings(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }

@@ -187,6 +187,9 @@ func openDisks(ctx context.Context, r *repo.Repository, sess hypervisor.Session,
 func recordTokens(s *repo.Snapshot, tokens map[string]string) bool {
 	changed := false
 	for i, d := range s.Disks {
+		if d.ChangeCheckDiffer > 0 {
+			continue // its change tracking lied: the next backup must not trust it
+		}
 		if t, ok := tokens[d.Key]; ok && t != d.ChangeToken {
 			s.Disks[i].ChangeToken = t
 			changed = true

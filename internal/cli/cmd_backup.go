@@ -77,7 +77,7 @@ func (a *app) cmdBackupVM() *cobra.Command {
 	var o struct {
 		mode, snapshotMode, quiesce, immutable string
 		tags                                   []string
-		connections                            int
+		connections, changeCheck               int
 	}
 	cmd := &cobra.Command{
 		Use:   "vm QMP-SOCKET",
@@ -106,7 +106,8 @@ coffer backup vm /run/coffer/db-1.qmp --mode full --immutable-for 30d`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := service.BackupQEMUInput{Socket: args[0], Mode: o.mode, SnapshotMode: hypervisor.SnapshotMode(o.snapshotMode),
-				Quiesce: hypervisor.QuiescePolicy(o.quiesce), NBDConnections: o.connections}
+				Quiesce: hypervisor.QuiescePolicy(o.quiesce), NBDConnections: o.connections,
+				ChangeCheckSpans: o.changeCheck}
 			var err error
 			if in.Tags, err = parseTags(o.tags); err != nil {
 				return err
@@ -129,6 +130,7 @@ coffer backup vm /run/coffer/db-1.qmp --mode full --immutable-for 30d`,
 	f.StringArrayVar(&o.tags, "tag", nil, "tag KEY=VALUE (repeatable)")
 	f.StringVar(&o.immutable, "immutable-for", "", "make the backup point undeletable for this long on storage with object lock")
 	f.IntVar(&o.connections, "nbd-connections", 4, "parallel NBD connections per disk")
+	f.IntVar(&o.changeCheck, "change-check", 0, "spans of each disk an incremental reads to check change tracking (0: 8; -1: off)")
 	return op(cmd, "backup-vm")
 }
 

@@ -218,7 +218,8 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 		SnapshotMode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
 		Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup},
 		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.p.RetainUntil(time.Now())}
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.s.limits.TaskRate), Progress: prog}
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.s.limits.TaskRate), Progress: prog,
+		ChangeCheckSpans: j.p.ChangeCheck}
 	snap, err := j.e.o.Runner(ctx, j.w, conn, req, opts)
 	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)

@@ -130,6 +130,9 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 	if p.Tasks < 0 {
 		add("%s: tasks must not be negative", where)
 	}
+	if p.ChangeCheck < -1 {
+		add("%s: change-check %d: the spans of each disk an incremental reads to check change tracking (-1: off)", where, p.ChangeCheck)
+	}
 	if v, ok := p.Tags["policy"]; ok {
 		// The engine tags every point policy=<name> and retention selects
 		// by it: another value would hide the points from this policy's

@@ -99,6 +99,11 @@ type Disk struct {
 	BytesRead   int64  `json:"bytes_read"`
 	BytesZero   int64  `json:"bytes_zero"` // holes and all-zero chunks
 	BytesNew    int64  `json:"bytes_new"`
+	// ChangeCheckSpans spans change tracking called unchanged were read
+	// to check it; ChangeCheckDiffer of them had changed, and the disk
+	// was then read in full (internal/backup/changecheck.go).
+	ChangeCheckSpans  int `json:"change_check_spans,omitempty"`
+	ChangeCheckDiffer int `json:"change_check_differ,omitempty"`
 	// LostSpans counts spans a repair recorded as lost (repo.LostChunk in
 	// the disk map): the point restores with those ranges missing.
 	LostSpans int64 `json:"lost_spans,omitempty"`

@@ -150,6 +150,9 @@ type BackupQEMUInput struct {
 	LockedUntil  time.Time
 	// NBDConnections per disk (0: 4; a QEMU monitor only).
 	NBDConnections int
+	// ChangeCheckSpans is how many spans of each disk an incremental
+	// reads to check change tracking (0: 8; -1: off).
+	ChangeCheckSpans int
 }
 
 // BackupQEMU backs up every disk of a running VM at one instant into the
@@ -208,7 +211,7 @@ func (s *Service) BackupQEMU(ctx context.Context, in BackupQEMUInput) (*api.Back
 		snap, err := backup.BackupVM(ctx, w, conn, backup.VMRequest{
 			Connection: connName, VM: vm.VMRef, Mode: in.Mode, SnapshotMode: in.SnapshotMode,
 			Quiesce: in.Quiesce, Tags: in.Tags, RetainUntil: in.LockedUntil,
-		}, backup.Options{Progress: prog})
+		}, backup.Options{Progress: prog, ChangeCheckSpans: in.ChangeCheckSpans})
 		return s.committed(ctx, t, r, w, snap, err)
 	})
 }

@@ -161,7 +161,8 @@ func epBackupVM(ctx context.Context, s *Service, in *backupVMIn) (*Result[*api.B
 	b := in.Body
 	return result(s.BackupQEMU(ctx, BackupQEMUInput{Connection: in.Connection, VM: in.VM,
 		Mode: or(b.Mode, "incremental"), SnapshotMode: hypervisor.SnapshotMode(or(b.SnapshotMode, string(hypervisor.CrashConsistent))),
-		Quiesce: hypervisor.QuiescePolicy(or(b.Quiesce, string(hypervisor.QuiesceFallback))), Tags: b.Tags, LockedUntil: b.LockedUntil}))
+		Quiesce: hypervisor.QuiescePolicy(or(b.Quiesce, string(hypervisor.QuiesceFallback))), Tags: b.Tags, LockedUntil: b.LockedUntil,
+		ChangeCheckSpans: b.ChangeCheckSpans}))
 }
 
 func or(s, def string) string {

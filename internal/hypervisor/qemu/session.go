@@ -169,7 +169,7 @@ func (s *session) planDisk(d blockDisk, tag string) journalDisk {
 			old = name
 		}
 	} else if len(s.req.Since) > 0 {
-		jd.Warning = "no change tracking for this disk yet (added since the last backup); reading the whole disk"
+		jd.Warning = "no change token for this disk (added since the last backup, or its change tracking failed the last backup's check); reading the whole disk"
 	}
 	if jd.Warning != "" {
 		s.warnings = append(s.warnings, d.ID+": "+jd.Warning)
