@@ -42,6 +42,8 @@ type Session struct {
 	Started    time.Time     `json:"started"`
 	// Targets are the production files after a commit.
 	Targets []string `json:"targets,omitempty"`
+	// Warnings say what of the original VM the relaunch could not keep.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // SessionDisk is one disk of the recovered VM.

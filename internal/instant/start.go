@@ -96,6 +96,7 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Start
 	for i := range s.Disks {
 		s.Disks[i].Nodes = rl.Nodes[s.Disks[i].Key]
 	}
+	s.Warnings = rl.Warnings
 	s.QMPSocket, s.Console = spec.QMPPath(), spec.ConsolePath()
 	// QEMU opens the overlays' backing files at start, so the server
 	// answers already while it launches, and goes on serving until ctx ends.

@@ -115,6 +115,7 @@ func (s *Service) restoreQEMUVM(ctx context.Context, pt *point, cfg hypervisor.V
 	if err != nil {
 		return nil, err
 	}
+	res.Warnings = append(res.Warnings, rl.Warnings...)
 	res.LaunchScript = filepath.Join(dir, "launch.sh")
 	script := rl
 	if spec.Incoming { // the script boots; resuming from memory is this operation's job

@@ -61,6 +61,9 @@ type Relaunch struct {
 	// Nodes lists each disk's block nodes named on the command line,
 	// format node first (empty for -drive disks, whose nodes QEMU names).
 	Nodes map[string][]string
+	// Warnings say what of the original could not be kept (a network
+	// passed as file descriptors).
+	Warnings []string
 }
 
 // Relaunchable says whether a point's recorded configuration describes a VM
@@ -108,6 +111,7 @@ func RelaunchArgs(native []byte, spec LaunchSpec) (*Relaunch, error) {
 	fileNodes := map[string]blockDisk{}
 	serial := false
 	nodes := map[string][]string{}
+	var warnings []string
 	args := nc.CmdLine[1:]
 	for i := 0; i < len(args); i++ {
 		opt := args[i]
@@ -120,6 +124,13 @@ func RelaunchArgs(native []byte, spec LaunchSpec) (*Relaunch, error) {
 			continue
 		}
 		switch opt {
+		case "-add-fd":
+			continue // the original's inherited descriptors: not this process's
+		case "-netdev":
+			var warn string
+			if val, warn = rewriteNetdev(val); warn != "" {
+				warnings = append(warnings, warn)
+			}
 		case "-name":
 			val = spec.Name
 		case "-uuid":
@@ -193,7 +204,27 @@ func RelaunchArgs(native []byte, spec LaunchSpec) (*Relaunch, error) {
 	if !serial {
 		out = append(out, "-serial", "file:"+spec.ConsolePath())
 	}
-	return &Relaunch{Args: out, Nodes: nodes}, nil
+	return &Relaunch{Args: out, Nodes: nodes, Warnings: warnings}, nil
+}
+
+// rewriteNetdev replaces a network backend that the VM's manager passed
+// as inherited file descriptors (libvirt's tap,fd=N and vhostfd=N, in
+// QemuOpts or JSON form): a relaunched process has no such descriptors,
+// and QEMU would refuse to start. The NIC keeps its backend's ID, so the
+// device stays as recorded, on an isolated user-mode network: a restored
+// copy must not reach the original's networks anyway.
+func rewriteNetdev(val string) (string, string) {
+	o := parseBlockdev(val)
+	typ := o.get("type")
+	if po, ok := o.(*opts); ok && typ == "" {
+		typ = po.first()
+	}
+	if o.get("fd") == "" && o.get("fds") == "" && o.get("vhostfd") == "" && o.get("vhostfds") == "" {
+		return val, ""
+	}
+	id := o.get("id")
+	return "user,id=" + id + ",restrict=on", fmt.Sprintf("network backend %s (%s) was passed to the original as file descriptors "+
+		"(by libvirt?), which a relaunch cannot have: it is an isolated user-mode network instead (restrict=on); attach it to a network by hand", id, typ)
 }
 
 // takesValue reports whether a QEMU option is followed by an argument.

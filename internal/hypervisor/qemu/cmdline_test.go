@@ -19,7 +19,10 @@ func TestRelaunchArgs(t *testing.T) {
 			"-blockdev", `{"node-name":"libvirt-1-format","read-only":false,"driver":"qcow2","file":"libvirt-1-storage","l2-cache-size":1048576}`,
 			"-device", "virtio-blk-pci,drive=libvirt-1-format,id=virtio-disk0",
 			"-drive", "file=/vm/data,,1.raw,format=raw,if=virtio,id=data",
+			"-add-fd", "set=3,fd=41",
 			"-netdev", "tap,fd=30,id=hostnet0", "-device", "virtio-net-pci,netdev=hostnet0,id=net0,mac=52:54:00:12:34:56",
+			"-netdev", `{"type":"tap","fd":"31","vhost":true,"vhostfd":"32","id":"hostnet1"}`, "-device", "virtio-net-pci,netdev=hostnet1,id=net1",
+			"-netdev", "user,id=usernet",
 			"-chardev", "socket,id=charmonitor,fd=27,server=on,wait=off", "-mon", "chardev=charmonitor,id=monitor,mode=control",
 			"-serial", "stdio", "-no-reboot"},
 		Disks: []blockDisk{{ID: "virtio-disk0", Node: "libvirt-1-format", Format: "qcow2", File: "/vm/web-1.qcow2"},
@@ -41,16 +44,23 @@ func TestRelaunchArgs(t *testing.T) {
 		"mac=02:00:00:00:00:01",
 		"socket,id=charmonitor,server=on,wait=off,path=/r/charmonitor.sock",
 		"-serial file:/r/console.log",
+		"-netdev user,id=hostnet0,restrict=on -device virtio-net-pci,netdev=hostnet0",
+		"-netdev user,id=hostnet1,restrict=on -device virtio-net-pci,netdev=hostnet1,id=net1",
+		"-netdev user,id=usernet",
 		"-chardev socket,id=coffer-relaunch-mon,path=/r/qmp.sock,server=on,wait=off -mon chardev=coffer-relaunch-mon,mode=control -pidfile /r/qemu.pid -daemonize",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("relaunch lacks %q:\n%s", want, got)
 		}
 	}
-	for _, gone := range []string{"/vm/web-1.qcow2", "/vm/data", "l2-cache-size", "/run/libvirt", "52:54:00:12:34:56", "fd=27"} {
+	for _, gone := range []string{"/vm/web-1.qcow2", "/vm/data", "l2-cache-size", "/run/libvirt", "52:54:00:12:34:56", "fd=27",
+		"fd=30", "vhostfd", "-add-fd", "tap"} {
 		if strings.Contains(got, gone) {
 			t.Errorf("relaunch still has %q:\n%s", gone, got)
 		}
+	}
+	if len(rl.Warnings) != 2 || !strings.Contains(rl.Warnings[0], "hostnet0 (tap)") || !strings.Contains(rl.Warnings[1], "hostnet1 (tap)") {
+		t.Errorf("warnings: %q", rl.Warnings)
 	}
 	if n := rl.Nodes["virtio-disk0"]; len(n) != 2 || n[0] != "libvirt-1-format" || n[1] != "libvirt-1-storage" {
 		t.Errorf("nodes: %v", rl.Nodes)
