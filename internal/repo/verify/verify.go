@@ -171,14 +171,15 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer refs.Close()
-	byPack, err := c.indexByPack()
+	byPack, byID, err := c.sortIndex()
 	if err != nil {
 		return nil, err
 	}
+	defer byID.Close()
 	if err := c.packs(byPack); err != nil {
 		return nil, err
 	}
-	if err := c.chunks(refs); err != nil {
+	if err := c.chunks(refs, byID); err != nil {
 		return nil, err
 	}
 	if err := c.recoverable(); err != nil {
