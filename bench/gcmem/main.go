@@ -9,6 +9,7 @@
 //
 //	go run ./bench/gcmem                                  # 1e5,1e6,1e7 references, --memory 64MiB
 //	go run ./bench/gcmem -refs 1e5,1e6 -memory 16MiB     # quicker
+//	go run ./bench/gcmem -repeat 1                       # each step once
 //
 // Steps on each repository, each its own coffer process:
 //
@@ -59,6 +60,7 @@ func main() {
 	coffer := flag.String("coffer", "", "coffer binary (default: built from this checkout into -dir)")
 	restoreMax := flag.Int64("restore-max", 2<<30, "restore-check a disk only up to this many bytes")
 	withVerify := flag.Bool("verify", true, "measure verify and verify --read-data too")
+	flag.IntVar(&repeat, "repeat", 3, "measure each step this many times and report the minimum and median peak RSS (gc on a fresh copy of the repository each time)")
 	flag.DurationVar(&idleWait, "idle-wait", time.Minute, "longest wait for an idle machine before each step")
 	flag.Parse()
 	ctx := context.Background()
@@ -113,6 +115,9 @@ type row struct {
 
 var stepNames = []string{"verify", "verify --read-data", "gc"}
 
+// repeat is how many times each measured step runs.
+var repeat = 3
+
 func runSize(ctx context.Context, bin, work string, n int64, points, disks, keep int, memory string, verifyMemory, withVerify bool, restoreMax int64) (row, error) {
 	dir := filepath.Join(work, fmt.Sprintf("repo-%d", n))
 	if err := os.RemoveAll(dir); err != nil {
@@ -159,16 +164,38 @@ func runSize(ctx context.Context, bin, work string, n int64, points, disks, keep
 		if !withVerify && strings.HasPrefix(s.name, "verify") {
 			continue
 		}
-		log.Printf("%d references: coffer %s", n, strings.Join(s.args, " "))
-		m, err := run(bin, env, s.args...)
-		if err != nil {
-			return out, err
+		if s.name == "forget" {
+			continue // run before each gc, below
 		}
-		out.steps[s.name] = m
+		rounds := repeat
+		if s.name == "verify after gc" {
+			rounds = 1 // a check, not measured
+		}
+		var ms []measure
+		for round := range rounds {
+			if s.name == "gc" {
+				// gc changes the repository: each round collects the
+				// same repository, copied before the first forget.
+				if err := pristine(dir, round); err != nil {
+					return out, err
+				}
+				if _, err := run(bin, env, "forget", "--keep-last", strconv.Itoa(keep)); err != nil {
+					return out, err
+				}
+			}
+			log.Printf("%d references: coffer %s (%d/%d)", n, strings.Join(s.args, " "), round+1, rounds)
+			m, err := run(bin, env, s.args...)
+			if err != nil {
+				return out, err
+			}
+			ms = append(ms, m)
+		}
+		out.steps[s.name] = summarise(ms)
 		if s.name == "gc" {
-			out.gcOut = strings.TrimSpace(m.stdout)
+			out.gcOut = strings.TrimSpace(ms[0].stdout)
 		}
 	}
+	os.RemoveAll(dir + ".pristine")
 	if size := int64(syn.Spans()) * int64(repo.MinChunkSize); size <= restoreMax {
 		if err := restoreCheck(bin, env, work, syn, points); err != nil {
 			return out, err
@@ -204,8 +231,8 @@ func report(rows []row, memory string, verifyMemory bool) {
 	if verifyMemory {
 		fmt.Printf(" and coffer verify --memory %s", memory)
 	}
-	fmt.Printf("; peak RSS and CPU of the coffer process from /usr/bin/time; other CPU s = CPU time other processes used during the step (shared machine).\n\n")
-	table := [][]string{{"references", "distinct chunks", "packs", "segments", "repository MB", "generate s", "step", "wall s", "CPU s", "peak RSS MiB", "other CPU s"}}
+	fmt.Printf("; peak RSS and CPU of the coffer process from /usr/bin/time, minimum and median of %d runs (wall and CPU: the median run's); other CPU s = CPU time other processes used during the step (shared machine).\n\n", repeat)
+	table := [][]string{{"references", "distinct chunks", "packs", "segments", "repository MB", "generate s", "step", "wall s", "CPU s", "peak RSS MiB min/median", "other CPU s"}}
 	for _, r := range rows {
 		first := true
 		for _, name := range stepNames {
@@ -220,7 +247,7 @@ func report(rows []row, memory string, verifyMemory bool) {
 					strconv.Itoa(r.segments), fmt.Sprintf("%.0f", float64(r.bytes)/1e6), fmt.Sprintf("%.1f", r.gen.Seconds())}
 			}
 			table = append(table, append(line, name, fmt.Sprintf("%.2f", m.wall.Seconds()), fmt.Sprintf("%.2f", m.cpu.Seconds()),
-				fmt.Sprintf("%.1f", float64(m.maxRSS)/(1<<20)), fmt.Sprintf("%.2f", m.otherCPU.Seconds())))
+				fmt.Sprintf("%.1f / %.1f", float64(m.minRSS)/(1<<20), float64(m.maxRSS)/(1<<20)), fmt.Sprintf("%.2f", m.otherCPU.Seconds())))
 		}
 	}
 	printTable(table)
@@ -236,7 +263,7 @@ func report(rows []row, memory string, verifyMemory bool) {
 		for _, r := range rows {
 			lo, hi = min(lo, r.steps[name].maxRSS), max(hi, r.steps[name].maxRSS)
 		}
-		fmt.Printf("  %-19s peak RSS x%.2f (largest/smallest over all sizes x%.2f), time x%.1f\n", name,
+		fmt.Printf("  %-19s peak RSS (median) x%.2f (largest/smallest over all sizes x%.2f), time x%.1f\n", name,
 			float64(b.maxRSS)/float64(a.maxRSS), float64(hi)/float64(lo), b.wall.Seconds()/a.wall.Seconds())
 	}
 	fmt.Println("\ngc's own reports:")

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +19,45 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
 
-// measure is one coffer process's cost.
+// measure is one coffer process's cost, or the summary of several runs
+// of one step (summarise).
 type measure struct {
 	wall, cpu, otherCPU time.Duration
-	maxRSS              int64 // bytes
+	maxRSS              int64 // bytes; of a summary, the median
+	minRSS              int64 // of a summary, the smallest peak RSS
 	stdout              string
+}
+
+// summarise reports the median run by peak RSS with the smallest peak RSS
+// of all: the machine is shared, so one run's figure is noisy.
+func summarise(ms []measure) measure {
+	sorted := slices.Clone(ms)
+	slices.SortFunc(sorted, func(a, b measure) int { return cmp.Compare(a.maxRSS, b.maxRSS) })
+	m := sorted[len(sorted)/2]
+	m.minRSS = sorted[0].maxRSS
+	walls := make([]time.Duration, len(ms))
+	for i, x := range ms {
+		walls[i] = x.wall
+	}
+	slices.Sort(walls)
+	m.wall = walls[len(walls)/2]
+	return m
+}
+
+// pristine keeps a copy of the repository in dir before the first gc
+// round, and puts it back before every later one.
+func pristine(dir string, round int) error {
+	keep := dir + ".pristine"
+	if round == 0 {
+		if repeat < 2 {
+			return nil
+		}
+		return exec.Command("cp", "-a", dir, keep).Run()
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return exec.Command("cp", "-a", keep, dir).Run()
 }
 
 // run waits for an idle machine, then runs coffer with args under

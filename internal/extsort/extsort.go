@@ -184,7 +184,11 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 			return err
 		}
 	}
-	s.freeBuffer() // the merge's memory is its read buffers
+	// The merge reads the runs through the sort buffer, cut into one read
+	// buffer per run: its pages are already counted, and outside the Go
+	// heap the read buffers neither raise the garbage collector's target
+	// nor become garbage after each pass.
+	defer s.freeBuffer()
 	fanIn := max(2, s.budget/minRunBuffer)
 	for len(s.runs) > fanIn {
 		f, err := tempFile(s.dir)
@@ -208,14 +212,20 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 }
 
 // merge reads sorted run files from their start and calls fn in order.
+// Each run reads through its own slice of the sort buffer.
 func (s *Sorter) merge(runs []*os.File, unique bool, fn func(rec []byte) error) error {
-	bufSize := min(max(s.budget/len(runs), minRunBuffer), maxRunBuffer)
+	bufSize := min(max(len(s.mem)/len(runs), minRunBuffer, s.size), maxRunBuffer)
+	bufSize -= bufSize % s.size
+	mem := s.mem
+	if len(mem) < bufSize*len(runs) { // a tiny budget: fanIn is at least 2
+		mem = make([]byte, bufSize*len(runs))
+	}
 	h := &runHeap{}
-	for _, f := range runs {
+	for i, f := range runs {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		rr := &run{r: bufio.NewReaderSize(f, bufSize), rec: make([]byte, s.size)}
+		rr := &run{f: f, buf: mem[i*bufSize : (i+1)*bufSize], size: s.size}
 		ok, err := rr.next()
 		if err != nil {
 			return err
@@ -256,19 +266,39 @@ func (s *Sorter) Close() {
 	s.freeBuffer()
 }
 
+// run reads one sorted run file through buf; rec is the current record,
+// a slice of buf valid until the next call.
 type run struct {
-	r   *bufio.Reader
-	rec []byte
+	f        *os.File
+	buf      []byte
+	pos, end int
+	size     int
+	rec      []byte
 }
 
 func (r *run) next() (bool, error) {
-	_, err := io.ReadFull(r.r, r.rec)
-	if err == io.EOF {
-		return false, nil
+	if r.end-r.pos < r.size {
+		r.end = copy(r.buf, r.buf[r.pos:r.end])
+		r.pos = 0
+		for r.end < r.size {
+			n, err := r.f.Read(r.buf[r.end:])
+			r.end += n
+			if err == io.EOF {
+				if r.end == 0 {
+					return false, nil
+				}
+				if r.end < r.size {
+					return false, fmt.Errorf("extsort: read run: %w", io.ErrUnexpectedEOF)
+				}
+				break
+			}
+			if err != nil {
+				return false, fmt.Errorf("extsort: read run: %w", err)
+			}
+		}
 	}
-	if err != nil {
-		return false, fmt.Errorf("extsort: read run: %w", err)
-	}
+	r.rec = r.buf[r.pos : r.pos+r.size]
+	r.pos += r.size
 	return true, nil
 }
 

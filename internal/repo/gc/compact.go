@@ -35,13 +35,13 @@ func (p *planner) forLive(fn func(e index.Entry, act action) error) error {
 // retired segment left out here would come back to life when the plan
 // deletes the segment that retired it, naming packs that are gone.
 func (p *planner) compact(pf *planFile, retired []id.ID) error {
-	kept := extsort.New(indexRecSize, p.o.MemoryBudget, p.o.TempDir)
-	var rec [indexRecSize]byte
+	kept := extsort.New(index.RecordSize, p.o.MemoryBudget, p.o.TempDir)
+	var rec [index.RecordSize]byte
 	err := p.forLive(func(e index.Entry, act action) error {
 		if act != actKeep {
 			return nil
 		}
-		putIndexRec(rec[:], e)
+		index.PutRecord(rec[:], e)
 		return kept.Add(rec[:])
 	})
 	if err != nil {
@@ -61,7 +61,7 @@ func (p *planner) compact(pf *planFile, retired []id.ID) error {
 		kept.Close()
 		return err
 	}
-	if err := kept.Iterate(false, func(r []byte) error { return out.Add(getIndexRec(r)) }); err != nil {
+	if err := kept.Iterate(false, func(r []byte) error { return out.Add(index.GetRecord(r)) }); err != nil {
 		out.Abort()
 		return err
 	}

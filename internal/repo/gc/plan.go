@@ -239,7 +239,7 @@ func (p *planner) walk(fn func(e index.Entry, live bool) error) error {
 		return nil
 	}
 	err = idx.Each(func(rec []byte) error {
-		e := getIndexRec(rec)
+		e := index.GetRecord(rec)
 		if len(copies) > 0 && copies[0].ID != e.ID {
 			if err := flush(); err != nil {
 				return err

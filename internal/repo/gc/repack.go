@@ -87,7 +87,7 @@ type packer struct {
 }
 
 func newPacker(ctx context.Context, r *repo.Repository, o Options) (*packer, error) {
-	pk := &packer{ctx: ctx, r: r, moved: extsort.New(indexRecSize, o.MemoryBudget, o.TempDir)}
+	pk := &packer{ctx: ctx, r: r, moved: extsort.New(index.RecordSize, o.MemoryBudget, o.TempDir)}
 	if _, err := rand.Read(pk.session[:]); err != nil {
 		return nil, err
 	}
@@ -139,9 +139,9 @@ func (pk *packer) commit() error {
 	if _, err := obj.Commit(); err != nil {
 		return fmt.Errorf("commit pack %s: %w", pk.pid, err)
 	}
-	var rec [indexRecSize]byte
+	var rec [index.RecordSize]byte
 	for _, b := range pw.Entries() {
-		putIndexRec(rec[:], index.Entry{ID: b.ID, Location: index.Location{Pack: pk.pid, Offset: b.Offset, Length: b.Length, RawLength: b.RawLength}})
+		index.PutRecord(rec[:], index.Entry{ID: b.ID, Location: index.Location{Pack: pk.pid, Offset: b.Offset, Length: b.Length, RawLength: b.RawLength}})
 		if err := pk.moved.Add(rec[:]); err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ func (pk *packer) index() error {
 	if err != nil {
 		return err
 	}
-	if err := pk.moved.Iterate(false, func(r []byte) error { return out.Add(getIndexRec(r)) }); err != nil {
+	if err := pk.moved.Iterate(false, func(r []byte) error { return out.Add(index.GetRecord(r)) }); err != nil {
 		out.Abort()
 		return err
 	}

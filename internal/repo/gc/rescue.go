@@ -228,7 +228,7 @@ func joinIndex(idx, refs *extsort.Cursor, found func(index.Entry) error, missing
 		}
 		if refs.Valid() && bytes.Equal(refs.Record(), rec[:32]) {
 			matched = true
-			if err := found(getIndexRec(rec)); err != nil {
+			if err := found(index.GetRecord(rec)); err != nil {
 				return err
 			}
 		}

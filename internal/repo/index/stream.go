@@ -69,6 +69,27 @@ func (s *SegmentObject) Abort() { _ = s.obj.Abort() }
 // size holds one block and makes no garbage per block. An error from fn
 // stops it and is returned.
 func (s *Segment) Scan(ctx context.Context, st store.Store, key *crypto.Key, fn func(Entry) error) error {
+	return s.scan(ctx, st, key, fn, nil)
+}
+
+// ScanSegments calls fn with every entry of segs, one segment after the
+// other (in ID order within a segment, not across segments), holding one
+// block at a time. A block that cannot be read (damaged, cut off) is
+// reported to damaged and skipped; with damaged nil it stops the scan.
+//
+// Unlike Merge, which holds a decoded block of every segment at once, its
+// memory does not grow with the number or the size of the segments: it is
+// for passes that sort the entries anyway (by pack, or externally by ID).
+func ScanSegments(ctx context.Context, st store.Store, key *crypto.Key, segs []*Segment, fn func(Entry) error, damaged func(seg id.ID, block int, err error)) error {
+	for _, seg := range segs {
+		if err := seg.scan(ctx, st, key, fn, damaged); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Segment) scan(ctx context.Context, st store.Store, key *crypto.Key, fn func(Entry) error, damaged func(seg id.ID, block int, err error)) error {
 	name := ObjectName(s.ID)
 	buf := scanPool.Get().(*scanBuffers)
 	defer scanPool.Put(buf)
@@ -82,17 +103,25 @@ func (s *Segment) Scan(ctx context.Context, st store.Store, key *crypto.Key, fn 
 			sealed = make([]byte, row.length)
 		}
 		sealed = sealed[:row.length]
-		if err := readFull(ctx, st, name, row.offset, sealed); err != nil {
+		err := readFull(ctx, st, name, row.offset, sealed)
+		if err == nil {
+			if plain, err = key.Open(plain[:0], sealed, blockSeal); err != nil {
+				err = fmt.Errorf("%w: block: %w", ErrFormat, err)
+			}
+		}
+		if err == nil {
+			// Entries are checked before any is passed on, so that a
+			// damaged block is skipped whole, as Merge skips it.
+			err = blockEntries(plain, row, func(Entry) error { return nil })
+		}
+		if err != nil {
+			if damaged != nil && (errors.Is(err, ErrFormat) || errors.Is(err, store.ErrInvalidRange)) {
+				damaged(s.ID, i, fmt.Errorf("index segment %s block %d: %w", s.ID.Short(), i, err))
+				continue
+			}
 			return fmt.Errorf("index segment %s block %d: %w", s.ID.Short(), i, err)
 		}
-		var err error
-		if plain, err = key.Open(plain[:0], sealed, blockSeal); err != nil {
-			return fmt.Errorf("index segment %s block %d: %w: block: %w", s.ID.Short(), i, ErrFormat, err)
-		}
 		if err := blockEntries(plain, row, fn); err != nil {
-			if errors.Is(err, ErrFormat) {
-				return fmt.Errorf("index segment %s block %d: %w", s.ID.Short(), i, err)
-			}
 			return err
 		}
 	}

@@ -27,11 +27,11 @@ type cause struct {
 	copies               []repo.BadChunk // broken copies, for the damage record
 }
 
-// chunks joins the referenced chunk IDs with the index (both sorted by
-// chunk ID): a referenced chunk is intact if at least one of its copies is
-// in a pack that exists, long enough, whose blob authenticated (when read)
-// and that the damage record does not list as broken.
-func (c *checker) chunks(refs *extsort.Cursor) error {
+// chunks joins the referenced chunk IDs with the index entries (both
+// sorted by chunk ID): a referenced chunk is intact if at least one of its
+// copies is in a pack that exists, long enough, whose blob authenticated
+// (when read) and that the damage record does not list as broken.
+func (c *checker) chunks(refs, byID *extsort.Cursor) error {
 	var cur id.ID
 	var copies []index.Location
 	have := false
@@ -51,10 +51,14 @@ func (c *checker) chunks(refs *extsort.Cursor) error {
 			c.lose(cur, copies)
 		}
 	}
-	err := c.r.Index().Scan(c.ctx, func(e index.Entry) error {
+	for byID.Valid() {
+		e := index.GetRecord(byID.Record())
+		if err := byID.Next(); err != nil {
+			return err
+		}
 		if have && e.ID == cur {
 			copies = append(copies, e.Location)
-			return nil
+			continue
 		}
 		judge()
 		// Referenced chunks before e.ID have no copy at all.
@@ -66,21 +70,20 @@ func (c *checker) chunks(refs *extsort.Cursor) error {
 		}
 		if refs.Valid() && id.ID(refs.Record()) == e.ID {
 			cur, copies, have = e.ID, append(copies[:0], e.Location), true
-			return refs.Next()
+			if err := refs.Next(); err != nil {
+				return err
+			}
 		}
-		return nil
-	}, func(id.ID, int, error) {}) // reported by indexByPack
-	if err != nil {
-		return err
 	}
 	judge()
+	var err error
 	for ; refs.Valid(); err = refs.Next() {
 		if err != nil {
 			return err
 		}
 		c.lose(id.ID(refs.Record()), nil)
 	}
-	return nil
+	return err
 }
 
 // usable reports whether one copy of chunk x can be read.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -12,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/extsort"
 	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/chunk"
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/repo/index"
@@ -43,24 +45,38 @@ func getByPack(b []byte) index.Entry {
 		Offset: binary.BigEndian.Uint32(b[16:]), Length: binary.BigEndian.Uint32(b[20:]), RawLength: binary.BigEndian.Uint32(b[24:])}}
 }
 
-// indexByPack sorts every index entry by pack and offset. Damaged index
-// blocks are reported (metadata: the packs' trailers still list those
-// chunks) and skipped.
-func (c *checker) indexByPack() (*extsort.Sorter, error) {
-	s := extsort.New(byPackRecord, c.o.MemoryBudget/4, c.o.TempDir)
-	var rec [byPackRecord]byte
-	err := c.r.Index().Scan(c.ctx, func(e index.Entry) error {
-		putByPack(rec[:], e)
-		return s.Add(rec[:])
+// sortIndex reads the index once, segment after segment
+// (index.ScanSegments, one block in memory), and sorts its entries twice:
+// by pack and offset, for the pack checks, and by chunk ID, to join with
+// the referenced chunks. A k-way merge of the segments would give the ID
+// order without sorting, but it holds a decoded block of every segment at
+// once, which grows with the index. Damaged index blocks are reported
+// (metadata: the packs' trailers still list those chunks) and skipped.
+func (c *checker) sortIndex() (byPack *extsort.Sorter, byID *extsort.Cursor, err error) {
+	byPack = extsort.New(byPackRecord, c.o.MemoryBudget/4, c.o.TempDir)
+	ids := extsort.New(index.RecordSize, c.o.MemoryBudget/4, c.o.TempDir)
+	var prec [byPackRecord]byte
+	var irec [index.RecordSize]byte
+	err = index.ScanSegments(c.ctx, c.r.Store(), c.r.Key(), c.r.Index().Segments(), func(e index.Entry) error {
+		putByPack(prec[:], e)
+		if err := byPack.Add(prec[:]); err != nil {
+			return err
+		}
+		index.PutRecord(irec[:], e)
+		return ids.Add(irec[:])
 	}, func(seg id.ID, block int, err error) {
 		c.problem(Problem{Kind: "index-segment", Object: index.ObjectName(seg), Repair: repairIndex,
 			Detail: fmt.Sprintf("index block %d is unreadable (%v); the chunks it lists are still in their packs", block, err)})
 	})
-	if err != nil {
-		s.Close()
-		return nil, err
+	if err == nil {
+		byID, err = ids.Cursor(false)
 	}
-	return s, nil
+	if err != nil {
+		byPack.Close()
+		ids.Close()
+		return nil, nil, err
+	}
+	return byPack, byID, nil
 }
 
 // listed sorts the pack listing: pack [16] | size u64.
@@ -95,23 +111,32 @@ func (c *checker) packs(byPack *extsort.Sorter) error {
 	}
 	defer list.Close()
 	g, ctx := errgroup.WithContext(c.ctx)
-	g.SetLimit(max(c.r.Store().Properties().Connections, 2))
+	workers := max(c.r.Store().Properties().Connections, 2)
+	g.SetLimit(workers)
+	// Each reading goroutine takes a reader (its decoder and buffers) and
+	// gives it back: there are never more than workers of them, and a pass
+	// over any number of packs makes no garbage per pack.
+	readers := make(chan *packReader, workers)
+	for range workers {
+		readers <- nil // made on first use
+	}
 	var mu sync.Mutex
+	// The pack being walked: where its indexed contents end and, when it
+	// is read, its entries (for that pack's reader, which holds the pack
+	// anyway). A pack that is not read costs nothing per entry.
+	var cur pack.ID
+	var end int64
+	have, read := false, false
 	var group []index.Entry
 	flush := func() error {
-		if len(group) == 0 {
+		if !have {
 			return nil
 		}
-		entries := group
-		group = nil
-		p := entries[0].Pack
+		p, entries := cur, group
+		have, group = false, nil
 		found, err := list.SeekTo(p[:])
 		if err != nil {
 			return err
-		}
-		var end int64
-		for _, e := range entries {
-			end = max(end, int64(e.Offset)+int64(e.Length))
 		}
 		if !found {
 			c.badPacks[p] = packTrouble{kind: "missing-pack", detail: "the index names this pack but it does not exist"}
@@ -122,12 +147,17 @@ func (c *checker) packs(byPack *extsort.Sorter) error {
 			c.badPacks[p] = packTrouble{kind: "truncated-pack", size: size,
 				detail: fmt.Sprintf("pack is %d bytes, shorter than its indexed contents (%d)", size, end+8)}
 		}
-		if !c.o.ReadData || !c.o.selected(p) {
+		if !read {
 			return nil
 		}
 		c.o.Progress.PacksTotal.Add(1)
 		g.Go(func() error {
-			res := c.readPack(p, size, entries)
+			pr := <-readers
+			defer func() { readers <- pr }()
+			if pr == nil {
+				pr = &packReader{}
+			}
+			res := c.readPack(pr, p, size, entries)
 			mu.Lock()
 			defer mu.Unlock()
 			c.absorb(p, res)
@@ -139,12 +169,19 @@ func (c *checker) packs(byPack *extsort.Sorter) error {
 	}
 	err = byPack.Iterate(false, func(rec []byte) error {
 		e := getByPack(rec)
-		if len(group) > 0 && group[0].Pack != e.Pack {
+		if have && cur != e.Pack {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
-		group = append(group, e)
+		if !have {
+			cur, end, have = e.Pack, 0, true
+			read = c.o.ReadData && c.o.selected(cur)
+		}
+		end = max(end, int64(e.Offset)+int64(e.Length))
+		if read {
+			group = append(group, e)
+		}
 		return nil
 	})
 	if err == nil {
@@ -167,12 +204,23 @@ type packResult struct {
 	entries       int
 }
 
+// packReader is what one reading goroutine reuses from pack to pack.
+type packReader struct {
+	dec      *repo.Decoder
+	raw, buf []byte
+	listed   []uint32 // offsets the trailer lists
+}
+
 // readPack reads a whole pack and checks its header, its trailer against
-// the index, and every chunk blob the index places in it.
-func (c *checker) readPack(p pack.ID, size int64, entries []index.Entry) packResult {
+// the index, and every chunk blob the index places in it. entries are in
+// offset order.
+func (c *checker) readPack(pr *packReader, p pack.ID, size int64, entries []index.Entry) packResult {
 	res := packResult{entries: len(entries), broken: map[location]brokenCopy{}}
-	raw, err := store.Get(c.ctx, c.r.Store(), pack.ObjectName(p), 0, size)
-	if err != nil {
+	if int64(cap(pr.raw)) < size {
+		pr.raw = make([]byte, size)
+	}
+	raw := pr.raw[:size]
+	if err := c.r.ReadPackRange(c.ctx, p, 0, raw); err != nil {
 		res.readErr = err
 		return res
 	}
@@ -187,22 +235,28 @@ func (c *checker) readPack(p pack.ID, size int64, entries []index.Entry) packRes
 	if err != nil {
 		res.trailer = err
 	} else {
-		in := make(map[location]bool, len(listed))
+		// Both sorted by offset, walked side by side: no set per pack.
+		pr.listed = pr.listed[:0]
 		for _, e := range listed {
-			in[location{p, e.Offset}] = true
+			pr.listed = append(pr.listed, e.Offset)
 		}
+		slices.Sort(pr.listed)
+		i := 0
 		for _, e := range entries {
-			if !in[location{p, e.Offset}] {
+			for i < len(pr.listed) && pr.listed[i] < e.Offset {
+				i++
+			}
+			if i == len(pr.listed) || pr.listed[i] != e.Offset {
 				res.unlisted++
 			}
 		}
 	}
-	dec, err := c.r.NewDecoder()
-	if err != nil {
-		res.readErr = err
-		return res
+	if pr.dec == nil {
+		if pr.dec, err = c.r.NewDecoder(); err != nil {
+			res.readErr = err
+			return res
+		}
 	}
-	var buf []byte
 	for _, e := range entries {
 		res.chunks++
 		end := int64(e.Offset) + int64(e.Length)
@@ -210,7 +264,7 @@ func (c *checker) readPack(p pack.ID, size int64, entries []index.Entry) packRes
 			res.broken[location{p, e.Offset}] = brokenCopy{e.ID, "the blob extends past the end of the pack"}
 			continue
 		}
-		if buf, err = dec.Decode(buf[:0], raw[e.Offset:end], e.ID, int(e.RawLength)); err != nil {
+		if pr.buf, err = pr.dec.Decode(pr.buf[:0], raw[e.Offset:end], e.ID, int(e.RawLength)); err != nil {
 			res.broken[location{p, e.Offset}] = brokenCopy{e.ID, errText(err)}
 		}
 	}

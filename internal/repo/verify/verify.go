@@ -25,10 +25,13 @@
 // # Memory
 //
 // Nothing proportional to the repository is held in memory: referenced
-// chunk IDs, index entries grouped by pack and the pack listing are sorted
-// externally (internal/extsort, within MemoryBudget) and merge-joined.
-// What is kept is proportional to the backup points and to the damage
-// found.
+// chunk IDs, index entries (by pack, and by chunk ID) and the pack listing
+// are sorted externally (internal/extsort, within MemoryBudget) and
+// merge-joined. The index is read one segment and one block at a time, a
+// pack's entries are held only while that pack is read, and each reading
+// goroutine reuses its buffers. What is kept is proportional to the backup
+// points, to the damage found and, with ReadData, to the packs being read
+// (one pack per connection of the store).
 package verify
 
 import (
@@ -171,14 +174,15 @@ func Run(ctx context.Context, r *repo.Repository, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer refs.Close()
-	byPack, err := c.indexByPack()
+	byPack, byID, err := c.sortIndex()
 	if err != nil {
 		return nil, err
 	}
+	defer byID.Close()
 	if err := c.packs(byPack); err != nil {
 		return nil, err
 	}
-	if err := c.chunks(refs); err != nil {
+	if err := c.chunks(refs, byID); err != nil {
 		return nil, err
 	}
 	if err := c.recoverable(); err != nil {
