@@ -25,24 +25,24 @@ type Changer interface {
 
 // ChangerStatus is the state of every element of a changer.
 type ChangerStatus struct {
-	Drives []DriveElement
-	Slots  []SlotElement // storage and import/export slots, numbered from 1
+	Drives []DriveElement `json:"drives"`
+	Slots  []SlotElement  `json:"slots"` // storage and import/export slots, numbered from 1
 }
 
 // DriveElement is a data transfer element.
 type DriveElement struct {
-	Index      int
-	Full       bool
-	SourceSlot int // the slot its cartridge came from, 0 if unknown
-	VolumeTag  string
+	Index      int    `json:"index"`
+	Full       bool   `json:"full"`
+	SourceSlot int    `json:"source_slot"` // the slot its cartridge came from, 0 if unknown
+	VolumeTag  string `json:"volume_tag"`
 }
 
 // SlotElement is a storage element, or an import/export one.
 type SlotElement struct {
-	Number       int
-	Full         bool
-	ImportExport bool
-	VolumeTag    string
+	Number       int    `json:"number"`
+	Full         bool   `json:"full"`
+	ImportExport bool   `json:"import_export"`
+	VolumeTag    string `json:"volume_tag"`
 }
 
 // FindVolume returns where a barcode is: in a drive (drive >= 0) or a slot

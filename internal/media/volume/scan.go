@@ -3,7 +3,6 @@ package volume
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/media/format"
@@ -20,6 +19,13 @@ type Report struct {
 	Scanned      []format.Segment
 	IndexBlocks  int64 // data blocks the index lists
 	IndexMatches bool
+	found        map[int64]blockID // good data blocks by position
+}
+
+type blockID struct {
+	s   format.SessionID
+	st  uint32
+	seq uint64
 }
 
 // BadBlock is a block that failed its check.
@@ -34,7 +40,7 @@ type BadBlock struct {
 // them with the volume's last index: Verify, and the catalogue rebuilt
 // without the index (bscan).
 func (v *Volume) Scan() (*Report, error) {
-	r := &Report{Barcode: v.Label.Barcode}
+	r := &Report{Barcode: v.Label.Barcode, found: map[int64]blockID{}}
 	if err := v.Drive.Rewind(); err != nil {
 		return nil, err
 	}
@@ -105,10 +111,13 @@ func (v *Volume) Scan() (*Report, error) {
 				open[k] = s
 				order = append(order, k)
 			}
-			if s.LastSeq+1 != h.Seq && len(s.Extents) > 0 {
+			r.found[pos] = blockID{h.Session, h.Stream, h.Seq}
+			if h.Seq <= s.LastSeq && len(s.Extents) > 0 {
 				r.Bad = append(r.Bad, BadBlock{Pos: pos, Err: fmt.Sprintf("stream %d: block %d after %d", h.Stream, h.Seq, s.LastSeq)})
 				continue
 			}
+			// A block number skipped is a block that could not be read
+			// (listed as bad already): the stream goes on after it.
 			if k := len(s.Extents) - 1; k >= 0 && s.Extents[k].Pos+s.Extents[k].Count == pos {
 				s.Extents[k].Count++
 			} else {
@@ -127,31 +136,29 @@ type streamKey struct {
 }
 
 // finish counts the blocks of sessions that never ended (cut by a crash)
-// as unindexed, and compares the segments scanned with the index's.
+// as unindexed, and checks every block the index lists: found where it
+// says, or missing; a bad block inside its extents is damage.
 func (r *Report) finish(v *Volume, open map[streamKey]*format.Segment) {
 	for _, s := range open {
 		r.Unindexed += s.Blocks()
 	}
-	for _, ix := range v.Index.Segments {
-		r.IndexBlocks += ix.Blocks()
-		found := slices.ContainsFunc(r.Scanned, func(s format.Segment) bool { return sameSegment(&s, &ix) })
-		if !found {
-			r.Missing += ix.Blocks()
-		}
-	}
+	bad := map[int64]bool{}
 	for _, b := range r.Bad {
-		for _, ix := range v.Index.Segments {
-			for _, e := range ix.Extents {
-				if b.Pos >= e.Pos && b.Pos < e.Pos+e.Count {
+		bad[b.Pos] = true
+	}
+	for _, ix := range v.Index.Segments {
+		seq := ix.FirstSeq
+		for _, e := range ix.Extents {
+			for pos := e.Pos; pos < e.Pos+e.Count; pos, seq = pos+1, seq+1 {
+				r.IndexBlocks++
+				if bad[pos] {
 					r.BadIndexed++
+				}
+				if r.found[pos] != (blockID{ix.Session, ix.Stream, seq}) {
+					r.Missing++
 				}
 			}
 		}
 	}
 	r.IndexMatches = r.Missing == 0 && r.BadIndexed == 0
-}
-
-func sameSegment(a, b *format.Segment) bool {
-	return a.Session == b.Session && a.Stream == b.Stream && a.Point == b.Point && a.FirstSeq == b.FirstSeq &&
-		a.LastSeq == b.LastSeq && a.Bytes == b.Bytes && a.End == b.End && slices.Equal(a.Extents, b.Extents)
 }

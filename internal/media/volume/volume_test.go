@@ -58,7 +58,9 @@ func (e *env) reopen() {
 	e.open()
 }
 
-func (e *env) pool() *volume.Pool { return &volume.Pool{Lib: e.vl, Name: "weekly", BlockSize: blockSize} }
+func (e *env) pool() *volume.Pool {
+	return &volume.Pool{Lib: e.vl, Name: "weekly", BlockSize: blockSize}
+}
 
 func data(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, seed))

@@ -1,6 +1,7 @@
 package vtl
 
 import (
+	"fmt"
 	"os"
 	"sync"
 
@@ -100,3 +101,26 @@ func (f *Faults) tear() bool {
 }
 
 func statFile(p string) (os.FileInfo, error) { return os.Stat(p) }
+
+// DamageRecord flips a byte in the middle of the record at pos of a
+// cartridge in its file, as bit rot would: it stays damaged across
+// reopens. The cartridge must not be loaded.
+func (l *Library) DamageRecord(barcode string, pos int64) error {
+	c, err := openCartridge(l.cartridgePath(barcode))
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if pos < 0 || pos >= int64(len(c.entries)) || c.entries[pos].kind != kindRecord || c.entries[pos].length == 0 {
+		return fmt.Errorf("vtl: %s has no record at %d", barcode, pos)
+	}
+	e := c.entries[pos]
+	at := e.off + entryHeaderSize + int64(e.length)/2
+	b := make([]byte, 1)
+	if _, err := c.f.ReadAt(b, at); err != nil {
+		return err
+	}
+	b[0] ^= 0xff
+	_, err = c.f.WriteAt(b, at)
+	return err
+}

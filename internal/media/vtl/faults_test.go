@@ -123,7 +123,7 @@ func TestDamagedCartridgeFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteAt([]byte{0xff}, 9+100+9+50) // inside the second record's payload
+	f.WriteAt([]byte{0xff}, 17+100+17+50) // inside the second record's payload
 	f.Close()
 	d = loaded(t, l, 1)
 	buf := make([]byte, 200)
@@ -213,7 +213,7 @@ func TestRateModel(t *testing.T) {
 	d.Rewind()
 	st := d.Stats()
 	// Distance: 16 entries of 64 KiB and their headers, at 4 MiB/s.
-	dist := perRate(16*(64<<10+9), cfg.LocateRate)
+	dist := perRate(16*(64<<10+17), cfg.LocateRate) // records and their 17-byte entry headers
 	if got, want := st.Busy-written.Busy, cfg.RepositionTime+dist; got != want || st.Repositions != 1 {
 		t.Fatalf("rewind cost %v (%d repositions), want %v", got, st.Repositions, want)
 	}
@@ -248,5 +248,37 @@ func TestReopenAndLock(t *testing.T) {
 	}
 	if info, _ := l2.Cartridge(barcode(1)); info.Loads != 1 {
 		t.Fatalf("load count %d", info.Loads)
+	}
+}
+
+// A damaged entry header loses its record only: the records after it
+// still read, as past a damaged stretch of tape.
+func TestDamagedEntryHeaderLosesOneRecord(t *testing.T) {
+	l := newLibrary(t, vtl.Config{Drives: 1, Slots: 2, Capacity: 1 << 20}, 1)
+	d := loaded(t, l, 1)
+	for i := range 3 {
+		d.WriteRecord(payload(i, 100))
+	}
+	d.WriteFilemarks(1, true)
+	l.Unload(0, 0)
+	f, err := os.OpenFile(filepath.Join(l.Dir(), barcode(1)+".tape"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{'X'}, 17+100+1) // the second entry's magic
+	f.Close()
+	d = loaded(t, l, 1)
+	buf := make([]byte, 200)
+	if n, err := d.ReadRecord(buf); err != nil || !bytes.Equal(buf[:n], payload(0, 100)) {
+		t.Fatalf("record 0: %v", err)
+	}
+	if _, err := d.ReadRecord(buf); !errors.Is(err, media.ErrMedium) {
+		t.Fatalf("the damaged record: %v", err)
+	}
+	if n, err := d.ReadRecord(buf); err != nil || !bytes.Equal(buf[:n], payload(2, 100)) {
+		t.Fatalf("record 2 after the damage: %v", err)
+	}
+	if _, err := d.ReadRecord(buf); !errors.Is(err, media.ErrFilemark) {
+		t.Fatalf("the filemark after the damage: %v", err)
 	}
 }

@@ -15,9 +15,9 @@ import (
 // anything else, and never hangs or panics.
 func FuzzCartridgeFile(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte{1, 3, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 2, 0, 0, 0, 0, 0, 0, 0, 0})
-	f.Add([]byte{1, 200, 0, 0, 0, 1, 2, 3, 4, 'x'})
+	f.Add([]byte("CFTE\x01\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00abcCFTE"))
 	f.Add([]byte{7, 7, 7})
+	f.Add(validCartridge())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
 		if err := vtl.Create(dir, vtl.Config{Drives: 1, Slots: 1, Capacity: 1 << 20}); err != nil {
@@ -51,4 +51,26 @@ func FuzzCartridgeFile(f *testing.F) {
 		}
 		t.Fatal("more objects than bytes in the file")
 	})
+}
+
+// validCartridge is a cartridge file as the drive writes it: two records,
+// a filemark, a record.
+func validCartridge() []byte {
+	dir, _ := os.MkdirTemp("", "fuzzseed")
+	defer os.RemoveAll(dir)
+	vtl.Create(dir, vtl.Config{Drives: 1, Slots: 1, Capacity: 1 << 20})
+	l, err := vtl.Open(dir)
+	if err != nil {
+		return nil
+	}
+	l.AddCartridge("SEED", 1, vtl.CartridgeInfo{})
+	l.Load(1, 0)
+	d, _ := l.Drive(0)
+	d.WriteRecord([]byte("first"))
+	d.WriteRecord([]byte("second"))
+	d.WriteFilemarks(1, true)
+	d.WriteRecord([]byte("third"))
+	l.Close()
+	b, _ := os.ReadFile(filepath.Join(dir, "SEED.tape"))
+	return b
 }

@@ -29,7 +29,8 @@ type Config struct {
 	Slots        int `json:"slots"`         // storage slots
 	ImportExport int `json:"import_export"` // import/export slots, numbered after the storage slots
 	// Capacity of a new cartridge in bytes, and the size of its
-	// early-warning zone (default: 1/32 of the capacity).
+	// early-warning zone (default: 1/32 of the capacity, at least 2 MiB or
+	// a quarter of it).
 	Capacity     int64 `json:"capacity"`
 	EarlyWarning int64 `json:"early_warning,omitempty"`
 	// Rate is the drive's streaming rate in bytes per second (0: not
@@ -182,7 +183,9 @@ func (l *Library) AddCartridge(barcode string, slot int, info CartridgeInfo) err
 		info.EarlyWarning = l.st.Config.EarlyWarning
 	}
 	if info.EarlyWarning == 0 {
-		info.EarlyWarning = info.Capacity / 32
+		// Room after the early warning for a few large blocks (the
+		// trailer st allows), even on the small cartridges of tests.
+		info.EarlyWarning = max(info.Capacity/32, min(info.Capacity/4, 2<<20))
 	}
 	f, err := os.OpenFile(l.cartridgePath(barcode), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
