@@ -260,3 +260,12 @@ func writeState(dir string, st *state) error {
 }
 
 var errNoSuchDrive = errors.New("vtl: no such drive")
+
+// SetThrottle turns the drives' real-time pacing on or off for this
+// process (the library's file keeps its setting): a benchmark paces the
+// copies it times and only models the time of the restores it compares.
+func (l *Library) SetThrottle(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.st.Config.Throttle = on
+}
