@@ -35,7 +35,7 @@ coffer media catalog --library /srv/vtl`,
 			"That of the subcommand."),
 	}
 	cmd.AddCommand(a.cmdMediaVTL(), a.cmdMediaLabel(), a.cmdMediaCopy(), a.cmdMediaRestore(), a.cmdMediaVerify(),
-		a.cmdMediaCatalog(), a.cmdMediaVolumes(), a.cmdMediaContents())
+		a.cmdMediaCatalog(), a.cmdMediaVolumes(), a.cmdMediaContents(), a.cmdMediaFiles())
 	return cmd
 }
 
@@ -311,5 +311,40 @@ coffer media contents --barcode CFR001L8`, "0; 4 for a point not on media."),
 		},
 	}
 	cmd.Flags().StringVar(&barcode, "barcode", "", "only this volume's segments")
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaFiles() *cobra.Command {
+	var in service.MediaFilesInput
+	cmd := &cobra.Command{
+		Use:   "files --library LIB POINT[:DISK] PATH... --to DIR",
+		Short: "extract single files from a backed-up disk on tape, without the repository",
+		Long: manual(`Extract files or directory trees from inside a disk of a backup point on
+tape, as coffer files get does from a repository: the point is staged from
+the tapes (--stage-dir) and opened with the repository's password, and the
+file readers read its disk (ext2/3/4, XFS, NTFS, FAT). Mode, owner, times and
+symlinks are kept; what cannot be extracted is skipped and listed.`,
+			`"extracted N file(s), M dir(s) ...". --json: {files, dirs, links,
+extracted_bytes, skipped, warnings}.`,
+			`coffer media files --library /srv/vtl 3f2a91c0 /etc/fstab /srv/www --to /var/tmp/out`,
+			"0; 1 for a path the disk does not have; 6 when some entries were skipped."),
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Ref, in.Paths = args[0], args[1:]
+			res, err := call(a, func(s *service.Service) (*api.FilesExtract, error) { return s.MediaFilesExtract(cmd.Context(), in) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				a.printf("extracted %d file(s), %d dir(s), %d link(s), %s to %s\n", res.Files, res.Dirs, res.Links, humanBytes(res.ExtractedBytes), in.To)
+				for _, s := range res.Skipped {
+					a.printf("skipped %s: %s\n", s.Path, s.Reason)
+				}
+			})
+		},
+	}
+	libraryFlags(cmd, &in.MediaLibraryInput)
+	cmd.Flags().StringVar(&in.To, "to", "", "the directory to extract into")
+	cmd.Flags().StringVar(&in.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
 	return faceOnly(cmd, mediaFaceOnly)
 }

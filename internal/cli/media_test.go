@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/demo"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // mediaLibrary creates a VTL with n blank cartridges through the command
@@ -175,5 +177,35 @@ func TestMediaCopyKilledAppendsCleanly(t *testing.T) {
 	e.must("media", "restore", "--library", lib, snapshotsJSON(t, e)[0].ID, "--to", out)
 	if !sameFile(t, out, img) {
 		t.Fatal("the point restores wrong from a volume written through kills")
+	}
+}
+
+// Single files come back from tape through the file readers, with the
+// repository gone: an ext4 disk built by mkfs.ext4 -d, backed up, copied
+// to tape.
+func TestMediaFilesWithoutRepository(t *testing.T) {
+	testutil.RequireBinary(t, "mkfs.ext4")
+	e := newEnv(t)
+	img := filepath.Join(e.dir, "machine.raw")
+	if err := demo.MakeDiskImage(e.dir, img, 64); err != nil {
+		t.Fatal(err)
+	}
+	e.must("init")
+	e.must("backup", "disk", img, "--name", "m")
+	point := snapshotsJSON(t, e)[0].ID
+	lib := mediaLibrary(e, 2, "64MiB")
+	e.must("media", "copy", "--library", lib, "--pool", "p")
+	if err := os.RemoveAll(e.repo); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(e.dir, "out")
+	res := decode[api.FilesExtract](t, e.must("media", "files", "--library", lib, point[:8]+":0", "/etc/motd", "--to", dst, "--json"))
+	got, err := os.ReadFile(filepath.Join(dst, "motd"))
+	if err != nil || string(got) != "welcome to the coffer demo machine\n" || res.Files != 1 {
+		t.Fatalf("motd from tape: %q %v (%+v)", got, err, res)
+	}
+	// A path the disk does not have fails as it does for coffer files get.
+	if code, _, errOut := e.run("media", "files", "--library", lib, point[:8], "/no/such/file", "--to", dst); code == 0 || !strings.Contains(errOut, "/no/such/file") {
+		t.Fatalf("a missing path: exit %d, %s", code, errOut)
 	}
 }

@@ -47,41 +47,11 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 	}
 	spec := TaskSpec{Kind: task.KindMediaRestore, Object: "/media", Detail: in.Point}
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaRestoreResult, error) {
-		c, err := s.openCatalog(ctx)
+		staged, closeStaged, err := s.stageFromMedia(ctx, in.MediaLibraryInput, in.Point, in.StageDir, in.ReadThrough)
 		if err != nil {
 			return nil, err
 		}
-		rows, err := pointSegments(ctx, c, "", in.Point)
-		c.Close()
-		if err != nil {
-			return nil, err
-		}
-		var placed []volume.Placed
-		for _, r := range rows {
-			p, err := placedFromRow(r)
-			if err != nil {
-				return nil, err
-			}
-			placed = append(placed, p)
-		}
-		segs, err := mediacopy.Choose(placed)
-		if err != nil {
-			return nil, err
-		}
-		pw, err := password(s.cfg.Repository.Password)
-		if err != nil {
-			return nil, err
-		}
-		lib, closeLib, err := openLibrary(in.MediaLibraryInput)
-		if err != nil {
-			return nil, err
-		}
-		defer closeLib()
-		staged, err := mediacopy.Stage(ctx, lib, segs, in.StageDir, pw, volume.ReadOptions{ReadThrough: in.ReadThrough})
-		if err != nil {
-			return nil, err
-		}
-		defer staged.Close()
+		defer closeStaged()
 		disks, err := pickDisks(staged.Point, in.Disk)
 		if err != nil {
 			return nil, err
@@ -112,6 +82,48 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 		}
 		return out, nil
 	})
+}
+
+// stageFromMedia reads a point from the media into a staged repository,
+// positioned by the media catalogue, and opens it with the default
+// repository's password. done closes the staged repository and the
+// library.
+func (s *Service) stageFromMedia(ctx context.Context, lin MediaLibraryInput, point, stageDir string, readThrough int64) (*mediacopy.Staged, func(), error) {
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := pointSegments(ctx, c, "", point)
+	c.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	var placed []volume.Placed
+	for _, r := range rows {
+		p, err := placedFromRow(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		placed = append(placed, p)
+	}
+	segs, err := mediacopy.Choose(placed)
+	if err != nil {
+		return nil, nil, err
+	}
+	pw, err := password(s.cfg.Repository.Password)
+	if err != nil {
+		return nil, nil, err
+	}
+	lib, closeLib, err := openLibrary(lin)
+	if err != nil {
+		return nil, nil, err
+	}
+	staged, err := mediacopy.Stage(ctx, lib, segs, stageDir, pw, volume.ReadOptions{ReadThrough: readThrough})
+	if err != nil {
+		closeLib()
+		return nil, nil, err
+	}
+	return staged, func() { staged.Close(); closeLib() }, nil
 }
 
 // MediaVerify reads a volume back: every block's checksum, the volume's
