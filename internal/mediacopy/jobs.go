@@ -116,6 +116,11 @@ func Stage(ctx context.Context, m volume.Mounter, segs []volume.Placed, stageDir
 		readErr <- err
 	}()
 	err = ReadStream(ctx, pr, repoDir)
+	if err == nil {
+		// Read the stream to its end, so that every block of it is
+		// checked (sequence, end of stream), whatever follows the archive.
+		_, err = io.Copy(io.Discard, pr)
+	}
 	pr.CloseWithError(errors.New("stage ended"))
 	if rerr := <-readErr; rerr != nil {
 		err = rerr // the media error says more than the short stream it caused
