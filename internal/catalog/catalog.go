@@ -259,6 +259,7 @@ type Catalog interface {
 	Notifications
 	ConfigObjects // objects of the configuration created through the API (configobjects.go)
 	Leases        // several servers: who runs the schedules, each run claimed once (leases.go)
+	MediaCatalog  // what is on which tape volume (media.go)
 
 	Close() error
 }

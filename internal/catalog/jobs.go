@@ -21,6 +21,9 @@ const (
 	KindRepair       = "repair"
 	KindVerifyBoot   = "verify-boot" // a backup point booted and checked (internal/bootverify)
 	KindCleanup      = "cleanup"     // leftovers of crashed coffer processes removed at start
+	KindMediaCopy    = "media-copy"  // backup points written to tape (internal/mediacopy)
+	KindMediaRestore = "media-restore"
+	KindMediaVerify  = "media-verify"
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or

@@ -62,6 +62,9 @@ const (
 	KindRepair       = catalog.KindRepair
 	KindVerifyBoot   = catalog.KindVerifyBoot
 	KindCleanup      = catalog.KindCleanup
+	KindMediaCopy    = catalog.KindMediaCopy
+	KindMediaRestore = catalog.KindMediaRestore
+	KindMediaVerify  = catalog.KindMediaVerify
 )
 
 var (

@@ -70,6 +70,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"Leases", testLeases},
 		{"ConcurrentLeases", testConcurrentLeases},
 		{"ClaimRuns", testClaimRuns},
+		{"Media", testMedia},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,350 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// The media commands run on the host the library is attached to; the
+// operation table (and so the API) gets them with the configuration of
+// libraries, issue #21's next slice.
+const mediaFaceOnly = "drives the tape library attached to this host; not in the operation table until libraries are configuration"
+
+func (a *app) cmdMedia() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "media",
+		Short: "tape libraries: label, copy backup points to tape, restore, verify, catalogue",
+		Long: manual(`Sequential media: backup points copied to tape cartridges in a library
+(a real one through st and mtx, or coffer's file-backed virtual tape library),
+restorable from the tapes alone with the repository's password. See the
+README's "Tape" section and docs/design/media-format.md.
+
+--library names the library: a virtual tape library's directory, or
+mtx:CHANGER:DEVICE (like mtx:/dev/sg1:/dev/nst0); --drive the changer's drive
+number.`, "See the subcommands.",
+			`coffer media copy --library /srv/vtl --pool weekly --latest --retention 35d
+coffer media restore --library /srv/vtl 3f2a91c0 --to /var/tmp/web.img
+coffer media catalog --library /srv/vtl`,
+			"That of the subcommand."),
+	}
+	cmd.AddCommand(a.cmdMediaVTL(), a.cmdMediaLabel(), a.cmdMediaCopy(), a.cmdMediaRestore(), a.cmdMediaVerify(),
+		a.cmdMediaCatalog(), a.cmdMediaVolumes(), a.cmdMediaContents(), a.cmdMediaFiles())
+	return cmd
+}
+
+func libraryFlags(cmd *cobra.Command, in *service.MediaLibraryInput) {
+	cmd.Flags().StringVar(&in.Library, "library", "", "the library: a VTL directory, or mtx:CHANGER:DEVICE")
+	cmd.Flags().IntVar(&in.Drive, "drive", 0, "the changer's number of the drive to use")
+}
+
+func (a *app) cmdMediaLabel() *cobra.Command {
+	var in service.MediaLabelInput
+	cmd := &cobra.Command{
+		Use:   "label --library LIB --barcode CODE --pool POOL",
+		Short: "label a cartridge into a media pool",
+		Long: manual(`Write a volume label on a cartridge, erasing it, and record the volume in
+the media catalogue. A coffer volume is refused until its retention has
+passed, a WORM cartridge holding anything always, and a cartridge holding
+other data unless --foreign. Copies label blank cartridges of the library
+themselves when a pool needs one.`,
+			`"labelled CODE into pool POOL (media set SET)". --json: the volume.`,
+			`coffer media label --library /srv/vtl --barcode CFR001L8 --pool weekly`,
+			"0; 2 for a protected volume."),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := call(a, func(s *service.Service) (*api.MediaVolume, error) { return s.MediaLabel(cmd.Context(), in) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				a.printf("labelled %s into pool %s (media set %s)\n", res.Barcode, res.Pool, res.MediaSet)
+			})
+		},
+	}
+	libraryFlags(cmd, &in.MediaLibraryInput)
+	f := cmd.Flags()
+	f.StringVar(&in.Barcode, "barcode", "", "the cartridge's barcode")
+	f.StringVar(&in.Pool, "pool", "", "the media pool")
+	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block (default 256 KiB)")
+	f.BoolVar(&in.Foreign, "foreign", false, "overwrite a cartridge holding data that is not a coffer volume")
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaCopy() *cobra.Command {
+	var in service.MediaCopyInput
+	var retention string
+	cmd := &cobra.Command{
+		Use:   "copy --library LIB --pool POOL [POINT...]",
+		Short: "copy backup points to tape",
+		Long: manual(`Write backup points of the repository to a media pool: each point as a
+self-contained stream (its chunks as stored, its metadata and the key files
+wrapped by the repository's passwords), several multiplexed onto the drive
+(--multiplex, at most 4:1 unless --max-multiplex says otherwise: restores slow
+down beyond it). A full volume is closed with its index and the copy goes on
+on the next volume of the pool (appendable ones first, then blank cartridges,
+labelled into the pool). The volumes written are protected from overwriting
+for --retention. Each point is spooled (--spool-dir) while it is written.`,
+			`"copied N point(s) to M volume(s) ...". --json: {session, copied, volumes,
+segments, blocks, data_bytes, no_index, multiplex, duration_seconds}.`,
+			`coffer media copy --library /srv/vtl --pool weekly --latest --retention 35d
+coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2a91c0`,
+			"0; 2 for a multiplex beyond the cap; 3 for a wrong password."),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Points = args
+			if retention != "" {
+				d, err := policy.ParseDuration(retention)
+				if err != nil || d < 0 {
+					return usagef("--retention %q: want a duration such as 35d or 72h", retention)
+				}
+				in.Retention = d
+			}
+			res, err := call(a, func(s *service.Service) (*api.MediaCopyResult, error) { return s.MediaCopy(cmd.Context(), in) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				a.printf("copied %d point(s) to %d volume(s) at %d:1: %d block(s), %s in %s\n", len(res.Copied), len(res.Volumes),
+					res.Multiplex, res.Blocks, humanBytes(res.DataBytes), time.Duration(res.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+				for _, v := range res.Volumes {
+					a.printf("  %s  pool %s  full %v  protected until %s\n", v.Barcode, v.Pool, v.Full, v.ProtectedUntil.Format(time.RFC3339))
+				}
+				for _, bc := range res.NoIndex {
+					a.printf("warning: volume %s ended before its index: run coffer media catalog --scan to catalogue it from its blocks\n", bc)
+				}
+			})
+		},
+	}
+	libraryFlags(cmd, &in.MediaLibraryInput)
+	f := cmd.Flags()
+	f.StringVar(&in.Pool, "pool", "", "the media pool")
+	f.StringVar(&in.VM, "name", "", "only points of this source name")
+	f.BoolVar(&in.Latest, "latest", false, "only the newest point of each source")
+	f.IntVar(&in.Multiplex, "multiplex", 0, "points written at once (default: as many as selected, at most --max-multiplex)")
+	f.IntVar(&in.MaxMultiplex, "max-multiplex", 0, "the cap on --multiplex (default 4)")
+	f.IntVar(&in.RunBlocks, "run-blocks", 0, "blocks of one point kept together on tape (default 1)")
+	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block of newly labelled volumes (default 256 KiB)")
+	f.StringVar(&retention, "retention", "", "protect the volumes written from overwriting for this long (e.g. 35d)")
+	f.StringVar(&in.SpoolDir, "spool-dir", "", "where points are spooled while written (default: the temporary directory)")
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaRestore() *cobra.Command {
+	var in service.MediaRestoreInput
+	cmd := &cobra.Command{
+		Use:   "restore --library LIB POINT --to TARGET",
+		Short: "restore a backup point's disks from tape, without the repository",
+		Long: manual(`Restore the disks of a backup point from tape. The media catalogue
+positions the drive on the point's own blocks; the point is read back into a
+staging directory (--stage-dir, room for its stored bytes) as the repository
+it was copied from, opened with the repository's password, and its disks are
+written as for coffer restore. The repository itself is not needed.`,
+			`One line per disk, and what the tape read cost: blocks needed, blocks read,
+locates. --json: {disks, blocks_needed, blocks_read, read_bytes, locates}.`,
+			`coffer media restore --library /srv/vtl 3f2a91c0 --to /var/tmp/web.img
+coffer media restore --library /srv/vtl 3f2a91c0 --disk vda --to /dev/vg0/web`,
+			"0; 3 for a wrong password; 5 for a block that fails its checksum."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Point = args[0]
+			res, err := call(a, func(s *service.Service) (*api.MediaRestoreResult, error) { return s.MediaRestore(cmd.Context(), in) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				for _, d := range res.Disks {
+					a.printf("restored %s of %s to %s (%s)\n", d.Disk, d.PointID[:8], d.Target, humanBytes(d.SizeBytes))
+				}
+				a.printf("read %d block(s) for %d of the point's, %d locate(s)\n", res.BlocksRead, res.BlocksNeeded, res.Locates)
+			})
+		},
+	}
+	libraryFlags(cmd, &in.MediaLibraryInput)
+	f := cmd.Flags()
+	f.StringVar(&in.Disk, "disk", "", "restore only this disk (index, key or name)")
+	f.StringVar(&in.To, "to", "", "target file or device (a directory for several disks)")
+	f.BoolVar(&in.Overwrite, "overwrite", false, "replace an existing target file")
+	f.StringVar(&in.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
+	f.Int64Var(&in.ReadThrough, "read-through", 0, "read gaps of up to this many blocks of other points instead of locating")
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaVerify() *cobra.Command {
+	var in service.MediaLibraryInput
+	cmd := &cobra.Command{
+		Use:   "verify --library LIB BARCODE",
+		Short: "read a volume back and compare it with its index and the catalogue",
+		Long: manual(`Read a volume from its beginning to its end: every block's checksum,
+every segment of its index against the blocks found, and the media catalogue
+against the index. Blocks of a session cut by a crash are reported as
+unindexed: they were never catalogued.`,
+			`"volume CODE: OK, N blocks" or what is damaged. --json: {barcode, blocks,
+bad_blocks, damaged_blocks, missing_blocks, unindexed_blocks, catalogue_matches, ok}.`,
+			`coffer media verify --library /srv/vtl CFR001L8`,
+			"0; 5 for damage or a catalogue that does not match."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := call(a, func(s *service.Service) (*api.MediaVerifyReport, error) {
+				return s.MediaVerify(cmd.Context(), in, args[0])
+			})
+			if res == nil {
+				return err
+			}
+			emitted := a.emit(res, err, func() {
+				a.printf("volume %s: %d block(s), %d bad (%d inside catalogued data), %d missing, %d unindexed; catalogue matches: %v\n",
+					res.Barcode, res.Blocks, len(res.BadBlocks), res.DamagedBlocks, res.MissingBlocks, res.UnindexedBlocks, res.CatalogueMatches)
+				for _, b := range res.BadBlocks {
+					a.printf("  bad block at %d: %s\n", b.Position, b.Error)
+				}
+			})
+			if err != nil && !res.OK {
+				// Verify says what is wrong with the volume; the advice
+				// about repositories does not apply to a tape.
+				a.printf("the points with damaged blocks restore from another copy; `coffer media catalog --library %s` rebuilds a catalogue that does not match\n", in.Library)
+				return reported{err: err, advised: true}
+			}
+			return emitted
+		},
+	}
+	libraryFlags(cmd, &in)
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaCatalog() *cobra.Command {
+	var in service.MediaCatalogInput
+	cmd := &cobra.Command{
+		Use:   "catalog --library LIB",
+		Short: "rebuild the media catalogue from the volumes alone",
+		Long: manual(`Mount every cartridge of the library and record what its last index says
+(with --scan, what its blocks say: for a volume whose index is missing or
+damaged). Blank and foreign cartridges are listed as skipped.`,
+			`One line per volume and per skipped cartridge. --json: {volumes, skipped}.`,
+			`coffer media catalog --library /srv/vtl
+coffer media catalog --library /srv/vtl --scan`,
+			"0."),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := call(a, func(s *service.Service) (*api.MediaCatalogResult, error) { return s.MediaCatalog(cmd.Context(), in) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				for _, v := range res.Volumes {
+					a.printf("%s  pool %s  %d segment(s)\n", v.Barcode, v.Pool, v.Segments)
+				}
+				for _, s := range res.Skipped {
+					a.printf("%s  skipped: %s\n", s.Barcode, s.Reason)
+				}
+			})
+		},
+	}
+	libraryFlags(cmd, &in.MediaLibraryInput)
+	cmd.Flags().BoolVar(&in.Scan, "scan", false, "read every block instead of the volumes' indexes")
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaVolumes() *cobra.Command {
+	var pool string
+	cmd := &cobra.Command{
+		Use:   "volumes",
+		Short: "list the volumes of the media catalogue",
+		Long: manual(`List the volumes the media catalogue knows, from the catalog alone.`,
+			`A table: barcode, pool, media set, full, protected until, segments. --json: the volumes.`,
+			`coffer media volumes --pool weekly`, "0."),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := call(a, func(s *service.Service) ([]api.MediaVolume, error) { return s.MediaVolumes(cmd.Context(), pool) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "BARCODE\tPOOL\tMEDIA SET\tFULL\tPROTECTED UNTIL\tSEGMENTS")
+				for _, v := range res {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Barcode, v.Pool, v.MediaSet, v.Full, v.ProtectedUntil.Format(time.RFC3339), v.Segments)
+				}
+				tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&pool, "pool", "", "only this pool's volumes")
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaContents() *cobra.Command {
+	var barcode string
+	cmd := &cobra.Command{
+		Use:   "contents [POINT]",
+		Short: "list which blocks of which volumes hold backup points",
+		Long: manual(`List the media catalogue's segments: of one point, of one volume
+(--barcode), or all.`,
+			`A table: point, VM, volume, blocks, bytes, extents, end. --json: the segments.`,
+			`coffer media contents 3f2a91c0
+coffer media contents --barcode CFR001L8`, "0; 4 for a point not on media."),
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			point := ""
+			if len(args) == 1 {
+				point = args[0]
+			}
+			res, err := call(a, func(s *service.Service) ([]api.MediaSegment, error) {
+				return s.MediaContents(cmd.Context(), barcode, point)
+			})
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "POINT\tVM\tVOLUME\tBLOCKS\tBYTES\tEXTENTS\tEND")
+				for _, s := range res {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d-%d\t%s\t%d\t%v\n", s.PointID[:min(8, len(s.PointID))], s.VM, s.Barcode, s.FirstBlock, s.LastBlock,
+						humanBytes(s.DataBytes), len(s.Extents), s.End)
+				}
+				tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&barcode, "barcode", "", "only this volume's segments")
+	return faceOnly(cmd, mediaFaceOnly)
+}
+
+func (a *app) cmdMediaFiles() *cobra.Command {
+	var in service.MediaFilesInput
+	cmd := &cobra.Command{
+		Use:   "files --library LIB POINT[:DISK] PATH... --to DIR",
+		Short: "extract single files from a backed-up disk on tape, without the repository",
+		Long: manual(`Extract files or directory trees from inside a disk of a backup point on
+tape, as coffer files get does from a repository: the point is staged from
+the tapes (--stage-dir) and opened with the repository's password, and the
+file readers read its disk (ext2/3/4, XFS, NTFS, FAT). Mode, owner, times and
+symlinks are kept; what cannot be extracted is skipped and listed.`,
+			`"extracted N file(s), M dir(s) ...". --json: {files, dirs, links,
+extracted_bytes, skipped, warnings}.`,
+			`coffer media files --library /srv/vtl 3f2a91c0 /etc/fstab /srv/www --to /var/tmp/out`,
+			"0; 1 for a path the disk does not have; 6 when some entries were skipped."),
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Ref, in.Paths = args[0], args[1:]
+			res, err := call(a, func(s *service.Service) (*api.FilesExtract, error) { return s.MediaFilesExtract(cmd.Context(), in) })
+			if res == nil {
+				return err
+			}
+			return a.emit(res, err, func() {
+				a.printf("extracted %d file(s), %d dir(s), %d link(s), %s to %s\n", res.Files, res.Dirs, res.Links, humanBytes(res.ExtractedBytes), in.To)
+				for _, s := range res.Skipped {
+					a.printf("skipped %s: %s\n", s.Path, s.Reason)
+				}
+			})
+		},
+	}
+	libraryFlags(cmd, &in.MediaLibraryInput)
+	cmd.Flags().StringVar(&in.To, "to", "", "the directory to extract into")
+	cmd.Flags().StringVar(&in.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
+	return faceOnly(cmd, mediaFaceOnly)
+}

@@ -1,0 +1,90 @@
+package st
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/media"
+)
+
+// Changer runs mtx against a changer's SCSI generic device (/dev/sgN).
+type Changer struct {
+	Device string
+	// Timeout bounds one robot move (default 10 minutes).
+	Timeout time.Duration
+}
+
+var _ media.Changer = (*Changer)(nil)
+
+func (c *Changer) run(args ...string) (string, error) {
+	t := c.Timeout
+	if t == 0 {
+		t = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, "mtx", append([]string{"-f", c.Device}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if strings.Contains(msg, "BUSY") || strings.Contains(strings.ToLower(msg), "not ready") {
+			return "", fmt.Errorf("%w: mtx %s: %s", media.ErrBusy, strings.Join(args, " "), msg)
+		}
+		return "", fmt.Errorf("mtx %s: %v: %s", strings.Join(args, " "), err, msg)
+	}
+	return out.String(), nil
+}
+
+// Status runs `mtx status` and parses it.
+func (c *Changer) Status() (*media.ChangerStatus, error) {
+	out, err := c.run("status")
+	if err != nil {
+		return nil, err
+	}
+	return media.ParseMtxStatus(out)
+}
+
+// Load runs `mtx load slot drive`.
+func (c *Changer) Load(slot, drive int) error {
+	_, err := c.run("load", strconv.Itoa(slot), strconv.Itoa(drive))
+	return err
+}
+
+// Unload runs `mtx unload slot drive`; slot 0 returns the cartridge to
+// the slot the changer says it came from.
+func (c *Changer) Unload(slot, drive int) error {
+	if slot == 0 {
+		st, err := c.Status()
+		if err != nil {
+			return err
+		}
+		for _, d := range st.Drives {
+			if d.Index == drive {
+				slot = d.SourceSlot
+			}
+		}
+		if slot == 0 {
+			return fmt.Errorf("mtx: drive %d's source slot is unknown; name the slot", drive)
+		}
+	}
+	_, err := c.run("unload", strconv.Itoa(slot), strconv.Itoa(drive))
+	return err
+}
+
+// Transfer runs `mtx transfer from to`.
+func (c *Changer) Transfer(from, to int) error {
+	_, err := c.run("transfer", strconv.Itoa(from), strconv.Itoa(to))
+	return err
+}
+
+// Inventory runs `mtx inventory`.
+func (c *Changer) Inventory() error {
+	_, err := c.run("inventory")
+	return err
+}

@@ -1,0 +1,141 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/media"
+)
+
+// Library is a changer and the drive coffer uses in it.
+type Library struct {
+	Changer    media.Changer
+	Drive      media.Drive
+	DriveIndex int
+}
+
+// Load puts the cartridge with this barcode into the drive (unloading
+// whatever is there) and returns its slot of origin.
+func (l *Library) Load(barcode string) error {
+	st, err := l.Changer.Status()
+	if err != nil {
+		return err
+	}
+	drive, slot, ok := st.FindVolume(barcode)
+	switch {
+	case !ok:
+		return fmt.Errorf("the library holds no cartridge %s", barcode)
+	case drive == l.DriveIndex:
+		return nil
+	case drive >= 0:
+		return fmt.Errorf("cartridge %s is in drive %d", barcode, drive)
+	}
+	if st.Drives[l.DriveIndex].Full {
+		if err := l.Changer.Unload(0, l.DriveIndex); err != nil {
+			return err
+		}
+	}
+	return l.Changer.Load(slot, l.DriveIndex)
+}
+
+// Mount loads a cartridge and mounts its volume.
+func (l *Library) Mount(_ context.Context, barcode string) (*Volume, error) {
+	if err := l.Load(barcode); err != nil {
+		return nil, err
+	}
+	v, err := Mount(l.Drive)
+	if err != nil {
+		return nil, err
+	}
+	if v.Label.Barcode != barcode {
+		return nil, fmt.Errorf("cartridge %s carries the label of %s", barcode, v.Label.Barcode)
+	}
+	return v, nil
+}
+
+// Barcodes lists the cartridges in the library's storage slots and drives.
+func (l *Library) Barcodes() ([]string, error) {
+	st, err := l.Changer.Status()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range st.Drives {
+		if d.Full && d.VolumeTag != "" {
+			out = append(out, d.VolumeTag)
+		}
+	}
+	for _, s := range st.Slots {
+		if s.Full && !s.ImportExport && s.VolumeTag != "" {
+			out = append(out, s.VolumeTag)
+		}
+	}
+	return out, nil
+}
+
+// Pool hands out the volumes of a media pool in a library: appendable
+// ones of the pool first, then blank cartridges, labelled into it.
+type Pool struct {
+	Lib       *Library
+	Name      string
+	BlockSize int
+	// Allowed, if set, restricts the cartridges the pool may use.
+	Allowed func(barcode string) bool
+	used    map[string]bool
+}
+
+// First returns the first volume to write on.
+func (p *Pool) First(ctx context.Context) (*Volume, error) { return p.Next(ctx, nil) }
+
+// Next implements Volumes.
+func (p *Pool) Next(ctx context.Context, full *Volume) (*Volume, error) {
+	if p.used == nil {
+		p.used = map[string]bool{}
+	}
+	if full != nil {
+		p.used[full.Label.Barcode] = true
+	}
+	codes, err := p.Lib.Barcodes()
+	if err != nil {
+		return nil, err
+	}
+	var blank []string
+	for _, bc := range codes {
+		if p.used[bc] || (p.Allowed != nil && !p.Allowed(bc)) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		v, err := p.Lib.Mount(ctx, bc)
+		switch {
+		case errors.Is(err, ErrBlank):
+			blank = append(blank, bc)
+			continue
+		case err != nil:
+			continue // foreign or unreadable: not this pool's
+		}
+		if v.Label.Pool == p.Name && !v.Index.Full && (p.BlockSize == 0 || v.Label.BlockSize == p.BlockSize) {
+			if st, err := v.Drive.Status(); err == nil && !st.WriteProtected {
+				return v, nil
+			}
+		}
+	}
+	for _, bc := range blank {
+		if err := p.Lib.Load(bc); err != nil {
+			return nil, err
+		}
+		var set string
+		if full != nil {
+			set = full.Label.MediaSet
+		}
+		v, err := Label(p.Lib.Drive, LabelOptions{Barcode: bc, Pool: p.Name, MediaSet: set, BlockSize: p.BlockSize, Now: time.Now()})
+		if err != nil {
+			continue
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("media pool %s has no writable volume left in the library (add blank cartridges)", p.Name)
+}

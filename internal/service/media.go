@@ -1,0 +1,276 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/media/format"
+	"github.com/coffer-backup/coffer/internal/media/volume"
+	"github.com/coffer-backup/coffer/internal/mediacopy"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/task"
+)
+
+// MediaLabelInput labels one cartridge into a media pool.
+type MediaLabelInput struct {
+	MediaLibraryInput
+	Barcode, Pool string
+	BlockSize     int
+	// Foreign allows overwriting a cartridge holding data that is not
+	// coffer's; coffer volumes are protected by their retention, WORM
+	// ones for ever.
+	Foreign bool
+}
+
+// MediaLabel labels a cartridge and records it in the media catalogue.
+func (s *Service) MediaLabel(ctx context.Context, in MediaLabelInput) (*api.MediaVolume, error) {
+	if in.Barcode == "" || in.Pool == "" {
+		return nil, invalidf("--barcode and --pool are required")
+	}
+	lib, closeLib, err := openLibrary(in.MediaLibraryInput)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLib()
+	if err := lib.Load(in.Barcode); err != nil {
+		return nil, err
+	}
+	v, err := volume.Label(lib.Drive, volume.LabelOptions{Barcode: in.Barcode, Pool: in.Pool, BlockSize: in.BlockSize, Foreign: in.Foreign})
+	if errors.Is(err, volume.ErrProtected) {
+		return nil, api.Errorf(api.Invalid, "%v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	row := volumeRow(v.Index, in.Library)
+	if err := s.recordVolumes(ctx, in.Library, v.Index); err != nil {
+		return nil, err
+	}
+	doc := volumeDoc(row)
+	return &doc, nil
+}
+
+// MediaCopyInput selects points of the default repository and the pool
+// they go to.
+type MediaCopyInput struct {
+	MediaLibraryInput
+	Pool string
+	// Points, VM and Latest select as for Copy.
+	Points []string
+	VM     string
+	Latest bool
+	// Multiplex is how many points are written at once onto the drive
+	// (0: as many as selected, at most MaxMultiplex). MaxMultiplex caps it
+	// (default 4, the seeds' advice).
+	Multiplex, MaxMultiplex int
+	// RunBlocks keeps that many blocks of one point together on tape.
+	RunBlocks int
+	BlockSize int
+	// Retention protects the volumes written from being overwritten.
+	Retention time.Duration
+	SpoolDir  string
+}
+
+// MediaCopy writes backup points to a media pool: each point a
+// self-contained stream, several multiplexed onto the drive, spanning
+// volumes of the pool; the volumes' indexes go into the media catalogue.
+func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaCopyResult, error) {
+	if in.Pool == "" {
+		return nil, invalidf("--pool is required")
+	}
+	maxMux := cmp.Or(in.MaxMultiplex, volume.DefaultMultiplex)
+	if in.Multiplex > maxMux {
+		return nil, invalidf("multiplexing %d:1 exceeds the cap of %d:1 (restores slow down beyond 4:1); raise --max-multiplex to allow it", in.Multiplex, maxMux)
+	}
+	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool)
+	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaCopyResult, error) {
+		src, err := s.openRepository(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer src.Store().Close()
+		sel, err := copySelection(ctx, src, CopyInput{Points: in.Points, VM: in.VM, Latest: in.Latest})
+		if err != nil {
+			return nil, err
+		}
+		all, err := src.Snapshots(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		var snaps []*repo.Snapshot
+		for _, sn := range all {
+			if sel(sn) {
+				snaps = append(snaps, sn)
+			}
+		}
+		if len(snaps) == 0 {
+			return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
+		}
+		mux := cmp.Or(in.Multiplex, min(len(snaps), maxMux))
+		lib, closeLib, err := openLibrary(in.MediaLibraryInput)
+		if err != nil {
+			return nil, err
+		}
+		defer closeLib()
+		host, _ := os.Hostname()
+		start := time.Now()
+		res, err := mediacopy.Copy(ctx, src, snaps, lib, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize, SpoolDir: in.SpoolDir,
+			WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention, Host: host}})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.recordVolumes(ctx, in.Library, res.Volumes...); err != nil {
+			return nil, err
+		}
+		out := &api.MediaCopyResult{Session: res.Session.String(), Copied: []string{}, Volumes: []api.MediaVolume{}, Segments: []api.MediaSegment{},
+			Blocks: res.Blocks, DataBytes: res.Bytes, NoIndex: append([]string{}, res.NoIndex...), Multiplex: mux,
+			DurationSeconds: time.Since(start).Seconds()}
+		for _, sn := range snaps {
+			out.Copied = append(out.Copied, sn.ID.String())
+		}
+		for _, ix := range res.Volumes {
+			out.Volumes = append(out.Volumes, volumeDoc(volumeRow(ix, in.Library)))
+			for _, r := range segmentRows(ix) {
+				if r.Session == out.Session {
+					out.Segments = append(out.Segments, segmentDoc(r))
+				}
+			}
+		}
+		return out, nil
+	})
+}
+
+// recordVolumes writes volumes' indexes into the media catalogue. A
+// volume filled by a session appears twice (full, then as continued
+// elsewhere): the last index of each barcode wins.
+func (s *Service) recordVolumes(ctx context.Context, library string, ixs ...format.VolumeIndex) error {
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, ix := range ixs {
+		if err := c.ReplaceMediaVolume(ctx, volumeRow(ix, library), segmentRows(ix)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MediaCatalogInput rebuilds the media catalogue from a library's
+// volumes.
+type MediaCatalogInput struct {
+	MediaLibraryInput
+	// Scan reads every block instead of each volume's last index (for
+	// volumes whose index is missing: an unexpected end of medium, or a
+	// damaged index).
+	Scan bool
+}
+
+// MediaCatalog mounts every cartridge of the library and records what its
+// last index (or, with Scan, its blocks) says: the catalogue is rebuilt
+// from the media alone.
+func (s *Service) MediaCatalog(ctx context.Context, in MediaCatalogInput) (*api.MediaCatalogResult, error) {
+	lib, closeLib, err := openLibrary(in.MediaLibraryInput)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLib()
+	codes, err := lib.Barcodes()
+	if err != nil {
+		return nil, err
+	}
+	out := &api.MediaCatalogResult{Volumes: []api.MediaVolume{}, Skipped: []api.MediaSkipped{}}
+	for _, bc := range codes {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		v, err := lib.Mount(ctx, bc)
+		if err != nil {
+			out.Skipped = append(out.Skipped, api.MediaSkipped{Barcode: bc, Reason: err.Error()})
+			continue
+		}
+		ix := v.Index
+		if in.Scan {
+			rep, err := v.Scan()
+			if err != nil {
+				out.Skipped = append(out.Skipped, api.MediaSkipped{Barcode: bc, Reason: err.Error()})
+				continue
+			}
+			ix.Segments = rep.Scanned
+		}
+		if err := s.recordVolumes(ctx, in.Library, ix); err != nil {
+			return out, err
+		}
+		row := volumeRow(ix, in.Library)
+		row.Segments = len(ix.Segments)
+		out.Volumes = append(out.Volumes, volumeDoc(row))
+	}
+	return out, nil
+}
+
+// MediaVolumes lists the catalogue's volumes (of one pool, if given).
+func (s *Service) MediaVolumes(ctx context.Context, pool string) ([]api.MediaVolume, error) {
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	vols, err := c.ListMediaVolumes(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.MediaVolume, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, volumeDoc(v))
+	}
+	return out, nil
+}
+
+// MediaContents lists the catalogue's segments: of a volume, of a point
+// (an ID or a unique prefix), or all.
+func (s *Service) MediaContents(ctx context.Context, barcode, point string) ([]api.MediaSegment, error) {
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	rows, err := pointSegments(ctx, c, barcode, point)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.MediaSegment, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, segmentDoc(r))
+	}
+	return out, nil
+}
+
+// pointSegments lists segments of a volume and/or of the one point a
+// reference (ID or unique prefix) names.
+func pointSegments(ctx context.Context, c catalog.Catalog, barcode, point string) ([]catalog.MediaSegment, error) {
+	rows, err := c.ListMediaSegments(ctx, catalog.MediaSegmentFilter{Barcode: barcode})
+	if err != nil || point == "" {
+		return rows, err
+	}
+	var out []catalog.MediaSegment
+	match := ""
+	for _, r := range rows {
+		if len(point) <= len(r.Point) && r.Point[:len(point)] == point {
+			if match != "" && match != r.Point {
+				return nil, invalidf("%q names several backup points on media (%s, %s): give more of the ID", point, match, r.Point)
+			}
+			match = r.Point
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, api.Errorf(api.NotFound, "no backup point %q in the media catalogue (run coffer media catalog to rebuild it from the tapes)", point)
+	}
+	return out, nil
+}

@@ -1,0 +1,188 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/media/volume"
+	"github.com/coffer-backup/coffer/internal/mediacopy"
+	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/task"
+)
+
+// MediaRestoreInput restores disks of a backup point from media.
+type MediaRestoreInput struct {
+	MediaLibraryInput
+	// Point is an ID or a unique prefix of a point in the media catalogue.
+	Point string
+	// Disk, To and Overwrite are as for RestoreDisks (raw images).
+	Disk      string
+	To        string
+	Overwrite bool
+	// StageDir receives the point read back from tape (room for its
+	// stored bytes) until the disks are written; default: the system's
+	// temporary directory.
+	StageDir string
+	// ReadThrough: gaps of up to this many blocks of other points are read
+	// rather than located over.
+	ReadThrough int64
+}
+
+// MediaRestore restores a point's disks from tape without its repository:
+// the catalogue positions the drive on the point's own blocks, the point
+// is staged as the repository it was written as, opened with the
+// repository's password, and the restore writers rebuild the disks.
+func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.MediaRestoreResult, error) {
+	if in.To == "" {
+		return nil, invalidf("no restore target given (--to)")
+	}
+	if in.Point == "" {
+		return nil, invalidf("no backup point given")
+	}
+	spec := TaskSpec{Kind: task.KindMediaRestore, Object: "/media", Detail: in.Point}
+	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaRestoreResult, error) {
+		staged, closeStaged, err := s.stageFromMedia(ctx, in.MediaLibraryInput, in.Point, in.StageDir, in.ReadThrough)
+		if err != nil {
+			return nil, err
+		}
+		defer closeStaged()
+		disks, err := pickDisks(staged.Point, in.Disk)
+		if err != nil {
+			return nil, err
+		}
+		targets := []string{in.To}
+		if len(disks) > 1 {
+			if err := os.MkdirAll(in.To, 0o700); err != nil {
+				return nil, err
+			}
+			targets = targets[:0]
+			for i, d := range disks {
+				targets = append(targets, filepath.Join(in.To, fmt.Sprintf("%d-%s", i, filepath.Base(d.Name))))
+			}
+		}
+		out := &api.MediaRestoreResult{Disks: []api.RestoredDisk{}, BlocksNeeded: staged.Read.BlocksNeeded,
+			BlocksRead: staged.Read.BlocksRead, ReadBytes: staged.Read.BytesRead, Locates: staged.Read.Locates}
+		for i, d := range disks {
+			prog := &restore.Progress{}
+			t.Progress(Meter{Label: "restore " + d.Name, Done: prog.BytesDone.Load, Total: prog.BytesTotal.Load})
+			start := time.Now()
+			st, err := restore.ToFile(ctx, staged.Repo, staged.Point, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite})
+			if err != nil {
+				return out, fmt.Errorf("disk %s: %w", d.Name, err)
+			}
+			out.Disks = append(out.Disks, api.RestoredDisk{PointID: staged.Point.ID.String(), Disk: d.Name, Target: targets[i], Format: "raw",
+				SizeBytes: d.Size, WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ReadRequests: st.Requests,
+				DurationSeconds: time.Since(start).Seconds(), LostRanges: []api.Range{}})
+		}
+		return out, nil
+	})
+}
+
+// stageFromMedia reads a point from the media into a staged repository,
+// positioned by the media catalogue, and opens it with the default
+// repository's password. done closes the staged repository and the
+// library.
+func (s *Service) stageFromMedia(ctx context.Context, lin MediaLibraryInput, point, stageDir string, readThrough int64) (*mediacopy.Staged, func(), error) {
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := pointSegments(ctx, c, "", point)
+	c.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	var placed []volume.Placed
+	for _, r := range rows {
+		p, err := placedFromRow(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		placed = append(placed, p)
+	}
+	segs, err := mediacopy.Choose(placed)
+	if err != nil {
+		return nil, nil, err
+	}
+	pw, err := password(s.cfg.Repository.Password)
+	if err != nil {
+		return nil, nil, err
+	}
+	lib, closeLib, err := openLibrary(lin)
+	if err != nil {
+		return nil, nil, err
+	}
+	staged, err := mediacopy.Stage(ctx, lib, segs, stageDir, pw, volume.ReadOptions{ReadThrough: readThrough})
+	if err != nil {
+		closeLib()
+		return nil, nil, err
+	}
+	return staged, func() { staged.Close(); closeLib() }, nil
+}
+
+// MediaVerify reads a volume back: every block's checksum, the volume's
+// index against its blocks, and the catalogue against the index.
+func (s *Service) MediaVerify(ctx context.Context, in MediaLibraryInput, barcode string) (*api.MediaVerifyReport, error) {
+	if barcode == "" {
+		return nil, invalidf("no volume given")
+	}
+	spec := TaskSpec{Kind: task.KindMediaVerify, Object: "/media", Detail: barcode}
+	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.MediaVerifyReport, error) {
+		lib, closeLib, err := openLibrary(in)
+		if err != nil {
+			return nil, err
+		}
+		defer closeLib()
+		v, err := lib.Mount(ctx, barcode)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := v.Scan()
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.openCatalog(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		rows, err := c.ListMediaSegments(ctx, catalog.MediaSegmentFilter{Barcode: barcode})
+		if err != nil {
+			return nil, err
+		}
+		out := &api.MediaVerifyReport{Barcode: barcode, Blocks: rep.Blocks, BadBlocks: []api.MediaBadBlock{}, DamagedBlocks: rep.BadIndexed,
+			MissingBlocks: rep.Missing, UnindexedBlocks: rep.Unindexed, CatalogueMatches: sameRows(rows, segmentRows(v.Index))}
+		for _, b := range rep.Bad {
+			out.BadBlocks = append(out.BadBlocks, api.MediaBadBlock{Position: b.Pos, Error: b.Err})
+		}
+		out.OK = rep.IndexMatches && out.CatalogueMatches
+		if !out.OK {
+			return out, api.Errorf(api.Integrity, "volume %s: %d damaged and %d missing block(s); the catalogue %s the volume's index",
+				barcode, out.DamagedBlocks, out.MissingBlocks, map[bool]string{true: "matches", false: "does not match"}[out.CatalogueMatches])
+		}
+		return out, nil
+	})
+}
+
+// sameRows compares catalogue rows with a volume index's, in any order.
+func sameRows(a, b []catalog.MediaSegment) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	key := func(s catalog.MediaSegment) string {
+		return fmt.Sprintf("%s/%s/%d/%d/%d/%d/%d/%v/%v", s.Barcode, s.Session, s.Stream, s.FirstSeq, s.LastSeq, s.Bytes, s.PointTime.Unix(), s.End, s.Extents) + s.Point
+	}
+	ka, kb := make([]string, len(a)), make([]string, len(b))
+	for i := range a {
+		ka[i], kb[i] = key(a[i]), key(b[i])
+	}
+	slices.Sort(ka)
+	slices.Sort(kb)
+	return slices.Equal(ka, kb)
+}
