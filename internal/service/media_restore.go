@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -56,15 +54,9 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 		if err != nil {
 			return nil, err
 		}
-		targets := []string{in.To}
-		if len(disks) > 1 {
-			if err := os.MkdirAll(in.To, 0o700); err != nil {
-				return nil, err
-			}
-			targets = targets[:0]
-			for i, d := range disks {
-				targets = append(targets, filepath.Join(in.To, fmt.Sprintf("%d-%s", i, filepath.Base(d.Name))))
-			}
+		targets, err := diskTargets(in.To, disks)
+		if err != nil {
+			return nil, err
 		}
 		out := &api.MediaRestoreResult{Disks: []api.RestoredDisk{}, BlocksNeeded: staged.Read.BlocksNeeded,
 			BlocksRead: staged.Read.BlocksRead, ReadBytes: staged.Read.BytesRead, Locates: staged.Read.Locates}

@@ -54,15 +54,9 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 		if err != nil {
 			return nil, err
 		}
-		targets := []string{in.To}
-		if len(disks) > 1 {
-			if err := os.MkdirAll(in.To, 0o700); err != nil {
-				return nil, err
-			}
-			targets = targets[:0]
-			for i, d := range disks {
-				targets = append(targets, filepath.Join(in.To, fmt.Sprintf("%d-%s", i, filepath.Base(d.Name))))
-			}
+		targets, err := diskTargets(in.To, disks)
+		if err != nil {
+			return nil, err
 		}
 		out := []api.RestoredDisk{}
 		incomplete := 0
@@ -114,4 +108,20 @@ func pickDisks(s *repo.Snapshot, sel string) ([]repo.Disk, error) {
 		}
 	}
 	return nil, invalidf("backup point %s has no disk %q", s.ID.Short(), sel)
+}
+
+// diskTargets is where restored disks go: to itself for one disk; for
+// several, into the directory to, each as INDEX-NAME.
+func diskTargets(to string, disks []repo.Disk) ([]string, error) {
+	if len(disks) <= 1 {
+		return []string{to}, nil
+	}
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(disks))
+	for i, d := range disks {
+		out = append(out, filepath.Join(to, fmt.Sprintf("%d-%s", i, filepath.Base(d.Name))))
+	}
+	return out, nil
 }
