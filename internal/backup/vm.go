@@ -97,7 +97,11 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 			}
 		}
 	}()
+	opening := time.Now()
 	disks, warnings, err := openDisks(ctx, r, sess, base, parent)
+	if o.Progress != nil {
+		o.Progress.SetupNanos.Store(int64(time.Since(opening)))
+	}
 	defer func() {
 		for _, d := range disks {
 			if c, ok := d.Reader.(interface{ Close() error }); ok {
