@@ -21,6 +21,10 @@ const (
 	KindRepair       = "repair"
 	KindVerifyBoot   = "verify-boot" // a backup point booted and checked (internal/bootverify)
 	KindCleanup      = "cleanup"     // leftovers of crashed coffer processes removed at start
+	// A measurement of this machine (internal/measure), its results in a
+	// "bench-result" event: a device's throughput, coffer's pipeline.
+	KindBenchDevice   = "bench-device"
+	KindBenchPipeline = "bench-pipeline"
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or
