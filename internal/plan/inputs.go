@@ -106,7 +106,11 @@ func BuildInput(s Sources) (Input, []string) {
 	}
 	repoKey := "repo:" + s.Policy.Repository
 	if _, ok := in.Devices[repoKey]; !ok {
-		as.add(fmt.Sprintf("repository %q's writes not measured: not a limit (run `coffer bench device` on its target)", s.Policy.Repository), 0)
+		name := s.Policy.Repository
+		if name == "" {
+			name = "the default repository"
+		}
+		as.add(fmt.Sprintf("%s's writes not measured: not a limit (run `coffer bench device --as %s` on its target)", name, repoKey), 0)
 	}
 	unmeasured := map[string]bool{}
 	for _, tg := range s.Targets {
