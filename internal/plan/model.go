@@ -85,8 +85,8 @@ type Input struct {
 	Devices map[string]float64
 	// Window is the time the run must end within (0: none).
 	Window time.Duration
-	// Runs is the number of Monte Carlo runs (0: 100); a run whose
-	// tasks have no variance is run once.
+	// Runs is the number of Monte Carlo runs (0: DefaultRuns); a run
+	// whose tasks have no variance is run once.
 	Runs int
 	Seed uint64
 }

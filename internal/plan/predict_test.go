@@ -69,8 +69,7 @@ func TestCriticalPathNamesTheDatastore(t *testing.T) {
 	if fmt.Sprint(p.CriticalPath.Work) != fmt.Sprint(wantWork) {
 		t.Errorf("work %v, want %v", p.CriticalPath.Work, wantWork)
 	}
-	if !strings.HasPrefix(p.Bottleneck, "datastore:lab/ds-0, capped at 8: on the critical path 50%") &&
-		!strings.HasPrefix(p.Bottleneck, "snapshot") {
+	if p.Bottleneck != "datastore:lab/ds-0, capped at 8: on the critical path 50% of the time" {
 		t.Errorf("bottleneck %q", p.Bottleneck)
 	}
 	// The datastore is at capacity for the first wave only (the second
@@ -114,6 +113,9 @@ func TestTransfersShareTheSlowestDevice(t *testing.T) {
 	}
 	if p.CriticalPath.Work[0].What != "transfer at datastore:lab/ds" || p.CriticalPath.Work[0].Share != 1 {
 		t.Errorf("work %v", p.CriticalPath.Work)
+	}
+	if p.Bottleneck != "transfer at datastore:lab/ds: 100% of the critical path" {
+		t.Errorf("bottleneck %q", p.Bottleneck)
 	}
 
 	// Writes of 0.5 byte per byte read into a repository of 40 MB/s:

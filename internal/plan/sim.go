@@ -24,6 +24,7 @@ var phaseNames = [...]string{"queued", "snapshot create", "setup", "transfer", "
 type compiled struct {
 	in      *Input
 	order   []int32 // task indices in the engine's queue order
+	pos     []int32 // each task's position in it
 	pools   []poolDef
 	devices []deviceDef
 	needs   [][]int32 // per task: pool indices (0 is the global pool), one per slot
@@ -43,6 +44,9 @@ type deviceDef struct {
 type crossing struct {
 	dev    int32
 	factor float64
+	// scale is the device's rate per unit of factor: the read rate the
+	// whole device would give this transfer.
+	scale float64
 }
 
 const globalPool = 0
@@ -79,7 +83,7 @@ func compile(in *Input) *compiled {
 				devIdx[x.Device] = d
 				c.devices = append(c.devices, deviceDef{x.Device, rate})
 			}
-			c.path[i] = append(c.path[i], crossing{d, x.Factor})
+			c.path[i] = append(c.path[i], crossing{d, x.Factor, c.devices[d].rate / x.Factor})
 		}
 	}
 	c.order = make([]int32, len(in.Tasks))
@@ -88,16 +92,20 @@ func compile(in *Input) *compiled {
 	}
 	// The engine's dispatcher: longest first, then submission order.
 	sort.SliceStable(c.order, func(a, b int) bool { return in.Tasks[c.order[a]].Size > in.Tasks[c.order[b]].Size })
+	c.pos = make([]int32, len(c.order))
+	for p, i := range c.order {
+		c.pos[i] = int32(p)
+	}
 	return c
 }
 
 // taskState is one task during a run.
 type taskState struct {
 	phase     int8
-	end       float64 // end of the current fixed phase
-	remaining float64 // bytes left to transfer
+	remaining float64 // bytes left to transfer, as of run.synced
 	rate      float64
-	limit     int32 // device limiting the transfer now; -1: the per-task rate
+	tEnd      float64 // when the transfer ends at this rate
+	limit     int32   // device limiting the transfer now; -1: the per-task rate
 	start     float64
 	done      float64
 	cost      [3]float64 // sampled snapshot, setup, release seconds
@@ -111,22 +119,37 @@ type taskState struct {
 
 // run is one simulated run.
 type run struct {
-	c       *compiled
-	rng     *rand.Rand // nil: means only
-	trace   bool
-	now     float64
-	tasks   []taskState
-	queue   []int32
-	used    []int
-	peak    []int
-	full    []interval // pools at capacity
-	devUse  []float64
-	devBusy []interval // devices saturated
-	devN    []int32
-	moving  []int32 // tasks in transfer
-	events  eventHeap
-	dirty   bool
-	left    int
+	c     *compiled
+	rng   *rand.Rand // nil: means only
+	trace bool
+	now   float64
+	tasks []taskState
+	left  int // tasks not done
+	// The dispatcher (dispatch.go): slots in use per pool, the most in
+	// use, the time each was at capacity; the tasks waiting, by the pool
+	// that stopped them (queue positions); those to put back after a
+	// pump.
+	used     []int
+	peak     []int
+	full     []interval
+	waiting  [][]int32
+	deferred []waiter
+	wasFull  []int32
+	freed    []int32
+	// The transfers (transfer.go).
+	moving   []int32
+	synced   float64   // when the transfers' bytes were last settled
+	nextEnd  float64   // the first transfer's end at the current rates
+	dirty    bool      // the transfers changed: rates to compute again
+	devN     []int32   // transfers crossing each device
+	devInv   []float64 // 1/devN: a share is a product, not a division
+	devUse   []float64
+	devBusy  []interval // devices saturated
+	devSeen  []uint32   // epoch of the rates() that saw it crossed
+	epoch    uint32
+	touched  []int32
+	busyDevs []int32
+	events   eventHeap // ends of fixed phases
 }
 
 // interval accumulates the time a resource is busy, and its longest
@@ -152,10 +175,11 @@ func (v *interval) set(on bool, now float64) {
 }
 
 func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
-	r := &run{c: c, rng: rng, trace: trace, tasks: make([]taskState, len(c.in.Tasks)),
+	r := &run{c: c, rng: rng, trace: trace, tasks: make([]taskState, len(c.in.Tasks)), left: len(c.in.Tasks),
 		used: make([]int, len(c.pools)), peak: make([]int, len(c.pools)), full: make([]interval, len(c.pools)),
-		devUse: make([]float64, len(c.devices)), devBusy: make([]interval, len(c.devices)), devN: make([]int32, len(c.devices)),
-		queue: append([]int32(nil), c.order...), left: len(c.in.Tasks)}
+		waiting: make([][]int32, len(c.pools)), nextEnd: math.Inf(1),
+		devN: make([]int32, len(c.devices)), devInv: make([]float64, len(c.devices)), devUse: make([]float64, len(c.devices)), devBusy: make([]interval, len(c.devices)),
+		devSeen: make([]uint32, len(c.devices))}
 	for i, t := range c.in.Tasks {
 		s := &r.tasks[i]
 		s.cost = [3]float64{t.Snapshot.sample(rng), t.Setup.sample(rng), t.Release.sample(rng)}
@@ -170,25 +194,19 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 
 // simulate runs to the last task's end and returns it, in seconds.
 func (r *run) simulate() float64 {
-	r.pump(-1, nil)
+	r.pumpAll()
 	for r.left > 0 {
 		if r.dirty {
 			r.rates()
 		}
-		next := math.Inf(1)
-		if len(r.events) > 0 {
+		next := r.nextEnd
+		if len(r.events) > 0 && r.events[0].at < next {
 			next = r.events[0].at
 		}
-		for _, i := range r.moving {
-			s := &r.tasks[i]
-			if at := r.now + s.remaining/s.rate; at < next {
-				next = at
-			}
-		}
 		if math.IsInf(next, 1) {
-			break // nothing running and nothing can start: a pool of capacity 0 cannot happen (compile drops them)
+			break // nothing runs and nothing can start: cannot happen, compile drops pools of capacity 0
 		}
-		r.advance(next)
+		r.now = next
 		r.settle()
 	}
 	for i := range r.full {
@@ -200,26 +218,6 @@ func (r *run) simulate() float64 {
 	return r.now
 }
 
-// advance moves the clock, and every transfer with it.
-func (r *run) advance(to float64) {
-	dt := to - r.now
-	for _, i := range r.moving {
-		s := &r.tasks[i]
-		s.remaining -= s.rate * dt
-		if r.trace {
-			s.work[r.limitName(s.limit)] += dt
-		}
-	}
-	r.now = to
-}
-
-func (r *run) limitName(d int32) string {
-	if d < 0 {
-		return "transfer at the per-task rate"
-	}
-	return "transfer at " + r.c.devices[d].key
-}
-
 // settle ends every phase due now and starts what follows.
 func (r *run) settle() {
 	const eps = 1e-9
@@ -227,19 +225,19 @@ func (r *run) settle() {
 	for len(r.events) > 0 && r.events[0].at <= r.now+eps {
 		ended = append(ended, heap.Pop(&r.events).(event).task)
 	}
-	kept := r.moving[:0]
-	for _, i := range r.moving {
-		s := &r.tasks[i]
-		if s.remaining <= eps*max(1, s.rate) {
-			ended = append(ended, i)
-			continue
+	if r.nextEnd <= r.now+eps {
+		r.sync()
+		kept := r.moving[:0]
+		for _, i := range r.moving {
+			if r.tasks[i].tEnd <= r.now+eps {
+				ended = append(ended, i)
+				continue
+			}
+			kept = append(kept, i)
 		}
-		kept = append(kept, i)
-	}
-	if len(kept) != len(r.moving) {
+		r.moving = kept
 		r.dirty = true
 	}
-	r.moving = kept
 	for _, i := range ended {
 		r.next(i)
 	}
@@ -251,6 +249,7 @@ func (r *run) next(i int32) {
 	if s.phase == phaseTransfer {
 		for _, x := range r.c.path[i] {
 			r.devN[x.dev]--
+			r.devInv[x.dev] = 1 / float64(r.devN[x.dev])
 		}
 	}
 	for {
@@ -264,15 +263,16 @@ func (r *run) next(i int32) {
 			if r.trace {
 				s.work[phaseNames[s.phase]] += d
 			}
-			s.end = r.now + d
-			heap.Push(&r.events, event{s.end, i})
+			heap.Push(&r.events, event{r.now + d, i})
 			return
 		case phaseTransfer:
 			if s.remaining <= 0 {
 				continue
 			}
+			r.sync() // the others move at their old rates until now
 			for _, x := range r.c.path[i] {
 				r.devN[x.dev]++
+				r.devInv[x.dev] = 1 / float64(r.devN[x.dev])
 			}
 			r.moving = append(r.moving, i)
 			r.dirty = true
@@ -294,107 +294,6 @@ func costIndex(phase int8) int {
 		return 1
 	}
 	return 2
-}
-
-// release gives a task's slots back and starts what now fits, noting
-// which pools were full: what the tasks it starts were waiting for.
-func (r *run) release(i int32) {
-	var wasFull []int32
-	for _, p := range r.c.needs[i] {
-		if r.used[p] >= r.c.pools[p].cap {
-			wasFull = append(wasFull, p)
-		}
-		r.used[p]--
-		r.full[p].set(false, r.now)
-	}
-	r.pump(i, wasFull)
-}
-
-// pump starts every queued task whose slots are all free, in queue
-// order, skipping those that do not fit: the engine's
-// dispatcher.pumpLocked. pred ended just now, freeing the pools wasFull.
-func (r *run) pump(pred int32, wasFull []int32) {
-	kept := r.queue[:0]
-	for k, i := range r.queue {
-		if r.used[globalPool] >= r.c.pools[globalPool].cap {
-			kept = append(kept, r.queue[k:]...)
-			break
-		}
-		if !r.fits(i) {
-			kept = append(kept, i)
-			continue
-		}
-		s := &r.tasks[i]
-		s.start, s.pred, s.blocker = r.now, pred, blockerOf(r.c.needs[i], wasFull)
-		for _, p := range r.c.needs[i] {
-			r.used[p]++
-			r.peak[p] = max(r.peak[p], r.used[p])
-			if r.used[p] >= r.c.pools[p].cap {
-				r.full[p].set(true, r.now)
-			}
-		}
-		r.next(i)
-	}
-	r.queue = kept
-}
-
-func (r *run) fits(i int32) bool {
-	ns := r.c.needs[i]
-	for k, p := range ns {
-		n := 1
-		for _, q := range ns[:k] { // a pool named twice (two disks on one datastore) takes two slots
-			if q == p {
-				n++
-			}
-		}
-		if r.used[p]+n > r.c.pools[p].cap {
-			return false
-		}
-	}
-	return true
-}
-
-// blockerOf is the pool, of those the ending task freed while full, that
-// a starting task needs: the most specific one (the global pool last).
-func blockerOf(needs, wasFull []int32) int32 {
-	b := int32(-1)
-	for _, p := range wasFull {
-		for _, q := range needs {
-			if p == q && (b < 0 || b == globalPool) {
-				b = p
-			}
-		}
-	}
-	return b
-}
-
-// rates shares each device equally among the transfers crossing it; a
-// transfer moves at the smallest share on its path, or the per-task rate.
-func (r *run) rates() {
-	r.dirty = false
-	clear(r.devUse)
-	taskRate := r.c.in.TaskRate
-	if taskRate <= 0 {
-		taskRate = math.Inf(1)
-	}
-	for _, i := range r.moving {
-		s := &r.tasks[i]
-		s.rate, s.limit = taskRate, -1
-		for _, x := range r.c.path[i] {
-			if share := r.c.devices[x.dev].rate / float64(r.devN[x.dev]) / x.factor; share < s.rate {
-				s.rate, s.limit = share, x.dev
-			}
-		}
-		if math.IsInf(s.rate, 1) {
-			s.rate = math.MaxFloat64 // nothing limits it: it takes no time
-		}
-		for _, x := range r.c.path[i] {
-			r.devUse[x.dev] += s.rate * x.factor
-		}
-	}
-	for d, def := range r.c.devices {
-		r.devBusy[d].set(r.devUse[d] >= def.rate*(1-1e-9), r.now)
-	}
 }
 
 type event struct {

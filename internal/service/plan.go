@@ -23,7 +23,7 @@ type PlanInput struct {
 	// Window is the time the run must end within; 0 takes the gap
 	// between the schedule's next two runs.
 	Window time.Duration
-	// Runs is the Monte Carlo runs (0: 100); Jobs the recorded runs of
+	// Runs is the Monte Carlo runs (0: plan.DefaultRuns); Jobs the recorded runs of
 	// the policy read (0: 20).
 	Runs, Jobs int
 	// QueueDepth and CommandsPerVM, when given, check every datastore
