@@ -79,6 +79,9 @@ type Progress struct {
 	// session setup, allocation maps, change sets): a fixed cost per VM
 	// the planner (internal/plan) needs apart from the transfer.
 	SetupNanos atomic.Int64
+	// TransferNanos is how long reading, storing and committing its
+	// disks took after that.
+	TransferNanos atomic.Int64
 }
 
 // ErrSourceChanged means the source shrank or failed to deliver bytes that

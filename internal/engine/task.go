@@ -252,16 +252,16 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 		t.rec.BytesLogical, t.rec.BytesRead, t.rec.BytesStored = snap.Logical(), snap.BytesRead, snap.BytesStored
 	}
 	rec := t.rec
-	var setup time.Duration
+	var setup, transfer time.Duration
 	if t.prog != nil {
-		setup = time.Duration(t.prog.SetupNanos.Load())
+		setup, transfer = time.Duration(t.prog.SetupNanos.Load()), time.Duration(t.prog.TransferNanos.Load())
 	}
 	t.prog = nil
 	j.mu.Unlock()
 	j.rec.task(rec)
 	fields := map[string]any{"seconds": took.Seconds(), "bytes_logical": rec.BytesLogical, "bytes_read": rec.BytesRead,
 		"bytes_stored": rec.BytesStored, "read_mb_per_s": float64(rec.BytesRead) / 1e6 / max(took.Seconds(), 1e-9), "attempts": rec.Attempts,
-		"setup_seconds": setup.Seconds()}
+		"setup_seconds": setup.Seconds(), "transfer_seconds": transfer.Seconds()}
 	msg := fmt.Sprintf("%s backed up (%s) in %s", t.vm.Name, rec.Mode, took.Round(time.Millisecond))
 	if t.modeReason != "" {
 		msg += "; full because: " + t.modeReason

@@ -14,8 +14,12 @@ import (
 type VMHistory struct {
 	Runs int
 	// Fixed costs, in seconds, from the snapshot-create, snapshot-remove
-	// and task-done (setup_seconds) events.
-	Snapshot, Setup, Release Dist
+	// and task-done (setup_seconds) events; Other is the rest of the
+	// attempt outside the snapshot, the setup and the transfer.
+	Snapshot, Setup, Release, Other Dist
+	// Transfer is the recorded time of reading, storing and committing
+	// the disks (task-done's transfer_seconds), by mode.
+	Transfer map[string]Dist
 	// Bytes read per run, by mode ("full", "incremental", "differential").
 	Bytes map[string]Dist
 	// StoredRatio is the bytes written to the repository per byte read
@@ -54,6 +58,8 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 	}
 	type samples struct {
 		snapshot, setup, release []float64
+		transfer                 map[string][]float64
+		other                    []float64
 		bytes                    map[string][]float64
 		read, stored             int64
 		logical                  int64
@@ -77,6 +83,8 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			return nil, fmt.Errorf("plan: reading the events of job %d: %w", j.ID, err)
 		}
 		byTask := map[int64]*samples{}
+		costs := map[int64]*taskCosts{}
+		modeOf := map[int64]string{}
 		run := RunRecord{JobID: j.ID, Start: j.StartedAt, Elapsed: j.FinishedAt.Sub(j.StartedAt)}
 		var spans [][2]time.Time
 		for _, t := range tasks {
@@ -86,10 +94,11 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			key := VMKey(t.Connection, t.VMID)
 			s := per[key]
 			if s == nil {
-				s = &samples{bytes: map[string][]float64{}}
+				s = &samples{bytes: map[string][]float64{}, transfer: map[string][]float64{}}
 				per[key] = s
 			}
 			byTask[t.ID] = s
+			modeOf[t.ID] = t.Mode
 			s.bytes[t.Mode] = append(s.bytes[t.Mode], float64(t.BytesRead))
 			s.read += t.BytesRead
 			s.stored += t.BytesStored
@@ -101,17 +110,23 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			spans = append(spans, [2]time.Time{t.StartedAt, t.FinishedAt})
 		}
 		for _, e := range events {
-			s := byTask[e.TaskID]
-			if s == nil || e.Level != "info" {
+			if byTask[e.TaskID] == nil || e.Level != "info" {
 				continue // a failed operation is no measure of the cost
 			}
-			switch e.Kind {
-			case "snapshot-create":
-				s.snapshot = appendField(s.snapshot, e.Fields, "seconds")
-			case "snapshot-remove":
-				s.release = appendField(s.release, e.Fields, "seconds")
-			case "task-done":
-				s.setup = appendField(s.setup, e.Fields, "setup_seconds")
+			c := costs[e.TaskID]
+			if c == nil {
+				c = &taskCosts{-1, -1, -1, -1, -1}
+				costs[e.TaskID] = c
+			}
+			c.add(e)
+		}
+		for id, c := range costs {
+			s := byTask[id]
+			s.snapshot, s.release = appendKnown(s.snapshot, c.create), appendKnown(s.release, c.remove)
+			s.setup = appendKnown(s.setup, c.setup)
+			s.transfer[modeOf[id]] = appendKnown(s.transfer[modeOf[id]], c.transfer)
+			if c.total >= 0 && c.transfer >= 0 && c.setup >= 0 {
+				s.other = append(s.other, max(c.total-max(c.create, 0)-max(c.remove, 0)-c.setup-c.transfer, 0))
 			}
 		}
 		run.Concurrency = mostOverlapping(spans)
@@ -119,7 +134,12 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 	}
 	for key, s := range per {
 		v := &VMHistory{Snapshot: distOf(s.snapshot), Setup: distOf(s.setup), Release: distOf(s.release),
-			Bytes: map[string]Dist{}, Logical: s.logical}
+			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical}
+		for mode, ts := range s.transfer {
+			if len(ts) > 0 {
+				v.Transfer[mode] = distOf(ts)
+			}
+		}
 		for mode, b := range s.bytes {
 			v.Bytes[mode] = distOf(b)
 			v.Runs += len(b)
@@ -132,8 +152,32 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 	return h, nil
 }
 
-func appendField(xs []float64, fields map[string]any, name string) []float64 {
+// taskCosts are one task's recorded durations in seconds; -1: not
+// recorded (runs before coffer recorded setup and transfer times).
+type taskCosts struct {
+	create, remove, setup, transfer, total float64
+}
+
+func (c *taskCosts) add(e catalog.Event) {
+	switch e.Kind {
+	case "snapshot-create":
+		c.create = field(e.Fields, "seconds")
+	case "snapshot-remove":
+		c.remove = field(e.Fields, "seconds")
+	case "task-done":
+		c.total, c.setup, c.transfer = field(e.Fields, "seconds"), field(e.Fields, "setup_seconds"), field(e.Fields, "transfer_seconds")
+	}
+}
+
+func field(fields map[string]any, name string) float64 {
 	if v, ok := fields[name].(float64); ok && v >= 0 && !math.IsNaN(v) {
+		return v
+	}
+	return -1
+}
+
+func appendKnown(xs []float64, v float64) []float64 {
+	if v >= 0 {
 		return append(xs, v)
 	}
 	return xs

@@ -37,7 +37,7 @@ func recordRun(t *testing.T, cat catalog.Catalog, start time.Time, vms []recorde
 		evs = append(evs,
 			catalog.Event{JobID: j.ID, TaskID: id, Level: "info", Kind: "snapshot-create", Fields: map[string]any{"seconds": v.snapshot}},
 			catalog.Event{JobID: j.ID, TaskID: id, Level: "info", Kind: "snapshot-remove", Fields: map[string]any{"seconds": v.release}},
-			catalog.Event{JobID: j.ID, TaskID: id, Level: "info", Kind: "task-done", Fields: map[string]any{"seconds": 9.0, "setup_seconds": v.setup}})
+			catalog.Event{JobID: j.ID, TaskID: id, Level: "info", Kind: "task-done", Fields: map[string]any{"seconds": 9.0, "setup_seconds": v.setup, "transfer_seconds": 3.0}})
 	}
 	if err := cat.AddEvents(ctx, evs); err != nil {
 		t.Fatal(err)
@@ -91,6 +91,11 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 	if a.StoredRatio != 0.3 || a.Setup != Fixed(0.5) || a.Release != Fixed(1) {
 		t.Errorf("vm-a stored ratio %v setup %+v release %+v", a.StoredRatio, a.Setup, a.Release)
 	}
+	// The rest of each 9 s attempt: 9 − 2 − 1 − 0.5 − 3 = 2.5 s, then
+	// 9 − 4 − 1 − 0.5 − 3 = 0.5 s.
+	if a.Other.Mean != 1.5 || a.Transfer["incremental"].Mean != 3 {
+		t.Errorf("vm-a other %+v transfer %+v", a.Other, a.Transfer)
+	}
 	if len(h.Runs) != 2 || h.Runs[1].Concurrency != 2 || h.Runs[0].Concurrency != 1 || h.Runs[1].BytesRead != 1100e6 {
 		t.Errorf("runs %+v", h.Runs)
 	}
@@ -127,8 +132,19 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 	if strings.Contains(joined, "pipeline") || strings.Contains(joined, "not measured") {
 		t.Errorf("measured devices reported as assumed:\n%s", joined)
 	}
+	if in.Tasks[0].Transfer.Mean != 0 {
+		t.Errorf("vm-a's datastore is measured, yet its recorded transfer time is used: %+v", in.Tasks[0].Transfer)
+	}
 	p, err := Predict(in)
 	if err != nil || p.P50 <= 0 {
 		t.Fatalf("%v %+v", err, p)
+	}
+	// Without the datastore's measurement, vm-a's recorded 3 s stand
+	// for its transfer; vm-c, never recorded, still reads at rates.
+	in, as = BuildInput(Sources{Config: cfg, Policy: policy.Policy{Name: "nightly", Repository: "main", Mode: "incremental"},
+		Targets: []Target{vm("vm-a"), vm("vm-c")}, History: h, Measured: Measurements{Pipeline: 500e6}})
+	if in.Tasks[0].Transfer.Mean != 3 || in.Tasks[1].Transfer.Mean != 0 ||
+		!strings.Contains(strings.Join(as, "\n"), "transfer: the time recorded for the VM (incremental, its datastores not measured): 1 VMs") {
+		t.Errorf("transfers %+v and %+v; assumptions %v", in.Tasks[0].Transfer, in.Tasks[1].Transfer, as)
 	}
 }

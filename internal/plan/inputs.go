@@ -121,6 +121,7 @@ func BuildInput(s Sources) (Input, []string) {
 		t.Snapshot = pick(h, func(h *VMHistory) Dist { return h.Snapshot }, fleet.Snapshot, AssumedSnapshotSeconds, "snapshot create", as)
 		t.Setup = pick(h, func(h *VMHistory) Dist { return h.Setup }, fleet.Setup, AssumedSetupSeconds, "disk setup", as)
 		t.Release = pick(h, func(h *VMHistory) Dist { return h.Release }, fleet.Release, AssumedReleaseSeconds, "snapshot remove", as)
+		t.Other = pick(h, func(h *VMHistory) Dist { return h.Other }, fleet.Other, 0, "other per-VM work", as)
 		t.Bytes = bytesOf(h, mode, vm, as)
 		ratio := AssumedStoredRatio
 		if h != nil && h.StoredRatio > 0 {
@@ -129,12 +130,21 @@ func BuildInput(s Sources) (Input, []string) {
 			as.add(fmt.Sprintf("stored ratio %.2f (bytes stored per byte read)", AssumedStoredRatio), 1)
 		}
 		t.Path = append(t.Path, Crossing{PipelineDevice, 1}, Crossing{RateDevice, 1}, Crossing{repoKey, ratio})
+		measured := false
 		for ds, share := range datastoreShares(vm) {
 			key := "datastore:" + tg.Connection + "/" + ds
 			t.Path = append(t.Path, Crossing{key, share})
 			if _, ok := in.Devices[key]; !ok {
 				unmeasured[key] = true
+			} else {
+				measured = true
 			}
+		}
+		// Until a device on its path is measured, a VM's recorded
+		// transfer time says more than bytes at assumed rates.
+		if d, ok := h.transfer(mode); ok && !measured {
+			t.Transfer = d
+			as.add(fmt.Sprintf("transfer: the time recorded for the VM (%s, its datastores not measured)", mode), 1)
 		}
 		in.Tasks = append(in.Tasks, t)
 	}
@@ -193,9 +203,17 @@ func datastoreShares(vm hypervisor.VM) map[string]float64 {
 	return out
 }
 
+func (h *VMHistory) transfer(mode string) (Dist, bool) {
+	if h == nil {
+		return Dist{}, false
+	}
+	d, ok := h.Transfer[mode]
+	return d, ok && d.Mean > 0
+}
+
 // fleetMeans averages the fixed costs over the VMs that have them.
 func fleetMeans(h *History) VMHistory {
-	var snap, setup, rel []float64
+	var snap, setup, rel, other []float64
 	for _, v := range h.VMs {
 		if v.Snapshot.Mean > 0 {
 			snap = append(snap, v.Snapshot.Mean)
@@ -206,8 +224,11 @@ func fleetMeans(h *History) VMHistory {
 		if v.Release.Mean > 0 {
 			rel = append(rel, v.Release.Mean)
 		}
+		if v.Other.Mean > 0 {
+			other = append(other, v.Other.Mean)
+		}
 	}
-	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel)}
+	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other)}
 }
 
 // assumptions counts the VMs each assumption was used for.

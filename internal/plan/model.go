@@ -8,14 +8,17 @@
 //
 // The model of one VM task, in the engine's order:
 //
-//	queued → snapshot (create, with quiesce) → setup (NBD or session) → transfer → release (snapshot remove) → done
+//	queued → snapshot (create, with quiesce) → setup (NBD or session) → transfer → other → release (snapshot remove) → done
 //
 // The task holds its slots from the snapshot until the release is done,
 // as the engine does. A transfer reads Bytes at the smallest of: the
 // per-task rate (limits.task-rate), and each bandwidth it crosses (its
 // datastores' read rate, the repository's write rate, coffer's pipeline,
-// limits.rate) divided equally among the transfers crossing it. What the
-// model leaves out: retries, failures, storage-level (group) batches.
+// limits.rate) divided equally among the transfers crossing it; a VM
+// whose devices were not measured may instead take the transfer time it
+// was recorded with. "Other" is the rest of a recorded attempt (the
+// engine's and the repository's own work per VM). What the model leaves
+// out: retries, failures, storage-level (group) batches.
 package plan
 
 import (
@@ -66,9 +69,11 @@ type Task struct {
 	// (engine.SlotNeeds).
 	Pools []engine.SlotNeed
 	// Fixed costs, in seconds.
-	Snapshot, Setup, Release Dist
-	// Bytes is what the run reads from the VM's disks.
-	Bytes Dist
+	Snapshot, Setup, Other, Release Dist
+	// Bytes is what the run reads from the VM's disks, at the rates of
+	// Path; a Transfer time, when set, is taken instead (seconds).
+	Bytes    Dist
+	Transfer Dist
 	// Path lists the bandwidths the read crosses.
 	Path []Crossing
 }

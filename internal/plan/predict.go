@@ -80,7 +80,7 @@ func Predict(in Input) (*Prediction, error) {
 		return nil, errors.New("plan: the concurrency (limits.tasks) must be at least 1")
 	}
 	for _, t := range in.Tasks {
-		for _, d := range []Dist{t.Snapshot, t.Setup, t.Release, t.Bytes} {
+		for _, d := range []Dist{t.Snapshot, t.Setup, t.Other, t.Release, t.Bytes, t.Transfer} {
 			if d.Mean < 0 || d.StdDev < 0 || math.IsNaN(d.Mean) || math.IsNaN(d.StdDev) {
 				return nil, fmt.Errorf("plan: VM %s: a cost or size is negative or not a number", t.Name)
 			}
@@ -140,7 +140,7 @@ func runRNG(seed uint64, k, runs int) *rand.Rand {
 
 func varies(ts []Task) bool {
 	for _, t := range ts {
-		if t.Snapshot.StdDev > 0 || t.Setup.StdDev > 0 || t.Release.StdDev > 0 || t.Bytes.StdDev > 0 {
+		if t.Snapshot.StdDev > 0 || t.Setup.StdDev > 0 || t.Other.StdDev > 0 || t.Release.StdDev > 0 || t.Bytes.StdDev > 0 || t.Transfer.StdDev > 0 {
 			return true
 		}
 	}

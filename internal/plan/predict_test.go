@@ -211,3 +211,28 @@ func TestBadInputIsRefused(t *testing.T) {
 		t.Errorf("negative bytes: %v", err)
 	}
 }
+
+// A recorded transfer time is taken as it is, whatever the path's rates;
+// the other phases add up: 1 + 0.5 + 2 + 0.25 + 1 = 4.75 s a VM, and a
+// second VM reading bytes at rates is not slowed by the first.
+func TestRecordedTransferAndOtherWork(t *testing.T) {
+	path := []Crossing{{"datastore:lab/ds", 1}}
+	in := Input{Concurrency: 2, Devices: map[string]float64{"datastore:lab/ds": 1e6}, Tasks: []Task{
+		{Name: "recorded", Size: 2, Snapshot: Fixed(1), Setup: Fixed(0.5), Transfer: Fixed(2), Other: Fixed(0.25), Release: Fixed(1),
+			Bytes: Fixed(100e6), Path: path},
+		{Name: "at-rates", Size: 1, Bytes: Fixed(3e6), Path: path},
+	}}
+	p, err := Predict(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// at-rates: 3 MB alone at 1 MB/s, 3 s.
+	if p.P50 != 4750*time.Millisecond {
+		t.Errorf("P50 %s, want 4.75s", p.P50)
+	}
+	want := []Share{{"transfer (as recorded)", 2 / 4.75}, {"snapshot create", 1 / 4.75}, {"snapshot remove", 1 / 4.75},
+		{"setup", 0.5 / 4.75}, {"other per-VM work", 0.25 / 4.75}}
+	if fmt.Sprint(p.CriticalPath.Work) != fmt.Sprint(want) {
+		t.Errorf("work %v, want %v", p.CriticalPath.Work, want)
+	}
+}

@@ -13,11 +13,12 @@ const (
 	phaseSnapshot
 	phaseSetup
 	phaseTransfer
+	phaseOther
 	phaseRelease
 	phaseDone
 )
 
-var phaseNames = [...]string{"queued", "snapshot create", "setup", "transfer", "snapshot remove", "done"}
+var phaseNames = [...]string{"queued", "snapshot create", "setup", "transfer (as recorded)", "other per-VM work", "snapshot remove", "done"}
 
 // compiled is an Input with its pools and devices numbered, shared by
 // every run of the Monte Carlo.
@@ -108,7 +109,7 @@ type taskState struct {
 	limit     int32   // device limiting the transfer now; -1: the per-task rate
 	start     float64
 	done      float64
-	cost      [3]float64 // sampled snapshot, setup, release seconds
+	cost      [5]float64 // sampled seconds of the fixed phases, by costIndex
 	// pred is the task whose end started this one (-1: started at 0 or
 	// by another start), blocker the pool it waited for (-1: none).
 	pred, blocker int32
@@ -182,7 +183,7 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 		devSeen: make([]uint32, len(c.devices))}
 	for i, t := range c.in.Tasks {
 		s := &r.tasks[i]
-		s.cost = [3]float64{t.Snapshot.sample(rng), t.Setup.sample(rng), t.Release.sample(rng)}
+		s.cost = [5]float64{t.Snapshot.sample(rng), t.Setup.sample(rng), t.Transfer.sample(rng), t.Other.sample(rng), t.Release.sample(rng)}
 		s.remaining = t.Bytes.sample(rng)
 		s.pred, s.blocker = -1, -1
 		if trace {
@@ -246,7 +247,7 @@ func (r *run) settle() {
 // next moves a task to its next phase, skipping empty ones.
 func (r *run) next(i int32) {
 	s := &r.tasks[i]
-	if s.phase == phaseTransfer {
+	if s.phase == phaseTransfer && s.cost[costIndex(phaseTransfer)] <= 0 { // it moved bytes at rates
 		for _, x := range r.c.path[i] {
 			r.devN[x.dev]--
 			r.devInv[x.dev] = 1 / float64(r.devN[x.dev])
@@ -255,17 +256,14 @@ func (r *run) next(i int32) {
 	for {
 		s.phase++
 		switch s.phase {
-		case phaseSnapshot, phaseSetup, phaseRelease:
-			d := s.cost[costIndex(s.phase)]
-			if d <= 0 {
-				continue
-			}
-			if r.trace {
-				s.work[phaseNames[s.phase]] += d
-			}
-			heap.Push(&r.events, event{r.now + d, i})
-			return
 		case phaseTransfer:
+			if d := s.cost[costIndex(phaseTransfer)]; d > 0 { // a recorded time, not bytes at rates
+				if r.trace {
+					s.work[phaseNames[s.phase]] += d
+				}
+				heap.Push(&r.events, event{r.now + d, i})
+				return
+			}
 			if s.remaining <= 0 {
 				continue
 			}
@@ -277,6 +275,16 @@ func (r *run) next(i int32) {
 			r.moving = append(r.moving, i)
 			r.dirty = true
 			return
+		case phaseSnapshot, phaseSetup, phaseOther, phaseRelease:
+			d := s.cost[costIndex(s.phase)]
+			if d <= 0 {
+				continue
+			}
+			if r.trace {
+				s.work[phaseNames[s.phase]] += d
+			}
+			heap.Push(&r.events, event{r.now + d, i})
+			return
 		case phaseDone:
 			s.done = r.now
 			r.left--
@@ -286,15 +294,8 @@ func (r *run) next(i int32) {
 	}
 }
 
-func costIndex(phase int8) int {
-	switch phase {
-	case phaseSnapshot:
-		return 0
-	case phaseSetup:
-		return 1
-	}
-	return 2
-}
+// costIndex is a phase's place in taskState.cost.
+func costIndex(phase int8) int { return int(phase) - phaseSnapshot }
 
 type event struct {
 	at   float64
