@@ -111,7 +111,7 @@ type PipelineLevel struct {
 type DeviceBenchRequest struct {
 	Path      string `json:"path" minLength:"1" maxLength:"4096" doc:"a directory on the device; two files of size_bytes are written there and removed"`
 	Device    string `json:"device,omitempty" maxLength:"512" doc:"the name the planner knows it by: datastore:CONNECTION/DATASTORE or repo:REPOSITORY"`
-	SizeBytes int64  `json:"size_bytes,omitempty" minimum:"0" doc:"bytes each pass moves (0: 256 MiB)"`
+	SizeBytes int64  `json:"size_bytes,omitempty" minimum:"0" maximum:"68719476736" doc:"bytes each pass moves (0: 256 MiB; at most 64 GiB, and two files of it must take at most half the free space)"`
 	Streams   int    `json:"streams,omitempty" minimum:"0" maximum:"256" doc:"concurrent sequential streams (0: 4)"`
 }
 
@@ -119,6 +119,6 @@ type DeviceBenchRequest struct {
 // its host.
 type PipelineBenchRequest struct {
 	Levels    []int `json:"levels" maxItems:"20" doc:"zstd levels, 0 for none (empty: 0, 1, 3 and 9)"`
-	SizeBytes int64 `json:"size_bytes,omitempty" minimum:"0" doc:"bytes each level processes (0: 512 MiB)"`
+	SizeBytes int64 `json:"size_bytes,omitempty" minimum:"0" maximum:"1099511627776" doc:"bytes each level processes (0: 512 MiB; at most 1 TiB)"`
 	Workers   int   `json:"workers,omitempty" minimum:"0" maximum:"1024" doc:"goroutines (0: one per core)"`
 }

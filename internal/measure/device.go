@@ -33,6 +33,9 @@ type DeviceOptions struct {
 	Block int
 }
 
+// MaxDeviceSize bounds the bytes of a pass.
+const MaxDeviceSize = 64 << 30
+
 // DeviceResult is a device's throughput, in bytes/s.
 type DeviceResult struct {
 	Dir     string
@@ -67,12 +70,23 @@ func (o *DeviceOptions) check() error {
 	if o.Size < int64(o.Streams)*int64(o.Block) {
 		return fmt.Errorf("measure: %d bytes is less than one block per stream (%d × %d)", o.Size, o.Streams, o.Block)
 	}
+	if o.Size > MaxDeviceSize {
+		return fmt.Errorf("measure: %d bytes: at most %d (64 GiB) a pass", o.Size, int64(MaxDeviceSize))
+	}
 	st, err := os.Stat(o.Dir)
 	if err != nil {
 		return fmt.Errorf("measure: %w", err)
 	}
 	if !st.IsDir() {
 		return fmt.Errorf("measure: %s is not a directory: give a directory on the device to measure", o.Dir)
+	}
+	// Two files of Size are written: never fill the device to do it.
+	var fs unix.Statfs_t
+	if err := unix.Statfs(o.Dir, &fs); err != nil {
+		return fmt.Errorf("measure: %w", err)
+	}
+	if free := int64(fs.Bavail) * int64(fs.Bsize); 2*o.Size > free/2 {
+		return fmt.Errorf("measure: two files of %d bytes would take more than half of the %d bytes free on %s: give a smaller size", o.Size, free, o.Dir)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func TestDeviceRefusesBadInput(t *testing.T) {
 		{DeviceOptions{Dir: dir, Streams: 300}, "streams"},
 		{DeviceOptions{Dir: dir, Block: 100}, "block"},
 		{DeviceOptions{Dir: dir, Size: 1 << 20, Streams: 4, Block: 1 << 20}, "less than one block per stream"},
+		{DeviceOptions{Dir: dir, Size: 65 << 30}, "at most"},
 	} {
 		if _, err := Device(context.Background(), c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.o, err, c.want)

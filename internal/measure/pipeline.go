@@ -57,8 +57,11 @@ func Pipeline(ctx context.Context, o PipelineOptions) ([]PipelineResult, error) 
 	if o.Workers < 1 || o.Workers > 1024 {
 		return nil, fmt.Errorf("measure: %d workers: give 1 to 1024", o.Workers)
 	}
-	if o.Bytes < chunkSize {
-		return nil, fmt.Errorf("measure: %d bytes is less than one chunk (%d)", o.Bytes, chunkSize)
+	if o.Bytes < chunkSize || o.Bytes > 1<<40 {
+		return nil, fmt.Errorf("measure: %d bytes: give one chunk (%d) to 1 TiB", o.Bytes, chunkSize)
+	}
+	if len(o.Levels) > 20 {
+		return nil, fmt.Errorf("measure: %d levels: give at most 20", len(o.Levels))
 	}
 	for _, l := range o.Levels {
 		if l < 0 || l > 19 {
