@@ -6,6 +6,7 @@
 //	go run ./bench/vsphere                                   # the published experiment's shape
 //	go run ./bench/vsphere -concurrency 64,256 -c1-vms ""     # only the fast levels
 //	go run ./bench/vsphere -concurrency "" -c1-vms ""         # only the inventory listing
+//	go run ./bench/vsphere -plan 50 -concurrency 8,32,256 -inventory-runs 0 -c1-vms ""  # the planner's predictions against the runs (plan.go)
 //
 // Before the backups, the connector's Inventory of the whole fleet is timed
 // (best of -inventory-runs, after one warm-up listing that opens the

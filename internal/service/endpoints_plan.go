@@ -13,11 +13,11 @@ type planIn struct {
 	Policy        string   `path:"policy" maxLength:"255" example:"nightly"`
 	WhatIf        []string `query:"what_if,explode" required:"false" maxItems:"20" doc:"a variation to predict beside the configuration, KEY=VALUE: tasks=64, per-datastore=12, per-host=4, group:NAME=6, streams=+1, multiplexing=2, add-vms=100, move=GLOB:DATASTORE (repeat the parameter)"`
 	Mode          string   `query:"mode" enum:"full,incremental,differential," doc:"the run to plan (default: the policy's mode)"`
-	WindowSeconds float64  `query:"window_seconds" minimum:"0" doc:"the time the run must end within (0: the gap between the schedule's next two runs)"`
+	WindowSeconds float64  `query:"window_seconds" minimum:"0" maximum:"31622400" doc:"the time the run must end within (0: the gap between the schedule's next two runs)"`
 	Runs          int      `query:"runs" minimum:"0" maximum:"10000" doc:"Monte Carlo runs (0: 100, fewer for fleets over 2,000 VMs, down to 20 at 10,000)"`
 	Jobs          int      `query:"jobs" minimum:"0" maximum:"1000" doc:"recorded runs of the policy to learn from (0: 20)"`
-	QueueDepth    int      `query:"queue_depth" minimum:"0" doc:"every datastore's queue depth, for the VMs-per-volume rule (with commands_per_vm)"`
-	CommandsPerVM float64  `query:"commands_per_vm" minimum:"0" doc:"active commands per VM, for the VMs-per-volume rule"`
+	QueueDepth    int      `query:"queue_depth" minimum:"0" maximum:"1000000" doc:"every datastore's queue depth, for the VMs-per-volume rule (with commands_per_vm)"`
+	CommandsPerVM float64  `query:"commands_per_vm" minimum:"0" maximum:"1000000" doc:"active commands per VM, for the VMs-per-volume rule"`
 }
 
 func epPlan(ctx context.Context, s *Service, in *planIn) (*Result[*api.Plan], error) {

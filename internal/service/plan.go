@@ -41,8 +41,9 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 	default:
 		return nil, invalidf("mode %q: give full, incremental or differential", in.Mode)
 	}
-	if in.Window < 0 || in.Runs < 0 || in.Runs > 10000 || in.Jobs < 0 || in.QueueDepth < 0 || in.CommandsPerVM < 0 {
-		return nil, invalidf("the window, runs (at most 10000), jobs, queue depth and commands per VM cannot be negative")
+	if in.Window < 0 || in.Runs < 0 || in.Runs > 10000 || in.Jobs < 0 || in.QueueDepth < 0 ||
+		!(in.CommandsPerVM >= 0 && in.CommandsPerVM <= 1e6) {
+		return nil, invalidf("the window, runs (at most 10000), jobs, queue depth and commands per VM (at most 10^6) cannot be negative")
 	}
 	var vs []plan.Variation
 	for _, w := range in.WhatIf {
