@@ -122,3 +122,28 @@ type PipelineBenchRequest struct {
 	SizeBytes int64 `json:"size_bytes,omitempty" minimum:"0" maximum:"1099511627776" doc:"bytes each level processes (0: 512 MiB; at most 1 TiB)"`
 	Workers   int   `json:"workers,omitempty" minimum:"0" maximum:"1024" doc:"goroutines (0: one per core)"`
 }
+
+// PlanAccuracy sets the predictions recorded as a policy's runs started
+// beside what happened.
+type PlanAccuracy struct {
+	Policy string         `json:"policy"`
+	Runs   []PlanBacktest `json:"runs"` // newest first
+	// MeanAbsError is the mean of |measured/P50 − 1|, Bias the mean of
+	// measured/P50 − 1 (positive: runs took longer than predicted), and
+	// WithinP90 the share of runs that ended within their P90.
+	MeanAbsError float64 `json:"mean_abs_error"`
+	Bias         float64 `json:"bias"`
+	WithinP90    float64 `json:"within_p90"`
+}
+
+// PlanBacktest is one run: its prediction and its duration, from its
+// first VM's start to its last VM's end.
+type PlanBacktest struct {
+	JobID           int64     `json:"job_id"`
+	Started         time.Time `json:"started"`
+	VMs             int       `json:"vms"`
+	P50Seconds      float64   `json:"p50_seconds"`
+	P90Seconds      float64   `json:"p90_seconds"`
+	MeasuredSeconds float64   `json:"measured_seconds"`
+	Error           float64   `json:"error"` // measured/P50 − 1
+}

@@ -54,7 +54,8 @@ waited_on, work, busy, violations}], assumptions, measurements,
 concurrency}.`,
 			`coffer plan nightly
 coffer plan nightly --what-if tasks=64 --what-if streams=+2 --what-if add-vms=200
-coffer plan nightly --mode full --window 8h --json`,
+coffer plan nightly --mode full --window 8h --json
+coffer plan accuracy nightly     # the predictions recorded as runs started, beside what happened`,
 			"0; 2 for an unknown policy, a bad what-if or bad flags."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -78,6 +79,7 @@ coffer plan nightly --mode full --window 8h --json`,
 	f.IntVar(&in.Jobs, "jobs", 20, "recorded runs of the policy to learn from")
 	f.IntVar(&in.QueueDepth, "queue-depth", 0, "every datastore's queue depth, for the VMs-per-volume rule")
 	f.Float64Var(&in.CommandsPerVM, "commands-per-vm", 0, "active commands per VM, for the VMs-per-volume rule")
+	cmd.AddCommand(a.cmdPlanAccuracy())
 	return remoteToo(op(cmd, "plan-policy"))
 }
 

@@ -73,6 +73,20 @@ func TestBenchAndPlan(t *testing.T) {
 			t.Errorf("plan output lacks %q:\n%s", want, text)
 		}
 	}
+	// Each run recorded its prediction as it started: the planner held to
+	// its record.
+	var acc api.PlanAccuracy
+	if err := json.Unmarshal([]byte(e.must("plan", "accuracy", "all", "--json")), &acc); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Runs) != 2 || acc.Runs[0].P50Seconds <= 0 || acc.Runs[0].MeasuredSeconds <= 0 || acc.Runs[0].VMs != 6 || acc.Runs[0].JobID <= acc.Runs[1].JobID ||
+		acc.Runs[0].Error != acc.Runs[0].MeasuredSeconds/acc.Runs[0].P50Seconds-1 {
+		t.Errorf("accuracy: %+v", acc)
+	}
+	if out := e.must("plan", "accuracy", "all"); !strings.Contains(out, "policy all, 2 runs: mean absolute error") {
+		t.Errorf("plan accuracy:\n%s", out)
+	}
+	e.expect(ExitUsage, "plan", "accuracy", "nope")
 	e.expect(ExitUsage, "plan", "all", "--what-if", "speed=9")
 	e.expect(ExitUsage, "plan", "nope")
 }

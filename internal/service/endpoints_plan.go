@@ -25,6 +25,15 @@ func epPlan(ctx context.Context, s *Service, in *planIn) (*Result[*api.Plan], er
 		Runs: in.Runs, Jobs: in.Jobs, QueueDepth: in.QueueDepth, CommandsPerVM: in.CommandsPerVM}))
 }
 
+type planAccuracyIn struct {
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
+	Runs   int    `query:"runs" minimum:"0" maximum:"1000" doc:"the last runs to judge (0: 20)"`
+}
+
+func epPlanAccuracy(ctx context.Context, s *Service, in *planAccuracyIn) (*Result[*api.PlanAccuracy], error) {
+	return result(s.PlanAccuracy(ctx, in.Policy, in.Runs))
+}
+
 type benchDeviceIn struct {
 	Body api.DeviceBenchRequest
 }

@@ -3,10 +3,13 @@ package service
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/measure"
 	"github.com/coffer-backup/coffer/internal/plan"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -81,28 +84,12 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 	if sc.History, err = plan.ReadHistory(ctx, cat, p.Name, jobs); err != nil {
 		return nil, err
 	}
-	devices, pipeline, err := measure.Latest(ctx, cat, 500)
+	measured, notes, err := readMeasurements(ctx, cat)
 	if err != nil {
 		return nil, err
 	}
 	doc := &api.Plan{Policy: p.Name, Mode: nameOr(in.Mode, nameOr(p.Mode, "incremental")), VMs: len(sc.Targets),
-		Scenarios: []api.PlanScenario{}, Measurements: []string{}}
-	measured := plan.Measurements{Devices: map[string]float64{}}
-	for key, d := range devices {
-		rate, what := d.DuplexRead, "read, with writes at once"
-		if strings.HasPrefix(key, "repo:") {
-			rate, what = d.DuplexWrite, "write, with reads at once"
-		}
-		measured.Devices[key] = rate
-		doc.Measurements = append(doc.Measurements, fmt.Sprintf("%s: %.0f MB/s %s (%s on %s, %s)", key, rate/1e6, what, d.Dir, d.Host, d.At.Format(time.DateOnly)))
-	}
-	if pipeline != nil {
-		if r, ok := pipeline.Level(repo.DefaultCompressionLevel); ok {
-			measured.Pipeline = r.Rate
-			doc.Measurements = append(doc.Measurements, fmt.Sprintf("pipeline: %.0f MB/s at zstd level %d with %d workers (on %s, %s; the repository's own level is not read)",
-				r.Rate/1e6, r.Level, r.Workers, pipeline.Host, pipeline.At.Format(time.DateOnly)))
-		}
-	}
+		Scenarios: []api.PlanScenario{}, Measurements: notes}
 	window, why := in.Window, "given"
 	if window == 0 {
 		window, why = scheduleGap(p)
@@ -125,6 +112,58 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 		}
 	}
 	return doc, nil
+}
+
+// readMeasurements reads the newest device and pipeline measurements as
+// the planner uses them, with a note on each (host, date).
+func readMeasurements(ctx context.Context, cat catalog.Catalog) (plan.Measurements, []string, error) {
+	devices, pipeline, err := measure.Latest(ctx, cat, 500)
+	if err != nil {
+		return plan.Measurements{}, nil, err
+	}
+	measured, notes := plan.Measurements{Devices: map[string]float64{}}, []string{}
+	for key, d := range devices {
+		rate, what := d.DuplexRead, "read, with writes at once"
+		if strings.HasPrefix(key, "repo:") {
+			rate, what = d.DuplexWrite, "write, with reads at once"
+		}
+		measured.Devices[key] = rate
+		notes = append(notes, fmt.Sprintf("%s: %.0f MB/s %s (%s on %s, %s)", key, rate/1e6, what, d.Dir, d.Host, d.At.Format(time.DateOnly)))
+	}
+	sort.Strings(notes)
+	if pipeline != nil {
+		if r, ok := pipeline.Level(repo.DefaultCompressionLevel); ok {
+			measured.Pipeline = r.Rate
+			notes = append(notes, fmt.Sprintf("pipeline: %.0f MB/s at zstd level %d with %d workers (on %s, %s; the repository's own level is not read)",
+				r.Rate/1e6, r.Level, r.Workers, pipeline.Host, pipeline.At.Format(time.DateOnly)))
+		}
+	}
+	return measured, notes, nil
+}
+
+// predictor predicts each policy run as the engine starts it, from the
+// catalog's recorded runs and measurements (engine.Options.Predict).
+func predictor(cat catalog.Catalog) engine.Predictor {
+	return func(ctx context.Context, cfg *policy.Config, p policy.Policy, selected []engine.Selected) (engine.Prediction, error) {
+		hist, err := plan.ReadHistory(ctx, cat, p.Name, 20)
+		if err != nil {
+			return engine.Prediction{}, err
+		}
+		measured, _, err := readMeasurements(ctx, cat)
+		if err != nil {
+			return engine.Prediction{}, err
+		}
+		targets := make([]plan.Target, len(selected))
+		for i, t := range selected {
+			targets[i] = plan.Target{Connection: t.Connection, VM: t.VM}
+		}
+		in, _ := plan.BuildInput(plan.Sources{Config: cfg, Policy: p, Targets: targets, History: hist, Measured: measured})
+		pred, err := plan.Predict(in)
+		if err != nil {
+			return engine.Prediction{}, err
+		}
+		return engine.Prediction{P50: pred.P50, P90: pred.P90, Bottleneck: pred.Bottleneck}, nil
+	}
 }
 
 // scheduleGap is the time between the schedule's next two runs: a run
