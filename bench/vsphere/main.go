@@ -6,6 +6,7 @@
 //	go run ./bench/vsphere                                   # the published experiment's shape
 //	go run ./bench/vsphere -concurrency 64,256 -c1-vms ""     # only the fast levels
 //	go run ./bench/vsphere -concurrency "" -c1-vms ""         # only the inventory listing
+//	go run ./bench/vsphere -plan 50 -concurrency 8,32,256 -inventory-runs 0 -c1-vms ""  # the planner's predictions against the runs (plan.go)
 //
 // Before the backups, the connector's Inventory of the whole fleet is timed
 // (best of -inventory-runs, after one warm-up listing that opens the
@@ -80,6 +81,7 @@ func main() {
 	flag.StringVar(&o.runner, "runner", "backup", "backup (real backups into a repository) or snapshot (snapshot create+remove only)")
 	invRuns := flag.Int("inventory-runs", 3, "time the fleet's inventory this many times and report the best (0: skip)")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the runs (not the fleet build) to this file")
+	calibrate := flag.Int("plan", 0, "predict each run with internal/plan before running it, from a first run of this many VMs at concurrency 8 (0: no plan)")
 	flag.Parse()
 	// vcsim logs every call of a method it lacks (QueryChangedDiskAreas,
 	// once per backed-up VM here): keep the output readable.
@@ -115,6 +117,10 @@ func main() {
 		}
 		pprof.StartCPUProfile(pf)
 		defer pprof.StopCPUProfile()
+	}
+	if *calibrate > 0 {
+		f.planAccuracy(ctx, *calibrate)
+		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "concurrency\tVMs\telapsed\tper VM\tideal\tvs ideal\tspeed-up vs 1\tpeak in flight\tpeak per datastore\tmean snapshot\tmean release\tfailed\t")
@@ -164,11 +170,16 @@ func ideal(o options, c, n int) time.Duration {
 
 // run backs up the first n VMs at concurrency c through the engine.
 func (f *fleet) run(ctx context.Context, c, n int) result {
+	return f.runRecorded(ctx, c, n, enginetest.NewCatalog())
+}
+
+// runRecorded is run, recording into cat.
+func (f *fleet) runRecorded(ctx context.Context, c, n int, cat *enginetest.Catalog) result {
 	r, done := tempRepo()
 	defer done()
 	counted := newCounting(f.conn)
-	cfg := &policy.Config{Limits: policy.Limits{Tasks: c, PerDatastore: f.o.perDS}}
-	eo := engine.Options{Config: cfg, Catalog: enginetest.NewCatalog(),
+	cfg := f.config(c)
+	eo := engine.Options{Config: cfg, Catalog: cat,
 		Connectors:     map[string]hypervisor.Connector{"vc": counted},
 		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, Workers: 1}
 	if f.o.runner == "snapshot" {
@@ -179,12 +190,7 @@ func (f *fleet) run(ctx context.Context, c, n int) result {
 		log.Fatal(err)
 	}
 	defer eng.Close()
-	p := policy.Policy{Name: "bench", Connection: "vc", Mode: "full"}
-	if n < f.o.vms {
-		for i := range n {
-			p.Select.Names = append(p.Select.Names, vmName(i))
-		}
-	}
+	p := f.policy(n)
 	start := time.Now()
 	res, err := eng.Run(ctx, p)
 	took := time.Since(start)
@@ -204,6 +210,21 @@ func (f *fleet) run(ctx context.Context, c, n int) result {
 		log.Fatalf("limit exceeded at concurrency %d: %d in flight, %d on one datastore", c, out.peak, out.peakDS)
 	}
 	return out
+}
+
+func (f *fleet) config(c int) *policy.Config {
+	return &policy.Config{Limits: policy.Limits{Tasks: c, PerDatastore: f.o.perDS}}
+}
+
+// policy backs up the first n VMs of the fleet.
+func (f *fleet) policy(n int) policy.Policy {
+	p := policy.Policy{Name: "bench", Connection: "vc", Mode: "full"}
+	if n < f.o.vms {
+		for i := range n {
+			p.Select.Names = append(p.Select.Names, vmName(i))
+		}
+	}
+	return p
 }
 
 // timeInventory lists the fleet once to open connections, then runs times

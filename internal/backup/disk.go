@@ -79,6 +79,13 @@ type Progress struct {
 	BytesRead   atomic.Int64
 	BytesNew    atomic.Int64 // plaintext of new chunks
 	BytesStored atomic.Int64 // sealed bytes of new chunks
+	// SetupNanos is how long opening a VM's frozen disks took (NBD or
+	// session setup, allocation maps, change sets): a fixed cost per VM
+	// the planner (internal/plan) needs apart from the transfer.
+	SetupNanos atomic.Int64
+	// TransferNanos is how long reading, storing and committing its
+	// disks took after that.
+	TransferNanos atomic.Int64
 }
 
 // ErrSourceChanged means the source shrank or failed to deliver bytes that

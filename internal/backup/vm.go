@@ -97,7 +97,11 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 			}
 		}
 	}()
+	opening := time.Now()
 	disks, warnings, err := openDisks(ctx, r, sess, base, parent)
+	if o.Progress != nil {
+		o.Progress.SetupNanos.Store(int64(time.Since(opening)))
+	}
 	defer func() {
 		for _, d := range disks {
 			if c, ok := d.Reader.(interface{ Close() error }); ok {
@@ -117,6 +121,12 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 			overall = "full" // at least one disk had to be read in full
 		}
 	}
+	transferring := time.Now()
+	defer func() {
+		if o.Progress != nil {
+			o.Progress.TransferNanos.Store(int64(time.Since(transferring)))
+		}
+	}()
 	snap, err = Run(ctx, w, Request{
 		Source: src, Time: start, Tags: req.Tags, Mode: overall, SnapshotMode: string(req.SnapshotMode),
 		SnapshotModeAchieved: string(sess.AchievedMode()), // a fallback is weaker than asked

@@ -24,6 +24,10 @@ const (
 	KindMediaCopy    = "media-copy"  // backup points written to tape (internal/mediacopy)
 	KindMediaRestore = "media-restore"
 	KindMediaVerify  = "media-verify"
+	// A measurement of this machine (internal/measure), its results in a
+	// "bench-result" event: a device's throughput, coffer's pipeline.
+	KindBenchDevice   = "bench-device"
+	KindBenchPipeline = "bench-pipeline"
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or

@@ -202,7 +202,7 @@ func (a *app) commands() []*cobra.Command {
 		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(),
 		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
 		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(), a.cmdServer(),
-		a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit(), a.cmdMedia(),
+		a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit(), a.cmdMedia(), a.cmdPlan(), a.cmdBench(),
 	}
 }
 

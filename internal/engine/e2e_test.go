@@ -118,6 +118,16 @@ func TestEndToEndPeriodicFullRetentionAndRestore(t *testing.T) {
 		if n := len(e.cat.EventsOf(res.Job.ID, "task-done")); n != 2 {
 			t.Errorf("run %d: %d task-done events", run+1, n)
 		}
+		// The planner reads each VM's fixed cost of opening its disks and
+		// the time of its transfer from here: both within the attempt,
+		// and measured (not zero).
+		for _, ev := range e.cat.EventsOf(res.Job.ID, "task-done") {
+			setup, _ := ev.Fields["setup_seconds"].(float64)
+			transfer, _ := ev.Fields["transfer_seconds"].(float64)
+			if total, _ := ev.Fields["seconds"].(float64); setup <= 0 || transfer <= 0 || setup+transfer > total {
+				t.Errorf("task-done's setup_seconds %v and transfer_seconds %v of %v seconds", setup, transfer, ev.Fields["seconds"])
+			}
+		}
 		for _, ev := range e.cat.EventsOf(res.Job.ID, "snapshot-create") {
 			if _, ok := ev.Fields["seconds"]; !ok {
 				t.Errorf("snapshot event without duration: %+v", ev)

@@ -74,6 +74,9 @@ type Options struct {
 	// this process as owner, progress and a heartbeat, and a cancel
 	// request in the catalog stops them within FlushInterval.
 	StartJob func(ctx context.Context, j catalog.Job) (JobRun, error)
+	// Predict, when set, predicts every policy run as it starts; the
+	// prediction is recorded in the job's log (predict.go).
+	Predict Predictor
 }
 
 // Engine runs jobs. Safe for concurrent use; jobs started concurrently

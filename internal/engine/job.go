@@ -147,6 +147,7 @@ func (j *Job) execute() {
 		}
 	}
 	if len(targets) > 0 {
+		j.predict(targets)
 		if err := j.createTasks(targets); err != nil {
 			j.problems = append(j.problems, err.Error())
 		} else {

@@ -84,25 +84,10 @@ func (j *Job) schedule() {
 // hypervisor), its resource groups, the repository's write streams and
 // the policy's own cap.
 func (j *Job) needs(t *task, hypervisorSide, repository bool) []*resource {
-	d, l, c := j.e.disp, j.s.limits, t.rec.Connection
-	rs := []*resource{d.global, d.resource("policy:"+j.p.Name, j.p.Tasks)}
-	if hypervisorSide {
-		rs = append(rs, d.resource("host:"+c+"/"+t.vm.Host, l.PerHost))
-		for _, ds := range t.vm.Datastores {
-			rs = append(rs, d.resource("datastore:"+c+"/"+ds, l.PerDatastore))
-		}
-	}
-	for _, g := range j.s.cfg.ResourceGroups {
-		if g.Contains(t.vm) {
-			rs = append(rs, d.resource("group:"+g.Name, g.Limit))
-		}
-	}
-	if repository {
-		streams := j.s.limits.PerRepository
-		if r, ok := j.s.cfg.Repository(j.p.Repository); ok && r.Streams > 0 {
-			streams = r.Streams
-		}
-		rs = append(rs, d.resource("repo:"+j.p.Repository, streams))
+	d := j.e.disp
+	rs := []*resource{d.global}
+	for _, n := range SlotNeeds(j.s.cfg, j.s.limits, j.p, t.rec.Connection, t.vm, hypervisorSide, repository) {
+		rs = append(rs, d.resource(n.Key, n.Cap))
 	}
 	return rs
 }
@@ -268,11 +253,16 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 		t.rec.BytesLogical, t.rec.BytesRead, t.rec.BytesStored = snap.Logical(), snap.BytesRead, snap.BytesStored
 	}
 	rec := t.rec
+	var setup, transfer time.Duration
+	if t.prog != nil {
+		setup, transfer = time.Duration(t.prog.SetupNanos.Load()), time.Duration(t.prog.TransferNanos.Load())
+	}
 	t.prog = nil
 	j.mu.Unlock()
 	j.rec.task(rec)
 	fields := map[string]any{"seconds": took.Seconds(), "bytes_logical": rec.BytesLogical, "bytes_read": rec.BytesRead,
-		"bytes_stored": rec.BytesStored, "read_mb_per_s": float64(rec.BytesRead) / 1e6 / max(took.Seconds(), 1e-9), "attempts": rec.Attempts}
+		"bytes_stored": rec.BytesStored, "read_mb_per_s": float64(rec.BytesRead) / 1e6 / max(took.Seconds(), 1e-9), "attempts": rec.Attempts,
+		"setup_seconds": setup.Seconds(), "transfer_seconds": transfer.Seconds()}
 	msg := fmt.Sprintf("%s backed up (%s) in %s", t.vm.Name, rec.Mode, took.Round(time.Millisecond))
 	if t.modeReason != "" {
 		msg += "; full because: " + t.modeReason

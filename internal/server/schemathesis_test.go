@@ -44,6 +44,11 @@ func TestSchemathesis(t *testing.T) {
 		// lists them), and every later request would test only the 401;
 		// internal/auth and the RBAC tests cover revoking.
 		"--exclude-operation-id", "revoke-token",
+		// Measuring a device writes files of up to 64 GiB where the
+		// request says, and measuring the pipeline computes for as long
+		// as its size asks: neither belongs in a fuzzing budget.
+		// internal/measure and the command line's tests cover them.
+		"--exclude-operation-id", "bench-device", "--exclude-operation-id", "bench-pipeline",
 		"--suppress-health-check", "all", "--generation-with-security-parameters", "false", "--no-color", "--report-dir", report)
 	cmd.Env = append(os.Environ(), "SCHEMATHESIS_HOOKS=")
 	// schemathesis and hypothesis keep caches (.schemathesis/,

@@ -18,7 +18,7 @@ import (
 // up leftovers of earlier runs are warnings: they do not stop the caller.
 func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
-		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker}
+		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker, Predict: predictor(cat)}
 	// Jobs are tasks of the control plane, recorded once, through the
 	// task manager (its notices, cancel and notifications); without a
 	// catalog for it the engine records them itself.

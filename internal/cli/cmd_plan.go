@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+func (a *app) cmdPlan() *cobra.Command {
+	var in service.PlanInput
+	cmd := &cobra.Command{
+		Use:   "plan POLICY",
+		Short: "predict a policy's backup window, name its bottleneck, and try what-ifs",
+		Long: manual(`Predict how long a run of the policy will take, and why, without running it.
+The planner simulates the run on a virtual clock with the engine's own
+limits (the same slot pools, queue order and rule for starting what fits):
+each VM takes its snapshot, opens its disks, reads its bytes at the rate
+of the slowest device on its path, and releases its snapshot. The costs
+and bytes per VM come from the policy's recorded runs in the catalog, the
+device and pipeline rates from `+"`coffer bench`"+`; what was assumed where
+nothing was recorded is listed. The run is simulated --runs times over the
+recorded variance, which gives a P50 and a P90 and the chance to end
+within the window (--window, or the gap between the schedule's next two
+runs).
+
+The critical path is the chain of VMs, each started by the end of the one
+before, that ends with the last: what they waited for and what their time
+went to name the bottleneck. The seed documents' sizing rules are
+checked (at most 8 snapshots per datastore, 4 streams per controller
+group, 4:1 multiplexing, VMs per volume within queue depth ÷ active
+commands). With three or more recorded runs at different concurrencies,
+a Universal Scalability Law fit recommends limits.tasks and warns past
+its knee.
+
+Each --what-if is predicted beside the configuration: tasks=N,
+per-datastore=N, per-host=N, group:NAME=N, streams=N or streams=+N (the
+repository's write streams), multiplexing=N, add-vms=N (copies of the
+selected VMs), move=GLOB:DATASTORE.`,
+			`A table of the scenarios (P50, P90, chance within the window, bottleneck),
+then per scenario its critical path, busiest resources and rule
+violations, then the assumptions, measurements and concurrency advice.
+--json: {policy, mode, vms, window_seconds, window, scenarios: [{name,
+runs, p50_seconds, p90_seconds, in_window, bottleneck, critical_path_vms,
+waited_on, work, busy, violations}], assumptions, measurements,
+concurrency}.`,
+			`coffer plan nightly
+coffer plan nightly --what-if tasks=64 --what-if streams=+2 --what-if add-vms=200
+coffer plan nightly --mode full --window 8h --json
+coffer plan accuracy nightly     # the predictions recorded as runs started, beside what happened`,
+			"0; 2 for an unknown policy, a bad what-if or bad flags."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Policy = args[0]
+			q := url.Values{"what_if": in.WhatIf, "mode": {in.Mode}, "window_seconds": {strconv.FormatFloat(in.Window.Seconds(), 'f', -1, 64)},
+				"runs": {strconv.Itoa(in.Runs)}, "jobs": {strconv.Itoa(in.Jobs)}, "queue_depth": {strconv.Itoa(in.QueueDepth)},
+				"commands_per_vm": {strconv.FormatFloat(in.CommandsPerVM, 'f', -1, 64)}}
+			r := apiclient.Request{Op: "plan-policy", Path: map[string]string{"policy": in.Policy}, Query: q}
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.Plan, error) { return s.Plan(cmd.Context(), in) })
+			if doc == nil {
+				return err
+			}
+			return a.emit(doc, err, func() { a.printPlan(doc) })
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&in.WhatIf, "what-if", nil, "a variation to predict beside the configuration, KEY=VALUE (repeatable)")
+	f.StringVar(&in.Mode, "mode", "", "the run to plan: full, incremental or differential (default: the policy's mode)")
+	f.DurationVar(&in.Window, "window", 0, "the time the run must end within (default: the gap between the schedule's next two runs)")
+	f.IntVar(&in.Runs, "runs", 0, "Monte Carlo runs (default 100, fewer for fleets over 2,000 VMs, down to 20 at 10,000)")
+	f.IntVar(&in.Jobs, "jobs", 20, "recorded runs of the policy to learn from")
+	f.IntVar(&in.QueueDepth, "queue-depth", 0, "every datastore's queue depth, for the VMs-per-volume rule")
+	f.Float64Var(&in.CommandsPerVM, "commands-per-vm", 0, "active commands per VM, for the VMs-per-volume rule")
+	cmd.AddCommand(a.cmdPlanAccuracy())
+	return remoteToo(op(cmd, "plan-policy"))
+}
+
+func (a *app) printPlan(doc *api.Plan) {
+	window := "no window"
+	if doc.WindowSeconds > 0 {
+		window = fmt.Sprintf("window %s (%s)", secs(doc.WindowSeconds), doc.Window)
+	}
+	a.printf("policy %s: %s run of %d VMs; %s\n\n", doc.Policy, doc.Mode, doc.VMs, window)
+	if a.quiet || a.jsonOut {
+		return
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tP50\tP90\tIN WINDOW\tBOTTLENECK")
+	for _, s := range doc.Scenarios {
+		in := "-"
+		if doc.WindowSeconds > 0 {
+			in = fmt.Sprintf("%.0f%%", 100*s.InWindow)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, secs(s.P50Seconds), secs(s.P90Seconds), in, s.Bottleneck)
+	}
+	tw.Flush()
+	for _, s := range doc.Scenarios {
+		a.printf("\n%s (%d runs):\n", s.Name, s.Runs)
+		a.printf("  critical path: %d VMs; waited on %s\n", s.CriticalPathVMs, sharesText(s.WaitedOn))
+		a.printf("  its time went to %s\n", sharesText(s.Work))
+		for _, b := range s.Busy {
+			a.printf("  busy: %s (%s, %s) %.0f%% of the run, longest from %s to %s\n", b.Resource, b.Kind, capacityText(b), 100*b.Share,
+				secs(b.FromSeconds), secs(b.ToSeconds))
+		}
+		for _, v := range s.Violations {
+			a.printf("  rule: %s\n", v)
+		}
+	}
+	a.printf("\nassumptions:\n")
+	for _, s := range doc.Assumptions {
+		a.printf("  - %s\n", s)
+	}
+	if len(doc.Assumptions) == 0 {
+		a.printf("  none: every figure was recorded or measured\n")
+	}
+	a.printf("measurements:\n")
+	for _, s := range doc.Measurements {
+		a.printf("  - %s\n", s)
+	}
+	if len(doc.Measurements) == 0 {
+		a.printf("  none (`coffer bench device`, `coffer bench pipeline`)\n")
+	}
+	if c := doc.Concurrency; c != nil {
+		var pts []string
+		for _, p := range c.Points {
+			pts = append(pts, fmt.Sprintf("%d: %.2f VMs/s", p.Concurrency, p.VMsPerSecond))
+		}
+		a.printf("concurrency (recorded runs %s): σ %.3f κ %.5f; ", strings.Join(pts, ", "), c.Sigma, c.Kappa)
+		if c.Recommended > 0 {
+			a.printf("recommended limits.tasks %d (configured %d)\n", c.Recommended, c.Configured)
+		} else {
+			a.printf("linear so far: no limit seen\n")
+		}
+		if c.Warning != "" {
+			a.printf("  warning: %s\n", c.Warning)
+		}
+	}
+}
+
+// secs shows a predicted time to the precision that matters at its size.
+func secs(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d < 10*time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func sharesText(ss []api.PlanShare) string {
+	var out []string
+	for i, s := range ss {
+		if i == 4 {
+			out = append(out, "…")
+			break
+		}
+		out = append(out, fmt.Sprintf("%s %.0f%%", s.What, 100*s.Share))
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	return strings.Join(out, "; ")
+}
+
+func capacityText(b api.PlanBusy) string {
+	if b.Kind == "bandwidth" {
+		return fmt.Sprintf("%.0f MB/s", b.Capacity/1e6)
+	}
+	return fmt.Sprintf("%.0f slots", b.Capacity)
+}

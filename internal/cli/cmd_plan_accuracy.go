@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+func (a *app) cmdPlanAccuracy() *cobra.Command {
+	var runs int
+	cmd := &cobra.Command{
+		Use:   "accuracy POLICY",
+		Short: "set the predictions of a policy's last runs beside what happened",
+		Long: manual(`Every policy run is predicted as it starts (the "plan" line of its log:
+P50, P90, bottleneck, from what the catalog recorded until then). This
+sets each of the last --runs predictions beside the time the run took,
+from its first VM's start to its last VM's end, with the error and the
+bias over them and the share of runs that ended within their P90: the
+planner held to its record.`,
+			`One line per run, newest first (job, start, VMs, P50, P90, measured,
+error), then the mean absolute error, the bias (positive: runs took longer
+than predicted) and the share within P90. --json: {policy, runs: [{job_id,
+started, vms, p50_seconds, p90_seconds, measured_seconds, error}],
+mean_abs_error, bias, within_p90}.`,
+			`coffer plan accuracy nightly
+coffer plan accuracy nightly --runs 50 --json`,
+			"0; 2 for an unknown policy or bad flags."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := apiclient.Request{Op: "plan-accuracy", Path: map[string]string{"policy": args[0]}, Query: url.Values{"runs": {strconv.Itoa(runs)}}}
+			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PlanAccuracy, error) {
+				return s.PlanAccuracy(cmd.Context(), args[0], runs)
+			})
+			if doc == nil {
+				return err
+			}
+			return a.emit(doc, err, func() { a.printAccuracy(doc) })
+		},
+	}
+	cmd.Flags().IntVar(&runs, "runs", 20, "the last runs to judge")
+	return remoteToo(op(cmd, "plan-accuracy"))
+}
+
+func (a *app) printAccuracy(doc *api.PlanAccuracy) {
+	if len(doc.Runs) == 0 {
+		a.printf("policy %s: no run with a prediction yet (runs record one as they start)\n", doc.Policy)
+		return
+	}
+	if a.quiet || a.jsonOut {
+		return
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTARTED\tVMS\tP50\tP90\tMEASURED\tERROR")
+	for _, r := range doc.Runs {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%+.0f%%\n", r.JobID, r.Started.Local().Format("2006-01-02 15:04"), r.VMs,
+			secs(r.P50Seconds), secs(r.P90Seconds), secs(r.MeasuredSeconds), 100*r.Error)
+	}
+	tw.Flush()
+	a.printf("policy %s, %d runs: mean absolute error %.0f%%, bias %+.0f%%, %.0f%% within P90\n", doc.Policy, len(doc.Runs),
+		100*doc.MeanAbsError, 100*doc.Bias, 100*doc.WithinP90)
+}

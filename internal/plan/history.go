@@ -1,0 +1,233 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// VMHistory is what a policy's recorded runs say of one VM.
+type VMHistory struct {
+	Runs int
+	// Fixed costs, in seconds, from the snapshot-create, snapshot-remove
+	// and task-done (setup_seconds) events; Other is the rest of the
+	// attempt outside the snapshot, the setup and the transfer.
+	Snapshot, Setup, Release, Other Dist
+	// Transfer is the recorded time of reading, storing and committing
+	// the disks (task-done's transfer_seconds), by mode.
+	Transfer map[string]Dist
+	// Bytes read per run, by mode ("full", "incremental", "differential").
+	Bytes map[string]Dist
+	// StoredRatio is the bytes written to the repository per byte read
+	// (dedup and compression), over all its runs; 0 when nothing was read.
+	StoredRatio float64
+	// Logical is the disk bytes the newest run covered.
+	Logical int64
+}
+
+// RunRecord is one recorded run of the policy: the most VM tasks it had
+// in flight at once and what it moved, for the scalability fit.
+type RunRecord struct {
+	JobID            int64
+	Start            time.Time
+	Elapsed          time.Duration
+	VMs, Concurrency int
+	BytesRead        int64
+}
+
+// History is the catalog's record of a policy.
+type History struct {
+	VMs  map[string]*VMHistory // by VMKey
+	Runs []RunRecord           // newest first
+}
+
+// VMKey names a VM across connections.
+func VMKey(connection, vmID string) string { return connection + "/" + vmID }
+
+// ReadHistory reads the last `jobs` finished runs of a policy from the
+// catalog: every VM task that succeeded and the events of its fixed
+// costs.
+func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jobs int) (*History, error) {
+	list, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: policyName, Limit: 4 * jobs})
+	if err != nil {
+		return nil, fmt.Errorf("plan: reading the runs of policy %s: %w", policyName, err)
+	}
+	type samples struct {
+		snapshot, setup, release []float64
+		transfer                 map[string][]float64
+		other                    []float64
+		bytes                    map[string][]float64
+		read, stored             int64
+		logical                  int64
+		newest                   time.Time
+	}
+	per := map[string]*samples{}
+	h := &History{VMs: map[string]*VMHistory{}}
+	for _, j := range list {
+		if len(h.Runs) == jobs {
+			break
+		}
+		if j.Status != catalog.StatusSuccess && j.Status != catalog.StatusPartial {
+			continue
+		}
+		tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
+		if err != nil {
+			return nil, fmt.Errorf("plan: reading the tasks of job %d: %w", j.ID, err)
+		}
+		events, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID})
+		if err != nil {
+			return nil, fmt.Errorf("plan: reading the events of job %d: %w", j.ID, err)
+		}
+		byTask := map[int64]*samples{}
+		costs := map[int64]*taskCosts{}
+		modeOf := map[int64]string{}
+		run := RunRecord{JobID: j.ID, Start: j.StartedAt, Elapsed: j.FinishedAt.Sub(j.StartedAt)}
+		var spans [][2]time.Time
+		for _, t := range tasks {
+			if t.Status != catalog.StatusSuccess {
+				continue
+			}
+			key := VMKey(t.Connection, t.VMID)
+			s := per[key]
+			if s == nil {
+				s = &samples{bytes: map[string][]float64{}, transfer: map[string][]float64{}}
+				per[key] = s
+			}
+			byTask[t.ID] = s
+			modeOf[t.ID] = t.Mode
+			s.bytes[t.Mode] = append(s.bytes[t.Mode], float64(t.BytesRead))
+			s.read += t.BytesRead
+			s.stored += t.BytesStored
+			if t.FinishedAt.After(s.newest) {
+				s.newest, s.logical = t.FinishedAt, t.BytesLogical
+			}
+			run.VMs++
+			run.BytesRead += t.BytesRead
+			spans = append(spans, [2]time.Time{t.StartedAt, t.FinishedAt})
+		}
+		for _, e := range events {
+			if byTask[e.TaskID] == nil || e.Level != "info" {
+				continue // a failed operation is no measure of the cost
+			}
+			c := costs[e.TaskID]
+			if c == nil {
+				c = &taskCosts{-1, -1, -1, -1, -1}
+				costs[e.TaskID] = c
+			}
+			c.add(e)
+		}
+		for id, c := range costs {
+			s := byTask[id]
+			s.snapshot, s.release = appendKnown(s.snapshot, c.create), appendKnown(s.release, c.remove)
+			s.setup = appendKnown(s.setup, c.setup)
+			s.transfer[modeOf[id]] = appendKnown(s.transfer[modeOf[id]], c.transfer)
+			if c.total >= 0 && c.transfer >= 0 && c.setup >= 0 {
+				s.other = append(s.other, max(c.total-max(c.create, 0)-max(c.remove, 0)-c.setup-c.transfer, 0))
+			}
+		}
+		run.Concurrency = mostOverlapping(spans)
+		h.Runs = append(h.Runs, run)
+	}
+	for key, s := range per {
+		v := &VMHistory{Snapshot: distOf(s.snapshot), Setup: distOf(s.setup), Release: distOf(s.release),
+			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical}
+		for mode, ts := range s.transfer {
+			if len(ts) > 0 {
+				v.Transfer[mode] = distOf(ts)
+			}
+		}
+		for mode, b := range s.bytes {
+			v.Bytes[mode] = distOf(b)
+			v.Runs += len(b)
+		}
+		if s.read > 0 {
+			v.StoredRatio = float64(s.stored) / float64(s.read)
+		}
+		h.VMs[key] = v
+	}
+	return h, nil
+}
+
+// taskCosts are one task's recorded durations in seconds; -1: not
+// recorded (runs before coffer recorded setup and transfer times).
+type taskCosts struct {
+	create, remove, setup, transfer, total float64
+}
+
+func (c *taskCosts) add(e catalog.Event) {
+	switch e.Kind {
+	case "snapshot-create":
+		c.create = field(e.Fields, "seconds")
+	case "snapshot-remove":
+		c.remove = field(e.Fields, "seconds")
+	case "task-done":
+		c.total, c.setup, c.transfer = field(e.Fields, "seconds"), field(e.Fields, "setup_seconds"), field(e.Fields, "transfer_seconds")
+	}
+}
+
+func field(fields map[string]any, name string) float64 {
+	if v, ok := fields[name].(float64); ok && v >= 0 && !math.IsNaN(v) {
+		return v
+	}
+	return -1
+}
+
+func appendKnown(xs []float64, v float64) []float64 {
+	if v >= 0 {
+		return append(xs, v)
+	}
+	return xs
+}
+
+// distOf is the mean and the sample standard deviation; no samples give
+// the zero Dist (unknown).
+func distOf(xs []float64) Dist {
+	if len(xs) == 0 {
+		return Dist{}
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	d := Dist{Mean: sum / float64(len(xs))}
+	if len(xs) > 1 {
+		var ss float64
+		for _, x := range xs {
+			ss += (x - d.Mean) * (x - d.Mean)
+		}
+		d.StdDev = math.Sqrt(ss / float64(len(xs)-1))
+	}
+	return d
+}
+
+// mostOverlapping is the most spans open at one instant (a span ends
+// before another starting at the same time).
+func mostOverlapping(spans [][2]time.Time) int {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var es []edge
+	for _, s := range spans {
+		if s[0].IsZero() || s[1].Before(s[0]) {
+			continue
+		}
+		es = append(es, edge{s[0], 1}, edge{s[1], -1})
+	}
+	sort.Slice(es, func(i, j int) bool {
+		if !es[i].at.Equal(es[j].at) {
+			return es[i].at.Before(es[j].at)
+		}
+		return es[i].delta < es[j].delta
+	})
+	n, most := 0, 0
+	for _, e := range es {
+		n += e.delta
+		most = max(most, n)
+	}
+	return most
+}

@@ -1,0 +1,94 @@
+package service
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/measure"
+)
+
+// BenchDeviceInput says which device to measure and as what.
+type BenchDeviceInput struct {
+	Path string
+	// Device is the name the planner knows it by: "datastore:CONN/DS" (a
+	// source datastore) or "repo:NAME" (a repository's target); "" records
+	// it under its path, for reading only.
+	Device  string
+	Size    int64
+	Streams int
+}
+
+// BenchDevice measures a device of this host through a directory on it
+// (internal/measure) and records the result in the catalog.
+func (s *Service) BenchDevice(ctx context.Context, in BenchDeviceInput) (*api.DeviceBench, error) {
+	if in.Path == "" {
+		return nil, invalidf("give a directory on the device to measure")
+	}
+	if in.Device != "" && !strings.HasPrefix(in.Device, "datastore:") && !strings.HasPrefix(in.Device, "repo:") {
+		return nil, invalidf("device %q: name it datastore:CONNECTION/DATASTORE or repo:REPOSITORY, as the planner knows it", in.Device)
+	}
+	if in.Size < 0 || in.Streams < 0 {
+		return nil, invalidf("size and streams cannot be negative")
+	}
+	r, err := measure.Device(ctx, measure.DeviceOptions{Dir: in.Path, Size: in.Size, Streams: in.Streams})
+	if err != nil {
+		if ctx.Err() == nil {
+			return nil, invalidf("%v", err)
+		}
+		return nil, err
+	}
+	rec := measure.DeviceRecord{DeviceResult: r, Device: nameOr(in.Device, "path:"+in.Path), Host: hostname(), At: time.Now().UTC()}
+	if err := s.withCatalog(ctx, func(cat catalog.Catalog) error { return measure.RecordDevice(ctx, cat, rec) }); err != nil {
+		return nil, err
+	}
+	return &api.DeviceBench{Device: rec.Device, Path: r.Dir, Host: rec.Host, Time: rec.At, Streams: r.Streams, SizeBytes: r.Size,
+		ReadBytesPerSecond: r.Read, WriteBytesPerSecond: r.Write, DuplexReadBytesPerSecond: r.DuplexRead, DuplexWriteBytesPerSecond: r.DuplexWrite}, nil
+}
+
+// BenchPipelineInput says what to measure of coffer's pipeline.
+type BenchPipelineInput struct {
+	Levels  []int
+	Bytes   int64
+	Workers int
+}
+
+// BenchPipeline measures coffer's pipeline on this host at each zstd
+// level and records the result in the catalog.
+func (s *Service) BenchPipeline(ctx context.Context, in BenchPipelineInput) (*api.PipelineBench, error) {
+	if in.Bytes < 0 || in.Workers < 0 {
+		return nil, invalidf("bytes and workers cannot be negative")
+	}
+	if len(in.Levels) == 0 {
+		in.Levels = nil // the default levels
+	}
+	rs, err := measure.Pipeline(ctx, measure.PipelineOptions{Levels: in.Levels, Bytes: in.Bytes, Workers: in.Workers})
+	if err != nil {
+		if ctx.Err() == nil {
+			return nil, invalidf("%v", err)
+		}
+		return nil, err
+	}
+	rec := measure.PipelineRecord{Results: rs, Host: hostname(), At: time.Now().UTC()}
+	if err := s.withCatalog(ctx, func(cat catalog.Catalog) error { return measure.RecordPipeline(ctx, cat, rec) }); err != nil {
+		return nil, err
+	}
+	doc := &api.PipelineBench{Host: rec.Host, Time: rec.At, Levels: []api.PipelineLevel{}}
+	for _, r := range rs {
+		doc.Levels = append(doc.Levels, api.PipelineLevel{Level: r.Level, Workers: r.Workers, RateBytesPerSecond: r.Rate,
+			PerCoreBytesPerSecond: r.PerCore, StoredRatio: r.StoredRatio})
+	}
+	return doc, nil
+}
+
+// withCatalog runs f with the catalog open.
+func (s *Service) withCatalog(ctx context.Context, f func(catalog.Catalog) error) error {
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	return f(cat)
+}

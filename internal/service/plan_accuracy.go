@@ -1,0 +1,111 @@
+package service
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// PlanAccuracy sets the prediction each of a policy's last runs recorded
+// as it started (its "plan" event) beside the time the run took, from its
+// first VM's start to its last VM's end: the planner held to its record.
+// Runs without a prediction (before the planner, or when it failed) are
+// left out.
+func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int) (*api.PlanAccuracy, error) {
+	if runs < 0 || runs > 1000 {
+		return nil, invalidf("runs: give 0 (20) to 1000")
+	}
+	if runs == 0 {
+		runs = 20
+	}
+	cfg, _, err := s.policyConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := cfg.Policy(policyName); !ok {
+		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", policyName)
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: policyName, Limit: 4 * runs})
+	if err != nil {
+		return nil, err
+	}
+	doc := &api.PlanAccuracy{Policy: policyName, Runs: []api.PlanBacktest{}}
+	for _, j := range jobs {
+		if len(doc.Runs) == runs {
+			break
+		}
+		if j.Status != catalog.StatusSuccess && j.Status != catalog.StatusPartial {
+			continue
+		}
+		b, ok, err := backtest(ctx, cat, j)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			doc.Runs = append(doc.Runs, b)
+		}
+	}
+	within := 0
+	for _, r := range doc.Runs {
+		doc.MeanAbsError += math.Abs(r.Error)
+		doc.Bias += r.Error
+		if r.MeasuredSeconds <= r.P90Seconds {
+			within++
+		}
+	}
+	if n := float64(len(doc.Runs)); n > 0 {
+		doc.MeanAbsError, doc.Bias, doc.WithinP90 = doc.MeanAbsError/n, doc.Bias/n, float64(within)/n
+	}
+	return doc, nil
+}
+
+// backtest reads a run's prediction and its VMs' span.
+func backtest(ctx context.Context, cat catalog.Catalog, j catalog.Job) (api.PlanBacktest, bool, error) {
+	evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID})
+	if err != nil {
+		return api.PlanBacktest{}, false, err
+	}
+	b := api.PlanBacktest{JobID: j.ID, Started: j.StartedAt}
+	found := false
+	for _, e := range evs {
+		if e.Kind == "plan" && e.Level == "info" {
+			p50, _ := e.Fields["p50_seconds"].(float64)
+			p90, _ := e.Fields["p90_seconds"].(float64)
+			vms, _ := e.Fields["vms"].(float64)
+			b.P50Seconds, b.P90Seconds, b.VMs, found = p50, p90, int(vms), p50 > 0
+		}
+	}
+	if !found {
+		return b, false, nil
+	}
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
+	if err != nil {
+		return b, false, err
+	}
+	var first, last time.Time
+	for _, t := range tasks {
+		if t.StartedAt.IsZero() || t.FinishedAt.IsZero() {
+			continue
+		}
+		if first.IsZero() || t.StartedAt.Before(first) {
+			first = t.StartedAt
+		}
+		if t.FinishedAt.After(last) {
+			last = t.FinishedAt
+		}
+	}
+	if first.IsZero() {
+		return b, false, nil
+	}
+	b.MeasuredSeconds = last.Sub(first).Seconds()
+	b.Error = b.MeasuredSeconds/b.P50Seconds - 1
+	return b, true, nil
+}
