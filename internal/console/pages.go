@@ -47,6 +47,15 @@ func (c *Console) routes() []route {
 		{"GET /ui/points/{repo}/p/{point}/download", ops("files-archive"), (*page).download},
 		{"GET /ui/points/{repo}/p/{point}/archive", ops("files-archive"), (*page).archive},
 
+		// Restore: a point's wizard, and instant recoveries.
+		{"GET /ui/points/{repo}/p/{point}/restore", pg("list-points"), (*page).restoreWizard},
+		{"POST /ui/points/{repo}/p/{point}/restore/vm", ops("restore-vm"), (*page).restoreVM},
+		{"POST /ui/points/{repo}/p/{point}/restore/disk", ops("restore-disk"), (*page).restoreDisk},
+		{"POST /ui/points/{repo}/p/{point}/restore/instant", ops("instant-start"), (*page).instantStart},
+		{"GET /ui/restore", pg("instant-list"), (*page).restorePage},
+		{"POST /ui/restore/{session}/commit", ops("instant-commit"), (*page).instantCommit},
+		{"POST /ui/restore/{session}/discard", ops("instant-discard"), (*page).instantDiscard},
+
 		// Inventory, policies, repositories.
 		{"GET /ui/inventory", pg("list-vms", "check-policies"), (*page).inventory},
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
