@@ -37,9 +37,9 @@ func (c *Console) routes() []route {
 		{"POST /ui/tasks/{id}/cancel", ops("cancel-job"), (*page).cancelTask},
 
 		// Backup points: repository, VM, point; and the file browser.
-		{"GET /ui/points", pg("list-points"), (*page).repository},
-		{"GET /ui/points/{repo}", pg("list-points"), (*page).repository},
-		{"GET /ui/points/{repo}/vm/{vm}", pg("list-points"), (*page).vmPoints},
+		{"GET /ui/points", pg("list-catalog-points"), (*page).repository},
+		{"GET /ui/points/{repo}", pg("list-catalog-points"), (*page).repository},
+		{"GET /ui/points/{repo}/vm/{vm}", pg("list-catalog-points"), (*page).vmPoints},
 		{"POST /ui/points/{repo}/vm/{vm}/forget", ops("forget"), (*page).forgetVM},
 		{"GET /ui/points/{repo}/p/{point}", pg("list-points"), (*page).pointPage},
 		{"POST /ui/points/{repo}/p/{point}/protect", ops("protect"), (*page).protectPoint},

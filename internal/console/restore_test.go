@@ -28,7 +28,7 @@ func TestConsoleRestoreDisk(t *testing.T) {
 
 	// Repository → source → point → Restore….
 	c.open("/ui/points")
-	c.clickAway(`#sources a[href$="/vm/files"]`)
+	c.clickAway(`#recent a[href$="/vm/files"]`)
 	c.clickAway(`#points a[href*="/p/"]`)
 	c.clickAway("#restore")
 	c.waitText("main", "holds disk images, not a VM")

@@ -62,7 +62,7 @@ func TestConsoleRestoreVMAndInstant(t *testing.T) {
 
 	// As a new VM, started: it boots and its data set is the backup's.
 	c.open("/ui/points")
-	c.clickAway(`#sources a[href$="/vm/web-1"]`)
+	c.clickAway(`#recent a[href$="/vm/web-1"]`)
 	c.clickAway(`#points a[href*="/p/"]`)
 	pointPage := c.location()
 	c.clickAway("#restore")
