@@ -27,7 +27,7 @@ func (c *Console) routes() []route {
 
 		// The dashboard.
 		{"GET /ui/{$}", pg("list-vms", "list-jobs", "check-policies"), (*page).dashboard},
-		{"GET /ui/dashboard/repositories", ops("stats"), (*page).dashboardRepos},
+		{"GET /ui/dashboard/repositories", ops("stats", "repository-usage"), (*page).dashboardRepos},
 
 		// Tasks.
 		{"GET /ui/tasks", pg("list-jobs"), (*page).tasks},
@@ -65,7 +65,7 @@ func (c *Console) routes() []route {
 		{"GET /ui/policies/{policy}/edit", pg("get-policy", "list-connections"), (*page).policyEditor},
 		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},
 		{"POST /ui/policies/save", ops("get-policy", "create-policy", "update-policy"), (*page).savePolicy},
-		{"GET /ui/repositories", pg("stats", "list-leases", "list-jobs"), (*page).repositories},
+		{"GET /ui/repositories", pg("stats", "repository-usage", "list-leases", "list-jobs"), (*page).repositories},
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
 

@@ -224,6 +224,10 @@ func epStats(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.Stats]
 	return result(s.Stats(ctx))
 }
 
+func epRepositoryUsage(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.RepositoryUsage], error) {
+	return result(s.RepositoryUsage(ctx))
+}
+
 type copyIn struct {
 	RepoParam
 	To   string `query:"to" required:"true" minLength:"1" maxLength:"255" doc:"the target repository's name in the server's configuration"`
