@@ -243,3 +243,33 @@ type SkippedPoint struct {
 	PointID string `json:"point_id"`
 	Error   string `json:"error"`
 }
+
+// RepositoryUsage is a repository's usage over time (the samples the
+// server's health monitor records each time it computes the repository's
+// statistics) and where it leads: the trend and the date the repository
+// would be full if it kept growing so.
+type RepositoryUsage struct {
+	// Samples of the window, oldest first, thinned to at most 60 evenly
+	// spread (the newest always kept).
+	Samples       []UsageSample `json:"samples"`
+	StoredBytes   int64         `json:"stored_bytes"`   // the newest sample's
+	CapacityBytes int64         `json:"capacity_bytes"` // the newest sample's; 0 when unknown
+	WindowDays    float64       `json:"window_days"`    // the time the samples span
+	// GrowthPerDayBytes is the slope of the least-squares line through the
+	// window's samples; set only with enough history (HasTrend).
+	GrowthPerDayBytes float64 `json:"growth_per_day_bytes"`
+	HasTrend          bool    `json:"has_trend"`
+	// EstimatedFull is when the newest sample reaches the capacity at the
+	// trend; absent without a trend, a capacity, or growth.
+	EstimatedFull time.Time `json:"estimated_full,omitzero"`
+	// Estimate says how the trend and the date were made, or why there
+	// are none.
+	Estimate string `json:"estimate"`
+}
+
+// UsageSample is what a repository stored at a time.
+type UsageSample struct {
+	At            time.Time `json:"at"`
+	StoredBytes   int64     `json:"stored_bytes"`
+	CapacityBytes int64     `json:"capacity_bytes"`
+}

@@ -305,3 +305,10 @@ func (s *streamWriter) Write(b []byte) (int, error) {
 // Flush is what http.ResponseController asks for: the pipe passes every
 // write at once.
 func (s *streamWriter) Flush() {}
+
+// detached is the caller for an operation that outlives the browser's
+// request (a restore the browser follows on its task page): the same
+// cookie, address and declared operations, under ctx.
+func (c *caller) detached(ctx context.Context) *caller {
+	return &caller{api: c.api, r: c.r.WithContext(ctx), allowed: c.allowed}
+}

@@ -16,7 +16,9 @@ import (
 // and matchers of the file and of the API; "Send test" on a target
 // created through the API gets a message to a real SMTP server process
 // (aiosmtpd), and a target whose server refuses the recipient shows
-// why, with nothing sent.
+// why, with nothing sent. A target and a matcher made in the console are
+// stored through the API (a target the API refuses shows its message),
+// the new target gets its test message, and both are deleted again.
 func TestConsoleNotificationTest(t *testing.T) {
 	l := newLab(t)
 	mail := testutil.StartSMTP(t, testutil.SMTPOptions{TLS: "none", RejectRcpt: "nobody@example.com"})
@@ -56,5 +58,54 @@ notifications:
 	c.waitText("#test-result", "nobody@example.com")
 	if n := len(mail.Mails(t)); n != 1 {
 		t.Fatalf("%d mails after the refused test", n)
+	}
+
+	// A target made in the console: refused without a recipient, then
+	// made, tested and routed to by a new matcher.
+	c.run(chromedp.Click("#new-target summary"), chromedp.SendKeys("#t-name", "oncall"), chromedp.SendKeys("#t-host", mail.Host),
+		chromedp.SendKeys("#t-port", fmt.Sprint(mail.Port)), chromedp.SetValue("#t-tls", "none"),
+		chromedp.SendKeys("#t-from", "coffer@example.com"), chromedp.Click("#create-target"))
+	c.waitText("#target-result", "Failed")
+	c.run(chromedp.SendKeys("#t-to", "oncall@example.com"), chromedp.Click("#create-target"))
+	c.waitText("#target-result", "The target oncall is added")
+	c.open("/ui/notifications")
+	c.waitText("#targets", "oncall@example.com")
+	c.run(chromedp.Click("#test-oncall"))
+	c.waitText("#test-result", "oncall accepted the test message")
+	if mails := mail.Mails(t); len(mails) != 2 || mails[1].RcptTos[0] != "oncall@example.com" {
+		t.Fatalf("the SMTP server received %+v", mails)
+	}
+	c.run(chromedp.Click("#new-matcher summary"), chromedp.SendKeys("#m-name", "oncall-failures"),
+		chromedp.SendKeys("#m-targets", "oncall"), chromedp.SendKeys("#m-types", "task-failed, rpo-missed"))
+	c.run(chromedp.Click("#create-matcher"))
+	c.waitText("#matcher-result", "The matcher oncall-failures is added")
+	c.open("/ui/notifications")
+	c.waitText("#matchers", "oncall-failures")
+	c.waitText("#matchers", "task-failed, rpo-missed")
+	token := l.adminToken()
+	var m struct {
+		Source string         `json:"source"`
+		Spec   map[string]any `json:"spec"`
+	}
+	if code := l.get(token, "/api/v1/notifications/matchers/oncall-failures", &m); code != 200 || m.Source != "catalog" ||
+		fmt.Sprint(m.Spec["targets"]) != "[oncall]" || fmt.Sprint(m.Spec["types"]) != "[task-failed rpo-missed]" {
+		t.Fatalf("the stored matcher (%d): %+v", code, m)
+	}
+	c.shot("notifications-edit")
+	c.run(chromedp.Click("#delete-matcher-oncall-failures"))
+	c.waitText("#matcher-result", "The matcher oncall-failures is deleted")
+	c.run(chromedp.Click("#delete-target-oncall"))
+	c.waitText("#test-result", "The target oncall is deleted")
+	c.open("/ui/notifications")
+	c.waitText("#targets", "backup-team")
+	var left int
+	c.run(chromedp.Evaluate(`document.querySelectorAll("#test-oncall, #delete-matcher-oncall-failures").length`, &left))
+	if left != 0 {
+		t.Fatal("the page still lists the deleted target or matcher")
+	}
+	for _, path := range []string{"/api/v1/notifications/matchers/oncall-failures", "/api/v1/notifications/targets/oncall"} {
+		if code := l.get(token, path, nil); code != 404 {
+			t.Fatalf("%s after its delete: %d", path, code)
+		}
 	}
 }

@@ -142,6 +142,7 @@ func protectionOf(vms []api.VM, r rpos, now time.Time) protection {
 type repoUsage struct {
 	Name  string
 	Stats *api.Stats
+	Usage *usageView
 	Error *problem
 }
 
@@ -158,6 +159,7 @@ func (p *page) dashboardRepos() {
 			u.Error = &problem{Message: ae.Detail, Denied: ae.denied()}
 		} else {
 			u.Stats = &st
+			u.Usage = p.usage(name)
 		}
 		out = append(out, u)
 	}

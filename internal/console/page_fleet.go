@@ -101,6 +101,7 @@ type repositoriesView struct {
 type repoView struct {
 	Name   string
 	Stats  *api.Stats
+	Usage  *usageView
 	Leases []api.Lease
 	Last   map[string]*api.Job
 	Error  string
@@ -120,6 +121,7 @@ func (p *page) repositories() {
 			r.Error = err.Error()
 		} else {
 			r.Stats = &st
+			r.Usage = p.usage(name)
 			_, _ = p.api.call("list-leases", params, nil, nil, &r.Leases)
 		}
 		for _, kind := range []string{"verify", "gc", "forget"} {

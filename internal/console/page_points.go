@@ -4,61 +4,31 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
 )
 
 // Backup points: repository → VM → point, with verify, protect and
-// forget. The repository lists its points from its manifests
-// (list-points); the console pages what it shows.
+// forget. The lists come from the catalog a page at a time
+// (list-catalog-points: newest first, continued after the page's last
+// point with the API's Coffer-Next cursor), so they stay as fast with
+// 100,000 points as with ten; a point's page reads its one manifest
+// (list-points with point=), which holds what the catalog does not (its
+// disks, new data, warnings, damage).
+
+// pointsPageSize is how many points a page of the console shows.
+const pointsPageSize = 50
 
 type pointsView struct {
 	Repo   string
 	Repos  []string
-	VMs    []vmPoints
-	Total  int
-	Pager  pager
-	Result string
-}
-
-// vmPoints is a VM (or disk image source) of a repository and its points.
-type vmPoints struct {
-	Name, Kind, Connection string
-	Count                  int
-	Latest                 api.BackupPoint
-	Protected              int
-}
-
-// pager pages a list the console holds whole: Page is 1-based.
-type pager struct {
-	Page, Pages int
-	Prev, Next  string
-}
-
-func pageOf[T any](items []T, r *http.Request, base url.Values, path string) ([]T, pager) {
-	n, _ := strconv.Atoi(r.URL.Query().Get("page"))
-	pages := max(1, (len(items)+pageSize-1)/pageSize)
-	n = min(max(n, 1), pages)
-	pg := pager{Page: n, Pages: pages}
-	link := func(k int) string {
-		q := url.Values{}
-		for key, v := range base {
-			q[key] = v
-		}
-		q.Set("page", strconv.Itoa(k))
-		return path + "?" + q.Encode()
-	}
-	if n > 1 {
-		pg.Prev = link(n - 1)
-	}
-	if n < pages {
-		pg.Next = link(n + 1)
-	}
-	lo := (n - 1) * pageSize
-	return items[lo:min(len(items), lo+pageSize)], pg
+	VM     string
+	Points []api.BackupPoint
+	// Next continues the listing after this page; First is the newest
+	// page, when this is not it.
+	Next, First string
+	PageSize    int
 }
 
 // repo is the repository the request names, or the first one.
@@ -72,64 +42,51 @@ func (p *page) repo() string {
 	return "default"
 }
 
-func (p *page) points(vm string) ([]api.BackupPoint, bool) {
-	var q url.Values
+// catalogPage lists a page of the repository's points (of one VM when vm
+// is set) from the catalog, after the request's cursor.
+func (p *page) catalogPage(vm, path string) (pointsView, bool) {
+	v := pointsView{Repo: p.repo(), Repos: p.c.cfg.Repositories(p.r.Context()), VM: vm, PageSize: pointsPageSize}
+	q := url.Values{"repository": {v.Repo}, "limit": {strconv.Itoa(pointsPageSize)}}
 	if vm != "" {
-		q = url.Values{"vm": {vm}}
+		q.Set("vm", vm)
 	}
-	var pts []api.BackupPoint
-	if _, err := p.api.call("list-points", map[string]string{"repo": p.repo()}, q, nil, &pts); err != nil {
+	after := p.r.URL.Query().Get("after")
+	if after != "" {
+		q.Set("after", after)
+		v.First = path
+	}
+	h, err := p.api.call("list-catalog-points", nil, q, nil, &v.Points)
+	if err != nil {
 		p.fail(err)
-		return nil, false
+		return v, false
 	}
-	// Newest first, as operators look for them.
-	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Time.After(pts[j].Time) })
-	return pts, true
+	if cursor := h.Get("Coffer-Next"); cursor != "" {
+		v.Next = path + "?" + url.Values{"after": {cursor}}.Encode()
+	}
+	return v, true
 }
 
+// repository shows a repository's points, newest first, each with its
+// VM (a link to all of that VM's points).
 func (p *page) repository() {
-	pts, ok := p.points("")
+	if vm := p.r.URL.Query().Get("vm"); vm != "" {
+		// The search form: the VM's own pages.
+		p.redirect("/ui/points/" + url.PathEscape(p.repo()) + "/vm/" + url.PathEscape(vm))
+		return
+	}
+	v, ok := p.catalogPage("", "/ui/points/"+url.PathEscape(p.repo()))
 	if !ok {
 		return
 	}
-	byVM := map[string]*vmPoints{}
-	var order []string
-	for _, pt := range pts {
-		v := byVM[pt.VM]
-		if v == nil {
-			v = &vmPoints{Name: pt.VM, Kind: pt.SourceKind, Connection: pt.Connection, Latest: pt}
-			byVM[pt.VM] = v
-			order = append(order, pt.VM)
-		}
-		v.Count++
-		if pt.Protected {
-			v.Protected++
-		}
-	}
-	sort.Strings(order)
-	all := make([]vmPoints, 0, len(order))
-	for _, name := range order {
-		all = append(all, *byVM[name])
-	}
-	v := pointsView{Repo: p.repo(), Repos: p.c.cfg.Repositories(p.r.Context()), Total: len(pts)}
-	v.VMs, v.Pager = pageOf(all, p.r, nil, "/ui/points/"+url.PathEscape(v.Repo))
 	p.show("points", "Backup points in "+v.Repo, "points", v)
-}
-
-type vmView struct {
-	Repo, VM string
-	Points   []api.BackupPoint
-	Pager    pager
 }
 
 func (p *page) vmPoints() {
 	vm := p.r.PathValue("vm")
-	pts, ok := p.points(vm)
+	v, ok := p.catalogPage(vm, "/ui/points/"+url.PathEscape(p.repo())+"/vm/"+url.PathEscape(vm))
 	if !ok {
 		return
 	}
-	v := vmView{Repo: p.repo(), VM: vm}
-	v.Points, v.Pager = pageOf(pts, p.r, nil, "/ui/points/"+url.PathEscape(v.Repo)+"/vm/"+url.PathEscape(vm))
 	p.show("vm", vm+" in "+v.Repo, "points", v)
 }
 
@@ -138,25 +95,23 @@ type pointView struct {
 	Point api.BackupPoint
 }
 
-// point finds a point of the repository by ID or unique prefix.
+// point reads the point the request names (an ID or a unique prefix)
+// from its manifest.
 func (p *page) point() (api.BackupPoint, bool) {
 	ref := p.r.PathValue("point")
-	pts, ok := p.points("")
-	if !ok {
+	var pts []api.BackupPoint
+	if _, err := p.api.call("list-points", map[string]string{"repo": p.repo()}, url.Values{"point": {ref}}, nil, &pts); err != nil {
+		p.fail(err)
 		return api.BackupPoint{}, false
 	}
-	var found []api.BackupPoint
-	for _, pt := range pts {
-		if pt.ID == ref || strings.HasPrefix(pt.ID, ref) && len(ref) >= 4 {
-			found = append(found, pt)
-		}
-	}
-	if len(found) != 1 {
+	if len(pts) != 1 {
+		// The caller may not see it (list-points shows a point only to
+		// who holds Repo.Audit on it).
 		p.fail(&apiError{Status: http.StatusNotFound, Class: api.NotFound,
-			Detail: fmt.Sprintf("no single backup point %q in %s that you may see", ref, p.repo())})
+			Detail: fmt.Sprintf("no backup point %q in %s that you may see", ref, p.repo())})
 		return api.BackupPoint{}, false
 	}
-	return found[0], true
+	return pts[0], true
 }
 
 func (p *page) pointPage() {

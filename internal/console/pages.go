@@ -27,7 +27,7 @@ func (c *Console) routes() []route {
 
 		// The dashboard.
 		{"GET /ui/{$}", pg("list-vms", "list-jobs", "check-policies"), (*page).dashboard},
-		{"GET /ui/dashboard/repositories", ops("stats"), (*page).dashboardRepos},
+		{"GET /ui/dashboard/repositories", ops("stats", "repository-usage"), (*page).dashboardRepos},
 
 		// Tasks.
 		{"GET /ui/tasks", pg("list-jobs"), (*page).tasks},
@@ -37,15 +37,24 @@ func (c *Console) routes() []route {
 		{"POST /ui/tasks/{id}/cancel", ops("cancel-job"), (*page).cancelTask},
 
 		// Backup points: repository, VM, point; and the file browser.
-		{"GET /ui/points", pg("list-points"), (*page).repository},
-		{"GET /ui/points/{repo}", pg("list-points"), (*page).repository},
-		{"GET /ui/points/{repo}/vm/{vm}", pg("list-points"), (*page).vmPoints},
+		{"GET /ui/points", pg("list-catalog-points"), (*page).repository},
+		{"GET /ui/points/{repo}", pg("list-catalog-points"), (*page).repository},
+		{"GET /ui/points/{repo}/vm/{vm}", pg("list-catalog-points"), (*page).vmPoints},
 		{"POST /ui/points/{repo}/vm/{vm}/forget", ops("forget"), (*page).forgetVM},
 		{"GET /ui/points/{repo}/p/{point}", pg("list-points"), (*page).pointPage},
 		{"POST /ui/points/{repo}/p/{point}/protect", ops("protect"), (*page).protectPoint},
 		{"GET /ui/points/{repo}/p/{point}/files", pg("files-volumes", "files-list", "files-find"), (*page).files},
 		{"GET /ui/points/{repo}/p/{point}/download", ops("files-archive"), (*page).download},
 		{"GET /ui/points/{repo}/p/{point}/archive", ops("files-archive"), (*page).archive},
+
+		// Restore: a point's wizard, and instant recoveries.
+		{"GET /ui/points/{repo}/p/{point}/restore", pg("list-points"), (*page).restoreWizard},
+		{"POST /ui/points/{repo}/p/{point}/restore/vm", ops("restore-vm"), (*page).restoreVM},
+		{"POST /ui/points/{repo}/p/{point}/restore/disk", ops("restore-disk"), (*page).restoreDisk},
+		{"POST /ui/points/{repo}/p/{point}/restore/instant", ops("instant-start"), (*page).instantStart},
+		{"GET /ui/restore", pg("instant-list"), (*page).restorePage},
+		{"POST /ui/restore/{session}/commit", ops("instant-commit"), (*page).instantCommit},
+		{"POST /ui/restore/{session}/discard", ops("instant-discard"), (*page).instantDiscard},
 
 		// Inventory, policies, repositories.
 		{"GET /ui/inventory", pg("list-vms", "check-policies"), (*page).inventory},
@@ -56,13 +65,17 @@ func (c *Console) routes() []route {
 		{"GET /ui/policies/{policy}/edit", pg("get-policy", "list-connections"), (*page).policyEditor},
 		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},
 		{"POST /ui/policies/save", ops("get-policy", "create-policy", "update-policy"), (*page).savePolicy},
-		{"GET /ui/repositories", pg("stats", "list-leases", "list-jobs"), (*page).repositories},
+		{"GET /ui/repositories", pg("stats", "repository-usage", "list-leases", "list-jobs"), (*page).repositories},
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
 
 		// Notifications.
 		{"GET /ui/notifications", pg("list-notification-targets", "list-notification-matchers"), (*page).notifications},
 		{"POST /ui/notifications/targets/{name}/test", ops("test-notification-target"), (*page).testTarget},
+		{"POST /ui/notifications/targets", ops("create-notification-target"), (*page).createTarget},
+		{"POST /ui/notifications/targets/{name}/delete", ops("delete-notification-target"), (*page).deleteTarget},
+		{"POST /ui/notifications/matchers", ops("create-notification-matcher"), (*page).createMatcher},
+		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
 		// Access.
 		{"GET /ui/access", pg("list-users", "list-tokens", "list-acl"), (*page).access},

@@ -242,6 +242,12 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 		return nil
 	}
 	var errs []error
+	// The usage history: the console's trend and "estimated full" date
+	// are drawn from these samples.
+	if u, ok := catalog.UsageOf(m.o.Catalog); ok {
+		errs = append(errs, u.AddUsageSample(ctx, catalog.UsageSample{Repository: r.Config().ID, At: now,
+			StoredBytes: st.Stored, CapacityBytes: capacity}))
+	}
 	if capacity > 0 {
 		pct := float64(st.Stored) * 100 / float64(capacity)
 		m.mu.Lock()

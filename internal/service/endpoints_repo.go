@@ -46,13 +46,14 @@ func epInit(ctx context.Context, s *Service, in *initIn) (*Result[*api.Repositor
 
 type pointsIn struct {
 	RepoParam
-	VM string `query:"vm" maxLength:"255" doc:"only the points of this source name"`
+	VM    string `query:"vm" maxLength:"255" doc:"only the points of this source name"`
+	Point string `query:"point" maxLength:"64" doc:"only this point: its ID, a unique ID prefix, or latest (reads one manifest, not all)"`
 }
 
 // epPoints lists a repository's points the caller may see: all of them
 // with Repo.Audit on the repository, else those of the VMs it holds it on.
 func epPoints(ctx context.Context, s *Service, in *pointsIn) (*Result[[]api.BackupPoint], error) {
-	points, _, err := s.Points(ctx, PointsInput{VM: in.VM})
+	points, _, err := s.Points(ctx, PointsInput{VM: in.VM, Point: in.Point})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func epPoints(ctx context.Context, s *Service, in *pointsIn) (*Result[[]api.Back
 
 type catalogPointsIn struct {
 	VM         string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
-	Repository string `query:"repository" maxLength:"64" doc:"a repository's ID"`
+	Repository string `query:"repository" maxLength:"255" doc:"a repository's ID, or its name in the server's configuration"`
 	Limit      int    `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
 	After      string `query:"after" maxLength:"200" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
@@ -81,7 +82,11 @@ func epCatalogPoints(ctx context.Context, s *Service, in *catalogPointsIn) (*Pag
 		return nil, err
 	}
 	limit := cmp.Or(in.Limit, pointsPage)
-	points, err := s.CatalogPoints(ctx, CatalogPointsInput{VM: in.VM, Repository: in.Repository, Limit: limit, After: after})
+	repoID, err := s.repositoryID(ctx, in.Repository)
+	if err != nil {
+		return nil, err
+	}
+	points, err := s.CatalogPoints(ctx, CatalogPointsInput{VM: in.VM, Repository: repoID, Limit: limit, After: after})
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +224,10 @@ func epGC(ctx context.Context, s *Service, in *gcIn) (*Result[*api.GCReport], er
 
 func epStats(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.Stats], error) {
 	return result(s.Stats(ctx))
+}
+
+func epRepositoryUsage(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.RepositoryUsage], error) {
+	return result(s.RepositoryUsage(ctx))
 }
 
 type copyIn struct {

@@ -35,6 +35,43 @@ func (r *repoIDs) learn(id, name string) {
 	r.mu.Unlock()
 }
 
+// idOf is the ID of the repository opened under name ("" when none is).
+func (r *repoIDs) idOf(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, n := range r.m {
+		if n == name {
+			return id
+		}
+	}
+	return ""
+}
+
+// repositoryID is the ID of the repository ref names: the catalog keeps
+// points by repository ID, the API and the console name repositories. A
+// ref that is an ID this server knows, or no repository's name, is taken
+// as an ID.
+func (s *Service) repositoryID(ctx context.Context, ref string) (string, error) {
+	if ref == "" || s.RepositoryName(ref) != "" {
+		return ref, nil
+	}
+	if id := s.repoIDs.idOf(ref); id != "" {
+		return id, nil
+	}
+	named, err := s.ForRepository(ctx, ref)
+	if c, _ := api.ClassOf(err); c == api.NotFound {
+		return ref, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	r, err := named.openRepository(ctx)
+	if err != nil {
+		return "", err
+	}
+	return r.Config().ID, nil
+}
+
 // RepositoryNames are the repositories this service opens by name in
 // cfg: its repositories section's (the configuration in effect, the
 // catalog's too), and "default" for the repository setting.

@@ -19,6 +19,9 @@ import (
 type PointsInput struct {
 	// VM keeps the points of this source name only ("": all).
 	VM string
+	// Point keeps this point only (an ID, a unique prefix, latest): one
+	// manifest is read instead of every one (a point's page at scale).
+	Point string
 }
 
 // Points lists the backup points of the default repository, oldest first,
@@ -30,10 +33,16 @@ func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint
 		return nil, nil, err
 	}
 	skipped := []api.SkippedPoint{}
-	snaps, err := r.Snapshots(ctx, func(x id.ID, err error) {
+	var snaps []*repo.Snapshot
+	if in.Point != "" {
+		snap, err := r.FindSnapshot(ctx, in.Point)
+		if err != nil {
+			return nil, nil, err
+		}
+		snaps = []*repo.Snapshot{snap}
+	} else if snaps, err = r.Snapshots(ctx, func(x id.ID, err error) {
 		skipped = append(skipped, api.SkippedPoint{PointID: x.String(), Error: err.Error()})
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, nil, err
 	}
 	damage, err := pointDamage(ctx, r)

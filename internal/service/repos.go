@@ -164,6 +164,9 @@ type keptOpen struct{ catalog.Catalog }
 
 func (keptOpen) Close() error { return nil }
 
+// Unwrap is the catalog kept open (what it keeps beside Catalog: usage).
+func (k keptOpen) Unwrap() catalog.Catalog { return k.Catalog }
+
 // openNamedRepo opens a repository by the name maintenance and task
 // objects use: "" and "default" are the default repository, any other a
 // repositories entry.

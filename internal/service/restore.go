@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,6 +64,9 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 		for i, d := range disks {
 			prog := &restore.Progress{}
 			t.Progress(Meter{Label: "restore " + d.Name, Done: prog.BytesDone.Load, Total: prog.BytesTotal.Load})
+			// The log says where each disk goes: a face that shows the
+			// task rather than the answer (the console) shows this.
+			t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s as %s", d.Name, d.Size, targets[i], in.Format))
 			start := time.Now()
 			var st restore.Stats
 			var err error
@@ -88,6 +92,7 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 				incomplete++
 			}
 			out = append(out, res)
+			t.Log(slog.LevelInfo, fmt.Sprintf("restored disk %s to %s", d.Name, targets[i]))
 		}
 		if incomplete > 0 {
 			return out, api.Errorf(api.Partial, "%d disk(s) restored with lost ranges", incomplete)

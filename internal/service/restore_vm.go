@@ -63,14 +63,20 @@ func (s *Service) RestoreVM(ctx context.Context, in RestoreVMInput) (*api.Restor
 		if in.Connection != "" {
 			return s.restoreVMOnConnection(ctx, t, pt, cfg, in)
 		}
-		return s.restoreQEMUVM(ctx, pt, cfg, in)
+		if in.OntoOriginal {
+			// A QEMU VM's disks are files its command line names: the
+			// original's are restored with restore-disk --overwrite, never
+			// silently as a new VM the caller did not ask for.
+			return nil, invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
+		}
+		return s.restoreQEMUVM(ctx, t, pt, cfg, in)
 	})
 }
 
 // restoreQEMUVM restores every disk of a QEMU point into a directory and
 // reproduces the VM from the command line recorded at backup time, with
 // a new name, UUID and MAC addresses; it starts it if asked.
-func (s *Service) restoreQEMUVM(ctx context.Context, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (*api.RestoredVM, error) {
+func (s *Service) restoreQEMUVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (*api.RestoredVM, error) {
 	snap := pt.snap
 	if cfg.Kind != "qemu" {
 		return nil, invalidf("backup point %s is of a %s VM: restore it with --connection NAME", snap.ID.Short(), cfg.Kind)
@@ -104,6 +110,7 @@ func (s *Service) restoreQEMUVM(ctx context.Context, pt *point, cfg hypervisor.V
 			continue
 		}
 		path := filepath.Join(dir, d.Key+"."+in.Format)
+		t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s", d.Name, d.Size, path))
 		if err := s.restoreDiskAs(ctx, pt.r, snap, d, path, in.Format); err != nil {
 			return nil, fmt.Errorf("disk %s: %w", d.Key, err)
 		}
@@ -128,11 +135,15 @@ func (s *Service) restoreQEMUVM(ctx context.Context, pt *point, cfg hypervisor.V
 	if err := writeLaunchScript(res.LaunchScript, script.Args); err != nil {
 		return nil, err
 	}
+	// The log says where the VM is: a face that shows the task rather
+	// than the answer (the console) shows this.
+	t.Log(slog.LevelInfo, fmt.Sprintf("restored as the new VM %s (UUID %s) in %s; it starts with %s", name, spec.UUID, dir, res.LaunchScript))
 	if in.Start {
 		if res.PID, err = qemu.Launch(ctx, rl.Args, spec); err != nil {
 			return nil, err
 		}
 		res.Started = true
+		t.Log(slog.LevelInfo, fmt.Sprintf("started %s: process %d, serial console %s, QMP %s", name, res.PID, res.Console, res.QMPSocket))
 		if spec.Incoming {
 			if err := qemu.LoadMemory(ctx, spec.QMPPath(), res.MemoryState); err != nil {
 				return nil, err

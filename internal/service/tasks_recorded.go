@@ -58,6 +58,7 @@ func (s *Service) startTask(ctx context.Context, spec TaskSpec) (context.Context
 		h.Log("info", spec.Kind+" "+spec.Detail, nil)
 	}
 	noteSchedule(ctx, t)
+	noteTaskStarted(ctx, h.ID())
 	return tctx, t
 }
 
