@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/guestvm"
-	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // TestScheduledBootVerification: a policy's verify-boot schedule, run by
@@ -20,32 +17,11 @@ import (
 // task of its own (kind verify-boot, with its VM) in the catalog, and its
 // result shows with the point.
 func TestScheduledBootVerification(t *testing.T) {
-	testutil.RequireBinary(t, "qemu-system-x86_64")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	img, err := guestvm.Build(ctx)
-	if err != nil {
-		if err == guestvm.ErrNoAssets && !testutil.Strict() {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
 	e := newEnv(t)
-	state := filepath.Join(e.dir, "state")
-	e.vars["COFFER_STATE_DIR"] = state
-	disk := filepath.Join(e.dir, "vda.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "16M").CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
-	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", Dir: filepath.Join(e.dir, "vm"), Mode: "boot", GuestAgent: true,
-		Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vm.Kill)
-	if _, err := vm.WaitConsole(ctx, guestvm.BootMarker); err != nil {
-		t.Fatalf("%v\n%s", err, vm.Console())
-	}
+	vm := startBootGuest(ctx, t, e)
+	state := e.vars["COFFER_STATE_DIR"]
 	e.must("init")
 	e.config(fmt.Sprintf(`
 connections:

@@ -21,31 +21,10 @@ import (
 // repository, so `coffer snapshots` shows it in the BOOT column even after
 // the catalog is gone; a point that does not boot exits 5 naming the step.
 func TestVerifyBoot(t *testing.T) {
-	testutil.RequireBinary(t, "qemu-system-x86_64")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	img, err := guestvm.Build(ctx)
-	if err != nil {
-		if err == guestvm.ErrNoAssets && !testutil.Strict() {
-			t.Skip(err)
-		}
-		t.Fatal(err)
-	}
 	e := newEnv(t)
-	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
-	disk := filepath.Join(e.dir, "vda.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "16M").CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
-	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", Dir: filepath.Join(e.dir, "vm"), Mode: "boot", GuestAgent: true,
-		Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vm.Kill)
-	if _, err := vm.WaitConsole(ctx, guestvm.BootMarker); err != nil {
-		t.Fatalf("%v\n%s", err, vm.Console())
-	}
+	vm := startBootGuest(ctx, t, e)
 	e.must("init")
 	e.must("backup", "vm", vm.QMPPath)
 	vm.Kill()
@@ -83,4 +62,34 @@ func TestVerifyBoot(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(e.dir, "state", "bootverify", "*")); len(left) != 0 {
 		t.Fatalf("left in the state directory: %v", left)
 	}
+}
+
+// startBootGuest boots web-1, the boot-mode test guest with a guest agent
+// (guestvm.BootMarker, HTTP on guestvm.BootProbePort), for e, whose state
+// directory it sets; it returns once the guest shows its login prompt.
+func startBootGuest(ctx context.Context, t *testing.T, e *env) *guestvm.VM {
+	t.Helper()
+	testutil.RequireBinary(t, "qemu-system-x86_64")
+	img, err := guestvm.Build(ctx)
+	if err != nil {
+		if err == guestvm.ErrNoAssets && !testutil.Strict() {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
+	disk := filepath.Join(e.dir, "vda.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "16M").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", Dir: filepath.Join(e.dir, "vm"), Mode: "boot", GuestAgent: true,
+		Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vm.Kill)
+	if _, err := vm.WaitConsole(ctx, guestvm.BootMarker); err != nil {
+		t.Fatalf("%v\n%s", err, vm.Console())
+	}
+	return vm
 }

@@ -63,16 +63,7 @@ func TestStaleBitmapIsCaught(t *testing.T) {
 	backupOnce(t, r, conn, ref, "full")
 
 	bitmaps := func(cmd string) {
-		var nodes []struct {
-			Name    string `json:"node-name"`
-			Bitmaps []struct {
-				Name string `json:"name"`
-			} `json:"dirty-bitmaps"`
-		}
-		if err := adm.Execute(ctx, "query-named-block-nodes", nil, &nodes); err != nil {
-			t.Fatal(err)
-		}
-		for _, n := range nodes {
+		for _, n := range namedNodes(ctx, t, adm) {
 			for _, b := range n.Bitmaps {
 				if strings.HasPrefix(b.Name, "coffer-") {
 					if err := adm.Execute(ctx, cmd, map[string]any{"node": n.Name, "name": b.Name}, nil); err != nil {

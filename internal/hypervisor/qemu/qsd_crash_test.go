@@ -34,16 +34,7 @@ func assertDaemonClean(ctx context.Context, t *testing.T, q *qsdInstance) {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	var nodes []struct {
-		Name    string `json:"node-name"`
-		Bitmaps []struct {
-			Name string `json:"name"`
-		} `json:"dirty-bitmaps"`
-	}
-	if err := adm.Execute(ctx, "query-named-block-nodes", nil, &nodes); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
+	for _, n := range namedNodes(ctx, t, adm) {
 		if strings.HasPrefix(n.Name, "coffer-") {
 			t.Fatalf("stray block node %s", n.Name)
 		}

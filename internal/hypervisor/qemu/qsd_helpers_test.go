@@ -14,6 +14,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/nbd"
+	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -229,4 +230,23 @@ func readPoint(ctx context.Context, t *testing.T, r *repo.Repository, s *repo.Sn
 	}
 	t.Fatalf("point %s has no disk %s", s.ID.Short(), key)
 	return nil
+}
+
+// namedNode is a block node as query-named-block-nodes lists it, with its
+// dirty bitmaps.
+type namedNode struct {
+	Name    string `json:"node-name"`
+	Bitmaps []struct {
+		Name string `json:"name"`
+	} `json:"dirty-bitmaps"`
+}
+
+// namedNodes lists a daemon's block nodes through the test's monitor.
+func namedNodes(ctx context.Context, t *testing.T, adm *qmp.Client) []namedNode {
+	t.Helper()
+	var nodes []namedNode
+	if err := adm.Execute(ctx, "query-named-block-nodes", nil, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	return nodes
 }
