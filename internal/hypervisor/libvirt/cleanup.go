@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	golibvirt "github.com/digitalocean/go-libvirt"
-
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/statefile"
 )
@@ -77,10 +75,16 @@ func (c *Connector) cleanup(ctx context.Context, j *journal) ([]hypervisor.Lefto
 		return out, err
 	}
 	if j.Checkpoint != "" && !j.Keep {
-		if err := c.deleteCheckpoint(ctx, lv, dom, j.Checkpoint); err != nil && !isLibvirtError(err, golibvirt.ErrNoDomainCheckpoint) {
+		cps, err := c.checkpoints(ctx, lv, dom)
+		if err != nil {
 			return out, err
 		}
-		out = append(out, hypervisor.Leftover{VM: ref, Kind: "checkpoint", Name: j.Checkpoint, Action: "removed"})
+		if _, exists := cps[j.Checkpoint]; exists {
+			if err := c.deleteCheckpoint(ctx, lv, dom, j.Checkpoint); err != nil {
+				return out, err
+			}
+			out = append(out, hypervisor.Leftover{VM: ref, Kind: "checkpoint", Name: j.Checkpoint, Action: "removed"})
+		}
 	}
-	return out, nil
+	return append(out, hypervisor.Leftover{VM: ref, Kind: "journal", Name: j.SessionID, Action: "removed"}), nil
 }

@@ -41,7 +41,7 @@ type lab struct {
 	admin *golibvirt.Libvirt // the test's own connection, as an administrator's
 	dom   golibvirt.Domain
 	conn  *libvirt.Connector
-	repo  *repo.Repository
+	repos map[string]*repo.Repository // per chain: a chain is a policy and a repository
 	ref   hypervisor.VMRef
 	dir   string // disks, kernel, console log
 	state string
@@ -103,7 +103,7 @@ func startLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.conn.Close() })
-	l.repo = repotest.New(t, repo.InitOptions{})
+	l.repos = map[string]*repo.Repository{}
 	l.ref = hypervisor.VMRef{ID: domUUID, Name: domName}
 	return l
 }
@@ -157,9 +157,17 @@ func (l *lab) waitWrites(n int) {
 	}
 }
 
+// repo is the repository of a chain.
+func (l *lab) repo(chain string) *repo.Repository {
+	if l.repos[chain] == nil {
+		l.repos[chain] = repotest.New(l.t, repo.InitOptions{})
+	}
+	return l.repos[chain]
+}
+
 func (l *lab) backup(chain, mode string, sm hypervisor.SnapshotMode) (*repo.Snapshot, error) {
-	return backuptest.BackupVM(l.t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
-		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired, Chain: chain})
+	return backuptest.BackupVM(l.t, l.repo(chain), l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
+		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired, Chain: chain, Tags: map[string]string{"chain": chain}})
 }
 
 // restoreDisk restores one disk of a point to a raw file and reads it.
@@ -168,7 +176,7 @@ func (l *lab) restoreDisk(s *repo.Snapshot, key string) []byte {
 	for _, d := range s.Disks {
 		if d.Key == key {
 			out := filepath.Join(l.t.TempDir(), key+".raw")
-			if _, err := restore.ToFile(l.ctx, l.repo, s, d, out, restore.FileOptions{}); err != nil {
+			if _, err := restore.ToFile(l.ctx, l.repos[s.Tags["chain"]], s, d, out, restore.FileOptions{}); err != nil {
 				l.t.Fatal(err)
 			}
 			b, err := os.ReadFile(out)
