@@ -114,11 +114,11 @@ func (l *lab) domainXML() string {
   <memory unit='MiB'>256</memory><vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type><kernel>%[3]s/vmlinuz</kernel><initrd>%[3]s/initrd.gz</initrd>
     <cmdline>console=ttyS0 quiet panic=-1 coffer.mode=write coffer.base=64 coffer.interval=15 coffer.qga=1</cmdline></os>
-  <on_reboot>destroy</on_reboot>
+  <features><acpi/></features><on_reboot>destroy</on_reboot>
   <devices>
     <disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='%[3]s/vda.qcow2'/><target dev='vda' bus='virtio'/></disk>
     <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='%[3]s/vdb.raw'/><target dev='vdb' bus='virtio'/></disk>
-    <serial type='file'><source path='%[3]s/console.log'/><target port='0'/></serial>
+    <serial type='file'><source path='%[3]s/console.log' append='on'/><target port='0'/></serial>
     <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
   </devices>
 </domain>`, domName, domUUID, l.dir)
