@@ -51,6 +51,12 @@ func (c *Connector) cleanup(ctx context.Context, j *journal) ([]hypervisor.Lefto
 	if err != nil {
 		return nil, err
 	}
+	if j.Restore != nil {
+		if err := c.removeRestored(ctx, lv, &j.journalState); err != nil {
+			return nil, err
+		}
+		return []hypervisor.Leftover{{VM: ref, Kind: "restored-vm", Name: j.DomainName, Action: "removed (its restore was interrupted)"}}, nil
+	}
 	dom, err := c.lookup(ctx, lv, hypervisor.VMRef{ID: j.DomainUUID})
 	if errors.Is(err, hypervisor.ErrNotFound) {
 		for _, f := range append(j.Scratch, j.Socket) {

@@ -35,6 +35,9 @@ type journalState struct {
 	Keep       bool   `json:"keep,omitempty"`
 	Frozen     bool   `json:"frozen,omitempty"`    // guest filesystems may be frozen
 	Suspended  bool   `json:"suspended,omitempty"` // coffer paused the domain
+	// Restore: this journal is a restore to a new domain (DomainUUID),
+	// not a backup session.
+	Restore *restoreState `json:"restore,omitempty"`
 }
 
 func journalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }
