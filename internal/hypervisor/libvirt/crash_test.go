@@ -3,6 +3,7 @@ package libvirt_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +29,21 @@ func crashChild(t *testing.T, step string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	if step == "restoring" {
+		var cfg hypervisor.VMConfig
+		b, _ := os.ReadFile(os.Getenv("COFFER_TEST_CONFIG"))
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		nv, err := conn.CreateVM(ctx, cfg, hypervisor.NewVMOptions{Name: "web-1-killed", Datastore: "images"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nv.WriteDisk(ctx, "vdb", zeroDisk(32<<20)); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL) // vda not written yet
+	}
 	req := hypervisor.SnapshotRequest{SessionID: "killed-" + step, Chain: "a", Track: true,
 		Mode: hypervisor.SnapshotMode(os.Getenv("COFFER_TEST_MODE")), Quiesce: hypervisor.QuiesceRequired,
 		Since: map[string]string{"vda": os.Getenv("COFFER_TEST_SINCE")}}
@@ -122,6 +138,32 @@ func TestKilledCofferCleanedUp(t *testing.T) {
 		l.waitWrites(1) // thawed and resumed: the guest writes on
 		t.Logf("%s (%s): cleaned %+v", s.step, s.mode, left)
 	}
+	// A restore to a new domain killed between its disks: the domain and
+	// its files go at the next cleanup.
+	cfgFile := filepath.Join(l.d.Dir, "config.json")
+	os.WriteFile(cfgFile, full.VMConfig, 0o600)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledCofferCleanedUp$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "COFFER_TEST_CRASH_STEP=restoring", "COFFER_TEST_CONFIG="+cfgFile,
+		"COFFER_TEST_URI="+l.d.URI, "COFFER_TEST_STATE="+l.state)
+	out, err := cmd.CombinedOutput()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+		t.Fatalf("restoring: child did not die by signal: %v\n%s", err, out)
+	}
+	if _, err := l.admin.DomainLookupByName("web-1-killed"); err != nil {
+		t.Fatalf("the killed restore defined no domain: %v", err)
+	}
+	left, err := l.conn.CleanupLeftovers(l.ctx)
+	if err != nil || len(left) != 1 || left[0].Kind != "restored-vm" {
+		t.Fatalf("cleanup after a killed restore: %+v %v", left, err)
+	}
+	if _, err := l.admin.DomainLookupByName("web-1-killed"); err == nil {
+		t.Fatal("the killed restore's domain is still defined")
+	}
+	if m, _ := filepath.Glob(filepath.Join(l.dir, "web-1-killed*")); len(m) != 0 {
+		t.Fatalf("the killed restore left %v", m)
+	}
+	l.assertClean()
+
 	// Chain a's next incremental, from its full, is right.
 	if err := l.admin.DomainSuspend(l.dom); err != nil {
 		t.Fatal(err)
@@ -140,4 +182,14 @@ func TestKilledCofferCleanedUp(t *testing.T) {
 		t.Fatal("incremental after the crashes differs from the disk at its instant")
 	}
 	l.assertClean()
+}
+
+// zeroDisk is a restore source of size bytes with one allocated, all-zero
+// range.
+type zeroDisk int64
+
+func (z zeroDisk) ReadAt(p []byte, off int64) (int, error) { clear(p); return len(p), nil }
+func (z zeroDisk) Size() int64                             { return int64(z) }
+func (z zeroDisk) Allocated() []hypervisor.Extent {
+	return []hypervisor.Extent{{Offset: 0, Length: 1 << 20}}
 }
