@@ -12,9 +12,9 @@ import (
 )
 
 // Inventory implements hypervisor.Connector: every domain libvirt knows,
-// running or not (a shut-off domain is backed up from its disks as they
-// are; libvirt refuses backup jobs only for domains that are not running,
-// which Snapshot reports).
+// running or not, so that a policy's selection shows a shut-off domain
+// (whose backup then fails with the reason: libvirt's backup API needs the
+// domain's QEMU running).
 func (c *Connector) Inventory(ctx context.Context) ([]hypervisor.VM, error) {
 	lv, err := c.client(ctx)
 	if err != nil {
