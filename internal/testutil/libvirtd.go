@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -20,13 +21,15 @@ import (
 // and the machine's own, would share domains and pid files. Session mode
 // takes every directory from the XDG_* variables.
 type Libvirtd struct {
-	Dir    string // everything of this daemon; short, for unix socket paths
-	Socket string
-	URI    string // qemu:///session?socket=...
-	UID    int
-	GID    int
-	cmd    *exec.Cmd
-	log    *lockedBuffer
+	Dir     string // everything of this daemon; short, for unix socket paths
+	Socket  string
+	URI     string // qemu:///session?socket=...
+	UID     int
+	GID     int
+	cmd     *exec.Cmd
+	log     *lockedBuffer
+	exited  chan struct{}
+	exitErr error
 }
 
 // lockedBuffer collects the daemon's output while tests read it.
@@ -62,12 +65,29 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 	RequireRoot(t) // to run the daemon as another user
 	bin := RequireBinary(t, "libvirtd")
 	RequireBinary(t, "qemu-system-x86_64")
-	dir, err := os.MkdirTemp("", "lv")
+	l, err := LaunchLibvirtd(bin)
+	if l != nil {
+		t.Cleanup(func() {
+			l.Stop()
+			if t.Failed() {
+				t.Logf("libvirtd log:\n%s", l.log.String())
+			}
+		})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	l := &Libvirtd{Dir: dir, UID: libvirtdUser, GID: libvirtdUser, log: &lockedBuffer{}}
+	return l
+}
+
+// LaunchLibvirtd starts a private libvirtd from bin (benchmarks use it
+// too); Stop stops it.
+func LaunchLibvirtd(bin string) (*Libvirtd, error) {
+	dir, err := os.MkdirTemp("", "lv")
+	if err != nil {
+		return nil, err
+	}
+	l := &Libvirtd{Dir: dir, UID: libvirtdUser, GID: libvirtdUser, log: &lockedBuffer{}, exited: make(chan struct{})}
 	cache := filepath.Join(os.TempDir(), "coffer-libvirtd-cache")
 	libvirtCacheOnce.Do(func() {
 		os.MkdirAll(cache, 0o700)
@@ -75,7 +95,8 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 	})
 	for _, d := range []string{"c/libvirt", "r", "h"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			t.Fatal(err)
+			os.RemoveAll(dir)
+			return nil, err
 		}
 	}
 	// stdio_handler file: no virtlogd; the log to stderr: the test shows
@@ -86,12 +107,14 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+			os.RemoveAll(dir)
+			return nil, err
 		}
 	}
 	os.Chmod(dir, 0o755)
 	if err := l.ChownAll(dir); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	l.Socket = filepath.Join(dir, "r", "libvirt", "libvirt-sock")
 	l.URI = "qemu:///session?socket=" + l.Socket
@@ -102,49 +125,45 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 	l.cmd.Stdout, l.cmd.Stderr = l.log, l.log
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(l.UID), Gid: uint32(l.GID)}, Setpgid: true}
 	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	exited := make(chan struct{})
-	var exitErr error
-	go func() { exitErr = l.cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { l.stop(t, exited) })
+	go func() { l.exitErr = l.cmd.Wait(); close(l.exited) }()
 	// The first start probes QEMU's capabilities (seconds on a busy
 	// machine); later ones read the cache.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if c, err := net.Dial("unix", l.Socket); err == nil {
 			c.Close()
-			return l
+			return l, nil
 		}
 		select {
-		case <-exited:
-			t.Fatalf("libvirtd exited before it listened: %v\n%s", exitErr, l.log.String())
+		case <-l.exited:
+			return l, fmt.Errorf("libvirtd exited before it listened: %v\n%s", l.exitErr, l.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("libvirtd not listening on %s after 90 s:\n%s", l.Socket, l.log.String())
+			return l, fmt.Errorf("libvirtd not listening on %s after 90 s:\n%s", l.Socket, l.log.String())
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
 
-// stop kills the QEMU processes of the daemon's domains (they outlive
-// libvirtd), then the daemon.
-func (l *Libvirtd) stop(t testing.TB, exited chan struct{}) {
+// Stop kills the QEMU processes of the daemon's domains (they outlive
+// libvirtd), then the daemon, and removes its directory.
+func (l *Libvirtd) Stop() {
 	pids, _ := filepath.Glob(filepath.Join(l.Dir, "r", "libvirt", "qemu", "run", "*.pid"))
 	for _, p := range pids {
-		KillPIDFile(t, p)
+		killPIDFile(p)
 	}
 	l.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-exited:
+	case <-l.exited:
 	case <-time.After(30 * time.Second):
 		l.cmd.Process.Kill()
-		<-exited
+		<-l.exited
 	}
-	if t.Failed() {
-		t.Logf("libvirtd log:\n%s", l.log.String())
-	}
+	os.RemoveAll(l.Dir)
 }
 
 // Chown gives path to the daemon's user, so that the QEMU it starts can
