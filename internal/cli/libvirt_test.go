@@ -114,7 +114,7 @@ policies:
 	}
 	fullLocal := run("local", "full")
 	fullNightly := run("nightly", "full")
-	at = wait("COFFER WROTE", at)
+	wait("COFFER WROTE", at)
 	incLocal := run("local", "incremental")
 	if incLocal.ReadBytes >= fullLocal.ReadBytes {
 		t.Fatalf("local incremental read %d bytes, its full %d", incLocal.ReadBytes, fullLocal.ReadBytes)
