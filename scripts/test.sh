@@ -2,8 +2,8 @@
 # Runs coffer's whole test suite: go vet and golangci-lint (.golangci.yml:
 # staticcheck, ineffassign, and depguard's import rules for the
 # architecture), unit tests, fuzz seed corpora, and the integration tests
-# against real components (QEMU guests, qemu-storage-daemon, an S3 server,
-# PostgreSQL, vcsim, Chromium). Installs what they need first.
+# against real components (QEMU guests, qemu-storage-daemon, libvirtd, an
+# S3 server, PostgreSQL, vcsim, Chromium). Installs what they need first.
 #
 #   scripts/test.sh            # everything (CI mode: missing tools fail)
 #   scripts/test.sh -short     # skips the slow crash loops and guest matrices

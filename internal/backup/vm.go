@@ -19,9 +19,12 @@ type VMRequest struct {
 	SnapshotMode hypervisor.SnapshotMode
 	Quiesce      hypervisor.QuiescePolicy
 	Timeouts     hypervisor.Timeouts
-	Tags         map[string]string
-	JobID        int64
-	RetainUntil  time.Time
+	// Chain names the backup chain (policy and repository) for connectors
+	// that track changes per chain; "" is the default chain.
+	Chain       string
+	Tags        map[string]string
+	JobID       int64
+	RetainUntil time.Time
 	// History is the repository's backup points (to find the parent and
 	// the base full); nil means load them.
 	History []*repo.Snapshot
@@ -58,8 +61,8 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 		mode, base = "full", nil
 	}
 	sreq := hypervisor.SnapshotRequest{
-		SessionID: fmt.Sprintf("%s-%d", w.Session(), time.Now().UnixNano()%1e9),
-		Mode:      req.SnapshotMode, Quiesce: req.Quiesce, Timeouts: req.Timeouts,
+		SessionID: fmt.Sprintf("%s-%d", w.Session(), time.Now().UnixNano()%1e9), Chain: req.Chain,
+		Mode: req.SnapshotMode, Quiesce: req.Quiesce, Timeouts: req.Timeouts,
 		Differential: mode == "differential", Track: true,
 	}
 	if base != nil {

@@ -205,12 +205,16 @@ connections:
   - {name: kvm, kind: qemu, options: {host: kvm1, nbd-connections: -1}}
   - {name: vc, kind: vsphere, options: {url: "https://vc/sdk", user: u, password-file: /p, insecure: true, ca-file: /ca.pem}}
   - {name: vc2, kind: vsphere, options: {url: "https://vc/sdk", user: u, pasword-file: /p}}
+  - {name: lv, kind: libvirt, options: {uri: "kvm2", socket: /run/x}}
+  - {name: lv2, kind: libvirt, options: {uri: "not a uri"}}
   - {name: far, kind: hyperv}
 `)
 	e.expectAll(ExitUsage, []string{
 		"connection kvm: options.sockets lists no QMP sockets",
 		"connection vc: options insecure and ca-file contradict each other",
 		`connection vc2: line 5: unknown key "pasword-file" in connections.vc2.options (did you mean "password-file"?)`,
-		`connection far: this build of coffer has no "hyperv" connector (known: fake, qemu, vsphere)`,
+		`connection lv: line 6: unknown key "socket" in connections.lv.options`,
+		`connection lv2: options.uri "not a uri" is not a libvirt URI`,
+		`connection far: this build of coffer has no "hyperv" connector (known: fake, libvirt, qemu, vsphere)`,
 	}, "policy", "check", "--offline")
 }

@@ -202,6 +202,7 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 	req := backup.VMRequest{Connection: t.rec.Connection, VM: t.vm.VMRef, Mode: t.rec.Mode,
 		SnapshotMode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
 		Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup},
+		Chain:    j.p.Name + "@" + nameOr(j.p.Repository, "default"),
 		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.p.RetainUntil(time.Now())}
 	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.s.limits.TaskRate), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck}

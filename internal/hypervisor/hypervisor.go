@@ -141,8 +141,14 @@ type SnapshotRequest struct {
 	// SessionID names everything the connector creates for this session
 	// ("coffer-<SessionID>-..."), so leftovers can be traced to it.
 	SessionID string
-	Mode      SnapshotMode
-	Quiesce   QuiescePolicy
+	// Chain names the backup chain (policy and repository) the session
+	// belongs to. A connector that keeps change tracking per chain
+	// (libvirt's checkpoints) names what it creates after it, so that two
+	// chains of one VM never consume each other's tracking. "" is one
+	// default chain.
+	Chain   string
+	Mode    SnapshotMode
+	Quiesce QuiescePolicy
 	// Since holds, per disk key, the change token returned by Close of the
 	// backup point to diff against (the previous backup for incremental,
 	// the last full for differential). Empty means a full read.

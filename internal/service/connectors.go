@@ -43,6 +43,7 @@ type ConnectorKind struct {
 var (
 	kindsMu        sync.RWMutex
 	connectorKinds = map[string]ConnectorKind{
+		"libvirt": {Check: checked(libvirtOptions), Open: newLibvirtConnector, Cannot: libvirtCannot},
 		"qemu":    {Check: checked(qemuOptions), Open: newQEMUConnector},
 		"vsphere": {Check: checked(vsphereOptions), Open: newVSphereConnector},
 	}

@@ -225,7 +225,8 @@ func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, 
 	if name == "" && !in.OntoOriginal {
 		name = cfg.Name + "-restored"
 	}
-	nv, err := restorer.CreateVM(ctx, cfg, hypervisor.NewVMOptions{Name: name, Datastore: in.Datastore, ReplaceExisting: in.OntoOriginal})
+	// DiskFormat: libvirt writes qcow2 or raw files; vSphere ignores it.
+	nv, err := restorer.CreateVM(ctx, cfg, hypervisor.NewVMOptions{Name: name, Datastore: in.Datastore, DiskFormat: in.Format, ReplaceExisting: in.OntoOriginal})
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@
 package testutil
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -53,19 +55,28 @@ func RequireRoot(t testing.TB) {
 // reaped by init, on some machines only about once a second).
 func KillPIDFile(t testing.TB, path string) {
 	t.Helper()
+	if err := killPIDFile(path); errors.Is(err, errPIDFile) {
+		t.Logf("%v", err)
+	} else if err != nil {
+		t.Errorf("%v", err)
+	}
+}
+
+var errPIDFile = errors.New("pid file")
+
+// killPIDFile is KillPIDFile for callers without a test (benchmarks).
+func killPIDFile(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Logf("pid file %s: %v", path, err)
-		return
+		return fmt.Errorf("%w %s: %v", errPIDFile, path, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		t.Logf("pid file %s: %v", path, err)
-		return
+		return fmt.Errorf("%w %s: %v", errPIDFile, path, err)
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return // no such process: already gone
+		return nil // no such process: already gone
 	}
 	defer unix.Close(fd)
 	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
@@ -76,8 +87,8 @@ func KillPIDFile(t testing.TB, path string) {
 			continue
 		}
 		if err != nil || n == 0 {
-			t.Errorf("process %d (%s) did not exit after SIGKILL: %v", pid, path, err)
+			return fmt.Errorf("process %d (%s) did not exit after SIGKILL: %v", pid, path, err)
 		}
-		return
+		return nil
 	}
 }

@@ -1,0 +1,96 @@
+package libvirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/statefile"
+)
+
+// CleanupLeftovers implements hypervisor.Connector: it replays the
+// journals of sessions whose coffer process is gone. It thaws and resumes
+// what they froze or paused, aborts their backup job, and deletes the
+// checkpoint each one journalled unless its point was committed; it
+// touches no other job and no other checkpoint.
+func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover, error) {
+	js, err := loadJournals(c.cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []hypervisor.Leftover
+	var errs []error
+	for _, j := range js {
+		if j.PID == os.Getpid() || statefile.ProcessAlive(j.PID) {
+			continue // a live session's: its Close handles it
+		}
+		if j.URI != c.cfg.URI {
+			continue // another connection's journal in a shared state directory
+		}
+		left, err := c.cleanup(ctx, j)
+		out = append(out, left...)
+		if err != nil {
+			j.save()
+			errs = append(errs, fmt.Errorf("cleanup of %s: %w", j.DomainName, err))
+			continue
+		}
+		if err := j.remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (c *Connector) cleanup(ctx context.Context, j *journal) ([]hypervisor.Leftover, error) {
+	ref := hypervisor.VMRef{ID: j.DomainUUID, Name: j.DomainName}
+	unlock := c.lockDomain(j.DomainUUID)
+	defer unlock()
+	lv, err := c.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if j.Restore != nil {
+		if err := c.removeRestored(ctx, lv, &j.journalState); err != nil {
+			return nil, err
+		}
+		return []hypervisor.Leftover{{VM: ref, Kind: "restored-vm", Name: j.DomainName, Action: "removed (its restore was interrupted)"}}, nil
+	}
+	dom, err := c.lookup(ctx, lv, hypervisor.VMRef{ID: j.DomainUUID})
+	if errors.Is(err, hypervisor.ErrNotFound) {
+		for _, f := range append(j.Scratch, j.Socket) {
+			os.Remove(f)
+		}
+		return []hypervisor.Leftover{{VM: ref, Kind: "journal", Name: j.SessionID, Action: "domain gone; journal dropped"}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []hypervisor.Leftover
+	if j.Frozen {
+		out = append(out, hypervisor.Leftover{VM: ref, Kind: "guest-freeze", Name: "fsfreeze", Action: "thawed"})
+	}
+	if j.Suspended {
+		out = append(out, hypervisor.Leftover{VM: ref, Kind: "vm-state", Name: "paused", Action: "resumed"})
+	}
+	if j.Job {
+		out = append(out, hypervisor.Leftover{VM: ref, Kind: "job", Name: "backup " + j.Socket, Action: "aborted"})
+	}
+	if err := c.endJob(ctx, lv, dom, &j.journalState); err != nil {
+		return out, err
+	}
+	if j.Checkpoint != "" && !j.Keep {
+		cps, err := c.checkpoints(ctx, lv, dom)
+		if err != nil {
+			return out, err
+		}
+		if _, exists := cps[j.Checkpoint]; exists {
+			if err := c.deleteCheckpoint(ctx, lv, dom, j.Checkpoint); err != nil {
+				return out, err
+			}
+			out = append(out, hypervisor.Leftover{VM: ref, Kind: "checkpoint", Name: j.Checkpoint, Action: "removed"})
+		}
+	}
+	return append(out, hypervisor.Leftover{VM: ref, Kind: "journal", Name: j.SessionID, Action: "removed"}), nil
+}

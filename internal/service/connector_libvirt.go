@@ -1,0 +1,65 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/libvirt"
+)
+
+// libvirtConnectionOptions are the options of a `kind: libvirt` connection:
+//
+//	connections:
+//	  - name: kvm2
+//	    kind: libvirt
+//	    options:
+//	      uri: qemu:///system                  # the default; qemu+ssh://root@kvm2/system, qemu+tls://...
+//	      host: kvm2                           # default: libvirt's host name
+//	      nbd-connections: 4
+//	      state-dir: /var/lib/coffer/libvirt   # journal and NBD sockets (QEMU must reach sockets/)
+type libvirtConnectionOptions struct {
+	URI            string `yaml:"uri"`
+	Host           string `yaml:"host"`
+	NBDConnections int    `yaml:"nbd-connections"`
+	StateDir       string `yaml:"state-dir"`
+}
+
+// libvirtCannot is what libvirt's backup API cannot take, for policy check.
+var libvirtCannot = map[hypervisor.SnapshotMode]string{
+	hypervisor.WithMemory: "libvirt's backup API saves no memory state (a libvirt memory snapshot would rewrite the domain's disk chain); use crash-consistent, quiesced or suspend",
+	hypervisor.AsIs:       "libvirt offers no storage-level (as-is) snapshots; use crash-consistent",
+}
+
+// libvirtOptions decodes and checks a connection's options without
+// connecting, so a bad one is a configuration error before anything runs.
+func libvirtOptions(cfg ConnectionConfig) (libvirtConnectionOptions, error) {
+	var o libvirtConnectionOptions
+	if err := cfg.DecodeOptions(&o); err != nil {
+		return o, err
+	}
+	if o.URI != "" {
+		if u, err := url.Parse(o.URI); err != nil || u.Scheme == "" {
+			return o, fmt.Errorf("connection %s: options.uri %q is not a libvirt URI (like qemu:///system or qemu+ssh://host/system)", cfg.Name, o.URI)
+		}
+	}
+	if o.NBDConnections < 0 {
+		return o, fmt.Errorf("connection %s: options.nbd-connections must not be negative (0 means the default, 4)", cfg.Name)
+	}
+	return o, nil
+}
+
+func newLibvirtConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+	o, err := libvirtOptions(cfg)
+	if err != nil {
+		return nil, api.WithClass(api.Invalid, err)
+	}
+	state := o.StateDir
+	if state == "" {
+		state = filepath.Join(cfg.StateDir, "libvirt")
+	}
+	return libvirt.New(libvirt.Config{URI: o.URI, StateDir: state, Host: o.Host, Connections: o.NBDConnections, Log: cfg.Logger})
+}
