@@ -82,7 +82,7 @@ func TestEveryFaceOffersEveryOperation(t *testing.T) {
 // binaries only (servicetest.RegisterFake; depguard keeps its packages out
 // of production code), so the binary's registry knows real platforms.
 func TestNoTestDoubleInTheBinary(t *testing.T) {
-	if got := strings.Join(service.ConnectorKinds(), ","); got != "qemu,vsphere" {
-		t.Fatalf("the binary's connector kinds are %s, want qemu,vsphere", got)
+	if got := strings.Join(service.ConnectorKinds(), ","); got != "libvirt,qemu,vsphere" {
+		t.Fatalf("the binary's connector kinds are %s, want libvirt,qemu,vsphere", got)
 	}
 }
