@@ -27,11 +27,12 @@ type Catalog struct {
 	nextID int64
 	Writes int
 	// The engine keeps no access-control records, reads no configuration
-	// objects and takes no leases: calling one of their methods is a test
+	// objects or inventory and takes no leases: calling one of their methods is a test
 	// bug, and panics on the nil interface.
 	catalog.AccessStore
 	catalog.ConfigObjects
 	catalog.Leases
+	catalog.Inventory // the server's inventory: no engine reads it
 }
 
 // NewCatalog returns an empty catalog.
