@@ -19,8 +19,9 @@ const (
 	KindCopy         = "copy"
 	KindInstant      = "instant"
 	KindRepair       = "repair"
-	KindVerifyBoot   = "verify-boot" // a backup point booted and checked (internal/bootverify)
-	KindCleanup      = "cleanup"     // leftovers of crashed coffer processes removed at start
+	KindVerifyBoot   = "verify-boot"       // a backup point booted and checked (internal/bootverify)
+	KindCleanup      = "cleanup"           // leftovers of crashed coffer processes removed at start
+	KindInventory    = "inventory-refresh" // a connection's VMs listed into the catalog
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or

@@ -62,6 +62,7 @@ const (
 	KindRepair       = catalog.KindRepair
 	KindVerifyBoot   = catalog.KindVerifyBoot
 	KindCleanup      = catalog.KindCleanup
+	KindInventory    = catalog.KindInventory
 )
 
 var (
