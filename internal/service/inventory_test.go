@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vmware/govmomi"
@@ -19,7 +22,9 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // invSim is a vCenter simulator and a client of it that changes its
@@ -254,5 +259,65 @@ func same[T any](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s:\n got  %v\n want %v", what, got, want)
+	}
+}
+
+// TestInventoryKeepsABusyQEMUVM lists a real QEMU process's VM, then
+// lists it again while another client holds its monitor (as a backup in
+// another process does: QEMU serves one QMP client at a time): the VM
+// stays in the inventory with its last known state, marked busy, until a
+// refresh describes it again.
+func TestInventoryKeepsABusyQEMUVM(t *testing.T) {
+	qemuBin := testutil.RequireBinary(t, "qemu-system-x86_64")
+	dir := t.TempDir()
+	sock, pidFile := filepath.Join(dir, "qmp.sock"), filepath.Join(dir, "qemu.pid")
+	const uuid = "6b1d3c0e-0000-4000-8000-0000000000aa"
+	// -daemonize returns once the monitor listens.
+	out, err := exec.Command(qemuBin, "-machine", "none", "-nodefaults", "-display", "none", "-name", "busy-1", "-uuid", uuid,
+		"-qmp", "unix:"+sock+",server=on,wait=off", "-daemonize", "-pidfile", pidFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	e := newConfEnv(t, fmt.Sprintf("connections:\n  - name: kvm\n    kind: qemu\n    options: {sockets: [%q]}\n", sock))
+	s := e.service()
+	ctx := e.ctx
+	refresh := func(wantBusy int) api.VM {
+		t.Helper()
+		r, err := s.RefreshInventory(ctx, service.RefreshInventoryInput{Connection: "kvm"})
+		if err != nil || r.VMs != 1 || r.Busy != wantBusy {
+			t.Fatalf("refresh: %+v %v, want 1 VM, %d busy", r, err, wantBusy)
+		}
+		inv, err := s.VMs(ctx, service.VMsInput{})
+		if err != nil || len(inv.VMs) != 1 {
+			t.Fatalf("inventory: %+v %v", inv, err)
+		}
+		return inv.VMs[0]
+	}
+	described := refresh(0)
+	if described.VM != "busy-1" || described.VMID != uuid || described.Busy || described.PowerState == "" {
+		t.Fatalf("the VM described: %+v", described)
+	}
+
+	holder, err := qmp.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := refresh(1)
+	if !busy.Busy {
+		t.Fatalf("a VM whose monitor is held is not marked busy: %+v", busy)
+	}
+	busy.Busy = false
+	same(t, "the busy VM's last known state", busy, described)
+
+	holder.Close()
+	if again := refresh(0); again.Busy {
+		t.Fatalf("a VM described again stays busy: %+v", again)
 	}
 }
