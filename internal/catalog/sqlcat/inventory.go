@@ -140,8 +140,7 @@ func (c *Catalog) ListInventory(ctx context.Context, f catalog.InventoryFilter) 
 		w.add(`lower(name) LIKE ? ESCAPE '\'`, "%"+likeEscaper.Replace(strings.ToLower(f.NameContains))+"%")
 	}
 	if a := f.After; a != (catalog.VMCursor{}) {
-		w.add("connection >= ? AND (connection > ? OR (connection = ? AND (name > ? OR (name = ? AND id > ?))))",
-			a.Connection, a.Connection, a.Connection, a.Name, a.Name, a.ID)
+		w.add(vmsAfter, a.Connection, a.Connection, a.Connection, a.Name, a.Name, a.ID)
 	}
 	q, args := w.finish(`SELECT `+vmColumns+` FROM vms`, "connection, name, id", f.Limit)
 	var out []catalog.VMRecord
@@ -155,6 +154,10 @@ func (c *Catalog) ListInventory(ctx context.Context, f catalog.InventoryFilter) 
 	}
 	return out, nil
 }
+
+// vmsAfter is the keyset condition of a page of the inventory after a
+// cursor (connection, name, ID).
+const vmsAfter = "connection >= ? AND (connection > ? OR (connection = ? AND (name > ? OR (name = ? AND id > ?))))"
 
 // likeEscaper escapes LIKE's wildcards (and its escape character) in a
 // search text.
