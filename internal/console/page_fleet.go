@@ -12,14 +12,15 @@ import (
 // Inventory, policies and repositories.
 
 type inventoryView struct {
-	VMs      []api.VM
-	Errors   []api.ConnectionError
-	Filter   string
-	Only     string
-	Pager    pager
-	Total    int
-	Shown    int
-	Problems []string
+	VMs         []api.VM
+	Errors      []api.ConnectionError
+	Connections []api.InventoryState // how old each connection's inventory is
+	Filter      string
+	Only        string
+	Pager       pager
+	Total       int
+	Shown       int
+	Problems    []string
 }
 
 func (p *page) inventory() {
@@ -36,7 +37,7 @@ func (p *page) inventory() {
 	var check api.PolicyCheck
 	_, _ = p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check)
 	r := rposOf(check)
-	v.Errors, v.Total = inv.Errors, len(inv.VMs)
+	v.Errors, v.Connections, v.Total = inv.Errors, inv.Connections, len(inv.VMs)
 	now := time.Now()
 	var shown []api.VM
 	for _, vm := range inv.VMs {
