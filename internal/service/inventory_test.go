@@ -22,6 +22,8 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -250,9 +252,9 @@ policies:
 	}
 }
 
-// TestInventoryFromVCSimOnPostgres runs it on a PostgreSQL catalog.
+// TestInventoryFromVCSimOnPostgres runs them on a PostgreSQL catalog.
 func TestInventoryFromVCSimOnPostgres(t *testing.T) {
-	onPostgres(t, map[string]func(*testing.T){"FromVCSim": TestInventoryFromVCSim})
+	onPostgres(t, map[string]func(*testing.T){"FromVCSim": TestInventoryFromVCSim, "ServerRefreshes": TestServerRefreshesTheInventory})
 }
 
 func same[T any](t *testing.T, what string, got, want T) {
@@ -320,4 +322,50 @@ func TestInventoryKeepsABusyQEMUVM(t *testing.T) {
 	if again := refresh(0); again.Busy {
 		t.Fatalf("a VM described again stays busy: %+v", again)
 	}
+}
+
+// TestServerRefreshesTheInventory: the server keeps the inventory of its
+// connections in the catalog by itself, every inventory-every: a VM
+// removed from the fleet leaves it without anyone asking.
+func TestServerRefreshesTheInventory(t *testing.T) {
+	sim := startInvSim(t)
+	e := newConfEnv(t, "")
+	pw := filepath.Join(e.dir, "vc.password")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sdk := url.URL{Scheme: sim.srv.URL.Scheme, Host: sim.srv.URL.Host, Path: sim.srv.URL.Path}
+	e.file = fmt.Sprintf(`connections:
+  - name: vc
+    kind: vsphere
+    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
+maintenance:
+  inventory-every: 1s
+`, sdk.String(), pw, soap.ThumbprintSHA256(sim.srv.Certificate()))
+	run := runServer(t, e.service())
+	cat, err := catalogopen.Open(context.Background(), e.catalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	// Read the catalog itself: the VM view would list a connection never
+	// listed on its own.
+	inventory := func() []string {
+		vms, err := cat.ListInventory(context.Background(), catalog.InventoryFilter{Connections: []string{"vc"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, v := range vms {
+			out = append(out, v.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := sim.names(t)
+	eventually(t, run, "the server's first listing of the fleet", func() bool { return slices.Equal(inventory(), want) })
+	gone := want[0]
+	sim.destroy(t, gone)
+	remaining := sim.names(t)
+	eventually(t, run, "a VM removed from the fleet leaves the inventory", func() bool { return slices.Equal(inventory(), remaining) })
 }
