@@ -151,20 +151,104 @@ const pointsAfter = "taken_at <= ? AND (taken_at < ? OR id < ? OR (id = ? AND re
 // up: below SQLite's limit of 500 terms of a compound SELECT.
 const newestBatch = 400
 
+// pointColumnsOf is pointColumns of the table called alias.
+func pointColumnsOf(alias string) string {
+	cols := strings.Split(pointColumns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// groupedBatch is how many VMs one grouped query looks up, one
+// parameter each: well below every database's limit.
+const groupedBatch = 10_000
+
+// newestOfIDs selects, for a list of VM IDs, the points taken at the
+// newest time of their VM ID: the newest time per ID comes from
+// points_vm (vm_id, taken_at) alone, and each point from one more lookup
+// of it. The connection is not in that index: a VM ID that two
+// connections share yields the points of the one backed up last.
+var newestOfIDs = `SELECT ` + pointColumnsOf("p") + ` FROM backup_points p
+	JOIN (SELECT vm_id AS newest_vm, MAX(taken_at) AS newest_at FROM backup_points WHERE vm_id IN (%s) GROUP BY vm_id) m
+	ON p.vm_id = m.newest_vm AND p.taken_at = m.newest_at`
+
+// newestGrouped finds the newest point of each VM: a grouped query per
+// batch of VM IDs, and one more per VM whose ID another connection's VM
+// shares and backed up later.
+func (c *Catalog) newestGrouped(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+	var ids []any
+	seen := map[string]bool{}
+	for _, vm := range vms {
+		if !seen[vm.ID] {
+			seen[vm.ID] = true
+			ids = append(ids, vm.ID)
+		}
+	}
+	newest := map[catalog.VMRef]catalog.BackupPoint{}
+	found := map[string]bool{} // VM IDs with a newest point, of whichever connection
+	for len(ids) > 0 {
+		batch := ids[:min(groupedBatch, len(ids))]
+		ids = ids[len(batch):]
+		q := fmt.Sprintf(newestOfIDs, strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", "))
+		err := c.query(ctx, q, batch, func(r Rows) error {
+			p, err := scanPoint(r)
+			k := catalog.VMRef{Connection: p.Connection, ID: p.VMID}
+			if n, ok := newest[k]; !ok || p.ID > n.ID { // a tie in time: the listing's order
+				newest[k] = p
+			}
+			found[p.VMID] = true
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("catalog: newest backup points: %w", err)
+		}
+	}
+	out := make([]catalog.BackupPoint, 0, len(vms))
+	answered := map[catalog.VMRef]bool{} // a VM asked for twice is answered once
+	for _, vm := range vms {
+		if answered[vm] {
+			continue
+		}
+		answered[vm] = true
+		p, ok := newest[vm]
+		if !ok && found[vm.ID] { // another connection's VM of that ID was backed up last
+			err := c.query(ctx, newestOfVM, []any{vm.ID, vm.Connection}, func(r Rows) error {
+				var err error
+				p, err = scanPoint(r)
+				ok = true
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("catalog: newest backup point of %s/%s: %w", vm.Connection, vm.ID, err)
+			}
+		}
+		if ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // newestOfVM is the newest point of one VM, found by walking points_vm
 // (vm_id, taken_at) backwards from the VM's newest point to the first of
 // its connection (a VM ID two connections share).
 const newestOfVM = `SELECT * FROM (SELECT ` + pointColumns + ` FROM backup_points WHERE vm_id = ? AND connection = ?
 	ORDER BY taken_at DESC, id DESC LIMIT 1) AS newest`
 
-// NewestBackupPoints finds the newest point of each VM: one statement
-// per batch of VMs, a UNION ALL of one index lookup per VM. Why not one
-// grouped join on the batch's IDs: PostgreSQL plans a prepared statement
-// generically after five runs, and the generic plan of that join, not
+// NewestBackupPoints finds the newest point of each VM. On a database
+// that plans prepared statements generically (PostgreSQL, after five
+// runs), one statement per batch of VMs, a UNION ALL of one index lookup
+// per VM: the generic plan of one grouped join on the batch's IDs, not
 // knowing how few IDs there are, hashed the whole table (118 ms for a
 // page of 100 VMs among 100,000 points, against 3 ms planned for the
-// IDs); each arm here is an index lookup in every plan.
+// IDs), and each arm here is an index lookup in every plan. SQLite plans
+// every statement anew, and parses a hundred arms slower (19 ms for 100
+// VMs) than it runs the grouped join (1.6 ms): it keeps the join.
 func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+	if !c.d.GenericPlans {
+		return c.newestGrouped(ctx, vms)
+	}
 	var refs []catalog.VMRef
 	seen := map[catalog.VMRef]bool{} // a VM asked for twice is answered once
 	for _, vm := range vms {
