@@ -131,7 +131,11 @@ func (c *Connector) lockMonitor(ctx context.Context, path string, wait bool) (*q
 	cl, err := qmp.Dial(dctx, path)
 	if err != nil {
 		m.Unlock()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// A monitor another client holds accepts the connection and
+		// never greets: the dial's deadline passes, as the context's or
+		// as the socket's read deadline, whichever fires first.
+		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+		if timedOut && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %v", hypervisor.ErrTransient, err)
 		}
 		return nil, nil, err
