@@ -76,13 +76,15 @@ func (s Shape) LogLineCount() int {
 	return (s.Jobs-s.PolicyRuns)*s.LogLines + s.PolicyRuns*(s.VMs+2)
 }
 
+// putVMs writes each connection's VMs as its inventory, refreshed at
+// the history's end (as the server's refresher would have).
 func putVMs(ctx context.Context, cat catalog.Catalog, s Shape) error {
-	for i := 0; i < s.VMs; i += pointBatch {
-		batch := make([]catalog.VMRecord, 0, pointBatch)
-		for k := i; k < min(i+pointBatch, s.VMs); k++ {
-			batch = append(batch, s.VM(k))
+	for c := range s.Connections {
+		var vms []catalog.VMRecord
+		for i := c; i < s.VMs; i += s.Connections {
+			vms = append(vms, s.VM(i))
 		}
-		if err := cat.PutVMs(ctx, batch); err != nil {
+		if err := cat.ReplaceInventory(ctx, Connection(c), s.End, vms); err != nil {
 			return err
 		}
 	}

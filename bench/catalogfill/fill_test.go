@@ -117,6 +117,18 @@ func testFill(t *testing.T, loc string) {
 	for i := range s.VMs {
 		same(t, "VM", byName[VMName(i)], s.VM(i))
 	}
+	states, err := cat.InventoryStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != s.Connections {
+		t.Fatalf("%d connections' inventories, want %d", len(states), s.Connections)
+	}
+	for _, st := range states {
+		if !st.RefreshedAt.Equal(s.End) || st.Error != "" {
+			t.Fatalf("inventory state %+v, want refreshed at %s", st, s.End)
+		}
+	}
 	points, err := cat.ListBackupPoints(ctx, catalog.BackupPointFilter{VMID: VMID(3)})
 	if err != nil {
 		t.Fatal(err)

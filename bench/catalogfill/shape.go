@@ -133,11 +133,20 @@ func (s Shape) created(id int64) time.Time {
 	return s.End.Add(-span + time.Duration(id)*step).UTC().Truncate(time.Microsecond)
 }
 
-// VM is the inventory record of VM i.
+// VM is the inventory record of VM i: one disk; nine VMs in ten are
+// selected by the policy.
 func (s Shape) VM(i int) catalog.VMRecord {
-	return catalog.VMRecord{Connection: s.vmConnection(i), ID: VMID(i), Name: VMName(i), Host: fmt.Sprintf("esx-%02d", i%50),
-		Datastores: []string{fmt.Sprintf("ds-%03d", i%200)}, Tags: map[string]string{"tier": []string{"gold", "silver", "bronze"}[i%3]},
-		Bytes: int64(i%64+1) << 30, LastSeen: s.End}
+	ds := fmt.Sprintf("ds-%03d", i%200)
+	size := int64(i%64+1) << 30
+	v := catalog.VMRecord{Connection: s.vmConnection(i), ID: VMID(i), Name: VMName(i), Host: fmt.Sprintf("esx-%02d", i%50),
+		Datastores: []string{ds}, Tags: map[string]string{"tier": []string{"gold", "silver", "bronze"}[i%3]},
+		Bytes: size, LastSeen: s.End, PowerState: "running", ChangeTracking: true, GuestAgent: i%2 == 0,
+		Disks: []catalog.DiskRecord{{Key: "2000", Name: "Hard disk 1", Size: size, Datastore: ds,
+			Path: fmt.Sprintf("[%s] %s/%s.vmdk", ds, VMName(i), VMName(i)), Format: "vmdk"}}}
+	if i%10 != 0 {
+		v.Policies, v.Protected = []string{Policy}, true
+	}
+	return v
 }
 
 // Job is job id (1..Jobs) as the catalog reads it back.

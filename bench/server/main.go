@@ -58,7 +58,6 @@ type dbRun struct {
 	endpoints []result
 	sse       []time.Duration
 	ready     []time.Duration
-	newest    []time.Duration
 	peakRSS   int64
 }
 
@@ -176,10 +175,6 @@ func measureServer(ctx context.Context, db, coffer string, env []string, loc str
 		}
 		r.peakRSS = srv.peakRSS()
 		srv.stop()
-		if filter == nil || filter.MatchString("vms") {
-			r.newest = newestPoints(ctx, loc, s, 20)
-			log.Printf("%s: newest points of %d VMs p50 %s p95 %s", db, s.VMs, ms(quantile(r.newest, 0.5)), ms(quantile(r.newest, 0.95)))
-		}
 	}
 	return r
 }
@@ -225,11 +220,6 @@ func report(runs []dbRun, s catalogfill.Shape, requests int) {
 		if len(r.sse) > 0 {
 			fmt.Fprintf(w, "SSE delay (%d lines)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.sse), r.db, ms(quantile(r.sse, 0.5)),
 				ms(quantile(r.sse, 0.95)), ms(slices.Max(r.sse)), ms(sseTarget), float64(slices.Max(r.sse))/float64(sseTarget))
-		}
-		if len(r.newest) > 0 {
-			fmt.Fprintf(w, "vms: newest points of %d VMs (%d runs, in process)\t%s\t%s\t%s\t%s\t%s\t%.2f (p95)\t\n", s.VMs, len(r.newest), r.db,
-				ms(quantile(r.newest, 0.5)), ms(quantile(r.newest, 0.95)), ms(slices.Max(r.newest)), ms(endpointTarget),
-				float64(quantile(r.newest, 0.95))/float64(endpointTarget))
 		}
 		fmt.Fprintf(w, "exec to /readyz 200 (%d starts)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.ready), r.db, ms(quantile(r.ready, 0.5)),
 			ms(quantile(r.ready, 0.95)), ms(slices.Max(r.ready)), ms(readyTarget), float64(slices.Max(r.ready))/float64(readyTarget))

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,7 +60,14 @@ func endpoints(s catalogfill.Shape) []endpoint {
 		{"job log: page deep in a run", func(r *rand.Rand) string {
 			return fmt.Sprintf("/api/v1/jobs/%d/log?start=%d&limit=100", randomRun(r), r.IntN(s.VMs))
 		}},
-		{"vms", fixed("/api/v1/vms")},
+		{"vms: first page (default size)", fixed("/api/v1/vms")},
+		{"vms: 100, deep (cursor)", func(r *rand.Rand) string { return "/api/v1/vms?after=" + vmCursor(s.VM(r.IntN(s.VMs))) }},
+		{"vms: unprotected, 100", fixed("/api/v1/vms?protection=unprotected")},
+		{"vms: a connection's, 100", func(r *rand.Rand) string {
+			return "/api/v1/vms?connection=" + catalogfill.Connection(r.IntN(s.Connections))
+		}},
+		{"vms: name search", func(r *rand.Rand) string { return "/api/v1/vms?name=" + catalogfill.VMName(r.IntN(s.VMs))[3:] }},
+		{"vms: 1000 (largest page)", fixed("/api/v1/vms?limit=1000")},
 		{"points: catalog, first page", fixed("/api/v1/points")},
 		{"points: catalog, 50, deep (cursor)", func(r *rand.Rand) string {
 			p := s.Point(r.IntN(s.VMs), r.IntN(s.PointsPerVM))
@@ -206,36 +214,14 @@ func sseDelays(ctx context.Context, s *serverProc, token, catalogLoc string, n i
 	return delays
 }
 
-// newestPoints times what the VM view asks of the catalog for a live
-// inventory of every VM of the shape: the newest point of each
-// (catalog.NewestBackupPoints), n times, in this process on the same
-// catalog. The benchmark's connections list no VM (the listing of 10,000
-// VMs is the hypervisor's work: bench/vsphere measures it), so /vms
-// above is the server without them; this is what 10,000 add to it.
-func newestPoints(ctx context.Context, catalogLoc string, s catalogfill.Shape, n int) []time.Duration {
-	cat, err := catalogopen.Open(ctx, catalogLoc)
+// vmCursor is the cursor /vms answers as Coffer-Next after v: its
+// position (connection, name, ID) as JSON, base64url.
+func vmCursor(v catalog.VMRecord) string {
+	b, err := json.Marshal([]string{v.Connection, v.Name, v.ID})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer cat.Close()
-	refs := make([]catalog.VMRef, s.VMs)
-	for i := range refs {
-		v := s.VM(i)
-		refs[i] = catalog.VMRef{Connection: v.Connection, ID: v.ID}
-	}
-	times := make([]time.Duration, n)
-	for i := range times {
-		start := time.Now()
-		points, err := cat.NewestBackupPoints(ctx, refs)
-		if err != nil {
-			log.Fatal(err)
-		}
-		times[i] = time.Since(start)
-		if len(points) != s.VMs {
-			log.Fatalf("newest points: %d for %d VMs", len(points), s.VMs)
-		}
-	}
-	return times
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // pollEvery is how often a server on SQLite reads the catalog for other

@@ -25,19 +25,66 @@ type VM struct {
 	AgeSeconds  float64   `json:"age_seconds,omitempty"`
 	// Covered: a policy selects the VM and it has a backup point.
 	Covered bool `json:"covered"`
+	// ChangeTracking: changed block tracking is on for every disk.
+	ChangeTracking bool   `json:"change_tracking"`
+	Disks          []Disk `json:"disks"`
+	// Busy: the connection could not describe the VM at its last refresh
+	// (a backup held its QEMU monitor); what is shown is its last known
+	// state, from an earlier refresh.
+	Busy bool `json:"busy"`
 }
 
-// Inventory is the VMs of every connection asked for; Errors names the
-// connections whose inventory failed.
+// Disk is one virtual disk of a VM in the inventory.
+type Disk struct {
+	Key       string `json:"key"`
+	Name      string `json:"name,omitempty"`
+	SizeBytes int64  `json:"size_bytes"`
+	Datastore string `json:"datastore,omitempty"`
+	Path      string `json:"path,omitempty"`
+	Format    string `json:"format,omitempty"`
+}
+
+// Inventory is a page of the VMs of the connections asked for, as the
+// server's last refresh of each listed them; Connections says when that
+// was, and Errors names the connections whose inventory is missing or
+// whose last refresh failed (their VMs are those of the last success).
 type Inventory struct {
-	VMs    []VM              `json:"vms"`
-	Errors []ConnectionError `json:"errors"`
+	VMs         []VM              `json:"vms"`
+	Connections []InventoryState  `json:"connections"`
+	Errors      []ConnectionError `json:"errors"`
+	// Next is the cursor of the next page when more VMs may follow: the
+	// Coffer-Next header, not part of the document.
+	Next string `json:"-"`
+}
+
+// InventoryState is how old a connection's inventory is.
+type InventoryState struct {
+	Connection string `json:"connection"`
+	// RefreshedAt is the last successful refresh, AgeSeconds its age
+	// (absent: never listed yet).
+	RefreshedAt time.Time `json:"refreshed_at,omitzero"`
+	AgeSeconds  float64   `json:"age_seconds,omitempty"`
+	// AttemptedAt is the last refresh tried; Error its error ("" when
+	// it succeeded).
+	AttemptedAt time.Time `json:"attempted_at,omitzero"`
+	Error       string    `json:"error,omitempty"`
+	// VMs is how many VMs the last successful refresh listed.
+	VMs int `json:"vms"`
 }
 
 // ConnectionError is a connection that could not be listed.
 type ConnectionError struct {
 	Connection string `json:"connection"`
 	Error      string `json:"error"`
+}
+
+// InventoryRefresh is the result of refreshing a connection's inventory.
+type InventoryRefresh struct {
+	Connection  string    `json:"connection"`
+	RefreshedAt time.Time `json:"refreshed_at"`
+	VMs         int       `json:"vms"`
+	// Busy VMs could not be described (their last known state is kept).
+	Busy int `json:"busy"`
 }
 
 // Finding is something a policy will do differently from what its

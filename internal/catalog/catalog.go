@@ -140,6 +140,18 @@ type VMRecord struct {
 	Tags       map[string]string
 	Bytes      int64
 	LastSeen   time.Time
+	// The hypervisor's view of it at the last refresh (inventory.go).
+	PowerState     string
+	ChangeTracking bool
+	GuestAgent     bool
+	Disks          []DiskRecord
+	// Policies select it in the configuration of the last refresh;
+	// Protected is whether any does (a filter of the listing).
+	Policies  []string
+	Protected bool
+	// Busy: its connection could not describe it at the last refresh (a
+	// backup held its monitor), so the rest is its last known state.
+	Busy bool
 }
 
 // Filters select rows; zero fields match everything. Limit 0 means no limit.
@@ -254,6 +266,7 @@ type Catalog interface {
 
 	PutVMs(ctx context.Context, vms []VMRecord) error // upsert by (Connection, ID)
 	ListVMs(ctx context.Context) ([]VMRecord, error)
+	Inventory // each connection's VMs as refreshed last, paged (inventory.go)
 
 	AccessStore // users, tokens, sessions, ACLs, audit log (access.go)
 	Notifications

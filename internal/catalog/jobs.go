@@ -28,6 +28,7 @@ const (
 	// "bench-result" event: a device's throughput, coffer's pipeline.
 	KindBenchDevice   = "bench-device"
 	KindBenchPipeline = "bench-pipeline"
+	KindInventory     = "inventory-refresh" // a connection's VMs listed into the catalog
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,23 +21,42 @@ func (a *app) cmdVMs() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vms",
 		Short: "list the VMs of the configured connections, their policies and last backup",
-		Long: manual(`List every VM the configured hypervisor connections see, live, with the
-policies that select it and its last backup point from the catalog. A VM
-is protected (covered) when a policy selects it and it has a backup point.
-Without a catalog the last backups are left out.`,
+		Long: manual(`List the VMs of the configured hypervisor connections with the policies
+that select them and their last backup point from the catalog. A VM is
+protected (covered) when a policy selects it and it has a backup point.
+
+The VMs come from the catalog's inventory. Through a server (--server or
+COFFER_SERVER) it is the one the server keeps: it lists every connection
+in the background every maintenance.inventory-every (5m), and coffer vms
+refresh CONNECTION lists one now. Without a server this command lists
+the connections live first and stores what it found. A connection whose
+last refresh failed is named on stderr with its error, and its VMs are
+those of its last success; a VM marked busy (QEMU: a backup held its
+monitor) shows its last known state.`,
 			`A table: CONNECTION, VM, HOST, DATASTORES, SIZE, AGENT, POLICIES, LAST
-BACKUP, AGE, PROTECTED; connections whose inventory failed on stderr.
+BACKUP, AGE, PROTECTED (busy VMs are marked "(busy)"); the age of each
+connection's inventory and the connections whose inventory failed on
+stderr.
 --json: {vms: [{connection, vm, vm_id, host, datastores, tags,
-power_state, guest_agent, provisioned_bytes, policies, last_point_id,
-last_backup, last_mode, age_seconds, covered}], errors: [{connection,
-error}]}.`,
+power_state, guest_agent, change_tracking, disks: [{key, name,
+size_bytes, datastore, path, format}], provisioned_bytes, policies,
+last_point_id, last_backup, last_mode, age_seconds, covered, busy}],
+connections: [{connection, refreshed_at, age_seconds, attempted_at,
+error, vms}], errors: [{connection, error}]}.`,
 			`coffer vms
+coffer vms --protection unprotected --name web
 coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`,
-			"0; 6 when some connection's inventory failed (the others are listed); 2 without connections."),
+			"0; 6 when some connection's inventory is missing or its last refresh failed (the others are listed); 2 without connections."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			inv, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-vms", Query: url.Values{"connection": in.Connections}},
-				func(s *service.Service) (*api.Inventory, error) { return s.VMs(cmd.Context(), in) })
+			var inv *api.Inventory
+			var err error
+			if a.remote != nil {
+				inv, err = a.remoteVMs(cmd.Context(), in)
+			} else {
+				in.Refresh = true
+				inv, err = call(a, func(s *service.Service) (*api.Inventory, error) { return s.VMs(cmd.Context(), in) })
+			}
 			if inv == nil {
 				return err
 			}
@@ -48,15 +69,86 @@ coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`
 						lastBackup = d.LastBackup.Local().Format("2006-01-02 15:04") + " " + d.LastMode
 						age = (time.Duration(d.AgeSeconds) * time.Second).Round(time.Minute).String()
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Connection, d.VM, dash(d.Host), dash(strings.Join(d.Datastores, ",")),
+					name := d.VM
+					if d.Busy {
+						name += " (busy)"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Connection, name, dash(d.Host), dash(strings.Join(d.Datastores, ",")),
 						humanBytes(d.ProvisionedBytes), yesNo(d.GuestAgent), dash(strings.Join(d.Policies, ",")), lastBackup, age, yesNo(d.Covered))
 				}
 				_ = tw.Flush()
+				for _, c := range inv.Connections {
+					if !c.RefreshedAt.IsZero() {
+						fmt.Fprintf(a.stderr, "%s: %d VMs listed %s ago\n", c.Connection, c.VMs,
+							(time.Duration(c.AgeSeconds) * time.Second).Round(time.Second))
+					}
+				}
 			})
 		},
 	}
 	cmd.Flags().StringSliceVar(&in.Connections, "connection", nil, "only these connections (repeatable)")
+	cmd.Flags().StringVar(&in.Protection, "protection", "", "only protected VMs (a policy selects them) or unprotected ones")
+	cmd.Flags().StringVar(&in.Name, "name", "", "only VMs whose name contains this")
+	cmd.AddCommand(a.cmdVMsRefresh())
 	return remoteToo(op(cmd, "list-vms"))
+}
+
+// remoteVMs reads every page of the server's inventory.
+func (a *app) remoteVMs(ctx context.Context, in service.VMsInput) (*api.Inventory, error) {
+	q := url.Values{"connection": in.Connections, "limit": {strconv.Itoa(maxPage)}}
+	if in.Protection != "" {
+		q.Set("protection", in.Protection)
+	}
+	if in.Name != "" {
+		q.Set("name", in.Name)
+	}
+	var all *api.Inventory
+	for {
+		var page api.Inventory
+		next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "list-vms", Query: q}), &page)
+		if page.VMs == nil {
+			return all, err
+		}
+		if all == nil {
+			all = &page
+		} else {
+			all.VMs = append(all.VMs, page.VMs...)
+		}
+		if next == "" {
+			return all, err
+		}
+		q.Set("after", next)
+	}
+}
+
+func (a *app) cmdVMsRefresh() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "refresh CONNECTION",
+		Short: "list a connection's VMs into the inventory now",
+		Long: manual(`List the VMs of a connection now and store them as its inventory, as a
+task (kind inventory-refresh): VMs no longer listed leave the inventory,
+a busy VM (QEMU: a backup holds its monitor) keeps its last known state.
+A failed listing leaves the inventory as it was, with the error beside
+it (coffer vms shows it).`,
+			`connection, VMs listed and busy, and when.
+--json: {connection, refreshed_at, vms, busy}.`,
+			`coffer vms refresh vcenter`,
+			"0; 1 when the connection could not be listed; 7 for an unknown connection."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := callOp(cmd.Context(), a, apiclient.Request{Op: "refresh-inventory", Path: map[string]string{"conn": args[0]}},
+				func(s *service.Service) (*api.InventoryRefresh, error) {
+					return s.RefreshInventory(cmd.Context(), service.RefreshInventoryInput{Connection: args[0]})
+				})
+			if r == nil {
+				return err
+			}
+			return a.emit(r, err, func() {
+				fmt.Fprintf(a.stdout, "%s: %d VMs listed (%d busy) at %s\n", r.Connection, r.VMs, r.Busy, r.RefreshedAt.Local().Format(time.RFC3339))
+			})
+		},
+	}
+	return remoteToo(op(cmd, "refresh-inventory"))
 }
 
 func yesNo(b bool) string {

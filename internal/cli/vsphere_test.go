@@ -56,9 +56,17 @@ func TestVSphereConnection(t *testing.T) {
 			t.Fatalf("vm %+v", vm)
 		}
 	}
+	// A wrong thumbprint fails the listing: the VMs of the last one are
+	// shown, with the error.
 	e.config(conf(strings.Repeat("AB:", 31) + "AB"))
-	if out := e.expect(ExitFailure, "vms"); !strings.Contains(out, "thumbprint") {
+	out := e.expect(ExitPartial, "vms")
+	if !strings.Contains(out, "thumbprint") {
 		t.Fatalf("wrong thumbprint: %s", out)
+	}
+	for _, vm := range vms {
+		if !strings.Contains(out, vm.VM) {
+			t.Fatalf("the last listing's %s is not shown after a failed one:\n%s", vm.VM, out)
+		}
 	}
 }
 

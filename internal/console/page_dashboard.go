@@ -44,7 +44,7 @@ type count struct {
 func (p *page) dashboard() {
 	v := dashboardView{Repos: p.c.cfg.Repositories(p.r.Context())}
 	var inv api.Inventory
-	if _, err := p.api.call("list-vms", nil, nil, nil, &inv); err != nil {
+	if err := p.inventoryPages(&inv); err != nil {
 		if !p.partial(err, &v.Problems, "inventory") {
 			return
 		}

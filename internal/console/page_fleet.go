@@ -12,21 +12,22 @@ import (
 // Inventory, policies and repositories.
 
 type inventoryView struct {
-	VMs      []api.VM
-	Errors   []api.ConnectionError
-	Filter   string
-	Only     string
-	Pager    pager
-	Total    int
-	Shown    int
-	Problems []string
+	VMs         []api.VM
+	Errors      []api.ConnectionError
+	Connections []api.InventoryState // how old each connection's inventory is
+	Filter      string
+	Only        string
+	Pager       pager
+	Total       int
+	Shown       int
+	Problems    []string
 }
 
 func (p *page) inventory() {
 	var inv api.Inventory
 	q := p.r.URL.Query()
 	v := inventoryView{Filter: q.Get("q"), Only: q.Get("only")}
-	if _, err := p.api.call("list-vms", nil, nil, nil, &inv); err != nil && inv.VMs == nil {
+	if err := p.inventoryPages(&inv); err != nil && inv.VMs == nil {
 		if !p.partial(err, &v.Problems, "inventory") {
 			return
 		}
@@ -36,7 +37,7 @@ func (p *page) inventory() {
 	var check api.PolicyCheck
 	_, _ = p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check)
 	r := rposOf(check)
-	v.Errors, v.Total = inv.Errors, len(inv.VMs)
+	v.Errors, v.Connections, v.Total = inv.Errors, inv.Connections, len(inv.VMs)
 	now := time.Now()
 	var shown []api.VM
 	for _, vm := range inv.VMs {
@@ -133,4 +134,28 @@ func (p *page) repositories() {
 		v.Repos = append(v.Repos, r)
 	}
 	p.show("repositories", "Repositories", "repositories", v)
+}
+
+// inventoryPages reads every page of the server's inventory (the
+// dashboard and the inventory page judge the whole fleet: unprotected
+// VMs first). The error is the last page's, with its document.
+func (p *page) inventoryPages(inv *api.Inventory) error {
+	q := url.Values{"limit": {"1000"}}
+	for {
+		var page api.Inventory
+		h, err := p.api.call("list-vms", nil, q, nil, &page)
+		if page.VMs == nil {
+			return err
+		}
+		if inv.VMs == nil {
+			*inv = page
+		} else {
+			inv.VMs = append(inv.VMs, page.VMs...)
+		}
+		next := h.Get(api.NextHeader)
+		if next == "" {
+			return err
+		}
+		q.Set("after", next)
+	}
 }

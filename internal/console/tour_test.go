@@ -168,6 +168,12 @@ func TestConsoleTour(t *testing.T) {
 
 	// Inventory, policies, repositories.
 	c.open("/ui/inventory")
+	ages := c.text("#inventory-ages")
+	for _, st := range inv.Connections {
+		if st.RefreshedAt.IsZero() || !strings.Contains(ages, st.Connection+": listed ") {
+			t.Errorf("inventory: the age of %s's listing (refreshed at %s) shown as %q", st.Connection, st.RefreshedAt, ages)
+		}
+	}
 	c.shot("inventory")
 	c.open("/ui/policies")
 	c.shot("policies")

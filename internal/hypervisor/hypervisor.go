@@ -67,6 +67,14 @@ type Connector interface {
 	CleanupLeftovers(ctx context.Context) ([]Leftover, error)
 }
 
+// BusyLister is a Connector that can list its VMs without waiting for
+// those it cannot describe now (a QEMU monitor held by a backup): they
+// come back marked Busy instead. The inventory's refresher uses it; a
+// backup, which must describe the VM it reads, waits with Inventory.
+type BusyLister interface {
+	InventoryNow(ctx context.Context) ([]VM, error)
+}
+
 // VMRef identifies a VM within one connector.
 type VMRef struct {
 	ID   string // stable: QEMU VM UUID, vSphere instance UUID or MoRef
@@ -86,6 +94,11 @@ type VM struct {
 	// ChangeTracking reports changed block tracking is enabled on all disks.
 	ChangeTracking bool
 	Disks          []DiskInfo
+	// Busy: the VM is there but could not be described now (a backup
+	// holds its QEMU monitor, which serves one client at a time). Only
+	// what names it is set: its ID when known, else the tags that find
+	// it (its monitor's socket); the rest is zero, not its state.
+	Busy bool
 }
 
 // ProvisionedBytes is the sum of disk sizes, the engine's size estimate.

@@ -40,9 +40,12 @@ import (
 
 // Config is the maintenance: section.
 type Config struct {
-	TaskHistory    policy.Duration `yaml:"task-history"`
-	StatsEvery     policy.Duration `yaml:"stats-every"`
-	HealthEvery    policy.Duration `yaml:"health-every"`
+	TaskHistory policy.Duration `yaml:"task-history"`
+	StatsEvery  policy.Duration `yaml:"stats-every"`
+	HealthEvery policy.Duration `yaml:"health-every"`
+	// InventoryEvery is how often the server lists each connection's
+	// VMs into the catalog's inventory (the VM view reads it).
+	InventoryEvery policy.Duration `yaml:"inventory-every"`
 	RepositoryFull float64         `yaml:"repository-full"`
 	Capacity       map[string]Size `yaml:"capacity"`
 	LockWarning    policy.Duration `yaml:"lock-warning"`
@@ -56,6 +59,7 @@ const (
 	DefaultTaskHistory    = 90 * 24 * time.Hour
 	DefaultStatsEvery     = 15 * time.Minute
 	DefaultHealthEvery    = 5 * time.Minute
+	DefaultInventoryEvery = 5 * time.Minute
 	DefaultRepositoryFull = 90.0
 	DefaultLockWarning    = 7 * 24 * time.Hour
 	DefaultTakeoverAfter  = 30 * time.Second
@@ -71,6 +75,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.TaskHistory, DefaultTaskHistory)
 	def(&c.StatsEvery, DefaultStatsEvery)
 	def(&c.HealthEvery, DefaultHealthEvery)
+	def(&c.InventoryEvery, DefaultInventoryEvery)
 	def(&c.LockWarning, DefaultLockWarning)
 	def(&c.TakeoverAfter, DefaultTakeoverAfter)
 	if c.RepositoryFull == 0 {
@@ -202,7 +207,7 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 	for _, d := range []struct {
 		key string
 		v   policy.Duration
-	}{{"stats-every", c.StatsEvery}, {"health-every", c.HealthEvery}} {
+	}{{"stats-every", c.StatsEvery}, {"health-every", c.HealthEvery}, {"inventory-every", c.InventoryEvery}} {
 		if d.v != 0 && time.Duration(d.v) < time.Second {
 			add("%s %s: at least 1s", d.key, d.v)
 		}

@@ -36,6 +36,24 @@ var confCatalog = func(t *testing.T, dir string) string { return filepath.Join(d
 // again over PostgreSQL (the catalog several servers share), one schema
 // per test.
 func TestConfigObjectsOnPostgres(t *testing.T) {
+	onPostgres(t, map[string]func(*testing.T){
+		"Lifecycle":              TestConfigObjectLifecycle,
+		"FileMessages":           TestConfigObjectsFailWithTheFilesMessages,
+		"FileWins":               TestConfigFileWins,
+		"StaleVersions":          TestConfigStaleVersionsConflict,
+		"ConcurrentChanges":      TestConfigChangesAreSerialised,
+		"SurviveRestart":         TestConfigObjectsSurviveRestart,
+		"AuditWithoutSecrets":    TestConfigChangesAuditedWithoutSecrets,
+		"WatchSeesChanges":       TestWatchConfigSeesChanges,
+		"PreviewDraft":           TestPolicyPreviewOfADraft,
+		"SchedulesReloadChanges": TestSchedulesReloadChanges,
+		"ServerReloadWhole":      TestServerReloadKeepsClaimsMonitorAndNotifier,
+	})
+}
+
+// onPostgres runs tests of confEnv again with their catalogs in a
+// PostgreSQL server, one schema per test.
+func onPostgres(t *testing.T, tests map[string]func(*testing.T)) {
 	server := testutil.StartPostgres(t)
 	var seq atomic.Int64
 	sqliteCatalog := confCatalog
@@ -53,19 +71,7 @@ func TestConfigObjectsOnPostgres(t *testing.T) {
 		return server + "&search_path=" + schema
 	}
 	defer func() { confCatalog = sqliteCatalog }()
-	for name, test := range map[string]func(*testing.T){
-		"Lifecycle":              TestConfigObjectLifecycle,
-		"FileMessages":           TestConfigObjectsFailWithTheFilesMessages,
-		"FileWins":               TestConfigFileWins,
-		"StaleVersions":          TestConfigStaleVersionsConflict,
-		"ConcurrentChanges":      TestConfigChangesAreSerialised,
-		"SurviveRestart":         TestConfigObjectsSurviveRestart,
-		"AuditWithoutSecrets":    TestConfigChangesAuditedWithoutSecrets,
-		"WatchSeesChanges":       TestWatchConfigSeesChanges,
-		"PreviewDraft":           TestPolicyPreviewOfADraft,
-		"SchedulesReloadChanges": TestSchedulesReloadChanges,
-		"ServerReloadWhole":      TestServerReloadKeepsClaimsMonitorAndNotifier,
-	} {
+	for name, test := range tests {
 		t.Run(name, test)
 	}
 }

@@ -92,28 +92,66 @@ func epJob(ctx context.Context, s *Service, in *jobDetailIn) (*JobDetail, error)
 
 type vmsIn struct {
 	Connections []string `query:"connection,explode" required:"false" maxItems:"100" doc:"only these connections (repeat the parameter)"`
+	Protection  string   `query:"protection" enum:"protected,unprotected" doc:"protected: VMs a policy selects; unprotected: VMs none does"`
+	Name        string   `query:"name" maxLength:"255" doc:"VMs whose name contains this, ignoring ASCII case"`
+	Limit       int      `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, by connection, name and ID (0: 100)"`
+	After       string   `query:"after" maxLength:"2048" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
 
-// epVMs lists the VMs the caller holds Conn.Audit on, and the failed
-// inventories of the connections it sees something of.
-func epVMs(ctx context.Context, s *Service, in *vmsIn) (*Result[*api.Inventory], error) {
-	inv, err := s.VMs(ctx, VMsInput{Connections: in.Connections})
+// vmsPageSize is the size of a page of VMs unless the request says.
+const vmsPageSize = 100
+
+// VMsPage is a page of the inventory: its VMs, how old each connection's
+// inventory is, and the error that came with it.
+type VMsPage struct {
+	Body       *api.Inventory
+	Next       string `header:"Coffer-Next" doc:"present when more VMs may follow: pass it as the after parameter for the next page"`
+	ErrorClass string `header:"Coffer-Error-Class" doc:"partial when some connection's inventory is missing or its last refresh failed (errors says which)"`
+	Error      string `header:"Coffer-Error" doc:"The message of that error, percent-encoded UTF-8."`
+}
+
+func (r *VMsPage) setError(err error) {
+	r.ErrorClass, r.Error = string(Classify(err)), api.EscapeHeader(err.Error())
+}
+
+// epVMs lists a page of the inventory's VMs the caller holds Conn.Audit
+// on, and the state of the connections it sees something of. VMs the
+// caller may not see are left out of the page, which may then be short
+// while more follow: Coffer-Next says whether they do.
+func epVMs(ctx context.Context, s *Service, in *vmsIn) (*VMsPage, error) {
+	inv, err := s.VMs(ctx, VMsInput{Connections: in.Connections, Protection: in.Protection, Name: in.Name,
+		After: in.After, Limit: cmp.Or(in.Limit, vmsPageSize)})
 	if inv == nil {
 		return nil, err
 	}
 	inv.VMs = visible(ctx, s, auth.ConnAudit, inv.VMs, func(v api.VM) []string { return []string{auth.VMPath(v.Connection, v.VM)} })
 	actor := s.actor(ctx)
+	seen := func(conn string) bool { return auth.AllowedBelow(actor, auth.ConnectionPath(conn), auth.ConnAudit) }
 	errs := []api.ConnectionError{}
 	for _, e := range inv.Errors {
-		if auth.AllowedBelow(actor, auth.ConnectionPath(e.Connection), auth.ConnAudit) {
+		if seen(e.Connection) {
 			errs = append(errs, e)
 		}
 	}
-	inv.Errors = errs
+	states := []api.InventoryState{}
+	for _, st := range inv.Connections {
+		if seen(st.Connection) {
+			states = append(states, st)
+		}
+	}
+	inv.Errors, inv.Connections = errs, states
 	if len(errs) == 0 {
 		err = nil // the caller sees no connection whose inventory failed
 	}
-	return result(inv, err)
+	return &VMsPage{Body: inv, Next: inv.Next}, err
+}
+
+type refreshInventoryIn struct {
+	Connection string `path:"conn" maxLength:"255" example:"vcenter"`
+}
+
+func epRefreshInventory(ctx context.Context, s *Service, in *refreshInventoryIn) (*Result[*api.InventoryRefresh], error) {
+	return result(s.RefreshInventory(ctx, RefreshInventoryInput{Connection: in.Connection}))
 }
 
 type policyCheckIn struct {

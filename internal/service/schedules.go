@@ -110,7 +110,9 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		"generation", st.Generation)
 	done := make(chan error, 1)
 	go func() {
-		done <- elector.Run(ctx, func(ctx context.Context) { s.runScheduled(ctx, eng, plan, jobs, claim) })
+		done <- elector.Run(ctx, func(ctx context.Context) {
+			s.runScheduled(ctx, eng, plan, jobs, claim, time.Duration(mcfg.InventoryEvery))
+		})
 	}()
 	for {
 		select {
@@ -222,9 +224,11 @@ func (s *Service) scheduled(cfg *policy.Config, warnings map[string][]finding, m
 
 // runScheduled runs the policies' and the maintenance jobs' schedules
 // side by side until ctx ends (this server stops, or another took the
-// schedules over). The policies' schedules follow plan.
+// schedules over). The policies' schedules follow plan. The inventory's
+// refresher runs beside them, so that one server of several lists the
+// hypervisors.
 func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedulePlan, jobs []maintenance.Job,
-	claim func(context.Context, string, time.Time) (bool, error)) {
+	claim func(context.Context, string, time.Time) (bool, error), inventoryEvery time.Duration) {
 	// The schedules start their tasks as nobody's but the schedules' own:
 	// no user name can be spelled so (auth's names have no @).
 	ctx = task.WithUser(ctx, task.User{Name: ScheduleUser})
@@ -232,7 +236,11 @@ func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, plan *sc
 	updates := make(chan []policy.Policy)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		s.refreshInventories(ctx, inventoryEvery)
+	}()
 	go func() {
 		defer wg.Done()
 		sched := &engine.Scheduler{Engine: eng, Policies: policies, Updates: updates, Claim: claim, Started: s.logJob}

@@ -65,6 +65,7 @@ const (
 	KindMediaCopy    = catalog.KindMediaCopy
 	KindMediaRestore = catalog.KindMediaRestore
 	KindMediaVerify  = catalog.KindMediaVerify
+	KindInventory    = catalog.KindInventory
 )
 
 var (

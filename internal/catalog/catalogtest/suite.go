@@ -37,6 +37,8 @@ func Run(t *testing.T, newDB Factory) {
 		{"NewestBackupPoints", testNewestBackupPoints},
 		{"ReplaceIsAtomicForReaders", testReplaceAtomicForReaders},
 		{"VMs", testVMs},
+		{"Inventory", testInventory},
+		{"InventoryPaging", testInventoryPaging},
 		{"Times", testTimes},
 		{"ReopenPersists", testReopen},
 		{"MigrationIsIdempotent", testMigrationIdempotent},

@@ -61,6 +61,10 @@ type Dialect struct {
 	// so writers in other processes that take the same lock are ordered.
 	// Databases with a single writer at a time leave it nil.
 	Lock func(ctx context.Context, tx Tx, key string, exclusive bool) error
+	// GenericPlans: the database may run a prepared statement with a
+	// plan made without its arguments (PostgreSQL after five runs), so a
+	// statement must be fast whatever they are.
+	GenericPlans bool
 	// IsForeignKeyViolation recognises a reference to a missing row.
 	IsForeignKeyViolation func(error) bool
 	// Notify queues payload for the listeners of other processes,

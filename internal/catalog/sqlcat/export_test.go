@@ -8,3 +8,7 @@ var Pages = []string{
 	"SELECT id FROM jobs WHERE " + jobsAfter + " ORDER BY created_at DESC, id DESC LIMIT 50",
 	"SELECT id FROM backup_points WHERE " + pointsAfter + " ORDER BY taken_at DESC, id DESC, repository LIMIT 50",
 }
+
+// InventoryPage is a page of the inventory after a cursor, for the test
+// of its plan.
+var InventoryPage = "SELECT " + vmColumns + " FROM vms WHERE " + vmsAfter + " ORDER BY connection, name, id LIMIT 100"

@@ -77,3 +77,14 @@ func TestPagesStartAtTheirCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestInventoryPagesFollowTheirIndex: a page of the inventory after a
+// cursor reads vms_listing from the cursor on, in the listing's order,
+// never every VM of the fleet sorted.
+func TestInventoryPagesFollowTheirIndex(t *testing.T) {
+	plan := planner(t)
+	p := plan(sqlcat.InventoryPage, "c", "c", "c", "n", "n", "i")
+	if !strings.Contains(p, "SEARCH vms USING INDEX vms_listing (connection>?)") || strings.Contains(p, "TEMP B-TREE") {
+		t.Errorf("%s\nis planned as %s", sqlcat.InventoryPage, p)
+	}
+}

@@ -13,15 +13,6 @@ import (
 const pointColumns = `repository, id, taken_at, connection, vm_id, vm_name, mode, parent, disks, bytes_logical,
 	bytes_stored, tags, protected, job_id, snapshot_mode, snapshot_mode_achieved`
 
-// pointColumnsOf is pointColumns of the table called alias.
-func pointColumnsOf(alias string) string {
-	cols := strings.Split(pointColumns, ",")
-	for i, c := range cols {
-		cols[i] = alias + "." + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
-}
-
 // upsertPoint writes one point, replacing a point with the same key.
 const upsertPoint = `INSERT INTO backup_points (` + pointColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -156,9 +147,22 @@ func (c *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, po
 // repository).
 const pointsAfter = "taken_at <= ? AND (taken_at < ? OR id < ? OR (id = ? AND repository > ?))"
 
-// newestBatch is how many VMs one query of NewestBackupPoints looks up,
-// one parameter each: well below every database's limit.
-const newestBatch = 10_000
+// newestBatch is how many VMs one statement of NewestBackupPoints looks
+// up: below SQLite's limit of 500 terms of a compound SELECT.
+const newestBatch = 400
+
+// pointColumnsOf is pointColumns of the table called alias.
+func pointColumnsOf(alias string) string {
+	cols := strings.Split(pointColumns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// groupedBatch is how many VMs one grouped query looks up, one
+// parameter each: well below every database's limit.
+const groupedBatch = 10_000
 
 // newestOfIDs selects, for a list of VM IDs, the points taken at the
 // newest time of their VM ID: the newest time per ID comes from
@@ -169,14 +173,10 @@ var newestOfIDs = `SELECT ` + pointColumnsOf("p") + ` FROM backup_points p
 	JOIN (SELECT vm_id AS newest_vm, MAX(taken_at) AS newest_at FROM backup_points WHERE vm_id IN (%s) GROUP BY vm_id) m
 	ON p.vm_id = m.newest_vm AND p.taken_at = m.newest_at`
 
-// newestOfVM is the newest point of one VM.
-const newestOfVM = `SELECT ` + pointColumns + ` FROM backup_points WHERE vm_id = ? AND connection = ?
-	ORDER BY taken_at DESC, id DESC LIMIT 1`
-
-// NewestBackupPoints finds the newest point of each VM: a query per batch
-// of VM IDs, and one more per VM whose ID another connection's VM shares
-// and backed up later.
-func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+// newestGrouped finds the newest point of each VM: a grouped query per
+// batch of VM IDs, and one more per VM whose ID another connection's VM
+// shares and backed up later.
+func (c *Catalog) newestGrouped(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
 	var ids []any
 	seen := map[string]bool{}
 	for _, vm := range vms {
@@ -188,7 +188,7 @@ func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) (
 	newest := map[catalog.VMRef]catalog.BackupPoint{}
 	found := map[string]bool{} // VM IDs with a newest point, of whichever connection
 	for len(ids) > 0 {
-		batch := ids[:min(newestBatch, len(ids))]
+		batch := ids[:min(groupedBatch, len(ids))]
 		ids = ids[len(batch):]
 		q := fmt.Sprintf(newestOfIDs, strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", "))
 		err := c.query(ctx, q, batch, func(r Rows) error {
@@ -225,6 +225,55 @@ func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) (
 		}
 		if ok {
 			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// newestOfVM is the newest point of one VM, found by walking points_vm
+// (vm_id, taken_at) backwards from the VM's newest point to the first of
+// its connection (a VM ID two connections share).
+const newestOfVM = `SELECT * FROM (SELECT ` + pointColumns + ` FROM backup_points WHERE vm_id = ? AND connection = ?
+	ORDER BY taken_at DESC, id DESC LIMIT 1) AS newest`
+
+// NewestBackupPoints finds the newest point of each VM. On a database
+// that plans prepared statements generically (PostgreSQL, after five
+// runs), one statement per batch of VMs, a UNION ALL of one index lookup
+// per VM: the generic plan of one grouped join on the batch's IDs, not
+// knowing how few IDs there are, hashed the whole table (118 ms for a
+// page of 100 VMs among 100,000 points, against 3 ms planned for the
+// IDs), and each arm here is an index lookup in every plan. SQLite plans
+// every statement anew, and parses a hundred arms slower (19 ms for 100
+// VMs) than it runs the grouped join (1.6 ms): it keeps the join.
+func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
+	if !c.d.GenericPlans {
+		return c.newestGrouped(ctx, vms)
+	}
+	var refs []catalog.VMRef
+	seen := map[catalog.VMRef]bool{} // a VM asked for twice is answered once
+	for _, vm := range vms {
+		if !seen[vm] {
+			seen[vm] = true
+			refs = append(refs, vm)
+		}
+	}
+	out := make([]catalog.BackupPoint, 0, len(refs))
+	for len(refs) > 0 {
+		batch := refs[:min(newestBatch, len(refs))]
+		refs = refs[len(batch):]
+		arms := make([]string, len(batch))
+		args := make([]any, 0, 2*len(batch))
+		for i, vm := range batch {
+			arms[i] = newestOfVM
+			args = append(args, vm.ID, vm.Connection)
+		}
+		err := c.query(ctx, strings.Join(arms, "\nUNION ALL\n"), args, func(r Rows) error {
+			p, err := scanPoint(r)
+			out = append(out, p)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("catalog: newest backup points: %w", err)
 		}
 	}
 	return out, nil

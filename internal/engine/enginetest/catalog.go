@@ -27,12 +27,13 @@ type Catalog struct {
 	nextID int64
 	Writes int
 	// The engine keeps no access-control records, reads no configuration
-	// objects, takes no leases and knows no media: calling one of their methods is a test
+	// objects or inventory, takes no leases and knows no media: calling one of their methods is a test
 	// bug, and panics on the nil interface.
 	catalog.AccessStore
 	catalog.ConfigObjects
 	catalog.Leases
 	catalog.MediaCatalog
+	catalog.Inventory // the server's inventory: no engine reads it
 }
 
 // NewCatalog returns an empty catalog.

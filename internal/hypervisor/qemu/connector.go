@@ -103,6 +103,15 @@ func (c *Connector) sockets() ([]string, error) {
 
 // monitor locks the monitor at path for exclusive use and dials it.
 func (c *Connector) monitor(ctx context.Context, path string) (*qmp.Client, func(), error) {
+	return c.lockMonitor(ctx, path, true)
+}
+
+// errMonitorBusy: another session of this process holds the monitor.
+var errMonitorBusy = errors.New("qemu: monitor in use by another session")
+
+// lockMonitor is monitor; without wait, a monitor another session of
+// this process holds fails at once with errMonitorBusy.
+func (c *Connector) lockMonitor(ctx context.Context, path string, wait bool) (*qmp.Client, func(), error) {
 	c.mu.Lock()
 	m := c.monitors[path]
 	if m == nil {
@@ -110,13 +119,23 @@ func (c *Connector) monitor(ctx context.Context, path string) (*qmp.Client, func
 		c.monitors[path] = m
 	}
 	c.mu.Unlock()
-	m.Lock()
+	if !wait {
+		if !m.TryLock() {
+			return nil, nil, errMonitorBusy
+		}
+	} else {
+		m.Lock()
+	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cl, err := qmp.Dial(dctx, path)
 	if err != nil {
 		m.Unlock()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// A monitor another client holds accepts the connection and
+		// never greets: the dial's deadline passes, as the context's or
+		// as the socket's read deadline, whichever fires first.
+		timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+		if timedOut && ctx.Err() == nil {
 			err = fmt.Errorf("%w: %v", hypervisor.ErrTransient, err)
 		}
 		return nil, nil, err
@@ -124,26 +143,45 @@ func (c *Connector) monitor(ctx context.Context, path string) (*qmp.Client, func
 	return cl, func() { cl.Close(); m.Unlock() }, nil
 }
 
-// Inventory implements hypervisor.Connector.
+var _ hypervisor.BusyLister = (*Connector)(nil)
+
+// Inventory implements hypervisor.Connector: it waits for monitors other
+// sessions of this process hold; a VM whose monitor does not answer is
+// left out.
 func (c *Connector) Inventory(ctx context.Context) ([]hypervisor.VM, error) {
+	return c.inventory(ctx, true)
+}
+
+// InventoryNow implements hypervisor.BusyLister: a VM whose monitor
+// another session holds (a backup, here or in another process: QEMU
+// serves one QMP client at a time, and a second one waits for its
+// greeting in vain) is listed as busy, named by its socket.
+func (c *Connector) InventoryNow(ctx context.Context) ([]hypervisor.VM, error) {
+	return c.inventory(ctx, false)
+}
+
+func (c *Connector) inventory(ctx context.Context, wait bool) ([]hypervisor.VM, error) {
 	socks, err := c.sockets()
 	if err != nil {
 		return nil, err
 	}
 	var vms []hypervisor.VM
 	for _, s := range socks {
-		vm, err := c.describe(ctx, s)
-		if err != nil {
+		vm, err := c.describe(ctx, s, wait)
+		switch {
+		case err == nil:
+			vms = append(vms, vm)
+		case !wait && (errors.Is(err, errMonitorBusy) || errors.Is(err, hypervisor.ErrTransient)):
+			vms = append(vms, hypervisor.VM{Busy: true, Host: c.cfg.Host, Tags: map[string]string{"qmp-socket": s}})
+		default:
 			c.log.Warn("qemu: VM not reachable", "socket", s, "err", err)
-			continue
 		}
-		vms = append(vms, vm)
 	}
 	return vms, nil
 }
 
-func (c *Connector) describe(ctx context.Context, sock string) (hypervisor.VM, error) {
-	cl, release, err := c.monitor(ctx, sock)
+func (c *Connector) describe(ctx context.Context, sock string, wait bool) (hypervisor.VM, error) {
+	cl, release, err := c.lockMonitor(ctx, sock, wait)
 	if err != nil {
 		return hypervisor.VM{}, err
 	}
