@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/crypto"
-	"github.com/coffer-backup/coffer/internal/repo/chunk"
+	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // PipelineOptions say what to measure of coffer's pipeline.
@@ -89,7 +89,7 @@ func Pipeline(ctx context.Context, o PipelineOptions) ([]PipelineResult, error) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				enc, err := chunk.NewEncoder(key, level)
+				enc, err := repo.NewEncoderWith(key, level)
 				if err != nil {
 					errs[w] = err
 					return

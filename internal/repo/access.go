@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/repo/chunk"
 	"github.com/coffer-backup/coffer/internal/repo/diskmap"
 	"github.com/coffer-backup/coffer/internal/repo/index"
@@ -44,6 +45,13 @@ func (r *Repository) OpenDiskMap(ctx context.Context, name string) (*DiskMap, er
 // NewEncoder returns a chunk encoder at the repository's compression level.
 func (r *Repository) NewEncoder() (*Encoder, error) {
 	return chunk.NewEncoder(r.key, r.cfg.Level())
+}
+
+// NewEncoderWith returns a chunk encoder with key at a compression level
+// of the caller's choice: `coffer bench pipeline` (internal/measure)
+// measures the pipeline at every level without a repository.
+func NewEncoderWith(key *crypto.Key, level int) (*Encoder, error) {
+	return chunk.NewEncoder(key, level)
 }
 
 // NewDecoder returns a chunk decoder for this repository.

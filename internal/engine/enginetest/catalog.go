@@ -27,8 +27,8 @@ type Catalog struct {
 	nextID int64
 	Writes int
 	// The engine keeps no access-control records, reads no configuration
-	// objects or inventory, takes no leases and knows no media: calling one of their methods is a test
-	// bug, and panics on the nil interface.
+	// objects or inventory, takes no leases and knows no media: calling
+	// one of their methods is a test bug, and panics on the nil interface.
 	catalog.AccessStore
 	catalog.ConfigObjects
 	catalog.Leases
