@@ -74,7 +74,7 @@ func TestServerAndStorageSectionsRefusedByTheirCommands(t *testing.T) {
 	e.expectAll(ExitUsage, want, "policy", "check")
 	serverRefuses(t, e, want)
 	e.config(base + "storage-snapshots:\n  - {name: z, kind: zfs, connections: [lab], datastores: [/tank]}\n")
-	want = []string{`storage-snapshots z: kind: "zfs" is not one of reflink`}
+	want = []string{`storage-snapshots z: kind: "zfs" is not one of reflink, btrfs, exec`}
 	e.expectAll(ExitUsage, want, "policy", "check")
 	e.expectAll(ExitUsage, want, "run", "p")
 	serverRefuses(t, e, want)
@@ -96,7 +96,7 @@ policies:
   - {name: sim-flash, connection: sim, group: datastore}
 `)
 	want := []string{"policy flash: group: datastore needs a storage snapshot provider, and connection kvm (qemu) has none",
-		"add a storage-snapshots entry (kind reflink) naming connection kvm", "Or remove `group: datastore` from the policy"}
+		"add a storage-snapshots entry (kind reflink, btrfs or exec) naming connection kvm", "Or remove `group: datastore` from the policy"}
 	out := e.expectAll(ExitUsage, want, "policy", "check", "--offline")
 	if strings.Contains(out, "sim-flash") {
 		t.Errorf("the fake connection's simulated array was refused:\n%s", out)

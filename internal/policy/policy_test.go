@@ -107,7 +107,7 @@ func TestValidationErrors(t *testing.T) {
 		{"bad immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: a month}\n", `line 3: "a month" is not a duration (like 30d, 1d12h or 72h)`},
 		{"negative immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: -2d}\n", `"-2d" is not a duration`},
 		{"policy tag", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, tags: {policy: b}}\n", `policy a: tags: policy ("b") is set by coffer`},
-		{"storage provider", "storage-snapshots:\n  - {name: array, kind: flashcopy}\n", `storage-snapshots array: kind: "flashcopy" is not one of reflink`},
+		{"storage provider", "storage-snapshots:\n  - {name: array, kind: flashcopy}\n", `storage-snapshots array: kind: "flashcopy" is not one of reflink, btrfs, exec`},
 	} {
 		_, err := load(t, c.doc)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -132,7 +132,7 @@ func TestStorageSnapshotsSection(t *testing.T) {
 	c, err := load(t, "connections: [{name: lab, kind: fake}, {name: other, kind: fake}]\n"+
 		"policies: [{name: p, connection: lab, group: datastore, storage-fallback: vm}]\n"+
 		"storage-snapshots:\n  - {name: xfs, kind: reflink, connections: [lab], datastores: [/srv/vms]}\n"+
-		"  - {name: fast, kind: reflink, connections: [lab], datastores: [/srv/vms/fast]}\n")
+		"  - {name: fast, kind: btrfs, connections: [lab], datastores: [/srv/vms/fast]}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestStorageSnapshotsSection(t *testing.T) {
 	base := "connections: [{name: lab, kind: fake}]\n"
 	for doc, want := range map[string]string{
 		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab], datastores: [/x], conections: [a]}\n": `unknown key "conections" in storage-snapshots[0]`,
-		"storage-snapshots:\n  - {name: a, kind: zfs, connections: [lab], datastores: [/x]}\n":                      `storage-snapshots a: kind: "zfs" is not one of reflink`,
+		"storage-snapshots:\n  - {name: a, kind: zfs, connections: [lab], datastores: [/x]}\n":                      `storage-snapshots a: kind: "zfs" is not one of reflink, btrfs, exec`,
 		"storage-snapshots:\n  - {name: a, connections: [lab], datastores: [/x]}\n":                                 "storage-snapshots a: kind is missing",
 		"storage-snapshots:\n  - {name: a, kind: exec, connections: [lab], datastores: [/x]}\n":                     "storage-snapshots a: command is missing",
 		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab], datastores: [/x], command: [x]}\n":    "command only applies to kind: exec",

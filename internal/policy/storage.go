@@ -42,7 +42,7 @@ type StorageProvider struct {
 }
 
 // StorageKinds are the provider kinds this version has.
-var StorageKinds = []string{"reflink"}
+var StorageKinds = []string{"reflink", "btrfs", "exec"}
 
 // HasProvider reports whether a provider of this section covers the
 // connection (at least some of its datastores).
@@ -95,7 +95,7 @@ func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...an
 		}
 		seen[p.Name] = true
 		if p.Kind == "" {
-			add("%s: kind is missing (reflink)", where)
+			add("%s: kind is missing (reflink, btrfs or exec)", where)
 		} else {
 			oneOf(where+": kind", p.Kind, add, append([]string{""}, StorageKinds...)...)
 		}

@@ -61,7 +61,7 @@ func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
 		}
 		if p.Group == "datastore" && !hasStorageSnapshots(cfg, c) {
 			out = append(out, findingf(levelError, "%s: group: datastore needs a storage snapshot provider, and connection %s (%s) has none: "+
-				"add a storage-snapshots entry (kind reflink) naming connection %s and its datastore directories. "+
+				"add a storage-snapshots entry (kind reflink, btrfs or exec) naming connection %s and its datastore directories. "+
 				"Or remove `group: datastore` from the policy: its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Name))
 		}
 		if why, no := kindOf(c.Kind).Cannot[mode]; no {

@@ -4,6 +4,10 @@
 //   - reflink: a datastore is a directory on a filesystem with reflinks
 //     (XFS with reflink=1, btrfs); a snapshot clones (FICLONE) every disk
 //     file of the batch into <root>/.coffer-snap/<label>/.
+//   - btrfs: a datastore root is a btrfs subvolume; a snapshot is one
+//     read-only subvolume snapshot, <root>/.coffer-snap/<label>.
+//   - exec: the site's own program drives its array (see exec.go for the
+//     contract).
 //
 // The engine holds the VMs still (hypervisor.SnapshotRequest.Hold) while a
 // provider creates the snapshot, so the disk files are complete and
@@ -101,6 +105,10 @@ func Check(ctx context.Context, p policy.StorageProvider, root string) error {
 	switch p.Kind {
 	case "reflink":
 		return checkReflink(root)
+	case "btrfs":
+		return checkBtrfs(ctx, root)
+	case "exec":
+		return checkExec(p)
 	}
 	return fmt.Errorf("unknown storage snapshot kind %q", p.Kind)
 }
@@ -118,6 +126,10 @@ type journal struct {
 	PID       int       `json:"coffer_pid"`
 	Created   time.Time `json:"created"`
 	Stage     string    `json:"stage"` // creating, created
+}
+
+func writeJournal(stateDir string, j *journal) error {
+	return statefile.WriteJSON(journalPath(stateDir, j.Label), j)
 }
 
 func journalPath(stateDir, label string) string {
@@ -199,6 +211,10 @@ func kindOf(j *journal) (kind, error) {
 	switch j.Kind {
 	case "reflink":
 		return reflinkKind{}, nil
+	case "btrfs":
+		return btrfsKind{}, nil
+	case "exec":
+		return &execKind{}, nil
 	}
 	return nil, fmt.Errorf("unknown storage snapshot kind %q", j.Kind)
 }

@@ -90,14 +90,19 @@ func readsPattern(t *testing.T, ss hypervisor.StorageSnapshot, d hypervisor.Disk
 
 func TestReflinkSnapshotHoldsTheInstant(t *testing.T) {
 	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
-	root := filepath.Join(mnt, "vms")
+	holdsTheInstant(t, reflinkProvider(), filepath.Join(mnt, "vms"))
+}
+
+// holdsTheInstant snapshots a datastore, changes its disks, reads the
+// snapshot's disks as they were, and deletes the snapshot.
+func holdsTheInstant(t *testing.T, p policy.StorageProvider, root string) {
 	state := t.TempDir()
 	disks := datastore(t, root, 0x11)
 	ctx := context.Background()
-	if err := Check(ctx, reflinkProvider(), root); err != nil {
+	if err := Check(ctx, p, root); err != nil {
 		t.Fatal(err)
 	}
-	ss, err := Create(ctx, reflinkProvider(), root, state, "coffer-job1-vms-1", disks)
+	ss, err := Create(ctx, p, root, state, "coffer-job1-vms-1", disks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +189,10 @@ func TestCreateRefusesBadInput(t *testing.T) {
 // it, and keeps what is not coffer's.
 func TestReflinkKilledAtEveryStepLeavesNothing(t *testing.T) {
 	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
-	root := filepath.Join(mnt, "vms")
+	killLoop(t, "reflink", filepath.Join(mnt, "vms"), nil, []string{"journaled#1", "dir#1", "clone#1", "clone#2", "created#1", "deleting#1", "deleted#1"})
+}
+
+func killLoop(t *testing.T, kind, root string, env []string, steps []string) {
 	disks := datastore(t, root, 0x11)
 	// Not coffer's, or not journaled: never touched.
 	decoy := filepath.Join(root, SnapDir, "coffer-decoy")
@@ -194,11 +202,11 @@ func TestReflinkKilledAtEveryStepLeavesNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(decoy, "keep"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, at := range []string{"journaled#1", "dir#1", "clone#1", "clone#2", "created#1", "deleting#1", "deleted#1"} {
+	for _, at := range steps {
 		t.Run(at, func(t *testing.T) {
 			state := t.TempDir()
 			label := "coffer-kill-" + strings.ReplaceAll(at, "#", "-")
-			killAt(t, "reflink", root, state, label, at, disks)
+			killAt(t, kind, root, state, label, at, disks, env)
 			left, err := Cleanup(context.Background(), state)
 			if err != nil {
 				t.Fatal(err)
@@ -234,7 +242,7 @@ func assertNoLeftovers(t *testing.T, root, state, label string) {
 
 // killAt runs the helper process until it reports being at step at, then
 // kills it with SIGKILL.
-func killAt(t *testing.T, kind, root, state, label, at string, disks []hypervisor.DiskInfo) {
+func killAt(t *testing.T, kind, root, state, label, at string, disks []hypervisor.DiskInfo, env []string) {
 	t.Helper()
 	var paths []string
 	for _, d := range disks {
@@ -243,6 +251,7 @@ func killAt(t *testing.T, kind, root, state, label, at string, disks []hyperviso
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(os.Environ(), "STORAGESNAP_HELPER=1", "STORAGESNAP_KIND="+kind, "STORAGESNAP_ROOT="+root,
 		"STORAGESNAP_STATE="+state, "STORAGESNAP_LABEL="+label, "STORAGESNAP_AT="+at, "STORAGESNAP_DISKS="+strings.Join(paths, ","))
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
