@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,7 +126,7 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	var ss hypervisor.StorageSnapshot
 	var fallback []*unit
 	if len(held) > 0 {
-		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, ds, start.UnixNano()%1e9)
+		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, labelPart(ds), start.UnixNano()%1e9)
 		var err error
 		var disks []hypervisor.DiskInfo
 		for _, t := range held {
@@ -364,4 +365,24 @@ func (r *storageReader) Close() error {
 		err = merr
 	}
 	return err
+}
+
+// labelPart makes a datastore name fit in a storage snapshot label, which
+// names a directory or an array object: a QEMU datastore is a path, so
+// separators and other characters become '_', and a long name keeps its
+// end (the part that tells datastores apart).
+func labelPart(ds string) string {
+	b := []byte(strings.Trim(ds, "/"))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 60 {
+		b = b[len(b)-60:]
+	}
+	if len(b) == 0 {
+		return "root"
+	}
+	return string(b)
 }
