@@ -41,7 +41,7 @@ type groupLab struct {
 }
 
 // startGroupLab boots one guest per entry of placement (name -> the
-// datastore directory of its disk).
+// datastore directories of its disks, comma-separated).
 func startGroupLab(t *testing.T, placement map[string]string) *groupLab {
 	testutil.RequireBinary(t, "qemu-system-x86_64")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -58,16 +58,21 @@ func startGroupLab(t *testing.T, placement map[string]string) *groupLab {
 	i := 0
 	for name, ds := range placement {
 		i++
-		if err := os.MkdirAll(ds, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		disk := filepath.Join(ds, name+".qcow2")
-		if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "32M").CombinedOutput(); err != nil {
-			t.Fatalf("%v %s", err, out)
+		var disks []guestvm.Disk
+		for k, dir := range strings.Split(ds, ",") { // a guest on several datastores
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			id := fmt.Sprintf("vd%c", 'a'+k)
+			disk := filepath.Join(dir, name+"-"+id+".qcow2")
+			if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "32M").CombinedOutput(); err != nil {
+				t.Fatalf("%v %s", err, out)
+			}
+			disks = append(disks, guestvm.Disk{ID: id, Path: disk, Format: "qcow2"})
 		}
 		vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: name, UUID: fmt.Sprintf("6b1d3c0e-8f53-4b8e-9a51-0d1c2b3a4f%02d", i),
 			Dir: filepath.Join(t.TempDir(), "vm"), Mode: "write", Base: 64, Interval: 40 * time.Millisecond, GuestAgent: true,
-			Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
+			Disks: disks})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,4 +256,78 @@ func TestGroupProtectionOnAReflinkDatastore(t *testing.T) {
 		t.Fatalf("failed %+v, want db-1 with the reason", failed)
 	}
 	l.released(ds, nods)
+}
+
+// hangingArray is the test's own array for the exec provider: reflink
+// copies (cp --reflink=always) kept in a directory of its own; create
+// fails or hangs after its first file when the fault file says so.
+const hangingArray = `#!/bin/sh
+set -eu
+snaps=%q
+fault=$(cat %q 2>/dev/null || true)
+case "$1" in
+create)
+	mkdir "$snaps/$COFFER_LABEL"
+	printf '%%s\n' "$COFFER_FILES" | while read -r f; do
+		[ -n "$f" ] || continue
+		cp --reflink=always "$COFFER_DATASTORE/$f" "$snaps/$COFFER_LABEL/"
+		if [ "$fault" = fail ]; then echo "array busy: controller B offline" >&2; exit 3; fi
+		if [ "$fault" = hang ]; then sleep 600; fi
+	done
+	;;
+present) echo "$snaps/$COFFER_LABEL" ;;
+list) ls "$snaps" ;;
+delete) rm -rf "$snaps/$COFFER_LABEL" ;;
+esac
+`
+
+// A provider command that fails or hangs half-way: the half-made snapshot
+// is deleted, the held VMs are released (running, thawed), and their tasks
+// fail with the reason; a VM whose disks span two datastores is backed up
+// on its own, with a warning.
+func TestGroupProtectionProviderFailsOrHangs(t *testing.T) {
+	xfs := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+	ds, other := filepath.Join(xfs, "vms"), filepath.Join(xfs, "other")
+	l := startGroupLab(t, map[string]string{"web-1": ds, "web-2": ds, "span-1": ds + "," + other})
+	snaps := filepath.Join(xfs, "array")
+	if err := os.MkdirAll(snaps, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fault := filepath.Join(t.TempDir(), "fault")
+	script := filepath.Join(t.TempDir(), "array.sh")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf(hangingArray, snaps, fault)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	providers := policy.StorageSnapshots{{Name: "array", Kind: "exec", Connections: []string{"lab"}, Datastores: []string{ds},
+		Command: []string{script}, Timeout: policy.Duration(3 * time.Second)}}
+	p := policy.Policy{Name: "group", Snapshot: string(hypervisor.Quiesced), Quiesce: string(hypervisor.QuiesceRequired),
+		Retries: policy.Retries{Attempts: 1}}
+	for _, tc := range []struct{ fault, want string }{
+		{"fail", "array busy: controller B offline"},
+		{"hang", "did not finish in time and was killed"},
+	} {
+		if err := os.WriteFile(fault, []byte(tc.fault), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := l.run(providers, p)
+		byName := map[string]catalog.Task{}
+		for _, tk := range res.Tasks {
+			byName[tk.VMName] = tk
+		}
+		for _, name := range []string{"web-1", "web-2"} {
+			if tk := byName[name]; tk.Status != catalog.StatusFailed || !strings.Contains(tk.Error, tc.want) {
+				t.Fatalf("%s: %s: %s %q, want failed with %q", tc.fault, name, tk.Status, tk.Error, tc.want)
+			}
+		}
+		if tk := byName["span-1"]; tk.Status != catalog.StatusSuccess {
+			t.Fatalf("%s: span-1 %s %q, want backed up on its own", tc.fault, tk.Status, tk.Error)
+		}
+		if ws := l.events(res, "group"); len(ws) != 1 || !strings.Contains(ws[0].Message, "span several datastores") {
+			t.Fatalf("%s: spanning warnings %+v", tc.fault, ws)
+		}
+		if left, _ := os.ReadDir(snaps); len(left) != 0 {
+			t.Fatalf("%s: the half-made snapshot is still on the array: %v", tc.fault, left)
+		}
+		l.released(ds, other)
+	}
 }
