@@ -81,6 +81,9 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 		return nil, err
 	}
 	if ref.ID != "" && ref.ID != s.info.id() && ref.ID != sock {
+		c.mu.Lock()
+		delete(c.seen, ref.ID) // the next lookup takes an inventory
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: socket %s now serves VM %s, not %s", hypervisor.ErrNotFound, sock, s.info.id(), ref.ID)
 	}
 	if req.Hold && (s.info.Daemon || req.Mode == hypervisor.WithMemory) {
