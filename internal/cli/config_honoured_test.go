@@ -12,7 +12,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 
 	"github.com/coffer-backup/coffer/internal/config"
-	"github.com/coffer-backup/coffer/internal/policy"
 )
 
 // expectAll runs coffer, wants the exit code, and wants every string in
@@ -41,7 +40,7 @@ func TestEverySectionIsStrict(t *testing.T) {
 		"server":            {"server:\n  lisen: \":8080\"\n", `line 2: unknown key "lisen" in server (did you mean "listen"?)`},
 		"limits":            {"limits: {task: 3}\n", `unknown key "task" in limits (did you mean "tasks"?)`},
 		"resource-groups":   {"resource-groups: [{name: g, limt: 2}]\n", `unknown key "limt" in resource-groups[0] (did you mean "limit"?)`},
-		"storage-snapshots": {"storage-snapshots:\n  - {name: array, kind: flashcopy, datastores: [ssd-*]}\n", "storage snapshot providers are not available in this version of coffer"},
+		"storage-snapshots": {"storage-snapshots:\n  - {name: a, kind: reflink, datastores: [/x], conections: [a]}\n", `unknown key "conections" in storage-snapshots[0] (did you mean "connections"?)`},
 		"maintenance":       {"maintenance:\n  takeover-afterr: 10s\n", `unknown key "takeover-afterr" in maintenance (did you mean "takeover-after"?)`},
 		"notifications":     {"notifications:\n  targets: [{name: a, webhook: {url: 'https://x', secret-fle: /s}}]\n", `unknown key "secret-fle" in notifications.targets[0].webhook (did you mean "secret-file"?)`},
 	}
@@ -74,8 +73,8 @@ func TestServerAndStorageSectionsRefusedByTheirCommands(t *testing.T) {
 	want := []string{`unknown key "metrics" in server`}
 	e.expectAll(ExitUsage, want, "policy", "check")
 	serverRefuses(t, e, want)
-	e.config(base + "storage-snapshots:\n  zfs: {pool: tank}\n")
-	want = []string{"section storage-snapshots: line 4: " + policy.ErrNoStorageProviders}
+	e.config(base + "storage-snapshots:\n  - {name: z, kind: zfs, connections: [lab], datastores: [/tank]}\n")
+	want = []string{`storage-snapshots z: kind: "zfs" is not one of reflink, btrfs, exec`}
 	e.expectAll(ExitUsage, want, "policy", "check")
 	e.expectAll(ExitUsage, want, "run", "p")
 	serverRefuses(t, e, want)
@@ -83,7 +82,7 @@ func TestServerAndStorageSectionsRefusedByTheirCommands(t *testing.T) {
 
 // TestGroupDatastoreWithoutProviderRefused: group: datastore on a
 // connection without a storage snapshot provider (every real one in this
-// version) is refused by policy check, run and server with exit 2 and a
+// configuration) is refused by policy check, run and server with exit 2 and a
 // message naming the policy and what to do, instead of running VM by VM.
 func TestGroupDatastoreWithoutProviderRefused(t *testing.T) {
 	e := newEnv(t)
@@ -97,7 +96,7 @@ policies:
   - {name: sim-flash, connection: sim, group: datastore}
 `)
 	want := []string{"policy flash: group: datastore needs a storage snapshot provider, and connection kvm (qemu) has none",
-		"Remove `group: datastore` from the policy"}
+		"add a storage-snapshots entry (kind reflink, btrfs or exec) naming connection kvm", "Or remove `group: datastore` from the policy"}
 	out := e.expectAll(ExitUsage, want, "policy", "check", "--offline")
 	if strings.Contains(out, "sim-flash") {
 		t.Errorf("the fake connection's simulated array was refused:\n%s", out)

@@ -143,6 +143,27 @@ func (e *Engine) Cleanup(ctx context.Context) error {
 				Fields:  map[string]any{"connection": name, "vm": l.VM.Name, "vm_id": l.VM.ID, "kind": l.Kind, "name": l.Name, "action": l.Action}})
 		}
 	}
+	// Storage snapshots a killed coffer left: each provider removes what
+	// its journals name (they share the state directory, so the first
+	// one finds them all).
+	for _, name := range sortedKeys(e.o.StorageSnapshotters) {
+		sc, ok := e.o.StorageSnapshotters[name].(hypervisor.StorageCleaner)
+		if !ok {
+			continue
+		}
+		found, err := sc.CleanupLeftovers(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("storage snapshot cleanup for connection %s: %w", name, err))
+			events = append(events, catalog.Event{Time: time.Now(), Level: "error", Kind: "cleanup",
+				Message: fmt.Sprintf("cleaning up storage snapshots for %s failed: %v", name, err)})
+		}
+		for _, l := range found {
+			e.log.Info("removed leftover", "connection", name, "kind", l.Kind, "name", l.Name, "action", l.Action)
+			events = append(events, catalog.Event{Time: time.Now(), Level: "warn", Kind: "cleanup",
+				Message: fmt.Sprintf("%s: %s %s of %s %s (left by an interrupted coffer)", name, l.Kind, l.Name, l.VM.Name, l.Action),
+				Fields:  map[string]any{"connection": name, "kind": l.Kind, "name": l.Name, "action": l.Action}})
+		}
+	}
 	if len(events) == 0 {
 		return errors.Join(errs...)
 	}

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,11 +124,31 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	start := time.Now()
 	held := j.snapshotBatch(batch)
 	var ss hypervisor.StorageSnapshot
+	var fallback []*unit
 	if len(held) > 0 {
-		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, ds, start.UnixNano()%1e9)
+		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, labelPart(ds), start.UnixNano()%1e9)
 		var err error
-		ss, err = j.s.storage[conn].SnapshotDatastore(j.ctx, ds, label)
-		if err != nil {
+		var disks []hypervisor.DiskInfo
+		for _, t := range held {
+			for _, d := range t.vm.Disks {
+				if d.Datastore == ds {
+					disks = append(disks, d)
+				}
+			}
+		}
+		ss, err = j.s.storage[conn].SnapshotDatastore(j.ctx, ds, label, disks)
+		switch {
+		case err != nil && errors.Is(err, hypervisor.ErrStorageUnsupported) && j.p.StorageFallback == "vm":
+			j.event("warn", "storage-fallback", fmt.Sprintf("storage snapshot of %s not possible, so its %d VMs are backed up one by one (storage-fallback: vm): %v",
+				ds, len(held), err), map[string]any{"datastore": ds})
+			for _, t := range held {
+				t.closeHeld(false) // resumes a held VM
+				t.attempt--        // the group attempt does not count
+				t.setStatus(catalog.StatusQueued)
+				fallback = append(fallback, j.vmUnit(t))
+			}
+			held = nil
+		case err != nil:
 			j.event("error", "storage-snapshot", fmt.Sprintf("storage snapshot of %s failed: %v", ds, err), map[string]any{"datastore": ds})
 			for _, t := range held {
 				t.closeHeld(false)
@@ -147,6 +169,9 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	wg.Wait()
 	window := time.Since(start)
 	j.e.disp.done(u)
+	if len(fallback) > 0 {
+		j.resubmit(fallback...)
+	}
 	if len(held) == 0 {
 		return
 	}
@@ -184,7 +209,7 @@ func (j *Job) snapshotBatch(batch []*task) []*task {
 			to := j.p.Timeouts
 			req := hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("job%d-task%d-%d", j.record.ID, t.rec.ID, t.attempt),
 				Mode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
-				Since: since, Differential: diff, Track: true,
+				Since: since, Differential: diff, Track: true, Hold: true,
 				Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup}}
 			sess, err := t.guard().Snapshot(j.ctx, t.vm.VMRef, req)
 			if err != nil {
@@ -340,4 +365,24 @@ func (r *storageReader) Close() error {
 		err = merr
 	}
 	return err
+}
+
+// labelPart makes a datastore name fit in a storage snapshot label, which
+// names a directory or an array object: a QEMU datastore is a path, so
+// separators and other characters become '_', and a long name keeps its
+// end (the part that tells datastores apart).
+func labelPart(ds string) string {
+	b := []byte(strings.Trim(ds, "/"))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 60 {
+		b = b[len(b)-60:]
+	}
+	if len(b) == 0 {
+		return "root"
+	}
+	return string(b)
 }

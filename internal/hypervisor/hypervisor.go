@@ -175,6 +175,13 @@ type SnapshotRequest struct {
 	// Timeouts for individual hypervisor operations; zero means the
 	// connector's default.
 	Timeouts Timeouts
+	// Hold: a storage snapshot of the VM's datastore follows, and the
+	// session's disks are read from it, not through the session. A
+	// connector whose snapshot leaves the disk files changing (QEMU
+	// fleecing) instead keeps the VM stopped, and frozen when quiesced,
+	// until Release, and takes no snapshot of its own; change tracking
+	// is handed over at the stop as usual. Release must follow soon.
+	Hold bool
 }
 
 // Timeouts bound individual hypervisor operations.

@@ -1,6 +1,9 @@
 package hypervisor
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // StorageSnapshotter takes snapshots at the storage layer (an array's
 // FlashCopy, a ZFS or LVM snapshot) of a whole datastore, for storage-level
@@ -19,15 +22,35 @@ import "context"
 // snapshot hold exactly the VM-snapshot instant. Change sets still come from
 // the (released) hypervisor sessions, which keep their bookkeeping.
 //
-// Providers (array vendors, ZFS, LVM) come later; today only the test fake in
-// hypervisor/fake implements it. Like connectors, a provider names what it
-// creates after the label it is given ("coffer-..."), so its own leftovers
-// can be recognised and nothing else is ever touched.
+// QEMU has no delta file: its sessions for a batch are taken with
+// SnapshotRequest.Hold, which keeps each VM stopped (and its filesystems
+// frozen when quiesced) until Release, so the disk files are still while
+// the storage snapshot is taken.
+//
+// Providers live in internal/storagesnap (reflink, btrfs, exec). Like
+// connectors, a provider names what it creates after the label it is given
+// ("coffer-..."), journals it before creating it, so its own leftovers can
+// be recognised and removed after a crash (StorageCleaner), and never
+// touches anything else.
 type StorageSnapshotter interface {
 	// SnapshotDatastore takes one crash-consistent snapshot of the storage
-	// behind a datastore.
-	SnapshotDatastore(ctx context.Context, datastore, label string) (StorageSnapshot, error)
+	// behind a datastore. disks are the disk files of the batch's VMs on
+	// it: a provider that snapshots files rather than a volume (reflink)
+	// snapshots exactly those.
+	SnapshotDatastore(ctx context.Context, datastore, label string, disks []DiskInfo) (StorageSnapshot, error)
 }
+
+// StorageCleaner is implemented by providers that can find and remove the
+// storage snapshots a killed coffer process left behind.
+type StorageCleaner interface {
+	CleanupLeftovers(ctx context.Context) ([]Leftover, error)
+}
+
+// ErrStorageUnsupported: the datastore cannot be snapshotted by its
+// provider (not on a reflink filesystem, not a btrfs subvolume, not
+// covered by any provider). A policy may fall back to VM-by-VM backups
+// on it (storage-fallback: vm).
+var ErrStorageUnsupported = errors.New("storage snapshot not possible on this datastore")
 
 // StorageSnapshot is one storage-level snapshot of a datastore.
 type StorageSnapshot interface {

@@ -40,7 +40,10 @@
 //	    retries: {attempts: 3, backoff: 30s}
 //	    immutable-for: 30d         # points undeletable for 30 days (Object Lock)
 //	    rpo: 26h                   # a VM without a good point that recent is unprotected
-//	storage-snapshots: []          # no provider in this version: must stay empty
+//	    group: datastore           # one storage snapshot per datastore (below)
+//	    storage-fallback: vm       # datastore without a usable provider: VM by VM (default: fail)
+//	storage-snapshots:             # see StorageSnapshots
+//	  - {name: xfs-a, kind: reflink, connections: [lab], datastores: [/srv/vms]}
 package policy
 
 import (
@@ -60,7 +63,7 @@ type Config struct {
 	Limits         Limits
 	ResourceGroups []ResourceGroup
 	Policies       []Policy
-	// StorageSnapshots must be empty in this version (see its type).
+	// StorageSnapshots are the providers group: datastore reads from.
 	StorageSnapshots StorageSnapshots
 }
 
@@ -158,13 +161,18 @@ type Policy struct {
 	Quiesce    string   `yaml:"quiesce"`    // fallback (default), required
 	// Group "datastore" protects each datastore as a group through a
 	// storage snapshot (see engine); "" or "vm" backs up VM by VM.
-	Group     string            `yaml:"group"`
-	Schedule  string            `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
-	Retention retention.Policy  `yaml:"retention"`
-	Timeouts  Timeouts          `yaml:"timeouts"`
-	Retries   Retries           `yaml:"retries"`
-	Tasks     int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
-	Tags      map[string]string `yaml:"tags"`  // added to every backup point
+	Group string `yaml:"group"`
+	// StorageFallback decides what a group: datastore batch does when its
+	// datastore cannot be snapshotted (no provider covers it, or it is not
+	// on a reflink filesystem): "fail" (default) fails its VMs with the
+	// reason, "vm" backs them up VM by VM with a warning.
+	StorageFallback string            `yaml:"storage-fallback"`
+	Schedule        string            `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
+	Retention       retention.Policy  `yaml:"retention"`
+	Timeouts        Timeouts          `yaml:"timeouts"`
+	Retries         Retries           `yaml:"retries"`
+	Tasks           int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
+	Tags            map[string]string `yaml:"tags"`  // added to every backup point
 	// ImmutableFor locks every point the policy makes for this long after
 	// its backup (S3 Object Lock); the repository must have retention.
 	ImmutableFor Duration `yaml:"immutable-for"`

@@ -109,7 +109,7 @@ func TestValidationErrors(t *testing.T) {
 		{"bad immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: a month}\n", `line 3: "a month" is not a duration (like 30d, 1d12h or 72h)`},
 		{"negative immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: -2d}\n", `"-2d" is not a duration`},
 		{"policy tag", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, tags: {policy: b}}\n", `policy a: tags: policy ("b") is set by coffer`},
-		{"storage provider", "storage-snapshots:\n  - {name: array, kind: flashcopy}\n", "line 2: storage snapshot providers are not available in this version of coffer: remove the storage-snapshots section"},
+		{"storage provider", "storage-snapshots:\n  - {name: array, kind: flashcopy}\n", `storage-snapshots array: kind: "flashcopy" is not one of reflink, btrfs, exec`},
 	} {
 		_, err := load(t, c.doc)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -118,11 +118,10 @@ func TestValidationErrors(t *testing.T) {
 	}
 }
 
-// TestStorageSnapshotsSection: the section has no provider to declare in
-// this version, so any content is refused instead of being ignored, and
-// only an empty or absent section is accepted.
+// TestStorageSnapshotsSection: providers are declared per connection and
+// datastore directory; every mistake is refused with what to write.
 func TestStorageSnapshotsSection(t *testing.T) {
-	for _, doc := range []string{"", "storage-snapshots:\n", "storage-snapshots: []\n", "storage-snapshots: {}\n", "storage-snapshots: ~\n"} {
+	for _, doc := range []string{"", "storage-snapshots:\n", "storage-snapshots: []\n", "storage-snapshots: ~\n"} {
 		c, err := load(t, doc)
 		if err != nil {
 			t.Errorf("%q: %v", doc, err)
@@ -132,13 +131,43 @@ func TestStorageSnapshotsSection(t *testing.T) {
 			t.Errorf("%q: a provider without any entry", doc)
 		}
 	}
-	for _, doc := range []string{
-		"storage-snapshots:\n  - {name: a, kind: zfs, datastores: [tank]}\n",
-		"storage-snapshots: {zfs: {pool: tank}}\n",
-		"storage-snapshots: yes\n",
+	c, err := load(t, "connections: [{name: lab, kind: fake}, {name: other, kind: fake}]\n"+
+		"policies: [{name: p, connection: lab, group: datastore, storage-fallback: vm}]\n"+
+		"storage-snapshots:\n  - {name: xfs, kind: reflink, connections: [lab], datastores: [/srv/vms]}\n"+
+		"  - {name: fast, kind: btrfs, connections: [lab], datastores: [/srv/vms/fast]}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := c.StorageSnapshots
+	if !ss.HasProvider("lab") || ss.HasProvider("other") {
+		t.Fatal("HasProvider does not follow connections")
+	}
+	for ds, want := range map[string]string{"/srv/vms": "xfs", "/srv/vms/web": "xfs", "/srv/vms/fast/db": "fast", "/srv/vmsx": "", "/srv": ""} {
+		p, _, ok := ss.Provider("lab", ds)
+		if (want == "") == ok || p.Name != want {
+			t.Errorf("datastore %s: provider %q (%v), want %q", ds, p.Name, ok, want)
+		}
+	}
+	if _, _, ok := ss.Provider("other", "/srv/vms"); ok {
+		t.Error("a provider covers a connection it does not name")
+	}
+	base := "connections: [{name: lab, kind: fake}]\n"
+	for doc, want := range map[string]string{
+		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab], datastores: [/x], conections: [a]}\n": `unknown key "conections" in storage-snapshots[0]`,
+		"storage-snapshots:\n  - {name: a, kind: zfs, connections: [lab], datastores: [/x]}\n":                      `storage-snapshots a: kind: "zfs" is not one of reflink, btrfs, exec`,
+		"storage-snapshots:\n  - {name: a, connections: [lab], datastores: [/x]}\n":                                 "storage-snapshots a: kind is missing",
+		"storage-snapshots:\n  - {name: a, kind: exec, connections: [lab], datastores: [/x]}\n":                     "storage-snapshots a: command is missing",
+		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab], datastores: [/x], command: [x]}\n":    "command only applies to kind: exec",
+		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab], datastores: [vms]}\n":                 `datastores: "vms" is not an absolute directory`,
+		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [nope], datastores: [/x]}\n":                 `storage-snapshots a: unknown connection "nope"`,
+		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab]}\n":                                    "storage-snapshots a: datastores is missing",
+		"storage-snapshots:\n  - {name: a, kind: reflink, datastores: [/x]}\n":                                      "storage-snapshots a: connections is missing",
+		"policies: [{name: p, connection: lab, storage-fallback: vm}]\n":                                            "storage-fallback only applies with group: datastore",
+		"policies: [{name: p, connection: lab, group: datastore, storage-fallback: maybe}]\n":                       `storage-fallback: "maybe" is not one of fail, vm`,
+		"storage-snapshots: {zfs: {pool: tank}}\n":                                                                  "storage-snapshots",
 	} {
-		if _, err := load(t, doc); err == nil || !strings.Contains(err.Error(), ErrNoStorageProviders) {
-			t.Errorf("%q: err = %v", doc, err)
+		if _, err := load(t, base+doc); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v\nwant %s", doc, err, want)
 		}
 	}
 }

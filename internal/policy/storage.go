@@ -1,41 +1,125 @@
 package policy
 
 import (
-	"fmt"
-
-	"gopkg.in/yaml.v3"
+	"path/filepath"
+	"strings"
 )
 
-// StorageSnapshots is the storage-snapshots section: where the providers of
-// storage-level snapshots (an array's FlashCopy, ZFS, LVM) that `group:
-// datastore` needs will be declared, each naming the datastores it covers.
-// This version has no provider, so any content is refused: a section that
-// is accepted and ignored would let an operator believe datastores are
-// protected by storage snapshots while every VM is backed up on its own.
-// An empty or absent section is fine.
+// StorageSnapshots is the storage-snapshots section: the providers of
+// storage-level snapshots that `group: datastore` reads VMs from, each
+// naming the connections and the datastore directories it covers.
 //
-// A provider kind added later becomes an entry type here (name, kind,
-// datastores, options decoded by the provider, like connections), and
-// HasProvider answers from those entries.
-type StorageSnapshots struct{}
+//	storage-snapshots:
+//	  - name: xfs-a
+//	    kind: reflink              # reflink, btrfs or exec
+//	    connections: [lab]
+//	    datastores: [/srv/vms]     # this directory and every one below it
+//	    timeout: 2m                # one provider step (default 2m)
+//	  - name: array
+//	    kind: exec
+//	    connections: [lab]
+//	    datastores: [/mnt/lun7]
+//	    command: [/usr/local/bin/snap-lun7, --pool, gold]
+//
+// A QEMU datastore is the directory of a disk file (see the qemu
+// connector); a provider covers it when it is one of its datastores or
+// below one. The provider kinds are described in internal/storagesnap.
+type StorageSnapshots []StorageProvider
 
-// ErrNoStorageProviders is the message for any content in the section.
-const ErrNoStorageProviders = "storage snapshot providers are not available in this version of coffer: remove the storage-snapshots section " +
-	"(policies back up each VM through its own hypervisor snapshot)"
-
-// UnmarshalYAML accepts only an empty section.
-func (s *StorageSnapshots) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	empty := (n.Kind == yaml.ScalarNode && n.Tag == "!!null") ||
-		((n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode) && len(n.Content) == 0)
-	if empty {
-		return nil
-	}
-	return fmt.Errorf("line %d: %s", n.Line, ErrNoStorageProviders)
+// StorageProvider is one entry of the storage-snapshots section.
+type StorageProvider struct {
+	Name        string   `yaml:"name"`
+	Kind        string   `yaml:"kind"`
+	Connections []string `yaml:"connections"`
+	Datastores  []string `yaml:"datastores"`
+	// Timeout bounds each step (create, present, delete); the VMs of a
+	// batch are held still while create runs, so it is also the longest
+	// pause a provider can cause. 0: 2 minutes.
+	Timeout Duration `yaml:"timeout"`
+	// Command is the exec kind's program and its first arguments; the
+	// action (create, present, list, delete) is appended.
+	Command []string `yaml:"command"`
 }
 
-// HasProvider reports whether a storage snapshot provider of this section
-// covers the connection's datastores. None can in this version.
-func (s StorageSnapshots) HasProvider(connection string) bool { return false }
+// StorageKinds are the provider kinds this version has.
+var StorageKinds = []string{"reflink", "btrfs", "exec"}
+
+// HasProvider reports whether a provider of this section covers the
+// connection (at least some of its datastores).
+func (s StorageSnapshots) HasProvider(connection string) bool {
+	for _, p := range s {
+		for _, c := range p.Connections {
+			if c == connection {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Provider returns the provider covering a datastore of a connection and
+// the datastore root it covers it through (the longest one).
+func (s StorageSnapshots) Provider(connection, datastore string) (StorageProvider, string, bool) {
+	var best StorageProvider
+	root := ""
+	for _, p := range s {
+		for _, c := range p.Connections {
+			if c != connection {
+				continue
+			}
+			for _, d := range p.Datastores {
+				if Covers(d, datastore) && len(d) > len(root) {
+					best, root = p, filepath.Clean(d)
+				}
+			}
+		}
+	}
+	return best, root, root != ""
+}
+
+// Covers reports whether a datastore directory is root or below it.
+func Covers(root, datastore string) bool {
+	r, d := filepath.Clean(root), filepath.Clean(datastore)
+	return d == r || strings.HasPrefix(d, strings.TrimSuffix(r, "/")+"/")
+}
+
+func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...any)) {
+	seen := map[string]bool{}
+	for i, p := range s {
+		where := "storage-snapshots " + p.Name
+		switch {
+		case p.Name == "":
+			add("storage-snapshots entry %d: name is missing", i+1)
+		case seen[p.Name]:
+			add("storage-snapshots: %s is defined twice", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Kind == "" {
+			add("%s: kind is missing (reflink, btrfs or exec)", where)
+		} else {
+			oneOf(where+": kind", p.Kind, add, append([]string{""}, StorageKinds...)...)
+		}
+		if len(p.Connections) == 0 {
+			add("%s: connections is missing: name the connections whose VMs it snapshots", where)
+		}
+		for _, c := range p.Connections {
+			if !conns[c] {
+				add("%s: unknown connection %q%s", where, c, known(conns))
+			}
+		}
+		if len(p.Datastores) == 0 {
+			add("%s: datastores is missing: name the directories it snapshots (a VM's datastore is the directory of its disk files)", where)
+		}
+		for _, d := range p.Datastores {
+			if !filepath.IsAbs(d) {
+				add("%s: datastores: %q is not an absolute directory", where, d)
+			}
+		}
+		switch {
+		case p.Kind == "exec" && len(p.Command) == 0:
+			add("%s: command is missing: the program that creates, presents, lists and deletes snapshots (see the README's storage snapshots)", where)
+		case p.Kind != "exec" && len(p.Command) > 0:
+			add("%s: command only applies to kind: exec", where)
+		}
+	}
+}

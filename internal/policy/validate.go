@@ -64,6 +64,7 @@ func (c *Config) Validate() error {
 	for _, p := range c.Policies {
 		p.validate(conns, repos, add)
 	}
+	c.StorageSnapshots.validate(conns, add)
 	return errors.Join(errs...)
 }
 
@@ -88,6 +89,10 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 		string(hypervisor.WithMemory), string(hypervisor.Suspend), string(hypervisor.AsIs))
 	oneOf(where+": quiesce", p.Quiesce, add, "", string(hypervisor.QuiesceFallback), string(hypervisor.QuiesceRequired))
 	oneOf(where+": group", p.Group, add, "", "vm", "datastore")
+	oneOf(where+": storage-fallback", p.StorageFallback, add, "", "fail", "vm")
+	if p.StorageFallback != "" && p.Group != "datastore" {
+		add("%s: storage-fallback only applies with group: datastore", where)
+	}
 	if p.Quiesce == string(hypervisor.QuiesceRequired) && p.Snapshot != string(hypervisor.Quiesced) {
 		add("%s: quiesce: required only applies with snapshot: quiesced", where)
 	}

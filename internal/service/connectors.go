@@ -12,6 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/storagesnap"
 )
 
 // ConnectionConfig is what a connector factory receives: the connection's
@@ -123,7 +124,20 @@ func (s *Service) openConnectors(ctx context.Context, cfg *policy.Config, names 
 			out.storage[name] = st.StorageSnapshotter()
 		}
 	}
+	s.withProviders(cfg, out)
 	return out, nil
+}
+
+// withProviders puts the storage-snapshots section's providers in place
+// of a connector's own for the connections they cover. It is built anew
+// from each configuration: a changed section takes effect at a reload
+// even when the connection's definition did not change.
+func (s *Service) withProviders(cfg *policy.Config, out *connectors) {
+	for name, sp := range storagesnap.For(cfg.StorageSnapshots, s.cfg.StateDir, s.log) {
+		if _, used := out.conns[name]; used {
+			out.storage[name] = sp
+		}
+	}
 }
 
 func connection(cfg *policy.Config, name string) (policy.Connection, bool) {
@@ -180,7 +194,13 @@ func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connec
 			if err != nil {
 				return nil, err
 			}
-			oc = openConnector{definition: def, conn: one.conns[name], storage: one.storage[name]}
+			oc = openConnector{definition: def, conn: one.conns[name]}
+			// Only the connector's own: withProviders adds the section's.
+			if st, ok := oc.conn.(interface {
+				StorageSnapshotter() hypervisor.StorageSnapshotter
+			}); ok && kindOf(c.Kind).StorageSnapshots {
+				oc.storage = st.StorageSnapshotter()
+			}
 		}
 		next[name] = oc
 		out.conns[name] = oc.conn
@@ -188,6 +208,7 @@ func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connec
 			out.storage[name] = oc.storage
 		}
 	}
+	cs.s.withProviders(cfg, out)
 	cs.open = next
 	return out, nil
 }

@@ -1,12 +1,14 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/storagesnap"
 )
 
 // A finding is something a policy will do differently from what its
@@ -59,8 +61,8 @@ func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
 		}
 		if p.Group == "datastore" && !hasStorageSnapshots(cfg, c) {
 			out = append(out, findingf(levelError, "%s: group: datastore needs a storage snapshot provider, and connection %s (%s) has none: "+
-				"this version of coffer has no storage snapshot provider for %s datastores. Remove `group: datastore` from the policy: "+
-				"its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Kind))
+				"add a storage-snapshots entry (kind reflink, btrfs or exec) naming connection %s and its datastore directories. "+
+				"Or remove `group: datastore` from the policy: its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Name))
 		}
 		if why, no := kindOf(c.Kind).Cannot[mode]; no {
 			out = append(out, findingf(levelError, "%s: snapshot: %s is not possible on connection %s (%s): %s; choose another snapshot mode",
@@ -108,6 +110,9 @@ func selectionFindings(cfg *policy.Config, p policy.Policy, conn string, selecte
 		out = append(out, findingf(levelWarning, "%s: %s no guest agent running, so %s: %s",
 			where, selectedVMs(len(noAgent), "has", "have"), what, clip(strings.Join(noAgent, ", "), 400)))
 	}
+	if group && len(cfg.StorageSnapshots) > 0 {
+		out = append(out, providerFindings(cfg, p, conn, selected)...)
+	}
 	if group && len(spanning) > 0 {
 		out = append(out, findingf(levelWarning, "%s: %s disks on several datastores, backed up one by one, not from a storage snapshot: %s",
 			where, selectedVMs(len(spanning), "has", "have"), clip(strings.Join(spanning, ", "), 400)))
@@ -142,4 +147,40 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
+}
+
+// providerFindings says, per datastore of the selected VMs, whether its
+// storage snapshot can really be taken: a provider covers it and can
+// snapshot it here (checked without creating anything), and what happens
+// to its VMs when not.
+func providerFindings(cfg *policy.Config, p policy.Policy, conn string, selected []hypervisor.VM) []finding {
+	var out []finding
+	where := fmt.Sprintf("policy %s on %s", p.Name, conn)
+	then := "its VMs fail (storage-fallback: fail; set storage-fallback: vm to back them up one by one instead)"
+	if p.StorageFallback == "vm" {
+		then = "its VMs are backed up one by one (storage-fallback: vm)"
+	}
+	count := map[string]int{}
+	var order []string
+	for _, vm := range selected {
+		if len(vm.Datastores) == 1 {
+			if count[vm.Datastores[0]] == 0 {
+				order = append(order, vm.Datastores[0])
+			}
+			count[vm.Datastores[0]]++
+		}
+	}
+	for _, ds := range order {
+		sp, root, ok := cfg.StorageSnapshots.Provider(conn, ds)
+		if !ok {
+			out = append(out, findingf(levelWarning, "%s: datastore %s (%d VMs): no storage-snapshots provider covers it, so %s; add it to a provider's datastores",
+				where, ds, count[ds], then))
+			continue
+		}
+		if err := storagesnap.Check(context.Background(), sp, root); err != nil {
+			out = append(out, findingf(levelWarning, "%s: datastore %s (%d VMs): provider %s (%s) cannot snapshot it, so %s: %v",
+				where, ds, count[ds], sp.Name, sp.Kind, then, err))
+		}
+	}
+	return out
 }

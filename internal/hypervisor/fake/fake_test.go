@@ -230,7 +230,7 @@ func TestStorageSnapshotHoldsVMSnapshotInstant(t *testing.T) {
 	s, _ := c.Snapshot(ctx, vms[0].VMRef, hypervisor.SnapshotRequest{SessionID: "g"})
 	want := readAll(t, s)
 	c.Write(vms[0].Name, 5) // after the VM snapshot: goes to the delta
-	ss, err := c.StorageSnapshotter().SnapshotDatastore(ctx, "ds-001", "coffer-test")
+	ss, err := c.StorageSnapshotter().SnapshotDatastore(ctx, "ds-001", "coffer-test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ type storageSnapshot struct {
 // SnapshotDatastore captures every disk file on the datastore. A VM with an
 // unreleased snapshot has its base file frozen at the snapshot instant (the
 // hypervisor writes to a delta), so the image holds that instant.
-func (s storageSnapshotter) SnapshotDatastore(ctx context.Context, datastore, label string) (hypervisor.StorageSnapshot, error) {
+func (s storageSnapshotter) SnapshotDatastore(ctx context.Context, datastore, label string, _ []hypervisor.DiskInfo) (hypervisor.StorageSnapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -54,6 +54,7 @@ type Connector struct {
 	// and cleanup wait for it.
 	mu       sync.Mutex
 	monitors map[string]*sync.Mutex
+	seen     map[string]string // VM ID -> the socket an inventory found it on
 }
 
 // New checks cfg and prepares the state directory.
@@ -79,7 +80,7 @@ func New(cfg Config) (*Connector, error) {
 	if lg == nil {
 		lg = slog.Default()
 	}
-	return &Connector{cfg: cfg, log: lg, monitors: map[string]*sync.Mutex{}}, nil
+	return &Connector{cfg: cfg, log: lg, monitors: map[string]*sync.Mutex{}, seen: map[string]string{}}, nil
 }
 
 // Kind implements hypervisor.Connector.
@@ -192,6 +193,9 @@ func (c *Connector) describe(ctx context.Context, sock string, wait bool) (hyper
 	}
 	vm := info.inventory(c.cfg.Host)
 	vm.GuestAgent = guestAgentRunning(ctx, cl, guestAgentPath(sock))
+	c.mu.Lock()
+	c.seen[vm.ID] = sock
+	c.mu.Unlock()
 	return vm, nil
 }
 
@@ -201,10 +205,16 @@ func (c *Connector) lookup(ctx context.Context, ref hypervisor.VMRef) (string, e
 	if err != nil {
 		return "", err
 	}
+	c.mu.Lock()
+	seen := c.seen[ref.ID]
+	c.mu.Unlock()
 	for _, s := range socks {
-		// A storage daemon's ID names its socket: no inventory round,
-		// which would wait for the monitors other sessions hold.
-		if s == ref.ID || s == ref.Name || daemonIDPrefix+s == ref.ID {
+		// A storage daemon's ID names its socket, and a VM seen by an
+		// inventory is looked up where it was: no inventory round, which
+		// waits for the monitors other sessions hold (a group batch holds
+		// its VMs' sessions open together, so it would wait for itself).
+		// Snapshot checks the VM it finds there.
+		if s == ref.ID || s == ref.Name || daemonIDPrefix+s == ref.ID || (ref.ID != "" && s == seen) {
 			return s, nil
 		}
 	}

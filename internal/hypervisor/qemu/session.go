@@ -42,6 +42,9 @@ type session struct {
 	achieved hypervisor.SnapshotMode // what the snapshot instant really did
 	closed   bool
 	tokens   map[string]string
+	// unhold resumes and thaws a VM held still for a storage snapshot
+	// (SnapshotRequest.Hold); nil once released or when not held.
+	unhold func() error
 }
 
 // parseToken splits a change token "bitmap@size".
@@ -78,7 +81,14 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 		return nil, err
 	}
 	if ref.ID != "" && ref.ID != s.info.id() && ref.ID != sock {
+		c.mu.Lock()
+		delete(c.seen, ref.ID) // the next lookup takes an inventory
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: socket %s now serves VM %s, not %s", hypervisor.ErrNotFound, sock, s.info.id(), ref.ID)
+	}
+	if req.Hold && (s.info.Daemon || req.Mode == hypervisor.WithMemory) {
+		return nil, fmt.Errorf("%w: %s cannot be held still for a storage snapshot (a qemu-storage-daemon has no CPU to stop, and with-memory saves through fleecing): "+
+			"use group: vm, or snapshot: crash-consistent or quiesced", hypervisor.ErrUnsupported, s.info.Name)
 	}
 	if s.info.Daemon && req.Mode == hypervisor.WithMemory {
 		return nil, fmt.Errorf("%w: %s is a qemu-storage-daemon: no memory to save", hypervisor.ErrUnsupported, s.info.Name)
@@ -149,7 +159,7 @@ func (s *session) planDisk(d blockDisk, tag string) journalDisk {
 	jd := journalDisk{ID: d.ID, Node: d.Node, QdevPath: d.QdevPath, Size: d.Size, Changes: "full",
 		FleeceNode: base + "-fl", CBWNode: base + "-cbw", SnapNode: base + "-snap", Export: base,
 		FleeceFile: filepath.Join(s.c.cfg.StateDir, "fleece", base+".qcow2")}
-	if s.req.Mode == hypervisor.AsIs {
+	if s.noFleecing() {
 		jd.FleeceNode, jd.CBWNode, jd.SnapNode, jd.FleeceFile = "", "", "", ""
 	}
 	old := ""
@@ -195,8 +205,12 @@ func (s *session) planDisk(d blockDisk, tag string) journalDisk {
 	return jd
 }
 
+// noFleecing: as-is reads the live disk; a held VM's disks are read from
+// the storage snapshot taken while it is stopped.
+func (s *session) noFleecing() bool { return s.req.Mode == hypervisor.AsIs || s.req.Hold }
+
 func (s *session) prepareFleecing(ctx context.Context) error {
-	if s.req.Mode == hypervisor.AsIs {
+	if s.noFleecing() {
 		return nil
 	}
 	for _, d := range s.j.Disks {
@@ -230,6 +244,9 @@ func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
 	// A failed snapshot returns no session: the achieved mode is only
 	// ever read after the whole instant succeeded.
 	s.achieved = s.plainMode()
+	if s.req.Hold {
+		return s.hold(ctx)
+	}
 	if s.req.Mode == hypervisor.Quiesced {
 		thaw, frozen, err := s.quiesce(ctx)
 		if err != nil {
@@ -292,7 +309,7 @@ func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
 // plainMode is what a snapshot achieves before any guest or VM action:
 // as-is when asked, else crash-consistent (all disks at one instant).
 func (s *session) plainMode() hypervisor.SnapshotMode {
-	if s.req.Mode == hypervisor.AsIs {
+	if s.req.Mode == hypervisor.AsIs && !s.req.Hold {
 		return hypervisor.AsIs
 	}
 	return hypervisor.CrashConsistent
@@ -317,7 +334,7 @@ func (s *session) memoryFirst() bool {
 
 // switchDisks points every disk's device at its copy-before-write filter.
 func (s *session) switchDisks(ctx context.Context) error {
-	if s.req.Mode == hypervisor.AsIs {
+	if s.noFleecing() {
 		return nil
 	}
 	for i := range s.j.Disks {

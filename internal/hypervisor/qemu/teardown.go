@@ -53,8 +53,16 @@ func (s *session) Warnings() []string { return s.warnings }
 func (s *session) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
 
 // Release implements hypervisor.Session. Fleecing costs the VM nothing
-// beyond copy-before-write, so there is nothing to drop early.
-func (s *session) Release(ctx context.Context) error { return nil }
+// beyond copy-before-write, so there is nothing to drop early; a VM held
+// still for a storage snapshot is resumed and thawed.
+func (s *session) Release(ctx context.Context) error {
+	if s.unhold == nil {
+		return nil
+	}
+	err := s.unhold()
+	s.unhold = nil
+	return err
+}
 
 // OpenDisk implements hypervisor.Session.
 func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
@@ -79,8 +87,12 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 	if s.j == nil {
 		return nil, nil
 	}
-	err := teardown(ctx, s.cl, &s.j.journalState, ok)
+	// A held VM is resumed through its own guest agent connection first
+	// (the agent's channel takes one client at a time).
+	rerr := s.Release(ctx)
+	err := teardown(ctx, s.cl, &s.j.journalState, ok) // retries what Release could not
 	if err != nil {
+		err = errors.Join(rerr, err)
 		s.j.save()
 		return nil, fmt.Errorf("qemu: release snapshot of %s (will be retried by cleanup): %w", s.info.Name, err)
 	}
@@ -111,18 +123,22 @@ func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool) err
 			errs = append(errs, fmt.Errorf("%s: %w", what, err))
 		}
 	}
+	// Resume before thawing: the guest agent of a stopped VM cannot answer,
+	// so a thaw first would only wait for its timeout.
+	dropMemory(ctx, cl, j)
+	if j.Stopped {
+		try("resume VM", cl.Execute(ctx, "cont", nil, nil))
+		j.Stopped = false
+	}
 	if j.Frozen {
-		if ga, err := qmp.DialGuestAgent(ctx, guestAgentPath(j.Socket)); err == nil {
+		gctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		if ga, err := qmp.DialGuestAgent(gctx, guestAgentPath(j.Socket)); err == nil {
 			if thawAgent(ctx, ga, 20*time.Second) == nil {
 				j.Frozen = false
 			}
 			ga.Close()
 		}
-	}
-	dropMemory(ctx, cl, j)
-	if j.Stopped {
-		try("resume VM", cl.Execute(ctx, "cont", nil, nil))
-		j.Stopped = false
+		cancel()
 	}
 	exports := map[string]bool{}
 	var list []struct {

@@ -1,0 +1,49 @@
+package service
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// policy check says, per datastore of a group: datastore policy, whether a
+// provider covers it and can snapshot it here, and what happens otherwise.
+func TestProviderFindings(t *testing.T) {
+	good := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+	plain := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=0")
+	cfg := &policy.Config{
+		Connections:      []policy.Connection{{Name: "lab", Kind: "qemu"}},
+		StorageSnapshots: policy.StorageSnapshots{{Name: "xfs", Kind: "reflink", Connections: []string{"lab"}, Datastores: []string{good, plain}}},
+	}
+	vm := func(name, ds string) hypervisor.VM {
+		return hypervisor.VM{VMRef: hypervisor.VMRef{ID: name, Name: name}, Datastores: []string{ds}}
+	}
+	selected := []hypervisor.VM{vm("web-1", good), vm("web-2", good), vm("db-1", plain), vm("old-1", "/srv/elsewhere")}
+	for _, tc := range []struct {
+		fallback string
+		then     string
+	}{{"", "its VMs fail (storage-fallback: fail"}, {"vm", "its VMs are backed up one by one (storage-fallback: vm)"}} {
+		p := policy.Policy{Name: "g", Connection: "lab", Group: "datastore", StorageFallback: tc.fallback}
+		got := selectionFindings(cfg, p, "lab", selected)
+		var msgs []string
+		for _, f := range got {
+			msgs = append(msgs, f.Message)
+		}
+		all := strings.Join(msgs, "\n")
+		if len(got) != 2 || strings.Contains(all, good+" ") {
+			t.Fatalf("fallback %q: findings %q, want one for %s and one for /srv/elsewhere, none for %s", tc.fallback, all, plain, good)
+		}
+		for _, want := range []string{
+			"datastore " + plain + " (1 VMs): provider xfs (reflink) cannot snapshot it, so " + tc.then,
+			"reflink=1",
+			"datastore /srv/elsewhere (1 VMs): no storage-snapshots provider covers it, so " + tc.then,
+		} {
+			if !strings.Contains(all, want) {
+				t.Errorf("fallback %q: findings lack %q:\n%s", tc.fallback, want, all)
+			}
+		}
+	}
+}

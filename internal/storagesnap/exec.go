@@ -1,0 +1,146 @@
+package storagesnap
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// execKind drives a site's own program, the way array vendors' storage
+// plug-ins are used. The contract (also in the README):
+//
+// coffer runs the entry's command with one more argument, the action, and
+// these environment variables:
+//
+//		COFFER_ACTION     create, present, list or delete
+//		COFFER_LABEL      the snapshot's name, "coffer-..." (not for list)
+//		COFFER_DATASTORE  the datastore root the provider entry covers
+//		COFFER_FILES      create only: the disk files of the batch, relative
+//		                  to COFFER_DATASTORE, one per line
+//
+//	  - create: take one crash-consistent snapshot of the storage behind
+//	    COFFER_DATASTORE and name it COFFER_LABEL. The VMs are held still
+//	    until it exits, so it should take seconds.
+//	  - present: make the snapshot readable and print on stdout the absolute
+//	    directory in which it shows the files of COFFER_DATASTORE (the same
+//	    relative paths).
+//	  - list: print the labels of the snapshots it holds, one per line.
+//	  - delete: stop presenting and delete the snapshot COFFER_LABEL; a
+//	    snapshot that does not exist is success.
+//
+// Exit status 0 is success; anything else fails the step with the last
+// lines of stderr. Every call has the entry's timeout; past it the whole
+// process group is killed. A snapshot is deleted on every path: when
+// create fails or times out (it may have created it half-way), when its
+// last VM is read, and at the next start for one a killed coffer left
+// (journaled before create runs). After delete, coffer runs list and
+// fails the deletion if the label is still there.
+type execKind struct{}
+
+func checkExec(p policy.StorageProvider) error {
+	if len(p.Command) == 0 {
+		return errors.New("the exec provider has no command")
+	}
+	path, err := exec.LookPath(p.Command[0])
+	if err != nil {
+		return fmt.Errorf("the exec provider's command %s: %w", p.Command[0], err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("the exec provider's command %s is not executable", path)
+	}
+	return nil
+}
+
+func (execKind) create(ctx context.Context, j *journal, disks []hypervisor.DiskInfo) error {
+	var files []string
+	for _, d := range disks {
+		rel, err := relPath(j.Root, d.Path)
+		if err != nil {
+			return err
+		}
+		files = append(files, rel)
+	}
+	_, err := runExec(ctx, j, "create", "COFFER_FILES="+strings.Join(files, "\n"))
+	return err
+}
+
+func (execKind) present(ctx context.Context, j *journal) (string, error) {
+	out, err := runExec(ctx, j, "present")
+	if err != nil {
+		return "", err
+	}
+	dir := strings.TrimSpace(out)
+	if i := strings.LastIndexByte(dir, '\n'); i >= 0 {
+		dir = strings.TrimSpace(dir[i+1:])
+	}
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("present printed %q, not an absolute directory", dir)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("present printed %s, which is not a directory", dir)
+	}
+	return dir, nil
+}
+
+func (execKind) remove(ctx context.Context, j *journal) error {
+	if _, err := runExec(ctx, j, "delete"); err != nil {
+		return err
+	}
+	out, err := runExec(ctx, j, "list")
+	if err != nil {
+		return fmt.Errorf("checking the deletion: %w", err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) == j.Label {
+			return fmt.Errorf("delete succeeded but list still shows %s", j.Label)
+		}
+	}
+	return nil
+}
+
+// runExec runs one action in its own process group, killed whole when
+// ctx ends (a shell script's children included).
+func runExec(ctx context.Context, j *journal, action string, env ...string) (string, error) {
+	if len(j.Command) == 0 {
+		return "", errors.New("the exec provider has no command")
+	}
+	cmd := exec.CommandContext(ctx, j.Command[0], append(append([]string{}, j.Command[1:]...), action)...)
+	cmd.Env = append(os.Environ(), "COFFER_ACTION="+action, "COFFER_DATASTORE="+j.Root)
+	if action != "list" {
+		cmd.Env = append(cmd.Env, "COFFER_LABEL="+j.Label)
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A grandchild that left the group may hold the output pipes open.
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	switch {
+	case ctx.Err() != nil:
+		return "", fmt.Errorf("%s %s did not finish in time and was killed: %w", j.Command[0], action, ctx.Err())
+	case err != nil:
+		return stdout.String(), fmt.Errorf("%s %s: %v: %s", j.Command[0], action, err, tail(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// tail is the end of a command's stderr, enough to say why it failed.
+func tail(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 800 {
+		s = "..." + s[len(s)-800:]
+	}
+	return s
+}
