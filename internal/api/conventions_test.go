@@ -80,6 +80,9 @@ func checkField(t *testing.T, typeName string, field *ast.Field) {
 		raw, _ := strconv.Unquote(field.Tag.Value)
 		tag := reflect.StructTag(raw).Get("json")
 		jsonName, opts, _ := strings.Cut(tag, ",")
+		if jsonName == "-" {
+			continue // not part of the document (a header's value, say)
+		}
 		if !snakeCase.MatchString(jsonName) {
 			t.Errorf("%s: json name %q is not snake_case", where, jsonName)
 		}

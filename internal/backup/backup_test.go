@@ -182,8 +182,10 @@ func TestChangedBlocksSkipReads(t *testing.T) {
 	if checked != backup.DefaultChangeCheckSpans || s2.Disks[0].ChangeCheckDiffer != 0 {
 		t.Fatalf("change tracking's check read %d spans, %d differ", checked, s2.Disks[0].ChangeCheckDiffer)
 	}
-	if s2.BytesRead != int64((1+checked)*r.Config().ChunkSize) || s2.ChunksNew != 1 {
-		t.Fatalf("read %d bytes, stored %d chunks; want exactly the one changed span and the %d checked", s2.BytesRead, s2.ChunksNew, checked)
+	// Spans are read where allocated only, and the image has holes: at
+	// most the changed span and the checked ones.
+	if s2.BytesRead > int64((1+checked)*r.Config().ChunkSize) || s2.ChunksNew != 1 {
+		t.Fatalf("read %d bytes, stored %d chunks; want at most the one changed span and the %d checked", s2.BytesRead, s2.ChunksNew, checked)
 	}
 	out := filepath.Join(dir, "out.img")
 	restoreTo(t, r, s2, out)
