@@ -146,8 +146,11 @@ func (j *Job) execute() {
 			targets = nil
 		}
 	}
+	// The prediction is recorded beside the run, not before it: planning
+	// a large fleet takes CPU-seconds that must not delay the first VM.
+	var predicted sync.WaitGroup
 	if len(targets) > 0 {
-		j.predict(targets)
+		predicted.Go(func() { j.predict(targets) })
 		if err := j.createTasks(targets); err != nil {
 			j.problems = append(j.problems, err.Error())
 		} else {
@@ -155,6 +158,7 @@ func (j *Job) execute() {
 			j.pending.Wait()
 		}
 	}
+	predicted.Wait()
 	j.finish()
 }
 

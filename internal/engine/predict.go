@@ -30,8 +30,8 @@ type Predictor func(ctx context.Context, cfg *policy.Config, p policy.Policy, se
 // PredictTimeout bounds the prediction a run makes as it starts.
 const PredictTimeout = 30 * time.Second
 
-// predict records, before the run's VMs start, what the planner expects
-// of it: the "plan" event that `coffer plan accuracy` sets beside what
+// predict records, as the run's VMs start, what the planner expects of
+// it: the "plan" event that `coffer plan accuracy` sets beside what
 // happened. A prediction that fails is a warning; the run goes on.
 func (j *Job) predict(targets []target) {
 	if j.e.o.Predict == nil {
