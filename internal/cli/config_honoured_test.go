@@ -207,13 +207,19 @@ connections:
   - {name: lv, kind: libvirt, options: {uri: "kvm2", socket: /run/x}}
   - {name: lv2, kind: libvirt, options: {uri: "not a uri"}}
   - {name: far, kind: hyperv}
+  - {name: kvm3, kind: qemu, options: {sockets: [/run/x.qmp], unused-chain-expiry: 2 weeks}}
+  - {name: lv3, kind: libvirt, options: {unused-chain-expiry: never}}
 `)
-	e.expectAll(ExitUsage, []string{
+	out := e.expectAll(ExitUsage, []string{
 		"connection kvm: options.sockets lists no QMP sockets",
 		"connection vc: options insecure and ca-file contradict each other",
 		`connection vc2: line 5: unknown key "pasword-file" in connections.vc2.options (did you mean "password-file"?)`,
 		`connection lv: line 6: unknown key "socket" in connections.lv.options`,
 		`connection lv2: options.uri "not a uri" is not a libvirt URI`,
 		`connection far: this build of coffer has no "hyperv" connector (known: fake, libvirt, qemu, vsphere)`,
+		`connection kvm3: options.unused-chain-expiry "2 weeks" is not a duration (like 35d or 72h) or "never"`,
 	}, "policy", "check", "--offline")
+	if strings.Contains(out, "connection lv3") { // "never" is a valid expiry
+		t.Errorf("a valid connection reported:\n%s", out)
+	}
 }

@@ -21,11 +21,14 @@ import (
 //	      host: kvm2                           # default: libvirt's host name
 //	      nbd-connections: 4
 //	      state-dir: /var/lib/coffer/libvirt   # journal and NBD sockets (QEMU must reach sockets/)
+//	      unused-chain-expiry: 35d             # drop a chain's checkpoints after 35 days without a backup ("never")
 type libvirtConnectionOptions struct {
 	URI            string `yaml:"uri"`
 	Host           string `yaml:"host"`
 	NBDConnections int    `yaml:"nbd-connections"`
 	StateDir       string `yaml:"state-dir"`
+	// UnusedChainExpiry: see chainExpiryOption.
+	UnusedChainExpiry string `yaml:"unused-chain-expiry"`
 }
 
 // libvirtCannot is what libvirt's backup API cannot take, for policy check.
@@ -49,6 +52,9 @@ func libvirtOptions(cfg ConnectionConfig) (libvirtConnectionOptions, error) {
 	if o.NBDConnections < 0 {
 		return o, fmt.Errorf("connection %s: options.nbd-connections must not be negative (0 means the default, 4)", cfg.Name)
 	}
+	if _, err := chainExpiryOption(cfg.Name, o.UnusedChainExpiry); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -57,9 +63,11 @@ func newLibvirtConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Co
 	if err != nil {
 		return nil, api.WithClass(api.Invalid, err)
 	}
+	expiry, _ := chainExpiryOption(cfg.Name, o.UnusedChainExpiry) // checked above
 	state := o.StateDir
 	if state == "" {
 		state = filepath.Join(cfg.StateDir, "libvirt")
 	}
-	return libvirt.New(libvirt.Config{URI: o.URI, StateDir: state, Host: o.Host, Connections: o.NBDConnections, Log: cfg.Logger})
+	return libvirt.New(libvirt.Config{URI: o.URI, StateDir: state, Host: o.Host, Connections: o.NBDConnections,
+		ChainExpiry: expiry, Log: cfg.Logger})
 }

@@ -20,11 +20,14 @@ import (
 //	      host: kvm1
 //	      nbd-connections: 4
 //	      state-dir: /var/lib/coffer/qemu   # fleecing overlays go here
+//	      unused-chain-expiry: 35d          # drop a chain's bitmaps after 35 days without a backup ("never")
 type qemuConnectionOptions struct {
 	Sockets        []string `yaml:"sockets"`
 	Host           string   `yaml:"host"`
 	NBDConnections int      `yaml:"nbd-connections"`
 	StateDir       string   `yaml:"state-dir"`
+	// UnusedChainExpiry: see chainExpiryOption.
+	UnusedChainExpiry string `yaml:"unused-chain-expiry"`
 }
 
 // qemuOptions decodes and checks a connection's options without touching
@@ -40,6 +43,9 @@ func qemuOptions(cfg ConnectionConfig) (qemuConnectionOptions, error) {
 	if o.NBDConnections < 0 {
 		return o, fmt.Errorf("connection %s: options.nbd-connections must not be negative (0 means the default, 4)", cfg.Name)
 	}
+	if _, err := chainExpiryOption(cfg.Name, o.UnusedChainExpiry); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -48,6 +54,7 @@ func newQEMUConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Conne
 	if err != nil {
 		return nil, api.WithClass(api.Invalid, err)
 	}
+	expiry, _ := chainExpiryOption(cfg.Name, o.UnusedChainExpiry) // checked above
 	state := o.StateDir
 	if state == "" {
 		// The same directory `coffer backup vm` uses, so either finds and
@@ -55,5 +62,5 @@ func newQEMUConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Conne
 		state = filepath.Join(cfg.StateDir, "qemu")
 	}
 	return qemu.New(qemu.Config{Sockets: o.Sockets, StateDir: state, Host: o.Host,
-		Connections: o.NBDConnections, Log: cfg.Logger})
+		Connections: o.NBDConnections, ChainExpiry: expiry, Log: cfg.Logger})
 }

@@ -2,42 +2,38 @@ package libvirt
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/xml"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
-// Checkpoint names: coffer-<chain>-<full|inc>-<unique>. The chain part is
-// the chain's name made safe and shortened, plus a hash of the whole name,
-// so an administrator reading `virsh checkpoint-list` sees which policy and
-// repository a checkpoint belongs to, and two chains never share one.
+// Checkpoint names: coffer-<chain label>-<full|inc>-<unique>
+// (hypervisor.ChainLabel), so two chains never share one and an
+// administrator reading `virsh checkpoint-list` sees whose each one is.
 const checkpointPrefix = "coffer-"
 
-// chainLabel is the chain part of a checkpoint name.
-func chainLabel(chain string) string {
-	if chain == "" {
-		chain = "default"
-	}
-	safe := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, chain)
-	if len(safe) > 32 {
-		safe = safe[:32]
-	}
-	sum := sha256.Sum256([]byte(chain))
-	return safe + "." + hex.EncodeToString(sum[:3])
-}
-
 // chainPrefix is what every checkpoint of a chain starts with.
-func chainPrefix(chain string) string { return checkpointPrefix + chainLabel(chain) + "-" }
+func chainPrefix(chain string) string { return checkpointPrefix + hypervisor.ChainLabel(chain) + "-" }
+
+// chainMarks are coffer's checkpoints as marks of their chains, for
+// expiry. A name that does not parse is left out, and so never expires.
+func chainMarks(cps map[string]checkpoint) []hypervisor.ChainMark {
+	var out []hypervisor.ChainMark
+	for name, cp := range cps {
+		rest, ours := strings.CutPrefix(name, checkpointPrefix)
+		label, kind, _ := strings.Cut(rest, "-")
+		if ours && (strings.HasPrefix(kind, "full-") || strings.HasPrefix(kind, "inc-")) {
+			out = append(out, hypervisor.ChainMark{Name: name, Label: label, Created: cp.created})
+		}
+	}
+	return out
+}
 
 // isFull reports whether a checkpoint name is a chain's full anchor (the
 // base of its differentials).
@@ -60,15 +56,24 @@ type checkpointXML struct {
 	XMLName     xml.Name `xml:"domaincheckpoint"`
 	Name        string   `xml:"name"`
 	Description string   `xml:"description,omitempty"`
-	Disks       []struct {
+	// CreationTime is set by libvirt (seconds since the epoch); it is how
+	// long a chain has gone unused.
+	CreationTime int64 `xml:"creationTime,omitempty"`
+	Disks        []struct {
 		Name       string `xml:"name,attr"`
 		Checkpoint string `xml:"checkpoint,attr"`
 	} `xml:"disks>disk"`
 }
 
-// checkpoints lists a domain's checkpoints by name, with the disks each one
-// tracks.
-func (c *Connector) checkpoints(ctx context.Context, lv *golibvirt.Libvirt, dom golibvirt.Domain) (map[string]map[string]bool, error) {
+// checkpoint is what coffer needs to know of one of a domain's checkpoints.
+type checkpoint struct {
+	disks   map[string]bool // the disks it tracks
+	created time.Time
+}
+
+// checkpoints lists a domain's checkpoints by name. Only coffer's own are
+// described; a foreign one is listed by name alone.
+func (c *Connector) checkpoints(ctx context.Context, lv *golibvirt.Libvirt, dom golibvirt.Domain) (map[string]checkpoint, error) {
 	list, err := call(ctx, c.cfg.CallTimeout, "list checkpoints of "+dom.Name, func() ([]golibvirt.DomainCheckpoint, error) {
 		l, _, err := lv.DomainListAllCheckpoints(dom, 1, 0)
 		return l, err
@@ -76,10 +81,10 @@ func (c *Connector) checkpoints(ctx context.Context, lv *golibvirt.Libvirt, dom 
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]map[string]bool{}
+	out := map[string]checkpoint{}
 	for _, cp := range list {
 		disks := map[string]bool{}
-		out[cp.Name] = disks
+		out[cp.Name] = checkpoint{disks: disks}
 		if !strings.HasPrefix(cp.Name, checkpointPrefix) {
 			continue // not ours: only its name matters (it is never touched)
 		}
@@ -102,6 +107,7 @@ func (c *Connector) checkpoints(ctx context.Context, lv *golibvirt.Libvirt, dom 
 				disks[d.Name] = true
 			}
 		}
+		out[cp.Name] = checkpoint{disks: disks, created: time.Unix(x.CreationTime, 0)}
 	}
 	return out, nil
 }

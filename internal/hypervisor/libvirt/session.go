@@ -222,7 +222,7 @@ func (s *session) plan(ctx context.Context) error {
 
 // base is the checkpoint a disk's changes are read against, or why the
 // disk is read in full.
-func (s *session) base(d hypervisor.DiskInfo, cps map[string]map[string]bool) (string, string) {
+func (s *session) base(d hypervisor.DiskInfo, cps map[string]checkpoint) (string, string) {
 	tok, ok := s.req.Since[d.Key]
 	if !ok {
 		if len(s.req.Since) > 0 {
@@ -231,14 +231,15 @@ func (s *session) base(d hypervisor.DiskInfo, cps map[string]map[string]bool) (s
 		return "", ""
 	}
 	name, size, valid := parseToken(tok)
-	disks, present := cps[name]
+	cp, present := cps[name]
+	disks := cp.disks
 	switch {
 	case !valid:
 		return "", "change token not understood; reading the whole disk"
 	case size != d.Size:
 		return "", fmt.Sprintf("disk resized from %d to %d bytes since the last backup; reading the whole disk", size, d.Size)
 	case !present:
-		return "", fmt.Sprintf("checkpoint %s is gone (deleted, or the domain was redefined); reading the whole disk", name)
+		return "", fmt.Sprintf("checkpoint %s is gone (deleted, expired after its chain went unused, or the domain was redefined); reading the whole disk", name)
 	case !disks[d.Key]:
 		return "", fmt.Sprintf("checkpoint %s does not track this disk; reading the whole disk", name)
 	}

@@ -123,15 +123,16 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 
 // pruneChain deletes the chain's checkpoints the new one supersedes: a new
 // full keeps only itself, an incremental keeps itself and the chain's full
-// anchor (the base of its differentials). Other chains' checkpoints and
-// foreign ones are never touched.
+// anchor (the base of its differentials). Other chains' checkpoints are
+// deleted only when their chain has gone unused for the connector's
+// ChainExpiry; foreign ones are never touched.
 func (s *session) pruneChain(ctx context.Context) error {
 	cps, err := s.c.checkpoints(ctx, s.lv, s.dom)
 	if err != nil {
 		return err
 	}
 	newFull := isFull(s.j.Checkpoint, s.req.Chain)
-	var errs []error
+	var drop []string
 	for name := range cps {
 		if name == s.j.Checkpoint || !strings.HasPrefix(name, chainPrefix(s.req.Chain)) {
 			continue
@@ -139,6 +140,14 @@ func (s *session) pruneChain(ctx context.Context) error {
 		if !newFull && isFull(name, s.req.Chain) {
 			continue
 		}
+		drop = append(drop, name)
+	}
+	expired := s.c.chainExpiry().Expired(chainMarks(cps), hypervisor.ChainLabel(s.req.Chain))
+	if len(expired) > 0 {
+		s.c.log.Info("removing the checkpoints of backup chains unused for longer than the expiry", "vm", s.dom.Name, "checkpoints", expired)
+	}
+	var errs []error
+	for _, name := range append(drop, expired...) {
 		errs = append(errs, s.c.deleteCheckpoint(ctx, s.lv, s.dom, name))
 	}
 	return errors.Join(errs...)

@@ -43,7 +43,18 @@ type Config struct {
 	Host string
 	// Connections is the number of parallel NBD connections per disk.
 	Connections int
-	Log         *slog.Logger
+	Log         *slog.Logger // ChainExpiry is how long a backup chain may go without a backup
+	// before its change tracking is removed (hypervisor.ChainExpiry);
+	// 0 means hypervisor.DefaultChainExpiry, negative never.
+	ChainExpiry time.Duration
+	// Now is the clock chain expiry reads; nil means time.Now. Tests move
+	// it forward instead of waiting.
+	Now func() time.Time
+}
+
+// chainExpiry is the expiry to apply at this instant.
+func (c *Connector) chainExpiry() hypervisor.ChainExpiry {
+	return hypervisor.ExpiryOf(c.cfg.ChainExpiry, c.cfg.Now)
 }
 
 // Connector implements hypervisor.Connector for QEMU.

@@ -172,7 +172,7 @@ func (s *session) planDisk(d blockDisk, tag string) journalDisk {
 		case size != d.Size:
 			jd.Warning = fmt.Sprintf("disk resized from %d to %d bytes since the last backup; reading the whole disk", size, d.Size)
 		case !present:
-			jd.Warning = fmt.Sprintf("dirty bitmap %s is missing (QEMU restarted without a clean shutdown, or a raw disk); reading the whole disk", name)
+			jd.Warning = fmt.Sprintf("dirty bitmap %s is missing (QEMU restarted without a clean shutdown, the chain went unused past its expiry, or a raw disk); reading the whole disk", name)
 		case bm.Inconsistent:
 			jd.Warning = fmt.Sprintf("dirty bitmap %s is inconsistent (QEMU or the host crashed); reading the whole disk", name)
 		default:
@@ -195,11 +195,7 @@ func (s *session) planDisk(d blockDisk, tag string) journalDisk {
 		jd.Changes, jd.Token = "differential", s.req.Since[d.ID]
 	case s.req.Track || old != "":
 		// A full starts a new anchor that differentials diff against.
-		kind := "inc-"
-		if old == "" {
-			kind = "full-"
-		}
-		jd.NewBitmap = bitmapPrefix + kind + tag + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		jd.NewBitmap = newBitmapName(s.req.Chain, old == "", tag, time.Now())
 		jd.Token = fmt.Sprintf("%s@%d", jd.NewBitmap, d.Size)
 	}
 	return jd

@@ -90,7 +90,7 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 	// A held VM is resumed through its own guest agent connection first
 	// (the agent's channel takes one client at a time).
 	rerr := s.Release(ctx)
-	err := teardown(ctx, s.cl, &s.j.journalState, ok) // retries what Release could not
+	err := teardown(ctx, s.cl, &s.j.journalState, ok, s.c.chainExpiry()) // retries what Release could not
 	if err != nil {
 		err = errors.Join(rerr, err)
 		s.j.save()
@@ -112,8 +112,9 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 
 // teardown undoes everything a journal lists, tolerating objects that are
 // already gone, and settles change tracking: on success superseded bitmaps
-// are dropped; on failure the new one is, as if this backup had not run.
-func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool) error {
+// are dropped (and those of chains unused past expiry); on failure the new
+// one is, as if this backup had not run.
+func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool, expiry hypervisor.ChainExpiry) error {
 	var errs []error
 	gone := func(err error) bool {
 		return err == nil || qmp.IsClass(err, "DeviceNotFound") || isNotFound(err)
@@ -195,12 +196,12 @@ func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool) err
 				errs = append(errs, err)
 			}
 		}
-		try("settle dirty bitmaps of "+d.ID, settleBitmaps(ctx, cl, j.Daemon, d, ok))
+		try("settle dirty bitmaps of "+d.ID, settleBitmaps(ctx, cl, j.Daemon, d, ok, expiry))
 	}
 	return errors.Join(errs...)
 }
 
-func settleBitmaps(ctx context.Context, cl *qmp.Client, daemon bool, d *journalDisk, ok bool) error {
+func settleBitmaps(ctx context.Context, cl *qmp.Client, daemon bool, d *journalDisk, ok bool, expiry hypervisor.ChainExpiry) error {
 	cur, err := currentDisk(ctx, cl, daemon, d.Node)
 	if err != nil {
 		return err
@@ -217,16 +218,14 @@ func settleBitmaps(ctx context.Context, cl *qmp.Client, daemon bool, d *journalD
 		act("block-dirty-bitmap-remove", map[string]any{"node": d.Node, "name": d.TempBitmap})
 	}
 	if ok && d.NewBitmap != "" {
-		// A new full keeps only itself; an incremental keeps the full
-		// anchor (for differentials) and itself. Older bitmaps would record
-		// forever for nothing.
-		newFull := strings.HasPrefix(d.NewBitmap, bitmapPrefix+"full-")
-		for _, b := range cur.coferBitmaps() {
-			keep := b.Name == d.NewBitmap || b.Name == d.TempBitmap ||
-				(!newFull && strings.HasPrefix(b.Name, bitmapPrefix+"full-") && !b.Inconsistent)
-			if !keep {
-				act("block-dirty-bitmap-remove", map[string]any{"node": d.Node, "name": b.Name})
+		var others []bitmapInfo
+		for _, b := range cur.Bitmaps {
+			if b.Name != d.TempBitmap {
+				others = append(others, b)
 			}
+		}
+		for _, name := range supersededBitmaps(others, d.NewBitmap, d.OldBitmap, expiry) {
+			act("block-dirty-bitmap-remove", map[string]any{"node": d.Node, "name": name})
 		}
 	}
 	if !ok && has(d.NewBitmap) {
@@ -308,7 +307,7 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 			continue
 		}
 		out = append(out, describeLeftovers(ref, &j.journalState)...)
-		err = teardown(ctx, cl, &j.journalState, false)
+		err = teardown(ctx, cl, &j.journalState, false, hypervisor.ChainExpiry{})
 		release()
 		if err != nil {
 			j.save()
