@@ -24,10 +24,15 @@ type BackupPoint struct {
 	// SnapshotMode is the VM snapshot mode asked for (none for disk
 	// images); SnapshotModeAchieved what the point really holds, "unknown"
 	// for points written before coffer recorded it.
-	SnapshotMode         string            `json:"snapshot_mode,omitempty"`
-	SnapshotModeAchieved string            `json:"snapshot_mode_achieved"`
-	Parent               string            `json:"parent,omitempty"`
-	Tags                 map[string]string `json:"tags"`
+	SnapshotMode         string `json:"snapshot_mode,omitempty"`
+	SnapshotModeAchieved string `json:"snapshot_mode_achieved"`
+	// Hooks is how the policy's application hooks around the snapshot
+	// went: ok, pre-failed (the point is not application-consistent),
+	// post-failed (it is; the application may need attention); absent
+	// when none ran.
+	Hooks  string            `json:"hooks,omitempty" enum:"ok,pre-failed,post-failed"`
+	Parent string            `json:"parent,omitempty"`
+	Tags   map[string]string `json:"tags"`
 	// Protected points are exempt from forget and retention (`coffer
 	// protect`).
 	Protected bool `json:"protected"`

@@ -21,14 +21,17 @@ type Request struct {
 	// SnapshotModeAchieved is what the source really provided: the
 	// connector's report for a VM, as-is for a disk image.
 	SnapshotModeAchieved string
-	Parent               *repo.Snapshot // previous point of the same source, if any
-	BaseFull             string
-	VMConfig             json.RawMessage
-	Disks                []Disk
-	Warnings             []string
-	JobID                int64
-	RetainUntil          time.Time
-	Protected            bool
+	// Hooks is how the application hooks around the snapshot went
+	// (HooksOK, HooksPreFailed, HooksPostFailed; "" none ran).
+	Hooks       string
+	Parent      *repo.Snapshot // previous point of the same source, if any
+	BaseFull    string
+	VMConfig    json.RawMessage
+	Disks       []Disk
+	Warnings    []string
+	JobID       int64
+	RetainUntil time.Time
+	Protected   bool
 	// BeforeCommit, if set, runs after all disks were read and before the
 	// point is committed; an error aborts the backup (e.g. the source
 	// changed under it).
@@ -46,7 +49,7 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 	host, _ := os.Hostname()
 	snap := &repo.Snapshot{
 		Time: req.Time.UTC(), Host: host, Source: req.Source, Tags: req.Tags, Mode: req.Mode,
-		SnapshotMode: req.SnapshotMode, SnapshotModeAchieved: req.SnapshotModeAchieved, BaseFull: req.BaseFull, VMConfig: req.VMConfig,
+		SnapshotMode: req.SnapshotMode, SnapshotModeAchieved: req.SnapshotModeAchieved, Hooks: req.Hooks, BaseFull: req.BaseFull, VMConfig: req.VMConfig,
 		Warnings: req.Warnings, JobID: req.JobID, RetainUntil: req.RetainUntil, Protected: req.Protected,
 	}
 	if req.Parent != nil {

@@ -28,6 +28,8 @@ type VMRequest struct {
 	// History is the repository's backup points (to find the parent and
 	// the base full); nil means load them.
 	History []*repo.Snapshot
+	// Hooks run around the snapshot (hooks.go).
+	Hooks []Hook
 }
 
 // CloseTimeout bounds releasing a session after the caller's context ended.
@@ -74,9 +76,17 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 		}
 	}
 	start := time.Now()
+	hooks := newHookRun(req.Hooks, conn, req.VM, req.Connection)
+	if err := hooks.pre(ctx); err != nil {
+		hooks.post(ctx)
+		return nil, errors.Join(append([]error{err}, notesErr(hooks.notes))...)
+	}
 	sess, err := conn.Snapshot(ctx, req.VM, sreq)
+	// The application resumes as soon as the instant is taken, before the
+	// (long) read; the snapshot holds what pre made consistent.
+	hooks.post(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", req.VM.Name, err)
+		return nil, errors.Join(fmt.Errorf("snapshot %s: %w", req.VM.Name, err), notesErr(hooks.notes))
 	}
 	committed := false
 	defer func() {
@@ -133,14 +143,25 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 	snap, err = Run(ctx, w, Request{
 		Source: src, Time: start, Tags: req.Tags, Mode: overall, SnapshotMode: string(req.SnapshotMode),
 		SnapshotModeAchieved: string(sess.AchievedMode()), // a fallback is weaker than asked
+		Hooks:                hooks.outcome(),
 		Parent:               parent, BaseFull: idOf(baseFull), VMConfig: cfg, Disks: disks,
-		Warnings: append(sess.Warnings(), warnings...), JobID: req.JobID, RetainUntil: req.RetainUntil,
+		Warnings: append(append(hooks.notes, sess.Warnings()...), warnings...), JobID: req.JobID, RetainUntil: req.RetainUntil,
 	}, o)
 	if err != nil {
 		return nil, err
 	}
 	committed = true
 	return snap, nil
+}
+
+// notesErr is the hooks' warnings as an error, for a backup that failed
+// anyway; nil when there are none.
+func notesErr(notes []string) error {
+	var errs []error
+	for _, n := range notes {
+		errs = append(errs, errors.New(n))
+	}
+	return errors.Join(errs...)
 }
 
 func idOf(s *repo.Snapshot) string {

@@ -2,7 +2,6 @@ package bootverify
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -120,7 +119,7 @@ func probeOnce(ctx context.Context, p Probe, hostPort int, agent func(context.Co
 		if err != nil {
 			return "", err
 		}
-		return agentExec(ctx, ga, p.Command)
+		return ga.Exec(ctx, p.Command)
 	}
 	return "", fmt.Errorf("unknown probe kind %q", p.Kind)
 }
@@ -154,46 +153,6 @@ func tcpOpen(ctx context.Context, addr string) (string, error) {
 // tcpSettle is how long a forwarded connection must stay up to count as
 // accepted by the guest (QEMU closes a refused one within milliseconds).
 const tcpSettle = 500 * time.Millisecond
-
-// agentExec runs a command in the guest through the agent and waits for
-// it; the guest agent only reports a command's end when asked, so its
-// status is polled.
-func agentExec(ctx context.Context, ga *qmp.GuestAgent, argv []string) (string, error) {
-	var started struct {
-		PID int `json:"pid"`
-	}
-	if err := ga.Execute(ctx, "guest-exec", map[string]any{"path": argv[0], "arg": argv[1:], "capture-output": true}, &started); err != nil {
-		return "", err
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var st struct {
-			Exited   bool   `json:"exited"`
-			ExitCode int    `json:"exitcode"`
-			Signal   int    `json:"signal"`
-			OutData  string `json:"out-data"`
-			ErrData  string `json:"err-data"`
-		}
-		if err := ga.Execute(ctx, "guest-exec-status", map[string]any{"pid": started.PID}, &st); err != nil {
-			return "", err
-		}
-		if st.Exited {
-			out, _ := base64.StdEncoding.DecodeString(st.OutData)
-			errOut, _ := base64.StdEncoding.DecodeString(st.ErrData)
-			ev := fmt.Sprintf("exit %d; stdout %q; stderr %q", st.ExitCode, tail(string(out), 256), tail(string(errOut), 256))
-			if st.ExitCode != 0 || st.Signal != 0 {
-				return ev, fmt.Errorf("%s exited with %d (signal %d)", argv[0], st.ExitCode, st.Signal)
-			}
-			return ev, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%s still running: %w", argv[0], ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
 
 func tail(s string, n int) string {
 	if len(s) > n {

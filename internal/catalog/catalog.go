@@ -122,6 +122,8 @@ type BackupPoint struct {
 	// manifests written before coffer recorded it.
 	SnapshotMode         string
 	SnapshotModeAchieved string
+	// Hooks is how the application hooks went (repo.Snapshot.Hooks).
+	Hooks string
 }
 
 // VMRef names a VM: its ID within a connection.

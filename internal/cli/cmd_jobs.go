@@ -246,7 +246,7 @@ func taskConsistency(t api.VMTask) string {
 	if t.PointID == "" {
 		return "-"
 	}
-	return consistency(t.SnapshotMode, t.SnapshotModeAchieved)
+	return service.Consistency(t.SnapshotMode, t.SnapshotModeAchieved, "")
 }
 
 func duration(from, to time.Time) string {

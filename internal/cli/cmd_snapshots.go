@@ -62,7 +62,7 @@ coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 						prot = " (protected)"
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s%s\n", p.ShortID, p.Time.Local().Format("2006-01-02 15:04:05"),
-						p.VM, p.Mode, consistency(p.SnapshotMode, p.SnapshotModeAchieved), p.DiskCount, humanBytes(p.LogicalBytes),
+						p.VM, p.Mode, service.Consistency(p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks), p.DiskCount, humanBytes(p.LogicalBytes),
 						humanBytes(p.StoredBytes), dash(p.Damage), bootColumn(p.BootVerification), formatTags(p.Tags), prot)
 				}
 				_ = tw.Flush()
@@ -92,16 +92,6 @@ func callPoints(a *app, cmd *cobra.Command, name string) ([]api.BackupPoint, []a
 		return nil, nil, err
 	}
 	return svc.Points(cmd.Context(), service.PointsInput{VM: name})
-}
-
-// consistency is the achieved snapshot mode, followed by the requested one
-// when they differ, so a fallback stands out in a listing.
-func consistency(requested, achieved string) string {
-	achieved = service.AchievedMode(achieved)
-	if requested != "" && requested != achieved {
-		return achieved + " (" + requested + " requested)"
-	}
-	return achieved
 }
 
 func formatTags(t map[string]string) string {

@@ -11,6 +11,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 //go:embed templates/*.html
@@ -64,19 +66,20 @@ func (t *templates) render(w io.Writer, name string, data any) error {
 }
 
 var funcs = template.FuncMap{
-	"bytes":   formatBytes,
-	"ago":     ago,
-	"dur":     duration,
-	"when":    when,
-	"pct":     percent,
-	"add":     func(a, b int) int { return a + b },
-	"esc":     url.PathEscape,
-	"short":   func(s string) string { return s[:min(len(s), 8)] },
-	"join":    strings.Join,
-	"split":   strings.Fields,
-	"dirname": func(p string) string { return path.Dir(p) },
-	"status":  statusClass,
-	"rate":    func(f float64) string { return formatBytes(int64(f)) + "/s" },
+	"bytes":       formatBytes,
+	"ago":         ago,
+	"dur":         duration,
+	"when":        when,
+	"pct":         percent,
+	"add":         func(a, b int) int { return a + b },
+	"esc":         url.PathEscape,
+	"short":       func(s string) string { return s[:min(len(s), 8)] },
+	"join":        strings.Join,
+	"split":       strings.Fields,
+	"dirname":     func(p string) string { return path.Dir(p) },
+	"status":      statusClass,
+	"rate":        func(f float64) string { return formatBytes(int64(f)) + "/s" },
+	"consistency": service.Consistency,
 }
 
 // formatBytes says a size in IEC units, as the command line does.

@@ -209,7 +209,7 @@ func (j *Job) snapshotBatch(batch []*task) []*task {
 			to := j.p.Timeouts
 			req := hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("job%d-task%d-%d", j.record.ID, t.rec.ID, t.attempt),
 				Mode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
-				Since: since, Differential: diff, Track: true, Hold: true,
+				Chain: j.chain(), Since: since, Differential: diff, Track: true, Hold: true,
 				Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup}}
 			sess, err := t.guard().Snapshot(j.ctx, t.vm.VMRef, req)
 			if err != nil {

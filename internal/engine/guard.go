@@ -118,3 +118,13 @@ func (s *guardSession) Close(ctx context.Context, ok bool) (map[string]string, e
 	s.g.note("snapshot-remove", time.Since(start), err)
 	return tokens, err
 }
+
+// GuestRun implements backup.GuestRunner for the connectors that have it,
+// so that hooks reach the guest agent through the guard.
+func (g *guard) GuestRun(ctx context.Context, vm hypervisor.VMRef, argv []string) (string, error) {
+	gr, ok := g.Connector.(backup.GuestRunner)
+	if !ok {
+		return "", fmt.Errorf("%w: a %s connection cannot run commands in guests", hypervisor.ErrUnsupported, g.Kind())
+	}
+	return gr.GuestRun(ctx, vm, argv)
+}

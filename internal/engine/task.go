@@ -202,8 +202,9 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 	req := backup.VMRequest{Connection: t.rec.Connection, VM: t.vm.VMRef, Mode: t.rec.Mode,
 		SnapshotMode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
 		Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup},
-		Chain:    j.p.Name + "@" + nameOr(j.p.Repository, "default"),
-		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.p.RetainUntil(time.Now())}
+		Chain:    j.chain(),
+		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.p.RetainUntil(time.Now()),
+		Hooks: hooksFor(j.p, t.vm.Name)}
 	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.s.limits.TaskRate), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck}
 	snap, err := j.e.o.Runner(ctx, j.w, conn, req, opts)
@@ -211,6 +212,25 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
 	return snap, err
+}
+
+// chain names the policy's backup chain (policy and repository) for
+// connectors that keep change tracking per chain; group and VM-by-VM runs
+// of a policy share it.
+func (j *Job) chain() string { return j.p.Name + "@" + nameOr(j.p.Repository, "default") }
+
+// hooksFor are the policy's hooks for one VM, as the backup runs them.
+func hooksFor(p policy.Policy, vm string) []backup.Hook {
+	var out []backup.Hook
+	for _, h := range p.HooksFor(vm) {
+		timeout := time.Duration(h.Timeout)
+		if timeout == 0 {
+			timeout = policy.DefaultHookTimeout
+		}
+		out = append(out, backup.Hook{Name: h.Name, InGuest: h.Where == policy.HookGuest, Pre: h.Pre, Post: h.Post,
+			Timeout: timeout, Required: h.OnFailure == policy.HookFail})
+	}
+	return out
 }
 
 func (t *task) guard() *guard {
@@ -276,7 +296,7 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 		j.rec.point(catalog.BackupPoint{Repository: j.r.Config().ID, ID: snap.ID.String(), Time: snap.Time, Connection: rec.Connection,
 			VMID: rec.VMID, VMName: rec.VMName, Mode: snap.Mode, Parent: snap.Parent, Disks: len(snap.Disks),
 			BytesLogical: snap.Logical(), BytesStored: snap.BytesStored, Tags: snap.Tags, Protected: snap.Protected, JobID: j.record.ID,
-			SnapshotMode: snap.SnapshotMode, SnapshotModeAchieved: snap.SnapshotModeAchieved})
+			SnapshotMode: snap.SnapshotMode, SnapshotModeAchieved: snap.SnapshotModeAchieved, Hooks: snap.Hooks})
 	}
 	j.pending.Done()
 }

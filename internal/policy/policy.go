@@ -187,6 +187,9 @@ type Policy struct {
 	// VerifyBoot proves on a schedule that the policy's points boot
 	// (internal/bootverify); the server's maintenance scheduler runs it.
 	VerifyBoot *VerifyBoot `yaml:"verify-boot"`
+	// Hooks run commands around each VM's snapshot, in the guest or on the
+	// backup host, for application-consistent points (hooks.go).
+	Hooks []Hook `yaml:"hooks"`
 }
 
 // VerifyBoot is when and how a policy's points are proven to boot.

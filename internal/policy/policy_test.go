@@ -110,11 +110,48 @@ func TestValidationErrors(t *testing.T) {
 		{"negative immutable-for", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, immutable-for: -2d}\n", `"-2d" is not a duration`},
 		{"policy tag", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, tags: {policy: b}}\n", `policy a: tags: policy ("b") is set by coffer`},
 		{"storage provider", "storage-snapshots:\n  - {name: array, kind: flashcopy}\n", `storage-snapshots array: kind: "flashcopy" is not one of reflink, btrfs, exec`},
+		{"hook place", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, hooks: [{name: db, where: vm, pre: [/bin/true]}]}\n", `policy a: hook db: where: "vm" is not guest (through the guest agent) or host (the backup host)`},
+		{"hook without command", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, hooks: [{where: host}]}\n", `policy a: hooks[0]: neither pre nor post gives a command`},
+		{"hook as a string", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, hooks: [{where: host, pre: /bin/true}]}\n", `line 3: a hook command is a list, program first: ["/bin/true"] (for a shell line: [/bin/sh, -c, "/bin/true"])`},
+		{"hook failure", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, hooks: [{where: host, pre: [/bin/true], on-failure: abort}]}\n", `policy a: hooks[0]: on-failure: "abort" is not one of continue, fail`},
+		{"hook vms", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, hooks: [{where: host, pre: [/bin/true], vms: ['db-[']}]}\n", `policy a: hooks[0]: vms: bad pattern "db-["`},
+		{"hooks in group mode", "connections: [{name: x, kind: fake}]\npolicies:\n  - {name: a, connection: x, group: datastore, hooks: [{where: host, pre: [/bin/true]}]}\n", "policy a: hooks are not run with group: datastore"},
 	} {
 		_, err := load(t, c.doc)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v\nwant %s", c.name, err, c.want)
 		}
+	}
+}
+
+// TestHooksFor: a hook without vms runs for every VM of the policy, one
+// with globs only for the VMs they match, in the policy's order.
+func TestHooksFor(t *testing.T) {
+	c, err := load(t, `connections: [{name: x, kind: fake}]
+policies:
+  - name: a
+    connection: x
+    hooks:
+      - {name: all, where: host, pre: [/bin/true]}
+      - {name: db, where: guest, vms: ["db-*", "pg"], post: [/usr/bin/resume], timeout: 30s, on-failure: fail}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(vm string) (out []string) {
+		for _, h := range c.Policies[0].HooksFor(vm) {
+			out = append(out, h.Name)
+		}
+		return out
+	}
+	if got := names("db-1"); len(got) != 2 || got[0] != "all" || got[1] != "db" {
+		t.Fatalf("hooks for db-1: %v", got)
+	}
+	if got := names("web-1"); len(got) != 1 || got[0] != "all" {
+		t.Fatalf("hooks for web-1: %v", got)
+	}
+	if h := c.Policies[0].Hooks[1]; h.Timeout != Duration(30*time.Second) || h.OnFailure != HookFail {
+		t.Fatalf("hook read as %+v", h)
 	}
 }
 

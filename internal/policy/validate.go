@@ -147,6 +147,7 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 	if p.Retention.Within < 0 {
 		add("%s: retention.keep-within must not be negative", where)
 	}
+	p.validateHooks(where, add)
 }
 
 func (s Selector) validate(where string, add func(string, ...any)) {

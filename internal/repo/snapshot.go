@@ -68,6 +68,11 @@ type Snapshot struct {
 	// carried out (a quiesce fallback is crash-consistent); empty in
 	// manifests written before coffer recorded it.
 	SnapshotModeAchieved string `json:"snapshot_mode_achieved,omitempty"`
+	// Hooks is how the policy's application hooks around the snapshot
+	// went: "ok", "pre-failed" (the point is not application-consistent),
+	// "post-failed" (it is; the application may need attention), or ""
+	// when none ran. Warnings say which hook failed and why.
+	Hooks string `json:"hooks,omitempty"`
 }
 
 // Source identifies what was backed up.

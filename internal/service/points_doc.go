@@ -21,12 +21,32 @@ func AchievedMode(achieved string) string {
 	return achieved
 }
 
+// Consistency says what a point holds: the achieved snapshot mode, then
+// the requested one when they differ (a fallback stands out in a
+// listing), then how the application hooks went when any ran.
+func Consistency(requested, achieved, hooks string) string {
+	achieved = AchievedMode(achieved)
+	out := achieved
+	if requested != "" && requested != achieved {
+		out += " (" + requested + " requested)"
+	}
+	switch hooks {
+	case "ok":
+		out += " + hooks"
+	case "pre-failed":
+		out += ", hooks failed"
+	case "post-failed":
+		out += " + hooks (post failed)"
+	}
+	return out
+}
+
 // pointDoc is the document of a point read from the repository whose ID is
 // repositoryID.
 func pointDoc(repositoryID string, s *repo.Snapshot) api.BackupPoint {
 	p := api.BackupPoint{ID: s.ID.String(), ShortID: s.ID.Short(), Repository: repositoryID, Time: s.Time,
 		VM: s.Source.VMName, VMID: s.Source.VMID, Connection: s.Source.Connection, SourceKind: s.Source.Kind, Host: s.Host,
-		Mode: s.Mode, SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: AchievedMode(s.SnapshotModeAchieved),
+		Mode: s.Mode, SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: AchievedMode(s.SnapshotModeAchieved), Hooks: s.Hooks,
 		Parent: s.Parent, Tags: tags(s.Tags), Protected: s.Protected, LockedUntil: s.RetainUntil, JobID: s.JobID,
 		DiskCount: len(s.Disks), LogicalBytes: s.Logical(), StoredBytes: s.BytesStored, ReadBytes: s.BytesRead,
 		NewBytes: s.BytesNew, DurationSeconds: s.Duration, Disks: []api.PointDisk{}, Warnings: list(s.Warnings)}
@@ -43,7 +63,7 @@ func pointDoc(repositoryID string, s *repo.Snapshot) api.BackupPoint {
 func catalogPointDoc(p catalog.BackupPoint) api.BackupPoint {
 	return api.BackupPoint{ID: p.ID, ShortID: short(p.ID), Repository: p.Repository, Time: p.Time,
 		VM: p.VMName, VMID: p.VMID, Connection: p.Connection, SourceKind: sourceKind(p),
-		Mode: p.Mode, SnapshotMode: p.SnapshotMode, SnapshotModeAchieved: AchievedMode(p.SnapshotModeAchieved),
+		Mode: p.Mode, SnapshotMode: p.SnapshotMode, SnapshotModeAchieved: AchievedMode(p.SnapshotModeAchieved), Hooks: p.Hooks,
 		Parent: p.Parent, Tags: tags(p.Tags), Protected: p.Protected, JobID: p.JobID, DiskCount: p.Disks,
 		LogicalBytes: p.BytesLogical, StoredBytes: p.BytesStored}
 }

@@ -1,7 +1,6 @@
 package storagesnap
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
+	"github.com/coffer-backup/coffer/internal/hostexec"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -114,33 +112,9 @@ func runExec(ctx context.Context, j *journal, action string, env ...string) (str
 	if len(j.Command) == 0 {
 		return "", errors.New("the exec provider has no command")
 	}
-	cmd := exec.CommandContext(ctx, j.Command[0], append(append([]string{}, j.Command[1:]...), action)...)
-	cmd.Env = append(os.Environ(), "COFFER_ACTION="+action, "COFFER_DATASTORE="+j.Root)
+	env = append([]string{"COFFER_ACTION=" + action, "COFFER_DATASTORE=" + j.Root}, env...)
 	if action != "list" {
-		cmd.Env = append(cmd.Env, "COFFER_LABEL="+j.Label)
+		env = append(env, "COFFER_LABEL="+j.Label)
 	}
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// A grandchild that left the group may hold the output pipes open.
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	switch {
-	case ctx.Err() != nil:
-		return "", fmt.Errorf("%s %s did not finish in time and was killed: %w", j.Command[0], action, ctx.Err())
-	case err != nil:
-		return stdout.String(), fmt.Errorf("%s %s: %v: %s", j.Command[0], action, err, tail(stderr.String()))
-	}
-	return stdout.String(), nil
-}
-
-// tail is the end of a command's stderr, enough to say why it failed.
-func tail(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) > 800 {
-		s = "..." + s[len(s)-800:]
-	}
-	return s
+	return hostexec.Run(ctx, j.Command[0]+" "+action, append(append([]string{}, j.Command...), action), env)
 }

@@ -96,13 +96,13 @@ func testBackupPoints(t *testing.T, open Opener) {
 	full := catalog.BackupPoint{Repository: "r1", ID: "p1", Time: at(0), Connection: "vc", VMID: "vm-1", VMName: "web",
 		Mode: "incremental", Parent: "p0", Disks: 3, BytesLogical: 3 << 40, BytesStored: 12345,
 		Tags: map[string]string{"env": "prod", "owner": "ops"}, Protected: true, JobID: 77,
-		SnapshotMode: "quiesced", SnapshotModeAchieved: "crash-consistent"}
+		SnapshotMode: "quiesced", SnapshotModeAchieved: "crash-consistent", Hooks: "pre-failed"}
 	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{full, point("r1", "p2", time.Hour, "vm-2"),
 		point("r2", "p1", 2*time.Hour, "vm-1"), point("r1", "p3", 3*time.Hour, "vm-1")}))
 	all := listPoints(t, c, catalog.BackupPointFilter{})
 	same(t, "points newest first", pointIDs(all), []string{"p3", "p1", "p2", "p1"})
 	same(t, "full point", all[3], full)
-	if all[0].Tags != nil || all[0].Protected || all[0].SnapshotMode != "" || all[0].SnapshotModeAchieved != "" {
+	if all[0].Tags != nil || all[0].Protected || all[0].SnapshotMode != "" || all[0].SnapshotModeAchieved != "" || all[0].Hooks != "" {
 		t.Fatalf("bare point read back as %+v", all[0])
 	}
 

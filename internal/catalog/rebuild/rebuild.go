@@ -69,7 +69,7 @@ func PointFromSnapshot(repositoryID string, s *repo.Snapshot) catalog.BackupPoin
 		Protected:            s.Protected,
 		JobID:                s.JobID,
 		SnapshotMode:         s.SnapshotMode,
-		SnapshotModeAchieved: s.SnapshotModeAchieved,
+		SnapshotModeAchieved: s.SnapshotModeAchieved, Hooks: s.Hooks,
 	}
 }
 

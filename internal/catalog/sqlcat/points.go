@@ -11,16 +11,17 @@ import (
 )
 
 const pointColumns = `repository, id, taken_at, connection, vm_id, vm_name, mode, parent, disks, bytes_logical,
-	bytes_stored, tags, protected, job_id, snapshot_mode, snapshot_mode_achieved`
+	bytes_stored, tags, protected, job_id, snapshot_mode, snapshot_mode_achieved, hooks`
 
 // upsertPoint writes one point, replacing a point with the same key.
 const upsertPoint = `INSERT INTO backup_points (` + pointColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (repository, id) DO UPDATE SET taken_at = excluded.taken_at, connection = excluded.connection,
 		vm_id = excluded.vm_id, vm_name = excluded.vm_name, mode = excluded.mode, parent = excluded.parent,
 		disks = excluded.disks, bytes_logical = excluded.bytes_logical, bytes_stored = excluded.bytes_stored,
 		tags = excluded.tags, protected = excluded.protected, job_id = excluded.job_id,
-		snapshot_mode = excluded.snapshot_mode, snapshot_mode_achieved = excluded.snapshot_mode_achieved`
+		snapshot_mode = excluded.snapshot_mode, snapshot_mode_achieved = excluded.snapshot_mode_achieved,
+		hooks = excluded.hooks`
 
 // pointsLock names the lock that orders writers of one repository's
 // points: upserts and deletes share it, a replace holds it alone.
@@ -44,7 +45,7 @@ func (c *Catalog) pointRows(points []catalog.BackupPoint) ([][]any, []string, er
 			return nil, nil, err
 		}
 		rows[i] = []any{p.Repository, p.ID, c.timeArg(p.Time), p.Connection, p.VMID, p.VMName, p.Mode, p.Parent,
-			p.Disks, p.BytesLogical, p.BytesStored, tags, p.Protected, p.JobID, p.SnapshotMode, p.SnapshotModeAchieved}
+			p.Disks, p.BytesLogical, p.BytesStored, tags, p.Protected, p.JobID, p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks}
 		if len(repos) == 0 || repos[len(repos)-1] != p.Repository {
 			repos = append(repos, p.Repository)
 		}
@@ -282,7 +283,7 @@ func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) (
 func scanPoint(r Rows) (catalog.BackupPoint, error) {
 	var p catalog.BackupPoint
 	err := r.Scan(&p.Repository, &p.ID, timeDest{&p.Time}, &p.Connection, &p.VMID, &p.VMName, &p.Mode, &p.Parent,
-		&p.Disks, &p.BytesLogical, &p.BytesStored, jsonDest{&p.Tags}, &p.Protected, &p.JobID, &p.SnapshotMode, &p.SnapshotModeAchieved)
+		&p.Disks, &p.BytesLogical, &p.BytesStored, jsonDest{&p.Tags}, &p.Protected, &p.JobID, &p.SnapshotMode, &p.SnapshotModeAchieved, &p.Hooks)
 	return p, err
 }
 
