@@ -40,7 +40,11 @@ func TestDemoServe(t *testing.T) {
 	}
 	e := newEnv(t)
 	dir := filepath.Join(e.dir, "demo")
-	ready := func(s *serverProc) bool { return s.url != "" && s.setupToken != "" }
+	// Ready once the announcement's last line is read: the scanner reads
+	// line by line, and the link comes before the rest of it.
+	ready := func(s *serverProc) bool {
+		return s.url != "" && s.setupToken != "" && strings.Contains(s.stderr.String(), "Ctrl-C stops the server")
+	}
 	s := e.startCoffer(ready, 10*time.Minute, "demo", "--serve", "--dir", dir)
 	out := s.log()
 	for _, want := range []string{"COFFER CHECK OK", "demo finished", "/ui/setup#" + s.setupToken, "Ctrl-C"} {
