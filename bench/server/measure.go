@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/bench/catalogfill"
+	"github.com/coffer-backup/coffer/bench/fleetserver"
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
@@ -93,16 +94,16 @@ type result struct {
 
 // measure sends n requests to e one after another (after a few unmeasured
 // ones that open connections and warm caches) and returns the quantiles.
-func measure(s *serverProc, token string, e endpoint, n int, r *rand.Rand) result {
+func measure(s *fleetserver.Server, token string, e endpoint, n int, r *rand.Rand) result {
 	res := result{name: e.name}
 	get := func() (time.Duration, int, int) {
-		req, err := http.NewRequest(http.MethodGet, s.url+e.path(r), nil)
+		req, err := http.NewRequest(http.MethodGet, s.URL+e.path(r), nil)
 		if err != nil {
 			log.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		start := time.Now()
-		resp, err := client.Do(req)
+		resp, err := fleetserver.Client.Do(req)
 		if err != nil {
 			log.Fatalf("%s: %v", e.name, err)
 		}
@@ -144,7 +145,7 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // server's event stream of the task delivers it. Lines are recorded at
 // random moments up to pollEvery apart, so that a server that polls the
 // catalog is caught at every point of its cycle.
-func sseDelays(ctx context.Context, s *serverProc, token, catalogLoc string, n int, r *rand.Rand) []time.Duration {
+func sseDelays(ctx context.Context, s *fleetserver.Server, token, catalogLoc string, n int, r *rand.Rand) []time.Duration {
 	cat, err := catalogopen.Open(ctx, catalogLoc)
 	if err != nil {
 		log.Fatal(err)
@@ -161,12 +162,12 @@ func sseDelays(ctx context.Context, s *serverProc, token, catalogLoc string, n i
 	}
 	defer func() { _, _ = h.Finish(ctx, "success", "") }()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/jobs/%d/events", s.url, h.ID()), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/jobs/%d/events", s.URL, h.ID()), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
+	resp, err := fleetserver.Client.Do(req)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package fleetserver
 
 import (
 	"context"
@@ -22,6 +22,95 @@ import (
 // its shape: the next run with the same shape reuses it (filling the
 // issue's shape takes minutes).
 const marker = "filled.json"
+
+// Install is an installation of coffer on a filled catalog: the built
+// binary, the catalog, a small real repository, a configuration and a
+// state directory, which every command of it and its server share.
+type Install struct {
+	Coffer  string            // the built binary
+	DB      string            // sqlite or postgres
+	Catalog string            // the catalog's location (a file or a DSN)
+	Shape   catalogfill.Shape // what the catalog holds (End set)
+	Env     []string          // COFFER_* variables of every command
+	// StateDir is the server's state directory (TLS key and certificate,
+	// the administrator's marker).
+	StateDir string
+	stop     func()
+}
+
+// Build compiles coffer from the module this runs in into dir.
+func Build(dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	bin := filepath.Join(dir, "coffer")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/coffer")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		log.Fatalf("go build ./cmd/coffer (run from the repository's root): %v", err)
+	}
+	return bin
+}
+
+// Prepare returns the installation of db (sqlite or postgres) in
+// dir/db, on a catalog filled with s (filled now unless a previous run
+// left it): PostgreSQL is started on its kept data directory (Close
+// stops it). s.End is chosen by Prepare (see endOf).
+func Prepare(ctx context.Context, dir, coffer, db string, s catalogfill.Shape) *Install {
+	repo, password := prepareRepository(coffer, filepath.Join(dir, "repository"))
+	s.End = endOf(filepath.Join(dir, db), s)
+	in := &Install{Coffer: coffer, DB: db, Shape: s, StateDir: filepath.Join(dir, db, "state"), stop: func() {}}
+	switch db {
+	case "sqlite":
+		in.Catalog = prepareSQLite(ctx, filepath.Join(dir, db), s)
+	case "postgres":
+		in.Catalog, in.stop = preparePostgres(ctx, filepath.Join(dir, db), s)
+	default:
+		log.Fatalf("-db: unknown catalog %q (sqlite or postgres)", db)
+	}
+	in.Env = []string{"COFFER_REPO=" + repo, "COFFER_PASSWORD=" + password, "COFFER_CATALOG=" + in.Catalog,
+		"COFFER_CONFIG=" + serverConfig(filepath.Join(dir, db), s), "COFFER_STATE_DIR=" + in.StateDir}
+	return in
+}
+
+// Close stops what Prepare started (PostgreSQL).
+func (in *Install) Close() { in.stop() }
+
+// InitAdmin makes the server's administrator (coffer server init), once
+// per catalog: a marker in the state directory says it was done.
+func (in *Install) InitAdmin() {
+	if _, err := os.Stat(filepath.Join(in.StateDir, "admin")); err == nil {
+		return
+	}
+	in.Run("server", "init")
+	if err := os.MkdirAll(in.StateDir, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in.StateDir, "admin"), nil, 0o600); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Run runs a coffer command of the installation and returns its stdout;
+// it stops the benchmark when coffer fails.
+func (in *Install) Run(args ...string) string { return run(in.Coffer, in.Env, args...) }
+
+// Start starts the installation's server (see Start).
+func (in *Install) Start() *Server { return Start(in.Coffer, in.Env) }
+
+// endOf is the end of the history of a kept catalog, or today's start for
+// a new one. A catalog filled more than a week ago is filled again: its
+// history must stay within the server's retention.
+func endOf(dir string, s catalogfill.Shape) time.Time {
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	for back := range 7 {
+		s.End = today.Add(-time.Duration(back) * 24 * time.Hour)
+		if filled(dir, s) {
+			return s.End
+		}
+	}
+	return today
+}
 
 // prepareSQLite returns the location of a SQLite catalog filled with s.
 func prepareSQLite(ctx context.Context, dir string, s catalogfill.Shape) string {
