@@ -120,7 +120,7 @@ func measureServer(ctx context.Context, in *fleetserver.Install, filter *regexp.
 		}
 		if sseSamples > 0 {
 			r.sse = sseDelays(ctx, srv, token, in.Catalog, sseSamples, rng)
-			log.Printf("%s: SSE p50 %s p95 %s max %s", db, ms(quantile(r.sse, 0.5)), ms(quantile(r.sse, 0.95)), ms(slices.Max(r.sse)))
+			log.Printf("%s: SSE p50 %s p95 %s max %s", db, ms(fleetserver.Quantile(r.sse, 0.5)), ms(fleetserver.Quantile(r.sse, 0.95)), ms(slices.Max(r.sse)))
 		}
 		r.peakRSS = srv.PeakRSS()
 		srv.Stop()
@@ -167,11 +167,11 @@ func report(runs []dbRun, s catalogfill.Shape, requests int) {
 	fmt.Fprintln(w, "\tcatalog\tp50\tp95\tmax\ttarget\tratio (max / target)\t")
 	for _, r := range runs {
 		if len(r.sse) > 0 {
-			fmt.Fprintf(w, "SSE delay (%d lines)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.sse), r.db, ms(quantile(r.sse, 0.5)),
-				ms(quantile(r.sse, 0.95)), ms(slices.Max(r.sse)), ms(sseTarget), float64(slices.Max(r.sse))/float64(sseTarget))
+			fmt.Fprintf(w, "SSE delay (%d lines)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.sse), r.db, ms(fleetserver.Quantile(r.sse, 0.5)),
+				ms(fleetserver.Quantile(r.sse, 0.95)), ms(slices.Max(r.sse)), ms(sseTarget), float64(slices.Max(r.sse))/float64(sseTarget))
 		}
-		fmt.Fprintf(w, "exec to /readyz 200 (%d starts)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.ready), r.db, ms(quantile(r.ready, 0.5)),
-			ms(quantile(r.ready, 0.95)), ms(slices.Max(r.ready)), ms(readyTarget), float64(slices.Max(r.ready))/float64(readyTarget))
+		fmt.Fprintf(w, "exec to /readyz 200 (%d starts)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.ready), r.db, ms(fleetserver.Quantile(r.ready, 0.5)),
+			ms(fleetserver.Quantile(r.ready, 0.95)), ms(slices.Max(r.ready)), ms(readyTarget), float64(slices.Max(r.ready))/float64(readyTarget))
 	}
 	w.Flush()
 	fmt.Println()

@@ -10,7 +10,6 @@ import (
 	"log"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -127,16 +126,8 @@ func measure(s *fleetserver.Server, token string, e endpoint, n int, r *rand.Ran
 			log.Printf("%s: answered %d", e.name, res.status)
 		}
 	}
-	res.p50, res.p95, res.p99 = quantile(times, 0.50), quantile(times, 0.95), quantile(times, 0.99)
+	res.p50, res.p95, res.p99 = fleetserver.Quantile(times, 0.50), fleetserver.Quantile(times, 0.95), fleetserver.Quantile(times, 0.99)
 	return res
-}
-
-// quantile is the nearest-rank quantile.
-func quantile(d []time.Duration, q float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // sseDelays records n log lines of a task, as the engine does, in this
