@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,41 +163,74 @@ func (b *browser) signIn(user, password string) {
 		chromedp.WaitVisible("#who"))
 }
 
+// pid is the browser's process ID (its other processes are below it).
+func (b *browser) pid() int { return chromedp.FromContext(b.ctx).Browser.Process().Pid }
+
+// fleet reads the dashboard's tiles: VMs within their RPO, outside it
+// (or without a point) and unprotected.
+func (b *browser) fleet() (recent, outside, unprotected int) {
+	var tiles []string
+	b.run(chromedp.Navigate(b.base+"/ui/"), chromedp.WaitVisible("#vms-unprotected"),
+		chromedp.Evaluate(`["#vms-recent", "#vms-stale", "#vms-unprotected"].map(s => document.querySelector(s).innerText)`, &tiles))
+	n := make([]int, len(tiles))
+	for i, t := range tiles {
+		if _, err := fmt.Sscan(t, &n[i]); err != nil {
+			log.Fatalf("the dashboard's tile %d reads %q, not a number", i, t)
+		}
+	}
+	return n[0], n[1], n[2]
+}
+
 // sample is one navigation's figures.
 type sample struct {
 	ttfb, fcp, interactive, usable, complete time.Duration
-	bytes                                    int64 // transferred, all of the page's requests
-	requests                                 int   // those that went over the network
+	// CPU time the server and the browser (all its processes) used from
+	// the blank tab to the page's end: where the time went.
+	serverCPU, browserCPU time.Duration
+	bytes                 int64 // transferred, all of the page's requests
+	requests              int   // those that went over the network
 }
 
 // measure opens path from a blank tab and returns its figures once the
-// page is loaded and its requests are done. cold: the browser's cache is
+// page is loaded and its requests are done; server is the server's
+// process ID. cold: the browser's cache is
 // emptied and disabled first, so every file of the page comes over the
 // network; otherwise the cache holds what the previous visits left.
-func (b *browser) measure(path string, cold bool) (sample, error) {
+func (b *browser) measure(path string, cold bool, server int) (sample, error) {
 	b.run(chromedp.Navigate("about:blank"), network.SetCacheDisabled(cold))
 	if cold {
 		b.run(network.ClearBrowserCache())
 	}
+	server0, browser0 := cpuTime(server, false), cpuTime(b.pid(), true)
 	b.mu.Lock()
 	b.requests = map[network.RequestID]*request{}
 	b.mu.Unlock()
-	var t pageTimings
-	var ok bool
-	b.run(chromedp.Navigate(b.base+path), chromedp.Poll(loaded, &ok, chromedp.WithPollingTimeout(90*time.Second)))
-	// The page's own requests, the load-triggered ones included; polled,
-	// as the page is above.
-	for deadline := time.Now().Add(90 * time.Second); !b.idle(); time.Sleep(5 * time.Millisecond) {
+	b.run(chromedp.Navigate(b.base + path))
+	// Polled every 5 ms, in Go rather than with chromedp.Poll: an
+	// evaluation can meet the execution context of the document before
+	// (-32000, "Cannot find context"), and is then asked again.
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var ok bool
+		err := chromedp.Run(b.ctx, chromedp.Evaluate(loaded, &ok))
+		if err == nil && ok && b.idle() { // idle: the load-triggered requests too
+			break
+		}
+		if err != nil && !strings.Contains(err.Error(), "Cannot find context") {
+			return sample{}, fmt.Errorf("%s: %w", path, err)
+		}
 		if time.Now().After(deadline) {
-			return sample{}, fmt.Errorf("%s: requests still running 90 s after the load event", path)
+			return sample{}, fmt.Errorf("%s: not loaded, or requests still running, 90 s after the navigation", path)
 		}
 	}
+	var t pageTimings
+	serverCPU, browserCPU := cpuTime(server, false)-server0, cpuTime(b.pid(), true)-browser0
 	b.run(chromedp.Evaluate(timings, &t))
 	if t.Status != 200 || !t.SignedIn || t.Path == "/ui/login" {
 		return sample{}, fmt.Errorf("%s answered %d at %s (signed in: %v): not the page to measure", path, t.Status, t.Path, t.SignedIn)
 	}
 	s := sample{ttfb: msDuration(t.TTFB), fcp: msDuration(t.FCP), interactive: msDuration(t.Interactive),
-		usable: msDuration(max(t.LoadEnd, t.FCP)), complete: msDuration(max(t.LoadEnd, t.FCP, t.Settled))}
+		usable: msDuration(max(t.LoadEnd, t.FCP)), complete: msDuration(max(t.LoadEnd, t.FCP, t.Settled)),
+		serverCPU: serverCPU, browserCPU: browserCPU}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, r := range b.requests {

@@ -70,6 +70,7 @@ func main() {
 	n := flag.Int("n", 5, "measured navigations per page and cache state")
 	caches := flag.String("cache", "cold,warm", "cache states to measure: cold (emptied and disabled), warm")
 	only := flag.String("only", "", "measure only the pages whose name matches this regular expression")
+	profile := flag.String("server-cpu-profile", "", "write the server's CPU profile to this file (coffer --cpu-profile)")
 	flag.Parse()
 	log.SetFlags(log.Ltime)
 	if !console.Built() {
@@ -101,16 +102,28 @@ func main() {
 	}
 	in.Run("user", "password", operator, "--new-password-file", pw)
 
-	srv := in.Start()
+	var args []string
+	if *profile != "" {
+		args = []string{"--cpu-profile", *profile}
+	}
+	srv := in.Start(args...)
 	defer srv.Stop()
-	profile, err := os.MkdirTemp("", "coffer-bench-console-")
+	userData, err := os.MkdirTemp("", "coffer-bench-console-")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(profile)
-	b := newBrowser(srv.URL, filepath.Join(in.StateDir, "server", "tls.crt"), profile)
+	defer os.RemoveAll(userData)
+	b := newBrowser(srv.URL, filepath.Join(in.StateDir, "server", "tls.crt"), userData)
 	defer b.close()
 	b.signIn(operator, password)
+	// A catalog whose inventory a refresh emptied (coffer vms without a
+	// server lists the connections live, and they list nothing) would
+	// make the VM pages light: refuse it.
+	recent, outside, unprotected := b.fleet()
+	if recent+outside+unprotected != in.Shape.VMs {
+		log.Fatalf("the dashboard counts %d VMs, the catalog was filled with %d: its inventory was refreshed since; "+
+			"delete %s to fill it again", recent+outside+unprotected, in.Shape.VMs, filepath.Join(dir, in.DB))
+	}
 
 	load := loadAverage()
 	var results []pageResult
@@ -122,12 +135,12 @@ func main() {
 		// One unmeasured visit: the server's first reading of a page
 		// (the catalog's pages from disk) is not what an operator
 		// clicking around sees, and a warm cache needs a visit.
-		if _, err := b.measure(p.path, false); err != nil {
+		if _, err := b.measure(p.path, false, srv.PID()); err != nil {
 			log.Fatal(err)
 		}
 		for _, m := range modes {
 			for range *n {
-				s, err := b.measure(p.path, m == cold)
+				s, err := b.measure(p.path, m == cold, srv.PID())
 				if err != nil {
 					log.Fatal(err)
 				}
@@ -140,6 +153,8 @@ func main() {
 	}
 	fmt.Printf("\ncatalog (%s): %d VMs, %d backup points, %d jobs (%d policy runs with %d per-VM task rows), %d log lines, %d audit records\n",
 		in.DB, in.Shape.VMs, in.Shape.Points(), in.Shape.Jobs, in.Shape.PolicyRuns, in.Shape.TaskRows(), in.Shape.LogLineCount(), in.Shape.Audit)
+	fmt.Printf("the dashboard's tiles: %d VMs within their RPO, %d outside it or without a point, %d that no policy selects\n",
+		recent, outside, unprotected)
 	fmt.Printf("Chromium headless, 1366x900; %d navigations per page and cache state after one unmeasured; load average %s at the start\n", *n, load)
 	for _, m := range modes {
 		report(os.Stdout, m, results)

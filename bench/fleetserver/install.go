@@ -96,7 +96,7 @@ func (in *Install) InitAdmin() {
 func (in *Install) Run(args ...string) string { return run(in.Coffer, in.Env, args...) }
 
 // Start starts the installation's server (see Start).
-func (in *Install) Start() *Server { return Start(in.Coffer, in.Env) }
+func (in *Install) Start(args ...string) *Server { return Start(in.Coffer, in.Env, args...) }
 
 // endOf is the end of the history of a kept catalog, or today's start for
 // a new one. A catalog filled more than a week ago is filled again: its
@@ -251,11 +251,15 @@ func emptyConfig(dir string) string {
 }
 
 // serverConfig is the server's configuration file: the shape's
-// connections, as QEMU connections whose socket patterns match nothing,
-// and an inventory refreshed once a year: the VM view reads the
-// inventory the fill wrote (the hypervisors' listing is the refresher's
-// work in the background, measured by bench/vsphere), which a refresh of
-// these connections would empty.
+// connections, as QEMU connections whose socket patterns match nothing;
+// an inventory refreshed once a year: the VM view reads the inventory
+// the fill wrote (the hypervisors' listing is the refresher's work in
+// the background, measured by bench/vsphere), which a refresh of these
+// connections would empty; and the policy whose runs the history holds,
+// selecting the VMs the fill says it selects (nine in ten: not those
+// whose number ends in 0), without a schedule, so that no run starts
+// during a benchmark (a run lists the connections, and would empty the
+// inventory too).
 func serverConfig(dir string, s catalogfill.Shape) string {
 	if err := os.MkdirAll(filepath.Join(dir, "sockets"), 0o755); err != nil {
 		log.Fatal(err)
@@ -267,6 +271,14 @@ func serverConfig(dir string, s catalogfill.Shape) string {
 			filepath.Join(dir, "sockets", catalogfill.Connection(c)+"-*.qmp"))
 	}
 	b.WriteString("maintenance:\n  inventory-every: 8760h\n")
+	fmt.Fprintf(&b, "policies:\n  - name: %s\n    connections: [", catalogfill.Policy)
+	for c := range s.Connections {
+		if c > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(catalogfill.Connection(c))
+	}
+	b.WriteString("]\n    select: {names: [\"vm-*\"]}\n    exclude: {names: [\"vm-????0\"]}\n    retention: {keep-last: 10}\n")
 	p := filepath.Join(dir, "coffer.yaml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 		log.Fatal(err)

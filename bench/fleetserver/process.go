@@ -44,10 +44,11 @@ var Client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Confi
 
 // Start execs `coffer server` on a free loopback port and polls
 // /readyz every millisecond until it answers 200.
-func Start(coffer string, env []string) *Server {
+// args are more of coffer's flags (--cpu-profile FILE).
+func Start(coffer string, env []string, args ...string) *Server {
 	port := freePort()
 	s := &Server{URL: "https://127.0.0.1:" + strconv.Itoa(port), done: make(chan error, 1)}
-	s.cmd = exec.Command(coffer, "server", "--listen", "127.0.0.1:"+strconv.Itoa(port))
+	s.cmd = exec.Command(coffer, append([]string{"server", "--listen", "127.0.0.1:" + strconv.Itoa(port)}, args...)...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pipe, err := s.cmd.StderrPipe()
@@ -96,6 +97,9 @@ func (s *Server) Log() string {
 	defer s.mu.Unlock()
 	return s.stderr.String()
 }
+
+// PID is the server's process ID.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 // PeakRSS is the process's high-water resident set (VmHWM), in bytes.
 func (s *Server) PeakRSS() int64 {
