@@ -108,11 +108,13 @@ func main() {
 	}
 	srv := in.Start(args...)
 	defer srv.Stop()
-	userData, err := os.MkdirTemp("", "coffer-bench-console-")
-	if err != nil {
+	// The browser's profile is emptied at every start (in the work
+	// directory, so that a run stopped by log.Fatal leaves nothing in
+	// /tmp): a cold cache is cold.
+	userData := filepath.Join(dir, *db, "chromium")
+	if err := os.RemoveAll(userData); err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(userData)
 	b := newBrowser(srv.URL, filepath.Join(in.StateDir, "server", "tls.crt"), userData)
 	defer b.close()
 	b.signIn(operator, password)
