@@ -184,24 +184,27 @@ func (b *browser) fleet() (recent, outside, unprotected int) {
 // sample is one navigation's figures.
 type sample struct {
 	ttfb, fcp, interactive, usable, complete time.Duration
-	// CPU time the server and the browser (all its processes) used from
-	// the blank tab to the page's end: where the time went.
-	serverCPU, browserCPU time.Duration
-	bytes                 int64 // transferred, all of the page's requests
-	requests              int   // those that went over the network
+	// CPU time the server, PostgreSQL (its postmaster and backends; 0
+	// on SQLite, which is in the server) and the browser (all its
+	// processes) used from the blank tab to the page's end: where the
+	// time went.
+	serverCPU, databaseCPU, browserCPU time.Duration
+	bytes                              int64 // transferred, all of the page's requests
+	requests                           int   // those that went over the network
 }
 
 // measure opens path from a blank tab and returns its figures once the
-// page is loaded and its requests are done; server is the server's
-// process ID. cold: the browser's cache is
+// page is loaded and its requests are done. cold: the browser's cache is
 // emptied and disabled first, so every file of the page comes over the
 // network; otherwise the cache holds what the previous visits left.
-func (b *browser) measure(path string, cold bool, server int) (sample, error) {
+// server and database are the process IDs of the server and of
+// PostgreSQL's postmaster (0: none).
+func (b *browser) measure(path string, cold bool, server, database int) (sample, error) {
 	b.run(chromedp.Navigate("about:blank"), network.SetCacheDisabled(cold))
 	if cold {
 		b.run(network.ClearBrowserCache())
 	}
-	server0, browser0 := cpuTime(server, false), cpuTime(b.pid(), true)
+	server0, database0, browser0 := cpuTime(server, false), cpuTime(database, true), cpuTime(b.pid(), true)
 	b.mu.Lock()
 	b.requests = map[network.RequestID]*request{}
 	b.mu.Unlock()
@@ -223,14 +226,14 @@ func (b *browser) measure(path string, cold bool, server int) (sample, error) {
 		}
 	}
 	var t pageTimings
-	serverCPU, browserCPU := cpuTime(server, false)-server0, cpuTime(b.pid(), true)-browser0
+	serverCPU, databaseCPU, browserCPU := cpuTime(server, false)-server0, cpuTime(database, true)-database0, cpuTime(b.pid(), true)-browser0
 	b.run(chromedp.Evaluate(timings, &t))
 	if t.Status != 200 || !t.SignedIn || t.Path == "/ui/login" {
 		return sample{}, fmt.Errorf("%s answered %d at %s (signed in: %v): not the page to measure", path, t.Status, t.Path, t.SignedIn)
 	}
 	s := sample{ttfb: msDuration(t.TTFB), fcp: msDuration(t.FCP), interactive: msDuration(t.Interactive),
 		usable: msDuration(max(t.LoadEnd, t.FCP)), complete: msDuration(max(t.LoadEnd, t.FCP, t.Settled)),
-		serverCPU: serverCPU, browserCPU: browserCPU}
+		serverCPU: serverCPU, databaseCPU: databaseCPU, browserCPU: browserCPU}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, r := range b.requests {

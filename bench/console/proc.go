@@ -16,8 +16,12 @@ const clockTick = 10 * time.Millisecond
 // tree, every process below it used so far: the server's own work, and
 // the browser's (its renderer, GPU and network processes are its
 // children). A process that ended is no longer counted, so a difference
-// of two readings holds only for processes alive at both.
+// of two readings holds only for processes alive at both. Process 0 is
+// none: 0.
 func cpuTime(pid int, tree bool) time.Duration {
+	if pid == 0 {
+		return 0
+	}
 	stats := map[int][]string{} // pid → fields after the command's name
 	children := map[int][]int{}
 	if tree {

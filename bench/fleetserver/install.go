@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,8 @@ type Install struct {
 	// the administrator's marker).
 	StateDir string
 	stop     func()
+	// pidFile is PostgreSQL's postmaster.pid ("" on SQLite).
+	pidFile string
 }
 
 // Build compiles coffer from the module this runs in into dir.
@@ -64,7 +67,9 @@ func Prepare(ctx context.Context, dir, coffer, db string, s catalogfill.Shape) *
 	case "sqlite":
 		in.Catalog = prepareSQLite(ctx, filepath.Join(dir, db), s)
 	case "postgres":
-		in.Catalog, in.stop = preparePostgres(ctx, filepath.Join(dir, db), s)
+		var data string
+		in.Catalog, data, in.stop = preparePostgres(ctx, filepath.Join(dir, db), s)
+		in.pidFile = filepath.Join(data, "data", "postmaster.pid")
 	default:
 		log.Fatalf("-db: unknown catalog %q (sqlite or postgres)", db)
 	}
@@ -75,6 +80,23 @@ func Prepare(ctx context.Context, dir, coffer, db string, s catalogfill.Shape) *
 
 // Close stops what Prepare started (PostgreSQL).
 func (in *Install) Close() { in.stop() }
+
+// DatabasePID is the process ID of PostgreSQL's postmaster (its backends
+// are its children), or 0 on SQLite, which runs in the server's process.
+func (in *Install) DatabasePID() int {
+	if in.pidFile == "" {
+		return 0
+	}
+	b, err := os.ReadFile(in.pidFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		log.Fatalf("%s: no process ID on its first line: %v", in.pidFile, err)
+	}
+	return pid
+}
 
 // InitAdmin makes the server's administrator (coffer server init), once
 // per catalog: a marker in the state directory says it was done.
@@ -125,8 +147,9 @@ func prepareSQLite(ctx context.Context, dir string, s catalogfill.Shape) string 
 }
 
 // preparePostgres starts PostgreSQL on a data directory kept in dir and
-// returns the DSN of a database filled with s, and stop.
-func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (string, func()) {
+// returns the DSN of a database filled with s, the directory it was
+// launched in, and stop.
+func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (string, string, func()) {
 	bin, err := testutil.FindPostgresBinDir()
 	if err != nil {
 		log.Fatal(err)
@@ -147,7 +170,7 @@ func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (stri
 	}
 	bench := strings.Replace(dsn, "/postgres?", "/coffer_bench?", 1)
 	if filled(dir, s) {
-		return bench, stop
+		return bench, data, stop
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -163,7 +186,7 @@ func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (stri
 	_ = conn.Close(ctx)
 	fill(ctx, "postgres", bench, s)
 	mark(dir, s)
-	return bench, stop
+	return bench, data, stop
 }
 
 func fill(ctx context.Context, name, loc string, s catalogfill.Shape) {
