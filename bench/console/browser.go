@@ -64,19 +64,18 @@ const loaded = `(() => {
 // of its navigation (Navigation Timing Level 2, Paint Timing).
 const timings = `(() => {
 	const n = performance.getEntriesByType('navigation')[0];
-	return {status: n.responseStatus, ttfb: n.responseStart, interactive: n.domInteractive, loadEnd: n.loadEventEnd,
+	return {status: n.responseStatus, ttfb: n.responseStart, loadEnd: n.loadEventEnd,
 		fcp: window.__bench.fcp, settled: window.__bench.settled, path: location.pathname, signedIn: !!document.querySelector('#who')};
 })()`
 
 type pageTimings struct {
-	Status      int     `json:"status"`
-	TTFB        float64 `json:"ttfb"`
-	Interactive float64 `json:"interactive"`
-	LoadEnd     float64 `json:"loadEnd"`
-	FCP         float64 `json:"fcp"`
-	Settled     float64 `json:"settled"`
-	Path        string  `json:"path"`
-	SignedIn    bool    `json:"signedIn"`
+	Status   int     `json:"status"`
+	TTFB     float64 `json:"ttfb"`
+	LoadEnd  float64 `json:"loadEnd"`
+	FCP      float64 `json:"fcp"`
+	Settled  float64 `json:"settled"`
+	Path     string  `json:"path"`
+	SignedIn bool    `json:"signedIn"`
 }
 
 func newBrowser(base, tlsCert, profile string) *browser {
@@ -183,7 +182,7 @@ func (b *browser) fleet() (recent, outside, unprotected int) {
 
 // sample is one navigation's figures.
 type sample struct {
-	ttfb, fcp, interactive, usable, complete time.Duration
+	ttfb, fcp, usable, complete time.Duration
 	// CPU time the server, PostgreSQL (its postmaster and backends; 0
 	// on SQLite, which is in the server) and the browser (all its
 	// processes) used from the blank tab to the page's end: where the
@@ -231,7 +230,7 @@ func (b *browser) measure(path string, cold bool, server, database int) (sample,
 	if t.Status != 200 || !t.SignedIn || t.Path == "/ui/login" {
 		return sample{}, fmt.Errorf("%s answered %d at %s (signed in: %v): not the page to measure", path, t.Status, t.Path, t.SignedIn)
 	}
-	s := sample{ttfb: msDuration(t.TTFB), fcp: msDuration(t.FCP), interactive: msDuration(t.Interactive),
+	s := sample{ttfb: msDuration(t.TTFB), fcp: msDuration(t.FCP),
 		usable: msDuration(max(t.LoadEnd, t.FCP)), complete: msDuration(max(t.LoadEnd, t.FCP, t.Settled)),
 		serverCPU: serverCPU, databaseCPU: databaseCPU, browserCPU: browserCPU}
 	b.mu.Lock()
