@@ -1,11 +1,11 @@
 // Package catalogfill fills a real catalog (SQLite or PostgreSQL) with the
 // history of a fleet, for benchmarks of what reads it: the server's status
-// and list endpoints (bench/server) and, later, the console. The default
-// shape is issue 15's: 10,000 VMs, 100,000 backup points and 1,000,000
-// tasks, that is 1,000,000 jobs (every long operation is a job, the
-// control plane's task) of which 100 are nightly policy runs over every
-// VM, whose per-VM task rows number 1,000,000 too, and about 3,000,000 log
-// lines.
+// and list endpoints (bench/server) and the web console (bench/console).
+// The default shape is issue 15's: 10,000 VMs, 100,000 backup points and
+// 1,000,000 tasks, that is 1,000,000 jobs (every long operation is a job,
+// the control plane's task) of which 100 are nightly policy runs over
+// every VM, whose per-VM task rows number 1,000,000 too, and about
+// 3,000,000 log lines.
 //
 // It lives under bench/ rather than internal/catalog/catalogtest because
 // it is a benchmark fixture, not part of the conformance suite that every

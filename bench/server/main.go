@@ -35,7 +35,6 @@ import (
 	"log"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -44,6 +43,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/bench/catalogfill"
+	"github.com/coffer-backup/coffer/bench/fleetserver"
 )
 
 // Targets of issue 15.
@@ -77,7 +77,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	coffer := build(dir)
+	coffer := fleetserver.Build(dir)
 	shape := catalogfill.IssueShape(time.Time{})
 	if *scale > 1 {
 		shape = shape.Scaled(*scale)
@@ -86,77 +86,26 @@ func main() {
 	if *only != "" {
 		filter = regexp.MustCompile(*only)
 	}
-	repo, password := prepareRepository(coffer, filepath.Join(dir, "repository"))
 	var runs []dbRun
 	for _, db := range strings.Split(*dbs, ",") {
-		s := shape
-		s.End = endOf(filepath.Join(dir, db), s)
-		var loc string
-		stop := func() {}
-		switch db {
-		case "sqlite":
-			loc = prepareSQLite(ctx, filepath.Join(dir, db), s)
-		case "postgres":
-			loc, stop = preparePostgres(ctx, filepath.Join(dir, db), s)
-		default:
-			log.Fatalf("-db: unknown catalog %q (sqlite or postgres)", db)
-		}
-		env := []string{"COFFER_REPO=" + repo, "COFFER_PASSWORD=" + password, "COFFER_CATALOG=" + loc,
-			"COFFER_CONFIG=" + serverConfig(filepath.Join(dir, db), s), "COFFER_STATE_DIR=" + filepath.Join(dir, db, "state")}
-		runs = append(runs, measureServer(ctx, db, coffer, env, loc, s, filter, *requests, *sse, *starts))
-		stop()
+		in := fleetserver.Prepare(ctx, dir, coffer, db, shape)
+		runs = append(runs, measureServer(ctx, in, filter, *requests, *sse, *starts))
+		in.Close()
 	}
 	report(runs, shape, *requests)
 }
 
-// build compiles coffer from the module this runs in.
-func build(dir string) string {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		log.Fatal(err)
-	}
-	bin := filepath.Join(dir, "coffer")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/coffer")
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("go build ./cmd/coffer (run from the repository's root): %v", err)
-	}
-	return bin
-}
-
-// endOf is the end of the history of a kept catalog, or today's start for
-// a new one. A catalog filled more than a week ago is filled again: its
-// history must stay within the server's retention.
-func endOf(dir string, s catalogfill.Shape) time.Time {
-	today := time.Now().UTC().Truncate(24 * time.Hour)
-	for back := range 7 {
-		s.End = today.Add(-time.Duration(back) * 24 * time.Hour)
-		if filled(dir, s) {
-			return s.End
-		}
-	}
-	return today
-}
-
-func measureServer(ctx context.Context, db, coffer string, env []string, loc string, s catalogfill.Shape, filter *regexp.Regexp,
-	requests, sseSamples, starts int) dbRun {
+func measureServer(ctx context.Context, in *fleetserver.Install, filter *regexp.Regexp, requests, sseSamples, starts int) dbRun {
+	db, s := in.DB, in.Shape
 	r := dbRun{db: db}
-	stateDir := strings.TrimPrefix(env[len(env)-1], "COFFER_STATE_DIR=")
-	if _, err := os.Stat(filepath.Join(stateDir, "admin")); err != nil {
-		run(coffer, env, "server", "init")
-		if err := os.MkdirAll(stateDir, 0o700); err != nil {
-			log.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(stateDir, "admin"), nil, 0o600); err != nil {
-			log.Fatal(err)
-		}
-	}
-	token := strings.TrimSpace(run(coffer, env, "token", "create", "--user", "admin", "--grant", "/=Admin", "--lifetime", "1d"))
+	in.InitAdmin()
+	token := strings.TrimSpace(in.Run("token", "create", "--user", "admin", "--grant", "/=Admin", "--lifetime", "1d"))
 	for i := range starts {
-		srv := startServer(coffer, env)
-		r.ready = append(r.ready, srv.ready)
-		log.Printf("%s: start %d ready in %s", db, i+1, ms(srv.ready))
+		srv := in.Start()
+		r.ready = append(r.ready, srv.Ready)
+		log.Printf("%s: start %d ready in %s", db, i+1, ms(srv.Ready))
 		if i < starts-1 {
-			srv.stop()
+			srv.Stop()
 			continue
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -170,11 +119,11 @@ func measureServer(ctx context.Context, db, coffer string, env []string, loc str
 			r.endpoints = append(r.endpoints, res)
 		}
 		if sseSamples > 0 {
-			r.sse = sseDelays(ctx, srv, token, loc, sseSamples, rng)
-			log.Printf("%s: SSE p50 %s p95 %s max %s", db, ms(quantile(r.sse, 0.5)), ms(quantile(r.sse, 0.95)), ms(slices.Max(r.sse)))
+			r.sse = sseDelays(ctx, srv, token, in.Catalog, sseSamples, rng)
+			log.Printf("%s: SSE p50 %s p95 %s max %s", db, ms(fleetserver.Quantile(r.sse, 0.5)), ms(fleetserver.Quantile(r.sse, 0.95)), ms(slices.Max(r.sse)))
 		}
-		r.peakRSS = srv.peakRSS()
-		srv.stop()
+		r.peakRSS = srv.PeakRSS()
+		srv.Stop()
 	}
 	return r
 }
@@ -218,11 +167,11 @@ func report(runs []dbRun, s catalogfill.Shape, requests int) {
 	fmt.Fprintln(w, "\tcatalog\tp50\tp95\tmax\ttarget\tratio (max / target)\t")
 	for _, r := range runs {
 		if len(r.sse) > 0 {
-			fmt.Fprintf(w, "SSE delay (%d lines)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.sse), r.db, ms(quantile(r.sse, 0.5)),
-				ms(quantile(r.sse, 0.95)), ms(slices.Max(r.sse)), ms(sseTarget), float64(slices.Max(r.sse))/float64(sseTarget))
+			fmt.Fprintf(w, "SSE delay (%d lines)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.sse), r.db, ms(fleetserver.Quantile(r.sse, 0.5)),
+				ms(fleetserver.Quantile(r.sse, 0.95)), ms(slices.Max(r.sse)), ms(sseTarget), float64(slices.Max(r.sse))/float64(sseTarget))
 		}
-		fmt.Fprintf(w, "exec to /readyz 200 (%d starts)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.ready), r.db, ms(quantile(r.ready, 0.5)),
-			ms(quantile(r.ready, 0.95)), ms(slices.Max(r.ready)), ms(readyTarget), float64(slices.Max(r.ready))/float64(readyTarget))
+		fmt.Fprintf(w, "exec to /readyz 200 (%d starts)\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n", len(r.ready), r.db, ms(fleetserver.Quantile(r.ready, 0.5)),
+			ms(fleetserver.Quantile(r.ready, 0.95)), ms(slices.Max(r.ready)), ms(readyTarget), float64(slices.Max(r.ready))/float64(readyTarget))
 	}
 	w.Flush()
 	fmt.Println()

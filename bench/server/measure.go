@@ -10,11 +10,11 @@ import (
 	"log"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/bench/catalogfill"
+	"github.com/coffer-backup/coffer/bench/fleetserver"
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
@@ -93,16 +93,16 @@ type result struct {
 
 // measure sends n requests to e one after another (after a few unmeasured
 // ones that open connections and warm caches) and returns the quantiles.
-func measure(s *serverProc, token string, e endpoint, n int, r *rand.Rand) result {
+func measure(s *fleetserver.Server, token string, e endpoint, n int, r *rand.Rand) result {
 	res := result{name: e.name}
 	get := func() (time.Duration, int, int) {
-		req, err := http.NewRequest(http.MethodGet, s.url+e.path(r), nil)
+		req, err := http.NewRequest(http.MethodGet, s.URL+e.path(r), nil)
 		if err != nil {
 			log.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		start := time.Now()
-		resp, err := client.Do(req)
+		resp, err := fleetserver.Client.Do(req)
 		if err != nil {
 			log.Fatalf("%s: %v", e.name, err)
 		}
@@ -126,16 +126,8 @@ func measure(s *serverProc, token string, e endpoint, n int, r *rand.Rand) resul
 			log.Printf("%s: answered %d", e.name, res.status)
 		}
 	}
-	res.p50, res.p95, res.p99 = quantile(times, 0.50), quantile(times, 0.95), quantile(times, 0.99)
+	res.p50, res.p95, res.p99 = fleetserver.Quantile(times, 0.50), fleetserver.Quantile(times, 0.95), fleetserver.Quantile(times, 0.99)
 	return res
-}
-
-// quantile is the nearest-rank quantile.
-func quantile(d []time.Duration, q float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // sseDelays records n log lines of a task, as the engine does, in this
@@ -144,7 +136,7 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // server's event stream of the task delivers it. Lines are recorded at
 // random moments up to pollEvery apart, so that a server that polls the
 // catalog is caught at every point of its cycle.
-func sseDelays(ctx context.Context, s *serverProc, token, catalogLoc string, n int, r *rand.Rand) []time.Duration {
+func sseDelays(ctx context.Context, s *fleetserver.Server, token, catalogLoc string, n int, r *rand.Rand) []time.Duration {
 	cat, err := catalogopen.Open(ctx, catalogLoc)
 	if err != nil {
 		log.Fatal(err)
@@ -161,12 +153,12 @@ func sseDelays(ctx context.Context, s *serverProc, token, catalogLoc string, n i
 	}
 	defer func() { _, _ = h.Finish(ctx, "success", "") }()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/jobs/%d/events", s.url, h.ID()), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/jobs/%d/events", s.URL, h.ID()), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
+	resp, err := fleetserver.Client.Do(req)
 	if err != nil {
 		log.Fatal(err)
 	}

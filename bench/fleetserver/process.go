@@ -1,4 +1,11 @@
-package main
+// Package fleetserver runs `coffer server` as a process of its own on a
+// catalog filled by bench/catalogfill at fleet scale (issue 15's shape by
+// default): the setup that bench/server (the REST API) and bench/console
+// (the web console through Chromium) share. Filled catalogs, the
+// repository and the server's state are kept in a work directory and
+// reused by the next run of either benchmark (filling the issue's shape
+// takes minutes).
+package fleetserver
 
 import (
 	"bufio"
@@ -17,29 +24,31 @@ import (
 	"time"
 )
 
-// serverProc is `coffer server` running as a process of its own.
-type serverProc struct {
-	cmd    *exec.Cmd
-	url    string
+// Server is `coffer server` running as a process of its own.
+type Server struct {
+	cmd *exec.Cmd
+	// URL is the server's base URL (https://127.0.0.1:port).
+	URL    string
 	mu     sync.Mutex
 	stderr bytes.Buffer
 	done   chan error
-	// ready is the time from exec to the first /readyz that answered 200.
-	ready time.Duration
+	// Ready is the time from exec to the first /readyz that answered 200.
+	Ready time.Duration
 }
 
-// client keeps connections alive (a console or script does) and trusts
+// Client keeps connections alive (a console or script does) and trusts
 // the server's self-signed certificate without checking it: the
 // benchmark talks to its own child on loopback.
-var client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+var Client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	MaxIdleConnsPerHost: 8}}
 
-// startServer execs `coffer server` on a free loopback port and polls
+// Start execs `coffer server` on a free loopback port and polls
 // /readyz every millisecond until it answers 200.
-func startServer(coffer string, env []string) *serverProc {
+// args are more of coffer's flags (--cpu-profile FILE).
+func Start(coffer string, env []string, args ...string) *Server {
 	port := freePort()
-	s := &serverProc{url: "https://127.0.0.1:" + strconv.Itoa(port), done: make(chan error, 1)}
-	s.cmd = exec.Command(coffer, "server", "--listen", "127.0.0.1:"+strconv.Itoa(port))
+	s := &Server{URL: "https://127.0.0.1:" + strconv.Itoa(port), done: make(chan error, 1)}
+	s.cmd = exec.Command(coffer, append([]string{"server", "--listen", "127.0.0.1:" + strconv.Itoa(port)}, args...)...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pipe, err := s.cmd.StderrPipe()
@@ -62,34 +71,38 @@ func startServer(coffer string, env []string) *serverProc {
 	// A fresh client per probe would measure TLS handshakes; this one is
 	// reused, as the load balancer's probe is.
 	for {
-		res, err := client.Get(s.url + "/readyz")
+		res, err := Client.Get(s.URL + "/readyz")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				s.ready = time.Since(start)
+				s.Ready = time.Since(start)
 				return s
 			}
 		}
 		select {
 		case err := <-s.done:
-			log.Fatalf("coffer server exited before it was ready: %v\n%s", err, s.log())
+			log.Fatalf("coffer server exited before it was ready: %v\n%s", err, s.Log())
 		case <-time.After(time.Millisecond): // the probe's interval, not synchronisation
 		}
 		if time.Since(start) > 2*time.Minute {
 			_ = s.cmd.Process.Kill()
-			log.Fatalf("coffer server not ready after 2 minutes:\n%s", s.log())
+			log.Fatalf("coffer server not ready after 2 minutes:\n%s", s.Log())
 		}
 	}
 }
 
-func (s *serverProc) log() string {
+// Log is what the server wrote to its standard error so far.
+func (s *Server) Log() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stderr.String()
 }
 
-// peakRSS is the process's high-water resident set (VmHWM), in bytes.
-func (s *serverProc) peakRSS() int64 {
+// PID is the server's process ID.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// PeakRSS is the process's high-water resident set (VmHWM), in bytes.
+func (s *Server) PeakRSS() int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
 		log.Fatal(err)
@@ -107,19 +120,19 @@ func (s *serverProc) peakRSS() int64 {
 	return 0
 }
 
-// stop sends SIGTERM and waits for the server to drain and exit.
-func (s *serverProc) stop() {
+// Stop sends SIGTERM and waits for the server to drain and exit.
+func (s *Server) Stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-s.done:
 		if err != nil {
-			log.Printf("coffer server ended with %v:\n%s", err, s.log())
+			log.Printf("coffer server ended with %v:\n%s", err, s.Log())
 		}
 	case <-time.After(time.Minute):
 		_ = s.cmd.Process.Kill()
-		log.Fatalf("coffer server did not stop within a minute of SIGTERM:\n%s", s.log())
+		log.Fatalf("coffer server did not stop within a minute of SIGTERM:\n%s", s.Log())
 	}
-	client.CloseIdleConnections()
+	Client.CloseIdleConnections()
 }
 
 func freePort() int {

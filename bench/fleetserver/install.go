@@ -1,4 +1,4 @@
-package main
+package fleetserver
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,116 @@ import (
 // issue's shape takes minutes).
 const marker = "filled.json"
 
+// Install is an installation of coffer on a filled catalog: the built
+// binary, the catalog, a small real repository, a configuration and a
+// state directory, which every command of it and its server share.
+type Install struct {
+	Coffer  string            // the built binary
+	DB      string            // sqlite or postgres
+	Catalog string            // the catalog's location (a file or a DSN)
+	Shape   catalogfill.Shape // what the catalog holds (End set)
+	Env     []string          // COFFER_* variables of every command
+	// StateDir is the server's state directory (TLS key and certificate,
+	// the administrator's marker).
+	StateDir string
+	stop     func()
+	// pidFile is PostgreSQL's postmaster.pid ("" on SQLite).
+	pidFile string
+}
+
+// Build compiles coffer from the module this runs in into dir.
+func Build(dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	bin := filepath.Join(dir, "coffer")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/coffer")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		log.Fatalf("go build ./cmd/coffer (run from the repository's root): %v", err)
+	}
+	return bin
+}
+
+// Prepare returns the installation of db (sqlite or postgres) in
+// dir/db, on a catalog filled with s (filled now unless a previous run
+// left it): PostgreSQL is started on its kept data directory (Close
+// stops it). s.End is chosen by Prepare (see endOf).
+func Prepare(ctx context.Context, dir, coffer, db string, s catalogfill.Shape) *Install {
+	repo, password := prepareRepository(coffer, filepath.Join(dir, "repository"))
+	s.End = endOf(filepath.Join(dir, db), s)
+	in := &Install{Coffer: coffer, DB: db, Shape: s, StateDir: filepath.Join(dir, db, "state"), stop: func() {}}
+	switch db {
+	case "sqlite":
+		in.Catalog = prepareSQLite(ctx, filepath.Join(dir, db), s)
+	case "postgres":
+		var data string
+		in.Catalog, data, in.stop = preparePostgres(ctx, filepath.Join(dir, db), s)
+		in.pidFile = filepath.Join(data, "data", "postmaster.pid")
+	default:
+		log.Fatalf("-db: unknown catalog %q (sqlite or postgres)", db)
+	}
+	in.Env = []string{"COFFER_REPO=" + repo, "COFFER_PASSWORD=" + password, "COFFER_CATALOG=" + in.Catalog,
+		"COFFER_CONFIG=" + serverConfig(filepath.Join(dir, db), s), "COFFER_STATE_DIR=" + in.StateDir}
+	return in
+}
+
+// Close stops what Prepare started (PostgreSQL).
+func (in *Install) Close() { in.stop() }
+
+// DatabasePID is the process ID of PostgreSQL's postmaster (its backends
+// are its children), or 0 on SQLite, which runs in the server's process.
+func (in *Install) DatabasePID() int {
+	if in.pidFile == "" {
+		return 0
+	}
+	b, err := os.ReadFile(in.pidFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		log.Fatalf("%s: no process ID on its first line: %v", in.pidFile, err)
+	}
+	return pid
+}
+
+// InitAdmin makes the server's administrator (coffer server init), once
+// per catalog: a marker in the state directory says it was done.
+func (in *Install) InitAdmin() {
+	if _, err := os.Stat(filepath.Join(in.StateDir, "admin")); err == nil {
+		return
+	}
+	in.Run("server", "init")
+	if err := os.MkdirAll(in.StateDir, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in.StateDir, "admin"), nil, 0o600); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Run runs a coffer command of the installation and returns its stdout;
+// it stops the benchmark when coffer fails.
+func (in *Install) Run(args ...string) string { return run(in.Coffer, in.Env, args...) }
+
+// Start starts the installation's server (see Start).
+func (in *Install) Start(args ...string) *Server { return Start(in.Coffer, in.Env, args...) }
+
+// endOf is the end of the history of a kept catalog, or today's start for
+// a new one. A catalog filled more than a week ago is filled again: its
+// history must stay within the server's retention.
+func endOf(dir string, s catalogfill.Shape) time.Time {
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	for back := range 7 {
+		s.End = today.Add(-time.Duration(back) * 24 * time.Hour)
+		if filled(dir, s) {
+			return s.End
+		}
+	}
+	return today
+}
+
 // prepareSQLite returns the location of a SQLite catalog filled with s.
 func prepareSQLite(ctx context.Context, dir string, s catalogfill.Shape) string {
 	loc := filepath.Join(dir, "catalog.db")
@@ -36,8 +147,9 @@ func prepareSQLite(ctx context.Context, dir string, s catalogfill.Shape) string 
 }
 
 // preparePostgres starts PostgreSQL on a data directory kept in dir and
-// returns the DSN of a database filled with s, and stop.
-func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (string, func()) {
+// returns the DSN of a database filled with s, the directory it was
+// launched in, and stop.
+func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (string, string, func()) {
 	bin, err := testutil.FindPostgresBinDir()
 	if err != nil {
 		log.Fatal(err)
@@ -58,7 +170,7 @@ func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (stri
 	}
 	bench := strings.Replace(dsn, "/postgres?", "/coffer_bench?", 1)
 	if filled(dir, s) {
-		return bench, stop
+		return bench, data, stop
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -74,7 +186,7 @@ func preparePostgres(ctx context.Context, dir string, s catalogfill.Shape) (stri
 	_ = conn.Close(ctx)
 	fill(ctx, "postgres", bench, s)
 	mark(dir, s)
-	return bench, stop
+	return bench, data, stop
 }
 
 func fill(ctx context.Context, name, loc string, s catalogfill.Shape) {
@@ -162,11 +274,15 @@ func emptyConfig(dir string) string {
 }
 
 // serverConfig is the server's configuration file: the shape's
-// connections, as QEMU connections whose socket patterns match nothing,
-// and an inventory refreshed once a year: the VM view reads the
-// inventory the fill wrote (the hypervisors' listing is the refresher's
-// work in the background, measured by bench/vsphere), which a refresh of
-// these connections would empty.
+// connections, as QEMU connections whose socket patterns match nothing;
+// an inventory refreshed once a year: the VM view reads the inventory
+// the fill wrote (the hypervisors' listing is the refresher's work in
+// the background, measured by bench/vsphere), which a refresh of these
+// connections would empty; and the policy whose runs the history holds,
+// selecting the VMs the fill says it selects (nine in ten: not those
+// whose number ends in 0), without a schedule, so that no run starts
+// during a benchmark (a run lists the connections, and would empty the
+// inventory too).
 func serverConfig(dir string, s catalogfill.Shape) string {
 	if err := os.MkdirAll(filepath.Join(dir, "sockets"), 0o755); err != nil {
 		log.Fatal(err)
@@ -178,6 +294,14 @@ func serverConfig(dir string, s catalogfill.Shape) string {
 			filepath.Join(dir, "sockets", catalogfill.Connection(c)+"-*.qmp"))
 	}
 	b.WriteString("maintenance:\n  inventory-every: 8760h\n")
+	fmt.Fprintf(&b, "policies:\n  - name: %s\n    connections: [", catalogfill.Policy)
+	for c := range s.Connections {
+		if c > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(catalogfill.Connection(c))
+	}
+	b.WriteString("]\n    select: {names: [\"vm-*\"]}\n    exclude: {names: [\"vm-????0\"]}\n    retention: {keep-last: 10}\n")
 	p := filepath.Join(dir, "coffer.yaml")
 	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 		log.Fatal(err)
