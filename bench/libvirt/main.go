@@ -16,7 +16,10 @@
 //  2. -changed of vdb's used space is rewritten through QEMU (HMP qemu-io
 //     over libvirt's monitor, so the checkpoint bitmaps see it) and the
 //     libvirt connector takes an incremental: its bytes read are reported
-//     as a share of the disk.
+//     as a share of the disk;
+//  3. the same rewrite before each of -check-rounds pairs of incrementals,
+//     without the change-tracking self-check and with its default sample:
+//     the share of time and bytes the check adds.
 package main
 
 import (
@@ -55,6 +58,7 @@ func main() {
 	changed := flag.Float64("changed", 0.02, "fraction of the used space rewritten before the incremental")
 	runSize := flag.Int64("run", 1<<20, "bytes per rewritten run")
 	rounds := flag.Int("rounds", 3, "full backups per connector, alternating")
+	checkRounds := flag.Int("check-rounds", 3, "incrementals without and with the change-tracking self-check, alternating")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -133,16 +137,39 @@ func main() {
 	}
 	node := "libvirt-" + m[1] + "-format"
 	n := int64(float64(used) * *changed)
-	for done := int64(0); done < n; done += *runSize {
-		off := rand.Int64N((used-*runSize)/65536) * 65536
-		cmd := fmt.Sprintf("qemu-io %s \"write -P 0x%02x %d %d\"", node, rand.IntN(255)+1, off, *runSize)
-		out, err := lv.QEMUDomainMonitorCommand(dom, cmd, 1) // 1: human monitor
-		must(err)
-		if strings.TrimSpace(out) != "" && !strings.Contains(out, "wrote") {
-			die("%s: %s", cmd, out)
+	rewrite := func() {
+		for done := int64(0); done < n; done += *runSize {
+			off := rand.Int64N((used-*runSize)/65536) * 65536
+			cmd := fmt.Sprintf("qemu-io %s \"write -P 0x%02x %d %d\"", node, rand.IntN(255)+1, off, *runSize)
+			out, err := lv.QEMUDomainMonitorCommand(dom, cmd, 1) // 1: human monitor
+			must(err)
+			if strings.TrimSpace(out) != "" && !strings.Contains(out, "wrote") {
+				die("%s: %s", cmd, out)
+			}
 		}
 	}
+	rewrite()
 	inc, incTime := backupOnce(ctx, r, lc, lref, "incremental", "libvirt")
+	// The change-tracking self-check (internal/backup/changecheck.go): the
+	// same rewrite before each incremental, taken alternately without the
+	// check and with its default sample.
+	var offT, onT []time.Duration
+	var onSample, onRead int64
+	for range *checkRounds {
+		for _, spans := range []int{-1, 0} {
+			rewrite()
+			s, dt := backupWith(ctx, r, lc, lref, "incremental", "libvirt", backup.Options{ChangeCheckSpans: spans})
+			if spans < 0 {
+				offT = append(offT, dt)
+				continue
+			}
+			onT = append(onT, dt)
+			for _, d := range s.Disks {
+				onSample += int64(d.ChangeCheckSpans * r.Config().ChunkSize)
+				onRead += d.BytesRead
+			}
+		}
+	}
 	var vdbRead, vdbSize int64
 	for _, disk := range inc.Disks {
 		if disk.Key == "vdb" {
@@ -162,16 +189,28 @@ func main() {
 	fmt.Printf("\nfull times, QMP: %v; libvirt: %v\n", qt, lt)
 	fmt.Printf("incremental: read %.1f MiB of vdb = %.2f%% of the %s disk (%.1f MiB rewritten, %d KiB runs); all disks %.1f MiB\n",
 		float64(vdbRead)/(1<<20), 100*float64(vdbRead)/float64(vdbSize), *size, float64(n)/(1<<20), *runSize>>10, float64(inc.BytesRead)/(1<<20))
+	if *checkRounds > 0 {
+		off, on := median(offT), median(onT)
+		fmt.Printf("change-tracking self-check (default sample, %d rounds each, alternating): incremental %.2f s without, %.2f s with (%+.1f%% time); "+
+			"the sample read %.1f MiB of %.1f MiB (%.1f%% of the bytes)\n", *checkRounds, off.Seconds(), on.Seconds(),
+			100*(on.Seconds()-off.Seconds())/off.Seconds(), float64(onSample)/(1<<20), float64(onRead)/(1<<20), 100*float64(onSample)/float64(onRead))
+		fmt.Printf("self-check times, without: %v; with: %v\n", offT, onT)
+	}
 }
 
 // backupOnce backs the VM up through conn into r, as a policy run does.
 func backupOnce(ctx context.Context, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode, chain string) (*repo.Snapshot, time.Duration) {
+	return backupWith(ctx, r, conn, ref, mode, chain, backup.Options{})
+}
+
+// backupWith is backupOnce with backup options.
+func backupWith(ctx context.Context, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode, chain string, o backup.Options) (*repo.Snapshot, time.Duration) {
 	w, err := r.NewWriter(ctx, "bench")
 	must(err)
 	defer w.Close(ctx)
 	start := time.Now()
 	s, err := backup.BackupVM(ctx, w, conn, backup.VMRequest{Connection: chain, VM: ref, Mode: mode, Chain: chain,
-		SnapshotMode: hypervisor.CrashConsistent}, backup.Options{})
+		SnapshotMode: hypervisor.CrashConsistent}, o)
 	must(err)
 	return s, time.Since(start)
 }
