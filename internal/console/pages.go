@@ -61,6 +61,7 @@ func (c *Console) routes() []route {
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
 		{"GET /ui/policies/{policy}", pg("preview-policy"), (*page).policy},
 		{"POST /ui/policies/{policy}/run", ops("backup-policy"), (*page).runPolicy},
+		{"GET /ui/policies/{policy}/plan", pg("plan-policy"), (*page).planPage},
 		{"GET /ui/new-policy", pg("list-connections"), (*page).policyEditor},
 		{"GET /ui/policies/{policy}/edit", pg("get-policy", "list-connections"), (*page).policyEditor},
 		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,7 @@ var funcs = template.FuncMap{
 	"dur":         duration,
 	"when":        when,
 	"pct":         percent,
+	"share":       shareOf,
 	"add":         func(a, b int) int { return a + b },
 	"esc":         url.PathEscape,
 	"short":       func(s string) string { return s[:min(len(s), 8)] },
@@ -111,6 +113,8 @@ func duration(s float64) string {
 	}
 	d := time.Duration(s * float64(time.Second)).Round(time.Second)
 	switch {
+	case s > 0 && d == 0:
+		return "under 1s" // not "0s": something took time
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))
 	case d < time.Hour:
@@ -152,3 +156,6 @@ func statusClass(s string) string {
 	}
 	return "busy"
 }
+
+// shareOf writes a fraction (0 to 1) as a whole percentage.
+func shareOf(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" }

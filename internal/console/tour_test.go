@@ -179,6 +179,19 @@ func TestConsoleTour(t *testing.T) {
 	c.shot("policies")
 	c.open("/ui/policies/nightly")
 	c.shot("policy")
+	// Its plan, with a what-if beside the configuration.
+	c.run(chromedp.Click("#plan-policy"), chromedp.WaitVisible("#plan-scenarios"))
+	c.run(chromedp.SendKeys("#plan-whatif", "tasks=64"), chromedp.SendKeys("#plan-window", "8"), chromedp.Click("#plan-submit"),
+		chromedp.WaitVisible("#plan-scenarios"))
+	var plan api.Plan
+	if code := l.get(l.adminToken(), "/api/v1/policies/nightly/plan", &plan); code != 200 {
+		t.Fatalf("plan: %d", code)
+	}
+	if sum, rows := c.text("#plan-summary"), c.text("#plan-scenarios tbody"); !strings.Contains(sum, "VMs: "+strconv.Itoa(plan.VMs)) ||
+		!strings.Contains(sum, "8h") || !strings.Contains(rows, "as configured") || !strings.Contains(rows, "tasks=64") {
+		t.Errorf("the plan page says %q with scenarios %q; the API plans %d VMs", sum, rows, plan.VMs)
+	}
+	c.shot("plan")
 	c.open("/ui/repositories")
 	c.run(chromedp.Click("#verify-default"), chromedp.WaitVisible("#verify-ok"))
 	c.shot("repositories")

@@ -1,0 +1,57 @@
+package console
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/coffer-backup/coffer/internal/api"
+)
+
+// planView is a policy's predicted run (plan-policy) with the what-ifs
+// the form asked for.
+type planView struct {
+	Name        string
+	Mode        string
+	WindowHours string
+	WhatIf      string // one per line, as typed
+	Plan        *api.Plan
+	Err         string
+}
+
+// planPage predicts a policy's run: the window's P50 and P90, the
+// bottleneck and the critical path, beside the what-ifs typed in the
+// form, as `coffer plan` does.
+func (p *page) planPage() {
+	q := p.r.URL.Query()
+	v := planView{Name: p.r.PathValue("policy"), Mode: q.Get("mode"), WindowHours: q.Get("window_hours"), WhatIf: q.Get("what_if")}
+	params := url.Values{}
+	if v.Mode != "" {
+		params.Set("mode", v.Mode)
+	}
+	if v.WindowHours != "" {
+		h, err := strconv.ParseFloat(v.WindowHours, 64)
+		if err != nil || h < 0 {
+			v.Err = "the window is a number of hours, like 8 or 0.5"
+			p.show("plan", "Plan of "+v.Name, "policies", v)
+			return
+		}
+		params.Set("window_seconds", strconv.FormatFloat(h*3600, 'f', -1, 64))
+	}
+	for _, w := range strings.Split(v.WhatIf, "\n") {
+		if w = strings.TrimSpace(w); w != "" {
+			params.Add("what_if", w)
+		}
+	}
+	var plan api.Plan
+	if _, err := p.api.call("plan-policy", map[string]string{"policy": v.Name}, params, nil, &plan); err != nil {
+		if ae, ok := err.(*apiError); ok && ae.Status == 401 {
+			p.fail(err)
+			return
+		}
+		v.Err = err.Error()
+	} else {
+		v.Plan = &plan
+	}
+	p.show("plan", "Plan of "+v.Name, "policies", v)
+}
