@@ -234,7 +234,7 @@ func domainXML(dir string) string {
 	return fmt.Sprintf(`<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
   <name>bench</name><memory unit='MiB'>256</memory><vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type><kernel>%[1]s/vmlinuz</kernel><initrd>%[1]s/initrd.gz</initrd>
-    <cmdline>console=ttyS0 quiet panic=-1 coffer.mode=write coffer.base=64 coffer.interval=10</cmdline></os>
+    <cmdline>`+guestvm.KernelArgs+` coffer.mode=write coffer.base=64 coffer.interval=10</cmdline></os>
   <devices>
     <disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='%[1]s/work.qcow2'/><target dev='vda' bus='virtio'/></disk>
     <disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='%[1]s/os.qcow2'/><target dev='vdb' bus='virtio'/><alias name='ua-os'/></disk>

@@ -59,9 +59,9 @@ func TestTwoChainsOnLibvirt(t *testing.T) {
 	def := filepath.Join(d.Dir, "web-1.xml")
 	os.WriteFile(def, []byte(fmt.Sprintf(`<domain type='qemu'><name>web-1</name><memory unit='MiB'>256</memory><vcpu>1</vcpu>
 <os><type arch='x86_64' machine='pc'>hvm</type><kernel>%[1]s/vmlinuz</kernel><initrd>%[1]s/initrd.gz</initrd>
-<cmdline>console=ttyS0 quiet panic=-1 coffer.mode=write coffer.base=64 coffer.interval=15</cmdline></os>
+<cmdline>%[4]s coffer.mode=write coffer.base=64 coffer.interval=15</cmdline></os>
 <devices><disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='%[2]s'/><target dev='vda' bus='virtio'/></disk>
-<serial type='file'><source path='%[3]s'/><target port='0'/></serial></devices></domain>`, vmDir, disk, console)), 0o644)
+<serial type='file'><source path='%[3]s'/><target port='0'/></serial></devices></domain>`, vmDir, disk, console, guestvm.KernelArgs)), 0o644)
 	virsh("define", def)
 	virsh("start", "web-1")
 	wait := func(s string, from int) int {
@@ -71,7 +71,7 @@ func TestTwoChainsOnLibvirt(t *testing.T) {
 			if i := bytes.Index(b[min(from, len(b)):], []byte(s)); i >= 0 {
 				return min(from, len(b)) + i + len(s)
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || bytes.Contains(b, []byte("Kernel panic")) {
 				t.Fatalf("guest did not print %q:\n%s", s, b)
 			}
 			time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation

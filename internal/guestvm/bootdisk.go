@@ -47,7 +47,7 @@ func BuildBootDisk(ctx context.Context, img *Image, path string, agent bool) err
 		}
 		return nil
 	}
-	cmdline := "console=ttyS0 quiet panic=-1 coffer.mode=boot coffer.disk=/dev/vda2 coffer.root=/dev/vda2"
+	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=/dev/vda2 coffer.root=/dev/vda2"
 	if agent {
 		cmdline += " coffer.qga=1"
 	}

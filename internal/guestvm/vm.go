@@ -15,6 +15,13 @@ import (
 	"time"
 )
 
+// KernelArgs start every test guest's kernel command line, whoever boots
+// it (QEMU directly, libvirt, a boot disk's syslinux). no_timer_check:
+// under TCG on a loaded host the kernel's IO-APIC timer check can miss its
+// ticks and panic at boot ("IO-APIC + timer doesn't work"); the emulated
+// timer works, so the check is skipped.
+const KernelArgs = "console=ttyS0 quiet panic=-1 no_timer_check"
+
 // Disk is one virtio disk of a guest.
 type Disk struct {
 	ID     string // device id ("vda"), also the node-name prefix
@@ -67,10 +74,7 @@ func QEMUArgs(img *Image, o Options) []string {
 	if mem == 0 {
 		mem = 256
 	}
-	// no_timer_check: under TCG on a loaded host the kernel's IO-APIC
-	// timer check can miss its ticks and panic at boot ("IO-APIC + timer
-	// doesn't work"); the emulated timer works, so the check is skipped.
-	appendArgs := fmt.Sprintf("console=ttyS0 quiet panic=-1 no_timer_check coffer.mode=%s coffer.base=%d coffer.interval=%d",
+	appendArgs := fmt.Sprintf(KernelArgs+" coffer.mode=%s coffer.base=%d coffer.interval=%d",
 		o.Mode, max(o.Base, 16), max(o.Interval.Milliseconds(), 10))
 	if o.GuestAgent {
 		appendArgs += " coffer.qga=1"

@@ -113,7 +113,7 @@ func (l *lab) domainXML() string {
   <name>%s</name><uuid>%s</uuid>
   <memory unit='MiB'>256</memory><vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type><kernel>%[3]s/vmlinuz</kernel><initrd>%[3]s/initrd.gz</initrd>
-    <cmdline>console=ttyS0 quiet panic=-1 coffer.mode=write coffer.base=64 coffer.interval=15 coffer.qga=1</cmdline></os>
+    <cmdline>%[4]s coffer.mode=write coffer.base=64 coffer.interval=15 coffer.qga=1</cmdline></os>
   <features><acpi/></features><on_reboot>destroy</on_reboot>
   <devices>
     <disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='%[3]s/vda.qcow2'/><target dev='vda' bus='virtio'/></disk>
@@ -121,7 +121,7 @@ func (l *lab) domainXML() string {
     <serial type='file'><source path='%[3]s/console.log' append='on'/><target port='0'/></serial>
     <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
   </devices>
-</domain>`, domName, domUUID, l.dir)
+</domain>`, domName, domUUID, l.dir, guestvm.KernelArgs)
 }
 
 // console is what the guest printed so far.
@@ -136,6 +136,9 @@ func (l *lab) waitConsole(s string, from int) int {
 	l.t.Helper()
 	for {
 		c := l.console()
+		if strings.Contains(c, "Kernel panic") {
+			l.t.Fatalf("guest panicked while waiting for %q:\n%s", s, c)
+		}
 		if from <= len(c) {
 			if i := strings.Index(c[from:], s); i >= 0 {
 				return from + i + len(s)
