@@ -36,6 +36,9 @@ type InventoryFilter struct {
 	Protection string
 	// NameContains matches names containing it, ignoring ASCII case.
 	NameContains string
+	// Search matches VMs whose name, a space and connection contain it,
+	// ignoring ASCII case: the console's search box.
+	Search string
 	After        VMCursor // continue after this VM (keyset paging)
 	Limit        int
 }
