@@ -39,8 +39,8 @@ type InventoryFilter struct {
 	// Search matches VMs whose name, a space and connection contain it,
 	// ignoring ASCII case: the console's search box.
 	Search string
-	After        VMCursor // continue after this VM (keyset paging)
-	Limit        int
+	After  VMCursor // continue after this VM (keyset paging)
+	Limit  int
 }
 
 // Protection filters of InventoryFilter.
