@@ -120,6 +120,9 @@ func byAttention(a, b judgedVM) int {
 // ProtectionSummaryInput selects the VMs a summary counts.
 type ProtectionSummaryInput struct {
 	Connections []string // "": every configured connection
+	// Refresh lists the connections live first (the command line without
+	// a server, as VMsInput.Refresh).
+	Refresh bool
 	// Sees keeps the VMs the caller may see (nil: every VM).
 	Sees func(connection, vm string) bool `json:"-"`
 }
@@ -139,7 +142,7 @@ func (s *Service) ProtectionSummary(ctx context.Context, in ProtectionSummaryInp
 		return nil, fmt.Errorf("the inventory is kept in the catalog: %w", err)
 	}
 	defer cat.Close()
-	states, err := s.inventoryStates(ctx, cfg, cat, names, false)
+	states, err := s.inventoryStates(ctx, cfg, cat, names, in.Refresh)
 	if err != nil {
 		return nil, err
 	}
