@@ -32,7 +32,9 @@ coffer vms protection --connection lab --json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in.Refresh = a.remote == nil // without a server, nobody refreshes the inventory in the background
 			sum, err := callOp(cmd.Context(), a, apiclient.Request{Op: "protection-summary", Query: map[string][]string{"connection": in.Connections}},
-				func(s *service.Service) (*api.ProtectionSummary, error) { return s.ProtectionSummary(cmd.Context(), in) })
+				func(s *service.Service) (*api.ProtectionSummary, error) {
+					return s.ProtectionSummary(cmd.Context(), in)
+				})
 			if sum == nil {
 				return err
 			}
