@@ -25,6 +25,11 @@ type VM struct {
 	AgeSeconds  float64   `json:"age_seconds,omitempty"`
 	// Covered: a policy selects the VM and it has a backup point.
 	Covered bool `json:"covered"`
+	// Protection is how the VM stands against its RPO (Protection*
+	// constants), RPOSeconds that RPO: the strictest of its policies', or
+	// the default when none sets one.
+	Protection string  `json:"protection"`
+	RPOSeconds float64 `json:"rpo_seconds"`
 	// ChangeTracking: changed block tracking is on for every disk.
 	ChangeTracking bool   `json:"change_tracking"`
 	Disks          []Disk `json:"disks"`
@@ -52,6 +57,9 @@ type Inventory struct {
 	VMs         []VM              `json:"vms"`
 	Connections []InventoryState  `json:"connections"`
 	Errors      []ConnectionError `json:"errors"`
+	// Counts is given when the listing judged every VM (order=attention
+	// or attention=true): how many VMs there are, and match.
+	Counts *InventoryCounts `json:"counts,omitempty"`
 	// Next is the cursor of the next page when more VMs may follow: the
 	// Coffer-Next header, not part of the document.
 	Next string `json:"-"`

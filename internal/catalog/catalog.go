@@ -262,6 +262,10 @@ type Catalog interface {
 	// reads a few index entries per VM, whatever the number of points in
 	// the catalog.
 	NewestBackupPoints(ctx context.Context, vms []VMRef) ([]BackupPoint, error)
+	// NewestPointTimes returns the time of the newest point of every VM
+	// that has one, in one grouped pass over the points: what judging a
+	// whole fleet against its RPO needs, without an index lookup per VM.
+	NewestPointTimes(ctx context.Context) (map[VMRef]time.Time, error)
 	// ReplaceBackupPoints atomically replaces all points of a repository
 	// (catalog rebuild from the repository).
 	ReplaceBackupPoints(ctx context.Context, repository string, points []BackupPoint) error

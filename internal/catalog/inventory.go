@@ -36,8 +36,11 @@ type InventoryFilter struct {
 	Protection string
 	// NameContains matches names containing it, ignoring ASCII case.
 	NameContains string
-	After        VMCursor // continue after this VM (keyset paging)
-	Limit        int
+	// Search matches VMs whose name, a space and connection contain it,
+	// ignoring ASCII case: the console's search box.
+	Search string
+	After  VMCursor // continue after this VM (keyset paging)
+	Limit  int
 }
 
 // Protection filters of InventoryFilter.

@@ -40,11 +40,13 @@ stderr.
 --json: {vms: [{connection, vm, vm_id, host, datastores, tags,
 power_state, guest_agent, change_tracking, disks: [{key, name,
 size_bytes, datastore, path, format}], provisioned_bytes, policies,
-last_point_id, last_backup, last_mode, age_seconds, covered, busy}],
-connections: [{connection, refreshed_at, age_seconds, attempted_at,
-error, vms}], errors: [{connection, error}]}.`,
+last_point_id, last_backup, last_mode, age_seconds, covered, protection,
+rpo_seconds, busy}], connections: [{connection, refreshed_at, age_seconds,
+attempted_at, error, vms}], errors: [{connection, error}], counts: {total,
+matched} (with --order attention or --attention)}.`,
 			`coffer vms
 coffer vms --protection unprotected --name web
+coffer vms --order attention --attention
 coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`,
 			"0; 6 when some connection's inventory is missing or its last refresh failed (the others are listed); 2 without connections."),
 		Args: cobra.NoArgs,
@@ -89,7 +91,10 @@ coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`
 	cmd.Flags().StringSliceVar(&in.Connections, "connection", nil, "only these connections (repeatable)")
 	cmd.Flags().StringVar(&in.Protection, "protection", "", "only protected VMs (a policy selects them) or unprotected ones")
 	cmd.Flags().StringVar(&in.Name, "name", "", "only VMs whose name contains this")
-	cmd.AddCommand(a.cmdVMsRefresh())
+	cmd.Flags().StringVar(&in.Search, "search", "", "only VMs whose name or connection contains this")
+	cmd.Flags().StringVar(&in.Order, "order", "", "attention: the VMs that need a look first (no policy, no point, outside their RPO)")
+	cmd.Flags().BoolVar(&in.Attention, "attention", false, "only the VMs that need a look (not within their RPO)")
+	cmd.AddCommand(a.cmdVMsRefresh(), a.cmdVMsProtection())
 	return remoteToo(op(cmd, "list-vms"))
 }
 
@@ -99,8 +104,13 @@ func (a *app) remoteVMs(ctx context.Context, in service.VMsInput) (*api.Inventor
 	if in.Protection != "" {
 		q.Set("protection", in.Protection)
 	}
-	if in.Name != "" {
-		q.Set("name", in.Name)
+	for k, v := range map[string]string{"name": in.Name, "search": in.Search, "order": in.Order} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if in.Attention {
+		q.Set("attention", "true")
 	}
 	var all *api.Inventory
 	for {

@@ -100,6 +100,34 @@ func TestRunJobsVMsPolicyCheck(t *testing.T) {
 			}
 		}
 	}
+	// The protection summary counts what the listing shows (every point
+	// is minutes old: within the default RPO).
+	var sum api.ProtectionSummary
+	if err := json.Unmarshal([]byte(e.must("vms", "protection", "--json")), &sum); err != nil {
+		t.Fatal(err)
+	}
+	want := api.ProtectionSummary{Total: len(vms)}
+	for _, v := range vms {
+		switch {
+		case len(v.Policies) == 0:
+			want.NoPolicy++
+		case v.LastBackup.IsZero():
+			want.NoPoint++
+		default:
+			want.WithinRPO++
+		}
+	}
+	if got := [...]int{sum.Total, sum.WithinRPO, sum.OutsideRPO, sum.NoPoint, sum.NoPolicy}; got != [...]int{want.Total, want.WithinRPO, 0, want.NoPoint, want.NoPolicy} ||
+		want.WithinRPO == 0 || want.NoPoint == 0 || len(sum.Attention) != want.NoPoint+want.NoPolicy {
+		t.Errorf("vms protection: %+v, the listing says %+v", sum, want)
+	}
+	var attention api.Inventory
+	if err := json.Unmarshal([]byte(e.must("vms", "--order", "attention", "--attention", "--json")), &attention); err != nil {
+		t.Fatal(err)
+	}
+	if attention.Counts == nil || attention.Counts.Matched != len(sum.Attention) || len(attention.VMs) != len(sum.Attention) {
+		t.Errorf("vms --order attention --attention: %d VMs, counts %+v; the summary names %d", len(attention.VMs), attention.Counts, len(sum.Attention))
+	}
 	check := e.must("policy", "check")
 	for _, want := range []string{"configuration is valid", "policy web:", "lab: 1 of 6 VMs: web-0000", `schedule "@daily"`} {
 		if !strings.Contains(check, want) {

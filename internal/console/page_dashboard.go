@@ -43,21 +43,21 @@ type count struct {
 
 func (p *page) dashboard() {
 	v := dashboardView{Repos: p.c.cfg.Repositories(p.r.Context())}
-	var inv api.Inventory
-	if err := p.inventoryPages(&inv); err != nil {
+	var sum api.ProtectionSummary
+	if _, err := p.api.call("protection-summary", nil, nil, nil, &sum); err != nil {
 		if !p.partial(err, &v.Problems, "inventory") {
 			return
 		}
+	}
+	v.Protection = protectionOf(sum)
+	for _, e := range sum.Errors {
+		v.Problems = append(v.Problems, "connection "+e.Connection+": "+e.Error)
 	}
 	var check api.PolicyCheck
 	if _, err := p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check); err != nil {
 		if !p.partial(err, &v.Problems, "policies") {
 			return
 		}
-	}
-	v.Protection = protectionOf(inv.VMs, rposOf(check), time.Now())
-	for _, e := range inv.Errors {
-		v.Problems = append(v.Problems, "connection "+e.Connection+": "+e.Error)
 	}
 	if _, err := p.api.call("list-jobs", nil, url.Values{"status": {"running"}, "limit": {"20"}}, nil, &v.Running); err != nil {
 		if !p.partial(err, &v.Problems, "running tasks") {
@@ -114,27 +114,11 @@ func (p *page) partial(err error, problems *[]string, what string) bool {
 	return true
 }
 
-// protectionOf sorts VMs by how well they are protected, each against
-// its policies' RPO.
-func protectionOf(vms []api.VM, r rpos, now time.Time) protection {
-	pr := protection{Total: len(vms), DefaultRPO: duration(defaultRPO.Seconds()), WithRPO: len(r)}
-	var attention []api.VM
-	for _, vm := range vms {
-		switch r.rank(vm, now) {
-		case 0:
-			pr.Unprotected++
-		case 1:
-			pr.NoPoint++
-		case 2:
-			pr.Stale++
-		default:
-			pr.Recent++
-			continue
-		}
-		attention = append(attention, vm)
-	}
-	pr.Attention = attention[:min(len(attention), 10)]
-	return pr
+// protectionOf is the dashboard's tiles from the server's summary (the
+// service judges each VM against its RPO: protection-summary).
+func protectionOf(sum api.ProtectionSummary) protection {
+	return protection{Total: sum.Total, Recent: sum.WithinRPO, Stale: sum.OutsideRPO, NoPoint: sum.NoPoint,
+		Unprotected: sum.NoPolicy, Attention: sum.Attention, DefaultRPO: duration(sum.DefaultRPOSeconds), WithRPO: sum.PoliciesWithRPO}
 }
 
 // repoUsage is the repository panel, loaded after the page (reading a

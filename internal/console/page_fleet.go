@@ -2,9 +2,7 @@ package console
 
 import (
 	"net/url"
-	"sort"
-	"strings"
-	"time"
+	"strconv"
 
 	"github.com/coffer-backup/coffer/internal/api"
 )
@@ -17,42 +15,52 @@ type inventoryView struct {
 	Connections []api.InventoryState // how old each connection's inventory is
 	Filter      string
 	Only        string
-	Pager       pager
+	// Next continues the listing after this page; First is its first
+	// page, when this is not it.
+	Next, First string
 	Total       int
 	Shown       int
 	Problems    []string
 }
 
+// inventory shows a page of the inventory, the VMs that need a look
+// first: the server judges every VM against its RPO and orders them
+// (list-vms order=attention), so the page reads one page of VMs.
 func (p *page) inventory() {
-	var inv api.Inventory
 	q := p.r.URL.Query()
 	v := inventoryView{Filter: q.Get("q"), Only: q.Get("only")}
-	if err := p.inventoryPages(&inv); err != nil && inv.VMs == nil {
+	filters := url.Values{}
+	aq := url.Values{"order": {"attention"}, "limit": {strconv.Itoa(pageSize)}}
+	if v.Filter != "" {
+		aq.Set("search", v.Filter)
+		filters.Set("q", v.Filter)
+	}
+	if v.Only == "unprotected" {
+		aq.Set("attention", "true")
+		filters.Set("only", v.Only)
+	}
+	if after := q.Get("after"); after != "" {
+		aq.Set("after", after)
+		v.First = "/ui/inventory?" + filters.Encode()
+	}
+	var inv api.Inventory
+	h, err := p.api.call("list-vms", nil, aq, nil, &inv)
+	if err != nil && inv.VMs == nil {
 		if !p.partial(err, &v.Problems, "inventory") {
 			return
 		}
 	}
-	// Each VM is judged by its policies' RPO (a policy the caller may not
-	// see counts with the default).
-	var check api.PolicyCheck
-	_, _ = p.api.call("check-policies", nil, url.Values{"offline": {"true"}}, nil, &check)
-	r := rposOf(check)
-	v.Errors, v.Connections, v.Total = inv.Errors, inv.Connections, len(inv.VMs)
-	now := time.Now()
-	var shown []api.VM
-	for _, vm := range inv.VMs {
-		if v.Filter != "" && !strings.Contains(strings.ToLower(vm.VM+" "+vm.Connection), strings.ToLower(v.Filter)) {
-			continue
-		}
-		if v.Only == "unprotected" && r.rank(vm, now) == 3 {
-			continue
-		}
-		shown = append(shown, vm)
+	v.VMs, v.Errors, v.Connections = inv.VMs, inv.Errors, inv.Connections
+	if inv.Counts != nil {
+		v.Total, v.Shown = inv.Counts.Total, inv.Counts.Matched
 	}
-	// Unprotected VMs first: they are what the page is for.
-	sort.SliceStable(shown, func(i, j int) bool { return r.rank(shown[i], now) < r.rank(shown[j], now) })
-	v.Shown = len(shown)
-	v.VMs, v.Pager = pageOf(shown, p.r, url.Values{"q": {v.Filter}, "only": {v.Only}}, "/ui/inventory")
+	if next := h.Get(api.NextHeader); next != "" {
+		nq := url.Values{"after": {next}}
+		for k, vs := range filters {
+			nq[k] = vs
+		}
+		v.Next = "/ui/inventory?" + nq.Encode()
+	}
 	p.show("inventory", "Inventory", "inventory", v)
 }
 
@@ -134,28 +142,4 @@ func (p *page) repositories() {
 		v.Repos = append(v.Repos, r)
 	}
 	p.show("repositories", "Repositories", "repositories", v)
-}
-
-// inventoryPages reads every page of the server's inventory (the
-// dashboard and the inventory page judge the whole fleet: unprotected
-// VMs first). The error is the last page's, with its document.
-func (p *page) inventoryPages(inv *api.Inventory) error {
-	q := url.Values{"limit": {"1000"}}
-	for {
-		var page api.Inventory
-		h, err := p.api.call("list-vms", nil, q, nil, &page)
-		if page.VMs == nil {
-			return err
-		}
-		if inv.VMs == nil {
-			*inv = page
-		} else {
-			inv.VMs = append(inv.VMs, page.VMs...)
-		}
-		next := h.Get(api.NextHeader)
-		if next == "" {
-			return err
-		}
-		q.Set("after", next)
-	}
 }

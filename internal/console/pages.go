@@ -26,7 +26,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/setup", ops("complete-setup"), (*page).setup},
 
 		// The dashboard.
-		{"GET /ui/{$}", pg("list-vms", "list-jobs", "check-policies"), (*page).dashboard},
+		{"GET /ui/{$}", pg("protection-summary", "list-jobs", "check-policies"), (*page).dashboard},
 		{"GET /ui/dashboard/repositories", ops("stats", "repository-usage"), (*page).dashboardRepos},
 
 		// Tasks.
@@ -57,7 +57,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/restore/{session}/discard", ops("instant-discard"), (*page).instantDiscard},
 
 		// Inventory, policies, repositories.
-		{"GET /ui/inventory", pg("list-vms", "check-policies"), (*page).inventory},
+		{"GET /ui/inventory", pg("list-vms"), (*page).inventory},
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
 		{"GET /ui/policies/{policy}", pg("preview-policy"), (*page).policy},
 		{"POST /ui/policies/{policy}/run", ops("backup-policy"), (*page).runPolicy},

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -174,7 +175,20 @@ func TestConsoleTour(t *testing.T) {
 			t.Errorf("inventory: the age of %s's listing (refreshed at %s) shown as %q", st.Connection, st.RefreshedAt, ages)
 		}
 	}
+	// Every VM counted, those with no policy first; "only those that
+	// need a look" leaves out the protected (their points are minutes
+	// old, well within the default RPO).
+	if got, want := c.text("#inventory-count"), fmt.Sprintf("%d of %d", len(inv.VMs), len(inv.VMs)); got != want {
+		t.Errorf("inventory: %q VMs shown, want %q", got, want)
+	}
+	if first := c.text("#vms tbody tr:first-child td:nth-child(6)"); !strings.Contains(first, "no policy") {
+		t.Errorf("inventory: the first VM is not one without a policy: its policies %q", first)
+	}
 	c.shot("inventory")
+	c.open("/ui/inventory?only=unprotected")
+	if got, want := c.text("#inventory-count"), fmt.Sprintf("%d of %d", len(inv.VMs)-protected, len(inv.VMs)); got != want {
+		t.Errorf("inventory, only those that need a look: %q VMs shown, want %q", got, want)
+	}
 	c.open("/ui/policies")
 	c.shot("policies")
 	c.open("/ui/policies/nightly")

@@ -94,6 +94,9 @@ type vmsIn struct {
 	Connections []string `query:"connection,explode" required:"false" maxItems:"100" doc:"only these connections (repeat the parameter)"`
 	Protection  string   `query:"protection" enum:"protected,unprotected" doc:"protected: VMs a policy selects; unprotected: VMs none does"`
 	Name        string   `query:"name" maxLength:"255" doc:"VMs whose name contains this, ignoring ASCII case"`
+	Search      string   `query:"search" maxLength:"255" doc:"VMs whose name, a space and connection contain this, ignoring ASCII case"`
+	Order       string   `query:"order" enum:"attention" doc:"attention: the VMs that need a look first (no policy, no point, a point older than their RPO), then by connection, name and ID"`
+	Attention   bool     `query:"attention" doc:"only the VMs that need a look (the page then carries counts)"`
 	Limit       int      `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, by connection, name and ID (0: 100)"`
 	After       string   `query:"after" maxLength:"2048" doc:"the Coffer-Next header of the previous page: this page continues after it"`
 }
@@ -119,31 +122,61 @@ func (r *VMsPage) setError(err error) {
 // caller may not see are left out of the page, which may then be short
 // while more follow: Coffer-Next says whether they do.
 func epVMs(ctx context.Context, s *Service, in *vmsIn) (*VMsPage, error) {
-	inv, err := s.VMs(ctx, VMsInput{Connections: in.Connections, Protection: in.Protection, Name: in.Name,
-		After: in.After, Limit: cmp.Or(in.Limit, vmsPageSize)})
+	inv, err := s.VMs(ctx, VMsInput{Connections: in.Connections, Protection: in.Protection, Name: in.Name, Search: in.Search,
+		Order: in.Order, Attention: in.Attention, After: in.After, Limit: cmp.Or(in.Limit, vmsPageSize), Sees: sees(ctx, s)})
 	if inv == nil {
 		return nil, err
 	}
 	inv.VMs = visible(ctx, s, auth.ConnAudit, inv.VMs, func(v api.VM) []string { return []string{auth.VMPath(v.Connection, v.VM)} })
+	inv.Connections, inv.Errors, err = seenConnections(ctx, s, inv.Connections, inv.Errors, err)
+	return &VMsPage{Body: inv, Next: inv.Next}, err
+}
+
+// sees is whether the caller may see a VM of the inventory.
+func sees(ctx context.Context, s *Service) func(connection, vm string) bool {
+	actor := s.actor(ctx)
+	return func(connection, vm string) bool {
+		return auth.Allowed(actor, auth.VMPath(connection, vm), auth.ConnAudit)
+	}
+}
+
+// seenConnections keeps the states and errors of the connections the
+// caller sees something of; err, the inventory's partial error, is
+// dropped when none of those connections failed.
+func seenConnections(ctx context.Context, s *Service, states []api.InventoryState, errs []api.ConnectionError,
+	err error) ([]api.InventoryState, []api.ConnectionError, error) {
 	actor := s.actor(ctx)
 	seen := func(conn string) bool { return auth.AllowedBelow(actor, auth.ConnectionPath(conn), auth.ConnAudit) }
-	errs := []api.ConnectionError{}
-	for _, e := range inv.Errors {
+	keptErrs := []api.ConnectionError{}
+	for _, e := range errs {
 		if seen(e.Connection) {
-			errs = append(errs, e)
+			keptErrs = append(keptErrs, e)
 		}
 	}
-	states := []api.InventoryState{}
-	for _, st := range inv.Connections {
+	keptStates := []api.InventoryState{}
+	for _, st := range states {
 		if seen(st.Connection) {
-			states = append(states, st)
+			keptStates = append(keptStates, st)
 		}
 	}
-	inv.Errors, inv.Connections = errs, states
-	if len(errs) == 0 {
+	if len(keptErrs) == 0 {
 		err = nil // the caller sees no connection whose inventory failed
 	}
-	return &VMsPage{Body: inv, Next: inv.Next}, err
+	return keptStates, keptErrs, err
+}
+
+type protectionSummaryIn struct {
+	Connections []string `query:"connection,explode" required:"false" maxItems:"100" doc:"only these connections (repeat the parameter)"`
+}
+
+// epProtectionSummary counts the VMs the caller holds Conn.Audit on.
+func epProtectionSummary(ctx context.Context, s *Service, in *protectionSummaryIn) (*Result[*api.ProtectionSummary], error) {
+	sum, err := s.ProtectionSummary(ctx, ProtectionSummaryInput{Connections: in.Connections, Sees: sees(ctx, s)})
+	if sum == nil {
+		return nil, err
+	}
+	sum.Connections, sum.Errors, err = seenConnections(ctx, s, sum.Connections, sum.Errors, err)
+	return result(sum, err)
 }
 
 type refreshInventoryIn struct {

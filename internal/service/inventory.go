@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,8 +21,15 @@ type VMsInput struct {
 	// Protection is "protected" (a policy selects the VM), "unprotected"
 	// or "" (both).
 	Protection string
-	// Name keeps VMs whose name contains it, ignoring ASCII case.
-	Name string
+	// Name keeps VMs whose name contains it, ignoring ASCII case; Search
+	// those whose name, a space and connection contain it.
+	Name   string
+	Search string
+	// Order is "" (by connection, name and ID) or OrderAttention (the VMs
+	// that need a look first: no policy, no point, outside their RPO).
+	Order string
+	// Attention keeps only the VMs that need a look.
+	Attention bool
 	// After is the cursor a page returned as its next; Limit the page's
 	// size (0: every VM).
 	After string
@@ -29,7 +37,13 @@ type VMsInput struct {
 	// Refresh lists the connections live first: the command line without
 	// a server, whose inventory nobody refreshes in the background.
 	Refresh bool
+	// Sees keeps the VMs the caller may see (nil: every VM); a listing
+	// that judges every VM (Order or Attention) applies it before paging.
+	Sees func(connection, vm string) bool `json:"-"`
 }
+
+// OrderAttention lists the VMs that need a look first (VMsInput.Order).
+const OrderAttention = "attention"
 
 // VMs lists the VMs of the configured connections from the catalog's
 // inventory (inventory_refresh.go keeps it), with the policies of the
@@ -47,30 +61,44 @@ func (s *Service) VMs(ctx context.Context, in VMsInput) (*api.Inventory, error) 
 	return inv, err
 }
 
-// vmsPage is VMs with the cursor of the next page ("" at the end).
-func (s *Service) vmsPage(ctx context.Context, in VMsInput) (*api.Inventory, string, error) {
+// inventoryConnections is the configuration in effect and the
+// connections asked for (every configured one when none is), each
+// checked.
+func (s *Service) inventoryConnections(ctx context.Context, asked []string) (*policy.Config, []string, error) {
 	cfg, err := s.engineConfig(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	names := in.Connections
+	names := asked
 	if len(names) == 0 {
 		for _, c := range cfg.Connections {
 			names = append(names, c.Name)
 		}
 	}
 	if len(names) == 0 {
-		return nil, "", invalidf("no connections configured (add a connections: section to the configuration file)")
+		return nil, nil, invalidf("no connections configured (add a connections: section to the configuration file)")
 	}
 	for _, n := range names {
 		if _, ok := connection(cfg, n); !ok {
-			return nil, "", invalidf("no connection named %q in the configuration", n)
+			return nil, nil, invalidf("no connection named %q in the configuration", n)
 		}
+	}
+	return cfg, names, nil
+}
+
+// vmsPage is VMs with the cursor of the next page ("" at the end).
+func (s *Service) vmsPage(ctx context.Context, in VMsInput) (*api.Inventory, string, error) {
+	cfg, names, err := s.inventoryConnections(ctx, in.Connections)
+	if err != nil {
+		return nil, "", err
 	}
 	if in.Protection != "" && in.Protection != catalog.Protected && in.Protection != catalog.Unprotected {
 		return nil, "", invalidf("protection %q: protected, unprotected or nothing", in.Protection)
 	}
-	after, err := decodeVMCursor(in.After)
+	if in.Order != "" && in.Order != OrderAttention {
+		return nil, "", invalidf("order %q: attention or nothing (by connection and name)", in.Order)
+	}
+	after, afterRank, err := decodeVMCursor(in.After, in.Order == OrderAttention)
 	if err != nil {
 		return nil, "", err
 	}
@@ -83,13 +111,39 @@ func (s *Service) vmsPage(ctx context.Context, in VMsInput) (*api.Inventory, str
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := cat.ListInventory(ctx, catalog.InventoryFilter{Connections: names, Protection: in.Protection,
-		NameContains: in.Name, After: after, Limit: in.Limit})
-	if err != nil {
+	now := time.Now()
+	inv := inventoryHead(names, states, now)
+	var page []judgedVM
+	if in.Order != "" || in.Attention {
+		if page, inv.Counts, err = attentionPage(ctx, cfg, cat, names, in, after, afterRank, now); err != nil {
+			return nil, "", err
+		}
+	} else {
+		rows, err := cat.ListInventory(ctx, catalog.InventoryFilter{Connections: names, Protection: in.Protection,
+			NameContains: in.Name, Search: in.Search, After: after, Limit: in.Limit})
+		if err != nil {
+			return nil, "", err
+		}
+		for _, r := range rows {
+			page = append(page, judgedVM{rec: r, policies: policiesSelecting(cfg, r.Connection, hypervisorVM(r))})
+		}
+	}
+	if inv.VMs, err = vmDocs(ctx, cfg, cat, page, now); err != nil {
 		return nil, "", err
 	}
-	inv := &api.Inventory{VMs: make([]api.VM, 0, len(rows)), Connections: []api.InventoryState{}, Errors: []api.ConnectionError{}}
-	now := time.Now()
+	next := ""
+	if in.Limit > 0 && len(page) == in.Limit {
+		last := page[len(page)-1]
+		next = encodeVMCursor(last.rec.Cursor(), in.Order == OrderAttention, last.rank)
+	}
+	return inv, next, inventoryError(inv)
+}
+
+// inventoryHead is an inventory document without its VMs: how old each
+// connection's inventory is, and the connections whose inventory is
+// missing or whose last refresh failed.
+func inventoryHead(names []string, states map[string]catalog.InventoryState, now time.Time) *api.Inventory {
+	inv := &api.Inventory{VMs: []api.VM{}, Connections: []api.InventoryState{}, Errors: []api.ConnectionError{}}
 	for _, n := range names {
 		st, ok := states[n]
 		doc := api.InventoryState{Connection: n, RefreshedAt: st.RefreshedAt, AttemptedAt: st.AttemptedAt, Error: st.Error, VMs: st.VMs}
@@ -107,42 +161,20 @@ func (s *Service) vmsPage(ctx context.Context, in VMsInput) (*api.Inventory, str
 				st.Error, st.RefreshedAt.Format(time.RFC3339))})
 		}
 	}
-	// The newest point of each VM of the page: one grouped lookup on
-	// points_vm for the page, whatever the size of the fleet.
-	refs := make([]catalog.VMRef, len(rows))
-	for i, r := range rows {
-		refs[i] = catalog.VMRef{Connection: r.Connection, ID: r.ID}
+	return inv
+}
+
+// inventoryError is the partial error of an inventory whose connections
+// failed, nil when none did.
+func inventoryError(inv *api.Inventory) error {
+	if len(inv.Errors) == 0 {
+		return nil
 	}
-	last := map[catalog.VMRef]catalog.BackupPoint{}
-	if len(refs) > 0 {
-		points, err := cat.NewestBackupPoints(ctx, refs)
-		if err != nil {
-			return nil, "", err
-		}
-		for _, p := range points {
-			last[catalog.VMRef{Connection: p.Connection, ID: p.VMID}] = p
-		}
+	var failed []string
+	for _, e := range inv.Errors {
+		failed = append(failed, e.Connection+": "+e.Error)
 	}
-	for _, r := range rows {
-		d := vmDoc(cfg, r)
-		if p, ok := last[catalog.VMRef{Connection: r.Connection, ID: r.ID}]; ok {
-			d.LastPointID, d.LastBackup, d.LastMode, d.AgeSeconds = p.ID, p.Time, p.Mode, now.Sub(p.Time).Seconds()
-		}
-		d.Covered = len(d.Policies) > 0 && !d.LastBackup.IsZero()
-		inv.VMs = append(inv.VMs, d)
-	}
-	next := ""
-	if in.Limit > 0 && len(rows) == in.Limit {
-		next = encodeVMCursor(rows[len(rows)-1].Cursor())
-	}
-	if len(inv.Errors) > 0 {
-		var failed []string
-		for _, e := range inv.Errors {
-			failed = append(failed, e.Connection+": "+e.Error)
-		}
-		return inv, next, api.Errorf(api.Partial, "inventory failed: %s", strings.Join(failed, "; "))
-	}
-	return inv, next, nil
+	return api.Errorf(api.Partial, "inventory failed: %s", strings.Join(failed, "; "))
 }
 
 // inventoryStates returns the refresh state of each named connection,
@@ -180,19 +212,26 @@ func (s *Service) inventoryStates(ctx context.Context, cfg *policy.Config, cat c
 	return read()
 }
 
-// vmDoc is a VM of the inventory as the API shows it, with the policies
-// of the configuration in effect that select it.
-func vmDoc(cfg *policy.Config, r catalog.VMRecord) api.VM {
+// hypervisorVM is an inventory row as the policies' selectors see it.
+func hypervisorVM(r catalog.VMRecord) hypervisor.VM {
 	vm := hypervisor.VM{VMRef: hypervisor.VMRef{ID: r.ID, Name: r.Name}, Host: r.Host, Datastores: r.Datastores, Tags: r.Tags,
 		PowerState: r.PowerState, GuestAgent: r.GuestAgent, ChangeTracking: r.ChangeTracking}
+	for _, d := range r.Disks {
+		vm.Disks = append(vm.Disks, hypervisor.DiskInfo{Key: d.Key, Name: d.Name, Size: d.Size, Datastore: d.Datastore, Path: d.Path, Format: d.Format})
+	}
+	return vm
+}
+
+// vmDoc is a VM of the inventory as the API shows it, with the policies
+// of the configuration in effect that select it.
+func vmDoc(r catalog.VMRecord, policies []string) api.VM {
 	disks := make([]api.Disk, len(r.Disks))
 	for i, d := range r.Disks {
 		disks[i] = api.Disk{Key: d.Key, Name: d.Name, SizeBytes: d.Size, Datastore: d.Datastore, Path: d.Path, Format: d.Format}
-		vm.Disks = append(vm.Disks, hypervisor.DiskInfo{Key: d.Key, Name: d.Name, Size: d.Size, Datastore: d.Datastore, Path: d.Path, Format: d.Format})
 	}
 	return api.VM{Connection: r.Connection, VM: r.Name, VMID: r.ID, Host: r.Host, Datastores: list(r.Datastores), Tags: tags(r.Tags),
 		PowerState: r.PowerState, GuestAgent: r.GuestAgent, ChangeTracking: r.ChangeTracking, ProvisionedBytes: r.Bytes,
-		Disks: disks, Busy: r.Busy, Policies: policiesSelecting(cfg, r.Connection, vm)}
+		Disks: disks, Busy: r.Busy, Policies: policies}
 }
 
 // policiesSelecting names the policies that back up vm of a connection.
@@ -210,23 +249,39 @@ func policiesSelecting(cfg *policy.Config, conn string, vm hypervisor.VM) []stri
 }
 
 // A cursor of the inventory is its VMCursor as JSON, base64url: opaque to
-// the caller, and safe in a query string whatever the names hold.
-func encodeVMCursor(c catalog.VMCursor) string {
-	b, _ := json.Marshal([]string{c.Connection, c.Name, c.ID})
+// the caller, and safe in a query string whatever the names hold. A
+// cursor of the attention order carries the VM's rank too.
+func encodeVMCursor(c catalog.VMCursor, attention bool, rank int) string {
+	parts := []string{c.Connection, c.Name, c.ID}
+	if attention {
+		parts = append(parts, strconv.Itoa(rank))
+	}
+	b, _ := json.Marshal(parts)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeVMCursor(s string) (catalog.VMCursor, error) {
+func decodeVMCursor(s string, attention bool) (catalog.VMCursor, int, error) {
 	if s == "" {
-		return catalog.VMCursor{}, nil
+		return catalog.VMCursor{}, 0, nil
 	}
 	var parts []string
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err == nil {
 		err = json.Unmarshal(b, &parts)
 	}
-	if err != nil || len(parts) != 3 || parts[2] == "" {
-		return catalog.VMCursor{}, invalidf("after %q: not a cursor of the VM listing (pass the Coffer-Next header of the previous page)", s)
+	want := 3
+	if attention {
+		want = 4
 	}
-	return catalog.VMCursor{Connection: parts[0], Name: parts[1], ID: parts[2]}, nil
+	if err != nil || len(parts) != want || parts[2] == "" {
+		return catalog.VMCursor{}, 0, invalidf("after %q: not a cursor of this VM listing (pass the Coffer-Next header of the previous page, "+
+			"with the same order)", s)
+	}
+	rank := 0
+	if attention {
+		if rank, err = strconv.Atoi(parts[3]); err != nil {
+			return catalog.VMCursor{}, 0, invalidf("after %q: not a cursor of the attention order (pass the Coffer-Next header of the previous page)", s)
+		}
+	}
+	return catalog.VMCursor{Connection: parts[0], Name: parts[1], ID: parts[2]}, rank, nil
 }

@@ -156,6 +156,10 @@ func testInventoryPaging(t *testing.T, open Opener) {
 		{catalog.InventoryFilter{NameContains: "WEB_"}, func(v catalog.VMRecord) bool { return strings.HasPrefix(v.Name, "Web_") }},
 		{catalog.InventoryFilter{NameContains: "b%"}, func(v catalog.VMRecord) bool { return strings.Contains(v.Name, "b%") }},
 		{catalog.InventoryFilter{NameContains: "_1"}, func(v catalog.VMRecord) bool { return strings.Contains(v.Name, "_1") }},
+		{catalog.InventoryFilter{Search: "WEB_2"}, func(v catalog.VMRecord) bool { return strings.HasPrefix(v.Name, "Web_2") }},
+		{catalog.InventoryFilter{Search: "1 B"}, func(v catalog.VMRecord) bool {
+			return v.Connection == "b" && strings.HasSuffix(v.Name, "1")
+		}},
 		{catalog.InventoryFilter{Connections: []string{"b"}, Protection: catalog.Unprotected, NameContains: "vm-1"},
 			func(v catalog.VMRecord) bool {
 				return v.Connection == "b" && !v.Protected && strings.Contains(v.Name, "vm-1")

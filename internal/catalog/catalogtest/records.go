@@ -282,3 +282,22 @@ func testTimes(t *testing.T, open Opener) {
 	ok(t, err)
 	same(t, "since across zones", ids(jobs, jobID), []int64{j.ID})
 }
+
+// testNewestPointTimes: the newest time of every VM with a point, across
+// repositories, a VM ID on two connections being two VMs; nothing for a
+// catalog without points.
+func testNewestPointTimes(t *testing.T, open Opener) {
+	c := mustOpen(t, open)
+	ctx := context.Background()
+	got, err := c.NewestPointTimes(ctx)
+	ok(t, err)
+	same(t, "no points", len(got), 0)
+	other := point("r1", "o1", 30*time.Minute, "vm-1")
+	other.Connection = "vc2"
+	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{point("r1", "a1", time.Hour, "vm-1"), point("r2", "a2", 3*time.Hour, "vm-1"),
+		point("r1", "a3", 2*time.Hour, "vm-1"), point("r1", "b1", time.Minute, "vm-2"), other}))
+	got, err = c.NewestPointTimes(ctx)
+	ok(t, err)
+	same(t, "newest per VM", got, map[catalog.VMRef]time.Time{{Connection: "qemu", ID: "vm-1"}: at(3 * time.Hour),
+		{Connection: "qemu", ID: "vm-2"}: at(time.Minute), {Connection: "vc2", ID: "vm-1"}: at(30 * time.Minute)})
+}

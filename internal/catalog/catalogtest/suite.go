@@ -35,6 +35,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"BackupPoints", testBackupPoints},
 		{"ReplaceBackupPoints", testReplaceBackupPoints},
 		{"NewestBackupPoints", testNewestBackupPoints},
+		{"NewestPointTimes", testNewestPointTimes},
 		{"ReplaceIsAtomicForReaders", testReplaceAtomicForReaders},
 		{"VMs", testVMs},
 		{"Inventory", testInventory},

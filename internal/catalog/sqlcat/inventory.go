@@ -139,6 +139,9 @@ func (c *Catalog) ListInventory(ctx context.Context, f catalog.InventoryFilter) 
 	if f.NameContains != "" {
 		w.add(`lower(name) LIKE ? ESCAPE '\'`, "%"+likeEscaper.Replace(strings.ToLower(f.NameContains))+"%")
 	}
+	if f.Search != "" {
+		w.add(`lower(name || ' ' || connection) LIKE ? ESCAPE '\'`, "%"+likeEscaper.Replace(strings.ToLower(f.Search))+"%")
+	}
 	if a := f.After; a != (catalog.VMCursor{}) {
 		w.add(vmsAfter, a.Connection, a.Connection, a.Connection, a.Name, a.Name, a.ID)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
@@ -276,6 +277,25 @@ func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) (
 		if err != nil {
 			return nil, fmt.Errorf("catalog: newest backup points: %w", err)
 		}
+	}
+	return out, nil
+}
+
+// NewestPointTimes implements catalog.Catalog: one grouped scan of the
+// points, which at fleet scale (100,000 points) is cheaper than the
+// 10,000 index lookups NewestBackupPoints would make, and returns a time
+// per VM instead of whole point rows.
+func (c *Catalog) NewestPointTimes(ctx context.Context) (map[catalog.VMRef]time.Time, error) {
+	out := map[catalog.VMRef]time.Time{}
+	err := c.query(ctx, `SELECT connection, vm_id, MAX(taken_at) FROM backup_points GROUP BY connection, vm_id`, nil, func(r Rows) error {
+		var ref catalog.VMRef
+		var at time.Time
+		err := r.Scan(&ref.Connection, &ref.ID, timeDest{&at})
+		out[ref] = at
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: newest point times: %w", err)
 	}
 	return out, nil
 }

@@ -317,6 +317,19 @@ func (m *Catalog) NewestBackupPoints(_ context.Context, vms []catalog.VMRef) ([]
 	return out, nil
 }
 
+func (m *Catalog) NewestPointTimes(context.Context) (map[catalog.VMRef]time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[catalog.VMRef]time.Time{}
+	for _, p := range m.points {
+		k := catalog.VMRef{Connection: p.Connection, ID: p.VMID}
+		if p.Time.After(out[k]) {
+			out[k] = p.Time
+		}
+	}
+	return out, nil
+}
+
 func (m *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, ps []catalog.BackupPoint) error {
 	m.mu.Lock()
 	for k, p := range m.points {
