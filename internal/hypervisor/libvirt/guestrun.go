@@ -35,8 +35,7 @@ func (c *Connector) GuestRun(ctx context.Context, ref hypervisor.VMRef, argv []s
 			wait = max(1, int32(time.Until(dl)/time.Second))
 		}
 		out, err := call(ctx, c.cfg.CallTimeout, command+" in "+dom.Name, func() ([]string, error) {
-			r, err := lv.QEMUDomainAgentCommand(dom, string(req), wait, 0)
-			return r, err
+			return lv.QEMUDomainAgentCommand(dom, string(req), wait, 0)
 		})
 		if err != nil {
 			return err
