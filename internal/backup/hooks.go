@@ -17,11 +17,14 @@ type Hook struct {
 	InGuest bool // through the guest agent; else on the backup host
 	Pre     []string
 	Post    []string
-	Timeout time.Duration // each command
+	Timeout time.Duration // each command; 0 is DefaultHookTimeout
 	// Required: a failed pre command fails the backup (no point is made);
 	// otherwise the point is made and records that its hooks failed.
 	Required bool
 }
+
+// DefaultHookTimeout bounds each hook command when its policy does not.
+const DefaultHookTimeout = time.Minute
 
 // What a point records of its hooks (repo.Snapshot.Hooks).
 const (
@@ -110,7 +113,7 @@ func (h *hookRun) outcome() string {
 func (h *hookRun) run(ctx context.Context, hk Hook, phase string, argv []string) error {
 	timeout := hk.Timeout
 	if timeout <= 0 {
-		timeout = time.Minute
+		timeout = DefaultHookTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

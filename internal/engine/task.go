@@ -223,12 +223,8 @@ func (j *Job) chain() string { return j.p.Name + "@" + nameOr(j.p.Repository, "d
 func hooksFor(p policy.Policy, vm string) []backup.Hook {
 	var out []backup.Hook
 	for _, h := range p.HooksFor(vm) {
-		timeout := time.Duration(h.Timeout)
-		if timeout == 0 {
-			timeout = policy.DefaultHookTimeout
-		}
 		out = append(out, backup.Hook{Name: h.Name, InGuest: h.Where == policy.HookGuest, Pre: h.Pre, Post: h.Post,
-			Timeout: timeout, Required: h.OnFailure == policy.HookFail})
+			Timeout: time.Duration(h.Timeout), Required: h.OnFailure == policy.HookFail})
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"path"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -58,9 +57,6 @@ const (
 	HookContinue = "continue"
 	HookFail     = "fail"
 )
-
-// DefaultHookTimeout bounds each hook command when the policy does not.
-const DefaultHookTimeout = time.Minute
 
 // AppliesTo reports whether the hook runs for the VM named vm.
 func (h Hook) AppliesTo(vm string) bool {
