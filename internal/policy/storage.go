@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -15,6 +17,7 @@ import (
 //	    connections: [lab]
 //	    datastores: [/srv/vms]     # this directory and every one below it
 //	    timeout: 2m                # one provider step (default 2m)
+//	    min-free: 5%               # or 20GiB; 0 turns the check off (default 5%)
 //	  - name: array
 //	    kind: exec
 //	    connections: [lab]
@@ -39,6 +42,40 @@ type StorageProvider struct {
 	// Command is the exec kind's program and its first arguments; the
 	// action (create, present, list, delete) is appended.
 	Command []string `yaml:"command"`
+	// MinFree is the free space a reflink or btrfs datastore must keep
+	// for a snapshot to be taken ("5%", "20GiB"; "0" turns the check
+	// off). Empty is DefaultMinFree.
+	MinFree MinFree `yaml:"min-free"`
+}
+
+// DefaultMinFree is the free space a datastore must have for coffer to
+// snapshot it. While a snapshot is held, every block production
+// overwrites takes new space, so a datastore close to full would fill up
+// under the backup and fail the production VMs' writes, not coffer's.
+const DefaultMinFree = "5%"
+
+// MinFree is a share of a filesystem ("5%") or a number of bytes
+// ("20GiB"), as written in the configuration.
+type MinFree string
+
+// Bytes is the free space required of a filesystem of size total bytes.
+func (m MinFree) Bytes(total uint64) (uint64, error) {
+	s := strings.TrimSpace(string(m))
+	if s == "" {
+		s = DefaultMinFree
+	}
+	if pct, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(pct), 64)
+		if err != nil || !(f >= 0 && f <= 100) {
+			return 0, fmt.Errorf("min-free %q: want a share of the filesystem from 0%% to 100%% (like 5%%) or bytes (like 20GiB)", string(m))
+		}
+		return uint64(f / 100 * float64(total)), nil
+	}
+	b, err := ParseByteRate(s)
+	if err != nil || strings.HasSuffix(strings.ToLower(s), "/s") {
+		return 0, fmt.Errorf("min-free %q: want a share of the filesystem (like 5%%) or bytes (like 20GiB)", string(m))
+	}
+	return uint64(b), nil
 }
 
 // StorageKinds are the provider kinds this version has.
@@ -120,6 +157,11 @@ func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...an
 			add("%s: command is missing: the program that creates, presents, lists and deletes snapshots (see the README's storage snapshots)", where)
 		case p.Kind != "exec" && len(p.Command) > 0:
 			add("%s: command only applies to kind: exec", where)
+		}
+		if _, err := p.MinFree.Bytes(1 << 40); err != nil {
+			add("%s: %v", where, err)
+		} else if p.Kind == "exec" && p.MinFree != "" {
+			add("%s: min-free only applies to kinds reflink and btrfs (an array keeps its own snapshot reserve)", where)
 		}
 	}
 }

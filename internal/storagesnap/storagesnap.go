@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -172,6 +173,11 @@ func Create(ctx context.Context, p policy.StorageProvider, root, stateDir, label
 	if _, err := os.Stat(path); err == nil {
 		return nil, fmt.Errorf("storage snapshot %s exists already", label)
 	}
+	if p.Kind != "exec" {
+		if err := checkFree(root, p.MinFree); err != nil {
+			return nil, err
+		}
+	}
 	if err := statefile.WriteJSON(path, j); err != nil {
 		return nil, fmt.Errorf("storage snapshot journal: %w", err)
 	}
@@ -182,6 +188,10 @@ func Create(ctx context.Context, p policy.StorageProvider, root, stateDir, label
 	if err := k.create(cctx, j, disks); err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w (timeout %s: raise the provider's timeout if the storage is this slow)", err, j.timeout())
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			err = fmt.Errorf("%w: datastore %s filled up while the snapshot was being made (%w); the partial snapshot is deleted and production's disks are untouched: "+
+				"free space on it, raise the provider's min-free, or set storage-fallback: vm", hypervisor.ErrStorageUnsupported, root, err)
 		}
 		if derr := s.Delete(context.WithoutCancel(ctx)); derr != nil {
 			err = errors.Join(err, fmt.Errorf("deleting the partial snapshot (cleanup will retry at the next start): %w", derr))
