@@ -33,7 +33,14 @@ A name already in use is refused. --onto-original instead writes the
 backup back onto the original VM's disks; it needs
 --yes-overwrite-original, and the VM powered off and without snapshots: a
 running VM is never written. A VM this command created is deleted again if
-the restore fails.`,
+the restore fails.
+
+libvirt (--connection NAME of kind libvirt): define a new domain from the
+recorded XML (new name, UUID and MACs) with its disks as new qcow2 or raw
+files in a storage pool (--datastore POOL, --format), or, with
+--onto-original --yes-overwrite-original, replace the shut-off original
+domain's disk files (written beside them, renamed into place when all are
+written; coffer's checkpoints are dropped, so the next backup is full).`,
 			`What was restored where, and how to start it or that it started. --json:
 {point_id, vm, vm_id, original_vm, connection, onto_original, disks,
 started, dir, launch_script, qmp_socket, console, pid, memory_state,

@@ -117,6 +117,18 @@ func (c *Connector) checkpoints(ctx context.Context, lv *golibvirt.Libvirt, dom 
 // parent's, so every older checkpoint (another chain's, or a foreign one)
 // still describes all changes since its own instant.
 func (c *Connector) deleteCheckpoint(ctx context.Context, lv *golibvirt.Libvirt, dom golibvirt.Domain, name string) error {
+	return c.removeCheckpoint(ctx, lv, dom, name, 0)
+}
+
+// forgetCheckpoint deletes only libvirt's record of a checkpoint: for a
+// domain whose disk files were replaced, which took the checkpoint's
+// bitmaps with them (and libvirt deletes a shut-off domain's checkpoints
+// no other way).
+func (c *Connector) forgetCheckpoint(ctx context.Context, lv *golibvirt.Libvirt, dom golibvirt.Domain, name string) error {
+	return c.removeCheckpoint(ctx, lv, dom, name, golibvirt.DomainCheckpointDeleteMetadataOnly)
+}
+
+func (c *Connector) removeCheckpoint(ctx context.Context, lv *golibvirt.Libvirt, dom golibvirt.Domain, name string, flags golibvirt.DomainCheckpointDeleteFlags) error {
 	if !strings.HasPrefix(name, checkpointPrefix) {
 		// A guard, not a decision: callers only pass coffer's names.
 		return fmt.Errorf("libvirt: refusing to delete checkpoint %q, which coffer did not create", name)
@@ -126,7 +138,7 @@ func (c *Connector) deleteCheckpoint(ctx context.Context, lv *golibvirt.Libvirt,
 		if err != nil {
 			return err
 		}
-		return lv.DomainCheckpointDelete(cp, 0)
+		return lv.DomainCheckpointDelete(cp, flags)
 	})
 	if isLibvirtError(err, golibvirt.ErrNoDomainCheckpoint) {
 		return nil

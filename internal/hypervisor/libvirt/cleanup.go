@@ -51,6 +51,20 @@ func (c *Connector) cleanup(ctx context.Context, j *journal) ([]hypervisor.Lefto
 	if err != nil {
 		return nil, err
 	}
+	if j.Original != nil {
+		action := "replacement files removed; the domain's disks are as they were"
+		if j.Original.Renaming {
+			action = "the restore's last renames finished; the domain's disks hold the backup point"
+		}
+		dom, err := c.lookup(ctx, lv, hypervisor.VMRef{ID: j.DomainUUID})
+		if err != nil {
+			return nil, err
+		}
+		if err := c.finishOriginal(ctx, lv, dom, j.Original); err != nil {
+			return nil, err
+		}
+		return []hypervisor.Leftover{{VM: ref, Kind: "restore-onto-original", Name: j.DomainName, Action: action}}, nil
+	}
 	if j.Restore != nil {
 		if err := c.removeRestored(ctx, lv, &j.journalState); err != nil {
 			return nil, err

@@ -38,6 +38,8 @@ type journalState struct {
 	// Restore: this journal is a restore to a new domain (DomainUUID),
 	// not a backup session.
 	Restore *restoreState `json:"restore,omitempty"`
+	// Original: this journal is a restore onto the original domain.
+	Original *originalState `json:"original,omitempty"`
 }
 
 func journalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }

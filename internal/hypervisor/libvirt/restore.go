@@ -27,14 +27,19 @@ type restoreState struct {
 // CreateVM implements hypervisor.Restorer: a new domain defined from the
 // recorded definition with a new name, UUID and MAC addresses, its disks
 // written as new qcow2 (or raw) files in a storage pool's directory (the
-// one the recorded disks were in, or opts.Datastore). Replacing the
-// original domain is not supported.
+// one the recorded disks were in, or opts.Datastore). With
+// opts.ReplaceExisting it restores onto the original domain instead
+// (restore_original.go).
 func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hypervisor.NewVMOptions) (hypervisor.NewVM, error) {
 	if cfg.Kind != "libvirt" {
 		return nil, fmt.Errorf("%w: libvirt cannot restore a %q VM configuration", hypervisor.ErrUnsupported, cfg.Kind)
 	}
 	if o.ReplaceExisting {
-		return nil, fmt.Errorf("%w: restoring onto the original libvirt domain is not in this version; restore as a new domain", hypervisor.ErrUnsupported)
+		lv, err := c.client(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c.restoreOriginal(ctx, lv, cfg, o)
 	}
 	if o.Name == "" {
 		return nil, errors.New("libvirt: restore needs a name for the new domain")
