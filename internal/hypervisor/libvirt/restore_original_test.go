@@ -97,7 +97,7 @@ func TestRestoreOntoTheOriginal(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeDisk(nv, full.Disks[0])
-	journal := deadJournal(t, l.state, nil)
+	deadJournal(t, l.state, nil)
 	left, err := l.conn.CleanupLeftovers(l.ctx)
 	if err != nil || len(left) != 1 || !strings.Contains(left[0].Action, "as they were") {
 		t.Fatalf("cleanup after a kill before the renames: %+v %v", left, err)
@@ -162,7 +162,7 @@ func TestRestoreOntoTheOriginal(t *testing.T) {
 	if err := nv.WriteDisk(l.ctx, next.Disks[0].Key, src); err != nil {
 		t.Fatal(err)
 	}
-	journal = deadJournal(t, l.state, func(j map[string]any) { j["original"].(map[string]any)["renaming"] = true })
+	journal := deadJournal(t, l.state, func(j map[string]any) { j["original"].(map[string]any)["renaming"] = true })
 	if left, err = l.conn.CleanupLeftovers(l.ctx); err != nil || len(left) != 1 || !strings.Contains(left[0].Action, "finished") {
 		t.Fatalf("cleanup after a kill during the renames: %+v %v", left, err)
 	}
