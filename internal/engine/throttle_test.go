@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/enginetest"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/iolatency"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// scriptedLatency is a latency source whose counters grow by one
+// scripted interval per read: congested (50 ms an operation) for its
+// first reads, then calm (1 ms).
+type scriptedLatency struct {
+	mu        sync.Mutex
+	congested int
+	reads     int
+	c         iolatency.Counters
+}
+
+func (s *scriptedLatency) Name() string { return "scripted array" }
+
+func (s *scriptedLatency) Read(context.Context) (iolatency.Counters, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	per := time.Millisecond
+	if s.reads <= s.congested {
+		per = 50 * time.Millisecond
+	}
+	s.c.Ops += 10
+	s.c.Time += 10 * per
+	return s.c, nil
+}
+
+// startDaemon runs a qemu-storage-daemon (protected like a VM by the
+// QEMU connector) whose one disk holds size bytes of data, in dir.
+func startDaemon(t *testing.T, dir string, size int64) string {
+	t.Helper()
+	bin := testutil.RequireBinary(t, "qemu-storage-daemon")
+	img, sock, pid := filepath.Join(dir, "d1.qcow2"), filepath.Join(dir, "d1.qmp"), filepath.Join(dir, "d1.pid")
+	for _, c := range [][]string{
+		{testutil.RequireBinary(t, "qemu-img"), "create", "-q", "-f", "qcow2", img, fmt.Sprint(size)},
+		{testutil.RequireBinary(t, "qemu-io"), "-f", "qcow2", "-c", fmt.Sprintf("write -P 0x5a 0 %d", size), img},
+		{bin, "--blockdev", "driver=file,node-name=file0,filename=" + img, "--blockdev", "driver=qcow2,node-name=disk0,file=file0",
+			"--nbd-server", "addr.type=unix,addr.path=" + filepath.Join(dir, "d1.nbd"),
+			"--export", "type=nbd,id=vda,node-name=disk0,name=vda,writable=on",
+			"--chardev", "socket,id=coffer,path=" + sock + ",server=on,wait=off", "--monitor", "chardev=coffer",
+			"--pidfile", pid, "--daemonize"},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", c, err, out)
+		}
+	}
+	t.Cleanup(func() { testutil.KillPIDFile(t, pid) })
+	return sock
+}
+
+// TestLatencyThrottleSlowsARealBackup backs up a real QEMU disk (a
+// storage daemon's) through the engine with its datastore under latency
+// control and a latency source above the threshold: the task's read
+// bucket is slowed (the task log names the rate its limiter was set to,
+// below the task's own rate and not below the floor), then released when
+// the latency falls, and the point is whole.
+func TestLatencyThrottleSlowsARealBackup(t *testing.T) {
+	dir := t.TempDir()
+	const size = 6 << 20
+	sock := startDaemon(t, dir, size)
+	conn, err := qemu.New(qemu.Config{Sockets: []string{sock}, StateDir: filepath.Join(dir, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const taskRate, floor = 2 << 20, 256 << 10
+	cfg := &policy.Config{
+		Connections: []policy.Connection{{Name: "lab", Kind: "qemu"}},
+		// 6 MiB at 2 MiB/s takes at least 2 s after the first second's
+		// burst: the 20 ms monitor steps many times meanwhile.
+		Limits: policy.Limits{TaskRate: taskRate},
+		LatencyControl: policy.LatencyControls{{Datastores: []string{dir}, Threshold: policy.Duration(30 * time.Millisecond),
+			MinRate: floor, Interval: policy.Duration(20 * time.Millisecond)}},
+	}
+	script := &scriptedLatency{congested: 5}
+	var asked []string
+	cat := enginetest.NewCatalog()
+	r := newRepo(t)
+	eng, err := New(context.Background(), Options{Config: cfg, Catalog: cat, Connectors: map[string]hypervisor.Connector{"lab": conn},
+		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, FlushInterval: 5 * time.Millisecond,
+		LatencySources: func(connection, datastore string) []iolatency.Source {
+			asked = append(asked, connection+" "+datastore)
+			return []iolatency.Source{script}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	p := testPolicy("nightly")
+	p.Shares = policy.Shares(iolatency.SharesLow)
+	res, err := eng.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Job.Status != catalog.StatusSuccess || len(res.Tasks) != 1 || res.Tasks[0].BytesRead < size {
+		t.Fatalf("job %s (%s), tasks %+v", res.Job.Status, res.Job.Error, res.Tasks)
+	}
+	if len(asked) != 1 || asked[0] != "lab "+dir {
+		t.Fatalf("extra sources asked for %v, want the daemon's datastore once", asked)
+	}
+	events := cat.EventsOf(res.Job.ID, "latency-throttle")
+	var slowed, released *catalog.Event
+	for i, ev := range events {
+		switch {
+		case strings.HasPrefix(ev.Message, "reads slowed to"):
+			slowed = &events[i]
+		case strings.HasPrefix(ev.Message, "reads back to full speed"):
+			released = &events[i]
+		}
+	}
+	if slowed == nil || released == nil {
+		t.Fatalf("task log lacks the engagement or the release: %+v", events)
+	}
+	rate, _ := slowed.Fields["rate_bytes_per_second"].(float64)
+	if rate <= 0 || rate >= taskRate || rate < floor || slowed.Fields["shares"] != iolatency.SharesLow ||
+		slowed.Fields["latency_seconds"].(float64) < 0.030 {
+		t.Fatalf("engaged with the read limiter at %.0f bytes/s (task rate %d, floor %d): %+v", rate, taskRate, floor, slowed)
+	}
+	if !strings.Contains(slowed.Message, "datastore "+dir+" is congested") {
+		t.Fatalf("engagement line %q does not name the datastore", slowed.Message)
+	}
+	if released.Fields["rate_bytes_per_second"].(float64) != 0 || released.Fields["latency_seconds"].(float64) >= 0.030 {
+		t.Fatalf("release: %+v", released)
+	}
+	if left := eng.Latency(); len(left) != 0 {
+		t.Fatalf("datastores still watched after the job: %+v", left)
+	}
+}
