@@ -59,9 +59,9 @@ func main() {
 	nice := flag.Int("nice", 0, "run coffer at this niceness (nice -n): how much a lower CPU priority spares the guest")
 	var th throttleOpts
 	flag.IntVar(&th.rounds, "throttle-rounds", 2, "pairs of full backups through the engine, unthrottled and throttled (0: none)")
-	flag.DurationVar(&th.threshold, "threshold", 0, "latency-control threshold (0: 1.5x the guest's idle write latency as QEMU times it)")
+	flag.DurationVar(&th.threshold, "threshold", 0, "latency-control threshold (0: 2x the guest's idle write latency as QEMU times it)")
 	flag.StringVar(&th.interval, "interval", "250ms", "latency-control interval")
-	flag.StringVar(&th.minRate, "min-rate", "8MiB/s", "latency-control min-rate")
+	flag.StringVar(&th.minRate, "min-rate", "16MiB/s", "latency-control min-rate")
 	throttleOnly := flag.Bool("throttle-only", false, "run only the production-protection comparison")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
