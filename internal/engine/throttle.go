@@ -66,9 +66,15 @@ type throttle struct {
 	lowest float64
 }
 
+// WaitN counts what it lets through once it has: the throughput of
+// reads granted, not of reads asked for (a backup asks for several MiB at
+// once when it starts).
 func (th *throttle) WaitN(ctx context.Context, n int) error {
+	if err := (limiter{th.bucket}).WaitN(ctx, n); err != nil {
+		return err
+	}
 	th.read.Add(int64(n))
-	return limiter{th.bucket}.WaitN(ctx, n)
+	return nil
 }
 
 // throttles are one task's, one per watched datastore of its VM.

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/enginetest"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -24,12 +26,14 @@ import (
 )
 
 // scriptedLatency is a latency source whose counters grow by one
-// scripted interval per read: congested (50 ms an operation) for its
-// first reads, then calm (1 ms).
+// scripted interval per read: congested (50 ms an operation) until the
+// backup has read calmAfter bytes, calm (1 ms) from then on. Tied to the
+// bytes read, not to its reads, so that the congestion spans reading
+// however long the snapshot before it takes on a loaded machine.
 type scriptedLatency struct {
+	read      *atomic.Int64
+	calmAfter int64
 	mu        sync.Mutex
-	congested int
-	reads     int
 	c         iolatency.Counters
 }
 
@@ -38,14 +42,28 @@ func (s *scriptedLatency) Name() string { return "scripted array" }
 func (s *scriptedLatency) Read(context.Context) (iolatency.Counters, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reads++
 	per := time.Millisecond
-	if s.reads <= s.congested {
+	if s.read.Load() < s.calmAfter {
 		per = 50 * time.Millisecond
 	}
 	s.c.Ops += 10
 	s.c.Time += 10 * per
 	return s.c, nil
+}
+
+// countingLimiter counts the bytes its limiter let a backup read (once
+// granted: the backup asks for several MiB at once when it starts).
+type countingLimiter struct {
+	backup.RateLimiter
+	read *atomic.Int64
+}
+
+func (c countingLimiter) WaitN(ctx context.Context, n int) error {
+	if err := c.RateLimiter.WaitN(ctx, n); err != nil {
+		return err
+	}
+	c.read.Add(int64(n))
+	return nil
 }
 
 // startDaemon runs a qemu-storage-daemon (protected like a VM by the
@@ -118,12 +136,20 @@ func TestLatencyThrottleSlowsARealBackup(t *testing.T) {
 		LatencyControl: policy.LatencyControls{{Datastores: []string{dir}, Threshold: policy.Duration(30 * time.Millisecond),
 			MinRate: floor, Interval: policy.Duration(20 * time.Millisecond)}},
 	}
-	script := &scriptedLatency{congested: 5}
+	// Congested until half the disk is read: 3 MiB, which takes at least
+	// half a second after the 2 MiB burst; the release then comes while
+	// the other 3 MiB are read, which takes at least a second more.
+	var read atomic.Int64
+	script := &scriptedLatency{read: &read, calmAfter: size / 2}
 	var asked []string
 	cat := enginetest.NewCatalog()
 	r := newRepo(t)
 	eng, err := New(context.Background(), Options{Config: cfg, Catalog: cat, Connectors: map[string]hypervisor.Connector{"lab": conn},
 		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, FlushInterval: 5 * time.Millisecond,
+		Runner: func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Snapshot, error) {
+			o.Limiter = countingLimiter{o.Limiter, &read}
+			return backup.BackupVM(ctx, w, conn, req, o)
+		},
 		LatencySources: func(connection, datastore string) []iolatency.Source {
 			asked = append(asked, connection+" "+datastore)
 			return []iolatency.Source{script}
