@@ -18,7 +18,11 @@
 //     sees it) and coffer takes an incremental;
 //  4. the guest's write latency is compared between idle and backup time;
 //  5. a second full backup goes into a repository with compression off,
-//     to show how much of the time is the CPU's work on the data.
+//     to show how much of the time is the CPU's work on the data;
+//  6. production protection (throttle.go): full backups through the
+//     engine with the guest writing, alternately without and with the
+//     latency-control section on its datastore (-throttle-only runs
+//     just this).
 //
 // Every coffer row also shows the CPU seconds coffer used, and those QEMU
 // (guest emulation, copy-before-write, NBD server) used meanwhile: on a
@@ -53,6 +57,12 @@ func main() {
 	changed := flag.Float64("changed", 0.02, "fraction of the used space rewritten before the incremental")
 	runSize := flag.Int64("run", 1<<20, "bytes per rewritten run (65536: scattered 64 KiB writes, the worst case for 1 MiB chunks)")
 	nice := flag.Int("nice", 0, "run coffer at this niceness (nice -n): how much a lower CPU priority spares the guest")
+	var th throttleOpts
+	flag.IntVar(&th.rounds, "throttle-rounds", 2, "pairs of full backups through the engine, unthrottled and throttled (0: none)")
+	flag.DurationVar(&th.threshold, "threshold", 0, "latency-control threshold (0: 2x the guest's idle write latency as QEMU times it)")
+	flag.StringVar(&th.interval, "interval", "250ms", "latency-control interval")
+	flag.StringVar(&th.minRate, "min-rate", "16MiB/s", "latency-control min-rate")
+	throttleOnly := flag.Bool("throttle-only", false, "run only the production-protection comparison")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -79,6 +89,14 @@ func main() {
 	_, err = vm.WaitConsole(ctx, "COFFER READY")
 	must(err)
 
+	env := append(os.Environ(), "COFFER_REPO="+filepath.Join(*dir, "repo"), "COFFER_PASSWORD=bench", "COFFER_CONFIG=/dev/null",
+		"COFFER_STATE_DIR="+filepath.Join(*dir, "state"), "COFFER_CATALOG="+filepath.Join(*dir, "catalog.db"))
+	if *throttleOnly {
+		idle := latencies(ctx, vm, 8)
+		printThrottle(idle, throttleBench(ctx, vm, bin, *dir, env, idle, th))
+		return
+	}
+
 	// 1. The wire: nbdcopy from the running VM's fleecing export, then
 	// through qemu-nbd on the same image.
 	fleece, fleeceQEMU := nbdcopyFleece(ctx, filepath.Join(*dir, "state-nbdcopy"), vm.QMPPath, "vdb", vm.PID())
@@ -93,8 +111,6 @@ func main() {
 	qn.Process.Kill()
 	qn.Wait()
 
-	env := append(os.Environ(), "COFFER_REPO="+filepath.Join(*dir, "repo"), "COFFER_PASSWORD=bench", "COFFER_CONFIG=/dev/null",
-		"COFFER_STATE_DIR="+filepath.Join(*dir, "state"), "COFFER_CATALOG="+filepath.Join(*dir, "catalog.db"))
 	coffer := func(args ...string) result {
 		cmd := exec.Command(bin, args...)
 		if *nice != 0 {
@@ -162,6 +178,9 @@ func main() {
 		mib(inc.Read), 100*float64(inc.Read)/float64(sizeBytes(*size)), *size, 100*inc.Seconds/full.Seconds)
 	fmt.Printf("guest write latency (64 KiB O_DIRECT, TCG): idle avg %d us max %d us; during the full backup avg %d us max %d us\n",
 		idleLat.avg, idleLat.max, busyLat.avg, busyLat.max)
+	if th.rounds > 0 {
+		printThrottle(idleLat, throttleBench(ctx, vm, bin, *dir, env, idleLat, th))
+	}
 }
 
 // nbdcopyFleece times nbdcopy reading disk of the VM behind qmpSock to

@@ -31,7 +31,8 @@ coffer policy preview nightly`,
 		Use:   "check",
 		Short: "validate connections, repositories, limits and policies, and show which VMs each policy selects",
 		Long: manual(`Validate the engine's configuration sections (connections and their
-options, repositories, limits, resource-groups, policies, storage-snapshots):
+options, repositories, limits, resource-groups, policies, storage-snapshots,
+latency-control):
 unknown keys, bad globs, bad cron schedules, references to missing
 connections or repositories, and what a policy asks of its connections
 that they cannot do (group: datastore without a storage snapshot provider,

@@ -37,6 +37,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/iolatency"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
@@ -77,6 +78,11 @@ type Options struct {
 	// Predict, when set, predicts every policy run as it starts; the
 	// prediction is recorded in the job's log (predict.go).
 	Predict Predictor
+	// LatencySources, when set, adds latency sources to a datastore that
+	// the latency-control section watches, beside its block device and
+	// the disks of the VMs being read (throttle.go): an array's own
+	// statistics, or a test's scripted latency.
+	LatencySources func(connection, datastore string) []iolatency.Source
 }
 
 // Engine runs jobs. Safe for concurrent use; jobs started concurrently
@@ -86,6 +92,7 @@ type Engine struct {
 	cur   atomic.Pointer[setup] // what new jobs run with (reload.go)
 	disp  *dispatcher
 	total *rate.Limiter // the I/O rate in total (unlimited: rate.Inf)
+	watch *latencyWatch // datastores' latency while tasks read them
 	log   *slog.Logger
 	bg    sync.WaitGroup
 
@@ -116,7 +123,8 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 		o.FlushInterval = time.Second
 	}
 	limits := o.Config.Limits.WithDefaults()
-	e := &Engine{o: o, disp: newDispatcher(limits.Tasks), total: newTotal(limits.Rate), log: o.Logger, repos: map[string]*repo.Repository{}}
+	e := &Engine{o: o, disp: newDispatcher(limits.Tasks), total: newTotal(limits.Rate), log: o.Logger, repos: map[string]*repo.Repository{},
+		watch: &latencyWatch{extra: o.LatencySources, monitors: map[string]*dsMonitor{}}}
 	e.cur.Store(&setup{cfg: o.Config, limits: limits, conns: o.Connectors, storage: o.StorageSnapshotters})
 	return e, e.Cleanup(ctx)
 }

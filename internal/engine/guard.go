@@ -20,6 +20,9 @@ type guard struct {
 	create, remove time.Duration // 0: bounded only by the caller's context
 	note           func(kind string, took time.Duration, err error)
 	background     func(func()) // runs abandoned-call cleanup, tracked by the engine
+	// watch, when set, hands each session to the latency watch, until
+	// the function it returns (called before the session closes).
+	watch func(hypervisor.Session) func()
 }
 
 // errOpTimeout marks a hypervisor operation that exceeded its timeout; it
@@ -88,7 +91,11 @@ func (g *guard) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hyperviso
 	if err != nil {
 		return nil, err
 	}
-	return &guardSession{Session: s, g: g}, nil
+	gs := &guardSession{Session: s, g: g, unwatch: func() {}}
+	if g.watch != nil {
+		gs.unwatch = g.watch(s)
+	}
+	return gs, nil
 }
 
 func (g *guard) removeLimit() time.Duration {
@@ -100,7 +107,8 @@ func (g *guard) removeLimit() time.Duration {
 
 type guardSession struct {
 	hypervisor.Session
-	g *guard
+	g       *guard
+	unwatch func()
 }
 
 func (s *guardSession) Release(ctx context.Context) error {
@@ -112,6 +120,7 @@ func (s *guardSession) Release(ctx context.Context) error {
 }
 
 func (s *guardSession) Close(ctx context.Context, ok bool) (map[string]string, error) {
+	s.unwatch() // its monitor goes with it
 	start := time.Now()
 	tokens, err := call(ctx, s.g.remove, "snapshot remove", s.g.background,
 		func(c context.Context) (map[string]string, error) { return s.Session.Close(c, ok) }, func(map[string]string) {})

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -191,7 +194,11 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 	ctx, cancel := context.WithTimeoutCause(j.ctx, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
 	defer cancel()
 	to := j.p.Timeouts
-	var conn hypervisor.Connector = t.guard()
+	ths := j.e.watch.join(t, t.ceiling())
+	defer ths.leave()
+	g := t.guard()
+	g.watch = ths.watchSession
+	var conn hypervisor.Connector = g
 	if t.held != nil {
 		conn = t.held
 	}
@@ -205,7 +212,7 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 		Chain:    j.chain(),
 		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.p.RetainUntil(time.Now()),
 		Hooks: hooksFor(j.p, t.vm.Name)}
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: taskLimiter(j.e.total, j.s.limits.TaskRate), Progress: prog,
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(taskLimiter(j.e.total, j.s.limits.TaskRate)), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck}
 	snap, err := j.e.o.Runner(ctx, j.w, conn, req, opts)
 	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
@@ -227,6 +234,22 @@ func hooksFor(p policy.Policy, vm string) []backup.Hook {
 			Timeout: time.Duration(h.Timeout), Required: h.OnFailure == policy.HookFail})
 	}
 	return out
+}
+
+// ceiling is the most the task may read in bytes/s by its static limits
+// (0: unlimited), where latency throttling starts and ends.
+func (t *task) ceiling() float64 {
+	c := math.Inf(1)
+	if r := t.j.s.limits.TaskRate; r > 0 {
+		c = float64(r)
+	}
+	if l := t.j.e.total.Limit(); l != rate.Inf {
+		c = math.Min(c, float64(l))
+	}
+	if math.IsInf(c, 1) {
+		return 0
+	}
+	return c
 }
 
 func (t *task) guard() *guard {

@@ -48,8 +48,9 @@ type Metrics struct {
 	rpoSeconds      *prometheus.GaugeVec
 	leader          prometheus.Gauge
 
-	mu    sync.Mutex
-	slots func() []engine.Slot
+	mu      sync.Mutex
+	slots   func() []engine.Slot
+	latency func() []engine.DatastoreLatency
 }
 
 // New creates the collectors, with Go's and the process's own.
@@ -98,6 +99,7 @@ func New() *Metrics {
 	m.reg.MustRegister(&slotCollector{m: m,
 		inUse: prometheus.NewDesc("coffer_limit_slots_in_use", "Slots of a limit's pool in use (global, host:, datastore:, group:, repo:, policy:).", []string{"pool"}, nil),
 		size:  prometheus.NewDesc("coffer_limit_slots", "Slots of a limit's pool.", []string{"pool"}, nil)})
+	m.reg.MustRegister(newLatencyCollector(m))
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -27,6 +27,10 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		[]catalog.Task{{Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now.Add(time.Second), BytesRead: 10}})
 	m.ObserveTask(catalog.Job{Kind: catalog.KindRestore, Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now}, nil)
 	m.SetSlots(func() []engine.Slot { return []engine.Slot{{Key: "global", InUse: 1, Size: 4}} })
+	m.SetLatency(func() []engine.DatastoreLatency {
+		return []engine.DatastoreLatency{{Connection: "c", Datastore: "/srv/vms", Threshold: 30 * time.Millisecond, Latency: 45 * time.Millisecond,
+			Sampled: true, Congested: true, Readers: []engine.LatencyReader{{Policy: "p", VM: "v", Rate: 4 << 20}}}}
+	})
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -42,8 +42,11 @@
 //	    rpo: 26h                   # a VM without a good point that recent is unprotected
 //	    group: datastore           # one storage snapshot per datastore (below)
 //	    storage-fallback: vm       # datastore without a usable provider: VM by VM (default: fail)
+//	    shares: high               # slowed last on a congested datastore (low, normal, high, or a number)
 //	storage-snapshots:             # see StorageSnapshots
 //	  - {name: xfs-a, kind: reflink, connections: [lab], datastores: [/srv/vms]}
+//	latency-control:               # see LatencyControls
+//	  - {datastores: [/srv/vms], threshold: 30ms}
 package policy
 
 import (
@@ -65,6 +68,9 @@ type Config struct {
 	Policies       []Policy
 	// StorageSnapshots are the providers group: datastore reads from.
 	StorageSnapshots StorageSnapshots
+	// LatencyControl watches datastores' latency and slows backup reads
+	// while it is too high (latency.go).
+	LatencyControl LatencyControls
 }
 
 // Connection is one hypervisor connection.
@@ -190,6 +196,9 @@ type Policy struct {
 	// Hooks run commands around each VM's snapshot, in the guest or on the
 	// backup host, for application-consistent points (hooks.go).
 	Hooks []Hook `yaml:"hooks"`
+	// Shares decide whose backups slow down first when a datastore of
+	// the latency-control section is congested (latency.go).
+	Shares Shares `yaml:"shares"`
 }
 
 // VerifyBoot is when and how a policy's points are proven to boot.
@@ -298,6 +307,7 @@ func Decode(f *config.File) (*Config, error) {
 	}{
 		{"connections", &c.Connections}, {"repositories", &c.Repositories}, {"limits", &c.Limits},
 		{"resource-groups", &c.ResourceGroups}, {"policies", &c.Policies}, {"storage-snapshots", &c.StorageSnapshots},
+		{"latency-control", &c.LatencyControl},
 	} {
 		if err := f.Decode(s.name, s.v); err != nil {
 			return nil, err

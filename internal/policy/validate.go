@@ -65,6 +65,7 @@ func (c *Config) Validate() error {
 		p.validate(conns, repos, add)
 	}
 	c.StorageSnapshots.validate(conns, add)
+	c.LatencyControl.validate(add)
 	return errors.Join(errs...)
 }
 

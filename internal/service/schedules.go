@@ -79,6 +79,8 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 	if m := s.cfg.Metrics; m != nil {
 		m.SetSlots(eng.Slots)
 		defer m.SetSlots(nil)
+		m.SetLatency(eng.Latency)
+		defer m.SetLatency(nil)
 	}
 	var leading atomic.Bool
 	monitor, err := s.HealthMonitor(ctx, leading.Load, nil)

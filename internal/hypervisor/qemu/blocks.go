@@ -125,10 +125,7 @@ func queryDisks(ctx context.Context, cl *qmp.Client) ([]blockDisk, error) {
 		if in == nil || in.RO {
 			continue // empty drives and read-only media (CD-ROMs) are not backed up
 		}
-		id := b.Device
-		if i := strings.Index(b.Qdev, "/peripheral/"); i >= 0 {
-			id = strings.SplitN(b.Qdev[i+len("/peripheral/"):], "/", 2)[0]
-		}
+		id := deviceID(b.Device, b.Qdev)
 		if id == "" {
 			id = in.Name
 		}
@@ -138,6 +135,15 @@ func queryDisks(ctx context.Context, cl *qmp.Client) ([]blockDisk, error) {
 		})
 	}
 	return out, nil
+}
+
+// deviceID is a disk's key: the id of its guest device (the QOM path's
+// peripheral name), else its drive's name.
+func deviceID(device, qdev string) string {
+	if i := strings.Index(qdev, "/peripheral/"); i >= 0 {
+		return strings.SplitN(qdev[i+len("/peripheral/"):], "/", 2)[0]
+	}
+	return device
 }
 
 // bitmap returns the named bitmap of d, if present.

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/guestvm"
+	"github.com/coffer-backup/coffer/internal/qmp"
+)
+
+// Production protection (issue 17): full backups of the running guest
+// through the engine (`coffer run`), alternately without and with the
+// latency-control section on the guest's datastore, with the guest's
+// write workload running. Reported: the guest's write latency during
+// each against its idle latency (target: within 2x with the throttle),
+// and the throttled backup's time against the unthrottled one's (target:
+// at most 1.5x).
+
+// throttleOpts are the benchmark's latency-control settings.
+type throttleOpts struct {
+	rounds    int
+	threshold time.Duration // 0: from the guest's idle latency as QEMU times it
+	interval  string
+	minRate   string
+}
+
+type throttleRun struct {
+	throttled bool
+	seconds   float64
+	guest     lat
+	engaged   int // task log lines: reads slowed
+	lowest    float64
+}
+
+// qemuWriteLatency is vda's mean latency as QEMU's block accounting
+// times it, over a number of the guest's latency windows (read through
+// the test monitor, which coffer does not use).
+func qemuWriteLatency(ctx context.Context, vm *guestvm.VM, windows int) time.Duration {
+	adm, err := qmp.Dial(ctx, vm.TestQMP)
+	must(err)
+	defer adm.Close()
+	read := func() (uint64, int64) {
+		var stats []struct {
+			Qdev  string `json:"qdev"`
+			Stats struct {
+				WrOps  uint64 `json:"wr_operations"`
+				WrTime int64  `json:"wr_total_time_ns"`
+			} `json:"stats"`
+		}
+		must(adm.Execute(ctx, "query-blockstats", nil, &stats))
+		for _, s := range stats {
+			if strings.Contains(s.Qdev, "/vda/") {
+				return s.Stats.WrOps, s.Stats.WrTime
+			}
+		}
+		log.Fatal("query-blockstats: no vda")
+		return 0, 0
+	}
+	ops0, ns0 := read()
+	latencies(ctx, vm, windows)
+	ops1, ns1 := read()
+	if ops1 == ops0 {
+		log.Fatal("the guest wrote nothing to vda")
+	}
+	return time.Duration((ns1 - ns0) / int64(ops1-ops0))
+}
+
+func throttleBench(ctx context.Context, vm *guestvm.VM, bin, dir string, env []string, idle lat, o throttleOpts) []throttleRun {
+	if o.threshold == 0 {
+		// The target is the guest's latency within 2x of idle; QEMU
+		// times only the block layer's share of it, which is what the
+		// controller sees.
+		o.threshold = qemuWriteLatency(ctx, vm, 8) * 2
+	}
+	conn := fmt.Sprintf("connections:\n  - {name: bench, kind: qemu, options: {sockets: [%q]}}\npolicies:\n  - {name: full, connection: bench, mode: full, change-check: -1}\n", vm.QMPPath)
+	plain := filepath.Join(dir, "unthrottled.yaml")
+	must(os.WriteFile(plain, []byte(conn), 0o644))
+	throttled := filepath.Join(dir, "throttled.yaml")
+	must(os.WriteFile(throttled, []byte(conn+fmt.Sprintf("latency-control:\n  - {datastores: [%q], threshold: %s, interval: %s, min-rate: %s}\n",
+		dir, o.threshold, o.interval, o.minRate)), 0o644))
+	fmt.Fprintf(os.Stderr, "latency-control: threshold %s, interval %s, min-rate %s\n", o.threshold, o.interval, o.minRate)
+	var runs []throttleRun
+	for i := 0; i < 2*o.rounds; i++ {
+		r := throttleRun{throttled: i%2 == 1}
+		cfg := plain
+		if r.throttled {
+			cfg = throttled
+		}
+		// A new repository each time: a full backup into one that holds
+		// the data already stores nothing and is much faster.
+		repo := filepath.Join(dir, fmt.Sprintf("repo-throttle-%d", i))
+		env := append(env, "COFFER_REPO="+repo, "COFFER_CONFIG="+cfg)
+		cmd := exec.Command(bin, "init")
+		cmd.Env, cmd.Stderr = env, os.Stderr
+		must(cmd.Run())
+		latencies(ctx, vm, 2) // the guest settles after the previous run
+		mark := vm.Mark()
+		cmd = exec.Command(bin, "run", "full", "--json")
+		cmd.Env, cmd.Stderr = env, os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			log.Fatalf("coffer run (%s): %v", cfg, err)
+		}
+		r.guest = latencyFrom(vm, mark)
+		r.seconds, r.engaged, r.lowest = jobFigures(ctx, bin, env, out)
+		runs = append(runs, r)
+		must(os.RemoveAll(repo))
+	}
+	return runs
+}
+
+// jobFigures reads the job's duration from `coffer run --json` and its
+// throttle lines from its log (`coffer job show --json`).
+func jobFigures(ctx context.Context, bin string, env []string, out []byte) (seconds float64, engaged int, lowest float64) {
+	var run struct {
+		ID      int64   `json:"id"`
+		Status  string  `json:"status"`
+		Seconds float64 `json:"duration_seconds"`
+	}
+	if err := json.Unmarshal(out, &run); err != nil || run.Status != "success" {
+		log.Fatalf("coffer run: %v %s", err, out)
+	}
+	cmd := exec.CommandContext(ctx, bin, "job", "show", fmt.Sprint(run.ID), "--json")
+	cmd.Env, cmd.Stderr = env, os.Stderr
+	show, err := cmd.Output()
+	must(err)
+	var job struct {
+		Events []struct {
+			Kind    string         `json:"kind"`
+			Message string         `json:"message"`
+			Fields  map[string]any `json:"fields"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(show, &job); err != nil {
+		log.Fatalf("coffer job show: %v %s", err, show)
+	}
+	for _, ev := range job.Events {
+		if ev.Kind != "latency-throttle" {
+			continue
+		}
+		if strings.HasPrefix(ev.Message, "reads slowed") {
+			engaged++
+		}
+		if r, ok := ev.Fields["rate_bytes_per_second"].(float64); ok && r > 0 && (lowest == 0 || r < lowest) {
+			lowest = r
+		}
+	}
+	return run.Seconds, engaged, lowest
+}
+
+func printThrottle(idle lat, runs []throttleRun) {
+	fmt.Printf("\nproduction protection: full backups through the engine, guest writing (idle avg %d us)\n", idle.avg)
+	fmt.Printf("%-12s %9s %14s %14s %9s %16s\n", "", "seconds", "guest avg us", "x idle", "engaged", "lowest MiB/s")
+	var sum [2]struct{ s, l float64 }
+	n := 0
+	for _, r := range runs {
+		name := "unthrottled"
+		k := 0
+		if r.throttled {
+			name, k = "throttled", 1
+		}
+		sum[k].s += r.seconds
+		sum[k].l += float64(r.guest.avg)
+		if k == 1 {
+			n++
+		}
+		fmt.Printf("%-12s %9.1f %14d %13.2fx %9d %16.1f\n", name, r.seconds, r.guest.avg, float64(r.guest.avg)/float64(idle.avg), r.engaged, r.lowest/(1<<20))
+	}
+	if n == 0 {
+		return
+	}
+	un, th := sum[0].s/float64(n), sum[1].s/float64(n)
+	fmt.Printf("means: guest write latency unthrottled %.2fx idle, throttled %.2fx idle (target within 2x); backup time throttled/unthrottled %.2fx (target at most 1.5x)\n",
+		sum[0].l/float64(n)/float64(idle.avg), sum[1].l/float64(n)/float64(idle.avg), th/un)
+}

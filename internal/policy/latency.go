@@ -1,0 +1,131 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/coffer-backup/coffer/internal/iolatency"
+)
+
+// LatencyControls is the latency-control section: production protection
+// in the manner of vSphere's Storage I/O Control. While a backup reads
+// from a datastore it names, the engine watches that datastore's latency
+// (its block device's /proc/diskstats, and the disks of the VMs being
+// backed up as their hypervisor times them) and slows the backup's reads
+// when it passes the threshold (internal/iolatency, engine/throttle.go).
+//
+//	latency-control:
+//	  - datastores: [/srv/vms, /srv/ssd-*]   # globs, like resource-groups
+//	    threshold: 30ms            # congestion threshold (default 30ms)
+//	    min-rate: 4MiB/s           # a task is never slowed below this (default 4MiB/s)
+//	    interval: 1s               # how often latency is sampled (default 1s)
+//
+// A datastore that no entry names is not watched. The first entry naming
+// it applies.
+type LatencyControls []LatencyControl
+
+// LatencyControl is one entry of the latency-control section.
+type LatencyControl struct {
+	Datastores []string `yaml:"datastores"`
+	Threshold  Duration `yaml:"threshold"`
+	MinRate    ByteRate `yaml:"min-rate"`
+	Interval   Duration `yaml:"interval"`
+}
+
+// Latency control defaults: SIOC's congestion threshold; a floor at which
+// a 1 TiB disk still reads in under three days; SIOC samples every 4 s,
+// coffer every second because a backup's burst can build a queue faster
+// than a VM's I/O does.
+const (
+	DefaultLatencyThreshold = 30 * time.Millisecond
+	DefaultLatencyMinRate   = 4 << 20
+	DefaultLatencyInterval  = time.Second
+	minLatencyInterval      = 10 * time.Millisecond
+)
+
+// For returns the entry that applies to a datastore, with defaults filled.
+func (l LatencyControls) For(datastore string) (LatencyControl, bool) {
+	for _, c := range l {
+		if anyMatch(c.Datastores, datastore) {
+			if c.Threshold == 0 {
+				c.Threshold = Duration(DefaultLatencyThreshold)
+			}
+			if c.MinRate == 0 {
+				c.MinRate = DefaultLatencyMinRate
+			}
+			if c.Interval == 0 {
+				c.Interval = Duration(DefaultLatencyInterval)
+			}
+			return c, true
+		}
+	}
+	return LatencyControl{}, false
+}
+
+func (l LatencyControls) validate(add func(string, ...any)) {
+	for i, c := range l {
+		where := fmt.Sprintf("latency-control entry %d", i+1)
+		if len(c.Datastores) == 0 {
+			add("%s: datastores is missing: name the datastores (globs, like /srv/vms or /srv/*) whose latency it watches", where)
+		}
+		checkGlobs(where+": datastores", c.Datastores, add)
+		if c.Interval > 0 && time.Duration(c.Interval) < minLatencyInterval {
+			add("%s: interval %s is too short: sample at most every %s (the default is %s)", where, c.Interval, Duration(minLatencyInterval), Duration(DefaultLatencyInterval))
+		}
+	}
+}
+
+// Shares weigh a policy's backups against others reading the same
+// congested datastore: the fewest shares slow down first and recover
+// slowest. Written low, normal or high (SIOC's 500, 1000, 2000) or a
+// number; 0 is normal.
+type Shares int
+
+var shareNames = map[string]Shares{"low": iolatency.SharesLow, "normal": iolatency.SharesNormal, "high": iolatency.SharesHigh}
+
+// maxShares bounds a numeric value (SIOC's own bound is 10000 per disk).
+const maxShares = 100000
+
+// ParseShares parses low, normal, high or a number from 1 to 100000.
+func ParseShares(s string) (Shares, error) {
+	if v, ok := shareNames[strings.ToLower(strings.TrimSpace(s))]; ok {
+		return v, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > maxShares {
+		return 0, fmt.Errorf("shares %q: write low, normal, high or a number from 1 to %d", s, maxShares)
+	}
+	return Shares(n), nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (s *Shares) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseShares(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*s = v
+	return nil
+}
+
+// MarshalYAML writes the levels by name.
+func (s Shares) MarshalYAML() (any, error) {
+	for name, v := range shareNames {
+		if v == s {
+			return name, nil
+		}
+	}
+	return int(s), nil
+}
+
+// Value is the number of shares, normal when unset.
+func (s Shares) Value() int {
+	if s <= 0 {
+		return iolatency.SharesNormal
+	}
+	return int(s)
+}
