@@ -20,6 +20,14 @@ import (
 // in at least 19 of 20 trials; then the point is still exact (the disk
 // was read again in full) and its change token is dropped. Incrementals
 // after honest writes are never flagged.
+//
+// The check is a random sample, so a trial can miss: three spans in four
+// are rewritten behind the bitmaps' back, and the default sample of 8
+// spans misses them all with probability (1/4)^8, 1.5e-5 per trial, so
+// two misses in 20 trials (a failed test) come about once in 25 million
+// runs. With half the spans rewritten a miss was 0.4% per trial, and one
+// CI run in thirteen saw one. A missed trial's point holds the stale
+// data, as change tracking said; a full backup then restarts the chain.
 func TestStaleBitmapIsCaught(t *testing.T) {
 	dir := t.TempDir()
 	const size = 32 << 20 // 128 spans of 256 KiB
@@ -89,21 +97,23 @@ func TestStaleBitmapIsCaught(t *testing.T) {
 			t.Fatalf("trial %d: an honest incremental checked %d spans, %d differ, token %q: %v",
 				trial, d.ChangeCheckSpans, d.ChangeCheckDiffer, d.ChangeToken, honest.Warnings)
 		}
-		// Half the spans rewritten with the bitmaps disabled.
+		// Three spans in four rewritten with the bitmaps disabled.
 		bitmaps("block-dirty-bitmap-disable")
 		for i := range size / span {
-			if rng.IntN(2) == 0 {
+			if rng.IntN(4) != 0 {
 				write(i)
 			}
 		}
 		bitmaps("block-dirty-bitmap-enable")
 		want := live()
 		inc := backupOnce(t, r, conn, ref, "incremental")
-		if !bytes.Equal(restoreFile(ctx, t, r, inc), want) {
-			t.Fatalf("trial %d: the point differs from the disk (caught: %v)", trial, inc.Disks[0].ChangeCheckDiffer > 0)
-		}
 		if inc.Disks[0].ChangeCheckDiffer == 0 {
+			t.Logf("trial %d: missed (%d spans sampled)", trial, inc.Disks[0].ChangeCheckSpans)
+			backupOnce(t, r, conn, ref, "full")
 			continue
+		}
+		if !bytes.Equal(restoreFile(ctx, t, r, inc), want) {
+			t.Fatalf("trial %d: the stale bitmap was caught, but the point differs from the disk", trial)
 		}
 		caught++
 		if d := inc.Disks[0]; d.ChangeToken != "" || !strings.Contains(d.Warning, "change tracking missed changes") {
