@@ -1,6 +1,6 @@
 // Package policy is the declarative side of the job engine: hypervisor
 // connections, repositories, concurrency limits, resource groups, backup
-// policies and storage snapshot providers, read from the configuration
+// policies, storage snapshot providers and media libraries, read from the configuration
 // file's sections of the same names, validated with errors that name the
 // policy, the key and the line.
 //
@@ -44,6 +44,8 @@
 //	    storage-fallback: vm       # datastore without a usable provider: VM by VM (default: fail)
 //	storage-snapshots:             # see StorageSnapshots
 //	  - {name: xfs-a, kind: reflink, connections: [lab], datastores: [/srv/vms]}
+//	media-libraries:               # see MediaLibrary
+//	  - {name: vtl1, kind: vtl, directory: /srv/vtl}
 package policy
 
 import (
@@ -65,6 +67,9 @@ type Config struct {
 	Policies       []Policy
 	// StorageSnapshots are the providers group: datastore reads from.
 	StorageSnapshots StorageSnapshots
+	// MediaLibraries are the tape libraries copies to media write to
+	// (media.go).
+	MediaLibraries []MediaLibrary
 }
 
 // Connection is one hypervisor connection.
@@ -298,6 +303,7 @@ func Decode(f *config.File) (*Config, error) {
 	}{
 		{"connections", &c.Connections}, {"repositories", &c.Repositories}, {"limits", &c.Limits},
 		{"resource-groups", &c.ResourceGroups}, {"policies", &c.Policies}, {"storage-snapshots", &c.StorageSnapshots},
+		{"media-libraries", &c.MediaLibraries},
 	} {
 		if err := f.Decode(s.name, s.v); err != nil {
 			return nil, err
