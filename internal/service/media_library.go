@@ -128,8 +128,12 @@ func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error
 		return &volume.Library{Changer: sl, Drive: d, DriveIndex: l.Drive}, d.Close, nil
 	}
 	v, err := vtl.Open(l.Dir)
-	if errors.Is(err, fs.ErrNotExist) && l.Name != "" {
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && l.Name != "":
 		return nil, nil, api.Errorf(api.NotFound, "media library %s: %v (is its directory a virtual tape library? coffer media vtl create makes one)", l.Name, err)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, api.Errorf(api.NotFound, "no media library %q in the configuration, nor a virtual tape library's directory "+
+			"(`coffer config list media-libraries` lists the libraries)", l.Dir)
 	}
 	if err != nil {
 		return nil, nil, busyLibrary(l, err)
