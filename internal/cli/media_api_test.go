@@ -96,8 +96,17 @@ func TestMediaThroughTheAPI(t *testing.T) {
 		t.Fatalf("a library with a relative directory: %d", code)
 	}
 	if code, _ := s.call(tok, "POST", "/media/libraries", map[string]any{"name": "vtl2", "kind": "vtl", "directory": lib2}, &obj); code != 201 ||
-		obj.Kind != "media-library" || obj.Source != "catalog" {
+		obj.Kind != "media-library" || obj.Source != "catalog" || len(obj.Warnings) != 0 {
 		t.Fatalf("create a library: %d %+v", code, obj)
+	}
+	// One whose directory holds no library is valid, and says it will
+	// not work on this server.
+	if code, _ := s.call(tok, "POST", "/media/libraries", map[string]any{"name": "later", "kind": "vtl", "directory": filepath.Join(e.dir, "none")}, &obj); code != 201 ||
+		len(obj.Warnings) != 1 || !strings.Contains(obj.Warnings[0], "no virtual tape library there") {
+		t.Fatalf("create a library without its directory: %d %+v", code, obj)
+	}
+	if code, _ := s.call(tok, "GET", "/media/libraries/later/status", nil, nil); code != 404 {
+		t.Fatalf("the status of a library without its directory: %d", code)
 	}
 	if code, _ := s.call(tok, "GET", "/media/libraries/vtl2/status", nil, &st); code != 200 || st.Library != "vtl2" || !st.Slots[1].WORM ||
 		st.Slots[1].Barcode != "CFR101L8" {
