@@ -50,7 +50,7 @@ type EffectiveConfig struct {
 // of the API are the same text; it never holds a secret, only the names
 // of the files that hold them.
 type ConfigObject struct {
-	Kind string `json:"kind"` // connection, repository, policy, notification-target, notification-matcher
+	Kind string `json:"kind"` // connection, repository, policy, notification-target, notification-matcher, media-library
 	Name string `json:"name"`
 	// Source is "file" (the configuration file, which only an edit of the
 	// file changes) or "catalog" (created through the API).

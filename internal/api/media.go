@@ -4,7 +4,9 @@ import "time"
 
 // MediaVolume is a tape volume as the media catalogue knows it.
 type MediaVolume struct {
-	Barcode        string    `json:"barcode"`
+	Barcode string `json:"barcode"`
+	// Library is where it was last seen: a library of the configuration
+	// (or the directory or devices the command line named).
 	Library        string    `json:"library"`
 	Pool           string    `json:"pool"`
 	MediaSet       string    `json:"media_set"`
@@ -13,7 +15,10 @@ type MediaVolume struct {
 	Written        time.Time `json:"written"`
 	ProtectedUntil time.Time `json:"protected_until"`
 	Full           bool      `json:"full"`
-	Segments       int       `json:"segments"`
+	// WORM: a write-once cartridge, appended to and never overwritten
+	// (whatever ProtectedUntil says).
+	WORM     bool `json:"worm"`
+	Segments int  `json:"segments"`
 }
 
 // MediaSegment is the part of a backup point's copy on one volume.
@@ -103,4 +108,35 @@ type MediaVerifyReport struct {
 type MediaBadBlock struct {
 	Position int64  `json:"position"`
 	Error    string `json:"error"`
+}
+
+// MediaLibraryStatus is a library's changer inventory, as `mtx status`
+// reports it: its drives and slots and the cartridges in them.
+type MediaLibraryStatus struct {
+	Library string       `json:"library"`
+	Kind    string       `json:"kind"` // vtl (a file-backed virtual tape library), mtx
+	Drives  []MediaDrive `json:"drives"`
+	// Slots are the storage slots, then the import/export ones, numbered
+	// from 1.
+	Slots []MediaSlot `json:"slots"`
+}
+
+// MediaDrive is a drive of a library and the cartridge it holds.
+type MediaDrive struct {
+	Index      int    `json:"index"`
+	Full       bool   `json:"full"`
+	Barcode    string `json:"barcode"`
+	SourceSlot int    `json:"source_slot"` // the slot its cartridge came from, 0 if unknown
+	WORM       bool   `json:"worm"`
+}
+
+// MediaSlot is a slot of a library and the cartridge it holds.
+type MediaSlot struct {
+	Number       int    `json:"number"`
+	ImportExport bool   `json:"import_export"`
+	Full         bool   `json:"full"`
+	Barcode      string `json:"barcode"`
+	// WORM: a write-once cartridge (known of a virtual library's; a real
+	// drive reports it of the cartridge it holds).
+	WORM bool `json:"worm"`
 }

@@ -161,3 +161,45 @@ type AddKeyRequest struct {
 	Password string `json:"password" minLength:"1" maxLength:"1024" writeOnly:"true"`
 	Label    string `json:"label,omitempty" maxLength:"200"`
 }
+
+// MediaLabelRequest labels a cartridge of a library into a media pool,
+// erasing it. A coffer volume is refused until its retention has passed,
+// a WORM cartridge holding anything always.
+type MediaLabelRequest struct {
+	Barcode        string `json:"barcode" minLength:"1" maxLength:"16" pattern:"^[A-Z0-9]+$"`
+	Pool           string `json:"pool" minLength:"1" maxLength:"255"`
+	BlockSizeBytes int    `json:"block_size_bytes,omitempty" minimum:"0" doc:"bytes per block (default 256 KiB)"`
+	Foreign        bool   `json:"foreign,omitempty" doc:"overwrite a cartridge holding data that is not a coffer volume"`
+}
+
+// MediaCopyRequest selects the points of the repository a copy to media
+// writes (as CopyRequest does), and how it writes them.
+type MediaCopyRequest struct {
+	Pool   string   `json:"pool" minLength:"1" maxLength:"255"`
+	Points []string `json:"points" required:"false" maxItems:"1000" doc:"IDs or unique prefixes (none: every point, or those vm and latest select)"`
+	VM     string   `json:"vm,omitempty" maxLength:"255" doc:"only points of this source name"`
+	Latest bool     `json:"latest,omitempty" doc:"only the newest point of each source"`
+	// Multiplex is how many points are written at once onto the drive (0:
+	// as many as selected, at most MaxMultiplex, 4 by default).
+	Multiplex        int     `json:"multiplex,omitempty" minimum:"0" maximum:"64"`
+	MaxMultiplex     int     `json:"max_multiplex,omitempty" minimum:"0" maximum:"64"`
+	RunBlocks        int     `json:"run_blocks,omitempty" minimum:"0" doc:"blocks of one point kept together on tape (default 1)"`
+	BlockSizeBytes   int     `json:"block_size_bytes,omitempty" minimum:"0" doc:"bytes per block of newly labelled volumes (default 256 KiB)"`
+	RetentionSeconds float64 `json:"retention_seconds,omitempty" minimum:"0" doc:"the volumes written are protected from overwriting this long"`
+}
+
+// MediaRestoreRequest restores disks of a point on media to files under
+// the server's restore directory (server.restore-dir): To is relative to
+// it.
+type MediaRestoreRequest struct {
+	Disk              string `json:"disk,omitempty" maxLength:"255" doc:"index, key or name; all disks when absent"`
+	To                string `json:"to" minLength:"1" maxLength:"4096"`
+	Overwrite         bool   `json:"overwrite,omitempty"`
+	ReadThroughBlocks int64  `json:"read_through_blocks,omitempty" minimum:"0" doc:"read gaps of up to this many blocks of other points instead of locating"`
+}
+
+// MediaCatalogRequest rebuilds the media catalogue from a library's
+// volumes.
+type MediaCatalogRequest struct {
+	Scan bool `json:"scan,omitempty" doc:"read every block instead of each volume's last index (for volumes whose index is missing)"`
+}

@@ -24,7 +24,7 @@ var wantRoles = map[Role]string{
 
 // representative paths: every kind of node, and one below a leaf kind.
 var matrixPaths = []string{"/", "/system", "/access", "/repositories", "/repositories/r1", "/connections",
-	"/connections/c1", "/connections/c1/vm/web", "/policies", "/policies/nightly", "/system/tasks"}
+	"/connections/c1", "/connections/c1/vm/web", "/policies", "/policies/nightly", "/media", "/media/vtl1", "/system/tasks"}
 
 func TestRoleMatrixAtEveryPath(t *testing.T) {
 	if got := len(Roles()); got != len(wantRoles) {
@@ -243,7 +243,7 @@ func TestPrivilegeNames(t *testing.T) {
 // Every privilege means something somewhere, and on / everything does.
 func TestMeaningfulPrivileges(t *testing.T) {
 	var union Privilege
-	for _, p := range []string{"/system", "/access", "/repositories/r", "/connections/c/vm/v", "/policies/p"} {
+	for _, p := range []string{"/system", "/access", "/repositories/r", "/connections/c/vm/v", "/policies/p", "/media/l"} {
 		comps, err := splitPath(p)
 		must(t, err)
 		m := meaningfulAt(comps)

@@ -15,6 +15,7 @@ import (
 //	/repositories[/{repo}]
 //	/connections[/{conn}[/vm/{vm}]]
 //	/policies[/{policy}]
+//	/media[/{library}]
 //
 // Object names are path-escaped (url.PathEscape): a name holding "/" or
 // "%" is written with %2F or %25. The builders below escape; ParsePath
@@ -28,6 +29,8 @@ const (
 	RepositoriesPath = "/repositories"
 	ConnectionsPath  = "/connections"
 	PoliciesPath     = "/policies"
+	// MediaPath holds the media libraries (tape) and their volumes.
+	MediaPath = "/media"
 )
 
 // RepositoryPath is the ACL path of a repository.
@@ -41,6 +44,10 @@ func VMPath(conn, vm string) string { return ConnectionPath(conn) + "/vm/" + url
 
 // PolicyPath is the ACL path of a policy.
 func PolicyPath(policy string) string { return PoliciesPath + "/" + url.PathEscape(policy) }
+
+// MediaLibraryPath is the ACL path of a media library of the
+// configuration (its drives, slots and volumes).
+func MediaLibraryPath(library string) string { return MediaPath + "/" + url.PathEscape(library) }
 
 // PointPaths are the paths that grant rights on a backup point: its
 // repository, and its VM (so that a tenant with rights on its VMs reaches
@@ -96,7 +103,7 @@ func checkComponent(c string) error {
 func ParsePath(p string) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("%w: no ACL path given; paths are /, /system, /access, /repositories/NAME, "+
-			"/connections/NAME, /connections/NAME/vm/VM, /policies/NAME", ErrInvalid)
+			"/connections/NAME, /connections/NAME/vm/VM, /policies/NAME, /media/LIBRARY", ErrInvalid)
 	}
 	if p != RootPath && strings.HasSuffix(p, "/") {
 		p = p[:len(p)-1]
@@ -121,7 +128,7 @@ func ParsePath(p string) (string, error) {
 	canon := "/" + escapeJoin(names)
 	if !entryShape(names) {
 		return "", fmt.Errorf("%w: %q is not a path ACL entries can be on; they are /, /system, /access, "+
-			"/repositories[/NAME], /connections[/NAME[/vm/VM]], /policies[/NAME]", ErrInvalid, canon)
+			"/repositories[/NAME], /connections[/NAME[/vm/VM]], /policies[/NAME], /media[/LIBRARY]", ErrInvalid, canon)
 	}
 	return canon, nil
 }
@@ -142,12 +149,12 @@ func entryShape(c []string) bool {
 		return true
 	case 1:
 		switch c[0] {
-		case "system", "access", "repositories", "connections", "policies":
+		case "system", "access", "repositories", "connections", "policies", "media":
 			return true
 		}
 	case 2:
 		switch c[0] {
-		case "repositories", "connections", "policies":
+		case "repositories", "connections", "policies", "media":
 			return true
 		}
 	case 4:

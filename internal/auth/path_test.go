@@ -19,6 +19,8 @@ func TestParsePath(t *testing.T) {
 		"/connections/vc1/vm/a%2Fb":   "/connections/vc1/vm/a%2Fb",
 		"/connections/vc1/vm/Ünïcode": "/connections/vc1/vm/%C3%9Cn%C3%AFcode",
 		"/policies/nightly":           "/policies/nightly",
+		"/media":                      "/media",
+		"/media/vtl1":                 "/media/vtl1",
 	} {
 		got, err := ParsePath(in)
 		if err != nil || got != want {
@@ -34,7 +36,7 @@ func TestParsePath(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"", "system", "//", "/system//", "/repositories//x", "/repositories/..",
-		"/repositories/a/b", "/connections/c/vms/x", "/connections/c/vm", "/policies/p/q", "/other",
+		"/repositories/a/b", "/connections/c/vms/x", "/connections/c/vm", "/policies/p/q", "/media/l/CFR001L8", "/other",
 		"/repositories/\x01", "/repositories/%00"} {
 		if got, err := ParsePath(in); err == nil || !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParsePath(%q) = %q, %v; want an invalid-path error", in, got, err)
@@ -46,7 +48,7 @@ func TestParsePath(t *testing.T) {
 // with them.
 func TestPathBuilders(t *testing.T) {
 	for _, name := range []string{"web", "a/b", "50%", "x y", "vm-1.example.com", "..", "ä"} {
-		for _, p := range []string{RepositoryPath(name), ConnectionPath(name), VMPath("c", name), PolicyPath(name)} {
+		for _, p := range []string{RepositoryPath(name), ConnectionPath(name), VMPath("c", name), PolicyPath(name), MediaLibraryPath(name)} {
 			got, err := ParsePath(p)
 			if name == ".." {
 				// Escaping leaves ".." as it is; it names nothing.

@@ -93,9 +93,10 @@ const (
 // below it, that is those some operation checks there: Repo.* on
 // repositories and on VMs (whose backup points a tenant reaches through
 // them), Conn.* and Sys.Modify (their configuration) on connections,
-// Policy.* on policies, Sys.* on /system, Sys.Audit on /access, and
-// Perm.Modify (changing the ACL there) everywhere. Anything on / and
-// unknown paths.
+// Policy.* on policies, Sys.* on /system, Sys.Audit on /access, Repo.*
+// and Sys.Modify (their configuration) on media libraries, which hold
+// copies of backup points as repositories do, and Perm.Modify (changing
+// the ACL there) everywhere. Anything on / and unknown paths.
 func meaningfulAt(comps []string) Privilege {
 	if len(comps) == 0 {
 		return AllPrivileges
@@ -111,6 +112,8 @@ func meaningfulAt(comps []string) Privilege {
 		return connPrivileges | repoPrivileges | SysModify | PermModify
 	case "policies":
 		return policyPrivileges | PermModify
+	case "media":
+		return repoPrivileges | SysModify | PermModify
 	}
 	return AllPrivileges
 }

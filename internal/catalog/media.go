@@ -9,7 +9,7 @@ import (
 // medium describes it.
 type MediaVolume struct {
 	Barcode        string
-	Library        string // where it was last seen (a VTL directory, a changer device)
+	Library        string // where it was last seen (a library of the configuration, a VTL directory, a changer device)
 	Pool           string
 	MediaSet       string
 	BlockSize      int
@@ -17,7 +17,9 @@ type MediaVolume struct {
 	Written        time.Time // its last index
 	ProtectedUntil time.Time
 	Full           bool
-	Segments       int // filled in by ListMediaVolumes
+	// WORM: the cartridge is write-once (appended to, never overwritten).
+	WORM     bool
+	Segments int // filled in by ListMediaVolumes
 }
 
 // MediaExtent is a run of consecutive blocks on a volume.

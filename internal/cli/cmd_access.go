@@ -271,7 +271,7 @@ func (a *app) cmdACL() *cobra.Command {
 	cmd := &cobra.Command{Use: "acl", Short: "manage who holds which role where",
 		Long: manual(`Manage ACL entries: a role of a user (or of one of its API tokens, --token)
 on a path. Roles: `+roleNames()+`. Paths: /, /system, /access,
-/repositories[/NAME], /connections[/NAME[/vm/VM]], /policies[/NAME]. An
+/repositories[/NAME], /connections[/NAME[/vm/VM]], /policies[/NAME], /media[/LIBRARY]. An
 entry propagates below its path unless --no-propagate; a deeper entry
 replaces what is inherited (NoAccess takes a subtree away).`,
 			"See the subcommands.", "coffer acl set /connections/kvm1/vm/web bob RestoreOperator", "That of the subcommand.")}

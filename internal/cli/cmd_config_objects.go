@@ -30,16 +30,16 @@ func configOps(verb string) []string {
 	return out
 }
 
-const kindsHelp = `KIND is connection, repository, policy, notification-target or
-notification-matcher (or its plural).`
+const kindsHelp = `KIND is connection, repository, policy, notification-target,
+notification-matcher or media-library (or its plural).`
 
 // configObjectCommands are `coffer config list/get/create/update/delete`.
 func (a *app) configObjectCommands() []*cobra.Command {
 	list := &cobra.Command{
 		Use:   "list [KIND]",
 		Short: "list the configuration objects in effect, with where each is defined",
-		Long: manual(`List the connections, repositories, policies and notification targets and
-matchers in effect: those of the configuration file and those created
+		Long: manual(`List the connections, repositories, policies, notification targets and
+matchers and media libraries in effect: those of the configuration file and those created
 through the API (stored in the catalog), each with its source, and the
 catalog's objects the file overrides (the file wins for the names it
 defines). `+kindsHelp,

@@ -2,20 +2,41 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
-// The media commands run on the host the library is attached to; the
-// operation table (and so the API) gets them with the configuration of
-// libraries, issue #21's next slice.
-const mediaFaceOnly = "drives the tape library attached to this host; not in the operation table until libraries are configuration"
+// The media commands run the media operations of the service: here, on
+// the host the library is attached to (--library a library of the
+// configuration, a VTL directory or mtx:CHANGER:DEVICE), or through a
+// server (--server), whose configuration names the library.
+
+// mediaRemote checks what a media command was given before it goes to a
+// server: a library of the server's configuration, its first drive, and
+// no directory of this host.
+func (a *app) mediaRemote(in service.MediaLibraryInput, local map[string]string) error {
+	if a.remote == nil {
+		return nil
+	}
+	if in.Drive != 0 {
+		return usagef("--drive: through a server, the library's first drive is used")
+	}
+	for flag, v := range local {
+		if v != "" {
+			return usagef("--%s names a directory of this host: through a server, the server chooses it (run the command on the server's host to choose)", flag)
+		}
+	}
+	return nil
+}
 
 func (a *app) cmdMedia() *cobra.Command {
 	cmd := &cobra.Command{
@@ -26,9 +47,11 @@ func (a *app) cmdMedia() *cobra.Command {
 restorable from the tapes alone with the repository's password. See the
 README's "Tape" section and docs/design/media-format.md.
 
---library names the library: a virtual tape library's directory, or
-mtx:CHANGER:DEVICE (like mtx:/dev/sg1:/dev/nst0); --drive the changer's drive
-number.`, "See the subcommands.",
+--library names the library: a library of the configuration (the
+media-libraries section, or coffer config create media-library), a virtual
+tape library's directory, or mtx:CHANGER:DEVICE (like mtx:/dev/sg1:/dev/nst0);
+--drive the changer's drive number. With --server the commands run on the
+server, and --library names a library of its configuration.`, "See the subcommands.",
 			`coffer media copy --library /srv/vtl --pool weekly --latest --retention 35d
 coffer media restore --library /srv/vtl 3f2a91c0 --to /var/tmp/web.img
 coffer media catalog --library /srv/vtl`,
@@ -40,7 +63,7 @@ coffer media catalog --library /srv/vtl`,
 }
 
 func libraryFlags(cmd *cobra.Command, in *service.MediaLibraryInput) {
-	cmd.Flags().StringVar(&in.Library, "library", "", "the library: a VTL directory, or mtx:CHANGER:DEVICE")
+	cmd.Flags().StringVar(&in.Library, "library", "", "the library: a library of the configuration, a VTL directory, or mtx:CHANGER:DEVICE")
 	cmd.Flags().IntVar(&in.Drive, "drive", 0, "the changer's number of the drive to use")
 }
 
@@ -59,7 +82,12 @@ themselves when a pool needs one.`,
 			"0; 2 for a protected volume."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := call(a, func(s *service.Service) (*api.MediaVolume, error) { return s.MediaLabel(cmd.Context(), in) })
+			if err := a.mediaRemote(in.MediaLibraryInput, nil); err != nil {
+				return err
+			}
+			r := apiclient.Request{Op: "media-label", Path: map[string]string{"library": in.Library},
+				Body: api.MediaLabelRequest{Barcode: in.Barcode, Pool: in.Pool, BlockSizeBytes: in.BlockSize, Foreign: in.Foreign}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaVolume, error) { return s.MediaLabel(cmd.Context(), in) })
 			if res == nil {
 				return err
 			}
@@ -74,7 +102,7 @@ themselves when a pool needs one.`,
 	f.StringVar(&in.Pool, "pool", "", "the media pool")
 	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block (default 256 KiB)")
 	f.BoolVar(&in.Foreign, "foreign", false, "overwrite a cartridge holding data that is not a coffer volume")
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "media-label"))
 }
 
 func (a *app) cmdMediaCopy() *cobra.Command {
@@ -105,7 +133,13 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 				}
 				in.Retention = d
 			}
-			res, err := call(a, func(s *service.Service) (*api.MediaCopyResult, error) { return s.MediaCopy(cmd.Context(), in) })
+			if err := a.mediaRemote(in.MediaLibraryInput, map[string]string{"spool-dir": in.SpoolDir}); err != nil {
+				return err
+			}
+			r := apiclient.Request{Op: "media-copy", Query: url.Values{"library": {in.Library}}, Body: api.MediaCopyRequest{Pool: in.Pool,
+				Points: in.Points, VM: in.VM, Latest: in.Latest, Multiplex: in.Multiplex, MaxMultiplex: in.MaxMultiplex, RunBlocks: in.RunBlocks,
+				BlockSizeBytes: in.BlockSize, RetentionSeconds: in.Retention.Seconds()}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaCopyResult, error) { return s.MediaCopy(cmd.Context(), in) })
 			if res == nil {
 				return err
 			}
@@ -132,7 +166,7 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block of newly labelled volumes (default 256 KiB)")
 	f.StringVar(&retention, "retention", "", "protect the volumes written from overwriting for this long (e.g. 35d)")
 	f.StringVar(&in.SpoolDir, "spool-dir", "", "where points are spooled while written (default: the temporary directory)")
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "media-copy"))
 }
 
 func (a *app) cmdMediaRestore() *cobra.Command {
@@ -153,7 +187,13 @@ coffer media restore --library /srv/vtl 3f2a91c0 --disk vda --to /dev/vg0/web`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
-			res, err := call(a, func(s *service.Service) (*api.MediaRestoreResult, error) { return s.MediaRestore(cmd.Context(), in) })
+			if err := a.mediaRemote(in.MediaLibraryInput, map[string]string{"stage-dir": in.StageDir}); err != nil {
+				return err
+			}
+			// Through a server, --to is a path under its restore directory.
+			r := apiclient.Request{Op: "media-restore", Path: map[string]string{"library": in.Library, "point": in.Point},
+				Body: api.MediaRestoreRequest{Disk: in.Disk, To: in.To, Overwrite: in.Overwrite, ReadThroughBlocks: in.ReadThrough}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaRestoreResult, error) { return s.MediaRestore(cmd.Context(), in) })
 			if res == nil {
 				return err
 			}
@@ -172,7 +212,7 @@ coffer media restore --library /srv/vtl 3f2a91c0 --disk vda --to /dev/vg0/web`,
 	f.BoolVar(&in.Overwrite, "overwrite", false, "replace an existing target file")
 	f.StringVar(&in.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
 	f.Int64Var(&in.ReadThrough, "read-through", 0, "read gaps of up to this many blocks of other points instead of locating")
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "media-restore"))
 }
 
 func (a *app) cmdMediaVerify() *cobra.Command {
@@ -190,7 +230,11 @@ bad_blocks, damaged_blocks, missing_blocks, unindexed_blocks, catalogue_matches,
 			"0; 5 for damage or a catalogue that does not match."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := call(a, func(s *service.Service) (*api.MediaVerifyReport, error) {
+			if err := a.mediaRemote(in, nil); err != nil {
+				return err
+			}
+			r := apiclient.Request{Op: "media-verify", Path: map[string]string{"library": in.Library, "barcode": args[0]}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaVerifyReport, error) {
 				return s.MediaVerify(cmd.Context(), in, args[0])
 			})
 			if res == nil {
@@ -213,7 +257,7 @@ bad_blocks, damaged_blocks, missing_blocks, unindexed_blocks, catalogue_matches,
 		},
 	}
 	libraryFlags(cmd, &in)
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "media-verify"))
 }
 
 func (a *app) cmdMediaCatalog() *cobra.Command {
@@ -230,7 +274,11 @@ coffer media catalog --library /srv/vtl --scan`,
 			"0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := call(a, func(s *service.Service) (*api.MediaCatalogResult, error) { return s.MediaCatalog(cmd.Context(), in) })
+			if err := a.mediaRemote(in.MediaLibraryInput, nil); err != nil {
+				return err
+			}
+			r := apiclient.Request{Op: "rebuild-media-catalog", Path: map[string]string{"library": in.Library}, Body: api.MediaCatalogRequest{Scan: in.Scan}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaCatalogResult, error) { return s.MediaCatalog(cmd.Context(), in) })
 			if res == nil {
 				return err
 			}
@@ -246,7 +294,7 @@ coffer media catalog --library /srv/vtl --scan`,
 	}
 	libraryFlags(cmd, &in.MediaLibraryInput)
 	cmd.Flags().BoolVar(&in.Scan, "scan", false, "read every block instead of the volumes' indexes")
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "rebuild-media-catalog"))
 }
 
 func (a *app) cmdMediaVolumes() *cobra.Command {
@@ -255,26 +303,28 @@ func (a *app) cmdMediaVolumes() *cobra.Command {
 		Use:   "volumes",
 		Short: "list the volumes of the media catalogue",
 		Long: manual(`List the volumes the media catalogue knows, from the catalog alone.`,
-			`A table: barcode, pool, media set, full, protected until, segments. --json: the volumes.`,
+			`A table: barcode, library, pool, media set, full, WORM, protected until, segments. --json: the volumes.`,
 			`coffer media volumes --pool weekly`, "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := call(a, func(s *service.Service) ([]api.MediaVolume, error) { return s.MediaVolumes(cmd.Context(), pool) })
+			r := apiclient.Request{Op: "list-media-volumes", Query: url.Values{"pool": {pool}}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) ([]api.MediaVolume, error) { return s.MediaVolumes(cmd.Context(), pool) })
 			if res == nil {
 				return err
 			}
 			return a.emit(res, err, func() {
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "BARCODE\tPOOL\tMEDIA SET\tFULL\tPROTECTED UNTIL\tSEGMENTS")
+				fmt.Fprintln(tw, "BARCODE\tLIBRARY\tPOOL\tMEDIA SET\tFULL\tWORM\tPROTECTED UNTIL\tSEGMENTS")
 				for _, v := range res {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%d\n", v.Barcode, v.Pool, v.MediaSet, v.Full, v.ProtectedUntil.Format(time.RFC3339), v.Segments)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%v\t%s\t%d\n", v.Barcode, v.Library, v.Pool, v.MediaSet, v.Full, v.WORM,
+						v.ProtectedUntil.Format(time.RFC3339), v.Segments)
 				}
 				tw.Flush()
 			})
 		},
 	}
 	cmd.Flags().StringVar(&pool, "pool", "", "only this pool's volumes")
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "list-media-volumes"))
 }
 
 func (a *app) cmdMediaContents() *cobra.Command {
@@ -293,7 +343,8 @@ coffer media contents --barcode CFR001L8`, "0; 4 for a point not on media."),
 			if len(args) == 1 {
 				point = args[0]
 			}
-			res, err := call(a, func(s *service.Service) ([]api.MediaSegment, error) {
+			r := apiclient.Request{Op: "media-contents", Query: url.Values{"barcode": {barcode}, "point": {point}}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) ([]api.MediaSegment, error) {
 				return s.MediaContents(cmd.Context(), barcode, point)
 			})
 			if res == nil {
@@ -311,7 +362,7 @@ coffer media contents --barcode CFR001L8`, "0; 4 for a point not on media."),
 		},
 	}
 	cmd.Flags().StringVar(&barcode, "barcode", "", "only this volume's segments")
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "media-contents"))
 }
 
 func (a *app) cmdMediaFiles() *cobra.Command {
@@ -331,7 +382,13 @@ extracted_bytes, skipped, warnings}.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Ref, in.Paths = args[0], args[1:]
-			res, err := call(a, func(s *service.Service) (*api.FilesExtract, error) { return s.MediaFilesExtract(cmd.Context(), in) })
+			if err := a.mediaRemote(in.MediaLibraryInput, map[string]string{"stage-dir": in.StageDir}); err != nil {
+				return err
+			}
+			point, disk, _ := strings.Cut(in.Ref, ":")
+			r := apiclient.Request{Op: "media-files-extract", Path: map[string]string{"library": in.Library, "point": point},
+				Query: url.Values{"disk": {disk}}, Body: api.FilesExtractRequest{Paths: in.Paths, To: in.To}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.FilesExtract, error) { return s.MediaFilesExtract(cmd.Context(), in) })
 			if res == nil {
 				return err
 			}
@@ -346,5 +403,5 @@ extracted_bytes, skipped, warnings}.`,
 	libraryFlags(cmd, &in.MediaLibraryInput)
 	cmd.Flags().StringVar(&in.To, "to", "", "the directory to extract into")
 	cmd.Flags().StringVar(&in.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
-	return faceOnly(cmd, mediaFaceOnly)
+	return remoteToo(op(cmd, "media-files-extract"))
 }

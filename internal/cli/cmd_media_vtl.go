@@ -3,6 +3,8 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -92,18 +94,37 @@ overwritten.`, `"added ..."`, `coffer media vtl add /srv/vtl CFR001L8 --slot 1`,
 		Use:   "status --library LIB",
 		Short: "show a library's slots and drives (as mtx status)",
 		Long: manual(`Show the changer's inventory: drives, storage and import/export slots,
-barcodes.`, `The mtx status text. --json: {Drives, Slots}.`, `coffer media vtl status --library /srv/vtl`, "0."),
+barcodes.`, `The mtx status text. --json: {library, kind, drives: [{index, full, barcode,
+source_slot, worm}], slots: [{number, import_export, full, barcode, worm}]}.`, `coffer media vtl status --library /srv/vtl`, "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := call(a, func(s *service.Service) (*media.ChangerStatus, error) { return s.MediaLibraryStatus(lin) })
+			if err := a.mediaRemote(lin, nil); err != nil {
+				return err
+			}
+			r := apiclient.Request{Op: "media-library-status", Path: map[string]string{"library": lin.Library}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaLibraryStatus, error) {
+				return s.MediaLibraryStatus(cmd.Context(), lin)
+			})
 			if res == nil {
 				return err
 			}
-			return a.emit(res, err, func() { a.printf("%s", media.FormatMtxStatus(lin.Library, res)) })
+			return a.emit(res, err, func() { a.printf("%s", media.FormatMtxStatus(res.Library, changerStatus(res))) })
 		},
 	}
 	libraryFlags(status, &lin)
 	const why = "manages a virtual tape library's files on this host"
-	cmd.AddCommand(faceOnly(create, why), faceOnly(add, why), faceOnly(status, mediaFaceOnly))
+	cmd.AddCommand(faceOnly(create, why), faceOnly(add, why), remoteToo(op(status, "media-library-status")))
 	return cmd
+}
+
+// changerStatus is a library's status as mtx status prints it.
+func changerStatus(doc *api.MediaLibraryStatus) *media.ChangerStatus {
+	st := &media.ChangerStatus{}
+	for _, d := range doc.Drives {
+		st.Drives = append(st.Drives, media.DriveElement{Index: d.Index, Full: d.Full, SourceSlot: d.SourceSlot, VolumeTag: d.Barcode})
+	}
+	for _, sl := range doc.Slots {
+		st.Slots = append(st.Slots, media.SlotElement{Number: sl.Number, Full: sl.Full, ImportExport: sl.ImportExport, VolumeTag: sl.Barcode})
+	}
+	return st
 }

@@ -41,6 +41,7 @@ func TestEverySectionIsStrict(t *testing.T) {
 		"limits":            {"limits: {task: 3}\n", `unknown key "task" in limits (did you mean "tasks"?)`},
 		"resource-groups":   {"resource-groups: [{name: g, limt: 2}]\n", `unknown key "limt" in resource-groups[0] (did you mean "limit"?)`},
 		"storage-snapshots": {"storage-snapshots:\n  - {name: a, kind: reflink, datastores: [/x], conections: [a]}\n", `unknown key "conections" in storage-snapshots[0] (did you mean "connections"?)`},
+		"media-libraries":   {"media-libraries: [{name: v, kind: vtl, directroy: /srv/vtl}]\n", `unknown key "directroy" in media-libraries[0] (did you mean "directory"?)`},
 		"maintenance":       {"maintenance:\n  takeover-afterr: 10s\n", `unknown key "takeover-afterr" in maintenance (did you mean "takeover-after"?)`},
 		"latency-control":   {"latency-control:\n  - {datastores: [/x], threshhold: 20ms}\n", `unknown key "threshhold" in latency-control[0] (did you mean "threshold"?)`},
 		"notifications":     {"notifications:\n  targets: [{name: a, webhook: {url: 'https://x', secret-fle: /s}}]\n", `unknown key "secret-fle" in notifications.targets[0].webhook (did you mean "secret-file"?)`},

@@ -209,3 +209,40 @@ func TestMediaFilesWithoutRepository(t *testing.T) {
 		t.Fatalf("a missing path: exit %d, %s", code, errOut)
 	}
 }
+
+// --library takes the name of a library of the configuration as well as a
+// directory: the catalogue records the name, and a name the configuration
+// lacks that is no directory either is refused saying where libraries are
+// listed.
+func TestMediaLibraryByName(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	img := e.image("a.img", 2<<20, 1)
+	e.must("backup", "disk", img, "--name", "a")
+	lib := mediaLibrary(e, 1, "16MiB")
+	e.config("media-libraries:\n  - {name: tapes, kind: vtl, directory: " + lib + "}\n")
+	if out := e.must("media", "vtl", "status", "--library", "tapes"); !strings.Contains(out, "CFR001L8") {
+		t.Fatalf("status by name: %s", out)
+	}
+	res := decode[api.MediaCopyResult](t, e.must("media", "copy", "--library", "tapes", "--pool", "p", "--json"))
+	if len(res.Volumes) != 1 || res.Volumes[0].Library != "tapes" {
+		t.Fatalf("copy by name: %+v", res)
+	}
+	// The same library by its directory still works, and is recorded so.
+	rep := decode[api.MediaVerifyReport](t, e.must("media", "verify", "--library", lib, "CFR001L8", "--json"))
+	if !rep.OK {
+		t.Fatalf("verify by directory: %+v", rep)
+	}
+	out := filepath.Join(e.dir, "restored")
+	e.must("media", "restore", "--library", "tapes", res.Copied[0], "--to", out)
+	if !sameFile(t, out, img) {
+		t.Fatal("the point restored by the library's name differs")
+	}
+	if code, _, errOut := e.run("media", "volumes", "--library", "nope"); code != ExitUsage || !strings.Contains(errOut, "unknown flag") {
+		t.Fatalf("media volumes takes no --library: %d %s", code, errOut)
+	}
+	if code, _, errOut := e.run("media", "verify", "--library", "nope", "CFR001L8"); code != ExitNoRepo ||
+		!strings.Contains(errOut, `no media library "nope" in the configuration`) {
+		t.Fatalf("an unknown library: %d %s", code, errOut)
+	}
+}

@@ -110,6 +110,8 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 		nc, err = nc.DeleteTarget(name)
 	case NotificationMatcher:
 		nc, err = nc.DeleteMatcher(name)
+	case MediaLibrary:
+		eng, err = eng.DeleteMediaLibrary(name)
 	}
 	var inUse *policy.InUseError
 	if errors.As(err, &inUse) || (k == NotificationTarget && nc == nil) {
@@ -160,6 +162,8 @@ func (s *State) planPut(p *Plan, spec Spec, check Checker) (*Plan, error) {
 		nc, _ = nc.PutTarget(x)
 	case notify.Matcher:
 		nc, _ = nc.PutMatcher(x)
+	case policy.MediaLibrary:
+		eng, _ = eng.PutMediaLibrary(x)
 	}
 	if err := newProblems(check(s.Engine, s.Notify), check(eng, nc)); err != nil {
 		return nil, fail(ErrInvalid, "%v", err)

@@ -244,3 +244,39 @@ func TestParseKind(t *testing.T) {
 		t.Errorf("path: %s", got)
 	}
 }
+
+// TestMediaLibraryObjects: a media library is an object like the others:
+// the file's wins, the catalog's fill in, created and deleted through
+// plans checked by the file's decoder and validators.
+func TestMediaLibraryObjects(t *testing.T) {
+	s := fileState(t, file+"media-libraries: [{name: vtl1, kind: vtl, directory: /srv/vtl}]\n",
+		stored("media-library", "vtl2", `{"name":"vtl2","kind":"vtl","directory":"/srv/vtl2"}`, 1))
+	if len(s.Engine.MediaLibraries) != 2 {
+		t.Fatalf("merged libraries: %+v", s.Engine.MediaLibraries)
+	}
+	if o, ok := s.Lookup(MediaLibrary, "vtl1"); !ok || o.Source != FromFile || o.Spec["directory"] != "/srv/vtl" {
+		t.Fatalf("the file's library: %+v", o)
+	}
+	if got := MediaLibrary.Path("vtl 2"); got != "/media/vtl%202" {
+		t.Errorf("path: %s", got)
+	}
+	if k, err := ParseKind("media-libraries"); err != nil || k != MediaLibrary {
+		t.Errorf("media-libraries: %v %v", k, err)
+	}
+	p, err := s.PlanCreate(MediaLibrary, Spec{"name": "vtl3", "kind": "vtl", "directory": "/srv/vtl3"}, validate)
+	if err != nil || len(p.Engine.MediaLibraries) != 3 {
+		t.Fatalf("create: %+v %v", p, err)
+	}
+	for spec, want := range map[string]Spec{
+		"media library v: directory is missing":                   {"name": "v", "kind": "vtl"},
+		`unknown key "dir" in media-libraries[0]`:                 {"name": "v", "kind": "vtl", "dir": "/x"},
+		"media-library vtl1 is defined in the configuration file": {"name": "vtl1", "kind": "vtl", "directory": "/x"},
+	} {
+		if _, err := s.PlanCreate(MediaLibrary, want, validate); err == nil || !strings.Contains(err.Error(), spec) {
+			t.Errorf("create %v: %v\nwant %s", want, err, spec)
+		}
+	}
+	if p, err := s.PlanDelete(MediaLibrary, "vtl2", validate); err != nil || len(p.Engine.MediaLibraries) != 1 {
+		t.Fatalf("delete: %+v %v", p, err)
+	}
+}

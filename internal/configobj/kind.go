@@ -1,6 +1,6 @@
 // Package configobj is the configuration coffer runs on: the
-// configuration file's connections, repositories, policies and
-// notification targets and matchers, merged with the objects of the same
+// configuration file's connections, repositories, policies, notification
+// targets and matchers and media libraries, merged with the objects of the same
 // kinds created through the API and stored in the catalog.
 //
 // The file wins: an object the file defines is the file's, and the API
@@ -35,15 +35,17 @@ const (
 	Policy              Kind = "policy"
 	NotificationTarget  Kind = "notification-target"
 	NotificationMatcher Kind = "notification-matcher"
+	MediaLibrary        Kind = "media-library"
 )
 
 // Kinds lists every kind, in the order objects are listed (what others
 // depend on first).
-var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher}
+var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary}
 
 var plurals = map[Kind]string{
 	Connection: "connections", Repository: "repositories", Policy: "policies",
 	NotificationTarget: "notification-targets", NotificationMatcher: "notification-matchers",
+	MediaLibrary: "media-libraries",
 }
 
 // Plural names the kind's collection ("policies"), as API paths do.
@@ -66,11 +68,13 @@ func ParseKind(s string) (Kind, error) {
 // Path is the object's access-control path, which its audit records
 // name: /connections/NAME, /repositories/NAME, /policies/NAME; targets
 // and matchers are the system's (their privilege is Sys.Modify on
-// /system), below /system.
+// /system), below /system; media libraries are /media/NAME.
 func (k Kind) Path(name string) string {
 	switch k {
 	case NotificationTarget, NotificationMatcher:
 		return "/system/" + k.Plural() + "/" + url.PathEscape(name)
+	case MediaLibrary:
+		return "/media/" + url.PathEscape(name)
 	}
 	return "/" + k.Plural() + "/" + url.PathEscape(name)
 }

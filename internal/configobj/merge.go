@@ -70,6 +70,7 @@ func Merge(f File, stored []catalog.ConfigObject, gen int64) (*State, error) {
 	}
 	eng, nc := *f.Engine, *f.Notify
 	eng.Connections, eng.Repositories, eng.Policies = slices.Clone(eng.Connections), slices.Clone(eng.Repositories), slices.Clone(eng.Policies)
+	eng.MediaLibraries = slices.Clone(eng.MediaLibraries)
 	nc.Targets, nc.Matchers = slices.Clone(nc.Targets), slices.Clone(nc.Matchers)
 	s := &State{File: f, Generation: gen, Engine: &eng, Notify: &nc}
 	for _, v := range fileObjects(f) {
@@ -142,6 +143,9 @@ func fileObjects(f File) []typed {
 	for _, x := range f.Notify.Matchers {
 		out = append(out, typed{NotificationMatcher, x})
 	}
+	for _, x := range f.Engine.MediaLibraries {
+		out = append(out, typed{MediaLibrary, x})
+	}
 	return out
 }
 
@@ -169,6 +173,8 @@ func (s *State) add(v any) {
 		s.Notify.Targets = append(s.Notify.Targets, x)
 	case notify.Matcher:
 		s.Notify.Matchers = append(s.Notify.Matchers, x)
+	case policy.MediaLibrary:
+		s.Engine.MediaLibraries = append(s.Engine.MediaLibraries, x)
 	}
 }
 

@@ -19,13 +19,14 @@ import (
 type Spec = map[string]any
 
 // sections are the configuration file's sections of the engine's kinds.
-var sections = map[Kind]string{Connection: "connections", Repository: "repositories", Policy: "policies"}
+var sections = map[Kind]string{Connection: "connections", Repository: "repositories", Policy: "policies",
+	MediaLibrary: "media-libraries"}
 
 // decode reads a spec with the configuration file's decoder of its kind,
 // as if it were the only entry of its section, so that it is as strict
 // and fails with the same messages as the file (which name the entry
 // "policies[0]"). It returns a policy.Connection, policy.Repository,
-// policy.Policy, notify.Target or notify.Matcher.
+// policy.Policy, notify.Target, notify.Matcher or policy.MediaLibrary.
 func decode(k Kind, spec []byte) (any, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(spec, &doc); err != nil {
@@ -55,6 +56,11 @@ func decode(k Kind, spec []byte) (any, error) {
 		}
 	case Policy:
 		var out []policy.Policy
+		if err = config.DecodeNode(list, &out, sections[k]); err == nil {
+			v = out[0]
+		}
+	case MediaLibrary:
+		var out []policy.MediaLibrary
 		if err = config.DecodeNode(list, &out, sections[k]); err == nil {
 			v = out[0]
 		}
@@ -132,6 +138,8 @@ func nameOf(v any) string {
 	case notify.Target:
 		return x.Name
 	case notify.Matcher:
+		return x.Name
+	case policy.MediaLibrary:
 		return x.Name
 	}
 	return ""

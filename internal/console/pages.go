@@ -70,6 +70,14 @@ func (c *Console) routes() []route {
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
 
+		// Sequential media: libraries, volumes by pool, a volume's
+		// contents; copies to tape, restores and verifies as tasks.
+		{"GET /ui/media", pg("list-media-libraries", "media-library-status", "list-media-volumes"), (*page).mediaPage},
+		{"GET /ui/media/volumes/{barcode}", pg("list-media-volumes", "media-contents", "list-media-libraries"), (*page).mediaVolume},
+		{"POST /ui/media/libraries/{library}/copy", ops("media-copy"), (*page).mediaCopy},
+		{"POST /ui/media/libraries/{library}/restore", ops("media-restore"), (*page).mediaRestore},
+		{"POST /ui/media/libraries/{library}/volumes/{barcode}/verify", ops("media-verify"), (*page).mediaVerify},
+
 		// Notifications.
 		{"GET /ui/notifications", pg("list-notification-targets", "list-notification-matchers"), (*page).notifications},
 		{"POST /ui/notifications/targets/{name}/test", ops("test-notification-target"), (*page).testTarget},

@@ -7,7 +7,7 @@ import (
 )
 
 // The edits below are what the API's create, update and delete of
-// connections, repositories and policies do (as notify's edits do for
+// connections, repositories, policies (and media libraries, media.go) do (as notify's edits do for
 // targets and matchers): each returns the configuration it would make,
 // checked whole by Validate, and leaves c as it was, so a refused edit
 // changes nothing. Deleting what a policy uses is refused with an
@@ -118,5 +118,6 @@ func (c *Config) clone() *Config {
 	n.Repositories = slices.Clone(c.Repositories)
 	n.ResourceGroups = slices.Clone(c.ResourceGroups)
 	n.Policies = slices.Clone(c.Policies)
+	n.MediaLibraries = slices.Clone(c.MediaLibraries)
 	return &n
 }

@@ -1,6 +1,6 @@
 // Package policy is the declarative side of the job engine: hypervisor
 // connections, repositories, concurrency limits, resource groups, backup
-// policies and storage snapshot providers, read from the configuration
+// policies, storage snapshot providers and media libraries, read from the configuration
 // file's sections of the same names, validated with errors that name the
 // policy, the key and the line.
 //
@@ -47,6 +47,8 @@
 //	  - {name: xfs-a, kind: reflink, connections: [lab], datastores: [/srv/vms]}
 //	latency-control:               # see LatencyControls
 //	  - {datastores: [/srv/vms], threshold: 30ms}
+//	media-libraries:               # see MediaLibrary
+//	  - {name: vtl1, kind: vtl, directory: /srv/vtl}
 package policy
 
 import (
@@ -71,6 +73,9 @@ type Config struct {
 	// LatencyControl watches datastores' latency and slows backup reads
 	// while it is too high (latency.go).
 	LatencyControl LatencyControls
+	// MediaLibraries are the tape libraries copies to media write to
+	// (media.go).
+	MediaLibraries []MediaLibrary
 }
 
 // Connection is one hypervisor connection.
@@ -308,6 +313,7 @@ func Decode(f *config.File) (*Config, error) {
 		{"connections", &c.Connections}, {"repositories", &c.Repositories}, {"limits", &c.Limits},
 		{"resource-groups", &c.ResourceGroups}, {"policies", &c.Policies}, {"storage-snapshots", &c.StorageSnapshots},
 		{"latency-control", &c.LatencyControl},
+		{"media-libraries", &c.MediaLibraries},
 	} {
 		if err := f.Decode(s.name, s.v); err != nil {
 			return nil, err

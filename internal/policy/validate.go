@@ -21,6 +21,10 @@ func (c *Config) Validate() error {
 	repos := names(len(c.Repositories), func(i int) string { return c.Repositories[i].Name }, "repository", add)
 	names(len(c.ResourceGroups), func(i int) string { return c.ResourceGroups[i].Name }, "resource group", add)
 	names(len(c.Policies), func(i int) string { return c.Policies[i].Name }, "policy", add)
+	names(len(c.MediaLibraries), func(i int) string { return c.MediaLibraries[i].Name }, "media library", add)
+	for _, l := range c.MediaLibraries {
+		l.validate(add)
+	}
 	for _, cn := range c.Connections {
 		if cn.Kind == "" {
 			add("connection %s: kind is missing (qemu, vsphere, fake, ...)", cn.Name)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -16,7 +17,7 @@ import (
 )
 
 // The configuration objects (policies, connections, repositories,
-// notification targets and matchers) are listed, created, changed and
+// notification targets and matchers, media libraries) are listed, created, changed and
 // deleted here, whoever asks: the API's routes and `coffer config
 // create/update/delete` call these methods. Objects created here are
 // stored in the catalog and merged with the configuration file by
@@ -53,8 +54,9 @@ func RecordsOwnAudit(id string) bool {
 
 // ConfigObjectsInput selects the objects to list.
 type ConfigObjectsInput struct {
-	// Kind is connection, repository, policy, notification-target or
-	// notification-matcher (or its plural); "" lists every kind.
+	// Kind is connection, repository, policy, notification-target,
+	// notification-matcher or media-library (or its plural); "" lists
+	// every kind.
 	Kind string
 }
 
@@ -320,9 +322,27 @@ func objectDoc(o configobj.Object) api.ConfigObject {
 	if spec == nil {
 		spec = map[string]any{}
 	}
+	warnings := fileWarnings(spec)
+	if o.Kind == configobj.MediaLibrary {
+		warnings = append(warnings, libraryWarnings(spec)...)
+	}
 	return api.ConfigObject{Kind: string(o.Kind), Name: o.Name, Source: string(o.Source), Version: o.Version, CreatedAt: o.CreatedAt,
 		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, Spec: spec,
-		Warnings: list(fileWarnings(spec))}
+		Warnings: list(warnings)}
+}
+
+// libraryWarnings says when a virtual tape library's directory holds no
+// library on this server: the object is valid, using it here fails.
+func libraryWarnings(spec map[string]any) []string {
+	dir, _ := spec["directory"].(string)
+	if dir == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(config.ExpandHome(dir), "library.json")); err != nil {
+		return []string{fmt.Sprintf("directory: %v: this server has no virtual tape library there, so using the library here fails "+
+			"(make it with coffer media vtl create on every server that uses it)", err)}
+	}
+	return nil
 }
 
 // fileWarnings names the files a spec refers to (password-file,

@@ -32,6 +32,10 @@ var configPrivileges = map[configobj.Kind]struct {
 	configobj.Repository:          {auth.RepoAudit, auth.RepoModify, auth.RepositoriesPath},
 	configobj.NotificationTarget:  {auth.SysAudit, auth.SysModify, auth.SystemPath + "/" + configobj.NotificationTarget.Plural()},
 	configobj.NotificationMatcher: {auth.SysAudit, auth.SysModify, auth.SystemPath + "/" + configobj.NotificationMatcher.Plural()},
+	// A library names a directory or devices of the server's host, as a
+	// connection names a hypervisor: its configuration is Sys.Modify's;
+	// what is on its tapes is seen with Repo.Audit, as a repository's.
+	configobj.MediaLibrary: {auth.RepoAudit, auth.SysModify, auth.MediaPath},
 }
 
 // configSummaries say what each verb does to a kind.
@@ -48,10 +52,7 @@ func configOperations() []Operation {
 	var out []Operation
 	for _, k := range configobj.Kinds {
 		p := configPrivileges[k]
-		route := "/" + k.Plural()
-		if k == configobj.NotificationTarget || k == configobj.NotificationMatcher {
-			route = "/notifications/" + strings.TrimPrefix(k.Plural(), "notification-")
-		}
+		route := configRoute(k)
 		object := p.collection + "/{name}"
 		noun := strings.ReplaceAll(string(k), "-", " ")
 		summary := func(verb string) string {
@@ -73,6 +74,19 @@ func configOperations() []Operation {
 			op(configobj.Delete, "DeleteConfigObject", del, route+"/{name}", req(p.change, object), deleteConfigEndpoint(k)))
 	}
 	return out
+}
+
+// configRoute is the route of a kind's collection: /policies,
+// /notifications/targets, /media/libraries (beside the media's other
+// routes).
+func configRoute(k configobj.Kind) string {
+	switch k {
+	case configobj.NotificationTarget, configobj.NotificationMatcher:
+		return "/notifications/" + strings.TrimPrefix(k.Plural(), "notification-")
+	case configobj.MediaLibrary:
+		return "/media/libraries"
+	}
+	return "/" + k.Plural()
 }
 
 // ConfigNameParam names a configuration object. (Exported: huma reads
@@ -182,12 +196,8 @@ func createConfigEndpoint(k configobj.Kind) Registrar {
 		if err != nil {
 			return nil, err
 		}
-		path := "/" + k.Plural()
-		if k == configobj.NotificationTarget || k == configobj.NotificationMatcher {
-			path = "/notifications/" + strings.TrimPrefix(k.Plural(), "notification-")
-		}
 		a := answerObject(o)
-		return &ConfigObjectCreated{Body: a.Body, ETag: a.ETag, Location: path + "/" + url.PathEscape(o.Name)}, nil
+		return &ConfigObjectCreated{Body: a.Body, ETag: a.ETag, Location: configRoute(k) + "/" + url.PathEscape(o.Name)}, nil
 	})
 }
 

@@ -249,7 +249,8 @@ const TasksPath = auth.SystemPath + "/tasks"
 
 // canSeeJob: one's own jobs, everyone's with Sys.Audit on /system/tasks,
 // and those on what one may audit: a policy's runs with Policy.Audit on
-// it, a repository's operations with Repo.Audit on it.
+// it, a repository's or a media library's operations with Repo.Audit on
+// it.
 func canSeeJob(actor *auth.Subject, j api.Job) bool {
 	switch {
 	case actor != nil && j.User != "" && j.User == actor.User:
@@ -258,7 +259,7 @@ func canSeeJob(actor *auth.Subject, j api.Job) bool {
 		return true
 	case j.Policy != "":
 		return auth.Allowed(actor, auth.PolicyPath(j.Policy), auth.PolicyAudit)
-	case strings.HasPrefix(j.Object, auth.RepositoriesPath+"/"):
+	case strings.HasPrefix(j.Object, auth.RepositoriesPath+"/"), j.Object == auth.MediaPath, strings.HasPrefix(j.Object, auth.MediaPath+"/"):
 		return auth.Allowed(actor, j.Object, auth.RepoAudit)
 	}
 	return auth.Allowed(actor, auth.PoliciesPath, auth.PolicyAudit) && j.Object == ""

@@ -32,7 +32,7 @@ func (s *Service) MediaLabel(ctx context.Context, in MediaLabelInput) (*api.Medi
 	if in.Barcode == "" || in.Pool == "" {
 		return nil, invalidf("--barcode and --pool are required")
 	}
-	lib, closeLib, err := openLibrary(in.MediaLibraryInput)
+	lib, ml, closeLib, err := s.openLibrary(ctx, in.MediaLibraryInput)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +47,11 @@ func (s *Service) MediaLabel(ctx context.Context, in MediaLabelInput) (*api.Medi
 	if err != nil {
 		return nil, err
 	}
-	row := volumeRow(v.Index, in.Library)
-	if err := s.recordVolumes(ctx, in.Library, v.Index); err != nil {
+	rows, err := s.recordVolumes(ctx, lib, ml, v.Index)
+	if err != nil {
 		return nil, err
 	}
-	doc := volumeDoc(row)
+	doc := volumeDoc(rows[0])
 	return &doc, nil
 }
 
@@ -87,7 +87,11 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 	if in.Multiplex > maxMux {
 		return nil, invalidf("multiplexing %d:1 exceeds the cap of %d:1 (restores slow down beyond 4:1); raise --max-multiplex to allow it", in.Multiplex, maxMux)
 	}
-	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool)
+	ml, err := s.findLibrary(ctx, in.MediaLibraryInput)
+	if err != nil {
+		return nil, err
+	}
+	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool+" of library "+ml.ref())
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaCopyResult, error) {
 		src, err := s.openRepository(ctx)
 		if err != nil {
@@ -112,7 +116,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 			return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
 		}
 		mux := cmp.Or(in.Multiplex, min(len(snaps), maxMux))
-		lib, closeLib, err := openLibrary(in.MediaLibraryInput)
+		lib, closeLib, err := ml.open()
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +128,8 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 		if err != nil {
 			return nil, err
 		}
-		if err := s.recordVolumes(ctx, in.Library, res.Volumes...); err != nil {
+		rows, err := s.recordVolumes(ctx, lib, ml, res.Volumes...)
+		if err != nil {
 			return nil, err
 		}
 		out := &api.MediaCopyResult{Session: res.Session.String(), Copied: []string{}, Volumes: []api.MediaVolume{}, Segments: []api.MediaSegment{},
@@ -133,8 +138,8 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 		for _, sn := range snaps {
 			out.Copied = append(out.Copied, sn.ID.String())
 		}
-		for _, ix := range res.Volumes {
-			out.Volumes = append(out.Volumes, volumeDoc(volumeRow(ix, in.Library)))
+		for i, ix := range res.Volumes {
+			out.Volumes = append(out.Volumes, volumeDoc(rows[i]))
 			for _, r := range segmentRows(ix) {
 				if r.Session == out.Session {
 					out.Segments = append(out.Segments, segmentDoc(r))
@@ -145,21 +150,35 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 	})
 }
 
-// recordVolumes writes volumes' indexes into the media catalogue. A
+// recordVolumes writes volumes' indexes into the media catalogue, each
+// with whether its cartridge is WORM, and returns the rows written. A
 // volume filled by a session appears twice (full, then as continued
 // elsewhere): the last index of each barcode wins.
-func (s *Service) recordVolumes(ctx context.Context, library string, ixs ...format.VolumeIndex) error {
+func (s *Service) recordVolumes(ctx context.Context, lib *volume.Library, ml mediaLibrary, ixs ...format.VolumeIndex) ([]catalog.MediaVolume, error) {
 	c, err := s.openCatalog(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
-	for _, ix := range ixs {
-		if err := c.ReplaceMediaVolume(ctx, volumeRow(ix, library), segmentRows(ix)); err != nil {
-			return err
-		}
+	known, err := c.ListMediaVolumes(ctx, "")
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	worm := map[string]bool{}
+	for _, v := range known {
+		worm[v.Barcode] = v.WORM
+	}
+	rows := make([]catalog.MediaVolume, 0, len(ixs))
+	for _, ix := range ixs {
+		row := volumeRow(ix, ml.ref())
+		row.WORM = worm[row.Barcode] || cartridgeWORM(lib, row.Barcode)
+		if err := c.ReplaceMediaVolume(ctx, row, segmentRows(ix)); err != nil {
+			return nil, err
+		}
+		row.Segments = len(ix.Segments)
+		rows = append(rows, row)
+	}
+	return rows, nil
 }
 
 // MediaCatalogInput rebuilds the media catalogue from a library's
@@ -176,7 +195,7 @@ type MediaCatalogInput struct {
 // last index (or, with Scan, its blocks) says: the catalogue is rebuilt
 // from the media alone.
 func (s *Service) MediaCatalog(ctx context.Context, in MediaCatalogInput) (*api.MediaCatalogResult, error) {
-	lib, closeLib, err := openLibrary(in.MediaLibraryInput)
+	lib, ml, closeLib, err := s.openLibrary(ctx, in.MediaLibraryInput)
 	if err != nil {
 		return nil, err
 	}
@@ -204,12 +223,11 @@ func (s *Service) MediaCatalog(ctx context.Context, in MediaCatalogInput) (*api.
 			}
 			ix.Segments = rep.Scanned
 		}
-		if err := s.recordVolumes(ctx, in.Library, ix); err != nil {
+		rows, err := s.recordVolumes(ctx, lib, ml, ix)
+		if err != nil {
 			return out, err
 		}
-		row := volumeRow(ix, in.Library)
-		row.Segments = len(ix.Segments)
-		out.Volumes = append(out.Volumes, volumeDoc(row))
+		out.Volumes = append(out.Volumes, volumeDoc(rows[0]))
 	}
 	return out, nil
 }

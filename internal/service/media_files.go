@@ -35,9 +35,13 @@ func (s *Service) MediaFilesExtract(ctx context.Context, in MediaFilesInput) (*a
 		return nil, invalidf("no path given")
 	}
 	pointRef, diskSel, _ := strings.Cut(in.Ref, ":")
-	spec := TaskSpec{Kind: task.KindMediaRestore, Object: "/media", Detail: in.Ref}
+	ml, err := s.findLibrary(ctx, in.MediaLibraryInput)
+	if err != nil {
+		return nil, err
+	}
+	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Ref + " from library " + ml.ref()}
 	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
-		staged, done, err := s.stageFromMedia(ctx, in.MediaLibraryInput, pointRef, in.StageDir, 0)
+		staged, done, err := s.stageFromMedia(ctx, ml, pointRef, in.StageDir, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -1,11 +1,17 @@
 package service
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/media/format"
 	"github.com/coffer-backup/coffer/internal/media/st"
 	"github.com/coffer-backup/coffer/internal/media/volume"
@@ -15,39 +21,138 @@ import (
 // MediaLibraryInput names the tape library and the drive an operation
 // uses.
 type MediaLibraryInput struct {
-	// Library is a virtual tape library's directory, or
-	// "mtx:CHANGER:DEVICE" for a real changer (/dev/sgN, driven through
-	// mtx) and drive (/dev/nstN).
+	// Library is the name of a library of the configuration
+	// (media-libraries). The command line may also give a virtual tape
+	// library's directory, or "mtx:CHANGER:DEVICE" for a real changer
+	// (/dev/sgN, driven through mtx) and drive (/dev/nstN).
 	Library string
 	// Drive is the changer's number of the drive (mtx's data transfer
 	// element).
 	Drive int
+	// Configured accepts only a library of the configuration: the API's
+	// callers name libraries, never paths of the server's host.
+	Configured bool
 }
 
-// openLibrary opens a library; close releases it (the VTL's lock).
-func openLibrary(in MediaLibraryInput) (lib *volume.Library, close func() error, err error) {
+// mediaLibrary is a library as an operation found it: one of the
+// configuration (Name set), or a directory or devices the command line
+// named.
+type mediaLibrary struct {
+	// Name is the configured library's name ("" for a path).
+	Name string
+	// Dir is a virtual tape library's directory; Changer and Device a
+	// real library's.
+	Dir, Changer, Device string
+	Drive                int
+}
+
+// ref is how the media catalogue and messages name the library: its
+// name, or the path given.
+func (l mediaLibrary) ref() string {
+	switch {
+	case l.Name != "":
+		return l.Name
+	case l.Dir != "":
+		return l.Dir
+	}
+	return "mtx:" + l.Changer + ":" + l.Device
+}
+
+// kind is the library's kind: vtl, or mtx for a changer and drive.
+func (l mediaLibrary) kind() string {
+	if l.Dir != "" {
+		return "vtl"
+	}
+	return "mtx"
+}
+
+// object is the library's access-control path (tasks on it are seen with
+// Repo.Audit there); a path the command line named is below /media.
+func (l mediaLibrary) object() string {
+	if l.Name != "" {
+		return auth.MediaLibraryPath(l.Name)
+	}
+	return auth.MediaPath
+}
+
+// findLibrary resolves a library: a name of the configuration in effect
+// first; then, unless only configured libraries are accepted, a
+// directory or mtx:CHANGER:DEVICE.
+func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaLibrary, error) {
 	if in.Library == "" {
-		return nil, nil, invalidf("no media library given (--library)")
+		return mediaLibrary{}, invalidf("no media library given (--library: a library of the configuration, or a VTL directory)")
+	}
+	st, err := s.effective(ctx)
+	if err == nil {
+		if l, ok := st.Engine.MediaLibrary(in.Library); ok {
+			dir := config.ExpandHome(l.Directory)
+			return mediaLibrary{Name: l.Name, Dir: dir, Drive: in.Drive}, nil
+		}
+	}
+	pathLike := strings.HasPrefix(in.Library, "mtx:") || strings.ContainsRune(in.Library, filepath.Separator)
+	switch {
+	case in.Configured && err != nil:
+		return mediaLibrary{}, err
+	case in.Configured:
+		return mediaLibrary{}, api.Errorf(api.NotFound, "no media library %q in the configuration (`coffer config list media-libraries` lists them; "+
+			"create one with `coffer config create media-library`)", in.Library)
+	case err != nil && !pathLike:
+		return mediaLibrary{}, err
 	}
 	if rest, ok := strings.CutPrefix(in.Library, "mtx:"); ok {
 		changer, device, ok := strings.Cut(rest, ":")
 		if !ok || changer == "" || device == "" {
-			return nil, nil, invalidf("library %q: write mtx:CHANGER:DEVICE, like mtx:/dev/sg1:/dev/nst0", in.Library)
+			return mediaLibrary{}, invalidf("library %q: write mtx:CHANGER:DEVICE, like mtx:/dev/sg1:/dev/nst0", in.Library)
 		}
-		d := st.Open(device)
-		l := &st.Library{Changer: &st.Changer{Device: changer}, Drives: map[int]*st.Drive{in.Drive: d}}
-		return &volume.Library{Changer: l, Drive: d, DriveIndex: in.Drive}, d.Close, nil
+		return mediaLibrary{Changer: changer, Device: device, Drive: in.Drive}, nil
 	}
-	v, err := vtl.Open(in.Library)
+	return mediaLibrary{Dir: in.Library, Drive: in.Drive}, nil
+}
+
+// openLibrary finds a library and opens it; close releases it (the VTL's
+// lock).
+func (s *Service) openLibrary(ctx context.Context, in MediaLibraryInput) (*volume.Library, mediaLibrary, func() error, error) {
+	ml, err := s.findLibrary(ctx, in)
 	if err != nil {
-		return nil, nil, err
+		return nil, ml, nil, err
 	}
-	d, err := v.Drive(in.Drive)
+	lib, closeLib, err := ml.open()
+	return lib, ml, closeLib, err
+}
+
+// open opens a library found.
+func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error) {
+	if l.Dir == "" {
+		d := st.Open(l.Device)
+		sl := &st.Library{Changer: &st.Changer{Device: l.Changer}, Drives: map[int]*st.Drive{l.Drive: d}}
+		return &volume.Library{Changer: sl, Drive: d, DriveIndex: l.Drive}, d.Close, nil
+	}
+	v, err := vtl.Open(l.Dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && l.Name != "":
+		return nil, nil, api.Errorf(api.NotFound, "media library %s: %v (is its directory a virtual tape library? coffer media vtl create makes one)", l.Name, err)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, api.Errorf(api.NotFound, "no media library %q in the configuration, nor a virtual tape library's directory "+
+			"(`coffer config list media-libraries` lists the libraries)", l.Dir)
+	}
+	if err != nil {
+		return nil, nil, busyLibrary(l, err)
+	}
+	d, err := v.Drive(l.Drive)
 	if err != nil {
 		v.Close()
 		return nil, nil, invalidf("%v", err)
 	}
-	return &volume.Library{Changer: v, Drive: d, DriveIndex: in.Drive}, v.Close, nil
+	return &volume.Library{Changer: v, Drive: d, DriveIndex: l.Drive}, v.Close, nil
+}
+
+// busyLibrary says that a library another operation holds is busy, not
+// broken: one operation at a time drives a library.
+func busyLibrary(l mediaLibrary, err error) error {
+	if errors.Is(err, vtl.ErrInUse) {
+		return api.Errorf(api.Locked, "media library %s is in use by another operation (a copy, restore or verify that runs): try again when it has ended", l.ref())
+	}
+	return err
 }
 
 // Rows of the media catalogue from a volume's index, and back.
@@ -89,7 +194,26 @@ func placedFromRow(r catalog.MediaSegment) (volume.Placed, error) {
 
 func volumeDoc(v catalog.MediaVolume) api.MediaVolume {
 	return api.MediaVolume{Barcode: v.Barcode, Library: v.Library, Pool: v.Pool, MediaSet: v.MediaSet, BlockSizeBytes: v.BlockSize,
-		Labelled: v.Labelled, Written: v.Written, ProtectedUntil: v.ProtectedUntil, Full: v.Full, Segments: v.Segments}
+		Labelled: v.Labelled, Written: v.Written, ProtectedUntil: v.ProtectedUntil, Full: v.Full, WORM: v.WORM, Segments: v.Segments}
+}
+
+// cartridgeWORM says whether a cartridge is WORM: a VTL knows each of its
+// cartridges; a real library's drive reports it of the cartridge it holds
+// (st's status), so the catalogue keeps what it saw once (recordVolumes).
+func cartridgeWORM(lib *volume.Library, barcode string) bool {
+	if v, ok := lib.Changer.(*vtl.Library); ok {
+		info, _ := v.Cartridge(barcode)
+		return info.WORM
+	}
+	st, err := lib.Changer.Status()
+	if err != nil {
+		return false
+	}
+	if d, _, ok := st.FindVolume(barcode); ok && d == lib.DriveIndex {
+		ds, err := lib.Drive.Status()
+		return err == nil && ds.WORM
+	}
+	return false
 }
 
 func segmentDoc(s catalog.MediaSegment) api.MediaSegment {

@@ -43,9 +43,13 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 	if in.Point == "" {
 		return nil, invalidf("no backup point given")
 	}
-	spec := TaskSpec{Kind: task.KindMediaRestore, Object: "/media", Detail: in.Point}
+	ml, err := s.findLibrary(ctx, in.MediaLibraryInput)
+	if err != nil {
+		return nil, err
+	}
+	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.ref()}
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaRestoreResult, error) {
-		staged, closeStaged, err := s.stageFromMedia(ctx, in.MediaLibraryInput, in.Point, in.StageDir, in.ReadThrough)
+		staged, closeStaged, err := s.stageFromMedia(ctx, ml, in.Point, in.StageDir, in.ReadThrough)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +84,7 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 // positioned by the media catalogue, and opens it with the default
 // repository's password. done closes the staged repository and the
 // library.
-func (s *Service) stageFromMedia(ctx context.Context, lin MediaLibraryInput, point, stageDir string, readThrough int64) (*mediacopy.Staged, func(), error) {
+func (s *Service) stageFromMedia(ctx context.Context, ml mediaLibrary, point, stageDir string, readThrough int64) (*mediacopy.Staged, func(), error) {
 	c, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -106,7 +110,7 @@ func (s *Service) stageFromMedia(ctx context.Context, lin MediaLibraryInput, poi
 	if err != nil {
 		return nil, nil, err
 	}
-	lib, closeLib, err := openLibrary(lin)
+	lib, closeLib, err := ml.open()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,9 +128,13 @@ func (s *Service) MediaVerify(ctx context.Context, in MediaLibraryInput, barcode
 	if barcode == "" {
 		return nil, invalidf("no volume given")
 	}
-	spec := TaskSpec{Kind: task.KindMediaVerify, Object: "/media", Detail: barcode}
+	ml, err := s.findLibrary(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	spec := TaskSpec{Kind: task.KindMediaVerify, Object: ml.object(), Detail: barcode + " in library " + ml.ref()}
 	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.MediaVerifyReport, error) {
-		lib, closeLib, err := openLibrary(in)
+		lib, closeLib, err := ml.open()
 		if err != nil {
 			return nil, err
 		}

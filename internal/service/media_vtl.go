@@ -1,9 +1,10 @@
 package service
 
 import (
+	"context"
 	"time"
 
-	"github.com/coffer-backup/coffer/internal/media"
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
 )
 
@@ -44,12 +45,26 @@ func (s *Service) AddVTLCartridge(dir, barcode string, slot int, worm bool, capa
 	return nil
 }
 
-// MediaLibraryStatus is a library's inventory, as `mtx status` reports it.
-func (s *Service) MediaLibraryStatus(in MediaLibraryInput) (*media.ChangerStatus, error) {
-	lib, closeLib, err := openLibrary(in)
+// MediaLibraryStatus is a library's inventory, as `mtx status` reports
+// it: its drives and slots and the cartridges in them.
+func (s *Service) MediaLibraryStatus(ctx context.Context, in MediaLibraryInput) (*api.MediaLibraryStatus, error) {
+	lib, ml, closeLib, err := s.openLibrary(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	defer closeLib()
-	return lib.Changer.Status()
+	st, err := lib.Changer.Status()
+	if err != nil {
+		return nil, err
+	}
+	out := &api.MediaLibraryStatus{Library: ml.ref(), Kind: ml.kind(), Drives: []api.MediaDrive{}, Slots: []api.MediaSlot{}}
+	for _, d := range st.Drives {
+		out.Drives = append(out.Drives, api.MediaDrive{Index: d.Index, Full: d.Full, Barcode: d.VolumeTag, SourceSlot: d.SourceSlot,
+			WORM: d.Full && cartridgeWORM(lib, d.VolumeTag)})
+	}
+	for _, sl := range st.Slots {
+		out.Slots = append(out.Slots, api.MediaSlot{Number: sl.Number, ImportExport: sl.ImportExport, Full: sl.Full, Barcode: sl.VolumeTag,
+			WORM: sl.Full && cartridgeWORM(lib, sl.VolumeTag)})
+	}
+	return out, nil
 }

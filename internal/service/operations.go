@@ -98,7 +98,7 @@ func listing(p auth.Privilege, object string) []Requirement {
 
 // seeJobs is who sees a job.
 const seeJobs = "one's own jobs; everyone's with Sys.Audit on /system/tasks; a policy's runs with Policy.Audit on it, " +
-	"a repository's operations with Repo.Audit on it"
+	"a repository's or a media library's operations with Repo.Audit on it"
 
 // readPoint is reading data out of a repository's point.
 var readPoint = Requirement{Privilege: auth.RepoRead, Object: onRepo, Reach: ThroughVM}
@@ -210,6 +210,37 @@ var Operations = append([]Operation{
 		Requires: req(auth.RepoModify, onRepo), Endpoint: Endpoint[keyIn, Result[*api.KeyRemoval]](epRemoveKey)},
 	{ID: "list-leases", Method: "Leases", Summary: "list who works on a repository", HTTP: get, Path: "/repositories/{repo}/leases",
 		Requires: req(auth.RepoAudit, onRepo), Endpoint: Endpoint[RepoParam, Result[[]api.Lease]](epLeases)},
+
+	// Sequential media: libraries of the configuration, their volumes and
+	// what is on them (endpoints_media.go).
+	{ID: "media-library-status", Method: "MediaLibraryStatus", Summary: "a media library's drives and slots and the cartridges in them (as mtx status)",
+		HTTP: get, Path: "/media/libraries/{library}/status", Requires: req(auth.RepoAudit, onLibrary),
+		Endpoint: Endpoint[LibraryParam, Result[*api.MediaLibraryStatus]](epMediaLibraryStatus)},
+	{ID: "media-label", Method: "MediaLabel", Summary: "label a cartridge of a media library into a media pool, erasing it", HTTP: post,
+		Path: "/media/libraries/{library}/label", Requires: req(auth.RepoModify, onLibrary),
+		Endpoint: Endpoint[mediaLabelIn, Result[*api.MediaVolume]](epMediaLabel)},
+	{ID: "media-copy", Method: "MediaCopy", Summary: "copy backup points to a media pool of a library, multiplexed onto its drive (a task)", HTTP: post,
+		Path:         "/repositories/{repo}/media-copy",
+		Requires:     []Requirement{{Privilege: auth.RepoRead, Object: onRepo}, {Privilege: auth.RepoBackup, Object: onLibrary}},
+		MaxBodyBytes: 256 * kib, Endpoint: Endpoint[mediaCopyIn, Result[*api.MediaCopyResult]](epMediaCopy)},
+	{ID: "media-restore", Method: "MediaRestore", Summary: "restore a backup point's disks from a media library, without its repository (a task)",
+		HTTP: post, Path: "/media/libraries/{library}/points/{point}/restore", Requires: req(auth.RepoRead, onLibrary),
+		Endpoint: Endpoint[mediaRestoreIn, Result[*api.MediaRestoreResult]](epMediaRestore)},
+	{ID: "media-files-extract", Method: "MediaFilesExtract", Summary: "extract files from a backed-up disk on media, without its repository (a task)",
+		HTTP: post, Path: "/media/libraries/{library}/points/{point}/files/extract", Requires: req(auth.RepoRead, onLibrary),
+		Endpoint: Endpoint[mediaFilesIn, Result[*api.FilesExtract]](epMediaFilesExtract)},
+	{ID: "media-verify", Method: "MediaVerify", Summary: "read a volume back: every block's checksum, its index and the media catalogue compared (a task)",
+		HTTP: post, Path: "/media/libraries/{library}/volumes/{barcode}/verify", Requires: req(auth.RepoVerify, onLibrary),
+		Endpoint: Endpoint[mediaVerifyIn, Result[*api.MediaVerifyReport]](epMediaVerify)},
+	{ID: "rebuild-media-catalog", Method: "MediaCatalog", Summary: "rebuild the media catalogue from a library's volumes alone", HTTP: post,
+		Path: "/media/libraries/{library}/catalog/rebuild", Requires: req(auth.RepoModify, onLibrary),
+		Endpoint: Endpoint[mediaCatalogIn, Result[*api.MediaCatalogResult]](epMediaCatalog)},
+	{ID: "list-media-volumes", Method: "MediaVolumes", Summary: "list the volumes of the media catalogue, with their pools, retention and WORM",
+		HTTP: get, Path: "/media/volumes", Requires: listing(auth.RepoAudit, auth.MediaPath),
+		Endpoint: Endpoint[mediaVolumesIn, Result[[]api.MediaVolume]](epMediaVolumes)},
+	{ID: "media-contents", Method: "MediaContents", Summary: "list which blocks of which volumes hold backup points", HTTP: get,
+		Path: "/media/contents", Requires: listing(auth.RepoAudit, auth.MediaPath),
+		Endpoint: Endpoint[mediaContentsIn, Result[[]api.MediaSegment]](epMediaContents)},
 
 	// Jobs, VMs and policies.
 	{ID: "list-jobs", Method: "Jobs", Summary: "list jobs (the tasks of every long operation and policy run), newest first", HTTP: get,

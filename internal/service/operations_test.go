@@ -52,24 +52,13 @@ var notOperations = map[string]string{
 	"HealthMonitor":           "the server's periodic checks, run by RunSchedules",
 	"RunMaintenance":          "one run of a maintenance schedule (gc, verify, forget, copy operations), run by RunSchedules",
 	"WatchConfig":             "the server's loops subscribe to the configuration in effect through it",
-	// Sequential media are command-line only in this version: through the
-	// API a request would name library directories and device paths on
-	// the server's host; libraries must first be objects of the
-	// configuration (the next step).
-	"CreateVTL":          mediaCLIOnly,
-	"AddVTLCartridge":    mediaCLIOnly,
-	"MediaLibraryStatus": mediaCLIOnly,
-	"MediaLabel":         mediaCLIOnly,
-	"MediaCopy":          mediaCLIOnly,
-	"MediaRestore":       mediaCLIOnly,
-	"MediaFilesExtract":  mediaCLIOnly,
-	"MediaVerify":        mediaCLIOnly,
-	"MediaCatalog":       mediaCLIOnly,
-	"MediaVolumes":       mediaCLIOnly,
-	"MediaContents":      mediaCLIOnly,
+	// A virtual tape library is made, and filled with cartridges, on the
+	// host it lives on, as a real one is installed and loaded: the API
+	// names the libraries of the configuration and never creates files
+	// at a path of the server's host.
+	"CreateVTL":       "makes a virtual tape library's directory on this host (the API names configured libraries, never host paths)",
+	"AddVTLCartridge": "puts a cartridge into a virtual tape library's slot on this host, as an operator loads a real one",
 }
-
-const mediaCLIOnly = "sequential media, command line only until libraries are configuration objects"
 
 // TestEveryMethodIsAnOperation: a new use case added to *Service without
 // an entry in Operations fails here, before a face misses it.

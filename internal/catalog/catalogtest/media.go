@@ -15,7 +15,7 @@ func testMedia(t *testing.T, open Opener) {
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	vol := func(bc, pool string) catalog.MediaVolume {
 		return catalog.MediaVolume{Barcode: bc, Library: "/vtl", Pool: pool, MediaSet: "set1", BlockSize: 262144,
-			Labelled: now, Written: now.Add(time.Minute), ProtectedUntil: now.Add(time.Hour), Full: bc == "A1"}
+			Labelled: now, Written: now.Add(time.Minute), ProtectedUntil: now.Add(time.Hour), Full: bc == "A1", WORM: bc == "B2"}
 	}
 	seg := func(bc, point string, first, last int64, end bool) catalog.MediaSegment {
 		return catalog.MediaSegment{Barcode: bc, Session: "s1", Stream: 2, Point: point, VM: "web", Repository: "r1",

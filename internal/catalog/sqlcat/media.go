@@ -26,17 +26,17 @@ func (c *Catalog) ReplaceMediaVolume(ctx context.Context, v catalog.MediaVolume,
 		rows[i] = []any{s.Barcode, s.Session, s.Stream, s.Point, s.VM, s.Repository, c.timeArg(s.PointTime),
 			s.FirstSeq, s.LastSeq, s.Bytes, s.End, ext}
 	}
-	upsert := c.d.Rebind(`INSERT INTO media_volumes (barcode, library, pool, media_set, block_size, labelled_at, written_at, protected_until, is_full)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	upsert := c.d.Rebind(`INSERT INTO media_volumes (barcode, library, pool, media_set, block_size, labelled_at, written_at, protected_until, is_full, worm)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (barcode) DO UPDATE SET library = excluded.library, pool = excluded.pool, media_set = excluded.media_set,
 			block_size = excluded.block_size, labelled_at = excluded.labelled_at, written_at = excluded.written_at,
-			protected_until = excluded.protected_until, is_full = excluded.is_full`)
+			protected_until = excluded.protected_until, is_full = excluded.is_full, worm = excluded.worm`)
 	del := c.d.Rebind(`DELETE FROM media_segments WHERE barcode = ?`)
 	ins := c.d.Rebind(`INSERT INTO media_segments (barcode, session, stream, point, vm, repository, point_time,
 		first_seq, last_seq, bytes, end_of_stream, extents) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	err := c.b.Write(ctx, func(tx Tx) error {
 		if _, err := tx.Exec(ctx, upsert, v.Barcode, v.Library, v.Pool, v.MediaSet, v.BlockSize, c.timeArg(v.Labelled),
-			c.timeArg(v.Written), c.timeArg(v.ProtectedUntil), v.Full); err != nil {
+			c.timeArg(v.Written), c.timeArg(v.ProtectedUntil), v.Full, v.WORM); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, del, v.Barcode); err != nil {
@@ -56,7 +56,7 @@ func (c *Catalog) ReplaceMediaVolume(ctx context.Context, v catalog.MediaVolume,
 
 // ListMediaVolumes lists volumes by barcode with their segment counts.
 func (c *Catalog) ListMediaVolumes(ctx context.Context, pool string) ([]catalog.MediaVolume, error) {
-	q := `SELECT v.barcode, v.library, v.pool, v.media_set, v.block_size, v.labelled_at, v.written_at, v.protected_until, v.is_full,
+	q := `SELECT v.barcode, v.library, v.pool, v.media_set, v.block_size, v.labelled_at, v.written_at, v.protected_until, v.is_full, v.worm,
 		(SELECT COUNT(*) FROM media_segments s WHERE s.barcode = v.barcode)
 		FROM media_volumes v`
 	var args []any
@@ -69,7 +69,7 @@ func (c *Catalog) ListMediaVolumes(ctx context.Context, pool string) ([]catalog.
 	err := c.query(ctx, q, args, func(r Rows) error {
 		var v catalog.MediaVolume
 		err := r.Scan(&v.Barcode, &v.Library, &v.Pool, &v.MediaSet, &v.BlockSize, timeDest{&v.Labelled}, timeDest{&v.Written},
-			timeDest{&v.ProtectedUntil}, &v.Full, &v.Segments)
+			timeDest{&v.ProtectedUntil}, &v.Full, &v.WORM, &v.Segments)
 		out = append(out, v)
 		return err
 	})

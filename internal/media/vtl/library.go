@@ -76,6 +76,10 @@ type Library struct {
 	faults Faults
 }
 
+// ErrInUse: another process (or another operation of this one) has the
+// library open.
+var ErrInUse = errors.New("in use by another process")
+
 var barcodeRE = regexp.MustCompile(`^[A-Z0-9]{1,16}$`)
 
 // Create makes a new library directory.
@@ -102,7 +106,7 @@ func Open(dir string) (*Library, error) {
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("vtl: library %s is in use by another process", dir)
+		return nil, fmt.Errorf("vtl: library %s is %w", dir, ErrInUse)
 	}
 	l := &Library{dir: dir, lock: lock}
 	b, err := os.ReadFile(filepath.Join(dir, "library.json"))
