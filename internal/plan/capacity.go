@@ -126,7 +126,7 @@ func ForecastCapacity(in CapacityInput) (*CapacityForecast, error) {
 	}
 	fl := newFleetSizes(in.VMs, in.ChunkSize)
 	f := &CapacityForecast{Start: in.First}
-	cycle := cycleOf(in.Retention)
+	cycle := cycleOf(in.Retention, in.Schedule)
 	reached := reach(in.Retention, in.ImmutableFor, in.Schedule)
 	switch back := in.Now.Add(-reached - cycle); {
 	case f.Start.IsZero() || f.Start.After(in.Now):
@@ -307,20 +307,25 @@ func (fl *fleetSizes) growthPerRun() float64 {
 // read from the catalog no further back).
 func Lookback(in CapacityInput) time.Duration {
 	if in.Schedule == nil {
-		return cycleOf(in.Retention)
+		return capacityLongCycle
 	}
-	return reach(in.Retention, in.ImmutableFor, in.Schedule) + cycleOf(in.Retention)
+	return reach(in.Retention, in.ImmutableFor, in.Schedule) + cycleOf(in.Retention, in.Schedule)
 }
 
 // cycleOf is the calendar's cycle for the retention's buckets: a year
 // where months and years count (and to forecast a retention that keeps
-// everything), four weeks otherwise (cron schedules repeat weekly, apart
-// from days of the month).
-func cycleOf(p retention.Policy) time.Duration {
-	if p.Empty() || p.Monthly > 0 || p.Yearly > 0 {
+// everything), four weeks for hours, days and weeks (cron schedules
+// repeat weekly, apart from days of the month); keep-last and
+// keep-within count runs and time, not buckets: a day, or the runs the
+// retention keeps.
+func cycleOf(p retention.Policy, sc cron.Schedule) time.Duration {
+	switch {
+	case p.Empty() || p.Monthly > 0 || p.Yearly > 0:
 		return capacityLongCycle
+	case p.Hourly > 0 || p.Daily > 0 || p.Weekly > 0:
+		return capacityShortCycle
 	}
-	return capacityShortCycle
+	return max(24*time.Hour, time.Duration(p.Last+1)*policy.LongestGap(sc), p.Within)
 }
 
 // WhenFull is the first run at which the forecasts together have grown
@@ -362,8 +367,13 @@ func WhenFull(fs []*CapacityForecast, now time.Time, free float64) time.Time {
 			rate += f.GrowthPerDay
 		}
 	}
-	if rate <= 0 || last.IsZero() {
+	days := (free - grown) / rate
+	if rate <= 0 || last.IsZero() || days > capacityNever {
 		return time.Time{}
 	}
-	return last.Add(time.Duration((free - grown) / rate * float64(24*time.Hour)))
+	return last.Add(time.Duration(days * float64(24*time.Hour)))
 }
+
+// capacityNever is how many days past its simulation a store filling
+// up counts as never (a century; time.Duration ends at 292 years).
+const capacityNever = 36525

@@ -75,10 +75,18 @@ func (s *Service) planCapacity(ctx context.Context, cat catalog.Catalog, cfg *po
 		rc.Full = "no full date: " + rc.Capacity
 	default:
 		full := plan.WhenFull(forecasts, now, float64(rc.FreeBytes))
-		if full.IsZero() {
+		forever := false
+		for _, f := range forecasts {
+			forever = forever || f.Steady.IsZero()
+		}
+		switch {
+		case full.IsZero() && forever:
+			rc.Full = fmt.Sprintf("not full within a century: %s free, growing %s a day", config.HumanBytes(rc.FreeBytes),
+				config.HumanBytes(int64(rc.GrowthPerDayBytes)))
+		case full.IsZero():
 			rc.Full = fmt.Sprintf("not full: the policies grow by at most %s from now, %s is free",
 				config.HumanBytes(int64(grownAtMost(forecasts, now))), config.HumanBytes(rc.FreeBytes))
-		} else {
+		default:
 			rc.FullAt = &full
 			rc.Full = fmt.Sprintf("full on %s: the policies grow by more than the %s free by then", full.Format(time.DateOnly),
 				config.HumanBytes(rc.FreeBytes))
