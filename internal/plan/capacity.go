@@ -160,8 +160,12 @@ func ForecastCapacity(in CapacityInput) (*CapacityForecast, error) {
 		}
 	}
 	first, last := f.Sizes[0], f.Sizes[len(f.Sizes)-1]
-	if days := last.At.Sub(first.At).Hours() / 24; days > 0 {
-		f.RunsPerDay = float64(len(f.Sizes)-1) / days
+	// The schedule's runs: the first may be a run off the schedule
+	// (the policy's first, run by hand).
+	if n := len(f.Sizes); n > 2 {
+		f.RunsPerDay = float64(n-2) / (last.At.Sub(f.Sizes[1].At).Hours() / 24)
+	} else if days := last.At.Sub(first.At).Hours() / 24; days > 0 {
+		f.RunsPerDay = float64(n-1) / days
 	}
 	if in.Retention.Empty() {
 		f.Peak, f.Low = last, last

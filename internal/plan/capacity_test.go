@@ -152,7 +152,7 @@ func TestCapacityAssumptions(t *testing.T) {
 	for _, want := range []string{
 		"no schedule: one run a day assumed",
 		"used bytes: the disks' provisioned size (no run recorded): 1 VMs",
-		"change per run: 5% of used bytes (no run recorded): 1 VMs",
+		"change per run: 5% of used bytes (none recorded: a VM's first run stores it whole): 1 VMs",
 		"reduction 0.50 (no run recorded): 1 VMs",
 	} {
 		if !strings.Contains(joined, want) {

@@ -84,7 +84,7 @@ func BuildCapacity(s CapacitySources) (CapacityInput, []string) {
 			as.add(fmt.Sprintf("change per run: the policy's mean of %.2f%% of used bytes (none of their own recorded)", 100*share/float64(nShare)), 1)
 		default:
 			v.Change = v.Used * AssumedChangeRate
-			as.add(fmt.Sprintf("change per run: %.0f%% of used bytes (no run recorded)", 100*AssumedChangeRate), 1)
+			as.add(fmt.Sprintf("change per run: %.0f%% of used bytes (none recorded: a VM's first run stores it whole)", 100*AssumedChangeRate), 1)
 		}
 		switch {
 		case st.ReductionFrom == FromNew:
