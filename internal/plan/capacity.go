@@ -47,7 +47,7 @@ const (
 	MapBytesPerChunk   = 32      // a chunk ID in a disk map
 	ChunkEntryBytes    = 48 + 60 // a pack trailer entry and an index entry
 	DefaultChunkSize   = repo.DefaultChunkSize
-	capacityMaxRuns    = 100000 // runs simulated at most (about 3 s of CPU)
+	capacityMaxRuns    = 100000 // runs simulated at most (2 to 3 s of CPU)
 	capacityLongCycle  = 366 * 24 * time.Hour
 	capacityShortCycle = 28 * 24 * time.Hour
 )
