@@ -45,9 +45,11 @@ func (s *Service) planCapacity(ctx context.Context, cat catalog.Catalog, cfg *po
 	info := s.repositoryInfo(ctx, cfg, p.Repository)
 	f, in, as, err := forecastPolicy(ctx, cat, p, targets, hist, info.chunkSize, now)
 	doc := api.PlanCapacity{Retention: p.Retention.String(), Schedule: nameOr(p.Schedule, plan.AssumedSchedule+" (assumed)"),
-		Assumptions: append([]string{}, as...), Notes: []string{}, Curve: []api.PlanCapacitySample{}}
+		Assumptions: append([]string{}, as...), Notes: []string{}, Curve: []api.PlanCapacitySample{},
+		Repository: api.PlanRepositoryCapacity{Name: name, Policies: []api.PlanPolicyCapacity{}, CapacityBytes: -1, FreeBytes: -1}}
 	if err != nil {
-		doc.Notes = append(doc.Notes, err.Error())
+		doc.Notes = append(doc.Notes, "no forecast: "+err.Error())
+		doc.Repository.Full = "no full date: no forecast"
 		return doc
 	}
 	capacityFigures(&doc, f, in)
