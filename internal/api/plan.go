@@ -22,6 +22,98 @@ type Plan struct {
 	// Concurrency is the recommendation from the recorded runs; absent
 	// when they were at fewer than three concurrencies.
 	Concurrency *PlanConcurrency `json:"concurrency,omitempty"`
+	// Capacity is what the policy's retention holds in its repository,
+	// and how the repository grows until then.
+	Capacity PlanCapacity `json:"capacity"`
+}
+
+// PlanCapacity is the forecast of what a policy's retention holds in its
+// repository: the points kept of every VM, simulated over the schedule's
+// runs on a calendar (internal/plan/capacity.go).
+type PlanCapacity struct {
+	Retention string `json:"retention"`
+	// Schedule is the policy's, or the cadence assumed without one.
+	Schedule   string  `json:"schedule"`
+	RunsPerDay float64 `json:"runs_per_day"`
+	// The inputs over the VMs: non-zero bytes of their disks, the bytes
+	// a run adds before compression, and the bytes stored per byte
+	// added (their weighted mean).
+	UsedBytes         int64   `json:"used_bytes"`
+	ChangePerRunBytes int64   `json:"change_per_run_bytes"`
+	Reduction         float64 `json:"reduction"`
+	// StartedAt is the first run simulated: the policy's first, or the
+	// next one when it has none.
+	StartedAt time.Time `json:"started_at"`
+	// SteadyAt is when the repository first holds the steady state's
+	// low, from which on it swings between low and peak with the
+	// calendar; absent when the retention keeps every point.
+	SteadyAt *time.Time `json:"steady_at,omitempty"`
+	// The steady state: its largest size (data, and the disk maps,
+	// pack and index entries), the points each VM then keeps, and its
+	// smallest size. Without a steady state, the size a year from now.
+	PeakBytes         int64     `json:"peak_bytes"`
+	PeakDataBytes     int64     `json:"peak_data_bytes"`
+	PeakMetadataBytes int64     `json:"peak_metadata_bytes"`
+	PeakAt            time.Time `json:"peak_at"`
+	PeakPoints        int       `json:"peak_points"`
+	LowBytes          int64     `json:"low_bytes"`
+	// NowBytes is the forecast's size at the last run before now.
+	NowBytes int64 `json:"now_bytes"`
+	// Growth until the steady state (for ever without one), on average
+	// from the first run.
+	GrowthPerDayBytes   float64 `json:"growth_per_day_bytes"`
+	GrowthPerMonthBytes float64 `json:"growth_per_month_bytes"`
+	// PackSlackBytes is what packs gc leaves alone may add to the peak:
+	// it repacks a pack only past its repack threshold of dead bytes.
+	PackSlackBytes int64 `json:"pack_slack_bytes"`
+	// Curve is the size over the simulated runs (at most 60, evenly
+	// spread).
+	Curve []PlanCapacitySample `json:"curve"`
+	// Notes say how the simulation ran; Assumptions what it used where
+	// a VM's history lacked a figure, with the number of VMs.
+	Notes       []string               `json:"notes"`
+	Assumptions []string               `json:"assumptions"`
+	Repository  PlanRepositoryCapacity `json:"repository"`
+}
+
+// PlanCapacitySample is the forecast's size after one run.
+type PlanCapacitySample struct {
+	At    time.Time `json:"at"`
+	Bytes int64     `json:"bytes"`
+}
+
+// PlanRepositoryCapacity is the forecast of every policy writing to the
+// repository, against what its store can hold.
+type PlanRepositoryCapacity struct {
+	Name     string               `json:"name"`
+	Policies []PlanPolicyCapacity `json:"policies"`
+	// PeakBytes sums the policies' peaks; GrowthPerDayBytes their growth.
+	PeakBytes         int64   `json:"peak_bytes"`
+	GrowthPerDayBytes float64 `json:"growth_per_day_bytes"`
+	// StoredBytes is the newest usage sample the server recorded (0:
+	// none); CapacityBytes what the store may hold, FreeBytes what it
+	// has left (both -1 when unknown); Capacity says where they came
+	// from, or why they are unknown.
+	StoredBytes   int64  `json:"stored_bytes"`
+	CapacityBytes int64  `json:"capacity_bytes"`
+	FreeBytes     int64  `json:"free_bytes"`
+	Capacity      string `json:"capacity"`
+	// FullAt is when the policies' growth from now fills the free space;
+	// absent when it never does or the capacity is unknown. Full says
+	// which, in words.
+	FullAt *time.Time `json:"full_at,omitempty"`
+	Full   string     `json:"full"`
+}
+
+// PlanPolicyCapacity is one policy's share of its repository.
+type PlanPolicyCapacity struct {
+	Policy            string  `json:"policy"`
+	VMs               int     `json:"vms"`
+	PeakBytes         int64   `json:"peak_bytes"`
+	NowBytes          int64   `json:"now_bytes"`
+	GrowthPerDayBytes float64 `json:"growth_per_day_bytes"`
+	// Error says why the policy could not be forecast (its inventory).
+	Error string `json:"error,omitempty"`
 }
 
 // PlanScenario is one scenario's prediction.

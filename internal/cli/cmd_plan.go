@@ -41,17 +41,34 @@ commands). With three or more recorded runs at different concurrencies,
 a Universal Scalability Law fit recommends limits.tasks and warns past
 its knee.
 
+Capacity: what the retention holds in the repository once it drops
+points as fast as the schedule makes them, and the growth until then.
+Per VM, the oldest kept point stores its used bytes × reduction, and
+each later kept point its change since the kept point before (the bytes
+a run adds × the runs between them, at most a whole rewrite) ×
+reduction, whatever the runs' modes: the repository stores each chunk
+once. The kept points come from the retention's own rules over the
+schedule's runs on a calendar. The repository's other policies are
+forecast too, and their growth from now is set against the store's free
+space (a directory's file system, or maintenance capacity for an object
+store) for the date it fills.
+
 Each --what-if is predicted beside the configuration: tasks=N,
 per-datastore=N, per-host=N, group:NAME=N, streams=N or streams=+N (the
 repository's write streams), multiplexing=N, add-vms=N (copies of the
 selected VMs), move=GLOB:DATASTORE.`,
 			`A table of the scenarios (P50, P90, chance within the window, bottleneck),
 then per scenario its critical path, busiest resources and rule
-violations, then the assumptions, measurements and concurrency advice.
+violations, then the assumptions, measurements and concurrency advice,
+then the capacity forecast.
 --json: {policy, mode, vms, window_seconds, window, scenarios: [{name,
 runs, p50_seconds, p90_seconds, in_window, bottleneck, critical_path_vms,
 waited_on, work, busy, violations}], assumptions, measurements,
-concurrency}.`,
+concurrency, capacity: {retention, schedule, runs_per_day, used_bytes,
+change_per_run_bytes, reduction, steady_at, peak_bytes, low_bytes,
+now_bytes, growth_per_day_bytes, growth_per_month_bytes, curve, notes,
+assumptions, repository: {name, policies, peak_bytes, free_bytes,
+capacity, full_at, full}}}.`,
 			`coffer plan nightly
 coffer plan nightly --what-if tasks=64 --what-if streams=+2 --what-if add-vms=200
 coffer plan nightly --mode full --window 8h --json
@@ -143,6 +160,7 @@ func (a *app) printPlan(doc *api.Plan) {
 			a.printf("  warning: %s\n", c.Warning)
 		}
 	}
+	a.printCapacity(doc)
 }
 
 // secs shows a predicted time to the precision that matters at its size.

@@ -67,6 +67,12 @@ func TestBenchAndPlan(t *testing.T) {
 			t.Errorf("assumed although recorded or measured: %s", a)
 		}
 	}
+	// The capacity forecast, from the two runs' new and zero bytes.
+	c := plan.Capacity
+	if c.UsedBytes <= 0 || c.Reduction <= 0 || c.PeakBytes <= 0 || c.Repository.Name != "default" || c.Repository.FreeBytes <= 0 ||
+		len(c.Repository.Policies) != 1 || c.Retention != "keep everything" || len(c.Curve) == 0 {
+		t.Errorf("capacity %+v", c)
+	}
 	text := e.must("plan", "all", "--what-if", "add-vms=6")
 	for _, want := range []string{"policy all: incremental run of 6 VMs", "SCENARIO", "as configured", "add-vms=6", "critical path:", "assumptions:"} {
 		if !strings.Contains(text, want) {

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 )
@@ -16,7 +17,34 @@ type planView struct {
 	WindowHours string
 	WhatIf      string // one per line, as typed
 	Plan        *api.Plan
+	Capacity    *capacityView
 	Err         string
+}
+
+// capacityView is the plan's capacity forecast as the page shows it:
+// the size over the simulated runs as a sparkline, the dates as days
+// and the growth in bytes.
+type capacityView struct {
+	C                      api.PlanCapacity
+	Spark, Steady, Full    string
+	PerDay, PerMonth, Repo string
+}
+
+func capacityOf(c api.PlanCapacity) *capacityView {
+	v := &capacityView{C: c, PerDay: formatBytes(int64(c.GrowthPerDayBytes)), PerMonth: formatBytes(int64(c.GrowthPerMonthBytes)),
+		Repo: formatBytes(int64(c.Repository.GrowthPerDayBytes))}
+	samples := make([]api.UsageSample, len(c.Curve))
+	for i, s := range c.Curve {
+		samples[i] = api.UsageSample{At: s.At, StoredBytes: s.Bytes}
+	}
+	v.Spark = sparkline(samples)
+	if c.SteadyAt != nil {
+		v.Steady = c.SteadyAt.Local().Format(time.DateOnly)
+	}
+	if c.Repository.FullAt != nil {
+		v.Full = c.Repository.FullAt.Local().Format(time.DateOnly)
+	}
+	return v
 }
 
 // planPage predicts a policy's run: the window's P50 and P90, the
@@ -51,7 +79,7 @@ func (p *page) planPage() {
 		}
 		v.Err = err.Error()
 	} else {
-		v.Plan = &plan
+		v.Plan, v.Capacity = &plan, capacityOf(plan.Capacity)
 	}
 	p.show("plan", "Plan of "+v.Name, "policies", v)
 }

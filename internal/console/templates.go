@@ -81,6 +81,7 @@ var funcs = template.FuncMap{
 	"dirname":     func(p string) string { return path.Dir(p) },
 	"status":      statusClass,
 	"rate":        func(f float64) string { return formatBytes(int64(f)) + "/s" },
+	"size":        func(f float64) string { return formatBytes(int64(f)) },
 	"consistency": service.Consistency,
 }
 

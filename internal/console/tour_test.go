@@ -15,10 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/config"
 )
 
 const adminPassword = "a long pass phrase of the admin"
@@ -204,6 +206,16 @@ func TestConsoleTour(t *testing.T) {
 	if sum, rows := c.text("#plan-summary"), c.text("#plan-scenarios tbody"); !strings.Contains(sum, "VMs: "+strconv.Itoa(plan.VMs)) ||
 		!strings.Contains(sum, "8h") || !strings.Contains(rows, "as configured") || !strings.Contains(rows, "tasks=64") {
 		t.Errorf("the plan page says %q with scenarios %q; the API plans %d VMs", sum, rows, plan.VMs)
+	}
+	// The capacity forecast: the steady state the API forecasts, and
+	// its repository's verdict (its free space, which other work on
+	// this machine changes, aside).
+	cp := plan.Capacity
+	verdict, _, _ := strings.Cut(cp.Repository.Full, ":")
+	if steady, full := c.text("#capacity-steady"), c.text("#capacity-full"); cp.SteadyAt == nil ||
+		!strings.Contains(steady, config.HumanBytes(cp.PeakBytes)) || !strings.Contains(steady, cp.SteadyAt.Local().Format(time.DateOnly)) ||
+		!strings.HasPrefix(full, verdict+":") || !strings.Contains(c.text("#capacity-policies"), "nightly") {
+		t.Errorf("the plan page's capacity says %q and %q; the API forecasts %+v", steady, full, cp)
 	}
 	c.shot("plan")
 	c.open("/ui/repositories")

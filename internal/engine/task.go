@@ -293,6 +293,15 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 		t.rec.BytesLogical, t.rec.BytesRead, t.rec.BytesStored = snap.Logical(), snap.BytesRead, snap.BytesStored
 	}
 	rec := t.rec
+	// The planner's capacity forecast reads what a point added and how
+	// much of its disks is zero (internal/plan/capacity.go).
+	var bytesNew, bytesZero int64
+	if snap != nil {
+		bytesNew = snap.BytesNew
+		for _, d := range snap.Disks {
+			bytesZero += d.BytesZero
+		}
+	}
 	var setup, transfer time.Duration
 	if t.prog != nil {
 		setup, transfer = time.Duration(t.prog.SetupNanos.Load()), time.Duration(t.prog.TransferNanos.Load())
@@ -302,7 +311,7 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 	j.rec.task(rec)
 	fields := map[string]any{"seconds": took.Seconds(), "bytes_logical": rec.BytesLogical, "bytes_read": rec.BytesRead,
 		"bytes_stored": rec.BytesStored, "read_mb_per_s": float64(rec.BytesRead) / 1e6 / max(took.Seconds(), 1e-9), "attempts": rec.Attempts,
-		"setup_seconds": setup.Seconds(), "transfer_seconds": transfer.Seconds()}
+		"setup_seconds": setup.Seconds(), "transfer_seconds": transfer.Seconds(), "bytes_new": bytesNew, "bytes_zero": bytesZero}
 	msg := fmt.Sprintf("%s backed up (%s) in %s", t.vm.Name, rec.Mode, took.Round(time.Millisecond))
 	if t.modeReason != "" {
 		msg += "; full because: " + t.modeReason

@@ -311,12 +311,26 @@ func (m *Monitor) checkLocks(ctx context.Context, snaps []*repo.Snapshot, name s
 // localCapacity is what a repository in a directory may hold: what it
 // holds plus its file system's free space (0 for S3 and on error).
 func localCapacity(location string, stored int64) int64 {
-	if location == "" || strings.Contains(location, "://") {
+	free, err := FreeBytes(location)
+	if err != nil {
 		return 0
+	}
+	return stored + free
+}
+
+// ErrNotLocal is FreeBytes' answer for a repository that is not in a
+// directory (an object store tells no free space).
+var ErrNotLocal = errors.New("not a directory: its store tells no free space")
+
+// FreeBytes is the space left to a repository in a directory: its file
+// system's blocks available to unprivileged users.
+func FreeBytes(location string) (int64, error) {
+	if location == "" || strings.Contains(location, "://") {
+		return 0, ErrNotLocal
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(location, &fs); err != nil {
-		return 0
+		return 0, err
 	}
-	return stored + int64(fs.Bavail)*int64(fs.Bsize)
+	return int64(fs.Bavail) * int64(fs.Bsize), nil
 }

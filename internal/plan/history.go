@@ -27,6 +27,9 @@ type VMHistory struct {
 	StoredRatio float64
 	// Logical is the disk bytes the newest run covered.
 	Logical int64
+	// Storage is what the VM's points add to the repository, for the
+	// capacity forecast (capacity.go).
+	Storage StorageHistory
 }
 
 // RunRecord is one recorded run of the policy: the most VM tasks it had
@@ -64,6 +67,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		read, stored             int64
 		logical                  int64
 		newest                   time.Time
+		points                   []storedRun
 	}
 	per := map[string]*samples{}
 	h := &History{VMs: map[string]*VMHistory{}}
@@ -83,6 +87,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			return nil, fmt.Errorf("plan: reading the events of job %d: %w", j.ID, err)
 		}
 		byTask := map[int64]*samples{}
+		pointOf := map[int64]int{} // the task's entry in its samples' points
 		costs := map[int64]*taskCosts{}
 		modeOf := map[int64]string{}
 		run := RunRecord{JobID: j.ID, Start: j.StartedAt, Elapsed: j.FinishedAt.Sub(j.StartedAt)}
@@ -102,6 +107,9 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			s.bytes[t.Mode] = append(s.bytes[t.Mode], float64(t.BytesRead))
 			s.read += t.BytesRead
 			s.stored += t.BytesStored
+			pointOf[t.ID] = len(s.points)
+			s.points = append(s.points, storedRun{at: t.FinishedAt, mode: t.Mode, read: t.BytesRead, stored: t.BytesStored,
+				logical: t.BytesLogical, added: -1, zero: -1})
 			if t.FinishedAt.After(s.newest) {
 				s.newest, s.logical = t.FinishedAt, t.BytesLogical
 			}
@@ -115,7 +123,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 			c := costs[e.TaskID]
 			if c == nil {
-				c = &taskCosts{-1, -1, -1, -1, -1}
+				c = &taskCosts{-1, -1, -1, -1, -1, -1, -1}
 				costs[e.TaskID] = c
 			}
 			c.add(e)
@@ -124,6 +132,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			s := byTask[id]
 			s.snapshot, s.release = appendKnown(s.snapshot, c.create), appendKnown(s.release, c.remove)
 			s.setup = appendKnown(s.setup, c.setup)
+			s.points[pointOf[id]].added, s.points[pointOf[id]].zero = int64(c.added), int64(c.zero)
 			s.transfer[modeOf[id]] = appendKnown(s.transfer[modeOf[id]], c.transfer)
 			if c.total >= 0 && c.transfer >= 0 && c.setup >= 0 {
 				s.other = append(s.other, max(c.total-max(c.create, 0)-max(c.remove, 0)-c.setup-c.transfer, 0))
@@ -147,15 +156,19 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		if s.read > 0 {
 			v.StoredRatio = float64(s.stored) / float64(s.read)
 		}
+		v.Storage = storageOf(s.points)
 		h.VMs[key] = v
 	}
 	return h, nil
 }
 
-// taskCosts are one task's recorded durations in seconds; -1: not
-// recorded (runs before coffer recorded setup and transfer times).
+// taskCosts are one task's recorded durations in seconds, and the bytes
+// its point added to the repository and found zero; -1: not recorded
+// (runs before coffer recorded setup and transfer times, or bytes_new
+// and bytes_zero).
 type taskCosts struct {
 	create, remove, setup, transfer, total float64
+	added, zero                            float64
 }
 
 func (c *taskCosts) add(e catalog.Event) {
@@ -166,11 +179,25 @@ func (c *taskCosts) add(e catalog.Event) {
 		c.remove = field(e.Fields, "seconds")
 	case "task-done":
 		c.total, c.setup, c.transfer = field(e.Fields, "seconds"), field(e.Fields, "setup_seconds"), field(e.Fields, "transfer_seconds")
+		c.added, c.zero = field(e.Fields, "bytes_new"), field(e.Fields, "bytes_zero")
 	}
 }
 
+// field is a recorded number: float64 as read back from JSON, an
+// integer as a catalog kept in memory holds it.
 func field(fields map[string]any, name string) float64 {
-	if v, ok := fields[name].(float64); ok && v >= 0 && !math.IsNaN(v) {
+	var v float64
+	switch x := fields[name].(type) {
+	case float64:
+		v = x
+	case int64:
+		v = float64(x)
+	case int:
+		v = float64(x)
+	default:
+		return -1
+	}
+	if v >= 0 && !math.IsNaN(v) {
 		return v
 	}
 	return -1

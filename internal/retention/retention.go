@@ -73,10 +73,19 @@ type Decision struct {
 	Reasons []string // e.g. "last", "daily 2026-11-21", "protected"
 }
 
+// bucketRule keeps the newest item of each of its count most recent
+// buckets. key names a bucket cheaply (the capacity forecast applies
+// the rules after every simulated run); label names it in reasons.
 type bucketRule struct {
 	name  string
 	count int
-	key   func(time.Time) string
+	key   func(time.Time) int64
+	label func(time.Time) string
+}
+
+func day(t time.Time) int64 {
+	y, m, d := t.Date()
+	return (int64(y)*100+int64(m))*100 + int64(d)
 }
 
 // Apply judges items (any order) and returns decisions newest first. Times
@@ -98,11 +107,13 @@ func Apply(p Policy, items []Item, loc *time.Location) []Decision {
 		return out
 	}
 	rules := []bucketRule{
-		{"hourly", p.Hourly, func(t time.Time) string { return t.Format("2006-01-02 15h") }},
-		{"daily", p.Daily, func(t time.Time) string { return t.Format("2006-01-02") }},
-		{"weekly", p.Weekly, func(t time.Time) string { y, w := t.ISOWeek(); return fmt.Sprintf("%d-W%02d", y, w) }},
-		{"monthly", p.Monthly, func(t time.Time) string { return t.Format("2006-01") }},
-		{"yearly", p.Yearly, func(t time.Time) string { return t.Format("2006") }},
+		{"hourly", p.Hourly, func(t time.Time) int64 { return day(t)*100 + int64(t.Hour()) },
+			func(t time.Time) string { return t.Format("2006-01-02 15h") }},
+		{"daily", p.Daily, day, func(t time.Time) string { return t.Format("2006-01-02") }},
+		{"weekly", p.Weekly, func(t time.Time) int64 { y, w := t.ISOWeek(); return int64(y)*100 + int64(w) },
+			func(t time.Time) string { y, w := t.ISOWeek(); return fmt.Sprintf("%d-W%02d", y, w) }},
+		{"monthly", p.Monthly, func(t time.Time) int64 { return day(t) / 100 }, func(t time.Time) string { return t.Format("2006-01") }},
+		{"yearly", p.Yearly, func(t time.Time) int64 { return int64(t.Year()) }, func(t time.Time) string { return t.Format("2006") }},
 	}
 	newest := out[0].Time
 	proven := false
@@ -124,21 +135,25 @@ func Apply(p Policy, items []Item, loc *time.Location) []Decision {
 	}
 	// Each bucket rule keeps the newest item of each of its N most recent
 	// buckets; walking newest-first, the first item seen in a bucket wins.
+	local := make([]time.Time, len(out))
+	for i := range out {
+		local[i] = out[i].Time.In(loc)
+	}
 	for _, r := range rules {
 		if r.count <= 0 {
 			continue
 		}
-		seen := map[string]bool{}
+		seen := map[int64]bool{}
 		for i := range out {
 			if len(seen) >= r.count {
 				break
 			}
-			k := r.key(out[i].Time.In(loc))
+			k := r.key(local[i])
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
-			out[i].keep(r.name + " " + k)
+			out[i].keep(r.name + " " + r.label(local[i]))
 		}
 	}
 	return out

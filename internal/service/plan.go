@@ -65,8 +65,9 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", in.Policy)
 	}
 	sc := plan.Scenario{Config: cfg, Policy: p}
+	seen := inventories{}
 	for _, c := range p.ConnectionNames() {
-		vms, err := s.inventory(ctx, cfg, c)
+		vms, err := s.inventoryOnce(ctx, cfg, seen, c)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of connection %s: %w", c, err)
 		}
@@ -111,6 +112,7 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 			doc.Concurrency.Points = append(doc.Concurrency.Points, api.PlanPoint{Concurrency: pt.Concurrency, VMsPerSecond: pt.Rate})
 		}
 	}
+	doc.Capacity = s.planCapacity(ctx, cat, cfg, p, sc.Targets, sc.History, jobs, seen)
 	return doc, nil
 }
 

@@ -53,6 +53,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
+// DefaultRepackThreshold is the dead fraction of a pack that gc repacks
+// by default: below it, the dead bytes stay in the store (the planner's
+// capacity forecast counts them as slack).
+const DefaultRepackThreshold = 0.3
+
 // Options tune a collection.
 type Options struct {
 	DryRun bool
@@ -60,7 +65,8 @@ type Options struct {
 	MemoryBudget int
 	TempDir      string
 	// RepackThreshold is the dead fraction above which a pack's live
-	// chunks are copied out so the pack can be deleted (default 0.3).
+	// chunks are copied out so the pack can be deleted (default
+	// DefaultRepackThreshold).
 	RepackThreshold float64
 	// MaxRepackBytes caps the data rewritten in one run (default 4 GiB).
 	MaxRepackBytes int64
@@ -77,7 +83,7 @@ func (o *Options) defaults() {
 		o.TempDir = os.TempDir()
 	}
 	if o.RepackThreshold <= 0 {
-		o.RepackThreshold = 0.3
+		o.RepackThreshold = DefaultRepackThreshold
 	}
 	if o.MaxRepackBytes <= 0 {
 		o.MaxRepackBytes = 4 << 30
