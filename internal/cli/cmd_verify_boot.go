@@ -81,7 +81,10 @@ coffer verify boot web-1 --probe 'exec:/usr/bin/systemctl is-active nginx' --jso
 
 func (a *app) printBoot(d *api.BootVerification) {
 	verdict := "boots: every step passed"
-	if !d.Passed {
+	switch {
+	case d.CannotVerify != "":
+		verdict = "CANNOT VERIFY LOCALLY: " + d.CannotVerify
+	case !d.Passed:
 		verdict = fmt.Sprintf("DOES NOT BOOT: step %d failed", d.FailedStep)
 	}
 	a.printf("backup point %s of %s: %s (%.1fs)\n", short(d.PointID), d.VM, verdict, d.DurationSeconds)
