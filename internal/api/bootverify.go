@@ -12,8 +12,13 @@ type BootVerification struct {
 	DurationSeconds float64   `json:"duration_seconds"`
 	Passed          bool      `json:"passed"`
 	// FailedStep is the first step that failed (absent when all passed).
-	FailedStep int        `json:"failed_step,omitempty"`
-	Steps      []BootStep `json:"steps"`
+	FailedStep int `json:"failed_step,omitempty"`
+	// CannotVerify says why the point cannot boot on this host as its
+	// own hypervisor boots it (a vSphere guest that needs a device QEMU
+	// does not emulate): step 1 failed, and that says nothing of the
+	// point.
+	CannotVerify string     `json:"cannot_verify_locally,omitempty"`
+	Steps        []BootStep `json:"steps"`
 	// ScreenshotPNG is the screen at the end of the ladder (base64 in
 	// JSON), also after a failure.
 	ScreenshotPNG []byte `json:"screenshot_png,omitempty"`
@@ -41,4 +46,7 @@ type BootSummary struct {
 	Passed     bool      `json:"passed"`
 	FailedStep int       `json:"failed_step,omitempty"`
 	Time       time.Time `json:"time"`
+	// CannotVerify: the point cannot boot on the verifying host (see
+	// BootVerification).
+	CannotVerify string `json:"cannot_verify_locally,omitempty"`
 }

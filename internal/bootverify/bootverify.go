@@ -1,6 +1,7 @@
 package bootverify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,14 +79,35 @@ func Run(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Options
 		return nil, fmt.Errorf("console marker %q is not a regular expression: %w", o.Marker, err)
 	}
 	var cfg hypervisor.VMConfig
-	if err := json.Unmarshal(snap.VMConfig, &cfg); err != nil || cfg.Kind != "qemu" {
-		return nil, fmt.Errorf("backup point %s was not taken from a QEMU VM: boot verification runs it under QEMU from its recorded configuration, which this point lacks: %w",
-			snap.ID.Short(), hypervisor.ErrUnsupported)
+	if err := json.Unmarshal(snap.VMConfig, &cfg); err != nil {
+		return nil, fmt.Errorf("backup point %s: its recorded VM configuration does not read: %w", snap.ID.Short(), err)
 	}
-	if err := qemu.Relaunchable(cfg.Native); err != nil {
-		return nil, err
+	var m machine
+	switch cfg.Kind {
+	case "qemu":
+		if m, err = qemuMachine(cfg); err != nil {
+			return nil, err
+		}
+	case "vsphere":
+		h, err := probeHost(ctx)
+		if err != nil {
+			return nil, err
+		}
+		vm, err := planVSphere(cfg, h, o.Probes)
+		var cv *CannotVerifyError
+		if errors.As(err, &cv) {
+			return unverifiable(snap, cfg, cv), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		m = machine{args: vm.args, nic: vm.nic, evidence: vm.evidence,
+			noAgent: "a vSphere guest's agent is VMware Tools, which QEMU cannot reach"}
+	default:
+		return nil, fmt.Errorf("backup point %s was taken from a %q VM: boot verification runs QEMU and vSphere points under QEMU "+
+			"from their recorded configuration: %w", snap.ID.Short(), cfg.Kind, hypervisor.ErrUnsupported)
 	}
-	v := &run{o: o, marker: marker, res: &Result{PointID: snap.ID.String(), VM: cfg.Name, Started: time.Now().UTC()}}
+	v := &run{o: o, m: m, marker: marker, res: &Result{PointID: snap.ID.String(), VM: cfg.Name, Started: time.Now().UTC()}}
 	runID := snap.ID.Short() + "-" + id.Random().String()[:8]
 	v.j = &journal{path: filepath.Join(Root(o.StateDir), runID+".json"), journalState: journalState{
 		CofferPID: os.Getpid(), Point: snap.ID.String(), VM: cfg.Name, Dir: filepath.Join(Root(o.StateDir), runID), Created: v.res.Started}}
@@ -110,6 +132,7 @@ func Run(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Options
 // run is one verification in progress.
 type run struct {
 	o      Options
+	m      machine
 	marker *regexp.Regexp
 	res    *Result
 	j      *journal
@@ -189,13 +212,16 @@ func (v *run) start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot
 
 	spec := qemu.LaunchSpec{Dir: dir, Name: "coffer-bootverify-" + cfg.Name, UUID: cfg.UUID, Disks: map[string]qemu.LaunchDisk{}}
 	for _, d := range snap.Disks {
+		if d.Kind == hypervisor.KindMemory {
+			continue // a memory state is no disk to boot from
+		}
 		overlay := filepath.Join(dir, d.Key+".overlay.qcow2")
 		if err := qemu.CreateNBDOverlay(ctx, overlay, sock, d.Key, d.Size, 0); err != nil {
 			return nil, err
 		}
 		spec.Disks[d.Key] = qemu.LaunchDisk{Path: overlay, Format: "qcow2"}
 	}
-	rl, err := qemu.RelaunchArgs(cfg.Native, spec)
+	args, err := v.m.args(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +236,8 @@ func (v *run) start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot
 	if v.con, err = listenConsole(filepath.Join(dir, "console.sock")); err != nil {
 		return nil, err
 	}
-	iso := qemu.IsolateArgs(rl.Args, qemu.IsolateSpec{Forward: v.forward, Console: filepath.Join(dir, "console.sock"),
-		ConsoleLog: spec.ConsolePath()})
+	iso := qemu.IsolateArgs(args, qemu.IsolateSpec{Forward: v.forward, Console: filepath.Join(dir, "console.sock"),
+		ConsoleLog: spec.ConsolePath(), NIC: v.m.nic})
 	v.agentSock = iso.AgentSocket
 	pid, err := qemu.Launch(ctx, iso.Args, spec)
 	if err != nil {
@@ -226,6 +252,9 @@ func (v *run) start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot
 		return nil, err
 	}
 	ev := map[string]string{"qemu_pid": fmt.Sprint(pid), "qemu_version": v.qmp.Version()}
+	for k, val := range v.m.evidence {
+		ev[k] = val
+	}
 	if len(v.forward) == 0 {
 		ev["network"] = "none"
 	} else {
@@ -265,7 +294,7 @@ func (v *run) boot(ctx context.Context) (failed bool) {
 // agent runs step 4 when the VM has a guest agent channel.
 func (v *run) agent(ctx context.Context) (failed bool) {
 	if v.agentSock == "" {
-		v.skip(StepAgent, "the VM has no guest agent channel")
+		v.skip(StepAgent, cmp.Or(v.m.noAgent, "the VM has no guest agent channel"))
 		return false
 	}
 	began := time.Now()

@@ -42,8 +42,12 @@ type Result struct {
 	Duration time.Duration `json:"duration_ns"`
 	Passed   bool          `json:"passed"`
 	// FailedStep is the first step that failed (0 when all passed).
-	FailedStep int    `json:"failed_step,omitempty"`
-	Steps      []Step `json:"steps"`
+	FailedStep int `json:"failed_step,omitempty"`
+	// CannotVerify says why the point cannot be booted here as its own
+	// hypervisor boots it (a vSphere guest that needs a device QEMU does
+	// not emulate): step 1 failed without saying anything of the point.
+	CannotVerify string `json:"cannot_verify_locally,omitempty"`
+	Steps        []Step `json:"steps"`
 	// Screenshot is the screen at the end of the ladder (PNG), also after
 	// a failure, when QEMU still ran.
 	Screenshot  []byte `json:"screenshot_png,omitempty"`

@@ -110,6 +110,8 @@ func bootColumn(b *api.BootSummary) string {
 		return "-"
 	case b.Passed:
 		return "ok"
+	case b.CannotVerify != "":
+		return "unverifiable"
 	}
 	return fmt.Sprintf("failed@%d", b.FailedStep)
 }

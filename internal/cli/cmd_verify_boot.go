@@ -18,12 +18,12 @@ func (a *app) cmdVerifyBoot() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "boot POINT|VM|latest",
 		Short: "boot a backup point isolated and check that it comes up",
-		Long: manual(`Prove that a QEMU backup point boots. Its VM starts from the repository the
-way instant recovery starts it (disks served over NBD, a throw-away
-overlay taking every write), under a new name, with no network (or a
-user-mode network restricted to the forwarded probe ports on 127.0.0.1),
-and goes through a ladder of checks, each with its result, time and
-evidence:
+		Long: manual(`Prove that a QEMU or vSphere backup point boots. Its VM starts under QEMU
+from the repository the way instant recovery starts it (disks served over
+NBD, a throw-away overlay taking every write), under a new name, with no
+network (or a user-mode network restricted to the forwarded probe ports on
+127.0.0.1), and goes through a ladder of checks, each with its result,
+time and evidence:
 
   1 vm-starts       QEMU starts the VM
   2 no-panic        no guest panic (pvpanic's GUEST_PANICKED), no boot loop
@@ -38,6 +38,15 @@ evidence:
 A failed step skips the ones after it, except the screenshot, which is
 taken whenever QEMU still runs. --timeout bounds the whole ladder.
 
+A vSphere point starts from its recorded virtual hardware: each disk on the
+controller QEMU emulates as VMware presents it (pvscsi, LSI Logic SAS,
+SATA, IDE, NVMe), BIOS or EFI (OVMF), its CPUs and memory within the
+host's, and its network adapter (vmxnet3, e1000, e1000e) only for tcp and
+http probes; under TCG, with no guest agent (exec probes are refused). A
+point whose guest needs what QEMU here cannot give it (an LSI Logic
+Parallel or BusLogic controller, EFI without OVMF) is not booted: its
+verdict is "cannot verify locally" with the reason.
+
 Nothing is written to the repository's points or to the production VM;
 the result is stored in the repository beside the point
 (bootverify/<point ID>), so it survives the catalog and locked points,
@@ -46,14 +55,14 @@ and the export are removed at the end; a killed coffer's are removed by
 the next verification. A task of kind verify-boot records the run.`,
 			`The verdict, then one line per step (number, name, status, seconds,
 detail) and its evidence. --json: {point_id, vm, started,
-duration_seconds, passed, failed_step, steps: [{number, name, status,
-duration_seconds, detail, evidence}], screenshot_png (base64),
-screenshot_file, console_tail}.`,
+duration_seconds, passed, failed_step, cannot_verify_locally, steps:
+[{number, name, status, duration_seconds, detail, evidence}],
+screenshot_png (base64), screenshot_file, console_tail}.`,
 			`coffer verify boot latest
 coffer verify boot web-1 --probe http:80/=200 --probe tcp:22
 coffer verify boot 3f2a9c01 --marker 'web-1 login:' --timeout 10m --screenshot web-1.png
 coffer verify boot web-1 --probe 'exec:/usr/bin/systemctl is-active nginx' --json`,
-			"0 when every step passed; 5 when a step failed (the output names it); 4 for\nan unknown point or VM; 2 for bad flags."),
+			"0 when every step passed; 5 when a step failed (the output names it); 7 for\nan unknown point or VM; 2 for bad flags, and for a point that cannot be\nverified locally."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Target = args[0]
@@ -81,7 +90,10 @@ coffer verify boot web-1 --probe 'exec:/usr/bin/systemctl is-active nginx' --jso
 
 func (a *app) printBoot(d *api.BootVerification) {
 	verdict := "boots: every step passed"
-	if !d.Passed {
+	switch {
+	case d.CannotVerify != "":
+		verdict = "CANNOT VERIFY LOCALLY: " + d.CannotVerify
+	case !d.Passed:
 		verdict = fmt.Sprintf("DOES NOT BOOT: step %d failed", d.FailedStep)
 	}
 	a.printf("backup point %s of %s: %s (%.1fs)\n", short(d.PointID), d.VM, verdict, d.DurationSeconds)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
@@ -61,6 +62,21 @@ func newVCLab(t *testing.T, srv *simulator.Server) *vcLab {
 // createVM adds a powered-off VM with one small thin disk on the first
 // datastore (vcsim's own VMs have 10 GB disks).
 func (l *vcLab) createVM(ctx context.Context, name string) {
+	l.createVMWith(ctx, vcVM{name: name, controller: "pvscsi", diskSize: vcLabDiskSize})
+}
+
+// vcVM shapes a VM of the lab: its disk's controller (a govmomi SCSI
+// controller name: pvscsi, lsilogic, lsilogic-sas, buslogic) and size,
+// and a network adapter (a govmomi card name such as vmxnet3, or none).
+type vcVM struct {
+	name, controller string
+	diskSize         int64
+	nic              string
+}
+
+// createVMWith adds a powered-off VM shaped by vm on the first datastore.
+func (l *vcLab) createVMWith(ctx context.Context, vm vcVM) {
+	name := vm.name
 	var dss []mo.Datastore
 	l.retrieve(ctx, "Datastore", []string{"name"}, &dss)
 	var dcs []mo.Datacenter
@@ -69,13 +85,41 @@ func (l *vcLab) createVM(ctx context.Context, name string) {
 	l.retrieve(ctx, "ResourcePool", []string{"name"}, &pools)
 	ds := dss[0].Name
 	var devs object.VirtualDeviceList
-	scsi, _ := devs.CreateSCSIController("pvscsi")
+	scsi, err := devs.CreateSCSIController(vm.controller)
+	if err != nil {
+		l.t.Fatal(err)
+	}
 	devs = append(devs, scsi)
 	disk := devs.CreateDisk(scsi.(types.BaseVirtualController), types.ManagedObjectReference{}, "["+ds+"] "+name+"/"+name+".vmdk")
-	disk.CapacityInKB = vcLabDiskSize / 1024
+	disk.CapacityInKB = vm.diskSize / 1024
 	devs = append(devs, disk)
+	if vm.nic != "" {
+		f := find.NewFinder(l.c)
+		dc, err := f.DefaultDatacenter(ctx)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		f.SetDatacenter(dc)
+		net, err := f.Network(ctx, "VM Network")
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		backing, err := net.EthernetCardBackingInfo(ctx)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		card, err := object.EthernetCardTypes().CreateEthernetCard(vm.nic, backing)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		devs = append(devs, card)
+	}
 	changes, _ := devs.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
-	changes[1].GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+	for _, ch := range changes {
+		if _, ok := ch.GetVirtualDeviceConfigSpec().Device.(*types.VirtualDisk); ok {
+			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+		}
+	}
 	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: "otherGuest", NumCPUs: 1, MemoryMB: 256,
 		Files: &types.VirtualMachineFileInfo{VmPathName: "[" + ds + "]"}, DeviceChange: changes}
 	task, err := object.NewFolder(l.c, dcs[0].VmFolder).CreateVM(ctx, spec, object.NewResourcePool(l.c, pools[0].Self), nil)
@@ -87,9 +131,9 @@ func (l *vcLab) createVM(ctx context.Context, name string) {
 	}
 	var vms []mo.VirtualMachine
 	l.retrieve(ctx, "VirtualMachine", []string{"name"}, &vms)
-	for _, vm := range vms {
-		if vm.Name == name {
-			l.vms = append(l.vms, vm)
+	for _, v := range vms {
+		if v.Name == name {
+			l.vms = append(l.vms, v)
 		}
 	}
 }

@@ -35,6 +35,37 @@ const mbrCode = "/usr/lib/syslinux/mbr/mbr.bin"
 // mode boot through SYSLINUX, with the guest agent when agent is set, and
 // mounts /dev/vda2 as its root file system (see DiskBoot).
 func BuildBootDisk(ctx context.Context, img *Image, path string, agent bool) error {
+	return BuildBootDiskWith(ctx, img, path, BootDiskOptions{Agent: agent})
+}
+
+// BootDiskOptions fit a boot disk to the VM it boots in.
+type BootDiskOptions struct {
+	Agent bool
+	// Device is the disk as the guest sees it (default /dev/vda, virtio);
+	// the root file system is its partition 2.
+	Device string
+	// Modules are the drivers the guest loads first, in order (from the
+	// asset directory's modules): a disk on a VMware controller needs
+	// its driver, VMwareModules.
+	Modules []string
+}
+
+// VMwareModules drive a VMware Paravirtual SCSI disk (/dev/sda) and a
+// VMXNET3 adapter.
+var VMwareModules = []string{"scsi_common", "scsi_mod", "sd_mod", "vmw_pvscsi", "vmxnet3"}
+
+// BuildBootDiskWith is BuildBootDisk for a VM whose disk the guest finds
+// as o says.
+func BuildBootDiskWith(ctx context.Context, img *Image, path string, o BootDiskOptions) error {
+	for _, m := range o.Modules {
+		if _, err := os.Stat(filepath.Join(AssetDir(), "modules", m+".ko")); err != nil {
+			return fmt.Errorf("the guest's driver %s is not in %s: run scripts/ci/install-guest.sh: %w", m, AssetDir(), ErrNoAssets)
+		}
+	}
+	dev := o.Device
+	if dev == "" {
+		dev = "/dev/vda"
+	}
 	dir, err := os.MkdirTemp(filepath.Dir(path), "bootdisk-")
 	if err != nil {
 		return err
@@ -47,8 +78,11 @@ func BuildBootDisk(ctx context.Context, img *Image, path string, agent bool) err
 		}
 		return nil
 	}
-	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=/dev/vda2 coffer.root=/dev/vda2"
-	if agent {
+	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=" + dev + "2 coffer.root=" + dev + "2"
+	if len(o.Modules) > 0 {
+		cmdline += " coffer.modules=" + strings.Join(o.Modules, ",")
+	}
+	if o.Agent {
 		cmdline += " coffer.qga=1"
 	}
 	cfg := filepath.Join(dir, "syslinux.cfg")

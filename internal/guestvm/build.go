@@ -50,6 +50,11 @@ done
 for m in failover net_failover virtio_net pvpanic pvpanic-mmio; do
   [ -f /lib/modules/$m.ko ] && insmod /lib/modules/$m.ko
 done
+# Drivers a guest asks for by name (coffer.modules=a,b in load order): a
+# boot disk made for a vSphere VM needs its SCSI controller and adapter.
+for m in $(sed -n 's/.*coffer[.]modules=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
+  insmod /lib/modules/$m.ko
+done
 if grep -q coffer.qga=1 /proc/cmdline; then
   mkdir -p /dev/virtio-ports
   i=0

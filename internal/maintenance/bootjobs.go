@@ -55,12 +55,21 @@ func bootJobs(engine *policy.Config) ([]Job, []error) {
 		}
 		for _, name := range p.ConnectionNames() {
 			for _, c := range engine.Connections {
-				// Only points of QEMU VMs carry the machine to boot them
-				// with (their recorded command line); the libvirt
-				// connector's points, when it lands, are QEMU's too.
-				if c.Name == name && c.Kind != "qemu" && c.Kind != "libvirt" {
-					add("connection %s is %s: only QEMU and libvirt points can be booted to verify them", name, c.Kind)
+				// Points of QEMU and libvirt VMs carry their command
+				// line; vSphere points their virtual hardware, which
+				// bootverify maps to QEMU's devices. Other points
+				// carry nothing QEMU can start.
+				if c.Name == name && c.Kind != "qemu" && c.Kind != "libvirt" && c.Kind != "vsphere" {
+					add("connection %s is %s: only QEMU, libvirt and vSphere points can be booted to verify them", name, c.Kind)
 					ok = false
+				}
+				if c.Name == name && c.Kind == "vsphere" {
+					for _, pr := range vb.Probes {
+						if p, err := bootverify.ParseProbe(pr); err == nil && p.Kind == bootverify.ProbeExec {
+							add("probe %s: connection %s is vSphere, whose guests' agent is VMware Tools, which QEMU cannot reach: use tcp and http probes", pr, name)
+							ok = false
+						}
+					}
 				}
 			}
 		}

@@ -19,6 +19,7 @@ policies:
     connection: kvm
     verify-boot: {schedule: "@daily", points: first-of-day}
   - {name: plain, connection: kvm}
+  - {name: vms, connection: vc, verify-boot: {schedule: "@weekly", probes: ["tcp:22"]}}
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -27,10 +28,13 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 2 {
-		t.Fatalf("jobs %+v, want the two verify-boot schedules", jobs)
+	if len(jobs) != 3 {
+		t.Fatalf("jobs %+v, want the three verify-boot schedules", jobs)
 	}
 	web, db := jobs[0], jobs[1]
+	if jobs[2].Policy != "vms" {
+		t.Fatalf("a vSphere policy's verify-boot: %+v", jobs[2])
+	}
 	if web.Name != "main/verify-boot:web" || web.Kind != "verify-boot" || web.Repository != "main" || web.Policy != "web" ||
 		web.Boot.Points != "latest" || time.Duration(web.Boot.Timeout) != 3*time.Minute || len(web.Boot.Probes) != 2 {
 		t.Fatalf("web's job: %+v", web)
@@ -50,7 +54,7 @@ connections: [{name: kvm, kind: qemu}, {name: vc, kind: vsphere}]
 policies:
   - {name: a, connection: kvm, verify-boot: {points: newest}}
   - {name: b, connection: kvm, verify-boot: {schedule: "every day", marker: "(", probes: ["udp:53"], timeout: 1s}}
-  - {name: c, connection: vc, verify-boot: {schedule: "@weekly"}}
+  - {name: c, connection: vc, verify-boot: {schedule: "@weekly", probes: ["exec:/bin/true"]}}
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +70,7 @@ policies:
 		`policy b: verify-boot: marker "(" is not a regular expression`,
 		`probe "udp:53"`,
 		"policy b: verify-boot: timeout 1s: at least 10s",
-		"policy c: verify-boot: connection vc is vsphere",
+		"policy c: verify-boot: probe exec:/bin/true: connection vc is vSphere",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -37,10 +37,13 @@ type VerifyBootInput struct {
 	VM string
 }
 
-// VerifyBoot boots a QEMU backup point from the default repository,
-// isolated and on a throw-away overlay, runs the ladder of checks and
-// stores the result in the repository beside the point. A point that did
-// not pass returns its result and an error naming the failed step.
+// VerifyBoot boots a QEMU or vSphere backup point from the default
+// repository under QEMU, isolated and on a throw-away overlay, runs the
+// ladder of checks and stores the result in the repository beside the
+// point. A point that did not pass returns its result and an error naming
+// the failed step; one that cannot boot here as its hypervisor boots it
+// (a vSphere guest that needs a device QEMU does not emulate) returns its
+// result and an invalid-request error saying why.
 func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.BootVerification, error) {
 	if in.Target == "" {
 		return nil, invalidf("name the backup point to boot: a point ID, a VM's name, or latest")
@@ -105,6 +108,11 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 			return nil, err
 		}
 		doc := bootDoc(res)
+		if res.CannotVerify != "" {
+			// Not a point that does not boot: one this host cannot boot as
+			// its hypervisor does. The request cannot be served here.
+			return doc, api.Errorf(api.Invalid, "backup point %s of %s: cannot verify locally: %s", snap.ID.Short(), res.VM, res.CannotVerify)
+		}
 		if !res.Passed {
 			st := res.Step(res.FailedStep)
 			return doc, api.Errorf(api.Integrity, "backup point %s of %s did not pass boot verification: step %d (%s) failed: %s",
@@ -140,7 +148,7 @@ func resolveBootTarget(ctx context.Context, r *repo.Repository, target string) (
 func bootDoc(res *bootverify.Result) *api.BootVerification {
 	d := &api.BootVerification{PointID: res.PointID, VM: res.VM, Started: res.Started, DurationSeconds: res.Duration.Seconds(),
 		Passed: res.Passed, FailedStep: res.FailedStep, Steps: []api.BootStep{}, ScreenshotPNG: res.Screenshot, ConsoleTail: res.ConsoleTail,
-		Review: res.Review}
+		Review: res.Review, CannotVerify: res.CannotVerify}
 	for _, st := range res.Steps {
 		ev := map[string]string{}
 		for k, v := range st.Evidence {
@@ -165,7 +173,8 @@ func bootSummaries(ctx context.Context, r *repo.Repository, log *slog.Logger) ma
 	}
 	for x, b := range docs {
 		if res, err := bootverify.Decode(b); err == nil {
-			out[x.String()] = &api.BootSummary{Passed: res.Passed, FailedStep: res.FailedStep, Time: res.Started}
+			out[x.String()] = &api.BootSummary{Passed: res.Passed, FailedStep: res.FailedStep, Time: res.Started,
+				CannotVerify: res.CannotVerify}
 		}
 	}
 	return out

@@ -6,7 +6,7 @@
 # initramfs from them, busybox-static and coffer's guest workload.
 set -euo pipefail
 dir="${COFFER_GUEST_DIR:-$HOME/.cache/coffer/guest}"
-if [ -s "$dir/vmlinuz" ] && [ -x "$dir/qga/usr/sbin/qemu-ga" ] && [ -s "$dir/modules/virtio_net.ko" ]; then exit 0; fi
+if [ -s "$dir/vmlinuz" ] && [ -x "$dir/qga/usr/sbin/qemu-ga" ] && [ -s "$dir/modules/virtio_net.ko" ] && [ -s "$dir/modules/vmw_pvscsi.ko" ]; then exit 0; fi
 mkdir -p "$dir"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 chmod 777 "$work"
@@ -18,11 +18,15 @@ dpkg-deb -x linux-image-*.deb kernel
 rm -rf "$dir/modules" "$dir/qga"
 mkdir -p "$dir/modules"
 for m in virtio/virtio_ring virtio/virtio virtio/virtio_pci_modern_dev virtio/virtio_pci_legacy_dev virtio/virtio_pci block/virtio_blk char/virtio_console \
-    net/net_failover net/virtio_net misc/pvpanic/pvpanic misc/pvpanic/pvpanic-mmio; do
+    net/net_failover net/virtio_net misc/pvpanic/pvpanic misc/pvpanic/pvpanic-mmio \
+    scsi/scsi_common scsi/scsi_mod scsi/sd_mod scsi/vmw_pvscsi net/vmxnet3/vmxnet3; do
   cp kernel/lib/modules/*/kernel/drivers/$m.ko "$dir/modules/"
 done
 # virtio_net needs failover (net/core); boot verification uses the network
-# (forwarded probe ports) and pvpanic (GUEST_PANICKED).
+# (forwarded probe ports) and pvpanic (GUEST_PANICKED). The SCSI modules
+# and vmxnet3 let a guest boot from a VMware Paravirtual SCSI disk with a
+# VMXNET3 adapter (boot verification of vSphere points); guests load them
+# only when their command line asks (coffer.modules).
 cp kernel/lib/modules/*/kernel/net/core/failover.ko "$dir/modules/"
 dpkg-deb -x qemu-guest-agent_*.deb "$dir/qga"
 cp kernel/boot/vmlinuz-* "$dir/vmlinuz.tmp" && mv "$dir/vmlinuz.tmp" "$dir/vmlinuz"

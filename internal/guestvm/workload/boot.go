@@ -54,8 +54,9 @@ func boot(disk, root string) {
 // prompt ever shows.
 func mountRoot(dev string) {
 	// The kernel creates the partitions' nodes as it scans the disk,
-	// which may end after PID 1 starts: wait for the node, not a time.
-	for i := 0; i < 500; i++ {
+	// which may end after PID 1 starts (a SCSI controller's scan, under
+	// TCG, takes seconds): wait for the node, not a time.
+	for i := 0; i < 3000; i++ {
 		if _, err := os.Stat(dev); err == nil {
 			break
 		}

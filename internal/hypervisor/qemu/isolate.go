@@ -16,6 +16,10 @@ type IsolateSpec struct {
 	// The guest gets a user-mode NIC with restrict=on: it can reach
 	// nothing, the host reaches only these ports. Empty: no NIC at all.
 	Forward map[int]int
+	// NIC is the probes' network adapter model (default virtio-net-pci):
+	// a VM from another hypervisor gets the adapter its guest has a
+	// driver for.
+	NIC string
 	// Console is a unix socket coffer listens on: the first serial port
 	// connects to it (and is logged to ConsoleLog as well).
 	Console, ConsoleLog string
@@ -126,7 +130,11 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		for _, g := range ports {
 			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", spec.Forward[g], g)
 		}
-		out = append(out, "-netdev", netdev, "-device", "virtio-net-pci,netdev=coffer-probe")
+		nic := spec.NIC
+		if nic == "" {
+			nic = "virtio-net-pci"
+		}
+		out = append(out, "-netdev", netdev, "-device", nic+",netdev=coffer-probe")
 	}
 	res.Args = out
 	return res

@@ -32,6 +32,10 @@ func TestIsolateArgs(t *testing.T) {
 	if iso.AgentSocket != "/run/x/qga0.sock" {
 		t.Errorf("agent socket %q", iso.AgentSocket)
 	}
+	vmxnet3 := strings.Join(IsolateArgs(in, IsolateSpec{Forward: map[int]int{80: 40080}, NIC: "vmxnet3"}).Args, " ")
+	if !strings.Contains(vmxnet3, "-device vmxnet3,netdev=coffer-probe") || strings.Contains(vmxnet3, "virtio-net-pci,netdev=coffer-probe") {
+		t.Errorf("the probes' adapter of a VMware guest: %s", vmxnet3)
+	}
 	none := strings.Join(IsolateArgs([]string{"qemu-system-x86_64", "-vga", "none"}, IsolateSpec{}).Args, " ")
 	if !strings.Contains(none, "-nic none") || !strings.Contains(none, "-vga std") || strings.Count(none, "-vga") != 1 {
 		t.Errorf("without probes: %s", none)

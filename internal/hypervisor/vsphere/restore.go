@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/vmconfig"
 )
 
 // DiskWriter is implemented by transports that can fill a disk of a
@@ -160,11 +160,7 @@ func (c *Connector) placement(ctx context.Context, dsName string) (*placement, e
 
 // restoreSpec builds the new VM's configuration from the recorded one.
 func (c *Connector) restoreSpec(ctx context.Context, p *placement, cfg hypervisor.VMConfig, name string) (types.VirtualMachineConfigSpec, error) {
-	var native struct {
-		GuestID string `json:"guestId"`
-		Version string `json:"version"`
-	}
-	_ = json.Unmarshal(cfg.Native, &native) // absent fields keep vSphere's defaults
+	native, _ := vmconfig.Parse(cfg) // absent fields keep vSphere's defaults
 	if native.GuestID == "" {
 		native.GuestID = string(types.VirtualMachineGuestOsIdentifierOtherGuest64)
 	}

@@ -47,7 +47,7 @@ func cofferSnapshot(info *types.VirtualMachineSnapshotInfo) string {
 }
 
 var sessionProps = append([]string{"snapshot", "config.uuid", "config.hardware.numCPU", "config.hardware.memoryMB",
-	"config.guestId", "config.firmware", "config.version"}, vmProps...)
+	"config.guestId", "config.firmware", "config.version", "config.bootOptions"}, vmProps...)
 
 type session struct {
 	c        *Connector
@@ -281,7 +281,7 @@ func (s *session) describe(ctx context.Context, devices []types.BaseVirtualDevic
 	s.cfg = hypervisor.VMConfig{Kind: "vsphere", Name: s.vm.Name, UUID: cfg.InstanceUuid,
 		CPUs: int(cfg.Hardware.NumCPU), MemoryMiB: int64(cfg.Hardware.MemoryMB), Firmware: cfg.Firmware,
 		Disks: disksOf(devices), NICs: nicsOf(devices)}
-	s.cfg.Native, _ = json.Marshal(map[string]any{"guestId": cfg.GuestId, "version": cfg.Version, "biosUuid": cfg.Uuid})
+	s.cfg.Native, _ = json.Marshal(nativeOf(cfg, devices))
 	for _, d := range devices {
 		vd, ok := d.(*types.VirtualDisk)
 		if !ok {

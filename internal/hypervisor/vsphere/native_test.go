@@ -1,0 +1,140 @@
+package vsphere
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/vmconfig"
+)
+
+// TestPointRecordsDiskPlacement: a point of a VM with disks on a pvscsi,
+// a SATA and an NVMe controller, whose boot order starts with the NVMe
+// disk, records each disk's controller, bus and unit and that boot disk:
+// what booting the point outside vSphere needs.
+func TestPointRecordsDiskPlacement(t *testing.T) {
+	ctx := context.Background()
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 0})
+	c := s.client
+	var dss []mo.Datastore
+	if err := s.pc().Retrieve(ctx, s.find(ctx, "Datastore"), []string{"name", "summary"}, &dss); err != nil {
+		t.Fatal(err)
+	}
+	var dcs []mo.Datacenter
+	if err := s.pc().Retrieve(ctx, s.find(ctx, "Datacenter"), []string{"vmFolder"}, &dcs); err != nil {
+		t.Fatal(err)
+	}
+	var pools []mo.ResourcePool
+	if err := s.pc().Retrieve(ctx, s.find(ctx, "ResourcePool"), []string{"name"}, &pools); err != nil {
+		t.Fatal(err)
+	}
+	ds := dss[0].Name
+	var devs object.VirtualDeviceList
+	for i, kind := range []string{"pvscsi", "sata", "nvme"} {
+		// Each controller is created from the list so far, which gives
+		// it a temporary key of its own.
+		var ctrl types.BaseVirtualDevice
+		var err error
+		switch kind {
+		case "sata":
+			ctrl, err = devs.CreateSATAController()
+		case "nvme":
+			ctrl, err = devs.CreateNVMEController()
+		default:
+			ctrl, err = devs.CreateSCSIController(kind)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, ctrl)
+		disk := devs.CreateDisk(ctrl.(types.BaseVirtualController), types.ManagedObjectReference{}, fmt.Sprintf("[%s] placed/disk%d.vmdk", ds, i))
+		disk.CapacityInKB = 1024
+		devs = append(devs, disk)
+	}
+	changes, _ := devs.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
+	for _, ch := range changes {
+		if _, ok := ch.GetVirtualDeviceConfigSpec().Device.(*types.VirtualDisk); ok {
+			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+		}
+	}
+	task, err := object.NewFolder(c, dcs[0].VmFolder).CreateVM(ctx, types.VirtualMachineConfigSpec{Name: "placed", GuestId: "otherGuest",
+		NumCPUs: 1, MemoryMB: 256, Files: &types.VirtualMachineFileInfo{VmPathName: "[" + ds + "]"}, DeviceChange: changes},
+		object.NewResourcePool(c, pools[0].Self), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := task.WaitForResult(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := info.Result.(types.ManagedObjectReference)
+	vm := object.NewVirtualMachine(c, ref)
+	got, err := vm.Device(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := url.Parse(dss[0].Summary.Url)
+	want := map[string]vmconfig.Disk{}
+	var nvmeDisk string
+	for _, d := range got.SelectByType((*types.VirtualDisk)(nil)) {
+		vd := d.(*types.VirtualDisk)
+		_, rel, _ := strings.Cut(vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName, "] ")
+		if err := os.Truncate(filepath.Join(dir.Path, strings.TrimSuffix(rel, ".vmdk")+"-flat.vmdk"), 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		ctrl := got.FindByKey(vd.ControllerKey)
+		kind := controllerKind(ctrl)
+		key := fmt.Sprint(vd.Key)
+		want[key] = vmconfig.Disk{Key: key, Controller: kind, Bus: ctrl.(types.BaseVirtualController).GetVirtualController().BusNumber,
+			Unit: *vd.UnitNumber}
+		if kind == vmconfig.NVMe {
+			nvmeDisk = key
+		}
+	}
+	if len(want) != 3 || nvmeDisk == "" {
+		t.Fatalf("the simulator made %d disks: %v", len(want), want)
+	}
+	var nvmeKey int32
+	fmt.Sscan(nvmeDisk, &nvmeKey)
+	task, err = vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{BootOptions: &types.VirtualMachineBootOptions{
+		BootOrder: []types.BaseVirtualMachineBootOptionsBootableDevice{&types.VirtualMachineBootOptionsBootableDiskDevice{DeviceKey: nvmeKey}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	snap := runBackup(t, newRepo(t), s.connect(t, nil), hypervisor.VMRef{ID: ref.Value, Name: "placed"})
+	var cfg hypervisor.VMConfig
+	if err := json.Unmarshal(snap.VMConfig, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	native, err := vmconfig.Parse(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if native.BootDisk != nvmeDisk || len(native.Disks) != 3 {
+		t.Fatalf("recorded %+v, want boot disk %s and 3 disks", native, nvmeDisk)
+	}
+	kinds := map[string]bool{}
+	for _, d := range native.Disks {
+		if d != want[d.Key] {
+			t.Errorf("disk %s recorded as %+v, want %+v", d.Key, d, want[d.Key])
+		}
+		kinds[d.Controller] = true
+	}
+	if !kinds[vmconfig.PVSCSI] || !kinds[vmconfig.SATA] || !kinds[vmconfig.NVMe] {
+		t.Errorf("controllers recorded: %v", kinds)
+	}
+}
