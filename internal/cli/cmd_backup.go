@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -16,11 +18,13 @@ func (a *app) cmdBackup() *cobra.Command {
 		Use:   "backup",
 		Short: "back up disk images or virtual machines",
 		Long: manual(`Back up now, into the repository: disk images or block devices (backup
-disk), or a running QEMU VM (backup vm). Fleets are backed up by policies
-instead (`+"`coffer run`"+`, `+"`coffer server`"+`). Every backup point is recorded in
-the catalog too.`,
+disk), or a running VM (backup vm): a VM of a configured connection, or a
+QEMU VM through its QMP monitor. Fleets are backed up by policies instead
+(`+"`coffer run`"+`, `+"`coffer server`"+`). Every backup point is recorded in the catalog
+too.`,
 			"See the subcommands.",
 			`coffer backup disk /var/lib/images/web.raw --name web
+coffer backup vm --connection vc1 web-1
 coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
 			"That of the subcommand."),
 	}
@@ -75,18 +79,27 @@ coffer backup disk /dev/vg0/db-root /dev/vg0/db-data --name db`,
 
 func (a *app) cmdBackupVM() *cobra.Command {
 	var o struct {
-		mode, snapshotMode, quiesce, immutable string
-		tags                                   []string
-		connections, changeCheck               int
+		connection, mode, snapshotMode, quiesce, immutable string
+		tags                                               []string
+		connections, changeCheck                           int
 	}
 	cmd := &cobra.Command{
-		Use:   "vm QMP-SOCKET",
-		Short: "back up a running QEMU/KVM virtual machine through its QMP monitor",
-		Long: manual(`Back up every disk of a running QEMU VM at one instant, without an agent in
-the guest and without stopping it (the VM is paused for a few milliseconds
-while its disks switch to copy-before-write snapshots).
+		Use:   "vm (--connection NAME VM | QMP-SOCKET)",
+		Short: "back up a virtual machine now: a VM of a connection (QEMU, libvirt, vSphere) or a QEMU VM's QMP monitor",
+		Long: manual(`Back up every disk of a running VM at one instant, now, without an agent in
+the guest and without stopping it.
 
-The VM needs a QMP monitor dedicated to coffer on its command line:
+With --connection, the VM is one of a configured connection (kind qemu,
+libvirt or vsphere; `+"`coffer vms`"+` lists them), named by its name or ID. The
+backup runs as a job (kind backup-vm, `+"`coffer jobs`"+`) through the same path
+as the VMs of `+"`coffer run POLICY`"+`: the configuration's limits (its rate
+limits among them), the default timeouts, and retries of transient
+hypervisor errors. No policy's hooks run, and no policy's retention thins
+its points.
+
+With a QMP-SOCKET, the VM is a QEMU VM with a QMP monitor dedicated to
+coffer on its command line (it is paused for a few milliseconds while its
+disks switch to copy-before-write snapshots):
 
   -chardev socket,id=coffer,path=/run/coffer/vm1.qmp,server=on,wait=off
   -mon chardev=coffer,mode=control
@@ -94,20 +107,37 @@ The VM needs a QMP monitor dedicated to coffer on its command line:
 and, for --snapshot-mode quiesced, qemu-guest-agent in the guest with its
 channel at the matching path (vm1.qmp -> vm1.qga, qmp.sock -> qga.sock).
 
-The first backup is full; later ones read only the blocks QEMU's
-persistent dirty bitmaps recorded (incremental, the default) or everything
-since the last full (differential). Whatever coffer created on the VM is
-released at the end; leftovers of a killed coffer are removed at the next
-start.`,
+The first backup of a VM is full; later ones read only what the
+hypervisor's change tracking recorded (QEMU's persistent dirty bitmaps,
+libvirt's checkpoints, vSphere's CBT): since the VM's last point
+(incremental, the default) or since its last full (differential). Backups
+taken this way are a backup chain of their own (backup-vm@REPOSITORY), so
+they never use up a policy's change tracking; tracking a chain no longer
+uses is removed after the connection's unused-chain-expiry. Whatever coffer
+created on the VM is released at the end; leftovers of a killed coffer are
+removed first. Through a server (--server), only --connection is offered:
+the server reaches the connection, and a socket is a file on this host.`,
 			backupOutput,
-			`coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced
-coffer backup vm /run/coffer/db-1.qmp --mode full --immutable-for 30d`,
-			"0; 7 when no VM answers on the socket; 10 when a disk changed under the backup."),
-		Args: cobra.ExactArgs(1),
+			`coffer backup vm --connection vc1 web-1
+coffer backup vm --connection kvm2 db-1 --mode full --immutable-for 30d
+coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
+			"0; 2 when the VM is named ambiguously or the snapshot mode is not possible on its connection; 7 when the "+
+				"connection or the VM does not exist, or no VM answers on the socket; 10 when a disk changed under the backup."),
+		Args: func(cmd *cobra.Command, args []string) error {
+			return backupVMArgs(cmd, args, o.connection)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := service.BackupQEMUInput{Socket: args[0], Mode: o.mode, SnapshotMode: hypervisor.SnapshotMode(o.snapshotMode),
-				Quiesce: hypervisor.QuiescePolicy(o.quiesce), NBDConnections: o.connections,
-				ChangeCheckSpans: o.changeCheck}
+			in := service.BackupVMInput{Mode: o.mode, SnapshotMode: hypervisor.SnapshotMode(o.snapshotMode),
+				Quiesce: hypervisor.QuiescePolicy(o.quiesce), NBDConnections: o.connections, ChangeCheckSpans: o.changeCheck}
+			if o.connection != "" {
+				in.Connection, in.VM = o.connection, args[0]
+			} else {
+				in.Socket = args[0]
+				if a.remote != nil {
+					return usagef("a QMP socket is a file on this host, which the server cannot reach: run this without --server " +
+						"(COFFER_SERVER), or back the VM up through a connection of the server: coffer backup vm --connection NAME VM")
+				}
+			}
 			var err error
 			if in.Tags, err = parseTags(o.tags); err != nil {
 				return err
@@ -115,8 +145,11 @@ coffer backup vm /run/coffer/db-1.qmp --mode full --immutable-for 30d`,
 			if in.LockedUntil, err = retainUntil(o.immutable); err != nil {
 				return err
 			}
+			body := api.BackupVMRequest{Mode: in.Mode, SnapshotMode: o.snapshotMode, Quiesce: o.quiesce, Tags: in.Tags,
+				LockedUntil: in.LockedUntil, ChangeCheckSpans: in.ChangeCheckSpans}
 			start := time.Now()
-			p, err := call(a, func(s *service.Service) (*api.BackupPoint, error) { return s.BackupQEMU(cmd.Context(), in) })
+			p, err := callOp(cmd.Context(), a, apiclient.Request{Op: "backup-vm", Path: map[string]string{"connection": in.Connection, "vm": in.VM}, Body: body},
+				func(s *service.Service) (*api.BackupPoint, error) { return s.BackupVM(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}
@@ -124,14 +157,43 @@ coffer backup vm /run/coffer/db-1.qmp --mode full --immutable-for 30d`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.connection, "connection", "", "the configured connection whose VM (name or ID) to back up")
 	f.StringVar(&o.mode, "mode", "incremental", "full, incremental or differential (the first backup is always full)")
 	f.StringVar(&o.snapshotMode, "snapshot-mode", "crash-consistent", "crash-consistent, quiesced, with-memory, suspend or as-is (the point records what was achieved)")
 	f.StringVar(&o.quiesce, "quiesce", "fallback", "when the guest agent cannot quiesce: fallback (warn) or required (fail)")
 	f.StringArrayVar(&o.tags, "tag", nil, "tag KEY=VALUE (repeatable)")
 	f.StringVar(&o.immutable, "immutable-for", "", "make the backup point undeletable for this long on storage with object lock")
-	f.IntVar(&o.connections, "nbd-connections", 4, "parallel NBD connections per disk")
+	f.IntVar(&o.connections, "nbd-connections", 4, "parallel NBD connections per disk (a QMP socket; a connection has its options.nbd-connections)")
 	f.IntVar(&o.changeCheck, "change-check", 0, "spans of each disk an incremental reads to check change tracking (0: 8; -1: off)")
-	return op(cmd, "backup-vm")
+	return remoteToo(op(cmd, "backup-vm"))
+}
+
+// backupVMArgs refuses a VM named ambiguously: exactly one argument, a
+// VM of --connection or else a QMP socket, and neither a socket given
+// with --connection nor a bare VM name without it.
+func backupVMArgs(cmd *cobra.Command, args []string, connection string) error {
+	switch {
+	case len(args) == 0 && connection != "":
+		return usagef("name the VM of connection %s to back up: coffer backup vm --connection %s VM (`coffer vms` lists them)", connection, connection)
+	case len(args) == 0:
+		return usagef("name the VM to back up: coffer backup vm --connection NAME VM (a VM of a configured connection) or coffer backup vm QMP-SOCKET")
+	case len(args) > 1:
+		return usagef("one VM per backup, not %d (%s): several VMs are backed up by a policy (`coffer run`)", len(args), strings.Join(args, " "))
+	}
+	if connection != "" && cmd.Flags().Changed("nbd-connections") {
+		return usagef("--nbd-connections is for a QMP socket; the NBD connections of connection %s are its options.nbd-connections", connection)
+	}
+	st, err := os.Stat(args[0])
+	isSocket := err == nil && st.Mode()&os.ModeSocket != 0
+	switch {
+	case connection != "" && isSocket:
+		return usagef("%s is a QMP socket, and --connection %s names a VM of that connection instead: drop --connection to back up "+
+			"through the socket, or name the VM as the connection lists it (`coffer vms`)", args[0], connection)
+	case connection == "" && err != nil && !strings.ContainsRune(args[0], os.PathSeparator):
+		return usagef("%s is no QMP socket here: to back up a VM of a configured connection, name the connection: "+
+			"coffer backup vm --connection NAME %s (`coffer vms` lists VMs with their connections)", args[0], args[0])
+	}
+	return nil
 }
 
 func parseTags(tags []string) (map[string]string, error) {

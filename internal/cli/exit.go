@@ -18,7 +18,7 @@ const (
 	ExitLocked      = 4  // repository locked by maintenance
 	ExitIntegrity   = 5  // corruption found (verify, or while reading)
 	ExitPartial     = 6  // some items (VMs, disks, files) failed, others succeeded
-	ExitNoRepo      = 7  // not a repository / no such backup point, job, session or VM
+	ExitNoRepo      = 7  // not a repository / no such backup point, job, session, connection or VM
 	ExitVersion     = 8  // repository format newer than this coffer
 	ExitNoSpace     = 9  // storage full
 	ExitSource      = 10 // the source disk vanished, shrank or changed
@@ -56,7 +56,7 @@ var exitCodeHelp = `EXIT STATUS
     6    partial failure: some VMs or disks failed while others succeeded, or
          files get/find skipped entries (it lists them)
     7    not found: no repository at the location, or no such backup point,
-         job, instant recovery session or VM
+         job, instant recovery session, connection or VM
     8    unsupported format: the repository was written by a newer coffer
     9    no space left in the repository storage (or restore target)
     10   the source disk vanished, shrank or changed during the backup

@@ -17,16 +17,20 @@ import (
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
-// TestTwoChainsOnLibvirt drives a writing guest under a private libvirtd
-// through the job engine with two policies to two repositories, run
-// interleaved: each chain has checkpoints of its own (named after policy
-// and repository, listed by virsh), each incremental reads less than its
-// full, and the second chain's incremental, taken right after the first
-// chain's, restores equal to the disk at its instant: it diffed against its
-// own last point, not the other chain's.
-func TestTwoChainsOnLibvirt(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+// libvirtGuest is a guest that keeps writing self-verifying blocks
+// (web-1, one 32 MiB qcow2 disk), defined and started under a private
+// libvirtd.
+type libvirtGuest struct {
+	d    *testutil.Libvirtd
+	disk string // its disk image
+	// virsh runs virsh on the daemon; wait waits for the console to print
+	// s after byte from and returns where s ends.
+	virsh func(args ...string) string
+	wait  func(s string, from int) int
+}
+
+func startLibvirtGuest(t *testing.T, ctx context.Context) *libvirtGuest {
+	t.Helper()
 	d := testutil.StartLibvirtd(t)
 	testutil.RequireBinary(t, "virsh")
 	img, err := guestvm.Build(ctx)
@@ -77,6 +81,35 @@ func TestTwoChainsOnLibvirt(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 		}
 	}
+	return &libvirtGuest{d: d, disk: disk, virsh: virsh, wait: wait}
+}
+
+// image is the guest's disk as it is now, as a raw image at path: the
+// truth a point taken while the guest is suspended must restore to.
+func (g *libvirtGuest) image(t *testing.T, path string) []byte {
+	t.Helper()
+	if out, err := exec.Command("qemu-img", "convert", "-U", "-O", "raw", g.disk, path).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTwoChainsOnLibvirt drives a writing guest under a private libvirtd
+// through the job engine with two policies to two repositories, run
+// interleaved: each chain has checkpoints of its own (named after policy
+// and repository, listed by virsh), each incremental reads less than its
+// full, and the second chain's incremental, taken right after the first
+// chain's, restores equal to the disk at its instant: it diffed against its
+// own last point, not the other chain's.
+func TestTwoChainsOnLibvirt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	g := startLibvirtGuest(t, ctx)
+	d, virsh, wait, disk := g.d, g.virsh, g.wait, g.disk
 	at := wait("COFFER READY", 0)
 
 	e := newEnv(t)

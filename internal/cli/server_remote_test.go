@@ -39,8 +39,9 @@ func (e *env) ext4Image(motd string) string {
 // password runs the everyday commands through the server with an API
 // token: they answer as they do locally (the same documents), restores
 // land in the server's restore directory, a download lands here, the
-// jobs they started are the token's user's, and a command that needs this
-// host's files says it is local-only.
+// jobs they started are the token's user's, a VM of a connection of the
+// server is backed up through it, and a command that needs this host's
+// files says it is local-only.
 func TestRemoteCommandLine(t *testing.T) {
 	e := newEnv(t)
 	e.must("init")
@@ -144,6 +145,22 @@ func TestRemoteCommandLine(t *testing.T) {
 	}
 	remote(0, "config", "delete", "repository", "spare")
 	remote(ExitNoRepo, "config", "get", "repository", "spare")
+
+	// A VM of a connection the server reaches is backed up through it; a
+	// QMP socket is a file of this host, which the server cannot reach.
+	sim := filepath.Join(e.dir, "sim.yaml")
+	if err := os.WriteFile(sim, []byte("{name: sim, kind: fake, options: {vms: 2, disk-size: 128KiB}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote(0, "config", "create", "connection", "-f", sim)
+	var vmPoint api.BackupPoint
+	if err := json.Unmarshal([]byte(remote(0, "backup", "vm", "--connection", "sim", "db-0001", "--json")), &vmPoint); err != nil ||
+		vmPoint.VM != "db-0001" || vmPoint.Connection != "sim" || vmPoint.Mode != "full" {
+		t.Fatalf("remote backup vm: %+v %v", vmPoint, err)
+	}
+	if out := remote(ExitUsage, "backup", "vm", filepath.Join(e.dir, "vm.qmp")); !strings.Contains(out, "server cannot reach") {
+		t.Fatalf("a QMP socket through a server: %s", out)
+	}
 
 	// A token without the privilege gets exit 3 and the reason.
 	weak := strings.TrimSpace(e.must("token", "create", "--user", "admin", "--grant", "/repositories=Auditor"))

@@ -211,11 +211,6 @@ func (l *vcLab) power(vm mo.VirtualMachine, on bool) {
 // such as "immutable-for: 1d" in more), runs it and returns the job.
 func (l *vcLab) backUp(e *env, vm, snapshot string, more ...string) api.Job {
 	l.t.Helper()
-	pw := filepath.Join(e.dir, "vc.password")
-	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
-		l.t.Fatal(err)
-	}
-	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
 	mode := ""
 	if snapshot != "" {
 		mode = "\n    snapshot: " + snapshot
@@ -223,20 +218,33 @@ func (l *vcLab) backUp(e *env, vm, snapshot string, more ...string) api.Job {
 	for _, m := range more {
 		mode += "\n    " + m
 	}
-	e.config(fmt.Sprintf(`connections:
-  - name: vc
-    kind: vsphere
-    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
-policies:
+	e.config(l.connection(e) + fmt.Sprintf(`policies:
   - name: p
     connection: vc%s
     select: {names: [%q]}
-`, l.sdk, pw, l.thumbprint, mode, vm))
+`, mode, vm))
 	var job api.Job
 	if err := json.Unmarshal([]byte(e.must("run", "p", "--json")), &job); err != nil || job.Status != "success" {
 		l.t.Fatalf("run: %+v %v", job, err)
 	}
 	return job
+}
+
+// connection is the configuration's connections section with a `vc`
+// connection to the lab (its password in a file, the state directory in
+// e's directory).
+func (l *vcLab) connection(e *env) string {
+	l.t.Helper()
+	pw := filepath.Join(e.dir, "vc.password")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+	e.vars["COFFER_STATE_DIR"] = filepath.Join(e.dir, "state")
+	return fmt.Sprintf(`connections:
+  - name: vc
+    kind: vsphere
+    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
+`, l.sdk, pw, l.thumbprint)
 }
 
 // restoreLatest restores the latest backup point as a new VM through the

@@ -28,6 +28,7 @@ type Job struct {
 	run    JobRun    // the job's record, log and progress
 	rec    *recorder // its VM tasks and backup points
 	done   chan struct{}
+	one    *VMBackup // a backup of one VM now (StartVM); nil for a policy run
 
 	r       *repo.Repository
 	w       *repo.Writer
@@ -37,6 +38,7 @@ type Job struct {
 	record   catalog.Job
 	tasks    []*task
 	problems []string // job-level failures (a connection that could not be inventoried)
+	cause    error    // the first job-level failure that stopped every VM (Point)
 	pending  sync.WaitGroup
 	result   *Result
 	err      error
@@ -135,24 +137,33 @@ func (j *Job) execute() {
 	stop := make(chan struct{})
 	go j.sampleProgress(stop)
 	defer close(stop)
-	j.event("info", "job-start", fmt.Sprintf("policy %s started on %s", j.p.Name, j.e.o.Worker), nil)
-	targets := j.inventory()
+	var targets []target
+	if j.one != nil {
+		j.event("info", "job-start", fmt.Sprintf("backup of VM %s of %s started on %s", j.one.VM.Name, j.one.Connection, j.e.o.Worker), nil)
+		targets = []target{{j.one.Connection, j.one.VM}}
+	} else {
+		j.event("info", "job-start", fmt.Sprintf("policy %s started on %s", j.p.Name, j.e.o.Worker), nil)
+		targets = j.inventory()
+	}
 	if len(targets) == 0 && len(j.problems) == 0 {
 		j.problems = append(j.problems, "the policy selects no VM")
 	}
 	if len(targets) > 0 {
 		if err := j.openRepository(); err != nil {
-			j.problems = append(j.problems, err.Error())
+			j.fail(err)
 			targets = nil
 		}
 	}
 	// The prediction is recorded beside the run, not before it: planning
 	// a large fleet takes CPU-seconds that must not delay the first VM.
+	// A backup of one VM now is no run of a plan.
 	var predicted sync.WaitGroup
 	if len(targets) > 0 {
-		predicted.Go(func() { j.predict(targets) })
+		if j.one == nil {
+			predicted.Go(func() { j.predict(targets) })
+		}
 		if err := j.createTasks(targets); err != nil {
-			j.problems = append(j.problems, err.Error())
+			j.fail(err)
 		} else {
 			j.schedule()
 			j.pending.Wait()
@@ -160,6 +171,14 @@ func (j *Job) execute() {
 	}
 	predicted.Wait()
 	j.finish()
+}
+
+// fail records a job-level failure that stops every VM of the job.
+func (j *Job) fail(err error) {
+	j.problems = append(j.problems, err.Error())
+	if j.cause == nil {
+		j.cause = err
+	}
 }
 
 type target struct {
@@ -230,9 +249,13 @@ func (j *Job) openRepository() error {
 	if r == nil {
 		return nil // a custom runner without repositories
 	}
-	if j.p.ImmutableFor > 0 && !r.Store().Properties().Retention {
+	if !j.lockUntil(time.Now()).IsZero() && !r.Store().Properties().Retention {
 		// Backing up without the lock the policy promises would leave
 		// points deletable that the operator believes are not.
+		if j.one != nil {
+			return fmt.Errorf("%w: the backup asks for a lock (immutable-for), and repository %s at %s has none: use an S3 bucket with Object Lock, or back up without a lock",
+				ErrCannotLock, nameOr(j.p.Repository, "(default)"), r.Store().Properties().Location)
+		}
 		return fmt.Errorf("policy %s asks for immutable-for, but repository %s at %s cannot lock objects: use an S3 bucket with Object Lock, or remove immutable-for",
 			j.p.Name, nameOr(j.p.Repository, "(default)"), r.Store().Properties().Location)
 	}

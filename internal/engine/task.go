@@ -28,6 +28,10 @@ type task struct {
 	attempt    int
 	prog       *backup.Progress // of the running attempt
 	held       *heldVM          // group mode: the snapshot taken in the batch
+	// What the task ended with, for Job.Point: the point, or the last
+	// attempt's error itself (its class is lost in rec.Error's text).
+	snap *repo.Snapshot
+	err  error
 }
 
 func (j *Job) createTasks(targets []target) error {
@@ -44,6 +48,9 @@ func (j *Job) createTasks(targets []target) error {
 		conn := j.s.conns[tg.conn]
 		src := repo.Source{Kind: conn.Kind(), Connection: tg.conn, VMID: tg.vm.ID, VMName: tg.vm.Name}
 		mode, why := j.p.ModeFor(now, points[src.Key()])
+		if j.one != nil {
+			mode, why = j.one.Mode, "" // asked for, not scheduled
+		}
 		t := &task{j: j, conn: conn, vm: tg.vm, modeReason: why, size: tg.vm.ProvisionedBytes()}
 		t.rec = catalog.Task{JobID: j.record.ID, Connection: tg.conn, VMID: tg.vm.ID, VMName: tg.vm.Name, Host: tg.vm.Host,
 			Datastores: tg.vm.Datastores, Status: catalog.StatusQueued, Mode: mode, SnapshotMode: j.snapshotMode()}
@@ -137,6 +144,7 @@ func (t *task) run(u *unit) {
 		// does not run gives a consistent image.
 		if why := policy.LiveReadProblem(t.vm); why != "" {
 			j.e.disp.done(u)
+			t.err = fmt.Errorf("%w: %s", hypervisor.ErrUnsupported, why)
 			t.finish(catalog.StatusFailed, why)
 			return
 		}
@@ -161,6 +169,7 @@ func (t *task) run(u *unit) {
 	case err == nil:
 		t.succeed(snap, time.Since(start))
 	case j.ctx.Err() != nil:
+		t.err = err
 		t.finish(catalog.StatusCancelled, fmt.Sprintf("cancelled while running: %v", err))
 	case retryable(err) && t.attempt < rt.Attempts:
 		d := backoff(rt, t.attempt)
@@ -177,6 +186,7 @@ func (t *task) run(u *unit) {
 			j.resubmit(next)
 		}()
 	default:
+		t.err = err
 		t.finish(catalog.StatusFailed, err.Error())
 	}
 }
@@ -202,15 +212,21 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 	if t.held != nil {
 		conn = t.held
 	}
-	tags := map[string]string{"policy": j.p.Name}
+	tags := map[string]string{}
+	if j.one == nil {
+		tags["policy"] = j.p.Name
+	}
 	for k, v := range j.p.Tags {
 		tags[k] = v
+	}
+	if len(tags) == 0 {
+		tags = nil
 	}
 	req := backup.VMRequest{Connection: t.rec.Connection, VM: t.vm.VMRef, Mode: t.rec.Mode,
 		SnapshotMode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
 		Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup},
 		Chain:    j.chain(),
-		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.p.RetainUntil(time.Now()),
+		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.lockUntil(time.Now()),
 		Hooks: hooksFor(j.p, t.vm.Name)}
 	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(taskLimiter(j.e.total, j.s.limits.TaskRate)), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck}
@@ -224,7 +240,22 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 // chain names the policy's backup chain (policy and repository) for
 // connectors that keep change tracking per chain; group and VM-by-VM runs
 // of a policy share it.
-func (j *Job) chain() string { return j.p.Name + "@" + nameOr(j.p.Repository, "default") }
+func (j *Job) chain() string {
+	if j.one != nil {
+		return j.one.Chain
+	}
+	return j.p.Name + "@" + nameOr(j.p.Repository, "default")
+}
+
+// lockUntil is the lock of a point whose backup starts at now (zero: no
+// lock): the policy's immutable-for, or the lock a backup of one VM asked
+// for.
+func (j *Job) lockUntil(now time.Time) time.Time {
+	if j.one != nil {
+		return j.one.RetainUntil
+	}
+	return j.p.RetainUntil(now)
+}
 
 // hooksFor are the policy's hooks for one VM, as the backup runs them.
 func hooksFor(p policy.Policy, vm string) []backup.Hook {
@@ -287,6 +318,7 @@ func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
 	t.closeHeld(true)
 	j.mu.Lock()
 	t.rec.Status, t.rec.FinishedAt, t.rec.Error = catalog.StatusSuccess, time.Now(), ""
+	t.snap = snap
 	if snap != nil {
 		t.rec.BackupPointID, t.rec.Mode, t.rec.Warnings = snap.ID.String(), snap.Mode, snap.Warnings
 		t.rec.SnapshotModeAchieved = snap.SnapshotModeAchieved

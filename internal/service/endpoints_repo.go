@@ -164,10 +164,9 @@ type backupVMIn struct {
 
 func epBackupVM(ctx context.Context, s *Service, in *backupVMIn) (*Result[*api.BackupPoint], error) {
 	b := in.Body
-	return result(s.BackupQEMU(ctx, BackupQEMUInput{Connection: in.Connection, VM: in.VM,
-		Mode: or(b.Mode, "incremental"), SnapshotMode: hypervisor.SnapshotMode(or(b.SnapshotMode, string(hypervisor.CrashConsistent))),
-		Quiesce: hypervisor.QuiescePolicy(or(b.Quiesce, string(hypervisor.QuiesceFallback))), Tags: b.Tags, LockedUntil: b.LockedUntil,
-		ChangeCheckSpans: b.ChangeCheckSpans}))
+	return result(s.BackupVM(ctx, BackupVMInput{Connection: in.Connection, VM: in.VM, Mode: b.Mode,
+		SnapshotMode: hypervisor.SnapshotMode(b.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(b.Quiesce), Tags: b.Tags,
+		LockedUntil: b.LockedUntil, ChangeCheckSpans: b.ChangeCheckSpans}))
 }
 
 func or(s, def string) string {

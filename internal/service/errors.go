@@ -11,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/instant"
@@ -69,7 +70,7 @@ func Classify(err error) api.Class {
 	case errors.Is(err, repo.ErrKeyNotFound):
 		return api.NotFound
 	case errors.Is(err, repo.ErrAmbiguous), errors.Is(err, instant.ErrNotQEMU), errors.Is(err, restore.ErrTargetNotFile),
-		errors.Is(err, hypervisor.ErrUnsupported): // asked of a VM or point that cannot do it
+		errors.Is(err, hypervisor.ErrUnsupported), errors.Is(err, engine.ErrCannotLock): // asked of a VM, point or repository that cannot do it
 		return api.Invalid
 	case errors.Is(err, files.ErrUnsupported):
 		return api.Invalid // files asked of a disk without a readable file system

@@ -1,0 +1,231 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/policy"
+)
+
+// BackupVMInput is a VM to back up now and how: a running QEMU VM
+// reached through a QMP monitor of coffer's own (Socket), or a VM of a
+// configured connection of any kind (Connection and VM, its name or ID).
+type BackupVMInput struct {
+	Socket         string
+	Connection, VM string
+	// Mode is full, incremental or differential ("": incremental; the
+	// first backup is full whatever it says).
+	Mode string
+	// SnapshotMode is the VM snapshot mode asked for ("": crash-
+	// consistent); Quiesce says what happens without a guest agent
+	// ("": fallback).
+	SnapshotMode hypervisor.SnapshotMode
+	Quiesce      hypervisor.QuiescePolicy
+	Tags         map[string]string
+	LockedUntil  time.Time
+	// NBDConnections per disk (0: 4; a QEMU monitor only).
+	NBDConnections int
+	// ChangeCheckSpans is how many spans of each disk an incremental
+	// reads to check change tracking (0: 8; -1: off).
+	ChangeCheckSpans int
+}
+
+// adHocChain is the backup chain of backups taken now rather than by a
+// policy, into the repository named repo: a chain of its own, named like
+// a policy's (name@repository), so that they never consume a policy's
+// change tracking, and an administrator reading `virsh checkpoint-list`
+// or a QEMU disk's bitmaps sees coffer-backup_vm_<repository>.
+func adHocChain(repo string) string { return "backup-vm@" + repo }
+
+// BackupVM backs up every disk of a VM at one instant into the
+// repository and records the point in the catalog. It runs as a job of
+// its own (kind backup-vm) through the engine's per-VM path, the one
+// policies' runs take: the configured limits, timeouts and retries
+// apply, and leftovers of a killed coffer on the VM's connection are
+// removed first.
+func (s *Service) BackupVM(ctx context.Context, in BackupVMInput) (*api.BackupPoint, error) {
+	if err := in.check(); err != nil {
+		return nil, err
+	}
+	cfg, err := s.engineConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conns, connName, err := s.backupConnector(ctx, cfg, in)
+	if err != nil {
+		return nil, err
+	}
+	defer closeConnectors(conns)
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	repoName := s.repoName(s.cfg.Repository.Location)
+	object := in.Socket
+	if in.Connection != "" {
+		object = in.Connection + "/" + in.VM
+	}
+	ctx, t := s.tasks.Start(ctx, KindBackupVMTask, object)
+	p, err := s.backupVMJob(ctx, t, cfg, cat, conns, engine.VMBackup{Connection: connName, Mode: in.Mode,
+		Settings: policy.Policy{Connection: connName, Snapshot: string(in.SnapshotMode), Quiesce: string(in.Quiesce),
+			Tags: in.Tags, ChangeCheck: in.ChangeCheckSpans},
+		Chain: adHocChain(repoName), RetainUntil: in.LockedUntil, Object: "/repositories/" + repoName, Repository: repoName}, in)
+	t.Finish(err)
+	return p, err
+}
+
+// check refuses what cannot be backed up as asked before anything is
+// opened, and fills in the defaults.
+func (in *BackupVMInput) check() error {
+	in.Mode = nameOr(in.Mode, "incremental")
+	in.SnapshotMode = hypervisor.SnapshotMode(nameOr(string(in.SnapshotMode), string(hypervisor.CrashConsistent)))
+	in.Quiesce = hypervisor.QuiescePolicy(nameOr(string(in.Quiesce), string(hypervisor.QuiesceFallback)))
+	switch in.Mode {
+	case "full", "incremental", "differential":
+	default:
+		return invalidf("--mode must be full, incremental or differential, not %q", in.Mode)
+	}
+	switch in.SnapshotMode {
+	case hypervisor.CrashConsistent, hypervisor.Quiesced, hypervisor.Suspend, hypervisor.AsIs, hypervisor.WithMemory:
+	default:
+		return invalidf("unknown --snapshot-mode %q: crash-consistent, quiesced, with-memory, suspend or as-is", in.SnapshotMode)
+	}
+	if in.Quiesce != hypervisor.QuiesceFallback && in.Quiesce != hypervisor.QuiesceRequired {
+		return invalidf("--quiesce must be fallback or required, not %q", in.Quiesce)
+	}
+	switch {
+	case in.Socket != "" && in.Connection != "":
+		return invalidf("name either a QMP socket or --connection %s and a VM, not both", in.Connection)
+	case in.Connection != "" && in.VM == "":
+		return invalidf("--connection %s needs the VM to back up, by name or ID: coffer backup vm --connection %s VM (`coffer vms` lists them)",
+			in.Connection, in.Connection)
+	case in.Socket == "" && in.Connection == "":
+		return invalidf("name the VM to back up: a QMP socket (coffer backup vm /run/coffer/vm.qmp) or a connection and a VM (coffer backup vm --connection NAME VM)")
+	case in.NBDConnections < 0:
+		return invalidf("--nbd-connections must not be negative")
+	}
+	return nil
+}
+
+// backupConnector opens what reaches the VM, under the name its points
+// record as their connection: a connector over the one QMP socket
+// ("qemu:" and the socket), or the configured connection, whose kind must
+// be able to take the snapshot mode asked for.
+func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in BackupVMInput) (*connectors, string, error) {
+	if in.Socket != "" {
+		conn, err := qemu.New(qemu.Config{Sockets: []string{in.Socket}, StateDir: filepath.Join(s.cfg.StateDir, "qemu"),
+			Connections: in.NBDConnections, Log: s.log})
+		if err != nil {
+			return nil, "", err
+		}
+		name := "qemu:" + in.Socket
+		return &connectors{conns: map[string]hypervisor.Connector{name: conn}, storage: map[string]hypervisor.StorageSnapshotter{}}, name, nil
+	}
+	cc, ok := connection(cfg, in.Connection)
+	if !ok {
+		var names []string
+		for _, c := range cfg.Connections {
+			names = append(names, c.Name)
+		}
+		sort.Strings(names)
+		have := "it has none: add one to the connections section (see the README)"
+		if len(names) > 0 {
+			have = "it has " + strings.Join(names, ", ")
+		}
+		return nil, "", api.Errorf(api.NotFound, "no connection named %q in the configuration (%s)", in.Connection, have)
+	}
+	if why, no := kindOf(cc.Kind).Cannot[in.SnapshotMode]; no {
+		return nil, "", invalidf("--snapshot-mode %s is not possible on connection %s (%s): %s", in.SnapshotMode, cc.Name, cc.Kind, why)
+	}
+	conns, err := s.openConnectors(ctx, cfg, []string{in.Connection})
+	if err != nil {
+		return nil, "", err
+	}
+	return conns, in.Connection, nil
+}
+
+// closeConnectors ends the sessions of connectors opened for one
+// operation (a vSphere login, a libvirt connection), so that a server
+// backing VMs up on request does not pile sessions up on vCenter.
+func closeConnectors(conns *connectors) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range conns.conns {
+		switch c := c.(type) {
+		case interface{ Close(context.Context) error }:
+			_ = c.Close(ctx)
+		case interface{ Close() error }:
+			_ = c.Close()
+		}
+	}
+}
+
+// backupVMJob finds the VM and runs its backup as a job of an engine
+// over conns, whose start removes leftovers of a killed coffer first.
+func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors,
+	b engine.VMBackup, in BackupVMInput) (*api.BackupPoint, error) {
+	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close()
+	if b.VM, err = findVM(ctx, conns.conns[b.Connection], in); err != nil {
+		return nil, err
+	}
+	job, err := eng.StartVM(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	noteTaskStarted(ctx, job.ID())
+	t.Progress(Meter{Label: "backup " + b.VM.Name, Done: func() int64 { return job.Progress().BytesDone }, Total: b.VM.ProvisionedBytes})
+	res, werr := job.Wait()
+	if werr != nil {
+		t.Log(slog.LevelWarn, fmt.Sprintf("job %d: %v", job.ID(), werr))
+	}
+	snap, repoID, err := job.Point()
+	switch {
+	case err == nil:
+		p := pointDoc(repoID, snap)
+		return &p, nil
+	case res != nil && res.Job.Status == catalog.StatusCancelled:
+		return nil, api.Errorf(api.Cancelled, "%w: backup of %s (job %d): %v", context.Canceled, b.VM.Name, job.ID(), err)
+	}
+	return nil, fmt.Errorf("backup of %s failed (`coffer job show %d` shows its log): %w", b.VM.Name, job.ID(), err)
+}
+
+// findVM finds the VM to back up in the connector's inventory: the one VM
+// of a QMP socket, or the VM of a connection named (or identified) so.
+func findVM(ctx context.Context, conn hypervisor.Connector, in BackupVMInput) (hypervisor.VM, error) {
+	ctx, cancel := context.WithTimeout(ctx, policy.DefaultInventoryTimeout)
+	defer cancel()
+	vms, err := conn.Inventory(ctx)
+	if err != nil {
+		if in.Socket != "" {
+			return hypervisor.VM{}, err
+		}
+		return hypervisor.VM{}, fmt.Errorf("connection %s: listing its VMs failed (check the connection's options and that its hypervisor answers): %w", in.Connection, err)
+	}
+	if in.Socket != "" {
+		if len(vms) == 0 {
+			return hypervisor.VM{}, fmt.Errorf("%w: no VM answers on %s (is the monitor in use by another client?)", hypervisor.ErrNotFound, in.Socket)
+		}
+		return vms[0], nil
+	}
+	for _, vm := range vms {
+		if vm.Name == in.VM || vm.ID == in.VM {
+			return vm, nil
+		}
+	}
+	return hypervisor.VM{}, fmt.Errorf("%w: connection %s has no VM named or identified %q (`coffer vms` lists its VMs)", hypervisor.ErrNotFound, in.Connection, in.VM)
+}
