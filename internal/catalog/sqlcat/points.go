@@ -309,6 +309,23 @@ func scanPoint(r Rows) (catalog.BackupPoint, error) {
 
 // ListBackupPoints lists points newest first.
 func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFilter) ([]catalog.BackupPoint, error) {
+	q, args := c.pointsQuery(f)
+	var out []catalog.BackupPoint
+	err := c.query(ctx, q, args, func(r Rows) error {
+		p, err := scanPoint(r)
+		out = append(out, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list backup points: %w", err)
+	}
+	return out, nil
+}
+
+// pointsQuery is ListBackupPoints' statement. A repository's pages walk
+// points_repository (repository, taken_at, id) from the cursor down
+// (migration 13).
+func (c *Catalog) pointsQuery(f catalog.BackupPointFilter) (string, []any) {
 	w := &where{}
 	if f.Repository != "" {
 		w.add("repository = ?", f.Repository)
@@ -329,15 +346,5 @@ func (c *Catalog) ListBackupPoints(ctx context.Context, f catalog.BackupPointFil
 		at := c.timeArg(a.Time)
 		w.add(pointsAfter, at, at, a.ID, a.ID, a.Repository)
 	}
-	q, args := w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC, repository", f.Limit)
-	var out []catalog.BackupPoint
-	err := c.query(ctx, q, args, func(r Rows) error {
-		p, err := scanPoint(r)
-		out = append(out, p)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("catalog: list backup points: %w", err)
-	}
-	return out, nil
+	return w.finish("SELECT "+pointColumns+" FROM backup_points", "taken_at DESC, id DESC, repository", f.Limit)
 }
