@@ -300,6 +300,25 @@ func (c *Catalog) NewestPointTimes(ctx context.Context) (map[catalog.VMRef]time.
 	return out, nil
 }
 
+// NewestPolicyPointTimes implements catalog.Catalog: the database groups
+// the points, so that the server reads a row per VM and policy instead of
+// every point with its tags (100,000 at fleet scale, every health check).
+func (c *Catalog) NewestPolicyPointTimes(ctx context.Context) ([]catalog.PolicyPointTime, error) {
+	policy := "COALESCE(" + c.d.JSONText("tags", "policy") + ", '')"
+	var out []catalog.PolicyPointTime
+	err := c.query(ctx, `SELECT connection, vm_name, `+policy+`, MAX(taken_at) FROM backup_points GROUP BY connection, vm_name, `+policy, nil,
+		func(r Rows) error {
+			var p catalog.PolicyPointTime
+			err := r.Scan(&p.Connection, &p.VMName, &p.Policy, timeDest{&p.Time})
+			out = append(out, p)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: newest point times by policy: %w", err)
+	}
+	return out, nil
+}
+
 func scanPoint(r Rows) (catalog.BackupPoint, error) {
 	var p catalog.BackupPoint
 	err := r.Scan(&p.Repository, &p.ID, timeDest{&p.Time}, &p.Connection, &p.VMID, &p.VMName, &p.Mode, &p.Parent,
