@@ -130,6 +130,38 @@ func measure(s *fleetserver.Server, token string, e endpoint, n int, r *rand.Ran
 	return res
 }
 
+// waitForHealthCheck scrapes /metrics until it holds the health
+// monitor's gauges of the catalog (a VM's last good backup), and returns
+// how long after ready that was.
+func waitForHealthCheck(s *fleetserver.Server, token string) time.Duration {
+	for {
+		req, err := http.NewRequest(http.MethodGet, s.URL+"/metrics", nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := fleetserver.Client.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusNotFound {
+			return 0 // a build without /metrics
+		}
+		if strings.Contains(string(b), "\ncoffer_backup_last_success_timestamp_seconds{") {
+			return time.Since(s.Started) - s.Ready
+		}
+		if time.Since(s.Started) > 10*time.Minute {
+			log.Fatalf("the health monitor's gauges are not in /metrics 10 minutes after start:\n%s", s.Log())
+		}
+		time.Sleep(100 * time.Millisecond) // the poll's interval, not synchronisation
+	}
+}
+
 // sseDelays records n log lines of a task, as the engine does, in this
 // process (another process than the server, sharing its catalog), and
 // measures for each the time from the call that records it until the
