@@ -46,6 +46,7 @@ type Metrics struct {
 	gcLast          *prometheus.GaugeVec
 	outsideRPO      *prometheus.GaugeVec
 	rpoSeconds      *prometheus.GaugeVec
+	inventoryVMs    *prometheus.GaugeVec
 	leader          prometheus.Gauge
 
 	mu    sync.Mutex
@@ -90,8 +91,11 @@ func New() *Metrics {
 	m.reg.MustRegister(m.tasksFinished)
 	m.verifyLast = gauge("coffer_verify_last_success_timestamp_seconds", "End of the newest verify of the repository that found nothing wrong.", "repository")
 	m.gcLast = gauge("coffer_gc_last_success_timestamp_seconds", "End of the newest successful garbage collection of the repository.", "repository")
-	m.outsideRPO = gauge("coffer_vms_outside_rpo", "VMs of the policy whose newest good point is older than its RPO.", "policy")
+	m.outsideRPO = gauge("coffer_vms_outside_rpo",
+		"VMs the policy selects whose newest good point is older than their RPO (the strictest rpo of the policies selecting them, 24h when none sets one).", "policy")
 	m.rpoSeconds = gauge("coffer_policy_rpo_seconds", "The policy's recovery point objective.", "policy")
+	m.inventoryVMs = gauge("coffer_inventory_vms",
+		"VMs of the inventory by how they stand against their RPO: no-policy, no-point, outside-rpo, within-rpo (the console's protection summary).", "protection")
 	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "coffer_schedules_leader",
 		Help: "1 when this server runs the scheduled jobs (holds the schedules' lease), else 0."})
 	m.reg.MustRegister(m.leader)

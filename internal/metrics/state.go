@@ -20,10 +20,13 @@ type State struct {
 	// VerifyLast and GCLast are the ends of the newest successful verify
 	// and gc of each repository.
 	VerifyLast, GCLast map[string]time.Time
-	// RPO is each policy's objective; OutsideRPO counts its VMs that miss
-	// it.
+	// RPO is the objective of each policy that sets one; OutsideRPO
+	// counts, for every policy, the VMs it selects that are outside their
+	// RPO; VMs counts the inventory's VMs by how they stand against their
+	// RPO.
 	RPO        map[string]time.Duration
 	OutsideRPO map[string]int
+	VMs        map[string]int
 }
 
 // VMBackup is a VM's newest good point made by a policy.
@@ -51,10 +54,16 @@ func (m *Metrics) SetState(s State) {
 		m.tasksRunning.WithLabelValues(kind).Set(float64(n))
 	}
 	m.rpoSeconds.Reset()
-	m.outsideRPO.Reset()
 	for p, rpo := range s.RPO {
 		m.rpoSeconds.WithLabelValues(p).Set(rpo.Seconds())
-		m.outsideRPO.WithLabelValues(p).Set(float64(s.OutsideRPO[p]))
+	}
+	m.outsideRPO.Reset()
+	for p, n := range s.OutsideRPO {
+		m.outsideRPO.WithLabelValues(p).Set(float64(n))
+	}
+	m.inventoryVMs.Reset()
+	for standing, n := range s.VMs {
+		m.inventoryVMs.WithLabelValues(standing).Set(float64(n))
 	}
 }
 

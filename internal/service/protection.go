@@ -48,16 +48,27 @@ func rposOf(cfg *policy.Config) rpos {
 // theirs (a VM two policies protect must meet both), or the default when
 // none sets one.
 func (r rpos) of(policies []string) time.Duration {
-	var strictest time.Duration
+	_, rpo := r.strictest(policies)
+	return rpo
+}
+
+// strictest is the policy whose RPO a VM these policies select is held
+// to, and that RPO: the strictest of theirs, or the first policy and the
+// default when none sets one.
+func (r rpos) strictest(policies []string) (string, time.Duration) {
+	name, strictest := "", time.Duration(0)
 	for _, p := range policies {
 		if d, ok := r[p]; ok && (strictest == 0 || d < strictest) {
-			strictest = d
+			name, strictest = p, d
 		}
 	}
 	if strictest == 0 {
-		return DefaultRPO
+		if len(policies) > 0 {
+			name = policies[0]
+		}
+		return name, DefaultRPO
 	}
-	return strictest
+	return name, strictest
 }
 
 // rank judges a VM: no policy, no point yet, a newest point older than
