@@ -74,6 +74,13 @@ func endpoints(s catalogfill.Shape) []endpoint {
 			return fmt.Sprintf("/api/v1/points?limit=50&after=%d.%s.%s", p.Time.UnixMicro(), p.Repository, p.ID)
 		}},
 		{"points: catalog, a VM's", func(r *rand.Rand) string { return "/api/v1/points?vm=" + randomVM(r) }},
+		// The console's repository page: 50 points of one repository (the
+		// fill's 100,000 are all in one), the newest and after a cursor.
+		{"points: a repository's 50", fixed("/api/v1/points?limit=50&repository=" + s.Repository)},
+		{"points: a repository's 50, deep (cursor)", func(r *rand.Rand) string {
+			p := s.Point(r.IntN(s.VMs), r.IntN(s.PointsPerVM))
+			return fmt.Sprintf("/api/v1/points?limit=50&repository=%s&after=%d.%s.%s", s.Repository, p.Time.UnixMicro(), p.Repository, p.ID)
+		}},
 		{"points: repository (small, real)", fixed("/api/v1/repositories/" + s.RepositoryName + "/points")},
 		{"audit: newest page", fixed("/api/v1/audit")},
 		{"audit: a user's, 50", fixed("/api/v1/audit?user=alice&limit=50")},
