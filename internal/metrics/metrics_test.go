@@ -27,7 +27,7 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		[]catalog.Task{{Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now.Add(time.Second), BytesRead: 10}})
 	m.ObserveTask(catalog.Job{Kind: catalog.KindRestore, Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now}, nil)
 	m.SetSlots(func() []engine.Slot { return []engine.Slot{{Key: "global", InUse: 1, Size: 4}} })
-	fams, err := m.Registry().Gather()
+	fams, err := m.Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

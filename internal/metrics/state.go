@@ -38,6 +38,9 @@ type VMBackup struct {
 // SetState replaces the catalog-derived gauges: series of VMs, policies
 // and repositories that are gone disappear.
 func (m *Metrics) SetState(s State) {
+	m.setMu.Lock()
+	defer m.setMu.Unlock()
+	defer m.render()
 	m.backupLast.Reset()
 	for _, b := range s.Backups {
 		m.backupLast.WithLabelValues(b.Connection, b.VM, b.Policy).Set(seconds(b.At))
@@ -89,6 +92,9 @@ type RepositoryStats struct {
 
 // SetRepository sets a repository's statistics.
 func (m *Metrics) SetRepository(name string, s RepositoryStats) {
+	m.setMu.Lock()
+	defer m.setMu.Unlock()
+	defer m.render()
 	m.repoStored.WithLabelValues(name).Set(float64(s.StoredBytes))
 	m.repoLogical.WithLabelValues(name).Set(float64(s.LogicalBytes))
 	m.repoDedup.WithLabelValues(name).Set(s.DedupRatio)
@@ -109,6 +115,9 @@ func (m *Metrics) SetRepository(name string, s RepositoryStats) {
 // watched (deleted from the configuration in effect), and its last
 // figures would otherwise be scraped as current.
 func (m *Metrics) DeleteRepository(name string) {
+	m.setMu.Lock()
+	defer m.setMu.Unlock()
+	defer m.render()
 	for _, g := range []*prometheus.GaugeVec{m.repoStored, m.repoLogical, m.repoDedup, m.repoCapacity, m.repoDamaged, m.repoStatsAt} {
 		g.DeleteLabelValues(name)
 	}
