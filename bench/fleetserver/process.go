@@ -32,8 +32,10 @@ type Server struct {
 	mu     sync.Mutex
 	stderr bytes.Buffer
 	done   chan error
-	// Ready is the time from exec to the first /readyz that answered 200.
-	Ready time.Duration
+	// Started is when it was exec'd; Ready the time from then to the
+	// first /readyz that answered 200.
+	Started time.Time
+	Ready   time.Duration
 }
 
 // Client keeps connections alive (a console or script does) and trusts
@@ -56,6 +58,7 @@ func Start(coffer string, env []string, args ...string) *Server {
 		log.Fatal(err)
 	}
 	start := time.Now()
+	s.Started = start
 	if err := s.cmd.Start(); err != nil {
 		log.Fatal(err)
 	}

@@ -18,8 +18,13 @@
 //
 //   - the server's peak RSS (VmHWM) after all of it.
 //
-//     go run ./bench/server                       # both catalogs, the shape
-//     go run ./bench/server -db sqlite -scale 100 # a quick look: a hundredth of it
+// The endpoints are measured once the server's health monitor has read
+// the catalog for the first time (its gauges are in /metrics): that first
+// check runs at start, and a scrape before it would serve no VM's series.
+// The time from ready to that point is reported.
+//
+//	go run ./bench/server                       # both catalogs, the shape
+//	go run ./bench/server -db sqlite -scale 100 # a quick look: a hundredth of it
 //
 // Filled catalogs are kept in -work with their shape and reused by the
 // next run (filling the shape takes minutes); the repository the
@@ -58,7 +63,10 @@ type dbRun struct {
 	endpoints []result
 	sse       []time.Duration
 	ready     []time.Duration
-	peakRSS   int64
+	// firstCheck is the time from ready to the health monitor's first
+	// gauges of the catalog in /metrics.
+	firstCheck time.Duration
+	peakRSS    int64
 }
 
 func main() {
@@ -69,6 +77,7 @@ func main() {
 	sse := flag.Int("sse", 100, "log lines whose delay to the event stream is measured")
 	starts := flag.Int("starts", 5, "server starts timed until ready")
 	only := flag.String("only", "", "measure only the endpoints whose name matches this regular expression")
+	profile := flag.String("server-cpu-profile", "", "write the CPU profile of the server measured (the last start) to this file (coffer --cpu-profile)")
 	flag.Parse()
 	ctx := context.Background()
 	log.SetFlags(log.Ltime)
@@ -89,24 +98,43 @@ func main() {
 	var runs []dbRun
 	for _, db := range strings.Split(*dbs, ",") {
 		in := fleetserver.Prepare(ctx, dir, coffer, db, shape)
-		runs = append(runs, measureServer(ctx, in, filter, *requests, *sse, *starts))
+		runs = append(runs, measureServer(ctx, in, filter, *requests, *sse, *starts, profileOf(*profile, db, *dbs)))
 		in.Close()
 	}
 	report(runs, shape, *requests)
 }
 
-func measureServer(ctx context.Context, in *fleetserver.Install, filter *regexp.Regexp, requests, sseSamples, starts int) dbRun {
+// profileOf is the CPU profile file of one catalog's server: the flag's
+// file, with the catalog's name before its extension when several are
+// measured ("" when none is asked for).
+func profileOf(file, db, dbs string) string {
+	if file == "" || !strings.Contains(dbs, ",") {
+		return file
+	}
+	ext := filepath.Ext(file)
+	return strings.TrimSuffix(file, ext) + "-" + db + ext
+}
+
+func measureServer(ctx context.Context, in *fleetserver.Install, filter *regexp.Regexp, requests, sseSamples, starts int, profile string) dbRun {
 	db, s := in.DB, in.Shape
 	r := dbRun{db: db}
 	in.InitAdmin()
 	token := strings.TrimSpace(in.Run("token", "create", "--user", "admin", "--grant", "/=Admin", "--lifetime", "1d"))
 	for i := range starts {
-		srv := in.Start()
+		var args []string
+		if profile != "" && i == starts-1 {
+			args = []string{"--cpu-profile", profile}
+		}
+		srv := in.Start(args...)
 		r.ready = append(r.ready, srv.Ready)
 		log.Printf("%s: start %d ready in %s", db, i+1, ms(srv.Ready))
 		if i < starts-1 {
 			srv.Stop()
 			continue
+		}
+		if s.Points() > 0 {
+			r.firstCheck = waitForHealthCheck(srv, token)
+			log.Printf("%s: the health monitor's first check was in /metrics %s after ready", db, ms(r.firstCheck))
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		for _, e := range endpoints(s) {
@@ -174,6 +202,12 @@ func report(runs []dbRun, s catalogfill.Shape, requests int) {
 			ms(fleetserver.Quantile(r.ready, 0.95)), ms(slices.Max(r.ready)), ms(readyTarget), float64(slices.Max(r.ready))/float64(readyTarget))
 	}
 	w.Flush()
+	fmt.Println()
+	for _, r := range runs {
+		if r.firstCheck > 0 {
+			fmt.Printf("health monitor's first check in /metrics, after ready, on %s: %s\n", r.db, ms(r.firstCheck))
+		}
+	}
 	fmt.Println()
 	for _, r := range runs {
 		fmt.Printf("peak RSS (VmHWM) of coffer server on %s: %.0f MiB\n", r.db, float64(r.peakRSS)/(1<<20))

@@ -74,6 +74,13 @@ func endpoints(s catalogfill.Shape) []endpoint {
 			return fmt.Sprintf("/api/v1/points?limit=50&after=%d.%s.%s", p.Time.UnixMicro(), p.Repository, p.ID)
 		}},
 		{"points: catalog, a VM's", func(r *rand.Rand) string { return "/api/v1/points?vm=" + randomVM(r) }},
+		// The console's repository page: 50 points of one repository (the
+		// fill's 100,000 are all in one), the newest and after a cursor.
+		{"points: a repository's 50", fixed("/api/v1/points?limit=50&repository=" + s.Repository)},
+		{"points: a repository's 50, deep (cursor)", func(r *rand.Rand) string {
+			p := s.Point(r.IntN(s.VMs), r.IntN(s.PointsPerVM))
+			return fmt.Sprintf("/api/v1/points?limit=50&repository=%s&after=%d.%s.%s", s.Repository, p.Time.UnixMicro(), p.Repository, p.ID)
+		}},
 		{"points: repository (small, real)", fixed("/api/v1/repositories/" + s.RepositoryName + "/points")},
 		{"audit: newest page", fixed("/api/v1/audit")},
 		{"audit: a user's, 50", fixed("/api/v1/audit?user=alice&limit=50")},
@@ -128,6 +135,38 @@ func measure(s *fleetserver.Server, token string, e endpoint, n int, r *rand.Ran
 	}
 	res.p50, res.p95, res.p99 = fleetserver.Quantile(times, 0.50), fleetserver.Quantile(times, 0.95), fleetserver.Quantile(times, 0.99)
 	return res
+}
+
+// waitForHealthCheck scrapes /metrics until it holds the health
+// monitor's gauges of the catalog (a VM's last good backup), and returns
+// how long after ready that was.
+func waitForHealthCheck(s *fleetserver.Server, token string) time.Duration {
+	for {
+		req, err := http.NewRequest(http.MethodGet, s.URL+"/metrics", nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := fleetserver.Client.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusNotFound {
+			return 0 // a build without /metrics
+		}
+		if strings.Contains(string(b), "\ncoffer_backup_last_success_timestamp_seconds{") {
+			return time.Since(s.Started) - s.Ready
+		}
+		if time.Since(s.Started) > 10*time.Minute {
+			log.Fatalf("the health monitor's gauges are not in /metrics 10 minutes after start:\n%s", s.Log())
+		}
+		time.Sleep(100 * time.Millisecond) // the poll's interval, not synchronisation
+	}
 }
 
 // sseDelays records n log lines of a task, as the engine does, in this

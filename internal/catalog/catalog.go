@@ -126,6 +126,14 @@ type BackupPoint struct {
 	Hooks string
 }
 
+// PolicyPointTime is the time of a VM's newest point among those a
+// policy made.
+type PolicyPointTime struct {
+	Connection, VMName string
+	Policy             string // "" for points made by hand
+	Time               time.Time
+}
+
 // VMRef names a VM: its ID within a connection.
 type VMRef struct {
 	Connection string
@@ -266,6 +274,12 @@ type Catalog interface {
 	// that has one, in one grouped pass over the points: what judging a
 	// whole fleet against its RPO needs, without an index lookup per VM.
 	NewestPointTimes(ctx context.Context) (map[VMRef]time.Time, error)
+	// NewestPolicyPointTimes returns the time of the newest point of
+	// every VM (by connection and name) and policy that made points of
+	// it (their "policy" tag, "" for points made by hand), in one
+	// grouped pass over the points, in no particular order: the
+	// metrics' last good backup of each VM by policy.
+	NewestPolicyPointTimes(ctx context.Context) ([]PolicyPointTime, error)
 	// ReplaceBackupPoints atomically replaces all points of a repository
 	// (catalog rebuild from the repository).
 	ReplaceBackupPoints(ctx context.Context, repository string, points []BackupPoint) error

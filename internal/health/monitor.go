@@ -27,6 +27,9 @@ import (
 type Options struct {
 	Catalog catalog.Catalog
 	Config  *policy.Config
+	// Judge judges the fleet against its RPOs (nil: not judged; no
+	// rpo-missed, no VM counts).
+	Judge Judge
 	// Repositories names the repositories to watch ("default" is the
 	// repository of --repo); Open opens one by those names, Location
 	// says where it is (a directory's file system gives its capacity).
@@ -61,9 +64,9 @@ type Monitor struct {
 	// Reload when the configuration in effect changes.
 	cfg     *policy.Config
 	repos   []string
-	missed  map[string]bool // VMs notified as outside their RPO, until back within
-	full    map[string]bool // repositories notified as full, until below the threshold
-	lapsing map[string]bool // points whose lapsing lock was notified
+	missed  map[catalog.VMRef]bool // VMs notified as outside their RPO, until back within
+	full    map[string]bool        // repositories notified as full, until below the threshold
+	lapsing map[string]bool        // points whose lapsing lock was notified
 }
 
 // New returns a monitor for o.
@@ -89,7 +92,7 @@ func New(o Options) *Monitor {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Monitor{o: o, cfg: o.Config, repos: o.Repositories, missed: map[string]bool{}, full: map[string]bool{}, lapsing: map[string]bool{}}
+	return &Monitor{o: o, cfg: o.Config, repos: o.Repositories, missed: map[catalog.VMRef]bool{}, full: map[string]bool{}, lapsing: map[string]bool{}}
 }
 
 // Reload makes the next checks use cfg (the policies, their RPOs) and
@@ -147,11 +150,12 @@ func (m *Monitor) Run(ctx context.Context) error {
 func (m *Monitor) notifying() bool { return m.o.Notifying == nil || m.o.Notifying() }
 
 // Check reads the catalog: the metrics' state, and a notification for
-// each VM that newly misses its RPO.
+// each VM newly outside its RPO (as the console's protection summary
+// judges it: Options.Judge).
 func (m *Monitor) Check(ctx context.Context) error {
 	now := m.o.Now()
 	cfg, repos := m.watched()
-	st, misses, err := readState(ctx, m.o.Catalog, cfg, repos, now)
+	st, misses, err := readState(ctx, m.o.Catalog, cfg, repos, m.o.Judge, now)
 	if err != nil {
 		return err
 	}
@@ -160,27 +164,61 @@ func (m *Monitor) Check(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	still := map[string]bool{}
-	var errs []error
+	still := map[catalog.VMRef]bool{}
+	var news []Miss
 	for _, x := range misses {
-		key := x.Policy + "\x00" + x.Connection + "\x00" + x.VM
+		key := catalog.VMRef{Connection: x.Connection, ID: x.VMID}
 		still[key] = true
-		if m.missed[key] || !m.notifying() {
-			continue
+		if !m.missed[key] && m.notifying() {
+			news = append(news, x)
 		}
-		ev := notify.RPOMissed(notify.Subject{Policy: x.Policy, Connection: x.Connection, VM: x.VM}, x.RPO, short(x.LastPoint), x.LastTime, now)
-		if err := m.o.Emitter.Emit(ctx, ev); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		m.missed[key] = true
 	}
 	for key := range m.missed {
 		if !still[key] {
 			delete(m.missed, key) // back within its RPO: the next miss is news again
 		}
 	}
+	if err := m.lastPoints(ctx, news); err != nil {
+		return err
+	}
+	var errs []error
+	for _, x := range news {
+		ev := notify.RPOMissed(notify.Subject{Policy: x.Policy, Connection: x.Connection, VM: x.VM}, x.RPO, short(x.LastPoint), x.LastTime, now)
+		if err := m.o.Emitter.Emit(ctx, ev); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.missed[catalog.VMRef{Connection: x.Connection, ID: x.VMID}] = true
+	}
 	return errors.Join(errs...)
+}
+
+// lastPoints names the newest point of each VM newly outside its RPO,
+// for its notification: one grouped lookup of these VMs alone.
+func (m *Monitor) lastPoints(ctx context.Context, misses []Miss) error {
+	refs := make([]catalog.VMRef, 0, len(misses))
+	for _, x := range misses {
+		if !x.LastTime.IsZero() {
+			refs = append(refs, catalog.VMRef{Connection: x.Connection, ID: x.VMID})
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	points, err := m.o.Catalog.NewestBackupPoints(ctx, refs)
+	if err != nil {
+		return fmt.Errorf("health: newest points of the VMs outside their RPO: %w", err)
+	}
+	newest := map[catalog.VMRef]catalog.BackupPoint{}
+	for _, p := range points {
+		newest[catalog.VMRef{Connection: p.Connection, ID: p.VMID}] = p
+	}
+	for i, x := range misses {
+		if p, ok := newest[catalog.VMRef{Connection: x.Connection, ID: x.VMID}]; ok {
+			misses[i].LastPoint, misses[i].LastTime = p.ID, p.Time
+		}
+	}
+	return nil
 }
 
 func short(id string) string {

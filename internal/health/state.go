@@ -1,12 +1,12 @@
 // Package health watches over what coffer protects, on a schedule: from
-// the catalog, every VM's newest good point against its policy's RPO,
-// the tasks running, the last good verify and gc of each repository;
-// from each repository's statistics, its size, dedup ratio, damage and
-// how full it is; from its manifests, the object locks about to end. It
-// sets the metrics (internal/metrics) and tells the notification targets
-// (rpo-missed, repository-full, lock-lapsing) once per occurrence. Every
-// server sharing a catalog keeps its metrics; only the one running the
-// schedules notifies.
+// the catalog, every VM of the inventory against its RPO, the newest
+// point of each VM by policy, the tasks running, the last good verify
+// and gc of each repository; from each repository's statistics, its
+// size, dedup ratio, damage and how full it is; from its manifests, the
+// object locks about to end. It sets the metrics (internal/metrics) and
+// tells the notification targets (rpo-missed, repository-full,
+// lock-lapsing) once per occurrence. Every server sharing a catalog keeps
+// its metrics; only the one running the schedules notifies.
 package health
 
 import (
@@ -19,34 +19,51 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// Miss is a VM without a good point within its policy's RPO.
+// Judge judges the fleet of cfg's connections against its RPOs at now.
+// internal/service supplies it: the rule of the console's protection
+// summary, so that the metrics, the notifications and the console never
+// disagree on which VM is outside its RPO.
+type Judge func(ctx context.Context, cfg *policy.Config, now time.Time) (Protection, error)
+
+// Protection is the fleet judged against its RPOs.
+type Protection struct {
+	// VMs counts the inventory's VMs by how they stand: no-policy,
+	// no-point, outside-rpo, within-rpo (every one, zero included).
+	VMs map[string]int
+	// OutsideByPolicy counts, for every policy, the VMs it selects that
+	// are outside their RPO.
+	OutsideByPolicy map[string]int
+	// Outside are the VMs outside their RPO.
+	Outside []Miss
+}
+
+// Miss is a VM whose newest point is older than its RPO.
 type Miss struct {
-	Policy, Connection, VM string
-	RPO                    time.Duration
-	LastPoint              string    // "" when it has none
-	LastTime               time.Time // zero when it has none
+	// Policy is the one whose RPO the VM is held to: the strictest of
+	// the policies selecting it, the first of them when none sets one.
+	Policy         string
+	Connection, VM string
+	VMID           string
+	RPO            time.Duration
+	LastTime       time.Time // its newest point's
+	LastPoint      string    // that point's ID, looked up for a notification
 }
 
 // readState reads the catalog's view of protection at now: the metrics'
-// state and the VMs outside their RPO. It is a handful of indexed queries
-// per policy and repository, and one listing of the backup points.
-func readState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, repositories []string, now time.Time) (metrics.State, []Miss, error) {
+// state and the VMs outside their RPO. It reads aggregates, never every
+// point: the newest point's time per VM and policy in one grouped query,
+// judge's (the inventory and the newest point's time per VM), and a
+// handful of indexed queries per policy and repository.
+func readState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, repositories []string, judge Judge,
+	now time.Time) (metrics.State, []Miss, error) {
 	st := metrics.State{At: now, PolicyLast: map[string]time.Time{}, Running: map[string]int{}, VerifyLast: map[string]time.Time{},
-		GCLast: map[string]time.Time{}, RPO: map[string]time.Duration{}, OutsideRPO: map[string]int{}}
-	points, err := cat.ListBackupPoints(ctx, catalog.BackupPointFilter{})
+		GCLast: map[string]time.Time{}, RPO: map[string]time.Duration{}, OutsideRPO: map[string]int{}, VMs: map[string]int{}}
+	newest, err := cat.NewestPolicyPointTimes(ctx)
 	if err != nil {
-		return st, nil, fmt.Errorf("health: list backup points: %w", err)
+		return st, nil, fmt.Errorf("health: newest points: %w", err)
 	}
-	type vmKey struct{ conn, vm, policy string }
-	newest := map[vmKey]catalog.BackupPoint{}
-	for _, p := range points { // newest first: the first of each key wins
-		k := vmKey{p.Connection, p.VMName, p.Tags["policy"]}
-		if _, ok := newest[k]; !ok {
-			newest[k] = p
-		}
-	}
-	for k, p := range newest {
-		st.Backups = append(st.Backups, metrics.VMBackup{Connection: k.conn, VM: k.vm, Policy: k.policy, At: p.Time})
+	for _, p := range newest {
+		st.Backups = append(st.Backups, metrics.VMBackup{Connection: p.Connection, VM: p.VMName, Policy: p.Policy, At: p.Time})
 	}
 	running, err := cat.ListJobs(ctx, catalog.JobFilter{Unfinished: true})
 	if err != nil {
@@ -66,7 +83,6 @@ func readState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, rep
 			}
 		}
 	}
-	var misses []Miss
 	for _, p := range cfg.Policies {
 		last, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: p.Name, Status: catalog.StatusSuccess, Limit: 1})
 		if err != nil {
@@ -75,61 +91,17 @@ func readState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, rep
 		if len(last) > 0 {
 			st.PolicyLast[p.Name] = last[0].FinishedAt
 		}
-		if p.RPO <= 0 {
-			continue
+		if p.RPO > 0 {
+			st.RPO[p.Name] = time.Duration(p.RPO)
 		}
-		rpo := time.Duration(p.RPO)
-		st.RPO[p.Name] = rpo
-		ms, err := policyMisses(ctx, cat, p.Name, rpo, func(conn, vm string) (catalog.BackupPoint, bool) {
-			pt, ok := newest[vmKey{conn, vm, p.Name}]
-			return pt, ok
-		}, now)
-		if err != nil {
-			return st, nil, err
-		}
-		st.OutsideRPO[p.Name] = len(ms)
-		misses = append(misses, ms...)
 	}
-	return st, misses, nil
-}
-
-// policyMisses finds the VMs of a policy outside its RPO. The policy's
-// VMs are those its newest run selected (its VM tasks); a VM without a
-// point is outside once that run is older than the RPO.
-func policyMisses(ctx context.Context, cat catalog.Catalog, name string, rpo time.Duration,
-	newest func(conn, vm string) (catalog.BackupPoint, bool), now time.Time) ([]Miss, error) {
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: name, Limit: 10})
+	if judge == nil {
+		return st, nil, nil
+	}
+	prot, err := judge(ctx, cfg, now)
 	if err != nil {
-		return nil, fmt.Errorf("health: runs of policy %s: %w", name, err)
+		return st, nil, fmt.Errorf("health: judge the fleet against its RPOs: %w", err)
 	}
-	for _, j := range jobs {
-		tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
-		if err != nil {
-			return nil, fmt.Errorf("health: VMs of job %d: %w", j.ID, err)
-		}
-		if len(tasks) == 0 {
-			continue // a skipped run, or one that selected nothing
-		}
-		var out []Miss
-		seen := map[string]bool{}
-		for _, t := range tasks {
-			if seen[t.Connection+"/"+t.VMName] {
-				continue
-			}
-			seen[t.Connection+"/"+t.VMName] = true
-			m := Miss{Policy: name, Connection: t.Connection, VM: t.VMName, RPO: rpo}
-			pt, ok := newest(t.Connection, t.VMName)
-			switch {
-			case ok && now.Sub(pt.Time) <= rpo:
-				continue
-			case ok:
-				m.LastPoint, m.LastTime = pt.ID, pt.Time
-			case now.Sub(j.CreatedAt) <= rpo:
-				continue // never backed up, but selected too recently to miss
-			}
-			out = append(out, m)
-		}
-		return out, nil
-	}
-	return nil, nil
+	st.VMs, st.OutsideRPO = prot.VMs, prot.OutsideByPolicy
+	return st, prot.Outside, nil
 }

@@ -21,7 +21,7 @@ func TestDocumentedMetricsExist(t *testing.T) {
 	m.SetState(State{At: now, Backups: []VMBackup{{Connection: "c", VM: "v", Policy: "p", At: now}},
 		PolicyLast: map[string]time.Time{"p": now}, Running: map[string]int{"gc": 1},
 		VerifyLast: map[string]time.Time{"r": now}, GCLast: map[string]time.Time{"r": now},
-		RPO: map[string]time.Duration{"p": time.Hour}, OutsideRPO: map[string]int{"p": 1}})
+		RPO: map[string]time.Duration{"p": time.Hour}, OutsideRPO: map[string]int{"p": 1}, VMs: map[string]int{"outside-rpo": 1}})
 	m.SetRepository("r", RepositoryStats{StoredBytes: 1, CapacityBytes: 2, At: now, BootVerified: map[string]time.Time{"v": now}})
 	m.ObserveTask(catalog.Job{Kind: catalog.KindBackupPolicy, Policy: "p", Status: catalog.StatusSuccess},
 		[]catalog.Task{{Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now.Add(time.Second), BytesRead: 10}})
@@ -31,7 +31,7 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		return []engine.DatastoreLatency{{Connection: "c", Datastore: "/srv/vms", Threshold: 30 * time.Millisecond, Latency: 45 * time.Millisecond,
 			Sampled: true, Congested: true, Readers: []engine.LatencyReader{{Policy: "p", VM: "v", Rate: 4 << 20}}}}
 	})
-	fams, err := m.Registry().Gather()
+	fams, err := m.Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

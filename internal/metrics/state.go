@@ -20,10 +20,13 @@ type State struct {
 	// VerifyLast and GCLast are the ends of the newest successful verify
 	// and gc of each repository.
 	VerifyLast, GCLast map[string]time.Time
-	// RPO is each policy's objective; OutsideRPO counts its VMs that miss
-	// it.
+	// RPO is the objective of each policy that sets one; OutsideRPO
+	// counts, for every policy, the VMs it selects that are outside their
+	// RPO; VMs counts the inventory's VMs by how they stand against their
+	// RPO.
 	RPO        map[string]time.Duration
 	OutsideRPO map[string]int
+	VMs        map[string]int
 }
 
 // VMBackup is a VM's newest good point made by a policy.
@@ -35,6 +38,9 @@ type VMBackup struct {
 // SetState replaces the catalog-derived gauges: series of VMs, policies
 // and repositories that are gone disappear.
 func (m *Metrics) SetState(s State) {
+	m.setMu.Lock()
+	defer m.setMu.Unlock()
+	defer m.render()
 	m.backupLast.Reset()
 	for _, b := range s.Backups {
 		m.backupLast.WithLabelValues(b.Connection, b.VM, b.Policy).Set(seconds(b.At))
@@ -51,10 +57,16 @@ func (m *Metrics) SetState(s State) {
 		m.tasksRunning.WithLabelValues(kind).Set(float64(n))
 	}
 	m.rpoSeconds.Reset()
-	m.outsideRPO.Reset()
 	for p, rpo := range s.RPO {
 		m.rpoSeconds.WithLabelValues(p).Set(rpo.Seconds())
-		m.outsideRPO.WithLabelValues(p).Set(float64(s.OutsideRPO[p]))
+	}
+	m.outsideRPO.Reset()
+	for p, n := range s.OutsideRPO {
+		m.outsideRPO.WithLabelValues(p).Set(float64(n))
+	}
+	m.inventoryVMs.Reset()
+	for standing, n := range s.VMs {
+		m.inventoryVMs.WithLabelValues(standing).Set(float64(n))
 	}
 }
 
@@ -80,6 +92,9 @@ type RepositoryStats struct {
 
 // SetRepository sets a repository's statistics.
 func (m *Metrics) SetRepository(name string, s RepositoryStats) {
+	m.setMu.Lock()
+	defer m.setMu.Unlock()
+	defer m.render()
 	m.repoStored.WithLabelValues(name).Set(float64(s.StoredBytes))
 	m.repoLogical.WithLabelValues(name).Set(float64(s.LogicalBytes))
 	m.repoDedup.WithLabelValues(name).Set(s.DedupRatio)
@@ -100,6 +115,9 @@ func (m *Metrics) SetRepository(name string, s RepositoryStats) {
 // watched (deleted from the configuration in effect), and its last
 // figures would otherwise be scraped as current.
 func (m *Metrics) DeleteRepository(name string) {
+	m.setMu.Lock()
+	defer m.setMu.Unlock()
+	defer m.render()
 	for _, g := range []*prometheus.GaugeVec{m.repoStored, m.repoLogical, m.repoDedup, m.repoCapacity, m.repoDamaged, m.repoStatsAt} {
 		g.DeleteLabelValues(name)
 	}

@@ -48,16 +48,27 @@ func rposOf(cfg *policy.Config) rpos {
 // theirs (a VM two policies protect must meet both), or the default when
 // none sets one.
 func (r rpos) of(policies []string) time.Duration {
-	var strictest time.Duration
+	_, rpo := r.strictest(policies)
+	return rpo
+}
+
+// strictest is the policy whose RPO a VM these policies select is held
+// to, and that RPO: the strictest of theirs, or the first policy and the
+// default when none sets one.
+func (r rpos) strictest(policies []string) (string, time.Duration) {
+	name, strictest := "", time.Duration(0)
 	for _, p := range policies {
 		if d, ok := r[p]; ok && (strictest == 0 || d < strictest) {
-			strictest = d
+			name, strictest = p, d
 		}
 	}
 	if strictest == 0 {
-		return DefaultRPO
+		if len(policies) > 0 {
+			name = policies[0]
+		}
+		return name, DefaultRPO
 	}
-	return strictest
+	return name, strictest
 }
 
 // rank judges a VM: no policy, no point yet, a newest point older than
@@ -86,10 +97,13 @@ type judgedVM struct {
 
 // judgeFleet judges every VM of the inventory that f selects and sees
 // keeps (nil: every VM), in the inventory's order (connection, name, ID):
-// the inventory's rows and one grouped query for the newest point's time
-// of every VM, instead of a lookup per VM.
+// the inventory's brief rows (what policies select by, not every VM's
+// disks) and one grouped query for the newest point's time of every VM,
+// instead of a lookup per VM. The judged VMs' records are brief:
+// wholeRows reads the rest for those shown.
 func judgeFleet(ctx context.Context, cfg *policy.Config, cat catalog.Catalog, f catalog.InventoryFilter,
 	sees func(connection, vm string) bool, now time.Time) ([]judgedVM, error) {
+	f.Brief = true
 	rows, err := cat.ListInventory(ctx, f)
 	if err != nil {
 		return nil, err
@@ -109,6 +123,40 @@ func judgeFleet(ctx context.Context, cfg *policy.Config, cat catalog.Catalog, f 
 		out = append(out, judgedVM{rec: row, policies: pols, last: last, rank: r.rank(pols, last, now)})
 	}
 	return out, nil
+}
+
+// wholeRowsBatch is how many VMs one query of wholeRows reads: a
+// parameter each, well below every database's limit (a listing without a
+// limit shows the whole fleet).
+const wholeRowsBatch = 1000
+
+// wholeRows replaces the brief records of judged VMs with their whole
+// inventory rows (disks, power state...): one query for the VMs a page
+// shows. A VM whose row went meanwhile (a refresh) keeps its brief one.
+func wholeRows(ctx context.Context, cat catalog.Catalog, judged []judgedVM) error {
+	if len(judged) == 0 {
+		return nil
+	}
+	refs := make([]catalog.VMRef, len(judged))
+	for i, j := range judged {
+		refs[i] = catalog.VMRef{Connection: j.rec.Connection, ID: j.rec.ID}
+	}
+	whole := make(map[catalog.VMRef]catalog.VMRecord, len(refs))
+	for batch := range slices.Chunk(refs, wholeRowsBatch) {
+		rows, err := cat.ListInventory(ctx, catalog.InventoryFilter{VMs: batch})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			whole[catalog.VMRef{Connection: r.Connection, ID: r.ID}] = r
+		}
+	}
+	for i, ref := range refs {
+		if r, ok := whole[ref]; ok {
+			judged[i].rec = r
+		}
+	}
+	return nil
 }
 
 // byAttention orders judged VMs by rank, then as the inventory lists
@@ -172,6 +220,9 @@ func (s *Service) ProtectionSummary(ctx context.Context, in ProtectionSummaryInp
 			attention = append(attention, j)
 		}
 	}
+	if err := wholeRows(ctx, cat, attention); err != nil {
+		return nil, err
+	}
 	if sum.Attention, err = vmDocs(ctx, cfg, cat, attention, now); err != nil {
 		return nil, err
 	}
@@ -209,6 +260,9 @@ func attentionPage(ctx context.Context, cfg *policy.Config, cat catalog.Catalog,
 	}
 	if in.Limit > 0 && len(judged) > in.Limit {
 		judged = judged[:in.Limit]
+	}
+	if err := wholeRows(ctx, cat, judged); err != nil {
+		return nil, nil, err
 	}
 	return judged, counts, nil
 }

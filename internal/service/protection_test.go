@@ -41,7 +41,8 @@ func fillProtectionFleet(t *testing.T, cat catalog.Catalog, now time.Time) {
 	var vms []catalog.VMRecord
 	var points []catalog.BackupPoint
 	for name, age := range ages {
-		vms = append(vms, catalog.VMRecord{ID: "id-" + name, Name: name})
+		vms = append(vms, catalog.VMRecord{ID: "id-" + name, Name: name, PowerState: "running",
+			Disks: []catalog.DiskRecord{{Key: "0", Name: name + ".qcow2", Size: 1 << 30}}})
 		if age > 0 {
 			points = append(points, catalog.BackupPoint{Repository: "r", ID: "p-" + name, Time: now.Add(-age), Connection: "kvm",
 				VMID: "id-" + name, VMName: name, Mode: "full"})
@@ -79,6 +80,9 @@ func TestProtectionSummary(t *testing.T) {
 	if a := sum.Attention[0]; a.RPOSeconds != 7200 || a.LastPointID != "p-db-outside" {
 		t.Errorf("db-outside: rpo %vs, newest point %q; want 7200s and p-db-outside", a.RPOSeconds, a.LastPointID)
 	}
+	// The fleet is judged from brief rows; the VMs shown carry their
+	// whole ones.
+	wholeRows(t, sum.Attention)
 
 	// The attention order, paged: no policy, no point, outside, within.
 	for _, c := range []struct {
@@ -105,6 +109,7 @@ func TestProtectionSummary(t *testing.T) {
 				t.Fatalf("%+v: counts %+v, want 6 and %d", c.in, inv.Counts, c.matched)
 			}
 			got = append(got, vmOrder(inv.VMs)...)
+			wholeRows(t, inv.VMs)
 			if inv.Next == "" {
 				break
 			}
@@ -141,4 +146,16 @@ func protectionOfVMs(vms []api.VM) []string {
 		out = append(out, v.Protection)
 	}
 	return out
+}
+
+// wholeRows fails unless every VM document carries what only its whole
+// inventory row holds (the disks and power state fillProtectionFleet
+// gives every VM).
+func wholeRows(t *testing.T, vms []api.VM) {
+	t.Helper()
+	for _, v := range vms {
+		if len(v.Disks) != 1 || v.Disks[0].Name != v.VM+".qcow2" || v.PowerState != "running" {
+			t.Errorf("%s is shown without its whole inventory row: disks %+v, power state %q", v.VM, v.Disks, v.PowerState)
+		}
+	}
 }

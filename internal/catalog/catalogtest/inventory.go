@@ -195,3 +195,37 @@ func testInventoryPaging(t *testing.T, open Opener) {
 		}
 	}
 }
+
+// testInventoryBriefAndChosen: a brief listing holds, of every VM, what
+// policies select by and Protected, and nothing else; a listing of
+// chosen VMs holds their whole rows, the same VM ID on two connections
+// being two VMs.
+func testInventoryBriefAndChosen(t *testing.T, open Opener) {
+	c := mustOpen(t, open)
+	ctx := context.Background()
+	web := catalog.VMRecord{ID: "vm-10", Name: "web", Host: "esx1", Datastores: []string{"ds1", "ds2"}, Tags: map[string]string{"tier": "1"},
+		Bytes: 40 << 30, PowerState: "running", ChangeTracking: true, GuestAgent: true,
+		Disks:    []catalog.DiskRecord{{Key: "2000", Name: "Hard disk 1", Size: 40 << 30, Datastore: "ds1", Path: "[ds1] web/web.vmdk", Format: "vmdk"}},
+		Policies: []string{"nightly"}, Protected: true}
+	db := catalog.VMRecord{ID: "vm-2", Name: "db", Host: "esx2", PowerState: "stopped", Disks: []catalog.DiskRecord{{Key: "1", Size: 1}}}
+	twin := catalog.VMRecord{ID: "vm-10", Name: "other", Host: "kvm1", PowerState: "running"}
+	ok(t, c.ReplaceInventory(ctx, "vc1", at(0), []catalog.VMRecord{web, db}))
+	ok(t, c.ReplaceInventory(ctx, "vc2", at(0), []catalog.VMRecord{twin}))
+	full := listInventory(t, c, catalog.InventoryFilter{})
+	brief := listInventory(t, c, catalog.InventoryFilter{Brief: true})
+	same(t, "brief listing", vmKeys(brief), vmKeys(full))
+	for i, v := range full {
+		want := catalog.VMRecord{Connection: v.Connection, ID: v.ID, Name: v.Name, Host: v.Host, Datastores: v.Datastores, Tags: v.Tags,
+			Protected: v.Protected}
+		same(t, "brief "+v.Name, brief[i], want)
+	}
+	same(t, "brief and filtered", vmKeys(listInventory(t, c, catalog.InventoryFilter{Brief: true, Connections: []string{"vc2"}})),
+		[]string{"vc2/other/vm-10"})
+
+	chosen := listInventory(t, c, catalog.InventoryFilter{VMs: []catalog.VMRef{{Connection: "vc2", ID: "vm-10"}, {Connection: "vc1", ID: "vm-2"},
+		{Connection: "vc1", ID: "gone"}}})
+	same(t, "chosen VMs", vmKeys(chosen), []string{"vc1/db/vm-2", "vc2/other/vm-10"})
+	same(t, "a chosen VM's whole row", chosen[0], full[0])
+	same(t, "chosen on one connection", vmKeys(listInventory(t, c, catalog.InventoryFilter{VMs: []catalog.VMRef{{Connection: "vc1", ID: "vm-10"}}})),
+		[]string{"vc1/web/vm-10"})
+}

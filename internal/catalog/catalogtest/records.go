@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,4 +301,36 @@ func testNewestPointTimes(t *testing.T, open Opener) {
 	ok(t, err)
 	same(t, "newest per VM", got, map[catalog.VMRef]time.Time{{Connection: "qemu", ID: "vm-1"}: at(3 * time.Hour),
 		{Connection: "qemu", ID: "vm-2"}: at(time.Minute), {Connection: "vc2", ID: "vm-1"}: at(30 * time.Minute)})
+}
+
+// testNewestPolicyPointTimes: the newest time of every VM's points by the
+// policy that made them, across repositories, points made by hand under
+// policy "", a VM name on two connections being two VMs.
+func testNewestPolicyPointTimes(t *testing.T, open Opener) {
+	c := mustOpen(t, open)
+	ctx := context.Background()
+	got, err := c.NewestPolicyPointTimes(ctx)
+	ok(t, err)
+	same(t, "no points", len(got), 0)
+	by := func(p catalog.BackupPoint, policy string) catalog.BackupPoint {
+		p.Tags = map[string]string{"policy": policy, "other": "x"}
+		return p
+	}
+	elsewhere := by(point("r1", "o1", 30*time.Minute, "vm-1"), "nightly")
+	elsewhere.Connection = "vc2"
+	ok(t, c.PutBackupPoints(ctx, []catalog.BackupPoint{by(point("r1", "a1", time.Hour, "vm-1"), "nightly"),
+		by(point("r2", "a2", 3*time.Hour, "vm-1"), "nightly"), by(point("r1", "a3", 4*time.Hour, "vm-1"), "hourly"),
+		point("r1", "a4", 5*time.Hour, "vm-1"), by(point("r1", "b1", time.Minute, "vm-2"), "nightly"), elsewhere}))
+	got, err = c.NewestPolicyPointTimes(ctx)
+	ok(t, err)
+	slices.SortFunc(got, func(a, b catalog.PolicyPointTime) int {
+		return strings.Compare(a.Connection+"/"+a.VMName+"/"+a.Policy, b.Connection+"/"+b.VMName+"/"+b.Policy)
+	})
+	same(t, "newest per VM and policy", got, []catalog.PolicyPointTime{
+		{Connection: "qemu", VMName: "name-vm-1", Policy: "", Time: at(5 * time.Hour)},
+		{Connection: "qemu", VMName: "name-vm-1", Policy: "hourly", Time: at(4 * time.Hour)},
+		{Connection: "qemu", VMName: "name-vm-1", Policy: "nightly", Time: at(3 * time.Hour)},
+		{Connection: "qemu", VMName: "name-vm-2", Policy: "nightly", Time: at(time.Minute)},
+		{Connection: "vc2", VMName: "name-vm-1", Policy: "nightly", Time: at(30 * time.Minute)},
+	})
 }

@@ -78,6 +78,7 @@ func (b *backend) Dialect() sqlcat.Dialect {
 		Name:               "postgres",
 		DollarPlaceholders: true,
 		BindTime:           func(t time.Time) any { return t },
+		JSONText:           func(column, key string) string { return column + "->>'" + key + "'" },
 		Lock:               advisoryLock,
 		Notify:             notify,
 		IsForeignKeyViolation: func(err error) bool {

@@ -1,5 +1,7 @@
 package sqlcat
 
+import "github.com/coffer-backup/coffer/internal/catalog"
+
 // PruneSteps are PruneHistory's statements, for the test of their plans.
 var PruneSteps = pruneSteps
 
@@ -12,3 +14,7 @@ var Pages = []string{
 // InventoryPage is a page of the inventory after a cursor, for the test
 // of its plan.
 var InventoryPage = "SELECT " + vmColumns + " FROM vms WHERE " + vmsAfter + " ORDER BY connection, name, id LIMIT 100"
+
+// PointsQuery is ListBackupPoints' statement for f, for the test of its
+// plan.
+func (c *Catalog) PointsQuery(f catalog.BackupPointFilter) (string, []any) { return c.pointsQuery(f) }

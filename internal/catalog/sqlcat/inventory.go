@@ -142,13 +142,21 @@ func (c *Catalog) ListInventory(ctx context.Context, f catalog.InventoryFilter) 
 	if f.Search != "" {
 		w.add(`lower(name || ' ' || connection) LIKE ? ESCAPE '\'`, "%"+likeEscaper.Replace(strings.ToLower(f.Search))+"%")
 	}
+	if len(f.VMs) > 0 {
+		cond, args := vmsAmong(f.VMs)
+		w.add(cond, args...)
+	}
 	if a := f.After; a != (catalog.VMCursor{}) {
 		w.add(vmsAfter, a.Connection, a.Connection, a.Connection, a.Name, a.Name, a.ID)
 	}
-	q, args := w.finish(`SELECT `+vmColumns+` FROM vms`, "connection, name, id", f.Limit)
+	columns, scan := vmColumns, scanVM
+	if f.Brief {
+		columns, scan = vmBriefColumns, scanBriefVM
+	}
+	q, args := w.finish(`SELECT `+columns+` FROM vms`, "connection, name, id", f.Limit)
 	var out []catalog.VMRecord
 	err := c.query(ctx, q, args, func(r Rows) error {
-		v, err := scanVM(r)
+		v, err := scan(r)
 		out = append(out, v)
 		return err
 	})
@@ -156,6 +164,26 @@ func (c *Catalog) ListInventory(ctx context.Context, f catalog.InventoryFilter) 
 		return nil, fmt.Errorf("catalog: list inventory: %w", err)
 	}
 	return out, nil
+}
+
+// vmsAmong is the condition that keeps these VMs: per connection, its
+// IDs, each arm a range of the primary key (connection, id).
+func vmsAmong(vms []catalog.VMRef) (string, []any) {
+	ids := map[string][]any{}
+	var conns []string
+	for _, v := range vms {
+		if _, ok := ids[v.Connection]; !ok {
+			conns = append(conns, v.Connection)
+		}
+		ids[v.Connection] = append(ids[v.Connection], v.ID)
+	}
+	arms := make([]string, len(conns))
+	var args []any
+	for i, conn := range conns {
+		arms[i] = "(connection = ? AND id IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(ids[conn])), ", ") + "))"
+		args = append(append(args, conn), ids[conn]...)
+	}
+	return "(" + strings.Join(arms, " OR ") + ")", args
 }
 
 // vmsAfter is the keyset condition of a page of the inventory after a

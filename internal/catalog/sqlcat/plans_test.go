@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlite"
 )
@@ -16,6 +17,12 @@ import (
 
 // planner returns SQLite's plan of a statement, one step per line.
 func planner(t *testing.T) func(q string, args ...any) string {
+	_, plan := catalogPlanner(t)
+	return plan
+}
+
+// catalogPlanner is planner with the catalog whose statements it plans.
+func catalogPlanner(t *testing.T) (*sqlcat.Catalog, func(q string, args ...any) string) {
 	ctx := context.Background()
 	cat, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "catalog.db"), sqlite.Options{})
 	if err != nil {
@@ -23,7 +30,7 @@ func planner(t *testing.T) func(q string, args ...any) string {
 	}
 	t.Cleanup(func() { cat.Close() })
 	b := cat.(*sqlcat.Catalog).Backend()
-	return func(q string, args ...any) string {
+	return cat.(*sqlcat.Catalog), func(q string, args ...any) string {
 		t.Helper()
 		rows, err := b.Query(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 		if err != nil {
@@ -86,5 +93,22 @@ func TestInventoryPagesFollowTheirIndex(t *testing.T) {
 	p := plan(sqlcat.InventoryPage, "c", "c", "c", "n", "n", "i")
 	if !strings.Contains(p, "SEARCH vms USING INDEX vms_listing (connection>?)") || strings.Contains(p, "TEMP B-TREE") {
 		t.Errorf("%s\nis planned as %s", sqlcat.InventoryPage, p)
+	}
+}
+
+// TestRepositoryPagesFollowTheirIndex: a page of a repository's points
+// (the console's repository page: 50 at a time, newest first), the first
+// and one after a cursor, walks points_repository (repository, taken_at,
+// id) from its start or the cursor in the page's order. Through the
+// primary key (repository, id), SQLite sorted every point of the
+// repository for each page of 50.
+func TestRepositoryPagesFollowTheirIndex(t *testing.T) {
+	cat, plan := catalogPlanner(t)
+	cursor := catalog.PointCursor{Time: time.Now(), ID: "p", Repository: "r"}
+	for _, f := range []catalog.BackupPointFilter{{Repository: "r", Limit: 50}, {Repository: "r", Limit: 50, After: cursor}} {
+		q, args := cat.PointsQuery(f)
+		if p := plan(q, args...); !strings.Contains(p, "USING INDEX points_repository (repository=?") || strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("%s\nis planned as %s", q, p)
+		}
 	}
 }

@@ -54,6 +54,16 @@ func scanVM(r Rows) (catalog.VMRecord, error) {
 	return v, err
 }
 
+// vmBriefColumns are the columns of a brief VM row
+// (catalog.InventoryFilter.Brief), in the order scanBriefVM reads them.
+const vmBriefColumns = `connection, id, name, host, datastores, tags, protected`
+
+func scanBriefVM(r Rows) (catalog.VMRecord, error) {
+	var v catalog.VMRecord
+	err := r.Scan(&v.Connection, &v.ID, &v.Name, &v.Host, jsonDest{&v.Datastores}, jsonDest{&v.Tags}, &v.Protected)
+	return v, err
+}
+
 // sortedVMs orders VMs by key, which keeps concurrent upserts from
 // deadlocking.
 func sortedVMs(vms []catalog.VMRecord) []catalog.VMRecord {

@@ -168,6 +168,7 @@ func (b *backend) Dialect() sqlcat.Dialect {
 	return sqlcat.Dialect{
 		Name:     "sqlite",
 		BindTime: func(t time.Time) any { return t.UnixMicro() },
+		JSONText: func(column, key string) string { return "json_extract(" + column + ", '$." + key + "')" },
 		IsForeignKeyViolation: func(err error) bool {
 			var se *sqlite.Error
 			return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY

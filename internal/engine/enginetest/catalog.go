@@ -317,6 +317,24 @@ func (m *Catalog) NewestBackupPoints(_ context.Context, vms []catalog.VMRef) ([]
 	return out, nil
 }
 
+func (m *Catalog) NewestPolicyPointTimes(context.Context) ([]catalog.PolicyPointTime, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type key struct{ conn, vm, policy string }
+	newest := map[key]time.Time{}
+	for _, p := range m.points {
+		k := key{p.Connection, p.VMName, p.Tags["policy"]}
+		if p.Time.After(newest[k]) {
+			newest[k] = p.Time
+		}
+	}
+	out := make([]catalog.PolicyPointTime, 0, len(newest))
+	for k, t := range newest {
+		out = append(out, catalog.PolicyPointTime{Connection: k.conn, VMName: k.vm, Policy: k.policy, Time: t})
+	}
+	return out, nil
+}
+
 func (m *Catalog) NewestPointTimes(context.Context) (map[catalog.VMRef]time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
