@@ -65,7 +65,7 @@ func (s *Service) BackupVM(ctx context.Context, in BackupVMInput) (*api.BackupPo
 	if err != nil {
 		return nil, err
 	}
-	defer closeConnectors(conns)
+	defer conns.close()
 	cat, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -153,22 +153,6 @@ func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in Ba
 		return nil, "", err
 	}
 	return conns, in.Connection, nil
-}
-
-// closeConnectors ends the sessions of connectors opened for one
-// operation (a vSphere login, a libvirt connection), so that a server
-// backing VMs up on request does not pile sessions up on vCenter.
-func closeConnectors(conns *connectors) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, c := range conns.conns {
-		switch c := c.(type) {
-		case interface{ Close(context.Context) error }:
-			_ = c.Close(ctx)
-		case interface{ Close() error }:
-			_ = c.Close()
-		}
-	}
 }
 
 // backupVMJob finds the VM and runs its backup as a job of an engine

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -94,6 +95,23 @@ func unknownKind(conn, kind string) error {
 type connectors struct {
 	conns   map[string]hypervisor.Connector
 	storage map[string]hypervisor.StorageSnapshotter
+}
+
+// close ends the sessions of connectors opened for one operation (a
+// vSphere login, a libvirt connection), so that a server listing,
+// planning, backing up or restoring on request does not pile sessions up
+// on vCenter or libvirtd.
+func (c *connectors) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, conn := range c.conns {
+		switch conn := conn.(type) {
+		case interface{ Close(context.Context) error }:
+			_ = conn.Close(ctx)
+		case interface{ Close() error }:
+			_ = conn.Close()
+		}
+	}
 }
 
 // openConnectors builds the named connections of cfg. A connector that

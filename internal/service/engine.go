@@ -125,18 +125,21 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	}
 	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
 	if err != nil {
+		conns.close()
 		cat.Close()
 		return fail(err)
 	}
 	job, err := eng.Start(ctx, p)
 	if err != nil {
 		eng.Close()
+		conns.close()
 		cat.Close()
 		return fail(err)
 	}
 	run := &PolicyRun{Warnings: list(warnings[p.Name]), job: job}
 	run.close = func(err error) {
 		eng.Close()
+		conns.close()
 		cat.Close()
 		t.Finish(err)
 	}

@@ -78,6 +78,7 @@ func (s *Service) listConnection(ctx context.Context, cfg *policy.Config, name s
 	if err != nil {
 		return nil, err
 	}
+	defer conns.close()
 	c := conns.conns[name]
 	if b, ok := c.(hypervisor.BusyLister); ok {
 		return b.InventoryNow(ctx)

@@ -18,7 +18,9 @@ import (
 
 	"github.com/vmware/govmomi"
 	vmfind "github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -34,6 +36,7 @@ import (
 type invSim struct {
 	srv    *simulator.Server
 	finder *vmfind.Finder
+	client *govmomi.Client // the test's own session
 }
 
 func startInvSim(t *testing.T) *invSim {
@@ -58,7 +61,64 @@ func startInvSim(t *testing.T) *invSim {
 		t.Fatal(err)
 	}
 	f.SetDatacenter(dc)
-	return &invSim{srv: srv, finder: f}
+	return &invSim{srv: srv, finder: f, client: c}
+}
+
+// config is a configuration with the simulator as connection vc and a
+// policy selecting invSelect, its password in a file in dir.
+func (s *invSim) config(t *testing.T, dir string) string {
+	t.Helper()
+	pw := filepath.Join(dir, "vc.password")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sdk := url.URL{Scheme: s.srv.URL.Scheme, Host: s.srv.URL.Host, Path: s.srv.URL.Path}
+	return fmt.Sprintf(`connections:
+  - name: vc
+    kind: vsphere
+    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
+policies:
+  - name: ones
+    connection: vc
+    select: {names: [%q]}
+`, sdk.String(), pw, soap.ThumbprintSHA256(s.srv.Certificate()), invSelect)
+}
+
+// TestOneShotConnectionsLogOut: what opens a connection for one request
+// (an inventory refresh, a policy check, a policy preview) ends
+// its vCenter session, so that a server answering requests does not pile
+// sessions up until vCenter refuses logins.
+func TestOneShotConnectionsLogOut(t *testing.T) {
+	sim := startInvSim(t)
+	e := newConfEnv(t, "")
+	e.file = sim.config(t, e.dir)
+	s := e.service()
+	for range 3 {
+		if _, err := s.RefreshInventory(e.ctx, service.RefreshInventoryInput{Connection: "vc"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PolicyCheck(e.ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PolicyPreview(e.ctx, service.PolicyPreviewInput{Policy: "ones"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := sim.sessions(t); n != 1 {
+		t.Fatalf("%d sessions on the simulator after the requests ended, want the test's own alone", n)
+	}
+}
+
+// sessions counts the simulator's logged-in sessions, the test's own
+// among them.
+func (s *invSim) sessions(t *testing.T) int {
+	t.Helper()
+	var sm mo.SessionManager
+	pc := property.DefaultCollector(s.client.Client)
+	if err := pc.RetrieveOne(context.Background(), *s.client.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
+		t.Fatal(err)
+	}
+	return len(sm.SessionList)
 }
 
 // names lists the simulator's VMs as the simulator sees them.
@@ -112,20 +172,7 @@ const invSelect = "*_VM1"
 func TestInventoryFromVCSim(t *testing.T) {
 	sim := startInvSim(t)
 	e := newConfEnv(t, "")
-	pw := filepath.Join(e.dir, "vc.password")
-	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sdk := url.URL{Scheme: sim.srv.URL.Scheme, Host: sim.srv.URL.Host, Path: sim.srv.URL.Path}
-	e.file = fmt.Sprintf(`connections:
-  - name: vc
-    kind: vsphere
-    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
-policies:
-  - name: ones
-    connection: vc
-    select: {names: [%q]}
-`, sdk.String(), pw, soap.ThumbprintSHA256(sim.srv.Certificate()), invSelect)
+	e.file = sim.config(t, e.dir)
 	s := e.service()
 	ctx := e.ctx
 

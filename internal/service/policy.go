@@ -79,6 +79,7 @@ func (s *Service) inventory(ctx context.Context, cfg *policy.Config, conn string
 	if err != nil {
 		return nil, err
 	}
+	defer conns.close()
 	return conns.conns[conn].Inventory(ctx)
 }
 

@@ -213,6 +213,7 @@ func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, 
 	if err != nil {
 		return nil, err
 	}
+	defer conns.close()
 	c := conns.conns[in.Connection]
 	if c.Kind() != cfg.Kind {
 		return nil, invalidf("backup point %s is of a %s VM; connection %s is %s", snap.ID.Short(), cfg.Kind, in.Connection, c.Kind())
