@@ -76,7 +76,14 @@ coffer verify boot web-1 --probe 'exec:/usr/bin/systemctl is-active nginx' --jso
 				}
 				doc.ScreenshotFile = screenshot
 			}
-			return a.emit(doc, err, func() { a.printBoot(doc) })
+			err = a.emit(doc, err, func() { a.printBoot(doc) })
+			if err != nil && doc.FailedStep > 0 && doc.CannotVerify == "" {
+				// The report names the failed step and says what to do:
+				// the repository's generic advice (verify --read-data)
+				// does not fit a point that does not boot.
+				return reported{err: err, advised: true}
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -113,5 +120,9 @@ func (a *app) printBoot(d *api.BootVerification) {
 	}
 	if d.Review != "" {
 		a.printf("review: %s\n", d.Review)
+	}
+	if !d.Passed && d.CannotVerify == "" && d.FailedStep > 0 {
+		a.printf("next: look at the console tail and the screenshot (--screenshot FILE, or --json), mend the VM before its next backup, " +
+			"and restore from a point that boots (`coffer snapshots` shows each point's BOOT verdict)\n")
 	}
 }

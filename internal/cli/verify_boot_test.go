@@ -53,7 +53,8 @@ func TestVerifyBoot(t *testing.T) {
 
 	// The same point, a marker it never prints: exit 5, step 3 named.
 	code, stdout, stderr := e.run("verify", "boot", "latest", "--marker", "never-printed", "--timeout", "20s")
-	if code != ExitIntegrity || !strings.Contains(stderr, "step 3 (console-marker)") {
+	if code != ExitIntegrity || !strings.Contains(stderr, "step 3 (console-marker)") || !strings.Contains(stdout, "next: look at the console tail") ||
+		strings.Contains(stderr, "verify --read-data") {
 		t.Fatalf("verify boot of a point without the marker: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if table := e.must("snapshots"); !strings.Contains(table, "failed@3") {
