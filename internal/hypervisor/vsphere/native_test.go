@@ -137,4 +137,38 @@ func TestPointRecordsDiskPlacement(t *testing.T) {
 	if !kinds[vmconfig.PVSCSI] || !kinds[vmconfig.SATA] || !kinds[vmconfig.NVMe] {
 		t.Errorf("controllers recorded: %v", kinds)
 	}
+
+	// Restored as a new VM, each disk sits where it sat, and the VM
+	// boots from the same disk.
+	nv, err := s.connect(t, nil).CreateVM(ctx, cfg, hypervisor.NewVMOptions{Name: "placed-restored"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var restored mo.VirtualMachine
+	if err := s.pc().RetrieveOne(ctx, types.ManagedObjectReference{Type: "VirtualMachine", Value: nv.Ref().ID},
+		[]string{"config.hardware.device", "config.bootOptions"}, &restored); err != nil {
+		t.Fatal(err)
+	}
+	devices := object.VirtualDeviceList(restored.Config.Hardware.Device)
+	placedAs := map[vmconfig.Disk]int{}
+	for _, d := range native.Disks {
+		placedAs[vmconfig.Disk{Controller: d.Controller, Bus: d.Bus, Unit: d.Unit}]++
+	}
+	var bootKey int32
+	for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
+		vd := d.(*types.VirtualDisk)
+		ctrl := devices.FindByKey(vd.ControllerKey)
+		at := vmconfig.Disk{Controller: controllerKind(ctrl), Bus: ctrl.(types.BaseVirtualController).GetVirtualController().BusNumber, Unit: *vd.UnitNumber}
+		if placedAs[at] == 0 {
+			t.Errorf("the restored VM has a disk on %+v, which the point did not record", at)
+		}
+		placedAs[at]--
+		if at.Controller == vmconfig.NVMe {
+			bootKey = vd.Key
+		}
+	}
+	if bo := restored.Config.BootOptions; bo == nil || len(bo.BootOrder) != 1 ||
+		bo.BootOrder[0].(*types.VirtualMachineBootOptionsBootableDiskDevice).DeviceKey != bootKey {
+		t.Fatalf("the restored VM's boot order %+v, want its NVMe disk %d", bo, bootKey)
+	}
 }

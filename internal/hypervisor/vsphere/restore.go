@@ -85,21 +85,37 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 		nv.Abort(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	// Disks come back in the order they were added: the recorded order.
-	var created []*types.VirtualDisk
+	// Each created disk is the recorded disk whose file it has.
+	created := map[string]*types.VirtualDisk{}
 	for _, d := range vm.Config.Hardware.Device {
 		if vd, ok := d.(*types.VirtualDisk); ok {
-			created = append(created, vd)
+			created[vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName] = vd
 		}
 	}
-	if len(created) != len(cfg.Disks) {
-		nv.Abort(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("vsphere: VM %s has %d disks, %d were recorded", o.Name, len(created), len(cfg.Disks))
-	}
+	var boot *types.VirtualDisk
+	native, _ := vmconfig.Parse(cfg) // a point without placement has no boot disk
 	for i, d := range cfg.Disks {
-		b := created[i].Backing.(*types.VirtualDiskFlatVer2BackingInfo)
-		ds, path := splitDSPath(b.FileName)
+		vd := created[restoredDiskFile(p.ds, o.Name, i)]
+		if vd == nil {
+			nv.Abort(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("vsphere: VM %s was created without the disk %s was recorded with", o.Name, d.Name)
+		}
+		ds, path := splitDSPath(vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName)
 		nv.disks[d.Key] = DiskLocation{Datacenter: p.dcPath, Datastore: ds, Descriptor: path, Size: d.Size}
+		if native.BootDisk == d.Key {
+			boot = vd
+		}
+	}
+	if boot != nil {
+		// The boot order names device keys, which exist once the VM does.
+		err := c.runTask(ctx, c.cfg.Timeouts.Setup, func(ctx context.Context) (*object.Task, error) {
+			return object.NewVirtualMachine(c.client, ref).Reconfigure(ctx, types.VirtualMachineConfigSpec{BootOptions: &types.VirtualMachineBootOptions{
+				BootOrder: []types.BaseVirtualMachineBootOptionsBootableDevice{&types.VirtualMachineBootOptionsBootableDiskDevice{DeviceKey: boot.Key}}}})
+		})
+		if err != nil {
+			nv.Abort(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("vsphere: boot order of %s: %w", o.Name, err)
+		}
 	}
 	return nv, nil
 }
@@ -167,21 +183,9 @@ func (c *Connector) restoreSpec(ctx context.Context, p *placement, cfg hyperviso
 	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: native.GuestID, Version: native.Version,
 		NumCPUs: int32(max(cfg.CPUs, 1)), MemoryMB: max(cfg.MemoryMiB, 4), Firmware: cfg.Firmware,
 		Files: &types.VirtualMachineFileInfo{VmPathName: "[" + p.ds + "]"}}
-	var devs object.VirtualDeviceList
-	var ctrl types.BaseVirtualController
-	for i, d := range cfg.Disks {
-		if i%15 == 0 { // 15 disks per SCSI controller (unit 7 is the controller)
-			scsi, err := devs.CreateSCSIController("pvscsi")
-			if err != nil {
-				return spec, err
-			}
-			devs = append(devs, scsi)
-			ctrl = scsi.(types.BaseVirtualController)
-		}
-		disk := devs.CreateDisk(ctrl, types.ManagedObjectReference{}, fmt.Sprintf("[%s] %s/%s_%d.vmdk", p.ds, name, name, i))
-		disk.CapacityInKB = (d.Size + 1023) / 1024
-		disk.CapacityInBytes = d.Size
-		devs = append(devs, disk)
+	devs, err := restoreDisks(nil, cfg, native, p.ds, name, c.log)
+	if err != nil {
+		return spec, err
 	}
 	for _, n := range cfg.NICs {
 		net, err := p.finder.Network(ctx, n.Network)
