@@ -279,6 +279,9 @@ func (w *sessionWriter) end(full bool) error {
 	for _, s := range streams {
 		ix.Segments = append(ix.Segments, *w.segs[s])
 	}
+	// Microseconds, as the catalogue keeps times: the copy's result and
+	// the volume list then show the same instants.
+	now = now.Truncate(time.Microsecond)
 	ix.Written, ix.Full = now, full
 	if until := now.Add(w.o.Retention); until.After(ix.ProtectedUntil) {
 		ix.ProtectedUntil = until
