@@ -18,7 +18,8 @@ import (
 // (aiosmtpd), and a target whose server refuses the recipient shows
 // why, with nothing sent. A target and a matcher made in the console are
 // stored through the API (a target the API refuses shows its message),
-// the new target gets its test message, and both are deleted again.
+// the new target gets its test message, both are changed in place, and
+// both are deleted again.
 func TestConsoleNotificationTest(t *testing.T) {
 	l := newLab(t)
 	mail := testutil.StartSMTP(t, testutil.SMTPOptions{TLS: "none", RejectRcpt: "nobody@example.com"})
@@ -90,6 +91,30 @@ notifications:
 	if code := l.get(token, "/api/v1/notifications/matchers/oncall-failures", &m); code != 200 || m.Source != "catalog" ||
 		fmt.Sprint(m.Spec["targets"]) != "[oncall]" || fmt.Sprint(m.Spec["types"]) != "[task-failed rpo-missed]" {
 		t.Fatalf("the stored matcher (%d): %+v", code, m)
+	}
+
+	// Changed in place, at the version the form was read at: the
+	// target's recipient (its next test goes there) and the matcher's
+	// events.
+	c.open("/ui/notifications")
+	c.follow("#edit-target-oncall")
+	c.waitText("#new-target summary", "Change the target oncall")
+	c.run(chromedp.SetValue("#t-to", "pager@example.com"), chromedp.Click("#create-target"))
+	c.waitText("#target-result", "The target oncall is changed")
+	c.run(chromedp.Click("#test-oncall"))
+	c.waitText("#test-result", "oncall accepted the test message")
+	if mails := mail.Mails(t); len(mails) != 3 || mails[2].RcptTos[0] != "pager@example.com" {
+		t.Fatalf("after the change, the SMTP server received %+v", mails)
+	}
+	c.open("/ui/notifications")
+	c.waitText("#targets", "pager@example.com")
+	c.follow("#edit-matcher-oncall-failures")
+	c.waitText("#new-matcher summary", "Change the matcher oncall-failures")
+	c.run(chromedp.SetValue("#m-types", "task-failed"), chromedp.Click("#create-matcher"))
+	c.waitText("#matcher-result", "The matcher oncall-failures is changed")
+	if code := l.get(token, "/api/v1/notifications/matchers/oncall-failures", &m); code != 200 ||
+		fmt.Sprint(m.Spec["targets"]) != "[oncall]" || fmt.Sprint(m.Spec["types"]) != "[task-failed]" {
+		t.Fatalf("the changed matcher (%d): %+v", code, m)
 	}
 	c.shot("notifications-edit")
 	c.run(chromedp.Click("#delete-matcher-oncall-failures"))

@@ -15,6 +15,23 @@ type notificationsView struct {
 	Targets  []targetRow
 	Matchers []matcherRow
 	Problems []string
+	// The forms, empty for a new object or filled with the one being
+	// changed (?edit-target=NAME, ?edit-matcher=NAME).
+	TargetForm  targetForm
+	MatcherForm matcherForm
+}
+
+// targetForm is what the target form shows.
+type targetForm struct {
+	Editing                                            string // the target changed; "": a new one
+	Version                                            int64
+	Name, Kind, Comment, Host, Port, TLS, From, To, URL string
+}
+
+// matcherForm is what the matcher form shows.
+type matcherForm struct {
+	Editing, Name, Targets, Types string
+	Version                       int64
 }
 
 type targetRow struct {
@@ -53,6 +70,9 @@ func (p *page) notifications() {
 			row.Kind, row.Destination = "webhook", str(m["url"])
 		}
 		v.Targets = append(v.Targets, row)
+		if o.Source == "catalog" && o.Name == p.r.URL.Query().Get("edit-target") {
+			v.TargetForm = editTargetForm(o)
+		}
 	}
 	for _, o := range matchers {
 		row := matcherRow{Name: o.Name, Source: o.Source, Targets: list(o.Spec["targets"]), Types: list(o.Spec["types"])}
@@ -65,8 +85,26 @@ func (p *page) notifications() {
 			row.Labels = strings.Join(ls, ", ")
 		}
 		v.Matchers = append(v.Matchers, row)
+		if o.Source == "catalog" && o.Name == p.r.URL.Query().Get("edit-matcher") {
+			v.MatcherForm = matcherForm{Editing: o.Name, Name: o.Name, Version: o.Version, Targets: row.Targets, Types: row.Types}
+		}
 	}
 	p.show("notifications", "Notifications", "notifications", v)
+}
+
+// editTargetForm fills the target form with a stored target.
+func editTargetForm(o api.ConfigObject) targetForm {
+	f := targetForm{Editing: o.Name, Name: o.Name, Version: o.Version, Comment: str(o.Spec["comment"]), Kind: "smtp", TLS: "starttls"}
+	if m, ok := o.Spec["webhook"].(map[string]any); ok {
+		f.Kind, f.URL = "webhook", str(m["url"])
+	}
+	if m, ok := o.Spec["smtp"].(map[string]any); ok {
+		f.Host, f.Port, f.From, f.To = str(m["host"]), str(m["port"]), str(m["from"]), list(m["to"])
+		if tls := str(m["tls"]); tls != "" {
+			f.TLS = tls
+		}
+	}
+	return f
 }
 
 // list writes a list of the spec ("a, b").

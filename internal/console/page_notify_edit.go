@@ -2,16 +2,24 @@ package console
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/coffer-backup/coffer/internal/api"
 )
 
-// Notification targets and matchers made and removed in the console
-// (create-/delete-notification-target, create-/delete-notification-matcher):
+// Notification targets and matchers made, changed and removed in the
+// console (create-, update- and delete-notification-target and -matcher):
 // the forms gather a spec as `coffer config create` reads it, and the API
 // checks it (a target without a recipient, a matcher naming no target
-// are refused with its message). Objects of the configuration file are
-// shown, not changed: the API does not change the file.
+// are refused with its message). A change starts from the stored spec,
+// so what the form does not show (a target's credentials, a matcher's
+// labels) is kept, and is made at the version the form was read at: a
+// change made meanwhile by someone else is refused, not overwritten.
+// Objects of the configuration file are shown, not changed: the API does
+// not change the file.
 
 // split reads a comma-separated form field as a list.
 func split(s string) []string {
@@ -24,43 +32,122 @@ func split(s string) []string {
 	return out
 }
 
-// createTarget makes a mail or webhook target.
-func (p *page) createTarget() {
+// saveTarget makes a mail or webhook target, or changes the one the form
+// edits.
+func (p *page) saveTarget() {
 	f := p.form()
-	spec := map[string]any{"name": strings.TrimSpace(f.Get("name"))}
+	spec, ok := p.editedSpec(f, "get-notification-target")
+	if !ok {
+		return
+	}
+	delete(spec, "comment")
 	if c := strings.TrimSpace(f.Get("comment")); c != "" {
 		spec["comment"] = c
 	}
 	switch f.Get("kind") {
 	case "webhook":
-		spec["webhook"] = map[string]any{"url": strings.TrimSpace(f.Get("url"))}
+		delete(spec, "smtp")
+		spec["webhook"] = merged(spec["webhook"], map[string]any{"url": strings.TrimSpace(f.Get("url"))})
 	default:
+		delete(spec, "webhook")
 		smtp := map[string]any{"host": strings.TrimSpace(f.Get("host")), "tls": f.Get("tls"),
-			"from": strings.TrimSpace(f.Get("from")), "to": split(f.Get("to"))}
+			"from": strings.TrimSpace(f.Get("from")), "to": split(f.Get("to")), "port": nil}
 		if port, err := strconv.Atoi(strings.TrimSpace(f.Get("port"))); err == nil {
 			smtp["port"] = port
 		}
-		spec["smtp"] = smtp
+		spec["smtp"] = merged(spec["smtp"], smtp)
 	}
-	if _, err := p.api.call("create-notification-target", nil, nil, spec, nil); err != nil {
-		p.fail(err)
+	if !p.saveObject(f, "notification-target", spec) {
+		return
+	}
+	if f.Get("editing") != "" {
+		p.done(fmt.Sprintf("The target %s is changed.", spec["name"]), "/ui/notifications#targets-h")
 		return
 	}
 	p.done(fmt.Sprintf("The target %s is added: send it a test from the list (shown again when the page is).", spec["name"]), "/ui/notifications#targets-h")
 }
 
-// createMatcher routes events (all, or the types named) to targets.
-func (p *page) createMatcher() {
+// saveMatcher routes events (all, or the types named) to targets, as a
+// new matcher or the one the form edits.
+func (p *page) saveMatcher() {
 	f := p.form()
-	spec := map[string]any{"name": strings.TrimSpace(f.Get("name")), "targets": split(f.Get("targets"))}
+	spec, ok := p.editedSpec(f, "get-notification-matcher")
+	if !ok {
+		return
+	}
+	spec["targets"] = split(f.Get("targets"))
+	delete(spec, "types")
 	if types := split(f.Get("types")); len(types) > 0 {
 		spec["types"] = types
 	}
-	if _, err := p.api.call("create-notification-matcher", nil, nil, spec, nil); err != nil {
-		p.fail(err)
+	if !p.saveObject(f, "notification-matcher", spec) {
 		return
 	}
-	p.done(fmt.Sprintf("The matcher %s is added.", spec["name"]), "/ui/notifications#matchers-h")
+	verb := "added"
+	if f.Get("editing") != "" {
+		verb = "changed"
+	}
+	p.done(fmt.Sprintf("The matcher %s is %s.", spec["name"], verb), "/ui/notifications#matchers-h")
+}
+
+// editedSpec is what a save starts from: the stored spec of the object
+// the form edits (field editing), or a new spec named by the form.
+func (p *page) editedSpec(f url.Values, get string) (map[string]any, bool) {
+	name := strings.TrimSpace(f.Get("editing"))
+	if name == "" {
+		return map[string]any{"name": strings.TrimSpace(f.Get("name"))}, true
+	}
+	var o api.ConfigObject
+	if _, err := p.api.call(get, map[string]string{"name": name}, nil, nil, &o); err != nil {
+		p.fail(err)
+		return nil, false
+	}
+	spec := o.Spec
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	spec["name"] = name
+	return spec, true
+}
+
+// saveObject creates the object, or updates the one the form edits at
+// the version the form was read at.
+func (p *page) saveObject(f url.Values, kind string, spec map[string]any) bool {
+	name := f.Get("editing")
+	var err error
+	if name == "" {
+		_, err = p.api.call("create-"+kind, nil, nil, spec, nil)
+	} else {
+		h := http.Header{}
+		if ver := f.Get("version"); ver != "" && ver != "0" {
+			h.Set("If-Match", strconv.Quote(ver))
+		}
+		_, err = p.api.callWith("update-"+kind, map[string]string{"name": name}, nil, h, spec, nil)
+	}
+	if err != nil {
+		p.fail(err)
+		return false
+	}
+	return true
+}
+
+// merged lays the form's fields over a stored section (smtp, webhook),
+// keeping what the form does not show; a nil field is removed.
+func merged(stored any, form map[string]any) map[string]any {
+	out := map[string]any{}
+	if m, ok := stored.(map[string]any); ok {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	for k, v := range form {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func (p *page) deleteTarget() {

@@ -81,9 +81,9 @@ func (c *Console) routes() []route {
 		// Notifications.
 		{"GET /ui/notifications", pg("list-notification-targets", "list-notification-matchers"), (*page).notifications},
 		{"POST /ui/notifications/targets/{name}/test", ops("test-notification-target"), (*page).testTarget},
-		{"POST /ui/notifications/targets", ops("create-notification-target"), (*page).createTarget},
+		{"POST /ui/notifications/targets", ops("create-notification-target", "get-notification-target", "update-notification-target"), (*page).saveTarget},
 		{"POST /ui/notifications/targets/{name}/delete", ops("delete-notification-target"), (*page).deleteTarget},
-		{"POST /ui/notifications/matchers", ops("create-notification-matcher"), (*page).createMatcher},
+		{"POST /ui/notifications/matchers", ops("create-notification-matcher", "get-notification-matcher", "update-notification-matcher"), (*page).saveMatcher},
 		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
 		// Access.
