@@ -78,8 +78,8 @@ type PlanCapacity struct {
 
 // PlanCapacitySample is the forecast's size after one run.
 type PlanCapacitySample struct {
-	At    time.Time `json:"at"`
-	Bytes int64     `json:"bytes"`
+	At        time.Time `json:"at"`
+	SizeBytes int64     `json:"size_bytes"`
 }
 
 // PlanRepositoryCapacity is the forecast of every policy writing to the

@@ -78,6 +78,10 @@ func Run(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Options
 	if err != nil {
 		return nil, fmt.Errorf("console marker %q is not a regular expression: %w", o.Marker, err)
 	}
+	if len(snap.VMConfig) == 0 {
+		return nil, fmt.Errorf("backup point %s records no VM configuration (a backup of disks alone): boot verification boots the points of VMs: %w",
+			snap.ID.Short(), hypervisor.ErrUnsupported)
+	}
 	var cfg hypervisor.VMConfig
 	if err := json.Unmarshal(snap.VMConfig, &cfg); err != nil {
 		return nil, fmt.Errorf("backup point %s: its recorded VM configuration does not read: %w", snap.ID.Short(), err)

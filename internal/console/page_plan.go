@@ -35,7 +35,7 @@ func capacityOf(c api.PlanCapacity) *capacityView {
 		Repo: formatBytes(int64(c.Repository.GrowthPerDayBytes))}
 	samples := make([]api.UsageSample, len(c.Curve))
 	for i, s := range c.Curve {
-		samples[i] = api.UsageSample{At: s.At, StoredBytes: s.Bytes}
+		samples[i] = api.UsageSample{At: s.At, StoredBytes: s.SizeBytes}
 	}
 	v.Spark = sparkline(samples)
 	if c.SteadyAt != nil {

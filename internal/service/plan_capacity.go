@@ -158,7 +158,7 @@ func capacityFigures(doc *api.PlanCapacity, f *plan.CapacityForecast, in plan.Ca
 		if i == min(n, capacityCurve)-1 {
 			k = n - 1
 		}
-		doc.Curve = append(doc.Curve, api.PlanCapacitySample{At: f.Sizes[k].At, Bytes: int64(f.Sizes[k].Bytes())})
+		doc.Curve = append(doc.Curve, api.PlanCapacitySample{At: f.Sizes[k].At, SizeBytes: int64(f.Sizes[k].Bytes())})
 	}
 	if f.Resumed {
 		doc.Notes = append(doc.Notes, fmt.Sprintf("the policy's first run is older than anything its retention keeps: simulated from %s",
