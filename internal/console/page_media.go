@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/config"
 )
 
 // Sequential media in the console: the libraries of the configuration
@@ -173,7 +174,7 @@ func (p *page) mediaVolume() {
 		p.fail(err)
 		return
 	}
-	v := mediaVolumeDetail{Volume: volumeProtection(vols[i], time.Now()), BlockSize: formatBytes(int64(vols[i].BlockSizeBytes))}
+	v := mediaVolumeDetail{Volume: volumeProtection(vols[i], time.Now()), BlockSize: config.HumanBytes(int64(vols[i].BlockSizeBytes))}
 	v.Restorable = slices.ContainsFunc(libs, func(o api.ConfigObject) bool { return o.Name == v.Volume.Library && !o.Overridden })
 	byPoint := map[string]int{}
 	for _, s := range segs {

@@ -23,8 +23,8 @@ type notificationsView struct {
 
 // targetForm is what the target form shows.
 type targetForm struct {
-	Editing                                            string // the target changed; "": a new one
-	Version                                            int64
+	Editing                                             string // the target changed; "": a new one
+	Version                                             int64
 	Name, Kind, Comment, Host, Port, TLS, From, To, URL string
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/config"
 )
 
 // planView is a policy's predicted run (plan-policy) with the what-ifs
@@ -31,8 +32,8 @@ type capacityView struct {
 }
 
 func capacityOf(c api.PlanCapacity) *capacityView {
-	v := &capacityView{C: c, PerDay: formatBytes(int64(c.GrowthPerDayBytes)), PerMonth: formatBytes(int64(c.GrowthPerMonthBytes)),
-		Repo: formatBytes(int64(c.Repository.GrowthPerDayBytes))}
+	v := &capacityView{C: c, PerDay: config.HumanBytes(int64(c.GrowthPerDayBytes)), PerMonth: config.HumanBytes(int64(c.GrowthPerMonthBytes)),
+		Repo: config.HumanBytes(int64(c.Repository.GrowthPerDayBytes))}
 	samples := make([]api.UsageSample, len(c.Curve))
 	for i, s := range c.Curve {
 		samples[i] = api.UsageSample{At: s.At, StoredBytes: s.SizeBytes}

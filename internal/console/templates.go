@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -67,7 +68,7 @@ func (t *templates) render(w io.Writer, name string, data any) error {
 }
 
 var funcs = template.FuncMap{
-	"bytes":       formatBytes,
+	"bytes":       config.HumanBytes,
 	"ago":         ago,
 	"dur":         duration,
 	"when":        when,
@@ -80,23 +81,9 @@ var funcs = template.FuncMap{
 	"split":       strings.Fields,
 	"dirname":     func(p string) string { return path.Dir(p) },
 	"status":      statusClass,
-	"rate":        func(f float64) string { return formatBytes(int64(f)) + "/s" },
-	"size":        func(f float64) string { return formatBytes(int64(f)) },
+	"rate":        func(f float64) string { return config.HumanBytes(int64(f)) + "/s" },
+	"size":        func(f float64) string { return config.HumanBytes(int64(f)) },
 	"consistency": service.Consistency,
-}
-
-// formatBytes says a size in IEC units, as the command line does.
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // ago says how long ago t was, in the largest unit that fits.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/config"
 )
 
 // A repository's usage trend as the dashboard and the repositories page
@@ -31,7 +32,7 @@ func (p *page) usage(repo string) *usageView {
 		if u.GrowthPerDayBytes < 0 {
 			sign = "−"
 		}
-		v.Trend = sign + formatBytes(int64(max(u.GrowthPerDayBytes, -u.GrowthPerDayBytes)))
+		v.Trend = sign + config.HumanBytes(int64(max(u.GrowthPerDayBytes, -u.GrowthPerDayBytes)))
 	}
 	if !u.EstimatedFull.IsZero() {
 		v.Full = u.EstimatedFull.Local().Format("2006-01-02")
