@@ -25,6 +25,9 @@ type CopyOptions struct {
 	// the system's temporary directory); a point needs room for its
 	// stored bytes there.
 	SpoolDir string
+	// Catalogue, if set, is the media catalogue's knowledge of the
+	// volumes (volume.Pool.Catalogue).
+	Catalogue map[string]volume.Catalogued
 }
 
 // Copy writes backup points of src to a media pool of lib, one stream
@@ -34,7 +37,7 @@ func Copy(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, lib
 	if len(snaps) == 0 {
 		return nil, errors.New("no backup point selected")
 	}
-	pool := &volume.Pool{Lib: lib, Name: o.Pool, BlockSize: o.BlockSize}
+	pool := &volume.Pool{Lib: lib, Name: o.Pool, BlockSize: o.BlockSize, Catalogue: o.Catalogue}
 	v, err := pool.First(ctx)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"time"
 
@@ -124,6 +125,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 		host, _ := os.Hostname()
 		start := time.Now()
 		res, err := mediacopy.Copy(ctx, src, snaps, lib, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize, SpoolDir: in.SpoolDir,
+			Catalogue:    s.mediaCatalogue(ctx, t),
 			WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention, Host: host}})
 		if err != nil {
 			return nil, err
@@ -148,6 +150,28 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 		}
 		return out, nil
 	})
+}
+
+// mediaCatalogue is what the media catalogue knows of each volume, for
+// a copy to choose its volume without loading every cartridge; nil (each
+// cartridge is then read in turn) when the catalogue cannot be read.
+func (s *Service) mediaCatalogue(ctx context.Context, t Task) map[string]volume.Catalogued {
+	c, err := s.openCatalog(ctx)
+	if err != nil {
+		t.Log(slog.LevelWarn, "the media catalogue is not readable: each cartridge is loaded in turn to find the pool's volumes", "err", err)
+		return nil
+	}
+	defer c.Close()
+	known, err := c.ListMediaVolumes(ctx, "")
+	if err != nil {
+		t.Log(slog.LevelWarn, "the media catalogue is not readable: each cartridge is loaded in turn to find the pool's volumes", "err", err)
+		return nil
+	}
+	out := make(map[string]volume.Catalogued, len(known))
+	for _, v := range known {
+		out[v.Barcode] = volume.Catalogued{Pool: v.Pool, Full: v.Full}
+	}
+	return out
 }
 
 // recordVolumes writes volumes' indexes into the media catalogue, each

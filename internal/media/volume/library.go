@@ -83,7 +83,43 @@ type Pool struct {
 	BlockSize int
 	// Allowed, if set, restricts the cartridges the pool may use.
 	Allowed func(barcode string) bool
-	used    map[string]bool
+	// Catalogue, if set, is what the media catalogue knows of the
+	// library's volumes, by barcode: Next then tries the pool's volumes
+	// that are not full first, and the other pools' and full ones only
+	// when nothing else is writable (the catalogue may be stale).
+	Catalogue map[string]Catalogued
+	used      map[string]bool
+}
+
+// Catalogued is what the media catalogue knows of a volume. Finding a
+// pool's volume otherwise means loading and reading the label of each
+// cartridge in turn, a minute or more each on a real drive.
+type Catalogued struct {
+	Pool string
+	Full bool
+}
+
+// candidates splits the cartridges Next tries: first the pool's
+// appendable volumes the catalogue knows, then those it does not know
+// (blank or foreign); later, only when none of those is writable, the
+// volumes it says are full or another pool's.
+func (p *Pool) candidates(codes []string) (first, later []string) {
+	if p.Catalogue == nil {
+		return codes, nil
+	}
+	var mine, unknown []string
+	for _, bc := range codes {
+		c, known := p.Catalogue[bc]
+		switch {
+		case !known:
+			unknown = append(unknown, bc)
+		case c.Pool == p.Name && !c.Full:
+			mine = append(mine, bc)
+		default:
+			later = append(later, bc)
+		}
+	}
+	return append(mine, unknown...), later
 }
 
 // First returns the first volume to write on.
@@ -101,6 +137,19 @@ func (p *Pool) Next(ctx context.Context, full *Volume) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
+	first, later := p.candidates(codes)
+	for _, codes := range [][]string{first, later} {
+		if v, err := p.writable(ctx, codes, full); v != nil || err != nil {
+			return v, err
+		}
+	}
+	return nil, fmt.Errorf("media pool %s has no writable volume left in the library (add blank cartridges)", p.Name)
+}
+
+// writable returns the first of codes that is the pool's appendable
+// volume, else the first blank one labelled into the pool; nil when none
+// is.
+func (p *Pool) writable(ctx context.Context, codes []string, full *Volume) (*Volume, error) {
 	var blank []string
 	for _, bc := range codes {
 		if p.used[bc] || (p.Allowed != nil && !p.Allowed(bc)) {
@@ -137,5 +186,5 @@ func (p *Pool) Next(ctx context.Context, full *Volume) (*Volume, error) {
 		}
 		return v, nil
 	}
-	return nil, fmt.Errorf("media pool %s has no writable volume left in the library (add blank cartridges)", p.Name)
+	return nil, nil
 }
