@@ -75,6 +75,7 @@ type backend struct{ pool *pgxpool.Pool }
 func (b *backend) Dialect() sqlcat.Dialect {
 	return sqlcat.Dialect{
 		GenericPlans:       true,
+		Arrays:             true,
 		Name:               "postgres",
 		DollarPlaceholders: true,
 		BindTime:           func(t time.Time) any { return t },

@@ -65,6 +65,9 @@ type Dialect struct {
 	// plan made without its arguments (PostgreSQL after five runs), so a
 	// statement must be fast whatever they are.
 	GenericPlans bool
+	// Arrays: a []string argument binds as a text[], and the database
+	// has unnest and LATERAL joins (PostgreSQL).
+	Arrays bool
 	// JSONText is an expression of the text of key in the JSON object in
 	// column (NULL when the column is NULL or lacks the key).
 	JSONText func(column, key string) string
