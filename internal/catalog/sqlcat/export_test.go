@@ -18,3 +18,7 @@ var InventoryPage = "SELECT " + vmColumns + " FROM vms WHERE " + vmsAfter + " OR
 // PointsQuery is ListBackupPoints' statement for f, for the test of its
 // plan.
 func (c *Catalog) PointsQuery(f catalog.BackupPointFilter) (string, []any) { return c.pointsQuery(f) }
+
+// NewestOfVMs is NewestBackupPoints' statement on a database with arrays,
+// for the test of its generic plan.
+var NewestOfVMs = newestOfVMs
