@@ -74,7 +74,6 @@ type backend struct{ pool *pgxpool.Pool }
 
 func (b *backend) Dialect() sqlcat.Dialect {
 	return sqlcat.Dialect{
-		GenericPlans:       true,
 		Arrays:             true,
 		Name:               "postgres",
 		DollarPlaceholders: true,

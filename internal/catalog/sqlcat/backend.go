@@ -61,12 +61,10 @@ type Dialect struct {
 	// so writers in other processes that take the same lock are ordered.
 	// Databases with a single writer at a time leave it nil.
 	Lock func(ctx context.Context, tx Tx, key string, exclusive bool) error
-	// GenericPlans: the database may run a prepared statement with a
-	// plan made without its arguments (PostgreSQL after five runs), so a
-	// statement must be fast whatever they are.
-	GenericPlans bool
 	// Arrays: a []string argument binds as a text[], and the database
-	// has unnest and LATERAL joins (PostgreSQL).
+	// has unnest and LATERAL joins (PostgreSQL, which also runs a
+	// prepared statement with a generic plan after five runs, so a
+	// statement must be fast whatever its arguments).
 	Arrays bool
 	// JSONText is an expression of the text of key in the JSON object in
 	// column (NULL when the column is NULL or lacks the key).

@@ -149,10 +149,6 @@ func (c *Catalog) ReplaceBackupPoints(ctx context.Context, repository string, po
 // repository).
 const pointsAfter = "taken_at <= ? AND (taken_at < ? OR id < ? OR (id = ? AND repository > ?))"
 
-// newestBatch is how many VMs one statement of NewestBackupPoints looks
-// up: below SQLite's limit of 500 terms of a compound SELECT.
-const newestBatch = 400
-
 // pointColumnsOf is pointColumns of the table called alias.
 func pointColumnsOf(alias string) string {
 	cols := strings.Split(pointColumns, ",")
@@ -246,63 +242,37 @@ const newestOfVMs = `SELECT p.* FROM unnest(?::text[], ?::text[]) AS v(id, conn)
 		WHERE vm_id = v.id COLLATE "C" AND connection = v.conn ORDER BY taken_at DESC, id DESC LIMIT 1) AS p`
 
 // NewestBackupPoints finds the newest point of each VM. On a database
-// that plans prepared statements generically (PostgreSQL, after five
-// runs), a grouped join on the VMs' IDs is the wrong shape: its generic
-// plan, not knowing how few IDs there are, hashed the whole table (118 ms
-// for a page of 100 VMs among 100,000 points, against 3 ms planned for
-// the IDs). With arrays (PostgreSQL), one statement joins the VMs,
-// unnested from two array arguments, laterally to one index lookup each:
-// the same text for any number of VMs, an index lookup per VM in every
-// plan. Without, one statement per batch of VMs, a UNION ALL of one
-// lookup per VM, whose arms cost planning time (a page of 1000 VMs was
-// three statements of up to 400 arms). SQLite plans every statement anew,
-// and parses a hundred arms slower (19 ms for 100 VMs) than it runs the
-// grouped join (1.6 ms): it keeps the join.
+// with arrays (PostgreSQL), one statement joins the VMs, unnested from
+// two array arguments, laterally to one index lookup each: the same text
+// for any number of VMs, and an index lookup per VM in every plan,
+// including the generic plan PostgreSQL makes of a prepared statement
+// after five runs, without its arguments. A grouped join on the VMs' IDs
+// was the wrong shape there: its generic plan, not knowing how few IDs
+// there were, hashed the whole table (118 ms for a page of 100 VMs among
+// 100,000 points, against 3 ms planned for the IDs); UNION ALLs of one
+// lookup per VM, which replaced it, cost their planning (a page of 1000
+// VMs was three statements of up to 400 arms). SQLite plans every
+// statement anew and keeps the grouped join.
 func (c *Catalog) NewestBackupPoints(ctx context.Context, vms []catalog.VMRef) ([]catalog.BackupPoint, error) {
-	if !c.d.GenericPlans {
+	if !c.d.Arrays {
 		return c.newestGrouped(ctx, vms)
 	}
-	var refs []catalog.VMRef
+	var ids, conns []string
 	seen := map[catalog.VMRef]bool{} // a VM asked for twice is answered once
 	for _, vm := range vms {
 		if !seen[vm] {
 			seen[vm] = true
-			refs = append(refs, vm)
+			ids, conns = append(ids, vm.ID), append(conns, vm.Connection)
 		}
 	}
-	out := make([]catalog.BackupPoint, 0, len(refs))
-	if c.d.Arrays {
-		ids, conns := make([]string, len(refs)), make([]string, len(refs))
-		for i, vm := range refs {
-			ids[i], conns[i] = vm.ID, vm.Connection
-		}
-		err := c.query(ctx, newestOfVMs, []any{ids, conns}, func(r Rows) error {
-			p, err := scanPoint(r)
-			out = append(out, p)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("catalog: newest backup points: %w", err)
-		}
-		return out, nil
-	}
-	for len(refs) > 0 {
-		batch := refs[:min(newestBatch, len(refs))]
-		refs = refs[len(batch):]
-		arms := make([]string, len(batch))
-		args := make([]any, 0, 2*len(batch))
-		for i, vm := range batch {
-			arms[i] = newestOfVM
-			args = append(args, vm.ID, vm.Connection)
-		}
-		err := c.query(ctx, strings.Join(arms, "\nUNION ALL\n"), args, func(r Rows) error {
-			p, err := scanPoint(r)
-			out = append(out, p)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("catalog: newest backup points: %w", err)
-		}
+	out := make([]catalog.BackupPoint, 0, len(ids))
+	err := c.query(ctx, newestOfVMs, []any{ids, conns}, func(r Rows) error {
+		p, err := scanPoint(r)
+		out = append(out, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: newest backup points: %w", err)
 	}
 	return out, nil
 }
