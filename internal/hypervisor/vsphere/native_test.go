@@ -172,3 +172,50 @@ func TestPointRecordsDiskPlacement(t *testing.T) {
 		t.Fatalf("the restored VM's boot order %+v, want its NVMe disk %d", bo, bootKey)
 	}
 }
+
+// TestRestorePlacesIDEAndLSIDisks: a point whose disks sat on IDE (the
+// two IDE controllers every VM has) and on an LSI Logic SAS controller at
+// bus 1 is restored with each disk where it sat.
+func TestRestorePlacesIDEAndLSIDisks(t *testing.T) {
+	ctx := context.Background()
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 0})
+	var dss []mo.Datastore
+	if err := s.pc().Retrieve(ctx, s.find(ctx, "Datastore"), []string{"name"}, &dss); err != nil {
+		t.Fatal(err)
+	}
+	want := []vmconfig.Disk{{Key: "2000", Controller: vmconfig.IDE, Bus: 1, Unit: 0}, {Key: "2001", Controller: vmconfig.LSILogicSAS, Bus: 1, Unit: 3}}
+	native, err := json.Marshal(vmconfig.Native{Disks: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := hypervisor.VMConfig{Kind: "vsphere", Name: "placed", CPUs: 1, MemoryMiB: 256, Native: native, Disks: []hypervisor.DiskInfo{
+		{Key: "2000", Name: "Hard disk 1", Size: 1 << 20, Datastore: dss[0].Name}, {Key: "2001", Name: "Hard disk 2", Size: 1 << 20, Datastore: dss[0].Name}}}
+	nv, err := s.connect(t, nil).CreateVM(ctx, cfg, hypervisor.NewVMOptions{Name: "placed-restored"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vm mo.VirtualMachine
+	if err := s.pc().RetrieveOne(ctx, types.ManagedObjectReference{Type: "VirtualMachine", Value: nv.Ref().ID}, []string{"config.hardware.device"}, &vm); err != nil {
+		t.Fatal(err)
+	}
+	devices := object.VirtualDeviceList(vm.Config.Hardware.Device)
+	var got []vmconfig.Disk
+	for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
+		vd := d.(*types.VirtualDisk)
+		ctrl := devices.FindByKey(vd.ControllerKey)
+		if ctrl == nil {
+			t.Fatalf("disk %d is on controller %d, which the VM does not have", vd.Key, vd.ControllerKey)
+		}
+		got = append(got, vmconfig.Disk{Controller: controllerKind(ctrl), Bus: ctrl.(types.BaseVirtualController).GetVirtualController().BusNumber, Unit: *vd.UnitNumber})
+	}
+	for _, w := range want {
+		w.Key = ""
+		found := false
+		for _, g := range got {
+			found = found || g == w
+		}
+		if !found {
+			t.Errorf("no restored disk on %+v; the VM has %+v", w, got)
+		}
+	}
+}
