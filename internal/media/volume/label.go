@@ -59,6 +59,7 @@ func Label(d media.Drive, o LabelOptions) (*Volume, error) {
 	old, err := Mount(d)
 	switch {
 	case errors.Is(err, ErrBlank):
+	case errors.Is(err, ErrUnfinishedLabel) && !st.WORM:
 	case errors.Is(err, ErrForeign) && o.Foreign && !st.WORM:
 	case errors.Is(err, ErrForeign):
 		return nil, fmt.Errorf("%w: %s holds data that is not a coffer volume (WORM: %v)", ErrProtected, o.Barcode, st.WORM)

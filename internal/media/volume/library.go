@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/media"
@@ -138,53 +139,87 @@ func (p *Pool) Next(ctx context.Context, full *Volume) (*Volume, error) {
 		return nil, err
 	}
 	first, later := p.candidates(codes)
+	var passed []string
 	for _, codes := range [][]string{first, later} {
-		if v, err := p.writable(ctx, codes, full); v != nil || err != nil {
+		v, why, err := p.writable(ctx, codes, full)
+		if v != nil || err != nil {
 			return v, err
 		}
+		passed = append(passed, why...)
 	}
-	return nil, fmt.Errorf("media pool %s has no writable volume left in the library (add blank cartridges)", p.Name)
+	if len(passed) == 0 {
+		return nil, fmt.Errorf("media pool %s has no writable volume left in the library (add blank cartridges)", p.Name)
+	}
+	// Saying why each cartridge was passed over keeps an unreadable
+	// volume of the pool from hiding behind advice to add blank ones.
+	return nil, fmt.Errorf("media pool %s has no writable volume left in the library (add blank cartridges); passed over: %s",
+		p.Name, strings.Join(passed, "; "))
 }
 
 // writable returns the first of codes that is the pool's appendable
-// volume, else the first blank one labelled into the pool; nil when none
-// is.
-func (p *Pool) writable(ctx context.Context, codes []string, full *Volume) (*Volume, error) {
-	var blank []string
+// volume, else the first blank one labelled into the pool; nil, with why
+// each cartridge was passed over, when none is.
+func (p *Pool) writable(ctx context.Context, codes []string, full *Volume) (*Volume, []string, error) {
+	var blank, passed []string
 	for _, bc := range codes {
 		if p.used[bc] || (p.Allowed != nil && !p.Allowed(bc)) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		v, err := p.Lib.Mount(ctx, bc)
 		switch {
-		case errors.Is(err, ErrBlank):
+		case errors.Is(err, ErrBlank), errors.Is(err, ErrUnfinishedLabel):
 			blank = append(blank, bc)
 			continue
 		case err != nil:
-			continue // foreign or unreadable: not this pool's
+			passed = append(passed, fmt.Sprintf("%s does not mount: %v", bc, err))
+			continue
 		}
-		if v.Label.Pool == p.Name && !v.Index.Full && (p.BlockSize == 0 || v.Label.BlockSize == p.BlockSize) {
-			if st, err := v.Drive.Status(); err == nil && !st.WriteProtected {
-				return v, nil
-			}
+		if why := p.unfit(v); why != "" {
+			passed = append(passed, bc+" "+why)
+			continue
 		}
+		return v, nil, nil
 	}
 	for _, bc := range blank {
 		if err := p.Lib.Load(bc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var set string
 		if full != nil {
 			set = full.Label.MediaSet
 		}
 		v, err := Label(p.Lib.Drive, LabelOptions{Barcode: bc, Pool: p.Name, MediaSet: set, BlockSize: p.BlockSize, Now: time.Now()})
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrProtected):
+			passed = append(passed, fmt.Sprintf("%s does not take a label: %v", bc, err))
 			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("label %s: %w", bc, err)
 		}
-		return v, nil
+		return v, nil, nil
 	}
-	return nil, nil
+	return nil, passed, nil
+}
+
+// unfit says why a mounted volume cannot take this pool's writes, or "".
+func (p *Pool) unfit(v *Volume) string {
+	switch {
+	case v.Label.Pool != p.Name:
+		return "belongs to pool " + v.Label.Pool
+	case v.Index.Full:
+		return "is full"
+	case p.BlockSize != 0 && v.Label.BlockSize != p.BlockSize:
+		return fmt.Sprintf("has blocks of %d bytes, not %d", v.Label.BlockSize, p.BlockSize)
+	}
+	st, err := v.Drive.Status()
+	switch {
+	case err != nil:
+		return fmt.Sprintf("has a drive that does not answer: %v", err)
+	case st.WriteProtected:
+		return "is write-protected"
+	}
+	return ""
 }

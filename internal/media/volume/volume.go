@@ -34,6 +34,10 @@ var (
 	// ErrProtected: the volume may not be overwritten (unexpired data, or
 	// WORM holding data).
 	ErrProtected = errors.New("volume is protected against overwriting")
+	// ErrUnfinishedLabel: labelling was cut by a crash before the
+	// volume's first index was written. The cartridge holds no data, so
+	// it is labelled again as a blank one would be.
+	ErrUnfinishedLabel = errors.New("labelling was cut by a crash: the volume holds no data")
 )
 
 // Volume is a mounted volume: a drive with a labelled cartridge, its last
@@ -89,6 +93,8 @@ func Mount(d media.Drive) (*Volume, error) {
 	switch {
 	case errors.Is(err, media.ErrEOD):
 		return nil, ErrBlank
+	case errors.Is(err, format.ErrTorn) && onlyRecord(d):
+		return nil, ErrUnfinishedLabel
 	case errors.Is(err, format.ErrNotCoffer) || errors.Is(err, media.ErrFilemark):
 		return nil, ErrForeign
 	case err != nil:
@@ -108,6 +114,16 @@ func Mount(d media.Drive) (*Volume, error) {
 		return nil, err
 	}
 	return v, d.SeekEOD()
+}
+
+// onlyRecord reports whether the tape ends after its first record: a
+// label torn there is one whose writing was cut, not one damaged since.
+func onlyRecord(d media.Drive) bool {
+	if err := d.SeekEOD(); err != nil {
+		return false
+	}
+	end, err := d.Tell()
+	return err == nil && end == 1
 }
 
 // checkTail looks at the last object before the end of data.
@@ -148,6 +164,7 @@ func (v *Volume) findIndex() error {
 	d := v.Drive
 	cur := v.pos // the start of a file, or the end of data
 	first := true
+	complete := 0 // files passed that are more than a torn last block
 	for {
 		if err := d.Locate(cur); err != nil {
 			return err
@@ -173,6 +190,13 @@ func (v *Volume) findIndex() error {
 				return err
 			}
 		}
+		if first && v.Tail == TailTorn && start == v.pos-1 {
+			// The last file is a torn block alone: a write cut as it
+			// began a file, the index's or a session's. The append
+			// overwrites it; the index is further back.
+			first, cur = false, start
+			continue
+		}
 		h, p, err := v.readBlock()
 		if err != nil {
 			return fmt.Errorf("find the volume index: the file at %d: %w", start, err)
@@ -195,12 +219,19 @@ func (v *Volume) findIndex() error {
 			}
 			return nil
 		case format.KindVolumeLabel:
+			if complete == 0 {
+				// Labelling writes the first index before any session,
+				// so only its own crash leaves a label with nothing
+				// after it.
+				return fmt.Errorf("%w: %s", ErrUnfinishedLabel, v.Label.Barcode)
+			}
 			return fmt.Errorf("volume %s has no index: run coffer media catalog --scan", v.Label.Barcode)
 		}
 		if first && v.Tail == TailClean {
 			v.Tail = TailCutIndex
 		}
 		first = false
+		complete++
 		cur = start
 	}
 }
