@@ -250,6 +250,15 @@ func (e *Engine) Run(ctx context.Context, p policy.Policy) (*Result, error) {
 	return j.Wait()
 }
 
+// Connector is the connector the engine runs connection name's jobs
+// through, if it has one: a backup started elsewhere in the process
+// (the server's API) finds its VM through it and runs here, under the
+// same limits.
+func (e *Engine) Connector(name string) (hypervisor.Connector, bool) {
+	c, ok := e.cur.Load().conns[name]
+	return c, ok && c != nil
+}
+
 // Slots lists the limits' slot pools with the slots in use now (metrics):
 // pools appear as jobs first need them.
 func (e *Engine) Slots() []Slot { return e.disp.slots() }

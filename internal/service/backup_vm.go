@@ -148,6 +148,13 @@ func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in Ba
 	if why, no := kindOf(cc.Kind).Cannot[in.SnapshotMode]; no {
 		return nil, "", invalidf("--snapshot-mode %s is not possible on connection %s (%s): %s", in.SnapshotMode, cc.Name, cc.Kind, why)
 	}
+	if eng := s.serving.Load(); eng != nil {
+		// The server's connector: the backup runs in its engine
+		// (backupVMJob), under the limits its scheduled runs keep.
+		if c, ok := eng.Connector(in.Connection); ok {
+			return &connectors{conns: map[string]hypervisor.Connector{in.Connection: c}, borrowed: true}, in.Connection, nil
+		}
+	}
 	conns, err := s.openConnectors(ctx, cfg, []string{in.Connection})
 	if err != nil {
 		return nil, "", err
@@ -155,15 +162,19 @@ func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in Ba
 	return conns, in.Connection, nil
 }
 
-// backupVMJob finds the VM and runs its backup as a job of an engine
-// over conns, whose start removes leftovers of a killed coffer first.
+// backupVMJob finds the VM and runs its backup as a job of the server's
+// engine when conns are its (backupConnector), else of an engine over
+// conns, whose start removes leftovers of a killed coffer first.
 func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors,
 	b engine.VMBackup, in BackupVMInput) (*api.BackupPoint, error) {
-	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
-	if err != nil {
-		return nil, err
+	var err error
+	eng := s.serving.Load()
+	if !conns.borrowed || eng == nil {
+		if eng, err = s.newEngine(ctx, t, cfg, cat, conns); err != nil {
+			return nil, err
+		}
+		defer eng.Close()
 	}
-	defer eng.Close()
 	if b.VM, err = findVM(ctx, conns.conns[b.Connection], in); err != nil {
 		return nil, err
 	}

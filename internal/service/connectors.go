@@ -95,6 +95,9 @@ func unknownKind(conn, kind string) error {
 type connectors struct {
 	conns   map[string]hypervisor.Connector
 	storage map[string]hypervisor.StorageSnapshotter
+	// borrowed: the server's engine's connectors (servingEngine), which
+	// stay open when the operation that borrowed them ends.
+	borrowed bool
 }
 
 // close ends the sessions of connectors opened for one operation (a
@@ -102,6 +105,9 @@ type connectors struct {
 // planning, backing up or restoring on request does not pile sessions up
 // on vCenter or libvirtd.
 func (c *connectors) close() {
+	if c.borrowed {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, conn := range c.conns {

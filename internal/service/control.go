@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os/user"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/task"
 )
@@ -224,6 +226,11 @@ type controlState struct {
 	bootMu  sync.Mutex
 	bootSem *semaphore.Weighted
 	bootCap int
+	// serving is the engine of this process's RunSchedules while it
+	// runs: policy runs and VM backups started through the API join it,
+	// so that the limits hold across them and the scheduled runs
+	// (servingEngine).
+	serving atomic.Pointer[engine.Engine]
 }
 
 // drainFor bounds how long a stopping process gives its notifications.

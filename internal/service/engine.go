@@ -37,6 +37,32 @@ func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat
 	return eng, nil
 }
 
+// servingEngine is the server's engine while this process serves
+// (RunSchedules) and it has a connector for every connection named, else
+// nil. A run started through the API then goes through it, under the
+// limits the scheduled runs are held to: an engine of its own would
+// count its VMs apart and, beside a scheduled run, double what a host or
+// datastore carries. A connection the engine does not have yet (created
+// an instant ago, before the reload reached the engine) gets an engine
+// of its own, said in the task's log.
+func (s *Service) servingEngine(t Task, connections []string) *engine.Engine {
+	eng := s.serving.Load()
+	if eng == nil {
+		return nil
+	}
+	for _, c := range connections {
+		if _, ok := eng.Connector(c); !ok {
+			t.Log(slog.LevelWarn, fmt.Sprintf("the server's engine has no connection %s yet: this run's limits are its own", c))
+			return nil
+		}
+	}
+	return eng
+}
+
+// Serving reports whether this process runs the schedules' engine, which
+// the runs it starts join (servingEngine).
+func (s *Service) Serving() bool { return s.serving.Load() != nil }
+
 // PolicyRun is a policy's backup run in progress.
 type PolicyRun struct {
 	// Warnings say what the policy will do differently from how its
@@ -113,6 +139,13 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	fail := func(err error) (*PolicyRun, error) {
 		t.Finish(err)
 		return nil, err
+	}
+	if eng := s.servingEngine(t, p.ConnectionNames()); eng != nil {
+		job, err := eng.Start(ctx, p)
+		if err != nil {
+			return fail(err)
+		}
+		return &PolicyRun{Warnings: list(warnings[p.Name]), job: job, close: t.Finish}, nil
 	}
 	cat, err := s.openCatalog(ctx)
 	if err != nil {

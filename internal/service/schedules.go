@@ -76,6 +76,8 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	defer eng.Close()
+	s.serving.Store(eng)
+	defer s.serving.CompareAndSwap(eng, nil)
 	if m := s.cfg.Metrics; m != nil {
 		m.SetSlots(eng.Slots)
 		defer m.SetSlots(nil)

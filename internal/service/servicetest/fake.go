@@ -46,6 +46,20 @@ type fakeOptions struct {
 
 var registerOnce sync.Once
 
+var (
+	openedMu sync.Mutex
+	opened   = map[string][]*fake.Connector{}
+)
+
+// Opened lists the simulated connectors opened for connection name in
+// this test binary, oldest first: a test sees which operations shared
+// one (and so one set of in-flight peaks).
+func Opened(name string) []*fake.Connector {
+	openedMu.Lock()
+	defer openedMu.Unlock()
+	return append([]*fake.Connector(nil), opened[name]...)
+}
+
 // RegisterFake makes `kind: fake` connections (internal/hypervisor/fake)
 // available to the service, in the calling test binary only. The fake
 // provides storage snapshots itself (a simulated array) and cannot save
@@ -97,5 +111,8 @@ func open(_ context.Context, cfg service.ConnectionConfig) (hypervisor.Connector
 		}
 		c.FailVM(name, fmt.Errorf("simulated failure"), -1)
 	}
+	openedMu.Lock()
+	opened[cfg.Name] = append(opened[cfg.Name], c)
+	openedMu.Unlock()
 	return c, nil
 }
