@@ -2,6 +2,7 @@ package retention
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -121,6 +122,32 @@ func TestNewestBootVerifiedPointIsKept(t *testing.T) {
 	for _, d := range ds {
 		if d.ID == "5" && (len(d.Reasons) != 1 || d.Reasons[0] != "newest boot-verified") {
 			t.Fatalf("point 5 kept for %v, want newest boot-verified", d.Reasons)
+		}
+	}
+}
+
+// Verdicts keeps exactly what Apply keeps, for random points and rules.
+func TestVerdictsAreApplysWithoutReasons(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 17))
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Skip("no time zone database:", err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for trial := range 200 {
+		var items []Item
+		at := start
+		for i := range 20 + r.IntN(200) {
+			at = at.Add(time.Duration(r.IntN(30*60)) * time.Minute)
+			items = append(items, Item{ID: fmt.Sprint(i), Time: at, Protected: r.IntN(50) == 0, BootVerified: r.IntN(20) == 0})
+		}
+		p := Policy{Last: r.IntN(4), Hourly: r.IntN(30), Daily: r.IntN(10), Weekly: r.IntN(6), Monthly: r.IntN(14),
+			Yearly: r.IntN(3), Within: time.Duration(r.IntN(72)) * time.Hour}
+		want, got := Apply(p, items, loc), Verdicts(p, items, loc)
+		for i := range want {
+			if got[i].ID != want[i].ID || got[i].Keep != want[i].Keep {
+				t.Fatalf("trial %d, policy %+v: item %s: Verdicts keeps %v, Apply %v (%v)", trial, p, want[i].ID, got[i].Keep, want[i].Keep, want[i].Reasons)
+			}
 		}
 	}
 }
