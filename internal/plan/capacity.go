@@ -46,7 +46,7 @@ const (
 	MapBytesPerChunk   = 32      // a chunk ID in a disk map
 	ChunkEntryBytes    = 48 + 60 // a pack trailer entry and an index entry
 	DefaultChunkSize   = repo.DefaultChunkSize
-	capacityMaxRuns    = 100000 // runs simulated at most (about 1.3 s of CPU for an hourly policy with yearly points, more than three years of runs)
+	capacityMaxRuns    = 100000 // runs simulated at most (about 1.3 s of CPU, BenchmarkCapacityHourlyGFS)
 	capacityLongCycle  = 366 * 24 * time.Hour
 	capacityShortCycle = 28 * 24 * time.Hour
 )
