@@ -18,6 +18,7 @@
 //     in-memory spool keeping a point's blocks together).
 //
 //     go run ./bench/media                                  # 8 points of 16 MiB, 40 MiB/s, 1 s locates
+//     go run ./bench/media -points 8 -mib 32 -drives 1,2,4  # copy through several drives at once
 //     go run ./bench/media -points 8 -mib 32 -rate 80 -reposition 2s -runs 1,16
 //
 // The points are random (incompressible) disks backed up into a fresh
@@ -55,6 +56,7 @@ func main() {
 	factors := flag.String("factors", "1,2,4,8", "multiplexing factors")
 	runs := flag.String("runs", "1,16", "blocks of one point kept together")
 	block := flag.Int("block", format.DefaultBlockSize, "block size")
+	drives := flag.String("drives", "", "instead: copy through this many drives at once, each at -rate (e.g. 1,2,4)")
 	flag.Parse()
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "coffer-bench-media-")
@@ -66,6 +68,10 @@ func main() {
 	rate := int64(*rateMiB) << 20
 	fmt.Printf("# %d points of %d MiB, drive %d MiB/s, locate %v + distance at %d MiB/s, blocks of %d KiB\n\n",
 		*points, *mib, *rateMiB, *reposition, 10**rateMiB, *block>>10)
+	if *drives != "" {
+		drivesTable(ctx, dir, src, snaps, ints(*drives), 2, rate, *block)
+		return
+	}
 	fmt.Println("| streams | factor | run (blocks) | copy MiB/s | share of drive rate | restore, locating: drive s | locates | read/needed | restore, reading through: drive s | read/needed | best vs 1:1 |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, mode := range []string{"spooled by the copy", "ready (pre-spooled)"} {

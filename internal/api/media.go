@@ -44,7 +44,9 @@ type MediaExtent struct {
 
 // MediaCopyResult is what a copy to media wrote.
 type MediaCopyResult struct {
-	Session   string         `json:"session"`
+	// Sessions are the sessions written, one per drive used.
+	Sessions  []string       `json:"sessions"`
+	Drives    int            `json:"drives"`
 	Copied    []string       `json:"copied"` // point IDs
 	Volumes   []MediaVolume  `json:"volumes"`
 	Segments  []MediaSegment `json:"segments"`
@@ -53,9 +55,10 @@ type MediaCopyResult struct {
 	// NoIndex lists volumes that ended before their index was written
 	// (an unexpected end of medium): their catalogue rows come from the
 	// copy, and `coffer media catalog --scan` finds them on the tape.
-	NoIndex         []string `json:"no_index"`
-	Multiplex       int      `json:"multiplex"`
-	DurationSeconds float64  `json:"duration_seconds"`
+	NoIndex []string `json:"no_index"`
+	// Multiplex is the points written at once on each drive.
+	Multiplex       int     `json:"multiplex"`
+	DurationSeconds float64 `json:"duration_seconds"`
 }
 
 // MediaCatalogResult is what rebuilding the media catalogue from the

@@ -115,11 +115,13 @@ func (a *app) cmdMediaCopy() *cobra.Command {
 self-contained stream (its chunks as stored, its metadata and the key files
 wrapped by the repository's passwords), several multiplexed onto the drive
 (--multiplex, at most 4:1 unless --max-multiplex says otherwise: restores slow
-down beyond it). A full volume is closed with its index and the copy goes on
+down beyond it). --drives N writes through N drives of the library at once
+(--drive and those after it), a session each, the points dealt out by size;
+each drive takes its own cartridges of the pool. A full volume is closed with its index and the copy goes on
 on the next volume of the pool (appendable ones first, then blank cartridges,
 labelled into the pool). The volumes written are protected from overwriting
 for --retention. Each point is spooled (--spool-dir) while it is written.`,
-			`"copied N point(s) to M volume(s) ...". --json: {session, copied, volumes,
+			`"copied N point(s) to M volume(s) ...". --json: {sessions, drives, copied, volumes,
 segments, blocks, data_bytes, no_index, multiplex, duration_seconds}.`,
 			`coffer media copy --library /srv/vtl --pool weekly --latest --retention 35d
 coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2a91c0`,
@@ -137,15 +139,15 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 				return err
 			}
 			r := apiclient.Request{Op: "media-copy", Query: url.Values{"library": {in.Library}}, Body: api.MediaCopyRequest{Pool: in.Pool,
-				Points: in.Points, VM: in.VM, Latest: in.Latest, Multiplex: in.Multiplex, MaxMultiplex: in.MaxMultiplex, RunBlocks: in.RunBlocks,
+				Points: in.Points, VM: in.VM, Latest: in.Latest, Multiplex: in.Multiplex, MaxMultiplex: in.MaxMultiplex, Drives: in.Drives, RunBlocks: in.RunBlocks,
 				BlockSizeBytes: in.BlockSize, RetentionSeconds: in.Retention.Seconds()}}
 			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaCopyResult, error) { return s.MediaCopy(cmd.Context(), in) })
 			if res == nil {
 				return err
 			}
 			return a.emit(res, err, func() {
-				a.printf("copied %d point(s) to %d volume(s) at %d:1: %d block(s), %s in %s\n", len(res.Copied), len(res.Volumes),
-					res.Multiplex, res.Blocks, humanBytes(res.DataBytes), time.Duration(res.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+				a.printf("copied %d point(s) to %d volume(s) through %d drive(s) at %d:1: %d block(s), %s in %s\n", len(res.Copied), len(res.Volumes),
+					res.Drives, res.Multiplex, res.Blocks, humanBytes(res.DataBytes), time.Duration(res.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 				for _, v := range res.Volumes {
 					a.printf("  %s  pool %s  full %v  protected until %s\n", v.Barcode, v.Pool, v.Full, v.ProtectedUntil.Format(time.RFC3339))
 				}
@@ -162,6 +164,7 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 	f.BoolVar(&in.Latest, "latest", false, "only the newest point of each source")
 	f.IntVar(&in.Multiplex, "multiplex", 0, "points written at once (default: as many as selected, at most --max-multiplex)")
 	f.IntVar(&in.MaxMultiplex, "max-multiplex", 0, "the cap on --multiplex (default 4)")
+	f.IntVar(&in.Drives, "drives", 1, "drives of the library written at once, a session each (--drive is the first)")
 	f.IntVar(&in.RunBlocks, "run-blocks", 0, "blocks of one point kept together on tape (default 1)")
 	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block of newly labelled volumes (default 256 KiB)")
 	f.StringVar(&retention, "retention", "", "protect the volumes written from overwriting for this long (e.g. 35d)")

@@ -32,7 +32,7 @@ func TestConsoleMedia(t *testing.T) {
 	l.config("media-libraries:\n  - {name: tapes, kind: vtl, directory: " + tapes + "}\n")
 	l.coffer("init")
 	l.coffer("backup", "disk", img, "--name", "web")
-	l.coffer("media", "vtl", "create", tapes, "--slots", "4", "--capacity", "32MiB")
+	l.coffer("media", "vtl", "create", tapes, "--drives", "2", "--slots", "4", "--capacity", "32MiB")
 	l.coffer("media", "vtl", "add", tapes, "CFR001L8", "--slot", "1")
 	l.coffer("media", "vtl", "add", tapes, "CFR002L8", "--slot", "2", "--worm")
 	l.start()
@@ -48,7 +48,10 @@ func TestConsoleMedia(t *testing.T) {
 	if drives := c.text("#drives-tapes"); !strings.Contains(drives, "empty") {
 		t.Fatalf("the library's drives: %q", drives)
 	}
+	// Two drives: the form offers to write through both (one point
+	// takes one).
 	c.run(chromedp.SendKeys("#c-pool-tapes", "weekly"), chromedp.SendKeys("#c-ret-tapes", "7"))
+	c.retype("#c-drives-tapes", "2")
 	c.clickAway("#copy-start-tapes")
 	if loc := c.location(); !strings.Contains(loc, "/ui/tasks/") {
 		t.Fatalf("the copy opened %s, not its task", loc)

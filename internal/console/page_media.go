@@ -211,6 +211,14 @@ func (p *page) mediaCopy() {
 		}
 		body.RetentionSeconds = d * 86400
 	}
+	if n := strings.TrimSpace(f.Get("drives")); n != "" {
+		d, err := strconv.Atoi(n)
+		if err != nil || d < 1 {
+			p.refuse("the drives written at once are a whole number, 1 or more")
+			return
+		}
+		body.Drives = d
+	}
 	repo := f.Get("repo")
 	if repo == "" {
 		repo = p.repo()

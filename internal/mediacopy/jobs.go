@@ -34,10 +34,15 @@ type CopyOptions struct {
 // per point, multiplexed. The volumes' indexes in the result are what the
 // catalogue records.
 func Copy(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, lib *volume.Library, o CopyOptions) (*volume.WriteResult, error) {
+	return copyOn(ctx, src, snaps, lib, o, nil)
+}
+
+func copyOn(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, lib *volume.Library, o CopyOptions,
+	claims *volume.Claims) (*volume.WriteResult, error) {
 	if len(snaps) == 0 {
 		return nil, errors.New("no backup point selected")
 	}
-	pool := &volume.Pool{Lib: lib, Name: o.Pool, BlockSize: o.BlockSize, Catalogue: o.Catalogue}
+	pool := &volume.Pool{Lib: lib, Name: o.Pool, BlockSize: o.BlockSize, Catalogue: o.Catalogue, Claims: claims}
 	v, err := pool.First(ctx)
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ type mediaCopyIn struct {
 func epMediaCopy(ctx context.Context, s *Service, in *mediaCopyIn) (*Result[*api.MediaCopyResult], error) {
 	b := in.Body
 	return result(s.MediaCopy(ctx, MediaCopyInput{MediaLibraryInput: LibraryParam{in.Library}.in(), Pool: b.Pool, Points: b.Points,
-		VM: b.VM, Latest: b.Latest, Multiplex: b.Multiplex, MaxMultiplex: b.MaxMultiplex, RunBlocks: b.RunBlocks,
+		VM: b.VM, Latest: b.Latest, Multiplex: b.Multiplex, MaxMultiplex: b.MaxMultiplex, Drives: b.Drives, RunBlocks: b.RunBlocks,
 		BlockSize: b.BlockSizeBytes, Retention: fromSeconds(b.RetentionSeconds)}))
 }
 

@@ -69,6 +69,10 @@ type MediaCopyInput struct {
 	// (0: as many as selected, at most MaxMultiplex). MaxMultiplex caps it
 	// (default 4, the seeds' advice).
 	Multiplex, MaxMultiplex int
+	// Drives is how many drives of the library are written at once
+	// (MediaLibraryInput.Drive and those after it), a session each
+	// (0: one).
+	Drives int
 	// RunBlocks keeps that many blocks of one point together on tape.
 	RunBlocks int
 	BlockSize int
@@ -87,6 +91,9 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 	maxMux := cmp.Or(in.MaxMultiplex, volume.DefaultMultiplex)
 	if in.Multiplex > maxMux {
 		return nil, invalidf("multiplexing %d:1 exceeds the cap of %d:1 (restores slow down beyond 4:1); raise --max-multiplex to allow it", in.Multiplex, maxMux)
+	}
+	if in.Drives < 0 {
+		return nil, invalidf("--drives must not be negative")
 	}
 	ml, err := s.findLibrary(ctx, in.MediaLibraryInput)
 	if err != nil {
@@ -116,37 +123,50 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 		if len(snaps) == 0 {
 			return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
 		}
-		mux := cmp.Or(in.Multiplex, min(len(snaps), maxMux))
-		lib, closeLib, err := ml.open()
+		drives := min(max(in.Drives, 1), len(snaps))
+		mux := cmp.Or(in.Multiplex, min((len(snaps)+drives-1)/drives, maxMux))
+		libs, closeLib, err := ml.openDrives(drives)
 		if err != nil {
 			return nil, err
 		}
 		defer closeLib()
 		host, _ := os.Hostname()
 		start := time.Now()
-		res, err := mediacopy.Copy(ctx, src, snaps, lib, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize, SpoolDir: in.SpoolDir,
-			Catalogue:    s.mediaCatalogue(ctx, t),
+		results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize,
+			SpoolDir: in.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t),
 			WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention, Host: host}})
-		if err != nil {
-			return nil, err
-		}
-		rows, err := s.recordVolumes(ctx, lib, ml, res.Volumes...)
-		if err != nil {
-			return nil, err
-		}
-		out := &api.MediaCopyResult{Session: res.Session.String(), Copied: []string{}, Volumes: []api.MediaVolume{}, Segments: []api.MediaSegment{},
-			Blocks: res.Blocks, DataBytes: res.Bytes, NoIndex: append([]string{}, res.NoIndex...), Multiplex: mux,
-			DurationSeconds: time.Since(start).Seconds()}
-		for _, sn := range snaps {
-			out.Copied = append(out.Copied, sn.ID.String())
-		}
-		for i, ix := range res.Volumes {
-			out.Volumes = append(out.Volumes, volumeDoc(rows[i]))
-			for _, r := range segmentRows(ix) {
-				if r.Session == out.Session {
-					out.Segments = append(out.Segments, segmentDoc(r))
+		// The sessions that completed are on tape and indexed: the
+		// catalogue records them even when another drive failed.
+		out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, Copied: []string{}, Volumes: []api.MediaVolume{},
+			Segments: []api.MediaSegment{}, NoIndex: []string{}, Multiplex: mux}
+		for i, res := range results {
+			if res == nil {
+				continue // the drive failed: copyErr says how
+			}
+			rows, err := s.recordVolumes(ctx, libs[i], ml, res.Volumes...)
+			if err != nil {
+				return nil, errors.Join(copyErr, err)
+			}
+			session := res.Session.String()
+			out.Sessions = append(out.Sessions, session)
+			out.Blocks += res.Blocks
+			out.DataBytes += res.Bytes
+			out.NoIndex = append(out.NoIndex, res.NoIndex...)
+			for i, ix := range res.Volumes {
+				out.Volumes = append(out.Volumes, volumeDoc(rows[i]))
+				for _, r := range segmentRows(ix) {
+					if r.Session == session {
+						out.Segments = append(out.Segments, segmentDoc(r))
+					}
 				}
 			}
+		}
+		out.DurationSeconds = time.Since(start).Seconds()
+		if copyErr != nil {
+			return nil, copyErr
+		}
+		for _, sn := range snaps {
+			out.Copied = append(out.Copied, sn.ID.String())
 		}
 		return out, nil
 	})

@@ -122,10 +122,23 @@ func (s *Service) openLibrary(ctx context.Context, in MediaLibraryInput) (*volum
 
 // open opens a library found.
 func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error) {
+	libs, close, err := l.openDrives(1)
+	if err != nil {
+		return nil, nil, err
+	}
+	return libs[0], close, nil
+}
+
+// openDrives opens a library found with n of its drives, l.Drive and
+// those after it, sharing its changer.
+func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() error, err error) {
 	if l.Dir == "" {
+		if n > 1 {
+			return nil, nil, invalidf("library %s names one drive device: --drives %d needs a library of the configuration or a virtual tape library", l.ref(), n)
+		}
 		d := st.Open(l.Device)
 		sl := &st.Library{Changer: &st.Changer{Device: l.Changer}, Drives: map[int]*st.Drive{l.Drive: d}}
-		return &volume.Library{Changer: sl, Drive: d, DriveIndex: l.Drive}, d.Close, nil
+		return []*volume.Library{{Changer: sl, Drive: d, DriveIndex: l.Drive}}, d.Close, nil
 	}
 	v, err := vtl.Open(l.Dir)
 	switch {
@@ -138,12 +151,15 @@ func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error
 	if err != nil {
 		return nil, nil, busyLibrary(l, err)
 	}
-	d, err := v.Drive(l.Drive)
-	if err != nil {
-		v.Close()
-		return nil, nil, invalidf("%v", err)
+	for i := l.Drive; i < l.Drive+n; i++ {
+		d, err := v.Drive(i)
+		if err != nil {
+			v.Close()
+			return nil, nil, invalidf("%v", err)
+		}
+		libs = append(libs, &volume.Library{Changer: v, Drive: d, DriveIndex: i})
 	}
-	return &volume.Library{Changer: v, Drive: d, DriveIndex: l.Drive}, v.Close, nil
+	return libs, v.Close, nil
 }
 
 // busyLibrary says that a library another operation holds is busy, not

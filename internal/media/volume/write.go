@@ -90,7 +90,7 @@ func WriteSession(ctx context.Context, v *Volume, vols Volumes, sources []Source
 	defer cancel()
 	pieces := make(chan piece, o.Multiplex)
 	go produce(ctx, sources, format.Payload(v.Label.BlockSize), o, pieces)
-	if err := w.begin(false); err != nil {
+	if err := w.start(ctx, false); err != nil {
 		return nil, err
 	}
 	seqs := make([]uint64, len(sources))
@@ -195,6 +195,27 @@ type sessionWriter struct {
 	segs  map[uint32]*format.Segment // this session's, on the current volume
 }
 
+// start opens the session's file on the current volume, or on the next
+// when this one is in its early-warning zone already (a session before
+// ended there): that volume's index then goes as the trailer write,
+// marking it full.
+func (w *sessionWriter) start(ctx context.Context, continued bool) error {
+	for {
+		err := w.begin(continued)
+		if !errors.Is(err, media.ErrEarlyWarning) {
+			return err
+		}
+		if err := w.end(true); err != nil {
+			w.res.NoIndex = append(w.res.NoIndex, w.v.Label.Barcode)
+		}
+		next, err := w.vols.Next(ctx, w.v)
+		if err != nil {
+			return fmt.Errorf("volume %s is full: %w", w.v.Label.Barcode, err)
+		}
+		w.v = next
+	}
+}
+
 // begin prepares the volume for appending and opens the session's file.
 func (w *sessionWriter) begin(continued bool) error {
 	if err := w.v.prepareAppend(); err != nil {
@@ -237,7 +258,7 @@ func (w *sessionWriter) writeData(ctx context.Context, h format.Header, payload 
 			return fmt.Errorf("volume %s is full: %w", w.v.Label.Barcode, err)
 		}
 		w.v = next
-		if err := w.begin(true); err != nil {
+		if err := w.start(ctx, true); err != nil {
 			return err
 		}
 	}
@@ -266,10 +287,40 @@ func (w *sessionWriter) record(h format.Header, pos int64, n int, info format.St
 // end closes the session's file on this volume and writes the volume's
 // index with the session's segments. When the volume is full, the session
 // end label is left out: the index must be the single trailer write.
+// A volume the session's end reaches the early-warning zone on is full
+// too: when the end label is refused, or the index after it, the index
+// is written as the trailer, saying the volume is full (nothing could be
+// appended to it), and the index closes the session's segments there.
 func (w *sessionWriter) end(full bool) error {
 	v := w.v
-	now := time.Now().UTC()
-	ix := v.Index
+	before := v.Index
+	w.res.Volumes = append(w.res.Volumes, w.index(before, full))
+	if !full {
+		err := v.writeLabelBlock(format.KindSessionEnd, &w.label)
+		switch {
+		case errors.Is(err, media.ErrEarlyWarning):
+			full = true
+			w.res.Volumes[len(w.res.Volumes)-1] = w.index(before, true)
+		case err != nil:
+			return fmt.Errorf("volume %s: session end: %w", v.Label.Barcode, err)
+		}
+	}
+	if err := v.Drive.WriteFilemarks(1, false); err != nil {
+		return fmt.Errorf("volume %s: %w", v.Label.Barcode, err)
+	}
+	v.pos++
+	err := v.writeIndex()
+	if errors.Is(err, media.ErrEarlyWarning) && !full {
+		w.res.Volumes[len(w.res.Volumes)-1] = w.index(before, true)
+		err = v.writeIndex()
+	}
+	return err
+}
+
+// index makes the volume's index: the one before the session and the
+// session's segments on it (v.Index, which writeIndex writes).
+func (w *sessionWriter) index(before format.VolumeIndex, full bool) format.VolumeIndex {
+	ix := before
 	ix.Segments = slices.Clone(ix.Segments)
 	streams := make([]uint32, 0, len(w.segs))
 	for s := range w.segs {
@@ -281,23 +332,13 @@ func (w *sessionWriter) end(full bool) error {
 	}
 	// Microseconds, as the catalogue keeps times: the copy's result and
 	// the volume list then show the same instants.
-	now = now.Truncate(time.Microsecond)
+	now := time.Now().UTC().Truncate(time.Microsecond)
 	ix.Written, ix.Full = now, full
 	if until := now.Add(w.o.Retention); until.After(ix.ProtectedUntil) {
 		ix.ProtectedUntil = until
 	}
-	v.Index = ix
-	w.res.Volumes = append(w.res.Volumes, ix)
-	if !full {
-		if err := v.writeLabelBlock(format.KindSessionEnd, &w.label); err != nil {
-			return fmt.Errorf("volume %s: session end: %w", v.Label.Barcode, err)
-		}
-	}
-	if err := v.Drive.WriteFilemarks(1, false); err != nil {
-		return fmt.Errorf("volume %s: %w", v.Label.Barcode, err)
-	}
-	v.pos++
-	return v.writeIndex()
+	w.v.Index = ix
+	return ix
 }
 
 // prepareAppend positions the drive where the next session goes, closing

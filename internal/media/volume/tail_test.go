@@ -63,3 +63,45 @@ func firstCopy(e *env, payload []byte) ([]format.VolumeIndex, error) {
 	}
 	return res.Volumes, nil
 }
+
+// A session ending at every block around the early-warning point (its
+// last data block, its end label, its index or the next session's start
+// label the first write in the zone) leaves volumes that read back and
+// scan as their indexes say, and the next session goes on, on the same
+// volume or the next.
+func TestSessionsEndingAroundTheEarlyWarning(t *testing.T) {
+	const capacity = 512 << 10 // the zone is its last 128 KiB: 24 blocks in
+	per := format.Payload(blockSize)
+	for blocks := 14; blocks <= 24; blocks++ {
+		e := newEnv(t, 3, capacity)
+		first, second := data(uint64(blocks), blocks*per), data(99, 3*per)
+		a, err := firstCopy(e, first)
+		if err != nil {
+			t.Fatalf("a session of %d blocks: %v", blocks, err)
+		}
+		p := e.pool()
+		v, err := p.First(context.Background())
+		if err != nil {
+			t.Fatalf("after a session of %d blocks: %v", blocks, err)
+		}
+		res, err := volume.WriteSession(context.Background(), v, p, named("again", [][]byte{second}), volume.WriteOptions{})
+		if err != nil {
+			t.Fatalf("the session after one of %d blocks: %v", blocks, err)
+		}
+		e.readBack(a, "pointa", first, volume.ReadOptions{})
+		e.readBack(res.Volumes, "againa", second, volume.ReadOptions{})
+		for i := 1; i <= 3; i++ {
+			m, err := e.vl.Mount(context.Background(), code(i))
+			if errors.Is(err, volume.ErrBlank) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("after %d blocks: %s: %v", blocks, code(i), err)
+			}
+			rep, err := m.Scan()
+			if err != nil || !rep.IndexMatches || len(rep.Bad) != 0 || rep.Unindexed != 0 {
+				t.Fatalf("after %d blocks: scan of %s: %+v %v", blocks, code(i), rep, err)
+			}
+		}
+	}
+}
