@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 )
 
 // backupVM runs `coffer backup vm` with args and returns its point.
@@ -104,13 +105,13 @@ connections:
 // TestBackupVMByNameThroughTheService's (internal/hypervisor/vsphere,
 // whose shim stands in for ESXi's).
 func TestBackupVSphereVMByName(t *testing.T) {
-	srv := startVCSim(t, 1, 1)
+	srv := vclab.Start(t, 1, 1)
 	lab := newVCLab(t, srv)
-	vm := lab.vms[0]
-	disk := lab.disk(vm.Name)
-	want1 := make([]byte, disk.size)
+	vm := lab.VMs[0]
+	disk := lab.Disk(vm.Name)
+	want1 := make([]byte, disk.Size)
 	rand.Read(want1[:300<<10])
-	lab.writeFlat(disk, want1)
+	lab.WriteFlat(disk, want1)
 	e := newEnv(t)
 	e.must("init")
 	e.config(lab.connection(e))
@@ -120,7 +121,7 @@ func TestBackupVSphereVMByName(t *testing.T) {
 	}
 	want2 := append([]byte(nil), want1...)
 	copy(want2[1<<20:], bytes.Repeat([]byte("changed "), 4096))
-	lab.writeFlat(disk, want2)
+	lab.WriteFlat(disk, want2)
 	second := e.backupVM("--connection", "vc", vm.Self.Value)
 	if second.VM != vm.Name {
 		t.Fatalf("second point %+v", second)
@@ -148,7 +149,7 @@ func TestBackupVSphereVMByName(t *testing.T) {
 // "not found" and says where to look; a VM named ambiguously is a usage
 // error that says how to name it.
 func TestBackupVMRefusesWhatItCannotFind(t *testing.T) {
-	srv := startVCSim(t, 1, 1)
+	srv := vclab.Start(t, 1, 1)
 	lab := newVCLab(t, srv)
 	e := newEnv(t)
 	e.must("init")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -108,10 +109,10 @@ func TestQEMUQuiesceFallbackRecordsAchievedMode(t *testing.T) {
 // vcsim VM whose VMware Tools do not run: the job, the point and the
 // catalog record quiesced requested, crash-consistent achieved.
 func TestVSphereQuiesceWithoutToolsRecordsCrashConsistent(t *testing.T) {
-	srv := startVCSim(t, 1, 1)
+	srv := vclab.Start(t, 1, 1)
 	lab := newVCLab(t, srv)
-	vm := lab.vms[0]
-	lab.power(vm, true)
+	vm := lab.VMs[0]
+	lab.Power(vm, true)
 	e := newEnv(t)
 	e.must("init")
 	job := lab.backUp(e, vm.Name, "quiesced")

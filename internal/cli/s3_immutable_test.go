@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -170,14 +171,14 @@ func checkGuestDisk(t *testing.T, path string) {
 // the bucket and the password alone.
 func TestS3ImmutableVSpherePolicy(t *testing.T) {
 	srv := testutil.StartS3(t)
-	vc := startVCSim(t, 1, 1)
+	vc := vclab.Start(t, 1, 1)
 	lab := newVCLab(t, vc)
-	vm := lab.vms[0]
-	disk := lab.disk(vm.Name)
-	want := make([]byte, disk.size)
+	vm := lab.VMs[0]
+	disk := lab.Disk(vm.Name)
+	want := make([]byte, disk.Size)
 	rand.Read(want[:512<<10])
-	copy(want[disk.size-100<<10:], bytes.Repeat([]byte("end of disk "), 8000))
-	lab.writeFlat(disk, want)
+	copy(want[disk.Size-100<<10:], bytes.Repeat([]byte("end of disk "), 8000))
+	lab.WriteFlat(disk, want)
 
 	e, bucket := newS3Env(t, srv, true, srv.Endpoint)
 	e.must("init")

@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/testutil"
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 )
 
 // TestVerifyBootVSphere: a vCenter simulator's VM whose disk holds a
@@ -56,12 +57,12 @@ func TestVerifyBootVSphere(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lab := newVCLab(t, startVCSim(t, 1, 0))
-	lab.createVMWith(ctx, vcVM{name: "web-vs", controller: "pvscsi", diskSize: int64(len(bootDisk)), nic: "vmxnet3"})
-	lab.createVMWith(ctx, vcVM{name: "legacy-vs", controller: "lsilogic", diskSize: int64(len(bootDisk)), nic: "vmxnet3"})
-	web := lab.disk("web-vs")
-	lab.writeFlat(web, bootDisk)
-	lab.writeFlat(lab.disk("legacy-vs"), bootDisk)
+	lab := newVCLab(t, vclab.Start(t, 1, 0))
+	lab.CreateVMWith(ctx, vclab.VM{Name: "web-vs", Controller: "pvscsi", DiskSize: int64(len(bootDisk)), NIC: "vmxnet3"})
+	lab.CreateVMWith(ctx, vclab.VM{Name: "legacy-vs", Controller: "lsilogic", DiskSize: int64(len(bootDisk)), NIC: "vmxnet3"})
+	web := lab.Disk("web-vs")
+	lab.WriteFlat(web, bootDisk)
+	lab.WriteFlat(lab.Disk("legacy-vs"), bootDisk)
 	e.must("init")
 	lab.backUp(e, "web-vs", "")
 
@@ -83,7 +84,7 @@ func TestVerifyBootVSphere(t *testing.T) {
 	}
 
 	// The same VM with its disk zeroed: the BIOS finds nothing to boot.
-	lab.writeFlat(web, make([]byte, web.size))
+	lab.WriteFlat(web, make([]byte, web.Size))
 	lab.backUp(e, "web-vs", "")
 	shot := filepath.Join(e.dir, "zeroed.png")
 	code, stdout, stderr := e.run("verify", "boot", "latest", "--marker", guestvm.BootMarker, "--timeout", "45s", "--screenshot", shot)

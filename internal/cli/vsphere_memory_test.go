@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 )
 
 // TestVSphereRestoreWithMemoryPoint backs up a running VM with a
@@ -15,13 +17,13 @@ import (
 // disk only and says so; `coffer restore` writes the memory stream out
 // like a disk, alone (--disk) or with the disk into a directory.
 func TestVSphereRestoreWithMemoryPoint(t *testing.T) {
-	srv := startVCSim(t, 1, 1)
+	srv := vclab.Start(t, 1, 1)
 	lab := newVCLab(t, srv)
-	vm := lab.vms[0]
-	orig := lab.disk(vm.Name)
-	want := bytes.Repeat([]byte("memory point "), int(orig.size)/13+1)[:orig.size]
-	lab.writeFlat(orig, want)
-	lab.power(vm, true)
+	vm := lab.VMs[0]
+	orig := lab.Disk(vm.Name)
+	want := bytes.Repeat([]byte("memory point "), int(orig.Size)/13+1)[:orig.Size]
+	lab.WriteFlat(orig, want)
+	lab.Power(vm, true)
 
 	e := newEnv(t)
 	e.must("init")
@@ -31,7 +33,7 @@ func TestVSphereRestoreWithMemoryPoint(t *testing.T) {
 	if len(res.Disks) != 1 || !strings.Contains(strings.Join(res.Warnings, ";"), "memory state") {
 		t.Fatalf("restore vm: %+v", res)
 	}
-	if got := lab.readFlat(lab.disk(res.VM)); !bytes.Equal(got, want) {
+	if got := lab.ReadFlat(lab.Disk(res.VM)); !bytes.Equal(got, want) {
 		t.Fatal("the new VM's disk differs from the original's at backup time")
 	}
 

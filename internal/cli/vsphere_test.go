@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/tls"
 	"fmt"
 	"net/url"
 	"os"
@@ -11,32 +10,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/soap"
-)
 
-// startVCSim serves a vCenter simulator with hosts hosts in one cluster
-// and machines of its own VMs (10 GB disks, powered off) over TLS, for the
-// user coffer with the password s3cret.
-func startVCSim(t *testing.T, hosts, machines int) *simulator.Server {
-	m := simulator.VPX()
-	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, hosts, machines, false
-	if err := m.Create(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Remove)
-	m.Service.TLS = new(tls.Config)
-	m.Service.Listen = &url.URL{User: url.UserPassword("coffer", "s3cret")}
-	srv := m.Service.NewServer()
-	t.Cleanup(srv.Close)
-	return srv
-}
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
+)
 
 // TestVSphereConnection lists the VMs of an in-process vCenter simulator
 // through a `kind: vsphere` connection: TLS verified by a pinned
 // thumbprint, the password read from a file; a wrong thumbprint is refused.
 func TestVSphereConnection(t *testing.T) {
-	srv := startVCSim(t, 2, 3)
+	srv := vclab.Start(t, 2, 3)
 
 	e := newEnv(t)
 	pw := filepath.Join(e.dir, "vc.password")
@@ -77,14 +60,14 @@ func TestVSphereConnection(t *testing.T) {
 // the confirmation flag, is refused while the VM runs, and once it is
 // powered off puts the backed-up bytes back over damaged ones.
 func TestVSphereRestoreVM(t *testing.T) {
-	srv := startVCSim(t, 1, 1)
+	srv := vclab.Start(t, 1, 1)
 	lab := newVCLab(t, srv)
-	vm := lab.vms[0]
-	orig := lab.disk(vm.Name)
-	want := make([]byte, orig.size)
+	vm := lab.VMs[0]
+	orig := lab.Disk(vm.Name)
+	want := make([]byte, orig.Size)
 	rand.Read(want[:256<<10])
-	copy(want[orig.size-100<<10:], bytes.Repeat([]byte("end of disk "), 8000))
-	lab.writeFlat(orig, want)
+	copy(want[orig.Size-100<<10:], bytes.Repeat([]byte("end of disk "), 8000))
+	lab.WriteFlat(orig, want)
 
 	e := newEnv(t)
 	e.must("init")
@@ -94,28 +77,28 @@ func TestVSphereRestoreVM(t *testing.T) {
 	if res.VM != vm.Name+"-restored" || len(res.Disks) != 1 || res.Started {
 		t.Fatalf("restore: %+v", res)
 	}
-	if got := lab.readFlat(lab.disk(res.VM)); !bytes.Equal(got, want) {
+	if got := lab.ReadFlat(lab.Disk(res.VM)); !bytes.Equal(got, want) {
 		t.Fatal("the new VM's disk differs from the original's at backup time")
 	}
 	if out := e.expect(ExitFailure, "restore", "vm", "latest", "--connection", "vc"); !strings.Contains(out, "exists") {
 		t.Fatalf("second restore under the same name: %s", out)
 	}
 
-	damaged := bytes.Repeat([]byte{0xde}, int(orig.size))
-	lab.writeFlat(orig, damaged)
+	damaged := bytes.Repeat([]byte{0xde}, int(orig.Size))
+	lab.WriteFlat(orig, damaged)
 	if out := e.expect(ExitUsage, "restore", "vm", "latest", "--connection", "vc", "--onto-original"); !strings.Contains(out, "--yes-overwrite-original") {
 		t.Fatalf("onto the original without confirmation: %s", out)
 	}
-	lab.power(vm, true)
+	lab.Power(vm, true)
 	if out := e.expect(ExitFailure, "restore", "vm", "latest", "--connection", "vc", "--onto-original", "--yes-overwrite-original"); !strings.Contains(out, "running") {
 		t.Fatalf("onto the running original: %s", out)
 	}
-	if got := lab.readFlat(orig); !bytes.Equal(got, damaged) {
+	if got := lab.ReadFlat(orig); !bytes.Equal(got, damaged) {
 		t.Fatal("the running VM's disk was written")
 	}
-	lab.power(vm, false)
+	lab.Power(vm, false)
 	e.must("restore", "vm", "latest", "--connection", "vc", "--onto-original", "--yes-overwrite-original")
-	if got := lab.readFlat(orig); !bytes.Equal(got, want) {
+	if got := lab.ReadFlat(orig); !bytes.Equal(got, want) {
 		t.Fatal("the original's disk does not hold the backed-up bytes")
 	}
 }

@@ -1,0 +1,250 @@
+// Package vclab is the tests' vCenter: an in-process vcsim server and an
+// admin client that makes small VMs and reads and writes their disks, for
+// the command line's and the console's tests of vSphere connections.
+package vclab
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Start serves a vCenter simulator with hosts hosts in one cluster
+// and machines of its own VMs (10 GB disks, powered off) over TLS, for the
+// user coffer with the password s3cret.
+func Start(t *testing.T, hosts, machines int) *simulator.Server {
+	m := simulator.VPX()
+	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, hosts, machines, false
+	if err := m.Create(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Remove)
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{User: url.UserPassword("coffer", Password)}
+	srv := m.Service.NewServer()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Lab is a test's own view of a vcsim server: an admin client that
+// creates a small VM and reads and writes disk files where vcsim keeps
+// them (the datastores are local directories).
+type Lab struct {
+	t *testing.T
+	c *vim25.Client
+	// SDK is the SDK URL without credentials.
+	SDK string
+	// VMs are the VMs the lab created, oldest first (app-01 first).
+	VMs []mo.VirtualMachine
+	// Thumbprint pins the simulator's certificate in coffer's config.
+	Thumbprint string
+}
+
+// Disk is a VM disk's flat extent on the local datastore directory.
+type Disk struct {
+	Path string
+	Size int64
+}
+
+// DiskSize is the size of the disk of a VM CreateVM makes.
+const DiskSize = 2 << 20
+
+// New opens a lab on srv (Start) with one powered-off VM, app-01.
+func New(t *testing.T, srv *simulator.Server) *Lab {
+	ctx := context.Background()
+	sdk := &url.URL{Scheme: srv.URL.Scheme, Host: srv.URL.Host, Path: srv.URL.Path}
+	c, err := vim25.NewClient(ctx, soap.NewClient(sdk, true)) // the test's own simulator
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := session.NewManager(c).Login(ctx, srv.URL.User); err != nil {
+		t.Fatal(err)
+	}
+	l := &Lab{t: t, c: c, SDK: sdk.String(), Thumbprint: soap.ThumbprintSHA256(srv.Certificate())}
+	l.CreateVM(ctx, "app-01")
+	return l
+}
+
+// CreateVM adds a powered-off VM with one small thin disk on the first
+// datastore (vcsim's own VMs have 10 GB disks).
+func (l *Lab) CreateVM(ctx context.Context, name string) {
+	l.CreateVMWith(ctx, VM{Name: name, Controller: "pvscsi", DiskSize: DiskSize})
+}
+
+// VM shapes a VM of the lab: its disk's controller (a govmomi SCSI
+// controller name: pvscsi, lsilogic, lsilogic-sas, buslogic) and size,
+// and a network adapter (a govmomi card name such as vmxnet3, or none).
+type VM struct {
+	Name, Controller string
+	DiskSize         int64
+	NIC              string
+}
+
+// CreateVMWith adds a powered-off VM shaped by vm on the first datastore.
+func (l *Lab) CreateVMWith(ctx context.Context, vm VM) {
+	name := vm.Name
+	var dss []mo.Datastore
+	l.Retrieve(ctx, "Datastore", []string{"name"}, &dss)
+	var dcs []mo.Datacenter
+	l.Retrieve(ctx, "Datacenter", []string{"vmFolder"}, &dcs)
+	var pools []mo.ResourcePool
+	l.Retrieve(ctx, "ResourcePool", []string{"name"}, &pools)
+	ds := dss[0].Name
+	var devs object.VirtualDeviceList
+	scsi, err := devs.CreateSCSIController(vm.Controller)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	devs = append(devs, scsi)
+	disk := devs.CreateDisk(scsi.(types.BaseVirtualController), types.ManagedObjectReference{}, "["+ds+"] "+name+"/"+name+".vmdk")
+	disk.CapacityInKB = vm.DiskSize / 1024
+	devs = append(devs, disk)
+	if vm.NIC != "" {
+		f := find.NewFinder(l.c)
+		dc, err := f.DefaultDatacenter(ctx)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		f.SetDatacenter(dc)
+		net, err := f.Network(ctx, "VM Network")
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		backing, err := net.EthernetCardBackingInfo(ctx)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		card, err := object.EthernetCardTypes().CreateEthernetCard(vm.NIC, backing)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		devs = append(devs, card)
+	}
+	changes, _ := devs.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
+	for _, ch := range changes {
+		if _, ok := ch.GetVirtualDeviceConfigSpec().Device.(*types.VirtualDisk); ok {
+			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+		}
+	}
+	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: "otherGuest", NumCPUs: 1, MemoryMB: 256,
+		Files: &types.VirtualMachineFileInfo{VmPathName: "[" + ds + "]"}, DeviceChange: changes}
+	task, err := object.NewFolder(l.c, dcs[0].VmFolder).CreateVM(ctx, spec, object.NewResourcePool(l.c, pools[0].Self), nil)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		l.t.Fatal(err)
+	}
+	var vms []mo.VirtualMachine
+	l.Retrieve(ctx, "VirtualMachine", []string{"name"}, &vms)
+	for _, v := range vms {
+		if v.Name == name {
+			l.VMs = append(l.VMs, v)
+		}
+	}
+}
+
+// Retrieve reads properties of every managed object of a kind.
+func (l *Lab) Retrieve(ctx context.Context, kind string, props []string, dst any) {
+	v, err := view.NewManager(l.c).CreateContainerView(ctx, l.c.ServiceContent.RootFolder, []string{kind}, true)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer v.Destroy(ctx)
+	if err := v.Retrieve(ctx, []string{kind}, props, dst); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// Disk finds the flat extent of the first disk of the VM called name.
+func (l *Lab) Disk(name string) Disk {
+	ctx := context.Background()
+	var vms []mo.VirtualMachine
+	l.Retrieve(ctx, "VirtualMachine", []string{"name", "config.hardware.device"}, &vms)
+	for _, vm := range vms {
+		if vm.Name != name {
+			continue
+		}
+		for _, dev := range vm.Config.Hardware.Device {
+			d, ok := dev.(*types.VirtualDisk)
+			if !ok {
+				continue
+			}
+			b := d.Backing.(*types.VirtualDiskFlatVer2BackingInfo)
+			var ds mo.Datastore
+			if err := property.DefaultCollector(l.c).RetrieveOne(ctx, *b.Datastore, []string{"summary"}, &ds); err != nil {
+				l.t.Fatal(err)
+			}
+			dir, _ := url.Parse(ds.Summary.Url)
+			_, rel, _ := strings.Cut(b.FileName, "] ")
+			return Disk{Path: filepath.Join(dir.Path, strings.TrimSuffix(rel, ".vmdk")+"-flat.vmdk"), Size: d.CapacityInKB * 1024}
+		}
+	}
+	l.t.Fatalf("no VM %s with a disk", name)
+	return Disk{}
+}
+
+// WriteFlat writes a disk's contents, as the guest would.
+func (l *Lab) WriteFlat(d Disk, data []byte) {
+	if err := os.WriteFile(d.Path, data, 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// ReadFlat reads a disk's contents.
+func (l *Lab) ReadFlat(d Disk) []byte {
+	b, err := os.ReadFile(d.Path)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return b
+}
+
+// Power powers a VM on or off.
+func (l *Lab) Power(vm mo.VirtualMachine, on bool) {
+	ctx := context.Background()
+	v := object.NewVirtualMachine(l.c, vm.Self)
+	task, err := v.PowerOff(ctx)
+	if on {
+		task, err = v.PowerOn(ctx)
+	}
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// Password is the simulator's password for the user coffer (Start).
+const Password = "s3cret"
+
+// Connection is a configuration's connections section with a connection
+// called name to the lab, its password in passwordFile (written here).
+func (l *Lab) Connection(name, passwordFile string) string {
+	l.t.Helper()
+	if err := os.WriteFile(passwordFile, []byte(Password+"\n"), 0o600); err != nil {
+		l.t.Fatal(err)
+	}
+	return fmt.Sprintf(`connections:
+  - name: %s
+    kind: vsphere
+    options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
+`, name, l.SDK, passwordFile, l.Thumbprint)
+}
