@@ -75,6 +75,8 @@ func TestConsoleRestoreOntoOriginal(t *testing.T) {
 	c.retype("#r-confirm", vm.Name)
 	c.clickAway("#restore-start")
 	c.waitText("#task-status", "success")
+	c.finalDetails()
+	c.waitText("main", "writing disk")
 	if !bytes.Equal(vc.ReadFlat(disk), backedUp) {
 		t.Fatal("the VM's disk after a restore onto the original differs from the point")
 	}
