@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -128,6 +129,24 @@ func truncate(keep float64) func(t *testing.T, path string) {
 	}
 }
 
+// formatVersion rewrites the config's format version, as a flipped bit of
+// its digit does (1 is 0x31: 0x30 is 0, 0x33 is 3).
+func formatVersion(v int) func(t *testing.T, path string) {
+	return func(t *testing.T, path string) {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := bytes.Replace(raw, []byte(`"format_version": 1`), []byte(fmt.Sprintf(`"format_version": %d`, v)), 1)
+		if bytes.Equal(changed, raw) {
+			t.Fatal("the config has no format_version 1")
+		}
+		if err := os.WriteFile(path, changed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func remove(t *testing.T, path string) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -200,6 +219,10 @@ func damageCases() []damageCase {
 		{name: "config", object: config, damage: flip(inJSON), repair: []string{"repair config"}, after: "same"},
 		{name: "config truncated", object: config, damage: truncate(0.5), repair: []string{"repair config"}, after: "same"},
 		{name: "config deleted", object: config, damage: remove, repair: []string{"repair config"}, after: "same"},
+		// A flipped digit of the version is damage, not a newer coffer's
+		// repository (the key's authenticated copy says which).
+		{name: "config version 0", object: config, damage: formatVersion(0), repair: []string{"repair config"}, after: "same"},
+		{name: "config version 3", object: config, damage: formatVersion(3), repair: []string{"repair config"}, after: "same"},
 	}
 }
 

@@ -57,7 +57,10 @@ func (c *Config) validate() error {
 	if c.Magic != configMagic {
 		return fmt.Errorf("%w: config has magic %q", ErrNotRepository, c.Magic)
 	}
-	if c.FormatVersion > FormatVersion || c.FormatVersion < 1 {
+	if c.FormatVersion < 1 {
+		return fmt.Errorf("repository config: format version %d is no version coffer ever wrote", c.FormatVersion)
+	}
+	if c.FormatVersion > FormatVersion {
 		return fmt.Errorf("%w: format version %d, this build supports up to %d: upgrade coffer", ErrUnsupportedVersion, c.FormatVersion, FormatVersion)
 	}
 	if c.ChunkSize < MinChunkSize || c.ChunkSize > MaxChunkSize || c.ChunkSize&(c.ChunkSize-1) != 0 {

@@ -168,13 +168,17 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Repository, error) {
 	o.defaults()
 	cfg, cfgErr := loadConfig(ctx, st)
-	if cfgErr != nil && !configDamaged(cfgErr) {
-		return nil, cfgErr
-	}
+	// A config newer than this coffer may be a damaged one (a flipped
+	// digit of its version): the authenticated copy in the key files
+	// decides, when this coffer can unlock them (checkConfig).
+	newer := cfgErr != nil && !configDamaged(cfgErr)
 	r := &Repository{st: st, log: o.Logger, opts: o}
 	r.hostname, _ = os.Hostname()
 	keys, err := readKeyObjects(ctx, st)
-	if err != nil {
+	switch {
+	case err != nil && newer:
+		return nil, cfgErr
+	case err != nil:
 		return nil, fmt.Errorf("read keys: %w", err)
 	}
 	switch {
@@ -190,12 +194,20 @@ func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Rep
 			return nil, fmt.Errorf("the config says the repository is unencrypted but it has %d key(s): the config was tampered with; refusing to open", len(keys))
 		}
 		r.key = crypto.Null()
+	case newer && cfg.Encryption == "none":
+		return nil, cfgErr
 	default:
 		if len(password) == 0 {
+			if newer {
+				return nil, cfgErr
+			}
 			return nil, fmt.Errorf("repository is encrypted: a password is required: %w", crypto.ErrWrongPassword)
 		}
 		u, err := unlock(ctx, st, password)
 		if err != nil {
+			if newer && !errors.Is(err, crypto.ErrWrongPassword) {
+				return nil, cfgErr // key files of a newer format
+			}
 			return nil, err
 		}
 		var health []HealthIssue
