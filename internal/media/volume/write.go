@@ -205,15 +205,27 @@ func (w *sessionWriter) start(ctx context.Context, continued bool) error {
 		if !errors.Is(err, media.ErrEarlyWarning) {
 			return err
 		}
-		if err := w.end(true); err != nil {
-			w.res.NoIndex = append(w.res.NoIndex, w.v.Label.Barcode)
+		if err := w.nextVolume(ctx); err != nil {
+			return err
 		}
-		next, err := w.vols.Next(ctx, w.v)
-		if err != nil {
-			return fmt.Errorf("volume %s is full: %w", w.v.Label.Barcode, err)
-		}
-		w.v = next
 	}
+}
+
+// nextVolume closes the full volume with its index, the one trailer write
+// st allows after ENOSPC, and mounts the pool's next. An unexpected end
+// of medium leaves no room even for the index: the volume then has no
+// index of this session, which the catalogue has from the result, and
+// `coffer media catalog --scan` finds.
+func (w *sessionWriter) nextVolume(ctx context.Context) error {
+	if err := w.end(true); err != nil {
+		w.res.NoIndex = append(w.res.NoIndex, w.v.Label.Barcode)
+	}
+	next, err := w.vols.Next(ctx, w.v)
+	if err != nil {
+		return fmt.Errorf("volume %s is full: %w", w.v.Label.Barcode, err)
+	}
+	w.v = next
+	return nil
 }
 
 // begin prepares the volume for appending and opens the session's file.
@@ -245,19 +257,10 @@ func (w *sessionWriter) writeData(ctx context.Context, h format.Header, payload 
 		if !errors.Is(err, media.ErrEarlyWarning) && !errors.Is(err, media.ErrEndOfMedium) {
 			return fmt.Errorf("volume %s: %w", w.v.Label.Barcode, err)
 		}
-		// The block was not written: close this volume with its index
-		// (the one trailer write st allows after ENOSPC) and go on.
-		// An unexpected end of medium leaves no room even for that: the
-		// volume then has no index of this session, which the catalogue
-		// has from the result, and `coffer media catalog --scan` finds.
-		if err := w.end(true); err != nil {
-			w.res.NoIndex = append(w.res.NoIndex, w.v.Label.Barcode)
+		// The block was not written: it goes first on the next volume.
+		if err := w.nextVolume(ctx); err != nil {
+			return err
 		}
-		next, err := w.vols.Next(ctx, w.v)
-		if err != nil {
-			return fmt.Errorf("volume %s is full: %w", w.v.Label.Barcode, err)
-		}
-		w.v = next
 		if err := w.start(ctx, true); err != nil {
 			return err
 		}
