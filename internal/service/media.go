@@ -152,8 +152,8 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 			out.Blocks += res.Blocks
 			out.DataBytes += res.Bytes
 			out.NoIndex = append(out.NoIndex, res.NoIndex...)
-			for i, ix := range res.Volumes {
-				out.Volumes = append(out.Volumes, volumeDoc(rows[i]))
+			for j, ix := range res.Volumes {
+				out.Volumes = append(out.Volumes, volumeDoc(rows[j]))
 				for _, r := range segmentRows(ix) {
 					if r.Session == session {
 						out.Segments = append(out.Segments, segmentDoc(r))
