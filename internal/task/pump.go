@@ -17,11 +17,17 @@ func (s *Subscription) pump() {
 			return
 		}
 		cursor[s.id], state[s.id] = s.after, j
-		if !s.emit(Event{Type: EventStatus, TaskID: s.id, Task: j}) || !s.fill(cursor, s.id, j.LogLines) {
+		status := Event{Type: EventStatus, TaskID: s.id, Task: j}
+		if j.Status.Done() {
+			// Ended already: its log, then its final state as the last
+			// event, as for a task that ends while followed (a reader
+			// such as the console stops at the final state).
+			if s.fill(cursor, s.id, j.LogLines) && s.emit(status) {
+				s.end(nil)
+			}
 			return
 		}
-		if j.Status.Done() {
-			s.end(nil)
+		if !s.emit(status) || !s.fill(cursor, s.id, j.LogLines) {
 			return
 		}
 	}

@@ -108,7 +108,8 @@ func TestFollowATaskOfAnotherProcess(t *testing.T) {
 }
 
 // A follower that reconnects gives the last line it got and continues from
-// the next; a task already finished delivers its state and log, then ends.
+// the next; a task already finished delivers its log, then its final
+// state as the last event, then ends.
 func TestFollowFromALine(t *testing.T) {
 	cat, _ := newCatalog(t)
 	m := newManager(t, cat, task.Options{})
@@ -119,7 +120,7 @@ func TestFollowFromALine(t *testing.T) {
 	}
 	must[task.Task](t)(h.Finish(ctx, catalog.StatusPartial, "1 of 3 disks failed"))
 	s := must[*task.Subscription](t)(m.Subscribe(ctx, h.ID(), 3))
-	for _, want := range []string{"status partial", "log 4:4", "log 5:5"} {
+	for _, want := range []string{"log 4:4", "log 5:5", "status partial"} {
 		same(t, "event", describe(next(t, s)), want)
 	}
 	wantEnd(t, s)
