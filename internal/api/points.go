@@ -85,16 +85,22 @@ type Range struct {
 
 // RestoredDisk is the result of restoring one disk.
 type RestoredDisk struct {
-	PointID         string  `json:"point_id"`
-	Disk            string  `json:"disk"`
-	Target          string  `json:"target"`
-	Format          string  `json:"format"`
-	SizeBytes       int64   `json:"size_bytes"`
-	WrittenBytes    int64   `json:"written_bytes"`
-	ZeroBytes       int64   `json:"zero_bytes"`
-	ReadRequests    int     `json:"read_requests"`
-	DurationSeconds float64 `json:"duration_seconds"`
-	Resumed         bool    `json:"resumed"`
+	PointID      string `json:"point_id"`
+	Disk         string `json:"disk"`
+	Target       string `json:"target"`
+	Format       string `json:"format"`
+	SizeBytes    int64  `json:"size_bytes"`
+	WrittenBytes int64  `json:"written_bytes"`
+	ZeroBytes    int64  `json:"zero_bytes"`
+	// ZeroOffloadedBytes of the zeros were made without sending them
+	// (holes of a sparse file, a device's own zeroing); ZeroWrittenBytes
+	// were written as zeros (a device without zeroing offload). A qcow2
+	// target, written by qemu-img, reports neither.
+	ZeroOffloadedBytes int64   `json:"zero_offloaded_bytes"`
+	ZeroWrittenBytes   int64   `json:"zero_written_bytes"`
+	ReadRequests       int     `json:"read_requests"`
+	DurationSeconds    float64 `json:"duration_seconds"`
+	Resumed            bool    `json:"resumed"`
 	// LostRanges were lost to repository damage (recorded by a repair):
 	// zeros in the target.
 	LostRanges []Range `json:"lost_ranges"`

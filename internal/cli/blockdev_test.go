@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -44,9 +45,20 @@ func TestBlockDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	dstDev := loopDevice(t, junk)
-	e.must("restore", "latest", "--to", dstDev)
+	onDevice := decode[[]api.RestoredDisk](t, e.must("restore", "latest", "--to", dstDev, "--json"))
 	if !sameFile(t, dstDev, img) {
 		t.Fatal("block device restore differs from the source (holes not zeroed?)")
+	}
+	// The block-zero primitive says which path it took: the device's
+	// zeroing or zeros written (either, by the kernel's loop driver), all
+	// of the zero bytes; onto a file, holes alone.
+	d := onDevice[0]
+	if d.ZeroBytes < 16<<20 || d.ZeroOffloadedBytes+d.ZeroWrittenBytes < d.ZeroBytes {
+		t.Fatalf("zeroing onto a device: %+v", d)
+	}
+	asFile := decode[[]api.RestoredDisk](t, e.must("restore", "latest", "--to", filepath.Join(e.dir, "restored.img"), "--json"))
+	if f := asFile[0]; f.ZeroBytes != d.ZeroBytes || f.ZeroOffloadedBytes != f.ZeroBytes || f.ZeroWrittenBytes != 0 {
+		t.Fatalf("zeroing onto a sparse file: %+v", f)
 	}
 	// A smaller device is refused before anything is written.
 	small := filepath.Join(e.dir, "small.img")

@@ -56,6 +56,7 @@ type Metrics struct {
 	bootVerified    *prometheus.GaugeVec
 	tasksRunning    *prometheus.GaugeVec
 	tasksFinished   *prometheus.CounterVec
+	offloadBytes    *prometheus.CounterVec
 	verifyLast      *prometheus.GaugeVec
 	gcLast          *prometheus.GaugeVec
 	outsideRPO      *prometheus.GaugeVec
@@ -104,6 +105,13 @@ func New() *Metrics {
 	m.tasksFinished = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_tasks_finished_total",
 		Help: "Tasks this process finished, by kind and status (success, partial, failed, cancelled)."}, []string{"kind", "status"})
 	m.live.MustRegister(m.tasksFinished)
+	m.offloadBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_offload_bytes_total",
+		Help: "Bytes a storage primitive handled in this process, by primitive (zero) and path: offloaded to the target, or fallback through the host."},
+		[]string{"primitive", "path"})
+	m.live.MustRegister(m.offloadBytes)
+	for _, path := range []string{"offloaded", "fallback"} {
+		m.offloadBytes.WithLabelValues("zero", path) // at 0 from the start, for rate()
+	}
 	m.verifyLast = gauge("coffer_verify_last_success_timestamp_seconds", "End of the newest verify of the repository that found nothing wrong.", "repository")
 	m.gcLast = gauge("coffer_gc_last_success_timestamp_seconds", "End of the newest successful garbage collection of the repository.", "repository")
 	m.outsideRPO = gauge("coffer_vms_outside_rpo",
@@ -121,6 +129,12 @@ func New() *Metrics {
 	m.live.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.render()
 	return m
+}
+
+// AddOffload counts bytes a storage primitive handled by one path
+// (offloaded or fallback).
+func (m *Metrics) AddOffload(primitive, path string, bytes int64) {
+	m.offloadBytes.WithLabelValues(primitive, path).Add(float64(bytes))
 }
 
 // Gatherer gathers every metric, the monitor's gauges as last rendered:

@@ -64,3 +64,31 @@ func TestDocumentedMetricsExist(t *testing.T) {
 		}
 	}
 }
+
+// The offload counters add what each path handled, and both paths of a
+// primitive exist from the start.
+func TestOffloadBytesAddUp(t *testing.T) {
+	m := New()
+	m.AddOffload("zero", "offloaded", 5<<20)
+	m.AddOffload("zero", "offloaded", 1<<20)
+	fams, err := m.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "coffer_offload_bytes_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			labels := ""
+			for _, l := range s.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + " "
+			}
+			got[labels] = s.GetCounter().GetValue()
+		}
+	}
+	if got["path=offloaded primitive=zero "] != 6<<20 || got["path=fallback primitive=zero "] != 0 || len(got) != 2 {
+		t.Fatalf("offload counters: %v", got)
+	}
+}

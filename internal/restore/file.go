@@ -40,9 +40,15 @@ type FileOptions struct {
 type Stats struct {
 	BytesWritten int64
 	BytesZero    int64
-	Chunks       int
-	Requests     int
-	Resumed      bool
+	// Zeroing is how the zero bytes were made zero, the block-zero
+	// primitive: ZeroOffloaded without sending them (holes of a sparse
+	// file, or the device's own zeroing: fallocate ZERO_RANGE, which the
+	// kernel maps to BLKZEROOUT, WRITE SAME or UNMAP), ZeroWritten by
+	// writing zeros (a device without zeroing offload, the fallback).
+	ZeroOffloaded, ZeroWritten int64
+	Chunks                     int
+	Requests                   int
+	Resumed                    bool
 	// Lost are the byte ranges a repair recorded as lost: written as
 	// zeros, and to be reported (the restore is incomplete).
 	Lost []hypervisor.Extent
@@ -122,7 +128,7 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 	}
 	if t.device {
 		// A device keeps old contents: zero spans must be written.
-		if err := zeroDeviceSpans(ctx, t.f, m); err != nil {
+		if st.ZeroOffloaded, st.ZeroWritten, err = zeroDeviceSpans(ctx, t.f, m); err != nil {
 			return st, err
 		}
 	} else if err := preallocate(ctx, t.f, m, ck.isDone); err != nil {
@@ -140,6 +146,9 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 			return st, err
 		}
 		st.BytesZero += zero
+		if !t.device {
+			st.ZeroOffloaded += zero // holes: never written
+		}
 		if o.Progress != nil {
 			o.Progress.BytesDone.Add(rangeBytes(m, from, end) - plannedBytes(groups, m))
 		}
@@ -303,22 +312,28 @@ func (t *target) finish(final string) error {
 
 // zeroDeviceSpans clears the hole spans of a disk on a block device, using
 // the device's zeroing offload when it has one (fallocate ZERO_RANGE maps
-// to BLKZEROOUT / WRITE SAME / UNMAP) and plain writes otherwise.
-func zeroDeviceSpans(ctx context.Context, f *os.File, m *repo.DiskMap) error {
+// to BLKZEROOUT / WRITE SAME / UNMAP) and plain writes otherwise, and
+// says how many bytes went each way.
+func zeroDeviceSpans(ctx context.Context, f *os.File, m *repo.DiskMap) (offloaded, written int64, err error) {
 	var zeroBuf []byte
 	cs := int64(m.ChunkSize())
-	return m.Iterate(ctx, func(i uint64, x id.ID) error {
+	err = m.Iterate(ctx, func(i uint64, x id.ID) error {
 		if !x.IsZero() && x != repo.LostChunk {
 			return nil
 		}
 		off, n := int64(i)*cs, int64(m.SpanLength(i))
 		if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n); err == nil {
+			offloaded += n
 			return nil
 		}
 		if zeroBuf == nil {
 			zeroBuf = make([]byte, cs)
 		}
-		_, err := f.WriteAt(zeroBuf[:n], off)
-		return err
+		if _, err := f.WriteAt(zeroBuf[:n], off); err != nil {
+			return err
+		}
+		written += n
+		return nil
 	})
+	return offloaded, written, err
 }

@@ -72,8 +72,10 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 			if err != nil {
 				return out, fmt.Errorf("disk %s: %w", d.Name, err)
 			}
+			s.reportZeroing(t, d.Name, st)
 			out.Disks = append(out.Disks, api.RestoredDisk{PointID: staged.Point.ID.String(), Disk: d.Name, Target: targets[i], Format: "raw",
-				SizeBytes: d.Size, WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ReadRequests: st.Requests,
+				SizeBytes: d.Size, WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ZeroOffloadedBytes: st.ZeroOffloaded,
+				ZeroWrittenBytes: st.ZeroWritten, ReadRequests: st.Requests,
 				DurationSeconds: time.Since(start).Seconds(), LostRanges: []api.Range{}})
 		}
 		return out, nil

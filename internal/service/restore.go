@@ -82,8 +82,10 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 			if err != nil {
 				return out, fmt.Errorf("disk %s: %w", d.Name, err)
 			}
+			s.reportZeroing(t, d.Name, st)
 			res := api.RestoredDisk{PointID: pt.snap.ID.String(), Disk: d.Name, Target: targets[i], Format: in.Format, SizeBytes: d.Size,
-				WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ReadRequests: st.Requests,
+				WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ZeroOffloadedBytes: st.ZeroOffloaded, ZeroWrittenBytes: st.ZeroWritten,
+				ReadRequests:    st.Requests,
 				DurationSeconds: time.Since(start).Seconds(), Resumed: st.Resumed, LostRanges: []api.Range{}}
 			for _, e := range st.Lost {
 				res.LostRanges = append(res.LostRanges, api.Range{OffsetBytes: e.Offset, LengthBytes: e.Length})
