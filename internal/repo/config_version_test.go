@@ -51,6 +51,9 @@ func TestConfigVersionDamageAgainstNewerRepository(t *testing.T) {
 		if h := r.Health(); len(h) != 1 || h[0].Kind != "config" || r.Config().FormatVersion != FormatVersion {
 			t.Fatalf("config version %d: health %+v, version %d", v, h, r.Config().FormatVersion)
 		}
+		if v == 7 && !strings.Contains(r.Health()[0].Detail, "says format version 7, but its authenticated copy") {
+			t.Fatalf("the health issue of a version the copy contradicts: %s", r.Health()[0].Detail)
+		}
 		if _, err := r.RepairConfig(ctx, false); err != nil {
 			t.Fatal(err)
 		}

@@ -171,7 +171,7 @@ func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Rep
 	// A config newer than this coffer may be a damaged one (a flipped
 	// digit of its version): the authenticated copy in the key files
 	// decides, when this coffer can unlock them (checkConfig).
-	newer := cfgErr != nil && !configDamaged(cfgErr)
+	newer := errors.Is(cfgErr, ErrUnsupportedVersion)
 	r := &Repository{st: st, log: o.Logger, opts: o}
 	r.hostname, _ = os.Hostname()
 	keys, err := readKeyObjects(ctx, st)

@@ -99,6 +99,12 @@ func checkConfig(cfg Config, cfgErr error, u *unlocked) (Config, []HealthIssue, 
 		return cfg, nil, fmt.Errorf("the authenticated copy of the config: %w", err)
 	}
 	switch {
+	case errors.Is(cfgErr, ErrUnsupportedVersion):
+		// Not newer after all: the authenticated copy, which validated,
+		// says a version this coffer reads.
+		return good, []HealthIssue{{Kind: "config", Object: configName,
+			Detail: fmt.Sprintf("the config says format version %d, but its authenticated copy in key %s says %d: the config was damaged or edited; the copy is used instead",
+				cfg.FormatVersion, short(u.keyID), good.FormatVersion)}}, nil
 	case cfgErr != nil:
 		return good, []HealthIssue{{Kind: "config", Object: configName,
 			Detail: fmt.Sprintf("the config is damaged or missing (%v); the authenticated copy in key %s is used instead", cfgErr, short(u.keyID))}}, nil
@@ -113,10 +119,4 @@ func checkConfig(cfg Config, cfgErr error, u *unlocked) (Config, []HealthIssue, 
 func normalise(c Config) Config {
 	c.Created = c.Created.UTC().Round(0)
 	return c
-}
-
-// configDamaged tells a config that cannot be used (missing, not JSON,
-// invalid) from a repository that is simply newer than this coffer.
-func configDamaged(err error) bool {
-	return err != nil && !errors.Is(err, ErrUnsupportedVersion)
 }

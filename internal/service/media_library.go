@@ -134,7 +134,7 @@ func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error
 func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() error, err error) {
 	if l.Dir == "" {
 		if n > 1 {
-			return nil, nil, invalidf("library %s names one drive device: --drives %d needs a library of the configuration or a virtual tape library", l.ref(), n)
+			return nil, nil, invalidf("library %s names one drive device (mtx:CHANGER:DEVICE): --drives %d needs a virtual tape library, or one copy per drive", l.ref(), n)
 		}
 		d := st.Open(l.Device)
 		sl := &st.Library{Changer: &st.Changer{Device: l.Changer}, Drives: map[int]*st.Drive{l.Drive: d}}
@@ -155,6 +155,9 @@ func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() er
 		d, err := v.Drive(i)
 		if err != nil {
 			v.Close()
+			if n > 1 {
+				return nil, nil, invalidf("%d drives from drive %d: %v", n, l.Drive, err)
+			}
 			return nil, nil, invalidf("%v", err)
 		}
 		libs = append(libs, &volume.Library{Changer: v, Drive: d, DriveIndex: i})
