@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/coffer-backup/coffer/internal/config"
+
 	"github.com/coffer-backup/coffer/internal/restore"
 )
 
@@ -18,7 +20,8 @@ func (s *Service) reportZeroing(t Task, disk string, st restore.Stats) {
 	if st.ZeroOffloaded == 0 && st.ZeroWritten == 0 {
 		return
 	}
-	t.Log(slog.LevelInfo, fmt.Sprintf("disk %s: %d zero bytes offloaded, %d written as zeros", disk, st.ZeroOffloaded, st.ZeroWritten),
+	t.Log(slog.LevelInfo, fmt.Sprintf("disk %s: zeros %s offloaded (holes, or the device's zeroing), %s written as zeros",
+		disk, config.HumanBytes(st.ZeroOffloaded), config.HumanBytes(st.ZeroWritten)),
 		"primitive", "zero", "offloaded_bytes", st.ZeroOffloaded, "fallback_bytes", st.ZeroWritten)
 	if m := s.cfg.Metrics; m != nil {
 		m.AddOffload("zero", "offloaded", st.ZeroOffloaded)
