@@ -104,6 +104,18 @@ type RestoredDisk struct {
 	// LostRanges were lost to repository damage (recorded by a repair):
 	// zeros in the target.
 	LostRanges []Range `json:"lost_ranges"`
+	// Copies are the test copies made from the restored disk (restore
+	// --copies), each cloned by the filesystem or copied.
+	Copies []DiskCopy `json:"copies"`
+}
+
+// DiskCopy is one copy of a restored disk and how it was made: "cloned"
+// (shared extents, nothing through the host), "kernel-copied"
+// (copy_file_range) or "copied" (through coffer).
+type DiskCopy struct {
+	Target    string `json:"target"`
+	Method    string `json:"method" enum:"cloned,kernel-copied,copied"`
+	DataBytes int64  `json:"data_bytes"`
 }
 
 // RestoredVM is the result of restoring a backup point as a VM: into a

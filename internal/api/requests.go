@@ -46,6 +46,7 @@ type RestoreRequest struct {
 	Format    string `json:"format,omitempty" enum:"raw,qcow2"`
 	Overwrite bool   `json:"overwrite,omitempty"`
 	Resume    bool   `json:"resume,omitempty"`
+	Copies    int    `json:"copies,omitempty" minimum:"1" maximum:"64" doc:"copies of each disk in all: the restored one and copies cloned from it (NAME-copyK.EXT)"`
 }
 
 // RestoreVMRequest restores a point as a new VM: into a directory under

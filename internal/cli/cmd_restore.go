@@ -23,15 +23,23 @@ restore of the same backup point instead of starting over. The restore
 holds a lease on the repository, so garbage collection keeps the point's
 data while it is read, even if the point is forgotten meanwhile.
 
+--copies N makes N copies of each disk in all, for test copies: the disk
+is restored once and the others are made from it beside the target
+(web-copy2.raw, ...). The filesystem clones them where it can (XFS with
+reflink=1, btrfs: shared extents, nothing passes through the host);
+elsewhere they are copied with their holes kept. Each copy says which.
+
 Ranges a repair recorded as lost are zeros in the restored disk; they are
 listed, and the restore ends with the partial-failure status.`,
 			`One line per disk: what was written, the holes, the time and rate, and
 the lost ranges if any. --json: a list of {point_id, disk, target,
 format, size_bytes, written_bytes, zero_bytes, read_requests,
-duration_seconds, resumed, lost_ranges: [{offset_bytes, length_bytes}]}.`,
+duration_seconds, resumed, lost_ranges: [{offset_bytes, length_bytes}],
+copies: [{target, method, data_bytes}]}.`,
 			`coffer restore 3fa2c1d0 --to /var/lib/images/web.raw
 coffer restore latest --disk 1 --to /dev/vg0/restored
-coffer restore latest --to /tmp/web --format qcow2`,
+coffer restore latest --to /tmp/web --format qcow2
+coffer restore latest --disk 0 --to /lab/web.raw --copies 4`,
 			`0; 6 when ranges were lost to repository damage; 2 when the target
 exists (without --overwrite or --resume); 7 for an unknown point; 9 when
 the target is full (--resume continues).`),
@@ -39,7 +47,7 @@ the target is full (--resume continues).`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
 			// Through a server, --to is a path under its restore directory.
-			body := api.RestoreRequest{Disk: in.Disk, To: in.To, Format: in.Format, Overwrite: in.Overwrite, Resume: in.Resume}
+			body := api.RestoreRequest{Disk: in.Disk, To: in.To, Format: in.Format, Overwrite: in.Overwrite, Resume: in.Resume, Copies: in.Copies}
 			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "restore-disk", Path: map[string]string{"point": in.Point}, Body: body},
 				func(s *service.Service) ([]api.RestoredDisk, error) { return s.RestoreDisks(cmd.Context(), in) })
 			if err == nil || service.Classify(err) == api.Partial {
@@ -54,6 +62,7 @@ the target is full (--resume continues).`),
 	f.StringVar(&in.To, "to", "", "target file, block device or directory (required)")
 	f.BoolVar(&in.Overwrite, "overwrite", false, "replace an existing target file")
 	f.BoolVar(&in.Resume, "resume", false, "continue an interrupted restore")
+	f.IntVar(&in.Copies, "copies", 1, "copies of each disk in all: the restored one and copies cloned from it (NAME-copy2.EXT...)")
 	f.StringVar(&in.Format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
 	_ = cmd.MarkFlagRequired("to")
 	cmd.AddCommand(a.cmdRestoreVM())
@@ -65,6 +74,9 @@ func (a *app) printRestored(res []api.RestoredDisk) {
 	for _, r := range res {
 		a.printf("restored %s of backup point %s to %s: %s written, %s holes, %.1fs (%s)\n", r.Disk, short(r.PointID), r.Target,
 			humanBytes(r.WrittenBytes), humanBytes(r.ZeroBytes), r.DurationSeconds, rate(r.SizeBytes, seconds(r.DurationSeconds)))
+		for _, c := range r.Copies {
+			a.printf("  copy %s: %s %s\n", c.Target, c.Method, humanBytes(c.DataBytes))
+		}
 		if len(r.LostRanges) > 0 {
 			a.printf("  %d range(s) of %s were lost to repository damage (recorded by `coffer repair snapshots`) and are zeros in the restored disk:\n", len(r.LostRanges), r.Disk)
 			for j, e := range r.LostRanges {

@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -129,6 +130,14 @@ func (p *page) restoreDisk() {
 	if body.Disk == "" {
 		p.refuse("choose the disk to restore")
 		return
+	}
+	if c := strings.TrimSpace(f.Get("copies")); c != "" && c != "1" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			p.refuse("copies is a whole number, 1 or more")
+			return
+		}
+		body.Copies = n // the API says if there are too many
 	}
 	id, err := p.startTask("restore-disk", p.pointParams(), nil, body, nil)
 	p.started(id, err, "The disk is restored.")

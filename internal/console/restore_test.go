@@ -15,7 +15,8 @@ import (
 // refuses a target outside the server's restore directory at its step
 // (the API's message, no task), then restores the disk in a task whose
 // live page the browser is sent to; the restored file holds the image's
-// bytes. The same target again fails in its task, which says why.
+// bytes, as does its test copy. The same target again fails in its task,
+// which says why.
 func TestConsoleRestoreDisk(t *testing.T) {
 	l, _ := tourLab(t)
 	img := filepath.Join(l.dir, "web-disk.raw")
@@ -48,21 +49,25 @@ func TestConsoleRestoreDisk(t *testing.T) {
 	}
 	c.shot("restore-wizard")
 
+	// With a test copy: restored once, copied from the restored file.
 	c.retype("#r-to", "web-disk.raw")
+	c.retype("#r-copies", "2")
 	c.clickAway("#restore-start")
 	if loc := c.location(); !strings.Contains(loc, "/ui/tasks/") {
 		t.Fatalf("the restore opened %s, not its task", loc)
 	}
 	taskPage := c.location()
 	c.waitText("#task-status", "success")
-	c.waitText("main", "restore")
+	c.waitText("main", "web-disk-copy2.raw")
 	c.shot("restore-task")
-	got, err := os.ReadFile(filepath.Join(l.vars["COFFER_STATE_DIR"], "restores", "web-disk.raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("the restored disk (%d bytes) differs from the image (%d bytes)", len(got), len(want))
+	for _, name := range []string{"web-disk.raw", "web-disk-copy2.raw"} {
+		got, err := os.ReadFile(filepath.Join(l.vars["COFFER_STATE_DIR"], "restores", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s (%d bytes) differs from the image (%d bytes)", name, len(got), len(want))
+		}
 	}
 
 	// Again onto the same file, without "replace": the task fails and

@@ -106,11 +106,13 @@ func New() *Metrics {
 		Help: "Tasks this process finished, by kind and status (success, partial, failed, cancelled)."}, []string{"kind", "status"})
 	m.live.MustRegister(m.tasksFinished)
 	m.offloadBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_offload_bytes_total",
-		Help: "Bytes a storage primitive handled in this process, by primitive (zero) and path: offloaded to the target, or fallback through the host."},
+		Help: "Bytes a storage primitive handled in this process, by primitive (zero, copy) and path: offloaded to the target, or fallback through the host."},
 		[]string{"primitive", "path"})
 	m.live.MustRegister(m.offloadBytes)
-	for _, path := range []string{"offloaded", "fallback"} {
-		m.offloadBytes.WithLabelValues("zero", path) // at 0 from the start, for rate()
+	for _, primitive := range []string{"zero", "copy"} {
+		for _, path := range []string{"offloaded", "fallback"} {
+			m.offloadBytes.WithLabelValues(primitive, path) // at 0 from the start, for rate()
+		}
 	}
 	m.verifyLast = gauge("coffer_verify_last_success_timestamp_seconds", "End of the newest verify of the repository that found nothing wrong.", "repository")
 	m.gcLast = gauge("coffer_gc_last_success_timestamp_seconds", "End of the newest successful garbage collection of the repository.", "repository")

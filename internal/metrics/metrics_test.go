@@ -71,6 +71,7 @@ func TestOffloadBytesAddUp(t *testing.T) {
 	m := New()
 	m.AddOffload("zero", "offloaded", 5<<20)
 	m.AddOffload("zero", "offloaded", 1<<20)
+	m.AddOffload("copy", "fallback", 3<<20)
 	fams, err := m.Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +89,8 @@ func TestOffloadBytesAddUp(t *testing.T) {
 			got[labels] = s.GetCounter().GetValue()
 		}
 	}
-	if got["path=offloaded primitive=zero "] != 6<<20 || got["path=fallback primitive=zero "] != 0 || len(got) != 2 {
+	if got["path=offloaded primitive=zero "] != 6<<20 || got["path=fallback primitive=zero "] != 0 ||
+		got["path=fallback primitive=copy "] != 3<<20 || got["path=offloaded primitive=copy "] != 0 || len(got) != 4 {
 		t.Fatalf("offload counters: %v", got)
 	}
 }

@@ -76,7 +76,7 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 			out.Disks = append(out.Disks, api.RestoredDisk{PointID: staged.Point.ID.String(), Disk: d.Name, Target: targets[i], Format: "raw",
 				SizeBytes: d.Size, WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ZeroOffloadedBytes: st.ZeroOffloaded,
 				ZeroWrittenBytes: st.ZeroWritten, ReadRequests: st.Requests,
-				DurationSeconds: time.Since(start).Seconds(), LostRanges: []api.Range{}})
+				DurationSeconds: time.Since(start).Seconds(), LostRanges: []api.Range{}, Copies: []api.DiskCopy{}})
 		}
 		return out, nil
 	})

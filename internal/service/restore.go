@@ -30,6 +30,9 @@ type RestoreInput struct {
 	Overwrite, Resume bool
 	// Format is raw (sparse) or qcow2.
 	Format string
+	// Copies, when above 1, makes that many copies of each disk in all:
+	// the restored one and copies cloned from it (test copies).
+	Copies int
 }
 
 // RestoreDisks restores disks of a backup point of the default repository
@@ -56,6 +59,10 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 			return nil, err
 		}
 		targets, err := diskTargets(in.To, disks)
+		if err != nil {
+			return nil, err
+		}
+		copies, err := copyTargets(in, targets)
 		if err != nil {
 			return nil, err
 		}
@@ -93,8 +100,11 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 			if len(st.Lost) > 0 {
 				incomplete++
 			}
-			out = append(out, res)
 			t.Log(slog.LevelInfo, fmt.Sprintf("restored disk %s to %s", d.Name, targets[i]))
+			if res.Copies, err = s.makeCopies(ctx, t, d.Name, targets[i], copies[i], in.Overwrite || in.Resume); err != nil {
+				return out, fmt.Errorf("disk %s: %w", d.Name, err)
+			}
+			out = append(out, res)
 		}
 		if incomplete > 0 {
 			return out, api.Errorf(api.Partial, "%d disk(s) restored with lost ranges", incomplete)
