@@ -180,6 +180,24 @@ func connection(cfg *policy.Config, name string) (policy.Connection, bool) {
 type connectorSet struct {
 	s    *Service
 	open map[string]openConnector
+	// retired were dropped or replaced by a reload. Jobs started before
+	// it run on with them (a job keeps the engine setup it started
+	// with), so they are closed with the set, when the server stops, as
+	// the engine closes the repositories a reload retired.
+	retired []hypervisor.Connector
+}
+
+// close ends the sessions of every connector the set opened.
+func (cs *connectorSet) close() {
+	all := &connectors{conns: map[string]hypervisor.Connector{}}
+	for name, oc := range cs.open {
+		all.conns[name] = oc.conn
+	}
+	for i, c := range cs.retired {
+		all.conns[fmt.Sprintf("retired %d", i)] = c
+	}
+	all.close()
+	cs.open, cs.retired = nil, nil
 }
 
 type openConnector struct {
@@ -199,6 +217,7 @@ func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connec
 	}
 	out := &connectors{conns: map[string]hypervisor.Connector{}, storage: map[string]hypervisor.StorageSnapshotter{}}
 	next := map[string]openConnector{}
+	opened := &connectors{conns: map[string]hypervisor.Connector{}} // by this update: closed again if it fails
 	for _, name := range names {
 		if _, done := next[name]; done {
 			continue
@@ -216,9 +235,11 @@ func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connec
 		if !ok || oc.definition != def {
 			one, err := cs.s.openConnectors(ctx, cfg, []string{name})
 			if err != nil {
+				opened.close()
 				return nil, err
 			}
 			oc = openConnector{definition: def, conn: one.conns[name]}
+			opened.conns[name] = oc.conn
 			// Only the connector's own: withProviders adds the section's.
 			if st, ok := oc.conn.(interface {
 				StorageSnapshotter() hypervisor.StorageSnapshotter
@@ -233,6 +254,11 @@ func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connec
 		}
 	}
 	cs.s.withProviders(cfg, out)
+	for name, oc := range cs.open {
+		if kept, ok := next[name]; !ok || kept.conn != oc.conn {
+			cs.retired = append(cs.retired, oc.conn)
+		}
+	}
 	cs.open = next
 	return out, nil
 }

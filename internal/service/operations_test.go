@@ -38,6 +38,7 @@ var notOperations = map[string]string{
 	"CatalogLocation":         "where the catalog is, for messages",
 	"RunSchedules":            "the server's loop itself, not an operation it offers",
 	"Serving":                 "whether RunSchedules's engine runs in this process (runs started here join it)",
+	"ServingConnector":        "export_test.go: the serving engine's connector, for tests",
 	"Bootstrap":               "first-run setup on the server's host (coffer server init, the first start), never through the API",
 	"NeedsSetup":              "whether the server's first start must bootstrap",
 	"ForRepository":           "binds the service to the repository a request names",

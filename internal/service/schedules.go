@@ -66,6 +66,9 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 	}
 	defer cat.Close()
 	opened := &connectorSet{s: s, open: map[string]openConnector{}}
+	// Deferred before the engine's Close: runs after it, once no job
+	// uses a connector.
+	defer opened.close()
 	conns, err := opened.update(ctx, cfg)
 	if err != nil {
 		return err

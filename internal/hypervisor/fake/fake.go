@@ -80,6 +80,9 @@ type Connector struct {
 	creates, removes, closedOK, closedFail int
 	opTime                                 time.Duration
 	storageTaken, storageDeleted           int
+	// closes counts Close calls: a connector's session with its
+	// hypervisor ends once, when its last user is done with it.
+	closes int
 }
 
 type vmState struct {
@@ -273,6 +276,7 @@ type Counters struct {
 	ClosedOK, ClosedFail       int // sessions closed with ok=true / ok=false
 	OpenSessions               int // sessions not yet closed (live process)
 	StorageTaken, StorageFreed int // storage snapshots taken / deleted
+	Closes                     int // Close calls on the connector itself
 	// OpTime is the sum of the modelled durations of every snapshot create
 	// and remove (after contention): the elapsed time of a serial run.
 	OpTime time.Duration
@@ -283,7 +287,18 @@ func (c *Connector) Counters() Counters {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Counters{Creates: c.creates, Removes: c.removes, ClosedOK: c.closedOK, ClosedFail: c.closedFail,
-		OpenSessions: len(c.live), StorageTaken: c.storageTaken, StorageFreed: c.storageDeleted, OpTime: c.opTime}
+		OpenSessions: len(c.live), StorageTaken: c.storageTaken, StorageFreed: c.storageDeleted, OpTime: c.opTime,
+		Closes: c.closes}
+}
+
+// Close ends the connector's (simulated) session with its hypervisor, as
+// a vSphere logout or a libvirt disconnect does; it is counted, so a test
+// sees that every connector opened is closed once.
+func (c *Connector) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closes++
+	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
