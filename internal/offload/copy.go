@@ -18,6 +18,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // Method is the path a copy took.
@@ -240,14 +242,5 @@ func link(f *os.File, dst string, overwrite bool) error {
 			return fmt.Errorf("name the copy %s: %w", dst, err)
 		}
 	}
-	return syncDir(filepath.Dir(dst))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return statefile.SyncDir(filepath.Dir(dst))
 }

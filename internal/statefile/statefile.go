@@ -47,11 +47,19 @@ func WriteFile(path string, b []byte, perm os.FileMode) error {
 		os.Remove(tmp)
 		return err
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync() // the rename is durable before the caller acts on it
-		d.Close()
-	}
+	_ = SyncDir(filepath.Dir(path)) // the rename is durable before the caller acts on it
 	return nil
+}
+
+// SyncDir fsyncs a directory: a file created, renamed or removed in it
+// is durable once it returns.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Remove deletes path; a file already gone is not an error.

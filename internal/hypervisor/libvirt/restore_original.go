@@ -16,6 +16,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
 // originalState journals a restore onto the original domain: the
@@ -245,7 +246,7 @@ func replaceDisks(s *originalState) error {
 	for _, d := range s.Disks {
 		err := os.Rename(d.temp(), d.Path)
 		if err == nil {
-			err = syncDir(filepath.Dir(d.Path))
+			err = statefile.SyncDir(filepath.Dir(d.Path))
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -269,15 +270,6 @@ func syncFile(path string) error {
 		err = cerr
 	}
 	return err
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // Start implements hypervisor.NewVM.
