@@ -47,6 +47,7 @@ type RestoreRequest struct {
 	Overwrite bool   `json:"overwrite,omitempty"`
 	Resume    bool   `json:"resume,omitempty"`
 	Copies    int    `json:"copies,omitempty" minimum:"1" maximum:"64" doc:"copies of each disk in all: the restored one and copies cloned from it (NAME-copyK.EXT)"`
+	NoOffload bool   `json:"no_offload,omitempty" doc:"write zeros and copy through the host even where the storage could (storage whose offload misbehaves)"`
 }
 
 // RestoreVMRequest restores a point as a new VM: into a directory under

@@ -28,6 +28,9 @@ is restored once and the others are made from it beside the target
 (web-copy2.raw, ...). The filesystem clones them where it can (XFS with
 reflink=1, btrfs: shared extents, nothing passes through the host);
 elsewhere they are copied with their holes kept. Each copy says which.
+--no-offload turns the storage's part off: zeros are written rather than
+left as holes or zeroed by the device, copies go through coffer. It is
+for storage whose offload misbehaves, and shows what the offload saves.
 
 Ranges a repair recorded as lost are zeros in the restored disk; they are
 listed, and the restore ends with the partial-failure status.`,
@@ -47,7 +50,8 @@ the target is full (--resume continues).`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
 			// Through a server, --to is a path under its restore directory.
-			body := api.RestoreRequest{Disk: in.Disk, To: in.To, Format: in.Format, Overwrite: in.Overwrite, Resume: in.Resume, Copies: in.Copies}
+			body := api.RestoreRequest{Disk: in.Disk, To: in.To, Format: in.Format, Overwrite: in.Overwrite, Resume: in.Resume, Copies: in.Copies,
+				NoOffload: in.NoOffload}
 			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "restore-disk", Path: map[string]string{"point": in.Point}, Body: body},
 				func(s *service.Service) ([]api.RestoredDisk, error) { return s.RestoreDisks(cmd.Context(), in) })
 			if err == nil || service.Classify(err) == api.Partial {
@@ -62,6 +66,7 @@ the target is full (--resume continues).`),
 	f.StringVar(&in.To, "to", "", "target file, block device or directory (required)")
 	f.BoolVar(&in.Overwrite, "overwrite", false, "replace an existing target file")
 	f.BoolVar(&in.Resume, "resume", false, "continue an interrupted restore")
+	f.BoolVar(&in.NoOffload, "no-offload", false, "write zeros and copy through the host even where the storage could (storage whose offload misbehaves)")
 	f.IntVar(&in.Copies, "copies", 1, "copies of each disk in all: the restored one and copies cloned from it (NAME-copy2.EXT...)")
 	f.StringVar(&in.Format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
 	_ = cmd.MarkFlagRequired("to")

@@ -50,6 +50,16 @@ type CopyStats struct {
 	DataBytes int64
 }
 
+// CopyOptions tune CopyFile.
+type CopyOptions struct {
+	// Overwrite replaces a target that exists.
+	Overwrite bool
+	// NoOffload copies through coffer even where the filesystem could
+	// clone or copy by itself: for storage whose offload misbehaves, and
+	// to measure what the offload saves.
+	NoOffload bool
+}
+
 // ErrTargetExists: the copy's target exists and overwrite was not asked.
 var ErrTargetExists = errors.New("the copy's target exists")
 
@@ -57,10 +67,10 @@ var ErrTargetExists = errors.New("the copy's target exists")
 // filesystem can, else copied extent by extent with holes kept. The copy
 // is built in an unnamed file (O_TMPFILE) and given its name only when
 // complete, so a crash or a failure (a full filesystem) leaves nothing
-// behind, and a dst that exists is never half-written: without overwrite
+// behind, and a dst that exists is never half-written: without Overwrite
 // it is refused, with it, replaced once the copy is whole.
-func CopyFile(ctx context.Context, src, dst string, overwrite bool) (CopyStats, error) {
-	if !overwrite {
+func CopyFile(ctx context.Context, src, dst string, o CopyOptions) (CopyStats, error) {
+	if !o.Overwrite {
 		if _, err := os.Lstat(dst); err == nil {
 			return CopyStats{}, fmt.Errorf("%w: %s", ErrTargetExists, dst)
 		}
@@ -82,21 +92,22 @@ func CopyFile(ctx context.Context, src, dst string, overwrite bool) (CopyStats, 
 		return CopyStats{}, err
 	}
 	defer out.Close()
-	st, err := copyInto(ctx, in, out, fi.Size())
+	st, err := copyInto(ctx, in, out, fi.Size(), !o.NoOffload)
 	if err != nil {
 		return CopyStats{}, fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
 	if err := out.Sync(); err != nil {
 		return CopyStats{}, fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
-	if err := link(out, dst, overwrite); err != nil {
+	if err := link(out, dst, o.Overwrite); err != nil {
 		return CopyStats{}, err
 	}
 	return st, nil
 }
 
-// copyInto clones in into out, or copies its data extents.
-func copyInto(ctx context.Context, in, out *os.File, size int64) (CopyStats, error) {
+// copyInto clones in into out, or copies its data extents: by the
+// kernel, or by coffer when the kernel cannot or offload is off.
+func copyInto(ctx context.Context, in, out *os.File, size int64, offload bool) (CopyStats, error) {
 	extents, err := dataExtents(in, size)
 	if err != nil {
 		return CopyStats{}, err
@@ -105,10 +116,12 @@ func copyInto(ctx context.Context, in, out *os.File, size int64) (CopyStats, err
 	for _, e := range extents {
 		data += e.length
 	}
-	if err := unix.IoctlFileClone(int(out.Fd()), int(in.Fd())); err == nil {
-		return CopyStats{Method: Cloned, DataBytes: data}, nil
-	} else if !cannot(err) {
-		return CopyStats{}, fmt.Errorf("clone: %w", err)
+	if offload {
+		if err := unix.IoctlFileClone(int(out.Fd()), int(in.Fd())); err == nil {
+			return CopyStats{Method: Cloned, DataBytes: data}, nil
+		} else if !cannot(err) {
+			return CopyStats{}, fmt.Errorf("clone: %w", err)
+		}
 	}
 	// The copy gets its full size first: then no write extends the file,
 	// and XFS does not preallocate past each write's end (that space
@@ -116,7 +129,12 @@ func copyInto(ctx context.Context, in, out *os.File, size int64) (CopyStats, err
 	if err := out.Truncate(size); err != nil {
 		return CopyStats{}, err
 	}
+	// copy_file_range is offload too: on a filesystem with reflinks it
+	// clones, on NFS the server copies.
 	method := KernelCopied
+	if !offload {
+		method = Copied
+	}
 	for _, e := range extents {
 		if err := ctx.Err(); err != nil {
 			return CopyStats{}, err

@@ -75,7 +75,7 @@ func TestCopyIsACloneOnAReflinkFilesystem(t *testing.T) {
 	src := filepath.Join(mnt, "disk.raw")
 	want := sparseFile(t, src)
 	before := freeBytes(t, mnt)
-	st, err := CopyFile(context.Background(), src, filepath.Join(mnt, "copy.raw"), false)
+	st, err := CopyFile(context.Background(), src, filepath.Join(mnt, "copy.raw"), CopyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +85,20 @@ func TestCopyIsACloneOnAReflinkFilesystem(t *testing.T) {
 	sameAs(t, filepath.Join(mnt, "copy.raw"), want)
 	if took := before - freeBytes(t, mnt); took > 1<<20 {
 		t.Fatalf("the clone took %d bytes of space: its extents are not shared", took)
+	}
+
+	// With the offload off, the same filesystem gets a real copy.
+	before = freeBytes(t, mnt)
+	st, err = CopyFile(context.Background(), src, filepath.Join(mnt, "copied.raw"), CopyOptions{NoOffload: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Method != Copied || st.DataBytes != 12<<20 {
+		t.Fatalf("stats %+v without offload, want copied, 12 MiB of data", st)
+	}
+	sameAs(t, filepath.Join(mnt, "copied.raw"), want)
+	if took := before - freeBytes(t, mnt); took < 12<<20 {
+		t.Fatalf("a copy without offload took %d bytes of space, less than its 12 MiB of data", took)
 	}
 }
 
@@ -102,7 +116,7 @@ func TestCopyKeepsHolesWithoutReflinks(t *testing.T) {
 		{filepath.Join(ext4, "copy.raw"), KernelCopied},
 		{filepath.Join(other, "copy.raw"), Copied},
 	} {
-		st, err := CopyFile(context.Background(), src, c.dst, false)
+		st, err := CopyFile(context.Background(), src, c.dst, CopyOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,11 +139,11 @@ func TestCopyOntoAnExistingTarget(t *testing.T) {
 	if err := os.WriteFile(dst, []byte("keep me"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CopyFile(context.Background(), src, dst, false); !errors.Is(err, ErrTargetExists) {
+	if _, err := CopyFile(context.Background(), src, dst, CopyOptions{}); !errors.Is(err, ErrTargetExists) {
 		t.Fatalf("copy onto an existing file: %v, want ErrTargetExists", err)
 	}
 	sameAs(t, dst, []byte("keep me"))
-	if _, err := CopyFile(context.Background(), src, dst, true); err != nil {
+	if _, err := CopyFile(context.Background(), src, dst, CopyOptions{Overwrite: true}); err != nil {
 		t.Fatal(err)
 	}
 	sameAs(t, dst, want)
@@ -153,7 +167,7 @@ func TestCopyOntoAFullFilesystem(t *testing.T) {
 	if err := unix.Fallocate(int(filler.Fd()), 0, 0, freeBytes(t, small)-4<<20); err != nil {
 		t.Fatal(err)
 	}
-	_, err = CopyFile(context.Background(), src, filepath.Join(small, "copy.raw"), false)
+	_, err = CopyFile(context.Background(), src, filepath.Join(small, "copy.raw"), CopyOptions{})
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("copy of 12 MiB onto 4 MiB free: %v, want ENOSPC", err)
 	}

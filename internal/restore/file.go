@@ -34,6 +34,10 @@ type FileOptions struct {
 	Resume bool
 	// Overwrite allows replacing an existing regular file.
 	Overwrite bool
+	// NoOffload writes zero bytes as zeros even where the target could
+	// make them without (holes, a device's zeroing): for storage whose
+	// offload misbehaves, and to measure what the offload saves.
+	NoOffload bool
 }
 
 // Stats describe a finished restore.
@@ -126,18 +130,23 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 	if o.Progress != nil {
 		o.Progress.BytesTotal.Add(m.DiskSize())
 	}
-	if t.device {
-		// A device keeps old contents: zero spans must be written.
-		if st.ZeroOffloaded, st.ZeroWritten, err = zeroDeviceSpans(ctx, t.f, m); err != nil {
-			return st, err
+	if !t.device {
+		if err := preallocate(ctx, t.f, m, ck.isDone); err != nil {
+			if !st.Resumed {
+				// Nothing written yet: do not leave a file holding the
+				// space that was reserved before the failure.
+				t.discard()
+			}
+			return st, fmt.Errorf("%s: %w", path, err)
 		}
-	} else if err := preallocate(ctx, t.f, m, ck.isDone); err != nil {
-		if !st.Resumed {
-			// Nothing written yet: do not leave a file holding the
-			// space that was reserved before the failure.
-			t.discard()
+	}
+	// A device keeps old contents: its zero spans must be zeroed. A
+	// file's are holes, unless the offload is off: then zeros are
+	// written, as a tool without it would.
+	if t.device || o.NoOffload {
+		if st.ZeroOffloaded, st.ZeroWritten, err = zeroSpans(ctx, t.f, m, !o.NoOffload); err != nil {
+			return st, fmt.Errorf("%s: %w", path, translateWriteErr(err))
 		}
-		return st, fmt.Errorf("%s: %w", path, err)
 	}
 	for from := uint64(0); from < m.Count(); from += planWindow {
 		end := min(from+planWindow, m.Count())
@@ -146,7 +155,7 @@ func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo
 			return st, err
 		}
 		st.BytesZero += zero
-		if !t.device {
+		if !t.device && !o.NoOffload {
 			st.ZeroOffloaded += zero // holes: never written
 		}
 		if o.Progress != nil {
@@ -310,11 +319,12 @@ func (t *target) finish(final string) error {
 	return nil
 }
 
-// zeroDeviceSpans clears the hole spans of a disk on a block device, using
-// the device's zeroing offload when it has one (fallocate ZERO_RANGE maps
-// to BLKZEROOUT / WRITE SAME / UNMAP) and plain writes otherwise, and
-// says how many bytes went each way.
-func zeroDeviceSpans(ctx context.Context, f *os.File, m *repo.DiskMap) (offloaded, written int64, err error) {
+// zeroSpans clears the hole spans of a disk on a block device (or, with
+// NoOffload, in a file), using the target's zeroing offload when allowed
+// and offered (fallocate ZERO_RANGE maps to BLKZEROOUT / WRITE SAME /
+// UNMAP on a device) and plain writes otherwise, and says how many bytes
+// went each way.
+func zeroSpans(ctx context.Context, f *os.File, m *repo.DiskMap, offload bool) (offloaded, written int64, err error) {
 	var zeroBuf []byte
 	cs := int64(m.ChunkSize())
 	err = m.Iterate(ctx, func(i uint64, x id.ID) error {
@@ -322,9 +332,11 @@ func zeroDeviceSpans(ctx context.Context, f *os.File, m *repo.DiskMap) (offloade
 			return nil
 		}
 		off, n := int64(i)*cs, int64(m.SpanLength(i))
-		if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n); err == nil {
-			offloaded += n
-			return nil
+		if offload {
+			if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n); err == nil {
+				offloaded += n
+				return nil
+			}
 		}
 		if zeroBuf == nil {
 			zeroBuf = make([]byte, cs)

@@ -47,7 +47,7 @@ func epRestore(ctx context.Context, s *Service, in *restoreIn) (*Result[[]api.Re
 		return nil, err
 	}
 	b := in.Body
-	return result(s.RestoreDisks(ctx, RestoreInput{Point: in.Point, Disk: b.Disk, To: to, Overwrite: b.Overwrite, Resume: b.Resume, Format: b.Format, Copies: b.Copies}))
+	return result(s.RestoreDisks(ctx, RestoreInput{Point: in.Point, Disk: b.Disk, To: to, Overwrite: b.Overwrite, Resume: b.Resume, Format: b.Format, Copies: b.Copies, NoOffload: b.NoOffload}))
 }
 
 type restoreVMIn struct {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/offload"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
@@ -33,6 +34,9 @@ type RestoreInput struct {
 	// Copies, when above 1, makes that many copies of each disk in all:
 	// the restored one and copies cloned from it (test copies).
 	Copies int
+	// NoOffload writes zeros and copies through the host even where the
+	// storage could do it (a raw target).
+	NoOffload bool
 }
 
 // RestoreDisks restores disks of a backup point of the default repository
@@ -84,7 +88,8 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 					err = qcow2.Write(ctx, pt.r, d, targets[i], s.log)
 				}
 			} else {
-				st, err = restore.ToFile(ctx, pt.r, pt.snap, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite, Resume: in.Resume})
+				st, err = restore.ToFile(ctx, pt.r, pt.snap, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite, Resume: in.Resume,
+					NoOffload: in.NoOffload})
 			}
 			if err != nil {
 				return out, fmt.Errorf("disk %s: %w", d.Name, err)
@@ -101,7 +106,8 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 				incomplete++
 			}
 			t.Log(slog.LevelInfo, fmt.Sprintf("restored disk %s to %s", d.Name, targets[i]))
-			if res.Copies, err = s.makeCopies(ctx, t, d.Name, targets[i], copies[i], in.Overwrite || in.Resume); err != nil {
+			if res.Copies, err = s.makeCopies(ctx, t, d.Name, targets[i], copies[i],
+				offload.CopyOptions{Overwrite: in.Overwrite || in.Resume, NoOffload: in.NoOffload}); err != nil {
 				return out, fmt.Errorf("disk %s: %w", d.Name, err)
 			}
 			out = append(out, res)

@@ -56,10 +56,10 @@ func copyTargets(in RestoreInput, targets []string) ([][]string, error) {
 // makeCopies makes the extra copies of one restored disk from the disk
 // itself, not from the repository: the filesystem clones it where it can
 // (VAAI's full copy), and it is copied extent by extent where it cannot.
-func (s *Service) makeCopies(ctx context.Context, t Task, disk, target string, copies []string, replace bool) ([]api.DiskCopy, error) {
+func (s *Service) makeCopies(ctx context.Context, t Task, disk, target string, copies []string, o offload.CopyOptions) ([]api.DiskCopy, error) {
 	out := []api.DiskCopy{}
 	for _, c := range copies {
-		st, err := offload.CopyFile(ctx, target, c, replace)
+		st, err := offload.CopyFile(ctx, target, c, o)
 		if errors.Is(err, offload.ErrTargetExists) {
 			err = fmt.Errorf("%w: %w", restore.ErrTargetExists, err)
 		}

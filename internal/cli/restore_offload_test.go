@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -58,5 +59,37 @@ func TestRestoreCopies(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "db-copy2.raw")); string(got) != "mine" {
 		t.Fatalf("the existing copy was changed: %q", got)
+	}
+}
+
+// restore --no-offload turns the storage's part off, on a filesystem that
+// could do it all: the zeros are written (the file takes its full size)
+// and the copy goes through coffer, each reported so.
+func TestRestoreWithoutOffload(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	img := e.image("web.img", 32<<20, 6)
+	e.must("backup", "disk", img, "--name", "web")
+	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+	target := filepath.Join(mnt, "web.raw")
+	res := decode[[]api.RestoredDisk](t, e.must("restore", "latest", "--to", target, "--copies", "2", "--no-offload", "--json"))
+	d := res[0]
+	if d.ZeroBytes != 26<<20 || d.ZeroWrittenBytes != d.ZeroBytes || d.ZeroOffloadedBytes != 0 {
+		t.Fatalf("zeros without offload: %+v, want all 26 MiB written", d)
+	}
+	if len(d.Copies) != 1 || d.Copies[0].Method != "copied" {
+		t.Fatalf("copy without offload: %+v", d.Copies)
+	}
+	for _, p := range []string{target, d.Copies[0].Target} {
+		if !sameFile(t, p, img) {
+			t.Fatalf("%s differs from the backed-up disk", p)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(target, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Blocks*512 < 32<<20 {
+		t.Fatalf("the restored file has %d bytes allocated: its zeros were not written", st.Blocks*512)
 	}
 }
