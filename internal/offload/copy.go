@@ -65,9 +65,9 @@ var ErrTargetExists = errors.New("the copy's target exists")
 
 // CopyFile makes dst a copy of the regular file src: cloned if the
 // filesystem can, else copied extent by extent with holes kept. The copy
-// is built in an unnamed file (O_TMPFILE) and given its name only when
-// complete, so a crash or a failure (a full filesystem) leaves nothing
-// behind, and a dst that exists is never half-written: without Overwrite
+// is built in an unnamed file (O_TMPFILE; see building) and given its
+// name only when complete, so a crash or a failure (a full filesystem)
+// leaves nothing behind, and a dst that exists is never half-written: without Overwrite
 // it is refused, with it, replaced once the copy is whole.
 func CopyFile(ctx context.Context, src, dst string, o CopyOptions) (CopyStats, error) {
 	if !o.Overwrite {
@@ -87,19 +87,19 @@ func CopyFile(ctx context.Context, src, dst string, o CopyOptions) (CopyStats, e
 	if !fi.Mode().IsRegular() {
 		return CopyStats{}, fmt.Errorf("copy %s: not a regular file", src)
 	}
-	out, err := openUnnamed(filepath.Dir(dst))
+	b, err := startBuilding(dst)
 	if err != nil {
 		return CopyStats{}, err
 	}
-	defer out.Close()
-	st, err := copyInto(ctx, in, out, fi.Size(), !o.NoOffload)
+	st, err := copyInto(ctx, in, b.f, fi.Size(), !o.NoOffload)
+	if err == nil {
+		err = b.f.Sync()
+	}
 	if err != nil {
+		b.abandon()
 		return CopyStats{}, fmt.Errorf("copy %s to %s: %w", src, dst, err)
 	}
-	if err := out.Sync(); err != nil {
-		return CopyStats{}, fmt.Errorf("copy %s to %s: %w", src, dst, err)
-	}
-	if err := link(out, dst, o.Overwrite); err != nil {
+	if err := b.finish(dst, o.Overwrite); err != nil {
 		return CopyStats{}, err
 	}
 	return st, nil
@@ -225,38 +225,83 @@ func userCopy(ctx context.Context, in, out *os.File, e extent) error {
 	return nil
 }
 
-// openUnnamed opens a file with no name in dir: nothing is left behind if
-// the copy fails or coffer is killed.
-func openUnnamed(dir string) (*os.File, error) {
+// building is the file a copy is made in until it is whole: unnamed
+// (O_TMPFILE), so nothing is left behind if the copy fails or coffer is
+// killed; or, on a filesystem without O_TMPFILE (some network ones),
+// <dst>.coffer-copy, removed on failure and replaced by the next copy to
+// dst after a crash.
+type building struct {
+	f       *os.File
+	partial string // "" while unnamed
+}
+
+// tmpfileUnsupported, set by a test, makes the filesystem look as if it
+// had no O_TMPFILE.
+var tmpfileUnsupported bool
+
+func startBuilding(dst string) (*building, error) {
+	dir := filepath.Dir(dst)
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if tmpfileUnsupported && err == nil {
+		unix.Close(fd)
+		err = unix.EOPNOTSUPP
+	}
+	if err == nil {
+		return &building{f: os.NewFile(uintptr(fd), filepath.Join(dir, "(copy)"))}, nil
+	}
+	if !cannot(err) && !errors.Is(err, unix.EISDIR) { // EISDIR: a kernel without O_TMPFILE
+		return nil, fmt.Errorf("make a copy in %s: %w", dir, err)
+	}
+	partial := dst + ".coffer-copy"
+	f, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("make a copy in %s: %w", dir, err)
 	}
-	return os.NewFile(uintptr(fd), filepath.Join(dir, "(copy)")), nil
+	return &building{f: f, partial: partial}, nil
 }
 
-// link gives the finished unnamed file its name. linkat refuses an
-// existing name, so with overwrite the file is linked under a temporary
-// name and renamed over dst (a crash between the two leaves that name,
-// "<dst>.coffer-copy", which the next copy to dst replaces).
-func link(f *os.File, dst string, overwrite bool) error {
-	proc := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
-	name := dst
-	if overwrite {
-		name = dst + ".coffer-copy"
-		if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+// abandon drops a copy that failed.
+func (b *building) abandon() {
+	_ = b.f.Close()
+	if b.partial != "" {
+		_ = os.Remove(b.partial)
+	}
+}
+
+// finish gives the whole copy its name: linkat and link refuse an
+// existing name; with overwrite the copy is renamed over dst (an unnamed
+// one is linked as <dst>.coffer-copy first).
+func (b *building) finish(dst string, overwrite bool) error {
+	defer b.f.Close()
+	name := b.partial
+	if name == "" {
+		name = dst
+		if overwrite {
+			name = dst + ".coffer-copy"
+			if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		proc := "/proc/self/fd/" + strconv.Itoa(int(b.f.Fd()))
+		if err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW); err != nil {
+			if errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("%w: %s", ErrTargetExists, dst)
+			}
+			return fmt.Errorf("name the copy %s: %w", name, err)
 		}
 	}
-	if err := unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW); err != nil {
-		if errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("%w: %s", ErrTargetExists, dst)
+	if name != dst {
+		var err error
+		if overwrite {
+			err = os.Rename(name, dst)
+		} else if err = os.Link(name, dst); err == nil {
+			err = os.Remove(name)
 		}
-		return fmt.Errorf("name the copy %s: %w", name, err)
-	}
-	if overwrite {
-		if err := os.Rename(name, dst); err != nil {
+		if err != nil {
 			_ = os.Remove(name)
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("%w: %s", ErrTargetExists, dst)
+			}
 			return fmt.Errorf("name the copy %s: %w", dst, err)
 		}
 	}

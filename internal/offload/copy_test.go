@@ -130,26 +130,45 @@ func TestCopyKeepsHolesWithoutReflinks(t *testing.T) {
 	}
 }
 
+// eachWayOfBuilding runs f with copies built unnamed (O_TMPFILE) and, as
+// on a filesystem without it, under a partial name.
+func eachWayOfBuilding(t *testing.T, f func(t *testing.T)) {
+	for _, named := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unnamed", true: "partial name"}[named], func(t *testing.T) {
+			tmpfileUnsupported = named
+			defer func() { tmpfileUnsupported = false }()
+			f(t)
+		})
+	}
+}
+
 // A target that exists is refused without overwrite and left as it was;
-// with overwrite it is replaced.
+// with overwrite it is replaced. Nothing else is left in the directory.
 func TestCopyOntoAnExistingTarget(t *testing.T) {
-	dir := t.TempDir()
-	src, dst := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "copy.raw")
-	want := sparseFile(t, src)
-	if err := os.WriteFile(dst, []byte("keep me"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := CopyFile(context.Background(), src, dst, CopyOptions{}); !errors.Is(err, ErrTargetExists) {
-		t.Fatalf("copy onto an existing file: %v, want ErrTargetExists", err)
-	}
-	sameAs(t, dst, []byte("keep me"))
-	if _, err := CopyFile(context.Background(), src, dst, CopyOptions{Overwrite: true}); err != nil {
-		t.Fatal(err)
-	}
-	sameAs(t, dst, want)
-	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 2 {
-		t.Fatalf("files left: %v", names)
-	}
+	eachWayOfBuilding(t, func(t *testing.T) {
+		dir := t.TempDir()
+		src, dst := filepath.Join(dir, "disk.raw"), filepath.Join(dir, "copy.raw")
+		want := sparseFile(t, src)
+		if err := os.WriteFile(dst, []byte("keep me"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := CopyFile(context.Background(), src, dst, CopyOptions{}); !errors.Is(err, ErrTargetExists) {
+			t.Fatalf("copy onto an existing file: %v, want ErrTargetExists", err)
+		}
+		sameAs(t, dst, []byte("keep me"))
+		if _, err := CopyFile(context.Background(), src, dst, CopyOptions{Overwrite: true}); err != nil {
+			t.Fatal(err)
+		}
+		sameAs(t, dst, want)
+		other := filepath.Join(dir, "new.raw")
+		if _, err := CopyFile(context.Background(), src, other, CopyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sameAs(t, other, want)
+		if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) != 3 {
+			t.Fatalf("files left: %v", names)
+		}
+	})
 }
 
 // A filesystem that fills up during the copy fails it with ENOSPC, and
@@ -167,12 +186,14 @@ func TestCopyOntoAFullFilesystem(t *testing.T) {
 	if err := unix.Fallocate(int(filler.Fd()), 0, 0, freeBytes(t, small)-4<<20); err != nil {
 		t.Fatal(err)
 	}
-	_, err = CopyFile(context.Background(), src, filepath.Join(small, "copy.raw"), CopyOptions{})
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("copy of 12 MiB onto 4 MiB free: %v, want ENOSPC", err)
-	}
-	names, _ := filepath.Glob(filepath.Join(small, "*"))
-	if len(names) != 2 { // filler and lost+found
-		t.Fatalf("left on the full filesystem: %v", names)
-	}
+	eachWayOfBuilding(t, func(t *testing.T) {
+		_, err := CopyFile(context.Background(), src, filepath.Join(small, "copy.raw"), CopyOptions{})
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("copy of 12 MiB onto 4 MiB free: %v, want ENOSPC", err)
+		}
+		names, _ := filepath.Glob(filepath.Join(small, "*"))
+		if len(names) != 2 { // filler and lost+found
+			t.Fatalf("left on the full filesystem: %v", names)
+		}
+	})
 }

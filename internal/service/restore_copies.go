@@ -60,8 +60,8 @@ func (s *Service) makeCopies(ctx context.Context, t Task, disk, target string, c
 	out := []api.DiskCopy{}
 	for _, c := range copies {
 		st, err := offload.CopyFile(ctx, target, c, o)
-		if errors.Is(err, offload.ErrTargetExists) {
-			err = fmt.Errorf("%w: %w", restore.ErrTargetExists, err)
+		if errors.Is(err, offload.ErrTargetExists) { // made since copyTargets looked
+			err = fmt.Errorf("%w: %s (use --overwrite to replace it)", restore.ErrTargetExists, c)
 		}
 		if err != nil {
 			return out, err
@@ -77,7 +77,7 @@ func (s *Service) reportCopy(t Task, disk, target string, st offload.CopyStats) 
 	how := map[offload.Method]string{
 		offload.Cloned:       "cloned by the filesystem (shared extents, nothing through the host)",
 		offload.KernelCopied: "copied by the kernel (copy_file_range: the filesystem cannot clone it)",
-		offload.Copied:       "copied through coffer (another filesystem, or one that cannot copy)",
+		offload.Copied:       "copied through coffer (--no-offload, another filesystem, or one that cannot copy by itself)",
 	}[st.Method]
 	t.Log(slog.LevelInfo, fmt.Sprintf("disk %s: copy %s: %s of data %s", disk, target, config.HumanBytes(st.DataBytes), how),
 		"primitive", "copy", "method", string(st.Method), "bytes", st.DataBytes)
