@@ -132,6 +132,26 @@ type PlanScenario struct {
 	Work            []PlanShare `json:"work"`
 	Busy            []PlanBusy  `json:"busy"`
 	Violations      []string    `json:"violations"`
+	// Capacity is what the policy's retention holds under the scenario.
+	Capacity PlanScenarioCapacity `json:"capacity"`
+}
+
+// PlanScenarioCapacity is the capacity forecast under one scenario: a
+// what-if that changes the VMs kept (add-vms) gets a forecast of its
+// own, the others have the configured one's (how a run goes does not
+// change what is kept).
+type PlanScenarioCapacity struct {
+	VMs               int     `json:"vms"`
+	PeakBytes         int64   `json:"peak_bytes"`
+	GrowthPerDayBytes float64 `json:"growth_per_day_bytes"`
+	// RepositoryPeakBytes adds the repository's other policies' peaks.
+	RepositoryPeakBytes int64 `json:"repository_peak_bytes"`
+	// FullAt and Full are the repository's full date under the scenario,
+	// as in PlanRepositoryCapacity.
+	FullAt *time.Time `json:"full_at,omitempty"`
+	Full   string     `json:"full"`
+	// Error says why there is no forecast.
+	Error string `json:"error,omitempty"`
 }
 
 // PlanShare is a part of the critical path.

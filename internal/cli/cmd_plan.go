@@ -110,13 +110,17 @@ func (a *app) printPlan(doc *api.Plan) {
 		return
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tP50\tP90\tIN WINDOW\tBOTTLENECK")
+	fmt.Fprintln(tw, "SCENARIO\tP50\tP90\tIN WINDOW\tKEPT AT PEAK\tBOTTLENECK")
 	for _, s := range doc.Scenarios {
 		in := "-"
 		if doc.WindowSeconds > 0 {
 			in = fmt.Sprintf("%.0f%%", 100*s.InWindow)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, secs(s.P50Seconds), secs(s.P90Seconds), in, s.Bottleneck)
+		kept := "-"
+		if s.Capacity.Error == "" {
+			kept = humanBytes(s.Capacity.PeakBytes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, secs(s.P50Seconds), secs(s.P90Seconds), in, kept, s.Bottleneck)
 	}
 	tw.Flush()
 	for _, s := range doc.Scenarios {
@@ -129,6 +133,10 @@ func (a *app) printPlan(doc *api.Plan) {
 		}
 		for _, v := range s.Violations {
 			a.printf("  rule: %s\n", v)
+		}
+		if c := s.Capacity; c.Error == "" {
+			a.printf("  capacity: %d VMs keep %s at the peak (the repository %s); %s\n", c.VMs,
+				humanBytes(c.PeakBytes), humanBytes(c.RepositoryPeakBytes), c.Full)
 		}
 	}
 	a.printf("\nassumptions:\n")

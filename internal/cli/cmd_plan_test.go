@@ -73,8 +73,22 @@ func TestBenchAndPlan(t *testing.T) {
 		len(c.Repository.Policies) != 1 || c.Retention != "keep everything" || len(c.Curve) == 0 {
 		t.Errorf("capacity %+v", c)
 	}
+	// Capacity under the what-ifs: a limit changes how a run goes, not
+	// what is kept; twice the VMs keep about twice as much.
+	if base.Capacity.PeakBytes != c.PeakBytes || base.Capacity.VMs != 6 || serial.Capacity != base.Capacity || base.Capacity.Error != "" {
+		t.Errorf("capacity as configured %+v, with tasks=1 %+v, forecast %d", base.Capacity, serial.Capacity, c.PeakBytes)
+	}
+	var doubled api.Plan
+	if err := json.Unmarshal([]byte(e.must("plan", "all", "--what-if", "add-vms=6", "--json")), &doubled); err != nil {
+		t.Fatal(err)
+	}
+	if d := doubled.Scenarios[1].Capacity; d.VMs != 12 || d.PeakBytes < c.PeakBytes*18/10 || d.PeakBytes > c.PeakBytes*22/10 ||
+		d.RepositoryPeakBytes != d.PeakBytes || d.Full == "" {
+		t.Errorf("capacity with add-vms=6: %+v, as configured %d bytes", d, c.PeakBytes)
+	}
 	text := e.must("plan", "all", "--what-if", "add-vms=6")
-	for _, want := range []string{"policy all: incremental run of 6 VMs", "SCENARIO", "as configured", "add-vms=6", "critical path:", "assumptions:"} {
+	for _, want := range []string{"policy all: incremental run of 6 VMs", "SCENARIO", "as configured", "add-vms=6", "critical path:", "assumptions:",
+		"KEPT AT PEAK", "capacity: 12 VMs keep"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, text)
 		}

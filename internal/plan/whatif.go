@@ -71,6 +71,11 @@ func ParseVariation(s string) (Variation, error) {
 	return v, nil
 }
 
+// ChangesKept reports whether the variation changes what the policy's
+// retention keeps (add-vms adds VMs and their points); the others change
+// only how a run goes, so the capacity forecast stays the configured one.
+func (v Variation) ChangesKept() bool { return v.key == "add-vms" }
+
 // Apply returns the scenario changed; the original is left as it was.
 func (v Variation) Apply(sc Scenario) (Scenario, error) {
 	cfg := *sc.Config

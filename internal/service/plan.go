@@ -112,7 +112,14 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 			doc.Concurrency.Points = append(doc.Concurrency.Points, api.PlanPoint{Concurrency: pt.Concurrency, VMsPerSecond: pt.Rate})
 		}
 	}
-	doc.Capacity = s.planCapacity(ctx, cat, cfg, p, sc.Targets, sc.History, jobs, seen)
+	var rf *repoForecast
+	doc.Capacity, rf = s.planCapacity(ctx, cat, cfg, p, sc.Targets, sc.History, jobs, seen)
+	noForecast := strings.Join(doc.Capacity.Notes, "; ")
+	for i, c := range s.whatIfCapacity(ctx, cat, sc, vs, rf, noForecast) {
+		if i < len(doc.Scenarios) {
+			doc.Scenarios[i].Capacity = c
+		}
+	}
 	return doc, nil
 }
 

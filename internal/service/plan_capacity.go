@@ -38,8 +38,10 @@ func (s *Service) inventoryOnce(ctx context.Context, cfg *policy.Config, seen in
 // repository (internal/plan/capacity.go), and what every policy writing
 // there holds against what the repository's store can take. What cannot
 // be read (another policy's inventory, the store) is said, not failed.
+// The returned repoForecast sets a what-if's own forecast of the policy
+// beside the rest of the repository (nil without a forecast).
 func (s *Service) planCapacity(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, p policy.Policy,
-	targets []plan.Target, hist *plan.History, jobs int, seen inventories) api.PlanCapacity {
+	targets []plan.Target, hist *plan.History, jobs int, seen inventories) (api.PlanCapacity, *repoForecast) {
 	now := time.Now()
 	name := nameOr(p.Repository, DefaultRepository)
 	info := s.repositoryInfo(ctx, cfg, p.Repository)
@@ -50,7 +52,7 @@ func (s *Service) planCapacity(ctx context.Context, cat catalog.Catalog, cfg *po
 	if err != nil {
 		doc.Notes = append(doc.Notes, "no forecast: "+err.Error())
 		doc.Repository.Full = "no full date: no forecast"
-		return doc
+		return doc, nil
 	}
 	capacityFigures(&doc, f, in)
 	rc := api.PlanRepositoryCapacity{Name: name, Policies: []api.PlanPolicyCapacity{policyShare(p.Name, len(targets), f)}}
@@ -72,30 +74,97 @@ func (s *Service) planCapacity(ctx context.Context, cat catalog.Catalog, cfg *po
 		rc.GrowthPerDayBytes += pc.GrowthPerDayBytes
 	}
 	s.storeSpace(ctx, cat, &rc, info, now)
-	switch {
-	case rc.FreeBytes < 0:
-		rc.Full = "no full date: " + rc.Capacity
-	default:
-		full := plan.WhenFull(forecasts, now, float64(rc.FreeBytes))
-		forever := false
-		for _, f := range forecasts {
-			forever = forever || f.Steady.IsZero()
-		}
-		switch {
-		case full.IsZero() && forever:
-			rc.Full = fmt.Sprintf("not full within a century: %s free, growing %s a day", config.HumanBytes(rc.FreeBytes),
-				config.HumanBytes(int64(rc.GrowthPerDayBytes)))
-		case full.IsZero():
-			rc.Full = fmt.Sprintf("not full: the policies grow by at most %s from now, %s is free",
-				config.HumanBytes(int64(grownAtMost(forecasts, now))), config.HumanBytes(rc.FreeBytes))
-		default:
-			rc.FullAt = &full
-			rc.Full = fmt.Sprintf("full on %s: the policies grow by more than the %s free by then", full.Format(time.DateOnly),
-				config.HumanBytes(rc.FreeBytes))
-		}
-	}
+	rf := &repoForecast{policy: f, vms: len(targets), others: forecasts[1:], free: rc.FreeBytes, capacity: rc.Capacity,
+		chunkSize: info.chunkSize, now: now}
+	rc.FullAt, rc.Full = rf.full(forecasts)
 	doc.Repository = rc
-	return doc
+	return doc, rf
+}
+
+// repoForecast is a repository's forecast around one policy: what a
+// what-if's own forecast of the policy is set beside.
+type repoForecast struct {
+	policy    *plan.CapacityForecast // the policy as configured
+	vms       int
+	others    []*plan.CapacityForecast // the repository's other policies
+	free      int64                    // -1: unknown, capacity says why
+	capacity  string
+	chunkSize int
+	now       time.Time
+}
+
+// full is when the forecasts fill the repository's free space, in words.
+func (rf *repoForecast) full(forecasts []*plan.CapacityForecast) (*time.Time, string) {
+	if rf.free < 0 {
+		return nil, "no full date: " + rf.capacity
+	}
+	full := plan.WhenFull(forecasts, rf.now, float64(rf.free))
+	forever := false
+	var growth float64
+	for _, f := range forecasts {
+		forever = forever || f.Steady.IsZero()
+		growth += f.GrowthPerDay
+	}
+	switch {
+	case full.IsZero() && forever:
+		return nil, fmt.Sprintf("not full within a century: %s free, growing %s a day", config.HumanBytes(rf.free),
+			config.HumanBytes(int64(growth)))
+	case full.IsZero():
+		return nil, fmt.Sprintf("not full: the policies grow by at most %s from now, %s is free",
+			config.HumanBytes(int64(grownAtMost(forecasts, rf.now))), config.HumanBytes(rf.free))
+	default:
+		return &full, fmt.Sprintf("full on %s: the policies grow by more than the %s free by then", full.Format(time.DateOnly),
+			config.HumanBytes(rf.free))
+	}
+}
+
+// scenario is the capacity under one scenario, the policy forecast as f
+// over vms VMs (nil rf: there is no forecast, for the reason given).
+func (rf *repoForecast) scenario(f *plan.CapacityForecast, vms int, noForecast string) api.PlanScenarioCapacity {
+	if rf == nil || f == nil {
+		return api.PlanScenarioCapacity{VMs: vms, Full: "no full date: no forecast", Error: noForecast}
+	}
+	out := api.PlanScenarioCapacity{VMs: vms, PeakBytes: int64(f.Peak.Bytes()), GrowthPerDayBytes: f.GrowthPerDay,
+		RepositoryPeakBytes: int64(f.Peak.Bytes())}
+	for _, o := range rf.others {
+		out.RepositoryPeakBytes += int64(o.Peak.Bytes())
+	}
+	out.FullAt, out.Full = rf.full(append([]*plan.CapacityForecast{f}, rf.others...))
+	return out
+}
+
+// whatIfCapacity is the capacity under each scenario of a plan: the
+// configured forecast for the scenario as configured and for what-ifs
+// that keep the same points; a forecast of its own for a what-if that
+// changes them (add-vms), with its VMs and their recorded history.
+func (s *Service) whatIfCapacity(ctx context.Context, cat catalog.Catalog, sc plan.Scenario, vs []plan.Variation,
+	rf *repoForecast, noForecast string) []api.PlanScenarioCapacity {
+	out := []api.PlanScenarioCapacity{}
+	if rf == nil {
+		for range len(vs) + 1 {
+			out = append(out, rf.scenario(nil, 0, noForecast))
+		}
+		return out
+	}
+	out = append(out, rf.scenario(rf.policy, rf.vms, ""))
+	for _, v := range vs {
+		if !v.ChangesKept() {
+			out = append(out, out[0])
+			continue
+		}
+		varied, err := v.Apply(sc)
+		if err != nil {
+			out = append(out, rf.scenario(nil, 0, err.Error()))
+			continue
+		}
+		f, _, _, err := forecastPolicy(ctx, cat, sc.Policy, varied.Targets, varied.History, rf.chunkSize, rf.now)
+		if err != nil {
+			out = append(out, rf.scenario(nil, len(varied.Targets), err.Error()))
+			continue
+		}
+		out = append(out, rf.scenario(f, len(varied.Targets), ""))
+	}
+	return out
 }
 
 // forecastPolicy forecasts one policy's retention over its VMs.
