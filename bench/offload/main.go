@@ -18,13 +18,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
 
+	"github.com/coffer-backup/coffer/bench/benchutil"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/engine/enginetest"
@@ -46,50 +46,50 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "coffer-bench-offload-")
-	check(err)
-	atExit(func() { os.RemoveAll(dir) })
+	benchutil.Check(err)
+	benchutil.AtExit(func() { os.RemoveAll(dir) })
 	mnt := filepath.Join(dir, "mnt")
 	img := filepath.Join(dir, "xfs.img")
-	check(os.Mkdir(mnt, 0o755))
+	benchutil.Check(os.Mkdir(mnt, 0o755))
 	f, err := os.Create(img)
-	check(err)
-	check(f.Truncate(int64(*n)*256<<20 + 512<<20))
+	benchutil.Check(err)
+	benchutil.Check(f.Truncate(int64(*n)*256<<20 + 512<<20))
 	f.Close()
-	run("mkfs.xfs", "-q", "-m", "reflink=1", img)
-	run("mount", "-o", "loop", img, mnt)
-	atExit(func() { exec.Command("umount", mnt).Run() })
+	benchutil.Run("mkfs.xfs", "-q", "-m", "reflink=1", img)
+	benchutil.Run("mount", "-o", "loop", img, mnt)
+	benchutil.AtExit(func() { exec.Command("umount", mnt).Run() })
 	ds := filepath.Join(mnt, "vms")
-	check(os.Mkdir(ds, 0o755))
+	benchutil.Check(os.Mkdir(ds, 0o755))
 
 	gimg, err := guestvm.Build(ctx)
-	check(err)
+	benchutil.Check(err)
 	var socks []string
 	var vms []*guestvm.VM
 	for i := range *n {
 		name := fmt.Sprintf("vm-%02d", i)
 		disk := filepath.Join(ds, name+".qcow2")
-		run("qemu-img", "create", "-q", "-f", "qcow2", disk, *size)
+		benchutil.Run("qemu-img", "create", "-q", "-f", "qcow2", disk, *size)
 		vm, err := guestvm.Start(ctx, gimg, guestvm.Options{Name: name, UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
 			Dir: filepath.Join(dir, name), Mode: "write", Base: 256, Interval: 20 * time.Millisecond, GuestAgent: true,
 			Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
-		check(err)
-		atExit(vm.Kill)
+		benchutil.Check(err)
+		benchutil.AtExit(vm.Kill)
 		vms = append(vms, vm)
 		socks = append(socks, vm.QMPPath)
 	}
 	for _, vm := range vms {
 		_, err := vm.WaitConsole(ctx, "COFFER READY")
-		check(err)
+		benchutil.Check(err)
 	}
 	state := filepath.Join(dir, "state")
 	conn, err := qemu.New(qemu.Config{Sockets: socks, StateDir: state, Connections: 2})
-	check(err)
+	benchutil.Check(err)
 	st, err := local.Create(filepath.Join(dir, "repo"))
-	check(err)
+	benchutil.Check(err)
 	_, err = repo.Init(ctx, st, repo.InitOptions{Password: []byte("pw"), KDF: repotest.FastKDF})
-	check(err)
+	benchutil.Check(err)
 	r, err := repo.Open(ctx, st, []byte("pw"), repo.Options{})
-	check(err)
+	benchutil.Check(err)
 	providers := policy.StorageSnapshots{{Name: "xfs", Kind: "reflink", Connections: []string{"lab"}, Datastores: []string{ds}}}
 	cat := enginetest.NewCatalog()
 	eng, err := engine.New(ctx, engine.Options{
@@ -99,9 +99,9 @@ func main() {
 		StorageSnapshotters: storagesnap.For(providers, state, nil),
 		OpenRepository:      func(context.Context, string) (*repo.Repository, error) { return r, nil },
 		FlushInterval:       50 * time.Millisecond})
-	check(err)
-	atExit(func() { eng.Close() })
-	defer exit(0)
+	benchutil.Check(err)
+	benchutil.AtExit(func() { eng.Close() })
+	defer benchutil.Exit(0)
 
 	fmt.Printf("%d guests (TCG, writing every 20 ms), %s qcow2 disks in one directory of an XFS (reflink=1) on a loop device; full backups, snapshot: %s\n\n",
 		*n, *size, *mode)
@@ -110,12 +110,12 @@ func main() {
 	for _, group := range []string{"vm", "datastore"} {
 		p := policy.Policy{Name: "bench-" + group, Connection: "lab", Group: group, Mode: "full", Snapshot: *mode}
 		res, err := eng.Run(ctx, p)
-		check(err)
+		benchutil.Check(err)
 		if res.Job.Status != catalog.StatusSuccess {
-			fatalf("%s: %s %s %+v", group, res.Job.Status, res.Job.Error, res.Failed())
+			benchutil.Fatalf("%s: %s %s %+v", group, res.Job.Status, res.Job.Error, res.Failed())
 		}
 		evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: res.Job.ID})
-		check(err)
+		benchutil.Check(err)
 		var exp []time.Duration
 		what := "running under copy-before-write (fleecing) from snapshot to removal"
 		if group == "datastore" {
@@ -142,7 +142,7 @@ func main() {
 			}
 		}
 		if len(exp) != *n {
-			fatalf("%s: %d exposures measured for %d VMs", group, len(exp), *n)
+			benchutil.Fatalf("%s: %d exposures measured for %d VMs", group, len(exp), *n)
 		}
 		sort.Slice(exp, func(a, b int) bool { return exp[a] < exp[b] })
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
@@ -161,34 +161,4 @@ func num(v any) float64 {
 		return float64(x)
 	}
 	return 0
-}
-
-func run(name string, args ...string) {
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		fatalf("%s %v: %v %s", name, args, err, out)
-	}
-}
-
-func check(err error) {
-	if err != nil {
-		fatalf("%v", err)
-	}
-}
-
-// cleanups run on every exit, fatal ones included (log.Fatal skips
-// defers): guests killed, the loop mount unmounted, files removed.
-var cleanups []func()
-
-func atExit(f func()) { cleanups = append(cleanups, f) }
-
-func exit(code int) {
-	for i := len(cleanups) - 1; i >= 0; i-- {
-		cleanups[i]()
-	}
-	os.Exit(code)
-}
-
-func fatalf(format string, a ...any) {
-	log.Printf(format, a...)
-	exit(1)
 }

@@ -36,6 +36,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/coffer-backup/coffer/bench/benchutil"
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/cli"
 	"github.com/coffer-backup/coffer/internal/config"
@@ -47,10 +48,10 @@ func main() {
 	image := flag.String("image", "", "use this image instead of a synthetic one (bench/data.sh's disk.raw)")
 	flag.Parse()
 	size, err := config.ParseSize(*sizeFlag)
-	check(err)
+	benchutil.Check(err)
 	dir, err := os.MkdirTemp("", "coffer-bench-offloadtable-")
-	check(err)
-	atExit(func() { os.RemoveAll(dir) })
+	benchutil.Check(err)
+	benchutil.AtExit(func() { os.RemoveAll(dir) })
 
 	img := *image
 	if img == "" {
@@ -59,7 +60,7 @@ func main() {
 	} else if fi, err := os.Stat(img); err == nil {
 		size = fi.Size()
 	} else {
-		fatalf("%v", err)
+		benchutil.Fatalf("%v", err)
 	}
 	nonZero := nonZeroBytes(img)
 	log.Printf("image %s: %s, %s of it not zero", img, human(size), human(nonZero))
@@ -69,7 +70,7 @@ func main() {
 	os.Setenv("COFFER_PASSWORD", "bench")
 	os.Setenv("COFFER_CATALOG", filepath.Join(dir, "catalog.db"))
 	os.Setenv("COFFER_CONFIG", filepath.Join(dir, "none.yaml"))
-	check(os.WriteFile(os.Getenv("COFFER_CONFIG"), nil, 0o600))
+	benchutil.Check(os.WriteFile(os.Getenv("COFFER_CONFIG"), nil, 0o600))
 	coffer("init")
 	coffer("backup", "disk", img, "--name", "bench")
 
@@ -77,15 +78,15 @@ func main() {
 	// a fully written restore.
 	mnt := filepath.Join(dir, "mnt")
 	xfsImg := filepath.Join(dir, "xfs.img")
-	check(os.Mkdir(mnt, 0o755))
+	benchutil.Check(os.Mkdir(mnt, 0o755))
 	f, err := os.Create(xfsImg)
-	check(err)
-	check(f.Truncate(4*size + 1<<30))
+	benchutil.Check(err)
+	benchutil.Check(f.Truncate(4*size + 1<<30))
 	f.Close()
-	run("mkfs.xfs", "-q", "-m", "reflink=1", xfsImg)
-	run("mount", "-o", "loop", xfsImg, mnt)
-	atExit(func() { exec.Command("umount", mnt).Run() })
-	dev := strings.TrimSpace(output("findmnt", "-n", "-o", "SOURCE", mnt))
+	benchutil.Run("mkfs.xfs", "-q", "-m", "reflink=1", xfsImg)
+	benchutil.Run("mount", "-o", "loop", xfsImg, mnt)
+	benchutil.AtExit(func() { exec.Command("umount", mnt).Run() })
+	dev := strings.TrimSpace(benchutil.Output("findmnt", "-n", "-o", "SOURCE", mnt))
 	meter := &meter{mnt: mnt, stat: "/sys/block/" + filepath.Base(dev) + "/stat"}
 
 	var rows []row
@@ -101,13 +102,13 @@ func main() {
 	for _, noOffload := range []bool{false, true} {
 		backing := filepath.Join(mnt, fmt.Sprintf("device-%v.img", noOffload))
 		bf, err := os.Create(backing)
-		check(err)
-		check(bf.Truncate(size))
+		benchutil.Check(err)
+		benchutil.Check(bf.Truncate(size))
 		bf.Close()
-		loop := strings.TrimSpace(output("losetup", "--find", "--show", backing))
+		loop := strings.TrimSpace(benchutil.Output("losetup", "--find", "--show", backing))
 		var d api.RestoredDisk
 		m := meter.measure(func() { d = restore(loop, noOffload) })
-		run("losetup", "-d", loop)
+		benchutil.Run("losetup", "-d", loop)
 		rows = append(rows, row{"block zero, onto a block device", path(noOffload, "device zeroing (ZERO_RANGE)", "zeros written"), m, d.ZeroBytes,
 			d.WrittenBytes})
 	}
@@ -119,12 +120,12 @@ func main() {
 			var err error
 			st, err = offload.CopyFile(context.Background(), src, filepath.Join(mnt, fmt.Sprintf("copy-%v.raw", noOffload)),
 				offload.CopyOptions{NoOffload: noOffload})
-			check(err)
+			benchutil.Check(err)
 		})
 		rows = append(rows, row{"full copy (restore --copies)", path(noOffload, string(st.Method), string(st.Method)), m, st.DataBytes, 0})
 	}
 	report(rows, size, nonZero)
-	exit(0)
+	benchutil.Exit(0)
 }
 
 type row struct {
@@ -192,36 +193,36 @@ func (m *meter) measure(op func()) measured {
 
 func (m *meter) sync() {
 	d, err := os.Open(m.mnt)
-	check(err)
+	benchutil.Check(err)
 	defer d.Close()
-	check(unix.Syncfs(int(d.Fd())))
+	benchutil.Check(unix.Syncfs(int(d.Fd())))
 }
 
 // deviceBytes is the loop device's sectors written (field 7 of
 // /sys/block/<dev>/stat), in bytes.
 func (m *meter) deviceBytes() int64 {
 	b, err := os.ReadFile(m.stat)
-	check(err)
+	benchutil.Check(err)
 	f := strings.Fields(string(b))
 	n, err := strconv.ParseInt(f[6], 10, 64)
-	check(err)
+	benchutil.Check(err)
 	return n * 512
 }
 
 // wchar is the bytes this process passed to write calls (/proc/self/io).
 func wchar() int64 {
 	f, err := os.Open("/proc/self/io")
-	check(err)
+	benchutil.Check(err)
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		if v, ok := strings.CutPrefix(s.Text(), "wchar: "); ok {
 			n, err := strconv.ParseInt(v, 10, 64)
-			check(err)
+			benchutil.Check(err)
 			return n
 		}
 	}
-	fatalf("no wchar in /proc/self/io")
+	benchutil.Fatalf("no wchar in /proc/self/io")
 	return 0
 }
 
@@ -231,7 +232,7 @@ func restore(target string, noOffload bool) api.RestoredDisk {
 		args = append(args, "--no-offload")
 	}
 	var res []api.RestoredDisk
-	check(json.Unmarshal([]byte(coffer(args...)), &res))
+	benchutil.Check(json.Unmarshal([]byte(coffer(args...)), &res))
 	return res[0]
 }
 
@@ -240,7 +241,7 @@ func restore(target string, noOffload bool) api.RestoredDisk {
 func coffer(args ...string) string {
 	var out, errOut bytes.Buffer
 	if code := cli.Execute(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 0 {
-		fatalf("coffer %v: exit %d: %s%s", args, code, out.String(), errOut.String())
+		benchutil.Fatalf("coffer %v: exit %d: %s%s", args, code, out.String(), errOut.String())
 	}
 	return out.String()
 }
@@ -250,7 +251,7 @@ func coffer(args ...string) string {
 // and zeros after it.
 func writeImage(path string, size int64) {
 	f, err := os.Create(path)
-	check(err)
+	benchutil.Check(err)
 	defer f.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	region := make([]byte, 4<<20)
@@ -263,15 +264,15 @@ func writeImage(path string, size int64) {
 		}
 		n := min(int64(len(region)), size-off)
 		_, err := f.WriteAt(region[:n], off)
-		check(err)
+		benchutil.Check(err)
 	}
-	check(f.Sync())
+	benchutil.Check(f.Sync())
 }
 
 // nonZeroBytes counts the image's 4 KiB blocks that are not all zero.
 func nonZeroBytes(path string) int64 {
 	f, err := os.Open(path)
-	check(err)
+	benchutil.Check(err)
 	defer f.Close()
 	var n int64
 	buf := make([]byte, 4096)
@@ -285,46 +286,8 @@ func nonZeroBytes(path string) int64 {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return n
 		}
-		check(err)
+		benchutil.Check(err)
 	}
 }
 
 func human(b int64) string { return config.HumanBytes(b) }
-
-func output(name string, args ...string) string {
-	out, err := exec.Command(name, args...).Output()
-	if err != nil {
-		fatalf("%s %v: %v", name, args, err)
-	}
-	return string(out)
-}
-
-func run(name string, args ...string) {
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		fatalf("%s %v: %v %s", name, args, err, out)
-	}
-}
-
-func check(err error) {
-	if err != nil {
-		fatalf("%v", err)
-	}
-}
-
-// cleanups run on every exit, fatal ones included (log.Fatal skips
-// deferred calls).
-var cleanups []func()
-
-func atExit(f func()) { cleanups = append(cleanups, f) }
-
-func exit(code int) {
-	for i := len(cleanups) - 1; i >= 0; i-- {
-		cleanups[i]()
-	}
-	os.Exit(code)
-}
-
-func fatalf(format string, a ...any) {
-	log.Printf(format, a...)
-	exit(1)
-}

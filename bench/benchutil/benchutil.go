@@ -1,0 +1,54 @@
+// Package benchutil holds what the benchmark programs share to run
+// commands and to clean up: a benchmark mounts filesystems, attaches loop
+// devices and starts guests, and must undo all of it on every exit,
+// fatal ones included (log.Fatal skips deferred calls).
+package benchutil
+
+import (
+	"log"
+	"os"
+	"os/exec"
+)
+
+var cleanups []func()
+
+// AtExit registers f to run at Exit, the last registered first.
+func AtExit(f func()) { cleanups = append(cleanups, f) }
+
+// Exit runs the cleanups and exits with code.
+func Exit(code int) {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	os.Exit(code)
+}
+
+// Fatalf logs the message and exits with 1, cleaning up.
+func Fatalf(format string, a ...any) {
+	log.Printf(format, a...)
+	Exit(1)
+}
+
+// Check exits with err, if any.
+func Check(err error) {
+	if err != nil {
+		Fatalf("%v", err)
+	}
+}
+
+// Run runs a command, exiting with its output if it fails.
+func Run(name string, args ...string) {
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		Fatalf("%s %v: %v %s", name, args, err, out)
+	}
+}
+
+// Output runs a command and returns its standard output, exiting if it
+// fails.
+func Output(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		Fatalf("%s %v: %v", name, args, err)
+	}
+	return string(out)
+}
