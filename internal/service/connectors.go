@@ -227,6 +227,7 @@ func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connec
 		if c.Options.Kind != 0 {
 			opts, err := yaml.Marshal(&c.Options)
 			if err != nil {
+				opened.close()
 				return nil, err
 			}
 			def += string(opts)
