@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
@@ -62,6 +63,9 @@ func (s *Service) makeCopies(ctx context.Context, t Task, disk, target string, c
 		st, err := offload.CopyFile(ctx, target, c, o)
 		if errors.Is(err, offload.ErrTargetExists) { // made since copyTargets looked
 			err = fmt.Errorf("%w: %s (use --overwrite to replace it)", restore.ErrTargetExists, c)
+		}
+		if errors.Is(err, syscall.ENOSPC) { // the exit code and advice of a full restore target
+			err = fmt.Errorf("%w: %w", restore.ErrTargetFull, err)
 		}
 		if err != nil {
 			return out, err
