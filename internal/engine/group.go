@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,6 +181,9 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	refs := &storageRef{ss: ss, left: int32(len(held)), onDelete: func(err error) {
 		j.event("info", "storage-snapshot-deleted", fmt.Sprintf("storage snapshot of %s deleted (err: %v)", ds, err), map[string]any{"datastore": ds})
 	}}
+	if n := j.p.KeepStorageSnapshots; n > 0 {
+		refs.keep = j.keepStorage(conn, ds, held, n)
+	}
 	var reads []*unit
 	for _, t := range held {
 		t.held.storage, t.held.refs = ss, refs
@@ -267,17 +271,24 @@ func planSince(history []*repo.Snapshot, src repo.Source, mode string) (map[stri
 	return since, mode == "differential"
 }
 
-// storageRef deletes a storage snapshot when its last VM is done.
+// storageRef deletes a storage snapshot when its last VM is done, or
+// keeps it as a restore point (keep).
 type storageRef struct {
 	ss       hypervisor.StorageSnapshot
 	left     int32
 	onDelete func(error)
+	// keep, when set, keeps the snapshot instead; it reports whether it
+	// did (a provider that cannot keep has it deleted).
+	keep func(context.Context, hypervisor.StorageSnapshot) bool
 }
 
 func (r *storageRef) release() {
 	if atomic.AddInt32(&r.left, -1) == 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), backup.CloseTimeout)
 		defer cancel()
+		if r.keep != nil && r.keep(ctx, r.ss) {
+			return
+		}
 		r.onDelete(r.ss.Delete(ctx))
 	}
 }
@@ -385,4 +396,40 @@ func labelPart(ds string) string {
 		return "root"
 	}
 	return string(b)
+}
+
+// keepStorage returns the storageRef.keep of a batch whose policy keeps
+// storage snapshots: the snapshot becomes a restore point of the policy
+// holding the batch's VMs (their disks on ds), and the policy's older
+// ones on ds beyond the newest n are deleted.
+func (j *Job) keepStorage(conn, ds string, held []*task, n int) func(context.Context, hypervisor.StorageSnapshot) bool {
+	k := hypervisor.KeptSnapshot{Policy: j.p.Name, Connection: conn, JobID: j.record.ID, SnapshotMode: cmp.Or(j.p.Snapshot, string(hypervisor.CrashConsistent))}
+	for _, t := range held {
+		v := hypervisor.KeptVM{VMRef: t.vm.VMRef}
+		for _, d := range t.vm.Disks {
+			if d.Datastore == ds {
+				v.Disks = append(v.Disks, d)
+			}
+		}
+		k.VMs = append(k.VMs, v)
+	}
+	return func(ctx context.Context, ss hypervisor.StorageSnapshot) bool {
+		keeper, ok := ss.(hypervisor.StorageKeeper)
+		if !ok {
+			j.event("warn", "storage-snapshot-kept", fmt.Sprintf("the storage snapshot of %s cannot be kept (its provider keeps none): deleted", ds), map[string]any{"datastore": ds})
+			return false
+		}
+		if err := keeper.Keep(ctx, k); err != nil {
+			j.event("warn", "storage-snapshot-kept", fmt.Sprintf("keeping the storage snapshot of %s failed, so it is deleted: %v", ds, err), map[string]any{"datastore": ds})
+			return false
+		}
+		pruned, err := keeper.PruneKept(ctx, n)
+		if err != nil {
+			j.event("warn", "storage-snapshot-kept", fmt.Sprintf("storage snapshot of %s kept, but deleting older ones failed (retried after the next run): %v", ds, err), map[string]any{"datastore": ds, "deleted": pruned})
+			return true
+		}
+		j.event("info", "storage-snapshot-kept", fmt.Sprintf("storage snapshot of %s kept as a restore point (%d VMs; the newest %d are kept, %d older deleted)", ds, len(k.VMs), n, len(pruned)),
+			map[string]any{"datastore": ds, "vms": len(k.VMs), "deleted": pruned})
+		return true
+	}
 }

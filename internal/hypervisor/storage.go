@@ -61,3 +61,35 @@ type StorageSnapshot interface {
 	// Delete removes the storage snapshot. It is idempotent.
 	Delete(ctx context.Context) error
 }
+
+// StorageKeeper is implemented by storage snapshots that can outlive the
+// run that read them: a policy with keep-storage-snapshots keeps the
+// newest ones of each datastore as fast restore points (restored by
+// cloning, without the repository) instead of deleting them.
+type StorageKeeper interface {
+	// Keep turns the snapshot into a kept restore point of k.Policy; it
+	// is not deleted after an error.
+	Keep(ctx context.Context, k KeptSnapshot) error
+	// PruneKept deletes the kept snapshots of the same policy and
+	// datastore beyond the newest retain (this one included), returning
+	// their labels.
+	PruneKept(ctx context.Context, retain int) (pruned []string, err error)
+}
+
+// KeptSnapshot is what a kept storage snapshot records of its run: enough
+// to list it beside the repository's points and to restore its VMs.
+type KeptSnapshot struct {
+	Policy     string
+	Connection string
+	JobID      int64
+	// SnapshotMode is the VM snapshot mode the batch was taken with.
+	SnapshotMode string
+	VMs          []KeptVM
+}
+
+// KeptVM is one VM read from a kept storage snapshot, with the disks of it
+// that the snapshot holds.
+type KeptVM struct {
+	VMRef
+	Disks []DiskInfo
+}

@@ -177,13 +177,19 @@ type Policy struct {
 	// datastore cannot be snapshotted (no provider covers it, or it is not
 	// on a reflink filesystem): "fail" (default) fails its VMs with the
 	// reason, "vm" backs them up VM by VM with a warning.
-	StorageFallback string            `yaml:"storage-fallback"`
-	Schedule        string            `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
-	Retention       retention.Policy  `yaml:"retention"`
-	Timeouts        Timeouts          `yaml:"timeouts"`
-	Retries         Retries           `yaml:"retries"`
-	Tasks           int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
-	Tags            map[string]string `yaml:"tags"`  // added to every backup point
+	StorageFallback string `yaml:"storage-fallback"`
+	// KeepStorageSnapshots keeps the newest N storage snapshots of each
+	// datastore a group: datastore run took, as fast restore points beside
+	// the repository's (Zero Downtime Backup): a restore from one clones
+	// the disk files in seconds without reading the repository. 0 (the
+	// default) deletes each storage snapshot once its VMs are read.
+	KeepStorageSnapshots int               `yaml:"keep-storage-snapshots"`
+	Schedule             string            `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
+	Retention            retention.Policy  `yaml:"retention"`
+	Timeouts             Timeouts          `yaml:"timeouts"`
+	Retries              Retries           `yaml:"retries"`
+	Tasks                int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
+	Tags                 map[string]string `yaml:"tags"`  // added to every backup point
 	// ImmutableFor locks every point the policy makes for this long after
 	// its backup (S3 Object Lock); the repository must have retention.
 	ImmutableFor Duration `yaml:"immutable-for"`

@@ -78,6 +78,11 @@ func (m MinFree) Bytes(total uint64) (uint64, error) {
 	return uint64(b), nil
 }
 
+// MaxKeptStorageSnapshots bounds keep-storage-snapshots: every kept
+// snapshot pins the blocks production has overwritten since it was taken,
+// and arrays limit snapshots per volume (often to 16 or 32 in all).
+const MaxKeptStorageSnapshots = 16
+
 // StorageKinds are the provider kinds this version has.
 var StorageKinds = []string{"reflink", "btrfs", "exec"}
 

@@ -98,6 +98,12 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 	if p.StorageFallback != "" && p.Group != "datastore" {
 		add("%s: storage-fallback only applies with group: datastore", where)
 	}
+	switch {
+	case p.KeepStorageSnapshots < 0 || p.KeepStorageSnapshots > MaxKeptStorageSnapshots:
+		add("%s: keep-storage-snapshots must be from 0 to %d (each kept snapshot holds every block production has overwritten since)", where, MaxKeptStorageSnapshots)
+	case p.KeepStorageSnapshots > 0 && p.Group != "datastore":
+		add("%s: keep-storage-snapshots only applies with group: datastore (VM-by-VM runs take no storage snapshot)", where)
+	}
 	if p.Quiesce == string(hypervisor.QuiesceRequired) && p.Snapshot != string(hypervisor.Quiesced) {
 		add("%s: quiesce: required only applies with snapshot: quiesced", where)
 	}

@@ -126,7 +126,14 @@ type journal struct {
 	Timeout   int64     `json:"timeout_ns,omitempty"`
 	PID       int       `json:"coffer_pid"`
 	Created   time.Time `json:"created"`
-	Stage     string    `json:"stage"` // creating, created
+	Stage     string    `json:"stage"` // creating, created, kept, deleting
+
+	// What a kept snapshot (stage kept, see kept.go) records of its run.
+	Policy       string              `json:"policy,omitempty"`
+	Connection   string              `json:"connection,omitempty"`
+	JobID        int64               `json:"job_id,omitempty"`
+	SnapshotMode string              `json:"snapshot_mode,omitempty"`
+	VMs          []hypervisor.KeptVM `json:"vms,omitempty"`
 }
 
 func writeJournal(stateDir string, j *journal) error {
@@ -301,6 +308,9 @@ func Cleanup(ctx context.Context, stateDir string) ([]hypervisor.Leftover, error
 	var errs []error
 	for _, l := range js {
 		j := l.Value
+		if j.Stage == stageKept {
+			continue // a policy's restore point: its retention deletes it
+		}
 		if j.PID == os.Getpid() || statefile.ProcessAlive(j.PID) {
 			continue // a live coffer's snapshot: it deletes it itself
 		}

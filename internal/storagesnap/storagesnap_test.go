@@ -304,7 +304,12 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Printf("ERROR %v\n", err)
 		os.Exit(1)
 	}
-	if err := ss.Delete(context.Background()); err != nil {
+	if os.Getenv("STORAGESNAP_MODE") == "keep" {
+		err = keepThenForget(ss, os.Getenv("STORAGESNAP_STATE"), os.Getenv("STORAGESNAP_LABEL"))
+	} else {
+		err = ss.Delete(context.Background())
+	}
+	if err != nil {
 		fmt.Printf("ERROR %v\n", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,280 @@
+package storagesnap
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/offload"
+	"github.com/coffer-backup/coffer/internal/statefile"
+)
+
+// Kept storage snapshots (keep-storage-snapshots on a policy) are the
+// Zero Downtime Backup / Instant Recovery half of storage integration: a
+// run's storage snapshot stays on the datastore after its VMs are read,
+// and a restore clones the VM's disk files out of it in seconds, without
+// reading the repository. The repository's point stays the copy that
+// survives the loss of the array.
+//
+// A kept snapshot is the same journal as a snapshot in use, in stage
+// "kept", with what the run recorded of its VMs: Cleanup leaves it alone
+// (no process owns it any more; its policy's retention does). Deleting a
+// kept snapshot first rewrites its journal to stage "deleting" under the
+// deleting process's PID, so a kill half-way through leaves a leftover
+// that the next Cleanup finishes, never a kept snapshot with part of its
+// files gone.
+
+const (
+	stageKept     = "kept"
+	stageDeleting = "deleting"
+)
+
+// ErrKeptNotFound: no kept storage snapshot has the label asked for.
+var ErrKeptNotFound = errors.New("no kept storage snapshot")
+
+// Kept is a kept storage snapshot as Kept lists it.
+type Kept struct {
+	Label      string
+	Kind       string
+	Provider   string
+	Datastore  string
+	Connection string
+	Policy     string
+	JobID      int64
+	// SnapshotMode is the VM snapshot mode the batch was taken with.
+	SnapshotMode string
+	Created      time.Time
+	VMs          []hypervisor.KeptVM
+}
+
+func (j *journal) kept() Kept {
+	return Kept{Label: j.Label, Kind: j.Kind, Provider: j.Provider, Datastore: j.Datastore, Connection: j.Connection,
+		Policy: j.Policy, JobID: j.JobID, SnapshotMode: j.SnapshotMode, Created: j.Created, VMs: j.VMs}
+}
+
+// Keep implements hypervisor.StorageKeeper.
+func (s *snapshot) Keep(_ context.Context, k hypervisor.KeptSnapshot) error {
+	if k.Policy == "" {
+		return fmt.Errorf("keeping storage snapshot %s: no policy to keep it for", s.j.Label)
+	}
+	s.mu.Lock()
+	if s.deleted {
+		s.mu.Unlock()
+		return fmt.Errorf("storage snapshot %s is deleted", s.j.Label)
+	}
+	j := *s.j
+	j.Stage, j.Policy, j.Connection, j.JobID, j.SnapshotMode, j.VMs = stageKept, k.Policy, k.Connection, k.JobID, k.SnapshotMode, k.VMs
+	err := statefile.WriteJSON(s.path, &j)
+	if err == nil {
+		// The journal is the policy's now: this process deletes it no
+		// more, whatever is called on it.
+		s.j, s.deleted = &j, true
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("keeping storage snapshot %s: %w", j.Label, err)
+	}
+	step("kept")
+	return nil
+}
+
+// PruneKept implements hypervisor.StorageKeeper.
+func (s *snapshot) PruneKept(ctx context.Context, retain int) ([]string, error) {
+	if retain < 1 {
+		return nil, fmt.Errorf("pruning kept storage snapshots: retain must be at least 1, not %d", retain)
+	}
+	s.mu.Lock()
+	j := *s.j
+	s.mu.Unlock()
+	if j.Stage != stageKept {
+		return nil, fmt.Errorf("storage snapshot %s is not kept", j.Label)
+	}
+	return prune(ctx, s.stateDir(), &j, retain)
+}
+
+func (s *snapshot) stateDir() string { return filepath.Dir(filepath.Dir(s.path)) }
+
+// prune deletes the kept snapshots of j's policy and datastore beyond the
+// newest retain.
+func prune(ctx context.Context, stateDir string, j *journal, retain int) ([]string, error) {
+	all, err := keptJournals(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	var same []statefile.Loaded[journal]
+	for _, e := range all {
+		v := e.Value
+		if v.Policy == j.Policy && v.Connection == j.Connection && v.Datastore == j.Datastore {
+			same = append(same, e)
+		}
+	}
+	slices.SortFunc(same, func(a, b statefile.Loaded[journal]) int { return b.Value.Created.Compare(a.Value.Created) }) // newest first
+	var pruned []string
+	var errs []error
+	for _, e := range same[min(retain, len(same)):] {
+		if err := forget(ctx, e.Path, e.Value); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pruned = append(pruned, e.Value.Label)
+	}
+	return pruned, errors.Join(errs...)
+}
+
+// forget deletes one kept snapshot: its journal first says "deleting",
+// owned by this process, so that a kill half-way is finished by Cleanup.
+func forget(ctx context.Context, path string, j journal) error {
+	k, err := kindOf(&j)
+	if err != nil {
+		return err
+	}
+	j.Stage, j.PID = stageDeleting, os.Getpid()
+	if err := statefile.WriteJSON(path, &j); err != nil {
+		return fmt.Errorf("deleting kept storage snapshot %s: %w", j.Label, err)
+	}
+	step("forgetting")
+	dctx, cancel := context.WithTimeout(ctx, j.timeout())
+	defer cancel()
+	if err := k.remove(dctx, &j); err != nil {
+		return fmt.Errorf("deleting kept storage snapshot %s (cleanup retries at the next start): %w", j.Label, err)
+	}
+	step("forgotten")
+	return statefile.Remove(path)
+}
+
+// keptJournals reads the journals of kept snapshots.
+func keptJournals(stateDir string) ([]statefile.Loaded[journal], error) {
+	if stateDir == "" {
+		return nil, nil
+	}
+	js, err := statefile.ReadAll[journal](filepath.Join(stateDir, "storage-snapshots"))
+	if err != nil {
+		return nil, err
+	}
+	var out []statefile.Loaded[journal]
+	for _, e := range js {
+		if e.Value.Stage == stageKept && labelRE.MatchString(e.Value.Label) && filepath.Base(e.Path) == e.Value.Label+".json" {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// List returns the kept storage snapshots, oldest first.
+func List(stateDir string) ([]Kept, error) {
+	js, err := keptJournals(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Kept, 0, len(js))
+	for _, e := range js {
+		out = append(out, e.Value.kept())
+	}
+	slices.SortFunc(out, func(a, b Kept) int { return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Label, b.Label)) })
+	return out, nil
+}
+
+func findKept(stateDir, label string) (statefile.Loaded[journal], error) {
+	js, err := keptJournals(stateDir)
+	if err != nil {
+		return statefile.Loaded[journal]{}, err
+	}
+	for _, e := range js {
+		if e.Value.Label == label {
+			return e, nil
+		}
+	}
+	return statefile.Loaded[journal]{}, fmt.Errorf("%w named %s: `coffer storage-snapshots` lists them", ErrKeptNotFound, label)
+}
+
+// Forget deletes the kept storage snapshot label.
+func Forget(ctx context.Context, stateDir, label string) error {
+	e, err := findKept(stateDir, label)
+	if err != nil {
+		return err
+	}
+	return forget(ctx, e.Path, e.Value)
+}
+
+// RestoredDisk is one disk file a restore from a kept snapshot made.
+type RestoredDisk struct {
+	Disk   hypervisor.DiskInfo
+	Target string
+	offload.CopyStats
+}
+
+// Restore makes copies of one VM's disk files, as they are in the kept
+// snapshot label, in targetDir (each named as the original file): clones
+// where the snapshot and targetDir share a reflink filesystem, so the VM's
+// disks are back in seconds whatever their size. The snapshot itself is
+// never handed out: writing to a restored disk cannot change it.
+func Restore(ctx context.Context, stateDir, label, vm, targetDir string, o offload.CopyOptions) ([]RestoredDisk, error) {
+	e, err := findKept(stateDir, label)
+	if err != nil {
+		return nil, err
+	}
+	j := e.Value
+	var found *hypervisor.KeptVM
+	for i := range j.VMs {
+		if j.VMs[i].Name == vm || j.VMs[i].ID == vm {
+			found = &j.VMs[i]
+		}
+	}
+	if found == nil {
+		var names []string
+		for _, v := range j.VMs {
+			names = append(names, v.Name)
+		}
+		return nil, fmt.Errorf("%w of VM %s named %s: it holds %s", ErrKeptNotFound, vm, label, strings.Join(names, ", "))
+	}
+	if fi, err := os.Stat(targetDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("restore target %s is not a directory: create it first", targetDir)
+	}
+	type pair struct {
+		d        hypervisor.DiskInfo
+		rel, dst string
+	}
+	var todo []pair
+	seen := map[string]bool{}
+	for _, d := range found.Disks {
+		rel, err := relPath(j.Root, d.Path)
+		if err != nil {
+			return nil, err
+		}
+		dst := filepath.Join(targetDir, filepath.Base(d.Path))
+		if seen[dst] {
+			return nil, fmt.Errorf("two disks of %s are named %s: restore them one by one into different directories", vm, filepath.Base(d.Path))
+		}
+		seen[dst] = true
+		if _, err := os.Lstat(dst); err == nil && !o.Overwrite {
+			return nil, fmt.Errorf("%w: %s (move it away, or overwrite it)", offload.ErrTargetExists, dst)
+		}
+		todo = append(todo, pair{d, rel, dst})
+	}
+	k, err := kindOf(&j)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, j.timeout())
+	dir, err := k.present(pctx, &j)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("presenting storage snapshot %s: %w", label, err)
+	}
+	var out []RestoredDisk
+	for _, p := range todo {
+		st, err := offload.CopyFile(ctx, filepath.Join(dir, p.rel), p.dst, o)
+		if err != nil {
+			return out, fmt.Errorf("disk %s of %s from storage snapshot %s: %w", p.d.Name, vm, label, err)
+		}
+		out = append(out, RestoredDisk{Disk: p.d, Target: p.dst, CopyStats: st})
+	}
+	return out, nil
+}
