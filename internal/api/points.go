@@ -153,3 +153,53 @@ type Export struct {
 	Listen  string   `json:"listen"`
 	Exports []string `json:"exports"`
 }
+
+// StorageSnapshot is a storage snapshot a policy keeps as a fast restore
+// point (keep-storage-snapshots): its VMs' disk files as they were at the
+// run's instant, on the datastore itself. Restoring clones them in
+// seconds without reading the repository; the repository's point of the
+// same run is the copy that survives the loss of the storage.
+type StorageSnapshot struct {
+	Label      string `json:"label"`
+	Policy     string `json:"policy"`
+	Connection string `json:"connection"`
+	// Datastore is the datastore root the snapshot covers; Provider the
+	// storage-snapshots entry that took it, of Kind reflink, btrfs or
+	// exec.
+	Datastore string    `json:"datastore"`
+	Provider  string    `json:"provider"`
+	Kind      string    `json:"kind" enum:"reflink,btrfs,exec"`
+	Time      time.Time `json:"time"`
+	JobID     int64     `json:"job_id"`
+	// SnapshotMode is the VM snapshot mode the batch was taken with.
+	SnapshotMode string              `json:"snapshot_mode"`
+	VMs          []StorageSnapshotVM `json:"vms"`
+}
+
+// StorageSnapshotVM is one VM a storage snapshot holds, with its disk
+// files there.
+type StorageSnapshotVM struct {
+	VM    string   `json:"vm"`
+	VMID  string   `json:"vm_id"`
+	Disks []string `json:"disks"`
+}
+
+// StorageRestore is the result of restoring a VM's disks from a kept
+// storage snapshot.
+type StorageRestore struct {
+	Label string                `json:"label"`
+	VM    string                `json:"vm"`
+	Disks []StorageRestoredDisk `json:"disks"`
+}
+
+// StorageRestoredDisk is one disk file made from a storage snapshot, and
+// how: "cloned" (shared extents, nothing through the host),
+// "kernel-copied" (copy_file_range) or "copied" (through coffer).
+type StorageRestoredDisk struct {
+	Disk      string  `json:"disk"`
+	Source    string  `json:"source"`
+	Target    string  `json:"target"`
+	Method    string  `json:"method" enum:"cloned,kernel-copied,copied"`
+	DataBytes int64   `json:"data_bytes"`
+	Seconds   float64 `json:"seconds"`
+}

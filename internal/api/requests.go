@@ -50,6 +50,15 @@ type RestoreRequest struct {
 	NoOffload bool   `json:"no_offload,omitempty" doc:"write zeros and copy through the host even where the storage could (storage whose offload misbehaves)"`
 }
 
+// StorageRestoreRequest restores one VM's disk files from a kept storage
+// snapshot into a directory.
+type StorageRestoreRequest struct {
+	VM        string `json:"vm" minLength:"1" maxLength:"255" doc:"the VM's name or ID"`
+	To        string `json:"to" minLength:"1" maxLength:"4096" doc:"the directory, relative to the restore directory"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+	NoOffload bool   `json:"no_offload,omitempty" doc:"copy through the host even where the filesystem could clone"`
+}
+
 // RestoreVMRequest restores a point as a new VM: into a directory under
 // the restore directory (QEMU), or through the connection the query names.
 type RestoreVMRequest struct {

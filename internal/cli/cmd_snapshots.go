@@ -36,7 +36,9 @@ them), or spans a repair recorded as lost.
 BOOT is the point's last boot verification (`+"`coffer verify boot`"+`): "ok", or
 "failed@N" with the ladder step that failed; "-" when never verified.`,
 			`A table: ID, TIME, SOURCE, MODE, CONSISTENCY, DISKS, SIZE, NEW, DAMAGE,
-BOOT, TAGS, then the count. Damaged manifests are named on stderr.
+BOOT, TAGS, then the count. Damaged manifests are named on stderr. Below,
+when policies keep storage snapshots of these VMs (keep-storage-snapshots),
+a second table lists them as restore points of MODE storage (see `+"`coffer storage-snapshots`"+`).
 --json: a list of backup point documents ([] when there is none), the
 same shape as `+"`catalog points --json`"+` and `+"`backup --json`"+`:
 id, short_id, repository, time, vm, vm_id, connection, source_kind, host,
@@ -70,11 +72,41 @@ coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 				for _, b := range skipped {
 					fmt.Fprintf(a.stderr, "coffer: skipped damaged snapshot %s: %s\n", short(b.PointID), b.Error)
 				}
+				a.printKeptStorage(cmd, name)
 			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "only snapshots of this source name")
-	return remoteToo(op(cmd, "list-points"))
+	return remoteToo(op(cmd, "list-points", "list-storage-snapshots"))
+}
+
+// printKeptStorage lists, below the repository's points, the storage
+// snapshots policies keep of the same VMs: restore points too, restored
+// with `coffer storage-snapshots restore`. A caller who may not see them
+// (a server's access control) just does not get the section.
+func (a *app) printKeptStorage(cmd *cobra.Command, vm string) {
+	in := service.StorageSnapshotsInput{VM: vm}
+	q := url.Values{}
+	if vm != "" {
+		q.Set("vm", vm)
+	}
+	kept, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-storage-snapshots", Query: q},
+		func(s *service.Service) ([]api.StorageSnapshot, error) { return s.StorageSnapshots(cmd.Context(), in) })
+	if err != nil || len(kept) == 0 {
+		return
+	}
+	a.printf("\nStorage snapshots kept on the datastores (coffer storage-snapshots restore LABEL --vm NAME --target DIR):\n")
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LABEL\tTIME\tSOURCE\tMODE\tCONSISTENCY\tDISKS\tPOLICY")
+	for _, k := range kept {
+		for _, v := range k.VMs {
+			if vm != "" && v.VM != vm && v.VMID != vm {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\tstorage\t%s\t%d\t%s\n", k.Label, k.Time.Local().Format("2006-01-02 15:04:05"), v.VM, k.SnapshotMode, len(v.Disks), k.Policy)
+		}
+	}
+	_ = tw.Flush()
 }
 
 func callPoints(a *app, cmd *cobra.Command, name string) ([]api.BackupPoint, []api.SkippedPoint, error) {

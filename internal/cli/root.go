@@ -199,7 +199,7 @@ or a partial failure (6).`, "The table below.", "coffer exit-codes", "0."),
 func (a *app) commands() []*cobra.Command {
 	return []*cobra.Command{
 		a.cmdInit(), a.cmdBackup(), a.cmdSnapshots(), a.cmdRestore(), a.cmdKey(),
-		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(),
+		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(), a.cmdStorageSnapshots(),
 		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
 		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(), a.cmdServer(),
 		a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit(), a.cmdMedia(), a.cmdPlan(), a.cmdBench(),

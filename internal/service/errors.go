@@ -17,6 +17,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/instant"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/storagesnap"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -55,7 +56,8 @@ func Classify(err error) api.Class {
 	case errors.Is(err, repo.ErrUnsupportedVersion):
 		return api.UnsupportedVersion
 	case errors.Is(err, repo.ErrNotRepository), errors.Is(err, repo.ErrSnapshotNotFound),
-		errors.Is(err, catalog.ErrNotFound), errors.Is(err, instant.ErrNoSession), errors.Is(err, hypervisor.ErrNotFound):
+		errors.Is(err, catalog.ErrNotFound), errors.Is(err, instant.ErrNoSession), errors.Is(err, hypervisor.ErrNotFound),
+		errors.Is(err, storagesnap.ErrKeptNotFound):
 		return api.NotFound
 	case errors.Is(err, store.ErrNoSpace):
 		return api.NoSpace

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+func (a *app) cmdStorageSnapshots() *cobra.Command {
+	var in service.StorageSnapshotsInput
+	cmd := &cobra.Command{
+		Use:   "storage-snapshots",
+		Short: "list the storage snapshots policies keep as restore points",
+		Long: manual(`List the storage snapshots that policies with keep-storage-snapshots keep on
+their datastores, oldest first: restore points beside the repository's
+(Zero Downtime Backup). Each holds the disk files of the VMs one group run
+read, as they were at the run's instant; `+"`coffer storage-snapshots restore`"+`
+clones them back in seconds, without reading the repository. The
+repository's point of the same run is the copy that survives the loss of
+the storage. A policy keeps the newest N of each datastore; older ones
+are deleted after each run.`,
+			`A table: LABEL, TIME, POLICY, DATASTORE, KIND, MODE, VMS.
+--json: a list of {label, policy, connection, datastore, provider, kind,
+time, job_id, snapshot_mode, vms: [{vm, vm_id, disks}]} ([] when none is
+kept).`,
+			`coffer storage-snapshots
+coffer storage-snapshots --vm web-1 --json | jq -r '.[-1].label'`,
+			"0 with the list."),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if in.Policy != "" {
+				q.Set("policy", in.Policy)
+			}
+			if in.VM != "" {
+				q.Set("vm", in.VM)
+			}
+			kept, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-storage-snapshots", Query: q},
+				func(s *service.Service) ([]api.StorageSnapshot, error) { return s.StorageSnapshots(cmd.Context(), in) })
+			if err != nil {
+				return err
+			}
+			return a.emit(kept, nil, func() {
+				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "LABEL\tTIME\tPOLICY\tDATASTORE\tKIND\tMODE\tVMS")
+				for _, k := range kept {
+					var vms []string
+					for _, v := range k.VMs {
+						vms = append(vms, v.VM)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Label, k.Time.Local().Format(time.DateTime), k.Policy, k.Datastore,
+						k.Kind, k.SnapshotMode, strings.Join(vms, ","))
+				}
+				_ = tw.Flush()
+				a.printf("%d storage snapshot(s) kept\n", len(kept))
+			})
+		},
+	}
+	cmd.Flags().StringVar(&in.Policy, "policy", "", "only this policy's")
+	cmd.Flags().StringVar(&in.VM, "vm", "", "only those holding this VM (name or ID)")
+	cmd.AddCommand(a.cmdStorageRestore(), a.cmdStorageForget())
+	return remoteToo(op(cmd, "list-storage-snapshots"))
+}
+
+func (a *app) cmdStorageRestore() *cobra.Command {
+	var in service.StorageRestoreInput
+	cmd := &cobra.Command{
+		Use:   "restore LABEL --vm NAME --target DIR",
+		Short: "restore a VM's disk files from a kept storage snapshot, by cloning",
+		Long: manual(`Make the disk files of one VM again, as they are in the kept storage snapshot
+LABEL, in the directory --target (each named as the original file). Where
+the target is on the datastore's filesystem (XFS with reflink=1, btrfs)
+each file is a clone: no data passes through the host and a disk of any
+size is back in seconds. Elsewhere the kernel copies it (copy_file_range),
+holes kept. The snapshot itself is never handed out: writing to a restored
+disk cannot change it. An existing file is refused without --overwrite.
+Through a server (--server), --target is relative to its restore
+directory.`,
+			`One line per disk: the target, how it was made (cloned, kernel-copied,
+copied) and its data bytes. --json: {label, vm, disks: [{disk, source,
+target, method, data_bytes, seconds}]}.`,
+			`coffer storage-snapshots restore coffer-job12-srv_vms-5551 --vm web-1 --target /srv/vms/restored`,
+			"0 when every disk is restored; 2 when a target exists; 7 for an unknown label or VM; 9 when the target filesystem is full."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Label = args[0]
+			if a.remote == nil {
+				abs, err := filepath.Abs(in.Target)
+				if err != nil {
+					return err
+				}
+				in.Target = abs
+			}
+			body := api.StorageRestoreRequest{VM: in.VM, To: in.Target, Overwrite: in.Overwrite, NoOffload: in.NoOffload}
+			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "restore-storage-snapshot", Path: map[string]string{"label": in.Label}, Body: body},
+				func(s *service.Service) (*api.StorageRestore, error) { return s.RestoreFromStorage(cmd.Context(), in) })
+			if err != nil {
+				return err
+			}
+			return a.emit(res, nil, func() {
+				for _, d := range res.Disks {
+					a.printf("%s: %s, %s of data (%s)\n", d.Target, d.Method, humanBytes(d.DataBytes), d.Disk)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&in.VM, "vm", "", "the VM to restore (name or ID)")
+	cmd.Flags().StringVar(&in.Target, "target", "", "the directory to make the disk files in")
+	cmd.Flags().BoolVar(&in.Overwrite, "overwrite", false, "replace disk files that exist there")
+	cmd.Flags().BoolVar(&in.NoOffload, "no-offload", false, "copy through coffer even where the filesystem could clone")
+	_ = cmd.MarkFlagRequired("vm")
+	_ = cmd.MarkFlagRequired("target")
+	return remoteToo(op(cmd, "restore-storage-snapshot"))
+}
+
+func (a *app) cmdStorageForget() *cobra.Command {
+	return remoteToo(op(&cobra.Command{
+		Use:   "forget LABEL",
+		Short: "delete a kept storage snapshot now",
+		Long: manual(`Delete the kept storage snapshot LABEL before its policy's retention would
+(to free the datastore's space). The repository's points are untouched. A
+deletion interrupted by a crash is finished at the next start.`,
+			`The deleted snapshot; --json: its document (as in the list).`,
+			`coffer storage-snapshots forget coffer-job12-srv_vms-5551`,
+			"0 when deleted; 7 for an unknown label."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := callOp(cmd.Context(), a, apiclient.Request{Op: "forget-storage-snapshot", Path: map[string]string{"label": args[0]}},
+				func(s *service.Service) (*api.StorageSnapshot, error) {
+					return s.ForgetStorageSnapshot(cmd.Context(), args[0])
+				})
+			if err != nil {
+				return err
+			}
+			return a.emit(k, nil, func() { a.printf("deleted storage snapshot %s of policy %s (%s)\n", k.Label, k.Policy, k.Datastore) })
+		},
+	}, "forget-storage-snapshot"))
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/storagesnap"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// A storage snapshot a policy kept (made here as the engine makes it, on
+// a loop-mounted XFS with reflinks) is listed by `storage-snapshots` and
+// below `snapshots`, restored by cloning with the disk as it was when the
+// snapshot was taken (production has changed since), refused over an
+// existing file, and deleted by `forget`.
+func TestStorageSnapshotsKeptRestoreAndForget(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	state := t.TempDir()
+	e.vars["COFFER_STATE_DIR"] = state
+	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+	ds := filepath.Join(mnt, "vms")
+	if err := os.Mkdir(ds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(ds, "web-1.raw")
+	then := bytes.Repeat([]byte("then"), 2<<20)
+	if err := os.WriteFile(disk, then, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := hypervisor.DiskInfo{Key: "vda", Name: "vda", Size: int64(len(then)), Datastore: ds, Path: disk, Format: "raw"}
+	const label = "coffer-job7-vms-42"
+	ss, err := storagesnap.Create(context.Background(), policy.StorageProvider{Name: "xfs", Kind: "reflink"}, mnt, state, label, []hypervisor.DiskInfo{d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := hypervisor.KeptSnapshot{Policy: "zdb", Connection: "lab", JobID: 7, SnapshotMode: "quiesced",
+		VMs: []hypervisor.KeptVM{{VMRef: hypervisor.VMRef{Name: "web-1", ID: "u-1"}, Disks: []hypervisor.DiskInfo{d}}}}
+	if err := ss.(hypervisor.StorageKeeper).Keep(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(disk, bytes.Repeat([]byte("now!"), 2<<20), 0o600); err != nil { // production moves on
+		t.Fatal(err)
+	}
+
+	kept := decode[[]api.StorageSnapshot](t, e.must("storage-snapshots", "--json"))
+	if len(kept) != 1 || kept[0].Label != label || kept[0].Policy != "zdb" || kept[0].JobID != 7 || kept[0].Kind != "reflink" ||
+		len(kept[0].VMs) != 1 || kept[0].VMs[0].VM != "web-1" || kept[0].VMs[0].Disks[0] != disk {
+		t.Fatalf("storage-snapshots: %+v", kept)
+	}
+	if none := decode[[]api.StorageSnapshot](t, e.must("storage-snapshots", "--vm", "db-1", "--json")); len(none) != 0 {
+		t.Fatalf("storage-snapshots --vm db-1: %+v", none)
+	}
+	if out := e.must("snapshots"); !strings.Contains(out, "Storage snapshots kept") || !strings.Contains(out, label) || !strings.Contains(out, "storage") {
+		t.Fatalf("snapshots does not list the kept storage snapshot:\n%s", out)
+	}
+
+	target := filepath.Join(mnt, "restored")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := decode[api.StorageRestore](t, e.must("storage-snapshots", "restore", label, "--vm", "web-1", "--target", target, "--json"))
+	if len(res.Disks) != 1 || res.Disks[0].Method != "cloned" || res.Disks[0].Target != filepath.Join(target, "web-1.raw") {
+		t.Fatalf("restore: %+v, want web-1.raw cloned", res)
+	}
+	if got, _ := os.ReadFile(res.Disks[0].Target); !bytes.Equal(got, then) {
+		t.Fatal("the restored disk is not the disk as it was at the snapshot")
+	}
+	if out := e.expect(ExitUsage, "storage-snapshots", "restore", label, "--vm", "web-1", "--target", target); !strings.Contains(out, "--overwrite") {
+		t.Fatalf("restore over an existing disk: %s", out)
+	}
+	e.expect(ExitNoRepo, "storage-snapshots", "restore", label, "--vm", "db-1", "--target", target)
+	e.expect(ExitNoRepo, "storage-snapshots", "restore", "coffer-nothing", "--vm", "web-1", "--target", target)
+
+	e.must("storage-snapshots", "forget", label)
+	if left := decode[[]api.StorageSnapshot](t, e.must("storage-snapshots", "--json")); len(left) != 0 {
+		t.Fatalf("after forget: %+v", left)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, storagesnap.SnapDir, label)); !os.IsNotExist(err) {
+		t.Fatalf("the snapshot's files are still there: %v", err)
+	}
+	e.expect(ExitNoRepo, "storage-snapshots", "forget", label)
+	if got, _ := os.ReadFile(res.Disks[0].Target); !bytes.Equal(got, then) {
+		t.Fatal("deleting the snapshot changed the restored disk")
+	}
+}
