@@ -209,7 +209,7 @@ func (j *Job) snapshotBatch(batch []*task) []*task {
 		j.mu.Unlock()
 		j.rec.task(rec)
 		wg.Go(func() {
-			since, diff := planSince(j.history, repo.Source{Kind: t.conn.Kind(), Connection: t.rec.Connection, VMID: t.vm.ID, VMName: t.vm.Name}, t.rec.Mode)
+			since, diff, baseJob := planSince(j.history, repo.Source{Kind: t.conn.Kind(), Connection: t.rec.Connection, VMID: t.vm.ID, VMName: t.vm.Name}, t.rec.Mode)
 			to := j.p.Timeouts
 			req := hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("job%d-task%d-%d", j.record.ID, t.rec.ID, t.attempt),
 				Mode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
@@ -220,7 +220,7 @@ func (j *Job) snapshotBatch(batch []*task) []*task {
 				t.failOrRetry(fmt.Errorf("snapshot %s: %w", t.vm.Name, err))
 				return
 			}
-			t.held = &heldVM{Connector: t.conn, vm: t.vm, sess: sess, since: since, differential: diff}
+			t.held = &heldVM{Connector: t.conn, vm: t.vm, sess: sess, since: since, differential: diff, baseJob: baseJob}
 			mu.Lock()
 			held = append(held, t)
 			mu.Unlock()
@@ -252,15 +252,16 @@ func (t *task) failOrRetry(err error) {
 }
 
 // planSince decides the change-tracking base exactly as backup.BackupVM
-// does, so the snapshot taken in the batch is the one BackupVM would take.
-func planSince(history []*repo.Snapshot, src repo.Source, mode string) (map[string]string, bool) {
+// does, so the snapshot taken in the batch is the one BackupVM would take;
+// it also returns the job that made the base (0 for none).
+func planSince(history []*repo.Snapshot, src repo.Source, mode string) (map[string]string, bool, int64) {
 	parent := backup.Latest(history, src, nil)
 	base := parent
 	if mode == "differential" {
 		base = backup.Latest(history, src, func(s *repo.Snapshot) bool { return s.Mode == "full" })
 	}
 	if mode == "full" || base == nil {
-		return nil, false
+		return nil, false, 0
 	}
 	since := map[string]string{}
 	for _, d := range base.Disks {
@@ -268,7 +269,7 @@ func planSince(history []*repo.Snapshot, src repo.Source, mode string) (map[stri
 			since[d.Key] = d.ChangeToken
 		}
 	}
-	return since, mode == "differential"
+	return since, mode == "differential", base.JobID
 }
 
 // storageRef deletes a storage snapshot when its last VM is done, or
@@ -302,16 +303,19 @@ type heldVM struct {
 	sess         hypervisor.Session
 	since        map[string]string
 	differential bool
+	baseJob      int64 // the job that made the base point
 	storage      hypervisor.StorageSnapshot
 	refs         *storageRef
 	closed       bool
 }
 
-func (h *heldVM) Snapshot(_ context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
+func (h *heldVM) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
 	if vm.ID != h.vm.ID || req.Differential != h.differential || !maps.Equal(req.Since, h.since) {
 		return nil, fmt.Errorf("engine: the group snapshot of %s was planned against a different base", vm.Name)
 	}
-	return &storageSession{Session: h.sess, h: h}, nil
+	ss := &storageSession{Session: h.sess, h: h}
+	ss.trackFromStorage(ctx)
+	return ss, nil
 }
 
 // closeHeld closes the held session (idempotent) and drops the task's
@@ -335,6 +339,10 @@ func (t *task) closeHeld(ok bool) {
 type storageSession struct {
 	hypervisor.Session
 	h *heldVM
+	// fromStorage holds the change sets taken from the storage snapshots
+	// for disks whose hypervisor change tracking was lost, by disk key.
+	fromStorage map[string][]hypervisor.Extent
+	notes       []string
 }
 
 func (s *storageSession) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
@@ -356,17 +364,25 @@ func (s *storageSession) OpenDisk(ctx context.Context, key string) (hypervisor.D
 		meta.Close()
 		return nil, fmt.Errorf("disk %s in the storage snapshot: %w", info.Name, err)
 	}
-	return &storageReader{DiskReader: data, meta: meta}, nil
+	r := &storageReader{DiskReader: data, meta: meta}
+	if ext, ok := s.fromStorage[key]; ok {
+		r.changed = &ext
+	}
+	return r, nil
 }
 
 // storageReader reads data and allocation from the storage snapshot and
 // the change set from the hypervisor session.
 type storageReader struct {
 	hypervisor.DiskReader
-	meta hypervisor.DiskReader
+	meta    hypervisor.DiskReader
+	changed *[]hypervisor.Extent // from the storage snapshots, when set
 }
 
 func (r *storageReader) Changed(ctx context.Context) ([]hypervisor.Extent, bool, error) {
+	if r.changed != nil {
+		return *r.changed, true, nil
+	}
 	return r.meta.Changed(ctx)
 }
 

@@ -93,3 +93,16 @@ type KeptVM struct {
 	VMRef
 	Disks []DiskInfo
 }
+
+// StorageChangeTracker is implemented by storage snapshots that can tell
+// which ranges of a disk changed since the kept storage snapshot of an
+// earlier run (reflink clones and btrfs snapshots share the blocks nobody
+// wrote: FIEMAP). The engine asks when the hypervisor's change tracking
+// is lost (a QEMU crash or a host reboot took the dirty bitmaps), so an
+// incremental stays incremental.
+type StorageChangeTracker interface {
+	// ChangedSince returns a superset of the ranges of disk that changed
+	// since the kept snapshot of job jobID was taken, and that snapshot's
+	// label; ErrNotFound when no kept snapshot of that job holds the disk.
+	ChangedSince(ctx context.Context, jobID int64, vm VMRef, disk DiskInfo) (changed []Extent, base string, err error)
+}

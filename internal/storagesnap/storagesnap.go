@@ -253,27 +253,35 @@ func (s *snapshot) OpenDisk(ctx context.Context, vm hypervisor.VMRef, disk hyper
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.deleted {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("storage snapshot %s is deleted", s.j.Label)
+	dir, err := s.presented(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if s.dir == "" {
-		pctx, cancel := context.WithTimeout(ctx, s.j.timeout())
-		s.dir, err = s.k.present(pctx, s.j)
-		cancel()
-		if err != nil {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("presenting storage snapshot %s: %w", s.j.Label, err)
-		}
-	}
-	dir := s.dir
-	s.mu.Unlock()
 	file := filepath.Join(dir, rel)
 	if _, err := os.Stat(file); err != nil {
 		return nil, fmt.Errorf("disk %s of %s is not in storage snapshot %s: %w", disk.Path, vm.Name, s.j.Label, hypervisor.ErrNotFound)
 	}
 	return openImage(ctx, file, disk.Format)
+}
+
+// presented returns the directory in which the snapshot shows the
+// datastore root's files, presenting it at the first call.
+func (s *snapshot) presented(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted && s.j.Stage != stageKept {
+		return "", fmt.Errorf("storage snapshot %s is deleted", s.j.Label)
+	}
+	if s.dir == "" {
+		pctx, cancel := context.WithTimeout(ctx, s.j.timeout())
+		dir, err := s.k.present(pctx, s.j)
+		cancel()
+		if err != nil {
+			return "", fmt.Errorf("presenting storage snapshot %s: %w", s.j.Label, err)
+		}
+		s.dir = dir
+	}
+	return s.dir, nil
 }
 
 // Delete implements hypervisor.StorageSnapshot.
