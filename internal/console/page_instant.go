@@ -17,6 +17,8 @@ import (
 
 type instantView struct {
 	Sessions []api.InstantSession
+	// Kept are the storage snapshots policies keep (page_storage.go).
+	Kept []api.StorageSnapshot
 }
 
 func (p *page) instantSessions() ([]api.InstantSession, bool) {
@@ -41,6 +43,7 @@ func (p *page) restorePage() {
 		p.fragment("instant/sessions", v)
 		return
 	}
+	v.Kept = p.keptStorageSnapshots()
 	p.show("instant", "Restore", "restore", v)
 }
 

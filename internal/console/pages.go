@@ -52,7 +52,9 @@ func (c *Console) routes() []route {
 		{"POST /ui/points/{repo}/p/{point}/restore/vm", ops("restore-vm"), (*page).restoreVM},
 		{"POST /ui/points/{repo}/p/{point}/restore/disk", ops("restore-disk"), (*page).restoreDisk},
 		{"POST /ui/points/{repo}/p/{point}/restore/instant", ops("instant-start"), (*page).instantStart},
-		{"GET /ui/restore", pg("instant-list"), (*page).restorePage},
+		{"GET /ui/restore", pg("instant-list", "list-storage-snapshots"), (*page).restorePage},
+		{"POST /ui/storage-snapshots/{label}/restore", ops("restore-storage-snapshot"), (*page).restoreFromStorage},
+		{"POST /ui/storage-snapshots/{label}/forget", ops("forget-storage-snapshot"), (*page).forgetStorageSnapshot},
 		{"POST /ui/restore/{session}/commit", ops("instant-commit"), (*page).instantCommit},
 		{"POST /ui/restore/{session}/discard", ops("instant-discard"), (*page).instantDiscard},
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -96,6 +97,11 @@ func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput
 	spec := TaskSpec{Kind: task.KindRestore, Object: auth.ConnectionsPath, VM: in.VM, Detail: "storage snapshot " + in.Label}
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.StorageRestore, error) {
 		start := time.Now()
+		// The directory is made as restore-vm makes its own: the API's
+		// callers name a new one under the restore directory.
+		if err := os.MkdirAll(in.Target, 0o700); err != nil {
+			return nil, err
+		}
 		got, err := storagesnap.Restore(ctx, s.cfg.StateDir, in.Label, in.VM, in.Target, offload.CopyOptions{Overwrite: in.Overwrite, NoOffload: in.NoOffload})
 		if errors.Is(err, offload.ErrTargetExists) {
 			err = fmt.Errorf("%w (use --overwrite to replace it): %w", restore.ErrTargetExists, err)
