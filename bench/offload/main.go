@@ -42,8 +42,11 @@ func main() {
 	n := flag.Int("vms", 4, "guests on the datastore")
 	size := flag.String("disk", "64M", "disk size of each guest")
 	mode := flag.String("snapshot", "crash-consistent", "snapshot mode of both runs")
+	base := flag.Int("base", 256, "64 KiB blocks each guest writes before the runs (its data: 256 is 16 MiB)")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	diskBytes, err := policy.ParseByteRate(*size)
+	benchutil.Check(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "coffer-bench-offload-")
 	benchutil.Check(err)
@@ -53,7 +56,7 @@ func main() {
 	benchutil.Check(os.Mkdir(mnt, 0o755))
 	f, err := os.Create(img)
 	benchutil.Check(err)
-	benchutil.Check(f.Truncate(int64(*n)*256<<20 + 512<<20))
+	benchutil.Check(f.Truncate(int64(*n)*max(int64(diskBytes), 256<<20) + 512<<20)) // sparse
 	f.Close()
 	benchutil.Run("mkfs.xfs", "-q", "-m", "reflink=1", img)
 	benchutil.Run("mount", "-o", "loop", img, mnt)
@@ -70,7 +73,7 @@ func main() {
 		disk := filepath.Join(ds, name+".qcow2")
 		benchutil.Run("qemu-img", "create", "-q", "-f", "qcow2", disk, *size)
 		vm, err := guestvm.Start(ctx, gimg, guestvm.Options{Name: name, UUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
-			Dir: filepath.Join(dir, name), Mode: "write", Base: 256, Interval: 20 * time.Millisecond, GuestAgent: true,
+			Dir: filepath.Join(dir, name), Mode: "write", Base: *base, Interval: 20 * time.Millisecond, GuestAgent: true,
 			Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
 		benchutil.Check(err)
 		benchutil.AtExit(vm.Kill)
@@ -103,8 +106,8 @@ func main() {
 	benchutil.AtExit(func() { eng.Close() })
 	defer benchutil.Exit(0)
 
-	fmt.Printf("%d guests (TCG, writing every 20 ms), %s qcow2 disks in one directory of an XFS (reflink=1) on a loop device; full backups, snapshot: %s\n\n",
-		*n, *size, *mode)
+	fmt.Printf("%d guests (TCG, writing every 20 ms), %s qcow2 disks holding %d MiB each, in one directory of an XFS (reflink=1) on a loop device; full backups, snapshot: %s\n\n",
+		*n, *size, *base*guestvm.BlockSize>>20, *mode)
 	fmt.Println("| mode | job time | exposure per VM: min | median | max | what the VM went through |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, group := range []string{"vm", "datastore"} {
