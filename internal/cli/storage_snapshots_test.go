@@ -2,17 +2,14 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/hypervisor"
-	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
-	"github.com/coffer-backup/coffer/internal/testutil"
+	"github.com/coffer-backup/coffer/internal/storagesnap/storagesnaptest"
 )
 
 // A storage snapshot a policy kept (made here as the engine makes it, on
@@ -25,33 +22,12 @@ func TestStorageSnapshotsKeptRestoreAndForget(t *testing.T) {
 	e.must("init")
 	state := t.TempDir()
 	e.vars["COFFER_STATE_DIR"] = state
-	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
-	ds := filepath.Join(mnt, "vms")
-	if err := os.Mkdir(ds, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	disk := filepath.Join(ds, "web-1.raw")
-	then := bytes.Repeat([]byte("then"), 2<<20)
-	if err := os.WriteFile(disk, then, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := hypervisor.DiskInfo{Key: "vda", Name: "vda", Size: int64(len(then)), Datastore: ds, Path: disk, Format: "raw"}
 	const label = "coffer-job7-vms-42"
-	ss, err := storagesnap.Create(context.Background(), policy.StorageProvider{Name: "xfs", Kind: "reflink"}, mnt, state, label, []hypervisor.DiskInfo{d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := hypervisor.KeptSnapshot{Policy: "zdb", Connection: "lab", JobID: 7, SnapshotMode: "quiesced",
-		VMs: []hypervisor.KeptVM{{VMRef: hypervisor.VMRef{Name: "web-1", ID: "u-1"}, Disks: []hypervisor.DiskInfo{d}}}}
-	if err := ss.(hypervisor.StorageKeeper).Keep(context.Background(), k); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(disk, bytes.Repeat([]byte("now!"), 2<<20), 0o600); err != nil { // production moves on
-		t.Fatal(err)
-	}
+	k := storagesnaptest.Keep(t, state, label, "zdb", 7, 8<<20)
+	mnt, disk, then := k.Mnt, k.Disk, k.Then
 
 	kept := decode[[]api.StorageSnapshot](t, e.must("storage-snapshots", "--json"))
-	if len(kept) != 1 || kept[0].Label != label || kept[0].Policy != "zdb" || kept[0].JobID != 7 || kept[0].Kind != "reflink" ||
+	if len(kept) != 1 || kept[0].Label != label || kept[0].Policy != "zdb" || kept[0].JobID != 7 || kept[0].Kind != "reflink" || kept[0].SnapshotMode != "crash-consistent" ||
 		len(kept[0].VMs) != 1 || kept[0].VMs[0].VM != "web-1" || kept[0].VMs[0].Disks[0] != disk {
 		t.Fatalf("storage-snapshots: %+v", kept)
 	}

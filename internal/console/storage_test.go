@@ -2,17 +2,14 @@ package console_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/coffer-backup/coffer/internal/hypervisor"
-	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
-	"github.com/coffer-backup/coffer/internal/testutil"
+	"github.com/coffer-backup/coffer/internal/storagesnap/storagesnaptest"
 )
 
 // TestConsoleKeptStorageSnapshots: a storage snapshot a policy kept (made
@@ -25,31 +22,10 @@ func TestConsoleKeptStorageSnapshots(t *testing.T) {
 	l := newLab(t)
 	l.config(tourConfig)
 	l.coffer("init")
-	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
-	ds := filepath.Join(mnt, "vms")
-	if err := os.Mkdir(ds, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	disk := filepath.Join(ds, "web-1.raw")
-	then := bytes.Repeat([]byte("then"), 256<<10)
-	if err := os.WriteFile(disk, then, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := hypervisor.DiskInfo{Key: "vda", Name: "vda", Size: int64(len(then)), Datastore: ds, Path: disk, Format: "raw"}
 	const label = "coffer-job3-vms-7"
 	state := l.vars["COFFER_STATE_DIR"]
-	ss, err := storagesnap.Create(context.Background(), policy.StorageProvider{Name: "xfs", Kind: "reflink"}, mnt, state, label, []hypervisor.DiskInfo{d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := hypervisor.KeptSnapshot{Policy: "nightly", Connection: "lab", JobID: 3, SnapshotMode: "crash-consistent",
-		VMs: []hypervisor.KeptVM{{VMRef: hypervisor.VMRef{Name: "web-1", ID: "u-1"}, Disks: []hypervisor.DiskInfo{d}}}}
-	if err := ss.(hypervisor.StorageKeeper).Keep(context.Background(), k); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(disk, bytes.Repeat([]byte("now!"), 256<<10), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	k := storagesnaptest.Keep(t, state, label, "nightly", 3, 1<<20)
+	mnt, then := k.Mnt, k.Then
 	l.start()
 	c := l.chrome()
 	c.firstRun()
