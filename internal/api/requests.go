@@ -54,9 +54,13 @@ type RestoreRequest struct {
 // snapshot into a directory.
 type StorageRestoreRequest struct {
 	VM        string `json:"vm" minLength:"1" maxLength:"255" doc:"the VM's name or ID"`
-	To        string `json:"to" minLength:"1" maxLength:"4096" doc:"the directory, relative to the restore directory"`
+	To        string `json:"to,omitempty" maxLength:"4096" doc:"the directory, relative to the restore directory (not with onto_original)"`
 	Overwrite bool   `json:"overwrite,omitempty"`
 	NoOffload bool   `json:"no_offload,omitempty" doc:"copy through the host even where the filesystem could clone"`
+	// OntoOriginal replaces the VM's own disk files (it must be shut
+	// off), with ConfirmOverwrite set as well.
+	OntoOriginal     bool `json:"onto_original,omitempty" doc:"replace the shut-off VM's own disk files with clones of the snapshot's"`
+	ConfirmOverwrite bool `json:"confirm_overwrite,omitempty" doc:"required with onto_original"`
 }
 
 // RestoreVMRequest restores a point as a new VM: into a directory under

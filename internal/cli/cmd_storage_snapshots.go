@@ -74,7 +74,7 @@ coffer storage-snapshots --vm web-1 --json | jq -r '.[-1].label'`,
 func (a *app) cmdStorageRestore() *cobra.Command {
 	var in service.StorageRestoreInput
 	cmd := &cobra.Command{
-		Use:   "restore LABEL --vm NAME --target DIR",
+		Use:   "restore LABEL --vm NAME (--target DIR | --onto-original --yes-overwrite-original)",
 		Short: "restore a VM's disk files from a kept storage snapshot, by cloning",
 		Long: manual(`Make the disk files of one VM again, as they are in the kept storage snapshot
 LABEL, in the directory --target (each named as the original file). Where
@@ -84,23 +84,32 @@ size is back in seconds. Elsewhere the kernel copies it (copy_file_range),
 holes kept. The snapshot itself is never handed out: writing to a restored
 disk cannot change it. An existing file is refused without --overwrite.
 Through a server (--server), --target is relative to its restore
-directory.`,
+directory.
+
+--onto-original --yes-overwrite-original puts the disks back where they
+were instead: each production disk file is replaced, in one rename, by a
+clone of the snapshot's, so the VM runs on the clones (the snapshot stays
+as it is). The VM must be shut off: a disk file a running QEMU holds
+(its image locks) is refused, and every disk is checked before any is
+replaced. The files keep their owner and mode.`,
 			`One line per disk: the target, how it was made (cloned, kernel-copied,
 copied) and its data bytes. --json: {label, vm, disks: [{disk, source,
 target, method, data_bytes, seconds}]}.`,
-			`coffer storage-snapshots restore coffer-job12-srv_vms-5551 --vm web-1 --target /srv/vms/restored`,
-			"0 when every disk is restored; 2 when a target exists; 7 for an unknown label or VM; 9 when the target filesystem is full."),
+			`coffer storage-snapshots restore coffer-job12-srv_vms-5551 --vm web-1 --target /srv/vms/restored
+coffer storage-snapshots restore coffer-job12-srv_vms-5551 --vm web-1 --onto-original --yes-overwrite-original`,
+			"0 when every disk is restored; 2 when a target exists, a disk is in use or the confirmation is missing; 7 for an unknown label or VM; 9 when the target filesystem is full."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Label = args[0]
-			if a.remote == nil {
+			if a.remote == nil && in.Target != "" {
 				abs, err := filepath.Abs(in.Target)
 				if err != nil {
 					return err
 				}
 				in.Target = abs
 			}
-			body := api.StorageRestoreRequest{VM: in.VM, To: in.Target, Overwrite: in.Overwrite, NoOffload: in.NoOffload}
+			body := api.StorageRestoreRequest{VM: in.VM, To: in.Target, Overwrite: in.Overwrite, NoOffload: in.NoOffload,
+				OntoOriginal: in.OntoOriginal, ConfirmOverwrite: in.ConfirmOverwrite}
 			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "restore-storage-snapshot", Path: map[string]string{"label": in.Label}, Body: body},
 				func(s *service.Service) (*api.StorageRestore, error) { return s.RestoreFromStorage(cmd.Context(), in) })
 			if err != nil {
@@ -117,8 +126,9 @@ target, method, data_bytes, seconds}]}.`,
 	cmd.Flags().StringVar(&in.Target, "target", "", "the directory to make the disk files in")
 	cmd.Flags().BoolVar(&in.Overwrite, "overwrite", false, "replace disk files that exist there")
 	cmd.Flags().BoolVar(&in.NoOffload, "no-offload", false, "copy through coffer even where the filesystem could clone")
+	cmd.Flags().BoolVar(&in.OntoOriginal, "onto-original", false, "replace the shut-off VM's own disk files instead (the VM then runs on clones)")
+	cmd.Flags().BoolVar(&in.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
 	_ = cmd.MarkFlagRequired("vm")
-	_ = cmd.MarkFlagRequired("target")
 	return remoteToo(op(cmd, "restore-storage-snapshot"))
 }
 

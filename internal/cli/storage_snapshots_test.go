@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,6 +58,31 @@ func TestStorageSnapshotsKeptRestoreAndForget(t *testing.T) {
 	e.expect(ExitNoRepo, "storage-snapshots", "restore", label, "--vm", "db-1", "--target", target)
 	e.expect(ExitNoRepo, "storage-snapshots", "restore", "coffer-nothing", "--vm", "web-1", "--target", target)
 
+	// Onto the original: only confirmed, and only while no QEMU holds the
+	// disk; then the production file is the snapshot's again, its mode
+	// kept.
+	if out := e.expect(ExitUsage, "storage-snapshots", "restore", label, "--vm", "web-1", "--onto-original"); !strings.Contains(out, "--yes-overwrite-original") {
+		t.Fatalf("onto the original without confirmation: %s", out)
+	}
+	if err := os.Chmod(disk, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	holder := holdImage(t, disk)
+	if out := e.expect(ExitUsage, "storage-snapshots", "restore", label, "--vm", "web-1", "--onto-original", "--yes-overwrite-original"); !strings.Contains(out, "shut the VM off") {
+		t.Fatalf("onto a disk QEMU holds: %s", out)
+	}
+	holder()
+	orig := decode[api.StorageRestore](t, e.must("storage-snapshots", "restore", label, "--vm", "web-1", "--onto-original", "--yes-overwrite-original", "--json"))
+	if len(orig.Disks) != 1 || orig.Disks[0].Target != disk || orig.Disks[0].Method != "cloned" {
+		t.Fatalf("onto the original: %+v", orig)
+	}
+	if got, _ := os.ReadFile(disk); !bytes.Equal(got, then) {
+		t.Fatal("the original disk is not the snapshot's again")
+	}
+	if fi, err := os.Stat(disk); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("the restored original's mode: %v %v, want 0640", fi.Mode(), err)
+	}
+
 	e.must("storage-snapshots", "forget", label)
 	if left := decode[[]api.StorageSnapshot](t, e.must("storage-snapshots", "--json")); len(left) != 0 {
 		t.Fatalf("after forget: %+v", left)
@@ -66,4 +94,35 @@ func TestStorageSnapshotsKeptRestoreAndForget(t *testing.T) {
 	if got, _ := os.ReadFile(res.Disks[0].Target); !bytes.Equal(got, then) {
 		t.Fatal("deleting the snapshot changed the restored disk")
 	}
+}
+
+// holdImage opens a disk image in qemu-io, which holds QEMU's image locks
+// on it as a running VM's QEMU does, and returns once it has the image
+// open (it answered a command); the returned function lets it go.
+func holdImage(t *testing.T, path string) func() {
+	t.Helper()
+	cmd := exec.Command("qemu-io", "-f", "raw", path)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(in, "length\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(line, "MiB") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("qemu-io did not open %s: %q %v", path, line, err)
+	}
+	release := func() { in.Close(); cmd.Wait() }
+	t.Cleanup(release)
+	return release
 }

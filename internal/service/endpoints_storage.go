@@ -39,12 +39,16 @@ type storageRestoreIn struct {
 }
 
 func epRestoreFromStorage(ctx context.Context, s *Service, in *storageRestoreIn) (*Result[*api.StorageRestore], error) {
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
-	}
 	b := in.Body
-	return result(s.RestoreFromStorage(ctx, StorageRestoreInput{Label: in.Label, VM: b.VM, Target: to, Overwrite: b.Overwrite, NoOffload: b.NoOffload}))
+	to := ""
+	if !b.OntoOriginal {
+		var err error
+		if to, err = confine(s.cfg.Files.RestoreDir, restoreDir, b.To); err != nil {
+			return nil, err
+		}
+	}
+	return result(s.RestoreFromStorage(ctx, StorageRestoreInput{Label: in.Label, VM: b.VM, Target: to, Overwrite: b.Overwrite, NoOffload: b.NoOffload,
+		OntoOriginal: b.OntoOriginal, ConfirmOverwrite: b.ConfirmOverwrite}))
 }
 
 func epForgetStorageSnapshot(ctx context.Context, s *Service, in *LabelParam) (*Result[*api.StorageSnapshot], error) {

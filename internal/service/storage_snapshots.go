@@ -82,6 +82,9 @@ type StorageRestoreInput struct {
 	Overwrite bool
 	// NoOffload copies through coffer even where the filesystem clones.
 	NoOffload bool
+	// OntoOriginal replaces the VM's own disk files instead (Target is
+	// then empty); ConfirmOverwrite must say so too.
+	OntoOriginal, ConfirmOverwrite bool
 }
 
 // RestoreFromStorage makes a VM's disk files again from a kept storage
@@ -91,18 +94,29 @@ func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput
 	switch {
 	case in.Label == "" || in.VM == "":
 		return nil, invalidf("name the storage snapshot (its label) and the VM to restore from it")
-	case in.Target == "" || !filepath.IsAbs(in.Target):
-		return nil, invalidf("--target must be an absolute directory, not %q", in.Target)
+	case in.OntoOriginal && in.Target != "":
+		return nil, invalidf("--onto-original puts the disks back where they were: give no --target")
+	case in.OntoOriginal && !in.ConfirmOverwrite:
+		return nil, invalidf("--onto-original replaces %s's disk files with the snapshot's: add --yes-overwrite-original to confirm", in.VM)
+	case !in.OntoOriginal && (in.Target == "" || !filepath.IsAbs(in.Target)):
+		return nil, invalidf("--target must be an absolute directory, not %q (or --onto-original)", in.Target)
 	}
 	spec := TaskSpec{Kind: task.KindRestore, Object: auth.ConnectionsPath, VM: in.VM, Detail: "storage snapshot " + in.Label}
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.StorageRestore, error) {
 		start := time.Now()
-		// The directory is made as restore-vm makes its own: the API's
-		// callers name a new one under the restore directory.
-		if err := os.MkdirAll(in.Target, 0o700); err != nil {
-			return nil, err
+		o := offload.CopyOptions{Overwrite: in.Overwrite, NoOffload: in.NoOffload}
+		var got []storagesnap.RestoredDisk
+		var err error
+		if in.OntoOriginal {
+			got, err = storagesnap.RestoreOntoOriginal(ctx, s.cfg.StateDir, in.Label, in.VM, o)
+		} else {
+			// The directory is made as restore-vm makes its own: the API's
+			// callers name a new one under the restore directory.
+			if err := os.MkdirAll(in.Target, 0o700); err != nil {
+				return nil, err
+			}
+			got, err = storagesnap.Restore(ctx, s.cfg.StateDir, in.Label, in.VM, in.Target, o)
 		}
-		got, err := storagesnap.Restore(ctx, s.cfg.StateDir, in.Label, in.VM, in.Target, offload.CopyOptions{Overwrite: in.Overwrite, NoOffload: in.NoOffload})
 		if errors.Is(err, offload.ErrTargetExists) {
 			err = fmt.Errorf("%w (use --overwrite to replace it): %w", restore.ErrTargetExists, err)
 		}

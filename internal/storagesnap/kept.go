@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/offload"
@@ -221,27 +224,14 @@ func Restore(ctx context.Context, stateDir, label, vm, targetDir string, o offlo
 		return nil, err
 	}
 	j := e.Value
-	var found *hypervisor.KeptVM
-	for i := range j.VMs {
-		if j.VMs[i].Name == vm || j.VMs[i].ID == vm {
-			found = &j.VMs[i]
-		}
-	}
-	if found == nil {
-		var names []string
-		for _, v := range j.VMs {
-			names = append(names, v.Name)
-		}
-		return nil, fmt.Errorf("%w of VM %s named %s: it holds %s", ErrKeptNotFound, vm, label, strings.Join(names, ", "))
+	found, err := keptVM(j, label, vm)
+	if err != nil {
+		return nil, err
 	}
 	if fi, err := os.Stat(targetDir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("restore target %s is not a directory: create it first", targetDir)
 	}
-	type pair struct {
-		d        hypervisor.DiskInfo
-		rel, dst string
-	}
-	var todo []pair
+	var todo []restoreTarget
 	seen := map[string]bool{}
 	for _, d := range found.Disks {
 		rel, err := relPath(j.Root, d.Path)
@@ -256,8 +246,35 @@ func Restore(ctx context.Context, stateDir, label, vm, targetDir string, o offlo
 		if _, err := os.Lstat(dst); err == nil && !o.Overwrite {
 			return nil, fmt.Errorf("%w: %s (move it away, or overwrite it)", offload.ErrTargetExists, dst)
 		}
-		todo = append(todo, pair{d, rel, dst})
+		todo = append(todo, restoreTarget{d, rel, dst})
 	}
+	return restoreFrom(ctx, j, label, vm, todo, o)
+}
+
+// restoreTarget is one disk file to make from a kept snapshot: the disk,
+// its path below the datastore root, and the file to make.
+type restoreTarget struct {
+	d        hypervisor.DiskInfo
+	rel, dst string
+}
+
+// keptVM finds a VM (by name or ID) in a kept snapshot.
+func keptVM(j journal, label, vm string) (*hypervisor.KeptVM, error) {
+	for i := range j.VMs {
+		if j.VMs[i].Name == vm || j.VMs[i].ID == vm {
+			return &j.VMs[i], nil
+		}
+	}
+	var names []string
+	for _, v := range j.VMs {
+		names = append(names, v.Name)
+	}
+	return nil, fmt.Errorf("%w of VM %s named %s: it holds %s", ErrKeptNotFound, vm, label, strings.Join(names, ", "))
+}
+
+// restoreFrom presents the kept snapshot and copies each target's file
+// out of it (clones where the filesystem can).
+func restoreFrom(ctx context.Context, j journal, label, vm string, todo []restoreTarget, o offload.CopyOptions) ([]RestoredDisk, error) {
 	k, err := kindOf(&j)
 	if err != nil {
 		return nil, err
@@ -277,4 +294,72 @@ func Restore(ctx context.Context, stateDir, label, vm, targetDir string, o offlo
 		out = append(out, RestoredDisk{Disk: p.d, Target: p.dst, CopyStats: st})
 	}
 	return out, nil
+}
+
+// ErrDiskInUse: a disk file to be replaced is open in a QEMU process (or
+// anything else holding a lock on it).
+var ErrDiskInUse = errors.New("disk file in use")
+
+// RestoreOntoOriginal puts a VM's disk files back as they are in the kept
+// snapshot label, in place of the production files: each is replaced, in
+// one rename, by a clone of the snapshot's (the VM then runs on the
+// clones; the snapshot is untouched). The VM must be shut off: a disk file
+// that a process holds a lock on (QEMU locks its images) is refused, and
+// every disk is checked before any is replaced.
+func RestoreOntoOriginal(ctx context.Context, stateDir, label, vm string, o offload.CopyOptions) ([]RestoredDisk, error) {
+	e, err := findKept(stateDir, label)
+	if err != nil {
+		return nil, err
+	}
+	j := e.Value
+	v, err := keptVM(j, label, vm)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range v.Disks {
+		if err := notInUse(d.Path); err != nil {
+			return nil, err
+		}
+	}
+	o.Overwrite = true
+	todo := make([]restoreTarget, 0, len(v.Disks))
+	owners := map[string]os.FileInfo{}
+	for _, d := range v.Disks {
+		rel, err := relPath(j.Root, d.Path)
+		if err != nil {
+			return nil, err
+		}
+		if fi, err := os.Stat(d.Path); err == nil {
+			owners[d.Path] = fi
+		}
+		todo = append(todo, restoreTarget{d, rel, d.Path})
+	}
+	out, err := restoreFrom(ctx, j, label, vm, todo, o)
+	// The hypervisor runs the VM as the owner of its disk files (libvirt's
+	// qemu user): the restored ones keep the originals' owner and mode.
+	for _, r := range out {
+		if fi, ok := owners[r.Target]; ok {
+			st := fi.Sys().(*syscall.Stat_t)
+			err = errors.Join(err, os.Chown(r.Target, int(st.Uid), int(st.Gid)), os.Chmod(r.Target, fi.Mode().Perm()))
+		}
+	}
+	return out, err
+}
+
+// notInUse refuses a file that some process holds a lock on: QEMU takes
+// OFD locks on the images it has open, so a running VM's disk has some.
+func notInUse(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
+		return fmt.Errorf("checking whether %s is in use: %w", path, err)
+	}
+	if lk.Type != unix.F_UNLCK {
+		return fmt.Errorf("%w: %s is open in a running VM (or another program holds a lock on it): shut the VM off first", ErrDiskInUse, path)
+	}
+	return nil
 }
