@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"syscall"
@@ -86,6 +87,10 @@ func (d *Drive) open() error {
 	if err != nil {
 		if errors.Is(err, syscall.ENOMEDIUM) || errors.Is(err, syscall.EIO) {
 			return fmt.Errorf("%w in %s", media.ErrNoMedium, d.device)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: the drive's device %s does not exist: is the drive attached and the st driver loaded "+
+				"(`lsscsi -g` lists tape drives as /dev/stN; coffer writes to the non-rewinding /dev/nstN)? (%w)", media.ErrNoDrive, d.device, err)
 		}
 		return err
 	}

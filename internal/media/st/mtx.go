@@ -3,10 +3,12 @@ package st
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/media"
@@ -17,6 +19,10 @@ type Changer struct {
 	Device string
 	// Timeout bounds one robot move (default 10 minutes).
 	Timeout time.Duration
+	// mu runs one mtx at a time: the drives of a copy share the robot,
+	// which moves one cartridge at a time, and a status asked for during
+	// a move is refused as busy by many changers.
+	mu sync.Mutex
 }
 
 var _ media.Changer = (*Changer)(nil)
@@ -26,17 +32,22 @@ func (c *Changer) run(args ...string) (string, error) {
 	if t == 0 {
 		t = 10 * time.Minute
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), t)
 	defer cancel()
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, "mtx", append([]string{"-f", c.Device}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", fmt.Errorf("changer %s: mtx is not installed (the mtx package, which drives changers): %w", c.Device, err)
+		}
 		msg := strings.TrimSpace(errb.String())
 		if strings.Contains(msg, "BUSY") || strings.Contains(strings.ToLower(msg), "not ready") {
 			return "", fmt.Errorf("%w: mtx %s: %s", media.ErrBusy, strings.Join(args, " "), msg)
 		}
-		return "", fmt.Errorf("mtx %s: %v: %s", strings.Join(args, " "), err, msg)
+		return "", fmt.Errorf("mtx -f %s %s: %v: %s", c.Device, strings.Join(args, " "), err, msg)
 	}
 	return out.String(), nil
 }
