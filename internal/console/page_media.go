@@ -28,8 +28,10 @@ type mediaView struct {
 }
 
 type mediaLibraryView struct {
-	Name, Directory string
-	Status          *api.MediaLibraryStatus
+	// Directory is a virtual tape library's; Changer a real library's
+	// changer device.
+	Name, Directory, Changer string
+	Status                   *api.MediaLibraryStatus
 	// Error says why the status could not be read (a task holds the
 	// library, its directory is gone).
 	Error string
@@ -84,6 +86,7 @@ func (p *page) mediaPage() {
 		}
 		l := mediaLibraryView{Name: o.Name}
 		l.Directory, _ = o.Spec["directory"].(string)
+		l.Changer, _ = o.Spec["changer"].(string)
 		var st api.MediaLibraryStatus
 		if _, err := p.api.call("media-library-status", map[string]string{"library": o.Name}, nil, nil, &st); err != nil {
 			if ae, ok := err.(*apiError); ok && ae.Status == 401 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/media/format"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/mediacopy"
@@ -254,6 +255,9 @@ func (s *Service) MediaCatalog(ctx context.Context, in MediaCatalogInput) (*api.
 			return out, err
 		}
 		v, err := lib.Mount(ctx, bc)
+		if errors.Is(err, media.ErrNoDrive) {
+			return out, err // every cartridge would be skipped alike
+		}
 		if err != nil {
 			out.Skipped = append(out.Skipped, api.MediaSkipped{Barcode: bc, Reason: err.Error()})
 			continue

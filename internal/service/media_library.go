@@ -13,9 +13,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/media/format"
-	"github.com/coffer-backup/coffer/internal/media/st"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
+	"github.com/coffer-backup/coffer/internal/policy"
 )
 
 // MediaLibraryInput names the tape library and the drive an operation
@@ -40,10 +40,13 @@ type MediaLibraryInput struct {
 type mediaLibrary struct {
 	// Name is the configured library's name ("" for a path).
 	Name string
-	// Dir is a virtual tape library's directory; Changer and Device a
-	// real library's.
-	Dir, Changer, Device string
-	Drive                int
+	// Dir is a virtual tape library's directory; Changer and Devices (st
+	// devices by the changer's drive numbers) a real library's.
+	Dir, Changer string
+	Devices      map[int]string
+	Drive        int
+	// DriveLimit is the configured library's drive-limit (0: none).
+	DriveLimit int
 }
 
 // ref is how the media catalogue and messages name the library: its
@@ -55,7 +58,7 @@ func (l mediaLibrary) ref() string {
 	case l.Dir != "":
 		return l.Dir
 	}
-	return "mtx:" + l.Changer + ":" + l.Device
+	return "mtx:" + l.Changer + ":" + l.Devices[l.Drive]
 }
 
 // kind is the library's kind: vtl, or mtx for a changer and drive.
@@ -85,8 +88,14 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 	st, err := s.effective(ctx)
 	if err == nil {
 		if l, ok := st.Engine.MediaLibrary(in.Library); ok {
+			if err := l.Validate(); err != nil {
+				return mediaLibrary{}, invalidf("%s: %v", configWhere(st), err)
+			}
+			if l.Kind == policy.MediaMtx {
+				return mediaLibrary{Name: l.Name, Changer: l.Changer, Devices: l.DriveDevices(), Drive: in.Drive, DriveLimit: l.DriveLimit}, nil
+			}
 			dir := config.ExpandHome(l.Directory)
-			return mediaLibrary{Name: l.Name, Dir: dir, Drive: in.Drive}, nil
+			return mediaLibrary{Name: l.Name, Dir: dir, Drive: in.Drive, DriveLimit: l.DriveLimit}, nil
 		}
 	}
 	pathLike := strings.HasPrefix(in.Library, "mtx:") || strings.ContainsRune(in.Library, filepath.Separator)
@@ -104,7 +113,7 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 		if !ok || changer == "" || device == "" {
 			return mediaLibrary{}, invalidf("library %q: write mtx:CHANGER:DEVICE, like mtx:/dev/sg1:/dev/nst0", in.Library)
 		}
-		return mediaLibrary{Changer: changer, Device: device, Drive: in.Drive}, nil
+		return mediaLibrary{Changer: changer, Devices: map[int]string{in.Drive: device}, Drive: in.Drive}, nil
 	}
 	return mediaLibrary{Dir: in.Library, Drive: in.Drive}, nil
 }
@@ -133,12 +142,7 @@ func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error
 // those after it, sharing its changer.
 func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() error, err error) {
 	if l.Dir == "" {
-		if n > 1 {
-			return nil, nil, invalidf("library %s names one drive device (mtx:CHANGER:DEVICE): --drives %d needs a virtual tape library, or one copy per drive", l.ref(), n)
-		}
-		d := st.Open(l.Device)
-		sl := &st.Library{Changer: &st.Changer{Device: l.Changer}, Drives: map[int]*st.Drive{l.Drive: d}}
-		return []*volume.Library{{Changer: sl, Drive: d, DriveIndex: l.Drive}}, d.Close, nil
+		return l.openMtx(n)
 	}
 	v, err := vtl.Open(l.Dir)
 	switch {

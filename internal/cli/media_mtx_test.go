@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// TestMediaRealLibraryByName: a real library of the configuration (kind
+// mtx: a changer and its st drives by the changer's numbers) is named
+// like a VTL by every media command. No changer is attached here: mtx is
+// a script keeping a changer's state and printing mtx's text, so the
+// changer's side runs for real (status, and the loads and unloads that
+// label, verify and the catalogue's rebuild ask for), and the drives'
+// devices do not exist, which each operation reports naming the device.
+// A library with a mistake is refused whether it comes from the file or
+// from `config create`, with what to change.
+func TestMediaRealLibraryByName(t *testing.T) {
+	e := newEnv(t)
+	e.vars["COFFER_STATE_DIR"] = t.TempDir()
+	e.must("init")
+	img := e.image("a.img", 1<<20, 1)
+	e.must("backup", "disk", img, "--name", "a")
+	e.must("backup", "disk", img, "--name", "b")
+	fake := testutil.NewFakeMtx(t, 2, []string{"CFR001L8", "CFR002L8", "", ""}, 1)
+	e.vars["PATH"] = fake.Bin + string(os.PathListSeparator) + os.Getenv("PATH")
+	nst0, nst1 := filepath.Join(e.dir, "nst0"), filepath.Join(e.dir, "nst1")
+	e.config("media-libraries:\n  - name: robot\n    kind: mtx\n    changer: " + fake.Changer + "\n" +
+		"    drives:\n      - {number: 0, device: " + nst0 + "}\n      - {number: 1, device: " + nst1 + "}\n")
+
+	st := decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot", "--json"))
+	if st.Library != "robot" || st.Kind != "mtx" || len(st.Drives) != 2 || st.Drives[0].Full || len(st.Slots) != 5 ||
+		st.Slots[0].Barcode != "CFR001L8" || !st.Slots[4].ImportExport {
+		t.Fatalf("status of the real library: %+v", st)
+	}
+	if out := e.must("media", "vtl", "status", "--library", "robot"); !strings.Contains(out, "Data Transfer Element 1:Empty") {
+		t.Fatalf("status as mtx prints it:\n%s", out)
+	}
+
+	// The robot loads the cartridge; the drive that should label it is
+	// not there.
+	out := e.expect(7, "media", "label", "--library", "robot", "--drive", "1", "--barcode", "CFR002L8", "--pool", "weekly")
+	if !strings.Contains(out, "the drive's device "+nst1+" does not exist") || !strings.Contains(out, "st driver") {
+		t.Fatalf("label on a drive whose device is missing:\n%s", out)
+	}
+	st = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot", "--json"))
+	if !st.Drives[1].Full || st.Drives[1].Barcode != "CFR002L8" || st.Drives[1].SourceSlot != 2 {
+		t.Fatalf("after the label the changer holds CFR002L8 in drive 1: %+v", st.Drives)
+	}
+	// Verify on drive 0 takes the cartridge back from drive 1 first.
+	out = e.expect(7, "media", "verify", "--library", "robot", "CFR002L8")
+	if !strings.Contains(out, nst0) {
+		t.Fatalf("verify on drive 0:\n%s", out)
+	}
+	// Every cartridge would fail alike: the rebuild and the copy stop at
+	// the first, naming the drive's device, not the cartridges.
+	out = e.expect(7, "media", "catalog", "--library", "robot")
+	if !strings.Contains(out, "the drive's device "+nst0+" does not exist") {
+		t.Fatalf("catalogue rebuilt from the real library:\n%s", out)
+	}
+	out = e.expect(7, "media", "copy", "--library", "robot", "--pool", "weekly", "--latest")
+	if !strings.Contains(out, "the drive's device "+nst0+" does not exist") || strings.Contains(out, "blank cartridges") {
+		t.Fatalf("copy to the real library:\n%s", out)
+	}
+	// label: into drive 1; verify: back to slot 2, into drive 0; the
+	// rebuild and the copy found CFR002L8 loaded there and moved nothing.
+	wantMoves := []string{"load 2 1", "unload 2 1", "load 2 0"}
+	var moves []string
+	for _, c := range fake.Commands(t) {
+		if c != "status" {
+			moves = append(moves, c)
+		}
+	}
+	if !slices.Equal(moves, wantMoves) {
+		t.Fatalf("the robot's moves: %q, want %q", moves, wantMoves)
+	}
+	out = e.expect(2, "media", "label", "--library", "robot", "--drive", "4", "--barcode", "CFR001L8", "--pool", "weekly")
+	if !strings.Contains(out, "media library robot has no drive 4: its drives are 0, 1") {
+		t.Fatalf("a drive the library does not list:\n%s", out)
+	}
+	out = e.expect(2, "media", "copy", "--library", "robot", "--pool", "weekly", "--drive", "1", "--drives", "2")
+	if !strings.Contains(out, "2 drives from drive 1: media library robot has 1 (drives 1)") {
+		t.Fatalf("more drives than the library lists:\n%s", out)
+	}
+
+	// Through the configuration objects (the API's and the console's
+	// way): the same checks, the same library once created.
+	spec := func(name, doc string) string {
+		p := filepath.Join(e.dir, name)
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := spec("bad.yaml", "name: robot2\nkind: mtx\nchanger: "+fake.Changer+"\ndirectory: /srv/vtl\n"+
+		"drives: [{number: 0, device: /dev/nst0}, {number: 0, device: /dev/nst1}]\n")
+	out = e.expect(2, "config", "create", "media-library", "-f", bad)
+	for _, want := range []string{"directory belongs to a virtual tape library (kind: vtl)", "drives[1]: drive 0 is named twice"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("a library with mistakes through config create:\n%s\nwant %q", out, want)
+		}
+	}
+	e.must("config", "create", "media-library", "-f", spec("good.yaml", "name: robot2\nkind: mtx\nchanger: "+fake.Changer+"\n"+
+		"drives: [{number: 1, device: "+nst1+"}]\n"))
+	st = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot2", "--drive", "1", "--json"))
+	if st.Library != "robot2" || st.Kind != "mtx" || len(st.Slots) != 5 {
+		t.Fatalf("status of the library made through config create: %+v", st)
+	}
+
+	e.config("media-libraries:\n  - {name: robot, kind: mtx, changer: " + fake.Changer + "}\n")
+	if out := e.expect(2, "media", "vtl", "status", "--library", "robot"); !strings.Contains(out, "media library robot: drives are missing") {
+		t.Fatalf("a real library without drives in the file:\n%s", out)
+	}
+}
