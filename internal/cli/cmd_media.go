@@ -146,8 +146,12 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 				return err
 			}
 			return a.emit(res, err, func() {
-				a.printf("copied %d point(s) to %d volume(s) through %d drive(s) at %d:1: %d block(s), %s in %s\n", len(res.Copied), len(res.Volumes),
-					res.Drives, res.Multiplex, res.Blocks, humanBytes(res.DataBytes), time.Duration(res.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+				atOnce := ""
+				if res.DriveLimit < res.Drives {
+					atOnce = fmt.Sprintf(" (%d at once: the library's drive-limit)", res.DriveLimit)
+				}
+				a.printf("copied %d point(s) to %d volume(s) through %d drive(s)%s at %d:1: %d block(s), %s in %s\n", len(res.Copied), len(res.Volumes),
+					res.Drives, atOnce, res.Multiplex, res.Blocks, humanBytes(res.DataBytes), time.Duration(res.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 				for _, v := range res.Volumes {
 					a.printf("  %s  pool %s  full %v  protected until %s\n", v.Barcode, v.Pool, v.Full, v.ProtectedUntil.Format(time.RFC3339))
 				}

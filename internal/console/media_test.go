@@ -14,7 +14,8 @@ import (
 )
 
 // TestConsoleMedia: the Media page shows a configured virtual tape
-// library's drives and slots (a WORM cartridge marked); its copy form
+// library's drives and slots (a WORM cartridge marked) and its
+// drive-limit; its copy form
 // copies a backup point to a pool in a task whose live page the browser
 // follows; the volume written is then listed in its pool with its
 // protection, as the API lists it; the volume's page lists the point, and
@@ -29,7 +30,7 @@ func TestConsoleMedia(t *testing.T) {
 		t.Fatal(err)
 	}
 	tapes := filepath.Join(l.dir, "vtl")
-	l.config("media-libraries:\n  - {name: tapes, kind: vtl, directory: " + tapes + "}\n")
+	l.config("media-libraries:\n  - {name: tapes, kind: vtl, directory: " + tapes + ", drive-limit: 1}\n")
 	l.coffer("init")
 	l.coffer("backup", "disk", img, "--name", "web")
 	l.coffer("media", "vtl", "create", tapes, "--drives", "2", "--slots", "4", "--capacity", "32MiB")
@@ -49,7 +50,10 @@ func TestConsoleMedia(t *testing.T) {
 		t.Fatalf("the library's drives: %q", drives)
 	}
 	// Two drives: the form offers to write through both (one point
-	// takes one).
+	// takes one), and says that its drive-limit lets one write at once.
+	if form := c.text("#copy-tapes"); !strings.Contains(form, "at most 1 at once (the library's drive-limit") {
+		t.Fatalf("the copy form: %q", form)
+	}
 	c.run(chromedp.SendKeys("#c-pool-tapes", "weekly"), chromedp.SendKeys("#c-ret-tapes", "7"))
 	c.retype("#c-drives-tapes", "2")
 	c.clickAway("#copy-start-tapes")

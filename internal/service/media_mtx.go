@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 
@@ -55,4 +57,29 @@ func driveList(numbers []int) string {
 		s[i] = fmt.Sprint(n)
 	}
 	return strings.Join(s, ", ")
+}
+
+// mtxWarnings says what of a real library's spec this server lacks: mtx,
+// the changer's device, a drive's device.
+func mtxWarnings(spec map[string]any) []string {
+	var out []string
+	if _, err := exec.LookPath("mtx"); err != nil {
+		out = append(out, "mtx is not installed on this server (the mtx package): the changer cannot be driven from here")
+	}
+	if dev, _ := spec["changer"].(string); dev != "" {
+		if _, err := os.Stat(dev); err != nil {
+			out = append(out, fmt.Sprintf("changer: %v: this server has no such device (`lsscsi -g` lists the changer's /dev/sgN)", err))
+		}
+	}
+	drives, _ := spec["drives"].([]any)
+	for _, d := range drives {
+		m, _ := d.(map[string]any)
+		if dev, _ := m["device"].(string); dev != "" {
+			if _, err := os.Stat(dev); err != nil {
+				out = append(out, fmt.Sprintf("drive %v: %v: this server has no such device (is the st driver loaded? `lsscsi -g` lists tape drives)",
+					m["number"], err))
+			}
+		}
+	}
+	return out
 }
