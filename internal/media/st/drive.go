@@ -2,8 +2,9 @@
 // (/dev/nst*, the non-rewinding device) and a real changer through mtx.
 // Both implement the media interfaces and are meant to pass the
 // conformance suite run by hand (README, "Tape"); no tape hardware is
-// available where coffer's CI runs, so this package is built and vetted
-// there but not exercised.
+// available where coffer's CI runs, so there the changer runs against a
+// stand-in mtx (testutil.FakeMtx) and the drive is built and vetted but
+// not exercised beyond a missing device.
 package st
 
 import (
