@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/media/st"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -33,13 +34,25 @@ func TestMediaRealLibraryByName(t *testing.T) {
 	e.config("media-libraries:\n  - name: robot\n    kind: mtx\n    changer: " + fake.Changer + "\n" +
 		"    drives:\n      - {number: 0, device: " + nst0 + "}\n      - {number: 1, device: " + nst1 + "}\n")
 
-	st := decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot", "--json"))
-	if st.Library != "robot" || st.Kind != "mtx" || len(st.Drives) != 2 || st.Drives[0].Full || len(st.Slots) != 5 ||
-		st.Slots[0].Barcode != "CFR001L8" || !st.Slots[4].ImportExport {
-		t.Fatalf("status of the real library: %+v", st)
+	status := decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot", "--json"))
+	if status.Library != "robot" || status.Kind != "mtx" || len(status.Drives) != 2 || status.Drives[0].Full || len(status.Slots) != 5 ||
+		status.Slots[0].Barcode != "CFR001L8" || !status.Slots[4].ImportExport {
+		t.Fatalf("status of the real library: %+v", status)
 	}
 	if out := e.must("media", "vtl", "status", "--library", "robot"); !strings.Contains(out, "Data Transfer Element 1:Empty") {
 		t.Fatalf("status as mtx prints it:\n%s", out)
+	}
+	// Another operation (here, the test) holds the changer: busy, not
+	// broken.
+	unlock, err := (&st.Changer{Device: fake.Changer}).Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := e.expect(ExitLocked, "media", "vtl", "status", "--library", "robot"); !strings.Contains(out, "media library robot is in use by another operation") {
+		t.Fatalf("status while another operation holds the changer:\n%s", out)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
 	}
 
 	// The robot loads the cartridge; the drive that should label it is
@@ -48,9 +61,9 @@ func TestMediaRealLibraryByName(t *testing.T) {
 	if !strings.Contains(out, "the drive's device "+nst1+" does not exist") || !strings.Contains(out, "st driver") {
 		t.Fatalf("label on a drive whose device is missing:\n%s", out)
 	}
-	st = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot", "--json"))
-	if !st.Drives[1].Full || st.Drives[1].Barcode != "CFR002L8" || st.Drives[1].SourceSlot != 2 {
-		t.Fatalf("after the label the changer holds CFR002L8 in drive 1: %+v", st.Drives)
+	status = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot", "--json"))
+	if !status.Drives[1].Full || status.Drives[1].Barcode != "CFR002L8" || status.Drives[1].SourceSlot != 2 {
+		t.Fatalf("after the label the changer holds CFR002L8 in drive 1: %+v", status.Drives)
 	}
 	// Verify on drive 0 takes the cartridge back from drive 1 first.
 	out = e.expect(7, "media", "verify", "--library", "robot", "CFR002L8")
@@ -107,9 +120,9 @@ func TestMediaRealLibraryByName(t *testing.T) {
 	}
 	e.must("config", "create", "media-library", "-f", spec("good.yaml", "name: robot2\nkind: mtx\nchanger: "+fake.Changer+"\n"+
 		"drives: [{number: 1, device: "+nst1+"}]\n"))
-	st = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot2", "--drive", "1", "--json"))
-	if st.Library != "robot2" || st.Kind != "mtx" || len(st.Slots) != 5 {
-		t.Fatalf("status of the library made through config create: %+v", st)
+	status = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot2", "--drive", "1", "--json"))
+	if status.Library != "robot2" || status.Kind != "mtx" || len(status.Slots) != 5 {
+		t.Fatalf("status of the library made through config create: %+v", status)
 	}
 
 	e.config("media-libraries:\n  - {name: robot, kind: mtx, changer: " + fake.Changer + "}\n")

@@ -51,6 +51,9 @@ var (
 	// exist), so that no cartridge can be mounted in it: callers stop
 	// rather than try the next cartridge.
 	ErrNoDrive = errors.New("media: no such drive")
+	// ErrInUse: another process (or another operation of this one) has
+	// the library open; one operation at a time drives a library.
+	ErrInUse = errors.New("in use by another process")
 )
 
 // Drive is one tape drive with a cartridge possibly loaded. Positions are

@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/media/format"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
@@ -172,7 +173,7 @@ func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() er
 // busyLibrary says that a library another operation holds is busy, not
 // broken: one operation at a time drives a library.
 func busyLibrary(l mediaLibrary, err error) error {
-	if errors.Is(err, vtl.ErrInUse) {
+	if errors.Is(err, media.ErrInUse) {
 		return api.Errorf(api.Locked, "media library %s is in use by another operation (a copy, restore or verify that runs): try again when it has ended", l.ref())
 	}
 	return err

@@ -18,8 +18,9 @@ import (
 // configuration does not list is skipped: a library's drives need not be
 // numbered without gaps). Every drive of the library is known to the
 // changer, so that one is ejected before the robot moves its cartridge,
-// whichever operation loaded it. Opening touches no device: st opens a
-// drive at its first operation, and the changer's status needs none.
+// whichever operation loaded it. The changer is locked for the operation
+// (st.Changer.Lock), as a virtual library is; no drive is opened: st
+// opens one at its first operation, and the changer's status needs none.
 func (l mediaLibrary) openMtx(n int) (libs []*volume.Library, close func() error, err error) {
 	if l.Name == "" && n > 1 {
 		return nil, nil, invalidf("library %s names one drive device (mtx:CHANGER:DEVICE): --drives %d needs a library of the configuration "+
@@ -30,12 +31,18 @@ func (l mediaLibrary) openMtx(n int) (libs []*volume.Library, close func() error
 		return nil, nil, invalidf("media library %s has no drive %d: its drives are %s (the configuration's drives of the library)",
 			l.ref(), l.Drive, driveList(numbers))
 	}
-	sl := &st.Library{Changer: &st.Changer{Device: l.Changer}, Drives: map[int]*st.Drive{}}
+	ch := &st.Changer{Device: l.Changer}
+	unlock, err := ch.Lock()
+	if err != nil {
+		return nil, nil, busyLibrary(l, err)
+	}
+	sl := &st.Library{Changer: ch, Drives: map[int]*st.Drive{}}
 	for num, dev := range l.Devices {
 		sl.Drives[num] = st.Open(dev)
 	}
 	from := slices.Index(numbers, l.Drive)
 	if len(numbers)-from < n {
+		unlock()
 		return nil, nil, invalidf("%d drives from drive %d: media library %s has %d (drives %s)", n, l.Drive, l.ref(), len(numbers)-from,
 			driveList(numbers[from:]))
 	}
@@ -47,7 +54,7 @@ func (l mediaLibrary) openMtx(n int) (libs []*volume.Library, close func() error
 		for _, num := range numbers {
 			errs = append(errs, sl.Drives[num].Close())
 		}
-		return errors.Join(errs...)
+		return errors.Join(append(errs, unlock())...)
 	}, nil
 }
 

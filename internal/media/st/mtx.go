@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/media"
@@ -50,6 +53,31 @@ func (c *Changer) run(args ...string) (string, error) {
 		return "", fmt.Errorf("mtx -f %s %s: %v: %s", c.Device, strings.Join(args, " "), err, msg)
 	}
 	return out.String(), nil
+}
+
+// Lock takes the changer for one operation, as a virtual library's lock
+// does: an flock on the changer's device node, which every coffer
+// process driving this changer takes (mtx itself takes none), so that one
+// operation's robot moves never unload a cartridge another is writing.
+// It fails with media.ErrInUse while another holds it, and names the
+// device when it is not there.
+func (c *Changer) Lock() (unlock func() error, err error) {
+	f, err := os.Open(c.Device)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("st: the changer's device %s does not exist: is the library attached "+
+			"(`lsscsi -g` lists its changer as a mediumx, /dev/sgN)? (%w)", c.Device, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("st: changer %s is %w", c.Device, media.ErrInUse)
+		}
+		return nil, fmt.Errorf("st: lock changer %s: %w", c.Device, err)
+	}
+	return f.Close, nil
 }
 
 // Status runs `mtx status` and parses it.

@@ -67,6 +67,33 @@ func TestChangerThroughMtx(t *testing.T) {
 	}
 }
 
+// TestChangerLock: one operation at a time holds a changer, across
+// processes as within one (an flock on its device); a changer device that
+// is not there is named.
+func TestChangerLock(t *testing.T) {
+	fake := testutil.NewFakeMtx(t, 1, []string{"CFR001L8"}, 0)
+	a, b := &st.Changer{Device: fake.Changer}, &st.Changer{Device: fake.Changer}
+	unlock, err := a.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lock(); !errors.Is(err, media.ErrInUse) {
+		t.Fatalf("a second lock while the first is held: %v", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	unlockB, err := b.Lock()
+	if err != nil {
+		t.Fatalf("the lock once released: %v", err)
+	}
+	unlockB()
+	missing := filepath.Join(t.TempDir(), "sg9")
+	if _, err := (&st.Changer{Device: missing}).Lock(); err == nil || !strings.Contains(err.Error(), "the changer's device "+missing+" does not exist") {
+		t.Fatalf("a missing changer device: %v", err)
+	}
+}
+
 // TestDriveDeviceMissing: a drive whose device is not there says which
 // device and what to check, at its first operation; its status is that
 // of an empty drive only when the device says so.
