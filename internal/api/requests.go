@@ -185,7 +185,7 @@ type MediaCopyRequest struct {
 	// as many as selected, at most MaxMultiplex, 4 by default).
 	Multiplex        int     `json:"multiplex,omitempty" minimum:"0" maximum:"64"`
 	MaxMultiplex     int     `json:"max_multiplex,omitempty" minimum:"0" maximum:"64"`
-	Drives           int     `json:"drives,omitempty" minimum:"0" maximum:"64" doc:"drives of the library written at once, a session each (default 1)"`
+	Drives           int     `json:"drives,omitempty" minimum:"0" maximum:"64" doc:"drives of the library written with, a session each (default 1); at most the library's drive-limit write at once, the others wait their turn"`
 	RunBlocks        int     `json:"run_blocks,omitempty" minimum:"0" doc:"blocks of one point kept together on tape (default 1)"`
 	BlockSizeBytes   int     `json:"block_size_bytes,omitempty" minimum:"0" doc:"bytes per block of newly labelled volumes (default 256 KiB)"`
 	RetentionSeconds float64 `json:"retention_seconds,omitempty" minimum:"0" doc:"the volumes written are protected from overwriting this long"`

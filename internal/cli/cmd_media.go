@@ -168,7 +168,7 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 	f.BoolVar(&in.Latest, "latest", false, "only the newest point of each source")
 	f.IntVar(&in.Multiplex, "multiplex", 0, "points written at once (default: as many as selected, at most --max-multiplex)")
 	f.IntVar(&in.MaxMultiplex, "max-multiplex", 0, "the cap on --multiplex (default 4)")
-	f.IntVar(&in.Drives, "drives", 1, "drives of the library written at once, a session each (--drive is the first)")
+	f.IntVar(&in.Drives, "drives", 1, "drives of the library written with, a session each (--drive is the first); at most the library's drive-limit at once")
 	f.IntVar(&in.RunBlocks, "run-blocks", 0, "blocks of one point kept together on tape (default 1)")
 	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block of newly labelled volumes (default 256 KiB)")
 	f.StringVar(&retention, "retention", "", "protect the volumes written from overwriting for this long (e.g. 35d)")
