@@ -120,7 +120,8 @@ func TestMediaRealLibraryByName(t *testing.T) {
 	}
 	e.must("config", "create", "media-library", "-f", spec("good.yaml", "name: robot2\nkind: mtx\nchanger: "+fake.Changer+"\n"+
 		"drives: [{number: 1, device: "+nst1+"}]\n"))
-	status = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot2", "--drive", "1", "--json"))
+	// Its only drive is number 1: the default drive.
+	status = decode[api.MediaLibraryStatus](t, e.must("media", "vtl", "status", "--library", "robot2", "--json"))
 	if status.Library != "robot2" || status.Kind != "mtx" || len(status.Slots) != 5 {
 		t.Fatalf("status of the library made through config create: %+v", status)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -28,7 +30,8 @@ type MediaLibraryInput struct {
 	// (/dev/sgN, driven through mtx) and drive (/dev/nstN).
 	Library string
 	// Drive is the changer's number of the drive (mtx's data transfer
-	// element).
+	// element); 0 is also the first drive of a real library whose
+	// drives start at another number.
 	Drive int
 	// Configured accepts only a library of the configuration: the API's
 	// callers name libraries, never paths of the server's host.
@@ -93,7 +96,13 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 				return mediaLibrary{}, invalidf("%s: %v", configWhere(st), err)
 			}
 			if l.Kind == policy.MediaMtx {
-				return mediaLibrary{Name: l.Name, Changer: l.Changer, Devices: l.DriveDevices(), Drive: in.Drive, DriveLimit: l.DriveLimit}, nil
+				devices, drive := l.DriveDevices(), in.Drive
+				if _, ok := devices[0]; !ok && drive == 0 {
+					// The first drive by default (the API's requests name
+					// none), whichever number the changer gives it.
+					drive = slices.Min(slices.Collect(maps.Keys(devices)))
+				}
+				return mediaLibrary{Name: l.Name, Changer: l.Changer, Devices: devices, Drive: drive, DriveLimit: l.DriveLimit}, nil
 			}
 			dir := config.ExpandHome(l.Directory)
 			return mediaLibrary{Name: l.Name, Dir: dir, Drive: in.Drive, DriveLimit: l.DriveLimit}, nil
