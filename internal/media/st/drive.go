@@ -106,11 +106,16 @@ func (d *Drive) open() error {
 
 // Eject takes the drive offline (MTOFFL: rewind and unload, which most
 // changers need before they move the cartridge) and closes the device.
+// The device is opened for it if this process has not opened it yet: the
+// cartridge may have been loaded by another operation, which ended
+// without ejecting it. A drive without a cartridge has nothing to eject.
 func (d *Drive) Eject() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.f == nil {
+	if err := d.open(); errors.Is(err, media.ErrNoMedium) {
 		return nil
+	} else if err != nil {
+		return err
 	}
 	err := d.op(mtOFFL, 0)
 	if cerr := d.f.Close(); err == nil {
