@@ -174,6 +174,11 @@ type MediaLabelRequest struct {
 	Foreign        bool   `json:"foreign,omitempty" doc:"overwrite a cartridge holding data that is not a coffer volume"`
 }
 
+// MediaLoadRequest names the cartridge to load into a drive.
+type MediaLoadRequest struct {
+	Barcode string `json:"barcode" minLength:"1" maxLength:"16" pattern:"^[A-Z0-9]+$"`
+}
+
 // MediaCopyRequest selects the points of the repository a copy to media
 // writes (as CopyRequest does), and how it writes them.
 type MediaCopyRequest struct {

@@ -57,7 +57,7 @@ coffer media restore --library /srv/vtl 3f2a91c0 --to /var/tmp/web.img
 coffer media catalog --library /srv/vtl`,
 			"That of the subcommand."),
 	}
-	cmd.AddCommand(a.cmdMediaVTL(), a.cmdMediaLabel(), a.cmdMediaCopy(), a.cmdMediaRestore(), a.cmdMediaVerify(),
+	cmd.AddCommand(a.cmdMediaVTL(), a.cmdMediaLoad(), a.cmdMediaUnload(), a.cmdMediaLabel(), a.cmdMediaCopy(), a.cmdMediaRestore(), a.cmdMediaVerify(),
 		a.cmdMediaCatalog(), a.cmdMediaVolumes(), a.cmdMediaContents(), a.cmdMediaFiles())
 	return cmd
 }

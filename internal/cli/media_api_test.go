@@ -51,6 +51,17 @@ func TestMediaThroughTheAPI(t *testing.T) {
 		t.Fatalf("a directory of the server's host as a library: %d, want 404", code)
 	}
 
+	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/drives/0/load", api.MediaLoadRequest{Barcode: "CFR002L8"}, &st); code != 200 ||
+		!st.Drives[0].Full || st.Drives[0].Barcode != "CFR002L8" || st.Slots[1].Full {
+		t.Fatalf("load: %d %+v", code, st)
+	}
+	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/drives/0/unload", nil, &st); code != 200 || st.Drives[0].Full || st.Slots[1].Barcode != "CFR002L8" {
+		t.Fatalf("unload: %d %+v", code, st)
+	}
+	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/drives/3/load", api.MediaLoadRequest{Barcode: "CFR002L8"}, nil); code != 400 {
+		t.Fatalf("load into a drive the library does not have: %d", code)
+	}
+
 	var vol api.MediaVolume
 	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/label", api.MediaLabelRequest{Barcode: "CFR001L8", Pool: "weekly"}, &vol); code != 200 ||
 		vol.Barcode != "CFR001L8" || vol.Library != "vtl1" || vol.Pool != "weekly" || vol.WORM {

@@ -102,6 +102,20 @@ func TestMediaRealLibraryByName(t *testing.T) {
 		t.Fatalf("more drives than the library lists:\n%s", out)
 	}
 
+	// By hand: the robot loads a cartridge into an empty drive; taking it
+	// out again needs the drive to eject it first, which a missing drive
+	// cannot do, so the cartridge stays and the error names the device.
+	status = decode[api.MediaLibraryStatus](t, e.must("media", "load", "--library", "robot", "CFR001L8", "--json"))
+	if !status.Drives[0].Full || status.Drives[0].Barcode != "CFR001L8" || status.Slots[0].Full {
+		t.Fatalf("after media load: %+v", status)
+	}
+	if out := e.expect(7, "media", "unload", "--library", "robot"); !strings.Contains(out, "the drive's device "+nst0+" does not exist") {
+		t.Fatalf("unload of a drive whose device is missing:\n%s", out)
+	}
+	if out := e.expect(7, "media", "load", "--library", "robot", "--drive", "1", "CFR009L8"); !strings.Contains(out, "media library robot holds no cartridge CFR009L8") {
+		t.Fatalf("load of a cartridge the library does not hold:\n%s", out)
+	}
+
 	// Through the configuration objects (the API's and the console's
 	// way): the same checks, the same library once created.
 	spec := func(name, doc string) string {
@@ -130,5 +144,30 @@ func TestMediaRealLibraryByName(t *testing.T) {
 	e.config("media-libraries:\n  - {name: robot, kind: mtx, changer: " + fake.Changer + "}\n")
 	if out := e.expect(2, "media", "vtl", "status", "--library", "robot"); !strings.Contains(out, "media library robot: drives are missing") {
 		t.Fatalf("a real library without drives in the file:\n%s", out)
+	}
+}
+
+// coffer media load and unload move a virtual library's cartridges as
+// mtx does a real one's: a load into a full drive returns its cartridge
+// first, an unload puts the cartridge back in its slot, an empty drive
+// has nothing to unload.
+func TestMediaLoadUnload(t *testing.T) {
+	e := newEnv(t)
+	lib := mediaLibrary(e, 2, "16MiB")
+	e.config("media-libraries:\n  - {name: tapes, kind: vtl, directory: " + lib + "}\n")
+	status := decode[api.MediaLibraryStatus](t, e.must("media", "load", "--library", "tapes", "CFR001L8", "--json"))
+	if !status.Drives[0].Full || status.Drives[0].Barcode != "CFR001L8" || status.Drives[0].SourceSlot != 1 || status.Slots[0].Full {
+		t.Fatalf("after load CFR001L8: %+v", status)
+	}
+	status = decode[api.MediaLibraryStatus](t, e.must("media", "load", "--library", "tapes", "CFR002L8", "--json"))
+	if status.Drives[0].Barcode != "CFR002L8" || status.Slots[0].Barcode != "CFR001L8" || status.Slots[1].Full {
+		t.Fatalf("after load CFR002L8 into the full drive: %+v", status)
+	}
+	if out := e.must("media", "unload", "--library", "tapes"); !strings.Contains(out, "Data Transfer Element 0:Empty") ||
+		!strings.Contains(out, "Storage Element 2:Full :VolumeTag=CFR002L8") {
+		t.Fatalf("after unload:\n%s", out)
+	}
+	if out := e.expect(2, "media", "unload", "--library", "tapes"); !strings.Contains(out, "drive 0 of media library tapes holds no cartridge") {
+		t.Fatalf("unload of an empty drive:\n%s", out)
 	}
 }
