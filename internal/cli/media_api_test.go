@@ -61,6 +61,13 @@ func TestMediaThroughTheAPI(t *testing.T) {
 	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/drives/3/load", api.MediaLoadRequest{Barcode: "CFR002L8"}, nil); code != 400 {
 		t.Fatalf("load into a drive the library does not have: %d", code)
 	}
+	if code, out, errOut := e.remote(s, tok, "media", "load", "--library", "vtl1", "--drive", "0", "CFR003L8"); code != 0 ||
+		!strings.Contains(out, "Data Transfer Element 0:Full (Storage Element 3 Loaded):VolumeTag = CFR003L8") {
+		t.Fatalf("remote media load: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := e.remote(s, tok, "media", "unload", "--library", "vtl1", "--drive", "0"); code != 0 || !strings.Contains(out, "Data Transfer Element 0:Empty") {
+		t.Fatalf("remote media unload: %d %s %s", code, out, errOut)
+	}
 
 	var vol api.MediaVolume
 	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/label", api.MediaLabelRequest{Barcode: "CFR001L8", Pool: "weekly"}, &vol); code != 200 ||
