@@ -149,6 +149,9 @@ type Limits struct {
 	PerRepository int   `json:"per_repository"`
 	RateBytes     int64 `json:"rate_bytes_per_second"`
 	TaskRateBytes int64 `json:"task_rate_bytes_per_second"`
+	// MediaDrives are the media libraries' drive-limits by library, of
+	// those that set one (the others write with every drive at once).
+	MediaDrives map[string]int `json:"media_drives"`
 }
 
 // PolicyReport says what one policy will do.

@@ -45,13 +45,20 @@ type MediaExtent struct {
 // MediaCopyResult is what a copy to media wrote.
 type MediaCopyResult struct {
 	// Sessions are the sessions written, one per drive used.
-	Sessions  []string       `json:"sessions"`
-	Drives    int            `json:"drives"`
-	Copied    []string       `json:"copied"` // point IDs
-	Volumes   []MediaVolume  `json:"volumes"`
-	Segments  []MediaSegment `json:"segments"`
-	Blocks    int64          `json:"blocks"`
-	DataBytes int64          `json:"data_bytes"`
+	Sessions []string `json:"sessions"`
+	Drives   int      `json:"drives"`
+	// DriveLimit is how many of the library's drives may write at once:
+	// its drive-limit, else its drives (the slots are shared with the
+	// other copies to the library, and each drive takes one of
+	// limits.tasks too); DrivesAtOnce, how many this copy wrote with at
+	// once at most.
+	DriveLimit   int            `json:"drive_limit"`
+	DrivesAtOnce int            `json:"drives_at_once"`
+	Copied       []string       `json:"copied"` // point IDs
+	Volumes      []MediaVolume  `json:"volumes"`
+	Segments     []MediaSegment `json:"segments"`
+	Blocks       int64          `json:"blocks"`
+	DataBytes    int64          `json:"data_bytes"`
 	// NoIndex lists volumes that ended before their index was written
 	// (an unexpected end of medium): their catalogue rows come from the
 	// copy, and `coffer media catalog --scan` finds them on the tape.

@@ -187,6 +187,11 @@ type MediaLabelRequest struct {
 	Foreign        bool   `json:"foreign,omitempty" doc:"overwrite a cartridge holding data that is not a coffer volume"`
 }
 
+// MediaLoadRequest names the cartridge to load into a drive.
+type MediaLoadRequest struct {
+	Barcode string `json:"barcode" minLength:"1" maxLength:"16" pattern:"^[A-Z0-9]+$"`
+}
+
 // MediaCopyRequest selects the points of the repository a copy to media
 // writes (as CopyRequest does), and how it writes them.
 type MediaCopyRequest struct {
@@ -198,7 +203,7 @@ type MediaCopyRequest struct {
 	// as many as selected, at most MaxMultiplex, 4 by default).
 	Multiplex        int     `json:"multiplex,omitempty" minimum:"0" maximum:"64"`
 	MaxMultiplex     int     `json:"max_multiplex,omitempty" minimum:"0" maximum:"64"`
-	Drives           int     `json:"drives,omitempty" minimum:"0" maximum:"64" doc:"drives of the library written at once, a session each (default 1)"`
+	Drives           int     `json:"drives,omitempty" minimum:"0" maximum:"64" doc:"drives of the library written with, a session each (default 1); at most the library's drive-limit write at once, the others wait their turn"`
 	RunBlocks        int     `json:"run_blocks,omitempty" minimum:"0" doc:"blocks of one point kept together on tape (default 1)"`
 	BlockSizeBytes   int     `json:"block_size_bytes,omitempty" minimum:"0" doc:"bytes per block of newly labelled volumes (default 256 KiB)"`
 	RetentionSeconds float64 `json:"retention_seconds,omitempty" minimum:"0" doc:"the volumes written are protected from overwriting this long"`

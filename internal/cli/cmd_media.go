@@ -57,7 +57,7 @@ coffer media restore --library /srv/vtl 3f2a91c0 --to /var/tmp/web.img
 coffer media catalog --library /srv/vtl`,
 			"That of the subcommand."),
 	}
-	cmd.AddCommand(a.cmdMediaVTL(), a.cmdMediaLabel(), a.cmdMediaCopy(), a.cmdMediaRestore(), a.cmdMediaVerify(),
+	cmd.AddCommand(a.cmdMediaVTL(), a.cmdMediaLoad(), a.cmdMediaUnload(), a.cmdMediaLabel(), a.cmdMediaCopy(), a.cmdMediaRestore(), a.cmdMediaVerify(),
 		a.cmdMediaCatalog(), a.cmdMediaVolumes(), a.cmdMediaContents(), a.cmdMediaFiles())
 	return cmd
 }
@@ -146,8 +146,12 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 				return err
 			}
 			return a.emit(res, err, func() {
-				a.printf("copied %d point(s) to %d volume(s) through %d drive(s) at %d:1: %d block(s), %s in %s\n", len(res.Copied), len(res.Volumes),
-					res.Drives, res.Multiplex, res.Blocks, humanBytes(res.DataBytes), time.Duration(res.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
+				atOnce := ""
+				if res.DriveLimit < res.Drives {
+					atOnce = fmt.Sprintf(" (%d at once: the library's drive-limit)", res.DriveLimit)
+				}
+				a.printf("copied %d point(s) to %d volume(s) through %d drive(s)%s at %d:1: %d block(s), %s in %s\n", len(res.Copied), len(res.Volumes),
+					res.Drives, atOnce, res.Multiplex, res.Blocks, humanBytes(res.DataBytes), time.Duration(res.DurationSeconds*float64(time.Second)).Round(time.Millisecond))
 				for _, v := range res.Volumes {
 					a.printf("  %s  pool %s  full %v  protected until %s\n", v.Barcode, v.Pool, v.Full, v.ProtectedUntil.Format(time.RFC3339))
 				}
@@ -164,7 +168,7 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 	f.BoolVar(&in.Latest, "latest", false, "only the newest point of each source")
 	f.IntVar(&in.Multiplex, "multiplex", 0, "points written at once (default: as many as selected, at most --max-multiplex)")
 	f.IntVar(&in.MaxMultiplex, "max-multiplex", 0, "the cap on --multiplex (default 4)")
-	f.IntVar(&in.Drives, "drives", 1, "drives of the library written at once, a session each (--drive is the first)")
+	f.IntVar(&in.Drives, "drives", 1, "drives of the library written with, a session each (--drive is the first); at most the library's drive-limit at once")
 	f.IntVar(&in.RunBlocks, "run-blocks", 0, "blocks of one point kept together on tape (default 1)")
 	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block of newly labelled volumes (default 256 KiB)")
 	f.StringVar(&retention, "retention", "", "protect the volumes written from overwriting for this long (e.g. 35d)")

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -133,6 +135,9 @@ func (a *app) printPolicies(doc *api.PolicyCheck) {
 	l := doc.Limits
 	a.printf("limits: %d tasks, %s per host, %d per datastore, %s per repository, rate %s, per task %s\n",
 		l.Tasks, limitOrNone(l.PerHost), l.PerDatastore, limitOrNone(l.PerRepository), policy.ByteRate(l.RateBytes), policy.ByteRate(l.TaskRateBytes))
+	for _, name := range slices.Sorted(maps.Keys(l.MediaDrives)) {
+		a.printf("media library %s: %d drive(s) written at once (drive-limit)\n", name, l.MediaDrives[name])
+	}
 	for _, d := range doc.Policies {
 		mode := d.Mode
 		if d.FullEvery > 0 {

@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // TestMediaThroughTheAPI: a virtual tape library of the configuration,
@@ -29,7 +33,13 @@ func TestMediaThroughTheAPI(t *testing.T) {
 	point := snapshotsJSON(t, e)[0].ID
 	lib := mediaLibrary(e, 3, "16MiB")
 	e.config("media-libraries:\n  - {name: vtl1, kind: vtl, directory: " + lib + "}\n")
-	s := e.startServer()
+	fake := testutil.NewFakeMtx(t, 1, []string{"CFR201L8"}, 0)
+	e.vars["PATH"] = fake.Bin + string(os.PathListSeparator) + os.Getenv("PATH")
+	// Ready once its engine runs too: a copy then takes its drive's slot
+	// from that engine's limits.
+	s := e.startCoffer(func(s *serverProc) bool {
+		return s.url != "" && (s.fingerprint != "" || strings.HasPrefix(s.url, "http://")) && strings.Contains(s.stderr.String(), "coffer server started")
+	}, 2*time.Minute, "server", "--listen", "127.0.0.1:0", "--log-level", "info")
 	tok := e.adminToken()
 
 	var st api.MediaLibraryStatus
@@ -39,6 +49,24 @@ func TestMediaThroughTheAPI(t *testing.T) {
 	}
 	if code, _ := s.call(tok, "GET", "/media/libraries/"+url.PathEscape(lib)+"/status", nil, nil); code != 404 {
 		t.Fatalf("a directory of the server's host as a library: %d, want 404", code)
+	}
+
+	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/drives/0/load", api.MediaLoadRequest{Barcode: "CFR002L8"}, &st); code != 200 ||
+		!st.Drives[0].Full || st.Drives[0].Barcode != "CFR002L8" || st.Slots[1].Full {
+		t.Fatalf("load: %d %+v", code, st)
+	}
+	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/drives/0/unload", nil, &st); code != 200 || st.Drives[0].Full || st.Slots[1].Barcode != "CFR002L8" {
+		t.Fatalf("unload: %d %+v", code, st)
+	}
+	if code, _ := s.call(tok, "POST", "/media/libraries/vtl1/drives/3/load", api.MediaLoadRequest{Barcode: "CFR002L8"}, nil); code != 400 {
+		t.Fatalf("load into a drive the library does not have: %d", code)
+	}
+	if code, out, errOut := e.remote(s, tok, "media", "load", "--library", "vtl1", "--drive", "0", "CFR003L8"); code != 0 ||
+		!strings.Contains(out, "Data Transfer Element 0:Full (Storage Element 3 Loaded):VolumeTag = CFR003L8") {
+		t.Fatalf("remote media load: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := e.remote(s, tok, "media", "unload", "--library", "vtl1", "--drive", "0"); code != 0 || !strings.Contains(out, "Data Transfer Element 0:Empty") {
+		t.Fatalf("remote media unload: %d %s %s", code, out, errOut)
 	}
 
 	var vol api.MediaVolume
@@ -59,6 +87,13 @@ func TestMediaThroughTheAPI(t *testing.T) {
 		vols[0].Segments != len(cp.Segments) || vols[0].ProtectedUntil.Sub(cp.Volumes[0].ProtectedUntil).Abs() > time.Millisecond {
 		t.Fatalf("volumes: %d %+v", code, vols)
 	}
+	// The copy's drive took a slot of the server's engine, whose pools the
+	// metrics report: the library's, of its one drive.
+	if m := s.metrics(tok); !strings.Contains(m, `coffer_limit_slots{pool="library:vtl1"} 1`) ||
+		!strings.Contains(m, `coffer_limit_slots_in_use{pool="library:vtl1"} 0`) {
+		t.Fatalf("the library's drive pool is not among the engine's limits:\n%s", m)
+	}
+
 	var segs []api.MediaSegment
 	if code, _ := s.call(tok, "GET", "/media/contents?point="+point[:8], nil, &segs); code != 200 || len(segs) != len(cp.Segments) ||
 		segs[0].PointID != point || segs[0].Barcode != "CFR001L8" {
@@ -99,6 +134,23 @@ func TestMediaThroughTheAPI(t *testing.T) {
 		obj.Kind != "media-library" || obj.Source != "catalog" || len(obj.Warnings) != 0 {
 		t.Fatalf("create a library: %d %+v", code, obj)
 	}
+	// A real library: refused with what to change, then created; its
+	// missing drive device is a warning, its changer answers.
+	robot := map[string]any{"name": "robot", "kind": "mtx", "changer": fake.Changer,
+		"drives": []map[string]any{{"number": 0, "device": filepath.Join(e.dir, "nst0")}, {"number": 0, "device": filepath.Join(e.dir, "nst1")}}}
+	var problem map[string]any
+	if code, _ := s.call(tok, "POST", "/media/libraries", robot, &problem); code != 400 || !strings.Contains(fmt.Sprint(problem), "drives[1]: drive 0 is named twice") {
+		t.Fatalf("a real library naming a drive twice: %d %+v", code, problem)
+	}
+	robot["drives"] = robot["drives"].([]map[string]any)[:1]
+	if code, _ := s.call(tok, "POST", "/media/libraries", robot, &obj); code != 201 || len(obj.Warnings) != 1 ||
+		!strings.Contains(obj.Warnings[0], "drive 0: stat "+filepath.Join(e.dir, "nst0")) {
+		t.Fatalf("create a real library: %d %+v", code, obj)
+	}
+	if code, _ := s.call(tok, "GET", "/media/libraries/robot/status", nil, &st); code != 200 || st.Kind != "mtx" || st.Slots[0].Barcode != "CFR201L8" {
+		t.Fatalf("status of the real library created through the API: %d %+v", code, st)
+	}
+
 	// One whose directory holds no library is valid, and says it will
 	// not work on this server.
 	if code, _ := s.call(tok, "POST", "/media/libraries", map[string]any{"name": "later", "kind": "vtl", "directory": filepath.Join(e.dir, "none")}, &obj); code != 201 ||
@@ -189,4 +241,24 @@ func TestMediaThroughTheAPI(t *testing.T) {
 	if code, _ := s.call(copier, "POST", "/media/libraries/vtl1/points/"+point[:10]+"/restore", api.MediaRestoreRequest{To: "copier.img"}, nil); code != 403 {
 		t.Fatalf("the copier's restore from tape: %d, want 403", code)
 	}
+}
+
+// metrics is the server's /metrics text.
+func (s *serverProc) metrics(token string) string {
+	s.t.Helper()
+	req, err := http.NewRequest("GET", s.url+"/metrics", nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := s.client().Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != 200 {
+		s.t.Fatalf("/metrics: %d %v\n%s", res.StatusCode, err, b)
+	}
+	return string(b)
 }

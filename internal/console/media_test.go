@@ -11,10 +11,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // TestConsoleMedia: the Media page shows a configured virtual tape
-// library's drives and slots (a WORM cartridge marked); its copy form
+// library's drives and slots (a WORM cartridge marked) and its
+// drive-limit, and a real library's changer and slots (mtx stands in);
+// its copy form
 // copies a backup point to a pool in a task whose live page the browser
 // follows; the volume written is then listed in its pool with its
 // protection, as the API lists it; the volume's page lists the point, and
@@ -29,7 +32,11 @@ func TestConsoleMedia(t *testing.T) {
 		t.Fatal(err)
 	}
 	tapes := filepath.Join(l.dir, "vtl")
-	l.config("media-libraries:\n  - {name: tapes, kind: vtl, directory: " + tapes + "}\n")
+	// A real library beside it, whose changer is a stand-in mtx.
+	fake := testutil.NewFakeMtx(t, 1, []string{"CFR901L8"}, 1)
+	l.vars["PATH"] = fake.Bin + string(os.PathListSeparator) + os.Getenv("PATH")
+	l.config("media-libraries:\n  - {name: tapes, kind: vtl, directory: " + tapes + ", drive-limit: 1}\n" +
+		"  - {name: robot, kind: mtx, changer: " + fake.Changer + ", drives: [{number: 0, device: " + filepath.Join(l.dir, "nst0") + "}]}\n")
 	l.coffer("init")
 	l.coffer("backup", "disk", img, "--name", "web")
 	l.coffer("media", "vtl", "create", tapes, "--drives", "2", "--slots", "4", "--capacity", "32MiB")
@@ -48,8 +55,15 @@ func TestConsoleMedia(t *testing.T) {
 	if drives := c.text("#drives-tapes"); !strings.Contains(drives, "empty") {
 		t.Fatalf("the library's drives: %q", drives)
 	}
+	if robot := c.text("#library-robot"); !strings.Contains(robot, "tape library, changer "+fake.Changer+" (mtx)") ||
+		!strings.Contains(c.text("#slots-robot"), "CFR901L8") {
+		t.Fatalf("the real library: %q", robot)
+	}
 	// Two drives: the form offers to write through both (one point
-	// takes one).
+	// takes one), and says that its drive-limit lets one write at once.
+	if form := c.text("#copy-tapes"); !strings.Contains(form, "at most 1 at once (the library's drive-limit") {
+		t.Fatalf("the copy form: %q", form)
+	}
 	c.run(chromedp.SendKeys("#c-pool-tapes", "weekly"), chromedp.SendKeys("#c-ret-tapes", "7"))
 	c.retype("#c-drives-tapes", "2")
 	c.clickAway("#copy-start-tapes")

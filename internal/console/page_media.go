@@ -28,8 +28,12 @@ type mediaView struct {
 }
 
 type mediaLibraryView struct {
-	Name, Directory string
-	Status          *api.MediaLibraryStatus
+	// Directory is a virtual tape library's; Changer a real library's
+	// changer device.
+	Name, Directory, Changer string
+	// DriveLimit is the library's drive-limit (0: every drive at once).
+	DriveLimit int
+	Status     *api.MediaLibraryStatus
 	// Error says why the status could not be read (a task holds the
 	// library, its directory is gone).
 	Error string
@@ -84,6 +88,10 @@ func (p *page) mediaPage() {
 		}
 		l := mediaLibraryView{Name: o.Name}
 		l.Directory, _ = o.Spec["directory"].(string)
+		l.Changer, _ = o.Spec["changer"].(string)
+		if n, ok := o.Spec["drive-limit"].(float64); ok {
+			l.DriveLimit = int(n)
+		}
 		var st api.MediaLibraryStatus
 		if _, err := p.api.call("media-library-status", map[string]string{"library": o.Name}, nil, nil, &st); err != nil {
 			if ae, ok := err.(*apiError); ok && ae.Status == 401 {

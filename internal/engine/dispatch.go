@@ -7,7 +7,8 @@ import (
 
 // The dispatcher is the engine's central scheduler. Every limit is a
 // counted resource (a slot pool): "global", "host:<conn>/<host>",
-// "datastore:<conn>/<ds>", "group:<name>", "repo:<name>", "policy:<name>".
+// "datastore:<conn>/<ds>", "group:<name>", "repo:<name>", "policy:<name>",
+// and "library:<name>" for a media library's drives (limiter.go).
 // A unit of work (one VM task, or one storage-level batch) names the slots
 // it needs; the dispatcher starts it only when ALL are free and takes them
 // in one step under one mutex, so there is no lock ordering and no

@@ -47,6 +47,13 @@ var (
 	// ErrMedium: the drive could not read a record (st: EIO); the position
 	// is past the bad record.
 	ErrMedium = errors.New("media: medium error")
+	// ErrNoDrive: the drive itself is not there (st: its device does not
+	// exist), so that no cartridge can be mounted in it: callers stop
+	// rather than try the next cartridge.
+	ErrNoDrive = errors.New("media: no such drive")
+	// ErrInUse: another process (or another operation of this one) has
+	// the library open; one operation at a time drives a library.
+	ErrInUse = errors.New("in use by another process")
 )
 
 // Drive is one tape drive with a cartridge possibly loaded. Positions are

@@ -20,7 +20,9 @@ import (
 // (volume.Claims). A drive that fails does not stop the others: the
 // sessions that completed come back with the error, so that their
 // volumes are catalogued. Result i is the session of drives[i], nil where
-// that drive failed; the drives used are at most one per point.
+// that drive failed; the drives used are at most one per point. Each
+// drive waits for o.DriveSlot before it writes: with fewer slots than
+// drives, a drive starts when another has ended its session.
 func CopyOnDrives(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, drives []*volume.Library, o CopyOptions) ([]*volume.WriteResult, error) {
 	if len(snaps) == 0 {
 		return nil, errors.New("no backup point selected")
@@ -37,7 +39,7 @@ func CopyOnDrives(ctx context.Context, src *repo.Repository, snaps []*repo.Snaps
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = copyOn(ctx, src, group, drives[i], o, claims)
+			results[i], errs[i] = copyWithSlot(ctx, src, group, drives[i], o, claims)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("drive %d: %w", drives[i].DriveIndex, errs[i])
 			}
@@ -45,6 +47,23 @@ func CopyOnDrives(ctx context.Context, src *repo.Repository, snaps []*repo.Snaps
 	}
 	wg.Wait()
 	return results, errors.Join(errs...)
+}
+
+// copyWithSlot writes a drive's session once the drive has its slot.
+func copyWithSlot(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, lib *volume.Library, o CopyOptions,
+	claims *volume.Claims) (*volume.WriteResult, error) {
+	if o.DriveSlot != nil {
+		var bytes int64
+		for _, s := range snaps {
+			bytes += s.Logical()
+		}
+		release, err := o.DriveSlot(ctx, lib.DriveIndex, bytes)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	return copyOn(ctx, src, snaps, lib, o, claims)
 }
 
 // deal splits points into n groups of about equal bytes: largest first,

@@ -28,6 +28,12 @@ type CopyOptions struct {
 	// Catalogue, if set, is the media catalogue's knowledge of the
 	// volumes (volume.Pool.Catalogue).
 	Catalogue map[string]volume.Catalogued
+	// DriveSlot, if set, is waited for before a drive of CopyOnDrives
+	// writes, and released when its session has ended: the engine's
+	// limits (the library's drive-limit, limits.tasks), so that the
+	// drives written at once stay within them. bytes is what the drive
+	// is to write.
+	DriveSlot func(ctx context.Context, drive int, bytes int64) (release func(), err error)
 }
 
 // Copy writes backup points of src to a media pool of lib, one stream

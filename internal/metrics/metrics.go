@@ -125,7 +125,7 @@ func New() *Metrics {
 		Help: "1 when this server runs the scheduled jobs (holds the schedules' lease), else 0."})
 	m.live.MustRegister(m.leader)
 	m.live.MustRegister(&slotCollector{m: m,
-		inUse: prometheus.NewDesc("coffer_limit_slots_in_use", "Slots of a limit's pool in use (global, host:, datastore:, group:, repo:, policy:).", []string{"pool"}, nil),
+		inUse: prometheus.NewDesc("coffer_limit_slots_in_use", "Slots of a limit's pool in use (global, host:, datastore:, group:, repo:, policy:, library:).", []string{"pool"}, nil),
 		size:  prometheus.NewDesc("coffer_limit_slots", "Slots of a limit's pool.", []string{"pool"}, nil)})
 	m.live.MustRegister(newLatencyCollector(m))
 	m.live.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

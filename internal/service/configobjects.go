@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/configobj"
+	"github.com/coffer-backup/coffer/internal/policy"
 )
 
 // The configuration objects (policies, connections, repositories,
@@ -332,8 +333,12 @@ func objectDoc(o configobj.Object) api.ConfigObject {
 }
 
 // libraryWarnings says when a virtual tape library's directory holds no
-// library on this server: the object is valid, using it here fails.
+// library on this server, or a real library's devices or mtx are not
+// here: the object is valid, using it here fails.
 func libraryWarnings(spec map[string]any) []string {
+	if spec["kind"] == policy.MediaMtx {
+		return mtxWarnings(spec)
+	}
 	dir, _ := spec["directory"].(string)
 	if dir == "" {
 		return nil

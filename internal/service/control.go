@@ -226,6 +226,10 @@ type controlState struct {
 	bootMu  sync.Mutex
 	bootSem *semaphore.Weighted
 	bootCap int
+	// ownLimiter hands out the engine's limits' slots while this process
+	// runs no engine (media_slots.go).
+	limiterMu  sync.Mutex
+	ownLimiter *engine.Limiter
 	// serving is the engine of this process's RunSchedules while it
 	// runs: policy runs and VM backups started through the API join it,
 	// so that the limits hold across them and the scheduled runs

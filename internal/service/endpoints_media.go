@@ -35,6 +35,31 @@ func epMediaLibraryStatus(ctx context.Context, s *Service, in *LibraryParam) (*R
 	return result(s.MediaLibraryStatus(ctx, in.in()))
 }
 
+// DriveParam is a drive of the library a request names.
+type DriveParam struct {
+	LibraryParam
+	Drive int `path:"drive" minimum:"0" maximum:"1024" doc:"the changer's number of the drive (mtx's data transfer element)"`
+}
+
+func (p DriveParam) in() MediaLibraryInput {
+	in := p.LibraryParam.in()
+	in.Drive = p.Drive
+	return in
+}
+
+type mediaLoadIn struct {
+	DriveParam
+	Body api.MediaLoadRequest
+}
+
+func epMediaLoad(ctx context.Context, s *Service, in *mediaLoadIn) (*Result[*api.MediaLibraryStatus], error) {
+	return result(s.MediaLoad(ctx, in.DriveParam.in(), in.Body.Barcode))
+}
+
+func epMediaUnload(ctx context.Context, s *Service, in *DriveParam) (*Result[*api.MediaLibraryStatus], error) {
+	return result(s.MediaUnload(ctx, in.in()))
+}
+
 type mediaLabelIn struct {
 	LibraryParam
 	Body api.MediaLabelRequest

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/media/format"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/mediacopy"
@@ -130,14 +131,20 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 			return nil, err
 		}
 		defer closeLib()
+		need, err := ml.driveSlots(libs[0])
+		if err != nil {
+			return nil, err
+		}
+		slots := &copySlots{limiter: s.limiter(ctx), need: need, t: t, library: ml.ref()}
 		host, _ := os.Hostname()
 		start := time.Now()
 		results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize,
-			SpoolDir: in.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t),
+			SpoolDir: in.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t), DriveSlot: slots.acquire,
 			WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention, Host: host}})
 		// The sessions that completed are on tape and indexed: the
 		// catalogue records them even when another drive failed.
-		out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, Copied: []string{}, Volumes: []api.MediaVolume{},
+		out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, DriveLimit: need.Cap,
+			DrivesAtOnce: slots.mostAtOnce(), Copied: []string{}, Volumes: []api.MediaVolume{},
 			Segments: []api.MediaSegment{}, NoIndex: []string{}, Multiplex: mux}
 		for i, res := range results {
 			if res == nil {
@@ -254,6 +261,9 @@ func (s *Service) MediaCatalog(ctx context.Context, in MediaCatalogInput) (*api.
 			return out, err
 		}
 		v, err := lib.Mount(ctx, bc)
+		if errors.Is(err, media.ErrNoDrive) {
+			return out, err // every cartridge would be skipped alike
+		}
 		if err != nil {
 			out.Skipped = append(out.Skipped, api.MediaSkipped{Barcode: bc, Reason: err.Error()})
 			continue

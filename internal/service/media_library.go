@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/media/format"
-	"github.com/coffer-backup/coffer/internal/media/st"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
+	"github.com/coffer-backup/coffer/internal/policy"
 )
 
 // MediaLibraryInput names the tape library and the drive an operation
@@ -27,7 +30,8 @@ type MediaLibraryInput struct {
 	// (/dev/sgN, driven through mtx) and drive (/dev/nstN).
 	Library string
 	// Drive is the changer's number of the drive (mtx's data transfer
-	// element).
+	// element); 0 is also the first drive of a real library whose
+	// drives start at another number.
 	Drive int
 	// Configured accepts only a library of the configuration: the API's
 	// callers name libraries, never paths of the server's host.
@@ -40,10 +44,13 @@ type MediaLibraryInput struct {
 type mediaLibrary struct {
 	// Name is the configured library's name ("" for a path).
 	Name string
-	// Dir is a virtual tape library's directory; Changer and Device a
-	// real library's.
-	Dir, Changer, Device string
-	Drive                int
+	// Dir is a virtual tape library's directory; Changer and Devices (st
+	// devices by the changer's drive numbers) a real library's.
+	Dir, Changer string
+	Devices      map[int]string
+	Drive        int
+	// DriveLimit is the configured library's drive-limit (0: none).
+	DriveLimit int
 }
 
 // ref is how the media catalogue and messages name the library: its
@@ -55,7 +62,7 @@ func (l mediaLibrary) ref() string {
 	case l.Dir != "":
 		return l.Dir
 	}
-	return "mtx:" + l.Changer + ":" + l.Device
+	return "mtx:" + l.Changer + ":" + l.Devices[l.Drive]
 }
 
 // kind is the library's kind: vtl, or mtx for a changer and drive.
@@ -85,8 +92,20 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 	st, err := s.effective(ctx)
 	if err == nil {
 		if l, ok := st.Engine.MediaLibrary(in.Library); ok {
+			if err := l.Validate(); err != nil {
+				return mediaLibrary{}, invalidf("%s: %v", configWhere(st), err)
+			}
+			if l.Kind == policy.MediaMtx {
+				devices, drive := l.DriveDevices(), in.Drive
+				if _, ok := devices[0]; !ok && drive == 0 {
+					// The first drive by default (the API's requests name
+					// none), whichever number the changer gives it.
+					drive = slices.Min(slices.Collect(maps.Keys(devices)))
+				}
+				return mediaLibrary{Name: l.Name, Changer: l.Changer, Devices: devices, Drive: drive, DriveLimit: l.DriveLimit}, nil
+			}
 			dir := config.ExpandHome(l.Directory)
-			return mediaLibrary{Name: l.Name, Dir: dir, Drive: in.Drive}, nil
+			return mediaLibrary{Name: l.Name, Dir: dir, Drive: in.Drive, DriveLimit: l.DriveLimit}, nil
 		}
 	}
 	pathLike := strings.HasPrefix(in.Library, "mtx:") || strings.ContainsRune(in.Library, filepath.Separator)
@@ -104,7 +123,7 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 		if !ok || changer == "" || device == "" {
 			return mediaLibrary{}, invalidf("library %q: write mtx:CHANGER:DEVICE, like mtx:/dev/sg1:/dev/nst0", in.Library)
 		}
-		return mediaLibrary{Changer: changer, Device: device, Drive: in.Drive}, nil
+		return mediaLibrary{Changer: changer, Devices: map[int]string{in.Drive: device}, Drive: in.Drive}, nil
 	}
 	return mediaLibrary{Dir: in.Library, Drive: in.Drive}, nil
 }
@@ -133,12 +152,7 @@ func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error
 // those after it, sharing its changer.
 func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() error, err error) {
 	if l.Dir == "" {
-		if n > 1 {
-			return nil, nil, invalidf("library %s names one drive device (mtx:CHANGER:DEVICE): --drives %d needs a virtual tape library, or one copy per drive", l.ref(), n)
-		}
-		d := st.Open(l.Device)
-		sl := &st.Library{Changer: &st.Changer{Device: l.Changer}, Drives: map[int]*st.Drive{l.Drive: d}}
-		return []*volume.Library{{Changer: sl, Drive: d, DriveIndex: l.Drive}}, d.Close, nil
+		return l.openMtx(n)
 	}
 	v, err := vtl.Open(l.Dir)
 	switch {
@@ -168,7 +182,7 @@ func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() er
 // busyLibrary says that a library another operation holds is busy, not
 // broken: one operation at a time drives a library.
 func busyLibrary(l mediaLibrary, err error) error {
-	if errors.Is(err, vtl.ErrInUse) {
+	if errors.Is(err, media.ErrInUse) {
 		return api.Errorf(api.Locked, "media library %s is in use by another operation (a copy, restore or verify that runs): try again when it has ended", l.ref())
 	}
 	return err

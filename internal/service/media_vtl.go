@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
 )
 
@@ -53,6 +54,11 @@ func (s *Service) MediaLibraryStatus(ctx context.Context, in MediaLibraryInput) 
 		return nil, err
 	}
 	defer closeLib()
+	return libraryStatus(lib, ml)
+}
+
+// libraryStatus is an open library's status document.
+func libraryStatus(lib *volume.Library, ml mediaLibrary) (*api.MediaLibraryStatus, error) {
 	st, err := lib.Changer.Status()
 	if err != nil {
 		return nil, err

@@ -37,7 +37,12 @@ func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyChe
 	l := cfg.Limits.WithDefaults()
 	doc := &api.PolicyCheck{Connections: len(cfg.Connections), Repositories: len(cfg.Repositories), ResourceGroups: len(cfg.ResourceGroups),
 		Limits: api.Limits{Tasks: l.Tasks, PerHost: l.PerHost, PerDatastore: l.PerDatastore, PerRepository: l.PerRepository,
-			RateBytes: int64(l.Rate), TaskRateBytes: int64(l.TaskRate)}, Policies: []api.PolicyReport{}}
+			RateBytes: int64(l.Rate), TaskRateBytes: int64(l.TaskRate), MediaDrives: map[string]int{}}, Policies: []api.PolicyReport{}}
+	for _, ml := range cfg.MediaLibraries {
+		if ml.DriveLimit > 0 {
+			doc.Limits.MediaDrives[ml.Name] = ml.DriveLimit
+		}
+	}
 	failed, unlockable := 0, 0
 	for _, p := range cfg.Policies {
 		d := policyReport(p, warnings[p.Name])

@@ -2,14 +2,16 @@
 // (/dev/nst*, the non-rewinding device) and a real changer through mtx.
 // Both implement the media interfaces and are meant to pass the
 // conformance suite run by hand (README, "Tape"); no tape hardware is
-// available where coffer's CI runs, so this package is built and vetted
-// there but not exercised.
+// available where coffer's CI runs, so there the changer runs against a
+// stand-in mtx (testutil.FakeMtx) and the drive is built and vetted but
+// not exercised beyond a missing device.
 package st
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"syscall"
@@ -87,6 +89,10 @@ func (d *Drive) open() error {
 		if errors.Is(err, syscall.ENOMEDIUM) || errors.Is(err, syscall.EIO) {
 			return fmt.Errorf("%w in %s", media.ErrNoMedium, d.device)
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: the drive's device %s does not exist: is the drive attached and the st driver loaded "+
+				"(`lsscsi -g` lists tape drives as /dev/stN; coffer writes to the non-rewinding /dev/nstN)? (%w)", media.ErrNoDrive, d.device, err)
+		}
 		return err
 	}
 	d.f = f
@@ -100,11 +106,16 @@ func (d *Drive) open() error {
 
 // Eject takes the drive offline (MTOFFL: rewind and unload, which most
 // changers need before they move the cartridge) and closes the device.
+// The device is opened for it if this process has not opened it yet: the
+// cartridge may have been loaded by another operation, which ended
+// without ejecting it. A drive without a cartridge has nothing to eject.
 func (d *Drive) Eject() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.f == nil {
+	if err := d.open(); errors.Is(err, media.ErrNoMedium) {
 		return nil
+	} else if err != nil {
+		return err
 	}
 	err := d.op(mtOFFL, 0)
 	if cerr := d.f.Close(); err == nil {

@@ -3,10 +3,15 @@ package st
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/media"
@@ -17,6 +22,10 @@ type Changer struct {
 	Device string
 	// Timeout bounds one robot move (default 10 minutes).
 	Timeout time.Duration
+	// mu runs one mtx at a time: the drives of a copy share the robot,
+	// which moves one cartridge at a time, and a status asked for during
+	// a move is refused as busy by many changers.
+	mu sync.Mutex
 }
 
 var _ media.Changer = (*Changer)(nil)
@@ -26,19 +35,49 @@ func (c *Changer) run(args ...string) (string, error) {
 	if t == 0 {
 		t = 10 * time.Minute
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), t)
 	defer cancel()
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, "mtx", append([]string{"-f", c.Device}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", fmt.Errorf("changer %s: mtx is not installed (the mtx package, which drives changers): %w", c.Device, err)
+		}
 		msg := strings.TrimSpace(errb.String())
 		if strings.Contains(msg, "BUSY") || strings.Contains(strings.ToLower(msg), "not ready") {
 			return "", fmt.Errorf("%w: mtx %s: %s", media.ErrBusy, strings.Join(args, " "), msg)
 		}
-		return "", fmt.Errorf("mtx %s: %v: %s", strings.Join(args, " "), err, msg)
+		return "", fmt.Errorf("mtx -f %s %s: %v: %s", c.Device, strings.Join(args, " "), err, msg)
 	}
 	return out.String(), nil
+}
+
+// Lock takes the changer for one operation, as a virtual library's lock
+// does: an flock on the changer's device node, which every coffer
+// process driving this changer takes (mtx itself takes none), so that one
+// operation's robot moves never unload a cartridge another is writing.
+// It fails with media.ErrInUse while another holds it, and names the
+// device when it is not there.
+func (c *Changer) Lock() (unlock func() error, err error) {
+	f, err := os.Open(c.Device)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("st: the changer's device %s does not exist: is the library attached "+
+			"(`lsscsi -g` lists its changer as a mediumx, /dev/sgN)? (%w)", c.Device, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("st: changer %s is %w", c.Device, media.ErrInUse)
+		}
+		return nil, fmt.Errorf("st: lock changer %s: %w", c.Device, err)
+	}
+	return f.Close, nil
 }
 
 // Status runs `mtx status` and parses it.

@@ -3,6 +3,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/coffer-backup/coffer/internal/media"
 )
@@ -41,7 +42,13 @@ func (l *Library) Load(barcode string) error {
 			return fmt.Errorf("cartridge %s left drive %d for no slot", barcode, drive)
 		}
 	}
-	if st.Drives[l.DriveIndex].Full {
+	// The changer's drives by their numbers, not their places in the
+	// status: a real library's configuration may name any of them.
+	i := slices.IndexFunc(st.Drives, func(d media.DriveElement) bool { return d.Index == l.DriveIndex })
+	if i < 0 {
+		return fmt.Errorf("the changer has no drive %d (its status lists %d drive(s)): check the library's drive numbers", l.DriveIndex, len(st.Drives))
+	}
+	if st.Drives[i].Full {
 		if err := l.Changer.Unload(0, l.DriveIndex); err != nil {
 			return err
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/media"
 )
 
 // Pool hands out the volumes of a media pool in a library: appendable
@@ -127,6 +129,8 @@ func (p *Pool) writable(ctx context.Context, codes []string, full *Volume) (*Vol
 		case errors.Is(err, ErrBlank), errors.Is(err, ErrUnfinishedLabel):
 			blank = append(blank, bc)
 			continue
+		case errors.Is(err, media.ErrNoDrive):
+			return nil, nil, err // no other cartridge mounts either
 		case err != nil:
 			passed = append(passed, fmt.Sprintf("%s does not mount: %v", bc, err))
 			continue

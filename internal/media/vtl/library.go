@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/media"
 )
 
 // Config describes a library when it is created.
@@ -78,7 +80,7 @@ type Library struct {
 
 // ErrInUse: another process (or another operation of this one) has the
 // library open.
-var ErrInUse = errors.New("in use by another process")
+var ErrInUse = media.ErrInUse
 
 var barcodeRE = regexp.MustCompile(`^[A-Z0-9]{1,16}$`)
 

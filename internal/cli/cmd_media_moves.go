@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/apiclient"
+	"github.com/coffer-backup/coffer/internal/media"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// coffer media load and unload: the changer's moves an operator makes by
+// hand (mtx load, mtx unload), on a library by its name, virtual or real.
+
+func (a *app) cmdMediaLoad() *cobra.Command {
+	var in service.MediaLibraryInput
+	cmd := &cobra.Command{
+		Use:   "load --library LIB [--drive N] BARCODE",
+		Short: "load a cartridge into a drive (as mtx load, by barcode)",
+		Long: manual(`Move a cartridge, named by its barcode, into the library's drive: the
+drive's cartridge, if it holds another, goes back to its slot first, and a
+cartridge another drive holds is taken back from it (a real drive is
+ejected before the robot takes its cartridge). Copies, restores and
+verifies load what they need themselves.`,
+			`The library's status after the move, as mtx status prints it. --json: the status document.`,
+			`coffer media load --library robot --drive 1 CFR003L8`,
+			"0; 7 for a cartridge the library does not hold; 4 while another operation drives the library."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r := apiclient.Request{Op: "media-load", Path: map[string]string{"library": in.Library, "drive": strconv.Itoa(in.Drive)},
+				Body: api.MediaLoadRequest{Barcode: args[0]}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaLibraryStatus, error) {
+				return s.MediaLoad(cmd.Context(), in, args[0])
+			})
+			return a.emitStatus(res, err)
+		},
+	}
+	libraryFlags(cmd, &in)
+	return remoteToo(op(cmd, "media-load"))
+}
+
+func (a *app) cmdMediaUnload() *cobra.Command {
+	var in service.MediaLibraryInput
+	cmd := &cobra.Command{
+		Use:   "unload --library LIB [--drive N]",
+		Short: "return a drive's cartridge to its slot (as mtx unload)",
+		Long: manual(`Move the cartridge in the library's drive back to the slot it came from. A
+real drive is ejected first (st's offline), as most changers need.`,
+			`The library's status after the move, as mtx status prints it. --json: the status document.`,
+			`coffer media unload --library robot --drive 1`,
+			"0; 2 for an empty drive; 4 while another operation drives the library."),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := apiclient.Request{Op: "media-unload", Path: map[string]string{"library": in.Library, "drive": strconv.Itoa(in.Drive)}}
+			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaLibraryStatus, error) {
+				return s.MediaUnload(cmd.Context(), in)
+			})
+			return a.emitStatus(res, err)
+		},
+	}
+	libraryFlags(cmd, &in)
+	return remoteToo(op(cmd, "media-unload"))
+}
+
+// emitStatus prints a library's status as mtx status does.
+func (a *app) emitStatus(res *api.MediaLibraryStatus, err error) error {
+	if res == nil {
+		return err
+	}
+	return a.emit(res, err, func() { a.printf("%s", media.FormatMtxStatus(res.Library, changerStatus(res))) })
+}
