@@ -27,6 +27,10 @@ type VMHistory struct {
 	StoredRatio float64
 	// Logical is the disk bytes the newest run covered.
 	Logical int64
+	// Load is the mean number of VM tasks in flight over the lives of
+	// the tasks its fixed costs were recorded in: the concurrency they
+	// are scaled from (growth.go).
+	Load float64
 	// Storage is what the VM's points add to the repository, for the
 	// capacity forecast (capacity.go).
 	Storage StorageHistory
@@ -40,6 +44,11 @@ type RunRecord struct {
 	Elapsed          time.Duration
 	VMs, Concurrency int
 	BytesRead        int64
+	// Load is the mean over its tasks of the VM tasks in flight during
+	// each task's life, and FixedSeconds the mean fixed cost per VM
+	// (the attempt less its transfer), over the tasks that recorded
+	// them: a point of the growth fit (growth.go). 0: not recorded.
+	Load, FixedSeconds float64
 }
 
 // History is the catalog's record of a policy.
@@ -61,6 +70,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 	}
 	type samples struct {
 		snapshot, setup, release []float64
+		loads                    []float64
 		transfer                 map[string][]float64
 		other                    []float64
 		bytes                    map[string][]float64
@@ -92,6 +102,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		modeOf := map[int64]string{}
 		run := RunRecord{JobID: j.ID, Start: j.StartedAt, Elapsed: j.FinishedAt.Sub(j.StartedAt)}
 		var spans [][2]time.Time
+		spanOf := map[int64]int{} // the task's entry in spans
 		for _, t := range tasks {
 			if t.Status != catalog.StatusSuccess {
 				continue
@@ -115,6 +126,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 			run.VMs++
 			run.BytesRead += t.BytesRead
+			spanOf[t.ID] = len(spans)
 			spans = append(spans, [2]time.Time{t.StartedAt, t.FinishedAt})
 		}
 		for _, e := range events {
@@ -128,8 +140,15 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 			c.add(e)
 		}
+		loads := taskLoads(spans)
+		var fixedSum, loadSum float64
+		var fixedN int
 		for id, c := range costs {
 			s := byTask[id]
+			if f := c.fixed(); f >= 0 && loads[spanOf[id]] > 0 {
+				fixedSum, loadSum, fixedN = fixedSum+f, loadSum+loads[spanOf[id]], fixedN+1
+				s.loads = append(s.loads, loads[spanOf[id]])
+			}
 			s.snapshot, s.release = appendKnown(s.snapshot, c.create), appendKnown(s.release, c.remove)
 			s.setup = appendKnown(s.setup, c.setup)
 			s.points[pointOf[id]].added, s.points[pointOf[id]].zero = int64(c.added), int64(c.zero)
@@ -139,11 +158,14 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 		}
 		run.Concurrency = mostOverlapping(spans)
+		if fixedN > 0 {
+			run.Load, run.FixedSeconds = loadSum/float64(fixedN), fixedSum/float64(fixedN)
+		}
 		h.Runs = append(h.Runs, run)
 	}
 	for key, s := range per {
 		v := &VMHistory{Snapshot: distOf(s.snapshot), Setup: distOf(s.setup), Release: distOf(s.release),
-			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical}
+			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical, Load: distOf(s.loads).Mean}
 		for mode, ts := range s.transfer {
 			if len(ts) > 0 {
 				v.Transfer[mode] = distOf(ts)
@@ -169,6 +191,18 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 type taskCosts struct {
 	create, remove, setup, transfer, total float64
 	added, zero                            float64
+}
+
+// fixed is the task's fixed cost in seconds: the attempt less its
+// transfer, else the sum of the fixed phases recorded; -1: none.
+func (c *taskCosts) fixed() float64 {
+	if c.total >= 0 && c.transfer >= 0 {
+		return max(c.total-c.transfer, 0)
+	}
+	if c.create < 0 && c.remove < 0 && c.setup < 0 {
+		return -1
+	}
+	return max(c.create, 0) + max(c.remove, 0) + max(c.setup, 0)
 }
 
 func (c *taskCosts) add(e catalog.Event) {
@@ -257,4 +291,78 @@ func mostOverlapping(spans [][2]time.Time) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+// taskLoads is, for each span, the mean number of spans open over it
+// (itself included): the concurrency that task ran at. A span of no
+// length takes the number open at its instant.
+func taskLoads(spans [][2]time.Time) []float64 {
+	out := make([]float64, len(spans))
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var es []edge
+	for _, s := range spans {
+		if s[0].IsZero() || s[1].Before(s[0]) {
+			continue
+		}
+		es = append(es, edge{s[0], 1}, edge{s[1], -1})
+	}
+	if len(es) == 0 {
+		return out
+	}
+	sort.Slice(es, func(i, j int) bool {
+		if !es[i].at.Equal(es[j].at) {
+			return es[i].at.Before(es[j].at)
+		}
+		return es[i].delta < es[j].delta
+	})
+	// The count of open spans is constant between distinct edge instants:
+	// at[k] is the k-th instant, open[k] the count after its edges,
+	// area[k] the integral of the count up to at[k], in seconds.
+	origin := es[0].at
+	var at, area []float64
+	var open []int
+	n := 0
+	for _, e := range es {
+		x := e.at.Sub(origin).Seconds()
+		if len(at) == 0 || x > at[len(at)-1] {
+			a := 0.0
+			if k := len(at) - 1; k >= 0 {
+				a = area[k] + float64(open[k])*(x-at[k])
+			}
+			at, area, open = append(at, x), append(area, a), append(open, n)
+		}
+		n += e.delta
+		open[len(open)-1] = n
+	}
+	integral := func(x float64) (float64, int) {
+		k := sort.SearchFloat64s(at, x+1e-12) - 1
+		return area[k] + float64(open[k])*(x-at[k]), open[k]
+	}
+	for i, s := range spans {
+		if s[0].IsZero() || s[1].Before(s[0]) {
+			continue
+		}
+		from, to := s[0].Sub(origin).Seconds(), s[1].Sub(origin).Seconds()
+		a, openAt := integral(from)
+		if to <= from {
+			out[i] = float64(max(openAt, 1))
+			continue
+		}
+		b, _ := integral(to)
+		out[i] = (b - a) / (to - from)
+	}
+	return out
+}
+
+// CostGrowth fits the growth of the fixed costs with concurrency to the
+// recorded runs (growth.go); an error when none recorded fixed costs.
+func (h *History) CostGrowth() (CostGrowth, error) {
+	var pts []CostPoint
+	for _, r := range h.Runs {
+		pts = append(pts, CostPoint{r.Load, r.FixedSeconds})
+	}
+	return FitCostGrowth(pts)
 }

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,6 +99,19 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 	}
 	if len(h.Runs) != 2 || h.Runs[1].Concurrency != 2 || h.Runs[0].Concurrency != 1 || h.Runs[1].BytesRead != 1100e6 {
 		t.Errorf("runs %+v", h.Runs)
+	}
+	// The first run's loads: vm-a alone for 5 of its 10 s, then with
+	// vm-b: 1.5 in flight on average; vm-b with vm-a for 5 of its 15 s:
+	// 20/15. Each attempt's fixed cost is its 9 s less the 3 s transfer.
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if r := h.Runs[1]; !near(r.Load, (1.5+20.0/15)/2) || r.FixedSeconds != 6 {
+		t.Errorf("first run: load %v fixed %v, want %v and 6", r.Load, r.FixedSeconds, (1.5+20.0/15)/2)
+	}
+	if r := h.Runs[0]; r.Load != 1 || r.FixedSeconds != 6 {
+		t.Errorf("second run: load %v fixed %v, want 1 and 6", r.Load, r.FixedSeconds)
+	}
+	if !near(a.Load, 1.25) || !near(h.VMs["lab/vm-b"].Load, 20.0/15) {
+		t.Errorf("loads: vm-a %v (want 1.25), vm-b %v (want 1.333…)", a.Load, h.VMs["lab/vm-b"].Load)
 	}
 
 	// vm-c has no history: it takes the policy's means and says so.

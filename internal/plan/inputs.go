@@ -92,6 +92,7 @@ func BuildInput(s Sources) (Input, []string) {
 	fleet := fleetMeans(hist)
 	as := assumptions{}
 	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
+	in.Growth, in.RunSpread = costGrowth(hist, limits.Tasks, as)
 	for k, v := range s.Measured.Devices {
 		in.Devices[k] = v
 	}
@@ -123,6 +124,10 @@ func BuildInput(s Sources) (Input, []string) {
 		t.Release = pick(h, func(h *VMHistory) Dist { return h.Release }, fleet.Release, AssumedReleaseSeconds, "snapshot remove", as)
 		t.Other = pick(h, func(h *VMHistory) Dist { return h.Other }, fleet.Other, 0, "other per-VM work", as)
 		t.Bytes = bytesOf(h, mode, vm, as)
+		t.Load = fleet.Load
+		if h != nil && h.Load > 0 {
+			t.Load = h.Load
+		}
 		ratio := AssumedStoredRatio
 		if h != nil && h.StoredRatio > 0 {
 			ratio = h.StoredRatio
@@ -152,6 +157,36 @@ func BuildInput(s Sources) (Input, []string) {
 		as.add(fmt.Sprintf("%d datastores not measured: not a limit (run `coffer bench device`)", len(unmeasured)), 0)
 	}
 	return in, as.list()
+}
+
+// costGrowth is how the fixed costs grow with concurrency and how much a
+// whole run moves, from the recorded runs, each use or fallback listed
+// among the assumptions.
+func costGrowth(h *History, tasks int, as assumptions) (CostGrowth, float64) {
+	g, err := h.CostGrowth()
+	if err != nil {
+		return CostGrowth{}, 0
+	}
+	switch {
+	case g.Grows():
+		how := fmt.Sprintf("fixed costs scaled to the tasks in flight: × (1 + σ(N−1) + κN(N−1)), σ %.4f, κ %.6f, fitted to %d runs at %.0f to %.0f in flight",
+			g.Sigma, g.Kappa, g.Runs, g.MinLoad, g.MaxLoad)
+		if float64(tasks) > g.MaxLoad*1.05 {
+			how += fmt.Sprintf("; extrapolated to limits.tasks %d", tasks)
+		}
+		as.add(how, 0)
+	case g.MaxLoad >= MinLoadSpan*g.MinLoad:
+		as.add(fmt.Sprintf("fixed costs as recorded at every concurrency: they did not grow over %d runs at %.0f to %.0f in flight", g.Runs, g.MinLoad, g.MaxLoad), 0)
+	default:
+		as.add(fmt.Sprintf("fixed costs as recorded (at about %.0f in flight) at every concurrency: no growth fitted, the %d recorded runs are at one concurrency (record runs at concurrencies at least %.0f× apart)",
+			g.MaxLoad, g.Runs, MinLoadSpan), 0)
+	}
+	if g.Spread > 0 {
+		as.add(fmt.Sprintf("run-to-run factor of the fixed costs: ±%.0f%% (log-normal, from %d runs around the fit)", 100*g.Spread, g.Runs), 0)
+	} else {
+		as.add(fmt.Sprintf("no run-to-run factor: %d recorded runs leave no spread around the fit (P90 from per-VM variance only)", g.Runs), 0)
+	}
+	return g, g.Spread
 }
 
 // pick is the VM's own measure, else the policy's mean over the VMs that
@@ -213,8 +248,11 @@ func (h *VMHistory) transfer(mode string) (Dist, bool) {
 
 // fleetMeans averages the fixed costs over the VMs that have them.
 func fleetMeans(h *History) VMHistory {
-	var snap, setup, rel, other []float64
+	var snap, setup, rel, other, load []float64
 	for _, v := range h.VMs {
+		if v.Load > 0 {
+			load = append(load, v.Load)
+		}
 		if v.Snapshot.Mean > 0 {
 			snap = append(snap, v.Snapshot.Mean)
 		}
@@ -228,7 +266,7 @@ func fleetMeans(h *History) VMHistory {
 			other = append(other, v.Other.Mean)
 		}
 	}
-	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other)}
+	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other), Load: distOf(load).Mean}
 }
 
 // assumptions counts the VMs each assumption was used for.

@@ -10,6 +10,11 @@
 //
 //	queued → snapshot (create, with quiesce) → setup (NBD or session) → transfer → other → release (snapshot remove) → done
 //
+// The fixed costs grow with the tasks in flight (growth.go), and a
+// factor drawn once per simulated run moves all of a run's costs together,
+// so that the P90 covers run-to-run variation and not only per-VM
+// variance.
+//
 // The task holds its slots from the snapshot until the release is done,
 // as the engine does. A transfer reads Bytes at the smallest of: the
 // per-task rate (limits.task-rate), and each bandwidth it crosses (its
@@ -76,6 +81,10 @@ type Task struct {
 	Transfer Dist
 	// Path lists the bandwidths the read crosses.
 	Path []Crossing
+	// Load is the concurrency the fixed costs (and a recorded Transfer)
+	// were recorded at: with Input.Growth they are scaled from it to the
+	// tasks in flight when each phase starts. 0: used as they are.
+	Load float64
 }
 
 // Input is one policy's run to predict.
@@ -88,6 +97,15 @@ type Input struct {
 	// Devices are the bandwidths in bytes/s by key, as Task.Path names
 	// them; a device without a rate does not limit.
 	Devices map[string]float64
+	// Growth scales each task's fixed costs from its Load to the tasks
+	// in flight when the phase starts (the zero value: no scaling).
+	Growth CostGrowth
+	// RunSpread is the standard deviation of the log of a factor drawn
+	// once per simulated run and applied to all its fixed costs and
+	// recorded transfers: what moves a whole run at once (the machine's
+	// load, a busy management plane), which per-VM variance averages
+	// away over a large fleet. 0: none.
+	RunSpread float64
 	// Window is the time the run must end within (0: none).
 	Window time.Duration
 	// Runs is the number of Monte Carlo runs (0: DefaultRuns); a run

@@ -151,6 +151,9 @@ type run struct {
 	touched  []int32
 	busyDevs []int32
 	events   eventHeap // ends of fixed phases
+	// Phases starting now whose cost depends on the tasks in flight once
+	// this instant's starts and ends are all done (growth.go).
+	pending []event
 }
 
 // interval accumulates the time a resource is busy, and its longest
@@ -181,9 +184,18 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 		waiting: make([][]int32, len(c.pools)), nextEnd: math.Inf(1),
 		devN: make([]int32, len(c.devices)), devInv: make([]float64, len(c.devices)), devUse: make([]float64, len(c.devices)), devBusy: make([]interval, len(c.devices)),
 		devSeen: make([]uint32, len(c.devices))}
+	// The run's own factor, mean 1, drawn first: every task's costs move
+	// with it.
+	runFactor := 1.0
+	if s := c.in.RunSpread; s > 0 && rng != nil {
+		runFactor = math.Exp(s*rng.NormFloat64() - s*s/2)
+	}
 	for i, t := range c.in.Tasks {
 		s := &r.tasks[i]
 		s.cost = [5]float64{t.Snapshot.sample(rng), t.Setup.sample(rng), t.Transfer.sample(rng), t.Other.sample(rng), t.Release.sample(rng)}
+		for k := range s.cost {
+			s.cost[k] *= runFactor
+		}
 		s.remaining = t.Bytes.sample(rng)
 		s.pred, s.blocker = -1, -1
 		if trace {
@@ -196,6 +208,7 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 // simulate runs to the last task's end and returns it, in seconds.
 func (r *run) simulate() float64 {
 	r.pumpAll()
+	r.schedulePending()
 	for r.left > 0 {
 		if r.dirty {
 			r.rates()
@@ -242,6 +255,40 @@ func (r *run) settle() {
 	for _, i := range ended {
 		r.next(i)
 	}
+	r.schedulePending()
+}
+
+// schedule ends task i's current phase after d seconds of its recorded
+// cost. A cost that grows with concurrency waits for the end of this
+// instant's starts and ends, so that the tasks starting together all see
+// the same number in flight.
+func (r *run) schedule(i int32, d float64) {
+	if r.c.in.Growth.Grows() && r.c.in.Tasks[i].Load > 0 {
+		r.pending = append(r.pending, event{d, i})
+		return
+	}
+	r.push(i, d)
+}
+
+// schedulePending schedules the phases started this instant, scaled from
+// the concurrency each task's costs were recorded at to the tasks in
+// flight now.
+func (r *run) schedulePending() {
+	if len(r.pending) == 0 {
+		return
+	}
+	n := float64(r.used[globalPool])
+	for _, e := range r.pending {
+		r.push(e.task, e.at*r.c.in.Growth.Scale(r.c.in.Tasks[e.task].Load, n))
+	}
+	r.pending = r.pending[:0]
+}
+
+func (r *run) push(i int32, d float64) {
+	if s := &r.tasks[i]; r.trace {
+		s.work[phaseNames[s.phase]] += d
+	}
+	heap.Push(&r.events, event{r.now + d, i})
 }
 
 // next moves a task to its next phase, skipping empty ones.
@@ -258,10 +305,7 @@ func (r *run) next(i int32) {
 		switch s.phase {
 		case phaseTransfer:
 			if d := s.cost[costIndex(phaseTransfer)]; d > 0 { // a recorded time, not bytes at rates
-				if r.trace {
-					s.work[phaseNames[s.phase]] += d
-				}
-				heap.Push(&r.events, event{r.now + d, i})
+				r.schedule(i, d)
 				return
 			}
 			if s.remaining <= 0 {
@@ -280,10 +324,7 @@ func (r *run) next(i int32) {
 			if d <= 0 {
 				continue
 			}
-			if r.trace {
-				s.work[phaseNames[s.phase]] += d
-			}
-			heap.Push(&r.events, event{r.now + d, i})
+			r.schedule(i, d)
 			return
 		case phaseDone:
 			s.done = r.now
