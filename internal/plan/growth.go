@@ -58,6 +58,31 @@ func (g CostGrowth) Scale(from, to float64) float64 {
 	return g.Factor(to) / g.Factor(from)
 }
 
+// Equivalent is the load whose factor is the mean factor of loads: a
+// VM's mean cost over runs at 8 and 128 in flight stands for neither,
+// and with a curve bending up (κ > 0) not for their mean load either
+// (the mean of the factors is above the factor of the mean). The plain
+// mean without growth; 0 without loads.
+func (g CostGrowth) Equivalent(loads []float64) float64 {
+	if len(loads) == 0 {
+		return 0
+	}
+	var sum, fsum float64
+	for _, l := range loads {
+		sum, fsum = sum+l, fsum+g.Factor(l)
+	}
+	mean, y := sum/float64(len(loads)), fsum/float64(len(loads))
+	switch {
+	case g.Kappa > 0:
+		// κn² + (σ−κ)n + (1−σ−y) = 0, the positive root.
+		b, c := g.Sigma-g.Kappa, 1-g.Sigma-y
+		return (-b + math.Sqrt(b*b-4*g.Kappa*c)) / (2 * g.Kappa)
+	case g.Sigma > 0:
+		return 1 + (y-1)/g.Sigma
+	}
+	return mean
+}
+
 // Grows says whether the fit found costs growing with concurrency.
 func (g CostGrowth) Grows() bool { return g.Sigma > 0 || g.Kappa > 0 }
 

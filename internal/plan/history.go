@@ -27,10 +27,12 @@ type VMHistory struct {
 	StoredRatio float64
 	// Logical is the disk bytes the newest run covered.
 	Logical int64
-	// Load is the mean number of VM tasks in flight over the lives of
-	// the tasks its fixed costs were recorded in: the concurrency they
-	// are scaled from (growth.go).
-	Load float64
+	// Loads are the VM tasks in flight, on average over each task's
+	// life, of the tasks its fixed costs were recorded in, and Load
+	// their mean: the costs are scaled from them (growth.go,
+	// CostGrowth.Equivalent).
+	Loads []float64
+	Load  float64
 	// Storage is what the VM's points add to the repository, for the
 	// capacity forecast (capacity.go).
 	Storage StorageHistory
@@ -49,6 +51,11 @@ type RunRecord struct {
 	// (the attempt less its transfer), over the tasks that recorded
 	// them: a point of the growth fit (growth.go). 0: not recorded.
 	Load, FixedSeconds float64
+	// TransferSecondsPerByte is the recorded transfer time per byte read
+	// over its tasks that read bytes, at the same load: a point of the
+	// per-stream growth (a transfer sharing the CPU or a link slows as
+	// more run at once). 0: not recorded.
+	TransferSecondsPerByte float64
 }
 
 // History is the catalog's record of a policy.
@@ -100,6 +107,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		pointOf := map[int64]int{} // the task's entry in its samples' points
 		costs := map[int64]*taskCosts{}
 		modeOf := map[int64]string{}
+		readOf := map[int64]int64{}
 		run := RunRecord{JobID: j.ID, Start: j.StartedAt, Elapsed: j.FinishedAt.Sub(j.StartedAt)}
 		var spans [][2]time.Time
 		spanOf := map[int64]int{} // the task's entry in spans
@@ -115,6 +123,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 			byTask[t.ID] = s
 			modeOf[t.ID] = t.Mode
+			readOf[t.ID] = t.BytesRead
 			s.bytes[t.Mode] = append(s.bytes[t.Mode], float64(t.BytesRead))
 			s.read += t.BytesRead
 			s.stored += t.BytesStored
@@ -141,13 +150,16 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			c.add(e)
 		}
 		loads := taskLoads(spans)
-		var fixedSum, loadSum float64
+		var fixedSum, loadSum, transferSum, transferBytes float64
 		var fixedN int
 		for id, c := range costs {
 			s := byTask[id]
 			if f := c.fixed(); f >= 0 && loads[spanOf[id]] > 0 {
 				fixedSum, loadSum, fixedN = fixedSum+f, loadSum+loads[spanOf[id]], fixedN+1
 				s.loads = append(s.loads, loads[spanOf[id]])
+				if c.transfer > 0 && readOf[id] > 0 {
+					transferSum, transferBytes = transferSum+c.transfer, transferBytes+float64(readOf[id])
+				}
 			}
 			s.snapshot, s.release = appendKnown(s.snapshot, c.create), appendKnown(s.release, c.remove)
 			s.setup = appendKnown(s.setup, c.setup)
@@ -161,11 +173,14 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		if fixedN > 0 {
 			run.Load, run.FixedSeconds = loadSum/float64(fixedN), fixedSum/float64(fixedN)
 		}
+		if transferBytes > 0 {
+			run.TransferSecondsPerByte = transferSum / transferBytes
+		}
 		h.Runs = append(h.Runs, run)
 	}
 	for key, s := range per {
 		v := &VMHistory{Snapshot: distOf(s.snapshot), Setup: distOf(s.setup), Release: distOf(s.release),
-			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical, Load: distOf(s.loads).Mean}
+			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical, Loads: s.loads, Load: distOf(s.loads).Mean}
 		for mode, ts := range s.transfer {
 			if len(ts) > 0 {
 				v.Transfer[mode] = distOf(ts)
@@ -363,6 +378,16 @@ func (h *History) CostGrowth() (CostGrowth, error) {
 	var pts []CostPoint
 	for _, r := range h.Runs {
 		pts = append(pts, CostPoint{r.Load, r.FixedSeconds})
+	}
+	return FitCostGrowth(pts)
+}
+
+// TransferGrowth fits the growth of a recorded transfer's time per byte
+// with concurrency, the same way; an error when no run recorded one.
+func (h *History) TransferGrowth() (CostGrowth, error) {
+	var pts []CostPoint
+	for _, r := range h.Runs {
+		pts = append(pts, CostPoint{r.Load, r.TransferSecondsPerByte})
 	}
 	return FitCostGrowth(pts)
 }

@@ -103,12 +103,18 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 	// The first run's loads: vm-a alone for 5 of its 10 s, then with
 	// vm-b: 1.5 in flight on average; vm-b with vm-a for 5 of its 15 s:
 	// 20/15. Each attempt's fixed cost is its 9 s less the 3 s transfer.
-	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	near := func(a, b float64) bool {
+		return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(b), 1e-12) || math.Abs(a-b) < 1e-12
+	}
 	if r := h.Runs[1]; !near(r.Load, (1.5+20.0/15)/2) || r.FixedSeconds != 6 {
 		t.Errorf("first run: load %v fixed %v, want %v and 6", r.Load, r.FixedSeconds, (1.5+20.0/15)/2)
 	}
 	if r := h.Runs[0]; r.Load != 1 || r.FixedSeconds != 6 {
 		t.Errorf("second run: load %v fixed %v, want 1 and 6", r.Load, r.FixedSeconds)
+	}
+	// Transfer time per byte: 3 s + 3 s over 1100 MB, then 3 s over 300 MB.
+	if a, b := h.Runs[1].TransferSecondsPerByte, h.Runs[0].TransferSecondsPerByte; !near(a, 6/1100e6) || !near(b, 3/300e6) {
+		t.Errorf("transfer seconds per byte %v and %v, want %v and %v", a, b, 6/1100e6, 3/300e6)
 	}
 	if !near(a.Load, 1.25) || !near(h.VMs["lab/vm-b"].Load, 20.0/15) {
 		t.Errorf("loads: vm-a %v (want 1.25), vm-b %v (want 1.333…)", a.Load, h.VMs["lab/vm-b"].Load)

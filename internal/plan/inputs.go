@@ -92,7 +92,14 @@ func BuildInput(s Sources) (Input, []string) {
 	fleet := fleetMeans(hist)
 	as := assumptions{}
 	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
-	in.Growth, in.RunSpread = costGrowth(hist, limits.Tasks, as)
+	// How costs grow with concurrency, and how much whole runs move.
+	fixedFit, fixedErr := hist.CostGrowth()
+	transferFit, transferErr := hist.TransferGrowth()
+	if fixedErr == nil {
+		in.Growth, in.RunSpread = fixedFit, fixedFit.Spread
+		describeGrowth(fixedFit, "fixed costs", limits.Tasks, as)
+	}
+	recordedTransfers := 0
 	for k, v := range s.Measured.Devices {
 		in.Devices[k] = v
 	}
@@ -124,10 +131,11 @@ func BuildInput(s Sources) (Input, []string) {
 		t.Release = pick(h, func(h *VMHistory) Dist { return h.Release }, fleet.Release, AssumedReleaseSeconds, "snapshot remove", as)
 		t.Other = pick(h, func(h *VMHistory) Dist { return h.Other }, fleet.Other, 0, "other per-VM work", as)
 		t.Bytes = bytesOf(h, mode, vm, as)
-		t.Load = fleet.Load
-		if h != nil && h.Load > 0 {
-			t.Load = h.Load
+		loads := fleet.Loads
+		if h != nil && len(h.Loads) > 0 {
+			loads = h.Loads
 		}
+		t.Load, t.TransferLoad = in.Growth.Equivalent(loads), transferFit.Equivalent(loads)
 		ratio := AssumedStoredRatio
 		if h != nil && h.StoredRatio > 0 {
 			ratio = h.StoredRatio
@@ -149,9 +157,14 @@ func BuildInput(s Sources) (Input, []string) {
 		// transfer time says more than bytes at assumed rates.
 		if d, ok := h.transfer(mode); ok && !measured {
 			t.Transfer = d
+			recordedTransfers++
 			as.add(fmt.Sprintf("transfer: the time recorded for the VM (%s, its datastores not measured)", mode), 1)
 		}
 		in.Tasks = append(in.Tasks, t)
+	}
+	if recordedTransfers > 0 && transferErr == nil {
+		in.TransferGrowth, in.TransferSpread = transferFit, transferFit.Spread
+		describeGrowth(transferFit, "recorded transfer times", limits.Tasks, as)
 	}
 	if len(unmeasured) > 0 {
 		as.add(fmt.Sprintf("%d datastores not measured: not a limit (run `coffer bench device`)", len(unmeasured)), 0)
@@ -159,34 +172,29 @@ func BuildInput(s Sources) (Input, []string) {
 	return in, as.list()
 }
 
-// costGrowth is how the fixed costs grow with concurrency and how much a
-// whole run moves, from the recorded runs, each use or fallback listed
-// among the assumptions.
-func costGrowth(h *History, tasks int, as assumptions) (CostGrowth, float64) {
-	g, err := h.CostGrowth()
-	if err != nil {
-		return CostGrowth{}, 0
-	}
+// describeGrowth lists, among the assumptions, how a fitted growth (of
+// the fixed costs or of recorded transfer times) is used, or why none
+// is; what names the quantity.
+func describeGrowth(g CostGrowth, what string, tasks int, as assumptions) {
 	switch {
 	case g.Grows():
-		how := fmt.Sprintf("fixed costs scaled to the tasks in flight: × (1 + σ(N−1) + κN(N−1)), σ %.4f, κ %.6f, fitted to %d runs at %.0f to %.0f in flight",
-			g.Sigma, g.Kappa, g.Runs, g.MinLoad, g.MaxLoad)
+		how := fmt.Sprintf("%s scaled to the tasks in flight: × (1 + σ(N−1) + κN(N−1)), σ %.4f, κ %.6f, fitted to %d runs at %.0f to %.0f in flight",
+			what, g.Sigma, g.Kappa, g.Runs, g.MinLoad, g.MaxLoad)
 		if float64(tasks) > g.MaxLoad*1.05 {
 			how += fmt.Sprintf("; extrapolated to limits.tasks %d", tasks)
 		}
 		as.add(how, 0)
 	case g.MaxLoad >= MinLoadSpan*g.MinLoad:
-		as.add(fmt.Sprintf("fixed costs as recorded at every concurrency: they did not grow over %d runs at %.0f to %.0f in flight", g.Runs, g.MinLoad, g.MaxLoad), 0)
+		as.add(fmt.Sprintf("%s as recorded at every concurrency: they did not grow over %d runs at %.0f to %.0f in flight", what, g.Runs, g.MinLoad, g.MaxLoad), 0)
 	default:
-		as.add(fmt.Sprintf("fixed costs as recorded (at about %.0f in flight) at every concurrency: no growth fitted, the %d recorded runs are at one concurrency (record runs at concurrencies at least %.0f× apart)",
-			g.MaxLoad, g.Runs, MinLoadSpan), 0)
+		as.add(fmt.Sprintf("%s as recorded (at about %.0f in flight) at every concurrency: no growth fitted, the %d recorded runs are at one concurrency (record runs at concurrencies at least %.0f× apart)",
+			what, g.MaxLoad, g.Runs, MinLoadSpan), 0)
 	}
 	if g.Spread > 0 {
-		as.add(fmt.Sprintf("run-to-run factor of the fixed costs: ±%.0f%% (log-normal, from %d runs around the fit)", 100*g.Spread, g.Runs), 0)
+		as.add(fmt.Sprintf("run-to-run factor of the %s: ±%.0f%% (log-normal, from %d runs around the fit)", what, 100*g.Spread, g.Runs), 0)
 	} else {
-		as.add(fmt.Sprintf("no run-to-run factor: %d recorded runs leave no spread around the fit (P90 from per-VM variance only)", g.Runs), 0)
+		as.add(fmt.Sprintf("no run-to-run factor of the %s: %d recorded runs leave no spread around the fit (P90 from per-VM variance only)", what, g.Runs), 0)
 	}
-	return g, g.Spread
 }
 
 // pick is the VM's own measure, else the policy's mean over the VMs that
@@ -248,11 +256,9 @@ func (h *VMHistory) transfer(mode string) (Dist, bool) {
 
 // fleetMeans averages the fixed costs over the VMs that have them.
 func fleetMeans(h *History) VMHistory {
-	var snap, setup, rel, other, load []float64
+	var snap, setup, rel, other, loads []float64
 	for _, v := range h.VMs {
-		if v.Load > 0 {
-			load = append(load, v.Load)
-		}
+		loads = append(loads, v.Loads...)
 		if v.Snapshot.Mean > 0 {
 			snap = append(snap, v.Snapshot.Mean)
 		}
@@ -266,7 +272,7 @@ func fleetMeans(h *History) VMHistory {
 			other = append(other, v.Other.Mean)
 		}
 	}
-	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other), Load: distOf(load).Mean}
+	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other), Loads: loads}
 }
 
 // assumptions counts the VMs each assumption was used for.

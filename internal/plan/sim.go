@@ -186,15 +186,20 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 		devSeen: make([]uint32, len(c.devices))}
 	// The run's own factor, mean 1, drawn first: every task's costs move
 	// with it.
-	runFactor := 1.0
-	if s := c.in.RunSpread; s > 0 && rng != nil {
-		runFactor = math.Exp(s*rng.NormFloat64() - s*s/2)
+	fixedFactor, transferFactor := 1.0, 1.0
+	if sf, st := c.in.RunSpread, c.in.TransferSpread; (sf > 0 || st > 0) && rng != nil {
+		z := rng.NormFloat64()
+		fixedFactor, transferFactor = math.Exp(sf*z-sf*sf/2), math.Exp(st*z-st*st/2)
 	}
 	for i, t := range c.in.Tasks {
 		s := &r.tasks[i]
 		s.cost = [5]float64{t.Snapshot.sample(rng), t.Setup.sample(rng), t.Transfer.sample(rng), t.Other.sample(rng), t.Release.sample(rng)}
 		for k := range s.cost {
-			s.cost[k] *= runFactor
+			if k == costIndex(phaseTransfer) {
+				s.cost[k] *= transferFactor
+			} else {
+				s.cost[k] *= fixedFactor
+			}
 		}
 		s.remaining = t.Bytes.sample(rng)
 		s.pred, s.blocker = -1, -1
@@ -263,7 +268,7 @@ func (r *run) settle() {
 // instant's starts and ends, so that the tasks starting together all see
 // the same number in flight.
 func (r *run) schedule(i int32, d float64) {
-	if r.c.in.Growth.Grows() && r.c.in.Tasks[i].Load > 0 {
+	if g, load := r.growth(i); g.Grows() && load > 0 {
 		r.pending = append(r.pending, event{d, i})
 		return
 	}
@@ -279,9 +284,19 @@ func (r *run) schedulePending() {
 	}
 	n := float64(r.used[globalPool])
 	for _, e := range r.pending {
-		r.push(e.task, e.at*r.c.in.Growth.Scale(r.c.in.Tasks[e.task].Load, n))
+		g, load := r.growth(e.task)
+		r.push(e.task, e.at*g.Scale(load, n))
 	}
 	r.pending = r.pending[:0]
+}
+
+// growth is the growth of task i's current phase and the load its cost
+// was recorded at.
+func (r *run) growth(i int32) (CostGrowth, float64) {
+	if r.tasks[i].phase == phaseTransfer {
+		return r.c.in.TransferGrowth, r.c.in.Tasks[i].TransferLoad
+	}
+	return r.c.in.Growth, r.c.in.Tasks[i].Load
 }
 
 func (r *run) push(i int32, d float64) {
