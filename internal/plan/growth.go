@@ -92,8 +92,10 @@ const MinLoadSpan = 2.0
 
 // FitCostGrowth fits the growth to recorded runs. With loads spanning at
 // least MinLoadSpan it fits, by least squares on T(N) = a + b(N−1) +
-// cN(N−1) (σ = b/a, κ = c/a), the first of these with no negative term:
-// σ and κ (three distinct loads or more), σ alone, κ alone. Costs that do
+// cN(N−1) (σ = b/a, κ = c/a), the closest of these with no negative
+// term: σ alone, κ alone, σ and κ (three distinct loads or more; a convex
+// curve with a negative σ is better told by κ alone than by a line that
+// misses its low end). Costs that do
 // not grow, or loads too close together, give no growth, and the spread
 // is then around the runs' mean. It needs one run with a positive load
 // and cost.
@@ -115,21 +117,30 @@ func FitCostGrowth(points []CostPoint) (CostGrowth, error) {
 	}
 	if g.MaxLoad >= MinLoadSpan*g.MinLoad {
 		type model struct{ sigma, kappa bool }
-		models := []model{{true, true}, {true, false}, {false, true}}
+		models := []model{{true, false}, {false, true}, {true, true}}
 		if len(distinct) < 3 {
-			models = models[1:]
+			models = models[:2]
 		}
+		best, bestSSE := CostGrowth{}, math.Inf(1)
 		for _, m := range models {
 			a, b, c, ok := leastSquares(pts, m.sigma, m.kappa)
-			if ok && a > 0 && b >= 0 && c >= 0 && b+c > 0 {
-				g.Base, g.Sigma, g.Kappa = a, b/a, c/a
-				params := 2
-				if m.sigma && m.kappa {
-					params = 3
-				}
-				g.Spread = spread(pts, g, params)
-				return g, nil
+			if !ok || a <= 0 || b < 0 || c < 0 || b+c == 0 {
+				continue
 			}
+			fit := g
+			fit.Base, fit.Sigma, fit.Kappa = a, b/a, c/a
+			params := 2
+			if m.sigma && m.kappa {
+				params = 3
+			}
+			// The closest fit; a third parameter must earn its place.
+			if sse := sumOfSquares(pts, fit); sse < bestSSE*(1-1e-9) {
+				best, bestSSE = fit, sse
+				best.Spread = spread(pts, fit, params)
+			}
+		}
+		if best.Grows() {
+			return best, nil
 		}
 	}
 	var sum float64
@@ -217,6 +228,16 @@ func solve(m [][]float64) ([]float64, bool) {
 		out[i] = m[i][k] / m[i][i]
 	}
 	return out, true
+}
+
+// sumOfSquares is the fit's residual sum of squares, in seconds².
+func sumOfSquares(pts []CostPoint, g CostGrowth) float64 {
+	var ss float64
+	for _, p := range pts {
+		r := p.Seconds - g.Base*g.Factor(p.Load)
+		ss += r * r
+	}
+	return ss
 }
 
 // spread is the standard deviation of ln(recorded / fitted) over the

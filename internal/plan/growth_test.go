@@ -224,3 +224,25 @@ func TestRecordedTransfersScaleWithTheirOwnGrowth(t *testing.T) {
 		}
 	}
 }
+
+// Costs on a convex curve whose linear term is negative, T = 1 −
+// 0.002(N−1) + 0.0001N(N−1) at 8, 32 and 128 in flight (0.9916, 1.0372,
+// 2.3716 s, the shape vcsim's snapshot calls took): the full fit's σ is
+// negative, and of the two left the curve is told by κ alone, closer
+// than a line, which would make 8 in flight 11% cheaper than recorded.
+func TestCostGrowthPrefersTheCloserCurve(t *testing.T) {
+	cost := func(n float64) float64 { return 1 - 0.002*(n-1) + 0.0001*n*(n-1) }
+	pts := []CostPoint{{8, cost(8)}, {32, cost(32)}, {128, cost(128)}}
+	g, err := FitCostGrowth(pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, _, _ := leastSquares(pts, true, false)
+	line := CostGrowth{Base: a, Sigma: b / a}
+	if g.Sigma != 0 || g.Kappa <= 0 || sumOfSquares(pts, g) >= sumOfSquares(pts, line) {
+		t.Errorf("fit %+v (residuals %v), want κ alone, closer than the line's %v", g, sumOfSquares(pts, g), sumOfSquares(pts, line))
+	}
+	if at8 := g.Base * g.Factor(8); !near(at8, cost(8), 0.03) {
+		t.Errorf("fitted cost at 8: %v, recorded %v", at8, cost(8))
+	}
+}
