@@ -160,11 +160,15 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 		t.Fatalf("%v %+v", err, p)
 	}
 	// Without the datastore's measurement, vm-a's recorded 3 s stand
-	// for its transfer; vm-c, never recorded, still reads at rates.
+	// for its transfer; vm-c, never recorded, moves its 500 MB (5% of
+	// 10 GB) at the policy's recorded time per byte, vm-a's 3 s per
+	// 200 MB: 7.5 s.
 	in, as = BuildInput(Sources{Config: cfg, Policy: policy.Policy{Name: "nightly", Repository: "main", Mode: "incremental"},
 		Targets: []Target{vm("vm-a"), vm("vm-c")}, History: h, Measured: Measurements{Pipeline: 500e6}})
-	if in.Tasks[0].Transfer.Mean != 3 || in.Tasks[1].Transfer.Mean != 0 ||
-		!strings.Contains(strings.Join(as, "\n"), "transfer: the time recorded for the VM (incremental, its datastores not measured): 1 VMs") {
+	joined = strings.Join(as, "\n")
+	if in.Tasks[0].Transfer.Mean != 3 || math.Abs(in.Tasks[1].Transfer.Mean-7.5) > 1e-9 ||
+		!strings.Contains(joined, "transfer: the time recorded for the VM (incremental, its datastores not measured): 1 VMs") ||
+		!strings.Contains(joined, "transfer: the policy's mean recorded time per byte read, 0.015 s per MB (incremental, no run of their own recorded, datastores not measured): 1 VMs") {
 		t.Errorf("transfers %+v and %+v; assumptions %v", in.Tasks[0].Transfer, in.Tasks[1].Transfer, as)
 	}
 }

@@ -90,6 +90,7 @@ func BuildInput(s Sources) (Input, []string) {
 		hist = &History{VMs: map[string]*VMHistory{}}
 	}
 	fleet := fleetMeans(hist)
+	perByteTransfer := transferPerByte(hist)
 	as := assumptions{}
 	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
 	// How costs grow with concurrency, and how much whole runs move.
@@ -159,6 +160,13 @@ func BuildInput(s Sources) (Input, []string) {
 			t.Transfer = d
 			recordedTransfers++
 			as.add(fmt.Sprintf("transfer: the time recorded for the VM (%s, its datastores not measured)", mode), 1)
+		} else if perByte := perByteTransfer[mode]; perByte > 0 && !measured && t.Bytes.Mean > 0 {
+			// A VM never recorded moves its bytes as the policy's
+			// recorded VMs did, not at rates nobody measured.
+			t.Transfer = Dist{Mean: perByte * t.Bytes.Mean, StdDev: perByte * t.Bytes.StdDev}
+			recordedTransfers++
+			as.add(fmt.Sprintf("transfer: the policy's mean recorded time per byte read, %.3g s per MB (%s, no run of their own recorded, datastores not measured)",
+				perByte*1e6, mode), 1)
 		}
 		in.Tasks = append(in.Tasks, t)
 	}
@@ -273,6 +281,25 @@ func fleetMeans(h *History) VMHistory {
 		}
 	}
 	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other), Loads: loads}
+}
+
+// transferPerByte is, per mode, the recorded transfer time per byte read
+// over the VMs that have both: Σ mean time ÷ Σ mean bytes.
+func transferPerByte(h *History) map[string]float64 {
+	secs, bytes := map[string]float64{}, map[string]float64{}
+	for _, v := range h.VMs {
+		for mode, d := range v.Transfer {
+			if b := v.Bytes[mode]; d.Mean > 0 && b.Mean > 0 {
+				secs[mode] += d.Mean
+				bytes[mode] += b.Mean
+			}
+		}
+	}
+	out := map[string]float64{}
+	for mode, s := range secs {
+		out[mode] = s / bytes[mode]
+	}
+	return out
 }
 
 // assumptions counts the VMs each assumption was used for.
