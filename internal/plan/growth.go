@@ -92,10 +92,11 @@ const MinLoadSpan = 2.0
 
 // FitCostGrowth fits the growth to recorded runs. With loads spanning at
 // least MinLoadSpan it fits, by least squares on T(N) = a + b(N−1) +
-// cN(N−1) (σ = b/a, κ = c/a), the closest of these with no negative
-// term: σ alone, κ alone, σ and κ (three distinct loads or more; a convex
-// curve with a negative σ is better told by κ alone than by a line that
-// misses its low end). Costs that do
+// cN(N−1) (σ = b/a, κ = c/a), of these with no negative term the one
+// with the least residual variance per degree of freedom: σ alone, κ
+// alone, σ and κ (three distinct loads or more; a convex curve with a
+// negative σ is better told by κ alone than by a line that misses its
+// low end). Costs that do
 // not grow, or loads too close together, give no growth, and the spread
 // is then around the runs' mean. It needs one run with a positive load
 // and cost.
@@ -121,7 +122,7 @@ func FitCostGrowth(points []CostPoint) (CostGrowth, error) {
 		if len(distinct) < 3 {
 			models = models[:2]
 		}
-		best, bestSSE := CostGrowth{}, math.Inf(1)
+		best, bestScore := CostGrowth{}, math.Inf(1)
 		for _, m := range models {
 			a, b, c, ok := leastSquares(pts, m.sigma, m.kappa)
 			if !ok || a <= 0 || b < 0 || c < 0 || b+c == 0 {
@@ -133,9 +134,17 @@ func FitCostGrowth(points []CostPoint) (CostGrowth, error) {
 			if m.sigma && m.kappa {
 				params = 3
 			}
-			// The closest fit; a third parameter must earn its place.
-			if sse := sumOfSquares(pts, fit); sse < bestSSE*(1-1e-9) {
-				best, bestSSE = fit, sse
+			// The residual variance, per degree of freedom left: a third
+			// parameter must earn its place (with three loads it always
+			// goes through their means, noise included, and bends the
+			// extrapolation); a fit with none left only when nothing
+			// else fits.
+			score := math.MaxFloat64
+			if len(pts) > params {
+				score = sumOfSquares(pts, fit) / float64(len(pts)-params)
+			}
+			if score < bestScore {
+				best, bestScore = fit, score
 				best.Spread = spread(pts, fit, params)
 			}
 		}
