@@ -90,7 +90,7 @@ func BuildInput(s Sources) (Input, []string) {
 		hist = &History{VMs: map[string]*VMHistory{}}
 	}
 	fleet := fleetMeans(hist)
-	perByteTransfer := transferPerByte(hist)
+	perByteTransfer, share := transferPerByte(hist), readShare(hist)
 	as := assumptions{}
 	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
 	// How costs grow with concurrency, and how much whole runs move.
@@ -131,7 +131,7 @@ func BuildInput(s Sources) (Input, []string) {
 		t.Setup = pick(h, func(h *VMHistory) Dist { return h.Setup }, fleet.Setup, AssumedSetupSeconds, "disk setup", as)
 		t.Release = pick(h, func(h *VMHistory) Dist { return h.Release }, fleet.Release, AssumedReleaseSeconds, "snapshot remove", as)
 		t.Other = pick(h, func(h *VMHistory) Dist { return h.Other }, fleet.Other, 0, "other per-VM work", as)
-		t.Bytes = bytesOf(h, mode, vm, as)
+		t.Bytes = bytesOf(h, mode, vm, share, as)
 		loads := fleet.Loads
 		if h != nil && len(h.Loads) > 0 {
 			loads = h.Loads
@@ -219,7 +219,7 @@ func pick(h *VMHistory, of func(*VMHistory) Dist, fleet Dist, constant float64, 
 	return Fixed(constant)
 }
 
-func bytesOf(h *VMHistory, mode string, vm hypervisor.VM, as assumptions) Dist {
+func bytesOf(h *VMHistory, mode string, vm hypervisor.VM, fleetShare map[string]float64, as assumptions) Dist {
 	if h != nil {
 		if d, ok := h.Bytes[mode]; ok {
 			return d
@@ -229,12 +229,38 @@ func bytesOf(h *VMHistory, mode string, vm hypervisor.VM, as assumptions) Dist {
 	if h != nil && h.Logical > 0 {
 		size = float64(h.Logical)
 	}
+	if share := fleetShare[mode]; share > 0 && mode == "full" {
+		as.add(fmt.Sprintf("a full run reads %.0f%% of the disks, the policy's recorded full runs' mean (no full run of their own recorded)", 100*share), 1)
+		return Fixed(size * share)
+	}
 	if mode == "full" {
 		as.add("a full run reads the whole disks (no full run recorded)", 1)
 		return Fixed(size)
 	}
 	as.add(fmt.Sprintf("an %s run reads %.0f%% of the disks (none recorded)", mode, 100*AssumedChangeRate), 1)
 	return Fixed(size * AssumedChangeRate)
+}
+
+// readShare is, per mode, the share of their disks the policy's recorded
+// VMs read in a run: Σ mean bytes read ÷ Σ disk bytes. BuildInput takes
+// it for full runs only (a full read of thin disks reads what is
+// allocated, not the whole size); an incremental's change is the VM's
+// own.
+func readShare(h *History) map[string]float64 {
+	read, disks := map[string]float64{}, map[string]float64{}
+	for _, v := range h.VMs {
+		for mode, b := range v.Bytes {
+			if v.Logical > 0 && b.Mean > 0 {
+				read[mode] += b.Mean
+				disks[mode] += float64(v.Logical)
+			}
+		}
+	}
+	out := map[string]float64{}
+	for mode, r := range read {
+		out[mode] = min(r/disks[mode], 1)
+	}
+	return out
 }
 
 // datastoreShares is the share of a VM's bytes on each of its datastores.
