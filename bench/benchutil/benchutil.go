@@ -1,13 +1,15 @@
 // Package benchutil holds what the benchmark programs share to run
 // commands and to clean up: a benchmark mounts filesystems, attaches loop
 // devices and starts guests, and must undo all of it on every exit,
-// fatal ones included (log.Fatal skips deferred calls).
+// fatal ones included (log.Fatal skips deferred calls). It also reads the
+// machine's load average, which every published figure is set beside.
 package benchutil
 
 import (
 	"log"
 	"os"
 	"os/exec"
+	"strings"
 )
 
 var cleanups []func()
@@ -51,4 +53,14 @@ func Output(name string, args ...string) string {
 		Fatalf("%s %v: %v", name, args, err)
 	}
 	return string(out)
+}
+
+// LoadAverage is the machine's 1-minute load average (other tenants'
+// work included), for the record: "unknown" where /proc has none.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
 }

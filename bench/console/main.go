@@ -51,9 +51,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
+	"github.com/coffer-backup/coffer/bench/benchutil"
 	"github.com/coffer-backup/coffer/bench/catalogfill"
 	"github.com/coffer-backup/coffer/bench/fleetserver"
 	"github.com/coffer-backup/coffer/internal/console"
@@ -130,7 +130,7 @@ func main() {
 			"delete %s to fill it again", recent+outside+unprotected, in.Shape.VMs, filepath.Join(dir, in.DB))
 	}
 
-	load := loadAverage()
+	load := benchutil.LoadAverage()
 	var results []pageResult
 	for _, p := range pages(in.Shape) {
 		if filter != nil && !filter.MatchString(p.name) {
@@ -164,14 +164,4 @@ func main() {
 	for _, m := range modes {
 		report(os.Stdout, m, results, in.DatabasePID() != 0)
 	}
-}
-
-// loadAverage is the machine's 1-minute load average (other tenants'
-// work included), for the record.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	return strings.Fields(string(b))[0]
 }

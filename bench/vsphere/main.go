@@ -6,7 +6,7 @@
 //	go run ./bench/vsphere                                   # the published experiment's shape
 //	go run ./bench/vsphere -concurrency 64,256 -c1-vms ""     # only the fast levels
 //	go run ./bench/vsphere -concurrency "" -c1-vms ""         # only the inventory listing
-//	go run ./bench/vsphere -plan 50 -concurrency 8,32,256 -inventory-runs 0 -c1-vms ""  # the planner's predictions against the runs (plan.go)
+//	go run ./bench/vsphere -plan 200 -concurrency 8,32,256 -inventory-runs 0 -c1-vms ""  # the planner's predictions against the runs (plan.go)
 //
 // Before the backups, the connector's Inventory of the whole fleet is timed
 // (best of -inventory-runs, after one warm-up listing that opens the
@@ -44,6 +44,7 @@ import (
 
 	"github.com/vmware/govmomi/simulator"
 
+	"github.com/coffer-backup/coffer/bench/planacc"
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/engine"
@@ -81,12 +82,18 @@ func main() {
 	flag.StringVar(&o.runner, "runner", "backup", "backup (real backups into a repository) or snapshot (snapshot create+remove only)")
 	invRuns := flag.Int("inventory-runs", 3, "time the fleet's inventory this many times and report the best (0: skip)")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the runs (not the fleet build) to this file")
-	calibrate := flag.Int("plan", 0, "predict each run with internal/plan before running it, from a first run of this many VMs at concurrency 8 (0: no plan)")
+	var po planacc.Options
+	var levels string
+	flag.IntVar(&po.CalibrationVMs, "plan", 0, "predict each run with internal/plan before running it, from calibration runs of this many VMs (0: no plan)")
+	flag.StringVar(&levels, "plan-calibrate", "8,64", "with -plan: the concurrencies of the calibration runs")
+	flag.IntVar(&po.Repeats, "plan-repeat", 2, "with -plan: calibration runs at each of those concurrencies (two or more give the run-to-run spread)")
+	flag.IntVar(&po.Runs, "plan-runs", 1, "with -plan: runs of the whole fleet at each -concurrency, each held to the one prediction")
 	flag.Parse()
 	// vcsim logs every call of a method it lacks (QueryChangedDiskAreas,
 	// once per backed-up VM here): keep the output readable.
 	log.SetOutput(dropLines{w: os.Stderr, substr: "does not implement"})
 	o.concurrency, o.c1 = ints(conc), ints(c1)
+	po.Levels, po.VMs, po.Concurrency, po.Policy = ints(levels), o.vms, o.concurrency, "bench"
 	o.diskSize, o.data = size(disk), size(data)
 	ctx := context.Background()
 
@@ -118,8 +125,8 @@ func main() {
 		pprof.StartCPUProfile(pf)
 		defer pprof.StopCPUProfile()
 	}
-	if *calibrate > 0 {
-		f.planAccuracy(ctx, *calibrate)
+	if po.CalibrationVMs > 0 {
+		planacc.Run(ctx, planFleet{f}, po)
 		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

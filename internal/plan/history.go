@@ -27,6 +27,12 @@ type VMHistory struct {
 	StoredRatio float64
 	// Logical is the disk bytes the newest run covered.
 	Logical int64
+	// Loads are the VM tasks in flight, on average over each task's
+	// life, of the tasks its fixed costs were recorded in, and Load
+	// their mean: the costs are scaled from them (growth.go,
+	// CostGrowth.Equivalent).
+	Loads []float64
+	Load  float64
 	// Storage is what the VM's points add to the repository, for the
 	// capacity forecast (capacity.go).
 	Storage StorageHistory
@@ -40,6 +46,16 @@ type RunRecord struct {
 	Elapsed          time.Duration
 	VMs, Concurrency int
 	BytesRead        int64
+	// Load is the mean over its tasks of the VM tasks in flight during
+	// each task's life, and FixedSeconds the mean fixed cost per VM
+	// (the attempt less its transfer), over the tasks that recorded
+	// them: a point of the growth fit (growth.go). 0: not recorded.
+	Load, FixedSeconds float64
+	// TransferSecondsPerByte is the recorded transfer time per byte read
+	// over its tasks that read bytes, at the same load: a point of the
+	// per-stream growth (a transfer sharing the CPU or a link slows as
+	// more run at once). 0: not recorded.
+	TransferSecondsPerByte float64
 }
 
 // History is the catalog's record of a policy.
@@ -61,6 +77,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 	}
 	type samples struct {
 		snapshot, setup, release []float64
+		loads                    []float64
 		transfer                 map[string][]float64
 		other                    []float64
 		bytes                    map[string][]float64
@@ -90,8 +107,10 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		pointOf := map[int64]int{} // the task's entry in its samples' points
 		costs := map[int64]*taskCosts{}
 		modeOf := map[int64]string{}
+		readOf := map[int64]int64{}
 		run := RunRecord{JobID: j.ID, Start: j.StartedAt, Elapsed: j.FinishedAt.Sub(j.StartedAt)}
 		var spans [][2]time.Time
+		spanOf := map[int64]int{} // the task's entry in spans
 		for _, t := range tasks {
 			if t.Status != catalog.StatusSuccess {
 				continue
@@ -104,6 +123,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 			byTask[t.ID] = s
 			modeOf[t.ID] = t.Mode
+			readOf[t.ID] = t.BytesRead
 			s.bytes[t.Mode] = append(s.bytes[t.Mode], float64(t.BytesRead))
 			s.read += t.BytesRead
 			s.stored += t.BytesStored
@@ -115,6 +135,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 			run.VMs++
 			run.BytesRead += t.BytesRead
+			spanOf[t.ID] = len(spans)
 			spans = append(spans, [2]time.Time{t.StartedAt, t.FinishedAt})
 		}
 		for _, e := range events {
@@ -128,8 +149,18 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 			c.add(e)
 		}
+		loads := taskLoads(spans)
+		var fixedSum, loadSum, transferSum, transferBytes float64
+		var fixedN int
 		for id, c := range costs {
 			s := byTask[id]
+			if f := c.fixed(); f >= 0 && loads[spanOf[id]] > 0 {
+				fixedSum, loadSum, fixedN = fixedSum+f, loadSum+loads[spanOf[id]], fixedN+1
+				s.loads = append(s.loads, loads[spanOf[id]])
+				if c.transfer > 0 && readOf[id] > 0 {
+					transferSum, transferBytes = transferSum+c.transfer, transferBytes+float64(readOf[id])
+				}
+			}
 			s.snapshot, s.release = appendKnown(s.snapshot, c.create), appendKnown(s.release, c.remove)
 			s.setup = appendKnown(s.setup, c.setup)
 			s.points[pointOf[id]].added, s.points[pointOf[id]].zero = int64(c.added), int64(c.zero)
@@ -139,11 +170,17 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			}
 		}
 		run.Concurrency = mostOverlapping(spans)
+		if fixedN > 0 {
+			run.Load, run.FixedSeconds = loadSum/float64(fixedN), fixedSum/float64(fixedN)
+		}
+		if transferBytes > 0 {
+			run.TransferSecondsPerByte = transferSum / transferBytes
+		}
 		h.Runs = append(h.Runs, run)
 	}
 	for key, s := range per {
 		v := &VMHistory{Snapshot: distOf(s.snapshot), Setup: distOf(s.setup), Release: distOf(s.release),
-			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical}
+			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical, Loads: s.loads, Load: distOf(s.loads).Mean}
 		for mode, ts := range s.transfer {
 			if len(ts) > 0 {
 				v.Transfer[mode] = distOf(ts)
@@ -169,6 +206,18 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 type taskCosts struct {
 	create, remove, setup, transfer, total float64
 	added, zero                            float64
+}
+
+// fixed is the task's fixed cost in seconds: the attempt less its
+// transfer, else the sum of the fixed phases recorded; -1: none.
+func (c *taskCosts) fixed() float64 {
+	if c.total >= 0 && c.transfer >= 0 {
+		return max(c.total-c.transfer, 0)
+	}
+	if c.create < 0 && c.remove < 0 && c.setup < 0 {
+		return -1
+	}
+	return max(c.create, 0) + max(c.remove, 0) + max(c.setup, 0)
 }
 
 func (c *taskCosts) add(e catalog.Event) {
@@ -257,4 +306,88 @@ func mostOverlapping(spans [][2]time.Time) int {
 		most = max(most, n)
 	}
 	return most
+}
+
+// taskLoads is, for each span, the mean number of spans open over it
+// (itself included): the concurrency that task ran at. A span of no
+// length takes the number open at its instant.
+func taskLoads(spans [][2]time.Time) []float64 {
+	out := make([]float64, len(spans))
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var es []edge
+	for _, s := range spans {
+		if s[0].IsZero() || s[1].Before(s[0]) {
+			continue
+		}
+		es = append(es, edge{s[0], 1}, edge{s[1], -1})
+	}
+	if len(es) == 0 {
+		return out
+	}
+	sort.Slice(es, func(i, j int) bool {
+		if !es[i].at.Equal(es[j].at) {
+			return es[i].at.Before(es[j].at)
+		}
+		return es[i].delta < es[j].delta
+	})
+	// The count of open spans is constant between distinct edge instants:
+	// at[k] is the k-th instant, open[k] the count after its edges,
+	// area[k] the integral of the count up to at[k], in seconds.
+	origin := es[0].at
+	var at, area []float64
+	var open []int
+	n := 0
+	for _, e := range es {
+		x := e.at.Sub(origin).Seconds()
+		if len(at) == 0 || x > at[len(at)-1] {
+			a := 0.0
+			if k := len(at) - 1; k >= 0 {
+				a = area[k] + float64(open[k])*(x-at[k])
+			}
+			at, area, open = append(at, x), append(area, a), append(open, n)
+		}
+		n += e.delta
+		open[len(open)-1] = n
+	}
+	integral := func(x float64) (float64, int) {
+		k := sort.SearchFloat64s(at, x+1e-12) - 1
+		return area[k] + float64(open[k])*(x-at[k]), open[k]
+	}
+	for i, s := range spans {
+		if s[0].IsZero() || s[1].Before(s[0]) {
+			continue
+		}
+		from, to := s[0].Sub(origin).Seconds(), s[1].Sub(origin).Seconds()
+		a, openAt := integral(from)
+		if to <= from {
+			out[i] = float64(max(openAt, 1))
+			continue
+		}
+		b, _ := integral(to)
+		out[i] = (b - a) / (to - from)
+	}
+	return out
+}
+
+// CostGrowth fits the growth of the fixed costs with concurrency to the
+// recorded runs (growth.go); an error when none recorded fixed costs.
+func (h *History) CostGrowth() (CostGrowth, error) {
+	var pts []CostPoint
+	for _, r := range h.Runs {
+		pts = append(pts, CostPoint{r.Load, r.FixedSeconds})
+	}
+	return FitCostGrowth(pts)
+}
+
+// TransferGrowth fits the growth of a recorded transfer's time per byte
+// with concurrency, the same way; an error when no run recorded one.
+func (h *History) TransferGrowth() (CostGrowth, error) {
+	var pts []CostPoint
+	for _, r := range h.Runs {
+		pts = append(pts, CostPoint{r.Load, r.TransferSecondsPerByte})
+	}
+	return FitCostGrowth(pts)
 }

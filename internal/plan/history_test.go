@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,6 +100,25 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 	if len(h.Runs) != 2 || h.Runs[1].Concurrency != 2 || h.Runs[0].Concurrency != 1 || h.Runs[1].BytesRead != 1100e6 {
 		t.Errorf("runs %+v", h.Runs)
 	}
+	// The first run's loads: vm-a alone for 5 of its 10 s, then with
+	// vm-b: 1.5 in flight on average; vm-b with vm-a for 5 of its 15 s:
+	// 20/15. Each attempt's fixed cost is its 9 s less the 3 s transfer.
+	near := func(a, b float64) bool {
+		return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(b), 1e-12) || math.Abs(a-b) < 1e-12
+	}
+	if r := h.Runs[1]; !near(r.Load, (1.5+20.0/15)/2) || r.FixedSeconds != 6 {
+		t.Errorf("first run: load %v fixed %v, want %v and 6", r.Load, r.FixedSeconds, (1.5+20.0/15)/2)
+	}
+	if r := h.Runs[0]; r.Load != 1 || r.FixedSeconds != 6 {
+		t.Errorf("second run: load %v fixed %v, want 1 and 6", r.Load, r.FixedSeconds)
+	}
+	// Transfer time per byte: 3 s + 3 s over 1100 MB, then 3 s over 300 MB.
+	if a, b := h.Runs[1].TransferSecondsPerByte, h.Runs[0].TransferSecondsPerByte; !near(a, 6/1100e6) || !near(b, 3/300e6) {
+		t.Errorf("transfer seconds per byte %v and %v, want %v and %v", a, b, 6/1100e6, 3/300e6)
+	}
+	if !near(a.Load, 1.25) || !near(h.VMs["lab/vm-b"].Load, 20.0/15) {
+		t.Errorf("loads: vm-a %v (want 1.25), vm-b %v (want 1.333…)", a.Load, h.VMs["lab/vm-b"].Load)
+	}
 
 	// vm-c has no history: it takes the policy's means and says so.
 	vm := func(id string) Target {
@@ -140,11 +160,15 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 		t.Fatalf("%v %+v", err, p)
 	}
 	// Without the datastore's measurement, vm-a's recorded 3 s stand
-	// for its transfer; vm-c, never recorded, still reads at rates.
+	// for its transfer; vm-c, never recorded, moves its 500 MB (5% of
+	// 10 GB) at the policy's recorded time per byte, vm-a's 3 s per
+	// 200 MB: 7.5 s.
 	in, as = BuildInput(Sources{Config: cfg, Policy: policy.Policy{Name: "nightly", Repository: "main", Mode: "incremental"},
 		Targets: []Target{vm("vm-a"), vm("vm-c")}, History: h, Measured: Measurements{Pipeline: 500e6}})
-	if in.Tasks[0].Transfer.Mean != 3 || in.Tasks[1].Transfer.Mean != 0 ||
-		!strings.Contains(strings.Join(as, "\n"), "transfer: the time recorded for the VM (incremental, its datastores not measured): 1 VMs") {
+	joined = strings.Join(as, "\n")
+	if in.Tasks[0].Transfer.Mean != 3 || math.Abs(in.Tasks[1].Transfer.Mean-7.5) > 1e-9 ||
+		!strings.Contains(joined, "transfer: the time recorded for the VM (incremental, its datastores not measured): 1 VMs") ||
+		!strings.Contains(joined, "transfer: the policy's mean recorded time per byte read, 0.015 s per MB (incremental, no run of their own recorded, datastores not measured): 1 VMs") {
 		t.Errorf("transfers %+v and %+v; assumptions %v", in.Tasks[0].Transfer, in.Tasks[1].Transfer, as)
 	}
 }

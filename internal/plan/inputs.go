@@ -90,8 +90,17 @@ func BuildInput(s Sources) (Input, []string) {
 		hist = &History{VMs: map[string]*VMHistory{}}
 	}
 	fleet := fleetMeans(hist)
+	perByteTransfer, share := transferPerByte(hist), readShare(hist)
 	as := assumptions{}
 	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
+	// How costs grow with concurrency, and how much whole runs move.
+	fixedFit, fixedErr := hist.CostGrowth()
+	transferFit, transferErr := hist.TransferGrowth()
+	if fixedErr == nil {
+		in.Growth, in.RunSpread = fixedFit, fixedFit.Spread
+		describeGrowth(fixedFit, "fixed costs", limits.Tasks, as)
+	}
+	recordedTransfers := 0
 	for k, v := range s.Measured.Devices {
 		in.Devices[k] = v
 	}
@@ -122,7 +131,12 @@ func BuildInput(s Sources) (Input, []string) {
 		t.Setup = pick(h, func(h *VMHistory) Dist { return h.Setup }, fleet.Setup, AssumedSetupSeconds, "disk setup", as)
 		t.Release = pick(h, func(h *VMHistory) Dist { return h.Release }, fleet.Release, AssumedReleaseSeconds, "snapshot remove", as)
 		t.Other = pick(h, func(h *VMHistory) Dist { return h.Other }, fleet.Other, 0, "other per-VM work", as)
-		t.Bytes = bytesOf(h, mode, vm, as)
+		t.Bytes = bytesOf(h, mode, vm, share, as)
+		loads := fleet.Loads
+		if h != nil && len(h.Loads) > 0 {
+			loads = h.Loads
+		}
+		t.Load, t.TransferLoad = in.Growth.Equivalent(loads), transferFit.Equivalent(loads)
 		ratio := AssumedStoredRatio
 		if h != nil && h.StoredRatio > 0 {
 			ratio = h.StoredRatio
@@ -144,14 +158,51 @@ func BuildInput(s Sources) (Input, []string) {
 		// transfer time says more than bytes at assumed rates.
 		if d, ok := h.transfer(mode); ok && !measured {
 			t.Transfer = d
+			recordedTransfers++
 			as.add(fmt.Sprintf("transfer: the time recorded for the VM (%s, its datastores not measured)", mode), 1)
+		} else if perByte := perByteTransfer[mode]; perByte > 0 && !measured && t.Bytes.Mean > 0 {
+			// A VM never recorded moves its bytes as the policy's
+			// recorded VMs did, not at rates nobody measured.
+			t.Transfer = Dist{Mean: perByte * t.Bytes.Mean, StdDev: perByte * t.Bytes.StdDev}
+			recordedTransfers++
+			as.add(fmt.Sprintf("transfer: the policy's mean recorded time per byte read, %.3g s per MB (%s, no run of their own recorded, datastores not measured)",
+				perByte*1e6, mode), 1)
 		}
 		in.Tasks = append(in.Tasks, t)
+	}
+	if recordedTransfers > 0 && transferErr == nil {
+		in.TransferGrowth, in.TransferSpread = transferFit, transferFit.Spread
+		describeGrowth(transferFit, "recorded transfer times", limits.Tasks, as)
 	}
 	if len(unmeasured) > 0 {
 		as.add(fmt.Sprintf("%d datastores not measured: not a limit (run `coffer bench device`)", len(unmeasured)), 0)
 	}
 	return in, as.list()
+}
+
+// describeGrowth lists, among the assumptions, how a fitted growth (of
+// the fixed costs or of recorded transfer times) is used, or why none
+// is; what names the quantity.
+func describeGrowth(g CostGrowth, what string, tasks int, as assumptions) {
+	switch {
+	case g.Grows():
+		how := fmt.Sprintf("%s scaled to the tasks in flight: × (1 + σ(N−1) + κN(N−1)), σ %.4f, κ %.6f, fitted to %d runs at %.0f to %.0f in flight",
+			what, g.Sigma, g.Kappa, g.Runs, g.MinLoad, g.MaxLoad)
+		if float64(tasks) > g.MaxLoad*1.05 {
+			how += fmt.Sprintf("; extrapolated to limits.tasks %d", tasks)
+		}
+		as.add(how, 0)
+	case g.MaxLoad >= MinLoadSpan*g.MinLoad:
+		as.add(fmt.Sprintf("%s as recorded at every concurrency: they did not grow over %d runs at %.0f to %.0f in flight", what, g.Runs, g.MinLoad, g.MaxLoad), 0)
+	default:
+		as.add(fmt.Sprintf("%s as recorded (at about %.0f in flight) at every concurrency: no growth fitted, the %d recorded runs are at one concurrency (record runs at concurrencies at least %.0f× apart)",
+			what, g.MaxLoad, g.Runs, MinLoadSpan), 0)
+	}
+	if g.Spread > 0 {
+		as.add(fmt.Sprintf("run-to-run factor of the %s: ±%.0f%% (log-normal, from %d runs around the fit)", what, 100*g.Spread, g.Runs), 0)
+	} else {
+		as.add(fmt.Sprintf("no run-to-run factor of the %s: %d recorded runs leave no spread around the fit (P90 from per-VM variance only)", what, g.Runs), 0)
+	}
 }
 
 // pick is the VM's own measure, else the policy's mean over the VMs that
@@ -168,7 +219,7 @@ func pick(h *VMHistory, of func(*VMHistory) Dist, fleet Dist, constant float64, 
 	return Fixed(constant)
 }
 
-func bytesOf(h *VMHistory, mode string, vm hypervisor.VM, as assumptions) Dist {
+func bytesOf(h *VMHistory, mode string, vm hypervisor.VM, fleetShare map[string]float64, as assumptions) Dist {
 	if h != nil {
 		if d, ok := h.Bytes[mode]; ok {
 			return d
@@ -178,12 +229,38 @@ func bytesOf(h *VMHistory, mode string, vm hypervisor.VM, as assumptions) Dist {
 	if h != nil && h.Logical > 0 {
 		size = float64(h.Logical)
 	}
+	if share := fleetShare[mode]; share > 0 && mode == "full" {
+		as.add(fmt.Sprintf("a full run reads %.0f%% of the disks, the policy's recorded full runs' mean (no full run of their own recorded)", 100*share), 1)
+		return Fixed(size * share)
+	}
 	if mode == "full" {
 		as.add("a full run reads the whole disks (no full run recorded)", 1)
 		return Fixed(size)
 	}
 	as.add(fmt.Sprintf("an %s run reads %.0f%% of the disks (none recorded)", mode, 100*AssumedChangeRate), 1)
 	return Fixed(size * AssumedChangeRate)
+}
+
+// readShare is, per mode, the share of their disks the policy's recorded
+// VMs read in a run: Σ mean bytes read ÷ Σ disk bytes. BuildInput takes
+// it for full runs only (a full read of thin disks reads what is
+// allocated, not the whole size); an incremental's change is the VM's
+// own.
+func readShare(h *History) map[string]float64 {
+	read, disks := map[string]float64{}, map[string]float64{}
+	for _, v := range h.VMs {
+		for mode, b := range v.Bytes {
+			if v.Logical > 0 && b.Mean > 0 {
+				read[mode] += b.Mean
+				disks[mode] += float64(v.Logical)
+			}
+		}
+	}
+	out := map[string]float64{}
+	for mode, r := range read {
+		out[mode] = min(r/disks[mode], 1)
+	}
+	return out
 }
 
 // datastoreShares is the share of a VM's bytes on each of its datastores.
@@ -213,8 +290,9 @@ func (h *VMHistory) transfer(mode string) (Dist, bool) {
 
 // fleetMeans averages the fixed costs over the VMs that have them.
 func fleetMeans(h *History) VMHistory {
-	var snap, setup, rel, other []float64
+	var snap, setup, rel, other, loads []float64
 	for _, v := range h.VMs {
+		loads = append(loads, v.Loads...)
 		if v.Snapshot.Mean > 0 {
 			snap = append(snap, v.Snapshot.Mean)
 		}
@@ -228,7 +306,26 @@ func fleetMeans(h *History) VMHistory {
 			other = append(other, v.Other.Mean)
 		}
 	}
-	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other)}
+	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other), Loads: loads}
+}
+
+// transferPerByte is, per mode, the recorded transfer time per byte read
+// over the VMs that have both: Σ mean time ÷ Σ mean bytes.
+func transferPerByte(h *History) map[string]float64 {
+	secs, bytes := map[string]float64{}, map[string]float64{}
+	for _, v := range h.VMs {
+		for mode, d := range v.Transfer {
+			if b := v.Bytes[mode]; d.Mean > 0 && b.Mean > 0 {
+				secs[mode] += d.Mean
+				bytes[mode] += b.Mean
+			}
+		}
+	}
+	out := map[string]float64{}
+	for mode, s := range secs {
+		out[mode] = s / bytes[mode]
+	}
+	return out
 }
 
 // assumptions counts the VMs each assumption was used for.

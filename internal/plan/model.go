@@ -10,6 +10,11 @@
 //
 //	queued → snapshot (create, with quiesce) → setup (NBD or session) → transfer → other → release (snapshot remove) → done
 //
+// The fixed costs grow with the tasks in flight (growth.go), and a
+// factor drawn once per simulated run moves all of a run's costs together,
+// so that the P90 covers run-to-run variation and not only per-VM
+// variance.
+//
 // The task holds its slots from the snapshot until the release is done,
 // as the engine does. A transfer reads Bytes at the smallest of: the
 // per-task rate (limits.task-rate), and each bandwidth it crosses (its
@@ -76,6 +81,12 @@ type Task struct {
 	Transfer Dist
 	// Path lists the bandwidths the read crosses.
 	Path []Crossing
+	// Load is the concurrency the fixed costs were recorded at, and
+	// TransferLoad the recorded Transfer's (the same runs, but each
+	// growth has its own equivalent load: CostGrowth.Equivalent): with
+	// Input.Growth and Input.TransferGrowth they are scaled from it to
+	// the tasks in flight when each phase starts. 0: used as they are.
+	Load, TransferLoad float64
 }
 
 // Input is one policy's run to predict.
@@ -88,6 +99,19 @@ type Input struct {
 	// Devices are the bandwidths in bytes/s by key, as Task.Path names
 	// them; a device without a rate does not limit.
 	Devices map[string]float64
+	// Growth scales each task's fixed costs from its Load to the tasks
+	// in flight when the phase starts (the zero value: no scaling).
+	Growth CostGrowth
+	// TransferGrowth scales a recorded transfer time (Task.Transfer) the
+	// same way; transfers at rates share their devices instead.
+	TransferGrowth CostGrowth
+	// RunSpread is the standard deviation of the log of a factor drawn
+	// once per simulated run and applied to all its fixed costs, and
+	// TransferSpread the same for its recorded transfers (one normal
+	// draw for both: what moves a whole run at once, the machine's load
+	// or a busy management plane, moves both), which per-VM variance
+	// averages away over a large fleet. 0: none.
+	RunSpread, TransferSpread float64
 	// Window is the time the run must end within (0: none).
 	Window time.Duration
 	// Runs is the number of Monte Carlo runs (0: DefaultRuns); a run

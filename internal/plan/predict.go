@@ -80,18 +80,25 @@ func Predict(in Input) (*Prediction, error) {
 		return nil, errors.New("plan: the concurrency (limits.tasks) must be at least 1")
 	}
 	for _, t := range in.Tasks {
+		if t.Load < 0 || t.TransferLoad < 0 || math.IsNaN(t.Load+t.TransferLoad) {
+			return nil, fmt.Errorf("plan: VM %s: a negative load", t.Name)
+		}
 		for _, d := range []Dist{t.Snapshot, t.Setup, t.Other, t.Release, t.Bytes, t.Transfer} {
 			if d.Mean < 0 || d.StdDev < 0 || math.IsNaN(d.Mean) || math.IsNaN(d.StdDev) {
 				return nil, fmt.Errorf("plan: VM %s: a cost or size is negative or not a number", t.Name)
 			}
 		}
 	}
+	if g, tg := in.Growth, in.TransferGrowth; min(g.Sigma, g.Kappa, tg.Sigma, tg.Kappa, in.RunSpread, in.TransferSpread) < 0 ||
+		math.IsNaN(g.Sigma+g.Kappa+tg.Sigma+tg.Kappa+in.RunSpread+in.TransferSpread) {
+		return nil, errors.New("plan: a cost growth or run spread is negative or not a number")
+	}
 	c := compile(&in)
 	runs := in.Runs
 	if runs <= 0 {
 		runs = DefaultRuns(len(in.Tasks))
 	}
-	if !varies(in.Tasks) {
+	if !varies(in.Tasks) && in.RunSpread <= 0 && in.TransferSpread <= 0 {
 		runs = 1
 	}
 	times := make([]float64, runs)

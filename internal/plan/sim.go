@@ -151,6 +151,9 @@ type run struct {
 	touched  []int32
 	busyDevs []int32
 	events   eventHeap // ends of fixed phases
+	// Phases starting now whose cost depends on the tasks in flight once
+	// this instant's starts and ends are all done (growth.go).
+	pending []event
 }
 
 // interval accumulates the time a resource is busy, and its longest
@@ -181,9 +184,23 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 		waiting: make([][]int32, len(c.pools)), nextEnd: math.Inf(1),
 		devN: make([]int32, len(c.devices)), devInv: make([]float64, len(c.devices)), devUse: make([]float64, len(c.devices)), devBusy: make([]interval, len(c.devices)),
 		devSeen: make([]uint32, len(c.devices))}
+	// The run's own factor, mean 1, drawn first: every task's costs move
+	// with it.
+	fixedFactor, transferFactor := 1.0, 1.0
+	if sf, st := c.in.RunSpread, c.in.TransferSpread; (sf > 0 || st > 0) && rng != nil {
+		z := rng.NormFloat64()
+		fixedFactor, transferFactor = math.Exp(sf*z-sf*sf/2), math.Exp(st*z-st*st/2)
+	}
 	for i, t := range c.in.Tasks {
 		s := &r.tasks[i]
 		s.cost = [5]float64{t.Snapshot.sample(rng), t.Setup.sample(rng), t.Transfer.sample(rng), t.Other.sample(rng), t.Release.sample(rng)}
+		for k := range s.cost {
+			if k == costIndex(phaseTransfer) {
+				s.cost[k] *= transferFactor
+			} else {
+				s.cost[k] *= fixedFactor
+			}
+		}
 		s.remaining = t.Bytes.sample(rng)
 		s.pred, s.blocker = -1, -1
 		if trace {
@@ -196,6 +213,7 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 // simulate runs to the last task's end and returns it, in seconds.
 func (r *run) simulate() float64 {
 	r.pumpAll()
+	r.schedulePending()
 	for r.left > 0 {
 		if r.dirty {
 			r.rates()
@@ -242,6 +260,50 @@ func (r *run) settle() {
 	for _, i := range ended {
 		r.next(i)
 	}
+	r.schedulePending()
+}
+
+// schedule ends task i's current phase after d seconds of its recorded
+// cost. A cost that grows with concurrency waits for the end of this
+// instant's starts and ends, so that the tasks starting together all see
+// the same number in flight.
+func (r *run) schedule(i int32, d float64) {
+	if g, load := r.growth(i); g.Grows() && load > 0 {
+		r.pending = append(r.pending, event{d, i})
+		return
+	}
+	r.push(i, d)
+}
+
+// schedulePending schedules the phases started this instant, scaled from
+// the concurrency each task's costs were recorded at to the tasks in
+// flight now.
+func (r *run) schedulePending() {
+	if len(r.pending) == 0 {
+		return
+	}
+	n := float64(r.used[globalPool])
+	for _, e := range r.pending {
+		g, load := r.growth(e.task)
+		r.push(e.task, e.at*g.Scale(load, n))
+	}
+	r.pending = r.pending[:0]
+}
+
+// growth is the growth of task i's current phase and the load its cost
+// was recorded at.
+func (r *run) growth(i int32) (CostGrowth, float64) {
+	if r.tasks[i].phase == phaseTransfer {
+		return r.c.in.TransferGrowth, r.c.in.Tasks[i].TransferLoad
+	}
+	return r.c.in.Growth, r.c.in.Tasks[i].Load
+}
+
+func (r *run) push(i int32, d float64) {
+	if s := &r.tasks[i]; r.trace {
+		s.work[phaseNames[s.phase]] += d
+	}
+	heap.Push(&r.events, event{r.now + d, i})
 }
 
 // next moves a task to its next phase, skipping empty ones.
@@ -258,10 +320,7 @@ func (r *run) next(i int32) {
 		switch s.phase {
 		case phaseTransfer:
 			if d := s.cost[costIndex(phaseTransfer)]; d > 0 { // a recorded time, not bytes at rates
-				if r.trace {
-					s.work[phaseNames[s.phase]] += d
-				}
-				heap.Push(&r.events, event{r.now + d, i})
+				r.schedule(i, d)
 				return
 			}
 			if s.remaining <= 0 {
@@ -280,10 +339,7 @@ func (r *run) next(i int32) {
 			if d <= 0 {
 				continue
 			}
-			if r.trace {
-				s.work[phaseNames[s.phase]] += d
-			}
-			heap.Push(&r.events, event{r.now + d, i})
+			r.schedule(i, d)
 			return
 		case phaseDone:
 			s.done = r.now

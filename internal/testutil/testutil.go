@@ -64,7 +64,11 @@ func KillPIDFile(t testing.TB, path string) {
 
 var errPIDFile = errors.New("pid file")
 
-// killPIDFile is KillPIDFile for callers without a test (benchmarks).
+// KillDaemon is KillPIDFile for callers without a test (benchmarks): it
+// returns what went wrong instead of failing a test.
+func KillDaemon(path string) error { return killPIDFile(path) }
+
+// killPIDFile is KillPIDFile for callers without a test (KillDaemon).
 func killPIDFile(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {

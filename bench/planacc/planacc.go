@@ -1,0 +1,117 @@
+// Package planacc holds internal/plan to real runs, for the benchmarks
+// that do it (bench/vsphere -plan, bench/planfleet): calibration runs,
+// recorded in one catalog as the policy's history, at several
+// concurrencies so that the planner can fit how the costs grow with
+// concurrency and how much whole runs vary; then each run of the whole
+// fleet is predicted from that history before it starts, and its measured
+// time set against the P50 and P90. The targets: within 15% of
+// the P50, and at least 90% of the runs inside the P90.
+package planacc
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"math"
+	"time"
+
+	"github.com/coffer-backup/coffer/bench/benchutil"
+	"github.com/coffer-backup/coffer/internal/engine/enginetest"
+	"github.com/coffer-backup/coffer/internal/plan"
+)
+
+// Fleet is what a benchmark protects.
+type Fleet interface {
+	// Run backs up the first n VMs at concurrency c through the engine,
+	// recording into cat, and returns the time it took and a note for
+	// the calibration's line.
+	Run(ctx context.Context, c, n int, cat *enginetest.Catalog) (time.Duration, string)
+	// Input is the planner's input for the whole fleet at concurrency c,
+	// from hist, and the assumptions it made.
+	Input(ctx context.Context, c int, hist *plan.History) (plan.Input, []string)
+}
+
+// Options are the calibration and the runs.
+type Options struct {
+	// CalibrationVMs VMs at each of Levels, Repeats times each.
+	CalibrationVMs, Repeats int
+	Levels                  []int
+	// VMs is the whole fleet, run Runs times at each of Concurrency.
+	VMs, Runs   int
+	Concurrency []int
+	// Policy is the policy's name the runs are recorded under.
+	Policy string
+}
+
+// Result is the share of runs that met each target.
+type Result struct {
+	Runs, WithinP50, InsideP90 int
+}
+
+// Run calibrates, then predicts and runs, printing a row per run as it
+// ends, and the assumptions the planner made.
+func Run(ctx context.Context, f Fleet, o Options) Result {
+	cat := enginetest.NewCatalog()
+	for _, c := range o.Levels {
+		for range o.Repeats {
+			took, note := f.Run(ctx, c, o.CalibrationVMs, cat)
+			fmt.Printf("calibration: %d VMs at concurrency %d in %s (%s; load %s)\n", o.CalibrationVMs, c, Round(took), note, benchutil.LoadAverage())
+		}
+	}
+	hist, err := plan.ReadHistory(ctx, cat, o.Policy, len(o.Levels)*o.Repeats)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range hist.Runs {
+		fmt.Printf("  recorded run: peak %d in flight, %.1f on average, %.3f s of fixed costs per VM, %.3g s of transfer per MB\n",
+			r.Concurrency, r.Load, r.FixedSeconds, r.TransferSecondsPerByte*1e6)
+	}
+	// Each row as its run ends (the whole table takes minutes).
+	const row = "%11v  %4v  %8v  %8v  %8v  %6v  %10v  %13v  %12v  %v\n"
+	fmt.Printf(row, "concurrency", "VMs", "P50", "P90", "measured", "vs P50", "within P90", "planning took", "load average", "bottleneck")
+	var assumed []string
+	var res Result
+	for _, c := range o.Concurrency {
+		in, as := f.Input(ctx, c, hist)
+		assumed = as
+		planStart := time.Now()
+		pred, err := plan.Predict(in)
+		if err != nil {
+			log.Fatal(err)
+		}
+		planTook := time.Since(planStart)
+		for range o.Runs {
+			elapsed, _ := f.Run(ctx, c, o.VMs, enginetest.NewCatalog())
+			off := (elapsed.Seconds() - pred.P50.Seconds()) / pred.P50.Seconds()
+			within := "yes"
+			if elapsed > pred.P90 {
+				within = "no"
+			} else {
+				res.InsideP90++
+			}
+			if math.Abs(off) <= 0.15 {
+				res.WithinP50++
+			}
+			res.Runs++
+			fmt.Printf(row, c, o.VMs, Round(pred.P50), Round(pred.P90), Round(elapsed),
+				fmt.Sprintf("%+.0f%%", math.Round(100*off)), within, Round(planTook), benchutil.LoadAverage(), pred.Bottleneck)
+		}
+	}
+	fmt.Printf("\nwithin 15%% of P50: %d of %d runs; inside P90: %d of %d runs\n", res.WithinP50, res.Runs, res.InsideP90, res.Runs)
+	fmt.Println("\nthe planner's assumptions (the last prediction's):")
+	for _, a := range assumed {
+		fmt.Println("  -", a)
+	}
+	return res
+}
+
+// Round prints a duration as the tables do.
+func Round(d time.Duration) string {
+	switch {
+	case d >= time.Minute:
+		return fmt.Sprintf("%.1fmin", d.Minutes())
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,157 @@
+// Command planfleet holds the planner (internal/plan) to real runs of a
+// QEMU fleet: qemu-storage-daemon instances stand in for VMs (one qcow2
+// disk each, with data of its own), protected through coffer's qemu
+// connector by the job engine into a local repository or an S3 bucket
+// (versitygw, started by the benchmark). Calibration runs of a few VMs at
+// several concurrencies are the policy's history; then each run of the
+// whole fleet is predicted from it before it starts (bench/planacc):
+//
+//	go run ./bench/planfleet                       # 24 VMs into a local repository
+//	go run ./bench/planfleet -store s3             # the same fleet into versitygw
+//
+// Every run is a full backup into a repository of its own (a new
+// directory or a new prefix of the bucket), so that each run stores all
+// its data: none is deduplicated against an earlier run. The disks'
+// data compresses to about half. qemu-storage-daemon and qemu-img must be
+// on PATH, and versitygw for -store s3 (scripts/ci/install-s3.sh puts it
+// in .cache/bin).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/bench/benchutil"
+	"github.com/coffer-backup/coffer/bench/planacc"
+	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/engine/enginetest"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/plan"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+func main() {
+	vms := flag.Int("vms", 24, "qemu-storage-daemon instances (VMs)")
+	datastores := flag.Int("datastores", 4, "directories the disks are spread over (the engine's datastores)")
+	disk := flag.String("disk", "64MiB", "disk size per VM")
+	data := flag.String("data", "32MiB", "bytes of data written into each disk")
+	storeKind := flag.String("store", "local", "local (a directory) or s3 (versitygw)")
+	work := flag.String("work", "", "work directory (default: a temporary one under /var/tmp, removed)")
+	var po planacc.Options
+	var levels, conc string
+	flag.IntVar(&po.CalibrationVMs, "calibrate-vms", 8, "VMs in each calibration run")
+	flag.StringVar(&levels, "calibrate", "1,4", "concurrencies of the calibration runs")
+	flag.IntVar(&po.Repeats, "repeat", 2, "calibration runs at each of those concurrencies")
+	flag.StringVar(&conc, "concurrency", "2,8,24", "concurrencies of the whole fleet's runs")
+	flag.IntVar(&po.Runs, "runs", 3, "runs of the whole fleet at each concurrency")
+	flag.Parse()
+	po.Levels, po.Concurrency, po.VMs, po.Policy = ints(levels), ints(conc), *vms, "bench"
+	ctx := context.Background()
+	if *work == "" {
+		d, err := os.MkdirTemp("/var/tmp", "coffer-bench-planfleet-")
+		benchutil.Check(err)
+		benchutil.AtExit(func() { os.RemoveAll(d) })
+		*work = d
+	}
+	start := time.Now()
+	startDaemons(ctx, filepath.Join(*work, "vms"), *vms, *datastores, size(*disk), size(*data))
+	conn, err := qemu.New(qemu.Config{Sockets: []string{filepath.Join(*work, "vms", "*.qmp")}, StateDir: filepath.Join(*work, "state"), Host: "kvm"})
+	benchutil.Check(err)
+	repos := newRepositories(ctx, *storeKind, filepath.Join(*work, "repos"))
+	f := &qemuFleet{conn: conn, repos: repos, vms: *vms}
+	fmt.Printf("fleet: %d qemu-storage-daemons on %d datastores, %s disks with %s of data each (half compressible); built in %s; repositories: %s\n\n",
+		*vms, *datastores, *disk, *data, time.Since(start).Round(100*time.Millisecond), repos)
+	planacc.Run(ctx, f, po)
+	benchutil.Exit(0)
+}
+
+// qemuFleet runs the engine over the daemons (planacc.Fleet).
+type qemuFleet struct {
+	conn  *qemu.Connector
+	repos *repositories
+	vms   int
+}
+
+func (f *qemuFleet) config(c int) *policy.Config {
+	return &policy.Config{Limits: policy.Limits{Tasks: c}}
+}
+
+// policy backs up the first n VMs in full.
+func (f *qemuFleet) policy(n int) policy.Policy {
+	p := policy.Policy{Name: "bench", Connection: "kvm", Mode: "full"}
+	if n < f.vms {
+		for i := range n {
+			p.Select.Names = append(p.Select.Names, fmt.Sprintf("vm-%02d", i))
+		}
+	}
+	return p
+}
+
+func (f *qemuFleet) Run(ctx context.Context, c, n int, cat *enginetest.Catalog) (time.Duration, string) {
+	r := f.repos.next(ctx)
+	eng, err := engine.New(ctx, engine.Options{Config: f.config(c), Catalog: cat,
+		Connectors:     map[string]hypervisor.Connector{"kvm": f.conn},
+		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }})
+	benchutil.Check(err)
+	defer eng.Close()
+	start := time.Now()
+	res, err := eng.Run(ctx, f.policy(n))
+	took := time.Since(start)
+	benchutil.Check(err)
+	if res.Job.TasksOK != n {
+		for _, t := range res.Failed() {
+			log.Printf("%s failed: %s", t.VMName, t.Error)
+		}
+		benchutil.Fatalf("run at %d: %d of %d VMs backed up", c, res.Job.TasksOK, n)
+	}
+	var read int64
+	for _, t := range res.Tasks {
+		read += t.BytesRead
+	}
+	return took, fmt.Sprintf("%.0f MB read", float64(read)/1e6)
+}
+
+func (f *qemuFleet) Input(ctx context.Context, c int, hist *plan.History) (plan.Input, []string) {
+	vms, err := f.conn.Inventory(ctx)
+	benchutil.Check(err)
+	p := f.policy(f.vms)
+	return plan.BuildInput(plan.Sources{Config: f.config(c), Policy: p, Targets: plan.Selected(p, "kvm", vms), History: hist})
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			benchutil.Fatalf("bad number %q", f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func size(s string) int64 {
+	mult := int64(1)
+	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suf) {
+			s, mult = strings.TrimSuffix(s, suf), m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		benchutil.Fatalf("bad size %q", s)
+	}
+	return n * mult
+}

@@ -1,0 +1,265 @@
+package plan
+
+import (
+	"errors"
+	"math"
+)
+
+// Per-VM fixed costs (snapshot create and remove, setup, the rest of the
+// attempt) are not constants: a management plane answering 256 snapshot
+// calls at once, or coffer and the hypervisor sharing a few cores, take
+// longer over each of them than over 8. Costs recorded at one concurrency
+// and used unchanged at another are what made the 256-task prediction of
+// docs/benchmarks-planner.md 10 times too short. The growth is modelled
+// with the Universal Scalability Law's denominator, the time per unit of
+// work at N in flight relative to 1:
+//
+//	T(N) = T₁ · (1 + σ(N−1) + κN(N−1))
+//
+// fitted to the recorded runs' mean fixed cost per VM at the load each ran
+// at (history.go: the mean number of tasks in flight over each task's
+// life), and the spread of the runs around the fit is the run-to-run
+// factor of the Monte Carlo (sim.go).
+
+// CostPoint is one recorded run: the mean VM tasks in flight over its
+// tasks' lives, and its mean fixed cost per VM in seconds.
+type CostPoint struct {
+	Load, Seconds float64
+}
+
+// CostGrowth is the fitted growth of the fixed costs with concurrency.
+type CostGrowth struct {
+	// Base is T₁, the fixed cost per VM alone; Sigma and Kappa the USL's
+	// contention and coherency terms. Sigma = Kappa = 0: no growth (the
+	// costs are used as recorded, at any concurrency).
+	Base, Sigma, Kappa float64
+	// Runs is the recorded runs the fit used; MinLoad and MaxLoad the
+	// range of their loads (beyond MaxLoad the curve is extrapolated).
+	Runs             int
+	MinLoad, MaxLoad float64
+	// Spread is the standard deviation of the runs' log ratio to the
+	// fit, with the fit's parameters taken off the degrees of freedom:
+	// how much a whole run moves, all its VMs together (0: unknown,
+	// too few runs).
+	Spread float64
+}
+
+// Factor is the cost at n tasks in flight relative to one alone.
+func (g CostGrowth) Factor(n float64) float64 {
+	n = max(n, 1)
+	return 1 + g.Sigma*(n-1) + g.Kappa*n*(n-1)
+}
+
+// Scale is the factor taking a cost recorded at load `from` to load `to`.
+func (g CostGrowth) Scale(from, to float64) float64 {
+	if from <= 0 || (g.Sigma == 0 && g.Kappa == 0) {
+		return 1
+	}
+	return g.Factor(to) / g.Factor(from)
+}
+
+// Equivalent is the load whose factor is the mean factor of loads: a
+// VM's mean cost over runs at 8 and 128 in flight stands for neither,
+// and with a curve bending up (κ > 0) not for their mean load either
+// (the mean of the factors is above the factor of the mean). The plain
+// mean without growth; 0 without loads.
+func (g CostGrowth) Equivalent(loads []float64) float64 {
+	if len(loads) == 0 {
+		return 0
+	}
+	var sum, fsum float64
+	for _, l := range loads {
+		sum, fsum = sum+l, fsum+g.Factor(l)
+	}
+	mean, y := sum/float64(len(loads)), fsum/float64(len(loads))
+	switch {
+	case g.Kappa > 0:
+		// κn² + (σ−κ)n + (1−σ−y) = 0, the positive root.
+		b, c := g.Sigma-g.Kappa, 1-g.Sigma-y
+		return (-b + math.Sqrt(b*b-4*g.Kappa*c)) / (2 * g.Kappa)
+	case g.Sigma > 0:
+		return 1 + (y-1)/g.Sigma
+	}
+	return mean
+}
+
+// Grows says whether the fit found costs growing with concurrency.
+func (g CostGrowth) Grows() bool { return g.Sigma > 0 || g.Kappa > 0 }
+
+// MinLoadSpan is how far apart the recorded runs' loads must be for a
+// growth to be fitted: runs at 8 and 10 in flight say nothing of 256.
+const MinLoadSpan = 2.0
+
+// FitCostGrowth fits the growth to recorded runs. With loads spanning at
+// least MinLoadSpan it fits, by least squares on T(N) = a + b(N−1) +
+// cN(N−1) (σ = b/a, κ = c/a), of these with no negative term the one
+// with the least residual variance per degree of freedom: σ alone, κ
+// alone, σ and κ (three distinct loads or more; a convex curve with a
+// negative σ is better told by κ alone than by a line that misses its
+// low end). Costs that do
+// not grow, or loads too close together, give no growth, and the spread
+// is then around the runs' mean. It needs one run with a positive load
+// and cost.
+func FitCostGrowth(points []CostPoint) (CostGrowth, error) {
+	var pts []CostPoint
+	for _, p := range points {
+		if p.Load > 0 && p.Seconds > 0 && !math.IsInf(p.Seconds, 0) && !math.IsNaN(p.Seconds) {
+			pts = append(pts, p)
+		}
+	}
+	if len(pts) == 0 {
+		return CostGrowth{}, errors.New("plan: no recorded run with fixed costs")
+	}
+	g := CostGrowth{Runs: len(pts), MinLoad: pts[0].Load, MaxLoad: pts[0].Load}
+	distinct := map[float64]bool{}
+	for _, p := range pts {
+		g.MinLoad, g.MaxLoad = min(g.MinLoad, p.Load), max(g.MaxLoad, p.Load)
+		distinct[math.Round(p.Load)] = true
+	}
+	if g.MaxLoad >= MinLoadSpan*g.MinLoad {
+		type model struct{ sigma, kappa bool }
+		models := []model{{true, false}, {false, true}, {true, true}}
+		if len(distinct) < 3 {
+			models = models[:2]
+		}
+		best, bestScore := CostGrowth{}, math.Inf(1)
+		for _, m := range models {
+			a, b, c, ok := leastSquares(pts, m.sigma, m.kappa)
+			if !ok || a <= 0 || b < 0 || c < 0 || b+c == 0 {
+				continue
+			}
+			fit := g
+			fit.Base, fit.Sigma, fit.Kappa = a, b/a, c/a
+			params := 2
+			if m.sigma && m.kappa {
+				params = 3
+			}
+			// The residual variance, per degree of freedom left: a third
+			// parameter must earn its place (with three loads it always
+			// goes through their means, noise included, and bends the
+			// extrapolation); a fit with none left only when nothing
+			// else fits.
+			score := math.MaxFloat64
+			if len(pts) > params {
+				score = sumOfSquares(pts, fit) / float64(len(pts)-params)
+			}
+			if score < bestScore {
+				best, bestScore = fit, score
+				best.Spread = spread(pts, fit, params)
+			}
+		}
+		if best.Grows() {
+			return best, nil
+		}
+	}
+	var sum float64
+	for _, p := range pts {
+		sum += p.Seconds
+	}
+	g.Base = sum / float64(len(pts))
+	g.Spread = spread(pts, g, 1)
+	return g, nil
+}
+
+// leastSquares fits y = a + b·x + c·z (x = N−1, z = N(N−1)), with the
+// terms not wanted left out (0).
+func leastSquares(pts []CostPoint, sigma, kappa bool) (a, b, c float64, ok bool) {
+	cols := func(p CostPoint) []float64 {
+		n := p.Load
+		v := []float64{1}
+		if sigma {
+			v = append(v, n-1)
+		}
+		if kappa {
+			v = append(v, n*(n-1))
+		}
+		return v
+	}
+	k := len(cols(pts[0]))
+	if len(pts) < k {
+		return 0, 0, 0, false
+	}
+	// Normal equations XᵀX β = Xᵀy, solved by Gaussian elimination with
+	// partial pivoting (k ≤ 3).
+	m := make([][]float64, k)
+	for i := range m {
+		m[i] = make([]float64, k+1)
+	}
+	for _, p := range pts {
+		v := cols(p)
+		for i := range k {
+			for j := range k {
+				m[i][j] += v[i] * v[j]
+			}
+			m[i][k] += v[i] * p.Seconds
+		}
+	}
+	beta, ok := solve(m)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	a, i := beta[0], 1
+	if sigma {
+		b, i = beta[i], i+1
+	}
+	if kappa {
+		c = beta[i]
+	}
+	return a, b, c, true
+}
+
+// solve solves the augmented k×(k+1) system in place.
+func solve(m [][]float64) ([]float64, bool) {
+	k := len(m)
+	for col := range k {
+		piv := col
+		for r := col + 1; r < k; r++ {
+			if math.Abs(m[r][col]) > math.Abs(m[piv][col]) {
+				piv = r
+			}
+		}
+		if math.Abs(m[piv][col]) < 1e-12*math.Max(1, math.Abs(m[0][0])) {
+			return nil, false
+		}
+		m[col], m[piv] = m[piv], m[col]
+		for r := range k {
+			if r == col {
+				continue
+			}
+			f := m[r][col] / m[col][col]
+			for j := col; j <= k; j++ {
+				m[r][j] -= f * m[col][j]
+			}
+		}
+	}
+	out := make([]float64, k)
+	for i := range k {
+		out[i] = m[i][k] / m[i][i]
+	}
+	return out, true
+}
+
+// sumOfSquares is the fit's residual sum of squares, in seconds².
+func sumOfSquares(pts []CostPoint, g CostGrowth) float64 {
+	var ss float64
+	for _, p := range pts {
+		r := p.Seconds - g.Base*g.Factor(p.Load)
+		ss += r * r
+	}
+	return ss
+}
+
+// spread is the standard deviation of ln(recorded / fitted) over the
+// runs, with params degrees of freedom taken by the fit; 0 when none are
+// left.
+func spread(pts []CostPoint, g CostGrowth, params int) float64 {
+	if len(pts) <= params {
+		return 0
+	}
+	var ss float64
+	for _, p := range pts {
+		r := math.Log(p.Seconds / (g.Base * g.Factor(p.Load)))
+		ss += r * r
+	}
+	return math.Sqrt(ss / float64(len(pts)-params))
+}
