@@ -47,7 +47,7 @@ var displayDevices = []string{"vga", "qxl", "virtio-gpu", "cirrus", "bochs", "ra
 // event escapes the caller, who connects to the monitor and continues it.
 func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 	out := []string{args[0]}
-	nodefaults, display, pvpanic := false, false, false
+	nodefaults, display, pvpanic, vgaNone := false, false, false, false
 	agentDev := ""
 	for i := 1; i < len(args); i++ {
 		opt := args[i]
@@ -63,10 +63,8 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		case "-nodefaults":
 			nodefaults = true
 		case "-vga":
-			if val == "none" {
-				val = "std"
-			}
-			display = true
+			vgaNone = val == "none"
+			display = !vgaNone
 		case "-serial":
 			if strings.HasPrefix(val, "file:") && spec.Console != "" {
 				val = "chardev:coffer-console"
@@ -111,8 +109,12 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		out = append(out, "-chardev", fmt.Sprintf("socket,id=coffer-console,path=%s,logfile=%s",
 			escapeOpt(spec.Console), escapeOpt(spec.ConsoleLog)))
 	}
-	if nodefaults && !display {
-		out = append(out, "-vga", "std") // a screen to take the screenshot of
+	if (nodefaults || vgaNone) && !display {
+		// A screen to take the screenshot of, as the last PCI device: -vga
+		// would take slot 2 and move the VM's own devices, whose PCI paths
+		// the guest's firmware recorded (an EFI variable store's boot
+		// entries name them: a moved disk is not booted).
+		out = append(out, "-device", "VGA")
 	}
 	if !pvpanic {
 		out = append(out, "-device", "pvpanic")

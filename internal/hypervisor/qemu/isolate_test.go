@@ -23,7 +23,7 @@ func TestIsolateArgs(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"-serial chardev:coffer-console", "socket,id=coffer-console,path=/run/x/c.sock,logfile=/run/x/console.log",
-		"-vga std", "-device pvpanic", "-action panic=pause", " -S",
+		"-device pvpanic", "-action panic=pause", " -S",
 		"-netdev user,id=coffer-probe,restrict=on,hostfwd=tcp:127.0.0.1:40080-:80", "-device virtio-net-pci,netdev=coffer-probe", "-m 256"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q missing: %s", want, got)
@@ -36,8 +36,14 @@ func TestIsolateArgs(t *testing.T) {
 	if !strings.Contains(vmxnet3, "-device vmxnet3,netdev=coffer-probe") || strings.Contains(vmxnet3, "virtio-net-pci,netdev=coffer-probe") {
 		t.Errorf("the probes' adapter of a VMware guest: %s", vmxnet3)
 	}
-	none := strings.Join(IsolateArgs([]string{"qemu-system-x86_64", "-vga", "none"}, IsolateSpec{}).Args, " ")
-	if !strings.Contains(none, "-nic none") || !strings.Contains(none, "-vga std") || strings.Count(none, "-vga") != 1 {
+	// The screen comes after the VM's own devices, so that none of them
+	// moves to another PCI slot.
+	if i, j := strings.Index(got, "virtserialport"), strings.Index(got, "-device VGA"); j < i || strings.Contains(got, "-vga") {
+		t.Errorf("the screen is not the last device added: %s", got)
+	}
+	none := strings.Join(IsolateArgs([]string{"qemu-system-x86_64", "-vga", "none", "-device", "virtio-blk-pci,drive=d"}, IsolateSpec{}).Args, " ")
+	if !strings.Contains(none, "-nic none") || !strings.Contains(none, "-vga none -device virtio-blk-pci,drive=d") ||
+		!strings.HasSuffix(none, "-device VGA -device pvpanic -action panic=pause -S -nic none") {
 		t.Errorf("without probes: %s", none)
 	}
 }
