@@ -57,26 +57,66 @@ var VMwareModules = []string{"scsi_common", "scsi_mod", "sd_mod", "vmw_pvscsi", 
 // BuildBootDiskWith is BuildBootDisk for a VM whose disk the guest finds
 // as o says.
 func BuildBootDiskWith(ctx context.Context, img *Image, path string, o BootDiskOptions) error {
-	for _, m := range o.Modules {
-		if _, err := os.Stat(filepath.Join(AssetDir(), "modules", m+".ko")); err != nil {
-			return fmt.Errorf("the guest's driver %s is not in %s: run scripts/ci/install-guest.sh: %w", m, AssetDir(), ErrNoAssets)
-		}
-	}
-	dev := o.Device
-	if dev == "" {
-		dev = "/dev/vda"
+	if err := checkModules(o.Modules); err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp(filepath.Dir(path), "bootdisk-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	run := func(name string, args ...string) error {
-		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	cfg := filepath.Join(dir, "syslinux.cfg")
+	if err := os.WriteFile(cfg, []byte("SERIAL 0 115200\nDEFAULT coffer\nTIMEOUT 1\nLABEL coffer\n  KERNEL vmlinuz\n  INITRD initrd.gz\n  APPEND "+bootCmdline(o)+"\n"), 0o644); err != nil {
+		return err
+	}
+	boot, rootImg := filepath.Join(dir, "boot.img"), filepath.Join(dir, "root.img")
+	if err := buildRootImage(ctx, dir, rootImg, BootDiskMiB-1-bootPartMiB); err != nil {
+		return err
+	}
+	if err := run(ctx, "truncate", "-s", fmt.Sprintf("%dM", BootDiskMiB), path); err != nil {
+		return err
+	}
+	// Partition 1: FAT32 (LBA), active; partition 2: Linux.
+	layout := fmt.Sprintf("label: dos\nstart=2048, size=%d, type=c, bootable\nstart=%d, type=83\n",
+		bootPartMiB<<11, (1+bootPartMiB)<<11)
+	if err := partition(ctx, path, layout); err != nil {
+		return err
+	}
+	steps := [][]string{
+		{"mkfs.vfat", "-C", boot, fmt.Sprint(bootPartMiB * 1024)},
+		{"mcopy", "-i", boot, img.Kernel, "::vmlinuz"},
+		{"mcopy", "-i", boot, img.Initrd, "::initrd.gz"},
+		{"mcopy", "-i", boot, cfg, "::syslinux.cfg"},
+		{"syslinux", "--install", boot},
+		{"dd", "if=" + mbrCode, "of=" + path, "bs=440", "count=1", "conv=notrunc", "status=none"},
+		{"dd", "if=" + boot, "of=" + path, "bs=1M", "seek=1", "conv=notrunc", "status=none"},
+		{"dd", "if=" + rootImg, "of=" + path, "bs=1M", fmt.Sprintf("seek=%d", 1+bootPartMiB), "conv=notrunc", "status=none"},
+	}
+	for _, s := range steps {
+		if err := run(ctx, s[0], s[1:]...); err != nil {
+			return err
 		}
-		return nil
+	}
+	return nil
+}
+
+// checkModules refuses drivers the asset directory lacks: the guest
+// would stop before its disk appears, which is not what a test means.
+func checkModules(mods []string) error {
+	for _, m := range mods {
+		if _, err := os.Stat(filepath.Join(AssetDir(), "modules", m+".ko")); err != nil {
+			return fmt.Errorf("the guest's driver %s is not in %s: run scripts/ci/install-guest.sh: %w", m, AssetDir(), ErrNoAssets)
+		}
+	}
+	return nil
+}
+
+// bootCmdline is the kernel command line a boot disk's loader passes:
+// boot mode, the root file system on partition 2 of o's device.
+func bootCmdline(o BootDiskOptions) string {
+	dev := o.Device
+	if dev == "" {
+		dev = "/dev/vda"
 	}
 	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=" + dev + "2 coffer.root=" + dev + "2"
 	if len(o.Modules) > 0 {
@@ -85,10 +125,13 @@ func BuildBootDiskWith(ctx context.Context, img *Image, path string, o BootDiskO
 	if o.Agent {
 		cmdline += " coffer.qga=1"
 	}
-	cfg := filepath.Join(dir, "syslinux.cfg")
-	if err := os.WriteFile(cfg, []byte("SERIAL 0 115200\nDEFAULT coffer\nTIMEOUT 1\nLABEL coffer\n  KERNEL vmlinuz\n  INITRD initrd.gz\n  APPEND "+cmdline+"\n"), 0o644); err != nil {
-		return err
-	}
+	return cmdline
+}
+
+// buildRootImage writes the guest's root file system, ext4 of mib MiB
+// holding RootMarkerFile, to path (built from a directory under dir with
+// mkfs.ext4 -d: no mount).
+func buildRootImage(ctx context.Context, dir, path string, mib int) error {
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
@@ -96,36 +139,24 @@ func BuildBootDiskWith(ctx context.Context, img *Image, path string, o BootDiskO
 	if err := os.WriteFile(filepath.Join(root, RootMarkerFile), []byte("coffer test guest root\n"), 0o644); err != nil {
 		return err
 	}
-	boot, rootImg := filepath.Join(dir, "boot.img"), filepath.Join(dir, "root.img")
-	rootMiB := BootDiskMiB - 1 - bootPartMiB
-	steps := [][]string{
-		{"truncate", "-s", fmt.Sprintf("%dM", BootDiskMiB), path},
-		{"sfdisk", "-q", path},
-		{"mkfs.vfat", "-C", boot, fmt.Sprint(bootPartMiB * 1024)},
-		{"mcopy", "-i", boot, img.Kernel, "::vmlinuz"},
-		{"mcopy", "-i", boot, img.Initrd, "::initrd.gz"},
-		{"mcopy", "-i", boot, cfg, "::syslinux.cfg"},
-		{"syslinux", "--install", boot},
-		{"mkfs.ext4", "-q", "-F", "-d", root, rootImg, fmt.Sprintf("%dM", rootMiB)},
-		{"dd", "if=" + mbrCode, "of=" + path, "bs=440", "count=1", "conv=notrunc", "status=none"},
-		{"dd", "if=" + boot, "of=" + path, "bs=1M", "seek=1", "conv=notrunc", "status=none"},
-		{"dd", "if=" + rootImg, "of=" + path, "bs=1M", fmt.Sprintf("seek=%d", 1+bootPartMiB), "conv=notrunc", "status=none"},
+	return run(ctx, "mkfs.ext4", "-q", "-F", "-d", root, path, fmt.Sprintf("%dM", mib))
+}
+
+// partition writes the partition table layout (sfdisk's script format)
+// into the disk image at path.
+func partition(ctx context.Context, path, layout string) error {
+	c := exec.CommandContext(ctx, "sfdisk", "-q", "--no-reread", "--no-tell-kernel", path)
+	c.Stdin = strings.NewReader(layout)
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("sfdisk: %v: %s", err, out)
 	}
-	for _, s := range steps {
-		if s[0] == "sfdisk" {
-			// Partition 1: FAT32 (LBA), active; partition 2: Linux.
-			layout := fmt.Sprintf("label: dos\nstart=2048, size=%d, type=c, bootable\nstart=%d, type=83\n",
-				bootPartMiB<<11, (1+bootPartMiB)<<11)
-			c := exec.CommandContext(ctx, s[0], append(s[1:], "--no-reread", "--no-tell-kernel")...)
-			c.Stdin = strings.NewReader(layout)
-			if out, err := c.CombinedOutput(); err != nil {
-				return fmt.Errorf("sfdisk: %v: %s", err, out)
-			}
-			continue
-		}
-		if err := run(s[0], s[1:]...); err != nil {
-			return err
-		}
+	return nil
+}
+
+func run(ctx context.Context, name string, args ...string) error {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
 }
