@@ -41,8 +41,9 @@ func BuildBootDisk(ctx context.Context, img *Image, path string, agent bool) err
 // BootDiskOptions fit a boot disk to the VM it boots in.
 type BootDiskOptions struct {
 	Agent bool
-	// Device is the disk as the guest sees it (default /dev/vda, virtio);
-	// the root file system is its partition 2.
+	// Device is the disk as the guest sees it (default /dev/vda, virtio;
+	// /dev/sda on SCSI, /dev/nvme0n1 on NVMe); the root file system is
+	// its partition 2.
 	Device string
 	// Modules are the drivers the guest loads first, in order (from the
 	// asset directory's modules): a disk on a VMware controller needs
@@ -118,7 +119,11 @@ func bootCmdline(o BootDiskOptions) string {
 	if dev == "" {
 		dev = "/dev/vda"
 	}
-	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=" + dev + "2 coffer.root=" + dev + "2"
+	root := dev + "2"
+	if last := dev[len(dev)-1]; last >= '0' && last <= '9' {
+		root = dev + "p2" // /dev/nvme0n1p2
+	}
+	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=" + root + " coffer.root=" + root
 	if len(o.Modules) > 0 {
 		cmdline += " coffer.modules=" + strings.Join(o.Modules, ",")
 	}
