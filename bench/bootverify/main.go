@@ -7,6 +7,12 @@
 //
 //	go run ./bench/bootverify                       # 5 runs alone, then 2 at once
 //	go run ./bench/bootverify -runs 3 -parallel 2,3
+//	go run ./bench/bootverify -boot efi             # the guest boots from its disk under OVMF
+//
+// -boot efi gives the guest the disk an installed UEFI system has (GPT,
+// an EFI System Partition with \EFI\BOOT\BOOTX64.EFI, an ext4 root file
+// system it mounts: guestvm.BuildEFIBootDisk), so the ladder includes
+// OVMF's start and the loader; the default boots the kernel directly.
 //
 // The target for the full ladder of this guest is 15 s. Under
 // TCG a guest's boot is CPU-bound, so verifications in parallel share the
@@ -31,12 +37,14 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/guestvm"
+	"github.com/coffer-backup/coffer/internal/ovmf"
 )
 
 func main() {
 	runs := flag.Int("runs", 5, "verifications one at a time")
 	parallelFlag := flag.String("parallel", "2", "comma-separated numbers of verifications at once")
 	dir := flag.String("dir", ".cache/bench/bootverify", "work directory")
+	boot := flag.String("boot", "kernel", "how the guest boots: kernel (QEMU's -kernel) or efi (OVMF, from its disk)")
 	flag.Parse()
 	log.SetFlags(0)
 	ctx := context.Background()
@@ -60,7 +68,10 @@ func main() {
 		c.Env = env
 		return c.Output()
 	}
-	if err := makePoint(ctx, work, coffer); err != nil {
+	if *boot != "kernel" && *boot != "efi" {
+		log.Fatalf("-boot %q: kernel or efi", *boot)
+	}
+	if err := makePoint(ctx, work, *boot == "efi", coffer); err != nil {
 		log.Fatal(err)
 	}
 	verify := func() (*api.BootVerification, error) {
@@ -73,7 +84,7 @@ func main() {
 		return &d, nil
 	}
 
-	fmt.Printf("## Boot verification of the busybox test guest (full ladder, HTTP probe)\n\n")
+	fmt.Printf("## Boot verification of the busybox test guest, %s boot (full ladder, HTTP probe)\n\n", *boot)
 	fmt.Printf("| run | ladder | vm-starts | no-panic | console-marker | guest-agent | probes | screenshot |\n|---|---|---|---|---|---|---|---|\n")
 	var ladders []float64
 	for i := range *runs {
@@ -129,17 +140,28 @@ func main() {
 }
 
 // makePoint boots the production guest, backs it up once and stops it.
-func makePoint(ctx context.Context, work string, coffer func(...string) ([]byte, error)) error {
+func makePoint(ctx context.Context, work string, efi bool, coffer func(...string) ([]byte, error)) error {
 	img, err := guestvm.Build(ctx)
 	if err != nil {
 		return err
 	}
-	disk := filepath.Join(work, "vda.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "16M").CombinedOutput(); err != nil {
+	o := guestvm.Options{Name: "web-1", Dir: filepath.Join(work, "vm"), Mode: "boot", GuestAgent: true}
+	disk := guestvm.Disk{ID: "vda", Path: filepath.Join(work, "vda.qcow2"), Format: "qcow2"}
+	if efi {
+		fw, ok := ovmf.Find()
+		if !ok {
+			return fmt.Errorf("-boot efi needs OVMF: run scripts/ci/install-qemu.sh")
+		}
+		disk.Path, disk.Format = filepath.Join(work, "vda.raw"), "raw"
+		if _, err := guestvm.BuildEFIBootDisk(ctx, img, disk.Path, guestvm.BootDiskOptions{Agent: true}); err != nil {
+			return err
+		}
+		o.DiskBoot, o.EFI = true, &fw
+	} else if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk.Path, "16M").CombinedOutput(); err != nil {
 		return fmt.Errorf("%v %s", err, out)
 	}
-	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", Dir: filepath.Join(work, "vm"), Mode: "boot", GuestAgent: true,
-		Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
+	o.Disks = []guestvm.Disk{disk}
+	vm, err := guestvm.Start(ctx, img, o)
 	if err != nil {
 		return err
 	}
