@@ -133,18 +133,33 @@ func bootCmdline(o BootDiskOptions) string {
 	return cmdline
 }
 
-// buildRootImage writes the guest's root file system, ext4 of mib MiB
-// holding RootMarkerFile, to path (built from a directory under dir with
-// mkfs.ext4 -d: no mount).
+// buildRootImage writes the test guest's root file system, ext4 of mib
+// MiB holding RootMarkerFile, to path.
 func buildRootImage(ctx context.Context, dir, path string, mib int) error {
+	root, err := testRoot(dir)
+	if err != nil {
+		return err
+	}
+	return mkfsExt4(ctx, root, path, mib, "")
+}
+
+// testRoot makes the test guest's root file system's content under dir.
+func testRoot(dir string) (string, error) {
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(root, RootMarkerFile), []byte("coffer test guest root\n"), 0o644); err != nil {
-		return err
+	return root, os.WriteFile(filepath.Join(root, RootMarkerFile), []byte("coffer test guest root\n"), 0o644)
+}
+
+// mkfsExt4 writes an ext4 file system of mib MiB holding the content of
+// the directory root to path (mkfs.ext4 -d: no mount).
+func mkfsExt4(ctx context.Context, root, path string, mib int, label string) error {
+	args := []string{"-q", "-F", "-d", root}
+	if label != "" {
+		args = append(args, "-L", label)
 	}
-	return run(ctx, "mkfs.ext4", "-q", "-F", "-d", root, path, fmt.Sprintf("%dM", mib))
+	return run(ctx, "mkfs.ext4", append(args, path, fmt.Sprintf("%dM", mib))...)
 }
 
 // partition writes the partition table layout (sfdisk's script format)
