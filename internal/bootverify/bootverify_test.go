@@ -103,7 +103,10 @@ func newLabWith(t *testing.T, ctx context.Context, how labBoot) *lab {
 		}
 	}
 	l.vm, err = guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", UUID: "0c3e2a51-3d7b-4a4f-9b0e-5d1f2a3b4c5d", Dir: filepath.Join(dir, "vm"),
-		Mode: "boot", GuestAgent: true, DiskBoot: how != kernelBoot, EFI: fw, Disks: []guestvm.Disk{{ID: "vda", Path: l.disk, Format: format, ShareRW: true}}})
+		Mode: "boot", GuestAgent: true, DiskBoot: how != kernelBoot, EFI: fw,
+		// A NIC of its own, as production VMs have: the test boot keeps it
+		// in its PCI slot and puts the probes' restricted network on it.
+		Extra: []string{"-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0,mac=52:54:00:12:34:56"}, Disks: []guestvm.Disk{{ID: "vda", Path: l.disk, Format: format, ShareRW: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ var displayDevices = []string{"vga", "qxl", "virtio-gpu", "cirrus", "bochs", "ra
 // event escapes the caller, who connects to the monitor and continues it.
 func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 	out := []string{args[0]}
-	nodefaults, display, pvpanic, vgaNone := false, false, false, false
+	nodefaults, display, pvpanic, vgaNone, probeNIC := false, false, false, false, false
 	agentDev := ""
 	for i := 1; i < len(args); i++ {
 		opt := args[i]
@@ -72,7 +72,19 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		case "-device":
 			o := parseOpts(val)
 			if o.has("netdev") {
-				continue
+				// The VM's NICs stay where they are: dropping one would
+				// move the devices after it to other PCI slots, and the
+				// guest's firmware (EFI boot entries) and its interface
+				// names know them by slot. The first carries the probes'
+				// restricted network, so the guest's own network
+				// configuration brings it up; the others have no backend
+				// (QEMU drops their packets).
+				o.del("netdev")
+				if len(spec.Forward) > 0 && !probeNIC {
+					o.set("netdev", "coffer-probe")
+					probeNIC = true
+				}
+				val = o.String()
 			}
 			drv := strings.ToLower(o.first())
 			if drv == "" && len(o) > 0 {
@@ -132,11 +144,14 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		for _, g := range ports {
 			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", spec.Forward[g], g)
 		}
-		nic := spec.NIC
-		if nic == "" {
-			nic = "virtio-net-pci"
+		out = append(out, "-netdev", netdev)
+		if !probeNIC { // a VM without a NIC gets one for the probes
+			nic := spec.NIC
+			if nic == "" {
+				nic = "virtio-net-pci"
+			}
+			out = append(out, "-device", nic+",netdev=coffer-probe")
 		}
-		out = append(out, "-netdev", netdev, "-device", nic+",netdev=coffer-probe")
 	}
 	res.Args = out
 	return res

@@ -5,7 +5,8 @@ import (
 	"testing"
 )
 
-// TestIsolateArgs: the VM's networks, reboot and panic policies go; the
+// TestIsolateArgs: the VM's networks, reboot and panic policies go (its
+// NICs stay where they are, the first on the probes' network); the
 // console, pvpanic, a screen, -S and the restricted probe network come;
 // the guest agent's socket is found.
 func TestIsolateArgs(t *testing.T) {
@@ -22,9 +23,9 @@ func TestIsolateArgs(t *testing.T) {
 			t.Errorf("%q kept: %s", gone, got)
 		}
 	}
-	for _, want := range []string{"-serial chardev:coffer-console", "socket,id=coffer-console,path=/run/x/c.sock,logfile=/run/x/console.log",
+	for _, want := range []string{"-device virtio-net-pci,mac=52:54:00:00:00:01,netdev=coffer-probe ", "-serial chardev:coffer-console", "socket,id=coffer-console,path=/run/x/c.sock,logfile=/run/x/console.log",
 		"-device pvpanic", "-action panic=pause", " -S",
-		"-netdev user,id=coffer-probe,restrict=on,hostfwd=tcp:127.0.0.1:40080-:80", "-device virtio-net-pci,netdev=coffer-probe", "-m 256"} {
+		"-netdev user,id=coffer-probe,restrict=on,hostfwd=tcp:127.0.0.1:40080-:80", "-m 256"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%q missing: %s", want, got)
 		}
@@ -32,7 +33,11 @@ func TestIsolateArgs(t *testing.T) {
 	if iso.AgentSocket != "/run/x/qga0.sock" {
 		t.Errorf("agent socket %q", iso.AgentSocket)
 	}
-	vmxnet3 := strings.Join(IsolateArgs(in, IsolateSpec{Forward: map[int]int{80: 40080}, NIC: "vmxnet3"}).Args, " ")
+	if strings.Count(got, "netdev=coffer-probe") != 1 {
+		t.Errorf("the probes' network is not on the VM's own NIC alone: %s", got)
+	}
+	noNIC := []string{"qemu-system-x86_64", "-nodefaults", "-m", "256"}
+	vmxnet3 := strings.Join(IsolateArgs(noNIC, IsolateSpec{Forward: map[int]int{80: 40080}, NIC: "vmxnet3"}).Args, " ")
 	if !strings.Contains(vmxnet3, "-device vmxnet3,netdev=coffer-probe") || strings.Contains(vmxnet3, "virtio-net-pci,netdev=coffer-probe") {
 		t.Errorf("the probes' adapter of a VMware guest: %s", vmxnet3)
 	}
