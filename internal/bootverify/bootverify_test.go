@@ -24,6 +24,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/ovmf"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
@@ -45,14 +46,25 @@ type lab struct {
 	repo  *repo.Repository
 	store string
 	state string
+	// efi is where an EFI-booted guest's loader lies on its disk.
+	efi *guestvm.EFIBootDisk
 }
 
-func newLab(t *testing.T, ctx context.Context) *lab { return newLabWith(t, ctx, false) }
+// How the lab's guest boots.
+type labBoot int
 
-// newLabWith starts the lab's guest; with diskBoot it boots through a
-// bootloader from its own disk (guestvm.BuildBootDisk) and mounts its root
-// file system from it.
-func newLabWith(t *testing.T, ctx context.Context, diskBoot bool) *lab {
+const (
+	kernelBoot labBoot = iota // QEMU's -kernel: no bootloader
+	biosBoot                  // SeaBIOS, the MBR, SYSLINUX (guestvm.BuildBootDisk)
+	efiBoot                   // OVMF, the ESP's \EFI\BOOT\BOOTX64.EFI (guestvm.BuildEFIBootDisk)
+)
+
+func newLab(t *testing.T, ctx context.Context) *lab { return newLabWith(t, ctx, kernelBoot) }
+
+// newLabWith starts the lab's guest; booted from its disk (biosBoot,
+// efiBoot) it goes through the firmware and a bootloader, and mounts its
+// root file system from that disk.
+func newLabWith(t *testing.T, ctx context.Context, how labBoot) *lab {
 	testutil.RequireBinary(t, "qemu-system-x86_64")
 	qemuImg := testutil.RequireBinary(t, "qemu-img")
 	img, err := guestvm.Build(ctx)
@@ -65,7 +77,9 @@ func newLabWith(t *testing.T, ctx context.Context, diskBoot bool) *lab {
 	dir := t.TempDir()
 	l := &lab{t: t, ctx: ctx, disk: filepath.Join(dir, "vda.qcow2"), state: filepath.Join(dir, "state"), store: filepath.Join(dir, "repo")}
 	format := "qcow2"
-	if diskBoot {
+	var fw *ovmf.Firmware
+	switch how {
+	case biosBoot:
 		for _, tool := range []string{"syslinux", "mcopy", "mkfs.vfat", "mkfs.ext4", "sfdisk"} {
 			testutil.RequireBinary(t, tool)
 		}
@@ -73,11 +87,26 @@ func newLabWith(t *testing.T, ctx context.Context, diskBoot bool) *lab {
 		if err := guestvm.BuildBootDisk(ctx, img, l.disk, true); err != nil {
 			t.Fatal(err)
 		}
-	} else if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", l.disk, "16M").CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
+	case efiBoot:
+		for _, tool := range guestvm.EFIBootDiskTools {
+			testutil.RequireBinary(t, tool)
+		}
+		f := testutil.RequireOVMF(t)
+		fw = &f
+		l.disk, format = filepath.Join(dir, "vda.raw"), "raw"
+		if l.efi, err = guestvm.BuildEFIBootDisk(ctx, img, l.disk, guestvm.BootDiskOptions{Agent: true}); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", l.disk, "16M").CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
 	}
 	l.vm, err = guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", UUID: "0c3e2a51-3d7b-4a4f-9b0e-5d1f2a3b4c5d", Dir: filepath.Join(dir, "vm"),
-		Mode: "boot", GuestAgent: true, DiskBoot: diskBoot, Disks: []guestvm.Disk{{ID: "vda", Path: l.disk, Format: format, ShareRW: true}}})
+		Mode: "boot", GuestAgent: true, DiskBoot: how != kernelBoot, EFI: fw,
+		// A NIC of its own, as production VMs have: the test boot keeps it
+		// in its PCI slot and puts the probes' restricted network on it.
+		Extra: []string{"-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0,mac=52:54:00:12:34:56"}, Disks: []guestvm.Disk{{ID: "vda", Path: l.disk, Format: format, ShareRW: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +436,7 @@ func slogStderr() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, 
 func TestDamagedBootDisks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	l := newLabWith(t, ctx, true)
+	l := newLabWith(t, ctx, biosBoot)
 	if !strings.Contains(l.vm.Console(), "root file system mounted") {
 		t.Fatalf("the guest did not mount its root file system:\n%s", l.vm.Console())
 	}

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/coffer-backup/coffer/internal/ovmf"
 )
 
 // qemuBinary starts the VMs of points whose recorded configuration is not
@@ -26,21 +28,9 @@ type hostQEMU struct {
 	memoryMB int64 // total RAM, 0 when unknown
 }
 
-// efiFirmware is OVMF: read-only code and the template of the variable
-// store each VM gets a copy of. Code alone is a firmware with its
-// variables built in (OVMF.fd).
+// efiFirmware is OVMF (see ovmf.Firmware).
 type efiFirmware struct {
 	code, vars string
-}
-
-// ovmfPaths are where distributions install OVMF, as code and variable
-// store pairs, most specific first.
-var ovmfPaths = [][2]string{
-	{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"}, // Debian 12, Ubuntu 22.04+
-	{"/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"},
-	{"/usr/share/edk2/ovmf/OVMF_CODE.fd", "/usr/share/edk2/ovmf/OVMF_VARS.fd"}, // Fedora, RHEL
-	{"/usr/share/edk2/x64/OVMF_CODE.fd", "/usr/share/edk2/x64/OVMF_VARS.fd"},   // Arch
-	{"/usr/share/qemu/OVMF.fd", ""},
 }
 
 // deviceLine is one driver of `qemu-system-x86_64 -device help`:
@@ -64,19 +54,10 @@ func probeHost(ctx context.Context) (hostQEMU, error) {
 			}
 		}
 	}
-	for _, p := range ovmfPaths {
-		if !exists(p[0]) || p[1] != "" && !exists(p[1]) {
-			continue
-		}
-		h.efi = efiFirmware{code: p[0], vars: p[1]}
-		break
+	if fw, ok := ovmf.Find(); ok {
+		h.efi = efiFirmware{code: fw.Code, vars: fw.Vars}
 	}
 	return h, nil
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // totalMemoryMB reads MemTotal from /proc/meminfo (0 when unknown).

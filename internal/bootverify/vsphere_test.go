@@ -60,6 +60,8 @@ func TestPlanVSphereCannotVerify(t *testing.T) {
 		{"ide 2:0", vsphereConfig("bios", []vmconfig.Disk{{Key: "3000", Controller: vmconfig.IDE, Bus: 2}}), fullHost(), nil, "channels 0 and 1"},
 		{"unknown controller", vsphereConfig("bios", []vmconfig.Disk{{Key: "9", Controller: "VirtualFancyController"}}), fullHost(), nil, `"VirtualFancyController"`},
 		{"efi without ovmf", vsphereConfig("efi", pv), noOVMF, nil, "install the ovmf package"},
+		{"efi from pvscsi", vsphereConfig("efi", pv), fullHost(), nil, "from disk 2000 on a VMware Paravirtual SCSI controller"},
+		{"efi from lsi sas", vsphereConfig("efi", []vmconfig.Disk{{Key: "2000", Controller: vmconfig.LSILogicSAS}}), fullHost(), nil, "LSI Logic SAS controller"},
 		{"qemu lacks pvscsi", vsphereConfig("bios", pv), noPVSCSI, nil, "lacks the pvscsi device"},
 		{"older point", vsphereConfig("bios", nil), fullHost(), nil, "back the VM up again"},
 		{"probe without nic", vsphereConfig("bios", pv), fullHost(), http, "no network adapter"},
@@ -134,7 +136,14 @@ func TestVSphereMachinesStart(t *testing.T) {
 		t.Log("no OVMF on this host: EFI is not started")
 	}
 	for _, fw := range firmwares {
-		m, err := planVSphere(vsphereConfig(fw, disks, "VirtualVmxnet3"), h, []Probe{{Kind: ProbeTCP, Port: 22}})
+		cfg := vsphereConfig(fw, disks, "VirtualVmxnet3")
+		if fw == "efi" {
+			// OVMF boots from NVMe, not from the SCSI controllers
+			// (efiCanBootFrom); the SCSI disks stay as data disks.
+			native, _ := json.Marshal(vmconfig.Native{Disks: disks, BootDisk: "31000"})
+			cfg.Native = native
+		}
+		m, err := planVSphere(cfg, h, []Probe{{Kind: ProbeTCP, Port: 22}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,13 +29,17 @@ import (
 // VMXNET3 adapter. A point of the same VM whose disk was zeroed fails at
 // step 3 with a screenshot; a VM on an LSI Logic Parallel controller,
 // which QEMU does not emulate, is "cannot verify locally", exit 2, and no
-// QEMU starts. `coffer snapshots` shows all three in the BOOT column.
+// QEMU starts. A VM whose firmware is EFI, its disk a GPT one that boots
+// through \EFI\BOOT\BOOTX64.EFI, passes under OVMF from an NVMe
+// controller, and is "cannot verify locally" from a pvscsi one (OVMF has
+// no driver for it). `coffer snapshots` shows them all in the BOOT column.
 func TestVerifyBootVSphere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	for _, tool := range []string{"qemu-system-x86_64", "syslinux", "mcopy", "mkfs.vfat", "mkfs.ext4", "sfdisk"} {
+	for _, tool := range append([]string{"qemu-system-x86_64", "syslinux"}, guestvm.EFIBootDiskTools...) {
 		testutil.RequireBinary(t, tool)
 	}
+	testutil.RequireOVMF(t)
 	img, err := guestvm.Build(ctx)
 	if err != nil {
 		if errors.Is(err, guestvm.ErrNoAssets) && !testutil.Strict() {
@@ -56,12 +60,23 @@ func TestVerifyBootVSphere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	efiRaw := filepath.Join(e.dir, "efi.raw")
+	if _, err := guestvm.BuildEFIBootDisk(ctx, img, efiRaw, guestvm.BootDiskOptions{Device: "/dev/nvme0n1", Modules: []string{"vmxnet3"}}); err != nil {
+		t.Fatal(err)
+	}
+	efiDisk, err := os.ReadFile(efiRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	lab := newVCLab(t, vclab.Start(t, 1, 0))
 	lab.CreateVMWith(ctx, vclab.VM{Name: "web-vs", Controller: "pvscsi", DiskSize: int64(len(bootDisk)), NIC: "vmxnet3"})
 	lab.CreateVMWith(ctx, vclab.VM{Name: "legacy-vs", Controller: "lsilogic", DiskSize: int64(len(bootDisk)), NIC: "vmxnet3"})
+	lab.CreateVMWith(ctx, vclab.VM{Name: "efi-vs", Controller: "nvme", DiskSize: int64(len(efiDisk)), NIC: "vmxnet3", Firmware: "efi"})
+	lab.CreateVMWith(ctx, vclab.VM{Name: "efi-pvscsi-vs", Controller: "pvscsi", DiskSize: int64(len(efiDisk)), Firmware: "efi"})
 	web := lab.Disk("web-vs")
 	lab.WriteFlat(web, bootDisk)
+	lab.WriteFlat(lab.Disk("efi-vs"), efiDisk)
 	lab.WriteFlat(lab.Disk("legacy-vs"), bootDisk)
 	e.must("init")
 	lab.backUp(e, "web-vs", "")
@@ -83,11 +98,31 @@ func TestVerifyBootVSphere(t *testing.T) {
 		t.Fatalf("the HTTP probe through the VMXNET3 adapter: %+v", good.Steps[4])
 	}
 
+	// EFI firmware: OVMF, which finds the loader at the removable-media
+	// path (VMware's boot entries are not in the backup).
+	lab.backUp(e, "efi-vs", "")
+	out = e.must("verify", "boot", "efi-vs", "--marker", guestvm.BootMarker, "--probe", probe, "--json")
+	var efi api.BootVerification
+	if err := json.Unmarshal([]byte(out), &efi); err != nil || !efi.Passed || len(efi.Steps) != 6 {
+		t.Fatalf("verify boot of the EFI VM's point: %v\n%s", err, out)
+	}
+	if fw := efi.Steps[0].Evidence["firmware"]; !strings.HasPrefix(fw, "EFI (") || efi.Steps[4].Status != "passed" ||
+		!strings.Contains(efi.Steps[0].Evidence["disks"], "nvme 0:0 -> nvme") {
+		t.Fatalf("the EFI VM did not boot under OVMF from NVMe with its probe: %+v %+v", efi.Steps[0].Evidence, efi.Steps[4])
+	}
+	lab.backUp(e, "efi-pvscsi-vs", "")
+	code, stdout, stderr := e.run("verify", "boot", "efi-pvscsi-vs", "--marker", guestvm.BootMarker, "--json")
+	var efiPV api.BootVerification
+	if err := json.Unmarshal([]byte(stdout), &efiPV); err != nil || code != ExitUsage || efiPV.Passed ||
+		!strings.Contains(efiPV.CannotVerify, "OVMF has no driver") {
+		t.Fatalf("verify boot of an EFI VM booting from pvscsi: exit %d %v\n%s\n%s", code, err, stdout, stderr)
+	}
+
 	// The same VM with its disk zeroed: the BIOS finds nothing to boot.
 	lab.WriteFlat(web, make([]byte, web.Size))
 	lab.backUp(e, "web-vs", "")
 	shot := filepath.Join(e.dir, "zeroed.png")
-	code, stdout, stderr := e.run("verify", "boot", "latest", "--marker", guestvm.BootMarker, "--timeout", "45s", "--screenshot", shot)
+	code, stdout, stderr = e.run("verify", "boot", "web-vs", "--marker", guestvm.BootMarker, "--timeout", "45s", "--screenshot", shot)
 	if code != ExitIntegrity || !strings.Contains(stderr, "step 3 (console-marker)") {
 		t.Fatalf("verify boot of the zeroed point: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -112,7 +147,7 @@ func TestVerifyBootVSphere(t *testing.T) {
 	}
 
 	var points []api.BackupPoint
-	if err := json.Unmarshal([]byte(e.must("snapshots", "--json")), &points); err != nil || len(points) != 3 {
+	if err := json.Unmarshal([]byte(e.must("snapshots", "--json")), &points); err != nil || len(points) != 5 {
 		t.Fatalf("snapshots: %+v %v", points, err)
 	}
 	boot := map[string]string{}
@@ -122,7 +157,8 @@ func TestVerifyBootVSphere(t *testing.T) {
 		}
 		boot[p.ID] = bootColumn(p.BootVerification)
 	}
-	if boot[good.PointID] != "ok" || boot[legacy.PointID] != "unverifiable" || len(boot) != 3 {
+	if boot[good.PointID] != "ok" || boot[efi.PointID] != "ok" || boot[legacy.PointID] != "unverifiable" ||
+		boot[efiPV.PointID] != "unverifiable" || len(boot) != 5 {
 		t.Fatalf("BOOT column: %v", boot)
 	}
 	table := e.must("snapshots")

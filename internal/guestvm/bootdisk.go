@@ -41,8 +41,9 @@ func BuildBootDisk(ctx context.Context, img *Image, path string, agent bool) err
 // BootDiskOptions fit a boot disk to the VM it boots in.
 type BootDiskOptions struct {
 	Agent bool
-	// Device is the disk as the guest sees it (default /dev/vda, virtio);
-	// the root file system is its partition 2.
+	// Device is the disk as the guest sees it (default /dev/vda, virtio;
+	// /dev/sda on SCSI, /dev/nvme0n1 on NVMe); the root file system is
+	// its partition 2.
 	Device string
 	// Modules are the drivers the guest loads first, in order (from the
 	// asset directory's modules): a disk on a VMware controller needs
@@ -57,75 +58,125 @@ var VMwareModules = []string{"scsi_common", "scsi_mod", "sd_mod", "vmw_pvscsi", 
 // BuildBootDiskWith is BuildBootDisk for a VM whose disk the guest finds
 // as o says.
 func BuildBootDiskWith(ctx context.Context, img *Image, path string, o BootDiskOptions) error {
-	for _, m := range o.Modules {
-		if _, err := os.Stat(filepath.Join(AssetDir(), "modules", m+".ko")); err != nil {
-			return fmt.Errorf("the guest's driver %s is not in %s: run scripts/ci/install-guest.sh: %w", m, AssetDir(), ErrNoAssets)
-		}
-	}
-	dev := o.Device
-	if dev == "" {
-		dev = "/dev/vda"
+	if err := checkModules(o.Modules); err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp(filepath.Dir(path), "bootdisk-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	run := func(name string, args ...string) error {
-		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
-		}
-		return nil
+	cfg := filepath.Join(dir, "syslinux.cfg")
+	if err := os.WriteFile(cfg, []byte("SERIAL 0 115200\nDEFAULT coffer\nTIMEOUT 1\nLABEL coffer\n  KERNEL vmlinuz\n  INITRD initrd.gz\n  APPEND "+bootCmdline(o)+"\n"), 0o644); err != nil {
+		return err
 	}
-	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=" + dev + "2 coffer.root=" + dev + "2"
+	boot, rootImg := filepath.Join(dir, "boot.img"), filepath.Join(dir, "root.img")
+	if err := buildRootImage(ctx, dir, rootImg, BootDiskMiB-1-bootPartMiB); err != nil {
+		return err
+	}
+	if err := run(ctx, "truncate", "-s", fmt.Sprintf("%dM", BootDiskMiB), path); err != nil {
+		return err
+	}
+	// Partition 1: FAT32 (LBA), active; partition 2: Linux.
+	layout := fmt.Sprintf("label: dos\nstart=2048, size=%d, type=c, bootable\nstart=%d, type=83\n",
+		bootPartMiB<<11, (1+bootPartMiB)<<11)
+	if err := partition(ctx, path, layout); err != nil {
+		return err
+	}
+	steps := [][]string{
+		{"mkfs.vfat", "-C", boot, fmt.Sprint(bootPartMiB * 1024)},
+		{"mcopy", "-i", boot, img.Kernel, "::vmlinuz"},
+		{"mcopy", "-i", boot, img.Initrd, "::initrd.gz"},
+		{"mcopy", "-i", boot, cfg, "::syslinux.cfg"},
+		{"syslinux", "--install", boot},
+		{"dd", "if=" + mbrCode, "of=" + path, "bs=440", "count=1", "conv=notrunc", "status=none"},
+		{"dd", "if=" + boot, "of=" + path, "bs=1M", "seek=1", "conv=notrunc", "status=none"},
+		{"dd", "if=" + rootImg, "of=" + path, "bs=1M", fmt.Sprintf("seek=%d", 1+bootPartMiB), "conv=notrunc", "status=none"},
+	}
+	for _, s := range steps {
+		if err := run(ctx, s[0], s[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkModules refuses drivers the asset directory lacks: the guest
+// would stop before its disk appears, which is not what a test means.
+func checkModules(mods []string) error {
+	for _, m := range mods {
+		if _, err := os.Stat(filepath.Join(AssetDir(), "modules", m+".ko")); err != nil {
+			return fmt.Errorf("the guest's driver %s is not in %s: run scripts/ci/install-guest.sh: %w", m, AssetDir(), ErrNoAssets)
+		}
+	}
+	return nil
+}
+
+// bootCmdline is the kernel command line a boot disk's loader passes:
+// boot mode, the root file system on partition 2 of o's device.
+func bootCmdline(o BootDiskOptions) string {
+	dev := o.Device
+	if dev == "" {
+		dev = "/dev/vda"
+	}
+	root := dev + "2"
+	if last := dev[len(dev)-1]; last >= '0' && last <= '9' {
+		root = dev + "p2" // /dev/nvme0n1p2
+	}
+	cmdline := KernelArgs + " coffer.mode=boot coffer.disk=" + root + " coffer.root=" + root
 	if len(o.Modules) > 0 {
 		cmdline += " coffer.modules=" + strings.Join(o.Modules, ",")
 	}
 	if o.Agent {
 		cmdline += " coffer.qga=1"
 	}
-	cfg := filepath.Join(dir, "syslinux.cfg")
-	if err := os.WriteFile(cfg, []byte("SERIAL 0 115200\nDEFAULT coffer\nTIMEOUT 1\nLABEL coffer\n  KERNEL vmlinuz\n  INITRD initrd.gz\n  APPEND "+cmdline+"\n"), 0o644); err != nil {
+	return cmdline
+}
+
+// buildRootImage writes the test guest's root file system, ext4 of mib
+// MiB holding RootMarkerFile, to path.
+func buildRootImage(ctx context.Context, dir, path string, mib int) error {
+	root, err := testRoot(dir)
+	if err != nil {
 		return err
 	}
+	return mkfsExt4(ctx, root, path, mib, "")
+}
+
+// testRoot makes the test guest's root file system's content under dir.
+func testRoot(dir string) (string, error) {
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(root, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(root, RootMarkerFile), []byte("coffer test guest root\n"), 0o644); err != nil {
-		return err
+	return root, os.WriteFile(filepath.Join(root, RootMarkerFile), []byte("coffer test guest root\n"), 0o644)
+}
+
+// mkfsExt4 writes an ext4 file system of mib MiB holding the content of
+// the directory root to path (mkfs.ext4 -d: no mount).
+func mkfsExt4(ctx context.Context, root, path string, mib int, label string) error {
+	args := []string{"-q", "-F", "-d", root}
+	if label != "" {
+		args = append(args, "-L", label)
 	}
-	boot, rootImg := filepath.Join(dir, "boot.img"), filepath.Join(dir, "root.img")
-	rootMiB := BootDiskMiB - 1 - bootPartMiB
-	steps := [][]string{
-		{"truncate", "-s", fmt.Sprintf("%dM", BootDiskMiB), path},
-		{"sfdisk", "-q", path},
-		{"mkfs.vfat", "-C", boot, fmt.Sprint(bootPartMiB * 1024)},
-		{"mcopy", "-i", boot, img.Kernel, "::vmlinuz"},
-		{"mcopy", "-i", boot, img.Initrd, "::initrd.gz"},
-		{"mcopy", "-i", boot, cfg, "::syslinux.cfg"},
-		{"syslinux", "--install", boot},
-		{"mkfs.ext4", "-q", "-F", "-d", root, rootImg, fmt.Sprintf("%dM", rootMiB)},
-		{"dd", "if=" + mbrCode, "of=" + path, "bs=440", "count=1", "conv=notrunc", "status=none"},
-		{"dd", "if=" + boot, "of=" + path, "bs=1M", "seek=1", "conv=notrunc", "status=none"},
-		{"dd", "if=" + rootImg, "of=" + path, "bs=1M", fmt.Sprintf("seek=%d", 1+bootPartMiB), "conv=notrunc", "status=none"},
+	return run(ctx, "mkfs.ext4", append(args, path, fmt.Sprintf("%dM", mib))...)
+}
+
+// partition writes the partition table layout (sfdisk's script format)
+// into the disk image at path.
+func partition(ctx context.Context, path, layout string) error {
+	c := exec.CommandContext(ctx, "sfdisk", "-q", "--no-reread", "--no-tell-kernel", path)
+	c.Stdin = strings.NewReader(layout)
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("sfdisk: %v: %s", err, out)
 	}
-	for _, s := range steps {
-		if s[0] == "sfdisk" {
-			// Partition 1: FAT32 (LBA), active; partition 2: Linux.
-			layout := fmt.Sprintf("label: dos\nstart=2048, size=%d, type=c, bootable\nstart=%d, type=83\n",
-				bootPartMiB<<11, (1+bootPartMiB)<<11)
-			c := exec.CommandContext(ctx, s[0], append(s[1:], "--no-reread", "--no-tell-kernel")...)
-			c.Stdin = strings.NewReader(layout)
-			if out, err := c.CombinedOutput(); err != nil {
-				return fmt.Errorf("sfdisk: %v: %s", err, out)
-			}
-			continue
-		}
-		if err := run(s[0], s[1:]...); err != nil {
-			return err
-		}
+	return nil
+}
+
+func run(ctx context.Context, name string, args ...string) error {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +68,51 @@ func TestGuestBootsAndWrites(t *testing.T) {
 		t.Fatalf("check: %+v %v", rep, err)
 	}
 	t.Logf("guest disk: %+v", rep)
+}
+
+// TestEFIBootDiskBoots: a disk from BuildEFIBootDisk boots under OVMF
+// through \EFI\BOOT\BOOTX64.EFI alone (a fresh variable store has no boot
+// entry for it) and the guest mounts its root file system from it.
+func TestEFIBootDiskBoots(t *testing.T) {
+	testutil.RequireBinary(t, "qemu-system-x86_64")
+	for _, tool := range EFIBootDiskTools {
+		testutil.RequireBinary(t, tool)
+	}
+	fw := testutil.RequireOVMF(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	img, err := Build(ctx)
+	if err != nil {
+		if err == ErrNoAssets && !testutil.Strict() {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	disk := filepath.Join(dir, "vda.raw")
+	layout, err := BuildEFIBootDisk(ctx, img, disk, BootDiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b[layout.LoaderOffset:layout.LoaderOffset+2]) != "MZ" || string(b[512:520]) != "EFI PART" {
+		t.Fatalf("no GPT, or no PE image at the loader's offset %d", layout.LoaderOffset)
+	}
+	vm, err := Start(ctx, img, Options{Name: "efi", Dir: filepath.Join(dir, "vm"), Mode: "boot", DiskBoot: true, EFI: &fw,
+		Disks: []Disk{{ID: "vda", Path: disk, Format: "raw"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vm.Kill()
+	start := time.Now()
+	if _, err := vm.WaitConsole(ctx, BootMarker); err != nil {
+		t.Fatalf("%v\n%s", err, vm.Console())
+	}
+	t.Logf("login prompt %.1f s after QEMU started", time.Since(start).Seconds())
+	if !strings.Contains(vm.Console(), "root file system mounted") {
+		t.Fatalf("the guest did not mount its root file system:\n%s", vm.Console())
+	}
 }

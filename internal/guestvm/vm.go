@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/ovmf"
 )
 
 // KernelArgs start every test guest's kernel command line, whoever boots
@@ -52,7 +54,15 @@ type Options struct {
 	// BuildBootDisk, whose bootloader passes the kernel command line)
 	// instead of QEMU's -kernel.
 	DiskBoot bool
+	// EFI boots through UEFI firmware instead of the BIOS (with
+	// DiskBoot: a disk from BuildEFIBootDisk).
+	// Start copies the variable store's template into Dir: a guest
+	// writes its own (the firmware records boot entries there).
+	EFI *ovmf.Firmware
 }
+
+// efiVars is a guest's copy of its firmware's variable store.
+func efiVars(o Options) string { return filepath.Join(o.Dir, "efivars.fd") }
 
 // VM is a running guest started by Start.
 type VM struct {
@@ -82,6 +92,13 @@ func QEMUArgs(img *Image, o Options) []string {
 	a := []string{"-accel", "tcg", "-m", fmt.Sprint(mem), "-smp", "1", "-nodefaults", "-display", "none", "-name", o.Name}
 	if !o.DiskBoot {
 		a = append(a, "-kernel", img.Kernel, "-initrd", img.Initrd, "-append", appendArgs)
+	}
+	switch {
+	case o.EFI != nil && o.EFI.Vars == "":
+		a = append(a, "-bios", o.EFI.Code)
+	case o.EFI != nil:
+		a = append(a, "-drive", "if=pflash,format=raw,readonly=on,file="+o.EFI.Code,
+			"-drive", "if=pflash,format=raw,file="+efiVars(o))
 	}
 	a = append(a, "-serial", "stdio", "-no-reboot",
 		// fds 3 and 4 are sockets Start listens on before QEMU runs, so
@@ -122,6 +139,11 @@ func QEMUArgs(img *Image, o Options) []string {
 func Start(ctx context.Context, img *Image, o Options) (*VM, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
+	}
+	if o.EFI != nil && o.EFI.Vars != "" {
+		if err := copyFile(o.EFI.Vars, efiVars(o)); err != nil {
+			return nil, fmt.Errorf("the guest's EFI variable store: %w", err)
+		}
 	}
 	vm := &VM{Opts: o, QMPPath: filepath.Join(o.Dir, "qmp.sock"), TestQMP: filepath.Join(o.Dir, "test-qmp.sock"),
 		QGAPath: filepath.Join(o.Dir, "qga.sock"), changed: make(chan struct{}), exited: make(chan struct{})}

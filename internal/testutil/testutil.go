@@ -17,6 +17,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/coffer-backup/coffer/internal/ovmf"
 )
 
 // Strict reports whether integration prerequisites are mandatory.
@@ -34,6 +36,20 @@ func RequireBinary(t testing.TB, program string) string {
 	}
 	t.Skipf("%s not installed; skipping (set COFFER_REQUIRE_INTEGRATION=1 to make this fatal)", program)
 	return ""
+}
+
+// RequireOVMF returns this host's UEFI firmware for QEMU, or skips (fails
+// in CI) the test.
+func RequireOVMF(t testing.TB) ovmf.Firmware {
+	t.Helper()
+	fw, ok := ovmf.Find()
+	if !ok {
+		if Strict() {
+			t.Fatal("OVMF is required in CI but was not found: run scripts/ci/install-qemu.sh (the ovmf package)")
+		}
+		t.Skip("OVMF not installed (the ovmf package); skipping (set COFFER_REQUIRE_INTEGRATION=1 to make this fatal)")
+	}
+	return fw
 }
 
 // RequireRoot skips (fails in CI) a test that needs root, e.g. for runuser.

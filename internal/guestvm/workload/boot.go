@@ -43,8 +43,21 @@ func boot(disk, root string) {
 		fail("listen: %v", err)
 	}
 	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "coffer guest") }))
-	fmt.Println(guestvm.BootMarker)
+	say(guestvm.BootMarker)
 	select {}
+}
+
+// say prints a line on the serial console and on the screen's first
+// virtual terminal, where an installed system's getty shows its prompt:
+// a guest booted through UEFI has a framebuffer console that shows
+// nothing else (its kernel logs to the serial port only), and a blank
+// screen fails boot verification's screenshot.
+func say(line string) {
+	fmt.Println(line)
+	if tty, err := os.OpenFile("/dev/tty1", os.O_WRONLY, 0); err == nil {
+		fmt.Fprintln(tty, line)
+		tty.Close()
+	}
 }
 
 // mountRoot mounts the root file system of a guest booted from its own
@@ -69,7 +82,7 @@ func mountRoot(dev string) {
 	}
 	if err != nil {
 		fmt.Printf("COFFER BOOT cannot mount the root file system %s: %v %s\n", dev, err, out)
-		fmt.Println("Give root password for maintenance")
+		say("Give root password for maintenance")
 		for {
 			time.Sleep(time.Hour)
 		}

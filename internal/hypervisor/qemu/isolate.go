@@ -47,7 +47,7 @@ var displayDevices = []string{"vga", "qxl", "virtio-gpu", "cirrus", "bochs", "ra
 // event escapes the caller, who connects to the monitor and continues it.
 func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 	out := []string{args[0]}
-	nodefaults, display, pvpanic := false, false, false
+	nodefaults, display, pvpanic, vgaNone, probeNIC := false, false, false, false, false
 	agentDev := ""
 	for i := 1; i < len(args); i++ {
 		opt := args[i]
@@ -63,10 +63,8 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		case "-nodefaults":
 			nodefaults = true
 		case "-vga":
-			if val == "none" {
-				val = "std"
-			}
-			display = true
+			vgaNone = val == "none"
+			display = !vgaNone
 		case "-serial":
 			if strings.HasPrefix(val, "file:") && spec.Console != "" {
 				val = "chardev:coffer-console"
@@ -74,7 +72,19 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		case "-device":
 			o := parseOpts(val)
 			if o.has("netdev") {
-				continue
+				// The VM's NICs stay where they are: dropping one would
+				// move the devices after it to other PCI slots, and the
+				// guest's firmware (EFI boot entries) and its interface
+				// names know them by slot. The first carries the probes'
+				// restricted network, so the guest's own network
+				// configuration brings it up; the others have no backend
+				// (QEMU drops their packets).
+				o.del("netdev")
+				if len(spec.Forward) > 0 && !probeNIC {
+					o.set("netdev", "coffer-probe")
+					probeNIC = true
+				}
+				val = o.String()
 			}
 			drv := strings.ToLower(o.first())
 			if drv == "" && len(o) > 0 {
@@ -111,8 +121,12 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		out = append(out, "-chardev", fmt.Sprintf("socket,id=coffer-console,path=%s,logfile=%s",
 			escapeOpt(spec.Console), escapeOpt(spec.ConsoleLog)))
 	}
-	if nodefaults && !display {
-		out = append(out, "-vga", "std") // a screen to take the screenshot of
+	if (nodefaults || vgaNone) && !display {
+		// A screen to take the screenshot of, as the last PCI device: -vga
+		// would take slot 2 and move the VM's own devices, whose PCI paths
+		// the guest's firmware recorded (an EFI variable store's boot
+		// entries name them: a moved disk is not booted).
+		out = append(out, "-device", "VGA")
 	}
 	if !pvpanic {
 		out = append(out, "-device", "pvpanic")
@@ -130,11 +144,14 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 		for _, g := range ports {
 			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", spec.Forward[g], g)
 		}
-		nic := spec.NIC
-		if nic == "" {
-			nic = "virtio-net-pci"
+		out = append(out, "-netdev", netdev)
+		if !probeNIC { // a VM without a NIC gets one for the probes
+			nic := spec.NIC
+			if nic == "" {
+				nic = "virtio-net-pci"
+			}
+			out = append(out, "-device", nic+",netdev=coffer-probe")
 		}
-		out = append(out, "-netdev", netdev, "-device", nic+",netdev=coffer-probe")
 	}
 	res.Args = out
 	return res

@@ -94,6 +94,7 @@ type VM struct {
 	Name, Controller string
 	DiskSize         int64
 	NIC              string
+	Firmware         string // "bios" (default) or "efi"
 }
 
 // CreateVMWith adds a powered-off VM shaped by vm on the first datastore.
@@ -107,7 +108,13 @@ func (l *Lab) CreateVMWith(ctx context.Context, vm VM) {
 	l.Retrieve(ctx, "ResourcePool", []string{"name"}, &pools)
 	ds := dss[0].Name
 	var devs object.VirtualDeviceList
-	scsi, err := devs.CreateSCSIController(vm.Controller)
+	var scsi types.BaseVirtualDevice
+	var err error
+	if vm.Controller == "nvme" {
+		scsi, err = devs.CreateNVMEController()
+	} else {
+		scsi, err = devs.CreateSCSIController(vm.Controller)
+	}
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -142,7 +149,7 @@ func (l *Lab) CreateVMWith(ctx context.Context, vm VM) {
 			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
 		}
 	}
-	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: "otherGuest", NumCPUs: 1, MemoryMB: 256,
+	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: "otherGuest", NumCPUs: 1, MemoryMB: 256, Firmware: vm.Firmware,
 		Files: &types.VirtualMachineFileInfo{VmPathName: "[" + ds + "]"}, DeviceChange: changes}
 	task, err := object.NewFolder(l.c, dcs[0].VmFolder).CreateVM(ctx, spec, object.NewResourcePool(l.c, pools[0].Self), nil)
 	if err != nil {
