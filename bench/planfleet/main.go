@@ -24,8 +24,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/bench/benchutil"
@@ -54,7 +52,7 @@ func main() {
 	flag.StringVar(&conc, "concurrency", "2,8,24", "concurrencies of the whole fleet's runs")
 	flag.IntVar(&po.Runs, "runs", 3, "runs of the whole fleet at each concurrency")
 	flag.Parse()
-	po.Levels, po.Concurrency, po.VMs, po.Policy = ints(levels), ints(conc), *vms, "bench"
+	po.Levels, po.Concurrency, po.VMs, po.Policy = benchutil.Ints(levels), benchutil.Ints(conc), *vms, "bench"
 	ctx := context.Background()
 	if *work == "" {
 		d, err := os.MkdirTemp("/var/tmp", "coffer-bench-planfleet-")
@@ -63,7 +61,7 @@ func main() {
 		*work = d
 	}
 	start := time.Now()
-	startDaemons(ctx, filepath.Join(*work, "vms"), *vms, *datastores, size(*disk), size(*data))
+	startDaemons(ctx, filepath.Join(*work, "vms"), *vms, *datastores, benchutil.Size(*disk), benchutil.Size(*data))
 	conn, err := qemu.New(qemu.Config{Sockets: []string{filepath.Join(*work, "vms", "*.qmp")}, StateDir: filepath.Join(*work, "state"), Host: "kvm"})
 	benchutil.Check(err)
 	repos := newRepositories(ctx, *storeKind, filepath.Join(*work, "repos"))
@@ -125,33 +123,4 @@ func (f *qemuFleet) Input(ctx context.Context, c int, hist *plan.History) (plan.
 	benchutil.Check(err)
 	p := f.policy(f.vms)
 	return plan.BuildInput(plan.Sources{Config: f.config(c), Policy: p, Targets: plan.Selected(p, "kvm", vms), History: hist})
-}
-
-func ints(s string) []int {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			benchutil.Fatalf("bad number %q", f)
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
-func size(s string) int64 {
-	mult := int64(1)
-	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
-		if strings.HasSuffix(s, suf) {
-			s, mult = strings.TrimSuffix(s, suf), m
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		benchutil.Fatalf("bad size %q", s)
-	}
-	return n * mult
 }

@@ -37,13 +37,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
 
+	"github.com/coffer-backup/coffer/bench/benchutil"
 	"github.com/coffer-backup/coffer/bench/planacc"
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/crypto"
@@ -92,9 +92,9 @@ func main() {
 	// vcsim logs every call of a method it lacks (QueryChangedDiskAreas,
 	// once per backed-up VM here): keep the output readable.
 	log.SetOutput(dropLines{w: os.Stderr, substr: "does not implement"})
-	o.concurrency, o.c1 = ints(conc), ints(c1)
-	po.Levels, po.VMs, po.Concurrency, po.Policy = ints(levels), o.vms, o.concurrency, "bench"
-	o.diskSize, o.data = size(disk), size(data)
+	o.concurrency, o.c1 = benchutil.Ints(conc), benchutil.Ints(c1)
+	po.Levels, po.VMs, po.Concurrency, po.Policy = benchutil.Ints(levels), o.vms, o.concurrency, "bench"
+	o.diskSize, o.data = benchutil.Size(disk), benchutil.Size(data)
 	ctx := context.Background()
 
 	start := time.Now()
@@ -294,35 +294,6 @@ func tempRepo() (*repo.Repository, func()) {
 		log.Fatal(err)
 	}
 	return r, func() { st.Close(); os.RemoveAll(dir) }
-}
-
-func ints(s string) []int {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			log.Fatalf("bad number %q", f)
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
-func size(s string) int64 {
-	mult := int64(1)
-	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
-		if strings.HasSuffix(s, suf) {
-			s, mult = strings.TrimSuffix(s, suf), m
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		log.Fatalf("bad size %q", s)
-	}
-	return n * mult
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -280,19 +280,22 @@ func distOf(xs []float64) Dist {
 	return d
 }
 
-// mostOverlapping is the most spans open at one instant (a span ends
-// before another starting at the same time).
-func mostOverlapping(spans [][2]time.Time) int {
-	type edge struct {
-		at    time.Time
-		delta int
-	}
-	var es []edge
+// spanEdge is where a span opens (+1) or closes (-1).
+type spanEdge struct {
+	at    time.Time
+	delta int
+}
+
+// spanEdges are the opening and closing instants of the spans that have
+// both, in time order, a span closing before another opens at the same
+// instant.
+func spanEdges(spans [][2]time.Time) []spanEdge {
+	var es []spanEdge
 	for _, s := range spans {
 		if s[0].IsZero() || s[1].Before(s[0]) {
 			continue
 		}
-		es = append(es, edge{s[0], 1}, edge{s[1], -1})
+		es = append(es, spanEdge{s[0], 1}, spanEdge{s[1], -1})
 	}
 	sort.Slice(es, func(i, j int) bool {
 		if !es[i].at.Equal(es[j].at) {
@@ -300,6 +303,13 @@ func mostOverlapping(spans [][2]time.Time) int {
 		}
 		return es[i].delta < es[j].delta
 	})
+	return es
+}
+
+// mostOverlapping is the most spans open at one instant (a span ends
+// before another starting at the same time).
+func mostOverlapping(spans [][2]time.Time) int {
+	es := spanEdges(spans)
 	n, most := 0, 0
 	for _, e := range es {
 		n += e.delta
@@ -313,26 +323,10 @@ func mostOverlapping(spans [][2]time.Time) int {
 // length takes the number open at its instant.
 func taskLoads(spans [][2]time.Time) []float64 {
 	out := make([]float64, len(spans))
-	type edge struct {
-		at    time.Time
-		delta int
-	}
-	var es []edge
-	for _, s := range spans {
-		if s[0].IsZero() || s[1].Before(s[0]) {
-			continue
-		}
-		es = append(es, edge{s[0], 1}, edge{s[1], -1})
-	}
+	es := spanEdges(spans)
 	if len(es) == 0 {
 		return out
 	}
-	sort.Slice(es, func(i, j int) bool {
-		if !es[i].at.Equal(es[j].at) {
-			return es[i].at.Before(es[j].at)
-		}
-		return es[i].delta < es[j].delta
-	})
 	// The count of open spans is constant between distinct edge instants:
 	// at[k] is the k-th instant, open[k] the count after its edges,
 	// area[k] the integral of the count up to at[k], in seconds.
