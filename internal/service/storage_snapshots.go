@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
@@ -103,7 +103,6 @@ func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput
 	}
 	spec := TaskSpec{Kind: task.KindRestore, Object: auth.ConnectionsPath, VM: in.VM, Detail: "storage snapshot " + in.Label}
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.StorageRestore, error) {
-		start := time.Now()
 		o := offload.CopyOptions{Overwrite: in.Overwrite, NoOffload: in.NoOffload}
 		var got []storagesnap.RestoredDisk
 		var err error
@@ -123,6 +122,15 @@ func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput
 		if errors.Is(err, syscall.ENOSPC) {
 			err = fmt.Errorf("%w: %w", restore.ErrTargetFull, err)
 		}
+		if err != nil && len(got) > 0 {
+			// Say what is done: onto the original, those disks are the
+			// snapshot's already.
+			var done []string
+			for _, d := range got {
+				done = append(done, d.Target)
+			}
+			err = fmt.Errorf("%w (already restored: %s)", err, strings.Join(done, ", "))
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -130,11 +138,7 @@ func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput
 		for _, d := range got {
 			s.reportCopy(t, d.Disk.Name, d.Target, d.CopyStats)
 			out.Disks = append(out.Disks, api.StorageRestoredDisk{Disk: d.Disk.Name, Source: d.Disk.Path, Target: d.Target,
-				Method: string(d.Method), DataBytes: d.DataBytes})
-		}
-		secs := time.Since(start).Seconds()
-		for i := range out.Disks {
-			out.Disks[i].Seconds = secs // one clone each: the restore's time is theirs together
+				Method: string(d.Method), DataBytes: d.DataBytes, Seconds: d.Took.Seconds()})
 		}
 		return out, nil
 	})
@@ -143,18 +147,10 @@ func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput
 // ForgetStorageSnapshot deletes a kept storage snapshot before its
 // policy's retention would.
 func (s *Service) ForgetStorageSnapshot(ctx context.Context, label string) (*api.StorageSnapshot, error) {
-	kept, err := storagesnap.List(s.cfg.StateDir)
+	k, err := storagesnap.Forget(ctx, s.cfg.StateDir, label)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range kept {
-		if k.Label == label {
-			doc := storageSnapshotDoc(k)
-			if err := storagesnap.Forget(ctx, s.cfg.StateDir, label); err != nil {
-				return nil, err
-			}
-			return &doc, nil
-		}
-	}
-	return nil, fmt.Errorf("%w named %s: `coffer storage-snapshots` lists them", storagesnap.ErrKeptNotFound, label)
+	doc := storageSnapshotDoc(k)
+	return &doc, nil
 }

@@ -86,7 +86,7 @@ func changedSince(t *testing.T, p policy.StorageProvider, root string) {
 	if _, _, err := tracker.ChangedSince(ctx, 1, hypervisor.VMRef{Name: "db-1", ID: "u-2"}, disks[0]); !errors.Is(err, hypervisor.ErrNotFound) {
 		t.Fatalf("a VM the kept snapshot does not hold: %v", err)
 	}
-	if err := Forget(ctx, state, "coffer-job1-a"); err != nil {
+	if _, err := Forget(ctx, state, "coffer-job1-a"); err != nil {
 		t.Fatal(err)
 	}
 }

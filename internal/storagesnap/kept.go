@@ -198,12 +198,13 @@ func findKept(stateDir, label string) (statefile.Loaded[journal], error) {
 }
 
 // Forget deletes the kept storage snapshot label.
-func Forget(ctx context.Context, stateDir, label string) error {
+// It returns what the snapshot was.
+func Forget(ctx context.Context, stateDir, label string) (Kept, error) {
 	e, err := findKept(stateDir, label)
 	if err != nil {
-		return err
+		return Kept{}, err
 	}
-	return forget(ctx, e.Path, e.Value)
+	return e.Value.kept(), forget(ctx, e.Path, e.Value)
 }
 
 // RestoredDisk is one disk file a restore from a kept snapshot made.
@@ -211,6 +212,7 @@ type RestoredDisk struct {
 	Disk   hypervisor.DiskInfo
 	Target string
 	offload.CopyStats
+	Took time.Duration
 }
 
 // Restore makes copies of one VM's disk files, as they are in the kept
@@ -287,11 +289,12 @@ func restoreFrom(ctx context.Context, j journal, label, vm string, todo []restor
 	}
 	var out []RestoredDisk
 	for _, p := range todo {
+		start := time.Now()
 		st, err := offload.CopyFile(ctx, filepath.Join(dir, p.rel), p.dst, o)
 		if err != nil {
 			return out, fmt.Errorf("disk %s of %s from storage snapshot %s: %w", p.d.Name, vm, label, err)
 		}
-		out = append(out, RestoredDisk{Disk: p.d, Target: p.dst, CopyStats: st})
+		out = append(out, RestoredDisk{Disk: p.d, Target: p.dst, CopyStats: st, Took: time.Since(start)})
 	}
 	return out, nil
 }

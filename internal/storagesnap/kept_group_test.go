@@ -101,7 +101,7 @@ func TestKeptStorageSnapshotsAreRestorePoints(t *testing.T) {
 
 	// The guests run on, and forgetting the kept snapshots leaves nothing.
 	for _, label := range labels[1:] {
-		if err := storagesnap.Forget(l.ctx, l.state, label); err != nil {
+		if _, err := storagesnap.Forget(l.ctx, l.state, label); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,7 +19,8 @@ func keepThenForget(ss hypervisor.StorageSnapshot, state, label string) error {
 	if err := ss.(hypervisor.StorageKeeper).Keep(context.Background(), k); err != nil {
 		return err
 	}
-	return Forget(context.Background(), state, label)
+	_, err := Forget(context.Background(), state, label)
+	return err
 }
 
 // A SIGKILL while a snapshot is being kept or deleted as a kept one: a
@@ -49,7 +50,7 @@ func TestReflinkKeptKilledAtEveryStep(t *testing.T) {
 				t.Fatalf("kept snapshot's %s is not whole: %s", rel, out)
 			}
 		}
-		if err := Forget(context.Background(), state, label); err != nil {
+		if _, err := Forget(context.Background(), state, label); err != nil {
 			t.Fatal(err)
 		}
 		assertNoLeftovers(t, root, state, label)
