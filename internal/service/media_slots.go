@@ -86,11 +86,14 @@ func (c *copySlots) acquire(ctx context.Context, drive int, bytes int64) (func()
 	c.holding++
 	c.most = max(c.most, c.holding)
 	c.mu.Unlock()
+	var once sync.Once // a drive may give its slot back on several paths
 	return func() {
-		c.mu.Lock()
-		c.holding--
-		c.mu.Unlock()
-		release()
+		once.Do(func() {
+			c.mu.Lock()
+			c.holding--
+			c.mu.Unlock()
+			release()
+		})
 	}, nil
 }
 
