@@ -198,6 +198,23 @@ type CopyResult struct {
 	ChunksWritten  int64    `json:"chunks_written"`
 	WrittenBytes   int64    `json:"written_bytes"` // sealed bytes added to the target
 	ReEncrypted    bool     `json:"re_encrypted"`
+	// Offload: of what was written, the whole packs the storage copied
+	// itself (a clone, an S3 server-side copy) instead of coffer.
+	Offload CopyOffload `json:"offload"`
+}
+
+// CopyOffload says which path a copy's packs took: whole packs copied by
+// the storage (Method: cloned, server-side; kernel-copied and copied are
+// fallbacks through the host), the rest chunk by chunk through coffer.
+type CopyOffload struct {
+	Method        string `json:"method,omitempty"`
+	PacksAdopted  int64  `json:"packs_adopted"`
+	ChunksAdopted int64  `json:"chunks_adopted"`
+	BytesAdopted  int64  `json:"bytes_adopted"`
+	PacksPartial  int64  `json:"packs_partial"` // packs only partly needed: their chunks went through coffer
+	// Unavailable says why no pack could be copied whole (different
+	// master keys, storage without copies, --no-offload).
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // RepairReport is what a repair did (or would do, DryRun).

@@ -23,6 +23,15 @@ Repositories with different keys are re-encrypted chunk by chunk; a target
 made with `+"`coffer init --copy-keys-from`"+` shares chunk IDs, which lets
 coffer ask the target before reading anything from the source.
 
+With the same master key, a source pack whose every chunk the copy needs
+and the target lacks is copied whole by the storage, without passing
+through this host: cloned (FICLONE) between two local repositories on one
+filesystem with reflinks (XFS reflink=1, btrfs), copied server-side
+(CopyObject) between two buckets or prefixes of one S3 service. Other
+packs, and every pack the storage cannot copy, go chunk by chunk through
+coffer; --no-offload sends everything that way. The task log and the
+coffer_offload_bytes_total metric say which path the bytes took.
+
 A copied point keeps the object lock it has in the source. With
 --immutable-for, every point copied by this run is locked in the target for
 that long (or as long as in the source, if longer): its manifest, disk maps
@@ -30,7 +39,8 @@ and every pack it needs, and the target's config and keys with them. The
 target must have retention (an S3 bucket with Object Lock).`,
 			`"copied N backup point(s) (M already there): ..." and whether chunks were
 re-encrypted. --json: {copied, already_present, chunks_read,
-chunks_written, written_bytes, re_encrypted}.`,
+chunks_written, written_bytes, re_encrypted, offload: {method,
+packs_adopted, chunks_adopted, bytes_adopted, packs_partial, unavailable}}.`,
 			`coffer copy --to s3://offsite/site-a --to-password-file /etc/coffer/offsite.pw
 coffer copy --to /mnt/usb/coffer --name web --latest
 coffer copy --to s3://vault/site-a --immutable-for 30d`,
@@ -52,6 +62,9 @@ coffer copy --to s3://vault/site-a --immutable-for 30d`,
 				}
 				a.printf("copied %d backup point(s) (%d already there): %d chunk(s) read, %d written, %s added (%s)\n",
 					len(res.Copied), len(res.AlreadyPresent), res.ChunksRead, res.ChunksWritten, humanBytes(res.WrittenBytes), how)
+				if o := res.Offload; o.PacksAdopted > 0 {
+					a.printf("%d whole pack(s), %s, %s by the storage\n", o.PacksAdopted, humanBytes(o.BytesAdopted), o.Method)
+				}
 			})
 		},
 	}
@@ -60,6 +73,7 @@ coffer copy --to s3://vault/site-a --immutable-for 30d`,
 	f.StringVar(&in.To, "to", "", "target repository")
 	f.StringVar(&in.VM, "name", "", "only points of this source name")
 	f.BoolVar(&in.Latest, "latest", false, "only the newest point of each source")
+	f.BoolVar(&in.NoOffload, "no-offload", false, "copy every chunk through coffer, even where the storage could copy whole packs")
 	f.StringVar(&immutable, "immutable-for", "", "lock the copied points in the target for this long (e.g. 30d; needs S3 Object Lock)")
 	return op(cmd, "copy")
 }

@@ -29,6 +29,9 @@ type CopyInput struct {
 	// of locations (maintenance copy jobs), each opened with its own
 	// password file.
 	FromRepository, ToRepository string
+	// NoOffload copies every chunk through coffer even where the storage
+	// could copy whole packs (a clone, an S3 server-side copy).
+	NoOffload bool
 }
 
 // Copy copies backup points to a second repository, local or S3: only
@@ -73,12 +76,18 @@ func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, erro
 		}
 		prog := &transfer.Progress{}
 		t.Progress(Meter{Label: "copy", Done: prog.Bytes.Load, Total: func() int64 { return 0 }})
-		res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: in.LockedUntil})
+		res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: in.LockedUntil, NoOffload: in.NoOffload})
+		if res != nil {
+			s.reportPackCopy(t, res) // also for a failed copy: what it did stays done
+		}
 		if err != nil {
 			return nil, err
 		}
+		o := res.Offload
 		return &api.CopyResult{Copied: list(res.Copied), AlreadyPresent: list(res.AlreadyThere), ChunksRead: res.ChunksRead,
-			ChunksWritten: res.ChunksWritten, WrittenBytes: res.BytesWritten, ReEncrypted: res.ReEncrypted}, nil
+			ChunksWritten: res.ChunksWritten, WrittenBytes: res.BytesWritten, ReEncrypted: res.ReEncrypted,
+			Offload: api.CopyOffload{Method: o.Method, PacksAdopted: o.PacksAdopted, ChunksAdopted: o.ChunksAdopted,
+				BytesAdopted: o.BytesAdopted, PacksPartial: o.PacksPartial, Unavailable: o.Unavailable}}, nil
 	})
 }
 

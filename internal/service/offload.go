@@ -7,6 +7,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/config"
 
 	"github.com/coffer-backup/coffer/internal/restore"
+	"github.com/coffer-backup/coffer/internal/store"
+	"github.com/coffer-backup/coffer/internal/transfer"
 )
 
 // The storage primitives coffer offloads, with a fallback where the
@@ -26,5 +28,40 @@ func (s *Service) reportZeroing(t Task, disk string, st restore.Stats) {
 	if m := s.cfg.Metrics; m != nil {
 		m.AddOffload("zero", "offloaded", st.ZeroOffloaded)
 		m.AddOffload("zero", "fallback", st.ZeroWritten)
+	}
+}
+
+// reportPackCopy says how a copy between repositories moved its data:
+// whole packs the storage copied (cloned, or copied server-side by S3),
+// and chunks streamed through coffer (read from the source, written to
+// the target's packs).
+func (s *Service) reportPackCopy(t Task, res *transfer.Result) {
+	o := res.Offload
+	streamed := res.BytesWritten - o.BytesAdopted
+	how := map[store.CopyMethod]string{
+		store.CopyCloned:      "cloned by the filesystem (shared extents, nothing through the host)",
+		store.CopyServerSide:  "copied server-side by the S3 service (nothing through the host)",
+		store.CopyKernel:      "copied by the kernel (copy_file_range: the filesystem cannot clone them)",
+		store.CopyThroughHost: "copied through coffer (another filesystem)",
+	}[store.CopyMethod(o.Method)]
+	msg := fmt.Sprintf("copy: %d whole pack(s), %s, %s; %d chunk(s), %s, streamed through coffer",
+		o.PacksAdopted, config.HumanBytes(o.BytesAdopted), how, res.ChunksWritten-o.ChunksAdopted, config.HumanBytes(streamed))
+	if o.PacksAdopted == 0 {
+		msg = fmt.Sprintf("copy: %d chunk(s), %s, streamed through coffer", res.ChunksWritten, config.HumanBytes(streamed))
+	}
+	if o.Unavailable != "" {
+		msg += " (no pack copied whole: " + o.Unavailable + ")"
+	} else if o.PacksPartial > 0 {
+		msg += fmt.Sprintf(" (%d source pack(s) only partly needed)", o.PacksPartial)
+	}
+	t.Log(slog.LevelInfo, msg, "primitive", "copy", "method", o.Method, "adopted_packs", o.PacksAdopted,
+		"adopted_bytes", o.BytesAdopted, "streamed_bytes", streamed, "partial_packs", o.PacksPartial)
+	if m := s.cfg.Metrics; m != nil {
+		path := "fallback"
+		if store.CopyMethod(o.Method).Offloaded() {
+			path = "offloaded"
+		}
+		m.AddOffload("copy", path, o.BytesAdopted)
+		m.AddOffload("copy", "fallback", streamed)
 	}
 }

@@ -41,6 +41,10 @@ type Options struct {
 	// until the source's own lock, if later); zero carries the source's
 	// lock over as it is.
 	RetainUntil time.Time
+	// NoOffload copies every chunk through coffer even where the target's
+	// storage could copy whole packs itself: to measure what the offload
+	// saves, and for storage whose copies misbehave.
+	NoOffload bool
 }
 
 // Progress counts copy work.
@@ -58,6 +62,9 @@ type Result struct {
 	ChunksWritten int64    `json:"chunks_written"` // new in the target
 	BytesWritten  int64    `json:"bytes_written"`  // sealed bytes added to the target
 	ReEncrypted   bool     `json:"re_encrypted"`
+	// Offload: how many of the chunks written came in whole packs the
+	// storage copied (see adopt.go), and how.
+	Offload Offload `json:"offload"`
 }
 
 // SameChunkIDs reports whether two keys produce identical chunk IDs.
@@ -90,6 +97,16 @@ func Copy(ctx context.Context, src, dst *repo.Repository, o Options) (*Result, e
 		return nil, err
 	}
 	c := &copier{src: src, dst: dst, w: w, o: o, res: res, copied: map[string]*repo.Snapshot{}}
+	var todo []*repo.Snapshot
+	for _, s := range snaps {
+		if (o.Select == nil || o.Select(s)) && !present[s.ID] {
+			todo = append(todo, s)
+		}
+	}
+	if err := c.adoptWholePacks(ctx, todo); err != nil {
+		_ = w.Close(context.WithoutCancel(ctx))
+		return res, err
+	}
 	for _, s := range snaps {
 		if o.Select != nil && !o.Select(s) {
 			continue
@@ -127,12 +144,7 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 	out.Disks = nil
 	var deps []*repo.Pending
 	prev := c.copied[s.Source.Key()]
-	if o := c.o.RetainUntil; o.After(s.RetainUntil) {
-		out.RetainUntil = o
-	}
-	if !out.RetainUntil.After(time.Now()) {
-		out.RetainUntil = time.Time{} // a lock that has ended is not carried over (S3 refuses one in the past)
-	}
+	out.RetainUntil = c.lockFor(s)
 	c.retainFor = out.RetainUntil
 	for _, d := range s.Disks {
 		m, err := c.src.OpenDiskMap(ctx, d.Map)
@@ -160,6 +172,18 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 	}
 	c.copied[s.Source.Key()] = s
 	return nil
+}
+
+// lockFor is how long the copy of s is locked in the target.
+func (c *copier) lockFor(s *repo.Snapshot) time.Time {
+	lock := s.RetainUntil
+	if o := c.o.RetainUntil; o.After(lock) {
+		lock = o
+	}
+	if !lock.After(time.Now()) {
+		return time.Time{} // a lock that has ended is not carried over (S3 refuses one in the past)
+	}
+	return lock
 }
 
 // copyDisk returns the target chunk IDs of a disk and the pending chunks

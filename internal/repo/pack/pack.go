@@ -19,11 +19,13 @@
 package pack
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/crypto"
@@ -261,4 +263,29 @@ func ReadTrailer(readAt func(off, n int64) ([]byte, error), size int64, key *cry
 		entries[i] = e
 	}
 	return entries, nil
+}
+
+// Whole reports whether entries, the blobs the index knows in a pack of
+// size bytes, are every blob of it: they lie back to back from the header
+// on, and what follows them is exactly the trailer of that many entries.
+// Blobs are written back to back and the trailer lists each one, so no
+// other blob can hide in such a pack. It needs no read of the pack: a
+// copy decides from its index alone whether a pack can be taken whole.
+func Whole(entries []Entry, size int64, key *crypto.Key) bool {
+	if len(entries) == 0 || len(entries) > maxEntries {
+		return false
+	}
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b Entry) int { return cmp.Compare(a.Offset, b.Offset) })
+	end := int64(HeaderSize)
+	seen := make(map[id.ID]bool, len(sorted))
+	for _, e := range sorted {
+		if int64(e.Offset) != end || seen[e.ID] {
+			return false
+		}
+		seen[e.ID] = true
+		end += int64(e.Length)
+	}
+	trailer := int64(4+len(sorted)*EntrySize) + int64(key.Overhead()) + tailSize
+	return end+trailer == size
 }

@@ -84,6 +84,10 @@ type Config struct {
 
 	Connections int   // parallel requests (and HTTP connections)
 	PartSize    int64 // multipart part size; objects up to it are one PUT
+	// MaxCopySize is the largest object a server-side copy (CopyFrom)
+	// makes with one CopyObject; larger ones are copied in parts of
+	// PartSize. Zero means S3's limit, 5 GiB.
+	MaxCopySize int64
 	MaxAttempts int   // attempts per request, including the first
 
 	// NoConditionalWrites skips the probe and uses the fallback protocol

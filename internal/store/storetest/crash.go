@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 	"syscall"
@@ -92,4 +93,32 @@ func (c *crashing) RemoveLeftovers(ctx context.Context, olderThan time.Time) (in
 		return j.RemoveLeftovers(ctx, olderThan)
 	}
 	return 0, nil
+}
+
+// Unwrap exposes the wrapped store (store.Innermost).
+func (c *crashing) Unwrap() store.Store { return c.Store }
+
+// CopyFrom keeps the copy capability of the store under it (a clone, an
+// S3 server-side copy) and counts the copy as a mutation.
+func (c *crashing) CopyFrom(ctx context.Context, from store.Store, fromName, name string, opts store.PutOptions) (store.ObjectInfo, store.CopyMethod, error) {
+	type copier interface {
+		CopyFrom(ctx context.Context, from store.Store, fromName, name string, opts store.PutOptions) (store.ObjectInfo, store.CopyMethod, error)
+	}
+	inner := c.Store
+	for {
+		if cp, ok := inner.(copier); ok {
+			var fi store.ObjectInfo
+			var m store.CopyMethod
+			err := c.step(func() (err error) {
+				fi, m, err = cp.CopyFrom(ctx, from, fromName, name, opts)
+				return err
+			})
+			return fi, m, err
+		}
+		u, ok := inner.(interface{ Unwrap() store.Store })
+		if !ok {
+			return store.ObjectInfo{}, "", errors.ErrUnsupported
+		}
+		inner = u.Unwrap()
+	}
 }
