@@ -88,7 +88,7 @@ type Config struct {
 	// makes with one CopyObject; larger ones are copied in parts of
 	// PartSize. Zero means S3's limit, 5 GiB.
 	MaxCopySize int64
-	MaxAttempts int   // attempts per request, including the first
+	MaxAttempts int // attempts per request, including the first
 
 	// NoConditionalWrites skips the probe and uses the fallback protocol
 	// (see cond.go), for servers that accept the headers but are known not
