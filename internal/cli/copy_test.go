@@ -56,14 +56,21 @@ func changeMiB(t *testing.T, img string, off int64) {
 
 func restoreAndCompare(t *testing.T, e *env, repo, img string) {
 	t.Helper()
+	restorePointAndCompare(t, e, repo, "latest", img)
+}
+
+// restorePointAndCompare verifies repo with its data and checks that
+// point restores as img.
+func restorePointAndCompare(t *testing.T, e *env, repo, point, img string) {
+	t.Helper()
 	saved := e.vars["COFFER_REPO"]
 	e.vars["COFFER_REPO"] = repo
 	defer func() { e.vars["COFFER_REPO"] = saved }()
 	e.must("verify", "--read-data")
 	out := filepath.Join(e.dir, "copy-restored-"+time.Now().Format("150405.000000"))
-	e.must("restore", "latest", "--to", out)
+	e.must("restore", point, "--to", out)
 	if !sameFile(t, out, img) {
-		t.Fatalf("latest point of %s restores wrong", repo)
+		t.Fatalf("point %s of %s restores wrong", point, repo)
 	}
 }
 

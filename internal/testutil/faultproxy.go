@@ -42,6 +42,24 @@ type FaultProxy struct {
 
 	Requests map[string]*atomic.Int64 // by HTTP method
 	Injected atomic.Int64
+	// Sent and Received count the body bytes that passed through the
+	// proxy to the server and back: what crossed the client's host.
+	Sent, Received atomic.Int64
+}
+
+// Bytes is every body byte that passed through the proxy either way.
+func (p *FaultProxy) Bytes() int64 { return p.Sent.Load() + p.Received.Load() }
+
+// countingReader counts what a body delivers.
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(b []byte) (int, error) {
+	n, err := c.ReadCloser.Read(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // StartFaultProxy starts a proxy to target (an http:// URL) on 127.0.0.1
@@ -155,6 +173,8 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out.Host = r.Host // keep the signed Host
 	if r.ContentLength == 0 {
 		out.Body = nil
+	} else {
+		out.Body = countingReader{ReadCloser: r.Body, n: &p.Sent}
 	}
 	resp, err := p.tr.RoundTrip(out)
 	if err != nil {
@@ -177,7 +197,8 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reset(w)
 		return
 	}
-	_, _ = io.Copy(w, resp.Body)
+	n, _ := io.Copy(w, resp.Body)
+	p.Received.Add(n)
 }
 
 // reset closes the client's connection with a TCP RST.

@@ -89,6 +89,9 @@ func (c *copier) adoptWholePacks(ctx context.Context, todo []*repo.Snapshot) err
 	}
 	byPack := map[pack.ID][]index.Entry{}
 	for x := range need {
+		if _, found, err := c.dst.Index().Lookup(ctx, x); err == nil && found {
+			continue // in the target already
+		}
 		loc, found, err := c.src.Index().Lookup(ctx, x)
 		if err != nil || !found {
 			continue // the chunk path reports it
