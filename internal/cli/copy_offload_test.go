@@ -98,6 +98,9 @@ func TestCopyOffloadClonesPacksOnXFS(t *testing.T) {
 		t.Fatalf("cloning %d bytes of packs moved %d bytes through coffer and took %d bytes of space (1%% allowed)", o.BytesAdopted, host, used)
 	}
 	t.Logf("cloned %d packs (%d bytes): %d bytes through coffer, %d bytes of new space", o.PacksAdopted, o.BytesAdopted, host, used)
+	if j := e.jobOf("copy"); !logHas(j, "64 whole pack(s), 64.0 MiB, cloned by the filesystem") {
+		t.Errorf("the copy's log does not say the packs were cloned: %+v", j.Events)
+	}
 	restoreAndCompare(t, e, dst, img)
 
 	changeMiB(t, img, 2<<20)
@@ -124,7 +127,7 @@ func TestCopyOffloadTakesPartPacksChunkByChunk(t *testing.T) {
 	e := newEnv(t)
 	src, dst := filepath.Join(e.dir, "src"), filepath.Join(e.dir, "dst")
 	sharedKeyPair(e, src, dst)
-	img := e.image("vm.img", 32<<20, 8) // data at even MiB: 0, 2, ... 14
+	img := e.image("vm.img", 32<<20, 16) // data at even MiB: 0, 2, ... 30
 	e.must("backup", "disk", img, "--name", "vm")
 	// The target backs up, itself, an image with every other chunk of the
 	// source's first 4 MiB of data: same key, same chunk IDs.
@@ -149,14 +152,17 @@ func TestCopyOffloadTakesPartPacksChunkByChunk(t *testing.T) {
 	res := e.copyTo(t, dst)
 	point := snapshotsJSON(t, e)[0].ID
 	o := res.Offload
-	// 8 MiB of data, 2 MiB of it in the target: the packs holding those
+	// 16 MiB of data, 2 MiB of it in the target: the packs holding those
 	// chunks' neighbours send them through coffer, the rest are cloned
 	// (how many depends on how the backup's workers filled the packs).
-	if o.PacksPartial == 0 || o.PacksAdopted == 0 || res.ChunksWritten != 6*chunksPerMiB ||
+	if o.PacksPartial == 0 || o.PacksAdopted == 0 || res.ChunksWritten != 14*chunksPerMiB ||
 		res.ChunksRead < 2*chunksPerMiB || res.ChunksRead+o.ChunksAdopted != res.ChunksWritten {
 		t.Fatalf("copy onto a target with part of the packs: %+v", res)
 	}
 	restorePointAndCompare(t, e, dst, point, img)
+	if j := e.jobOf("copy"); !logHas(j, "streamed through coffer") || !logHas(j, "only partly needed") {
+		t.Errorf("the copy's log does not say what went through coffer: %+v", j.Events)
+	}
 	e.vars["COFFER_REPO"] = dst
 	if s := repoStats(t, e); s.PackBytes > s.Unique+s.Unique/20+64<<10 {
 		t.Fatalf("target packs %d bytes for %d unique: chunks stored twice", s.PackBytes, s.Unique)
