@@ -11,7 +11,7 @@ import (
 
 // dirSnapshot saves a directory and puts it back as it was.
 type dirSnapshot struct {
-	t         *testing.T
+	t          *testing.T
 	dir, saved string
 }
 
