@@ -97,6 +97,9 @@ func TestS3RepositoryLifecycle(t *testing.T) {
 	if rep.PacksDeleted == 0 || after >= stored {
 		t.Fatalf("gc deleted %d packs: %d -> %d bytes of packs", rep.PacksDeleted, stored, after)
 	}
+	if j := e.jobOf("gc"); !logHas(j, "test-and-set by S3 conditional writes") {
+		t.Errorf("gc's log does not say the test-and-set is a conditional write: %+v", j.Events)
+	}
 	e.must("verify", "--read-data")
 	out2 := filepath.Join(e.dir, "restored2.img")
 	e.must("restore", "latest", "--to", out2)
@@ -256,6 +259,9 @@ func TestS3WithoutConditionalWrites(t *testing.T) {
 	img := e.image("vm.img", 16<<20, 4)
 	e.must("backup", "disk", img)
 	e.must("gc")
+	if j := e.jobOf("gc"); !logHas(j, "test-and-set by emulated (HEAD, PUT, HEAD)") {
+		t.Errorf("gc's log does not say the test-and-set is emulated: %+v", j.Events)
+	}
 	e.must("verify", "--read-data")
 	e.vars["COFFER_S3_CONDITIONAL_WRITES"] = "sometimes"
 	e.expect(ExitUsage, "snapshots")

@@ -100,6 +100,10 @@ func TestOperationsAreTasks(t *testing.T) {
 	if j := e.jobOf("forget"); !logHas(j, "forgot backup points") {
 		t.Errorf("forget's log: %+v", j.Events)
 	}
+	// gc's says how its lease's test-and-set was made.
+	if j := e.jobOf("gc"); !logHas(j, "test-and-set by link(2) under flock") {
+		t.Errorf("gc's log: %+v", j.Events)
+	}
 }
 
 func logHas(j api.Job, text string) bool {

@@ -57,6 +57,7 @@ type Metrics struct {
 	tasksRunning    *prometheus.GaugeVec
 	tasksFinished   *prometheus.CounterVec
 	offloadBytes    *prometheus.CounterVec
+	offloadOps      *prometheus.CounterVec
 	verifyLast      *prometheus.GaugeVec
 	gcLast          *prometheus.GaugeVec
 	outsideRPO      *prometheus.GaugeVec
@@ -114,6 +115,13 @@ func New() *Metrics {
 			m.offloadBytes.WithLabelValues(primitive, path) // at 0 from the start, for rate()
 		}
 	}
+	m.offloadOps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_offload_operations_total",
+		Help: "Storage primitives without a byte count used in this process, by primitive (test-and-set: the maintenance lease) and path: offloaded (the storage's atomic condition) or fallback (emulated)."},
+		[]string{"primitive", "path"})
+	m.live.MustRegister(m.offloadOps)
+	for _, path := range []string{"offloaded", "fallback"} {
+		m.offloadOps.WithLabelValues("test-and-set", path)
+	}
 	m.verifyLast = gauge("coffer_verify_last_success_timestamp_seconds", "End of the newest verify of the repository that found nothing wrong.", "repository")
 	m.gcLast = gauge("coffer_gc_last_success_timestamp_seconds", "End of the newest successful garbage collection of the repository.", "repository")
 	m.outsideRPO = gauge("coffer_vms_outside_rpo",
@@ -137,6 +145,12 @@ func New() *Metrics {
 // (offloaded or fallback).
 func (m *Metrics) AddOffload(primitive, path string, bytes int64) {
 	m.offloadBytes.WithLabelValues(primitive, path).Add(float64(bytes))
+}
+
+// AddOffloadOp counts one use of a storage primitive by one path
+// (offloaded or fallback).
+func (m *Metrics) AddOffloadOp(primitive, path string) {
+	m.offloadOps.WithLabelValues(primitive, path).Inc()
 }
 
 // Gatherer gathers every metric, the monitor's gauges as last rendered:

@@ -185,6 +185,7 @@ func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
 			return nil, err
 		}
 		defer r.Store().Close()
+		s.reportTestAndSet(t, r.Store())
 		rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait, RepackThreshold: in.RepackThreshold})
 		if err != nil {
 			return nil, err

@@ -65,3 +65,21 @@ func (s *Service) reportPackCopy(t Task, res *transfer.Result) {
 		m.AddOffload("copy", "fallback", streamed)
 	}
 }
+
+// reportTestAndSet says how the maintenance lease (the one lock that
+// must be atomic: two garbage collections never run at once) is taken on
+// this store: by the storage's own atomic condition, or emulated.
+func (s *Service) reportTestAndSet(t Task, st store.Store) {
+	p := st.Properties()
+	path, how := "offloaded", "link(2) under flock, atomic in the filesystem"
+	switch {
+	case p.Remote && p.ConditionalWrites:
+		how = "S3 conditional writes (If-None-Match, If-Match on the lease's ETag), atomic in the service"
+	case p.Remote:
+		path, how = "fallback", "emulated (HEAD, PUT, HEAD): the S3 server ignores conditional writes"
+	}
+	t.Log(slog.LevelInfo, "maintenance lease: test-and-set by "+how, "primitive", "test-and-set", "path", path)
+	if m := s.cfg.Metrics; m != nil {
+		m.AddOffloadOp("test-and-set", path)
+	}
+}
