@@ -9,6 +9,11 @@
 // unchanged since the previous point already copied reuse that copy's
 // target IDs, so an incremental chain copies incrementally.
 //
+// When the two repositories share the whole master key, source packs the
+// copy needs entirely are not read at all: the target's storage clones
+// them or copies them server-side (adopt.go), and the rest goes chunk by
+// chunk.
+//
 // A copied point keeps the source's lock (S3 Object Lock) unless the copy
 // asks for a longer one (Options.RetainUntil): its manifest, disk maps and
 // packs in the target are then locked like an immutable backup's.
