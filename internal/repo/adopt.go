@@ -1,8 +1,11 @@
 package repo
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/id"
@@ -16,18 +19,86 @@ import (
 // server-side copy). It returns the new object's description.
 type PlacePack func(ctx context.Context, name string, opts store.PutOptions) (store.ObjectInfo, error)
 
-// AdoptPack stores a pack of another repository with the same master key
-// whole: place copies its bytes under a pack name of this session, then
-// its chunks are this session's like those of any pack it wrote. The
-// caller owns the claim (see Claim) of every chunk in entries, which must
-// be every blob of the pack (pack.Whole); retain locks the copy on
-// backends with retention.
+// WholePack is a pack of a repository that holds exactly chunks a caller
+// asked for (see WholePacks).
+type WholePack struct {
+	ID      PackID
+	Size    int64
+	entries []index.Entry
+}
+
+// Chunks are the pack's chunks.
+func (p WholePack) Chunks() []id.ID {
+	out := make([]id.ID, len(p.entries))
+	for i, e := range p.entries {
+		out[i] = e.ID
+	}
+	return out
+}
+
+// RawBytes is the plaintext size of the pack's chunks.
+func (p WholePack) RawBytes() int64 {
+	var n int64
+	for _, e := range p.entries {
+		n += int64(e.RawLength)
+	}
+	return n
+}
+
+// WholePacks sorts the packs holding the chunks in ids: those that hold
+// nothing else (whole: a copy needing all of them can take the pack as it
+// is), and how many also hold other chunks (partial). Whether a pack holds
+// anything else is decided from the index and the pack's size alone
+// (pack.Whole), without reading it. Chunks the index lacks are left out.
+func (r *Repository) WholePacks(ctx context.Context, ids []id.ID) (whole []WholePack, partial int, err error) {
+	byPack := map[pack.ID][]index.Entry{}
+	for _, x := range ids {
+		loc, found, err := r.Index().Lookup(ctx, x)
+		if err != nil && !errors.Is(err, index.ErrFormat) && !errors.Is(err, store.ErrInvalidRange) {
+			return nil, 0, err
+		}
+		if found {
+			byPack[loc.Pack] = append(byPack[loc.Pack], index.Entry{ID: x, Location: loc})
+		}
+	}
+	pids := make([]pack.ID, 0, len(byPack))
+	for pid := range byPack {
+		pids = append(pids, pid)
+	}
+	slices.SortFunc(pids, func(a, b pack.ID) int { return bytes.Compare(a[:], b[:]) })
+	for _, pid := range pids {
+		entries := byPack[pid]
+		fi, err := r.st.Stat(ctx, pack.ObjectName(pid))
+		if err != nil {
+			partial++ // whoever reads its chunks reports the pack
+			continue
+		}
+		pe := make([]pack.Entry, len(entries))
+		for i, e := range entries {
+			pe[i] = pack.Entry{ID: e.ID, Offset: e.Offset, Length: e.Length, RawLength: e.RawLength, Type: pack.TypeChunk}
+		}
+		if !pack.Whole(pe, fi.Size, r.key) {
+			partial++
+			continue
+		}
+		whole = append(whole, WholePack{ID: pid, Size: fi.Size, entries: entries})
+	}
+	return whole, partial, nil
+}
+
+// AdoptPack stores a whole pack (see WholePacks) of another repository
+// with the same master key as it is: place copies its bytes under a pack
+// name of this session, then its chunks are this session's like those of
+// any pack it wrote. The caller owns the claim (see Claim) of every chunk
+// of the pack, in the order of Chunks; retain locks the copy on backends
+// with retention.
 //
 // The name is the point: it carries this session's prefix, so a kill
 // between the copy and the index segment leaves a pack that the next
 // session's RecoverDeadSessions indexes (and gc treats as this session's
 // while its lease lives), and a re-run stores none of its chunks again.
-func (w *Writer) AdoptPack(ctx context.Context, entries []index.Entry, claims []*Pending, retain time.Time, place PlacePack) (pack.ID, error) {
+func (w *Writer) AdoptPack(ctx context.Context, src WholePack, claims []*Pending, retain time.Time, place PlacePack) (pack.ID, error) {
+	entries := src.entries
 	if err := w.Err(); err != nil {
 		return pack.ID{}, err
 	}

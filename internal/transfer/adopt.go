@@ -5,14 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/repo/index"
-	"github.com/coffer-backup/coffer/internal/repo/pack"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -87,31 +84,27 @@ func (c *copier) adoptWholePacks(ctx context.Context, todo []*repo.Snapshot) err
 	if err != nil {
 		return err
 	}
-	byPack := map[pack.ID][]index.Entry{}
+	lacking := make([]id.ID, 0, len(need))
 	for x := range need {
 		if _, found, err := c.dst.Index().Lookup(ctx, x); err == nil && found {
 			continue // in the target already
 		}
-		loc, found, err := c.src.Index().Lookup(ctx, x)
-		if err != nil || !found {
-			continue // the chunk path reports it
-		}
-		byPack[loc.Pack] = append(byPack[loc.Pack], index.Entry{ID: x, Location: loc})
+		lacking = append(lacking, x)
 	}
-	pids := make([]pack.ID, 0, len(byPack))
-	for pid := range byPack {
-		pids = append(pids, pid)
+	whole, partial, err := c.src.WholePacks(ctx, lacking)
+	if err != nil {
+		return err
 	}
-	slices.SortFunc(pids, func(a, b pack.ID) int { return bytes.Compare(a[:], b[:]) })
-	for _, pid := range pids {
-		done, err := c.adoptPack(ctx, cp, pid, byPack[pid], need)
+	off.PacksPartial = int64(partial)
+	for _, p := range whole {
+		done, err := c.adoptPack(ctx, cp, p, need)
 		if errors.Is(err, errors.ErrUnsupported) {
 			off.Unavailable = err.Error()
 			c.src.Logger().Info("the target's storage cannot copy packs of this source; copying chunk by chunk", "err", err)
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("adopt pack %s: %w", pid, err)
+			return fmt.Errorf("adopt pack %s: %w", p.ID, err)
 		}
 		if !done {
 			off.PacksPartial++
@@ -159,53 +152,42 @@ func (c *copier) neededChunks(ctx context.Context, todo []*repo.Snapshot) (map[i
 	return need, nil
 }
 
-// adoptPack adopts one source pack if it can be taken whole; it reports
-// whether it was.
-func (c *copier) adoptPack(ctx context.Context, cp objectCopier, pid pack.ID, entries []index.Entry, need map[id.ID]time.Time) (bool, error) {
-	srcName := pack.ObjectName(pid)
-	fi, err := c.src.Store().Stat(ctx, srcName)
-	if err != nil {
-		return false, nil // the chunk path reads (or reports) its chunks
-	}
-	pe := make([]pack.Entry, len(entries))
-	for i, e := range entries {
-		pe[i] = pack.Entry{ID: e.ID, Offset: e.Offset, Length: e.Length, RawLength: e.RawLength, Type: pack.TypeChunk}
-	}
-	if !pack.Whole(pe, fi.Size, c.src.Key()) {
-		return false, nil // it holds chunks this copy does not need
-	}
-	claims := make([]*repo.Pending, 0, len(entries))
-	var lock time.Time
-	for _, e := range entries {
-		p, owner, err := c.w.Claim(ctx, e.ID)
-		if err == nil && !owner {
-			err = errPresent
+// adoptPack adopts one whole source pack unless the target has (or this
+// session claimed) some of its chunks meanwhile; it reports whether it
+// did.
+func (c *copier) adoptPack(ctx context.Context, cp objectCopier, p repo.WholePack, need map[id.ID]time.Time) (bool, error) {
+	chunks := p.Chunks()
+	claims := make([]*repo.Pending, 0, len(chunks))
+	release := func() {
+		for _, q := range claims {
+			c.w.ReleaseClaim(q)
 		}
+	}
+	var lock time.Time
+	for _, x := range chunks {
+		q, owner, err := c.w.Claim(ctx, x)
 		if err != nil {
-			for _, q := range claims {
-				c.w.ReleaseClaim(q)
-			}
-			if errors.Is(err, errPresent) {
-				return false, nil // the target has some of it: take only what it lacks
-			}
+			release()
 			return false, err
 		}
-		claims = append(claims, p)
-		if t := need[e.ID]; t.After(lock) {
+		if !owner {
+			release()
+			return false, nil // take only what the target lacks, chunk by chunk
+		}
+		claims = append(claims, q)
+		if t := need[x]; t.After(lock) {
 			lock = t
 		}
 	}
 	var method store.CopyMethod
-	var size int64
-	_, err = c.w.AdoptPack(ctx, entries, claims, lock, func(ctx context.Context, name string, opts store.PutOptions) (store.ObjectInfo, error) {
+	srcName := repo.PackObjectName(p.ID)
+	_, err := c.w.AdoptPack(ctx, p, claims, lock, func(ctx context.Context, name string, opts store.PutOptions) (store.ObjectInfo, error) {
 		fi, m, err := cp.CopyFrom(ctx, c.src.Store(), srcName, name, opts)
-		method, size = m, fi.Size
+		method = m
 		return fi, err
 	})
 	if err != nil {
-		for _, q := range claims {
-			c.w.ReleaseClaim(q)
-		}
+		release()
 		return false, err
 	}
 	off := &c.res.Offload
@@ -213,17 +195,13 @@ func (c *copier) adoptPack(ctx context.Context, cp objectCopier, pid pack.ID, en
 		off.Method = string(method) // a fallback on any pack is what the operator must see
 	}
 	off.PacksAdopted++
-	off.ChunksAdopted += int64(len(entries))
-	off.BytesAdopted += size
-	c.res.ChunksWritten += int64(len(entries))
-	c.res.BytesWritten += size
+	off.ChunksAdopted += int64(len(chunks))
+	off.BytesAdopted += p.Size
+	c.res.ChunksWritten += int64(len(chunks))
+	c.res.BytesWritten += p.Size
 	if c.o.Progress != nil {
-		c.o.Progress.Chunks.Add(int64(len(entries)))
-		for _, e := range entries {
-			c.o.Progress.Bytes.Add(int64(e.RawLength))
-		}
+		c.o.Progress.Chunks.Add(int64(len(chunks)))
+		c.o.Progress.Bytes.Add(p.RawBytes())
 	}
 	return true, nil
 }
-
-var errPresent = errors.New("chunk present in the target")
