@@ -66,8 +66,9 @@ type Offload struct {
 	// PacksPartial source packs were only partly needed (or partly in the
 	// target already): their chunks took the chunk path.
 	PacksPartial int64 `json:"packs_partial"`
-	// Unavailable says why no pack could be adopted at all ("" when packs
-	// could be: different keys, a store without copies, --no-offload).
+	// Unavailable says why packs were not (or, from some pack on, no
+	// longer) copied whole: different keys, a store without copies, a
+	// source the target's storage cannot copy from, --no-offload.
 	Unavailable string `json:"unavailable,omitempty"`
 }
 
