@@ -195,6 +195,7 @@ func TestStorageSnapshotsSection(t *testing.T) {
 		"storage-snapshots:\n  - {name: a, connections: [lab], datastores: [/x]}\n":                                 "storage-snapshots a: kind is missing",
 		"storage-snapshots:\n  - {name: a, kind: exec, connections: [lab], datastores: [/x]}\n":                     "storage-snapshots a: command is missing",
 		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab], datastores: [/x], command: [x]}\n":    "command only applies to kind: exec",
+		"storage-snapshots:\n  - {name: a, kind: btrfs, connections: [lab], datastores: [/x], changes: true}\n":     "changes only applies to kind: exec",
 		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab], datastores: [vms]}\n":                 `datastores: "vms" is not an absolute directory`,
 		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [nope], datastores: [/x]}\n":                 `storage-snapshots a: unknown connection "nope"`,
 		"storage-snapshots:\n  - {name: a, kind: reflink, connections: [lab]}\n":                                    "storage-snapshots a: datastores is missing",

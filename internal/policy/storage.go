@@ -23,6 +23,7 @@ import (
 //	    connections: [lab]
 //	    datastores: [/mnt/lun7]
 //	    command: [/usr/local/bin/snap-lun7, --pool, gold]
+//	    changes: true              # the command answers "changed" too
 //
 // A QEMU datastore is the directory of a disk file (see the qemu
 // connector); a provider covers it when it is one of its datastores or
@@ -42,6 +43,12 @@ type StorageProvider struct {
 	// Command is the exec kind's program and its first arguments; the
 	// action (create, present, list, delete) is appended.
 	Command []string `yaml:"command"`
+	// Changes says the exec kind's command also answers the optional
+	// "changed" action: the ranges of a disk file that differ between two
+	// of its snapshots. Without it the change sets after lost dirty
+	// bitmaps come from FIEMAP on the presented files, which works only
+	// where they are presented on a filesystem with extent maps.
+	Changes bool `yaml:"changes"`
 	// MinFree is the free space a reflink or btrfs datastore must keep
 	// for a snapshot to be taken ("5%", "20GiB"; "0" turns the check
 	// off). Empty is DefaultMinFree.
@@ -162,6 +169,9 @@ func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...an
 			add("%s: command is missing: the program that creates, presents, lists and deletes snapshots (see the README's storage snapshots)", where)
 		case p.Kind != "exec" && len(p.Command) > 0:
 			add("%s: command only applies to kind: exec", where)
+		}
+		if p.Changes && p.Kind != "exec" {
+			add("%s: changes only applies to kind: exec (reflink and btrfs snapshots are compared by their extent maps)", where)
 		}
 		if _, err := p.MinFree.Bytes(1 << 40); err != nil {
 			add("%s: %v", where, err)

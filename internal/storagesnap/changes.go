@@ -19,7 +19,9 @@ import (
 // guest range is unchanged when both images map it to the same state
 // (unallocated or zero in both, or data held by the same device blocks).
 // Anything else, or anything the maps cannot vouch for, counts as
-// changed: the result may be too large, never too small. The backup's
+// changed: the result may be too large, never too small. An exec
+// provider may answer from the array's own snapshot diff instead (its
+// "changed" action, reportedDiff). The backup's
 // self-check (internal/backup/changecheck.go) then samples the ranges
 // called unchanged and reads the disk in full if one differs.
 
@@ -66,33 +68,56 @@ func exitDetail(err error) error {
 	return err
 }
 
-// image is one side of a comparison: its guest map and its file's
-// extents on the device.
-type image struct {
-	m    []mapEntry
-	exts []physExtent
+// fileDiff says whether a range of the disk file holds the same bytes in
+// both snapshots: at file offset ha in the older, hb in the newer.
+type fileDiff interface {
+	same(ha, hb, l int64) bool
 }
 
-func loadImage(ctx context.Context, path, format string, size int64) (image, error) {
-	m, err := imageMap(ctx, path, format, size)
-	if err != nil {
-		return image{}, err
-	}
-	exts, err := fileExtents(path)
-	if err != nil {
-		return image{}, err
-	}
-	return image{m: m, exts: exts}, nil
+// extentDiff compares the files' extent maps (FIEMAP): a range is the
+// same when both map it to the same device blocks, which reflink clones
+// and btrfs snapshots share until one side is written.
+type extentDiff struct{ older, newer []physExtent }
+
+func (d extentDiff) same(ha, hb, l int64) bool {
+	return sameRuns(runs(d.older, ha, l), runs(d.newer, hb, l))
 }
 
-// changedBetween returns the guest ranges of a disk that may differ
-// between its image in an older snapshot and in a newer one.
-func changedBetween(ctx context.Context, older, newer, format string, size int64) ([]hypervisor.Extent, error) {
-	a, err := loadImage(ctx, older, format, size)
+// reportedDiff is what an exec provider's "changed" action printed: the
+// file ranges that may differ; everything else is the same at the same
+// offset.
+type reportedDiff []hypervisor.Extent
+
+func (d reportedDiff) same(ha, hb, l int64) bool {
+	if ha != hb {
+		return false
+	}
+	i := sort.Search(len(d), func(i int) bool { return d[i].Offset+d[i].Length > hb })
+	return i == len(d) || d[i].Offset >= hb+l
+}
+
+// fiemapDiff reads both files' extent maps.
+func fiemapDiff(older, newer string) (fileDiff, error) {
+	a, err := fileExtents(older)
 	if err != nil {
 		return nil, err
 	}
-	b, err := loadImage(ctx, newer, format, size)
+	b, err := fileExtents(newer)
+	if err != nil {
+		return nil, err
+	}
+	return extentDiff{older: a, newer: b}, nil
+}
+
+// changedBetween returns the guest ranges of a disk that may differ
+// between its image in an older snapshot and in a newer one, given how
+// to tell whether their files' ranges differ.
+func changedBetween(ctx context.Context, older, newer, format string, size int64, diff fileDiff) ([]hypervisor.Extent, error) {
+	a, err := imageMap(ctx, older, format, size)
+	if err != nil {
+		return nil, err
+	}
+	b, err := imageMap(ctx, newer, format, size)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +127,7 @@ func changedBetween(ctx context.Context, older, newer, format string, size int64
 			return nil, err
 		}
 		n := min(int64(changeGranule), size-off)
-		if sameGuestRange(a, b, off, n) {
+		if sameGuestRange(a, b, diff, off, n) {
 			continue
 		}
 		if k := len(out); k > 0 && out[k-1].Offset+out[k-1].Length == off {
@@ -116,10 +141,10 @@ func changedBetween(ctx context.Context, older, newer, format string, size int64
 
 // sameGuestRange reports whether [off, off+n) of the guest is certainly
 // the same in both images.
-func sameGuestRange(a, b image, off, n int64) bool {
+func sameGuestRange(a, b []mapEntry, diff fileDiff, off, n int64) bool {
 	for end := off + n; off < end; {
-		ea, okA := entryAt(a.m, off)
-		eb, okB := entryAt(b.m, off)
+		ea, okA := entryAt(a, off)
+		eb, okB := entryAt(b, off)
 		if !okA || !okB {
 			return false
 		}
@@ -129,8 +154,7 @@ func sameGuestRange(a, b image, off, n int64) bool {
 		case sa == "unknown" || sb == "unknown" || sa != sb:
 			return false
 		case sa == "data":
-			ha, hb := *ea.Offset+off-ea.Start, *eb.Offset+off-eb.Start
-			if !sameRuns(runs(a.exts, ha, l), runs(b.exts, hb, l)) {
+			if !diff.same(*ea.Offset+off-ea.Start, *eb.Offset+off-eb.Start, l) {
 				return false
 			}
 		}
@@ -186,7 +210,20 @@ func (s *snapshot) ChangedSince(ctx context.Context, jobID int64, vm hypervisor.
 	if err != nil {
 		return nil, "", err
 	}
-	changed, err := changedBetween(ctx, filepath.Join(oldDir, rel), filepath.Join(newDir, rel), disk.Format, disk.Size)
+	older, newer := filepath.Join(oldDir, rel), filepath.Join(newDir, rel)
+	var diff fileDiff
+	if s.j.Kind == "exec" && s.j.Changes {
+		ectx, cancel := context.WithTimeout(ctx, s.j.timeout())
+		ranges, err := execChanges(ectx, &base, s.j, rel)
+		cancel()
+		if err != nil {
+			return nil, "", fmt.Errorf("the provider's changed ranges of %s: %w", rel, err)
+		}
+		diff = reportedDiff(ranges)
+	} else if diff, err = fiemapDiff(older, newer); err != nil {
+		return nil, "", err
+	}
+	changed, err := changedBetween(ctx, older, newer, disk.Format, disk.Size, diff)
 	return changed, base.Label, err
 }
 

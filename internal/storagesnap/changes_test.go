@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -24,6 +27,68 @@ func TestChangedSinceAKeptSnapshot(t *testing.T) {
 		_, root := btrfsDatastore(t)
 		changedSince(t, btrfsProvider(), root)
 	})
+	// A site's array through the exec contract, played by the test's
+	// script on a reflink filesystem: first compared by the presented
+	// files' extent maps, then by the script's own "changed" answer.
+	t.Run("exec-fiemap", func(t *testing.T) {
+		mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+		p, _, _ := array(t, mnt)
+		changedSince(t, p, mnt+"/vms")
+	})
+	t.Run("exec-changed", func(t *testing.T) {
+		testutil.RequireBinary(t, "cmp")
+		mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+		p, _, _ := array(t, mnt)
+		p.Changes = true
+		changedSince(t, p, mnt+"/vms")
+	})
+}
+
+// TestExecChangedAnswersAreChecked: a provider whose "changed" action
+// fails or prints something else than ranges gives no change set (the
+// disk is then read in full), with the reason.
+func TestExecChangedAnswersAreChecked(t *testing.T) {
+	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+	p, _, _ := array(t, mnt)
+	p.Changes = true
+	root := mnt + "/vms"
+	ctx := context.Background()
+	disks := datastore(t, root, 0x11)
+	state := t.TempDir()
+	vm := hypervisor.VMRef{Name: "web-1", ID: "u-1"}
+	older, err := Create(ctx, p, root, state, "coffer-job1-a", disks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := older.(hypervisor.StorageKeeper).Keep(ctx, hypervisor.KeptSnapshot{Policy: "zdb", JobID: 1, VMs: []hypervisor.KeptVM{{VMRef: vm, Disks: disks}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct{ script, want string }{
+		{"echo 'a lot'", `changed printed "a lot" on line 1`},
+		{"echo '0 -5'", `changed printed "0 -5"`},
+		{"echo 'array offline' >&2; exit 4", "array offline"},
+	} {
+		// The same provider, whose "changed" action now answers c.script.
+		wrap := filepath.Join(t.TempDir(), "wrap.sh")
+		body := fmt.Sprintf("#!/bin/sh\nif [ \"$1\" = changed ]; then %s; exit 0; fi\nexec %q \"$@\"\n", c.script, p.Command[0])
+		if err := os.WriteFile(wrap, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		q := p
+		q.Command = []string{wrap}
+		label := fmt.Sprintf("coffer-job2-%d", i)
+		newer, err := Create(ctx, q, root, state, label, disks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = newer.(hypervisor.StorageChangeTracker).ChangedSince(ctx, 1, vm, disks[0])
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("changed answering %q: %v, want %q", c.script, err, c.want)
+		}
+		if err := newer.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func changedSince(t *testing.T, p policy.StorageProvider, root string) {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/hostexec"
@@ -35,6 +38,15 @@ import (
 //	  - list: print the labels of the snapshots it holds, one per line.
 //	  - delete: stop presenting and delete the snapshot COFFER_LABEL; a
 //	    snapshot that does not exist is success.
+//	  - changed (optional, called only when the entry says changes: true):
+//	    print the byte ranges of the disk file COFFER_FILE (relative to
+//	    COFFER_DATASTORE) that may differ between the snapshot
+//	    COFFER_BASE_LABEL (older, kept by an earlier run) and COFFER_LABEL,
+//	    one "OFFSET LENGTH" per line, in decimal bytes of the file. Too
+//	    much is allowed, too little is not: coffer reads only these ranges
+//	    of the disk in an incremental whose dirty bitmaps were lost (and
+//	    samples the rest to check; see changes.go). Arrays call this a
+//	    snapshot diff (Ceph's rbd diff --from-snap, NetApp SnapDiff).
 //
 // Exit status 0 is success; anything else fails the step with the last
 // lines of stderr. Every call has the entry's timeout; past it the whole
@@ -104,6 +116,53 @@ func (execKind) remove(ctx context.Context, j *journal) error {
 		}
 	}
 	return nil
+}
+
+// execChanges asks the provider for the ranges of a disk file that may
+// differ between two of its snapshots (the contract's "changed" action).
+func execChanges(ctx context.Context, base, newer *journal, rel string) ([]hypervisor.Extent, error) {
+	out, err := runExec(ctx, newer, "changed", "COFFER_BASE_LABEL="+base.Label, "COFFER_FILE="+rel)
+	if err != nil {
+		return nil, err
+	}
+	return parseRanges(out)
+}
+
+// parseRanges reads "OFFSET LENGTH" lines into sorted, merged extents.
+func parseRanges(out string) ([]hypervisor.Extent, error) {
+	var ext []hypervisor.Extent
+	for i, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		var off, n int64
+		var err error
+		if len(f) == 2 {
+			if off, err = strconv.ParseInt(f[0], 10, 64); err == nil {
+				n, err = strconv.ParseInt(f[1], 10, 64)
+			}
+		}
+		if len(f) != 2 || err != nil || off < 0 || n <= 0 || off > math.MaxInt64-n {
+			return nil, fmt.Errorf("changed printed %q on line %d, not \"OFFSET LENGTH\" in bytes", l, i+1)
+		}
+		ext = append(ext, hypervisor.Extent{Offset: off, Length: n})
+	}
+	return mergeExtents(ext), nil
+}
+
+// mergeExtents sorts extents and merges those that overlap or touch.
+func mergeExtents(ext []hypervisor.Extent) []hypervisor.Extent {
+	sort.Slice(ext, func(a, b int) bool { return ext[a].Offset < ext[b].Offset })
+	var out []hypervisor.Extent
+	for _, e := range ext {
+		if k := len(out); k > 0 && e.Offset <= out[k-1].Offset+out[k-1].Length {
+			out[k-1].Length = max(out[k-1].Length, e.Offset+e.Length-out[k-1].Offset)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // runExec runs one action in its own process group, killed whole when

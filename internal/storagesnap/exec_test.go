@@ -35,6 +35,16 @@ create)
 	done
 	;;
 present) echo "$snaps/$COFFER_LABEL" ;;
+changed)
+	# The 64 KiB blocks in which the two copies differ, and whatever one
+	# has beyond the other's end.
+	old="$snaps/$COFFER_BASE_LABEL/$COFFER_FILE"
+	new="$snaps/$COFFER_LABEL/$COFFER_FILE"
+	{ cmp -l "$old" "$new" 2>/dev/null || true; } |
+		awk '{ b = int(($1 - 1) / 65536); if (!(b in seen)) { seen[b] = 1; print b * 65536, 65536 } }'
+	a=$(stat -c %%s "$old"); b=$(stat -c %%s "$new")
+	if [ "$a" -lt "$b" ]; then echo "$a $((b - a))"; elif [ "$a" -gt "$b" ]; then echo "$b $((a - b))"; fi
+	;;
 list) ls "$snaps" ;;
 delete) rm -rf "$snaps/$COFFER_LABEL" ;;
 *) echo "unknown action $1" >&2; exit 2 ;;

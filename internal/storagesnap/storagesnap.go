@@ -123,6 +123,7 @@ type journal struct {
 	Root      string    `json:"root"`
 	Dir       string    `json:"dir,omitempty"` // reflink: clone directory; btrfs: snapshot subvolume
 	Command   []string  `json:"command,omitempty"`
+	Changes   bool      `json:"changes,omitempty"` // exec: the command answers "changed"
 	Timeout   int64     `json:"timeout_ns,omitempty"`
 	PID       int       `json:"coffer_pid"`
 	Created   time.Time `json:"created"`
@@ -172,7 +173,7 @@ func Create(ctx context.Context, p policy.StorageProvider, root, stateDir, label
 		return nil, err
 	}
 	if p.Kind == "exec" {
-		j.Command = p.Command
+		j.Command, j.Changes = p.Command, p.Changes
 	} else {
 		j.Dir = filepath.Join(root, SnapDir, label)
 	}
