@@ -70,6 +70,9 @@ type Options struct {
 	// an incremental reads to check it (changecheck.go); 0 is
 	// DefaultChangeCheckSpans, negative turns the check off.
 	ChangeCheckSpans int
+	// Note, when set, receives informational lines for the task log:
+	// how the session reads each disk (hypervisor.Noter).
+	Note func(string)
 }
 
 // Progress counts work as it happens; readers poll it.

@@ -122,6 +122,11 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 			}
 		}
 	}()
+	if n, ok := sess.(hypervisor.Noter); ok && o.Note != nil {
+		for _, line := range n.Notes() {
+			o.Note(line)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

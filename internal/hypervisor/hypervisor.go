@@ -75,6 +75,12 @@ type BusyLister interface {
 	InventoryNow(ctx context.Context) ([]VM, error)
 }
 
+// Noter is a Session that can say how it reads its disks (the route the
+// bytes take, a transport chosen), as lines for the task log.
+type Noter interface {
+	Notes() []string
+}
+
 // VMRef identifies a VM within one connector.
 type VMRef struct {
 	ID   string // stable: QEMU VM UUID, vSphere instance UUID or MoRef

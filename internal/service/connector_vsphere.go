@@ -29,23 +29,36 @@ import (
 //	      snapshot-remove-timeout: 2h
 //	      task-poll: 250ms
 //	      read-connections: 4
+//	      read-from: host                         # vCenter connections: read disks from the ESXi host running
+//	                                              # the VM (vCenter tickets); host-only, or vcenter (the old path)
+//	      # host-user: root                       # log in to the hosts instead of vCenter tickets
+//	      # host-password-file: /etc/coffer/esx.password
+//	      # host-addresses: {esx-01.example.com: 10.0.0.11}   # where a host's management address is not routable
+//	      # host-thumbprints: {esx-01.example.com: "AB:CD:..."}
+//	      # data-mover-vm: coffer-proxy            # coffer runs in this VM: hot-add (transport: hot-add)
+//	      # transport: hot-add                     # or datastore-https (the default)
 //	      state-dir: /var/lib/coffer/vsphere      # snapshot journal for leftover cleanup
 //
 // TLS verification is on unless insecure is set; the password is only
 // read from a file, so it never sits in the configuration.
 type vsphereConnectionOptions struct {
-	URL                   string        `yaml:"url"`
-	User                  string        `yaml:"user"`
-	PasswordFile          string        `yaml:"password-file"`
-	Thumbprint            string        `yaml:"thumbprint"`
-	CAFile                string        `yaml:"ca-file"`
-	Insecure              bool          `yaml:"insecure"`
-	SnapshotCreateTimeout time.Duration `yaml:"snapshot-create-timeout"`
-	SnapshotRemoveTimeout time.Duration `yaml:"snapshot-remove-timeout"`
-	QuiesceTimeout        time.Duration `yaml:"quiesce-timeout"`
-	TaskPoll              time.Duration `yaml:"task-poll"`
-	ReadConnections       int           `yaml:"read-connections"`
-	StateDir              string        `yaml:"state-dir"`
+	URL                   string            `yaml:"url"`
+	User                  string            `yaml:"user"`
+	PasswordFile          string            `yaml:"password-file"`
+	Thumbprint            string            `yaml:"thumbprint"`
+	CAFile                string            `yaml:"ca-file"`
+	Insecure              bool              `yaml:"insecure"`
+	SnapshotCreateTimeout time.Duration     `yaml:"snapshot-create-timeout"`
+	SnapshotRemoveTimeout time.Duration     `yaml:"snapshot-remove-timeout"`
+	QuiesceTimeout        time.Duration     `yaml:"quiesce-timeout"`
+	TaskPoll              time.Duration     `yaml:"task-poll"`
+	ReadConnections       int               `yaml:"read-connections"`
+	StateDir              string            `yaml:"state-dir"`
+	ReadFrom              string            `yaml:"read-from"`
+	HostUser              string            `yaml:"host-user"`
+	HostPasswordFile      string            `yaml:"host-password-file"`
+	HostAddresses         map[string]string `yaml:"host-addresses"`
+	HostThumbprints       map[string]string `yaml:"host-thumbprints"`
 }
 
 // vsphereOptions decodes and checks a connection's options without
@@ -81,6 +94,17 @@ func vsphereOptions(cfg ConnectionConfig) (vsphereConnectionOptions, error) {
 			add("options.%s must not be negative (0 means the default)", d.key)
 		}
 	}
+	switch o.ReadFrom {
+	case "", vsphere.ReadFromHost, vsphere.ReadFromHostOnly, vsphere.ReadFromVCenter:
+	default:
+		add("options.read-from %q: host (the ESXi host running the VM, vCenter when it cannot be reached), host-only or vcenter", o.ReadFrom)
+	}
+	if (o.HostUser == "") != (o.HostPasswordFile == "") {
+		add("options host-user and host-password-file go together (without them, vCenter service tickets authorise the reads)")
+	}
+	if o.ReadFrom == vsphere.ReadFromVCenter && (o.HostUser != "" || len(o.HostAddresses) > 0 || len(o.HostThumbprints) > 0) {
+		add("options.read-from: vcenter reads nothing from the hosts, so host-user, host-addresses and host-thumbprints do nothing: remove them or read-from")
+	}
 	if o.ReadConnections < 0 {
 		add("options.read-connections must not be negative (0 means the default, 4)")
 	}
@@ -100,5 +124,7 @@ func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.
 		Thumbprint: o.Thumbprint, CAFile: o.CAFile, Insecure: o.Insecure, StateDir: state,
 		Timeouts: hypervisor.Timeouts{SnapshotCreate: o.SnapshotCreateTimeout, SnapshotRemove: o.SnapshotRemoveTimeout,
 			Quiesce: o.QuiesceTimeout},
-		TaskPoll: o.TaskPoll, ReadConnections: o.ReadConnections, Log: cfg.Logger})
+		TaskPoll: o.TaskPoll, ReadConnections: o.ReadConnections, Log: cfg.Logger,
+		ReadFrom: o.ReadFrom, HostUser: o.HostUser, HostPasswordFile: o.HostPasswordFile,
+		HostAddresses: o.HostAddresses, HostThumbprints: o.HostThumbprints})
 }

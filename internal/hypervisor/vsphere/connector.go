@@ -66,6 +66,22 @@ type Config struct {
 	// ReadConnections is the number of parallel range requests per disk
 	// reader (default 4).
 	ReadConnections int
+	// ReadFrom says where a vCenter connection's backups read disk data
+	// (hostread.go): ReadFromHost ("" too), ReadFromHostOnly or
+	// ReadFromVCenter. A connection to an ESXi host reads from it anyway.
+	ReadFrom string
+	// HostUser and HostPassword (or HostPasswordFile) log in to the ESXi
+	// hosts directly; without them each read carries a vCenter service
+	// ticket.
+	HostUser, HostPassword, HostPasswordFile string
+	// HostAddresses maps a host's inventory name to the address (and
+	// port) coffer reaches it at, where its management address is not
+	// routable from coffer; HostThumbprints pins hosts' certificates by
+	// inventory name.
+	HostAddresses, HostThumbprints map[string]string
+	// DataMoverVM names the VM coffer itself runs in: the hot-add
+	// transport (hotadd.go) attaches the snapshot's disks to it.
+	DataMoverVM string
 	Log             *slog.Logger
 }
 
@@ -87,6 +103,7 @@ type Connector struct {
 	sm        *vsession.Manager
 	tasks     *tracker
 	transport Transport
+	hosts     *hostDirect // the default transport of a vCenter connection; nil otherwise
 	stateID   string // identifies this coffer installation in snapshot descriptions
 
 	mu     sync.Mutex
@@ -129,30 +146,8 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	// range reads): keep their connections instead of Go's 2 per host.
 	sc.DefaultTransport().MaxIdleConnsPerHost = 256
 	sc.DefaultTransport().MaxIdleConns = 0 // no total cap (Go's default transport keeps 100)
-	if cfg.Thumbprint != "" {
-		tp := normalizeThumbprint(cfg.Thumbprint)
-		sc.SetThumbprint(u.Host, tp)
-		if cfg.CAFile == "" {
-			// Check the pin in the first handshake: govmomi would first try
-			// (and fail) normal verification, doubling every TLS setup.
-			tc := sc.DefaultTransport().TLSClientConfig
-			tc.InsecureSkipVerify = true
-			tc.VerifyConnection = func(cs tls.ConnectionState) error {
-				if len(cs.PeerCertificates) == 0 {
-					return errors.New("vsphere: server sent no certificate")
-				}
-				leaf := cs.PeerCertificates[0]
-				if soap.ThumbprintSHA256(leaf) != tp && soap.ThumbprintSHA1(leaf) != tp {
-					return fmt.Errorf("vsphere: host %s thumbprint does not match %s", u.Host, tp)
-				}
-				return nil
-			}
-		}
-	}
-	if cfg.CAFile != "" {
-		if err := sc.SetRootCAs(cfg.CAFile); err != nil {
-			return nil, fmt.Errorf("vsphere: CA file: %w", err)
-		}
+	if err := secureClient(sc, u.Host, cfg.Thumbprint, cfg.CAFile); err != nil {
+		return nil, err
 	}
 	vc, err := vim25.NewClient(ctx, sc)
 	if err != nil {
@@ -161,6 +156,21 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	sm := vsession.NewManager(vc)
 	if err := sm.Login(ctx, url.UserPassword(user, pass)); err != nil {
 		return nil, fmt.Errorf("vsphere: login to %s as %s: %w", u.Host, user, err)
+	}
+	if cfg.HostUser != "" && cfg.HostPassword == "" {
+		if cfg.HostPasswordFile == "" {
+			return nil, errors.New("vsphere: host-user needs host-password-file")
+		}
+		b, err := os.ReadFile(cfg.HostPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("vsphere: host password file: %w", err)
+		}
+		cfg.HostPassword = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	}
+	switch cfg.ReadFrom {
+	case "", ReadFromHost, ReadFromHostOnly, ReadFromVCenter:
+	default:
+		return nil, fmt.Errorf("vsphere: read-from %q: host, host-only or vcenter", cfg.ReadFrom)
 	}
 	if cfg.TaskPoll <= 0 {
 		cfg.TaskPoll = 250 * time.Millisecond
@@ -179,6 +189,10 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	c.transport = cfg.Transport
 	if c.transport == nil {
 		c.transport = &DatastoreHTTP{Client: vc, Connections: cfg.ReadConnections}
+		if vc.IsVC() {
+			c.hosts = newHostDirect(c)
+			c.transport = c.hosts
+		}
 	}
 	return c, nil
 }
@@ -186,7 +200,41 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 // Close stops the task poller and logs out.
 func (c *Connector) Close(ctx context.Context) error {
 	c.tasks.stop()
+	if c.hosts != nil {
+		c.hosts.close(ctx)
+	}
 	return c.sm.Logout(ctx)
+}
+
+// secureClient sets up how sc verifies the server host: a pinned
+// thumbprint (checked in the first handshake: govmomi would first try,
+// and fail, normal verification, doubling every TLS setup), a private CA,
+// or both; with neither, the system's roots.
+func secureClient(sc *soap.Client, host, thumbprint, caFile string) error {
+	if thumbprint != "" {
+		tp := normalizeThumbprint(thumbprint)
+		sc.SetThumbprint(host, tp)
+		if caFile == "" {
+			tc := sc.DefaultTransport().TLSClientConfig
+			tc.InsecureSkipVerify = true
+			tc.VerifyConnection = func(cs tls.ConnectionState) error {
+				if len(cs.PeerCertificates) == 0 {
+					return errors.New("vsphere: server sent no certificate")
+				}
+				leaf := cs.PeerCertificates[0]
+				if soap.ThumbprintSHA256(leaf) != tp && soap.ThumbprintSHA1(leaf) != tp {
+					return fmt.Errorf("vsphere: host %s thumbprint does not match %s", host, tp)
+				}
+				return nil
+			}
+		}
+	}
+	if caFile != "" {
+		if err := sc.SetRootCAs(caFile); err != nil {
+			return fmt.Errorf("vsphere: CA file: %w", err)
+		}
+	}
+	return nil
 }
 
 // credentials picks the user and password: explicit fields, then the

@@ -138,6 +138,10 @@ func (s *session) Disks() []hypervisor.DiskSnapshot { return s.disks }
 // Warnings implements hypervisor.Session.
 func (s *session) Warnings() []string { return s.warnings }
 
+// Notes says how each opened disk is read (the route its bytes take),
+// for the task log.
+func (s *session) Notes() []string { return s.notes }
+
 // AchievedMode implements hypervisor.Session.
 func (s *session) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
 
@@ -163,6 +167,14 @@ func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskRead
 			ds = d
 		}
 	}
+	route := "with the " + s.c.transport.Name() + " transport"
+	if r, ok := data.(*routedDisk); ok {
+		route = r.route
+		if r.warning != "" {
+			s.warn("%s", r.warning)
+		}
+	}
+	s.notes = append(s.notes, fmt.Sprintf("disk %s read %s", ds.Name, route))
 	return &diskReader{s: s, key: key, data: data, size: loc.Size, changes: ds.Changes, changed: s.changed[key]}, nil
 }
 

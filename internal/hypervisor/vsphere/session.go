@@ -64,6 +64,7 @@ type session struct {
 	memory   bool                           // the snapshot holds the VM's memory state
 	mem      map[string]memoryLocation      // memory streams, by key (memory.go)
 	warnings []string
+	notes    []string                // how each disk is read, for the task log
 	achieved hypervisor.SnapshotMode // what the snapshot really holds (take)
 	closed   bool
 	// removeTried: a removal was requested; retries check for it first.
@@ -300,7 +301,11 @@ func (s *session) describe(ctx context.Context, devices []types.BaseVirtualDevic
 		if err != nil {
 			return err
 		}
-		s.locs[info.Key] = DiskLocation{Datacenter: dc, Datastore: dsName, Descriptor: path, Size: info.Size}
+		loc := DiskLocation{Datacenter: dc, Datastore: dsName, Descriptor: path, Size: info.Size, Key: info.Key, VM: s.ref.ID}
+		if h := s.vm.Runtime.Host; h != nil {
+			loc.Host = h.Value
+		}
+		s.locs[info.Key] = loc
 		if flat.ChangeId != "" {
 			ds.NewToken = encodeToken(changeToken{ChangeID: flat.ChangeId, Size: info.Size, VM: cfg.InstanceUuid, Path: flat.FileName})
 		}

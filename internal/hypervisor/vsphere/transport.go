@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25"
@@ -22,6 +23,13 @@ type DiskLocation struct {
 	Datastore  string // datastore name
 	Descriptor string // "vm/disk1.vmdk", relative to the datastore
 	Size       int64
+	// Host is the HostSystem (MoRef value) running the VM at the
+	// snapshot, whose own /folder service can serve the extent; "" when
+	// unknown.
+	Host string
+	// Key is the disk's device key in the VM (hot-add matches the disk
+	// it attached by it); VM the VM's MoRef value.
+	Key, VM string
 }
 
 // Transport moves disk bytes. The built-in DatastoreHTTP reads the flat
@@ -78,19 +86,21 @@ func (t *DatastoreHTTP) reader(u *url.URL, size int64) *httpDisk {
 // because the API's file layout is no authority on it (vcsim reports 0,
 // and a file may still grow until the snapshot task completes).
 func (t *DatastoreHTTP) openFile(ctx context.Context, datacenter, datastore, path string) (*httpDisk, error) {
-	u := object.NewDatastoreURL(*t.Client.URL(), datacenter, datastore, path)
-	size, err := probeSize(ctx, t.Client.Client, u)
+	d := t.reader(object.NewDatastoreURL(*t.Client.URL(), datacenter, datastore, path), 0)
+	size, err := probeSize(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	return t.reader(u, size), nil
+	d.size = size
+	return d, nil
 }
 
 // probeSize asks for the file's first byte: the Content-Range of the
 // answer carries the whole length. A HEAD would do on ESXi, but a GET of
 // one byte is answered the same way by every server that does ranges.
-func probeSize(ctx context.Context, sc *soap.Client, u *url.URL) (int64, error) {
-	res, err := sc.DownloadRequest(ctx, u, &soap.Download{Method: http.MethodGet, Headers: map[string]string{"Range": "bytes=0-0"}})
+func probeSize(ctx context.Context, d *httpDisk) (int64, error) {
+	u := d.u
+	res, err := d.get(ctx, "bytes=0-0")
 	if err != nil {
 		return 0, fmt.Errorf("vsphere: size of %s: %w", u.Path, err)
 	}
@@ -161,6 +171,25 @@ type httpDisk struct {
 	u     *url.URL
 	size  int64
 	slots chan struct{}
+	// ticket, when set, authorises each request (a one-time vCenter
+	// service ticket for a host's /folder); else the client's session
+	// cookie does.
+	ticket func(context.Context) (*http.Cookie, error)
+	// counter, when set, adds up the bytes read (per route).
+	counter *atomic.Int64
+}
+
+// get sends one GET with the Range header rng.
+func (d *httpDisk) get(ctx context.Context, rng string) (*http.Response, error) {
+	dl := &soap.Download{Method: http.MethodGet, Headers: map[string]string{"Range": rng}}
+	if d.ticket != nil {
+		c, err := d.ticket(ctx)
+		if err != nil {
+			return nil, err
+		}
+		dl.Ticket = c
+	}
+	return d.sc.DownloadRequest(ctx, d.u, dl)
 }
 
 // ReadAt issues one Range request. The session cookie of the SOAP login
@@ -177,8 +206,7 @@ func (d *httpDisk) ReadAt(p []byte, off int64) (int, error) {
 	d.slots <- struct{}{}
 	defer func() { <-d.slots }()
 	ctx := context.Background()
-	res, err := d.sc.DownloadRequest(ctx, d.u, &soap.Download{Method: http.MethodGet,
-		Headers: map[string]string{"Range": fmt.Sprintf("bytes=%d-%d", off, off+int64(len(want))-1)}})
+	res, err := d.get(ctx, fmt.Sprintf("bytes=%d-%d", off, off+int64(len(want))-1))
 	if err != nil {
 		return 0, fmt.Errorf("vsphere: read %s: %w", d.u.Path, err)
 	}
@@ -198,6 +226,9 @@ func (d *httpDisk) ReadAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("vsphere: read %s at %d: %s", d.u.Path, off, res.Status)
 	}
 	n, err := io.ReadFull(body, want)
+	if d.counter != nil {
+		d.counter.Add(int64(n))
+	}
 	if err == io.ErrUnexpectedEOF || err == io.EOF {
 		clear(want[n:])
 		err = nil

@@ -77,7 +77,7 @@ func TestProbeSize(t *testing.T) {
 		"/garbage": -1, "/missing": -1} {
 		u := *base
 		u.Path = path
-		n, err := probeSize(ctx, sc, &u)
+		n, err := probeSize(ctx, &httpDisk{sc: sc, u: &u})
 		if want >= 0 && (err != nil || n != want) {
 			t.Errorf("%s: %d, %v; want %d", path, n, err, want)
 		}
