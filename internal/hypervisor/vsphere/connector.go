@@ -82,7 +82,7 @@ type Config struct {
 	// DataMoverVM names the VM coffer itself runs in: the hot-add
 	// transport (hotadd.go) attaches the snapshot's disks to it.
 	DataMoverVM string
-	Log             *slog.Logger
+	Log         *slog.Logger
 }
 
 // DefaultTimeouts suit large, busy datastores: creating a snapshot of a VM
@@ -104,7 +104,7 @@ type Connector struct {
 	tasks     *tracker
 	transport Transport
 	hosts     *hostDirect // the default transport of a vCenter connection; nil otherwise
-	stateID   string // identifies this coffer installation in snapshot descriptions
+	stateID   string      // identifies this coffer installation in snapshot descriptions
 
 	mu     sync.Mutex
 	active map[string]bool   // VM MoRef values with a session of this process
