@@ -35,8 +35,7 @@ import (
 //	      # host-password-file: /etc/coffer/esx.password
 //	      # host-addresses: {esx-01.example.com: 10.0.0.11}   # where a host's management address is not routable
 //	      # host-thumbprints: {esx-01.example.com: "AB:CD:..."}
-//	      # data-mover-vm: coffer-proxy            # coffer runs in this VM: hot-add (transport: hot-add)
-//	      # transport: hot-add                     # or datastore-https (the default)
+//	      # data-mover-vm: coffer-proxy            # coffer runs in this VM: read disks by hot-add
 //	      state-dir: /var/lib/coffer/vsphere      # snapshot journal for leftover cleanup
 //
 // TLS verification is on unless insecure is set; the password is only
@@ -59,6 +58,7 @@ type vsphereConnectionOptions struct {
 	HostPasswordFile      string            `yaml:"host-password-file"`
 	HostAddresses         map[string]string `yaml:"host-addresses"`
 	HostThumbprints       map[string]string `yaml:"host-thumbprints"`
+	DataMoverVM           string            `yaml:"data-mover-vm"`
 }
 
 // vsphereOptions decodes and checks a connection's options without
@@ -126,5 +126,5 @@ func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.
 			Quiesce: o.QuiesceTimeout},
 		TaskPoll: o.TaskPoll, ReadConnections: o.ReadConnections, Log: cfg.Logger,
 		ReadFrom: o.ReadFrom, HostUser: o.HostUser, HostPasswordFile: o.HostPasswordFile,
-		HostAddresses: o.HostAddresses, HostThumbprints: o.HostThumbprints})
+		HostAddresses: o.HostAddresses, HostThumbprints: o.HostThumbprints, DataMoverVM: o.DataMoverVM})
 }

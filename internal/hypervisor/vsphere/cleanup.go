@@ -21,12 +21,16 @@ import (
 // names (which starts with SnapshotPrefix): snapshots users or other tools
 // made, and other coffer processes' live sessions, are never touched.
 func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover, error) {
+	// Disks a killed coffer hot-added go first: a snapshot whose base is
+	// still attached to the data mover cannot be consolidated.
+	out, errs := c.cleanupHotAdds(ctx)
+	if len(errs) > 0 {
+		return out, errors.Join(errs...)
+	}
 	js, err := loadJournals(c.cfg.StateDir)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var out []hypervisor.Leftover
-	var errs []error
 	for _, j := range js {
 		if j.PID == os.Getpid() && isLive(j.Snapshot) || j.PID != os.Getpid() && statefile.ProcessAlive(j.PID) {
 			continue // a session still in use, here or in another coffer

@@ -125,8 +125,10 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	if cfg.StateDir == "" {
 		return nil, errors.New("vsphere: no state directory configured")
 	}
-	if err := os.MkdirAll(journalDir(cfg.StateDir), 0o700); err != nil {
-		return nil, fmt.Errorf("vsphere: state directory: %w", err)
+	for _, d := range []string{journalDir(cfg.StateDir), hotAddDir(cfg.StateDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("vsphere: state directory: %w", err)
+		}
 	}
 	stateID, err := loadStateID(cfg.StateDir)
 	if err != nil {
@@ -192,6 +194,9 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 		if vc.IsVC() {
 			c.hosts = newHostDirect(c)
 			c.transport = c.hosts
+		}
+		if cfg.DataMoverVM != "" {
+			c.transport = newHotAdd(c, c.transport.(DiskWriter))
 		}
 	}
 	return c, nil
