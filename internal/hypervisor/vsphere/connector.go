@@ -79,6 +79,9 @@ type Config struct {
 	// routable from coffer; HostThumbprints pins hosts' certificates by
 	// inventory name.
 	HostAddresses, HostThumbprints map[string]string
+	// GuestUser and GuestPassword (or GuestPasswordFile) are the guest
+	// account VMware Tools runs guest hooks as (guestops.go).
+	GuestUser, GuestPassword, GuestPasswordFile string
 	// DataMoverVM names the VM coffer itself runs in: the hot-add
 	// transport (hotadd.go) attaches the snapshot's disks to it.
 	DataMoverVM string
@@ -159,15 +162,11 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	if err := sm.Login(ctx, url.UserPassword(user, pass)); err != nil {
 		return nil, fmt.Errorf("vsphere: login to %s as %s: %w", u.Host, user, err)
 	}
-	if cfg.HostUser != "" && cfg.HostPassword == "" {
-		if cfg.HostPasswordFile == "" {
-			return nil, errors.New("vsphere: host-user needs host-password-file")
-		}
-		b, err := os.ReadFile(cfg.HostPasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("vsphere: host password file: %w", err)
-		}
-		cfg.HostPassword = strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])
+	if cfg.HostPassword, err = secondPassword("host", cfg.HostUser, cfg.HostPassword, cfg.HostPasswordFile); err != nil {
+		return nil, err
+	}
+	if cfg.GuestPassword, err = secondPassword("guest", cfg.GuestUser, cfg.GuestPassword, cfg.GuestPasswordFile); err != nil {
+		return nil, err
 	}
 	switch cfg.ReadFrom {
 	case "", ReadFromHost, ReadFromHostOnly, ReadFromVCenter:
@@ -265,6 +264,23 @@ func credentials(cfg Config, u *url.URL) (string, string, error) {
 		return "", "", errors.New("vsphere: a user and a password (or password file) are required")
 	}
 	return user, pass, nil
+}
+
+// secondPassword reads the password of the host or guest account from
+// its file when it is not given (first line, surrounding white space
+// ignored).
+func secondPassword(what, user, pass, file string) (string, error) {
+	if user == "" || pass != "" {
+		return pass, nil
+	}
+	if file == "" {
+		return "", fmt.Errorf("vsphere: %s-user needs %s-password-file", what, what)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("vsphere: %s password file: %w", what, err)
+	}
+	return strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]), nil
 }
 
 // normalizeThumbprint accepts "ab:cd:..", "AB CD ..", or plain hex.
