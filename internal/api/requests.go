@@ -36,6 +36,9 @@ type BackupVMRequest struct {
 	// ChangeCheckSpans is how many spans of each disk an incremental
 	// reads to check change tracking (0: the default, 8; -1: off).
 	ChangeCheckSpans int `json:"change_check_spans,omitempty" minimum:"-1" maximum:"1000000"`
+	// NoHooks skips the hooks of the policies that protect the VM, which
+	// run around its snapshot by default.
+	NoHooks bool `json:"no_hooks,omitempty"`
 }
 
 // RestoreRequest restores disks of a point to files under the server's

@@ -82,6 +82,7 @@ func (a *app) cmdBackupVM() *cobra.Command {
 		connection, mode, snapshotMode, quiesce, immutable string
 		tags                                               []string
 		connections, changeCheck                           int
+		noHooks                                            bool
 	}
 	cmd := &cobra.Command{
 		Use:   "vm (--connection NAME VM | QMP-SOCKET)",
@@ -94,8 +95,10 @@ libvirt or vsphere; `+"`coffer vms`"+` lists them), named by its name or ID. The
 backup runs as a job (kind backup-vm, `+"`coffer jobs`"+`) through the same path
 as the VMs of `+"`coffer run POLICY`"+`: the configuration's limits (its rate
 limits among them), the default timeouts, and retries of transient
-hypervisor errors. No policy's hooks run, and no policy's retention thins
-its points.
+hypervisor errors. The hooks of the policies that protect the VM on that
+connection run around its snapshot, each once (--no-hooks skips them), so
+a point taken now is as application-consistent as the scheduled ones; no
+policy's retention thins its points.
 
 With a QMP-SOCKET, the VM is a QEMU VM with a QMP monitor dedicated to
 coffer on its command line (it is paused for a few milliseconds while its
@@ -128,7 +131,8 @@ coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := service.BackupVMInput{Mode: o.mode, SnapshotMode: hypervisor.SnapshotMode(o.snapshotMode),
-				Quiesce: hypervisor.QuiescePolicy(o.quiesce), NBDConnections: o.connections, ChangeCheckSpans: o.changeCheck}
+				Quiesce: hypervisor.QuiescePolicy(o.quiesce), NBDConnections: o.connections, ChangeCheckSpans: o.changeCheck,
+				NoHooks: o.noHooks}
 			if o.connection != "" {
 				in.Connection, in.VM = o.connection, args[0]
 			} else {
@@ -146,7 +150,7 @@ coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
 				return err
 			}
 			body := api.BackupVMRequest{Mode: in.Mode, SnapshotMode: o.snapshotMode, Quiesce: o.quiesce, Tags: in.Tags,
-				LockedUntil: in.LockedUntil, ChangeCheckSpans: in.ChangeCheckSpans}
+				LockedUntil: in.LockedUntil, ChangeCheckSpans: in.ChangeCheckSpans, NoHooks: in.NoHooks}
 			start := time.Now()
 			p, err := callOp(cmd.Context(), a, apiclient.Request{Op: "backup-vm", Path: map[string]string{"connection": in.Connection, "vm": in.VM}, Body: body},
 				func(s *service.Service) (*api.BackupPoint, error) { return s.BackupVM(cmd.Context(), in) })
@@ -165,6 +169,7 @@ coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
 	f.StringVar(&o.immutable, "immutable-for", "", "make the backup point undeletable for this long on storage with object lock")
 	f.IntVar(&o.connections, "nbd-connections", 4, "parallel NBD connections per disk (a QMP socket; a connection has its options.nbd-connections)")
 	f.IntVar(&o.changeCheck, "change-check", 0, "spans of each disk an incremental reads to check change tracking (0: 8; -1: off)")
+	f.BoolVar(&o.noHooks, "no-hooks", false, "skip the hooks of the policies that protect the VM")
 	return remoteToo(op(cmd, "backup-vm"))
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type BackupVMInput struct {
 	// ChangeCheckSpans is how many spans of each disk an incremental
 	// reads to check change tracking (0: 8; -1: off).
 	ChangeCheckSpans int
+	// NoHooks skips the hooks of the policies that protect the VM
+	// (policyHooks), which run by default.
+	NoHooks bool
 }
 
 // adHocChain is the backup chain of backups taken now rather than by a
@@ -178,6 +182,12 @@ func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, c
 	if b.VM, err = findVM(ctx, conns.conns[b.Connection], in); err != nil {
 		return nil, err
 	}
+	if !in.NoHooks {
+		b.Settings.Hooks = policyHooks(cfg, b.Connection, b.VM)
+		for _, h := range b.Settings.Hooks {
+			t.Log(slog.LevelInfo, fmt.Sprintf("hook %s (%s) of the policies protecting %s runs around the snapshot", nameOr(h.Name, strings.Join(append(h.Pre, h.Post...), " ")), h.Where, b.VM.Name))
+		}
+	}
 	job, err := eng.StartVM(ctx, b)
 	if err != nil {
 		return nil, err
@@ -197,6 +207,28 @@ func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, c
 		return nil, api.Errorf(api.Cancelled, "%w: backup of %s (job %d): %v", context.Canceled, b.VM.Name, job.ID(), err)
 	}
 	return nil, fmt.Errorf("backup of %s failed (`coffer job show %d` shows its log): %w", b.VM.Name, job.ID(), err)
+}
+
+// policyHooks are the hooks of every policy on the connection that
+// protects vm, each once: a backup taken now of a database VM flushes the
+// database just as its scheduled ones do. Hooks of policies taken as
+// group: datastore are not (their validation refuses hooks).
+func policyHooks(cfg *policy.Config, connection string, vm hypervisor.VM) []policy.Hook {
+	var out []policy.Hook
+	seen := map[string]bool{}
+	for _, p := range cfg.Policies {
+		if !slices.Contains(p.ConnectionNames(), connection) || !p.Selects(vm) {
+			continue
+		}
+		for _, h := range p.HooksFor(vm.Name) {
+			key := fmt.Sprintf("%s\x00%s\x00%q\x00%q", h.Name, h.Where, h.Pre, h.Post)
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, h)
+			}
+		}
+	}
+	return out
 }
 
 // findVM finds the VM to back up in the connector's inventory: the one VM

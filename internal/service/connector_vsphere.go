@@ -35,6 +35,8 @@ import (
 //	      # host-password-file: /etc/coffer/esx.password
 //	      # host-addresses: {esx-01.example.com: 10.0.0.11}   # where a host's management address is not routable
 //	      # host-thumbprints: {esx-01.example.com: "AB:CD:..."}
+//	      # guest-user: backup-hooks               # the guest account guest hooks run as (VMware Tools)
+//	      # guest-password-file: /etc/coffer/guest.password
 //	      # data-mover-vm: coffer-proxy            # coffer runs in this VM: read disks by hot-add
 //	      state-dir: /var/lib/coffer/vsphere      # snapshot journal for leftover cleanup
 //
@@ -59,6 +61,8 @@ type vsphereConnectionOptions struct {
 	HostAddresses         map[string]string `yaml:"host-addresses"`
 	HostThumbprints       map[string]string `yaml:"host-thumbprints"`
 	DataMoverVM           string            `yaml:"data-mover-vm"`
+	GuestUser             string            `yaml:"guest-user"`
+	GuestPasswordFile     string            `yaml:"guest-password-file"`
 }
 
 // vsphereOptions decodes and checks a connection's options without
@@ -102,6 +106,9 @@ func vsphereOptions(cfg ConnectionConfig) (vsphereConnectionOptions, error) {
 	if (o.HostUser == "") != (o.HostPasswordFile == "") {
 		add("options host-user and host-password-file go together (without them, vCenter service tickets authorise the reads)")
 	}
+	if (o.GuestUser == "") != (o.GuestPasswordFile == "") {
+		add("options guest-user and guest-password-file go together (the guest account VMware Tools runs guest hooks as)")
+	}
 	if o.ReadFrom == vsphere.ReadFromVCenter && (o.HostUser != "" || len(o.HostAddresses) > 0 || len(o.HostThumbprints) > 0) {
 		add("options.read-from: vcenter reads nothing from the hosts, so host-user, host-addresses and host-thumbprints do nothing: remove them or read-from")
 	}
@@ -126,5 +133,6 @@ func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.
 			Quiesce: o.QuiesceTimeout},
 		TaskPoll: o.TaskPoll, ReadConnections: o.ReadConnections, Log: cfg.Logger,
 		ReadFrom: o.ReadFrom, HostUser: o.HostUser, HostPasswordFile: o.HostPasswordFile,
-		HostAddresses: o.HostAddresses, HostThumbprints: o.HostThumbprints, DataMoverVM: o.DataMoverVM})
+		HostAddresses: o.HostAddresses, HostThumbprints: o.HostThumbprints, DataMoverVM: o.DataMoverVM,
+		GuestUser: o.GuestUser, GuestPasswordFile: o.GuestPasswordFile})
 }

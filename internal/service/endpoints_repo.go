@@ -166,7 +166,7 @@ func epBackupVM(ctx context.Context, s *Service, in *backupVMIn) (*Result[*api.B
 	b := in.Body
 	return result(s.BackupVM(ctx, BackupVMInput{Connection: in.Connection, VM: in.VM, Mode: b.Mode,
 		SnapshotMode: hypervisor.SnapshotMode(b.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(b.Quiesce), Tags: b.Tags,
-		LockedUntil: b.LockedUntil, ChangeCheckSpans: b.ChangeCheckSpans}))
+		LockedUntil: b.LockedUntil, ChangeCheckSpans: b.ChangeCheckSpans, NoHooks: b.NoHooks}))
 }
 
 func or(s, def string) string {

@@ -118,3 +118,61 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 		t.Fatalf("%d snapshots left on %s", n, name)
 	}
 }
+
+// TestBackupVMRunsThePoliciesHooks: `coffer backup vm` runs the hooks of
+// the policies protecting the VM on its connection, each once even when
+// two policies share it, not those of a policy that selects other VMs;
+// --no-hooks (NoHooks) runs none. The point records its hooks.
+func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
+	ctx := context.Background()
+	lab := vsphere.NewLab(t, 2, 1<<20)
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "vc.password")
+	os.WriteFile(pwFile, []byte(lab.Password()+"\n"), 0o600)
+	name, _ := lab.VM(0)
+	other, _ := lab.VM(1)
+	log := filepath.Join(dir, "hooks.log")
+	hook := func(policy, sel, tag string) string {
+		return fmt.Sprintf(`  - name: %s
+    connection: vc
+    select: {names: [%q]}
+    hooks:
+      - name: app
+        where: host
+        pre: [/bin/sh, -c, 'echo pre-%s $COFFER_VM >> %s']
+        post: [/bin/sh, -c, 'echo post-%s $COFFER_VM >> %s']
+`, policy, sel, tag, log, tag, log)
+	}
+	f, err := config.Parse(fmt.Appendf(nil, "connections:\n  - name: vc\n    kind: vsphere\n    options: {url: %q, user: %q, password-file: %q, thumbprint: %q}\npolicies:\n%s%s%s",
+		lab.URL(), lab.User(), pwFile, lab.Thumbprint(), hook("nightly", name, "app"), hook("hourly", name, "app"), hook("others", other, "other")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := func() ([]byte, error) { return []byte("correct horse"), nil }
+	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
+		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: eng, Local: true,
+		Logger: slog.New(slog.DiscardHandler)})
+	defer s.Close()
+	if _, err := s.Init(ctx, service.InitInput{Password: []byte("correct horse")}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.BackupVM(ctx, service.BackupVMInput{Connection: "vc", VM: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(log)
+	if want := fmt.Sprintf("pre-app %s\npost-app %s\n", name, name); string(got) != want || p.Hooks != "ok" {
+		t.Fatalf("hooks %q ran:\n%s\nwant:\n%s", p.Hooks, got, want)
+	}
+	p, err = s.BackupVM(ctx, service.BackupVMInput{Connection: "vc", VM: name, NoHooks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(log); !bytes.Equal(again, got) || p.Hooks != "" {
+		t.Fatalf("with NoHooks: hooks %q, log\n%s", p.Hooks, again)
+	}
+}

@@ -312,4 +312,3 @@ func (d *hotAddDisk) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
