@@ -213,6 +213,16 @@ func startHostLab(t *testing.T, diskSize int64) *hostLab {
 	return l
 }
 
+// logRoutes records what each endpoint served, for
+// docs/benchmarks-vsphere.md.
+func (l *hostLab) logRoutes(t *testing.T, what string) {
+	l.book.mu.Lock()
+	issued := l.book.count
+	l.book.mu.Unlock()
+	t.Logf("%s: disk %d bytes; vCenter /folder served %d bytes in %d requests; host /folder served %d bytes in %d requests; %d service tickets issued",
+		what, len(l.data), l.vc.folderBytes.Load(), l.vc.folderRequests.Load(), l.host.folderBytes.Load(), l.host.folderRequests.Load(), issued)
+}
+
 // connect opens a connector to the vCenter proxy, with the host's address
 // and certificate known to the connection.
 func (l *hostLab) connect(t *testing.T, mod func(*Config)) *Connector {

@@ -133,8 +133,12 @@ func (t *hostDirect) openOnHost(ctx context.Context, loc DiskLocation) (*httpDis
 	// A host serves its own datastores without a datacenter path.
 	u := &url.URL{Scheme: "https", Host: ep.addr, Path: "/folder/" + flat, RawQuery: url.Values{"dsName": {loc.Datastore}}.Encode()}
 	d := &httpDisk{u: u, size: loc.Size, slots: make(chan struct{}, max(t.c.cfg.ReadConnections, 1)), counter: &t.hostBytes}
+	var first atomic.Pointer[http.Cookie] // a ticket already acquired, used by the next request
 	if ep.login == nil {
 		d.ticket = func(ctx context.Context) (*http.Cookie, error) {
+			if c := first.Swap(nil); c != nil {
+				return c, nil
+			}
 			c, _, err := t.ticket(ctx, u)
 			return c, err
 		}
@@ -144,11 +148,16 @@ func (t *hostDirect) openOnHost(ctx context.Context, loc DiskLocation) (*httpDis
 	t.mu.Unlock()
 	if d.sc == nil {
 		// Tickets carry the host's certificate thumbprint as vCenter knows
-		// it: the first one sets up the host's client.
-		if err := t.clientFromTicket(ctx, ep, u); err != nil {
+		// it: the first one sets up the host's client, then authorises
+		// the first read.
+		c, err := t.clientFromTicket(ctx, ep, u)
+		if err != nil {
 			return nil, nil, t.failed(ep, err)
 		}
+		first.Store(c)
+		t.mu.Lock()
 		d.sc = ep.sc
+		t.mu.Unlock()
 	}
 	if _, err := probeSize(ctx, d); err != nil {
 		return nil, nil, t.failed(ep, err)
@@ -231,21 +240,23 @@ func (t *hostDirect) newHostClient(ep *hostEndpoint, thumbprint string) (*soap.C
 	return sc, nil
 }
 
-func (t *hostDirect) clientFromTicket(ctx context.Context, ep *hostEndpoint, u *url.URL) error {
-	_, tp, err := t.ticket(ctx, u)
+// clientFromTicket sets up the host's client with the thumbprint a first
+// ticket for u carries, and returns that ticket, still unused.
+func (t *hostDirect) clientFromTicket(ctx context.Context, ep *hostEndpoint, u *url.URL) (*http.Cookie, error) {
+	c, tp, err := t.ticket(ctx, u)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sc, err := t.newHostClient(ep, tp)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t.mu.Lock()
 	if ep.sc == nil {
 		ep.sc = sc
 	}
 	t.mu.Unlock()
-	return nil
+	return c, nil
 }
 
 // hostLogin opens a session of the host's own with the connection's host

@@ -43,6 +43,7 @@ func TestReadsFromTheHostWithServiceTickets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.logRoutes(t, "read-from: host, tickets")
 	if got := restoreBytes(t, r, snap); !bytes.Equal(got, l.data) {
 		t.Fatal("the restored disk differs from the VM's disk")
 	}
@@ -52,8 +53,11 @@ func TestReadsFromTheHostWithServiceTickets(t *testing.T) {
 	if n := l.host.folderBytes.Load(); n < int64(len(l.data)) {
 		t.Fatalf("the host's /folder served %d bytes, less than the disk's %d", n, len(l.data))
 	}
-	if l.host.refused.Load() != 0 || l.host.used != int(l.host.folderRequests.Load()) || l.host.used == 0 {
-		t.Fatalf("host: %d requests, %d with a valid unused ticket, %d refused", l.host.folderRequests.Load(), l.host.used, l.host.refused.Load())
+	l.book.mu.Lock()
+	issued := l.book.count
+	l.book.mu.Unlock()
+	if l.host.refused.Load() != 0 || l.host.used != int(l.host.folderRequests.Load()) || l.host.used == 0 || issued != l.host.used {
+		t.Fatalf("host: %d requests, %d with a valid unused ticket, %d refused; %d tickets issued", l.host.folderRequests.Load(), l.host.used, l.host.refused.Load(), issued)
 	}
 	if len(notes) != 1 || !strings.Contains(notes[0], "from ESXi host "+l.hostName) || !strings.Contains(notes[0], "service tickets") {
 		t.Fatalf("task log notes %q", notes)
@@ -73,6 +77,7 @@ func TestReadFromVCenterForcesTheOldPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.logRoutes(t, "read-from: vcenter")
 	if !bytes.Equal(restoreBytes(t, r, snap), l.data) {
 		t.Fatal("the restored disk differs")
 	}
@@ -143,6 +148,7 @@ func TestReadsFromTheHostWithItsOwnLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.logRoutes(t, "read-from: host, host login")
 	if !bytes.Equal(restoreBytes(t, r, snap), l.data) {
 		t.Fatal("the restored disk differs")
 	}

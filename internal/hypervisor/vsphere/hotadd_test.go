@@ -124,6 +124,7 @@ func TestHotAddReadsTheSnapshotDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.logRoutes(t, "hot-add")
 	if !bytes.Equal(restoreBytes(t, r, snap), l.data) {
 		t.Fatal("the restored disk differs")
 	}
