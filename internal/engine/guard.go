@@ -111,6 +111,15 @@ type guardSession struct {
 	unwatch func()
 }
 
+// Notes implements hypervisor.Noter for the sessions that have it, so the
+// task log still says how the disks are read.
+func (s *guardSession) Notes() []string {
+	if n, ok := s.Session.(hypervisor.Noter); ok {
+		return n.Notes()
+	}
+	return nil
+}
+
 func (s *guardSession) Release(ctx context.Context) error {
 	start := time.Now()
 	_, err := call(ctx, s.g.remove, "snapshot release", s.g.background,

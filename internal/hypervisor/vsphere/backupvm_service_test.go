@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -174,5 +175,24 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(log); !bytes.Equal(again, got) || p.Hooks != "" {
 		t.Fatalf("with NoHooks: hooks %q, log\n%s", p.Hooks, again)
+	}
+	// The job's log names the route each disk took: the lab's host has
+	// no reachable address, so it is vCenter's datastore service.
+	jobs, err := s.Jobs(ctx, service.JobsInput{Kind: catalog.KindBackupVM})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("jobs %+v %v", jobs, err)
+	}
+	j, err := s.Job(ctx, jobs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var route string
+	for _, e := range j.Events {
+		if e.Kind == "data-path" {
+			route = e.Message
+		}
+	}
+	if !strings.Contains(route, "read through vCenter's datastore service (the host could not be used)") {
+		t.Fatalf("the job's log says of the route: %q", route)
 	}
 }
