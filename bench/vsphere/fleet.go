@@ -65,7 +65,10 @@ func newFleet(ctx context.Context, o options) *fleet {
 	f.conn, err = vsphere.New(ctx, vsphere.Config{URL: sdk.String(), User: user, Password: password,
 		Thumbprint: soap.ThumbprintSHA256(f.server.Certificate()), StateDir: f.state, TaskPoll: o.poll,
 		// vcsim has no CBT: every backup warns and reads whole disks.
-		Log: slog.New(slog.DiscardHandler)})
+		Log: slog.New(slog.DiscardHandler),
+		// The simulated hosts have no address: read through the vCenter
+		// simulator, as the recorded figures did.
+		ReadFrom: vsphere.ReadFromVCenter})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -180,8 +180,9 @@ func (t *hostDirect) endpoint(ctx context.Context, host string) (*hostEndpoint, 
 	t.mu.Lock()
 	ep, ok := t.hosts[host]
 	if ok && (ep.err == nil || time.Since(ep.failedAt) < hostRetry) {
+		err := ep.err
 		t.mu.Unlock()
-		return ep, ep.err
+		return ep, err
 	}
 	t.mu.Unlock()
 	ep = &hostEndpoint{}
