@@ -64,6 +64,12 @@ func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
 				"add a storage-snapshots entry (kind reflink, btrfs or exec) naming connection %s and its datastore directories. "+
 				"Or remove `group: datastore` from the policy: its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Name))
 		}
+		if c.Kind == "vsphere" && hasGuestHooks(p) {
+			if o, err := vsphereOptions(ConnectionConfig{Connection: c}); err == nil && o.GuestUser == "" {
+				out = append(out, findingf(levelError, "%s: its guest hooks run through VMware Tools, which needs a guest account: "+
+					"set guest-user and guest-password-file in the options of connection %s", where, c.Name))
+			}
+		}
 		if why, no := kindOf(c.Kind).Cannot[mode]; no {
 			out = append(out, findingf(levelError, "%s: snapshot: %s is not possible on connection %s (%s): %s; choose another snapshot mode",
 				where, mode, c.Name, c.Kind, why))
@@ -77,6 +83,15 @@ func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
 		out = append(out, findingf(levelWarning, "%s: quiesce: %s only applies with snapshot: quiesced; with %s it is ignored", where, p.Quiesce, mode))
 	}
 	return out
+}
+
+func hasGuestHooks(p policy.Policy) bool {
+	for _, h := range p.Hooks {
+		if h.Where == policy.HookGuest {
+			return true
+		}
+	}
+	return false
 }
 
 // selectionFindings says what will happen to the VMs a policy selects on
