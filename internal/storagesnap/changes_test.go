@@ -53,16 +53,7 @@ func TestExecChangedAnswersAreChecked(t *testing.T) {
 	p.Changes = true
 	root := mnt + "/vms"
 	ctx := context.Background()
-	disks := datastore(t, root, 0x11)
-	state := t.TempDir()
-	vm := hypervisor.VMRef{Name: "web-1", ID: "u-1"}
-	older, err := Create(ctx, p, root, state, "coffer-job1-a", disks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := older.(hypervisor.StorageKeeper).Keep(ctx, hypervisor.KeptSnapshot{Policy: "zdb", JobID: 1, VMs: []hypervisor.KeptVM{{VMRef: vm, Disks: disks}}}); err != nil {
-		t.Fatal(err)
-	}
+	disks, state, vm := keptBase(t, p, root)
 	for i, c := range []struct{ script, want string }{
 		{"echo 'a lot'", `changed printed "a lot" on line 1`},
 		{"echo '0 -5'", `changed printed "0 -5"`},
@@ -91,9 +82,11 @@ func TestExecChangedAnswersAreChecked(t *testing.T) {
 	}
 }
 
-func changedSince(t *testing.T, p policy.StorageProvider, root string) {
+// keptBase makes a datastore of two disks (16 MiB each, the first MiB
+// written) and keeps a storage snapshot of it as job 1's, "coffer-job1-a".
+func keptBase(t *testing.T, p policy.StorageProvider, root string) ([]hypervisor.DiskInfo, string, hypervisor.VMRef) {
 	ctx := context.Background()
-	disks := datastore(t, root, 0x11) // 16 MiB each, the first MiB written
+	disks := datastore(t, root, 0x11)
 	state := t.TempDir()
 	vm := hypervisor.VMRef{Name: "web-1", ID: "u-1"}
 	older, err := Create(ctx, p, root, state, "coffer-job1-a", disks)
@@ -103,6 +96,12 @@ func changedSince(t *testing.T, p policy.StorageProvider, root string) {
 	if err := older.(hypervisor.StorageKeeper).Keep(ctx, hypervisor.KeptSnapshot{Policy: "zdb", JobID: 1, VMs: []hypervisor.KeptVM{{VMRef: vm, Disks: disks}}}); err != nil {
 		t.Fatal(err)
 	}
+	return disks, state, vm
+}
+
+func changedSince(t *testing.T, p policy.StorageProvider, root string) {
+	ctx := context.Background()
+	disks, state, vm := keptBase(t, p, root)
 	// Production writes: in place inside the written MiB, a new range far
 	// out, and zeros over data.
 	writes := []hypervisor.Extent{{Offset: 256 << 10, Length: 64 << 10}, {Offset: 9 << 20, Length: 128 << 10}, {Offset: 512 << 10, Length: 64 << 10}}
