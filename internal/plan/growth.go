@@ -124,7 +124,7 @@ func FitCostGrowth(points []CostPoint) (CostGrowth, error) {
 		}
 		best, bestScore := CostGrowth{}, math.Inf(1)
 		for _, m := range models {
-			a, b, c, ok := leastSquares(pts, m.sigma, m.kappa)
+			a, b, c, ok := fitTerms(pts, m.sigma, m.kappa)
 			if !ok || a <= 0 || b < 0 || c < 0 || b+c == 0 {
 				continue
 			}
@@ -161,40 +161,22 @@ func FitCostGrowth(points []CostPoint) (CostGrowth, error) {
 	return g, nil
 }
 
-// leastSquares fits y = a + b·x + c·z (x = N−1, z = N(N−1)), with the
-// terms not wanted left out (0).
-func leastSquares(pts []CostPoint, sigma, kappa bool) (a, b, c float64, ok bool) {
-	cols := func(p CostPoint) []float64 {
+// fitTerms fits T(N) = a + b(N−1) + c·N(N−1) to the runs by least
+// squares (lsq.go), with the terms not wanted left out (0).
+func fitTerms(pts []CostPoint, sigma, kappa bool) (a, b, c float64, ok bool) {
+	rows, y := make([][]float64, len(pts)), make([]float64, len(pts))
+	for i, p := range pts {
 		n := p.Load
-		v := []float64{1}
+		rows[i] = []float64{1}
 		if sigma {
-			v = append(v, n-1)
+			rows[i] = append(rows[i], n-1)
 		}
 		if kappa {
-			v = append(v, n*(n-1))
+			rows[i] = append(rows[i], n*(n-1))
 		}
-		return v
+		y[i] = p.Seconds
 	}
-	k := len(cols(pts[0]))
-	if len(pts) < k {
-		return 0, 0, 0, false
-	}
-	// Normal equations XᵀX β = Xᵀy, solved by Gaussian elimination with
-	// partial pivoting (k ≤ 3).
-	m := make([][]float64, k)
-	for i := range m {
-		m[i] = make([]float64, k+1)
-	}
-	for _, p := range pts {
-		v := cols(p)
-		for i := range k {
-			for j := range k {
-				m[i][j] += v[i] * v[j]
-			}
-			m[i][k] += v[i] * p.Seconds
-		}
-	}
-	beta, ok := solve(m)
+	beta, ok := leastSquares(rows, y)
 	if !ok {
 		return 0, 0, 0, false
 	}
@@ -206,37 +188,6 @@ func leastSquares(pts []CostPoint, sigma, kappa bool) (a, b, c float64, ok bool)
 		c = beta[i]
 	}
 	return a, b, c, true
-}
-
-// solve solves the augmented k×(k+1) system in place.
-func solve(m [][]float64) ([]float64, bool) {
-	k := len(m)
-	for col := range k {
-		piv := col
-		for r := col + 1; r < k; r++ {
-			if math.Abs(m[r][col]) > math.Abs(m[piv][col]) {
-				piv = r
-			}
-		}
-		if math.Abs(m[piv][col]) < 1e-12*math.Max(1, math.Abs(m[0][0])) {
-			return nil, false
-		}
-		m[col], m[piv] = m[piv], m[col]
-		for r := range k {
-			if r == col {
-				continue
-			}
-			f := m[r][col] / m[col][col]
-			for j := col; j <= k; j++ {
-				m[r][j] -= f * m[col][j]
-			}
-		}
-	}
-	out := make([]float64, k)
-	for i := range k {
-		out[i] = m[i][k] / m[i][i]
-	}
-	return out, true
 }
 
 // sumOfSquares is the fit's residual sum of squares, in seconds².

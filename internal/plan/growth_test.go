@@ -243,7 +243,7 @@ func TestCostGrowthPrefersTheCloserCurve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b, _, _ := leastSquares(pts, true, false)
+	a, b, _, _ := fitTerms(pts, true, false)
 	line := CostGrowth{Base: a, Sigma: b / a}
 	if g.Sigma != 0 || g.Kappa <= 0 || sumOfSquares(pts, g) >= sumOfSquares(pts, line) {
 		t.Errorf("fit %+v (residuals %v), want κ alone, closer than the line's %v", g, sumOfSquares(pts, g), sumOfSquares(pts, line))

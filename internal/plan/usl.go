@@ -41,19 +41,17 @@ func FitUSL(points []Throughput) (USL, error) {
 	}
 	// λ from the lowest concurrency, assuming it scales linearly up to it.
 	lambda := lowest.Rate / float64(lowest.Concurrency)
-	// Normal equations of y = σa + κb, without intercept.
-	var saa, sab, sbb, say, sby float64
-	for _, p := range points {
+	// y = σ(N−1) + κN(N−1), without intercept (lsq.go).
+	rows, y := make([][]float64, len(points)), make([]float64, len(points))
+	for i, p := range points {
 		n := float64(p.Concurrency)
-		y := n/(p.Rate/lambda) - 1
-		a, b := n-1, n*(n-1)
-		saa, sab, sbb, say, sby = saa+a*a, sab+a*b, sbb+b*b, say+a*y, sby+b*y
+		rows[i], y[i] = []float64{n - 1, n * (n - 1)}, n/(p.Rate/lambda)-1
 	}
-	det := saa*sbb - sab*sab
-	if det == 0 {
+	beta, ok := leastSquares(rows, y)
+	if !ok {
 		return USL{}, errors.New("plan: the measured runs do not determine a curve")
 	}
-	u := USL{Lambda: lambda, Sigma: (say*sbb - sby*sab) / det, Kappa: (saa*sby - sab*say) / det}
+	u := USL{Lambda: lambda, Sigma: beta[0], Kappa: beta[1]}
 	u.Sigma, u.Kappa = max(u.Sigma, 0), max(u.Kappa, 0)
 	return u, nil
 }
