@@ -19,7 +19,11 @@ import (
 // fitted to the recorded runs' mean fixed cost per VM at the load each ran
 // at (history.go: the mean number of tasks in flight over each task's
 // life), and the spread of the runs around the fit is the run-to-run
-// factor of the Monte Carlo (sim.go).
+// factor of the Monte Carlo (sim.go). Each VM's recorded costs are taken
+// to one task in flight by this curve before they are summarised
+// (normalise.go), and scaled back from there to each simulated phase's
+// concurrency, so that the load they were recorded at is counted once,
+// here, and not again as the VM's variance.
 
 // CostPoint is one recorded run: the mean VM tasks in flight over its
 // tasks' lives, and its mean fixed cost per VM in seconds.
@@ -56,31 +60,6 @@ func (g CostGrowth) Scale(from, to float64) float64 {
 		return 1
 	}
 	return g.Factor(to) / g.Factor(from)
-}
-
-// Equivalent is the load whose factor is the mean factor of loads: a
-// VM's mean cost over runs at 8 and 128 in flight stands for neither,
-// and with a curve bending up (κ > 0) not for their mean load either
-// (the mean of the factors is above the factor of the mean). The plain
-// mean without growth; 0 without loads.
-func (g CostGrowth) Equivalent(loads []float64) float64 {
-	if len(loads) == 0 {
-		return 0
-	}
-	var sum, fsum float64
-	for _, l := range loads {
-		sum, fsum = sum+l, fsum+g.Factor(l)
-	}
-	mean, y := sum/float64(len(loads)), fsum/float64(len(loads))
-	switch {
-	case g.Kappa > 0:
-		// κn² + (σ−κ)n + (1−σ−y) = 0, the positive root.
-		b, c := g.Sigma-g.Kappa, 1-g.Sigma-y
-		return (-b + math.Sqrt(b*b-4*g.Kappa*c)) / (2 * g.Kappa)
-	case g.Sigma > 0:
-		return 1 + (y-1)/g.Sigma
-	}
-	return mean
 }
 
 // Grows says whether the fit found costs growing with concurrency.

@@ -15,7 +15,11 @@ type VMHistory struct {
 	Runs int
 	// Fixed costs, in seconds, from the snapshot-create, snapshot-remove
 	// and task-done (setup_seconds) events; Other is the rest of the
-	// attempt outside the snapshot, the setup and the transfer.
+	// attempt outside the snapshot, the setup and the transfer. Like
+	// Transfer, they are the costs of the VM alone (one task in flight):
+	// ReadHistory takes each recorded sample there by the growth fitted
+	// to the runs (normalise.go), so that a Dist's deviation is not the
+	// spread of the loads it was recorded at.
 	Snapshot, Setup, Release, Other Dist
 	// Transfer is the recorded time of reading, storing and committing
 	// the disks (task-done's transfer_seconds), by mode.
@@ -27,12 +31,6 @@ type VMHistory struct {
 	StoredRatio float64
 	// Logical is the disk bytes the newest run covered.
 	Logical int64
-	// Loads are the VM tasks in flight, on average over each task's
-	// life, of the tasks its fixed costs were recorded in, and Load
-	// their mean: the costs are scaled from them (growth.go,
-	// CostGrowth.Equivalent).
-	Loads []float64
-	Load  float64
 	// Storage is what the VM's points add to the repository, for the
 	// capacity forecast (capacity.go).
 	Storage StorageHistory
@@ -76,10 +74,9 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		return nil, fmt.Errorf("plan: reading the runs of policy %s: %w", policyName, err)
 	}
 	type samples struct {
-		snapshot, setup, release []float64
-		loads                    []float64
-		transfer                 map[string][]float64
-		other                    []float64
+		snapshot, setup, release []costSample
+		transfer                 map[string][]costSample
+		other                    []costSample
 		bytes                    map[string][]float64
 		read, stored             int64
 		logical                  int64
@@ -118,7 +115,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 			key := VMKey(t.Connection, t.VMID)
 			s := per[key]
 			if s == nil {
-				s = &samples{bytes: map[string][]float64{}, transfer: map[string][]float64{}}
+				s = &samples{bytes: map[string][]float64{}, transfer: map[string][]costSample{}}
 				per[key] = s
 			}
 			byTask[t.ID] = s
@@ -152,21 +149,27 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		loads := taskLoads(spans)
 		var fixedSum, loadSum, transferSum, transferBytes float64
 		var fixedN int
+		runIndex := len(h.Runs)
 		for id, c := range costs {
 			s := byTask[id]
-			if f := c.fixed(); f >= 0 && loads[spanOf[id]] > 0 {
-				fixedSum, loadSum, fixedN = fixedSum+f, loadSum+loads[spanOf[id]], fixedN+1
-				s.loads = append(s.loads, loads[spanOf[id]])
+			load := loads[spanOf[id]]
+			if f := c.fixed(); f >= 0 && load > 0 {
+				fixedSum, loadSum, fixedN = fixedSum+f, loadSum+load, fixedN+1
 				if c.transfer > 0 && readOf[id] > 0 {
 					transferSum, transferBytes = transferSum+c.transfer, transferBytes+float64(readOf[id])
 				}
 			}
-			s.snapshot, s.release = appendKnown(s.snapshot, c.create), appendKnown(s.release, c.remove)
-			s.setup = appendKnown(s.setup, c.setup)
+			at := func(xs []costSample, v float64) []costSample {
+				if v < 0 {
+					return xs
+				}
+				return append(xs, costSample{seconds: v, load: load, run: runIndex})
+			}
+			s.snapshot, s.release, s.setup = at(s.snapshot, c.create), at(s.release, c.remove), at(s.setup, c.setup)
 			s.points[pointOf[id]].added, s.points[pointOf[id]].zero = int64(c.added), int64(c.zero)
-			s.transfer[modeOf[id]] = appendKnown(s.transfer[modeOf[id]], c.transfer)
+			s.transfer[modeOf[id]] = at(s.transfer[modeOf[id]], c.transfer)
 			if c.total >= 0 && c.transfer >= 0 && c.setup >= 0 {
-				s.other = append(s.other, max(c.total-max(c.create, 0)-max(c.remove, 0)-c.setup-c.transfer, 0))
+				s.other = at(s.other, max(c.total-max(c.create, 0)-max(c.remove, 0)-c.setup-c.transfer, 0))
 			}
 		}
 		run.Concurrency = mostOverlapping(spans)
@@ -178,12 +181,17 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		}
 		h.Runs = append(h.Runs, run)
 	}
+	// Each VM's costs alone (normalise.go), by the same fits BuildInput
+	// scales them back with (no fit: no growth, samples as recorded).
+	fixedFit, _ := h.CostGrowth()
+	transferFit, _ := h.TransferGrowth()
+	fixed, transfer := newNormaliser(fixedFit, h.Runs), newNormaliser(transferFit, h.Runs)
 	for key, s := range per {
-		v := &VMHistory{Snapshot: distOf(s.snapshot), Setup: distOf(s.setup), Release: distOf(s.release),
-			Other: distOf(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical, Loads: s.loads, Load: distOf(s.loads).Mean}
+		v := &VMHistory{Snapshot: fixed.dist(s.snapshot), Setup: fixed.dist(s.setup), Release: fixed.dist(s.release),
+			Other: fixed.dist(s.other), Transfer: map[string]Dist{}, Bytes: map[string]Dist{}, Logical: s.logical}
 		for mode, ts := range s.transfer {
 			if len(ts) > 0 {
-				v.Transfer[mode] = distOf(ts)
+				v.Transfer[mode] = transfer.dist(ts)
 			}
 		}
 		for mode, b := range s.bytes {
@@ -250,13 +258,6 @@ func field(fields map[string]any, name string) float64 {
 		return v
 	}
 	return -1
-}
-
-func appendKnown(xs []float64, v float64) []float64 {
-	if v >= 0 {
-		return append(xs, v)
-	}
-	return xs
 }
 
 // distOf is the mean and the sample standard deviation; no samples give

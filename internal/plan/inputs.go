@@ -132,11 +132,9 @@ func BuildInput(s Sources) (Input, []string) {
 		t.Release = pick(h, func(h *VMHistory) Dist { return h.Release }, fleet.Release, AssumedReleaseSeconds, "snapshot remove", as)
 		t.Other = pick(h, func(h *VMHistory) Dist { return h.Other }, fleet.Other, 0, "other per-VM work", as)
 		t.Bytes = bytesOf(h, mode, vm, share, as)
-		loads := fleet.Loads
-		if h != nil && len(h.Loads) > 0 {
-			loads = h.Loads
-		}
-		t.Load, t.TransferLoad = in.Growth.Equivalent(loads), transferFit.Equivalent(loads)
+		// The history's costs are the VM's alone (ReadHistory,
+		// normalise.go): the growths scale them from one in flight.
+		t.Load, t.TransferLoad = 1, 1
 		ratio := AssumedStoredRatio
 		if h != nil && h.StoredRatio > 0 {
 			ratio = h.StoredRatio
@@ -290,9 +288,8 @@ func (h *VMHistory) transfer(mode string) (Dist, bool) {
 
 // fleetMeans averages the fixed costs over the VMs that have them.
 func fleetMeans(h *History) VMHistory {
-	var snap, setup, rel, other, loads []float64
+	var snap, setup, rel, other []float64
 	for _, v := range h.VMs {
-		loads = append(loads, v.Loads...)
 		if v.Snapshot.Mean > 0 {
 			snap = append(snap, v.Snapshot.Mean)
 		}
@@ -306,7 +303,7 @@ func fleetMeans(h *History) VMHistory {
 			other = append(other, v.Other.Mean)
 		}
 	}
-	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other), Loads: loads}
+	return VMHistory{Snapshot: distOf(snap), Setup: distOf(setup), Release: distOf(rel), Other: distOf(other)}
 }
 
 // transferPerByte is, per mode, the recorded transfer time per byte read

@@ -81,11 +81,12 @@ type Task struct {
 	Transfer Dist
 	// Path lists the bandwidths the read crosses.
 	Path []Crossing
-	// Load is the concurrency the fixed costs were recorded at, and
-	// TransferLoad the recorded Transfer's (the same runs, but each
-	// growth has its own equivalent load: CostGrowth.Equivalent): with
-	// Input.Growth and Input.TransferGrowth they are scaled from it to
-	// the tasks in flight when each phase starts. 0: used as they are.
+	// Load is the concurrency the fixed costs are given at, and
+	// TransferLoad the recorded Transfer's: with Input.Growth and
+	// Input.TransferGrowth they are scaled from it to the tasks in
+	// flight when each phase starts. BuildInput gives 1 for both, the
+	// history's costs being a VM's alone (normalise.go). 0: used as
+	// they are.
 	Load, TransferLoad float64
 }
 
