@@ -52,10 +52,14 @@ type Result struct {
 // ends, and the assumptions the planner made.
 func Run(ctx context.Context, f Fleet, o Options) Result {
 	cat := enginetest.NewCatalog()
-	for _, c := range o.Levels {
-		for range o.Repeats {
+	// Round after round over the levels, not a level's repeats back to
+	// back: the runs' spread around the growth's fit is the planner's
+	// run-to-run factor, and two runs a minute apart agree with each
+	// other better than with a run made later under another load.
+	for round := range o.Repeats {
+		for _, c := range o.Levels {
 			took, note := f.Run(ctx, c, o.CalibrationVMs, cat)
-			fmt.Printf("calibration: %d VMs at concurrency %d in %s (%s; load %s)\n", o.CalibrationVMs, c, Round(took), note, benchutil.LoadAverage())
+			fmt.Printf("calibration round %d: %d VMs at concurrency %d in %s (%s; load %s)\n", round+1, o.CalibrationVMs, c, Round(took), note, benchutil.LoadAverage())
 		}
 	}
 	hist, err := plan.ReadHistory(ctx, cat, o.Policy, len(o.Levels)*o.Repeats)
