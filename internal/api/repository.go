@@ -210,7 +210,7 @@ type CopyOffload struct {
 	Method        string `json:"method,omitempty"`
 	PacksAdopted  int64  `json:"packs_adopted"`
 	ChunksAdopted int64  `json:"chunks_adopted"`
-	BytesAdopted  int64  `json:"bytes_adopted"`
+	BytesAdopted  int64  `json:"adopted_bytes"`
 	PacksPartial  int64  `json:"packs_partial"` // packs only partly needed: their chunks went through coffer
 	// Unavailable says why no pack could be copied whole (different
 	// master keys, storage without copies, --no-offload).

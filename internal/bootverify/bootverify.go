@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"log/slog"
 	"net"
 	"os"
@@ -392,6 +393,13 @@ func retry(ctx context.Context, f func(context.Context) (string, error)) (string
 	}
 }
 
+// screenSettle is how long a blank screen is looked at again before the
+// step fails, every screenRetry.
+const (
+	screenSettle = 5 * time.Second
+	screenRetry  = 250 * time.Millisecond
+)
+
 // screenshot runs step 6: a blank or single-colour screen fails.
 func (v *run) screenshot(ctx context.Context) {
 	began := time.Now()
@@ -401,20 +409,40 @@ func (v *run) screenshot(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	path := filepath.Join(v.j.Dir, "screen.png")
-	err := v.qmp.Execute(sctx, "screendump", map[string]any{"filename": path, "format": "png"}, nil)
+	// A screen may be blank for a moment although the guest is up: a
+	// console's cursor blinks, and a framebuffer console takes over (and
+	// clears the screen) after the first text, from a work queue of the
+	// guest's kernel, so the login prompt may reach the serial port before
+	// the screen. A blank screen is looked at again for a few seconds.
+	settle := time.Now().Add(screenSettle)
 	var b []byte
-	if err == nil {
-		b, err = os.ReadFile(path)
-	}
-	if err != nil {
-		v.step(StepScreenshot, began, fmt.Errorf("no screenshot: %w", err), "", nil)
-		return
+	var bd image.Rectangle
+	var colours int
+	var err error
+	for {
+		if err = v.qmp.Execute(sctx, "screendump", map[string]any{"filename": path, "format": "png"}, nil); err == nil {
+			b, err = os.ReadFile(path)
+		}
+		if err != nil {
+			v.step(StepScreenshot, began, fmt.Errorf("no screenshot: %w", err), "", nil)
+			return
+		}
+		bd, colours, err = screenColours(b, 2)
+		if err != nil || colours >= 2 || time.Now().After(settle) {
+			break
+		}
+		select {
+		case <-sctx.Done():
+		case <-time.After(screenRetry):
+		}
+		if sctx.Err() != nil {
+			break
+		}
 	}
 	v.res.Screenshot = b
-	bd, colours, err := screenColours(b, 2)
 	ev := map[string]string{"size": fmt.Sprintf("%dx%d", bd.Dx(), bd.Dy()), "png_bytes": fmt.Sprint(len(b))}
 	if err == nil && colours < 2 {
-		err = errors.New("the screen is blank (a single colour)")
+		err = fmt.Errorf("the screen is blank (a single colour), and stayed so for %s", screenSettle)
 	}
 	if err == nil && v.o.Reference != nil {
 		v.compare(b, ev)

@@ -40,7 +40,7 @@ target must have retention (an S3 bucket with Object Lock).`,
 			`"copied N backup point(s) (M already there): ..." and whether chunks were
 re-encrypted. --json: {copied, already_present, chunks_read,
 chunks_written, written_bytes, re_encrypted, offload: {method,
-packs_adopted, chunks_adopted, bytes_adopted, packs_partial, unavailable}}.`,
+packs_adopted, chunks_adopted, adopted_bytes, packs_partial, unavailable}}.`,
 			`coffer copy --to s3://offsite/site-a --to-password-file /etc/coffer/offsite.pw
 coffer copy --to /mnt/usb/coffer --name web --latest
 coffer copy --to s3://vault/site-a --immutable-for 30d`,

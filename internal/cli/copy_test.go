@@ -26,7 +26,7 @@ type copyResult struct {
 		Method        string `json:"method"`
 		PacksAdopted  int64  `json:"packs_adopted"`
 		ChunksAdopted int64  `json:"chunks_adopted"`
-		BytesAdopted  int64  `json:"bytes_adopted"`
+		BytesAdopted  int64  `json:"adopted_bytes"`
 		PacksPartial  int64  `json:"packs_partial"`
 		Unavailable   string `json:"unavailable"`
 	} `json:"offload"`

@@ -62,7 +62,7 @@ type Offload struct {
 	// in BytesAdopted bytes.
 	PacksAdopted  int64 `json:"packs_adopted"`
 	ChunksAdopted int64 `json:"chunks_adopted"`
-	BytesAdopted  int64 `json:"bytes_adopted"`
+	BytesAdopted  int64 `json:"adopted_bytes"`
 	// PacksPartial source packs were only partly needed (or partly in the
 	// target already): their chunks took the chunk path.
 	PacksPartial int64 `json:"packs_partial"`

@@ -52,12 +52,15 @@ func boot(disk, root string) {
 // a guest booted through UEFI has a framebuffer console that shows
 // nothing else (its kernel logs to the serial port only), and a blank
 // screen fails boot verification's screenshot.
+//
+// The screen comes first: whoever waits for the line on the serial port
+// then looks at a screen that has it (or is redrawing it).
 func say(line string) {
-	fmt.Println(line)
 	if tty, err := os.OpenFile("/dev/tty1", os.O_WRONLY, 0); err == nil {
 		fmt.Fprintln(tty, line)
 		tty.Close()
 	}
+	fmt.Println(line)
 }
 
 // mountRoot mounts the root file system of a guest booted from its own
