@@ -442,7 +442,7 @@ func (v *run) screenshot(ctx context.Context) {
 	v.res.Screenshot = b
 	ev := map[string]string{"size": fmt.Sprintf("%dx%d", bd.Dx(), bd.Dy()), "png_bytes": fmt.Sprint(len(b))}
 	if err == nil && colours < 2 {
-		err = fmt.Errorf("the screen is blank (a single colour), and stayed so for %s", screenSettle)
+		err = fmt.Errorf("the screen is blank (a single colour), and stayed so for %s", time.Since(settle.Add(-screenSettle)).Round(100*time.Millisecond))
 	}
 	if err == nil && v.o.Reference != nil {
 		v.compare(b, ev)
