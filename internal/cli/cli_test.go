@@ -21,6 +21,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/store"
 	"github.com/coffer-backup/coffer/internal/store/local"
 	"github.com/coffer-backup/coffer/internal/store/storetest"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // TestMain lets tests re-run this binary as coffer itself, so that a
@@ -75,6 +76,16 @@ func (e *env) run(args ...string) (int, string, string) {
 	}
 	var out, errOut bytes.Buffer
 	code := Execute(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	// A command leaves no file of the repository or the catalog open: the
+	// CLI and the server share the service, and a server would leak them
+	// call by call.
+	for _, v := range []string{"COFFER_REPO", "COFFER_CATALOG"} {
+		if loc := e.vars[v]; filepath.IsAbs(loc) {
+			if held := testutil.OwnFilesUnder(loc); len(held) > 0 {
+				e.t.Errorf("coffer %v left files open: %s", args, strings.Join(held, "; "))
+			}
+		}
+	}
 	return code, out.String(), errOut.String()
 }
 

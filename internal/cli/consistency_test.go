@@ -174,6 +174,7 @@ func TestAchievedModeOfDiskImagesAndOldManifests(t *testing.T) {
 	if err := r.UpdateSnapshot(ctx, s); err != nil {
 		t.Fatal(err)
 	}
+	st.Close() // as a coffer process would on exit
 	e.must("catalog", "rebuild")
 	wantModes(t, e, v.ID, "quiesced", "unknown", "unknown (quiesced requested)")
 }

@@ -114,6 +114,14 @@ func newEnv(t testing.TB, catalogLoc string) *env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
+	// Registered first, so it runs after the server, its tasks and the
+	// service have stopped: nothing of the repository is left open (a
+	// store some call never closed would leak a descriptor per call).
+	t.Cleanup(func() {
+		if held := testutil.OwnFilesUnder(filepath.Join(dir, "repo")); len(held) > 0 {
+			t.Errorf("left open after the server stopped: %s", strings.Join(held, "; "))
+		}
+	})
 	if catalogLoc == "" {
 		catalogLoc = filepath.Join(dir, "catalog.db")
 	}

@@ -204,6 +204,7 @@ func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer r.Store().Close()
 	st, err := stats.Compute(ctx, r)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,7 @@ func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint
 	if err != nil {
 		return nil, nil, err
 	}
+	defer r.Store().Close()
 	skipped := []api.SkippedPoint{}
 	var snaps []*repo.Snapshot
 	if in.Point != "" {
@@ -159,6 +160,7 @@ func (s *Service) RebuildCatalog(ctx context.Context) (*api.CatalogRebuild, erro
 	if err != nil {
 		return nil, err
 	}
+	defer r.Store().Close()
 	c, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -226,6 +228,7 @@ func (s *Service) Protect(ctx context.Context, in ProtectInput) ([]api.ProtectRe
 	if err != nil {
 		return nil, err
 	}
+	defer r.Store().Close()
 	out := []api.ProtectResult{}
 	for _, ref := range in.Points {
 		snap, err := r.FindSnapshot(ctx, ref)

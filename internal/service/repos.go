@@ -116,7 +116,8 @@ type point struct {
 // openPoint opens the default repository for reading backup point ref: it
 // takes a restore lease first (garbage collection keeps the point's data
 // while it is read, even if the point is forgotten meanwhile), then finds
-// the point. release ends the lease, also after ctx was cancelled.
+// the point. release ends the lease, also after ctx was cancelled, and
+// closes the repository.
 func (s *Service) openPoint(ctx context.Context, ref, purpose string) (*point, error) {
 	r, err := s.openRepository(ctx)
 	if err != nil {
@@ -124,9 +125,13 @@ func (s *Service) openPoint(ctx context.Context, ref, purpose string) (*point, e
 	}
 	lease, err := r.AcquireLease(ctx, "restore", "", purpose, false)
 	if err != nil {
+		_ = r.Store().Close()
 		return nil, err
 	}
-	release := func() { lease.Release(context.WithoutCancel(ctx)) }
+	release := func() {
+		lease.Release(context.WithoutCancel(ctx))
+		_ = r.Store().Close()
+	}
 	snap, err := r.FindSnapshot(ctx, ref)
 	if err != nil {
 		release()

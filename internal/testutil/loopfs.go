@@ -54,6 +54,9 @@ func MountLoopFS(t testing.TB, fstype string, size int64, mkfsArgs ...string) st
 	}
 	// Registered after TempDir's, so it runs first: unmount, then remove.
 	t.Cleanup(func() {
+		if held := HoldersOf(mnt); len(held) > 0 {
+			t.Errorf("still open under %s at the end of the test: %s", mnt, strings.Join(held, "; "))
+		}
 		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
 			// A lazy unmount still frees the image once the last user
 			// (a killed test's qemu-nbd) is gone.
@@ -63,3 +66,4 @@ func MountLoopFS(t testing.TB, fstype string, size int64, mkfsArgs ...string) st
 	})
 	return mnt
 }
+
