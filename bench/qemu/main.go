@@ -63,6 +63,8 @@ func main() {
 	flag.StringVar(&th.interval, "interval", "250ms", "latency-control interval")
 	flag.StringVar(&th.minRate, "min-rate", "16MiB/s", "latency-control min-rate")
 	throttleOnly := flag.Bool("throttle-only", false, "run only the production-protection comparison")
+	sweep := flag.String("rates", "", "with -throttle-only: also full backups at these fixed read rates (comma-separated, e.g. 200MiB,150MiB), to show the trade-off")
+	sweepRounds := flag.Int("rates-rounds", 3, "rounds of the fixed-rate backups (each beside an unlimited one)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -93,7 +95,12 @@ func main() {
 		"COFFER_STATE_DIR="+filepath.Join(*dir, "state"), "COFFER_CATALOG="+filepath.Join(*dir, "catalog.db"))
 	if *throttleOnly {
 		idle := latencies(ctx, vm, 8)
-		printThrottle(idle, throttleBench(ctx, vm, bin, *dir, env, idle, th))
+		if th.rounds > 0 {
+			printThrottle(idle, throttleBench(ctx, vm, bin, *dir, env, idle, th))
+		}
+		if *sweep != "" {
+			rateSweep(ctx, vm, bin, *dir, env, idle, strings.Split(*sweep, ","), *sweepRounds)
+		}
 		return
 	}
 

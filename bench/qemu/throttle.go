@@ -79,7 +79,7 @@ func throttleBench(ctx context.Context, vm *guestvm.VM, bin, dir string, env []s
 		// controller sees.
 		o.threshold = qemuWriteLatency(ctx, vm, 8) * 2
 	}
-	conn := fmt.Sprintf("connections:\n  - {name: bench, kind: qemu, options: {sockets: [%q]}}\npolicies:\n  - {name: full, connection: bench, mode: full, change-check: -1}\n", vm.QMPPath)
+	conn := fullPolicy(vm)
 	plain := filepath.Join(dir, "unthrottled.yaml")
 	must(os.WriteFile(plain, []byte(conn), 0o644))
 	throttled := filepath.Join(dir, "throttled.yaml")
@@ -88,32 +88,46 @@ func throttleBench(ctx context.Context, vm *guestvm.VM, bin, dir string, env []s
 	fmt.Fprintf(os.Stderr, "latency-control: threshold %s, interval %s, min-rate %s\n", o.threshold, o.interval, o.minRate)
 	var runs []throttleRun
 	for i := 0; i < 2*o.rounds; i++ {
-		r := throttleRun{throttled: i%2 == 1}
 		cfg := plain
-		if r.throttled {
+		if i%2 == 1 {
 			cfg = throttled
 		}
-		// A new repository each time: a full backup into one that holds
-		// the data already stores nothing and is much faster.
-		repo := filepath.Join(dir, fmt.Sprintf("repo-throttle-%d", i))
-		env := append(env, "COFFER_REPO="+repo, "COFFER_CONFIG="+cfg)
-		cmd := exec.Command(bin, "init")
-		cmd.Env, cmd.Stderr = env, os.Stderr
-		must(cmd.Run())
-		latencies(ctx, vm, 2) // the guest settles after the previous run
-		mark := vm.Mark()
-		cmd = exec.Command(bin, "run", "full", "--json")
-		cmd.Env, cmd.Stderr = env, os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			log.Fatalf("coffer run (%s): %v", cfg, err)
-		}
-		r.guest = latencyFrom(vm, mark)
-		r.seconds, r.engaged, r.lowest = jobFigures(ctx, bin, env, out)
+		r := fullUnder(ctx, vm, bin, dir, env, cfg, fmt.Sprint(i))
+		r.throttled = i%2 == 1
 		runs = append(runs, r)
-		must(os.RemoveAll(repo))
 	}
 	return runs
+}
+
+// fullUnder takes one full backup of the running guest with the
+// configuration file cfg, into a new repository (a full backup into one
+// that holds the data already stores nothing and is much faster), and
+// measures the guest's write latency meanwhile.
+func fullUnder(ctx context.Context, vm *guestvm.VM, bin, dir string, env []string, cfg, name string) throttleRun {
+	repo := filepath.Join(dir, "repo-throttle-"+name)
+	env = append(env, "COFFER_REPO="+repo, "COFFER_CONFIG="+cfg)
+	cmd := exec.Command(bin, "init")
+	cmd.Env, cmd.Stderr = env, os.Stderr
+	must(cmd.Run())
+	latencies(ctx, vm, 2) // the guest settles after the previous run
+	mark := vm.Mark()
+	cmd = exec.Command(bin, "run", "full", "--json")
+	cmd.Env, cmd.Stderr = env, os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		log.Fatalf("coffer run (%s): %v", cfg, err)
+	}
+	var r throttleRun
+	r.guest = latencyFrom(vm, mark)
+	r.seconds, r.engaged, r.lowest = jobFigures(ctx, bin, env, out)
+	must(os.RemoveAll(repo))
+	return r
+}
+
+// fullPolicy is the configuration of a full backup of the guest through
+// the engine (policy "full").
+func fullPolicy(vm *guestvm.VM) string {
+	return fmt.Sprintf("connections:\n  - {name: bench, kind: qemu, options: {sockets: [%q]}}\npolicies:\n  - {name: full, connection: bench, mode: full, change-check: -1}\n", vm.QMPPath)
 }
 
 // jobFigures reads the job's duration from `coffer run --json` and its
