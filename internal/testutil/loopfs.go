@@ -66,4 +66,3 @@ func MountLoopFS(t testing.TB, fstype string, size int64, mkfsArgs ...string) st
 	})
 	return mnt
 }
-
