@@ -80,6 +80,15 @@ func TestVSphereRestoreVM(t *testing.T) {
 	if got := lab.ReadFlat(lab.Disk(res.VM)); !bytes.Equal(got, want) {
 		t.Fatal("the new VM's disk differs from the original's at backup time")
 	}
+	// The restore's log names the route of the disk's bytes: the
+	// simulator's host has no address coffer can reach, so vCenter's
+	// datastore service, and the result warns of the detour.
+	if j := e.jobOf("restore-vm"); !logHas(j, "written through vCenter's datastore service (the host could not be used)") {
+		t.Errorf("the restore's log does not name the route: %+v", j.Events)
+	}
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "written through vCenter, not to its ESXi host") {
+		t.Errorf("restore warnings %q", res.Warnings)
+	}
 	if out := e.expect(ExitFailure, "restore", "vm", "latest", "--connection", "vc"); !strings.Contains(out, "exists") {
 		t.Fatalf("second restore under the same name: %s", out)
 	}

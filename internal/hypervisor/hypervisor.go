@@ -75,8 +75,9 @@ type BusyLister interface {
 	InventoryNow(ctx context.Context) ([]VM, error)
 }
 
-// Noter is a Session that can say how it reads its disks (the route the
-// bytes take, a transport chosen), as lines for the task log.
+// Noter is a Session that can say how it reads its disks, or a NewVM how
+// it wrote them (the route the bytes take, a transport chosen), as lines
+// for the task log.
 type Noter interface {
 	Notes() []string
 }

@@ -154,6 +154,21 @@ func (s *Service) restoreQEMUVM(ctx context.Context, t Task, pt *point, cfg hype
 	return res, nil
 }
 
+// logRoutes puts the lines a restored VM has added since the first
+// logged into the task log: which way each disk's bytes went (vSphere: to
+// the ESXi host, or through vCenter). It returns how many are logged.
+func logRoutes(t Task, nv hypervisor.NewVM, logged int) int {
+	n, ok := nv.(hypervisor.Noter)
+	if !ok {
+		return logged
+	}
+	lines := n.Notes()
+	for _, line := range lines[min(logged, len(lines)):] {
+		t.Log(slog.LevelInfo, line)
+	}
+	return len(lines)
+}
+
 // restoreDiskAs restores one disk in the given format.
 func (s *Service) restoreDiskAs(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo.Disk, path, format string) error {
 	if format == "qcow2" {
@@ -241,6 +256,7 @@ func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, 
 		}
 		return nil, err
 	}
+	logged := 0 // route lines already in the task log
 	for _, d := range snap.Disks {
 		if d.Kind == hypervisor.KindMemory {
 			res.Warnings = append(res.Warnings, "the point holds the VM's memory state; this connection restores disks only, so the VM boots")
@@ -251,10 +267,18 @@ func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, 
 			return fail(err)
 		}
 		t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
-		if err := nv.WriteDisk(ctx, d.Key, src); err != nil {
+		err = nv.WriteDisk(ctx, d.Key, src)
+		logged = logRoutes(t, nv, logged)
+		if err != nil {
 			return fail(fmt.Errorf("disk %s: %w", d.Name, err))
 		}
 		res.Disks = append(res.Disks, d.Name)
+	}
+	if w, ok := nv.(interface{ Warnings() []string }); ok { // a disk's fallback route
+		for _, m := range w.Warnings() {
+			t.Log(slog.LevelWarn, m)
+			res.Warnings = append(res.Warnings, m)
+		}
 	}
 	if in.Start {
 		if err := nv.Start(ctx); err != nil {

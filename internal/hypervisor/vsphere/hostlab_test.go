@@ -32,7 +32,11 @@ type endpointProxy struct {
 	url    *url.URL
 	thumb  string
 
-	folderBytes, folderRequests, refused atomic.Int64
+	// folderBytes counts what /folder serves (reads), folderUploaded
+	// what it is sent (restores' PUTs).
+	folderBytes, folderUploaded, folderRequests, refused atomic.Int64
+	// refusePutTickets: a host that does not take tickets for uploads.
+	refusePutTickets atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[string]bool // vmware_soap_session values this simulator set
@@ -107,6 +111,7 @@ func newEndpointProxy(t testing.TB, backend *url.URL, book *ticketBook, issuer b
 				http.Error(w, "not authenticated", http.StatusUnauthorized)
 				return
 			}
+			r.Body = &countingBody{ReadCloser: r.Body, n: &p.folderUploaded}
 		}
 		rp.ServeHTTP(w, r)
 	}))
@@ -128,10 +133,10 @@ func (p *endpointProxy) authorised(r *http.Request) bool {
 		}
 	}
 	c, err := r.Cookie("vmware_cgi_ticket")
-	if err != nil || p.tickets == nil {
+	if err != nil || p.tickets == nil || (r.Method == http.MethodPut && p.refusePutTickets.Load()) {
 		return false
 	}
-	want := "httpGet https://" + r.Host + r.URL.RequestURI()
+	want := ticketMethods[r.Method] + " https://" + r.Host + r.URL.RequestURI()
 	p.tickets.mu.Lock()
 	defer p.tickets.mu.Unlock()
 	if p.tickets.issued[c.Value] != want {
@@ -143,6 +148,9 @@ func (p *endpointProxy) authorised(r *http.Request) bool {
 	p.mu.Unlock()
 	return true
 }
+
+// ticketMethods names an HTTP method as a ticket's spec does.
+var ticketMethods = map[string]string{http.MethodGet: "httpGet", http.MethodPut: "httpPut"}
 
 type countingBody struct {
 	io.ReadCloser
@@ -219,8 +227,9 @@ func (l *hostLab) logRoutes(t *testing.T, what string) {
 	l.book.mu.Lock()
 	issued := l.book.count
 	l.book.mu.Unlock()
-	t.Logf("%s: disk %d bytes; vCenter /folder served %d bytes in %d requests; host /folder served %d bytes in %d requests; %d service tickets issued",
-		what, len(l.data), l.vc.folderBytes.Load(), l.vc.folderRequests.Load(), l.host.folderBytes.Load(), l.host.folderRequests.Load(), issued)
+	t.Logf("%s: disk %d bytes; vCenter /folder served %d bytes and took %d in %d requests; host /folder served %d bytes and took %d in %d requests; %d service tickets issued",
+		what, len(l.data), l.vc.folderBytes.Load(), l.vc.folderUploaded.Load(), l.vc.folderRequests.Load(),
+		l.host.folderBytes.Load(), l.host.folderUploaded.Load(), l.host.folderRequests.Load(), issued)
 }
 
 // connect opens a connector to the vCenter proxy, with the host's address

@@ -17,17 +17,17 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
-// Where a vCenter connection reads disk data from (Config.ReadFrom).
+// Where a vCenter connection reads disk data from, and writes restored
+// disks to (Config.ReadFrom).
 const (
-	// ReadFromHost (the default) reads each disk from the ESXi host that
-	// runs the VM; a host coffer cannot reach is read through vCenter
-	// instead, with a warning naming why.
+	// ReadFromHost (the default) reads each disk (and memory file) from
+	// the ESXi host that runs the VM, and writes a restored disk to the
+	// host the new VM is registered on; a host coffer cannot use is
+	// passed over for vCenter, with a warning naming why.
 	ReadFromHost = "host"
-	// ReadFromHostOnly reads from the host or fails the disk.
+	// ReadFromHostOnly uses the host or fails the disk.
 	ReadFromHostOnly = "host-only"
 	// ReadFromVCenter sends every byte through vCenter's /folder service,
 	// which proxies it from a host: one more hop, and vCenter's CPU and
@@ -35,18 +35,19 @@ const (
 	ReadFromVCenter = "vcenter"
 )
 
-// hostRetry is how long a host that could not be used is read through
-// vCenter before coffer tries it again.
+// hostRetry is how long a host that could not be used is passed over
+// for vCenter before coffer tries it again.
 const hostRetry = 5 * time.Minute
 
 // hostDirect is the transport of a vCenter connection: a disk is read
-// from the /folder service of the ESXi host that runs its VM, not through
-// vCenter's, which would proxy every byte. Each request is authorised by
-// a one-time vCenter service ticket for exactly that URL and method
-// (SessionManager.AcquireGenericServiceTicket, sent as the
+// from, and at restore written to, the /folder service of the ESXi host
+// that runs its VM, not vCenter's, which would proxy every byte; so are a
+// with-memory snapshot's memory files (hostmemory.go). Each request is
+// authorised by a one-time vCenter service ticket for exactly that URL and
+// method (SessionManager.AcquireGenericServiceTicket, sent as the
 // vmware_cgi_ticket cookie), or by a session of the host's own when the
-// connection names host credentials. Restores and memory files still go
-// through vCenter.
+// connection names host credentials. Which way the bytes go is chosen per
+// file by route (Config.ReadFrom).
 type hostDirect struct {
 	c       *Connector
 	vcenter *DatastoreHTTP // ReadFromVCenter, and the fallback
@@ -67,6 +68,14 @@ type hostEndpoint struct {
 	failedAt   time.Time
 }
 
+// authorisedBy names, for the task log, what lets coffer in.
+func (ep *hostEndpoint) authorisedBy() string {
+	if ep.login != nil {
+		return "a session of the host's own"
+	}
+	return "vCenter service tickets"
+}
+
 func newHostDirect(c *Connector) *hostDirect {
 	return &hostDirect{c: c, vcenter: &DatastoreHTTP{Client: c.client, Connections: c.cfg.ReadConnections},
 		hosts: map[string]*hostEndpoint{}}
@@ -81,88 +90,153 @@ type routedDisk struct {
 	warning string // a fallback, for the point's warnings
 }
 
-// OpenDisk implements Transport.
-func (t *hostDirect) OpenDisk(ctx context.Context, loc DiskLocation) (DiskData, error) {
-	viaVC := func(route, warning string) (DiskData, error) {
-		d, err := t.vcenter.OpenDisk(ctx, loc)
-		if err != nil {
-			return nil, err
-		}
-		d.(*httpDisk).counter = &t.vcenterBytes
-		return &routedDisk{DiskData: d, route: route, warning: warning}, nil
-	}
+// routed is the way one file's bytes went, and the warning of a fallback.
+type routed struct{ route, warning string }
+
+// direction words the task log and errors for reads and for writes.
+type direction struct{ gerund, past, prep string }
+
+var (
+	reading = direction{"reading from", "read", "from"}
+	writing = direction{"writing to", "written", "to"}
+)
+
+// route moves one file's bytes the way the connection's read-from says:
+// with ReadFromVCenter through vCenter (viaVC); else through the ESXi host
+// (onHost, given the host's endpoint), and when the host cannot be used
+// through vCenter with a warning (ReadFromHost) or not at all
+// (ReadFromHostOnly). what names the file in errors and warnings. A
+// cancelled request never falls back.
+func (t *hostDirect) route(ctx context.Context, what string, dir direction, host string,
+	onHost func(*hostEndpoint) error, viaVC func() error) (routed, error) {
 	if t.c.cfg.ReadFrom == ReadFromVCenter {
-		return viaVC("through vCenter's datastore service (read-from: vcenter)", "")
-	}
-	d, ep, err := t.openOnHost(ctx, loc)
-	if err == nil {
-		how := "vCenter service tickets"
-		if ep.login != nil {
-			how = "a session of the host's own"
+		if err := viaVC(); err != nil {
+			return routed{}, err
 		}
-		return &routedDisk{DiskData: d, route: fmt.Sprintf("from ESXi host %s (%s), authorised by %s", ep.name, ep.addr, how)}, nil
+		return routed{route: "through vCenter's datastore service (read-from: vcenter)"}, nil
+	}
+	ep, err := t.useHost(ctx, host, onHost)
+	if err == nil {
+		return routed{route: fmt.Sprintf("%s ESXi host %s (%s), authorised by %s", dir.prep, ep.name, ep.addr, ep.authorisedBy())}, nil
+	}
+	if ctx.Err() != nil {
+		return routed{}, err
 	}
 	if t.c.cfg.ReadFrom == ReadFromHostOnly {
-		return nil, fmt.Errorf("vsphere: %s: reading from the host failed (read-from: host-only): %w", loc.Descriptor, err)
+		return routed{}, fmt.Errorf("vsphere: %s: %s the host failed (read-from: host-only): %w", what, dir.gerund, err)
 	}
-	return viaVC("through vCenter's datastore service (the host could not be used)",
-		fmt.Sprintf("disk %s read through vCenter, not from its ESXi host: %v (set host-addresses, or read-from: vcenter to silence this)", loc.Descriptor, err))
+	if err := viaVC(); err != nil {
+		return routed{}, err
+	}
+	return routed{route: "through vCenter's datastore service (the host could not be used)",
+		warning: fmt.Sprintf("%s %s through vCenter, not %s its ESXi host: %v (host-addresses says where coffer reaches a host; read-from: vcenter silences this)",
+			what, dir.past, dir.prep, err)}, nil
 }
 
-// WriteDisk implements DiskWriter through vCenter: restores create VMs
-// through vCenter, which picks the host.
-func (t *hostDirect) WriteDisk(ctx context.Context, loc DiskLocation, src hypervisor.DiskSource) error {
-	return t.vcenter.WriteDisk(ctx, loc, src)
+// useHost runs on with the endpoint of host; a host that fails is passed
+// over for hostRetry.
+func (t *hostDirect) useHost(ctx context.Context, host string, on func(*hostEndpoint) error) (*hostEndpoint, error) {
+	if host == "" {
+		return nil, errors.New("the VM's host is not known")
+	}
+	ep, err := t.endpoint(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	if err := on(ep); err != nil {
+		return nil, t.failed(ep, err)
+	}
+	return ep, nil
 }
 
-// openOnHost opens the disk's flat extent on the host that runs its VM
-// and reads its first byte, so an unreachable host, a refused ticket or a
-// certificate that does not match shows now, not in the middle of a copy.
-func (t *hostDirect) openOnHost(ctx context.Context, loc DiskLocation) (*httpDisk, *hostEndpoint, error) {
-	if loc.Host == "" {
-		return nil, nil, errors.New("the VM's host is not known")
-	}
+// OpenDisk implements Transport.
+func (t *hostDirect) OpenDisk(ctx context.Context, loc DiskLocation) (DiskData, error) {
 	flat, ok := flatExtent(loc.Descriptor)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s is not a .vmdk descriptor", loc.Descriptor)
+		return nil, fmt.Errorf("vsphere: %s is not a .vmdk descriptor", loc.Descriptor)
 	}
-	ep, err := t.endpoint(ctx, loc.Host)
+	var d DiskData
+	r, err := t.route(ctx, "disk "+loc.Descriptor, reading, loc.Host,
+		func(ep *hostEndpoint) error {
+			hd, err := t.openOnHost(ctx, ep, loc.Datastore, flat, loc.Size)
+			d = hd
+			return err
+		},
+		func() error {
+			vd, err := t.vcenter.OpenDisk(ctx, loc)
+			if err == nil {
+				vd.(*httpDisk).counter = &t.vcenterBytes
+			}
+			d = vd
+			return err
+		})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	// A host serves its own datastores without a datacenter path.
-	u := &url.URL{Scheme: "https", Host: ep.addr, Path: "/folder/" + flat, RawQuery: url.Values{"dsName": {loc.Datastore}}.Encode()}
-	d := &httpDisk{u: u, size: loc.Size, slots: make(chan struct{}, max(t.c.cfg.ReadConnections, 1)), counter: &t.hostBytes}
+	return &routedDisk{DiskData: d, route: r.route, warning: r.warning}, nil
+}
+
+// hostURL is a file's /folder URL on a host, which serves its own
+// datastores without a datacenter path.
+func hostURL(ep *hostEndpoint, datastore, path string) *url.URL {
+	return &url.URL{Scheme: "https", Host: ep.addr, Path: "/folder/" + path, RawQuery: url.Values{"dsName": {datastore}}.Encode()}
+}
+
+// openOnHost opens a datastore file on a host for range reads and reads
+// its first byte, so an unreachable host, a refused ticket or a
+// certificate that does not match shows now, not in the middle of a copy.
+// A size below 0 is taken from the file (memory files).
+func (t *hostDirect) openOnHost(ctx context.Context, ep *hostEndpoint, datastore, path string, size int64) (*httpDisk, error) {
+	u := hostURL(ep, datastore, path)
+	d := &httpDisk{u: u, size: size, slots: make(chan struct{}, max(t.c.cfg.ReadConnections, 1)), counter: &t.hostBytes}
 	var first atomic.Pointer[http.Cookie] // a ticket already acquired, used by the next request
 	if ep.login == nil {
 		d.ticket = func(ctx context.Context) (*http.Cookie, error) {
 			if c := first.Swap(nil); c != nil {
 				return c, nil
 			}
-			c, _, err := t.ticket(ctx, u)
+			c, _, err := t.ticket(ctx, u, types.SessionManagerHttpServiceRequestSpecMethodHttpGet)
 			return c, err
 		}
 	}
-	t.mu.Lock()
-	d.sc = ep.sc
-	t.mu.Unlock()
-	if d.sc == nil {
-		// Tickets carry the host's certificate thumbprint as vCenter knows
-		// it: the first one sets up the host's client, then authorises
-		// the first read.
-		c, err := t.clientFromTicket(ctx, ep, u)
-		if err != nil {
-			return nil, nil, t.failed(ep, err)
-		}
+	sc, c, err := t.hostClient(ctx, ep, u, types.SessionManagerHttpServiceRequestSpecMethodHttpGet)
+	if err != nil {
+		return nil, err
+	}
+	d.sc = sc
+	if c != nil {
 		first.Store(c)
-		t.mu.Lock()
-		d.sc = ep.sc
-		t.mu.Unlock()
 	}
-	if _, err := probeSize(ctx, d); err != nil {
-		return nil, nil, t.failed(ep, err)
+	n, err := probeSize(ctx, d)
+	if err != nil {
+		return nil, err
 	}
-	return d, ep, nil
+	if size < 0 {
+		d.size = n
+	}
+	return d, nil
+}
+
+// hostClient returns the host's HTTPS client. Tickets carry the host's
+// certificate thumbprint as vCenter knows it: the first use of a host
+// without a login asks for a ticket for method on u, sets up the client
+// with it, and returns that ticket, still unused, to authorise the
+// request.
+func (t *hostDirect) hostClient(ctx context.Context, ep *hostEndpoint, u *url.URL, method types.SessionManagerHttpServiceRequestSpecMethod) (*soap.Client, *http.Cookie, error) {
+	t.mu.Lock()
+	sc := ep.sc
+	t.mu.Unlock()
+	if sc != nil {
+		return sc, nil, nil
+	}
+	c, err := t.clientFromTicket(ctx, ep, u, method)
+	if err != nil {
+		return nil, nil, err
+	}
+	t.mu.Lock()
+	sc = ep.sc
+	t.mu.Unlock()
+	return sc, c, nil
 }
 
 // failed records that a host could not be used; it is tried again after
@@ -242,9 +316,9 @@ func (t *hostDirect) newHostClient(ep *hostEndpoint, thumbprint string) (*soap.C
 }
 
 // clientFromTicket sets up the host's client with the thumbprint a first
-// ticket for u carries, and returns that ticket, still unused.
-func (t *hostDirect) clientFromTicket(ctx context.Context, ep *hostEndpoint, u *url.URL) (*http.Cookie, error) {
-	c, tp, err := t.ticket(ctx, u)
+// ticket for method on u carries, and returns that ticket, still unused.
+func (t *hostDirect) clientFromTicket(ctx context.Context, ep *hostEndpoint, u *url.URL, method types.SessionManagerHttpServiceRequestSpecMethod) (*http.Cookie, error) {
+	c, tp, err := t.ticket(ctx, u, method)
 	if err != nil {
 		return nil, err
 	}
@@ -281,12 +355,12 @@ func (t *hostDirect) hostLogin(ctx context.Context, ep *hostEndpoint) error {
 	return nil
 }
 
-// ticket asks vCenter for a one-time credential for a GET of u, and the
-// host's certificate thumbprint as vCenter knows it.
-func (t *hostDirect) ticket(ctx context.Context, u *url.URL) (*http.Cookie, string, error) {
-	tk, err := t.c.sm.AcquireGenericServiceTicket(ctx, &types.SessionManagerHttpServiceRequestSpec{Url: u.String(), Method: "httpGet"})
+// ticket asks vCenter for a one-time credential for one request (method
+// on u), and the host's certificate thumbprint as vCenter knows it.
+func (t *hostDirect) ticket(ctx context.Context, u *url.URL, method types.SessionManagerHttpServiceRequestSpecMethod) (*http.Cookie, string, error) {
+	tk, err := t.c.sm.AcquireGenericServiceTicket(ctx, &types.SessionManagerHttpServiceRequestSpec{Url: u.String(), Method: string(method)})
 	if err != nil {
-		return nil, "", fmt.Errorf("service ticket for %s: %w", u.Host, err)
+		return nil, "", fmt.Errorf("vCenter gave no service ticket for %s on %s: %w", method, u.Host, err)
 	}
 	return &http.Cookie{Name: "vmware_cgi_ticket", Value: tk.Id}, tk.SslThumbprint, nil
 }

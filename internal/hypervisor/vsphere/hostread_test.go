@@ -18,6 +18,13 @@ func (l *hostLab) ref() hypervisor.VMRef { return hypervisor.VMRef{ID: l.vm.Valu
 
 func backupLab(t *testing.T, l *hostLab, r *repo.Repository, c *Connector) (*repo.Snapshot, []string, error) {
 	t.Helper()
+	return backupLabMode(t, l, r, c, hypervisor.CrashConsistent)
+}
+
+// backupLabMode backs the lab's VM up with a snapshot mode; it returns the
+// point and the task log's notes (the route of each disk).
+func backupLabMode(t *testing.T, l *hostLab, r *repo.Repository, c *Connector, mode hypervisor.SnapshotMode) (*repo.Snapshot, []string, error) {
+	t.Helper()
 	ctx := context.Background()
 	w, err := r.NewWriter(ctx, "vm")
 	if err != nil {
@@ -26,7 +33,7 @@ func backupLab(t *testing.T, l *hostLab, r *repo.Repository, c *Connector) (*rep
 	defer w.Close(ctx)
 	var notes []string
 	snap, err := backup.BackupVM(ctx, w, c, backup.VMRequest{Connection: "vc", VM: l.ref(),
-		SnapshotMode: hypervisor.CrashConsistent, Quiesce: hypervisor.QuiesceFallback},
+		SnapshotMode: mode, Quiesce: hypervisor.QuiesceFallback},
 		backup.Options{Note: func(m string) { notes = append(notes, m) }})
 	return snap, notes, err
 }
@@ -87,11 +94,25 @@ func TestReadFromVCenterForcesTheOldPath(t *testing.T) {
 	if len(notes) != 1 || !strings.Contains(notes[0], "read-from: vcenter") {
 		t.Fatalf("notes %q", notes)
 	}
+
+	nv, err := restoreLab(t, r, c, snap, "vm-0000-restored")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.logRoutes(t, "restore, read-from: vcenter")
+	checkUploads(t, l.vc, l.host, len(l.data), "restore, read-from: vcenter")
+	if l.host.folderRequests.Load() != 0 || !bytes.Equal(l.restoredFlat(t, nv), l.data) {
+		t.Fatalf("restore: host served %d requests; disk equal %v", l.host.folderRequests.Load(), bytes.Equal(l.restoredFlat(t, nv), l.data))
+	}
+	if len(nv.notes) != 1 || !strings.Contains(nv.notes[0], "written through vCenter's datastore service (read-from: vcenter)") || len(nv.warnings) != 0 {
+		t.Fatalf("restore notes %q, warnings %q", nv.notes, nv.warnings)
+	}
 }
 
 // TestUnreachableHost: with read-from: host a host coffer cannot reach is
-// read through vCenter with a warning that says why; with host-only the
-// backup fails and says so.
+// read through vCenter, and a restore written through it, with a warning
+// that says why; with host-only the backup fails and says so, and so does
+// the restore, leaving neither the new VM nor its files.
 func TestUnreachableHost(t *testing.T) {
 	l := startHostLab(t, 4<<20)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -118,6 +139,17 @@ func TestUnreachableHost(t *testing.T) {
 	if len(notes) != 1 || !strings.Contains(notes[0], "the host could not be used") || l.vc.folderBytes.Load() < int64(len(l.data)) {
 		t.Fatalf("notes %q, vCenter bytes %d", notes, l.vc.folderBytes.Load())
 	}
+	nv, err := restoreLab(t, r, c, snap, "fallback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkUploads(t, l.vc, l.host, len(l.data), "restore, host unreachable")
+	if !bytes.Equal(l.restoredFlat(t, nv), l.data) {
+		t.Fatal("the disk restored through vCenter differs")
+	}
+	if len(nv.warnings) != 1 || !strings.Contains(nv.warnings[0], "written through vCenter, not to its ESXi host") || !strings.Contains(nv.warnings[0], dead) {
+		t.Fatalf("restore warnings %q", nv.warnings)
+	}
 
 	strict := l.connect(t, func(c *Config) { unreachable(c); c.ReadFrom = ReadFromHostOnly })
 	before := l.vc.folderBytes.Load()
@@ -130,6 +162,15 @@ func TestUnreachableHost(t *testing.T) {
 	}
 	if vm := l.s.vm(l.vm); vm.Snapshot != nil && cofferSnapshot(vm.Snapshot) != "" {
 		t.Fatal("the failed backup left its snapshot")
+	}
+
+	uploaded := l.vc.folderUploaded.Load()
+	if _, err := restoreLab(t, r, strict, snap, "strict"); err == nil || !strings.Contains(err.Error(), "host-only") || !strings.Contains(err.Error(), dead) {
+		t.Fatalf("host-only restore with an unreachable host: %v", err)
+	}
+	l.goneWithoutTrace(t, strict, "strict")
+	if l.vc.folderUploaded.Load() != uploaded || l.host.folderRequests.Load() != 0 {
+		t.Fatal("the host-only restore wrote through vCenter, or reached the host")
 	}
 }
 
@@ -160,6 +201,19 @@ func TestReadsFromTheHostWithItsOwnLogin(t *testing.T) {
 	}
 	if len(notes) != 1 || !strings.Contains(notes[0], "a session of the host's own") {
 		t.Fatalf("notes %q", notes)
+	}
+	nv, err := restoreLab(t, r, c, snap, "vm-0000-restored")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.logRoutes(t, "restore, read-from: host, host login")
+	checkUploads(t, l.host, l.vc, len(l.data), "restore, host login")
+	l.book.mu.Lock()
+	issued = l.book.count
+	l.book.mu.Unlock()
+	if issued != 0 || !bytes.Equal(l.restoredFlat(t, nv), l.data) || len(nv.notes) != 1 || !strings.Contains(nv.notes[0], "written to ESXi host") ||
+		!strings.Contains(nv.notes[0], "a session of the host's own") {
+		t.Fatalf("restore with the host login: %d tickets, notes %q", issued, nv.notes)
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad")

@@ -71,6 +71,14 @@ func (h *HotAdd) WriteDisk(ctx context.Context, loc DiskLocation, src hypervisor
 	return h.writer.WriteDisk(ctx, loc, src)
 }
 
+// writeRouted passes on the route of the HTTPS transport it writes with.
+func (h *HotAdd) writeRouted(ctx context.Context, loc DiskLocation, src hypervisor.DiskSource) (routed, error) {
+	if rw, ok := h.writer.(routedWriter); ok {
+		return rw.writeRouted(ctx, loc, src)
+	}
+	return routed{route: "with the datastore-https transport"}, h.writer.WriteDisk(ctx, loc, src)
+}
+
 // OpenDisk implements Transport: attach, find the device, open it.
 func (h *HotAdd) OpenDisk(ctx context.Context, loc DiskLocation) (DiskData, error) {
 	mover, err := h.moverRef(ctx)

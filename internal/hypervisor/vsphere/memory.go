@@ -135,19 +135,56 @@ func (s *session) datacenterByName(ctx context.Context, name string) (string, er
 	return "", fmt.Errorf("datastore %s is not among the VM's datastores", name)
 }
 
-// openMemory reads a memory file over the datastore HTTPS service, never
+// openMemory reads a memory file over a datastore HTTPS service, never
 // through the configured transport: the files are always on a datastore,
-// and a hot-add or VDDK transport reads disks only.
+// and a hot-add or VDDK transport reads disks only. A vCenter connection
+// reads it from the ESXi host that runs the VM, as it reads disks (the
+// same read-from); the task log names the route.
 func (s *session) openMemory(ctx context.Context, loc memoryLocation) (hypervisor.DiskReader, error) {
 	if s.snap == nil {
 		return nil, errors.New("vsphere: session released; the memory state went with the VM snapshot")
 	}
-	t := &DatastoreHTTP{Client: s.c.client, Connections: s.c.cfg.ReadConnections}
-	d, err := t.openFile(ctx, loc.datacenter, loc.datastore, loc.path)
+	name := path.Base(loc.path)
+	if s.c.hosts == nil {
+		t := &DatastoreHTTP{Client: s.c.client, Connections: s.c.cfg.ReadConnections}
+		d, err := t.openFile(ctx, loc.datacenter, loc.datastore, loc.path)
+		if err != nil {
+			return nil, err
+		}
+		s.notes = append(s.notes, fmt.Sprintf("memory file %s read from the connection's datastore service", name))
+		return memoryReader{d}, nil
+	}
+	host := ""
+	if h := s.vm.Runtime.Host; h != nil {
+		host = h.Value
+	}
+	d, r, err := s.c.hosts.openFile(ctx, host, loc)
 	if err != nil {
 		return nil, err
 	}
+	if r.warning != "" {
+		s.warn("%s", r.warning)
+	}
+	s.notes = append(s.notes, fmt.Sprintf("memory file %s read %s", name, r.route))
 	return memoryReader{d}, nil
+}
+
+// openFile opens a snapshot's memory file on host, or through vCenter,
+// as route chooses; its size is the file's.
+func (t *hostDirect) openFile(ctx context.Context, host string, loc memoryLocation) (*httpDisk, routed, error) {
+	var d *httpDisk
+	r, err := t.route(ctx, "memory file "+loc.path, reading, host,
+		func(ep *hostEndpoint) (err error) {
+			d, err = t.openOnHost(ctx, ep, loc.datastore, loc.path, -1)
+			return err
+		},
+		func() (err error) {
+			if d, err = t.vcenter.openFile(ctx, loc.datacenter, loc.datastore, loc.path); err == nil {
+				d.counter = &t.vcenterBytes
+			}
+			return err
+		})
+	return d, r, err
 }
 
 // memoryReader is a memory file: all of it is data, and there is never a

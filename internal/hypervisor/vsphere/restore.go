@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -81,10 +79,11 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 	}
 	nv := &newVM{c: c, ref: ref, name: o.Name, disks: map[string]DiskLocation{}}
 	var vm mo.VirtualMachine
-	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, ref, []string{"config.hardware.device"}, &vm); err != nil {
+	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, ref, []string{"config.hardware.device", "runtime.host"}, &vm); err != nil {
 		nv.Abort(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	nv.host = hostOf(vm)
 	// Each created disk is the recorded disk whose file it has.
 	created := map[string]*types.VirtualDisk{}
 	for _, d := range vm.Config.Hardware.Device {
@@ -101,7 +100,7 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 			return nil, fmt.Errorf("vsphere: VM %s was created without the disk %s was recorded with", o.Name, d.Name)
 		}
 		ds, path := splitDSPath(vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName)
-		nv.disks[d.Key] = DiskLocation{Datacenter: p.dcPath, Datastore: ds, Descriptor: path, Size: d.Size}
+		nv.disks[d.Key] = DiskLocation{Datacenter: p.dcPath, Datastore: ds, Descriptor: path, Size: d.Size, Host: nv.host}
 		if native.BootDisk == d.Key {
 			boot = vd
 		}
@@ -221,9 +220,29 @@ type newVM struct {
 	c        *Connector
 	ref      types.ManagedObjectReference
 	name     string
+	host     string                  // the HostSystem the VM is registered on ("" unknown)
 	original bool                    // the original VM's own disks: never destroyed
 	disks    map[string]DiskLocation // recorded disk key -> disk to write
+
+	notes, warnings []string // which way each disk went; fallbacks
 }
+
+// hostOf is the HostSystem (MoRef value) a VM is registered on, whose
+// /folder service takes its disks' uploads; "" when unknown.
+func hostOf(vm mo.VirtualMachine) string {
+	if vm.Runtime.Host == nil {
+		return ""
+	}
+	return vm.Runtime.Host.Value
+}
+
+// Notes implements hypervisor.Noter: which way each written disk's bytes
+// went, for the restore's task log.
+func (v *newVM) Notes() []string { return v.notes }
+
+// Warnings are the restore's fallbacks (a disk written through vCenter
+// because its host could not be used).
+func (v *newVM) Warnings() []string { return v.warnings }
 
 func (v *newVM) Ref() hypervisor.VMRef { return hypervisor.VMRef{ID: v.ref.Value, Name: v.name} }
 
@@ -244,7 +263,22 @@ func (v *newVM) WriteDisk(ctx context.Context, key string, src hypervisor.DiskSo
 	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		return fmt.Errorf("vsphere: VM %s is %s; coffer never writes the disks of a running VM", v.name, vm.Runtime.PowerState)
 	}
-	return v.c.transport.(DiskWriter).WriteDisk(ctx, loc, src)
+	w := v.c.transport.(DiskWriter)
+	rw, ok := w.(routedWriter)
+	if !ok {
+		v.notes = append(v.notes, fmt.Sprintf("disk %s written with the %s transport", loc.Descriptor, v.c.transport.Name()))
+		return w.WriteDisk(ctx, loc, src)
+	}
+	r, err := rw.writeRouted(ctx, loc, src)
+	if err != nil {
+		return err
+	}
+	v.notes = append(v.notes, fmt.Sprintf("disk %s written %s", loc.Descriptor, r.route))
+	if r.warning != "" {
+		v.warnings = append(v.warnings, r.warning)
+		v.c.log.Warn("vsphere: "+r.warning, "vm", v.name)
+	}
+	return nil
 }
 
 // Start implements hypervisor.NewVM.
@@ -268,22 +302,14 @@ func (v *newVM) Abort(ctx context.Context) error {
 	return v.c.runTask(ctx, v.c.cfg.Timeouts.Setup, vm.Destroy)
 }
 
-// WriteDisk implements DiskWriter: one PUT of the whole flat extent, so
-// the file has exactly the disk's size; holes are sent as zeros.
+// WriteDisk implements DiskWriter: one PUT of the whole flat extent
+// (putDisk) through the connection's endpoint.
 func (t *DatastoreHTTP) WriteDisk(ctx context.Context, loc DiskLocation, src hypervisor.DiskSource) error {
 	flat, ok := flatExtent(loc.Descriptor)
 	if !ok {
 		return fmt.Errorf("vsphere: %s is not a .vmdk descriptor", loc.Descriptor)
 	}
-	u := object.NewDatastoreURL(*t.Client.URL(), loc.Datacenter, loc.Datastore, flat)
-	p := soap.DefaultUpload
-	p.Method = http.MethodPut
-	p.ContentLength = loc.Size
-	body := &diskStream{src: src, ext: src.Allocated(), size: loc.Size}
-	if err := t.Client.Upload(ctx, body, u, &p); err != nil {
-		return fmt.Errorf("vsphere: upload %s: %w", flat, err)
-	}
-	return nil
+	return putDisk(ctx, t.Client.Client, object.NewDatastoreURL(*t.Client.URL(), loc.Datacenter, loc.Datastore, flat), nil, loc.Size, src)
 }
 
 var _ hypervisor.Restorer = (*Connector)(nil)

@@ -27,7 +27,7 @@ func (c *Connector) restoreOriginal(ctx context.Context, cfg hypervisor.VMConfig
 		return nil, err
 	}
 	var vm mo.VirtualMachine
-	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, ref, []string{"name", "runtime.powerState", "snapshot", "config.hardware.device"}, &vm); err != nil {
+	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, ref, []string{"name", "runtime.powerState", "runtime.host", "snapshot", "config.hardware.device"}, &vm); err != nil {
 		return nil, err
 	}
 	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
@@ -38,7 +38,7 @@ func (c *Connector) restoreOriginal(ctx context.Context, cfg hypervisor.VMConfig
 		// would corrupt the chain.
 		return nil, fmt.Errorf("vsphere: VM %s has snapshots; remove them before restoring onto its disks: %w", vm.Name, hypervisor.ErrUnsupported)
 	}
-	nv := &newVM{c: c, ref: ref, name: vm.Name, original: true, disks: map[string]DiskLocation{}}
+	nv := &newVM{c: c, ref: ref, name: vm.Name, host: hostOf(vm), original: true, disks: map[string]DiskLocation{}}
 	for _, d := range cfg.Disks {
 		var found *types.VirtualDisk
 		for _, dev := range vm.Config.Hardware.Device {
@@ -58,7 +58,7 @@ func (c *Connector) restoreOriginal(ctx context.Context, cfg hypervisor.VMConfig
 		if err != nil {
 			return nil, err
 		}
-		nv.disks[d.Key] = DiskLocation{Datacenter: dc, Datastore: ds, Descriptor: path, Size: d.Size}
+		nv.disks[d.Key] = DiskLocation{Datacenter: dc, Datastore: ds, Descriptor: path, Size: d.Size, Host: nv.host}
 	}
 	return nv, nil
 }
