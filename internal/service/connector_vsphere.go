@@ -29,8 +29,9 @@ import (
 //	      snapshot-remove-timeout: 2h
 //	      task-poll: 250ms
 //	      read-connections: 4
-//	      read-from: host                         # vCenter connections: read disks from the ESXi host running
-//	                                              # the VM (vCenter tickets); host-only, or vcenter (the old path)
+//	      read-from: host                         # vCenter connections: read disks and memory files from the ESXi
+//	                                              # host running the VM, upload restores to the VM's host (vCenter
+//	                                              # tickets); host-only, or vcenter (the old path)
 //	      # host-user: root                       # log in to the hosts instead of vCenter tickets
 //	      # host-password-file: /etc/coffer/esx.password
 //	      # host-addresses: {esx-01.example.com: 10.0.0.11}   # where a host's management address is not routable
