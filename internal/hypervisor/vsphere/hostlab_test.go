@@ -37,6 +37,9 @@ type endpointProxy struct {
 	folderBytes, folderUploaded, folderRequests, refused atomic.Int64
 	// refusePutTickets: a host that does not take tickets for uploads.
 	refusePutTickets atomic.Bool
+	// denyPutTickets: a vCenter that issues no tickets for uploads (an
+	// account without the privilege), answering with NoPermission.
+	denyPutTickets atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[string]bool // vmware_soap_session values this simulator set
@@ -98,6 +101,12 @@ func newEndpointProxy(t testing.TB, backend *url.URL, book *ticketBook, issuer b
 			body, _ := io.ReadAll(r.Body)
 			if issuer && bytes.Contains(body, []byte("AcquireGenericServiceTicket")) {
 				u, m := specURL.FindSubmatch(body), specMethod.FindSubmatch(body)
+				if m != nil && string(m[1]) == "httpPut" && p.denyPutTickets.Load() {
+					w.Header().Set("Content-Type", "text/xml; charset=utf-8")
+					w.WriteHeader(http.StatusInternalServerError)
+					io.WriteString(w, noPermissionFault)
+					return
+				}
 				if u != nil && m != nil {
 					r.Header.Set("X-Test-Ticket-For", string(m[1])+" "+html.UnescapeString(string(u[1])))
 				}
@@ -148,6 +157,14 @@ func (p *endpointProxy) authorised(r *http.Request) bool {
 	p.mu.Unlock()
 	return true
 }
+
+// noPermissionFault is vCenter's answer to a call the account lacks a
+// privilege for.
+const noPermissionFault = `<?xml version="1.0" encoding="UTF-8"?>
+<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>Permission to perform this operation was denied.</faultstring>
+<detail><NoPermissionFault xmlns="urn:vim25" xsi:type="NoPermission"><object type="Folder">group-d1</object><privilegeId>Datastore.FileManagement</privilegeId></NoPermissionFault></detail>
+</soapenv:Fault></soapenv:Body></soapenv:Envelope>`
 
 // ticketMethods names an HTTP method as a ticket's spec does.
 var ticketMethods = map[string]string{http.MethodGet: "httpGet", http.MethodPut: "httpPut"}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vmware/govmomi/object"
+
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
@@ -126,12 +128,49 @@ func TestRestoreUploadsToTheHost(t *testing.T) {
 		!strings.Contains(nv.notes[0], "service tickets") || len(nv.warnings) != 0 {
 		t.Fatalf("notes %q, warnings %q", nv.notes, nv.warnings)
 	}
+
+	// Onto the powered-off original: its disk is uploaded to its host.
+	ctx := context.Background()
+	task, err := object.NewVirtualMachine(l.s.client, l.vm).PowerOff(ctx)
+	if err == nil {
+		err = task.Wait(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.flatOnDisk, bytes.Repeat([]byte{0xde}, len(l.data)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var cfg hypervisor.VMConfig
+	if err := json.Unmarshal(snap.VMConfig, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := c.CreateVM(ctx, cfg, hypervisor.NewVMOptions{ReplaceExisting: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := restore.OpenDisk(ctx, r, snap.Disks[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := orig.WriteDisk(ctx, snap.Disks[0].Key, src); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(l.flatOnDisk)
+	if err != nil || !bytes.Equal(got, l.data) {
+		t.Fatalf("the original's disk does not hold the backed-up bytes (%v)", err)
+	}
+	checkUploads(t, l.host, l.vc, 2*len(l.data), "restore onto the original")
+	if n := orig.(*newVM).notes; len(n) != 1 || !strings.Contains(n[0], "written to ESXi host "+l.hostName) {
+		t.Fatalf("onto the original: notes %q", n)
+	}
 }
 
 // TestRestoreRefusedByTheHost: a host that refuses the upload's ticket
 // fails the restore with host-only, saying why, and leaves neither the
 // new VM nor its files; with read-from: host the disk goes through
-// vCenter instead, with a warning that names the refusal.
+// vCenter instead, with a warning that names the refusal. A vCenter that
+// will not issue the ticket is the same.
 func TestRestoreRefusedByTheHost(t *testing.T) {
 	l := startHostLab(t, 4<<20)
 	r := newRepo(t)
@@ -146,6 +185,7 @@ func TestRestoreRefusedByTheHost(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "host-only") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("host-only, ticket refused: %v", err)
 	}
+	t.Logf("host-only, ticket refused: %v", err)
 	l.goneWithoutTrace(t, strict, "strict")
 	if n := l.vc.folderUploaded.Load(); n != 0 {
 		t.Fatalf("host-only sent %d bytes through vCenter", n)
@@ -165,5 +205,20 @@ func TestRestoreRefusedByTheHost(t *testing.T) {
 	}
 	if len(nv.notes) != 1 || !strings.Contains(nv.notes[0], "the host could not be used") {
 		t.Fatalf("notes %q", nv.notes)
+	}
+	// vCenter issues no upload ticket; the host would take one.
+	l.host.refusePutTickets.Store(false)
+	l.vc.denyPutTickets.Store(true)
+	vcUploaded, hostRequests := l.vc.folderUploaded.Load(), l.host.folderRequests.Load()
+	strict = l.connect(t, func(c *Config) { c.ReadFrom = ReadFromHostOnly })
+	_, err = restoreLab(t, r, strict, snap, "denied")
+	if err == nil || !strings.Contains(err.Error(), "host-only") || !strings.Contains(err.Error(), "no service ticket for httpPut") ||
+		!strings.Contains(err.Error(), "Permission") {
+		t.Fatalf("host-only, no ticket from vCenter: %v", err)
+	}
+	t.Logf("host-only, no ticket: %v", err)
+	l.goneWithoutTrace(t, strict, "denied")
+	if l.vc.folderUploaded.Load() != vcUploaded || l.host.folderRequests.Load() != hostRequests {
+		t.Fatal("the restore without a ticket sent something")
 	}
 }

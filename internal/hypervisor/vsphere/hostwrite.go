@@ -60,13 +60,32 @@ func (t *hostDirect) uploadToHost(ctx context.Context, ep *hostEndpoint, datasto
 // has exactly the disk's size; holes go as zeros. ticket, when set,
 // authorises the request; else the client's session cookie does.
 func putDisk(ctx context.Context, sc *soap.Client, u *url.URL, ticket *http.Cookie, size int64, src hypervisor.DiskSource) error {
-	p := soap.DefaultUpload
-	p.Method = http.MethodPut
-	p.ContentLength = size
-	p.Ticket = ticket
-	body := &diskStream{src: src, ext: src.Allocated(), size: size}
-	if err := sc.Upload(ctx, body, u, &p); err != nil {
-		return fmt.Errorf("vsphere: upload %s to %s: %w", u.Path, u.Host, err)
+	fail := func(f string, a ...any) error {
+		return fmt.Errorf("vsphere: upload %s to %s: %s", u.Path, u.Host, fmt.Sprintf(f, a...))
 	}
-	return nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u.String(), &diskStream{src: src, ext: src.Allocated(), size: size})
+	if err != nil {
+		return fail("%v", err)
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if ticket != nil {
+		req.AddCookie(ticket)
+	}
+	res, err := sc.Client.Do(req)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer res.Body.Close()
+	switch res.StatusCode {
+	case http.StatusOK, http.StatusCreated:
+		return nil
+	case http.StatusUnauthorized, http.StatusForbidden:
+		if ticket != nil {
+			return fail("the service ticket was refused (%s)", res.Status)
+		}
+		return fail("the session was refused (%s)", res.Status)
+	default:
+		return fail("%s", res.Status)
+	}
 }
