@@ -19,7 +19,9 @@
 //     as a share of the disk;
 //  3. the same rewrite before each of -check-rounds pairs of incrementals,
 //     without the change-tracking self-check and with its default sample:
-//     the share of time and bytes the check adds.
+//     the share of time and bytes the check adds; and with a large sample
+//     (-check-big spans per disk), whose cost per span stands above the
+//     rounds' spread and prices the default's few spans.
 package main
 
 import (
@@ -59,6 +61,7 @@ func main() {
 	runSize := flag.Int64("run", 1<<20, "bytes per rewritten run")
 	rounds := flag.Int("rounds", 3, "full backups per connector, alternating")
 	checkRounds := flag.Int("check-rounds", 3, "incrementals without and with the change-tracking self-check, alternating")
+	bigSample := flag.Int("check-big", 128, "spans per disk of a third, large sample in each check round: its cost per span is measurable where the default's is within the rounds' spread (0: none)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
@@ -153,14 +156,25 @@ func main() {
 	// The change-tracking self-check (internal/backup/changecheck.go): the
 	// same rewrite before each incremental, taken alternately without the
 	// check and with its default sample.
-	var offT, onT []time.Duration
-	var onSample, onRead int64
+	var offT, onT, bigT []time.Duration
+	var onSample, onRead, bigSpans int64
+	variants := []int{-1, 0}
+	if *bigSample > 0 {
+		variants = append(variants, *bigSample)
+	}
 	for range *checkRounds {
-		for _, spans := range []int{-1, 0} {
+		for _, spans := range variants {
 			rewrite()
 			s, dt := backupWith(ctx, r, lc, lref, "incremental", "libvirt", backup.Options{ChangeCheckSpans: spans})
 			if spans < 0 {
 				offT = append(offT, dt)
+				continue
+			}
+			if spans > 0 {
+				bigT = append(bigT, dt)
+				for _, d := range s.Disks {
+					bigSpans += int64(d.ChangeCheckSpans)
+				}
 				continue
 			}
 			onT = append(onT, dt)
@@ -195,6 +209,16 @@ func main() {
 			"the sample read %.1f MiB of %.1f MiB (%.1f%% of the bytes)\n", *checkRounds, off.Seconds(), on.Seconds(),
 			100*(on.Seconds()-off.Seconds())/off.Seconds(), float64(onSample)/(1<<20), float64(onRead)/(1<<20), 100*float64(onSample)/float64(onRead))
 		fmt.Printf("self-check times, without: %v; with: %v\n", offT, onT)
+		if len(bigT) > 0 {
+			// The default sample's cost from the large one's: reading and
+			// hashing a sampled span costs the same whichever the sample.
+			perSpan := (median(bigT) - off) / time.Duration(bigSpans/int64(len(bigT)))
+			defSpans := onSample / int64(r.Config().ChunkSize) / int64(len(onT))
+			est := perSpan * time.Duration(defSpans)
+			fmt.Printf("large sample (%d spans per disk): incremental %.2f s, %v per sampled span; so the default's %d spans cost %v = %.1f%% of the incremental's %.2f s\n",
+				*bigSample, median(bigT).Seconds(), perSpan.Round(time.Microsecond), defSpans, est.Round(time.Microsecond), 100*est.Seconds()/off.Seconds(), off.Seconds())
+			fmt.Printf("large-sample times: %v\n", bigT)
+		}
 	}
 }
 

@@ -34,7 +34,7 @@ type BackupVMRequest struct {
 	Tags         map[string]string `json:"tags,omitempty"`
 	LockedUntil  time.Time         `json:"locked_until,omitzero"`
 	// ChangeCheckSpans is how many spans of each disk an incremental
-	// reads to check change tracking (0: the default, 8; -1: off).
+	// reads to check change tracking (0: the default, 6; -1: off).
 	ChangeCheckSpans int `json:"change_check_spans,omitempty" minimum:"-1" maximum:"1000000"`
 	// NoHooks skips the hooks of the policies that protect the VM, which
 	// run around its snapshot by default.

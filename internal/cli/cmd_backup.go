@@ -168,7 +168,7 @@ coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
 	f.StringArrayVar(&o.tags, "tag", nil, "tag KEY=VALUE (repeatable)")
 	f.StringVar(&o.immutable, "immutable-for", "", "make the backup point undeletable for this long on storage with object lock")
 	f.IntVar(&o.connections, "nbd-connections", 4, "parallel NBD connections per disk (a QMP socket; a connection has its options.nbd-connections)")
-	f.IntVar(&o.changeCheck, "change-check", 0, "spans of each disk an incremental reads to check change tracking (0: 8; -1: off)")
+	f.IntVar(&o.changeCheck, "change-check", 0, "spans of each disk an incremental reads to check change tracking (0: 6; -1: off)")
 	f.BoolVar(&o.noHooks, "no-hooks", false, "skip the hooks of the policies that protect the VM")
 	return remoteToo(op(cmd, "backup-vm"))
 }

@@ -195,7 +195,7 @@ type Policy struct {
 	ImmutableFor Duration `yaml:"immutable-for"`
 	// ChangeCheck is how many spans of each disk an incremental reads to
 	// check change tracking (internal/backup/changecheck.go); 0 is the
-	// default (8), -1 turns the check off.
+	// default (6), -1 turns the check off.
 	ChangeCheck int `yaml:"change-check"`
 	// RPO is the recovery point objective: the oldest a VM's newest good
 	// point may be before the VM counts as unprotected (metrics, the

@@ -37,7 +37,7 @@ type BackupVMInput struct {
 	// NBDConnections per disk (0: 4; a QEMU monitor only).
 	NBDConnections int
 	// ChangeCheckSpans is how many spans of each disk an incremental
-	// reads to check change tracking (0: 8; -1: off).
+	// reads to check change tracking (0: the default, 6; -1: off).
 	ChangeCheckSpans int
 	// NoHooks skips the hooks of the policies that protect the VM
 	// (policyHooks), which run by default.

@@ -22,9 +22,9 @@ import (
 // after honest writes are never flagged.
 //
 // The check is a random sample, so a trial can miss: three spans in four
-// are rewritten behind the bitmaps' back, and the default sample of 8
-// spans misses them all with probability (1/4)^8, 1.5e-5 per trial, so
-// two misses in 20 trials (a failed test) come about once in 25 million
+// are rewritten behind the bitmaps' back, and the default sample of 6
+// spans misses them all with probability (1/4)^6, 2.4e-4 per trial, so
+// two misses in 20 trials (a failed test) come about once in 88,000
 // runs. With half the spans rewritten a miss was 0.4% per trial, and one
 // CI run in thirteen saw one. A missed trial's point holds the stale
 // data, as change tracking said; a full backup then restarts the chain.
