@@ -54,14 +54,12 @@ func MountLoopFS(t testing.TB, fstype string, size int64, mkfsArgs ...string) st
 	}
 	// Registered after TempDir's, so it runs first: unmount, then remove.
 	t.Cleanup(func() {
-		if held := HoldersOf(mnt); len(held) > 0 {
-			t.Errorf("still open under %s at the end of the test: %s", mnt, strings.Join(held, "; "))
-		}
 		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			held := HoldersOf(mnt) // before the lazy unmount hides them
 			// A lazy unmount still frees the image once the last user
 			// (a killed test's qemu-nbd) is gone.
 			exec.Command("umount", "-l", mnt).Run()
-			t.Errorf("umount %s: %v %s", mnt, err, out)
+			t.Errorf("umount %s: %v %s; open under it: %s", mnt, err, out, strings.Join(held, "; "))
 		}
 	})
 	return mnt
