@@ -273,7 +273,8 @@ func (j *Job) openRepository() error {
 }
 
 // finish settles the job: closes the write session, applies retention
-// after successful backups, and records the outcome.
+// after successful backups and the policy's keep-storage-snapshots after
+// any run not cancelled, and records the outcome.
 func (j *Job) finish() {
 	ctx := context.WithoutCancel(j.ctx)
 	if j.w != nil {
@@ -299,6 +300,7 @@ func (j *Job) finish() {
 	if ok > 0 && j.ctx.Err() == nil {
 		j.applyRetention(ctx)
 	}
+	j.retainKeptStorage(ctx)
 	rec := &j.record
 	rec.TasksTotal, rec.TasksOK, rec.TasksFail = len(j.tasks), ok, failed
 	rec.FinishedAt = time.Now()

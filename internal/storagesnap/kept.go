@@ -107,27 +107,47 @@ func (s *snapshot) stateDir() string { return filepath.Dir(filepath.Dir(s.path))
 // prune deletes the kept snapshots of j's policy and datastore beyond the
 // newest retain.
 func prune(ctx context.Context, stateDir string, j *journal, retain int) ([]string, error) {
+	pruned, err := pruneWhere(ctx, stateDir, retain, func(v *journal) bool {
+		return v.Policy == j.Policy && v.Connection == j.Connection && v.Datastore == j.Datastore
+	})
+	var labels []string
+	for _, k := range pruned {
+		labels = append(labels, k.Label)
+	}
+	return labels, err
+}
+
+// pruneWhere deletes, per connection and datastore, the kept snapshots
+// that match beyond the newest retain (0: all of them), and returns what
+// it deleted. A snapshot that fails to delete does not stop the others.
+func pruneWhere(ctx context.Context, stateDir string, retain int, match func(*journal) bool) ([]Kept, error) {
 	all, err := keptJournals(stateDir)
 	if err != nil {
 		return nil, err
 	}
-	var same []statefile.Loaded[journal]
+	groups := map[[2]string][]statefile.Loaded[journal]{}
 	for _, e := range all {
-		v := e.Value
-		if v.Policy == j.Policy && v.Connection == j.Connection && v.Datastore == j.Datastore {
-			same = append(same, e)
+		if match(&e.Value) {
+			k := [2]string{e.Value.Connection, e.Value.Datastore}
+			groups[k] = append(groups[k], e)
 		}
 	}
-	slices.SortFunc(same, func(a, b statefile.Loaded[journal]) int { return b.Value.Created.Compare(a.Value.Created) }) // newest first
-	var pruned []string
+	var pruned []Kept
 	var errs []error
-	for _, e := range same[min(retain, len(same)):] {
-		if err := forget(ctx, e.Path, e.Value); err != nil {
-			errs = append(errs, err)
-			continue
+	for _, same := range groups {
+		slices.SortFunc(same, func(a, b statefile.Loaded[journal]) int { // newest first
+			return cmp.Or(b.Value.Created.Compare(a.Value.Created), strings.Compare(b.Value.Label, a.Value.Label))
+		})
+		// Oldest first: a run killed half-way leaves the newest ones.
+		for _, e := range slices.Backward(same[min(max(retain, 0), len(same)):]) {
+			if err := forget(ctx, e.Path, e.Value); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			pruned = append(pruned, e.Value.kept())
 		}
-		pruned = append(pruned, e.Value.Label)
 	}
+	slices.SortFunc(pruned, func(a, b Kept) int { return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.Label, b.Label)) })
 	return pruned, errors.Join(errs...)
 }
 

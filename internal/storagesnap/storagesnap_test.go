@@ -294,6 +294,14 @@ func TestHelperProcess(t *testing.T) {
 		path, format, _ := strings.Cut(p, "=")
 		disks = append(disks, hypervisor.DiskInfo{Path: path, Format: format})
 	}
+	if os.Getenv("STORAGESNAP_MODE") == "retain" { // the end of a run of policy nightly with keep 0
+		if _, err := RetainKept(context.Background(), os.Getenv("STORAGESNAP_STATE"), "nightly", "lab", 0); err != nil {
+			fmt.Printf("ERROR %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Println("DONE")
+		os.Exit(0)
+	}
 	p := policy.StorageProvider{Name: "p", Kind: os.Getenv("STORAGESNAP_KIND"), Connections: []string{"lab"}}
 	if p.Kind == "exec" {
 		p.Command = strings.Fields(os.Getenv("STORAGESNAP_COMMAND"))
