@@ -174,6 +174,10 @@ type StorageSnapshot struct {
 	// SnapshotMode is the VM snapshot mode the batch was taken with.
 	SnapshotMode string              `json:"snapshot_mode"`
 	VMs          []StorageSnapshotVM `json:"vms"`
+	// Orphaned, when set, says why no run deletes the snapshot any more
+	// (its policy, or the policy's connection, is gone from the
+	// configuration) and how to delete it: forget-storage-snapshot.
+	Orphaned string `json:"orphaned,omitempty"`
 }
 
 // StorageSnapshotVM is one VM a storage snapshot holds, with its disk

@@ -26,12 +26,18 @@ their datastores, oldest first: restore points beside the repository's
 read, as they were at the run's instant; `+"`coffer storage-snapshots restore`"+`
 clones them back in seconds, without reading the repository. The
 repository's point of the same run is the copy that survives the loss of
-the storage. A policy keeps the newest N of each datastore; older ones
-are deleted after each run.`,
-			`A table: LABEL, TIME, POLICY, DATASTORE, KIND, MODE, VMS.
+the storage. A policy keeps the newest N of each datastore, N as its
+keep-storage-snapshots says at the time: each run deletes the older ones
+(all of them once N is 0 or the setting is removed). A snapshot whose
+policy is gone from the configuration (or no longer runs on its
+connection, or whose connection has no storage-snapshots provider any
+more) is marked orphaned: no run deletes it, `+"`coffer storage-snapshots forget`"+`
+does.`,
+			`A table: LABEL, TIME, POLICY (with "(orphaned)"), DATASTORE, KIND, MODE,
+VMS, then a line per orphaned snapshot saying why and how to delete it.
 --json: a list of {label, policy, connection, datastore, provider, kind,
-time, job_id, snapshot_mode, vms: [{vm, vm_id, disks}]} ([] when none is
-kept).`,
+time, job_id, snapshot_mode, vms: [{vm, vm_id, disks}], orphaned (the
+reason, only when orphaned)} ([] when none is kept).`,
 			`coffer storage-snapshots
 coffer storage-snapshots --vm web-1 --json | jq -r '.[-1].label'`,
 			"0 with the list."),
@@ -52,16 +58,25 @@ coffer storage-snapshots --vm web-1 --json | jq -r '.[-1].label'`,
 			return a.emit(kept, nil, func() {
 				tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "LABEL\tTIME\tPOLICY\tDATASTORE\tKIND\tMODE\tVMS")
+				var orphans []string
 				for _, k := range kept {
 					var vms []string
 					for _, v := range k.VMs {
 						vms = append(vms, v.VM)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Label, k.Time.Local().Format(time.DateTime), k.Policy, k.Datastore,
+					pol := k.Policy
+					if k.Orphaned != "" {
+						pol += " (orphaned)"
+						orphans = append(orphans, k.Label+": "+k.Orphaned)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.Label, k.Time.Local().Format(time.DateTime), pol, k.Datastore,
 						k.Kind, k.SnapshotMode, strings.Join(vms, ","))
 				}
 				_ = tw.Flush()
 				a.printf("%d storage snapshot(s) kept\n", len(kept))
+				for _, o := range orphans {
+					a.printf("orphaned %s\n", o)
+				}
 			})
 		},
 	}

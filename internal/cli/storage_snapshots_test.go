@@ -34,6 +34,28 @@ func TestStorageSnapshotsKeptRestoreAndForget(t *testing.T) {
 		len(kept[0].VMs) != 1 || kept[0].VMs[0].VM != "web-1" || kept[0].VMs[0].Disks[0] != disk {
 		t.Fatalf("storage-snapshots: %+v", kept)
 	}
+	// No policy zdb is configured: no run will delete the snapshot, so
+	// the list says it is orphaned and how to delete it.
+	if !strings.Contains(kept[0].Orphaned, "policy zdb is no longer in the configuration") {
+		t.Fatalf("orphaned: %q", kept[0].Orphaned)
+	}
+	if out := e.must("storage-snapshots"); !strings.Contains(out, "zdb (orphaned)") || !strings.Contains(out, "coffer storage-snapshots forget "+label) {
+		t.Fatalf("storage-snapshots does not mark the orphan:\n%s", out)
+	}
+	conf := "connections: [{name: lab, kind: fake, options: {vms: 1}}, {name: lab2, kind: fake, options: {vms: 1}}]\n" +
+		"storage-snapshots: [{name: xfs, kind: reflink, connections: [lab], datastores: [" + mnt + "]}]\n"
+	for _, c := range []struct{ policies, want string }{
+		{"policies: [{name: zdb, connection: lab}]\n", ""}, // its next run applies its retention
+		{"policies: [{name: zdb, connection: lab2}]\n", "policy zdb no longer runs on connection lab"},
+	} {
+		if err := os.WriteFile(e.vars["COFFER_CONFIG"], []byte(conf+c.policies), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got := decode[[]api.StorageSnapshot](t, e.must("storage-snapshots", "--json"))
+		if len(got) != 1 || !strings.HasPrefix(got[0].Orphaned, c.want) || (c.want == "") != (got[0].Orphaned == "") {
+			t.Fatalf("with %s: %+v", c.policies, got)
+		}
+	}
 	if none := decode[[]api.StorageSnapshot](t, e.must("storage-snapshots", "--vm", "db-1", "--json")); len(none) != 0 {
 		t.Fatalf("storage-snapshots --vm db-1: %+v", none)
 	}

@@ -182,7 +182,9 @@ type Policy struct {
 	// datastore a group: datastore run took, as fast restore points beside
 	// the repository's (Zero Downtime Backup): a restore from one clones
 	// the disk files in seconds without reading the repository. 0 (the
-	// default) deletes each storage snapshot once its VMs are read.
+	// default) deletes each storage snapshot once its VMs are read. Each
+	// run applies N as it is then to the snapshots the policy kept
+	// before: lowered to 0, the next run deletes them all.
 	KeepStorageSnapshots int               `yaml:"keep-storage-snapshots"`
 	Schedule             string            `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
 	Retention            retention.Policy  `yaml:"retention"`

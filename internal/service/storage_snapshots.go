@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/offload"
+	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
 	"github.com/coffer-backup/coffer/internal/task"
@@ -30,11 +32,14 @@ type StorageSnapshotsInput struct {
 
 // StorageSnapshots lists the storage snapshots policies keep, oldest
 // first.
-func (s *Service) StorageSnapshots(_ context.Context, in StorageSnapshotsInput) ([]api.StorageSnapshot, error) {
+func (s *Service) StorageSnapshots(ctx context.Context, in StorageSnapshotsInput) ([]api.StorageSnapshot, error) {
 	kept, err := storagesnap.List(s.cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
+	// A configuration that does not load marks nothing orphaned: the list
+	// is what one looks at to mend it.
+	cfg, cfgErr := s.engineConfig(ctx)
 	out := []api.StorageSnapshot{}
 	for _, k := range kept {
 		if in.Policy != "" && k.Policy != in.Policy {
@@ -44,9 +49,34 @@ func (s *Service) StorageSnapshots(_ context.Context, in StorageSnapshotsInput) 
 		if in.VM != "" && !holdsVM(doc, in.VM) {
 			continue
 		}
+		if cfgErr == nil {
+			doc.Orphaned = orphaned(cfg, k)
+		}
 		out = append(out, doc)
 	}
 	return out, nil
+}
+
+// orphaned says why no run of a policy will delete a kept snapshot: the
+// policy's runs apply its keep-storage-snapshots to the snapshots it kept
+// on its connections (storagesnap.RetainKept), so one whose policy was
+// removed, or renamed, or no longer runs on its connection (or whose
+// connection lost its storage-snapshots provider) stays until an operator
+// forgets it. coffer does not delete it on its own: the snapshot
+// may be the last fast restore point of VMs that a removed policy
+// protected. Empty when a run will apply retention to it.
+func orphaned(cfg *policy.Config, k storagesnap.Kept) string {
+	forget := fmt.Sprintf("`coffer storage-snapshots forget %s` deletes it", k.Label)
+	p, ok := cfg.Policy(k.Policy)
+	switch {
+	case !ok:
+		return fmt.Sprintf("policy %s is no longer in the configuration, so no run deletes this snapshot: %s", k.Policy, forget)
+	case !slices.Contains(p.ConnectionNames(), k.Connection):
+		return fmt.Sprintf("policy %s no longer runs on connection %s, so no run deletes this snapshot: %s", k.Policy, k.Connection, forget)
+	case !slices.ContainsFunc(cfg.StorageSnapshots, func(sp policy.StorageProvider) bool { return slices.Contains(sp.Connections, k.Connection) }):
+		return fmt.Sprintf("no storage-snapshots provider covers connection %s any more, so no run deletes this snapshot: %s", k.Connection, forget)
+	}
+	return ""
 }
 
 func storageSnapshotDoc(k storagesnap.Kept) api.StorageSnapshot {
