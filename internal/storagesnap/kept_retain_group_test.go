@@ -7,22 +7,27 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
-// An operator lowers keep-storage-snapshots from 2 to 0: the policy's next
-// run deletes the snapshots it kept before (its own run keeps none, so no
-// newly kept snapshot would prune them), says so in the task log, and
-// leaves alone another policy's kept snapshot, the datastore's files and
-// anything in the snapshot directory that coffer did not journal.
+// An operator lowers keep-storage-snapshots from 2 to 1 on a run whose own
+// storage snapshot is refused, then to 0: each next run deletes the kept
+// snapshots beyond the new N (no newly kept snapshot would prune them),
+// says so in the task log, and leaves alone another policy's kept
+// snapshot, the datastore's files and anything in the snapshot directory
+// that coffer did not journal.
 func TestKeptStorageSnapshotsFollowALoweredKeep(t *testing.T) {
 	xfs := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
 	ds := filepath.Join(xfs, "vms")
 	l := startGroupLab(t, map[string]string{"web-1": ds})
-	providers := policy.StorageSnapshots{{Name: "xfs", Kind: "reflink", Connections: []string{"lab"}, Datastores: []string{xfs}}}
+	// min-free 50%: a filler file below makes the datastore refuse a
+	// storage snapshot, so a run keeps none of its own.
+	providers := policy.StorageSnapshots{{Name: "xfs", Kind: "reflink", Connections: []string{"lab"}, Datastores: []string{xfs}, MinFree: "50%"}}
 	notes := filepath.Join(ds, "notes.txt")
 	if err := os.WriteFile(notes, []byte("not a VM's"), 0o644); err != nil {
 		t.Fatal(err)
@@ -60,14 +65,37 @@ func TestKeptStorageSnapshotsFollowALoweredKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	zdb.KeepStorageSnapshots = 0
+	// Lowered to 1 on a run whose own storage snapshot is refused (the
+	// VMs are backed up one by one): the older of the two goes.
+	filler := filepath.Join(xfs, "filler")
+	var st unix.Statfs_t
+	if err := unix.Statfs(xfs, &st); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, filler, int64(st.Bavail)*st.Bsize-int64(st.Blocks)*st.Bsize*2/5)
+	zdb.KeepStorageSnapshots, zdb.StorageFallback = 1, "vm"
 	res := l.run(providers, zdb)
+	if res.Job.Status != catalog.StatusSuccess || len(l.events(res, "storage-fallback")) != 1 {
+		t.Fatalf("run with keep 1 and no storage snapshot: %s (%s), fallback %+v", res.Job.Status, res.Job.Error, l.events(res, "storage-fallback"))
+	}
+	if evs := l.events(res, "storage-snapshot-retention"); len(evs) != 1 || !strings.HasSuffix(evs[0].Message, "("+zdbKept[0]+")") {
+		t.Fatalf("retention events %+v, want one naming %s", evs, zdbKept[0])
+	}
+	if kept, err := storagesnap.List(l.state); err != nil || len(kept) != 2 || kept[1].Label != zdbKept[1] {
+		t.Fatalf("kept after keep 1: %+v (%v), want other's and zdb's newer %s", kept, err, zdbKept[1])
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+
+	zdb.KeepStorageSnapshots = 0
+	res = l.run(providers, zdb)
 	if res.Job.Status != catalog.StatusSuccess {
 		t.Fatalf("run with keep 0: %s (%s)", res.Job.Status, res.Job.Error)
 	}
 	evs := l.events(res, "storage-snapshot-retention")
-	if len(evs) != 1 || evs[0].Level != "info" || !strings.Contains(evs[0].Message, strings.Join(zdbKept, ", ")) {
-		t.Fatalf("retention events %+v, want one naming %v", evs, zdbKept)
+	if len(evs) != 1 || evs[0].Level != "info" || !strings.HasSuffix(evs[0].Message, "("+zdbKept[1]+")") {
+		t.Fatalf("retention events %+v, want one naming %s", evs, zdbKept[1])
 	}
 	after, err := storagesnap.List(l.state)
 	if err != nil || len(after) != 1 || after[0].Policy != "other" || after[0].Label != before[0].Label {
@@ -102,4 +130,17 @@ func TestKeptStorageSnapshotsFollowALoweredKeep(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.released(ds)
+}
+
+// fill allocates n bytes to path.
+func fill(t *testing.T, path string, n int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
+		t.Fatal(err)
+	}
 }
