@@ -65,6 +65,9 @@ func (c *Connector) cleanup(ctx context.Context, j *journal) ([]hypervisor.Lefto
 		}
 		return []hypervisor.Leftover{{VM: ref, Kind: "restore-onto-original", Name: j.DomainName, Action: action}}, nil
 	}
+	if j.Instant != nil {
+		return c.cleanupInstant(ctx, lv, j)
+	}
 	if j.Restore != nil {
 		if err := c.removeRestored(ctx, lv, &j.journalState); err != nil {
 			return nil, err

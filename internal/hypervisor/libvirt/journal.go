@@ -40,6 +40,9 @@ type journalState struct {
 	Restore *restoreState `json:"restore,omitempty"`
 	// Original: this journal is a restore onto the original domain.
 	Original *originalState `json:"original,omitempty"`
+	// Instant: this journal is an instant recovery's domain being started
+	// or committed.
+	Instant *instantState `json:"instant,omitempty"`
 }
 
 func journalDir(stateDir string) string { return filepath.Join(stateDir, "journal") }

@@ -22,6 +22,19 @@ type newDisk struct {
 // other element is copied as it is, token by token, so settings coffer
 // does not know survive.
 func rewriteDomain(doc, name, uuid string, disks map[string]newDisk) (string, error) {
+	return rewriteXML(doc, &identity{name: name, uuid: uuid}, disks)
+}
+
+// rewriteDisks points a definition's disks at new files, keeping its
+// identity (name, UUID, MAC addresses).
+func rewriteDisks(doc string, disks map[string]newDisk) (string, error) {
+	return rewriteXML(doc, nil, disks)
+}
+
+// identity is a new domain's name and UUID.
+type identity struct{ name, uuid string }
+
+func rewriteXML(doc string, id *identity, disks map[string]newDisk) (string, error) {
 	dec := xml.NewDecoder(strings.NewReader(doc))
 	var out bytes.Buffer
 	enc := xml.NewEncoder(&out)
@@ -51,9 +64,15 @@ func rewriteDomain(doc, name, uuid string, disks map[string]newDisk) (string, er
 			p := strings.Join(path, "/")
 			switch p {
 			case "domain/uuid":
+				if id == nil {
+					break
+				}
 				skip, path = 1, path[:len(path)-1]
 				continue
 			case "domain/devices/interface/mac":
+				if id == nil {
+					break
+				}
 				t.Attr = setAttr(t.Attr, "address", newMAC())
 			case "domain/devices/disk":
 				sub, err := readSubtree(dec, t)
@@ -72,8 +91,8 @@ func rewriteDomain(doc, name, uuid string, disks map[string]newDisk) (string, er
 		case xml.EndElement:
 			path = path[:len(path)-1]
 		case xml.CharData:
-			if strings.Join(path, "/") == "domain/name" {
-				tok = xml.CharData(name)
+			if id != nil && strings.Join(path, "/") == "domain/name" {
+				tok = xml.CharData(id.name)
 			}
 		case xml.ProcInst, xml.Directive:
 			continue
@@ -85,6 +104,9 @@ func rewriteDomain(doc, name, uuid string, disks map[string]newDisk) (string, er
 	if err := enc.Flush(); err != nil {
 		return "", err
 	}
+	if id == nil {
+		return out.String(), nil
+	}
 	// The new UUID goes right after the name, where libvirt puts it.
 	s := out.String()
 	i := strings.Index(s, "</name>")
@@ -92,7 +114,7 @@ func rewriteDomain(doc, name, uuid string, disks map[string]newDisk) (string, er
 		return "", fmt.Errorf("libvirt: recorded domain XML has no name")
 	}
 	i += len("</name>")
-	return s[:i] + "<uuid>" + uuid + "</uuid>" + s[i:], nil
+	return s[:i] + "<uuid>" + id.uuid + "</uuid>" + s[i:], nil
 }
 
 // readSubtree reads the rest of the element start opened.
