@@ -21,6 +21,11 @@ type InstantSession struct {
 	Targets       []string `json:"targets"`
 	ServerRunning bool     `json:"server_running"`
 	VMRunning     bool     `json:"vm_running"`
+	// Connection, Domain and DomainID name the VM when it runs as a
+	// libvirt domain (qmp_socket, console and vm_pid are then empty).
+	Connection string `json:"connection,omitempty"`
+	Domain     string `json:"domain,omitempty"`
+	DomainID   string `json:"domain_id,omitempty"`
 }
 
 // InstantDisk is one disk of a recovered VM.

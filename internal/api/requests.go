@@ -89,6 +89,12 @@ type FilesExtractRequest struct {
 // InstantStartRequest starts a VM from a backup point on the server.
 type InstantStartRequest struct {
 	ReconnectDelaySeconds float64 `json:"reconnect_delay_seconds,omitempty" minimum:"0" maximum:"3600"`
+	// A libvirt domain's point runs as a new domain (name, default
+	// VM-instant) of connection (default: the one it was taken through),
+	// its overlays in storage pool datastore (default: as recorded).
+	Connection string `json:"connection,omitempty" maxLength:"255"`
+	Name       string `json:"name,omitempty" maxLength:"255"`
+	Datastore  string `json:"datastore,omitempty" maxLength:"255"`
 }
 
 // ExportRequest serves a point's disks over NBD for a while: on a unix

@@ -43,10 +43,11 @@ coffer instant discard 3fa2c1d0`,
 const sessionOutput = `--json: the session document {id, point_id, repository, vm, dir,
 nbd_socket, qmp_socket, console, server_pid, vm_pid, disks: [{key,
 size_bytes, overlay}], state, started, targets, server_running,
-vm_running}.`
+vm_running, and for a libvirt domain connection, domain, domain_id}.`
 
 func (a *app) cmdInstantStart() *cobra.Command {
 	var delay time.Duration
+	var conn, name, datastore string
 	cmd := &cobra.Command{
 		Use:   "start BACKUP",
 		Short: "start the VM of a backup point, running from the repository",
@@ -55,11 +56,18 @@ VM (QEMU, daemonized, console in the session directory). The command then
 keeps serving the disks until the session is committed or discarded (or
 it is interrupted: the VM then waits for `+"`coffer instant serve`"+`). It holds a
 lease on the repository for as long as it serves, so garbage collection
-keeps the point's data.`,
+keeps the point's data.
+
+A point of a libvirt domain runs as a new domain of its connection (or
+--connection): the recorded definition with a new name (--name, default
+VM-instant), UUID and MAC addresses, its disks qcow2 overlays in the
+storage pool of the recorded disks (or --datastore) backed by coffer's
+NBD export.`,
 			`The session's ID, VM, monitor and console, and how to end it.
 `+sessionOutput+` (printed once the VM runs).`,
 			`coffer instant start latest
-coffer instant start 3fa2c1d0 --reconnect-delay 2m --json`,
+coffer instant start 3fa2c1d0 --reconnect-delay 2m --json
+coffer instant start web-1 --connection kvm2 --name web-1-dr`,
 			`0 when it stops serving: the session was committed or discarded, or the
 command was stopped (the VM then waits for `+"`coffer instant serve`"+`); 7 for
 an unknown point.`),
@@ -67,7 +75,8 @@ an unknown point.`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			began := time.Now()
 			srv, err := call(a, func(s *service.Service) (*service.Serving[api.InstantSession], error) {
-				return s.InstantStart(cmd.Context(), service.InstantStartInput{Point: args[0], ReconnectDelay: delay})
+				return s.InstantStart(cmd.Context(), service.InstantStartInput{Point: args[0], ReconnectDelay: delay,
+					Connection: conn, Name: name, Datastore: datastore})
 			})
 			if err != nil {
 				return err
@@ -75,7 +84,11 @@ an unknown point.`),
 			s := srv.Doc
 			if err := a.emit(s, nil, func() {
 				a.printf("session %s: VM %s running from backup point %s (started in %.1fs)\n", s.ID, s.VM, short(s.PointID), time.Since(began).Seconds())
-				a.printf("  monitor %s\n  console %s\n", s.QMPSocket, s.Console)
+				if s.Domain != "" {
+					a.printf("  libvirt domain %s (%s) of connection %s\n", s.Domain, s.DomainID, s.Connection)
+				} else {
+					a.printf("  monitor %s\n  console %s\n", s.QMPSocket, s.Console)
+				}
 				a.printf("serving its disks until `coffer instant commit %s --to DIR` or `coffer instant discard %s`\n", s.ID, s.ID)
 			}); err != nil {
 				return err
@@ -84,6 +97,9 @@ an unknown point.`),
 		},
 	}
 	cmd.Flags().DurationVar(&delay, "reconnect-delay", 30*time.Second, "how long the VM's reads wait for a lost server before the VM pauses")
+	cmd.Flags().StringVar(&conn, "connection", "", "libvirt points: the connection to run the domain on (default: the one the point was taken through)")
+	cmd.Flags().StringVar(&name, "name", "", "libvirt points: the new domain's name (default: VM-instant)")
+	cmd.Flags().StringVar(&datastore, "datastore", "", "libvirt points: the storage pool for the overlays (default: the recorded disks')")
 	return op(cmd, "instant-start")
 }
 
@@ -164,10 +180,16 @@ every disk (its overlay plus what it still reads from the backup) is
 mirrored to DIR/KEY.FORMAT, then the VM switches to the new files in one
 step, coffer stops serving the backup and the overlays are removed. On
 failure the VM keeps running from the backup and the session stays as it
-was.`,
+was.
+
+A libvirt domain is copied by libvirt's block copy, disk by disk, to
+NAME-KEY.FORMAT in --to, a storage pool's name or a directory of the
+libvirt host, and pivoted to the copy once it mirrors the disk; its
+definition then names the copies.`,
 			`"session ID: VM NAME now runs from FILES". `+sessionOutput,
 			`coffer instant commit 3fa2c1d0 --to /var/lib/images/web-1
-coffer instant commit 3fa2c1d0 --to /srv/vm --format raw`,
+coffer instant commit 3fa2c1d0 --to /srv/vm --format raw
+coffer instant commit 3fa2c1d0 --to images    # a libvirt domain, into pool images`,
 			"0; 7 for an unknown session; 1 when the VM no longer runs (discard the session)."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -186,7 +208,7 @@ coffer instant commit 3fa2c1d0 --to /srv/vm --format raw`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&in.Dir, "to", "", "directory for the VM's disks on production storage (required)")
+	cmd.Flags().StringVar(&in.Dir, "to", "", "directory for the VM's disks on production storage, or a libvirt storage pool (required)")
 	cmd.Flags().StringVar(&in.Format, "format", "qcow2", "disk format: raw or qcow2")
 	_ = cmd.MarkFlagRequired("to")
 	return remoteToo(op(cmd, "instant-commit"))

@@ -44,6 +44,11 @@ type Session struct {
 	Targets []string `json:"targets,omitempty"`
 	// Warnings say what of the original VM the relaunch could not keep.
 	Warnings []string `json:"warnings,omitempty"`
+	// Connection, Domain and DomainID name the VM when it is a domain of
+	// a libvirt connection (QMPSocket, Console and VMPID are then empty).
+	Connection string `json:"connection,omitempty"`
+	Domain     string `json:"domain,omitempty"`
+	DomainID   string `json:"domain_id,omitempty"`
 }
 
 // SessionDisk is one disk of the recovered VM.
@@ -59,7 +64,8 @@ type SessionDisk struct {
 var ErrNoSession = errors.New("no such instant recovery session")
 
 // ErrNotQEMU is returned for a backup point that is not of a QEMU VM
-// with its recorded configuration: nothing to run it with.
+// with its recorded configuration, nor of a libvirt domain with a
+// connection to run it on: nothing to run it with.
 var ErrNotQEMU = errors.New("not a QEMU VM's backup point")
 
 // Root is where sessions live under a state directory.

@@ -24,6 +24,8 @@ type StartOptions struct {
 	// before the VM pauses (it resumes when `coffer instant serve` is back).
 	ReconnectDelay time.Duration
 	Log            *slog.Logger
+	// Domain runs a libvirt point's VM as a new domain of a connection.
+	Domain *DomainOptions
 }
 
 // Server serves a session's disks; it runs in the process that started
@@ -50,7 +52,14 @@ func (s *Server) Close() error { return s.l.Close() }
 // ends (wait returns then), for as long as the VM reads from the backup.
 func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o StartOptions) (*Session, func() error, error) {
 	var cfg hypervisor.VMConfig
-	if err := json.Unmarshal(snap.VMConfig, &cfg); err != nil || cfg.Kind != "qemu" {
+	err := json.Unmarshal(snap.VMConfig, &cfg)
+	if err == nil && cfg.Kind == "libvirt" {
+		if o.Domain == nil || o.Domain.Domains == nil {
+			return nil, nil, fmt.Errorf("%w: backup point %s is of a libvirt domain: name the connection to run it on", ErrNotQEMU, snap.ID.Short())
+		}
+		return startDomain(ctx, r, snap, cfg, o)
+	}
+	if err != nil || cfg.Kind != "qemu" {
 		return nil, nil, fmt.Errorf("%w: backup point %s was not taken from a QEMU VM: instant recovery needs its recorded configuration", ErrNotQEMU, snap.ID.Short())
 	}
 	id := snap.ID.Short()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/instant"
 )
 
 // The endpoints that read a backup point: restores, the file browser and
@@ -189,7 +190,8 @@ func epInstantStart(ctx context.Context, s *Service, in *instantStartIn) (*Creat
 	}
 	var doc api.InstantSession
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
-		sv, err := s.InstantStart(ctx, InstantStartInput{Point: in.Point, ReconnectDelay: fromSeconds(in.Body.ReconnectDelaySeconds)})
+		sv, err := s.InstantStart(ctx, InstantStartInput{Point: in.Point, ReconnectDelay: fromSeconds(in.Body.ReconnectDelaySeconds),
+			Connection: in.Body.Connection, Name: in.Body.Name, Datastore: in.Body.Datastore})
 		if err != nil {
 			return "", nil, err
 		}
@@ -242,9 +244,13 @@ type instantCommitIn struct {
 }
 
 func epInstantCommit(ctx context.Context, s *Service, in *instantCommitIn) (*Result[*api.InstantSession], error) {
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
+	// A libvirt domain may go to a storage pool, named without a slash;
+	// a directory is confined like any other.
+	to := in.Body.To
+	if sess, err := instant.Load(s.cfg.StateDir, in.Session); err != nil || !sess.IsDomain() || strings.Contains(to, "/") {
+		if to, err = confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To); err != nil {
+			return nil, err
+		}
 	}
 	doc, err := s.InstantCommit(ctx, InstantCommitInput{ID: in.Session, Dir: to, Format: in.Body.Format})
 	if err == nil && s.cfg.Background != nil {

@@ -31,6 +31,10 @@ type InstantStartInput struct {
 	// ReconnectDelay is how long the VM's reads wait for a lost server
 	// before the VM pauses.
 	ReconnectDelay time.Duration
+	// A libvirt domain's point runs as a new domain (Name, default
+	// VM-instant) of Connection (default: the one it was taken through),
+	// its overlays in pool Datastore (default: as recorded).
+	Connection, Name, Datastore string
 }
 
 // InstantStart starts the VM of a QEMU backup point running straight from
@@ -48,7 +52,22 @@ func (s *Service) InstantStart(ctx context.Context, in InstantStartInput) (*Serv
 		t.Finish(err)
 		return nil, err
 	}
-	sess, wait, err := instant.Start(ctx, pt.r, pt.snap, instant.StartOptions{StateDir: s.cfg.StateDir, ReconnectDelay: in.ReconnectDelay, Log: s.log})
+	o := instant.StartOptions{StateDir: s.cfg.StateDir, ReconnectDelay: in.ReconnectDelay, Log: s.log}
+	if pointVMKind(pt.snap) == "libvirt" {
+		conn := in.Connection
+		if conn == "" {
+			conn = pt.snap.Source.Connection
+		}
+		d, closeConn, err := s.instantDomains(ctx, conn)
+		if err != nil {
+			pt.release()
+			t.Finish(err)
+			return nil, err
+		}
+		defer closeConn()
+		o.Domain = &instant.DomainOptions{Domains: d, Connection: conn, Name: in.Name, Datastore: in.Datastore}
+	}
+	sess, wait, err := instant.Start(ctx, pt.r, pt.snap, o)
 	if err != nil {
 		pt.release()
 		t.Finish(err)
@@ -97,7 +116,16 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 	t.Log(slog.LevelInfo, "serving a VM from a backup point again", "session", sess.ID)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
-	resumed, err := qemu.Resume(ctx, sess.QMPSocket)
+	var resumed bool
+	if sess.IsDomain() {
+		d, closeConn, derr := s.instantDomains(ctx, sess.Connection)
+		if err = derr; err == nil {
+			resumed, err = instant.ServedDomain(ctx, sess, d)
+			closeConn()
+		}
+	} else {
+		resumed, err = qemu.Resume(ctx, sess.QMPSocket)
+	}
 	if err != nil {
 		s.log.Warn("could not resume the VM", "err", err)
 	}
@@ -124,7 +152,11 @@ func (s *Service) InstantList(ctx context.Context) ([]api.InstantSession, error)
 	}
 	out := []api.InstantSession{}
 	for _, sess := range ss {
-		out = append(out, instantDoc(sess))
+		doc := instantDoc(sess)
+		if sess.IsDomain() {
+			doc.VMRunning = s.domainRunning(ctx, sess)
+		}
+		out = append(out, doc)
 	}
 	return out, nil
 }
@@ -151,6 +183,21 @@ func (s *Service) InstantCommit(ctx context.Context, in InstantCommitInput) (*ap
 		if err != nil {
 			return nil, err
 		}
+		if sess.IsDomain() {
+			// The target is a storage pool or a directory of libvirt's host.
+			d, closeConn, err := s.instantDomains(ctx, sess.Connection)
+			if err != nil {
+				return nil, err
+			}
+			defer closeConn()
+			t.Log(slog.LevelInfo, "copying the disks", "domain", sess.Domain, "to", in.Dir)
+			if err := instant.CommitDomain(ctx, sess, d, in.Dir, in.Format); err != nil {
+				return nil, err
+			}
+			doc := instantDoc(sess)
+			doc.VMRunning = true
+			return &doc, nil
+		}
 		dir, err := filepath.Abs(in.Dir)
 		if err != nil {
 			return nil, err
@@ -171,7 +218,16 @@ func (s *Service) InstantDiscard(ctx context.Context, id string) (*api.InstantSe
 	if err != nil {
 		return nil, err
 	}
-	if err := instant.Discard(ctx, sess); err != nil {
+	if sess.IsDomain() {
+		d, closeConn, err := s.instantDomains(ctx, sess.Connection)
+		if err != nil {
+			return nil, err
+		}
+		defer closeConn()
+		if err := instant.DiscardDomain(ctx, sess, d); err != nil {
+			return nil, err
+		}
+	} else if err := instant.Discard(ctx, sess); err != nil {
 		return nil, err
 	}
 	doc := instantDoc(sess)
@@ -218,7 +274,7 @@ func instantDoc(sess *instant.Session) api.InstantSession {
 	d := api.InstantSession{ID: sess.ID, PointID: sess.Snapshot, Repository: sess.Repository, VM: sess.VM, Dir: sess.Dir,
 		NBDSocket: sess.NBDSocket, QMPSocket: sess.QMPSocket, Console: sess.Console, ServerPID: sess.ServerPID, VMPID: sess.VMPID,
 		Disks: []api.InstantDisk{}, State: sess.State, Started: sess.Started, Targets: list(sess.Targets),
-		ServerRunning: sess.ServerAlive(), VMRunning: sess.VMAlive()}
+		ServerRunning: sess.ServerAlive(), VMRunning: sess.VMAlive(), Connection: sess.Connection, Domain: sess.Domain, DomainID: sess.DomainID}
 	for _, d2 := range sess.Disks {
 		d.Disks = append(d.Disks, api.InstantDisk{Key: d2.Key, SizeBytes: d2.Size, Overlay: d2.Overlay})
 	}

@@ -80,6 +80,7 @@ func (c *Connector) InstantCommit(ctx context.Context, vm hypervisor.InstantVM, 
 		if err := j.save(); err != nil {
 			return nil, err
 		}
+		crashPoint("instant-pivoted")
 	}
 	if err := c.persistTargets(ctx, lv, dom, j.Instant.Targets, format); err != nil {
 		return nil, err
@@ -113,6 +114,7 @@ func (c *Connector) copyAndPivot(ctx context.Context, lv *golibvirt.Libvirt, dom
 	}); err != nil {
 		return err
 	}
+	crashPoint("instant-copying")
 	for {
 		// libvirt reports cur == end only once the copy is ready to pivot.
 		info, err := call(ctx, c.cfg.CallTimeout, "block copy progress of "+key, func() ([3]uint64, error) {
@@ -175,10 +177,14 @@ func (c *Connector) cleanupInstant(ctx context.Context, lv *golibvirt.Libvirt, j
 		if err != nil && !isLibvirtError(err, golibvirt.ErrOperationInvalid) && !isLibvirtError(err, golibvirt.ErrInvalidArg) {
 			return out, err
 		}
-		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		if err == nil {
+			out = append(out, hypervisor.Leftover{VM: ref, Kind: "job", Name: "block copy " + key, Action: "aborted; the disk runs from the backup"})
+		}
+		if err := os.Remove(p); err == nil {
+			out = append(out, hypervisor.Leftover{VM: ref, Kind: "file", Name: p, Action: "removed (an unfinished copy)"})
+		} else if !os.IsNotExist(err) {
 			return out, err
 		}
-		out = append(out, hypervisor.Leftover{VM: ref, Kind: "job", Name: "block copy " + key, Action: "aborted; the disk runs from the backup"})
 	}
 	return out, nil
 }

@@ -127,7 +127,7 @@ func TestInstantRecoveryCommit(t *testing.T) {
 	il := startInstantLab(t)
 	vm := il.start("web-1-instant")
 	xml := il.virsh("dumpxml", "web-1-instant")
-	if !strings.Contains(xml, "protocol='nbd'") || !strings.Contains(xml, vm.Overlays["vda"]) {
+	if !strings.Contains(xml, "protocol='nbd'") || !strings.Contains(xml, vm.Overlays["vda"]) || !strings.Contains(xml, "rerror_policy='stop'") {
 		t.Fatalf("the instant domain does not run from overlays on the NBD export:\n%s", xml)
 	}
 	// A bad target is refused before anything is copied.

@@ -13,6 +13,10 @@ import (
 type newDisk struct {
 	Path   string `json:"path"`
 	Format string `json:"format"`
+	// StopOnError pauses the VM on the disk's I/O errors (instant
+	// recovery: until coffer's server is back) instead of failing the
+	// guest's I/O.
+	StopOnError bool `json:"stop_on_error,omitempty"`
 }
 
 // rewriteDomain turns a recorded domain definition into a new domain's:
@@ -170,6 +174,9 @@ func rewriteDisk(toks []xml.Token, disks map[string]newDisk) []xml.Token {
 			s.Attr = setAttr(s.Attr, "type", "file")
 		case s.Name.Local == "driver":
 			s.Attr = setAttr(s.Attr, "type", nd.Format)
+			if nd.StopOnError {
+				s.Attr = setAttr(setAttr(s.Attr, "error_policy", "stop"), "rerror_policy", "stop")
+			}
 		case s.Name.Local == "source":
 			// A file now, whatever it was (block device, pool volume,
 			// network disk): only the path stays.
