@@ -110,7 +110,9 @@ func (a *app) cmdInstantServe() *cobra.Command {
 		Long: manual(`Serve an instant recovery session's disks again after the process that
 served them died (its VM's reads wait, then the VM pauses), and resume the
 VM. Like `+"`instant start`"+`, it serves until the session is committed or
-discarded, or it is interrupted.`,
+discarded, or it is interrupted. A libvirt domain's session is refused:
+libvirt 9.0 gives QEMU's NBD client no reconnect delay, so the domain
+cannot read from a server started again (discard it).`,
 			`"session ID: serving again", and whether the VM was resumed. `+sessionOutput,
 			`coffer instant serve 3fa2c1d0`,
 			"0 when it stops serving; 7 for an unknown session; 1 when another process serves it."),

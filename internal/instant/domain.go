@@ -25,9 +25,6 @@ type Domains interface {
 	InstantCommit(ctx context.Context, vm hypervisor.InstantVM, target, format string) (map[string]string, error)
 	InstantDiscard(ctx context.Context, vm hypervisor.InstantVM) error
 	InstantRunning(ctx context.Context, ref hypervisor.VMRef) (bool, error)
-	// InstantServed gives a session's socket served again to the VM and
-	// resumes the VM if it paused.
-	InstantServed(ctx context.Context, vm hypervisor.InstantVM, socket string) (bool, error)
 }
 
 // DomainOptions are Start's for a domain.
@@ -156,12 +153,6 @@ func DiscardDomain(ctx context.Context, s *Session, d Domains) error {
 	}
 	stopServer(s)
 	return os.RemoveAll(s.Dir)
-}
-
-// ServedDomain hands the socket served again (Reserve) to the domain and
-// resumes it if it paused.
-func ServedDomain(ctx context.Context, s *Session, d Domains) (bool, error) {
-	return d.InstantServed(ctx, s.domainVM(), s.NBDSocket)
 }
 
 // DomainRunning says whether the session's domain runs (or is paused).

@@ -134,6 +134,11 @@ func Reserve(ctx context.Context, r *repo.Repository, s *Session, log *slog.Logg
 	if s.State != StateRunning {
 		return nil, fmt.Errorf("session %s is %s: nothing to serve", s.ID, s.State)
 	}
+	if s.IsDomain() {
+		// libvirt 9.0 gives QEMU's NBD client no reconnect delay, and
+		// without one it never reconnects: the domain stays paused.
+		return nil, fmt.Errorf("session %s runs as libvirt domain %s, which cannot read from a server started again: commit it while its server runs, or discard it", s.ID, s.Domain)
+	}
 	if s.ServerPID != os.Getpid() && s.ServerAlive() {
 		return nil, fmt.Errorf("session %s is already served by process %d", s.ID, s.ServerPID)
 	}

@@ -116,16 +116,7 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 	t.Log(slog.LevelInfo, "serving a VM from a backup point again", "session", sess.ID)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
-	var resumed bool
-	if sess.IsDomain() {
-		d, closeConn, derr := s.instantDomains(ctx, sess.Connection)
-		if err = derr; err == nil {
-			resumed, err = instant.ServedDomain(ctx, sess, d)
-			closeConn()
-		}
-	} else {
-		resumed, err = qemu.Resume(ctx, sess.QMPSocket)
-	}
+	resumed, err := qemu.Resume(ctx, sess.QMPSocket)
 	if err != nil {
 		s.log.Warn("could not resume the VM", "err", err)
 	}

@@ -221,39 +221,3 @@ func (c *Connector) removeInstant(ctx context.Context, lv *golibvirt.Libvirt, j 
 	}
 	return c.removeRestored(ctx, lv, &journalState{DomainUUID: j.DomainUUID, DomainName: j.DomainName, Restore: &restoreState{Disks: files}})
 }
-
-// InstantServed gives the socket coffer serves again (after its server
-// died) to the domain's QEMU user and resumes the domain if it paused on
-// the reads it could not do meanwhile; it reports whether it resumed it.
-func (c *Connector) InstantServed(ctx context.Context, vm hypervisor.InstantVM, socket string) (bool, error) {
-	lv, err := c.client(ctx)
-	if err != nil {
-		return false, err
-	}
-	dom, err := c.lookup(ctx, lv, hypervisor.VMRef{ID: vm.Ref.ID})
-	if err != nil {
-		return false, err
-	}
-	doc, err := call(ctx, c.cfg.CallTimeout, "read domain definition", func() (string, error) {
-		return lv.DomainGetXMLDesc(dom, 0)
-	})
-	if err != nil {
-		return false, err
-	}
-	dir := ""
-	for _, p := range vm.Overlays {
-		dir = filepath.Dir(p)
-	}
-	uid, gid := c.qemuOwner(ctx, lv, doc, dir)
-	if err := chown(socket, uid, gid); err != nil {
-		return false, err
-	}
-	st, err := call(ctx, c.cfg.CallTimeout, "domain state", func() (int32, error) {
-		st, _, err := lv.DomainGetState(dom, 0)
-		return st, err
-	})
-	if err != nil || stateName(st) != "paused" {
-		return false, err
-	}
-	return true, c.resume(ctx, lv, dom)
-}

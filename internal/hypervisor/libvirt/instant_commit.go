@@ -186,7 +186,7 @@ func (c *Connector) cleanupInstant(ctx context.Context, lv *golibvirt.Libvirt, j
 			return out, err
 		}
 	}
-	return out, nil
+	return append(out, hypervisor.Leftover{VM: ref, Kind: "journal", Name: j.SessionID, Action: "removed; run the commit again"}), nil
 }
 
 // persistTargets points the domain's persistent definition at the
