@@ -110,6 +110,7 @@ type taskState struct {
 	start     float64
 	done      float64
 	cost      [5]float64 // sampled seconds of the fixed phases, by costIndex
+	since     float64    // when its shared phase started (traced runs)
 	// pred is the task whose end started this one (-1: started at 0 or
 	// by another start), blocker the pool it waited for (-1: none).
 	pred, blocker int32
@@ -150,10 +151,10 @@ type run struct {
 	epoch    uint32
 	touched  []int32
 	busyDevs []int32
-	events   eventHeap // ends of fixed phases
-	// Phases starting now whose cost depends on the tasks in flight once
-	// this instant's starts and ends are all done (growth.go).
-	pending []event
+	events   eventHeap // ends of fixed phases that do not grow
+	// Phases whose cost grows with the tasks in flight, by growth,
+	// sharing the run like a processor (shared.go).
+	shared [sharedClasses]sharedClass
 }
 
 // interval accumulates the time a resource is busy, and its longest
@@ -213,7 +214,7 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 // simulate runs to the last task's end and returns it, in seconds.
 func (r *run) simulate() float64 {
 	r.pumpAll()
-	r.schedulePending()
+	r.reshare()
 	for r.left > 0 {
 		if r.dirty {
 			r.rates()
@@ -221,6 +222,9 @@ func (r *run) simulate() float64 {
 		next := r.nextEnd
 		if len(r.events) > 0 && r.events[0].at < next {
 			next = r.events[0].at
+		}
+		for k := range r.shared {
+			next = min(next, r.shared[k].nextEnd())
 		}
 		if math.IsInf(next, 1) {
 			break // nothing runs and nothing can start: cannot happen, compile drops pools of capacity 0
@@ -257,46 +261,34 @@ func (r *run) settle() {
 		r.moving = kept
 		r.dirty = true
 	}
+	ended = r.endShared(ended)
 	for _, i := range ended {
 		r.next(i)
 	}
-	r.schedulePending()
+	// The tasks in flight changed (or not): the shared phases' rate from
+	// here on, the same for all that start or go on at this instant.
+	r.reshare()
 }
 
 // schedule ends task i's current phase after d seconds of its recorded
-// cost. A cost that grows with concurrency waits for the end of this
-// instant's starts and ends, so that the tasks starting together all see
-// the same number in flight.
+// cost. A cost that grows with concurrency is shared with the tasks in
+// flight as their number changes (shared.go), from the load it was
+// recorded at.
 func (r *run) schedule(i int32, d float64) {
-	if g, load := r.growth(i); g.Grows() && load > 0 {
-		r.pending = append(r.pending, event{d, i})
+	if class, g, load := r.growth(i); g.Grows() && load > 0 {
+		r.startShared(class, i, d, g, load)
 		return
 	}
 	r.push(i, d)
 }
 
-// schedulePending schedules the phases started this instant, scaled from
-// the concurrency each task's costs were recorded at to the tasks in
-// flight now.
-func (r *run) schedulePending() {
-	if len(r.pending) == 0 {
-		return
-	}
-	n := float64(r.used[globalPool])
-	for _, e := range r.pending {
-		g, load := r.growth(e.task)
-		r.push(e.task, e.at*g.Scale(load, n))
-	}
-	r.pending = r.pending[:0]
-}
-
-// growth is the growth of task i's current phase and the load its cost
-// was recorded at.
-func (r *run) growth(i int32) (CostGrowth, float64) {
+// growth is the shared class and the growth of task i's current phase,
+// and the load its cost was recorded at.
+func (r *run) growth(i int32) (int, CostGrowth, float64) {
 	if r.tasks[i].phase == phaseTransfer {
-		return r.c.in.TransferGrowth, r.c.in.Tasks[i].TransferLoad
+		return sharedTransfer, r.c.in.TransferGrowth, r.c.in.Tasks[i].TransferLoad
 	}
-	return r.c.in.Growth, r.c.in.Tasks[i].Load
+	return sharedFixed, r.c.in.Growth, r.c.in.Tasks[i].Load
 }
 
 func (r *run) push(i int32, d float64) {
