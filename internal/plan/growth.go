@@ -70,9 +70,10 @@ func (g CostGrowth) Grows() bool { return g.Sigma > 0 || g.Kappa > 0 }
 const MinLoadSpan = 2.0
 
 // FitCostGrowth fits the growth to recorded runs. With loads spanning at
-// least MinLoadSpan it fits, by least squares on T(N) = a + b(N−1) +
-// cN(N−1) (σ = b/a, κ = c/a), of these with no negative term the one
-// with the least residual variance per degree of freedom: σ alone, κ
+// least MinLoadSpan it fits, by least squares of the relative residuals
+// (fitTerms) on T(N) = a + b(N−1) + cN(N−1) (σ = b/a, κ = c/a), of these
+// with no negative term the one with the least relative residual
+// variance per degree of freedom: σ alone, κ
 // alone, σ and κ (three distinct loads or more; a convex curve with a
 // negative σ is better told by κ alone than by a line that misses its
 // low end). Costs that do

@@ -10,7 +10,8 @@
 //
 //	queued → snapshot (create, with quiesce) → setup (NBD or session) → transfer → other → release (snapshot remove) → done
 //
-// The fixed costs grow with the tasks in flight (growth.go), and a
+// The fixed costs grow with the tasks in flight (growth.go), shared like
+// a processor whose rate changes as tasks start and end (shared.go), and a
 // factor drawn once per simulated run moves all of a run's costs together,
 // so that the P90 covers run-to-run variation and not only per-VM
 // variance.
@@ -83,8 +84,9 @@ type Task struct {
 	Path []Crossing
 	// Load is the concurrency the fixed costs are given at, and
 	// TransferLoad the recorded Transfer's: with Input.Growth and
-	// Input.TransferGrowth they are scaled from it to the tasks in
-	// flight when each phase starts. BuildInput gives 1 for both, the
+	// Input.TransferGrowth they are taken from it to one in flight and
+	// shared with the tasks in flight as their number changes
+	// (shared.go). BuildInput gives 1 for both, the
 	// history's costs being a VM's alone (normalise.go). 0: used as
 	// they are.
 	Load, TransferLoad float64
@@ -101,7 +103,8 @@ type Input struct {
 	// them; a device without a rate does not limit.
 	Devices map[string]float64
 	// Growth scales each task's fixed costs from its Load to the tasks
-	// in flight when the phase starts (the zero value: no scaling).
+	// in flight, re-rated whenever their number changes (shared.go; the
+	// zero value: no scaling).
 	Growth CostGrowth
 	// TransferGrowth scales a recorded transfer time (Task.Transfer) the
 	// same way; transfers at rates share their devices instead.
