@@ -105,6 +105,29 @@ func TestCostGrowthFitsTheCostsAloneToo(t *testing.T) {
 	}
 }
 
+// The QEMU fleet's calibration of 2026-11-26 21:00 (transfer time per
+// MB at 1, 3.8 and 11.9 in flight, two runs each): σ and κ together fit
+// closer (relative residual variance 0.0081 per degree of freedom against
+// σ alone's 0.0102), but F = (4·0.0102 − 3·0.0081)/0.0081 = 2.0 is under
+// the 10.13 that chance alone exceeds one time in 20 with 3 degrees of
+// freedom: σ alone. By hand, earnsThirdTerm: residuals 4 and 1 over 6 runs
+// give F = 3/(1/3) = 9 (no), 5 and 1 give 12 (yes).
+func TestCostGrowthThirdTermMustEarnItsPlace(t *testing.T) {
+	g, err := FitCostGrowth([]CostPoint{{11.9, 0.0204}, {3.8, 0.00525}, {1, 0.00185}, {11.9, 0.0212}, {3.8, 0.00652}, {1, 0.00181}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Kappa != 0 || !near(g.Sigma, 0.907, 0.002) {
+		t.Errorf("fit %+v, want σ alone, 0.907", g)
+	}
+	if full, _ := fitModel(g, []CostPoint{{11.9, 0.0204}, {3.8, 0.00525}, {1, 0.00185}, {11.9, 0.0212}, {3.8, 0.00652}, {1, 0.00181}}, true, true); full.Kappa <= 0 {
+		t.Errorf("the full fit %+v: want a positive κ it does not earn", full)
+	}
+	if earnsThirdTerm(4, 1, 6) || !earnsThirdTerm(5, 1, 6) || earnsThirdTerm(5, 1, 3) || !near(fCritical(3), 10.125, 1e-3) {
+		t.Error("the F-test by hand")
+	}
+}
+
 // Runs at one concurrency (8 and 10 in flight are not a factor 2 apart)
 // or costs that shrink give no growth: the honest fallback, costs as
 // recorded; the spread is then around the mean: 1 and 1.5 s, mean 1.25,
