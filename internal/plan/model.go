@@ -122,4 +122,7 @@ type Input struct {
 	// whose tasks have no variance is run once.
 	Runs int
 	Seed uint64
+	// Record is the planner's record of past runs, which widens the P90
+	// (record.go); empty: the P90 is the simulation's.
+	Record Record
 }

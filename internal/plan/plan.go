@@ -20,6 +20,9 @@ type Request struct {
 	// Volume, when set, is every datastore's queue depth and active
 	// commands per VM, for the VMs-per-volume rule.
 	Volume Volume
+	// Record is the planner's record of past runs, which widens every
+	// scenario's P90 (record.go).
+	Record Record
 }
 
 // Outcome is one scenario's prediction.
@@ -58,7 +61,7 @@ func Make(r Request) (*Report, error) {
 	for i, s := range scenarios {
 		in, as := BuildInput(Sources{Config: s.sc.Config, Policy: s.sc.Policy, Targets: s.sc.Targets, History: s.sc.History,
 			Measured: r.Measured, Mode: r.Mode, Window: r.Window})
-		in.Runs, in.Seed = r.Runs, r.Seed
+		in.Runs, in.Seed, in.Record = r.Runs, r.Seed, r.Record
 		if i == 0 {
 			rep.Assumptions = as
 		}

@@ -36,6 +36,12 @@ type Prediction struct {
 	Busy []Busy
 	// Peaks are the most slots each pool had in use (the median run).
 	Peaks map[string]int
+	// SimulatedP90 is the simulation's own P90, before the record
+	// (record.go); Record is what the record made of the P90, nil when
+	// there was too little of it, and RecordNote then says why.
+	SimulatedP90 time.Duration
+	Record       *RecordSpread
+	RecordNote   string
 }
 
 // CriticalPath is the chain of tasks, each started by the end of the one
@@ -134,6 +140,7 @@ func Predict(in Input) (*Prediction, error) {
 	p.CriticalPath = r.criticalPath()
 	p.Bottleneck = bottleneck(p.CriticalPath)
 	p.Busy, p.Peaks = r.busy()
+	ApplyRecord(p, in.Record)
 	return p, nil
 }
 
