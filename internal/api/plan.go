@@ -19,6 +19,11 @@ type Plan struct {
 	// Measurements are the device and pipeline measurements used, with
 	// host and date.
 	Measurements []string `json:"measurements"`
+	// P90Basis says what the P90 carries: the planner's record of past
+	// runs (Record), or, without enough of it, the recorded task costs'
+	// spread alone.
+	P90Basis string      `json:"p90_basis"`
+	Record   *PlanRecord `json:"record,omitempty"`
 	// Concurrency is the recommendation from the recorded runs; absent
 	// when they were at fewer than three concurrencies.
 	Concurrency *PlanConcurrency `json:"concurrency,omitempty"`
@@ -122,6 +127,9 @@ type PlanScenario struct {
 	Runs       int     `json:"runs"` // Monte Carlo runs
 	P50Seconds float64 `json:"p50_seconds"`
 	P90Seconds float64 `json:"p90_seconds"`
+	// SimulatedP90Seconds is the simulation's own P90, before the
+	// planner's record widened it (Plan.P90Basis).
+	SimulatedP90Seconds float64 `json:"simulated_p90_seconds"`
 	// InWindow is the chance to end within the window (0 to 1).
 	InWindow   float64 `json:"in_window"`
 	Bottleneck string  `json:"bottleneck"`
@@ -152,6 +160,23 @@ type PlanScenarioCapacity struct {
 	Full   string     `json:"full"`
 	// Error says why there is no forecast.
 	Error string `json:"error,omitempty"`
+}
+
+// PlanRecord is the planner's record the P90 was widened by: measured
+// time ÷ P50 of past runs of the policy, or of the catalog's when the
+// policy has fewer than five. The P90 is the larger of the simulation's
+// and P50 × Factor (docs/design/plan.md).
+type PlanRecord struct {
+	Scope string `json:"scope"` // "policy NAME" or "the catalog (all policies)"
+	Runs  int    `json:"runs"`
+	// Median is the runs' median ratio: the planner's bias.
+	Median float64 `json:"median"`
+	// Empirical90 is the ratios' 90th percentile; Bound90 the upper 90%
+	// prediction bound of one more run's ratio (Student's t on the logs);
+	// Factor the larger.
+	Empirical90 float64 `json:"empirical_90"`
+	Bound90     float64 `json:"bound_90"`
+	Factor      float64 `json:"factor"`
 }
 
 // PlanShare is a part of the critical path.

@@ -30,7 +30,13 @@ device and pipeline rates from `+"`coffer bench`"+`; what was assumed where
 nothing was recorded is listed. The run is simulated --runs times over the
 recorded variance, which gives a P50 and a P90 and the chance to end
 within the window (--window, or the gap between the schedule's next two
-runs).
+runs). That P90 carries only the spread of the recorded costs; the
+planner's record of real runs (`+"`coffer plan accuracy`"+`: measured time ÷
+P50) widens it to what the runs did, machine drift included: the P90 is
+the larger of the simulation's and P50 × the record's factor (the larger
+of the ratios' 90th percentile and a Student-t bound of one more run's),
+from the policy's last 20 runs with a prediction, or the catalog's last
+40 when the policy has fewer than 5. The plan says which was used.
 
 The critical path is the chain of VMs, each started by the end of the one
 before, that ends with the last: what they waited for and what their time
@@ -58,12 +64,14 @@ per-datastore=N, per-host=N, group:NAME=N, streams=N or streams=+N (the
 repository's write streams), multiplexing=N, add-vms=N (copies of the
 selected VMs), move=GLOB:DATASTORE.`,
 			`A table of the scenarios (P50, P90, chance within the window, bottleneck),
-then per scenario its critical path, busiest resources and rule
+then what the P90 carries, then per scenario its critical path, busiest resources and rule
 violations, then the assumptions, measurements and concurrency advice,
 then the capacity forecast.
 --json: {policy, mode, vms, window_seconds, window, scenarios: [{name,
-runs, p50_seconds, p90_seconds, in_window, bottleneck, critical_path_vms,
-waited_on, work, busy, violations}], assumptions, measurements,
+runs, p50_seconds, p90_seconds, simulated_p90_seconds, in_window,
+bottleneck, critical_path_vms, waited_on, work, busy, violations}],
+p90_basis, record: {scope, runs, median, empirical_90, bound_90,
+factor}, assumptions, measurements,
 concurrency, capacity: {retention, schedule, runs_per_day, used_bytes,
 change_per_run_bytes, reduction, steady_at, peak_bytes, low_bytes,
 now_bytes, growth_per_day_bytes, growth_per_month_bytes, curve, notes,
@@ -123,6 +131,7 @@ func (a *app) printPlan(doc *api.Plan) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, secs(s.P50Seconds), secs(s.P90Seconds), in, kept, s.Bottleneck)
 	}
 	tw.Flush()
+	a.printf("\n%s\n", doc.P90Basis)
 	for _, s := range doc.Scenarios {
 		a.printf("\n%s (%d runs):\n", s.Name, s.Runs)
 		a.printf("  critical path: %d VMs; waited on %s\n", s.CriticalPathVMs, sharesText(s.WaitedOn))

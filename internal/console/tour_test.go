@@ -210,6 +210,11 @@ func TestConsoleTour(t *testing.T) {
 		strings.Count(rows, config.HumanBytes(plan.Scenarios[0].Capacity.PeakBytes)+", "+strconv.Itoa(plan.VMs)+" VM") != 2 {
 		t.Errorf("the plan page says %q with scenarios %q; the API plans %d VMs", sum, rows, plan.VMs)
 	}
+	// What the P90 carries: the record, or the costs' spread alone.
+	if basis, want := c.text("#plan-p90-basis"), plan.P90Basis; !strings.HasPrefix(basis, "P90 ") ||
+		strings.Contains(basis, "carries only") != strings.Contains(want, "carries only") {
+		t.Errorf("the plan page says of its P90 %q; the API %q", basis, want)
+	}
 	// The capacity forecast: the steady state the API forecasts, and
 	// its repository's verdict (its free space, which other work on
 	// this machine changes, aside).

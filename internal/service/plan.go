@@ -89,6 +89,10 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	record, err := planRecord(ctx, cat, p.Name)
+	if err != nil {
+		return nil, err
+	}
 	doc := &api.Plan{Policy: p.Name, Mode: nameOr(in.Mode, nameOr(p.Mode, "incremental")), VMs: len(sc.Targets),
 		Scenarios: []api.PlanScenario{}, Measurements: notes}
 	window, why := in.Window, "given"
@@ -97,11 +101,14 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 	}
 	doc.WindowSeconds, doc.Window = window.Seconds(), why
 	rep, err := plan.Make(plan.Request{Scenario: sc, Variations: vs, Measured: measured, Mode: in.Mode, Window: window, Runs: in.Runs,
-		Volume: plan.Volume{QueueDepth: in.QueueDepth, CommandsPerVM: in.CommandsPerVM}})
+		Volume: plan.Volume{QueueDepth: in.QueueDepth, CommandsPerVM: in.CommandsPerVM}, Record: record})
 	if err != nil {
 		return nil, invalidf("%v", err)
 	}
 	doc.Assumptions = append([]string{}, rep.Assumptions...)
+	if len(rep.Outcomes) > 0 {
+		doc.P90Basis, doc.Record = p90Basis(rep.Outcomes[0].Prediction)
+	}
 	for _, o := range rep.Outcomes {
 		doc.Scenarios = append(doc.Scenarios, scenarioDoc(o))
 	}
@@ -167,6 +174,9 @@ func predictor(cat catalog.Catalog) engine.Predictor {
 			targets[i] = plan.Target{Connection: t.Connection, VM: t.VM}
 		}
 		in, _ := plan.BuildInput(plan.Sources{Config: cfg, Policy: p, Targets: targets, History: hist, Measured: measured})
+		if in.Record, err = planRecord(ctx, cat, p.Name); err != nil {
+			return engine.Prediction{}, err
+		}
 		pred, err := plan.Predict(in)
 		if err != nil {
 			return engine.Prediction{}, err
@@ -195,7 +205,8 @@ const busyShown = 8
 
 func scenarioDoc(o plan.Outcome) api.PlanScenario {
 	p := o.Prediction
-	d := api.PlanScenario{Name: o.Name, Runs: p.Runs, P50Seconds: p.P50.Seconds(), P90Seconds: p.P90.Seconds(), InWindow: p.InWindow,
+	d := api.PlanScenario{Name: o.Name, Runs: p.Runs, P50Seconds: p.P50.Seconds(), P90Seconds: p.P90.Seconds(),
+		SimulatedP90Seconds: p.SimulatedP90.Seconds(), InWindow: p.InWindow,
 		Bottleneck: p.Bottleneck, CriticalPathVMs: p.CriticalPath.Tasks, WaitedOn: shareDocs(p.CriticalPath.WaitedOn),
 		Work: shareDocs(p.CriticalPath.Work), Busy: []api.PlanBusy{}, Violations: []string{}}
 	for i, b := range p.Busy {
@@ -209,6 +220,17 @@ func scenarioDoc(o plan.Outcome) api.PlanScenario {
 		d.Violations = append(d.Violations, v.String())
 	}
 	return d
+}
+
+// p90Basis says what the configured scenario's P90 carries, and the
+// record it was widened by.
+func p90Basis(p *plan.Prediction) (string, *api.PlanRecord) {
+	rs := p.Record
+	if rs == nil {
+		return p.P90Basis(), nil
+	}
+	return p.P90Basis(), &api.PlanRecord{Scope: rs.Scope, Runs: rs.Runs, Median: rs.Median, Empirical90: rs.Empirical90,
+		Bound90: rs.Bound90, Factor: rs.Factor}
 }
 
 func shareDocs(ss []plan.Share) []api.PlanShare {

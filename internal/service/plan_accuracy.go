@@ -7,6 +7,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/plan"
 )
 
 // PlanAccuracy sets the prediction each of a policy's last runs recorded
@@ -33,26 +34,11 @@ func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int)
 		return nil, err
 	}
 	defer cat.Close()
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: policyName, Limit: 4 * runs})
+	bts, err := backtests(ctx, cat, policyName, runs)
 	if err != nil {
 		return nil, err
 	}
-	doc := &api.PlanAccuracy{Policy: policyName, Runs: []api.PlanBacktest{}}
-	for _, j := range jobs {
-		if len(doc.Runs) == runs {
-			break
-		}
-		if j.Status != catalog.StatusSuccess && j.Status != catalog.StatusPartial {
-			continue
-		}
-		b, ok, err := backtest(ctx, cat, j)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			doc.Runs = append(doc.Runs, b)
-		}
-	}
+	doc := &api.PlanAccuracy{Policy: policyName, Runs: append([]api.PlanBacktest{}, bts...)}
 	within := 0
 	for _, r := range doc.Runs {
 		doc.MeanAbsError += math.Abs(r.Error)
@@ -65,6 +51,70 @@ func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int)
 		doc.MeanAbsError, doc.Bias, doc.WithinP90 = doc.MeanAbsError/n, doc.Bias/n, float64(within)/n
 	}
 	return doc, nil
+}
+
+// backtests are the last runs (at most runs) of a policy, or of every
+// policy when policyName is "", that recorded a prediction, newest first.
+func backtests(ctx context.Context, cat catalog.Catalog, policyName string, runs int) ([]api.PlanBacktest, error) {
+	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: policyName, Limit: 4 * runs})
+	if err != nil {
+		return nil, err
+	}
+	var out []api.PlanBacktest
+	for _, j := range jobs {
+		if len(out) == runs {
+			break
+		}
+		if j.Status != catalog.StatusSuccess && j.Status != catalog.StatusPartial {
+			continue
+		}
+		b, ok, err := backtest(ctx, cat, j)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// Record sizes: the policy's own last runs when there are
+// plan.MinRecordRuns of them, else the catalog's, over all policies (the
+// machine's drift is the same whichever policy ran).
+const (
+	policyRecordRuns  = 20
+	catalogRecordRuns = 40
+)
+
+// planRecord is the planner's record for a policy: measured ÷ P50 of its
+// last runs, or of the catalog's when the policy has too few; when both
+// have too few, the larger, for the plan to say how many there were.
+func planRecord(ctx context.Context, cat catalog.Catalog, policyName string) (plan.Record, error) {
+	own, err := backtests(ctx, cat, policyName, policyRecordRuns)
+	if err != nil {
+		return plan.Record{}, err
+	}
+	rec := plan.Record{Scope: "policy " + policyName, Ratios: ratios(own)}
+	if len(own) >= plan.MinRecordRuns {
+		return rec, nil
+	}
+	all, err := backtests(ctx, cat, "", catalogRecordRuns)
+	if err != nil {
+		return plan.Record{}, err
+	}
+	if len(all) > len(own) {
+		rec = plan.Record{Scope: "the catalog (all policies)", Ratios: ratios(all)}
+	}
+	return rec, nil
+}
+
+func ratios(bts []api.PlanBacktest) []float64 {
+	out := make([]float64, 0, len(bts))
+	for _, b := range bts {
+		out = append(out, b.MeasuredSeconds/b.P50Seconds)
+	}
+	return out
 }
 
 // backtest reads a run's prediction and its VMs' span.

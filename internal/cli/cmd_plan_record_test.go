@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"encoding/json"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/api"
+)
+
+const planRecordConfig = planConfig + `
+  - name: other
+    connection: lab
+`
+
+// The P90 held to the planner's record: with fewer than five runs that
+// recorded a prediction it carries only the costs' spread and says so;
+// with five, it is widened by their measured ÷ P50, read back here from
+// `coffer plan accuracy`; a policy without runs of its own takes the
+// catalog's.
+func TestPlanP90FromTheRecord(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	e.config(planRecordConfig)
+	plan := func(policy string) api.Plan {
+		t.Helper()
+		var p api.Plan
+		if err := json.Unmarshal([]byte(e.must("plan", policy, "--json")), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for range 4 {
+		e.must("run", "all")
+	}
+	if p := plan("all"); p.Record != nil || !strings.Contains(p.P90Basis, "carries only the spread of the recorded task costs (4 run(s) recorded with their prediction in policy all, fewer than 5)") ||
+		p.Scenarios[0].P90Seconds != p.Scenarios[0].SimulatedP90Seconds {
+		t.Fatalf("with 4 runs: record %+v, basis %q, P90 %v, simulated %v", p.Record, p.P90Basis, p.Scenarios[0].P90Seconds, p.Scenarios[0].SimulatedP90Seconds)
+	}
+	e.must("run", "all")
+	var acc api.PlanAccuracy
+	if err := json.Unmarshal([]byte(e.must("plan", "accuracy", "all", "--json")), &acc); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Runs) != 5 {
+		t.Fatalf("accuracy: %d runs, want 5", len(acc.Runs))
+	}
+	var ratios []float64
+	for _, r := range acc.Runs {
+		ratios = append(ratios, r.MeasuredSeconds/r.P50Seconds)
+	}
+	sort.Float64s(ratios)
+	p := plan("all")
+	rec, s := p.Record, p.Scenarios[0]
+	if rec == nil || rec.Scope != "policy all" || rec.Runs != 5 || math.Abs(rec.Median-ratios[2]) > 1e-9 ||
+		math.Abs(rec.Empirical90-(ratios[3]+0.6*(ratios[4]-ratios[3]))) > 1e-9 || rec.Factor != math.Max(rec.Empirical90, rec.Bound90) {
+		t.Fatalf("record %+v, the accuracy's ratios %v", rec, ratios)
+	}
+	if want := math.Max(s.SimulatedP90Seconds, s.P50Seconds*rec.Factor); math.Abs(s.P90Seconds-want) > 1e-3 {
+		t.Errorf("P90 %v, want the larger of the simulation's %v and P50 %v × %v", s.P90Seconds, s.SimulatedP90Seconds, s.P50Seconds, rec.Factor)
+	}
+	if !strings.Contains(p.P90Basis, "5 runs of policy all took") {
+		t.Errorf("basis %q", p.P90Basis)
+	}
+	if text := e.must("plan", "all"); !strings.Contains(text, "5 runs of policy all took") {
+		t.Errorf("plan output lacks the P90's basis:\n%s", text)
+	}
+	// Another policy, never run: the catalog's five.
+	if o := plan("other"); o.Record == nil || o.Record.Scope != "the catalog (all policies)" || o.Record.Runs != 5 || o.Record.Factor != rec.Factor {
+		t.Errorf("policy other: record %+v, basis %q", o.Record, o.P90Basis)
+	}
+}
