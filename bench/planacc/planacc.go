@@ -10,9 +10,12 @@ package planacc
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"math"
+	"os"
 	"time"
 
 	"github.com/coffer-backup/coffer/bench/benchutil"
@@ -41,6 +44,10 @@ type Options struct {
 	Concurrency []int
 	// Policy is the policy's name the runs are recorded under.
 	Policy string
+	// RecordFile keeps the planner's record (measured ÷ P50 of each run,
+	// newest first) from one invocation to the next, as the catalog keeps
+	// it for real runs; "": the record starts empty.
+	RecordFile string
 }
 
 // Result is the share of runs that met each target.
@@ -71,10 +78,11 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 			r.Concurrency, r.Load, r.FixedSeconds, r.TransferSecondsPerByte*1e6)
 	}
 	// Each row as its run ends (the whole table takes minutes).
-	const row = "%11v  %4v  %8v  %8v  %8v  %6v  %10v  %13v  %12v  %v\n"
-	fmt.Printf(row, "concurrency", "VMs", "P50", "P90", "measured", "vs P50", "within P90", "planning took", "load average", "bottleneck")
+	const row = "%11v  %4v  %8v  %8v  %8v  %8v  %6v  %10v  %13v  %12v  %-38v  %v\n"
+	fmt.Printf(row, "concurrency", "VMs", "P50", "sim P90", "P90", "measured", "vs P50", "within P90", "planning took", "load average", "P90 from", "bottleneck")
 	var assumed []string
 	var res Result
+	rec := readRecord(o.RecordFile)
 	for _, c := range o.Concurrency {
 		in, as := f.Input(ctx, c, hist)
 		assumed = as
@@ -84,8 +92,15 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 			log.Fatal(err)
 		}
 		planTook := time.Since(planStart)
+		simulated := *pred
 		for range o.Runs {
+			// The P90 widened by the earlier runs' record, as the service
+			// does with the catalog's (plan.ApplyRecord).
+			pred := simulated
+			plan.ApplyRecord(&pred, plan.Record{Scope: "policy " + o.Policy, Ratios: rec})
 			elapsed, _ := f.Run(ctx, c, o.VMs, enginetest.NewCatalog())
+			rec = append([]float64{elapsed.Seconds() / pred.P50.Seconds()}, rec[:min(len(rec), recordRuns-1)]...)
+			writeRecord(o.RecordFile, rec)
 			off := (elapsed.Seconds() - pred.P50.Seconds()) / pred.P50.Seconds()
 			within := "yes"
 			if elapsed > pred.P90 {
@@ -97,8 +112,12 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 				res.WithinP50++
 			}
 			res.Runs++
-			fmt.Printf(row, c, o.VMs, Round(pred.P50), Round(pred.P90), Round(elapsed),
-				fmt.Sprintf("%+.0f%%", math.Round(100*off)), within, Round(planTook), benchutil.LoadAverage(), pred.Bottleneck)
+			basis := fmt.Sprintf("no record (%d runs)", len(rec)-1)
+			if r := pred.Record; r != nil {
+				basis = fmt.Sprintf("record of %d: median %.2f, factor %.2f", r.Runs, r.Median, r.Factor)
+			}
+			fmt.Printf(row, c, o.VMs, Round(pred.P50), Round(pred.SimulatedP90), Round(pred.P90), Round(elapsed),
+				fmt.Sprintf("%+.0f%%", math.Round(100*off)), within, Round(planTook), benchutil.LoadAverage(), basis, pred.Bottleneck)
 		}
 	}
 	fmt.Printf("\nwithin 15%% of P50: %d of %d runs; inside P90: %d of %d runs\n", res.WithinP50, res.Runs, res.InsideP90, res.Runs)
@@ -107,6 +126,48 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 		fmt.Println("  -", a)
 	}
 	return res
+}
+
+// recordRuns is the record the service reads of a policy (its last 20).
+const recordRuns = 20
+
+// readRecord reads the record a previous invocation left; none when the
+// file does not exist yet.
+func readRecord(path string) []float64 {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	var rec []float64
+	if err := json.Unmarshal(b, &rec); err != nil {
+		log.Fatalf("%s: %v", path, err)
+	}
+	return rec
+}
+
+// writeRecord replaces the record file (atomically: a run interrupted
+// keeps the previous record).
+func writeRecord(path string, rec []float64) {
+	if path == "" {
+		return
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		log.Fatal(err)
+	}
 }
 
 // Round prints a duration as the tables do.

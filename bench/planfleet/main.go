@@ -51,6 +51,7 @@ func main() {
 	flag.IntVar(&po.Repeats, "repeat", 2, "calibration runs at each of those concurrencies")
 	flag.StringVar(&conc, "concurrency", "2,8,24", "concurrencies of the whole fleet's runs")
 	flag.IntVar(&po.Runs, "runs", 3, "runs of the whole fleet at each concurrency")
+	flag.StringVar(&po.RecordFile, "record", "", "file keeping the planner's record (measured ÷ P50 of each run) between invocations")
 	flag.Parse()
 	po.Levels, po.Concurrency, po.VMs, po.Policy = benchutil.Ints(levels), benchutil.Ints(conc), *vms, "bench"
 	ctx := context.Background()

@@ -88,6 +88,7 @@ func main() {
 	flag.StringVar(&levels, "plan-calibrate", "8,64", "with -plan: the concurrencies of the calibration runs")
 	flag.IntVar(&po.Repeats, "plan-repeat", 2, "with -plan: calibration runs at each of those concurrencies (two or more give the run-to-run spread)")
 	flag.IntVar(&po.Runs, "plan-runs", 1, "with -plan: runs of the whole fleet at each -concurrency, each held to the one prediction")
+	flag.StringVar(&po.RecordFile, "plan-record", "", "with -plan: file keeping the planner's record (measured ÷ P50 of each run) between invocations")
 	flag.Parse()
 	// vcsim logs every call of a method it lacks (QueryChangedDiskAreas,
 	// once per backed-up VM here): keep the output readable.
