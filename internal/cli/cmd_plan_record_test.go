@@ -71,4 +71,13 @@ func TestPlanP90FromTheRecord(t *testing.T) {
 	if o := plan("other"); o.Record == nil || o.Record.Scope != "the catalog (all policies)" || o.Record.Runs != 5 || o.Record.Factor != rec.Factor {
 		t.Errorf("policy other: record %+v, basis %q", o.Record, o.P90Basis)
 	}
+	// The run's own prediction, as it starts, is held to the same record:
+	// the sixth run recorded the P90 the plan gave before it.
+	e.must("run", "all")
+	if err := json.Unmarshal([]byte(e.must("plan", "accuracy", "all", "--json")), &acc); err != nil {
+		t.Fatal(err)
+	}
+	if got := acc.Runs[0]; len(acc.Runs) != 6 || math.Abs(got.P90Seconds-s.P90Seconds) > 1e-3 || math.Abs(got.P50Seconds-s.P50Seconds) > 1e-3 {
+		t.Errorf("the sixth run recorded P50 %v and P90 %v; the plan before it gave %v and %v", got.P50Seconds, got.P90Seconds, s.P50Seconds, s.P90Seconds)
+	}
 }
