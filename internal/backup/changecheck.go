@@ -21,9 +21,11 @@ import (
 // DefaultChangeCheckSpans is how many unchanged spans of each disk an
 // incremental reads to check its change tracking, unless Options say
 // otherwise. Issue 18 wants the default to cost under 2% of an
-// incremental's time: bench/libvirt measured 0.41 ms per sampled span of
-// 256 KiB against an incremental of 0.35 s after a 2% rewrite of its 4 GiB
-// guest (two disks), so 8 spans per disk came to 1.8% and 6 to 1.4%. Six
+// incremental's time. On a quiet machine bench/libvirt measured 0.39 ms
+// per sampled span of 256 KiB, against an incremental of 0.24 s after 2%
+// of its 4 GiB guest's used space was rewritten (two disks): 8 spans per
+// disk cost 2.6%
+// of that small incremental and 6 cost 2.0%, less the larger it is. Six
 // still catch a tracker that missed three spans in four with probability
 // 1-(1/4)^6 per incremental (TestStaleBitmapIsCaught).
 const DefaultChangeCheckSpans = 6
