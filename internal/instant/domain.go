@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -50,12 +49,8 @@ func (s *Session) domainVM() hypervisor.InstantVM {
 // startDomain is Start for a point of a managed VM.
 func startDomain(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, cfg hypervisor.VMConfig, o StartOptions) (*Session, func() error, error) {
 	d := o.Domain
-	id := snap.ID.Short()
-	dir := filepath.Join(Root(o.StateDir), id)
-	if prev, err := Load(o.StateDir, id); err == nil {
-		return nil, nil, fmt.Errorf("backup point %s is already recovered (session %s, %s): commit or discard it first", id, prev.ID, prev.State)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	id, dir, err := sessionDir(o.StateDir, snap)
+	if err != nil {
 		return nil, nil, err
 	}
 	ok := false

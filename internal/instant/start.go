@@ -62,12 +62,8 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Start
 	if err != nil || cfg.Kind != "qemu" {
 		return nil, nil, fmt.Errorf("%w: backup point %s was not taken from a QEMU VM: instant recovery needs its recorded configuration", ErrNotQEMU, snap.ID.Short())
 	}
-	id := snap.ID.Short()
-	dir := filepath.Join(Root(o.StateDir), id)
-	if prev, err := Load(o.StateDir, id); err == nil {
-		return nil, nil, fmt.Errorf("backup point %s is already recovered (session %s, %s): commit or discard it first", id, prev.ID, prev.State)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	id, dir, err := sessionDir(o.StateDir, snap)
+	if err != nil {
 		return nil, nil, err
 	}
 	ok := false
@@ -125,6 +121,17 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Start
 	}
 	ok = true
 	return s, func() error { return <-served }, nil
+}
+
+// sessionDir makes the state directory of a new session of snap; a point
+// that is being recovered already is refused.
+func sessionDir(stateDir string, snap *repo.Snapshot) (id, dir string, err error) {
+	id = snap.ID.Short()
+	dir = filepath.Join(Root(stateDir), id)
+	if prev, err := Load(stateDir, id); err == nil {
+		return "", "", fmt.Errorf("backup point %s is already recovered (session %s, %s): commit or discard it first", id, prev.ID, prev.State)
+	}
+	return id, dir, os.MkdirAll(dir, 0o700)
 }
 
 // Reserve serves a session again after its server died: the VM, paused
