@@ -35,7 +35,7 @@ func TestPlanP90FromTheRecord(t *testing.T) {
 	for range 4 {
 		e.must("run", "all")
 	}
-	if p := plan("all"); p.Record != nil || !strings.Contains(p.P90Basis, "carries only the spread of the recorded task costs (4 run(s) recorded with their prediction in policy all, fewer than 5)") ||
+	if p := plan("all"); p.Record != nil || !strings.Contains(p.P90Basis, "carries only the spread of the recorded task costs (4 runs recorded with a prediction in policy all, fewer than 5)") ||
 		p.Scenarios[0].P90Seconds != p.Scenarios[0].SimulatedP90Seconds {
 		t.Fatalf("with 4 runs: record %+v, basis %q, P90 %v, simulated %v", p.Record, p.P90Basis, p.Scenarios[0].P90Seconds, p.Scenarios[0].SimulatedP90Seconds)
 	}

@@ -127,7 +127,11 @@ func ApplyRecord(p *Prediction, r Record) {
 func recordMissing(r Record) string {
 	what := "no run recorded with its prediction"
 	if n := len(r.usable()); n > 0 {
-		what = fmt.Sprintf("%d run(s) recorded with their prediction in %s, fewer than %d", n, r.Scope, MinRecordRuns)
+		runs := "runs"
+		if n == 1 {
+			runs = "run"
+		}
+		what = fmt.Sprintf("%d %s recorded with a prediction in %s, fewer than %d", n, runs, r.Scope, MinRecordRuns)
 	}
 	return what
 }
@@ -148,6 +152,5 @@ func (p *Prediction) P90Basis() string {
 	if note == "" {
 		note = "no record read"
 	}
-	return fmt.Sprintf("P90 %s carries only the spread of the recorded task costs (%s): not how the machine may move between the recorded runs and this one",
-		p.P90.Round(time.Millisecond), note)
+	return fmt.Sprintf("The P90 carries only the spread of the recorded task costs (%s): not how the machine may move between the recorded runs and this one", note)
 }

@@ -48,8 +48,8 @@ func TestApplyRecordWidensOrKeeps(t *testing.T) {
 		{"the record is wider", 110 * time.Second, fiveRuns, 148980 * time.Millisecond, "is the record's: 5 runs of policy nightly"},
 		{"the simulation is wider", 160 * time.Second, fiveRuns, 160 * time.Second, "the simulation's, wider than the record's"},
 		{"too few runs", 110 * time.Second, Record{Scope: "policy nightly", Ratios: []float64{1.5, 1.6, 1.7, 1.8}}, 110 * time.Second,
-			"carries only the spread of the recorded task costs (4 run(s) recorded with their prediction in policy nightly, fewer than 5)"},
-		{"unusable ratios are not runs", 110 * time.Second, Record{Scope: "x", Ratios: []float64{1, 1.1, 1.2, 0, math.NaN()}}, 110 * time.Second, "3 run(s)"},
+			"carries only the spread of the recorded task costs (4 runs recorded with a prediction in policy nightly, fewer than 5)"},
+		{"unusable ratios are not runs", 110 * time.Second, Record{Scope: "x", Ratios: []float64{1, 1.1, 1.2, 0, math.NaN()}}, 110 * time.Second, "3 runs recorded"},
 		{"no record", 110 * time.Second, Record{}, 110 * time.Second, "no run recorded with its prediction"},
 	} {
 		p := &Prediction{P50: 100 * time.Second, P90: c.simP90}
