@@ -59,13 +59,16 @@ func main() {
 	nice := flag.Int("nice", 0, "run coffer at this niceness (nice -n): how much a lower CPU priority spares the guest")
 	var th throttleOpts
 	flag.IntVar(&th.rounds, "throttle-rounds", 2, "pairs of full backups through the engine, unthrottled and throttled (0: none)")
-	flag.DurationVar(&th.threshold, "threshold", 0, "latency-control threshold (0: 2x the guest's idle write latency as QEMU times it)")
+	flag.DurationVar(&th.threshold, "threshold", 0, "latency-control threshold (0: 2x the guest's idle write latency, as QEMU times it, or with -storage-snapshot as the guest sees it)")
 	flag.StringVar(&th.interval, "interval", "250ms", "latency-control interval")
 	flag.StringVar(&th.minRate, "min-rate", "16MiB/s", "latency-control min-rate")
+	flag.IntVar(&th.cpuNice, "cpu-nice", -1, "latency-control cpu-nice (-1: coffer's default)")
+	storage := flag.Bool("storage-snapshot", false, "with -throttle-only: back up through a reflink storage snapshot of the guest's datastore (group: datastore) instead of fleecing overlays; -dir must be on XFS with reflink=1 or btrfs")
 	throttleOnly := flag.Bool("throttle-only", false, "run only the production-protection comparison")
 	sweep := flag.String("rates", "", "with -throttle-only: also full backups at these fixed read rates (comma-separated, e.g. 200MiB,150MiB), to show the trade-off")
 	sweepRounds := flag.Int("rates-rounds", 3, "rounds of the fixed-rate backups (each beside an unlimited one)")
 	flag.Parse()
+	cofferNice = *nice
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	if *dir == "" {
@@ -94,6 +97,16 @@ func main() {
 	env := append(os.Environ(), "COFFER_REPO="+filepath.Join(*dir, "repo"), "COFFER_PASSWORD=bench", "COFFER_CONFIG=/dev/null",
 		"COFFER_STATE_DIR="+filepath.Join(*dir, "state"), "COFFER_CATALOG="+filepath.Join(*dir, "catalog.db"))
 	if *throttleOnly {
+		if *storage {
+			storageSnapshot = *dir
+			// The repositories go on another file system: on the
+			// datastore's own device their writes would be the
+			// congestion the controller sees.
+			repos, err := os.MkdirTemp("/var/tmp", "coffer-bench-repos-")
+			must(err)
+			defer os.RemoveAll(repos)
+			repoDir = repos
+		}
 		idle := latencies(ctx, vm, 8)
 		if th.rounds > 0 {
 			printThrottle(idle, throttleBench(ctx, vm, bin, *dir, env, idle, th))
@@ -119,10 +132,7 @@ func main() {
 	qn.Wait()
 
 	coffer := func(args ...string) result {
-		cmd := exec.Command(bin, args...)
-		if *nice != 0 {
-			cmd = exec.Command("nice", append([]string{"-n", strconv.Itoa(*nice), bin}, args...)...)
-		}
+		cmd := cofferCommand(bin, args...)
 		cmd.Env, cmd.Stderr = env, os.Stderr
 		qemuBefore := processCPU(vm.PID())
 		began := time.Now()
@@ -377,3 +387,14 @@ func must(err error) {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
+
+// cofferNice is the niceness the -nice flag runs coffer at.
+var cofferNice int
+
+// cofferCommand runs coffer with args, at cofferNice.
+func cofferCommand(bin string, args ...string) *exec.Cmd {
+	if cofferNice == 0 {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("nice", append([]string{"-n", strconv.Itoa(cofferNice), bin}, args...)...)
+}

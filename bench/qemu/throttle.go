@@ -29,6 +29,7 @@ type throttleOpts struct {
 	threshold time.Duration // 0: from the guest's idle latency as QEMU times it
 	interval  string
 	minRate   string
+	cpuNice   int // -1: coffer's default
 }
 
 type throttleRun struct {
@@ -73,19 +74,31 @@ func qemuWriteLatency(ctx context.Context, vm *guestvm.VM, windows int) time.Dur
 }
 
 func throttleBench(ctx context.Context, vm *guestvm.VM, bin, dir string, env []string, idle lat, o throttleOpts) []throttleRun {
-	if o.threshold == 0 {
-		// The target is the guest's latency within 2x of idle; QEMU
-		// times only the block layer's share of it, which is what the
-		// controller sees.
+	switch {
+	case o.threshold != 0:
+	case storageSnapshot != "":
+		// The target is the guest's latency within 2x of idle. Through
+		// a storage snapshot the datastore's device is a source too,
+		// and its latency is the guest's requests plus the backup's
+		// reads: congested means production waits past the target.
+		o.threshold = 2 * time.Duration(idle.avg) * time.Microsecond
+	default:
+		// QEMU times only the block layer's share of the guest's
+		// latency, which is what the controller sees of it (the
+		// fleecing runs' datastore is a tmpfs, without a device).
 		o.threshold = qemuWriteLatency(ctx, vm, 8) * 2
 	}
 	conn := fullPolicy(vm)
 	plain := filepath.Join(dir, "unthrottled.yaml")
 	must(os.WriteFile(plain, []byte(conn), 0o644))
 	throttled := filepath.Join(dir, "throttled.yaml")
-	must(os.WriteFile(throttled, []byte(conn+fmt.Sprintf("latency-control:\n  - {datastores: [%q], threshold: %s, interval: %s, min-rate: %s}\n",
-		dir, o.threshold, o.interval, o.minRate)), 0o644))
-	fmt.Fprintf(os.Stderr, "latency-control: threshold %s, interval %s, min-rate %s\n", o.threshold, o.interval, o.minRate)
+	nice := ""
+	if o.cpuNice >= 0 {
+		nice = fmt.Sprintf(", cpu-nice: %d", o.cpuNice)
+	}
+	must(os.WriteFile(throttled, []byte(conn+fmt.Sprintf("latency-control:\n  - {datastores: [%q], threshold: %s, interval: %s, min-rate: %s%s}\n",
+		dir, o.threshold, o.interval, o.minRate, nice)), 0o644))
+	fmt.Fprintf(os.Stderr, "latency-control: threshold %s, interval %s, min-rate %s%s\n", o.threshold, o.interval, o.minRate, nice)
 	var runs []throttleRun
 	for i := 0; i < 2*o.rounds; i++ {
 		cfg := plain
@@ -105,13 +118,16 @@ func throttleBench(ctx context.Context, vm *guestvm.VM, bin, dir string, env []s
 // measures the guest's write latency meanwhile.
 func fullUnder(ctx context.Context, vm *guestvm.VM, bin, dir string, env []string, cfg, name string) throttleRun {
 	repo := filepath.Join(dir, "repo-throttle-"+name)
+	if repoDir != "" {
+		repo = filepath.Join(repoDir, "repo-throttle-"+name)
+	}
 	env = append(env, "COFFER_REPO="+repo, "COFFER_CONFIG="+cfg)
 	cmd := exec.Command(bin, "init")
 	cmd.Env, cmd.Stderr = env, os.Stderr
 	must(cmd.Run())
 	latencies(ctx, vm, 2) // the guest settles after the previous run
 	mark := vm.Mark()
-	cmd = exec.Command(bin, "run", "full", "--json")
+	cmd = cofferCommand(bin, "run", "full", "--json")
 	cmd.Env, cmd.Stderr = env, os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -125,10 +141,24 @@ func fullUnder(ctx context.Context, vm *guestvm.VM, bin, dir string, env []strin
 }
 
 // fullPolicy is the configuration of a full backup of the guest through
-// the engine (policy "full").
+// the engine (policy "full"). With storageSnapshot, the policy protects the
+// guest's datastore (the directory of its disks, which must be on XFS with
+// reflink or btrfs) through a reflink storage snapshot: the guest is paused
+// for the clone only and the backup reads the clone, so no copy-before-write
+// sits in the guest's write path while it runs.
 func fullPolicy(vm *guestvm.VM) string {
-	return fmt.Sprintf("connections:\n  - {name: bench, kind: qemu, options: {sockets: [%q]}}\npolicies:\n  - {name: full, connection: bench, mode: full, change-check: -1}\n", vm.QMPPath)
+	conf := fmt.Sprintf("connections:\n  - {name: bench, kind: qemu, options: {sockets: [%q]}}\n", vm.QMPPath)
+	if storageSnapshot == "" {
+		return conf + "policies:\n  - {name: full, connection: bench, mode: full, change-check: -1}\n"
+	}
+	return conf + fmt.Sprintf("storage-snapshots:\n  - {name: bench-ds, kind: reflink, connections: [bench], datastores: [%q]}\n", storageSnapshot) +
+		"policies:\n  - {name: full, connection: bench, mode: full, change-check: -1, group: datastore}\n"
 }
+
+// storageSnapshot is the datastore the -storage-snapshot flag names ("":
+// fleecing overlays, the QEMU connector's default); repoDir is where the
+// backups' repositories go then ("": the work directory).
+var storageSnapshot, repoDir string
 
 // jobFigures reads the job's duration from `coffer run --json` and its
 // throttle lines from its log (`coffer job show --json`).

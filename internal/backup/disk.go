@@ -73,6 +73,10 @@ type Options struct {
 	// Note, when set, receives informational lines for the task log:
 	// how the session reads each disk (hypervisor.Noter).
 	Note func(string)
+	// Nice, from 1 to 19, runs the pipeline's readers and workers at that
+	// CPU niceness, so that VMs on the same host come first (nice.go); 0
+	// leaves them at the process's.
+	Nice int
 }
 
 // Progress counts work as it happens; readers poll it.
@@ -166,10 +170,22 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	setErr := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
 	}
+	var niceOnce sync.Once
+	lowerPriority := func() (restore func()) {
+		if o.Nice <= 0 {
+			return func() {}
+		}
+		restore, err := lowerThreadPriority(o.Nice)
+		if err != nil && o.Note != nil {
+			niceOnce.Do(func() { o.Note(d.Name + ": " + err.Error()) })
+		}
+		return restore
+	}
 	for range readers {
 		rwg.Add(1)
 		go func() {
 			defer rwg.Done()
+			defer lowerPriority()()
 			rd := &spanReader{d: d, o: o, alloc: newCursor(d.Allocated, d.Size)}
 			for j := range jobs {
 				b := pool.get(ctx)
@@ -204,6 +220,7 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer lowerPriority()()
 			wk, err := newWorker(w, st, d, prev, o)
 			if err != nil {
 				setErr(err)

@@ -229,7 +229,7 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
 		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.lockUntil(time.Now()),
 		Hooks: hooksFor(j.p, t.vm.Name)}
 	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(taskLimiter(j.e.total, j.s.limits.TaskRate)), Progress: prog,
-		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }}
+		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.nice()}
 	snap, err := j.e.o.Runner(ctx, j.w, conn, req, opts)
 	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)

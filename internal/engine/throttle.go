@@ -108,9 +108,23 @@ func (w *latencyWatch) join(t *task, ceiling float64) throttles {
 			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: latency watched through the VMs' disks only: %s", ds, m.noDevice),
 				map[string]any{"datastore": ds})
 		}
+		if n := lc.Nice(); n > 0 {
+			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: the backup reads, hashes, compresses and encrypts at CPU niceness %d, behind the VMs on this host (cpu-nice)", ds, n),
+				map[string]any{"datastore": ds, "cpu_nice": n})
+		}
 		out = append(out, th)
 	}
 	return out
+}
+
+// nice is the CPU niceness of the task's pipeline: the lowest priority
+// its watched datastores ask for (0: none watched, or all turned off).
+func (ths throttles) nice() int {
+	n := 0
+	for _, th := range ths {
+		n = max(n, th.m.cfg.Nice())
+	}
+	return n
 }
 
 func (w *latencyWatch) start(key, conn, ds string, lc policy.LatencyControl) *dsMonitor {

@@ -142,12 +142,14 @@ func TestLatencyThrottleSlowsARealBackup(t *testing.T) {
 	var read atomic.Int64
 	script := &scriptedLatency{read: &read, calmAfter: size / 2}
 	var asked []string
+	var nice int
 	cat := enginetest.NewCatalog()
 	r := newRepo(t)
 	eng, err := New(context.Background(), Options{Config: cfg, Catalog: cat, Connectors: map[string]hypervisor.Connector{"lab": conn},
 		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, FlushInterval: 5 * time.Millisecond,
 		Runner: func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Snapshot, error) {
 			o.Limiter = countingLimiter{o.Limiter, &read}
+			nice = o.Nice
 			return backup.BackupVM(ctx, w, conn, req, o)
 		},
 		LatencySources: func(connection, datastore string) []iolatency.Source {
@@ -199,5 +201,14 @@ func TestLatencyThrottleSlowsARealBackup(t *testing.T) {
 	}
 	if left := eng.Latency(); len(left) != 0 {
 		t.Fatalf("datastores still watched after the job: %+v", left)
+	}
+	// The pipeline runs behind the VMs at the default niceness, and the
+	// task log says so.
+	said := false
+	for _, ev := range events {
+		said = said || (ev.Fields["cpu_nice"] == policy.DefaultCPUNice && strings.Contains(ev.Message, fmt.Sprintf("CPU niceness %d", policy.DefaultCPUNice)))
+	}
+	if nice != policy.DefaultCPUNice || !said {
+		t.Fatalf("the backup ran at niceness %d (want %d); task log: %+v", nice, policy.DefaultCPUNice, events)
 	}
 }

@@ -23,6 +23,7 @@ import (
 //	    threshold: 30ms            # congestion threshold (default 30ms)
 //	    min-rate: 4MiB/s           # a task is never slowed below this (default 4MiB/s)
 //	    interval: 1s               # how often latency is sampled (default 1s)
+//	    cpu-nice: 10               # the backup's CPU work runs at this niceness (default 10; 0: off)
 //
 // A datastore that no entry names is not watched. The first entry naming
 // it applies.
@@ -34,6 +35,19 @@ type LatencyControl struct {
 	Threshold  Duration `yaml:"threshold"`
 	MinRate    ByteRate `yaml:"min-rate"`
 	Interval   Duration `yaml:"interval"`
+	// CPUNice is the niceness at which backups reading from the
+	// datastores run their pipeline (backup.Options.Nice): where coffer
+	// runs on the hypervisor host, the VMs' CPU work comes first. nil is
+	// DefaultCPUNice, 0 leaves the pipeline at the process's priority.
+	CPUNice *int `yaml:"cpu-nice"`
+}
+
+// Nice is the entry's CPU niceness for backups, its default filled.
+func (c LatencyControl) Nice() int {
+	if c.CPUNice == nil {
+		return DefaultCPUNice
+	}
+	return *c.CPUNice
 }
 
 // Latency control defaults: SIOC's congestion threshold; a floor at which
@@ -45,6 +59,10 @@ const (
 	DefaultLatencyMinRate   = 4 << 20
 	DefaultLatencyInterval  = time.Second
 	minLatencyInterval      = 10 * time.Millisecond
+	// DefaultCPUNice is the niceness of a watched backup's pipeline: the
+	// usual one for background work, which gets about a tenth of a core
+	// a VM competes for and all of an idle one.
+	DefaultCPUNice = 10
 )
 
 // For returns the entry that applies to a datastore, with defaults filled.
@@ -73,6 +91,9 @@ func (l LatencyControls) validate(add func(string, ...any)) {
 			add("%s: datastores is missing: name the datastores (globs, like /srv/vms or /srv/*) whose latency it watches", where)
 		}
 		checkGlobs(where+": datastores", c.Datastores, add)
+		if c.CPUNice != nil && (*c.CPUNice < 0 || *c.CPUNice > 19) {
+			add("%s: cpu-nice %d is out of range: write a niceness from 1 (slightly behind the VMs) to 19 (only idle CPU), or 0 to leave backups at coffer's own priority", where, *c.CPUNice)
+		}
 		if c.Interval > 0 && time.Duration(c.Interval) < minLatencyInterval {
 			add("%s: interval %s is too short: sample at most every %s (the default is %s)", where, c.Interval, Duration(minLatencyInterval), Duration(DefaultLatencyInterval))
 		}
