@@ -21,13 +21,13 @@ import (
 // DefaultChangeCheckSpans is how many unchanged spans of each disk an
 // incremental reads to check its change tracking, unless Options say
 // otherwise. Issue 18 wants the default to cost under 2% of an
-// incremental's time. On a quiet machine bench/libvirt measured 0.39 ms
-// per sampled span of 256 KiB, against an incremental of 0.24 s after 2%
-// of its 4 GiB guest's used space was rewritten (two disks): 8 spans per
-// disk cost 2.6%
-// of that small incremental and 6 cost 2.0%, less the larger it is. Six
-// still catch a tracker that missed three spans in four with probability
-// 1-(1/4)^6 per incremental (TestStaleBitmapIsCaught).
+// incremental's time. On a quiet machine bench/libvirt priced a sampled
+// span of 256 KiB at 0.27-0.39 ms (three runs), against incrementals of
+// 0.24-0.31 s after 2% of its 4 GiB guest's used space was rewritten (two
+// disks): 6 spans per disk cost 1.1-2.0% of that small incremental (8
+// cost 2.6%), less the larger it is. Six still catch a tracker that
+// missed three spans in four with probability 1-(1/4)^6 per incremental
+// (TestStaleBitmapIsCaught).
 const DefaultChangeCheckSpans = 6
 
 // checkSample picks up to k random spans among those change tracking
