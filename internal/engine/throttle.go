@@ -64,6 +64,7 @@ type throttle struct {
 	t      *task
 	since  time.Time // when it engaged
 	lowest float64
+	nice   int // the CPU niceness its datastore's entry asks for (cpu-nice)
 }
 
 // WaitN counts what it lets through once it has: the throughput of
@@ -98,7 +99,7 @@ func (w *latencyWatch) join(t *task, ceiling float64) throttles {
 			m = w.start(key, t.rec.Connection, ds, lc)
 			w.monitors[key] = m
 		}
-		th := &throttle{m: m, bucket: rate.NewLimiter(rate.Inf, 1<<20), t: t}
+		th := &throttle{m: m, bucket: rate.NewLimiter(rate.Inf, 1<<20), t: t, nice: lc.Nice()}
 		m.mu.Lock()
 		th.r = m.ctl.Add(t.vm.Name, t.j.p.Shares.Value(), ceiling)
 		m.members[th] = true
@@ -108,9 +109,9 @@ func (w *latencyWatch) join(t *task, ceiling float64) throttles {
 			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: latency watched through the VMs' disks only: %s", ds, m.noDevice),
 				map[string]any{"datastore": ds})
 		}
-		if n := lc.Nice(); n > 0 {
-			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: the backup reads, hashes, compresses and encrypts at CPU niceness %d, behind the VMs on this host (cpu-nice)", ds, n),
-				map[string]any{"datastore": ds, "cpu_nice": n})
+		if th.nice > 0 {
+			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: the backup reads, hashes, compresses and encrypts at CPU niceness %d, behind the VMs on this host (cpu-nice)", ds, th.nice),
+				map[string]any{"datastore": ds, "cpu_nice": th.nice})
 		}
 		out = append(out, th)
 	}
@@ -122,7 +123,7 @@ func (w *latencyWatch) join(t *task, ceiling float64) throttles {
 func (ths throttles) nice() int {
 	n := 0
 	for _, th := range ths {
-		n = max(n, th.m.cfg.Nice())
+		n = max(n, th.nice)
 	}
 	return n
 }
