@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/iolatency"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // Latency-driven throttling (the latency-control section): while tasks
@@ -45,6 +46,7 @@ type dsMonitor struct {
 	cfg           policy.LatencyControl
 	meters        []*iolatency.Meter // the device and the extra sources
 	noDevice      string             // why the device is not watched
+	device        *iolatency.Device  // the datastore's block device, when watched
 	stop, done    chan struct{}
 	mu            sync.Mutex // members, the controller and the state
 	ctl           *iolatency.Controller
@@ -109,6 +111,11 @@ func (w *latencyWatch) join(t *task, ceiling float64) throttles {
 			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: latency watched through the VMs' disks only: %s", ds, m.noDevice),
 				map[string]any{"datastore": ds})
 		}
+		if m.device != nil && sameDevice(t.j.w, *m.device) {
+			t.event("warn", "latency-throttle", fmt.Sprintf("datastore %s and the repository are on one device (%s): the repository's writes count as the datastore's latency, "+
+				"so backups are slowed for congestion they cause themselves; keep repositories off the storage they protect", ds, m.device.Name),
+				map[string]any{"datastore": ds, "device": m.device.Name})
+		}
 		if th.nice > 0 {
 			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: the backup reads, hashes, compresses and encrypts at CPU niceness %d, behind the VMs on this host (cpu-nice)", ds, th.nice),
 				map[string]any{"datastore": ds, "cpu_nice": th.nice})
@@ -116,6 +123,19 @@ func (w *latencyWatch) join(t *task, ceiling float64) throttles {
 		out = append(out, th)
 	}
 	return out
+}
+
+// sameDevice says whether the job's repository is a local one on dev.
+func sameDevice(w *repo.Writer, dev iolatency.Device) bool {
+	if w == nil {
+		return false
+	}
+	local, ok := w.Repository().Store().(interface{ Root() string })
+	if !ok {
+		return false
+	}
+	d, err := iolatency.DeviceOf(local.Root())
+	return err == nil && d.Major == dev.Major && d.Minor == dev.Minor
 }
 
 // nice is the CPU niceness of the task's pipeline: the lowest priority
@@ -137,6 +157,7 @@ func (w *latencyWatch) start(key, conn, ds string, lc policy.LatencyControl) *ds
 	} else if dev, err := iolatency.DeviceOf(ds); err != nil {
 		m.noDevice = err.Error()
 	} else {
+		m.device = &dev
 		m.meters = append(m.meters, iolatency.NewMeter(iolatency.Diskstats{Dev: dev}))
 	}
 	if w.extra != nil {

@@ -202,6 +202,11 @@ func TestLatencyThrottleSlowsARealBackup(t *testing.T) {
 	if left := eng.Latency(); len(left) != 0 {
 		t.Fatalf("datastores still watched after the job: %+v", left)
 	}
+	for _, ev := range events {
+		if strings.Contains(ev.Message, "are on one device") {
+			t.Fatalf("a tmpfs datastore is said to share the repository's device: %+v", ev)
+		}
+	}
 	// The pipeline runs behind the VMs at the default niceness, and the
 	// task log says so.
 	said := false
@@ -210,5 +215,54 @@ func TestLatencyThrottleSlowsARealBackup(t *testing.T) {
 	}
 	if nice != policy.DefaultCPUNice || !said {
 		t.Fatalf("the backup ran at niceness %d (want %d); task log: %+v", nice, policy.DefaultCPUNice, events)
+	}
+}
+
+// TestRepositoryOnTheWatchedDevice: a backup whose repository is on the
+// block device of a watched datastore warns in its task log that the
+// repository's writes count as the datastore's latency (the benchmark's
+// first storage-snapshot run was throttled to its floor by exactly that),
+// naming the device.
+func TestRepositoryOnTheWatchedDevice(t *testing.T) {
+	dir := t.TempDir()
+	dev, err := iolatency.DeviceOf(dir)
+	if err != nil {
+		if testutil.Strict() {
+			t.Fatalf("the test directory has no block device: %v", err)
+		}
+		t.Skip(err)
+	}
+	r := newRepo(t) // a local repository in a test directory: the same file system
+	sock := startDaemon(t, dir, 2<<20)
+	conn, err := qemu.New(qemu.Config{Sockets: []string{sock}, StateDir: filepath.Join(dir, "state")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &policy.Config{
+		Connections:    []policy.Connection{{Name: "lab", Kind: "qemu"}},
+		LatencyControl: policy.LatencyControls{{Datastores: []string{dir}}},
+	}
+	cat := enginetest.NewCatalog()
+	eng, err := New(context.Background(), Options{Config: cfg, Catalog: cat, Connectors: map[string]hypervisor.Connector{"lab": conn},
+		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, FlushInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	res, err := eng.Run(context.Background(), testPolicy("nightly"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Job.Status != catalog.StatusSuccess {
+		t.Fatalf("job %s (%s)", res.Job.Status, res.Job.Error)
+	}
+	var warned *catalog.Event
+	for _, ev := range cat.EventsOf(res.Job.ID, "latency-throttle") {
+		if strings.Contains(ev.Message, "are on one device") {
+			warned = &ev
+		}
+	}
+	if warned == nil || warned.Level != "warn" || warned.Fields["device"] != dev.Name || !strings.Contains(warned.Message, "datastore "+dir) {
+		t.Fatalf("no warning that the repository shares device %s with datastore %s: %+v", dev.Name, dir, cat.EventsOf(res.Job.ID, "latency-throttle"))
 	}
 }
