@@ -6,8 +6,15 @@
 // several concurrencies are the policy's history; then each run of the
 // whole fleet is predicted from it before it starts (bench/planacc):
 //
-//	go run ./bench/planfleet                       # 24 VMs into a local repository
+//	go run ./bench/planfleet                       # 48 VMs into a local repository
 //	go run ./bench/planfleet -store s3             # the same fleet into versitygw
+//
+// By default the calibration is half the fleet, at 1, 4, 12 and 24 in
+// flight, the highest concurrency of the fleet's runs: as the vSphere
+// simulator's benchmark calibrates 300 of its 1,000 VMs at 8, 64 and 256
+// for runs at 8, 32 and 256. Calibrated with 12 VMs at 1, 4 and 12, the
+// runs at 24 were an extrapolation, and five of six on a quiet machine
+// came out longer than their P50 (docs/benchmarks-planner.md).
 //
 // Every run is a full backup into a repository of its own (a new
 // directory or a new prefix of the bucket), so that each run stores all
@@ -38,16 +45,16 @@ import (
 )
 
 func main() {
-	vms := flag.Int("vms", 24, "qemu-storage-daemon instances (VMs)")
+	vms := flag.Int("vms", 48, "qemu-storage-daemon instances (VMs)")
 	datastores := flag.Int("datastores", 4, "directories the disks are spread over (the engine's datastores)")
-	disk := flag.String("disk", "64MiB", "disk size per VM")
-	data := flag.String("data", "32MiB", "bytes of data written into each disk")
+	disk := flag.String("disk", "256MiB", "disk size per VM")
+	data := flag.String("data", "128MiB", "bytes of data written into each disk")
 	storeKind := flag.String("store", "local", "local (a directory) or s3 (versitygw)")
 	work := flag.String("work", "", "work directory (default: a temporary one under /var/tmp, removed)")
 	var po planacc.Options
 	var levels, conc string
-	flag.IntVar(&po.CalibrationVMs, "calibrate-vms", 8, "VMs in each calibration run")
-	flag.StringVar(&levels, "calibrate", "1,4", "concurrencies of the calibration runs")
+	flag.IntVar(&po.CalibrationVMs, "calibrate-vms", 24, "VMs in each calibration run")
+	flag.StringVar(&levels, "calibrate", "1,4,12,24", "concurrencies of the calibration runs (up to the highest of the fleet's: beyond it the planner extrapolates)")
 	flag.IntVar(&po.Repeats, "repeat", 2, "calibration runs at each of those concurrencies")
 	flag.StringVar(&conc, "concurrency", "2,8,24", "concurrencies of the whole fleet's runs")
 	flag.IntVar(&po.Runs, "runs", 3, "runs of the whole fleet at each concurrency")

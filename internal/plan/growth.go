@@ -46,6 +46,11 @@ type CostGrowth struct {
 	// how much a whole run moves, all its VMs together (0: unknown,
 	// too few runs).
 	Spread float64
+	// params is the fit's number of parameters and cov its (X̃ᵀX̃)⁻¹,
+	// for the prediction interval (interval.go); 0 for a growth not
+	// fitted by FitCostGrowth.
+	params int
+	cov    [3][3]float64
 }
 
 // Factor is the cost at n tasks in flight relative to one alone.
@@ -134,7 +139,7 @@ func FitCostGrowth(points []CostPoint) (CostGrowth, error) {
 	}
 	g.Base = sum / float64(len(pts))
 	g.Spread = spread(pts, g, 1)
-	return g, nil
+	return withCovariance(g, pts, false, false), nil
 }
 
 // fitTerms fits T(N) = a + b(N−1) + c·N(N−1) to the runs, with the
@@ -227,7 +232,7 @@ func fitModel(g CostGrowth, pts []CostPoint, sigma, kappa bool) (CostGrowth, boo
 		return CostGrowth{}, false
 	}
 	g.Base, g.Sigma, g.Kappa = a, b/a, c/a
-	return g, true
+	return withCovariance(g, pts, sigma, kappa), true
 }
 
 // earnsThirdTerm is the F-test of a third term over two, at 5%: the

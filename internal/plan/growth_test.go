@@ -186,10 +186,11 @@ func TestFixedCostsScaleWithTheTasksInFlight(t *testing.T) {
 	}
 }
 
-// A run factor of log-normal spread s, mean 1, drawn once per run: a
-// fleet without other variance then takes base × F, so its P50 is
-// base·e^(−s²/2) and its P90 base·e^(−s²/2 + 1.2816·s). Per-VM variance
-// alone (the model before it) leaves 1000 VMs' P90 within 1% of P50.
+// A run factor of log-normal spread s, median 1, drawn once per run: a
+// fleet without other variance then takes base × F, so its P50 is base
+// and its P90 base·e^(1.2816·s) (a spread given by hand: the normal, no
+// fit to widen it by). Per-VM variance alone (the model before it)
+// leaves 1000 VMs' P90 within 1% of P50.
 func TestRunFactorWidensP90(t *testing.T) {
 	ts := fleet(100, 10, 8, 0.5, 0.5)
 	const s = 0.2
@@ -198,7 +199,7 @@ func TestRunFactorWidensP90(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := 16.0 // 16 waves of 1 s
-	p50, p90 := base*math.Exp(-s*s/2), base*math.Exp(-s*s/2+1.2816*s)
+	p50, p90 := base, base*math.Exp(1.2816*s)
 	if p.Runs != 2000 || !near(p.P50.Seconds(), p50, 0.02) || !near(p.P90.Seconds(), p90, 0.02) {
 		t.Errorf("P50 %s P90 %s over %d runs, want %.2fs and %.2fs", p.P50, p.P90, p.Runs, p50, p90)
 	}
@@ -244,7 +245,7 @@ func TestBuildInputScalesFromTheRecordedRuns(t *testing.T) {
 	h.Runs = h.Runs[:1]
 	in, as = BuildInput(src)
 	joined = strings.Join(as, "\n")
-	if in.Growth.Grows() || in.RunSpread != 0 || !strings.Contains(joined, "no growth fitted, the 1 recorded runs are at one concurrency") ||
+	if in.Growth.Grows() || in.RunSpread != 0 || !strings.Contains(joined, "no growth fitted, the 1 recorded run is at one concurrency") ||
 		!strings.Contains(joined, "no run-to-run factor") {
 		t.Errorf("one run: growth %+v spread %v, assumptions\n%s", in.Growth, in.RunSpread, joined)
 	}

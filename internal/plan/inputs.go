@@ -95,10 +95,11 @@ func BuildInput(s Sources) (Input, []string) {
 	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
 	// How costs grow with concurrency, and how much whole runs move.
 	fixedFit, fixedErr := hist.CostGrowth()
+	inFlight := max(min(limits.Tasks, len(s.Targets)), 1) // the most the fleet runs at once
 	transferFit, transferErr := hist.TransferGrowth()
 	if fixedErr == nil {
 		in.Growth, in.RunSpread = fixedFit, fixedFit.Spread
-		describeGrowth(fixedFit, "fixed costs", limits.Tasks, as)
+		describeGrowth(fixedFit, "fixed costs", limits.Tasks, inFlight, as)
 	}
 	recordedTransfers := 0
 	for k, v := range s.Measured.Devices {
@@ -170,7 +171,7 @@ func BuildInput(s Sources) (Input, []string) {
 	}
 	if recordedTransfers > 0 && transferErr == nil {
 		in.TransferGrowth, in.TransferSpread = transferFit, transferFit.Spread
-		describeGrowth(transferFit, "recorded transfer times", limits.Tasks, as)
+		describeGrowth(transferFit, "recorded transfer times", limits.Tasks, inFlight, as)
 	}
 	if len(unmeasured) > 0 {
 		as.add(fmt.Sprintf("%d datastores not measured: not a limit (run `coffer bench device`)", len(unmeasured)), 0)
@@ -180,8 +181,9 @@ func BuildInput(s Sources) (Input, []string) {
 
 // describeGrowth lists, among the assumptions, how a fitted growth (of
 // the fixed costs or of recorded transfer times) is used, or why none
-// is; what names the quantity.
-func describeGrowth(g CostGrowth, what string, tasks int, as assumptions) {
+// is; what names the quantity, tasks is limits.tasks and inFlight the
+// most VMs the fleet runs at once.
+func describeGrowth(g CostGrowth, what string, tasks, inFlight int, as assumptions) {
 	switch {
 	case g.Grows():
 		how := fmt.Sprintf("%s scaled to the tasks in flight: × (1 + σ(N−1) + κN(N−1)), σ %.4f, κ %.6f, fitted to %d runs at %.0f to %.0f in flight",
@@ -193,14 +195,24 @@ func describeGrowth(g CostGrowth, what string, tasks int, as assumptions) {
 	case g.MaxLoad >= MinLoadSpan*g.MinLoad:
 		as.add(fmt.Sprintf("%s as recorded at every concurrency: they did not grow over %d runs at %.0f to %.0f in flight", what, g.Runs, g.MinLoad, g.MaxLoad), 0)
 	default:
-		as.add(fmt.Sprintf("%s as recorded (at about %.0f in flight) at every concurrency: no growth fitted, the %d recorded runs are at one concurrency (record runs at concurrencies at least %.0f× apart)",
-			what, g.MaxLoad, g.Runs, MinLoadSpan), 0)
+		as.add(fmt.Sprintf("%s as recorded (at about %.0f in flight) at every concurrency: no growth fitted, %s at one concurrency (record runs at concurrencies at least %.0f× apart)",
+			what, g.MaxLoad, recordedRuns(g.Runs, "is", "are"), MinLoadSpan), 0)
 	}
 	if g.Spread > 0 {
-		as.add(fmt.Sprintf("run-to-run factor of the %s: ±%.0f%% (log-normal, from %d runs around the fit)", what, 100*g.Spread, g.Runs), 0)
+		as.add(fmt.Sprintf("run-to-run factor of the %s: ±%.0f%% (log-normal, from %d runs around the fit); at %d in flight ±%.0f%%, Student-t with %d degrees of freedom (one more run, from the fit's uncertainty there)",
+			what, 100*g.Spread, g.Runs, inFlight, 100*g.PredictionSpread(float64(inFlight)), g.Dof()), 0)
 	} else {
-		as.add(fmt.Sprintf("no run-to-run factor of the %s: %d recorded runs leave no spread around the fit (P90 from per-VM variance only)", what, g.Runs), 0)
+		as.add(fmt.Sprintf("no run-to-run factor of the %s: %s no spread around the fit (P90 from per-VM variance only)", what, recordedRuns(g.Runs, "leaves", "leave")), 0)
 	}
+}
+
+// recordedRuns is "the 1 recorded run is" or "the 6 recorded runs are",
+// with the verb given for each.
+func recordedRuns(n int, one, many string) string {
+	if n == 1 {
+		return "the 1 recorded run " + one
+	}
+	return fmt.Sprintf("the %d recorded runs %s", n, many)
 }
 
 // pick is the VM's own measure, else the policy's mean over the VMs that

@@ -144,7 +144,7 @@ func (p *Prediction) P90Basis() string {
 			which = "the simulation's, wider than the record's"
 		}
 		return fmt.Sprintf("P90 %s is %s: %d runs of %s took %.2f× their P50 at the median; 90th percentile %.2f×, "+
-			"Student-t bound %.2f× (%d degrees of freedom); the simulation alone gave %s",
+			"Student-t bound %.2f× (%d degrees of freedom); the simulation alone gave %s.",
 			p.P90.Round(time.Millisecond), which, rs.Runs, rs.Scope, rs.Median, rs.Empirical90, rs.Bound90, rs.Runs-1,
 			p.SimulatedP90.Round(time.Millisecond))
 	}
@@ -152,5 +152,5 @@ func (p *Prediction) P90Basis() string {
 	if note == "" {
 		note = "no record read"
 	}
-	return fmt.Sprintf("The P90 carries only the spread of the recorded task costs (%s): not how the machine may move between the recorded runs and this one", note)
+	return fmt.Sprintf("The P90 carries only the spread of the recorded task costs (%s): not how the machine may move between the recorded runs and this one.", note)
 }

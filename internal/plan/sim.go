@@ -30,6 +30,9 @@ type compiled struct {
 	devices []deviceDef
 	needs   [][]int32 // per task: pool indices (0 is the global pool), one per slot
 	path    [][]crossing
+	// The run factor's deviations and degrees of freedom (runFactors).
+	runSpread, transferSpread float64
+	runDof                    int
 }
 
 type poolDef struct {
@@ -54,6 +57,7 @@ const globalPool = 0
 
 func compile(in *Input) *compiled {
 	c := &compiled{in: in, needs: make([][]int32, len(in.Tasks)), path: make([][]crossing, len(in.Tasks))}
+	c.runSpread, c.transferSpread, c.runDof = runFactors(in)
 	poolIdx := map[string]int32{}
 	pool := func(key string, cap int) int32 {
 		if i, ok := poolIdx[key]; ok {
@@ -185,12 +189,15 @@ func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 		waiting: make([][]int32, len(c.pools)), nextEnd: math.Inf(1),
 		devN: make([]int32, len(c.devices)), devInv: make([]float64, len(c.devices)), devUse: make([]float64, len(c.devices)), devBusy: make([]interval, len(c.devices)),
 		devSeen: make([]uint32, len(c.devices))}
-	// The run's own factor, mean 1, drawn first: every task's costs move
-	// with it.
+	// The run's own factor, drawn first: every task's costs move with
+	// it. Its median is 1: the growth's fit is the typical run (its
+	// relative residuals, and so the logs of the runs' ratios to it,
+	// centre on 0), and one more run falls around it as interval.go
+	// says.
 	fixedFactor, transferFactor := 1.0, 1.0
-	if sf, st := c.in.RunSpread, c.in.TransferSpread; (sf > 0 || st > 0) && rng != nil {
-		z := rng.NormFloat64()
-		fixedFactor, transferFactor = math.Exp(sf*z-sf*sf/2), math.Exp(st*z-st*st/2)
+	if sf, st := c.runSpread, c.transferSpread; (sf > 0 || st > 0) && rng != nil {
+		z := studentDraw(rng, c.runDof)
+		fixedFactor, transferFactor = math.Exp(sf*z), math.Exp(st*z)
 	}
 	for i, t := range c.in.Tasks {
 		s := &r.tasks[i]
