@@ -83,6 +83,8 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 	var assumed []string
 	var res Result
 	rec := readRecord(o.RecordFile)
+	fixedFit, _ := hist.CostGrowth()
+	transferFit, _ := hist.TransferGrowth()
 	for _, c := range o.Concurrency {
 		in, as := f.Input(ctx, c, hist)
 		assumed = as
@@ -98,7 +100,8 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 			// does with the catalog's (plan.ApplyRecord).
 			pred := simulated
 			plan.ApplyRecord(&pred, plan.Record{Scope: "policy " + o.Policy, Ratios: rec})
-			elapsed, _ := f.Run(ctx, c, o.VMs, enginetest.NewCatalog())
+			runCat := enginetest.NewCatalog()
+			elapsed, _ := f.Run(ctx, c, o.VMs, runCat)
 			rec = append([]float64{elapsed.Seconds() / pred.P50.Seconds()}, rec[:min(len(rec), recordRuns-1)]...)
 			writeRecord(o.RecordFile, rec)
 			off := (elapsed.Seconds() - pred.P50.Seconds()) / pred.P50.Seconds()
@@ -118,6 +121,7 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 			}
 			fmt.Printf(row, c, o.VMs, Round(pred.P50), Round(pred.SimulatedP90), Round(pred.P90), Round(elapsed),
 				fmt.Sprintf("%+.0f%%", math.Round(100*off)), within, Round(planTook), benchutil.LoadAverage(), basis, pred.Bottleneck)
+			printCosts(ctx, runCat, o.Policy, fixedFit, transferFit)
 		}
 	}
 	fmt.Printf("\nwithin 15%% of P50: %d of %d runs; inside P90: %d of %d runs\n", res.WithinP50, res.Runs, res.InsideP90, res.Runs)
@@ -126,6 +130,21 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 		fmt.Println("  -", a)
 	}
 	return res
+}
+
+// printCosts sets the run's own recorded costs beside what the
+// calibration's fit says of them at the load the run's tasks had: where
+// a prediction went wrong, this says whether the tasks themselves cost
+// more than at the same load in the calibration, or the simulation put
+// them together differently.
+func printCosts(ctx context.Context, cat *enginetest.Catalog, policy string, fixed, transfer plan.CostGrowth) {
+	h, err := plan.ReadHistory(ctx, cat, policy, 1)
+	if err != nil || len(h.Runs) == 0 {
+		return
+	}
+	r := h.Runs[0]
+	fmt.Printf("%13s its tasks: %.1f in flight on average, %.3f s of fixed costs per VM (fit: %.3f), %.3g s of transfer per MB (fit: %.3g)\n",
+		"", r.Load, r.FixedSeconds, fixed.Base*fixed.Factor(r.Load), r.TransferSecondsPerByte*1e6, transfer.Base*transfer.Factor(r.Load)*1e6)
 }
 
 // recordRuns is the record the service reads of a policy (its last 20).

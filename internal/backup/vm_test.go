@@ -79,7 +79,11 @@ func (c *memConnector) Snapshot(_ context.Context, vm hypervisor.VMRef, req hype
 			var g int
 			fmt.Sscan(tok, &g)
 			if set, ok := c.dirty[g]; ok {
-				s.changed = append(s.changed, set[k])
+				written := set[k]
+				if written == nil {
+					written = map[int64]bool{} // tracked, nothing written since
+				}
+				s.changed = append(s.changed, written)
 				ds.Changes = "incremental"
 				s.disks = append(s.disks, ds)
 				continue
@@ -216,6 +220,21 @@ func TestVMIncrementalDifferentialAndFailure(t *testing.T) {
 		t.Fatalf("incremental read %d bytes: unchanged spans were read", inc.BytesRead)
 	}
 	checkPoint(t, r, inc, copyDisks(c))
+	// Nothing written since: change tracking reports no range (nil, as
+	// QEMU's dirty bitmap or a storage snapshot's change set can), and
+	// the incremental reads only the spans it checks.
+	idle, err := backupVM(t, r, c, "incremental")
+	if err != nil || idle.Mode != "incremental" {
+		t.Fatalf("idle incremental: %v %+v", err, idle)
+	}
+	checked = 0
+	for _, d := range idle.Disks {
+		checked += d.ChangeCheckSpans
+	}
+	if idle.BytesRead > int64(checked*r.Config().ChunkSize) {
+		t.Fatalf("idle incremental read %d bytes, more than the %d spans it checked", idle.BytesRead, checked)
+	}
+	checkPoint(t, r, idle, copyDisks(c))
 	// A failing backup rolls tracking back: the next incremental still
 	// covers the writes made before the failure.
 	scribble()
