@@ -38,7 +38,7 @@ func checkSample(d Disk, prev []id.ID, n, cs int, k int) map[int]bool {
 		return nil
 	}
 	alloc := newCursor(d.Allocated, d.Size)
-	changed := newCursor(d.Changed, d.Size)
+	changed := changedCursor(d)
 	res := make([]int, 0, k)
 	seen := 0
 	for i := range n {

@@ -250,7 +250,7 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	}
 	sample := checkSample(d, prev, n, cs, spans)
 	alloc := newCursor(d.Allocated, d.Size)
-	changed := newCursor(d.Changed, d.Size)
+	changed := changedCursor(d)
 	runs := &batcher{max: perRead, out: jobs}
 	var zero int64
 	// A span whose previous chunk is lost is read again even when change

@@ -22,6 +22,18 @@ func newCursor(ext []hypervisor.Extent, size int64) *cursor {
 	return &cursor{ext: Normalize(ext, size), size: size}
 }
 
+// changedCursor is a disk's change set as a cursor. With a valid change
+// set, no range (nil or empty) means nothing changed: a connector may
+// return either, and read as newCursor reads nil (the whole disk, right
+// for an allocation map a reader could not give) it made an idle disk's
+// incremental read the disk whole. Without a valid one, every span.
+func changedCursor(d Disk) *cursor {
+	if !d.ChangedValid {
+		return &cursor{all: true, size: d.Size}
+	}
+	return &cursor{ext: Normalize(d.Changed, d.Size), size: d.Size}
+}
+
 // Normalize sorts extents, merges overlapping or adjacent ones and clips
 // them to [0, size).
 func Normalize(ext []hypervisor.Extent, size int64) []hypervisor.Extent {

@@ -205,12 +205,6 @@ func openDisks(ctx context.Context, r *repo.Repository, sess hypervisor.Session,
 				return disks, warnings, fmt.Errorf("changed blocks of %s: %w", ds.Name, err)
 			}
 			if ok && base != nil {
-				if changed == nil {
-					// A valid change set with no range: nothing changed.
-					// Not nil, which the read plan takes for "every span"
-					// (newCursor); an idle disk's incremental read it whole.
-					changed = []hypervisor.Extent{}
-				}
 				last.Changed, last.ChangedValid, last.Mode, ref = changed, true, ds.Changes, base
 			}
 		}

@@ -95,7 +95,7 @@ func BuildInput(s Sources) (Input, []string) {
 	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
 	// How costs grow with concurrency, and how much whole runs move.
 	fixedFit, fixedErr := hist.CostGrowth()
-	inFlight := max(min(limits.Tasks, len(s.Targets)), 1) // the most the fleet runs at once
+	inFlight := fleetInFlight(limits.Tasks, len(s.Targets))
 	transferFit, transferErr := hist.TransferGrowth()
 	if fixedErr == nil {
 		in.Growth, in.RunSpread = fixedFit, fixedFit.Spread

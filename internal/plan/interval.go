@@ -119,27 +119,35 @@ func (g CostGrowth) PredictionSpread(n float64) float64 {
 }
 
 // runFactors are the deviations and degrees of freedom of the factor
-// drawn once per simulated run, for the concurrency the fleet will run
+// drawn once per simulated run, at the concurrency the fleet will run
 // at: the growths' prediction spreads where they were fitted, the
-// input's spreads as given otherwise.
+// input's spreads as given otherwise. One draw moves both, so the fewer
+// degrees of freedom rule it.
 func runFactors(in *Input) (fixed, transfer float64, dof int) {
-	n := float64(max(min(in.Concurrency, len(in.Tasks)), 1))
-	fixed, transfer = in.RunSpread, in.TransferSpread
-	for _, s := range []struct {
-		spread *float64
-		g      CostGrowth
-	}{{&fixed, in.Growth}, {&transfer, in.TransferGrowth}} {
-		if *s.spread <= 0 || s.g.params == 0 {
-			continue
-		}
-		*s.spread *= math.Sqrt(1 + s.g.Leverage(n))
-		// One draw moves both: the fewer degrees of freedom rule it.
-		if d := s.g.Dof(); d > 0 && (dof == 0 || d < dof) {
-			dof = d
-		}
+	n := float64(fleetInFlight(in.Concurrency, len(in.Tasks)))
+	fixed, fixedDof := widened(in.RunSpread, in.Growth, n)
+	transfer, transferDof := widened(in.TransferSpread, in.TransferGrowth, n)
+	switch {
+	case fixedDof == 0:
+		return fixed, transfer, transferDof
+	case transferDof == 0:
+		return fixed, transfer, fixedDof
 	}
-	return fixed, transfer, dof
+	return fixed, transfer, min(fixedDof, transferDof)
 }
+
+// widened is a spread at n in flight and its degrees of freedom (0: the
+// normal): as given when g was not fitted here.
+func widened(spread float64, g CostGrowth, n float64) (float64, int) {
+	if spread <= 0 || g.params == 0 {
+		return spread, 0
+	}
+	return spread * math.Sqrt(1+g.Leverage(n)), g.Dof()
+}
+
+// fleetInFlight is the most VM tasks a fleet of vms runs at once under
+// the concurrency limit: where the plan's interval is taken.
+func fleetInFlight(concurrency, vms int) int { return max(min(concurrency, vms), 1) }
 
 // maxExactDof is where a t draw becomes a normal one: past it the 90th
 // percentiles differ by under 1%.
