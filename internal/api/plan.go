@@ -273,6 +273,16 @@ type PlanAccuracy struct {
 	WithinP90    float64 `json:"within_p90"`
 }
 
+// PlanAccuracies is the planner's record for every policy, each over its
+// own last runs (the dashboard's panel).
+type PlanAccuracies struct {
+	// Policies are those with a predicted run, by name.
+	Policies []PlanAccuracy `json:"policies"`
+	// Unpredicted names the policies with no run recorded with a
+	// prediction yet.
+	Unpredicted []string `json:"unpredicted"`
+}
+
 // PlanBacktest is one run: its prediction and its duration, from its
 // first VM's start to its last VM's end.
 type PlanBacktest struct {

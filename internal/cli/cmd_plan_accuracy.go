@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -16,25 +17,41 @@ import (
 func (a *app) cmdPlanAccuracy() *cobra.Command {
 	var runs int
 	cmd := &cobra.Command{
-		Use:   "accuracy POLICY",
+		Use:   "accuracy [POLICY]",
 		Short: "set the predictions of a policy's last runs beside what happened",
 		Long: manual(`Every policy run is predicted as it starts (the "plan" line of its log:
 P50, P90, bottleneck, from what the catalog recorded until then). This
 sets each of the last --runs predictions beside the time the run took,
 from its first VM's start to its last VM's end, with the error and the
 bias over them and the share of runs that ended within their P90: the
-planner held to its record.`,
+planner held to its record. Without a policy, the same sums for every
+policy, each over its own last runs (the console's dashboard shows them).`,
 			`One line per run, newest first (job, start, VMs, P50, P90, measured,
 error), then the mean absolute error, the bias (positive: runs took longer
 than predicted) and the share within P90. --json: {policy, runs: [{job_id,
 started, vms, p50_seconds, p90_seconds, measured_seconds, error}],
-mean_abs_error, bias, within_p90}.`,
+mean_abs_error, bias, within_p90}. Without a policy, one line per policy
+(runs, mean absolute error, bias, within P90, the newest run's error) and
+the policies with no predicted run; --json: {policies: [as above],
+unpredicted: [names]}.`,
 			`coffer plan accuracy nightly
-coffer plan accuracy nightly --runs 50 --json`,
+coffer plan accuracy nightly --runs 50 --json
+coffer plan accuracy`,
 			"0; 2 for an unknown policy or bad flags."),
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r := apiclient.Request{Op: "plan-accuracy", Path: map[string]string{"policy": args[0]}, Query: url.Values{"runs": {strconv.Itoa(runs)}}}
+			query := url.Values{"runs": {strconv.Itoa(runs)}}
+			if len(args) == 0 {
+				r := apiclient.Request{Op: "plan-accuracies", Query: query}
+				doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PlanAccuracies, error) {
+					return s.PlanAccuracies(cmd.Context(), runs)
+				})
+				if doc == nil {
+					return err
+				}
+				return a.emit(doc, err, func() { a.printAccuracies(doc) })
+			}
+			r := apiclient.Request{Op: "plan-accuracy", Path: map[string]string{"policy": args[0]}, Query: query}
 			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PlanAccuracy, error) {
 				return s.PlanAccuracy(cmd.Context(), args[0], runs)
 			})
@@ -44,8 +61,8 @@ coffer plan accuracy nightly --runs 50 --json`,
 			return a.emit(doc, err, func() { a.printAccuracy(doc) })
 		},
 	}
-	cmd.Flags().IntVar(&runs, "runs", 20, "the last runs to judge")
-	return remoteToo(op(cmd, "plan-accuracy"))
+	cmd.Flags().IntVar(&runs, "runs", 20, "the last runs to judge (of each policy)")
+	return remoteToo(op(cmd, "plan-accuracy", "plan-accuracies"))
 }
 
 func (a *app) printAccuracy(doc *api.PlanAccuracy) {
@@ -65,4 +82,21 @@ func (a *app) printAccuracy(doc *api.PlanAccuracy) {
 	tw.Flush()
 	a.printf("policy %s, %d runs: mean absolute error %.0f%%, bias %+.0f%%, %.0f%% within P90\n", doc.Policy, len(doc.Runs),
 		100*doc.MeanAbsError, 100*doc.Bias, 100*doc.WithinP90)
+}
+
+func (a *app) printAccuracies(doc *api.PlanAccuracies) {
+	if a.quiet || a.jsonOut {
+		return
+	}
+	if len(doc.Policies) > 0 {
+		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "POLICY\tRUNS\tMEAN ERROR\tBIAS\tWITHIN P90\tNEWEST")
+		for _, p := range doc.Policies {
+			fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%+.0f%%\t%.0f%%\t%+.0f%%\n", p.Policy, len(p.Runs), 100*p.MeanAbsError, 100*p.Bias, 100*p.WithinP90, 100*p.Runs[0].Error)
+		}
+		tw.Flush()
+	}
+	if len(doc.Unpredicted) > 0 {
+		a.printf("no run with a prediction yet: %s\n", strings.Join(doc.Unpredicted, ", "))
+	}
 }

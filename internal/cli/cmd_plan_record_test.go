@@ -80,4 +80,17 @@ func TestPlanP90FromTheRecord(t *testing.T) {
 	if got := acc.Runs[0]; len(acc.Runs) != 6 || math.Abs(got.P90Seconds-s.P90Seconds) > 1e-3 || math.Abs(got.P50Seconds-s.P50Seconds) > 1e-3 {
 		t.Errorf("the sixth run recorded P50 %v and P90 %v; the plan before it gave %v and %v", got.P50Seconds, got.P90Seconds, s.P50Seconds, s.P90Seconds)
 	}
+	// Without a policy: every policy's sums (the dashboard's), the policy
+	// never run named apart.
+	var every api.PlanAccuracies
+	if err := json.Unmarshal([]byte(e.must("plan", "accuracy", "--json")), &every); err != nil {
+		t.Fatal(err)
+	}
+	if len(every.Policies) != 1 || every.Policies[0].Policy != "all" || len(every.Policies[0].Runs) != 6 ||
+		every.Policies[0].Bias != acc.Bias || every.Policies[0].WithinP90 != acc.WithinP90 || strings.Join(every.Unpredicted, ",") != "other" {
+		t.Errorf("every policy's accuracy: %+v; policy all's: %+v", every, acc)
+	}
+	if out := e.must("plan", "accuracy"); !strings.Contains(out, "WITHIN P90") || !strings.Contains(out, "no run with a prediction yet: other") {
+		t.Errorf("plan accuracy without a policy:\n%s", out)
+	}
 }

@@ -149,3 +149,28 @@ func (p *page) dashboardRepos() {
 	}
 	p.fragment("dashboard/repos", out)
 }
+
+// plannerRecord is the dashboard's panel of the planner held to its
+// record: each policy's predictions beside its runs (plan-accuracies),
+// loaded after the page as the repositories are, since it reads every
+// policy's last runs.
+type plannerRecord struct {
+	Policies    []api.PlanAccuracy
+	Unpredicted []string
+	Error       *problem
+}
+
+func (p *page) dashboardPlanner() {
+	var v plannerRecord
+	var doc api.PlanAccuracies
+	if _, err := p.api.call("plan-accuracies", nil, nil, nil, &doc); err != nil {
+		ae, _ := err.(*apiError)
+		if ae == nil {
+			ae = &apiError{Detail: err.Error()}
+		}
+		v.Error = &problem{Message: ae.Detail, Denied: ae.denied()}
+	} else {
+		v.Policies, v.Unpredicted = doc.Policies, doc.Unpredicted
+	}
+	p.fragment("dashboard/planner", v)
+}

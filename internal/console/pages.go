@@ -28,6 +28,7 @@ func (c *Console) routes() []route {
 		// The dashboard.
 		{"GET /ui/{$}", pg("protection-summary", "list-jobs", "check-policies"), (*page).dashboard},
 		{"GET /ui/dashboard/repositories", ops("stats", "repository-usage"), (*page).dashboardRepos},
+		{"GET /ui/dashboard/planner", ops("plan-accuracies"), (*page).dashboardPlanner},
 
 		// Tasks.
 		{"GET /ui/tasks", pg("list-jobs"), (*page).tasks},

@@ -74,6 +74,7 @@ var funcs = template.FuncMap{
 	"when":        when,
 	"pct":         percent,
 	"share":       shareOf,
+	"signed":      signedShare,
 	"add":         func(a, b int) int { return a + b },
 	"esc":         url.PathEscape,
 	"short":       func(s string) string { return s[:min(len(s), 8)] },
@@ -146,4 +147,12 @@ func statusClass(s string) string {
 }
 
 // shareOf writes a fraction (0 to 1) as a whole percentage.
+// signedShare is a ratio's distance from 1 with its sign: +12%, -3%.
+func signedShare(f float64) string {
+	if math.Round(f*100) == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%+.0f%%", f*100)
+}
+
 func shareOf(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -124,6 +125,19 @@ func TestConsoleTour(t *testing.T) {
 	}
 	if got := c.text("#vms-unprotected"); got != strconv.Itoa(unprotected) {
 		t.Errorf("dashboard: %s VMs unprotected, the inventory says %d", got, unprotected)
+	}
+	// The planner held to its record: the policy's run above predicted
+	// itself as it started, and the dashboard sets that beside the run.
+	c.run(chromedp.WaitVisible("#planner-record"))
+	var acc api.PlanAccuracies
+	if code := l.get(l.adminToken(), "/api/v1/policies/plan/accuracy", &acc); code != 200 || len(acc.Policies) != 1 ||
+		acc.Policies[0].Policy != "nightly" || len(acc.Policies[0].Runs) != 1 || len(acc.Unpredicted) != 0 {
+		t.Fatalf("plan accuracies (%d): %+v", code, acc)
+	}
+	run := acc.Policies[0].Runs[0]
+	if row := c.text("#planner-record tbody"); !strings.Contains(row, "nightly") || !strings.Contains(row, fmt.Sprintf("%.0f%%)", math.Abs(100*run.Error))) ||
+		!strings.Contains(row, fmt.Sprintf("%.0f%%", 100*acc.Policies[0].WithinP90)) {
+		t.Errorf("the planner's record on the dashboard: %q; the API: %+v", row, run)
 	}
 	c.shot("dashboard")
 

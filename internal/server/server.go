@@ -160,7 +160,7 @@ func tag(op *service.Operation) string {
 		return "instant recovery"
 	case strings.HasPrefix(op.Path, "/access"), op.Path == "/audit":
 		return "access"
-	case op.ID == "plan-policy", op.ID == "plan-accuracy", strings.HasPrefix(op.Path, "/system/bench/"):
+	case op.ID == "plan-policy", op.ID == "plan-accuracy", op.ID == "plan-accuracies", strings.HasPrefix(op.Path, "/system/bench/"):
 		return "planning"
 	}
 	return "jobs and policies"

@@ -34,6 +34,14 @@ func epPlanAccuracy(ctx context.Context, s *Service, in *planAccuracyIn) (*Resul
 	return result(s.PlanAccuracy(ctx, in.Policy, in.Runs))
 }
 
+type planAccuraciesIn struct {
+	Runs int `query:"runs" minimum:"0" maximum:"1000" doc:"the last runs of each policy to judge (0: 20)"`
+}
+
+func epPlanAccuracies(ctx context.Context, s *Service, in *planAccuraciesIn) (*Result[*api.PlanAccuracies], error) {
+	return result(s.PlanAccuracies(ctx, in.Runs))
+}
+
 type benchDeviceIn struct {
 	Body api.DeviceBenchRequest
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -16,11 +17,9 @@ import (
 // Runs without a prediction (before the planner, or when it failed) are
 // left out.
 func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int) (*api.PlanAccuracy, error) {
-	if runs < 0 || runs > 1000 {
-		return nil, invalidf("runs: give 0 (20) to 1000")
-	}
-	if runs == 0 {
-		runs = 20
+	runs, err := accuracyRuns(runs)
+	if err != nil {
+		return nil, err
 	}
 	cfg, _, err := s.policyConfig(ctx)
 	if err != nil {
@@ -38,6 +37,58 @@ func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int)
 	if err != nil {
 		return nil, err
 	}
+	return accuracyOf(policyName, bts), nil
+}
+
+// PlanAccuracies is PlanAccuracy for every policy of the configuration,
+// each over its own last runs: the dashboard's record of the planner,
+// and `coffer plan accuracy` without a policy. Policies without a
+// predicted run are named apart.
+func (s *Service) PlanAccuracies(ctx context.Context, runs int) (*api.PlanAccuracies, error) {
+	runs, err := accuracyRuns(runs)
+	if err != nil {
+		return nil, err
+	}
+	cfg, _, err := s.policyConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	doc := &api.PlanAccuracies{Policies: []api.PlanAccuracy{}, Unpredicted: []string{}}
+	for _, p := range cfg.Policies {
+		bts, err := backtests(ctx, cat, p.Name, runs)
+		if err != nil {
+			return nil, err
+		}
+		if len(bts) == 0 {
+			doc.Unpredicted = append(doc.Unpredicted, p.Name)
+			continue
+		}
+		doc.Policies = append(doc.Policies, *accuracyOf(p.Name, bts))
+	}
+	sort.Slice(doc.Policies, func(i, j int) bool { return doc.Policies[i].Policy < doc.Policies[j].Policy })
+	sort.Strings(doc.Unpredicted)
+	return doc, nil
+}
+
+// accuracyRuns checks the runs asked for; 0 is 20.
+func accuracyRuns(runs int) (int, error) {
+	if runs < 0 || runs > 1000 {
+		return 0, invalidf("runs: give 0 (20) to 1000")
+	}
+	if runs == 0 {
+		runs = 20
+	}
+	return runs, nil
+}
+
+// accuracyOf sums a policy's backtests up: the mean absolute error, the
+// bias and the share within P90.
+func accuracyOf(policyName string, bts []api.PlanBacktest) *api.PlanAccuracy {
 	doc := &api.PlanAccuracy{Policy: policyName, Runs: append([]api.PlanBacktest{}, bts...)}
 	within := 0
 	for _, r := range doc.Runs {
@@ -50,7 +101,7 @@ func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int)
 	if n := float64(len(doc.Runs)); n > 0 {
 		doc.MeanAbsError, doc.Bias, doc.WithinP90 = doc.MeanAbsError/n, doc.Bias/n, float64(within)/n
 	}
-	return doc, nil
+	return doc
 }
 
 // backtests are the last runs (at most runs) of a policy, or of every
