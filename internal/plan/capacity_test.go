@@ -151,9 +151,9 @@ func TestCapacityAssumptions(t *testing.T) {
 	joined := strings.Join(as, "\n")
 	for _, want := range []string{
 		"no schedule: one run a day assumed",
-		"used bytes: the disks' provisioned size (no run recorded): 1 VMs",
-		"change per run: 5% of used bytes (none recorded: a VM's first run stores it whole): 1 VMs",
-		"reduction 0.50 (no run recorded): 1 VMs",
+		"used bytes: the disks' provisioned size (no run recorded): 1 VM",
+		"change per run: 5% of used bytes (none recorded: a VM's first run stores it whole): 1 VM",
+		"reduction 0.50 (no run recorded): 1 VM",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("assumptions\n%s\nlack %q", joined, want)
@@ -169,14 +169,14 @@ func TestCapacityAssumptions(t *testing.T) {
 	}
 	joined = strings.Join(as, "\n")
 	for _, want := range []string{
-		"change per run: the policy's mean of 1.00% of used bytes (none of their own recorded): 1 VMs",
-		"reduction: the policy's mean of 0.40 (none of their own recorded): 1 VMs",
+		"change per run: the policy's mean of 1.00% of used bytes (none of their own recorded): 1 VM",
+		"reduction: the policy's mean of 0.40 (none of their own recorded): 1 VM",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("assumptions\n%s\nlack %q", joined, want)
 		}
 	}
-	if strings.Contains(joined, "schedule") || strings.Count(joined, "1 VMs") != 3 {
+	if strings.Contains(joined, "schedule") || strings.Count(joined, ": 1 VM") != 3 {
 		t.Errorf("assumed for the recorded VM or the schedule:\n%s", joined)
 	}
 }

@@ -140,9 +140,9 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 	}
 	joined := strings.Join(as, "\n")
 	for _, want := range []string{
-		"an incremental run reads 5% of the disks (none recorded): 1 VMs",
-		"snapshot create: the policy's mean of 3.00 s (no run of their own recorded): 1 VMs",
-		"stored ratio 0.50 (bytes stored per byte read): 1 VMs",
+		"an incremental run reads 5% of the disks (none recorded): 1 VM",
+		"snapshot create: the policy's mean of 3.00 s (no run of their own recorded): 1 VM",
+		"stored ratio 0.50 (bytes stored per byte read): 1 VM",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("assumptions\n%s\nlack %q", joined, want)
@@ -166,8 +166,8 @@ func TestHistoryFromTheCatalog(t *testing.T) {
 		Targets: []Target{vm("vm-a"), vm("vm-c")}, History: h, Measured: Measurements{Pipeline: 500e6}})
 	joined = strings.Join(as, "\n")
 	if in.Tasks[0].Transfer.Mean != 3 || math.Abs(in.Tasks[1].Transfer.Mean-7.5) > 1e-9 ||
-		!strings.Contains(joined, "transfer: the time recorded for the VM (incremental, its datastores not measured): 1 VMs") ||
-		!strings.Contains(joined, "transfer: the policy's mean recorded time per byte read, 0.015 s per MB (incremental, no run of their own recorded, datastores not measured): 1 VMs") {
+		!strings.Contains(joined, "transfer: the time recorded for the VM (incremental, its datastores not measured): 1 VM") ||
+		!strings.Contains(joined, "transfer: the policy's mean recorded time per byte read, 0.015 s per MB (incremental, no run of their own recorded, datastores not measured): 1 VM") {
 		t.Errorf("transfers %+v and %+v; assumptions %v", in.Tasks[0].Transfer, in.Tasks[1].Transfer, as)
 	}
 }

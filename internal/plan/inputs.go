@@ -174,7 +174,7 @@ func BuildInput(s Sources) (Input, []string) {
 		describeGrowth(transferFit, "recorded transfer times", limits.Tasks, inFlight, as)
 	}
 	if len(unmeasured) > 0 {
-		as.add(fmt.Sprintf("%d datastores not measured: not a limit (run `coffer bench device`)", len(unmeasured)), 0)
+		as.add(fmt.Sprintf("%s not measured: not a limit (run `coffer bench device`)", counted(len(unmeasured), "datastore")), 0)
 	}
 	return in, as.list()
 }
@@ -204,6 +204,14 @@ func describeGrowth(g CostGrowth, what string, tasks, inFlight int, as assumptio
 	} else {
 		as.add(fmt.Sprintf("no run-to-run factor of the %s: %s no spread around the fit (P90 from per-VM variance only)", what, recordedRuns(g.Runs, "leaves", "leave")), 0)
 	}
+}
+
+// counted is "1 VM" or "3 VMs".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // recordedRuns is "the 1 recorded run is" or "the 6 recorded runs are",
@@ -346,7 +354,7 @@ func (a assumptions) list() []string {
 	out := make([]string, 0, len(a))
 	for what, n := range a {
 		if n > 0 {
-			what = fmt.Sprintf("%s: %d VMs", what, n)
+			what = fmt.Sprintf("%s: %s", what, counted(n, "VM"))
 		}
 		out = append(out, what)
 	}

@@ -82,7 +82,7 @@ func CheckRules(in RuleInput) []Violation {
 		}
 		most := int(float64(v.QueueDepth) / v.CommandsPerVM * (1 - VolumeOverhead))
 		if n := in.VMsPerDatastore[key]; n > most {
-			out = append(out, Violation{"VMs per volume", key, fmt.Sprintf("%d VMs", n),
+			out = append(out, Violation{"VMs per volume", key, counted(n, "VM"),
 				fmt.Sprintf("at most %d (queue depth %d ÷ %g active commands per VM, less %.0f%%)", most, v.QueueDepth, v.CommandsPerVM, 100*VolumeOverhead)})
 		}
 	}
