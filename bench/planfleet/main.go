@@ -4,7 +4,9 @@
 // connector by the job engine into a local repository or an S3 bucket
 // (versitygw, started by the benchmark). Calibration runs of a few VMs at
 // several concurrencies are the policy's history; then each run of the
-// whole fleet is predicted from it before it starts (bench/planacc):
+// whole fleet is predicted from it before it starts, and joins it once
+// done, as real runs join the catalog's (bench/planacc; -learn=false
+// predicts every run from the calibration alone):
 //
 //	go run ./bench/planfleet                       # 48 VMs into a local repository
 //	go run ./bench/planfleet -store s3             # the same fleet into versitygw
@@ -59,6 +61,7 @@ func main() {
 	flag.StringVar(&conc, "concurrency", "2,8,24", "concurrencies of the whole fleet's runs")
 	flag.IntVar(&po.Runs, "runs", 3, "runs of the whole fleet at each concurrency")
 	flag.StringVar(&po.RecordFile, "record", "", "file keeping the planner's record (measured ÷ P50 of each run) between invocations")
+	flag.BoolVar(&po.Learn, "learn", true, "the fleet's runs join the policy's history, as the catalog's real runs do (false: every run predicted from the calibration alone)")
 	flag.Parse()
 	po.Levels, po.Concurrency, po.VMs, po.Policy = benchutil.Ints(levels), benchutil.Ints(conc), *vms, "bench"
 	ctx := context.Background()

@@ -87,7 +87,8 @@ func main() {
 	flag.IntVar(&po.CalibrationVMs, "plan", 0, "predict each run with internal/plan before running it, from calibration runs of this many VMs (0: no plan)")
 	flag.StringVar(&levels, "plan-calibrate", "8,64", "with -plan: the concurrencies of the calibration runs")
 	flag.IntVar(&po.Repeats, "plan-repeat", 2, "with -plan: calibration runs at each of those concurrencies (two or more give the run-to-run spread)")
-	flag.IntVar(&po.Runs, "plan-runs", 1, "with -plan: runs of the whole fleet at each -concurrency, each held to the one prediction")
+	flag.IntVar(&po.Runs, "plan-runs", 1, "with -plan: runs of the whole fleet at each -concurrency, each predicted before it starts")
+	flag.BoolVar(&po.Learn, "plan-learn", true, "with -plan: the fleet's runs join the policy's history, as the catalog's real runs do (false: every run predicted from the calibration alone)")
 	flag.StringVar(&po.RecordFile, "plan-record", "", "with -plan: file keeping the planner's record (measured ÷ P50 of each run) between invocations")
 	flag.Parse()
 	// vcsim logs every call of a method it lacks (QueryChangedDiskAreas,

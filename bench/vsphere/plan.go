@@ -12,8 +12,9 @@ import (
 
 // planFleet is the simulated vCenter's fleet as bench/planacc runs it
 // (-plan N): calibration runs of N VMs at -plan-calibrate, then the whole
-// fleet at each -concurrency, predicted from the calibration (the
-// calibrated VMs' own costs, the policy's mean for the others).
+// fleet at each -concurrency, predicted from the calibration and the
+// fleet's runs before it (the VMs' own recorded costs, the policy's mean
+// for VMs never run; -plan-learn=false: the calibration alone).
 type planFleet struct{ f *fleet }
 
 func (p planFleet) Run(ctx context.Context, c, n int, cat *enginetest.Catalog) (time.Duration, string) {
