@@ -17,27 +17,11 @@ import (
 // Runs without a prediction (before the planner, or when it failed) are
 // left out.
 func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int) (*api.PlanAccuracy, error) {
-	runs, err := accuracyRuns(runs)
+	docs, err := s.accuracies(ctx, runs, policyName)
 	if err != nil {
 		return nil, err
 	}
-	cfg, _, err := s.policyConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := cfg.Policy(policyName); !ok {
-		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", policyName)
-	}
-	cat, err := s.openCatalog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer cat.Close()
-	bts, err := backtests(ctx, cat, policyName, runs)
-	if err != nil {
-		return nil, err
-	}
-	return accuracyOf(policyName, bts), nil
+	return &docs[0], nil
 }
 
 // PlanAccuracies is PlanAccuracy for every policy of the configuration,
@@ -45,6 +29,24 @@ func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int)
 // and `coffer plan accuracy` without a policy. Policies without a
 // predicted run are named apart.
 func (s *Service) PlanAccuracies(ctx context.Context, runs int) (*api.PlanAccuracies, error) {
+	docs, err := s.accuracies(ctx, runs, "")
+	if err != nil {
+		return nil, err
+	}
+	out := &api.PlanAccuracies{Policies: []api.PlanAccuracy{}, Unpredicted: []string{}}
+	for _, d := range docs {
+		if len(d.Runs) == 0 {
+			out.Unpredicted = append(out.Unpredicted, d.Policy)
+		} else {
+			out.Policies = append(out.Policies, d)
+		}
+	}
+	return out, nil
+}
+
+// accuracies sums up the last runs of the policy named, or of every
+// policy by name when only is "".
+func (s *Service) accuracies(ctx context.Context, runs int, only string) ([]api.PlanAccuracy, error) {
 	runs, err := accuracyRuns(runs)
 	if err != nil {
 		return nil, err
@@ -53,26 +55,32 @@ func (s *Service) PlanAccuracies(ctx context.Context, runs int) (*api.PlanAccura
 	if err != nil {
 		return nil, err
 	}
+	var names []string
+	if only != "" {
+		if _, ok := cfg.Policy(only); !ok {
+			return nil, invalidf("no policy named %q (`coffer policy check` lists them)", only)
+		}
+		names = []string{only}
+	} else {
+		for _, p := range cfg.Policies {
+			names = append(names, p.Name)
+		}
+		sort.Strings(names)
+	}
 	cat, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cat.Close()
-	doc := &api.PlanAccuracies{Policies: []api.PlanAccuracy{}, Unpredicted: []string{}}
-	for _, p := range cfg.Policies {
-		bts, err := backtests(ctx, cat, p.Name, runs)
+	out := make([]api.PlanAccuracy, 0, len(names))
+	for _, name := range names {
+		bts, err := backtests(ctx, cat, name, runs)
 		if err != nil {
 			return nil, err
 		}
-		if len(bts) == 0 {
-			doc.Unpredicted = append(doc.Unpredicted, p.Name)
-			continue
-		}
-		doc.Policies = append(doc.Policies, *accuracyOf(p.Name, bts))
+		out = append(out, *accuracyOf(name, bts))
 	}
-	sort.Slice(doc.Policies, func(i, j int) bool { return doc.Policies[i].Policy < doc.Policies[j].Policy })
-	sort.Strings(doc.Unpredicted)
-	return doc, nil
+	return out, nil
 }
 
 // accuracyRuns checks the runs asked for; 0 is 20.
