@@ -146,8 +146,8 @@ func statusClass(s string) string {
 	return "busy"
 }
 
-// shareOf writes a fraction (0 to 1) as a whole percentage.
-// signedShare is a ratio's distance from 1 with its sign: +12%, -3%.
+// signedShare writes a signed fraction as a whole percentage with its
+// sign (+12%, -3%): a run's error against its prediction.
 func signedShare(f float64) string {
 	if math.Round(f*100) == 0 {
 		return "0%"
@@ -155,4 +155,5 @@ func signedShare(f float64) string {
 	return fmt.Sprintf("%+.0f%%", f*100)
 }
 
+// shareOf writes a fraction (0 to 1) as a whole percentage.
 func shareOf(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" }
