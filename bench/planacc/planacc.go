@@ -81,7 +81,7 @@ func Run(ctx context.Context, f Fleet, o Options) Result {
 		for _, c := range o.Levels {
 			took, note := f.Run(ctx, c, o.CalibrationVMs, cat)
 			fmt.Printf("calibration round %d: %d VMs at concurrency %d in %s (%s; load %s)\n", round+1, o.CalibrationVMs, c, Round(took), note, benchutil.LoadAverage())
-			printPhases(ctx, cat, readHistory(ctx, cat, o.Policy, 1).Runs[0].JobID)
+			printPhases(ctx, cat, newestJob(ctx, cat))
 		}
 	}
 	hist := readHistory(ctx, cat, o.Policy, len(o.Levels)*o.Repeats)
@@ -155,6 +155,15 @@ func readHistory(ctx context.Context, cat *enginetest.Catalog, policy string, jo
 		log.Fatal(err)
 	}
 	return hist
+}
+
+// newestJob is the ID of the run just recorded (0: none).
+func newestJob(ctx context.Context, cat *enginetest.Catalog) int64 {
+	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Limit: 1})
+	if err != nil || len(jobs) == 0 {
+		return 0
+	}
+	return jobs[0].ID
 }
 
 // printCosts sets the run's own recorded costs beside what the fit its

@@ -88,6 +88,10 @@ func (a *app) printAccuracies(doc *api.PlanAccuracies) {
 	if a.quiet || a.jsonOut {
 		return
 	}
+	if len(doc.Policies) == 0 && len(doc.Unpredicted) == 0 {
+		a.printf("no policy is configured: nothing to judge\n")
+		return
+	}
 	if len(doc.Policies) > 0 {
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "POLICY\tRUNS\tMEAN ERROR\tBIAS\tWITHIN P90\tNEWEST")

@@ -94,3 +94,13 @@ func TestPlanP90FromTheRecord(t *testing.T) {
 		t.Errorf("plan accuracy without a policy:\n%s", out)
 	}
 }
+
+// Without any policy, `coffer plan accuracy` says there is nothing to
+// judge instead of printing nothing.
+func TestPlanAccuracyWithoutPolicies(t *testing.T) {
+	e := newEnv(t)
+	e.must("init")
+	if out := e.must("plan", "accuracy"); !strings.Contains(out, "no policy is configured") {
+		t.Errorf("plan accuracy without policies:\n%s", out)
+	}
+}
