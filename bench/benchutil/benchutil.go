@@ -64,3 +64,17 @@ func LoadAverage() string {
 	}
 	return strings.Fields(string(b))[0]
 }
+
+// Number is a catalog event's recorded number: float64 as read back from
+// JSON, an integer as the in-memory catalog keeps it; 0 when absent.
+func Number(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int64:
+		return float64(x)
+	case int:
+		return float64(x)
+	}
+	return 0
+}

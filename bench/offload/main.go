@@ -173,8 +173,8 @@ func (b *bench) run(group string) (time.Duration, []time.Duration) {
 	if group == "datastore" {
 		for _, e := range evs {
 			if e.Kind == "group-snapshot" {
-				w := time.Duration(num(e.Fields["seconds"]) * float64(time.Second))
-				for range int(num(e.Fields["vms"])) {
+				w := time.Duration(benchutil.Number(e.Fields["seconds"]) * float64(time.Second))
+				for range int(benchutil.Number(e.Fields["vms"])) {
 					exp = append(exp, w)
 				}
 			}
@@ -223,16 +223,4 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func num(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case int:
-		return float64(x)
-	case int64:
-		return float64(x)
-	}
-	return 0
 }

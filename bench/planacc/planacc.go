@@ -250,13 +250,13 @@ func printPhases(ctx context.Context, cat *enginetest.Catalog, job int64) {
 	for _, e := range evs {
 		switch e.Kind {
 		case "snapshot-create":
-			create += number(e.Fields["seconds"])
+			create += benchutil.Number(e.Fields["seconds"])
 		case "snapshot-remove":
-			remove += number(e.Fields["seconds"])
+			remove += benchutil.Number(e.Fields["seconds"])
 		case "task-done":
 			tasks++
-			setup += number(e.Fields["setup_seconds"])
-			rest += number(e.Fields["seconds"]) - number(e.Fields["transfer_seconds"]) - number(e.Fields["setup_seconds"])
+			setup += benchutil.Number(e.Fields["setup_seconds"])
+			rest += benchutil.Number(e.Fields["seconds"]) - benchutil.Number(e.Fields["transfer_seconds"]) - benchutil.Number(e.Fields["setup_seconds"])
 		}
 	}
 	if tasks == 0 {
@@ -265,18 +265,4 @@ func printPhases(ctx context.Context, cat *enginetest.Catalog, job int64) {
 	rest -= create + remove
 	n := float64(tasks)
 	fmt.Printf("%13s its fixed costs per VM: snapshot create %.3f s, setup %.3f s, snapshot remove %.3f s, the rest %.3f s\n", "", create/n, setup/n, remove/n, rest/n)
-}
-
-// number is an event's recorded number (float64 read back from JSON, an
-// integer as the in-memory catalog keeps it); 0 when absent.
-func number(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case int64:
-		return float64(x)
-	case int:
-		return float64(x)
-	}
-	return 0
 }
