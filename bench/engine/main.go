@@ -189,7 +189,7 @@ func runOnce(sc scenario, c int) (time.Duration, int, int, time.Duration) {
 
 // snapshotOnly protects a VM with a snapshot and releases it, like the
 // reference measurement (snapshot operations only, no data read).
-func snapshotOnly(ctx context.Context, _ *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+func snapshotOnly(ctx context.Context, _ *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Point, error) {
 	s, err := conn.Snapshot(ctx, req.VM, hypervisor.SnapshotRequest{SessionID: req.VM.ID, Mode: req.SnapshotMode})
 	if err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func snapshotOnly(ctx context.Context, _ *repo.Writer, conn hypervisor.Connector
 	if _, err := s.Close(context.WithoutCancel(ctx), true); err != nil {
 		return nil, err
 	}
-	return &repo.Snapshot{Mode: "full"}, nil
+	return &repo.Point{Mode: "full"}, nil
 }
 
 func overhead(sc scenario) {

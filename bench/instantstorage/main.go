@@ -186,7 +186,7 @@ func newRepo(ctx context.Context, path string) *repo.Repository {
 
 // backUp runs a group policy keeping one storage snapshot over the guest
 // and returns the kept snapshot's label and the repository's point.
-func backUp(ctx context.Context, vm *guestvm.VM, ds, state string, r *repo.Repository) (string, *repo.Snapshot) {
+func backUp(ctx context.Context, vm *guestvm.VM, ds, state string, r *repo.Repository) (string, *repo.Point) {
 	conn, err := qemu.New(qemu.Config{Sockets: []string{vm.QMPPath}, StateDir: state, Connections: 2})
 	benchutil.Check(err)
 	providers := policy.StorageSnapshots{{Name: "xfs", Kind: "reflink", Connections: []string{"lab"}, Datastores: []string{ds}}}
@@ -208,7 +208,7 @@ func backUp(ctx context.Context, vm *guestvm.VM, ds, state string, r *repo.Repos
 	if len(kept) != 1 {
 		benchutil.Fatalf("%d storage snapshots kept, want 1", len(kept))
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	benchutil.Check(err)
 	if len(snaps) != 1 {
 		benchutil.Fatalf("%d points in the repository, want 1", len(snaps))

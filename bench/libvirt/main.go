@@ -223,12 +223,12 @@ func main() {
 }
 
 // backupOnce backs the VM up through conn into r, as a policy run does.
-func backupOnce(ctx context.Context, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode, chain string) (*repo.Snapshot, time.Duration) {
+func backupOnce(ctx context.Context, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode, chain string) (*repo.Point, time.Duration) {
 	return backupWith(ctx, r, conn, ref, mode, chain, backup.Options{})
 }
 
 // backupWith is backupOnce with backup options.
-func backupWith(ctx context.Context, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode, chain string, o backup.Options) (*repo.Snapshot, time.Duration) {
+func backupWith(ctx context.Context, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode, chain string, o backup.Options) (*repo.Point, time.Duration) {
 	w, err := r.NewWriter(ctx, "bench")
 	must(err)
 	defer w.Close(ctx)

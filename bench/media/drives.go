@@ -17,7 +17,7 @@ import (
 // rate: openBench's NetBackup wrote eight streams to eight drives. The
 // copy should scale with the drives until the repository side (spooling
 // the points) is the bottleneck.
-func drivesTable(ctx context.Context, dir string, src *repo.Repository, snaps []*repo.Snapshot, drives []int, mux int, rate int64, block int) {
+func drivesTable(ctx context.Context, dir string, src *repo.Repository, snaps []*repo.Point, drives []int, mux int, rate int64, block int) {
 	fmt.Println("| drives | streams per drive | copy MiB/s | share of the drives' rate | vs 1 drive |")
 	fmt.Println("|---|---|---|---|---|")
 	var base float64

@@ -105,7 +105,7 @@ type spooled struct {
 	points []format.StreamInfo
 }
 
-func spoolAll(ctx context.Context, dir string, src *repo.Repository, snaps []*repo.Snapshot) *spooled {
+func spoolAll(ctx context.Context, dir string, src *repo.Repository, snaps []*repo.Point) *spooled {
 	s := &spooled{}
 	for i, snap := range snaps {
 		d := filepath.Join(dir, fmt.Sprintf("spool-%d", i))
@@ -141,7 +141,7 @@ type result struct {
 
 // measure copies every point at factor n onto a fresh library and reads
 // the first point back both ways.
-func measure(ctx context.Context, dir string, src *repo.Repository, snaps []*repo.Snapshot, n, run int, rate int64, reposition time.Duration, block int,
+func measure(ctx context.Context, dir string, src *repo.Repository, snaps []*repo.Point, n, run int, rate int64, reposition time.Duration, block int,
 	viaCopy bool, write func(*volume.Volume, volume.Volumes, volume.WriteOptions) (*volume.WriteResult, error)) result {
 	libDir, err := os.MkdirTemp(dir, "vtl-")
 	check(err)
@@ -204,7 +204,7 @@ type mounted struct{ v *volume.Volume }
 func (m mounted) Mount(context.Context, string) (*volume.Volume, error) { return m.v, nil }
 
 // makePoints backs up n random disks into a new repository.
-func makePoints(ctx context.Context, dir string, n, mib int) (*repo.Repository, []*repo.Snapshot) {
+func makePoints(ctx context.Context, dir string, n, mib int) (*repo.Repository, []*repo.Point) {
 	st, err := local.Create(filepath.Join(dir, "repo"))
 	check(err)
 	kdf := &crypto.KDF{Algorithm: "argon2id", Time: 1, MemoryKiB: 8 << 10, Threads: 1, Salt: []byte("0123456789abcdef")}
@@ -212,7 +212,7 @@ func makePoints(ctx context.Context, dir string, n, mib int) (*repo.Repository, 
 	check(err)
 	r, err := repo.Open(ctx, st, []byte("bench"), repo.Options{})
 	check(err)
-	var snaps []*repo.Snapshot
+	var snaps []*repo.Point
 	buf := make([]byte, 1<<20)
 	for i := range n {
 		img := filepath.Join(dir, fmt.Sprintf("vm%d.img", i))

@@ -261,7 +261,7 @@ func (f *fleet) timeInventory(ctx context.Context, runs int) (int, time.Duration
 
 // snapshotOnly takes and releases the snapshot without reading data: the
 // orchestration alone, as in the published snapshot-storm measurement.
-func snapshotOnly(ctx context.Context, _ *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+func snapshotOnly(ctx context.Context, _ *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Point, error) {
 	s, err := conn.Snapshot(ctx, req.VM, hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("bench-%s-%d", req.VM.ID, time.Now().UnixNano()),
 		Mode: req.SnapshotMode})
 	if err != nil {
@@ -270,7 +270,7 @@ func snapshotOnly(ctx context.Context, _ *repo.Writer, conn hypervisor.Connector
 	if _, err := s.Close(context.WithoutCancel(ctx), true); err != nil {
 		return nil, err
 	}
-	return &repo.Snapshot{Mode: "full"}, nil
+	return &repo.Point{Mode: "full"}, nil
 }
 
 func vmName(i int) string { return fmt.Sprintf("vm-%04d", i) }

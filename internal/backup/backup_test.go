@@ -60,12 +60,12 @@ func diskOf(t *testing.T, path string) (backup.Disk, *backup.FileSource) {
 	return backup.Disk{Key: "0", Name: filepath.Base(path), Reader: src, Size: src.Size(), Allocated: alloc, Mode: "full"}, src
 }
 
-func run(t *testing.T, r *repo.Repository, req backup.Request) *repo.Snapshot {
+func run(t *testing.T, r *repo.Repository, req backup.Request) *repo.Point {
 	t.Helper()
 	return runWith(t, r, req, backup.Options{})
 }
 
-func runWith(t *testing.T, r *repo.Repository, req backup.Request, o backup.Options) *repo.Snapshot {
+func runWith(t *testing.T, r *repo.Repository, req backup.Request, o backup.Options) *repo.Point {
 	t.Helper()
 	ctx := context.Background()
 	o.Progress = &backup.Progress{}
@@ -96,7 +96,7 @@ func sum(t *testing.T, path string) [32]byte {
 	return [32]byte(h.Sum(nil))
 }
 
-func restoreTo(t *testing.T, r *repo.Repository, snap *repo.Snapshot, path string) restore.Stats {
+func restoreTo(t *testing.T, r *repo.Repository, snap *repo.Point, path string) restore.Stats {
 	t.Helper()
 	st, err := restore.ToFile(context.Background(), r, snap, snap.Disks[0], path, restore.FileOptions{})
 	if err != nil {
@@ -211,7 +211,7 @@ func TestShrinkingSourceFails(t *testing.T) {
 	if !errors.Is(err, backup.ErrSourceChanged) {
 		t.Fatalf("err = %v, want ErrSourceChanged", err)
 	}
-	snaps, _ := r.Snapshots(ctx, nil)
+	snaps, _ := r.Points(ctx, nil)
 	if len(snaps) != 0 {
 		t.Fatal("a snapshot was written for a failed backup")
 	}

@@ -63,7 +63,7 @@ func TestBackupHealsRecordedDamage(t *testing.T) {
 	if err != nil || !rep.OK() {
 		t.Fatalf("after the healing backup: %v %+v", err, rep)
 	}
-	for _, s := range []*repo.Snapshot{s1, s2} {
+	for _, s := range []*repo.Point{s1, s2} {
 		out := filepath.Join(dir, "out-"+s.ID.Short())
 		restoreTo(t, r, s, out)
 		if sum(t, out) != sum(t, img) {

@@ -26,7 +26,7 @@ type Hook struct {
 // DefaultHookTimeout bounds each hook command when its policy does not.
 const DefaultHookTimeout = time.Minute
 
-// What a point records of its hooks (repo.Snapshot.Hooks).
+// What a point records of its hooks (repo.Point.Hooks).
 const (
 	HooksOK         = "ok"          // every pre and post command succeeded
 	HooksPreFailed  = "pre-failed"  // the point is not application-consistent

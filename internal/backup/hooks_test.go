@@ -62,7 +62,7 @@ func (l *hookLab) host(extra string) []string {
 	return []string{"/bin/sh", "-c", `echo "$COFFER_PHASE $COFFER_HOOK $COFFER_VM" >> ` + l.log + extra}
 }
 
-func (l *hookLab) backup(hooks ...backup.Hook) (*repo.Snapshot, error) {
+func (l *hookLab) backup(hooks ...backup.Hook) (*repo.Point, error) {
 	return backuptest.BackupVM(l.t, l.r, l.c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"},
 		SnapshotMode: hypervisor.CrashConsistent, Hooks: hooks})
 }
@@ -97,7 +97,7 @@ func TestHooksRunAroundTheSnapshot(t *testing.T) {
 	want := make([]byte, 1<<20)
 	copy(want, "PRE-SNAPSHOT")
 	checkPoint(t, l.r, s, map[string][]byte{"vda": want}) // the pre hook's write, not the post hook's
-	stored, err := l.r.LoadSnapshot(context.Background(), s.ID)
+	stored, err := l.r.LoadPoint(context.Background(), s.ID)
 	if err != nil || stored.Hooks != backup.HooksOK {
 		t.Fatalf("manifest records hooks %q (%v)", stored.Hooks, err)
 	}
@@ -136,7 +136,7 @@ func TestFailedHooks(t *testing.T) {
 		if got := l.hostLog(); got != "pre first one\npre db one\npost db one\npost first one\n" {
 			t.Fatalf("hooks ran as:\n%s", got)
 		}
-		if snaps, _ := l.r.Snapshots(context.Background(), nil); len(snaps) != 0 || len(l.c.closed) != 0 {
+		if snaps, _ := l.r.Points(context.Background(), nil); len(snaps) != 0 || len(l.c.closed) != 0 {
 			t.Fatalf("%d points and %d sessions after a failed required hook", len(snaps), len(l.c.closed))
 		}
 	})

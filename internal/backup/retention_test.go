@@ -98,7 +98,7 @@ func TestImmutableBackupPoints(t *testing.T) {
 	img := filepath.Join(dir, "disk.img")
 	makeImage(t, img, 16<<20)
 	until1 := time.Now().Add(30 * 24 * time.Hour)
-	backupLocked := func(until time.Time) *repo.Snapshot {
+	backupLocked := func(until time.Time) *repo.Point {
 		d, src := diskOf(t, img)
 		defer src.Close()
 		w, err := r.NewWriter(ctx, "t")
@@ -148,7 +148,7 @@ func TestImmutableBackupPoints(t *testing.T) {
 	st.until["snapshots/"+s1.ID.String()] = time.Time{}
 	st.until[s1.Disks[0].Map] = time.Time{}
 	st.mu.Unlock()
-	if err := r.DeleteSnapshot(ctx, s1); err != nil {
+	if err := r.DeletePoint(ctx, s1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gc.Run(ctx, r, gc.Options{}); err != nil {
@@ -158,7 +158,7 @@ func TestImmutableBackupPoints(t *testing.T) {
 	checkRestore(t, r, s2, out, img)
 }
 
-func checkRestore(t *testing.T, r *repo.Repository, s *repo.Snapshot, out, want string) {
+func checkRestore(t *testing.T, r *repo.Repository, s *repo.Point, out, want string) {
 	t.Helper()
 	restoreTo(t, r, s, out)
 	a, _ := os.ReadFile(out)

@@ -24,7 +24,7 @@ type Request struct {
 	// Hooks is how the application hooks around the snapshot went
 	// (HooksOK, HooksPreFailed, HooksPostFailed; "" none ran).
 	Hooks       string
-	Parent      *repo.Snapshot // previous point of the same source, if any
+	Parent      *repo.Point // previous point of the same source, if any
 	BaseFull    string
 	VMConfig    json.RawMessage
 	Disks       []Disk
@@ -41,13 +41,13 @@ type Request struct {
 // Run backs up every disk of a request and commits the backup point. On
 // failure nothing becomes visible, but chunks already packed stay in the
 // repository and are reused by the next attempt.
-func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Snapshot, error) {
+func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Point, error) {
 	start := time.Now()
 	if req.Time.IsZero() {
 		req.Time = start
 	}
 	host, _ := os.Hostname()
-	snap := &repo.Snapshot{
+	snap := &repo.Point{
 		Time: req.Time.UTC(), Host: host, Source: req.Source, Tags: req.Tags, Mode: req.Mode,
 		SnapshotMode: req.SnapshotMode, SnapshotModeAchieved: req.SnapshotModeAchieved, Hooks: req.Hooks, BaseFull: req.BaseFull, VMConfig: req.VMConfig,
 		Warnings: req.Warnings, JobID: req.JobID, RetainUntil: req.RetainUntil, Protected: req.Protected,
@@ -131,8 +131,8 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Sna
 }
 
 // Latest returns the newest snapshot of a source, or nil.
-func Latest(snaps []*repo.Snapshot, src repo.Source, pred func(*repo.Snapshot) bool) *repo.Snapshot {
-	var best *repo.Snapshot
+func Latest(snaps []*repo.Point, src repo.Source, pred func(*repo.Point) bool) *repo.Point {
+	var best *repo.Point
 	for _, s := range snaps {
 		if s.Source.Key() != src.Key() || (pred != nil && !pred(s)) {
 			continue
@@ -146,7 +146,7 @@ func Latest(snaps []*repo.Snapshot, src repo.Source, pred func(*repo.Snapshot) b
 
 // PreviousIDs loads the chunk IDs of disk key in snapshot s when it has the
 // same geometry, so unchanged spans are recognised without storing them.
-func PreviousIDs(ctx context.Context, r *repo.Repository, s *repo.Snapshot, key string, size int64) ([]id.ID, error) {
+func PreviousIDs(ctx context.Context, r *repo.Repository, s *repo.Point, key string, size int64) ([]id.ID, error) {
 	if s == nil {
 		return nil, nil
 	}

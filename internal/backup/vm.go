@@ -27,7 +27,7 @@ type VMRequest struct {
 	RetainUntil time.Time
 	// History is the repository's backup points (to find the parent and
 	// the base full); nil means load them.
-	History []*repo.Snapshot
+	History []*repo.Point
 	// Hooks run around the snapshot (hooks.go).
 	Hooks []Hook
 }
@@ -39,17 +39,17 @@ const CloseTimeout = 5 * time.Minute
 // commits the backup point. The hypervisor session is always closed: with
 // ok=true only after the point is committed, so a failed backup leaves
 // change tracking as if it had not run.
-func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req VMRequest, o Options) (snap *repo.Snapshot, err error) {
+func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req VMRequest, o Options) (snap *repo.Point, err error) {
 	r := w.Repository()
 	history := req.History
 	if history == nil {
-		if history, err = r.Snapshots(ctx, nil); err != nil {
+		if history, err = r.Points(ctx, nil); err != nil {
 			return nil, err
 		}
 	}
 	src := repo.Source{Kind: conn.Kind(), Connection: req.Connection, VMID: req.VM.ID, VMName: req.VM.Name}
 	parent := Latest(history, src, nil)
-	baseFull := Latest(history, src, func(s *repo.Snapshot) bool { return s.Mode == "full" })
+	baseFull := Latest(history, src, func(s *repo.Point) bool { return s.Mode == "full" })
 	mode := req.Mode
 	if mode == "" {
 		mode = "incremental"
@@ -98,14 +98,14 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 				// The point is valid; only tracking may not have advanced:
 				// the next backup finds the token invalid and reads fully.
 				snap.Warnings = append(snap.Warnings, fmt.Sprintf("releasing the hypervisor snapshot failed: %v", cerr))
-				_ = r.UpdateSnapshot(context.WithoutCancel(ctx), snap)
+				_ = r.UpdatePoint(context.WithoutCancel(ctx), snap)
 				return
 			}
 			err = errors.Join(err, fmt.Errorf("release snapshot: %w", cerr))
 			return
 		}
 		if committed && recordTokens(snap, tokens) {
-			if uerr := r.UpdateSnapshot(cctx, snap); uerr != nil {
+			if uerr := r.UpdatePoint(cctx, snap); uerr != nil {
 				err = fmt.Errorf("record change tokens: %w", uerr)
 			}
 		}
@@ -169,7 +169,7 @@ func notesErr(notes []string) error {
 	return errors.Join(errs...)
 }
 
-func idOf(s *repo.Snapshot) string {
+func idOf(s *repo.Point) string {
 	if s == nil {
 		return ""
 	}
@@ -177,7 +177,7 @@ func idOf(s *repo.Snapshot) string {
 }
 
 // openDisks opens every frozen disk and decides how each is read.
-func openDisks(ctx context.Context, r *repo.Repository, sess hypervisor.Session, base, parent *repo.Snapshot) ([]Disk, []string, error) {
+func openDisks(ctx context.Context, r *repo.Repository, sess hypervisor.Session, base, parent *repo.Point) ([]Disk, []string, error) {
 	var disks []Disk
 	var warnings []string
 	for _, ds := range sess.Disks() {
@@ -223,7 +223,7 @@ func openDisks(ctx context.Context, r *repo.Repository, sess hypervisor.Session,
 
 // recordTokens stores tokens returned by Close into the manifest's disks
 // and reports whether anything changed.
-func recordTokens(s *repo.Snapshot, tokens map[string]string) bool {
+func recordTokens(s *repo.Point, tokens map[string]string) bool {
 	changed := false
 	for i, d := range s.Disks {
 		if d.ChangeCheckDiffer > 0 {

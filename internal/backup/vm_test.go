@@ -161,13 +161,13 @@ func (r *memReader) Changed(context.Context) ([]hypervisor.Extent, bool, error) 
 }
 func (r *memReader) Close() error { return nil }
 
-func backupVM(t *testing.T, r *repo.Repository, c *memConnector, mode string) (*repo.Snapshot, error) {
+func backupVM(t *testing.T, r *repo.Repository, c *memConnector, mode string) (*repo.Point, error) {
 	t.Helper()
 	return backuptest.BackupVM(t, r, c, backup.VMRequest{Connection: "lab", VM: hypervisor.VMRef{ID: "vm-1", Name: "one"}, Mode: mode,
 		SnapshotMode: hypervisor.CrashConsistent})
 }
 
-func checkPoint(t *testing.T, r *repo.Repository, s *repo.Snapshot, want map[string][]byte) {
+func checkPoint(t *testing.T, r *repo.Repository, s *repo.Point, want map[string][]byte) {
 	t.Helper()
 	for _, d := range s.Disks {
 		out := filepath.Join(t.TempDir(), d.Key)
@@ -274,7 +274,7 @@ func TestVMPointRecordsAchievedMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err := r.LoadSnapshot(context.Background(), s.ID)
+		stored, err := r.LoadPoint(context.Background(), s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

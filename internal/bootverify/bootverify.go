@@ -71,7 +71,7 @@ func (o *Options) defaults() error {
 // Run verifies that snap boots. The error is for a verification that
 // could not be attempted (not a QEMU point, bad options, no room in the
 // state directory); a VM that does not boot is a Result that failed.
-func Run(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Options) (*Result, error) {
+func Run(ctx context.Context, r *repo.Repository, snap *repo.Point, o Options) (*Result, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (v *run) skip(n int, why string) {
 
 // ladder runs the steps; a failed step skips the ones after it, except
 // the screenshot, which is evidence of what the VM shows.
-func (v *run) ladder(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, cfg hypervisor.VMConfig) {
+func (v *run) ladder(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg hypervisor.VMConfig) {
 	began := time.Now()
 	ev, err := v.start(ctx, r, snap, cfg)
 	v.step(StepStart, began, err, "QEMU started the VM from the backup point, isolated", ev)
@@ -200,7 +200,7 @@ func (v *run) ladder(ctx context.Context, r *repo.Repository, snap *repo.Snapsho
 
 // start serves the point's disks, creates the overlays and starts QEMU
 // paused, then continues it with the events subscribed.
-func (v *run) start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, cfg hypervisor.VMConfig) (map[string]string, error) {
+func (v *run) start(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg hypervisor.VMConfig) (map[string]string, error) {
 	dir := v.j.Dir
 	exports, names, err := nbdexport.Exports(ctx, r, snap)
 	if err != nil {

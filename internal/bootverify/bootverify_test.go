@@ -141,7 +141,7 @@ func newLabWith(t *testing.T, ctx context.Context, how labBoot) *lab {
 
 // point backs the guest up after setting its disk's boot behaviour (0:
 // boots well); the running guest read it at its own boot and ignores it.
-func (l *lab) point(behaviour byte) *repo.Snapshot {
+func (l *lab) point(behaviour byte) *repo.Point {
 	l.t.Helper()
 	if behaviour != 0 {
 		l.write(fmt.Sprintf("write -P 0x%02x 0 512", behaviour))
@@ -160,7 +160,7 @@ func (l *lab) write(qemuIO string) {
 	}
 }
 
-func (l *lab) backup() *repo.Snapshot {
+func (l *lab) backup() *repo.Point {
 	l.t.Helper()
 	snap, err := backuptest.BackupVM(l.t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: "full",
 		SnapshotMode: hypervisor.CrashConsistent, Quiesce: hypervisor.QuiesceFallback})
@@ -417,7 +417,7 @@ func childVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := r.FindSnapshot(ctx, os.Getenv("BV_POINT"))
+	snap, err := r.FindPoint(ctx, os.Getenv("BV_POINT"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func TestDamagedBootDisks(t *testing.T) {
 	short.Timeout = 40 * time.Second
 	for _, c := range []struct {
 		name    string
-		point   *repo.Snapshot
+		point   *repo.Point
 		console string // what the serial console must show; "" for nothing of the guest's
 	}{
 		{"root file system", noRoot, "cannot mount the root file system /dev/vda2"},

@@ -38,7 +38,7 @@ func qemuMachine(cfg hypervisor.VMConfig) (machine, error) {
 
 // unverifiable is the result of a point that cannot boot here as its own
 // hypervisor boots it: step 1 fails with the reason, nothing is started.
-func unverifiable(snap *repo.Snapshot, cfg hypervisor.VMConfig, cv *CannotVerifyError) *Result {
+func unverifiable(snap *repo.Point, cfg hypervisor.VMConfig, cv *CannotVerifyError) *Result {
 	res := &Result{PointID: snap.ID.String(), VM: cfg.Name, Started: time.Now().UTC(), CannotVerify: cv.Reason,
 		Steps: []Step{{Number: StepStart, Name: stepNames[StepStart], Status: Failed, Detail: cv.Error(),
 			Evidence: map[string]string{"hypervisor": cfg.Kind}}}}

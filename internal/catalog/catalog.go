@@ -122,7 +122,7 @@ type BackupPoint struct {
 	// manifests written before coffer recorded it.
 	SnapshotMode         string
 	SnapshotModeAchieved string
-	// Hooks is how the application hooks went (repo.Snapshot.Hooks).
+	// Hooks is how the application hooks went (repo.Point.Hooks).
 	Hooks string
 }
 

@@ -371,7 +371,7 @@ func sameFile(t *testing.T, a, b string) bool {
 // manifest reads a backup point's manifest from the env's local
 // repository, for tests that reach into its objects (the documents do not
 // name the repository's internal objects).
-func (e *env) manifest(pointID string) *repo.Snapshot {
+func (e *env) manifest(pointID string) *repo.Point {
 	e.t.Helper()
 	ctx := context.Background()
 	st, err := local.Open(e.repo)
@@ -382,7 +382,7 @@ func (e *env) manifest(pointID string) *repo.Snapshot {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := r.FindSnapshot(ctx, pointID)
+	s, err := r.FindPoint(ctx, pointID)
 	if err != nil {
 		e.t.Fatal(err)
 	}

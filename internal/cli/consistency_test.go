@@ -166,12 +166,12 @@ func TestAchievedModeOfDiskImagesAndOldManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.LoadSnapshot(ctx, x)
+	s, err := r.LoadPoint(ctx, x)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.SnapshotMode, s.SnapshotModeAchieved = "quiesced", ""
-	if err := r.UpdateSnapshot(ctx, s); err != nil {
+	if err := r.UpdatePoint(ctx, s); err != nil {
 		t.Fatal(err)
 	}
 	st.Close() // as a coffer process would on exit

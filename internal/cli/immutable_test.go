@@ -39,7 +39,7 @@ func requirePointLocked(t *testing.T, srv *testutil.S3Server, bucket, prefix, pa
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := r.FindSnapshot(ctx, point)
+	s, err := r.FindPoint(ctx, point)
 	if err != nil {
 		t.Fatal(err)
 	}

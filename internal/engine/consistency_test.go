@@ -56,7 +56,7 @@ func TestPointsRecordAchievedSnapshotMode(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s, err := e.repo.LoadSnapshot(context.Background(), x)
+				s, err := e.repo.LoadPoint(context.Background(), x)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -46,10 +46,10 @@ func (e *env) current(vm hypervisor.VM) map[string][]byte {
 }
 
 // checkRestores restores a backup point and compares it with want.
-func (e *env) checkRestores(pointID string, want map[string][]byte) *repo.Snapshot {
+func (e *env) checkRestores(pointID string, want map[string][]byte) *repo.Point {
 	e.t.Helper()
 	ctx := context.Background()
-	snaps, err := e.repo.Snapshots(ctx, nil)
+	snaps, err := e.repo.Points(ctx, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestEndToEndPeriodicFullRetentionAndRestore(t *testing.T) {
 	}
 	// Retention kept the newest two points per VM, in the repository and
 	// in the catalog.
-	snaps, _ := e.repo.Snapshots(context.Background(), nil)
+	snaps, _ := e.repo.Points(context.Background(), nil)
 	if len(snaps) != 4 {
 		t.Fatalf("%d points left after retention, want 2 per VM", len(snaps))
 	}
@@ -295,7 +295,7 @@ func TestRateLimits(t *testing.T) {
 	var mu sync.Mutex
 	var got []int
 	e := newEnv(t, fake.Options{Seed: 24, VMs: 2, DiskSize: 64 << 10}, cfg, func(o *Options) {
-		o.Runner = func(ctx context.Context, w *repo.Writer, c hypervisor.Connector, r backup.VMRequest, bo backup.Options) (*repo.Snapshot, error) {
+		o.Runner = func(ctx context.Context, w *repo.Writer, c hypervisor.Connector, r backup.VMRequest, bo backup.Options) (*repo.Point, error) {
 			if l, ok := bo.Limiter.(limiter); ok {
 				mu.Lock()
 				got = append(got, len(l))

@@ -44,7 +44,7 @@ import (
 
 // Runner backs up one VM; the default is backup.BackupVM. Benchmarks and
 // tests of scheduling may substitute their own.
-type Runner func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Snapshot, error)
+type Runner func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Point, error)
 
 // Options configure an Engine.
 type Options struct {

@@ -98,7 +98,7 @@ type countingRunner struct {
 	cur, peak atomic.Int32
 }
 
-func (c *countingRunner) run(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Snapshot, error) {
+func (c *countingRunner) run(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Point, error) {
 	n := c.cur.Add(1)
 	defer c.cur.Add(-1)
 	for {

@@ -254,11 +254,11 @@ func (t *task) failOrRetry(err error) {
 // planSince decides the change-tracking base exactly as backup.BackupVM
 // does, so the snapshot taken in the batch is the one BackupVM would take;
 // it also returns the job that made the base (0 for none).
-func planSince(history []*repo.Snapshot, src repo.Source, mode string) (map[string]string, bool, int64) {
+func planSince(history []*repo.Point, src repo.Source, mode string) (map[string]string, bool, int64) {
 	parent := backup.Latest(history, src, nil)
 	base := parent
 	if mode == "differential" {
-		base = backup.Latest(history, src, func(s *repo.Snapshot) bool { return s.Mode == "full" })
+		base = backup.Latest(history, src, func(s *repo.Point) bool { return s.Mode == "full" })
 	}
 	if mode == "full" || base == nil {
 		return nil, false, 0

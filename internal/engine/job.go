@@ -32,7 +32,7 @@ type Job struct {
 
 	r       *repo.Repository
 	w       *repo.Writer
-	history []*repo.Snapshot
+	history []*repo.Point
 
 	mu       sync.Mutex
 	record   catalog.Job
@@ -260,11 +260,11 @@ func (j *Job) openRepository() error {
 			j.p.Name, nameOr(j.p.Repository, "(default)"), r.Store().Properties().Location)
 	}
 	j.r = r
-	if j.history, err = r.Snapshots(j.ctx, nil); err != nil {
+	if j.history, err = r.Points(j.ctx, nil); err != nil {
 		return fmt.Errorf("list backup points: %w", err)
 	}
 	if j.history == nil {
-		j.history = []*repo.Snapshot{}
+		j.history = []*repo.Point{}
 	}
 	if j.w, err = r.NewWriter(j.ctx, fmt.Sprintf("job %d policy %s", j.record.ID, j.p.Name)); err != nil {
 		return fmt.Errorf("open a write session: %w", err)

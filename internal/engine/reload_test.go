@@ -42,14 +42,14 @@ func TestReloadChangesLimitsAndKeepsRunningJobs(t *testing.T) {
 	release := make(chan struct{})
 	cfg := &policy.Config{Limits: policy.Limits{Tasks: 1}, Repositories: []policy.Repository{{Name: "main", Location: "/srv/a"}}}
 	e := newEnv(t, fake.Options{Seed: 41, VMs: 3}, cfg, func(o *Options) {
-		o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, r backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+		o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, r backup.VMRequest, _ backup.Options) (*repo.Point, error) {
 			started <- r.VM.Name
 			select {
 			case <-release:
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-			return &repo.Snapshot{Mode: "full"}, nil
+			return &repo.Point{Mode: "full"}, nil
 		}
 	})
 	p := testPolicy("nightly")

@@ -49,9 +49,9 @@ func TestSchedulerRunsOnScheduleAndSkipsOverlaps(t *testing.T) {
 	release := make(chan struct{})
 	e := newEnv(t, fake.Options{Seed: 31, VMs: 1}, nil, func(o *Options) {
 		o.OpenRepository = nil
-		o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, _ backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+		o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, _ backup.VMRequest, _ backup.Options) (*repo.Point, error) {
 			<-release
-			return &repo.Snapshot{Mode: "full"}, nil
+			return &repo.Point{Mode: "full"}, nil
 		}
 	})
 	clock := &fakeClock{now: time.Date(2026, 11, 23, 21, 59, 30, 0, time.UTC), waits: make(chan time.Duration), fire: make(chan time.Time)}
@@ -118,10 +118,10 @@ func TestSlotsShowWhatIsInUse(t *testing.T) {
 	e := newEnv(t, fake.Options{Seed: 33, VMs: 4, Hosts: 1, Datastores: 1}, &policy.Config{Limits: policy.Limits{Tasks: 3, PerDatastore: 2}},
 		func(o *Options) {
 			o.OpenRepository = nil
-			o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, _ backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+			o.Runner = func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, _ backup.VMRequest, _ backup.Options) (*repo.Point, error) {
 				running <- struct{}{}
 				<-release
-				return &repo.Snapshot{Mode: "full"}, nil
+				return &repo.Point{Mode: "full"}, nil
 			}
 		})
 	j, err := e.eng.Start(context.Background(), testPolicy("p"))
@@ -164,8 +164,8 @@ func schedulerEnv(t *testing.T, seed uint64) (*env, *fakeClock) {
 	t.Helper()
 	e := newEnv(t, fake.Options{Seed: seed, VMs: 1}, nil, func(o *Options) {
 		o.OpenRepository = nil
-		o.Runner = func(context.Context, *repo.Writer, hypervisor.Connector, backup.VMRequest, backup.Options) (*repo.Snapshot, error) {
-			return &repo.Snapshot{Mode: "full"}, nil
+		o.Runner = func(context.Context, *repo.Writer, hypervisor.Connector, backup.VMRequest, backup.Options) (*repo.Point, error) {
+			return &repo.Point{Mode: "full"}, nil
 		}
 	})
 	clock := &fakeClock{now: time.Date(2026, 11, 23, 21, 59, 30, 0, time.UTC), waits: make(chan time.Duration), fire: make(chan time.Time)}

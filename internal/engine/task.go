@@ -30,7 +30,7 @@ type task struct {
 	held       *heldVM          // group mode: the snapshot taken in the batch
 	// What the task ended with, for Job.Point: the point, or the last
 	// attempt's error itself (its class is lost in rec.Error's text).
-	snap *repo.Snapshot
+	snap *repo.Point
 	err  error
 }
 
@@ -195,7 +195,7 @@ var errVMTimeout = errors.New("VM timeout exceeded")
 
 // attemptOnce backs the VM up once, bounded by the per-VM timeout, through
 // a connector guarded by the per-operation timeouts.
-func (t *task) attemptOnce(prog *backup.Progress) (*repo.Snapshot, error) {
+func (t *task) attemptOnce(prog *backup.Progress) (*repo.Point, error) {
 	j := t.j
 	limit := j.p.Timeouts.VM
 	if limit == 0 {
@@ -313,7 +313,7 @@ func (t *task) setStatus(s catalog.Status) {
 	t.j.rec.task(rec)
 }
 
-func (t *task) succeed(snap *repo.Snapshot, took time.Duration) {
+func (t *task) succeed(snap *repo.Point, took time.Duration) {
 	j := t.j
 	t.closeHeld(true)
 	j.mu.Lock()

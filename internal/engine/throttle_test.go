@@ -147,7 +147,7 @@ func TestLatencyThrottleSlowsARealBackup(t *testing.T) {
 	r := newRepo(t)
 	eng, err := New(context.Background(), Options{Config: cfg, Catalog: cat, Connectors: map[string]hypervisor.Connector{"lab": conn},
 		OpenRepository: func(context.Context, string) (*repo.Repository, error) { return r, nil }, FlushInterval: 5 * time.Millisecond,
-		Runner: func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Snapshot, error) {
+		Runner: func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Point, error) {
 			o.Limiter = countingLimiter{o.Limiter, &read}
 			nice = o.Nice
 			return backup.BackupVM(ctx, w, conn, req, o)

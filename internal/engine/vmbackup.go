@@ -82,7 +82,7 @@ func (e *Engine) StartVM(ctx context.Context, b VMBackup) (*Job, error) {
 // changed, a full storage) where the job's record keeps only its text.
 // A job that was cancelled returns the error its task ended with, or
 // ErrCancelled when it ended before starting.
-func (j *Job) Point() (*repo.Snapshot, string, error) {
+func (j *Job) Point() (*repo.Point, string, error) {
 	<-j.done
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -32,7 +32,7 @@ func TestVMBackupOfOneVM(t *testing.T) {
 	var mu sync.Mutex
 	var reqs []backup.VMRequest
 	e := newEnv(t, fake.Options{Seed: 41, VMs: 3, DiskSize: 256 << 10}, nil, func(o *Options) {
-		o.Runner = func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, bo backup.Options) (*repo.Snapshot, error) {
+		o.Runner = func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, bo backup.Options) (*repo.Point, error) {
 			mu.Lock()
 			reqs = append(reqs, req)
 			mu.Unlock()
@@ -41,7 +41,7 @@ func TestVMBackupOfOneVM(t *testing.T) {
 	})
 	vms, _ := e.fake.Inventory(context.Background())
 	vm := vms[1]
-	backUp := func(mode string) (*repo.Snapshot, catalog.Job) {
+	backUp := func(mode string) (*repo.Point, catalog.Job) {
 		t.Helper()
 		j, err := e.eng.StartVM(context.Background(), adHoc(vm, mode))
 		if err != nil {
@@ -71,7 +71,7 @@ func TestVMBackupOfOneVM(t *testing.T) {
 		t.Fatalf("second backup: %s with parent %s, want an incremental of %s", inc.Mode, inc.Parent, full.ID)
 	}
 	e.checkRestores(inc.ID.String(), want)
-	for _, s := range []*repo.Snapshot{full, inc} {
+	for _, s := range []*repo.Point{full, inc} {
 		if _, tagged := s.Tags["policy"]; tagged || s.Tags["why"] != "upgrade" {
 			t.Fatalf("point tags %v: want the ones asked for and no policy's", s.Tags)
 		}
@@ -81,7 +81,7 @@ func TestVMBackupOfOneVM(t *testing.T) {
 			t.Fatalf("backup request %+v", r)
 		}
 	}
-	snaps, _ := e.repo.Snapshots(context.Background(), nil)
+	snaps, _ := e.repo.Points(context.Background(), nil)
 	if len(snaps) != 2 {
 		t.Fatalf("%d points in the repository, want the VM's 2", len(snaps))
 	}
@@ -100,11 +100,11 @@ func TestVMBackupSharesLimitsWithPolicyRuns(t *testing.T) {
 	var calls atomic.Int32
 	e := newEnv(t, fake.Options{Seed: 42, VMs: 2}, &policy.Config{Limits: policy.Limits{Tasks: 1}}, func(o *Options) {
 		o.OpenRepository = nil
-		o.Runner = func(context.Context, *repo.Writer, hypervisor.Connector, backup.VMRequest, backup.Options) (*repo.Snapshot, error) {
+		o.Runner = func(context.Context, *repo.Writer, hypervisor.Connector, backup.VMRequest, backup.Options) (*repo.Point, error) {
 			if calls.Add(1) == 1 {
 				<-release // the policy's VM holds the only slot
 			}
-			return &repo.Snapshot{Mode: "full"}, nil
+			return &repo.Point{Mode: "full"}, nil
 		}
 	})
 	vms, _ := e.fake.Inventory(context.Background())

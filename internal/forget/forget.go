@@ -60,7 +60,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) ([]Group, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) ([]Group, error) {
 			return nil, fmt.Errorf("reading which points passed boot verification (kept unless --forget-boot-verified): %w", err)
 		}
 	}
-	bySource := map[string][]*repo.Snapshot{}
+	bySource := map[string][]*repo.Point{}
 	var order []string
 	for _, s := range snaps {
 		if o.Name != "" && s.Source.VMName != o.Name || !hasTags(s.Tags, o.Tags) {
@@ -85,7 +85,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) ([]Group, error) {
 	var groups []Group
 	for _, k := range order {
 		list := bySource[k]
-		byID := map[string]*repo.Snapshot{}
+		byID := map[string]*repo.Point{}
 		items := make([]retention.Item, len(list))
 		for i, s := range list {
 			byID[s.ID.String()] = s
@@ -103,7 +103,7 @@ func Run(ctx context.Context, r *repo.Repository, o Options) ([]Group, error) {
 				continue
 			}
 			if !o.DryRun {
-				if err := r.DeleteSnapshot(ctx, s); err != nil {
+				if err := r.DeletePoint(ctx, s); err != nil {
 					// What was removed so far is returned, so that the
 					// caller can bring the catalog in step with it.
 					return append(groups, g), err

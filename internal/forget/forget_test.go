@@ -13,7 +13,7 @@ import (
 
 // putBootResult stores a boot verification of point, passed or not, as
 // `coffer verify boot` does.
-func putBootResult(t *testing.T, r *repo.Repository, s *repo.Snapshot, passed bool) {
+func putBootResult(t *testing.T, r *repo.Repository, s *repo.Point, passed bool) {
 	t.Helper()
 	b, err := (&bootverify.Result{PointID: s.ID.String(), Passed: passed}).Encode()
 	if err != nil {
@@ -26,7 +26,7 @@ func putBootResult(t *testing.T, r *repo.Repository, s *repo.Snapshot, passed bo
 
 func remaining(t *testing.T, r *repo.Repository) map[string]bool {
 	t.Helper()
-	snaps, err := r.Snapshots(context.Background(), nil)
+	snaps, err := r.Points(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestForgetKeepsTheNewestBootVerifiedPoint(t *testing.T) {
 		if _, err := (repotest.Synthetic{Points: 5, Disks: 1, References: 40}).Generate(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		snaps, err := r.Snapshots(ctx, nil) // oldest first
+		snaps, err := r.Points(ctx, nil) // oldest first
 		if err != nil {
 			t.Fatal(err)
 		}

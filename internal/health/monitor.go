@@ -252,7 +252,7 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 
 // newestProven is, by VM name, the time of its newest point that passed
 // boot verification.
-func newestProven(snaps []*repo.Snapshot, proven map[id.ID]bool) map[string]time.Time {
+func newestProven(snaps []*repo.Point, proven map[id.ID]bool) map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, s := range snaps {
 		if proven[s.ID] && s.Time.After(out[s.Source.VMName]) {
@@ -319,7 +319,7 @@ func newestProven(snaps []*repo.Snapshot, proven map[id.ID]bool) map[string]time
 }
 
 // checkLocks tells of points whose object lock ends within LockWarning.
-func (m *Monitor) checkLocks(ctx context.Context, snaps []*repo.Snapshot, name string, now time.Time) error {
+func (m *Monitor) checkLocks(ctx context.Context, snaps []*repo.Point, name string, now time.Time) error {
 	var errs []error
 	for _, s := range snaps {
 		until := s.RetainUntil

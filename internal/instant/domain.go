@@ -47,7 +47,7 @@ func (s *Session) domainVM() hypervisor.InstantVM {
 }
 
 // startDomain is Start for a point of a managed VM.
-func startDomain(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, cfg hypervisor.VMConfig, o StartOptions) (*Session, func() error, error) {
+func startDomain(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg hypervisor.VMConfig, o StartOptions) (*Session, func() error, error) {
 	d := o.Domain
 	id, dir, err := sessionDir(o.StateDir, snap)
 	if err != nil {

@@ -50,7 +50,7 @@ func (s *Server) Close() error { return s.l.Close() }
 // writes, and QEMU is started from the command line recorded at backup
 // time. The VM runs as soon as this returns; the server goes on until ctx
 // ends (wait returns then), for as long as the VM reads from the backup.
-func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o StartOptions) (*Session, func() error, error) {
+func Start(ctx context.Context, r *repo.Repository, snap *repo.Point, o StartOptions) (*Session, func() error, error) {
 	var cfg hypervisor.VMConfig
 	err := json.Unmarshal(snap.VMConfig, &cfg)
 	if err == nil && cfg.Kind == "libvirt" {
@@ -125,7 +125,7 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, o Start
 
 // sessionDir makes the state directory of a new session of snap; a point
 // that is being recovered already is refused.
-func sessionDir(stateDir string, snap *repo.Snapshot) (id, dir string, err error) {
+func sessionDir(stateDir string, snap *repo.Point) (id, dir string, err error) {
 	id = snap.ID.Short()
 	dir = filepath.Join(Root(stateDir), id)
 	if prev, err := Load(stateDir, id); err == nil {
@@ -149,7 +149,7 @@ func Reserve(ctx context.Context, r *repo.Repository, s *Session, log *slog.Logg
 	if s.ServerPID != os.Getpid() && s.ServerAlive() {
 		return nil, fmt.Errorf("session %s is already served by process %d", s.ID, s.ServerPID)
 	}
-	snap, err := r.FindSnapshot(ctx, s.Snapshot)
+	snap, err := r.FindPoint(ctx, s.Snapshot)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 // that drive failed; the drives used are at most one per point. Each
 // drive waits for o.DriveSlot before it writes: with fewer slots than
 // drives, a drive starts when another has ended its session.
-func CopyOnDrives(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, drives []*volume.Library, o CopyOptions) ([]*volume.WriteResult, error) {
+func CopyOnDrives(ctx context.Context, src *repo.Repository, snaps []*repo.Point, drives []*volume.Library, o CopyOptions) ([]*volume.WriteResult, error) {
 	if len(snaps) == 0 {
 		return nil, errors.New("no backup point selected")
 	}
@@ -50,7 +50,7 @@ func CopyOnDrives(ctx context.Context, src *repo.Repository, snaps []*repo.Snaps
 }
 
 // copyWithSlot writes a drive's session once the drive has its slot.
-func copyWithSlot(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, lib *volume.Library, o CopyOptions,
+func copyWithSlot(ctx context.Context, src *repo.Repository, snaps []*repo.Point, lib *volume.Library, o CopyOptions,
 	claims *volume.Claims) (*volume.WriteResult, error) {
 	if o.DriveSlot != nil {
 		var bytes int64
@@ -71,10 +71,10 @@ func copyWithSlot(ctx context.Context, src *repo.Repository, snaps []*repo.Snaps
 // time rule, within 4/3 of the best split). A point's stream holds all
 // its chunks, not only those it added to the repository, so its logical
 // bytes are the measure.
-func deal(snaps []*repo.Snapshot, n int) [][]*repo.Snapshot {
+func deal(snaps []*repo.Point, n int) [][]*repo.Point {
 	bySize := slices.Clone(snaps)
-	slices.SortStableFunc(bySize, func(a, b *repo.Snapshot) int { return cmp.Compare(b.Logical(), a.Logical()) })
-	groups := make([][]*repo.Snapshot, n)
+	slices.SortStableFunc(bySize, func(a, b *repo.Point) int { return cmp.Compare(b.Logical(), a.Logical()) })
+	groups := make([][]*repo.Point, n)
 	bytes := make([]int64, n)
 	for _, s := range bySize {
 		least := 0

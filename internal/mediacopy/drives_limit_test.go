@@ -88,7 +88,7 @@ func (d *watchedDrive) WriteRecord(p []byte) (int, error) {
 func TestDrivesWithinTheEngineLimits(t *testing.T) {
 	ctx := context.Background()
 	src := repotest.New(t, repo.InitOptions{ChunkSize: 64 << 10})
-	var snaps []*repo.Snapshot
+	var snaps []*repo.Point
 	for i, size := range []int{600 << 10, 500 << 10, 400 << 10} {
 		path, _ := image(t, uint64(30+i), size)
 		snaps = append(snaps, backuptest.BackupImage(t, src, path, backup.Options{}))

@@ -51,7 +51,7 @@ func drives(t *testing.T, n, cartridges int, capacity int64) []*volume.Library {
 func TestCopyThroughTwoDrives(t *testing.T) {
 	ctx := context.Background()
 	src := repotest.New(t, repo.InitOptions{ChunkSize: 64 << 10})
-	var snaps []*repo.Snapshot
+	var snaps []*repo.Point
 	disks := map[string][]byte{}
 	for i, size := range []int{900 << 10, 700 << 10, 500 << 10, 400 << 10} {
 		path, disk := image(t, uint64(10+i), size)

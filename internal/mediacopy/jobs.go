@@ -39,11 +39,11 @@ type CopyOptions struct {
 // Copy writes backup points of src to a media pool of lib, one stream
 // per point, multiplexed. The volumes' indexes in the result are what the
 // catalogue records.
-func Copy(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, lib *volume.Library, o CopyOptions) (*volume.WriteResult, error) {
+func Copy(ctx context.Context, src *repo.Repository, snaps []*repo.Point, lib *volume.Library, o CopyOptions) (*volume.WriteResult, error) {
 	return copyOn(ctx, src, snaps, lib, o, nil)
 }
 
-func copyOn(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, lib *volume.Library, o CopyOptions,
+func copyOn(ctx context.Context, src *repo.Repository, snaps []*repo.Point, lib *volume.Library, o CopyOptions,
 	claims *volume.Claims) (*volume.WriteResult, error) {
 	if len(snaps) == 0 {
 		return nil, errors.New("no backup point selected")
@@ -65,7 +65,7 @@ func copyOn(ctx context.Context, src *repo.Repository, snaps []*repo.Snapshot, l
 
 // openPoint spools a point and returns its stream; closing it removes the
 // spool.
-func openPoint(ctx context.Context, src *repo.Repository, snap *repo.Snapshot, spoolDir string) (io.ReadCloser, error) {
+func openPoint(ctx context.Context, src *repo.Repository, snap *repo.Point, spoolDir string) (io.ReadCloser, error) {
 	dir, err := os.MkdirTemp(spoolDir, "coffer-media-spool-")
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (s *spooled) Close() error {
 // own.
 type Staged struct {
 	Repo  *repo.Repository
-	Point *repo.Snapshot
+	Point *repo.Point
 	Read  volume.ReadStats
 	dir   string
 }
@@ -155,7 +155,7 @@ func Stage(ctx context.Context, m volume.Mounter, segs []volume.Placed, stageDir
 		return nil, err
 	}
 	s.Repo = r
-	if s.Point, err = r.FindSnapshot(ctx, segs[0].Point); err != nil {
+	if s.Point, err = r.FindPoint(ctx, segs[0].Point); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("the stream read from the media lacks point %s: %w", segs[0].Point, err)
 	}

@@ -81,7 +81,7 @@ func TestCopyAndRestoreWithoutTheRepository(t *testing.T) {
 	snapB := backuptest.BackupImage(t, src, pathB, backup.Options{})
 
 	lib := library(t, 3, 1<<20) // smaller than the two points: the copy spans volumes
-	res, err := mediacopy.Copy(ctx, src, []*repo.Snapshot{snapA, snapB}, lib, mediacopy.CopyOptions{
+	res, err := mediacopy.Copy(ctx, src, []*repo.Point{snapA, snapB}, lib, mediacopy.CopyOptions{
 		Pool: "offsite", BlockSize: 32 << 10, WriteOptions: volume.WriteOptions{Multiplex: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestCopyAndRestoreWithoutTheRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		snap *repo.Snapshot
+		snap *repo.Point
 		disk []byte
 	}{{snapA, diskA}, {snapB, diskB}} {
 		segs, err := mediacopy.Choose(placedOf(res.Volumes, c.snap.ID.String()))
@@ -133,7 +133,7 @@ func TestStagedPointNeedsThePassword(t *testing.T) {
 	path, _ := image(t, 3, 300<<10)
 	snap := backuptest.BackupImage(t, src, path, backup.Options{})
 	lib := library(t, 1, 8<<20)
-	res, err := mediacopy.Copy(ctx, src, []*repo.Snapshot{snap}, lib, mediacopy.CopyOptions{Pool: "p", BlockSize: 32 << 10})
+	res, err := mediacopy.Copy(ctx, src, []*repo.Point{snap}, lib, mediacopy.CopyOptions{Pool: "p", BlockSize: 32 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

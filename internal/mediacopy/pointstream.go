@@ -28,7 +28,7 @@ var streamPrefixes = []string{"config", "keys/", "snapshots/", "maps/", "index/"
 // SpoolPoint copies one backup point of src into a new repository in dir
 // (a clone of src: same keys, so no re-encryption), holding exactly the
 // point's chunks.
-func SpoolPoint(ctx context.Context, src *repo.Repository, snap *repo.Snapshot, dir string) error {
+func SpoolPoint(ctx context.Context, src *repo.Repository, snap *repo.Point, dir string) error {
 	st, err := local.Create(dir)
 	if err != nil {
 		return err
@@ -38,7 +38,7 @@ func SpoolPoint(ctx context.Context, src *repo.Repository, snap *repo.Snapshot, 
 	if err != nil {
 		return err
 	}
-	_, err = transfer.Copy(ctx, src, c, transfer.Options{Select: func(s *repo.Snapshot) bool { return s.ID == snap.ID }})
+	_, err = transfer.Copy(ctx, src, c, transfer.Options{Select: func(s *repo.Point) bool { return s.ID == snap.ID }})
 	return err
 }
 

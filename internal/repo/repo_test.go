@@ -169,12 +169,12 @@ func TestInitRefusesExistingAndBadParameters(t *testing.T) {
 func TestSnapshotRoundTripAndDamage(t *testing.T) {
 	r, st := newTestRepo(t, Options{})
 	ctx := context.Background()
-	s := &Snapshot{ID: id.Random(), Time: time.Now().UTC().Truncate(time.Second), Source: Source{Kind: "disk", VMName: "v"},
+	s := &Point{ID: id.Random(), Time: time.Now().UTC().Truncate(time.Second), Source: Source{Kind: "disk", VMName: "v"},
 		Mode: "full", Disks: []Disk{{Key: "0", Name: "d", Size: 10, ChunkSize: 1 << 20, Map: "maps/x"}}}
 	if err := r.saveSnapshot(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.FindSnapshot(ctx, s.ID.Short())
+	got, err := r.FindPoint(ctx, s.ID.Short())
 	if err != nil || !got.Time.Equal(s.Time) || got.Disks[0].Map != "maps/x" {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
@@ -182,7 +182,7 @@ func TestSnapshotRoundTripAndDamage(t *testing.T) {
 	raw[len(raw)-5] ^= 1
 	_, _ = store.Put(ctx, st, snapshotName(s.ID), raw, store.PutOptions{})
 	var bad []id.ID
-	list, err := r.Snapshots(ctx, func(x id.ID, err error) { bad = append(bad, x) })
+	list, err := r.Points(ctx, func(x id.ID, err error) { bad = append(bad, x) })
 	if err != nil || len(list) != 0 || len(bad) != 1 {
 		t.Fatalf("damaged manifest: list %d bad %d err %v", len(list), len(bad), err)
 	}
@@ -190,7 +190,7 @@ func TestSnapshotRoundTripAndDamage(t *testing.T) {
 
 func FuzzDecodeSnapshot(f *testing.F) {
 	r := &Repository{key: crypto.Null()}
-	s := &Snapshot{Source: Source{Kind: "disk", VMName: "v"}, Disks: []Disk{{Key: "0"}}}
+	s := &Point{Source: Source{Kind: "disk", VMName: "v"}, Disks: []Disk{{Key: "0"}}}
 	b, _ := r.encodeSnapshot(s)
 	f.Add(b)
 	f.Add(bytes.Repeat([]byte{0}, 40))

@@ -416,7 +416,7 @@ func (w *Writer) WriteDiskMap(ctx context.Context, diskSize int64, chunkSize int
 
 // Commit makes a backup point durable: its dependencies are committed and
 // indexed, then its manifest is written. The snapshot's ID is assigned here.
-func (w *Writer) Commit(ctx context.Context, s *Snapshot, deps []*Pending) error {
+func (w *Writer) Commit(ctx context.Context, s *Point, deps []*Pending) error {
 	if err := w.Sync(ctx, deps); err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ const checkpointEvery = 256 << 20
 // a block device. A regular file is written as <path>.coffer-partial and
 // renamed when complete, so path never holds a half-restored image; the
 // partial file and its checkpoint let an interrupted restore resume.
-func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo.Disk, path string, o FileOptions) (Stats, error) {
+func ToFile(ctx context.Context, r *repo.Repository, snap *repo.Point, d repo.Disk, path string, o FileOptions) (Stats, error) {
 	var st Stats
 	m, err := r.OpenDiskMap(ctx, d.Map)
 	if err != nil {

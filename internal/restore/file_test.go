@@ -43,7 +43,7 @@ func testImage(t *testing.T) []byte {
 	return img
 }
 
-func backUp(t *testing.T, img []byte) (*repo.Repository, *repo.Snapshot) {
+func backUp(t *testing.T, img []byte) (*repo.Repository, *repo.Point) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "disk.raw")
 	if err := os.WriteFile(path, img, 0o600); err != nil {

@@ -42,7 +42,7 @@ func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.Back
 		}
 		defer r.Store().Close()
 		src := repo.Source{Kind: "disk", VMName: in.Name}
-		snaps, err := r.Snapshots(ctx, nil)
+		snaps, err := r.Points(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +106,7 @@ func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.Back
 
 // committed closes a backup's writer and, when the backup committed a
 // point, records it in the catalog and returns its document.
-func (s *Service) committed(ctx context.Context, t Task, r *repo.Repository, w *repo.Writer, snap *repo.Snapshot, err error) (*api.BackupPoint, error) {
+func (s *Service) committed(ctx context.Context, t Task, r *repo.Repository, w *repo.Writer, snap *repo.Point, err error) (*api.BackupPoint, error) {
 	cerr := w.Close(ctx)
 	if err != nil {
 		return nil, err

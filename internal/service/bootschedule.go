@@ -22,7 +22,7 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 	if err != nil {
 		return err
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	r.Store().Close()
 	if err != nil {
 		return err
@@ -36,7 +36,7 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 	if cfg, err := s.engineConfig(ctx); err == nil {
 		workers = cfg.Limits.WithDefaults().BootVerifications
 	}
-	in := make(chan *repo.Snapshot)
+	in := make(chan *repo.Point)
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
@@ -71,8 +71,8 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 // bootChoice picks from snaps (oldest first) the points of policy name a
 // run at slot boots: each source's newest, or each source's first point
 // of slot's day (in the server's time zone).
-func bootChoice(snaps []*repo.Snapshot, name, which string, slot time.Time) []*repo.Snapshot {
-	chosen := map[string]*repo.Snapshot{}
+func bootChoice(snaps []*repo.Point, name, which string, slot time.Time) []*repo.Point {
+	chosen := map[string]*repo.Point{}
 	var order []string
 	y, m, d := slot.Local().Date()
 	for _, s := range snaps {
@@ -97,7 +97,7 @@ func bootChoice(snaps []*repo.Snapshot, name, which string, slot time.Time) []*r
 		}
 		chosen[k] = s
 	}
-	out := make([]*repo.Snapshot, 0, len(order))
+	out := make([]*repo.Point, 0, len(order))
 	for _, k := range order {
 		out = append(out, chosen[k])
 	}

@@ -10,9 +10,9 @@ import (
 
 func TestBootChoice(t *testing.T) {
 	day := time.Date(2026, 11, 25, 0, 0, 0, 0, time.Local)
-	var snaps []*repo.Snapshot
-	point := func(vm, pol string, at time.Time) *repo.Snapshot {
-		s := &repo.Snapshot{ID: id.Random(), Time: at, Source: repo.Source{Kind: "qemu", VMName: vm}, Tags: map[string]string{"policy": pol}}
+	var snaps []*repo.Point
+	point := func(vm, pol string, at time.Time) *repo.Point {
+		s := &repo.Point{ID: id.Random(), Time: at, Source: repo.Source{Kind: "qemu", VMName: vm}, Tags: map[string]string{"policy": pol}}
 		snaps = append(snaps, s)
 		return s
 	}
@@ -36,7 +36,7 @@ func TestBootChoice(t *testing.T) {
 	}
 }
 
-func ids(snaps []*repo.Snapshot) []string {
+func ids(snaps []*repo.Point) []string {
 	var out []string
 	for _, s := range snaps {
 		out = append(out, s.Source.VMName+"@"+s.Time.Format(time.Kitchen))

@@ -128,12 +128,12 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 
 // resolveBootTarget finds a point by ID, prefix or "latest", or else the
 // newest point of the VM of that name.
-func resolveBootTarget(ctx context.Context, r *repo.Repository, target string) (*repo.Snapshot, error) {
-	snap, err := r.FindSnapshot(ctx, target)
+func resolveBootTarget(ctx context.Context, r *repo.Repository, target string) (*repo.Point, error) {
+	snap, err := r.FindPoint(ctx, target)
 	if err == nil || !errors.Is(err, repo.ErrSnapshotNotFound) {
 		return snap, err
 	}
-	all, lerr := r.Snapshots(ctx, nil)
+	all, lerr := r.Points(ctx, nil)
 	if lerr != nil {
 		return nil, lerr
 	}

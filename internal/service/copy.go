@@ -92,10 +92,10 @@ func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, erro
 }
 
 // copySelection builds the predicate for a copy's selection.
-func copySelection(ctx context.Context, r *repo.Repository, in CopyInput) (func(*repo.Snapshot) bool, error) {
+func copySelection(ctx context.Context, r *repo.Repository, in CopyInput) (func(*repo.Point) bool, error) {
 	want := map[string]bool{}
 	for _, ref := range in.Points {
-		s, err := r.FindSnapshot(ctx, ref)
+		s, err := r.FindPoint(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func copySelection(ctx context.Context, r *repo.Repository, in CopyInput) (func(
 	}
 	newest := map[string]string{}
 	if in.Latest {
-		all, err := r.Snapshots(ctx, nil)
+		all, err := r.Points(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +111,7 @@ func copySelection(ctx context.Context, r *repo.Repository, in CopyInput) (func(
 			newest[s.Source.Key()] = s.ID.String()
 		}
 	}
-	return func(s *repo.Snapshot) bool {
+	return func(s *repo.Point) bool {
 		if len(want) > 0 && !want[s.ID.String()] {
 			return false
 		}

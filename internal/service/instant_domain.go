@@ -11,7 +11,7 @@ import (
 
 // pointVMKind is the kind of VM configuration a point records ("" for
 // none).
-func pointVMKind(snap *repo.Snapshot) string {
+func pointVMKind(snap *repo.Point) string {
 	var cfg hypervisor.VMConfig
 	if json.Unmarshal(snap.VMConfig, &cfg) != nil {
 		return ""

@@ -111,11 +111,11 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 		if err != nil {
 			return nil, err
 		}
-		all, err := src.Snapshots(ctx, nil)
+		all, err := src.Points(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
-		var snaps []*repo.Snapshot
+		var snaps []*repo.Point
 		for _, sn := range all {
 			if sel(sn) {
 				snaps = append(snaps, sn)

@@ -73,7 +73,7 @@ func (s *Service) MediaFilesExtract(ctx context.Context, in MediaFilesInput) (*a
 }
 
 // oneDisk is the disk a selector names, the first when it names none.
-func oneDisk(snap *repo.Snapshot, sel string) (repo.Disk, error) {
+func oneDisk(snap *repo.Point, sel string) (repo.Disk, error) {
 	if sel == "" {
 		if len(snap.Disks) == 0 {
 			return repo.Disk{}, fmt.Errorf("backup point %s has no disks", snap.ID.Short())

@@ -227,7 +227,7 @@ func (s *Service) PointVM(ctx context.Context, ref string) (conn, vm string, err
 		return "", "", err
 	}
 	defer r.Store().Close()
-	snap, err := r.FindSnapshot(ctx, ref)
+	snap, err := r.FindPoint(ctx, ref)
 	if err != nil {
 		return "", "", err
 	}

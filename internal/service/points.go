@@ -34,14 +34,14 @@ func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint
 	}
 	defer r.Store().Close()
 	skipped := []api.SkippedPoint{}
-	var snaps []*repo.Snapshot
+	var snaps []*repo.Point
 	if in.Point != "" {
-		snap, err := r.FindSnapshot(ctx, in.Point)
+		snap, err := r.FindPoint(ctx, in.Point)
 		if err != nil {
 			return nil, nil, err
 		}
-		snaps = []*repo.Snapshot{snap}
-	} else if snaps, err = r.Snapshots(ctx, func(x id.ID, err error) {
+		snaps = []*repo.Point{snap}
+	} else if snaps, err = r.Points(ctx, func(x id.ID, err error) {
 		skipped = append(skipped, api.SkippedPoint{PointID: x.String(), Error: err.Error()})
 	}); err != nil {
 		return nil, nil, err
@@ -79,7 +79,7 @@ func pointDamage(ctx context.Context, r *repo.Repository) (map[string]string, er
 }
 
 // damageOf adds to what verify recorded the spans a repair marked lost.
-func damageOf(s *repo.Snapshot, recorded map[string]string) string {
+func damageOf(s *repo.Point, recorded map[string]string) string {
 	parts := []string{}
 	if d := recorded[s.ID.Short()]; d != "" {
 		parts = append(parts, d)
@@ -205,7 +205,7 @@ func (s *Service) inCatalog(ctx context.Context, what string, change func(contex
 }
 
 // recordPoint records a new backup point in the catalog.
-func (s *Service) recordPoint(ctx context.Context, r *repo.Repository, snap *repo.Snapshot) string {
+func (s *Service) recordPoint(ctx context.Context, r *repo.Repository, snap *repo.Point) string {
 	if snap == nil {
 		return ""
 	}
@@ -231,12 +231,12 @@ func (s *Service) Protect(ctx context.Context, in ProtectInput) ([]api.ProtectRe
 	defer r.Store().Close()
 	out := []api.ProtectResult{}
 	for _, ref := range in.Points {
-		snap, err := r.FindSnapshot(ctx, ref)
+		snap, err := r.FindPoint(ctx, ref)
 		if err != nil {
 			return out, err
 		}
 		snap.Protected = !in.Remove
-		if err := r.UpdateSnapshot(ctx, snap); err != nil {
+		if err := r.UpdatePoint(ctx, snap); err != nil {
 			return out, err
 		}
 		res := api.ProtectResult{PointID: snap.ID.String(), Protected: snap.Protected}

@@ -43,7 +43,7 @@ func Consistency(requested, achieved, hooks string) string {
 
 // pointDoc is the document of a point read from the repository whose ID is
 // repositoryID.
-func pointDoc(repositoryID string, s *repo.Snapshot) api.BackupPoint {
+func pointDoc(repositoryID string, s *repo.Point) api.BackupPoint {
 	p := api.BackupPoint{ID: s.ID.String(), ShortID: s.ID.Short(), Repository: repositoryID, Time: s.Time,
 		VM: s.Source.VMName, VMID: s.Source.VMID, Connection: s.Source.Connection, SourceKind: s.Source.Kind, Host: s.Host,
 		Mode: s.Mode, SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: AchievedMode(s.SnapshotModeAchieved), Hooks: s.Hooks,

@@ -109,7 +109,7 @@ func (s *Service) locationOf(cfg *policy.Config, name string) string {
 // point is a backup point opened for reading under a restore lease.
 type point struct {
 	r       *repo.Repository
-	snap    *repo.Snapshot
+	snap    *repo.Point
 	release func()
 }
 
@@ -132,7 +132,7 @@ func (s *Service) openPoint(ctx context.Context, ref, purpose string) (*point, e
 		lease.Release(context.WithoutCancel(ctx))
 		_ = r.Store().Close()
 	}
-	snap, err := r.FindSnapshot(ctx, ref)
+	snap, err := r.FindPoint(ctx, ref)
 	if err != nil {
 		release()
 		return nil, err

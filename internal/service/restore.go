@@ -121,7 +121,7 @@ func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.Rest
 
 // pickDisks selects the disks of a point: all, or the one sel names
 // (index, key or name).
-func pickDisks(s *repo.Snapshot, sel string) ([]repo.Disk, error) {
+func pickDisks(s *repo.Point, sel string) ([]repo.Disk, error) {
 	if sel == "" {
 		return s.Disks, nil
 	}

@@ -170,7 +170,7 @@ func logRoutes(t Task, nv hypervisor.NewVM, logged int) int {
 }
 
 // restoreDiskAs restores one disk in the given format.
-func (s *Service) restoreDiskAs(ctx context.Context, r *repo.Repository, snap *repo.Snapshot, d repo.Disk, path, format string) error {
+func (s *Service) restoreDiskAs(ctx context.Context, r *repo.Repository, snap *repo.Point, d repo.Disk, path, format string) error {
 	if format == "qcow2" {
 		return qcow2.Write(ctx, r, d, path, s.log)
 	}

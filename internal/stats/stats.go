@@ -33,7 +33,7 @@ type Stats struct {
 // Compute walks manifests, disk maps, the index and a store listing.
 func Compute(ctx context.Context, r *repo.Repository) (*Stats, error) {
 	s := &Stats{}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -172,7 +172,7 @@ func (l *groupLab) released(roots ...string) {
 // it: every block whole, as at one instant.
 func (l *groupLab) consistent(tk catalog.Task) {
 	l.t.Helper()
-	snaps, err := l.repo.Snapshots(l.ctx, nil)
+	snaps, err := l.repo.Points(l.ctx, nil)
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func TestKeptStorageSnapshotsAreRestorePoints(t *testing.T) {
 // pointDisk restores a task's point's first disk from the repository.
 func (l *groupLab) pointDisk(tk catalog.Task) []byte {
 	l.t.Helper()
-	snaps, err := l.repo.Snapshots(l.ctx, nil)
+	snaps, err := l.repo.Points(l.ctx, nil)
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func TestCancelAPolicyRun(t *testing.T) {
 	cat, _ := newCatalog(t)
 	m := newManager(t, cat, task.Options{})
 	started := make(chan string, 8)
-	blocking := func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Snapshot, error) {
+	blocking := func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Point, error) {
 		started <- req.VM.Name
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -74,7 +74,7 @@ type Offload struct {
 
 // adoptWholePacks adopts every source pack that the points in todo need
 // entirely and the target lacks entirely, before any chunk is copied.
-func (c *copier) adoptWholePacks(ctx context.Context, todo []*repo.Snapshot) error {
+func (c *copier) adoptWholePacks(ctx context.Context, todo []*repo.Point) error {
 	off := &c.res.Offload
 	cp, why := c.offloadable()
 	if cp == nil {
@@ -131,7 +131,7 @@ func (c *copier) offloadable() (objectCopier, string) {
 
 // neededChunks maps each chunk the points in todo reference to the
 // longest lock any of them asks for.
-func (c *copier) neededChunks(ctx context.Context, todo []*repo.Snapshot) (map[id.ID]time.Time, error) {
+func (c *copier) neededChunks(ctx context.Context, todo []*repo.Point) (map[id.ID]time.Time, error) {
 	need := map[id.ID]time.Time{}
 	for _, s := range todo {
 		lock := c.lockFor(s)

@@ -39,7 +39,7 @@ import (
 // Options select and tune a copy.
 type Options struct {
 	// Select picks source points to copy; nil copies all.
-	Select   func(*repo.Snapshot) bool
+	Select   func(*repo.Point) bool
 	Workers  int
 	Progress *Progress
 	// RetainUntil locks every copied point in the target until then (or
@@ -80,12 +80,12 @@ func SameChunkIDs(a, b *crypto.Key) bool {
 // Copy copies the selected points of src that dst does not have.
 func Copy(ctx context.Context, src, dst *repo.Repository, o Options) (*Result, error) {
 	res := &Result{ReEncrypted: !SameChunkIDs(src.Key(), dst.Key())}
-	snaps, err := src.Snapshots(ctx, nil)
+	snaps, err := src.Points(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	present := map[id.ID]bool{}
-	ids, err := dst.ListSnapshotIDs(ctx)
+	ids, err := dst.ListPointIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +101,8 @@ func Copy(ctx context.Context, src, dst *repo.Repository, o Options) (*Result, e
 	if err != nil {
 		return nil, err
 	}
-	c := &copier{src: src, dst: dst, w: w, o: o, res: res, copied: map[string]*repo.Snapshot{}}
-	var todo []*repo.Snapshot
+	c := &copier{src: src, dst: dst, w: w, o: o, res: res, copied: map[string]*repo.Point{}}
+	var todo []*repo.Point
 	for _, s := range snaps {
 		if (o.Select == nil || o.Select(s)) && !present[s.ID] {
 			todo = append(todo, s)
@@ -139,12 +139,12 @@ type copier struct {
 	o         Options
 	res       *Result
 	mu        sync.Mutex
-	copied    map[string]*repo.Snapshot // newest point per source present in both
+	copied    map[string]*repo.Point // newest point per source present in both
 	claims    map[id.ID]*repo.Pending
 	retainFor time.Time
 }
 
-func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
+func (c *copier) copySnapshot(ctx context.Context, s *repo.Point) error {
 	out := *s
 	out.Disks = nil
 	var deps []*repo.Pending
@@ -180,7 +180,7 @@ func (c *copier) copySnapshot(ctx context.Context, s *repo.Snapshot) error {
 }
 
 // lockFor is how long the copy of s is locked in the target.
-func (c *copier) lockFor(s *repo.Snapshot) time.Time {
+func (c *copier) lockFor(s *repo.Point) time.Time {
 	lock := s.RetainUntil
 	if o := c.o.RetainUntil; o.After(lock) {
 		lock = o
@@ -193,7 +193,7 @@ func (c *copier) lockFor(s *repo.Snapshot) time.Time {
 
 // copyDisk returns the target chunk IDs of a disk and the pending chunks
 // the target point depends on.
-func (c *copier) copyDisk(ctx context.Context, m *repo.DiskMap, d repo.Disk, prev *repo.Snapshot) ([]id.ID, []*repo.Pending, error) {
+func (c *copier) copyDisk(ctx context.Context, m *repo.DiskMap, d repo.Disk, prev *repo.Point) ([]id.ID, []*repo.Pending, error) {
 	srcIDs, err := m.All(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -288,7 +288,7 @@ func (c *copier) copyDisk(ctx context.Context, m *repo.DiskMap, d repo.Disk, pre
 
 // mapFromPrevious fills the target IDs of spans unchanged since prev, the
 // newest point of the same source present in both repositories.
-func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d repo.Disk, srcIDs, dstIDs []id.ID, reuse []bool) error {
+func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Point, d repo.Disk, srcIDs, dstIDs []id.ID, reuse []bool) error {
 	for i, x := range srcIDs {
 		// A span a repair recorded as lost stays lost in the copy.
 		if reuse[i] = x.IsZero() || x == repo.LostChunk; reuse[i] {
@@ -307,7 +307,7 @@ func (c *copier) mapFromPrevious(ctx context.Context, prev *repo.Snapshot, d rep
 	if pd == nil {
 		return nil
 	}
-	prevDst, err := c.dst.LoadSnapshot(ctx, prev.ID)
+	prevDst, err := c.dst.LoadPoint(ctx, prev.ID)
 	if err != nil {
 		return err
 	}

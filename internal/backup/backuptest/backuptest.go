@@ -15,7 +15,7 @@ import (
 
 // BackupImage backs up the raw image at path into r as one disk (key "0")
 // of a point of VM "img", the way `coffer backup disk` does.
-func BackupImage(t testing.TB, r *repo.Repository, path string, o backup.Options) *repo.Snapshot {
+func BackupImage(t testing.TB, r *repo.Repository, path string, o backup.Options) *repo.Point {
 	t.Helper()
 	ctx := context.Background()
 	src, err := backup.OpenFile(path)
@@ -44,7 +44,7 @@ func BackupImage(t testing.TB, r *repo.Repository, path string, o backup.Options
 
 // BackupVM backs up one VM through connector c in a write session of its
 // own, as a job engine task does.
-func BackupVM(t testing.TB, r *repo.Repository, c hypervisor.Connector, req backup.VMRequest) (*repo.Snapshot, error) {
+func BackupVM(t testing.TB, r *repo.Repository, c hypervisor.Connector, req backup.VMRequest) (*repo.Point, error) {
 	t.Helper()
 	ctx := context.Background()
 	w, err := r.NewWriter(ctx, "vm")

@@ -33,7 +33,7 @@ type Result struct {
 // make points disappear from the catalog.
 func Rebuild(ctx context.Context, cat catalog.Catalog, r *repo.Repository) (Result, error) {
 	res := Result{Repository: r.Config().ID}
-	snaps, err := r.Snapshots(ctx, func(x id.ID, err error) {
+	snaps, err := r.Points(ctx, func(x id.ID, err error) {
 		res.Skipped = append(res.Skipped, Skipped{ID: x.String(), Err: err.Error()})
 	})
 	if err != nil {
@@ -52,7 +52,7 @@ func Rebuild(ctx context.Context, cat catalog.Catalog, r *repo.Repository) (Resu
 
 // PointFromSnapshot is the catalog's record of a manifest of the
 // repository whose ID is repositoryID.
-func PointFromSnapshot(repositoryID string, s *repo.Snapshot) catalog.BackupPoint {
+func PointFromSnapshot(repositoryID string, s *repo.Point) catalog.BackupPoint {
 	return catalog.BackupPoint{
 		Repository:           repositoryID,
 		ID:                   s.ID.String(),
@@ -75,6 +75,6 @@ func PointFromSnapshot(repositoryID string, s *repo.Snapshot) catalog.BackupPoin
 
 // Record adds (or refreshes) the point of one snapshot of r, for example
 // right after a backup committed it, or after its protection changed.
-func Record(ctx context.Context, cat catalog.Catalog, r *repo.Repository, s *repo.Snapshot) error {
+func Record(ctx context.Context, cat catalog.Catalog, r *repo.Repository, s *repo.Point) error {
 	return cat.PutBackupPoints(ctx, []catalog.BackupPoint{PointFromSnapshot(r.Config().ID, s)})
 }

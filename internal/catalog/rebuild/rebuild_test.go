@@ -71,7 +71,7 @@ func openCatalog(t *testing.T) catalog.Catalog {
 }
 
 // backupDisk backs up a generated 3 MiB disk as a point of vm.
-func backupDisk(ctx context.Context, r *repo.Repository, vm string, parent *repo.Snapshot, edit func(*backup.Request)) (*repo.Snapshot, error) {
+func backupDisk(ctx context.Context, r *repo.Repository, vm string, parent *repo.Point, edit func(*backup.Request)) (*repo.Point, error) {
 	data := make([]byte, 3<<20)
 	_, _ = rand.Read(data[:1<<20])
 	req := backup.Request{
@@ -96,7 +96,7 @@ func backupDisk(ctx context.Context, r *repo.Repository, vm string, parent *repo
 	return snap, err
 }
 
-func mustBackup(t *testing.T, r *repo.Repository, vm string, parent *repo.Snapshot, edit func(*backup.Request)) *repo.Snapshot {
+func mustBackup(t *testing.T, r *repo.Repository, vm string, parent *repo.Point, edit func(*backup.Request)) *repo.Point {
 	t.Helper()
 	s, err := backupDisk(context.Background(), r, vm, parent, edit)
 	if err != nil {
@@ -138,7 +138,7 @@ func TestRebuildMirrorsRepository(t *testing.T) {
 	}
 	got := points(t, c, repoID)
 	want := []catalog.BackupPoint{}
-	for _, s := range []*repo.Snapshot{b1, a2, a1} { // newest first
+	for _, s := range []*repo.Point{b1, a2, a1} { // newest first
 		p := rebuild.PointFromSnapshot(repoID, s)
 		p.Time = p.Time.UTC().Truncate(time.Microsecond)
 		want = append(want, p)
@@ -175,12 +175,12 @@ func TestRebuildSkipsDamagedManifests(t *testing.T) {
 	ctx := context.Background()
 	loc := newRepo(t)
 	r := openRepo(t, loc, nil)
-	var snaps []*repo.Snapshot
+	var snaps []*repo.Point
 	for _, vm := range []string{"a", "b", "c", "d"} {
 		snaps = append(snaps, mustBackup(t, r, vm, nil, nil))
 	}
 	st := r.Store()
-	name := func(s *repo.Snapshot) string { return "snapshots/" + s.ID.String() }
+	name := func(s *repo.Point) string { return "snapshots/" + s.ID.String() }
 	// One manifest with a flipped bit, one cut short (as a torn copy
 	// would leave it), and an object that is no manifest at all.
 	raw, err := store.Get(ctx, st, name(snaps[1]), 0, -1)

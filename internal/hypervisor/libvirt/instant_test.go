@@ -24,7 +24,7 @@ import (
 // write one console).
 type instantLab struct {
 	*lab
-	point   *repo.Snapshot
+	point   *repo.Point
 	cfg     hypervisor.VMConfig
 	vdb     []byte // what the point's vdb holds
 	socket  string

@@ -168,13 +168,13 @@ func (l *lab) repo(chain string) *repo.Repository {
 	return l.repos[chain]
 }
 
-func (l *lab) backup(chain, mode string, sm hypervisor.SnapshotMode) (*repo.Snapshot, error) {
+func (l *lab) backup(chain, mode string, sm hypervisor.SnapshotMode) (*repo.Point, error) {
 	return backuptest.BackupVM(l.t, l.repo(chain), l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
 		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired, Chain: chain, Tags: map[string]string{"chain": chain}})
 }
 
 // restoreDisk restores one disk of a point to a raw file and reads it.
-func (l *lab) restoreDisk(s *repo.Snapshot, key string) []byte {
+func (l *lab) restoreDisk(s *repo.Point, key string) []byte {
 	l.t.Helper()
 	for _, d := range s.Disks {
 		if d.Key == key {

@@ -166,7 +166,7 @@ func TestBackupsFullIncrementalDifferential(t *testing.T) {
 }
 
 // diskOf is one disk of a point.
-func diskOf(s *repo.Snapshot, key string) repo.Disk {
+func diskOf(s *repo.Point, key string) repo.Disk {
 	for _, d := range s.Disks {
 		if d.Key == key {
 			return d

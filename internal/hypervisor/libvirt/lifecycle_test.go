@@ -15,7 +15,7 @@ import (
 
 // pausedIncremental takes chain a's incremental with the guest paused
 // around it and compares the restored vda with the disk at that instant.
-func (l *lab) pausedIncremental() *repo.Snapshot {
+func (l *lab) pausedIncremental() *repo.Point {
 	l.t.Helper()
 	if err := l.admin.DomainSuspend(l.dom); err != nil {
 		l.t.Fatal(err)
@@ -31,7 +31,7 @@ func (l *lab) pausedIncremental() *repo.Snapshot {
 	return s
 }
 
-func diskMode(s *repo.Snapshot, key string) (string, string) {
+func diskMode(s *repo.Point, key string) (string, string) {
 	for _, d := range s.Disks {
 		if d.Key == key {
 			return d.Mode, d.Warning

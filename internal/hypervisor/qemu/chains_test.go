@@ -24,7 +24,7 @@ import (
 func TestTwoChainsInterleaved(t *testing.T) {
 	l := startLab(t, "")
 	repos := map[string]*repo.Repository{"local": l.repo, "offsite": newTestRepo(t)}
-	backupOn := func(chain, mode string) *repo.Snapshot {
+	backupOn := func(chain, mode string) *repo.Point {
 		t.Helper()
 		s, err := backuptest.BackupVM(t, repos[chain], l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
 			SnapshotMode: hypervisor.CrashConsistent, Chain: chain})
@@ -36,7 +36,7 @@ func TestTwoChainsInterleaved(t *testing.T) {
 	// incremental backs a chain up with the guest paused around it, checks
 	// that the point is incremental, read less than a full and restores
 	// equal to the disk at its instant.
-	incremental := func(chain string, full *repo.Snapshot) *repo.Snapshot {
+	incremental := func(chain string, full *repo.Point) *repo.Point {
 		t.Helper()
 		if err := l.admin.Execute(l.ctx, "stop", nil, nil); err != nil {
 			t.Fatal(err)

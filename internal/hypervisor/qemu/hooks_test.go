@@ -25,7 +25,7 @@ func TestGuestHooksAroundTheSnapshot(t *testing.T) {
 	mark := func(text string, off int) []string {
 		return []string{"/bin/sh", "-c", fmt.Sprintf("printf %s | dd of=/dev/vdb bs=1 seek=%d conv=fsync 2>/dev/null", text, off)}
 	}
-	backupWith := func(h backup.Hook) *repo.Snapshot {
+	backupWith := func(h backup.Hook) *repo.Point {
 		t.Helper()
 		h.InGuest, h.Timeout = true, time.Minute
 		s, err := backuptest.BackupVM(t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref,

@@ -78,7 +78,7 @@ func (l *lab) restart(o restartOptions) {
 
 // pausedIncremental takes an incremental with the guest paused around it
 // and compares the restored vda with the disk at that instant.
-func (l *lab) pausedIncremental() *repo.Snapshot {
+func (l *lab) pausedIncremental() *repo.Point {
 	l.t.Helper()
 	if err := l.admin.Execute(l.ctx, "stop", nil, nil); err != nil {
 		l.t.Fatal(err)
@@ -181,7 +181,7 @@ func TestQuiesceWithoutGuestAgent(t *testing.T) {
 		t.Fatalf("fallback without a warning: %v", s.Warnings)
 	}
 	// The manifest says what the point holds, not what was asked.
-	stored, err := l.repo.LoadSnapshot(l.ctx, s.ID)
+	stored, err := l.repo.LoadPoint(l.ctx, s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,18 +102,18 @@ func startLabWith(t *testing.T, stateDir string, prefill bool) *lab {
 	return l
 }
 
-func (l *lab) backup(mode string, sm hypervisor.SnapshotMode) (*repo.Snapshot, error) {
+func (l *lab) backup(mode string, sm hypervisor.SnapshotMode) (*repo.Point, error) {
 	return backuptest.BackupVM(l.t, l.repo, l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
 		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired})
 }
 
 // restoreDisk restores one disk of a point to a raw file.
-func (l *lab) restoreDisk(s *repo.Snapshot, key string) string {
+func (l *lab) restoreDisk(s *repo.Point, key string) string {
 	return l.restoreDiskFrom(l.repo, s, key)
 }
 
 // restoreDiskFrom restores one disk of a point of repository r.
-func (l *lab) restoreDiskFrom(r *repo.Repository, s *repo.Snapshot, key string) string {
+func (l *lab) restoreDiskFrom(r *repo.Repository, s *repo.Point, key string) string {
 	for _, d := range s.Disks {
 		if d.Key == key {
 			out := filepath.Join(l.t.TempDir(), key+".raw")

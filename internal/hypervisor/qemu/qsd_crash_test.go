@@ -64,7 +64,7 @@ func assertDaemonClean(ctx context.Context, t *testing.T, q *qsdInstance) {
 	}
 }
 
-func backupOnce(t *testing.T, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode string) *repo.Snapshot {
+func backupOnce(t *testing.T, r *repo.Repository, conn hypervisor.Connector, ref hypervisor.VMRef, mode string) *repo.Point {
 	t.Helper()
 	s, err := backuptest.BackupVM(t, r, conn, backup.VMRequest{Connection: "lab", VM: ref, Mode: mode,
 		SnapshotMode: hypervisor.CrashConsistent})
@@ -75,7 +75,7 @@ func backupOnce(t *testing.T, r *repo.Repository, conn hypervisor.Connector, ref
 }
 
 // restoreFile restores vda of a point with restore.ToFile and reads it.
-func restoreFile(ctx context.Context, t *testing.T, r *repo.Repository, s *repo.Snapshot) []byte {
+func restoreFile(ctx context.Context, t *testing.T, r *repo.Repository, s *repo.Point) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "vda.raw")
 	if _, err := restore.ToFile(ctx, r, s, s.Disks[0], out, restore.FileOptions{}); err != nil {

@@ -212,7 +212,7 @@ func (w *writer) spansWritten(from, to uint64, span int64) int64 {
 
 // readPoint reads a disk of a backup point into memory through restore's
 // random-access reader.
-func readPoint(ctx context.Context, t *testing.T, r *repo.Repository, s *repo.Snapshot, key string) []byte {
+func readPoint(ctx context.Context, t *testing.T, r *repo.Repository, s *repo.Point, key string) []byte {
 	t.Helper()
 	for _, d := range s.Disks {
 		if d.Key != key {

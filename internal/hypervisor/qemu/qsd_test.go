@@ -118,11 +118,11 @@ type jobPoints struct {
 // between the job's bounds.
 func (f *qsdFleet) check(j job) jobPoints {
 	t := f.t
-	snaps, err := f.repo.Snapshots(f.ctx, nil)
+	snaps, err := f.repo.Points(f.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]*repo.Snapshot{}
+	byID := map[string]*repo.Point{}
 	for _, s := range snaps {
 		byID[s.ID.String()] = s
 	}

@@ -29,13 +29,13 @@ func oneVMLab(t *testing.T, diskSize int64) (*sim, *cbtShim, *Connector, *repo.R
 	return s, sh, sh.connect(t, nil), newRepo(t), ref, hypervisor.VMRef{ID: ref.Value, Name: "vm-0000"}
 }
 
-func runBackup(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef) *repo.Snapshot {
+func runBackup(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef) *repo.Point {
 	t.Helper()
 	return runBackupMode(t, r, c, vm, hypervisor.CrashConsistent)
 }
 
 // runBackupMode backs vm up with the given snapshot mode.
-func runBackupMode(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef, mode hypervisor.SnapshotMode) *repo.Snapshot {
+func runBackupMode(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm hypervisor.VMRef, mode hypervisor.SnapshotMode) *repo.Point {
 	t.Helper()
 	snap, err := backuptest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm,
 		SnapshotMode: mode, Quiesce: hypervisor.QuiesceFallback})
@@ -45,7 +45,7 @@ func runBackupMode(t *testing.T, r *repo.Repository, c hypervisor.Connector, vm 
 	return snap
 }
 
-func restoreBytes(t *testing.T, r *repo.Repository, s *repo.Snapshot) []byte {
+func restoreBytes(t *testing.T, r *repo.Repository, s *repo.Point) []byte {
 	t.Helper()
 	if len(s.Disks) != 1 {
 		t.Fatalf("%d disks in point", len(s.Disks))
@@ -55,7 +55,7 @@ func restoreBytes(t *testing.T, r *repo.Repository, s *repo.Snapshot) []byte {
 
 // restoreDisk writes one stream of a point (a disk or a memory state) to
 // a file, as `coffer restore` does, and returns its bytes.
-func restoreDisk(t *testing.T, r *repo.Repository, s *repo.Snapshot, d repo.Disk) []byte {
+func restoreDisk(t *testing.T, r *repo.Repository, s *repo.Point, d repo.Disk) []byte {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "disk.raw")
 	if _, err := restore.ToFile(context.Background(), r, s, d, out, restore.FileOptions{}); err != nil {
@@ -115,7 +115,7 @@ func TestBackupFullIncrementalReset(t *testing.T) {
 	}
 
 	for i, tc := range []struct {
-		p    *repo.Snapshot
+		p    *repo.Point
 		want []byte
 	}{{p1, want1}, {p2, want2}, {p3, want3}, {p4, want4}} {
 		if got := restoreBytes(t, r, tc.p); !bytes.Equal(got, tc.want) {

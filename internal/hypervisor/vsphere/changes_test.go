@@ -82,7 +82,7 @@ func TestResizedDiskReadInFull(t *testing.T) {
 // byte-identical.
 func TestDifferential(t *testing.T) {
 	_, sh, c, r, ref, vm := oneVMLab(t, 2<<20)
-	backupMode := func(mode string) *repo.Snapshot {
+	backupMode := func(mode string) *repo.Point {
 		p, err := backuptest.BackupVM(t, r, c, backup.VMRequest{Connection: "vc", VM: vm, Mode: mode,
 			SnapshotMode: hypervisor.CrashConsistent})
 		if err != nil {

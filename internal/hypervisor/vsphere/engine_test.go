@@ -48,7 +48,7 @@ func TestEngineRunsVSpherePolicy(t *testing.T) {
 			}
 		}
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil || len(snaps) != 2*len(s.vms) {
 		t.Fatalf("%d points, %v", len(snaps), err)
 	}
@@ -57,7 +57,7 @@ func TestEngineRunsVSpherePolicy(t *testing.T) {
 			t.Fatalf("VM %d keeps a snapshot", i)
 		}
 		want := sh.read(t, vm, 0)
-		var last *repo.Snapshot
+		var last *repo.Point
 		for _, p := range snaps {
 			if p.Source.VMID == vm.Value && (last == nil || p.Time.After(last.Time)) {
 				last = p

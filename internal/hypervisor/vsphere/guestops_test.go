@@ -167,7 +167,7 @@ func TestGuestHooksThroughVMwareTools(t *testing.T) {
 	}
 }
 
-func backupWithHooks(t *testing.T, l *hostLab, r *repo.Repository, c *Connector, hooks []backup.Hook) *repo.Snapshot {
+func backupWithHooks(t *testing.T, l *hostLab, r *repo.Repository, c *Connector, hooks []backup.Hook) *repo.Point {
 	t.Helper()
 	ctx := context.Background()
 	w, err := r.NewWriter(ctx, "vm")

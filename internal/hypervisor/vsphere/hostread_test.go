@@ -16,14 +16,14 @@ import (
 
 func (l *hostLab) ref() hypervisor.VMRef { return hypervisor.VMRef{ID: l.vm.Value, Name: "vm-0000"} }
 
-func backupLab(t *testing.T, l *hostLab, r *repo.Repository, c *Connector) (*repo.Snapshot, []string, error) {
+func backupLab(t *testing.T, l *hostLab, r *repo.Repository, c *Connector) (*repo.Point, []string, error) {
 	t.Helper()
 	return backupLabMode(t, l, r, c, hypervisor.CrashConsistent)
 }
 
 // backupLabMode backs the lab's VM up with a snapshot mode; it returns the
 // point and the task log's notes (the route of each disk).
-func backupLabMode(t *testing.T, l *hostLab, r *repo.Repository, c *Connector, mode hypervisor.SnapshotMode) (*repo.Snapshot, []string, error) {
+func backupLabMode(t *testing.T, l *hostLab, r *repo.Repository, c *Connector, mode hypervisor.SnapshotMode) (*repo.Point, []string, error) {
 	t.Helper()
 	ctx := context.Background()
 	w, err := r.NewWriter(ctx, "vm")

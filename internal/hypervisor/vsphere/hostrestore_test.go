@@ -20,7 +20,7 @@ import (
 // restoreLab restores a point's disks as a new VM named name through c, as
 // `coffer restore vm` does: create the VM, write each disk, and delete the
 // VM again when a disk fails.
-func restoreLab(t *testing.T, r *repo.Repository, c *Connector, snap *repo.Snapshot, name string) (*newVM, error) {
+func restoreLab(t *testing.T, r *repo.Repository, c *Connector, snap *repo.Point, name string) (*newVM, error) {
 	t.Helper()
 	ctx := context.Background()
 	var cfg hypervisor.VMConfig

@@ -147,7 +147,7 @@ func randomBytes(t *testing.T, n int) []byte {
 }
 
 // memoryStreams returns the point's memory streams by key.
-func memoryStreams(p *repo.Snapshot) map[string]repo.Disk {
+func memoryStreams(p *repo.Point) map[string]repo.Disk {
 	out := map[string]repo.Disk{}
 	for _, d := range p.Disks {
 		if d.Kind == hypervisor.KindMemory {
@@ -177,7 +177,7 @@ func TestBackupWithMemory(t *testing.T) {
 	disk2 := sh.read(t, ref, 0)
 
 	for i, tc := range []struct {
-		p    *repo.Snapshot
+		p    *repo.Point
 		img  memoryImage
 		disk []byte
 	}{{p1, img1, disk1}, {p2, img2, disk2}} {

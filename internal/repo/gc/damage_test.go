@@ -20,7 +20,7 @@ import (
 // breakChunk flips a byte of the stored copy of a chunk of s's first disk
 // (its first span) and records the copy as broken, as verify --read-data
 // does when it finds one.
-func breakChunk(t *testing.T, r *repo.Repository, dir string, s *repo.Snapshot, size int64) (id.ID, index.Location) {
+func breakChunk(t *testing.T, r *repo.Repository, dir string, s *repo.Point, size int64) (id.ID, index.Location) {
 	t.Helper()
 	ctx := context.Background()
 	ids, err := backup.PreviousIDs(ctx, r, s, "0", size)
@@ -82,7 +82,7 @@ func TestGCKeepsTheGoodCopyOfABrokenChunk(t *testing.T) {
 		if bytes.Compare(broken.Pack[:], good.Pack[:]) > 0 {
 			continue
 		}
-		if err := r.DeleteSnapshot(ctx, s1); err != nil { // s1's other chunks are s2's too
+		if err := r.DeletePoint(ctx, s1); err != nil { // s1's other chunks are s2's too
 			t.Fatal(err)
 		}
 		if _, err := gc.Run(ctx, r, gc.Options{RepackThreshold: 0.01}); err != nil {
@@ -132,7 +132,7 @@ func TestGCKeepsThePackOfABrokenChunkWithoutAGoodCopy(t *testing.T) {
 	if err != nil || ids[0] != victim {
 		t.Fatalf("the one-span point does not use the broken chunk: %v", err)
 	}
-	if err := r.DeleteSnapshot(ctx, s1); err != nil {
+	if err := r.DeletePoint(ctx, s1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := gc.Run(ctx, r, gc.Options{RepackThreshold: 0.01}); err != nil {

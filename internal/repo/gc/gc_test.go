@@ -48,7 +48,7 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-func backupFile(t *testing.T, r *repo.Repository, w *repo.Writer, path, name string) *repo.Snapshot {
+func backupFile(t *testing.T, r *repo.Repository, w *repo.Writer, path, name string) *repo.Point {
 	t.Helper()
 	ctx := context.Background()
 	src, err := backup.OpenFile(path)
@@ -75,7 +75,7 @@ func backupFile(t *testing.T, r *repo.Repository, w *repo.Writer, path, name str
 	return s
 }
 
-func checkRestores(t *testing.T, r *repo.Repository, s *repo.Snapshot, want []byte, dir string) {
+func checkRestores(t *testing.T, r *repo.Repository, s *repo.Point, want []byte, dir string) {
 	t.Helper()
 	out := filepath.Join(dir, "out-"+s.ID.Short())
 	if _, err := restore.ToFile(context.Background(), r, s, s.Disks[0], out, restore.FileOptions{Overwrite: true}); err != nil {
@@ -109,7 +109,7 @@ func TestBackupRacingGCIsRescued(t *testing.T) {
 	img := filepath.Join(dir, "a.img")
 	image(t, img, data)
 	old := backupFile(t, r, nil, img, "a")
-	if err := r.DeleteSnapshot(ctx, old); err != nil { // its chunks are now garbage
+	if err := r.DeletePoint(ctx, old); err != nil { // its chunks are now garbage
 		t.Fatal(err)
 	}
 	w, err := r.NewWriter(ctx, "racing backup") // live while gc plans
@@ -151,7 +151,7 @@ func TestBackupRacingGCIsRescued(t *testing.T) {
 func TestMarkWithTinyMemoryBudget(t *testing.T) {
 	r, dir := setup(t)
 	ctx := context.Background()
-	var keep []*repo.Snapshot
+	var keep []*repo.Point
 	var contents [][]byte
 	for i := range 5 {
 		data := randomBytes(2<<20 + i*4096)
@@ -160,7 +160,7 @@ func TestMarkWithTinyMemoryBudget(t *testing.T) {
 		s := backupFile(t, r, nil, img, "x")
 		if i%2 == 0 {
 			keep, contents = append(keep, s), append(contents, data)
-		} else if err := r.DeleteSnapshot(ctx, s); err != nil {
+		} else if err := r.DeletePoint(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,7 +197,7 @@ func TestRepackMostlyDeadPacks(t *testing.T) {
 	copy(data[1<<20:], randomBytes(7<<20)) // only the first MiB survives
 	image(t, img, data)
 	second := backupFile(t, r, nil, img, "a")
-	if err := r.DeleteSnapshot(ctx, first); err != nil {
+	if err := r.DeletePoint(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := gc.Run(ctx, r, gc.Options{})

@@ -35,7 +35,7 @@ func mapName(rec []byte) string {
 }
 
 // usedMaps sorts the names of the disk maps of the given backup points.
-func usedMaps(snaps []*repo.Snapshot, o Options) (*extsort.Cursor, error) {
+func usedMaps(snaps []*repo.Point, o Options) (*extsort.Cursor, error) {
 	s := extsort.New(mapRecSize, o.MemoryBudget, o.TempDir)
 	var rec [mapRecSize]byte
 	for _, sn := range snaps {

@@ -69,7 +69,7 @@ func objects(t *testing.T, st store.Store, prefix string) []string {
 	return names
 }
 
-func checkRepository(t *testing.T, st store.Store, s *repo.Snapshot, want []byte) {
+func checkRepository(t *testing.T, st store.Store, s *repo.Point, want []byte) {
 	t.Helper()
 	ctx := context.Background()
 	r := reopen(t, st)
@@ -96,7 +96,7 @@ func TestPlanListsInParts(t *testing.T) {
 	r := newRepo(t)
 	img, _ := randomImage(t, 1<<20)
 	old := backuptest.BackupImage(t, r, img, backup.Options{})
-	if err := r.DeleteSnapshot(ctx, old); err != nil {
+	if err := r.DeletePoint(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	for range 4 { // orphan disk maps: manifests deleted, maps left behind
@@ -178,7 +178,7 @@ func TestResumedExecutionKeepsRescuedPacks(t *testing.T) {
 	img, data := randomImage(t, 1<<20)
 	other, _ := randomImage(t, 512<<10) // garbage nobody rescues
 	for _, path := range []string{img, other} {
-		if err := r.DeleteSnapshot(ctx, backuptest.BackupImage(t, r, path, backup.Options{})); err != nil {
+		if err := r.DeletePoint(ctx, backuptest.BackupImage(t, r, path, backup.Options{})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -327,7 +327,7 @@ func TestFailedRepackLosesNothing(t *testing.T) {
 	}
 	f.Close()
 	second := backuptest.BackupImage(t, r, img, backup.Options{})
-	if err := r.DeleteSnapshot(ctx, first); err != nil {
+	if err := r.DeletePoint(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	before := strings.Join(objects(t, r.Store(), "index/"), " ")
@@ -350,11 +350,11 @@ func TestFailedRepackLosesNothing(t *testing.T) {
 }
 
 // forgetOnRead forgets a point (manifest, then disk maps, as
-// repo.DeleteSnapshot does) when its first disk map is first read: a
+// repo.DeletePoint does) when its first disk map is first read: a
 // forget racing gc's mark.
 type forgetOnRead struct {
 	store.Store
-	point *repo.Snapshot
+	point *repo.Point
 	once  *sync.Once
 }
 
@@ -395,7 +395,7 @@ func TestPointForgottenDuringMarkIsSkipped(t *testing.T) {
 	if _, err := Run(ctx, rg, Options{}); err != nil {
 		t.Fatalf("gc with a point forgotten during its mark: %v", err)
 	}
-	if _, err := r.LoadSnapshot(ctx, doomed.ID); !errors.Is(err, repo.ErrSnapshotNotFound) {
+	if _, err := r.LoadPoint(ctx, doomed.ID); !errors.Is(err, repo.ErrSnapshotNotFound) {
 		t.Fatalf("the racing forget did not happen: %v", err)
 	}
 	checkRepository(t, r.Store(), kept, dataA)

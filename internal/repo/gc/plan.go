@@ -125,9 +125,9 @@ func plan(ctx context.Context, r *repo.Repository, o Options, rep *Report, ownLe
 }
 
 // snapshots loads every manifest; one that cannot be read stops the plan.
-func (p *planner) snapshots(pf *planFile) ([]*repo.Snapshot, error) {
+func (p *planner) snapshots(pf *planFile) ([]*repo.Point, error) {
 	var bad []string
-	snaps, err := p.r.Snapshots(p.ctx, func(x id.ID, err error) { bad = append(bad, fmt.Sprintf("%s: %v", x.Short(), err)) })
+	snaps, err := p.r.Points(p.ctx, func(x id.ID, err error) { bad = append(bad, fmt.Sprintf("%s: %v", x.Short(), err)) })
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func (p *planner) snapshots(pf *planFile) ([]*repo.Snapshot, error) {
 }
 
 // mark sorts the IDs of every chunk referenced by any backup point.
-func (p *planner) mark(snaps []*repo.Snapshot) error {
+func (p *planner) mark(snaps []*repo.Point) error {
 	refs := extsort.New(32, p.o.MemoryBudget, p.o.TempDir)
 	if err := addRefs(p.ctx, p.r, snaps, refs); err != nil {
 		refs.Close()
@@ -162,7 +162,7 @@ func (p *planner) mark(snaps []*repo.Snapshot) error {
 // point forgotten while it is read (its manifest gone, then its maps) is
 // skipped: its chunks are no longer needed. A map missing under a manifest
 // that is still there stops the plan (its chunks would look dead).
-func addRefs(ctx context.Context, r *repo.Repository, snaps []*repo.Snapshot, s *extsort.Sorter) error {
+func addRefs(ctx context.Context, r *repo.Repository, snaps []*repo.Point, s *extsort.Sorter) error {
 	for _, sn := range snaps {
 		for _, d := range sn.Disks {
 			err := addMapRefs(ctx, r, d.Map, s)
@@ -192,9 +192,9 @@ func addMapRefs(ctx context.Context, r *repo.Repository, name string, s *extsort
 }
 
 // forgotten reports whether a point's manifest is gone: a forget deletes
-// the manifest before the disk maps (repo.DeleteSnapshot).
-func forgotten(ctx context.Context, r *repo.Repository, sn *repo.Snapshot) bool {
-	_, err := r.LoadSnapshot(ctx, sn.ID)
+// the manifest before the disk maps (repo.DeletePoint).
+func forgotten(ctx context.Context, r *repo.Repository, sn *repo.Point) bool {
+	_, err := r.LoadPoint(ctx, sn.ID)
 	return errors.Is(err, repo.ErrSnapshotNotFound)
 }
 

@@ -24,7 +24,7 @@ func rescue(ctx context.Context, r *repo.Repository, o Options, pf *planFile, re
 		marked[s] = true
 	}
 	var bad []string
-	snaps, err := r.Snapshots(ctx, func(x id.ID, err error) { bad = append(bad, x.Short()) })
+	snaps, err := r.Points(ctx, func(x id.ID, err error) { bad = append(bad, x.Short()) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -47,8 +47,8 @@ func rescue(ctx context.Context, r *repo.Repository, o Options, pf *planFile, re
 	return keep, used, nil
 }
 
-func rescueChunks(ctx context.Context, r *repo.Repository, o Options, pf *planFile, snaps []*repo.Snapshot, marked map[string]bool, rep *Report) (*extsort.Cursor, error) {
-	var fresh []*repo.Snapshot
+func rescueChunks(ctx context.Context, r *repo.Repository, o Options, pf *planFile, snaps []*repo.Point, marked map[string]bool, rep *Report) (*extsort.Cursor, error) {
+	var fresh []*repo.Point
 	for _, s := range snaps {
 		if !marked[s.ID.String()] {
 			fresh = append(fresh, s)
@@ -69,7 +69,7 @@ func rescueChunks(ctx context.Context, r *repo.Repository, o Options, pf *planFi
 // interrupted execution of this plan, whose old segments may be gone), and
 // the packs of chunks only the superseded segments list, which it
 // re-indexes.
-func keepFor(ctx context.Context, r *repo.Repository, o Options, pf *planFile, fresh []*repo.Snapshot, keep *extsort.Sorter, rep *Report) error {
+func keepFor(ctx context.Context, r *repo.Repository, o Options, pf *planFile, fresh []*repo.Point, keep *extsort.Sorter, rep *Report) error {
 	s := extsort.New(32, o.MemoryBudget, o.TempDir)
 	if err := addRefs(ctx, r, fresh, s); err != nil {
 		s.Close()

@@ -73,7 +73,7 @@ func affectedBy(ctx context.Context, r *repo.Repository, lost map[id.ID]bool) ([
 	if len(lost) == 0 {
 		return nil, nil
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

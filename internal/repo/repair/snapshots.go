@@ -43,13 +43,13 @@ func Snapshots(ctx context.Context, r *repo.Repository, o Options) (*Report, err
 	}
 	defer lease.Release(context.WithoutCancel(ctx))
 	var unreadable []id.ID
-	snaps, err := r.Snapshots(ctx, func(x id.ID, err error) { unreadable = append(unreadable, x) })
+	snaps, err := r.Points(ctx, func(x id.ID, err error) { unreadable = append(unreadable, x) })
 	if err != nil {
 		return nil, err
 	}
 	used := map[string]bool{}
-	fixes := map[*repo.Snapshot][]mapFix{}
-	headers := []*repo.Snapshot{}
+	fixes := map[*repo.Point][]mapFix{}
+	headers := []*repo.Point{}
 	for _, s := range snaps {
 		if s.HeaderDamaged() != nil {
 			headers = append(headers, s)
@@ -111,7 +111,7 @@ func Snapshots(ctx context.Context, r *repo.Repository, o Options) (*Report, err
 
 // apply writes the new maps and manifests. New objects come first; the
 // old maps are moved aside only once the manifest no longer needs them.
-func apply(ctx context.Context, r *repo.Repository, w *repo.Writer, fixes map[*repo.Snapshot][]mapFix, headers []*repo.Snapshot, orphans []store.ObjectInfo) error {
+func apply(ctx context.Context, r *repo.Repository, w *repo.Writer, fixes map[*repo.Point][]mapFix, headers []*repo.Point, orphans []store.ObjectInfo) error {
 	for s, list := range fixes {
 		var old []string
 		for _, f := range list {
@@ -127,7 +127,7 @@ func apply(ctx context.Context, r *repo.Repository, w *repo.Writer, fixes map[*r
 				s.Warnings = append(s.Warnings, fmt.Sprintf("disk %s: %d span(s) lost to a damaged disk map (repaired %s)", d.Name, f.lost, time.Now().UTC().Format(time.RFC3339)))
 			}
 		}
-		if err := r.UpdateSnapshot(ctx, s); err != nil {
+		if err := r.UpdatePoint(ctx, s); err != nil {
 			return err
 		}
 		for _, name := range old {
@@ -140,7 +140,7 @@ func apply(ctx context.Context, r *repo.Repository, w *repo.Writer, fixes map[*r
 		if _, fixed := fixes[s]; fixed {
 			continue // written again above
 		}
-		if err := r.UpdateSnapshot(ctx, s); err != nil {
+		if err := r.UpdatePoint(ctx, s); err != nil {
 			return err
 		}
 	}
@@ -242,7 +242,7 @@ func recoverPoint(ctx context.Context, r *repo.Repository, w *repo.Writer, fi st
 		d.LostSpans = fix.lost
 	}
 	name := "recovered-" + strings.TrimPrefix(fi.Name, "maps/")
-	s := &repo.Snapshot{Time: fi.ModTime.UTC(), Host: "unknown", Source: repo.Source{Kind: "recovered", VMName: name},
+	s := &repo.Point{Time: fi.ModTime.UTC(), Host: "unknown", Source: repo.Source{Kind: "recovered", VMName: name},
 		Mode: "full", Disks: []repo.Disk{d},
 		Warnings: []string{fmt.Sprintf("recovered by `coffer repair snapshots` from disk map %s, which no readable manifest referenced: the VM's name, disk names and configuration are unknown", fi.Name)}}
 	if err := w.Commit(ctx, s, nil); err != nil {

@@ -198,7 +198,7 @@ func (g *generator) point(ctx context.Context, p int, when time.Time) error {
 // and manifest.
 func (g *generator) fill(ctx context.Context, w *repo.Writer, p int, when time.Time) error {
 	g.session, g.seq, g.entries = w.Session(), 0, g.entries[:0]
-	snap := &repo.Snapshot{Time: when, Host: "synthetic", Source: repo.Source{Kind: "disk", VMName: "synthetic"}, Mode: "incremental"}
+	snap := &repo.Point{Time: when, Host: "synthetic", Source: repo.Source{Kind: "disk", VMName: "synthetic"}, Mode: "incremental"}
 	if p == 0 {
 		snap.Mode = "full"
 	}

@@ -18,7 +18,7 @@ import (
 
 // checkRestores restores every disk of every point and compares it span by
 // span with what the description says it holds.
-func checkRestores(t *testing.T, r *repo.Repository, s repotest.Synthetic, snaps []*repo.Snapshot, first int) {
+func checkRestores(t *testing.T, r *repo.Repository, s repotest.Synthetic, snaps []*repo.Point, first int) {
 	t.Helper()
 	ctx := context.Background()
 	cs := r.Config().ChunkSize
@@ -65,7 +65,7 @@ func TestSyntheticRepositoryIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSyntheticRepositoryIsValid(t *testing.T) {
 	checkRestores(t, r, s, snaps, 0)
 
 	for _, old := range snaps[:3] {
-		if err := r.DeleteSnapshot(ctx, old); err != nil {
+		if err := r.DeletePoint(ctx, old); err != nil {
 			t.Fatal(err)
 		}
 	}

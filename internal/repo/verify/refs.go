@@ -21,7 +21,7 @@ type checker struct {
 	r     *repo.Repository
 	o     Options
 	rep   *Report
-	snaps []*repo.Snapshot
+	snaps []*repo.Point
 
 	badPacks map[pack.ID]packTrouble
 	brokenAt map[location]brokenCopy // chunk copies that failed to authenticate
@@ -62,7 +62,7 @@ func (c *checker) openIssues() {
 // manifests loads every backup point; an unreadable manifest loses the
 // point's listing but not its data (its disk maps and chunks are intact).
 func (c *checker) manifests() error {
-	snaps, err := c.r.Snapshots(c.ctx, func(x id.ID, err error) {
+	snaps, err := c.r.Points(c.ctx, func(x id.ID, err error) {
 		c.problem(Problem{Kind: "manifest", Object: "snapshots/" + x.String(),
 			Detail: fmt.Sprintf("manifest of backup point %s is unreadable (%v); its disk maps and chunks are intact", x.Short(), err),
 			Repair: repairSnapshots})
@@ -122,7 +122,7 @@ func (c *checker) references() (*extsort.Cursor, error) {
 
 // scanMap iterates one disk's map, reporting damage as data loss of that
 // point's disk (the whole disk, or the spans of a damaged block).
-func (c *checker) scanMap(s *repo.Snapshot, d repo.Disk, fn func(i uint64, x id.ID) error) error {
+func (c *checker) scanMap(s *repo.Point, d repo.Disk, fn func(i uint64, x id.ID) error) error {
 	m, err := diskmap.Open(c.ctx, c.r.Store(), c.r.Key(), d.Map)
 	if err != nil {
 		if !damage(err) {

@@ -49,7 +49,7 @@ func limitMemory(disks int) {
 
 // Exports opens every disk of s for serving, keyed by disk key; the
 // default export "" is the first disk.
-func Exports(ctx context.Context, r *repo.Repository, s *repo.Snapshot) (map[string]nbd.Export, []string, error) {
+func Exports(ctx context.Context, r *repo.Repository, s *repo.Point) (map[string]nbd.Export, []string, error) {
 	limitMemory(len(s.Disks))
 	exports := map[string]nbd.Export{}
 	var names []string

@@ -34,10 +34,10 @@ var ErrSnapshotNotFound = errors.New("no such snapshot")
 // ErrCorruptManifest means a manifest failed authentication or parsing.
 var ErrCorruptManifest = errors.New("snapshot manifest corrupt")
 
-// Snapshot is a backup point: one VM (or a set of disk images) at one
+// Point is a backup point: one VM (or a set of disk images) at one
 // instant. It is everything needed to list and restore the point without a
 // catalog: VM identity and configuration, and per disk its disk map.
-type Snapshot struct {
+type Point struct {
 	ID           id.ID             `json:"-"`
 	Version      int               `json:"version"`
 	Time         time.Time         `json:"time"`
@@ -115,7 +115,7 @@ type Disk struct {
 }
 
 // Logical is the sum of disk sizes.
-func (s *Snapshot) Logical() int64 {
+func (s *Point) Logical() int64 {
 	var n int64
 	for _, d := range s.Disks {
 		n += d.Size
@@ -130,7 +130,7 @@ var (
 	manifestDec, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(64<<20))
 )
 
-func (r *Repository) encodeSnapshot(s *Snapshot) ([]byte, error) {
+func (r *Repository) encodeSnapshot(s *Point) ([]byte, error) {
 	s.Version = ManifestVersion
 	s.BytesLogical = s.Logical()
 	raw, err := json.Marshal(s)
@@ -143,7 +143,7 @@ func (r *Repository) encodeSnapshot(s *Snapshot) ([]byte, error) {
 	return r.key.Seal(out, manifestEnc.EncodeAll(raw, nil), snapshotSeal), nil
 }
 
-func (r *Repository) decodeSnapshot(x id.ID, b []byte) (*Snapshot, error) {
+func (r *Repository) decodeSnapshot(x id.ID, b []byte) (*Point, error) {
 	if len(b) < snapshotHeaderLen {
 		return nil, fmt.Errorf("snapshot %s: %w: %d bytes is too short", x.Short(), ErrCorruptManifest, len(b))
 	}
@@ -167,7 +167,7 @@ func (r *Repository) decodeSnapshot(x id.ID, b []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w: %v", x.Short(), ErrCorruptManifest, err)
 	}
-	s := &Snapshot{}
+	s := &Point{}
 	if err := json.Unmarshal(raw, s); err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w: %v", x.Short(), ErrCorruptManifest, err)
 	}
@@ -178,11 +178,11 @@ func (r *Repository) decodeSnapshot(x id.ID, b []byte) (*Snapshot, error) {
 
 // HeaderDamaged reports a manifest whose damaged header was tolerated
 // because its authenticated body proved it readable.
-func (s *Snapshot) HeaderDamaged() error { return s.headerDamaged }
+func (s *Point) HeaderDamaged() error { return s.headerDamaged }
 
 // saveSnapshot writes a manifest; the caller guarantees everything it
 // references is already durable (see Writer.Commit).
-func (r *Repository) saveSnapshot(ctx context.Context, s *Snapshot) error {
+func (r *Repository) saveSnapshot(ctx context.Context, s *Point) error {
 	b, err := r.encodeSnapshot(s)
 	if err != nil {
 		return err
@@ -194,9 +194,9 @@ func (r *Repository) saveSnapshot(ctx context.Context, s *Snapshot) error {
 	return nil
 }
 
-// UpdateSnapshot rewrites an existing manifest in place (protection flag,
+// UpdatePoint rewrites an existing manifest in place (protection flag,
 // retention). The object is replaced atomically.
-func (r *Repository) UpdateSnapshot(ctx context.Context, s *Snapshot) error {
+func (r *Repository) UpdatePoint(ctx context.Context, s *Point) error {
 	b, err := r.encodeSnapshot(s)
 	if err != nil {
 		return err
@@ -209,8 +209,8 @@ func (r *Repository) UpdateSnapshot(ctx context.Context, s *Snapshot) error {
 	return err
 }
 
-// LoadSnapshot reads one manifest by full ID.
-func (r *Repository) LoadSnapshot(ctx context.Context, x id.ID) (*Snapshot, error) {
+// LoadPoint reads one manifest by full ID.
+func (r *Repository) LoadPoint(ctx context.Context, x id.ID) (*Point, error) {
 	b, err := store.Get(ctx, r.st, snapshotName(x), 0, -1)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrSnapshotNotFound, x.Short())
@@ -221,8 +221,8 @@ func (r *Repository) LoadSnapshot(ctx context.Context, x id.ID) (*Snapshot, erro
 	return r.decodeSnapshot(x, b)
 }
 
-// ListSnapshotIDs lists the IDs of all manifests.
-func (r *Repository) ListSnapshotIDs(ctx context.Context) ([]id.ID, error) {
+// ListPointIDs lists the IDs of all manifests.
+func (r *Repository) ListPointIDs(ctx context.Context) ([]id.ID, error) {
 	var ids []id.ID
 	err := r.st.List(ctx, snapshotsPrefix, func(fi store.ObjectInfo) error {
 		x, err := id.Parse(strings.TrimPrefix(fi.Name, snapshotsPrefix))
@@ -236,21 +236,21 @@ func (r *Repository) ListSnapshotIDs(ctx context.Context) ([]id.ID, error) {
 	return ids, err
 }
 
-// Snapshots loads all manifests, oldest first. A manifest that cannot be
+// Points loads all manifests, oldest first. A manifest that cannot be
 // read is reported through bad (if non-nil) and skipped, so corruption of
 // one point never hides the others.
-func (r *Repository) Snapshots(ctx context.Context, bad func(id.ID, error)) ([]*Snapshot, error) {
-	ids, err := r.ListSnapshotIDs(ctx)
+func (r *Repository) Points(ctx context.Context, bad func(id.ID, error)) ([]*Point, error) {
+	ids, err := r.ListPointIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Snapshot, len(ids))
+	out := make([]*Point, len(ids))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for i, x := range ids {
 		g.Go(func() error {
-			s, err := r.LoadSnapshot(gctx, x)
+			s, err := r.LoadPoint(gctx, x)
 			if err != nil {
 				if errors.Is(err, ErrSnapshotNotFound) { // forgotten meanwhile
 					return nil
@@ -282,10 +282,10 @@ func (r *Repository) Snapshots(ctx context.Context, bad func(id.ID, error)) ([]*
 	return list, nil
 }
 
-// FindSnapshot resolves a full ID, a unique prefix, or "latest".
-func (r *Repository) FindSnapshot(ctx context.Context, ref string) (*Snapshot, error) {
+// FindPoint resolves a full ID, a unique prefix, or "latest".
+func (r *Repository) FindPoint(ctx context.Context, ref string) (*Point, error) {
 	if ref == "latest" {
-		all, err := r.Snapshots(ctx, nil)
+		all, err := r.Points(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -294,7 +294,7 @@ func (r *Repository) FindSnapshot(ctx context.Context, ref string) (*Snapshot, e
 		}
 		return all[len(all)-1], nil
 	}
-	ids, err := r.ListSnapshotIDs(ctx)
+	ids, err := r.ListPointIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -310,12 +310,12 @@ func (r *Repository) FindSnapshot(ctx context.Context, ref string) (*Snapshot, e
 	case len(match) > 1:
 		return nil, fmt.Errorf("%w: snapshot ID %q is ambiguous: %d snapshots start with it", ErrAmbiguous, ref, len(match))
 	}
-	return r.LoadSnapshot(ctx, match[0])
+	return r.LoadPoint(ctx, match[0])
 }
 
-// DeleteSnapshot removes a manifest and then its disk maps. A crash in
+// DeletePoint removes a manifest and then its disk maps. A crash in
 // between leaves orphan maps that garbage collection removes.
-func (r *Repository) DeleteSnapshot(ctx context.Context, s *Snapshot) error {
+func (r *Repository) DeletePoint(ctx context.Context, s *Point) error {
 	if err := r.st.Delete(ctx, snapshotName(s.ID)); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete snapshot %s: %w", s.ID.Short(), err)
 	}
