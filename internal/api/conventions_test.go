@@ -41,6 +41,12 @@ func TestDocumentConventions(t *testing.T) {
 		if !strings.HasSuffix(de.Name(), ".go") || strings.HasSuffix(de.Name(), "_test.go") {
 			continue
 		}
+		// The operations' inputs are parameters, not documents: their
+		// fields are path, query and header parameters named as the
+		// routes name them, and their Body fields are the documents.
+		if strings.HasPrefix(de.Name(), "input") {
+			continue
+		}
 		f, err := parser.ParseFile(fset, de.Name(), nil, 0)
 		if err != nil {
 			t.Fatal(err)

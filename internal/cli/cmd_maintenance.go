@@ -15,7 +15,7 @@ import (
 )
 
 func (a *app) cmdVerify() *cobra.Command {
-	var in service.VerifyInput
+	var in api.VerifyInput
 	var subset, memory string
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -50,21 +50,18 @@ coffer verify --read-data-subset 1/7 --json`,
 				if err != nil {
 					return usagef("--memory: %v", err)
 				}
-				in.MemoryBytes = n
+				in.Body.MemoryBytes = n
 			}
 			if subset != "" {
-				if err := parseSubset(subset, &in); err != nil {
+				if err := parseSubset(subset, &in.Body); err != nil {
 					return err
 				}
 			}
-			body := api.VerifyRequest{ReadData: in.ReadData, SubsetPercent: in.SubsetPercent, SubsetNum: in.SubsetNum,
-				SubsetDen: in.SubsetDen, MemoryBytes: in.MemoryBytes, NoRecord: in.NoRecord}
-			rep, err := callOp(cmd.Context(), a, apiclient.Request{Op: "verify", Body: body},
-				func(s *service.Service) (*api.VerifyReport, error) { return s.Verify(cmd.Context(), in) })
+			rep, err := runOp[*api.VerifyReport](cmd.Context(), a, "verify", &in)
 			if rep == nil {
 				return err
 			}
-			if err := a.emit(rep, nil, func() { a.printVerify(rep, in.ReadData || subset != "") }); err != nil {
+			if err := a.emit(rep, nil, func() { a.printVerify(rep, in.Body.ReadData || subset != "") }); err != nil {
 				return err
 			}
 			if err != nil {
@@ -74,15 +71,15 @@ coffer verify --read-data-subset 1/7 --json`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&in.ReadData, "read-data", false, "read and check every chunk")
+	cmd.Flags().BoolVar(&in.Body.ReadData, "read-data", false, "read and check every chunk")
 	cmd.Flags().StringVar(&subset, "read-data-subset", "", `read a share of the packs: "N%" or "n/m"`)
 	cmd.Flags().StringVar(&memory, "memory", "64MiB", "memory for sorting chunk IDs; the rest spills to temporary files")
-	cmd.Flags().BoolVar(&in.NoRecord, "no-record", false, "do not write what was found broken into the repository's damage record")
+	cmd.Flags().BoolVar(&in.Body.NoRecord, "no-record", false, "do not write what was found broken into the repository's damage record")
 	cmd.AddCommand(a.cmdVerifyBoot())
 	return remoteToo(op(cmd, "verify"))
 }
 
-func parseSubset(s string, in *service.VerifyInput) error {
+func parseSubset(s string, in *api.VerifyRequest) error {
 	if p, ok := strings.CutSuffix(s, "%"); ok {
 		v, err := strconv.ParseFloat(p, 64)
 		if err != nil || v <= 0 || v > 100 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -78,8 +79,43 @@ func (a *app) remoteRequest(r apiclient.Request) apiclient.Request {
 	if r.Path == nil {
 		r.Path = map[string]string{}
 	}
-	if _, ok := r.Path["repo"]; !ok {
+	if r.Path["repo"] == "" {
 		r.Path["repo"] = a.res.String("remote.repository")
 	}
 	return r
+}
+
+// runOp runs the operation with that ID on in, its input as the API
+// takes it: through the server when there is one, else in this process.
+// The command builds one input and prints one document, wherever the
+// operation runs.
+func runOp[T any](ctx context.Context, a *app, id string, in any) (T, error) {
+	doc, _, err := runPage[T](ctx, a, id, in)
+	return doc, err
+}
+
+// runPage is runOp for a paged listing: it also returns the cursor of the
+// next page ("" after the last).
+func runPage[T any](ctx context.Context, a *app, id string, in any) (doc T, next string, err error) {
+	if a.remote != nil {
+		r, err := apiclient.RequestOf(id, in)
+		if err != nil {
+			return doc, "", err
+		}
+		next, err = a.remote.CallPage(ctx, a.remoteRequest(r), &doc)
+		return doc, next, err
+	}
+	s, err := a.service()
+	if err != nil {
+		return doc, "", err
+	}
+	v, next, err := service.InvokePage(ctx, s, id, in)
+	if v == nil {
+		return doc, next, err
+	}
+	doc, ok := v.(T)
+	if !ok {
+		return doc, "", api.Errorf(api.Internal, "operation %s answers with %T, not %T", id, v, doc)
+	}
+	return doc, next, err
 }

@@ -22,9 +22,7 @@ import (
 // RepoParam is the repository a request names.
 // (Exported: huma reads the parameters of embedded structs
 // only when their type is exported.)
-type RepoParam struct {
-	Repo string `path:"repo" maxLength:"255" example:"default" doc:"the repository's name in the server's configuration (default: the repository setting)"`
-}
+type RepoParam = api.RepoParam
 
 type initIn struct {
 	RepoParam
@@ -176,12 +174,7 @@ func or(s, def string) string {
 	return s
 }
 
-type verifyIn struct {
-	RepoParam
-	Body api.VerifyRequest
-}
-
-func epVerify(ctx context.Context, s *Service, in *verifyIn) (*Result[*api.VerifyReport], error) {
+func epVerify(ctx context.Context, s *Service, in *api.VerifyInput) (*Result[*api.VerifyReport], error) {
 	b := in.Body
 	return result(s.Verify(ctx, VerifyInput{ReadData: b.ReadData, SubsetPercent: b.SubsetPercent, SubsetNum: b.SubsetNum,
 		SubsetDen: b.SubsetDen, MemoryBytes: b.MemoryBytes, NoRecord: b.NoRecord}))
