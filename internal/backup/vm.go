@@ -30,52 +30,34 @@ type VMRequest struct {
 	History []*repo.Point
 	// Hooks run around the snapshot (hooks.go).
 	Hooks []Hook
+	// Time is the point's time; zero: when the backup starts.
+	Time time.Time
 }
 
 // CloseTimeout bounds releasing a session after the caller's context ended.
 const CloseTimeout = 5 * time.Minute
 
 // BackupVM snapshots a VM, streams its disks into the repository and
-// commits the backup point. The hypervisor session is always closed: with
-// ok=true only after the point is committed, so a failed backup leaves
-// change tracking as if it had not run.
-func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req VMRequest, o Options) (snap *repo.Point, err error) {
-	r := w.Repository()
+// commits the backup point: PlanVM, then the hooks around the snapshot,
+// then RunVM. The hypervisor session is always closed: with ok=true only
+// after the point is committed, so a failed backup leaves change tracking
+// as if it had not run.
+func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req VMRequest, o Options) (*repo.Point, error) {
 	history := req.History
 	if history == nil {
-		if history, err = r.Points(ctx, nil); err != nil {
+		var err error
+		if history, err = w.Repository().Points(ctx, nil); err != nil {
 			return nil, err
 		}
 	}
-	src := repo.Source{Kind: conn.Kind(), Connection: req.Connection, VMID: req.VM.ID, VMName: req.VM.Name}
-	parent := Latest(history, src, nil)
-	baseFull := Latest(history, src, func(s *repo.Point) bool { return s.Mode == "full" })
-	mode := req.Mode
-	if mode == "" {
-		mode = "incremental"
-	}
-	// The change set is relative to "base"; unchanged spans reuse its IDs.
-	base := parent
-	if mode == "differential" {
-		base = baseFull
-	}
-	if mode == "full" || base == nil {
-		mode, base = "full", nil
-	}
-	sreq := hypervisor.SnapshotRequest{
+	plan := PlanVM(history, repo.Source{Kind: conn.Kind(), Connection: req.Connection, VMID: req.VM.ID, VMName: req.VM.Name}, req.Mode)
+	sreq := plan.SnapshotRequest(hypervisor.SnapshotRequest{
 		SessionID: fmt.Sprintf("%s-%d", w.Session(), time.Now().UnixNano()%1e9), Chain: req.Chain,
 		Mode: req.SnapshotMode, Quiesce: req.Quiesce, Timeouts: req.Timeouts,
-		Differential: mode == "differential", Track: true,
+	})
+	if req.Time.IsZero() {
+		req.Time = time.Now()
 	}
-	if base != nil {
-		sreq.Since = map[string]string{}
-		for _, d := range base.Disks {
-			if d.ChangeToken != "" {
-				sreq.Since[d.Key] = d.ChangeToken
-			}
-		}
-	}
-	start := time.Now()
 	hooks := newHookRun(req.Hooks, conn, req.VM, req.Connection)
 	if err := hooks.pre(ctx); err != nil {
 		hooks.post(ctx)
@@ -88,6 +70,25 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("snapshot %s: %w", req.VM.Name, err), notesErr(hooks.notes))
 	}
+	return runVM(ctx, w, plan, sess, req, o, hooks)
+}
+
+// RunVM reads the disks of an open snapshot session of the VM into the
+// repository as planned (the session's change sets must be the plan's:
+// Plan.SnapshotRequest) and commits the point. The session is always
+// closed, with ok=true only after the point is committed. It runs no
+// hooks (req.Hooks is not read): the caller took the snapshot, as a group
+// run does in its batch. The point's time is req.Time, or now.
+func RunVM(ctx context.Context, w *repo.Writer, plan Plan, sess hypervisor.Session, req VMRequest, o Options) (*repo.Point, error) {
+	if req.Time.IsZero() {
+		req.Time = time.Now()
+	}
+	return runVM(ctx, w, plan, sess, req, o, &hookRun{})
+}
+
+// runVM is RunVM after hooks ran around the snapshot.
+func runVM(ctx context.Context, w *repo.Writer, plan Plan, sess hypervisor.Session, req VMRequest, o Options, hooks *hookRun) (snap *repo.Point, err error) {
+	r := w.Repository()
 	committed := false
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CloseTimeout)
@@ -111,7 +112,7 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 		}
 	}()
 	opening := time.Now()
-	disks, warnings, err := openDisks(ctx, r, sess, base, parent)
+	disks, warnings, err := openDisks(ctx, r, sess, plan.Base, plan.Parent)
 	if o.Progress != nil {
 		o.Progress.SetupNanos.Store(int64(time.Since(opening)))
 	}
@@ -131,11 +132,11 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 		return nil, err
 	}
 	cfg, _ := json.Marshal(sess.Config())
-	overall := mode
+	overall := plan.Mode
 	for _, d := range disks {
 		// A memory stream is always a whole copy; the point's mode (what
 		// retention and "full every N" policies look at) follows the disks.
-		if d.Kind != hypervisor.KindMemory && d.Mode == "full" && mode != "full" {
+		if d.Kind != hypervisor.KindMemory && d.Mode == "full" && plan.Mode != "full" {
 			overall = "full" // at least one disk had to be read in full
 		}
 	}
@@ -146,10 +147,10 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 		}
 	}()
 	snap, err = Run(ctx, w, Request{
-		Source: src, Time: start, Tags: req.Tags, Mode: overall, SnapshotMode: string(req.SnapshotMode),
+		Source: plan.Source, Time: req.Time, Tags: req.Tags, Mode: overall, SnapshotMode: string(req.SnapshotMode),
 		SnapshotModeAchieved: string(sess.AchievedMode()), // a fallback is weaker than asked
 		Hooks:                hooks.outcome(),
-		Parent:               parent, BaseFull: idOf(baseFull), VMConfig: cfg, Disks: disks,
+		Parent:               plan.Parent, BaseFull: idOf(plan.BaseFull), VMConfig: cfg, Disks: disks,
 		Warnings: append(append(hooks.notes, sess.Warnings()...), warnings...), JobID: req.JobID, RetainUntil: req.RetainUntil,
 	}, o)
 	if err != nil {

@@ -1,6 +1,7 @@
 // Package engine turns policies into backups: it inventories hypervisor
 // connections, selects VMs, records a job with one task per VM in the
-// catalog, and runs the tasks through backup.BackupVM with every
+// catalog, and runs the tasks through backup.BackupVM (a group run:
+// backup.PlanVM and backup.RunVM around its batch snapshots) with every
 // concurrency limit enforced at once by one central dispatcher (see
 // dispatch.go), an I/O rate limit per task and in total, timeouts on each
 // hypervisor operation and on each VM, retries with backoff for transient
@@ -43,7 +44,9 @@ import (
 )
 
 // Runner backs up one VM; the default is backup.BackupVM. Benchmarks and
-// tests of scheduling may substitute their own.
+// tests of scheduling may substitute their own. A group run's reads from a
+// storage snapshot (group.go) do not go through it: their snapshot was
+// taken in the batch, and backup.RunVM reads it.
 type Runner func(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, req backup.VMRequest, o backup.Options) (*repo.Point, error)
 
 // Options configure an Engine.

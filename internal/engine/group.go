@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -209,18 +208,18 @@ func (j *Job) snapshotBatch(batch []*task) []*task {
 		j.mu.Unlock()
 		j.rec.task(rec)
 		wg.Go(func() {
-			since, diff, baseJob := planSince(j.history, repo.Source{Kind: t.conn.Kind(), Connection: t.rec.Connection, VMID: t.vm.ID, VMName: t.vm.Name}, t.rec.Mode)
+			plan := backup.PlanVM(j.history, repo.Source{Kind: t.conn.Kind(), Connection: t.rec.Connection, VMID: t.vm.ID, VMName: t.vm.Name}, t.rec.Mode)
 			to := j.p.Timeouts
-			req := hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("job%d-task%d-%d", j.record.ID, t.rec.ID, t.attempt),
+			req := plan.SnapshotRequest(hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("job%d-task%d-%d", j.record.ID, t.rec.ID, t.attempt),
 				Mode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
-				Chain: j.chain(), Since: since, Differential: diff, Track: true, Hold: true,
-				Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup}}
+				Chain: j.chain(), Hold: true,
+				Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup}})
 			sess, err := t.guard().Snapshot(j.ctx, t.vm.VMRef, req)
 			if err != nil {
 				t.failOrRetry(fmt.Errorf("snapshot %s: %w", t.vm.Name, err))
 				return
 			}
-			t.held = &heldVM{Connector: t.conn, vm: t.vm, sess: sess, since: since, differential: diff, baseJob: baseJob}
+			t.held = &heldSnapshot{vm: t.vm, sess: sess, plan: plan}
 			mu.Lock()
 			held = append(held, t)
 			mu.Unlock()
@@ -251,27 +250,6 @@ func (t *task) failOrRetry(err error) {
 	}
 }
 
-// planSince decides the change-tracking base exactly as backup.BackupVM
-// does, so the snapshot taken in the batch is the one BackupVM would take;
-// it also returns the job that made the base (0 for none).
-func planSince(history []*repo.Point, src repo.Source, mode string) (map[string]string, bool, int64) {
-	parent := backup.Latest(history, src, nil)
-	base := parent
-	if mode == "differential" {
-		base = backup.Latest(history, src, func(s *repo.Point) bool { return s.Mode == "full" })
-	}
-	if mode == "full" || base == nil {
-		return nil, false, 0
-	}
-	since := map[string]string{}
-	for _, d := range base.Disks {
-		if d.ChangeToken != "" {
-			since[d.Key] = d.ChangeToken
-		}
-	}
-	return since, mode == "differential", base.JobID
-}
-
 // storageRef deletes a storage snapshot when its last VM is done, or
 // keeps it as a restore point (keep).
 type storageRef struct {
@@ -294,28 +272,26 @@ func (r *storageRef) release() {
 	}
 }
 
-// heldVM is the connector BackupVM sees for a VM of a batch: Snapshot hands
-// over the session taken in the batch, whose disks read from the storage
-// snapshot while change sets come from the (released) VM session.
-type heldVM struct {
-	hypervisor.Connector
-	vm           hypervisor.VM
-	sess         hypervisor.Session
-	since        map[string]string
-	differential bool
-	baseJob      int64 // the job that made the base point
-	storage      hypervisor.StorageSnapshot
-	refs         *storageRef
-	closed       bool
+// heldSnapshot is a VM of a batch between its snapshot and its read: the
+// VM session taken in the batch (released early; its change sets stay
+// readable), the plan it was taken for, and the storage snapshot its disks
+// are read from.
+type heldSnapshot struct {
+	vm      hypervisor.VM
+	sess    hypervisor.Session
+	plan    backup.Plan
+	storage hypervisor.StorageSnapshot
+	refs    *storageRef
 }
 
-func (h *heldVM) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
-	if vm.ID != h.vm.ID || req.Differential != h.differential || !maps.Equal(req.Since, h.since) {
-		return nil, fmt.Errorf("engine: the group snapshot of %s was planned against a different base", vm.Name)
-	}
-	ss := &storageSession{Session: h.sess, h: h}
+// readHeld backs up a VM of a batch as its batch planned it: data and
+// allocation from the storage snapshot, change sets from the VM session
+// (or from the storage, where the hypervisor lost them).
+func (t *task) readHeld(ctx context.Context, req backup.VMRequest, o backup.Options) (*repo.Point, error) {
+	req.Time = time.Now()
+	ss := &storageSession{Session: t.held.sess, h: t.held}
 	ss.trackFromStorage(ctx)
-	return ss, nil
+	return backup.RunVM(ctx, t.j.w, t.held.plan, ss, req, o)
 }
 
 // closeHeld closes the held session (idempotent) and drops the task's
@@ -338,7 +314,7 @@ func (t *task) closeHeld(ok bool) {
 
 type storageSession struct {
 	hypervisor.Session
-	h *heldVM
+	h *heldSnapshot
 	// fromStorage holds the change sets taken from the storage snapshots
 	// for disks whose hypervisor change tracking was lost, by disk key.
 	fromStorage map[string][]hypervisor.Extent

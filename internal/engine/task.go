@@ -27,7 +27,7 @@ type task struct {
 	rec        catalog.Task
 	attempt    int
 	prog       *backup.Progress // of the running attempt
-	held       *heldVM          // group mode: the snapshot taken in the batch
+	held       *heldSnapshot    // group mode: the snapshot taken in the batch
 	// What the task ended with, for Job.Point: the point, or the last
 	// attempt's error itself (its class is lost in rec.Error's text).
 	snap *repo.Point
@@ -206,12 +206,6 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Point, error) {
 	to := j.p.Timeouts
 	ths := j.e.watch.join(t, t.ceiling())
 	defer ths.leave()
-	g := t.guard()
-	g.watch = ths.watchSession
-	var conn hypervisor.Connector = g
-	if t.held != nil {
-		conn = t.held
-	}
 	tags := map[string]string{}
 	if j.one == nil {
 		tags["policy"] = j.p.Name
@@ -230,7 +224,15 @@ func (t *task) attemptOnce(prog *backup.Progress) (*repo.Point, error) {
 		Hooks: hooksFor(j.p, t.vm.Name)}
 	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(taskLimiter(j.e.total, j.s.limits.TaskRate)), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.nice()}
-	snap, err := j.e.o.Runner(ctx, j.w, conn, req, opts)
+	var snap *repo.Point
+	var err error
+	if t.held != nil {
+		snap, err = t.readHeld(ctx, req, opts)
+	} else {
+		g := t.guard()
+		g.watch = ths.watchSession
+		snap, err = j.e.o.Runner(ctx, j.w, g, req, opts)
+	}
 	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
 		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 	}
