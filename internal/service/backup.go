@@ -40,7 +40,7 @@ func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.Back
 		if err != nil {
 			return nil, err
 		}
-		defer r.Store().Close()
+		defer r.Close()
 		src := repo.Source{Kind: "disk", VMName: in.Name}
 		snaps, err := r.Snapshots(ctx, nil)
 		if err != nil {

@@ -23,7 +23,7 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 		return err
 	}
 	snaps, err := r.Snapshots(ctx, nil)
-	r.Store().Close()
+	r.Close()
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 		if err != nil {
 			return nil, err
 		}
-		defer r.Store().Close()
+		defer r.Close()
 		lease, err := r.AcquireLease(ctx, "restore", "", "boot verification of "+in.Target, false)
 		if err != nil {
 			return nil, err

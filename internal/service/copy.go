@@ -57,7 +57,7 @@ func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, erro
 		if err != nil {
 			return nil, err
 		}
-		defer src.Store().Close()
+		defer src.Close()
 		if in.ToRepository != "" {
 			dst, err = s.openNamedRepo(ctx, in.ToRepository)
 		} else {
@@ -66,7 +66,7 @@ func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, erro
 		if err != nil {
 			return nil, err
 		}
-		defer dst.Store().Close()
+		defer dst.Close()
 		if !in.LockedUntil.IsZero() && !dst.Store().Properties().Retention {
 			return nil, invalidf("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
 		}

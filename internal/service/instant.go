@@ -101,12 +101,12 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 	}
 	lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery "+sess.ID, false)
 	if err != nil {
-		_ = r.Store().Close()
+		_ = r.Close()
 		return fail(err)
 	}
 	release := func() {
 		lease.Release(context.WithoutCancel(ctx))
-		_ = r.Store().Close()
+		_ = r.Close()
 	}
 	srv, err := instant.Reserve(ctx, r, sess, s.log)
 	if err != nil {

@@ -55,7 +55,7 @@ func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, erro
 		if err != nil {
 			return nil, fmt.Errorf("--copy-keys-from: %w", err)
 		}
-		defer other.Store().Close()
+		defer other.Close()
 		m := other.Key().Master()
 		o.Master = &m
 		if o.ChunkSize == 0 {
@@ -90,7 +90,7 @@ func (s *Service) AddKey(ctx context.Context, in AddKeyInput) (*api.Key, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	kf, err := r.AddKey(ctx, in.Password, in.Label)
 	if err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ func (s *Service) Keys(ctx context.Context) ([]api.Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	keys, err := r.Keys(ctx)
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func (s *Service) RemoveKey(ctx context.Context, id string) (*api.KeyRemoval, er
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	removed, err := r.RemoveKey(ctx, id)
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func (s *Service) Leases(ctx context.Context) ([]api.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	leases, err := r.Leases(ctx)
 	if err != nil {
 		return nil, err

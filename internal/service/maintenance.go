@@ -47,7 +47,7 @@ func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport
 		if err != nil {
 			return nil, err
 		}
-		defer r.Store().Close()
+		defer r.Close()
 		lease, err := r.AcquireLease(ctx, "verify", "", "verify", false)
 		if err != nil {
 			return nil, err
@@ -114,7 +114,7 @@ func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult
 		if err != nil {
 			return nil, err
 		}
-		defer r.Store().Close()
+		defer r.Close()
 		groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun,
 			ForgetBootVerified: in.ForgetBootVerified})
 		doc := &api.ForgetResult{DryRun: in.DryRun, Sources: forgetDocs(groups)}
@@ -184,7 +184,7 @@ func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer r.Store().Close()
+		defer r.Close()
 		s.reportTestAndSet(t, r.Store())
 		rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait, RepackThreshold: in.RepackThreshold})
 		if err != nil {
@@ -204,7 +204,7 @@ func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	st, err := stats.Compute(ctx, r)
 	if err != nil {
 		return nil, err

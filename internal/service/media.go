@@ -106,7 +106,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 		if err != nil {
 			return nil, err
 		}
-		defer src.Store().Close()
+		defer src.Close()
 		sel, err := copySelection(ctx, src, CopyInput{Points: in.Points, VM: in.VM, Latest: in.Latest})
 		if err != nil {
 			return nil, err

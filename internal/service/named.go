@@ -226,7 +226,7 @@ func (s *Service) PointVM(ctx context.Context, ref string) (conn, vm string, err
 	if err != nil {
 		return "", "", err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	snap, err := r.FindSnapshot(ctx, ref)
 	if err != nil {
 		return "", "", err

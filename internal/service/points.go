@@ -32,7 +32,7 @@ func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint
 	if err != nil {
 		return nil, nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	skipped := []api.SkippedPoint{}
 	var snaps []*repo.Snapshot
 	if in.Point != "" {
@@ -160,7 +160,7 @@ func (s *Service) RebuildCatalog(ctx context.Context) (*api.CatalogRebuild, erro
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	c, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -228,7 +228,7 @@ func (s *Service) Protect(ctx context.Context, in ProtectInput) ([]api.ProtectRe
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	out := []api.ProtectResult{}
 	for _, ref := range in.Points {
 		snap, err := r.FindSnapshot(ctx, ref)

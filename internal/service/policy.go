@@ -186,7 +186,7 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		if err != nil {
 			return nil, err
 		}
-		defer r.Store().Close()
+		defer r.Close()
 		groups, err := forget.Run(ctx, r, forget.Options{Policy: p.Retention, Tags: map[string]string{"policy": p.Name}, DryRun: true})
 		if err != nil {
 			return nil, err

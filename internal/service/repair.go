@@ -53,7 +53,7 @@ func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport
 		if err != nil {
 			return nil, err
 		}
-		defer r.Store().Close()
+		defer r.Close()
 		rep, err := fn(ctx, r, repair.Options{DryRun: in.DryRun})
 		if err != nil {
 			return nil, err

@@ -125,12 +125,12 @@ func (s *Service) openPoint(ctx context.Context, ref, purpose string) (*point, e
 	}
 	lease, err := r.AcquireLease(ctx, "restore", "", purpose, false)
 	if err != nil {
-		_ = r.Store().Close()
+		_ = r.Close()
 		return nil, err
 	}
 	release := func() {
 		lease.Release(context.WithoutCancel(ctx))
-		_ = r.Store().Close()
+		_ = r.Close()
 	}
 	snap, err := r.FindSnapshot(ctx, ref)
 	if err != nil {

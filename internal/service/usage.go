@@ -30,7 +30,7 @@ func (s *Service) RepositoryUsage(ctx context.Context) (*api.RepositoryUsage, er
 	if err != nil {
 		return nil, err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	c, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
