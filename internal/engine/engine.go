@@ -230,13 +230,13 @@ func (e *Engine) Close() error {
 	defer e.mu.Unlock()
 	var errs []error
 	for name, r := range e.repos {
-		if err := r.Store().Close(); err != nil {
+		if err := r.Close(); err != nil {
 			errs = append(errs, err)
 		}
 		delete(e.repos, name)
 	}
 	for _, r := range e.retired {
-		if err := r.Store().Close(); err != nil {
+		if err := r.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -247,7 +247,7 @@ func (m *Monitor) refreshOne(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	defer r.Store().Close()
+	defer r.Close()
 	st, err := stats.Compute(ctx, r)
 	if err != nil {
 		return err

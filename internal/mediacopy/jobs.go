@@ -102,7 +102,7 @@ type Staged struct {
 // Close closes the staged repository and removes it.
 func (s *Staged) Close() error {
 	if s.Repo != nil {
-		s.Repo.Store().Close()
+		s.Repo.Close()
 	}
 	return removeAll(s.dir)
 }

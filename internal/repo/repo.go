@@ -52,6 +52,7 @@ type Repository struct {
 	log      *slog.Logger
 	hostname string
 	opts     Options
+	closed   atomic.Bool
 }
 
 // Options tune an open repository.
@@ -164,7 +165,9 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 
 // Open opens a repository with a password (ignored when unencrypted). A
 // damaged or missing config, or a damaged copy of a key file, is worked
-// around from the intact copies and reported by Health.
+// around from the intact copies and reported by Health. Once Open
+// succeeds the repository owns st: Close closes it. When Open fails, st
+// stays the caller's to close.
 func Open(ctx context.Context, st store.Store, password []byte, o Options) (*Repository, error) {
 	o.defaults()
 	cfg, cfgErr := loadConfig(ctx, st)
@@ -235,6 +238,18 @@ func (r *Repository) Config() Config { return r.cfg }
 
 // Store returns the backend.
 func (r *Repository) Store() store.Store { return r.st }
+
+// Close closes the repository: the store it was opened on, which it owns
+// (connections, file handles). Leases and writers are not ended by it:
+// their holders release them first, as a released lease must still be
+// deleted from the store. Only the first call closes; later ones return
+// nil, so a deferred Close may follow an explicit one.
+func (r *Repository) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	return r.st.Close()
+}
 
 // Key returns the repository key.
 func (r *Repository) Key() *crypto.Key { return r.key }

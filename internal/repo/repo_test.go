@@ -198,3 +198,32 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		_, _ = r.decodeSnapshot(id.ID{}, data)
 	})
 }
+
+// closeCounter counts the closes of the store it wraps.
+type closeCounter struct {
+	store.Store
+	closes int
+}
+
+func (c *closeCounter) Close() error {
+	c.closes++
+	return c.Store.Close()
+}
+
+func TestCloseClosesTheStoreOnce(t *testing.T) {
+	_, st := newTestRepo(t, Options{})
+	counted := &closeCounter{Store: st}
+	r, err := Open(context.Background(), counted, []byte("pw"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if counted.closes != 1 {
+		t.Fatalf("the store was closed %d times, want 1", counted.closes)
+	}
+}

@@ -36,71 +36,68 @@ func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.Back
 		in.Name = filepath.Base(in.Paths[0])
 	}
 	return run(ctx, s, withDetail(s.repoTask(KindBackupDiskTask, s.cfg.Repository.Location), in.Name), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
-		r, err := s.openRepository(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Store().Close()
-		src := repo.Source{Kind: "disk", VMName: in.Name}
-		snaps, err := r.Points(ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		parent := backup.Latest(snaps, src, nil)
-		var disks []backup.Disk
-		var files []*backup.FileSource
-		defer func() {
-			for _, f := range files {
-				f.Close()
-			}
-		}()
-		for i, p := range in.Paths {
-			f, err := backup.OpenFile(p)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", backup.ErrSourceChanged, err)
-			}
-			files = append(files, f)
-			alloc, err := f.Allocated()
+		return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.BackupPoint, error) {
+			src := repo.Source{Kind: "disk", VMName: in.Name}
+			snaps, err := r.Points(ctx, nil)
 			if err != nil {
 				return nil, err
 			}
-			key := fmt.Sprint(i)
-			prev, err := backup.PreviousIDs(ctx, r, parent, key, f.Size())
-			if err != nil {
-				return nil, fmt.Errorf("previous backup of %s: %w", p, err)
+			parent := backup.Latest(snaps, src, nil)
+			var disks []backup.Disk
+			var files []*backup.FileSource
+			defer func() {
+				for _, f := range files {
+					f.Close()
+				}
+			}()
+			for i, p := range in.Paths {
+				f, err := backup.OpenFile(p)
+				if err != nil {
+					return nil, fmt.Errorf("%w: %w", backup.ErrSourceChanged, err)
+				}
+				files = append(files, f)
+				alloc, err := f.Allocated()
+				if err != nil {
+					return nil, err
+				}
+				key := fmt.Sprint(i)
+				prev, err := backup.PreviousIDs(ctx, r, parent, key, f.Size())
+				if err != nil {
+					return nil, fmt.Errorf("previous backup of %s: %w", p, err)
+				}
+				mode := "full"
+				if prev != nil {
+					mode = "compared"
+				}
+				abs, _ := filepath.Abs(p)
+				disks = append(disks, backup.Disk{Key: key, Name: filepath.Base(p), Path: abs, Format: "raw", Reader: f,
+					Size: f.Size(), Allocated: alloc, Previous: prev, Mode: mode})
 			}
 			mode := "full"
-			if prev != nil {
-				mode = "compared"
+			if parent != nil {
+				mode = "incremental"
 			}
-			abs, _ := filepath.Abs(p)
-			disks = append(disks, backup.Disk{Key: key, Name: filepath.Base(p), Path: abs, Format: "raw", Reader: f,
-				Size: f.Size(), Allocated: alloc, Previous: prev, Mode: mode})
-		}
-		mode := "full"
-		if parent != nil {
-			mode = "incremental"
-		}
-		if err := canLock(r, in.LockedUntil, "--immutable-for"); err != nil {
-			return nil, err
-		}
-		w, err := r.NewWriter(ctx, "backup disk "+in.Name)
-		if err != nil {
-			return nil, err
-		}
-		prog := &backup.Progress{}
-		t.Progress(Meter{Label: "backup " + in.Name, Done: prog.BytesDone.Load, Total: prog.BytesTotal.Load, Detail: storedDetail(prog)})
-		unchanged := func() error {
-			for _, f := range files {
-				if err := f.CheckUnchanged(); err != nil {
-					return err
+			if err := canLock(r, in.LockedUntil, "--immutable-for"); err != nil {
+				return nil, err
+			}
+			w, err := r.NewWriter(ctx, "backup disk "+in.Name)
+			if err != nil {
+				return nil, err
+			}
+			prog := &backup.Progress{}
+			t.Progress(Meter{Label: "backup " + in.Name, Done: prog.BytesDone.Load, Total: prog.BytesTotal.Load, Detail: storedDetail(prog)})
+			unchanged := func() error {
+				for _, f := range files {
+					if err := f.CheckUnchanged(); err != nil {
+						return err
+					}
 				}
+				return nil
 			}
-			return nil
-		}
-		snap, err := backup.Run(ctx, w, backup.Request{Source: src, Mode: mode, Parent: parent, Tags: in.Tags, Disks: disks,
-			SnapshotModeAchieved: string(hypervisor.AsIs), BeforeCommit: unchanged, RetainUntil: in.LockedUntil}, backup.Options{Progress: prog})
-		return s.committed(ctx, t, r, w, snap, err)
+			snap, err := backup.Run(ctx, w, backup.Request{Source: src, Mode: mode, Parent: parent, Tags: in.Tags, Disks: disks,
+				SnapshotModeAchieved: string(hypervisor.AsIs), BeforeCommit: unchanged, RetainUntil: in.LockedUntil}, backup.Options{Progress: prog})
+			return s.committed(ctx, t, r, w, snap, err)
+		})
 	})
 }
 

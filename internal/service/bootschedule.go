@@ -18,12 +18,9 @@ import (
 // is a task of its own (kind verify-boot, with its VM), so a failure is
 // recorded, notified and counted like any other.
 func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time.Time) error {
-	r, err := s.openNamedRepo(ctx, j.Repository)
-	if err != nil {
-		return err
-	}
-	snaps, err := r.Points(ctx, nil)
-	r.Store().Close()
+	snaps, err := withRepo(ctx, s, namedRepo(j.Repository), noLease, func(r *repo.Repository) ([]*repo.Point, error) {
+		return r.Points(ctx, nil)
+	})
 	if err != nil {
 		return err
 	}

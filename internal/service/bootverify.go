@@ -77,52 +77,44 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 		if err != nil {
 			t.Log(slog.LevelWarn, "cleanup of interrupted boot verifications failed", "err", err)
 		}
-		r, err := s.openNamedRepo(ctx, in.Repository)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Store().Close()
-		lease, err := r.AcquireLease(ctx, "restore", "", "boot verification of "+in.Target, false)
-		if err != nil {
-			return nil, err
-		}
-		defer lease.Release(context.WithoutCancel(ctx))
-		snap, err := resolveBootTarget(ctx, r, in.Target)
-		if err != nil {
-			return nil, err
-		}
-		t.Log(slog.LevelInfo, "booting a backup point to verify it", "point", snap.ID.String(), "vm", snap.Source.VMName)
-		o.Reference, o.ReferencePoint, err = bootverify.LastVerifiedScreen(ctx, r, snap.Source.VMName)
-		if err != nil {
-			t.Log(slog.LevelWarn, "the last verified screenshot was not read: the screen is not compared", "err", err)
-		}
-		res, err := bootverify.Run(ctx, r, snap, o)
-		if err != nil {
-			return nil, err
-		}
-		b, err := res.Encode()
-		if err != nil {
-			return nil, err
-		}
-		if err := r.PutBootVerification(ctx, snap.ID, b); err != nil {
-			return nil, err
-		}
-		doc := bootDoc(res)
-		if res.CannotVerify != "" {
-			// Not a point that does not boot: one this host cannot boot as
-			// its hypervisor does. The request cannot be served here.
-			return doc, api.Errorf(api.Invalid, "backup point %s of %s: cannot verify locally: %s", snap.ID.Short(), res.VM, res.CannotVerify)
-		}
-		if !res.Passed {
-			st := res.Step(res.FailedStep)
-			return doc, api.Errorf(api.Integrity, "backup point %s of %s did not pass boot verification: step %d (%s) failed: %s",
-				snap.ID.Short(), res.VM, st.Number, st.Name, st.Detail)
-		}
-		t.Log(slog.LevelInfo, "the backup point boots", "point", snap.ID.String(), "seconds", res.Duration.Seconds())
-		if res.Review != "" {
-			t.Log(slog.LevelWarn, "look at the screenshot: "+res.Review, "point", snap.ID.String())
-		}
-		return doc, nil
+		return withRepo(ctx, s, namedRepo(in.Repository), restoreLease("boot verification of "+in.Target), func(r *repo.Repository) (*api.BootVerification, error) {
+			snap, err := resolveBootTarget(ctx, r, in.Target)
+			if err != nil {
+				return nil, err
+			}
+			t.Log(slog.LevelInfo, "booting a backup point to verify it", "point", snap.ID.String(), "vm", snap.Source.VMName)
+			o.Reference, o.ReferencePoint, err = bootverify.LastVerifiedScreen(ctx, r, snap.Source.VMName)
+			if err != nil {
+				t.Log(slog.LevelWarn, "the last verified screenshot was not read: the screen is not compared", "err", err)
+			}
+			res, err := bootverify.Run(ctx, r, snap, o)
+			if err != nil {
+				return nil, err
+			}
+			b, err := res.Encode()
+			if err != nil {
+				return nil, err
+			}
+			if err := r.PutBootVerification(ctx, snap.ID, b); err != nil {
+				return nil, err
+			}
+			doc := bootDoc(res)
+			if res.CannotVerify != "" {
+				// Not a point that does not boot: one this host cannot boot as
+				// its hypervisor does. The request cannot be served here.
+				return doc, api.Errorf(api.Invalid, "backup point %s of %s: cannot verify locally: %s", snap.ID.Short(), res.VM, res.CannotVerify)
+			}
+			if !res.Passed {
+				st := res.Step(res.FailedStep)
+				return doc, api.Errorf(api.Integrity, "backup point %s of %s did not pass boot verification: step %d (%s) failed: %s",
+					snap.ID.Short(), res.VM, st.Number, st.Name, st.Detail)
+			}
+			t.Log(slog.LevelInfo, "the backup point boots", "point", snap.ID.String(), "seconds", res.Duration.Seconds())
+			if res.Review != "" {
+				t.Log(slog.LevelWarn, "look at the screenshot: "+res.Review, "point", snap.ID.String())
+			}
+			return doc, nil
+		})
 	})
 }
 

@@ -47,48 +47,45 @@ func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, erro
 		spec = s.namedTask(task.KindCopy, in.FromRepository)
 	}
 	return run(ctx, s, withDetail(spec, "to "+cmp.Or(in.ToRepository, in.To)), func(ctx context.Context, t Task) (*api.CopyResult, error) {
-		var src, dst *repo.Repository
-		var err error
+		from, to := repoAt(in.From), otherRepoAt(in.To)
 		if in.FromRepository != "" {
-			src, err = s.openNamedRepo(ctx, in.FromRepository)
-		} else {
-			src, err = s.openAt(ctx, in.From)
+			from = namedRepo(in.FromRepository)
 		}
-		if err != nil {
-			return nil, err
-		}
-		defer src.Store().Close()
 		if in.ToRepository != "" {
-			dst, err = s.openNamedRepo(ctx, in.ToRepository)
-		} else {
-			dst, err = s.openOther(ctx, in.To)
+			to = namedRepo(in.ToRepository)
 		}
-		if err != nil {
-			return nil, err
-		}
-		defer dst.Store().Close()
-		if !in.LockedUntil.IsZero() && !dst.Store().Properties().Retention {
-			return nil, invalidf("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
-		}
-		sel, err := copySelection(ctx, src, in)
-		if err != nil {
-			return nil, err
-		}
-		prog := &transfer.Progress{}
-		t.Progress(Meter{Label: "copy", Done: prog.Bytes.Load, Total: func() int64 { return 0 }})
-		res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: in.LockedUntil, NoOffload: in.NoOffload})
-		if res != nil {
-			s.reportPackCopy(t, res) // also for a failed copy: what it did stays done
-		}
-		if err != nil {
-			return nil, err
-		}
-		o := res.Offload
-		return &api.CopyResult{Copied: list(res.Copied), AlreadyPresent: list(res.AlreadyThere), ChunksRead: res.ChunksRead,
-			ChunksWritten: res.ChunksWritten, WrittenBytes: res.BytesWritten, ReEncrypted: res.ReEncrypted,
-			Offload: api.CopyOffload{Method: o.Method, PacksAdopted: o.PacksAdopted, ChunksAdopted: o.ChunksAdopted,
-				BytesAdopted: o.BytesAdopted, PacksPartial: o.PacksPartial, Unavailable: o.Unavailable}}, nil
+		return withRepo(ctx, s, from, noLease, func(src *repo.Repository) (*api.CopyResult, error) {
+			return withRepo(ctx, s, to, noLease, func(dst *repo.Repository) (*api.CopyResult, error) {
+				return s.copyBetween(ctx, t, src, dst, in)
+			})
+		})
 	})
+}
+
+// copyBetween copies the points in selects from src to dst (transfer
+// takes the copy lease on src).
+func (s *Service) copyBetween(ctx context.Context, t Task, src, dst *repo.Repository, in CopyInput) (*api.CopyResult, error) {
+	if !in.LockedUntil.IsZero() && !dst.Store().Properties().Retention {
+		return nil, invalidf("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
+	}
+	sel, err := copySelection(ctx, src, in)
+	if err != nil {
+		return nil, err
+	}
+	prog := &transfer.Progress{}
+	t.Progress(Meter{Label: "copy", Done: prog.Bytes.Load, Total: func() int64 { return 0 }})
+	res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: in.LockedUntil, NoOffload: in.NoOffload})
+	if res != nil {
+		s.reportPackCopy(t, res) // also for a failed copy: what it did stays done
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := res.Offload
+	return &api.CopyResult{Copied: list(res.Copied), AlreadyPresent: list(res.AlreadyThere), ChunksRead: res.ChunksRead,
+		ChunksWritten: res.ChunksWritten, WrittenBytes: res.BytesWritten, ReEncrypted: res.ReEncrypted,
+		Offload: api.CopyOffload{Method: o.Method, PacksAdopted: o.PacksAdopted, ChunksAdopted: o.ChunksAdopted,
+			BytesAdopted: o.BytesAdopted, PacksPartial: o.PacksPartial, Unavailable: o.Unavailable}}, nil
 }
 
 // copySelection builds the predicate for a copy's selection.

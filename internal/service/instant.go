@@ -95,18 +95,9 @@ func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[Instant
 		t.Finish(err)
 		return nil, err
 	}
-	r, err := s.openRepository(ctx)
+	r, release, err := s.open(ctx, defaultRepo(), restoreLease("instant recovery "+sess.ID))
 	if err != nil {
 		return fail(err)
-	}
-	lease, err := r.AcquireLease(ctx, "restore", "", "instant recovery "+sess.ID, false)
-	if err != nil {
-		_ = r.Store().Close()
-		return fail(err)
-	}
-	release := func() {
-		lease.Release(context.WithoutCancel(ctx))
-		_ = r.Store().Close()
 	}
 	srv, err := instant.Reserve(ctx, r, sess, s.log)
 	if err != nil {

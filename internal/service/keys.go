@@ -51,11 +51,11 @@ func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, erro
 	o := repo.InitOptions{Password: in.Password, NoEncryption: in.NoEncryption, ChunkSize: in.ChunkSizeBytes,
 		PackSize: in.PackSizeBytes, CompressionLevel: in.CompressionLevel, KeyLabel: in.KeyLabel}
 	if in.CopyKeysFrom != "" {
-		other, err := s.openOther(ctx, in.CopyKeysFrom)
+		other, release, err := s.open(ctx, otherRepoAt(in.CopyKeysFrom), noLease)
 		if err != nil {
 			return nil, fmt.Errorf("--copy-keys-from: %w", err)
 		}
-		defer other.Store().Close()
+		defer release()
 		m := other.Key().Master()
 		o.Master = &m
 		if o.ChunkSize == 0 {
@@ -86,35 +86,29 @@ func (s *Service) AddKey(ctx context.Context, in AddKeyInput) (*api.Key, error) 
 	if len(in.Password) == 0 {
 		return nil, invalidf("the new password is empty")
 	}
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	kf, err := r.AddKey(ctx, in.Password, in.Label)
-	if err != nil {
-		return nil, err
-	}
-	k := keyDoc(kf, r.CurrentKeyID())
-	return &k, nil
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.Key, error) {
+		kf, err := r.AddKey(ctx, in.Password, in.Label)
+		if err != nil {
+			return nil, err
+		}
+		k := keyDoc(kf, r.CurrentKeyID())
+		return &k, nil
+	})
 }
 
 // Keys lists the default repository's keys.
 func (s *Service) Keys(ctx context.Context) ([]api.Key, error) {
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	keys, err := r.Keys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := []api.Key{}
-	for _, k := range keys {
-		out = append(out, keyDoc(k, r.CurrentKeyID()))
-	}
-	return out, nil
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Key, error) {
+		keys, err := r.Keys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := []api.Key{}
+		for _, k := range keys {
+			out = append(out, keyDoc(k, r.CurrentKeyID()))
+		}
+		return out, nil
+	})
 }
 
 func keyDoc(k *repo.KeyFile, current string) api.Key {
@@ -125,34 +119,28 @@ func keyDoc(k *repo.KeyFile, current string) api.Key {
 // removed, nor a key that opens points under object lock while they are
 // locked.
 func (s *Service) RemoveKey(ctx context.Context, id string) (*api.KeyRemoval, error) {
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	removed, err := r.RemoveKey(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return &api.KeyRemoval{Removed: removed}, nil
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.KeyRemoval, error) {
+		removed, err := r.RemoveKey(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &api.KeyRemoval{Removed: removed}, nil
+	})
 }
 
 // Leases lists who works on the default repository.
 func (s *Service) Leases(ctx context.Context) ([]api.Lease, error) {
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	leases, err := r.Leases(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := []api.Lease{}
-	now := time.Now()
-	for _, l := range leases {
-		out = append(out, api.Lease{Kind: l.Kind, Host: l.Host, User: l.User, PID: l.PID, Description: l.Description,
-			Since: l.Created, Expires: l.Expires, Alive: !l.Dead(now, hostname())})
-	}
-	return out, nil
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Lease, error) {
+		leases, err := r.Leases(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := []api.Lease{}
+		now := time.Now()
+		for _, l := range leases {
+			out = append(out, api.Lease{Kind: l.Kind, Host: l.Host, User: l.User, PID: l.PID, Description: l.Description,
+				Since: l.Created, Expires: l.Expires, Alive: !l.Dead(now, hostname())})
+		}
+		return out, nil
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/forget"
+	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/gc"
 	"github.com/coffer-backup/coffer/internal/repo/verify"
 	"github.com/coffer-backup/coffer/internal/retention"
@@ -43,28 +44,20 @@ func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport
 		o := verify.Options{ReadData: in.ReadData || in.SubsetPercent > 0 || in.SubsetDen > 0, Progress: &verify.Progress{},
 			NoRecord: in.NoRecord, MemoryBudget: int(in.MemoryBytes), SubsetPercent: in.SubsetPercent,
 			SubsetNum: in.SubsetNum, SubsetDen: in.SubsetDen}
-		r, err := s.openNamedRepo(ctx, in.Repository)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Store().Close()
-		lease, err := r.AcquireLease(ctx, "verify", "", "verify", false)
-		if err != nil {
-			return nil, err
-		}
-		defer lease.Release(context.WithoutCancel(ctx))
-		t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load, Items: true})
-		rep, err := verify.Run(ctx, r, o)
-		if err != nil {
-			return nil, err
-		}
-		doc := verifyDoc(rep)
-		t.Log(slog.LevelInfo, "verified", "packs_read", rep.PacksRead, "packs", rep.Packs, "problems", len(rep.Problems))
-		if !rep.OK() {
-			s.emitDamage(ctx, s.namedTask(task.KindVerify, in.Repository).Repository, doc)
-			return doc, api.Errorf(api.Integrity, "%d problem(s) found", len(rep.Problems))
-		}
-		return doc, nil
+		return withRepo(ctx, s, namedRepo(in.Repository), verifyLease, func(r *repo.Repository) (*api.VerifyReport, error) {
+			t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load, Items: true})
+			rep, err := verify.Run(ctx, r, o)
+			if err != nil {
+				return nil, err
+			}
+			doc := verifyDoc(rep)
+			t.Log(slog.LevelInfo, "verified", "packs_read", rep.PacksRead, "packs", rep.Packs, "problems", len(rep.Problems))
+			if !rep.OK() {
+				s.emitDamage(ctx, s.namedTask(task.KindVerify, in.Repository).Repository, doc)
+				return doc, api.Errorf(api.Integrity, "%d problem(s) found", len(rep.Problems))
+			}
+			return doc, nil
+		})
 	})
 }
 
@@ -110,27 +103,24 @@ func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult
 		if in.Keep.Empty() {
 			return nil, invalidf("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
 		}
-		r, err := s.openNamedRepo(ctx, in.Repository)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Store().Close()
-		groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun,
-			ForgetBootVerified: in.ForgetBootVerified})
-		doc := &api.ForgetResult{DryRun: in.DryRun, Sources: forgetDocs(groups)}
-		var removed []string
-		for _, g := range groups {
-			for _, d := range g.Remove {
-				removed = append(removed, d.ID)
+		return withRepo(ctx, s, namedRepo(in.Repository), noLease, func(r *repo.Repository) (*api.ForgetResult, error) {
+			groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun,
+				ForgetBootVerified: in.ForgetBootVerified})
+			doc := &api.ForgetResult{DryRun: in.DryRun, Sources: forgetDocs(groups)}
+			var removed []string
+			for _, g := range groups {
+				for _, d := range g.Remove {
+					removed = append(removed, d.ID)
+				}
 			}
-		}
-		if !in.DryRun && len(removed) > 0 {
-			t.Log(slog.LevelInfo, "forgot backup points", "count", len(removed))
-			doc.CatalogWarning = s.inCatalog(ctx, fmt.Sprintf("forgetting %d backup point(s)", len(removed)), func(ctx context.Context, c catalog.Catalog) error {
-				return c.DeleteBackupPoints(ctx, r.Config().ID, removed)
-			})
-		}
-		return doc, ferr
+			if !in.DryRun && len(removed) > 0 {
+				t.Log(slog.LevelInfo, "forgot backup points", "count", len(removed))
+				doc.CatalogWarning = s.inCatalog(ctx, fmt.Sprintf("forgetting %d backup point(s)", len(removed)), func(ctx context.Context, c catalog.Catalog) error {
+					return c.DeleteBackupPoints(ctx, r.Config().ID, removed)
+				})
+			}
+			return doc, ferr
+		})
 	})
 }
 
@@ -180,38 +170,32 @@ func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
 		return nil, err
 	}
 	return run(ctx, s, s.namedTask(task.KindGC, in.Repository), func(ctx context.Context, t Task) (*api.GCReport, error) {
-		r, err := s.openNamedRepo(ctx, in.Repository)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Store().Close()
-		s.reportTestAndSet(t, r.Store())
-		rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait, RepackThreshold: in.RepackThreshold})
-		if err != nil {
-			return nil, err
-		}
-		return &api.GCReport{DryRun: rep.DryRun, Points: rep.Snapshots, ChunksReferenced: rep.ChunksReferenced,
-			ChunksIndexed: rep.ChunksIndexed, PacksPlanned: rep.PacksPlanned, PacksDeleted: rep.PacksDeleted,
-			PacksRepacked: rep.PacksRepacked, FreedBytes: rep.BytesFreed, RepackedBytes: rep.BytesRepacked,
-			SegmentsMerged: rep.SegmentsMerged, MapsDeleted: rep.MapsDeleted, ChunksRescued: rep.ChunksRescued,
-			Deferred: rep.Deferred, WaitingFor: list(rep.WaitingFor), ObjectsLocked: rep.Retained, LeftoversRemoved: rep.Leftovers}, nil
+		return withRepo(ctx, s, namedRepo(in.Repository), noLease, func(r *repo.Repository) (*api.GCReport, error) {
+			s.reportTestAndSet(t, r.Store())
+			rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait, RepackThreshold: in.RepackThreshold})
+			if err != nil {
+				return nil, err
+			}
+			return &api.GCReport{DryRun: rep.DryRun, Points: rep.Snapshots, ChunksReferenced: rep.ChunksReferenced,
+				ChunksIndexed: rep.ChunksIndexed, PacksPlanned: rep.PacksPlanned, PacksDeleted: rep.PacksDeleted,
+				PacksRepacked: rep.PacksRepacked, FreedBytes: rep.BytesFreed, RepackedBytes: rep.BytesRepacked,
+				SegmentsMerged: rep.SegmentsMerged, MapsDeleted: rep.MapsDeleted, ChunksRescued: rep.ChunksRescued,
+				Deferred: rep.Deferred, WaitingFor: list(rep.WaitingFor), ObjectsLocked: rep.Retained, LeftoversRemoved: rep.Leftovers}, nil
+		})
 	})
 }
 
 // Stats computes the default repository's sizes and ratios.
 func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	st, err := stats.Compute(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return &api.Stats{Points: st.Snapshots, Disks: st.Disks, LogicalBytes: st.Logical, DataBytes: st.Data, UniqueBytes: st.Unique,
-		Chunks: st.Chunks, ChunkBytes: st.Sealed, StoredBytes: st.Stored, PackBytes: st.PackBytes, Packs: st.Packs,
-		IndexSegments: st.Segments, Objects: st.Objects, DedupRatio: st.Dedup, CompressionRatio: st.Compression, TotalRatio: st.Total}, nil
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.Stats, error) {
+		st, err := stats.Compute(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		return &api.Stats{Points: st.Snapshots, Disks: st.Disks, LogicalBytes: st.Logical, DataBytes: st.Data, UniqueBytes: st.Unique,
+			Chunks: st.Chunks, ChunkBytes: st.Sealed, StoredBytes: st.Stored, PackBytes: st.PackBytes, Packs: st.Packs,
+			IndexSegments: st.Segments, Objects: st.Objects, DedupRatio: st.Dedup, CompressionRatio: st.Compression, TotalRatio: st.Total}, nil
+	})
 }
 
 // maxMemoryBudget bounds --memory: the external sorts map their buffer at

@@ -102,80 +102,77 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 	}
 	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool+" of library "+ml.ref())
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaCopyResult, error) {
-		src, err := s.openRepository(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer src.Store().Close()
-		sel, err := copySelection(ctx, src, CopyInput{Points: in.Points, VM: in.VM, Latest: in.Latest})
-		if err != nil {
-			return nil, err
-		}
-		all, err := src.Points(ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		var snaps []*repo.Point
-		for _, sn := range all {
-			if sel(sn) {
-				snaps = append(snaps, sn)
-			}
-		}
-		if len(snaps) == 0 {
-			return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
-		}
-		drives := min(max(in.Drives, 1), len(snaps))
-		mux := cmp.Or(in.Multiplex, min((len(snaps)+drives-1)/drives, maxMux))
-		libs, closeLib, err := ml.openDrives(drives)
-		if err != nil {
-			return nil, err
-		}
-		defer closeLib()
-		need, err := ml.driveSlots(libs[0])
-		if err != nil {
-			return nil, err
-		}
-		slots := &copySlots{limiter: s.limiter(ctx), need: need, t: t, library: ml.ref()}
-		host, _ := os.Hostname()
-		start := time.Now()
-		results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize,
-			SpoolDir: in.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t), DriveSlot: slots.acquire,
-			WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention, Host: host}})
-		// The sessions that completed are on tape and indexed: the
-		// catalogue records them even when another drive failed.
-		out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, DriveLimit: need.Cap,
-			DrivesAtOnce: slots.mostAtOnce(), Copied: []string{}, Volumes: []api.MediaVolume{},
-			Segments: []api.MediaSegment{}, NoIndex: []string{}, Multiplex: mux}
-		for i, res := range results {
-			if res == nil {
-				continue // the drive failed: copyErr says how
-			}
-			rows, err := s.recordVolumes(ctx, libs[i], ml, res.Volumes...)
+		return withRepo(ctx, s, defaultRepo(), noLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
+			sel, err := copySelection(ctx, src, CopyInput{Points: in.Points, VM: in.VM, Latest: in.Latest})
 			if err != nil {
-				return nil, errors.Join(copyErr, err)
+				return nil, err
 			}
-			session := res.Session.String()
-			out.Sessions = append(out.Sessions, session)
-			out.Blocks += res.Blocks
-			out.DataBytes += res.Bytes
-			out.NoIndex = append(out.NoIndex, res.NoIndex...)
-			for j, ix := range res.Volumes {
-				out.Volumes = append(out.Volumes, volumeDoc(rows[j]))
-				for _, r := range segmentRows(ix) {
-					if r.Session == session {
-						out.Segments = append(out.Segments, segmentDoc(r))
+			all, err := src.Points(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			var snaps []*repo.Point
+			for _, sn := range all {
+				if sel(sn) {
+					snaps = append(snaps, sn)
+				}
+			}
+			if len(snaps) == 0 {
+				return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
+			}
+			drives := min(max(in.Drives, 1), len(snaps))
+			mux := cmp.Or(in.Multiplex, min((len(snaps)+drives-1)/drives, maxMux))
+			libs, closeLib, err := ml.openDrives(drives)
+			if err != nil {
+				return nil, err
+			}
+			defer closeLib()
+			need, err := ml.driveSlots(libs[0])
+			if err != nil {
+				return nil, err
+			}
+			slots := &copySlots{limiter: s.limiter(ctx), need: need, t: t, library: ml.ref()}
+			host, _ := os.Hostname()
+			start := time.Now()
+			results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize,
+				SpoolDir: in.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t), DriveSlot: slots.acquire,
+				WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention, Host: host}})
+			// The sessions that completed are on tape and indexed: the
+			// catalogue records them even when another drive failed.
+			out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, DriveLimit: need.Cap,
+				DrivesAtOnce: slots.mostAtOnce(), Copied: []string{}, Volumes: []api.MediaVolume{},
+				Segments: []api.MediaSegment{}, NoIndex: []string{}, Multiplex: mux}
+			for i, res := range results {
+				if res == nil {
+					continue // the drive failed: copyErr says how
+				}
+				rows, err := s.recordVolumes(ctx, libs[i], ml, res.Volumes...)
+				if err != nil {
+					return nil, errors.Join(copyErr, err)
+				}
+				session := res.Session.String()
+				out.Sessions = append(out.Sessions, session)
+				out.Blocks += res.Blocks
+				out.DataBytes += res.Bytes
+				out.NoIndex = append(out.NoIndex, res.NoIndex...)
+				for j, ix := range res.Volumes {
+					out.Volumes = append(out.Volumes, volumeDoc(rows[j]))
+					for _, r := range segmentRows(ix) {
+						if r.Session == session {
+							out.Segments = append(out.Segments, segmentDoc(r))
+						}
 					}
 				}
 			}
-		}
-		out.DurationSeconds = time.Since(start).Seconds()
-		if copyErr != nil {
-			return nil, copyErr
-		}
-		for _, sn := range snaps {
-			out.Copied = append(out.Copied, sn.ID.String())
-		}
-		return out, nil
+			out.DurationSeconds = time.Since(start).Seconds()
+			if copyErr != nil {
+				return nil, copyErr
+			}
+			for _, sn := range snaps {
+				out.Copied = append(out.Copied, sn.ID.String())
+			}
+			return out, nil
+		})
 	})
 }
 

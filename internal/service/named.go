@@ -65,11 +65,9 @@ func (s *Service) repositoryID(ctx context.Context, ref string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	r, err := named.openRepository(ctx)
-	if err != nil {
-		return "", err
-	}
-	return r.Config().ID, nil
+	return withRepo(ctx, named, defaultRepo(), noLease, func(r *repo.Repository) (string, error) {
+		return r.Config().ID, nil
+	})
 }
 
 // RepositoryNames are the repositories this service opens by name in
@@ -222,11 +220,11 @@ func (s *Service) storeHoldsRepository(ctx context.Context, name, location strin
 // repository: the server checks rights on a point through its VM too
 // (a tenant restores its VMs' points from a shared repository).
 func (s *Service) PointVM(ctx context.Context, ref string) (conn, vm string, err error) {
-	r, err := s.openRepository(ctx)
+	r, release, err := s.open(ctx, defaultRepo(), noLease)
 	if err != nil {
 		return "", "", err
 	}
-	defer r.Store().Close()
+	defer release()
 	snap, err := r.FindPoint(ctx, ref)
 	if err != nil {
 		return "", "", err

@@ -28,11 +28,11 @@ type PointsInput struct {
 // straight from the repository, with the damage each still carries.
 // Manifests that cannot be read are returned apart, as skipped.
 func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint, []api.SkippedPoint, error) {
-	r, err := s.openRepository(ctx)
+	r, release, err := s.open(ctx, defaultRepo(), noLease)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer r.Store().Close()
+	defer release()
 	skipped := []api.SkippedPoint{}
 	var snaps []*repo.Point
 	if in.Point != "" {
@@ -156,28 +156,25 @@ func listPoints(ctx context.Context, c catalog.Catalog, f catalog.BackupPointFil
 // repository with one per manifest, in one transaction. Damaged manifests
 // are skipped and listed: the document comes back with an integrity error.
 func (s *Service) RebuildCatalog(ctx context.Context) (*api.CatalogRebuild, error) {
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	c, err := s.openCatalog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	res, err := rebuild.Rebuild(ctx, c, r)
-	if err != nil {
-		return nil, err
-	}
-	doc := &api.CatalogRebuild{Repository: res.Repository, Points: res.Points, Skipped: []api.SkippedPoint{}}
-	for _, sk := range res.Skipped {
-		doc.Skipped = append(doc.Skipped, api.SkippedPoint{PointID: sk.ID, Error: sk.Err})
-	}
-	if len(doc.Skipped) > 0 {
-		return doc, api.Errorf(api.Integrity, "%d damaged snapshot manifest(s) skipped", len(doc.Skipped))
-	}
-	return doc, nil
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.CatalogRebuild, error) {
+		c, err := s.openCatalog(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		res, err := rebuild.Rebuild(ctx, c, r)
+		if err != nil {
+			return nil, err
+		}
+		doc := &api.CatalogRebuild{Repository: res.Repository, Points: res.Points, Skipped: []api.SkippedPoint{}}
+		for _, sk := range res.Skipped {
+			doc.Skipped = append(doc.Skipped, api.SkippedPoint{PointID: sk.ID, Error: sk.Err})
+		}
+		if len(doc.Skipped) > 0 {
+			return doc, api.Errorf(api.Integrity, "%d damaged snapshot manifest(s) skipped", len(doc.Skipped))
+		}
+		return doc, nil
+	})
 }
 
 // catalogTimeout bounds how long an operation that changed the repository
@@ -224,24 +221,21 @@ type ProtectInput struct {
 // Protect protects backup points from forget and retention (or removes
 // the protection), in the repository and in the catalog.
 func (s *Service) Protect(ctx context.Context, in ProtectInput) ([]api.ProtectResult, error) {
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	out := []api.ProtectResult{}
-	for _, ref := range in.Points {
-		snap, err := r.FindPoint(ctx, ref)
-		if err != nil {
-			return out, err
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.ProtectResult, error) {
+		out := []api.ProtectResult{}
+		for _, ref := range in.Points {
+			snap, err := r.FindPoint(ctx, ref)
+			if err != nil {
+				return out, err
+			}
+			snap.Protected = !in.Remove
+			if err := r.UpdatePoint(ctx, snap); err != nil {
+				return out, err
+			}
+			res := api.ProtectResult{PointID: snap.ID.String(), Protected: snap.Protected}
+			res.CatalogWarning = s.recordPoint(ctx, r, snap)
+			out = append(out, res)
 		}
-		snap.Protected = !in.Remove
-		if err := r.UpdatePoint(ctx, snap); err != nil {
-			return out, err
-		}
-		res := api.ProtectResult{PointID: snap.ID.String(), Protected: snap.Protected}
-		res.CatalogWarning = s.recordPoint(ctx, r, snap)
-		out = append(out, res)
-	}
-	return out, nil
+		return out, nil
+	})
 }

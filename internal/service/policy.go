@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // PolicyCheck validates the configuration's engine sections (what a
@@ -182,12 +183,9 @@ func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*ap
 		doc.Warnings = append(doc.Warnings, selectionFindings(cfg, p, c, selected)...)
 	}
 	if !p.Retention.Empty() {
-		r, err := s.openNamedIn(ctx, cfg, p.Repository)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Store().Close()
-		groups, err := forget.Run(ctx, r, forget.Options{Policy: p.Retention, Tags: map[string]string{"policy": p.Name}, DryRun: true})
+		groups, err := withRepo(ctx, s, namedRepoIn(cfg, p.Repository), noLease, func(r *repo.Repository) ([]forget.Group, error) {
+			return forget.Run(ctx, r, forget.Options{Policy: p.Retention, Tags: map[string]string{"policy": p.Name}, DryRun: true})
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -49,20 +49,17 @@ func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport
 		return nil, invalidf("no repair %q (config, keys, index, packs, snapshots, undelete)", in.What)
 	}
 	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), in.What), func(ctx context.Context, _ Task) (*api.RepairReport, error) {
-		r, err := s.openRepository(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer r.Store().Close()
-		rep, err := fn(ctx, r, repair.Options{DryRun: in.DryRun})
-		if err != nil {
-			return nil, err
-		}
-		doc := &api.RepairReport{DryRun: rep.DryRun, Steps: list(rep.Steps), Kept: rep.Kept, Dropped: rep.Dropped, AffectedPoints: []api.LostDisk{}}
-		for _, a := range rep.Affected {
-			doc.AffectedPoints = append(doc.AffectedPoints, api.LostDisk{PointID: a.Snapshot, VM: a.Source, Disk: a.Disk, Spans: a.Spans})
-		}
-		return doc, nil
+		return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.RepairReport, error) {
+			rep, err := fn(ctx, r, repair.Options{DryRun: in.DryRun})
+			if err != nil {
+				return nil, err
+			}
+			doc := &api.RepairReport{DryRun: rep.DryRun, Steps: list(rep.Steps), Kept: rep.Kept, Dropped: rep.Dropped, AffectedPoints: []api.LostDisk{}}
+			for _, a := range rep.Affected {
+				doc.AffectedPoints = append(doc.AffectedPoints, api.LostDisk{PointID: a.Snapshot, VM: a.Source, Disk: a.Disk, Spans: a.Spans})
+			}
+			return doc, nil
+		})
 	})
 }
 

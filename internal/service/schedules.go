@@ -419,7 +419,7 @@ func (s *Service) HealthMonitor(ctx context.Context, notifying func() bool, now 
 	}
 	mcfg := s.cfg.Maintenance.WithDefaults()
 	return health.New(health.Options{Catalog: ctl.cat, Config: cfg, Judge: s.judgeForHealth, Repositories: s.watchedRepositories(cfg),
-		Open: s.openNamedRepo, Location: s.locationOfNamed, Capacity: capacities(mcfg), FullPercent: mcfg.RepositoryFull,
+		Open: s.openNamed, Location: s.locationOfNamed, Capacity: capacities(mcfg), FullPercent: mcfg.RepositoryFull,
 		LockWarning: time.Duration(mcfg.LockWarning), CheckEvery: time.Duration(mcfg.HealthEvery),
 		StatsEvery: time.Duration(mcfg.StatsEvery), Metrics: s.cfg.Metrics, Emitter: s.emitter(ctx),
 		Notifying: notifying, Logger: s.log, Now: now}), nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // A repository's usage trend, from the samples the health monitor
@@ -26,27 +27,24 @@ const (
 // RepositoryUsage is the default repository's usage over the last 30
 // days, its trend and its estimated full date.
 func (s *Service) RepositoryUsage(ctx context.Context) (*api.RepositoryUsage, error) {
-	r, err := s.openRepository(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Store().Close()
-	c, err := s.openCatalog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	u, ok := catalog.UsageOf(c)
-	if !ok {
-		return &api.RepositoryUsage{Samples: []api.UsageSample{}, Estimate: "this catalog keeps no usage history"}, nil
-	}
-	now := time.Now()
-	samples, err := u.ListUsageSamples(ctx, r.Config().ID, now.Add(-usageWindow))
-	if err != nil {
-		return nil, err
-	}
-	doc := usageTrend(samples)
-	return &doc, nil
+	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.RepositoryUsage, error) {
+		c, err := s.openCatalog(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		u, ok := catalog.UsageOf(c)
+		if !ok {
+			return &api.RepositoryUsage{Samples: []api.UsageSample{}, Estimate: "this catalog keeps no usage history"}, nil
+		}
+		now := time.Now()
+		samples, err := u.ListUsageSamples(ctx, r.Config().ID, now.Add(-usageWindow))
+		if err != nil {
+			return nil, err
+		}
+		doc := usageTrend(samples)
+		return &doc, nil
+	})
 }
 
 // usageTrend fits the samples (oldest first) and says how.
