@@ -258,9 +258,14 @@ func (c *checker) trace() error {
 	}
 	// Broken copies of chunks that have a good copy elsewhere: the pack
 	// still needs mending, no data is lost.
+	// A lost chunk is reported with the cause that lost it (the blobs
+	// past the end of a truncated pack are broken copies too, whose
+	// cause is truncated-pack): it has no other copy.
 	perPack := map[pack.ID]int{}
-	for loc := range c.brokenAt {
-		perPack[loc.pack]++
+	for loc, bc := range c.brokenAt {
+		if _, lost := c.lost[bc.chunk]; !lost {
+			perPack[loc.pack]++
+		}
 	}
 	for p, n := range perPack {
 		if _, reported := c.causes["corrupt-chunk "+pack.ObjectName(p)]; reported {
