@@ -277,3 +277,31 @@ func packs(t *testing.T, r *repo.Repository) []pack.ID {
 	}
 	return out
 }
+
+// TestReadDataBehindADamagedIndex: when the index entries of a pack are
+// unreadable, verify --read-data still finds its chunks through the
+// pack's trailer, and it must authenticate them before it says that no
+// data is lost: a rotten blob there is a loss of the points that use it.
+func TestReadDataBehindADamagedIndex(t *testing.T) {
+	f := repotest.NewTwoSources(t, 0)
+	uses := repotest.Uses(t, f.R)
+	p := f.BPacks[1]
+	entries := repotest.Entries(t, f.R, p)
+	f.Flip(t, pack.ObjectName(p), int(entries[3].Offset)+20)
+	seg := index.ObjectName(f.BSegment) // B's index entries: one block
+	f.Flip(t, seg, 16+40)
+	rep := run(t, f.R, verify.Options{ReadData: true})
+	check(t, rep, uses, []finding{
+		{kind: "index-segment", object: seg, repair: repairIndex},
+		{kind: "corrupt-chunk", object: pack.ObjectName(p), dataLoss: true, repair: repairPacks, lost: []id.ID{entries[3].ID}},
+	})
+	if rep.Recorded != 1 {
+		t.Errorf("recorded %d broken copies, want 1", rep.Recorded)
+	}
+	// The structural check does not read blobs: it sees the damaged index
+	// (and, now, the recorded broken copy).
+	check(t, run(t, f.R, verify.Options{NoRecord: true}), uses, []finding{
+		{kind: "index-segment", object: seg, repair: repairIndex},
+		{kind: "corrupt-chunk", object: pack.ObjectName(p), dataLoss: true, repair: repairPacks, lost: []id.ID{entries[3].ID}},
+	})
+}
