@@ -53,7 +53,8 @@ func Packs(ctx context.Context, r *repo.Repository, o Options) (*Report, error) 
 	if err != nil {
 		return nil, err
 	}
-	lost := map[id.ID]bool{}
+	// lost and moved are bounded by the damaged packs' entries.
+	lost, moved := map[id.ID]bool{}, map[id.ID]bool{}
 	var w *repo.Writer
 	var st *repo.Stream
 	if !o.DryRun {
@@ -65,6 +66,7 @@ func Packs(ctx context.Context, r *repo.Repository, o Options) (*Report, error) 
 	for p, size := range candidates {
 		entries := byPack[p]
 		k, d, err := salvage(ctx, r, p, size, entries, func(e index.Entry, sealed []byte) error {
+			moved[e.ID] = true
 			if st == nil {
 				return nil
 			}
@@ -85,7 +87,12 @@ func Packs(ctx context.Context, r *repo.Repository, o Options) (*Report, error) 
 			}
 		}
 	}
-	// Only chunks left without any good copy count as lost.
+	// Only chunks left without any good copy count as lost: not those
+	// moved to a new pack (which the index does not list yet), nor those
+	// with a copy in a pack that stays.
+	for x := range moved {
+		delete(lost, x)
+	}
 	for x := range lost {
 		if loc, ok, err := r.Index().Lookup(ctx, x); err != nil {
 			return nil, err

@@ -136,13 +136,18 @@ func (c *checker) lose(x id.ID, copies []index.Location) {
 
 // recoverable looks for chunks that no index lists in the pack trailers:
 // a damaged or lost index segment loses no data while the packs list
-// their chunks, and `coffer repair index` indexes them again.
+// their chunks, and `coffer repair index` indexes them again. A copy found
+// so counts only if it is not recorded broken and, with ReadData (in a
+// selected pack), its blob authenticates: otherwise the chunk is lost
+// to that broken copy.
 func (c *checker) recoverable() error {
-	cs := c.causes["missing-chunk chunks in no index"]
+	const missing = "missing-chunk chunks in no index"
+	cs := c.causes[missing]
 	if cs == nil {
 		return nil
 	}
 	found := 0
+	var broken []index.Entry
 	err := c.r.Store().List(c.ctx, "data/", func(fi store.ObjectInfo) error {
 		p, err := pack.ParseObjectName(fi.Name)
 		if err != nil {
@@ -156,27 +161,46 @@ func (c *checker) recoverable() error {
 			return err
 		}
 		for _, e := range entries {
-			if c.lost[e.ID] == "missing-chunk chunks in no index" {
-				delete(c.lost, e.ID)
-				found++
+			if c.lost[e.ID] != missing {
+				continue
 			}
+			loc := index.Location{Pack: p, Offset: e.Offset, Length: e.Length, RawLength: e.RawLength}
+			if bad, err := c.brokenBlob(e.ID, loc); err != nil {
+				return err
+			} else if bad {
+				broken = append(broken, index.Entry{ID: e.ID, Location: loc})
+				continue
+			}
+			delete(c.lost, e.ID)
+			found++
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if found == 0 {
+	if found+len(broken) == 0 {
 		return nil
 	}
-	cs.chunks -= found
+	// Chunks found only as broken copies are lost to those copies.
+	cs.chunks -= found + len(broken)
+	for _, e := range broken {
+		delete(c.lost, e.ID)
+		c.lose(e.ID, []index.Location{e.Location})
+	}
 	kept := cs.copies[:0]
 	for _, b := range cs.copies {
-		if _, still := c.lost[b.Chunk]; still {
+		if c.lost[b.Chunk] == missing {
 			kept = append(kept, b)
 		}
 	}
 	cs.copies = kept
+	if cs.chunks == 0 {
+		delete(c.causes, missing)
+	}
+	if found == 0 {
+		return nil
+	}
 	note := fmt.Sprintf("%d chunk(s) that backup points use are in no readable index segment, but their packs list them: no data is lost, the index is incomplete", found)
 	amended := false
 	for i, p := range c.rep.Problems {
@@ -188,10 +212,38 @@ func (c *checker) recoverable() error {
 	if !amended {
 		c.problem(Problem{Kind: "index-segment", Object: "index/", Repair: repairIndex, Detail: note})
 	}
-	if cs.chunks == 0 {
-		delete(c.causes, "missing-chunk chunks in no index")
-	}
 	return nil
+}
+
+// brokenBlob reports whether a chunk copy that only a pack's trailer
+// lists is broken: recorded so, or, when verify reads this pack's data,
+// failing authentication (then it is kept as a broken copy).
+func (c *checker) brokenBlob(x id.ID, loc index.Location) (bool, error) {
+	if c.r.BrokenCopy(x, loc) {
+		return true, nil
+	}
+	if !c.o.ReadData || !c.o.selected(loc.Pack) {
+		return false, nil
+	}
+	if c.dec == nil {
+		dec, err := c.r.NewDecoder()
+		if err != nil {
+			return false, err
+		}
+		c.dec = dec
+	}
+	sealed, err := c.r.ReadBlob(c.ctx, loc)
+	if err == nil {
+		c.buf, err = c.dec.Decode(c.buf[:0], sealed, x, int(loc.RawLength))
+	}
+	if err == nil {
+		return false, nil
+	}
+	if !damage(err) {
+		return false, err
+	}
+	c.brokenAt[location{loc.Pack, loc.Offset}] = brokenCopy{x, errText(err)}
+	return true, nil
 }
 
 // trace finds, for every lost chunk, the points, disks and offsets that
@@ -258,9 +310,14 @@ func (c *checker) trace() error {
 	}
 	// Broken copies of chunks that have a good copy elsewhere: the pack
 	// still needs mending, no data is lost.
+	// A lost chunk is reported with the cause that lost it (the blobs
+	// past the end of a truncated pack are broken copies too, whose
+	// cause is truncated-pack): it has no other copy.
 	perPack := map[pack.ID]int{}
-	for loc := range c.brokenAt {
-		perPack[loc.pack]++
+	for loc, bc := range c.brokenAt {
+		if _, lost := c.lost[bc.chunk]; !lost {
+			perPack[loc.pack]++
+		}
 	}
 	for p, n := range perPack {
 		if _, reported := c.causes["corrupt-chunk "+pack.ObjectName(p)]; reported {

@@ -29,6 +29,9 @@ type checker struct {
 	// causes groups lost chunks by what lost them, for reporting.
 	causes   map[string]*cause
 	pointsOf map[id.ID][]string // lost chunk -> points using it
+	// dec and buf read the blobs only a pack's trailer lists (recoverable).
+	dec *repo.Decoder
+	buf []byte
 }
 
 type brokenCopy struct {
