@@ -140,7 +140,7 @@ func snapshotCases() []repairCase {
 		{name: "manifest header", repair: repair.Snapshots, damage: func(t *testing.T, f *repotest.TwoSources, _ map[id.ID][]repotest.Use) expect {
 			f.Flip(t, bManifest(f), 3)
 			return expect{check: func(t *testing.T, f *repotest.TwoSources) {
-				s, err := f.R.LoadSnapshot(context.Background(), f.B.ID)
+				s, err := f.R.LoadPoint(context.Background(), f.B.ID)
 				if err != nil || s.HeaderDamaged() != nil || s.Disks[0].Map != bMap(f) {
 					t.Errorf("B after the repair: %v, %+v", err, s)
 				}
@@ -172,7 +172,7 @@ func keepsSpans(old string, before []id.ID, lost int64, aside bool) func(t *test
 		} else if _, err := f.R.Store().Stat(ctx, old); err == nil {
 			t.Errorf("the damaged map %s is still in place", old)
 		}
-		s, err := f.R.LoadSnapshot(ctx, f.B.ID)
+		s, err := f.R.LoadPoint(ctx, f.B.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func observe(t *testing.T, r *repo.Repository, uses map[id.ID][]repotest.Use, o 
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

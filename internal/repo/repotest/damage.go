@@ -24,8 +24,8 @@ import (
 // be reported against B only, and A must stay intact.
 type TwoSources struct {
 	*Local
-	A        []*repo.Snapshot // oldest first
-	B        *repo.Snapshot
+	A        []*repo.Point // oldest first
+	B        *repo.Point
 	BPacks   []pack.ID // the packs B's backup wrote
 	BSegment id.ID     // the index segment B's backup wrote
 }
@@ -49,7 +49,7 @@ func NewTwoSources(t testing.TB, bSpans int) *TwoSources {
 	}
 	for _, name := range f.list(t, "snapshots/") {
 		if !slices.Contains(snaps, name) {
-			s, err := f.R.LoadSnapshot(ctx, mustParse(t, strings.TrimPrefix(name, "snapshots/")))
+			s, err := f.R.LoadPoint(ctx, mustParse(t, strings.TrimPrefix(name, "snapshots/")))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,9 +111,9 @@ func (f *TwoSources) list(t testing.TB, prefix string) []string {
 }
 
 // Points loads the readable backup points, oldest first.
-func (f *TwoSources) Points(t testing.TB) []*repo.Snapshot {
+func (f *TwoSources) Points(t testing.TB) []*repo.Point {
 	t.Helper()
-	snaps, err := f.R.Snapshots(context.Background(), nil)
+	snaps, err := f.R.Points(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func (f *TwoSources) Points(t testing.TB) []*repo.Snapshot {
 
 // Use is one span of one disk of a backup point.
 type Use struct {
-	Point *repo.Snapshot
+	Point *repo.Point
 	Disk  int
 	Span  uint64
 }
@@ -133,7 +133,7 @@ type Use struct {
 func Uses(t testing.TB, r *repo.Repository) map[id.ID][]Use {
 	t.Helper()
 	ctx := context.Background()
-	snaps, err := r.Snapshots(ctx, nil)
+	snaps, err := r.Points(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
