@@ -66,7 +66,7 @@ coffer init --repo s3://backups/site-a --chunk-size 4MiB`,
 				a.printf("created repository %s at %s (encryption %s, chunk size %s, zstd level %d)\n",
 					short(cfg.ID), cfg.Location, cfg.Encryption, humanBytes(int64(cfg.ChunkSizeBytes)), cfg.CompressionLevel)
 				if !cfg.ConditionalWrites {
-					a.printf("warning: the storage does not enforce conditional writes; see the README (S3) for what coffer falls back to\n")
+					a.printf("warning: the storage does not enforce conditional writes; see docs/02-first-backup.md (S3 repositories) for what coffer falls back to\n")
 				}
 			})
 		},

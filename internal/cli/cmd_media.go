@@ -44,8 +44,8 @@ func (a *app) cmdMedia() *cobra.Command {
 		Short: "tape libraries: label, copy backup points to tape, restore, verify, catalogue",
 		Long: manual(`Sequential media: backup points copied to tape cartridges in a library
 (a real one through st and mtx, or coffer's file-backed virtual tape library),
-restorable from the tapes alone with the repository's password. See the
-README's "Tape" section and docs/design/media-format.md.
+restorable from the tapes alone with the repository's password. See
+docs/09-tape.md and docs/design/media-format.md.
 
 --library names the library: a library of the configuration (the
 media-libraries section, or coffer config create media-library), a virtual

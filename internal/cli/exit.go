@@ -9,7 +9,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
-// Exit codes, documented in `coffer help exit-codes` and the README.
+// Exit codes, documented in `coffer help exit-codes` and docs/11-troubleshooting.md
+// (docs/reference/exit-codes.md is generated from exitCodeHelp).
 const (
 	ExitOK          = 0
 	ExitFailure     = 1  // any other error

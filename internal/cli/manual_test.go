@@ -44,7 +44,7 @@ func TestEveryCommandHasAManualPage(t *testing.T) {
 }
 
 // TestEveryClassHasAnExitCode: an error class without an exit code would
-// end as a plain failure, whatever the README promises.
+// end as a plain failure, whatever docs/11-troubleshooting.md promises.
 func TestEveryClassHasAnExitCode(t *testing.T) {
 	for _, c := range api.Classes {
 		if _, ok := exitCodes[c]; !ok {

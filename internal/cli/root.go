@@ -131,8 +131,8 @@ func (a *app) newRoot() *cobra.Command {
     coffer - agentless backup and recovery for virtual machines
 
 DESCRIPTION
-    coffer backs up whole VMs from hypervisor snapshots (QEMU/KVM over QMP,
-    VMware vSphere) and raw disk images into a deduplicated, compressed,
+    coffer backs up whole VMs from hypervisor snapshots (QEMU/KVM over QMP
+    or through libvirt, VMware vSphere) and raw disk images into a deduplicated, compressed,
     encrypted repository on local disk or S3, and restores whole disks, new
     VMs, single files, or boots a VM straight from a backup.
 
@@ -203,6 +203,7 @@ func (a *app) commands() []*cobra.Command {
 		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
 		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(), a.cmdServer(),
 		a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit(), a.cmdMedia(), a.cmdPlan(), a.cmdBench(),
+		a.cmdGenerate(),
 	}
 }
 

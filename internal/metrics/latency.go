@@ -18,7 +18,7 @@ func newLatencyCollector(m *Metrics) *latencyCollector {
 	ds := []string{"connection", "datastore"}
 	return &latencyCollector{m: m,
 		latency: prometheus.NewDesc("coffer_datastore_latency_seconds",
-			"Mean latency of the datastore's I/O over the last interval, the worst of its sources (device, VM disks); absent in an interval without I/O.", ds, nil),
+			"Mean latency of the I/O of a datastore of the latency-control section while backups read from it, over the last interval: the worst of its sources (its block device, the disks of the VMs being read); absent for an interval without I/O.", ds, nil),
 		threshold: prometheus.NewDesc("coffer_datastore_latency_threshold_seconds", "The datastore's congestion threshold (latency-control).", ds, nil),
 		congested: prometheus.NewDesc("coffer_datastore_congested", "1 while the datastore's latency is above its threshold, else 0.", ds, nil),
 		limits: prometheus.NewDesc("coffer_backup_read_rate_limit_bytes_per_second",

@@ -89,10 +89,10 @@ func New() *Metrics {
 		"Time of the newest good backup point of a VM, by the policy that made it (\"\" for backups run by hand).", "connection", "vm", "policy")
 	m.policyLast = gauge("coffer_policy_last_success_timestamp_seconds",
 		"End of the newest run of a policy in which every VM was backed up.", "policy")
-	m.backupDuration = hist("coffer_backup_duration_seconds", "Duration of one VM's backup.", durations, "policy")
+	m.backupDuration = hist("coffer_backup_duration_seconds", "Duration of one VM's backup (policy runs; disk and VM backups run by hand with policy=\"\").", durations, "policy")
 	m.backupBytes = hist("coffer_backup_read_bytes", "Bytes read from the hypervisor by one VM's backup.", sizes, "policy")
-	m.restoreDuration = hist("coffer_restore_duration_seconds", "Duration of a restore (disks, VM, files).", durations, "kind")
-	m.restoreBytes = hist("coffer_restore_bytes", "Bytes written by a restore of disks.", sizes, "kind")
+	m.restoreDuration = hist("coffer_restore_duration_seconds", "Duration of a restore, by kind: restore (disks), restore-vm, restore-files.", durations, "kind")
+	m.restoreBytes = hist("coffer_restore_bytes", "Bytes written by a restore of disks, by kind.", sizes, "kind")
 	m.repoStored = gauge("coffer_repository_stored_bytes", "Bytes the repository holds in its store (refreshed every stats-every).", "repository")
 	m.repoLogical = gauge("coffer_repository_logical_bytes", "Sum of the disk sizes of every backup point.", "repository")
 	m.repoDedup = gauge("coffer_repository_dedup_ratio", "Non-zero data referenced over the unique data stored (x:1).", "repository")
@@ -107,7 +107,7 @@ func New() *Metrics {
 		Help: "Tasks this process finished, by kind and status (success, partial, failed, cancelled)."}, []string{"kind", "status"})
 	m.live.MustRegister(m.tasksFinished)
 	m.offloadBytes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_offload_bytes_total",
-		Help: "Bytes a storage primitive handled in this process, by primitive (zero, copy) and path: offloaded to the target, or fallback through the host."},
+		Help: "Bytes a storage primitive handled in this process: zero (a restore's zero bytes) by offloaded (holes of a sparse file, a device's zeroing) or fallback (written as zeros); copy (the copies of restore --copies, and coffer copy's data) by offloaded (cloned by the filesystem, or whole packs copied server-side by S3) or fallback (copied through the host, or chunks streamed through coffer)."},
 		[]string{"primitive", "path"})
 	m.live.MustRegister(m.offloadBytes)
 	for _, primitive := range []string{"zero", "copy"} {
@@ -116,7 +116,7 @@ func New() *Metrics {
 		}
 	}
 	m.offloadOps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coffer_offload_operations_total",
-		Help: "Storage primitives without a byte count used in this process, by primitive (test-and-set: the maintenance lease) and path: offloaded (the storage's atomic condition) or fallback (emulated)."},
+		Help: "Uses of a storage primitive without a byte count in this process: test-and-set (taking the maintenance lease, for gc) by offloaded (the storage evaluates the condition atomically: S3 conditional writes, the local store's link(2) under flock) or fallback (an S3 server that ignores the conditions: HEAD, PUT, HEAD)."},
 		[]string{"primitive", "path"})
 	m.live.MustRegister(m.offloadOps)
 	for _, path := range []string{"offloaded", "fallback"} {
@@ -125,16 +125,16 @@ func New() *Metrics {
 	m.verifyLast = gauge("coffer_verify_last_success_timestamp_seconds", "End of the newest verify of the repository that found nothing wrong.", "repository")
 	m.gcLast = gauge("coffer_gc_last_success_timestamp_seconds", "End of the newest successful garbage collection of the repository.", "repository")
 	m.outsideRPO = gauge("coffer_vms_outside_rpo",
-		"VMs the policy selects whose newest good point is older than their RPO (the strictest rpo of the policies selecting them, 24h when none sets one).", "policy")
-	m.rpoSeconds = gauge("coffer_policy_rpo_seconds", "The policy's recovery point objective.", "policy")
+		"VMs of the inventory the policy selects whose newest good point is older than their RPO (the strictest rpo of the policies selecting them, 24h when none sets one); every policy has a series.", "policy")
+	m.rpoSeconds = gauge("coffer_policy_rpo_seconds", "The policy's recovery point objective, its rpo (only policies that set one).", "policy")
 	m.inventoryVMs = gauge("coffer_inventory_vms",
 		"VMs of the inventory by how they stand against their RPO: no-policy, no-point, outside-rpo, within-rpo (the console's protection summary).", "protection")
 	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "coffer_schedules_leader",
 		Help: "1 when this server runs the scheduled jobs (holds the schedules' lease), else 0."})
 	m.live.MustRegister(m.leader)
 	m.live.MustRegister(&slotCollector{m: m,
-		inUse: prometheus.NewDesc("coffer_limit_slots_in_use", "Slots of a limit's pool in use (global, host:, datastore:, group:, repo:, policy:, library:).", []string{"pool"}, nil),
-		size:  prometheus.NewDesc("coffer_limit_slots", "Slots of a limit's pool.", []string{"pool"}, nil)})
+		inUse: prometheus.NewDesc("coffer_limit_slots_in_use", "Slots of one of the engine's limit pools in use: global, host:C/H, datastore:C/D, group:G, repo:R, policy:P, library:L (a media library's drives written at once).", []string{"pool"}, nil),
+		size:  prometheus.NewDesc("coffer_limit_slots", "Slots of one of the engine's limit pools (its capacity).", []string{"pool"}, nil)})
 	m.live.MustRegister(newLatencyCollector(m))
 	m.live.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.render()

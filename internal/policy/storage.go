@@ -166,7 +166,7 @@ func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...an
 		}
 		switch {
 		case p.Kind == "exec" && len(p.Command) == 0:
-			add("%s: command is missing: the program that creates, presents, lists and deletes snapshots (see the README's storage snapshots)", where)
+			add("%s: command is missing: the program that creates, presents, lists and deletes snapshots (see docs/07-storage-integration.md)", where)
 		case p.Kind != "exec" && len(p.Command) > 0:
 			add("%s: command only applies to kind: exec", where)
 		}

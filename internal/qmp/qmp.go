@@ -6,7 +6,7 @@
 // qmp_capabilities, execute with id, events.
 //
 // One monitor socket serves one client at a time, so coffer expects a
-// dedicated monitor on every VM it protects (see the README).
+// dedicated monitor on every VM it protects (see docs/03-hypervisors.md).
 package qmp
 
 import (

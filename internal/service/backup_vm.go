@@ -143,7 +143,7 @@ func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in Ba
 			names = append(names, c.Name)
 		}
 		sort.Strings(names)
-		have := "it has none: add one to the connections section (see the README)"
+		have := "it has none: add one to the connections section (see docs/03-hypervisors.md)"
 		if len(names) > 0 {
 			have = "it has " + strings.Join(names, ", ")
 		}

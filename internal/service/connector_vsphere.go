@@ -20,7 +20,7 @@ import (
 //	    kind: vsphere
 //	    options:
 //	      url: https://vcenter.example.com/sdk
-//	      user: coffer-backup@vsphere.local       # the least-privilege role of the README
+//	      user: coffer-backup@vsphere.local       # the least-privilege role of docs/03-hypervisors.md
 //	      password-file: /etc/coffer/vc1.password
 //	      thumbprint: "AB:CD:..."                 # pin a self-signed certificate (SHA-256 or SHA-1)
 //	      # ca-file: /etc/coffer/vc-ca.pem        # or trust a private CA

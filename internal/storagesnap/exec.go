@@ -18,7 +18,7 @@ import (
 )
 
 // execKind drives a site's own program, the way array vendors' storage
-// plug-ins are used. The contract (also in the README):
+// plug-ins are used. The contract (also in docs/07-storage-integration.md):
 //
 // coffer runs the entry's command with one more argument, the action, and
 // these environment variables:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # golangci-lint, which scripts/test.sh runs with .golangci.yml (depguard
-# holds the README's architecture as import rules), built from a pinned
+# holds docs/12-architecture.md's layering as import rules), built from a pinned
 # module version into .cache/bin.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -3,7 +3,7 @@
 // records and filemarks written and read back, positioning, the st
 // end-of-medium sequence, a volume filled and continued on a second one,
 // and the changer's moves. The VTL runs it in CI (vtl/conformance_test.go);
-// a real drive and changer run it by hand (README, "Tape").
+// a real drive and changer run it by hand (docs/09-tape.md).
 //
 // The suite overwrites the cartridges it is given.
 package mediatest

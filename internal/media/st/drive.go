@@ -1,7 +1,7 @@
 // Package st drives a real tape drive through the Linux st driver
 // (/dev/nst*, the non-rewinding device) and a real changer through mtx.
 // Both implement the media interfaces and are meant to pass the
-// conformance suite run by hand (README, "Tape"); no tape hardware is
+// conformance suite run by hand (docs/09-tape.md); no tape hardware is
 // available where coffer's CI runs, so there the changer runs against a
 // stand-in mtx (testutil.FakeMtx) and the drive is built and vetted but
 // not exercised beyond a missing device.
