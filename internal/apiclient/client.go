@@ -1,6 +1,6 @@
 // Package apiclient is the remote command line's client of coffer's REST
 // API: it calls the server's operations by their IDs (the routes come
-// from internal/service's operation table, the same one the server
+// from api.Routes, generated from the operation table the server
 // registers), with an API token, and turns problem answers back into the
 // errors the command line knows (their class decides the exit code).
 //
@@ -28,8 +28,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/server"
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/fingerprint"
 )
 
 // Config says how to reach a server.
@@ -65,7 +64,7 @@ func New(cfg Config) (*Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case cfg.Fingerprint != "":
-		pin, err := server.ParseFingerprint(cfg.Fingerprint)
+		pin, err := fingerprint.Parse(cfg.Fingerprint)
 		if err != nil {
 			return nil, api.WithClass(api.Invalid, err)
 		}
@@ -79,7 +78,7 @@ func New(cfg Config) (*Client, error) {
 					return nil
 				}
 				return fmt.Errorf("the server's certificate has the SHA-256 fingerprint %s, not the pinned %s: "+
-					"if the server's certificate was replaced, pin the new one", server.FormatFingerprint(raw[0]), cfg.Fingerprint)
+					"if the server's certificate was replaced, pin the new one", fingerprint.Format(raw[0]), cfg.Fingerprint)
 			}
 			return errors.New("the server sent no certificate")
 		}
@@ -108,7 +107,7 @@ func New(cfg Config) (*Client, error) {
 
 // Request is a call of one operation.
 type Request struct {
-	// Op is the operation's ID (service.Operations).
+	// Op is the operation's ID (api.Routes).
 	Op string
 	// Path fills the route's {name} parameters; Query is its query.
 	Path  map[string]string
@@ -119,13 +118,11 @@ type Request struct {
 	Header http.Header
 }
 
-func operation(id string) (*service.Operation, error) {
-	for i := range service.Operations {
-		if service.Operations[i].ID == id {
-			return &service.Operations[i], nil
-		}
+func operation(id string) (api.Route, error) {
+	if r, ok := api.RouteOf(id); ok {
+		return r, nil
 	}
-	return nil, api.Errorf(api.Internal, "no operation %q", id)
+	return api.Route{}, api.Errorf(api.Internal, "no operation %q", id)
 }
 
 // do sends a request and returns the answer, a problem answer already
@@ -143,7 +140,7 @@ func (c *Client) do(ctx context.Context, r Request) (*http.Response, error) {
 		return nil, api.Errorf(api.Internal, "operation %s: path %s lacks a parameter", r.Op, path)
 	}
 	u := *c.base
-	u.Path = strings.TrimRight(c.base.Path, "/") + server.Prefix + path
+	u.Path = strings.TrimRight(c.base.Path, "/") + api.Prefix + path
 	u.RawQuery = r.Query.Encode()
 	var body io.Reader
 	if r.Body != nil {
@@ -153,7 +150,7 @@ func (c *Client) do(ctx context.Context, r Request) (*http.Response, error) {
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, op.HTTP, u.String(), body)
+	req, err := http.NewRequestWithContext(ctx, op.Method, u.String(), body)
 	if err != nil {
 		return nil, err
 	}

@@ -219,7 +219,7 @@ func parseTags(tags []string) (map[string]string, error) {
 func (a *app) reportBackup(p *api.BackupPoint, d time.Duration) error {
 	return a.emit(p, nil, func() {
 		a.printf("backup point %s saved: %s %s %s, %d disk(s), %s logical, %s read, %s new, %s stored, %.1fs (%s)\n",
-			p.ShortID, p.VM, p.Mode, service.Consistency(p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks), p.DiskCount,
+			p.ShortID, p.VM, p.Mode, api.Consistency(p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks), p.DiskCount,
 			humanBytes(p.LogicalBytes), humanBytes(p.ReadBytes), humanBytes(p.NewBytes), humanBytes(p.StoredBytes), d.Seconds(), rate(p.LogicalBytes, d))
 		for _, w := range p.Warnings {
 			a.printf("warning: %s\n", w)

@@ -108,7 +108,7 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 						prot = " (protected)"
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s%s\n", p.ShortID, p.Time.Local().Format(time.DateTime),
-						p.VM, p.Mode, service.Consistency(p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks), p.DiskCount, humanBytes(p.LogicalBytes),
+						p.VM, p.Mode, api.Consistency(p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks), p.DiskCount, humanBytes(p.LogicalBytes),
 						humanBytes(p.StoredBytes), short(p.Repository), formatTags(p.Tags), prot)
 				}
 				_ = tw.Flush()

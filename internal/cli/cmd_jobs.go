@@ -246,7 +246,7 @@ func taskConsistency(t api.VMTask) string {
 	if t.PointID == "" {
 		return "-"
 	}
-	return service.Consistency(t.SnapshotMode, t.SnapshotModeAchieved, "")
+	return api.Consistency(t.SnapshotMode, t.SnapshotModeAchieved, "")
 }
 
 func duration(from, to time.Time) string {

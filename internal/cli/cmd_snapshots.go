@@ -64,7 +64,7 @@ coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 						prot = " (protected)"
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s%s\n", p.ShortID, p.Time.Local().Format("2006-01-02 15:04:05"),
-						p.VM, p.Mode, service.Consistency(p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks), p.DiskCount, humanBytes(p.LogicalBytes),
+						p.VM, p.Mode, api.Consistency(p.SnapshotMode, p.SnapshotModeAchieved, p.Hooks), p.DiskCount, humanBytes(p.LogicalBytes),
 						humanBytes(p.StoredBytes), dash(p.Damage), bootColumn(p.BootVerification), formatTags(p.Tags), prot)
 				}
 				_ = tw.Flush()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/fingerprint"
 	"github.com/coffer-backup/coffer/internal/server"
 )
 
@@ -156,7 +157,7 @@ func (s *serverProc) stop() error {
 func (s *serverProc) client() *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true,
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if server.FormatFingerprint(raw[0]) != s.fingerprint {
+			if fingerprint.Format(raw[0]) != s.fingerprint {
 				return errors.New("not the pinned certificate")
 			}
 			return nil
@@ -262,7 +263,7 @@ func TestServerFirstRunAndTLS(t *testing.T) {
 	if cert.VerifyHostname("127.0.0.1") != nil || cert.VerifyHostname("localhost") != nil {
 		t.Fatalf("the certificate is not for 127.0.0.1 and localhost: %v %v", cert.IPAddresses, cert.DNSNames)
 	}
-	if server.FormatFingerprint(block.Bytes) != s.fingerprint {
+	if fingerprint.Format(block.Bytes) != s.fingerprint {
 		t.Fatalf("printed fingerprint %s is not the certificate's", s.fingerprint)
 	}
 	if fi, err := os.Stat(filepath.Join(e.vars["COFFER_STATE_DIR"], "server", "tls.key")); err != nil || fi.Mode().Perm() != 0o600 {

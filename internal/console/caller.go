@@ -12,12 +12,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
 )
-
-// apiPrefix is where the server serves the API (internal/server.Prefix;
-// the console cannot import the server that mounts it).
-const apiPrefix = "/api/v1"
 
 // caller sends a page's requests to the API in process, as the browser's
 // own: with its cookie and remote address, so the server's guard
@@ -87,8 +82,8 @@ func (c *caller) request(op string, params map[string]string, query url.Values, 
 		// table.
 		return nil, fmt.Errorf("console: the page calls %s, which its route does not declare", op)
 	}
-	o := operation(op)
-	if o == nil {
+	o, ok := api.RouteOf(op)
+	if !ok {
 		return nil, fmt.Errorf("console: no operation %s", op)
 	}
 	path := o.Path
@@ -98,7 +93,7 @@ func (c *caller) request(op string, params map[string]string, query url.Values, 
 	if strings.Contains(path, "{") {
 		return nil, fmt.Errorf("console: %s needs the parameters of %s", op, o.Path)
 	}
-	target := apiPrefix + path
+	target := api.Prefix + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
 	}
@@ -110,7 +105,7 @@ func (c *caller) request(op string, params map[string]string, query url.Values, 
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(c.r.Context(), o.HTTP, target, rd)
+	req, err := http.NewRequestWithContext(c.r.Context(), o.Method, target, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -239,16 +234,6 @@ func declares(ops []string, op string) bool {
 		}
 	}
 	return false
-}
-
-// operation finds an operation of the table by its ID.
-func operation(id string) *service.Operation {
-	for i := range service.Operations {
-		if service.Operations[i].ID == id {
-			return &service.Operations[i]
-		}
-	}
-	return nil
 }
 
 // recorder keeps an in-process answer.

@@ -4,12 +4,14 @@
 // internal/server.
 //
 // The console is a client of the REST API, in process: every page and
-// every action calls operations of internal/service's table through the
-// server's own /api/v1 handler, with the browser's session cookie, so the
-// one guard (authentication, privileges, audit) decides everything and the
-// console can do nothing the API cannot. Each route declares the
-// operation IDs it calls (pages.go), the call refuses any other, and a
-// test fails when a route declares none or one the table lacks.
+// every action calls operations by their IDs (api.Routes, generated from
+// internal/service's table) through the server's own /api/v1 handler,
+// with the browser's session cookie, so the one guard (authentication,
+// privileges, audit) decides everything and the console can do nothing
+// the API cannot; it imports neither the service nor the server (a
+// depguard rule in .golangci.yml). Each route declares the operation IDs
+// it calls (pages.go), the call refuses any other, and a test fails when
+// a route declares none or one the API lacks.
 //
 // Without the third-party files (scripts/build-ui.sh puts them in
 // static/vendor) the console serves a page saying how to build it: `go

@@ -1,10 +1,10 @@
 package console
 
 // route is a page or an action of the console: its pattern on the
-// server's mux, the operations of internal/service's table it calls (the
-// only ones its handler may call: caller refuses others), and the
-// handler. Every route names at least one operation, and a test holds
-// every name to the table: the console can do nothing the API cannot.
+// server's mux, the operations of the API it calls (api.Routes: the only
+// ones its handler may call, caller refuses others), and the handler.
+// Every route names at least one operation, and a test holds every name
+// to the API's: the console can do nothing the API cannot.
 type route struct {
 	Pattern string
 	Ops     []string

@@ -7,18 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/api"
 )
 
 // TestEveryRouteNamesItsOperations: every page and action of the console
-// names the operations of the service's table it calls, and only
-// operations the table defines; so the console can do nothing the API
-// cannot, and a route added without its operation fails here.
+// names the operations of the API it calls, and only operations the API
+// defines (api.Routes, generated from the service's table); so the
+// console can do nothing the API cannot, and a route added without its
+// operation fails here.
 func TestEveryRouteNamesItsOperations(t *testing.T) {
-	defined := map[string]bool{}
-	for _, op := range service.Operations {
-		defined[op.ID] = true
-	}
 	seen := map[string]bool{}
 	for _, rt := range New(Config{}).routes() {
 		if seen[rt.Pattern] {
@@ -32,15 +29,15 @@ func TestEveryRouteNamesItsOperations(t *testing.T) {
 			t.Errorf("route %s names no operation: every console action calls one of the API", rt.Pattern)
 		}
 		for _, id := range rt.Ops {
-			if !defined[id] {
+			if _, ok := api.RouteOf(id); !ok {
 				t.Errorf("route %s names %s, which the operation table does not define", rt.Pattern, id)
 			}
 		}
 		// An action may read first (the stored object it changes), but it
 		// calls at least one operation that acts.
 		if strings.HasPrefix(rt.Pattern, "POST ") && !slices.ContainsFunc(rt.Ops, func(id string) bool {
-			op := operation(id)
-			return op != nil && op.Mutating()
+			r, ok := api.RouteOf(id)
+			return ok && r.Mutating()
 		}) {
 			t.Errorf("the action %s calls only operations that change nothing (%v): an action calls what it does", rt.Pattern, rt.Ops)
 		}

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/taskstarted"
 )
 
 // startTask calls a long operation (a restore, instant recovery's commit)
@@ -21,11 +21,11 @@ import (
 // a browser cannot hold a request open for a restore of hours, so the
 // call runs detached from the request (with its values: the session, the
 // address) and the service names the task as it starts
-// (service.WithTaskStarted).
+// (taskstarted.With).
 func (p *page) startTask(op string, params map[string]string, query url.Values, body, out any) (int64, error) {
 	started := make(chan int64, 1)
 	ended := make(chan error, 1)
-	ctx := service.WithTaskStarted(context.WithoutCancel(p.r.Context()), func(id int64) { started <- id })
+	ctx := taskstarted.With(context.WithoutCancel(p.r.Context()), func(id int64) { started <- id })
 	c := p.api.detached(ctx)
 	go func() {
 		_, err := c.call(op, params, query, body, out)

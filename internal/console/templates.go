@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 //go:embed templates/*.html
@@ -84,7 +84,7 @@ var funcs = template.FuncMap{
 	"status":      statusClass,
 	"rate":        func(f float64) string { return config.HumanBytes(int64(f)) + "/s" },
 	"size":        func(f float64) string { return config.HumanBytes(int64(f)) },
-	"consistency": service.Consistency,
+	"consistency": api.Consistency,
 }
 
 // ago says how long ago t was, in the largest unit that fits.

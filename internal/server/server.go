@@ -25,8 +25,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
-// Prefix is where the API lives.
-const Prefix = "/api/v1"
+// Prefix is where the API lives (api.Prefix, where its clients read it).
+const Prefix = api.Prefix
 
 // Config is what the HTTP server needs.
 type Config struct {

@@ -4,11 +4,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -17,9 +15,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/fingerprint"
 	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
@@ -44,7 +42,7 @@ const selfSignedLifetime = 10 * 365 * 24 * time.Hour
 type Certificate struct {
 	tls.Certificate
 	// Fingerprint is the SHA-256 of the leaf certificate (what clients
-	// pin), as FormatFingerprint writes it.
+	// pin), as fingerprint.Format writes it.
 	Fingerprint string
 	// Created says a self-signed certificate was made now; CertFile is
 	// where the certificate is.
@@ -70,7 +68,7 @@ func LoadCertificate(certFile, keyFile, dir string, hosts []string) (*Certificat
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate %s and key %s: %w", certFile, keyFile, err)
 	}
-	return &Certificate{Certificate: c, Fingerprint: FormatFingerprint(c.Certificate[0]), Created: created, CertFile: certFile}, nil
+	return &Certificate{Certificate: c, Fingerprint: fingerprint.Format(c.Certificate[0]), Created: created, CertFile: certFile}, nil
 }
 
 // makeSelfSigned writes a new key (0600) and certificate for hosts.
@@ -116,29 +114,4 @@ func makeSelfSigned(certFile, keyFile string, hosts []string) error {
 		return err
 	}
 	return statefile.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-}
-
-// FormatFingerprint writes the SHA-256 of a DER certificate as openssl
-// x509 -fingerprint -sha256 does: upper-case hex pairs joined by colons.
-func FormatFingerprint(der []byte) string {
-	sum := sha256.Sum256(der)
-	h := strings.ToUpper(hex.EncodeToString(sum[:]))
-	var parts []string
-	for i := 0; i < len(h); i += 2 {
-		parts = append(parts, h[i:i+2])
-	}
-	return strings.Join(parts, ":")
-}
-
-// ParseFingerprint reads a SHA-256 fingerprint written with or without
-// colons, in either case, with or without a "sha256:" prefix.
-func ParseFingerprint(s string) ([]byte, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimPrefix(t, "sha256:")
-	t = strings.ReplaceAll(t, ":", "")
-	b, err := hex.DecodeString(t)
-	if err != nil || len(b) != sha256.Size {
-		return nil, fmt.Errorf("%q is not a SHA-256 fingerprint (64 hex digits, colons allowed), as coffer server prints it", s)
-	}
-	return b, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/taskstarted"
 )
 
 // BackupVMInput is a VM to back up now and how: a running QEMU VM
@@ -192,7 +193,7 @@ func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, c
 	if err != nil {
 		return nil, err
 	}
-	noteTaskStarted(ctx, job.ID())
+	taskstarted.Note(ctx, job.ID())
 	t.Progress(Meter{Label: "backup " + b.VM.Name, Done: func() int64 { return job.Progress().BytesDone }, Total: b.VM.ProvisionedBytes})
 	res, werr := job.Wait()
 	if werr != nil {

@@ -8,45 +8,12 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// UnknownMode stands for an achieved snapshot mode a manifest does not
-// record (written before coffer recorded it): claiming the requested mode
-// instead could claim a quiesce that never happened.
-const UnknownMode = "unknown"
-
-// AchievedMode is the achieved snapshot mode to show.
-func AchievedMode(achieved string) string {
-	if achieved == "" {
-		return UnknownMode
-	}
-	return achieved
-}
-
-// Consistency says what a point holds: the achieved snapshot mode, then
-// the requested one when they differ (a fallback stands out in a
-// listing), then how the application hooks went when any ran.
-func Consistency(requested, achieved, hooks string) string {
-	achieved = AchievedMode(achieved)
-	out := achieved
-	if requested != "" && requested != achieved {
-		out += " (" + requested + " requested)"
-	}
-	switch hooks {
-	case "ok":
-		out += " + hooks"
-	case "pre-failed":
-		out += ", hooks failed"
-	case "post-failed":
-		out += " + hooks (post failed)"
-	}
-	return out
-}
-
 // pointDoc is the document of a point read from the repository whose ID is
 // repositoryID.
 func pointDoc(repositoryID string, s *repo.Point) api.BackupPoint {
 	p := api.BackupPoint{ID: s.ID.String(), ShortID: s.ID.Short(), Repository: repositoryID, Time: s.Time,
 		VM: s.Source.VMName, VMID: s.Source.VMID, Connection: s.Source.Connection, SourceKind: s.Source.Kind, Host: s.Host,
-		Mode: s.Mode, SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: AchievedMode(s.SnapshotModeAchieved), Hooks: s.Hooks,
+		Mode: s.Mode, SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: api.AchievedMode(s.SnapshotModeAchieved), Hooks: s.Hooks,
 		Parent: s.Parent, Tags: tags(s.Tags), Protected: s.Protected, LockedUntil: s.RetainUntil, JobID: s.JobID,
 		DiskCount: len(s.Disks), LogicalBytes: s.Logical(), StoredBytes: s.BytesStored, ReadBytes: s.BytesRead,
 		NewBytes: s.BytesNew, DurationSeconds: s.Duration, Disks: []api.PointDisk{}, Warnings: list(s.Warnings)}
@@ -63,7 +30,7 @@ func pointDoc(repositoryID string, s *repo.Point) api.BackupPoint {
 func catalogPointDoc(p catalog.BackupPoint) api.BackupPoint {
 	return api.BackupPoint{ID: p.ID, ShortID: short(p.ID), Repository: p.Repository, Time: p.Time,
 		VM: p.VMName, VMID: p.VMID, Connection: p.Connection, SourceKind: sourceKind(p),
-		Mode: p.Mode, SnapshotMode: p.SnapshotMode, SnapshotModeAchieved: AchievedMode(p.SnapshotModeAchieved), Hooks: p.Hooks,
+		Mode: p.Mode, SnapshotMode: p.SnapshotMode, SnapshotModeAchieved: api.AchievedMode(p.SnapshotModeAchieved), Hooks: p.Hooks,
 		Parent: p.Parent, Tags: tags(p.Tags), Protected: p.Protected, JobID: p.JobID, DiskCount: p.Disks,
 		LogicalBytes: p.BytesLogical, StoredBytes: p.BytesStored}
 }
@@ -112,7 +79,7 @@ func vmTaskDoc(t catalog.Task) api.VMTask {
 		Started: t.StartedAt, Finished: t.FinishedAt, DurationSeconds: seconds(t.StartedAt, t.FinishedAt), LogicalBytes: t.BytesLogical,
 		ReadBytes: t.BytesRead, StoredBytes: t.BytesStored, PointID: t.BackupPointID, Warnings: list(t.Warnings), Error: t.Error}
 	if t.BackupPointID != "" {
-		d.SnapshotModeAchieved = AchievedMode(t.SnapshotModeAchieved)
+		d.SnapshotModeAchieved = api.AchievedMode(t.SnapshotModeAchieved)
 	}
 	return d
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/taskstarted"
 )
 
 // TaskSpec says what a long operation is, for its task in the catalog.
@@ -58,7 +59,7 @@ func (s *Service) startTask(ctx context.Context, spec TaskSpec) (context.Context
 		h.Log("info", spec.Kind+" "+spec.Detail, nil)
 	}
 	noteSchedule(ctx, t)
-	noteTaskStarted(ctx, h.ID())
+	taskstarted.Note(ctx, h.ID())
 	return tctx, t
 }
 
