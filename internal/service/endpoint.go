@@ -220,3 +220,48 @@ func (e Events[I]) Register(api huma.API, op huma.Operation, b Binding) {
 		}}, nil
 	})
 }
+
+// The constructors below bind an operation's method, which takes the
+// operation's input as the API defines it (internal/api), to its
+// endpoint: the table names the method by its method expression
+// ((*Service).Verify), and nothing converts between two shapes of one
+// request.
+
+// Returns answers 200 with the method's document (and the error that came
+// with it, as Result says).
+func Returns[I, T any](m func(*Service, context.Context, *I) (T, error)) Endpoint[I, Result[T]] {
+	return func(ctx context.Context, s *Service, in *I) (*Result[T], error) { return result(m(s, ctx, in)) }
+}
+
+// Creates answers 201 with the document of what the method created.
+func Creates[I, T any](m func(*Service, context.Context, *I) (T, error)) Endpoint[I, Created[T]] {
+	return func(ctx context.Context, s *Service, in *I) (*Created[T], error) {
+		doc, err := m(s, ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return created(doc), nil
+	}
+}
+
+// ReturnsNothing answers 204 when the method succeeds.
+func ReturnsNothing[I any](m func(*Service, context.Context, *I) error) Endpoint[I, NoContent] {
+	return func(ctx context.Context, s *Service, in *I) (*NoContent, error) {
+		if err := m(s, ctx, in); err != nil {
+			return nil, err
+		}
+		return noContent(), nil
+	}
+}
+
+// ReturnsPage answers with a page of a listing and the cursor of the next
+// page ("" after the last).
+func ReturnsPage[I, T any](m func(*Service, context.Context, *I) ([]T, string, error)) Endpoint[I, Page[T]] {
+	return func(ctx context.Context, s *Service, in *I) (*Page[T], error) {
+		items, next, err := m(s, ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return &Page[T]{Body: items, Next: next}, nil
+	}
+}

@@ -174,12 +174,6 @@ func or(s, def string) string {
 	return s
 }
 
-func epVerify(ctx context.Context, s *Service, in *api.VerifyInput) (*Result[*api.VerifyReport], error) {
-	b := in.Body
-	return result(s.Verify(ctx, VerifyInput{ReadData: b.ReadData, SubsetPercent: b.SubsetPercent, SubsetNum: b.SubsetNum,
-		SubsetDen: b.SubsetDen, MemoryBytes: b.MemoryBytes, NoRecord: b.NoRecord}))
-}
-
 type forgetIn struct {
 	RepoParam
 	Body api.ForgetRequest

@@ -18,33 +18,18 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// VerifyInput says how much verify reads.
-type VerifyInput struct {
-	// ReadData reads every pack and re-hashes every chunk; a subset reads
-	// SubsetPercent of the packs, or group SubsetNum of SubsetDen.
-	ReadData             bool
-	SubsetPercent        float64
-	SubsetNum, SubsetDen int
-	// MemoryBytes bounds the memory for sorting chunk IDs (0: 64 MiB).
-	MemoryBytes int64
-	// NoRecord leaves the repository's damage record alone.
-	NoRecord bool
-	// Repository names a repositories entry ("" or "default": the
-	// default repository).
-	Repository string
-}
-
 // Verify checks the default repository under a verify lease. When it finds
 // problems, the report comes back with an integrity error.
-func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport, error) {
+func (s *Service) Verify(ctx context.Context, call *api.VerifyInput) (*api.VerifyReport, error) {
+	in := call.Body
 	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
 		return nil, err
 	}
-	return run(ctx, s, s.namedTask(task.KindVerify, in.Repository), func(ctx context.Context, t Task) (*api.VerifyReport, error) {
+	return run(ctx, s, s.namedTask(task.KindVerify, call.Repo), func(ctx context.Context, t Task) (*api.VerifyReport, error) {
 		o := verify.Options{ReadData: in.ReadData || in.SubsetPercent > 0 || in.SubsetDen > 0, Progress: &verify.Progress{},
 			NoRecord: in.NoRecord, MemoryBudget: int(in.MemoryBytes), SubsetPercent: in.SubsetPercent,
 			SubsetNum: in.SubsetNum, SubsetDen: in.SubsetDen}
-		return withRepo(ctx, s, namedRepo(in.Repository), verifyLease, func(r *repo.Repository) (*api.VerifyReport, error) {
+		return withRepo(ctx, s, namedRepo(call.Repo), verifyLease, func(r *repo.Repository) (*api.VerifyReport, error) {
 			t.Progress(Meter{Label: "verify", Done: o.Progress.PacksDone.Load, Total: o.Progress.PacksTotal.Load, Items: true})
 			rep, err := verify.Run(ctx, r, o)
 			if err != nil {
@@ -53,7 +38,7 @@ func (s *Service) Verify(ctx context.Context, in VerifyInput) (*api.VerifyReport
 			doc := verifyDoc(rep)
 			t.Log(slog.LevelInfo, "verified", "packs_read", rep.PacksRead, "packs", rep.Packs, "problems", len(rep.Problems))
 			if !rep.OK() {
-				s.emitDamage(ctx, s.namedTask(task.KindVerify, in.Repository).Repository, doc)
+				s.emitDamage(ctx, s.namedTask(task.KindVerify, call.Repo).Repository, doc)
 				return doc, api.Errorf(api.Integrity, "%d problem(s) found", len(rep.Problems))
 			}
 			return doc, nil

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -136,7 +137,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, service.VerifyInput{ReadData: true}); err != nil {
+	if _, err := s.Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GC(ctx, service.GCInput{}); err != nil {

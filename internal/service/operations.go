@@ -184,7 +184,7 @@ var Operations = append([]Operation{
 
 	// Maintenance.
 	{ID: "verify", Method: "Verify", Summary: "check a repository's integrity", HTTP: post, Path: "/repositories/{repo}/verify",
-		Requires: req(auth.RepoVerify, onRepo), Endpoint: Endpoint[api.VerifyInput, Result[*api.VerifyReport]](epVerify)},
+		Requires: req(auth.RepoVerify, onRepo), Endpoint: Returns((*Service).Verify)},
 	{ID: "verify-boot", Method: "VerifyBoot", Summary: "boot a backup point isolated and check that it comes up (console, agent, probes, screenshot)",
 		HTTP: post, Path: "/repositories/{repo}/points/{point}/verify-boot",
 		Requires: []Requirement{readPoint, {Privilege: auth.RepoVerify, Object: onRepo}},

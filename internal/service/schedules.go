@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/api"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -303,7 +304,7 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 	case "gc":
 		_, err = s.GC(ctx, GCInput{Repository: j.Repository})
 	case "verify":
-		_, err = s.Verify(ctx, VerifyInput{Repository: j.Repository, ReadData: r.Shares > 0, SubsetNum: r.Share, SubsetDen: r.Shares})
+		_, err = s.Verify(ctx, &api.VerifyInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.VerifyRequest{ReadData: r.Shares > 0, SubsetNum: r.Share, SubsetDen: r.Shares}})
 	case "forget":
 		if !j.Keep.Empty() {
 			_, err = s.Forget(ctx, ForgetInput{Repository: j.Repository, Keep: j.Keep})

@@ -193,7 +193,7 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 	if err != nil || rep.Deferred || rep.PacksDeleted == 0 {
 		t.Fatalf("gc after the restore: %+v %v", rep, err)
 	}
-	if _, err := ts.Verify(ctx, VerifyInput{ReadData: true}); err != nil {
+	if _, err := ts.Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
 		t.Fatalf("verify after gc: %v", err)
 	}
 	if _, err := ts.RestoreDisks(ctx, RestoreInput{Point: first.ID, To: target + "2"}); Classify(err) != api.NotFound {
