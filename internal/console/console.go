@@ -57,6 +57,12 @@ func New(cfg Config) *Console {
 // Mount registers the console's routes on mux under /ui/.
 func (c *Console) Mount(mux *http.ServeMux) {
 	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", staticHandler()))
+	// Browsers ask for /favicon.ico before any page names its icon.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "favicon.svg"
+		staticHandler().ServeHTTP(w, r2)
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
 	for _, rt := range c.routes() {
 		mux.Handle(rt.Pattern, c.handler(rt))

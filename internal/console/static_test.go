@@ -56,3 +56,21 @@ func TestStaticFilesGzipped(t *testing.T) {
 		t.Errorf("a missing file with gzip: %d", rec.Code)
 	}
 }
+
+// TestFavicon: the address browsers ask for before any page names an
+// icon answers with the console's icon, not 404.
+func TestFavicon(t *testing.T) {
+	mux := http.NewServeMux()
+	New(Config{API: http.NotFoundHandler()}).Mount(mux)
+	want, err := fs.ReadFile(staticFiles, "static/favicon.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/favicon.ico", "/ui/static/favicon.svg"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != 200 || rec.Header().Get("Content-Type") != "image/svg+xml" || !bytes.Equal(rec.Body.Bytes(), want) {
+			t.Errorf("%s: %d, type %q, %d bytes", path, rec.Code, rec.Header().Get("Content-Type"), rec.Body.Len())
+		}
+	}
+}
