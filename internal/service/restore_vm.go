@@ -146,53 +146,13 @@ func (s *Service) restoreVM(ctx context.Context, t Task, pt *point, cfg hypervis
 	res := &api.RestoredVM{PointID: snap.ID.String(), OriginalVM: cfg.Name, Connection: in.Connection, VM: nv.Ref().Name, VMID: nv.Ref().ID,
 		OntoOriginal: in.OntoOriginal, Disks: []string{}, Warnings: []string{}}
 	local, _ := nv.(localVM)
-	fail := func(err error) (*api.RestoredVM, error) {
+	if err := s.writeVM(ctx, t, pt, nv, local, res); err != nil {
 		// Abort deletes a VM this operation created; on the original it
 		// only releases what the restore held.
 		if aerr := nv.Abort(context.WithoutCancel(ctx)); aerr != nil {
 			t.Log(slog.LevelWarn, "could not remove the half-restored VM", "vm", res.VM, "err", aerr)
 		}
 		return nil, err
-	}
-	logged := 0 // route lines already in the task log
-	for _, d := range snap.Disks {
-		if d.Kind == hypervisor.KindMemory {
-			mw, ok := nv.(hypervisor.MemoryWriter)
-			if !ok {
-				res.Warnings = append(res.Warnings, "the point holds the VM's memory state; this connection restores disks only, so the VM boots")
-				continue
-			}
-			src, err := s.openPointDisk(ctx, pt, d)
-			if err == nil {
-				err = mw.WriteMemory(ctx, src)
-			}
-			if err != nil {
-				return fail(fmt.Errorf("memory state: %w", err))
-			}
-			continue
-		}
-		src, err := s.openPointDisk(ctx, pt, d)
-		if err != nil {
-			return fail(err)
-		}
-		disk := d.Name
-		if local != nil {
-			disk = d.Key
-			t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s", d.Name, d.Size, local.DiskPath(d.Key)))
-		} else {
-			t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
-		}
-		err = nv.WriteDisk(ctx, d.Key, src)
-		logged = logRoutes(t, nv, logged)
-		if err != nil {
-			return fail(fmt.Errorf("disk %s: %w", disk, err))
-		}
-		res.Disks = append(res.Disks, d.Name)
-	}
-	if c, ok := nv.(hypervisor.Completer); ok {
-		if err := c.Complete(ctx); err != nil {
-			return fail(err)
-		}
 	}
 	if w, ok := nv.(interface{ Warnings() []string }); ok { // a disk's fallback route
 		for _, m := range w.Warnings() {
@@ -220,6 +180,50 @@ func (s *Service) restoreVM(ctx context.Context, t Task, pt *point, cfg hypervis
 		}
 	}
 	return res, nil
+}
+
+// writeVM writes every disk of the point (and its memory state, where the
+// new VM takes it) into the new VM, and completes it.
+func (s *Service) writeVM(ctx context.Context, t Task, pt *point, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
+	logged := 0 // route lines already in the task log
+	for _, d := range pt.snap.Disks {
+		if d.Kind == hypervisor.KindMemory {
+			mw, ok := nv.(hypervisor.MemoryWriter)
+			if !ok {
+				res.Warnings = append(res.Warnings, "the point holds the VM's memory state; this connection restores disks only, so the VM boots")
+				continue
+			}
+			src, err := s.openPointDisk(ctx, pt, d)
+			if err == nil {
+				err = mw.WriteMemory(ctx, src)
+			}
+			if err != nil {
+				return fmt.Errorf("memory state: %w", err)
+			}
+			continue
+		}
+		src, err := s.openPointDisk(ctx, pt, d)
+		if err != nil {
+			return err
+		}
+		disk := d.Name
+		if local != nil {
+			disk = d.Key
+			t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s", d.Name, d.Size, local.DiskPath(d.Key)))
+		} else {
+			t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
+		}
+		err = nv.WriteDisk(ctx, d.Key, src)
+		logged = logRoutes(t, nv, logged)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", disk, err)
+		}
+		res.Disks = append(res.Disks, d.Name)
+	}
+	if c, ok := nv.(hypervisor.Completer); ok {
+		return c.Complete(ctx)
+	}
+	return nil
 }
 
 // logRoutes puts the lines a restored VM has added since the first
