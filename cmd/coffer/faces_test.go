@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/cli"
+	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
 	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -82,7 +83,7 @@ func TestEveryFaceOffersEveryOperation(t *testing.T) {
 // binaries only (servicetest.RegisterFake; depguard keeps its packages out
 // of production code), so the binary's registry knows real platforms.
 func TestNoTestDoubleInTheBinary(t *testing.T) {
-	if got := strings.Join(service.ConnectorKinds(), ","); got != "libvirt,qemu,vsphere" {
+	if got := strings.Join(hvall.Kinds(), ","); got != "libvirt,qemu,vsphere" {
 		t.Fatalf("the binary's connector kinds are %s, want libvirt,qemu,vsphere", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/store"
+	storeall "github.com/coffer-backup/coffer/internal/store/all"
 )
 
 // storeHook wraps every store a command opens. Crash tests replace it (in
@@ -88,10 +89,10 @@ func (c *passwordCache) password() ([]byte, error) {
 }
 
 // storeConfig resolves the s3.* and cache-* settings.
-func (a *app) storeConfig() (service.StoreConfig, error) {
-	var c service.StoreConfig
+func (a *app) storeConfig() (storeall.Config, error) {
+	var c storeall.Config
 	var err error
-	invalid := func(err error) (service.StoreConfig, error) { return c, api.WithClass(api.Invalid, err) }
+	invalid := func(err error) (storeall.Config, error) { return c, api.WithClass(api.Invalid, err) }
 	if c.S3.PathStyle, err = a.res.Bool("s3.path-style"); err != nil {
 		return invalid(err)
 	}

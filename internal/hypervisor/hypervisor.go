@@ -328,6 +328,9 @@ type NewVMOptions struct {
 	TargetDir       string // QEMU: directory for disk files and sockets
 	DiskFormat      string // "raw" or "qcow2" (QEMU)
 	ReplaceExisting bool
+	// ColdBoot: a VM given its memory state (MemoryWriter) boots when
+	// started instead of resuming where it was (QEMU).
+	ColdBoot bool
 }
 
 // NewVM is a VM being restored.
@@ -347,4 +350,28 @@ type DiskSource interface {
 	Size() int64
 	// Allocated lists the ranges holding data; the rest is zeros.
 	Allocated() []Extent
+}
+
+// FileSource is a DiskSource that restores itself into an image file on
+// this host, faster than a copy through ReadAt (in parallel, sparse; qcow2
+// through qemu-img). A NewVM whose disks are files here (QEMU restored
+// into a directory) writes them with it.
+type FileSource interface {
+	DiskSource
+	// WriteFile writes the disk to a new file at path, in format "raw"
+	// or "qcow2"; it never overwrites a file that exists.
+	WriteFile(ctx context.Context, path, format string) error
+}
+
+// MemoryWriter is a NewVM that takes the memory state of a with-memory
+// point, so that it resumes where the VM was instead of booting (QEMU).
+// A NewVM without it restores disks only.
+type MemoryWriter interface {
+	WriteMemory(ctx context.Context, src DiskSource) error
+}
+
+// Completer is a NewVM with work left once its disks (and memory) are
+// written, before it can start: QEMU writes the script that starts it.
+type Completer interface {
+	Complete(ctx context.Context) error
 }

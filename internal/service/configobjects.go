@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/configobj"
-	"github.com/coffer-backup/coffer/internal/policy"
+	mediaall "github.com/coffer-backup/coffer/internal/media/all"
 )
 
 // The configuration objects (policies, connections, repositories,
@@ -325,29 +324,11 @@ func objectDoc(o configobj.Object) api.ConfigObject {
 	}
 	warnings := fileWarnings(spec)
 	if o.Kind == configobj.MediaLibrary {
-		warnings = append(warnings, libraryWarnings(spec)...)
+		warnings = append(warnings, mediaall.Warnings(spec)...)
 	}
 	return api.ConfigObject{Kind: string(o.Kind), Name: o.Name, Source: string(o.Source), Version: o.Version, CreatedAt: o.CreatedAt,
 		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, Spec: spec,
 		Warnings: list(warnings)}
-}
-
-// libraryWarnings says when a virtual tape library's directory holds no
-// library on this server, or a real library's devices or mtx are not
-// here: the object is valid, using it here fails.
-func libraryWarnings(spec map[string]any) []string {
-	if spec["kind"] == policy.MediaMtx {
-		return mtxWarnings(spec)
-	}
-	dir, _ := spec["directory"].(string)
-	if dir == "" {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(config.ExpandHome(dir), "library.json")); err != nil {
-		return []string{fmt.Sprintf("directory: %v: this server has no virtual tape library there, so using the library here fails "+
-			"(make it with coffer media vtl create on every server that uses it)", err)}
-	}
-	return nil
 }
 
 // fileWarnings names the files a spec refers to (password-file,

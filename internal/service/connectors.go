@@ -3,93 +3,15 @@ package service
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
 )
-
-// ConnectionConfig is what a connector factory receives: the connection's
-// configuration entry plus coffer-wide settings a connector may need.
-type ConnectionConfig struct {
-	policy.Connection
-	// StateDir is where connectors journal what they create on a
-	// hypervisor, so leftovers can be found after a crash.
-	StateDir string
-	Logger   *slog.Logger
-}
-
-// ConnectorKind is one hypervisor platform: how a connection's options are
-// checked (without contacting anything) and how it is opened, and what the
-// platform cannot do, so a policy asking for it is refused before it runs
-// instead of failing or degrading VM by VM.
-type ConnectorKind struct {
-	Check func(cfg ConnectionConfig) error
-	Open  func(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error)
-	// Cannot names the snapshot modes the platform cannot take, and why.
-	Cannot map[hypervisor.SnapshotMode]string
-	// StorageSnapshots: the connector itself provides storage-level
-	// snapshots (a StorageSnapshotter method), as group: datastore needs.
-	StorageSnapshots bool
-}
-
-// connectorKinds is the one registry of hypervisor platforms a production
-// binary knows (connector_*.go wire each one in).
-var (
-	kindsMu        sync.RWMutex
-	connectorKinds = map[string]ConnectorKind{
-		"libvirt": {Check: checked(libvirtOptions), Open: newLibvirtConnector, Cannot: libvirtCannot},
-		"qemu":    {Check: checked(qemuOptions), Open: newQEMUConnector},
-		"vsphere": {Check: checked(vsphereOptions), Open: newVSphereConnector},
-	}
-)
-
-// RegisterConnectorKind adds a platform to the registry. Production code
-// does not call it: it is how tests plug in the simulated fleet of
-// internal/hypervisor/fake (servicetest.RegisterFake), so that no test
-// double ships in the binary.
-func RegisterConnectorKind(name string, k ConnectorKind) {
-	kindsMu.Lock()
-	defer kindsMu.Unlock()
-	connectorKinds[name] = k
-}
-
-func connectorKind(name string) (ConnectorKind, bool) {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
-	k, ok := connectorKinds[name]
-	return k, ok
-}
-
-// ConnectorKinds names the platforms this build knows.
-func ConnectorKinds() []string {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
-	var out []string
-	for k := range connectorKinds {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func checked[T any](decode func(ConnectionConfig) (T, error)) func(ConnectionConfig) error {
-	return func(cfg ConnectionConfig) error {
-		_, err := decode(cfg)
-		return err
-	}
-}
-
-func unknownKind(conn, kind string) error {
-	return fmt.Errorf("connection %s: this build of coffer has no %q connector (known: %s)", conn, kind, strings.Join(ConnectorKinds(), ", "))
-}
 
 // connectors are hypervisor connections opened for one operation.
 type connectors struct {
@@ -133,11 +55,11 @@ func (s *Service) openConnectors(ctx context.Context, cfg *policy.Config, names 
 		if !ok {
 			return nil, invalidf("no connection named %q in the configuration", name)
 		}
-		kind, ok := connectorKind(cc.Kind)
+		kind, ok := hvall.Lookup(cc.Kind)
 		if !ok {
-			return nil, invalidf("%v", unknownKind(name, cc.Kind))
+			return nil, invalidf("%v", hvall.UnknownKind(name, cc.Kind))
 		}
-		c, err := kind.Open(ctx, ConnectionConfig{Connection: cc, StateDir: s.cfg.StateDir, Logger: s.log})
+		c, err := kind.Open(ctx, hvall.Config{Connection: cc, StateDir: s.cfg.StateDir, Logger: s.log})
 		if err != nil {
 			return nil, fmt.Errorf("connection %s: %w", name, err)
 		}

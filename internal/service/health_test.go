@@ -19,6 +19,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
+	storeall "github.com/coffer-backup/coffer/internal/store/all"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -180,7 +181,7 @@ notifications:
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	loc := filepath.Join(dir, "catalog.db")
 	s := service.New(service.Config{Repository: service.Location{Location: "s3://" + srv.Bucket(t, true) + "/r", Password: pw},
-		Stores: service.StoreConfig{S3: service.S3Config{Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
+		Stores: storeall.Config{S3: storeall.S3Config{Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
 			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}},
 		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Notify: ncfg, Maintenance: mcfg})
 	defer s.Close()

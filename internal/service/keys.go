@@ -8,6 +8,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/store"
+	storeall "github.com/coffer-backup/coffer/internal/store/all"
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
@@ -38,7 +39,7 @@ func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, erro
 	if !in.NoEncryption && len(in.Password) == 0 {
 		return nil, invalidf("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
 	}
-	if !IsURL(location) {
+	if !storeall.IsURL(location) {
 		if _, err := local.Create(location); err != nil {
 			return nil, err
 		}

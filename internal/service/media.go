@@ -100,7 +100,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 	if err != nil {
 		return nil, err
 	}
-	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool+" of library "+ml.ref())
+	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaCopyResult, error) {
 		return withRepo(ctx, s, defaultRepo(), noLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
 			sel, err := copySelection(ctx, src, CopyInput{Points: in.Points, VM: in.VM, Latest: in.Latest})
@@ -122,7 +122,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 			}
 			drives := min(max(in.Drives, 1), len(snaps))
 			mux := cmp.Or(in.Multiplex, min((len(snaps)+drives-1)/drives, maxMux))
-			libs, closeLib, err := ml.openDrives(drives)
+			libs, closeLib, err := ml.OpenDrives(drives)
 			if err != nil {
 				return nil, err
 			}
@@ -131,7 +131,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 			if err != nil {
 				return nil, err
 			}
-			slots := &copySlots{limiter: s.limiter(ctx), need: need, t: t, library: ml.ref()}
+			slots := &copySlots{limiter: s.limiter(ctx), need: need, t: t, library: ml.Ref()}
 			host, _ := os.Hostname()
 			start := time.Now()
 			results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize,
@@ -218,7 +218,7 @@ func (s *Service) recordVolumes(ctx context.Context, lib *volume.Library, ml med
 	}
 	rows := make([]catalog.MediaVolume, 0, len(ixs))
 	for _, ix := range ixs {
-		row := volumeRow(ix, ml.ref())
+		row := volumeRow(ix, ml.Ref())
 		row.WORM = worm[row.Barcode] || cartridgeWORM(lib, row.Barcode)
 		if err := c.ReplaceMediaVolume(ctx, row, segmentRows(ix)); err != nil {
 			return nil, err

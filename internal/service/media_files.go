@@ -39,7 +39,7 @@ func (s *Service) MediaFilesExtract(ctx context.Context, in MediaFilesInput) (*a
 	if err != nil {
 		return nil, err
 	}
-	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Ref + " from library " + ml.ref()}
+	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Ref + " from library " + ml.Ref()}
 	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
 		staged, done, err := s.stageFromMedia(ctx, ml, pointRef, in.StageDir, 0)
 		if err != nil {

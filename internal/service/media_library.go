@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -14,7 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
-	"github.com/coffer-backup/coffer/internal/media"
+	mediaall "github.com/coffer-backup/coffer/internal/media/all"
 	"github.com/coffer-backup/coffer/internal/media/format"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
@@ -38,40 +36,10 @@ type MediaLibraryInput struct {
 	Configured bool
 }
 
-// mediaLibrary is a library as an operation found it: one of the
-// configuration (Name set), or a directory or devices the command line
-// named.
-type mediaLibrary struct {
-	// Name is the configured library's name ("" for a path).
-	Name string
-	// Dir is a virtual tape library's directory; Changer and Devices (st
-	// devices by the changer's drive numbers) a real library's.
-	Dir, Changer string
-	Devices      map[int]string
-	Drive        int
-	// DriveLimit is the configured library's drive-limit (0: none).
-	DriveLimit int
-}
-
-// ref is how the media catalogue and messages name the library: its
-// name, or the path given.
-func (l mediaLibrary) ref() string {
-	switch {
-	case l.Name != "":
-		return l.Name
-	case l.Dir != "":
-		return l.Dir
-	}
-	return "mtx:" + l.Changer + ":" + l.Devices[l.Drive]
-}
-
-// kind is the library's kind: vtl, or mtx for a changer and drive.
-func (l mediaLibrary) kind() string {
-	if l.Dir != "" {
-		return "vtl"
-	}
-	return "mtx"
-}
+// mediaLibrary is a library an operation found (internal/media/all
+// opens it), with what the service adds: its access-control path and its
+// drives' slots.
+type mediaLibrary struct{ mediaall.Library }
 
 // object is the library's access-control path (tasks on it are seen with
 // Repo.Audit there); a path the command line named is below /media.
@@ -102,10 +70,10 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 					// none), whichever number the changer gives it.
 					drive = slices.Min(slices.Collect(maps.Keys(devices)))
 				}
-				return mediaLibrary{Name: l.Name, Changer: l.Changer, Devices: devices, Drive: drive, DriveLimit: l.DriveLimit}, nil
+				return mediaLibrary{mediaall.Library{Name: l.Name, Changer: l.Changer, Devices: devices, Drive: drive, DriveLimit: l.DriveLimit}}, nil
 			}
 			dir := config.ExpandHome(l.Directory)
-			return mediaLibrary{Name: l.Name, Dir: dir, Drive: in.Drive, DriveLimit: l.DriveLimit}, nil
+			return mediaLibrary{mediaall.Library{Name: l.Name, Dir: dir, Drive: in.Drive, DriveLimit: l.DriveLimit}}, nil
 		}
 	}
 	pathLike := strings.HasPrefix(in.Library, "mtx:") || strings.ContainsRune(in.Library, filepath.Separator)
@@ -123,9 +91,9 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 		if !ok || changer == "" || device == "" {
 			return mediaLibrary{}, invalidf("library %q: write mtx:CHANGER:DEVICE, like mtx:/dev/sg1:/dev/nst0", in.Library)
 		}
-		return mediaLibrary{Changer: changer, Devices: map[int]string{in.Drive: device}, Drive: in.Drive}, nil
+		return mediaLibrary{mediaall.Library{Changer: changer, Devices: map[int]string{in.Drive: device}, Drive: in.Drive}}, nil
 	}
-	return mediaLibrary{Dir: in.Library, Drive: in.Drive}, nil
+	return mediaLibrary{mediaall.Library{Dir: in.Library, Drive: in.Drive}}, nil
 }
 
 // openLibrary finds a library and opens it; close releases it (the VTL's
@@ -135,57 +103,8 @@ func (s *Service) openLibrary(ctx context.Context, in MediaLibraryInput) (*volum
 	if err != nil {
 		return nil, ml, nil, err
 	}
-	lib, closeLib, err := ml.open()
+	lib, closeLib, err := ml.Open()
 	return lib, ml, closeLib, err
-}
-
-// open opens a library found.
-func (l mediaLibrary) open() (lib *volume.Library, close func() error, err error) {
-	libs, close, err := l.openDrives(1)
-	if err != nil {
-		return nil, nil, err
-	}
-	return libs[0], close, nil
-}
-
-// openDrives opens a library found with n of its drives, l.Drive and
-// those after it, sharing its changer.
-func (l mediaLibrary) openDrives(n int) (libs []*volume.Library, close func() error, err error) {
-	if l.Dir == "" {
-		return l.openMtx(n)
-	}
-	v, err := vtl.Open(l.Dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && l.Name != "":
-		return nil, nil, api.Errorf(api.NotFound, "media library %s: %v (is its directory a virtual tape library? coffer media vtl create makes one)", l.Name, err)
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil, api.Errorf(api.NotFound, "no media library %q in the configuration, nor a virtual tape library's directory "+
-			"(`coffer config list media-libraries` lists the libraries)", l.Dir)
-	}
-	if err != nil {
-		return nil, nil, busyLibrary(l, err)
-	}
-	for i := l.Drive; i < l.Drive+n; i++ {
-		d, err := v.Drive(i)
-		if err != nil {
-			v.Close()
-			if n > 1 {
-				return nil, nil, invalidf("%d drives from drive %d: %v", n, l.Drive, err)
-			}
-			return nil, nil, invalidf("%v", err)
-		}
-		libs = append(libs, &volume.Library{Changer: v, Drive: d, DriveIndex: i})
-	}
-	return libs, v.Close, nil
-}
-
-// busyLibrary says that a library another operation holds is busy, not
-// broken: one operation at a time drives a library.
-func busyLibrary(l mediaLibrary, err error) error {
-	if errors.Is(err, media.ErrInUse) {
-		return api.Errorf(api.Locked, "media library %s is in use by another operation (a copy, restore or verify that runs): try again when it has ended", l.ref())
-	}
-	return err
 }
 
 // Rows of the media catalogue from a volume's index, and back.

@@ -27,7 +27,7 @@ func (s *Service) MediaLoad(ctx context.Context, in MediaLibraryInput, barcode s
 		return nil, err
 	}
 	if _, _, ok := st.FindVolume(barcode); !ok {
-		return nil, api.Errorf(api.NotFound, "media library %s holds no cartridge %s (coffer media vtl status lists its cartridges)", ml.ref(), barcode)
+		return nil, api.Errorf(api.NotFound, "media library %s holds no cartridge %s (coffer media vtl status lists its cartridges)", ml.Ref(), barcode)
 	}
 	if err := lib.Load(barcode); err != nil {
 		return nil, err
@@ -51,9 +51,9 @@ func (s *Service) MediaUnload(ctx context.Context, in MediaLibraryInput) (*api.M
 	i := slices.IndexFunc(st.Drives, func(d media.DriveElement) bool { return d.Index == lib.DriveIndex })
 	switch {
 	case i < 0:
-		return nil, invalidf("media library %s: the changer has no drive %d", ml.ref(), lib.DriveIndex)
+		return nil, invalidf("media library %s: the changer has no drive %d", ml.Ref(), lib.DriveIndex)
 	case !st.Drives[i].Full:
-		return nil, invalidf("drive %d of media library %s holds no cartridge: nothing to unload", lib.DriveIndex, ml.ref())
+		return nil, invalidf("drive %d of media library %s holds no cartridge: nothing to unload", lib.DriveIndex, ml.Ref())
 	}
 	if err := lib.Changer.Unload(0, lib.DriveIndex); err != nil {
 		return nil, err

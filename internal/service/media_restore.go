@@ -47,7 +47,7 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 	if err != nil {
 		return nil, err
 	}
-	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.ref()}
+	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.Ref()}
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaRestoreResult, error) {
 		staged, closeStaged, err := s.stageFromMedia(ctx, ml, in.Point, in.StageDir, in.ReadThrough)
 		if err != nil {
@@ -112,7 +112,7 @@ func (s *Service) stageFromMedia(ctx context.Context, ml mediaLibrary, point, st
 	if err != nil {
 		return nil, nil, err
 	}
-	lib, closeLib, err := ml.open()
+	lib, closeLib, err := ml.Open()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,9 +134,9 @@ func (s *Service) MediaVerify(ctx context.Context, in MediaLibraryInput, barcode
 	if err != nil {
 		return nil, err
 	}
-	spec := TaskSpec{Kind: task.KindMediaVerify, Object: ml.object(), Detail: barcode + " in library " + ml.ref()}
+	spec := TaskSpec{Kind: task.KindMediaVerify, Object: ml.object(), Detail: barcode + " in library " + ml.Ref()}
 	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.MediaVerifyReport, error) {
-		lib, closeLib, err := ml.open()
+		lib, closeLib, err := ml.Open()
 		if err != nil {
 			return nil, err
 		}

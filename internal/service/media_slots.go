@@ -44,7 +44,7 @@ func (l mediaLibrary) driveSlots(lib *volume.Library) (engine.SlotNeed, error) {
 			return engine.SlotNeed{}, err
 		}
 	}
-	return engine.SlotNeed{Key: "library:" + l.ref(), Cap: n}, nil
+	return engine.SlotNeed{Key: "library:" + l.Ref(), Cap: n}, nil
 }
 
 // driveCount is how many drives the library has: a real one's of the
@@ -54,7 +54,7 @@ func (l mediaLibrary) driveCount(lib *volume.Library) (int, error) {
 		return v.Config().Drives, nil
 	}
 	if len(l.Devices) == 0 {
-		return 0, fmt.Errorf("media library %s: no drive", l.ref())
+		return 0, fmt.Errorf("media library %s: no drive", l.Ref())
 	}
 	return len(l.Devices), nil
 }

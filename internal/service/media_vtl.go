@@ -63,7 +63,7 @@ func libraryStatus(lib *volume.Library, ml mediaLibrary) (*api.MediaLibraryStatu
 	if err != nil {
 		return nil, err
 	}
-	out := &api.MediaLibraryStatus{Library: ml.ref(), Kind: ml.kind(), Drives: []api.MediaDrive{}, Slots: []api.MediaSlot{}}
+	out := &api.MediaLibraryStatus{Library: ml.Ref(), Kind: ml.Kind(), Drives: []api.MediaDrive{}, Slots: []api.MediaSlot{}}
 	for _, d := range st.Drives {
 		out.Drives = append(out.Drives, api.MediaDrive{Index: d.Index, Full: d.Full, Barcode: d.VolumeTag, SourceSlot: d.SourceSlot,
 			WORM: d.Full && cartridgeWORM(lib, d.VolumeTag)})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
 )
@@ -65,7 +66,7 @@ func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
 				"Or remove `group: datastore` from the policy: its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Name))
 		}
 		if c.Kind == "vsphere" && hasGuestHooks(p) {
-			if o, err := vsphereOptions(ConnectionConfig{Connection: c}); err == nil && o.GuestUser == "" {
+			if user, err := hvall.VSphereGuestUser(hvall.Config{Connection: c}); err == nil && user == "" {
 				out = append(out, findingf(levelError, "%s: its guest hooks run through VMware Tools, which needs a guest account: "+
 					"set guest-user and guest-password-file in the options of connection %s", where, c.Name))
 			}
@@ -145,8 +146,8 @@ func selectedVMs(n int, one, many string) string {
 
 // kindOf is the registered kind (the zero kind for an unknown one,
 // which Validate and engineConfig report).
-func kindOf(name string) ConnectorKind {
-	k, _ := connectorKind(name)
+func kindOf(name string) hvall.Kind {
+	k, _ := hvall.Lookup(name)
 	return k
 }
 

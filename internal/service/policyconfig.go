@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/coffer-backup/coffer/internal/configobj"
+	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -54,12 +55,12 @@ func engineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]fi
 		if c.Kind == "" {
 			continue // Validate says so
 		}
-		kind, ok := connectorKind(c.Kind)
+		kind, ok := hvall.Lookup(c.Kind)
 		if !ok {
-			errs = append(errs, unknownKind(c.Name, c.Kind))
+			errs = append(errs, hvall.UnknownKind(c.Name, c.Kind))
 			continue
 		}
-		errs = append(errs, kind.Check(ConnectionConfig{Connection: c}))
+		errs = append(errs, kind.Check(hvall.Config{Connection: c}))
 	}
 	warnings := map[string][]finding{}
 	if policies {

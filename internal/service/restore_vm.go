@@ -2,13 +2,9 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -60,98 +56,174 @@ func (s *Service) RestoreVM(ctx context.Context, in RestoreVMInput) (*api.Restor
 		if err := json.Unmarshal(pt.snap.VMConfig, &cfg); err != nil || cfg.Kind == "" {
 			return nil, invalidf("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", pt.snap.ID.Short())
 		}
-		if in.Connection != "" {
-			return s.restoreVMOnConnection(ctx, t, pt, cfg, in)
+		restorer, opts, done, err := s.vmRestorer(ctx, pt, cfg, in)
+		if err != nil {
+			return nil, err
 		}
+		defer done()
+		return s.restoreVM(ctx, t, pt, cfg, in, restorer, opts)
+	})
+}
+
+// vmRestorer is what creates the VM: the connector of the connection
+// named, or, without one, QEMU's restore into a directory. done releases
+// it (a connector's session).
+func (s *Service) vmRestorer(ctx context.Context, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (
+	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions, done func(), err error) {
+	snap := pt.snap
+	name := in.Name
+	if name == "" && !in.OntoOriginal {
+		name = cfg.Name + "-restored"
+	}
+	opts = hypervisor.NewVMOptions{Name: name, DiskFormat: in.Format}
+	if in.Connection == "" {
 		if in.OntoOriginal {
 			// A QEMU VM's disks are files its command line names: the
 			// original's are restored with restore-disk --overwrite, never
 			// silently as a new VM the caller did not ask for.
-			return nil, invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
+			return nil, opts, nil, invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
 		}
-		return s.restoreQEMUVM(ctx, t, pt, cfg, in)
-	})
+		if cfg.Kind != "qemu" {
+			return nil, opts, nil, invalidf("backup point %s is of a %s VM: restore it with --connection NAME", snap.ID.Short(), cfg.Kind)
+		}
+		if in.Dir == "" {
+			return nil, opts, nil, invalidf("a QEMU VM is restored into a directory: --to DIR")
+		}
+		if err := qemu.Relaunchable(cfg.Native); err != nil {
+			return nil, opts, nil, invalidf("backup point %s: %v", snap.ID.Short(), err)
+		}
+		opts.TargetDir, opts.ColdBoot = in.Dir, in.ColdBoot
+		return qemu.DirRestorer{}, opts, func() {}, nil
+	}
+	if in.OntoOriginal && !in.ConfirmOverwrite {
+		return nil, opts, nil, invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
+	}
+	pc, err := s.engineConfig(ctx)
+	if err != nil {
+		return nil, opts, nil, err
+	}
+	conns, err := s.openConnectors(ctx, pc, []string{in.Connection})
+	if err != nil {
+		return nil, opts, nil, err
+	}
+	c := conns.conns[in.Connection]
+	if c.Kind() != cfg.Kind {
+		conns.close()
+		return nil, opts, nil, invalidf("backup point %s is of a %s VM; connection %s is %s", snap.ID.Short(), cfg.Kind, in.Connection, c.Kind())
+	}
+	restorer, ok := c.(hypervisor.Restorer)
+	if !ok {
+		conns.close()
+		return nil, opts, nil, invalidf("connection %s (%s) cannot create VMs", in.Connection, c.Kind())
+	}
+	// DiskFormat: libvirt writes qcow2 or raw files; vSphere ignores it.
+	opts.Datastore, opts.ReplaceExisting = in.Datastore, in.OntoOriginal
+	return restorer, opts, conns.close, nil
 }
 
-// restoreQEMUVM restores every disk of a QEMU point into a directory and
-// reproduces the VM from the command line recorded at backup time, with
-// a new name, UUID and MAC addresses; it starts it if asked.
-func (s *Service) restoreQEMUVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (*api.RestoredVM, error) {
+// localVM is a VM restored into a directory of this host (QEMU): the
+// task log names its disks' files, and the result says where its files
+// are.
+type localVM interface {
+	DiskPath(key string) string
+	Files() qemu.RestoredFiles
+}
+
+// restoreVM is the one route from a backup point to a VM, whatever the
+// platform: the restorer creates the VM from the configuration recorded
+// at backup time (or, with OntoOriginal and its confirmation, takes the
+// powered-off original), each disk streams into it straight from the
+// repository (or is restored into its file, for a VM in a directory),
+// and it starts if asked. A half-restored new VM is deleted when
+// anything fails.
+func (s *Service) restoreVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput,
+	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions) (*api.RestoredVM, error) {
 	snap := pt.snap
-	if cfg.Kind != "qemu" {
-		return nil, invalidf("backup point %s is of a %s VM: restore it with --connection NAME", snap.ID.Short(), cfg.Kind)
-	}
-	if in.Dir == "" {
-		return nil, invalidf("a QEMU VM is restored into a directory: --to DIR")
-	}
-	if err := qemu.Relaunchable(cfg.Native); err != nil {
-		return nil, invalidf("backup point %s: %v", snap.ID.Short(), err)
-	}
-	dir, err := filepath.Abs(in.Dir)
+	nv, err := restorer.CreateVM(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	res := &api.RestoredVM{PointID: snap.ID.String(), OriginalVM: cfg.Name, Connection: in.Connection, VM: nv.Ref().Name, VMID: nv.Ref().ID,
+		OntoOriginal: in.OntoOriginal, Disks: []string{}, Warnings: []string{}}
+	local, _ := nv.(localVM)
+	if err := s.writeVM(ctx, t, pt, nv, local, res); err != nil {
+		// Abort deletes a VM this operation created; on the original it
+		// only releases what the restore held.
+		if aerr := nv.Abort(context.WithoutCancel(ctx)); aerr != nil {
+			t.Log(slog.LevelWarn, "could not remove the half-restored VM", "vm", res.VM, "err", aerr)
+		}
 		return nil, err
 	}
-	name := in.Name
-	if name == "" {
-		name = cfg.Name + "-restored"
-	}
-	spec := qemu.LaunchSpec{Dir: dir, Name: name, UUID: newUUID(), Disks: map[string]qemu.LaunchDisk{}, NewMAC: newMAC}
-	res := &api.RestoredVM{PointID: snap.ID.String(), VM: name, OriginalVM: cfg.Name, VMID: spec.UUID, Dir: dir, QMPSocket: spec.QMPPath(),
-		Console: spec.ConsolePath(), Disks: []string{}, Warnings: []string{}}
-	for _, d := range snap.Disks {
-		if d.Kind == hypervisor.KindMemory {
-			res.MemoryState = filepath.Join(dir, "memory.vmstate")
-			if _, err := restore.ToFile(ctx, pt.r, snap, d, res.MemoryState, restore.FileOptions{}); err != nil {
-				return nil, fmt.Errorf("memory state: %w", err)
-			}
-			continue
-		}
-		path := filepath.Join(dir, d.Key+"."+in.Format)
-		t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s", d.Name, d.Size, path))
-		if err := s.restoreDiskAs(ctx, pt.r, snap, d, path, in.Format); err != nil {
-			return nil, fmt.Errorf("disk %s: %w", d.Key, err)
-		}
-		spec.Disks[d.Key] = qemu.LaunchDisk{Path: path, Format: in.Format}
-		res.Disks = append(res.Disks, path)
-	}
-	spec.Incoming = in.Start && res.MemoryState != "" && !in.ColdBoot
-	rl, err := qemu.RelaunchArgs(cfg.Native, spec)
-	if err != nil {
-		return nil, err
-	}
-	res.Warnings = append(res.Warnings, rl.Warnings...)
-	res.LaunchScript = filepath.Join(dir, "launch.sh")
-	script := rl
-	if spec.Incoming { // the script boots; resuming from memory is this operation's job
-		cold := spec
-		cold.Incoming = false
-		if script, err = qemu.RelaunchArgs(cfg.Native, cold); err != nil {
-			return nil, err
+	if w, ok := nv.(interface{ Warnings() []string }); ok { // a disk's fallback route
+		for _, m := range w.Warnings() {
+			t.Log(slog.LevelWarn, m)
+			res.Warnings = append(res.Warnings, m)
 		}
 	}
-	if err := writeLaunchScript(res.LaunchScript, script.Args); err != nil {
-		return nil, err
+	if local != nil {
+		f := local.Files()
+		res.Dir, res.QMPSocket, res.Console, res.LaunchScript, res.MemoryState = f.Dir, f.QMPSocket, f.Console, f.LaunchScript, f.MemoryState
+		res.Disks, res.Warnings = f.Disks, append(res.Warnings, f.Warnings...)
+		// The log says where the VM is: a face that shows the task rather
+		// than the answer (the console) shows this.
+		t.Log(slog.LevelInfo, fmt.Sprintf("restored as the new VM %s (UUID %s) in %s; it starts with %s", res.VM, res.VMID, res.Dir, res.LaunchScript))
 	}
-	// The log says where the VM is: a face that shows the task rather
-	// than the answer (the console) shows this.
-	t.Log(slog.LevelInfo, fmt.Sprintf("restored as the new VM %s (UUID %s) in %s; it starts with %s", name, spec.UUID, dir, res.LaunchScript))
 	if in.Start {
-		if res.PID, err = qemu.Launch(ctx, rl.Args, spec); err != nil {
+		if err := nv.Start(ctx); err != nil {
 			return nil, err
 		}
 		res.Started = true
-		t.Log(slog.LevelInfo, fmt.Sprintf("started %s: process %d, serial console %s, QMP %s", name, res.PID, res.Console, res.QMPSocket))
-		if spec.Incoming {
-			if err := qemu.LoadMemory(ctx, spec.QMPPath(), res.MemoryState); err != nil {
-				return nil, err
-			}
-			res.ResumedFromMemory = true
+		if local != nil {
+			f := local.Files()
+			res.PID, res.ResumedFromMemory = f.PID, f.ResumedFromMemory
+			t.Log(slog.LevelInfo, fmt.Sprintf("started %s: process %d, serial console %s, QMP %s", res.VM, res.PID, res.Console, res.QMPSocket))
 		}
 	}
 	return res, nil
+}
+
+// writeVM writes every disk of the point (and its memory state, where the
+// new VM takes it) into the new VM, and completes it.
+func (s *Service) writeVM(ctx context.Context, t Task, pt *point, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
+	logged := 0 // route lines already in the task log
+	for _, d := range pt.snap.Disks {
+		if d.Kind == hypervisor.KindMemory {
+			mw, ok := nv.(hypervisor.MemoryWriter)
+			if !ok {
+				res.Warnings = append(res.Warnings, "the point holds the VM's memory state; this connection restores disks only, so the VM boots")
+				continue
+			}
+			src, err := s.openPointDisk(ctx, pt, d)
+			if err == nil {
+				err = mw.WriteMemory(ctx, src)
+			}
+			if err != nil {
+				return fmt.Errorf("memory state: %w", err)
+			}
+			continue
+		}
+		src, err := s.openPointDisk(ctx, pt, d)
+		if err != nil {
+			return err
+		}
+		disk := d.Name
+		if local != nil {
+			disk = d.Key
+			t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s", d.Name, d.Size, local.DiskPath(d.Key)))
+		} else {
+			t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
+		}
+		err = nv.WriteDisk(ctx, d.Key, src)
+		logged = logRoutes(t, nv, logged)
+		if err != nil {
+			return fmt.Errorf("disk %s: %w", disk, err)
+		}
+		res.Disks = append(res.Disks, d.Name)
+	}
+	if c, ok := nv.(hypervisor.Completer); ok {
+		return c.Complete(ctx)
+	}
+	return nil
 }
 
 // logRoutes puts the lines a restored VM has added since the first
@@ -169,6 +241,33 @@ func logRoutes(t Task, nv hypervisor.NewVM, logged int) int {
 	return len(lines)
 }
 
+// restoreCacheBytes bounds the chunk cache of each disk being uploaded: the
+// connector reads a disk in order, so a few chunks ahead are enough.
+const restoreCacheBytes = 64 << 20
+
+// pointDisk is a disk of a backup point as a restore offers it to a
+// connector: read through ReadAt (uploaded), or restored straight into an
+// image file on this host (hypervisor.FileSource).
+type pointDisk struct {
+	*restore.DiskReader
+	writeFile func(ctx context.Context, path, format string) error
+}
+
+// WriteFile implements hypervisor.FileSource.
+func (p pointDisk) WriteFile(ctx context.Context, path, format string) error {
+	return p.writeFile(ctx, path, format)
+}
+
+func (s *Service) openPointDisk(ctx context.Context, pt *point, d repo.Disk) (hypervisor.FileSource, error) {
+	dr, err := restore.OpenDisk(ctx, pt.r, d, restore.CacheChunks(restoreCacheBytes, d.ChunkSize))
+	if err != nil {
+		return nil, err
+	}
+	return pointDisk{DiskReader: dr, writeFile: func(ctx context.Context, path, format string) error {
+		return s.restoreDiskAs(ctx, pt.r, pt.snap, d, path, format)
+	}}, nil
+}
+
 // restoreDiskAs restores one disk in the given format.
 func (s *Service) restoreDiskAs(ctx context.Context, r *repo.Repository, snap *repo.Point, d repo.Disk, path, format string) error {
 	if format == "qcow2" {
@@ -176,115 +275,4 @@ func (s *Service) restoreDiskAs(ctx context.Context, r *repo.Repository, snap *r
 	}
 	_, err := restore.ToFile(ctx, r, snap, d, path, restore.FileOptions{})
 	return err
-}
-
-// writeLaunchScript records the command line that starts the restored VM.
-func writeLaunchScript(path string, args []string) error {
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\n# Starts the VM restored by coffer (daemonized; see qemu.pid, console.log, qmp.sock).\nexec")
-	for _, a := range args {
-		b.WriteString(" '" + strings.ReplaceAll(a, "'", `'\''`) + "'")
-	}
-	b.WriteString("\n")
-	return os.WriteFile(path, []byte(b.String()), 0o755)
-}
-
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
-// newMAC returns a random locally administered unicast MAC address.
-func newMAC() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	b[0] = b[0]&0xfc | 0x02
-	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5])
-}
-
-// restoreCacheBytes bounds the chunk cache of each disk being uploaded: the
-// connector reads a disk in order, so a few chunks ahead are enough.
-const restoreCacheBytes = 64 << 20
-
-// restoreVMOnConnection restores a backup point through a hypervisor
-// connection of the configuration (vSphere today): the connector creates
-// the VM from the configuration recorded at backup time (or, with
-// OntoOriginal and its confirmation, takes the powered-off original) and
-// each disk's allocated ranges stream into it straight from the
-// repository. A half-restored new VM is deleted when anything fails.
-func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (*api.RestoredVM, error) {
-	snap := pt.snap
-	if in.OntoOriginal && !in.ConfirmOverwrite {
-		return nil, invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
-	}
-	pc, err := s.engineConfig(ctx)
-	if err != nil {
-		return nil, err
-	}
-	conns, err := s.openConnectors(ctx, pc, []string{in.Connection})
-	if err != nil {
-		return nil, err
-	}
-	defer conns.close()
-	c := conns.conns[in.Connection]
-	if c.Kind() != cfg.Kind {
-		return nil, invalidf("backup point %s is of a %s VM; connection %s is %s", snap.ID.Short(), cfg.Kind, in.Connection, c.Kind())
-	}
-	restorer, ok := c.(hypervisor.Restorer)
-	if !ok {
-		return nil, invalidf("connection %s (%s) cannot create VMs", in.Connection, c.Kind())
-	}
-	name := in.Name
-	if name == "" && !in.OntoOriginal {
-		name = cfg.Name + "-restored"
-	}
-	// DiskFormat: libvirt writes qcow2 or raw files; vSphere ignores it.
-	nv, err := restorer.CreateVM(ctx, cfg, hypervisor.NewVMOptions{Name: name, Datastore: in.Datastore, DiskFormat: in.Format, ReplaceExisting: in.OntoOriginal})
-	if err != nil {
-		return nil, err
-	}
-	res := &api.RestoredVM{PointID: snap.ID.String(), OriginalVM: cfg.Name, Connection: in.Connection, VM: nv.Ref().Name, VMID: nv.Ref().ID,
-		OntoOriginal: in.OntoOriginal, Disks: []string{}, Warnings: []string{}}
-	fail := func(err error) (*api.RestoredVM, error) {
-		// Abort deletes a VM this operation created; on the original it
-		// only releases what the restore held.
-		if aerr := nv.Abort(context.WithoutCancel(ctx)); aerr != nil {
-			t.Log(slog.LevelWarn, "could not remove the half-restored VM", "vm", res.VM, "err", aerr)
-		}
-		return nil, err
-	}
-	logged := 0 // route lines already in the task log
-	for _, d := range snap.Disks {
-		if d.Kind == hypervisor.KindMemory {
-			res.Warnings = append(res.Warnings, "the point holds the VM's memory state; this connection restores disks only, so the VM boots")
-			continue
-		}
-		src, err := restore.OpenDisk(ctx, pt.r, d, restore.CacheChunks(restoreCacheBytes, d.ChunkSize))
-		if err != nil {
-			return fail(err)
-		}
-		t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
-		err = nv.WriteDisk(ctx, d.Key, src)
-		logged = logRoutes(t, nv, logged)
-		if err != nil {
-			return fail(fmt.Errorf("disk %s: %w", d.Name, err))
-		}
-		res.Disks = append(res.Disks, d.Name)
-	}
-	if w, ok := nv.(interface{ Warnings() []string }); ok { // a disk's fallback route
-		for _, m := range w.Warnings() {
-			t.Log(slog.LevelWarn, m)
-			res.Warnings = append(res.Warnings, m)
-		}
-	}
-	if in.Start {
-		if err := nv.Start(ctx); err != nil {
-			return nil, err
-		}
-		res.Started = true
-	}
-	return res, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/store"
+	storeall "github.com/coffer-backup/coffer/internal/store/all"
 )
 
 // Config is everything the service needs to know about the installation.
@@ -35,7 +36,7 @@ type Config struct {
 	// `init --copy-keys-from` takes its keys from.
 	OtherPassword PasswordSource
 	// Stores configures the storage backends (S3, the metadata cache).
-	Stores StoreConfig
+	Stores storeall.Config
 	// Catalog is the catalog's location: a SQLite file or a postgres://
 	// URL ("" is catalogopen.DefaultLocation()).
 	Catalog string

@@ -12,8 +12,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // FakeKind is the connection kind of the simulated fleet.
@@ -66,15 +66,15 @@ func Opened(name string) []*fake.Connector {
 // memory.
 func RegisterFake() {
 	registerOnce.Do(func() {
-		service.RegisterConnectorKind(FakeKind, service.ConnectorKind{
-			Check: func(cfg service.ConnectionConfig) error { _, err := decode(cfg); return err },
+		hvall.Register(FakeKind, hvall.Kind{
+			Check: func(cfg hvall.Config) error { _, err := decode(cfg); return err },
 			Open:  open, StorageSnapshots: true,
 			Cannot: map[hypervisor.SnapshotMode]string{hypervisor.WithMemory: "the simulated fleet has no memory to save"},
 		})
 	})
 }
 
-func decode(cfg service.ConnectionConfig) (fakeOptions, error) {
+func decode(cfg hvall.Config) (fakeOptions, error) {
 	var o fakeOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
 		return o, err
@@ -87,7 +87,7 @@ func decode(cfg service.ConnectionConfig) (fakeOptions, error) {
 	return o, nil
 }
 
-func open(_ context.Context, cfg service.ConnectionConfig) (hypervisor.Connector, error) {
+func open(_ context.Context, cfg hvall.Config) (hypervisor.Connector, error) {
 	o, err := decode(cfg)
 	if err != nil {
 		return nil, api.WithClass(api.Invalid, err)

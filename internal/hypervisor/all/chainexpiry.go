@@ -1,4 +1,4 @@
-package service
+package all
 
 import (
 	"fmt"

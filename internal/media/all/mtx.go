@@ -1,4 +1,4 @@
-package service
+package all
 
 import (
 	"errors"
@@ -21,20 +21,20 @@ import (
 // whichever operation loaded it. The changer is locked for the operation
 // (st.Changer.Lock), as a virtual library is; no drive is opened: st
 // opens one at its first operation, and the changer's status needs none.
-func (l mediaLibrary) openMtx(n int) (libs []*volume.Library, close func() error, err error) {
+func (l Library) openMtx(n int) (libs []*volume.Library, close func() error, err error) {
 	if l.Name == "" && n > 1 {
 		return nil, nil, invalidf("library %s names one drive device (mtx:CHANGER:DEVICE): --drives %d needs a library of the configuration "+
-			"listing its drives (kind: mtx, drives: [{number: 0, device: /dev/nst0}, ...]), or one copy per drive", l.ref(), n)
+			"listing its drives (kind: mtx, drives: [{number: 0, device: /dev/nst0}, ...]), or one copy per drive", l.Ref(), n)
 	}
 	numbers := slices.Sorted(maps.Keys(l.Devices))
 	if _, ok := l.Devices[l.Drive]; !ok {
 		return nil, nil, invalidf("media library %s has no drive %d: its drives are %s (the configuration's drives of the library)",
-			l.ref(), l.Drive, driveList(numbers))
+			l.Ref(), l.Drive, driveList(numbers))
 	}
 	ch := &st.Changer{Device: l.Changer}
 	unlock, err := ch.Lock()
 	if err != nil {
-		return nil, nil, busyLibrary(l, err)
+		return nil, nil, busy(l, err)
 	}
 	sl := &st.Library{Changer: ch, Drives: map[int]*st.Drive{}}
 	for num, dev := range l.Devices {
@@ -43,7 +43,7 @@ func (l mediaLibrary) openMtx(n int) (libs []*volume.Library, close func() error
 	from := slices.Index(numbers, l.Drive)
 	if len(numbers)-from < n {
 		unlock()
-		return nil, nil, invalidf("%d drives from drive %d: media library %s has %d (drives %s)", n, l.Drive, l.ref(), len(numbers)-from,
+		return nil, nil, invalidf("%d drives from drive %d: media library %s has %d (drives %s)", n, l.Drive, l.Ref(), len(numbers)-from,
 			driveList(numbers[from:]))
 	}
 	for _, num := range numbers[from : from+n] {

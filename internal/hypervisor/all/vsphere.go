@@ -1,4 +1,4 @@
-package service
+package all
 
 import (
 	"context"
@@ -68,7 +68,7 @@ type vsphereConnectionOptions struct {
 
 // vsphereOptions decodes and checks a connection's options without
 // connecting, so a bad one is a configuration error before anything runs.
-func vsphereOptions(cfg ConnectionConfig) (vsphereConnectionOptions, error) {
+func vsphereOptions(cfg Config) (vsphereConnectionOptions, error) {
 	var o vsphereConnectionOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
 		return o, err
@@ -119,7 +119,7 @@ func vsphereOptions(cfg ConnectionConfig) (vsphereConnectionOptions, error) {
 	return o, errors.Join(errs...)
 }
 
-func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+func newVSphereConnector(ctx context.Context, cfg Config) (hypervisor.Connector, error) {
 	o, err := vsphereOptions(cfg)
 	if err != nil {
 		return nil, api.WithClass(api.Invalid, err)
@@ -136,4 +136,12 @@ func newVSphereConnector(ctx context.Context, cfg ConnectionConfig) (hypervisor.
 		ReadFrom: o.ReadFrom, HostUser: o.HostUser, HostPasswordFile: o.HostPasswordFile,
 		HostAddresses: o.HostAddresses, HostThumbprints: o.HostThumbprints, DataMoverVM: o.DataMoverVM,
 		GuestUser: o.GuestUser, GuestPasswordFile: o.GuestPasswordFile})
+}
+
+// VSphereGuestUser is the guest account a vSphere connection's guest
+// hooks run as ("" for none). Options that do not decode are an error,
+// which the kind's Check reports.
+func VSphereGuestUser(cfg Config) (string, error) {
+	o, err := vsphereOptions(cfg)
+	return o.GuestUser, err
 }

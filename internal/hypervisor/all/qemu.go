@@ -1,4 +1,4 @@
-package service
+package all
 
 import (
 	"context"
@@ -32,7 +32,7 @@ type qemuConnectionOptions struct {
 
 // qemuOptions decodes and checks a connection's options without touching
 // any VM, so a bad one is a configuration error before anything runs.
-func qemuOptions(cfg ConnectionConfig) (qemuConnectionOptions, error) {
+func qemuOptions(cfg Config) (qemuConnectionOptions, error) {
 	var o qemuConnectionOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
 		return o, err
@@ -49,7 +49,7 @@ func qemuOptions(cfg ConnectionConfig) (qemuConnectionOptions, error) {
 	return o, nil
 }
 
-func newQEMUConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+func newQEMUConnector(_ context.Context, cfg Config) (hypervisor.Connector, error) {
 	o, err := qemuOptions(cfg)
 	if err != nil {
 		return nil, api.WithClass(api.Invalid, err)

@@ -1,4 +1,4 @@
-package service
+package all
 
 import (
 	"context"
@@ -39,7 +39,7 @@ var libvirtCannot = map[hypervisor.SnapshotMode]string{
 
 // libvirtOptions decodes and checks a connection's options without
 // connecting, so a bad one is a configuration error before anything runs.
-func libvirtOptions(cfg ConnectionConfig) (libvirtConnectionOptions, error) {
+func libvirtOptions(cfg Config) (libvirtConnectionOptions, error) {
 	var o libvirtConnectionOptions
 	if err := cfg.DecodeOptions(&o); err != nil {
 		return o, err
@@ -58,7 +58,7 @@ func libvirtOptions(cfg ConnectionConfig) (libvirtConnectionOptions, error) {
 	return o, nil
 }
 
-func newLibvirtConnector(_ context.Context, cfg ConnectionConfig) (hypervisor.Connector, error) {
+func newLibvirtConnector(_ context.Context, cfg Config) (hypervisor.Connector, error) {
 	o, err := libvirtOptions(cfg)
 	if err != nil {
 		return nil, api.WithClass(api.Invalid, err)
