@@ -98,6 +98,9 @@ func loadConfig(ctx context.Context, st store.Store) (Config, error) {
 	return c, c.validate()
 }
 
+// encode is the config object's bytes: indented JSON, for people who look.
+func (c Config) encode() ([]byte, error) { return json.MarshalIndent(c, "", "  ") }
+
 // Level returns the zstd level for new chunks (0 = no compression).
 func (c Config) Level() int {
 	if c.Compression == "none" {

@@ -3,7 +3,6 @@ package repo
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -44,7 +43,7 @@ func (r *Repository) RepairConfig(ctx context.Context, dryRun bool) ([]string, e
 	if r.unlocked == nil || r.unlocked.payload.Config == nil {
 		return nil, errors.New("the key that opened the repository carries no copy of the config")
 	}
-	raw, err := json.MarshalIndent(r.cfg, "", "  ")
+	raw, err := r.cfg.encode()
 	if err != nil {
 		return nil, err
 	}

@@ -88,8 +88,11 @@ func keyNames(keyID string) [2]string {
 	return [2]string{keysPrefix + keyID, keysPrefix + keyID + keyCopySuffix}
 }
 
+// encode is the key file object's bytes: indented JSON.
+func (kf *KeyFile) encode() ([]byte, error) { return json.MarshalIndent(kf, "", "  ") }
+
 func saveKeyFile(ctx context.Context, st store.Store, kf *KeyFile) error {
-	raw, err := json.MarshalIndent(kf, "", "  ")
+	raw, err := kf.encode()
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,6 @@ package repo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -148,7 +147,7 @@ func Init(ctx context.Context, st store.Store, o InitOptions) (Config, error) {
 			return cfg, fmt.Errorf("write key: %w", err)
 		}
 	}
-	raw, err := json.MarshalIndent(cfg, "", "  ")
+	raw, err := cfg.encode()
 	if err != nil {
 		return cfg, err
 	}
