@@ -61,7 +61,11 @@ func (c *checker) modes(t *testing.T) {
 		t.Fatal("the harness declares no snapshot mode")
 	}
 	for _, mode := range sortedModes(c.h.Caps.Modes) {
-		t.Run(string(mode), func(t *testing.T) { c.mode(t, mode, c.h.Caps.Modes[mode]) })
+		name := string(mode)
+		if name == "" {
+			name = "unset" // the engine's default: crash-consistent
+		}
+		t.Run(name, func(t *testing.T) { c.mode(t, mode, c.h.Caps.Modes[mode]) })
 	}
 	if c.h.Caps.Modes[hypervisor.Quiesced] == hypervisor.CrashConsistent {
 		t.Run("quiesce-required", func(t *testing.T) {

@@ -2,8 +2,8 @@
 // as a test suite: the backup pipeline (internal/backup), the job engine
 // (internal/engine) and the service layer rely on what it checks, so a new
 // connector that passes it fits under them. Each connector's package runs
-// it against its own real platform (a QEMU storage daemon, a libvirtd, a
-// vcsim) through a Harness:
+// it against its own real platform (a QEMU storage daemon and a TCG guest,
+// a libvirtd, a vcsim) through a Harness:
 //
 //	func TestConformance(t *testing.T) {
 //		connectortest.Run(t, func(t *testing.T) connectortest.Harness { ... })
