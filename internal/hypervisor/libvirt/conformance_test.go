@@ -18,8 +18,9 @@ import (
 // with an idle guest (so that only the suite changes its disks), written
 // through QEMU's own qemu-io on the disk's device, as the guest would.
 func TestConformance(t *testing.T) {
+	var l *lab
 	connectortest.Run(t, func(t *testing.T) connectortest.Harness {
-		l := startLabMode(t, "idle", "COFFER IDLE")
+		l = startLabMode(t, "idle", "COFFER IDLE")
 		return connectortest.Harness{
 			Conn: l.conn, VM: l.ref,
 			Write:     l.writeThroughQEMU,
@@ -39,6 +40,54 @@ func TestConformance(t *testing.T) {
 			},
 		}
 	})
+	t.Run("HoldKeepsDomainPaused", func(t *testing.T) { l.checkHold(t) })
+}
+
+// checkHold: a session for storage-level protection keeps the domain
+// paused, and frozen when quiesced, until Release (a pull job leaves the
+// disk files changing, so the storage snapshot taken meanwhile must find
+// them still), and a session closed without Release resumes it too.
+func (l *lab) checkHold(t *testing.T) {
+	state := func() golibvirt.DomainState {
+		st, _, err := l.admin.DomainGetState(l.dom, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return golibvirt.DomainState(st)
+	}
+	for _, release := range []bool{true, false} {
+		req := hypervisor.SnapshotRequest{SessionID: fmt.Sprintf("hold-%v", release), Mode: hypervisor.Quiesced,
+			Quiesce: hypervisor.QuiesceRequired, Hold: true, Track: true}
+		s, err := l.conn.Snapshot(l.ctx, l.ref, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := state(); st != golibvirt.DomainPaused || s.AchievedMode() != hypervisor.Quiesced {
+			t.Fatalf("held session: domain state %d, achieved %s; want paused, quiesced", st, s.AchievedMode())
+		}
+		if release {
+			if err := s.Release(l.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st := state(); st != golibvirt.DomainRunning {
+				t.Fatalf("after release: domain state %d", st)
+			}
+		}
+		if _, err := s.Close(l.ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		if st := state(); st != golibvirt.DomainRunning {
+			t.Fatalf("after close (released %v): domain state %d", release, st)
+		}
+		// Thawed: a second freeze would fail on a frozen guest.
+		if _, err := l.admin.DomainFsfreeze(l.dom, nil, 0); err != nil {
+			t.Fatalf("the guest was left frozen: %v", err)
+		}
+		if _, err := l.admin.DomainFsthaw(l.dom, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.assertClean()
 }
 
 // writeThroughQEMU writes data with the monitor's qemu-io on the disk's

@@ -57,8 +57,16 @@ func (s *session) Warnings() []string { return s.warnings }
 func (s *session) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
 
 // Release implements hypervisor.Session. The pull job costs the domain
-// only copy-before-write into the scratch files: nothing to drop early.
-func (s *session) Release(ctx context.Context) error { return nil }
+// only copy-before-write into the scratch files: nothing to drop early;
+// a domain held still for a storage snapshot is resumed and thawed.
+func (s *session) Release(ctx context.Context) error {
+	if s.unhold == nil {
+		return nil
+	}
+	err := s.unhold()
+	s.unhold = nil
+	return err
+}
 
 // OpenDisk implements hypervisor.Session.
 func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
@@ -84,6 +92,10 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 	if s.j == nil {
 		return nil, nil
 	}
+	var errs []error
+	if s.unhold != nil { // held and never released
+		errs = append(errs, s.Release(ctx))
+	}
 	if ok && s.j.Checkpoint != "" {
 		// The point holding the new checkpoint's token is committed: a
 		// crash from here on must keep it.
@@ -93,7 +105,6 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 		}
 		crashPoint("committed")
 	}
-	var errs []error
 	if err := s.c.endJob(ctx, s.lv, s.dom, &s.j.journalState); err != nil {
 		errs = append(errs, err)
 	}
