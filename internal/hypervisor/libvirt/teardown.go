@@ -170,14 +170,14 @@ func (s *session) pruneChain(ctx context.Context) error {
 // backup job per domain, and another one is somebody else's.
 func (c *Connector) endJob(ctx context.Context, lv *golibvirt.Libvirt, dom golibvirt.Domain, j *journalState) error {
 	var errs []error
+	if j.Suspended { // first: a paused guest's agent cannot thaw (a held, quiesced session)
+		errs = append(errs, c.resume(ctx, lv, dom))
+	}
 	if j.Frozen {
 		errs = append(errs, do(context.WithoutCancel(ctx), c.cfg.CallTimeout, "thaw the guest filesystems of "+dom.Name, func() error {
 			_, err := lv.DomainFsthaw(dom, nil, 0)
 			return err
 		}))
-	}
-	if j.Suspended {
-		errs = append(errs, c.resume(ctx, lv, dom))
 	}
 	if j.Job {
 		doc, err := call(ctx, c.cfg.CallTimeout, "backup job of "+dom.Name, func() (string, error) {
