@@ -4,9 +4,12 @@
 // (allocated and changed ranges only), releasing everything afterwards, and
 // creating a new VM from a recorded configuration at restore time.
 //
-// Implementations live in subpackages (qemu, vsphere) and in fake (an
-// in-memory connector for engine tests and benchmarks). The job engine, the
-// backup pipeline and restore only ever see these interfaces.
+// Implementations live in subpackages (qemu, libvirt, vsphere) and in fake
+// (an in-memory connector for engine tests and benchmarks). The job engine,
+// the backup pipeline and restore only ever see these interfaces. The
+// contract written on them below is checked, against each connector's
+// real platform, by the suite in connectortest: a new connector runs it
+// too.
 //
 // # Session lifecycle
 //
@@ -17,6 +20,10 @@
 // Close(ctx, true) advances change tracking: the returned per-disk tokens are
 // the base for the next incremental. Close(ctx, false) rolls tracking back
 // so that the next backup covers everything this one would have covered.
+// Once every session is closed, nothing the connector created for them is
+// left on the hypervisor (block nodes, exports, jobs, VM snapshots) or in
+// its state directory, except the change tracking the next backup of each
+// chain needs; CleanupLeftovers then finds nothing.
 //
 // # Crash safety
 //
@@ -57,13 +64,21 @@ var (
 type Connector interface {
 	// Kind names the platform: "qemu", "vsphere", "fake".
 	Kind() string
-	// Inventory lists the VMs this connection can protect.
+	// Inventory lists the VMs this connection can protect, each with an
+	// ID that stays the same from one inventory to the next and its disks
+	// with keys unique within the VM and their sizes.
 	Inventory(ctx context.Context) ([]VM, error)
 	// Snapshot freezes all disks of a VM at one instant, as req asks, and
-	// returns the session through which they are read.
+	// returns the session through which they are read: writes after it
+	// returns do not reach the session's reads. A VM that does not exist
+	// is ErrNotFound; a mode the VM or platform cannot take is
+	// ErrUnsupported; a quiesce that QuiesceRequired needs and that cannot
+	// happen is ErrQuiesceFailed. A failed Snapshot (a cancelled ctx
+	// included) leaves nothing behind.
 	Snapshot(ctx context.Context, vm VMRef, req SnapshotRequest) (Session, error)
 	// CleanupLeftovers removes what crashed coffer processes created and
-	// left behind, and reports what it removed.
+	// left behind, and reports what it removed: nothing, when every
+	// session of this process was closed.
 	CleanupLeftovers(ctx context.Context) ([]Leftover, error)
 }
 
@@ -171,7 +186,10 @@ type SnapshotRequest struct {
 	Quiesce QuiescePolicy
 	// Since holds, per disk key, the change token returned by Close of the
 	// backup point to diff against (the previous backup for incremental,
-	// the last full for differential). Empty means a full read.
+	// the last full for differential). Empty means a full read. A token
+	// the connector cannot use (never issued, from a lost bitmap, of a
+	// resized disk) reads that disk in full and says why in
+	// DiskSnapshot.ChangeWarning; it is never an empty change set.
 	Since map[string]string
 	// Differential asks for changes since Since while keeping the tracking
 	// base where it is (the next differential diffs against the same full).
@@ -204,11 +222,16 @@ type Session interface {
 	// Config is the VM's configuration at the snapshot instant, recorded in
 	// the backup so a restore can reproduce the VM.
 	Config() VMConfig
-	// Disks lists the frozen disks (and, in WithMemory mode, a memory-state
-	// stream with Kind == KindMemory).
+	// Disks lists the frozen disks, every disk of the VM's inventory entry
+	// with the same key and size (and, when WithMemory was achieved, a
+	// memory-state stream with Kind == KindMemory).
 	Disks() []DiskSnapshot
-	// OpenDisk opens one frozen disk for reading. Several disks (and several
-	// readers of one disk) may be open at once.
+	// OpenDisk opens one frozen disk for reading; an unknown key is
+	// ErrNotFound. Several disks (and several readers of one disk, each
+	// read from several goroutines) may be open at once. The reader's
+	// reads end with ctx: once it is done, ReadAt fails with its error
+	// (a cancelled job stops reading). After Release, OpenDisk still gives
+	// the disk's change set; its data is read from the storage snapshot.
 	OpenDisk(ctx context.Context, key string) (DiskReader, error)
 	// Warnings collected while snapshotting (quiesce fallback, tracking
 	// reset forcing a full read, ...), for the job result.
@@ -223,13 +246,15 @@ type Session interface {
 	// holds.
 	AchievedMode() SnapshotMode
 	// Release drops the hypervisor-side snapshot early while keeping the
-	// session's bookkeeping, for storage-level (group) protection where the
-	// data is then read from a storage snapshot. Close still must be called.
+	// session's bookkeeping (change sets and tokens), for storage-level
+	// (group) protection where the data is then read from a storage
+	// snapshot. Close still must be called.
 	Release(ctx context.Context) error
 	// Close releases everything and settles change tracking (see package
 	// doc). It returns the new change token per disk key when ok. It is
-	// idempotent and must be called on every path, with a context that is
-	// still valid (callers pass a fresh one when theirs was cancelled).
+	// idempotent (a second call returns the same tokens) and must be
+	// called on every path, with a context that is still valid (callers
+	// pass a fresh one when theirs was cancelled).
 	Close(ctx context.Context, ok bool) (map[string]string, error)
 }
 
@@ -270,11 +295,15 @@ type DiskReader interface {
 	Size() int64
 	// Allocated returns the ranges that may hold data, sorted and
 	// non-overlapping; everything else reads as zeros and is never read.
-	// A reader that cannot tell returns one extent covering the disk.
+	// A reader that cannot tell returns one extent covering the disk; a
+	// cancelled ctx is an error, not a reason to claim the whole disk.
 	Allocated(ctx context.Context) ([]Extent, error)
 	// Changed returns the ranges changed since the session's Since token,
 	// sorted and non-overlapping, and true; or nil and false when this disk
-	// must be read in full (see DiskSnapshot.Changes).
+	// must be read in full (see DiskSnapshot.Changes). The ranges hold
+	// every write since the token's instant (a superset is safe, a range
+	// missing loses data); a tracked disk nobody wrote to may report
+	// false positives, but connectors whose tracking is exact report none.
 	Changed(ctx context.Context) ([]Extent, bool, error)
 	Close() error
 }

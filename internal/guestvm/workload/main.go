@@ -42,7 +42,11 @@ func main() {
 	}
 	if args["coffer.mode"] == "idle" {
 		fmt.Println("COFFER IDLE")
-		select {}
+		// Not select{}: with no other goroutine the runtime calls that a
+		// deadlock and exits, and PID 1 exiting panics the kernel.
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	f, err := os.OpenFile(args["coffer.disk"], os.O_RDWR|syscall.O_DIRECT, 0)
 	if err != nil {

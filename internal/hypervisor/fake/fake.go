@@ -105,6 +105,7 @@ type diskState struct {
 	dirty   map[int]map[int64]bool // tracking generation -> blocks written since
 	order   []int                  // generations, oldest first (pruned)
 	alloc   func(block int64) bool // initial allocation
+	kept    keptBlocks             // keptKey -> []byte: versions WriteAt wrote
 }
 
 // maxGenerations bounds the tracking generations kept per disk; older

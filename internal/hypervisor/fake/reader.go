@@ -15,6 +15,8 @@ import (
 // (sess == nil). Block contents are generated from (disk seed, block,
 // version), so equal versions read equal bytes everywhere.
 type reader struct {
+	// ctx is the context the disk was opened with: its reads end with it.
+	ctx     context.Context
 	c       *Connector
 	sess    *session // nil for storage snapshots
 	disk    *diskState
@@ -38,6 +40,9 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 	bp := blockPool.Get().(*[]byte)
 	defer blockPool.Put(bp)
 	for n < len(p) && off < size {
+		if err := r.ctx.Err(); err != nil {
+			return n, err // a long read ends with its disk's context
+		}
 		b, in := off/BlockSize, off%BlockSize
 		r.block(b, *bp)
 		m := copy(p[n:], (*bp)[in:min(BlockSize, size-b*BlockSize)])
@@ -51,6 +56,9 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (r *reader) readable() error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
 	r.c.mu.Lock()
 	defer r.c.mu.Unlock()
 	if r.sess != nil {
@@ -67,8 +75,19 @@ func (r *reader) readable() error {
 	return nil
 }
 
-// block generates the content of block b into buf.
+// block puts the content of block b into buf: what WriteAt wrote, else
+// generated.
 func (r *reader) block(b int64, buf []byte) {
+	if data, ok := r.disk.kept.Load(keptKey{b, r.frozen[b]}); ok {
+		copy(buf, data.([]byte))
+		return
+	}
+	r.generate(b, buf)
+}
+
+// generate generates the content of a block's version that WriteAt did
+// not write.
+func (r *reader) generate(b int64, buf []byte) {
 	v := r.frozen[b]
 	if v == 0 && !r.disk.alloc(b) {
 		clear(buf)

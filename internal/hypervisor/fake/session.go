@@ -268,7 +268,7 @@ func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskRead
 	}
 	for i, d := range s.disks {
 		if d.Key == key {
-			return &reader{c: s.c, sess: s, disk: s.st.disks[i], frozen: s.frozen[i], changed: s.changed[i]}, nil
+			return &reader{ctx: ctx, c: s.c, sess: s, disk: s.st.disks[i], frozen: s.frozen[i], changed: s.changed[i]}, nil
 		}
 	}
 	return nil, fmt.Errorf("disk %s: %w", key, hypervisor.ErrNotFound)

@@ -92,7 +92,7 @@ func (s *storageSnapshot) OpenDisk(ctx context.Context, vm hypervisor.VMRef, dis
 	}
 	for _, d := range st.disks {
 		if d.info.Path == disk.Path {
-			return &reader{c: s.c, disk: d, frozen: img}, nil
+			return &reader{ctx: ctx, c: s.c, disk: d, frozen: img}, nil
 		}
 	}
 	return nil, fmt.Errorf("disk %s: %w", disk.Path, hypervisor.ErrNotFound)

@@ -46,12 +46,14 @@ func crashChild(t *testing.T, step string) {
 	}
 	req := hypervisor.SnapshotRequest{SessionID: "killed-" + step, Chain: "a", Track: true,
 		Mode: hypervisor.SnapshotMode(os.Getenv("COFFER_TEST_MODE")), Quiesce: hypervisor.QuiesceRequired,
-		Since: map[string]string{"vda": os.Getenv("COFFER_TEST_SINCE")}}
+		Since: map[string]string{"vda": os.Getenv("COFFER_TEST_SINCE")}, Hold: step == "held"}
 	s, err := conn.Snapshot(ctx, hypervisor.VMRef{ID: domUUID}, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	switch step {
+	case "held": // paused and frozen for a storage snapshot
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	case "reading":
 		r, err := s.OpenDisk(ctx, "vda")
 		if err != nil {
@@ -69,7 +71,8 @@ func crashChild(t *testing.T, step string) {
 
 // TestKilledCofferCleanedUp kills coffer (SIGKILL) at every step where it
 // leaves something on the domain: journalled only, frozen or paused with
-// the backup job started, while reading, and after the point was
+// the backup job started, held for a storage snapshot (paused and frozen),
+// while reading, and after the point was
 // committed. The next CleanupLeftovers thaws, resumes, aborts the job and
 // deletes the checkpoint the dead session journalled (keeping it once its
 // point was committed); the administrator's checkpoint and the other
@@ -98,7 +101,7 @@ func TestKilledCofferCleanedUp(t *testing.T) {
 		step string
 		mode hypervisor.SnapshotMode
 	}{
-		{"journalled", hypervisor.Quiesced}, {"begun", hypervisor.Quiesced}, {"begun", hypervisor.Suspend},
+		{"journalled", hypervisor.Quiesced}, {"begun", hypervisor.Quiesced}, {"begun", hypervisor.Suspend}, {"held", hypervisor.Quiesced},
 		{"reading", hypervisor.CrashConsistent}, {"committed", hypervisor.CrashConsistent},
 	}
 	for _, s := range steps {

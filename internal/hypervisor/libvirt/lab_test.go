@@ -45,9 +45,15 @@ type lab struct {
 	ref   hypervisor.VMRef
 	dir   string // disks, kernel, console log
 	state string
+	mode  string // the guest's workload mode (guestvm)
 }
 
-func startLab(t *testing.T) *lab {
+// startLab starts the lab with a guest that writes all the time.
+func startLab(t *testing.T) *lab { return startLabMode(t, "write", "COFFER READY") }
+
+// startLabMode starts the lab with the guest's workload in mode, once the
+// guest printed ready.
+func startLabMode(t *testing.T, mode, ready string) *lab {
 	testutil.RequireBinary(t, "virsh")
 	qemuImg := testutil.RequireBinary(t, "qemu-img")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -59,7 +65,7 @@ func startLab(t *testing.T) *lab {
 		}
 		t.Fatal(err)
 	}
-	l := &lab{t: t, ctx: ctx, d: testutil.StartLibvirtd(t)}
+	l := &lab{t: t, ctx: ctx, d: testutil.StartLibvirtd(t), mode: mode}
 	l.dir = filepath.Join(l.d.Dir, "vm")
 	l.state = filepath.Join(l.d.Dir, "st")
 	os.MkdirAll(l.dir, 0o755)
@@ -98,7 +104,7 @@ func startLab(t *testing.T) *lab {
 	if err := l.admin.DomainCreate(l.dom); err != nil {
 		t.Fatal(err)
 	}
-	l.waitConsole("COFFER READY", 0)
+	l.waitConsole(ready, 0)
 	if l.conn, err = libvirt.New(libvirt.Config{URI: l.d.URI, StateDir: l.state}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +119,7 @@ func (l *lab) domainXML() string {
   <name>%s</name><uuid>%s</uuid>
   <memory unit='MiB'>256</memory><vcpu>1</vcpu>
   <os><type arch='x86_64' machine='pc'>hvm</type><kernel>%[3]s/vmlinuz</kernel><initrd>%[3]s/initrd.gz</initrd>
-    <cmdline>%[4]s coffer.mode=write coffer.base=64 coffer.interval=15 coffer.qga=1</cmdline></os>
+    <cmdline>%[4]s coffer.mode=%[5]s coffer.base=64 coffer.interval=15 coffer.qga=1</cmdline></os>
   <features><acpi/></features><on_reboot>destroy</on_reboot>
   <devices>
     <disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='%[3]s/vda.qcow2'/><target dev='vda' bus='virtio'/></disk>
@@ -121,7 +127,7 @@ func (l *lab) domainXML() string {
     <serial type='file'><source path='%[3]s/console.log' append='on'/><target port='0'/></serial>
     <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>
   </devices>
-</domain>`, domName, domUUID, l.dir, guestvm.KernelArgs)
+</domain>`, domName, domUUID, l.dir, guestvm.KernelArgs, l.mode)
 }
 
 // console is what the guest printed so far.

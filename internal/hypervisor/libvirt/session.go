@@ -44,8 +44,11 @@ type session struct {
 	warnings []string
 	achieved hypervisor.SnapshotMode
 	paused   bool // the domain was paused before coffer came
-	closed   bool
-	tokens   map[string]string
+	// unhold resumes and thaws a domain held still for a storage
+	// snapshot (SnapshotRequest.Hold); nil once released or when not held.
+	unhold func() error
+	closed bool
+	tokens map[string]string
 }
 
 // sessionDisk is one disk of a session and how it is read.
@@ -305,27 +308,46 @@ func (s *session) checkpointXML() string {
 
 // begin is the snapshot instant: the guest frozen or the domain paused when
 // asked, then the backup job started. Thaw and resume are guaranteed,
-// whatever fails.
+// whatever fails; a held session (SnapshotRequest.Hold) keeps the domain
+// paused, and frozen when quiesced, until Release, since a pull job leaves
+// the disk files changing while the storage snapshot is taken.
 func (s *session) begin(ctx context.Context) (err error) {
+	held := s.req.Hold && !s.paused
+	var undo []func() error // thaw, then resume: run last first
+	defer func() {
+		unwind := func() error {
+			var errs []error
+			for i := len(undo) - 1; i >= 0; i-- { // resume before thaw: a paused guest cannot thaw
+				errs = append(errs, undo[i]())
+			}
+			return errors.Join(errs...)
+		}
+		if err != nil || !held {
+			err = errors.Join(err, unwind())
+			return
+		}
+		s.unhold = unwind
+	}()
 	if s.req.Mode == hypervisor.Quiesced {
 		thaw, frozen, err := s.quiesce(ctx)
 		if err != nil {
 			return err
 		}
-		defer func() { err = errors.Join(err, thaw()) }()
+		undo = append(undo, thaw)
 		if frozen {
 			s.achieved = hypervisor.Quiesced
 		}
 	}
-	if s.req.Mode == hypervisor.Suspend {
-		if s.paused {
-			s.warnings = append(s.warnings, "domain is paused, not running: coffer did not pause it; the backup is crash-consistent")
-		} else {
-			resume, err := s.suspend(ctx)
-			if err != nil {
-				return err
-			}
-			defer func() { err = errors.Join(err, resume()) }()
+	if s.req.Mode == hypervisor.Suspend && s.paused {
+		s.warnings = append(s.warnings, "domain is paused, not running: coffer did not pause it; the backup is crash-consistent")
+	}
+	if (s.req.Mode == hypervisor.Suspend || held) && !s.paused {
+		resume, err := s.suspend(ctx)
+		if err != nil {
+			return err
+		}
+		undo = append(undo, resume)
+		if s.req.Mode == hypervisor.Suspend {
 			s.achieved = hypervisor.Suspend
 		}
 	}

@@ -57,8 +57,16 @@ func (s *session) Warnings() []string { return s.warnings }
 func (s *session) AchievedMode() hypervisor.SnapshotMode { return s.achieved }
 
 // Release implements hypervisor.Session. The pull job costs the domain
-// only copy-before-write into the scratch files: nothing to drop early.
-func (s *session) Release(ctx context.Context) error { return nil }
+// only copy-before-write into the scratch files: nothing to drop early;
+// a domain held still for a storage snapshot is resumed and thawed.
+func (s *session) Release(ctx context.Context) error {
+	if s.unhold == nil {
+		return nil
+	}
+	err := s.unhold()
+	s.unhold = nil
+	return err
+}
 
 // OpenDisk implements hypervisor.Session.
 func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
@@ -84,6 +92,10 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 	if s.j == nil {
 		return nil, nil
 	}
+	var errs []error
+	if s.unhold != nil { // held and never released
+		errs = append(errs, s.Release(ctx))
+	}
 	if ok && s.j.Checkpoint != "" {
 		// The point holding the new checkpoint's token is committed: a
 		// crash from here on must keep it.
@@ -93,7 +105,6 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 		}
 		crashPoint("committed")
 	}
-	var errs []error
 	if err := s.c.endJob(ctx, s.lv, s.dom, &s.j.journalState); err != nil {
 		errs = append(errs, err)
 	}
@@ -159,14 +170,14 @@ func (s *session) pruneChain(ctx context.Context) error {
 // backup job per domain, and another one is somebody else's.
 func (c *Connector) endJob(ctx context.Context, lv *golibvirt.Libvirt, dom golibvirt.Domain, j *journalState) error {
 	var errs []error
+	if j.Suspended { // first: a paused guest's agent cannot thaw (a held, quiesced session)
+		errs = append(errs, c.resume(ctx, lv, dom))
+	}
 	if j.Frozen {
 		errs = append(errs, do(context.WithoutCancel(ctx), c.cfg.CallTimeout, "thaw the guest filesystems of "+dom.Name, func() error {
 			_, err := lv.DomainFsthaw(dom, nil, 0)
 			return err
 		}))
-	}
-	if j.Suspended {
-		errs = append(errs, c.resume(ctx, lv, dom))
 	}
 	if j.Job {
 		doc, err := call(ctx, c.cfg.CallTimeout, "backup job of "+dom.Name, func() (string, error) {

@@ -31,7 +31,10 @@ type Options struct {
 // Reader is an open export; it implements hypervisor.DiskReader's reads
 // and Allocated, and gives the connectors Extents for their change sets.
 type Reader struct {
-	o       Options
+	o Options
+	// ctx is the context Open was given: reads end with it (a cancelled
+	// job's backup stops reading), and it dials the connections later.
+	ctx     context.Context
 	pool    chan *nbd.Conn
 	size    int64
 	mu      sync.Mutex
@@ -41,10 +44,10 @@ type Reader struct {
 }
 
 // Open dials the export once (its size) and leaves the other connections
-// to be dialled on first use.
+// to be dialled on first use. Reads end with ctx.
 func Open(ctx context.Context, o Options) (*Reader, error) {
 	o.Conns = max(o.Conns, 1)
-	r := &Reader{o: o, pool: make(chan *nbd.Conn, o.Conns), retries: 3}
+	r := &Reader{o: o, ctx: ctx, pool: make(chan *nbd.Conn, o.Conns), retries: 3}
 	c, err := r.dial(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -72,13 +75,17 @@ func (r *Reader) dial(ctx context.Context, contexts []string) (*nbd.Conn, error)
 func (r *Reader) Size() int64 { return r.size }
 
 // ReadAt implements io.ReaderAt; a connection that drops is dialled again
-// (up to three times) before the read fails.
+// (up to three times) before the read fails. Once Open's context is done,
+// reads fail with its error, and one in flight ends.
 func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
-	ctx := context.Background()
+	ctx := r.ctx
 	c := <-r.pool
 	defer func() { r.pool <- c }()
 	var lastErr error
 	for attempt := 0; attempt <= r.retries; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("%s: %w", r.o.Name, err) // not a dropped connection to dial again
+		}
 		if c == nil {
 			var err error
 			if c, err = r.dial(ctx, nil); err != nil {

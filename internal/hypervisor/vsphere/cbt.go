@@ -144,8 +144,10 @@ func asTaskError(err error) (*task.Error, bool) {
 	return nil, false
 }
 
-// diskReader reads one frozen disk through the transport.
+// diskReader reads one frozen disk through the transport; its reads end
+// with the context it was opened with, whichever transport serves them.
 type diskReader struct {
+	ctx     context.Context
 	s       *session
 	key     string
 	data    DiskData
@@ -154,9 +156,15 @@ type diskReader struct {
 	changed []hypervisor.Extent
 }
 
-func (r *diskReader) ReadAt(p []byte, off int64) (int, error) { return r.data.ReadAt(p, off) }
-func (r *diskReader) Size() int64                             { return r.size }
-func (r *diskReader) Close() error                            { return r.data.Close() }
+func (r *diskReader) ReadAt(p []byte, off int64) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.data.ReadAt(p, off)
+}
+
+func (r *diskReader) Size() int64  { return r.size }
+func (r *diskReader) Close() error { return r.data.Close() }
 
 // Allocated asks CBT with changeId "*" (allocated areas only); without CBT
 // (or in as-is mode) the whole disk is one extent, which is always safe.
@@ -167,6 +175,9 @@ func (r *diskReader) Allocated(ctx context.Context) ([]hypervisor.Extent, error)
 	}
 	key, _ := strconv.Atoi(r.key)
 	areas, err := r.s.c.queryAreas(ctx, r.s.vm.Self, *r.s.snap, int32(key), r.size, "*")
+	if err != nil && ctx.Err() != nil {
+		return nil, err // cancelled: not a reason to read the whole disk
+	}
 	if err != nil {
 		r.s.c.log.Debug("vsphere: allocated areas unavailable; reading the whole disk", "vm", r.s.ref.Name, "disk", r.key, "err", err)
 		return whole, nil

@@ -188,7 +188,7 @@ func hostURL(ep *hostEndpoint, datastore, path string) *url.URL {
 // A size below 0 is taken from the file (memory files).
 func (t *hostDirect) openOnHost(ctx context.Context, ep *hostEndpoint, datastore, path string, size int64) (*httpDisk, error) {
 	u := hostURL(ep, datastore, path)
-	d := &httpDisk{u: u, size: size, slots: make(chan struct{}, max(t.c.cfg.ReadConnections, 1)), counter: &t.hostBytes}
+	d := &httpDisk{ctx: ctx, u: u, size: size, slots: make(chan struct{}, max(t.c.cfg.ReadConnections, 1)), counter: &t.hostBytes}
 	var first atomic.Pointer[http.Cookie] // a ticket already acquired, used by the next request
 	if ep.login == nil {
 		d.ticket = func(ctx context.Context) (*http.Cookie, error) {

@@ -154,18 +154,21 @@ func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskRead
 	if !ok {
 		return nil, fmt.Errorf("vsphere: no disk %s: %w", key, hypervisor.ErrNotFound)
 	}
-	if s.req.Mode != hypervisor.AsIs && s.snap == nil {
-		return nil, errors.New("vsphere: session released; read the storage snapshot instead")
-	}
-	data, err := s.c.transport.OpenDisk(ctx, loc)
-	if err != nil {
-		return nil, err
-	}
 	var ds hypervisor.DiskSnapshot
 	for _, d := range s.disks {
 		if d.Key == key {
 			ds = d
 		}
+	}
+	if s.req.Mode != hypervisor.AsIs && s.snap == nil {
+		// Released for storage-level protection: the engine reads the data
+		// from the storage snapshot and the change set, fetched at
+		// snapshot time, from here.
+		return &diskReader{ctx: ctx, s: s, key: key, data: releasedDisk{}, size: loc.Size, changes: ds.Changes, changed: s.changed[key]}, nil
+	}
+	data, err := s.c.transport.OpenDisk(ctx, loc)
+	if err != nil {
+		return nil, err
 	}
 	route := "with the " + s.c.transport.Name() + " transport"
 	if r, ok := data.(*routedDisk); ok {
@@ -175,7 +178,7 @@ func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskRead
 		}
 	}
 	s.notes = append(s.notes, fmt.Sprintf("disk %s read %s", ds.Name, route))
-	return &diskReader{s: s, key: key, data: data, size: loc.Size, changes: ds.Changes, changed: s.changed[key]}, nil
+	return &diskReader{ctx: ctx, s: s, key: key, data: data, size: loc.Size, changes: ds.Changes, changed: s.changed[key]}, nil
 }
 
 // Release implements hypervisor.Session: the VM snapshot goes now, the
@@ -265,3 +268,13 @@ func isLive(snapshot string) bool {
 	_, ok := liveSnapshots.Load(snapshot)
 	return ok
 }
+
+// releasedDisk is the data of a disk whose VM snapshot was released: it
+// is in the storage snapshot now, not here.
+type releasedDisk struct{}
+
+func (releasedDisk) ReadAt([]byte, int64) (int, error) {
+	return 0, errors.New("vsphere: session released; read the storage snapshot instead")
+}
+
+func (releasedDisk) Close() error { return nil }

@@ -62,12 +62,14 @@ type DatastoreHTTP struct {
 func (t *DatastoreHTTP) Name() string { return "datastore-https" }
 
 // OpenDisk implements Transport.
-func (t *DatastoreHTTP) OpenDisk(_ context.Context, loc DiskLocation) (DiskData, error) {
+func (t *DatastoreHTTP) OpenDisk(ctx context.Context, loc DiskLocation) (DiskData, error) {
 	flat, ok := flatExtent(loc.Descriptor)
 	if !ok {
 		return nil, fmt.Errorf("vsphere: %s is not a .vmdk descriptor", loc.Descriptor)
 	}
-	return t.reader(object.NewDatastoreURL(*t.Client.URL(), loc.Datacenter, loc.Datastore, flat), loc.Size), nil
+	d := t.reader(object.NewDatastoreURL(*t.Client.URL(), loc.Datacenter, loc.Datastore, flat), loc.Size)
+	d.ctx = ctx
+	return d, nil
 }
 
 // reader reads size bytes of the datastore file at u with range requests,
@@ -87,6 +89,7 @@ func (t *DatastoreHTTP) reader(u *url.URL, size int64) *httpDisk {
 // and a file may still grow until the snapshot task completes).
 func (t *DatastoreHTTP) openFile(ctx context.Context, datacenter, datastore, path string) (*httpDisk, error) {
 	d := t.reader(object.NewDatastoreURL(*t.Client.URL(), datacenter, datastore, path), 0)
+	d.ctx = ctx
 	size, err := probeSize(ctx, d)
 	if err != nil {
 		return nil, err
@@ -167,6 +170,9 @@ func flatExtent(desc string) (string, bool) {
 }
 
 type httpDisk struct {
+	// ctx is the context the file was opened with: a read in flight ends
+	// with it (nil: reads end on their own).
+	ctx   context.Context
 	sc    *soap.Client
 	u     *url.URL
 	size  int64
@@ -205,7 +211,10 @@ func (d *httpDisk) ReadAt(p []byte, off int64) (int, error) {
 	}
 	d.slots <- struct{}{}
 	defer func() { <-d.slots }()
-	ctx := context.Background()
+	ctx := d.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	res, err := d.get(ctx, fmt.Sprintf("bytes=%d-%d", off, off+int64(len(want))-1))
 	if err != nil {
 		return 0, fmt.Errorf("vsphere: read %s: %w", d.u.Path, err)
