@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -293,6 +292,3 @@ func (a *app) printf(format string, args ...any) {
 	}
 	fmt.Fprintf(a.stdout, format, args...)
 }
-
-// flagSet is a shorthand used by commands.
-type flagSet = pflag.FlagSet
