@@ -306,7 +306,6 @@ type heldVM struct {
 	baseJob      int64 // the job that made the base point
 	storage      hypervisor.StorageSnapshot
 	refs         *storageRef
-	closed       bool
 }
 
 func (h *heldVM) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
