@@ -167,11 +167,13 @@ func (s *Server) negotiate(ss *session) (bool, error) {
 			_, err := ss.c.Write(out)
 			return err == nil, err
 		case optAbort:
-			s.reply(ss, opt, repAck, nil)
+			_ = s.reply(ss, opt, repAck, nil) // the client leaves either way
 			return false, nil
 		case optList:
 			if len(data) != 0 {
-				s.reply(ss, opt, repErrInvalid, []byte("LIST takes no data"))
+				if err := s.reply(ss, opt, repErrInvalid, []byte("LIST takes no data")); err != nil {
+					return false, err
+				}
 				continue
 			}
 			var names []string
@@ -183,14 +185,20 @@ func (s *Server) negotiate(ss *session) (bool, error) {
 					return false, err
 				}
 			}
-			s.reply(ss, opt, repAck, nil)
+			if err := s.reply(ss, opt, repAck, nil); err != nil {
+				return false, err
+			}
 		case optStructured:
 			if len(data) != 0 {
-				s.reply(ss, opt, repErrInvalid, []byte("STRUCTURED_REPLY takes no data"))
+				if err := s.reply(ss, opt, repErrInvalid, []byte("STRUCTURED_REPLY takes no data")); err != nil {
+					return false, err
+				}
 				continue
 			}
 			ss.structured = true
-			s.reply(ss, opt, repAck, nil)
+			if err := s.reply(ss, opt, repAck, nil); err != nil {
+				return false, err
+			}
 		case optSetMetaContext, optListMetaCtx:
 			if err := s.metaContext(ss, opt, data); err != nil {
 				return false, err
@@ -201,7 +209,9 @@ func (s *Server) negotiate(ss *session) (bool, error) {
 				return entered, err
 			}
 		case optStartTLS:
-			s.reply(ss, opt, repErrPolicy, []byte("TLS is not offered; use a unix socket or a trusted network"))
+			if err := s.reply(ss, opt, repErrPolicy, []byte("TLS is not offered; use a unix socket or a trusted network")); err != nil {
+				return false, err
+			}
 		default:
 			if err := s.reply(ss, opt, repErrUnsup, []byte("option not supported")); err != nil {
 				return false, err
