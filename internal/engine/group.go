@@ -360,7 +360,7 @@ func (s *storageSession) OpenDisk(ctx context.Context, key string) (hypervisor.D
 	}
 	data, err := s.h.storage.OpenDisk(ctx, s.h.vm.VMRef, *info)
 	if err != nil {
-		meta.Close()
+		_ = meta.Close() // a reader: the open's error is returned
 		return nil, fmt.Errorf("disk %s in the storage snapshot: %w", info.Name, err)
 	}
 	r := &storageReader{DiskReader: data, meta: meta}
