@@ -264,7 +264,7 @@ func (a *app) setup(cmd *cobra.Command) error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		a.stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		a.stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() } // a diagnostic: best effort
 	}
 	return nil
 }
