@@ -170,33 +170,11 @@ func (s *Server) negotiate(ss *session) (bool, error) {
 			_ = s.reply(ss, opt, repAck, nil) // the client leaves either way
 			return false, nil
 		case optList:
-			if len(data) != 0 {
-				if err := s.reply(ss, opt, repErrInvalid, []byte("LIST takes no data")); err != nil {
-					return false, err
-				}
-				continue
-			}
-			var names []string
-			if s.List != nil {
-				names = s.List()
-			}
-			for _, nm := range names {
-				if err := s.reply(ss, opt, repServer, appendString32(nil, nm)); err != nil {
-					return false, err
-				}
-			}
-			if err := s.reply(ss, opt, repAck, nil); err != nil {
+			if err := s.list(ss, opt, data); err != nil {
 				return false, err
 			}
 		case optStructured:
-			if len(data) != 0 {
-				if err := s.reply(ss, opt, repErrInvalid, []byte("STRUCTURED_REPLY takes no data")); err != nil {
-					return false, err
-				}
-				continue
-			}
-			ss.structured = true
-			if err := s.reply(ss, opt, repAck, nil); err != nil {
+			if err := s.structuredReplies(ss, opt, data); err != nil {
 				return false, err
 			}
 		case optSetMetaContext, optListMetaCtx:
@@ -218,6 +196,32 @@ func (s *Server) negotiate(ss *session) (bool, error) {
 			}
 		}
 	}
+}
+
+// list answers LIST with the export names.
+func (s *Server) list(ss *session, opt uint32, data []byte) error {
+	if len(data) != 0 {
+		return s.reply(ss, opt, repErrInvalid, []byte("LIST takes no data"))
+	}
+	var names []string
+	if s.List != nil {
+		names = s.List()
+	}
+	for _, nm := range names {
+		if err := s.reply(ss, opt, repServer, appendString32(nil, nm)); err != nil {
+			return err
+		}
+	}
+	return s.reply(ss, opt, repAck, nil)
+}
+
+// structuredReplies answers STRUCTURED_REPLY, which turns them on.
+func (s *Server) structuredReplies(ss *session, opt uint32, data []byte) error {
+	if len(data) != 0 {
+		return s.reply(ss, opt, repErrInvalid, []byte("STRUCTURED_REPLY takes no data"))
+	}
+	ss.structured = true
+	return s.reply(ss, opt, repAck, nil)
 }
 
 func (s *Server) transmissionFlags() uint16 {
