@@ -29,7 +29,7 @@ func OpenFile(path string) (*FileSource, error) {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // read only
 		return nil, err
 	}
 	s := &FileSource{File: f, path: path, size: fi.Size()}
@@ -40,11 +40,11 @@ func OpenFile(path string) (*FileSource, error) {
 	case fi.Mode()&fs.ModeDevice != 0:
 		s.device = true
 		if s.size, err = f.Seek(0, 2); err != nil {
-			f.Close()
+			_ = f.Close() // read only
 			return nil, err
 		}
 	case !fi.Mode().IsRegular():
-		f.Close()
+		_ = f.Close() // read only
 		return nil, fmt.Errorf("%s is neither a regular file nor a block device", path)
 	}
 	return s, nil

@@ -122,7 +122,7 @@ func Run(ctx context.Context, r *repo.Repository, snap *repo.Point, o Options) (
 		return nil, err
 	}
 	if err := os.MkdirAll(v.j.Dir, 0o700); err != nil {
-		v.j.undo(context.WithoutCancel(ctx))
+		_, _ = v.j.undo(context.WithoutCancel(ctx)) // best effort after the error returned
 		return nil, err
 	}
 	defer v.cleanup(context.WithoutCancel(ctx))

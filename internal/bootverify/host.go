@@ -66,7 +66,7 @@ func totalMemoryMB() int64 {
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {

@@ -66,7 +66,7 @@ coffer demo --disk-image --dir /tmp/coffer-demo --keep`,
 				}
 				dir = d
 				if !keep {
-					defer os.RemoveAll(d)
+					defer func() { _ = os.RemoveAll(d) }()
 				}
 			}
 			if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -140,11 +140,13 @@ func (a *app) runDemo(cmd *cobra.Command, d demoPlace) error {
 	for _, off := range []int64{300 << 20, 301 << 20, 450 << 20} {
 		_, _ = rand.Read(change)
 		if _, err := f.WriteAt(change, off); err != nil {
-			f.Close()
+			_ = f.Close() // the write's error is returned
 			return err
 		}
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
 	if err := sub("backup", "disk", img, "--name", "demo-vm"); err != nil {
 		return err
 	}
@@ -190,7 +192,7 @@ func fileSum(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err

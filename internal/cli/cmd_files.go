@@ -218,12 +218,12 @@ func (a *app) archive(cmd *cobra.Command, args []string, format, path string) (*
 	written := err == nil || service.Classify(err) == api.Partial // skipped entries are listed, the archive holds the rest
 	if written && cerr == nil {
 		if rerr := os.Rename(tmp, path); rerr != nil {
-			os.Remove(tmp)
+			_ = os.Remove(tmp) // best effort after the error returned
 			return nil, rerr
 		}
 		return st, err
 	}
-	os.Remove(tmp)
+	_ = os.Remove(tmp) // the archive failed: best effort
 	if written {
 		return nil, cerr
 	}

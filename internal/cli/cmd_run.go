@@ -2,14 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -63,23 +61,6 @@ configuration refuses; 130 when interrupted.`),
 			})
 		},
 	}, "backup-policy"))
-}
-
-// runPolicy runs a policy here, showing its progress, or through the
-// server, which answers when the run has ended.
-func (a *app) runPolicy(cmd *cobra.Command, policy string) (*api.Job, error) {
-	if a.remote != nil {
-		var j *api.Job
-		err := a.remote.Call(cmd.Context(), apiclient.Request{Op: "backup-policy", Path: map[string]string{"policy": policy},
-			Query: url.Values{"wait": {"true"}}}, &j)
-		return j, err
-	}
-	run, err := call(a, func(s *service.Service) (*service.PolicyRun, error) { return s.RunPolicy(cmd.Context(), policy) })
-	if err != nil {
-		return nil, err
-	}
-	a.watch(run)
-	return run.Wait()
 }
 
 // watch shows progress until the run ends: a status line with the ETA on

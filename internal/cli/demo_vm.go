@@ -81,7 +81,7 @@ func (a *app) runVMDemo(ctx context.Context, d demoPlace) error {
 	}
 	fi, _ := f.Stat()
 	rep, err := guestvm.CheckDisk(f, fi.Size())
-	f.Close()
+	_ = f.Close() // read only
 	if err != nil {
 		return fmt.Errorf("restored disk failed the check: %w", err)
 	}

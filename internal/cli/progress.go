@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/vbauerster/mpb/v8"
@@ -57,5 +56,3 @@ func (pb *progressBar) finish() {
 	pb.bar.Abort(false)
 	pb.p.Wait()
 }
-
-func stored(n int64) string { return fmt.Sprintf("new %s", humanBytes(n)) }

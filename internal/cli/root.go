@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -266,7 +265,7 @@ func (a *app) setup(cmd *cobra.Command) error {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
-		a.stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		a.stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() } // a diagnostic: best effort
 	}
 	return nil
 }
@@ -294,6 +293,3 @@ func (a *app) printf(format string, args ...any) {
 	}
 	fmt.Fprintf(a.stdout, format, args...)
 }
-
-// flagSet is a shorthand used by commands.
-type flagSet = pflag.FlagSet

@@ -152,7 +152,7 @@ func (c *caller) stream(op string, params map[string]string, query url.Values, h
 	<-sw.started
 	body := &streamBody{PipeReader: pr, cancel: cancel}
 	if sw.status >= 400 {
-		defer body.Close()
+		defer func() { _ = body.Close() }() // the error is in hand; this only stops the handler
 		b, _ := io.ReadAll(io.LimitReader(pr, 1<<20))
 		return sw.header, nil, problemOf(sw.status, b)
 	}

@@ -199,19 +199,6 @@ func (d *dispatcher) cancel(owner *Job) []*unit {
 	return out
 }
 
-// usage reports slots in use per resource (for progress and tests).
-func (d *dispatcher) usage() map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := map[string]int{}
-	for k, r := range d.res {
-		if r.used > 0 {
-			out[k] = r.used
-		}
-	}
-	return out
-}
-
 // Slot is one limit's pool: its key ("global", "host:lab/h1",
 // "datastore:lab/ds1", "group:ctrl-a", "repo:main", "policy:nightly"),
 // the slots in use and its capacity.

@@ -337,7 +337,7 @@ func (s *storageSession) OpenDisk(ctx context.Context, key string) (hypervisor.D
 	}
 	data, err := s.h.storage.OpenDisk(ctx, s.h.vm.VMRef, *info)
 	if err != nil {
-		meta.Close()
+		_ = meta.Close() // only read: the open error is the one to report
 		return nil, fmt.Errorf("disk %s in the storage snapshot: %w", info.Name, err)
 	}
 	r := &storageReader{DiskReader: data, meta: meta}

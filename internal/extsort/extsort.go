@@ -129,7 +129,7 @@ func tempFile(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	os.Remove(f.Name())
+	_ = os.Remove(f.Name()) // unlinked at once; a name left behind only costs space
 	return f, nil
 }
 
@@ -140,7 +140,7 @@ func (s *Sorter) spill() error {
 		return err
 	}
 	if _, err := f.Write(s.buf); err != nil {
-		f.Close()
+		_ = f.Close() // the run is dropped with its error
 		return err
 	}
 	s.runs = append(s.runs, f)
@@ -201,7 +201,7 @@ func (s *Sorter) Iterate(unique bool, fn func(rec []byte) error) error {
 			err = w.Flush()
 		}
 		for _, r := range s.runs[:fanIn] {
-			r.Close()
+			_ = r.Close() // a consumed run, read only
 		}
 		s.runs = append(s.runs[fanIn:], f)
 		if err != nil {
@@ -260,7 +260,7 @@ func (s *Sorter) merge(runs []*os.File, unique bool, fn func(rec []byte) error) 
 // Close releases the buffer and the run files (Iterate does it too).
 func (s *Sorter) Close() {
 	for _, f := range s.runs {
-		f.Close()
+		_ = f.Close() // unlinked run files: their data is discarded
 	}
 	s.runs = nil
 	s.freeBuffer()
@@ -331,15 +331,15 @@ func (s *Sorter) Cursor(unique bool) (*Cursor, error) {
 	}
 	w := bufio.NewWriterSize(f, maxRunBuffer)
 	if err := s.Iterate(unique, func(rec []byte) error { _, err := w.Write(rec); return err }); err != nil {
-		f.Close()
+		_ = f.Close() // the unlinked file is discarded with the error
 		return nil, err
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
+		_ = f.Close() // the unlinked file is discarded with the error
 		return nil, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
+		_ = f.Close() // the unlinked file is discarded with the error
 		return nil, err
 	}
 	c := &Cursor{f: f, r: bufio.NewReaderSize(f, 256<<10), rec: make([]byte, s.size)}

@@ -53,11 +53,11 @@ func (o *Ordered) Len() int64 { return o.n }
 // from then on (close the cursor, not the sequence).
 func (o *Ordered) Cursor() (*Cursor, error) {
 	if err := o.w.Flush(); err != nil {
-		o.f.Close()
+		_ = o.f.Close() // the unlinked file is discarded with the error
 		return nil, err
 	}
 	if _, err := o.f.Seek(0, io.SeekStart); err != nil {
-		o.f.Close()
+		_ = o.f.Close() // the unlinked file is discarded with the error
 		return nil, err
 	}
 	c := &Cursor{f: o.f, r: bufio.NewReaderSize(o.f, maxRunBuffer), rec: make([]byte, o.size)}
@@ -65,7 +65,7 @@ func (o *Ordered) Cursor() (*Cursor, error) {
 }
 
 // Close discards the sequence (when no cursor was taken).
-func (o *Ordered) Close() { o.f.Close() }
+func (o *Ordered) Close() { _ = o.f.Close() } // unlinked: its data is discarded
 
 // Each calls fn with every record from the current one to the end (the
 // slice is valid only during the call); an error from fn stops it and is

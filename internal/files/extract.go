@@ -167,7 +167,7 @@ func extractFile(fsys FS, e Entry, target string) (int64, error) {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // best effort after the error returned
 		return n, err
 	}
 	if err := os.Rename(tmp, target); err != nil {

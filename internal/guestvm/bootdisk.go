@@ -65,7 +65,7 @@ func BuildBootDiskWith(ctx context.Context, img *Image, path string, o BootDiskO
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	cfg := filepath.Join(dir, "syslinux.cfg")
 	if err := os.WriteFile(cfg, []byte("SERIAL 0 115200\nDEFAULT coffer\nTIMEOUT 1\nLABEL coffer\n  KERNEL vmlinuz\n  INITRD initrd.gz\n  APPEND "+bootCmdline(o)+"\n"), 0o644); err != nil {
 		return err

@@ -56,7 +56,7 @@ func BuildEFIBootDisk(ctx context.Context, img *Image, path string, o BootDiskOp
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	root, err := testRoot(dir)
 	if err != nil {
 		return nil, err
@@ -87,7 +87,7 @@ func BuildEFISystemDisk(ctx context.Context, path string, s EFISystem) (*EFIBoot
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	uki := filepath.Join(dir, "BOOTX64.EFI")
 	if err := buildUKI(ctx, dir, s, uki); err != nil {
 		return nil, err

@@ -90,12 +90,14 @@ func build(ctx context.Context) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(root)
+	defer func() { _ = os.RemoveAll(root) }()
 	if err := buildWorkload(ctx, filepath.Join(root, "workload")); err != nil {
 		return nil, err
 	}
 	for _, d := range []string{"bin", "lib/modules", "qga/lib"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(root, "init"), []byte(initScript), 0o755); err != nil {
 		return nil, err
@@ -113,7 +115,7 @@ func build(ctx context.Context) (*Image, error) {
 		return nil, err
 	}
 	h := sha256.New()
-	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+	_ = filepath.Walk(root, func(p string, fi os.FileInfo, err error) error { // its function returns no error
 		if err == nil && fi.Mode().IsRegular() {
 			b, _ := os.ReadFile(p)
 			h.Write([]byte(p[len(root):]))

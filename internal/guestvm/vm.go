@@ -156,7 +156,7 @@ func Start(ctx context.Context, img *Image, o Options) (*VM, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // QEMU holds its own copy
 		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 	}
 	stdout, err := cmd.StdoutPipe()
@@ -170,7 +170,7 @@ func Start(ctx context.Context, img *Image, o Options) (*VM, error) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close() // nothing written yet
 		return nil, fmt.Errorf("start qemu: %w", err)
 	}
 	vm.cmd = cmd
@@ -184,7 +184,7 @@ func Start(ctx context.Context, img *Image, o Options) (*VM, error) {
 			vm.mu.Unlock()
 		}
 		err := cmd.Wait()
-		logf.Close()
+		_ = logf.Close() // a test's console log: nothing to report it to
 		vm.mu.Lock()
 		vm.exitErr = fmt.Errorf("qemu exited: %v: %s", err, stderr.String())
 		vm.mu.Unlock()
@@ -254,20 +254,20 @@ func (vm *VM) Exited() <-chan struct{} { return vm.exited }
 
 // Kill stops QEMU at once (like a host crash) and waits for it.
 func (vm *VM) Kill() {
-	vm.cmd.Process.Kill()
+	_ = vm.cmd.Process.Kill() // fails only if it has exited already
 	<-vm.exited
 }
 
 // listenFile binds a unix socket at path and returns it as a file to hand
 // to QEMU; the socket stays on disk after the parent's copy is closed.
 func listenFile(path string) (*os.File, error) {
-	os.Remove(path)
+	_ = os.Remove(path) // a stale socket, if any: Listen reports what matters
 	l, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, err
 	}
 	ul := l.(*net.UnixListener)
 	ul.SetUnlinkOnClose(false)
-	defer ul.Close()
+	defer func() { _ = ul.Close() }() // QEMU gets the socket through its file
 	return ul.File()
 }

@@ -56,7 +56,7 @@ func startDomain(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg 
 	ok := false
 	defer func() {
 		if !ok {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // best effort after the error returned
 		}
 	}()
 	exports, names, err := nbdexport.Exports(ctx, r, snap)
@@ -79,9 +79,9 @@ func startDomain(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx) }()
 	stop := func(err error) (*Session, func() error, error) {
-		srv.Close()
+		_ = srv.Close() // stopping on an error returned below
 		<-served
-		os.Remove(s.NBDSocket)
+		_ = os.Remove(s.NBDSocket)
 		return nil, nil, err
 	}
 	sizes := map[string]int64{}

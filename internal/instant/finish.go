@@ -46,7 +46,7 @@ func Commit(ctx context.Context, s *Session, targetDir, format string) error {
 	}
 	if err := qemu.MirrorAndPivot(ctx, s.QMPSocket, targets); err != nil {
 		for _, p := range paths {
-			os.Remove(p)
+			_ = os.Remove(p) // the mirror failed: best effort
 		}
 		s.State = StateRunning
 		return errors.Join(err, s.Save())
@@ -57,7 +57,7 @@ func Commit(ctx context.Context, s *Session, targetDir, format string) error {
 	}
 	stopServer(s)
 	for _, d := range s.Disks {
-		os.Remove(d.Overlay)
+		_ = os.Remove(d.Overlay) // pivoted away from: a leftover only costs space
 	}
 	return nil
 }

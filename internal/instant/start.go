@@ -69,7 +69,7 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Point, o StartOpt
 	ok := false
 	defer func() {
 		if !ok {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // best effort after the error returned
 		}
 	}()
 	exports, names, err := nbdexport.Exports(ctx, r, snap)
@@ -115,7 +115,7 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Point, o StartOpt
 		}
 	}
 	if err != nil {
-		srv.Close()
+		_ = srv.Close() // stopping on the error returned
 		<-served
 		return nil, nil, err
 	}

@@ -78,7 +78,7 @@ func (d Diskstats) Read(context.Context) (Counters, error) {
 	if err != nil {
 		return Counters{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	want := [2]string{strconv.FormatUint(uint64(d.Dev.Major), 10), strconv.FormatUint(uint64(d.Dev.Minor), 10)}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -104,14 +104,14 @@ func Device(ctx context.Context, o DeviceOptions) (DeviceResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("measure: %w", err)
 	}
-	defer os.Remove(a.Name())
-	defer a.Close()
+	defer func() { _ = os.Remove(a.Name()) }()
+	defer func() { _ = a.Close() }() // a scratch file, removed
 	b, err := os.Create(filepath.Join(o.Dir, filepath.Base(a.Name())+"-duplex"))
 	if err != nil {
 		return res, fmt.Errorf("measure: %w", err)
 	}
-	defer os.Remove(b.Name())
-	defer b.Close()
+	defer func() { _ = os.Remove(b.Name()) }()
+	defer func() { _ = b.Close() }() // a scratch file, removed
 	block := make([]byte, o.Block)
 	fill(block)
 

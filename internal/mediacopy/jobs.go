@@ -72,7 +72,7 @@ func openPoint(ctx context.Context, src *repo.Repository, snap *repo.Point, spoo
 	}
 	repoDir := filepath.Join(dir, "repo")
 	if err := SpoolPoint(ctx, src, snap, repoDir); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, fmt.Errorf("spool point %s: %w", snap.ID.Short(), err)
 	}
 	pr, pw := io.Pipe()
@@ -86,7 +86,7 @@ type spooled struct {
 }
 
 func (s *spooled) Close() error {
-	s.PipeReader.Close()
+	_ = s.PipeReader.Close() // the reading side: always nil
 	return removeAll(s.dir)
 }
 
@@ -140,23 +140,23 @@ func Stage(ctx context.Context, m volume.Mounter, segs []volume.Placed, stageDir
 		err = rerr // the media error says more than the short stream it caused
 	}
 	if err != nil {
-		s.Close()
+		_ = s.Close() // best effort after the error returned
 		return nil, err
 	}
 	st, err := local.Open(repoDir)
 	if err != nil {
-		s.Close()
+		_ = s.Close() // best effort after the error returned
 		return nil, err
 	}
 	r, err := repo.Open(ctx, st, password, repo.Options{})
 	if err != nil {
-		st.Close()
-		s.Close()
+		_ = st.Close()
+		_ = s.Close() // best effort after the error returned
 		return nil, err
 	}
 	s.Repo = r
 	if s.Point, err = r.FindPoint(ctx, segs[0].Point); err != nil {
-		s.Close()
+		_ = s.Close() // best effort after the error returned
 		return nil, fmt.Errorf("the stream read from the media lacks point %s: %w", segs[0].Point, err)
 	}
 	return s, nil

@@ -123,7 +123,7 @@ func ReadStream(ctx context.Context, r io.Reader, dir string) error {
 			err = fmt.Errorf("point stream: %s: %d bytes of %d", hdr.Name, n, hdr.Size)
 		}
 		if err != nil {
-			w.Abort()
+			_ = w.Abort() // the copy's error is what matters
 			return err
 		}
 		if _, err := w.Commit(); err != nil {

@@ -230,7 +230,7 @@ func (c *Conn) Close() error {
 		c.mu.Lock()
 		if c.broken == nil {
 			c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-			c.writeRequest(cmdDisc, 0, 0, 0)
+			_ = c.writeRequest(cmdDisc, 0, 0, 0) // a courtesy: the close below ends the session anyway
 		}
 		c.mu.Unlock()
 		err = c.conn.Close()

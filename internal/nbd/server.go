@@ -167,30 +167,16 @@ func (s *Server) negotiate(ss *session) (bool, error) {
 			_, err := ss.c.Write(out)
 			return err == nil, err
 		case optAbort:
-			s.reply(ss, opt, repAck, nil)
+			_ = s.reply(ss, opt, repAck, nil) // the client leaves either way
 			return false, nil
 		case optList:
-			if len(data) != 0 {
-				s.reply(ss, opt, repErrInvalid, []byte("LIST takes no data"))
-				continue
+			if err := s.list(ss, opt, data); err != nil {
+				return false, err
 			}
-			var names []string
-			if s.List != nil {
-				names = s.List()
-			}
-			for _, nm := range names {
-				if err := s.reply(ss, opt, repServer, appendString32(nil, nm)); err != nil {
-					return false, err
-				}
-			}
-			s.reply(ss, opt, repAck, nil)
 		case optStructured:
-			if len(data) != 0 {
-				s.reply(ss, opt, repErrInvalid, []byte("STRUCTURED_REPLY takes no data"))
-				continue
+			if err := s.structuredReplies(ss, opt, data); err != nil {
+				return false, err
 			}
-			ss.structured = true
-			s.reply(ss, opt, repAck, nil)
 		case optSetMetaContext, optListMetaCtx:
 			if err := s.metaContext(ss, opt, data); err != nil {
 				return false, err
@@ -201,13 +187,41 @@ func (s *Server) negotiate(ss *session) (bool, error) {
 				return entered, err
 			}
 		case optStartTLS:
-			s.reply(ss, opt, repErrPolicy, []byte("TLS is not offered; use a unix socket or a trusted network"))
+			if err := s.reply(ss, opt, repErrPolicy, []byte("TLS is not offered; use a unix socket or a trusted network")); err != nil {
+				return false, err
+			}
 		default:
 			if err := s.reply(ss, opt, repErrUnsup, []byte("option not supported")); err != nil {
 				return false, err
 			}
 		}
 	}
+}
+
+// list answers LIST with the export names.
+func (s *Server) list(ss *session, opt uint32, data []byte) error {
+	if len(data) != 0 {
+		return s.reply(ss, opt, repErrInvalid, []byte("LIST takes no data"))
+	}
+	var names []string
+	if s.List != nil {
+		names = s.List()
+	}
+	for _, nm := range names {
+		if err := s.reply(ss, opt, repServer, appendString32(nil, nm)); err != nil {
+			return err
+		}
+	}
+	return s.reply(ss, opt, repAck, nil)
+}
+
+// structuredReplies answers STRUCTURED_REPLY, which turns them on.
+func (s *Server) structuredReplies(ss *session, opt uint32, data []byte) error {
+	if len(data) != 0 {
+		return s.reply(ss, opt, repErrInvalid, []byte("STRUCTURED_REPLY takes no data"))
+	}
+	ss.structured = true
+	return s.reply(ss, opt, repAck, nil)
 }
 
 func (s *Server) transmissionFlags() uint16 {

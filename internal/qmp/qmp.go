@@ -112,7 +112,7 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	}
 	go c.readLoop(br)
 	if err := c.Execute(ctx, "qmp_capabilities", nil, nil); err != nil {
-		c.Close()
+		_ = c.Close() // best effort after the error returned
 		return nil, err
 	}
 	return c, nil
@@ -313,7 +313,7 @@ func (c *Client) PeerPID() int {
 		return 0
 	}
 	pid := 0
-	raw.Control(func(fd uintptr) {
+	_ = raw.Control(func(fd uintptr) { // on failure pid stays 0: unknown
 		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
 			pid = int(cred.Pid)
 		}

@@ -274,7 +274,7 @@ func openTarget(path string, size int64, o FileOptions) (*target, error) {
 			err = fmt.Errorf("device %s has %d bytes, the disk needs %d", path, devSize, size)
 		}
 		if err != nil {
-			f.Close()
+			_ = f.Close() // nothing written yet
 			return nil, err
 		}
 		return &target{f: f, path: path, statePath: "", device: true}, nil
@@ -294,7 +294,7 @@ func openTarget(path string, size int64, o FileOptions) (*target, error) {
 	}
 	// Truncating to the disk size makes every unwritten span a hole.
 	if err := t.f.Truncate(size); err != nil {
-		t.f.Close()
+		_ = t.f.Close() // the truncate's error is returned
 		return nil, translateWriteErr(err)
 	}
 	return t, nil

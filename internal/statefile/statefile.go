@@ -44,7 +44,7 @@ func WriteFile(path string, b []byte, perm os.FileMode) error {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // best effort after the error returned
 		return err
 	}
 	_ = SyncDir(filepath.Dir(path)) // the rename is durable before the caller acts on it
@@ -58,7 +58,7 @@ func SyncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // opened read-only to fsync
 	return d.Sync()
 }
 

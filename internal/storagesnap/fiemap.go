@@ -53,7 +53,7 @@ func fileExtents(path string) ([]physExtent, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	buf := make([]byte, int(unsafe.Sizeof(fiemapHeader{}))+fiemapBatch*int(unsafe.Sizeof(fiemapExtent{})))
 	hdr := (*fiemapHeader)(unsafe.Pointer(&buf[0]))
 	exts := unsafe.Slice((*fiemapExtent)(unsafe.Pointer(&buf[unsafe.Sizeof(fiemapHeader{})])), fiemapBatch)

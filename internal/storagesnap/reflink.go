@@ -70,7 +70,7 @@ func cloneFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read only
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -109,12 +109,12 @@ func checkReflink(root string) error {
 	if err != nil {
 		return fmt.Errorf("datastore %s: cannot make a temporary file to test reflinks: %w", root, err)
 	}
-	defer unix.Close(a)
+	defer func() { _ = unix.Close(a) }() // unnamed: closing discards it
 	b, err := unix.Open(root, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return fmt.Errorf("datastore %s: cannot make a temporary file to test reflinks: %w", root, err)
 	}
-	defer unix.Close(b)
+	defer func() { _ = unix.Close(b) }()
 	if _, err := unix.Pwrite(a, make([]byte, 4096), 0); err != nil {
 		return err
 	}

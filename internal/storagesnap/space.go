@@ -59,7 +59,7 @@ func syncFS(root string) error {
 	if err != nil {
 		return fmt.Errorf("datastore %s: %w", root, err)
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // opened read-only to syncfs
 	if err := unix.Syncfs(int(d.Fd())); err != nil {
 		return fmt.Errorf("datastore %s: syncfs: %w", root, err)
 	}

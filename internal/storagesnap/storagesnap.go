@@ -208,7 +208,7 @@ func Create(ctx context.Context, p policy.StorageProvider, root, stateDir, label
 	}
 	j.Stage = "created"
 	if err := statefile.WriteJSON(path, j); err != nil {
-		s.Delete(context.WithoutCancel(ctx))
+		_ = s.Delete(context.WithoutCancel(ctx)) // unjournalled: best effort, the error is returned
 		return nil, fmt.Errorf("storage snapshot journal: %w", err)
 	}
 	step("created")

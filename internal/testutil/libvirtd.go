@@ -90,12 +90,12 @@ func LaunchLibvirtd(bin string) (*Libvirtd, error) {
 	l := &Libvirtd{Dir: dir, UID: libvirtdUser, GID: libvirtdUser, log: &lockedBuffer{}, exited: make(chan struct{})}
 	cache := filepath.Join(os.TempDir(), "coffer-libvirtd-cache")
 	libvirtCacheOnce.Do(func() {
-		os.MkdirAll(cache, 0o700)
+		_ = os.MkdirAll(cache, 0o700) // only a cache: libvirtd works without it
 		l.Chown(cache)
 	})
 	for _, d := range []string{"c/libvirt", "r", "h"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // best effort after the error returned
 			return nil, err
 		}
 	}
@@ -107,13 +107,16 @@ func LaunchLibvirtd(bin string) (*Libvirtd, error) {
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir) // best effort after the error returned
 			return nil, err
 		}
 	}
-	os.Chmod(dir, 0o755)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	if err := l.ChownAll(dir); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, err
 	}
 	l.Socket = filepath.Join(dir, "r", "libvirt", "libvirt-sock")
@@ -125,7 +128,7 @@ func LaunchLibvirtd(bin string) (*Libvirtd, error) {
 	l.cmd.Stdout, l.cmd.Stderr = l.log, l.log
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(l.UID), Gid: uint32(l.GID)}, Setpgid: true}
 	if err := l.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, err
 	}
 	go func() { l.exitErr = l.cmd.Wait(); close(l.exited) }()
@@ -134,7 +137,7 @@ func LaunchLibvirtd(bin string) (*Libvirtd, error) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if c, err := net.Dial("unix", l.Socket); err == nil {
-			c.Close()
+			_ = c.Close() // a probe: listening is all it asks
 			return l, nil
 		}
 		select {
@@ -154,22 +157,22 @@ func LaunchLibvirtd(bin string) (*Libvirtd, error) {
 func (l *Libvirtd) Stop() {
 	pids, _ := filepath.Glob(filepath.Join(l.Dir, "r", "libvirt", "qemu", "run", "*.pid"))
 	for _, p := range pids {
-		killPIDFile(p)
+		_ = killPIDFile(p) // best effort: the daemon's teardown follows
 	}
-	l.cmd.Process.Signal(syscall.SIGTERM)
+	_ = l.cmd.Process.Signal(syscall.SIGTERM) // fails only if it has exited already
 	select {
 	case <-l.exited:
 	case <-time.After(30 * time.Second):
-		l.cmd.Process.Kill()
+		_ = l.cmd.Process.Kill()
 		<-l.exited
 	}
-	os.RemoveAll(l.Dir)
+	_ = os.RemoveAll(l.Dir) // the test's temporary directory
 }
 
 // Chown gives path to the daemon's user, so that the QEMU it starts can
 // open disk images, kernels and sockets the test created.
 func (l *Libvirtd) Chown(path string) {
-	os.Lchown(path, l.UID, l.GID)
+	_ = os.Lchown(path, l.UID, l.GID) // a file the daemon cannot open fails its test with the reason
 }
 
 // ChownAll gives a whole tree to the daemon's user.

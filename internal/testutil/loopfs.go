@@ -40,7 +40,9 @@ func MountLoopFS(t testing.TB, fstype string, size int64, mkfsArgs ...string) st
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	args := append(append([]string{}, mkfsArgs...), img)
 	if out, err := exec.Command(mkfs, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v %s", mkfs, args, err, out)
@@ -58,7 +60,7 @@ func MountLoopFS(t testing.TB, fstype string, size int64, mkfsArgs ...string) st
 			held := HoldersOf(mnt) // before the lazy unmount hides them
 			// A lazy unmount still frees the image once the last user
 			// (a killed test's qemu-nbd) is gone.
-			exec.Command("umount", "-l", mnt).Run()
+			_ = exec.Command("umount", "-l", mnt).Run() // the error below reports the failure
 			t.Errorf("umount %s: %v %s; open under it: %s", mnt, err, out, strings.Join(held, "; "))
 		}
 	})

@@ -98,7 +98,7 @@ func killPIDFile(path string) error {
 	if err != nil {
 		return nil // no such process: already gone
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }() // a pidfd
 	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	for {

@@ -22,7 +22,7 @@ func BackupImage(t testing.TB, r *repo.Repository, path string, o backup.Options
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }() // read only
 	alloc, err := src.Allocated()
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +51,9 @@ func BackupVM(t testing.TB, r *repo.Repository, c hypervisor.Connector, req back
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close(ctx)
-	return backup.BackupVM(ctx, w, c, req, backup.Options{})
+	snap, err := backup.BackupVM(ctx, w, c, req, backup.Options{})
+	if cerr := w.Close(ctx); err == nil {
+		err = cerr // closing flushes the session's index
+	}
+	return snap, err
 }

@@ -233,7 +233,7 @@ func (t sqlTx) ExecBatch(ctx context.Context, q string, rows [][]any) ([]int64, 
 	if err != nil {
 		return nil, err
 	}
-	defer stmt.Close()
+	defer func() { _ = stmt.Close() }() // the transaction's commit reports what matters
 	out := make([]int64, len(rows))
 	for i, args := range rows {
 		res, err := stmt.ExecContext(ctx, args...)
@@ -257,7 +257,7 @@ func (t sqlTx) InsertBatch(ctx context.Context, q string, rows [][]any) ([]int64
 	if err != nil {
 		return nil, err
 	}
-	defer stmt.Close()
+	defer func() { _ = stmt.Close() }() // the transaction's commit reports what matters
 	out := make([]int64, len(rows))
 	for i, args := range rows {
 		if err := stmt.QueryRowContext(ctx, args...).Scan(&out[i]); err != nil {

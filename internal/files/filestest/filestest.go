@@ -136,8 +136,10 @@ func SparseFile(t testing.TB, path string, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -82,7 +82,9 @@ func main() {
 			fail("write header: %v", err)
 		}
 	}
-	f.Sync()
+	if err := f.Sync(); err != nil {
+		fail("sync: %v", err)
+	}
 	fmt.Printf("COFFER READY base=%d blocks=%d\n", base, nblocks)
 	ms, _ := strconv.Atoi(args["coffer.interval"])
 	seq := uint64(time.Now().UnixNano()) // distinct from earlier boots' sequences

@@ -45,7 +45,7 @@ func (c *checker) unknownVM(t *testing.T) {
 	missing := hypervisor.VMRef{ID: "coffer-conformance-missing", Name: "coffer-conformance-missing"}
 	s, err := c.h.Conn.Snapshot(c.ctx, missing, c.request(hypervisor.CrashConsistent))
 	if err == nil {
-		s.Close(context.Background(), false)
+		_, _ = s.Close(context.Background(), false) // the check failed already: its error is the one to report
 		t.Fatal("a snapshot of a VM that does not exist succeeded")
 	}
 	if !isErr(err, hypervisor.ErrNotFound) {
@@ -73,7 +73,7 @@ func (c *checker) modes(t *testing.T) {
 			req.Quiesce = hypervisor.QuiesceRequired
 			s, err := c.h.Conn.Snapshot(c.ctx, c.vm.VMRef, req)
 			if err == nil {
-				s.Close(context.Background(), false)
+				_, _ = s.Close(context.Background(), false) // the check failed already: its error is the one to report
 				t.Fatal("a required quiesce that cannot happen gave a session")
 			}
 			if !isErr(err, hypervisor.ErrQuiesceFailed) {
@@ -85,7 +85,7 @@ func (c *checker) modes(t *testing.T) {
 		t.Run("refused-"+string(mode), func(t *testing.T) {
 			s, err := c.h.Conn.Snapshot(c.ctx, c.vm.VMRef, c.request(mode))
 			if err == nil {
-				s.Close(context.Background(), false)
+				_, _ = s.Close(context.Background(), false) // the check failed already: its error is the one to report
 				t.Fatalf("mode %s declared refused gave a session", mode)
 			}
 			if !isErr(err, want) {
@@ -270,7 +270,7 @@ func (c *checker) cancelledSnapshot(t *testing.T) {
 	cancel()
 	s, err := c.h.Conn.Snapshot(ctx, c.vm.VMRef, c.request(hypervisor.CrashConsistent))
 	if err == nil {
-		s.Close(context.Background(), false)
+		_, _ = s.Close(context.Background(), false) // the check failed already: its error is the one to report
 		t.Fatal("a snapshot with a cancelled context succeeded")
 	}
 }

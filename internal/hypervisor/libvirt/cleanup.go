@@ -32,8 +32,7 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 		left, err := c.cleanup(ctx, j)
 		out = append(out, left...)
 		if err != nil {
-			j.save()
-			errs = append(errs, fmt.Errorf("cleanup of %s: %w", j.DomainName, err))
+			errs = append(errs, fmt.Errorf("cleanup of %s: %w", j.DomainName, errors.Join(err, j.save())))
 			continue
 		}
 		if err := j.remove(); err != nil {
@@ -77,7 +76,7 @@ func (c *Connector) cleanup(ctx context.Context, j *journal) ([]hypervisor.Lefto
 	dom, err := c.lookup(ctx, lv, hypervisor.VMRef{ID: j.DomainUUID})
 	if errors.Is(err, hypervisor.ErrNotFound) {
 		for _, f := range append(j.Scratch, j.Socket) {
-			os.Remove(f)
+			_ = os.Remove(f) // best effort: the domain is gone
 		}
 		return []hypervisor.Leftover{{VM: ref, Kind: "journal", Name: j.SessionID, Action: "domain gone; journal dropped"}}, nil
 	}

@@ -140,16 +140,16 @@ func (v *newDomain) WriteDisk(ctx context.Context, key string, src hypervisor.Di
 	}
 	raw := nd.Path + ".coffer-tmp"
 	if err := writeSparse(raw, src); err != nil {
-		os.Remove(raw)
+		_ = os.Remove(raw) // best effort after the error returned
 		return err
 	}
 	final := raw
 	if nd.Format == "qcow2" {
 		final = nd.Path + ".coffer-tmp.qcow2"
 		out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw, final).CombinedOutput()
-		os.Remove(raw)
+		_ = os.Remove(raw) // a temporary, converted already or failed
 		if err != nil {
-			os.Remove(final)
+			_ = os.Remove(final) // best effort after the error returned
 			return fmt.Errorf("libvirt: qemu-img convert: %v: %s", err, out)
 		}
 	}
@@ -171,7 +171,7 @@ func writeSparse(path string, src hypervisor.DiskSource) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // on an error; the end closes it checked
 	if err := f.Truncate(src.Size()); err != nil {
 		return err
 	}
@@ -188,7 +188,10 @@ func writeSparse(path string, src hypervisor.DiskSource) error {
 			off += n
 		}
 	}
-	return f.Sync()
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Start implements hypervisor.NewVM.

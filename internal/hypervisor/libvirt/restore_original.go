@@ -256,8 +256,8 @@ func replaceDisks(s *originalState) error {
 }
 
 func removeTemps(d originalDisk) {
-	os.Remove(d.temp())
-	os.Remove(d.rawTemp())
+	_ = os.Remove(d.temp()) // best effort: the restore has failed already
+	_ = os.Remove(d.rawTemp())
 }
 
 func syncFile(path string) error {

@@ -115,7 +115,7 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 		errs = append(errs, s.c.deleteCheckpoint(ctx, s.lv, s.dom, s.j.Checkpoint))
 	}
 	if err := errors.Join(errs...); err != nil {
-		s.j.save()
+		err = errors.Join(err, s.j.save())
 		return nil, fmt.Errorf("libvirt: release snapshot of %s (will be retried by cleanup): %w", s.dom.Name, err)
 	}
 	if err := s.j.remove(); err != nil {

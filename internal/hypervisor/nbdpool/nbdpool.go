@@ -104,7 +104,7 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 			return n, err
 		}
 		lastErr = err
-		c.Close()
+		_ = c.Close()
 		c = nil
 	}
 	return 0, fmt.Errorf("%s: %w", r.o.Name, lastErr)
@@ -118,7 +118,7 @@ func (r *Reader) Extents(ctx context.Context, name string, keep func(uint32) boo
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m, err := c.Map(ctx, name)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (r *Reader) Close() error {
 	}
 	r.closed = true
 	for _, c := range r.all {
-		c.Close()
+		_ = c.Close()
 	}
 	return nil
 }

@@ -152,7 +152,7 @@ func (c *Connector) lockMonitor(ctx context.Context, path string, wait bool) (*q
 		}
 		return nil, nil, err
 	}
-	return cl, func() { cl.Close(); m.Unlock() }, nil
+	return cl, func() { _ = cl.Close(); m.Unlock() }, nil
 }
 
 var _ hypervisor.BusyLister = (*Connector)(nil)

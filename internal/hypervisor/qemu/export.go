@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -59,8 +60,8 @@ func (s *session) startNBDServer(ctx context.Context) error {
 	}, nil)
 	if err != nil {
 		s.j.NBDServer = ""
-		s.j.save()
-		return fmt.Errorf("%w: QEMU's NBD server is already in use by someone else (%v); coffer needs to start its own", hypervisor.ErrTransient, err)
+		serr := s.j.save()
+		return errors.Join(fmt.Errorf("%w: QEMU's NBD server is already in use by someone else (%v); coffer needs to start its own", hypervisor.ErrTransient, err), serr)
 	}
 	return nil
 }

@@ -21,6 +21,6 @@ func (c *Connector) GuestRun(ctx context.Context, ref hypervisor.VMRef, argv []s
 	if err != nil {
 		return "", fmt.Errorf("guest agent of %s: %w", ref.Name, err)
 	}
-	defer ga.Close()
+	defer func() { _ = ga.Close() }()
 	return ga.Exec(ctx, argv)
 }

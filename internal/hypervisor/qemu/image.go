@@ -35,17 +35,17 @@ func OpenImage(ctx context.Context, path, format string, conns int) (hypervisor.
 	sock := filepath.Join(dir, "nbd.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, err
 	}
 	ln.SetUnlinkOnClose(false) // the socket lives on in qemu-nbd
 	f, err := ln.File()
-	ln.Close()
+	_ = ln.Close()
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	// LISTEN_PID must be qemu-nbd's own pid: sh sets it to $$ and execs.
 	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec qemu-nbd "$@"`, "qemu-nbd",
 		"--read-only", "--persistent", fmt.Sprintf("--shared=%d", max(conns, 1)+2), "--format="+format,
@@ -56,15 +56,15 @@ func OpenImage(ctx context.Context, path, format string, conns int) (hypervisor.
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, fmt.Errorf("start qemu-nbd for %s: %w", path, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-exited
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	}
 	r, err := openReader(ctx, "unix", sock, journalDisk{ID: filepath.Base(path), Export: "disk", Changes: "full"}, max(conns, 1))
 	if err != nil {

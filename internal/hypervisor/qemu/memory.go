@@ -98,7 +98,7 @@ func openMemory(path string) (*memoryReader, error) {
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // read only
 		return nil, err
 	}
 	return &memoryReader{File: f, size: fi.Size()}, nil
@@ -120,7 +120,7 @@ func dropMemory(ctx context.Context, cl *qmp.Client, j *journalState) {
 		return
 	}
 	_ = cl.Execute(ctx, "migrate_cancel", nil, nil)
-	os.Remove(j.MemoryFile)
+	_ = os.Remove(j.MemoryFile) // best effort: the migration was cancelled
 }
 
 // LoadMemory resumes a VM started with LaunchSpec.Incoming from a memory
@@ -131,7 +131,7 @@ func LoadMemory(ctx context.Context, sock, stateFile string) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	sub := cl.Subscribe()
 	defer sub.Cancel()
 	if err := migrationEvents(ctx, cl); err != nil {

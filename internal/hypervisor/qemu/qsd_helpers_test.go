@@ -77,11 +77,6 @@ type writer struct {
 
 const writerBase = 8 // base blocks written before the writer starts
 
-func startWriter(ctx context.Context, t *testing.T, q *qsdInstance, seed uint64, pace time.Duration) *writer {
-	t.Helper()
-	return startWriterFilled(ctx, t, q, seed, pace, false)
-}
-
 // startWriterFilled optionally fills every block with its sequence-0
 // version first, so every later write overwrites data that
 // copy-before-write must preserve.

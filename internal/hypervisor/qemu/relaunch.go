@@ -74,7 +74,7 @@ func MirrorAndPivot(ctx context.Context, sock string, targets []MirrorTarget) er
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	sub := cl.Subscribe()
 	defer sub.Cancel()
 	var started []string
@@ -210,7 +210,7 @@ func Resume(ctx context.Context, sock string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	sub := cl.Subscribe()
 	defer sub.Cancel()
 	resumed := false
@@ -246,7 +246,7 @@ func Quit(ctx context.Context, sock string) error {
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer func() { _ = cl.Close() }()
 	err = cl.Execute(ctx, "quit", nil, nil)
 	if errors.Is(err, qmp.ErrClosed) {
 		return nil

@@ -276,7 +276,7 @@ func (s *session) freezeAndSwitch(ctx context.Context) (err error) {
 				return
 			}
 			s.j.Stopped = false
-			s.j.save()
+			err = errors.Join(err, s.j.save())
 		}()
 	}
 	if s.memoryFirst() {
@@ -416,21 +416,21 @@ func (s *session) quiesce(ctx context.Context) (thaw func(), frozen bool, err er
 	}
 	s.j.Frozen = true
 	if err := s.j.save(); err != nil {
-		ga.Close()
+		_ = ga.Close()
 		return nil, false, err
 	}
 	if _, err := ga.Freeze(qctx); err != nil {
-		thawAgent(ctx, ga, s.t.Quiesce)
-		ga.Close()
+		_ = thawAgent(ctx, ga, s.t.Quiesce) // the freeze failed: thaw in case it half happened
+		_ = ga.Close()
 		s.j.Frozen = false
-		s.j.save()
+		_ = s.j.save() // a stale Frozen only makes cleanup thaw again
 		return fallback(err)
 	}
 	return func() {
-		thawAgent(ctx, ga, s.t.Quiesce)
-		ga.Close()
+		_ = thawAgent(ctx, ga, s.t.Quiesce) // best effort: the run goes on either way
+		_ = ga.Close()
 		s.j.Frozen = false
-		s.j.save()
+		_ = s.j.save() // a stale Frozen only makes cleanup thaw again
 	}, true, nil
 }
 

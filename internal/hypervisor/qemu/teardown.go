@@ -92,8 +92,7 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 	rerr := s.Release(ctx)
 	err := teardown(ctx, s.cl, &s.j.journalState, ok, s.c.chainExpiry()) // retries what Release could not
 	if err != nil {
-		err = errors.Join(rerr, err)
-		s.j.save()
+		err = errors.Join(rerr, err, s.j.save())
 		return nil, fmt.Errorf("qemu: release snapshot of %s (will be retried by cleanup): %w", s.info.Name, err)
 	}
 	if rerr := s.j.remove(); rerr != nil {
@@ -137,7 +136,7 @@ func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool, exp
 			if thawAgent(ctx, ga, 20*time.Second) == nil {
 				j.Frozen = false
 			}
-			ga.Close()
+			_ = ga.Close()
 		}
 		cancel()
 	}
@@ -167,7 +166,7 @@ func teardown(ctx context.Context, cl *qmp.Client, j *journalState, ok bool, exp
 	}
 	if j.NBDServer != "" {
 		try("stop NBD server", ignoreClass(cl.Execute(ctx, "nbd-server-stop", nil, nil), "GenericError"))
-		os.Remove(j.NBDServer)
+		_ = os.Remove(j.NBDServer) // the stopped server's socket
 		j.NBDServer = ""
 	}
 	for i := range j.Disks {
@@ -295,9 +294,11 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 		ref := hypervisor.VMRef{ID: j.VMID, Name: j.VMName}
 		if _, err := os.Stat(j.Socket); err != nil {
 			for _, d := range j.Disks {
-				os.Remove(d.FleeceFile)
+				_ = os.Remove(d.FleeceFile) // best effort: the VM is gone
 			}
-			j.remove()
+			if err := j.remove(); err != nil {
+				errs = append(errs, err)
+			}
 			out = append(out, hypervisor.Leftover{VM: ref, Kind: "journal", Name: j.SessionID, Action: "VM gone; journal dropped"})
 			continue
 		}
@@ -310,11 +311,12 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 		err = teardown(ctx, cl, &j.journalState, false, hypervisor.ChainExpiry{})
 		release()
 		if err != nil {
-			j.save()
-			errs = append(errs, fmt.Errorf("cleanup of %s: %w", j.VMName, err))
+			errs = append(errs, fmt.Errorf("cleanup of %s: %w", j.VMName, errors.Join(err, j.save())))
 			continue
 		}
-		j.remove()
+		if err := j.remove(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return out, errors.Join(errs...)
 }

@@ -43,7 +43,7 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 		removed, inFlight, err := c.removeNamed(ctx, vm, j.Snapshot, j.StateID, c.cfg.Timeouts.SnapshotRemove)
 		switch {
 		case isNotFound(err):
-			j.remove()
+			_ = j.remove() // a journal left behind is dropped by the next cleanup
 			out = append(out, hypervisor.Leftover{VM: ref, Kind: "journal", Name: j.Snapshot, Action: "VM gone; journal dropped"})
 			continue
 		case err != nil:

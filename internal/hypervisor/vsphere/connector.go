@@ -327,12 +327,6 @@ func (c *Connector) unclaim(moref string) {
 	c.mu.Unlock()
 }
 
-func (c *Connector) isActive(moref string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.active[moref]
-}
-
 // loadStateID returns the random identity of this state directory, written
 // into every snapshot's description so that cleanup only ever removes
 // snapshots made by this coffer installation.

@@ -51,7 +51,7 @@ func (c *Connector) retrieveAll(ctx context.Context) (*inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vsphere: container view: %w", err)
 	}
-	defer v.Destroy(context.WithoutCancel(ctx))
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
 	ts := types.TraversalSpec{Type: "ContainerView", Path: "view", Skip: types.NewBool(false)}
 	spec := types.PropertyFilterSpec{
 		ObjectSet: []types.ObjectSpec{{Obj: v.Reference(), Skip: types.NewBool(true), SelectSet: []types.BaseSelectionSpec{&ts}}},

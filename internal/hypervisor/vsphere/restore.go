@@ -80,7 +80,7 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 	nv := &newVM{c: c, ref: ref, name: o.Name, disks: map[string]DiskLocation{}}
 	var vm mo.VirtualMachine
 	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, ref, []string{"config.hardware.device", "runtime.host"}, &vm); err != nil {
-		nv.Abort(context.WithoutCancel(ctx))
+		_ = nv.Abort(context.WithoutCancel(ctx)) // best effort after the error returned
 		return nil, err
 	}
 	nv.host = hostOf(vm)
@@ -96,7 +96,7 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 	for i, d := range cfg.Disks {
 		vd := created[restoredDiskFile(p.ds, o.Name, i)]
 		if vd == nil {
-			nv.Abort(context.WithoutCancel(ctx))
+			_ = nv.Abort(context.WithoutCancel(ctx)) // best effort after the error returned
 			return nil, fmt.Errorf("vsphere: VM %s was created without the disk %s was recorded with", o.Name, d.Name)
 		}
 		ds, path := splitDSPath(vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName)
@@ -112,7 +112,7 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 				BootOrder: []types.BaseVirtualMachineBootOptionsBootableDevice{&types.VirtualMachineBootOptionsBootableDiskDevice{DeviceKey: boot.Key}}}})
 		})
 		if err != nil {
-			nv.Abort(context.WithoutCancel(ctx))
+			_ = nv.Abort(context.WithoutCancel(ctx)) // best effort after the error returned
 			return nil, fmt.Errorf("vsphere: boot order of %s: %w", o.Name, err)
 		}
 	}

@@ -127,12 +127,12 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 		}
 	}
 	if err := s.describe(ctx, devices); err != nil {
-		s.Close(context.WithoutCancel(ctx), false)
+		_, _ = s.Close(context.WithoutCancel(ctx), false) // best effort after the error returned
 		return nil, err
 	}
 	if s.memory {
 		if err := s.describeMemory(ctx); err != nil {
-			s.Close(context.WithoutCancel(ctx), false)
+			_, _ = s.Close(context.WithoutCancel(ctx), false) // best effort after the error returned
 			return nil, err
 		}
 	}
@@ -202,7 +202,7 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 				return
 			}
 			s.j.Suspended = false
-			s.j.save()
+			_ = s.j.save() // a stale Suspended only makes cleanup power the VM on again
 		}()
 	}
 	desc := fmt.Sprintf(snapshotDescription+" %s (installation %s); removed automatically", s.req.SessionID, s.c.stateID)
@@ -269,7 +269,7 @@ func (s *session) abandon(ctx context.Context) {
 	vm := object.NewVirtualMachine(s.c.client, types.ManagedObjectReference{Type: "VirtualMachine", Value: s.ref.ID})
 	removed, inFlight, err := s.c.removeNamed(cctx, vm, s.j.Snapshot, s.c.stateID, s.to.SnapshotRemove)
 	if err == nil && !inFlight && !s.j.Suspended {
-		s.j.remove()
+		_ = s.j.remove() // a journal left behind is dropped by the next cleanup
 	}
 	if removed {
 		s.c.log.Info("vsphere: removed snapshot of a failed session", "vm", s.ref.Name, "snapshot", s.j.Snapshot)

@@ -84,7 +84,7 @@ func (l Library) OpenDrives(n int) (libs []*volume.Library, close func() error, 
 	for i := l.Drive; i < l.Drive+n; i++ {
 		d, err := v.Drive(i)
 		if err != nil {
-			v.Close()
+			_ = v.Close() // the library was only opened: the drive's error is the one to report
 			if n > 1 {
 				return nil, nil, invalidf("%d drives from drive %d: %v", n, l.Drive, err)
 			}

@@ -42,7 +42,7 @@ func (l Library) openMtx(n int) (libs []*volume.Library, close func() error, err
 	}
 	from := slices.Index(numbers, l.Drive)
 	if len(numbers)-from < n {
-		unlock()
+		_ = unlock() // nothing was done under the lock
 		return nil, nil, invalidf("%d drives from drive %d: media library %s has %d (drives %s)", n, l.Drive, l.Ref(), len(numbers)-from,
 			driveList(numbers[from:]))
 	}

@@ -97,7 +97,7 @@ func (d *Drive) open() error {
 	}
 	d.f = f
 	if err := d.op(mtSETBLK, 0); err != nil {
-		f.Close()
+		_ = f.Close() // nothing written yet
 		d.f = nil
 		return fmt.Errorf("st: %s: variable-block mode: %w", d.device, err)
 	}

@@ -71,7 +71,7 @@ func (c *Changer) Lock() (unlock func() error, err error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		_ = f.Close() // a lock file: nothing written
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("st: changer %s is %w", c.Device, media.ErrInUse)
 		}

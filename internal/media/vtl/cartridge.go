@@ -64,7 +64,7 @@ func openCartridge(path string) (*cartridge, error) {
 	}
 	c := &cartridge{f: f}
 	if err := c.scan(); err != nil {
-		f.Close()
+		_ = f.Close() // nothing written yet
 		return nil, fmt.Errorf("cartridge %s: %w", path, err)
 	}
 	return c, nil

@@ -110,7 +110,7 @@ func (l *Library) DamageRecord(barcode string, pos int64) error {
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	defer func() { _ = c.close() }() // on an error; the end closes it checked
 	if pos < 0 || pos >= int64(len(c.entries)) || c.entries[pos].kind != kindRecord || c.entries[pos].length == 0 {
 		return fmt.Errorf("vtl: %s has no record at %d", barcode, pos)
 	}
@@ -121,6 +121,8 @@ func (l *Library) DamageRecord(barcode string, pos int64) error {
 		return err
 	}
 	b[0] ^= 0xff
-	_, err = c.f.WriteAt(b, at)
-	return err
+	if _, err := c.f.WriteAt(b, at); err != nil {
+		return err
+	}
+	return c.close()
 }

@@ -107,7 +107,7 @@ func Open(dir string) (*Library, error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
+		_ = lock.Close()
 		return nil, fmt.Errorf("vtl: library %s is %w", dir, ErrInUse)
 	}
 	l := &Library{dir: dir, lock: lock}
@@ -119,14 +119,14 @@ func Open(dir string) (*Library, error) {
 		err = fmt.Errorf("unknown version %d or inconsistent drives", l.st.Version)
 	}
 	if err != nil {
-		lock.Close()
+		_ = lock.Close()
 		return nil, fmt.Errorf("vtl: library %s: %w", dir, err)
 	}
 	for i := range l.st.Drives {
 		d := &Drive{lib: l, index: i}
 		if v := l.st.Drives[i].Volume; v != "" {
 			if err := d.attach(v); err != nil {
-				l.Close()
+				_ = l.Close() // best effort after the error returned
 				return nil, err
 			}
 		}
@@ -197,7 +197,9 @@ func (l *Library) AddCartridge(barcode string, slot int, info CartridgeInfo) err
 	if err != nil {
 		return fmt.Errorf("vtl: cartridge %s: %w", barcode, err)
 	}
-	f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("vtl: cartridge %s: %w", barcode, err)
+	}
 	l.st.Cartridges[barcode] = &info
 	l.st.Slots[slot-1] = barcode
 	return l.save()
@@ -252,11 +254,11 @@ func writeState(dir string, st *state) error {
 		return err
 	}
 	if _, err := f.Write(b); err != nil {
-		f.Close()
+		_ = f.Close() // the write's error is returned
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close() // the sync's error is returned
 		return err
 	}
 	if err := f.Close(); err != nil {

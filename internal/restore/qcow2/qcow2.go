@@ -35,7 +35,7 @@ func Write(ctx context.Context, r *repo.Repository, d repo.Disk, path string, lo
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a socket's directory
 	sock := filepath.Join(dir, "nbd.sock")
 	l, err := nbdexport.Listen("unix", sock)
 	if err != nil {
@@ -52,7 +52,7 @@ func Write(ctx context.Context, r *repo.Repository, d repo.Disk, path string, lo
 	stop()
 	serr := <-served
 	if cerr != nil {
-		os.Remove(partial)
+		_ = os.Remove(partial) // best effort after the error returned
 		return fmt.Errorf("qemu-img convert: %v: %s", cerr, strings.TrimSpace(string(out)))
 	}
 	if serr != nil && !errors.Is(serr, context.Canceled) {

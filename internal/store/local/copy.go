@@ -43,7 +43,7 @@ func (s *Store) CopyFrom(ctx context.Context, from store.Store, fromName, name s
 	if err != nil {
 		return store.ObjectInfo{}, "", translate(fmt.Errorf("copy %s: %w", fromName, err))
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }() // read only
 	fi, err := in.Stat()
 	if err != nil {
 		return store.ObjectInfo{}, "", translate(err)

@@ -323,7 +323,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }() // opened read-only to fsync
 	return d.Sync()
 }
 
@@ -339,14 +339,14 @@ func (s *Store) Read(ctx context.Context, name string, off, length int64) (io.Re
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close() // read only
 		return nil, translate(err)
 	}
 	if length < 0 {
 		length = fi.Size() - off
 	}
 	if off < 0 || length < 0 || off+length > fi.Size() {
-		f.Close()
+		_ = f.Close() // read only
 		return nil, fmt.Errorf("read %s [%d,+%d) of %d bytes: %w", name, off, length, fi.Size(), store.ErrInvalidRange)
 	}
 	return &sectionFile{SectionReader: io.NewSectionReader(f, off, length), f: f}, nil

@@ -52,7 +52,7 @@ func (s *Store) Read(ctx context.Context, name string, off, length int64) (io.Re
 		return nil, err
 	}
 	if length > 0 && b.total < off+length {
-		b.Close()
+		_ = b.Close() // a response body, read only
 		return nil, fmt.Errorf("read %s [%d,+%d) of %d bytes: %w", name, off, length, b.total, store.ErrInvalidRange)
 	}
 	return b, nil
@@ -143,7 +143,7 @@ func (b *body) Read(p []byte) (int, error) {
 			return n, b.ctx.Err()
 		}
 		// The connection broke (or ended early): resume from b.pos.
-		b.rc.Close()
+		_ = b.rc.Close() // the broken response is replaced
 		b.rc = nil
 		b.resumes++
 		if b.resumes > resumeAttempts {

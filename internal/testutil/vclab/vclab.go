@@ -173,7 +173,7 @@ func (l *Lab) Retrieve(ctx context.Context, kind string, props []string, dst any
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	defer v.Destroy(ctx)
+	defer func() { _ = v.Destroy(ctx) }() // a property collector
 	if err := v.Retrieve(ctx, []string{kind}, props, dst); err != nil {
 		l.t.Fatal(err)
 	}
