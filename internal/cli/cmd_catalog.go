@@ -52,7 +52,7 @@ error}]}.`,
 			"0; 5 when damaged manifests were skipped (the others are recorded)."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := call(a, func(s *service.Service) (*api.CatalogRebuild, error) { return s.RebuildCatalog(cmd.Context()) })
+			res, err := runOp[*api.CatalogRebuild](cmd.Context(), a, "rebuild-catalog", &api.RepoParam{})
 			if res == nil {
 				return err
 			}

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -96,8 +95,7 @@ coffer key list --json | jq -r '.[] | select(.current | not) | .id'`,
 			"0; 3 for a wrong password."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keys, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-keys"},
-				func(s *service.Service) ([]api.Key, error) { return s.Keys(cmd.Context()) })
+			keys, err := runOp[[]api.Key](cmd.Context(), a, "list-keys", &api.RepoParam{})
 			if err != nil {
 				return err
 			}

@@ -137,7 +137,7 @@ coffer repair undelete --json | jq -r '.names[]'`,
 			"0; 2 for storage that keeps no versions; 3 without the permission to delete versions."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rep, err := call(a, func(s *service.Service) (*api.UndeleteReport, error) { return s.Undelete(cmd.Context()) })
+			rep, err := runOp[*api.UndeleteReport](cmd.Context(), a, "undelete", &api.RepoParam{})
 			if err != nil {
 				return err
 			}

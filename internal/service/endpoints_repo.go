@@ -12,7 +12,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
-	"github.com/coffer-backup/coffer/internal/retention"
 )
 
 // The endpoints of repository operations: what a request says becomes the
@@ -132,10 +131,6 @@ func visible[T any](ctx context.Context, s *Service, priv auth.Privilege, items 
 	return out
 }
 
-func epRebuildCatalog(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.CatalogRebuild], error) {
-	return result(s.RebuildCatalog(ctx))
-}
-
 type backupDiskIn struct {
 	RepoParam
 	Body api.BackupDiskRequest
@@ -174,47 +169,7 @@ func or(s, def string) string {
 	return s
 }
 
-type forgetIn struct {
-	RepoParam
-	Body api.ForgetRequest
-}
-
-func epForget(ctx context.Context, s *Service, in *forgetIn) (*Result[*api.ForgetResult], error) {
-	k := in.Body.Keep
-	keep := retention.Policy{Last: k.Last, Hourly: k.Hourly, Daily: k.Daily, Weekly: k.Weekly, Monthly: k.Monthly, Yearly: k.Yearly,
-		Within: fromSeconds(k.WithinSeconds)}
-	return result(s.Forget(ctx, ForgetInput{Keep: keep, VM: in.Body.VM, Tags: in.Body.Tags, DryRun: in.Body.DryRun,
-		ForgetBootVerified: in.Body.ForgetBootVerified}))
-}
-
 func fromSeconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-type protectIn struct {
-	RepoParam
-	Body api.ProtectRequest
-}
-
-func epProtect(ctx context.Context, s *Service, in *protectIn) (*Result[[]api.ProtectResult], error) {
-	return result(s.Protect(ctx, ProtectInput{Points: in.Body.Points, Remove: in.Body.Remove}))
-}
-
-type gcIn struct {
-	RepoParam
-	Body api.GCRequest
-}
-
-func epGC(ctx context.Context, s *Service, in *gcIn) (*Result[*api.GCReport], error) {
-	b := in.Body
-	return result(s.GC(ctx, GCInput{DryRun: b.DryRun, MemoryBytes: b.MemoryBytes, Wait: fromSeconds(b.WaitSeconds), RepackThreshold: b.RepackThreshold}))
-}
-
-func epStats(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.Stats], error) {
-	return result(s.Stats(ctx))
-}
-
-func epRepositoryUsage(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.RepositoryUsage], error) {
-	return result(s.RepositoryUsage(ctx))
-}
 
 type copyIn struct {
 	RepoParam
@@ -249,14 +204,6 @@ func epRepair(ctx context.Context, s *Service, in *repairIn) (*Result[*api.Repai
 	return result(s.Repair(ctx, RepairInput{What: in.What, DryRun: in.Body.DryRun}))
 }
 
-func epUndelete(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.UndeleteReport], error) {
-	return result(s.Undelete(ctx))
-}
-
-func epKeys(ctx context.Context, s *Service, _ *RepoParam) (*Result[[]api.Key], error) {
-	return result(s.Keys(ctx))
-}
-
 type addKeyIn struct {
 	RepoParam
 	Body api.AddKeyRequest
@@ -277,8 +224,4 @@ type keyIn struct {
 
 func epRemoveKey(ctx context.Context, s *Service, in *keyIn) (*Result[*api.KeyRemoval], error) {
 	return result(s.RemoveKey(ctx, in.Key))
-}
-
-func epLeases(ctx context.Context, s *Service, _ *RepoParam) (*Result[[]api.Lease], error) {
-	return result(s.Leases(ctx))
 }

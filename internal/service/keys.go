@@ -97,7 +97,7 @@ func (s *Service) AddKey(ctx context.Context, in AddKeyInput) (*api.Key, error) 
 }
 
 // Keys lists the default repository's keys.
-func (s *Service) Keys(ctx context.Context) ([]api.Key, error) {
+func (s *Service) Keys(ctx context.Context, _ *api.RepoParam) ([]api.Key, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Key, error) {
 		keys, err := r.Keys(ctx)
 		if err != nil {
@@ -129,7 +129,7 @@ func (s *Service) RemoveKey(ctx context.Context, id string) (*api.KeyRemoval, er
 }
 
 // Leases lists who works on the default repository.
-func (s *Service) Leases(ctx context.Context) ([]api.Lease, error) {
+func (s *Service) Leases(ctx context.Context, _ *api.RepoParam) ([]api.Lease, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Lease, error) {
 		leases, err := r.Leases(ctx)
 		if err != nil {

@@ -140,7 +140,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if _, err := s.Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GC(ctx, service.GCInput{}); err != nil {
+	if _, err := s.GC(ctx, &api.GCInput{}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -182,7 +182,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if n, sum := value(t, fams, "coffer_restore_bytes", map[string]string{"kind": "restore"}); n != 1 || int64(sum) != restored[0].SizeBytes {
 		t.Errorf("restore bytes: %v observations summing to %v, want 1 of %d", n, sum, restored[0].SizeBytes)
 	}
-	st, err := s.Stats(ctx)
+	st, err := s.Stats(ctx, &api.RepoParam{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func listPoints(ctx context.Context, c catalog.Catalog, f catalog.BackupPointFil
 // RebuildCatalog replaces the catalog's backup points of the default
 // repository with one per manifest, in one transaction. Damaged manifests
 // are skipped and listed: the document comes back with an integrity error.
-func (s *Service) RebuildCatalog(ctx context.Context) (*api.CatalogRebuild, error) {
+func (s *Service) RebuildCatalog(ctx context.Context, _ *api.RepoParam) (*api.CatalogRebuild, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.CatalogRebuild, error) {
 		c, err := s.openCatalog(ctx)
 		if err != nil {
@@ -211,16 +211,10 @@ func (s *Service) recordPoint(ctx context.Context, r *repo.Repository, snap *rep
 	})
 }
 
-// ProtectInput names points to protect from forget and retention, or to
-// release (Remove).
-type ProtectInput struct {
-	Points []string
-	Remove bool
-}
-
 // Protect protects backup points from forget and retention (or removes
 // the protection), in the repository and in the catalog.
-func (s *Service) Protect(ctx context.Context, in ProtectInput) ([]api.ProtectResult, error) {
+func (s *Service) Protect(ctx context.Context, call *api.ProtectInput) ([]api.ProtectResult, error) {
+	in := call.Body
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.ProtectResult, error) {
 		out := []api.ProtectResult{}
 		for _, ref := range in.Points {

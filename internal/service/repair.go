@@ -66,7 +66,7 @@ func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport
 // Undelete makes locked objects of the default repository that deletes or
 // unlocked versions hide current again (versioned storage with object
 // lock). It needs no password.
-func (s *Service) Undelete(ctx context.Context) (*api.UndeleteReport, error) {
+func (s *Service) Undelete(ctx context.Context, _ *api.RepoParam) (*api.UndeleteReport, error) {
 	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), "undelete"), func(ctx context.Context, _ Task) (*api.UndeleteReport, error) {
 		st, err := s.OpenStore(ctx, s.cfg.Repository.Location)
 		if err != nil {

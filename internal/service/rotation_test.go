@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -69,7 +70,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := s.Stats(ctx)
+	st, err := s.Stats(ctx, &api.RepoParam{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/retention"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -85,7 +84,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if got := ts.catalogIDs(); len(got) != 3 {
 		t.Fatalf("catalog after three backups: %v", got)
 	}
-	res, err := ts.Protect(ctx, ProtectInput{Points: []string{first.ShortID}})
+	res, err := ts.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}}})
 	if err != nil || len(res) != 1 || !res[0].Protected || res[0].CatalogWarning != "" {
 		t.Fatalf("protect: %+v %v", res, err)
 	}
@@ -97,7 +96,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	}
 	// keep-last 1 keeps the third; the first is protected; the second goes,
 	// from the repository and from the catalog.
-	doc, err := ts.Forget(ctx, ForgetInput{Keep: retention.Policy{Last: 1}})
+	doc, err := ts.Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}})
 	if err != nil || doc.CatalogWarning != "" || len(doc.Sources) != 1 || len(doc.Sources[0].Remove) != 1 || doc.Sources[0].Remove[0].PointID != second.ID {
 		t.Fatalf("forget: %+v %v", doc, err)
 	}
@@ -110,7 +109,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 		t.Fatalf("repository after forget: %d points, %v", len(repoPoints), err)
 	}
 	// Releasing the protection reaches the catalog too.
-	if _, err := ts.Protect(ctx, ProtectInput{Points: []string{first.ShortID}, Remove: true}); err != nil {
+	if _, err := ts.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}, Remove: true}}); err != nil {
 		t.Fatal(err)
 	}
 	points, _ = ts.CatalogPoints(ctx, CatalogPointsInput{})
@@ -173,10 +172,10 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 		restored <- err
 	}()
 	<-g.reached
-	if _, err := ts.Forget(ctx, ForgetInput{Keep: retention.Policy{Last: 1}}); err != nil {
+	if _, err := ts.Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ts.GC(ctx, GCInput{})
+	rep, err := ts.GC(ctx, &api.GCInput{})
 	if err != nil || !rep.Deferred || rep.PacksPlanned == 0 || rep.PacksDeleted != 0 {
 		t.Fatalf("gc during the restore: %+v %v", rep, err)
 	}
@@ -189,7 +188,7 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 		t.Fatal("the restored disk differs from the forgotten point")
 	}
 	// Once the restore has ended, the deletion goes ahead.
-	rep, err = ts.GC(ctx, GCInput{})
+	rep, err = ts.GC(ctx, &api.GCInput{})
 	if err != nil || rep.Deferred || rep.PacksDeleted == 0 {
 		t.Fatalf("gc after the restore: %+v %v", rep, err)
 	}
