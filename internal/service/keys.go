@@ -75,19 +75,14 @@ func repositoryDoc(c repo.Config, p store.Properties) *api.Repository {
 		CompressionLevel: c.CompressionLevel, ConditionalWrites: c.ConditionalWrites, ObjectLock: p.Retention}
 }
 
-// AddKeyInput is a new password and a note about who holds it.
-type AddKeyInput struct {
-	Password []byte
-	Label    string
-}
-
 // AddKey lets a second password open the default repository.
-func (s *Service) AddKey(ctx context.Context, in AddKeyInput) (*api.Key, error) {
-	if len(in.Password) == 0 {
+func (s *Service) AddKey(ctx context.Context, call *api.AddKeyInput) (*api.Key, error) {
+	in := call.Body
+	if in.Password == "" {
 		return nil, invalidf("the new password is empty")
 	}
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.Key, error) {
-		kf, err := r.AddKey(ctx, in.Password, in.Label)
+		kf, err := r.AddKey(ctx, []byte(in.Password), in.Label)
 		if err != nil {
 			return nil, err
 		}
@@ -118,9 +113,9 @@ func keyDoc(k *repo.KeyFile, current string) api.Key {
 // RemoveKey revokes a key (by ID or unique prefix). The last key cannot be
 // removed, nor a key that opens points under object lock while they are
 // locked.
-func (s *Service) RemoveKey(ctx context.Context, id string) (*api.KeyRemoval, error) {
+func (s *Service) RemoveKey(ctx context.Context, call *api.RemoveKeyInput) (*api.KeyRemoval, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.KeyRemoval, error) {
-		removed, err := r.RemoveKey(ctx, id)
+		removed, err := r.RemoveKey(ctx, call.Key)
 		if err != nil {
 			return nil, err
 		}

@@ -35,22 +35,16 @@ func metadataRepair(fn func(*repo.Repository, context.Context, bool) ([]string, 
 	}
 }
 
-// RepairInput names a repair (one of Repairs).
-type RepairInput struct {
-	What   string
-	DryRun bool
-}
-
 // Repair mends what verify found in the default repository, keeping
 // everything still readable; with DryRun it only plans.
-func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport, error) {
+func (s *Service) Repair(ctx context.Context, in *api.RepairInput) (*api.RepairReport, error) {
 	fn, ok := repairs[in.What]
 	if !ok {
 		return nil, invalidf("no repair %q (config, keys, index, packs, snapshots, undelete)", in.What)
 	}
 	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), in.What), func(ctx context.Context, _ Task) (*api.RepairReport, error) {
 		return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.RepairReport, error) {
-			rep, err := fn(ctx, r, repair.Options{DryRun: in.DryRun})
+			rep, err := fn(ctx, r, repair.Options{DryRun: in.Body.DryRun})
 			if err != nil {
 				return nil, err
 			}

@@ -329,11 +329,11 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 		}
 		err = errors.Join(errs...)
 	case "copy":
-		in := CopyInput{FromRepository: j.Repository, ToRepository: j.To}
+		var sel api.CopyRequest
 		if j.ImmutableFor > 0 {
-			in.LockedUntil = policy.LockEnd(time.Now(), j.ImmutableFor)
+			sel.LockedUntil = policy.LockEnd(time.Now(), j.ImmutableFor)
 		}
-		_, err = s.Copy(ctx, in)
+		_, err = s.CopyWith(ctx, sel, CopyOptions{FromRepository: j.Repository, ToRepository: j.To})
 	case "verify-boot":
 		err = s.verifyPolicyBoots(ctx, j, r.Slot)
 	default:
