@@ -23,71 +23,28 @@ import (
 // only when their type is exported.)
 type RepoParam = api.RepoParam
 
-type initIn struct {
-	RepoParam
-	Body api.InitRequest
-}
-
-func epInit(ctx context.Context, s *Service, in *initIn) (*Result[*api.Repository], error) {
-	if in.Body.NoEncryption {
-		return result(s.Init(ctx, InitInput{NoEncryption: true, ChunkSizeBytes: in.Body.ChunkSizeBytes,
-			PackSizeBytes: in.Body.PackSizeBytes, CompressionLevel: in.Body.CompressionLevel, KeyLabel: in.Body.KeyLabel}))
-	}
-	pw, err := password(s.cfg.Repository.Password)
-	if err != nil {
-		return nil, err
-	}
-	return result(s.Init(ctx, InitInput{Password: pw, ChunkSizeBytes: in.Body.ChunkSizeBytes,
-		PackSizeBytes: in.Body.PackSizeBytes, CompressionLevel: in.Body.CompressionLevel, KeyLabel: in.Body.KeyLabel}))
-}
-
-type pointsIn struct {
-	RepoParam
-	VM    string `query:"vm" maxLength:"255" doc:"only the points of this source name"`
-	Point string `query:"point" maxLength:"64" doc:"only this point: its ID, a unique ID prefix, or latest (reads one manifest, not all)"`
-}
-
-// epPoints lists a repository's points the caller may see: all of them
-// with Repo.Audit on the repository, else those of the VMs it holds it on.
-func epPoints(ctx context.Context, s *Service, in *pointsIn) (*Result[[]api.BackupPoint], error) {
-	points, _, err := s.Points(ctx, PointsInput{VM: in.VM, Point: in.Point})
-	if err != nil {
-		return nil, err
-	}
-	return result(visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
-		return auth.PointPaths(s.boundRepo, p.Connection, p.VM)
-	}), nil)
-}
-
-type catalogPointsIn struct {
-	VM         string `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
-	Repository string `query:"repository" maxLength:"255" doc:"a repository's ID, or its name in the server's configuration"`
-	Limit      int    `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
-	After      string `query:"after" maxLength:"200" doc:"the Coffer-Next header of the previous page: this page continues after it"`
-}
-
 // pointsPage is the size of a page of the catalog's points unless the
 // request says.
 const pointsPage = 100
 
-// epCatalogPoints lists a page of the catalog's points the caller may
-// see (a catalog holds 100,000s); Coffer-Next names the page's last
-// point, where the next page starts.
-func epCatalogPoints(ctx context.Context, s *Service, in *catalogPointsIn) (*Page[api.BackupPoint], error) {
+// CatalogPoints lists a page of the catalog's points the caller may see
+// (a catalog holds 100,000s), and the cursor of the next page: the
+// page's last point, where the next page starts (Coffer-Next).
+func (s *Service) CatalogPoints(ctx context.Context, in *api.ListCatalogPointsInput) ([]api.BackupPoint, string, error) {
 	after, err := parsePointCursor(in.After)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	limit := cmp.Or(in.Limit, pointsPage)
 	repoID, err := s.repositoryID(ctx, in.Repository)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	points, err := s.CatalogPoints(ctx, CatalogPointsInput{VM: in.VM, Repository: repoID, Limit: limit, After: after})
+	points, err := s.catalogPoints(ctx, catalogPointsQuery{VM: in.VM, Repository: repoID, Limit: limit, After: after})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	page := &Page[api.BackupPoint]{Body: visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
+	page := visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
 		name := s.RepositoryName(p.Repository)
 		if name == "" {
 			// A repository this server has not opened yet: only rights on
@@ -95,12 +52,13 @@ func epCatalogPoints(ctx context.Context, s *Service, in *catalogPointsIn) (*Pag
 			name = p.Repository
 		}
 		return auth.PointPaths(name, p.Connection, p.VM)
-	})}
+	})
+	next := ""
 	if len(points) == limit {
 		last := points[len(points)-1]
-		page.Next = fmt.Sprintf("%d.%s.%s", last.Time.UnixMicro(), last.Repository, last.ID)
+		next = fmt.Sprintf("%d.%s.%s", last.Time.UnixMicro(), last.Repository, last.ID)
 	}
-	return page, nil
+	return page, next, nil
 }
 
 // parsePointCursor reads a Coffer-Next of the points listing: the time

@@ -11,31 +11,44 @@ import (
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
-// InitInput describes a new repository.
-type InitInput struct {
-	// Password protects the master key; NoEncryption stores data in the
-	// clear (integrity is still checked).
-	Password     []byte
-	NoEncryption bool
-	// ChunkSizeBytes 0 is the default (or, with CopyKeysFrom, the other
-	// repository's chunk size, so that copies deduplicate).
-	ChunkSizeBytes   int
-	PackSizeBytes    int
-	CompressionLevel int
-	KeyLabel         string
+// Init creates the default repository (the server binds the repository
+// the request names), its master key protected by the repository's
+// password unless the request stores data in the clear.
+func (s *Service) Init(ctx context.Context, call *api.InitRepositoryInput) (*api.Repository, error) {
+	var o InitOptions
+	if !call.Body.NoEncryption {
+		pw, err := password(s.cfg.Repository.Password)
+		if err != nil {
+			return nil, err
+		}
+		o.Password = pw
+	}
+	return s.InitWith(ctx, call, o)
+}
+
+// InitOptions are what only an init in this process says, apart from the
+// request: the password the command line asked for (twice on a terminal)
+// and a repository whose master key the new one reuses.
+type InitOptions struct {
+	// Password protects the master key (unless the request's
+	// NoEncryption).
+	Password []byte
 	// CopyKeysFrom is a repository whose master key the new one reuses
 	// (opened with the other password), so copies between them need no
-	// re-encryption.
+	// re-encryption; a ChunkSizeBytes of 0 is then its chunk size, so
+	// that copies deduplicate.
 	CopyKeysFrom string
 }
 
-// Init creates the default repository.
-func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, error) {
+// InitWith creates the default repository with the password and key
+// source of o.
+func (s *Service) InitWith(ctx context.Context, call *api.InitRepositoryInput, o InitOptions) (*api.Repository, error) {
+	in := call.Body
 	location := s.cfg.Repository.Location
 	if location == "" {
 		return nil, invalidf("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
 	}
-	if !in.NoEncryption && len(in.Password) == 0 {
+	if !in.NoEncryption && len(o.Password) == 0 {
 		return nil, invalidf("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
 	}
 	if !IsURL(location) {
@@ -48,21 +61,21 @@ func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, erro
 		return nil, err
 	}
 	defer st.Close()
-	o := repo.InitOptions{Password: in.Password, NoEncryption: in.NoEncryption, ChunkSize: in.ChunkSizeBytes,
+	ro := repo.InitOptions{Password: o.Password, NoEncryption: in.NoEncryption, ChunkSize: in.ChunkSizeBytes,
 		PackSize: in.PackSizeBytes, CompressionLevel: in.CompressionLevel, KeyLabel: in.KeyLabel}
-	if in.CopyKeysFrom != "" {
-		other, release, err := s.open(ctx, otherRepoAt(in.CopyKeysFrom), noLease)
+	if o.CopyKeysFrom != "" {
+		other, release, err := s.open(ctx, otherRepoAt(o.CopyKeysFrom), noLease)
 		if err != nil {
 			return nil, fmt.Errorf("--copy-keys-from: %w", err)
 		}
 		defer release()
 		m := other.Key().Master()
-		o.Master = &m
-		if o.ChunkSize == 0 {
-			o.ChunkSize = other.Config().ChunkSize // same spans, so copies deduplicate
+		ro.Master = &m
+		if ro.ChunkSize == 0 {
+			ro.ChunkSize = other.Config().ChunkSize // same spans, so copies deduplicate
 		}
 	}
-	cfg, err := repo.Init(ctx, st, o)
+	cfg, err := repo.Init(ctx, st, ro)
 	if err != nil {
 		return nil, err
 	}

@@ -113,11 +113,11 @@ const (
 var Operations = append([]Operation{
 	// The repository and its backup points.
 	{ID: "init-repository", Method: "Init", Summary: "create a repository", HTTP: post, Path: "/repositories/{repo}/init",
-		Requires: req(auth.RepoModify, onRepo), Endpoint: Endpoint[initIn, Result[*api.Repository]](epInit)},
+		Requires: req(auth.RepoModify, onRepo), Endpoint: Returns((*Service).Init)},
 	{ID: "list-points", Method: "Points", Summary: "list the backup points of a repository, from the repository", HTTP: get,
-		Path: "/repositories/{repo}/points", Requires: listing(auth.RepoAudit, onRepo), Endpoint: Endpoint[pointsIn, Result[[]api.BackupPoint]](epPoints)},
+		Path: "/repositories/{repo}/points", Requires: listing(auth.RepoAudit, onRepo), Endpoint: Returns((*Service).Points)},
 	{ID: "list-catalog-points", Method: "CatalogPoints", Summary: "list backup points from the catalog", HTTP: get, Path: "/points",
-		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: Endpoint[catalogPointsIn, Page[api.BackupPoint]](epCatalogPoints)},
+		Requires: listing(auth.RepoAudit, auth.RepositoriesPath), Endpoint: ReturnsPage((*Service).CatalogPoints)},
 	{ID: "rebuild-catalog", Method: "RebuildCatalog", Summary: "recreate the catalog's backup points from a repository", HTTP: post,
 		Path: "/repositories/{repo}/catalog/rebuild", Requires: req(auth.RepoModify, onRepo),
 		Endpoint: Returns((*Service).RebuildCatalog)},

@@ -29,7 +29,7 @@ func newTestService(t *testing.T, wrap func(store.Store) store.Store) *testServi
 	pw := func() ([]byte, error) { return []byte("correct horse"), nil }
 	s := New(Config{Repository: Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), WrapStore: wrap})
-	if _, err := s.Init(context.Background(), InitInput{Password: []byte("correct horse")}); err != nil {
+	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
 	return &testService{Service: s, t: t, dir: dir}
@@ -61,7 +61,7 @@ func (ts *testService) backup(name, path string) *api.BackupPoint {
 
 func (ts *testService) catalogIDs() []string {
 	ts.t.Helper()
-	points, err := ts.CatalogPoints(context.Background(), CatalogPointsInput{})
+	points, err := ts.catalogPoints(context.Background(), catalogPointsQuery{})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if err != nil || len(res) != 1 || !res[0].Protected || res[0].CatalogWarning != "" {
 		t.Fatalf("protect: %+v %v", res, err)
 	}
-	points, _ := ts.CatalogPoints(ctx, CatalogPointsInput{})
+	points, _ := ts.catalogPoints(ctx, catalogPointsQuery{})
 	for _, p := range points {
 		if p.Protected != (p.ID == first.ID) {
 			t.Fatalf("catalog says %s protected=%v", p.ShortID, p.Protected)
@@ -104,7 +104,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if want := third.ShortID + "," + first.ShortID; got != want {
 		t.Fatalf("catalog after forget lists %s, want %s", got, want)
 	}
-	repoPoints, _, err := ts.Points(ctx, PointsInput{})
+	repoPoints, _, err := ts.RepositoryPoints(ctx, &api.ListPointsInput{})
 	if err != nil || len(repoPoints) != 2 {
 		t.Fatalf("repository after forget: %d points, %v", len(repoPoints), err)
 	}
@@ -112,7 +112,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if _, err := ts.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}, Remove: true}}); err != nil {
 		t.Fatal(err)
 	}
-	points, _ = ts.CatalogPoints(ctx, CatalogPointsInput{})
+	points, _ = ts.catalogPoints(ctx, catalogPointsQuery{})
 	for _, p := range points {
 		if p.Protected {
 			t.Fatalf("catalog still says %s is protected", p.ShortID)
