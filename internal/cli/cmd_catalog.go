@@ -1,15 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"net/url"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdCatalog() *cobra.Command {
@@ -52,7 +51,7 @@ error}]}.`,
 			"0; 5 when damaged manifests were skipped (the others are recorded)."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := call(a, func(s *service.Service) (*api.CatalogRebuild, error) { return s.RebuildCatalog(cmd.Context()) })
+			res, err := runOp[*api.CatalogRebuild](cmd.Context(), a, "rebuild-catalog", &api.RepoParam{})
 			if res == nil {
 				return err
 			}
@@ -67,7 +66,8 @@ error}]}.`,
 }
 
 func (a *app) cmdCatalogPoints() *cobra.Command {
-	var in service.CatalogPointsInput
+	var in api.ListCatalogPointsInput
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "points",
 		Short: "list the backup points recorded in the catalog, newest first",
@@ -83,19 +83,7 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 			"0; 1 when the catalog cannot be opened."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			for k, v := range map[string]string{"vm": in.VM, "repository": in.Repository} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
-			var points []api.BackupPoint
-			var err error
-			if a.remote != nil {
-				points, err = remotePages[api.BackupPoint](cmd.Context(), a, "list-catalog-points", q, in.Limit)
-			} else {
-				points, err = call(a, func(s *service.Service) ([]api.BackupPoint, error) { return s.CatalogPoints(cmd.Context(), in) })
-			}
+			points, err := a.catalogPoints(cmd.Context(), in, limit)
 			if err != nil {
 				return err
 			}
@@ -118,8 +106,29 @@ coffer catalog points --vm web-1 --limit 5 --json`,
 	}
 	cmd.Flags().StringVar(&in.VM, "vm", "", "only points of this VM (name or ID)")
 	cmd.Flags().StringVar(&in.Repository, "repository-id", "", "only points of this repository (its ID)")
-	cmd.Flags().IntVar(&in.Limit, "limit", 0, "at most this many points (0: all)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many points (0: all)")
 	return remoteToo(op(cmd, "list-catalog-points"))
+}
+
+// catalogPoints reads the catalog's points a page at a time, up to limit
+// (0: all).
+func (a *app) catalogPoints(ctx context.Context, in api.ListCatalogPointsInput, limit int) ([]api.BackupPoint, error) {
+	out := []api.BackupPoint{}
+	for {
+		in.Limit = maxPage
+		if limit > 0 {
+			in.Limit = min(maxPage, limit-len(out))
+		}
+		page, next, err := runPage[[]api.BackupPoint](ctx, a, "list-catalog-points", &in)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if next == "" || (limit > 0 && len(out) >= limit) {
+			return out, nil
+		}
+		in.After = next
+	}
 }
 
 func short(s string) string {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -8,7 +10,8 @@ import (
 )
 
 func (a *app) cmdCopy() *cobra.Command {
-	var in service.CopyInput
+	var sel api.CopyRequest
+	var o service.CopyOptions
 	var immutable string
 	cmd := &cobra.Command{
 		Use:   "copy --to REPO [SNAPSHOT...]",
@@ -36,7 +39,11 @@ A copied point keeps the object lock it has in the source. With
 --immutable-for, every point copied by this run is locked in the target for
 that long (or as long as in the source, if longer): its manifest, disk maps
 and every pack it needs, and the target's config and keys with them. The
-target must have retention (an S3 bucket with Object Lock).`,
+target must have retention (an S3 bucket with Object Lock).
+
+Through a server (--server), --from and --to name repositories of the
+server's configuration (--from defaults to its repository), each opened
+with its own password there.`,
 			`"copied N backup point(s) (M already there): ..." and whether chunks were
 re-encrypted. --json: {copied, already_present, chunks_read,
 chunks_written, written_bytes, re_encrypted, offload: {method,
@@ -46,12 +53,12 @@ coffer copy --to /mnt/usb/coffer --name web --latest
 coffer copy --to s3://vault/site-a --immutable-for 30d`,
 			"0; 2 for --immutable-for on a target that cannot lock; 3 for a wrong target password."),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.Points = args
+			sel.Points = append([]string{}, args...)
 			var err error
-			if in.LockedUntil, err = retainUntil(immutable); err != nil {
+			if sel.LockedUntil, err = retainUntil(immutable); err != nil {
 				return err
 			}
-			res, err := call(a, func(s *service.Service) (*api.CopyResult, error) { return s.Copy(cmd.Context(), in) })
+			res, err := a.copy(cmd.Context(), sel, o)
 			if err != nil {
 				return err
 			}
@@ -69,11 +76,28 @@ coffer copy --to s3://vault/site-a --immutable-for 30d`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&in.From, "from", "", "source repository (default: --repo)")
-	f.StringVar(&in.To, "to", "", "target repository")
-	f.StringVar(&in.VM, "name", "", "only points of this source name")
-	f.BoolVar(&in.Latest, "latest", false, "only the newest point of each source")
-	f.BoolVar(&in.NoOffload, "no-offload", false, "copy every chunk through coffer, even where the storage could copy whole packs")
+	f.StringVar(&o.From, "from", "", "source repository (default: --repo)")
+	f.StringVar(&o.To, "to", "", "target repository")
+	f.StringVar(&sel.VM, "name", "", "only points of this source name")
+	f.BoolVar(&sel.Latest, "latest", false, "only the newest point of each source")
+	f.BoolVar(&o.NoOffload, "no-offload", false, "copy every chunk through coffer, even where the storage could copy whole packs")
 	f.StringVar(&immutable, "immutable-for", "", "lock the copied points in the target for this long (e.g. 30d; needs S3 Object Lock)")
-	return op(cmd, "copy")
+	return remoteToo(op(cmd, "copy"))
+}
+
+// copy copies here between the repositories --from and --to locate, or
+// through the server between two repositories of its configuration that
+// --from and --to name: the operation names repositories, not locations,
+// and the server's storage decides how it copies (no --no-offload).
+func (a *app) copy(ctx context.Context, sel api.CopyRequest, o service.CopyOptions) (*api.CopyResult, error) {
+	if a.remote == nil {
+		return call(a, func(s *service.Service) (*api.CopyResult, error) { return s.CopyWith(ctx, sel, o) })
+	}
+	if o.NoOffload {
+		return nil, usagef("--no-offload works on this host only: through a server, the server's storage decides how it copies")
+	}
+	if o.To == "" {
+		return nil, usagef("--to is required")
+	}
+	return runOp[*api.CopyResult](ctx, a, "copy", &api.CopyInput{RepoParam: api.RepoParam{Repo: o.From}, To: o.To, Body: sel})
 }

@@ -37,7 +37,8 @@ coffer init --repo s3://backups/site-a --chunk-size 4MiB`,
 			"0; 2 when a repository exists there already, or without a password."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in := service.InitInput{NoEncryption: o.noEncryption, CompressionLevel: o.level, KeyLabel: o.label, CopyKeysFrom: o.keysFrom}
+			in := api.InitRepositoryInput{Body: api.InitRequest{NoEncryption: o.noEncryption, CompressionLevel: o.level, KeyLabel: o.label}}
+			local := service.InitOptions{CopyKeysFrom: o.keysFrom}
 			cs, err := parseSize(o.chunkSize)
 			if err != nil {
 				return api.WithClass(api.Invalid, err)
@@ -46,19 +47,23 @@ coffer init --repo s3://backups/site-a --chunk-size 4MiB`,
 			if err != nil {
 				return api.WithClass(api.Invalid, err)
 			}
-			in.PackSizeBytes = int(ps)
+			in.Body.PackSizeBytes = int(ps)
 			if cmd.Flags().Changed("chunk-size") || o.keysFrom == "" {
-				in.ChunkSizeBytes = int(cs) // else the other repository's, so copies deduplicate
+				in.Body.ChunkSizeBytes = int(cs) // else the other repository's, so copies deduplicate
 			}
 			if a.res.String("repository") == "" {
 				return usagef("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
 			}
 			if !o.noEncryption {
-				if in.Password, err = a.password(true); err != nil {
+				if local.Password, err = a.password(true); err != nil {
 					return err
 				}
 			}
-			cfg, err := call(a, func(s *service.Service) (*api.Repository, error) { return s.Init(cmd.Context(), in) })
+			// init creates the repository at --repo, on this host (the
+			// API's init creates a repository of the server's
+			// configuration): the password asked for twice and the key
+			// source are options of this process.
+			cfg, err := call(a, func(s *service.Service) (*api.Repository, error) { return s.InitWith(cmd.Context(), &in, local) })
 			if err != nil {
 				return err
 			}

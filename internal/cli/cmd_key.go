@@ -9,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdKey() *cobra.Command {
@@ -43,12 +41,15 @@ echo "$NEW_PASSWORD" | coffer key add --label backup-operator`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The current password first: a prompt for it comes before
-			// the one for the new password.
-			if _, err := a.service(); err != nil {
-				return err
-			}
-			if _, err := a.pw.password(); err != nil {
-				return err
+			// the one for the new password (a server opens the
+			// repository with its own).
+			if a.remote == nil {
+				if _, err := a.service(); err != nil {
+					return err
+				}
+				if _, err := a.pw.password(); err != nil {
+					return err
+				}
 			}
 			var pw string
 			switch {
@@ -72,9 +73,7 @@ echo "$NEW_PASSWORD" | coffer key add --label backup-operator`,
 					}
 				}
 			}
-			k, err := call(a, func(s *service.Service) (*api.Key, error) {
-				return s.AddKey(cmd.Context(), service.AddKeyInput{Password: []byte(pw), Label: label})
-			})
+			k, err := runOp[*api.Key](cmd.Context(), a, "add-key", &api.AddKeyInput{Body: api.AddKeyRequest{Password: pw, Label: label}})
 			if err != nil {
 				return err
 			}
@@ -96,8 +95,7 @@ coffer key list --json | jq -r '.[] | select(.current | not) | .id'`,
 			"0; 3 for a wrong password."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keys, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-keys"},
-				func(s *service.Service) ([]api.Key, error) { return s.Keys(cmd.Context()) })
+			keys, err := runOp[[]api.Key](cmd.Context(), a, "list-keys", &api.RepoParam{})
 			if err != nil {
 				return err
 			}
@@ -127,14 +125,14 @@ until when).`,
 			"0; 7 for an unknown key; 2 (refused) for the last key or a key locked points need."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := call(a, func(s *service.Service) (*api.KeyRemoval, error) { return s.RemoveKey(cmd.Context(), args[0]) })
+			res, err := runOp[*api.KeyRemoval](cmd.Context(), a, "remove-key", &api.RemoveKeyInput{Key: args[0]})
 			if err != nil {
 				return err
 			}
 			return a.emit(res, nil, func() { a.printf("removed key %s\n", short(res.Removed)) })
 		},
 	}
-	cmd.AddCommand(op(add, "add-key"), remoteToo(op(list, "list-keys")), op(remove, "remove-key"))
+	cmd.AddCommand(remoteToo(op(add, "add-key")), remoteToo(op(list, "list-keys")), remoteToo(op(remove, "remove-key")))
 	return cmd
 }
 

@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdLocks() *cobra.Command {
@@ -30,8 +28,7 @@ coffer locks --json | jq '.[] | select(.kind == "gc")'`,
 			"0; 7 without a repository."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			leases, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-leases"},
-				func(s *service.Service) ([]api.Lease, error) { return s.Leases(cmd.Context()) })
+			leases, err := runOp[[]api.Lease](cmd.Context(), a, "list-leases", &api.RepoParam{})
 			if err != nil {
 				return err
 			}

@@ -10,8 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdVerify() *cobra.Command {
@@ -143,7 +141,7 @@ func (a *app) printVerify(rep *api.VerifyReport, read bool) {
 }
 
 func (a *app) cmdForget() *cobra.Command {
-	var in service.ForgetInput
+	var in api.ForgetInput
 	var within string
 	var tags []string
 	cmd := &cobra.Command{
@@ -172,18 +170,13 @@ coffer forget --keep-last 3 --name web-1`,
 				if err != nil {
 					return usagef("--keep-within: %v", err)
 				}
-				in.Keep.Within = d
+				in.Body.Keep.WithinSeconds = d.Seconds()
 			}
 			var err error
-			if in.Tags, err = parseTags(tags); err != nil {
+			if in.Body.Tags, err = parseTags(tags); err != nil {
 				return err
 			}
-			k := in.Keep
-			body := api.ForgetRequest{Keep: api.KeepRules{Last: k.Last, Hourly: k.Hourly, Daily: k.Daily, Weekly: k.Weekly,
-				Monthly: k.Monthly, Yearly: k.Yearly, WithinSeconds: k.Within.Seconds()}, VM: in.VM, Tags: in.Tags, DryRun: in.DryRun,
-				ForgetBootVerified: in.ForgetBootVerified}
-			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "forget", Body: body},
-				func(s *service.Service) (*api.ForgetResult, error) { return s.Forget(cmd.Context(), in) })
+			res, err := runOp[*api.ForgetResult](cmd.Context(), a, "forget", &in)
 			if res == nil {
 				return err
 			}
@@ -196,17 +189,18 @@ coffer forget --keep-last 3 --name web-1`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&in.Keep.Last, "keep-last", 0, "keep the newest N points")
-	f.IntVar(&in.Keep.Hourly, "keep-hourly", 0, "keep one point for each of the last N hours")
-	f.IntVar(&in.Keep.Daily, "keep-daily", 0, "keep one point for each of the last N days")
-	f.IntVar(&in.Keep.Weekly, "keep-weekly", 0, "keep one point for each of the last N weeks")
-	f.IntVar(&in.Keep.Monthly, "keep-monthly", 0, "keep one point for each of the last N months")
-	f.IntVar(&in.Keep.Yearly, "keep-yearly", 0, "keep one point for each of the last N years")
+	keep := &in.Body.Keep
+	f.IntVar(&keep.Last, "keep-last", 0, "keep the newest N points")
+	f.IntVar(&keep.Hourly, "keep-hourly", 0, "keep one point for each of the last N hours")
+	f.IntVar(&keep.Daily, "keep-daily", 0, "keep one point for each of the last N days")
+	f.IntVar(&keep.Weekly, "keep-weekly", 0, "keep one point for each of the last N weeks")
+	f.IntVar(&keep.Monthly, "keep-monthly", 0, "keep one point for each of the last N months")
+	f.IntVar(&keep.Yearly, "keep-yearly", 0, "keep one point for each of the last N years")
 	f.StringVar(&within, "keep-within", "", "keep points within this duration of the newest (e.g. 72h)")
-	f.StringVar(&in.VM, "name", "", "only sources with this name")
+	f.StringVar(&in.Body.VM, "name", "", "only sources with this name")
 	f.StringArrayVar(&tags, "tag", nil, "only points with this tag KEY=VALUE (repeatable)")
-	f.BoolVar(&in.DryRun, "dry-run", false, "only show what would be removed")
-	f.BoolVar(&in.ForgetBootVerified, "forget-boot-verified", false, "let the rules remove the newest point proven to boot too")
+	f.BoolVar(&in.Body.DryRun, "dry-run", false, "only show what would be removed")
+	f.BoolVar(&in.Body.ForgetBootVerified, "forget-boot-verified", false, "let the rules remove the newest point proven to boot too")
 	return remoteToo(op(cmd, "forget"))
 }
 
@@ -228,8 +222,9 @@ func (a *app) printForget(sources []api.ForgetSource, dry bool) {
 }
 
 func (a *app) cmdGC() *cobra.Command {
-	var in service.GCInput
+	var in api.GCInput
 	var budget string
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "reclaim space no backup point needs",
@@ -257,11 +252,10 @@ coffer gc --wait 30m`,
 				if err != nil {
 					return usagef("--memory: %v", err)
 				}
-				in.MemoryBytes = n
+				in.Body.MemoryBytes = n
 			}
-			body := api.GCRequest{DryRun: in.DryRun, MemoryBytes: in.MemoryBytes, WaitSeconds: in.Wait.Seconds(), RepackThreshold: in.RepackThreshold}
-			rep, err := callOp(cmd.Context(), a, apiclient.Request{Op: "gc", Body: body},
-				func(s *service.Service) (*api.GCReport, error) { return s.GC(cmd.Context(), in) })
+			in.Body.WaitSeconds = wait.Seconds()
+			rep, err := runOp[*api.GCReport](cmd.Context(), a, "gc", &in)
 			if err != nil {
 				return err
 			}
@@ -284,10 +278,10 @@ coffer gc --wait 30m`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&in.DryRun, "dry-run", false, "only report what would be freed")
+	f.BoolVar(&in.Body.DryRun, "dry-run", false, "only report what would be freed")
 	f.StringVar(&budget, "memory", "64MiB", "memory for sorting chunk IDs, index entries and packs (the rest spills to $TMPDIR)")
-	f.DurationVar(&in.Wait, "wait", 0, "wait up to this long for running sessions instead of deferring deletion")
-	f.Float64Var(&in.RepackThreshold, "repack-threshold", 0.3, "repack packs with at least this fraction of dead data")
+	f.DurationVar(&wait, "wait", 0, "wait up to this long for running sessions instead of deferring deletion")
+	f.Float64Var(&in.Body.RepackThreshold, "repack-threshold", 0.3, "repack packs with at least this fraction of dead data")
 	return remoteToo(op(cmd, "gc"))
 }
 
@@ -309,8 +303,7 @@ coffer stats --json | jq .total_ratio`,
 			"0; 7 without a repository."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := callOp(cmd.Context(), a, apiclient.Request{Op: "stats"},
-				func(s *service.Service) (*api.Stats, error) { return s.Stats(cmd.Context()) })
+			st, err := runOp[*api.Stats](cmd.Context(), a, "stats", &api.RepoParam{})
 			if err != nil {
 				return err
 			}

@@ -6,12 +6,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdProtect() *cobra.Command {
-	var in service.ProtectInput
+	var in api.ProtectInput
 	cmd := &cobra.Command{
 		Use:   "protect SNAPSHOT...",
 		Short: "protect backup points from forget (or --remove the protection)",
@@ -29,9 +27,8 @@ coffer protect latest --remove`,
 			"0; 7 for an unknown point."),
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.Points = args
-			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "protect", Body: api.ProtectRequest{Points: in.Points, Remove: in.Remove}},
-				func(s *service.Service) ([]api.ProtectResult, error) { return s.Protect(cmd.Context(), in) })
+			in.Body.Points = args
+			res, err := runOp[[]api.ProtectResult](cmd.Context(), a, "protect", &in)
 			if err != nil && len(res) == 0 {
 				return err
 			}
@@ -49,6 +46,6 @@ coffer protect latest --remove`,
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&in.Remove, "remove", false, "remove the protection")
+	cmd.Flags().BoolVar(&in.Body.Remove, "remove", false, "remove the protection")
 	return remoteToo(op(cmd, "protect"))
 }

@@ -4,7 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // repairOutput is what every repair prints.
@@ -15,7 +14,7 @@ disk, spans}]}.`
 
 // repairCommand builds one `coffer repair X` command.
 func (a *app) repairCommand(what, short, long string) *cobra.Command {
-	in := service.RepairInput{What: what}
+	in := api.RepairInput{What: what}
 	cmd := &cobra.Command{
 		Use:   what,
 		Short: short,
@@ -24,15 +23,15 @@ func (a *app) repairCommand(what, short, long string) *cobra.Command {
 			"0; 4 when another maintenance run holds the lease."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rep, err := call(a, func(s *service.Service) (*api.RepairReport, error) { return s.Repair(cmd.Context(), in) })
+			rep, err := runOp[*api.RepairReport](cmd.Context(), a, "repair", &in)
 			if err != nil {
 				return err
 			}
 			return a.emit(rep, nil, func() { a.printRepair(rep) })
 		},
 	}
-	cmd.Flags().BoolVar(&in.DryRun, "dry-run", false, "print the plan and change nothing")
-	return op(cmd, "repair")
+	cmd.Flags().BoolVar(&in.Body.DryRun, "dry-run", false, "print the plan and change nothing")
+	return remoteToo(op(cmd, "repair"))
 }
 
 func (a *app) printRepair(rep *api.RepairReport) {
@@ -112,7 +111,7 @@ maps that no readable manifest references (its manifest is unreadable or
 was deleted, or a forget was interrupted) become recovered points, one per
 disk, named recovered-...; forget them if they are not wanted. Unreadable
 manifests are moved aside to damaged/.`))
-	cmd.AddCommand(op(&cobra.Command{
+	cmd.AddCommand(remoteToo(op(&cobra.Command{
 		Use:   "undelete",
 		Short: "make locked objects hidden by deletes or rewrites current again (Object Lock buckets)",
 		Long: manual(`On a bucket with Object Lock a lock protects one version of an object:
@@ -137,7 +136,7 @@ coffer repair undelete --json | jq -r '.names[]'`,
 			"0; 2 for storage that keeps no versions; 3 without the permission to delete versions."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rep, err := call(a, func(s *service.Service) (*api.UndeleteReport, error) { return s.Undelete(cmd.Context()) })
+			rep, err := runOp[*api.UndeleteReport](cmd.Context(), a, "undelete", &api.RepoParam{})
 			if err != nil {
 				return err
 			}
@@ -148,6 +147,6 @@ coffer repair undelete --json | jq -r '.names[]'`,
 				}
 			})
 		},
-	}, "undelete"))
+	}, "undelete")))
 	return cmd
 }

@@ -109,21 +109,19 @@ func (a *app) printKeptStorage(cmd *cobra.Command, vm string) {
 	_ = tw.Flush()
 }
 
+// callPoints lists the repository's points: in this process with the
+// manifests it skipped, which the server's listing does not name.
 func callPoints(a *app, cmd *cobra.Command, name string) ([]api.BackupPoint, []api.SkippedPoint, error) {
+	in := api.ListPointsInput{VM: name}
 	if a.remote != nil {
-		var points []api.BackupPoint
-		q := url.Values{}
-		if name != "" {
-			q.Set("vm", name)
-		}
-		err := a.remote.Call(cmd.Context(), a.remoteRequest(apiclient.Request{Op: "list-points", Query: q}), &points)
+		points, err := runOp[[]api.BackupPoint](cmd.Context(), a, "list-points", &in)
 		return points, nil, err
 	}
 	svc, err := a.service()
 	if err != nil {
 		return nil, nil, err
 	}
-	return svc.Points(cmd.Context(), service.PointsInput{VM: name})
+	return svc.RepositoryPoints(cmd.Context(), &in)
 }
 
 func formatTags(t map[string]string) string {

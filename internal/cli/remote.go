@@ -41,7 +41,7 @@ func (a *app) setupRemote(cmd *cobra.Command) error {
 		return usagef("`%s` works on this host only and is not offered through a server: it reads or writes local "+
 			"files, devices or processes the server cannot reach for you. Run it on the server's host, or without --server "+
 			"(COFFER_SERVER). Through a server: backup vm --connection, snapshots, catalog points, jobs, job show, verify, forget, protect, gc, "+
-			"stats, key list, locks, restore, files, run, vms, policy, config, instant list/commit/discard, media (the libraries of "+
+			"stats, key list/add/remove, copy, repair, locks, restore, files, run, vms, policy, config, instant list/commit/discard, media (the libraries of "+
 			"the server's configuration), user, token, acl, audit",
 			cmd.CommandPath())
 	}

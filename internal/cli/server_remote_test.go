@@ -90,6 +90,23 @@ func TestRemoteCommandLine(t *testing.T) {
 	remote(0, "gc", "--dry-run")
 	remote(0, "stats")
 	remote(0, "key", "list")
+	// Repairs and keys through the server (issue 37): the server opens
+	// the repository with its own password.
+	if out := remote(0, "repair", "index", "--dry-run"); !strings.Contains(out, "dry run, nothing changed") {
+		t.Fatalf("remote repair: %s", out)
+	}
+	pwFile := filepath.Join(e.dir, "second.pw")
+	if err := os.WriteFile(pwFile, []byte("a second password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var key api.Key
+	if err := json.Unmarshal([]byte(remote(0, "key", "add", "--label", "remote", "--new-password-file", pwFile, "--json")), &key); err != nil ||
+		key.Label != "remote" || key.Current {
+		t.Fatalf("remote key add: %+v %v", key, err)
+	}
+	if out := remote(0, "key", "remove", key.ID); !strings.Contains(out, "removed key "+key.ID[:8]) {
+		t.Fatalf("remote key remove: %s", out)
+	}
 	var jobs []api.Job
 	if err := json.Unmarshal([]byte(remote(0, "jobs", "--json", "--user", "admin")), &jobs); err != nil {
 		t.Fatal(err)
@@ -124,6 +141,13 @@ func TestRemoteCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote(0, "config", "create", "repository", "-f", spec)
+	// A copy through the server names its repositories; --no-offload is
+	// this host's switch.
+	e.must("init", "--repo", filepath.Join(e.dir, "spare"))
+	if out := remote(0, "copy", "--to", "spare", "latest"); !strings.Contains(out, "copied 1 backup point(s)") {
+		t.Fatalf("remote copy: %s", out)
+	}
+	remote(ExitUsage, "copy", "--to", "spare", "--no-offload")
 	var obj api.ConfigObject
 	if err := json.Unmarshal([]byte(remote(0, "config", "get", "repository", "spare", "--json")), &obj); err != nil ||
 		obj.Source != "catalog" || obj.CreatedBy != "admin" {

@@ -179,7 +179,7 @@ func (e *env) seed(ctx context.Context, pw []byte) {
 	local := service.New(service.Config{Repository: service.Location{Location: filepath.Join(e.dir, "repo"),
 		Password: func() ([]byte, error) { return pw, nil }}, Catalog: e.catalog, StateDir: filepath.Join(e.dir, "state"),
 		Engine: mustEngine(t), Local: true, Logger: slog.New(slog.DiscardHandler)})
-	if _, err := local.Init(ctx, service.InitInput{Password: pw}); err != nil {
+	if _, err := local.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: pw}); err != nil {
 		t.Fatal(err)
 	}
 	run, err := local.RunPolicy(ctx, "nightly")
@@ -193,7 +193,7 @@ func (e *env) seed(ctx context.Context, pw []byte) {
 	if _, err := local.BackupDisk(ctx, service.BackupDiskInput{Paths: []string{img}, Name: "disk"}); err != nil {
 		t.Fatal(err)
 	}
-	if e.points, _, err = local.Points(ctx, service.PointsInput{}); err != nil || len(e.points) != 3 {
+	if e.points, _, err = local.RepositoryPoints(ctx, &api.ListPointsInput{}); err != nil || len(e.points) != 3 {
 		t.Fatalf("points: %d %v", len(e.points), err)
 	}
 	// The first administrator, as the first start makes it.

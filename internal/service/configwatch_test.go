@@ -86,7 +86,7 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 func TestConfigObjectsSurviveRestart(t *testing.T) {
 	e := newConfEnv(t, "")
 	s := e.service()
-	if _, err := s.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "connection", Spec: spec(t, labSpec)}); err != nil {
@@ -172,7 +172,7 @@ func TestWatchConfigSeesChanges(t *testing.T) {
 func TestPolicyPreviewOfADraft(t *testing.T) {
 	e := newConfEnv(t, "connections: ["+labSpec+"]\npolicies: [{name: nightly, connection: lab}]\n")
 	s := e.service()
-	if _, err := s.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -224,7 +224,7 @@ func TestSchedulesReloadChanges(t *testing.T) {
 	e := newConfEnv(t, "connections: ["+labSpec+"]\n")
 	e.poll = 20 * time.Millisecond
 	server, other := e.service(), e.service()
-	if _, err := server.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := server.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	run := runServer(t, server)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -23,7 +24,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 	e.poll = 20 * time.Millisecond
 	server, other := e.service(), e.service()
 	ctx := e.ctx
-	if _, err := server.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := server.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, obj := range []service.CreateConfigObjectInput{

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"strings"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -12,19 +11,31 @@ import (
 	"github.com/coffer-backup/coffer/internal/transfer"
 )
 
-// CopyInput says which points go from which repository to which.
-type CopyInput struct {
+// Copy copies backup points of the repository to another repository of
+// the configuration (call.To), opened with its own password.
+func (s *Service) Copy(ctx context.Context, call *api.CopyInput) (*api.CopyResult, error) {
+	st, err := s.latest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	target, err := s.namedLocation(st.Engine, call.To)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	c.cfg.OtherPassword = target.Password
+	return c.CopyWith(ctx, call.Body, CopyOptions{To: target.Location})
+}
+
+// CopyOptions name the repositories of a copy in ways the API does not:
+// by location (the command line's --from and --to, the target opened
+// with the other password) or by the names of maintenance copy jobs
+// (each opened with its own password file); and NoOffload, the command
+// line's switch of how this host copies.
+type CopyOptions struct {
 	// From is the source location ("": the default repository, opened
 	// with its password); To the target, opened with the other password.
 	From, To string
-	// Points copies only these (IDs, prefixes, "latest"); VM only the
-	// points of this source; Latest only the newest point of each source.
-	Points []string
-	VM     string
-	Latest bool
-	// LockedUntil locks every copied point in the target until then (or
-	// as long as in the source, if longer); zero keeps the source's lock.
-	LockedUntil time.Time
 	// FromRepository and ToRepository name repositories entries instead
 	// of locations (maintenance copy jobs), each opened with its own
 	// password file.
@@ -34,29 +45,32 @@ type CopyInput struct {
 	NoOffload bool
 }
 
-// Copy copies backup points to a second repository, local or S3: only
-// chunks the target lacks are written, points already there are skipped,
-// so the same call is the recurring offsite job and resumes an
-// interrupted one.
-func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, error) {
-	if in.To == "" && in.ToRepository == "" {
+// CopyWith copies the backup points sel selects (IDs, prefixes, "latest";
+// only those of a source; only the newest of each source) to a second
+// repository, local or S3: only chunks the target lacks are written,
+// points already there are skipped, so the same call is the recurring
+// offsite job and resumes an interrupted one. sel.LockedUntil locks every
+// copied point in the target until then (or as long as in the source, if
+// longer); zero keeps the source's lock.
+func (s *Service) CopyWith(ctx context.Context, sel api.CopyRequest, o CopyOptions) (*api.CopyResult, error) {
+	if o.To == "" && o.ToRepository == "" {
 		return nil, invalidf("--to is required")
 	}
-	spec := s.repoTask(task.KindCopy, cmp.Or(in.From, s.cfg.Repository.Location))
-	if in.FromRepository != "" {
-		spec = s.namedTask(task.KindCopy, in.FromRepository)
+	spec := s.repoTask(task.KindCopy, cmp.Or(o.From, s.cfg.Repository.Location))
+	if o.FromRepository != "" {
+		spec = s.namedTask(task.KindCopy, o.FromRepository)
 	}
-	return run(ctx, s, withDetail(spec, "to "+cmp.Or(in.ToRepository, in.To)), func(ctx context.Context, t Task) (*api.CopyResult, error) {
-		from, to := repoAt(in.From), otherRepoAt(in.To)
-		if in.FromRepository != "" {
-			from = namedRepo(in.FromRepository)
+	return run(ctx, s, withDetail(spec, "to "+cmp.Or(o.ToRepository, o.To)), func(ctx context.Context, t Task) (*api.CopyResult, error) {
+		from, to := repoAt(o.From), otherRepoAt(o.To)
+		if o.FromRepository != "" {
+			from = namedRepo(o.FromRepository)
 		}
-		if in.ToRepository != "" {
-			to = namedRepo(in.ToRepository)
+		if o.ToRepository != "" {
+			to = namedRepo(o.ToRepository)
 		}
 		return withRepo(ctx, s, from, noLease, func(src *repo.Repository) (*api.CopyResult, error) {
 			return withRepo(ctx, s, to, noLease, func(dst *repo.Repository) (*api.CopyResult, error) {
-				return s.copyBetween(ctx, t, src, dst, in)
+				return s.copyBetween(ctx, t, src, dst, sel, o.NoOffload)
 			})
 		})
 	})
@@ -64,7 +78,7 @@ func (s *Service) Copy(ctx context.Context, in CopyInput) (*api.CopyResult, erro
 
 // copyBetween copies the points in selects from src to dst (transfer
 // takes the copy lease on src).
-func (s *Service) copyBetween(ctx context.Context, t Task, src, dst *repo.Repository, in CopyInput) (*api.CopyResult, error) {
+func (s *Service) copyBetween(ctx context.Context, t Task, src, dst *repo.Repository, in api.CopyRequest, noOffload bool) (*api.CopyResult, error) {
 	if !in.LockedUntil.IsZero() && !dst.Store().Properties().Retention {
 		return nil, invalidf("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
 	}
@@ -74,7 +88,7 @@ func (s *Service) copyBetween(ctx context.Context, t Task, src, dst *repo.Reposi
 	}
 	prog := &transfer.Progress{}
 	t.Progress(Meter{Label: "copy", Done: prog.Bytes.Load, Total: func() int64 { return 0 }})
-	res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: in.LockedUntil, NoOffload: in.NoOffload})
+	res, err := transfer.Copy(ctx, src, dst, transfer.Options{Select: sel, Progress: prog, RetainUntil: in.LockedUntil, NoOffload: noOffload})
 	if res != nil {
 		s.reportPackCopy(t, res) // also for a failed copy: what it did stays done
 	}
@@ -89,7 +103,7 @@ func (s *Service) copyBetween(ctx context.Context, t Task, src, dst *repo.Reposi
 }
 
 // copySelection builds the predicate for a copy's selection.
-func copySelection(ctx context.Context, r *repo.Repository, in CopyInput) (func(*repo.Point) bool, error) {
+func copySelection(ctx context.Context, r *repo.Repository, in api.CopyRequest) (func(*repo.Point) bool, error) {
 	want := map[string]bool{}
 	for _, ref := range in.Points {
 		s, err := r.FindPoint(ctx, ref)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/config"
@@ -76,7 +77,7 @@ notifications:
 	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: cfg, Notify: ncfg, Maintenance: mcfg})
 	defer s.Close()
-	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	run, err := s.RunPolicy(ctx, "web")
@@ -185,7 +186,7 @@ notifications:
 			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}},
 		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Notify: ncfg, Maintenance: mcfg})
 	defer s.Close()
-	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	img := filepath.Join(dir, "a.img")

@@ -12,31 +12,44 @@ import (
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
-// InitInput describes a new repository.
-type InitInput struct {
-	// Password protects the master key; NoEncryption stores data in the
-	// clear (integrity is still checked).
-	Password     []byte
-	NoEncryption bool
-	// ChunkSizeBytes 0 is the default (or, with CopyKeysFrom, the other
-	// repository's chunk size, so that copies deduplicate).
-	ChunkSizeBytes   int
-	PackSizeBytes    int
-	CompressionLevel int
-	KeyLabel         string
+// Init creates the default repository (the server binds the repository
+// the request names), its master key protected by the repository's
+// password unless the request stores data in the clear.
+func (s *Service) Init(ctx context.Context, call *api.InitRepositoryInput) (*api.Repository, error) {
+	var o InitOptions
+	if !call.Body.NoEncryption {
+		pw, err := password(s.cfg.Repository.Password)
+		if err != nil {
+			return nil, err
+		}
+		o.Password = pw
+	}
+	return s.InitWith(ctx, call, o)
+}
+
+// InitOptions are what only an init in this process says, apart from the
+// request: the password the command line asked for (twice on a terminal)
+// and a repository whose master key the new one reuses.
+type InitOptions struct {
+	// Password protects the master key (unless the request's
+	// NoEncryption).
+	Password []byte
 	// CopyKeysFrom is a repository whose master key the new one reuses
 	// (opened with the other password), so copies between them need no
-	// re-encryption.
+	// re-encryption; a ChunkSizeBytes of 0 is then its chunk size, so
+	// that copies deduplicate.
 	CopyKeysFrom string
 }
 
-// Init creates the default repository.
-func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, error) {
+// InitWith creates the default repository with the password and key
+// source of o.
+func (s *Service) InitWith(ctx context.Context, call *api.InitRepositoryInput, o InitOptions) (*api.Repository, error) {
+	in := call.Body
 	location := s.cfg.Repository.Location
 	if location == "" {
 		return nil, invalidf("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
 	}
-	if !in.NoEncryption && len(in.Password) == 0 {
+	if !in.NoEncryption && len(o.Password) == 0 {
 		return nil, invalidf("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
 	}
 	if !storeall.IsURL(location) {
@@ -49,21 +62,21 @@ func (s *Service) Init(ctx context.Context, in InitInput) (*api.Repository, erro
 		return nil, err
 	}
 	defer st.Close()
-	o := repo.InitOptions{Password: in.Password, NoEncryption: in.NoEncryption, ChunkSize: in.ChunkSizeBytes,
+	ro := repo.InitOptions{Password: o.Password, NoEncryption: in.NoEncryption, ChunkSize: in.ChunkSizeBytes,
 		PackSize: in.PackSizeBytes, CompressionLevel: in.CompressionLevel, KeyLabel: in.KeyLabel}
-	if in.CopyKeysFrom != "" {
-		other, release, err := s.open(ctx, otherRepoAt(in.CopyKeysFrom), noLease)
+	if o.CopyKeysFrom != "" {
+		other, release, err := s.open(ctx, otherRepoAt(o.CopyKeysFrom), noLease)
 		if err != nil {
 			return nil, fmt.Errorf("--copy-keys-from: %w", err)
 		}
 		defer release()
 		m := other.Key().Master()
-		o.Master = &m
-		if o.ChunkSize == 0 {
-			o.ChunkSize = other.Config().ChunkSize // same spans, so copies deduplicate
+		ro.Master = &m
+		if ro.ChunkSize == 0 {
+			ro.ChunkSize = other.Config().ChunkSize // same spans, so copies deduplicate
 		}
 	}
-	cfg, err := repo.Init(ctx, st, o)
+	cfg, err := repo.Init(ctx, st, ro)
 	if err != nil {
 		return nil, err
 	}
@@ -76,19 +89,14 @@ func repositoryDoc(c repo.Config, p store.Properties) *api.Repository {
 		CompressionLevel: c.CompressionLevel, ConditionalWrites: c.ConditionalWrites, ObjectLock: p.Retention}
 }
 
-// AddKeyInput is a new password and a note about who holds it.
-type AddKeyInput struct {
-	Password []byte
-	Label    string
-}
-
 // AddKey lets a second password open the default repository.
-func (s *Service) AddKey(ctx context.Context, in AddKeyInput) (*api.Key, error) {
-	if len(in.Password) == 0 {
+func (s *Service) AddKey(ctx context.Context, call *api.AddKeyInput) (*api.Key, error) {
+	in := call.Body
+	if in.Password == "" {
 		return nil, invalidf("the new password is empty")
 	}
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.Key, error) {
-		kf, err := r.AddKey(ctx, in.Password, in.Label)
+		kf, err := r.AddKey(ctx, []byte(in.Password), in.Label)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +106,7 @@ func (s *Service) AddKey(ctx context.Context, in AddKeyInput) (*api.Key, error) 
 }
 
 // Keys lists the default repository's keys.
-func (s *Service) Keys(ctx context.Context) ([]api.Key, error) {
+func (s *Service) Keys(ctx context.Context, _ *api.RepoParam) ([]api.Key, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Key, error) {
 		keys, err := r.Keys(ctx)
 		if err != nil {
@@ -119,9 +127,9 @@ func keyDoc(k *repo.KeyFile, current string) api.Key {
 // RemoveKey revokes a key (by ID or unique prefix). The last key cannot be
 // removed, nor a key that opens points under object lock while they are
 // locked.
-func (s *Service) RemoveKey(ctx context.Context, id string) (*api.KeyRemoval, error) {
+func (s *Service) RemoveKey(ctx context.Context, call *api.RemoveKeyInput) (*api.KeyRemoval, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.KeyRemoval, error) {
-		removed, err := r.RemoveKey(ctx, id)
+		removed, err := r.RemoveKey(ctx, call.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +138,7 @@ func (s *Service) RemoveKey(ctx context.Context, id string) (*api.KeyRemoval, er
 }
 
 // Leases lists who works on the default repository.
-func (s *Service) Leases(ctx context.Context) ([]api.Lease, error) {
+func (s *Service) Leases(ctx context.Context, _ *api.RepoParam) ([]api.Lease, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Lease, error) {
 		leases, err := r.Leases(ctx)
 		if err != nil {

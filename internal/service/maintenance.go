@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"syscall"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -64,32 +63,19 @@ func verifyDoc(rep *verify.Report) *api.VerifyReport {
 	return doc
 }
 
-// ForgetInput are the keep rules and which sources they apply to.
-type ForgetInput struct {
-	Keep retention.Policy
-	// VM and Tags restrict the sources considered ("", nil: all).
-	VM     string
-	Tags   map[string]string
-	DryRun bool
-	// ForgetBootVerified lets the rules remove the newest point of a
-	// source that passed boot verification (kept by default).
-	ForgetBootVerified bool
-	// Repository names a repositories entry ("" or "default": the
-	// default repository).
-	Repository string
-}
-
 // Forget removes the backup points of the default repository that no keep
 // rule selects, separately for every source, and removes them from the
 // catalog too, so that nothing reading the catalog shows a forgotten
 // point. Protected and locked points are always kept.
-func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult, error) {
-	return run(ctx, s, s.namedTask(task.KindForget, in.Repository), func(ctx context.Context, t Task) (*api.ForgetResult, error) {
-		if in.Keep.Empty() {
+func (s *Service) Forget(ctx context.Context, call *api.ForgetInput) (*api.ForgetResult, error) {
+	in := call.Body
+	keep := keepPolicy(in.Keep)
+	return run(ctx, s, s.namedTask(task.KindForget, call.Repo), func(ctx context.Context, t Task) (*api.ForgetResult, error) {
+		if keep.Empty() {
 			return nil, invalidf("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
 		}
-		return withRepo(ctx, s, namedRepo(in.Repository), noLease, func(r *repo.Repository) (*api.ForgetResult, error) {
-			groups, ferr := forget.Run(ctx, r, forget.Options{Policy: in.Keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun,
+		return withRepo(ctx, s, namedRepo(call.Repo), noLease, func(r *repo.Repository) (*api.ForgetResult, error) {
+			groups, ferr := forget.Run(ctx, r, forget.Options{Policy: keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun,
 				ForgetBootVerified: in.ForgetBootVerified})
 			doc := &api.ForgetResult{DryRun: in.DryRun, Sources: forgetDocs(groups)}
 			var removed []string
@@ -107,6 +93,19 @@ func (s *Service) Forget(ctx context.Context, in ForgetInput) (*api.ForgetResult
 			return doc, ferr
 		})
 	})
+}
+
+// keepPolicy is a request's keep rules as retention applies them.
+func keepPolicy(k api.KeepRules) retention.Policy {
+	return retention.Policy{Last: k.Last, Hourly: k.Hourly, Daily: k.Daily, Weekly: k.Weekly, Monthly: k.Monthly, Yearly: k.Yearly,
+		Within: k.Within()}
+}
+
+// keepRules is a retention policy as a request states it (schedules run
+// forget with a policy's retention).
+func keepRules(p retention.Policy) api.KeepRules {
+	return api.KeepRules{Last: p.Last, Hourly: p.Hourly, Daily: p.Daily, Weekly: p.Weekly, Monthly: p.Monthly, Yearly: p.Yearly,
+		WithinSeconds: p.Within.Seconds()}
 }
 
 // forgetDocs turns forget's verdicts into documents; the points under
@@ -132,32 +131,17 @@ func verdicts(ds []retention.Decision) []api.PointVerdict {
 	return out
 }
 
-// GCInput tunes garbage collection.
-type GCInput struct {
-	DryRun bool
-	// MemoryBytes bounds the memory for chunk IDs (0: 64 MiB).
-	MemoryBytes int64
-	// Wait waits this long for running sessions instead of deferring the
-	// deletion to the next run.
-	Wait time.Duration
-	// RepackThreshold repacks packs with at least this fraction of dead
-	// data (0: the default).
-	RepackThreshold float64
-	// Repository names a repositories entry ("" or "default": the
-	// default repository).
-	Repository string
-}
-
 // GC deletes what no backup point needs from the default repository,
 // beside running backups (gc takes the maintenance lease itself).
-func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
+func (s *Service) GC(ctx context.Context, call *api.GCInput) (*api.GCReport, error) {
+	in := call.Body
 	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
 		return nil, err
 	}
-	return run(ctx, s, s.namedTask(task.KindGC, in.Repository), func(ctx context.Context, t Task) (*api.GCReport, error) {
-		return withRepo(ctx, s, namedRepo(in.Repository), noLease, func(r *repo.Repository) (*api.GCReport, error) {
+	return run(ctx, s, s.namedTask(task.KindGC, call.Repo), func(ctx context.Context, t Task) (*api.GCReport, error) {
+		return withRepo(ctx, s, namedRepo(call.Repo), noLease, func(r *repo.Repository) (*api.GCReport, error) {
 			s.reportTestAndSet(t, r.Store())
-			rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait, RepackThreshold: in.RepackThreshold})
+			rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait(), RepackThreshold: in.RepackThreshold})
 			if err != nil {
 				return nil, err
 			}
@@ -170,8 +154,9 @@ func (s *Service) GC(ctx context.Context, in GCInput) (*api.GCReport, error) {
 	})
 }
 
-// Stats computes the default repository's sizes and ratios.
-func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
+// Stats computes the default repository's sizes and ratios (the server
+// binds the repository the request names).
+func (s *Service) Stats(ctx context.Context, _ *api.RepoParam) (*api.Stats, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.Stats, error) {
 		st, err := stats.Compute(ctx, r)
 		if err != nil {

@@ -103,7 +103,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaCopyResult, error) {
 		return withRepo(ctx, s, defaultRepo(), noLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
-			sel, err := copySelection(ctx, src, CopyInput{Points: in.Points, VM: in.VM, Latest: in.Latest})
+			sel, err := copySelection(ctx, src, api.CopyRequest{Points: in.Points, VM: in.VM, Latest: in.Latest})
 			if err != nil {
 				return nil, err
 			}

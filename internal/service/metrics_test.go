@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -112,7 +113,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: cfg, Metrics: m})
 	defer s.Close()
-	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	run, err := s.RunPolicy(ctx, "web")
@@ -140,7 +141,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if _, err := s.Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GC(ctx, service.GCInput{}); err != nil {
+	if _, err := s.GC(ctx, &api.GCInput{}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -158,7 +159,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	fams := scrape(t, m)
 
 	// The newest point of each VM of the policy, as the catalog has it.
-	points, err := s.CatalogPoints(ctx, service.CatalogPointsInput{})
+	points, _, err := s.CatalogPoints(auth.WithSubject(ctx, auth.Local()), &api.ListCatalogPointsInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if n, sum := value(t, fams, "coffer_restore_bytes", map[string]string{"kind": "restore"}); n != 1 || int64(sum) != restored[0].SizeBytes {
 		t.Errorf("restore bytes: %v observations summing to %v, want 1 of %d", n, sum, restored[0].SizeBytes)
 	}
-	st, err := s.Stats(ctx)
+	st, err := s.Stats(ctx, &api.RepoParam{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestOpenCatalogIsUsedAndKeptOpen(t *testing.T) {
 		if _, err := s.Job(ctx, jobs[0].ID); err != nil {
 			t.Fatal(err)
 		}
-		points, err := s.CatalogPoints(ctx, CatalogPointsInput{VM: "web-1"})
+		points, err := s.catalogPoints(ctx, catalogPointsQuery{VM: "web-1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,25 +9,34 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/rebuild"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// PointsInput selects backup points.
-type PointsInput struct {
-	// VM keeps the points of this source name only ("": all).
-	VM string
-	// Point keeps this point only (an ID, a unique prefix, latest): one
-	// manifest is read instead of every one (a point's page at scale).
-	Point string
+// Points lists the backup points of the repository the caller may see:
+// all of them with Repo.Audit on the repository, else those of the VMs it
+// holds it on.
+func (s *Service) Points(ctx context.Context, in *api.ListPointsInput) ([]api.BackupPoint, error) {
+	points, _, err := s.RepositoryPoints(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
+		return auth.PointPaths(s.boundRepo, p.Connection, p.VM)
+	}), nil
 }
 
-// Points lists the backup points of the default repository, oldest first,
-// straight from the repository, with the damage each still carries.
-// Manifests that cannot be read are returned apart, as skipped.
-func (s *Service) Points(ctx context.Context, in PointsInput) ([]api.BackupPoint, []api.SkippedPoint, error) {
+// RepositoryPoints lists the backup points of the default repository,
+// oldest first, straight from the repository, with the damage each still
+// carries. Manifests that cannot be read are returned apart, as skipped:
+// the command line names them, which the API's listing has no place for.
+// in.VM keeps the points of this source name only; in.Point this point
+// only (an ID, a unique prefix, latest): one manifest is read instead of
+// every one (a point's page at scale).
+func (s *Service) RepositoryPoints(ctx context.Context, in *api.ListPointsInput) ([]api.BackupPoint, []api.SkippedPoint, error) {
 	r, release, err := s.open(ctx, defaultRepo(), noLease)
 	if err != nil {
 		return nil, nil, err
@@ -94,8 +103,8 @@ func damageOf(s *repo.Point, recorded map[string]string) string {
 	return strings.Join(parts, ", ")
 }
 
-// CatalogPointsInput selects points recorded in the catalog.
-type CatalogPointsInput struct {
+// catalogPointsQuery selects points recorded in the catalog.
+type catalogPointsQuery struct {
 	// VM matches a VM name or a VM ID ("": all).
 	VM string
 	// Repository is a repository ID ("": all).
@@ -107,9 +116,9 @@ type CatalogPointsInput struct {
 	After catalog.PointCursor
 }
 
-// CatalogPoints lists backup points from the catalog alone, newest first,
+// catalogPoints lists backup points from the catalog alone, newest first,
 // without opening any repository.
-func (s *Service) CatalogPoints(ctx context.Context, in CatalogPointsInput) ([]api.BackupPoint, error) {
+func (s *Service) catalogPoints(ctx context.Context, in catalogPointsQuery) ([]api.BackupPoint, error) {
 	c, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -155,7 +164,7 @@ func listPoints(ctx context.Context, c catalog.Catalog, f catalog.BackupPointFil
 // RebuildCatalog replaces the catalog's backup points of the default
 // repository with one per manifest, in one transaction. Damaged manifests
 // are skipped and listed: the document comes back with an integrity error.
-func (s *Service) RebuildCatalog(ctx context.Context) (*api.CatalogRebuild, error) {
+func (s *Service) RebuildCatalog(ctx context.Context, _ *api.RepoParam) (*api.CatalogRebuild, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.CatalogRebuild, error) {
 		c, err := s.openCatalog(ctx)
 		if err != nil {
@@ -211,16 +220,10 @@ func (s *Service) recordPoint(ctx context.Context, r *repo.Repository, snap *rep
 	})
 }
 
-// ProtectInput names points to protect from forget and retention, or to
-// release (Remove).
-type ProtectInput struct {
-	Points []string
-	Remove bool
-}
-
 // Protect protects backup points from forget and retention (or removes
 // the protection), in the repository and in the catalog.
-func (s *Service) Protect(ctx context.Context, in ProtectInput) ([]api.ProtectResult, error) {
+func (s *Service) Protect(ctx context.Context, call *api.ProtectInput) ([]api.ProtectResult, error) {
+	in := call.Body
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.ProtectResult, error) {
 		out := []api.ProtectResult{}
 		for _, ref := range in.Points {

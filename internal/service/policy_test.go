@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -47,7 +48,7 @@ func TestPolicyPreviewChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := fleetService(t, dir, fleet)
-	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	vms := 0
@@ -87,7 +88,7 @@ func TestPolicyPreviewChangesNothing(t *testing.T) {
 			t.Fatalf("retention of %s: %+v", src.VM, src)
 		}
 	}
-	points, _, err := s.Points(ctx, service.PointsInput{})
+	points, _, err := s.RepositoryPoints(ctx, &api.ListPointsInput{})
 	if err != nil || len(points) != 2*vms {
 		t.Fatalf("the preview removed points: %d left, %v", len(points), err)
 	}

@@ -35,22 +35,16 @@ func metadataRepair(fn func(*repo.Repository, context.Context, bool) ([]string, 
 	}
 }
 
-// RepairInput names a repair (one of Repairs).
-type RepairInput struct {
-	What   string
-	DryRun bool
-}
-
 // Repair mends what verify found in the default repository, keeping
 // everything still readable; with DryRun it only plans.
-func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport, error) {
+func (s *Service) Repair(ctx context.Context, in *api.RepairInput) (*api.RepairReport, error) {
 	fn, ok := repairs[in.What]
 	if !ok {
 		return nil, invalidf("no repair %q (config, keys, index, packs, snapshots, undelete)", in.What)
 	}
 	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), in.What), func(ctx context.Context, _ Task) (*api.RepairReport, error) {
 		return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.RepairReport, error) {
-			rep, err := fn(ctx, r, repair.Options{DryRun: in.DryRun})
+			rep, err := fn(ctx, r, repair.Options{DryRun: in.Body.DryRun})
 			if err != nil {
 				return nil, err
 			}
@@ -66,7 +60,7 @@ func (s *Service) Repair(ctx context.Context, in RepairInput) (*api.RepairReport
 // Undelete makes locked objects of the default repository that deletes or
 // unlocked versions hide current again (versioned storage with object
 // lock). It needs no password.
-func (s *Service) Undelete(ctx context.Context) (*api.UndeleteReport, error) {
+func (s *Service) Undelete(ctx context.Context, _ *api.RepoParam) (*api.UndeleteReport, error) {
 	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), "undelete"), func(ctx context.Context, _ Task) (*api.UndeleteReport, error) {
 		st, err := s.OpenStore(ctx, s.cfg.Repository.Location)
 		if err != nil {

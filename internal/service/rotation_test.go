@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -55,7 +56,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}})
 	defer s.Close()
-	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw"), PackSizeBytes: 256 << 10}); err != nil {
+	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{Body: api.InitRequest{PackSizeBytes: 256 << 10}}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -69,7 +70,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := s.Stats(ctx)
+	st, err := s.Stats(ctx, &api.RepoParam{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -302,12 +302,12 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 	var err error
 	switch j.Kind {
 	case "gc":
-		_, err = s.GC(ctx, GCInput{Repository: j.Repository})
+		_, err = s.GC(ctx, &api.GCInput{RepoParam: api.RepoParam{Repo: j.Repository}})
 	case "verify":
 		_, err = s.Verify(ctx, &api.VerifyInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.VerifyRequest{ReadData: r.Shares > 0, SubsetNum: r.Share, SubsetDen: r.Shares}})
 	case "forget":
 		if !j.Keep.Empty() {
-			_, err = s.Forget(ctx, ForgetInput{Repository: j.Repository, Keep: j.Keep})
+			_, err = s.Forget(ctx, &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.ForgetRequest{Keep: keepRules(j.Keep)}})
 			break
 		}
 		// Each policy's retention as the configuration in effect has it
@@ -323,16 +323,17 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 				errs = append(errs, invalidf("maintenance %s: policy %s is no longer in the configuration: its points are left alone", j.Name, name))
 				continue
 			}
-			_, e := s.Forget(ctx, ForgetInput{Repository: j.Repository, Keep: p.Retention, Tags: map[string]string{"policy": name}})
+			_, e := s.Forget(ctx, &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository},
+				Body: api.ForgetRequest{Keep: keepRules(p.Retention), Tags: map[string]string{"policy": name}}})
 			errs = append(errs, e)
 		}
 		err = errors.Join(errs...)
 	case "copy":
-		in := CopyInput{FromRepository: j.Repository, ToRepository: j.To}
+		var sel api.CopyRequest
 		if j.ImmutableFor > 0 {
-			in.LockedUntil = policy.LockEnd(time.Now(), j.ImmutableFor)
+			sel.LockedUntil = policy.LockEnd(time.Now(), j.ImmutableFor)
 		}
-		_, err = s.Copy(ctx, in)
+		_, err = s.CopyWith(ctx, sel, CopyOptions{FromRepository: j.Repository, ToRepository: j.To})
 	case "verify-boot":
 		err = s.verifyPolicyBoots(ctx, j, r.Slot)
 	default:

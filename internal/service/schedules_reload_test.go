@@ -52,7 +52,7 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 	server := e.service(func(c *service.Config) { c.Metrics = m })
 	other := e.service()
 	ctx := e.ctx
-	if _, err := server.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := server.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	pwFile := e.secretFile("repo.pw", "pw")
@@ -139,7 +139,7 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 		return ok && v == 3600
 	})
 	more := e.service(func(c *service.Config) { c.Repository.Location = filepath.Join(e.dir, "more") })
-	if _, err := more.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := more.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "repository",

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/retention"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -30,7 +29,7 @@ func newTestService(t *testing.T, wrap func(store.Store) store.Store) *testServi
 	pw := func() ([]byte, error) { return []byte("correct horse"), nil }
 	s := New(Config{Repository: Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), WrapStore: wrap})
-	if _, err := s.Init(context.Background(), InitInput{Password: []byte("correct horse")}); err != nil {
+	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
 	return &testService{Service: s, t: t, dir: dir}
@@ -62,7 +61,7 @@ func (ts *testService) backup(name, path string) *api.BackupPoint {
 
 func (ts *testService) catalogIDs() []string {
 	ts.t.Helper()
-	points, err := ts.CatalogPoints(context.Background(), CatalogPointsInput{})
+	points, err := ts.catalogPoints(context.Background(), catalogPointsQuery{})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -85,11 +84,11 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if got := ts.catalogIDs(); len(got) != 3 {
 		t.Fatalf("catalog after three backups: %v", got)
 	}
-	res, err := ts.Protect(ctx, ProtectInput{Points: []string{first.ShortID}})
+	res, err := ts.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}}})
 	if err != nil || len(res) != 1 || !res[0].Protected || res[0].CatalogWarning != "" {
 		t.Fatalf("protect: %+v %v", res, err)
 	}
-	points, _ := ts.CatalogPoints(ctx, CatalogPointsInput{})
+	points, _ := ts.catalogPoints(ctx, catalogPointsQuery{})
 	for _, p := range points {
 		if p.Protected != (p.ID == first.ID) {
 			t.Fatalf("catalog says %s protected=%v", p.ShortID, p.Protected)
@@ -97,7 +96,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	}
 	// keep-last 1 keeps the third; the first is protected; the second goes,
 	// from the repository and from the catalog.
-	doc, err := ts.Forget(ctx, ForgetInput{Keep: retention.Policy{Last: 1}})
+	doc, err := ts.Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}})
 	if err != nil || doc.CatalogWarning != "" || len(doc.Sources) != 1 || len(doc.Sources[0].Remove) != 1 || doc.Sources[0].Remove[0].PointID != second.ID {
 		t.Fatalf("forget: %+v %v", doc, err)
 	}
@@ -105,15 +104,15 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if want := third.ShortID + "," + first.ShortID; got != want {
 		t.Fatalf("catalog after forget lists %s, want %s", got, want)
 	}
-	repoPoints, _, err := ts.Points(ctx, PointsInput{})
+	repoPoints, _, err := ts.RepositoryPoints(ctx, &api.ListPointsInput{})
 	if err != nil || len(repoPoints) != 2 {
 		t.Fatalf("repository after forget: %d points, %v", len(repoPoints), err)
 	}
 	// Releasing the protection reaches the catalog too.
-	if _, err := ts.Protect(ctx, ProtectInput{Points: []string{first.ShortID}, Remove: true}); err != nil {
+	if _, err := ts.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}, Remove: true}}); err != nil {
 		t.Fatal(err)
 	}
-	points, _ = ts.CatalogPoints(ctx, CatalogPointsInput{})
+	points, _ = ts.catalogPoints(ctx, catalogPointsQuery{})
 	for _, p := range points {
 		if p.Protected {
 			t.Fatalf("catalog still says %s is protected", p.ShortID)
@@ -173,10 +172,10 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 		restored <- err
 	}()
 	<-g.reached
-	if _, err := ts.Forget(ctx, ForgetInput{Keep: retention.Policy{Last: 1}}); err != nil {
+	if _, err := ts.Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ts.GC(ctx, GCInput{})
+	rep, err := ts.GC(ctx, &api.GCInput{})
 	if err != nil || !rep.Deferred || rep.PacksPlanned == 0 || rep.PacksDeleted != 0 {
 		t.Fatalf("gc during the restore: %+v %v", rep, err)
 	}
@@ -189,7 +188,7 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 		t.Fatal("the restored disk differs from the forgotten point")
 	}
 	// Once the restore has ended, the deletion goes ahead.
-	rep, err = ts.GC(ctx, GCInput{})
+	rep, err = ts.GC(ctx, &api.GCInput{})
 	if err != nil || rep.Deferred || rep.PacksDeleted == 0 {
 		t.Fatalf("gc after the restore: %+v %v", rep, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
@@ -24,7 +25,7 @@ policies:
   - {name: b, connection: shared-lab, schedule: "0 3 1 1 *"}
 `)
 	s := e.service()
-	if _, err := s.Init(context.Background(), service.InitInput{Password: []byte("pw")}); err != nil {
+	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	before := len(servicetest.Opened("shared-lab"))

@@ -26,7 +26,7 @@ const (
 
 // RepositoryUsage is the default repository's usage over the last 30
 // days, its trend and its estimated full date.
-func (s *Service) RepositoryUsage(ctx context.Context) (*api.RepositoryUsage, error) {
+func (s *Service) RepositoryUsage(ctx context.Context, _ *api.RepoParam) (*api.RepositoryUsage, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.RepositoryUsage, error) {
 		c, err := s.openCatalog(ctx)
 		if err != nil {

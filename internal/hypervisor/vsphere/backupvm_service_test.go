@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
@@ -47,7 +48,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: eng, Local: true,
 		Logger: slog.New(slog.DiscardHandler)})
 	defer s.Close()
-	if _, err := s.Init(ctx, service.InitInput{Password: []byte("correct horse")}); err != nil {
+	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
 	restore := func(id string) []byte {
@@ -93,7 +94,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	if got := restore(inc.ID); !bytes.Equal(got, want2) {
 		t.Fatal("the incremental differs from the disk at its backup")
 	}
-	points, _, err := s.Points(ctx, service.PointsInput{})
+	points, _, err := s.RepositoryPoints(ctx, &api.ListPointsInput{})
 	if err != nil || len(points) != 2 {
 		t.Fatalf("points %+v %v: want the two of %s", points, err, name)
 	}
@@ -158,7 +159,7 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: eng, Local: true,
 		Logger: slog.New(slog.DiscardHandler)})
 	defer s.Close()
-	if _, err := s.Init(ctx, service.InitInput{Password: []byte("correct horse")}); err != nil {
+	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := s.BackupVM(ctx, service.BackupVMInput{Connection: "vc", VM: name})
