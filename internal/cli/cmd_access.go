@@ -2,9 +2,7 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,10 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/policy"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // Access control from the command line: accounts, API tokens, ACL entries
@@ -33,8 +29,7 @@ one-time setup link for its owner to choose one.`, "See the subcommands.", "coff
 			"A table: NAME, ENABLED, PASSWORD, CREATED, LAST SIGN-IN. --json: a list of user documents.", "coffer user list", "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			us, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-users"},
-				func(s *service.Service) ([]api.User, error) { return s.Users(cmd.Context()) })
+			us, err := runOp[[]api.User](cmd.Context(), a, "list-users", &api.ListUsersInput{})
 			if err != nil {
 				return err
 			}
@@ -56,16 +51,15 @@ Grant it roles with `+"`coffer acl set`"+`.`,
 			"coffer user create bob\ncoffer acl set /repositories/main bob RestoreOperator", "0; 2 (conflict) when it exists."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := api.CreateUserRequest{Name: args[0]}
+			in := api.CreateUserInput{Body: api.CreateUserRequest{Name: args[0]}}
 			if pwFile != "" {
 				pw, err := readSecretFile(pwFile)
 				if err != nil {
 					return err
 				}
-				in.Password = pw
+				in.Body.Password = pw
 			}
-			l, err := callOp(cmd.Context(), a, apiclient.Request{Op: "create-user", Body: in},
-				func(s *service.Service) (*api.SetupLink, error) { return s.CreateUser(cmd.Context(), in) })
+			l, err := runOp[*api.SetupLink](cmd.Context(), a, "create-user", &in)
 			if err != nil {
 				return err
 			}
@@ -78,13 +72,12 @@ Grant it roles with `+"`coffer acl set`"+`.`,
 			})
 		}}, "create-user"))
 	create.Flags().StringVar(&pwFile, "password-file", "", "file holding the new account's password (default: a setup link)")
-	simple := func(use, short, id string, run func(*service.Service, *cobra.Command, string) error, done string) *cobra.Command {
+	simple := func(use, short, id string, done string) *cobra.Command {
 		return remoteToo(op(&cobra.Command{Use: use + " NAME", Short: short,
 			Long: manual(short+".", "\""+done+"\". --json: nothing.", "coffer user "+use+" bob", "0; 7 for an unknown user; 2 when it would leave nobody able to manage access."),
 			Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				_, err := callOp(cmd.Context(), a, apiclient.Request{Op: id, Path: map[string]string{"user": args[0]}},
-					func(s *service.Service) (struct{}, error) { return struct{}{}, run(s, cmd, args[0]) })
+				_, err := runOp[struct{}](cmd.Context(), a, id, &api.UserParam{User: args[0]})
 				if err == nil {
 					a.printf("user %s %s\n", args[0], done)
 				}
@@ -98,8 +91,7 @@ The user's password, if any, works until the link is used.`,
 			"The setup link. --json: {user, token, link}.", "coffer user link bob", "0; 7 for an unknown user."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := callOp(cmd.Context(), a, apiclient.Request{Op: "issue-setup-link", Path: map[string]string{"user": args[0]}},
-				func(s *service.Service) (*api.SetupLink, error) { return s.IssueSetupLink(cmd.Context(), args[0]) })
+			l, err := runOp[*api.SetupLink](cmd.Context(), a, "issue-setup-link", &api.UserParam{User: args[0]})
 			if err != nil {
 				return err
 			}
@@ -114,20 +106,17 @@ setup link, coffer user link, is better: nobody else learns it).`,
 			`"password changed".`, "coffer user password bob --new-password-file new.txt", "0; 3 when refused; 2 for a weak password."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var in api.PasswordRequest
+			in := api.ChangePasswordInput{UserParam: api.UserParam{User: args[0]}}
 			var err error
-			if in.New, err = readSecretFile(newFile); err != nil {
+			if in.Body.New, err = readSecretFile(newFile); err != nil {
 				return err
 			}
 			if oldFile != "" {
-				if in.Old, err = readSecretFile(oldFile); err != nil {
+				if in.Body.Old, err = readSecretFile(oldFile); err != nil {
 					return err
 				}
 			}
-			_, err = callOp(cmd.Context(), a, apiclient.Request{Op: "change-password", Path: map[string]string{"user": args[0]}, Body: in},
-				func(s *service.Service) (struct{}, error) {
-					return struct{}{}, s.ChangePassword(cmd.Context(), args[0], in)
-				})
+			_, err = runOp[struct{}](cmd.Context(), a, "change-password", &in)
 			if err == nil {
 				a.printf("password changed\n")
 			}
@@ -137,12 +126,9 @@ setup link, coffer user link, is better: nobody else learns it).`,
 	passwd.Flags().StringVar(&oldFile, "old-password-file", "", "file holding the old password (one's own)")
 	_ = passwd.MarkFlagRequired("new-password-file")
 	cmd.AddCommand(list, create, link, passwd,
-		simple("enable", "let a disabled user sign in again (its tokens work again)", "enable-user",
-			func(s *service.Service, c *cobra.Command, n string) error { return s.EnableUser(c.Context(), n) }, "enabled"),
-		simple("disable", "end a user's sessions and stop its tokens", "disable-user",
-			func(s *service.Service, c *cobra.Command, n string) error { return s.DisableUser(c.Context(), n) }, "disabled"),
-		simple("delete", "delete an account with its tokens, sessions and ACL entries", "delete-user",
-			func(s *service.Service, c *cobra.Command, n string) error { return s.DeleteUser(c.Context(), n) }, "deleted"))
+		simple("enable", "let a disabled user sign in again (its tokens work again)", "enable-user", "enabled"),
+		simple("disable", "end a user's sessions and stop its tokens", "disable-user", "disabled"),
+		simple("delete", "delete an account with its tokens, sessions and ACL entries", "delete-user", "deleted"))
 	return cmd
 }
 
@@ -167,18 +153,13 @@ func (a *app) cmdToken() *cobra.Command {
 --server) authenticate with. A token holds at most its user's rights,
 and only those its grants give: a token without grants can do nothing.`,
 			"See the subcommands.", "coffer token create --user alice --grant /repositories/main=BackupOperator --lifetime 30d", "That of the subcommand.")}
-	var user string
+	var listIn api.ListTokensInput
 	list := remoteToo(op(&cobra.Command{Use: "list", Short: "list API tokens (never their secrets)",
 		Long: manual(`List a user's API tokens (--user; one's own by default).`,
 			"A table: ID, USER, EXPIRES, LAST USED, GRANTS, COMMENT. --json: a list of token documents.", "coffer token list --user alice", "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			if user != "" {
-				q.Set("user", user)
-			}
-			ts, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-tokens", Query: q},
-				func(s *service.Service) ([]api.Token, error) { return s.Tokens(cmd.Context(), user) })
+			ts, err := runOp[[]api.Token](cmd.Context(), a, "list-tokens", &listIn)
 			if err != nil {
 				return err
 			}
@@ -191,8 +172,8 @@ and only those its grants give: a token without grants can do nothing.`,
 				_ = tw.Flush()
 			})
 		}}, "list-tokens"))
-	list.Flags().StringVar(&user, "user", "", "whose tokens (default: one's own)")
-	var in api.TokenRequest
+	list.Flags().StringVar(&listIn.User, "user", "", "whose tokens (default: one's own)")
+	var in api.CreateTokenInput
 	var grants []string
 	var lifetime string
 	var noPropagate bool
@@ -212,17 +193,16 @@ coffer token create --user alice --grant /=Auditor --comment "alice's laptop"`,
 			if err != nil || d <= 0 {
 				return usagef("--lifetime %q is not a duration like 30d or 12h", lifetime)
 			}
-			in.LifetimeSeconds = d.Seconds()
-			in.Grants = []api.Grant{}
+			in.Body.LifetimeSeconds = d.Seconds()
+			in.Body.Grants = []api.Grant{}
 			for _, g := range grants {
 				path, role, ok := strings.Cut(g, "=")
 				if !ok {
 					return usagef("--grant %q: want PATH=ROLE, like /repositories/main=BackupOperator", g)
 				}
-				in.Grants = append(in.Grants, api.Grant{Path: path, Role: role, Propagate: !noPropagate})
+				in.Body.Grants = append(in.Body.Grants, api.Grant{Path: path, Role: role, Propagate: !noPropagate})
 			}
-			t, err := callOp(cmd.Context(), a, apiclient.Request{Op: "create-token", Body: in},
-				func(s *service.Service) (*api.NewToken, error) { return s.CreateToken(cmd.Context(), in) })
+			t, err := runOp[*api.NewToken](cmd.Context(), a, "create-token", &in)
 			if err != nil {
 				return err
 			}
@@ -232,8 +212,8 @@ coffer token create --user alice --grant /=Auditor --comment "alice's laptop"`,
 					t.Info.ID, t.Info.User, stamp(t.Info.ExpiresAt), grantsText(t.Info.Grants))
 			})
 		}}, "create-token"))
-	create.Flags().StringVar(&in.User, "user", "", "the token's owner (default: one's own)")
-	create.Flags().StringVar(&in.Comment, "comment", "", "what the token is for")
+	create.Flags().StringVar(&in.Body.User, "user", "", "the token's owner (default: one's own)")
+	create.Flags().StringVar(&in.Body.Comment, "comment", "", "what the token is for")
 	create.Flags().StringVar(&lifetime, "lifetime", "30d", "how long the token works (like 30d, 12h; at most 365d by default)")
 	create.Flags().StringArrayVar(&grants, "grant", nil, "PATH=ROLE the token holds (repeatable)")
 	create.Flags().BoolVar(&noPropagate, "no-propagate", false, "grants hold on their path only, not below it")
@@ -241,8 +221,7 @@ coffer token create --user alice --grant /=Auditor --comment "alice's laptop"`,
 		Long: manual(`Revoke an API token: it stops working at once.`, `"token ID revoked".`, "coffer token revoke 0123456789abcdef", "0; 7 for an unknown token."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := callOp(cmd.Context(), a, apiclient.Request{Op: "revoke-token", Path: map[string]string{"token": args[0]}},
-				func(s *service.Service) (struct{}, error) { return struct{}{}, s.RevokeToken(cmd.Context(), args[0]) })
+			_, err := runOp[struct{}](cmd.Context(), a, "revoke-token", &api.RevokeTokenInput{Token: args[0]})
 			if err == nil {
 				a.printf("token %s revoked\n", args[0])
 			}
@@ -280,8 +259,7 @@ replaces what is inherited (NoAccess takes a subtree away).`,
 			"A table: PATH, USER, TOKEN, ROLE, PROPAGATE. --json: a list of ACL entry documents.", "coffer acl list", "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			es, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-acl"},
-				func(s *service.Service) ([]api.ACLEntry, error) { return s.ACL(cmd.Context()) })
+			es, err := runOp[[]api.ACLEntry](cmd.Context(), a, "list-acl", &api.ListACLInput{})
 			if err != nil {
 				return err
 			}
@@ -307,8 +285,7 @@ Perm.Modify on the path, or being the token's user.`, `"granted".`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e := entry(args)
-			_, err := callOp(cmd.Context(), a, apiclient.Request{Op: "set-acl", Body: e},
-				func(s *service.Service) (struct{}, error) { return struct{}{}, s.SetACL(cmd.Context(), e) })
+			_, err := runOp[struct{}](cmd.Context(), a, "set-acl", &api.SetACLInput{Body: e})
 			if err == nil {
 				a.printf("granted %s on %s to %s\n", e.Role, e.Path, e.User)
 			}
@@ -321,8 +298,7 @@ manage access is refused.`, `"removed".`, "coffer acl remove /repositories/main 
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e := entry(args)
-			_, err := callOp(cmd.Context(), a, apiclient.Request{Op: "remove-acl", Body: e},
-				func(s *service.Service) (struct{}, error) { return struct{}{}, s.RemoveACL(cmd.Context(), e) })
+			_, err := runOp[struct{}](cmd.Context(), a, "remove-acl", &api.RemoveACLInput{Body: e})
 			if err == nil {
 				a.printf("removed %s on %s of %s\n", e.Role, e.Path, e.User)
 			}
@@ -345,7 +321,7 @@ func roleNames() string {
 }
 
 func (a *app) cmdAudit() *cobra.Command {
-	var in service.AuditInput
+	var in api.QueryAuditInput
 	cmd := remoteToo(op(&cobra.Command{Use: "audit", Short: "read the audit log",
 		Long: manual(`Read the audit log, newest first: who (user, API token) did which
 operation on which object, with what result, from where. Every change
@@ -355,17 +331,7 @@ Sys.Audit on /system one sees one's own records only.`,
 			"coffer audit --user bob --limit 20\ncoffer audit --object /repositories/main --result denied", "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			for k, v := range map[string]string{"user": in.User, "operation": in.Operation, "object": in.Object, "result": in.Result} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
-			if in.Limit > 0 {
-				q.Set("limit", strconv.Itoa(in.Limit))
-			}
-			rs, err := callOp(cmd.Context(), a, apiclient.Request{Op: "query-audit", Query: q},
-				func(s *service.Service) ([]api.AuditRecord, error) { return s.Audit(cmd.Context(), in) })
+			rs, err := runOp[[]api.AuditRecord](cmd.Context(), a, "query-audit", &in)
 			if err != nil {
 				return err
 			}

@@ -1,8 +1,8 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -20,17 +19,32 @@ import (
 // configuration, a VTL directory or mtx:CHANGER:DEVICE), or through a
 // server (--server), whose configuration names the library.
 
+// runMedia runs a media operation on its input: through the server by
+// its ID, or else in this process, where the command line may also name
+// what only this host has (here: a library's directory or devices, a
+// drive, the directories to stage and spool in), which the API's input
+// does not carry and the operation's method takes beside it.
+func runMedia[I, T any](ctx context.Context, a *app, id string, in *I, here service.MediaHere,
+	local func(*service.Service, context.Context, *I, service.MediaHere) (T, error)) (T, error) {
+	if a.remote != nil {
+		if err := mediaRemote(here); err != nil {
+			var zero T
+			return zero, err
+		}
+		return runOp[T](ctx, a, id, in)
+	}
+	here.Local = true
+	return call(a, func(s *service.Service) (T, error) { return local(s, ctx, in, here) })
+}
+
 // mediaRemote checks what a media command was given before it goes to a
 // server: a library of the server's configuration, its first drive, and
 // no directory of this host.
-func (a *app) mediaRemote(in service.MediaLibraryInput, local map[string]string) error {
-	if a.remote == nil {
-		return nil
-	}
-	if in.Drive != 0 {
+func mediaRemote(here service.MediaHere) error {
+	if here.Drive != 0 {
 		return usagef("--drive: through a server, the library's first drive is used")
 	}
-	for flag, v := range local {
+	for flag, v := range map[string]string{"spool-dir": here.SpoolDir, "stage-dir": here.StageDir} {
 		if v != "" {
 			return usagef("--%s names a directory of this host: through a server, the server chooses it (run the command on the server's host to choose)", flag)
 		}
@@ -62,13 +76,17 @@ coffer media catalog --library /srv/vtl`,
 	return cmd
 }
 
-func libraryFlags(cmd *cobra.Command, in *service.MediaLibraryInput) {
-	cmd.Flags().StringVar(&in.Library, "library", "", "the library: a library of the configuration, a VTL directory, or mtx:CHANGER:DEVICE")
-	cmd.Flags().IntVar(&in.Drive, "drive", 0, "the changer's number of the drive to use")
+// libraryFlags binds --library and --drive: the drive is the input's
+// when the operation names one (load, unload), else the command line's
+// (MediaHere.Drive).
+func libraryFlags(cmd *cobra.Command, library *string, drive *int) {
+	cmd.Flags().StringVar(library, "library", "", "the library: a library of the configuration, a VTL directory, or mtx:CHANGER:DEVICE")
+	cmd.Flags().IntVar(drive, "drive", 0, "the changer's number of the drive to use")
 }
 
 func (a *app) cmdMediaLabel() *cobra.Command {
-	var in service.MediaLabelInput
+	var in api.MediaLabelInput
+	var here service.MediaHere
 	cmd := &cobra.Command{
 		Use:   "label --library LIB --barcode CODE --pool POOL",
 		Short: "label a cartridge into a media pool",
@@ -82,12 +100,7 @@ themselves when a pool needs one.`,
 			"0; 2 for a protected volume."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.mediaRemote(in.MediaLibraryInput, nil); err != nil {
-				return err
-			}
-			r := apiclient.Request{Op: "media-label", Path: map[string]string{"library": in.Library},
-				Body: api.MediaLabelRequest{Barcode: in.Barcode, Pool: in.Pool, BlockSizeBytes: in.BlockSize, Foreign: in.Foreign}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaVolume, error) { return s.MediaLabel(cmd.Context(), in) })
+			res, err := runMedia(cmd.Context(), a, "media-label", &in, here, (*service.Service).MediaLabel)
 			if res == nil {
 				return err
 			}
@@ -96,17 +109,18 @@ themselves when a pool needs one.`,
 			})
 		},
 	}
-	libraryFlags(cmd, &in.MediaLibraryInput)
+	libraryFlags(cmd, &in.Library, &here.Drive)
 	f := cmd.Flags()
-	f.StringVar(&in.Barcode, "barcode", "", "the cartridge's barcode")
-	f.StringVar(&in.Pool, "pool", "", "the media pool")
-	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block (default 256 KiB)")
-	f.BoolVar(&in.Foreign, "foreign", false, "overwrite a cartridge holding data that is not a coffer volume")
+	f.StringVar(&in.Body.Barcode, "barcode", "", "the cartridge's barcode")
+	f.StringVar(&in.Body.Pool, "pool", "", "the media pool")
+	f.IntVar(&in.Body.BlockSizeBytes, "block-size", 0, "bytes per block (default 256 KiB)")
+	f.BoolVar(&in.Body.Foreign, "foreign", false, "overwrite a cartridge holding data that is not a coffer volume")
 	return remoteToo(op(cmd, "media-label"))
 }
 
 func (a *app) cmdMediaCopy() *cobra.Command {
-	var in service.MediaCopyInput
+	var in api.MediaCopyInput
+	var here service.MediaHere
 	var retention string
 	cmd := &cobra.Command{
 		Use:   "copy --library LIB --pool POOL [POINT...]",
@@ -127,21 +141,15 @@ segments, blocks, data_bytes, no_index, multiplex, duration_seconds}.`,
 coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2a91c0`,
 			"0; 2 for a multiplex beyond the cap; 3 for a wrong password."),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.Points = args
+			in.Body.Points = args
 			if retention != "" {
 				d, err := policy.ParseDuration(retention)
 				if err != nil || d < 0 {
 					return usagef("--retention %q: want a duration such as 35d or 72h", retention)
 				}
-				in.Retention = d
+				in.Body.RetentionSeconds = d.Seconds()
 			}
-			if err := a.mediaRemote(in.MediaLibraryInput, map[string]string{"spool-dir": in.SpoolDir}); err != nil {
-				return err
-			}
-			r := apiclient.Request{Op: "media-copy", Query: url.Values{"library": {in.Library}}, Body: api.MediaCopyRequest{Pool: in.Pool,
-				Points: in.Points, VM: in.VM, Latest: in.Latest, Multiplex: in.Multiplex, MaxMultiplex: in.MaxMultiplex, Drives: in.Drives, RunBlocks: in.RunBlocks,
-				BlockSizeBytes: in.BlockSize, RetentionSeconds: in.Retention.Seconds()}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaCopyResult, error) { return s.MediaCopy(cmd.Context(), in) })
+			res, err := runMedia(cmd.Context(), a, "media-copy", &in, here, (*service.Service).MediaCopy)
 			if res == nil {
 				return err
 			}
@@ -161,23 +169,24 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 			})
 		},
 	}
-	libraryFlags(cmd, &in.MediaLibraryInput)
+	libraryFlags(cmd, &in.Library, &here.Drive)
 	f := cmd.Flags()
-	f.StringVar(&in.Pool, "pool", "", "the media pool")
-	f.StringVar(&in.VM, "name", "", "only points of this source name")
-	f.BoolVar(&in.Latest, "latest", false, "only the newest point of each source")
-	f.IntVar(&in.Multiplex, "multiplex", 0, "points written at once (default: as many as selected, at most --max-multiplex)")
-	f.IntVar(&in.MaxMultiplex, "max-multiplex", 0, "the cap on --multiplex (default 4)")
-	f.IntVar(&in.Drives, "drives", 1, "drives of the library written with, a session each (--drive is the first); at most the library's drive-limit at once")
-	f.IntVar(&in.RunBlocks, "run-blocks", 0, "blocks of one point kept together on tape (default 1)")
-	f.IntVar(&in.BlockSize, "block-size", 0, "bytes per block of newly labelled volumes (default 256 KiB)")
+	f.StringVar(&in.Body.Pool, "pool", "", "the media pool")
+	f.StringVar(&in.Body.VM, "name", "", "only points of this source name")
+	f.BoolVar(&in.Body.Latest, "latest", false, "only the newest point of each source")
+	f.IntVar(&in.Body.Multiplex, "multiplex", 0, "points written at once (default: as many as selected, at most --max-multiplex)")
+	f.IntVar(&in.Body.MaxMultiplex, "max-multiplex", 0, "the cap on --multiplex (default 4)")
+	f.IntVar(&in.Body.Drives, "drives", 1, "drives of the library written with, a session each (--drive is the first); at most the library's drive-limit at once")
+	f.IntVar(&in.Body.RunBlocks, "run-blocks", 0, "blocks of one point kept together on tape (default 1)")
+	f.IntVar(&in.Body.BlockSizeBytes, "block-size", 0, "bytes per block of newly labelled volumes (default 256 KiB)")
 	f.StringVar(&retention, "retention", "", "protect the volumes written from overwriting for this long (e.g. 35d)")
-	f.StringVar(&in.SpoolDir, "spool-dir", "", "where points are spooled while written (default: the temporary directory)")
+	f.StringVar(&here.SpoolDir, "spool-dir", "", "where points are spooled while written (default: the temporary directory)")
 	return remoteToo(op(cmd, "media-copy"))
 }
 
 func (a *app) cmdMediaRestore() *cobra.Command {
-	var in service.MediaRestoreInput
+	var in api.MediaRestoreInput
+	var here service.MediaHere
 	cmd := &cobra.Command{
 		Use:   "restore --library LIB POINT --to TARGET",
 		Short: "restore a backup point's disks from tape, without the repository",
@@ -194,13 +203,8 @@ coffer media restore --library /srv/vtl 3f2a91c0 --disk vda --to /dev/vg0/web`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
-			if err := a.mediaRemote(in.MediaLibraryInput, map[string]string{"stage-dir": in.StageDir}); err != nil {
-				return err
-			}
 			// Through a server, --to is a path under its restore directory.
-			r := apiclient.Request{Op: "media-restore", Path: map[string]string{"library": in.Library, "point": in.Point},
-				Body: api.MediaRestoreRequest{Disk: in.Disk, To: in.To, Overwrite: in.Overwrite, ReadThroughBlocks: in.ReadThrough}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaRestoreResult, error) { return s.MediaRestore(cmd.Context(), in) })
+			res, err := runMedia(cmd.Context(), a, "media-restore", &in, here, (*service.Service).MediaRestore)
 			if res == nil {
 				return err
 			}
@@ -212,18 +216,19 @@ coffer media restore --library /srv/vtl 3f2a91c0 --disk vda --to /dev/vg0/web`,
 			})
 		},
 	}
-	libraryFlags(cmd, &in.MediaLibraryInput)
+	libraryFlags(cmd, &in.Library, &here.Drive)
 	f := cmd.Flags()
-	f.StringVar(&in.Disk, "disk", "", "restore only this disk (index, key or name)")
-	f.StringVar(&in.To, "to", "", "target file or device (a directory for several disks)")
-	f.BoolVar(&in.Overwrite, "overwrite", false, "replace an existing target file")
-	f.StringVar(&in.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
-	f.Int64Var(&in.ReadThrough, "read-through", 0, "read gaps of up to this many blocks of other points instead of locating")
+	f.StringVar(&in.Body.Disk, "disk", "", "restore only this disk (index, key or name)")
+	f.StringVar(&in.Body.To, "to", "", "target file or device (a directory for several disks)")
+	f.BoolVar(&in.Body.Overwrite, "overwrite", false, "replace an existing target file")
+	f.StringVar(&here.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
+	f.Int64Var(&in.Body.ReadThroughBlocks, "read-through", 0, "read gaps of up to this many blocks of other points instead of locating")
 	return remoteToo(op(cmd, "media-restore"))
 }
 
 func (a *app) cmdMediaVerify() *cobra.Command {
-	var in service.MediaLibraryInput
+	var in api.MediaVerifyInput
+	var here service.MediaHere
 	cmd := &cobra.Command{
 		Use:   "verify --library LIB BARCODE",
 		Short: "read a volume back and compare it with its index and the catalogue",
@@ -237,13 +242,8 @@ bad_blocks, damaged_blocks, missing_blocks, unindexed_blocks, catalogue_matches,
 			"0; 5 for damage or a catalogue that does not match."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := a.mediaRemote(in, nil); err != nil {
-				return err
-			}
-			r := apiclient.Request{Op: "media-verify", Path: map[string]string{"library": in.Library, "barcode": args[0]}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaVerifyReport, error) {
-				return s.MediaVerify(cmd.Context(), in, args[0])
-			})
+			in.Barcode = args[0]
+			res, err := runMedia(cmd.Context(), a, "media-verify", &in, here, (*service.Service).MediaVerify)
 			if res == nil {
 				return err
 			}
@@ -263,12 +263,13 @@ bad_blocks, damaged_blocks, missing_blocks, unindexed_blocks, catalogue_matches,
 			return emitted
 		},
 	}
-	libraryFlags(cmd, &in)
+	libraryFlags(cmd, &in.Library, &here.Drive)
 	return remoteToo(op(cmd, "media-verify"))
 }
 
 func (a *app) cmdMediaCatalog() *cobra.Command {
-	var in service.MediaCatalogInput
+	var in api.RebuildMediaCatalogInput
+	var here service.MediaHere
 	cmd := &cobra.Command{
 		Use:   "catalog --library LIB",
 		Short: "rebuild the media catalogue from the volumes alone",
@@ -281,11 +282,7 @@ coffer media catalog --library /srv/vtl --scan`,
 			"0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.mediaRemote(in.MediaLibraryInput, nil); err != nil {
-				return err
-			}
-			r := apiclient.Request{Op: "rebuild-media-catalog", Path: map[string]string{"library": in.Library}, Body: api.MediaCatalogRequest{Scan: in.Scan}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaCatalogResult, error) { return s.MediaCatalog(cmd.Context(), in) })
+			res, err := runMedia(cmd.Context(), a, "rebuild-media-catalog", &in, here, (*service.Service).MediaCatalog)
 			if res == nil {
 				return err
 			}
@@ -299,13 +296,13 @@ coffer media catalog --library /srv/vtl --scan`,
 			})
 		},
 	}
-	libraryFlags(cmd, &in.MediaLibraryInput)
-	cmd.Flags().BoolVar(&in.Scan, "scan", false, "read every block instead of the volumes' indexes")
+	libraryFlags(cmd, &in.Library, &here.Drive)
+	cmd.Flags().BoolVar(&in.Body.Scan, "scan", false, "read every block instead of the volumes' indexes")
 	return remoteToo(op(cmd, "rebuild-media-catalog"))
 }
 
 func (a *app) cmdMediaVolumes() *cobra.Command {
-	var pool string
+	var in api.ListMediaVolumesInput
 	cmd := &cobra.Command{
 		Use:   "volumes",
 		Short: "list the volumes of the media catalogue",
@@ -314,8 +311,7 @@ func (a *app) cmdMediaVolumes() *cobra.Command {
 			`coffer media volumes --pool weekly`, "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := apiclient.Request{Op: "list-media-volumes", Query: url.Values{"pool": {pool}}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) ([]api.MediaVolume, error) { return s.MediaVolumes(cmd.Context(), pool) })
+			res, err := runOp[[]api.MediaVolume](cmd.Context(), a, "list-media-volumes", &in)
 			if res == nil {
 				return err
 			}
@@ -330,12 +326,12 @@ func (a *app) cmdMediaVolumes() *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&pool, "pool", "", "only this pool's volumes")
+	cmd.Flags().StringVar(&in.Pool, "pool", "", "only this pool's volumes")
 	return remoteToo(op(cmd, "list-media-volumes"))
 }
 
 func (a *app) cmdMediaContents() *cobra.Command {
-	var barcode string
+	var in api.MediaContentsInput
 	cmd := &cobra.Command{
 		Use:   "contents [POINT]",
 		Short: "list which blocks of which volumes hold backup points",
@@ -346,14 +342,10 @@ func (a *app) cmdMediaContents() *cobra.Command {
 coffer media contents --barcode CFR001L8`, "0; 4 for a point not on media."),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			point := ""
 			if len(args) == 1 {
-				point = args[0]
+				in.Point = args[0]
 			}
-			r := apiclient.Request{Op: "media-contents", Query: url.Values{"barcode": {barcode}, "point": {point}}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) ([]api.MediaSegment, error) {
-				return s.MediaContents(cmd.Context(), barcode, point)
-			})
+			res, err := runOp[[]api.MediaSegment](cmd.Context(), a, "media-contents", &in)
 			if res == nil {
 				return err
 			}
@@ -368,12 +360,13 @@ coffer media contents --barcode CFR001L8`, "0; 4 for a point not on media."),
 			})
 		},
 	}
-	cmd.Flags().StringVar(&barcode, "barcode", "", "only this volume's segments")
+	cmd.Flags().StringVar(&in.Barcode, "barcode", "", "only this volume's segments")
 	return remoteToo(op(cmd, "media-contents"))
 }
 
 func (a *app) cmdMediaFiles() *cobra.Command {
-	var in service.MediaFilesInput
+	var in api.MediaFilesExtractInput
+	var here service.MediaHere
 	cmd := &cobra.Command{
 		Use:   "files --library LIB POINT[:DISK] PATH... --to DIR",
 		Short: "extract single files from a backed-up disk on tape, without the repository",
@@ -388,27 +381,22 @@ extracted_bytes, skipped, warnings}.`,
 			"0; 1 for a path the disk does not have; 6 when some entries were skipped."),
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.Ref, in.Paths = args[0], args[1:]
-			if err := a.mediaRemote(in.MediaLibraryInput, map[string]string{"stage-dir": in.StageDir}); err != nil {
-				return err
-			}
-			point, disk, _ := strings.Cut(in.Ref, ":")
-			r := apiclient.Request{Op: "media-files-extract", Path: map[string]string{"library": in.Library, "point": point},
-				Query: url.Values{"disk": {disk}}, Body: api.FilesExtractRequest{Paths: in.Paths, To: in.To}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.FilesExtract, error) { return s.MediaFilesExtract(cmd.Context(), in) })
+			in.Point, in.Disk, _ = strings.Cut(args[0], ":")
+			in.Body.Paths = args[1:]
+			res, err := runMedia(cmd.Context(), a, "media-files-extract", &in, here, (*service.Service).MediaFilesExtract)
 			if res == nil {
 				return err
 			}
 			return a.emit(res, err, func() {
-				a.printf("extracted %d file(s), %d dir(s), %d link(s), %s to %s\n", res.Files, res.Dirs, res.Links, humanBytes(res.ExtractedBytes), in.To)
+				a.printf("extracted %d file(s), %d dir(s), %d link(s), %s to %s\n", res.Files, res.Dirs, res.Links, humanBytes(res.ExtractedBytes), in.Body.To)
 				for _, s := range res.Skipped {
 					a.printf("skipped %s: %s\n", s.Path, s.Reason)
 				}
 			})
 		},
 	}
-	libraryFlags(cmd, &in.MediaLibraryInput)
-	cmd.Flags().StringVar(&in.To, "to", "", "the directory to extract into")
-	cmd.Flags().StringVar(&in.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
+	libraryFlags(cmd, &in.Library, &here.Drive)
+	cmd.Flags().StringVar(&in.Body.To, "to", "", "the directory to extract into")
+	cmd.Flags().StringVar(&here.StageDir, "stage-dir", "", "where the point is staged (default: the temporary directory)")
 	return remoteToo(op(cmd, "media-files-extract"))
 }

@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"strconv"
-
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -15,7 +12,7 @@ import (
 // hand (mtx load, mtx unload), on a library by its name, virtual or real.
 
 func (a *app) cmdMediaLoad() *cobra.Command {
-	var in service.MediaLibraryInput
+	var in api.MediaLoadInput
 	cmd := &cobra.Command{
 		Use:   "load --library LIB [--drive N] BARCODE",
 		Short: "load a cartridge into a drive (as mtx load, by barcode)",
@@ -29,20 +26,17 @@ verifies load what they need themselves.`,
 			"0; 7 for a cartridge the library does not hold; 4 while another operation drives the library."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r := apiclient.Request{Op: "media-load", Path: map[string]string{"library": in.Library, "drive": strconv.Itoa(in.Drive)},
-				Body: api.MediaLoadRequest{Barcode: args[0]}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaLibraryStatus, error) {
-				return s.MediaLoad(cmd.Context(), in, args[0])
-			})
+			in.Body.Barcode = args[0]
+			res, err := runMedia(cmd.Context(), a, "media-load", &in, service.MediaHere{}, (*service.Service).MediaLoad)
 			return a.emitStatus(res, err)
 		},
 	}
-	libraryFlags(cmd, &in)
+	libraryFlags(cmd, &in.Library, &in.Drive)
 	return remoteToo(op(cmd, "media-load"))
 }
 
 func (a *app) cmdMediaUnload() *cobra.Command {
-	var in service.MediaLibraryInput
+	var in api.DriveParam
 	cmd := &cobra.Command{
 		Use:   "unload --library LIB [--drive N]",
 		Short: "return a drive's cartridge to its slot (as mtx unload)",
@@ -53,14 +47,11 @@ real drive is ejected first (st's offline), as most changers need.`,
 			"0; 2 for an empty drive; 4 while another operation drives the library."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := apiclient.Request{Op: "media-unload", Path: map[string]string{"library": in.Library, "drive": strconv.Itoa(in.Drive)}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaLibraryStatus, error) {
-				return s.MediaUnload(cmd.Context(), in)
-			})
+			res, err := runMedia(cmd.Context(), a, "media-unload", &in, service.MediaHere{}, (*service.Service).MediaUnload)
 			return a.emitStatus(res, err)
 		},
 	}
-	libraryFlags(cmd, &in)
+	libraryFlags(cmd, &in.Library, &in.Drive)
 	return remoteToo(op(cmd, "media-unload"))
 }
 

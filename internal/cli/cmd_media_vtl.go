@@ -4,7 +4,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -89,7 +88,8 @@ overwritten.`, `"added ..."`, `coffer media vtl add /srv/vtl CFR001L8 --slot 1`,
 	add.Flags().BoolVar(&worm, "worm", false, "a WORM cartridge")
 	add.Flags().StringVar(&cartCapacity, "capacity", "", "its capacity (default: the library's)")
 
-	var lin service.MediaLibraryInput
+	var lin api.LibraryParam
+	var here service.MediaHere
 	status := &cobra.Command{
 		Use:   "status --library LIB",
 		Short: "show a library's slots and drives (as mtx status)",
@@ -98,20 +98,14 @@ barcodes.`, `The mtx status text. --json: {library, kind, drives: [{index, full,
 source_slot, worm}], slots: [{number, import_export, full, barcode, worm}]}.`, `coffer media vtl status --library /srv/vtl`, "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := a.mediaRemote(lin, nil); err != nil {
-				return err
-			}
-			r := apiclient.Request{Op: "media-library-status", Path: map[string]string{"library": lin.Library}}
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.MediaLibraryStatus, error) {
-				return s.MediaLibraryStatus(cmd.Context(), lin)
-			})
+			res, err := runMedia(cmd.Context(), a, "media-library-status", &lin, here, (*service.Service).MediaLibraryStatus)
 			if res == nil {
 				return err
 			}
 			return a.emit(res, err, func() { a.printf("%s", media.FormatMtxStatus(res.Library, changerStatus(res))) })
 		},
 	}
-	libraryFlags(status, &lin)
+	libraryFlags(status, &lin.Library, &here.Drive)
 	const why = "manages a virtual tape library's files on this host"
 	cmd.AddCommand(faceOnly(create, why), faceOnly(add, why), remoteToo(op(status, "media-library-status")))
 	return cmd

@@ -98,19 +98,21 @@ func (s *Service) setupLink(user, token string) *api.SetupLink {
 
 // Login signs a user in and opens a browser session; the answer's cookie
 // carries it (auth.SessionCookie).
-func (s *Service) Login(ctx context.Context, in api.LoginRequest) (*auth.NewSession, error) {
+func (s *Service) Login(ctx context.Context, call *api.LoginInput) (*auth.NewSession, error) {
+	in := call.Body
 	return access(ctx, s, func(a *auth.Service) (*auth.NewSession, error) {
 		return a.Login(ctx, auth.LoginRequest{User: in.User, Password: in.Password, RemoteAddr: remoteAddr(ctx)})
 	})
 }
 
 // Logout ends the session of a cookie value.
-func (s *Service) Logout(ctx context.Context, cookie string) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.Logout(ctx, cookie, remoteAddr(ctx)) })
+func (s *Service) Logout(ctx context.Context, in *api.LogoutInput) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.Logout(ctx, in.Session, remoteAddr(ctx)) })
 }
 
 // CompleteSetup uses a one-time setup link to set its user's password.
-func (s *Service) CompleteSetup(ctx context.Context, in api.SetupRequest) (*api.SetupDone, error) {
+func (s *Service) CompleteSetup(ctx context.Context, call *api.CompleteSetupInput) (*api.SetupDone, error) {
+	in := call.Body
 	user, err := access(ctx, s, func(a *auth.Service) (string, error) {
 		return a.CompleteSetup(ctx, in.Token, in.Password, remoteAddr(ctx))
 	})
@@ -122,7 +124,7 @@ func (s *Service) CompleteSetup(ctx context.Context, in api.SetupRequest) (*api.
 
 // WhoAmI names the caller: the user signed in (or the API token's
 // owner) and the token, for a console's header and a script's check.
-func (s *Service) WhoAmI(ctx context.Context) (*api.Caller, error) {
+func (s *Service) WhoAmI(ctx context.Context, _ *api.WhoAmIInput) (*api.Caller, error) {
 	a := s.actor(ctx)
 	if a == nil {
 		return nil, api.Errorf(api.Unauthenticated, "nobody is signed in: sign in, or send an API token")
@@ -131,7 +133,7 @@ func (s *Service) WhoAmI(ctx context.Context) (*api.Caller, error) {
 }
 
 // Users lists the accounts (only one's own without Sys.Audit on /access).
-func (s *Service) Users(ctx context.Context) ([]api.User, error) {
+func (s *Service) Users(ctx context.Context, _ *api.ListUsersInput) ([]api.User, error) {
 	us, err := access(ctx, s, func(a *auth.Service) ([]auth.User, error) { return a.ListUsers(ctx, s.actor(ctx)) })
 	if err != nil {
 		return nil, err
@@ -146,7 +148,8 @@ func (s *Service) Users(ctx context.Context) ([]api.User, error) {
 
 // CreateUser adds an account; without a password it comes with a
 // one-time setup link for its owner.
-func (s *Service) CreateUser(ctx context.Context, in api.CreateUserRequest) (*api.SetupLink, error) {
+func (s *Service) CreateUser(ctx context.Context, call *api.CreateUserInput) (*api.SetupLink, error) {
+	in := call.Body
 	token, err := access(ctx, s, func(a *auth.Service) (string, error) {
 		return a.CreateUser(ctx, s.actor(ctx), auth.NewUser{Name: in.Name, Password: in.Password, RemoteAddr: remoteAddr(ctx)})
 	})
@@ -160,22 +163,27 @@ func (s *Service) CreateUser(ctx context.Context, in api.CreateUserRequest) (*ap
 }
 
 // EnableUser lets a disabled user sign in again (its tokens work again).
-func (s *Service) EnableUser(ctx context.Context, name string) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetUserEnabled(ctx, s.actor(ctx), name, true, remoteAddr(ctx)) })
+func (s *Service) EnableUser(ctx context.Context, in *api.UserParam) error {
+	return s.withAccess(ctx, func(a *auth.Service) error {
+		return a.SetUserEnabled(ctx, s.actor(ctx), in.User, true, remoteAddr(ctx))
+	})
 }
 
 // DisableUser ends a user's sessions and stops its tokens.
-func (s *Service) DisableUser(ctx context.Context, name string) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetUserEnabled(ctx, s.actor(ctx), name, false, remoteAddr(ctx)) })
+func (s *Service) DisableUser(ctx context.Context, in *api.UserParam) error {
+	return s.withAccess(ctx, func(a *auth.Service) error {
+		return a.SetUserEnabled(ctx, s.actor(ctx), in.User, false, remoteAddr(ctx))
+	})
 }
 
 // DeleteUser removes a user with its tokens, sessions and ACL entries.
-func (s *Service) DeleteUser(ctx context.Context, name string) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.DeleteUser(ctx, s.actor(ctx), name, remoteAddr(ctx)) })
+func (s *Service) DeleteUser(ctx context.Context, in *api.UserParam) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.DeleteUser(ctx, s.actor(ctx), in.User, remoteAddr(ctx)) })
 }
 
 // IssueSetupLink gives a user a new one-time link to choose a password.
-func (s *Service) IssueSetupLink(ctx context.Context, name string) (*api.SetupLink, error) {
+func (s *Service) IssueSetupLink(ctx context.Context, in *api.UserParam) (*api.SetupLink, error) {
+	name := in.User
 	token, err := access(ctx, s, func(a *auth.Service) (string, error) {
 		return a.IssueSetupLink(ctx, s.actor(ctx), name, remoteAddr(ctx))
 	})
@@ -186,14 +194,16 @@ func (s *Service) IssueSetupLink(ctx context.Context, name string) (*api.SetupLi
 }
 
 // ChangePassword sets a user's password (one's own with the old one).
-func (s *Service) ChangePassword(ctx context.Context, user string, in api.PasswordRequest) error {
+func (s *Service) ChangePassword(ctx context.Context, call *api.ChangePasswordInput) error {
+	user, in := call.User, call.Body
 	return s.withAccess(ctx, func(a *auth.Service) error {
 		return a.ChangePassword(ctx, s.actor(ctx), auth.PasswordChange{User: user, Old: in.Old, New: in.New, RemoteAddr: remoteAddr(ctx)})
 	})
 }
 
 // Tokens lists a user's API tokens ("": the actor's own).
-func (s *Service) Tokens(ctx context.Context, user string) ([]api.Token, error) {
+func (s *Service) Tokens(ctx context.Context, in *api.ListTokensInput) ([]api.Token, error) {
+	user := in.User
 	actor := s.actor(ctx)
 	if user == "" && actor != nil {
 		user = actor.User
@@ -220,7 +230,8 @@ func tokenDoc(t auth.TokenInfo) api.Token {
 
 // CreateToken creates an API token: the answer is the only time its
 // secret is shown.
-func (s *Service) CreateToken(ctx context.Context, in api.TokenRequest) (*api.NewToken, error) {
+func (s *Service) CreateToken(ctx context.Context, call *api.CreateTokenInput) (*api.NewToken, error) {
+	in := call.Body
 	req := auth.TokenRequest{User: in.User, Comment: in.Comment, RemoteAddr: remoteAddr(ctx),
 		Lifetime: time.Duration(in.LifetimeSeconds * float64(time.Second))}
 	for _, g := range in.Grants {
@@ -234,12 +245,12 @@ func (s *Service) CreateToken(ctx context.Context, in api.TokenRequest) (*api.Ne
 }
 
 // RevokeToken deletes an API token at once.
-func (s *Service) RevokeToken(ctx context.Context, id string) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.RevokeToken(ctx, s.actor(ctx), id, remoteAddr(ctx)) })
+func (s *Service) RevokeToken(ctx context.Context, in *api.RevokeTokenInput) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.RevokeToken(ctx, s.actor(ctx), in.Token, remoteAddr(ctx)) })
 }
 
 // ACL lists the ACL entries (only one's own without Sys.Audit on /access).
-func (s *Service) ACL(ctx context.Context) ([]api.ACLEntry, error) {
+func (s *Service) ACL(ctx context.Context, _ *api.ListACLInput) ([]api.ACLEntry, error) {
 	es, err := access(ctx, s, func(a *auth.Service) ([]catalog.ACLEntry, error) { return a.ListACL(ctx, s.actor(ctx)) })
 	if err != nil {
 		return nil, err
@@ -252,13 +263,13 @@ func (s *Service) ACL(ctx context.Context) ([]api.ACLEntry, error) {
 }
 
 // SetACL adds an ACL entry (or changes whether it propagates).
-func (s *Service) SetACL(ctx context.Context, e api.ACLEntry) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetACL(ctx, s.actor(ctx), aclChange(ctx, e)) })
+func (s *Service) SetACL(ctx context.Context, in *api.SetACLInput) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetACL(ctx, s.actor(ctx), aclChange(ctx, in.Body)) })
 }
 
 // RemoveACL deletes an ACL entry.
-func (s *Service) RemoveACL(ctx context.Context, e api.ACLEntry) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.RemoveACL(ctx, s.actor(ctx), aclChange(ctx, e)) })
+func (s *Service) RemoveACL(ctx context.Context, in *api.RemoveACLInput) error {
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.RemoveACL(ctx, s.actor(ctx), aclChange(ctx, in.Body)) })
 }
 
 func aclChange(ctx context.Context, e api.ACLEntry) auth.ACLChange {
@@ -266,17 +277,9 @@ func aclChange(ctx context.Context, e api.ACLEntry) auth.ACLChange {
 		RemoteAddr: remoteAddr(ctx)}
 }
 
-// AuditInput filters the audit log.
-type AuditInput struct {
-	User, TokenID, Operation, Object, Result string
-	Since, Until                             time.Time
-	BeforeID                                 int64
-	Limit                                    int
-}
-
 // Audit lists audit records, newest first (only one's own without
 // Sys.Audit on /system).
-func (s *Service) Audit(ctx context.Context, in AuditInput) ([]api.AuditRecord, error) {
+func (s *Service) Audit(ctx context.Context, in *api.QueryAuditInput) ([]api.AuditRecord, error) {
 	f := catalog.AuditFilter{User: in.User, TokenID: in.TokenID, Operation: in.Operation, Object: in.Object, Result: in.Result,
 		Since: in.Since, Until: in.Until, BeforeID: in.BeforeID, Limit: in.Limit}
 	rs, err := access(ctx, s, func(a *auth.Service) ([]catalog.AuditRecord, error) { return a.QueryAudit(ctx, s.actor(ctx), f) })

@@ -20,146 +20,52 @@ import (
 // onLibrary is the ACL path of the library a request names.
 const onLibrary = auth.MediaPath + "/{library}"
 
-// LibraryParam is the media library a request names.
-type LibraryParam struct {
-	Library string `path:"library" minLength:"1" maxLength:"255" example:"vtl1" doc:"a media library of the server's configuration"`
+// MediaHere is what the command line on a library's host may name for a
+// media operation and the API's callers may not. It is kept out of the
+// operations' inputs, which are the API's: the methods take it beside
+// them, the command line fills it in when it runs an operation in this
+// process, and the server runs them with the zero MediaHere (served).
+type MediaHere struct {
+	// Local accepts a virtual tape library's directory or
+	// mtx:CHANGER:DEVICE as the library besides one of the configuration,
+	// and a target (--to) anywhere on this host rather than under the
+	// server's restore directory.
+	Local bool
+	// Drive is the changer's number of the drive of an operation whose
+	// input names none (through the API: the library's first).
+	Drive int
+	// StageDir receives a point read back from tape (restores, file
+	// extraction), SpoolDir points while they are written (copies); "":
+	// the temporary directory.
+	StageDir, SpoolDir string
 }
 
-// in is the library as the service's operations take it: configured
-// libraries only, the first drive.
-func (p LibraryParam) in() MediaLibraryInput {
-	return MediaLibraryInput{Library: p.Library, Configured: true}
+// served binds a media operation's method to its endpoint: the API's
+// callers name a library of the configuration, its first drive unless
+// the input names one, and no directory of the server's host.
+func served[I, T any](m func(*Service, context.Context, *I, MediaHere) (T, error)) func(*Service, context.Context, *I) (T, error) {
+	return func(s *Service, ctx context.Context, in *I) (T, error) { return m(s, ctx, in, MediaHere{}) }
 }
 
-func epMediaLibraryStatus(ctx context.Context, s *Service, in *LibraryParam) (*Result[*api.MediaLibraryStatus], error) {
-	return result(s.MediaLibraryStatus(ctx, in.in()))
+// library is the library a media operation works on, on drive.
+func (h MediaHere) library(name string, drive int) MediaLibraryInput {
+	return MediaLibraryInput{Library: name, Drive: drive, Configured: !h.Local}
 }
 
-// DriveParam is a drive of the library a request names.
-type DriveParam struct {
-	LibraryParam
-	Drive int `path:"drive" minimum:"0" maximum:"1024" doc:"the changer's number of the drive (mtx's data transfer element)"`
-}
-
-func (p DriveParam) in() MediaLibraryInput {
-	in := p.LibraryParam.in()
-	in.Drive = p.Drive
-	return in
-}
-
-type mediaLoadIn struct {
-	DriveParam
-	Body api.MediaLoadRequest
-}
-
-func epMediaLoad(ctx context.Context, s *Service, in *mediaLoadIn) (*Result[*api.MediaLibraryStatus], error) {
-	return result(s.MediaLoad(ctx, in.DriveParam.in(), in.Body.Barcode))
-}
-
-func epMediaUnload(ctx context.Context, s *Service, in *DriveParam) (*Result[*api.MediaLibraryStatus], error) {
-	return result(s.MediaUnload(ctx, in.in()))
-}
-
-type mediaLabelIn struct {
-	LibraryParam
-	Body api.MediaLabelRequest
-}
-
-func epMediaLabel(ctx context.Context, s *Service, in *mediaLabelIn) (*Result[*api.MediaVolume], error) {
-	b := in.Body
-	return result(s.MediaLabel(ctx, MediaLabelInput{MediaLibraryInput: in.in(), Barcode: b.Barcode, Pool: b.Pool,
-		BlockSize: b.BlockSizeBytes, Foreign: b.Foreign}))
-}
-
-type mediaCopyIn struct {
-	RepoParam
-	Library string `query:"library" required:"true" minLength:"1" maxLength:"255" doc:"the media library of the server's configuration to write to"`
-	Body    api.MediaCopyRequest
-}
-
-// epMediaCopy copies points of the request's repository to a pool of the
-// library; points are spooled in the server's temporary directory.
-func epMediaCopy(ctx context.Context, s *Service, in *mediaCopyIn) (*Result[*api.MediaCopyResult], error) {
-	b := in.Body
-	return result(s.MediaCopy(ctx, MediaCopyInput{MediaLibraryInput: LibraryParam{in.Library}.in(), Pool: b.Pool, Points: b.Points,
-		VM: b.VM, Latest: b.Latest, Multiplex: b.Multiplex, MaxMultiplex: b.MaxMultiplex, Drives: b.Drives, RunBlocks: b.RunBlocks,
-		BlockSize: b.BlockSizeBytes, Retention: fromSeconds(b.RetentionSeconds)}))
-}
-
-// MediaPointParam is a backup point on a library's volumes.
-type MediaPointParam struct {
-	LibraryParam
-	Point string `path:"point" minLength:"1" maxLength:"64" doc:"a backup point in the media catalogue: its ID or a unique ID prefix"`
-}
-
-type mediaRestoreIn struct {
-	MediaPointParam
-	Body api.MediaRestoreRequest
-}
-
-// epMediaRestore restores a point's disks from the library, staged in
-// the server's temporary directory, opened with the password of the
-// server's repository setting.
-func epMediaRestore(ctx context.Context, s *Service, in *mediaRestoreIn) (*Result[*api.MediaRestoreResult], error) {
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
+// target is where a media operation writes what it reads from tape: a
+// path of this host as the command line gave it, or one under the
+// server's restore directory.
+func (h MediaHere) target(s *Service, to string) (string, error) {
+	if h.Local {
+		return to, nil
 	}
-	b := in.Body
-	return result(s.MediaRestore(ctx, MediaRestoreInput{MediaLibraryInput: in.in(), Point: in.Point, Disk: b.Disk, To: to,
-		Overwrite: b.Overwrite, ReadThrough: b.ReadThroughBlocks}))
+	return confine(s.cfg.Files.RestoreDir, restoreDir, to)
 }
 
-type mediaFilesIn struct {
-	MediaPointParam
-	Disk string `query:"disk" maxLength:"255" doc:"the disk: index, key or name (default: the first)"`
-	Body api.FilesExtractRequest
-}
-
-func epMediaFilesExtract(ctx context.Context, s *Service, in *mediaFilesIn) (*Result[*api.FilesExtract], error) {
-	for _, p := range in.Body.Paths {
-		if err := insidePath(p); err != nil {
-			return nil, err
-		}
-	}
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
-	}
-	ref := in.Point
-	if in.Disk != "" {
-		ref += ":" + in.Disk
-	}
-	return result(s.MediaFilesExtract(ctx, MediaFilesInput{MediaLibraryInput: in.in(), Ref: ref, Paths: in.Body.Paths, To: to}))
-}
-
-type mediaVerifyIn struct {
-	LibraryParam
-	Barcode string `path:"barcode" minLength:"1" maxLength:"16" doc:"the volume's barcode"`
-}
-
-func epMediaVerify(ctx context.Context, s *Service, in *mediaVerifyIn) (*Result[*api.MediaVerifyReport], error) {
-	return result(s.MediaVerify(ctx, in.in(), in.Barcode))
-}
-
-type mediaCatalogIn struct {
-	LibraryParam
-	Body api.MediaCatalogRequest
-}
-
-func epMediaCatalog(ctx context.Context, s *Service, in *mediaCatalogIn) (*Result[*api.MediaCatalogResult], error) {
-	return result(s.MediaCatalog(ctx, MediaCatalogInput{MediaLibraryInput: in.in(), Scan: in.Body.Scan}))
-}
-
-type mediaVolumesIn struct {
-	Pool    string `query:"pool" maxLength:"255" doc:"only this pool's volumes"`
-	Library string `query:"library" maxLength:"255" doc:"only the volumes last seen in this library"`
-}
-
-// epMediaVolumes lists the volumes of the libraries the caller may see
-// (Repo.Audit on /media/{library}).
-func epMediaVolumes(ctx context.Context, s *Service, in *mediaVolumesIn) (*Result[[]api.MediaVolume], error) {
-	vols, err := s.MediaVolumes(ctx, in.Pool)
+// MediaVolumes lists the volumes of the media catalogue (of one pool, of
+// one library) that the caller may see: Repo.Audit on /media/{library}.
+func (s *Service) MediaVolumes(ctx context.Context, in *api.ListMediaVolumesInput) ([]api.MediaVolume, error) {
+	vols, err := s.mediaVolumes(ctx, in.Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -169,24 +75,20 @@ func epMediaVolumes(ctx context.Context, s *Service, in *mediaVolumesIn) (*Resul
 			out = append(out, v)
 		}
 	}
-	return result(visible(ctx, s, auth.RepoAudit, out, func(v api.MediaVolume) []string {
+	return visible(ctx, s, auth.RepoAudit, out, func(v api.MediaVolume) []string {
 		return []string{auth.MediaLibraryPath(v.Library)}
-	}), nil)
+	}), nil
 }
 
-type mediaContentsIn struct {
-	Barcode string `query:"barcode" maxLength:"16" doc:"only this volume's segments"`
-	Point   string `query:"point" maxLength:"64" doc:"only this backup point's segments: its ID or a unique ID prefix"`
-}
-
-// epMediaContents lists the segments on the volumes of the libraries the
-// caller may see.
-func epMediaContents(ctx context.Context, s *Service, in *mediaContentsIn) (*Result[[]api.MediaSegment], error) {
-	segs, err := s.MediaContents(ctx, in.Barcode, in.Point)
+// MediaContents lists the segments of the media catalogue (of a volume,
+// of a point: an ID or a unique prefix) on the volumes of the libraries
+// the caller may see.
+func (s *Service) MediaContents(ctx context.Context, in *api.MediaContentsInput) ([]api.MediaSegment, error) {
+	segs, err := s.mediaContents(ctx, in.Barcode, in.Point)
 	if err != nil {
 		return nil, err
 	}
-	vols, err := s.MediaVolumes(ctx, "")
+	vols, err := s.mediaVolumes(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +96,7 @@ func epMediaContents(ctx context.Context, s *Service, in *mediaContentsIn) (*Res
 	for _, v := range vols {
 		library[v.Barcode] = v.Library
 	}
-	return result(visible(ctx, s, auth.RepoAudit, segs, func(sg api.MediaSegment) []string {
+	return visible(ctx, s, auth.RepoAudit, segs, func(sg api.MediaSegment) []string {
 		return []string{auth.MediaLibraryPath(library[sg.Barcode])}
-	}), nil)
+	}), nil
 }

@@ -18,23 +18,16 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// MediaLabelInput labels one cartridge into a media pool.
-type MediaLabelInput struct {
-	MediaLibraryInput
-	Barcode, Pool string
-	BlockSize     int
-	// Foreign allows overwriting a cartridge holding data that is not
-	// coffer's; coffer volumes are protected by their retention, WORM
-	// ones for ever.
-	Foreign bool
-}
-
 // MediaLabel labels a cartridge and records it in the media catalogue.
-func (s *Service) MediaLabel(ctx context.Context, in MediaLabelInput) (*api.MediaVolume, error) {
+// Foreign allows overwriting a cartridge holding data that is not
+// coffer's; coffer volumes are protected by their retention, WORM ones
+// for ever.
+func (s *Service) MediaLabel(ctx context.Context, call *api.MediaLabelInput, here MediaHere) (*api.MediaVolume, error) {
+	in := call.Body
 	if in.Barcode == "" || in.Pool == "" {
 		return nil, invalidf("--barcode and --pool are required")
 	}
-	lib, ml, closeLib, err := s.openLibrary(ctx, in.MediaLibraryInput)
+	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(call.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +35,7 @@ func (s *Service) MediaLabel(ctx context.Context, in MediaLabelInput) (*api.Medi
 	if err := lib.Load(in.Barcode); err != nil {
 		return nil, err
 	}
-	v, err := volume.Label(lib.Drive, volume.LabelOptions{Barcode: in.Barcode, Pool: in.Pool, BlockSize: in.BlockSize, Foreign: in.Foreign})
+	v, err := volume.Label(lib.Drive, volume.LabelOptions{Barcode: in.Barcode, Pool: in.Pool, BlockSize: in.BlockSizeBytes, Foreign: in.Foreign})
 	if errors.Is(err, volume.ErrProtected) {
 		return nil, api.Errorf(api.Invalid, "%v", err)
 	}
@@ -57,35 +50,12 @@ func (s *Service) MediaLabel(ctx context.Context, in MediaLabelInput) (*api.Medi
 	return &doc, nil
 }
 
-// MediaCopyInput selects points of the default repository and the pool
-// they go to.
-type MediaCopyInput struct {
-	MediaLibraryInput
-	Pool string
-	// Points, VM and Latest select as for Copy.
-	Points []string
-	VM     string
-	Latest bool
-	// Multiplex is how many points are written at once onto the drive
-	// (0: as many as selected, at most MaxMultiplex). MaxMultiplex caps it
-	// (default 4, the seeds' advice).
-	Multiplex, MaxMultiplex int
-	// Drives is how many drives of the library are written at once
-	// (MediaLibraryInput.Drive and those after it), a session each
-	// (0: one).
-	Drives int
-	// RunBlocks keeps that many blocks of one point together on tape.
-	RunBlocks int
-	BlockSize int
-	// Retention protects the volumes written from being overwritten.
-	Retention time.Duration
-	SpoolDir  string
-}
-
 // MediaCopy writes backup points to a media pool: each point a
 // self-contained stream, several multiplexed onto the drive, spanning
 // volumes of the pool; the volumes' indexes go into the media catalogue.
-func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaCopyResult, error) {
+// Its Drives are the library's drive here.Drive and those after it.
+func (s *Service) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here MediaHere) (*api.MediaCopyResult, error) {
+	in := call.Body
 	if in.Pool == "" {
 		return nil, invalidf("--pool is required")
 	}
@@ -96,7 +66,7 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 	if in.Drives < 0 {
 		return nil, invalidf("--drives must not be negative")
 	}
-	ml, err := s.findLibrary(ctx, in.MediaLibraryInput)
+	ml, err := s.findLibrary(ctx, here.library(call.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +104,9 @@ func (s *Service) MediaCopy(ctx context.Context, in MediaCopyInput) (*api.MediaC
 			slots := &copySlots{limiter: s.limiter(ctx), need: need, t: t, library: ml.Ref()}
 			host, _ := os.Hostname()
 			start := time.Now()
-			results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSize,
-				SpoolDir: in.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t), DriveSlot: slots.acquire,
-				WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention, Host: host}})
+			results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSizeBytes,
+				SpoolDir: here.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t), DriveSlot: slots.acquire,
+				WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention(), Host: host}})
 			// The sessions that completed are on tape and indexed: the
 			// catalogue records them even when another drive failed.
 			out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, DriveLimit: need.Cap,
@@ -229,21 +199,14 @@ func (s *Service) recordVolumes(ctx context.Context, lib *volume.Library, ml med
 	return rows, nil
 }
 
-// MediaCatalogInput rebuilds the media catalogue from a library's
-// volumes.
-type MediaCatalogInput struct {
-	MediaLibraryInput
-	// Scan reads every block instead of each volume's last index (for
-	// volumes whose index is missing: an unexpected end of medium, or a
-	// damaged index).
-	Scan bool
-}
-
 // MediaCatalog mounts every cartridge of the library and records what its
 // last index (or, with Scan, its blocks) says: the catalogue is rebuilt
-// from the media alone.
-func (s *Service) MediaCatalog(ctx context.Context, in MediaCatalogInput) (*api.MediaCatalogResult, error) {
-	lib, ml, closeLib, err := s.openLibrary(ctx, in.MediaLibraryInput)
+// from the media alone. Scan reads every block instead of each volume's
+// last index (for volumes whose index is missing: an unexpected end of
+// medium, or a damaged index).
+func (s *Service) MediaCatalog(ctx context.Context, call *api.RebuildMediaCatalogInput, here MediaHere) (*api.MediaCatalogResult, error) {
+	in := call.Body
+	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(call.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
@@ -283,8 +246,8 @@ func (s *Service) MediaCatalog(ctx context.Context, in MediaCatalogInput) (*api.
 	return out, nil
 }
 
-// MediaVolumes lists the catalogue's volumes (of one pool, if given).
-func (s *Service) MediaVolumes(ctx context.Context, pool string) ([]api.MediaVolume, error) {
+// mediaVolumes lists the catalogue's volumes (of one pool, if given).
+func (s *Service) mediaVolumes(ctx context.Context, pool string) ([]api.MediaVolume, error) {
 	c, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -301,9 +264,9 @@ func (s *Service) MediaVolumes(ctx context.Context, pool string) ([]api.MediaVol
 	return out, nil
 }
 
-// MediaContents lists the catalogue's segments: of a volume, of a point
+// mediaContents lists the catalogue's segments: of a volume, of a point
 // (an ID or a unique prefix), or all.
-func (s *Service) MediaContents(ctx context.Context, barcode, point string) ([]api.MediaSegment, error) {
+func (s *Service) mediaContents(ctx context.Context, barcode, point string) ([]api.MediaSegment, error) {
 	c, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/files"
@@ -12,36 +11,34 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// MediaFilesInput extracts files from a disk of a point on media.
-type MediaFilesInput struct {
-	MediaLibraryInput
-	// Ref is POINT[:DISK], the point an ID or unique prefix in the media
-	// catalogue.
-	Ref      string
-	Paths    []string
-	To       string
-	StageDir string
-}
-
 // MediaFilesExtract extracts files or trees from inside a backed-up disk
 // of a point on tape, without its repository: the point is staged from
 // the media as for MediaRestore, and the file readers of `coffer files
-// get` read the disk from the staged repository.
-func (s *Service) MediaFilesExtract(ctx context.Context, in MediaFilesInput) (*api.FilesExtract, error) {
+// get` read the disk from the staged repository. The point is an ID or a
+// unique prefix in the media catalogue.
+func (s *Service) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExtractInput, here MediaHere) (*api.FilesExtract, error) {
+	in, err := mediaFilesTarget(s, call, here)
+	if err != nil {
+		return nil, err
+	}
 	if in.To == "" {
 		return nil, invalidf("no target directory given")
 	}
 	if len(in.Paths) == 0 {
 		return nil, invalidf("no path given")
 	}
-	pointRef, diskSel, _ := strings.Cut(in.Ref, ":")
-	ml, err := s.findLibrary(ctx, in.MediaLibraryInput)
+	pointRef, diskSel := call.Point, call.Disk
+	ref := pointRef
+	if diskSel != "" {
+		ref += ":" + diskSel
+	}
+	ml, err := s.findLibrary(ctx, here.library(call.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
-	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Ref + " from library " + ml.Ref()}
+	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: ref + " from library " + ml.Ref()}
 	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
-		staged, done, err := s.stageFromMedia(ctx, ml, pointRef, in.StageDir, 0)
+		staged, done, err := s.stageFromMedia(ctx, ml, pointRef, here.StageDir, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -85,4 +82,21 @@ func oneDisk(snap *repo.Point, sel string) (repo.Disk, error) {
 		return repo.Disk{}, err
 	}
 	return ds[0], nil
+}
+
+// mediaFilesTarget is a file extraction's request with its target
+// resolved (MediaHere.target); through the API, the paths inside the disk
+// are checked first, as the repository's file extraction does.
+func mediaFilesTarget(s *Service, call *api.MediaFilesExtractInput, here MediaHere) (api.FilesExtractRequest, error) {
+	in := call.Body
+	if !here.Local {
+		for _, p := range in.Paths {
+			if err := insidePath(p); err != nil {
+				return in, err
+			}
+		}
+	}
+	to, err := here.target(s, in.To)
+	in.To = to
+	return in, err
 }

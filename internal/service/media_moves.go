@@ -13,11 +13,12 @@ import (
 // drive is unloaded first if it holds another, and a cartridge another
 // drive holds goes back to its slot first. It returns the library's
 // status after the move.
-func (s *Service) MediaLoad(ctx context.Context, in MediaLibraryInput, barcode string) (*api.MediaLibraryStatus, error) {
+func (s *Service) MediaLoad(ctx context.Context, in *api.MediaLoadInput, here MediaHere) (*api.MediaLibraryStatus, error) {
+	barcode := in.Body.Barcode
 	if barcode == "" {
 		return nil, invalidf("no cartridge given: name its barcode (coffer media vtl status lists the library's)")
 	}
-	lib, ml, closeLib, err := s.openLibrary(ctx, in)
+	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(in.Library, in.Drive))
 	if err != nil {
 		return nil, err
 	}
@@ -38,8 +39,8 @@ func (s *Service) MediaLoad(ctx context.Context, in MediaLibraryInput, barcode s
 // MediaUnload returns the cartridge in the library's drive to the slot
 // it came from (a real drive is ejected first), and returns the
 // library's status after the move.
-func (s *Service) MediaUnload(ctx context.Context, in MediaLibraryInput) (*api.MediaLibraryStatus, error) {
-	lib, ml, closeLib, err := s.openLibrary(ctx, in)
+func (s *Service) MediaUnload(ctx context.Context, in *api.DriveParam, here MediaHere) (*api.MediaLibraryStatus, error) {
+	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(in.Library, in.Drive))
 	if err != nil {
 		return nil, err
 	}

@@ -14,51 +14,39 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// MediaRestoreInput restores disks of a backup point from media.
-type MediaRestoreInput struct {
-	MediaLibraryInput
-	// Point is an ID or a unique prefix of a point in the media catalogue.
-	Point string
-	// Disk, To and Overwrite are as for RestoreDisks (raw images).
-	Disk      string
-	To        string
-	Overwrite bool
-	// StageDir receives the point read back from tape (room for its
-	// stored bytes) until the disks are written; default: the system's
-	// temporary directory.
-	StageDir string
-	// ReadThrough: gaps of up to this many blocks of other points are read
-	// rather than located over.
-	ReadThrough int64
-}
-
 // MediaRestore restores a point's disks from tape without its repository:
 // the catalogue positions the drive on the point's own blocks, the point
-// is staged as the repository it was written as, opened with the
-// repository's password, and the restore writers rebuild the disks.
-func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.MediaRestoreResult, error) {
-	if in.To == "" {
+// is staged (in here.StageDir: room for its stored bytes) as the
+// repository it was written as, opened with the repository's password,
+// and the restore writers rebuild the disks. Disk, To and Overwrite are as
+// for RestoreDisks (raw images).
+func (s *Service) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, here MediaHere) (*api.MediaRestoreResult, error) {
+	to, err := here.target(s, in.Body.To)
+	if err != nil {
+		return nil, err
+	}
+	if to == "" {
 		return nil, invalidf("no restore target given (--to)")
 	}
 	if in.Point == "" {
 		return nil, invalidf("no backup point given")
 	}
-	ml, err := s.findLibrary(ctx, in.MediaLibraryInput)
+	ml, err := s.findLibrary(ctx, here.library(in.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
 	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.Ref()}
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaRestoreResult, error) {
-		staged, closeStaged, err := s.stageFromMedia(ctx, ml, in.Point, in.StageDir, in.ReadThrough)
+		staged, closeStaged, err := s.stageFromMedia(ctx, ml, in.Point, here.StageDir, in.Body.ReadThroughBlocks)
 		if err != nil {
 			return nil, err
 		}
 		defer closeStaged()
-		disks, err := pickDisks(staged.Point, in.Disk)
+		disks, err := pickDisks(staged.Point, in.Body.Disk)
 		if err != nil {
 			return nil, err
 		}
-		targets, err := diskTargets(in.To, disks)
+		targets, err := diskTargets(to, disks)
 		if err != nil {
 			return nil, err
 		}
@@ -68,7 +56,7 @@ func (s *Service) MediaRestore(ctx context.Context, in MediaRestoreInput) (*api.
 			prog := &restore.Progress{}
 			t.Progress(Meter{Label: "restore " + d.Name, Done: prog.BytesDone.Load, Total: prog.BytesTotal.Load})
 			start := time.Now()
-			st, err := restore.ToFile(ctx, staged.Repo, staged.Point, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite})
+			st, err := restore.ToFile(ctx, staged.Repo, staged.Point, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Body.Overwrite})
 			if err != nil {
 				return out, fmt.Errorf("disk %s: %w", d.Name, err)
 			}
@@ -126,11 +114,12 @@ func (s *Service) stageFromMedia(ctx context.Context, ml mediaLibrary, point, st
 
 // MediaVerify reads a volume back: every block's checksum, the volume's
 // index against its blocks, and the catalogue against the index.
-func (s *Service) MediaVerify(ctx context.Context, in MediaLibraryInput, barcode string) (*api.MediaVerifyReport, error) {
+func (s *Service) MediaVerify(ctx context.Context, in *api.MediaVerifyInput, here MediaHere) (*api.MediaVerifyReport, error) {
+	barcode := in.Barcode
 	if barcode == "" {
 		return nil, invalidf("no volume given")
 	}
-	ml, err := s.findLibrary(ctx, in)
+	ml, err := s.findLibrary(ctx, here.library(in.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}

@@ -48,8 +48,8 @@ func (s *Service) AddVTLCartridge(dir, barcode string, slot int, worm bool, capa
 
 // MediaLibraryStatus is a library's inventory, as `mtx status` reports
 // it: its drives and slots and the cartridges in them.
-func (s *Service) MediaLibraryStatus(ctx context.Context, in MediaLibraryInput) (*api.MediaLibraryStatus, error) {
-	lib, ml, closeLib, err := s.openLibrary(ctx, in)
+func (s *Service) MediaLibraryStatus(ctx context.Context, in *api.LibraryParam, here MediaHere) (*api.MediaLibraryStatus, error) {
+	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(in.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
