@@ -1,0 +1,50 @@
+package api
+
+import "time"
+
+// The inputs of the operations on jobs, the VM inventory, policies, the
+// planner and its measurements (see inputs.go).
+
+// PolicyParam names the policy an operation works on.
+type PolicyParam struct {
+	Policy string `path:"policy" maxLength:"255" example:"nightly"`
+}
+
+// PlanPolicyInput predicts a run of a policy and its what-ifs.
+type PlanPolicyInput struct {
+	PolicyParam
+	WhatIf        []string `query:"what_if,explode" required:"false" maxItems:"20" doc:"a variation to predict beside the configuration, KEY=VALUE: tasks=64, per-datastore=12, per-host=4, group:NAME=6, streams=+1, multiplexing=2, add-vms=100, move=GLOB:DATASTORE (repeat the parameter)"`
+	Mode          string   `query:"mode" enum:"full,incremental,differential," doc:"the run to plan (default: the policy's mode)"`
+	WindowSeconds float64  `query:"window_seconds" minimum:"0" maximum:"31622400" doc:"the time the run must end within (0: the gap between the schedule's next two runs)"`
+	Runs          int      `query:"runs" minimum:"0" maximum:"10000" doc:"Monte Carlo runs (0: 100, fewer for fleets over 2,000 VMs, down to 20 at 10,000)"`
+	Jobs          int      `query:"jobs" minimum:"0" maximum:"1000" doc:"recorded runs of the policy to learn from (0: 20)"`
+	QueueDepth    int      `query:"queue_depth" minimum:"0" maximum:"1000000" doc:"every datastore's queue depth, for the VMs-per-volume rule (with commands_per_vm)"`
+	CommandsPerVM float64  `query:"commands_per_vm" minimum:"0" maximum:"1000000" doc:"active commands per VM, for the VMs-per-volume rule"`
+}
+
+// Window is the time the run must end within (0: the gap between the
+// schedule's next two runs).
+func (in *PlanPolicyInput) Window() time.Duration {
+	return time.Duration(in.WindowSeconds * float64(time.Second))
+}
+
+// PlanAccuracyInput sets a policy's last predictions beside its runs.
+type PlanAccuracyInput struct {
+	PolicyParam
+	Runs int `query:"runs" minimum:"0" maximum:"1000" doc:"the last runs to judge (0: 20)"`
+}
+
+// PlanAccuraciesInput is PlanAccuracyInput for every policy.
+type PlanAccuraciesInput struct {
+	Runs int `query:"runs" minimum:"0" maximum:"1000" doc:"the last runs of each policy to judge (0: 20)"`
+}
+
+// BenchDeviceInput measures a device of the host.
+type BenchDeviceInput struct {
+	Body DeviceBenchRequest
+}
+
+// BenchPipelineInput measures coffer's pipeline on the host.
+type BenchPipelineInput struct {
+	Body PipelineBenchRequest
+}
