@@ -48,3 +48,48 @@ type BenchDeviceInput struct {
 type BenchPipelineInput struct {
 	Body PipelineBenchRequest
 }
+
+// JobParam names the job an operation works on.
+type JobParam struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+// ListJobsInput lists a page of jobs, newest first.
+type ListJobsInput struct {
+	Policy string    `query:"policy" maxLength:"255"`
+	Kind   string    `query:"kind" maxLength:"64" doc:"backup-policy, backup-vm, restore, verify, gc, ..."`
+	User   string    `query:"user" maxLength:"64"`
+	VM     string    `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
+	Status string    `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
+	Since  time.Time `query:"since" doc:"jobs created at or after this time"`
+	Until  time.Time `query:"until" doc:"jobs created before this time"`
+	Limit  int       `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
+	After  int64     `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
+}
+
+// GetJobInput asks for a job with a page of its tasks and the first
+// lines of its log.
+type GetJobInput struct {
+	JobParam
+	Tasks      int   `query:"tasks" minimum:"0" maximum:"1000" doc:"the most per-VM tasks in the document, in the order they were created (0: 100)"`
+	TasksAfter int64 `query:"tasks_after" minimum:"0" doc:"the Coffer-Next header of the previous answer: the tasks after it"`
+	Log        int   `query:"log" minimum:"0" maximum:"1000" doc:"the most lines of the log from its start (0: 100); job-log pages through the rest"`
+}
+
+// JobLogInput asks for a page of a job's log.
+type JobLogInput struct {
+	JobParam
+	Start int64 `query:"start" minimum:"0" doc:"the last line already read (0: from the first)"`
+	Limit int   `query:"limit" minimum:"0" maximum:"10000" doc:"the most lines (0: 500)"`
+}
+
+// FollowJobInput follows a job's events from a line of its log on.
+type FollowJobInput struct {
+	JobParam
+	After int64 `query:"after" minimum:"0" doc:"the last log line already read (the Last-Event-ID header says the same)"`
+}
+
+// CancelJobInput asks a job to stop.
+type CancelJobInput struct {
+	JobParam
+}

@@ -234,7 +234,7 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		t.Helper()
 		var found api.Job
 		eventually(t, run, "a finished job of "+policy, func() bool {
-			jobs, err := other.Jobs(e.ctx, service.JobsInput{Policy: policy})
+			jobs, err := service.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +278,7 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := waitJob("later", start)
-	jobs, err := other.Jobs(e.ctx, service.JobsInput{Policy: "often"})
+	jobs, err := service.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: "often"})
 	if err != nil {
 		t.Fatal(err)
 	}

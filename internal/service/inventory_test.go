@@ -284,7 +284,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	}
 
 	// The refreshes asked for are tasks: two succeeded, one failed.
-	jobs, err := s.Jobs(ctx, service.JobsInput{Kind: "inventory-refresh"})
+	jobs, err := service.ListJobs(ctx, s, &api.ListJobsInput{Kind: "inventory-refresh"})
 	if err != nil {
 		t.Fatal(err)
 	}
