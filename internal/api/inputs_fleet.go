@@ -93,3 +93,26 @@ type FollowJobInput struct {
 type CancelJobInput struct {
 	JobParam
 }
+
+// RefreshInventoryInput names the connection whose VMs to list now.
+type RefreshInventoryInput struct {
+	Connection string `path:"conn" maxLength:"255" example:"vcenter"`
+}
+
+// CheckPoliciesInput validates the policies.
+type CheckPoliciesInput struct {
+	Offline bool `query:"offline" doc:"check without asking the hypervisors"`
+}
+
+// PreviewPolicyInput says what a run of a policy would do now.
+type PreviewPolicyInput struct {
+	PolicyParam
+	Runs int `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
+}
+
+// PreviewPolicyDraftInput is PreviewPolicyInput for a policy not saved
+// yet.
+type PreviewPolicyDraftInput struct {
+	Runs int            `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
+	Body map[string]any `doc:"the policy not saved yet, in the configuration file's schema (one entry of its policies section)"`
+}

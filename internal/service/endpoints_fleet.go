@@ -164,31 +164,6 @@ func epProtectionSummary(ctx context.Context, s *Service, in *protectionSummaryI
 	return result(sum, err)
 }
 
-type refreshInventoryIn struct {
-	Connection string `path:"conn" maxLength:"255" example:"vcenter"`
-}
-
-func epRefreshInventory(ctx context.Context, s *Service, in *refreshInventoryIn) (*Result[*api.InventoryRefresh], error) {
-	return result(s.RefreshInventory(ctx, RefreshInventoryInput{Connection: in.Connection}))
-}
-
-type policyCheckIn struct {
-	Offline bool `query:"offline" doc:"check without asking the hypervisors"`
-}
-
-func epPolicyCheck(ctx context.Context, s *Service, in *policyCheckIn) (*Result[*api.PolicyCheck], error) {
-	return result(s.PolicyCheck(ctx, in.Offline))
-}
-
-type previewIn struct {
-	Policy string `path:"policy" maxLength:"255" example:"nightly"`
-	Runs   int    `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
-}
-
-func epPolicyPreview(ctx context.Context, s *Service, in *previewIn) (*Result[*api.PolicyPreview], error) {
-	return result(s.PolicyPreview(ctx, PolicyPreviewInput{Policy: in.Policy, Runs: in.Runs}))
-}
-
 type runPolicyIn struct {
 	Policy string `path:"policy" maxLength:"255" example:"nightly"`
 	Wait   bool   `query:"wait" doc:"answer when the run has ended, with the finished job (default: at once, with the running job)"`
