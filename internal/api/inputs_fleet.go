@@ -116,3 +116,9 @@ type PreviewPolicyDraftInput struct {
 	Runs int            `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
 	Body map[string]any `doc:"the policy not saved yet, in the configuration file's schema (one entry of its policies section)"`
 }
+
+// BackupPolicyInput runs a policy now.
+type BackupPolicyInput struct {
+	PolicyParam
+	Wait bool `query:"wait" doc:"answer when the run has ended, with the finished job (default: at once, with the running job)"`
+}

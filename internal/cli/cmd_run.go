@@ -2,14 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -69,11 +67,10 @@ configuration refuses; 130 when interrupted.`),
 // server, which answers when the run has ended.
 func (a *app) runPolicy(cmd *cobra.Command, policy string) (*api.Job, error) {
 	if a.remote != nil {
-		var j *api.Job
-		err := a.remote.Call(cmd.Context(), apiclient.Request{Op: "backup-policy", Path: map[string]string{"policy": policy},
-			Query: url.Values{"wait": {"true"}}}, &j)
-		return j, err
+		return runOp[*api.Job](cmd.Context(), a, "backup-policy", &api.BackupPolicyInput{PolicyParam: api.PolicyParam{Policy: policy}, Wait: true})
 	}
+	// Here, the run's handle shows its progress as it goes, which the
+	// operation's answer (the job when it has ended) does not.
 	run, err := call(a, func(s *service.Service) (*service.PolicyRun, error) { return s.RunPolicy(cmd.Context(), policy) })
 	if err != nil {
 		return nil, err

@@ -164,21 +164,17 @@ func epProtectionSummary(ctx context.Context, s *Service, in *protectionSummaryI
 	return result(sum, err)
 }
 
-type runPolicyIn struct {
-	Policy string `path:"policy" maxLength:"255" example:"nightly"`
-	Wait   bool   `query:"wait" doc:"answer when the run has ended, with the finished job (default: at once, with the running job)"`
-}
-
-// epRunPolicy starts a policy's run. Not waited for, the run goes on in
+// BackupPolicy starts a policy's run. Not waited for, the run goes on in
 // the server's background after the answer, which is the job as it
-// starts (follow it with get-job).
-func epRunPolicy(ctx context.Context, s *Service, in *runPolicyIn) (*Result[*api.Job], error) {
+// starts (follow it with get-job). (RunPolicy starts a run and returns
+// its handle, which the command line watches as it goes.)
+func (s *Service) BackupPolicy(ctx context.Context, in *api.BackupPolicyInput) (*api.Job, error) {
 	if in.Wait {
 		run, err := s.RunPolicy(ctx, in.Policy)
 		if err != nil {
 			return nil, err
 		}
-		return result(run.Wait())
+		return run.Wait()
 	}
 	bg, err := s.background("a policy run not waited for")
 	if err != nil {
@@ -200,7 +196,7 @@ func epRunPolicy(ctx context.Context, s *Service, in *runPolicyIn) (*Result[*api
 	if err != nil {
 		return nil, err
 	}
-	return result(s.jobPage(ctx, jobPageInput{ID: run.Progress().JobID}))
+	return s.jobPage(ctx, jobPageInput{ID: run.Progress().JobID})
 }
 
 // TasksPath is where rights on every user's jobs are held (PBS's
