@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdBench() *cobra.Command {
@@ -24,7 +23,7 @@ and the date; the plan uses the newest of each.`, "See the subcommands.",
 }
 
 func (a *app) cmdBenchDevice() *cobra.Command {
-	var in service.BenchDeviceInput
+	var in api.DeviceBenchRequest
 	var size string
 	cmd := &cobra.Command{
 		Use:   "device PATH",
@@ -54,9 +53,9 @@ coffer bench device /vmfs/volumes/ds-7 --as datastore:vcenter/ds-7 --size 4GiB -
 				if err != nil {
 					return usagef("--size: %v", err)
 				}
-				in.Size = n
+				in.SizeBytes = n
 			}
-			doc, err := call(a, func(s *service.Service) (*api.DeviceBench, error) { return s.BenchDevice(cmd.Context(), in) })
+			doc, err := runOp[*api.DeviceBench](cmd.Context(), a, "bench-device", &api.BenchDeviceInput{Body: in})
 			if doc == nil {
 				return err
 			}
@@ -71,11 +70,13 @@ coffer bench device /vmfs/volumes/ds-7 --as datastore:vcenter/ds-7 --size 4GiB -
 	f.StringVar(&in.Device, "as", "", "the device's name for the planner: datastore:CONNECTION/DATASTORE or repo:NAME")
 	f.StringVar(&size, "size", "256MiB", "bytes each pass moves")
 	f.IntVar(&in.Streams, "streams", 4, "concurrent sequential streams")
+	// Local only: PATH is a directory of this host, which the bench
+	// measures; the server's bench-device measures one of its own.
 	return op(cmd, "bench-device")
 }
 
 func (a *app) cmdBenchPipeline() *cobra.Command {
-	var in service.BenchPipelineInput
+	var in api.PipelineBenchRequest
 	var size string
 	cmd := &cobra.Command{
 		Use:   "pipeline",
@@ -98,9 +99,9 @@ coffer bench pipeline --level 1 --level 3 --size 1GiB`,
 				if err != nil {
 					return usagef("--size: %v", err)
 				}
-				in.Bytes = n
+				in.SizeBytes = n
 			}
-			doc, err := call(a, func(s *service.Service) (*api.PipelineBench, error) { return s.BenchPipeline(cmd.Context(), in) })
+			doc, err := runOp[*api.PipelineBench](cmd.Context(), a, "bench-pipeline", &api.BenchPipelineInput{Body: in})
 			if doc == nil {
 				return err
 			}
@@ -121,5 +122,6 @@ coffer bench pipeline --level 1 --level 3 --size 1GiB`,
 	f.IntSliceVar(&in.Levels, "level", nil, "zstd levels to measure, 0 for none (repeatable; default 0, 1, 3, 9)")
 	f.StringVar(&size, "size", "512MiB", "bytes each level processes")
 	f.IntVar(&in.Workers, "workers", 0, "goroutines (default: one per core)")
+	// Local only: it measures this host, the planner's record of it.
 	return op(cmd, "bench-pipeline")
 }

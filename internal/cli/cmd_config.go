@@ -7,9 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/config"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdConfig() *cobra.Command {
@@ -64,8 +62,7 @@ coffer config show --json | jq '.objects[] | select(.source == "catalog") | .nam
 			}
 			// The settings are this command line's; the objects in effect
 			// are the server's when it runs through one.
-			eff, err := callOp(cmd.Context(), a, apiclient.Request{Op: "get-effective-config"},
-				func(s *service.Service) (*api.EffectiveConfig, error) { return s.EffectiveConfig(cmd.Context()) })
+			eff, err := runOp[*api.EffectiveConfig](cmd.Context(), a, "get-effective-config", &api.GetEffectiveConfigInput{})
 			if err != nil {
 				return err
 			}

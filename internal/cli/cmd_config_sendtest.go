@@ -6,8 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // testTargetCommand is `coffer config test-target NAME`: a test message
@@ -26,15 +24,13 @@ recorded as a delivery and no matcher is consulted.`,
 7 when there is no such target.`),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "test-notification-target", Path: map[string]string{"name": args[0]}},
-				func(s *service.Service) (*api.NotificationTest, error) {
-					return s.TestNotification(cmd.Context(), service.TestNotificationInput{Target: args[0]})
-				})
+			in := api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: args[0]}}
+			doc, err := runOp[*api.NotificationTest](cmd.Context(), a, "test-notification-target", &in)
 			if err != nil {
 				return err
 			}
 			return a.emit(doc, nil, func() { fmt.Fprintf(a.stdout, "sent a test message to %s (%s)\n", doc.Target, doc.Kind) })
 		},
 	}
-	return op(cmd, "test-notification-target")
+	return remoteToo(op(cmd, "test-notification-target"))
 }

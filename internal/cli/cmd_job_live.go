@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -26,7 +25,7 @@ func jobID(s string) (int64, error) {
 }
 
 func (a *app) cmdJobLog() *cobra.Command {
-	var in service.JobLogInput
+	var in api.JobLogInput
 	cmd := &cobra.Command{
 		Use:   "log ID",
 		Short: "print a page of a job's log",
@@ -41,9 +40,7 @@ number.`,
 			if in.ID, err = jobID(args[0]); err != nil {
 				return err
 			}
-			q := url.Values{"start": {strconv.FormatInt(in.Start, 10)}, "limit": {strconv.Itoa(in.Limit)}}
-			lines, err := callOp(cmd.Context(), a, apiclient.Request{Op: "job-log", Path: map[string]string{"id": args[0]}, Query: q},
-				func(s *service.Service) ([]api.Event, error) { return s.JobLog(cmd.Context(), in) })
+			lines, err := runOp[[]api.Event](cmd.Context(), a, "job-log", &in)
 			if err != nil {
 				return err
 			}
@@ -64,7 +61,7 @@ func logLine(l api.Event) string {
 }
 
 func (a *app) cmdJobFollow() *cobra.Command {
-	var after int64
+	var in api.FollowJobInput
 	cmd := &cobra.Command{
 		Use:   "follow ID",
 		Short: "follow a job: its log and state as they are recorded, until it ends",
@@ -75,8 +72,8 @@ ends.`,
 			"coffer job follow 42\ncoffer --server https://backup:8443 job follow 42", "0 when the job has ended; 7 for an unknown job."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := jobID(args[0])
-			if err != nil {
+			var err error
+			if in.ID, err = jobID(args[0]); err != nil {
 				return err
 			}
 			show := func(ev api.JobEvent) error {
@@ -91,10 +88,14 @@ ends.`,
 				}
 				return nil
 			}
+			// The events come as they happen: a stream, which the service
+			// method sends here, or the server as server-sent events.
 			if a.remote != nil {
-				r := apiclient.Request{Op: "follow-job", Path: map[string]string{"id": args[0]},
-					Query: url.Values{"after": {strconv.FormatInt(after, 10)}}}
-				return a.remote.Events(cmd.Context(), r, func(_ string, data []byte) error {
+				r, err := apiclient.RequestOf("follow-job", &in)
+				if err != nil {
+					return err
+				}
+				return a.remote.Events(cmd.Context(), a.remoteRequest(r), func(_ string, data []byte) error {
 					var ev api.JobEvent
 					if err := json.Unmarshal(data, &ev); err != nil {
 						return err
@@ -103,12 +104,12 @@ ends.`,
 				})
 			}
 			_, err = call(a, func(s *service.Service) (struct{}, error) {
-				return struct{}{}, s.FollowJob(cmd.Context(), id, after, show)
+				return struct{}{}, s.FollowJob(cmd.Context(), in.ID, in.After, show)
 			})
 			return err
 		},
 	}
-	cmd.Flags().Int64Var(&after, "after", 0, "the last log line already read")
+	cmd.Flags().Int64Var(&in.After, "after", 0, "the last log line already read")
 	return remoteToo(op(cmd, "follow-job"))
 }
 
@@ -128,8 +129,7 @@ cancelled. A job whose process died is marked cancelled at once.`,
 			if err != nil {
 				return err
 			}
-			j, err := callOp(cmd.Context(), a, apiclient.Request{Op: "cancel-job", Path: map[string]string{"id": args[0]}},
-				func(s *service.Service) (*api.Job, error) { return s.CancelJob(cmd.Context(), id) })
+			j, err := runOp[*api.Job](cmd.Context(), a, "cancel-job", &api.CancelJobInput{JobParam: api.JobParam{ID: id}})
 			if err != nil {
 				return err
 			}

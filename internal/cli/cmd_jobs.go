@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -11,12 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdJobs() *cobra.Command {
-	in := service.JobsInput{}
+	var in api.ListJobsInput
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "list recent jobs from the catalog",
@@ -37,19 +35,13 @@ coffer jobs --vm web-1 --user alice`,
 			"0; 1 when the catalog cannot be opened."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			for k, v := range map[string]string{"policy": in.Policy, "status": in.Status, "kind": in.Kind, "user": in.User, "vm": in.VM} {
-				if v != "" {
-					q.Set(k, v)
+			jobs, err := listPages[api.Job](cmd.Context(), a, "list-jobs", &in, limit, func(size int, after string) (err error) {
+				in.Limit = size
+				if after != "" {
+					in.After, err = strconv.ParseInt(after, 10, 64)
 				}
-			}
-			var jobs []api.Job
-			var err error
-			if a.remote != nil {
-				jobs, err = a.remoteJobs(cmd.Context(), q, in.Limit)
-			} else {
-				jobs, err = call(a, func(s *service.Service) ([]api.Job, error) { return s.Jobs(cmd.Context(), in) })
-			}
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -69,36 +61,34 @@ coffer jobs --vm web-1 --user alice`,
 	cmd.Flags().StringVar(&in.User, "user", "", "only jobs started by this user")
 	cmd.Flags().StringVar(&in.VM, "vm", "", "only jobs on this VM (name or ID), including runs of policies that backed it up")
 	cmd.Flags().StringVar(&in.Status, "status", "", "only jobs with this status (running, success, partial, failed, cancelled)")
-	cmd.Flags().IntVar(&in.Limit, "limit", 50, "show at most this many jobs (0: all)")
+	cmd.Flags().IntVar(&limit, "limit", 50, "show at most this many jobs (0: all)")
 	return remoteToo(op(cmd, "list-jobs"))
 }
 
-// remoteJobs lists up to limit jobs (0: all) through the server.
-func (a *app) remoteJobs(ctx context.Context, q url.Values, limit int) ([]api.Job, error) {
-	return remotePages[api.Job](ctx, a, "list-jobs", q, limit)
-}
-
-// remotePages lists up to limit items (0: all) of a paged listing
-// through the server, a page at a time: the server answers at most
-// maxPage items per request.
-func remotePages[T any](ctx context.Context, a *app, op string, q url.Values, limit int) ([]T, error) {
+// listPages lists up to limit items (0: all) of a paged listing, a page
+// at a time, here or through the server: an answer holds at most maxPage
+// items. page sets the size of the next page and the cursor it continues
+// after ("" for the first) on the operation's input in.
+func listPages[T any](ctx context.Context, a *app, id string, in any, limit int, page func(size int, after string) error) ([]T, error) {
 	out := []T{}
+	after := ""
 	for {
 		size := maxPage
 		if limit > 0 {
 			size = min(size, limit-len(out))
 		}
-		q.Set("limit", strconv.Itoa(size))
-		var page []T
-		next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: op, Query: q}), &page)
+		if err := page(size, after); err != nil {
+			return nil, err
+		}
+		items, next, err := runPage[[]T](ctx, a, id, in)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, page...)
+		out = append(out, items...)
 		if next == "" || (limit > 0 && len(out) >= limit) {
 			return out, nil
 		}
-		q.Set("after", next)
+		after = next
 	}
 }
 
@@ -106,34 +96,31 @@ func remotePages[T any](ctx context.Context, a *app, op string, q url.Values, li
 // catalog points, a job's tasks and log lines in its document).
 const maxPage = 1000
 
-// remoteJob gets a job with all its tasks and its whole log through the
-// server, which answers them a page at a time.
-func (a *app) remoteJob(ctx context.Context, id string) (*api.Job, error) {
-	page := strconv.Itoa(maxPage)
-	path := map[string]string{"id": id}
-	var j *api.Job
-	next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "get-job", Path: path,
-		Query: url.Values{"tasks": {page}, "log": {page}}}), &j)
+// wholeJob gets a job with all its tasks and its whole log, here or
+// through the server, which answer them a page at a time.
+func (a *app) wholeJob(ctx context.Context, id int64) (*api.Job, error) {
+	in := api.GetJobInput{JobParam: api.JobParam{ID: id}, Tasks: maxPage, Log: maxPage}
+	j, next, err := runPage[*api.Job](ctx, a, "get-job", &in)
 	if err != nil {
 		return nil, err
 	}
 	for next != "" {
-		var more *api.Job
-		next, err = a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "get-job", Path: path,
-			Query: url.Values{"tasks": {page}, "tasks_after": {next}, "log": {"1"}}}), &more)
-		if err != nil {
+		more := api.GetJobInput{JobParam: in.JobParam, Tasks: maxPage, Log: 1}
+		if more.TasksAfter, err = strconv.ParseInt(next, 10, 64); err != nil {
 			return nil, err
 		}
-		j.Tasks = append(j.Tasks, more.Tasks...)
+		var page *api.Job
+		if page, next, err = runPage[*api.Job](ctx, a, "get-job", &more); err != nil {
+			return nil, err
+		}
+		j.Tasks = append(j.Tasks, page.Tasks...)
 	}
 	for int64(len(j.Events)) < j.LogLines {
-		start := int64(0)
+		log := api.JobLogInput{JobParam: in.JobParam, Limit: 10000}
 		if n := len(j.Events); n > 0 {
-			start = j.Events[n-1].Seq
+			log.Start = j.Events[n-1].Seq
 		}
-		var lines []api.Event
-		err := a.remote.Call(ctx, a.remoteRequest(apiclient.Request{Op: "job-log", Path: path,
-			Query: url.Values{"start": {strconv.FormatInt(start, 10)}, "limit": {"10000"}}}), &lines)
+		lines, err := runOp[[]api.Event](ctx, a, "job-log", &log)
 		if err != nil {
 			return nil, err
 		}
@@ -171,12 +158,7 @@ coffer job show 42 --json | jq '.tasks[] | select(.status == "failed")'`,
 			if err != nil {
 				return usagef("job ID %q is not a number", args[0])
 			}
-			var j *api.Job
-			if a.remote != nil {
-				j, err = a.remoteJob(cmd.Context(), args[0])
-			} else {
-				j, err = call(a, func(s *service.Service) (*api.Job, error) { return s.Job(cmd.Context(), id) })
-			}
+			j, err := a.wholeJob(cmd.Context(), id)
 			if err != nil {
 				return err
 			}

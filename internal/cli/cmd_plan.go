@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,12 +9,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdPlan() *cobra.Command {
-	var in service.PlanInput
+	var in api.PlanPolicyInput
+	var window time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan POLICY",
 		Short: "predict a policy's backup window, name its bottleneck, and try what-ifs",
@@ -84,12 +81,8 @@ coffer plan accuracy nightly     # the predictions recorded as runs started, bes
 			"0; 2 for an unknown policy, a bad what-if or bad flags."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.Policy = args[0]
-			q := url.Values{"what_if": in.WhatIf, "mode": {in.Mode}, "window_seconds": {strconv.FormatFloat(in.Window.Seconds(), 'f', -1, 64)},
-				"runs": {strconv.Itoa(in.Runs)}, "jobs": {strconv.Itoa(in.Jobs)}, "queue_depth": {strconv.Itoa(in.QueueDepth)},
-				"commands_per_vm": {strconv.FormatFloat(in.CommandsPerVM, 'f', -1, 64)}}
-			r := apiclient.Request{Op: "plan-policy", Path: map[string]string{"policy": in.Policy}, Query: q}
-			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.Plan, error) { return s.Plan(cmd.Context(), in) })
+			in.Policy, in.WindowSeconds = args[0], window.Seconds()
+			doc, err := runOp[*api.Plan](cmd.Context(), a, "plan-policy", &in)
 			if doc == nil {
 				return err
 			}
@@ -99,7 +92,7 @@ coffer plan accuracy nightly     # the predictions recorded as runs started, bes
 	f := cmd.Flags()
 	f.StringArrayVar(&in.WhatIf, "what-if", nil, "a variation to predict beside the configuration, KEY=VALUE (repeatable)")
 	f.StringVar(&in.Mode, "mode", "", "the run to plan: full, incremental or differential (default: the policy's mode)")
-	f.DurationVar(&in.Window, "window", 0, "the time the run must end within (default: the gap between the schedule's next two runs)")
+	f.DurationVar(&window, "window", 0, "the time the run must end within (default: the gap between the schedule's next two runs)")
 	f.IntVar(&in.Runs, "runs", 0, "Monte Carlo runs (default 100, fewer for fleets over 2,000 VMs, down to 20 at 10,000)")
 	f.IntVar(&in.Jobs, "jobs", 20, "recorded runs of the policy to learn from")
 	f.IntVar(&in.QueueDepth, "queue-depth", 0, "every datastore's queue depth, for the VMs-per-volume rule")

@@ -2,16 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdPlanAccuracy() *cobra.Command {
@@ -40,21 +36,15 @@ coffer plan accuracy`,
 			"0; 2 for an unknown policy or bad flags."),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			query := url.Values{"runs": {strconv.Itoa(runs)}}
 			if len(args) == 0 {
-				r := apiclient.Request{Op: "plan-accuracies", Query: query}
-				doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PlanAccuracies, error) {
-					return s.PlanAccuracies(cmd.Context(), runs)
-				})
+				doc, err := runOp[*api.PlanAccuracies](cmd.Context(), a, "plan-accuracies", &api.PlanAccuraciesInput{Runs: runs})
 				if doc == nil {
 					return err
 				}
 				return a.emit(doc, err, func() { a.printAccuracies(doc) })
 			}
-			r := apiclient.Request{Op: "plan-accuracy", Path: map[string]string{"policy": args[0]}, Query: query}
-			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PlanAccuracy, error) {
-				return s.PlanAccuracy(cmd.Context(), args[0], runs)
-			})
+			in := api.PlanAccuracyInput{PolicyParam: api.PolicyParam{Policy: args[0]}, Runs: runs}
+			doc, err := runOp[*api.PlanAccuracy](cmd.Context(), a, "plan-accuracy", &in)
 			if doc == nil {
 				return err
 			}

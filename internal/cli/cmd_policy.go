@@ -3,17 +3,13 @@ package cli
 import (
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/policy"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdPolicy() *cobra.Command {
@@ -65,8 +61,7 @@ immutable-for on a repository that cannot lock; 6 when an inventory
 failed.`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			doc, err := callOp(cmd.Context(), a, apiclient.Request{Op: "check-policies", Query: url.Values{"offline": {strconv.FormatBool(offline)}}},
-				func(s *service.Service) (*api.PolicyCheck, error) { return s.PolicyCheck(cmd.Context(), offline) })
+			doc, err := runOp[*api.PolicyCheck](cmd.Context(), a, "check-policies", &api.CheckPoliciesInput{Offline: offline})
 			if doc == nil {
 				return err
 			}
@@ -100,23 +95,21 @@ coffer policy preview --draft nightly.yaml`,
 			"0; 2 for an unknown policy, a refused draft or a refused configuration."),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := service.PolicyPreviewInput{Runs: runs}
-			r := apiclient.Request{Query: url.Values{"runs": {strconv.Itoa(runs)}}}
+			var doc *api.PolicyPreview
+			var err error
 			switch {
 			case draft != "" && len(args) == 0:
-				spec, err := a.readSpec(draft)
-				if err != nil {
-					return err
+				spec, rerr := a.readSpec(draft)
+				if rerr != nil {
+					return rerr
 				}
-				in.Draft = spec
-				r.Op, r.Body = "preview-policy-draft", spec
+				doc, err = runOp[*api.PolicyPreview](cmd.Context(), a, "preview-policy-draft", &api.PreviewPolicyDraftInput{Runs: runs, Body: spec})
 			case draft == "" && len(args) == 1:
-				in.Policy = args[0]
-				r.Op, r.Path = "preview-policy", map[string]string{"policy": args[0]}
+				in := api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: args[0]}, Runs: runs}
+				doc, err = runOp[*api.PolicyPreview](cmd.Context(), a, "preview-policy", &in)
 			default:
 				return usagef("name a policy, or give one not saved yet with --draft FILE (not both)")
 			}
-			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.PolicyPreview, error) { return s.PolicyPreview(cmd.Context(), in) })
 			if err != nil {
 				return err
 			}

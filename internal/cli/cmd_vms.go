@@ -146,10 +146,7 @@ it (coffer vms shows it).`,
 			"0; 1 when the connection could not be listed; 7 for an unknown connection."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := callOp(cmd.Context(), a, apiclient.Request{Op: "refresh-inventory", Path: map[string]string{"conn": args[0]}},
-				func(s *service.Service) (*api.InventoryRefresh, error) {
-					return s.RefreshInventory(cmd.Context(), service.RefreshInventoryInput{Connection: args[0]})
-				})
+			r, err := runOp[*api.InventoryRefresh](cmd.Context(), a, "refresh-inventory", &api.RefreshInventoryInput{Connection: args[0]})
 			if r == nil {
 				return err
 			}

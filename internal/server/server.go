@@ -145,7 +145,8 @@ func OpenAPI() ([]byte, error) {
 
 // configMethods run the operations on configuration objects.
 var configMethods = map[string]bool{"ConfigObjects": true, "ConfigObject": true, "CreateConfigObject": true,
-	"UpdateConfigObject": true, "DeleteConfigObject": true, "EffectiveConfig": true, "PolicyPreview": true}
+	"UpdateConfigObject": true, "DeleteConfigObject": true, "EffectiveConfig": true, "PolicyPreview": true,
+	"PolicyDraftPreview": true}
 
 // tag groups an operation in the OpenAPI document by what it acts on.
 func tag(op *service.Operation) string {

@@ -10,30 +10,20 @@ import (
 	"github.com/coffer-backup/coffer/internal/measure"
 )
 
-// BenchDeviceInput says which device to measure and as what.
-type BenchDeviceInput struct {
-	Path string
-	// Device is the name the planner knows it by: "datastore:CONN/DS" (a
-	// source datastore) or "repo:NAME" (a repository's target); "" records
-	// it under its path, for reading only.
-	Device  string
-	Size    int64
-	Streams int
-}
-
 // BenchDevice measures a device of this host through a directory on it
 // (internal/measure) and records the result in the catalog.
-func (s *Service) BenchDevice(ctx context.Context, in BenchDeviceInput) (*api.DeviceBench, error) {
+func (s *Service) BenchDevice(ctx context.Context, call *api.BenchDeviceInput) (*api.DeviceBench, error) {
+	in := call.Body
 	if in.Path == "" {
 		return nil, invalidf("give a directory on the device to measure")
 	}
 	if in.Device != "" && !strings.HasPrefix(in.Device, "datastore:") && !strings.HasPrefix(in.Device, "repo:") {
 		return nil, invalidf("device %q: name it datastore:CONNECTION/DATASTORE or repo:REPOSITORY, as the planner knows it", in.Device)
 	}
-	if in.Size < 0 || in.Streams < 0 {
+	if in.SizeBytes < 0 || in.Streams < 0 {
 		return nil, invalidf("size and streams cannot be negative")
 	}
-	r, err := measure.Device(ctx, measure.DeviceOptions{Dir: in.Path, Size: in.Size, Streams: in.Streams})
+	r, err := measure.Device(ctx, measure.DeviceOptions{Dir: in.Path, Size: in.SizeBytes, Streams: in.Streams})
 	if err != nil {
 		if ctx.Err() == nil {
 			return nil, invalidf("%v", err)
@@ -48,23 +38,17 @@ func (s *Service) BenchDevice(ctx context.Context, in BenchDeviceInput) (*api.De
 		ReadBytesPerSecond: r.Read, WriteBytesPerSecond: r.Write, DuplexReadBytesPerSecond: r.DuplexRead, DuplexWriteBytesPerSecond: r.DuplexWrite}, nil
 }
 
-// BenchPipelineInput says what to measure of coffer's pipeline.
-type BenchPipelineInput struct {
-	Levels  []int
-	Bytes   int64
-	Workers int
-}
-
 // BenchPipeline measures coffer's pipeline on this host at each zstd
 // level and records the result in the catalog.
-func (s *Service) BenchPipeline(ctx context.Context, in BenchPipelineInput) (*api.PipelineBench, error) {
-	if in.Bytes < 0 || in.Workers < 0 {
+func (s *Service) BenchPipeline(ctx context.Context, call *api.BenchPipelineInput) (*api.PipelineBench, error) {
+	in := call.Body
+	if in.SizeBytes < 0 || in.Workers < 0 {
 		return nil, invalidf("bytes and workers cannot be negative")
 	}
 	if len(in.Levels) == 0 {
 		in.Levels = nil // the default levels
 	}
-	rs, err := measure.Pipeline(ctx, measure.PipelineOptions{Levels: in.Levels, Bytes: in.Bytes, Workers: in.Workers})
+	rs, err := measure.Pipeline(ctx, measure.PipelineOptions{Levels: in.Levels, Bytes: in.SizeBytes, Workers: in.Workers})
 	if err != nil {
 		if ctx.Err() == nil {
 			return nil, invalidf("%v", err)

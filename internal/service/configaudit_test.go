@@ -69,7 +69,7 @@ func TestConfigChangesAuditedWithoutSecrets(t *testing.T) {
 	wantClass(t, "deleting a missing object", err, api.NotFound, "gone")
 	must(s.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "notification-target", Name: "mail"}))
 	must(s.ConfigObjects(ctx, service.ConfigObjectsInput{}))
-	must(s.EffectiveConfig(ctx))
+	must(s.EffectiveConfig(ctx, &api.GetEffectiveConfigInput{}))
 
 	cat := e.openCatalog()
 	records, err := cat.ListAudit(context.Background(), catalog.AuditFilter{})

@@ -158,7 +158,7 @@ func (s *Service) DeleteConfigObject(ctx context.Context, in DeleteConfigObjectI
 
 // EffectiveConfig is the configuration in effect, every object with its
 // source, and its problems.
-func (s *Service) EffectiveConfig(ctx context.Context) (*api.EffectiveConfig, error) {
+func (s *Service) EffectiveConfig(ctx context.Context, _ *api.GetEffectiveConfigInput) (*api.EffectiveConfig, error) {
 	st, err := s.effective(ctx)
 	if err != nil {
 		return nil, err

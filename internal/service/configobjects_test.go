@@ -303,7 +303,7 @@ func fileProblems(t *testing.T, doc string) error {
 	}
 	dir := t.TempDir()
 	s := service.New(service.Config{Catalog: filepath.Join(dir, "catalog.db"), Engine: eng, EngineSource: confFile})
-	_, err = s.PolicyCheck(context.Background(), true)
+	_, err = s.PolicyCheck(context.Background(), &api.CheckPoliciesInput{Offline: true})
 	return err
 }
 
@@ -331,7 +331,7 @@ policies:
 	_, err = s.DeleteConfigObject(e.ctx, service.DeleteConfigObjectInput{Kind: "connection", Name: "lab"})
 	wantClass(t, "delete of the file's connection", err, api.Conflict, "connection lab "+edit)
 
-	eff, err := s.EffectiveConfig(e.ctx)
+	eff, err := s.EffectiveConfig(e.ctx, &api.GetEffectiveConfigInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ policies:
 	// listed as overridden and can be deleted.
 	e.file += "  - {name: hourly, connection: lab, schedule: \"@daily\"}\n"
 	s = e.service()
-	eff, err = s.EffectiveConfig(e.ctx)
+	eff, err = s.EffectiveConfig(e.ctx, &api.GetEffectiveConfigInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ policies:
 			t.Fatalf("hourly in effect: %+v", o)
 		}
 	}
-	check, err := s.PolicyCheck(e.ctx, true)
+	check, err := s.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: true})
 	if err != nil || len(check.Policies) != 2 {
 		t.Fatalf("policy check sees %+v, %v", check, err)
 	}

@@ -74,7 +74,7 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 		if (delErr == nil) == (createErr == nil) {
 			t.Fatalf("round %d: deleting the connection: %v; creating a policy on it: %v: want exactly one to succeed", round, delErr, createErr)
 		}
-		if _, err := servers[3].PolicyCheck(ctx, true); err != nil {
+		if _, err := servers[3].PolicyCheck(ctx, &api.CheckPoliciesInput{Offline: true}); err != nil {
 			t.Fatalf("round %d: the configuration is left invalid: %v", round, err)
 		}
 	}
@@ -110,7 +110,7 @@ func TestConfigObjectsSurviveRestart(t *testing.T) {
 	if err != nil || j.TasksTotal != 4 || j.TasksOK != 4 {
 		t.Fatalf("run of the policy created through the API: %+v %v", j, err)
 	}
-	check, err := restarted.PolicyCheck(e.ctx, false)
+	check, err := restarted.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: false})
 	if err != nil || len(check.Policies) != 1 || len(check.Policies[0].Selected) != 1 || len(check.Policies[0].Selected[0].VMs) != 4 {
 		t.Fatalf("policy check of the API's policy: %+v %v", check, err)
 	}
@@ -184,7 +184,7 @@ func TestPolicyPreviewOfADraft(t *testing.T) {
 			t.Fatalf("run: %+v %v", j, err)
 		}
 	}
-	p, err := s.PolicyPreview(e.ctx, service.PolicyPreviewInput{Runs: 2, Draft: spec(t,
+	p, err := s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Runs: 2, Body: spec(t,
 		`{name: nightly, connection: lab, select: {names: ["web-*", "db-*"]}, schedule: "30 1 * * *", retention: {keep-last: 1}}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -203,13 +203,13 @@ func TestPolicyPreviewOfADraft(t *testing.T) {
 			t.Fatalf("keep-last 1 of two points of %s: %+v", src.VM, src)
 		}
 	}
-	unnamed, err := s.PolicyPreview(e.ctx, service.PolicyPreviewInput{Draft: spec(t, `{connection: lab}`)})
+	unnamed, err := s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{connection: lab}`)})
 	if err != nil || unnamed.Policy != "draft" || len(unnamed.Selected[0].VMs) != 4 {
 		t.Fatalf("a draft without a name: %+v %v", unnamed, err)
 	}
-	_, err = s.PolicyPreview(e.ctx, service.PolicyPreviewInput{Draft: spec(t, `{name: x, connection: nope, scheduel: "@daily"}`)})
+	_, err = s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{name: x, connection: nope, scheduel: "@daily"}`)})
 	wantClass(t, "an invalid draft", err, api.Invalid, `unknown key "scheduel" in policies[0] (did you mean "schedule"?)`)
-	_, err = s.PolicyPreview(e.ctx, service.PolicyPreviewInput{Draft: spec(t, `{name: x, connection: nope}`)})
+	_, err = s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{name: x, connection: nope}`)})
 	wantClass(t, "a draft on an unknown connection", err, api.Invalid, `policy x: unknown connection "nope" (known: lab)`)
 	if objs, err := s.ConfigObjects(e.ctx, service.ConfigObjectsInput{Kind: "policies"}); err != nil || len(objs) != 1 ||
 		objs[0].Source != "file" || strings.Contains(fmt.Sprint(objs[0].Spec), "keep-last") {
@@ -234,7 +234,7 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		t.Helper()
 		var found api.Job
 		eventually(t, run, "a finished job of "+policy, func() bool {
-			jobs, err := other.Jobs(e.ctx, service.JobsInput{Policy: policy})
+			jobs, err := service.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +278,7 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := waitJob("later", start)
-	jobs, err := other.Jobs(e.ctx, service.JobsInput{Policy: "often"})
+	jobs, err := service.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: "often"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,11 +89,8 @@ func configRoute(k configobj.Kind) string {
 	return "/" + k.Plural()
 }
 
-// ConfigNameParam names a configuration object. (Exported: huma reads
-// the parameters of embedded structs only when their type is exported.)
-type ConfigNameParam struct {
-	Name string `path:"name" minLength:"1" maxLength:"255" example:"nightly" doc:"the object's name"`
-}
+// ConfigNameParam names a configuration object.
+type ConfigNameParam = api.ConfigNameParam
 
 // IfMatchParam is the version a change is made on.
 type IfMatchParam struct {
@@ -227,16 +224,12 @@ func deleteConfigEndpoint(k configobj.Kind) Registrar {
 	})
 }
 
-type draftPreviewIn struct {
-	Runs int            `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
-	Body map[string]any `doc:"the policy not saved yet, in the configuration file's schema (one entry of its policies section)"`
-}
-
-// epPolicyDraftPreview previews a draft. The preview lists the VMs of the
-// connections the draft selects from: the caller must see them (Conn.Audit),
-// as listing them would need.
-func epPolicyDraftPreview(ctx context.Context, s *Service, in *draftPreviewIn) (*Result[*api.PolicyPreview], error) {
-	doc, err := s.PolicyPreview(ctx, PolicyPreviewInput{Draft: in.Body, Runs: in.Runs})
+// PolicyDraftPreview previews a policy not saved yet, as PolicyPreview
+// previews a saved one. The preview lists the VMs of the connections the
+// draft selects from: the caller must see them (Conn.Audit), as listing
+// them would need.
+func (s *Service) PolicyDraftPreview(ctx context.Context, in *api.PreviewPolicyDraftInput) (*api.PolicyPreview, error) {
+	doc, err := s.policyPreview(ctx, previewOf{Draft: in.Body, Runs: in.Runs})
 	if doc != nil {
 		actor := s.actor(ctx)
 		for _, sel := range doc.Selected {
@@ -245,9 +238,5 @@ func epPolicyDraftPreview(ctx context.Context, s *Service, in *draftPreviewIn) (
 			}
 		}
 	}
-	return result(doc, err)
-}
-
-func epEffectiveConfig(ctx context.Context, s *Service, _ *struct{}) (*Result[*api.EffectiveConfig], error) {
-	return result(s.EffectiveConfig(ctx))
+	return doc, err
 }

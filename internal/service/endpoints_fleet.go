@@ -5,7 +5,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
@@ -13,54 +12,31 @@ import (
 
 // The endpoints of jobs, the VM inventory and policies.
 
-type jobsIn struct {
-	Policy string    `query:"policy" maxLength:"255"`
-	Kind   string    `query:"kind" maxLength:"64" doc:"backup-policy, backup-vm, restore, verify, gc, ..."`
-	User   string    `query:"user" maxLength:"64"`
-	VM     string    `query:"vm" maxLength:"255" doc:"a VM's name or ID"`
-	Status string    `query:"status" enum:"queued,running,success,partial,failed,cancelled"`
-	Since  time.Time `query:"since" doc:"jobs created at or after this time"`
-	Until  time.Time `query:"until" doc:"jobs created before this time"`
-	Limit  int       `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, newest first (0: 100)"`
-	After  int64     `query:"after" minimum:"0" doc:"the Coffer-Next header of the previous page: this page continues after it"`
-}
-
 // jobsPage is the size of a page of jobs unless the request says.
 const jobsPage = 100
 
-// epJobs lists a page of the jobs the caller may see. The catalog is
-// read a page at a time (a catalog holds millions of jobs); jobs the
-// caller may not see are left out of the page, so a page may be short
-// while more follow: Coffer-Next says whether they do.
-func epJobs(ctx context.Context, s *Service, in *jobsIn) (*Page[api.Job], error) {
+// Jobs lists a page of the jobs the caller may see. The catalog is read a
+// page at a time (a catalog holds millions of jobs); jobs the caller may
+// not see are left out of the page, so a page may be short while more
+// follow: the cursor of the next page says whether they do.
+func (s *Service) Jobs(ctx context.Context, in *api.ListJobsInput) ([]api.Job, string, error) {
 	limit := cmp.Or(in.Limit, jobsPage)
-	jobs, err := s.Jobs(ctx, JobsInput{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: in.Status,
-		Since: in.Since, Until: in.Until, Limit: limit, After: in.After})
+	jobs, err := s.listJobs(ctx, in, limit)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	actor := s.actor(ctx)
-	page := &Page[api.Job]{Body: []api.Job{}}
+	page := []api.Job{}
 	for _, j := range jobs {
 		if canSeeJob(actor, j) {
-			page.Body = append(page.Body, j)
+			page = append(page, j)
 		}
 	}
+	next := ""
 	if len(jobs) == limit {
-		page.Next = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
+		next = strconv.FormatInt(jobs[len(jobs)-1].ID, 10)
 	}
-	return page, nil
-}
-
-type jobIn struct {
-	ID int64 `path:"id" minimum:"1"`
-}
-
-type jobDetailIn struct {
-	ID         int64 `path:"id" minimum:"1"`
-	Tasks      int   `query:"tasks" minimum:"0" maximum:"1000" doc:"the most per-VM tasks in the document, in the order they were created (0: 100)"`
-	TasksAfter int64 `query:"tasks_after" minimum:"0" doc:"the Coffer-Next header of the previous answer: the tasks after it"`
-	Log        int   `query:"log" minimum:"0" maximum:"1000" doc:"the most lines of the log from its start (0: 100); job-log pages through the rest"`
+	return page, next, nil
 }
 
 // JobDetail is a job with a page of its tasks and the first lines of its
@@ -74,7 +50,9 @@ type JobDetail struct {
 // request says.
 const jobDetailPage = 100
 
-func epJob(ctx context.Context, s *Service, in *jobDetailIn) (*JobDetail, error) {
+// Job is a job the caller may see with a page of its tasks and the first
+// lines of its log.
+func (s *Service) Job(ctx context.Context, in *api.GetJobInput) (*JobDetail, error) {
 	if _, err := visibleJob(ctx, s, in.ID); err != nil {
 		return nil, err
 	}
@@ -88,6 +66,13 @@ func epJob(ctx context.Context, s *Service, in *jobDetailIn) (*JobDetail, error)
 		out.Next = strconv.FormatInt(j.Tasks[len(j.Tasks)-1].ID, 10)
 	}
 	return out, nil
+}
+
+// answers binds a method that returns an endpoint's own answer type
+// (JobDetail, VMsPage: a document with headers of its own) to its
+// endpoint.
+func answers[I, O any](m func(*Service, context.Context, *I) (*O, error)) Endpoint[I, O] {
+	return func(ctx context.Context, s *Service, in *I) (*O, error) { return m(s, ctx, in) }
 }
 
 type vmsIn struct {
@@ -179,46 +164,17 @@ func epProtectionSummary(ctx context.Context, s *Service, in *protectionSummaryI
 	return result(sum, err)
 }
 
-type refreshInventoryIn struct {
-	Connection string `path:"conn" maxLength:"255" example:"vcenter"`
-}
-
-func epRefreshInventory(ctx context.Context, s *Service, in *refreshInventoryIn) (*Result[*api.InventoryRefresh], error) {
-	return result(s.RefreshInventory(ctx, RefreshInventoryInput{Connection: in.Connection}))
-}
-
-type policyCheckIn struct {
-	Offline bool `query:"offline" doc:"check without asking the hypervisors"`
-}
-
-func epPolicyCheck(ctx context.Context, s *Service, in *policyCheckIn) (*Result[*api.PolicyCheck], error) {
-	return result(s.PolicyCheck(ctx, in.Offline))
-}
-
-type previewIn struct {
-	Policy string `path:"policy" maxLength:"255" example:"nightly"`
-	Runs   int    `query:"runs" minimum:"0" maximum:"1000" default:"5" doc:"how many next runs to show"`
-}
-
-func epPolicyPreview(ctx context.Context, s *Service, in *previewIn) (*Result[*api.PolicyPreview], error) {
-	return result(s.PolicyPreview(ctx, PolicyPreviewInput{Policy: in.Policy, Runs: in.Runs}))
-}
-
-type runPolicyIn struct {
-	Policy string `path:"policy" maxLength:"255" example:"nightly"`
-	Wait   bool   `query:"wait" doc:"answer when the run has ended, with the finished job (default: at once, with the running job)"`
-}
-
-// epRunPolicy starts a policy's run. Not waited for, the run goes on in
+// BackupPolicy starts a policy's run. Not waited for, the run goes on in
 // the server's background after the answer, which is the job as it
-// starts (follow it with get-job).
-func epRunPolicy(ctx context.Context, s *Service, in *runPolicyIn) (*Result[*api.Job], error) {
+// starts (follow it with get-job). (RunPolicy starts a run and returns
+// its handle, which the command line watches as it goes.)
+func (s *Service) BackupPolicy(ctx context.Context, in *api.BackupPolicyInput) (*api.Job, error) {
 	if in.Wait {
 		run, err := s.RunPolicy(ctx, in.Policy)
 		if err != nil {
 			return nil, err
 		}
-		return result(run.Wait())
+		return run.Wait()
 	}
 	bg, err := s.background("a policy run not waited for")
 	if err != nil {
@@ -240,7 +196,7 @@ func epRunPolicy(ctx context.Context, s *Service, in *runPolicyIn) (*Result[*api
 	if err != nil {
 		return nil, err
 	}
-	return result(s.Job(ctx, run.Progress().JobID))
+	return s.jobPage(ctx, jobPageInput{ID: run.Progress().JobID})
 }
 
 // TasksPath is where rights on every user's jobs are held (PBS's
@@ -293,39 +249,9 @@ func visibleJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
 	return j, nil
 }
 
-type jobLogIn struct {
-	ID    int64 `path:"id" minimum:"1"`
-	Start int64 `query:"start" minimum:"0" doc:"the last line already read (0: from the first)"`
-	Limit int   `query:"limit" minimum:"0" maximum:"10000" doc:"the most lines (0: 500)"`
-}
-
-func epJobLog(ctx context.Context, s *Service, in *jobLogIn) (*Result[[]api.Event], error) {
-	if _, err := visibleJob(ctx, s, in.ID); err != nil {
-		return nil, err
-	}
-	return result(s.JobLog(ctx, JobLogInput{ID: in.ID, Start: in.Start, Limit: in.Limit}))
-}
-
-func epCancelJob(ctx context.Context, s *Service, in *jobIn) (*Result[*api.Job], error) {
-	j, err := s.jobSummary(ctx, in.ID)
-	if err != nil {
-		return nil, err
-	}
-	if !canCancelJob(s.actor(ctx), *j) {
-		return nil, api.Errorf(api.Denied, "%s may not cancel job %d: it is another user's, and %s lacks %s on %s or %s on its policy",
-			s.actor(ctx), j.ID, s.actor(ctx), auth.SysModify, TasksPath, auth.PolicyRun)
-	}
-	return result(s.CancelJob(ctx, in.ID))
-}
-
-type followJobIn struct {
-	ID    int64 `path:"id" minimum:"1"`
-	After int64 `query:"after" minimum:"0" doc:"the last log line already read (the Last-Event-ID header says the same)"`
-}
-
 // epFollowJob streams a job's events; a log line's event ID is its line
 // number, so a client that reconnects with Last-Event-ID misses none.
-func epFollowJob(ctx context.Context, s *Service, in *followJobIn, last int64, send func(string, int64, any) error) error {
+func epFollowJob(ctx context.Context, s *Service, in *api.FollowJobInput, last int64, send func(string, int64, any) error) error {
 	if _, err := visibleJob(ctx, s, in.ID); err != nil {
 		return err
 	}

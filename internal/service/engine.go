@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -179,27 +178,9 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	return run, nil
 }
 
-// JobsInput filters jobs.
-type JobsInput struct {
-	Policy string
-	// Kind is backup-policy, restore, verify, gc, cleanup, ... ("": all).
-	Kind string
-	// User started the job; VM is a VM name or ID it acted on (a policy
-	// run counts for every VM it backed up).
-	User, VM string
-	// Status is running, success, partial, failed or cancelled ("": all).
-	Status string
-	// Since and Until bound when the jobs were created (zero: open).
-	Since, Until time.Time
-	// Limit is the most jobs returned, newest first (0: all).
-	Limit int
-	// After continues a listing after this job (the last of the
-	// previous page).
-	After int64
-}
-
-// Jobs lists the jobs the catalog recorded, newest first.
-func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
+// listJobs lists up to limit jobs the catalog recorded, newest first,
+// whoever may see them.
+func (s *Service) listJobs(ctx context.Context, in *api.ListJobsInput, limit int) ([]api.Job, error) {
 	cat, err := s.openCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -207,7 +188,7 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 	defer cat.Close()
 	s.markInterrupted(ctx, cat)
 	f := catalog.JobFilter{Policy: in.Policy, Kind: in.Kind, User: in.User, VM: in.VM, Status: catalog.Status(in.Status),
-		Since: in.Since, Until: in.Until, Limit: in.Limit}
+		Since: in.Since, Until: in.Until, Limit: limit}
 	if in.After > 0 {
 		last, err := cat.GetJob(ctx, in.After)
 		if errors.Is(err, catalog.ErrNotFound) {
@@ -228,11 +209,6 @@ func (s *Service) Jobs(ctx context.Context, in JobsInput) ([]api.Job, error) {
 		out = append(out, jobDoc(j, nil, nil))
 	}
 	return out, nil
-}
-
-// Job returns one job with all its per-VM tasks and events.
-func (s *Service) Job(ctx context.Context, id int64) (*api.Job, error) {
-	return s.jobPage(ctx, jobPageInput{ID: id})
 }
 
 // jobPageInput selects the part of a job's tasks and log a job document

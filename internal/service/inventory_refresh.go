@@ -19,16 +19,11 @@ import (
 // live takes a vCenter seconds per thousand VMs; reading a page of the
 // catalog takes milliseconds, and says how old it is.
 
-// RefreshInventoryInput names the connection to list.
-type RefreshInventoryInput struct {
-	Connection string
-}
-
 // RefreshInventory lists a connection's VMs now and stores them as its
 // inventory, as a task: VMs no longer listed leave the inventory, a VM
 // its connection could not describe (busy) keeps its last known state. A
 // failed listing leaves the inventory as it was, with the error beside it.
-func (s *Service) RefreshInventory(ctx context.Context, in RefreshInventoryInput) (*api.InventoryRefresh, error) {
+func (s *Service) RefreshInventory(ctx context.Context, in *api.RefreshInventoryInput) (*api.InventoryRefresh, error) {
 	cfg, err := s.engineConfig(ctx)
 	if err != nil {
 		return nil, err

@@ -94,14 +94,14 @@ func TestOneShotConnectionsLogOut(t *testing.T) {
 	e.file = sim.config(t, e.dir)
 	s := e.service()
 	for range 3 {
-		if _, err := s.RefreshInventory(e.ctx, service.RefreshInventoryInput{Connection: "vc"}); err != nil {
+		if _, err := s.RefreshInventory(e.ctx, &api.RefreshInventoryInput{Connection: "vc"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.PolicyCheck(e.ctx, false); err != nil {
+	if _, err := s.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: false}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PolicyPreview(e.ctx, service.PolicyPreviewInput{Policy: "ones"}); err != nil {
+	if _, err := s.PolicyPreview(e.ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "ones"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := sim.sessions(t); n != 1 {
@@ -195,7 +195,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 		}
 	}
 
-	r, err := s.RefreshInventory(ctx, service.RefreshInventoryInput{Connection: "vc"})
+	r, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"})
 	if err != nil || r.VMs != len(want) || r.Busy != 0 {
 		t.Fatalf("refresh: %+v %v", r, err)
 	}
@@ -252,7 +252,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	// A VM removed from the fleet disappears at the next refresh.
 	gone := want[len(want)/2]
 	sim.destroy(t, gone)
-	if _, err := s.RefreshInventory(ctx, service.RefreshInventoryInput{Connection: "vc"}); err != nil {
+	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err != nil {
 		t.Fatal(err)
 	}
 	inv, err = s.VMs(ctx, service.VMsInput{})
@@ -269,7 +269,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	// The hypervisor goes away: the refresh fails, the list stays, and
 	// the read says why and since when.
 	sim.srv.Close()
-	if _, err := s.RefreshInventory(ctx, service.RefreshInventoryInput{Connection: "vc"}); err == nil {
+	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err == nil {
 		t.Fatal("a refresh of a stopped vCenter succeeded")
 	}
 	inv, err = s.VMs(ctx, service.VMsInput{})
@@ -284,7 +284,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	}
 
 	// The refreshes asked for are tasks: two succeeded, one failed.
-	jobs, err := s.Jobs(ctx, service.JobsInput{Kind: "inventory-refresh"})
+	jobs, err := service.ListJobs(ctx, s, &api.ListJobsInput{Kind: "inventory-refresh"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	}
 	slices.Sort(statuses)
 	same(t, "refresh tasks", statuses, []string{"failed", "success", "success"})
-	if _, err := s.RefreshInventory(ctx, service.RefreshInventoryInput{Connection: "nope"}); service.Classify(err) != api.NotFound {
+	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "nope"}); service.Classify(err) != api.NotFound {
 		t.Fatalf("refresh of an unknown connection: %v", err)
 	}
 }
@@ -339,7 +339,7 @@ func TestInventoryKeepsABusyQEMUVM(t *testing.T) {
 	ctx := e.ctx
 	refresh := func(wantBusy int) api.VM {
 		t.Helper()
-		r, err := s.RefreshInventory(ctx, service.RefreshInventoryInput{Connection: "kvm"})
+		r, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "kvm"})
 		if err != nil || r.VMs != 1 || r.Busy != wantBusy {
 			t.Fatalf("refresh: %+v %v, want 1 VM, %d busy", r, err, wantBusy)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/task"
 )
@@ -37,17 +38,11 @@ func taskError(id int64, err error) error {
 	return err
 }
 
-// JobLogInput pages through a job's log.
-type JobLogInput struct {
-	ID int64
-	// Start is the last line already read (0: from the first); Limit the
-	// most lines (0: 500).
-	Start int64
-	Limit int
-}
-
-// JobLog returns lines of a job's log in order.
-func (s *Service) JobLog(ctx context.Context, in JobLogInput) ([]api.Event, error) {
+// JobLog returns lines of a job's log the caller may see, in order.
+func (s *Service) JobLog(ctx context.Context, in *api.JobLogInput) ([]api.Event, error) {
+	if _, err := visibleJob(ctx, s, in.ID); err != nil {
+		return nil, err
+	}
 	var lines []task.Line
 	err := s.withTasks(ctx, func(m *task.Manager) error {
 		if _, err := m.Get(ctx, in.ID); err != nil {
@@ -72,10 +67,20 @@ func eventDocs(lines []catalog.Event) []api.Event {
 }
 
 // CancelJob asks a queued or running job to stop, wherever it runs; it
-// returns the job as it is then.
-func (s *Service) CancelJob(ctx context.Context, id int64) (*api.Job, error) {
+// returns the job as it is then. The caller must be allowed to
+// (canCancelJob).
+func (s *Service) CancelJob(ctx context.Context, in *api.CancelJobInput) (*api.Job, error) {
+	id := in.ID
+	sum, err := s.jobSummary(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !canCancelJob(s.actor(ctx), *sum) {
+		return nil, api.Errorf(api.Denied, "%s may not cancel job %d: it is another user's, and %s lacks %s on %s or %s on its policy",
+			s.actor(ctx), sum.ID, s.actor(ctx), auth.SysModify, TasksPath, auth.PolicyRun)
+	}
 	var j task.Task
-	err := s.withTasks(ctx, func(m *task.Manager) error {
+	err = s.withTasks(ctx, func(m *task.Manager) error {
 		var err error
 		j, err = m.Cancel(ctx, id, s.actor(ctx).String())
 		return err

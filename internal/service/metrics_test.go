@@ -197,7 +197,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 		t.Errorf("capacity %v is not more than what the repository holds (%d)", got, st.StoredBytes)
 	}
 	for kind, metric := range map[string]string{"verify": "coffer_verify_last_success_timestamp_seconds", "gc": "coffer_gc_last_success_timestamp_seconds"} {
-		jobs, err := s.Jobs(ctx, service.JobsInput{Kind: kind, Limit: 1})
+		jobs, err := service.ListJobs(ctx, s, &api.ListJobsInput{Kind: kind, Limit: 1})
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("%s jobs: %v %v", kind, jobs, err)
 		}

@@ -8,11 +8,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/notify"
 )
 
-// TestNotificationInput names the target to test.
-type TestNotificationInput struct {
-	Target string
-}
-
 // TestNotification sends a test message to one notification target of
 // the configuration in effect (the file's and the API's, enabled or not)
 // and says whether it was accepted: an operator checks a target's
@@ -20,14 +15,14 @@ type TestNotificationInput struct {
 // recorded as a delivery. It reads the configuration in effect itself
 // rather than asking the notifier, so that a target created through the
 // API a moment ago is tested before the notifier reloads.
-func (s *Service) TestNotification(ctx context.Context, in TestNotificationInput) (*api.NotificationTest, error) {
+func (s *Service) TestNotification(ctx context.Context, in *api.TestNotificationTargetInput) (*api.NotificationTest, error) {
 	st, err := s.effective(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, ok := st.Notify.Target(in.Target)
+	t, ok := st.Notify.Target(in.Name)
 	if !ok {
-		return nil, api.Errorf(api.NotFound, "no notification target is named %q (`coffer config list notification-targets` lists them)", in.Target)
+		return nil, api.Errorf(api.NotFound, "no notification target is named %q (`coffer config list notification-targets` lists them)", in.Name)
 	}
 	if err := notify.SendTest(ctx, t, time.Duration(st.Notify.Delivery.WithDefaults().Timeout)); err != nil {
 		// The target as configured does not take messages: what to fix is
@@ -35,8 +30,4 @@ func (s *Service) TestNotification(ctx context.Context, in TestNotificationInput
 		return nil, invalidf("the test message was not accepted: %v; check the target's address, credentials and TLS settings, then test again", err)
 	}
 	return &api.NotificationTest{Target: t.Name, Kind: t.Kind(), SentAt: time.Now().UTC()}, nil
-}
-
-func epTestNotification(ctx context.Context, s *Service, in *ConfigNameParam) (*Result[*api.NotificationTest], error) {
-	return result(s.TestNotification(ctx, TestNotificationInput{Target: in.Name}))
 }

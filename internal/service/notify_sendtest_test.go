@@ -29,7 +29,7 @@ func TestTestNotification(t *testing.T) {
 	target("ops", "ops@example.com")
 	target("refused", "nobody@example.com")
 
-	doc, err := s.TestNotification(ctx, service.TestNotificationInput{Target: "ops"})
+	doc, err := s.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "ops"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func TestTestNotification(t *testing.T) {
 		t.Fatalf("mails %+v", mails)
 	}
 
-	_, err = s.TestNotification(ctx, service.TestNotificationInput{Target: "refused"})
+	_, err = s.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "refused"}})
 	wantClass(t, "a refused message", err, api.Invalid, "the test message was not accepted")
-	_, err = s.TestNotification(ctx, service.TestNotificationInput{Target: "nope"})
+	_, err = s.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "nope"}})
 	wantClass(t, "an unknown target", err, api.NotFound, `no notification target is named "nope"`)
 	if n := len(mail.Mails(t)); n != 1 {
 		t.Errorf("%d mails after the refusals, want the one test", n)

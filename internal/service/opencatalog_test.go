@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 )
@@ -30,14 +31,14 @@ func TestOpenCatalogIsUsedAndKeptOpen(t *testing.T) {
 	// The location is a directory: opening it would fail.
 	s := New(Config{Catalog: dir, OpenCatalog: cat, StateDir: filepath.Join(dir, "state"), Local: true})
 	for range 2 { // a second round finds the catalog still open
-		jobs, err := s.Jobs(ctx, JobsInput{})
+		jobs, err := ListJobs(ctx, s, &api.ListJobsInput{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(jobs) != 1 || jobs[0].Kind != catalog.KindVerify {
 			t.Fatalf("jobs: %+v", jobs)
 		}
-		if _, err := s.Job(ctx, jobs[0].ID); err != nil {
+		if _, err := WholeJob(ctx, s, jobs[0].ID); err != nil {
 			t.Fatal(err)
 		}
 		points, err := s.catalogPoints(ctx, catalogPointsQuery{VM: "web-1"})
@@ -57,7 +58,7 @@ func TestOpenCatalogIsUsedAndKeptOpen(t *testing.T) {
 
 	// Without it, the same service opens the location, and fails here.
 	s = New(Config{Catalog: dir, StateDir: filepath.Join(dir, "state"), Local: true})
-	if _, err := s.Jobs(ctx, JobsInput{}); err == nil {
+	if _, err := ListJobs(ctx, s, &api.ListJobsInput{}); err == nil {
 		t.Fatal("a directory opened as the catalog")
 	}
 }

@@ -61,6 +61,7 @@ var notOperations = map[string]string{
 	// host it lives on, as a real one is installed and loaded: the API
 	// names the libraries of the configuration and never creates files
 	// at a path of the server's host.
+	"RunPolicy":       "starts a policy's run and returns its handle, which the command line watches as it goes (backup-policy answers with the job)",
 	"CreateVTL":       "makes a virtual tape library's directory on this host (the API names configured libraries, never host paths)",
 	"AddVTLCartridge": "puts a cartridge into a virtual tape library's slot on this host, as an operator loads a real one",
 }

@@ -16,35 +16,16 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// PlanInput names the policy to plan and the what-ifs to set beside it.
-type PlanInput struct {
-	Policy string
-	// WhatIf are variations, KEY=VALUE (plan.ParseVariation).
-	WhatIf []string
-	// Mode is the run to plan ("" : the policy's mode).
-	Mode string
-	// Window is the time the run must end within; 0 takes the gap
-	// between the schedule's next two runs.
-	Window time.Duration
-	// Runs is the Monte Carlo runs (0: plan.DefaultRuns); Jobs the recorded runs of
-	// the policy read (0: 20).
-	Runs, Jobs int
-	// QueueDepth and CommandsPerVM, when given, check every datastore
-	// against the VMs-per-volume rule.
-	QueueDepth    int
-	CommandsPerVM float64
-}
-
 // Plan predicts a run of a policy and its what-ifs from the
 // configuration, the inventory, the catalog's recorded runs and the
 // measurements of `coffer bench` (internal/plan), changing nothing.
-func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
+func (s *Service) Plan(ctx context.Context, in *api.PlanPolicyInput) (*api.Plan, error) {
 	switch in.Mode {
 	case "", "full", "incremental", "differential":
 	default:
 		return nil, invalidf("mode %q: give full, incremental or differential", in.Mode)
 	}
-	if in.Window < 0 || in.Runs < 0 || in.Runs > 10000 || in.Jobs < 0 || in.QueueDepth < 0 ||
+	if in.WindowSeconds < 0 || in.Runs < 0 || in.Runs > 10000 || in.Jobs < 0 || in.QueueDepth < 0 ||
 		!(in.CommandsPerVM >= 0 && in.CommandsPerVM <= 1e6) {
 		return nil, invalidf("the window, runs (at most 10000), jobs, queue depth and commands per VM (at most 10^6) cannot be negative")
 	}
@@ -95,7 +76,7 @@ func (s *Service) Plan(ctx context.Context, in PlanInput) (*api.Plan, error) {
 	}
 	doc := &api.Plan{Policy: p.Name, Mode: nameOr(in.Mode, nameOr(p.Mode, "incremental")), VMs: len(sc.Targets),
 		Scenarios: []api.PlanScenario{}, Measurements: notes}
-	window, why := in.Window, "given"
+	window, why := in.Window(), "given"
 	if window == 0 {
 		window, why = scheduleGap(p)
 	}

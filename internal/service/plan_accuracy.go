@@ -16,8 +16,8 @@ import (
 // first VM's start to its last VM's end: the planner held to its record.
 // Runs without a prediction (before the planner, or when it failed) are
 // left out.
-func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int) (*api.PlanAccuracy, error) {
-	docs, err := s.accuracies(ctx, runs, policyName)
+func (s *Service) PlanAccuracy(ctx context.Context, in *api.PlanAccuracyInput) (*api.PlanAccuracy, error) {
+	docs, err := s.accuracies(ctx, in.Runs, in.Policy)
 	if err != nil {
 		return nil, err
 	}
@@ -28,8 +28,8 @@ func (s *Service) PlanAccuracy(ctx context.Context, policyName string, runs int)
 // each over its own last runs: the dashboard's record of the planner,
 // and `coffer plan accuracy` without a policy. Policies without a
 // predicted run are named apart.
-func (s *Service) PlanAccuracies(ctx context.Context, runs int) (*api.PlanAccuracies, error) {
-	docs, err := s.accuracies(ctx, runs, "")
+func (s *Service) PlanAccuracies(ctx context.Context, in *api.PlanAccuraciesInput) (*api.PlanAccuracies, error) {
+	docs, err := s.accuracies(ctx, in.Runs, "")
 	if err != nil {
 		return nil, err
 	}

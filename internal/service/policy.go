@@ -23,7 +23,8 @@ import (
 // policy asking for object lock on a repository that cannot lock makes
 // the result invalid (an invalid error with the document); failed
 // inventories make it partial.
-func (s *Service) PolicyCheck(ctx context.Context, offline bool) (*api.PolicyCheck, error) {
+func (s *Service) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (*api.PolicyCheck, error) {
+	offline := in.Offline
 	cfg, warnings, err := s.policyConfig(ctx)
 	if err != nil {
 		return nil, err
@@ -129,9 +130,19 @@ func (s *Service) lockProblem(ctx context.Context, cfg *policy.Config, repositor
 	return ""
 }
 
-// PolicyPreviewInput names a policy, or gives one not saved yet, and how
-// many of its next runs to show.
-type PolicyPreviewInput struct {
+// PolicyPreview says what running a policy would do now, changing
+// nothing: the VMs it selects on each connection, its next scheduled runs,
+// and what its retention would keep and remove of the points it made so
+// far (forget's verdict, as a dry run on the policy's repository). A draft
+// that would make the configuration invalid is refused with the problems
+// it adds, as saving it would be.
+func (s *Service) PolicyPreview(ctx context.Context, in *api.PreviewPolicyInput) (*api.PolicyPreview, error) {
+	return s.policyPreview(ctx, previewOf{Policy: in.Policy, Runs: in.Runs})
+}
+
+// previewOf names a policy, or gives one not saved yet, and how many of
+// its next runs to show.
+type previewOf struct {
 	Policy string
 	// Draft, when set, is a policy not saved yet (what the console's
 	// editor holds): its spec in the configuration file's schema, as
@@ -142,13 +153,7 @@ type PolicyPreviewInput struct {
 	Runs  int
 }
 
-// PolicyPreview says what running a policy would do now, changing
-// nothing: the VMs it selects on each connection, its next scheduled runs,
-// and what its retention would keep and remove of the points it made so
-// far (forget's verdict, as a dry run on the policy's repository). A draft
-// that would make the configuration invalid is refused with the problems
-// it adds, as saving it would be.
-func (s *Service) PolicyPreview(ctx context.Context, in PolicyPreviewInput) (*api.PolicyPreview, error) {
+func (s *Service) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPreview, error) {
 	var cfg *policy.Config
 	var warnings map[string][]finding
 	var err error

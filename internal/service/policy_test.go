@@ -65,7 +65,7 @@ func TestPolicyPreviewChangesNothing(t *testing.T) {
 	}
 	// The same policy with keep rules, previewed.
 	s = fleetService(t, dir, fleet+"    retention: {keep-last: 1}\n")
-	p, err := s.PolicyPreview(ctx, service.PolicyPreviewInput{Policy: "web", Runs: 3})
+	p, err := s.PolicyPreview(ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "web"}, Runs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestPolicyPreviewChangesNothing(t *testing.T) {
 	if err != nil || len(points) != 2*vms {
 		t.Fatalf("the preview removed points: %d left, %v", len(points), err)
 	}
-	if _, err := s.PolicyPreview(ctx, service.PolicyPreviewInput{Policy: "nope"}); service.Classify(err) != "invalid" {
+	if _, err := s.PolicyPreview(ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "nope"}}); service.Classify(err) != "invalid" {
 		t.Fatalf("unknown policy: %v", err)
 	}
 }

@@ -111,7 +111,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 
 	// Each run is a verify task; its log says which scheduled run it was
 	// and how many packs it read.
-	tasks, err := s.Jobs(ctx, service.JobsInput{Kind: "verify"})
+	tasks, err := service.ListJobs(ctx, s, &api.ListJobsInput{Kind: "verify"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 	}
 	var total int64
 	for _, tk := range tasks {
-		j, err := s.Job(ctx, tk.ID)
+		j, err := service.WholeJob(ctx, s, tk.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

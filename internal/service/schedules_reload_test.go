@@ -91,14 +91,14 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 	} {
 		var job *api.Job
 		eventually(t, run, "a finished "+c.kind+" run of the schedules", func() bool {
-			jobs, err := other.Jobs(ctx, service.JobsInput{Kind: c.kind, Policy: c.policy, Status: "success"})
+			jobs, err := service.ListJobs(ctx, other, &api.ListJobsInput{Kind: c.kind, Policy: c.policy, Status: "success"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(jobs) == 0 {
 				return false
 			}
-			if job, err = other.Job(ctx, jobs[0].ID); err != nil {
+			if job, err = service.WholeJob(ctx, other, jobs[0].ID); err != nil {
 				t.Fatal(err)
 			}
 			return true

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
@@ -103,7 +104,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 			t.Fatalf("a point of another VM: %+v", p)
 		}
 	}
-	jobs, err := s.Jobs(ctx, service.JobsInput{Kind: catalog.KindBackupVM})
+	jobs, _, err := s.Jobs(auth.WithSubject(ctx, auth.Local()), &api.ListJobsInput{Kind: catalog.KindBackupVM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,16 +180,16 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 	}
 	// The job's log names the route each disk took: the lab's host has
 	// no reachable address, so it is vCenter's datastore service.
-	jobs, err := s.Jobs(ctx, service.JobsInput{Kind: catalog.KindBackupVM})
+	jobs, _, err := s.Jobs(auth.WithSubject(ctx, auth.Local()), &api.ListJobsInput{Kind: catalog.KindBackupVM})
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("jobs %+v %v", jobs, err)
 	}
-	j, err := s.Job(ctx, jobs[0].ID)
+	j, err := s.Job(auth.WithSubject(ctx, auth.Local()), &api.GetJobInput{JobParam: api.JobParam{ID: jobs[0].ID}, Log: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var route string
-	for _, e := range j.Events {
+	for _, e := range j.Body.Events {
 		if e.Kind == "data-path" {
 			route = e.Message
 		}

@@ -1,0 +1,30 @@
+package service
+
+import (
+	"context"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
+)
+
+// The tests read jobs as the local operator, who sees every job: the
+// listing and the job document show the caller only what it may see.
+
+// ListJobs is a page of jobs (in.Limit, 0: 100) as the local operator.
+func ListJobs(ctx context.Context, s *Service, in *api.ListJobsInput) ([]api.Job, error) {
+	jobs, _, err := s.Jobs(auth.WithSubject(ctx, auth.Local()), in)
+	return jobs, err
+}
+
+// WholeJob is a job with its tasks and log, as far as one page of each
+// (1,000) holds them (the tests' jobs are smaller), as the local operator.
+func WholeJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
+	d, err := s.Job(auth.WithSubject(ctx, auth.Local()), &api.GetJobInput{JobParam: api.JobParam{ID: id}, Tasks: 1000, Log: 1000})
+	if err != nil {
+		return nil, err
+	}
+	return d.Body, nil
+}
+
+// AsLocal is ctx of the local operator, who may see and do everything.
+func AsLocal(ctx context.Context) context.Context { return auth.WithSubject(ctx, auth.Local()) }
