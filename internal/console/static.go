@@ -90,7 +90,7 @@ func compressed(files fs.FS, name string) ([]byte, bool) {
 	}
 	var b bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression) // a valid level: no error
-	_, _ = zw.Write(raw) // into memory: cannot fail
+	_, _ = zw.Write(raw)                                   // into memory: cannot fail
 	_ = zw.Close()
 	gzipCache.Store(name, b.Bytes())
 	return b.Bytes(), true

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Hook is a pair of commands run around a VM's snapshot so that the point

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // ByteRate is bytes per second, written "200MiB/s", "1.5GB/s", "50M" or a
