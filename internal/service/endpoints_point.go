@@ -15,63 +15,17 @@ import (
 // server goes under its restore directory; what they serve beyond the
 // answer runs in the server's Background.
 
-// PointParam is the backup point a request names.
-type PointParam struct {
-	RepoParam
-	Point string `path:"point" maxLength:"64" example:"latest" doc:"a backup point: its ID, a unique ID prefix, or latest"`
-}
+// PointParam is the backup point a request names (other domains'
+// inputs embed it too).
+type PointParam = api.PointParam
 
 // DiskParam is a disk of the point a request names.
-type DiskParam struct {
-	PointParam
-	Disk string `query:"disk" maxLength:"255" doc:"the disk: index, key or name (default: the first)"`
-}
-
-// ref is the point and disk in the command line's BACKUP[:DISK] form.
-func (d *DiskParam) ref() string {
-	if d.Disk == "" {
-		return d.Point
-	}
-	return d.Point + ":" + d.Disk
-}
+type DiskParam = api.DiskParam
 
 const restoreDir = "restore directory (server.restore-dir)"
 
-type restoreIn struct {
-	PointParam
-	Body api.RestoreRequest
-}
-
-func epRestore(ctx context.Context, s *Service, in *restoreIn) (*Result[[]api.RestoredDisk], error) {
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
-	}
-	b := in.Body
-	return result(s.RestoreDisks(ctx, RestoreInput{Point: in.Point, Disk: b.Disk, To: to, Overwrite: b.Overwrite, Resume: b.Resume, Format: b.Format, Copies: b.Copies, NoOffload: b.NoOffload}))
-}
-
-type restoreVMIn struct {
-	PointParam
-	Connection string `query:"connection" maxLength:"255" doc:"restore through this connection of the server's configuration (default: a QEMU VM in a directory)"`
-	Body       api.RestoreVMRequest
-}
-
-func epRestoreVM(ctx context.Context, s *Service, in *restoreVMIn) (*Result[*api.RestoredVM], error) {
-	b := in.Body
-	dir := ""
-	if in.Connection == "" {
-		var err error
-		if dir, err = confine(s.cfg.Files.RestoreDir, restoreDir, b.Dir); err != nil {
-			return nil, err
-		}
-	}
-	return result(s.RestoreVM(ctx, RestoreVMInput{Point: in.Point, Dir: dir, Connection: in.Connection, Name: b.Name, Format: b.Format,
-		Start: b.Start, ColdBoot: b.ColdBoot, Datastore: b.Datastore, OntoOriginal: b.OntoOriginal, ConfirmOverwrite: b.ConfirmOverwrite}))
-}
-
 func epVolumes(ctx context.Context, s *Service, in *DiskParam) (*Result[[]api.Volume], error) {
-	return result(s.FilesVolumes(ctx, in.ref()))
+	return result(s.FilesVolumes(ctx, in.Ref()))
 }
 
 // insidePath checks a path inside a backed-up file system: the file
@@ -98,7 +52,7 @@ func epFilesList(ctx context.Context, s *Service, in *filesListIn) (*Result[*api
 	if err := insidePath(in.Path); err != nil {
 		return nil, err
 	}
-	return result(s.FilesList(ctx, in.ref(), in.Path))
+	return result(s.FilesList(ctx, in.Ref(), in.Path))
 }
 
 type filesExtractIn struct {
@@ -116,7 +70,7 @@ func epFilesExtract(ctx context.Context, s *Service, in *filesExtractIn) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	return result(s.FilesExtract(ctx, FilesExtractInput{Ref: in.ref(), Paths: in.Body.Paths, To: to}))
+	return result(s.FilesExtract(ctx, FilesExtractInput{Ref: in.Ref(), Paths: in.Body.Paths, To: to}))
 }
 
 type filesArchiveIn struct {
@@ -149,7 +103,7 @@ func epFilesArchive(ctx context.Context, s *Service, in *filesArchiveIn, w io.Wr
 			return err
 		}
 	}
-	_, err := s.FilesArchive(ctx, FilesArchiveInput{Ref: in.ref(), Paths: in.Paths, Format: or(in.Format, "zip")}, w)
+	_, err := s.FilesArchive(ctx, FilesArchiveInput{Ref: in.Ref(), Paths: in.Paths, Format: or(in.Format, "zip")}, w)
 	return err
 }
 
@@ -163,7 +117,7 @@ func epFilesFind(ctx context.Context, s *Service, in *filesFindIn) (*Result[*api
 	if err := insidePath(in.Under); err != nil {
 		return nil, err
 	}
-	return result(s.FilesFind(ctx, FilesFindInput{Ref: in.ref(), Under: in.Under, Pattern: in.Pattern}, nil))
+	return result(s.FilesFind(ctx, FilesFindInput{Ref: in.Ref(), Under: in.Under, Pattern: in.Pattern}, nil))
 }
 
 // background is the server's Background, or an error saying the

@@ -110,7 +110,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	m := metrics.New()
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
-		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: cfg, Metrics: m})
+		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: cfg, Metrics: m, Local: true})
 	defer s.Close()
 	if _, err := s.Init(ctx, service.InitInput{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restored, err := s.RestoreDisks(ctx, service.RestoreInput{Point: disk.ID, To: filepath.Join(dir, "out.raw")})
+	restored, err := s.RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: disk.ID}, Body: api.RestoreRequest{To: filepath.Join(dir, "out.raw")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,31 +19,24 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// RestoreVMInput says where a backup point becomes a VM again: into a
-// directory (QEMU: Dir) or through a hypervisor connection of the
-// configuration (vSphere: Connection).
-type RestoreVMInput struct {
-	Point string
-	Dir   string
-	// Connection restores through this connection instead of into Dir.
-	Connection string
-	// Name is the new VM's name (default: the original's + "-restored").
-	Name string
-	// Format of the disks in Dir: raw or qcow2 (default).
-	Format string
-	// Start starts the new VM; a with-memory point is resumed where it
-	// was unless ColdBoot (QEMU).
-	Start, ColdBoot bool
-	// Datastore for the new VM's files (vSphere; default: as recorded).
-	Datastore string
-	// OntoOriginal writes the backup onto the powered-off original VM's
-	// disks instead of a new VM; ConfirmOverwrite must be set with it.
-	OntoOriginal, ConfirmOverwrite bool
+// restoreVMInput says where a backup point becomes a VM again: into a
+// directory of this host (QEMU: Dir) or through a hypervisor connection
+// of the configuration (Connection).
+type restoreVMInput struct {
+	api.RestoreVMRequest
+	Point, Connection string
 }
 
 // RestoreVM restores a backup point of the default repository as a VM,
 // under a restore lease.
-func (s *Service) RestoreVM(ctx context.Context, in RestoreVMInput) (*api.RestoredVM, error) {
+func (s *Service) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api.RestoredVM, error) {
+	in := restoreVMInput{RestoreVMRequest: call.Body, Point: call.Point, Connection: call.Connection}
+	if in.Connection == "" {
+		var err error
+		if in.Dir, err = s.hostPath(s.cfg.Files.RestoreDir, restoreDir, in.Dir); err != nil {
+			return nil, err
+		}
+	}
 	if in.Format == "" {
 		in.Format = "qcow2"
 	}
@@ -76,7 +69,7 @@ func (s *Service) RestoreVM(ctx context.Context, in RestoreVMInput) (*api.Restor
 // restoreQEMUVM restores every disk of a QEMU point into a directory and
 // reproduces the VM from the command line recorded at backup time, with
 // a new name, UUID and MAC addresses; it starts it if asked.
-func (s *Service) restoreQEMUVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (*api.RestoredVM, error) {
+func (s *Service) restoreQEMUVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in restoreVMInput) (*api.RestoredVM, error) {
 	snap := pt.snap
 	if cfg.Kind != "qemu" {
 		return nil, invalidf("backup point %s is of a %s VM: restore it with --connection NAME", snap.ID.Short(), cfg.Kind)
@@ -215,7 +208,7 @@ const restoreCacheBytes = 64 << 20
 // OntoOriginal and its confirmation, takes the powered-off original) and
 // each disk's allocated ranges stream into it straight from the
 // repository. A half-restored new VM is deleted when anything fails.
-func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (*api.RestoredVM, error) {
+func (s *Service) restoreVMOnConnection(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in restoreVMInput) (*api.RestoredVM, error) {
 	snap := pt.snap
 	if in.OntoOriginal && !in.ConfirmOverwrite {
 		return nil, invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
@@ -53,7 +54,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	restore := func(id string) []byte {
 		t.Helper()
 		to := filepath.Join(dir, id+".raw")
-		if _, err := s.RestoreDisks(ctx, service.RestoreInput{Point: id, To: to}); err != nil {
+		if _, err := s.RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: id}, Body: api.RestoreRequest{To: to}}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(to)

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"strings"
+	"time"
+)
+
+// The inputs of the operations that back up, restore and read backup
+// points (restores, the file browser, instant recovery, boot
+// verification) and of the storage snapshots policies keep.
+
+// PointParam is the backup point a request names.
+type PointParam struct {
+	RepoParam
+	Point string `path:"point" maxLength:"64" example:"latest" doc:"a backup point: its ID, a unique ID prefix, or latest"`
+}
+
+// DiskParam is a disk of the point a request names.
+type DiskParam struct {
+	PointParam
+	Disk string `query:"disk" maxLength:"255" doc:"the disk: index, key or name (default: the first)"`
+}
+
+// Ref is the point and disk in the command line's BACKUP[:DISK] form.
+func (d *DiskParam) Ref() string {
+	if d.Disk == "" {
+		return d.Point
+	}
+	return d.Point + ":" + d.Disk
+}
+
+// DiskParamOf reads the command line's BACKUP[:DISK] form.
+func DiskParamOf(ref string) DiskParam {
+	point, disk, _ := strings.Cut(ref, ":")
+	return DiskParam{PointParam: PointParam{Point: point}, Disk: disk}
+}
+
+// Seconds is a request's duration in seconds as a time.Duration.
+func Seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// ListStorageSnapshotsInput filters the storage snapshots policies keep.
+type ListStorageSnapshotsInput struct {
+	Policy string `query:"policy" maxLength:"255" doc:"only this policy's"`
+	VM     string `query:"vm" maxLength:"255" doc:"only those holding this VM (name or ID)"`
+}
+
+// LabelParam is the label of a kept storage snapshot.
+// (Exported: huma reads the parameters of embedded structs only when
+// their type is exported.)
+type LabelParam struct {
+	Label string `path:"label" minLength:"8" maxLength:"207" pattern:"^coffer-[A-Za-z0-9._-]+$" doc:"the storage snapshot's label"`
+}
+
+// RestoreStorageSnapshotInput restores one VM's disk files from a kept
+// storage snapshot.
+type RestoreStorageSnapshotInput struct {
+	LabelParam
+	Body StorageRestoreRequest
+}
+
+// ForgetStorageSnapshotInput deletes a kept storage snapshot.
+type ForgetStorageSnapshotInput struct {
+	LabelParam
+}
+
+// VerifyBootInput boots a backup point isolated and checks it.
+type VerifyBootInput struct {
+	PointParam
+	Body VerifyBootRequest
+}
+
+// Timeout bounds the whole ladder (0: the default, 5 minutes).
+func (r VerifyBootRequest) Timeout() time.Duration { return Seconds(r.TimeoutSeconds) }
+
+// ProbeTimeout bounds each probe (0: the default, 30 s).
+func (r VerifyBootRequest) ProbeTimeout() time.Duration { return Seconds(r.ProbeTimeoutSeconds) }
+
+// RestoreDiskInput restores disks of a backup point.
+type RestoreDiskInput struct {
+	PointParam
+	Body RestoreRequest
+}
+
+// RestoreVMInput restores a backup point as a new VM.
+type RestoreVMInput struct {
+	PointParam
+	Connection string `query:"connection" maxLength:"255" doc:"restore through this connection of the server's configuration (default: a QEMU VM in a directory)"`
+	Body       RestoreVMRequest
+}
