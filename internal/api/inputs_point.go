@@ -87,3 +87,78 @@ type RestoreVMInput struct {
 	Connection string `query:"connection" maxLength:"255" doc:"restore through this connection of the server's configuration (default: a QEMU VM in a directory)"`
 	Body       RestoreVMRequest
 }
+
+// FilesVolumesInput lists the partitions and volumes of a backed-up disk.
+type FilesVolumesInput struct {
+	DiskParam
+}
+
+// FilesListInput lists a directory inside a backed-up disk.
+type FilesListInput struct {
+	DiskParam
+	Path string `query:"path" maxLength:"4096" doc:"a directory inside the disk's file system (default: /)"`
+}
+
+// FilesExtractInput extracts files or trees from a backed-up disk into a
+// directory.
+type FilesExtractInput struct {
+	DiskParam
+	Body FilesExtractRequest
+}
+
+// FilesArchiveInput streams files or trees from a backed-up disk as an
+// archive.
+type FilesArchiveInput struct {
+	DiskParam
+	Paths  []string `query:"path,explode" required:"true" minItems:"1" maxItems:"1000" doc:"files or directories to put in the archive (repeat the parameter)"`
+	Format string   `query:"format" enum:"zip,tar" default:"zip"`
+}
+
+// FilesFindInput finds files by name inside a backed-up disk.
+type FilesFindInput struct {
+	DiskParam
+	Under   string `query:"under" maxLength:"4096" doc:"the directory to search (default: /)"`
+	Pattern string `query:"pattern" required:"true" minLength:"1" maxLength:"255" doc:"a glob pattern matched against names"`
+}
+
+// InstantStartInput runs a VM straight from its backup point.
+type InstantStartInput struct {
+	PointParam
+	Body InstantStartRequest
+}
+
+// ReconnectDelay is how long the VM's reads wait for a lost server before
+// the VM pauses.
+func (r InstantStartRequest) ReconnectDelay() time.Duration { return Seconds(r.ReconnectDelaySeconds) }
+
+// SessionParam is the instant recovery session a request names.
+type SessionParam struct {
+	Session string `path:"session" maxLength:"64" doc:"an instant recovery session's ID"`
+}
+
+// InstantServeInput serves an instant recovery again.
+type InstantServeInput struct {
+	RepoParam
+	SessionParam
+}
+
+// InstantListInput lists the instant recovery sessions (it takes no
+// parameters).
+type InstantListInput struct{}
+
+// InstantCommitInput moves a recovered VM onto production storage.
+type InstantCommitInput struct {
+	SessionParam
+	Body InstantCommitRequest
+}
+
+// InstantDiscardInput stops a recovered VM and deletes what it wrote.
+type InstantDiscardInput struct {
+	SessionParam
+}
+
+// InstantExportInput serves a backup point's disks over NBD.
+type InstantExportInput struct {
+	PointParam
+	Body ExportRequest
+}

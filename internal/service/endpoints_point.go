@@ -15,22 +15,21 @@ import (
 // server goes under its restore directory; what they serve beyond the
 // answer runs in the server's Background.
 
-// PointParam is the backup point a request names (other domains'
-// inputs embed it too).
-type PointParam = api.PointParam
-
-// DiskParam is a disk of the point a request names.
-type DiskParam = api.DiskParam
-
 const restoreDir = "restore directory (server.restore-dir)"
 
-func epVolumes(ctx context.Context, s *Service, in *DiskParam) (*Result[[]api.Volume], error) {
-	return result(s.FilesVolumes(ctx, in.Ref()))
-}
-
-// insidePath checks a path inside a backed-up file system: the file
+// insidePath checks a path inside a backed-up file system that a
+// request names (the command line's, Config.Local, go as given): the file
 // system's reader resolves it from its root whatever it says, but a path
 // that climbs with ".." is a mistake (or an attempt) worth telling.
+func (s *Service) insidePath(p string) error {
+	if s.cfg.Local {
+		return nil
+	}
+	return insidePath(p)
+}
+
+// insidePath refuses a NUL byte and ".." in a path inside a backed-up
+// file system.
 func insidePath(p string) error {
 	if strings.ContainsRune(p, 0) {
 		return api.Errorf(api.Invalid, "path %q holds a NUL byte", p)
@@ -43,43 +42,7 @@ func insidePath(p string) error {
 	return nil
 }
 
-type filesListIn struct {
-	DiskParam
-	Path string `query:"path" maxLength:"4096" doc:"a directory inside the disk's file system (default: /)"`
-}
-
-func epFilesList(ctx context.Context, s *Service, in *filesListIn) (*Result[*api.FilesListing], error) {
-	if err := insidePath(in.Path); err != nil {
-		return nil, err
-	}
-	return result(s.FilesList(ctx, in.Ref(), in.Path))
-}
-
-type filesExtractIn struct {
-	DiskParam
-	Body api.FilesExtractRequest
-}
-
-func epFilesExtract(ctx context.Context, s *Service, in *filesExtractIn) (*Result[*api.FilesExtract], error) {
-	for _, p := range in.Body.Paths {
-		if err := insidePath(p); err != nil {
-			return nil, err
-		}
-	}
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
-	}
-	return result(s.FilesExtract(ctx, FilesExtractInput{Ref: in.Ref(), Paths: in.Body.Paths, To: to}))
-}
-
-type filesArchiveIn struct {
-	DiskParam
-	Paths  []string `query:"path,explode" required:"true" minItems:"1" maxItems:"1000" doc:"files or directories to put in the archive (repeat the parameter)"`
-	Format string   `query:"format" enum:"zip,tar" default:"zip"`
-}
-
-func archiveFile(in *filesArchiveIn) (string, string) {
+func archiveFile(in *api.FilesArchiveInput) (string, string) {
 	name := "coffer-" + safeName(in.Point)
 	if in.Format == "tar" {
 		return "application/x-tar", name + ".tar"
@@ -97,27 +60,9 @@ func safeName(s string) string {
 	}, s)
 }
 
-func epFilesArchive(ctx context.Context, s *Service, in *filesArchiveIn, w io.Writer) error {
-	for _, p := range in.Paths {
-		if err := insidePath(p); err != nil {
-			return err
-		}
-	}
-	_, err := s.FilesArchive(ctx, FilesArchiveInput{Ref: in.Ref(), Paths: in.Paths, Format: or(in.Format, "zip")}, w)
+func epFilesArchive(ctx context.Context, s *Service, in *api.FilesArchiveInput, w io.Writer) error {
+	_, err := s.FilesArchive(ctx, in, w)
 	return err
-}
-
-type filesFindIn struct {
-	DiskParam
-	Under   string `query:"under" maxLength:"4096" doc:"the directory to search (default: /)"`
-	Pattern string `query:"pattern" required:"true" minLength:"1" maxLength:"255" doc:"a glob pattern matched against names"`
-}
-
-func epFilesFind(ctx context.Context, s *Service, in *filesFindIn) (*Result[*api.FilesFind], error) {
-	if err := insidePath(in.Under); err != nil {
-		return nil, err
-	}
-	return result(s.FilesFind(ctx, FilesFindInput{Ref: in.Ref(), Under: in.Under, Pattern: in.Pattern}, nil))
 }
 
 // background is the server's Background, or an error saying the
@@ -130,7 +75,7 @@ func (s *Service) background(what string) (*Background, error) {
 }
 
 type instantStartIn struct {
-	PointParam
+	api.PointParam
 	Body api.InstantStartRequest
 }
 
@@ -222,7 +167,7 @@ func epInstantDiscard(ctx context.Context, s *Service, in *SessionParam) (*Resul
 }
 
 type exportIn struct {
-	PointParam
+	api.PointParam
 	Body api.ExportRequest
 }
 
