@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/instant"
 )
 
 // The endpoints that read a backup point: restores, the file browser and
@@ -74,23 +73,17 @@ func (s *Service) background(what string) (*Background, error) {
 	return s.cfg.Background, nil
 }
 
-type instantStartIn struct {
-	api.PointParam
-	Body api.InstantStartRequest
-}
-
 // epInstantStart starts the VM and serves its disks from the server until
 // the session is committed or discarded (or the server stops: the VM
 // then waits, and instant-serve serves it again).
-func epInstantStart(ctx context.Context, s *Service, in *instantStartIn) (*Created[*api.InstantSession], error) {
+func epInstantStart(ctx context.Context, s *Service, in *api.InstantStartInput) (*Created[*api.InstantSession], error) {
 	bg, err := s.background("instant recovery")
 	if err != nil {
 		return nil, err
 	}
 	var doc api.InstantSession
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
-		sv, err := s.InstantStart(ctx, InstantStartInput{Point: in.Point, ReconnectDelay: fromSeconds(in.Body.ReconnectDelaySeconds),
-			Connection: in.Body.Connection, Name: in.Body.Name, Datastore: in.Body.Datastore})
+		sv, err := s.InstantStart(ctx, in)
 		if err != nil {
 			return "", nil, err
 		}
@@ -103,24 +96,15 @@ func epInstantStart(ctx context.Context, s *Service, in *instantStartIn) (*Creat
 	return created(&doc), nil
 }
 
-// SessionParam is the instant recovery session a request names.
-type SessionParam struct {
-	Session string `path:"session" maxLength:"64" doc:"an instant recovery session's ID"`
-}
-
-type instantServeIn struct {
-	RepoParam
-	SessionParam
-}
-
-func epInstantServe(ctx context.Context, s *Service, in *instantServeIn) (*Result[*api.InstantSession], error) {
+// epInstantServe serves the session again in the server's Background.
+func epInstantServe(ctx context.Context, s *Service, in *api.InstantServeInput) (*Result[*api.InstantSession], error) {
 	bg, err := s.background("serving an instant recovery")
 	if err != nil {
 		return nil, err
 	}
 	var doc api.InstantSession
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
-		sv, err := s.InstantServe(ctx, in.Session)
+		sv, err := s.InstantServe(ctx, in)
 		if err != nil {
 			return "", nil, err
 		}
@@ -133,47 +117,9 @@ func epInstantServe(ctx context.Context, s *Service, in *instantServeIn) (*Resul
 	return &Result[*api.InstantSession]{Body: &doc}, nil
 }
 
-func epInstantList(ctx context.Context, s *Service, _ *struct{}) (*Result[[]api.InstantSession], error) {
-	return result(s.InstantList(ctx))
-}
-
-type instantCommitIn struct {
-	SessionParam
-	Body api.InstantCommitRequest
-}
-
-func epInstantCommit(ctx context.Context, s *Service, in *instantCommitIn) (*Result[*api.InstantSession], error) {
-	// A libvirt domain may go to a storage pool, named without a slash;
-	// a directory is confined like any other.
-	to := in.Body.To
-	if sess, err := instant.Load(s.cfg.StateDir, in.Session); err != nil || !sess.IsDomain() || strings.Contains(to, "/") {
-		if to, err = confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To); err != nil {
-			return nil, err
-		}
-	}
-	doc, err := s.InstantCommit(ctx, InstantCommitInput{ID: in.Session, Dir: to, Format: in.Body.Format})
-	if err == nil && s.cfg.Background != nil {
-		s.cfg.Background.Stop("instant " + in.Session) // the VM runs from its new disks
-	}
-	return result(doc, err)
-}
-
-func epInstantDiscard(ctx context.Context, s *Service, in *SessionParam) (*Result[*api.InstantSession], error) {
-	doc, err := s.InstantDiscard(ctx, in.Session)
-	if err == nil && s.cfg.Background != nil {
-		s.cfg.Background.Stop("instant " + in.Session)
-	}
-	return result(doc, err)
-}
-
-type exportIn struct {
-	api.PointParam
-	Body api.ExportRequest
-}
-
 // epExport serves the point's disks over NBD for the duration asked (the
 // command line serves until it is stopped; a request cannot stay).
-func epExport(ctx context.Context, s *Service, in *exportIn) (*Created[*api.Export], error) {
+func epExport(ctx context.Context, s *Service, in *api.InstantExportInput) (*Created[*api.Export], error) {
 	bg, err := s.background("an NBD export")
 	if err != nil {
 		return nil, err
@@ -190,8 +136,10 @@ func epExport(ctx context.Context, s *Service, in *exportIn) (*Created[*api.Expo
 	}
 	var doc api.Export
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
-		ctx, cancel := context.WithTimeout(ctx, fromSeconds(in.Body.DurationSeconds))
-		sv, err := s.InstantExport(ctx, InstantExportInput{Point: in.Point, Listen: listen})
+		ctx, cancel := context.WithTimeout(ctx, api.Seconds(in.Body.DurationSeconds))
+		call := *in
+		call.Body.Listen = listen
+		sv, err := s.InstantExport(ctx, &call)
 		if err != nil {
 			cancel()
 			return "", nil, err
