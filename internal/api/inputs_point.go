@@ -162,3 +162,18 @@ type InstantExportInput struct {
 	PointParam
 	Body ExportRequest
 }
+
+// BackupDiskInput backs up disk images or block devices as one backup
+// point.
+type BackupDiskInput struct {
+	RepoParam
+	Body BackupDiskRequest
+}
+
+// BackupVMInput backs up a VM of a connection now.
+type BackupVMInput struct {
+	RepoParam
+	Connection string `path:"connection" maxLength:"255" doc:"a connection of the server's configuration"`
+	VM         string `path:"vm" maxLength:"255" doc:"the VM's name or ID"`
+	Body       BackupVMRequest
+}

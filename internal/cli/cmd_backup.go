@@ -55,16 +55,18 @@ coffer backup disk /dev/vg0/db-root /dev/vg0/db-data --name db`,
 			"0; 10 when a disk vanished, shrank or changed during the backup; 9 when the storage is full."),
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := service.BackupDiskInput{Paths: args, Name: name}
+			in := api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: args, Name: name}}
 			var err error
-			if in.Tags, err = parseTags(tags); err != nil {
+			if in.Body.Tags, err = parseTags(tags); err != nil {
 				return err
 			}
-			if in.LockedUntil, err = retainUntil(immutable); err != nil {
+			if in.Body.LockedUntil, err = retainUntil(immutable); err != nil {
 				return err
 			}
 			start := time.Now()
-			p, err := call(a, func(s *service.Service) (*api.BackupPoint, error) { return s.BackupDisk(cmd.Context(), in) })
+			// Here only: the images are this host's files, which a server
+			// cannot read (its backup-disk reads its own image directory).
+			p, err := runOp[*api.BackupPoint](cmd.Context(), a, "backup-disk", &in)
 			if err != nil {
 				return err
 			}

@@ -136,23 +136,6 @@ func epRebuildCatalog(ctx context.Context, s *Service, _ *RepoParam) (*Result[*a
 	return result(s.RebuildCatalog(ctx))
 }
 
-type backupDiskIn struct {
-	RepoParam
-	Body api.BackupDiskRequest
-}
-
-func epBackupDisk(ctx context.Context, s *Service, in *backupDiskIn) (*Result[*api.BackupPoint], error) {
-	var paths []string
-	for _, p := range in.Body.Paths {
-		full, err := confine(s.cfg.Files.ImageDir, "image directory (server.image-dir)", p)
-		if err != nil {
-			return nil, err
-		}
-		paths = append(paths, full)
-	}
-	return result(s.BackupDisk(ctx, BackupDiskInput{Paths: paths, Name: in.Body.Name, Tags: in.Body.Tags, LockedUntil: in.Body.LockedUntil}))
-}
-
 type backupVMIn struct {
 	RepoParam
 	Connection string `path:"connection" maxLength:"255" doc:"a connection of the server's configuration"`

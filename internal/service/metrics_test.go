@@ -129,7 +129,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if err := os.WriteFile(img, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	disk, err := s.BackupDisk(ctx, service.BackupDiskInput{Paths: []string{img}, Name: "a"})
+	disk, err := s.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}

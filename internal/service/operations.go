@@ -123,7 +123,7 @@ var Operations = append([]Operation{
 		Endpoint: Endpoint[RepoParam, Result[*api.CatalogRebuild]](epRebuildCatalog)},
 	{ID: "backup-disk", Method: "BackupDisk", Summary: "back up disk images or block devices as one backup point", HTTP: post,
 		Path: "/repositories/{repo}/backups/disk", Requires: req(auth.RepoBackup, onRepo),
-		Endpoint: Endpoint[backupDiskIn, Result[*api.BackupPoint]](epBackupDisk)},
+		Endpoint: Returns((*Service).BackupDisk)},
 	{ID: "backup-vm", Method: "BackupVM", Summary: "back up a VM of a connection now (qemu, libvirt, vsphere), or a running QEMU VM through its QMP monitor",
 		HTTP: post, Path: "/repositories/{repo}/backups/vm/{connection}/{vm}",
 		Requires: []Requirement{{Privilege: auth.RepoBackup, Object: onRepo}, {Privilege: auth.ConnBackup, Object: "/connections/{connection}/vm/{vm}"}},

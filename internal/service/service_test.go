@@ -53,7 +53,7 @@ func (ts *testService) image(name string, dataMiB int) string {
 
 func (ts *testService) backup(name, path string) *api.BackupPoint {
 	ts.t.Helper()
-	p, err := ts.BackupDisk(context.Background(), BackupDiskInput{Paths: []string{path}, Name: name})
+	p, err := ts.BackupDisk(context.Background(), &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{path}, Name: name}})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
