@@ -11,7 +11,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/retention"
 )
 
@@ -134,20 +133,6 @@ func visible[T any](ctx context.Context, s *Service, priv auth.Privilege, items 
 
 func epRebuildCatalog(ctx context.Context, s *Service, _ *RepoParam) (*Result[*api.CatalogRebuild], error) {
 	return result(s.RebuildCatalog(ctx))
-}
-
-type backupVMIn struct {
-	RepoParam
-	Connection string `path:"connection" maxLength:"255" doc:"a connection of the server's configuration"`
-	VM         string `path:"vm" maxLength:"255" doc:"the VM's name or ID"`
-	Body       api.BackupVMRequest
-}
-
-func epBackupVM(ctx context.Context, s *Service, in *backupVMIn) (*Result[*api.BackupPoint], error) {
-	b := in.Body
-	return result(s.BackupVM(ctx, BackupVMInput{Connection: in.Connection, VM: in.VM, Mode: b.Mode,
-		SnapshotMode: hypervisor.SnapshotMode(b.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(b.Quiesce), Tags: b.Tags,
-		LockedUntil: b.LockedUntil, ChangeCheckSpans: b.ChangeCheckSpans, NoHooks: b.NoHooks}))
 }
 
 func or(s, def string) string {

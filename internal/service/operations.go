@@ -127,7 +127,7 @@ var Operations = append([]Operation{
 	{ID: "backup-vm", Method: "BackupVM", Summary: "back up a VM of a connection now (qemu, libvirt, vsphere), or a running QEMU VM through its QMP monitor",
 		HTTP: post, Path: "/repositories/{repo}/backups/vm/{connection}/{vm}",
 		Requires: []Requirement{{Privilege: auth.RepoBackup, Object: onRepo}, {Privilege: auth.ConnBackup, Object: "/connections/{connection}/vm/{vm}"}},
-		Endpoint: Endpoint[backupVMIn, Result[*api.BackupPoint]](epBackupVM)},
+		Endpoint: Returns((*Service).BackupVM)},
 	{ID: "backup-policy", Method: "RunPolicy", Summary: "run a backup policy now", HTTP: post, Path: "/policies/{policy}/run",
 		Requires: req(auth.PolicyRun, onPolicy), Endpoint: Endpoint[runPolicyIn, Result[*api.Job]](epRunPolicy)},
 	{ID: "restore-disk", Method: "RestoreDisks", Summary: "restore disks of a backup point to files or block devices", HTTP: post,
