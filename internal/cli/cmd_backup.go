@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -55,16 +53,18 @@ coffer backup disk /dev/vg0/db-root /dev/vg0/db-data --name db`,
 			"0; 10 when a disk vanished, shrank or changed during the backup; 9 when the storage is full."),
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := service.BackupDiskInput{Paths: args, Name: name}
+			in := api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: args, Name: name}}
 			var err error
-			if in.Tags, err = parseTags(tags); err != nil {
+			if in.Body.Tags, err = parseTags(tags); err != nil {
 				return err
 			}
-			if in.LockedUntil, err = retainUntil(immutable); err != nil {
+			if in.Body.LockedUntil, err = retainUntil(immutable); err != nil {
 				return err
 			}
 			start := time.Now()
-			p, err := call(a, func(s *service.Service) (*api.BackupPoint, error) { return s.BackupDisk(cmd.Context(), in) })
+			// Here only: the images are this host's files, which a server
+			// cannot read (its backup-disk reads its own image directory).
+			p, err := runOp[*api.BackupPoint](cmd.Context(), a, "backup-disk", &in)
 			if err != nil {
 				return err
 			}
@@ -130,30 +130,31 @@ coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
 			return backupVMArgs(cmd, args, o.connection)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := service.BackupVMInput{Mode: o.mode, SnapshotMode: hypervisor.SnapshotMode(o.snapshotMode),
-				Quiesce: hypervisor.QuiescePolicy(o.quiesce), NBDConnections: o.connections, ChangeCheckSpans: o.changeCheck,
-				NoHooks: o.noHooks}
+			in := api.BackupVMInput{Body: api.BackupVMRequest{Mode: o.mode, SnapshotMode: o.snapshotMode, Quiesce: o.quiesce,
+				ChangeCheckSpans: o.changeCheck, NoHooks: o.noHooks}}
 			if o.connection != "" {
 				in.Connection, in.VM = o.connection, args[0]
-			} else {
-				in.Socket = args[0]
-				if a.remote != nil {
-					return usagef("a QMP socket is a file on this host, which the server cannot reach: run this without --server " +
-						"(COFFER_SERVER), or back the VM up through a connection of the server: coffer backup vm --connection NAME VM")
-				}
+			} else if a.remote != nil {
+				return usagef("a QMP socket is a file on this host, which the server cannot reach: run this without --server " +
+					"(COFFER_SERVER), or back the VM up through a connection of the server: coffer backup vm --connection NAME VM")
 			}
 			var err error
-			if in.Tags, err = parseTags(o.tags); err != nil {
+			if in.Body.Tags, err = parseTags(o.tags); err != nil {
 				return err
 			}
-			if in.LockedUntil, err = retainUntil(o.immutable); err != nil {
+			if in.Body.LockedUntil, err = retainUntil(o.immutable); err != nil {
 				return err
 			}
-			body := api.BackupVMRequest{Mode: in.Mode, SnapshotMode: o.snapshotMode, Quiesce: o.quiesce, Tags: in.Tags,
-				LockedUntil: in.LockedUntil, ChangeCheckSpans: in.ChangeCheckSpans, NoHooks: in.NoHooks}
 			start := time.Now()
-			p, err := callOp(cmd.Context(), a, apiclient.Request{Op: "backup-vm", Path: map[string]string{"connection": in.Connection, "vm": in.VM}, Body: body},
-				func(s *service.Service) (*api.BackupPoint, error) { return s.BackupVM(cmd.Context(), in) })
+			var p *api.BackupPoint
+			if o.connection != "" {
+				p, err = runOp[*api.BackupPoint](cmd.Context(), a, "backup-vm", &in)
+			} else {
+				// A QMP socket is this host's: no request names it (BackupQMP).
+				p, err = call(a, func(s *service.Service) (*api.BackupPoint, error) {
+					return s.BackupQMP(cmd.Context(), args[0], o.connections, &in)
+				})
+			}
 			if err != nil {
 				return err
 			}

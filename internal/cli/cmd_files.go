@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -68,8 +66,7 @@ coffer files ls 3fa2c1d0 --volumes`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if volumes {
-				vols, err := callOp(cmd.Context(), a, refRequest("files-volumes", args[0], nil),
-					func(s *service.Service) ([]api.Volume, error) { return s.FilesVolumes(cmd.Context(), args[0]) })
+				vols, err := runOp[[]api.Volume](cmd.Context(), a, "files-volumes", &api.FilesVolumesInput{DiskParam: api.DiskParamOf(args[0])})
 				if err != nil {
 					return err
 				}
@@ -83,8 +80,7 @@ coffer files ls 3fa2c1d0 --volumes`,
 			if len(args) == 2 {
 				p = args[1]
 			}
-			ls, err := callOp(cmd.Context(), a, refRequest("files-list", args[0], url.Values{"path": {p}}),
-				func(s *service.Service) (*api.FilesListing, error) { return s.FilesList(cmd.Context(), args[0], p) })
+			ls, err := runOp[*api.FilesListing](cmd.Context(), a, "files-list", &api.FilesListInput{DiskParam: api.DiskParamOf(args[0]), Path: p})
 			if err != nil {
 				return err
 			}
@@ -160,11 +156,8 @@ coffer files get latest /var/www --tar - | tar -tv`,
 			switch {
 			case to != "":
 				// Through a server, --to is a directory under its restore directory.
-				r := refRequest("files-extract", args[0], nil)
-				r.Body = api.FilesExtractRequest{Paths: args[1:], To: to}
-				st, err = callOp(cmd.Context(), a, r, func(s *service.Service) (*api.FilesExtract, error) {
-					return s.FilesExtract(cmd.Context(), service.FilesExtractInput{Ref: args[0], Paths: args[1:], To: to})
-				})
+				st, err = runOp[*api.FilesExtract](cmd.Context(), a, "files-extract",
+					&api.FilesExtractInput{DiskParam: api.DiskParamOf(args[0]), Body: api.FilesExtractRequest{Paths: args[1:], To: to}})
 			case zipPath != "":
 				st, err = a.archive(cmd, args, "zip", zipPath)
 			default:
@@ -188,12 +181,17 @@ coffer files get latest /var/www --tar - | tar -tv`,
 // archive writes an archive to path ("-": stdout). A file appears only
 // complete: it is written under a temporary name and renamed.
 func (a *app) archive(cmd *cobra.Command, args []string, format, path string) (*api.FilesExtract, error) {
-	in := service.FilesArchiveInput{Ref: args[0], Paths: args[1:], Format: format}
+	in := &api.FilesArchiveInput{DiskParam: api.DiskParamOf(args[0]), Paths: args[1:], Format: format}
+	// The archive is a stream, not a document: the service's method writes
+	// it here, the server's download writes it to the client.
 	run := func(w io.Writer) (*api.FilesExtract, error) {
 		if a.remote != nil {
 			// The server's answer is the archive; what it skipped comes
 			// as a partial error after it (no document).
-			r := refRequest("files-archive", args[0], url.Values{"path": args[1:], "format": {format}})
+			r, err := apiclient.RequestOf("files-archive", in)
+			if err != nil {
+				return nil, err
+			}
 			return nil, a.remote.Download(cmd.Context(), a.remoteRequest(r), w)
 		}
 		return call(a, func(s *service.Service) (*api.FilesExtract, error) { return s.FilesArchive(cmd.Context(), in, w) })
@@ -250,17 +248,23 @@ coffer files find latest:vdb 'core.*' --json | jq -r '.entries[].path'`,
 			"0; 6 when directories were skipped (listed)."),
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := service.FilesFindInput{Ref: args[0], Under: under, Pattern: args[1]}
-			var each func(api.FileEntry) error
-			if !a.jsonOut {
-				each = func(e api.FileEntry) error { a.printf("%s\n", e.Path); return nil }
-			}
-			r := refRequest("files-find", args[0], url.Values{"pattern": {in.Pattern}, "under": {in.Under}})
-			res, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.FilesFind, error) { return s.FilesFind(cmd.Context(), in, each) })
-			if a.remote != nil && res != nil && each != nil {
-				for _, e := range res.Entries { // found by the server, printed now
-					_ = each(e)
+			in := &api.FilesFindInput{DiskParam: api.DiskParamOf(args[0]), Under: under, Pattern: args[1]}
+			var res *api.FilesFind
+			var err error
+			switch {
+			case a.jsonOut:
+				res, err = runOp[*api.FilesFind](cmd.Context(), a, "files-find", in)
+			case a.remote != nil:
+				res, err = runOp[*api.FilesFind](cmd.Context(), a, "files-find", in)
+				for _, e := range entriesOf(res) { // found by the server, printed now
+					a.printf("%s\n", e.Path)
 				}
+			default:
+				// Here, each path is printed as it is found (a callback no
+				// request carries: FilesFindEach).
+				res, err = call(a, func(s *service.Service) (*api.FilesFind, error) {
+					return s.FilesFindEach(cmd.Context(), in, func(e api.FileEntry) error { a.printf("%s\n", e.Path); return nil })
+				})
 			}
 			if res == nil {
 				return err
@@ -306,14 +310,10 @@ func (a *app) printProblems(warnings []api.Warning, skipped []api.Skip) {
 	}
 }
 
-// refRequest is a request of a files operation on BACKUP[:DISK].
-func refRequest(op, ref string, q url.Values) apiclient.Request {
-	point, disk, _ := strings.Cut(ref, ":")
-	if q == nil {
-		q = url.Values{}
+// entriesOf is what a search found (none when it failed).
+func entriesOf(res *api.FilesFind) []api.FileEntry {
+	if res == nil {
+		return nil
 	}
-	if disk != "" {
-		q.Set("disk", disk)
-	}
-	return apiclient.Request{Op: op, Path: map[string]string{"point": point}, Query: q}
+	return res.Entries
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -74,9 +73,12 @@ an unknown point.`),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			began := time.Now()
+			in := &api.InstantStartInput{PointParam: api.PointParam{Point: args[0]}, Body: api.InstantStartRequest{
+				ReconnectDelaySeconds: delay.Seconds(), Connection: conn, Name: name, Datastore: datastore}}
+			// The disks are served from this process until it stops: the
+			// service's method, not an operation answered and done.
 			srv, err := call(a, func(s *service.Service) (*service.Serving[api.InstantSession], error) {
-				return s.InstantStart(cmd.Context(), service.InstantStartInput{Point: args[0], ReconnectDelay: delay,
-					Connection: conn, Name: name, Datastore: datastore})
+				return s.InstantStart(cmd.Context(), in)
 			})
 			if err != nil {
 				return err
@@ -119,7 +121,8 @@ cannot read from a server started again (discard it).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			srv, err := call(a, func(s *service.Service) (*service.Serving[service.InstantServed], error) {
-				return s.InstantServe(cmd.Context(), args[0])
+				// Served from this process, as instant start serves.
+				return s.InstantServe(cmd.Context(), &api.InstantServeInput{SessionParam: api.SessionParam{Session: args[0]}})
 			})
 			if err != nil {
 				return err
@@ -154,8 +157,7 @@ coffer instant list --json | jq '.[] | select(.server_running | not) | .id'`,
 			"0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			docs, err := callOp(cmd.Context(), a, apiclient.Request{Op: "instant-list"},
-				func(s *service.Service) ([]api.InstantSession, error) { return s.InstantList(cmd.Context()) })
+			docs, err := runOp[[]api.InstantSession](cmd.Context(), a, "instant-list", &api.InstantListInput{})
 			if err != nil {
 				return err
 			}
@@ -173,7 +175,7 @@ coffer instant list --json | jq '.[] | select(.server_running | not) | .id'`,
 }
 
 func (a *app) cmdInstantCommit() *cobra.Command {
-	var in service.InstantCommitInput
+	var in api.InstantCommitInput
 	cmd := &cobra.Command{
 		Use:   "commit ID --to DIR",
 		Short: "move the running VM onto production storage and stop serving its backup",
@@ -195,12 +197,10 @@ coffer instant commit 3fa2c1d0 --to images    # a libvirt domain, into pool imag
 			"0; 7 for an unknown session; 1 when the VM no longer runs (discard the session)."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.ID = args[0]
+			in.Session = args[0]
 			began := time.Now()
 			// Through a server, --to is a path under its restore directory.
-			s, err := callOp(cmd.Context(), a, apiclient.Request{Op: "instant-commit", Path: map[string]string{"session": in.ID},
-				Body: api.InstantCommitRequest{To: in.Dir, Format: in.Format}},
-				func(sv *service.Service) (*api.InstantSession, error) { return sv.InstantCommit(cmd.Context(), in) })
+			s, err := runOp[*api.InstantSession](cmd.Context(), a, "instant-commit", &in)
 			if err != nil {
 				return err
 			}
@@ -210,8 +210,8 @@ coffer instant commit 3fa2c1d0 --to images    # a libvirt domain, into pool imag
 			})
 		},
 	}
-	cmd.Flags().StringVar(&in.Dir, "to", "", "directory for the VM's disks on production storage, or a libvirt storage pool (required)")
-	cmd.Flags().StringVar(&in.Format, "format", "qcow2", "disk format: raw or qcow2")
+	cmd.Flags().StringVar(&in.Body.To, "to", "", "directory for the VM's disks on production storage, or a libvirt storage pool (required)")
+	cmd.Flags().StringVar(&in.Body.Format, "format", "qcow2", "disk format: raw or qcow2")
 	_ = cmd.MarkFlagRequired("to")
 	return remoteToo(op(cmd, "instant-commit"))
 }
@@ -229,10 +229,8 @@ goes. The process serving the session stops.`,
 			"0; 7 for an unknown session."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := callOp(cmd.Context(), a, apiclient.Request{Op: "instant-discard", Path: map[string]string{"session": args[0]}},
-				func(sv *service.Service) (*api.InstantSession, error) {
-					return sv.InstantDiscard(cmd.Context(), args[0])
-				})
+			s, err := runOp[*api.InstantSession](cmd.Context(), a, "instant-discard",
+				&api.InstantDiscardInput{SessionParam: api.SessionParam{Session: args[0]}})
 			if err != nil {
 				return err
 			}
@@ -263,8 +261,11 @@ coffer instant export 3fa2c1d0 --listen unix:/run/coffer/web.nbd`,
 			"0 when stopped; 2 for a bad --listen; 7 for an unknown point."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Served from this process until it is stopped (a server's
+			// export lasts a request's duration_seconds instead).
+			in := &api.InstantExportInput{PointParam: api.PointParam{Point: args[0]}, Body: api.ExportRequest{Listen: listen}}
 			srv, err := call(a, func(s *service.Service) (*service.Serving[api.Export], error) {
-				return s.InstantExport(cmd.Context(), service.InstantExportInput{Point: args[0], Listen: listen})
+				return s.InstantExport(cmd.Context(), in)
 			})
 			if err != nil {
 				return err

@@ -4,12 +4,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdRestore() *cobra.Command {
-	var in service.RestoreInput
+	var in api.RestoreDiskInput
 	cmd := &cobra.Command{
 		Use:   "restore SNAPSHOT --to PATH",
 		Short: "restore disks of a backup point to files or block devices",
@@ -50,10 +49,7 @@ the target is full (--resume continues).`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
 			// Through a server, --to is a path under its restore directory.
-			body := api.RestoreRequest{Disk: in.Disk, To: in.To, Format: in.Format, Overwrite: in.Overwrite, Resume: in.Resume, Copies: in.Copies,
-				NoOffload: in.NoOffload}
-			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "restore-disk", Path: map[string]string{"point": in.Point}, Body: body},
-				func(s *service.Service) ([]api.RestoredDisk, error) { return s.RestoreDisks(cmd.Context(), in) })
+			res, err := runOp[[]api.RestoredDisk](cmd.Context(), a, "restore-disk", &in)
 			if err == nil || service.Classify(err) == api.Partial {
 				return a.emit(res, err, func() { a.printRestored(res) })
 			}
@@ -61,14 +57,14 @@ the target is full (--resume continues).`),
 			return err
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&in.Disk, "disk", "", "restore only this disk (index, key or name)")
-	f.StringVar(&in.To, "to", "", "target file, block device or directory (required)")
-	f.BoolVar(&in.Overwrite, "overwrite", false, "replace an existing target file")
-	f.BoolVar(&in.Resume, "resume", false, "continue an interrupted restore")
-	f.BoolVar(&in.NoOffload, "no-offload", false, "write zeros and copy through the host even where the storage could (storage whose offload misbehaves)")
-	f.IntVar(&in.Copies, "copies", 1, "copies of each disk in all: the restored one and copies cloned from it (NAME-copy2.EXT...)")
-	f.StringVar(&in.Format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
+	f, b := cmd.Flags(), &in.Body
+	f.StringVar(&b.Disk, "disk", "", "restore only this disk (index, key or name)")
+	f.StringVar(&b.To, "to", "", "target file, block device or directory (required)")
+	f.BoolVar(&b.Overwrite, "overwrite", false, "replace an existing target file")
+	f.BoolVar(&b.Resume, "resume", false, "continue an interrupted restore")
+	f.BoolVar(&b.NoOffload, "no-offload", false, "write zeros and copy through the host even where the storage could (storage whose offload misbehaves)")
+	f.IntVar(&b.Copies, "copies", 1, "copies of each disk in all: the restored one and copies cloned from it (NAME-copy2.EXT...)")
+	f.StringVar(&b.Format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
 	_ = cmd.MarkFlagRequired("to")
 	cmd.AddCommand(a.cmdRestoreVM())
 	return remoteToo(op(cmd, "restore-disk"))

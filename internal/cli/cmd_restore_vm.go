@@ -4,11 +4,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdRestoreVM() *cobra.Command {
-	var in service.RestoreVMInput
+	var in api.RestoreVMInput
 	cmd := &cobra.Command{
 		Use:   "vm BACKUP (--to DIR | --connection NAME) [--name NAME] [--start]",
 		Short: "restore a backup point as a new VM: its disks and its recorded configuration",
@@ -40,7 +39,11 @@ recorded XML (new name, UUID and MACs) with its disks as new qcow2 or raw
 files in a storage pool (--datastore POOL, --format), or, with
 --onto-original --yes-overwrite-original, replace the shut-off original
 domain's disk files (written beside them, renamed into place when all are
-written; coffer's checkpoints are dropped, so the next backup is full).`,
+written; coffer's checkpoints are dropped, so the next backup is full).
+
+Through a server (--server), --to is a directory relative to its restore
+directory (server.restore-dir), and --connection names a connection of its
+configuration.`,
 			`What was restored where, and how to start it or that it started. --json:
 {point_id, vm, vm_id, original_vm, connection, onto_original, disks,
 started, dir, launch_script, qmp_socket, console, pid, memory_state,
@@ -53,7 +56,7 @@ coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-origin
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
-			res, err := call(a, func(s *service.Service) (*api.RestoredVM, error) { return s.RestoreVM(cmd.Context(), in) })
+			res, err := runOp[*api.RestoredVM](cmd.Context(), a, "restore-vm", &in)
 			if err != nil {
 				return err
 			}
@@ -86,15 +89,15 @@ coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-origin
 			})
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&in.Dir, "to", "", "directory for the new VM's disks, sockets and launch script (required)")
-	f.StringVar(&in.Name, "name", "", "the new VM's name (default: the original's name + \"-restored\")")
-	f.StringVar(&in.Format, "format", "qcow2", "disk format: raw (sparse) or qcow2")
-	f.BoolVar(&in.Start, "start", false, "start the new VM")
-	f.BoolVar(&in.ColdBoot, "cold-boot", false, "boot the VM even when the point holds its memory state")
+	f, b := cmd.Flags(), &in.Body
+	f.StringVar(&b.Dir, "to", "", "directory for the new VM's disks, sockets and launch script (required)")
+	f.StringVar(&b.Name, "name", "", "the new VM's name (default: the original's name + \"-restored\")")
+	f.StringVar(&b.Format, "format", "qcow2", "disk format: raw (sparse) or qcow2")
+	f.BoolVar(&b.Start, "start", false, "start the new VM")
+	f.BoolVar(&b.ColdBoot, "cold-boot", false, "boot the VM even when the point holds its memory state")
 	f.StringVar(&in.Connection, "connection", "", "restore through this hypervisor connection of the configuration (vSphere, libvirt)")
-	f.StringVar(&in.Datastore, "datastore", "", "with --connection: datastore (libvirt: storage pool) for the new VM's files (default: as recorded)")
-	f.BoolVar(&in.OntoOriginal, "onto-original", false, "with --connection: write the backup onto the original VM's disks instead of a new VM")
-	f.BoolVar(&in.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
-	return op(cmd, "restore-vm")
+	f.StringVar(&b.Datastore, "datastore", "", "with --connection: datastore (libvirt: storage pool) for the new VM's files (default: as recorded)")
+	f.BoolVar(&b.OntoOriginal, "onto-original", false, "with --connection: write the backup onto the original VM's disks instead of a new VM")
+	f.BoolVar(&b.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
+	return remoteToo(op(cmd, "restore-vm"))
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -10,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdSnapshots() *cobra.Command {
@@ -85,13 +82,7 @@ coffer snapshots --name web-1 --json | jq -r '.[-1].id'`,
 // with `coffer storage-snapshots restore`. A caller who may not see them
 // (a server's access control) just does not get the section.
 func (a *app) printKeptStorage(cmd *cobra.Command, vm string) {
-	in := service.StorageSnapshotsInput{VM: vm}
-	q := url.Values{}
-	if vm != "" {
-		q.Set("vm", vm)
-	}
-	kept, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-storage-snapshots", Query: q},
-		func(s *service.Service) ([]api.StorageSnapshot, error) { return s.StorageSnapshots(cmd.Context(), in) })
+	kept, err := runOp[[]api.StorageSnapshot](cmd.Context(), a, "list-storage-snapshots", &api.ListStorageSnapshotsInput{VM: vm})
 	if err != nil || len(kept) == 0 {
 		return
 	}

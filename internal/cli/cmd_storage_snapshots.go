@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -11,12 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdStorageSnapshots() *cobra.Command {
-	var in service.StorageSnapshotsInput
+	var in api.ListStorageSnapshotsInput
 	cmd := &cobra.Command{
 		Use:   "storage-snapshots",
 		Short: "list the storage snapshots policies keep as restore points",
@@ -43,15 +40,7 @@ coffer storage-snapshots --vm web-1 --json | jq -r '.[-1].label'`,
 			"0 with the list."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			if in.Policy != "" {
-				q.Set("policy", in.Policy)
-			}
-			if in.VM != "" {
-				q.Set("vm", in.VM)
-			}
-			kept, err := callOp(cmd.Context(), a, apiclient.Request{Op: "list-storage-snapshots", Query: q},
-				func(s *service.Service) ([]api.StorageSnapshot, error) { return s.StorageSnapshots(cmd.Context(), in) })
+			kept, err := runOp[[]api.StorageSnapshot](cmd.Context(), a, "list-storage-snapshots", &in)
 			if err != nil {
 				return err
 			}
@@ -87,7 +76,7 @@ coffer storage-snapshots --vm web-1 --json | jq -r '.[-1].label'`,
 }
 
 func (a *app) cmdStorageRestore() *cobra.Command {
-	var in service.StorageRestoreInput
+	var in api.RestoreStorageSnapshotInput
 	cmd := &cobra.Command{
 		Use:   "restore LABEL --vm NAME (--target DIR | --onto-original --yes-overwrite-original)",
 		Short: "restore a VM's disk files from a kept storage snapshot, by cloning",
@@ -116,17 +105,16 @@ coffer storage-snapshots restore coffer-job12-srv_vms-5551 --vm web-1 --onto-ori
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Label = args[0]
-			if a.remote == nil && in.Target != "" {
-				abs, err := filepath.Abs(in.Target)
+			// Here, --target is a directory of this host; through a server,
+			// one relative to its restore directory.
+			if a.remote == nil && in.Body.To != "" {
+				abs, err := filepath.Abs(in.Body.To)
 				if err != nil {
 					return err
 				}
-				in.Target = abs
+				in.Body.To = abs
 			}
-			body := api.StorageRestoreRequest{VM: in.VM, To: in.Target, Overwrite: in.Overwrite, NoOffload: in.NoOffload,
-				OntoOriginal: in.OntoOriginal, ConfirmOverwrite: in.ConfirmOverwrite}
-			res, err := callOp(cmd.Context(), a, apiclient.Request{Op: "restore-storage-snapshot", Path: map[string]string{"label": in.Label}, Body: body},
-				func(s *service.Service) (*api.StorageRestore, error) { return s.RestoreFromStorage(cmd.Context(), in) })
+			res, err := runOp[*api.StorageRestore](cmd.Context(), a, "restore-storage-snapshot", &in)
 			if err != nil {
 				return err
 			}
@@ -137,12 +125,13 @@ coffer storage-snapshots restore coffer-job12-srv_vms-5551 --vm web-1 --onto-ori
 			})
 		},
 	}
-	cmd.Flags().StringVar(&in.VM, "vm", "", "the VM to restore (name or ID)")
-	cmd.Flags().StringVar(&in.Target, "target", "", "the directory to make the disk files in")
-	cmd.Flags().BoolVar(&in.Overwrite, "overwrite", false, "replace disk files that exist there")
-	cmd.Flags().BoolVar(&in.NoOffload, "no-offload", false, "copy through coffer even where the filesystem could clone")
-	cmd.Flags().BoolVar(&in.OntoOriginal, "onto-original", false, "replace the shut-off VM's own disk files instead (the VM then runs on clones)")
-	cmd.Flags().BoolVar(&in.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
+	b := &in.Body
+	cmd.Flags().StringVar(&b.VM, "vm", "", "the VM to restore (name or ID)")
+	cmd.Flags().StringVar(&b.To, "target", "", "the directory to make the disk files in")
+	cmd.Flags().BoolVar(&b.Overwrite, "overwrite", false, "replace disk files that exist there")
+	cmd.Flags().BoolVar(&b.NoOffload, "no-offload", false, "copy through coffer even where the filesystem could clone")
+	cmd.Flags().BoolVar(&b.OntoOriginal, "onto-original", false, "replace the shut-off VM's own disk files instead (the VM then runs on clones)")
+	cmd.Flags().BoolVar(&b.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
 	_ = cmd.MarkFlagRequired("vm")
 	return remoteToo(op(cmd, "restore-storage-snapshot"))
 }
@@ -159,10 +148,8 @@ deletion interrupted by a crash is finished at the next start.`,
 			"0 when deleted; 7 for an unknown label."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			k, err := callOp(cmd.Context(), a, apiclient.Request{Op: "forget-storage-snapshot", Path: map[string]string{"label": args[0]}},
-				func(s *service.Service) (*api.StorageSnapshot, error) {
-					return s.ForgetStorageSnapshot(cmd.Context(), args[0])
-				})
+			k, err := runOp[*api.StorageSnapshot](cmd.Context(), a, "forget-storage-snapshot",
+				&api.ForgetStorageSnapshotInput{LabelParam: api.LabelParam{Label: args[0]}})
 			if err != nil {
 				return err
 			}

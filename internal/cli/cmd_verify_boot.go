@@ -9,11 +9,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdVerifyBoot() *cobra.Command {
-	var in service.VerifyBootInput
+	var in api.VerifyBootInput
+	var timeout, probeTimeout time.Duration
 	var screenshot string
 	cmd := &cobra.Command{
 		Use:   "boot POINT|VM|latest",
@@ -65,8 +65,12 @@ coffer verify boot web-1 --probe 'exec:/usr/bin/systemctl is-active nginx' --jso
 			"0 when every step passed; 5 when a step failed (the output names it); 7 for\nan unknown point or VM; 2 for bad flags, and for a point that cannot be\nverified locally."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in.Target = args[0]
-			doc, err := call(a, func(s *service.Service) (*api.BootVerification, error) { return s.VerifyBoot(cmd.Context(), in) })
+			in.Point = args[0]
+			in.Body.TimeoutSeconds, in.Body.ProbeTimeoutSeconds = timeout.Seconds(), probeTimeout.Seconds()
+			if in.Body.Probes == nil {
+				in.Body.Probes = []string{} // the API's probes is a list, never null
+			}
+			doc, err := runOp[*api.BootVerification](cmd.Context(), a, "verify-boot", &in)
 			if doc == nil {
 				return err
 			}
@@ -87,12 +91,12 @@ coffer verify boot web-1 --probe 'exec:/usr/bin/systemctl is-active nginx' --jso
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&in.Timeout, "timeout", 5*time.Minute, "bound on the whole ladder")
-	f.StringVar(&in.Marker, "marker", "login:", "regular expression the serial console must show (step 3)")
-	f.StringArrayVar(&in.Probes, "probe", nil, "an application check (step 5): tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND ARGS (repeatable)")
-	f.DurationVar(&in.ProbeTimeout, "probe-timeout", 30*time.Second, "how long each probe is retried")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "bound on the whole ladder")
+	f.StringVar(&in.Body.Marker, "marker", "login:", "regular expression the serial console must show (step 3)")
+	f.StringArrayVar(&in.Body.Probes, "probe", nil, "an application check (step 5): tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND ARGS (repeatable)")
+	f.DurationVar(&probeTimeout, "probe-timeout", 30*time.Second, "how long each probe is retried")
 	f.StringVar(&screenshot, "screenshot", "", "write the screenshot (PNG) to this file")
-	return op(cmd, "verify-boot")
+	return remoteToo(op(cmd, "verify-boot"))
 }
 
 func (a *app) printBoot(d *api.BootVerification) {

@@ -190,7 +190,7 @@ func (e *env) seed(ctx context.Context, pw []byte) {
 		t.Fatalf("policy run: %+v %v", j, err)
 	}
 	img := e.ext4Image()
-	if _, err := local.BackupDisk(ctx, service.BackupDiskInput{Paths: []string{img}, Name: "disk"}); err != nil {
+	if _, err := local.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "disk"}}); err != nil {
 		t.Fatal(err)
 	}
 	if e.points, _, err = local.RepositoryPoints(ctx, &api.ListPointsInput{}); err != nil || len(e.points) != 3 {

@@ -14,21 +14,21 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// BackupDiskInput names raw disk images or block devices to back up as
-// one backup point: the disks of one machine.
-type BackupDiskInput struct {
-	Paths []string
-	// Name is the source's name (default: the first file's name).
-	Name string
-	Tags map[string]string
-	// LockedUntil locks the point (object lock) until then; zero: no lock.
-	LockedUntil time.Time
-}
-
-// BackupDisk backs up disk images into the default repository and records
+// BackupDisk backs up raw disk images or block devices into the default
+// repository as one backup point, the disks of one machine, and records
 // the point in the catalog. No snapshot is taken: an image is read as it
-// is, so the point achieves "as-is".
-func (s *Service) BackupDisk(ctx context.Context, in BackupDiskInput) (*api.BackupPoint, error) {
+// is, so the point achieves "as-is". The source's name defaults to the
+// first file's; a server reads images from its image directory only.
+func (s *Service) BackupDisk(ctx context.Context, call *api.BackupDiskInput) (*api.BackupPoint, error) {
+	in := call.Body
+	in.Paths = nil
+	for _, p := range call.Body.Paths {
+		full, err := s.hostPath(s.cfg.Files.ImageDir, "image directory (server.image-dir)", p)
+		if err != nil {
+			return nil, err
+		}
+		in.Paths = append(in.Paths, full)
+	}
 	if len(in.Paths) == 0 {
 		return nil, invalidf("no disk image given")
 	}

@@ -19,10 +19,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/taskstarted"
 )
 
-// BackupVMInput is a VM to back up now and how: a running QEMU VM
+// backupVMInput is a VM to back up now and how: a running QEMU VM
 // reached through a QMP monitor of coffer's own (Socket), or a VM of a
 // configured connection of any kind (Connection and VM, its name or ID).
-type BackupVMInput struct {
+type backupVMInput struct {
 	Socket         string
 	Connection, VM string
 	// Mode is full, incremental or differential ("": incremental; the
@@ -57,8 +57,32 @@ func adHocChain(repo string) string { return "backup-vm@" + repo }
 // its own (kind backup-vm) through the engine's per-VM path, the one
 // policies' runs take: the configured limits, timeouts and retries
 // apply, and leftovers of a killed coffer on the VM's connection are
-// removed first.
-func (s *Service) BackupVM(ctx context.Context, in BackupVMInput) (*api.BackupPoint, error) {
+// removed first. The VM is one of a configured connection (Connection
+// and VM, its name or ID).
+func (s *Service) BackupVM(ctx context.Context, in *api.BackupVMInput) (*api.BackupPoint, error) {
+	return s.backupVM(ctx, backupVMOf("", in))
+}
+
+// BackupQMP is BackupVM of a running QEMU VM reached through a QMP monitor
+// of coffer's own at socket, read over nbdConnections NBD connections per
+// disk (0: 4): a socket is a file of this host, which no request names,
+// so only the command line backs a VM up this way.
+func (s *Service) BackupQMP(ctx context.Context, socket string, nbdConnections int, in *api.BackupVMInput) (*api.BackupPoint, error) {
+	b := backupVMOf(socket, in)
+	b.NBDConnections = nbdConnections
+	return s.backupVM(ctx, b)
+}
+
+// backupVMOf reads a backup-vm input (a request says strings where the
+// hypervisor package has its types).
+func backupVMOf(socket string, in *api.BackupVMInput) backupVMInput {
+	b := in.Body
+	return backupVMInput{Socket: socket, Connection: in.Connection, VM: in.VM, Mode: b.Mode,
+		SnapshotMode: hypervisor.SnapshotMode(b.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(b.Quiesce), Tags: b.Tags,
+		LockedUntil: b.LockedUntil, ChangeCheckSpans: b.ChangeCheckSpans, NoHooks: b.NoHooks}
+}
+
+func (s *Service) backupVM(ctx context.Context, in backupVMInput) (*api.BackupPoint, error) {
 	if err := in.check(); err != nil {
 		return nil, err
 	}
@@ -92,7 +116,7 @@ func (s *Service) BackupVM(ctx context.Context, in BackupVMInput) (*api.BackupPo
 
 // check refuses what cannot be backed up as asked before anything is
 // opened, and fills in the defaults.
-func (in *BackupVMInput) check() error {
+func (in *backupVMInput) check() error {
 	in.Mode = nameOr(in.Mode, "incremental")
 	in.SnapshotMode = hypervisor.SnapshotMode(nameOr(string(in.SnapshotMode), string(hypervisor.CrashConsistent)))
 	in.Quiesce = hypervisor.QuiescePolicy(nameOr(string(in.Quiesce), string(hypervisor.QuiesceFallback)))
@@ -127,7 +151,7 @@ func (in *BackupVMInput) check() error {
 // record as their connection: a connector over the one QMP socket
 // ("qemu:" and the socket), or the configured connection, whose kind must
 // be able to take the snapshot mode asked for.
-func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in BackupVMInput) (*connectors, string, error) {
+func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in backupVMInput) (*connectors, string, error) {
 	if in.Socket != "" {
 		conn, err := qemu.New(qemu.Config{Sockets: []string{in.Socket}, StateDir: filepath.Join(s.cfg.StateDir, "qemu"),
 			Connections: in.NBDConnections, Log: s.log})
@@ -171,7 +195,7 @@ func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in Ba
 // engine when conns are its (backupConnector), else of an engine over
 // conns, whose start removes leftovers of a killed coffer first.
 func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors,
-	b engine.VMBackup, in BackupVMInput) (*api.BackupPoint, error) {
+	b engine.VMBackup, in backupVMInput) (*api.BackupPoint, error) {
 	var err error
 	eng := s.serving.Load()
 	if !conns.borrowed || eng == nil {
@@ -234,7 +258,7 @@ func policyHooks(cfg *policy.Config, connection string, vm hypervisor.VM) []poli
 
 // findVM finds the VM to back up in the connector's inventory: the one VM
 // of a QMP socket, or the VM of a connection named (or identified) so.
-func findVM(ctx context.Context, conn hypervisor.Connector, in BackupVMInput) (hypervisor.VM, error) {
+func findVM(ctx context.Context, conn hypervisor.Connector, in backupVMInput) (hypervisor.VM, error) {
 	ctx, cancel := context.WithTimeout(ctx, policy.DefaultInventoryTimeout)
 	defer cancel()
 	vms, err := conn.Inventory(ctx)

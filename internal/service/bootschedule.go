@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -42,8 +43,10 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 		go func() {
 			defer wg.Done()
 			for p := range in {
-				_, err := s.VerifyBoot(ctx, VerifyBootInput{Target: p.ID.String(), Repository: j.Repository, VM: p.Source.VMName,
-					Timeout: time.Duration(j.Boot.Timeout), Marker: j.Boot.Marker, Probes: j.Boot.Probes})
+				_, err := s.verifyBoot(ctx, &api.VerifyBootInput{
+					PointParam: api.PointParam{RepoParam: api.RepoParam{Repo: j.Repository}, Point: p.ID.String()},
+					Body: api.VerifyBootRequest{TimeoutSeconds: time.Duration(j.Boot.Timeout).Seconds(), Marker: j.Boot.Marker,
+						Probes: j.Boot.Probes}}, p.Source.VMName)
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/bootverify"
@@ -15,37 +14,24 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// VerifyBootInput is the point to boot and what to check.
-type VerifyBootInput struct {
-	// Target is a backup point (ID or prefix), "latest", or a VM's name
-	// (its newest point).
-	Target string
-	// Timeout bounds the whole ladder (default 5 minutes).
-	Timeout time.Duration
-	// Marker is the console regex of step 3 (default "login:").
-	Marker string
-	// Probes are step 5's checks: tcp:PORT, http:PORT/PATH=STATUS,
-	// exec:COMMAND ARGS.
-	Probes []string
-	// ProbeTimeout bounds each probe (default 30 s).
-	ProbeTimeout time.Duration
-	// Repository names a repositories entry ("" or "default": the
-	// default repository).
-	Repository string
-	// VM fills the task's VM column when the caller knows it (the
-	// policies' schedules do).
-	VM string
-}
-
 // VerifyBoot boots a QEMU or vSphere backup point from the default
 // repository under QEMU, isolated and on a throw-away overlay, runs the
 // ladder of checks and stores the result in the repository beside the
 // point. A point that did not pass returns its result and an error naming
 // the failed step; one that cannot boot here as its hypervisor boots it
 // (a vSphere guest that needs a device QEMU does not emulate) returns its
-// result and an invalid-request error saying why.
-func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.BootVerification, error) {
-	if in.Target == "" {
+// result and an invalid-request error saying why. The point is a backup
+// point (ID or prefix), "latest", or a VM's name (its newest point).
+func (s *Service) VerifyBoot(ctx context.Context, in *api.VerifyBootInput) (*api.BootVerification, error) {
+	return s.verifyBoot(ctx, in, "")
+}
+
+// verifyBoot is VerifyBoot with the task's VM column filled in when the
+// caller knows it (the policies' schedules do): not a request's to say.
+func (s *Service) verifyBoot(ctx context.Context, call *api.VerifyBootInput, vm string) (*api.BootVerification, error) {
+	in := call.Body
+	target := call.Point
+	if target == "" {
 		return nil, invalidf("name the backup point to boot: a point ID, a VM's name, or latest")
 	}
 	if in.Marker != "" {
@@ -53,7 +39,7 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 			return nil, invalidf("the console marker is not a regular expression: %v", err)
 		}
 	}
-	o := bootverify.Options{StateDir: s.cfg.StateDir, Timeout: in.Timeout, Marker: in.Marker, ProbeTimeout: in.ProbeTimeout, Log: s.log}
+	o := bootverify.Options{StateDir: s.cfg.StateDir, Timeout: in.Timeout(), Marker: in.Marker, ProbeTimeout: in.ProbeTimeout(), Log: s.log}
 	for _, p := range in.Probes {
 		pr, err := bootverify.ParseProbe(p)
 		if err != nil {
@@ -61,8 +47,8 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 		}
 		o.Probes = append(o.Probes, pr)
 	}
-	spec := withDetail(s.namedTask(task.KindVerifyBoot, in.Repository), "boot verification of "+in.Target)
-	spec.VM = in.VM
+	spec := withDetail(s.namedTask(task.KindVerifyBoot, call.Repo), "boot verification of "+target)
+	spec.VM = vm
 	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.BootVerification, error) {
 		release, err := s.bootSlot(ctx, t)
 		if err != nil {
@@ -77,8 +63,8 @@ func (s *Service) VerifyBoot(ctx context.Context, in VerifyBootInput) (*api.Boot
 		if err != nil {
 			t.Log(slog.LevelWarn, "cleanup of interrupted boot verifications failed", "err", err)
 		}
-		return withRepo(ctx, s, namedRepo(in.Repository), restoreLease("boot verification of "+in.Target), func(r *repo.Repository) (*api.BootVerification, error) {
-			snap, err := resolveBootTarget(ctx, r, in.Target)
+		return withRepo(ctx, s, namedRepo(call.Repo), restoreLease("boot verification of "+target), func(r *repo.Repository) (*api.BootVerification, error) {
+			snap, err := resolveBootTarget(ctx, r, target)
 			if err != nil {
 				return nil, err
 			}
@@ -170,17 +156,4 @@ func bootSummaries(ctx context.Context, r *repo.Repository, log *slog.Logger) ma
 		}
 	}
 	return out
-}
-
-type verifyBootIn struct {
-	PointParam
-	Body api.VerifyBootRequest
-}
-
-// epVerifyBoot boots the point on the server's host: a failed step comes
-// back as the result with an integrity problem.
-func epVerifyBoot(ctx context.Context, s *Service, in *verifyBootIn) (*Result[*api.BootVerification], error) {
-	b := in.Body
-	return result(s.VerifyBoot(ctx, VerifyBootInput{Target: in.Point, Timeout: fromSeconds(b.TimeoutSeconds), Marker: b.Marker,
-		Probes: b.Probes, ProbeTimeout: fromSeconds(b.ProbeTimeoutSeconds)}))
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/instant"
 )
 
 // The endpoints that read a backup point: restores, the file browser and
@@ -15,68 +14,21 @@ import (
 // server goes under its restore directory; what they serve beyond the
 // answer runs in the server's Background.
 
-// PointParam is the backup point a request names.
-type PointParam struct {
-	RepoParam
-	Point string `path:"point" maxLength:"64" example:"latest" doc:"a backup point: its ID, a unique ID prefix, or latest"`
-}
-
-// DiskParam is a disk of the point a request names.
-type DiskParam struct {
-	PointParam
-	Disk string `query:"disk" maxLength:"255" doc:"the disk: index, key or name (default: the first)"`
-}
-
-// ref is the point and disk in the command line's BACKUP[:DISK] form.
-func (d *DiskParam) ref() string {
-	if d.Disk == "" {
-		return d.Point
-	}
-	return d.Point + ":" + d.Disk
-}
-
 const restoreDir = "restore directory (server.restore-dir)"
 
-type restoreIn struct {
-	PointParam
-	Body api.RestoreRequest
-}
-
-func epRestore(ctx context.Context, s *Service, in *restoreIn) (*Result[[]api.RestoredDisk], error) {
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
-	}
-	b := in.Body
-	return result(s.RestoreDisks(ctx, RestoreInput{Point: in.Point, Disk: b.Disk, To: to, Overwrite: b.Overwrite, Resume: b.Resume, Format: b.Format, Copies: b.Copies, NoOffload: b.NoOffload}))
-}
-
-type restoreVMIn struct {
-	PointParam
-	Connection string `query:"connection" maxLength:"255" doc:"restore through this connection of the server's configuration (default: a QEMU VM in a directory)"`
-	Body       api.RestoreVMRequest
-}
-
-func epRestoreVM(ctx context.Context, s *Service, in *restoreVMIn) (*Result[*api.RestoredVM], error) {
-	b := in.Body
-	dir := ""
-	if in.Connection == "" {
-		var err error
-		if dir, err = confine(s.cfg.Files.RestoreDir, restoreDir, b.Dir); err != nil {
-			return nil, err
-		}
-	}
-	return result(s.RestoreVM(ctx, RestoreVMInput{Point: in.Point, Dir: dir, Connection: in.Connection, Name: b.Name, Format: b.Format,
-		Start: b.Start, ColdBoot: b.ColdBoot, Datastore: b.Datastore, OntoOriginal: b.OntoOriginal, ConfirmOverwrite: b.ConfirmOverwrite}))
-}
-
-func epVolumes(ctx context.Context, s *Service, in *DiskParam) (*Result[[]api.Volume], error) {
-	return result(s.FilesVolumes(ctx, in.ref()))
-}
-
-// insidePath checks a path inside a backed-up file system: the file
+// insidePath checks a path inside a backed-up file system that a
+// request names (the command line's, Config.Local, go as given): the file
 // system's reader resolves it from its root whatever it says, but a path
 // that climbs with ".." is a mistake (or an attempt) worth telling.
+func (s *Service) insidePath(p string) error {
+	if s.cfg.Local {
+		return nil
+	}
+	return insidePath(p)
+}
+
+// insidePath refuses a NUL byte and ".." in a path inside a backed-up
+// file system.
 func insidePath(p string) error {
 	if strings.ContainsRune(p, 0) {
 		return api.Errorf(api.Invalid, "path %q holds a NUL byte", p)
@@ -89,43 +41,7 @@ func insidePath(p string) error {
 	return nil
 }
 
-type filesListIn struct {
-	DiskParam
-	Path string `query:"path" maxLength:"4096" doc:"a directory inside the disk's file system (default: /)"`
-}
-
-func epFilesList(ctx context.Context, s *Service, in *filesListIn) (*Result[*api.FilesListing], error) {
-	if err := insidePath(in.Path); err != nil {
-		return nil, err
-	}
-	return result(s.FilesList(ctx, in.ref(), in.Path))
-}
-
-type filesExtractIn struct {
-	DiskParam
-	Body api.FilesExtractRequest
-}
-
-func epFilesExtract(ctx context.Context, s *Service, in *filesExtractIn) (*Result[*api.FilesExtract], error) {
-	for _, p := range in.Body.Paths {
-		if err := insidePath(p); err != nil {
-			return nil, err
-		}
-	}
-	to, err := confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
-	if err != nil {
-		return nil, err
-	}
-	return result(s.FilesExtract(ctx, FilesExtractInput{Ref: in.ref(), Paths: in.Body.Paths, To: to}))
-}
-
-type filesArchiveIn struct {
-	DiskParam
-	Paths  []string `query:"path,explode" required:"true" minItems:"1" maxItems:"1000" doc:"files or directories to put in the archive (repeat the parameter)"`
-	Format string   `query:"format" enum:"zip,tar" default:"zip"`
-}
-
-func archiveFile(in *filesArchiveIn) (string, string) {
+func archiveFile(in *api.FilesArchiveInput) (string, string) {
 	name := "coffer-" + safeName(in.Point)
 	if in.Format == "tar" {
 		return "application/x-tar", name + ".tar"
@@ -143,27 +59,9 @@ func safeName(s string) string {
 	}, s)
 }
 
-func epFilesArchive(ctx context.Context, s *Service, in *filesArchiveIn, w io.Writer) error {
-	for _, p := range in.Paths {
-		if err := insidePath(p); err != nil {
-			return err
-		}
-	}
-	_, err := s.FilesArchive(ctx, FilesArchiveInput{Ref: in.ref(), Paths: in.Paths, Format: or(in.Format, "zip")}, w)
+func epFilesArchive(ctx context.Context, s *Service, in *api.FilesArchiveInput, w io.Writer) error {
+	_, err := s.FilesArchive(ctx, in, w)
 	return err
-}
-
-type filesFindIn struct {
-	DiskParam
-	Under   string `query:"under" maxLength:"4096" doc:"the directory to search (default: /)"`
-	Pattern string `query:"pattern" required:"true" minLength:"1" maxLength:"255" doc:"a glob pattern matched against names"`
-}
-
-func epFilesFind(ctx context.Context, s *Service, in *filesFindIn) (*Result[*api.FilesFind], error) {
-	if err := insidePath(in.Under); err != nil {
-		return nil, err
-	}
-	return result(s.FilesFind(ctx, FilesFindInput{Ref: in.ref(), Under: in.Under, Pattern: in.Pattern}, nil))
 }
 
 // background is the server's Background, or an error saying the
@@ -175,23 +73,17 @@ func (s *Service) background(what string) (*Background, error) {
 	return s.cfg.Background, nil
 }
 
-type instantStartIn struct {
-	PointParam
-	Body api.InstantStartRequest
-}
-
 // epInstantStart starts the VM and serves its disks from the server until
 // the session is committed or discarded (or the server stops: the VM
 // then waits, and instant-serve serves it again).
-func epInstantStart(ctx context.Context, s *Service, in *instantStartIn) (*Created[*api.InstantSession], error) {
+func epInstantStart(ctx context.Context, s *Service, in *api.InstantStartInput) (*Created[*api.InstantSession], error) {
 	bg, err := s.background("instant recovery")
 	if err != nil {
 		return nil, err
 	}
 	var doc api.InstantSession
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
-		sv, err := s.InstantStart(ctx, InstantStartInput{Point: in.Point, ReconnectDelay: fromSeconds(in.Body.ReconnectDelaySeconds),
-			Connection: in.Body.Connection, Name: in.Body.Name, Datastore: in.Body.Datastore})
+		sv, err := s.InstantStart(ctx, in)
 		if err != nil {
 			return "", nil, err
 		}
@@ -204,24 +96,15 @@ func epInstantStart(ctx context.Context, s *Service, in *instantStartIn) (*Creat
 	return created(&doc), nil
 }
 
-// SessionParam is the instant recovery session a request names.
-type SessionParam struct {
-	Session string `path:"session" maxLength:"64" doc:"an instant recovery session's ID"`
-}
-
-type instantServeIn struct {
-	RepoParam
-	SessionParam
-}
-
-func epInstantServe(ctx context.Context, s *Service, in *instantServeIn) (*Result[*api.InstantSession], error) {
+// epInstantServe serves the session again in the server's Background.
+func epInstantServe(ctx context.Context, s *Service, in *api.InstantServeInput) (*Result[*api.InstantSession], error) {
 	bg, err := s.background("serving an instant recovery")
 	if err != nil {
 		return nil, err
 	}
 	var doc api.InstantSession
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
-		sv, err := s.InstantServe(ctx, in.Session)
+		sv, err := s.InstantServe(ctx, in)
 		if err != nil {
 			return "", nil, err
 		}
@@ -234,47 +117,9 @@ func epInstantServe(ctx context.Context, s *Service, in *instantServeIn) (*Resul
 	return &Result[*api.InstantSession]{Body: &doc}, nil
 }
 
-func epInstantList(ctx context.Context, s *Service, _ *struct{}) (*Result[[]api.InstantSession], error) {
-	return result(s.InstantList(ctx))
-}
-
-type instantCommitIn struct {
-	SessionParam
-	Body api.InstantCommitRequest
-}
-
-func epInstantCommit(ctx context.Context, s *Service, in *instantCommitIn) (*Result[*api.InstantSession], error) {
-	// A libvirt domain may go to a storage pool, named without a slash;
-	// a directory is confined like any other.
-	to := in.Body.To
-	if sess, err := instant.Load(s.cfg.StateDir, in.Session); err != nil || !sess.IsDomain() || strings.Contains(to, "/") {
-		if to, err = confine(s.cfg.Files.RestoreDir, restoreDir, in.Body.To); err != nil {
-			return nil, err
-		}
-	}
-	doc, err := s.InstantCommit(ctx, InstantCommitInput{ID: in.Session, Dir: to, Format: in.Body.Format})
-	if err == nil && s.cfg.Background != nil {
-		s.cfg.Background.Stop("instant " + in.Session) // the VM runs from its new disks
-	}
-	return result(doc, err)
-}
-
-func epInstantDiscard(ctx context.Context, s *Service, in *SessionParam) (*Result[*api.InstantSession], error) {
-	doc, err := s.InstantDiscard(ctx, in.Session)
-	if err == nil && s.cfg.Background != nil {
-		s.cfg.Background.Stop("instant " + in.Session)
-	}
-	return result(doc, err)
-}
-
-type exportIn struct {
-	PointParam
-	Body api.ExportRequest
-}
-
 // epExport serves the point's disks over NBD for the duration asked (the
 // command line serves until it is stopped; a request cannot stay).
-func epExport(ctx context.Context, s *Service, in *exportIn) (*Created[*api.Export], error) {
+func epExport(ctx context.Context, s *Service, in *api.InstantExportInput) (*Created[*api.Export], error) {
 	bg, err := s.background("an NBD export")
 	if err != nil {
 		return nil, err
@@ -291,8 +136,10 @@ func epExport(ctx context.Context, s *Service, in *exportIn) (*Created[*api.Expo
 	}
 	var doc api.Export
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
-		ctx, cancel := context.WithTimeout(ctx, fromSeconds(in.Body.DurationSeconds))
-		sv, err := s.InstantExport(ctx, InstantExportInput{Point: in.Point, Listen: listen})
+		ctx, cancel := context.WithTimeout(ctx, api.Seconds(in.Body.DurationSeconds))
+		call := *in
+		call.Body.Listen = listen
+		sv, err := s.InstantExport(ctx, &call)
 		if err != nil {
 			cancel()
 			return "", nil, err

@@ -11,7 +11,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
 // The endpoints of repository operations: what a request says becomes the
@@ -87,37 +86,6 @@ func visible[T any](ctx context.Context, s *Service, priv auth.Privilege, items 
 		out = []T{}
 	}
 	return out
-}
-
-type backupDiskIn struct {
-	RepoParam
-	Body api.BackupDiskRequest
-}
-
-func epBackupDisk(ctx context.Context, s *Service, in *backupDiskIn) (*Result[*api.BackupPoint], error) {
-	var paths []string
-	for _, p := range in.Body.Paths {
-		full, err := confine(s.cfg.Files.ImageDir, "image directory (server.image-dir)", p)
-		if err != nil {
-			return nil, err
-		}
-		paths = append(paths, full)
-	}
-	return result(s.BackupDisk(ctx, BackupDiskInput{Paths: paths, Name: in.Body.Name, Tags: in.Body.Tags, LockedUntil: in.Body.LockedUntil}))
-}
-
-type backupVMIn struct {
-	RepoParam
-	Connection string `path:"connection" maxLength:"255" doc:"a connection of the server's configuration"`
-	VM         string `path:"vm" maxLength:"255" doc:"the VM's name or ID"`
-	Body       api.BackupVMRequest
-}
-
-func epBackupVM(ctx context.Context, s *Service, in *backupVMIn) (*Result[*api.BackupPoint], error) {
-	b := in.Body
-	return result(s.BackupVM(ctx, BackupVMInput{Connection: in.Connection, VM: in.VM, Mode: b.Mode,
-		SnapshotMode: hypervisor.SnapshotMode(b.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(b.Quiesce), Tags: b.Tags,
-		LockedUntil: b.LockedUntil, ChangeCheckSpans: b.ChangeCheckSpans, NoHooks: b.NoHooks}))
 }
 
 func or(s, def string) string {

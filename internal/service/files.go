@@ -17,12 +17,12 @@ import (
 // fileCacheBytes bounds the chunk cache of the random-access disk reader.
 const fileCacheBytes = 64 << 20
 
-// FilesVolumes lists the partitions and volumes of a backed-up disk.
-// ref is BACKUP[:DISK]: a point (ID, prefix or "latest") and optionally
-// a disk (index, key or name; default: the first).
-func (s *Service) FilesVolumes(ctx context.Context, ref string) ([]api.Volume, error) {
+// FilesVolumes lists the partitions and volumes of a backed-up disk: of
+// a point (ID, prefix or "latest") and optionally a disk (index, key or
+// name; default: the first).
+func (s *Service) FilesVolumes(ctx context.Context, in *api.FilesVolumesInput) ([]api.Volume, error) {
 	var out []api.Volume
-	err := s.withDiskFS(ctx, ref, true, func(d *files.Disk, _ files.FS) error {
+	err := s.withDiskFS(ctx, in.Ref(), true, func(d *files.Disk, _ files.FS) error {
 		out = []api.Volume{}
 		for _, v := range d.Volumes() {
 			out = append(out, api.Volume{Name: v.Name, OffsetBytes: v.Start, SizeBytes: v.Size, Type: v.Type, Note: v.Note})
@@ -33,12 +33,16 @@ func (s *Service) FilesVolumes(ctx context.Context, ref string) ([]api.Volume, e
 }
 
 // FilesList lists a directory inside a backed-up disk.
-func (s *Service) FilesList(ctx context.Context, ref, path string) (*api.FilesListing, error) {
+func (s *Service) FilesList(ctx context.Context, in *api.FilesListInput) (*api.FilesListing, error) {
+	path := in.Path
+	if err := s.insidePath(path); err != nil {
+		return nil, err
+	}
 	if path == "" {
 		path = "/"
 	}
 	var out *api.FilesListing
-	err := s.withDiskFS(ctx, ref, false, func(d *files.Disk, fsys files.FS) error {
+	err := s.withDiskFS(ctx, in.Ref(), false, func(d *files.Disk, fsys files.FS) error {
 		ents, err := fsys.ReadDir(path)
 		if err != nil {
 			return err
@@ -49,49 +53,49 @@ func (s *Service) FilesList(ctx context.Context, ref, path string) (*api.FilesLi
 	return out, err
 }
 
-// FilesExtractInput names paths (files or trees) to extract into a
-// directory.
-type FilesExtractInput struct {
-	Ref   string
-	Paths []string
-	To    string
-}
-
 // FilesExtract extracts files or directory trees from a backed-up disk
 // into a directory, keeping mode, owner, times and symlinks. What cannot
 // be extracted is skipped and listed, and the result comes back with a
 // partial error.
-func (s *Service) FilesExtract(ctx context.Context, in FilesExtractInput) (*api.FilesExtract, error) {
-	if in.To == "" {
+func (s *Service) FilesExtract(ctx context.Context, in *api.FilesExtractInput) (*api.FilesExtract, error) {
+	for _, p := range in.Body.Paths {
+		if err := s.insidePath(p); err != nil {
+			return nil, err
+		}
+	}
+	to, err := s.hostPath(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
+	if err != nil {
+		return nil, err
+	}
+	if to == "" {
 		return nil, invalidf("no target directory given")
 	}
-	return s.extract(ctx, in.Ref, func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
-		return files.Extract(ctx, fsys, in.Paths, in.To)
+	return s.extract(ctx, in.Ref(), func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
+		return files.Extract(ctx, fsys, in.Body.Paths, to)
 	})
-}
-
-// FilesArchiveInput names paths to stream as an archive.
-type FilesArchiveInput struct {
-	Ref   string
-	Paths []string
-	// Format is zip or tar.
-	Format string
 }
 
 // FilesArchive streams files or trees from a backed-up disk to w as a zip
 // or tar archive. Unreadable entries are skipped and listed (a partial
 // error); a file that fails halfway ends the archive with
 // files.ErrArchiveIncomplete, and what was written must be discarded.
-func (s *Service) FilesArchive(ctx context.Context, in FilesArchiveInput, w io.Writer) (*api.FilesExtract, error) {
+// The archive is a stream: the command line calls this method for it, the
+// server's download endpoint too (Download), never Invoke.
+func (s *Service) FilesArchive(ctx context.Context, in *api.FilesArchiveInput, w io.Writer) (*api.FilesExtract, error) {
+	for _, p := range in.Paths {
+		if err := s.insidePath(p); err != nil {
+			return nil, err
+		}
+	}
 	write := files.Zip
-	switch in.Format {
+	switch or(in.Format, "zip") {
 	case "zip":
 	case "tar":
 		write = files.Tar
 	default:
 		return nil, invalidf("archive format %q: zip or tar", in.Format)
 	}
-	return s.extract(ctx, in.Ref, func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
+	return s.extract(ctx, in.Ref(), func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
 		return write(ctx, fsys, in.Paths, w)
 	})
 }
@@ -112,26 +116,29 @@ func (s *Service) extract(ctx context.Context, ref string, do func(context.Conte
 	})
 }
 
-// FilesFindInput is a glob pattern matched against names under a
-// directory.
-type FilesFindInput struct {
-	Ref     string
-	Under   string
-	Pattern string
+// FilesFind finds files whose name matches a glob pattern under a
+// directory; the result lists them. Directories that cannot be searched
+// are skipped and listed, with a partial error.
+func (s *Service) FilesFind(ctx context.Context, in *api.FilesFindInput) (*api.FilesFind, error) {
+	return s.FilesFindEach(ctx, in, nil)
 }
 
-// FilesFind finds files whose name matches a pattern. each, when given,
-// receives every match as it is found (and the result's entries stay
-// empty); otherwise the result lists them. Directories that cannot be
-// searched are skipped and listed, with a partial error.
-func (s *Service) FilesFind(ctx context.Context, in FilesFindInput, each func(api.FileEntry) error) (*api.FilesFind, error) {
-	if in.Under == "" {
-		in.Under = "/"
+// FilesFindEach is FilesFind handing every match to each as it is found
+// (the result's entries then stay empty): the command line prints the
+// paths of a long search as they come. A callback is not a request's to
+// give, so it is a method of its own rather than part of the input.
+func (s *Service) FilesFindEach(ctx context.Context, in *api.FilesFindInput, each func(api.FileEntry) error) (*api.FilesFind, error) {
+	if err := s.insidePath(in.Under); err != nil {
+		return nil, err
+	}
+	under := in.Under
+	if under == "" {
+		under = "/"
 	}
 	var out *api.FilesFind
-	err := s.withDiskFS(ctx, in.Ref, false, func(d *files.Disk, fsys files.FS) error {
+	err := s.withDiskFS(ctx, in.Ref(), false, func(d *files.Disk, fsys files.FS) error {
 		out = &api.FilesFind{Entries: []api.FileEntry{}}
-		skipped, err := files.Find(ctx, fsys, in.Under, in.Pattern, func(e files.Entry) error {
+		skipped, err := files.Find(ctx, fsys, under, in.Pattern, func(e files.Entry) error {
 			if each != nil {
 				return each(entryDoc(e))
 			}

@@ -24,6 +24,16 @@ type FileRoots struct {
 	ExportDir string
 }
 
+// hostPath is the path on this host that an operation's input names: on
+// the command line (Config.Local) the path as given, whoever runs it has
+// the machine anyway; on a server, rel confined under its root.
+func (s *Service) hostPath(root, what, rel string) (string, error) {
+	if s.cfg.Local {
+		return rel, nil
+	}
+	return confine(root, what, rel)
+}
+
 // confine resolves rel under root: it must be relative, must not climb
 // out with "..", and no component on the way may be a symbolic link (a
 // restore could have put one there to point outside).

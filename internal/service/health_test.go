@@ -184,7 +184,7 @@ notifications:
 	s := service.New(service.Config{Repository: service.Location{Location: "s3://" + srv.Bucket(t, true) + "/r", Password: pw},
 		Stores: storeall.Config{S3: storeall.S3Config{Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
 			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}},
-		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Notify: ncfg, Maintenance: mcfg})
+		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Notify: ncfg, Maintenance: mcfg, Local: true})
 	defer s.Close()
 	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ notifications:
 		t.Fatal(err)
 	}
 	until := time.Now().Add(48 * time.Hour).Truncate(time.Second)
-	pt, err := s.BackupDisk(ctx, service.BackupDiskInput{Paths: []string{img}, Name: "a", LockedUntil: until})
+	pt, err := s.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "a", LockedUntil: until}})
 	if err != nil {
 		t.Fatal(err)
 	}

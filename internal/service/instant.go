@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
@@ -25,18 +24,6 @@ type Serving[T any] struct {
 // Wait serves until the operation's context ends.
 func (s *Serving[T]) Wait() error { return s.wait() }
 
-// InstantStartInput is the point to run a VM from.
-type InstantStartInput struct {
-	Point string
-	// ReconnectDelay is how long the VM's reads wait for a lost server
-	// before the VM pauses.
-	ReconnectDelay time.Duration
-	// A libvirt domain's point runs as a new domain (Name, default
-	// VM-instant) of Connection (default: the one it was taken through),
-	// its overlays in pool Datastore (default: as recorded).
-	Connection, Name, Datastore string
-}
-
 // InstantStart starts the VM of a QEMU backup point running straight from
 // the default repository: its disks are served over NBD (under a restore
 // lease, for as long as the VM reads from the point), overlays take its
@@ -44,15 +31,22 @@ type InstantStartInput struct {
 // (Wait), and the session lives on until it is committed or discarded.
 //
 // The session's serving is a task (kind instant) from start to the end of
-// Wait: who ran which point, and for how long, stays in the catalog.
-func (s *Service) InstantStart(ctx context.Context, in InstantStartInput) (*Serving[api.InstantSession], error) {
-	ctx, t := s.startTask(ctx, withDetail(s.pointTask(task.KindInstant, in.Point), "instant recovery of "+in.Point))
-	pt, err := s.openPoint(ctx, in.Point, "instant recovery of "+in.Point)
+// Wait: who ran which point, and for how long, stays in the catalog. The
+// serving runs in the caller's process: the command line waits on it, the
+// server's endpoint hands it to its Background (epInstantStart).
+//
+// A libvirt domain's point runs as a new domain (Name, default
+// VM-instant) of Connection (default: the one it was taken through), its
+// overlays in pool Datastore (default: as recorded).
+func (s *Service) InstantStart(ctx context.Context, call *api.InstantStartInput) (*Serving[api.InstantSession], error) {
+	in, point := call.Body, call.Point
+	ctx, t := s.startTask(ctx, withDetail(s.pointTask(task.KindInstant, point), "instant recovery of "+point))
+	pt, err := s.openPoint(ctx, point, "instant recovery of "+point)
 	if err != nil {
 		t.Finish(err)
 		return nil, err
 	}
-	o := instant.StartOptions{StateDir: s.cfg.StateDir, ReconnectDelay: in.ReconnectDelay, Log: s.log}
+	o := instant.StartOptions{StateDir: s.cfg.StateDir, ReconnectDelay: in.ReconnectDelay(), Log: s.log}
 	if pointVMKind(pt.snap) == "libvirt" {
 		conn := in.Connection
 		if conn == "" {
@@ -84,8 +78,10 @@ func (s *Service) InstantStart(ctx context.Context, in InstantStartInput) (*Serv
 
 // InstantServe serves a session's disks again after its server died and
 // resumes the VM (Resumed says whether it was paused); serving goes on
-// until ctx ends.
-func (s *Service) InstantServe(ctx context.Context, id string) (*Serving[InstantServed], error) {
+// until ctx ends, in the caller's process (the server's endpoint hands it
+// to its Background: epInstantServe).
+func (s *Service) InstantServe(ctx context.Context, in *api.InstantServeInput) (*Serving[InstantServed], error) {
+	id := in.Session
 	sess, err := instant.Load(s.cfg.StateDir, id)
 	if err != nil {
 		return nil, err
@@ -127,7 +123,7 @@ type InstantServed struct {
 }
 
 // InstantList lists the instant recovery sessions and their state.
-func (s *Service) InstantList(ctx context.Context) ([]api.InstantSession, error) {
+func (s *Service) InstantList(ctx context.Context, _ *api.InstantListInput) ([]api.InstantSession, error) {
 	ss, err := instant.List(s.cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -143,8 +139,8 @@ func (s *Service) InstantList(ctx context.Context) ([]api.InstantSession, error)
 	return out, nil
 }
 
-// InstantCommitInput is where a recovered VM's disks go.
-type InstantCommitInput struct {
+// instantCommit is where a recovered VM's disks go.
+type instantCommit struct {
 	ID  string
 	Dir string
 	// Format is raw or qcow2 (default).
@@ -152,8 +148,31 @@ type InstantCommitInput struct {
 }
 
 // InstantCommit moves a recovered VM live onto production storage and
-// stops serving its backup.
-func (s *Service) InstantCommit(ctx context.Context, in InstantCommitInput) (*api.InstantSession, error) {
+// stops serving its backup (the server's Background stops too: the VM
+// runs from its new disks).
+func (s *Service) InstantCommit(ctx context.Context, in *api.InstantCommitInput) (*api.InstantSession, error) {
+	dir, err := s.commitTarget(in.Session, in.Body.To)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := s.instantCommit(ctx, instantCommit{ID: in.Session, Dir: dir, Format: in.Body.Format})
+	if err == nil && s.cfg.Background != nil {
+		s.cfg.Background.Stop("instant " + in.Session)
+	}
+	return doc, err
+}
+
+// commitTarget is where a commit's disks go: a libvirt domain's may go
+// to a storage pool, named without a slash; a directory is one of this
+// host, confined like any other on a server (hostPath).
+func (s *Service) commitTarget(id, to string) (string, error) {
+	if sess, err := instant.Load(s.cfg.StateDir, id); err == nil && sess.IsDomain() && !strings.Contains(to, "/") {
+		return to, nil
+	}
+	return s.hostPath(s.cfg.Files.RestoreDir, restoreDir, to)
+}
+
+func (s *Service) instantCommit(ctx context.Context, in instantCommit) (*api.InstantSession, error) {
 	if in.Dir == "" {
 		return nil, invalidf("no target directory given (--to)")
 	}
@@ -194,8 +213,17 @@ func (s *Service) InstantCommit(ctx context.Context, in InstantCommitInput) (*ap
 }
 
 // InstantDiscard stops a VM running from its backup and deletes what it
-// wrote; a committed VM is left running and only the session goes.
-func (s *Service) InstantDiscard(ctx context.Context, id string) (*api.InstantSession, error) {
+// wrote; a committed VM is left running and only the session goes. The
+// server's Background stops serving it.
+func (s *Service) InstantDiscard(ctx context.Context, in *api.InstantDiscardInput) (*api.InstantSession, error) {
+	doc, err := s.instantDiscard(ctx, in.Session)
+	if err == nil && s.cfg.Background != nil {
+		s.cfg.Background.Stop("instant " + in.Session)
+	}
+	return doc, err
+}
+
+func (s *Service) instantDiscard(ctx context.Context, id string) (*api.InstantSession, error) {
 	sess, err := instant.Load(s.cfg.StateDir, id)
 	if err != nil {
 		return nil, err
@@ -216,22 +244,18 @@ func (s *Service) InstantDiscard(ctx context.Context, id string) (*api.InstantSe
 	return &doc, nil
 }
 
-// InstantExportInput is a point to serve and where.
-type InstantExportInput struct {
-	Point string
-	// Listen is unix:PATH or tcp:HOST:PORT.
-	Listen string
-}
-
 // InstantExport serves every disk of a backup point read-only over NBD,
 // straight from the default repository, under a restore lease, until ctx
-// ends.
-func (s *Service) InstantExport(ctx context.Context, in InstantExportInput) (*Serving[api.Export], error) {
-	network, addr, ok := strings.Cut(in.Listen, ":")
+// ends, in the caller's process: the command line serves until it is
+// stopped, the server's endpoint (epExport) in its Background for the
+// request's duration, on a listen address it resolved.
+func (s *Service) InstantExport(ctx context.Context, call *api.InstantExportInput) (*Serving[api.Export], error) {
+	listen, point := call.Body.Listen, call.Point
+	network, addr, ok := strings.Cut(listen, ":")
 	if !ok || (network != "unix" && network != "tcp") {
-		return nil, invalidf("--listen must be unix:PATH or tcp:HOST:PORT, not %q", in.Listen)
+		return nil, invalidf("--listen must be unix:PATH or tcp:HOST:PORT, not %q", listen)
 	}
-	pt, err := s.openPoint(ctx, in.Point, "nbd export of "+in.Point)
+	pt, err := s.openPoint(ctx, point, "nbd export of "+point)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +269,7 @@ func (s *Service) InstantExport(ctx context.Context, in InstantExportInput) (*Se
 		pt.release()
 		return nil, err
 	}
-	doc := api.Export{PointID: pt.snap.ID.String(), Listen: in.Listen, Exports: list(names)}
+	doc := api.Export{PointID: pt.snap.ID.String(), Listen: listen, Exports: list(names)}
 	return &Serving[api.Export]{Doc: doc, wait: func() error {
 		defer pt.release()
 		return nbdexport.Serve(ctx, l, exports, names, s.log)

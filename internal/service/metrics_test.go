@@ -111,7 +111,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	m := metrics.New()
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
-		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: cfg, Metrics: m})
+		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: cfg, Metrics: m, Local: true})
 	defer s.Close()
 	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
@@ -130,11 +130,11 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if err := os.WriteFile(img, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	disk, err := s.BackupDisk(ctx, service.BackupDiskInput{Paths: []string{img}, Name: "a"})
+	disk, err := s.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	restored, err := s.RestoreDisks(ctx, service.RestoreInput{Point: disk.ID, To: filepath.Join(dir, "out.raw")})
+	restored, err := s.RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: disk.ID}, Body: api.RestoreRequest{To: filepath.Join(dir, "out.raw")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,8 @@ var notOperations = map[string]string{
 	"Notifier":                "the notifier, for the server's notification endpoints",
 	"HealthMonitor":           "the server's periodic checks, run by RunSchedules",
 	"RunMaintenance":          "one run of a maintenance schedule (gc, verify, forget, copy operations), run by RunSchedules",
+	"BackupQMP":               "backup-vm through a QMP socket of this host, for the command line (no request names a host's socket)",
+	"FilesFindEach":           "files-find handing each match to a callback as it is found, for the command line",
 	"WatchConfig":             "the server's loops subscribe to the configuration in effect through it",
 	"CopyWith":                "copy between repositories by location (the command line's --from/--to) or by maintenance job, which the API's copy names by configuration",
 	"InitWith":                "init with the password the command line asked for and a key source of this host (the API's init reads the configured password)",

@@ -17,32 +17,26 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// RestoreInput says which disks of which point go where.
-type RestoreInput struct {
-	// Point is an ID, a unique ID prefix, or "latest".
+// restoreDisks is a restore-disk request with its target on this host:
+// the target file or block device for one disk, a directory that
+// receives one file per disk for several.
+type restoreDisks struct {
+	api.RestoreRequest
 	Point string
-	// Disk restores only this disk (index, key or name; "": all).
-	Disk string
-	// To is the target file or block device for one disk, a directory
-	// that receives one file per disk for several.
-	To string
-	// Overwrite replaces an existing target file; Resume continues an
-	// interrupted restore of the same point.
-	Overwrite, Resume bool
-	// Format is raw (sparse) or qcow2.
-	Format string
-	// Copies, when above 1, makes that many copies of each disk in all:
-	// the restored one and copies cloned from it (test copies).
-	Copies int
-	// NoOffload writes zeros and copies through the host even where the
-	// storage could do it (a raw target).
-	NoOffload bool
 }
 
 // RestoreDisks restores disks of a backup point of the default repository
 // under a restore lease. Disks with ranges a repair recorded as lost are
 // restored with zeros there: the results come back with a partial error.
-func (s *Service) RestoreDisks(ctx context.Context, in RestoreInput) ([]api.RestoredDisk, error) {
+// Copies, when above 1, makes that many copies of each disk in all: the
+// restored one and copies cloned from it (test copies).
+func (s *Service) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) ([]api.RestoredDisk, error) {
+	to, err := s.hostPath(s.cfg.Files.RestoreDir, restoreDir, call.Body.To)
+	if err != nil {
+		return nil, err
+	}
+	in := restoreDisks{RestoreRequest: call.Body, Point: call.Point}
+	in.To = to
 	if in.Format == "" {
 		in.Format = "raw"
 	}

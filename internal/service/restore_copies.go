@@ -27,7 +27,7 @@ const maxCopies = 64
 // copy is refused without --overwrite (--resume re-makes them, since they
 // are made from the restored disk), and a block device target takes one
 // copy only.
-func copyTargets(in RestoreInput, targets []string) ([][]string, error) {
+func copyTargets(in restoreDisks, targets []string) ([][]string, error) {
 	if in.Copies <= 1 {
 		return make([][]string, len(targets)), nil
 	}

@@ -15,31 +15,24 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// RestoreVMInput says where a backup point becomes a VM again: into a
-// directory (QEMU: Dir) or through a hypervisor connection of the
-// configuration (vSphere: Connection).
-type RestoreVMInput struct {
-	Point string
-	Dir   string
-	// Connection restores through this connection instead of into Dir.
-	Connection string
-	// Name is the new VM's name (default: the original's + "-restored").
-	Name string
-	// Format of the disks in Dir: raw or qcow2 (default).
-	Format string
-	// Start starts the new VM; a with-memory point is resumed where it
-	// was unless ColdBoot (QEMU).
-	Start, ColdBoot bool
-	// Datastore for the new VM's files (vSphere; default: as recorded).
-	Datastore string
-	// OntoOriginal writes the backup onto the powered-off original VM's
-	// disks instead of a new VM; ConfirmOverwrite must be set with it.
-	OntoOriginal, ConfirmOverwrite bool
+// restoreVMInput says where a backup point becomes a VM again: into a
+// directory of this host (QEMU: Dir) or through a hypervisor connection
+// of the configuration (Connection).
+type restoreVMInput struct {
+	api.RestoreVMRequest
+	Point, Connection string
 }
 
 // RestoreVM restores a backup point of the default repository as a VM,
 // under a restore lease.
-func (s *Service) RestoreVM(ctx context.Context, in RestoreVMInput) (*api.RestoredVM, error) {
+func (s *Service) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api.RestoredVM, error) {
+	in := restoreVMInput{RestoreVMRequest: call.Body, Point: call.Point, Connection: call.Connection}
+	if in.Connection == "" {
+		var err error
+		if in.Dir, err = s.hostPath(s.cfg.Files.RestoreDir, restoreDir, in.Dir); err != nil {
+			return nil, err
+		}
+	}
 	if in.Format == "" {
 		in.Format = "qcow2"
 	}
@@ -68,7 +61,7 @@ func (s *Service) RestoreVM(ctx context.Context, in RestoreVMInput) (*api.Restor
 // vmRestorer is what creates the VM: the connector of the connection
 // named, or, without one, QEMU's restore into a directory. done releases
 // it (a connector's session).
-func (s *Service) vmRestorer(ctx context.Context, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput) (
+func (s *Service) vmRestorer(ctx context.Context, pt *point, cfg hypervisor.VMConfig, in restoreVMInput) (
 	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions, done func(), err error) {
 	snap := pt.snap
 	name := in.Name
@@ -136,7 +129,7 @@ type localVM interface {
 // repository (or is restored into its file, for a VM in a directory),
 // and it starts if asked. A half-restored new VM is deleted when
 // anything fails.
-func (s *Service) restoreVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in RestoreVMInput,
+func (s *Service) restoreVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in restoreVMInput,
 	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions) (*api.RestoredVM, error) {
 	snap := pt.snap
 	nv, err := restorer.CreateVM(ctx, cfg, opts)

@@ -54,7 +54,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 	dir := t.TempDir()
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
-		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}})
+		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Local: true})
 	defer s.Close()
 	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{Body: api.InitRequest{PackSizeBytes: 256 << 10}}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 		if err := os.WriteFile(img, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.BackupDisk(ctx, service.BackupDiskInput{Paths: []string{img}, Name: fmt.Sprintf("d%d", i)}); err != nil {
+		if _, err := s.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: fmt.Sprintf("d%d", i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -89,9 +89,10 @@ type Config struct {
 
 	// Local makes an operation without an authenticated subject act as
 	// the local administrator (auth.Local): the command line, which has
-	// direct access to the catalog and the repositories anyway. The
-	// server never sets it: a request without a subject is allowed
-	// nothing.
+	// direct access to the catalog and the repositories anyway; and the
+	// paths an operation's input names are this host's, as given (a
+	// server's are confined under its Files roots). The server never sets
+	// it: a request without a subject is allowed nothing.
 	Local bool
 	// Access is the access control the server shares with its
 	// middleware; nil opens one over the catalog for each operation.

@@ -28,7 +28,7 @@ func newTestService(t *testing.T, wrap func(store.Store) store.Store) *testServi
 	dir := t.TempDir()
 	pw := func() ([]byte, error) { return []byte("correct horse"), nil }
 	s := New(Config{Repository: Location{Location: filepath.Join(dir, "repo"), Password: pw},
-		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), WrapStore: wrap})
+		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), WrapStore: wrap, Local: true})
 	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func (ts *testService) image(name string, dataMiB int) string {
 
 func (ts *testService) backup(name, path string) *api.BackupPoint {
 	ts.t.Helper()
-	p, err := ts.BackupDisk(context.Background(), BackupDiskInput{Paths: []string{path}, Name: name})
+	p, err := ts.BackupDisk(context.Background(), &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{path}, Name: name}})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 	target := filepath.Join(ts.dir, "restored.raw")
 	restored := make(chan error, 1)
 	go func() {
-		_, err := ts.RestoreDisks(ctx, RestoreInput{Point: first.ID, To: target})
+		_, err := ts.RestoreDisks(ctx, restoreInput(first.ID, target))
 		restored <- err
 	}()
 	<-g.reached
@@ -195,7 +195,12 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 	if _, err := ts.Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
 		t.Fatalf("verify after gc: %v", err)
 	}
-	if _, err := ts.RestoreDisks(ctx, RestoreInput{Point: first.ID, To: target + "2"}); Classify(err) != api.NotFound {
+	if _, err := ts.RestoreDisks(ctx, restoreInput(first.ID, target+"2")); Classify(err) != api.NotFound {
 		t.Fatalf("restoring the forgotten point after gc: %v (class %s)", err, Classify(err))
 	}
+}
+
+// restoreInput restores every disk of point to path.
+func restoreInput(point, to string) *api.RestoreDiskInput {
+	return &api.RestoreDiskInput{PointParam: api.PointParam{Point: point}, Body: api.RestoreRequest{To: to}}
 }

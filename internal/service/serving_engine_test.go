@@ -47,7 +47,7 @@ policies:
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, err := s.BackupVM(e.ctx, service.BackupVMInput{Connection: "shared-lab", VM: "web-0000"})
+		_, err := s.BackupVM(e.ctx, &api.BackupVMInput{Connection: "shared-lab", VM: "web-0000"})
 		errs <- err
 	}()
 	wg.Wait()

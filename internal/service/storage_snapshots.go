@@ -23,16 +23,19 @@ import (
 // restore points on the datastore itself, listed beside the repository's
 // points; internal/storagesnap keeps, lists, restores and deletes them.
 
-// StorageSnapshotsInput filters the kept storage snapshots.
-type StorageSnapshotsInput struct {
-	Policy string
-	// VM keeps the snapshots that hold this VM (name or ID).
-	VM string
+// StorageSnapshots lists the storage snapshots policies keep, oldest
+// first: those of the policies the caller audits.
+func (s *Service) StorageSnapshots(ctx context.Context, in *api.ListStorageSnapshotsInput) ([]api.StorageSnapshot, error) {
+	all, err := s.storageSnapshots(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return visible(ctx, s, auth.PolicyAudit, all, func(k api.StorageSnapshot) []string {
+		return []string{auth.PolicyPath(k.Policy)}
+	}), nil
 }
 
-// StorageSnapshots lists the storage snapshots policies keep, oldest
-// first.
-func (s *Service) StorageSnapshots(ctx context.Context, in StorageSnapshotsInput) ([]api.StorageSnapshot, error) {
+func (s *Service) storageSnapshots(ctx context.Context, in *api.ListStorageSnapshotsInput) ([]api.StorageSnapshot, error) {
 	kept, err := storagesnap.List(s.cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -101,26 +104,29 @@ func holdsVM(doc api.StorageSnapshot, vm string) bool {
 	return false
 }
 
-// StorageRestoreInput restores one VM's disks from a kept storage
-// snapshot.
-type StorageRestoreInput struct {
-	Label string
-	VM    string
-	// Target is the directory the disk files are made in, each named as
-	// the original; on the datastore's filesystem they are clones.
-	Target    string
-	Overwrite bool
-	// NoOffload copies through coffer even where the filesystem clones.
-	NoOffload bool
-	// OntoOriginal replaces the VM's own disk files instead (Target is
-	// then empty); ConfirmOverwrite must say so too.
-	OntoOriginal, ConfirmOverwrite bool
+// storageRestore is a restore from a storage snapshot with its target
+// directory on this host.
+type storageRestore struct {
+	api.StorageRestoreRequest
+	Label, Target string
 }
 
 // RestoreFromStorage makes a VM's disk files again from a kept storage
 // snapshot: clones where the target shares the datastore's filesystem,
-// so a VM of any size is back in seconds, without the repository.
-func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput) (*api.StorageRestore, error) {
+// so a VM of any size is back in seconds, without the repository. The
+// disk files are made in the directory To, each named as the original
+// (a server's: under its restore directory), or with OntoOriginal (and
+// ConfirmOverwrite) they replace the VM's own.
+func (s *Service) RestoreFromStorage(ctx context.Context, call *api.RestoreStorageSnapshotInput) (*api.StorageRestore, error) {
+	in := storageRestore{StorageRestoreRequest: call.Body, Label: call.Label}
+	if !in.OntoOriginal {
+		var err error
+		if in.Target, err = s.hostPath(s.cfg.Files.RestoreDir, restoreDir, in.To); err != nil {
+			return nil, err
+		}
+	} else if s.cfg.Local {
+		in.Target = in.To // refused below: onto the original takes no directory
+	}
 	switch {
 	case in.Label == "" || in.VM == "":
 		return nil, invalidf("name the storage snapshot (its label) and the VM to restore from it")
@@ -176,8 +182,8 @@ func (s *Service) RestoreFromStorage(ctx context.Context, in StorageRestoreInput
 
 // ForgetStorageSnapshot deletes a kept storage snapshot before its
 // policy's retention would.
-func (s *Service) ForgetStorageSnapshot(ctx context.Context, label string) (*api.StorageSnapshot, error) {
-	k, err := storagesnap.Forget(ctx, s.cfg.StateDir, label)
+func (s *Service) ForgetStorageSnapshot(ctx context.Context, in *api.ForgetStorageSnapshotInput) (*api.StorageSnapshot, error) {
+	k, err := storagesnap.Forget(ctx, s.cfg.StateDir, in.Label)
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	restore := func(id string) []byte {
 		t.Helper()
 		to := filepath.Join(dir, id+".raw")
-		if _, err := s.RestoreDisks(ctx, service.RestoreInput{Point: id, To: to}); err != nil {
+		if _, err := s.RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: id}, Body: api.RestoreRequest{To: to}}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(to)
@@ -69,7 +69,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	rand.Read(data)
 	lab.Write(t, 1, 0, data)
 	lab.Write(t, 1, 3<<20, data[:64<<10])
-	full, err := s.BackupVM(ctx, service.BackupVMInput{Connection: "vc", VM: name, Tags: map[string]string{"why": "upgrade"}})
+	full, err := s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name, Body: api.BackupVMRequest{Tags: map[string]string{"why": "upgrade"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	lab.Write(t, 1, (4<<20)-512, bytes.Repeat([]byte{0x55}, 512)) // the last sector
 	// Without the change-tracking self-check, whose sample would read
 	// most of so small a disk, the incremental reads only what changed.
-	inc, err := s.BackupVM(ctx, service.BackupVMInput{Connection: "vc", VM: id, Mode: "incremental", ChangeCheckSpans: -1})
+	inc, err := s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: id, Body: api.BackupVMRequest{Mode: "incremental", ChangeCheckSpans: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.BackupVM(ctx, service.BackupVMInput{Connection: "vc", VM: name})
+	p, err := s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 	if want := fmt.Sprintf("pre-app %s\npost-app %s\n", name, name); string(got) != want || p.Hooks != "ok" {
 		t.Fatalf("hooks %q ran:\n%s\nwant:\n%s", p.Hooks, got, want)
 	}
-	p, err = s.BackupVM(ctx, service.BackupVMInput{Connection: "vc", VM: name, NoHooks: true})
+	p, err = s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name, Body: api.BackupVMRequest{NoHooks: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
