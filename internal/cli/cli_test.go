@@ -180,11 +180,18 @@ func TestKeys(t *testing.T) {
 	pw2 := filepath.Join(e.dir, "pw2")
 	_ = os.WriteFile(pw2, []byte("second password\n"), 0o600)
 	e.must("key", "add", "--new-password-file", pw2, "--label", "offsite")
-	var keys []struct{ ID string }
+	var keys []api.Key
 	_ = json.Unmarshal([]byte(e.must("key", "list", "--json")), &keys)
-	if len(keys) != 2 {
-		t.Fatalf("%d keys", len(keys))
+	if len(keys) != 2 || !keys[0].Current || keys[1].Current {
+		t.Fatalf("keys %+v: want two, the first in use", keys)
 	}
+	// The key in use (the first password's) is refused (issue 37): it
+	// would lock its user out at the next open. It still opens.
+	if out := e.expect(ExitUsage, "key", "remove", keys[0].ID[:8]); !strings.Contains(out, "currently used to access the repository") ||
+		!strings.Contains(out, "coffer key add") {
+		t.Fatalf("the key in use: %s", out)
+	}
+	e.must("snapshots")
 	e.vars["COFFER_PASSWORD"] = "second password"
 	e.must("snapshots")
 	// Remove the first key with the second password; the first no longer opens.

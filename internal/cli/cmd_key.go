@@ -18,8 +18,9 @@ func (a *app) cmdKey() *cobra.Command {
 		Long: manual(`A repository has one master key, stored once per password in key files.
 Adding a key lets a second password (a second operator, an offsite copy
 job) open the repository; removing one revokes it. The last key cannot be
-removed, nor a key that opens points under object lock while they are
-locked.`,
+removed, nor the key in use (whose password opened the repository: a
+server's own), nor a key that opens points under object lock while they
+are locked.`,
 			"See the subcommands.",
 			`coffer key list
 coffer key add --label offsite --new-password-file /etc/coffer/offsite.pw
@@ -115,14 +116,17 @@ coffer key list --json | jq -r '.[] | select(.current | not) | .id'`,
 	}
 	remove := &cobra.Command{
 		Use:   "remove ID",
-		Short: "remove a key (the last key cannot be removed)",
+		Short: "remove a key (not the last key, nor the key in use)",
 		Long: manual(`Remove a key (by ID or unique prefix): its password no longer opens the
-repository. The last key cannot be removed, nor, on storage with object
-lock, a key that opens locked points before their lock ends (it says
-until when).`,
+repository. The last key cannot be removed, nor the key in use: the one
+whose password opened the repository (through a server, the server's own
+key), which would lock its user, or the server and all its schedules,
+out at the next open; add another key and open with it first. Nor, on
+storage with object lock, a key that opens locked points before their
+lock ends (it says until when).`,
 			`"removed key ID". --json: {removed}.`,
 			"coffer key remove 9c1e4a02",
-			"0; 7 for an unknown key; 2 (refused) for the last key or a key locked points need."),
+			"0; 7 for an unknown key; 2 (refused) for the last key, the key in use or a key locked points need."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := runOp[*api.KeyRemoval](cmd.Context(), a, "remove-key", &api.RemoveKeyInput{Key: args[0]})

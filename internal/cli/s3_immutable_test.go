@@ -65,8 +65,9 @@ func TestS3ImmutableCopy(t *testing.T) {
 	packs := requirePointLocked(t, srv, bucket, "offsite", targetPassword, point, start.Add(d))
 
 	// The target's key opens locked points: removing it fails and says why
-	// (a second key is added first, so it is not the last one). The new key
-	// is locked as long as the first.
+	// (a second key is added first, so it is not the last one, and opens
+	// the target for the removal, so it is not the key in use). The new
+	// key is locked as long as the first.
 	e.vars["COFFER_REPO"], e.vars["COFFER_PASSWORD"] = target, targetPassword
 	var keys []api.Key
 	if err := json.Unmarshal([]byte(e.must("key", "list", "--json")), &keys); err != nil || len(keys) != 1 {
@@ -77,9 +78,11 @@ func TestS3ImmutableCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.must("key", "add", "--new-password-file", pw2)
+	e.vars["COFFER_PASSWORD"] = "second offsite password"
 	if out := e.expect(ExitUsage, "key", "remove", keys[0].ID[:8]); !strings.Contains(out, "opens immutable backup points") || !strings.Contains(out, "locked until") {
 		t.Fatalf("removing a locked key: %s", out)
 	}
+	e.vars["COFFER_PASSWORD"] = targetPassword
 	requirePointLocked(t, srv, bucket, "offsite", "second offsite password", point, start.Add(d))
 
 	refused := attackRepository(t, srv, bucket, "offsite")

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,6 +105,26 @@ func TestRemoteCommandLine(t *testing.T) {
 		key.Label != "remote" || key.Current {
 		t.Fatalf("remote key add: %+v %v", key, err)
 	}
+	// The key the server runs with is refused, through the API and the
+	// command line, though another key is left; it still opens the
+	// repository for the server. The other key is removed.
+	var keys []api.Key
+	if err := json.Unmarshal([]byte(remote(0, "key", "list", "--json")), &keys); err != nil || len(keys) != 2 {
+		t.Fatalf("remote key list: %+v %v", keys, err)
+	}
+	serverKey := keys[0].ID
+	if keys[0].ID == key.ID || !keys[0].Current || keys[1].Current {
+		t.Fatalf("remote key list: %+v, want the server's key first and in use", keys)
+	}
+	var problem struct{ Class, Detail string }
+	if status, _ := s.call(tok, http.MethodDelete, "/repositories/default/keys/"+serverKey, nil, &problem); status != http.StatusConflict ||
+		problem.Class != string(api.Conflict) || !strings.Contains(problem.Detail, "currently used to access the repository") {
+		t.Fatalf("DELETE of the server's key: %d %+v", status, problem)
+	}
+	if out := remote(ExitUsage, "key", "remove", serverKey[:8]); !strings.Contains(out, "coffer key add") {
+		t.Fatalf("remote key remove of the server's key: %s", out)
+	}
+	remote(0, "snapshots")
 	if out := remote(0, "key", "remove", key.ID); !strings.Contains(out, "removed key "+key.ID[:8]) {
 		t.Fatalf("remote key remove: %s", out)
 	}

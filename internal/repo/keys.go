@@ -55,6 +55,11 @@ type keyPayload struct {
 // ErrLastKey refuses to remove the only key of a repository.
 var ErrLastKey = errors.New("refusing to remove the last key: the repository would become unreadable")
 
+// ErrKeyInUse refuses to remove the key whose password opened the
+// repository: the one removing it (a user, or a server and every schedule
+// it runs) would be locked out at its next open.
+var ErrKeyInUse = errors.New("refusing to remove the key currently used to access the repository")
+
 // ErrKeyNotFound is returned for a key ID (or prefix) no key has.
 var ErrKeyNotFound = errors.New("no such key")
 
@@ -213,7 +218,7 @@ func (r *Repository) AddKey(ctx context.Context, password []byte, label string) 
 }
 
 // RemoveKey removes a key file by ID or unique prefix. The last key cannot
-// be removed.
+// be removed, nor the key that opened this session.
 func (r *Repository) RemoveKey(ctx context.Context, prefix string) (string, error) {
 	files, err := listKeyFiles(ctx, r.st)
 	if err != nil {
@@ -232,6 +237,10 @@ func (r *Repository) RemoveKey(ctx context.Context, prefix string) (string, erro
 		return "", fmt.Errorf("%w: key ID %q matches %d keys: give more of it", ErrAmbiguous, prefix, len(match))
 	case len(files) == 1:
 		return "", ErrLastKey
+	case match[0].ID == r.keyID:
+		return "", fmt.Errorf("%w: key %s is the one whose password opened it (through a server, the server's own password); "+
+			"to retire it, add another key (coffer key add), open the repository with that key's password instead, then remove this one",
+			ErrKeyInUse, short(r.keyID))
 	}
 	for _, name := range keyNames(match[0].ID) {
 		err = r.st.Delete(ctx, name)

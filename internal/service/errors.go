@@ -67,7 +67,7 @@ func Classify(err error) api.Class {
 		return api.Integrity
 	case errors.Is(err, restore.ErrTargetExists), errors.Is(err, repo.ErrAlreadyExists), errors.Is(err, storagesnap.ErrDiskInUse):
 		return api.Conflict
-	case errors.Is(err, repo.ErrLastKey), errors.Is(err, store.ErrRetained):
+	case errors.Is(err, repo.ErrLastKey), errors.Is(err, repo.ErrKeyInUse), errors.Is(err, store.ErrRetained):
 		return api.Conflict // refused: it would lose access, or the storage keeps it locked
 	case errors.Is(err, repo.ErrKeyNotFound):
 		return api.NotFound

@@ -47,6 +47,7 @@ func TestClassify(t *testing.T) {
 		{repo.ErrAlreadyExists, api.Conflict},
 		{files.ErrUnsupported, api.Invalid},
 		{repo.ErrLastKey, api.Conflict},
+		{fmt.Errorf("%w: key 1a2b3c4d", repo.ErrKeyInUse), api.Conflict},
 		{store.ErrRetained, api.Conflict},
 		{repo.ErrKeyNotFound, api.NotFound},
 		{repo.ErrAmbiguous, api.Invalid},

@@ -125,8 +125,9 @@ func keyDoc(k *repo.KeyFile, current string) api.Key {
 }
 
 // RemoveKey revokes a key (by ID or unique prefix). The last key cannot be
-// removed, nor a key that opens points under object lock while they are
-// locked.
+// removed, nor the key this process opened the repository with (a
+// server's own key: its schedules would be locked out), nor a key that
+// opens points under object lock while they are locked.
 func (s *Service) RemoveKey(ctx context.Context, call *api.RemoveKeyInput) (*api.KeyRemoval, error) {
 	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.KeyRemoval, error) {
 		removed, err := r.RemoveKey(ctx, call.Key)
