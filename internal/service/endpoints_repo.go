@@ -95,4 +95,3 @@ func or(s, def string) string {
 	return s
 }
 
-func fromSeconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
