@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +12,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -77,13 +74,11 @@ coffer config get policy nightly > nightly.yaml   # edit, then config update`,
 			"0; 2 for an unknown kind; 7 when there is no such object."),
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := objectRequest("get", args[0], args[1], 0)
+			id, err := objectOp("get", args[0])
 			if err != nil {
 				return err
 			}
-			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
-				return s.ConfigObject(cmd.Context(), service.ConfigObjectInput{Kind: args[0], Name: args[1]})
-			})
+			doc, err := runOp[*api.ConfigObject](cmd.Context(), a, id, &api.GetConfigObjectInput{ConfigNameParam: api.ConfigNameParam{Name: args[1]}})
 			if err != nil {
 				return err
 			}
@@ -115,14 +110,11 @@ configuration file defines, or one that exists.`),
 			if err != nil {
 				return err
 			}
-			r, err := objectRequest(configobj.Create, args[0], "", 0)
+			id, err := objectOp(configobj.Create, args[0])
 			if err != nil {
 				return err
 			}
-			r.Body = spec
-			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
-				return s.CreateConfigObject(cmd.Context(), service.CreateConfigObjectInput{Kind: args[0], Spec: spec})
-			})
+			doc, err := runOp[*api.ConfigObject](cmd.Context(), a, id, &api.CreateConfigObjectInput{Body: spec})
 			if err != nil {
 				return err
 			}
@@ -150,15 +142,12 @@ coffer config update policy nightly -f nightly.yaml --if-version 12`,
 			if err != nil {
 				return err
 			}
-			r, err := objectRequest(configobj.Update, args[0], args[1], ifVersion)
+			id, err := objectOp(configobj.Update, args[0])
 			if err != nil {
 				return err
 			}
-			r.Body = spec
-			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
-				return s.UpdateConfigObject(cmd.Context(), service.UpdateConfigObjectInput{Kind: args[0], Name: args[1], Spec: spec,
-					IfVersion: ifVersion})
-			})
+			doc, err := runOp[*api.ConfigObject](cmd.Context(), a, id, &api.UpdateConfigObjectInput{ConfigNameParam: api.ConfigNameParam{Name: args[1]},
+				IfMatchParam: api.IfVersion(ifVersion), Body: spec})
 			if err != nil {
 				return err
 			}
@@ -182,13 +171,12 @@ coffer config delete connection lab --if-version 3`,
 --if-version; 7 when there is no such object in the catalog.`),
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := objectRequest(configobj.Delete, args[0], args[1], ifVersion)
+			id, err := objectOp(configobj.Delete, args[0])
 			if err != nil {
 				return err
 			}
-			doc, err := callOp(cmd.Context(), a, r, func(s *service.Service) (*api.ConfigObject, error) {
-				return s.DeleteConfigObject(cmd.Context(), service.DeleteConfigObjectInput{Kind: args[0], Name: args[1], IfVersion: ifVersion})
-			})
+			doc, err := runOp[*api.ConfigObject](cmd.Context(), a, id, &api.DeleteConfigObjectInput{ConfigNameParam: api.ConfigNameParam{Name: args[1]},
+				IfMatchParam: api.IfVersion(ifVersion)})
 			if err != nil {
 				return err
 			}
@@ -200,43 +188,33 @@ coffer config delete connection lab --if-version 3`,
 		op(update, configOps(configobj.Update)...), op(del, configOps(configobj.Delete)...), a.testTargetCommand()}
 }
 
-// objectRequest is the API request of a verb on an object of a kind (in
-// the singular or plural), with the version a change is made on as its
-// If-Match.
-func objectRequest(verb, kind, name string, ifVersion int64) (apiclient.Request, error) {
+// objectOp is the ID of a verb's operation on the objects of a kind (in
+// the singular or plural).
+func objectOp(verb, kind string) (string, error) {
 	k, err := configobj.ParseKind(kind)
 	if err != nil {
-		return apiclient.Request{}, err
+		return "", err
 	}
-	r := apiclient.Request{Op: service.ConfigOperationID(verb, k)}
-	if name != "" {
-		r.Path = map[string]string{"name": name}
-	}
-	if ifVersion != 0 {
-		r.Header = http.Header{"If-Match": {strconv.Quote(strconv.FormatInt(ifVersion, 10))}}
-	}
-	return r, nil
+	return service.ConfigOperationID(verb, k), nil
 }
 
-// listObjects lists the objects of a kind ("": every kind). Through a
-// server, every kind is listed with its own operation, each showing what
-// the token may see of it; kinds it may see nothing of are left out.
+// listObjects lists the objects of a kind ("": every kind, those in
+// effect first, then those the file overrides), here or through a
+// server. Every kind is listed with its own operation, each showing what
+// the caller may see of it: through a server, kinds the token may see
+// nothing of are left out.
 func (a *app) listObjects(ctx context.Context, kind string) ([]api.ConfigObject, error) {
-	local := func(s *service.Service) ([]api.ConfigObject, error) {
-		return s.ConfigObjects(ctx, service.ConfigObjectsInput{Kind: kind})
-	}
-	if kind != "" || a.remote == nil {
-		r, err := objectRequest("list", kind, "", 0)
-		if err != nil && kind != "" {
+	if kind != "" {
+		id, err := objectOp("list", kind)
+		if err != nil {
 			return nil, err
 		}
-		return callOp(ctx, a, r, local)
+		return runOp[[]api.ConfigObject](ctx, a, id, &api.ListConfigObjectsInput{})
 	}
 	var inEffect, overridden []api.ConfigObject
 	var denied error
 	for _, k := range configobj.Kinds {
-		var docs []api.ConfigObject
-		err := a.remote.Call(ctx, apiclient.Request{Op: service.ConfigOperationID("list", k)}, &docs)
+		docs, err := runOp[[]api.ConfigObject](ctx, a, service.ConfigOperationID("list", k), &api.ListConfigObjectsInput{})
 		if c, _ := api.ClassOf(err); c == api.Denied {
 			denied = err
 			continue

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,12 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdVMs() *cobra.Command {
-	var in service.VMsInput
+	var in api.ListVMsInput
 	cmd := &cobra.Command{
 		Use:   "vms",
 		Short: "list the VMs of the configured connections, their policies and last backup",
@@ -51,14 +47,10 @@ coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`
 			"0; 6 when some connection's inventory is missing or its last refresh failed (the others are listed); 2 without connections."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var inv *api.Inventory
-			var err error
-			if a.remote != nil {
-				inv, err = a.remoteVMs(cmd.Context(), in)
-			} else {
-				in.Refresh = true
-				inv, err = call(a, func(s *service.Service) (*api.Inventory, error) { return s.VMs(cmd.Context(), in) })
+			if err := a.refreshInventoriesHere(cmd.Context(), in.Connections); err != nil {
+				return err
 			}
+			inv, err := a.wholeInventory(cmd.Context(), in)
 			if inv == nil {
 				return err
 			}
@@ -98,36 +90,40 @@ coffer vms --connection lab --json | jq '.vms[] | select(.covered | not) | .vm'`
 	return remoteToo(op(cmd, "list-vms"))
 }
 
-// remoteVMs reads every page of the server's inventory.
-func (a *app) remoteVMs(ctx context.Context, in service.VMsInput) (*api.Inventory, error) {
-	q := url.Values{"connection": in.Connections, "limit": {strconv.Itoa(maxPage)}}
-	if in.Protection != "" {
-		q.Set("protection", in.Protection)
+// refreshInventoriesHere lists the connections live first when no server
+// is configured: without one, nobody refreshes the inventory in the
+// background (a server's operations read the inventory it keeps).
+func (a *app) refreshInventoriesHere(ctx context.Context, connections []string) error {
+	if a.remote != nil {
+		return nil
 	}
-	for k, v := range map[string]string{"name": in.Name, "search": in.Search, "order": in.Order} {
-		if v != "" {
-			q.Set(k, v)
-		}
+	s, err := a.service()
+	if err != nil {
+		return err
 	}
-	if in.Attention {
-		q.Set("attention", "true")
-	}
+	return s.RefreshInventories(ctx, connections)
+}
+
+// wholeInventory reads every page of the inventory, here or through the
+// server: the first page's counts and connections, every page's VMs, and
+// the last page's error.
+func (a *app) wholeInventory(ctx context.Context, in api.ListVMsInput) (*api.Inventory, error) {
+	in.Limit = maxPage
 	var all *api.Inventory
 	for {
-		var page api.Inventory
-		next, err := a.remote.CallPage(ctx, a.remoteRequest(apiclient.Request{Op: "list-vms", Query: q}), &page)
-		if page.VMs == nil {
+		page, next, err := runPage[*api.Inventory](ctx, a, "list-vms", &in)
+		if page == nil {
 			return all, err
 		}
 		if all == nil {
-			all = &page
+			all = page
 		} else {
 			all.VMs = append(all.VMs, page.VMs...)
 		}
 		if next == "" {
 			return all, err
 		}
-		q.Set("after", next)
+		in.After = next
 	}
 }
 

@@ -7,12 +7,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 func (a *app) cmdVMsProtection() *cobra.Command {
-	var in service.ProtectionSummaryInput
+	var in api.ProtectionSummaryInput
 	cmd := &cobra.Command{
 		Use:   "protection",
 		Short: "count the VMs within their RPO, outside it, without a point and selected by no policy",
@@ -30,11 +28,10 @@ coffer vms protection --connection lab --json`,
 			"0; 6 when some connection's inventory is missing or its last refresh failed (the others are counted); 2 without connections."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in.Refresh = a.remote == nil // without a server, nobody refreshes the inventory in the background
-			sum, err := callOp(cmd.Context(), a, apiclient.Request{Op: "protection-summary", Query: map[string][]string{"connection": in.Connections}},
-				func(s *service.Service) (*api.ProtectionSummary, error) {
-					return s.ProtectionSummary(cmd.Context(), in)
-				})
+			if err := a.refreshInventoriesHere(cmd.Context(), in.Connections); err != nil {
+				return err
+			}
+			sum, err := runOp[*api.ProtectionSummary](cmd.Context(), a, "protection-summary", &in)
 			if sum == nil {
 				return err
 			}

@@ -28,3 +28,23 @@ func WholeJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
 
 // AsLocal is ctx of the local operator, who may see and do everything.
 func AsLocal(ctx context.Context) context.Context { return auth.WithSubject(ctx, auth.Local()) }
+
+// ListVMs is a page of the inventory as the local operator, who sees
+// every VM: every VM of the tests' fleets when in.Limit is 0 (the API's
+// page is then 100; the largest, 1,000, holds any test's fleet).
+func ListVMs(ctx context.Context, s *Service, in api.ListVMsInput) (*api.Inventory, error) {
+	if in.Limit == 0 {
+		in.Limit = 1000
+	}
+	page, err := s.VMs(AsLocal(ctx), &in)
+	if page == nil {
+		return nil, err
+	}
+	return page.Body, err
+}
+
+// Protection is the protection summary as the local operator, who sees
+// every VM.
+func Protection(ctx context.Context, s *Service, in api.ProtectionSummaryInput) (*api.ProtectionSummary, error) {
+	return s.ProtectionSummary(AsLocal(ctx), &in)
+}

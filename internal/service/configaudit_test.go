@@ -47,28 +47,28 @@ func TestConfigChangesAuditedWithoutSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(s.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "repository", Spec: spec(t, fmt.Sprintf(
-		`{name: main, location: /srv/main, password-file: %s}`, e.secretFile("main.pw", secrets[0])))}))
-	must(s.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "connection", Spec: spec(t, fmt.Sprintf(
+	must(service.CreateObject(ctx, s, "repository", spec(t, fmt.Sprintf(
+		`{name: main, location: /srv/main, password-file: %s}`, e.secretFile("main.pw", secrets[0])))))
+	must(service.CreateObject(ctx, s, "connection", spec(t, fmt.Sprintf(
 		`{name: vc, kind: vsphere, options: {url: "https://vc.example.com/sdk", user: coffer, password-file: %s, insecure: true}}`,
-		e.secretFile("vc.pw", secrets[1])))}))
-	must(s.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "notification-target", Spec: spec(t, fmt.Sprintf(
+		e.secretFile("vc.pw", secrets[1])))))
+	must(service.CreateObject(ctx, s, "notification-target", spec(t, fmt.Sprintf(
 		`{name: mail, smtp: {host: mail.example.com, username: coffer, password-file: %s, from: coffer@example.com, to: [ops@example.com]}}`,
-		e.secretFile("smtp.pw", secrets[2])))}))
-	must(s.UpdateConfigObject(ctx, service.UpdateConfigObjectInput{Kind: "repository", Name: "main", Spec: spec(t, fmt.Sprintf(
-		`{location: /srv/main2, password-file: %s, streams: 4}`, filepath.Join(e.dir, "main.pw")))}))
+		e.secretFile("smtp.pw", secrets[2])))))
+	must(service.UpdateObject(ctx, s, "repository", "main", spec(t, fmt.Sprintf(
+		`{location: /srv/main2, password-file: %s, streams: 4}`, filepath.Join(e.dir, "main.pw"))), 0))
 	for _, c := range []struct{ kind, doc string }{
 		{"repository", `{name: inline, location: /srv/x, password: ` + secrets[3] + `}`},
 		{"connection", `{name: inline, kind: vsphere, options: {url: "https://vc/sdk", password: ` + secrets[3] + `}}`},
 		{"notification-target", `{name: inline, smtp: {host: h, password: ` + secrets[3] + `, from: a@b.c, to: [d@e.f]}}`},
 	} {
-		err := do(s.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: c.kind, Spec: spec(t, c.doc)}))
+		err := do(service.CreateObject(ctx, s, c.kind, spec(t, c.doc)))
 		wantClass(t, "an inline secret", err, api.Invalid, "secrets are not written in the configuration")
 	}
-	err := do(s.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "repository", Name: "gone"}))
+	err := do(service.DeleteObject(ctx, s, "repository", "gone", 0))
 	wantClass(t, "deleting a missing object", err, api.NotFound, "gone")
-	must(s.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "notification-target", Name: "mail"}))
-	must(s.ConfigObjects(ctx, service.ConfigObjectsInput{}))
+	must(service.DeleteObject(ctx, s, "notification-target", "mail", 0))
+	must(service.ListObjects(ctx, s, ""))
 	must(s.EffectiveConfig(ctx, &api.GetEffectiveConfigInput{}))
 
 	cat := e.openCatalog()

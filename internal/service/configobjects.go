@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -52,50 +53,24 @@ func RecordsOwnAudit(id string) bool {
 	return false
 }
 
-// ConfigObjectsInput selects the objects to list.
-type ConfigObjectsInput struct {
-	// Kind is connection, repository, policy, notification-target,
-	// notification-matcher or media-library (or its plural); "" lists
-	// every kind.
-	Kind string
-}
-
-// ConfigObjects lists the configuration objects in effect, each with
-// where it is defined, then the catalog's objects the file overrides.
-func (s *Service) ConfigObjects(ctx context.Context, in ConfigObjectsInput) ([]api.ConfigObject, error) {
+// ConfigObjects lists the configuration objects of a kind in effect that
+// the caller may see, each with where it is defined, then the catalog's
+// objects of the kind the file overrides.
+func (s *Service) ConfigObjects(ctx context.Context, k configobj.Kind, _ *api.ListConfigObjectsInput) ([]api.ConfigObject, error) {
 	st, err := s.effective(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var objs []configobj.Object
-	if in.Kind == "" {
-		objs = append(append(objs, st.Objects...), st.Overridden...)
-	} else {
-		k, err := configobj.ParseKind(in.Kind)
-		if err != nil {
-			return nil, err
-		}
-		objs = st.Of(k)
-	}
 	out := []api.ConfigObject{}
-	for _, o := range objs {
+	for _, o := range st.Of(k) {
 		out = append(out, objectDoc(o))
 	}
-	return out, nil
-}
-
-// ConfigObjectInput names an object.
-type ConfigObjectInput struct {
-	Kind, Name string
+	return visible(ctx, s, configPrivileges[k].see, out, func(o api.ConfigObject) []string { return []string{k.Path(o.Name)} }), nil
 }
 
 // ConfigObject returns one object in effect (the file's, when both
-// define it). Its Version is the ETag of a change.
-func (s *Service) ConfigObject(ctx context.Context, in ConfigObjectInput) (*api.ConfigObject, error) {
-	k, err := configobj.ParseKind(in.Kind)
-	if err != nil {
-		return nil, err
-	}
+// define it), with its version as the ETag of a change.
+func (s *Service) ConfigObject(ctx context.Context, k configobj.Kind, in *api.GetConfigObjectInput) (*ConfigObjectAnswer, error) {
 	st, err := s.effective(ctx)
 	if err != nil {
 		return nil, err
@@ -105,53 +80,51 @@ func (s *Service) ConfigObject(ctx context.Context, in ConfigObjectInput) (*api.
 		return nil, api.Errorf(api.NotFound, "%w: no %s is named %q (`coffer config list %s` lists them)", catalog.ErrNotFound, k, in.Name, k.Plural())
 	}
 	doc := objectDoc(o)
-	return &doc, nil
+	return answerObject(&doc), nil
 }
 
-// CreateConfigObjectInput is a new object: its spec in the
-// configuration file's schema, with its name.
-type CreateConfigObjectInput struct {
-	Kind string
-	Spec map[string]any
-}
-
-// CreateConfigObject stores a new object, checked like the file's.
-func (s *Service) CreateConfigObject(ctx context.Context, in CreateConfigObjectInput) (*api.ConfigObject, error) {
-	name, _ := in.Spec["name"].(string)
-	return s.changeConfig(ctx, configobj.Create, in.Kind, name, 0, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanCreate(k, in.Spec, s.checkConfig)
+// CreateConfigObject stores a new object (its spec in the configuration
+// file's schema, with its name), checked like the file's.
+func (s *Service) CreateConfigObject(ctx context.Context, k configobj.Kind, in *api.CreateConfigObjectInput) (*ConfigObjectCreated, error) {
+	name, _ := in.Body["name"].(string)
+	o, err := s.changeConfig(ctx, configobj.Create, k, name, 0, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
+		return st.PlanCreate(k, in.Body, s.checkConfig)
 	})
+	if err != nil {
+		return nil, err
+	}
+	a := answerObject(o)
+	return &ConfigObjectCreated{Body: a.Body, ETag: a.ETag, Location: configRoute(k) + "/" + url.PathEscape(o.Name)}, nil
 }
 
-// UpdateConfigObjectInput replaces the spec of an object created through
-// the API. IfVersion, unless 0, must be the object's version (the ETag
-// read with it), or the change is refused as a conflict.
-type UpdateConfigObjectInput struct {
-	Kind, Name string
-	Spec       map[string]any
-	IfVersion  int64
-}
-
-// UpdateConfigObject replaces an object's spec (the whole object: keys
-// left out take their defaults), checked like the file's.
-func (s *Service) UpdateConfigObject(ctx context.Context, in UpdateConfigObjectInput) (*api.ConfigObject, error) {
-	return s.changeConfig(ctx, configobj.Update, in.Kind, in.Name, in.IfVersion, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanUpdate(k, in.Name, in.Spec, s.checkConfig)
+// UpdateConfigObject replaces the spec of an object created through the
+// API (the whole object: keys left out take their defaults), checked like
+// the file's. If-Match, unless absent, must be the object's version (the
+// ETag read with it), or the change is refused as a conflict.
+func (s *Service) UpdateConfigObject(ctx context.Context, k configobj.Kind, in *api.UpdateConfigObjectInput) (*ConfigObjectAnswer, error) {
+	v, err := s.ifVersion(ctx, configobj.Update, k, in.Name, in.IfMatchParam)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.changeConfig(ctx, configobj.Update, k, in.Name, v, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
+		return st.PlanUpdate(k, in.Name, in.Body, s.checkConfig)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return answerObject(o), nil
 }
 
-// DeleteConfigObjectInput names an object to delete, with the version it
-// was read at (0: whatever it is now).
-type DeleteConfigObjectInput struct {
-	Kind, Name string
-	IfVersion  int64
-}
-
-// DeleteConfigObject deletes an object created through the API and
-// returns it as it was. One that objects in effect use is refused, naming
-// them. Jobs and backup points of a deleted policy or repository stay.
-func (s *Service) DeleteConfigObject(ctx context.Context, in DeleteConfigObjectInput) (*api.ConfigObject, error) {
-	return s.changeConfig(ctx, configobj.Delete, in.Kind, in.Name, in.IfVersion, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
+// DeleteConfigObject deletes an object created through the API, at the
+// version If-Match says (absent: whatever it is now), and returns it as
+// it was. One that objects in effect use is refused, naming them. Jobs
+// and backup points of a deleted policy or repository stay.
+func (s *Service) DeleteConfigObject(ctx context.Context, k configobj.Kind, in *api.DeleteConfigObjectInput) (*api.ConfigObject, error) {
+	v, err := s.ifVersion(ctx, configobj.Delete, k, in.Name, in.IfMatchParam)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeConfig(ctx, configobj.Delete, k, in.Name, v, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
 		return st.PlanDelete(k, in.Name, s.checkConfig)
 	})
 }
@@ -180,12 +153,8 @@ func (s *Service) EffectiveConfig(ctx context.Context, _ *api.GetEffectiveConfig
 // stores it with its audit record, all in one transaction under the
 // catalog's configuration lock, so two changes never both pass their
 // checks on the same state. A refused change is audited after.
-func (s *Service) changeConfig(ctx context.Context, verb, kind, name string, ifVersion int64,
+func (s *Service) changeConfig(ctx context.Context, verb string, k configobj.Kind, name string, ifVersion int64,
 	plan func(*configobj.State, configobj.Kind) (*configobj.Plan, error)) (*api.ConfigObject, error) {
-	k, err := configobj.ParseKind(kind)
-	if err != nil {
-		return nil, err
-	}
 	opID, object := ConfigOperationID(verb, k), k.Path(name)
 	actor := auth.SubjectFrom(ctx)
 	if actor == nil {

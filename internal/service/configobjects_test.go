@@ -165,7 +165,7 @@ func TestConfigObjectLifecycle(t *testing.T) {
 	s, ctx := e.service(), e.ctx
 	create := func(kind, doc string) *api.ConfigObject {
 		t.Helper()
-		o, err := s.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: kind, Spec: spec(t, doc)})
+		o, err := service.CreateObject(ctx, s, kind, spec(t, doc))
 		if err != nil {
 			t.Fatalf("create %s: %v", kind, err)
 		}
@@ -182,20 +182,19 @@ func TestConfigObjectLifecycle(t *testing.T) {
 		e.secretFile("hook.secret", "hook secret")))
 	matcher := create("notification-matcher", `{name: failures, targets: [chat], types: [task-failed]}`)
 
-	got, err := s.ConfigObject(ctx, service.ConfigObjectInput{Kind: "policies", Name: "nightly"})
+	got, err := service.GetObject(ctx, s, "policies", "nightly")
 	if err != nil || got.Version != nightly.Version || got.Spec["schedule"] != "0 22 * * *" || len(got.Warnings) != 0 {
 		t.Fatalf("get: %+v %v", got, err)
 	}
-	all, err := s.ConfigObjects(ctx, service.ConfigObjectsInput{})
+	all, err := service.ListObjects(ctx, s, "")
 	if err != nil || len(all) != 5 {
 		t.Fatalf("list: %d objects, %v", len(all), err)
 	}
-	if ps, err := s.ConfigObjects(ctx, service.ConfigObjectsInput{Kind: "policy"}); err != nil || len(ps) != 1 || ps[0].Name != "nightly" {
+	if ps, err := service.ListObjects(ctx, s, "policy"); err != nil || len(ps) != 1 || ps[0].Name != "nightly" {
 		t.Fatalf("list policies: %+v %v", ps, err)
 	}
 
-	upd, err := s.UpdateConfigObject(ctx, service.UpdateConfigObjectInput{Kind: "policy", Name: "nightly", IfVersion: nightly.Version,
-		Spec: spec(t, `{connection: lab, repository: main, schedule: "@hourly", retention: {keep-last: 3}}`)})
+	upd, err := service.UpdateObject(ctx, s, "policy", "nightly", spec(t, `{connection: lab, repository: main, schedule: "@hourly", retention: {keep-last: 3}}`), nightly.Version)
 	if err != nil || upd.Version <= nightly.Version || upd.Spec["schedule"] != "@hourly" || upd.Spec["name"] != "nightly" ||
 		!upd.CreatedAt.Equal(nightly.CreatedAt) {
 		t.Fatalf("update: %+v %v", upd, err)
@@ -208,7 +207,7 @@ func TestConfigObjectLifecycle(t *testing.T) {
 		{"notification-target", "chat", `{webhook: {url: "https://hooks.example.com/y"}}`, "webhook"},
 		{"notification-matcher", "failures", `{targets: [chat], severities: [error]}`, "severities"},
 	} {
-		o, err := s.UpdateConfigObject(ctx, service.UpdateConfigObjectInput{Kind: c.kind, Name: c.name, Spec: spec(t, c.doc)})
+		o, err := service.UpdateObject(ctx, s, c.kind, c.name, spec(t, c.doc), 0)
 		if err != nil || o.Version <= last || o.Spec[c.key] == nil || o.Name != c.name {
 			t.Fatalf("update %s %s: %+v %v", c.kind, c.name, o, err)
 		}
@@ -223,30 +222,30 @@ func TestConfigObjectLifecycle(t *testing.T) {
 		{"repository", "main", "repository main is used by policy nightly"},
 		{"notification-target", "chat", "target chat is used by matcher(s) failures"},
 	} {
-		_, err := s.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: c.kind, Name: c.name})
+		_, err := service.DeleteObject(ctx, s, c.kind, c.name, 0)
 		wantClass(t, "deleting "+c.name+", which is in use", err, api.Conflict, c.users)
 		ran++
 	}
 	if ran != 3 {
 		t.Fatal("not every refusal was checked")
 	}
-	del, err := s.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "notification-matcher", Name: "failures", IfVersion: matcher.Version})
+	del, err := service.DeleteObject(ctx, s, "notification-matcher", "failures", matcher.Version)
 	if err != nil || del.Name != "failures" || del.Spec["targets"] == nil {
 		t.Fatalf("delete matcher: %+v %v", del, err)
 	}
 	for _, x := range []struct{ kind, name string }{{"notification-target", "chat"}, {"policy", "nightly"}, {"connection", "lab"}, {"repository", "main"}} {
-		if _, err := s.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: x.kind, Name: x.name}); err != nil {
+		if _, err := service.DeleteObject(ctx, s, x.kind, x.name, 0); err != nil {
 			t.Fatalf("delete %s %s: %v", x.kind, x.name, err)
 		}
 	}
-	_, err = s.ConfigObject(ctx, service.ConfigObjectInput{Kind: "policy", Name: "nightly"})
+	_, err = service.GetObject(ctx, s, "policy", "nightly")
 	wantClass(t, "get of a deleted policy", err, api.NotFound, `no policy is named "nightly"`)
-	_, err = s.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "policy", Name: "nightly"})
+	_, err = service.DeleteObject(ctx, s, "policy", "nightly", 0)
 	wantClass(t, "delete of a deleted policy", err, api.NotFound, `no policy named "nightly" was created through the API`)
-	if all, err := s.ConfigObjects(ctx, service.ConfigObjectsInput{}); err != nil || len(all) != 0 {
+	if all, err := service.ListObjects(ctx, s, ""); err != nil || len(all) != 0 {
 		t.Fatalf("objects left: %+v %v", all, err)
 	}
-	_, err = s.CreateConfigObject(context.Background(), service.CreateConfigObjectInput{Kind: "policy", Spec: spec(t, `{name: x, connection: lab}`)})
+	_, err = service.CreateObject(context.Background(), s, "policy", spec(t, `{name: x, connection: lab}`))
 	wantClass(t, "a change without a user", err, api.Unauthenticated, "no user to record the change under")
 }
 
@@ -275,7 +274,7 @@ func TestConfigObjectsFailWithTheFilesMessages(t *testing.T) {
 		if fileErr == nil {
 			t.Fatalf("the file accepts %s", c.entry)
 		}
-		_, err := s.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: c.kind, Spec: spec(t, c.entry)})
+		_, err := service.CreateObject(e.ctx, s, c.kind, spec(t, c.entry))
 		if service.Classify(err) != api.Invalid {
 			t.Fatalf("%s: %v (class %s), want invalid", c.entry, err, service.Classify(err))
 		}
@@ -285,7 +284,7 @@ func TestConfigObjectsFailWithTheFilesMessages(t *testing.T) {
 			}
 		}
 	}
-	if objs, _ := s.ConfigObjects(e.ctx, service.ConfigObjectsInput{}); len(objs) != 1 {
+	if objs, _ := service.ListObjects(e.ctx, s, ""); len(objs) != 1 {
 		t.Fatalf("refused objects were stored: %+v", objs)
 	}
 }
@@ -318,17 +317,16 @@ policies:
   - {name: nightly, connection: lab, schedule: "0 22 * * *"}
 `)
 	s := e.service()
-	hourly, err := s.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy",
-		Spec: spec(t, `{name: hourly, connection: lab, schedule: "@hourly"}`)})
+	hourly, err := service.CreateObject(e.ctx, s, "policy", spec(t, `{name: hourly, connection: lab, schedule: "@hourly"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const edit = "is defined in the configuration file /etc/coffer/coffer.yaml, which wins over the API for the names it defines: change it there"
-	_, err = s.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy", Spec: spec(t, `{name: nightly, connection: lab}`)})
+	_, err = service.CreateObject(e.ctx, s, "policy", spec(t, `{name: nightly, connection: lab}`))
 	wantClass(t, "create over the file's policy", err, api.Conflict, "policy nightly "+edit)
-	_, err = s.UpdateConfigObject(e.ctx, service.UpdateConfigObjectInput{Kind: "policy", Name: "nightly", Spec: spec(t, `{connection: lab}`)})
+	_, err = service.UpdateObject(e.ctx, s, "policy", "nightly", spec(t, `{connection: lab}`), 0)
 	wantClass(t, "update of the file's policy", err, api.Conflict, "policy nightly "+edit)
-	_, err = s.DeleteConfigObject(e.ctx, service.DeleteConfigObjectInput{Kind: "connection", Name: "lab"})
+	_, err = service.DeleteObject(e.ctx, s, "connection", "lab", 0)
 	wantClass(t, "delete of the file's connection", err, api.Conflict, "connection lab "+edit)
 
 	eff, err := s.EffectiveConfig(e.ctx, &api.GetEffectiveConfigInput{})
@@ -364,7 +362,7 @@ policies:
 	if err != nil || len(check.Policies) != 2 {
 		t.Fatalf("policy check sees %+v, %v", check, err)
 	}
-	if _, err := s.DeleteConfigObject(e.ctx, service.DeleteConfigObjectInput{Kind: "policy", Name: "hourly"}); err != nil {
+	if _, err := service.DeleteObject(e.ctx, s, "policy", "hourly", 0); err != nil {
 		t.Fatalf("deleting the overridden copy: %v", err)
 	}
 }
@@ -377,28 +375,26 @@ func TestConfigStaleVersionsConflict(t *testing.T) {
 	e := newConfEnv(t, "connections: [{name: lab, kind: fake}]\n")
 	alice, bob := e.service(), e.service() // two servers
 	bobCtx := auth.WithSubject(context.Background(), &auth.Subject{User: "bob"})
-	p, err := alice.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy", Spec: spec(t, `{name: p, connection: lab}`)})
+	p, err := service.CreateObject(e.ctx, alice, "policy", spec(t, `{name: p, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := p.Version
-	if _, err := bob.UpdateConfigObject(bobCtx, service.UpdateConfigObjectInput{Kind: "policy", Name: "p", IfVersion: read,
-		Spec: spec(t, `{connection: lab, schedule: "@daily"}`)}); err != nil {
+	if _, err := service.UpdateObject(bobCtx, bob, "policy", "p", spec(t, `{connection: lab, schedule: "@daily"}`), read); err != nil {
 		t.Fatal(err)
 	}
-	_, err = alice.UpdateConfigObject(e.ctx, service.UpdateConfigObjectInput{Kind: "policy", Name: "p", IfVersion: read,
-		Spec: spec(t, `{connection: lab, schedule: "@hourly"}`)})
+	_, err = service.UpdateObject(e.ctx, alice, "policy", "p", spec(t, `{connection: lab, schedule: "@hourly"}`), read)
 	wantClass(t, "a stale update", err, api.Conflict, fmt.Sprintf("policy p changed since version %d", read))
 	if !errors.Is(err, catalog.ErrStale) || !strings.Contains(err.Error(), "changed by bob") {
 		t.Fatalf("a stale update: %v", err)
 	}
-	_, err = alice.DeleteConfigObject(e.ctx, service.DeleteConfigObjectInput{Kind: "policy", Name: "p", IfVersion: read})
+	_, err = service.DeleteObject(e.ctx, alice, "policy", "p", read)
 	wantClass(t, "a stale delete", err, api.Conflict, "read it again")
-	now, err := alice.ConfigObject(e.ctx, service.ConfigObjectInput{Kind: "policy", Name: "p"})
+	now, err := service.GetObject(e.ctx, alice, "policy", "p")
 	if err != nil || now.Spec["schedule"] != "@daily" {
 		t.Fatalf("after the refusals: %+v %v", now, err)
 	}
-	if _, err := alice.DeleteConfigObject(e.ctx, service.DeleteConfigObjectInput{Kind: "policy", Name: "p", IfVersion: now.Version}); err != nil {
+	if _, err := service.DeleteObject(e.ctx, alice, "policy", "p", now.Version); err != nil {
 		t.Fatal(err)
 	}
 }

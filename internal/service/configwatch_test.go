@@ -26,10 +26,10 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 	e := newConfEnv(t, "")
 	servers := []*service.Service{e.service(), e.service(), e.service(), e.service()}
 	ctx := e.ctx
-	if _, err := servers[0].CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "connection", Spec: spec(t, labSpec)}); err != nil {
+	if _, err := service.CreateObject(ctx, servers[0], "connection", spec(t, labSpec)); err != nil {
 		t.Fatal(err)
 	}
-	p, err := servers[0].CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "policy", Spec: spec(t, `{name: p, connection: lab}`)})
+	p, err := service.CreateObject(ctx, servers[0], "policy", spec(t, `{name: p, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +37,7 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 	errs := make([]error, len(servers))
 	for i, s := range servers {
 		wg.Go(func() {
-			_, errs[i] = s.UpdateConfigObject(ctx, service.UpdateConfigObjectInput{Kind: "policy", Name: "p", IfVersion: p.Version,
-				Spec: spec(t, fmt.Sprintf(`{connection: lab, tasks: %d}`, i+1))})
+			_, errs[i] = service.UpdateObject(ctx, s, "policy", "p", spec(t, fmt.Sprintf(`{connection: lab, tasks: %d}`, i+1)), p.Version)
 		})
 	}
 	wg.Wait()
@@ -58,17 +57,15 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 
 	for round := range 5 {
 		conn := fmt.Sprintf("c%d", round)
-		if _, err := servers[0].CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "connection",
-			Spec: spec(t, `{name: `+conn+`, kind: fake}`)}); err != nil {
+		if _, err := service.CreateObject(ctx, servers[0], "connection", spec(t, `{name: `+conn+`, kind: fake}`)); err != nil {
 			t.Fatal(err)
 		}
 		var delErr, createErr error
 		wg.Go(func() {
-			_, delErr = servers[1].DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "connection", Name: conn})
+			_, delErr = service.DeleteObject(ctx, servers[1], "connection", conn, 0)
 		})
 		wg.Go(func() {
-			_, createErr = servers[2].CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "policy",
-				Spec: spec(t, `{name: uses-`+conn+`, connection: `+conn+`}`)})
+			_, createErr = service.CreateObject(ctx, servers[2], "policy", spec(t, `{name: uses-`+conn+`, connection: `+conn+`}`))
 		})
 		wg.Wait()
 		if (delErr == nil) == (createErr == nil) {
@@ -89,16 +86,16 @@ func TestConfigObjectsSurviveRestart(t *testing.T) {
 	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "connection", Spec: spec(t, labSpec)}); err != nil {
+	if _, err := service.CreateObject(e.ctx, s, "connection", spec(t, labSpec)); err != nil {
 		t.Fatal(err)
 	}
-	made, err := s.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy", Spec: spec(t, `{name: api-made, connection: lab}`)})
+	made, err := service.CreateObject(e.ctx, s, "policy", spec(t, `{name: api-made, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	restarted := e.service()
-	got, err := restarted.ConfigObject(e.ctx, service.ConfigObjectInput{Kind: "policy", Name: "api-made"})
+	got, err := service.GetObject(e.ctx, restarted, "policy", "api-made")
 	if err != nil || got.Version != made.Version || got.Source != "catalog" || got.CreatedBy != "alice" {
 		t.Fatalf("after a restart: %+v %v", got, err)
 	}
@@ -146,13 +143,13 @@ func TestWatchConfigSeesChanges(t *testing.T) {
 	if st := next(t, watch); len(st.Engine.Connections) != 1 || len(st.Engine.Policies) != 0 {
 		t.Fatalf("first state: %+v", st.Engine)
 	}
-	if _, err := s.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy", Spec: spec(t, `{name: a, connection: lab}`)}); err != nil {
+	if _, err := service.CreateObject(e.ctx, s, "policy", spec(t, `{name: a, connection: lab}`)); err != nil {
 		t.Fatal(err)
 	}
 	if st := next(t, watch); len(st.Engine.Policies) != 1 || st.Engine.Policies[0].Name != "a" {
 		t.Fatalf("after this service's change: %+v", st.Engine.Policies)
 	}
-	b, err := other.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy", Spec: spec(t, `{name: b, connection: lab}`)})
+	b, err := service.CreateObject(e.ctx, other, "policy", spec(t, `{name: b, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +208,7 @@ func TestPolicyPreviewOfADraft(t *testing.T) {
 	wantClass(t, "an invalid draft", err, api.Invalid, `unknown key "scheduel" in policies[0] (did you mean "schedule"?)`)
 	_, err = s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{name: x, connection: nope}`)})
 	wantClass(t, "a draft on an unknown connection", err, api.Invalid, `policy x: unknown connection "nope" (known: lab)`)
-	if objs, err := s.ConfigObjects(e.ctx, service.ConfigObjectsInput{Kind: "policies"}); err != nil || len(objs) != 1 ||
+	if objs, err := service.ListObjects(e.ctx, s, "policies"); err != nil || len(objs) != 1 ||
 		objs[0].Source != "file" || strings.Contains(fmt.Sprint(objs[0].Spec), "keep-last") {
 		t.Fatalf("a preview stored its draft: %+v %v", objs, err)
 	}
@@ -249,16 +246,14 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		return found
 	}
 	start := time.Now()
-	if _, err := other.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy",
-		Spec: spec(t, `{name: often, connection: lab, schedule: "@every 1s"}`)}); err != nil {
+	if _, err := service.CreateObject(e.ctx, other, "policy", spec(t, `{name: often, connection: lab, schedule: "@every 1s"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if j := waitJob("often", start); j.Status != "success" || j.TasksTotal != 4 {
 		t.Fatalf("first run of the policy created on another server: %+v", j)
 	}
 	changed := time.Now()
-	if _, err := server.UpdateConfigObject(e.ctx, service.UpdateConfigObjectInput{Kind: "policy", Name: "often",
-		Spec: spec(t, `{connection: lab, schedule: "@every 1s", select: {names: ["web-*"]}}`)}); err != nil {
+	if _, err := service.UpdateObject(e.ctx, server, "policy", "often", spec(t, `{connection: lab, schedule: "@every 1s", select: {names: ["web-*"]}}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	// A run started before the change may still select every VM; one
@@ -270,11 +265,10 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		}
 		changed = j.Started
 	}
-	if _, err := server.DeleteConfigObject(e.ctx, service.DeleteConfigObjectInput{Kind: "policy", Name: "often"}); err != nil {
+	if _, err := service.DeleteObject(e.ctx, server, "policy", "often", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.CreateConfigObject(e.ctx, service.CreateConfigObjectInput{Kind: "policy",
-		Spec: spec(t, `{name: later, connection: lab, schedule: "@every 1s"}`)}); err != nil {
+	if _, err := service.CreateObject(e.ctx, other, "policy", spec(t, `{name: later, connection: lab, schedule: "@every 1s"}`)); err != nil {
 		t.Fatal(err)
 	}
 	later := waitJob("later", start)

@@ -27,11 +27,14 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 	if _, err := server.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range []service.CreateConfigObjectInput{
-		{Kind: "connection", Spec: spec(t, `{name: dropme, kind: fake, options: {seed: 1, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}`)},
-		{Kind: "policy", Spec: spec(t, `{name: yearly, connection: dropme, schedule: "0 3 1 1 *"}`)},
+	for _, obj := range []struct {
+		kind string
+		spec map[string]any
+	}{
+		{"connection", spec(t, `{name: dropme, kind: fake, options: {seed: 1, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}`)},
+		{"policy", spec(t, `{name: yearly, connection: dropme, schedule: "0 3 1 1 *"}`)},
 	} {
-		if _, err := other.CreateConfigObject(ctx, obj); err != nil {
+		if _, err := service.CreateObject(ctx, other, obj.kind, obj.spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,8 +55,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 
 	// The definition changes: a new connector; the old one stays open
 	// for the jobs that started with it.
-	if _, err := other.UpdateConfigObject(ctx, service.UpdateConfigObjectInput{Kind: "connection", Name: "dropme",
-		Spec: spec(t, `{name: dropme, kind: fake, options: {seed: 2, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}`)}); err != nil {
+	if _, err := service.UpdateObject(ctx, other, "connection", "dropme", spec(t, `{name: dropme, kind: fake, options: {seed: 2, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, run, "the reload opens the changed connection", func() bool { second = serving(); return second != nil && second != first })
@@ -62,7 +64,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 	}
 
 	// No scheduled policy uses it any more: it leaves the engine.
-	if _, err := other.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "policy", Name: "yearly"}); err != nil {
+	if _, err := service.DeleteObject(ctx, other, "policy", "yearly", 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, run, "the reload drops the unused connection", func() bool { return serving() == nil })

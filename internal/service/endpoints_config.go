@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -67,11 +65,11 @@ func configOperations() []Operation {
 				AuditsItself: RecordsOwnAudit(id), Endpoint: ep, MaxBodyBytes: 256 * kib}
 		}
 		out = append(out,
-			op("list", "ConfigObjects", get, route, listing(p.see, p.collection), listConfigEndpoint(k)),
-			op("get", "ConfigObject", get, route+"/{name}", req(p.see, object), getConfigEndpoint(k)),
-			op(configobj.Create, "CreateConfigObject", post, route, req(p.change, p.collection), createConfigEndpoint(k)),
-			op(configobj.Update, "UpdateConfigObject", put, route+"/{name}", req(p.change, object), updateConfigEndpoint(k)),
-			op(configobj.Delete, "DeleteConfigObject", del, route+"/{name}", req(p.change, object), deleteConfigEndpoint(k)))
+			op("list", "ConfigObjects", get, route, listing(p.see, p.collection), Returns(ofKind(k, (*Service).ConfigObjects))),
+			op("get", "ConfigObject", get, route+"/{name}", req(p.see, object), answers(ofKind(k, (*Service).ConfigObject))),
+			op(configobj.Create, "CreateConfigObject", post, route, req(p.change, p.collection), answers(ofKind(k, (*Service).CreateConfigObject))),
+			op(configobj.Update, "UpdateConfigObject", put, route+"/{name}", req(p.change, object), answers(ofKind(k, (*Service).UpdateConfigObject))),
+			op(configobj.Delete, "DeleteConfigObject", del, route+"/{name}", req(p.change, object), Returns(ofKind(k, (*Service).DeleteConfigObject))))
 	}
 	return out
 }
@@ -92,26 +90,6 @@ func configRoute(k configobj.Kind) string {
 // ConfigNameParam names a configuration object.
 type ConfigNameParam = api.ConfigNameParam
 
-// IfMatchParam is the version a change is made on.
-type IfMatchParam struct {
-	IfMatch string `header:"If-Match" maxLength:"64" doc:"the ETag read with the object (\"12\"): the change is refused (412) if the object changed since; absent or *: whatever it is now"`
-}
-
-type configCreateIn struct {
-	Body map[string]any `doc:"the object in the configuration file's schema: one entry of its section, with its name"`
-}
-
-type configUpdateIn struct {
-	ConfigNameParam
-	IfMatchParam
-	Body map[string]any `doc:"the whole object in the configuration file's schema (keys left out take their defaults)"`
-}
-
-type configDeleteIn struct {
-	ConfigNameParam
-	IfMatchParam
-}
-
 // ConfigObjectAnswer is an object with its version as the ETag (none
 // for the file's objects, which the API does not change).
 type ConfigObjectAnswer struct {
@@ -128,18 +106,18 @@ type ConfigObjectCreated struct {
 
 func (*ConfigObjectCreated) status() int { return http.StatusCreated }
 
-func answerObject(o *api.ConfigObject) ConfigObjectAnswer {
-	a := ConfigObjectAnswer{Body: o}
+func answerObject(o *api.ConfigObject) *ConfigObjectAnswer {
+	a := &ConfigObjectAnswer{Body: o}
 	if o.Source == string(configobj.FromCatalog) && o.Version > 0 {
-		a.ETag = strconv.Quote(strconv.FormatInt(o.Version, 10))
+		a.ETag = api.ObjectETag(o.Version)
 	}
 	return a
 }
 
 // ifVersion reads a change's If-Match; one it cannot read refuses the
 // change, which is audited like every refusal of a change.
-func (s *Service) ifVersion(ctx context.Context, verb string, k configobj.Kind, name, ifMatch string) (int64, error) {
-	v, err := parseIfMatch(ifMatch)
+func (s *Service) ifVersion(ctx context.Context, verb string, k configobj.Kind, name string, ifMatch api.IfMatchParam) (int64, error) {
+	v, err := ifMatch.Version()
 	if err != nil {
 		if actor := s.actor(ctx); actor != nil {
 			s.auditRefusal(ctx, actor, ConfigOperationID(verb, k), k.Path(name), err)
@@ -148,80 +126,14 @@ func (s *Service) ifVersion(ctx context.Context, verb string, k configobj.Kind, 
 	return v, err
 }
 
-// parseIfMatch reads If-Match: one strong ETag as GET gives it ("12"), or
-// "*" or nothing for no condition.
-func parseIfMatch(h string) (int64, error) {
-	h = strings.TrimSpace(h)
-	if h == "" || h == "*" {
-		return 0, nil
-	}
-	v, err := strconv.ParseInt(strings.Trim(h, `"`), 10, 64)
-	if err != nil || v <= 0 || strings.Count(h, `"`) == 1 {
-		return 0, invalidf("If-Match %q is not an ETag of a configuration object: send the ETag its GET answered with, like \"12\"", h)
-	}
-	return v, nil
-}
-
 // Stale reports a change refused because the object changed since the
 // version it was made on (the server answers 412 Precondition Failed).
 func Stale(err error) bool { return errors.Is(err, catalog.ErrStale) }
 
-func listConfigEndpoint(k configobj.Kind) Registrar {
-	return Endpoint[struct{}, Result[[]api.ConfigObject]](func(ctx context.Context, s *Service, _ *struct{}) (*Result[[]api.ConfigObject], error) {
-		objs, err := s.ConfigObjects(ctx, ConfigObjectsInput{Kind: string(k)})
-		if err != nil {
-			return nil, err
-		}
-		return result(visible(ctx, s, configPrivileges[k].see, objs, func(o api.ConfigObject) []string { return []string{k.Path(o.Name)} }), nil)
-	})
-}
-
-func getConfigEndpoint(k configobj.Kind) Registrar {
-	return Endpoint[ConfigNameParam, ConfigObjectAnswer](func(ctx context.Context, s *Service, in *ConfigNameParam) (*ConfigObjectAnswer, error) {
-		o, err := s.ConfigObject(ctx, ConfigObjectInput{Kind: string(k), Name: in.Name})
-		if err != nil {
-			return nil, err
-		}
-		a := answerObject(o)
-		return &a, nil
-	})
-}
-
-func createConfigEndpoint(k configobj.Kind) Registrar {
-	return Endpoint[configCreateIn, ConfigObjectCreated](func(ctx context.Context, s *Service, in *configCreateIn) (*ConfigObjectCreated, error) {
-		o, err := s.CreateConfigObject(ctx, CreateConfigObjectInput{Kind: string(k), Spec: in.Body})
-		if err != nil {
-			return nil, err
-		}
-		a := answerObject(o)
-		return &ConfigObjectCreated{Body: a.Body, ETag: a.ETag, Location: configRoute(k) + "/" + url.PathEscape(o.Name)}, nil
-	})
-}
-
-func updateConfigEndpoint(k configobj.Kind) Registrar {
-	return Endpoint[configUpdateIn, ConfigObjectAnswer](func(ctx context.Context, s *Service, in *configUpdateIn) (*ConfigObjectAnswer, error) {
-		v, err := s.ifVersion(ctx, configobj.Update, k, in.Name, in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		o, err := s.UpdateConfigObject(ctx, UpdateConfigObjectInput{Kind: string(k), Name: in.Name, Spec: in.Body, IfVersion: v})
-		if err != nil {
-			return nil, err
-		}
-		a := answerObject(o)
-		return &a, nil
-	})
-}
-
-// deleteConfigEndpoint answers with the object as it was.
-func deleteConfigEndpoint(k configobj.Kind) Registrar {
-	return Endpoint[configDeleteIn, Result[*api.ConfigObject]](func(ctx context.Context, s *Service, in *configDeleteIn) (*Result[*api.ConfigObject], error) {
-		v, err := s.ifVersion(ctx, configobj.Delete, k, in.Name, in.IfMatch)
-		if err != nil {
-			return nil, err
-		}
-		return result(s.DeleteConfigObject(ctx, DeleteConfigObjectInput{Kind: string(k), Name: in.Name, IfVersion: v}))
-	})
+// ofKind binds a method on the objects of every kind to the operation
+// of one kind, whose kind is its route's, not a parameter.
+func ofKind[I, T any](k configobj.Kind, m func(*Service, context.Context, configobj.Kind, *I) (T, error)) func(*Service, context.Context, *I) (T, error) {
+	return func(s *Service, ctx context.Context, in *I) (T, error) { return m(s, ctx, k, in) }
 }
 
 // PolicyDraftPreview previews a policy not saved yet, as PolicyPreview

@@ -75,17 +75,6 @@ func answers[I, O any](m func(*Service, context.Context, *I) (*O, error)) Endpoi
 	return func(ctx context.Context, s *Service, in *I) (*O, error) { return m(s, ctx, in) }
 }
 
-type vmsIn struct {
-	Connections []string `query:"connection,explode" required:"false" maxItems:"100" doc:"only these connections (repeat the parameter)"`
-	Protection  string   `query:"protection" enum:"protected,unprotected" doc:"protected: VMs a policy selects; unprotected: VMs none does"`
-	Name        string   `query:"name" maxLength:"255" doc:"VMs whose name contains this, ignoring ASCII case"`
-	Search      string   `query:"search" maxLength:"255" doc:"VMs whose name, a space and connection contain this, ignoring ASCII case"`
-	Order       string   `query:"order" enum:"attention" doc:"attention: the VMs that need a look first (no policy, no point, a point older than their RPO), then by connection, name and ID"`
-	Attention   bool     `query:"attention" doc:"only the VMs that need a look (the page then carries counts)"`
-	Limit       int      `query:"limit" minimum:"0" maximum:"1000" doc:"the page's size, by connection, name and ID (0: 100)"`
-	After       string   `query:"after" maxLength:"2048" doc:"the Coffer-Next header of the previous page: this page continues after it"`
-}
-
 // vmsPageSize is the size of a page of VMs unless the request says.
 const vmsPageSize = 100
 
@@ -100,21 +89,6 @@ type VMsPage struct {
 
 func (r *VMsPage) setError(err error) {
 	r.ErrorClass, r.Error = string(Classify(err)), api.EscapeHeader(err.Error())
-}
-
-// epVMs lists a page of the inventory's VMs the caller holds Conn.Audit
-// on, and the state of the connections it sees something of. VMs the
-// caller may not see are left out of the page, which may then be short
-// while more follow: Coffer-Next says whether they do.
-func epVMs(ctx context.Context, s *Service, in *vmsIn) (*VMsPage, error) {
-	inv, err := s.VMs(ctx, VMsInput{Connections: in.Connections, Protection: in.Protection, Name: in.Name, Search: in.Search,
-		Order: in.Order, Attention: in.Attention, After: in.After, Limit: cmp.Or(in.Limit, vmsPageSize), Sees: sees(ctx, s)})
-	if inv == nil {
-		return nil, err
-	}
-	inv.VMs = visible(ctx, s, auth.ConnAudit, inv.VMs, func(v api.VM) []string { return []string{auth.VMPath(v.Connection, v.VM)} })
-	inv.Connections, inv.Errors, err = seenConnections(ctx, s, inv.Connections, inv.Errors, err)
-	return &VMsPage{Body: inv, Next: inv.Next}, err
 }
 
 // sees is whether the caller may see a VM of the inventory.
@@ -148,20 +122,6 @@ func seenConnections(ctx context.Context, s *Service, states []api.InventoryStat
 		err = nil // the caller sees no connection whose inventory failed
 	}
 	return keptStates, keptErrs, err
-}
-
-type protectionSummaryIn struct {
-	Connections []string `query:"connection,explode" required:"false" maxItems:"100" doc:"only these connections (repeat the parameter)"`
-}
-
-// epProtectionSummary counts the VMs the caller holds Conn.Audit on.
-func epProtectionSummary(ctx context.Context, s *Service, in *protectionSummaryIn) (*Result[*api.ProtectionSummary], error) {
-	sum, err := s.ProtectionSummary(ctx, ProtectionSummaryInput{Connections: in.Connections, Sees: sees(ctx, s)})
-	if sum == nil {
-		return nil, err
-	}
-	sum.Connections, sum.Errors, err = seenConnections(ctx, s, sum.Connections, sum.Errors, err)
-	return result(sum, err)
 }
 
 // BackupPolicy starts a policy's run. Not waited for, the run goes on in

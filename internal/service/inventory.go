@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -10,55 +11,66 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// VMsInput selects VMs of the inventory.
-type VMsInput struct {
-	Connections []string // "": every configured connection
-	// Protection is "protected" (a policy selects the VM), "unprotected"
-	// or "" (both).
-	Protection string
-	// Name keeps VMs whose name contains it, ignoring ASCII case; Search
-	// those whose name, a space and connection contain it.
-	Name   string
-	Search string
-	// Order is "" (by connection, name and ID) or OrderAttention (the VMs
-	// that need a look first: no policy, no point, outside their RPO).
-	Order string
-	// Attention keeps only the VMs that need a look.
-	Attention bool
-	// After is the cursor a page returned as its next; Limit the page's
-	// size (0: every VM).
-	After string
-	Limit int
-	// Refresh lists the connections live first: the command line without
-	// a server, whose inventory nobody refreshes in the background.
-	Refresh bool
-	// Sees keeps the VMs the caller may see (nil: every VM); a listing
-	// that judges every VM (Order or Attention) applies it before paging.
-	Sees func(connection, vm string) bool `json:"-"`
+// vmsQuery is a listing of the inventory: its input with the page's size
+// set (Limit), and whether the caller may see a VM (sees, nil: every VM;
+// a listing that judges every VM, by Order or Attention, applies it
+// before paging).
+type vmsQuery struct {
+	api.ListVMsInput
+	sees func(connection, vm string) bool
 }
 
-// OrderAttention lists the VMs that need a look first (VMsInput.Order).
+// OrderAttention lists the VMs that need a look first (ListVMsInput.Order).
 const OrderAttention = "attention"
 
-// VMs lists the VMs of the configured connections from the catalog's
-// inventory (inventory_refresh.go keeps it), with the policies of the
-// configuration in effect that select each and its newest backup point:
-// the protection view. It never answers an empty list in silence: a
-// connection never listed is listed now, and one whose last refresh
+// VMs lists a page of the VMs of the configured connections from the
+// catalog's inventory (inventory_refresh.go keeps it), with the policies
+// of the configuration in effect that select each and its newest backup
+// point: the protection view. It never answers an empty list in silence:
+// a connection never listed is listed now, and one whose last refresh
 // failed is named in the result (its VMs are those of its last success),
 // which then comes back with a partial error.
-// The document's Next is the cursor of the page after it.
-func (s *Service) VMs(ctx context.Context, in VMsInput) (*api.Inventory, error) {
-	inv, next, err := s.vmsPage(ctx, in)
-	if inv != nil {
-		inv.Next = next
+// The page holds the VMs the caller holds Conn.Audit on and the state of
+// the connections it sees something of. VMs the caller may not see are
+// left out of the page, which may then be short while more follow: its
+// Next (the document's too) says whether they do.
+func (s *Service) VMs(ctx context.Context, in *api.ListVMsInput) (*VMsPage, error) {
+	q := vmsQuery{ListVMsInput: *in, sees: sees(ctx, s)}
+	q.Limit = cmp.Or(in.Limit, vmsPageSize)
+	inv, next, err := s.vmsPage(ctx, q)
+	if inv == nil {
+		return nil, err
 	}
-	return inv, err
+	inv.Next = next
+	inv.VMs = visible(ctx, s, auth.ConnAudit, inv.VMs, func(v api.VM) []string { return []string{auth.VMPath(v.Connection, v.VM)} })
+	inv.Connections, inv.Errors, err = seenConnections(ctx, s, inv.Connections, inv.Errors, err)
+	return &VMsPage{Body: inv, Next: next}, err
+}
+
+// RefreshInventories lists the connections asked for (every configured
+// one when none is) live and stores what each listed, a failure beside
+// its last success. The command line without a server calls it before it
+// reads the inventory (coffer vms, vms protection): nobody refreshes that
+// inventory in the background there. The server's operations read the
+// inventory its schedules keep, so their inputs have no such option.
+func (s *Service) RefreshInventories(ctx context.Context, connections []string) error {
+	cfg, names, err := s.inventoryConnections(ctx, connections)
+	if err != nil {
+		return err
+	}
+	cat, err := s.openCatalog(ctx)
+	if err != nil {
+		return fmt.Errorf("the inventory is kept in the catalog: %w", err)
+	}
+	defer cat.Close()
+	_, err = s.inventoryStates(ctx, cfg, cat, names, true)
+	return err
 }
 
 // inventoryConnections is the configuration in effect and the
@@ -87,7 +99,7 @@ func (s *Service) inventoryConnections(ctx context.Context, asked []string) (*po
 }
 
 // vmsPage is VMs with the cursor of the next page ("" at the end).
-func (s *Service) vmsPage(ctx context.Context, in VMsInput) (*api.Inventory, string, error) {
+func (s *Service) vmsPage(ctx context.Context, in vmsQuery) (*api.Inventory, string, error) {
 	cfg, names, err := s.inventoryConnections(ctx, in.Connections)
 	if err != nil {
 		return nil, "", err
@@ -107,7 +119,7 @@ func (s *Service) vmsPage(ctx context.Context, in VMsInput) (*api.Inventory, str
 		return nil, "", fmt.Errorf("the inventory is kept in the catalog: %w", err)
 	}
 	defer cat.Close()
-	states, err := s.inventoryStates(ctx, cfg, cat, names, in.Refresh)
+	states, err := s.inventoryStates(ctx, cfg, cat, names, false)
 	if err != nil {
 		return nil, "", err
 	}

@@ -181,7 +181,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	if len(want) < 10 {
 		t.Fatalf("the simulator has %d VMs: too few to page through", len(want))
 	}
-	inv, err := s.VMs(ctx, service.VMsInput{})
+	inv, err := service.ListVMs(ctx, s, api.ListVMsInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,14 +202,14 @@ func TestInventoryFromVCSim(t *testing.T) {
 
 	// Pages of 3 by keyset, with each filter: the same VMs as one read.
 	for _, f := range []struct {
-		in   service.VMsInput
+		in   api.ListVMsInput
 		keep func(string) bool
 	}{
-		{service.VMsInput{}, func(string) bool { return true }},
-		{service.VMsInput{Protection: "protected"}, func(n string) bool { ok, _ := path.Match(invSelect, n); return ok }},
-		{service.VMsInput{Protection: "unprotected"}, func(n string) bool { ok, _ := path.Match(invSelect, n); return !ok }},
-		{service.VMsInput{Name: "c0_rp0_vm"}, func(n string) bool { return strings.Contains(strings.ToLower(n), "c0_rp0_vm") }},
-		{service.VMsInput{Connections: []string{"vc"}, Name: "VM2", Protection: "unprotected"},
+		{api.ListVMsInput{}, func(string) bool { return true }},
+		{api.ListVMsInput{Protection: "protected"}, func(n string) bool { ok, _ := path.Match(invSelect, n); return ok }},
+		{api.ListVMsInput{Protection: "unprotected"}, func(n string) bool { ok, _ := path.Match(invSelect, n); return !ok }},
+		{api.ListVMsInput{Name: "c0_rp0_vm"}, func(n string) bool { return strings.Contains(strings.ToLower(n), "c0_rp0_vm") }},
+		{api.ListVMsInput{Connections: []string{"vc"}, Name: "VM2", Protection: "unprotected"},
 			func(n string) bool { ok, _ := path.Match(invSelect, n); return !ok && strings.Contains(n, "VM2") }},
 	} {
 		var expected []string
@@ -225,7 +225,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 		in := f.in
 		in.Limit = 3
 		for range len(want) + 1 {
-			page, err := s.VMs(ctx, in)
+			page, err := service.ListVMs(ctx, s, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,10 +242,10 @@ func TestInventoryFromVCSim(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.VMs(ctx, service.VMsInput{After: "not-a-cursor"}); service.Classify(err) != api.Invalid {
+	if _, err := service.ListVMs(ctx, s, api.ListVMsInput{After: "not-a-cursor"}); service.Classify(err) != api.Invalid {
 		t.Fatalf("a bad cursor: %v", err)
 	}
-	if _, err := s.VMs(ctx, service.VMsInput{Connections: []string{"nope"}}); service.Classify(err) != api.Invalid {
+	if _, err := service.ListVMs(ctx, s, api.ListVMsInput{Connections: []string{"nope"}}); service.Classify(err) != api.Invalid {
 		t.Fatalf("an unknown connection: %v", err)
 	}
 
@@ -255,7 +255,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err != nil {
 		t.Fatal(err)
 	}
-	inv, err = s.VMs(ctx, service.VMsInput{})
+	inv, err = service.ListVMs(ctx, s, api.ListVMsInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err == nil {
 		t.Fatal("a refresh of a stopped vCenter succeeded")
 	}
-	inv, err = s.VMs(ctx, service.VMsInput{})
+	inv, err = service.ListVMs(ctx, s, api.ListVMsInput{})
 	if service.Classify(err) != api.Partial || inv == nil {
 		t.Fatalf("read after a failed refresh: %v", err)
 	}
@@ -343,7 +343,7 @@ func TestInventoryKeepsABusyQEMUVM(t *testing.T) {
 		if err != nil || r.VMs != 1 || r.Busy != wantBusy {
 			t.Fatalf("refresh: %+v %v, want 1 VM, %d busy", r, err, wantBusy)
 		}
-		inv, err := s.VMs(ctx, service.VMsInput{})
+		inv, err := service.ListVMs(ctx, s, api.ListVMsInput{})
 		if err != nil || len(inv.VMs) != 1 {
 			t.Fatalf("inventory: %+v %v", inv, err)
 		}

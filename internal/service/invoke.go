@@ -76,9 +76,11 @@ type answer interface {
 	document() (doc any, next string)
 }
 
-func (r *Result[T]) document() (any, string)  { return r.Body, "" }
-func (c *Created[T]) document() (any, string) { return c.Body, "" }
-func (p *Page[T]) document() (any, string)    { return p.Body, p.Next }
-func (*NoContent) document() (any, string)    { return nil, "" }
-func (d *JobDetail) document() (any, string)  { return d.Body, d.Next }
-func (p *VMsPage) document() (any, string)    { return p.Body, p.Next }
+func (r *Result[T]) document() (any, string)           { return r.Body, "" }
+func (c *Created[T]) document() (any, string)          { return c.Body, "" }
+func (p *Page[T]) document() (any, string)             { return p.Body, p.Next }
+func (*NoContent) document() (any, string)             { return nil, "" }
+func (d *JobDetail) document() (any, string)           { return d.Body, d.Next }
+func (p *VMsPage) document() (any, string)             { return p.Body, p.Next }
+func (a *ConfigObjectAnswer) document() (any, string)  { return a.Body, "" }
+func (c *ConfigObjectCreated) document() (any, string) { return c.Body, "" }

@@ -22,7 +22,7 @@ func TestTestNotification(t *testing.T) {
 		t.Helper()
 		doc := fmt.Sprintf(`{name: %s, smtp: {host: %s, port: %d, tls: none, from: coffer@example.com, to: [%s]}}`,
 			name, mail.Host, mail.Port, to)
-		if _, err := s.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "notification-target", Spec: spec(t, doc)}); err != nil {
+		if _, err := service.CreateObject(ctx, s, "notification-target", spec(t, doc)); err != nil {
 			t.Fatal(err)
 		}
 	}

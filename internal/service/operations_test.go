@@ -58,6 +58,7 @@ var notOperations = map[string]string{
 	"WatchConfig":             "the server's loops subscribe to the configuration in effect through it",
 	"CopyWith":                "copy between repositories by location (the command line's --from/--to) or by maintenance job, which the API's copy names by configuration",
 	"InitWith":                "init with the password the command line asked for and a key source of this host (the API's init reads the configured password)",
+	"RefreshInventories":      "the command line without a server lists the connections live before it reads the inventory (a server's schedules keep it)",
 	"RepositoryPoints":        "the points listing with the manifests it skipped, which the command line names (the API's listing has no place for them)",
 	// A virtual tape library is made, and filled with cartridges, on the
 	// host it lives on, as a real one is installed and loaded: the API

@@ -165,23 +165,26 @@ func byAttention(a, b judgedVM) int {
 	return cmp.Or(cmp.Compare(a.rank, b.rank), byName(a, b))
 }
 
-// ProtectionSummaryInput selects the VMs a summary counts.
-type ProtectionSummaryInput struct {
-	Connections []string // "": every configured connection
-	// Refresh lists the connections live first (the command line without
-	// a server, as VMsInput.Refresh).
-	Refresh bool
-	// Sees keeps the VMs the caller may see (nil: every VM).
-	Sees func(connection, vm string) bool `json:"-"`
-}
-
 // ProtectionSummary counts the VMs of the inventory by how they stand
 // against their RPO, and names the first that need a look: what the
 // console's dashboard shows, without listing the fleet. Like VMs, it
 // comes back with a partial error when a connection's inventory is
-// missing or its last refresh failed.
-func (s *Service) ProtectionSummary(ctx context.Context, in ProtectionSummaryInput) (*api.ProtectionSummary, error) {
-	cfg, names, err := s.inventoryConnections(ctx, in.Connections)
+// missing or its last refresh failed. It counts the VMs the caller holds
+// Conn.Audit on, and the states of the connections it sees something of.
+func (s *Service) ProtectionSummary(ctx context.Context, in *api.ProtectionSummaryInput) (*api.ProtectionSummary, error) {
+	sum, err := s.protectionSummary(ctx, in.Connections, sees(ctx, s))
+	if sum == nil {
+		return nil, err
+	}
+	sum.Connections, sum.Errors, err = seenConnections(ctx, s, sum.Connections, sum.Errors, err)
+	return sum, err
+}
+
+// protectionSummary counts the VMs of the connections (every configured
+// one when none is) that the caller sees (nil: every VM).
+func (s *Service) protectionSummary(ctx context.Context, connections []string,
+	sees func(connection, vm string) bool) (*api.ProtectionSummary, error) {
+	cfg, names, err := s.inventoryConnections(ctx, connections)
 	if err != nil {
 		return nil, err
 	}
@@ -190,13 +193,13 @@ func (s *Service) ProtectionSummary(ctx context.Context, in ProtectionSummaryInp
 		return nil, fmt.Errorf("the inventory is kept in the catalog: %w", err)
 	}
 	defer cat.Close()
-	states, err := s.inventoryStates(ctx, cfg, cat, names, in.Refresh)
+	states, err := s.inventoryStates(ctx, cfg, cat, names, false)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	inv := inventoryHead(names, states, now)
-	judged, err := judgeFleet(ctx, cfg, cat, catalog.InventoryFilter{Connections: names}, in.Sees, now)
+	judged, err := judgeFleet(ctx, cfg, cat, catalog.InventoryFilter{Connections: names}, sees, now)
 	if err != nil {
 		return nil, err
 	}
@@ -234,9 +237,9 @@ func (s *Service) ProtectionSummary(ctx context.Context, in ProtectionSummaryInp
 // the attention order, after the cursor. The filters apply here, to the
 // connections' whole inventory read once, so that the counts come with
 // no second read.
-func attentionPage(ctx context.Context, cfg *policy.Config, cat catalog.Catalog, names []string, in VMsInput,
+func attentionPage(ctx context.Context, cfg *policy.Config, cat catalog.Catalog, names []string, in vmsQuery,
 	after catalog.VMCursor, afterRank int, now time.Time) ([]judgedVM, *api.InventoryCounts, error) {
-	judged, err := judgeFleet(ctx, cfg, cat, catalog.InventoryFilter{Connections: names}, in.Sees, now)
+	judged, err := judgeFleet(ctx, cfg, cat, catalog.InventoryFilter{Connections: names}, in.sees, now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,9 +274,9 @@ func byName(a, b judgedVM) int {
 	return cmp.Or(cmp.Compare(a.rec.Connection, b.rec.Connection), cmp.Compare(a.rec.Name, b.rec.Name), cmp.Compare(a.rec.ID, b.rec.ID))
 }
 
-// matches applies VMsInput's filters as the catalog's ListInventory
+// matches applies ListVMsInput's filters as the catalog's ListInventory
 // does (names compared in ASCII lower case, like SQL's lower).
-func matches(r catalog.VMRecord, in VMsInput) bool {
+func matches(r catalog.VMRecord, in vmsQuery) bool {
 	switch in.Protection {
 	case catalog.Protected:
 		if !r.Protected {

@@ -104,14 +104,14 @@ func TestHealthAgreesWithProtectionSummary(t *testing.T) {
 	now := time.Now()
 	fillOverlapFleet(t, cat, now)
 
-	sum, err := s.ProtectionSummary(e.ctx, service.ProtectionSummaryInput{})
+	sum, err := service.Protection(e.ctx, s, api.ProtectionSummaryInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What the fleet was built to hold: both-3h outside (hourly's 2h),
 	// arch-outside outside (the default day).
 	same(t, "summary", []int{sum.Total, sum.WithinRPO, sum.OutsideRPO, sum.NoPoint, sum.NoPolicy}, []int{10, 4, 4, 1, 1})
-	inv, err := s.VMs(e.ctx, service.VMsInput{Order: service.OrderAttention, Attention: true})
+	inv, err := service.ListVMs(e.ctx, s, api.ListVMsInput{Order: service.OrderAttention, Attention: true})
 	if err != nil {
 		t.Fatal(err)
 	}

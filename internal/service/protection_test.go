@@ -68,7 +68,7 @@ func TestProtectionSummary(t *testing.T) {
 	s := e.service()
 	fillProtectionFleet(t, e.openCatalog(), time.Now())
 
-	sum, err := s.ProtectionSummary(e.ctx, service.ProtectionSummaryInput{})
+	sum, err := service.Protection(e.ctx, s, api.ProtectionSummaryInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,22 +86,22 @@ func TestProtectionSummary(t *testing.T) {
 
 	// The attention order, paged: no policy, no point, outside, within.
 	for _, c := range []struct {
-		in      service.VMsInput
+		in      api.ListVMsInput
 		want    []string
 		matched int
 	}{
-		{service.VMsInput{Order: service.OrderAttention},
+		{api.ListVMsInput{Order: service.OrderAttention},
 			[]string{"lone-nopolicy", "web-nopoint", "db-outside", "web-outside", "db-within", "web-within"}, 6},
-		{service.VMsInput{Order: service.OrderAttention, Attention: true},
+		{api.ListVMsInput{Order: service.OrderAttention, Attention: true},
 			[]string{"lone-nopolicy", "web-nopoint", "db-outside", "web-outside"}, 4},
-		{service.VMsInput{Order: service.OrderAttention, Search: "WEB"}, []string{"web-nopoint", "web-outside", "web-within"}, 3},
-		{service.VMsInput{Attention: true, Search: "kvm"}, []string{"db-outside", "lone-nopolicy", "web-nopoint", "web-outside"}, 4},
+		{api.ListVMsInput{Order: service.OrderAttention, Search: "WEB"}, []string{"web-nopoint", "web-outside", "web-within"}, 3},
+		{api.ListVMsInput{Attention: true, Search: "kvm"}, []string{"db-outside", "lone-nopolicy", "web-nopoint", "web-outside"}, 4},
 	} {
 		var got []string
 		in := c.in
 		in.Limit = 2
 		for range 10 {
-			inv, err := s.VMs(e.ctx, in)
+			inv, err := service.ListVMs(e.ctx, s, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,11 +118,11 @@ func TestProtectionSummary(t *testing.T) {
 		same(t, "pages of "+c.in.Order+" "+c.in.Search, got, c.want)
 	}
 	// A cursor of one order is refused by the other.
-	inv, err := s.VMs(e.ctx, service.VMsInput{Order: service.OrderAttention, Limit: 1})
+	inv, err := service.ListVMs(e.ctx, s, api.ListVMsInput{Order: service.OrderAttention, Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.VMs(e.ctx, service.VMsInput{After: inv.Next, Limit: 1}); service.Classify(err) != api.Invalid {
+	if _, err := service.ListVMs(e.ctx, s, api.ListVMsInput{After: inv.Next, Limit: 1}); service.Classify(err) != api.Invalid {
 		t.Errorf("an attention cursor in the name order: %v", err)
 	}
 }

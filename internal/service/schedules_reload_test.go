@@ -57,8 +57,7 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 	}
 	pwFile := e.secretFile("repo.pw", "pw")
 	// The maintenance section names extra: the server starts once it exists.
-	if _, err := other.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "repository",
-		Spec: spec(t, `{name: extra, location: "`+filepath.Join(e.dir, "extra")+`", password-file: "`+pwFile+`"}`)}); err != nil {
+	if _, err := service.CreateObject(ctx, other, "repository", spec(t, `{name: extra, location: "`+filepath.Join(e.dir, "extra")+`", password-file: "`+pwFile+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	run := runServer(t, server)
@@ -68,12 +67,15 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 		v, ok := sample(scrape(t, m), "coffer_schedules_leader", nil)
 		return ok && v == 1
 	})
-	for _, obj := range []service.CreateConfigObjectInput{
-		{Kind: "notification-target", Spec: spec(t, `{name: hook, webhook: {url: "`+hook.URL+`"}}`)},
-		{Kind: "notification-matcher", Spec: spec(t, `{name: often-ends, targets: [hook], types: [task-succeeded], labels: {policy: often}}`)},
-		{Kind: "policy", Spec: spec(t, `{name: often, connection: lab, schedule: "@every 1s", rpo: 1h}`)},
+	for _, obj := range []struct {
+		kind string
+		spec map[string]any
+	}{
+		{"notification-target", spec(t, `{name: hook, webhook: {url: "`+hook.URL+`"}}`)},
+		{"notification-matcher", spec(t, `{name: often-ends, targets: [hook], types: [task-succeeded], labels: {policy: often}}`)},
+		{"policy", spec(t, `{name: often, connection: lab, schedule: "@every 1s", rpo: 1h}`)},
 	} {
-		if _, err := other.CreateConfigObject(ctx, obj); err != nil {
+		if _, err := service.CreateObject(ctx, other, obj.kind, obj.spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,8 +144,7 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 	if _, err := more.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.CreateConfigObject(ctx, service.CreateConfigObjectInput{Kind: "repository",
-		Spec: spec(t, `{name: more, location: "`+filepath.Join(e.dir, "more")+`", password-file: "`+pwFile+`"}`)}); err != nil {
+	if _, err := service.CreateObject(ctx, other, "repository", spec(t, `{name: more, location: "`+filepath.Join(e.dir, "more")+`", password-file: "`+pwFile+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	statsOfMore := func() bool {
@@ -151,13 +152,13 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 		return ok
 	}
 	eventually(t, run, "the statistics of a repository created through the API", statsOfMore)
-	if _, err := other.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "repository", Name: "more"}); err != nil {
+	if _, err := service.DeleteObject(ctx, other, "repository", "more", 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, run, "the statistics of a deleted repository leave the metrics", func() bool { return !statsOfMore() })
 
 	// The maintenance section is checked with every change.
-	_, err = other.DeleteConfigObject(ctx, service.DeleteConfigObjectInput{Kind: "repository", Name: "extra"})
+	_, err = service.DeleteObject(ctx, other, "repository", "extra", 0)
 	wantClass(t, "deleting a repository the maintenance section names", err, api.Invalid,
 		`maintenance: repositories[1]: unknown repository "extra"`)
 }
