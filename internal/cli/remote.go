@@ -62,18 +62,6 @@ func (a *app) setupRemote(cmd *cobra.Command) error {
 	return nil
 }
 
-// callOp runs an operation: through the server when there is one (the
-// request names it and its parameters; the repository is the server's
-// remote.repository), else here with the service.
-func callOp[T any](ctx context.Context, a *app, r apiclient.Request, local func(*service.Service) (T, error)) (T, error) {
-	if a.remote == nil {
-		return call(a, local)
-	}
-	var out T
-	err := a.remote.Call(ctx, a.remoteRequest(r), &out)
-	return out, err
-}
-
 // remoteRequest fills in the server's repository.
 func (a *app) remoteRequest(r apiclient.Request) apiclient.Request {
 	if r.Path == nil {
