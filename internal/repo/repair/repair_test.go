@@ -65,22 +65,10 @@ func observe(t *testing.T, r *repo.Repository, uses map[id.ID][]repotest.Use, o 
 // affected is what a repair must say of the lost chunks: per disk of
 // every point that uses one, the spans lost.
 func affected(uses map[id.ID][]repotest.Use, lost []id.ID) []repair.Affected {
-	byDisk := map[string]*repair.Affected{}
-	for _, x := range lost {
-		for _, u := range uses[x] {
-			d := u.Point.Disks[u.Disk]
-			k := u.Point.ID.Short() + "/" + d.Name
-			if byDisk[k] == nil {
-				byDisk[k] = &repair.Affected{Snapshot: u.Point.ID.Short(), Source: u.Point.Source.VMName, Disk: d.Name}
-			}
-			byDisk[k].Spans++
-		}
-	}
 	var out []repair.Affected
-	for _, a := range byDisk {
-		out = append(out, *a)
+	for _, l := range repotest.LostSpans(uses, lost) {
+		out = append(out, repair.Affected{Snapshot: l.Point, Source: l.VM, Disk: l.Disk, Spans: l.Spans})
 	}
-	sortAffected(out)
 	return out
 }
 

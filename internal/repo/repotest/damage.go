@@ -192,3 +192,38 @@ func Entries(t testing.TB, r *repo.Repository, p pack.ID) []index.Entry {
 	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
 	return out
 }
+
+// DiskLoss is what losing some chunks costs one disk of one point: the
+// spans that referenced them and the first of those spans' offsets.
+type DiskLoss struct {
+	Point, VM, Disk string
+	Offset          int64
+	Spans           int64
+}
+
+// LostSpans is, per disk of every point that used one of the lost
+// chunks, what verify and the repairs must report lost, ordered by point
+// and disk.
+func LostSpans(uses map[id.ID][]Use, lost []id.ID) []DiskLoss {
+	byDisk := map[string]*DiskLoss{}
+	for _, x := range lost {
+		for _, u := range uses[x] {
+			d := u.Point.Disks[u.Disk]
+			k := u.Point.ID.Short() + "/" + d.Name
+			off := int64(u.Span) * int64(d.ChunkSize)
+			l := byDisk[k]
+			if l == nil {
+				l = &DiskLoss{Point: u.Point.ID.Short(), VM: u.Point.Source.VMName, Disk: d.Name, Offset: off}
+				byDisk[k] = l
+			}
+			l.Offset = min(l.Offset, off)
+			l.Spans++
+		}
+	}
+	out := make([]DiskLoss, 0, len(byDisk))
+	for _, l := range byDisk {
+		out = append(out, *l)
+	}
+	slices.SortFunc(out, func(a, b DiskLoss) int { return strings.Compare(a.Point+"/"+a.Disk, b.Point+"/"+b.Disk) })
+	return out
+}

@@ -53,26 +53,10 @@ func run(t *testing.T, r *repo.Repository, o verify.Options) *verify.Report {
 // affected is what verify must say of the lost chunks: per disk of every
 // point that uses one, the first damaged offset and the spans lost.
 func affected(uses map[id.ID][]repotest.Use, lost []id.ID) []verify.Affected {
-	byDisk := map[string]*verify.Affected{}
-	for _, x := range lost {
-		for _, u := range uses[x] {
-			d := u.Point.Disks[u.Disk]
-			k := u.Point.ID.Short() + "/" + d.Name
-			off := int64(u.Span) * int64(d.ChunkSize)
-			a := byDisk[k]
-			if a == nil {
-				a = &verify.Affected{Snapshot: u.Point.ID.Short(), Source: u.Point.Source.VMName, Disk: d.Name, Offset: off}
-				byDisk[k] = a
-			}
-			a.Offset = min(a.Offset, off)
-			a.Spans++
-		}
-	}
 	out := []verify.Affected{}
-	for _, a := range byDisk {
-		out = append(out, *a)
+	for _, l := range repotest.LostSpans(uses, lost) {
+		out = append(out, verify.Affected{Snapshot: l.Point, Source: l.VM, Disk: l.Disk, Offset: l.Offset, Spans: l.Spans})
 	}
-	sortAffected(out)
 	return out
 }
 
