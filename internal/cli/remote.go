@@ -40,10 +40,7 @@ func (a *app) setupRemote(cmd *cobra.Command) error {
 	if cmd.Annotations[annotationRemote] == "" && cmd.Runnable() {
 		return usagef("`%s` works on this host only and is not offered through a server: it reads or writes local "+
 			"files, devices or processes the server cannot reach for you. Run it on the server's host, or without --server "+
-			"(COFFER_SERVER). Through a server: backup vm --connection, snapshots, catalog points, jobs, job show, verify, forget, protect, gc, "+
-			"stats, key list/add/remove, copy, repair, locks, restore, files, run, vms, policy, config, instant list/commit/discard, media (the libraries of "+
-			"the server's configuration), user, token, acl, audit",
-			cmd.CommandPath())
+			"(COFFER_SERVER). Through a server: %s", cmd.CommandPath(), strings.Join(remoteCommands(cmd.Root()), ", "))
 	}
 	token := a.res.String("remote.token")
 	if path := a.res.Path("remote.token-file"); path != "" {
@@ -60,6 +57,40 @@ func (a *app) setupRemote(cmd *cobra.Command) error {
 	}
 	a.remote = c
 	return nil
+}
+
+// remoteCommands lists the commands that work through a server, as their
+// annotations say (so the refusal's list cannot drift from them), the
+// subcommands of one parent together: "key add/list/remove".
+func remoteCommands(root *cobra.Command) []string {
+	var out []string
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		var subs []string
+		for _, sub := range c.Commands() {
+			if sub.Annotations[annotationRemote] != "" && sub.Runnable() && !sub.HasSubCommands() {
+				subs = append(subs, sub.Name())
+			}
+		}
+		if len(subs) > 0 {
+			path := strings.TrimPrefix(c.CommandPath()+" ", root.Name()+" ")
+			if c == root {
+				out = append(out, subs...)
+			} else {
+				out = append(out, path+strings.Join(subs, "/"))
+			}
+		}
+		for _, sub := range c.Commands() {
+			if sub.HasSubCommands() {
+				if sub.Annotations[annotationRemote] != "" && sub.Runnable() {
+					out = append(out, strings.TrimPrefix(sub.CommandPath(), root.Name()+" "))
+				}
+				walk(sub)
+			}
+		}
+	}
+	walk(root)
+	return out
 }
 
 // remoteRequest fills in the server's repository.

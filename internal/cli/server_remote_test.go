@@ -147,7 +147,11 @@ func TestRemoteCommandLine(t *testing.T) {
 		t.Fatalf("the restore's log: %q", out)
 	}
 	out := remote(ExitUsage, "backup", "disk", img)
-	if !strings.Contains(out, "works on this host only") {
+	// The refusal names what does work through a server, from the
+	// commands' own annotations.
+	_, offered, _ := strings.Cut(out, "Through a server:")
+	if !strings.Contains(out, "works on this host only") || !strings.Contains(offered, "key add/list/remove") ||
+		!strings.Contains(offered, "verify boot") || strings.Contains(offered, "backup disk") {
 		t.Fatalf("backup disk through a server: %s", out)
 	}
 	if out := remote(0, "audit", "--operation", "restore-disk"); !strings.Contains(out, "/repositories/default") {
