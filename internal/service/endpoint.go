@@ -265,3 +265,9 @@ func ReturnsPage[I, T any](m func(*Service, context.Context, *I) ([]T, string, e
 		return &Page[T]{Body: items, Next: next}, nil
 	}
 }
+
+// Answers binds a method that returns an endpoint's own answer type
+// (JobDetail, VMsPage: a document with headers of its own).
+func Answers[I, O any](m func(*Service, context.Context, *I) (*O, error)) Endpoint[I, O] {
+	return func(ctx context.Context, s *Service, in *I) (*O, error) { return m(s, ctx, in) }
+}

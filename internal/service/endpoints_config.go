@@ -66,9 +66,9 @@ func configOperations() []Operation {
 		}
 		out = append(out,
 			op("list", "ConfigObjects", get, route, listing(p.see, p.collection), Returns(ofKind(k, (*Service).ConfigObjects))),
-			op("get", "ConfigObject", get, route+"/{name}", req(p.see, object), answers(ofKind(k, (*Service).ConfigObject))),
-			op(configobj.Create, "CreateConfigObject", post, route, req(p.change, p.collection), answers(ofKind(k, (*Service).CreateConfigObject))),
-			op(configobj.Update, "UpdateConfigObject", put, route+"/{name}", req(p.change, object), answers(ofKind(k, (*Service).UpdateConfigObject))),
+			op("get", "ConfigObject", get, route+"/{name}", req(p.see, object), Answers(ofKind(k, (*Service).ConfigObject))),
+			op(configobj.Create, "CreateConfigObject", post, route, req(p.change, p.collection), Answers(ofKind(k, (*Service).CreateConfigObject))),
+			op(configobj.Update, "UpdateConfigObject", put, route+"/{name}", req(p.change, object), Answers(ofKind(k, (*Service).UpdateConfigObject))),
 			op(configobj.Delete, "DeleteConfigObject", del, route+"/{name}", req(p.change, object), Returns(ofKind(k, (*Service).DeleteConfigObject))))
 	}
 	return out

@@ -68,13 +68,6 @@ func (s *Service) Job(ctx context.Context, in *api.GetJobInput) (*JobDetail, err
 	return out, nil
 }
 
-// answers binds a method that returns an endpoint's own answer type
-// (JobDetail, VMsPage: a document with headers of its own) to its
-// endpoint.
-func answers[I, O any](m func(*Service, context.Context, *I) (*O, error)) Endpoint[I, O] {
-	return func(ctx context.Context, s *Service, in *I) (*O, error) { return m(s, ctx, in) }
-}
-
 // vmsPageSize is the size of a page of VMs unless the request says.
 const vmsPageSize = 100
 
