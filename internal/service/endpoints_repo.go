@@ -94,4 +94,3 @@ func or(s, def string) string {
 	}
 	return s
 }
-
