@@ -175,15 +175,10 @@ func (c *Client) do(ctx context.Context, r Request) (*http.Response, error) {
 	return res, nil
 }
 
-// Call calls an operation and decodes its document into out (nil: none).
-// A document that comes with an error (200 with Coffer-Error-Class) is
-// decoded and the error returned with it, as the service returns both.
-func (c *Client) Call(ctx context.Context, r Request, out any) error {
-	_, err := c.CallPage(ctx, r, out)
-	return err
-}
-
-// CallPage is Call for a paged listing: it also returns the cursor of
+// CallPage calls an operation and decodes its document into out (nil:
+// none); a document that comes with an error (200 with
+// Coffer-Error-Class) is decoded and the error returned with it, as the
+// service returns both. For a paged listing it also returns the cursor of
 // the next page (api.NextHeader), "" after the last.
 func (c *Client) CallPage(ctx context.Context, r Request, out any) (next string, err error) {
 	res, err := c.do(ctx, r)
