@@ -16,38 +16,13 @@ import (
 // every change in the transaction that makes it; these methods hand it
 // the subject and turn its values into documents.
 
-type remoteAddrKey struct{}
-
-// WithRemoteAddr returns ctx carrying the client's address, for the audit
-// log.
-func WithRemoteAddr(ctx context.Context, addr string) context.Context {
-	return context.WithValue(ctx, remoteAddrKey{}, addr)
-}
-
-func remoteAddr(ctx context.Context) string {
-	s, _ := ctx.Value(remoteAddrKey{}).(string)
-	return s
-}
-
-// actor is who runs an operation: the authenticated subject, or on the
-// command line (Config.Local) the local administrator.
-func (s *Service) actor(ctx context.Context) *auth.Subject {
-	if sub := auth.SubjectFrom(ctx); sub != nil {
-		return sub
-	}
-	if s.cfg.Local {
-		return auth.Local()
-	}
-	return nil
-}
-
 // withAccess runs fn with the access control: the server's, or one over
 // the catalog opened for this operation.
 func (s *Service) withAccess(ctx context.Context, fn func(*auth.Service) error) error {
-	if s.cfg.Access != nil {
-		return fn(s.cfg.Access)
+	if s.Config.Access != nil {
+		return fn(s.Config.Access)
 	}
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return err
 	}
@@ -89,9 +64,9 @@ func (s *Service) NeedsSetup(ctx context.Context) (bool, error) {
 
 func (s *Service) setupLink(user, token string) *api.SetupLink {
 	l := &api.SetupLink{User: user, Token: token}
-	if s.cfg.PublicURL != "" {
+	if s.Config.PublicURL != "" {
 		// In the fragment: no proxy or access log records it.
-		l.Link = strings.TrimRight(s.cfg.PublicURL, "/") + "/ui/setup#" + token
+		l.Link = strings.TrimRight(s.Config.PublicURL, "/") + "/ui/setup#" + token
 	}
 	return l
 }
@@ -101,20 +76,20 @@ func (s *Service) setupLink(user, token string) *api.SetupLink {
 func (s *Service) Login(ctx context.Context, call *api.LoginInput) (*auth.NewSession, error) {
 	in := call.Body
 	return access(ctx, s, func(a *auth.Service) (*auth.NewSession, error) {
-		return a.Login(ctx, auth.LoginRequest{User: in.User, Password: in.Password, RemoteAddr: remoteAddr(ctx)})
+		return a.Login(ctx, auth.LoginRequest{User: in.User, Password: in.Password, RemoteAddr: RemoteAddr(ctx)})
 	})
 }
 
 // Logout ends the session of a cookie value.
 func (s *Service) Logout(ctx context.Context, in *api.LogoutInput) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.Logout(ctx, in.Session, remoteAddr(ctx)) })
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.Logout(ctx, in.Session, RemoteAddr(ctx)) })
 }
 
 // CompleteSetup uses a one-time setup link to set its user's password.
 func (s *Service) CompleteSetup(ctx context.Context, call *api.CompleteSetupInput) (*api.SetupDone, error) {
 	in := call.Body
 	user, err := access(ctx, s, func(a *auth.Service) (string, error) {
-		return a.CompleteSetup(ctx, in.Token, in.Password, remoteAddr(ctx))
+		return a.CompleteSetup(ctx, in.Token, in.Password, RemoteAddr(ctx))
 	})
 	if err != nil {
 		return nil, err
@@ -125,7 +100,7 @@ func (s *Service) CompleteSetup(ctx context.Context, call *api.CompleteSetupInpu
 // WhoAmI names the caller: the user signed in (or the API token's
 // owner) and the token, for a console's header and a script's check.
 func (s *Service) WhoAmI(ctx context.Context, _ *api.WhoAmIInput) (*api.Caller, error) {
-	a := s.actor(ctx)
+	a := s.Actor(ctx)
 	if a == nil {
 		return nil, api.Errorf(api.Unauthenticated, "nobody is signed in: sign in, or send an API token")
 	}
@@ -134,7 +109,7 @@ func (s *Service) WhoAmI(ctx context.Context, _ *api.WhoAmIInput) (*api.Caller, 
 
 // Users lists the accounts (only one's own without Sys.Audit on /access).
 func (s *Service) Users(ctx context.Context, _ *api.ListUsersInput) ([]api.User, error) {
-	us, err := access(ctx, s, func(a *auth.Service) ([]auth.User, error) { return a.ListUsers(ctx, s.actor(ctx)) })
+	us, err := access(ctx, s, func(a *auth.Service) ([]auth.User, error) { return a.ListUsers(ctx, s.Actor(ctx)) })
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +126,7 @@ func (s *Service) Users(ctx context.Context, _ *api.ListUsersInput) ([]api.User,
 func (s *Service) CreateUser(ctx context.Context, call *api.CreateUserInput) (*api.SetupLink, error) {
 	in := call.Body
 	token, err := access(ctx, s, func(a *auth.Service) (string, error) {
-		return a.CreateUser(ctx, s.actor(ctx), auth.NewUser{Name: in.Name, Password: in.Password, RemoteAddr: remoteAddr(ctx)})
+		return a.CreateUser(ctx, s.Actor(ctx), auth.NewUser{Name: in.Name, Password: in.Password, RemoteAddr: RemoteAddr(ctx)})
 	})
 	if err != nil {
 		return nil, err
@@ -165,27 +140,27 @@ func (s *Service) CreateUser(ctx context.Context, call *api.CreateUserInput) (*a
 // EnableUser lets a disabled user sign in again (its tokens work again).
 func (s *Service) EnableUser(ctx context.Context, in *api.UserParam) error {
 	return s.withAccess(ctx, func(a *auth.Service) error {
-		return a.SetUserEnabled(ctx, s.actor(ctx), in.User, true, remoteAddr(ctx))
+		return a.SetUserEnabled(ctx, s.Actor(ctx), in.User, true, RemoteAddr(ctx))
 	})
 }
 
 // DisableUser ends a user's sessions and stops its tokens.
 func (s *Service) DisableUser(ctx context.Context, in *api.UserParam) error {
 	return s.withAccess(ctx, func(a *auth.Service) error {
-		return a.SetUserEnabled(ctx, s.actor(ctx), in.User, false, remoteAddr(ctx))
+		return a.SetUserEnabled(ctx, s.Actor(ctx), in.User, false, RemoteAddr(ctx))
 	})
 }
 
 // DeleteUser removes a user with its tokens, sessions and ACL entries.
 func (s *Service) DeleteUser(ctx context.Context, in *api.UserParam) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.DeleteUser(ctx, s.actor(ctx), in.User, remoteAddr(ctx)) })
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.DeleteUser(ctx, s.Actor(ctx), in.User, RemoteAddr(ctx)) })
 }
 
 // IssueSetupLink gives a user a new one-time link to choose a password.
 func (s *Service) IssueSetupLink(ctx context.Context, in *api.UserParam) (*api.SetupLink, error) {
 	name := in.User
 	token, err := access(ctx, s, func(a *auth.Service) (string, error) {
-		return a.IssueSetupLink(ctx, s.actor(ctx), name, remoteAddr(ctx))
+		return a.IssueSetupLink(ctx, s.Actor(ctx), name, RemoteAddr(ctx))
 	})
 	if err != nil {
 		return nil, err
@@ -197,14 +172,14 @@ func (s *Service) IssueSetupLink(ctx context.Context, in *api.UserParam) (*api.S
 func (s *Service) ChangePassword(ctx context.Context, call *api.ChangePasswordInput) error {
 	user, in := call.User, call.Body
 	return s.withAccess(ctx, func(a *auth.Service) error {
-		return a.ChangePassword(ctx, s.actor(ctx), auth.PasswordChange{User: user, Old: in.Old, New: in.New, RemoteAddr: remoteAddr(ctx)})
+		return a.ChangePassword(ctx, s.Actor(ctx), auth.PasswordChange{User: user, Old: in.Old, New: in.New, RemoteAddr: RemoteAddr(ctx)})
 	})
 }
 
 // Tokens lists a user's API tokens ("": the actor's own).
 func (s *Service) Tokens(ctx context.Context, in *api.ListTokensInput) ([]api.Token, error) {
 	user := in.User
-	actor := s.actor(ctx)
+	actor := s.Actor(ctx)
 	if user == "" && actor != nil {
 		user = actor.User
 	}
@@ -232,12 +207,12 @@ func tokenDoc(t auth.TokenInfo) api.Token {
 // secret is shown.
 func (s *Service) CreateToken(ctx context.Context, call *api.CreateTokenInput) (*api.NewToken, error) {
 	in := call.Body
-	req := auth.TokenRequest{User: in.User, Comment: in.Comment, RemoteAddr: remoteAddr(ctx),
+	req := auth.TokenRequest{User: in.User, Comment: in.Comment, RemoteAddr: RemoteAddr(ctx),
 		Lifetime: time.Duration(in.LifetimeSeconds * float64(time.Second))}
 	for _, g := range in.Grants {
 		req.Grants = append(req.Grants, auth.Grant{Path: g.Path, Role: auth.Role(g.Role), Propagate: g.Propagate})
 	}
-	nt, err := access(ctx, s, func(a *auth.Service) (auth.NewToken, error) { return a.CreateToken(ctx, s.actor(ctx), req) })
+	nt, err := access(ctx, s, func(a *auth.Service) (auth.NewToken, error) { return a.CreateToken(ctx, s.Actor(ctx), req) })
 	if err != nil {
 		return nil, err
 	}
@@ -246,12 +221,12 @@ func (s *Service) CreateToken(ctx context.Context, call *api.CreateTokenInput) (
 
 // RevokeToken deletes an API token at once.
 func (s *Service) RevokeToken(ctx context.Context, in *api.RevokeTokenInput) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.RevokeToken(ctx, s.actor(ctx), in.Token, remoteAddr(ctx)) })
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.RevokeToken(ctx, s.Actor(ctx), in.Token, RemoteAddr(ctx)) })
 }
 
 // ACL lists the ACL entries (only one's own without Sys.Audit on /access).
 func (s *Service) ACL(ctx context.Context, _ *api.ListACLInput) ([]api.ACLEntry, error) {
-	es, err := access(ctx, s, func(a *auth.Service) ([]catalog.ACLEntry, error) { return a.ListACL(ctx, s.actor(ctx)) })
+	es, err := access(ctx, s, func(a *auth.Service) ([]catalog.ACLEntry, error) { return a.ListACL(ctx, s.Actor(ctx)) })
 	if err != nil {
 		return nil, err
 	}
@@ -264,17 +239,17 @@ func (s *Service) ACL(ctx context.Context, _ *api.ListACLInput) ([]api.ACLEntry,
 
 // SetACL adds an ACL entry (or changes whether it propagates).
 func (s *Service) SetACL(ctx context.Context, in *api.SetACLInput) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetACL(ctx, s.actor(ctx), aclChange(ctx, in.Body)) })
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.SetACL(ctx, s.Actor(ctx), aclChange(ctx, in.Body)) })
 }
 
 // RemoveACL deletes an ACL entry.
 func (s *Service) RemoveACL(ctx context.Context, in *api.RemoveACLInput) error {
-	return s.withAccess(ctx, func(a *auth.Service) error { return a.RemoveACL(ctx, s.actor(ctx), aclChange(ctx, in.Body)) })
+	return s.withAccess(ctx, func(a *auth.Service) error { return a.RemoveACL(ctx, s.Actor(ctx), aclChange(ctx, in.Body)) })
 }
 
 func aclChange(ctx context.Context, e api.ACLEntry) auth.ACLChange {
 	return auth.ACLChange{Path: e.Path, User: e.User, TokenID: e.TokenID, Role: auth.Role(e.Role), Propagate: e.Propagate,
-		RemoteAddr: remoteAddr(ctx)}
+		RemoteAddr: RemoteAddr(ctx)}
 }
 
 // Audit lists audit records, newest first (only one's own without
@@ -282,7 +257,7 @@ func aclChange(ctx context.Context, e api.ACLEntry) auth.ACLChange {
 func (s *Service) Audit(ctx context.Context, in *api.QueryAuditInput) ([]api.AuditRecord, error) {
 	f := catalog.AuditFilter{User: in.User, TokenID: in.TokenID, Operation: in.Operation, Object: in.Object, Result: in.Result,
 		Since: in.Since, Until: in.Until, BeforeID: in.BeforeID, Limit: in.Limit}
-	rs, err := access(ctx, s, func(a *auth.Service) ([]catalog.AuditRecord, error) { return a.QueryAudit(ctx, s.actor(ctx), f) })
+	rs, err := access(ctx, s, func(a *auth.Service) ([]catalog.AuditRecord, error) { return a.QueryAudit(ctx, s.Actor(ctx), f) })
 	if err != nil {
 		return nil, err
 	}

@@ -147,3 +147,12 @@ func (v valuesOf) Value(key any) any {
 	}
 	return v.values.Value(key)
 }
+
+// Background is the server's Background, or an error saying the
+// operation needs one.
+func (s *Service) Background(what string) (*Background, error) {
+	if s.Config.Background == nil {
+		return nil, Invalidf("%s goes on after the answer: only the server runs it", what)
+	}
+	return s.Config.Background, nil
+}

@@ -23,20 +23,20 @@ func (s *Service) BackupDisk(ctx context.Context, call *api.BackupDiskInput) (*a
 	in := call.Body
 	in.Paths = nil
 	for _, p := range call.Body.Paths {
-		full, err := s.hostPath(s.cfg.Files.ImageDir, "image directory (server.image-dir)", p)
+		full, err := s.HostPath(s.Config.Files.ImageDir, "image directory (server.image-dir)", p)
 		if err != nil {
 			return nil, err
 		}
 		in.Paths = append(in.Paths, full)
 	}
 	if len(in.Paths) == 0 {
-		return nil, invalidf("no disk image given")
+		return nil, Invalidf("no disk image given")
 	}
 	if in.Name == "" {
 		in.Name = filepath.Base(in.Paths[0])
 	}
-	return run(ctx, s, withDetail(s.repoTask(KindBackupDiskTask, s.cfg.Repository.Location), in.Name), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
-		return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.BackupPoint, error) {
+	return Run(ctx, s, WithDetail(s.RepoTask(KindBackupDiskTask, s.Config.Repository.Location), in.Name), func(ctx context.Context, t Task) (*api.BackupPoint, error) {
+		return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) (*api.BackupPoint, error) {
 			src := repo.Source{Kind: "disk", VMName: in.Name}
 			snaps, err := r.Points(ctx, nil)
 			if err != nil {
@@ -111,17 +111,17 @@ func (s *Service) committed(ctx context.Context, t Task, r *repo.Repository, w *
 	if cerr != nil {
 		return nil, cerr
 	}
-	if warning := s.recordPoint(ctx, r, snap); warning != "" {
+	if warning := s.RecordPoint(ctx, r, snap); warning != "" {
 		t.Log(slog.LevelWarn, warning)
 	}
-	p := pointDoc(r.Config().ID, snap)
+	p := PointDoc(r.Config().ID, snap)
 	return &p, nil
 }
 
 // canLock refuses a lock the repository's storage cannot enforce.
 func canLock(r *repo.Repository, until time.Time, what string) error {
 	if !until.IsZero() && !r.Store().Properties().Retention {
-		return invalidf("%s needs storage with retention (S3 Object Lock); %s has none", what, r.Store().Properties().Location)
+		return Invalidf("%s needs storage with retention (S3 Object Lock); %s has none", what, r.Store().Properties().Location)
 	}
 	return nil
 }

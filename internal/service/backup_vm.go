@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -86,7 +87,7 @@ func (s *Service) backupVM(ctx context.Context, in backupVMInput) (*api.BackupPo
 	if err := in.check(); err != nil {
 		return nil, err
 	}
-	cfg, err := s.engineConfig(ctx)
+	cfg, err := s.EngineConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -94,18 +95,18 @@ func (s *Service) backupVM(ctx context.Context, in backupVMInput) (*api.BackupPo
 	if err != nil {
 		return nil, err
 	}
-	defer conns.close()
-	cat, err := s.openCatalog(ctx)
+	defer conns.Close()
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cat.Close()
-	repoName := s.repoName(s.cfg.Repository.Location)
+	repoName := s.RepoName(s.Config.Repository.Location)
 	object := in.Socket
 	if in.Connection != "" {
 		object = in.Connection + "/" + in.VM
 	}
-	ctx, t := s.tasks.Start(ctx, KindBackupVMTask, object)
+	ctx, t := s.Config.Tasks.Start(ctx, KindBackupVMTask, object)
 	p, err := s.backupVMJob(ctx, t, cfg, cat, conns, engine.VMBackup{Connection: connName, Mode: in.Mode,
 		Settings: policy.Policy{Connection: connName, Snapshot: string(in.SnapshotMode), Quiesce: string(in.Quiesce),
 			Tags: in.Tags, ChangeCheck: in.ChangeCheckSpans},
@@ -117,32 +118,32 @@ func (s *Service) backupVM(ctx context.Context, in backupVMInput) (*api.BackupPo
 // check refuses what cannot be backed up as asked before anything is
 // opened, and fills in the defaults.
 func (in *backupVMInput) check() error {
-	in.Mode = nameOr(in.Mode, "incremental")
-	in.SnapshotMode = hypervisor.SnapshotMode(nameOr(string(in.SnapshotMode), string(hypervisor.CrashConsistent)))
-	in.Quiesce = hypervisor.QuiescePolicy(nameOr(string(in.Quiesce), string(hypervisor.QuiesceFallback)))
+	in.Mode = cmp.Or(in.Mode, "incremental")
+	in.SnapshotMode = hypervisor.SnapshotMode(cmp.Or(string(in.SnapshotMode), string(hypervisor.CrashConsistent)))
+	in.Quiesce = hypervisor.QuiescePolicy(cmp.Or(string(in.Quiesce), string(hypervisor.QuiesceFallback)))
 	switch in.Mode {
 	case "full", "incremental", "differential":
 	default:
-		return invalidf("--mode must be full, incremental or differential, not %q", in.Mode)
+		return Invalidf("--mode must be full, incremental or differential, not %q", in.Mode)
 	}
 	switch in.SnapshotMode {
 	case hypervisor.CrashConsistent, hypervisor.Quiesced, hypervisor.Suspend, hypervisor.AsIs, hypervisor.WithMemory:
 	default:
-		return invalidf("unknown --snapshot-mode %q: crash-consistent, quiesced, with-memory, suspend or as-is", in.SnapshotMode)
+		return Invalidf("unknown --snapshot-mode %q: crash-consistent, quiesced, with-memory, suspend or as-is", in.SnapshotMode)
 	}
 	if in.Quiesce != hypervisor.QuiesceFallback && in.Quiesce != hypervisor.QuiesceRequired {
-		return invalidf("--quiesce must be fallback or required, not %q", in.Quiesce)
+		return Invalidf("--quiesce must be fallback or required, not %q", in.Quiesce)
 	}
 	switch {
 	case in.Socket != "" && in.Connection != "":
-		return invalidf("name either a QMP socket or --connection %s and a VM, not both", in.Connection)
+		return Invalidf("name either a QMP socket or --connection %s and a VM, not both", in.Connection)
 	case in.Connection != "" && in.VM == "":
-		return invalidf("--connection %s needs the VM to back up, by name or ID: coffer backup vm --connection %s VM (`coffer vms` lists them)",
+		return Invalidf("--connection %s needs the VM to back up, by name or ID: coffer backup vm --connection %s VM (`coffer vms` lists them)",
 			in.Connection, in.Connection)
 	case in.Socket == "" && in.Connection == "":
-		return invalidf("name the VM to back up: a QMP socket (coffer backup vm /run/coffer/vm.qmp) or a connection and a VM (coffer backup vm --connection NAME VM)")
+		return Invalidf("name the VM to back up: a QMP socket (coffer backup vm /run/coffer/vm.qmp) or a connection and a VM (coffer backup vm --connection NAME VM)")
 	case in.NBDConnections < 0:
-		return invalidf("--nbd-connections must not be negative")
+		return Invalidf("--nbd-connections must not be negative")
 	}
 	return nil
 }
@@ -151,17 +152,17 @@ func (in *backupVMInput) check() error {
 // record as their connection: a connector over the one QMP socket
 // ("qemu:" and the socket), or the configured connection, whose kind must
 // be able to take the snapshot mode asked for.
-func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in backupVMInput) (*connectors, string, error) {
+func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in backupVMInput) (*Connectors, string, error) {
 	if in.Socket != "" {
-		conn, err := qemu.New(qemu.Config{Sockets: []string{in.Socket}, StateDir: filepath.Join(s.cfg.StateDir, "qemu"),
-			Connections: in.NBDConnections, Log: s.log})
+		conn, err := qemu.New(qemu.Config{Sockets: []string{in.Socket}, StateDir: filepath.Join(s.Config.StateDir, "qemu"),
+			Connections: in.NBDConnections, Log: s.Logger()})
 		if err != nil {
 			return nil, "", err
 		}
 		name := "qemu:" + in.Socket
-		return &connectors{conns: map[string]hypervisor.Connector{name: conn}, storage: map[string]hypervisor.StorageSnapshotter{}}, name, nil
+		return &Connectors{Conns: map[string]hypervisor.Connector{name: conn}, Storage: map[string]hypervisor.StorageSnapshotter{}}, name, nil
 	}
-	cc, ok := connection(cfg, in.Connection)
+	cc, ok := ConnectionOf(cfg, in.Connection)
 	if !ok {
 		var names []string
 		for _, c := range cfg.Connections {
@@ -174,17 +175,17 @@ func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in ba
 		}
 		return nil, "", api.Errorf(api.NotFound, "no connection named %q in the configuration (%s)", in.Connection, have)
 	}
-	if why, no := kindOf(cc.Kind).Cannot[in.SnapshotMode]; no {
-		return nil, "", invalidf("--snapshot-mode %s is not possible on connection %s (%s): %s", in.SnapshotMode, cc.Name, cc.Kind, why)
+	if why, no := KindOf(cc.Kind).Cannot[in.SnapshotMode]; no {
+		return nil, "", Invalidf("--snapshot-mode %s is not possible on connection %s (%s): %s", in.SnapshotMode, cc.Name, cc.Kind, why)
 	}
-	if eng := s.serving.Load(); eng != nil {
+	if eng := s.EngineServing(); eng != nil {
 		// The server's connector: the backup runs in its engine
 		// (backupVMJob), under the limits its scheduled runs keep.
 		if c, ok := eng.Connector(in.Connection); ok {
-			return &connectors{conns: map[string]hypervisor.Connector{in.Connection: c}, borrowed: true}, in.Connection, nil
+			return &Connectors{Conns: map[string]hypervisor.Connector{in.Connection: c}, Borrowed: true}, in.Connection, nil
 		}
 	}
-	conns, err := s.openConnectors(ctx, cfg, []string{in.Connection})
+	conns, err := s.OpenConnectors(ctx, cfg, []string{in.Connection})
 	if err != nil {
 		return nil, "", err
 	}
@@ -194,23 +195,23 @@ func (s *Service) backupConnector(ctx context.Context, cfg *policy.Config, in ba
 // backupVMJob finds the VM and runs its backup as a job of the server's
 // engine when conns are its (backupConnector), else of an engine over
 // conns, whose start removes leftovers of a killed coffer first.
-func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors,
+func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *Connectors,
 	b engine.VMBackup, in backupVMInput) (*api.BackupPoint, error) {
 	var err error
-	eng := s.serving.Load()
-	if !conns.borrowed || eng == nil {
-		if eng, err = s.newEngine(ctx, t, cfg, cat, conns); err != nil {
+	eng := s.EngineServing()
+	if !conns.Borrowed || eng == nil {
+		if eng, err = s.NewEngine(ctx, t, cfg, cat, conns); err != nil {
 			return nil, err
 		}
 		defer eng.Close()
 	}
-	if b.VM, err = findVM(ctx, conns.conns[b.Connection], in); err != nil {
+	if b.VM, err = findVM(ctx, conns.Conns[b.Connection], in); err != nil {
 		return nil, err
 	}
 	if !in.NoHooks {
 		b.Settings.Hooks = policyHooks(cfg, b.Connection, b.VM)
 		for _, h := range b.Settings.Hooks {
-			t.Log(slog.LevelInfo, fmt.Sprintf("hook %s (%s) of the policies protecting %s runs around the snapshot", nameOr(h.Name, strings.Join(append(h.Pre, h.Post...), " ")), h.Where, b.VM.Name))
+			t.Log(slog.LevelInfo, fmt.Sprintf("hook %s (%s) of the policies protecting %s runs around the snapshot", cmp.Or(h.Name, strings.Join(append(h.Pre, h.Post...), " ")), h.Where, b.VM.Name))
 		}
 	}
 	job, err := eng.StartVM(ctx, b)
@@ -226,7 +227,7 @@ func (s *Service) backupVMJob(ctx context.Context, t Task, cfg *policy.Config, c
 	snap, repoID, err := job.Point()
 	switch {
 	case err == nil:
-		p := pointDoc(repoID, snap)
+		p := PointDoc(repoID, snap)
 		return &p, nil
 	case res != nil && res.Job.Status == catalog.StatusCancelled:
 		return nil, api.Errorf(api.Cancelled, "%w: backup of %s (job %d): %v", context.Canceled, b.VM.Name, job.ID(), err)

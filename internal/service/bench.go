@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"time"
@@ -15,22 +16,22 @@ import (
 func (s *Service) BenchDevice(ctx context.Context, call *api.BenchDeviceInput) (*api.DeviceBench, error) {
 	in := call.Body
 	if in.Path == "" {
-		return nil, invalidf("give a directory on the device to measure")
+		return nil, Invalidf("give a directory on the device to measure")
 	}
 	if in.Device != "" && !strings.HasPrefix(in.Device, "datastore:") && !strings.HasPrefix(in.Device, "repo:") {
-		return nil, invalidf("device %q: name it datastore:CONNECTION/DATASTORE or repo:REPOSITORY, as the planner knows it", in.Device)
+		return nil, Invalidf("device %q: name it datastore:CONNECTION/DATASTORE or repo:REPOSITORY, as the planner knows it", in.Device)
 	}
 	if in.SizeBytes < 0 || in.Streams < 0 {
-		return nil, invalidf("size and streams cannot be negative")
+		return nil, Invalidf("size and streams cannot be negative")
 	}
 	r, err := measure.Device(ctx, measure.DeviceOptions{Dir: in.Path, Size: in.SizeBytes, Streams: in.Streams})
 	if err != nil {
 		if ctx.Err() == nil {
-			return nil, invalidf("%v", err)
+			return nil, Invalidf("%v", err)
 		}
 		return nil, err
 	}
-	rec := measure.DeviceRecord{DeviceResult: r, Device: nameOr(in.Device, "path:"+in.Path), Host: hostname(), At: time.Now().UTC()}
+	rec := measure.DeviceRecord{DeviceResult: r, Device: cmp.Or(in.Device, "path:"+in.Path), Host: Hostname(), At: time.Now().UTC()}
 	if err := s.withCatalog(ctx, func(cat catalog.Catalog) error { return measure.RecordDevice(ctx, cat, rec) }); err != nil {
 		return nil, err
 	}
@@ -43,7 +44,7 @@ func (s *Service) BenchDevice(ctx context.Context, call *api.BenchDeviceInput) (
 func (s *Service) BenchPipeline(ctx context.Context, call *api.BenchPipelineInput) (*api.PipelineBench, error) {
 	in := call.Body
 	if in.SizeBytes < 0 || in.Workers < 0 {
-		return nil, invalidf("bytes and workers cannot be negative")
+		return nil, Invalidf("bytes and workers cannot be negative")
 	}
 	if len(in.Levels) == 0 {
 		in.Levels = nil // the default levels
@@ -51,11 +52,11 @@ func (s *Service) BenchPipeline(ctx context.Context, call *api.BenchPipelineInpu
 	rs, err := measure.Pipeline(ctx, measure.PipelineOptions{Levels: in.Levels, Bytes: in.SizeBytes, Workers: in.Workers})
 	if err != nil {
 		if ctx.Err() == nil {
-			return nil, invalidf("%v", err)
+			return nil, Invalidf("%v", err)
 		}
 		return nil, err
 	}
-	rec := measure.PipelineRecord{Results: rs, Host: hostname(), At: time.Now().UTC()}
+	rec := measure.PipelineRecord{Results: rs, Host: Hostname(), At: time.Now().UTC()}
 	if err := s.withCatalog(ctx, func(cat catalog.Catalog) error { return measure.RecordPipeline(ctx, cat, rec) }); err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func (s *Service) BenchPipeline(ctx context.Context, call *api.BenchPipelineInpu
 
 // withCatalog runs f with the catalog open.
 func (s *Service) withCatalog(ctx context.Context, f func(catalog.Catalog) error) error {
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return err
 	}

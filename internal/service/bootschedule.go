@@ -19,7 +19,7 @@ import (
 // is a task of its own (kind verify-boot, with its VM), so a failure is
 // recorded, notified and counted like any other.
 func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time.Time) error {
-	snaps, err := withRepo(ctx, s, namedRepo(j.Repository), noLease, func(r *repo.Repository) ([]*repo.Point, error) {
+	snaps, err := WithRepo(ctx, s, NamedRepo(j.Repository), NoLease, func(r *repo.Repository) ([]*repo.Point, error) {
 		return r.Points(ctx, nil)
 	})
 	if err != nil {
@@ -27,11 +27,11 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 	}
 	points := bootChoice(snaps, j.Policy, j.Boot.Points, slot)
 	if len(points) == 0 {
-		s.log.Info("no backup point of the policy to boot in this run", "schedule", j.Name, "points", j.Boot.Points)
+		s.Logger().Info("no backup point of the policy to boot in this run", "schedule", j.Name, "points", j.Boot.Points)
 		return nil
 	}
 	workers := 1
-	if cfg, err := s.engineConfig(ctx); err == nil {
+	if cfg, err := s.EngineConfig(ctx); err == nil {
 		workers = cfg.Limits.WithDefaults().BootVerifications
 	}
 	in := make(chan *repo.Point)
@@ -43,10 +43,10 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 		go func() {
 			defer wg.Done()
 			for p := range in {
-				_, err := s.verifyBoot(ctx, &api.VerifyBootInput{
+				_, err := s.Invoke(WithTaskVM(ctx, p.Source.VMName), "verify-boot", &api.VerifyBootInput{
 					PointParam: api.PointParam{RepoParam: api.RepoParam{Repo: j.Repository}, Point: p.ID.String()},
 					Body: api.VerifyBootRequest{TimeoutSeconds: time.Duration(j.Boot.Timeout).Seconds(), Marker: j.Boot.Marker,
-						Probes: j.Boot.Probes}}, p.Source.VMName)
+						Probes: j.Boot.Probes}})
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -62,7 +62,7 @@ func (s *Service) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot
 	close(in)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		s.log.Log(ctx, slog.LevelWarn, "scheduled boot verification found points that do not boot", "schedule", j.Name, "err", err)
+		s.Logger().Log(ctx, slog.LevelWarn, "scheduled boot verification found points that do not boot", "schedule", j.Name, "err", err)
 		return err
 	}
 	return nil

@@ -7,16 +7,16 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// bootSlot waits for one of the limits.boot-verifications slots that
+// BootSlot waits for one of the limits.boot-verifications slots that
 // every boot verification of this process shares, manual or scheduled:
 // each boots a whole VM, and verification must never crowd out backups.
 // The limit is read when the first verification starts; a changed limit
 // takes effect when the server restarts.
-func (s *Service) bootSlot(ctx context.Context, t Task) (release func(), err error) {
+func (s *Service) BootSlot(ctx context.Context, t Task) (release func(), err error) {
 	s.bootMu.Lock()
 	if s.bootSem == nil {
 		n := 1
-		if cfg, err := s.engineConfig(ctx); err == nil {
+		if cfg, err := s.EngineConfig(ctx); err == nil {
 			n = cfg.Limits.WithDefaults().BootVerifications
 		}
 		s.bootSem, s.bootCap = semaphore.NewWeighted(int64(n)), n

@@ -10,7 +10,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/bootverify"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/store"
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
@@ -22,48 +21,41 @@ import (
 // (a vSphere guest that needs a device QEMU does not emulate) returns its
 // result and an invalid-request error saying why. The point is a backup
 // point (ID or prefix), "latest", or a VM's name (its newest point).
-func (s *Service) VerifyBoot(ctx context.Context, in *api.VerifyBootInput) (*api.BootVerification, error) {
-	return s.verifyBoot(ctx, in, "")
-}
-
-// verifyBoot is VerifyBoot with the task's VM column filled in when the
-// caller knows it (the policies' schedules do): not a request's to say.
-func (s *Service) verifyBoot(ctx context.Context, call *api.VerifyBootInput, vm string) (*api.BootVerification, error) {
+func (s *Service) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.BootVerification, error) {
 	in := call.Body
 	target := call.Point
 	if target == "" {
-		return nil, invalidf("name the backup point to boot: a point ID, a VM's name, or latest")
+		return nil, Invalidf("name the backup point to boot: a point ID, a VM's name, or latest")
 	}
 	if in.Marker != "" {
 		if _, err := regexp.Compile(in.Marker); err != nil {
-			return nil, invalidf("the console marker is not a regular expression: %v", err)
+			return nil, Invalidf("the console marker is not a regular expression: %v", err)
 		}
 	}
-	o := bootverify.Options{StateDir: s.cfg.StateDir, Timeout: in.Timeout(), Marker: in.Marker, ProbeTimeout: in.ProbeTimeout(), Log: s.log}
+	o := bootverify.Options{StateDir: s.Config.StateDir, Timeout: in.Timeout(), Marker: in.Marker, ProbeTimeout: in.ProbeTimeout(), Log: s.Logger()}
 	for _, p := range in.Probes {
 		pr, err := bootverify.ParseProbe(p)
 		if err != nil {
-			return nil, invalidf("%v", err)
+			return nil, Invalidf("%v", err)
 		}
 		o.Probes = append(o.Probes, pr)
 	}
-	spec := withDetail(s.namedTask(task.KindVerifyBoot, call.Repo), "boot verification of "+target)
-	spec.VM = vm
-	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.BootVerification, error) {
-		release, err := s.bootSlot(ctx, t)
+	spec := WithDetail(s.NamedTask(task.KindVerifyBoot, call.Repo), "boot verification of "+target)
+	return Run(ctx, s, spec, func(ctx context.Context, t Task) (*api.BootVerification, error) {
+		release, err := s.BootSlot(ctx, t)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 		// What a killed coffer left of earlier verifications goes first.
-		left, err := bootverify.Cleanup(ctx, s.cfg.StateDir)
+		left, err := bootverify.Cleanup(ctx, s.Config.StateDir)
 		for _, l := range left {
 			t.Log(slog.LevelWarn, "removed a leftover of an interrupted boot verification", "point", l.Point, "kind", l.Kind, "name", l.Name, "action", l.Action)
 		}
 		if err != nil {
 			t.Log(slog.LevelWarn, "cleanup of interrupted boot verifications failed", "err", err)
 		}
-		return withRepo(ctx, s, namedRepo(call.Repo), restoreLease("boot verification of "+target), func(r *repo.Repository) (*api.BootVerification, error) {
+		return WithRepo(ctx, s, NamedRepo(call.Repo), RestoreLease("boot verification of "+target), func(r *repo.Repository) (*api.BootVerification, error) {
 			snap, err := resolveBootTarget(ctx, r, target)
 			if err != nil {
 				return nil, err
@@ -136,24 +128,4 @@ func bootDoc(res *bootverify.Result) *api.BootVerification {
 			DurationSeconds: st.Duration.Seconds(), Detail: st.Detail, Evidence: ev})
 	}
 	return d
-}
-
-// bootSummaries reads the stored boot verifications of r for point
-// listings, keyed by point ID.
-// A listing that cannot read them still lists the points, without the
-// column.
-func bootSummaries(ctx context.Context, r *repo.Repository, log *slog.Logger) map[string]*api.BootSummary {
-	docs, err := r.BootVerifications(ctx)
-	out := map[string]*api.BootSummary{}
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		log.Warn("boot verifications not read", "err", err)
-		return out
-	}
-	for x, b := range docs {
-		if res, err := bootverify.Decode(b); err == nil {
-			out[x.String()] = &api.BootSummary{Passed: res.Passed, FailedStep: res.FailedStep, Time: res.Started,
-				CannotVerify: res.CannotVerify}
-		}
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func RecordsOwnAudit(id string) bool {
 // the caller may see, each with where it is defined, then the catalog's
 // objects of the kind the file overrides.
 func (s *Service) ConfigObjects(ctx context.Context, k configobj.Kind, _ *api.ListConfigObjectsInput) ([]api.ConfigObject, error) {
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -65,13 +66,13 @@ func (s *Service) ConfigObjects(ctx context.Context, k configobj.Kind, _ *api.Li
 	for _, o := range st.Of(k) {
 		out = append(out, objectDoc(o))
 	}
-	return visible(ctx, s, configPrivileges[k].see, out, func(o api.ConfigObject) []string { return []string{k.Path(o.Name)} }), nil
+	return Visible(ctx, s, configPrivileges[k].see, out, func(o api.ConfigObject) []string { return []string{k.Path(o.Name)} }), nil
 }
 
 // ConfigObject returns one object in effect (the file's, when both
 // define it), with its version as the ETag of a change.
 func (s *Service) ConfigObject(ctx context.Context, k configobj.Kind, in *api.GetConfigObjectInput) (*ConfigObjectAnswer, error) {
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func (s *Service) ConfigObject(ctx context.Context, k configobj.Kind, in *api.Ge
 func (s *Service) CreateConfigObject(ctx context.Context, k configobj.Kind, in *api.CreateConfigObjectInput) (*ConfigObjectCreated, error) {
 	name, _ := in.Body["name"].(string)
 	o, err := s.changeConfig(ctx, configobj.Create, k, name, 0, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanCreate(k, in.Body, s.checkConfig)
+		return st.PlanCreate(k, in.Body, s.CheckConfig)
 	})
 	if err != nil {
 		return nil, err
@@ -107,7 +108,7 @@ func (s *Service) UpdateConfigObject(ctx context.Context, k configobj.Kind, in *
 		return nil, err
 	}
 	o, err := s.changeConfig(ctx, configobj.Update, k, in.Name, v, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanUpdate(k, in.Name, in.Body, s.checkConfig)
+		return st.PlanUpdate(k, in.Name, in.Body, s.CheckConfig)
 	})
 	if err != nil {
 		return nil, err
@@ -125,14 +126,14 @@ func (s *Service) DeleteConfigObject(ctx context.Context, k configobj.Kind, in *
 		return nil, err
 	}
 	return s.changeConfig(ctx, configobj.Delete, k, in.Name, v, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
-		return st.PlanDelete(k, in.Name, s.checkConfig)
+		return st.PlanDelete(k, in.Name, s.CheckConfig)
 	})
 }
 
 // EffectiveConfig is the configuration in effect, every object with its
 // source, and its problems.
 func (s *Service) EffectiveConfig(ctx context.Context, _ *api.GetEffectiveConfigInput) (*api.EffectiveConfig, error) {
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +145,7 @@ func (s *Service) EffectiveConfig(ctx context.Context, _ *api.GetEffectiveConfig
 	for _, o := range st.Overridden {
 		doc.Overridden = append(doc.Overridden, objectDoc(o))
 	}
-	errs, _ := engineProblems(st.Engine, true)
+	errs, _ := EngineProblems(st.Engine, true)
 	doc.Problems = append(doc.Problems, configobj.Problems(errors.Join(append(errs, st.Notify.Validate())...))...)
 	return doc, nil
 }
@@ -168,14 +169,14 @@ func (s *Service) changeConfig(ctx context.Context, verb string, k configobj.Kin
 		s.auditRefusal(ctx, actor, opID, object, err)
 		return nil, err
 	}
-	s.conf.changed()
+	s.ConfigChanged()
 	doc := objectDoc(out)
 	return &doc, nil
 }
 
 func (s *Service) storeChange(ctx context.Context, actor *auth.Subject, opID, object string, k configobj.Kind, name string, ifVersion int64,
 	plan func(*configobj.State, configobj.Kind) (*configobj.Plan, error)) (configobj.Object, error) {
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return configobj.Object{}, err
 	}
@@ -186,7 +187,7 @@ func (s *Service) storeChange(ctx context.Context, actor *auth.Subject, opID, ob
 		if err != nil {
 			return err
 		}
-		st, err := configobj.Merge(s.fileConfig(), objs, gen)
+		st, err := configobj.Merge(s.FileConfig(), objs, gen)
 		if err != nil {
 			return err
 		}
@@ -219,7 +220,7 @@ func (s *Service) storeChange(ctx context.Context, actor *auth.Subject, opID, ob
 		// The audit record holds names and versions, never a value of
 		// the spec.
 		r := catalog.AuditRecord{User: actor.User, TokenID: actor.TokenID, Operation: opID, Object: object, Result: catalog.AuditOK,
-			RemoteAddr: remoteAddr(ctx), Detail: detail}
+			RemoteAddr: RemoteAddr(ctx), Detail: detail}
 		if err := tx.AppendAudit(ctx, []catalog.AuditRecord{r}); err != nil {
 			return err
 		}
@@ -245,7 +246,7 @@ func checkVersion(st *configobj.State, k configobj.Kind, name string, ifVersion 
 	}
 	return fmt.Errorf("%w: %s %s changed since version %d: it is at version %d (changed by %s at %s); "+
 		"read it again and make your change on that version", catalog.ErrStale, k, name, ifVersion, o.Version,
-		nameOr(o.UpdatedBy, "someone"), o.UpdatedAt.Format("2006-01-02T15:04:05Z07:00"))
+		cmp.Or(o.UpdatedBy, "someone"), o.UpdatedAt.Format("2006-01-02T15:04:05Z07:00"))
 }
 
 func changedDetail(keys []string) string {
@@ -269,19 +270,19 @@ func configError(err error) error {
 // auditRefusal records a refused or failed change. A failure to record
 // is logged: the caller's answer stays the change's error.
 func (s *Service) auditRefusal(ctx context.Context, actor *auth.Subject, opID, object string, err error) {
-	cat, cerr := s.openCatalog(ctx)
+	cat, cerr := s.OpenCatalog(ctx)
 	if cerr == nil {
 		defer cat.Close()
 		class := Classify(err)
 		r := catalog.AuditRecord{User: actor.User, TokenID: actor.TokenID, Operation: opID, Object: object, Result: catalog.AuditError,
-			ErrorClass: string(class), RemoteAddr: remoteAddr(ctx)}
+			ErrorClass: string(class), RemoteAddr: RemoteAddr(ctx)}
 		if class == api.Denied || class == api.Unauthenticated {
 			r.Result = catalog.AuditDenied
 		}
 		cerr = cat.AppendAudit(context.WithoutCancel(ctx), []catalog.AuditRecord{r})
 	}
 	if cerr != nil {
-		s.log.Warn("recording a refused configuration change in the audit log failed", "operation", opID, "object", object, "err", cerr)
+		s.Logger().Warn("recording a refused configuration change in the audit log failed", "operation", opID, "object", object, "err", cerr)
 	}
 }
 
@@ -297,7 +298,7 @@ func objectDoc(o configobj.Object) api.ConfigObject {
 	}
 	return api.ConfigObject{Kind: string(o.Kind), Name: o.Name, Source: string(o.Source), Version: o.Version, CreatedAt: o.CreatedAt,
 		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, Spec: spec,
-		Warnings: list(warnings)}
+		Warnings: NonNil(warnings)}
 }
 
 // fileWarnings names the files a spec refers to (password-file,

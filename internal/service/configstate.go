@@ -58,25 +58,33 @@ func (c *configState) pokes() <-chan struct{} {
 	return c.poke
 }
 
-// fileConfig is what the configuration file says.
-func (s *Service) fileConfig() configobj.File {
-	return configobj.File{Path: s.cfg.EngineSource, Engine: s.cfg.Engine, Notify: s.cfg.Notify}
+// CachedConfig is the configuration in effect as last read, nil before
+// the first read.
+func (s *Service) CachedConfig() *configobj.State { return s.conf.cached() }
+
+// ConfigChanged tells the watchers of the configuration that this process
+// changed an object.
+func (s *Service) ConfigChanged() { s.conf.changed() }
+
+// FileConfig is what the configuration file says.
+func (s *Service) FileConfig() configobj.File {
+	return configobj.File{Path: s.Config.EngineSource, Engine: s.Config.Engine, Notify: s.Config.Notify}
 }
 
-// effective returns the configuration in effect: the file merged with
+// ReadConfig returns the configuration in effect: the file merged with
 // the objects of the catalog (configobj.Merge, the one place that does
 // it). Every operation that reads the configuration starts here. Without
 // a catalog yet (a SQLite file that does not exist), it is the file's:
 // nothing is created to find that out.
-func (s *Service) effective(ctx context.Context) (*configobj.State, error) {
+func (s *Service) ReadConfig(ctx context.Context) (*configobj.State, error) {
 	if !s.catalogMayExist() {
-		st, err := configobj.Merge(s.fileConfig(), nil, 0)
+		st, err := configobj.Merge(s.FileConfig(), nil, 0)
 		if err != nil {
-			return nil, invalidf("%v", err)
+			return nil, Invalidf("%v", err)
 		}
 		return st, nil
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the configuration in effect includes the objects of the catalog, which cannot be opened: %w", err)
 	}
@@ -98,21 +106,21 @@ func (s *Service) effectiveFrom(ctx context.Context, cat catalog.Catalog) (*conf
 	if err != nil {
 		return nil, err
 	}
-	st, err := configobj.Merge(s.fileConfig(), objs, gen)
+	st, err := configobj.Merge(s.FileConfig(), objs, gen)
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, Invalidf("%v", err)
 	}
 	s.conf.keep(st)
 	return st, nil
 }
 
-// latest is the configuration this process read last (the one the
+// ConfigInEffect is the configuration this process read last (the one the
 // operation in progress runs on), read now if it has read none.
-func (s *Service) latest(ctx context.Context) (*configobj.State, error) {
+func (s *Service) ConfigInEffect(ctx context.Context) (*configobj.State, error) {
 	if st := s.conf.cached(); st != nil {
 		return st, nil
 	}
-	return s.effective(ctx)
+	return s.ReadConfig(ctx)
 }
 
 // catalogMayExist is false only for a SQLite catalog whose file does not
@@ -137,7 +145,7 @@ func (s *Service) catalogMayExist() bool {
 // A change that cannot be read (the catalog unreachable for a while) is
 // logged and the watcher keeps the state it had.
 func (s *Service) WatchConfig(ctx context.Context) (<-chan *configobj.State, error) {
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +156,7 @@ func (s *Service) WatchConfig(ctx context.Context) (<-chan *configobj.State, err
 	}
 	out := make(chan *configobj.State, 1)
 	out <- st
-	poll := s.cfg.ConfigPoll
+	poll := s.Config.ConfigPoll
 	if poll <= 0 {
 		poll = DefaultConfigPoll
 	}

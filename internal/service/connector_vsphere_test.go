@@ -31,7 +31,7 @@ func TestGuestHooksOnVSphereNeedAGuestAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 		var refused bool
-		for _, fd := range policyFindings(cfg, cfg.Policies[0]) {
+		for _, fd := range PolicyFindings(cfg, cfg.Policies[0]) {
 			if fd.Level == levelError && strings.Contains(fd.Message, "guest-user and guest-password-file") {
 				refused = true
 			}

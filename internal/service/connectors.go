@@ -13,26 +13,26 @@ import (
 	"github.com/coffer-backup/coffer/internal/storagesnap"
 )
 
-// connectors are hypervisor connections opened for one operation.
-type connectors struct {
-	conns   map[string]hypervisor.Connector
-	storage map[string]hypervisor.StorageSnapshotter
+// Connectors are hypervisor connections opened for one operation.
+type Connectors struct {
+	Conns   map[string]hypervisor.Connector
+	Storage map[string]hypervisor.StorageSnapshotter
 	// borrowed: the server's engine's connectors (servingEngine), which
 	// stay open when the operation that borrowed them ends.
-	borrowed bool
+	Borrowed bool
 }
 
 // close ends the sessions of connectors opened for one operation (a
 // vSphere login, a libvirt connection), so that a server listing,
 // planning, backing up or restoring on request does not pile sessions up
 // on vCenter or libvirtd.
-func (c *connectors) close() {
-	if c.borrowed {
+func (c *Connectors) Close() {
+	if c.Borrowed {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, conn := range c.conns {
+	for _, conn := range c.Conns {
 		switch conn := conn.(type) {
 		case interface{ Close(context.Context) error }:
 			_ = conn.Close(ctx)
@@ -42,32 +42,32 @@ func (c *connectors) close() {
 	}
 }
 
-// openConnectors builds the named connections of cfg. A connector that
+// OpenConnectors builds the named connections of cfg. A connector that
 // offers storage-level snapshots (a StorageSnapshotter method) is in the
 // storage map too.
-func (s *Service) openConnectors(ctx context.Context, cfg *policy.Config, names []string) (*connectors, error) {
-	out := &connectors{conns: map[string]hypervisor.Connector{}, storage: map[string]hypervisor.StorageSnapshotter{}}
+func (s *Service) OpenConnectors(ctx context.Context, cfg *policy.Config, names []string) (*Connectors, error) {
+	out := &Connectors{Conns: map[string]hypervisor.Connector{}, Storage: map[string]hypervisor.StorageSnapshotter{}}
 	for _, name := range names {
-		if _, done := out.conns[name]; done {
+		if _, done := out.Conns[name]; done {
 			continue
 		}
-		cc, ok := connection(cfg, name)
+		cc, ok := ConnectionOf(cfg, name)
 		if !ok {
-			return nil, invalidf("no connection named %q in the configuration", name)
+			return nil, Invalidf("no connection named %q in the configuration", name)
 		}
 		kind, ok := hvall.Lookup(cc.Kind)
 		if !ok {
-			return nil, invalidf("%v", hvall.UnknownKind(name, cc.Kind))
+			return nil, Invalidf("%v", hvall.UnknownKind(name, cc.Kind))
 		}
-		c, err := kind.Open(ctx, hvall.Config{Connection: cc, StateDir: s.cfg.StateDir, Logger: s.log})
+		c, err := kind.Open(ctx, hvall.Config{Connection: cc, StateDir: s.Config.StateDir, Logger: s.log})
 		if err != nil {
 			return nil, fmt.Errorf("connection %s: %w", name, err)
 		}
-		out.conns[name] = c
+		out.Conns[name] = c
 		if st, ok := c.(interface {
 			StorageSnapshotter() hypervisor.StorageSnapshotter
 		}); ok && kind.StorageSnapshots {
-			out.storage[name] = st.StorageSnapshotter()
+			out.Storage[name] = st.StorageSnapshotter()
 		}
 	}
 	s.withProviders(cfg, out)
@@ -78,15 +78,15 @@ func (s *Service) openConnectors(ctx context.Context, cfg *policy.Config, names 
 // of a connector's own for the connections they cover. It is built anew
 // from each configuration: a changed section takes effect at a reload
 // even when the connection's definition did not change.
-func (s *Service) withProviders(cfg *policy.Config, out *connectors) {
-	for name, sp := range storagesnap.For(cfg.StorageSnapshots, s.cfg.StateDir, s.log) {
-		if _, used := out.conns[name]; used {
-			out.storage[name] = sp
+func (s *Service) withProviders(cfg *policy.Config, out *Connectors) {
+	for name, sp := range storagesnap.For(cfg.StorageSnapshots, s.Config.StateDir, s.log) {
+		if _, used := out.Conns[name]; used {
+			out.Storage[name] = sp
 		}
 	}
 }
 
-func connection(cfg *policy.Config, name string) (policy.Connection, bool) {
+func ConnectionOf(cfg *policy.Config, name string) (policy.Connection, bool) {
 	for _, c := range cfg.Connections {
 		if c.Name == name {
 			return c, true
@@ -95,11 +95,11 @@ func connection(cfg *policy.Config, name string) (policy.Connection, bool) {
 	return policy.Connection{}, false
 }
 
-// connectorSet keeps the connections the server opened across reloads of
+// ConnectorSet keeps the connections the server opened across reloads of
 // the configuration: a connection whose definition did not change keeps
 // its connector (jobs old and new share it), a new or changed one is
 // opened, and one no scheduled policy uses is dropped.
-type connectorSet struct {
+type ConnectorSet struct {
 	s    *Service
 	open map[string]openConnector
 	// retired were dropped or replaced by a reload. Jobs started before
@@ -109,16 +109,21 @@ type connectorSet struct {
 	retired []hypervisor.Connector
 }
 
+// NewConnectorSet is an empty set of s's connections.
+func NewConnectorSet(s *Service) *ConnectorSet {
+	return &ConnectorSet{s: s, open: map[string]openConnector{}}
+}
+
 // close ends the sessions of every connector the set opened.
-func (cs *connectorSet) close() {
-	all := &connectors{conns: map[string]hypervisor.Connector{}}
+func (cs *ConnectorSet) Close() {
+	all := &Connectors{Conns: map[string]hypervisor.Connector{}}
 	for name, oc := range cs.open {
-		all.conns[name] = oc.conn
+		all.Conns[name] = oc.conn
 	}
 	for i, c := range cs.retired {
-		all.conns[fmt.Sprintf("retired %d", i)] = c
+		all.Conns[fmt.Sprintf("retired %d", i)] = c
 	}
-	all.close()
+	all.Close()
 	cs.open, cs.retired = nil, nil
 }
 
@@ -129,51 +134,51 @@ type openConnector struct {
 }
 
 // update opens what the scheduled policies of cfg need and returns the
-// connectors for the engine.
-func (cs *connectorSet) update(ctx context.Context, cfg *policy.Config) (*connectors, error) {
+// Connectors for the engine.
+func (cs *ConnectorSet) Update(ctx context.Context, cfg *policy.Config) (*Connectors, error) {
 	var names []string
 	for _, p := range cfg.Policies {
 		if p.Schedule != "" {
 			names = append(names, p.ConnectionNames()...)
 		}
 	}
-	out := &connectors{conns: map[string]hypervisor.Connector{}, storage: map[string]hypervisor.StorageSnapshotter{}}
+	out := &Connectors{Conns: map[string]hypervisor.Connector{}, Storage: map[string]hypervisor.StorageSnapshotter{}}
 	next := map[string]openConnector{}
-	opened := &connectors{conns: map[string]hypervisor.Connector{}} // by this update: closed again if it fails
+	opened := &Connectors{Conns: map[string]hypervisor.Connector{}} // by this update: closed again if it fails
 	for _, name := range names {
 		if _, done := next[name]; done {
 			continue
 		}
-		c, _ := connection(cfg, name) // checked: every policy's connection exists
+		c, _ := ConnectionOf(cfg, name) // checked: every policy's connection exists
 		def := c.Kind + "\n"
 		if c.Options.Kind != 0 {
 			opts, err := yaml.Marshal(&c.Options)
 			if err != nil {
-				opened.close()
+				opened.Close()
 				return nil, err
 			}
 			def += string(opts)
 		}
 		oc, ok := cs.open[name]
 		if !ok || oc.definition != def {
-			one, err := cs.s.openConnectors(ctx, cfg, []string{name})
+			one, err := cs.s.OpenConnectors(ctx, cfg, []string{name})
 			if err != nil {
-				opened.close()
+				opened.Close()
 				return nil, err
 			}
-			oc = openConnector{definition: def, conn: one.conns[name]}
-			opened.conns[name] = oc.conn
+			oc = openConnector{definition: def, conn: one.Conns[name]}
+			opened.Conns[name] = oc.conn
 			// Only the connector's own: withProviders adds the section's.
 			if st, ok := oc.conn.(interface {
 				StorageSnapshotter() hypervisor.StorageSnapshotter
-			}); ok && kindOf(c.Kind).StorageSnapshots {
+			}); ok && KindOf(c.Kind).StorageSnapshots {
 				oc.storage = st.StorageSnapshotter()
 			}
 		}
 		next[name] = oc
-		out.conns[name] = oc.conn
+		out.Conns[name] = oc.conn
 		if oc.storage != nil {
-			out.storage[name] = oc.storage
+			out.Storage[name] = oc.storage
 		}
 	}
 	cs.s.withProviders(cfg, out)

@@ -17,16 +17,16 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// control is what the service keeps open between operations: the catalog,
+// Control is what the service keeps open between operations: the catalog,
 // the task manager that records every long operation in it, and the
 // notifier that tells people how they ended. A one-shot command opens it
 // at its first task and closes it at exit; `coffer run` and `coffer
 // server` open it at start (Service.Start) with the history's pruning and
 // the delivery of notifications running in the background.
-type control struct {
-	cat      catalog.Catalog
+type Control struct {
+	Catalog  catalog.Catalog
 	tasks    *task.Manager
-	notifier *notify.Notifier
+	Notifier *notify.Notifier
 	// delivering: this process sends notifications (Start with Deliver,
 	// or a command line's first event), and at close gives what is due
 	// a moment to go out.
@@ -39,17 +39,17 @@ type control struct {
 // first event (not before: a command that tells nothing never waits on a
 // target that is down), and gives it a moment at exit; what cannot be
 // sent by then stays pending for the server.
-func (c *control) Emit(ctx context.Context, ev notify.Event) error {
-	if c.notifier == nil {
+func (c *Control) Emit(ctx context.Context, ev notify.Event) error {
+	if c.Notifier == nil {
 		return nil
 	}
-	if err := c.notifier.Emit(ctx, ev); err != nil {
+	if err := c.Notifier.Emit(ctx, ev); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.delivering {
-		c.notifier.Start(context.Background())
+		c.Notifier.Start(context.Background())
 		c.delivering = true
 	}
 	return nil
@@ -87,7 +87,7 @@ func (s *Service) Start(ctx context.Context, o StartOptions) error {
 
 // taskManager returns the task manager, opening the catalog at first use.
 func (s *Service) taskManager(ctx context.Context) (*task.Manager, error) {
-	ctl, err := s.control(ctx)
+	ctl, err := s.Control(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -101,22 +101,22 @@ func (s *Service) TaskManager(ctx context.Context) (*task.Manager, error) { retu
 // Notifier is the notifier this service emits through (nil without
 // notification targets in a process that does not deliver).
 func (s *Service) Notifier(ctx context.Context) (*notify.Notifier, error) {
-	ctl, err := s.control(ctx)
+	ctl, err := s.Control(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return ctl.notifier, nil
+	return ctl.Notifier, nil
 }
 
-// emitter is where events go: the notifier, or nowhere.
-func (s *Service) emitter(ctx context.Context) notify.Emitter {
-	if ctl, err := s.control(ctx); err == nil && ctl.notifier != nil {
+// Emitter is where events go: the notifier, or nowhere.
+func (s *Service) Emitter(ctx context.Context) notify.Emitter {
+	if ctl, err := s.Control(ctx); err == nil && ctl.Notifier != nil {
 		return ctl
 	}
 	return notify.Discard
 }
 
-func (s *Service) control(ctx context.Context) (*control, error) {
+func (s *Service) Control(ctx context.Context) (*Control, error) {
 	s.ctlMu.Lock()
 	defer s.ctlMu.Unlock()
 	if s.ctl != nil {
@@ -134,34 +134,34 @@ func (s *Service) control(ctx context.Context) (*control, error) {
 	return ctl, nil
 }
 
-func (s *Service) openControl(ctx context.Context, o StartOptions) (*control, error) {
-	cat, err := s.openCatalog(ctx)
+func (s *Service) openControl(ctx context.Context, o StartOptions) (*Control, error) {
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctl := &control{cat: cat}
+	ctl := &Control{Catalog: cat}
 	// The targets and matchers in effect: the file's and those created
 	// through the API. A process that delivers (the server) keeps a
 	// notifier even without targets: one created later takes effect
 	// when the server reloads its configuration (Notifier.Reload).
-	nc := s.cfg.Notify
+	nc := s.Config.Notify
 	if st, err := s.effectiveFrom(ctx, cat); err == nil {
 		nc = st.Notify
 	} else {
 		s.log.Warn("reading the notification targets created through the API failed: using the configuration file's", "err", err)
 	}
 	if o.Deliver || (nc != nil && len(nc.Targets) > 0) {
-		ctl.notifier, err = notify.New(nc, cat, notify.Options{Logger: s.log})
+		ctl.Notifier, err = notify.New(nc, cat, notify.Options{Logger: s.log})
 		if err != nil {
 			cat.Close()
-			return nil, invalidf("notifications: %v", err)
+			return nil, Invalidf("notifications: %v", err)
 		}
 		if o.Deliver {
-			ctl.notifier.Start(context.Background())
+			ctl.Notifier.Start(context.Background())
 			ctl.delivering = true
 		}
 	}
-	to := task.Options{Worker: s.cfg.Worker, User: s.cfg.User, Logger: s.log, Retention: s.cfg.TaskHistory,
+	to := task.Options{Worker: s.Config.Worker, User: s.Config.User, Logger: s.log, Retention: s.Config.TaskHistory,
 		Finished: func(j task.Task) { s.taskFinished(ctl, j) }}
 	if !o.Prune {
 		to.PruneEvery = -1
@@ -188,12 +188,12 @@ func (s *Service) Close() error {
 	return ctl.close()
 }
 
-func (c *control) close() error {
+func (c *Control) close() error {
 	var errs []error
 	if c.tasks != nil {
 		errs = append(errs, c.tasks.Close())
 	}
-	if c.notifier != nil {
+	if c.Notifier != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), drainFor)
 		c.mu.Lock()
 		delivering := c.delivering
@@ -201,10 +201,10 @@ func (c *control) close() error {
 		if delivering {
 			c.drain(ctx)
 		}
-		errs = append(errs, c.notifier.Close(ctx))
+		errs = append(errs, c.Notifier.Close(ctx))
 		cancel()
 	}
-	errs = append(errs, c.cat.Close())
+	errs = append(errs, c.Catalog.Close())
 	return errors.Join(errs...)
 }
 
@@ -220,7 +220,7 @@ func localUser() string {
 // controlState guards the service's control.
 type controlState struct {
 	ctlMu  sync.Mutex
-	ctl    *control
+	ctl    *Control
 	ctlErr error
 	// bootSem bounds the boot verifications running at once (bootslots.go).
 	bootMu  sync.Mutex
@@ -247,9 +247,9 @@ const drainPoll = 50 * time.Millisecond
 // drain waits, until ctx ends, for the deliveries due now to be sent (or
 // to fail and be put off): `coffer run` tells how its run ended before it
 // exits. What is left stays pending in the catalog for the server.
-func (c *control) drain(ctx context.Context) {
+func (c *Control) drain(ctx context.Context) {
 	for {
-		due, err := c.cat.NextDeliveryDue(ctx)
+		due, err := c.Catalog.NextDeliveryDue(ctx)
 		if err != nil || due.IsZero() || due.After(time.Now()) {
 			return
 		}

@@ -128,7 +128,7 @@ type Created[T any] struct{ Body T }
 
 func (*Created[T]) status() int { return http.StatusCreated }
 
-func created[T any](doc T) *Created[T] { return &Created[T]{Body: doc} }
+func NewCreated[T any](doc T) *Created[T] { return &Created[T]{Body: doc} }
 
 // NoContent is the answer of an endpoint with nothing to say: 204.
 type NoContent struct{}
@@ -240,7 +240,7 @@ func Creates[I, T any](m func(*Service, context.Context, *I) (T, error)) Endpoin
 		if err != nil {
 			return nil, err
 		}
-		return created(doc), nil
+		return NewCreated(doc), nil
 	}
 }
 

@@ -62,14 +62,14 @@ func configOperations() []Operation {
 		op := func(verb, method, httpMethod, path string, req []Requirement, ep Registrar) Operation {
 			id := ConfigOperationID(verb, k)
 			return Operation{ID: id, Method: method, Summary: summary(verb), HTTP: httpMethod, Path: path, Requires: req,
-				AuditsItself: RecordsOwnAudit(id), Endpoint: ep, MaxBodyBytes: 256 * kib}
+				AuditsItself: RecordsOwnAudit(id), Endpoint: ep, MaxBodyBytes: 256 * KiB}
 		}
 		out = append(out,
-			op("list", "ConfigObjects", get, route, listing(p.see, p.collection), Returns(ofKind(k, (*Service).ConfigObjects))),
-			op("get", "ConfigObject", get, route+"/{name}", req(p.see, object), Answers(ofKind(k, (*Service).ConfigObject))),
-			op(configobj.Create, "CreateConfigObject", post, route, req(p.change, p.collection), Answers(ofKind(k, (*Service).CreateConfigObject))),
-			op(configobj.Update, "UpdateConfigObject", put, route+"/{name}", req(p.change, object), Answers(ofKind(k, (*Service).UpdateConfigObject))),
-			op(configobj.Delete, "DeleteConfigObject", del, route+"/{name}", req(p.change, object), Returns(ofKind(k, (*Service).DeleteConfigObject))))
+			op("list", "ConfigObjects", Get, route, Lists(p.see, p.collection), Returns(ofKind(k, (*Service).ConfigObjects))),
+			op("get", "ConfigObject", Get, route+"/{name}", Require(p.see, object), Answers(ofKind(k, (*Service).ConfigObject))),
+			op(configobj.Create, "CreateConfigObject", Post, route, Require(p.change, p.collection), Answers(ofKind(k, (*Service).CreateConfigObject))),
+			op(configobj.Update, "UpdateConfigObject", Put, route+"/{name}", Require(p.change, object), Answers(ofKind(k, (*Service).UpdateConfigObject))),
+			op(configobj.Delete, "DeleteConfigObject", Delete, route+"/{name}", Require(p.change, object), Returns(ofKind(k, (*Service).DeleteConfigObject))))
 	}
 	return out
 }
@@ -119,7 +119,7 @@ func answerObject(o *api.ConfigObject) *ConfigObjectAnswer {
 func (s *Service) ifVersion(ctx context.Context, verb string, k configobj.Kind, name string, ifMatch api.IfMatchParam) (int64, error) {
 	v, err := ifMatch.Version()
 	if err != nil {
-		if actor := s.actor(ctx); actor != nil {
+		if actor := s.Actor(ctx); actor != nil {
 			s.auditRefusal(ctx, actor, ConfigOperationID(verb, k), k.Path(name), err)
 		}
 	}
@@ -134,21 +134,4 @@ func Stale(err error) bool { return errors.Is(err, catalog.ErrStale) }
 // of one kind, whose kind is its route's, not a parameter.
 func ofKind[I, T any](k configobj.Kind, m func(*Service, context.Context, configobj.Kind, *I) (T, error)) func(*Service, context.Context, *I) (T, error) {
 	return func(s *Service, ctx context.Context, in *I) (T, error) { return m(s, ctx, k, in) }
-}
-
-// PolicyDraftPreview previews a policy not saved yet, as PolicyPreview
-// previews a saved one. The preview lists the VMs of the connections the
-// draft selects from: the caller must see them (Conn.Audit), as listing
-// them would need.
-func (s *Service) PolicyDraftPreview(ctx context.Context, in *api.PreviewPolicyDraftInput) (*api.PolicyPreview, error) {
-	doc, err := s.policyPreview(ctx, previewOf{Draft: in.Body, Runs: in.Runs})
-	if doc != nil {
-		actor := s.actor(ctx)
-		for _, sel := range doc.Selected {
-			if path := auth.ConnectionPath(sel.Connection); !auth.Allowed(actor, path, auth.ConnAudit) {
-				return nil, api.Errorf(api.Denied, "%s lacks %s on %s, a connection the draft selects VMs of", actor, auth.ConnAudit, path)
-			}
-		}
-	}
-	return doc, err
 }

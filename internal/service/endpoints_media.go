@@ -59,7 +59,7 @@ func (h MediaHere) target(s *Service, to string) (string, error) {
 	if h.Local {
 		return to, nil
 	}
-	return confine(s.cfg.Files.RestoreDir, restoreDir, to)
+	return Confine(s.Config.Files.RestoreDir, RestoreDir, to)
 }
 
 // MediaVolumes lists the volumes of the media catalogue (of one pool, of
@@ -75,7 +75,7 @@ func (s *Service) MediaVolumes(ctx context.Context, in *api.ListMediaVolumesInpu
 			out = append(out, v)
 		}
 	}
-	return visible(ctx, s, auth.RepoAudit, out, func(v api.MediaVolume) []string {
+	return Visible(ctx, s, auth.RepoAudit, out, func(v api.MediaVolume) []string {
 		return []string{auth.MediaLibraryPath(v.Library)}
 	}), nil
 }
@@ -96,7 +96,7 @@ func (s *Service) MediaContents(ctx context.Context, in *api.MediaContentsInput)
 	for _, v := range vols {
 		library[v.Barcode] = v.Library
 	}
-	return visible(ctx, s, auth.RepoAudit, segs, func(sg api.MediaSegment) []string {
+	return Visible(ctx, s, auth.RepoAudit, segs, func(sg api.MediaSegment) []string {
 		return []string{auth.MediaLibraryPath(library[sg.Barcode])}
 	}), nil
 }

@@ -14,33 +14,6 @@ import (
 // server goes under its restore directory; what they serve beyond the
 // answer runs in the server's Background.
 
-const restoreDir = "restore directory (server.restore-dir)"
-
-// insidePath checks a path inside a backed-up file system that a
-// request names (the command line's, Config.Local, go as given): the file
-// system's reader resolves it from its root whatever it says, but a path
-// that climbs with ".." is a mistake (or an attempt) worth telling.
-func (s *Service) insidePath(p string) error {
-	if s.cfg.Local {
-		return nil
-	}
-	return insidePath(p)
-}
-
-// insidePath refuses a NUL byte and ".." in a path inside a backed-up
-// file system.
-func insidePath(p string) error {
-	if strings.ContainsRune(p, 0) {
-		return api.Errorf(api.Invalid, "path %q holds a NUL byte", p)
-	}
-	for _, c := range strings.Split(p, "/") {
-		if c == ".." {
-			return api.Errorf(api.Invalid, "path %q climbs with \"..\": name paths from the file system's root", p)
-		}
-	}
-	return nil
-}
-
 func archiveFile(in *api.FilesArchiveInput) (string, string) {
 	name := "coffer-" + safeName(in.Point)
 	if in.Format == "tar" {
@@ -64,20 +37,11 @@ func epFilesArchive(ctx context.Context, s *Service, in *api.FilesArchiveInput, 
 	return err
 }
 
-// background is the server's Background, or an error saying the
-// operation needs one.
-func (s *Service) background(what string) (*Background, error) {
-	if s.cfg.Background == nil {
-		return nil, invalidf("%s goes on after the answer: only the server runs it", what)
-	}
-	return s.cfg.Background, nil
-}
-
 // epInstantStart starts the VM and serves its disks from the server until
 // the session is committed or discarded (or the server stops: the VM
 // then waits, and instant-serve serves it again).
 func epInstantStart(ctx context.Context, s *Service, in *api.InstantStartInput) (*Created[*api.InstantSession], error) {
-	bg, err := s.background("instant recovery")
+	bg, err := s.Background("instant recovery")
 	if err != nil {
 		return nil, err
 	}
@@ -93,12 +57,12 @@ func epInstantStart(ctx context.Context, s *Service, in *api.InstantStartInput) 
 	if err != nil {
 		return nil, err
 	}
-	return created(&doc), nil
+	return NewCreated(&doc), nil
 }
 
 // epInstantServe serves the session again in the server's Background.
 func epInstantServe(ctx context.Context, s *Service, in *api.InstantServeInput) (*Result[*api.InstantSession], error) {
-	bg, err := s.background("serving an instant recovery")
+	bg, err := s.Background("serving an instant recovery")
 	if err != nil {
 		return nil, err
 	}
@@ -120,19 +84,19 @@ func epInstantServe(ctx context.Context, s *Service, in *api.InstantServeInput) 
 // epExport serves the point's disks over NBD for the duration asked (the
 // command line serves until it is stopped; a request cannot stay).
 func epExport(ctx context.Context, s *Service, in *api.InstantExportInput) (*Created[*api.Export], error) {
-	bg, err := s.background("an NBD export")
+	bg, err := s.Background("an NBD export")
 	if err != nil {
 		return nil, err
 	}
 	listen := in.Body.Listen
 	if name, ok := strings.CutPrefix(listen, "unix:"); ok {
-		sock, err := confine(s.cfg.Files.ExportDir, "export directory", name)
+		sock, err := Confine(s.Config.Files.ExportDir, "export directory", name)
 		if err != nil {
 			return nil, err
 		}
 		listen = "unix:" + sock
 	} else if !strings.HasPrefix(listen, "tcp:") {
-		return nil, invalidf("listen must be unix:NAME (a socket in the server's export directory) or tcp:HOST:PORT, not %q", listen)
+		return nil, Invalidf("listen must be unix:NAME (a socket in the server's export directory) or tcp:HOST:PORT, not %q", listen)
 	}
 	var doc api.Export
 	err = bg.Serve(ctx, func(ctx context.Context) (string, func() error, error) {
@@ -150,5 +114,5 @@ func epExport(ctx context.Context, s *Service, in *api.InstantExportInput) (*Cre
 	if err != nil {
 		return nil, err
 	}
-	return created(&doc), nil
+	return NewCreated(&doc), nil
 }

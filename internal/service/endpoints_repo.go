@@ -35,7 +35,7 @@ func (s *Service) CatalogPoints(ctx context.Context, in *api.ListCatalogPointsIn
 		return nil, "", err
 	}
 	limit := cmp.Or(in.Limit, pointsPage)
-	repoID, err := s.repositoryID(ctx, in.Repository)
+	repoID, err := s.RepositoryID(ctx, in.Repository)
 	if err != nil {
 		return nil, "", err
 	}
@@ -43,7 +43,7 @@ func (s *Service) CatalogPoints(ctx context.Context, in *api.ListCatalogPointsIn
 	if err != nil {
 		return nil, "", err
 	}
-	page := visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
+	page := Visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
 		name := s.RepositoryName(p.Repository)
 		if name == "" {
 			// A repository this server has not opened yet: only rights on
@@ -73,24 +73,7 @@ func parsePointCursor(s string) (catalog.PointCursor, error) {
 		us, err = strconv.ParseInt(parts[0], 10, 64)
 	}
 	if len(parts) != 3 || err != nil || parts[1] == "" || parts[2] == "" {
-		return catalog.PointCursor{}, invalidf("after: %q is not the Coffer-Next header of a page of points", s)
+		return catalog.PointCursor{}, Invalidf("after: %q is not the Coffer-Next header of a page of points", s)
 	}
 	return catalog.PointCursor{Time: time.UnixMicro(us).UTC(), Repository: parts[1], ID: parts[2]}, nil
-}
-
-// visible is the items the caller holds priv on through one of their
-// paths ([] when none).
-func visible[T any](ctx context.Context, s *Service, priv auth.Privilege, items []T, paths func(T) []string) []T {
-	out := auth.Filter(s.actor(ctx), priv, items, paths)
-	if out == nil {
-		out = []T{}
-	}
-	return out
-}
-
-func or(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/task"
 )
 
-// newEngine builds an engine over the given connections. Problems cleaning
+// NewEngine builds an engine over the given connections. Problems cleaning
 // up leftovers of earlier runs are warnings: they do not stop the caller.
-func (s *Service) newEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *connectors) (*engine.Engine, error) {
-	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.conns, StorageSnapshotters: conns.storage,
-		OpenRepository: s.openNamed, Logger: s.log, Worker: s.cfg.Worker, Predict: predictor(cat)}
+func (s *Service) NewEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *Connectors) (*engine.Engine, error) {
+	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.Conns, StorageSnapshotters: conns.Storage,
+		OpenRepository: s.OpenNamed, Logger: s.log, Worker: s.Config.Worker, Predict: predictor(cat)}
 	// Jobs are tasks of the control plane, recorded once, through the
 	// task manager (its notices, cancel and notifications); without a
 	// catalog for it the engine records them itself.
@@ -61,6 +61,17 @@ func (s *Service) servingEngine(t Task, connections []string) *engine.Engine {
 // Serving reports whether this process runs the schedules' engine, which
 // the runs it starts join (servingEngine).
 func (s *Service) Serving() bool { return s.serving.Load() != nil }
+
+// EngineServing is the engine of this process's RunSchedules while it
+// runs, nil otherwise.
+func (s *Service) EngineServing() *engine.Engine { return s.serving.Load() }
+
+// Serve makes eng the engine this process serves with (RunSchedules)
+// until the returned function is called.
+func (s *Service) Serve(eng *engine.Engine) (stop func()) {
+	s.serving.Store(eng)
+	return func() { s.serving.CompareAndSwap(eng, nil) }
+}
 
 // PolicyRun is a policy's backup run in progress.
 type PolicyRun struct {
@@ -106,7 +117,7 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 		return nil, err
 	}
 	j := res.Job
-	d := jobDoc(j, res.Tasks, nil)
+	d := JobDoc(j, res.Tasks, nil)
 	switch j.Status {
 	case catalog.StatusSuccess:
 		return &d, nil
@@ -123,13 +134,13 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 // ctx is cancelled (running VMs then release their hypervisor snapshots,
 // queued ones are not started).
 func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
-	cfg, warnings, err := s.policyConfig(ctx)
+	cfg, warnings, err := s.PolicyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
 	p, ok := cfg.Policy(name)
 	if !ok {
-		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", name)
+		return nil, Invalidf("no policy named %q (`coffer policy check` lists them)", name)
 	}
 	ctx, t := s.tasks.Start(ctx, "backup-policy", p.Name)
 	for _, f := range warnings[p.Name] {
@@ -144,44 +155,44 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 		if err != nil {
 			return fail(err)
 		}
-		return &PolicyRun{Warnings: list(warnings[p.Name]), job: job, close: t.Finish}, nil
+		return &PolicyRun{Warnings: NonNil(warnings[p.Name]), job: job, close: t.Finish}, nil
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	conns, err := s.openConnectors(ctx, cfg, p.ConnectionNames())
+	conns, err := s.OpenConnectors(ctx, cfg, p.ConnectionNames())
 	if err != nil {
 		cat.Close()
 		return fail(err)
 	}
-	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
+	eng, err := s.NewEngine(ctx, t, cfg, cat, conns)
 	if err != nil {
-		conns.close()
+		conns.Close()
 		cat.Close()
 		return fail(err)
 	}
 	job, err := eng.Start(ctx, p)
 	if err != nil {
 		eng.Close()
-		conns.close()
+		conns.Close()
 		cat.Close()
 		return fail(err)
 	}
-	run := &PolicyRun{Warnings: list(warnings[p.Name]), job: job}
+	run := &PolicyRun{Warnings: NonNil(warnings[p.Name]), job: job}
 	run.close = func(err error) {
 		eng.Close()
-		conns.close()
+		conns.Close()
 		cat.Close()
 		t.Finish(err)
 	}
 	return run, nil
 }
 
-// listJobs lists up to limit jobs the catalog recorded, newest first,
+// ListJobs lists up to limit jobs the catalog recorded, newest first,
 // whoever may see them.
-func (s *Service) listJobs(ctx context.Context, in *api.ListJobsInput, limit int) ([]api.Job, error) {
-	cat, err := s.openCatalog(ctx)
+func (s *Service) ListJobs(ctx context.Context, in *api.ListJobsInput, limit int) ([]api.Job, error) {
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -206,14 +217,14 @@ func (s *Service) listJobs(ctx context.Context, in *api.ListJobsInput, limit int
 	}
 	out := []api.Job{}
 	for _, j := range jobs {
-		out = append(out, jobDoc(j, nil, nil))
+		out = append(out, JobDoc(j, nil, nil))
 	}
 	return out, nil
 }
 
-// jobPageInput selects the part of a job's tasks and log a job document
+// JobPageInput selects the part of a job's tasks and log a job document
 // holds: a policy run over 10,000 VMs has 10,000 of each.
-type jobPageInput struct {
+type JobPageInput struct {
 	ID int64
 	// Tasks is the most per-VM tasks, those after the task TasksAfter
 	// (0: all); Log the most lines from the start of the log (0: all).
@@ -222,10 +233,10 @@ type jobPageInput struct {
 	Log        int
 }
 
-// jobPage returns one job with a page of its per-VM tasks and the first
+// JobPage returns one job with a page of its per-VM tasks and the first
 // lines of its log.
-func (s *Service) jobPage(ctx context.Context, in jobPageInput) (*api.Job, error) {
-	cat, err := s.openCatalog(ctx)
+func (s *Service) JobPage(ctx context.Context, in JobPageInput) (*api.Job, error) {
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -243,14 +254,14 @@ func (s *Service) jobPage(ctx context.Context, in jobPageInput) (*api.Job, error
 	if err != nil {
 		return nil, err
 	}
-	doc := jobDoc(j, list(tasks), list(events))
+	doc := JobDoc(j, NonNil(tasks), NonNil(events))
 	return &doc, nil
 }
 
-// jobSummary returns one job without its tasks and log: what deciding
+// JobSummary returns one job without its tasks and log: what deciding
 // who may see or cancel it needs, one row however large the job.
-func (s *Service) jobSummary(ctx context.Context, id int64) (*api.Job, error) {
-	cat, err := s.openCatalog(ctx)
+func (s *Service) JobSummary(ctx context.Context, id int64) (*api.Job, error) {
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +271,7 @@ func (s *Service) jobSummary(ctx context.Context, id int64) (*api.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %d: %w", id, err)
 	}
-	doc := jobDoc(j, nil, nil)
+	doc := JobDoc(j, nil, nil)
 	return &doc, nil
 }
 
@@ -271,4 +282,25 @@ func (s *Service) markInterrupted(ctx context.Context, cat catalog.Catalog) {
 	if _, err := task.MarkInterrupted(ctx, cat, task.Options{Logger: s.log}); err != nil {
 		s.log.Warn("marking the jobs of processes that died failed", "err", err)
 	}
+}
+
+// Limiter is the engine's limiter that work outside a policy's job
+// shares (a copy to media's drives): the server's engine while this
+// process serves, so that drives and backups queue for the same
+// limits.tasks and show in the same coffer_limit_slots pools; else one of
+// this process, made with limits.tasks when first needed.
+func (s *Service) Limiter(ctx context.Context) *engine.Limiter {
+	if eng := s.serving.Load(); eng != nil {
+		return eng.Limiter()
+	}
+	s.limiterMu.Lock()
+	defer s.limiterMu.Unlock()
+	if s.ownLimiter == nil {
+		tasks := policy.Limits{}.WithDefaults().Tasks
+		if cfg, err := s.EngineConfig(ctx); err == nil {
+			tasks = cfg.Limits.WithDefaults().Tasks
+		}
+		s.ownLimiter = engine.NewLimiter(tasks)
+	}
+	return s.ownLimiter
 }

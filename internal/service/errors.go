@@ -87,5 +87,5 @@ func Classify(err error) api.Class {
 	return api.Internal
 }
 
-// invalidf is an error in what the caller asked for.
-func invalidf(format string, a ...any) error { return api.Errorf(api.Invalid, format, a...) }
+// Invalidf is an error in what the caller asked for.
+func Invalidf(format string, a ...any) error { return api.Errorf(api.Invalid, format, a...) }

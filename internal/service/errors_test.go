@@ -59,7 +59,7 @@ func TestClassify(t *testing.T) {
 		{auth.ErrInvalid, api.Invalid},
 		{auth.ErrNotFound, api.NotFound},
 		{auth.ErrConflict, api.Conflict},
-		{invalidf("bad flag"), api.Invalid},
+		{Invalidf("bad flag"), api.Invalid},
 		{api.WithClass(api.Partial, repo.ErrLocked), api.Partial},
 		{errors.New("something else"), api.Internal},
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -13,9 +14,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/task"
 )
-
-// fileCacheBytes bounds the chunk cache of the random-access disk reader.
-const fileCacheBytes = 64 << 20
 
 // FilesVolumes lists the partitions and volumes of a backed-up disk: of
 // a point (ID, prefix or "latest") and optionally a disk (index, key or
@@ -35,7 +33,7 @@ func (s *Service) FilesVolumes(ctx context.Context, in *api.FilesVolumesInput) (
 // FilesList lists a directory inside a backed-up disk.
 func (s *Service) FilesList(ctx context.Context, in *api.FilesListInput) (*api.FilesListing, error) {
 	path := in.Path
-	if err := s.insidePath(path); err != nil {
+	if err := s.InsidePath(path); err != nil {
 		return nil, err
 	}
 	if path == "" {
@@ -47,7 +45,7 @@ func (s *Service) FilesList(ctx context.Context, in *api.FilesListInput) (*api.F
 		if err != nil {
 			return err
 		}
-		out = &api.FilesListing{Entries: entryDocs(ents), Warnings: warningDocs(d)}
+		out = &api.FilesListing{Entries: entryDocs(ents), Warnings: WarningDocs(d)}
 		return nil
 	})
 	return out, err
@@ -59,16 +57,16 @@ func (s *Service) FilesList(ctx context.Context, in *api.FilesListInput) (*api.F
 // partial error.
 func (s *Service) FilesExtract(ctx context.Context, in *api.FilesExtractInput) (*api.FilesExtract, error) {
 	for _, p := range in.Body.Paths {
-		if err := s.insidePath(p); err != nil {
+		if err := s.InsidePath(p); err != nil {
 			return nil, err
 		}
 	}
-	to, err := s.hostPath(s.cfg.Files.RestoreDir, restoreDir, in.Body.To)
+	to, err := s.HostPath(s.Config.Files.RestoreDir, RestoreDir, in.Body.To)
 	if err != nil {
 		return nil, err
 	}
 	if to == "" {
-		return nil, invalidf("no target directory given")
+		return nil, Invalidf("no target directory given")
 	}
 	return s.extract(ctx, in.Ref(), func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
 		return files.Extract(ctx, fsys, in.Body.Paths, to)
@@ -83,17 +81,17 @@ func (s *Service) FilesExtract(ctx context.Context, in *api.FilesExtractInput) (
 // server's download endpoint too (Download), never Invoke.
 func (s *Service) FilesArchive(ctx context.Context, in *api.FilesArchiveInput, w io.Writer) (*api.FilesExtract, error) {
 	for _, p := range in.Paths {
-		if err := s.insidePath(p); err != nil {
+		if err := s.InsidePath(p); err != nil {
 			return nil, err
 		}
 	}
 	write := files.Zip
-	switch or(in.Format, "zip") {
+	switch cmp.Or(in.Format, "zip") {
 	case "zip":
 	case "tar":
 		write = files.Tar
 	default:
-		return nil, invalidf("archive format %q: zip or tar", in.Format)
+		return nil, Invalidf("archive format %q: zip or tar", in.Format)
 	}
 	return s.extract(ctx, in.Ref(), func(ctx context.Context, fsys files.FS) (*files.ExtractStats, error) {
 		return write(ctx, fsys, in.Paths, w)
@@ -101,7 +99,7 @@ func (s *Service) FilesArchive(ctx context.Context, in *api.FilesArchiveInput, w
 }
 
 func (s *Service) extract(ctx context.Context, ref string, do func(context.Context, files.FS) (*files.ExtractStats, error)) (*api.FilesExtract, error) {
-	return run(ctx, s, s.pointTask(task.KindRestoreFiles, ref), func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
+	return Run(ctx, s, s.PointTask(task.KindRestoreFiles, ref), func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
 		var out *api.FilesExtract
 		err := s.withDiskFS(ctx, ref, false, func(d *files.Disk, fsys files.FS) error {
 			st, err := do(ctx, fsys)
@@ -109,8 +107,8 @@ func (s *Service) extract(ctx context.Context, ref string, do func(context.Conte
 				return err
 			}
 			out = &api.FilesExtract{Files: st.Files, Dirs: st.Dirs, Links: st.Links, ExtractedBytes: st.Bytes,
-				Skipped: skipDocs(st.Skipped), Warnings: warningDocs(d)}
-			return skippedError(out.Skipped, "extracted")
+				Skipped: SkipDocs(st.Skipped), Warnings: WarningDocs(d)}
+			return SkippedError(out.Skipped, "extracted")
 		})
 		return out, err
 	})
@@ -128,7 +126,7 @@ func (s *Service) FilesFind(ctx context.Context, in *api.FilesFindInput) (*api.F
 // paths of a long search as they come. A callback is not a request's to
 // give, so it is a method of its own rather than part of the input.
 func (s *Service) FilesFindEach(ctx context.Context, in *api.FilesFindInput, each func(api.FileEntry) error) (*api.FilesFind, error) {
-	if err := s.insidePath(in.Under); err != nil {
+	if err := s.InsidePath(in.Under); err != nil {
 		return nil, err
 	}
 	under := in.Under
@@ -148,52 +146,35 @@ func (s *Service) FilesFindEach(ctx context.Context, in *api.FilesFindInput, eac
 		if err != nil {
 			return err
 		}
-		out.Skipped, out.Warnings = skipDocs(skipped), warningDocs(d)
-		return skippedError(out.Skipped, "searched")
+		out.Skipped, out.Warnings = SkipDocs(skipped), WarningDocs(d)
+		return SkippedError(out.Skipped, "searched")
 	})
 	return out, err
-}
-
-// skippedError makes anything skipped a partial failure; done says what
-// happened to the rest.
-func skippedError(skipped []api.Skip, done string) error {
-	if len(skipped) == 0 {
-		return nil
-	}
-	return api.Errorf(api.Partial, "%s skipped (listed above); everything else was %s", Entries(len(skipped)), done)
-}
-
-// Entries is "1 entry" or "N entries".
-func Entries(n int) string {
-	if n == 1 {
-		return "1 entry"
-	}
-	return fmt.Sprintf("%d entries", n)
 }
 
 // withDiskFS opens BACKUP[:DISK] for file access, under a restore lease:
 // gc keeps the point's data while files are read.
 func (s *Service) withDiskFS(ctx context.Context, ref string, allowNoFS bool, fn func(*files.Disk, files.FS) error) error {
 	pointRef, diskSel, _ := strings.Cut(ref, ":")
-	pt, err := s.openPoint(ctx, pointRef, "files "+ref)
+	pt, err := s.OpenPoint(ctx, pointRef, "files "+ref)
 	if err != nil {
 		return err
 	}
-	defer pt.release()
+	defer pt.Release()
 	var disk repo.Disk
 	if diskSel == "" {
-		if len(pt.snap.Disks) == 0 {
-			return fmt.Errorf("backup point %s has no disks", pt.snap.ID.Short())
+		if len(pt.Point.Disks) == 0 {
+			return fmt.Errorf("backup point %s has no disks", pt.Point.ID.Short())
 		}
-		disk = pt.snap.Disks[0]
+		disk = pt.Point.Disks[0]
 	} else {
-		ds, err := pickDisks(pt.snap, diskSel)
+		ds, err := PickDisks(pt.Point, diskSel)
 		if err != nil {
 			return err
 		}
 		disk = ds[0]
 	}
-	dr, err := restore.OpenDisk(ctx, pt.r, disk, restore.CacheChunks(fileCacheBytes, disk.ChunkSize))
+	dr, err := restore.OpenDisk(ctx, pt.Repo, disk, restore.CacheChunks(FileCacheBytes, disk.ChunkSize))
 	if err != nil {
 		return err
 	}
@@ -242,20 +223,4 @@ func fileType(m fs.FileMode) string {
 		return "file"
 	}
 	return "other"
-}
-
-func skipDocs(sk []files.Skip) []api.Skip {
-	out := make([]api.Skip, 0, len(sk))
-	for _, s := range sk {
-		out = append(out, api.Skip{Path: s.Path, Reason: s.Reason})
-	}
-	return out
-}
-
-func warningDocs(d *files.Disk) []api.Warning {
-	out := []api.Warning{}
-	for _, w := range d.Warnings() {
-		out = append(out, api.Warning{Message: w.Message, Count: w.Count})
-	}
-	return out
 }

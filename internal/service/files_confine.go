@@ -24,20 +24,20 @@ type FileRoots struct {
 	ExportDir string
 }
 
-// hostPath is the path on this host that an operation's input names: on
+// HostPath is the path on this host that an operation's input names: on
 // the command line (Config.Local) the path as given, whoever runs it has
 // the machine anyway; on a server, rel confined under its root.
-func (s *Service) hostPath(root, what, rel string) (string, error) {
-	if s.cfg.Local {
+func (s *Service) HostPath(root, what, rel string) (string, error) {
+	if s.Config.Local {
 		return rel, nil
 	}
-	return confine(root, what, rel)
+	return Confine(root, what, rel)
 }
 
-// confine resolves rel under root: it must be relative, must not climb
+// Confine resolves rel under root: it must be relative, must not climb
 // out with "..", and no component on the way may be a symbolic link (a
 // restore could have put one there to point outside).
-func confine(root, what, rel string) (string, error) {
+func Confine(root, what, rel string) (string, error) {
 	if root == "" {
 		return "", api.Errorf(api.Invalid, "this server has no %s configured: the operation is not available through the API", what)
 	}
@@ -73,4 +73,31 @@ func confine(root, what, rel string) (string, error) {
 		}
 	}
 	return full, nil
+}
+
+const RestoreDir = "restore directory (server.restore-dir)"
+
+// InsidePath checks a path inside a backed-up file system that a
+// request names (the command line's, Config.Local, go as given): the file
+// system's reader resolves it from its root whatever it says, but a path
+// that climbs with ".." is a mistake (or an attempt) worth telling.
+func (s *Service) InsidePath(p string) error {
+	if s.Config.Local {
+		return nil
+	}
+	return InsidePath(p)
+}
+
+// InsidePath refuses a NUL byte and ".." in a path inside a backed-up
+// file system.
+func InsidePath(p string) error {
+	if strings.ContainsRune(p, 0) {
+		return api.Errorf(api.Invalid, "path %q holds a NUL byte", p)
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." {
+			return api.Errorf(api.Invalid, "path %q climbs with \"..\": name paths from the file system's root", p)
+		}
+	}
+	return nil
 }

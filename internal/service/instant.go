@@ -40,36 +40,36 @@ func (s *Serving[T]) Wait() error { return s.wait() }
 // overlays in pool Datastore (default: as recorded).
 func (s *Service) InstantStart(ctx context.Context, call *api.InstantStartInput) (*Serving[api.InstantSession], error) {
 	in, point := call.Body, call.Point
-	ctx, t := s.startTask(ctx, withDetail(s.pointTask(task.KindInstant, point), "instant recovery of "+point))
-	pt, err := s.openPoint(ctx, point, "instant recovery of "+point)
+	ctx, t := s.StartTask(ctx, WithDetail(s.PointTask(task.KindInstant, point), "instant recovery of "+point))
+	pt, err := s.OpenPoint(ctx, point, "instant recovery of "+point)
 	if err != nil {
 		t.Finish(err)
 		return nil, err
 	}
-	o := instant.StartOptions{StateDir: s.cfg.StateDir, ReconnectDelay: in.ReconnectDelay(), Log: s.log}
-	if pointVMKind(pt.snap) == "libvirt" {
+	o := instant.StartOptions{StateDir: s.Config.StateDir, ReconnectDelay: in.ReconnectDelay(), Log: s.Logger()}
+	if pointVMKind(pt.Point) == "libvirt" {
 		conn := in.Connection
 		if conn == "" {
-			conn = pt.snap.Source.Connection
+			conn = pt.Point.Source.Connection
 		}
 		d, closeConn, err := s.instantDomains(ctx, conn)
 		if err != nil {
-			pt.release()
+			pt.Release()
 			t.Finish(err)
 			return nil, err
 		}
 		defer closeConn()
 		o.Domain = &instant.DomainOptions{Domains: d, Connection: conn, Name: in.Name, Datastore: in.Datastore}
 	}
-	sess, wait, err := instant.Start(ctx, pt.r, pt.snap, o)
+	sess, wait, err := instant.Start(ctx, pt.Repo, pt.Point, o)
 	if err != nil {
-		pt.release()
+		pt.Release()
 		t.Finish(err)
 		return nil, err
 	}
-	t.Log(slog.LevelInfo, "serving a VM from a backup point", "session", sess.ID, "point", pt.snap.ID.String(), "vm", pt.snap.Source.VMName)
+	t.Log(slog.LevelInfo, "serving a VM from a backup point", "session", sess.ID, "point", pt.Point.ID.String(), "vm", pt.Point.Source.VMName)
 	return &Serving[api.InstantSession]{Doc: instantDoc(sess), wait: func() error {
-		defer pt.release()
+		defer pt.Release()
 		err := wait()
 		t.Finish(err)
 		return err
@@ -82,20 +82,20 @@ func (s *Service) InstantStart(ctx context.Context, call *api.InstantStartInput)
 // to its Background: epInstantServe).
 func (s *Service) InstantServe(ctx context.Context, in *api.InstantServeInput) (*Serving[InstantServed], error) {
 	id := in.Session
-	sess, err := instant.Load(s.cfg.StateDir, id)
+	sess, err := instant.Load(s.Config.StateDir, id)
 	if err != nil {
 		return nil, err
 	}
-	ctx, t := s.startTask(ctx, withDetail(s.repoTask(task.KindInstant, s.cfg.Repository.Location), "serve instant recovery "+id))
+	ctx, t := s.StartTask(ctx, WithDetail(s.RepoTask(task.KindInstant, s.Config.Repository.Location), "serve instant recovery "+id))
 	fail := func(err error) (*Serving[InstantServed], error) {
 		t.Finish(err)
 		return nil, err
 	}
-	r, release, err := s.open(ctx, defaultRepo(), restoreLease("instant recovery "+sess.ID))
+	r, release, err := s.Open(ctx, DefaultRepo(), RestoreLease("instant recovery "+sess.ID))
 	if err != nil {
 		return fail(err)
 	}
-	srv, err := instant.Reserve(ctx, r, sess, s.log)
+	srv, err := instant.Reserve(ctx, r, sess, s.Logger())
 	if err != nil {
 		release()
 		return fail(err)
@@ -105,7 +105,7 @@ func (s *Service) InstantServe(ctx context.Context, in *api.InstantServeInput) (
 	go func() { served <- srv.Serve(ctx) }()
 	resumed, err := qemu.Resume(ctx, sess.QMPSocket)
 	if err != nil {
-		s.log.Warn("could not resume the VM", "err", err)
+		s.Logger().Warn("could not resume the VM", "err", err)
 	}
 	return &Serving[InstantServed]{Doc: InstantServed{Session: instantDoc(sess), Resumed: resumed}, wait: func() error {
 		defer release()
@@ -124,7 +124,7 @@ type InstantServed struct {
 
 // InstantList lists the instant recovery sessions and their state.
 func (s *Service) InstantList(ctx context.Context, _ *api.InstantListInput) ([]api.InstantSession, error) {
-	ss, err := instant.List(s.cfg.StateDir)
+	ss, err := instant.List(s.Config.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +156,8 @@ func (s *Service) InstantCommit(ctx context.Context, in *api.InstantCommitInput)
 		return nil, err
 	}
 	doc, err := s.instantCommit(ctx, instantCommit{ID: in.Session, Dir: dir, Format: in.Body.Format})
-	if err == nil && s.cfg.Background != nil {
-		s.cfg.Background.Stop("instant " + in.Session)
+	if err == nil && s.Config.Background != nil {
+		s.Config.Background.Stop("instant " + in.Session)
 	}
 	return doc, err
 }
@@ -166,21 +166,21 @@ func (s *Service) InstantCommit(ctx context.Context, in *api.InstantCommitInput)
 // to a storage pool, named without a slash; a directory is one of this
 // host, confined like any other on a server (hostPath).
 func (s *Service) commitTarget(id, to string) (string, error) {
-	if sess, err := instant.Load(s.cfg.StateDir, id); err == nil && sess.IsDomain() && !strings.Contains(to, "/") {
+	if sess, err := instant.Load(s.Config.StateDir, id); err == nil && sess.IsDomain() && !strings.Contains(to, "/") {
 		return to, nil
 	}
-	return s.hostPath(s.cfg.Files.RestoreDir, restoreDir, to)
+	return s.HostPath(s.Config.Files.RestoreDir, RestoreDir, to)
 }
 
 func (s *Service) instantCommit(ctx context.Context, in instantCommit) (*api.InstantSession, error) {
 	if in.Dir == "" {
-		return nil, invalidf("no target directory given (--to)")
+		return nil, Invalidf("no target directory given (--to)")
 	}
 	if in.Format == "" {
 		in.Format = "qcow2"
 	}
-	return run(ctx, s, withDetail(TaskSpec{Kind: task.KindInstant, Object: "/system/instant/" + in.ID}, "commit "+in.ID), func(ctx context.Context, t Task) (*api.InstantSession, error) {
-		sess, err := instant.Load(s.cfg.StateDir, in.ID)
+	return Run(ctx, s, WithDetail(TaskSpec{Kind: task.KindInstant, Object: "/system/instant/" + in.ID}, "commit "+in.ID), func(ctx context.Context, t Task) (*api.InstantSession, error) {
+		sess, err := instant.Load(s.Config.StateDir, in.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -217,14 +217,14 @@ func (s *Service) instantCommit(ctx context.Context, in instantCommit) (*api.Ins
 // server's Background stops serving it.
 func (s *Service) InstantDiscard(ctx context.Context, in *api.InstantDiscardInput) (*api.InstantSession, error) {
 	doc, err := s.instantDiscard(ctx, in.Session)
-	if err == nil && s.cfg.Background != nil {
-		s.cfg.Background.Stop("instant " + in.Session)
+	if err == nil && s.Config.Background != nil {
+		s.Config.Background.Stop("instant " + in.Session)
 	}
 	return doc, err
 }
 
 func (s *Service) instantDiscard(ctx context.Context, id string) (*api.InstantSession, error) {
-	sess, err := instant.Load(s.cfg.StateDir, id)
+	sess, err := instant.Load(s.Config.StateDir, id)
 	if err != nil {
 		return nil, err
 	}
@@ -253,33 +253,33 @@ func (s *Service) InstantExport(ctx context.Context, call *api.InstantExportInpu
 	listen, point := call.Body.Listen, call.Point
 	network, addr, ok := strings.Cut(listen, ":")
 	if !ok || (network != "unix" && network != "tcp") {
-		return nil, invalidf("--listen must be unix:PATH or tcp:HOST:PORT, not %q", listen)
+		return nil, Invalidf("--listen must be unix:PATH or tcp:HOST:PORT, not %q", listen)
 	}
-	pt, err := s.openPoint(ctx, point, "nbd export of "+point)
+	pt, err := s.OpenPoint(ctx, point, "nbd export of "+point)
 	if err != nil {
 		return nil, err
 	}
-	exports, names, err := nbdexport.Exports(ctx, pt.r, pt.snap)
+	exports, names, err := nbdexport.Exports(ctx, pt.Repo, pt.Point)
 	if err != nil {
-		pt.release()
+		pt.Release()
 		return nil, err
 	}
 	l, err := nbdexport.Listen(network, addr)
 	if err != nil {
-		pt.release()
+		pt.Release()
 		return nil, err
 	}
-	doc := api.Export{PointID: pt.snap.ID.String(), Listen: listen, Exports: list(names)}
+	doc := api.Export{PointID: pt.Point.ID.String(), Listen: listen, Exports: NonNil(names)}
 	return &Serving[api.Export]{Doc: doc, wait: func() error {
-		defer pt.release()
-		return nbdexport.Serve(ctx, l, exports, names, s.log)
+		defer pt.Release()
+		return nbdexport.Serve(ctx, l, exports, names, s.Logger())
 	}}, nil
 }
 
 func instantDoc(sess *instant.Session) api.InstantSession {
 	d := api.InstantSession{ID: sess.ID, PointID: sess.Snapshot, Repository: sess.Repository, VM: sess.VM, Dir: sess.Dir,
 		NBDSocket: sess.NBDSocket, QMPSocket: sess.QMPSocket, Console: sess.Console, ServerPID: sess.ServerPID, VMPID: sess.VMPID,
-		Disks: []api.InstantDisk{}, State: sess.State, Started: sess.Started, Targets: list(sess.Targets),
+		Disks: []api.InstantDisk{}, State: sess.State, Started: sess.Started, Targets: NonNil(sess.Targets),
 		ServerRunning: sess.ServerAlive(), VMRunning: sess.VMAlive(), Connection: sess.Connection, Domain: sess.Domain, DomainID: sess.DomainID}
 	for _, d2 := range sess.Disks {
 		d.Disks = append(d.Disks, api.InstantDisk{Key: d2.Key, SizeBytes: d2.Size, Overlay: d2.Overlay})

@@ -23,22 +23,22 @@ func pointVMKind(snap *repo.Point) string {
 // libvirt domain; close ends its connection.
 func (s *Service) instantDomains(ctx context.Context, name string) (instant.Domains, func(), error) {
 	if name == "" {
-		return nil, nil, invalidf("the backup point is of a libvirt domain: name the connection to run it on (--connection)")
+		return nil, nil, Invalidf("the backup point is of a libvirt domain: name the connection to run it on (--connection)")
 	}
-	pc, err := s.engineConfig(ctx)
+	pc, err := s.EngineConfig(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	conns, err := s.openConnectors(ctx, pc, []string{name})
+	conns, err := s.OpenConnectors(ctx, pc, []string{name})
 	if err != nil {
 		return nil, nil, err
 	}
-	d, ok := conns.conns[name].(instant.Domains)
+	d, ok := conns.Conns[name].(instant.Domains)
 	if !ok {
-		conns.close()
-		return nil, nil, invalidf("connection %s (%s) cannot run a VM from a backup point", name, conns.conns[name].Kind())
+		conns.Close()
+		return nil, nil, Invalidf("connection %s (%s) cannot run a VM from a backup point", name, conns.Conns[name].Kind())
 	}
-	return d, conns.close, nil
+	return d, conns.Close, nil
 }
 
 // domainRunning asks a session's connection whether its domain runs;

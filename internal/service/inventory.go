@@ -48,7 +48,7 @@ func (s *Service) VMs(ctx context.Context, in *api.ListVMsInput) (*VMsPage, erro
 		return nil, err
 	}
 	inv.Next = next
-	inv.VMs = visible(ctx, s, auth.ConnAudit, inv.VMs, func(v api.VM) []string { return []string{auth.VMPath(v.Connection, v.VM)} })
+	inv.VMs = Visible(ctx, s, auth.ConnAudit, inv.VMs, func(v api.VM) []string { return []string{auth.VMPath(v.Connection, v.VM)} })
 	inv.Connections, inv.Errors, err = seenConnections(ctx, s, inv.Connections, inv.Errors, err)
 	return &VMsPage{Body: inv, Next: next}, err
 }
@@ -64,7 +64,7 @@ func (s *Service) RefreshInventories(ctx context.Context, connections []string) 
 	if err != nil {
 		return err
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return fmt.Errorf("the inventory is kept in the catalog: %w", err)
 	}
@@ -77,7 +77,7 @@ func (s *Service) RefreshInventories(ctx context.Context, connections []string) 
 // connections asked for (every configured one when none is), each
 // checked.
 func (s *Service) inventoryConnections(ctx context.Context, asked []string) (*policy.Config, []string, error) {
-	cfg, err := s.engineConfig(ctx)
+	cfg, err := s.EngineConfig(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -88,11 +88,11 @@ func (s *Service) inventoryConnections(ctx context.Context, asked []string) (*po
 		}
 	}
 	if len(names) == 0 {
-		return nil, nil, invalidf("no connections configured (add a connections: section to the configuration file)")
+		return nil, nil, Invalidf("no connections configured (add a connections: section to the configuration file)")
 	}
 	for _, n := range names {
-		if _, ok := connection(cfg, n); !ok {
-			return nil, nil, invalidf("no connection named %q in the configuration", n)
+		if _, ok := ConnectionOf(cfg, n); !ok {
+			return nil, nil, Invalidf("no connection named %q in the configuration", n)
 		}
 	}
 	return cfg, names, nil
@@ -105,16 +105,16 @@ func (s *Service) vmsPage(ctx context.Context, in vmsQuery) (*api.Inventory, str
 		return nil, "", err
 	}
 	if in.Protection != "" && in.Protection != catalog.Protected && in.Protection != catalog.Unprotected {
-		return nil, "", invalidf("protection %q: protected, unprotected or nothing", in.Protection)
+		return nil, "", Invalidf("protection %q: protected, unprotected or nothing", in.Protection)
 	}
 	if in.Order != "" && in.Order != OrderAttention {
-		return nil, "", invalidf("order %q: attention or nothing (by connection and name)", in.Order)
+		return nil, "", Invalidf("order %q: attention or nothing (by connection and name)", in.Order)
 	}
 	after, afterRank, err := decodeVMCursor(in.After, in.Order == OrderAttention)
 	if err != nil {
 		return nil, "", err
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("the inventory is kept in the catalog: %w", err)
 	}
@@ -241,7 +241,7 @@ func vmDoc(r catalog.VMRecord, policies []string) api.VM {
 	for i, d := range r.Disks {
 		disks[i] = api.Disk{Key: d.Key, Name: d.Name, SizeBytes: d.Size, Datastore: d.Datastore, Path: d.Path, Format: d.Format}
 	}
-	return api.VM{Connection: r.Connection, VM: r.Name, VMID: r.ID, Host: r.Host, Datastores: list(r.Datastores), Tags: tags(r.Tags),
+	return api.VM{Connection: r.Connection, VM: r.Name, VMID: r.ID, Host: r.Host, Datastores: NonNil(r.Datastores), Tags: NonNilTags(r.Tags),
 		PowerState: r.PowerState, GuestAgent: r.GuestAgent, ChangeTracking: r.ChangeTracking, ProvisionedBytes: r.Bytes,
 		Disks: disks, Busy: r.Busy, Policies: policies}
 }
@@ -286,13 +286,13 @@ func decodeVMCursor(s string, attention bool) (catalog.VMCursor, int, error) {
 		want = 4
 	}
 	if err != nil || len(parts) != want || parts[2] == "" {
-		return catalog.VMCursor{}, 0, invalidf("after %q: not a cursor of this VM listing (pass the Coffer-Next header of the previous page, "+
+		return catalog.VMCursor{}, 0, Invalidf("after %q: not a cursor of this VM listing (pass the Coffer-Next header of the previous page, "+
 			"with the same order)", s)
 	}
 	rank := 0
 	if attention {
 		if rank, err = strconv.Atoi(parts[3]); err != nil {
-			return catalog.VMCursor{}, 0, invalidf("after %q: not a cursor of the attention order (pass the Coffer-Next header of the previous page)", s)
+			return catalog.VMCursor{}, 0, Invalidf("after %q: not a cursor of the attention order (pass the Coffer-Next header of the previous page)", s)
 		}
 	}
 	return catalog.VMCursor{Connection: parts[0], Name: parts[1], ID: parts[2]}, rank, nil

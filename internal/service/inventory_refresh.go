@@ -24,16 +24,16 @@ import (
 // its connection could not describe (busy) keeps its last known state. A
 // failed listing leaves the inventory as it was, with the error beside it.
 func (s *Service) RefreshInventory(ctx context.Context, in *api.RefreshInventoryInput) (*api.InventoryRefresh, error) {
-	cfg, err := s.engineConfig(ctx)
+	cfg, err := s.EngineConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := connection(cfg, in.Connection); !ok {
+	if _, ok := ConnectionOf(cfg, in.Connection); !ok {
 		return nil, api.Errorf(api.NotFound, "no connection named %q in the configuration", in.Connection)
 	}
 	spec := TaskSpec{Kind: task.KindInventory, Object: "/connections/" + in.Connection}
-	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.InventoryRefresh, error) {
-		cat, err := s.openCatalog(ctx)
+	return Run(ctx, s, spec, func(ctx context.Context, t Task) (*api.InventoryRefresh, error) {
+		cat, err := s.OpenCatalog(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +52,7 @@ func (s *Service) refreshConnection(ctx context.Context, cfg *policy.Config, cat
 			return nil, err // stopped, not failed: nothing to record
 		}
 		if rerr := cat.RecordInventoryFailure(context.WithoutCancel(ctx), name, at, err.Error()); rerr != nil {
-			s.log.Warn("recording a failed inventory", "connection", name, "err", rerr)
+			s.Logger().Warn("recording a failed inventory", "connection", name, "err", rerr)
 		}
 		return nil, fmt.Errorf("inventory of %s: %w", name, err)
 	}
@@ -69,12 +69,12 @@ func (s *Service) refreshConnection(ctx context.Context, cfg *policy.Config, cat
 // listConnection asks a connection for its VMs, without waiting for
 // those a backup holds when the connector can tell them (busy).
 func (s *Service) listConnection(ctx context.Context, cfg *policy.Config, name string) ([]hypervisor.VM, error) {
-	conns, err := s.openConnectors(ctx, cfg, []string{name})
+	conns, err := s.OpenConnectors(ctx, cfg, []string{name})
 	if err != nil {
 		return nil, err
 	}
-	defer conns.close()
-	c := conns.conns[name]
+	defer conns.Close()
+	c := conns.Conns[name]
 	if b, ok := c.(hypervisor.BusyLister); ok {
 		return b.InventoryNow(ctx)
 	}
@@ -153,7 +153,7 @@ func (s *Service) refreshInventories(ctx context.Context, every time.Duration) {
 			go func() {
 				defer wg.Done()
 				if err := s.refreshInBackground(ctx, cfg, name); err != nil && ctx.Err() == nil {
-					s.log.Warn("the inventory could not be refreshed: the VM view shows the last one, with this error",
+					s.Logger().Warn("the inventory could not be refreshed: the VM view shows the last one, with this error",
 						"connection", name, "err", err)
 				}
 				select {
@@ -176,19 +176,19 @@ func (s *Service) refreshInventories(ctx context.Context, every time.Duration) {
 // that is due and not running.
 func (s *Service) startDueRefreshes(ctx context.Context, every, retry time.Duration, running map[string]bool,
 	start func(string, *policy.Config)) {
-	cfg, err := s.engineConfig(ctx)
+	cfg, err := s.EngineConfig(ctx)
 	if err != nil {
 		return // the configuration's own reload logs why
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
-		s.log.Warn("the inventory's catalog is unavailable", "err", err)
+		s.Logger().Warn("the inventory's catalog is unavailable", "err", err)
 		return
 	}
 	states, err := cat.InventoryStates(ctx)
 	cat.Close()
 	if err != nil {
-		s.log.Warn("reading the inventory's state", "err", err)
+		s.Logger().Warn("reading the inventory's state", "err", err)
 		return
 	}
 	last := map[string]catalog.InventoryState{}
@@ -213,7 +213,7 @@ func (s *Service) startDueRefreshes(ctx context.Context, every, retry time.Durat
 // refreshInBackground refreshes one connection on a catalog handle of
 // its own (the server's is kept open; closing this one leaves it so).
 func (s *Service) refreshInBackground(ctx context.Context, cfg *policy.Config, name string) error {
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,12 @@ func InvokePage(ctx context.Context, s *Service, id string, in any) (doc any, ne
 	return c.call(ctx, s, in)
 }
 
+// Invoke runs an operation by its ID, as Invoke does: the schedules call
+// the operations they run so.
+func (s *Service) Invoke(ctx context.Context, id string, in any) (any, error) {
+	return Invoke(ctx, s, id, in)
+}
+
 // OperationByID is the operation with that ID, nil if there is none.
 func OperationByID(id string) *Operation {
 	for i := range Operations {

@@ -18,7 +18,7 @@ import (
 // withTasks runs fn with the service's task manager (opened with the
 // catalog at first use, see control.go).
 func (s *Service) withTasks(ctx context.Context, fn func(*task.Manager) error) error {
-	m, err := s.taskManager(ctx)
+	m, err := s.TaskManager(ctx)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *Service) JobLog(ctx context.Context, in *api.JobLogInput) ([]api.Event,
 func eventDocs(lines []catalog.Event) []api.Event {
 	out := []api.Event{}
 	for _, l := range lines {
-		out = append(out, eventDoc(l))
+		out = append(out, EventDoc(l))
 	}
 	return out
 }
@@ -71,24 +71,24 @@ func eventDocs(lines []catalog.Event) []api.Event {
 // (canCancelJob).
 func (s *Service) CancelJob(ctx context.Context, in *api.CancelJobInput) (*api.Job, error) {
 	id := in.ID
-	sum, err := s.jobSummary(ctx, id)
+	sum, err := s.JobSummary(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if !canCancelJob(s.actor(ctx), *sum) {
+	if !canCancelJob(s.Actor(ctx), *sum) {
 		return nil, api.Errorf(api.Denied, "%s may not cancel job %d: it is another user's, and %s lacks %s on %s or %s on its policy",
-			s.actor(ctx), sum.ID, s.actor(ctx), auth.SysModify, TasksPath, auth.PolicyRun)
+			s.Actor(ctx), sum.ID, s.Actor(ctx), auth.SysModify, TasksPath, auth.PolicyRun)
 	}
 	var j task.Task
 	err = s.withTasks(ctx, func(m *task.Manager) error {
 		var err error
-		j, err = m.Cancel(ctx, id, s.actor(ctx).String())
+		j, err = m.Cancel(ctx, id, s.Actor(ctx).String())
 		return err
 	})
 	if err != nil {
 		return nil, taskError(id, err)
 	}
-	doc := jobDoc(j, nil, nil)
+	doc := JobDoc(j, nil, nil)
 	return &doc, nil
 }
 
@@ -107,10 +107,10 @@ func (s *Service) FollowJob(ctx context.Context, id, after int64, each func(api.
 			doc := api.JobEvent{Type: ev.Type, JobID: ev.TaskID}
 			switch ev.Type {
 			case task.EventLog:
-				line := eventDoc(ev.Line)
+				line := EventDoc(ev.Line)
 				doc.Line = &line
 			default:
-				j := jobDoc(ev.Task, nil, nil)
+				j := JobDoc(ev.Task, nil, nil)
 				doc.Job = &j
 			}
 			if err := each(doc); err != nil {

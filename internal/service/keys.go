@@ -18,7 +18,7 @@ import (
 func (s *Service) Init(ctx context.Context, call *api.InitRepositoryInput) (*api.Repository, error) {
 	var o InitOptions
 	if !call.Body.NoEncryption {
-		pw, err := password(s.cfg.Repository.Password)
+		pw, err := Password(s.Config.Repository.Password)
 		if err != nil {
 			return nil, err
 		}
@@ -45,12 +45,12 @@ type InitOptions struct {
 // source of o.
 func (s *Service) InitWith(ctx context.Context, call *api.InitRepositoryInput, o InitOptions) (*api.Repository, error) {
 	in := call.Body
-	location := s.cfg.Repository.Location
+	location := s.Config.Repository.Location
 	if location == "" {
-		return nil, invalidf("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
+		return nil, Invalidf("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
 	}
 	if !in.NoEncryption && len(o.Password) == 0 {
-		return nil, invalidf("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
+		return nil, Invalidf("a password is required: use --password-file, COFFER_PASSWORD_FILE or COFFER_PASSWORD (or --insecure-no-encryption)")
 	}
 	if !storeall.IsURL(location) {
 		if _, err := local.Create(location); err != nil {
@@ -65,7 +65,7 @@ func (s *Service) InitWith(ctx context.Context, call *api.InitRepositoryInput, o
 	ro := repo.InitOptions{Password: o.Password, NoEncryption: in.NoEncryption, ChunkSize: in.ChunkSizeBytes,
 		PackSize: in.PackSizeBytes, CompressionLevel: in.CompressionLevel, KeyLabel: in.KeyLabel}
 	if o.CopyKeysFrom != "" {
-		other, release, err := s.open(ctx, otherRepoAt(o.CopyKeysFrom), noLease)
+		other, release, err := s.Open(ctx, OtherRepoAt(o.CopyKeysFrom), NoLease)
 		if err != nil {
 			return nil, fmt.Errorf("--copy-keys-from: %w", err)
 		}
@@ -93,9 +93,9 @@ func repositoryDoc(c repo.Config, p store.Properties) *api.Repository {
 func (s *Service) AddKey(ctx context.Context, call *api.AddKeyInput) (*api.Key, error) {
 	in := call.Body
 	if in.Password == "" {
-		return nil, invalidf("the new password is empty")
+		return nil, Invalidf("the new password is empty")
 	}
-	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.Key, error) {
+	return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) (*api.Key, error) {
 		kf, err := r.AddKey(ctx, []byte(in.Password), in.Label)
 		if err != nil {
 			return nil, err
@@ -107,7 +107,7 @@ func (s *Service) AddKey(ctx context.Context, call *api.AddKeyInput) (*api.Key, 
 
 // Keys lists the default repository's keys.
 func (s *Service) Keys(ctx context.Context, _ *api.RepoParam) ([]api.Key, error) {
-	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Key, error) {
+	return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) ([]api.Key, error) {
 		keys, err := r.Keys(ctx)
 		if err != nil {
 			return nil, err
@@ -129,7 +129,7 @@ func keyDoc(k *repo.KeyFile, current string) api.Key {
 // server's own key: its schedules would be locked out), nor a key that
 // opens points under object lock while they are locked.
 func (s *Service) RemoveKey(ctx context.Context, call *api.RemoveKeyInput) (*api.KeyRemoval, error) {
-	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.KeyRemoval, error) {
+	return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) (*api.KeyRemoval, error) {
 		removed, err := r.RemoveKey(ctx, call.Key)
 		if err != nil {
 			return nil, err
@@ -140,7 +140,7 @@ func (s *Service) RemoveKey(ctx context.Context, call *api.RemoveKeyInput) (*api
 
 // Leases lists who works on the default repository.
 func (s *Service) Leases(ctx context.Context, _ *api.RepoParam) ([]api.Lease, error) {
-	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.Lease, error) {
+	return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) ([]api.Lease, error) {
 		leases, err := r.Leases(ctx)
 		if err != nil {
 			return nil, err
@@ -149,7 +149,7 @@ func (s *Service) Leases(ctx context.Context, _ *api.RepoParam) ([]api.Lease, er
 		now := time.Now()
 		for _, l := range leases {
 			out = append(out, api.Lease{Kind: l.Kind, Host: l.Host, User: l.User, PID: l.PID, Description: l.Description,
-				Since: l.Created, Expires: l.Expires, Alive: !l.Dead(now, hostname())})
+				Since: l.Created, Expires: l.Expires, Alive: !l.Dead(now, Hostname())})
 		}
 		return out, nil
 	})

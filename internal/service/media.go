@@ -25,7 +25,7 @@ import (
 func (s *Service) MediaLabel(ctx context.Context, call *api.MediaLabelInput, here MediaHere) (*api.MediaVolume, error) {
 	in := call.Body
 	if in.Barcode == "" || in.Pool == "" {
-		return nil, invalidf("--barcode and --pool are required")
+		return nil, Invalidf("--barcode and --pool are required")
 	}
 	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(call.Library, here.Drive))
 	if err != nil {
@@ -57,23 +57,23 @@ func (s *Service) MediaLabel(ctx context.Context, call *api.MediaLabelInput, her
 func (s *Service) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here MediaHere) (*api.MediaCopyResult, error) {
 	in := call.Body
 	if in.Pool == "" {
-		return nil, invalidf("--pool is required")
+		return nil, Invalidf("--pool is required")
 	}
 	maxMux := cmp.Or(in.MaxMultiplex, volume.DefaultMultiplex)
 	if in.Multiplex > maxMux {
-		return nil, invalidf("multiplexing %d:1 exceeds the cap of %d:1 (restores slow down beyond 4:1); raise --max-multiplex to allow it", in.Multiplex, maxMux)
+		return nil, Invalidf("multiplexing %d:1 exceeds the cap of %d:1 (restores slow down beyond 4:1); raise --max-multiplex to allow it", in.Multiplex, maxMux)
 	}
 	if in.Drives < 0 {
-		return nil, invalidf("--drives must not be negative")
+		return nil, Invalidf("--drives must not be negative")
 	}
 	ml, err := s.findLibrary(ctx, here.library(call.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
-	spec := withDetail(s.repoTask(task.KindMediaCopy, s.cfg.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
-	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaCopyResult, error) {
-		return withRepo(ctx, s, defaultRepo(), noLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
-			sel, err := copySelection(ctx, src, api.CopyRequest{Points: in.Points, VM: in.VM, Latest: in.Latest})
+	spec := WithDetail(s.RepoTask(task.KindMediaCopy, s.Config.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
+	return Run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaCopyResult, error) {
+		return WithRepo(ctx, s, DefaultRepo(), NoLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
+			sel, err := CopySelection(ctx, src, api.CopyRequest{Points: in.Points, VM: in.VM, Latest: in.Latest})
 			if err != nil {
 				return nil, err
 			}
@@ -101,7 +101,7 @@ func (s *Service) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here 
 			if err != nil {
 				return nil, err
 			}
-			slots := &copySlots{limiter: s.limiter(ctx), need: need, t: t, library: ml.Ref()}
+			slots := &copySlots{limiter: s.Limiter(ctx), need: need, t: t, library: ml.Ref()}
 			host, _ := os.Hostname()
 			start := time.Now()
 			results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSizeBytes,
@@ -150,7 +150,7 @@ func (s *Service) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here 
 // a copy to choose its volume without loading every cartridge; nil (each
 // cartridge is then read in turn) when the catalogue cannot be read.
 func (s *Service) mediaCatalogue(ctx context.Context, t Task) map[string]volume.Catalogued {
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		t.Log(slog.LevelWarn, "the media catalogue is not readable: each cartridge is loaded in turn to find the pool's volumes", "err", err)
 		return nil
@@ -173,7 +173,7 @@ func (s *Service) mediaCatalogue(ctx context.Context, t Task) map[string]volume.
 // volume filled by a session appears twice (full, then as continued
 // elsewhere): the last index of each barcode wins.
 func (s *Service) recordVolumes(ctx context.Context, lib *volume.Library, ml mediaLibrary, ixs ...format.VolumeIndex) ([]catalog.MediaVolume, error) {
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (s *Service) MediaCatalog(ctx context.Context, call *api.RebuildMediaCatalo
 
 // mediaVolumes lists the catalogue's volumes (of one pool, if given).
 func (s *Service) mediaVolumes(ctx context.Context, pool string) ([]api.MediaVolume, error) {
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ func (s *Service) mediaVolumes(ctx context.Context, pool string) ([]api.MediaVol
 // mediaContents lists the catalogue's segments: of a volume, of a point
 // (an ID or a unique prefix), or all.
 func (s *Service) mediaContents(ctx context.Context, barcode, point string) ([]api.MediaSegment, error) {
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -295,7 +295,7 @@ func pointSegments(ctx context.Context, c catalog.Catalog, barcode, point string
 	for _, r := range rows {
 		if len(point) <= len(r.Point) && r.Point[:len(point)] == point {
 			if match != "" && match != r.Point {
-				return nil, invalidf("%q names several backup points on media (%s, %s): give more of the ID", point, match, r.Point)
+				return nil, Invalidf("%q names several backup points on media (%s, %s): give more of the ID", point, match, r.Point)
 			}
 			match = r.Point
 			out = append(out, r)

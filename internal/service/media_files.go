@@ -22,10 +22,10 @@ func (s *Service) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExt
 		return nil, err
 	}
 	if in.To == "" {
-		return nil, invalidf("no target directory given")
+		return nil, Invalidf("no target directory given")
 	}
 	if len(in.Paths) == 0 {
-		return nil, invalidf("no path given")
+		return nil, Invalidf("no path given")
 	}
 	pointRef, diskSel := call.Point, call.Disk
 	ref := pointRef
@@ -37,7 +37,7 @@ func (s *Service) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExt
 		return nil, err
 	}
 	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: ref + " from library " + ml.Ref()}
-	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
+	return Run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.FilesExtract, error) {
 		staged, done, err := s.stageFromMedia(ctx, ml, pointRef, here.StageDir, 0)
 		if err != nil {
 			return nil, err
@@ -47,7 +47,7 @@ func (s *Service) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExt
 		if err != nil {
 			return nil, err
 		}
-		dr, err := restore.OpenDisk(ctx, staged.Repo, disk, restore.CacheChunks(fileCacheBytes, disk.ChunkSize))
+		dr, err := restore.OpenDisk(ctx, staged.Repo, disk, restore.CacheChunks(FileCacheBytes, disk.ChunkSize))
 		if err != nil {
 			return nil, err
 		}
@@ -64,8 +64,8 @@ func (s *Service) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExt
 			return nil, err
 		}
 		out := &api.FilesExtract{Files: st.Files, Dirs: st.Dirs, Links: st.Links, ExtractedBytes: st.Bytes,
-			Skipped: skipDocs(st.Skipped), Warnings: warningDocs(d)}
-		return out, skippedError(out.Skipped, "extracted")
+			Skipped: SkipDocs(st.Skipped), Warnings: WarningDocs(d)}
+		return out, SkippedError(out.Skipped, "extracted")
 	})
 }
 
@@ -77,7 +77,7 @@ func oneDisk(snap *repo.Point, sel string) (repo.Disk, error) {
 		}
 		return snap.Disks[0], nil
 	}
-	ds, err := pickDisks(snap, sel)
+	ds, err := PickDisks(snap, sel)
 	if err != nil {
 		return repo.Disk{}, err
 	}
@@ -91,7 +91,7 @@ func mediaFilesTarget(s *Service, call *api.MediaFilesExtractInput, here MediaHe
 	in := call.Body
 	if !here.Local {
 		for _, p := range in.Paths {
-			if err := insidePath(p); err != nil {
+			if err := InsidePath(p); err != nil {
 				return in, err
 			}
 		}

@@ -55,13 +55,13 @@ func (l mediaLibrary) object() string {
 // directory or mtx:CHANGER:DEVICE.
 func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaLibrary, error) {
 	if in.Library == "" {
-		return mediaLibrary{}, invalidf("no media library given (--library: a library of the configuration, or a VTL directory)")
+		return mediaLibrary{}, Invalidf("no media library given (--library: a library of the configuration, or a VTL directory)")
 	}
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err == nil {
 		if l, ok := st.Engine.MediaLibrary(in.Library); ok {
 			if err := l.Validate(); err != nil {
-				return mediaLibrary{}, invalidf("%s: %v", configWhere(st), err)
+				return mediaLibrary{}, Invalidf("%s: %v", ConfigWhere(st), err)
 			}
 			if l.Kind == policy.MediaMtx {
 				devices, drive := l.DriveDevices(), in.Drive
@@ -89,7 +89,7 @@ func (s *Service) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaL
 	if rest, ok := strings.CutPrefix(in.Library, "mtx:"); ok {
 		changer, device, ok := strings.Cut(rest, ":")
 		if !ok || changer == "" || device == "" {
-			return mediaLibrary{}, invalidf("library %q: write mtx:CHANGER:DEVICE, like mtx:/dev/sg1:/dev/nst0", in.Library)
+			return mediaLibrary{}, Invalidf("library %q: write mtx:CHANGER:DEVICE, like mtx:/dev/sg1:/dev/nst0", in.Library)
 		}
 		return mediaLibrary{mediaall.Library{Changer: changer, Devices: map[int]string{in.Drive: device}, Drive: in.Drive}}, nil
 	}

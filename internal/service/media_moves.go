@@ -16,7 +16,7 @@ import (
 func (s *Service) MediaLoad(ctx context.Context, in *api.MediaLoadInput, here MediaHere) (*api.MediaLibraryStatus, error) {
 	barcode := in.Body.Barcode
 	if barcode == "" {
-		return nil, invalidf("no cartridge given: name its barcode (coffer media vtl status lists the library's)")
+		return nil, Invalidf("no cartridge given: name its barcode (coffer media vtl status lists the library's)")
 	}
 	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(in.Library, in.Drive))
 	if err != nil {
@@ -52,9 +52,9 @@ func (s *Service) MediaUnload(ctx context.Context, in *api.DriveParam, here Medi
 	i := slices.IndexFunc(st.Drives, func(d media.DriveElement) bool { return d.Index == lib.DriveIndex })
 	switch {
 	case i < 0:
-		return nil, invalidf("media library %s: the changer has no drive %d", ml.Ref(), lib.DriveIndex)
+		return nil, Invalidf("media library %s: the changer has no drive %d", ml.Ref(), lib.DriveIndex)
 	case !st.Drives[i].Full:
-		return nil, invalidf("drive %d of media library %s holds no cartridge: nothing to unload", lib.DriveIndex, ml.Ref())
+		return nil, Invalidf("drive %d of media library %s holds no cartridge: nothing to unload", lib.DriveIndex, ml.Ref())
 	}
 	if err := lib.Changer.Unload(0, lib.DriveIndex); err != nil {
 		return nil, err

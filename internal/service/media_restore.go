@@ -26,27 +26,27 @@ func (s *Service) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, h
 		return nil, err
 	}
 	if to == "" {
-		return nil, invalidf("no restore target given (--to)")
+		return nil, Invalidf("no restore target given (--to)")
 	}
 	if in.Point == "" {
-		return nil, invalidf("no backup point given")
+		return nil, Invalidf("no backup point given")
 	}
 	ml, err := s.findLibrary(ctx, here.library(in.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
 	spec := TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.Ref()}
-	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaRestoreResult, error) {
+	return Run(ctx, s, spec, func(ctx context.Context, t Task) (*api.MediaRestoreResult, error) {
 		staged, closeStaged, err := s.stageFromMedia(ctx, ml, in.Point, here.StageDir, in.Body.ReadThroughBlocks)
 		if err != nil {
 			return nil, err
 		}
 		defer closeStaged()
-		disks, err := pickDisks(staged.Point, in.Body.Disk)
+		disks, err := PickDisks(staged.Point, in.Body.Disk)
 		if err != nil {
 			return nil, err
 		}
-		targets, err := diskTargets(to, disks)
+		targets, err := DiskTargets(to, disks)
 		if err != nil {
 			return nil, err
 		}
@@ -60,7 +60,7 @@ func (s *Service) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, h
 			if err != nil {
 				return out, fmt.Errorf("disk %s: %w", d.Name, err)
 			}
-			s.reportZeroing(t, d.Name, st)
+			s.ReportZeroing(t, d.Name, st)
 			out.Disks = append(out.Disks, api.RestoredDisk{PointID: staged.Point.ID.String(), Disk: d.Name, Target: targets[i], Format: "raw",
 				SizeBytes: d.Size, WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ZeroOffloadedBytes: st.ZeroOffloaded,
 				ZeroWrittenBytes: st.ZeroWritten, ReadRequests: st.Requests,
@@ -75,7 +75,7 @@ func (s *Service) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, h
 // repository's password. done closes the staged repository and the
 // library.
 func (s *Service) stageFromMedia(ctx context.Context, ml mediaLibrary, point, stageDir string, readThrough int64) (*mediacopy.Staged, func(), error) {
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,7 +96,7 @@ func (s *Service) stageFromMedia(ctx context.Context, ml mediaLibrary, point, st
 	if err != nil {
 		return nil, nil, err
 	}
-	pw, err := password(s.cfg.Repository.Password)
+	pw, err := Password(s.Config.Repository.Password)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,14 +117,14 @@ func (s *Service) stageFromMedia(ctx context.Context, ml mediaLibrary, point, st
 func (s *Service) MediaVerify(ctx context.Context, in *api.MediaVerifyInput, here MediaHere) (*api.MediaVerifyReport, error) {
 	barcode := in.Barcode
 	if barcode == "" {
-		return nil, invalidf("no volume given")
+		return nil, Invalidf("no volume given")
 	}
 	ml, err := s.findLibrary(ctx, here.library(in.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
 	spec := TaskSpec{Kind: task.KindMediaVerify, Object: ml.object(), Detail: barcode + " in library " + ml.Ref()}
-	return run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.MediaVerifyReport, error) {
+	return Run(ctx, s, spec, func(ctx context.Context, _ Task) (*api.MediaVerifyReport, error) {
 		lib, closeLib, err := ml.Open()
 		if err != nil {
 			return nil, err
@@ -138,7 +138,7 @@ func (s *Service) MediaVerify(ctx context.Context, in *api.MediaVerifyInput, her
 		if err != nil {
 			return nil, err
 		}
-		c, err := s.openCatalog(ctx)
+		c, err := s.OpenCatalog(ctx)
 		if err != nil {
 			return nil, err
 		}

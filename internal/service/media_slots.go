@@ -9,29 +9,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/media/vtl"
-	"github.com/coffer-backup/coffer/internal/policy"
 )
-
-// limiter is the engine's limiter that work outside a policy's job
-// shares (a copy to media's drives): the server's engine while this
-// process serves, so that drives and backups queue for the same
-// limits.tasks and show in the same coffer_limit_slots pools; else one of
-// this process, made with limits.tasks when first needed.
-func (s *Service) limiter(ctx context.Context) *engine.Limiter {
-	if eng := s.serving.Load(); eng != nil {
-		return eng.Limiter()
-	}
-	s.limiterMu.Lock()
-	defer s.limiterMu.Unlock()
-	if s.ownLimiter == nil {
-		tasks := policy.Limits{}.WithDefaults().Tasks
-		if cfg, err := s.engineConfig(ctx); err == nil {
-			tasks = cfg.Limits.WithDefaults().Tasks
-		}
-		s.ownLimiter = engine.NewLimiter(tasks)
-	}
-	return s.ownLimiter
-}
 
 // driveSlots is the pool of a library's drives: "library:NAME", as many
 // slots as its drive-limit, else as its drives (each drive of a copy

@@ -22,12 +22,12 @@ type VTLCreateInput struct {
 // CreateVTL makes a virtual tape library directory.
 func (s *Service) CreateVTL(in VTLCreateInput) error {
 	if in.Dir == "" {
-		return invalidf("no directory given")
+		return Invalidf("no directory given")
 	}
 	err := vtl.Create(in.Dir, vtl.Config{Drives: in.Drives, Slots: in.Slots, ImportExport: in.ImportExport, Capacity: in.Capacity,
 		Rate: in.Rate, RepositionTime: in.RepositionTime, Throttle: in.Throttle})
 	if err != nil {
-		return invalidf("%v", err)
+		return Invalidf("%v", err)
 	}
 	return nil
 }
@@ -41,7 +41,7 @@ func (s *Service) AddVTLCartridge(dir, barcode string, slot int, worm bool, capa
 	}
 	defer l.Close()
 	if err := l.AddCartridge(barcode, slot, vtl.CartridgeInfo{WORM: worm, Capacity: capacity}); err != nil {
-		return invalidf("%v", err)
+		return Invalidf("%v", err)
 	}
 	return nil
 }

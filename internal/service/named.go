@@ -47,11 +47,11 @@ func (r *repoIDs) idOf(name string) string {
 	return ""
 }
 
-// repositoryID is the ID of the repository ref names: the catalog keeps
+// RepositoryID is the ID of the repository ref names: the catalog keeps
 // points by repository ID, the API and the console name repositories. A
 // ref that is an ID this server knows, or no repository's name, is taken
 // as an ID.
-func (s *Service) repositoryID(ctx context.Context, ref string) (string, error) {
+func (s *Service) RepositoryID(ctx context.Context, ref string) (string, error) {
 	if ref == "" || s.RepositoryName(ref) != "" {
 		return ref, nil
 	}
@@ -65,7 +65,7 @@ func (s *Service) repositoryID(ctx context.Context, ref string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	return withRepo(ctx, named, defaultRepo(), noLease, func(r *repo.Repository) (string, error) {
+	return WithRepo(ctx, named, DefaultRepo(), NoLease, func(r *repo.Repository) (string, error) {
 		return r.Config().ID, nil
 	})
 }
@@ -75,7 +75,7 @@ func (s *Service) repositoryID(ctx context.Context, ref string) (string, error) 
 // catalog's too), and "default" for the repository setting.
 func (s *Service) RepositoryNames(cfg *policy.Config) []string {
 	var out []string
-	if s.cfg.Repository.Location != "" {
+	if s.Config.Repository.Location != "" {
 		out = append(out, DefaultRepository)
 	}
 	for _, r := range cfg.Repositories {
@@ -90,7 +90,7 @@ func (s *Service) RepositoryNames(cfg *policy.Config) []string {
 // effect now (the file's and the API's): what the console offers to
 // pick from. None when the configuration cannot be read.
 func (s *Service) RepositoryNamesInEffect(ctx context.Context) []string {
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return nil
 	}
@@ -109,7 +109,7 @@ func (s *Service) RepositoryName(id string) string {
 // the configuration in effect names: every repository operation then
 // works on it.
 func (s *Service) ForRepository(ctx context.Context, name string) (*Service, error) {
-	st, err := s.latest(ctx)
+	st, err := s.ConfigInEffect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (s *Service) ForRepository(ctx context.Context, name string) (*Service, err
 	if c, _ := api.ClassOf(err); c == api.NotFound {
 		// Created through the API a moment ago, before this process's
 		// watcher read it: read the catalog's configuration now.
-		if st, err = s.effective(ctx); err != nil {
+		if st, err = s.ReadConfig(ctx); err != nil {
 			return nil, err
 		}
 		named, err = s.forRepositoryIn(st.Engine, name)
@@ -132,8 +132,8 @@ func (s *Service) forRepositoryIn(cfg *policy.Config, name string) (*Service, er
 		return nil, err
 	}
 	c := *s
-	c.cfg.Repository = loc
-	c.boundRepo = name
+	c.Config.Repository = loc
+	c.BoundRepo = name
 	return &c, nil
 }
 
@@ -142,21 +142,21 @@ func (s *Service) forRepositoryIn(cfg *policy.Config, name string) (*Service, er
 // setting for "default" ("" is the default repository).
 func (s *Service) namedLocation(cfg *policy.Config, name string) (Location, error) {
 	if rc, ok := cfg.Repository(name); ok && name != "" {
-		pw := s.cfg.Repository.Password
+		pw := s.Config.Repository.Password
 		if rc.PasswordFile != "" {
 			file := config.ExpandHome(rc.PasswordFile)
 			pw = func() ([]byte, error) {
 				b, err := os.ReadFile(file)
 				if err != nil {
-					return nil, invalidf("repository %s: password file: %v", name, err)
+					return nil, Invalidf("repository %s: password file: %v", name, err)
 				}
 				return []byte(strings.TrimRight(string(b), "\r\n")), nil
 			}
 		}
 		return Location{Location: rc.Location, Password: pw}, nil
 	}
-	if (name == "" || name == DefaultRepository) && s.cfg.Repository.Location != "" {
-		return s.cfg.Repository, nil
+	if (name == "" || name == DefaultRepository) && s.Config.Repository.Location != "" {
+		return s.Config.Repository, nil
 	}
 	return Location{}, api.Errorf(api.NotFound, "no repository named %q here (the configured ones: %s)", name,
 		orNone(s.RepositoryNames(cfg)))
@@ -174,7 +174,7 @@ func orNone(names []string) string {
 // server's /readyz reports. The storage alone is checked (no password,
 // no key derivation), so it is cheap enough to poll.
 func (s *Service) Ready(ctx context.Context) error {
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (s *Service) Ready(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (s *Service) storeHoldsRepository(ctx context.Context, name, location strin
 // repository: the server checks rights on a point through its VM too
 // (a tenant restores its VMs' points from a shared repository).
 func (s *Service) PointVM(ctx context.Context, ref string) (conn, vm string, err error) {
-	r, release, err := s.open(ctx, defaultRepo(), noLease)
+	r, release, err := s.Open(ctx, DefaultRepo(), NoLease)
 	if err != nil {
 		return "", "", err
 	}

@@ -16,7 +16,7 @@ import (
 // rather than asking the notifier, so that a target created through the
 // API a moment ago is tested before the notifier reloads.
 func (s *Service) TestNotification(ctx context.Context, in *api.TestNotificationTargetInput) (*api.NotificationTest, error) {
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (s *Service) TestNotification(ctx context.Context, in *api.TestNotification
 	if err := notify.SendTest(ctx, t, time.Duration(st.Notify.Delivery.WithDefaults().Timeout)); err != nil {
 		// The target as configured does not take messages: what to fix is
 		// in its settings (or the server it names), so it is bad input.
-		return nil, invalidf("the test message was not accepted: %v; check the target's address, credentials and TLS settings, then test again", err)
+		return nil, Invalidf("the test message was not accepted: %v; check the target's address, credentials and TLS settings, then test again", err)
 	}
 	return &api.NotificationTest{Target: t.Name, Kind: t.Kind(), SentAt: time.Now().UTC()}, nil
 }

@@ -20,8 +20,8 @@ import (
 // restores, verifies, gc, copies and the rest are reported alike, from
 // the command line as from the server. A run of a policy names the VMs
 // that failed.
-func (s *Service) taskFinished(ctl *control, j task.Task) {
-	if ctl.notifier == nil && s.cfg.Metrics == nil {
+func (s *Service) taskFinished(ctl *Control, j task.Task) {
+	if ctl.Notifier == nil && s.Config.Metrics == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
@@ -29,14 +29,14 @@ func (s *Service) taskFinished(ctl *control, j task.Task) {
 	var vms []catalog.Task
 	if j.Kind == catalog.KindBackupPolicy {
 		var err error
-		if vms, err = ctl.cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID}); err != nil {
+		if vms, err = ctl.Catalog.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID}); err != nil {
 			s.log.Warn("reading the VM tasks of a finished job failed", "job", j.ID, "err", err)
 		}
 	}
-	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.ObserveTask(j, vms)
+	if s.Config.Metrics != nil {
+		s.Config.Metrics.ObserveTask(j, vms)
 	}
-	if ctl.notifier == nil {
+	if ctl.Notifier == nil {
 		return
 	}
 	d := notify.TaskDetails{Kind: notifyKind(j.Kind), ID: strconv.FormatInt(j.ID, 10), Status: string(j.Status),
@@ -67,9 +67,9 @@ func notifyKind(kind string) notify.TaskKind {
 	return notify.TaskKind(kind)
 }
 
-// emitDamage tells the notification targets what a verify found: whether
+// EmitDamage tells the notification targets what a verify found: whether
 // points lost data, which ones, and what mends it.
-func (s *Service) emitDamage(ctx context.Context, repository string, doc *api.VerifyReport) {
+func (s *Service) EmitDamage(ctx context.Context, repository string, doc *api.VerifyReport) {
 	d := notify.DamageDetails{Findings: len(doc.Problems)}
 	lost := map[string]bool{}
 	var repairs []string
@@ -98,7 +98,7 @@ func (s *Service) emitDamage(ctx context.Context, repository string, doc *api.Ve
 	d.Summary = fmt.Sprintf("%d problem(s); %d point(s) damaged, %d intact", len(doc.Problems), len(doc.DamagedPoints), doc.IntactPoints)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogTimeout)
 	defer cancel()
-	if err := s.emitter(ctx).Emit(ctx, notify.VerifyDamage(notify.Subject{Repository: repository}, d, time.Now())); err != nil {
+	if err := s.Emitter(ctx).Emit(ctx, notify.VerifyDamage(notify.Subject{Repository: repository}, d, time.Now())); err != nil {
 		s.log.Warn("recording the notification of damage failed", "repository", repository, "err", err)
 	}
 }

@@ -16,26 +16,26 @@ import (
 // use says in its task's log and in the metrics which path it took, so
 // an operator sees what passed through the host.
 
-// reportZeroing says how a restored disk's zero bytes were made: offloaded
+// ReportZeroing says how a restored disk's zero bytes were made: offloaded
 // (holes of a sparse file, the device's zeroing) or written as zeros.
-func (s *Service) reportZeroing(t Task, disk string, st restore.Stats) {
+func (s *Service) ReportZeroing(t Task, disk string, st restore.Stats) {
 	if st.ZeroOffloaded == 0 && st.ZeroWritten == 0 {
 		return
 	}
 	t.Log(slog.LevelInfo, fmt.Sprintf("disk %s: zeros %s offloaded (holes, or the device's zeroing), %s written as zeros",
 		disk, config.HumanBytes(st.ZeroOffloaded), config.HumanBytes(st.ZeroWritten)),
 		"primitive", "zero", "offloaded_bytes", st.ZeroOffloaded, "fallback_bytes", st.ZeroWritten)
-	if m := s.cfg.Metrics; m != nil {
+	if m := s.Config.Metrics; m != nil {
 		m.AddOffload("zero", "offloaded", st.ZeroOffloaded)
 		m.AddOffload("zero", "fallback", st.ZeroWritten)
 	}
 }
 
-// reportPackCopy says how a copy between repositories moved its data:
+// ReportPackCopy says how a copy between repositories moved its data:
 // whole packs the storage copied (cloned, or copied server-side by S3),
 // and chunks streamed through coffer (read from the source, written to
 // the target's packs).
-func (s *Service) reportPackCopy(t Task, res *transfer.Result) {
+func (s *Service) ReportPackCopy(t Task, res *transfer.Result) {
 	o := res.Offload
 	streamed := res.BytesWritten - o.BytesAdopted
 	how := map[store.CopyMethod]string{
@@ -56,7 +56,7 @@ func (s *Service) reportPackCopy(t Task, res *transfer.Result) {
 	}
 	t.Log(slog.LevelInfo, msg, "primitive", "copy", "method", o.Method, "adopted_packs", o.PacksAdopted,
 		"adopted_bytes", o.BytesAdopted, "streamed_bytes", streamed, "partial_packs", o.PacksPartial)
-	if m := s.cfg.Metrics; m != nil {
+	if m := s.Config.Metrics; m != nil {
 		path := "fallback"
 		if store.CopyMethod(o.Method).Offloaded() {
 			path = "offloaded"
@@ -66,10 +66,10 @@ func (s *Service) reportPackCopy(t Task, res *transfer.Result) {
 	}
 }
 
-// reportTestAndSet says how the maintenance lease (the one lock that
+// ReportTestAndSet says how the maintenance lease (the one lock that
 // must be atomic: two garbage collections never run at once) is taken on
 // this store: by the storage's own atomic condition, or emulated.
-func (s *Service) reportTestAndSet(t Task, st store.Store) {
+func (s *Service) ReportTestAndSet(t Task, st store.Store) {
 	p := st.Properties()
 	path, how := "offloaded", "link(2) under flock, atomic in the filesystem"
 	switch {
@@ -79,7 +79,7 @@ func (s *Service) reportTestAndSet(t Task, st store.Store) {
 		path, how = "fallback", "emulated (HEAD, PUT, HEAD): the S3 server ignores conditional writes"
 	}
 	t.Log(slog.LevelInfo, "maintenance lease: test-and-set by "+how, "primitive", "test-and-set", "path", path)
-	if m := s.cfg.Metrics; m != nil {
+	if m := s.Config.Metrics; m != nil {
 		m.AddOffloadOp("test-and-set", path)
 	}
 }

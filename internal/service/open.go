@@ -20,29 +20,29 @@ type repoRef struct {
 	other    bool           // location opens with the other password
 }
 
-// defaultRepo is the service's default repository.
-func defaultRepo() repoRef { return repoRef{} }
+// DefaultRepo is the service's default repository.
+func DefaultRepo() repoRef { return repoRef{} }
 
-// namedRepo is a repository by the name maintenance and task objects
+// NamedRepo is a repository by the name maintenance and task objects
 // use: "" and "default" are the default repository, any other a
 // repositories entry of the configuration in effect.
-func namedRepo(name string) repoRef {
+func NamedRepo(name string) repoRef {
 	if name == DefaultRepository {
 		name = ""
 	}
 	return repoRef{name: name}
 }
 
-// namedRepoIn is a repositories entry of cfg ("": the default repository).
-func namedRepoIn(cfg *policy.Config, name string) repoRef { return repoRef{name: name, cfg: cfg} }
+// NamedRepoIn is a repositories entry of cfg ("": the default repository).
+func NamedRepoIn(cfg *policy.Config, name string) repoRef { return repoRef{name: name, cfg: cfg} }
 
-// repoAt is the repository at location, opened with the default
+// RepoAt is the repository at location, opened with the default
 // repository's password ("": the default repository).
-func repoAt(location string) repoRef { return repoRef{location: location} }
+func RepoAt(location string) repoRef { return repoRef{location: location} }
 
-// otherRepoAt is a second repository (copy target, key source), opened
+// OtherRepoAt is a second repository (copy target, key source), opened
 // with the other password.
-func otherRepoAt(location string) repoRef { return repoRef{location: location, other: true} }
+func OtherRepoAt(location string) repoRef { return repoRef{location: location, other: true} }
 
 // repoUse is what an operation does with a repository, and so the lease it
 // holds while the repository is open.
@@ -51,23 +51,23 @@ type repoUse struct {
 	purpose string
 }
 
-// noLease is for reads, and for writes whose own code takes the lease
+// NoLease is for reads, and for writes whose own code takes the lease
 // they need (the writer a backup lease, gc and forget a maintenance lease,
 // transfer a copy lease).
-var noLease = repoUse{}
+var NoLease = repoUse{}
 
-// verifyLease is for verify: gc waits for it to end.
-var verifyLease = repoUse{lease: "verify", purpose: "verify"}
+// VerifyLease is for verify: gc waits for it to end.
+var VerifyLease = repoUse{lease: "verify", purpose: "verify"}
 
-// restoreLease is for reading backup points (restores, files, instant
+// RestoreLease is for reading backup points (restores, files, instant
 // recovery, boot verification): garbage collection keeps the points' data
 // while they are read, even when a point is forgotten meanwhile.
-func restoreLease(purpose string) repoUse { return repoUse{lease: "restore", purpose: purpose} }
+func RestoreLease(purpose string) repoUse { return repoUse{lease: "restore", purpose: purpose} }
 
-// withRepo opens the repository which names, with use's lease, runs fn, and
+// WithRepo opens the repository which names, with use's lease, runs fn, and
 // ends the lease and closes the repository when fn returns.
-func withRepo[T any](ctx context.Context, s *Service, which repoRef, use repoUse, fn func(*repo.Repository) (T, error)) (T, error) {
-	r, release, err := s.open(ctx, which, use)
+func WithRepo[T any](ctx context.Context, s *Service, which repoRef, use repoUse, fn func(*repo.Repository) (T, error)) (T, error) {
+	r, release, err := s.Open(ctx, which, use)
 	if err != nil {
 		var zero T
 		return zero, err
@@ -76,9 +76,9 @@ func withRepo[T any](ctx context.Context, s *Service, which repoRef, use repoUse
 	return fn(r)
 }
 
-// open opens the repository which names and takes use's lease. release ends
+// Open opens the repository which names and takes use's lease. release ends
 // the lease, also after ctx was cancelled, and closes the repository.
-func (s *Service) open(ctx context.Context, which repoRef, use repoUse) (r *repo.Repository, release func(), err error) {
+func (s *Service) Open(ctx context.Context, which repoRef, use repoUse) (r *repo.Repository, release func(), err error) {
 	if r, err = s.openRef(ctx, which); err != nil {
 		return nil, nil, err
 	}
@@ -99,11 +99,11 @@ func (s *Service) open(ctx context.Context, which repoRef, use repoUse) (r *repo
 func (s *Service) openRef(ctx context.Context, which repoRef) (*repo.Repository, error) {
 	switch {
 	case which.location != "" || which.other:
-		src := s.cfg.Repository.Password
+		src := s.Config.Repository.Password
 		if which.other {
-			src = s.cfg.OtherPassword
+			src = s.Config.OtherPassword
 		}
-		pw, err := password(src)
+		pw, err := Password(src)
 		if err != nil {
 			return nil, err
 		}
@@ -111,41 +111,41 @@ func (s *Service) openRef(ctx context.Context, which repoRef) (*repo.Repository,
 	case which.name != "":
 		cfg := which.cfg
 		if cfg == nil {
-			st, err := s.latest(ctx)
+			st, err := s.ConfigInEffect(ctx)
 			if err != nil {
 				return nil, err
 			}
 			cfg = st.Engine
 		}
 		if _, ok := cfg.Repository(which.name); !ok {
-			return nil, invalidf("no repository named %q in the configuration", which.name)
+			return nil, Invalidf("no repository named %q in the configuration", which.name)
 		}
 		named, err := s.forRepositoryIn(cfg, which.name)
 		if err != nil {
 			return nil, err
 		}
-		return named.openRef(ctx, defaultRepo())
+		return named.openRef(ctx, DefaultRepo())
 	}
-	pw, err := password(s.cfg.Repository.Password)
+	pw, err := Password(s.Config.Repository.Password)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.openLocation(ctx, s.cfg.Repository.Location, pw)
+	r, err := s.openLocation(ctx, s.Config.Repository.Location, pw)
 	if err == nil {
-		s.repoIDs.learn(r.Config().ID, s.boundRepo)
+		s.repoIDs.learn(r.Config().ID, s.BoundRepo)
 	}
 	return r, err
 }
 
-// openNamed opens a repository by name (as namedRepo) for a component
+// OpenNamed opens a repository by name (as namedRepo) for a component
 // that keeps it and closes it itself: the engine, whose writers take
 // their own leases, and the health monitor, which only reads.
-func (s *Service) openNamed(ctx context.Context, name string) (*repo.Repository, error) {
-	return s.openRef(ctx, namedRepo(name))
+func (s *Service) OpenNamed(ctx context.Context, name string) (*repo.Repository, error) {
+	return s.openRef(ctx, NamedRepo(name))
 }
 
-// password asks a password source (nil: no password).
-func password(src PasswordSource) ([]byte, error) {
+// Password asks a password source (nil: no password).
+func Password(src PasswordSource) ([]byte, error) {
 	if src == nil {
 		return nil, nil
 	}
@@ -165,20 +165,20 @@ func (s *Service) openLocation(ctx context.Context, location string, pw []byte) 
 	return r, nil
 }
 
-// point is a backup point opened for reading under a restore lease.
-type point struct {
-	r       *repo.Repository
-	snap    *repo.Point
-	release func()
+// OpenedPoint is a backup point opened for reading under a restore lease.
+type OpenedPoint struct {
+	Repo    *repo.Repository
+	Point   *repo.Point
+	Release func()
 }
 
-// openPoint opens the default repository for reading backup point ref: it
+// OpenPoint opens the default repository for reading backup point ref: it
 // takes a restore lease first (garbage collection keeps the point's data
 // while it is read, even if the point is forgotten meanwhile), then finds
 // the point. release ends the lease, also after
 // ctx was cancelled, and closes the repository.
-func (s *Service) openPoint(ctx context.Context, ref, purpose string) (*point, error) {
-	r, release, err := s.open(ctx, defaultRepo(), restoreLease(purpose))
+func (s *Service) OpenPoint(ctx context.Context, ref, purpose string) (*OpenedPoint, error) {
+	r, release, err := s.Open(ctx, DefaultRepo(), RestoreLease(purpose))
 	if err != nil {
 		return nil, err
 	}
@@ -187,5 +187,5 @@ func (s *Service) openPoint(ctx context.Context, ref, purpose string) (*point, e
 		release()
 		return nil, err
 	}
-	return &point{r: r, snap: snap, release: release}, nil
+	return &OpenedPoint{Repo: r, Point: snap, Release: release}, nil
 }

@@ -1,19 +1,15 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/engine"
-	"github.com/coffer-backup/coffer/internal/measure"
 	"github.com/coffer-backup/coffer/internal/plan"
 	"github.com/coffer-backup/coffer/internal/policy"
-	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // Plan predicts a run of a policy and its what-ifs from the
@@ -23,27 +19,27 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanPolicyInput) (*api.Plan,
 	switch in.Mode {
 	case "", "full", "incremental", "differential":
 	default:
-		return nil, invalidf("mode %q: give full, incremental or differential", in.Mode)
+		return nil, Invalidf("mode %q: give full, incremental or differential", in.Mode)
 	}
 	if in.WindowSeconds < 0 || in.Runs < 0 || in.Runs > 10000 || in.Jobs < 0 || in.QueueDepth < 0 ||
 		!(in.CommandsPerVM >= 0 && in.CommandsPerVM <= 1e6) {
-		return nil, invalidf("the window, runs (at most 10000), jobs, queue depth and commands per VM (at most 10^6) cannot be negative")
+		return nil, Invalidf("the window, runs (at most 10000), jobs, queue depth and commands per VM (at most 10^6) cannot be negative")
 	}
 	var vs []plan.Variation
 	for _, w := range in.WhatIf {
 		v, err := plan.ParseVariation(w)
 		if err != nil {
-			return nil, invalidf("%v", err)
+			return nil, Invalidf("%v", err)
 		}
 		vs = append(vs, v)
 	}
-	cfg, _, err := s.policyConfig(ctx)
+	cfg, _, err := s.PolicyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
 	p, ok := cfg.Policy(in.Policy)
 	if !ok {
-		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", in.Policy)
+		return nil, Invalidf("no policy named %q (`coffer policy check` lists them)", in.Policy)
 	}
 	sc := plan.Scenario{Config: cfg, Policy: p}
 	seen := inventories{}
@@ -54,7 +50,7 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanPolicyInput) (*api.Plan,
 		}
 		sc.Targets = append(sc.Targets, plan.Selected(p, c, vms)...)
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -66,15 +62,15 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanPolicyInput) (*api.Plan,
 	if sc.History, err = plan.ReadHistory(ctx, cat, p.Name, jobs); err != nil {
 		return nil, err
 	}
-	measured, notes, err := readMeasurements(ctx, cat)
+	measured, notes, err := ReadMeasurements(ctx, cat)
 	if err != nil {
 		return nil, err
 	}
-	record, err := planRecord(ctx, cat, p.Name)
+	record, err := PlanRecord(ctx, cat, p.Name)
 	if err != nil {
 		return nil, err
 	}
-	doc := &api.Plan{Policy: p.Name, Mode: nameOr(in.Mode, nameOr(p.Mode, "incremental")), VMs: len(sc.Targets),
+	doc := &api.Plan{Policy: p.Name, Mode: cmp.Or(in.Mode, cmp.Or(p.Mode, "incremental")), VMs: len(sc.Targets),
 		Scenarios: []api.PlanScenario{}, Measurements: notes}
 	window, why := in.Window(), "given"
 	if window == 0 {
@@ -84,7 +80,7 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanPolicyInput) (*api.Plan,
 	rep, err := plan.Make(plan.Request{Scenario: sc, Variations: vs, Measured: measured, Mode: in.Mode, Window: window, Runs: in.Runs,
 		Volume: plan.Volume{QueueDepth: in.QueueDepth, CommandsPerVM: in.CommandsPerVM}, Record: record})
 	if err != nil {
-		return nil, invalidf("%v", err)
+		return nil, Invalidf("%v", err)
 	}
 	doc.Assumptions = append([]string{}, rep.Assumptions...)
 	if len(rep.Outcomes) > 0 {
@@ -109,61 +105,6 @@ func (s *Service) Plan(ctx context.Context, in *api.PlanPolicyInput) (*api.Plan,
 		}
 	}
 	return doc, nil
-}
-
-// readMeasurements reads the newest device and pipeline measurements as
-// the planner uses them, with a note on each (host, date).
-func readMeasurements(ctx context.Context, cat catalog.Catalog) (plan.Measurements, []string, error) {
-	devices, pipeline, err := measure.Latest(ctx, cat, 500)
-	if err != nil {
-		return plan.Measurements{}, nil, err
-	}
-	measured, notes := plan.Measurements{Devices: map[string]float64{}}, []string{}
-	for key, d := range devices {
-		rate, what := d.DuplexRead, "read, with writes at once"
-		if strings.HasPrefix(key, "repo:") {
-			rate, what = d.DuplexWrite, "write, with reads at once"
-		}
-		measured.Devices[key] = rate
-		notes = append(notes, fmt.Sprintf("%s: %.0f MB/s %s (%s on %s, %s)", key, rate/1e6, what, d.Dir, d.Host, d.At.Format(time.DateOnly)))
-	}
-	sort.Strings(notes)
-	if pipeline != nil {
-		if r, ok := pipeline.Level(repo.DefaultCompressionLevel); ok {
-			measured.Pipeline = r.Rate
-			notes = append(notes, fmt.Sprintf("pipeline: %.0f MB/s at zstd level %d with %d workers (on %s, %s; the repository's own level is not read)",
-				r.Rate/1e6, r.Level, r.Workers, pipeline.Host, pipeline.At.Format(time.DateOnly)))
-		}
-	}
-	return measured, notes, nil
-}
-
-// predictor predicts each policy run as the engine starts it, from the
-// catalog's recorded runs and measurements (engine.Options.Predict).
-func predictor(cat catalog.Catalog) engine.Predictor {
-	return func(ctx context.Context, cfg *policy.Config, p policy.Policy, selected []engine.Selected) (engine.Prediction, error) {
-		hist, err := plan.ReadHistory(ctx, cat, p.Name, 20)
-		if err != nil {
-			return engine.Prediction{}, err
-		}
-		measured, _, err := readMeasurements(ctx, cat)
-		if err != nil {
-			return engine.Prediction{}, err
-		}
-		targets := make([]plan.Target, len(selected))
-		for i, t := range selected {
-			targets[i] = plan.Target{Connection: t.Connection, VM: t.VM}
-		}
-		in, _ := plan.BuildInput(plan.Sources{Config: cfg, Policy: p, Targets: targets, History: hist, Measured: measured})
-		if in.Record, err = planRecord(ctx, cat, p.Name); err != nil {
-			return engine.Prediction{}, err
-		}
-		pred, err := plan.Predict(in)
-		if err != nil {
-			return engine.Prediction{}, err
-		}
-		return engine.Prediction{P50: pred.P50, P90: pred.P90, Bottleneck: pred.Bottleneck}, nil
-	}
 }
 
 // scheduleGap is the time between the schedule's next two runs: a run

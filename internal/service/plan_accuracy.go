@@ -4,11 +4,8 @@ import (
 	"context"
 	"math"
 	"sort"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/plan"
 )
 
 // PlanAccuracy sets the prediction each of a policy's last runs recorded
@@ -51,14 +48,14 @@ func (s *Service) accuracies(ctx context.Context, runs int, only string) ([]api.
 	if err != nil {
 		return nil, err
 	}
-	cfg, _, err := s.policyConfig(ctx)
+	cfg, _, err := s.PolicyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var names []string
 	if only != "" {
 		if _, ok := cfg.Policy(only); !ok {
-			return nil, invalidf("no policy named %q (`coffer policy check` lists them)", only)
+			return nil, Invalidf("no policy named %q (`coffer policy check` lists them)", only)
 		}
 		names = []string{only}
 	} else {
@@ -67,14 +64,14 @@ func (s *Service) accuracies(ctx context.Context, runs int, only string) ([]api.
 		}
 		sort.Strings(names)
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cat.Close()
 	out := make([]api.PlanAccuracy, 0, len(names))
 	for _, name := range names {
-		bts, err := backtests(ctx, cat, name, runs)
+		bts, err := Backtests(ctx, cat, name, runs)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +83,7 @@ func (s *Service) accuracies(ctx context.Context, runs int, only string) ([]api.
 // accuracyRuns checks the runs asked for; 0 is 20.
 func accuracyRuns(runs int) (int, error) {
 	if runs < 0 || runs > 1000 {
-		return 0, invalidf("runs: give 0 (20) to 1000")
+		return 0, Invalidf("runs: give 0 (20) to 1000")
 	}
 	if runs == 0 {
 		runs = 20
@@ -110,111 +107,4 @@ func accuracyOf(policyName string, bts []api.PlanBacktest) *api.PlanAccuracy {
 		doc.MeanAbsError, doc.Bias, doc.WithinP90 = doc.MeanAbsError/n, doc.Bias/n, float64(within)/n
 	}
 	return doc
-}
-
-// backtests are the last runs (at most runs) of a policy, or of every
-// policy when policyName is "", that recorded a prediction, newest first.
-func backtests(ctx context.Context, cat catalog.Catalog, policyName string, runs int) ([]api.PlanBacktest, error) {
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: policyName, Limit: 4 * runs})
-	if err != nil {
-		return nil, err
-	}
-	var out []api.PlanBacktest
-	for _, j := range jobs {
-		if len(out) == runs {
-			break
-		}
-		if j.Status != catalog.StatusSuccess && j.Status != catalog.StatusPartial {
-			continue
-		}
-		b, ok, err := backtest(ctx, cat, j)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, b)
-		}
-	}
-	return out, nil
-}
-
-// Record sizes: the policy's own last runs when there are
-// plan.MinRecordRuns of them, else the catalog's, over all policies (the
-// machine's drift is the same whichever policy ran).
-const (
-	policyRecordRuns  = 20
-	catalogRecordRuns = 40
-)
-
-// planRecord is the planner's record for a policy: measured ÷ P50 of its
-// last runs, or of the catalog's when the policy has too few; when both
-// have too few, the larger, for the plan to say how many there were.
-func planRecord(ctx context.Context, cat catalog.Catalog, policyName string) (plan.Record, error) {
-	own, err := backtests(ctx, cat, policyName, policyRecordRuns)
-	if err != nil {
-		return plan.Record{}, err
-	}
-	rec := plan.Record{Scope: "policy " + policyName, Ratios: ratios(own)}
-	if len(own) >= plan.MinRecordRuns {
-		return rec, nil
-	}
-	all, err := backtests(ctx, cat, "", catalogRecordRuns)
-	if err != nil {
-		return plan.Record{}, err
-	}
-	if len(all) > len(own) {
-		rec = plan.Record{Scope: "the catalog (all policies)", Ratios: ratios(all)}
-	}
-	return rec, nil
-}
-
-func ratios(bts []api.PlanBacktest) []float64 {
-	out := make([]float64, 0, len(bts))
-	for _, b := range bts {
-		out = append(out, b.MeasuredSeconds/b.P50Seconds)
-	}
-	return out
-}
-
-// backtest reads a run's prediction and its VMs' span.
-func backtest(ctx context.Context, cat catalog.Catalog, j catalog.Job) (api.PlanBacktest, bool, error) {
-	evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID})
-	if err != nil {
-		return api.PlanBacktest{}, false, err
-	}
-	b := api.PlanBacktest{JobID: j.ID, Started: j.StartedAt}
-	found := false
-	for _, e := range evs {
-		if e.Kind == "plan" && e.Level == "info" {
-			p50, _ := e.Fields["p50_seconds"].(float64)
-			p90, _ := e.Fields["p90_seconds"].(float64)
-			vms, _ := e.Fields["vms"].(float64)
-			b.P50Seconds, b.P90Seconds, b.VMs, found = p50, p90, int(vms), p50 > 0
-		}
-	}
-	if !found {
-		return b, false, nil
-	}
-	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
-	if err != nil {
-		return b, false, err
-	}
-	var first, last time.Time
-	for _, t := range tasks {
-		if t.StartedAt.IsZero() || t.FinishedAt.IsZero() {
-			continue
-		}
-		if first.IsZero() || t.StartedAt.Before(first) {
-			first = t.StartedAt
-		}
-		if t.FinishedAt.After(last) {
-			last = t.FinishedAt
-		}
-	}
-	if first.IsZero() {
-		return b, false, nil
-	}
-	b.MeasuredSeconds = last.Sub(first).Seconds()
-	b.Error = b.MeasuredSeconds/b.P50Seconds - 1
-	return b, true, nil
 }

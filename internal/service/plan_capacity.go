@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,10 +44,10 @@ func (s *Service) inventoryOnce(ctx context.Context, cfg *policy.Config, seen in
 func (s *Service) planCapacity(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, p policy.Policy,
 	targets []plan.Target, hist *plan.History, jobs int, seen inventories) (api.PlanCapacity, *repoForecast) {
 	now := time.Now()
-	name := nameOr(p.Repository, DefaultRepository)
+	name := cmp.Or(p.Repository, DefaultRepository)
 	info := s.repositoryInfo(ctx, cfg, p.Repository)
 	f, in, as, err := forecastPolicy(ctx, cat, p, targets, hist, info.chunkSize, now)
-	doc := api.PlanCapacity{Retention: p.Retention.String(), Schedule: nameOr(p.Schedule, plan.AssumedSchedule+" (assumed)"),
+	doc := api.PlanCapacity{Retention: p.Retention.String(), Schedule: cmp.Or(p.Schedule, plan.AssumedSchedule+" (assumed)"),
 		Assumptions: append([]string{}, as...), Notes: []string{}, Curve: []api.PlanCapacitySample{},
 		Repository: api.PlanRepositoryCapacity{Name: name, Policies: []api.PlanPolicyCapacity{}, CapacityBytes: -1, FreeBytes: -1}}
 	if err != nil {
@@ -265,7 +266,7 @@ type repositoryInfo struct {
 }
 
 func (s *Service) repositoryInfo(ctx context.Context, cfg *policy.Config, name string) repositoryInfo {
-	info := repositoryInfo{location: s.locationOf(cfg, name), chunkSize: repo.DefaultChunkSize}
+	info := repositoryInfo{location: s.LocationOf(cfg, name), chunkSize: repo.DefaultChunkSize}
 	st, err := s.OpenStore(ctx, info.location)
 	if err != nil {
 		info.err = err
@@ -288,13 +289,13 @@ func (s *Service) repositoryInfo(ctx context.Context, cfg *policy.Config, name s
 func (s *Service) storeSpace(ctx context.Context, cat catalog.Catalog, rc *api.PlanRepositoryCapacity, info repositoryInfo, now time.Time) {
 	rc.CapacityBytes, rc.FreeBytes = -1, -1
 	if u, ok := catalog.UsageOf(cat); ok && info.id != "" {
-		if samples, err := u.ListUsageSamples(ctx, info.id, now.Add(-usageWindow)); err == nil && len(samples) > 0 {
+		if samples, err := u.ListUsageSamples(ctx, info.id, now.Add(-UsageWindow)); err == nil && len(samples) > 0 {
 			rc.StoredBytes = samples[len(samples)-1].StoredBytes
 		}
 	}
 	var configured int64
-	if s.cfg.Maintenance != nil {
-		configured = int64(s.cfg.Maintenance.Capacity[rc.Name])
+	if s.Config.Maintenance != nil {
+		configured = int64(s.Config.Maintenance.Capacity[rc.Name])
 	}
 	free, err := health.FreeBytes(info.location)
 	switch {

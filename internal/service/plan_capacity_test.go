@@ -25,7 +25,7 @@ func TestStoreSpace(t *testing.T) {
 	}
 	defer cat.Close()
 	now := time.Now()
-	s := &Service{cfg: Config{Maintenance: &maintenance.Config{Capacity: map[string]maintenance.Size{"main": 100 << 30}}}}
+	s := &Service{Config: Config{Maintenance: &maintenance.Config{Capacity: map[string]maintenance.Size{"main": 100 << 30}}}}
 	space := func(name, location string) api.PlanRepositoryCapacity {
 		rc := api.PlanRepositoryCapacity{Name: name}
 		s.storeSpace(ctx, cat, &rc, repositoryInfo{location: location, id: "rid-" + name, chunkSize: 1 << 18}, now)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
@@ -24,8 +23,8 @@ func (s *Service) Points(ctx context.Context, in *api.ListPointsInput) ([]api.Ba
 	if err != nil {
 		return nil, err
 	}
-	return visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
-		return auth.PointPaths(s.boundRepo, p.Connection, p.VM)
+	return Visible(ctx, s, auth.RepoAudit, points, func(p api.BackupPoint) []string {
+		return auth.PointPaths(s.BoundRepo, p.Connection, p.VM)
 	}), nil
 }
 
@@ -37,7 +36,7 @@ func (s *Service) Points(ctx context.Context, in *api.ListPointsInput) ([]api.Ba
 // only (an ID, a unique prefix, latest): one manifest is read instead of
 // every one (a point's page at scale).
 func (s *Service) RepositoryPoints(ctx context.Context, in *api.ListPointsInput) ([]api.BackupPoint, []api.SkippedPoint, error) {
-	r, release, err := s.open(ctx, defaultRepo(), noLease)
+	r, release, err := s.Open(ctx, DefaultRepo(), NoLease)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,11 +58,11 @@ func (s *Service) RepositoryPoints(ctx context.Context, in *api.ListPointsInput)
 	if err != nil {
 		return nil, nil, err
 	}
-	boots := bootSummaries(ctx, r, s.log)
+	boots := BootSummaries(ctx, r, s.Logger())
 	out := []api.BackupPoint{}
 	for _, snap := range snaps {
 		if in.VM == "" || snap.Source.VMName == in.VM {
-			p := pointDoc(r.Config().ID, snap)
+			p := PointDoc(r.Config().ID, snap)
 			p.Damage = damageOf(snap, damage)
 			p.BootVerification = boots[snap.ID.String()]
 			out = append(out, p)
@@ -119,7 +118,7 @@ type catalogPointsQuery struct {
 // catalogPoints lists backup points from the catalog alone, newest first,
 // without opening any repository.
 func (s *Service) catalogPoints(ctx context.Context, in catalogPointsQuery) ([]api.BackupPoint, error) {
-	c, err := s.openCatalog(ctx)
+	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +129,7 @@ func (s *Service) catalogPoints(ctx context.Context, in catalogPointsQuery) ([]a
 	}
 	out := make([]api.BackupPoint, 0, len(points))
 	for _, p := range points {
-		out = append(out, catalogPointDoc(p))
+		out = append(out, CatalogPointDoc(p))
 	}
 	return out, nil
 }
@@ -165,8 +164,8 @@ func listPoints(ctx context.Context, c catalog.Catalog, f catalog.BackupPointFil
 // repository with one per manifest, in one transaction. Damaged manifests
 // are skipped and listed: the document comes back with an integrity error.
 func (s *Service) RebuildCatalog(ctx context.Context, _ *api.RepoParam) (*api.CatalogRebuild, error) {
-	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.CatalogRebuild, error) {
-		c, err := s.openCatalog(ctx)
+	return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) (*api.CatalogRebuild, error) {
+		c, err := s.OpenCatalog(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -186,45 +185,11 @@ func (s *Service) RebuildCatalog(ctx context.Context, _ *api.RepoParam) (*api.Ca
 	})
 }
 
-// catalogTimeout bounds how long an operation that changed the repository
-// waits for the catalog (an unreachable PostgreSQL server, a SQLite file
-// locked by a stuck process).
-const catalogTimeout = 30 * time.Second
-
-// inCatalog brings the catalog in step with a change of the repository.
-// The repository stays the source of truth: a failure is a warning that
-// says how to mend the catalog, returned for the result document and
-// logged, never the operation's error.
-func (s *Service) inCatalog(ctx context.Context, what string, change func(context.Context, catalog.Catalog) error) string {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogTimeout)
-	defer cancel()
-	c, err := s.openCatalog(ctx)
-	if err == nil {
-		err = change(ctx, c)
-		_ = c.Close()
-	}
-	if err == nil {
-		return ""
-	}
-	s.log.Warn(what+" not recorded in the catalog (run `coffer catalog rebuild`)", "err", err)
-	return fmt.Sprintf("%s not recorded in the catalog (%v); `coffer catalog rebuild` mends it", what, err)
-}
-
-// recordPoint records a new backup point in the catalog.
-func (s *Service) recordPoint(ctx context.Context, r *repo.Repository, snap *repo.Point) string {
-	if snap == nil {
-		return ""
-	}
-	return s.inCatalog(ctx, "backup point "+snap.ID.Short(), func(ctx context.Context, c catalog.Catalog) error {
-		return rebuild.Record(ctx, c, r, snap)
-	})
-}
-
 // Protect protects backup points from forget and retention (or removes
 // the protection), in the repository and in the catalog.
 func (s *Service) Protect(ctx context.Context, call *api.ProtectInput) ([]api.ProtectResult, error) {
 	in := call.Body
-	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) ([]api.ProtectResult, error) {
+	return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) ([]api.ProtectResult, error) {
 		out := []api.ProtectResult{}
 		for _, ref := range in.Points {
 			snap, err := r.FindPoint(ctx, ref)
@@ -236,7 +201,7 @@ func (s *Service) Protect(ctx context.Context, call *api.ProtectInput) ([]api.Pr
 				return out, err
 			}
 			res := api.ProtectResult{PointID: snap.ID.String(), Protected: snap.Protected}
-			res.CatalogWarning = s.recordPoint(ctx, r, snap)
+			res.CatalogWarning = s.RecordPoint(ctx, r, snap)
 			out = append(out, res)
 		}
 		return out, nil

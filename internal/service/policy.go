@@ -1,12 +1,14 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -25,7 +27,7 @@ import (
 // inventories make it partial.
 func (s *Service) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (*api.PolicyCheck, error) {
 	offline := in.Offline
-	cfg, warnings, err := s.policyConfig(ctx)
+	cfg, warnings, err := s.PolicyConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func (s *Service) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (
 					failed++
 				}
 				d.Selected = append(d.Selected, sel)
-				d.Warnings = append(d.Warnings, selectionFindings(cfg, p, c, selected)...)
+				d.Warnings = append(d.Warnings, SelectionFindings(cfg, p, c, selected)...)
 			}
 		}
 		doc.Policies = append(doc.Policies, d)
@@ -73,7 +75,7 @@ func (s *Service) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (
 	doc.Maintenance = maint
 	doc.Valid = unlockable == 0
 	if unlockable > 0 {
-		return doc, invalidf("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)
+		return doc, Invalidf("%d policies ask for immutable-for on a repository that cannot lock objects", unlockable)
 	}
 	if failed > 0 {
 		return doc, api.Errorf(api.Partial, "%d connection inventories failed", failed)
@@ -82,20 +84,20 @@ func (s *Service) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (
 }
 
 func (s *Service) inventory(ctx context.Context, cfg *policy.Config, conn string) ([]hypervisor.VM, error) {
-	conns, err := s.openConnectors(ctx, cfg, []string{conn})
+	conns, err := s.OpenConnectors(ctx, cfg, []string{conn})
 	if err != nil {
 		return nil, err
 	}
-	defer conns.close()
-	return conns.conns[conn].Inventory(ctx)
+	defer conns.Close()
+	return conns.Conns[conn].Inventory(ctx)
 }
 
-func policyReport(p policy.Policy, warnings []finding) api.PolicyReport {
-	d := api.PolicyReport{Name: p.Name, Mode: nameOr(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: list(p.FullOn),
-		SnapshotMode: nameOr(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: nameOr(p.Repository, "(default)"),
+func policyReport(p policy.Policy, warnings []Finding) api.PolicyReport {
+	d := api.PolicyReport{Name: p.Name, Mode: cmp.Or(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: NonNil(p.FullOn),
+		SnapshotMode: cmp.Or(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: cmp.Or(p.Repository, "(default)"),
 		Schedule: p.Schedule, Retention: p.Retention.String(), LockSeconds: time.Duration(p.ImmutableFor).Seconds(),
 		RPOSeconds: time.Duration(p.RPO).Seconds(),
-		Warnings:   append([]finding{}, warnings...)}
+		Warnings:   append([]Finding{}, warnings...)}
 	if sc, _ := p.ParseSchedule(); sc != nil {
 		d.NextRun = sc.Next(time.Now())
 	}
@@ -119,7 +121,7 @@ func selection(p policy.Policy, conn string, vms []hypervisor.VM, err error) (ap
 // points immutable, "" when it can. Only the storage is opened: no
 // password needed.
 func (s *Service) lockProblem(ctx context.Context, cfg *policy.Config, repository string) string {
-	st, err := s.OpenStore(ctx, s.locationOf(cfg, repository))
+	st, err := s.OpenStore(ctx, s.LocationOf(cfg, repository))
 	if err != nil {
 		return fmt.Sprintf("cannot open the repository to check it: %v", err)
 	}
@@ -155,7 +157,7 @@ type previewOf struct {
 
 func (s *Service) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPreview, error) {
 	var cfg *policy.Config
-	var warnings map[string][]finding
+	var warnings map[string][]Finding
 	var err error
 	if in.Draft != nil {
 		cfg, in.Policy, err = s.draftConfig(ctx, in.Draft)
@@ -164,16 +166,16 @@ func (s *Service) policyPreview(ctx context.Context, in previewOf) (*api.PolicyP
 		}
 		p, _ := cfg.Policy(in.Policy)
 		// The draft's errors refused it already: what is left are warnings.
-		warnings = map[string][]finding{p.Name: policyFindings(cfg, p)}
-	} else if cfg, warnings, err = s.policyConfig(ctx); err != nil {
+		warnings = map[string][]Finding{p.Name: PolicyFindings(cfg, p)}
+	} else if cfg, warnings, err = s.PolicyConfig(ctx); err != nil {
 		return nil, err
 	}
 	p, ok := cfg.Policy(in.Policy)
 	if !ok {
-		return nil, invalidf("no policy named %q (`coffer policy check` lists them)", in.Policy)
+		return nil, Invalidf("no policy named %q (`coffer policy check` lists them)", in.Policy)
 	}
 	doc := &api.PolicyPreview{Policy: p.Name, Selected: []api.Selection{}, NextRuns: []time.Time{}, Retention: p.Retention.String(),
-		Warnings: append([]finding{}, warnings[p.Name]...), Sources: []api.ForgetSource{}}
+		Warnings: append([]Finding{}, warnings[p.Name]...), Sources: []api.ForgetSource{}}
 	if sc, _ := p.ParseSchedule(); sc != nil {
 		t := time.Now()
 		for range max(in.Runs, 0) {
@@ -185,16 +187,16 @@ func (s *Service) policyPreview(ctx context.Context, in previewOf) (*api.PolicyP
 		vms, err := s.inventory(ctx, cfg, c)
 		sel, selected := selection(p, c, vms, err)
 		doc.Selected = append(doc.Selected, sel)
-		doc.Warnings = append(doc.Warnings, selectionFindings(cfg, p, c, selected)...)
+		doc.Warnings = append(doc.Warnings, SelectionFindings(cfg, p, c, selected)...)
 	}
 	if !p.Retention.Empty() {
-		groups, err := withRepo(ctx, s, namedRepoIn(cfg, p.Repository), noLease, func(r *repo.Repository) ([]forget.Group, error) {
+		groups, err := WithRepo(ctx, s, NamedRepoIn(cfg, p.Repository), NoLease, func(r *repo.Repository) ([]forget.Group, error) {
 			return forget.Run(ctx, r, forget.Options{Policy: p.Retention, Tags: map[string]string{"policy": p.Name}, DryRun: true})
 		})
 		if err != nil {
 			return nil, err
 		}
-		doc.Sources = forgetDocs(groups)
+		doc.Sources = ForgetDocs(groups)
 	}
 	return doc, nil
 }
@@ -203,9 +205,9 @@ func (s *Service) policyPreview(ctx context.Context, in previewOf) (*api.PolicyP
 // cfg, the configuration in effect, and lists its jobs with their next
 // runs after now.
 func (s *Service) maintenanceReport(cfg *policy.Config, now time.Time) ([]api.MaintenanceReport, error) {
-	jobs, err := s.cfg.Maintenance.Jobs(cfg)
+	jobs, err := s.Config.Maintenance.Jobs(cfg)
 	if err != nil {
-		return nil, invalidf("%s: %v", nameOr(s.cfg.EngineSource, "configuration"), err)
+		return nil, Invalidf("%s: %v", cmp.Or(s.Config.EngineSource, "configuration"), err)
 	}
 	out := []api.MaintenanceReport{}
 	for _, j := range jobs {
@@ -226,7 +228,7 @@ func (s *Service) maintenanceReport(cfg *policy.Config, now time.Time) ([]api.Ma
 // checked like a change through the API (refused for the problems it
 // adds), and the draft's name.
 func (s *Service) draftConfig(ctx context.Context, draft map[string]any) (*policy.Config, string, error) {
-	st, err := s.effective(ctx)
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -234,9 +236,26 @@ func (s *Service) draftConfig(ctx context.Context, draft map[string]any) (*polic
 		draft = maps.Clone(draft)
 		draft["name"] = "draft"
 	}
-	plan, err := st.PlanDraft(configobj.Policy, draft, s.checkConfig)
+	plan, err := st.PlanDraft(configobj.Policy, draft, s.CheckConfig)
 	if err != nil {
 		return nil, "", err
 	}
 	return plan.Engine, plan.Name, nil
+}
+
+// PolicyDraftPreview previews a policy not saved yet, as PolicyPreview
+// previews a saved one. The preview lists the VMs of the connections the
+// draft selects from: the caller must see them (Conn.Audit), as listing
+// them would need.
+func (s *Service) PolicyDraftPreview(ctx context.Context, in *api.PreviewPolicyDraftInput) (*api.PolicyPreview, error) {
+	doc, err := s.policyPreview(ctx, previewOf{Draft: in.Body, Runs: in.Runs})
+	if doc != nil {
+		actor := s.Actor(ctx)
+		for _, sel := range doc.Selected {
+			if path := auth.ConnectionPath(sel.Connection); !auth.Allowed(actor, path, auth.ConnAudit) {
+				return nil, api.Errorf(api.Denied, "%s lacks %s on %s, a connection the draft selects VMs of", actor, auth.ConnAudit, path)
+			}
+		}
+	}
+	return doc, err
 }

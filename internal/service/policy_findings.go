@@ -16,14 +16,14 @@ import (
 // settings seem to ask, found before it runs: an error refuses the
 // configuration (`policy check`, `run` and `server` exit 2), a warning says
 // what will really happen.
-type finding = api.Finding
+type Finding = api.Finding
 
 const (
 	levelError   = "error"
 	levelWarning = "warning"
 )
 
-func findingf(level, format string, a ...any) finding {
+func findingf(level, format string, a ...any) Finding {
 	return api.Finding{Level: level, Message: fmt.Sprintf(format, a...)}
 }
 
@@ -31,7 +31,7 @@ func findingf(level, format string, a ...any) finding {
 // connection: its connector provides storage snapshots itself, or a
 // provider of the storage-snapshots section covers it.
 func hasStorageSnapshots(cfg *policy.Config, c policy.Connection) bool {
-	return kindOf(c.Kind).StorageSnapshots || cfg.StorageSnapshots.HasProvider(c.Name)
+	return KindOf(c.Kind).StorageSnapshots || cfg.StorageSnapshots.HasProvider(c.Name)
 }
 
 // groupDatastore reports whether the policy's VMs are read from storage
@@ -41,7 +41,7 @@ func groupDatastore(cfg *policy.Config, p policy.Policy) bool {
 		return false
 	}
 	for _, name := range p.ConnectionNames() {
-		c, ok := connection(cfg, name)
+		c, ok := ConnectionOf(cfg, name)
 		if !ok || !hasStorageSnapshots(cfg, c) {
 			return false
 		}
@@ -49,14 +49,14 @@ func groupDatastore(cfg *policy.Config, p policy.Policy) bool {
 	return true
 }
 
-// policyFindings checks a valid policy against what its connections can do,
+// PolicyFindings checks a valid policy against what its connections can do,
 // from the configuration alone.
-func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
-	var out []finding
+func PolicyFindings(cfg *policy.Config, p policy.Policy) []Finding {
+	var out []Finding
 	where := "policy " + p.Name
 	mode := hypervisor.SnapshotMode(nameOr(p.Snapshot, string(hypervisor.CrashConsistent)))
 	for _, name := range p.ConnectionNames() {
-		c, ok := connection(cfg, name)
+		c, ok := ConnectionOf(cfg, name)
 		if !ok {
 			continue // Validate reports it
 		}
@@ -71,7 +71,7 @@ func policyFindings(cfg *policy.Config, p policy.Policy) []finding {
 					"set guest-user and guest-password-file in the options of connection %s", where, c.Name))
 			}
 		}
-		if why, no := kindOf(c.Kind).Cannot[mode]; no {
+		if why, no := KindOf(c.Kind).Cannot[mode]; no {
 			out = append(out, findingf(levelError, "%s: snapshot: %s is not possible on connection %s (%s): %s; choose another snapshot mode",
 				where, mode, c.Name, c.Kind, why))
 		}
@@ -95,10 +95,10 @@ func hasGuestHooks(p policy.Policy) bool {
 	return false
 }
 
-// selectionFindings says what will happen to the VMs a policy selects on
+// SelectionFindings says what will happen to the VMs a policy selects on
 // one connection, from its inventory.
-func selectionFindings(cfg *policy.Config, p policy.Policy, conn string, selected []hypervisor.VM) []finding {
-	var out []finding
+func SelectionFindings(cfg *policy.Config, p policy.Policy, conn string, selected []hypervisor.VM) []Finding {
+	var out []Finding
 	where := fmt.Sprintf("policy %s on %s", p.Name, conn)
 	mode := hypervisor.SnapshotMode(nameOr(p.Snapshot, string(hypervisor.CrashConsistent)))
 	group := groupDatastore(cfg, p)
@@ -144,9 +144,9 @@ func selectedVMs(n int, one, many string) string {
 	return fmt.Sprintf("%d selected VMs %s", n, many)
 }
 
-// kindOf is the registered kind (the zero kind for an unknown one,
+// KindOf is the registered kind (the zero kind for an unknown one,
 // which Validate and engineConfig report).
-func kindOf(name string) hvall.Kind {
+func KindOf(name string) hvall.Kind {
 	k, _ := hvall.Lookup(name)
 	return k
 }
@@ -169,8 +169,8 @@ func clip(s string, n int) string {
 // storage snapshot can really be taken: a provider covers it and can
 // snapshot it here (checked without creating anything), and what happens
 // to its VMs when not.
-func providerFindings(cfg *policy.Config, p policy.Policy, conn string, selected []hypervisor.VM) []finding {
-	var out []finding
+func providerFindings(cfg *policy.Config, p policy.Policy, conn string, selected []hypervisor.VM) []Finding {
+	var out []Finding
 	where := fmt.Sprintf("policy %s on %s", p.Name, conn)
 	then := "its VMs fail (storage-fallback: fail; set storage-fallback: vm to back them up one by one instead)"
 	if p.StorageFallback == "vm" {

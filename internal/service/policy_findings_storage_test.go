@@ -27,7 +27,7 @@ func TestProviderFindings(t *testing.T) {
 		then     string
 	}{{"", "its VMs fail (storage-fallback: fail"}, {"vm", "its VMs are backed up one by one (storage-fallback: vm)"}} {
 		p := policy.Policy{Name: "g", Connection: "lab", Group: "datastore", StorageFallback: tc.fallback}
-		got := selectionFindings(cfg, p, "lab", selected)
+		got := SelectionFindings(cfg, p, "lab", selected)
 		var msgs []string
 		for _, f := range got {
 			msgs = append(msgs, f.Message)

@@ -11,45 +11,45 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// engineConfig checks the engine sections of the configuration in effect
+// EngineConfig checks the engine sections of the configuration in effect
 // and every connection's options, without contacting anything.
 // Operations that run policies use policyConfig, which also refuses what
 // a policy cannot really do.
-func (s *Service) engineConfig(ctx context.Context) (*policy.Config, error) {
+func (s *Service) EngineConfig(ctx context.Context) (*policy.Config, error) {
 	cfg, _, err := s.loadEngineConfig(ctx, false)
 	return cfg, err
 }
 
-// policyConfig is engineConfig plus what each policy will really do on its
+// PolicyConfig is engineConfig plus what each policy will really do on its
 // connections (policyFindings): errors refuse the configuration, warnings
 // are returned by policy name.
-func (s *Service) policyConfig(ctx context.Context) (*policy.Config, map[string][]finding, error) {
+func (s *Service) PolicyConfig(ctx context.Context) (*policy.Config, map[string][]Finding, error) {
 	return s.loadEngineConfig(ctx, true)
 }
 
-func (s *Service) loadEngineConfig(ctx context.Context, policies bool) (*policy.Config, map[string][]finding, error) {
-	st, err := s.effective(ctx)
+func (s *Service) loadEngineConfig(ctx context.Context, policies bool) (*policy.Config, map[string][]Finding, error) {
+	st, err := s.ReadConfig(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return checkState(st, policies)
+	return CheckState(st, policies)
 }
 
-// checkState checks the engine sections of a configuration in effect, as
+// CheckState checks the engine sections of a configuration in effect, as
 // loadEngineConfig does.
-func checkState(st *configobj.State, policies bool) (*policy.Config, map[string][]finding, error) {
-	errs, warnings := engineProblems(st.Engine, policies)
+func CheckState(st *configobj.State, policies bool) (*policy.Config, map[string][]Finding, error) {
+	errs, warnings := EngineProblems(st.Engine, policies)
 	if err := errors.Join(errs...); err != nil {
-		return nil, nil, invalidf("%s: %v", configWhere(st), err)
+		return nil, nil, Invalidf("%s: %v", ConfigWhere(st), err)
 	}
 	return st.Engine, warnings, nil
 }
 
-// engineProblems checks an engine configuration: the file's validators,
+// EngineProblems checks an engine configuration: the file's validators,
 // every connection's options and, with policies, what each policy asks
 // of its connections that they cannot do. It returns the problems, and
 // the warnings by policy name.
-func engineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]finding) {
+func EngineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]Finding) {
 	errs := []error{cfg.Validate()}
 	for _, c := range cfg.Connections {
 		if c.Kind == "" {
@@ -62,10 +62,10 @@ func engineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]fi
 		}
 		errs = append(errs, kind.Check(hvall.Config{Connection: c}))
 	}
-	warnings := map[string][]finding{}
+	warnings := map[string][]Finding{}
 	if policies {
 		for _, p := range cfg.Policies {
-			for _, f := range policyFindings(cfg, p) {
+			for _, f := range PolicyFindings(cfg, p) {
 				if f.Level == levelError {
 					errs = append(errs, errors.New(f.Message))
 				} else {
@@ -77,22 +77,22 @@ func engineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]fi
 	return errs, warnings
 }
 
-// checkConfig is the check of changes made through the API (a
+// CheckConfig is the check of changes made through the API (a
 // configobj.Checker): every problem the whole configuration has
 // (configobj refuses a change for those it adds). The maintenance
 // section is the file's, but its jobs name repositories and policies the
 // API can change, so a change that would break them (deleting a
 // repository gc runs on, a policy whose retention forget applies) is
 // refused like one that breaks a policy.
-func (s *Service) checkConfig(eng *policy.Config, nc *notify.Config) error {
-	errs, _ := engineProblems(eng, true)
-	_, maint := s.cfg.Maintenance.Jobs(eng)
+func (s *Service) CheckConfig(eng *policy.Config, nc *notify.Config) error {
+	errs, _ := EngineProblems(eng, true)
+	_, maint := s.Config.Maintenance.Jobs(eng)
 	return errors.Join(append(errs, nc.Validate(), maint)...)
 }
 
-// configWhere names where the configuration in effect comes from, for
+// ConfigWhere names where the configuration in effect comes from, for
 // messages about it.
-func configWhere(st *configobj.State) string {
+func ConfigWhere(st *configobj.State) string {
 	where := st.File.Path
 	if where == "" {
 		where = "configuration"

@@ -188,7 +188,7 @@ func (s *Service) protectionSummary(ctx context.Context, connections []string,
 	if err != nil {
 		return nil, err
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the inventory is kept in the catalog: %w", err)
 	}

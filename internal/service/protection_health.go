@@ -7,6 +7,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/health"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
@@ -31,7 +32,7 @@ func (s *Service) judgeForHealth(ctx context.Context, cfg *policy.Config, now ti
 	if len(names) == 0 {
 		return out, nil
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return out, fmt.Errorf("the inventory is kept in the catalog: %w", err)
 	}
@@ -57,4 +58,61 @@ func (s *Service) judgeForHealth(ctx context.Context, cfg *policy.Config, now ti
 			RPO: rpo, LastTime: j.last})
 	}
 	return out, nil
+}
+
+// HealthMonitor builds the monitor the server runs (internal/health): the
+// catalog's state and the repositories' statistics into Config.Metrics,
+// and the rpo-missed, repository-full and lock-lapsing notifications when
+// notifying says so (nil: always). now is its clock (nil: time.Now).
+func (s *Service) HealthMonitor(ctx context.Context, notifying func() bool, now func() time.Time) (*health.Monitor, error) {
+	cfg, err := s.EngineConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := s.Control(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mcfg := s.Config.Maintenance.WithDefaults()
+	return health.New(health.Options{Catalog: ctl.Catalog, Config: cfg, Judge: s.judgeForHealth, Repositories: s.watchedRepositories(cfg),
+		Open: s.OpenNamed, Location: s.locationOfNamed, Capacity: capacities(mcfg), FullPercent: mcfg.RepositoryFull,
+		LockWarning: time.Duration(mcfg.LockWarning), CheckEvery: time.Duration(mcfg.HealthEvery),
+		StatsEvery: time.Duration(mcfg.StatsEvery), Metrics: s.Config.Metrics, Emitter: s.Emitter(ctx),
+		Notifying: notifying, Logger: s.Logger(), Now: now}), nil
+}
+
+// watchedRepositories are the repositories the health monitor watches:
+// the default one when it is configured, and every repositories entry.
+func (s *Service) watchedRepositories(cfg *policy.Config) []string {
+	var out []string
+	if s.Config.Repository.Location != "" {
+		out = append(out, DefaultRepositoryName)
+	}
+	for _, r := range cfg.Repositories {
+		if r.Location != s.Config.Repository.Location {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// locationOfNamed is where a repository named as maintenance names it
+// is, in the configuration this process read last.
+func (s *Service) locationOfNamed(name string) string {
+	if name == DefaultRepositoryName {
+		return s.Config.Repository.Location
+	}
+	cfg := s.Config.Engine
+	if st := s.CachedConfig(); st != nil {
+		cfg = st.Engine
+	}
+	return s.LocationOf(cfg, name)
+}
+
+func capacities(c maintenance.Config) map[string]int64 {
+	out := map[string]int64{}
+	for name, size := range c.Capacity {
+		out[name] = int64(size)
+	}
+	return out
 }

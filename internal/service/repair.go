@@ -40,15 +40,15 @@ func metadataRepair(fn func(*repo.Repository, context.Context, bool) ([]string, 
 func (s *Service) Repair(ctx context.Context, in *api.RepairInput) (*api.RepairReport, error) {
 	fn, ok := repairs[in.What]
 	if !ok {
-		return nil, invalidf("no repair %q (config, keys, index, packs, snapshots, undelete)", in.What)
+		return nil, Invalidf("no repair %q (config, keys, index, packs, snapshots, undelete)", in.What)
 	}
-	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), in.What), func(ctx context.Context, _ Task) (*api.RepairReport, error) {
-		return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.RepairReport, error) {
+	return Run(ctx, s, WithDetail(s.RepoTask(task.KindRepair, s.Config.Repository.Location), in.What), func(ctx context.Context, _ Task) (*api.RepairReport, error) {
+		return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) (*api.RepairReport, error) {
 			rep, err := fn(ctx, r, repair.Options{DryRun: in.Body.DryRun})
 			if err != nil {
 				return nil, err
 			}
-			doc := &api.RepairReport{DryRun: rep.DryRun, Steps: list(rep.Steps), Kept: rep.Kept, Dropped: rep.Dropped, AffectedPoints: []api.LostDisk{}}
+			doc := &api.RepairReport{DryRun: rep.DryRun, Steps: NonNil(rep.Steps), Kept: rep.Kept, Dropped: rep.Dropped, AffectedPoints: []api.LostDisk{}}
 			for _, a := range rep.Affected {
 				doc.AffectedPoints = append(doc.AffectedPoints, api.LostDisk{PointID: a.Snapshot, VM: a.Source, Disk: a.Disk, Spans: a.Spans})
 			}
@@ -61,20 +61,20 @@ func (s *Service) Repair(ctx context.Context, in *api.RepairInput) (*api.RepairR
 // unlocked versions hide current again (versioned storage with object
 // lock). It needs no password.
 func (s *Service) Undelete(ctx context.Context, _ *api.RepoParam) (*api.UndeleteReport, error) {
-	return run(ctx, s, withDetail(s.repoTask(task.KindRepair, s.cfg.Repository.Location), "undelete"), func(ctx context.Context, _ Task) (*api.UndeleteReport, error) {
-		st, err := s.OpenStore(ctx, s.cfg.Repository.Location)
+	return Run(ctx, s, WithDetail(s.RepoTask(task.KindRepair, s.Config.Repository.Location), "undelete"), func(ctx context.Context, _ Task) (*api.UndeleteReport, error) {
+		st, err := s.OpenStore(ctx, s.Config.Repository.Location)
 		if err != nil {
 			return nil, err
 		}
 		defer st.Close()
 		vs, ok := st.(store.Versioned)
 		if !ok {
-			return nil, invalidf("%s keeps no versions of objects: there is nothing hidden to bring back", st.Properties().Location)
+			return nil, Invalidf("%s keeps no versions of objects: there is nothing hidden to bring back", st.Properties().Location)
 		}
 		rep, err := store.Unhide(ctx, vs, "", time.Now())
 		if err != nil {
 			return nil, err
 		}
-		return &api.UndeleteReport{Objects: rep.Objects, DeleteMarkers: rep.Markers, Versions: rep.Versions, Names: list(rep.Names)}, nil
+		return &api.UndeleteReport{Objects: rep.Objects, DeleteMarkers: rep.Markers, Versions: rep.Versions, Names: NonNil(rep.Names)}, nil
 	})
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
@@ -10,30 +11,30 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// locationOf is the location of a repository of the configuration ("" is
+// LocationOf is the location of a repository of the configuration ("" is
 // the default repository).
-func (s *Service) locationOf(cfg *policy.Config, name string) string {
+func (s *Service) LocationOf(cfg *policy.Config, name string) string {
 	if rc, ok := cfg.Repository(name); ok {
 		return rc.Location
 	}
-	return s.cfg.Repository.Location
+	return s.Config.Repository.Location
 }
 
 // CatalogLocation is where the catalog is (redacted for display).
 func (s *Service) CatalogLocation() string { return catalogopen.Redact(s.catalogLocation()) }
 
 func (s *Service) catalogLocation() string {
-	if s.cfg.Catalog != "" {
-		return config.ExpandHome(s.cfg.Catalog)
+	if s.Config.Catalog != "" {
+		return config.ExpandHome(s.Config.Catalog)
 	}
 	return catalogopen.DefaultLocation()
 }
 
-// openCatalog opens the catalog, or hands out the one kept open
+// OpenCatalog opens the catalog, or hands out the one kept open
 // (Config.OpenCatalog), whose Close then leaves it open.
-func (s *Service) openCatalog(ctx context.Context) (catalog.Catalog, error) {
-	if s.cfg.OpenCatalog != nil {
-		return keptOpen{s.cfg.OpenCatalog}, nil
+func (s *Service) OpenCatalog(ctx context.Context) (catalog.Catalog, error) {
+	if s.Config.OpenCatalog != nil {
+		return keptOpen{s.Config.OpenCatalog}, nil
 	}
 	loc := s.catalogLocation()
 	c, err := catalogopen.Open(ctx, loc)
@@ -50,3 +51,12 @@ func (keptOpen) Close() error { return nil }
 
 // Unwrap is the catalog kept open (what it keeps beside Catalog: usage).
 func (k keptOpen) Unwrap() catalog.Catalog { return k.Catalog }
+
+// catalogTimeout bounds how long an operation that changed the repository
+// waits for the catalog (an unreachable PostgreSQL server, a SQLite file
+// locked by a stuck process).
+const catalogTimeout = 30 * time.Second
+
+// UsageWindow is how far back a repository's usage trend, and the
+// planner's capacity forecast, read the samples.
+const UsageWindow = 30 * 24 * time.Hour

@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/offload"
-	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
 	"github.com/coffer-backup/coffer/internal/task"
@@ -31,7 +27,7 @@ type restoreDisks struct {
 // Copies, when above 1, makes that many copies of each disk in all: the
 // restored one and copies cloned from it (test copies).
 func (s *Service) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) ([]api.RestoredDisk, error) {
-	to, err := s.hostPath(s.cfg.Files.RestoreDir, restoreDir, call.Body.To)
+	to, err := s.HostPath(s.Config.Files.RestoreDir, RestoreDir, call.Body.To)
 	if err != nil {
 		return nil, err
 	}
@@ -41,22 +37,22 @@ func (s *Service) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) 
 		in.Format = "raw"
 	}
 	if in.Format != "raw" && in.Format != "qcow2" {
-		return nil, invalidf("--format must be raw or qcow2, not %q", in.Format)
+		return nil, Invalidf("--format must be raw or qcow2, not %q", in.Format)
 	}
 	if in.To == "" {
-		return nil, invalidf("no restore target given (--to)")
+		return nil, Invalidf("no restore target given (--to)")
 	}
-	return run(ctx, s, s.pointTask(task.KindRestore, in.Point), func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
-		pt, err := s.openPoint(ctx, in.Point, "restore "+in.Point)
+	return Run(ctx, s, s.PointTask(task.KindRestore, in.Point), func(ctx context.Context, t Task) ([]api.RestoredDisk, error) {
+		pt, err := s.OpenPoint(ctx, in.Point, "restore "+in.Point)
 		if err != nil {
 			return nil, err
 		}
-		defer pt.release()
-		disks, err := pickDisks(pt.snap, in.Disk)
+		defer pt.Release()
+		disks, err := PickDisks(pt.Point, in.Disk)
 		if err != nil {
 			return nil, err
 		}
-		targets, err := diskTargets(in.To, disks)
+		targets, err := DiskTargets(in.To, disks)
 		if err != nil {
 			return nil, err
 		}
@@ -79,17 +75,17 @@ func (s *Service) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) 
 				// qemu-img writes the image: refuse what the raw
 				// writer refuses before it starts.
 				if err = restore.CheckTarget(targets[i], in.Overwrite); err == nil {
-					err = qcow2.Write(ctx, pt.r, d, targets[i], s.log)
+					err = qcow2.Write(ctx, pt.Repo, d, targets[i], s.Logger())
 				}
 			} else {
-				st, err = restore.ToFile(ctx, pt.r, pt.snap, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite, Resume: in.Resume,
+				st, err = restore.ToFile(ctx, pt.Repo, pt.Point, d, targets[i], restore.FileOptions{Progress: prog, Overwrite: in.Overwrite, Resume: in.Resume,
 					NoOffload: in.NoOffload})
 			}
 			if err != nil {
 				return out, fmt.Errorf("disk %s: %w", d.Name, err)
 			}
-			s.reportZeroing(t, d.Name, st)
-			res := api.RestoredDisk{PointID: pt.snap.ID.String(), Disk: d.Name, Target: targets[i], Format: in.Format, SizeBytes: d.Size,
+			s.ReportZeroing(t, d.Name, st)
+			res := api.RestoredDisk{PointID: pt.Point.ID.String(), Disk: d.Name, Target: targets[i], Format: in.Format, SizeBytes: d.Size,
 				WrittenBytes: st.BytesWritten, ZeroBytes: st.BytesZero, ZeroOffloadedBytes: st.ZeroOffloaded, ZeroWrittenBytes: st.ZeroWritten,
 				ReadRequests:    st.Requests,
 				DurationSeconds: time.Since(start).Seconds(), Resumed: st.Resumed, LostRanges: []api.Range{}}
@@ -111,34 +107,4 @@ func (s *Service) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) 
 		}
 		return out, nil
 	})
-}
-
-// pickDisks selects the disks of a point: all, or the one sel names
-// (index, key or name).
-func pickDisks(s *repo.Point, sel string) ([]repo.Disk, error) {
-	if sel == "" {
-		return s.Disks, nil
-	}
-	for i, d := range s.Disks {
-		if d.Key == sel || d.Name == sel || strconv.Itoa(i) == sel {
-			return []repo.Disk{d}, nil
-		}
-	}
-	return nil, invalidf("backup point %s has no disk %q", s.ID.Short(), sel)
-}
-
-// diskTargets is where restored disks go: to itself for one disk; for
-// several, into the directory to, each as INDEX-NAME.
-func diskTargets(to string, disks []repo.Disk) ([]string, error) {
-	if len(disks) <= 1 {
-		return []string{to}, nil
-	}
-	if err := os.MkdirAll(to, 0o700); err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(disks))
-	for i, d := range disks {
-		out = append(out, filepath.Join(to, fmt.Sprintf("%d-%s", i, filepath.Base(d.Name))))
-	}
-	return out, nil
 }

@@ -32,12 +32,12 @@ func copyTargets(in restoreDisks, targets []string) ([][]string, error) {
 		return make([][]string, len(targets)), nil
 	}
 	if in.Copies > maxCopies {
-		return nil, invalidf("--copies %d: at most %d copies of a disk", in.Copies, maxCopies)
+		return nil, Invalidf("--copies %d: at most %d copies of a disk", in.Copies, maxCopies)
 	}
 	out := make([][]string, len(targets))
 	for i, target := range targets {
 		if fi, err := os.Stat(target); err == nil && !fi.Mode().IsRegular() {
-			return nil, invalidf("--copies: the target %s is not a file (copies are files made beside a file target)", target)
+			return nil, Invalidf("--copies: the target %s is not a file (copies are files made beside a file target)", target)
 		}
 		ext := filepath.Ext(target)
 		stem := strings.TrimSuffix(target, ext)
@@ -85,7 +85,7 @@ func (s *Service) reportCopy(t Task, disk, target string, st offload.CopyStats) 
 	}[st.Method]
 	t.Log(slog.LevelInfo, fmt.Sprintf("disk %s: copy %s: %s of data %s", disk, target, config.HumanBytes(st.DataBytes), how),
 		"primitive", "copy", "method", string(st.Method), "bytes", st.DataBytes)
-	if m := s.cfg.Metrics; m != nil {
+	if m := s.Config.Metrics; m != nil {
 		path := "fallback"
 		if st.Method.Offloaded() {
 			path = "offloaded"

@@ -29,7 +29,7 @@ func (s *Service) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api
 	in := restoreVMInput{RestoreVMRequest: call.Body, Point: call.Point, Connection: call.Connection}
 	if in.Connection == "" {
 		var err error
-		if in.Dir, err = s.hostPath(s.cfg.Files.RestoreDir, restoreDir, in.Dir); err != nil {
+		if in.Dir, err = s.HostPath(s.Config.Files.RestoreDir, RestoreDir, in.Dir); err != nil {
 			return nil, err
 		}
 	}
@@ -37,17 +37,17 @@ func (s *Service) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api
 		in.Format = "qcow2"
 	}
 	if in.Format != "raw" && in.Format != "qcow2" {
-		return nil, invalidf("--format must be raw or qcow2, not %q", in.Format)
+		return nil, Invalidf("--format must be raw or qcow2, not %q", in.Format)
 	}
-	return run(ctx, s, s.pointTask(task.KindRestoreVM, in.Point), func(ctx context.Context, t Task) (*api.RestoredVM, error) {
-		pt, err := s.openPoint(ctx, in.Point, "restore vm "+in.Point)
+	return Run(ctx, s, s.PointTask(task.KindRestoreVM, in.Point), func(ctx context.Context, t Task) (*api.RestoredVM, error) {
+		pt, err := s.OpenPoint(ctx, in.Point, "restore vm "+in.Point)
 		if err != nil {
 			return nil, err
 		}
-		defer pt.release()
+		defer pt.Release()
 		var cfg hypervisor.VMConfig
-		if err := json.Unmarshal(pt.snap.VMConfig, &cfg); err != nil || cfg.Kind == "" {
-			return nil, invalidf("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", pt.snap.ID.Short())
+		if err := json.Unmarshal(pt.Point.VMConfig, &cfg); err != nil || cfg.Kind == "" {
+			return nil, Invalidf("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", pt.Point.ID.Short())
 		}
 		restorer, opts, done, err := s.vmRestorer(ctx, pt, cfg, in)
 		if err != nil {
@@ -61,9 +61,9 @@ func (s *Service) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api
 // vmRestorer is what creates the VM: the connector of the connection
 // named, or, without one, QEMU's restore into a directory. done releases
 // it (a connector's session).
-func (s *Service) vmRestorer(ctx context.Context, pt *point, cfg hypervisor.VMConfig, in restoreVMInput) (
+func (s *Service) vmRestorer(ctx context.Context, pt *OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput) (
 	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions, done func(), err error) {
-	snap := pt.snap
+	snap := pt.Point
 	name := in.Name
 	if name == "" && !in.OntoOriginal {
 		name = cfg.Name + "-restored"
@@ -74,44 +74,44 @@ func (s *Service) vmRestorer(ctx context.Context, pt *point, cfg hypervisor.VMCo
 			// A QEMU VM's disks are files its command line names: the
 			// original's are restored with restore-disk --overwrite, never
 			// silently as a new VM the caller did not ask for.
-			return nil, opts, nil, invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
+			return nil, opts, nil, Invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
 		}
 		if cfg.Kind != "qemu" {
-			return nil, opts, nil, invalidf("backup point %s is of a %s VM: restore it with --connection NAME", snap.ID.Short(), cfg.Kind)
+			return nil, opts, nil, Invalidf("backup point %s is of a %s VM: restore it with --connection NAME", snap.ID.Short(), cfg.Kind)
 		}
 		if in.Dir == "" {
-			return nil, opts, nil, invalidf("a QEMU VM is restored into a directory: --to DIR")
+			return nil, opts, nil, Invalidf("a QEMU VM is restored into a directory: --to DIR")
 		}
 		if err := qemu.Relaunchable(cfg.Native); err != nil {
-			return nil, opts, nil, invalidf("backup point %s: %v", snap.ID.Short(), err)
+			return nil, opts, nil, Invalidf("backup point %s: %v", snap.ID.Short(), err)
 		}
 		opts.TargetDir, opts.ColdBoot = in.Dir, in.ColdBoot
 		return qemu.DirRestorer{}, opts, func() {}, nil
 	}
 	if in.OntoOriginal && !in.ConfirmOverwrite {
-		return nil, opts, nil, invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
+		return nil, opts, nil, Invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
 	}
-	pc, err := s.engineConfig(ctx)
+	pc, err := s.EngineConfig(ctx)
 	if err != nil {
 		return nil, opts, nil, err
 	}
-	conns, err := s.openConnectors(ctx, pc, []string{in.Connection})
+	conns, err := s.OpenConnectors(ctx, pc, []string{in.Connection})
 	if err != nil {
 		return nil, opts, nil, err
 	}
-	c := conns.conns[in.Connection]
+	c := conns.Conns[in.Connection]
 	if c.Kind() != cfg.Kind {
-		conns.close()
-		return nil, opts, nil, invalidf("backup point %s is of a %s VM; connection %s is %s", snap.ID.Short(), cfg.Kind, in.Connection, c.Kind())
+		conns.Close()
+		return nil, opts, nil, Invalidf("backup point %s is of a %s VM; connection %s is %s", snap.ID.Short(), cfg.Kind, in.Connection, c.Kind())
 	}
 	restorer, ok := c.(hypervisor.Restorer)
 	if !ok {
-		conns.close()
-		return nil, opts, nil, invalidf("connection %s (%s) cannot create VMs", in.Connection, c.Kind())
+		conns.Close()
+		return nil, opts, nil, Invalidf("connection %s (%s) cannot create VMs", in.Connection, c.Kind())
 	}
 	// DiskFormat: libvirt writes qcow2 or raw files; vSphere ignores it.
 	opts.Datastore, opts.ReplaceExisting = in.Datastore, in.OntoOriginal
-	return restorer, opts, conns.close, nil
+	return restorer, opts, conns.Close, nil
 }
 
 // localVM is a VM restored into a directory of this host (QEMU): the
@@ -129,9 +129,9 @@ type localVM interface {
 // repository (or is restored into its file, for a VM in a directory),
 // and it starts if asked. A half-restored new VM is deleted when
 // anything fails.
-func (s *Service) restoreVM(ctx context.Context, t Task, pt *point, cfg hypervisor.VMConfig, in restoreVMInput,
+func (s *Service) restoreVM(ctx context.Context, t Task, pt *OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput,
 	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions) (*api.RestoredVM, error) {
-	snap := pt.snap
+	snap := pt.Point
 	nv, err := restorer.CreateVM(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
@@ -177,9 +177,9 @@ func (s *Service) restoreVM(ctx context.Context, t Task, pt *point, cfg hypervis
 
 // writeVM writes every disk of the point (and its memory state, where the
 // new VM takes it) into the new VM, and completes it.
-func (s *Service) writeVM(ctx context.Context, t Task, pt *point, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
+func (s *Service) writeVM(ctx context.Context, t Task, pt *OpenedPoint, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
 	logged := 0 // route lines already in the task log
-	for _, d := range pt.snap.Disks {
+	for _, d := range pt.Point.Disks {
 		if d.Kind == hypervisor.KindMemory {
 			mw, ok := nv.(hypervisor.MemoryWriter)
 			if !ok {
@@ -251,20 +251,20 @@ func (p pointDisk) WriteFile(ctx context.Context, path, format string) error {
 	return p.writeFile(ctx, path, format)
 }
 
-func (s *Service) openPointDisk(ctx context.Context, pt *point, d repo.Disk) (hypervisor.FileSource, error) {
-	dr, err := restore.OpenDisk(ctx, pt.r, d, restore.CacheChunks(restoreCacheBytes, d.ChunkSize))
+func (s *Service) openPointDisk(ctx context.Context, pt *OpenedPoint, d repo.Disk) (hypervisor.FileSource, error) {
+	dr, err := restore.OpenDisk(ctx, pt.Repo, d, restore.CacheChunks(restoreCacheBytes, d.ChunkSize))
 	if err != nil {
 		return nil, err
 	}
 	return pointDisk{DiskReader: dr, writeFile: func(ctx context.Context, path, format string) error {
-		return s.restoreDiskAs(ctx, pt.r, pt.snap, d, path, format)
+		return s.restoreDiskAs(ctx, pt.Repo, pt.Point, d, path, format)
 	}}, nil
 }
 
 // restoreDiskAs restores one disk in the given format.
 func (s *Service) restoreDiskAs(ctx context.Context, r *repo.Repository, snap *repo.Point, d repo.Disk, path, format string) error {
 	if format == "qcow2" {
-		return qcow2.Write(ctx, r, d, path, s.log)
+		return qcow2.Write(ctx, r, d, path, s.Logger())
 	}
 	_, err := restore.ToFile(ctx, r, snap, d, path, restore.FileOptions{})
 	return err

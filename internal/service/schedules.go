@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/coffer-backup/coffer/internal/api"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
 
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/engine"
@@ -45,44 +45,43 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	st := <-states
-	cfg, warnings, err := checkState(st, true)
+	cfg, warnings, err := CheckState(st, true)
 	if err != nil {
 		return err
 	}
-	mcfg := s.cfg.Maintenance.WithDefaults()
+	mcfg := s.Config.Maintenance.WithDefaults()
 	jobs, err := mcfg.Jobs(cfg)
 	if err != nil {
-		return invalidf("%s: %v", configWhere(st), err)
+		return Invalidf("%s: %v", ConfigWhere(st), err)
 	}
 	if err := s.Start(ctx, StartOptions{Prune: true, Deliver: true}); err != nil {
 		return err
 	}
-	ctl, err := s.control(ctx)
+	ctl, err := s.Control(ctx)
 	if err != nil {
 		return err
 	}
-	cat, err := s.openCatalog(ctx)
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
-	opened := &connectorSet{s: s, open: map[string]openConnector{}}
+	opened := NewConnectorSet(s)
 	// Deferred before the engine's Close: runs after it, once no job
 	// uses a connector.
-	defer opened.close()
-	conns, err := opened.update(ctx, cfg)
+	defer opened.Close()
+	conns, err := opened.Update(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	_, t := LocalTasks{Logger: s.log}.Start(ctx, "server", "schedules")
-	eng, err := s.newEngine(ctx, t, cfg, cat, conns)
+	_, t := LocalTasks{Logger: s.Logger()}.Start(ctx, "server", "schedules")
+	eng, err := s.NewEngine(ctx, t, cfg, cat, conns)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	s.serving.Store(eng)
-	defer s.serving.CompareAndSwap(eng, nil)
-	if m := s.cfg.Metrics; m != nil {
+	defer s.Serve(eng)()
+	if m := s.Config.Metrics; m != nil {
 		m.SetSlots(eng.Slots)
 		defer m.SetSlots(nil)
 		m.SetLatency(eng.Latency)
@@ -105,16 +104,16 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 	plan.set(s.scheduled(cfg, warnings, len(jobs)))
 	holder := leader.Holder()
 	claim := func(ctx context.Context, schedule string, slot time.Time) (bool, error) {
-		return leader.Claim(ctx, ctl.cat, holder, schedule, slot, time.Now())
+		return leader.Claim(ctx, ctl.Catalog, holder, schedule, slot, time.Now())
 	}
-	elector := &leader.Elector{Leases: ctl.cat, Holder: holder, TTL: time.Duration(mcfg.TakeoverAfter), Logger: s.log,
+	elector := &leader.Elector{Leases: ctl.Catalog, Holder: holder, TTL: time.Duration(mcfg.TakeoverAfter), Logger: s.Logger(),
 		Changed: func(held bool) {
 			leading.Store(held)
-			if s.cfg.Metrics != nil {
-				s.cfg.Metrics.SetLeader(held)
+			if s.Config.Metrics != nil {
+				s.Config.Metrics.SetLeader(held)
 			}
 		}}
-	s.log.Info("coffer server started", "policies", len(plan.policies), "maintenance jobs", len(jobs), "holder", holder,
+	s.Logger().Info("coffer server started", "policies", len(plan.policies), "maintenance jobs", len(jobs), "holder", holder,
 		"generation", st.Generation)
 	done := make(chan error, 1)
 	go func() {
@@ -126,7 +125,7 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 		select {
 		case err := <-done:
 			if errors.Is(err, context.Canceled) {
-				s.log.Info("coffer server stopped")
+				s.Logger().Info("coffer server stopped")
 				return nil
 			}
 			return err
@@ -144,7 +143,7 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 // effect changes.
 type reloadable struct {
 	eng         *engine.Engine
-	conns       *connectorSet
+	conns       *ConnectorSet
 	monitor     *health.Monitor
 	plan        *schedulePlan
 	maintenance maintenance.Config
@@ -154,35 +153,35 @@ type reloadable struct {
 // notifier takes its targets and matchers (keeping the old ones if it
 // cannot), and, unless the engine sections are refused, the engine, the
 // health monitor and the policies' schedules theirs.
-func (s *Service) reload(ctx context.Context, st *configobj.State, ctl *control, r reloadable) {
-	if ctl.notifier != nil {
-		if err := ctl.notifier.Reload(st.Notify); err != nil {
-			s.log.Error("the notification targets changed, but they cannot be used: keeping the ones in effect",
+func (s *Service) reload(ctx context.Context, st *configobj.State, ctl *Control, r reloadable) {
+	if ctl.Notifier != nil {
+		if err := ctl.Notifier.Reload(st.Notify); err != nil {
+			s.Logger().Error("the notification targets changed, but they cannot be used: keeping the ones in effect",
 				"generation", st.Generation, "err", err)
 		}
 	}
-	cfg, warnings, err := checkState(st, true)
-	var conns *connectors
+	cfg, warnings, err := CheckState(st, true)
+	var conns *Connectors
 	if err == nil {
-		conns, err = r.conns.update(ctx, cfg)
+		conns, err = r.conns.Update(ctx, cfg)
 	}
 	if err != nil {
-		s.log.Error("the configuration changed, but the server cannot run it: keeping the configuration in effect",
+		s.Logger().Error("the configuration changed, but the server cannot run it: keeping the configuration in effect",
 			"generation", st.Generation, "err", err)
 		return
 	}
-	r.eng.Reload(engine.Reload{Config: cfg, Connectors: conns.conns, StorageSnapshotters: conns.storage})
+	r.eng.Reload(engine.Reload{Config: cfg, Connectors: conns.Conns, StorageSnapshotters: conns.Storage})
 	r.monitor.Reload(cfg, s.watchedRepositories(cfg))
 	// The API refuses changes that break the maintenance section; another
 	// server's, with a section of its own, may not have known it.
 	jobs, err := r.maintenance.Jobs(cfg)
 	if err != nil {
-		s.log.Error("the maintenance section no longer fits the configuration in effect: its jobs run as resolved at start "+
+		s.Logger().Error("the maintenance section no longer fits the configuration in effect: its jobs run as resolved at start "+
 			"(those naming what is gone fail); correct the configuration file or the objects", "err", err)
 	}
 	policies := s.scheduled(cfg, warnings, len(jobs))
 	r.plan.set(policies)
-	s.log.Info("configuration reloaded", "generation", st.Generation, "policies", len(policies))
+	s.Logger().Info("configuration reloaded", "generation", st.Generation, "policies", len(policies))
 }
 
 // schedulePlan holds the scheduled policies of the configuration in
@@ -213,18 +212,18 @@ func (p *schedulePlan) get() ([]policy.Policy, <-chan struct{}) {
 // will do differently from how it reads. Without any the server waits
 // for one (from the API, or a restart with another file), running its
 // maintenance jobs meanwhile.
-func (s *Service) scheduled(cfg *policy.Config, warnings map[string][]finding, maintenanceJobs int) []policy.Policy {
+func (s *Service) scheduled(cfg *policy.Config, warnings map[string][]Finding, maintenanceJobs int) []policy.Policy {
 	var out []policy.Policy
 	for _, p := range cfg.Policies {
 		if p.Schedule != "" {
 			out = append(out, p)
 			for _, f := range warnings[p.Name] {
-				s.log.Warn(f.Message)
+				s.Logger().Warn(f.Message)
 			}
 		}
 	}
 	if len(out) == 0 {
-		s.log.Warn("no policy has a schedule: the server waits for one (add a schedule in the configuration file, or through the API)",
+		s.Logger().Warn("no policy has a schedule: the server waits for one (add a schedule in the configuration file, or through the API)",
 			"maintenance jobs", maintenanceJobs)
 	}
 	return out
@@ -253,7 +252,7 @@ func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, plan *sc
 		defer wg.Done()
 		sched := &engine.Scheduler{Engine: eng, Policies: policies, Updates: updates, Claim: claim, Started: s.logJob}
 		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error("the policies' schedules stopped", "err", err)
+			s.Logger().Error("the policies' schedules stopped", "err", err)
 		}
 	}()
 	go func() { // the configuration in effect changed: new schedules
@@ -275,21 +274,21 @@ func (s *Service) runScheduled(ctx context.Context, eng *engine.Engine, plan *sc
 	}()
 	go func() {
 		defer wg.Done()
-		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.RunMaintenance, Claim: claim, Logger: s.log}
+		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.RunMaintenance, Claim: claim, Logger: s.Logger()}
 		_ = ms.Run(ctx)
 	}()
 }
 
 // logJob logs a scheduled job's start and end.
 func (s *Service) logJob(j *engine.Job) {
-	s.log.Info("job started", "job", j.ID(), "policy", j.Policy().Name)
+	s.Logger().Info("job started", "job", j.ID(), "policy", j.Policy().Name)
 	go func() {
 		res, err := j.Wait()
 		switch {
 		case err != nil:
-			s.log.Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
+			s.Logger().Error("job failed", "job", j.ID(), "policy", j.Policy().Name, "err", err)
 		default:
-			s.log.Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
+			s.Logger().Info("job finished", "job", j.ID(), "policy", j.Policy().Name, "status", res.Job.Status,
 				"tasks", len(res.Tasks), "failed", len(res.Failed()))
 		}
 	}()
@@ -298,21 +297,21 @@ func (s *Service) logJob(j *engine.Job) {
 // RunMaintenance runs one scheduled maintenance job; each operation it
 // runs is a task with the slot in its log.
 func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenance.Run) error {
-	ctx = withSchedule(ctx, scheduleNote{name: j.Name, slot: r.Slot, window: r.WindowEnd})
+	ctx = WithSchedule(ctx, ScheduleNote{Name: j.Name, Slot: r.Slot, Window: r.WindowEnd})
 	var err error
 	switch j.Kind {
 	case "gc":
-		_, err = s.GC(ctx, &api.GCInput{RepoParam: api.RepoParam{Repo: j.Repository}})
+		_, err = s.Invoke(ctx, "gc", &api.GCInput{RepoParam: api.RepoParam{Repo: j.Repository}})
 	case "verify":
-		_, err = s.Verify(ctx, &api.VerifyInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.VerifyRequest{ReadData: r.Shares > 0, SubsetNum: r.Share, SubsetDen: r.Shares}})
+		_, err = s.Invoke(ctx, "verify", &api.VerifyInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.VerifyRequest{ReadData: r.Shares > 0, SubsetNum: r.Share, SubsetDen: r.Shares}})
 	case "forget":
 		if !j.Keep.Empty() {
-			_, err = s.Forget(ctx, &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.ForgetRequest{Keep: keepRules(j.Keep)}})
+			_, err = s.Invoke(ctx, "forget", &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.ForgetRequest{Keep: KeepRules(j.Keep)}})
 			break
 		}
 		// Each policy's retention as the configuration in effect has it
 		// now (the API may have changed it since the job was resolved).
-		st, e := s.latest(ctx)
+		st, e := s.ConfigInEffect(ctx)
 		if e != nil {
 			return e
 		}
@@ -320,11 +319,11 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 		for _, name := range j.Policies {
 			p, ok := st.Engine.Policy(name)
 			if !ok {
-				errs = append(errs, invalidf("maintenance %s: policy %s is no longer in the configuration: its points are left alone", j.Name, name))
+				errs = append(errs, Invalidf("maintenance %s: policy %s is no longer in the configuration: its points are left alone", j.Name, name))
 				continue
 			}
-			_, e := s.Forget(ctx, &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository},
-				Body: api.ForgetRequest{Keep: keepRules(p.Retention), Tags: map[string]string{"policy": name}}})
+			_, e := s.Invoke(ctx, "forget", &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository},
+				Body: api.ForgetRequest{Keep: KeepRules(p.Retention), Tags: map[string]string{"policy": name}}})
 			errs = append(errs, e)
 		}
 		err = errors.Join(errs...)
@@ -333,7 +332,7 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 		if j.ImmutableFor > 0 {
 			sel.LockedUntil = policy.LockEnd(time.Now(), j.ImmutableFor)
 		}
-		_, err = s.CopyWith(ctx, sel, CopyOptions{FromRepository: j.Repository, ToRepository: j.To})
+		err = s.copyTo(ctx, j, sel)
 	case "verify-boot":
 		err = s.verifyPolicyBoots(ctx, j, r.Slot)
 	default:
@@ -342,87 +341,13 @@ func (s *Service) RunMaintenance(ctx context.Context, j maintenance.Job, r maint
 	return err
 }
 
-// ScheduleUser is the user of the tasks the server's schedules start.
-const ScheduleUser = "@schedule"
-
-// scheduleNote is what a scheduled run's tasks write first in their logs.
-type scheduleNote struct {
-	name         string
-	slot, window time.Time
-}
-
-type scheduleKey struct{}
-
-func withSchedule(ctx context.Context, n scheduleNote) context.Context {
-	return context.WithValue(ctx, scheduleKey{}, n)
-}
-
-// noteSchedule logs, for a task started by a schedule, which run it is.
-func noteSchedule(ctx context.Context, t Task) {
-	n, ok := ctx.Value(scheduleKey{}).(scheduleNote)
-	if !ok {
-		return
-	}
-	args := []any{"schedule", n.name, "slot", n.slot.UTC().Format(time.RFC3339)}
-	if !n.window.IsZero() {
-		args = append(args, "window_ends", n.window.UTC().Format(time.RFC3339))
-	}
-	t.Log(slog.LevelInfo, "scheduled run of "+n.slot.UTC().Format(time.RFC3339), args...)
-}
-
-// watchedRepositories are the repositories the health monitor watches:
-// the default one when it is configured, and every repositories entry.
-func (s *Service) watchedRepositories(cfg *policy.Config) []string {
-	var out []string
-	if s.cfg.Repository.Location != "" {
-		out = append(out, DefaultRepositoryName)
-	}
-	for _, r := range cfg.Repositories {
-		if r.Location != s.cfg.Repository.Location {
-			out = append(out, r.Name)
-		}
-	}
-	return out
-}
-
-// locationOfNamed is where a repository named as maintenance names it
-// is, in the configuration this process read last.
-func (s *Service) locationOfNamed(name string) string {
-	if name == DefaultRepositoryName {
-		return s.cfg.Repository.Location
-	}
-	cfg := s.cfg.Engine
-	if st := s.conf.cached(); st != nil {
-		cfg = st.Engine
-	}
-	return s.locationOf(cfg, name)
-}
-
-func capacities(c maintenance.Config) map[string]int64 {
-	out := map[string]int64{}
-	for name, size := range c.Capacity {
-		out[name] = int64(size)
-	}
-	return out
-}
-
-// HealthMonitor builds the monitor the server runs (internal/health): the
-// catalog's state and the repositories' statistics into Config.Metrics,
-// and the rpo-missed, repository-full and lock-lapsing notifications when
-// notifying says so (nil: always). now is its clock (nil: time.Now).
-func (s *Service) HealthMonitor(ctx context.Context, notifying func() bool, now func() time.Time) (*health.Monitor, error) {
-	cfg, err := s.engineConfig(ctx)
+// copyTo runs a maintenance copy job: the copy operation on the job's
+// repository, as a request to it would.
+func (s *Service) copyTo(ctx context.Context, j maintenance.Job, sel api.CopyRequest) error {
+	from, err := s.ForRepository(ctx, j.Repository)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	ctl, err := s.control(ctx)
-	if err != nil {
-		return nil, err
-	}
-	mcfg := s.cfg.Maintenance.WithDefaults()
-	return health.New(health.Options{Catalog: ctl.cat, Config: cfg, Judge: s.judgeForHealth, Repositories: s.watchedRepositories(cfg),
-		Open: s.openNamed, Location: s.locationOfNamed, Capacity: capacities(mcfg), FullPercent: mcfg.RepositoryFull,
-		LockWarning: time.Duration(mcfg.LockWarning), CheckEvery: time.Duration(mcfg.HealthEvery),
-		StatsEvery: time.Duration(mcfg.StatsEvery), Metrics: s.cfg.Metrics, Emitter: s.emitter(ctx),
-		Notifying: notifying, Logger: s.log, Now: now}), nil
+	_, err = from.Invoke(ctx, "copy", &api.CopyInput{RepoParam: api.RepoParam{Repo: j.Repository}, To: j.To, Body: sel})
+	return err
 }

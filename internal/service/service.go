@@ -122,15 +122,15 @@ type PasswordSource func() ([]byte, error)
 // Service runs coffer's operations. It is safe for concurrent use.
 type Service struct {
 	*controlState // shared by the services ForRepository derives
-	cfg           Config
+	Config        Config
 	log           *slog.Logger
 	tasks         Tasks
-	// boundRepo names the default repository as the request that bound
+	// BoundRepo names the default repository as the request that bound
 	// it did (ForRepository; "default" for the top-level repository
 	// setting); repoIDs, shared by every service ForRepository derives,
 	// learns the IDs of the repositories opened, for access checks on
 	// catalog listings.
-	boundRepo string
+	BoundRepo string
 	repoIDs   *repoIDs
 	conf      *configState // the configuration in effect (configstate.go)
 }
@@ -147,7 +147,7 @@ func New(cfg Config) *Service {
 		cfg.User = localUser()
 	}
 	if cfg.Worker == "" {
-		cfg.Worker = hostname()
+		cfg.Worker = Hostname()
 	}
 	if cfg.Engine == nil {
 		cfg.Engine = &policy.Config{}
@@ -158,15 +158,15 @@ func New(cfg Config) *Service {
 	if cfg.TaskHistory == 0 {
 		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, tasks: cfg.Tasks, boundRepo: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}, controlState: &controlState{},
+	return &Service{Config: cfg, log: cfg.Logger, tasks: cfg.Tasks, BoundRepo: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}, controlState: &controlState{},
 		conf: newConfigState()}
 }
 
 // Logger is the service's logger.
 func (s *Service) Logger() *slog.Logger { return s.log }
 
-// hostname names this host as leases and journals record it.
-func hostname() string {
+// Hostname names this host as leases and journals record it.
+func Hostname() string {
 	h, _ := os.Hostname()
 	return h
 }

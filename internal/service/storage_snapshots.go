@@ -30,19 +30,19 @@ func (s *Service) StorageSnapshots(ctx context.Context, in *api.ListStorageSnaps
 	if err != nil {
 		return nil, err
 	}
-	return visible(ctx, s, auth.PolicyAudit, all, func(k api.StorageSnapshot) []string {
+	return Visible(ctx, s, auth.PolicyAudit, all, func(k api.StorageSnapshot) []string {
 		return []string{auth.PolicyPath(k.Policy)}
 	}), nil
 }
 
 func (s *Service) storageSnapshots(ctx context.Context, in *api.ListStorageSnapshotsInput) ([]api.StorageSnapshot, error) {
-	kept, err := storagesnap.List(s.cfg.StateDir)
+	kept, err := storagesnap.List(s.Config.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	// A configuration that does not load marks nothing orphaned: the list
 	// is what one looks at to mend it.
-	cfg, cfgErr := s.engineConfig(ctx)
+	cfg, cfgErr := s.EngineConfig(ctx)
 	out := []api.StorageSnapshot{}
 	for _, k := range kept {
 		if in.Policy != "" && k.Policy != in.Policy {
@@ -121,36 +121,36 @@ func (s *Service) RestoreFromStorage(ctx context.Context, call *api.RestoreStora
 	in := storageRestore{StorageRestoreRequest: call.Body, Label: call.Label}
 	if !in.OntoOriginal {
 		var err error
-		if in.Target, err = s.hostPath(s.cfg.Files.RestoreDir, restoreDir, in.To); err != nil {
+		if in.Target, err = s.HostPath(s.Config.Files.RestoreDir, RestoreDir, in.To); err != nil {
 			return nil, err
 		}
-	} else if s.cfg.Local {
+	} else if s.Config.Local {
 		in.Target = in.To // refused below: onto the original takes no directory
 	}
 	switch {
 	case in.Label == "" || in.VM == "":
-		return nil, invalidf("name the storage snapshot (its label) and the VM to restore from it")
+		return nil, Invalidf("name the storage snapshot (its label) and the VM to restore from it")
 	case in.OntoOriginal && in.Target != "":
-		return nil, invalidf("--onto-original puts the disks back where they were: give no --target")
+		return nil, Invalidf("--onto-original puts the disks back where they were: give no --target")
 	case in.OntoOriginal && !in.ConfirmOverwrite:
-		return nil, invalidf("--onto-original replaces %s's disk files with the snapshot's: add --yes-overwrite-original to confirm", in.VM)
+		return nil, Invalidf("--onto-original replaces %s's disk files with the snapshot's: add --yes-overwrite-original to confirm", in.VM)
 	case !in.OntoOriginal && (in.Target == "" || !filepath.IsAbs(in.Target)):
-		return nil, invalidf("--target must be an absolute directory, not %q (or --onto-original)", in.Target)
+		return nil, Invalidf("--target must be an absolute directory, not %q (or --onto-original)", in.Target)
 	}
 	spec := TaskSpec{Kind: task.KindRestore, Object: auth.ConnectionsPath, VM: in.VM, Detail: "storage snapshot " + in.Label}
-	return run(ctx, s, spec, func(ctx context.Context, t Task) (*api.StorageRestore, error) {
+	return Run(ctx, s, spec, func(ctx context.Context, t Task) (*api.StorageRestore, error) {
 		o := offload.CopyOptions{Overwrite: in.Overwrite, NoOffload: in.NoOffload}
 		var got []storagesnap.RestoredDisk
 		var err error
 		if in.OntoOriginal {
-			got, err = storagesnap.RestoreOntoOriginal(ctx, s.cfg.StateDir, in.Label, in.VM, o)
+			got, err = storagesnap.RestoreOntoOriginal(ctx, s.Config.StateDir, in.Label, in.VM, o)
 		} else {
 			// The directory is made as restore-vm makes its own: the API's
 			// callers name a new one under the restore directory.
 			if err := os.MkdirAll(in.Target, 0o700); err != nil {
 				return nil, err
 			}
-			got, err = storagesnap.Restore(ctx, s.cfg.StateDir, in.Label, in.VM, in.Target, o)
+			got, err = storagesnap.Restore(ctx, s.Config.StateDir, in.Label, in.VM, in.Target, o)
 		}
 		if errors.Is(err, offload.ErrTargetExists) {
 			err = fmt.Errorf("%w (use --overwrite to replace it): %w", restore.ErrTargetExists, err)
@@ -183,7 +183,7 @@ func (s *Service) RestoreFromStorage(ctx context.Context, call *api.RestoreStora
 // ForgetStorageSnapshot deletes a kept storage snapshot before its
 // policy's retention would.
 func (s *Service) ForgetStorageSnapshot(ctx context.Context, in *api.ForgetStorageSnapshotInput) (*api.StorageSnapshot, error) {
-	k, err := storagesnap.Forget(ctx, s.cfg.StateDir, in.Label)
+	k, err := storagesnap.Forget(ctx, s.Config.StateDir, in.Label)
 	if err != nil {
 		return nil, err
 	}

@@ -11,12 +11,12 @@ import (
 // registry of storage backends (internal/store/all), wrapped as the
 // configuration asks.
 func (s *Service) OpenStore(ctx context.Context, location string) (store.Store, error) {
-	st, err := storeall.Open(ctx, s.cfg.Stores, location, s.log)
+	st, err := storeall.Open(ctx, s.Config.Stores, location, s.log)
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.WrapStore != nil {
-		st = s.cfg.WrapStore(st)
+	if s.Config.WrapStore != nil {
+		st = s.Config.WrapStore(st)
 	}
 	return st, nil
 }

@@ -27,17 +27,20 @@ type TaskSpec struct {
 	Detail string
 }
 
-// startTask starts a long operation: a task in the catalog through the
+// StartTask starts a long operation: a task in the catalog through the
 // task manager (so that it is listed, followed and cancelled from any
 // process, and recorded with its user, object, progress and log) and the
 // face's display (Config.Tasks). The context returned is the task's: a
 // cancel request in the catalog ends it. When the catalog cannot be
 // opened the operation still runs, shown but unrecorded, with a warning:
 // the repository is the source of truth, the catalog its history.
-func (s *Service) startTask(ctx context.Context, spec TaskSpec) (context.Context, Task) {
+func (s *Service) StartTask(ctx context.Context, spec TaskSpec) (context.Context, Task) {
 	detail := spec.Detail
 	if detail == "" {
 		detail = spec.Object
+	}
+	if spec.VM == "" {
+		spec.VM = taskVM(ctx)
 	}
 	m, err := s.taskManager(ctx)
 	if err != nil {
@@ -63,10 +66,10 @@ func (s *Service) startTask(ctx context.Context, spec TaskSpec) (context.Context
 	return tctx, t
 }
 
-// run runs op as a task: it starts the task, hands op the task and its
+// Run runs op as a task: it starts the task, hands op the task and its
 // context, and finishes the task with op's error.
-func run[T any](ctx context.Context, s *Service, spec TaskSpec, op func(context.Context, Task) (T, error)) (T, error) {
-	ctx, t := s.startTask(ctx, spec)
+func Run[T any](ctx context.Context, s *Service, spec TaskSpec, op func(context.Context, Task) (T, error)) (T, error) {
+	ctx, t := s.StartTask(ctx, spec)
 	out, err := op(ctx, t)
 	t.Finish(err)
 	return out, err
@@ -210,15 +213,15 @@ func taskStatus(h *task.Handle, err error) (catalog.Status, string) {
 	return catalog.StatusFailed, err.Error()
 }
 
-// repoName names a repository location for task objects: the name a
+// RepoName names a repository location for task objects: the name a
 // request bound it by (the server's ForRepository), else the name of the
 // repositories entry at that location, else "default" (the repository of
 // --repo / COFFER_REPO, which has no name of its own).
-func (s *Service) repoName(location string) string {
-	if location == s.cfg.Repository.Location && s.boundRepo != "" && s.boundRepo != DefaultRepository {
-		return s.boundRepo
+func (s *Service) RepoName(location string) string {
+	if location == s.Config.Repository.Location && s.BoundRepo != "" && s.BoundRepo != DefaultRepository {
+		return s.BoundRepo
 	}
-	cfg := s.cfg.Engine
+	cfg := s.Config.Engine
 	if st := s.conf.cached(); st != nil { // the configuration in effect, as last read
 		cfg = st.Engine
 	}
@@ -234,18 +237,18 @@ func (s *Service) repoName(location string) string {
 // objects and metrics when no repositories entry is at its location.
 const DefaultRepositoryName = DefaultRepository
 
-// repoTask is the spec of an operation on a repository location.
-func (s *Service) repoTask(kind, location string) TaskSpec {
-	name := s.repoName(location)
+// RepoTask is the spec of an operation on a repository location.
+func (s *Service) RepoTask(kind, location string) TaskSpec {
+	name := s.RepoName(location)
 	return TaskSpec{Kind: kind, Object: "/repositories/" + name, Repository: name}
 }
 
-// pointTask is the spec of an operation on a backup point of the default
+// PointTask is the spec of an operation on a backup point of the default
 // repository: the repository is its object, the point its detail. The
 // VM, when the reference names one (a point of a VM), is added by the
 // operation once the point is found.
-func (s *Service) pointTask(kind, ref string) TaskSpec {
-	spec := s.repoTask(kind, s.cfg.Repository.Location)
+func (s *Service) PointTask(kind, ref string) TaskSpec {
+	spec := s.RepoTask(kind, s.Config.Repository.Location)
 	spec.Detail = ref
 	return spec
 }
@@ -257,17 +260,17 @@ const (
 	KindBackupDiskTask = task.KindBackupDisk
 )
 
-// withDetail sets what the display shows beside the task's kind.
-func withDetail(spec TaskSpec, detail string) TaskSpec {
+// WithDetail sets what the display shows beside the task's kind.
+func WithDetail(spec TaskSpec, detail string) TaskSpec {
 	spec.Detail = detail
 	return spec
 }
 
-// namedTask is the spec of an operation on a repository named as the
+// NamedTask is the spec of an operation on a repository named as the
 // configuration names it ("" and "default": the default repository).
-func (s *Service) namedTask(kind, name string) TaskSpec {
+func (s *Service) NamedTask(kind, name string) TaskSpec {
 	if name == "" || name == DefaultRepositoryName {
-		return s.repoTask(kind, s.cfg.Repository.Location)
+		return s.RepoTask(kind, s.Config.Repository.Location)
 	}
 	return TaskSpec{Kind: kind, Object: "/repositories/" + name, Repository: name}
 }

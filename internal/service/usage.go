@@ -18,7 +18,6 @@ import (
 // usageMinSpan, make no trend: a day's history says too little about a
 // month.
 const (
-	usageWindow     = 30 * 24 * time.Hour
 	usageMinSamples = 3
 	usageMinSpan    = 24 * time.Hour
 	usageShown      = 60
@@ -27,8 +26,8 @@ const (
 // RepositoryUsage is the default repository's usage over the last 30
 // days, its trend and its estimated full date.
 func (s *Service) RepositoryUsage(ctx context.Context, _ *api.RepoParam) (*api.RepositoryUsage, error) {
-	return withRepo(ctx, s, defaultRepo(), noLease, func(r *repo.Repository) (*api.RepositoryUsage, error) {
-		c, err := s.openCatalog(ctx)
+	return WithRepo(ctx, s, DefaultRepo(), NoLease, func(r *repo.Repository) (*api.RepositoryUsage, error) {
+		c, err := s.OpenCatalog(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -38,7 +37,7 @@ func (s *Service) RepositoryUsage(ctx context.Context, _ *api.RepoParam) (*api.R
 			return &api.RepositoryUsage{Samples: []api.UsageSample{}, Estimate: "this catalog keeps no usage history"}, nil
 		}
 		now := time.Now()
-		samples, err := u.ListUsageSamples(ctx, r.Config().ID, now.Add(-usageWindow))
+		samples, err := u.ListUsageSamples(ctx, r.Config().ID, now.Add(-UsageWindow))
 		if err != nil {
 			return nil, err
 		}

@@ -10,7 +10,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/auth"
 )
 
-// The endpoints of jobs, the VM inventory and policies.
+// Jobs as the API lists, pages, follows and cancels them, and who sees
+// which.
 
 // jobsPage is the size of a page of jobs unless the request says.
 const jobsPage = 100
@@ -21,11 +22,11 @@ const jobsPage = 100
 // follow: the cursor of the next page says whether they do.
 func (s *Service) Jobs(ctx context.Context, in *api.ListJobsInput) ([]api.Job, string, error) {
 	limit := cmp.Or(in.Limit, jobsPage)
-	jobs, err := s.listJobs(ctx, in, limit)
+	jobs, err := s.ListJobs(ctx, in, limit)
 	if err != nil {
 		return nil, "", err
 	}
-	actor := s.actor(ctx)
+	actor := s.Actor(ctx)
 	page := []api.Job{}
 	for _, j := range jobs {
 		if canSeeJob(actor, j) {
@@ -57,7 +58,7 @@ func (s *Service) Job(ctx context.Context, in *api.GetJobInput) (*JobDetail, err
 		return nil, err
 	}
 	tasks := cmp.Or(in.Tasks, jobDetailPage)
-	j, err := s.jobPage(ctx, jobPageInput{ID: in.ID, Tasks: tasks, TasksAfter: in.TasksAfter, Log: cmp.Or(in.Log, jobDetailPage)})
+	j, err := s.JobPage(ctx, JobPageInput{ID: in.ID, Tasks: tasks, TasksAfter: in.TasksAfter, Log: cmp.Or(in.Log, jobDetailPage)})
 	if err != nil {
 		return nil, err
 	}
@@ -66,90 +67,6 @@ func (s *Service) Job(ctx context.Context, in *api.GetJobInput) (*JobDetail, err
 		out.Next = strconv.FormatInt(j.Tasks[len(j.Tasks)-1].ID, 10)
 	}
 	return out, nil
-}
-
-// vmsPageSize is the size of a page of VMs unless the request says.
-const vmsPageSize = 100
-
-// VMsPage is a page of the inventory: its VMs, how old each connection's
-// inventory is, and the error that came with it.
-type VMsPage struct {
-	Body       *api.Inventory
-	Next       string `header:"Coffer-Next" doc:"present when more VMs may follow: pass it as the after parameter for the next page"`
-	ErrorClass string `header:"Coffer-Error-Class" doc:"partial when some connection's inventory is missing or its last refresh failed (errors says which)"`
-	Error      string `header:"Coffer-Error" doc:"The message of that error, percent-encoded UTF-8."`
-}
-
-func (r *VMsPage) setError(err error) {
-	r.ErrorClass, r.Error = string(Classify(err)), api.EscapeHeader(err.Error())
-}
-
-// sees is whether the caller may see a VM of the inventory.
-func sees(ctx context.Context, s *Service) func(connection, vm string) bool {
-	actor := s.actor(ctx)
-	return func(connection, vm string) bool {
-		return auth.Allowed(actor, auth.VMPath(connection, vm), auth.ConnAudit)
-	}
-}
-
-// seenConnections keeps the states and errors of the connections the
-// caller sees something of; err, the inventory's partial error, is
-// dropped when none of those connections failed.
-func seenConnections(ctx context.Context, s *Service, states []api.InventoryState, errs []api.ConnectionError,
-	err error) ([]api.InventoryState, []api.ConnectionError, error) {
-	actor := s.actor(ctx)
-	seen := func(conn string) bool { return auth.AllowedBelow(actor, auth.ConnectionPath(conn), auth.ConnAudit) }
-	keptErrs := []api.ConnectionError{}
-	for _, e := range errs {
-		if seen(e.Connection) {
-			keptErrs = append(keptErrs, e)
-		}
-	}
-	keptStates := []api.InventoryState{}
-	for _, st := range states {
-		if seen(st.Connection) {
-			keptStates = append(keptStates, st)
-		}
-	}
-	if len(keptErrs) == 0 {
-		err = nil // the caller sees no connection whose inventory failed
-	}
-	return keptStates, keptErrs, err
-}
-
-// BackupPolicy starts a policy's run. Not waited for, the run goes on in
-// the server's background after the answer, which is the job as it
-// starts (follow it with get-job). (RunPolicy starts a run and returns
-// its handle, which the command line watches as it goes.)
-func (s *Service) BackupPolicy(ctx context.Context, in *api.BackupPolicyInput) (*api.Job, error) {
-	if in.Wait {
-		run, err := s.RunPolicy(ctx, in.Policy)
-		if err != nil {
-			return nil, err
-		}
-		return run.Wait()
-	}
-	bg, err := s.background("a policy run not waited for")
-	if err != nil {
-		return nil, err
-	}
-	started := make(chan error, 1)
-	var run *PolicyRun
-	err = bg.Work(ctx, func(ctx context.Context) {
-		var err error
-		run, err = s.RunPolicy(ctx, in.Policy)
-		started <- err
-		if err == nil {
-			_, _ = run.Wait() // the engine records the outcome in the catalog
-		}
-	})
-	if err == nil {
-		err = <-started
-	}
-	if err != nil {
-		return nil, err
-	}
-	return s.jobPage(ctx, jobPageInput{ID: run.Progress().JobID})
 }
 
 // TasksPath is where rights on every user's jobs are held (PBS's
@@ -191,13 +108,13 @@ func canCancelJob(actor *auth.Subject, j api.Job) bool {
 // visibleJob fetches a job the caller may see (denied otherwise), without
 // its tasks and log: a policy run's are thousands of rows.
 func visibleJob(ctx context.Context, s *Service, id int64) (*api.Job, error) {
-	j, err := s.jobSummary(ctx, id)
+	j, err := s.JobSummary(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if !canSeeJob(s.actor(ctx), *j) {
+	if !canSeeJob(s.Actor(ctx), *j) {
 		return nil, api.Errorf(api.Denied, "%s may not see job %d: it is another user's, and %s lacks the audit privilege on %s",
-			s.actor(ctx), j.ID, s.actor(ctx), or(j.Object, auth.PolicyPath(j.Policy)))
+			s.Actor(ctx), j.ID, s.Actor(ctx), cmp.Or(j.Object, auth.PolicyPath(j.Policy)))
 	}
 	return j, nil
 }

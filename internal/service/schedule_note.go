@@ -1,0 +1,50 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// ScheduleUser is the user of the tasks the server's schedules start.
+const ScheduleUser = "@schedule"
+
+// ScheduleNote is what a scheduled run's tasks write first in their logs.
+type ScheduleNote struct {
+	Name         string
+	Slot, Window time.Time
+}
+
+type scheduleKey struct{}
+
+func WithSchedule(ctx context.Context, n ScheduleNote) context.Context {
+	return context.WithValue(ctx, scheduleKey{}, n)
+}
+
+// noteSchedule logs, for a task started by a schedule, which run it is.
+func noteSchedule(ctx context.Context, t Task) {
+	n, ok := ctx.Value(scheduleKey{}).(ScheduleNote)
+	if !ok {
+		return
+	}
+	args := []any{"schedule", n.Name, "slot", n.Slot.UTC().Format(time.RFC3339)}
+	if !n.Window.IsZero() {
+		args = append(args, "window_ends", n.Window.UTC().Format(time.RFC3339))
+	}
+	t.Log(slog.LevelInfo, "scheduled run of "+n.Slot.UTC().Format(time.RFC3339), args...)
+}
+
+type taskVMKey struct{}
+
+// WithTaskVM returns ctx naming the VM the task an operation starts acts
+// on, when the caller knows it and the input does not say (the schedules'
+// boot verifications, which boot a VM's point by its ID): it fills the
+// task's VM column, not a request's to set.
+func WithTaskVM(ctx context.Context, vm string) context.Context {
+	return context.WithValue(ctx, taskVMKey{}, vm)
+}
+
+func taskVM(ctx context.Context) string {
+	vm, _ := ctx.Value(taskVMKey{}).(string)
+	return vm
+}
