@@ -9,6 +9,7 @@ import (
 	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
 	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
 )
 
 // faces lists, for every face of coffer, the service operations it offers:
@@ -52,13 +53,13 @@ func commandLineOperations(t *testing.T) map[string]bool {
 // or a face offering an operation the service does not define.
 func TestEveryFaceOffersEveryOperation(t *testing.T) {
 	defined := map[string]bool{}
-	for _, op := range service.Operations {
+	for _, op := range operations.All {
 		defined[op.ID] = true
 	}
 	for face, list := range faces {
 		offered := list(t)
 		var missing, unknown []string
-		for _, op := range service.Operations {
+		for _, op := range operations.All {
 			if !offered[op.ID] && exempt(face, op) == "" {
 				missing = append(missing, op.ID)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
 )
 
 func (a *app) cmdBackup() *cobra.Command {
@@ -152,7 +153,7 @@ coffer backup vm /run/coffer/web-1.qmp --snapshot-mode quiesced`,
 			} else {
 				// A QMP socket is this host's: no request names it (BackupQMP).
 				p, err = call(a, func(s *service.Service) (*api.BackupPoint, error) {
-					return s.BackupQMP(cmd.Context(), args[0], o.connections, &in)
+					return backupops.Ops{Service: s}.BackupQMP(cmd.Context(), args[0], o.connections, &in)
 				})
 			}
 			if err != nil {

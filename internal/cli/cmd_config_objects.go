@@ -13,7 +13,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/configobj"
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/configops"
 )
 
 // configOps are the operation IDs of one verb on every kind of
@@ -22,7 +22,7 @@ import (
 func configOps(verb string) []string {
 	var out []string
 	for _, k := range configobj.Kinds {
-		out = append(out, service.ConfigOperationID(verb, k))
+		out = append(out, configops.ConfigOperationID(verb, k))
 	}
 	return out
 }
@@ -195,7 +195,7 @@ func objectOp(verb, kind string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return service.ConfigOperationID(verb, k), nil
+	return configops.ConfigOperationID(verb, k), nil
 }
 
 // listObjects lists the objects of a kind ("": every kind, those in
@@ -214,7 +214,7 @@ func (a *app) listObjects(ctx context.Context, kind string) ([]api.ConfigObject,
 	var inEffect, overridden []api.ConfigObject
 	var denied error
 	for _, k := range configobj.Kinds {
-		docs, err := runOp[[]api.ConfigObject](ctx, a, service.ConfigOperationID("list", k), &api.ListConfigObjectsInput{})
+		docs, err := runOp[[]api.ConfigObject](ctx, a, configops.ConfigOperationID("list", k), &api.ListConfigObjectsInput{})
 		if c, _ := api.ClassOf(err); c == api.Denied {
 			denied = err
 			continue

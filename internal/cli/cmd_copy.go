@@ -7,11 +7,12 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 )
 
 func (a *app) cmdCopy() *cobra.Command {
 	var sel api.CopyRequest
-	var o service.CopyOptions
+	var o repoops.CopyOptions
 	var immutable string
 	cmd := &cobra.Command{
 		Use:   "copy --to REPO [SNAPSHOT...]",
@@ -89,9 +90,11 @@ coffer copy --to s3://vault/site-a --immutable-for 30d`,
 // through the server between two repositories of its configuration that
 // --from and --to name: the operation names repositories, not locations,
 // and the server's storage decides how it copies (no --no-offload).
-func (a *app) copy(ctx context.Context, sel api.CopyRequest, o service.CopyOptions) (*api.CopyResult, error) {
+func (a *app) copy(ctx context.Context, sel api.CopyRequest, o repoops.CopyOptions) (*api.CopyResult, error) {
 	if a.remote == nil {
-		return call(a, func(s *service.Service) (*api.CopyResult, error) { return s.CopyWith(ctx, sel, o) })
+		return call(a, func(s *service.Service) (*api.CopyResult, error) {
+			return repoops.Ops{Service: s}.CopyWith(ctx, sel, o)
+		})
 	}
 	if o.NoOffload {
 		return nil, usagef("--no-offload works on this host only: through a server, the server's storage decides how it copies")

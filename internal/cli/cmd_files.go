@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/restoreops"
 )
 
 func (a *app) cmdFiles() *cobra.Command {
@@ -194,7 +195,9 @@ func (a *app) archive(cmd *cobra.Command, args []string, format, path string) (*
 			}
 			return nil, a.remote.Download(cmd.Context(), a.remoteRequest(r), w)
 		}
-		return call(a, func(s *service.Service) (*api.FilesExtract, error) { return s.FilesArchive(cmd.Context(), in, w) })
+		return call(a, func(s *service.Service) (*api.FilesExtract, error) {
+			return restoreops.Ops{Service: s}.FilesArchive(cmd.Context(), in, w)
+		})
 	}
 	if path == "-" {
 		if a.jsonOut {
@@ -263,7 +266,7 @@ coffer files find latest:vdb 'core.*' --json | jq -r '.entries[].path'`,
 				// Here, each path is printed as it is found (a callback no
 				// request carries: FilesFindEach).
 				res, err = call(a, func(s *service.Service) (*api.FilesFind, error) {
-					return s.FilesFindEach(cmd.Context(), in, func(e api.FileEntry) error { a.printf("%s\n", e.Path); return nil })
+					return restoreops.Ops{Service: s}.FilesFindEach(cmd.Context(), in, func(e api.FileEntry) error { a.printf("%s\n", e.Path); return nil })
 				})
 			}
 			if res == nil {

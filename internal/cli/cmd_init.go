@@ -5,6 +5,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 )
 
 type initOptions struct {
@@ -38,7 +39,7 @@ coffer init --repo s3://backups/site-a --chunk-size 4MiB`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in := api.InitRepositoryInput{Body: api.InitRequest{NoEncryption: o.noEncryption, CompressionLevel: o.level, KeyLabel: o.label}}
-			local := service.InitOptions{CopyKeysFrom: o.keysFrom}
+			local := repoops.InitOptions{CopyKeysFrom: o.keysFrom}
 			cs, err := parseSize(o.chunkSize)
 			if err != nil {
 				return api.WithClass(api.Invalid, err)
@@ -63,7 +64,9 @@ coffer init --repo s3://backups/site-a --chunk-size 4MiB`,
 			// API's init creates a repository of the server's
 			// configuration): the password asked for twice and the key
 			// source are options of this process.
-			cfg, err := call(a, func(s *service.Service) (*api.Repository, error) { return s.InitWith(cmd.Context(), &in, local) })
+			cfg, err := call(a, func(s *service.Service) (*api.Repository, error) {
+				return repoops.Ops{Service: s}.InitWith(cmd.Context(), &in, local)
+			})
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/restoreops"
 )
 
 func (a *app) cmdInstant() *cobra.Command {
@@ -77,8 +78,8 @@ an unknown point.`),
 				ReconnectDelaySeconds: delay.Seconds(), Connection: conn, Name: name, Datastore: datastore}}
 			// The disks are served from this process until it stops: the
 			// service's method, not an operation answered and done.
-			srv, err := call(a, func(s *service.Service) (*service.Serving[api.InstantSession], error) {
-				return s.InstantStart(cmd.Context(), in)
+			srv, err := call(a, func(s *service.Service) (*restoreops.Serving[api.InstantSession], error) {
+				return restoreops.Ops{Service: s}.InstantStart(cmd.Context(), in)
 			})
 			if err != nil {
 				return err
@@ -120,9 +121,9 @@ cannot read from a server started again (discard it).`,
 			"0 when it stops serving; 7 for an unknown session; 1 when another process serves it."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			srv, err := call(a, func(s *service.Service) (*service.Serving[service.InstantServed], error) {
+			srv, err := call(a, func(s *service.Service) (*restoreops.Serving[restoreops.InstantServed], error) {
 				// Served from this process, as instant start serves.
-				return s.InstantServe(cmd.Context(), &api.InstantServeInput{SessionParam: api.SessionParam{Session: args[0]}})
+				return restoreops.Ops{Service: s}.InstantServe(cmd.Context(), &api.InstantServeInput{SessionParam: api.SessionParam{Session: args[0]}})
 			})
 			if err != nil {
 				return err
@@ -264,8 +265,8 @@ coffer instant export 3fa2c1d0 --listen unix:/run/coffer/web.nbd`,
 			// Served from this process until it is stopped (a server's
 			// export lasts a request's duration_seconds instead).
 			in := &api.InstantExportInput{PointParam: api.PointParam{Point: args[0]}, Body: api.ExportRequest{Listen: listen}}
-			srv, err := call(a, func(s *service.Service) (*service.Serving[api.Export], error) {
-				return s.InstantExport(cmd.Context(), in)
+			srv, err := call(a, func(s *service.Service) (*restoreops.Serving[api.Export], error) {
+				return restoreops.Ops{Service: s}.InstantExport(cmd.Context(), in)
 			})
 			if err != nil {
 				return err

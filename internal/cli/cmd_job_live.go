@@ -10,6 +10,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/apiclient"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/jobops"
 )
 
 // A job's log, its live events and its cancel: every long operation and
@@ -104,7 +105,7 @@ ends.`,
 				})
 			}
 			_, err = call(a, func(s *service.Service) (struct{}, error) {
-				return struct{}{}, s.FollowJob(cmd.Context(), in.ID, in.After, show)
+				return struct{}{}, jobops.Ops{Service: s}.FollowJob(cmd.Context(), in.ID, in.After, show)
 			})
 			return err
 		},

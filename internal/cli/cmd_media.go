@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/mediaops"
 )
 
 // The media commands run the media operations of the service: here, on
@@ -24,8 +25,8 @@ import (
 // what only this host has (here: a library's directory or devices, a
 // drive, the directories to stage and spool in), which the API's input
 // does not carry and the operation's method takes beside it.
-func runMedia[I, T any](ctx context.Context, a *app, id string, in *I, here service.MediaHere,
-	local func(*service.Service, context.Context, *I, service.MediaHere) (T, error)) (T, error) {
+func runMedia[I, T any](ctx context.Context, a *app, id string, in *I, here mediaops.MediaHere,
+	local func(mediaops.Ops, context.Context, *I, mediaops.MediaHere) (T, error)) (T, error) {
 	if a.remote != nil {
 		if err := mediaRemote(here); err != nil {
 			var zero T
@@ -34,13 +35,13 @@ func runMedia[I, T any](ctx context.Context, a *app, id string, in *I, here serv
 		return runOp[T](ctx, a, id, in)
 	}
 	here.Local = true
-	return call(a, func(s *service.Service) (T, error) { return local(s, ctx, in, here) })
+	return call(a, func(s *service.Service) (T, error) { return local(mediaops.Ops{Service: s}, ctx, in, here) })
 }
 
 // mediaRemote checks what a media command was given before it goes to a
 // server: a library of the server's configuration, its first drive, and
 // no directory of this host.
-func mediaRemote(here service.MediaHere) error {
+func mediaRemote(here mediaops.MediaHere) error {
 	if here.Drive != 0 {
 		return usagef("--drive: through a server, the library's first drive is used")
 	}
@@ -86,7 +87,7 @@ func libraryFlags(cmd *cobra.Command, library *string, drive *int) {
 
 func (a *app) cmdMediaLabel() *cobra.Command {
 	var in api.MediaLabelInput
-	var here service.MediaHere
+	var here mediaops.MediaHere
 	cmd := &cobra.Command{
 		Use:   "label --library LIB --barcode CODE --pool POOL",
 		Short: "label a cartridge into a media pool",
@@ -100,7 +101,7 @@ themselves when a pool needs one.`,
 			"0; 2 for a protected volume."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := runMedia(cmd.Context(), a, "media-label", &in, here, (*service.Service).MediaLabel)
+			res, err := runMedia(cmd.Context(), a, "media-label", &in, here, mediaops.Ops.MediaLabel)
 			if res == nil {
 				return err
 			}
@@ -120,7 +121,7 @@ themselves when a pool needs one.`,
 
 func (a *app) cmdMediaCopy() *cobra.Command {
 	var in api.MediaCopyInput
-	var here service.MediaHere
+	var here mediaops.MediaHere
 	var retention string
 	cmd := &cobra.Command{
 		Use:   "copy --library LIB --pool POOL [POINT...]",
@@ -149,7 +150,7 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 				}
 				in.Body.RetentionSeconds = d.Seconds()
 			}
-			res, err := runMedia(cmd.Context(), a, "media-copy", &in, here, (*service.Service).MediaCopy)
+			res, err := runMedia(cmd.Context(), a, "media-copy", &in, here, mediaops.Ops.MediaCopy)
 			if res == nil {
 				return err
 			}
@@ -186,7 +187,7 @@ coffer media copy --library mtx:/dev/sg1:/dev/nst0 --pool monthly --name web 3f2
 
 func (a *app) cmdMediaRestore() *cobra.Command {
 	var in api.MediaRestoreInput
-	var here service.MediaHere
+	var here mediaops.MediaHere
 	cmd := &cobra.Command{
 		Use:   "restore --library LIB POINT --to TARGET",
 		Short: "restore a backup point's disks from tape, without the repository",
@@ -204,7 +205,7 @@ coffer media restore --library /srv/vtl 3f2a91c0 --disk vda --to /dev/vg0/web`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point = args[0]
 			// Through a server, --to is a path under its restore directory.
-			res, err := runMedia(cmd.Context(), a, "media-restore", &in, here, (*service.Service).MediaRestore)
+			res, err := runMedia(cmd.Context(), a, "media-restore", &in, here, mediaops.Ops.MediaRestore)
 			if res == nil {
 				return err
 			}
@@ -228,7 +229,7 @@ coffer media restore --library /srv/vtl 3f2a91c0 --disk vda --to /dev/vg0/web`,
 
 func (a *app) cmdMediaVerify() *cobra.Command {
 	var in api.MediaVerifyInput
-	var here service.MediaHere
+	var here mediaops.MediaHere
 	cmd := &cobra.Command{
 		Use:   "verify --library LIB BARCODE",
 		Short: "read a volume back and compare it with its index and the catalogue",
@@ -243,7 +244,7 @@ bad_blocks, damaged_blocks, missing_blocks, unindexed_blocks, catalogue_matches,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Barcode = args[0]
-			res, err := runMedia(cmd.Context(), a, "media-verify", &in, here, (*service.Service).MediaVerify)
+			res, err := runMedia(cmd.Context(), a, "media-verify", &in, here, mediaops.Ops.MediaVerify)
 			if res == nil {
 				return err
 			}
@@ -269,7 +270,7 @@ bad_blocks, damaged_blocks, missing_blocks, unindexed_blocks, catalogue_matches,
 
 func (a *app) cmdMediaCatalog() *cobra.Command {
 	var in api.RebuildMediaCatalogInput
-	var here service.MediaHere
+	var here mediaops.MediaHere
 	cmd := &cobra.Command{
 		Use:   "catalog --library LIB",
 		Short: "rebuild the media catalogue from the volumes alone",
@@ -282,7 +283,7 @@ coffer media catalog --library /srv/vtl --scan`,
 			"0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := runMedia(cmd.Context(), a, "rebuild-media-catalog", &in, here, (*service.Service).MediaCatalog)
+			res, err := runMedia(cmd.Context(), a, "rebuild-media-catalog", &in, here, mediaops.Ops.MediaCatalog)
 			if res == nil {
 				return err
 			}
@@ -366,7 +367,7 @@ coffer media contents --barcode CFR001L8`, "0; 4 for a point not on media."),
 
 func (a *app) cmdMediaFiles() *cobra.Command {
 	var in api.MediaFilesExtractInput
-	var here service.MediaHere
+	var here mediaops.MediaHere
 	cmd := &cobra.Command{
 		Use:   "files --library LIB POINT[:DISK] PATH... --to DIR",
 		Short: "extract single files from a backed-up disk on tape, without the repository",
@@ -383,7 +384,7 @@ extracted_bytes, skipped, warnings}.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Point, in.Disk, _ = strings.Cut(args[0], ":")
 			in.Body.Paths = args[1:]
-			res, err := runMedia(cmd.Context(), a, "media-files-extract", &in, here, (*service.Service).MediaFilesExtract)
+			res, err := runMedia(cmd.Context(), a, "media-files-extract", &in, here, mediaops.Ops.MediaFilesExtract)
 			if res == nil {
 				return err
 			}

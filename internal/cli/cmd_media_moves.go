@@ -5,7 +5,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/media"
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/mediaops"
 )
 
 // coffer media load and unload: the changer's moves an operator makes by
@@ -27,7 +27,7 @@ verifies load what they need themselves.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Body.Barcode = args[0]
-			res, err := runMedia(cmd.Context(), a, "media-load", &in, service.MediaHere{}, (*service.Service).MediaLoad)
+			res, err := runMedia(cmd.Context(), a, "media-load", &in, mediaops.MediaHere{}, mediaops.Ops.MediaLoad)
 			return a.emitStatus(res, err)
 		},
 	}
@@ -47,7 +47,7 @@ real drive is ejected first (st's offline), as most changers need.`,
 			"0; 2 for an empty drive; 4 while another operation drives the library."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := runMedia(cmd.Context(), a, "media-unload", &in, service.MediaHere{}, (*service.Service).MediaUnload)
+			res, err := runMedia(cmd.Context(), a, "media-unload", &in, mediaops.MediaHere{}, mediaops.Ops.MediaUnload)
 			return a.emitStatus(res, err)
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/mediaops"
 )
 
 func (a *app) cmdMediaVTL() *cobra.Command {
@@ -19,7 +20,7 @@ filemarks, the early-warning end of medium), its changer as mtx.`, "See the subc
 coffer media vtl add /srv/vtl CFR001L8 --slot 1`,
 			"That of the subcommand."),
 	}
-	var in service.VTLCreateInput
+	var in mediaops.VTLCreateInput
 	var capacity, rateS string
 	create := &cobra.Command{
 		Use:   "create DIR",
@@ -41,7 +42,9 @@ rate and --reposition-time the cost of every locate (for measurements; with
 					return usagef("--rate: %v", err)
 				}
 			}
-			if _, err := call(a, func(s *service.Service) (struct{}, error) { return struct{}{}, s.CreateVTL(in) }); err != nil {
+			if _, err := call(a, func(s *service.Service) (struct{}, error) {
+				return struct{}{}, (mediaops.Ops{Service: s}).CreateVTL(in)
+			}); err != nil {
 				return err
 			}
 			a.printf("created a virtual tape library in %s: %d drive(s), %d slot(s), cartridges of %s\n", in.Dir, in.Drives, in.Slots, humanBytes(in.Capacity))
@@ -76,7 +79,7 @@ overwritten.`, `"added ..."`, `coffer media vtl add /srv/vtl CFR001L8 --slot 1`,
 				}
 			}
 			if _, err := call(a, func(s *service.Service) (struct{}, error) {
-				return struct{}{}, s.AddVTLCartridge(args[0], args[1], slot, worm, c)
+				return struct{}{}, mediaops.Ops{Service: s}.AddVTLCartridge(args[0], args[1], slot, worm, c)
 			}); err != nil {
 				return err
 			}
@@ -89,7 +92,7 @@ overwritten.`, `"added ..."`, `coffer media vtl add /srv/vtl CFR001L8 --slot 1`,
 	add.Flags().StringVar(&cartCapacity, "capacity", "", "its capacity (default: the library's)")
 
 	var lin api.LibraryParam
-	var here service.MediaHere
+	var here mediaops.MediaHere
 	status := &cobra.Command{
 		Use:   "status --library LIB",
 		Short: "show a library's slots and drives (as mtx status)",
@@ -98,7 +101,7 @@ barcodes.`, `The mtx status text. --json: {library, kind, drives: [{index, full,
 source_slot, worm}], slots: [{number, import_export, full, barcode, worm}]}.`, `coffer media vtl status --library /srv/vtl`, "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := runMedia(cmd.Context(), a, "media-library-status", &lin, here, (*service.Service).MediaLibraryStatus)
+			res, err := runMedia(cmd.Context(), a, "media-library-status", &lin, here, mediaops.Ops.MediaLibraryStatus)
 			if res == nil {
 				return err
 			}

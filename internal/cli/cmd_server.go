@@ -16,6 +16,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/accessops"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
 )
 
 // serverSettings is the schema of the configuration file's server:
@@ -125,7 +128,9 @@ coffer server init --admin alice`,
 			if err := a.server.Check(); err != nil {
 				return usagef("%v", err)
 			}
-			link, err := call(a, func(s *service.Service) (*api.SetupLink, error) { return s.Bootstrap(cmd.Context(), admin) })
+			link, err := call(a, func(s *service.Service) (*api.SetupLink, error) {
+				return accessops.Ops{Service: s}.Bootstrap(cmd.Context(), admin)
+			})
 			if err != nil {
 				return err
 			}
@@ -199,7 +204,7 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	}
 	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background, cfg.OpenCatalog = false, access, url, bg, cat
 	cfg.Files = service.FileRoots{RestoreDir: st.RestoreDir, ImageDir: st.ImageDir, ExportDir: exportDir}
-	svc := service.New(cfg)
+	svc := operations.New(cfg)
 	// Every long operation and policy run is a task of the catalog
 	// (listed, followed and cancelled from any process sharing it); the
 	// server prunes their history and delivers notifications.
@@ -246,11 +251,11 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 // firstRun creates the administrator when the catalog has no user yet
 // and returns its setup link (nil when coffer is set up already).
 func (a *app) firstRun(ctx context.Context, svc *service.Service, admin string) (*api.SetupLink, error) {
-	empty, err := svc.NeedsSetup(ctx)
+	empty, err := accessops.Ops{Service: svc}.NeedsSetup(ctx)
 	if err != nil || !empty {
 		return nil, err
 	}
-	return svc.Bootstrap(ctx, admin)
+	return accessops.Ops{Service: svc}.Bootstrap(ctx, admin)
 }
 
 // background drains the work and serving API requests leave running.
@@ -274,7 +279,7 @@ func schedules(svc *service.Service) server.Component {
 			failed := make(chan error, 1)
 			go func() {
 				defer close(finished)
-				if err := svc.RunSchedules(ctx); err != nil && ctx.Err() == nil {
+				if err := (fleetops.Ops{Service: svc}).RunSchedules(ctx); err != nil && ctx.Err() == nil {
 					failed <- err
 				}
 			}()

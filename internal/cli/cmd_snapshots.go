@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 )
 
 func (a *app) cmdSnapshots() *cobra.Command {
@@ -112,7 +113,7 @@ func callPoints(a *app, cmd *cobra.Command, name string) ([]api.BackupPoint, []a
 	if err != nil {
 		return nil, nil, err
 	}
-	return svc.RepositoryPoints(cmd.Context(), &in)
+	return repoops.Ops{Service: svc}.RepositoryPoints(cmd.Context(), &in)
 }
 
 func formatTags(t map[string]string) string {

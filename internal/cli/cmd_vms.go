@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
 )
 
 func (a *app) cmdVMs() *cobra.Command {
@@ -101,7 +102,7 @@ func (a *app) refreshInventoriesHere(ctx context.Context, connections []string) 
 	if err != nil {
 		return err
 	}
-	return s.RefreshInventories(ctx, connections)
+	return fleetops.Ops{Service: s}.RefreshInventories(ctx, connections)
 }
 
 // wholeInventory reads every page of the inventory, here or through the

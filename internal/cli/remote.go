@@ -9,7 +9,6 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // The remote command line: with --server (COFFER_SERVER) and an API token
@@ -128,7 +127,7 @@ func runPage[T any](ctx context.Context, a *app, id string, in any) (doc T, next
 	if err != nil {
 		return doc, "", err
 	}
-	v, next, err := service.InvokePage(ctx, s, id, in)
+	v, next, err := s.InvokePage(ctx, id, in)
 	if v == nil {
 		return doc, next, err
 	}

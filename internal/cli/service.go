@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
 	"github.com/coffer-backup/coffer/internal/store"
 	storeall "github.com/coffer-backup/coffer/internal/store/all"
 )
@@ -31,7 +32,7 @@ func (a *app) service() (*service.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.svc = service.New(cfg)
+	a.svc = operations.New(cfg)
 	return a.svc, nil
 }
 

@@ -25,6 +25,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
@@ -153,7 +156,7 @@ func newEnv(t testing.TB, catalogLoc string) *env {
 		}
 	}
 	pw := []byte("repository password")
-	svc := service.New(service.Config{
+	svc := operations.New(service.Config{
 		Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: func() ([]byte, error) { return pw, nil }},
 		Catalog:    catalogLoc, StateDir: filepath.Join(dir, "state"), Engine: engine, Logger: log,
 		Access: access, Background: bg,
@@ -176,10 +179,10 @@ func newEnv(t testing.TB, catalogLoc string) *env {
 // seed makes the repository, its points, the users and their tokens.
 func (e *env) seed(ctx context.Context, pw []byte) {
 	t := e.t
-	local := service.New(service.Config{Repository: service.Location{Location: filepath.Join(e.dir, "repo"),
+	local := operations.New(service.Config{Repository: service.Location{Location: filepath.Join(e.dir, "repo"),
 		Password: func() ([]byte, error) { return pw, nil }}, Catalog: e.catalog, StateDir: filepath.Join(e.dir, "state"),
 		Engine: mustEngine(t), Local: true, Logger: slog.New(slog.DiscardHandler)})
-	if _, err := local.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: pw}); err != nil {
+	if _, err := (repoops.Ops{Service: local}).InitWith(ctx, &api.InitRepositoryInput{}, repoops.InitOptions{Password: pw}); err != nil {
 		t.Fatal(err)
 	}
 	run, err := local.RunPolicy(ctx, "nightly")
@@ -190,10 +193,10 @@ func (e *env) seed(ctx context.Context, pw []byte) {
 		t.Fatalf("policy run: %+v %v", j, err)
 	}
 	img := e.ext4Image()
-	if _, err := local.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "disk"}}); err != nil {
+	if _, err := (backupops.Ops{Service: local}).BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "disk"}}); err != nil {
 		t.Fatal(err)
 	}
-	if e.points, _, err = local.RepositoryPoints(ctx, &api.ListPointsInput{}); err != nil || len(e.points) != 3 {
+	if e.points, _, err = (repoops.Ops{Service: local}).RepositoryPoints(ctx, &api.ListPointsInput{}); err != nil || len(e.points) != 3 {
 		t.Fatalf("points: %d %v", len(e.points), err)
 	}
 	// The first administrator, as the first start makes it.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
 )
 
 // FuzzRequest sends the handler requests with random methods, paths,
@@ -19,7 +19,7 @@ import (
 // route of the table with a plausible body.
 func FuzzRequest(f *testing.F) {
 	methods := []string{"GET", "POST", "PUT", "DELETE", "PATCH"}
-	for _, op := range service.Operations {
+	for _, op := range operations.All {
 		path := strings.NewReplacer("{repo}", "default", "{point}", "latest", "{id}", "1", "{user}", "admin",
 			"{token}", "0123456789abcdef", "{session}", "abc", "{policy}", "nightly", "{key}", "00", "{what}", "index",
 			"{connection}", "lab", "{vm}", "web-0000").Replace(op.Path)

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
 )
 
 // generatedRoutes is internal/api's map of operation IDs to routes, which
@@ -24,7 +24,7 @@ func routesSource() ([]byte, error) {
 	b.WriteString("package api\n\n")
 	b.WriteString("// Routes are the API's operations by ID: how each is called over HTTP.\n")
 	b.WriteString("var Routes = map[string]Route{\n")
-	for _, op := range service.Operations {
+	for _, op := range operations.All {
 		fmt.Fprintf(&b, "\t%q: {Method: %q, Path: %q},\n", op.ID, op.HTTP, op.Path)
 	}
 	b.WriteString("}\n")

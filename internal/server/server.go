@@ -23,6 +23,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
 )
 
 // Prefix is where the API lives (api.Prefix, where its clients read it).
@@ -64,8 +65,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	s.api = humago.NewWithPrefix(s.mux, Prefix, apiConfig(documentVersion))
-	for i := range service.Operations {
-		s.register(&service.Operations[i])
+	for i := range operations.All {
+		s.register(&operations.All[i])
 	}
 	// Whatever matches nothing is a problem too.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

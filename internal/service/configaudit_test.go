@@ -13,6 +13,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/configops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
 // openCatalog opens the environment's catalog.
@@ -47,29 +49,29 @@ func TestConfigChangesAuditedWithoutSecrets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(service.CreateObject(ctx, s, "repository", spec(t, fmt.Sprintf(
+	must(servicetest.CreateObject(ctx, s, "repository", spec(t, fmt.Sprintf(
 		`{name: main, location: /srv/main, password-file: %s}`, e.secretFile("main.pw", secrets[0])))))
-	must(service.CreateObject(ctx, s, "connection", spec(t, fmt.Sprintf(
+	must(servicetest.CreateObject(ctx, s, "connection", spec(t, fmt.Sprintf(
 		`{name: vc, kind: vsphere, options: {url: "https://vc.example.com/sdk", user: coffer, password-file: %s, insecure: true}}`,
 		e.secretFile("vc.pw", secrets[1])))))
-	must(service.CreateObject(ctx, s, "notification-target", spec(t, fmt.Sprintf(
+	must(servicetest.CreateObject(ctx, s, "notification-target", spec(t, fmt.Sprintf(
 		`{name: mail, smtp: {host: mail.example.com, username: coffer, password-file: %s, from: coffer@example.com, to: [ops@example.com]}}`,
 		e.secretFile("smtp.pw", secrets[2])))))
-	must(service.UpdateObject(ctx, s, "repository", "main", spec(t, fmt.Sprintf(
+	must(servicetest.UpdateObject(ctx, s, "repository", "main", spec(t, fmt.Sprintf(
 		`{location: /srv/main2, password-file: %s, streams: 4}`, filepath.Join(e.dir, "main.pw"))), 0))
 	for _, c := range []struct{ kind, doc string }{
 		{"repository", `{name: inline, location: /srv/x, password: ` + secrets[3] + `}`},
 		{"connection", `{name: inline, kind: vsphere, options: {url: "https://vc/sdk", password: ` + secrets[3] + `}}`},
 		{"notification-target", `{name: inline, smtp: {host: h, password: ` + secrets[3] + `, from: a@b.c, to: [d@e.f]}}`},
 	} {
-		err := do(service.CreateObject(ctx, s, c.kind, spec(t, c.doc)))
+		err := do(servicetest.CreateObject(ctx, s, c.kind, spec(t, c.doc)))
 		wantClass(t, "an inline secret", err, api.Invalid, "secrets are not written in the configuration")
 	}
-	err := do(service.DeleteObject(ctx, s, "repository", "gone", 0))
+	err := do(servicetest.DeleteObject(ctx, s, "repository", "gone", 0))
 	wantClass(t, "deleting a missing object", err, api.NotFound, "gone")
-	must(service.DeleteObject(ctx, s, "notification-target", "mail", 0))
-	must(service.ListObjects(ctx, s, ""))
-	must(s.EffectiveConfig(ctx, &api.GetEffectiveConfigInput{}))
+	must(servicetest.DeleteObject(ctx, s, "notification-target", "mail", 0))
+	must(servicetest.ListObjects(ctx, s, ""))
+	must(configops.Ops{Service: s}.EffectiveConfig(ctx, &api.GetEffectiveConfigInput{}))
 
 	cat := e.openCatalog()
 	records, err := cat.ListAudit(context.Background(), catalog.AuditFilter{})

@@ -23,6 +23,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/configops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/planops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
@@ -125,7 +128,7 @@ func (e *confEnv) service(tweaks ...func(*service.Config)) *service.Service {
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
-	return service.New(cfg)
+	return operations.New(cfg)
 }
 
 // secretFile writes a secret into a file of the environment.
@@ -165,7 +168,7 @@ func TestConfigObjectLifecycle(t *testing.T) {
 	s, ctx := e.service(), e.ctx
 	create := func(kind, doc string) *api.ConfigObject {
 		t.Helper()
-		o, err := service.CreateObject(ctx, s, kind, spec(t, doc))
+		o, err := servicetest.CreateObject(ctx, s, kind, spec(t, doc))
 		if err != nil {
 			t.Fatalf("create %s: %v", kind, err)
 		}
@@ -182,19 +185,19 @@ func TestConfigObjectLifecycle(t *testing.T) {
 		e.secretFile("hook.secret", "hook secret")))
 	matcher := create("notification-matcher", `{name: failures, targets: [chat], types: [task-failed]}`)
 
-	got, err := service.GetObject(ctx, s, "policies", "nightly")
+	got, err := servicetest.GetObject(ctx, s, "policies", "nightly")
 	if err != nil || got.Version != nightly.Version || got.Spec["schedule"] != "0 22 * * *" || len(got.Warnings) != 0 {
 		t.Fatalf("get: %+v %v", got, err)
 	}
-	all, err := service.ListObjects(ctx, s, "")
+	all, err := servicetest.ListObjects(ctx, s, "")
 	if err != nil || len(all) != 5 {
 		t.Fatalf("list: %d objects, %v", len(all), err)
 	}
-	if ps, err := service.ListObjects(ctx, s, "policy"); err != nil || len(ps) != 1 || ps[0].Name != "nightly" {
+	if ps, err := servicetest.ListObjects(ctx, s, "policy"); err != nil || len(ps) != 1 || ps[0].Name != "nightly" {
 		t.Fatalf("list policies: %+v %v", ps, err)
 	}
 
-	upd, err := service.UpdateObject(ctx, s, "policy", "nightly", spec(t, `{connection: lab, repository: main, schedule: "@hourly", retention: {keep-last: 3}}`), nightly.Version)
+	upd, err := servicetest.UpdateObject(ctx, s, "policy", "nightly", spec(t, `{connection: lab, repository: main, schedule: "@hourly", retention: {keep-last: 3}}`), nightly.Version)
 	if err != nil || upd.Version <= nightly.Version || upd.Spec["schedule"] != "@hourly" || upd.Spec["name"] != "nightly" ||
 		!upd.CreatedAt.Equal(nightly.CreatedAt) {
 		t.Fatalf("update: %+v %v", upd, err)
@@ -207,7 +210,7 @@ func TestConfigObjectLifecycle(t *testing.T) {
 		{"notification-target", "chat", `{webhook: {url: "https://hooks.example.com/y"}}`, "webhook"},
 		{"notification-matcher", "failures", `{targets: [chat], severities: [error]}`, "severities"},
 	} {
-		o, err := service.UpdateObject(ctx, s, c.kind, c.name, spec(t, c.doc), 0)
+		o, err := servicetest.UpdateObject(ctx, s, c.kind, c.name, spec(t, c.doc), 0)
 		if err != nil || o.Version <= last || o.Spec[c.key] == nil || o.Name != c.name {
 			t.Fatalf("update %s %s: %+v %v", c.kind, c.name, o, err)
 		}
@@ -222,30 +225,30 @@ func TestConfigObjectLifecycle(t *testing.T) {
 		{"repository", "main", "repository main is used by policy nightly"},
 		{"notification-target", "chat", "target chat is used by matcher(s) failures"},
 	} {
-		_, err := service.DeleteObject(ctx, s, c.kind, c.name, 0)
+		_, err := servicetest.DeleteObject(ctx, s, c.kind, c.name, 0)
 		wantClass(t, "deleting "+c.name+", which is in use", err, api.Conflict, c.users)
 		ran++
 	}
 	if ran != 3 {
 		t.Fatal("not every refusal was checked")
 	}
-	del, err := service.DeleteObject(ctx, s, "notification-matcher", "failures", matcher.Version)
+	del, err := servicetest.DeleteObject(ctx, s, "notification-matcher", "failures", matcher.Version)
 	if err != nil || del.Name != "failures" || del.Spec["targets"] == nil {
 		t.Fatalf("delete matcher: %+v %v", del, err)
 	}
 	for _, x := range []struct{ kind, name string }{{"notification-target", "chat"}, {"policy", "nightly"}, {"connection", "lab"}, {"repository", "main"}} {
-		if _, err := service.DeleteObject(ctx, s, x.kind, x.name, 0); err != nil {
+		if _, err := servicetest.DeleteObject(ctx, s, x.kind, x.name, 0); err != nil {
 			t.Fatalf("delete %s %s: %v", x.kind, x.name, err)
 		}
 	}
-	_, err = service.GetObject(ctx, s, "policy", "nightly")
+	_, err = servicetest.GetObject(ctx, s, "policy", "nightly")
 	wantClass(t, "get of a deleted policy", err, api.NotFound, `no policy is named "nightly"`)
-	_, err = service.DeleteObject(ctx, s, "policy", "nightly", 0)
+	_, err = servicetest.DeleteObject(ctx, s, "policy", "nightly", 0)
 	wantClass(t, "delete of a deleted policy", err, api.NotFound, `no policy named "nightly" was created through the API`)
-	if all, err := service.ListObjects(ctx, s, ""); err != nil || len(all) != 0 {
+	if all, err := servicetest.ListObjects(ctx, s, ""); err != nil || len(all) != 0 {
 		t.Fatalf("objects left: %+v %v", all, err)
 	}
-	_, err = service.CreateObject(context.Background(), s, "policy", spec(t, `{name: x, connection: lab}`))
+	_, err = servicetest.CreateObject(context.Background(), s, "policy", spec(t, `{name: x, connection: lab}`))
 	wantClass(t, "a change without a user", err, api.Unauthenticated, "no user to record the change under")
 }
 
@@ -274,7 +277,7 @@ func TestConfigObjectsFailWithTheFilesMessages(t *testing.T) {
 		if fileErr == nil {
 			t.Fatalf("the file accepts %s", c.entry)
 		}
-		_, err := service.CreateObject(e.ctx, s, c.kind, spec(t, c.entry))
+		_, err := servicetest.CreateObject(e.ctx, s, c.kind, spec(t, c.entry))
 		if service.Classify(err) != api.Invalid {
 			t.Fatalf("%s: %v (class %s), want invalid", c.entry, err, service.Classify(err))
 		}
@@ -284,7 +287,7 @@ func TestConfigObjectsFailWithTheFilesMessages(t *testing.T) {
 			}
 		}
 	}
-	if objs, _ := service.ListObjects(e.ctx, s, ""); len(objs) != 1 {
+	if objs, _ := servicetest.ListObjects(e.ctx, s, ""); len(objs) != 1 {
 		t.Fatalf("refused objects were stored: %+v", objs)
 	}
 }
@@ -301,8 +304,8 @@ func fileProblems(t *testing.T, doc string) error {
 		return err
 	}
 	dir := t.TempDir()
-	s := service.New(service.Config{Catalog: filepath.Join(dir, "catalog.db"), Engine: eng, EngineSource: confFile})
-	_, err = s.PolicyCheck(context.Background(), &api.CheckPoliciesInput{Offline: true})
+	s := operations.New(service.Config{Catalog: filepath.Join(dir, "catalog.db"), Engine: eng, EngineSource: confFile})
+	_, err = planops.Ops{Service: s}.PolicyCheck(context.Background(), &api.CheckPoliciesInput{Offline: true})
 	return err
 }
 
@@ -317,19 +320,19 @@ policies:
   - {name: nightly, connection: lab, schedule: "0 22 * * *"}
 `)
 	s := e.service()
-	hourly, err := service.CreateObject(e.ctx, s, "policy", spec(t, `{name: hourly, connection: lab, schedule: "@hourly"}`))
+	hourly, err := servicetest.CreateObject(e.ctx, s, "policy", spec(t, `{name: hourly, connection: lab, schedule: "@hourly"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const edit = "is defined in the configuration file /etc/coffer/coffer.yaml, which wins over the API for the names it defines: change it there"
-	_, err = service.CreateObject(e.ctx, s, "policy", spec(t, `{name: nightly, connection: lab}`))
+	_, err = servicetest.CreateObject(e.ctx, s, "policy", spec(t, `{name: nightly, connection: lab}`))
 	wantClass(t, "create over the file's policy", err, api.Conflict, "policy nightly "+edit)
-	_, err = service.UpdateObject(e.ctx, s, "policy", "nightly", spec(t, `{connection: lab}`), 0)
+	_, err = servicetest.UpdateObject(e.ctx, s, "policy", "nightly", spec(t, `{connection: lab}`), 0)
 	wantClass(t, "update of the file's policy", err, api.Conflict, "policy nightly "+edit)
-	_, err = service.DeleteObject(e.ctx, s, "connection", "lab", 0)
+	_, err = servicetest.DeleteObject(e.ctx, s, "connection", "lab", 0)
 	wantClass(t, "delete of the file's connection", err, api.Conflict, "connection lab "+edit)
 
-	eff, err := s.EffectiveConfig(e.ctx, &api.GetEffectiveConfigInput{})
+	eff, err := configops.Ops{Service: s}.EffectiveConfig(e.ctx, &api.GetEffectiveConfigInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +349,7 @@ policies:
 	// listed as overridden and can be deleted.
 	e.file += "  - {name: hourly, connection: lab, schedule: \"@daily\"}\n"
 	s = e.service()
-	eff, err = s.EffectiveConfig(e.ctx, &api.GetEffectiveConfigInput{})
+	eff, err = configops.Ops{Service: s}.EffectiveConfig(e.ctx, &api.GetEffectiveConfigInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,11 +361,11 @@ policies:
 			t.Fatalf("hourly in effect: %+v", o)
 		}
 	}
-	check, err := s.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: true})
+	check, err := planops.Ops{Service: s}.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: true})
 	if err != nil || len(check.Policies) != 2 {
 		t.Fatalf("policy check sees %+v, %v", check, err)
 	}
-	if _, err := service.DeleteObject(e.ctx, s, "policy", "hourly", 0); err != nil {
+	if _, err := servicetest.DeleteObject(e.ctx, s, "policy", "hourly", 0); err != nil {
 		t.Fatalf("deleting the overridden copy: %v", err)
 	}
 }
@@ -375,26 +378,26 @@ func TestConfigStaleVersionsConflict(t *testing.T) {
 	e := newConfEnv(t, "connections: [{name: lab, kind: fake}]\n")
 	alice, bob := e.service(), e.service() // two servers
 	bobCtx := auth.WithSubject(context.Background(), &auth.Subject{User: "bob"})
-	p, err := service.CreateObject(e.ctx, alice, "policy", spec(t, `{name: p, connection: lab}`))
+	p, err := servicetest.CreateObject(e.ctx, alice, "policy", spec(t, `{name: p, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := p.Version
-	if _, err := service.UpdateObject(bobCtx, bob, "policy", "p", spec(t, `{connection: lab, schedule: "@daily"}`), read); err != nil {
+	if _, err := servicetest.UpdateObject(bobCtx, bob, "policy", "p", spec(t, `{connection: lab, schedule: "@daily"}`), read); err != nil {
 		t.Fatal(err)
 	}
-	_, err = service.UpdateObject(e.ctx, alice, "policy", "p", spec(t, `{connection: lab, schedule: "@hourly"}`), read)
+	_, err = servicetest.UpdateObject(e.ctx, alice, "policy", "p", spec(t, `{connection: lab, schedule: "@hourly"}`), read)
 	wantClass(t, "a stale update", err, api.Conflict, fmt.Sprintf("policy p changed since version %d", read))
 	if !errors.Is(err, catalog.ErrStale) || !strings.Contains(err.Error(), "changed by bob") {
 		t.Fatalf("a stale update: %v", err)
 	}
-	_, err = service.DeleteObject(e.ctx, alice, "policy", "p", read)
+	_, err = servicetest.DeleteObject(e.ctx, alice, "policy", "p", read)
 	wantClass(t, "a stale delete", err, api.Conflict, "read it again")
-	now, err := service.GetObject(e.ctx, alice, "policy", "p")
+	now, err := servicetest.GetObject(e.ctx, alice, "policy", "p")
 	if err != nil || now.Spec["schedule"] != "@daily" {
 		t.Fatalf("after the refusals: %+v %v", now, err)
 	}
-	if _, err := service.DeleteObject(e.ctx, alice, "policy", "p", now.Version); err != nil {
+	if _, err := servicetest.DeleteObject(e.ctx, alice, "policy", "p", now.Version); err != nil {
 		t.Fatal(err)
 	}
 }

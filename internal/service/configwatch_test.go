@@ -11,6 +11,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/planops"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
 // waitGuard bounds waits for what must happen: a failure guard, not a
@@ -26,10 +29,10 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 	e := newConfEnv(t, "")
 	servers := []*service.Service{e.service(), e.service(), e.service(), e.service()}
 	ctx := e.ctx
-	if _, err := service.CreateObject(ctx, servers[0], "connection", spec(t, labSpec)); err != nil {
+	if _, err := servicetest.CreateObject(ctx, servers[0], "connection", spec(t, labSpec)); err != nil {
 		t.Fatal(err)
 	}
-	p, err := service.CreateObject(ctx, servers[0], "policy", spec(t, `{name: p, connection: lab}`))
+	p, err := servicetest.CreateObject(ctx, servers[0], "policy", spec(t, `{name: p, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,7 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 	errs := make([]error, len(servers))
 	for i, s := range servers {
 		wg.Go(func() {
-			_, errs[i] = service.UpdateObject(ctx, s, "policy", "p", spec(t, fmt.Sprintf(`{connection: lab, tasks: %d}`, i+1)), p.Version)
+			_, errs[i] = servicetest.UpdateObject(ctx, s, "policy", "p", spec(t, fmt.Sprintf(`{connection: lab, tasks: %d}`, i+1)), p.Version)
 		})
 	}
 	wg.Wait()
@@ -57,21 +60,21 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 
 	for round := range 5 {
 		conn := fmt.Sprintf("c%d", round)
-		if _, err := service.CreateObject(ctx, servers[0], "connection", spec(t, `{name: `+conn+`, kind: fake}`)); err != nil {
+		if _, err := servicetest.CreateObject(ctx, servers[0], "connection", spec(t, `{name: `+conn+`, kind: fake}`)); err != nil {
 			t.Fatal(err)
 		}
 		var delErr, createErr error
 		wg.Go(func() {
-			_, delErr = service.DeleteObject(ctx, servers[1], "connection", conn, 0)
+			_, delErr = servicetest.DeleteObject(ctx, servers[1], "connection", conn, 0)
 		})
 		wg.Go(func() {
-			_, createErr = service.CreateObject(ctx, servers[2], "policy", spec(t, `{name: uses-`+conn+`, connection: `+conn+`}`))
+			_, createErr = servicetest.CreateObject(ctx, servers[2], "policy", spec(t, `{name: uses-`+conn+`, connection: `+conn+`}`))
 		})
 		wg.Wait()
 		if (delErr == nil) == (createErr == nil) {
 			t.Fatalf("round %d: deleting the connection: %v; creating a policy on it: %v: want exactly one to succeed", round, delErr, createErr)
 		}
-		if _, err := servers[3].PolicyCheck(ctx, &api.CheckPoliciesInput{Offline: true}); err != nil {
+		if _, err := (planops.Ops{Service: servers[3]}).PolicyCheck(ctx, &api.CheckPoliciesInput{Offline: true}); err != nil {
 			t.Fatalf("round %d: the configuration is left invalid: %v", round, err)
 		}
 	}
@@ -83,19 +86,19 @@ func TestConfigChangesAreSerialised(t *testing.T) {
 func TestConfigObjectsSurviveRestart(t *testing.T) {
 	e := newConfEnv(t, "")
 	s := e.service()
-	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := service.CreateObject(e.ctx, s, "connection", spec(t, labSpec)); err != nil {
+	if _, err := servicetest.CreateObject(e.ctx, s, "connection", spec(t, labSpec)); err != nil {
 		t.Fatal(err)
 	}
-	made, err := service.CreateObject(e.ctx, s, "policy", spec(t, `{name: api-made, connection: lab}`))
+	made, err := servicetest.CreateObject(e.ctx, s, "policy", spec(t, `{name: api-made, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	restarted := e.service()
-	got, err := service.GetObject(e.ctx, restarted, "policy", "api-made")
+	got, err := servicetest.GetObject(e.ctx, restarted, "policy", "api-made")
 	if err != nil || got.Version != made.Version || got.Source != "catalog" || got.CreatedBy != "alice" {
 		t.Fatalf("after a restart: %+v %v", got, err)
 	}
@@ -107,7 +110,7 @@ func TestConfigObjectsSurviveRestart(t *testing.T) {
 	if err != nil || j.TasksTotal != 4 || j.TasksOK != 4 {
 		t.Fatalf("run of the policy created through the API: %+v %v", j, err)
 	}
-	check, err := restarted.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: false})
+	check, err := planops.Ops{Service: restarted}.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: false})
 	if err != nil || len(check.Policies) != 1 || len(check.Policies[0].Selected) != 1 || len(check.Policies[0].Selected[0].VMs) != 4 {
 		t.Fatalf("policy check of the API's policy: %+v %v", check, err)
 	}
@@ -143,13 +146,13 @@ func TestWatchConfigSeesChanges(t *testing.T) {
 	if st := next(t, watch); len(st.Engine.Connections) != 1 || len(st.Engine.Policies) != 0 {
 		t.Fatalf("first state: %+v", st.Engine)
 	}
-	if _, err := service.CreateObject(e.ctx, s, "policy", spec(t, `{name: a, connection: lab}`)); err != nil {
+	if _, err := servicetest.CreateObject(e.ctx, s, "policy", spec(t, `{name: a, connection: lab}`)); err != nil {
 		t.Fatal(err)
 	}
 	if st := next(t, watch); len(st.Engine.Policies) != 1 || st.Engine.Policies[0].Name != "a" {
 		t.Fatalf("after this service's change: %+v", st.Engine.Policies)
 	}
-	b, err := service.CreateObject(e.ctx, other, "policy", spec(t, `{name: b, connection: lab}`))
+	b, err := servicetest.CreateObject(e.ctx, other, "policy", spec(t, `{name: b, connection: lab}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func TestWatchConfigSeesChanges(t *testing.T) {
 func TestPolicyPreviewOfADraft(t *testing.T) {
 	e := newConfEnv(t, "connections: ["+labSpec+"]\npolicies: [{name: nightly, connection: lab}]\n")
 	s := e.service()
-	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -181,7 +184,7 @@ func TestPolicyPreviewOfADraft(t *testing.T) {
 			t.Fatalf("run: %+v %v", j, err)
 		}
 	}
-	p, err := s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Runs: 2, Body: spec(t,
+	p, err := planops.Ops{Service: s}.PolicyDraftPreview(servicetest.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Runs: 2, Body: spec(t,
 		`{name: nightly, connection: lab, select: {names: ["web-*", "db-*"]}, schedule: "30 1 * * *", retention: {keep-last: 1}}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -200,15 +203,15 @@ func TestPolicyPreviewOfADraft(t *testing.T) {
 			t.Fatalf("keep-last 1 of two points of %s: %+v", src.VM, src)
 		}
 	}
-	unnamed, err := s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{connection: lab}`)})
+	unnamed, err := planops.Ops{Service: s}.PolicyDraftPreview(servicetest.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{connection: lab}`)})
 	if err != nil || unnamed.Policy != "draft" || len(unnamed.Selected[0].VMs) != 4 {
 		t.Fatalf("a draft without a name: %+v %v", unnamed, err)
 	}
-	_, err = s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{name: x, connection: nope, scheduel: "@daily"}`)})
+	_, err = planops.Ops{Service: s}.PolicyDraftPreview(servicetest.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{name: x, connection: nope, scheduel: "@daily"}`)})
 	wantClass(t, "an invalid draft", err, api.Invalid, `unknown key "scheduel" in policies[0] (did you mean "schedule"?)`)
-	_, err = s.PolicyDraftPreview(service.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{name: x, connection: nope}`)})
+	_, err = planops.Ops{Service: s}.PolicyDraftPreview(servicetest.AsLocal(e.ctx), &api.PreviewPolicyDraftInput{Body: spec(t, `{name: x, connection: nope}`)})
 	wantClass(t, "a draft on an unknown connection", err, api.Invalid, `policy x: unknown connection "nope" (known: lab)`)
-	if objs, err := service.ListObjects(e.ctx, s, "policies"); err != nil || len(objs) != 1 ||
+	if objs, err := servicetest.ListObjects(e.ctx, s, "policies"); err != nil || len(objs) != 1 ||
 		objs[0].Source != "file" || strings.Contains(fmt.Sprint(objs[0].Spec), "keep-last") {
 		t.Fatalf("a preview stored its draft: %+v %v", objs, err)
 	}
@@ -221,7 +224,7 @@ func TestSchedulesReloadChanges(t *testing.T) {
 	e := newConfEnv(t, "connections: ["+labSpec+"]\n")
 	e.poll = 20 * time.Millisecond
 	server, other := e.service(), e.service()
-	if _, err := server.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: server}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	run := runServer(t, server)
@@ -231,7 +234,7 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		t.Helper()
 		var found api.Job
 		eventually(t, run, "a finished job of "+policy, func() bool {
-			jobs, err := service.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: policy})
+			jobs, err := servicetest.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,14 +249,14 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		return found
 	}
 	start := time.Now()
-	if _, err := service.CreateObject(e.ctx, other, "policy", spec(t, `{name: often, connection: lab, schedule: "@every 1s"}`)); err != nil {
+	if _, err := servicetest.CreateObject(e.ctx, other, "policy", spec(t, `{name: often, connection: lab, schedule: "@every 1s"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if j := waitJob("often", start); j.Status != "success" || j.TasksTotal != 4 {
 		t.Fatalf("first run of the policy created on another server: %+v", j)
 	}
 	changed := time.Now()
-	if _, err := service.UpdateObject(e.ctx, server, "policy", "often", spec(t, `{connection: lab, schedule: "@every 1s", select: {names: ["web-*"]}}`), 0); err != nil {
+	if _, err := servicetest.UpdateObject(e.ctx, server, "policy", "often", spec(t, `{connection: lab, schedule: "@every 1s", select: {names: ["web-*"]}}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	// A run started before the change may still select every VM; one
@@ -265,14 +268,14 @@ func TestSchedulesReloadChanges(t *testing.T) {
 		}
 		changed = j.Started
 	}
-	if _, err := service.DeleteObject(e.ctx, server, "policy", "often", 0); err != nil {
+	if _, err := servicetest.DeleteObject(e.ctx, server, "policy", "often", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := service.CreateObject(e.ctx, other, "policy", spec(t, `{name: later, connection: lab, schedule: "@every 1s"}`)); err != nil {
+	if _, err := servicetest.CreateObject(e.ctx, other, "policy", spec(t, `{name: later, connection: lab, schedule: "@every 1s"}`)); err != nil {
 		t.Fatal(err)
 	}
 	later := waitJob("later", start)
-	jobs, err := service.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: "often"})
+	jobs, err := servicetest.ListJobs(e.ctx, other, &api.ListJobsInput{Policy: "often"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
@@ -24,7 +25,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 	e.poll = 20 * time.Millisecond
 	server, other := e.service(), e.service()
 	ctx := e.ctx
-	if _, err := server.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: server}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	for _, obj := range []struct {
@@ -34,7 +35,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 		{"connection", spec(t, `{name: dropme, kind: fake, options: {seed: 1, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}`)},
 		{"policy", spec(t, `{name: yearly, connection: dropme, schedule: "0 3 1 1 *"}`)},
 	} {
-		if _, err := service.CreateObject(ctx, other, obj.kind, obj.spec); err != nil {
+		if _, err := servicetest.CreateObject(ctx, other, obj.kind, obj.spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +43,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 	run := &serverRun{stopped: make(chan struct{})}
 	go func() {
 		defer close(run.stopped)
-		run.err = server.RunSchedules(runCtx)
+		run.err = fleetops.Ops{Service: server}.RunSchedules(runCtx)
 	}()
 	defer func() { stop(); <-run.stopped }()
 
@@ -55,7 +56,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 
 	// The definition changes: a new connector; the old one stays open
 	// for the jobs that started with it.
-	if _, err := service.UpdateObject(ctx, other, "connection", "dropme", spec(t, `{name: dropme, kind: fake, options: {seed: 2, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}`), 0); err != nil {
+	if _, err := servicetest.UpdateObject(ctx, other, "connection", "dropme", spec(t, `{name: dropme, kind: fake, options: {seed: 2, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}`), 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, run, "the reload opens the changed connection", func() bool { second = serving(); return second != nil && second != first })
@@ -64,7 +65,7 @@ func TestServerClosesTheConnectionsItDrops(t *testing.T) {
 	}
 
 	// No scheduled policy uses it any more: it leaves the engine.
-	if _, err := service.DeleteObject(ctx, other, "policy", "yearly", 0); err != nil {
+	if _, err := servicetest.DeleteObject(ctx, other, "policy", "yearly", 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, run, "the reload drops the unused connection", func() bool { return serving() == nil })

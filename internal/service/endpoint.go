@@ -58,8 +58,8 @@ type Endpoint[I, O any] func(ctx context.Context, s *Service, in *I) (*O, error)
 // the document describes what went wrong.
 func (e Endpoint[I, O]) Register(api huma.API, op huma.Operation, b Binding) {
 	var zero O
-	if st, ok := any(&zero).(interface{ status() int }); ok {
-		op.DefaultStatus = st.status()
+	if st, ok := any(&zero).(interface{ Status() int }); ok {
+		op.DefaultStatus = st.Status()
 	}
 	huma.Register(api, op, func(ctx context.Context, in *I) (*O, error) {
 		s, err := b.Service(ctx)
@@ -70,8 +70,8 @@ func (e Endpoint[I, O]) Register(api huma.API, op huma.Operation, b Binding) {
 		if err == nil {
 			return out, nil
 		}
-		if r, ok := any(out).(interface{ setError(error) }); ok && out != nil {
-			r.setError(err)
+		if r, ok := any(out).(interface{ SetError(error) }); ok && out != nil {
+			r.SetError(err)
 			return out, nil
 		}
 		return nil, b.Error(ctx, err)
@@ -89,7 +89,7 @@ type Result[T any] struct {
 	Error      string `header:"Coffer-Error" doc:"The message of that error, percent-encoded UTF-8."`
 }
 
-func (r *Result[T]) setError(err error) {
+func (r *Result[T]) SetError(err error) {
 	r.ErrorClass, r.Error = string(Classify(err)), api.EscapeHeader(err.Error())
 }
 
@@ -126,14 +126,14 @@ type Page[T any] struct {
 // Created is the answer of an endpoint that created something: 201.
 type Created[T any] struct{ Body T }
 
-func (*Created[T]) status() int { return http.StatusCreated }
+func (*Created[T]) Status() int { return http.StatusCreated }
 
 func NewCreated[T any](doc T) *Created[T] { return &Created[T]{Body: doc} }
 
 // NoContent is the answer of an endpoint with nothing to say: 204.
 type NoContent struct{}
 
-func (*NoContent) status() int { return http.StatusNoContent }
+func (*NoContent) Status() int { return http.StatusNoContent }
 
 func noContent() *NoContent { return &NoContent{} }
 
@@ -221,22 +221,28 @@ func (e Events[I]) Register(api huma.API, op huma.Operation, b Binding) {
 	})
 }
 
-// The constructors below bind an operation's method, which takes the
-// operation's input as the API defines it (internal/api), to its
-// endpoint: the table names the method by its method expression
-// ((*Service).Verify), and nothing converts between two shapes of one
-// request.
+// The constructors below bind an operation's method to its endpoint. The
+// methods are a domain's (internal/service/*ops): each domain package
+// has its own type over the kernel's Service, a struct of it alone
+// (type Ops struct{ *service.Service }), so that its operations are
+// methods there and its table names them by method expression
+// (Ops.Verify). A method takes the operation's input as the API defines it
+// (internal/api): nothing converts between two shapes of one request.
+
+// Domain is the type of a domain package's operations: a struct of the
+// kernel's Service alone, made for each call.
+type Domain interface{ ~struct{ *Service } }
 
 // Returns answers 200 with the method's document (and the error that came
 // with it, as Result says).
-func Returns[I, T any](m func(*Service, context.Context, *I) (T, error)) Endpoint[I, Result[T]] {
-	return func(ctx context.Context, s *Service, in *I) (*Result[T], error) { return result(m(s, ctx, in)) }
+func Returns[D Domain, I, T any](m func(D, context.Context, *I) (T, error)) Endpoint[I, Result[T]] {
+	return func(ctx context.Context, s *Service, in *I) (*Result[T], error) { return result(m(D{s}, ctx, in)) }
 }
 
 // Creates answers 201 with the document of what the method created.
-func Creates[I, T any](m func(*Service, context.Context, *I) (T, error)) Endpoint[I, Created[T]] {
+func Creates[D Domain, I, T any](m func(D, context.Context, *I) (T, error)) Endpoint[I, Created[T]] {
 	return func(ctx context.Context, s *Service, in *I) (*Created[T], error) {
-		doc, err := m(s, ctx, in)
+		doc, err := m(D{s}, ctx, in)
 		if err != nil {
 			return nil, err
 		}
@@ -245,9 +251,9 @@ func Creates[I, T any](m func(*Service, context.Context, *I) (T, error)) Endpoin
 }
 
 // ReturnsNothing answers 204 when the method succeeds.
-func ReturnsNothing[I any](m func(*Service, context.Context, *I) error) Endpoint[I, NoContent] {
+func ReturnsNothing[D Domain, I any](m func(D, context.Context, *I) error) Endpoint[I, NoContent] {
 	return func(ctx context.Context, s *Service, in *I) (*NoContent, error) {
-		if err := m(s, ctx, in); err != nil {
+		if err := m(D{s}, ctx, in); err != nil {
 			return nil, err
 		}
 		return noContent(), nil
@@ -256,9 +262,9 @@ func ReturnsNothing[I any](m func(*Service, context.Context, *I) error) Endpoint
 
 // ReturnsPage answers with a page of a listing and the cursor of the next
 // page ("" after the last).
-func ReturnsPage[I, T any](m func(*Service, context.Context, *I) ([]T, string, error)) Endpoint[I, Page[T]] {
+func ReturnsPage[D Domain, I, T any](m func(D, context.Context, *I) ([]T, string, error)) Endpoint[I, Page[T]] {
 	return func(ctx context.Context, s *Service, in *I) (*Page[T], error) {
-		items, next, err := m(s, ctx, in)
+		items, next, err := m(D{s}, ctx, in)
 		if err != nil {
 			return nil, err
 		}
@@ -268,6 +274,6 @@ func ReturnsPage[I, T any](m func(*Service, context.Context, *I) ([]T, string, e
 
 // Answers binds a method that returns an endpoint's own answer type
 // (JobDetail, VMsPage: a document with headers of its own).
-func Answers[I, O any](m func(*Service, context.Context, *I) (*O, error)) Endpoint[I, O] {
-	return func(ctx context.Context, s *Service, in *I) (*O, error) { return m(s, ctx, in) }
+func Answers[D Domain, I, O any](m func(D, context.Context, *I) (*O, error)) Endpoint[I, O] {
+	return func(ctx context.Context, s *Service, in *I) (*O, error) { return m(D{s}, ctx, in) }
 }

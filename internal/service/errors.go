@@ -89,3 +89,7 @@ func Classify(err error) api.Class {
 
 // Invalidf is an error in what the caller asked for.
 func Invalidf(format string, a ...any) error { return api.Errorf(api.Invalid, format, a...) }
+
+// Stale reports a change refused because the object changed since the
+// version it was made on (the server answers 412 Precondition Failed).
+func Stale(err error) bool { return errors.Is(err, catalog.ErrStale) }

@@ -19,6 +19,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 	storeall "github.com/coffer-backup/coffer/internal/store/all"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -74,10 +78,10 @@ notifications:
 	}
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	loc := filepath.Join(dir, "catalog.db")
-	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
+	s := operations.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: cfg, Notify: ncfg, Maintenance: mcfg})
 	defer s.Close()
-	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(ctx, &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	run, err := s.RunPolicy(ctx, "web")
@@ -94,7 +98,7 @@ notifications:
 	defer cat.Close()
 
 	now := time.Now()
-	mon, err := s.HealthMonitor(ctx, nil, func() time.Time { return now })
+	mon, err := fleetops.Ops{Service: s}.HealthMonitor(ctx, nil, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,12 +185,12 @@ notifications:
 	}
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
 	loc := filepath.Join(dir, "catalog.db")
-	s := service.New(service.Config{Repository: service.Location{Location: "s3://" + srv.Bucket(t, true) + "/r", Password: pw},
+	s := operations.New(service.Config{Repository: service.Location{Location: "s3://" + srv.Bucket(t, true) + "/r", Password: pw},
 		Stores: storeall.Config{S3: storeall.S3Config{Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
 			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}},
 		Catalog: loc, StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Notify: ncfg, Maintenance: mcfg, Local: true})
 	defer s.Close()
-	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(ctx, &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	img := filepath.Join(dir, "a.img")
@@ -194,7 +198,7 @@ notifications:
 		t.Fatal(err)
 	}
 	until := time.Now().Add(48 * time.Hour).Truncate(time.Second)
-	pt, err := s.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "a", LockedUntil: until}})
+	pt, err := backupops.Ops{Service: s}.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "a", LockedUntil: until}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +207,7 @@ notifications:
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	mon, err := s.HealthMonitor(ctx, nil, nil)
+	mon, err := fleetops.Ops{Service: s}.HealthMonitor(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/planops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -94,14 +97,14 @@ func TestOneShotConnectionsLogOut(t *testing.T) {
 	e.file = sim.config(t, e.dir)
 	s := e.service()
 	for range 3 {
-		if _, err := s.RefreshInventory(e.ctx, &api.RefreshInventoryInput{Connection: "vc"}); err != nil {
+		if _, err := (fleetops.Ops{Service: s}).RefreshInventory(e.ctx, &api.RefreshInventoryInput{Connection: "vc"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: false}); err != nil {
+	if _, err := (planops.Ops{Service: s}).PolicyCheck(e.ctx, &api.CheckPoliciesInput{Offline: false}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PolicyPreview(e.ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "ones"}}); err != nil {
+	if _, err := (planops.Ops{Service: s}).PolicyPreview(e.ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "ones"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := sim.sessions(t); n != 1 {
@@ -181,7 +184,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	if len(want) < 10 {
 		t.Fatalf("the simulator has %d VMs: too few to page through", len(want))
 	}
-	inv, err := service.ListVMs(ctx, s, api.ListVMsInput{})
+	inv, err := servicetest.ListVMs(ctx, s, api.ListVMsInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +198,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 		}
 	}
 
-	r, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"})
+	r, err := fleetops.Ops{Service: s}.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"})
 	if err != nil || r.VMs != len(want) || r.Busy != 0 {
 		t.Fatalf("refresh: %+v %v", r, err)
 	}
@@ -225,7 +228,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 		in := f.in
 		in.Limit = 3
 		for range len(want) + 1 {
-			page, err := service.ListVMs(ctx, s, in)
+			page, err := servicetest.ListVMs(ctx, s, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,20 +245,20 @@ func TestInventoryFromVCSim(t *testing.T) {
 			}
 		}
 	}
-	if _, err := service.ListVMs(ctx, s, api.ListVMsInput{After: "not-a-cursor"}); service.Classify(err) != api.Invalid {
+	if _, err := servicetest.ListVMs(ctx, s, api.ListVMsInput{After: "not-a-cursor"}); service.Classify(err) != api.Invalid {
 		t.Fatalf("a bad cursor: %v", err)
 	}
-	if _, err := service.ListVMs(ctx, s, api.ListVMsInput{Connections: []string{"nope"}}); service.Classify(err) != api.Invalid {
+	if _, err := servicetest.ListVMs(ctx, s, api.ListVMsInput{Connections: []string{"nope"}}); service.Classify(err) != api.Invalid {
 		t.Fatalf("an unknown connection: %v", err)
 	}
 
 	// A VM removed from the fleet disappears at the next refresh.
 	gone := want[len(want)/2]
 	sim.destroy(t, gone)
-	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err != nil {
+	if _, err := (fleetops.Ops{Service: s}).RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err != nil {
 		t.Fatal(err)
 	}
-	inv, err = service.ListVMs(ctx, s, api.ListVMsInput{})
+	inv, err = servicetest.ListVMs(ctx, s, api.ListVMsInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,10 +272,10 @@ func TestInventoryFromVCSim(t *testing.T) {
 	// The hypervisor goes away: the refresh fails, the list stays, and
 	// the read says why and since when.
 	sim.srv.Close()
-	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err == nil {
+	if _, err := (fleetops.Ops{Service: s}).RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "vc"}); err == nil {
 		t.Fatal("a refresh of a stopped vCenter succeeded")
 	}
-	inv, err = service.ListVMs(ctx, s, api.ListVMsInput{})
+	inv, err = servicetest.ListVMs(ctx, s, api.ListVMsInput{})
 	if service.Classify(err) != api.Partial || inv == nil {
 		t.Fatalf("read after a failed refresh: %v", err)
 	}
@@ -284,7 +287,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	}
 
 	// The refreshes asked for are tasks: two succeeded, one failed.
-	jobs, err := service.ListJobs(ctx, s, &api.ListJobsInput{Kind: "inventory-refresh"})
+	jobs, err := servicetest.ListJobs(ctx, s, &api.ListJobsInput{Kind: "inventory-refresh"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +297,7 @@ func TestInventoryFromVCSim(t *testing.T) {
 	}
 	slices.Sort(statuses)
 	same(t, "refresh tasks", statuses, []string{"failed", "success", "success"})
-	if _, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "nope"}); service.Classify(err) != api.NotFound {
+	if _, err := (fleetops.Ops{Service: s}).RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "nope"}); service.Classify(err) != api.NotFound {
 		t.Fatalf("refresh of an unknown connection: %v", err)
 	}
 }
@@ -339,11 +342,11 @@ func TestInventoryKeepsABusyQEMUVM(t *testing.T) {
 	ctx := e.ctx
 	refresh := func(wantBusy int) api.VM {
 		t.Helper()
-		r, err := s.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "kvm"})
+		r, err := fleetops.Ops{Service: s}.RefreshInventory(ctx, &api.RefreshInventoryInput{Connection: "kvm"})
 		if err != nil || r.VMs != 1 || r.Busy != wantBusy {
 			t.Fatalf("refresh: %+v %v, want 1 VM, %d busy", r, err, wantBusy)
 		}
-		inv, err := service.ListVMs(ctx, s, api.ListVMsInput{})
+		inv, err := servicetest.ListVMs(ctx, s, api.ListVMsInput{})
 		if err != nil || len(inv.VMs) != 1 {
 			t.Fatalf("inventory: %+v %v", inv, err)
 		}

@@ -15,15 +15,15 @@ import (
 // very same input when one is. The access checks of the operation table
 // are the server's: a process that invokes directly has the repository
 // and the catalog at hand anyway (Config.Local).
-func Invoke(ctx context.Context, s *Service, id string, in any) (any, error) {
-	doc, _, err := InvokePage(ctx, s, id, in)
+func (s *Service) Invoke(ctx context.Context, id string, in any) (any, error) {
+	doc, _, err := s.InvokePage(ctx, id, in)
 	return doc, err
 }
 
 // InvokePage is Invoke for a paged listing: it also returns the cursor of
 // the next page ("" after the last).
-func InvokePage(ctx context.Context, s *Service, id string, in any) (doc any, next string, err error) {
-	op := OperationByID(id)
+func (s *Service) InvokePage(ctx context.Context, id string, in any) (doc any, next string, err error) {
+	op := OperationByID(s.Config.Operations, id)
 	if op == nil {
 		return nil, "", api.Errorf(api.Internal, "no operation %q", id)
 	}
@@ -37,17 +37,11 @@ func InvokePage(ctx context.Context, s *Service, id string, in any) (doc any, ne
 	return c.call(ctx, s, in)
 }
 
-// Invoke runs an operation by its ID, as Invoke does: the schedules call
-// the operations they run so.
-func (s *Service) Invoke(ctx context.Context, id string, in any) (any, error) {
-	return Invoke(ctx, s, id, in)
-}
-
-// OperationByID is the operation with that ID, nil if there is none.
-func OperationByID(id string) *Operation {
-	for i := range Operations {
-		if Operations[i].ID == id {
-			return &Operations[i]
+// OperationByID is the operation of ops with that ID, nil if there is none.
+func OperationByID(ops []Operation, id string) *Operation {
+	for i := range ops {
+		if ops[i].ID == id {
+			return &ops[i]
 		}
 	}
 	return nil
@@ -70,23 +64,19 @@ func (e Endpoint[I, O]) call(ctx context.Context, s *Service, in any) (any, stri
 		return nil, "", err
 	}
 	if a, ok := any(out).(answer); ok {
-		doc, next := a.document()
+		doc, next := a.Document()
 		return doc, next, err
 	}
 	return out, "", err
 }
 
 // answer is an endpoint's answer holding a document: what an in-process
-// call returns of it.
+// call returns of it (Document), the domains' own answers too.
 type answer interface {
-	document() (doc any, next string)
+	Document() (doc any, next string)
 }
 
-func (r *Result[T]) document() (any, string)           { return r.Body, "" }
-func (c *Created[T]) document() (any, string)          { return c.Body, "" }
-func (p *Page[T]) document() (any, string)             { return p.Body, p.Next }
-func (*NoContent) document() (any, string)             { return nil, "" }
-func (d *JobDetail) document() (any, string)           { return d.Body, d.Next }
-func (p *VMsPage) document() (any, string)             { return p.Body, p.Next }
-func (a *ConfigObjectAnswer) document() (any, string)  { return a.Body, "" }
-func (c *ConfigObjectCreated) document() (any, string) { return c.Body, "" }
+func (r *Result[T]) Document() (any, string)  { return r.Body, "" }
+func (c *Created[T]) Document() (any, string) { return c.Body, "" }
+func (p *Page[T]) Document() (any, string)    { return p.Body, p.Next }
+func (*NoContent) Document() (any, string)    { return nil, "" }

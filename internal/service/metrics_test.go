@@ -20,6 +20,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
+	"github.com/coffer-backup/coffer/internal/service/restoreops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
@@ -110,10 +115,10 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	}
 	m := metrics.New()
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
-	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
+	s := operations.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: cfg, Metrics: m, Local: true})
 	defer s.Close()
-	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(ctx, &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	run, err := s.RunPolicy(ctx, "web")
@@ -130,23 +135,23 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if err := os.WriteFile(img, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	disk, err := s.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "a"}})
+	disk, err := backupops.Ops{Service: s}.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	restored, err := s.RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: disk.ID}, Body: api.RestoreRequest{To: filepath.Join(dir, "out.raw")}})
+	restored, err := restoreops.Ops{Service: s}.RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: disk.ID}, Body: api.RestoreRequest{To: filepath.Join(dir, "out.raw")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GC(ctx, &api.GCInput{}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).GC(ctx, &api.GCInput{}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	clock := func() time.Time { return now }
-	mon, err := s.HealthMonitor(ctx, nil, clock)
+	mon, err := fleetops.Ops{Service: s}.HealthMonitor(ctx, nil, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +164,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	fams := scrape(t, m)
 
 	// The newest point of each VM of the policy, as the catalog has it.
-	points, _, err := s.CatalogPoints(auth.WithSubject(ctx, auth.Local()), &api.ListCatalogPointsInput{})
+	points, _, err := repoops.Ops{Service: s}.CatalogPoints(auth.WithSubject(ctx, auth.Local()), &api.ListCatalogPointsInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +188,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 	if n, sum := value(t, fams, "coffer_restore_bytes", map[string]string{"kind": "restore"}); n != 1 || int64(sum) != restored[0].SizeBytes {
 		t.Errorf("restore bytes: %v observations summing to %v, want 1 of %d", n, sum, restored[0].SizeBytes)
 	}
-	st, err := s.Stats(ctx, &api.RepoParam{})
+	st, err := repoops.Ops{Service: s}.Stats(ctx, &api.RepoParam{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +202,7 @@ func TestMetricsAfterRealOperations(t *testing.T) {
 		t.Errorf("capacity %v is not more than what the repository holds (%d)", got, st.StoredBytes)
 	}
 	for kind, metric := range map[string]string{"verify": "coffer_verify_last_success_timestamp_seconds", "gc": "coffer_gc_last_success_timestamp_seconds"} {
-		jobs, err := service.ListJobs(ctx, s, &api.ListJobsInput{Kind: kind, Limit: 1})
+		jobs, err := servicetest.ListJobs(ctx, s, &api.ListJobsInput{Kind: kind, Limit: 1})
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("%s jobs: %v %v", kind, jobs, err)
 		}

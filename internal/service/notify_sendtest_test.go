@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/configops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -22,14 +23,14 @@ func TestTestNotification(t *testing.T) {
 		t.Helper()
 		doc := fmt.Sprintf(`{name: %s, smtp: {host: %s, port: %d, tls: none, from: coffer@example.com, to: [%s]}}`,
 			name, mail.Host, mail.Port, to)
-		if _, err := service.CreateObject(ctx, s, "notification-target", spec(t, doc)); err != nil {
+		if _, err := servicetest.CreateObject(ctx, s, "notification-target", spec(t, doc)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	target("ops", "ops@example.com")
 	target("refused", "nobody@example.com")
 
-	doc, err := s.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "ops"}})
+	doc, err := configops.Ops{Service: s}.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "ops"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +43,9 @@ func TestTestNotification(t *testing.T) {
 		t.Fatalf("mails %+v", mails)
 	}
 
-	_, err = s.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "refused"}})
+	_, err = configops.Ops{Service: s}.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "refused"}})
 	wantClass(t, "a refused message", err, api.Invalid, "the test message was not accepted")
-	_, err = s.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "nope"}})
+	_, err = configops.Ops{Service: s}.TestNotification(ctx, &api.TestNotificationTargetInput{ConfigNameParam: api.ConfigNameParam{Name: "nope"}})
 	wantClass(t, "an unknown target", err, api.NotFound, `no notification target is named "nope"`)
 	if n := len(mail.Mails(t)); n != 1 {
 		t.Errorf("%d mails after the refusals, want the one test", n)

@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
 // TestOpenCatalogIsUsedAndKeptOpen: a service given the catalog it runs
@@ -29,19 +32,19 @@ func TestOpenCatalogIsUsedAndKeptOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The location is a directory: opening it would fail.
-	s := New(Config{Catalog: dir, OpenCatalog: cat, StateDir: filepath.Join(dir, "state"), Local: true})
+	s := operations.New(service.Config{Catalog: dir, OpenCatalog: cat, StateDir: filepath.Join(dir, "state"), Local: true})
 	for range 2 { // a second round finds the catalog still open
-		jobs, err := ListJobs(ctx, s, &api.ListJobsInput{})
+		jobs, err := servicetest.ListJobs(ctx, s, &api.ListJobsInput{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(jobs) != 1 || jobs[0].Kind != catalog.KindVerify {
 			t.Fatalf("jobs: %+v", jobs)
 		}
-		if _, err := WholeJob(ctx, s, jobs[0].ID); err != nil {
+		if _, err := servicetest.WholeJob(ctx, s, jobs[0].ID); err != nil {
 			t.Fatal(err)
 		}
-		points, err := s.catalogPoints(ctx, catalogPointsQuery{VM: "web-1"})
+		points, err := catalogPoints(ctx, s, api.ListCatalogPointsInput{VM: "web-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +60,8 @@ func TestOpenCatalogIsUsedAndKeptOpen(t *testing.T) {
 	}
 
 	// Without it, the same service opens the location, and fails here.
-	s = New(Config{Catalog: dir, StateDir: filepath.Join(dir, "state"), Local: true})
-	if _, err := ListJobs(ctx, s, &api.ListJobsInput{}); err == nil {
+	s = operations.New(service.Config{Catalog: dir, StateDir: filepath.Join(dir, "state"), Local: true})
+	if _, err := servicetest.ListJobs(ctx, s, &api.ListJobsInput{}); err == nil {
 		t.Fatal("a directory opened as the catalog")
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/planops"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
@@ -27,7 +30,7 @@ func fleetService(t *testing.T, dir, doc string) *service.Service {
 		t.Fatal(err)
 	}
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
-	return service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
+	return operations.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: cfg})
 }
 
@@ -48,7 +51,7 @@ func TestPolicyPreviewChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := fleetService(t, dir, fleet)
-	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(ctx, &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	vms := 0
@@ -65,7 +68,7 @@ func TestPolicyPreviewChangesNothing(t *testing.T) {
 	}
 	// The same policy with keep rules, previewed.
 	s = fleetService(t, dir, fleet+"    retention: {keep-last: 1}\n")
-	p, err := s.PolicyPreview(ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "web"}, Runs: 3})
+	p, err := planops.Ops{Service: s}.PolicyPreview(ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "web"}, Runs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +91,11 @@ func TestPolicyPreviewChangesNothing(t *testing.T) {
 			t.Fatalf("retention of %s: %+v", src.VM, src)
 		}
 	}
-	points, _, err := s.RepositoryPoints(ctx, &api.ListPointsInput{})
+	points, _, err := repoops.Ops{Service: s}.RepositoryPoints(ctx, &api.ListPointsInput{})
 	if err != nil || len(points) != 2*vms {
 		t.Fatalf("the preview removed points: %d left, %v", len(points), err)
 	}
-	if _, err := s.PolicyPreview(ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "nope"}}); service.Classify(err) != "invalid" {
+	if _, err := (planops.Ops{Service: s}).PolicyPreview(ctx, &api.PreviewPolicyInput{PolicyParam: api.PolicyParam{Policy: "nope"}}); service.Classify(err) != "invalid" {
 		t.Fatalf("unknown policy: %v", err)
 	}
 }

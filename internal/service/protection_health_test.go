@@ -16,6 +16,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
 // overlapFleet has VMs that two policies with different RPOs select
@@ -104,14 +106,14 @@ func TestHealthAgreesWithProtectionSummary(t *testing.T) {
 	now := time.Now()
 	fillOverlapFleet(t, cat, now)
 
-	sum, err := service.Protection(e.ctx, s, api.ProtectionSummaryInput{})
+	sum, err := servicetest.Protection(e.ctx, s, api.ProtectionSummaryInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What the fleet was built to hold: both-3h outside (hourly's 2h),
 	// arch-outside outside (the default day).
 	same(t, "summary", []int{sum.Total, sum.WithinRPO, sum.OutsideRPO, sum.NoPoint, sum.NoPolicy}, []int{10, 4, 4, 1, 1})
-	inv, err := service.ListVMs(e.ctx, s, api.ListVMsInput{Order: service.OrderAttention, Attention: true})
+	inv, err := servicetest.ListVMs(e.ctx, s, api.ListVMsInput{Order: fleetops.OrderAttention, Attention: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestHealthAgreesWithProtectionSummary(t *testing.T) {
 		t.Fatalf("the listing's VMs outside their RPO %v, the summary's count %d", slices.Sorted(maps.Keys(outside)), sum.OutsideRPO)
 	}
 
-	mon, err := s.HealthMonitor(e.ctx, nil, func() time.Time { return now })
+	mon, err := fleetops.Ops{Service: s}.HealthMonitor(e.ctx, nil, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
 // protectionFleet is a hand-built fleet on one connection: web-* VMs a
@@ -68,7 +70,7 @@ func TestProtectionSummary(t *testing.T) {
 	s := e.service()
 	fillProtectionFleet(t, e.openCatalog(), time.Now())
 
-	sum, err := service.Protection(e.ctx, s, api.ProtectionSummaryInput{})
+	sum, err := servicetest.Protection(e.ctx, s, api.ProtectionSummaryInput{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,18 +92,18 @@ func TestProtectionSummary(t *testing.T) {
 		want    []string
 		matched int
 	}{
-		{api.ListVMsInput{Order: service.OrderAttention},
+		{api.ListVMsInput{Order: fleetops.OrderAttention},
 			[]string{"lone-nopolicy", "web-nopoint", "db-outside", "web-outside", "db-within", "web-within"}, 6},
-		{api.ListVMsInput{Order: service.OrderAttention, Attention: true},
+		{api.ListVMsInput{Order: fleetops.OrderAttention, Attention: true},
 			[]string{"lone-nopolicy", "web-nopoint", "db-outside", "web-outside"}, 4},
-		{api.ListVMsInput{Order: service.OrderAttention, Search: "WEB"}, []string{"web-nopoint", "web-outside", "web-within"}, 3},
+		{api.ListVMsInput{Order: fleetops.OrderAttention, Search: "WEB"}, []string{"web-nopoint", "web-outside", "web-within"}, 3},
 		{api.ListVMsInput{Attention: true, Search: "kvm"}, []string{"db-outside", "lone-nopolicy", "web-nopoint", "web-outside"}, 4},
 	} {
 		var got []string
 		in := c.in
 		in.Limit = 2
 		for range 10 {
-			inv, err := service.ListVMs(e.ctx, s, in)
+			inv, err := servicetest.ListVMs(e.ctx, s, in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,11 +120,11 @@ func TestProtectionSummary(t *testing.T) {
 		same(t, "pages of "+c.in.Order+" "+c.in.Search, got, c.want)
 	}
 	// A cursor of one order is refused by the other.
-	inv, err := service.ListVMs(e.ctx, s, api.ListVMsInput{Order: service.OrderAttention, Limit: 1})
+	inv, err := servicetest.ListVMs(e.ctx, s, api.ListVMsInput{Order: fleetops.OrderAttention, Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := service.ListVMs(e.ctx, s, api.ListVMsInput{After: inv.Next, Limit: 1}); service.Classify(err) != api.Invalid {
+	if _, err := servicetest.ListVMs(e.ctx, s, api.ListVMsInput{After: inv.Next, Limit: 1}); service.Classify(err) != api.Invalid {
 		t.Errorf("an attention cursor in the name order: %v", err)
 	}
 }

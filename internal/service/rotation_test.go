@@ -14,6 +14,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
 // stepClock is a clock the test advances by hand: the scheduler's one
@@ -53,10 +58,10 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	pw := func() ([]byte, error) { return []byte("pw"), nil }
-	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
+	s := operations.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: &policy.Config{}, Local: true})
 	defer s.Close()
-	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{Body: api.InitRequest{PackSizeBytes: 256 << 10}}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(ctx, &api.InitRepositoryInput{Body: api.InitRequest{PackSizeBytes: 256 << 10}}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
@@ -66,11 +71,11 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 		if err := os.WriteFile(img, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: fmt.Sprintf("d%d", i)}}); err != nil {
+		if _, err := (backupops.Ops{Service: s}).BackupDisk(ctx, &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{img}, Name: fmt.Sprintf("d%d", i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	st, err := s.Stats(ctx, &api.RepoParam{})
+	st, err := repoops.Ops{Service: s}.Stats(ctx, &api.RepoParam{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +100,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 			mu.Lock()
 			shares = append(shares, int64(r.Share))
 			mu.Unlock()
-			return s.RunMaintenance(ctx, j, r)
+			return fleetops.Ops{Service: s}.RunMaintenance(ctx, j, r)
 		},
 		Finished: func(maintenance.Job, maintenance.Run, error) { ended <- struct{}{} }}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -111,7 +116,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 
 	// Each run is a verify task; its log says which scheduled run it was
 	// and how many packs it read.
-	tasks, err := service.ListJobs(ctx, s, &api.ListJobsInput{Kind: "verify"})
+	tasks, err := servicetest.ListJobs(ctx, s, &api.ListJobsInput{Kind: "verify"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +125,7 @@ func TestVerifyRotationReadsEveryPack(t *testing.T) {
 	}
 	var total int64
 	for _, tk := range tasks {
-		j, err := service.WholeJob(ctx, s, tk.ID)
+		j, err := servicetest.WholeJob(ctx, s, tk.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

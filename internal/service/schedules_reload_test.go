@@ -16,6 +16,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/fleetops"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
 // TestServerReloadKeepsClaimsMonitorAndNotifier: what the server runs
@@ -52,12 +55,12 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 	server := e.service(func(c *service.Config) { c.Metrics = m })
 	other := e.service()
 	ctx := e.ctx
-	if _, err := server.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: server}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	pwFile := e.secretFile("repo.pw", "pw")
 	// The maintenance section names extra: the server starts once it exists.
-	if _, err := service.CreateObject(ctx, other, "repository", spec(t, `{name: extra, location: "`+filepath.Join(e.dir, "extra")+`", password-file: "`+pwFile+`"}`)); err != nil {
+	if _, err := servicetest.CreateObject(ctx, other, "repository", spec(t, `{name: extra, location: "`+filepath.Join(e.dir, "extra")+`", password-file: "`+pwFile+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	run := runServer(t, server)
@@ -75,7 +78,7 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 		{"notification-matcher", spec(t, `{name: often-ends, targets: [hook], types: [task-succeeded], labels: {policy: often}}`)},
 		{"policy", spec(t, `{name: often, connection: lab, schedule: "@every 1s", rpo: 1h}`)},
 	} {
-		if _, err := service.CreateObject(ctx, other, obj.kind, obj.spec); err != nil {
+		if _, err := servicetest.CreateObject(ctx, other, obj.kind, obj.spec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,14 +96,14 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 	} {
 		var job *api.Job
 		eventually(t, run, "a finished "+c.kind+" run of the schedules", func() bool {
-			jobs, err := service.ListJobs(ctx, other, &api.ListJobsInput{Kind: c.kind, Policy: c.policy, Status: "success"})
+			jobs, err := servicetest.ListJobs(ctx, other, &api.ListJobsInput{Kind: c.kind, Policy: c.policy, Status: "success"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(jobs) == 0 {
 				return false
 			}
-			if job, err = service.WholeJob(ctx, other, jobs[0].ID); err != nil {
+			if job, err = servicetest.WholeJob(ctx, other, jobs[0].ID); err != nil {
 				t.Fatal(err)
 			}
 			return true
@@ -141,10 +144,10 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 		return ok && v == 3600
 	})
 	more := e.service(func(c *service.Config) { c.Repository.Location = filepath.Join(e.dir, "more") })
-	if _, err := more.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: more}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := service.CreateObject(ctx, other, "repository", spec(t, `{name: more, location: "`+filepath.Join(e.dir, "more")+`", password-file: "`+pwFile+`"}`)); err != nil {
+	if _, err := servicetest.CreateObject(ctx, other, "repository", spec(t, `{name: more, location: "`+filepath.Join(e.dir, "more")+`", password-file: "`+pwFile+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	statsOfMore := func() bool {
@@ -152,13 +155,13 @@ func TestServerReloadKeepsClaimsMonitorAndNotifier(t *testing.T) {
 		return ok
 	}
 	eventually(t, run, "the statistics of a repository created through the API", statsOfMore)
-	if _, err := service.DeleteObject(ctx, other, "repository", "more", 0); err != nil {
+	if _, err := servicetest.DeleteObject(ctx, other, "repository", "more", 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, run, "the statistics of a deleted repository leave the metrics", func() bool { return !statsOfMore() })
 
 	// The maintenance section is checked with every change.
-	_, err = service.DeleteObject(ctx, other, "repository", "extra", 0)
+	_, err = servicetest.DeleteObject(ctx, other, "repository", "extra", 0)
 	wantClass(t, "deleting a repository the maintenance section names", err, api.Invalid,
 		`maintenance: repositories[1]: unknown repository "extra"`)
 }
@@ -176,7 +179,7 @@ func runServer(t *testing.T, s *service.Service) *serverRun {
 	r := &serverRun{stopped: make(chan struct{})}
 	go func() {
 		defer close(r.stopped)
-		r.err = s.RunSchedules(ctx)
+		r.err = fleetops.Ops{Service: s}.RunSchedules(ctx)
 	}()
 	t.Cleanup(func() {
 		stop()

@@ -102,6 +102,9 @@ type Config struct {
 	PublicURL string
 	// Files confines the server-side paths an API request names.
 	Files FileRoots
+	// Operations are the operations the service runs by ID (Invoke): the
+	// whole table, internal/service/operations.All, for every face.
+	Operations []Operation
 	// Background runs what an API request starts to go on after its
 	// answer (instant recovery serving, NBD exports, policy runs not
 	// waited for), until it is stopped or the server drains; nil: the

@@ -1,4 +1,4 @@
-package service
+package service_test
 
 import (
 	"bytes"
@@ -12,13 +12,19 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
+	"github.com/coffer-backup/coffer/internal/service/restoreops"
+	"github.com/coffer-backup/coffer/internal/service/servicetest"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
 // testService is a service over a new local repository and a SQLite
 // catalog in a temporary directory.
 type testService struct {
-	*Service
+	*service.Service
 	t   *testing.T
 	dir string
 }
@@ -27,9 +33,9 @@ func newTestService(t *testing.T, wrap func(store.Store) store.Store) *testServi
 	t.Helper()
 	dir := t.TempDir()
 	pw := func() ([]byte, error) { return []byte("correct horse"), nil }
-	s := New(Config{Repository: Location{Location: filepath.Join(dir, "repo"), Password: pw},
+	s := operations.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), WrapStore: wrap, Local: true})
-	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, InitOptions{Password: []byte("correct horse")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
 	return &testService{Service: s, t: t, dir: dir}
@@ -52,7 +58,7 @@ func (ts *testService) image(name string, dataMiB int) string {
 
 func (ts *testService) backup(name, path string) *api.BackupPoint {
 	ts.t.Helper()
-	p, err := ts.BackupDisk(context.Background(), &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{path}, Name: name}})
+	p, err := backupops.Ops{Service: ts.Service}.BackupDisk(context.Background(), &api.BackupDiskInput{Body: api.BackupDiskRequest{Paths: []string{path}, Name: name}})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -61,7 +67,7 @@ func (ts *testService) backup(name, path string) *api.BackupPoint {
 
 func (ts *testService) catalogIDs() []string {
 	ts.t.Helper()
-	points, err := ts.catalogPoints(context.Background(), catalogPointsQuery{})
+	points, err := catalogPoints(context.Background(), ts.Service, api.ListCatalogPointsInput{})
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -84,11 +90,11 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if got := ts.catalogIDs(); len(got) != 3 {
 		t.Fatalf("catalog after three backups: %v", got)
 	}
-	res, err := ts.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}}})
+	res, err := repoops.Ops{Service: ts.Service}.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}}})
 	if err != nil || len(res) != 1 || !res[0].Protected || res[0].CatalogWarning != "" {
 		t.Fatalf("protect: %+v %v", res, err)
 	}
-	points, _ := ts.catalogPoints(ctx, catalogPointsQuery{})
+	points, _ := catalogPoints(ctx, ts.Service, api.ListCatalogPointsInput{})
 	for _, p := range points {
 		if p.Protected != (p.ID == first.ID) {
 			t.Fatalf("catalog says %s protected=%v", p.ShortID, p.Protected)
@@ -96,7 +102,7 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	}
 	// keep-last 1 keeps the third; the first is protected; the second goes,
 	// from the repository and from the catalog.
-	doc, err := ts.Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}})
+	doc, err := repoops.Ops{Service: ts.Service}.Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}})
 	if err != nil || doc.CatalogWarning != "" || len(doc.Sources) != 1 || len(doc.Sources[0].Remove) != 1 || doc.Sources[0].Remove[0].PointID != second.ID {
 		t.Fatalf("forget: %+v %v", doc, err)
 	}
@@ -104,15 +110,15 @@ func TestForgetAndProtectKeepTheCatalogInStep(t *testing.T) {
 	if want := third.ShortID + "," + first.ShortID; got != want {
 		t.Fatalf("catalog after forget lists %s, want %s", got, want)
 	}
-	repoPoints, _, err := ts.RepositoryPoints(ctx, &api.ListPointsInput{})
+	repoPoints, _, err := repoops.Ops{Service: ts.Service}.RepositoryPoints(ctx, &api.ListPointsInput{})
 	if err != nil || len(repoPoints) != 2 {
 		t.Fatalf("repository after forget: %d points, %v", len(repoPoints), err)
 	}
 	// Releasing the protection reaches the catalog too.
-	if _, err := ts.Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}, Remove: true}}); err != nil {
+	if _, err := (repoops.Ops{Service: ts.Service}).Protect(ctx, &api.ProtectInput{Body: api.ProtectRequest{Points: []string{first.ShortID}, Remove: true}}); err != nil {
 		t.Fatal(err)
 	}
-	points, _ = ts.catalogPoints(ctx, catalogPointsQuery{})
+	points, _ = catalogPoints(ctx, ts.Service, api.ListCatalogPointsInput{})
 	for _, p := range points {
 		if p.Protected {
 			t.Fatalf("catalog still says %s is protected", p.ShortID)
@@ -168,14 +174,14 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 	target := filepath.Join(ts.dir, "restored.raw")
 	restored := make(chan error, 1)
 	go func() {
-		_, err := ts.RestoreDisks(ctx, restoreInput(first.ID, target))
+		_, err := restoreops.Ops{Service: ts.Service}.RestoreDisks(ctx, restoreInput(first.ID, target))
 		restored <- err
 	}()
 	<-g.reached
-	if _, err := ts.Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}}); err != nil {
+	if _, err := (repoops.Ops{Service: ts.Service}).Forget(ctx, &api.ForgetInput{Body: api.ForgetRequest{Keep: api.KeepRules{Last: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ts.GC(ctx, &api.GCInput{})
+	rep, err := repoops.Ops{Service: ts.Service}.GC(ctx, &api.GCInput{})
 	if err != nil || !rep.Deferred || rep.PacksPlanned == 0 || rep.PacksDeleted != 0 {
 		t.Fatalf("gc during the restore: %+v %v", rep, err)
 	}
@@ -188,19 +194,27 @@ func TestRestoreHoldsTheLease(t *testing.T) {
 		t.Fatal("the restored disk differs from the forgotten point")
 	}
 	// Once the restore has ended, the deletion goes ahead.
-	rep, err = ts.GC(ctx, &api.GCInput{})
+	rep, err = repoops.Ops{Service: ts.Service}.GC(ctx, &api.GCInput{})
 	if err != nil || rep.Deferred || rep.PacksDeleted == 0 {
 		t.Fatalf("gc after the restore: %+v %v", rep, err)
 	}
-	if _, err := ts.Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
+	if _, err := (repoops.Ops{Service: ts.Service}).Verify(ctx, &api.VerifyInput{Body: api.VerifyRequest{ReadData: true}}); err != nil {
 		t.Fatalf("verify after gc: %v", err)
 	}
-	if _, err := ts.RestoreDisks(ctx, restoreInput(first.ID, target+"2")); Classify(err) != api.NotFound {
-		t.Fatalf("restoring the forgotten point after gc: %v (class %s)", err, Classify(err))
+	if _, err := (restoreops.Ops{Service: ts.Service}).RestoreDisks(ctx, restoreInput(first.ID, target+"2")); service.Classify(err) != api.NotFound {
+		t.Fatalf("restoring the forgotten point after gc: %v (class %s)", err, service.Classify(err))
 	}
 }
 
 // restoreInput restores every disk of point to path.
 func restoreInput(point, to string) *api.RestoreDiskInput {
 	return &api.RestoreDiskInput{PointParam: api.PointParam{Point: point}, Body: api.RestoreRequest{To: to}}
+}
+
+// catalogPoints are the catalog's points (a page of at most 1,000) as the
+// local operator sees them.
+func catalogPoints(ctx context.Context, s *service.Service, in api.ListCatalogPointsInput) ([]api.BackupPoint, error) {
+	in.Limit = 1000
+	points, _, err := repoops.Ops{Service: s}.CatalogPoints(servicetest.AsLocal(ctx), &in)
+	return points, err
 }

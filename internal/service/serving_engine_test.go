@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
@@ -25,7 +26,7 @@ policies:
   - {name: b, connection: shared-lab, schedule: "0 3 1 1 *"}
 `)
 	s := e.service()
-	if _, err := s.InitWith(context.Background(), &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("pw")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(context.Background(), &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("pw")}); err != nil {
 		t.Fatal(err)
 	}
 	before := len(servicetest.Opened("shared-lab"))
@@ -47,7 +48,7 @@ policies:
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, err := s.BackupVM(e.ctx, &api.BackupVMInput{Connection: "shared-lab", VM: "web-0000"})
+		_, err := backupops.Ops{Service: s}.BackupVM(e.ctx, &api.BackupVMInput{Connection: "shared-lab", VM: "web-0000"})
 		errs <- err
 	}()
 	wg.Wait()

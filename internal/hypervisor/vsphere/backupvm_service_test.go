@@ -18,6 +18,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/jobops"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/repoops"
+	"github.com/coffer-backup/coffer/internal/service/restoreops"
 )
 
 // TestBackupVMByNameThroughTheService backs up one VM of three by name
@@ -45,17 +50,17 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw := func() ([]byte, error) { return []byte("correct horse"), nil }
-	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
+	s := operations.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: eng, Local: true,
 		Logger: slog.New(slog.DiscardHandler)})
 	defer s.Close()
-	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("correct horse")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(ctx, &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
 	restore := func(id string) []byte {
 		t.Helper()
 		to := filepath.Join(dir, id+".raw")
-		if _, err := s.RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: id}, Body: api.RestoreRequest{To: to}}); err != nil {
+		if _, err := (restoreops.Ops{Service: s}).RestoreDisks(ctx, &api.RestoreDiskInput{PointParam: api.PointParam{Point: id}, Body: api.RestoreRequest{To: to}}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := os.ReadFile(to)
@@ -69,7 +74,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	rand.Read(data)
 	lab.Write(t, 1, 0, data)
 	lab.Write(t, 1, 3<<20, data[:64<<10])
-	full, err := s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name, Body: api.BackupVMRequest{Tags: map[string]string{"why": "upgrade"}}})
+	full, err := backupops.Ops{Service: s}.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name, Body: api.BackupVMRequest{Tags: map[string]string{"why": "upgrade"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +86,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	lab.Write(t, 1, (4<<20)-512, bytes.Repeat([]byte{0x55}, 512)) // the last sector
 	// Without the change-tracking self-check, whose sample would read
 	// most of so small a disk, the incremental reads only what changed.
-	inc, err := s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: id, Body: api.BackupVMRequest{Mode: "incremental", ChangeCheckSpans: -1}})
+	inc, err := backupops.Ops{Service: s}.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: id, Body: api.BackupVMRequest{Mode: "incremental", ChangeCheckSpans: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +100,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 	if got := restore(inc.ID); !bytes.Equal(got, want2) {
 		t.Fatal("the incremental differs from the disk at its backup")
 	}
-	points, _, err := s.RepositoryPoints(ctx, &api.ListPointsInput{})
+	points, _, err := repoops.Ops{Service: s}.RepositoryPoints(ctx, &api.ListPointsInput{})
 	if err != nil || len(points) != 2 {
 		t.Fatalf("points %+v %v: want the two of %s", points, err, name)
 	}
@@ -104,7 +109,7 @@ func TestBackupVMByNameThroughTheService(t *testing.T) {
 			t.Fatalf("a point of another VM: %+v", p)
 		}
 	}
-	jobs, _, err := s.Jobs(auth.WithSubject(ctx, auth.Local()), &api.ListJobsInput{Kind: catalog.KindBackupVM})
+	jobs, _, err := jobops.Ops{Service: s}.Jobs(auth.WithSubject(ctx, auth.Local()), &api.ListJobsInput{Kind: catalog.KindBackupVM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +161,14 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw := func() ([]byte, error) { return []byte("correct horse"), nil }
-	s := service.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
+	s := operations.New(service.Config{Repository: service.Location{Location: filepath.Join(dir, "repo"), Password: pw},
 		Catalog: filepath.Join(dir, "catalog.db"), StateDir: filepath.Join(dir, "state"), Engine: eng, Local: true,
 		Logger: slog.New(slog.DiscardHandler)})
 	defer s.Close()
-	if _, err := s.InitWith(ctx, &api.InitRepositoryInput{}, service.InitOptions{Password: []byte("correct horse")}); err != nil {
+	if _, err := (repoops.Ops{Service: s}).InitWith(ctx, &api.InitRepositoryInput{}, repoops.InitOptions{Password: []byte("correct horse")}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name})
+	p, err := backupops.Ops{Service: s}.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +176,7 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 	if want := fmt.Sprintf("pre-app %s\npost-app %s\n", name, name); string(got) != want || p.Hooks != "ok" {
 		t.Fatalf("hooks %q ran:\n%s\nwant:\n%s", p.Hooks, got, want)
 	}
-	p, err = s.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name, Body: api.BackupVMRequest{NoHooks: true}})
+	p, err = backupops.Ops{Service: s}.BackupVM(ctx, &api.BackupVMInput{Connection: "vc", VM: name, Body: api.BackupVMRequest{NoHooks: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +185,11 @@ func TestBackupVMRunsThePoliciesHooks(t *testing.T) {
 	}
 	// The job's log names the route each disk took: the lab's host has
 	// no reachable address, so it is vCenter's datastore service.
-	jobs, _, err := s.Jobs(auth.WithSubject(ctx, auth.Local()), &api.ListJobsInput{Kind: catalog.KindBackupVM})
+	jobs, _, err := jobops.Ops{Service: s}.Jobs(auth.WithSubject(ctx, auth.Local()), &api.ListJobsInput{Kind: catalog.KindBackupVM})
 	if err != nil || len(jobs) != 2 {
 		t.Fatalf("jobs %+v %v", jobs, err)
 	}
-	j, err := s.Job(auth.WithSubject(ctx, auth.Local()), &api.GetJobInput{JobParam: api.JobParam{ID: jobs[0].ID}, Log: 1000})
+	j, err := jobops.Ops{Service: s}.Job(auth.WithSubject(ctx, auth.Local()), &api.GetJobInput{JobParam: api.JobParam{ID: jobs[0].ID}, Log: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,13 @@
+// Package accessops holds access control as operations: signing in and out, first-run setup, accounts, API tokens, ACL entries and the audit log.
+//
+// Its operations are methods of Ops, the kernel's service (package
+// service: opening repositories, tasks, the configuration in effect) seen
+// from this domain, and its table (operations.go) binds each to its ID,
+// route and access rules. It imports no other domain: an operation that
+// needs another's calls it by ID (Service.Invoke).
+package accessops
+
+import "github.com/coffer-backup/coffer/internal/service"
+
+// Ops runs this domain's operations on a service.
+type Ops struct{ *service.Service }

@@ -1,0 +1,44 @@
+package backupops
+
+import (
+	"github.com/coffer-backup/coffer/internal/service"
+
+	"context"
+
+	"github.com/coffer-backup/coffer/internal/api"
+)
+
+// BackupPolicy starts a policy's run. Not waited for, the run goes on in
+// the server's background after the answer, which is the job as it
+// starts (follow it with get-job). (RunPolicy starts a run and returns
+// its handle, which the command line watches as it goes.)
+func (s Ops) BackupPolicy(ctx context.Context, in *api.BackupPolicyInput) (*api.Job, error) {
+	if in.Wait {
+		run, err := s.RunPolicy(ctx, in.Policy)
+		if err != nil {
+			return nil, err
+		}
+		return run.Wait()
+	}
+	bg, err := s.Background("a policy run not waited for")
+	if err != nil {
+		return nil, err
+	}
+	started := make(chan error, 1)
+	var run *service.PolicyRun
+	err = bg.Work(ctx, func(ctx context.Context) {
+		var err error
+		run, err = s.RunPolicy(ctx, in.Policy)
+		started <- err
+		if err == nil {
+			_, _ = run.Wait() // the engine records the outcome in the catalog
+		}
+	})
+	if err == nil {
+		err = <-started
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.JobPage(ctx, service.JobPageInput{ID: run.Progress().JobID})
+}

@@ -1,0 +1,25 @@
+package backupops
+
+import (
+	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// Operations are this domain's rows of the operation table.
+var Operations = []service.Operation{
+	{ID: "backup-disk", Method: "BackupDisk", Summary: "back up disk images or block devices as one backup point", HTTP: service.Post,
+		Path: "/repositories/{repo}/backups/disk", Requires: service.Require(auth.RepoBackup, service.OnRepo),
+		Endpoint: service.Returns(Ops.BackupDisk)},
+	{ID: "backup-vm", Method: "BackupVM", Summary: "back up a VM of a connection now (qemu, libvirt, vsphere), or a running QEMU VM through its QMP monitor",
+		HTTP: service.Post, Path: "/repositories/{repo}/backups/vm/{connection}/{vm}",
+		Requires: []service.Requirement{{Privilege: auth.RepoBackup, Object: service.OnRepo}, {Privilege: auth.ConnBackup, Object: "/connections/{connection}/vm/{vm}"}},
+		Endpoint: service.Returns(Ops.BackupVM)},
+	{ID: "backup-policy", Method: "BackupPolicy", Summary: "run a backup policy now", HTTP: service.Post, Path: "/policies/{policy}/run",
+		Requires: service.Require(auth.PolicyRun, service.OnPolicy), Endpoint: service.Returns(Ops.BackupPolicy)},
+	{ID: "bench-device", Method: "BenchDevice", Summary: "measure a device of the server's host: sequential read, write and both at once (recorded in the catalog)",
+		HTTP: service.Post, Path: "/system/bench/device", Requires: service.Require(auth.SysModify, auth.SystemPath),
+		Endpoint: service.Returns(Ops.BenchDevice)},
+	{ID: "bench-pipeline", Method: "BenchPipeline", Summary: "measure coffer's pipeline per core at each compression level on the server's host (recorded in the catalog)",
+		HTTP: service.Post, Path: "/system/bench/pipeline", Requires: service.Require(auth.SysModify, auth.SystemPath),
+		Endpoint: service.Returns(Ops.BenchPipeline)},
+}

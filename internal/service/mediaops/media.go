@@ -1,0 +1,310 @@
+package mediaops
+
+import (
+	"github.com/coffer-backup/coffer/internal/service"
+
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/media"
+	"github.com/coffer-backup/coffer/internal/media/format"
+	"github.com/coffer-backup/coffer/internal/media/volume"
+	"github.com/coffer-backup/coffer/internal/mediacopy"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/task"
+)
+
+// MediaLabel labels a cartridge and records it in the media catalogue.
+// Foreign allows overwriting a cartridge holding data that is not
+// coffer's; coffer volumes are protected by their retention, WORM ones
+// for ever.
+func (s Ops) MediaLabel(ctx context.Context, call *api.MediaLabelInput, here MediaHere) (*api.MediaVolume, error) {
+	in := call.Body
+	if in.Barcode == "" || in.Pool == "" {
+		return nil, service.Invalidf("--barcode and --pool are required")
+	}
+	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(call.Library, here.Drive))
+	if err != nil {
+		return nil, err
+	}
+	defer closeLib()
+	if err := lib.Load(in.Barcode); err != nil {
+		return nil, err
+	}
+	v, err := volume.Label(lib.Drive, volume.LabelOptions{Barcode: in.Barcode, Pool: in.Pool, BlockSize: in.BlockSizeBytes, Foreign: in.Foreign})
+	if errors.Is(err, volume.ErrProtected) {
+		return nil, api.Errorf(api.Invalid, "%v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.recordVolumes(ctx, lib, ml, v.Index)
+	if err != nil {
+		return nil, err
+	}
+	doc := volumeDoc(rows[0])
+	return &doc, nil
+}
+
+// MediaCopy writes backup points to a media pool: each point a
+// self-contained stream, several multiplexed onto the drive, spanning
+// volumes of the pool; the volumes' indexes go into the media catalogue.
+// Its Drives are the library's drive here.Drive and those after it.
+func (s Ops) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here MediaHere) (*api.MediaCopyResult, error) {
+	in := call.Body
+	if in.Pool == "" {
+		return nil, service.Invalidf("--pool is required")
+	}
+	maxMux := cmp.Or(in.MaxMultiplex, volume.DefaultMultiplex)
+	if in.Multiplex > maxMux {
+		return nil, service.Invalidf("multiplexing %d:1 exceeds the cap of %d:1 (restores slow down beyond 4:1); raise --max-multiplex to allow it", in.Multiplex, maxMux)
+	}
+	if in.Drives < 0 {
+		return nil, service.Invalidf("--drives must not be negative")
+	}
+	ml, err := s.findLibrary(ctx, here.library(call.Library, here.Drive))
+	if err != nil {
+		return nil, err
+	}
+	spec := service.WithDetail(s.RepoTask(task.KindMediaCopy, s.Config.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Task) (*api.MediaCopyResult, error) {
+		return service.WithRepo(ctx, s.Service, service.DefaultRepo(), service.NoLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
+			sel, err := service.CopySelection(ctx, src, api.CopyRequest{Points: in.Points, VM: in.VM, Latest: in.Latest})
+			if err != nil {
+				return nil, err
+			}
+			all, err := src.Points(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			var snaps []*repo.Point
+			for _, sn := range all {
+				if sel(sn) {
+					snaps = append(snaps, sn)
+				}
+			}
+			if len(snaps) == 0 {
+				return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
+			}
+			drives := min(max(in.Drives, 1), len(snaps))
+			mux := cmp.Or(in.Multiplex, min((len(snaps)+drives-1)/drives, maxMux))
+			libs, closeLib, err := ml.OpenDrives(drives)
+			if err != nil {
+				return nil, err
+			}
+			defer closeLib()
+			need, err := ml.driveSlots(libs[0])
+			if err != nil {
+				return nil, err
+			}
+			slots := &copySlots{limiter: s.Limiter(ctx), need: need, t: t, library: ml.Ref()}
+			host, _ := os.Hostname()
+			start := time.Now()
+			results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSizeBytes,
+				SpoolDir: here.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t), DriveSlot: slots.acquire,
+				WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention(), Host: host}})
+			// The sessions that completed are on tape and indexed: the
+			// catalogue records them even when another drive failed.
+			out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, DriveLimit: need.Cap,
+				DrivesAtOnce: slots.mostAtOnce(), Copied: []string{}, Volumes: []api.MediaVolume{},
+				Segments: []api.MediaSegment{}, NoIndex: []string{}, Multiplex: mux}
+			for i, res := range results {
+				if res == nil {
+					continue // the drive failed: copyErr says how
+				}
+				rows, err := s.recordVolumes(ctx, libs[i], ml, res.Volumes...)
+				if err != nil {
+					return nil, errors.Join(copyErr, err)
+				}
+				session := res.Session.String()
+				out.Sessions = append(out.Sessions, session)
+				out.Blocks += res.Blocks
+				out.DataBytes += res.Bytes
+				out.NoIndex = append(out.NoIndex, res.NoIndex...)
+				for j, ix := range res.Volumes {
+					out.Volumes = append(out.Volumes, volumeDoc(rows[j]))
+					for _, r := range segmentRows(ix) {
+						if r.Session == session {
+							out.Segments = append(out.Segments, segmentDoc(r))
+						}
+					}
+				}
+			}
+			out.DurationSeconds = time.Since(start).Seconds()
+			if copyErr != nil {
+				return nil, copyErr
+			}
+			for _, sn := range snaps {
+				out.Copied = append(out.Copied, sn.ID.String())
+			}
+			return out, nil
+		})
+	})
+}
+
+// mediaCatalogue is what the media catalogue knows of each volume, for
+// a copy to choose its volume without loading every cartridge; nil (each
+// cartridge is then read in turn) when the catalogue cannot be read.
+func (s Ops) mediaCatalogue(ctx context.Context, t service.Task) map[string]volume.Catalogued {
+	c, err := s.OpenCatalog(ctx)
+	if err != nil {
+		t.Log(slog.LevelWarn, "the media catalogue is not readable: each cartridge is loaded in turn to find the pool's volumes", "err", err)
+		return nil
+	}
+	defer c.Close()
+	known, err := c.ListMediaVolumes(ctx, "")
+	if err != nil {
+		t.Log(slog.LevelWarn, "the media catalogue is not readable: each cartridge is loaded in turn to find the pool's volumes", "err", err)
+		return nil
+	}
+	out := make(map[string]volume.Catalogued, len(known))
+	for _, v := range known {
+		out[v.Barcode] = volume.Catalogued{Pool: v.Pool, Full: v.Full}
+	}
+	return out
+}
+
+// recordVolumes writes volumes' indexes into the media catalogue, each
+// with whether its cartridge is WORM, and returns the rows written. A
+// volume filled by a session appears twice (full, then as continued
+// elsewhere): the last index of each barcode wins.
+func (s Ops) recordVolumes(ctx context.Context, lib *volume.Library, ml mediaLibrary, ixs ...format.VolumeIndex) ([]catalog.MediaVolume, error) {
+	c, err := s.OpenCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	known, err := c.ListMediaVolumes(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	worm := map[string]bool{}
+	for _, v := range known {
+		worm[v.Barcode] = v.WORM
+	}
+	rows := make([]catalog.MediaVolume, 0, len(ixs))
+	for _, ix := range ixs {
+		row := volumeRow(ix, ml.Ref())
+		row.WORM = worm[row.Barcode] || cartridgeWORM(lib, row.Barcode)
+		if err := c.ReplaceMediaVolume(ctx, row, segmentRows(ix)); err != nil {
+			return nil, err
+		}
+		row.Segments = len(ix.Segments)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// MediaCatalog mounts every cartridge of the library and records what its
+// last index (or, with Scan, its blocks) says: the catalogue is rebuilt
+// from the media alone. Scan reads every block instead of each volume's
+// last index (for volumes whose index is missing: an unexpected end of
+// medium, or a damaged index).
+func (s Ops) MediaCatalog(ctx context.Context, call *api.RebuildMediaCatalogInput, here MediaHere) (*api.MediaCatalogResult, error) {
+	in := call.Body
+	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(call.Library, here.Drive))
+	if err != nil {
+		return nil, err
+	}
+	defer closeLib()
+	codes, err := lib.Barcodes()
+	if err != nil {
+		return nil, err
+	}
+	out := &api.MediaCatalogResult{Volumes: []api.MediaVolume{}, Skipped: []api.MediaSkipped{}}
+	for _, bc := range codes {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		v, err := lib.Mount(ctx, bc)
+		if errors.Is(err, media.ErrNoDrive) {
+			return out, err // every cartridge would be skipped alike
+		}
+		if err != nil {
+			out.Skipped = append(out.Skipped, api.MediaSkipped{Barcode: bc, Reason: err.Error()})
+			continue
+		}
+		ix := v.Index
+		if in.Scan {
+			rep, err := v.Scan()
+			if err != nil {
+				out.Skipped = append(out.Skipped, api.MediaSkipped{Barcode: bc, Reason: err.Error()})
+				continue
+			}
+			ix.Segments = rep.Scanned
+		}
+		rows, err := s.recordVolumes(ctx, lib, ml, ix)
+		if err != nil {
+			return out, err
+		}
+		out.Volumes = append(out.Volumes, volumeDoc(rows[0]))
+	}
+	return out, nil
+}
+
+// mediaVolumes lists the catalogue's volumes (of one pool, if given).
+func (s Ops) mediaVolumes(ctx context.Context, pool string) ([]api.MediaVolume, error) {
+	c, err := s.OpenCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	vols, err := c.ListMediaVolumes(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.MediaVolume, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, volumeDoc(v))
+	}
+	return out, nil
+}
+
+// mediaContents lists the catalogue's segments: of a volume, of a point
+// (an ID or a unique prefix), or all.
+func (s Ops) mediaContents(ctx context.Context, barcode, point string) ([]api.MediaSegment, error) {
+	c, err := s.OpenCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	rows, err := pointSegments(ctx, c, barcode, point)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.MediaSegment, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, segmentDoc(r))
+	}
+	return out, nil
+}
+
+// pointSegments lists segments of a volume and/or of the one point a
+// reference (ID or unique prefix) names.
+func pointSegments(ctx context.Context, c catalog.Catalog, barcode, point string) ([]catalog.MediaSegment, error) {
+	rows, err := c.ListMediaSegments(ctx, catalog.MediaSegmentFilter{Barcode: barcode})
+	if err != nil || point == "" {
+		return rows, err
+	}
+	var out []catalog.MediaSegment
+	match := ""
+	for _, r := range rows {
+		if len(point) <= len(r.Point) && r.Point[:len(point)] == point {
+			if match != "" && match != r.Point {
+				return nil, service.Invalidf("%q names several backup points on media (%s, %s): give more of the ID", point, match, r.Point)
+			}
+			match = r.Point
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, api.Errorf(api.NotFound, "no backup point %q in the media catalogue (run coffer media catalog to rebuild it from the tapes)", point)
+	}
+	return out, nil
+}

@@ -1,0 +1,13 @@
+// Package repoops holds the operations on a repository and its backup points: init, keys, listing points, verify, forget, protect, gc, stats, usage, copy, repair.
+//
+// Its operations are methods of Ops, the kernel's service (package
+// service: opening repositories, tasks, the configuration in effect) seen
+// from this domain, and its table (operations.go) binds each to its ID,
+// route and access rules. It imports no other domain: an operation that
+// needs another's calls it by ID (Service.Invoke).
+package repoops
+
+import "github.com/coffer-backup/coffer/internal/service"
+
+// Ops runs this domain's operations on a service.
+type Ops struct{ *service.Service }
