@@ -17,7 +17,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 )
 
-// openCatalog opens the environment's catalog.
+// OpenCatalog opens the environment's catalog.
 func (e *confEnv) openCatalog() catalog.Catalog {
 	e.t.Helper()
 	c, err := catalogopen.Open(context.Background(), e.catalog)

@@ -7,7 +7,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// Every operation opens a repository here, in one of two ways: withRepo
+// Every operation opens a repository here, in one of two ways: WithRepo
 // for the length of a call, open when the repository outlives it (a VM or
 // an NBD export served from a point). Both take the lease the operation's
 // access needs and end it before closing the repository.
@@ -137,7 +137,7 @@ func (s *Service) openRef(ctx context.Context, which repoRef) (*repo.Repository,
 	return r, err
 }
 
-// OpenNamed opens a repository by name (as namedRepo) for a component
+// OpenNamed opens a repository by name (as NamedRepo) for a component
 // that keeps it and closes it itself: the engine, whose writers take
 // their own leases, and the health monitor, which only reads.
 func (s *Service) OpenNamed(ctx context.Context, name string) (*repo.Repository, error) {

@@ -18,7 +18,7 @@ import (
 )
 
 // PointDoc is the document of a point read from the repository whose ID is
-// repositoryID.
+// RepositoryID.
 func PointDoc(repositoryID string, s *repo.Point) api.BackupPoint {
 	p := api.BackupPoint{ID: s.ID.String(), ShortID: s.ID.Short(), Repository: repositoryID, Time: s.Time,
 		VM: s.Source.VMName, VMID: s.Source.VMID, Connection: s.Source.Connection, SourceKind: s.Source.Kind, Host: s.Host,

@@ -145,7 +145,7 @@ func selectedVMs(n int, one, many string) string {
 }
 
 // KindOf is the registered kind (the zero kind for an unknown one,
-// which Validate and engineConfig report).
+// which Validate and EngineConfig report).
 func KindOf(name string) hvall.Kind {
 	k, _ := hvall.Lookup(name)
 	return k

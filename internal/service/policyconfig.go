@@ -13,15 +13,15 @@ import (
 
 // EngineConfig checks the engine sections of the configuration in effect
 // and every connection's options, without contacting anything.
-// Operations that run policies use policyConfig, which also refuses what
+// Operations that run policies use PolicyConfig, which also refuses what
 // a policy cannot really do.
 func (s *Service) EngineConfig(ctx context.Context) (*policy.Config, error) {
 	cfg, _, err := s.loadEngineConfig(ctx, false)
 	return cfg, err
 }
 
-// PolicyConfig is engineConfig plus what each policy will really do on its
-// connections (policyFindings): errors refuse the configuration, warnings
+// PolicyConfig is EngineConfig plus what each policy will really do on its
+// connections (PolicyFindings): errors refuse the configuration, warnings
 // are returned by policy name.
 func (s *Service) PolicyConfig(ctx context.Context) (*policy.Config, map[string][]Finding, error) {
 	return s.loadEngineConfig(ctx, true)

@@ -21,7 +21,7 @@ func WithSchedule(ctx context.Context, n ScheduleNote) context.Context {
 	return context.WithValue(ctx, scheduleKey{}, n)
 }
 
-// noteSchedule logs, for a task started by a schedule, which run it is.
+// NoteSchedule logs, for a task started by a schedule, which run it is.
 func noteSchedule(ctx context.Context, t Task) {
 	n, ok := ctx.Value(scheduleKey{}).(ScheduleNote)
 	if !ok {

@@ -8,7 +8,7 @@ import (
 // Tasks shows long operations (backups, restores, verify, gc, copy,
 // forget, instant recovery) as they run: the command line draws progress
 // bars and prints warnings, the server logs. The service records each of
-// them in the catalog as well (internal/task, see startTask), where any
+// them in the catalog as well (internal/task, see StartTask), where any
 // process lists them, pages through their logs and cancels them.
 type Tasks interface {
 	// Start begins a task of the given kind ("verify", "restore", ...) on

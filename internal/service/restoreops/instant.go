@@ -166,7 +166,7 @@ func (s Ops) InstantCommit(ctx context.Context, in *api.InstantCommitInput) (*ap
 
 // commitTarget is where a commit's disks go: a libvirt domain's may go
 // to a storage pool, named without a slash; a directory is one of this
-// host, confined like any other on a server (hostPath).
+// host, confined like any other on a server (HostPath).
 func (s Ops) commitTarget(id, to string) (string, error) {
 	if sess, err := instant.Load(s.Config.StateDir, id); err == nil && sess.IsDomain() && !strings.Contains(to, "/") {
 		return to, nil
