@@ -313,15 +313,4 @@ func Decode[T any](t *testing.T, out string) T {
 	return v
 }
 
-// CountStatus is how many of jobs have that status.
-func CountStatus(jobs []api.Job, status string) int {
-	n := 0
-	for _, j := range jobs {
-		if j.Status == status {
-			n++
-		}
-	}
-	return n
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

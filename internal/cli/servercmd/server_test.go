@@ -40,7 +40,7 @@ policies:
 	defer tick.Stop()
 	for {
 		var jobs []api.Job
-		if code, out, _ := e.Run("jobs", "--json"); code == 0 && json.Unmarshal([]byte(out), &jobs) == nil && clitest.CountStatus(jobs, "success") >= 2 {
+		if code, out, _ := e.Run("jobs", "--json"); code == 0 && json.Unmarshal([]byte(out), &jobs) == nil && countStatus(jobs, "success") >= 2 {
 			break
 		}
 		select {
@@ -61,7 +61,7 @@ policies:
 	if err := json.Unmarshal([]byte(e.Must("jobs", "--json")), &jobs); err != nil {
 		t.Fatal(err)
 	}
-	if n := clitest.CountStatus(jobs, "running") + clitest.CountStatus(jobs, "queued"); n != 0 {
+	if n := countStatus(jobs, "running") + countStatus(jobs, "queued"); n != 0 {
 		t.Fatalf("%d jobs still running after the server stopped: %+v", n, jobs)
 	}
 	// Retention ran after the successful runs: at most 2 points per VM.
@@ -69,4 +69,15 @@ policies:
 	if err := json.Unmarshal([]byte(e.Must("snapshots", "--json")), &points); err != nil || len(points) > 3*2+3 {
 		t.Fatalf("snapshots after retention: %d %v", len(points), err)
 	}
+}
+
+// countStatus is how many of jobs have that status.
+func countStatus(jobs []api.Job, status string) int {
+	n := 0
+	for _, j := range jobs {
+		if j.Status == status {
+			n++
+		}
+	}
+	return n
 }

@@ -1,4 +1,4 @@
-package repocmd_test
+package servercmd_test
 
 import (
 	"context"
@@ -49,7 +49,7 @@ policies:
 	var boots []api.Job
 	for {
 		if code, out, _ := e.Run("jobs", "--kind", "verify-boot", "--json"); code == 0 && json.Unmarshal([]byte(out), &boots) == nil &&
-			clitest.CountStatus(boots, "success") >= 1 {
+			countStatus(boots, "success") >= 1 {
 			break
 		}
 		select {
