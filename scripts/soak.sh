@@ -10,5 +10,5 @@ cd "$(dirname "$0")/.."
 bash scripts/ci/install-deps.sh
 export COFFER_REQUIRE_INTEGRATION=1 COFFER_SOAK="${COFFER_SOAK:-200}"
 export PATH="$PWD/.cache/bin:$PATH"
-go test -count=1 -timeout 6h -v -run 'KillNineDuring|CrashPoints|DamageAtRandomOffsets' ./internal/cli/ 2>&1 |
+go test -count=1 -timeout 6h -v -run 'KillNineDuring|CrashPoints|DamageAtRandomOffsets' ./internal/cli/repocmd/ 2>&1 |
   grep -E '^(=== RUN|--- |PASS|FAIL|ok)|killed|interrupted|damaged'

@@ -14,16 +14,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/demo"
 )
 
 func (a *app) cmdDemo() *cobra.Command {
 	var dir, listen string
 	var keep, diskImage, serve bool
-	cmd := faceOnly(&cobra.Command{
+	cmd := command.FaceOnly(&cobra.Command{
 		Use:   "demo",
 		Short: "run coffer's main job end to end on embedded defaults",
-		Long: manual(`Boot a small real VM under QEMU (software emulation) whose guest keeps
+		Long: command.Manual(`Boot a small real VM under QEMU (software emulation) whose guest keeps
 writing self-verifying blocks to its disk, back it up live into a new
 encrypted repository (full, then incremental from QEMU's dirty bitmaps),
 verify every chunk, restore the latest point, check it block by block and
@@ -51,7 +52,7 @@ coffer demo --disk-image --dir /tmp/coffer-demo --keep`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("listen") && !serve {
-				return usagef("--listen is where --serve serves: add --serve")
+				return command.Usagef("--listen is where --serve serves: add --serve")
 			}
 			if serve {
 				if err := checkDemoListen(listen); err != nil {
@@ -102,7 +103,7 @@ coffer demo --disk-image --dir /tmp/coffer-demo --keep`,
 
 func (a *app) runDemo(cmd *cobra.Command, d demoPlace) error {
 	ctx := cmd.Context()
-	step := func(format string, args ...any) { fmt.Fprintf(a.stdout, "==> "+format+"\n", args...) }
+	step := func(format string, args ...any) { fmt.Fprintf(a.Stdout, "==> "+format+"\n", args...) }
 	dir := d.dir
 	img := filepath.Join(dir, "machine.raw")
 	step("building a 512 MiB machine disk with an ext4 filesystem in %s", img)
@@ -120,7 +121,7 @@ func (a *app) runDemo(cmd *cobra.Command, d demoPlace) error {
 		return err
 	}
 	var listing bytes.Buffer
-	if code := Execute(ctx, append(d.args(), "snapshots", "--json"), a.stdin, &listing, a.stderr); code != 0 {
+	if code := Execute(ctx, append(d.args(), "snapshots", "--json"), a.Stdin, &listing, a.Stderr); code != 0 {
 		return fmt.Errorf("listing snapshots failed with exit code %d", code)
 	}
 	var first []api.BackupPoint

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/server"
 )
@@ -48,7 +49,7 @@ func (d demoPlace) prepare() error {
 
 // run runs one coffer command on the demo's settings.
 func (d demoPlace) run(ctx context.Context, a *app, args ...string) error {
-	if code := Execute(ctx, append(d.args(), args...), a.stdin, a.stdout, a.stderr); code != 0 {
+	if code := Execute(ctx, append(d.args(), args...), a.Stdin, a.Stdout, a.Stderr); code != 0 {
 		return fmt.Errorf("coffer %v failed with exit code %d", args, code)
 	}
 	return nil
@@ -58,10 +59,10 @@ func (d demoPlace) run(ctx context.Context, a *app, args ...string) error {
 // server could not serve plain HTTP on.
 func checkDemoListen(listen string) error {
 	if _, _, err := net.SplitHostPort(listen); err != nil {
-		return usagef("--listen %q is not HOST:PORT (like 127.0.0.1:8080): %v", listen, err)
+		return command.Usagef("--listen %q is not HOST:PORT (like 127.0.0.1:8080): %v", listen, err)
 	}
 	if err := server.CheckPlainHTTP(listen); err != nil {
-		return usagef("--listen: %v; to reach the console from another machine forward a port over ssh (ssh -L 8080:127.0.0.1:8080 HOST, then --listen 127.0.0.1:8080)", err)
+		return command.Usagef("--listen: %v; to reach the console from another machine forward a port over ssh (ssh -L 8080:127.0.0.1:8080 HOST, then --listen 127.0.0.1:8080)", err)
 	}
 	return nil
 }
@@ -72,28 +73,28 @@ func checkDemoListen(listen string) error {
 // newcomer's browser opens the link without a certificate warning to
 // click through (the server refuses plain HTTP on any other address).
 func (a *app) serveDemo(ctx context.Context, d demoPlace, listen string, kept bool) error {
-	srv := &app{stdin: a.stdin, stdout: a.stdout, stderr: a.stderr}
-	srv.announce = func(url string, link *api.SetupLink) { a.announceDemo(url, link, d, kept) }
+	srv := newApp(&command.App{Stdin: a.Stdin, Stdout: a.Stdout, Stderr: a.Stderr})
+	srv.Announce = func(url string, link *api.SetupLink) { a.announceDemo(url, link, d, kept) }
 	// The server's warnings for an operator (no policy has a schedule,
 	// ...) would only puzzle a newcomer here: errors only, unless the
 	// log level was asked for.
 	level := "error"
-	if l, src := a.res.Get("log-level"); src != config.FromDefault {
+	if l, src := a.Res.Get("log-level"); src != config.FromDefault {
 		level = l
 	}
 	args := append(d.args(), "--log-level", level, "server", "--insecure-http", "--listen", listen)
 	if code := srv.execute(ctx, args); code != 0 {
 		// The server printed why (and what to do); the demo ends with its
 		// exit code.
-		return reported{err: api.Errorf(classOfExit(code), "the demo's console server stopped with exit code %d (its message is above)", code), advised: true}
+		return command.Reported{Err: api.Errorf(classOfExit(code), "the demo's console server stopped with exit code %d (its message is above)", code), Advised: true}
 	}
 	return nil
 }
 
-// classOfExit is an error class exitCodes maps to code (where several
+// classOfExit is an error class command.ExitCodes maps to code (where several
 // do, any: they end with the same code).
 func classOfExit(code int) api.Class {
-	for class, c := range exitCodes {
+	for class, c := range command.ExitCodes {
 		if c == code {
 			return class
 		}
@@ -120,20 +121,20 @@ func (a *app) announceDemo(url string, link *api.SetupLink, d demoPlace, kept bo
 	} else {
 		fmt.Fprintf(&b, "    Ctrl-C stops the server and removes %s (keep it with --keep).\n", d.dir)
 	}
-	fmt.Fprint(a.stdout, b.String())
+	fmt.Fprint(a.Stdout, b.String())
 }
 
 // consoleHint is the demo's last lines without --serve: how to see its
 // results in the console.
 func (a *app) consoleHint(d demoPlace, kept bool) {
-	fmt.Fprintln(a.stdout, "==> to see these results in the web console: coffer demo --serve")
-	fmt.Fprintln(a.stdout, "    (the demo again, then a server on 127.0.0.1 over its results with a one-time login link, until Ctrl-C)")
+	fmt.Fprintln(a.Stdout, "==> to see these results in the web console: coffer demo --serve")
+	fmt.Fprintln(a.Stdout, "    (the demo again, then a server on 127.0.0.1 over its results with a one-time login link, until Ctrl-C)")
 	if kept {
 		q := make([]string, 0, len(d.args()))
 		for _, s := range d.args() {
 			q = append(q, shellQuote(s))
 		}
-		fmt.Fprintf(a.stdout, "    or serve the results kept in %s:\n    coffer %s server --insecure-http --listen 127.0.0.1:8080\n", d.dir, strings.Join(q, " "))
+		fmt.Fprintf(a.Stdout, "    or serve the results kept in %s:\n    coffer %s server --insecure-http --listen 127.0.0.1:8080\n", d.dir, strings.Join(q, " "))
 	}
 }
 

@@ -1,4 +1,4 @@
-package cli
+package cli_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/console"
 	"github.com/coffer-backup/coffer/internal/guestvm"
 	"github.com/coffer-backup/coffer/internal/server"
@@ -38,26 +40,26 @@ func TestDemoServe(t *testing.T) {
 		}
 		t.Skip("the console's front-end files are missing: run scripts/build-ui.sh")
 	}
-	e := newEnv(t)
-	dir := filepath.Join(e.dir, "demo")
+	e := clitest.NewEnv(t)
+	dir := filepath.Join(e.Dir, "demo")
 	// Ready once the announcement's last line is read: the scanner reads
 	// line by line, and the link comes before the rest of it.
-	ready := func(s *serverProc) bool {
-		return s.url != "" && s.setupToken != "" && strings.Contains(s.stderr.String(), "Ctrl-C stops the server")
+	ready := func(s *clitest.ServerProc) bool {
+		return s.URL != "" && s.SetupToken != "" && strings.Contains(s.Stderr.String(), "Ctrl-C stops the server")
 	}
-	s := e.startCoffer(ready, 10*time.Minute, "demo", "--serve", "--dir", dir)
-	out := s.log()
-	for _, want := range []string{"COFFER CHECK OK", "demo finished", "/ui/setup#" + s.setupToken, "Ctrl-C"} {
+	s := e.StartCoffer(ready, 10*time.Minute, "demo", "--serve", "--dir", dir)
+	out := s.Log()
+	for _, want := range []string{"COFFER CHECK OK", "demo finished", "/ui/setup#" + s.SetupToken, "Ctrl-C"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.HasPrefix(s.url, "http://127.0.0.1:") || !strings.Contains(out, s.url+"/ui/setup#") {
-		t.Fatalf("the console is not served on 127.0.0.1 at the link's address (%s):\n%s", s.url, out)
+	if !strings.HasPrefix(s.URL, "http://127.0.0.1:") || !strings.Contains(out, s.URL+"/ui/setup#") {
+		t.Fatalf("the console is not served on 127.0.0.1 at the link's address (%s):\n%s", s.URL, out)
 	}
 	// The demo's own catalog, not the one the environment names.
-	if _, err := os.Stat(e.vars["COFFER_CATALOG"]); !os.IsNotExist(err) {
-		t.Errorf("the demo wrote the environment's catalog %s: %v", e.vars["COFFER_CATALOG"], err)
+	if _, err := os.Stat(e.Vars["COFFER_CATALOG"]); !os.IsNotExist(err) {
+		t.Errorf("the demo wrote the environment's catalog %s: %v", e.Vars["COFFER_CATALOG"], err)
 	}
 
 	// Before signing in the console shows nothing of the demo.
@@ -66,11 +68,11 @@ func TestDemoServe(t *testing.T) {
 	}
 	const pw = "the demo's administrator password"
 	var done api.SetupDone
-	if code, _ := s.call("", "POST", "/access/setup", map[string]any{"token": s.setupToken, "password": pw}, &done); code != 200 || done.User != "admin" {
+	if code, _ := s.Call("", "POST", "/access/setup", map[string]any{"token": s.SetupToken, "password": pw}, &done); code != 200 || done.User != "admin" {
 		t.Fatalf("setup through the printed link's token: %d %+v", code, done)
 	}
 	var sess api.Session
-	code, h := s.call("", "POST", "/access/login", map[string]any{"user": "admin", "password": pw}, &sess)
+	code, h := s.Call("", "POST", "/access/login", map[string]any{"user": "admin", "password": pw}, &sess)
 	if code != 200 || sess.User != "admin" {
 		t.Fatalf("sign-in: %d %+v", code, sess)
 	}
@@ -80,7 +82,7 @@ func TestDemoServe(t *testing.T) {
 	}
 
 	// The API lists the demo's full and incremental points of demo-vm.
-	req, _ := http.NewRequest("GET", s.url+server.Prefix+"/repositories/default/points", nil)
+	req, _ := http.NewRequest("GET", s.URL+server.Prefix+"/repositories/default/points", nil)
 	var points []api.BackupPoint
 	if code := sendJSON(t, s, req, cookies, &points); code != 200 || len(points) != 2 {
 		t.Fatalf("the API's points: %d %+v", code, points)
@@ -105,8 +107,8 @@ func TestDemoServe(t *testing.T) {
 		}
 	}
 
-	if err := s.stop(); err != nil {
-		t.Fatalf("the demo after SIGTERM: %v\n%s", err, s.log())
+	if err := s.Stop(); err != nil {
+		t.Fatalf("the demo after SIGTERM: %v\n%s", err, s.Log())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "repo")); err != nil {
 		t.Fatalf("the repository of a demo run with --dir is gone: %v", err)
@@ -116,12 +118,12 @@ func TestDemoServe(t *testing.T) {
 // TestDemoServeRefusesBadListen: an address the console could not be
 // served on is refused before the demo runs (exit 2), saying what to do.
 func TestDemoServeRefusesBadListen(t *testing.T) {
-	e := newEnv(t)
-	dir := filepath.Join(e.dir, "demo")
-	if out := e.expect(ExitUsage, "demo", "--disk-image", "--serve", "--listen", "0.0.0.0:8080", "--dir", dir); !strings.Contains(out, "ssh -L") {
+	e := clitest.NewEnv(t)
+	dir := filepath.Join(e.Dir, "demo")
+	if out := e.Expect(command.ExitUsage, "demo", "--disk-image", "--serve", "--listen", "0.0.0.0:8080", "--dir", dir); !strings.Contains(out, "ssh -L") {
 		t.Fatalf("plain HTTP on every address: %s", out)
 	}
-	if out := e.expect(ExitUsage, "demo", "--disk-image", "--listen", "127.0.0.1:8080", "--dir", dir); !strings.Contains(out, "--serve") {
+	if out := e.Expect(command.ExitUsage, "demo", "--disk-image", "--listen", "127.0.0.1:8080", "--dir", dir); !strings.Contains(out, "--serve") {
 		t.Fatalf("--listen without --serve: %s", out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "repo")); !os.IsNotExist(err) {
@@ -131,13 +133,13 @@ func TestDemoServeRefusesBadListen(t *testing.T) {
 
 // consoleGet fetches a console page with the session's cookies (none: as
 // a stranger), not following redirects.
-func consoleGet(t *testing.T, s *serverProc, cookies []*http.Cookie, path string) (int, string) {
+func consoleGet(t *testing.T, s *clitest.ServerProc, cookies []*http.Cookie, path string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", s.url+path, nil)
+	req, _ := http.NewRequest("GET", s.URL+path, nil)
 	for _, c := range cookies {
 		req.AddCookie(c)
 	}
-	c := s.client()
+	c := s.Client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	res, err := c.Do(req)
 	if err != nil {
@@ -149,12 +151,12 @@ func consoleGet(t *testing.T, s *serverProc, cookies []*http.Cookie, path string
 }
 
 // sendJSON sends req with the session's cookies and decodes the answer.
-func sendJSON(t *testing.T, s *serverProc, req *http.Request, cookies []*http.Cookie, out any) int {
+func sendJSON(t *testing.T, s *clitest.ServerProc, req *http.Request, cookies []*http.Cookie, out any) int {
 	t.Helper()
 	for _, c := range cookies {
 		req.AddCookie(c)
 	}
-	res, err := s.client().Do(req)
+	res, err := s.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // and booted from the restored disk, where the guest checks it again.
 func (a *app) runVMDemo(ctx context.Context, d demoPlace) error {
 	dir := d.dir
-	step := func(format string, args ...any) { fmt.Fprintf(a.stdout, "==> "+format+"\n", args...) }
+	step := func(format string, args ...any) { fmt.Fprintf(a.Stdout, "==> "+format+"\n", args...) }
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	step("building the demo guest (Debian cloud kernel, busybox, qemu-guest-agent, coffer's block workload)")

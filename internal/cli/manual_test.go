@@ -1,13 +1,12 @@
 package cli
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
-	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/cli/command"
 )
 
 // TestEveryCommandHasAManualPage walks every command, groups included,
@@ -15,7 +14,7 @@ import (
 // of a manual page: a description, what it prints, examples, exit status.
 // (cobra's own help and completion commands are not coffer's.)
 func TestEveryCommandHasAManualPage(t *testing.T) {
-	a := &app{}
+	a := newApp(&command.App{})
 	root := a.newRoot()
 	n := 0
 	var walk func(*cobra.Command)
@@ -40,61 +39,5 @@ func TestEveryCommandHasAManualPage(t *testing.T) {
 	walk(root)
 	if n < 40 {
 		t.Fatalf("walked only %d commands", n)
-	}
-}
-
-// TestEveryClassHasAnExitCode: an error class without an exit code would
-// end as a plain failure, whatever docs/11-troubleshooting.md promises.
-func TestEveryClassHasAnExitCode(t *testing.T) {
-	for _, c := range api.Classes {
-		if _, ok := exitCodes[c]; !ok {
-			t.Errorf("class %s has no exit code", c)
-		}
-	}
-	if len(exitCodes) != len(api.Classes) {
-		t.Errorf("%d exit codes for %d classes", len(exitCodes), len(api.Classes))
-	}
-}
-
-// TestJSONListsAreNeverNull runs the --json listings on an empty
-// repository and catalog: each prints [], and no document of the other
-// commands run there holds a null.
-func TestJSONListsAreNeverNull(t *testing.T) {
-	e := newEnv(t)
-	e.vars["COFFER_STATE_DIR"] = t.TempDir()
-	e.must("init")
-	for _, args := range [][]string{
-		{"snapshots"},
-		{"catalog", "points"},
-		{"jobs"},
-		{"locks"},
-		{"instant", "list"},
-		{"config", "list"},
-	} {
-		out := strings.TrimSpace(e.must(append(args, "--json")...))
-		if out != "[]" {
-			t.Errorf("coffer %s --json on an empty repository prints %s, want []", strings.Join(args, " "), out)
-		}
-	}
-	for _, args := range [][]string{
-		{"stats"},
-		{"verify"},
-		{"gc", "--dry-run"},
-		{"forget", "--keep-last", "1", "--dry-run"},
-		{"key", "list"},
-		{"config", "show"},
-		{"config", "keys"},
-		{"catalog", "rebuild"},
-		{"policy", "check", "--offline"},
-	} {
-		out := e.must(append(args, "--json")...)
-		var v any
-		if err := json.Unmarshal([]byte(out), &v); err != nil {
-			t.Errorf("coffer %s --json: %v\n%s", strings.Join(args, " "), err, out)
-			continue
-		}
-		if strings.Contains(out, "null") {
-			t.Errorf("coffer %s --json holds a null:\n%s", strings.Join(args, " "), out)
-		}
 	}
 }

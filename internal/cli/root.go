@@ -1,125 +1,71 @@
-// Package cli is coffer's command line: one file per command (cmd_*.go),
-// each a thin layer that parses flags, calls an operation of
-// internal/service and prints text, or the operation's internal/api
-// document with --json. Settings (flags, environment, file) become the
-// service's configuration in service.go; error classes become exit codes
-// in exactly one place (exit.go).
+// Package cli is coffer's command line: it assembles the command tree
+// (the root command, its global flags, Execute) from the domain packages
+// of commands (internal/cli/repocmd, backupcmd, restorecmd, mediacmd,
+// fleetcmd, configcmd, servercmd), each a thin layer that parses flags,
+// calls an operation of internal/service and prints text, or the
+// operation's internal/api document with --json. What the commands share
+// (settings, output, RunOp, exit codes) is internal/cli/command. Here too
+// is what needs the whole tree: the reference documentation generated
+// from it (gendocs.go), the commands' declared operations
+// (operations.go), and the demo, which runs other commands.
 package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"runtime/pprof"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/apiclient"
-	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/cli/backupcmd"
+	"github.com/coffer-backup/coffer/internal/cli/command"
+	"github.com/coffer-backup/coffer/internal/cli/configcmd"
+	"github.com/coffer-backup/coffer/internal/cli/fleetcmd"
+	"github.com/coffer-backup/coffer/internal/cli/mediacmd"
+	"github.com/coffer-backup/coffer/internal/cli/repocmd"
+	"github.com/coffer-backup/coffer/internal/cli/restorecmd"
+	"github.com/coffer-backup/coffer/internal/cli/servercmd"
 	"github.com/coffer-backup/coffer/internal/config"
-	"github.com/coffer-backup/coffer/internal/maintenance"
-	"github.com/coffer-backup/coffer/internal/metrics"
-	"github.com/coffer-backup/coffer/internal/notify"
-	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // Version is set at build time with -ldflags "-X ...cli.Version=...".
 var Version = "dev"
 
-// app holds what every command shares: resolved settings, output streams,
-// the logger and output mode.
+// app is the command line of one run: the shared command.App, and the
+// root's own global flags and tree.
 type app struct {
-	stdout, stderr io.Writer
-	stdin          io.Reader
-	configPath     string
-	jsonOut        bool
-	quiet          bool
-	file           *config.File
-	res            *config.Resolver
-	log            *slog.Logger
-	root           *cobra.Command
-	cpuProfile     string
-	stopProfile    func()
-	// engine is the file's connections, repositories, limits, resource
-	// groups and policies; svc the service built from the settings on
-	// first use (service.go).
-	engine *policy.Config
-	server serverSettings
-	// remote is the server's client when --server is set.
-	remote *apiclient.Client
-	notify *notify.Config
-	maint  *maintenance.Config
-	// metrics is what `coffer server` exposes at /metrics (nil in other
-	// commands).
-	metrics *metrics.Metrics
-	svc     *service.Service
-	pw      *passwordCache
-	// announce, when set, tells the person at the terminal where the
-	// server is and its setup link (nil when set up already) once it
-	// serves, instead of the server's own first-run lines: `coffer demo
-	// --serve` presents its console this way.
-	announce func(url string, setup *api.SetupLink)
+	*command.App
+	configPath  string
+	root        *cobra.Command
+	cpuProfile  string
+	stopProfile func()
 }
+
+func newApp(a *command.App) *app { return &app{App: a} }
 
 // Execute runs coffer with args and returns the process exit code.
 func Execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return (&app{stdin: stdin, stdout: stdout, stderr: stderr}).execute(ctx, args)
+	return newApp(&command.App{Stdin: stdin, Stdout: stdout, Stderr: stderr}).execute(ctx, args)
 }
 
 // execute runs coffer with args as a: a fresh app whose streams (and
 // announce hook) are set.
 func (a *app) execute(ctx context.Context, args []string) int {
-	stdout, stderr := a.stdout, a.stderr
 	root := a.newRoot()
 	root.SetArgs(args)
-	root.SetIn(a.stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetIn(a.Stdin)
+	root.SetOut(a.Stdout)
+	root.SetErr(a.Stderr)
 	err := root.ExecuteContext(ctx)
-	if a.svc != nil {
-		// The task manager and notifier the command opened: tasks are
-		// recorded when their operations return, pending notifications
-		// wait in the catalog for the server.
-		if cerr := a.svc.Close(); cerr != nil && a.log != nil {
-			a.log.Warn("closing the catalog failed", "err", cerr)
-		}
-	}
+	a.Close()
 	if a.stopProfile != nil {
 		a.stopProfile()
 	}
-	if err == nil {
-		return ExitOK
-	}
-	if strings.HasPrefix(err.Error(), "unknown command") || strings.HasPrefix(err.Error(), "unknown flag") ||
-		strings.HasPrefix(err.Error(), "unknown shorthand") || strings.Contains(err.Error(), "argument") && strings.Contains(err.Error(), "accepts") {
-		err = api.WithClass(api.Invalid, err)
-	}
-	if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
-		err = api.Errorf(api.Cancelled, "%w: %w", context.Canceled, err)
-	}
-	code := exitCode(err)
-	var r reported
-	if a.jsonOut && errors.As(err, &r) {
-		return code // the result document already describes the problems
-	}
-	if a.jsonOut {
-		_ = json.NewEncoder(stdout).Encode(errorDoc(err))
-	} else {
-		fmt.Fprintf(stderr, "coffer: %v\n", err)
-		if hint := advice(err); hint != "" {
-			fmt.Fprintf(stderr, "coffer: %s\n", hint)
-		}
-	}
-	return code
+	return a.Exit(ctx, err)
 }
 
 func (a *app) newRoot() *cobra.Command {
@@ -152,7 +98,7 @@ EXAMPLES
     coffer snapshots --json
     coffer restore latest --to /tmp/web.raw
 
-` + exitCodeHelp,
+` + command.ExitCodeHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
@@ -166,8 +112,8 @@ EXAMPLES
 	root.SetVersionTemplate("coffer {{.Version}} (compression: " + repo.Compressor + ")\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configPath, "config", "", "configuration file (default: $COFFER_CONFIG, ~/.config/coffer/config.yaml, /etc/coffer/coffer.yaml)")
-	pf.BoolVar(&a.jsonOut, "json", false, "print results as JSON (for scripts); disables progress bars")
-	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print only errors")
+	pf.BoolVar(&a.JSON, "json", false, "print results as JSON (for scripts); disables progress bars")
+	pf.BoolVarP(&a.Quiet, "quiet", "q", false, "print only errors")
 	pf.StringVar(&a.cpuProfile, "cpu-profile", "", "write a CPU profile (for developers)")
 	_ = pf.MarkHidden("cpu-profile")
 	for _, k := range config.Keys {
@@ -184,77 +130,31 @@ EXAMPLES
 	for _, c := range a.commands() {
 		root.AddCommand(c)
 	}
-	root.AddCommand(remoteToo(faceOnly(&cobra.Command{
+	root.AddCommand(command.RemoteToo(command.FaceOnly(&cobra.Command{
 		Use: "exit-codes", Short: "explain coffer's exit codes",
-		Long: manual(`Print what each of coffer's exit codes means: every command ends with
+		Long: command.Manual(`Print what each of coffer's exit codes means: every command ends with
 one of them, so scripts can tell a locked repository (4) from damage (5)
 or a partial failure (6).`, "The table below.", "coffer exit-codes", "0."),
-		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), exitCodeHelp) },
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), command.ExitCodeHelp) },
 	}, "explains the command line's own exit codes")))
 	return root
 }
 
-// commands lists every subcommand explicitly (no init() registration).
+// commands lists every subcommand explicitly (no init() registration):
+// each domain package's, and the root's own.
 func (a *app) commands() []*cobra.Command {
-	return []*cobra.Command{
-		a.cmdInit(), a.cmdBackup(), a.cmdSnapshots(), a.cmdRestore(), a.cmdKey(),
-		a.cmdVerify(), a.cmdForget(), a.cmdGC(), a.cmdStats(), a.cmdLocks(), a.cmdStorageSnapshots(),
-		a.cmdConfig(), a.cmdProtect(), a.cmdDemo(), a.cmdRepair(), a.cmdCopy(), a.cmdFiles(), a.cmdInstant(),
-		a.cmdCatalog(), a.cmdRun(), a.cmdJobs(), a.cmdJob(), a.cmdVMs(), a.cmdPolicy(), a.cmdServer(),
-		a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit(), a.cmdMedia(), a.cmdPlan(), a.cmdBench(),
-		a.cmdGenerate(),
+	var cmds []*cobra.Command
+	for _, domain := range []func(*command.App) []*cobra.Command{
+		repocmd.Commands, backupcmd.Commands, restorecmd.Commands, mediacmd.Commands,
+		fleetcmd.Commands, configcmd.Commands, servercmd.Commands,
+	} {
+		cmds = append(cmds, domain(a.App)...)
 	}
+	return append(cmds, a.cmdDemo(), a.cmdGenerate())
 }
 
 func (a *app) setup(cmd *cobra.Command) error {
-	f, err := config.Load(a.configPath)
-	if err != nil {
-		return api.WithClass(api.Invalid, err)
-	}
-	// Every structured section is decoded with its owner's schema whatever
-	// the command, so an unknown key in any section is an error (exit 2)
-	// like an unknown top-level key, and no section is accepted and then
-	// ignored. What the sections say is checked by the operations that
-	// use them.
-	if a.engine, err = policy.Decode(f); err != nil {
-		return api.WithClass(api.Invalid, err)
-	}
-	if err := f.Decode("server", &a.server); err != nil {
-		return api.WithClass(api.Invalid, err)
-	}
-	if a.notify, err = notify.Decode(f); err != nil {
-		return api.WithClass(api.Invalid, err)
-	}
-	if a.maint, err = maintenance.Decode(f); err != nil {
-		return api.WithClass(api.Invalid, err)
-	}
-	// The command line acts for whoever can run it with the catalog at
-	// hand: what it changes is recorded under auth.LocalUser.
-	cmd.SetContext(auth.WithSubject(cmd.Context(), auth.Local()))
-	a.file = f
-	flags := cmd.Flags()
-	a.res = &config.Resolver{File: f, Flag: func(name string) (string, bool) {
-		fl := flags.Lookup(name)
-		if fl == nil || !fl.Changed {
-			return "", false
-		}
-		return fl.Value.String(), true
-	}}
-	level := slog.LevelWarn
-	if err := level.UnmarshalText([]byte(a.res.String("log-level"))); err != nil {
-		return usagef("log-level: %v", err)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch a.res.String("log-format") {
-	case "json":
-		a.log = slog.New(slog.NewJSONHandler(a.stderr, opts))
-	case "text":
-		a.log = slog.New(slog.NewTextHandler(a.stderr, opts))
-	default:
-		return usagef("log-format must be text or json")
-	}
-	slog.SetDefault(a.log)
-	if err := a.setupRemote(cmd); err != nil {
+	if err := a.Setup(cmd, a.configPath); err != nil {
 		return err
 	}
 	if a.cpuProfile != "" {
@@ -268,28 +168,4 @@ func (a *app) setup(cmd *cobra.Command) error {
 		a.stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() } // a diagnostic: best effort
 	}
 	return nil
-}
-
-// interactive reports whether progress bars and prompts are wanted.
-func (a *app) interactive() bool {
-	if a.jsonOut || a.quiet {
-		return false
-	}
-	f, ok := a.stderr.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// printJSON writes v as indented JSON to stdout.
-func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// printf writes human output unless --quiet or --json.
-func (a *app) printf(format string, args ...any) {
-	if a.quiet || a.jsonOut {
-		return
-	}
-	fmt.Fprintf(a.stdout, format, args...)
 }

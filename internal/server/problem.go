@@ -16,7 +16,7 @@ import (
 )
 
 // statusOf maps every error class to its HTTP status: the one place where
-// errors become statuses (the command line's is internal/cli/exit.go).
+// errors become statuses (the command line's is internal/cli/command/exit.go).
 // A class that comes with a document answers 200 with it instead
 // (service.Endpoint); these are the answers without one.
 var statusOf = map[api.Class]int{
