@@ -18,7 +18,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
-	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/job"
 )
 
 // endpoint is one request the benchmark repeats; path may vary per
@@ -181,12 +181,12 @@ func sseDelays(ctx context.Context, s *fleetserver.Server, token, catalogLoc str
 		log.Fatal(err)
 	}
 	defer cat.Close()
-	m, err := task.New(ctx, cat, task.Options{PruneEvery: -1})
+	m, err := job.New(ctx, cat, job.Options{PruneEvery: -1})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer m.Close()
-	h, err := m.Start(ctx, task.Spec{Kind: task.KindVerify, User: "admin", Object: "/repositories/default"})
+	h, err := m.Start(ctx, job.Spec{Kind: job.KindVerify, User: "admin", Object: "/repositories/default"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -256,5 +256,5 @@ func vmCursor(v catalog.VMRecord) string {
 }
 
 // pollEvery is how often a server on SQLite reads the catalog for other
-// processes' lines (task.Options' default).
+// processes' lines (job.Options' default).
 const pollEvery = 250 * time.Millisecond

@@ -29,14 +29,14 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
-	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // samples is the number of lines each case logs.
 const samples = 200
 
-// pollInterval is task.Options' default.
+// pollInterval is job.Options' default.
 const pollInterval = 250 * time.Millisecond
 
 const envWriter = "COFFER_BENCH_TASK_WRITER" // the catalog of the writer process
@@ -62,12 +62,12 @@ func writer(loc string) error {
 		return err
 	}
 	defer cat.Close()
-	m, err := task.New(ctx, cat, task.Options{PruneEvery: -1})
+	m, err := job.New(ctx, cat, job.Options{PruneEvery: -1})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	h, err := m.Start(ctx, task.Spec{Kind: task.KindVerify})
+	h, err := m.Start(ctx, job.Spec{Kind: job.KindVerify})
 	if err != nil {
 		return err
 	}
@@ -94,14 +94,14 @@ func BenchmarkEventDelay(b *testing.B) {
 	}
 }
 
-func open(b *testing.B, loc string) *task.Manager {
+func open(b *testing.B, loc string) *job.Manager {
 	ctx := context.Background()
 	cat, err := catalogopen.Open(ctx, loc)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = cat.Close() })
-	m, err := task.New(ctx, cat, task.Options{PruneEvery: -1})
+	m, err := job.New(ctx, cat, job.Options{PruneEvery: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -110,14 +110,14 @@ func open(b *testing.B, loc string) *task.Manager {
 }
 
 // nextLine waits for the next log line on s.
-func nextLine(b *testing.B, s *task.Subscription) task.Line {
+func nextLine(b *testing.B, s *job.Subscription) job.Line {
 	for {
 		select {
 		case ev, ok := <-s.C:
 			if !ok {
 				b.Fatalf("subscription ended: %v", s.Err())
 			}
-			if ev.Type == task.EventLog {
+			if ev.Type == job.EventLog {
 				return ev.Line
 			}
 		case <-time.After(time.Minute):
@@ -130,7 +130,7 @@ func sameProcess(b *testing.B, loc string) {
 	ctx := context.Background()
 	m := open(b, loc)
 	for b.Loop() {
-		h, err := m.Start(ctx, task.Spec{Kind: task.KindVerify})
+		h, err := m.Start(ctx, job.Spec{Kind: job.KindVerify})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -71,7 +71,7 @@ type Options struct {
 	Workers int
 	// StartJob, when set, records every job the engine runs (policy
 	// runs, cleanups, skipped runs) as a task of the control plane:
-	// StartJob: engine.Starter(tasks.StartJob), tasks an internal/task
+	// StartJob: engine.Starter(tasks.StartJob), tasks an internal/job
 	// Manager (the user of the context starts the task; subscribers of
 	// this process get its events at once, and a cancel here is
 	// immediate). Without it jobs are recorded in Catalog directly, with

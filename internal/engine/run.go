@@ -14,7 +14,7 @@ import (
 )
 
 // JobRun is a job while it runs: its record, log, progress and end. The
-// control plane's task manager (internal/task's *Handle, through
+// control plane's task manager (internal/job's *Handle, through
 // Options.StartJob) makes every job a task: cancellable from any process,
 // followed live, marked interrupted if its process dies. Without one the
 // engine records the job in the catalog itself (directRun).

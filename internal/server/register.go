@@ -15,8 +15,8 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/service"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // defaultBodyBytes bounds a request body when the operation sets nothing:
@@ -110,7 +110,7 @@ func (s *Server) guard(op *service.Operation) func(huma.Context, func(huma.Conte
 			}
 			ctx = auth.WithSubject(ctx, subject)
 			// The tasks the operation starts are the caller's.
-			ctx = task.WithUser(ctx, task.User{Name: subject.User, Token: subject.TokenID})
+			ctx = job.WithUser(ctx, job.User{Name: subject.User, Token: subject.TokenID})
 			rec.user, rec.token = subject.User, subject.TokenID
 		}
 		svc := s.cfg.Service

@@ -12,7 +12,7 @@ import (
 // each boots a whole VM, and verification must never crowd out backups.
 // The limit is read when the first verification starts; a changed limit
 // takes effect when the server restarts.
-func (s *Service) BootSlot(ctx context.Context, t Task) (release func(), err error) {
+func (s *Service) BootSlot(ctx context.Context, t Job) (release func(), err error) {
 	s.bootMu.Lock()
 	if s.bootSem == nil {
 		n := 1

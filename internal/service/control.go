@@ -13,8 +13,8 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/notify"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Control is what the service keeps open between operations: the catalog,
@@ -25,7 +25,7 @@ import (
 // the delivery of notifications running in the background.
 type Control struct {
 	Catalog  catalog.Catalog
-	tasks    *task.Manager
+	tasks    *job.Manager
 	Notifier *notify.Notifier
 	// delivering: this process sends notifications (Start with Deliver,
 	// or a command line's first event), and at close gives what is due
@@ -85,8 +85,8 @@ func (s *Service) Start(ctx context.Context, o StartOptions) error {
 	return nil
 }
 
-// taskManager returns the task manager, opening the catalog at first use.
-func (s *Service) taskManager(ctx context.Context) (*task.Manager, error) {
+// jobManager returns the task manager, opening the catalog at first use.
+func (s *Service) jobManager(ctx context.Context) (*job.Manager, error) {
 	ctl, err := s.Control(ctx)
 	if err != nil {
 		return nil, err
@@ -94,9 +94,9 @@ func (s *Service) taskManager(ctx context.Context) (*task.Manager, error) {
 	return ctl.tasks, nil
 }
 
-// TaskManager is the manager that records this service's tasks (the
+// JobManager is the manager that records this service's tasks (the
 // server's API lists, follows and cancels tasks through it).
-func (s *Service) TaskManager(ctx context.Context) (*task.Manager, error) { return s.taskManager(ctx) }
+func (s *Service) JobManager(ctx context.Context) (*job.Manager, error) { return s.jobManager(ctx) }
 
 // Notifier is the notifier this service emits through (nil without
 // notification targets in a process that does not deliver).
@@ -161,12 +161,12 @@ func (s *Service) openControl(ctx context.Context, o StartOptions) (*Control, er
 			ctl.delivering = true
 		}
 	}
-	to := task.Options{Worker: s.Config.Worker, User: s.Config.User, Logger: s.log, Retention: s.Config.TaskHistory,
-		Finished: func(j task.Task) { s.taskFinished(ctl, j) }}
+	to := job.Options{Worker: s.Config.Worker, User: s.Config.User, Logger: s.log, Retention: s.Config.TaskHistory,
+		Finished: func(j job.Record) { s.taskFinished(ctl, j) }}
 	if !o.Prune {
 		to.PruneEvery = -1
 	}
-	ctl.tasks, err = task.New(ctx, cat, to)
+	ctl.tasks, err = job.New(ctx, cat, to)
 	if err != nil {
 		ctl.close()
 		return nil, fmt.Errorf("task manager: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -16,7 +17,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/operations"
 	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // TestScheduledCopyRunsTheCopyOperation: a maintenance copy job runs the
@@ -74,7 +74,7 @@ func TestScheduledCopyRunsTheCopyOperation(t *testing.T) {
 	if err != nil || len(copied) != 1 || copied[0].ID != point.ID {
 		t.Fatalf("b holds %+v (%v), want the point %s", copied, err, point.ID)
 	}
-	tasks, err := servicetest.ListJobs(ctx, s, &api.ListJobsInput{Kind: task.KindCopy})
+	tasks, err := servicetest.ListJobs(ctx, s, &api.ListJobsInput{Kind: job.KindCopy})
 	if err != nil || len(tasks) != 1 || tasks[0].Repository != "a" || tasks[0].Status != "success" {
 		t.Fatalf("copy jobs %+v (%v), want one of repository a that succeeded", tasks, err)
 	}

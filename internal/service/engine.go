@@ -9,19 +9,19 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/policy"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // NewEngine builds an engine over the given connections. Problems cleaning
 // up leftovers of earlier runs are warnings: they do not stop the caller.
-func (s *Service) NewEngine(ctx context.Context, t Task, cfg *policy.Config, cat catalog.Catalog, conns *Connectors) (*engine.Engine, error) {
+func (s *Service) NewEngine(ctx context.Context, t Job, cfg *policy.Config, cat catalog.Catalog, conns *Connectors) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.Conns, StorageSnapshotters: conns.Storage,
 		OpenRepository: s.OpenNamed, Logger: s.log, Worker: s.Config.Worker, Predict: predictor(cat)}
 	// Jobs are tasks of the control plane, recorded once, through the
 	// task manager (its notices, cancel and notifications); without a
 	// catalog for it the engine records them itself.
-	if m, err := s.taskManager(ctx); err == nil {
+	if m, err := s.jobManager(ctx); err == nil {
 		o.StartJob = engine.Starter(m.StartJob)
 	} else {
 		t.Log(slog.LevelWarn, fmt.Sprintf("jobs are recorded without the task manager: %v", err))
@@ -44,7 +44,7 @@ func (s *Service) NewEngine(ctx context.Context, t Task, cfg *policy.Config, cat
 // datastore carries. A connection the engine does not have yet (created
 // an instant ago, before the reload reached the engine) gets an engine
 // of its own, said in the task's log.
-func (s *Service) servingEngine(t Task, connections []string) *engine.Engine {
+func (s *Service) servingEngine(t Job, connections []string) *engine.Engine {
 	eng := s.serving.Load()
 	if eng == nil {
 		return nil
@@ -142,7 +142,7 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	if !ok {
 		return nil, Invalidf("no policy named %q (`coffer policy check` lists them)", name)
 	}
-	ctx, t := s.tasks.Start(ctx, "backup-policy", p.Name)
+	ctx, t := s.display.Start(ctx, "backup-policy", p.Name)
 	for _, f := range warnings[p.Name] {
 		t.Log(slog.LevelWarn, f.Message)
 	}
@@ -279,7 +279,7 @@ func (s *Service) JobSummary(ctx context.Context, id int64) (*api.Job, error) {
 // ("interrupted") before they are shown, rather than show them running
 // forever. Listing goes on if that fails (a read-only catalog).
 func (s *Service) markInterrupted(ctx context.Context, cat catalog.Catalog) {
-	if _, err := task.MarkInterrupted(ctx, cat, task.Options{Logger: s.log}); err != nil {
+	if _, err := job.MarkInterrupted(ctx, cat, job.Options{Logger: s.log}); err != nil {
 		s.log.Warn("marking the jobs of processes that died failed", "err", err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/notify"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // taskFinished tells the notification targets how a task ended (task
@@ -20,7 +20,7 @@ import (
 // restores, verifies, gc, copies and the rest are reported alike, from
 // the command line as from the server. A run of a policy names the VMs
 // that failed.
-func (s *Service) taskFinished(ctl *Control, j task.Task) {
+func (s *Service) taskFinished(ctl *Control, j job.Record) {
 	if ctl.Notifier == nil && s.Config.Metrics == nil {
 		return
 	}

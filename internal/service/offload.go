@@ -18,7 +18,7 @@ import (
 
 // ReportZeroing says how a restored disk's zero bytes were made: offloaded
 // (holes of a sparse file, the device's zeroing) or written as zeros.
-func (s *Service) ReportZeroing(t Task, disk string, st restore.Stats) {
+func (s *Service) ReportZeroing(t Job, disk string, st restore.Stats) {
 	if st.ZeroOffloaded == 0 && st.ZeroWritten == 0 {
 		return
 	}
@@ -35,7 +35,7 @@ func (s *Service) ReportZeroing(t Task, disk string, st restore.Stats) {
 // whole packs the storage copied (cloned, or copied server-side by S3),
 // and chunks streamed through coffer (read from the source, written to
 // the target's packs).
-func (s *Service) ReportPackCopy(t Task, res *transfer.Result) {
+func (s *Service) ReportPackCopy(t Job, res *transfer.Result) {
 	o := res.Offload
 	streamed := res.BytesWritten - o.BytesAdopted
 	how := map[store.CopyMethod]string{
@@ -69,7 +69,7 @@ func (s *Service) ReportPackCopy(t Task, res *transfer.Result) {
 // ReportTestAndSet says how the maintenance lease (the one lock that
 // must be atomic: two garbage collections never run at once) is taken on
 // this store: by the storage's own atomic condition, or emulated.
-func (s *Service) ReportTestAndSet(t Task, st store.Store) {
+func (s *Service) ReportTestAndSet(t Job, st store.Store) {
 	p := st.Properties()
 	path, how := "offloaded", "link(2) under flock, atomic in the filesystem"
 	switch {

@@ -22,7 +22,7 @@ func WithSchedule(ctx context.Context, n ScheduleNote) context.Context {
 }
 
 // NoteSchedule logs, for a task started by a schedule, which run it is.
-func noteSchedule(ctx context.Context, t Task) {
+func noteSchedule(ctx context.Context, t Job) {
 	n, ok := ctx.Value(scheduleKey{}).(ScheduleNote)
 	if !ok {
 		return
@@ -34,17 +34,17 @@ func noteSchedule(ctx context.Context, t Task) {
 	t.Log(slog.LevelInfo, "scheduled run of "+n.Slot.UTC().Format(time.RFC3339), args...)
 }
 
-type taskVMKey struct{}
+type jobVMKey struct{}
 
-// WithTaskVM returns ctx naming the VM the task an operation starts acts
+// WithJobVM returns ctx naming the VM the task an operation starts acts
 // on, when the caller knows it and the input does not say (the schedules'
 // boot verifications, which boot a VM's point by its ID): it fills the
 // task's VM column, not a request's to set.
-func WithTaskVM(ctx context.Context, vm string) context.Context {
-	return context.WithValue(ctx, taskVMKey{}, vm)
+func WithJobVM(ctx context.Context, vm string) context.Context {
+	return context.WithValue(ctx, jobVMKey{}, vm)
 }
 
-func taskVM(ctx context.Context) string {
-	vm, _ := ctx.Value(taskVMKey{}).(string)
+func jobVM(ctx context.Context) string {
+	vm, _ := ctx.Value(jobVMKey{}).(string)
 	return vm
 }

@@ -64,9 +64,9 @@ type Config struct {
 	// Worker names this host in the catalog (default: the host name).
 	Worker string
 	Logger *slog.Logger
-	// Tasks shows long operations as they run (default: LocalTasks);
+	// Display shows jobs as they run (default: LogDisplay);
 	// every one is recorded in the catalog besides.
-	Tasks Tasks
+	Display Display
 	// User names who starts tasks when the context names nobody
 	// (task.WithUser): the local user of a command-line process
 	// (default: the process's user).
@@ -127,7 +127,7 @@ type Service struct {
 	*controlState // shared by the services ForRepository derives
 	Config        Config
 	log           *slog.Logger
-	tasks         Tasks
+	display       Display
 	// BoundRepo names the default repository as the request that bound
 	// it did (ForRepository; "default" for the top-level repository
 	// setting); repoIDs, shared by every service ForRepository derives,
@@ -143,8 +143,8 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Tasks == nil {
-		cfg.Tasks = LocalTasks{Logger: cfg.Logger}
+	if cfg.Display == nil {
+		cfg.Display = LogDisplay{Logger: cfg.Logger}
 	}
 	if cfg.User == "" {
 		cfg.User = localUser()
@@ -161,7 +161,7 @@ func New(cfg Config) *Service {
 	if cfg.TaskHistory == 0 {
 		cfg.TaskHistory = time.Duration(cfg.Maintenance.WithDefaults().TaskHistory)
 	}
-	return &Service{Config: cfg, log: cfg.Logger, tasks: cfg.Tasks, BoundRepo: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}, controlState: &controlState{},
+	return &Service{Config: cfg, log: cfg.Logger, display: cfg.Display, BoundRepo: DefaultRepository, repoIDs: &repoIDs{m: map[string]string{}}, controlState: &controlState{},
 		conf: newConfigState()}
 }
 

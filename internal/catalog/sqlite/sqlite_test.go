@@ -141,7 +141,7 @@ func BenchmarkWrites(b *testing.B) {
 }
 
 // SQLite cannot push changes to other processes: WatchJobs says so, and
-// readers (internal/task) poll instead.
+// readers (internal/job) poll instead.
 func TestWatchJobsUnsupported(t *testing.T) {
 	c, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "catalog.db"), sqlite.Options{})
 	if err != nil {

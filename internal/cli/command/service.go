@@ -57,7 +57,7 @@ func (a *App) ServiceConfig() (service.Config, error) {
 		Notify:        a.notify,
 		EngineSource:  a.file.Path,
 		Logger:        a.Log,
-		Tasks:         cliTasks{a},
+		Display:       cliDisplay{a},
 		Maintenance:   a.maint,
 		Metrics:       a.Metrics,
 		WrapStore:     func(st store.Store) store.Store { return StoreHook(st) },
@@ -139,23 +139,23 @@ func Call[T any](a *App, fn func(*service.Service) (T, error)) (T, error) {
 	return fn(svc)
 }
 
-// cliTasks shows long operations as they run: a progress bar on a
+// cliDisplay shows long operations as they run: a progress bar on a
 // terminal, warnings on stderr (unless --json or --quiet), the rest in
 // the log.
-type cliTasks struct{ a *App }
+type cliDisplay struct{ a *App }
 
-func (c cliTasks) Start(ctx context.Context, kind, object string) (context.Context, service.Task) {
-	return ctx, &cliTask{a: c.a, ctx: ctx}
+func (c cliDisplay) Start(ctx context.Context, kind, object string) (context.Context, service.Job) {
+	return ctx, &cliJob{a: c.a, ctx: ctx}
 }
 
-type cliTask struct {
+type cliJob struct {
 	a   *App
 	ctx context.Context
 	mu  sync.Mutex
 	bar *progressBar
 }
 
-func (t *cliTask) Log(level slog.Level, msg string, args ...any) {
+func (t *cliJob) Log(level slog.Level, msg string, args ...any) {
 	if level >= slog.LevelWarn && !t.a.JSON && !t.a.Quiet {
 		var extra []string
 		for i := 0; i+1 < len(args); i += 2 {
@@ -170,7 +170,7 @@ func (t *cliTask) Log(level slog.Level, msg string, args ...any) {
 	t.a.Log.Log(t.ctx, level, msg, args...)
 }
 
-func (t *cliTask) Progress(m service.Meter) {
+func (t *cliJob) Progress(m service.Meter) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.bar.finish()
@@ -181,7 +181,7 @@ func (t *cliTask) Progress(m service.Meter) {
 	t.bar = t.a.startProgress(m.Label, m.Total, m.Done, detail)
 }
 
-func (t *cliTask) Finish(error) {
+func (t *cliJob) Finish(error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.bar.finish()

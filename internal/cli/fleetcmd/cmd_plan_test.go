@@ -55,8 +55,12 @@ func TestBenchAndPlan(t *testing.T) {
 	}
 	base, serial := plan.Scenarios[0], plan.Scenarios[1]
 	// Recorded costs and measured rates: the six VMs take time, and one
-	// at a time takes longer than two per datastore.
-	if base.P50Seconds <= 0 || serial.Name != "tasks=1" || serial.P50Seconds <= base.P50Seconds || base.InWindow != 1 {
+	// at a time takes longer than two per datastore. The chance to end
+	// within the day's window is nearly 1, not 1: it also reads the
+	// planner's record (measured ÷ predicted of the two recorded runs,
+	// plan.ApplyRecord), whose spread is wide on a loaded machine (0.99
+	// was seen under CI's load).
+	if base.P50Seconds <= 0 || serial.Name != "tasks=1" || serial.P50Seconds <= base.P50Seconds || base.InWindow < 0.9 {
 		t.Errorf("as configured %+v, tasks=1 %+v", base, serial)
 	}
 	measured := strings.Join(plan.Measurements, "\n")

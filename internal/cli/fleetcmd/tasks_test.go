@@ -16,7 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
 	"github.com/coffer-backup/coffer/internal/cli/command"
-	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/job"
 )
 
 func localUserName(t *testing.T) string {
@@ -91,7 +91,7 @@ func TestCancelVerifyThroughCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cat.Close()
-	m, err := task.New(ctx, cat, task.Options{PruneEvery: -1})
+	m, err := job.New(ctx, cat, job.Options{PruneEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestCancelVerifyThroughCatalog(t *testing.T) {
 	// The verify's task, running (its reads wait at the gate).
 	var id int64
 	for id == 0 {
-		p, err := m.List(ctx, task.Filter{Kind: task.KindVerify, Status: catalog.StatusRunning})
+		p, err := m.List(ctx, job.Filter{Kind: job.KindVerify, Status: catalog.StatusRunning})
 		if err != nil {
 			t.Fatal(err)
 		}

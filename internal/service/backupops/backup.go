@@ -37,7 +37,7 @@ func (s Ops) BackupDisk(ctx context.Context, call *api.BackupDiskInput) (*api.Ba
 	if in.Name == "" {
 		in.Name = filepath.Base(in.Paths[0])
 	}
-	return service.Run(ctx, s.Service, service.WithDetail(s.RepoTask(service.KindBackupDiskTask, s.Config.Repository.Location), in.Name), func(ctx context.Context, t service.Task) (*api.BackupPoint, error) {
+	return service.Run(ctx, s.Service, service.WithDetail(s.RepoJob(service.KindBackupDiskJob, s.Config.Repository.Location), in.Name), func(ctx context.Context, t service.Job) (*api.BackupPoint, error) {
 		return service.WithRepo(ctx, s.Service, service.DefaultRepo(), service.NoLease, func(r *repo.Repository) (*api.BackupPoint, error) {
 			src := repo.Source{Kind: "disk", VMName: in.Name}
 			snaps, err := r.Points(ctx, nil)
@@ -105,7 +105,7 @@ func (s Ops) BackupDisk(ctx context.Context, call *api.BackupDiskInput) (*api.Ba
 
 // committed closes a backup's writer and, when the backup committed a
 // point, records it in the catalog and returns its document.
-func (s Ops) committed(ctx context.Context, t service.Task, r *repo.Repository, w *repo.Writer, snap *repo.Point, err error) (*api.BackupPoint, error) {
+func (s Ops) committed(ctx context.Context, t service.Job, r *repo.Repository, w *repo.Writer, snap *repo.Point, err error) (*api.BackupPoint, error) {
 	cerr := w.Close(ctx)
 	if err != nil {
 		return nil, err

@@ -108,7 +108,7 @@ func (s Ops) backupVM(ctx context.Context, in backupVMInput) (*api.BackupPoint, 
 	if in.Connection != "" {
 		object = in.Connection + "/" + in.VM
 	}
-	ctx, t := s.Config.Tasks.Start(ctx, service.KindBackupVMTask, object)
+	ctx, t := s.Config.Display.Start(ctx, service.KindBackupVMJob, object)
 	p, err := s.backupVMJob(ctx, t, cfg, cat, conns, engine.VMBackup{Connection: connName, Mode: in.Mode,
 		Settings: policy.Policy{Connection: connName, Snapshot: string(in.SnapshotMode), Quiesce: string(in.Quiesce),
 			Tags: in.Tags, ChangeCheck: in.ChangeCheckSpans},
@@ -197,7 +197,7 @@ func (s Ops) backupConnector(ctx context.Context, cfg *policy.Config, in backupV
 // backupVMJob finds the VM and runs its backup as a job of the server's
 // engine when conns are its (backupConnector), else of an engine over
 // conns, whose start removes leftovers of a killed coffer first.
-func (s Ops) backupVMJob(ctx context.Context, t service.Task, cfg *policy.Config, cat catalog.Catalog, conns *service.Connectors,
+func (s Ops) backupVMJob(ctx context.Context, t service.Job, cfg *policy.Config, cat catalog.Catalog, conns *service.Connectors,
 	b engine.VMBackup, in backupVMInput) (*api.BackupPoint, error) {
 	var err error
 	eng := s.EngineServing()

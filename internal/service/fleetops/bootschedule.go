@@ -45,7 +45,7 @@ func (s Ops) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time
 		go func() {
 			defer wg.Done()
 			for p := range in {
-				_, err := s.Invoke(service.WithTaskVM(ctx, p.Source.VMName), "verify-boot", &api.VerifyBootInput{
+				_, err := s.Invoke(service.WithJobVM(ctx, p.Source.VMName), "verify-boot", &api.VerifyBootInput{
 					PointParam: api.PointParam{RepoParam: api.RepoParam{Repo: j.Repository}, Point: p.ID.String()},
 					Body: api.VerifyBootRequest{TimeoutSeconds: time.Duration(j.Boot.Timeout).Seconds(), Marker: j.Boot.Marker,
 						Probes: j.Boot.Probes}})

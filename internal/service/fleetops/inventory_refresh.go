@@ -11,8 +11,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/policy"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // The inventory the VM view reads is the catalog's: each connection is
@@ -33,8 +33,8 @@ func (s Ops) RefreshInventory(ctx context.Context, in *api.RefreshInventoryInput
 	if _, ok := service.ConnectionOf(cfg, in.Connection); !ok {
 		return nil, api.Errorf(api.NotFound, "no connection named %q in the configuration", in.Connection)
 	}
-	spec := service.TaskSpec{Kind: task.KindInventory, Object: "/connections/" + in.Connection}
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Task) (*api.InventoryRefresh, error) {
+	spec := service.JobSpec{Kind: job.KindInventory, Object: "/connections/" + in.Connection}
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.InventoryRefresh, error) {
 		cat, err := s.OpenCatalog(ctx)
 		if err != nil {
 			return nil, err

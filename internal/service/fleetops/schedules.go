@@ -15,10 +15,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/health"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/leader"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // RunSchedules is the loop of `coffer server`: it runs every policy that
@@ -76,7 +76,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, t := service.LocalTasks{Logger: s.Logger()}.Start(ctx, "server", "schedules")
+	_, t := service.LogDisplay{Logger: s.Logger()}.Start(ctx, "server", "schedules")
 	eng, err := s.NewEngine(ctx, t, cfg, cat, conns)
 	if err != nil {
 		return err
@@ -240,7 +240,7 @@ func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedul
 	claim func(context.Context, string, time.Time) (bool, error), inventoryEvery time.Duration) {
 	// The schedules start their tasks as nobody's but the schedules' own:
 	// no user name can be spelled so (auth's names have no @).
-	ctx = task.WithUser(ctx, task.User{Name: service.ScheduleUser})
+	ctx = job.WithUser(ctx, job.User{Name: service.ScheduleUser})
 	policies, changed := plan.get()
 	updates := make(chan []policy.Policy)
 	var wg sync.WaitGroup

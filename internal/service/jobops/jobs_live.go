@@ -10,17 +10,17 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/job"
 )
 
-// Jobs are the control plane's tasks (internal/task): every long
+// Jobs are the control plane's tasks (internal/job): every long
 // operation and every policy run, with its paged log, its live events and
 // a cancel that reaches it in whichever process runs it.
 
 // withTasks runs fn with the service's task manager (opened with the
 // catalog at first use, see control.go).
-func (s Ops) withTasks(ctx context.Context, fn func(*task.Manager) error) error {
-	m, err := s.TaskManager(ctx)
+func (s Ops) withTasks(ctx context.Context, fn func(*job.Manager) error) error {
+	m, err := s.JobManager(ctx)
 	if err != nil {
 		return err
 	}
@@ -30,11 +30,11 @@ func (s Ops) withTasks(ctx context.Context, fn func(*task.Manager) error) error 
 // taskError gives the task package's errors their classes.
 func taskError(id int64, err error) error {
 	switch {
-	case errors.Is(err, task.ErrNotFound):
+	case errors.Is(err, job.ErrNotFound):
 		return api.Errorf(api.NotFound, "no job %d (coffer jobs lists them)", id)
-	case errors.Is(err, task.ErrFinished):
+	case errors.Is(err, job.ErrFinished):
 		return api.WithClass(api.Conflict, err)
-	case errors.Is(err, task.ErrInvalid):
+	case errors.Is(err, job.ErrInvalid):
 		return api.WithClass(api.Invalid, err)
 	}
 	return err
@@ -45,8 +45,8 @@ func (s Ops) JobLog(ctx context.Context, in *api.JobLogInput) ([]api.Event, erro
 	if _, err := visibleJob(ctx, s, in.ID); err != nil {
 		return nil, err
 	}
-	var lines []task.Line
-	err := s.withTasks(ctx, func(m *task.Manager) error {
+	var lines []job.Line
+	err := s.withTasks(ctx, func(m *job.Manager) error {
 		if _, err := m.Get(ctx, in.ID); err != nil {
 			return err
 		}
@@ -81,8 +81,8 @@ func (s Ops) CancelJob(ctx context.Context, in *api.CancelJobInput) (*api.Job, e
 		return nil, api.Errorf(api.Denied, "%s may not cancel job %d: it is another user's, and %s lacks %s on %s or %s on its policy",
 			s.Actor(ctx), sum.ID, s.Actor(ctx), auth.SysModify, TasksPath, auth.PolicyRun)
 	}
-	var j task.Task
-	err = s.withTasks(ctx, func(m *task.Manager) error {
+	var j job.Record
+	err = s.withTasks(ctx, func(m *job.Manager) error {
 		var err error
 		j, err = m.Cancel(ctx, id, s.Actor(ctx).String())
 		return err
@@ -99,20 +99,20 @@ func (s Ops) CancelJob(ctx context.Context, in *api.CancelJobInput) (*api.Job, e
 // change, until the job ends (its final state is the last event), ctx
 // ends or each fails.
 func (s Ops) FollowJob(ctx context.Context, id, after int64, each func(api.JobEvent) error) error {
-	return taskError(id, s.withTasks(ctx, func(m *task.Manager) error {
+	return taskError(id, s.withTasks(ctx, func(m *job.Manager) error {
 		sub, err := m.Subscribe(ctx, id, after)
 		if err != nil {
 			return err
 		}
 		defer sub.Close()
 		for ev := range sub.C {
-			doc := api.JobEvent{Type: ev.Type, JobID: ev.TaskID}
+			doc := api.JobEvent{Type: ev.Type, JobID: ev.JobID}
 			switch ev.Type {
-			case task.EventLog:
+			case job.EventLog:
 				line := service.EventDoc(ev.Line)
 				doc.Line = &line
 			default:
-				j := service.JobDoc(ev.Task, nil, nil)
+				j := service.JobDoc(ev.Job, nil, nil)
 				doc.Job = &j
 			}
 			if err := each(doc); err != nil {

@@ -12,12 +12,12 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/media"
 	"github.com/coffer-backup/coffer/internal/media/format"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/mediacopy"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // MediaLabel labels a cartridge and records it in the media catalogue.
@@ -72,8 +72,8 @@ func (s Ops) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here Media
 	if err != nil {
 		return nil, err
 	}
-	spec := service.WithDetail(s.RepoTask(task.KindMediaCopy, s.Config.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Task) (*api.MediaCopyResult, error) {
+	spec := service.WithDetail(s.RepoJob(job.KindMediaCopy, s.Config.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.MediaCopyResult, error) {
 		return service.WithRepo(ctx, s.Service, service.DefaultRepo(), service.NoLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
 			sel, err := service.CopySelection(ctx, src, api.CopyRequest{Points: in.Points, VM: in.VM, Latest: in.Latest})
 			if err != nil {
@@ -151,7 +151,7 @@ func (s Ops) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here Media
 // mediaCatalogue is what the media catalogue knows of each volume, for
 // a copy to choose its volume without loading every cartridge; nil (each
 // cartridge is then read in turn) when the catalogue cannot be read.
-func (s Ops) mediaCatalogue(ctx context.Context, t service.Task) map[string]volume.Catalogued {
+func (s Ops) mediaCatalogue(ctx context.Context, t service.Job) map[string]volume.Catalogued {
 	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		t.Log(slog.LevelWarn, "the media catalogue is not readable: each cartridge is loaded in turn to find the pool's volumes", "err", err)

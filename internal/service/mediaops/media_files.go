@@ -8,9 +8,9 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/files"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // MediaFilesExtract extracts files or trees from inside a backed-up disk
@@ -38,8 +38,8 @@ func (s Ops) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExtractI
 	if err != nil {
 		return nil, err
 	}
-	spec := service.TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: ref + " from library " + ml.Ref()}
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, _ service.Task) (*api.FilesExtract, error) {
+	spec := service.JobSpec{Kind: job.KindMediaRestore, Object: ml.object(), Detail: ref + " from library " + ml.Ref()}
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, _ service.Job) (*api.FilesExtract, error) {
 		staged, done, err := s.stageFromMedia(ctx, ml, pointRef, here.StageDir, 0)
 		if err != nil {
 			return nil, err

@@ -10,10 +10,10 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/media/volume"
 	"github.com/coffer-backup/coffer/internal/mediacopy"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // MediaRestore restores a point's disks from tape without its repository:
@@ -37,8 +37,8 @@ func (s Ops) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, here M
 	if err != nil {
 		return nil, err
 	}
-	spec := service.TaskSpec{Kind: task.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.Ref()}
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Task) (*api.MediaRestoreResult, error) {
+	spec := service.JobSpec{Kind: job.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.Ref()}
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.MediaRestoreResult, error) {
 		staged, closeStaged, err := s.stageFromMedia(ctx, ml, in.Point, here.StageDir, in.Body.ReadThroughBlocks)
 		if err != nil {
 			return nil, err
@@ -125,8 +125,8 @@ func (s Ops) MediaVerify(ctx context.Context, in *api.MediaVerifyInput, here Med
 	if err != nil {
 		return nil, err
 	}
-	spec := service.TaskSpec{Kind: task.KindMediaVerify, Object: ml.object(), Detail: barcode + " in library " + ml.Ref()}
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, _ service.Task) (*api.MediaVerifyReport, error) {
+	spec := service.JobSpec{Kind: job.KindMediaVerify, Object: ml.object(), Detail: barcode + " in library " + ml.Ref()}
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, _ service.Job) (*api.MediaVerifyReport, error) {
 		lib, closeLib, err := ml.Open()
 		if err != nil {
 			return nil, err

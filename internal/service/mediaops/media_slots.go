@@ -46,7 +46,7 @@ func (l mediaLibrary) driveCount(lib *volume.Library) (int, error) {
 type copySlots struct {
 	limiter *engine.Limiter
 	need    engine.SlotNeed
-	t       service.Task
+	t       service.Job
 	library string
 
 	mu            sync.Mutex

@@ -7,8 +7,8 @@ import (
 	"context"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/task"
 	"github.com/coffer-backup/coffer/internal/transfer"
 )
 
@@ -45,8 +45,8 @@ func (s Ops) CopyWith(ctx context.Context, sel api.CopyRequest, o CopyOptions) (
 	if o.To == "" && o.ToRepository == "" {
 		return nil, service.Invalidf("--to is required")
 	}
-	spec := s.RepoTask(task.KindCopy, cmp.Or(o.From, s.Config.Repository.Location))
-	return service.Run(ctx, s.Service, service.WithDetail(spec, "to "+cmp.Or(o.ToRepository, o.To)), func(ctx context.Context, t service.Task) (*api.CopyResult, error) {
+	spec := s.RepoJob(job.KindCopy, cmp.Or(o.From, s.Config.Repository.Location))
+	return service.Run(ctx, s.Service, service.WithDetail(spec, "to "+cmp.Or(o.ToRepository, o.To)), func(ctx context.Context, t service.Job) (*api.CopyResult, error) {
 		from, to := service.RepoAt(o.From), service.OtherRepoAt(o.To)
 		if o.ToRepository != "" {
 			to = service.NamedRepo(o.ToRepository)
@@ -61,7 +61,7 @@ func (s Ops) CopyWith(ctx context.Context, sel api.CopyRequest, o CopyOptions) (
 
 // copyBetween copies the points in selects from src to dst (transfer
 // takes the copy lease on src).
-func (s Ops) copyBetween(ctx context.Context, t service.Task, src, dst *repo.Repository, in api.CopyRequest, noOffload bool) (*api.CopyResult, error) {
+func (s Ops) copyBetween(ctx context.Context, t service.Job, src, dst *repo.Repository, in api.CopyRequest, noOffload bool) (*api.CopyResult, error) {
 	if !in.LockedUntil.IsZero() && !dst.Store().Properties().Retention {
 		return nil, service.Invalidf("--immutable-for needs a target with retention (S3 Object Lock); %s has none", dst.Store().Properties().Location)
 	}

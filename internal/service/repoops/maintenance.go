@@ -11,11 +11,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/forget"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/gc"
 	"github.com/coffer-backup/coffer/internal/repo/verify"
 	"github.com/coffer-backup/coffer/internal/stats"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Verify checks the default repository under a verify lease. When it finds
@@ -25,7 +25,7 @@ func (s Ops) Verify(ctx context.Context, call *api.VerifyInput) (*api.VerifyRepo
 	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
 		return nil, err
 	}
-	return service.Run(ctx, s.Service, s.NamedTask(task.KindVerify, call.Repo), func(ctx context.Context, t service.Task) (*api.VerifyReport, error) {
+	return service.Run(ctx, s.Service, s.NamedJob(job.KindVerify, call.Repo), func(ctx context.Context, t service.Job) (*api.VerifyReport, error) {
 		o := verify.Options{ReadData: in.ReadData || in.SubsetPercent > 0 || in.SubsetDen > 0, Progress: &verify.Progress{},
 			NoRecord: in.NoRecord, MemoryBudget: int(in.MemoryBytes), SubsetPercent: in.SubsetPercent,
 			SubsetNum: in.SubsetNum, SubsetDen: in.SubsetDen}
@@ -38,7 +38,7 @@ func (s Ops) Verify(ctx context.Context, call *api.VerifyInput) (*api.VerifyRepo
 			doc := verifyDoc(rep)
 			t.Log(slog.LevelInfo, "verified", "packs_read", rep.PacksRead, "packs", rep.Packs, "problems", len(rep.Problems))
 			if !rep.OK() {
-				s.EmitDamage(ctx, s.NamedTask(task.KindVerify, call.Repo).Repository, doc)
+				s.EmitDamage(ctx, s.NamedJob(job.KindVerify, call.Repo).Repository, doc)
 				return doc, api.Errorf(api.Integrity, "%d problem(s) found", len(rep.Problems))
 			}
 			return doc, nil
@@ -71,7 +71,7 @@ func verifyDoc(rep *verify.Report) *api.VerifyReport {
 func (s Ops) Forget(ctx context.Context, call *api.ForgetInput) (*api.ForgetResult, error) {
 	in := call.Body
 	keep := service.KeepPolicy(in.Keep)
-	return service.Run(ctx, s.Service, s.NamedTask(task.KindForget, call.Repo), func(ctx context.Context, t service.Task) (*api.ForgetResult, error) {
+	return service.Run(ctx, s.Service, s.NamedJob(job.KindForget, call.Repo), func(ctx context.Context, t service.Job) (*api.ForgetResult, error) {
 		if keep.Empty() {
 			return nil, service.Invalidf("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
 		}
@@ -103,7 +103,7 @@ func (s Ops) GC(ctx context.Context, call *api.GCInput) (*api.GCReport, error) {
 	if err := checkMemoryBudget(in.MemoryBytes); err != nil {
 		return nil, err
 	}
-	return service.Run(ctx, s.Service, s.NamedTask(task.KindGC, call.Repo), func(ctx context.Context, t service.Task) (*api.GCReport, error) {
+	return service.Run(ctx, s.Service, s.NamedJob(job.KindGC, call.Repo), func(ctx context.Context, t service.Job) (*api.GCReport, error) {
 		return service.WithRepo(ctx, s.Service, service.NamedRepo(call.Repo), service.NoLease, func(r *repo.Repository) (*api.GCReport, error) {
 			s.ReportTestAndSet(t, r.Store())
 			rep, err := gc.Run(ctx, r, gc.Options{DryRun: in.DryRun, MemoryBudget: int(in.MemoryBytes), Wait: in.Wait(), RepackThreshold: in.RepackThreshold})

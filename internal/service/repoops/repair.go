@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repair"
 	"github.com/coffer-backup/coffer/internal/store"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Repairs are the repairs Repair knows, in the order verify recommends
@@ -44,7 +44,7 @@ func (s Ops) Repair(ctx context.Context, in *api.RepairInput) (*api.RepairReport
 	if !ok {
 		return nil, service.Invalidf("no repair %q (config, keys, index, packs, snapshots, undelete)", in.What)
 	}
-	return service.Run(ctx, s.Service, service.WithDetail(s.RepoTask(task.KindRepair, s.Config.Repository.Location), in.What), func(ctx context.Context, _ service.Task) (*api.RepairReport, error) {
+	return service.Run(ctx, s.Service, service.WithDetail(s.RepoJob(job.KindRepair, s.Config.Repository.Location), in.What), func(ctx context.Context, _ service.Job) (*api.RepairReport, error) {
 		return service.WithRepo(ctx, s.Service, service.DefaultRepo(), service.NoLease, func(r *repo.Repository) (*api.RepairReport, error) {
 			rep, err := fn(ctx, r, repair.Options{DryRun: in.Body.DryRun})
 			if err != nil {
@@ -63,7 +63,7 @@ func (s Ops) Repair(ctx context.Context, in *api.RepairInput) (*api.RepairReport
 // unlocked versions hide current again (versioned storage with object
 // lock). It needs no password.
 func (s Ops) Undelete(ctx context.Context, _ *api.RepoParam) (*api.UndeleteReport, error) {
-	return service.Run(ctx, s.Service, service.WithDetail(s.RepoTask(task.KindRepair, s.Config.Repository.Location), "undelete"), func(ctx context.Context, _ service.Task) (*api.UndeleteReport, error) {
+	return service.Run(ctx, s.Service, service.WithDetail(s.RepoJob(job.KindRepair, s.Config.Repository.Location), "undelete"), func(ctx context.Context, _ service.Job) (*api.UndeleteReport, error) {
 		st, err := s.OpenStore(ctx, s.Config.Repository.Location)
 		if err != nil {
 			return nil, err

@@ -11,8 +11,8 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/bootverify"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // VerifyBoot boots a QEMU or vSphere backup point from the default
@@ -42,8 +42,8 @@ func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.Bo
 		}
 		o.Probes = append(o.Probes, pr)
 	}
-	spec := service.WithDetail(s.NamedTask(task.KindVerifyBoot, call.Repo), "boot verification of "+target)
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Task) (*api.BootVerification, error) {
+	spec := service.WithDetail(s.NamedJob(job.KindVerifyBoot, call.Repo), "boot verification of "+target)
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.BootVerification, error) {
 		release, err := s.BootSlot(ctx, t)
 		if err != nil {
 			return nil, err

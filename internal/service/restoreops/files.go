@@ -12,9 +12,9 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/files"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // FilesVolumes lists the partitions and volumes of a backed-up disk: of
@@ -101,7 +101,7 @@ func (s Ops) FilesArchive(ctx context.Context, in *api.FilesArchiveInput, w io.W
 }
 
 func (s Ops) extract(ctx context.Context, ref string, do func(context.Context, files.FS) (*files.ExtractStats, error)) (*api.FilesExtract, error) {
-	return service.Run(ctx, s.Service, s.PointTask(task.KindRestoreFiles, ref), func(ctx context.Context, _ service.Task) (*api.FilesExtract, error) {
+	return service.Run(ctx, s.Service, s.PointJob(job.KindRestoreFiles, ref), func(ctx context.Context, _ service.Job) (*api.FilesExtract, error) {
 		var out *api.FilesExtract
 		err := s.withDiskFS(ctx, ref, false, func(d *files.Disk, fsys files.FS) error {
 			st, err := do(ctx, fsys)

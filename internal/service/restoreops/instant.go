@@ -11,8 +11,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/instant"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/restore/nbdexport"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Serving is something that serves a backup point's disks until its
@@ -42,7 +42,7 @@ func (s *Serving[T]) Wait() error { return s.wait() }
 // overlays in pool Datastore (default: as recorded).
 func (s Ops) InstantStart(ctx context.Context, call *api.InstantStartInput) (*Serving[api.InstantSession], error) {
 	in, point := call.Body, call.Point
-	ctx, t := s.StartTask(ctx, service.WithDetail(s.PointTask(task.KindInstant, point), "instant recovery of "+point))
+	ctx, t := s.StartJob(ctx, service.WithDetail(s.PointJob(job.KindInstant, point), "instant recovery of "+point))
 	pt, err := s.OpenPoint(ctx, point, "instant recovery of "+point)
 	if err != nil {
 		t.Finish(err)
@@ -88,7 +88,7 @@ func (s Ops) InstantServe(ctx context.Context, in *api.InstantServeInput) (*Serv
 	if err != nil {
 		return nil, err
 	}
-	ctx, t := s.StartTask(ctx, service.WithDetail(s.RepoTask(task.KindInstant, s.Config.Repository.Location), "serve instant recovery "+id))
+	ctx, t := s.StartJob(ctx, service.WithDetail(s.RepoJob(job.KindInstant, s.Config.Repository.Location), "serve instant recovery "+id))
 	fail := func(err error) (*Serving[InstantServed], error) {
 		t.Finish(err)
 		return nil, err
@@ -181,7 +181,7 @@ func (s Ops) instantCommit(ctx context.Context, in instantCommit) (*api.InstantS
 	if in.Format == "" {
 		in.Format = "qcow2"
 	}
-	return service.Run(ctx, s.Service, service.WithDetail(service.TaskSpec{Kind: task.KindInstant, Object: "/system/instant/" + in.ID}, "commit "+in.ID), func(ctx context.Context, t service.Task) (*api.InstantSession, error) {
+	return service.Run(ctx, s.Service, service.WithDetail(service.JobSpec{Kind: job.KindInstant, Object: "/system/instant/" + in.ID}, "commit "+in.ID), func(ctx context.Context, t service.Job) (*api.InstantSession, error) {
 		sess, err := instant.Load(s.Config.StateDir, in.ID)
 		if err != nil {
 			return nil, err

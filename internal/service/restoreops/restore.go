@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/offload"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // restoreDisks is a restore-disk request with its target on this host:
@@ -44,7 +44,7 @@ func (s Ops) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) ([]ap
 	if in.To == "" {
 		return nil, service.Invalidf("no restore target given (--to)")
 	}
-	return service.Run(ctx, s.Service, s.PointTask(task.KindRestore, in.Point), func(ctx context.Context, t service.Task) ([]api.RestoredDisk, error) {
+	return service.Run(ctx, s.Service, s.PointJob(job.KindRestore, in.Point), func(ctx context.Context, t service.Job) ([]api.RestoredDisk, error) {
 		pt, err := s.OpenPoint(ctx, in.Point, "restore "+in.Point)
 		if err != nil {
 			return nil, err

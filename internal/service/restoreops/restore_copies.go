@@ -59,7 +59,7 @@ func copyTargets(in restoreDisks, targets []string) ([][]string, error) {
 // makeCopies makes the extra copies of one restored disk from the disk
 // itself, not from the repository: the filesystem clones it where it can
 // (VAAI's full copy), and it is copied extent by extent where it cannot.
-func (s Ops) makeCopies(ctx context.Context, t service.Task, disk, target string, copies []string, o offload.CopyOptions) ([]api.DiskCopy, error) {
+func (s Ops) makeCopies(ctx context.Context, t service.Job, disk, target string, copies []string, o offload.CopyOptions) ([]api.DiskCopy, error) {
 	out := []api.DiskCopy{}
 	for _, c := range copies {
 		st, err := offload.CopyFile(ctx, target, c, o)
@@ -79,7 +79,7 @@ func (s Ops) makeCopies(ctx context.Context, t service.Task, disk, target string
 }
 
 // reportCopy says in the task's log and the metrics how a copy was made.
-func (s Ops) reportCopy(t service.Task, disk, target string, st offload.CopyStats) {
+func (s Ops) reportCopy(t service.Job, disk, target string, st offload.CopyStats) {
 	how := map[offload.Method]string{
 		offload.Cloned:       "cloned by the filesystem (shared extents, nothing through the host)",
 		offload.KernelCopied: "copied by the kernel (copy_file_range: the filesystem cannot clone it)",

@@ -11,10 +11,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // restoreVMInput says where a backup point becomes a VM again: into a
@@ -41,7 +41,7 @@ func (s Ops) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api.Rest
 	if in.Format != "raw" && in.Format != "qcow2" {
 		return nil, service.Invalidf("--format must be raw or qcow2, not %q", in.Format)
 	}
-	return service.Run(ctx, s.Service, s.PointTask(task.KindRestoreVM, in.Point), func(ctx context.Context, t service.Task) (*api.RestoredVM, error) {
+	return service.Run(ctx, s.Service, s.PointJob(job.KindRestoreVM, in.Point), func(ctx context.Context, t service.Job) (*api.RestoredVM, error) {
 		pt, err := s.OpenPoint(ctx, in.Point, "restore vm "+in.Point)
 		if err != nil {
 			return nil, err
@@ -131,7 +131,7 @@ type localVM interface {
 // repository (or is restored into its file, for a VM in a directory),
 // and it starts if asked. A half-restored new VM is deleted when
 // anything fails.
-func (s Ops) restoreVM(ctx context.Context, t service.Task, pt *service.OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput,
+func (s Ops) restoreVM(ctx context.Context, t service.Job, pt *service.OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput,
 	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions) (*api.RestoredVM, error) {
 	snap := pt.Point
 	nv, err := restorer.CreateVM(ctx, cfg, opts)
@@ -179,7 +179,7 @@ func (s Ops) restoreVM(ctx context.Context, t service.Task, pt *service.OpenedPo
 
 // writeVM writes every disk of the point (and its memory state, where the
 // new VM takes it) into the new VM, and completes it.
-func (s Ops) writeVM(ctx context.Context, t service.Task, pt *service.OpenedPoint, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
+func (s Ops) writeVM(ctx context.Context, t service.Job, pt *service.OpenedPoint, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
 	logged := 0 // route lines already in the task log
 	for _, d := range pt.Point.Disks {
 		if d.Kind == hypervisor.KindMemory {
@@ -224,7 +224,7 @@ func (s Ops) writeVM(ctx context.Context, t service.Task, pt *service.OpenedPoin
 // logRoutes puts the lines a restored VM has added since the first
 // logged into the task log: which way each disk's bytes went (vSphere: to
 // the ESXi host, or through vCenter). It returns how many are logged.
-func logRoutes(t service.Task, nv hypervisor.NewVM, logged int) int {
+func logRoutes(t service.Job, nv hypervisor.NewVM, logged int) int {
 	n, ok := nv.(hypervisor.Noter)
 	if !ok {
 		return logged

@@ -14,11 +14,11 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/offload"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // Storage snapshots that policies keep (keep-storage-snapshots) are
@@ -139,8 +139,8 @@ func (s Ops) RestoreFromStorage(ctx context.Context, call *api.RestoreStorageSna
 	case !in.OntoOriginal && (in.Target == "" || !filepath.IsAbs(in.Target)):
 		return nil, service.Invalidf("--target must be an absolute directory, not %q (or --onto-original)", in.Target)
 	}
-	spec := service.TaskSpec{Kind: task.KindRestore, Object: auth.ConnectionsPath, VM: in.VM, Detail: "storage snapshot " + in.Label}
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Task) (*api.StorageRestore, error) {
+	spec := service.JobSpec{Kind: job.KindRestore, Object: auth.ConnectionsPath, VM: in.VM, Detail: "storage snapshot " + in.Label}
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.StorageRestore, error) {
 		o := offload.CopyOptions{Overwrite: in.Overwrite, NoOffload: in.NoOffload}
 		var got []storagesnap.RestoredDisk
 		var err error

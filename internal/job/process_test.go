@@ -1,4 +1,4 @@
-package task_test
+package job_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
-	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -45,12 +45,12 @@ func helperMain() int {
 		return fail(err)
 	}
 	defer cat.Close()
-	m, err := task.New(ctx, cat, task.Options{PollInterval: 10 * time.Millisecond, PruneEvery: -1})
+	m, err := job.New(ctx, cat, job.Options{PollInterval: 10 * time.Millisecond, PruneEvery: -1})
 	if err != nil {
 		return fail(err)
 	}
 	defer m.Close()
-	h, err := m.Start(ctx, task.Spec{Kind: task.KindVerify, Object: "/repositories/main"})
+	h, err := m.Start(ctx, job.Spec{Kind: job.KindVerify, Object: "/repositories/main"})
 	if err != nil {
 		return fail(err)
 	}
@@ -149,15 +149,15 @@ func TestCancelAcrossProcesses(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			loc := newLocation(t)
 			// The catalog exists (and is migrated) before the helper runs.
-			m := newManager(t, openLocation(t, loc), task.Options{})
+			m := newManager(t, openLocation(t, loc), job.Options{})
 			h := startHelper(t, loc, "cancel")
 			ctx := context.Background()
-			s := must[*task.Subscription](t)(m.Subscribe(ctx, h.id, 0))
+			s := must[*job.Subscription](t)(m.Subscribe(ctx, h.id, 0))
 			same(t, "first event", describe(next(t, s)), "status running")
-			if ev := next(t, s); ev.Type != task.EventLog || !strings.HasPrefix(ev.Line.Message, "started in process") {
+			if ev := next(t, s); ev.Type != job.EventLog || !strings.HasPrefix(ev.Line.Message, "started in process") {
 				t.Fatalf("second event %+v", ev)
 			}
-			must[task.Task](t)(m.Cancel(ctx, h.id, "tester"))
+			must[job.Record](t)(m.Cancel(ctx, h.id, "tester"))
 			select {
 			case err := <-h.done:
 				ok(t, err)
@@ -165,7 +165,7 @@ func TestCancelAcrossProcesses(t *testing.T) {
 				t.Fatalf("the helper did not end its task within %s of the cancel", eventWait)
 			}
 			out, _ := io.ReadAll(h.out)
-			if !strings.Contains(string(out), "ended: "+task.ErrCancelled.Error()) {
+			if !strings.Contains(string(out), "ended: "+job.ErrCancelled.Error()) {
 				t.Fatalf("helper's task context ended by: %q", out)
 			}
 			var seen []string
@@ -176,7 +176,7 @@ func TestCancelAcrossProcesses(t *testing.T) {
 			}
 			ok(t, s.Err())
 			same(t, "events after the cancel", seen, []string{"log 2:cancel requested by tester", "status cancelled"})
-			got := must[task.Task](t)(m.Get(ctx, h.id))
+			got := must[job.Record](t)(m.Get(ctx, h.id))
 			if got.Status != catalog.StatusCancelled || got.Owner.PID != h.cmd.Process.Pid {
 				t.Fatalf("task after the cancel: %+v", got)
 			}
@@ -193,18 +193,18 @@ func TestTaskOfAKilledProcessIsInterrupted(t *testing.T) {
 			h := startHelper(t, loc, "hang")
 			cat := openLocation(t, loc)
 			ctx := context.Background()
-			if got := must[task.Task](t)(cat.GetJob(ctx, h.id)); got.Status != catalog.StatusRunning {
+			if got := must[job.Record](t)(cat.GetJob(ctx, h.id)); got.Status != catalog.StatusRunning {
 				t.Fatalf("task of the live helper: %+v", got)
 			}
 			ok(t, h.cmd.Process.Kill())
 			<-h.done
-			m := newManager(t, cat, task.Options{})
-			got := must[task.Task](t)(m.Get(ctx, h.id))
+			m := newManager(t, cat, job.Options{})
+			got := must[job.Record](t)(m.Get(ctx, h.id))
 			want := fmt.Sprintf("interrupted: the coffer process that ran it (pid %d on %s) is gone", h.cmd.Process.Pid, m.Owner().Host)
 			if got.Status != catalog.StatusFailed || got.Error != want || got.FinishedAt.IsZero() {
 				t.Fatalf("task of the killed helper: %s %q, want failed %q", got.Status, got.Error, want)
 			}
-			lines := must[[]task.Line](t)(m.Log(ctx, h.id, 0, 0))
+			lines := must[[]job.Line](t)(m.Log(ctx, h.id, 0, 0))
 			if len(lines) != 2 || lines[1].Message != want {
 				t.Fatalf("log: %v", messages(lines))
 			}

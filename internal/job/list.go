@@ -1,4 +1,4 @@
-package task
+package job
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
-// Get returns a task.
-func (m *Manager) Get(ctx context.Context, id int64) (Task, error) {
+// Get returns a job.
+func (m *Manager) Get(ctx context.Context, id int64) (Record, error) {
 	return m.cat.GetJob(ctx, id)
 }
 
-// Filter selects tasks for List; zero fields match everything.
+// Filter selects jobs for List; zero fields match everything.
 type Filter struct {
 	Kind   string
 	Status Status
 	Policy string
-	VM     string // a VM's name or ID: tasks on it, and policy runs that backed it up
+	VM     string // a VM's name or ID: jobs on it, and policy runs that backed it up
 	User   string
 	Object string
 	Since  time.Time // created at or after
@@ -33,11 +33,11 @@ type Filter struct {
 // Page is one page of a listing, newest first; Next is the cursor of the
 // following page, "" after the last.
 type Page struct {
-	Tasks []Task
+	Tasks []Record
 	Next  string
 }
 
-// List lists tasks newest first, a page at a time.
+// List lists jobs newest first, a page at a time.
 func (m *Manager) List(ctx context.Context, f Filter) (Page, error) {
 	switch {
 	case f.Limit == 0:
@@ -60,12 +60,12 @@ func (m *Manager) List(ctx context.Context, f Filter) (Page, error) {
 		p.Next = formatCursor(p.Tasks[f.Limit-1].Cursor())
 	}
 	if p.Tasks == nil {
-		p.Tasks = []Task{}
+		p.Tasks = []Record{}
 	}
 	return p, nil
 }
 
-// A cursor is "<created, µs since the epoch>.<ID>" of a page's last task.
+// A cursor is "<created, µs since the epoch>.<ID>" of a page's last job.
 func formatCursor(c catalog.JobCursor) string {
 	return strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "." + strconv.FormatInt(c.ID, 10)
 }
@@ -83,7 +83,7 @@ func parseCursor(s string) (catalog.JobCursor, error) {
 	return catalog.JobCursor{CreatedAt: time.UnixMicro(t).UTC(), ID: n}, nil
 }
 
-// Log returns lines of a task's log in order: those after line start (0:
+// Log returns lines of a job's log in order: those after line start (0:
 // from the first), at most limit (default 500, at most 10000). The next
 // page starts at the last line's Seq.
 func (m *Manager) Log(ctx context.Context, id, start int64, limit int) ([]Line, error) {

@@ -1,4 +1,4 @@
-package task
+package job
 
 import (
 	"maps"
@@ -9,33 +9,33 @@ import (
 )
 
 // The watcher learns what other processes record: cancel requests for the
-// tasks this process runs, and the changes and log lines of the tasks its
+// jobs this process runs, and the changes and log lines of the jobs its
 // subscribers follow that run elsewhere. On PostgreSQL it reads what the
 // notices name (follow); on a catalog that cannot push changes it reads
-// the followed tasks every PollInterval while anything is followed or
+// the followed jobs every PollInterval while anything is followed or
 // running here, and sleeps otherwise (poll). One goroutine runs it, so the
-// events of a task run elsewhere are published in order.
+// events of a job run elsewhere are published in order.
 
 // watchState is the watcher's memory: the last state published of each
-// task followed here and run elsewhere, the tasks whose end it published
+// job followed here and run elsewhere, the jobs whose end it published
 // lately (a late notice must not publish them again), and the highest
-// task ID seen (new tasks, for subscriptions to every task, when polling).
+// job ID seen (new jobs, for subscriptions to every job, when polling).
 type watchState struct {
-	seen    map[int64]Task
+	seen    map[int64]Record
 	ended   map[int64]time.Time
 	maxSeen int64
 	failing bool
 }
 
 func newWatchState() *watchState {
-	return &watchState{seen: map[int64]Task{}, ended: map[int64]time.Time{}}
+	return &watchState{seen: map[int64]Record{}, ended: map[int64]time.Time{}}
 }
 
-// endMemory is how long the end of a task is remembered: longer than any
+// endMemory is how long the end of a job is remembered: longer than any
 // notice of it takes to arrive.
 const endMemory = 10 * time.Minute
 
-// over reports whether the end of task id was published here (by the
+// over reports whether the end of job id was published here (by the
 // watcher, or by this process's handle), and forgets old ends.
 func (m *Manager) over(w *watchState, id int64) bool {
 	now := time.Now()
@@ -72,7 +72,7 @@ func (m *Manager) poll() {
 	}
 }
 
-// following reports whether anything needs the watcher: a task running
+// following reports whether anything needs the watcher: a job running
 // here (its cancel flag) or a subscriber.
 func (m *Manager) following() bool {
 	m.mu.Lock()
@@ -88,14 +88,14 @@ func (m *Manager) ownedIDs() []int64 {
 	return slices.Collect(maps.Keys(m.owned))
 }
 
-// refresh reads every task the watcher follows and observes it.
+// refresh reads every job the watcher follows and observes it.
 func (m *Manager) refresh(w *watchState) {
 	ids, all := m.hub.followed()
-	var jobs []Task
+	var jobs []Record
 	var err error
 	list := func(f catalog.JobFilter) {
 		if err == nil {
-			var js []Task
+			var js []Record
 			js, err = m.cat.ListJobs(m.ctx, f)
 			jobs = append(jobs, js...)
 		}
@@ -164,7 +164,7 @@ func (m *Manager) follow(notices <-chan catalog.JobNotice) {
 			}
 			batch = append(batch, n)
 		}
-		// Read each task once for all its notices waiting now.
+		// Read each job once for all its notices waiting now.
 	drain:
 		for {
 			select {
@@ -209,8 +209,8 @@ func (m *Manager) follow(notices <-chan catalog.JobNotice) {
 	}
 }
 
-// observe handles the current state of a task read from the catalog.
-func (m *Manager) observe(w *watchState, j Task) {
+// observe handles the current state of a job read from the catalog.
+func (m *Manager) observe(w *watchState, j Record) {
 	w.maxSeen = max(w.maxSeen, j.ID)
 	if h := m.handle(j.ID); h != nil {
 		delete(w.seen, j.ID) // its handle publishes it
@@ -223,7 +223,7 @@ func (m *Manager) observe(w *watchState, j Task) {
 		delete(w.seen, j.ID)
 		return
 	}
-	// A task's new state comes before its new lines, except its final
+	// A job's new state comes before its new lines, except its final
 	// status, which follows its last line.
 	prev, known := w.seen[j.ID]
 	w.seen[j.ID] = j
@@ -233,7 +233,7 @@ func (m *Manager) observe(w *watchState, j Task) {
 	}
 	last := m.hub.lastSeq(j.ID, func() int64 {
 		if since := m.hub.since(); !since.IsZero() && !j.CreatedAt.Before(since) {
-			return 0 // a new task: its whole log
+			return 0 // a new job: its whole log
 		}
 		return j.LogLines
 	})
@@ -254,9 +254,9 @@ func (m *Manager) observe(w *watchState, j Task) {
 	}
 }
 
-// change is the event a new state of a task makes, "" when nothing a
+// change is the event a new state of a job makes, "" when nothing a
 // subscriber sees changed.
-func change(prev Task, known bool, j Task) string {
+func change(prev Record, known bool, j Record) string {
 	switch {
 	case !known || prev.Status != j.Status || prev.Error != j.Error || !prev.CancelRequested.Equal(j.CancelRequested) ||
 		!prev.StartedAt.Equal(j.StartedAt) || !prev.FinishedAt.Equal(j.FinishedAt) ||

@@ -1,15 +1,15 @@
-package task
+package job
 
 import "context"
 
 // pump delivers a subscription's queue to its reader. It alone reads the
-// catalog for the subscription (its task's state and the lines the reader
+// catalog for the subscription (its job's state and the lines the reader
 // is missing), so a slow reader or a slow read never holds up the
 // publishers.
 func (s *Subscription) pump() {
 	defer close(s.c)
-	cursor := map[int64]int64{} // the last line delivered, per task
-	state := map[int64]Task{}   // the last state delivered, per task
+	cursor := map[int64]int64{} // the last line delivered, per job
+	state := map[int64]Record{} // the last state delivered, per job
 	if s.id != 0 {
 		j, err := s.m.cat.GetJob(s.ctx(), s.id)
 		if err != nil {
@@ -17,10 +17,10 @@ func (s *Subscription) pump() {
 			return
 		}
 		cursor[s.id], state[s.id] = s.after, j
-		status := Event{Type: EventStatus, TaskID: s.id, Task: j}
+		status := Event{Type: EventStatus, JobID: s.id, Job: j}
 		if j.Status.Done() {
 			// Ended already: its log, then its final state as the last
-			// event, as for a task that ends while followed (a reader
+			// event, as for a job that ends while followed (a reader
 			// such as the console stops at the final state).
 			if s.fill(cursor, s.id, j.LogLines) && s.emit(status) {
 				s.end(nil)
@@ -44,27 +44,27 @@ func (s *Subscription) pump() {
 		for _, ev := range queue {
 			switch ev.Type {
 			case EventLog:
-				last, known := cursor[ev.TaskID]
+				last, known := cursor[ev.JobID]
 				if known && ev.Line.Seq <= last {
 					continue // already delivered (from the catalog)
 				}
-				if known && !s.fill(cursor, ev.TaskID, ev.Line.Seq-1) {
+				if known && !s.fill(cursor, ev.JobID, ev.Line.Seq-1) {
 					return
 				}
 				if !s.emit(ev) {
 					return
 				}
-				cursor[ev.TaskID] = ev.Line.Seq
+				cursor[ev.JobID] = ev.Line.Seq
 			default:
 				// The same state may come twice (this pump read it, then
 				// the watcher): deliver changes only.
-				prev, known := state[ev.TaskID]
-				if ev.Type = change(prev, known, ev.Task); ev.Type == "" {
+				prev, known := state[ev.JobID]
+				if ev.Type = change(prev, known, ev.Job); ev.Type == "" {
 					continue
 				}
-				state[ev.TaskID] = ev.Task
-				done := ev.Task.Status.Done()
-				if done && s.id != 0 && !s.fill(cursor, ev.TaskID, ev.Task.LogLines) {
+				state[ev.JobID] = ev.Job
+				done := ev.Job.Status.Done()
+				if done && s.id != 0 && !s.fill(cursor, ev.JobID, ev.Job.LogLines) {
 					return
 				}
 				if !s.emit(ev) {
@@ -75,15 +75,15 @@ func (s *Subscription) pump() {
 						s.end(nil)
 						return
 					}
-					delete(cursor, ev.TaskID)
-					delete(state, ev.TaskID)
+					delete(cursor, ev.JobID)
+					delete(state, ev.JobID)
 				}
 			}
 		}
 	}
 }
 
-// fill delivers the lines of a task after the cursor up to line upTo from
+// fill delivers the lines of a job after the cursor up to line upTo from
 // the catalog: lines recorded before the subscription, or by another
 // process between two lines this one published.
 func (s *Subscription) fill(cursor map[int64]int64, id, upTo int64) bool {
@@ -97,7 +97,7 @@ func (s *Subscription) fill(cursor map[int64]int64, id, upTo int64) bool {
 			return true
 		}
 		for _, l := range lines {
-			if !s.emit(Event{Type: EventLog, TaskID: id, Line: l}) {
+			if !s.emit(Event{Type: EventLog, JobID: id, Line: l}) {
 				return false
 			}
 			cursor[id] = l.Seq

@@ -1,4 +1,4 @@
-package task_test
+package job_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlite"
-	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/job"
 )
 
 // openCatalog opens a handle to the SQLite catalog at path, as a process
@@ -34,7 +34,7 @@ func newCatalog(t *testing.T) (catalog.Catalog, string) {
 
 // newManager starts a manager that polls quickly (tests wait on events,
 // never on time) and prunes only when asked.
-func newManager(t *testing.T, cat catalog.Catalog, o task.Options) *task.Manager {
+func newManager(t *testing.T, cat catalog.Catalog, o job.Options) *job.Manager {
 	t.Helper()
 	if o.PollInterval == 0 {
 		o.PollInterval = 10 * time.Millisecond
@@ -42,7 +42,7 @@ func newManager(t *testing.T, cat catalog.Catalog, o task.Options) *task.Manager
 	if o.PruneEvery == 0 {
 		o.PruneEvery = -1
 	}
-	m, err := task.New(context.Background(), cat, o)
+	m, err := job.New(context.Background(), cat, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func same[T any](t *testing.T, what string, got, want T) {
 	}
 }
 
-func messages(lines []task.Line) []string {
+func messages(lines []job.Line) []string {
 	out := make([]string, len(lines))
 	for i, l := range lines {
 		out[i] = fmt.Sprintf("%d:%s", l.Seq, l.Message)
@@ -84,23 +84,23 @@ func messages(lines []task.Line) []string {
 
 func TestStartLogProgressFinish(t *testing.T) {
 	cat, path := newCatalog(t)
-	m := newManager(t, cat, task.Options{User: "root", Worker: "w1"})
-	ctx := task.WithUser(context.Background(), task.User{Name: "alice@pam", Token: "alice@pam!ci"})
-	h := must[*task.Handle](t)(m.Start(ctx, task.Spec{Kind: task.KindVerify, Object: "/repositories/main", Repository: "main"}))
+	m := newManager(t, cat, job.Options{User: "root", Worker: "w1"})
+	ctx := job.WithUser(context.Background(), job.User{Name: "alice@pam", Token: "alice@pam!ci"})
+	h := must[*job.Handle](t)(m.Start(ctx, job.Spec{Kind: job.KindVerify, Object: "/repositories/main", Repository: "main"}))
 	h.Log("info", "reading packs", map[string]any{"packs": 3})
 	h.Logf("%d of %d packs read", 1, 3)
-	h.Progress(task.Progress{BytesDone: 10, BytesTotal: 30, ItemsDone: 1, ItemsTotal: 3})
+	h.Progress(job.Progress{BytesDone: 10, BytesTotal: 30, ItemsDone: 1, ItemsTotal: 3})
 	ok(t, h.Flush(ctx))
 
-	got := must[task.Task](t)(m.Get(ctx, h.ID()))
-	if got.Kind != task.KindVerify || got.Object != "/repositories/main" || got.User != "alice@pam" || got.Token != "alice@pam!ci" ||
+	got := must[job.Record](t)(m.Get(ctx, h.ID()))
+	if got.Kind != job.KindVerify || got.Object != "/repositories/main" || got.User != "alice@pam" || got.Token != "alice@pam!ci" ||
 		got.Status != catalog.StatusRunning || got.Worker != "w1" || got.Owner != m.Owner() || got.LogLines != 2 || got.StartedAt.IsZero() {
 		t.Fatalf("running task: %+v", got)
 	}
 	// The last sample is written with the end, even if its turn had not come.
-	last := task.Progress{BytesDone: 30, BytesTotal: 30, ItemsDone: 3, ItemsTotal: 3}
+	last := job.Progress{BytesDone: 30, BytesTotal: 30, ItemsDone: 3, ItemsTotal: 3}
 	h.Progress(last)
-	fin := must[task.Task](t)(h.Finish(ctx, catalog.StatusSuccess, ""))
+	fin := must[job.Record](t)(h.Finish(ctx, catalog.StatusSuccess, ""))
 	if h.Context().Err() == nil {
 		t.Fatal("a finished task's context is still live")
 	}
@@ -108,20 +108,20 @@ func TestStartLogProgressFinish(t *testing.T) {
 		t.Fatal("a task finished twice")
 	}
 	// A restart: another process reads the same task.
-	got = must[task.Task](t)(newManager(t, openCatalog(t, path), task.Options{}).Get(ctx, h.ID()))
+	got = must[job.Record](t)(newManager(t, openCatalog(t, path), job.Options{}).Get(ctx, h.ID()))
 	same(t, "finished task after a restart", got, fin)
 	if got.Status != catalog.StatusSuccess || got.FinishedAt.IsZero() || got.Progress != last {
 		t.Fatalf("finished task: %+v", got)
 	}
 
-	same(t, "whole log", messages(must[[]task.Line](t)(m.Log(ctx, h.ID(), 0, 0))), []string{"1:reading packs", "2:1 of 3 packs read"})
-	same(t, "a page", messages(must[[]task.Line](t)(m.Log(ctx, h.ID(), 1, 1))), []string{"2:1 of 3 packs read"})
-	same(t, "past the end", must[[]task.Line](t)(m.Log(ctx, h.ID(), 2, 10)), []task.Line{})
-	if _, err := m.Log(ctx, h.ID()+100, 0, 0); !errors.Is(err, task.ErrNotFound) {
+	same(t, "whole log", messages(must[[]job.Line](t)(m.Log(ctx, h.ID(), 0, 0))), []string{"1:reading packs", "2:1 of 3 packs read"})
+	same(t, "a page", messages(must[[]job.Line](t)(m.Log(ctx, h.ID(), 1, 1))), []string{"2:1 of 3 packs read"})
+	same(t, "past the end", must[[]job.Line](t)(m.Log(ctx, h.ID(), 2, 10)), []job.Line{})
+	if _, err := m.Log(ctx, h.ID()+100, 0, 0); !errors.Is(err, job.ErrNotFound) {
 		t.Fatalf("log of a missing task: %v", err)
 	}
 	for _, bad := range [][2]int64{{-1, 10}, {0, -1}, {0, 10001}} {
-		if _, err := m.Log(ctx, h.ID(), bad[0], int(bad[1])); !errors.Is(err, task.ErrInvalid) {
+		if _, err := m.Log(ctx, h.ID(), bad[0], int(bad[1])); !errors.Is(err, job.ErrInvalid) {
 			t.Fatalf("log from %d, limit %d: %v", bad[0], bad[1], err)
 		}
 	}
@@ -131,68 +131,68 @@ func TestStartLogProgressFinish(t *testing.T) {
 // local user of a command), and a queued task starts when Begin says so.
 func TestDefaultUserAndQueuedTasks(t *testing.T) {
 	cat, _ := newCatalog(t)
-	m := newManager(t, cat, task.Options{User: "root"})
+	m := newManager(t, cat, job.Options{User: "root"})
 	ctx := context.Background()
-	h := must[*task.Handle](t)(m.Start(ctx, task.Spec{Kind: task.KindGC, Queued: true}))
-	got := must[task.Task](t)(m.Get(ctx, h.ID()))
+	h := must[*job.Handle](t)(m.Start(ctx, job.Spec{Kind: job.KindGC, Queued: true}))
+	got := must[job.Record](t)(m.Get(ctx, h.ID()))
 	if got.User != "root" || got.Status != catalog.StatusQueued || !got.StartedAt.IsZero() {
 		t.Fatalf("queued task: %+v", got)
 	}
 	ok(t, h.Begin(ctx))
-	got = must[task.Task](t)(m.Get(ctx, h.ID()))
+	got = must[job.Record](t)(m.Get(ctx, h.ID()))
 	if got.Status != catalog.StatusRunning || got.StartedAt.IsZero() {
 		t.Fatalf("begun task: %+v", got)
 	}
-	fin := must[task.Task](t)(h.End(ctx, errors.New("disk full")))
+	fin := must[job.Record](t)(h.End(ctx, errors.New("disk full")))
 	if fin.Status != catalog.StatusFailed || fin.Error != "disk full" {
 		t.Fatalf("task ended by an error: %+v", fin)
 	}
-	if _, err := m.Start(ctx, task.Spec{}); !errors.Is(err, task.ErrInvalid) {
+	if _, err := m.Start(ctx, job.Spec{}); !errors.Is(err, job.ErrInvalid) {
 		t.Fatalf("a task without a kind: %v", err)
 	}
 }
 
 func TestListFiltersAndPages(t *testing.T) {
 	cat, _ := newCatalog(t)
-	m := newManager(t, cat, task.Options{})
+	m := newManager(t, cat, job.Options{})
 	ctx := context.Background()
 	var ids []int64
-	for i, s := range []task.Spec{
-		{Kind: task.KindVerify, User: "alice", Object: "/repositories/main"},
-		{Kind: task.KindRestoreVM, User: "bob", VM: "web", Object: "/connections/kvm1/vm/web"},
-		{Kind: task.KindVerify, User: "bob", Object: "/repositories/main"},
-		{Kind: task.KindGC, User: "alice", Object: "/repositories/main"},
-		{Kind: task.KindCopy, User: "carol"},
+	for i, s := range []job.Spec{
+		{Kind: job.KindVerify, User: "alice", Object: "/repositories/main"},
+		{Kind: job.KindRestoreVM, User: "bob", VM: "web", Object: "/connections/kvm1/vm/web"},
+		{Kind: job.KindVerify, User: "bob", Object: "/repositories/main"},
+		{Kind: job.KindGC, User: "alice", Object: "/repositories/main"},
+		{Kind: job.KindCopy, User: "carol"},
 	} {
-		h := must[*task.Handle](t)(m.Start(ctx, s))
+		h := must[*job.Handle](t)(m.Start(ctx, s))
 		ids = append(ids, h.ID())
 		if i%2 == 0 {
-			must[task.Task](t)(h.Finish(ctx, catalog.StatusSuccess, ""))
+			must[job.Record](t)(h.Finish(ctx, catalog.StatusSuccess, ""))
 		} else {
 			defer h.Finish(ctx, catalog.StatusCancelled, "test over")
 		}
 	}
-	list := func(f task.Filter) ([]int64, string) {
+	list := func(f job.Filter) ([]int64, string) {
 		t.Helper()
-		p := must[task.Page](t)(m.List(ctx, f))
+		p := must[job.Page](t)(m.List(ctx, f))
 		out := []int64{}
 		for _, j := range p.Tasks {
 			out = append(out, j.ID)
 		}
 		return out, p.Next
 	}
-	got, next := list(task.Filter{Kind: task.KindVerify})
+	got, next := list(job.Filter{Kind: job.KindVerify})
 	same(t, "verify tasks", got, []int64{ids[2], ids[0]})
 	same(t, "no next page", next, "")
-	got, _ = list(task.Filter{User: "bob", Status: catalog.StatusRunning})
+	got, _ = list(job.Filter{User: "bob", Status: catalog.StatusRunning})
 	same(t, "bob's running tasks", got, []int64{ids[1]})
-	got, _ = list(task.Filter{VM: "web"})
+	got, _ = list(job.Filter{VM: "web"})
 	same(t, "tasks on VM web", got, []int64{ids[1]})
-	got, _ = list(task.Filter{Object: "/repositories/main", User: "alice"})
+	got, _ = list(job.Filter{Object: "/repositories/main", User: "alice"})
 	same(t, "alice's tasks on main", got, []int64{ids[3], ids[0]})
 
 	var paged []int64
-	f := task.Filter{Limit: 2}
+	f := job.Filter{Limit: 2}
 	for range len(ids) {
 		page, next := list(f)
 		paged = append(paged, page...)
@@ -203,8 +203,8 @@ func TestListFiltersAndPages(t *testing.T) {
 	}
 	same(t, "pages", paged, []int64{ids[4], ids[3], ids[2], ids[1], ids[0]})
 
-	for _, bad := range []task.Filter{{Cursor: "yesterday"}, {Cursor: "12.x"}, {Limit: -1}, {Limit: 1001}} {
-		if _, err := m.List(ctx, bad); !errors.Is(err, task.ErrInvalid) {
+	for _, bad := range []job.Filter{{Cursor: "yesterday"}, {Cursor: "12.x"}, {Limit: -1}, {Limit: 1001}} {
+		if _, err := m.List(ctx, bad); !errors.Is(err, job.ErrInvalid) {
 			t.Fatalf("list %+v: %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -217,7 +217,7 @@ func TestPruneHistory(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	mk := func(age time.Duration, status catalog.Status, lines int) int64 {
-		j := &catalog.Job{Kind: task.KindVerify, Status: status, CreatedAt: now.Add(-age - time.Hour)}
+		j := &catalog.Job{Kind: job.KindVerify, Status: status, CreatedAt: now.Add(-age - time.Hour)}
 		if status.Done() {
 			j.FinishedAt = now.Add(-age)
 		} else {
@@ -233,18 +233,18 @@ func TestPruneHistory(t *testing.T) {
 	}
 	old := []int64{mk(40*24*time.Hour, catalog.StatusSuccess, 7), mk(31*24*time.Hour, catalog.StatusFailed, 2)}
 	kept := []int64{mk(29*24*time.Hour, catalog.StatusSuccess, 3), mk(0, catalog.StatusRunning, 4)}
-	m := newManager(t, cat, task.Options{Retention: 30 * 24 * time.Hour, PruneBatch: 3})
+	m := newManager(t, cat, job.Options{Retention: 30 * 24 * time.Hour, PruneBatch: 3})
 	n := must[int](t)(m.Prune(ctx))
 	same(t, "rows pruned", n, 7+2+2)
 	for _, id := range old {
-		if _, err := m.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
+		if _, err := m.Get(ctx, id); !errors.Is(err, job.ErrNotFound) {
 			t.Fatalf("old task %d after pruning: %v", id, err)
 		}
 	}
 	for _, id := range kept {
-		must[task.Task](t)(m.Get(ctx, id))
+		must[job.Record](t)(m.Get(ctx, id))
 	}
-	keepAll := newManager(t, cat, task.Options{Retention: -1})
+	keepAll := newManager(t, cat, job.Options{Retention: -1})
 	same(t, "rows pruned with retention off", must[int](t)(keepAll.Prune(ctx)), 0)
 }
 
@@ -260,13 +260,13 @@ func TestMain(m *testing.M) {
 // recorded with the reason instead of its fields.
 func TestUnrecordableFieldsDoNotBlockTheLog(t *testing.T) {
 	cat, _ := newCatalog(t)
-	m := newManager(t, cat, task.Options{})
+	m := newManager(t, cat, job.Options{})
 	ctx := context.Background()
-	h := must[*task.Handle](t)(m.Start(ctx, task.Spec{Kind: task.KindCopy}))
+	h := must[*job.Handle](t)(m.Start(ctx, job.Spec{Kind: job.KindCopy}))
 	h.Log("info", "odd", map[string]any{"ch": make(chan int)})
 	h.Log("info", "fine", map[string]any{"n": 1})
-	must[task.Task](t)(h.Finish(ctx, catalog.StatusSuccess, ""))
-	lines := must[[]task.Line](t)(m.Log(ctx, h.ID(), 0, 0))
+	must[job.Record](t)(h.Finish(ctx, catalog.StatusSuccess, ""))
+	lines := must[[]job.Line](t)(m.Log(ctx, h.ID(), 0, 0))
 	same(t, "log", messages(lines), []string{"1:odd", "2:fine"})
 	if _, ok := lines[0].Fields["unrecordable_fields"]; !ok {
 		t.Fatalf("fields of the odd line: %v", lines[0].Fields)

@@ -1,4 +1,4 @@
-package task
+package job
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// Cancel asks a queued or running task to stop, on behalf of by (a user
+// Cancel asks a queued or running job to stop, on behalf of by (a user
 // name, for its log). The request is a flag in the catalog, so it reaches
-// the task wherever it runs: at once when it runs in this process, within
-// a notice (PostgreSQL) or a poll (SQLite) in another. A task whose
+// the job wherever it runs: at once when it runs in this process, within
+// a notice (PostgreSQL) or a poll (SQLite) in another. A job whose
 // process is gone is marked cancelled here and now. Cancelling a finished
-// task is an error wrapping ErrFinished, returned with the task.
-func (m *Manager) Cancel(ctx context.Context, id int64, by string) (Task, error) {
+// job is an error wrapping ErrFinished, returned with the job.
+func (m *Manager) Cancel(ctx context.Context, id int64, by string) (Record, error) {
 	msg := "cancel requested"
 	if by != "" {
 		msg += " by " + by
@@ -26,7 +26,7 @@ func (m *Manager) Cancel(ctx context.Context, id int64, by string) (Task, error)
 		return j, fmt.Errorf("task %d has already finished (%s): nothing to cancel: %w", id, j.Status, ErrFinished)
 	}
 	if err != nil {
-		return Task{}, err
+		return Record{}, err
 	}
 	if h := m.handle(id); h != nil {
 		// Its subscribers get the line now; its handle's next lines
@@ -44,11 +44,11 @@ func (m *Manager) Cancel(ctx context.Context, id int64, by string) (Task, error)
 	return j, nil
 }
 
-// ownerGone reports whether the process running a task is gone, and why.
+// ownerGone reports whether the process running a job is gone, and why.
 // On this host the process table answers at once, however long since its
-// last heartbeat (a live process is trusted to finish or die); the task
+// last heartbeat (a live process is trusted to finish or die); the job
 // of another host is judged by its heartbeat, like a lease by its expiry.
-func (m *Manager) ownerGone(j Task, now time.Time) (bool, string) {
+func (m *Manager) ownerGone(j Record, now time.Time) (bool, string) {
 	o := j.Owner
 	if o.Host == m.owner.Host && o.PID > 0 {
 		// The same test as repository leases (repo.LeaseInfo.Dead): the
@@ -76,10 +76,10 @@ func (m *Manager) ownerGone(j Task, now time.Time) (bool, string) {
 	return true, fmt.Sprintf("%s showed no sign of life since %s", who, last.Local().Format(time.DateTime))
 }
 
-// Recover marks every queued or running task whose process is gone as
+// Recover marks every queued or running job whose process is gone as
 // failed, "interrupted", and returns how many it marked. New runs it, and
 // the Manager again every StaleAfter/2; several processes may race to mark
-// a task, and one does.
+// a job, and one does.
 func (m *Manager) Recover(ctx context.Context) (int, error) {
 	jobs, err := m.cat.ListJobs(ctx, catalog.JobFilter{Unfinished: true})
 	if err != nil {
@@ -106,7 +106,7 @@ func (m *Manager) Recover(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Prune deletes the finished tasks older than Options.Retention with their
+// Prune deletes the finished jobs older than Options.Retention with their
 // logs, a batch (Options.PruneBatch rows) per transaction so that other
 // writers are never held up for long, and returns the rows deleted.
 func (m *Manager) Prune(ctx context.Context) (int, error) {

@@ -1,4 +1,4 @@
-package task
+package job
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
-// writeTimeout bounds one write of a task's log or progress: a catalog
+// writeTimeout bounds one write of a job's log or progress: a catalog
 // that does not answer (a PostgreSQL server gone, a SQLite file locked by
 // a stuck process) delays the record, never the work.
 const writeTimeout = 30 * time.Second
@@ -19,11 +19,11 @@ const writeTimeout = 30 * time.Second
 // retryAfter is the wait before writing again after a failed write.
 const retryAfter = time.Second
 
-// Handle is a running task, held by the code that does its work. Its
+// Handle is a running job, held by the code that does its work. Its
 // methods never block on the catalog (except Begin, Flush and Finish):
 // lines and progress samples are queued and written by a goroutine of the
 // handle, as soon as it can, every line queued meanwhile in one
-// transaction (so a chatty task costs few transactions). A write that
+// transaction (so a chatty job costs few transactions). A write that
 // fails is retried; the work goes on.
 type Handle struct {
 	m      *Manager
@@ -32,7 +32,7 @@ type Handle struct {
 	cancel context.CancelCauseFunc
 
 	mu         sync.Mutex
-	job        Task
+	job        Record
 	lines      []Line    // queued, not yet written
 	progress   *Progress // newest sample not yet written
 	lastBeat   time.Time
@@ -49,24 +49,24 @@ type Handle struct {
 	done chan struct{}
 }
 
-func newHandle(m *Manager, ctx context.Context, j Task) *Handle {
+func newHandle(m *Manager, ctx context.Context, j Record) *Handle {
 	tctx, cancel := context.WithCancelCause(ctx)
 	now := time.Now()
 	return &Handle{m: m, id: j.ID, ctx: tctx, cancel: cancel, job: j, lastBeat: now, flushed: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// ID is the task's ID.
+// ID is the job's ID.
 func (h *Handle) ID() int64 { return h.id }
 
-// Job returns the task as this process knows it.
-func (h *Handle) Job() Task {
+// Job returns the job as this process knows it.
+func (h *Handle) Job() Record {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.job
 }
 
-// Context ends when the task is cancelled, from this process or another
+// Context ends when the job is cancelled, from this process or another
 // (its cause then wraps ErrCancelled), when the context given to Start
 // ends, or after Finish.
 func (h *Handle) Context() context.Context { return h.ctx }
@@ -78,15 +78,15 @@ func (h *Handle) signal() {
 	}
 }
 
-// Log appends a line to the task's log.
+// Log appends a line to the job's log.
 func (h *Handle) Log(level, msg string, fields map[string]any) {
 	h.Record(Line{Level: level, Kind: "log", Message: msg, Fields: fields})
 }
 
-// Logf appends a formatted info line to the task's log.
+// Logf appends a formatted info line to the job's log.
 func (h *Handle) Logf(format string, args ...any) { h.Log("info", fmt.Sprintf(format, args...), nil) }
 
-// Record appends lines to the task's log as they are (the engine's events,
+// Record appends lines to the job's log as they are (the engine's events,
 // with their kinds and VM tasks); their JobID is the task's.
 func (h *Handle) Record(lines ...Line) {
 	now := time.Now()
@@ -123,7 +123,7 @@ func (h *Handle) Progress(p Progress) {
 	h.signal()
 }
 
-// SetCounts sets the counts of a task's parts (a policy run's VMs: total,
+// SetCounts sets the counts of a job's parts (a policy run's VMs: total,
 // succeeded, failed), written with the next change of status.
 func (h *Handle) SetCounts(total, ok, failed int) {
 	h.mu.Lock()
@@ -131,7 +131,7 @@ func (h *Handle) SetCounts(total, ok, failed int) {
 	h.mu.Unlock()
 }
 
-// Begin marks a queued task running.
+// Begin marks a queued job running.
 func (h *Handle) Begin(ctx context.Context) error {
 	h.mu.Lock()
 	h.job.Status, h.job.StartedAt = catalog.StatusRunning, h.m.now()
@@ -174,7 +174,7 @@ func (h *Handle) Flush(ctx context.Context) error {
 	}
 }
 
-// cancelRequested cancels the task's context: a cancel was requested at t.
+// cancelRequested cancels the job's context: a cancel was requested at t.
 func (h *Handle) cancelRequested(t time.Time) {
 	h.mu.Lock()
 	first := h.job.CancelRequested.IsZero() && !h.finishing
@@ -250,7 +250,7 @@ func (h *Handle) write(final bool) time.Duration {
 				h.lastSample, h.job.Progress = now, *sample
 			}
 		case errors.Is(err, catalog.ErrNotFound):
-			// Another process judged this one gone and ended the task;
+			// Another process judged this one gone and ended the job;
 			// the work goes on and Finish records its real end.
 			h.lastBeat = now
 			if !h.warnedGone {
@@ -297,10 +297,10 @@ func (h *Handle) write(final bool) time.Duration {
 	return max(wait, 0)
 }
 
-// Finish ends the task with a final status and its error message (empty
+// Finish ends the job with a final status and its error message (empty
 // on success): it writes what is queued, then the status, the counts and
-// the last progress, and tells subscribers. The task's context ends.
-func (h *Handle) Finish(ctx context.Context, status Status, msg string) (Task, error) {
+// the last progress, and tells subscribers. The job's context ends.
+func (h *Handle) Finish(ctx context.Context, status Status, msg string) (Record, error) {
 	if !status.Done() {
 		return h.Job(), fmt.Errorf("finish task %d: %q is not a final status", h.id, status)
 	}
@@ -347,10 +347,10 @@ func (h *Handle) Finish(ctx context.Context, status Status, msg string) (Task, e
 	return j, errors.Join(errs...)
 }
 
-// updateRetrying writes the task's end, trying a few times: a task left
+// updateRetrying writes the job's end, trying a few times: a job left
 // "running" by a passing catalog error would stay so while this process
 // lives.
-func (h *Handle) updateRetrying(ctx context.Context, j *Task) error {
+func (h *Handle) updateRetrying(ctx context.Context, j *Record) error {
 	var err error
 	for attempt := range 3 {
 		if attempt > 0 {
@@ -367,9 +367,9 @@ func (h *Handle) updateRetrying(ctx context.Context, j *Task) error {
 	return err
 }
 
-// End finishes the task by the outcome of its work: success without an
+// End finishes the job by the outcome of its work: success without an
 // error, cancelled when its context was cancelled, failed otherwise.
-func (h *Handle) End(ctx context.Context, err error) (Task, error) {
+func (h *Handle) End(ctx context.Context, err error) (Record, error) {
 	switch {
 	case err == nil:
 		return h.Finish(ctx, catalog.StatusSuccess, "")

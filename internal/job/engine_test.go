@@ -1,4 +1,4 @@
-package task_test
+package job_test
 
 import (
 	"context"
@@ -11,15 +11,15 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
-	"github.com/coffer-backup/coffer/internal/task"
 )
 
 // newEngine runs policies on a fake connection "lab" into a real local
 // repository, recording every job as a task of m.
-func newEngine(t *testing.T, m *task.Manager, cat catalog.Catalog, vms int, runner engine.Runner) *engine.Engine {
+func newEngine(t *testing.T, m *job.Manager, cat catalog.Catalog, vms int, runner engine.Runner) *engine.Engine {
 	t.Helper()
 	r := repotest.New(t, repo.InitOptions{ChunkSize: 64 << 10})
 	lab := fake.New(fake.Options{Seed: 7, VMs: vms, DiskSize: 256 << 10})
@@ -41,13 +41,13 @@ func newEngine(t *testing.T, m *task.Manager, cat catalog.Catalog, vms int, runn
 // numbered; its VM tasks and backup points are recorded as before.
 func TestPolicyRunIsATask(t *testing.T) {
 	cat, _ := newCatalog(t)
-	m := newManager(t, cat, task.Options{})
+	m := newManager(t, cat, job.Options{})
 	eng := newEngine(t, m, cat, 3, nil)
-	ctx := task.WithUser(context.Background(), task.User{Name: "alice@pam"})
+	ctx := job.WithUser(context.Background(), job.User{Name: "alice@pam"})
 	res, err := eng.Run(ctx, policy.Policy{Name: "nightly", Connection: "lab"})
 	ok(t, err)
-	got := must[task.Task](t)(m.Get(ctx, res.Job.ID))
-	if got.Kind != task.KindBackupPolicy || got.Object != "/policies/nightly" || got.Policy != "nightly" || got.User != "alice@pam" ||
+	got := must[job.Record](t)(m.Get(ctx, res.Job.ID))
+	if got.Kind != job.KindBackupPolicy || got.Object != "/policies/nightly" || got.Policy != "nightly" || got.User != "alice@pam" ||
 		got.Owner != m.Owner() || got.Status != catalog.StatusSuccess || got.TasksTotal != 3 || got.TasksOK != 3 ||
 		got.Progress.ItemsDone != 3 || got.Progress.ItemsTotal != 3 || got.Progress.BytesDone != got.Progress.BytesTotal {
 		t.Fatalf("policy run as a task: %+v", got)
@@ -66,7 +66,7 @@ func TestPolicyRunIsATask(t *testing.T) {
 			t.Fatalf("VM task %+v has no point of job %d", vt, got.ID)
 		}
 	}
-	lines := must[[]task.Line](t)(m.Log(ctx, got.ID, 0, 0))
+	lines := must[[]job.Line](t)(m.Log(ctx, got.ID, 0, 0))
 	same(t, "log lines", int64(len(lines)), got.LogLines)
 	kinds := map[string]int{}
 	for i, l := range lines {
@@ -88,7 +88,7 @@ func TestPolicyRunIsATask(t *testing.T) {
 // running VMs stop, queued ones never start, the run ends cancelled.
 func TestCancelAPolicyRun(t *testing.T) {
 	cat, _ := newCatalog(t)
-	m := newManager(t, cat, task.Options{})
+	m := newManager(t, cat, job.Options{})
 	started := make(chan string, 8)
 	blocking := func(ctx context.Context, _ *repo.Writer, _ hypervisor.Connector, req backup.VMRequest, _ backup.Options) (*repo.Point, error) {
 		started <- req.VM.Name
@@ -97,14 +97,14 @@ func TestCancelAPolicyRun(t *testing.T) {
 	}
 	eng := newEngine(t, m, cat, 2, blocking)
 	ctx := context.Background()
-	job, err := eng.Start(ctx, policy.Policy{Name: "slow", Connection: "lab"})
+	run, err := eng.Start(ctx, policy.Policy{Name: "slow", Connection: "lab"})
 	ok(t, err)
 	<-started
 	<-started
-	must[task.Task](t)(m.Cancel(ctx, job.ID(), "bob"))
-	res, err := job.Wait()
+	must[job.Record](t)(m.Cancel(ctx, run.ID(), "bob"))
+	res, err := run.Wait()
 	ok(t, err)
-	got := must[task.Task](t)(m.Get(ctx, job.ID()))
+	got := must[job.Record](t)(m.Get(ctx, run.ID()))
 	if res.Job.Status != catalog.StatusCancelled || got.Status != catalog.StatusCancelled || got.TasksOK != 0 {
 		t.Fatalf("cancelled run: result %s, task %+v", res.Job.Status, got)
 	}
@@ -113,8 +113,8 @@ func TestCancelAPolicyRun(t *testing.T) {
 			t.Fatalf("VM task after the cancel: %+v", vt)
 		}
 	}
-	lines := must[[]task.Line](t)(m.Log(ctx, got.ID, 0, 0))
-	if !slices.ContainsFunc(lines, func(l task.Line) bool { return l.Message == "cancel requested by bob" }) {
+	lines := must[[]job.Line](t)(m.Log(ctx, got.ID, 0, 0))
+	if !slices.ContainsFunc(lines, func(l job.Line) bool { return l.Message == "cancel requested by bob" }) {
 		t.Fatalf("no cancel line in %v", messages(lines))
 	}
 }

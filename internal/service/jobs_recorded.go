@@ -10,54 +10,54 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/task"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/taskstarted"
 )
 
-// TaskSpec says what a long operation is, for its task in the catalog.
-type TaskSpec struct {
-	// Kind is one of internal/task's kinds (verify, restore, gc, ...).
+// JobSpec says what a long operation is, for its job in the catalog.
+type JobSpec struct {
+	// Kind is one of internal/job's kinds (verify, restore, gc, ...).
 	Kind string
 	// Object is the access-control path it acts on (/repositories/main,
 	// /connections/lab/vm/web-1); Repository, VM and Policy fill the
-	// task's filter columns.
+	// job's filter columns.
 	Object, Repository, VM, Policy string
 	// Detail is what the face's display shows beside the kind (a point
 	// ID, a socket).
 	Detail string
 }
 
-// StartTask starts a long operation: a task in the catalog through the
-// task manager (so that it is listed, followed and cancelled from any
+// StartJob starts a long operation: a job in the catalog through the
+// job manager (so that it is listed, followed and cancelled from any
 // process, and recorded with its user, object, progress and log) and the
-// face's display (Config.Tasks). The context returned is the task's: a
+// face's display (Config.Display). The context returned is the job's: a
 // cancel request in the catalog ends it. When the catalog cannot be
 // opened the operation still runs, shown but unrecorded, with a warning:
 // the repository is the source of truth, the catalog its history.
-func (s *Service) StartTask(ctx context.Context, spec TaskSpec) (context.Context, Task) {
+func (s *Service) StartJob(ctx context.Context, spec JobSpec) (context.Context, Job) {
 	detail := spec.Detail
 	if detail == "" {
 		detail = spec.Object
 	}
 	if spec.VM == "" {
-		spec.VM = taskVM(ctx)
+		spec.VM = jobVM(ctx)
 	}
-	m, err := s.taskManager(ctx)
+	m, err := s.jobManager(ctx)
 	if err != nil {
-		ctx, shown := s.tasks.Start(ctx, spec.Kind, detail)
+		ctx, shown := s.display.Start(ctx, spec.Kind, detail)
 		shown.Log(slog.LevelWarn, fmt.Sprintf("this %s is not recorded in the catalog: %v", spec.Kind, err))
 		return ctx, shown
 	}
-	h, err := m.Start(ctx, task.Spec{Kind: spec.Kind, Object: spec.Object, Repository: spec.Repository, VM: spec.VM, Policy: spec.Policy})
+	h, err := m.Start(ctx, job.Spec{Kind: spec.Kind, Object: spec.Object, Repository: spec.Repository, VM: spec.VM, Policy: spec.Policy})
 	if err != nil {
-		ctx, shown := s.tasks.Start(ctx, spec.Kind, detail)
+		ctx, shown := s.display.Start(ctx, spec.Kind, detail)
 		shown.Log(slog.LevelWarn, fmt.Sprintf("this %s is not recorded in the catalog: %v", spec.Kind, err))
 		return ctx, shown
 	}
-	tctx, shown := s.tasks.Start(h.Context(), spec.Kind, detail)
-	t := &recordedTask{h: h, shown: shown, stop: make(chan struct{})}
+	tctx, shown := s.display.Start(h.Context(), spec.Kind, detail)
+	t := &recordedJob{h: h, shown: shown, stop: make(chan struct{})}
 	if spec.Detail != "" {
-		// The task's object is the repository (an ACL path): its log says
+		// The job's object is the repository (an ACL path): its log says
 		// what within it the operation acts on (a point, a VM, a socket).
 		h.Log("info", spec.Kind+" "+spec.Detail, nil)
 	}
@@ -66,19 +66,19 @@ func (s *Service) StartTask(ctx context.Context, spec TaskSpec) (context.Context
 	return tctx, t
 }
 
-// Run runs op as a task: it starts the task, hands op the task and its
-// context, and finishes the task with op's error.
-func Run[T any](ctx context.Context, s *Service, spec TaskSpec, op func(context.Context, Task) (T, error)) (T, error) {
-	ctx, t := s.StartTask(ctx, spec)
+// Run runs op as a job: it starts the job, hands op the job and its
+// context, and finishes the job with op's error.
+func Run[T any](ctx context.Context, s *Service, spec JobSpec, op func(context.Context, Job) (T, error)) (T, error) {
+	ctx, t := s.StartJob(ctx, spec)
 	out, err := op(ctx, t)
 	t.Finish(err)
 	return out, err
 }
 
-// recordedTask is a task recorded in the catalog and shown by the face.
-type recordedTask struct {
-	h     *task.Handle
-	shown Task
+// recordedJob is a job recorded in the catalog and shown by the face.
+type recordedJob struct {
+	h     *job.Handle
+	shown Job
 
 	mu      sync.Mutex
 	meter   *Meter
@@ -91,7 +91,7 @@ type recordedTask struct {
 // handle writes at most one sample a second whatever comes in.
 const progressEvery = time.Second
 
-func (t *recordedTask) Log(level slog.Level, msg string, args ...any) {
+func (t *recordedJob) Log(level slog.Level, msg string, args ...any) {
 	t.shown.Log(level, msg, args...)
 	var fields map[string]any
 	for i := 0; i+1 < len(args); i += 2 {
@@ -113,7 +113,7 @@ func levelName(l slog.Level) string {
 	return "info"
 }
 
-func (t *recordedTask) Progress(m Meter) {
+func (t *recordedJob) Progress(m Meter) {
 	t.shown.Progress(m)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -125,8 +125,8 @@ func (t *recordedTask) Progress(m Meter) {
 	}
 }
 
-// poll samples the meter into the task's progress until Finish.
-func (t *recordedTask) poll() {
+// poll samples the meter into the job's progress until Finish.
+func (t *recordedJob) poll() {
 	defer t.done.Done()
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
@@ -155,7 +155,7 @@ func (t *recordedTask) poll() {
 }
 
 // sample reads the meter: items (packs, files) or bytes, as it counts.
-func (t *recordedTask) sample() catalog.Progress {
+func (t *recordedJob) sample() catalog.Progress {
 	t.mu.Lock()
 	m := t.meter
 	t.mu.Unlock()
@@ -178,7 +178,7 @@ func (t *recordedTask) sample() catalog.Progress {
 	return p
 }
 
-func (t *recordedTask) Finish(err error) {
+func (t *recordedJob) Finish(err error) {
 	close(t.stop)
 	t.done.Wait()
 	t.mu.Lock()
@@ -198,9 +198,9 @@ func (t *recordedTask) Finish(err error) {
 	}
 }
 
-// taskStatus is the final status of a task by its operation's error:
+// taskStatus is the final status of a job by its operation's error:
 // partial results are partial, a cancelled context is cancelled.
-func taskStatus(h *task.Handle, err error) (catalog.Status, string) {
+func taskStatus(h *job.Handle, err error) (catalog.Status, string) {
 	if err == nil {
 		return catalog.StatusSuccess, ""
 	}
@@ -213,7 +213,7 @@ func taskStatus(h *task.Handle, err error) (catalog.Status, string) {
 	return catalog.StatusFailed, err.Error()
 }
 
-// RepoName names a repository location for task objects: the name a
+// RepoName names a repository location for job objects: the name a
 // request bound it by (the server's ForRepository), else the name of the
 // repositories entry at that location, else "default" (the repository of
 // --repo / COFFER_REPO, which has no name of its own).
@@ -233,22 +233,22 @@ func (s *Service) RepoName(location string) string {
 	return DefaultRepositoryName
 }
 
-// DefaultRepositoryName names the default repository (--repo) in task
+// DefaultRepositoryName names the default repository (--repo) in job
 // objects and metrics when no repositories entry is at its location.
 const DefaultRepositoryName = DefaultRepository
 
-// RepoTask is the spec of an operation on a repository location.
-func (s *Service) RepoTask(kind, location string) TaskSpec {
+// RepoJob is the spec of an operation on a repository location.
+func (s *Service) RepoJob(kind, location string) JobSpec {
 	name := s.RepoName(location)
-	return TaskSpec{Kind: kind, Object: "/repositories/" + name, Repository: name}
+	return JobSpec{Kind: kind, Object: "/repositories/" + name, Repository: name}
 }
 
-// PointTask is the spec of an operation on a backup point of the default
+// PointJob is the spec of an operation on a backup point of the default
 // repository: the repository is its object, the point its detail. The
 // VM, when the reference names one (a point of a VM), is added by the
 // operation once the point is found.
-func (s *Service) PointTask(kind, ref string) TaskSpec {
-	spec := s.RepoTask(kind, s.Config.Repository.Location)
+func (s *Service) PointJob(kind, ref string) JobSpec {
+	spec := s.RepoJob(kind, s.Config.Repository.Location)
 	spec.Detail = ref
 	return spec
 }
@@ -256,21 +256,21 @@ func (s *Service) PointTask(kind, ref string) TaskSpec {
 // Kinds of the backups the command line runs itself (a policy's run is
 // the engine's backup-policy).
 const (
-	KindBackupVMTask   = task.KindBackupVM
-	KindBackupDiskTask = task.KindBackupDisk
+	KindBackupVMJob   = job.KindBackupVM
+	KindBackupDiskJob = job.KindBackupDisk
 )
 
-// WithDetail sets what the display shows beside the task's kind.
-func WithDetail(spec TaskSpec, detail string) TaskSpec {
+// WithDetail sets what the display shows beside the job's kind.
+func WithDetail(spec JobSpec, detail string) JobSpec {
 	spec.Detail = detail
 	return spec
 }
 
-// NamedTask is the spec of an operation on a repository named as the
+// NamedJob is the spec of an operation on a repository named as the
 // configuration names it ("" and "default": the default repository).
-func (s *Service) NamedTask(kind, name string) TaskSpec {
+func (s *Service) NamedJob(kind, name string) JobSpec {
 	if name == "" || name == DefaultRepositoryName {
-		return s.RepoTask(kind, s.Config.Repository.Location)
+		return s.RepoJob(kind, s.Config.Repository.Location)
 	}
-	return TaskSpec{Kind: kind, Object: "/repositories/" + name, Repository: name}
+	return JobSpec{Kind: kind, Object: "/repositories/" + name, Repository: name}
 }

@@ -1,29 +1,30 @@
-// Package task runs coffer's long operations as tasks: a backup of a
-// policy or a VM, a restore, verify, gc, forget, copy, an instant-recovery
-// session, a repair. A task is a job row of the catalog (package catalog:
+// Package job runs coffer's long operations as jobs: a backup of a policy
+// or a VM, a restore, verify, gc, forget, copy, an instant-recovery
+// session, a repair. (A job's per-VM units are its tasks: catalog.Task,
+// the API's VMTask.) A job is a row of the catalog (package catalog:
 // kind, status, the object it acts on, the user and token that started it,
 // progress, times, error), its log is the job's events, numbered 1, 2,
 // 3..., and it survives restarts because the catalog is the only place it
 // lives: any process, on any host sharing the catalog, lists it, reads
 // its log, follows it and cancels it.
 //
-// The Manager of a process starts tasks (Start, or StartJob for the
+// The Manager of a process starts jobs (Start, or StartJob for the
 // engine) and hands out a Handle to the code doing the work, which logs,
 // reports progress and finishes through it. Cancel sets a flag in the
 // catalog; the owning process hears of it at once when it is the caller,
 // through PostgreSQL's LISTEN/NOTIFY on a shared PostgreSQL catalog, and
 // by polling the catalog (Options.PollInterval) on SQLite, and cancels the
-// task's context. Subscribe follows one task or all of them: status
+// job's context. Subscribe follows one job or all of them: status
 // changes, log lines and progress samples reach a subscriber in the same
 // process as soon as they are recorded, and in other processes through
 // the same notices or polls.
 //
-// A task whose process died is marked failed ("interrupted") by the next
+// A job whose process died is marked failed ("interrupted") by the next
 // Manager that notices: at once on the same host (the process is gone, or
 // its PID belongs to another process), after Options.StaleAfter without a
-// heartbeat from another host. Finished tasks and their logs are pruned
+// heartbeat from another host. Finished jobs and their logs are pruned
 // after Options.Retention, in bounded batches.
-package task
+package job
 
 import (
 	"context"
@@ -38,15 +39,15 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// Task is a task as the catalog records it; Line a line of its log.
+// Record is a job as the catalog records it; Line a line of its log.
 type (
-	Task     = catalog.Job
+	Record   = catalog.Job
 	Line     = catalog.Event
 	Progress = catalog.Progress
 	Status   = catalog.Status
 )
 
-// Kinds of tasks.
+// Kinds of jobs.
 const (
 	KindBackupPolicy = catalog.KindBackupPolicy
 	KindBackupVM     = catalog.KindBackupVM
@@ -69,11 +70,11 @@ const (
 )
 
 var (
-	// ErrCancelled is the cause of a task context cancelled by Cancel.
+	// ErrCancelled is the cause of a job context cancelled by Cancel.
 	ErrCancelled = errors.New("task cancelled")
-	// ErrNotFound: no task has this ID (it wraps catalog.ErrNotFound).
+	// ErrNotFound: no job has this ID (it wraps catalog.ErrNotFound).
 	ErrNotFound = catalog.ErrNotFound
-	// ErrFinished: the task has already finished (nothing to cancel).
+	// ErrFinished: the job has already finished (nothing to cancel).
 	ErrFinished = catalog.ErrFinished
 	// ErrInvalid: a malformed request (a cursor that is not one of ours, a
 	// limit out of range).
@@ -82,11 +83,11 @@ var (
 
 // Options tune a Manager. Zero values take the defaults.
 type Options struct {
-	// Host names this machine in task owners (default: os.Hostname);
-	// Worker is recorded as the task's worker (default: Host).
+	// Host names this machine in job owners (default: os.Hostname);
+	// Worker is recorded as the job's worker (default: Host).
 	Host   string
 	Worker string
-	// User starts tasks whose context names nobody (see WithUser): the
+	// User starts jobs whose context names nobody (see WithUser): the
 	// local user of a command-line process.
 	User   string
 	Logger *slog.Logger
@@ -94,15 +95,15 @@ type Options struct {
 	// (SQLite) is read for other processes' changes while something is
 	// followed or running here (default 250 ms).
 	PollInterval time.Duration
-	// HeartbeatInterval: how often a running task shows it is alive
-	// (default 15 s). StaleAfter: how long a task of another host may go
+	// HeartbeatInterval: how often a running job shows it is alive
+	// (default 15 s). StaleAfter: how long a job of another host may go
 	// without one before it is judged interrupted (default 2 min).
 	HeartbeatInterval time.Duration
 	StaleAfter        time.Duration
 	// ProgressInterval: the least time between two progress samples
-	// written for one task (default 1 s); samples in between are merged.
+	// written for one job (default 1 s); samples in between are merged.
 	ProgressInterval time.Duration
-	// Retention: finished tasks older than this are pruned with their
+	// Retention: finished jobs older than this are pruned with their
 	// logs (default 90 days; negative: never). PruneEvery: how often the
 	// Manager prunes in the background, first right after New (default
 	// 24 h; negative: never, call Prune). PruneBatch bounds the rows
@@ -110,16 +111,16 @@ type Options struct {
 	Retention  time.Duration
 	PruneEvery time.Duration
 	PruneBatch int
-	// Finished, when set, is called with every task this Manager's
+	// Finished, when set, is called with every job this Manager's
 	// handles finish, once its end is recorded (notifications and
 	// metrics hang here). It runs in the finishing goroutine: it must
 	// not block for long.
-	Finished func(Task)
+	Finished func(Record)
 	// Now is the clock (tests).
 	Now func() time.Time
 }
 
-// DefaultRetention is how long finished tasks are kept by default.
+// DefaultRetention is how long finished jobs are kept by default.
 const DefaultRetention = 90 * 24 * time.Hour
 
 func (o *Options) defaults() {
@@ -151,7 +152,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Manager runs the tasks of one process. Safe for concurrent use.
+// Manager runs the jobs of one process. Safe for concurrent use.
 type Manager struct {
 	cat   catalog.Catalog
 	o     Options
@@ -166,10 +167,10 @@ type Manager struct {
 
 	mu    sync.Mutex
 	owned map[int64]*Handle
-	ended map[int64]time.Time // tasks whose handles finished lately
+	ended map[int64]time.Time // jobs whose handles finished lately
 }
 
-// New starts a Manager over an open catalog. It first marks the tasks
+// New starts a Manager over an open catalog. It first marks the jobs
 // whose process is gone as interrupted (see Recover), then follows other
 // processes' changes and prunes old history in the background until Close.
 func New(ctx context.Context, cat catalog.Catalog, o Options) (*Manager, error) {
@@ -205,9 +206,9 @@ func newManager(cat catalog.Catalog, o Options) (*Manager, error) {
 		ended: map[int64]time.Time{}, owner: catalog.Owner{Host: o.Host, PID: os.Getpid(), Start: start}}, nil
 }
 
-// MarkInterrupted marks the tasks whose process is gone as interrupted,
+// MarkInterrupted marks the jobs whose process is gone as interrupted,
 // as New does, without starting a manager: for a command that only reads
-// tasks (coffer jobs) and must not show dead ones running.
+// jobs (coffer jobs) and must not show dead ones running.
 func MarkInterrupted(ctx context.Context, cat catalog.Catalog, o Options) (int, error) {
 	m, err := newManager(cat, o)
 	if err != nil {
@@ -225,7 +226,7 @@ func (m *Manager) background(f func()) {
 }
 
 // Close stops following changes and pruning, and ends every
-// subscription. Tasks still running keep their handles (their rows are
+// subscription. Jobs still running keep their handles (their rows are
 // theirs to finish); the catalog stays open.
 func (m *Manager) Close() error {
 	m.stop()
@@ -234,10 +235,10 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-// Owner is this process as task rows record it.
+// Owner is this process as job rows record it.
 func (m *Manager) Owner() catalog.Owner { return m.owner }
 
-// User is who starts a task: an authenticated user, and the API token
+// User is who starts a job: an authenticated user, and the API token
 // when the request came with one.
 type User struct {
 	Name  string
@@ -246,7 +247,7 @@ type User struct {
 
 type userKey struct{}
 
-// WithUser returns a context whose tasks are started by u: the service
+// WithUser returns a context whose jobs are started by u: the service
 // layer puts the authenticated user there.
 func WithUser(ctx context.Context, u User) context.Context {
 	return context.WithValue(ctx, userKey{}, u)
@@ -258,7 +259,7 @@ func UserFrom(ctx context.Context) (User, bool) {
 	return u, ok
 }
 
-// Spec describes a task to start.
+// Spec describes a job to start.
 type Spec struct {
 	Kind string
 	// Object is the access-control path it acts on: /repositories/main,
@@ -270,19 +271,19 @@ type Spec struct {
 	// User and Token override the context's user (WithUser).
 	User  string
 	Token string
-	// Queued starts the task waiting (for a lock, a slot); Handle.Begin
+	// Queued starts the job waiting (for a lock, a slot); Handle.Begin
 	// marks it running.
 	Queued bool
 }
 
-// Start records a new task and returns the handle of the code that runs
-// it. The task's context (Handle.Context) derives from ctx: pass a context
+// Start records a new job and returns the handle of the code that runs
+// it. The job's context (Handle.Context) derives from ctx: pass a context
 // that lives as long as the work should, not a request's.
 func (m *Manager) Start(ctx context.Context, s Spec) (*Handle, error) {
 	if s.Kind == "" {
 		return nil, fmt.Errorf("%w: a task needs a kind", ErrInvalid)
 	}
-	j := Task{Kind: s.Kind, Object: s.Object, Policy: s.Policy, Repository: s.Repository, VM: s.VM,
+	j := Record{Kind: s.Kind, Object: s.Object, Policy: s.Policy, Repository: s.Repository, VM: s.VM,
 		User: s.User, Token: s.Token, Status: catalog.StatusRunning}
 	if s.Queued {
 		j.Status = catalog.StatusQueued
@@ -290,10 +291,10 @@ func (m *Manager) Start(ctx context.Context, s Spec) (*Handle, error) {
 	return m.StartJob(ctx, j)
 }
 
-// StartJob records j as a new task (the engine's entry: it builds its own
+// StartJob records j as a new job (the engine's entry: it builds its own
 // job record) and returns its handle. Empty fields get the Manager's
 // defaults: the worker, this process as owner, the context's user, now.
-func (m *Manager) StartJob(ctx context.Context, j Task) (*Handle, error) {
+func (m *Manager) StartJob(ctx context.Context, j Record) (*Handle, error) {
 	now := m.now()
 	if j.User == "" {
 		u, ok := UserFrom(ctx)
@@ -346,7 +347,7 @@ func (m *Manager) handle(id int64) *Handle {
 	return m.owned[id]
 }
 
-// release forgets a finished task's handle, and remembers its end for a
+// release forgets a finished job's handle, and remembers its end for a
 // while: the watcher must not take the notices of its end for another
 // process's news.
 func (m *Manager) release(h *Handle) {

@@ -1,4 +1,4 @@
-package task
+package job
 
 import (
 	"context"
@@ -9,17 +9,17 @@ import (
 
 // Event types.
 const (
-	EventStatus   = "status"   // created, started, cancel requested, finished: Task holds the task
-	EventProgress = "progress" // a progress sample: Task holds the task
+	EventStatus   = "status"   // created, started, cancel requested, finished: Record holds the job
+	EventProgress = "progress" // a progress sample: Record holds the job
 	EventLog      = "log"      // a line of the log: Line
 )
 
 // Event is what a subscriber receives.
 type Event struct {
-	Type   string
-	TaskID int64
-	Task   Task // for status and progress events
-	Line   Line // for log events; Line.Seq numbers it within the task's log
+	Type  string
+	JobID int64
+	Job   Record // for status and progress events
+	Line  Line   // for log events; Line.Seq numbers it within the job's log
 }
 
 // ErrLagged ends a subscription whose reader fell too far behind: it can
@@ -30,13 +30,13 @@ var ErrLagged = errors.New("subscriber fell behind")
 const maxQueued = 10000
 
 // hub fans what this process records or learns out to its subscribers.
-// Each task has one publisher in a process: its Handle where it runs, the
-// watcher elsewhere; so a subscriber gets a task's events in order.
+// Each job has one publisher in a process: its Handle where it runs, the
+// watcher elsewhere; so a subscriber gets a job's events in order.
 type hub struct {
 	mu   sync.Mutex
-	subs map[int64]map[*Subscription]struct{} // by task ID; 0: every task
-	// seq is the last line of each followed task published here, and
-	// allSince when the subscriptions to every task began: the watcher
+	subs map[int64]map[*Subscription]struct{} // by job ID; 0: every job
+	// seq is the last line of each followed job published here, and
+	// allSince when the subscriptions to every job began: the watcher
 	// fetches what is newer.
 	seq      map[int64]int64
 	allSince time.Time
@@ -69,7 +69,7 @@ func (h *hub) remove(s *Subscription) {
 		return
 	}
 	delete(h.subs, s.id)
-	// Only followed tasks are tracked.
+	// Only followed jobs are tracked.
 	for id := range h.seq {
 		if len(h.subs[id]) == 0 && len(h.subs[0]) == 0 {
 			delete(h.seq, id)
@@ -77,14 +77,14 @@ func (h *hub) remove(s *Subscription) {
 	}
 }
 
-// interested reports whether anybody follows task id.
+// interested reports whether anybody follows job id.
 func (h *hub) interested(id int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.subs[id]) > 0 || len(h.subs[0]) > 0
 }
 
-// followed lists the tasks followed one by one, and whether every task is.
+// followed lists the jobs followed one by one, and whether every job is.
 func (h *hub) followed() ([]int64, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -97,7 +97,7 @@ func (h *hub) followed() ([]int64, bool) {
 	return ids, len(h.subs[0]) > 0
 }
 
-// lastSeq is the last line of task id published here; for a task not yet
+// lastSeq is the last line of job id published here; for a job not yet
 // tracked it starts from the baseline.
 func (h *hub) lastSeq(id int64, baseline func() int64) int64 {
 	h.mu.Lock()
@@ -116,7 +116,7 @@ func (h *hub) lastSeq(id int64, baseline func() int64) int64 {
 	return n
 }
 
-// since is when the subscriptions to every task began (zero if none).
+// since is when the subscriptions to every job began (zero if none).
 func (h *hub) since() time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -126,8 +126,8 @@ func (h *hub) since() time.Time {
 	return h.allSince
 }
 
-func (h *hub) publishState(t Task, typ string) {
-	h.publish(t.ID, Event{Type: typ, TaskID: t.ID, Task: t})
+func (h *hub) publishState(t Record, typ string) {
+	h.publish(t.ID, Event{Type: typ, JobID: t.ID, Job: t})
 	if t.Status.Done() {
 		h.mu.Lock()
 		delete(h.seq, t.ID)
@@ -145,7 +145,7 @@ func (h *hub) publishLines(id int64, lines []Line) {
 	}
 	h.mu.Unlock()
 	for _, l := range lines {
-		h.publish(id, Event{Type: EventLog, TaskID: id, Line: l})
+		h.publish(id, Event{Type: EventLog, JobID: id, Line: l})
 	}
 }
 
@@ -176,14 +176,14 @@ func (h *hub) closeAll() {
 	}
 }
 
-// Subscription delivers a task's events (or every task's) on C, in order,
-// until the task finishes (its final status event is the last), ctx ends,
+// Subscription delivers a job's events (or every job's) on C, in order,
+// until the job finishes (its final status event is the last), ctx ends,
 // Close, or the reader falls behind (Err then returns ErrLagged).
 type Subscription struct {
 	C <-chan Event
 
 	m     *Manager
-	id    int64 // 0: every task
+	id    int64 // 0: every job
 	c     chan Event
 	after int64 // the line the subscriber has already
 
@@ -198,13 +198,13 @@ type Subscription struct {
 	closed bool
 }
 
-// Subscribe follows task id, or every task when id is 0. Following one
-// task, C first carries its current state (a status event), then its log
+// Subscribe follows job id, or every job when id is 0. Following one
+// job, C first carries its current state (a status event), then its log
 // from the line after `after` (0: the whole log; an SSE client that
 // reconnects passes the last Seq it got), then every change as it is
-// recorded, up to its final status. Following every task, C carries each
+// recorded, up to its final status. Following every job, C carries each
 // status change and progress sample, and the log lines recorded after the
-// subscription began; tasks that were already running contribute their
+// subscription began; jobs that were already running contribute their
 // lines from when this process first saw them change.
 func (m *Manager) Subscribe(ctx context.Context, id, after int64) (*Subscription, error) {
 	var baseline int64
@@ -225,7 +225,7 @@ func (m *Manager) Subscribe(ctx context.Context, id, after int64) (*Subscription
 	return s, nil
 }
 
-// Err is why C was closed: nil after the task finished, the context ended
+// Err is why C was closed: nil after the job finished, the context ended
 // or Close; ErrLagged when the reader fell behind.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
