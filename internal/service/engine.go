@@ -17,7 +17,7 @@ import (
 // up leftovers of earlier runs are warnings: they do not stop the caller.
 func (s *Service) NewEngine(ctx context.Context, t Job, cfg *policy.Config, cat catalog.Catalog, conns *Connectors) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.Conns, StorageSnapshotters: conns.Storage,
-		OpenRepository: s.OpenNamed, Logger: s.log, Worker: s.Config.Worker, Predict: predictor(cat)}
+		OpenRepository: s.OpenNamed, Logger: s.log, Worker: s.Config.Worker, Predict: s.predictor(cat)}
 	// Jobs are tasks of the control plane, recorded once, through the
 	// task manager (its notices, cancel and notifications); without a
 	// catalog for it the engine records them itself.
@@ -61,6 +61,15 @@ func (s *Service) servingEngine(t Job, connections []string) *engine.Engine {
 // Serving reports whether this process runs the schedules' engine, which
 // the runs it starts join (servingEngine).
 func (s *Service) Serving() bool { return s.serving.Load() != nil }
+
+// predictor is the engine's prediction of each run (Config.Predictor),
+// none when the service was composed without one.
+func (s *Service) predictor(cat catalog.Catalog) engine.Predictor {
+	if s.Config.Predictor == nil {
+		return nil
+	}
+	return s.Config.Predictor(cat)
+}
 
 // EngineServing is the engine of this process's RunSchedules while it
 // runs, nil otherwise.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/notify"
@@ -105,6 +106,9 @@ type Config struct {
 	// Operations are the operations the service runs by ID (Invoke): the
 	// whole table, internal/service/operations.All, for every face.
 	Operations []Operation
+	// Predictor predicts each policy run as the engine starts it, from
+	// the catalog's record (planops.Predictor; nil: no prediction).
+	Predictor func(catalog.Catalog) engine.Predictor
 	// Background runs what an API request starts to go on after its
 	// answer (instant recovery serving, NBD exports, policy runs not
 	// waited for), until it is stopped or the server drains; nil: the

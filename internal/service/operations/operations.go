@@ -39,9 +39,11 @@ func concat(tables ...[]service.Operation) []service.Operation {
 }
 
 // New is a service that runs every operation (service.New with
-// Config.Operations set to All).
+// Config.Operations set to All), the engine predicting each run with the
+// planner (planops.Predictor).
 func New(cfg service.Config) *service.Service {
 	cfg.Operations = All
+	cfg.Predictor = planops.Predictor
 	return service.New(cfg)
 }
 

@@ -64,11 +64,11 @@ func (s Ops) Plan(ctx context.Context, in *api.PlanPolicyInput) (*api.Plan, erro
 	if sc.History, err = plan.ReadHistory(ctx, cat, p.Name, jobs); err != nil {
 		return nil, err
 	}
-	measured, notes, err := service.ReadMeasurements(ctx, cat)
+	measured, notes, err := readMeasurements(ctx, cat)
 	if err != nil {
 		return nil, err
 	}
-	record, err := service.PlanRecord(ctx, cat, p.Name)
+	record, err := planRecord(ctx, cat, p.Name)
 	if err != nil {
 		return nil, err
 	}

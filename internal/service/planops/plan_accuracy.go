@@ -73,7 +73,7 @@ func (s Ops) accuracies(ctx context.Context, runs int, only string) ([]api.PlanA
 	defer cat.Close()
 	out := make([]api.PlanAccuracy, 0, len(names))
 	for _, name := range names {
-		bts, err := service.Backtests(ctx, cat, name, runs)
+		bts, err := backtests(ctx, cat, name, runs)
 		if err != nil {
 			return nil, err
 		}

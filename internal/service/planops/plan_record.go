@@ -1,4 +1,4 @@
-package service
+package planops
 
 import (
 	"context"
@@ -17,18 +17,19 @@ import (
 )
 
 // The planner's inputs read from the catalog: the newest measurements and
-// the record of its predictions, for the plans of planops and for the
+// the record of its predictions, for the plans of this domain and for the
 // prediction the engine logs as each policy run starts.
 
-// predictor predicts each policy run as the engine starts it, from the
-// catalog's recorded runs and measurements (engine.Options.Predict).
-func predictor(cat catalog.Catalog) engine.Predictor {
+// Predictor predicts each policy run as the engine starts it, from the
+// catalog's recorded runs and measurements (engine.Options.Predict): the
+// composition of the table gives it to the kernel (service.Config.Predictor).
+func Predictor(cat catalog.Catalog) engine.Predictor {
 	return func(ctx context.Context, cfg *policy.Config, p policy.Policy, selected []engine.Selected) (engine.Prediction, error) {
 		hist, err := plan.ReadHistory(ctx, cat, p.Name, 20)
 		if err != nil {
 			return engine.Prediction{}, err
 		}
-		measured, _, err := ReadMeasurements(ctx, cat)
+		measured, _, err := readMeasurements(ctx, cat)
 		if err != nil {
 			return engine.Prediction{}, err
 		}
@@ -37,7 +38,7 @@ func predictor(cat catalog.Catalog) engine.Predictor {
 			targets[i] = plan.Target{Connection: t.Connection, VM: t.VM}
 		}
 		in, _ := plan.BuildInput(plan.Sources{Config: cfg, Policy: p, Targets: targets, History: hist, Measured: measured})
-		if in.Record, err = PlanRecord(ctx, cat, p.Name); err != nil {
+		if in.Record, err = planRecord(ctx, cat, p.Name); err != nil {
 			return engine.Prediction{}, err
 		}
 		pred, err := plan.Predict(in)
@@ -48,9 +49,9 @@ func predictor(cat catalog.Catalog) engine.Predictor {
 	}
 }
 
-// ReadMeasurements reads the newest device and pipeline measurements as
+// readMeasurements reads the newest device and pipeline measurements as
 // the planner uses them, with a note on each (host, date).
-func ReadMeasurements(ctx context.Context, cat catalog.Catalog) (plan.Measurements, []string, error) {
+func readMeasurements(ctx context.Context, cat catalog.Catalog) (plan.Measurements, []string, error) {
 	devices, pipeline, err := measure.Latest(ctx, cat, 500)
 	if err != nil {
 		return plan.Measurements{}, nil, err
@@ -83,11 +84,11 @@ const (
 	catalogRecordRuns = 40
 )
 
-// PlanRecord is the planner's record for a policy: measured ÷ P50 of its
+// planRecord is the planner's record for a policy: measured ÷ P50 of its
 // last runs, or of the catalog's when the policy has too few; when both
 // have too few, the larger, for the plan to say how many there were.
-func PlanRecord(ctx context.Context, cat catalog.Catalog, policyName string) (plan.Record, error) {
-	own, err := Backtests(ctx, cat, policyName, policyRecordRuns)
+func planRecord(ctx context.Context, cat catalog.Catalog, policyName string) (plan.Record, error) {
+	own, err := backtests(ctx, cat, policyName, policyRecordRuns)
 	if err != nil {
 		return plan.Record{}, err
 	}
@@ -95,7 +96,7 @@ func PlanRecord(ctx context.Context, cat catalog.Catalog, policyName string) (pl
 	if len(own) >= plan.MinRecordRuns {
 		return rec, nil
 	}
-	all, err := Backtests(ctx, cat, "", catalogRecordRuns)
+	all, err := backtests(ctx, cat, "", catalogRecordRuns)
 	if err != nil {
 		return plan.Record{}, err
 	}
@@ -113,9 +114,9 @@ func ratios(bts []api.PlanBacktest) []float64 {
 	return out
 }
 
-// Backtests are the last runs (at most runs) of a policy, or of every
+// backtests are the last runs (at most runs) of a policy, or of every
 // policy when policyName is "", that recorded a prediction, newest first.
-func Backtests(ctx context.Context, cat catalog.Catalog, policyName string, runs int) ([]api.PlanBacktest, error) {
+func backtests(ctx context.Context, cat catalog.Catalog, policyName string, runs int) ([]api.PlanBacktest, error) {
 	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Policy: policyName, Limit: 4 * runs})
 	if err != nil {
 		return nil, err
