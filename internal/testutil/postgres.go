@@ -81,6 +81,26 @@ func StartPostgres(t testing.TB) string {
 // must be able to reach dir (put it under /tmp). Durability is off (fsync=off), and the server dies
 // with the launching process (parent-death signal).
 func LaunchPostgres(bin, dir string) (dsn string, stop func(), err error) {
+	return launchPostgres(bin, dir, "")
+}
+
+// StartPostgresOnLab is StartPostgres listening on the lab's gateway too,
+// for processes on the lab's hosts: it returns the DSN at the gateway's
+// address, and trusts the lab's addresses as it trusts 127.0.0.1.
+func StartPostgresOnLab(t testing.TB, lab *NetLab) string {
+	t.Helper()
+	bin := PostgresBinDir(t)
+	dsn, stop, err := launchPostgres(bin, "", lab.Gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return dsn
+}
+
+// launchPostgres is LaunchPostgres, listening on also besides 127.0.0.1
+// when it is not "" (its DSN is then at also).
+func launchPostgres(bin, dir, also string) (dsn string, stop func(), err error) {
 	// PostgreSQL refuses to run as root: run it as the postgres user, in
 	// a directory under /tmp ($TMPDIR may be inside root's home, which
 	// that user cannot enter).
@@ -121,6 +141,13 @@ func LaunchPostgres(bin, dir string) (dsn string, stop func(), err error) {
 			return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 		}
 	}
+	host := "127.0.0.1"
+	if also != "" {
+		if err := trust(filepath.Join(data, "pg_hba.conf"), also); err != nil {
+			return fail(err)
+		}
+		host = also
+	}
 	// A free port can be taken by someone else between the probe and
 	// the server's bind: try a few.
 	var lastErr error
@@ -129,9 +156,9 @@ func LaunchPostgres(bin, dir string) (dsn string, stop func(), err error) {
 		if err != nil {
 			return fail(err)
 		}
-		stopServer, err := startPostgres(bin, dir, port, cred)
+		stopServer, err := startPostgres(bin, dir, also, port, cred)
 		if err == nil {
-			return fmt.Sprintf("postgres://test@127.0.0.1:%d/postgres?sslmode=disable", port),
+			return fmt.Sprintf("postgres://test@%s:%d/postgres?sslmode=disable", host, port),
 				func() { stopServer(); remove() }, nil
 		}
 		lastErr = err
@@ -139,10 +166,28 @@ func LaunchPostgres(bin, dir string) (dsn string, stop func(), err error) {
 	return fail(fmt.Errorf("start PostgreSQL: %v", lastErr))
 }
 
-func startPostgres(bin, dir string, port int, cred *syscall.Credential) (stop func(), err error) {
+// trust lets addr's /24 in without a password, as initdb's -A trust lets
+// 127.0.0.1 (a lab's hosts, see StartPostgresOnLab).
+func trust(hba, addr string) error {
+	f, err := os.OpenFile(hba, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(f, "host all all %s/24 trust\n", addr); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func startPostgres(bin, dir, also string, port int, cred *syscall.Credential) (stop func(), err error) {
 	var log bytes.Buffer
+	listen := "127.0.0.1"
+	if also != "" {
+		listen += "," + also
+	}
 	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", filepath.Join(dir, "data"), "-k", dir,
-		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-h", listen, "-p", strconv.Itoa(port), "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
