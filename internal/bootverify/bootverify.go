@@ -472,8 +472,15 @@ func (v *run) cleanup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if v.qmp != nil {
+		// QEMU removes its pid file as it starts to exit, before it is
+		// gone: read it first, and wait for that process after quit, or
+		// the undo below finds no pid file and returns while QEMU lives.
+		pid := readPID(v.j.pidFile())
 		_ = v.qmp.Execute(ctx, "quit", nil, nil)
 		v.qmp.Close()
+		if pid > 0 && ownsProcess(pid, v.j.Dir) {
+			_ = killAndWait(ctx, pid)
+		}
 	}
 	if v.con != nil {
 		v.con.close()
