@@ -377,3 +377,52 @@ func TestUnreachedNamesWhatIsMissing(t *testing.T) {
 		}
 	}
 }
+
+// A drained worker (left out of the set) takes no new unit; its running
+// ones finish there, and its pool goes with the last of them.
+func TestDrainedWorkerFinishesItsUnits(t *testing.T) {
+	e, rr, _ := fleetEnv(t, "vsphere", fake.Options{Seed: 36, VMs: 10, Hosts: 2, DiskSize: 64 << 10}, policy.Limits{Tasks: 4})
+	started, release := make(chan string, 16), make(chan struct{})
+	rr.hold = func(ctx context.Context, p Placement) (bool, error) {
+		if p.Worker == "w1" {
+			started <- p.VM
+			<-release // then runs the attempt as usual
+		}
+		return false, nil
+	}
+	reach := Reach{Connections: []string{"lab"}}
+	if err := e.eng.SetWorkers([]Worker{{Name: "w1", Slots: 2, Reach: reach}, {Name: "w2", Slots: 2, Reach: reach}}); err != nil {
+		t.Fatal(err)
+	}
+	job, err := e.eng.Start(context.Background(), testPolicy("drain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	<-started
+	if err := e.eng.SetWorkers([]Worker{{Name: "w2", Slots: 2, Reach: reach}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.eng.Workers(); len(got) != 2 || !got[0].Gone || got[0].InUse != 2 {
+		t.Fatalf("while draining: %+v", got)
+	}
+	close(release)
+	res, err := job.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Job.Status != catalog.StatusSuccess {
+		t.Fatalf("job %s (%s)", res.Job.Status, res.Job.Error)
+	}
+	per := map[string]int{}
+	for _, r := range rr.attempts() {
+		per[r.worker]++
+	}
+	if per["w1"] != 2 || per["w2"] != 8 {
+		t.Fatalf("attempts per worker %v: the drained worker took new units or lost its own", per)
+	}
+	if got := e.eng.Workers(); len(got) != 1 || got[0].Name != "w2" {
+		t.Fatalf("after the drain: %+v", got)
+	}
+	e.noLeaks()
+}
