@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sort"
 	"sync"
 )
@@ -18,6 +19,9 @@ import (
 // The queue is ordered longest first (expected bytes, then submission
 // order), so the biggest VMs start early and the window ends with all
 // streams busy instead of one straggler.
+//
+// Given workers (placement.go), each is one more pool, and a unit with a
+// route also takes a slot of the least busy worker that can run it.
 type dispatcher struct {
 	mu     sync.Mutex
 	res    map[string]*resource
@@ -26,6 +30,13 @@ type dispatcher struct {
 	seq    int64
 	// running counts started units not yet done (for tests and progress).
 	running int
+	// fleet holds the workers once the engine was given any; nil: every
+	// unit runs in this process, as before there were workers.
+	fleet *fleet
+	// notes are calls to make once the mutex is released (unlock): a
+	// unit's waiting reason goes to its job's log, which has locks of
+	// its own.
+	notes []func()
 }
 
 type resource struct {
@@ -50,6 +61,19 @@ type unit struct {
 	run    func(u *unit)
 	drop   func() // the unit will never run (job cancelled while queued)
 	queued bool
+	// route is what the unit needs of a worker; nil: it runs in this
+	// process and takes no worker's slot (a Limiter's unit).
+	route *Route
+	// worker is where the unit runs while started (nil: this process).
+	worker *workerPool
+	// waiting is why the unit cannot be placed ("" : it can, when slots
+	// free); onWait, if set, is told when that changes.
+	waiting string
+	onWait  func(why string)
+	// ctx is the running attempt's: cancelled with ErrWorkerLost when
+	// its worker is lost, and when the unit is done.
+	ctx   context.Context
+	abort context.CancelCauseFunc
 }
 
 func newDispatcher(globalCap int) *dispatcher {
@@ -84,7 +108,7 @@ func (d *dispatcher) setCapacity(r *resource, cap int) {
 		return
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	r.cap = cap
 	d.pumpLocked()
 }
@@ -112,7 +136,7 @@ outer:
 // submit queues units and starts whatever fits.
 func (d *dispatcher) submit(us ...*unit) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	for _, u := range us {
 		d.seq++
 		u.seq, u.queued = d.seq, true
@@ -136,19 +160,38 @@ func before(a, b *unit) bool {
 	return a.seq < b.seq
 }
 
-// done returns a unit's slots and starts what now fits.
+// done returns a unit's slots, its worker's included, and starts what
+// now fits.
 func (d *dispatcher) done(u *unit) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	for _, n := range u.needs {
 		n.r.used -= n.n
+	}
+	if u.worker != nil {
+		d.fleet.release(u)
+	}
+	if u.abort != nil {
+		u.abort(nil)
 	}
 	d.running--
 	d.pumpLocked()
 }
 
+// unlock releases the mutex, then makes the calls noted under it.
+func (d *dispatcher) unlock() {
+	notes := d.notes
+	d.notes = nil
+	d.mu.Unlock()
+	for _, f := range notes {
+		f()
+	}
+}
+
 // pumpLocked starts every queued unit whose slots are all free, in queue
-// order, skipping (not waiting for) units that do not fit.
+// order, skipping (not waiting for) units that do not fit. A unit with a
+// route, given workers, also needs a worker that can run it with a free
+// slot, taken in the same step (all or nothing).
 func (d *dispatcher) pumpLocked() {
 	kept := d.queue[:0]
 	for i, u := range d.queue {
@@ -156,12 +199,28 @@ func (d *dispatcher) pumpLocked() {
 			kept = append(kept, d.queue[i:]...) // nothing can start
 			break
 		}
+		var wp *workerPool
+		if d.fleet != nil && u.route != nil {
+			var why string
+			wp, why = d.fleet.place(*u.route)
+			d.noteWait(u, why)
+			if wp == nil {
+				kept = append(kept, u)
+				continue
+			}
+		}
 		if !fits(u) {
 			kept = append(kept, u)
 			continue
 		}
 		for _, n := range u.needs {
 			n.r.used += n.n
+		}
+		if wp != nil {
+			d.fleet.take(wp, u)
+		}
+		if u.owner != nil {
+			u.ctx, u.abort = context.WithCancelCause(u.owner.ctx)
 		}
 		u.queued = false
 		d.running++
@@ -183,7 +242,7 @@ func fits(u *unit) bool {
 // cancel removes the queued units of a job and returns them.
 func (d *dispatcher) cancel(owner *Job) []*unit {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	var out []*unit
 	kept := d.queue[:0]
 	for _, u := range d.queue {

@@ -62,7 +62,10 @@ type Options struct {
 	// datastore.
 	StorageSnapshotters map[string]hypervisor.StorageSnapshotter
 	Runner              Runner
-	Logger              *slog.Logger
+	// UnitRunner runs each VM attempt where the dispatcher placed it
+	// (default InProcess: here).
+	UnitRunner UnitRunner
+	Logger     *slog.Logger
 	// Worker names this engine in job records (default: the host name).
 	Worker string
 	// FlushInterval is how often catalog writes are batched (default 1s).
@@ -115,6 +118,9 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	}
 	if o.Runner == nil {
 		o.Runner = backup.BackupVM
+	}
+	if o.UnitRunner == nil {
+		o.UnitRunner = InProcess{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

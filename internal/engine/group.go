@@ -102,7 +102,11 @@ func (j *Job) batchUnit(batch []*task) *unit {
 		rs = append(rs, j.needs(t, true, false)...)
 		size += t.size
 	}
-	u := &unit{owner: j, needs: needsOf(rs...), size: size}
+	u := &unit{owner: j, needs: needsOf(rs...), size: size, route: j.batchRoute(batch)}
+	u.onWait = func(why string) {
+		j.event("warn", "no-worker", fmt.Sprintf("a batch of %d VMs on datastore %s waits: %s", len(batch), batch[0].vm.Datastores[0], why),
+			map[string]any{"reason": why, "datastore": batch[0].vm.Datastores[0]})
+	}
 	u.run = func(u *unit) { j.runBatch(u, batch) }
 	u.drop = func() {
 		for _, t := range batch {

@@ -104,6 +104,7 @@ func (j *Job) needs(t *task, hypervisorSide, repository bool) []*resource {
 
 func (j *Job) vmUnit(t *task) *unit {
 	u := &unit{owner: j, needs: needsOf(j.needs(t, t.held == nil, true)...), size: t.size}
+	u.route, u.onWait = t.route(), t.noteWait
 	u.run = func(u *unit) { t.run(u) }
 	u.drop = func() { t.finish(catalog.StatusCancelled, "cancelled before it started") }
 	return u
@@ -162,7 +163,13 @@ func (t *task) run(u *unit) {
 	j.mu.Unlock()
 	j.rec.task(rec)
 	start := time.Now()
-	snap, err := t.attemptOnce(prog)
+	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName}
+	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog) })
+	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
+		// %v, not %w: the context's Canceled is never retried, and a
+		// lost worker's attempt is.
+		err = fmt.Errorf("%w (attempt on worker %s abandoned: %v)", ErrWorkerLost, pl.Worker, err)
+	}
 	j.e.disp.done(u)
 	rt := j.p.Retries.WithDefaults()
 	switch {
@@ -194,14 +201,15 @@ func (t *task) run(u *unit) {
 var errVMTimeout = errors.New("VM timeout exceeded")
 
 // attemptOnce backs the VM up once, bounded by the per-VM timeout, through
-// a connector guarded by the per-operation timeouts.
-func (t *task) attemptOnce(prog *backup.Progress) (*repo.Point, error) {
+// a connector guarded by the per-operation timeouts; parent is the
+// attempt's context (the job's, and its worker's loss).
+func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo.Point, error) {
 	j := t.j
 	limit := j.p.Timeouts.VM
 	if limit == 0 {
 		limit = policy.DefaultVMTimeout
 	}
-	ctx, cancel := context.WithTimeoutCause(j.ctx, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
+	ctx, cancel := context.WithTimeoutCause(parent, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
 	defer cancel()
 	to := j.p.Timeouts
 	ths := j.e.watch.join(t, t.ceiling())

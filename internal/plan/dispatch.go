@@ -29,8 +29,12 @@ func (r *run) consider(i, pred int32, wasFull []int32) bool {
 		return false
 	}
 	s := &r.tasks[i]
-	s.start, s.pred, s.blocker = r.now, pred, blockerOf(r.c.needs[i], wasFull)
-	for _, p := range r.c.needs[i] {
+	held := r.c.needs[i]
+	if set := r.c.fleet.setOf[i]; set >= 0 {
+		held = r.place(i, r.pickWorker(set))
+	}
+	s.start, s.pred, s.blocker = r.now, pred, blockerOf(held, wasFull)
+	for _, p := range held {
 		r.used[p]++
 		r.peak[p] = max(r.peak[p], r.used[p])
 		if r.used[p] >= r.c.pools[p].cap {
@@ -41,7 +45,8 @@ func (r *run) consider(i, pred int32, wasFull []int32) bool {
 	return true
 }
 
-// stoppedBy is the first pool task i does not fit in, -1 when it fits.
+// stoppedBy is the first pool task i does not fit in, then the list of
+// its eligible workers when none has a free slot; -1 when it fits.
 func (r *run) stoppedBy(i int32) int32 {
 	ns := r.c.needs[i]
 	for k, p := range ns {
@@ -55,6 +60,9 @@ func (r *run) stoppedBy(i int32) int32 {
 			return p
 		}
 	}
+	if set := r.c.fleet.setOf[i]; set >= 0 && r.pickWorker(set) < 0 {
+		return r.setList(set)
+	}
 	return -1
 }
 
@@ -62,7 +70,8 @@ func (r *run) stoppedBy(i int32) int32 {
 // which pools were full: what the tasks it starts were waiting for.
 func (r *run) release(i int32) {
 	wasFull := r.wasFull[:0]
-	for _, p := range r.c.needs[i] {
+	held := r.heldBy(i)
+	for _, p := range held {
 		if r.used[p] >= r.c.pools[p].cap {
 			wasFull = append(wasFull, p)
 		}
@@ -73,17 +82,18 @@ func (r *run) release(i int32) {
 	// Merge the lists of the pools it freed in queue order (a pool not
 	// full may have stopped a task needing two of its slots).
 	freed := r.freed[:0]
-	for _, p := range r.c.needs[i] {
+	for _, p := range held {
 		if len(r.waiting[p]) > 0 {
 			freed = append(freed, p)
 		}
 	}
+	freed = r.workerLists(i, freed)
 	r.freed = freed
 	for {
 		best := int32(-1)
 		for _, p := range freed {
 			w := r.waiting[p]
-			if len(w) == 0 || r.used[p] >= r.c.pools[p].cap {
+			if len(w) == 0 || r.blocked(p) {
 				continue
 			}
 			if best < 0 || w[0] < r.waiting[best][0] {

@@ -68,6 +68,9 @@ type Sources struct {
 	// "" plans the policy's mode.
 	Mode   string
 	Window time.Duration
+	// Workers, when given, are the data movers the run is placed on
+	// (Input.Workers); none: one process runs it all.
+	Workers []engine.Worker
 }
 
 // BuildInput turns the sources into the simulation's input, and lists
@@ -92,7 +95,7 @@ func BuildInput(s Sources) (Input, []string) {
 	fleet := fleetMeans(hist)
 	perByteTransfer, share := transferPerByte(hist), readShare(hist)
 	as := assumptions{}
-	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window}
+	in := Input{Concurrency: limits.Tasks, TaskRate: float64(limits.TaskRate), Devices: map[string]float64{}, Window: s.Window, Workers: s.Workers}
 	// How costs grow with concurrency, and how much whole runs move.
 	fixedFit, fixedErr := hist.CostGrowth()
 	inFlight := fleetInFlight(limits.Tasks, len(s.Targets))
@@ -111,6 +114,10 @@ func BuildInput(s Sources) (Input, []string) {
 		as.add(fmt.Sprintf("coffer's pipeline at %.0f MB/s per core × %d cores (performance anchors; run `coffer bench pipeline`)",
 			AssumedPipelinePerCore/1e6, runtime.GOMAXPROCS(0)), 0)
 	}
+	if len(s.Workers) > 0 {
+		as.add(fmt.Sprintf("%s, each with a pipeline of its own as fast as this machine's (%.0f MB/s)",
+			counted(len(s.Workers), "worker"), in.Devices[PipelineDevice]/1e6), 0)
+	}
 	if limits.Rate > 0 {
 		in.Devices[RateDevice] = float64(limits.Rate)
 	}
@@ -127,7 +134,8 @@ func BuildInput(s Sources) (Input, []string) {
 		vm := tg.VM
 		h := hist.VMs[VMKey(tg.Connection, vm.ID)]
 		t := Task{Name: vm.Name, Size: vm.ProvisionedBytes(),
-			Pools: engine.SlotNeeds(cfg, limits, s.Policy, tg.Connection, vm, true, true)}
+			Pools: engine.SlotNeeds(cfg, limits, s.Policy, tg.Connection, vm, true, true),
+			Route: engine.RouteOf(cfg, s.Policy, tg.Connection, vm)}
 		t.Snapshot = pick(h, func(h *VMHistory) Dist { return h.Snapshot }, fleet.Snapshot, AssumedSnapshotSeconds, "snapshot create", as)
 		t.Setup = pick(h, func(h *VMHistory) Dist { return h.Setup }, fleet.Setup, AssumedSetupSeconds, "disk setup", as)
 		t.Release = pick(h, func(h *VMHistory) Dist { return h.Release }, fleet.Release, AssumedReleaseSeconds, "snapshot remove", as)

@@ -74,6 +74,9 @@ type Task struct {
 	// Pools are the slots the VM needs besides the global pool
 	// (engine.SlotNeeds).
 	Pools []engine.SlotNeed
+	// Route is what the VM needs of a worker (engine.RouteOf), with
+	// Input.Workers.
+	Route engine.Route
 	// Fixed costs, in seconds.
 	Snapshot, Setup, Other, Release Dist
 	// Bytes is what the run reads from the VM's disks, at the rates of
@@ -97,6 +100,10 @@ type Input struct {
 	Tasks []Task
 	// Concurrency is the global pool's capacity (limits.tasks).
 	Concurrency int
+	// Workers, when given, are the data movers the tasks are placed on,
+	// as the engine's dispatcher places them (workers.go); none: one
+	// process runs everything.
+	Workers []engine.Worker
 	// TaskRate caps each transfer, in bytes/s (limits.task-rate; 0: none).
 	TaskRate float64
 	// Devices are the bandwidths in bytes/s by key, as Task.Path names

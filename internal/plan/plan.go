@@ -60,7 +60,7 @@ func Make(r Request) (*Report, error) {
 	}
 	for i, s := range scenarios {
 		in, as := BuildInput(Sources{Config: s.sc.Config, Policy: s.sc.Policy, Targets: s.sc.Targets, History: s.sc.History,
-			Measured: r.Measured, Mode: r.Mode, Window: r.Window})
+			Measured: r.Measured, Mode: r.Mode, Window: r.Window, Workers: s.sc.Workers})
 		in.Runs, in.Seed, in.Record = r.Runs, r.Seed, r.Record
 		if i == 0 {
 			rep.Assumptions = as

@@ -99,6 +99,9 @@ func Predict(in Input) (*Prediction, error) {
 		math.IsNaN(g.Sigma+g.Kappa+tg.Sigma+tg.Kappa+in.RunSpread+in.TransferSpread) {
 		return nil, errors.New("plan: a cost growth or run spread is negative or not a number")
 	}
+	if err := checkWorkers(&in); err != nil {
+		return nil, err
+	}
 	c := compile(&in)
 	runs := in.Runs
 	if runs <= 0 {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 )
 
@@ -30,6 +31,7 @@ type compiled struct {
 	devices []deviceDef
 	needs   [][]int32 // per task: pool indices (0 is the global pool), one per slot
 	path    [][]crossing
+	fleet   fleetOf // the workers (workers.go)
 	// The run factor's deviations and degrees of freedom (runFactors).
 	runSpread, transferSpread float64
 	runDof                    int
@@ -78,6 +80,9 @@ func compile(in *Input) *compiled {
 		}
 		c.needs[i] = ns
 		for _, x := range t.Path {
+			if c.isPipeline(x.Device) {
+				continue // each worker's own (compileWorkers)
+			}
 			rate, ok := in.Devices[x.Device]
 			if !ok || rate <= 0 || x.Factor <= 0 {
 				continue
@@ -91,6 +96,7 @@ func compile(in *Input) *compiled {
 			c.path[i] = append(c.path[i], crossing{d, x.Factor, c.devices[d].rate / x.Factor})
 		}
 	}
+	c.compileWorkers(pool)
 	c.order = make([]int32, len(in.Tasks))
 	for i := range c.order {
 		c.order[i] = int32(i)
@@ -142,6 +148,13 @@ type run struct {
 	deferred []waiter
 	wasFull  []int32
 	freed    []int32
+	// The workers (workers.go): where each task runs (-1: nowhere yet),
+	// each worker's latest grant, and each task's path with its
+	// worker's pipeline.
+	placed    []int32
+	lastGrant []int64
+	grants    int64
+	path      [][]crossing
 	// The transfers (transfer.go).
 	moving   []int32
 	synced   float64   // when the transfers' bytes were last settled
@@ -186,9 +199,17 @@ func (v *interval) set(on bool, now float64) {
 func newRun(c *compiled, rng *rand.Rand, trace bool) *run {
 	r := &run{c: c, rng: rng, trace: trace, tasks: make([]taskState, len(c.in.Tasks)), left: len(c.in.Tasks),
 		used: make([]int, len(c.pools)), peak: make([]int, len(c.pools)), full: make([]interval, len(c.pools)),
-		waiting: make([][]int32, len(c.pools)), nextEnd: math.Inf(1),
+		waiting: make([][]int32, len(c.pools)+len(c.fleet.sets)), nextEnd: math.Inf(1), path: c.path,
 		devN: make([]int32, len(c.devices)), devInv: make([]float64, len(c.devices)), devUse: make([]float64, len(c.devices)), devBusy: make([]interval, len(c.devices)),
 		devSeen: make([]uint32, len(c.devices))}
+	if len(c.fleet.workers) > 0 {
+		r.path = slices.Clone(c.path) // place changes a task's own
+		r.placed = make([]int32, len(c.in.Tasks))
+		for i := range r.placed {
+			r.placed[i] = -1
+		}
+		r.lastGrant = make([]int64, len(c.fleet.workers))
+	}
 	// The run's own factor, drawn first: every task's costs move with
 	// it. Its median is 1: the growth's fit is the typical run (its
 	// relative residuals, and so the logs of the runs' ratios to it,
@@ -309,7 +330,7 @@ func (r *run) push(i int32, d float64) {
 func (r *run) next(i int32) {
 	s := &r.tasks[i]
 	if s.phase == phaseTransfer && s.cost[costIndex(phaseTransfer)] <= 0 { // it moved bytes at rates
-		for _, x := range r.c.path[i] {
+		for _, x := range r.path[i] {
 			r.devN[x.dev]--
 			r.devInv[x.dev] = 1 / float64(r.devN[x.dev])
 		}
@@ -326,7 +347,7 @@ func (r *run) next(i int32) {
 				continue
 			}
 			r.sync() // the others move at their old rates until now
-			for _, x := range r.c.path[i] {
+			for _, x := range r.path[i] {
 				r.devN[x.dev]++
 				r.devInv[x.dev] = 1 / float64(r.devN[x.dev])
 			}

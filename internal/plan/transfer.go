@@ -45,7 +45,7 @@ func (r *run) rates() {
 	for _, i := range r.moving {
 		s := &r.tasks[i]
 		s.rate, s.limit = taskRate, -1
-		for _, x := range r.c.path[i] {
+		for _, x := range r.path[i] {
 			if share := x.scale * r.devInv[x.dev]; share < s.rate {
 				s.rate, s.limit = share, x.dev
 			}
@@ -55,7 +55,7 @@ func (r *run) rates() {
 		}
 		s.tEnd = r.now + s.remaining/s.rate
 		r.nextEnd = min(r.nextEnd, s.tEnd)
-		for _, x := range r.c.path[i] {
+		for _, x := range r.path[i] {
 			if r.devSeen[x.dev] != r.epoch {
 				r.devSeen[x.dev], r.devUse[x.dev] = r.epoch, 0
 				touched = append(touched, x.dev)

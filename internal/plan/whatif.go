@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,9 @@ type Scenario struct {
 	Policy  policy.Policy
 	Targets []Target
 	History *History
+	// Workers are the data movers the run is placed on; none: one
+	// process runs it all.
+	Workers []engine.Worker
 }
 
 // Variation is a what-if: one change to a scenario, written KEY=VALUE.
@@ -32,12 +36,18 @@ type Scenario struct {
 //	multiplexing=2       VM streams per repository target device: the repository's streams
 //	add-vms=100          that many VMs more, copies of the selected ones in turn (their history too)
 //	move=GLOB:DATASTORE  the selected VMs whose name matches GLOB moved to DATASTORE
+//	workers=3, workers=3x2  that many workers (of that many slots each; default: the
+//	                     workers' own, else one per core of this machine), reaching
+//	                     every connection, the hosts of QEMU and libvirt connections
+//	                     dealt among them in turn (host k to worker k mod N)
+//	worker-slots=2       every worker's slots
 type Variation struct {
-	Text string
-	key  string
-	arg  string
-	n    int
-	add  bool // "+N"
+	Text  string
+	key   string
+	arg   string
+	n     int
+	add   bool // "+N"
+	slots int  // workers=NxS
 }
 
 // ParseVariation reads one what-if.
@@ -45,7 +55,7 @@ func ParseVariation(s string) (Variation, error) {
 	key, arg, ok := strings.Cut(strings.TrimSpace(s), "=")
 	v := Variation{Text: strings.TrimSpace(s), key: key, arg: arg}
 	if !ok || arg == "" {
-		return v, fmt.Errorf("what-if %q: write KEY=VALUE (tasks=64, per-datastore=12, per-host=4, group:NAME=6, streams=+1, multiplexing=2, add-vms=100, move=GLOB:DATASTORE)", s)
+		return v, fmt.Errorf("what-if %q: write KEY=VALUE (tasks=64, per-datastore=12, per-host=4, group:NAME=6, streams=+1, multiplexing=2, add-vms=100, move=GLOB:DATASTORE, workers=3x2, worker-slots=2)", s)
 	}
 	switch {
 	case key == "move":
@@ -55,13 +65,20 @@ func ParseVariation(s string) (Variation, error) {
 		}
 		return v, nil
 	case key == "tasks", key == "per-datastore", key == "per-host", key == "streams", key == "multiplexing", key == "add-vms",
-		strings.HasPrefix(key, "group:") && len(key) > len("group:"):
+		key == "workers", key == "worker-slots", strings.HasPrefix(key, "group:") && len(key) > len("group:"):
 	default:
-		return v, fmt.Errorf("what-if %q: unknown key %q (tasks, per-datastore, per-host, group:NAME, streams, multiplexing, add-vms, move)", s, key)
+		return v, fmt.Errorf("what-if %q: unknown key %q (tasks, per-datastore, per-host, group:NAME, streams, multiplexing, add-vms, move, workers, worker-slots)", s, key)
 	}
 	num := arg
 	if key == "streams" && strings.HasPrefix(arg, "+") {
 		v.add, num = true, arg[1:]
+	}
+	if n, slots, ok := strings.Cut(arg, "x"); key == "workers" && ok {
+		k, err := strconv.Atoi(slots)
+		if err != nil || k < 1 || k > 10_000 {
+			return v, fmt.Errorf("what-if %q: write workers=N or workers=NxSLOTS, SLOTS a whole number from 1 to 10000", s)
+		}
+		v.slots, num = k, n
 	}
 	n, err := strconv.Atoi(num)
 	if err != nil || n < 1 || n > 1_000_000 {
@@ -81,7 +98,7 @@ func (v Variation) Apply(sc Scenario) (Scenario, error) {
 	cfg := *sc.Config
 	cfg.ResourceGroups = slices.Clone(sc.Config.ResourceGroups)
 	cfg.Repositories = slices.Clone(sc.Config.Repositories)
-	out := Scenario{Config: &cfg, Policy: sc.Policy, Targets: sc.Targets, History: sc.History}
+	out := Scenario{Config: &cfg, Policy: sc.Policy, Targets: sc.Targets, History: sc.History, Workers: sc.Workers}
 	switch {
 	case v.key == "tasks":
 		cfg.Limits.Tasks = v.n
@@ -135,20 +152,77 @@ func (v Variation) Apply(sc Scenario) (Scenario, error) {
 			if ok, _ := path.Match(glob, tg.VM.Name); !ok {
 				continue
 			}
-			vm := tg.VM
-			vm.Datastores = []string{ds}
-			vm.Disks = slices.Clone(vm.Disks)
-			for k := range vm.Disks {
-				vm.Disks[k].Datastore = ds
-			}
-			out.Targets[i].VM = vm
+			out.Targets[i].VM = movedTo(tg.VM, ds)
 			moved++
 		}
 		if moved == 0 {
 			return sc, fmt.Errorf("what-if %q: no selected VM is named like %q", v.Text, glob)
 		}
+	case v.key == "workers", v.key == "worker-slots":
+		return v.applyWorkers(sc, out)
 	}
 	return out, nil
+}
+
+// movedTo is vm with all its disks on datastore ds.
+func movedTo(vm hypervisor.VM, ds string) hypervisor.VM {
+	vm.Datastores = []string{ds}
+	vm.Disks = slices.Clone(vm.Disks)
+	for k := range vm.Disks {
+		vm.Disks[k].Datastore = ds
+	}
+	return vm
+}
+
+// applyWorkers changes out's workers: n of them, or their slots.
+func (v Variation) applyWorkers(sc, out Scenario) (Scenario, error) {
+	if v.key == "workers" {
+		slots := v.slots
+		if slots == 0 && len(sc.Workers) > 0 {
+			slots = sc.Workers[0].Slots
+		}
+		if slots == 0 {
+			slots = runtime.GOMAXPROCS(0) // a worker like this machine, one slot per core
+		}
+		out.Workers = evenWorkers(sc, v.n, slots)
+		return out, nil
+	}
+	if len(sc.Workers) == 0 {
+		return sc, fmt.Errorf("what-if %q: the run has no workers: give workers=N or workers=Nx%d", v.Text, v.n)
+	}
+	out.Workers = slices.Clone(sc.Workers)
+	for i := range out.Workers {
+		out.Workers[i].Slots = v.n
+	}
+	return out, nil
+}
+
+// evenWorkers is n workers of slots each, w1 to wN, that reach every
+// connection of the targets; the hosts of connections whose VMs are read
+// only on their host are dealt among them in turn (in name order), as
+// one worker per hypervisor host serves them.
+func evenWorkers(sc Scenario, n, slots int) []engine.Worker {
+	var conns, hosts []string
+	for _, tg := range sc.Targets {
+		if !slices.Contains(conns, tg.Connection) {
+			conns = append(conns, tg.Connection)
+		}
+		for _, h := range engine.RouteOf(sc.Config, sc.Policy, tg.Connection, tg.VM).Hosts {
+			if k := tg.Connection + "/" + h; !slices.Contains(hosts, k) {
+				hosts = append(hosts, k)
+			}
+		}
+	}
+	slices.Sort(conns)
+	slices.Sort(hosts)
+	ws := make([]engine.Worker, n)
+	for i := range ws {
+		ws[i] = engine.Worker{Name: fmt.Sprintf("w%d", i+1), Slots: slots, Reach: engine.Reach{Connections: conns}}
+	}
+	for k, h := range hosts {
+		ws[k%n].Reach.Hosts = append(ws[k%n].Reach.Hosts, h)
+	}
+	return ws
 }
 
 func withCopies(h *History) *History {

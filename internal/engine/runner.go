@@ -1,0 +1,50 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// Placement is where the dispatcher started an attempt of a VM's backup,
+// and which one it is: enough for a hand-off to carry it to its worker
+// and fence what comes back (job, task, attempt).
+type Placement struct {
+	// Worker is the worker whose slot the unit took; "" when the engine
+	// has no workers (everything runs in this process).
+	Worker  string
+	JobID   int64
+	TaskID  int64
+	Attempt int
+	// Connection and VM name the VM, for logs.
+	Connection, VM string
+}
+
+// UnitRunner runs an attempt where the dispatcher placed it. The engine
+// keeps the attempt's bookkeeping (its slots, the task's record, the
+// retry decision) and hands the runner only the attempt itself, so that a
+// River hand-off (internal/fleet) can run it on the placed worker and
+// return its outcome; local is the attempt as this process runs it, which
+// the default runner calls. The runner must return once ctx ends: a lost
+// worker's attempt is cancelled with ErrWorkerLost, and its slots are
+// given back when RunAttempt returns.
+type UnitRunner interface {
+	RunAttempt(ctx context.Context, p Placement, local func(context.Context) (*repo.Point, error)) (*repo.Point, error)
+}
+
+// InProcess is the default runner: the attempt runs in the goroutine the
+// dispatcher started for it, in this process, wherever it was placed.
+type InProcess struct{}
+
+// RunAttempt implements UnitRunner.
+func (InProcess) RunAttempt(ctx context.Context, _ Placement, local func(context.Context) (*repo.Point, error)) (*repo.Point, error) {
+	return local(ctx)
+}
+
+// workerName is the name of the worker a started unit runs on.
+func (u *unit) workerName() string {
+	if u.worker == nil {
+		return ""
+	}
+	return u.worker.name
+}
