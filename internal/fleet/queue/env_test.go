@@ -38,8 +38,9 @@ var sleepStarted = make(chan string, 16)
 // drown a test's.
 var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-// testOperations is the whole table and test-sleep, which only this test
-// binary registers: production has no operation that just waits.
+// testOperations is the whole table, test-sleep and test-panic, which
+// only this test binary registers: production has no operation that just
+// waits or panics.
 var testOperations = append(append([]service.Operation(nil), operations.All...), service.Operation{
 	ID: "test-sleep", Method: "Sleep", Summary: "wait (tests only)", HTTP: service.Post, Path: "/test/sleep",
 	Endpoint: service.Endpoint[sleepInput, service.Result[sleepDoc]](
@@ -56,6 +57,10 @@ var testOperations = append(append([]service.Operation(nil), operations.All...),
 				return &service.Result[sleepDoc]{Body: sleepDoc{Tag: in.Body.Tag, Slept: true}}, nil
 			}
 		}),
+}, service.Operation{
+	ID: "test-panic", Method: "Panic", Summary: "panic (tests only)", HTTP: service.Post, Path: "/test/panic",
+	Endpoint: service.Endpoint[struct{}, service.Result[int]](
+		func(context.Context, *service.Service, *struct{}) (*service.Result[int], error) { panic("on purpose") }),
 })
 
 // startCatalog starts PostgreSQL, migrates River's schema and returns a

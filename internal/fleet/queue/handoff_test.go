@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,7 +35,7 @@ func TestHandOffRunsOnNamedWorker(t *testing.T) {
 		if err := o.Err(); err != nil {
 			t.Fatalf("%s on %s: %v", op, worker, err)
 		}
-		if o.Worker != worker {
+		if want := cmp.Or(worker, "server"); o.Worker != want {
 			t.Fatalf("%s for worker %s ran on %q", op, worker, o.Worker)
 		}
 		return o
@@ -61,6 +62,11 @@ func TestHandOffRunsOnNamedWorker(t *testing.T) {
 		t.Fatalf("points of a's new repository: %v, %v", points, err)
 	}
 
+	// A unit with no worker named runs on a server (queue srv).
+	if o := submit("", "init-repository", &api.InitRepositoryInput{}); o.Worker != "server" {
+		t.Fatalf("a unit for the servers ran on %q", o.Worker)
+	}
+
 	// An operation's error comes back with its class: a's repository
 	// exists already.
 	s, err := srv.Submit(ctx, queue.Unit{Worker: "a", Epoch: 1, Operation: "init-repository", Input: &api.InitRepositoryInput{}})
@@ -69,6 +75,16 @@ func TestHandOffRunsOnNamedWorker(t *testing.T) {
 	}
 	if o := waitOutcome(t, srv, s.ID, 30*time.Second); o.ErrorClass == "" || o.Worker != "a" {
 		t.Fatalf("a second init on a: %+v", o)
+	}
+
+	// A panic is an outcome too, and wakes the waiter at once (River's
+	// own recovery would leave it to Wait's safety net, 5 s).
+	s, err = srv.Submit(ctx, queue.Unit{Worker: "b", Epoch: 1, Operation: "test-panic", Input: &struct{}{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := waitOutcome(t, srv, s.ID, 2*time.Second); o.ErrorClass != string(api.Internal) || !strings.Contains(o.Error, "on purpose") {
+		t.Fatalf("a panic's outcome: %+v", o)
 	}
 }
 

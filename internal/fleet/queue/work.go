@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -34,7 +35,7 @@ type operationWorker struct {
 // hand-off did its work, and the outcome (document, error class) is
 // coffer's to judge, not River's to retry.
 func (w *operationWorker) Work(ctx context.Context, job *river.Job[Args]) error {
-	out := w.run(ctx, job.Args)
+	out := w.runRecovering(ctx, job.Args)
 	if err := river.RecordOutput(ctx, out); err != nil {
 		// A document River cannot hold (over 32 MB): say so instead.
 		out = &Outcome{Worker: w.name, ErrorClass: string(api.Internal), Error: fmt.Sprintf("the outcome cannot be recorded: %v", err)}
@@ -43,6 +44,19 @@ func (w *operationWorker) Work(ctx context.Context, job *river.Job[Args]) error 
 		}
 	}
 	return w.complete(ctx, job)
+}
+
+// runRecovering is run, with a panic of the operation as its outcome
+// (class internal): River would recover it too, but end the job without
+// an outcome nor the NOTIFY its waiter sleeps on.
+func (w *operationWorker) runRecovering(ctx context.Context, a Args) (out *Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("operation panicked", "operation", a.Operation, "panic", r, "stack", string(debug.Stack()))
+			out = &Outcome{Worker: w.name, ErrorClass: string(api.Internal), Error: fmt.Sprintf("%s panicked: %v", a.Operation, r)}
+		}
+	}()
+	return w.run(ctx, a)
 }
 
 // run is the job's outcome.
