@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// recheck is how often Wait reads a job's row without being woken: only a
+// safety net for a notice lost with a dropped connection (the listener
+// wakes every waiter when it reconnects anyway) or a job River ended
+// itself (a panic).
+const recheck = 5 * time.Second
+
+// Wait waits for hand-off id to end and returns its outcome. It is woken
+// by the NOTIFY of the transaction that completed the job, so it returns
+// milliseconds after the worker's commit without polling.
+func (c *Client) Wait(ctx context.Context, id int64) (*Outcome, error) {
+	woken, done := c.waiter.watch(id)
+	defer done()
+	if err := c.waiter.listening(ctx); err != nil {
+		return nil, err
+	}
+	for {
+		row, err := c.river.JobGet(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: hand-off %d: %w", id, err)
+		}
+		if row.FinalizedAt != nil {
+			return outcomeOf(row)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-woken:
+		case <-time.After(recheck):
+		}
+	}
+}
+
+// outcomeOf reads a finished job's outcome: what its worker recorded, or
+// why River ended it without one.
+func outcomeOf(row *rivertype.JobRow) (*Outcome, error) {
+	if out := row.Output(); out != nil {
+		var o Outcome
+		if err := json.Unmarshal(out, &o); err != nil {
+			return nil, fmt.Errorf("fleet: hand-off %d's outcome: %w", row.ID, err)
+		}
+		return &o, nil
+	}
+	o := &Outcome{ErrorClass: "internal", Error: fmt.Sprintf("the hand-off ended %s without an outcome", row.State)}
+	if row.State == rivertype.JobStateCancelled {
+		o.ErrorClass, o.Error = "cancelled", "cancelled before it started"
+	}
+	if n := len(row.Errors); n > 0 {
+		o.Error = row.Errors[n-1].Error
+	}
+	return o, nil
+}
+
+// waiter holds one LISTEN connection for all of a client's Waits, and
+// wakes the waiters of each job ID it is told of.
+type waiter struct {
+	pool    *pgxpool.Pool
+	mu      sync.Mutex
+	waiting map[int64]map[chan struct{}]struct{}
+	ready   chan struct{} // closed once LISTEN holds
+	stop    context.CancelFunc
+	started bool
+	err     error
+}
+
+func newWaiter(pool *pgxpool.Pool) *waiter {
+	return &waiter{pool: pool, waiting: map[int64]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+}
+
+// watch registers a waiter of id; done unregisters it.
+func (w *waiter) watch(id int64) (woken <-chan struct{}, done func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started {
+		w.started = true
+		ctx, cancel := context.WithCancel(context.Background())
+		w.stop = cancel
+		go w.listen(ctx)
+	}
+	if w.waiting[id] == nil {
+		w.waiting[id] = map[chan struct{}]struct{}{}
+	}
+	w.waiting[id][ch] = struct{}{}
+	return ch, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.waiting[id], ch)
+		if len(w.waiting[id]) == 0 {
+			delete(w.waiting, id)
+		}
+	}
+}
+
+// listening returns once notices reach the waiters: a job that completes
+// after that wakes them.
+func (w *waiter) listening(ctx context.Context) error {
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.err != nil {
+			return fmt.Errorf("fleet: listen for hand-offs' ends: %w", w.err)
+		}
+		return ctx.Err()
+	}
+}
+
+func (w *waiter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop != nil {
+		w.stop()
+	}
+}
+
+// listen keeps a connection LISTENing, reconnecting after a failure
+// (waking every waiter then: a notice may have been lost meanwhile).
+func (w *waiter) listen(ctx context.Context) {
+	var once sync.Once
+	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 5*time.Second) {
+		err := w.listenOnce(ctx, func() { once.Do(func() { close(w.ready) }) })
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		w.wakeAll()
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (w *waiter) listenOnce(ctx context.Context, ready func()) error {
+	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := conn.Exec(ctx, `LISTEN `+doneChannel); err != nil {
+		return err
+	}
+	ready()
+	w.wakeAll()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if id, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+			w.wake(id)
+		}
+	}
+}
+
+func (w *waiter) wake(id int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.waiting[id] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *waiter) wakeAll() {
+	w.mu.Lock()
+	ids := make([]int64, 0, len(w.waiting))
+	for id := range w.waiting {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	for _, id := range ids {
+		w.wake(id)
+	}
+}

@@ -1,0 +1,132 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// operationWorker runs coffer_operation jobs: an operation by its ID,
+// through the service of the process that works the queue.
+type operationWorker struct {
+	river.WorkerDefaults[Args]
+	client *Client
+	name   string
+	epoch  int64
+	svc    *service.Service
+	fence  FenceFunc
+	log    *slog.Logger
+}
+
+// Work runs the job's operation unless the job is fenced, and completes
+// the job itself with the outcome: whatever the operation's result, the
+// hand-off did its work, and the outcome (document, error class) is
+// coffer's to judge, not River's to retry.
+func (w *operationWorker) Work(ctx context.Context, job *river.Job[Args]) error {
+	out := w.runRecovering(ctx, job.Args)
+	if err := river.RecordOutput(ctx, out); err != nil {
+		// A document River cannot hold (over 32 MB): say so instead.
+		out = &Outcome{Worker: w.name, ErrorClass: string(api.Internal), Error: fmt.Sprintf("the outcome cannot be recorded: %v", err)}
+		if err := river.RecordOutput(ctx, out); err != nil {
+			return err
+		}
+	}
+	return w.complete(ctx, job)
+}
+
+// runRecovering is run, with a panic of the operation as its outcome
+// (class internal): River would recover it too, but end the job without
+// an outcome nor the NOTIFY its waiter sleeps on.
+func (w *operationWorker) runRecovering(ctx context.Context, a Args) (out *Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("operation panicked", "operation", a.Operation, "panic", r, "stack", string(debug.Stack()))
+			out = &Outcome{Worker: w.name, ErrorClass: string(api.Internal), Error: fmt.Sprintf("%s panicked: %v", a.Operation, r)}
+		}
+	}()
+	return w.run(ctx, a)
+}
+
+// run is the job's outcome.
+func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
+	out := &Outcome{Worker: w.name}
+	fail := func(class api.Class, err error) *Outcome {
+		out.ErrorClass, out.Error = string(class), err.Error()
+		return out
+	}
+	if a.Protocol != ProtocolVersion {
+		return fail(api.UnsupportedVersion, fmt.Errorf("the job speaks protocol %d, this worker %d", a.Protocol, ProtocolVersion))
+	}
+	if err := w.fenced(ctx, a); err != nil {
+		w.log.Info("fenced hand-off completes without running", "operation", a.Operation, "worker", a.Worker, "epoch", a.Epoch, "err", err)
+		out.Fenced = true
+		return fail("", err)
+	}
+	op := service.OperationByID(w.svc.Config.Operations, a.Operation)
+	if op == nil {
+		return fail(api.Invalid, fmt.Errorf("this worker has no operation %q", a.Operation))
+	}
+	in := reflect.New(op.Endpoint.Input()).Interface()
+	if err := json.Unmarshal(a.Input, in); err != nil {
+		return fail(api.Invalid, fmt.Errorf("%s's input: %w", a.Operation, err))
+	}
+	doc, _, err := w.svc.InvokePage(ctx, a.Operation, in)
+	if doc != nil {
+		b, merr := json.Marshal(doc)
+		if merr != nil {
+			return fail(api.Internal, fmt.Errorf("%s's document: %w", a.Operation, merr))
+		}
+		out.Document = b
+	}
+	if err != nil {
+		if errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely) {
+			return fail(api.Cancelled, fmt.Errorf("cancelled: %w", err))
+		}
+		return fail(service.Classify(err), err)
+	}
+	return out
+}
+
+// fenced says why a job must not run: it names another worker or an
+// older registration of this one (a stale job left by the process this
+// one replaced), or the registry refuses its epoch.
+func (w *operationWorker) fenced(ctx context.Context, a Args) error {
+	if a.Worker != w.name && w.client.queue != ServerQueue {
+		return fmt.Errorf("the job is for worker %s, this is %s", a.Worker, w.name)
+	}
+	if w.epoch != 0 && a.Epoch != w.epoch {
+		return fmt.Errorf("the job is for epoch %d of worker %s, this is epoch %d", a.Epoch, a.Worker, w.epoch)
+	}
+	if w.fence != nil {
+		return w.fence(ctx, a.Worker, a.Epoch)
+	}
+	return nil
+}
+
+// complete ends the job in one transaction with the NOTIFY that wakes its
+// submitter's Wait: River's own completion is batched and announces
+// nothing, so a waiter would otherwise have to poll. The completion runs
+// even if the job's context was cancelled (a cancelled operation's
+// outcome is recorded too).
+func (w *operationWorker) complete(ctx context.Context, job *river.Job[Args]) error {
+	ctx = context.WithoutCancel(ctx)
+	return pgx.BeginFunc(ctx, w.client.pool, func(tx pgx.Tx) error {
+		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, doneChannel, strconv.FormatInt(job.ID, 10))
+		return err
+	})
+}
