@@ -45,12 +45,8 @@ func (w Watch) Check(ctx context.Context) ([]Worker, error) {
 	if err != nil || len(lost) == 0 {
 		return nil, err
 	}
-	log := w.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	for _, l := range lost {
-		log.Warn("worker lost: no heartbeat", "worker", l.Name, "epoch", l.Epoch, "last_heartbeat", l.HeartbeatAt)
+		w.log().Warn("worker lost: no heartbeat", "worker", l.Name, "epoch", l.Epoch, "last_heartbeat", l.HeartbeatAt)
 	}
 	if w.OnLost != nil {
 		w.OnLost(ctx, lost)
@@ -69,7 +65,7 @@ func (w Watch) Run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		if _, err := w.Check(ctx); err != nil && ctx.Err() == nil {
-			slog.Default().Warn("fleet watch", "err", err)
+			w.log().Warn("fleet watch: cannot declare lost workers", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -77,4 +73,11 @@ func (w Watch) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+func (w Watch) log() *slog.Logger {
+	if w.Log != nil {
+		return w.Log
+	}
+	return slog.Default()
 }
