@@ -22,6 +22,9 @@ type Watch struct {
 	// OnLost receives each worker declared lost, once across all the
 	// servers sharing the catalog (the hook of the dispatcher).
 	OnLost func(ctx context.Context, lost []Worker)
+	// Observed, when set, receives the whole registry after each look
+	// (the metrics' per-worker gauges).
+	Observed func(ws []Worker)
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	Log *slog.Logger // nil: slog.Default()
@@ -42,8 +45,18 @@ func (w Watch) Check(ctx context.Context) ([]Worker, error) {
 		now = w.Now
 	}
 	lost, err := w.Catalog.DeclareWorkersLost(ctx, now().Add(-w.deadAfter()))
-	if err != nil || len(lost) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	if w.Observed != nil {
+		ws, err := w.Catalog.ListWorkers(ctx)
+		if err != nil {
+			return lost, err
+		}
+		w.Observed(ws)
+	}
+	if len(lost) == 0 {
+		return nil, nil
 	}
 	for _, l := range lost {
 		w.log().Warn("worker lost: no heartbeat", "worker", l.Name, "epoch", l.Epoch, "last_heartbeat", l.HeartbeatAt)

@@ -95,7 +95,8 @@ func pgEnv(t *testing.T, dsn string) *clitest.Env {
 // declares it lost within the dead interval and a look.
 func TestKilledWorkerIsDeclaredLost(t *testing.T) {
 	e := pgEnv(t, testutil.StartPostgres(t))
-	e.StartServer()
+	srv := e.StartServer()
+	token := e.AdminToken()
 	cat := openCatalog(t, e)
 	w := startWorker(e, "kvm1")
 	ready := waitWorker(t, cat, "kvm1", "worker ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady })
@@ -114,6 +115,14 @@ func TestKilledWorkerIsDeclaredLost(t *testing.T) {
 		t.Fatalf("declared lost %s after the kill, %s after its last heartbeat (dead after %s)", took, time.Since(lost.HeartbeatAt), dead)
 	}
 	t.Logf("declared lost %s after the kill", took.Round(time.Millisecond))
+	// The leader's gauges follow within a look of the watch.
+	deadline := time.Now().Add(patience)
+	for !strings.Contains(srv.Metrics(token), `coffer_worker_state{state="lost",worker="kvm1"} 1`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the metrics do not show kvm1 lost:\n%s", srv.Metrics(token))
+		}
+		time.Sleep(dead / 10) // a poll's pace
+	}
 }
 
 // A drain through the API reaches the worker with its next heartbeat: it
