@@ -47,8 +47,8 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.cfg.Name, "name", defaultName(), "the worker's name: lower-case letters and digits, - or _ between them (default: the host name)")
-	fl.IntVar(&f.cfg.Slots, "slots", runtime.NumCPU(), "tasks the worker runs at once (default: one per core)")
+	fl.StringVar(&f.cfg.Name, "name", "", "the worker's name: lower-case letters and digits, - or _ between them (default: the host name)")
+	fl.IntVar(&f.cfg.Slots, "slots", 0, "tasks the worker runs at once (default: one per core)")
 	fl.StringSliceVar(&f.cfg.Reach.Connections, "reach-connections", nil, "connections the worker serves (comma-separated)")
 	fl.StringSliceVar(&f.cfg.Reach.Hosts, "reach-hosts", nil, "hypervisor hosts whose VMs it reads (comma-separated)")
 	fl.StringSliceVar(&f.cfg.Reach.Datastores, "reach-datastores", nil, "datastores it mounts (comma-separated)")
@@ -77,6 +77,18 @@ func defaultName() string {
 func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
 	if a.Remote != nil {
 		return command.Usagef("a worker reaches its servers through their catalog (--catalog), not --server")
+	}
+	if cfg.Name == "" {
+		cfg.Name = defaultName()
+	}
+	if err := fleet.CheckName(cfg.Name); err != nil {
+		return command.Usagef("--name: %v", err)
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = runtime.NumCPU()
+	}
+	if cfg.Slots < 0 {
+		return command.Usagef("--slots must be at least 1")
 	}
 	s, err := a.Service()
 	if err != nil {

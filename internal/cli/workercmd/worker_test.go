@@ -213,3 +213,11 @@ func TestVersionSkewIsRefused(t *testing.T) {
 		t.Fatalf("a refused worker left a row: %+v %v", ws, err)
 	}
 }
+
+// A name that cannot be a River queue's is refused before registration.
+func TestBadNameIsRefused(t *testing.T) {
+	e := clitest.NewEnv(t)
+	if out := e.Expect(2, "worker", "--name", "KVM.1"); !strings.Contains(out, "is not a worker name") {
+		t.Fatalf("refusal: %s", out)
+	}
+}
