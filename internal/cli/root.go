@@ -1,7 +1,7 @@
 // Package cli is coffer's command line: it assembles the command tree
 // (the root command, its global flags, Execute) from the domain packages
 // of commands (internal/cli/repocmd, backupcmd, restorecmd, mediacmd,
-// fleetcmd, configcmd, servercmd), each a thin layer that parses flags,
+// fleetcmd, workercmd, configcmd, servercmd), each a thin layer that parses flags,
 // calls an operation of internal/service and prints text, or the
 // operation's internal/api document with --json. What the commands share
 // (settings, output, RunOp, exit codes) is internal/cli/command. Here too
