@@ -88,8 +88,10 @@ func (m *Member) Worker() Worker { return m.w }
 // dispatcher grants it nothing more. An operator's drain through the
 // catalog reaches the worker with its next heartbeat.
 func (m *Member) Drain(ctx context.Context) error {
-	m.startDrain("asked")
+	// The registry first: once the work has seen the drain it may end,
+	// and the worker deregister, at once.
 	_, err := m.reg.SetState(ctx, m.w.Name, m.w.Epoch, catalog.WorkerDraining)
+	m.startDrain("asked")
 	return err
 }
 

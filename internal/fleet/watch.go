@@ -38,33 +38,61 @@ func (w Watch) deadAfter() time.Duration {
 }
 
 // Check declares lost the workers silent for longer than DeadAfter, gives
-// them to OnLost and returns them.
+// them to OnLost, then the registry to Observed, and returns them. It
+// reads the registry first and writes only when a worker is overdue, so
+// that a look at a healthy fleet (or a SQLite catalog without workers)
+// costs one read. OnLost comes before anything that could fail: a worker
+// is declared lost once, and its units are re-admitted from that one
+// call (a leader that dies in between leaves them to its successor, who
+// rebuilds from the catalog).
 func (w Watch) Check(ctx context.Context) ([]Worker, error) {
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
 	}
-	lost, err := w.Catalog.DeclareWorkersLost(ctx, now().Add(-w.deadAfter()))
+	cutoff := now().Add(-w.deadAfter())
+	ws, err := w.Catalog.ListWorkers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if w.Observed != nil {
-		ws, err := w.Catalog.ListWorkers(ctx)
-		if err != nil {
+	var lost []Worker
+	if overdue(ws, cutoff) {
+		if lost, err = w.Catalog.DeclareWorkersLost(ctx, cutoff); err != nil {
+			return nil, err
+		}
+		for _, l := range lost {
+			w.log().Warn("worker lost: no heartbeat", "worker", l.Name, "epoch", l.Epoch, "last_heartbeat", l.HeartbeatAt)
+		}
+		if w.OnLost != nil && len(lost) > 0 {
+			w.OnLost(ctx, lost)
+		}
+		// Read again: another server may have declared them first.
+		if ws, err = w.Catalog.ListWorkers(ctx); err != nil {
 			return lost, err
 		}
+	}
+	if w.Observed != nil {
 		w.Observed(ws)
 	}
-	if len(lost) == 0 {
-		return nil, nil
-	}
-	for _, l := range lost {
-		w.log().Warn("worker lost: no heartbeat", "worker", l.Name, "epoch", l.Epoch, "last_heartbeat", l.HeartbeatAt)
-	}
-	if w.OnLost != nil {
-		w.OnLost(ctx, lost)
-	}
 	return lost, nil
+}
+
+// overdue reports a worker not yet lost whose heartbeat is older than
+// cutoff.
+func overdue(ws []Worker, cutoff time.Time) bool {
+	for _, x := range ws {
+		if x.State != catalog.WorkerLost && x.HeartbeatAt.Before(cutoff) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w Watch) log() *slog.Logger {
+	if w.Log != nil {
+		return w.Log
+	}
+	return slog.Default()
 }
 
 // Run checks every Every until ctx ends. A failed check is logged and
@@ -86,11 +114,4 @@ func (w Watch) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
-}
-
-func (w Watch) log() *slog.Logger {
-	if w.Log != nil {
-		return w.Log
-	}
-	return slog.Default()
 }
