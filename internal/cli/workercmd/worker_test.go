@@ -149,6 +149,15 @@ func TestDrainThroughTheAPIEndsTheWorker(t *testing.T) {
 		t.Fatalf("workers: exit %d\n%s", code, out)
 	}
 
+	// An auditor of the system sees the workers and cannot drain them.
+	auditor := strings.TrimSpace(e.Must("token", "create", "--user", "admin", "--grant", "/system=Auditor", "--lifetime", "1d"))
+	if code, out, errOut := e.Remote(srv, auditor, "workers", "--json"); code != 0 || len(clitest.Decode[[]api.Worker](t, out)) != 1 {
+		t.Fatalf("workers as an auditor: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := e.Remote(srv, auditor, "workers", "drain", "kvm2"); code != 3 {
+		t.Fatalf("drain as an auditor: exit %d, want 3\n%s", code, errOut)
+	}
+
 	code, out, errOut = e.Remote(srv, token, "workers", "drain", "kvm2")
 	if code != 0 || !strings.Contains(out, "worker kvm2 draining") {
 		t.Fatalf("workers drain: exit %d\n%s%s", code, out, errOut)

@@ -5,10 +5,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
-// onWorkers is the ACL object of the fleet's workers: a part of the
-// system, as its tasks are (/system/tasks), so that Sys.Audit and
-// Sys.Modify on /system reach it.
-const onWorkers = auth.SystemPath + "/workers"
+// onWorkers is the ACL object of the fleet's workers: the system itself,
+// as for the metrics, whose per-worker gauges show the same (an Auditor
+// on /system, propagated or not, sees both).
+const onWorkers = auth.SystemPath
 
 // Operations are this domain's rows of the operation table.
 var Operations = []service.Operation{
