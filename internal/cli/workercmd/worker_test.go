@@ -193,6 +193,7 @@ func TestCutOffWorkerFencesItself(t *testing.T) {
 	if took > dead {
 		t.Fatalf("fenced %s after the catalog stopped, want within %s", took, dead/2+beat)
 	}
+	t.Logf("the worker exited %s after the catalog stopped", took.Round(time.Millisecond))
 }
 
 // A worker declared lost by another process is refused its next renewal
