@@ -231,3 +231,25 @@ func TestBadNameIsRefused(t *testing.T) {
 		t.Fatalf("refusal: %s", out)
 	}
 }
+
+// A second process registering a name takes it over: the first is
+// refused its next renewal and exits 1; SIGTERM then drains the second,
+// which deregisters and exits 0.
+func TestSecondRegistrationFencesTheFirst(t *testing.T) {
+	e := clitest.NewEnv(t)
+	cat := openCatalog(t, e)
+	first := startWorker(e, "kvm6")
+	waitWorker(t, cat, "kvm6", "first ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady && w.Epoch == 1 })
+	second := startWorker(e, "kvm6")
+	if err := awaitExit(t, first); err == nil || !strings.Contains(first.Log(), "registered again (epoch 2, this process holds 1)") {
+		t.Fatalf("the first worker exited with %v:\n%s", err, first.Log())
+	}
+	waitWorker(t, cat, "kvm6", "second ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady && w.Epoch == 2 })
+	if err := second.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitExit(t, second); err != nil {
+		t.Fatalf("the second worker after SIGTERM: %v\n%s", err, second.Log())
+	}
+	waitWorker(t, cat, "kvm6", "deregistered", func(w catalog.Worker) bool { return w.Name == "" })
+}
