@@ -62,6 +62,8 @@ var Routes = map[string]Route{
 	"list-vms":                    {Method: "GET", Path: "/vms"},
 	"protection-summary":          {Method: "GET", Path: "/vms/protection"},
 	"refresh-inventory":           {Method: "POST", Path: "/connections/{conn}/inventory/refresh"},
+	"list-workers":                {Method: "GET", Path: "/workers"},
+	"drain-worker":                {Method: "POST", Path: "/workers/{worker}/drain"},
 	"check-policies":              {Method: "GET", Path: "/policies/check"},
 	"preview-policy":              {Method: "GET", Path: "/policies/{policy}/preview"},
 	"preview-policy-draft":        {Method: "POST", Path: "/policies/preview"},

@@ -293,6 +293,7 @@ type Catalog interface {
 	ConfigObjects // objects of the configuration created through the API (configobjects.go)
 	Leases        // several servers: who runs the schedules, each run claimed once (leases.go)
 	MediaCatalog  // what is on which tape volume (media.go)
+	Workers       // the fleet's worker registry (workers.go)
 
 	Close() error
 }

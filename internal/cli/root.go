@@ -1,7 +1,7 @@
 // Package cli is coffer's command line: it assembles the command tree
 // (the root command, its global flags, Execute) from the domain packages
 // of commands (internal/cli/repocmd, backupcmd, restorecmd, mediacmd,
-// fleetcmd, configcmd, servercmd), each a thin layer that parses flags,
+// fleetcmd, workercmd, configcmd, servercmd), each a thin layer that parses flags,
 // calls an operation of internal/service and prints text, or the
 // operation's internal/api document with --json. What the commands share
 // (settings, output, RunOp, exit codes) is internal/cli/command. Here too
@@ -28,6 +28,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/repocmd"
 	"github.com/coffer-backup/coffer/internal/cli/restorecmd"
 	"github.com/coffer-backup/coffer/internal/cli/servercmd"
+	"github.com/coffer-backup/coffer/internal/cli/workercmd"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
@@ -146,7 +147,7 @@ func (a *app) commands() []*cobra.Command {
 	var cmds []*cobra.Command
 	for _, domain := range []func(*command.App) []*cobra.Command{
 		repocmd.Commands, backupcmd.Commands, restorecmd.Commands, mediacmd.Commands,
-		fleetcmd.Commands, configcmd.Commands, servercmd.Commands,
+		fleetcmd.Commands, configcmd.Commands, servercmd.Commands, workercmd.Commands,
 	} {
 		cmds = append(cmds, domain(a.App)...)
 	}

@@ -73,6 +73,10 @@ func (c *Console) routes() []route {
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
 
+		// The fleet's workers.
+		{"GET /ui/workers", pg("list-workers"), (*page).workers},
+		{"POST /ui/workers/{worker}/drain", ops("drain-worker"), (*page).drainWorker},
+
 		// Sequential media: libraries, volumes by pool, a volume's
 		// contents; copies to tape, restores and verifies as tasks.
 		{"GET /ui/media", pg("list-media-libraries", "media-library-status", "list-media-volumes"), (*page).mediaPage},

@@ -243,6 +243,11 @@ func TestConsoleTour(t *testing.T) {
 	c.open("/ui/repositories")
 	c.run(chromedp.Click("#verify-default"), chromedp.WaitVisible("#verify-ok"))
 	c.shot("repositories")
+	// The fleet's workers: none here (TestConsoleWorkers shows some, and
+	// takes the page's screenshot).
+	c.open("/ui/workers")
+	c.waitText("#workers", "No worker is registered")
+	c.axe("workers")
 
 	// Access: a token made here works against the API.
 	c.open("/ui/access")

@@ -14,6 +14,7 @@
 //	  capacity: {offsite: 10TiB} # for repositories whose store has no capacity (S3)
 //	  lock-warning: 7d           # warn when a kept point's lock ends this soon
 //	  takeover-after: 30s        # several servers: a dead one's schedules move after this
+//	  worker-dead-after: 30s     # the fleet: a worker silent this long is declared lost
 //	  windows:
 //	    - {name: night, start: "22:00", end: "06:00", days: [mon, tue, wed, thu, fri]}
 //	  repositories:
@@ -50,19 +51,23 @@ type Config struct {
 	Capacity       map[string]Size `yaml:"capacity"`
 	LockWarning    policy.Duration `yaml:"lock-warning"`
 	TakeoverAfter  policy.Duration `yaml:"takeover-after"`
-	Windows        []Window        `yaml:"windows"`
-	Repositories   []Repository    `yaml:"repositories"`
+	// WorkerDeadAfter is how long a worker of the fleet may go without
+	// a heartbeat before the leader declares it lost (internal/fleet).
+	WorkerDeadAfter policy.Duration `yaml:"worker-dead-after"`
+	Windows         []Window        `yaml:"windows"`
+	Repositories    []Repository    `yaml:"repositories"`
 }
 
 // Defaults of the section's settings.
 const (
-	DefaultTaskHistory    = 90 * 24 * time.Hour
-	DefaultStatsEvery     = 15 * time.Minute
-	DefaultHealthEvery    = 5 * time.Minute
-	DefaultInventoryEvery = 5 * time.Minute
-	DefaultRepositoryFull = 90.0
-	DefaultLockWarning    = 7 * 24 * time.Hour
-	DefaultTakeoverAfter  = 30 * time.Second
+	DefaultTaskHistory     = 90 * 24 * time.Hour
+	DefaultStatsEvery      = 15 * time.Minute
+	DefaultHealthEvery     = 5 * time.Minute
+	DefaultInventoryEvery  = 5 * time.Minute
+	DefaultRepositoryFull  = 90.0
+	DefaultLockWarning     = 7 * 24 * time.Hour
+	DefaultTakeoverAfter   = 30 * time.Second
+	DefaultWorkerDeadAfter = 30 * time.Second
 )
 
 // WithDefaults fills the unset settings.
@@ -78,6 +83,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.InventoryEvery, DefaultInventoryEvery)
 	def(&c.LockWarning, DefaultLockWarning)
 	def(&c.TakeoverAfter, DefaultTakeoverAfter)
+	def(&c.WorkerDeadAfter, DefaultWorkerDeadAfter)
 	if c.RepositoryFull == 0 {
 		c.RepositoryFull = DefaultRepositoryFull
 	}
@@ -207,7 +213,8 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 	for _, d := range []struct {
 		key string
 		v   policy.Duration
-	}{{"stats-every", c.StatsEvery}, {"health-every", c.HealthEvery}, {"inventory-every", c.InventoryEvery}} {
+	}{{"stats-every", c.StatsEvery}, {"health-every", c.HealthEvery}, {"inventory-every", c.InventoryEvery},
+		{"worker-dead-after", c.WorkerDeadAfter}} {
 		if d.v != 0 && time.Duration(d.v) < time.Second {
 			add("%s %s: at least 1s", d.key, d.v)
 		}

@@ -64,6 +64,7 @@ type Metrics struct {
 	rpoSeconds      *prometheus.GaugeVec
 	inventoryVMs    *prometheus.GaugeVec
 	leader          prometheus.Gauge
+	workers         workerGauges
 
 	mu      sync.Mutex
 	slots   func() []engine.Slot
@@ -129,6 +130,7 @@ func New() *Metrics {
 	m.rpoSeconds = gauge("coffer_policy_rpo_seconds", "The policy's recovery point objective, its rpo (only policies that set one).", "policy")
 	m.inventoryVMs = gauge("coffer_inventory_vms",
 		"VMs of the inventory by how they stand against their RPO: no-policy, no-point, outside-rpo, within-rpo (the console's protection summary).", "protection")
+	m.workers = newWorkerGauges(gauge)
 	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "coffer_schedules_leader",
 		Help: "1 when this server runs the scheduled jobs (holds the schedules' lease), else 0."})
 	m.live.MustRegister(m.leader)

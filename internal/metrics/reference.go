@@ -51,6 +51,7 @@ func withOneSampleEach() *Metrics {
 	m.ObserveTask(catalog.Job{Kind: catalog.KindBackupPolicy, Policy: "p", Status: catalog.StatusSuccess},
 		[]catalog.Task{{Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now.Add(time.Second), BytesRead: 10}})
 	m.ObserveTask(catalog.Job{Kind: catalog.KindRestore, Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now}, nil)
+	m.SetWorkers([]catalog.Worker{{Name: "kvm1", State: catalog.WorkerReady, Slots: 4, HeartbeatAt: now}})
 	m.SetSlots(func() []engine.Slot { return []engine.Slot{{Key: "global", InUse: 1, Size: 4}} })
 	m.SetLatency(func() []engine.DatastoreLatency {
 		return []engine.DatastoreLatency{{Connection: "c", Datastore: "/srv/vms", Threshold: 30 * time.Millisecond, Latency: 45 * time.Millisecond,

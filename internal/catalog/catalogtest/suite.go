@@ -76,6 +76,8 @@ func Run(t *testing.T, newDB Factory) {
 		{"ConcurrentLeases", testConcurrentLeases},
 		{"ClaimRuns", testClaimRuns},
 		{"Media", testMedia},
+		{"Workers", testWorkers},
+		{"ConcurrentWorkerLoss", testConcurrentWorkerLoss},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,7 @@
 //
 // The commands themselves live in one package per domain
 // (internal/cli/repocmd, backupcmd, restorecmd, mediacmd, fleetcmd,
-// configcmd, servercmd), which import this package and never each
+// workercmd, configcmd, servercmd), which import this package and never each
 // other; internal/cli assembles them into the tree. What two domains
 // print alike (short IDs, forget's verdict) is here, so that neither
 // needs the other.

@@ -33,6 +33,7 @@ type Catalog struct {
 	catalog.ConfigObjects
 	catalog.Leases
 	catalog.MediaCatalog
+	catalog.Workers   // the fleet's registry: no engine reads it
 	catalog.Inventory // the server's inventory: no engine reads it
 }
 

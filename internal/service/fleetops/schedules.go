@@ -120,6 +120,8 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		done <- elector.Run(ctx, func(ctx context.Context) {
+			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter))
+			defer stopWatch()
 			s.runScheduled(ctx, eng, plan, jobs, claim, time.Duration(mcfg.InventoryEvery))
 		})
 	}()

@@ -15,6 +15,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/planops"
 	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/restoreops"
+	"github.com/coffer-backup/coffer/internal/service/workerops"
 )
 
 // All is every operation of every domain.
@@ -25,6 +26,7 @@ var All = concat(
 	mediaops.Operations,
 	jobops.Operations,
 	fleetops.Operations,
+	workerops.Operations,
 	planops.Operations,
 	configops.Operations,
 	accessops.Operations,

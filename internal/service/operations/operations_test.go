@@ -18,6 +18,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/planops"
 	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/restoreops"
+	"github.com/coffer-backup/coffer/internal/service/workerops"
 )
 
 // domains are the domain packages: their tables and the types whose
@@ -33,6 +34,7 @@ var domains = []struct {
 	{"mediaops", mediaops.Operations, reflect.TypeFor[mediaops.Ops]()},
 	{"jobops", jobops.Operations, reflect.TypeFor[jobops.Ops]()},
 	{"fleetops", fleetops.Operations, reflect.TypeFor[fleetops.Ops]()},
+	{"workerops", workerops.Operations, reflect.TypeFor[workerops.Ops]()},
 	{"planops", planops.Operations, reflect.TypeFor[planops.Ops]()},
 	{"configops", configops.Operations, reflect.TypeFor[configops.Ops]()},
 	{"accessops", accessops.Operations, reflect.TypeFor[accessops.Ops]()},

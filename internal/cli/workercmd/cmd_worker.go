@@ -1,0 +1,134 @@
+package workercmd
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/cli/command"
+	"github.com/coffer-backup/coffer/internal/fleet"
+)
+
+// workerFlags are what `coffer worker` is told about itself.
+type workerFlags struct {
+	cfg      fleet.Config
+	protocol int // hidden: a worker of another protocol, to see it refused
+}
+
+func (a *app) cmdWorker() *cobra.Command {
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "run a worker of the fleet on this host: it moves data for the servers of its catalog",
+		Long: command.Manual(`Run a worker: a process on a hypervisor host or a proxy that registers in the
+catalog (the --catalog the servers share) under its name, with its reach
+(what it can get at) and its slots (tasks at once), and renews a heartbeat
+every few seconds while it runs work for the servers. A worker that cannot
+renew for half the dead interval cancels its running work and exits (the
+servers declare it lost after the whole interval, and give its work to
+others); a supervisor restarts it. SIGTERM or Ctrl-C drains it, as
+coffer workers drain does: it takes no new work, lets its running work
+finish, deregisters and exits. A worker whose fleet protocol the servers
+do not speak is refused at registration.`,
+			`Log lines (--log-level info): registered, draining, fenced.`,
+			`coffer worker --catalog postgres://coffer@db/coffer --name kvm7 --reach-connections kvm --reach-hosts kvm7
+coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
+			"0 once drained; 1 when fenced; 8 for a protocol the servers do not speak."),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.cfg.Version = cmd.Root().Version
+			f.cfg.Protocol = f.protocol
+			return a.runWorker(cmd.Context(), f.cfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.cfg.Name, "name", "", "the worker's name: lower-case letters and digits, - or _ between them (default: the host name)")
+	fl.IntVar(&f.cfg.Slots, "slots", 0, "tasks the worker runs at once (default: one per core)")
+	fl.StringSliceVar(&f.cfg.Reach.Connections, "reach-connections", nil, "connections the worker serves (comma-separated)")
+	fl.StringSliceVar(&f.cfg.Reach.Hosts, "reach-hosts", nil, "hypervisor hosts whose VMs it reads (comma-separated)")
+	fl.StringSliceVar(&f.cfg.Reach.Datastores, "reach-datastores", nil, "datastores it mounts (comma-separated)")
+	fl.StringSliceVar(&f.cfg.Reach.Libraries, "reach-libraries", nil, "media libraries attached to it (comma-separated)")
+	fl.StringSliceVar(&f.cfg.Reach.Repositories, "reach-repositories", nil, "repositories it can write (comma-separated)")
+	fl.BoolVar(&f.cfg.Reach.CanBoot, "can-boot", false, "it can run QEMU (boot verification)")
+	fl.DurationVar(&f.cfg.Heartbeat, "heartbeat", fleet.DefaultHeartbeat, "how often it renews its heartbeat")
+	fl.DurationVar(&f.cfg.DeadAfter, "dead-after", fleet.DefaultDeadAfter, "the servers' dead interval: it fences itself after half of it without a renewal")
+	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
+	_ = fl.MarkHidden("protocol")
+	return command.FaceOnly(cmd, "runs a worker process on this host, not an operation of the servers")
+}
+
+// defaultName is the host's name as a worker name: lower-case, its
+// first label.
+func defaultName() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	name, _, _ := strings.Cut(strings.ToLower(h), ".")
+	return name
+}
+
+// runWorker joins the fleet and works until drained or fenced.
+func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
+	if a.Remote != nil {
+		return command.Usagef("a worker reaches its servers through their catalog (--catalog), not --server")
+	}
+	if cfg.Name == "" {
+		cfg.Name = defaultName()
+	}
+	if err := fleet.CheckName(cfg.Name); err != nil {
+		return command.Usagef("--name: %v", err)
+	}
+	if cfg.Slots == 0 {
+		cfg.Slots = runtime.NumCPU()
+	}
+	if cfg.Slots < 0 {
+		return command.Usagef("--slots must be at least 1")
+	}
+	s, err := a.Service()
+	if err != nil {
+		return err
+	}
+	cat, err := s.OpenCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	cfg.Host, _ = os.Hostname()
+	cfg.Log = a.Log
+	m, err := fleet.Join(ctx, fleet.Registry{Catalog: cat}, cfg)
+	if errors.Is(err, fleet.ErrProtocol) {
+		return api.WithClass(api.UnsupportedVersion, err)
+	}
+	if err != nil {
+		return err
+	}
+	// SIGTERM and Ctrl-C cancel ctx: that drains the worker, whose work
+	// then goes on under a context the signal does not end.
+	go func() {
+		<-ctx.Done()
+		if err := m.Drain(context.WithoutCancel(ctx)); err != nil {
+			a.Log.Warn("worker drain", "worker", cfg.Name, "err", err)
+		}
+	}()
+	return m.Run(context.WithoutCancel(ctx), a.work())
+}
+
+// work is what the worker runs: the seam where the fleet's River client,
+// working the queue "w-<name>", is plugged in. Until then a worker holds
+// its registration and runs nothing: it waits for its drain.
+func (a *app) work() fleet.Work {
+	return func(ctx context.Context, drain <-chan struct{}) error {
+		select {
+		case <-drain:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

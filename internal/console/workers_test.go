@@ -1,0 +1,91 @@
+package console_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+)
+
+// TestConsoleWorkers: the Workers page lists a running `coffer worker`
+// process (ready, its reach and slots) and a worker declared lost; its
+// Drain button drains the live one, whose process then ends by itself.
+func TestConsoleWorkers(t *testing.T) {
+	l := newLab(t)
+	l.coffer("init")
+	ctx := context.Background()
+	cat, err := catalogopen.Open(ctx, l.vars["COFFER_CATALOG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	// A worker that was lost a while ago, as the leader's watch leaves it.
+	if _, err := cat.RegisterWorker(ctx, catalog.Worker{Name: "esx-proxy", Host: "proxy1.example", Version: "dev", Protocol: 1,
+		Slots: 8, Reach: catalog.WorkerReach{Connections: []string{"vc1"}, Repositories: []string{"default"}}}, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cat.DeclareWorkersLost(ctx, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	l.start()
+	worker := exec.Command(os.Args[0], "worker", "--name", "kvm1", "--slots", "4", "--reach-connections", "lab",
+		"--reach-hosts", "kvm1", "--reach-datastores", "local", "--can-boot", "--heartbeat", "1s")
+	worker.Env = append(os.Environ(), "COFFER_TEST_AS_CLI=1")
+	for k, v := range l.vars {
+		worker.Env = append(worker.Env, k+"="+v)
+	}
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- worker.Wait() }()
+	t.Cleanup(func() {
+		if worker.ProcessState == nil {
+			_ = worker.Process.Kill()
+		}
+	})
+	c := l.chrome()
+	c.firstRun()
+
+	c.open("/ui/workers")
+	for !strings.Contains(c.text("#worker-kvm1"), "ready") { // until the process has registered
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited: %v", err)
+		case <-time.After(200 * time.Millisecond): // a poll's pace
+		}
+		c.open("/ui/workers")
+	}
+	if row := c.text("#worker-kvm1"); !strings.Contains(row, "0 of 4") || !strings.Contains(row, "hosts kvm1") ||
+		!strings.Contains(row, "can boot VMs") || !strings.Contains(row, "protocol 1") {
+		t.Fatalf("the live worker's row: %q", row)
+	}
+	if row := c.text("#worker-esx-proxy"); !strings.Contains(row, "lost") || !strings.Contains(row, "0 of 8") ||
+		!strings.Contains(row, "1h") {
+		t.Fatalf("the lost worker's row: %q", row)
+	}
+	c.shot("workers")
+	c.run(chromedp.Click("#drain-kvm1"), chromedp.WaitVisible("#workers"))
+	if row := c.text("#worker-kvm1"); !strings.Contains(row, "draining") {
+		t.Fatalf("after the drain: %q", row)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the drained worker: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the drained worker did not exit")
+	}
+	c.open("/ui/workers")
+	if rows := c.text("#workers tbody"); strings.Contains(rows, "kvm1") {
+		t.Fatalf("the drained worker is still listed: %q", rows)
+	}
+}
