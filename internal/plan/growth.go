@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"math"
+
+	"github.com/coffer-backup/coffer/internal/plan/fit"
 )
 
 // Per-VM fixed costs (snapshot create and remove, setup, the rest of the
@@ -186,7 +188,7 @@ func fitTerms(pts []CostPoint, sigma, kappa bool) (a, b, c float64, ok bool) {
 			}
 			wy[i] = y[i] * weights[i]
 		}
-		next, ok := leastSquares(wrows, wy)
+		next, ok := fit.LeastSquares(wrows, wy)
 		if !ok {
 			return 0, 0, 0, false
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/plan/fit"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
@@ -100,7 +101,7 @@ func TestCostGrowthFitsTheCostsAloneToo(t *testing.T) {
 	for _, p := range pts {
 		rows, y = append(rows, []float64{1, p.Load - 1}), append(y, p.Seconds)
 	}
-	if beta, ok := leastSquares(rows, y); !ok || beta[0] >= 0.00271e-6 {
+	if beta, ok := fit.LeastSquares(rows, y); !ok || beta[0] >= 0.00271e-6 {
 		t.Errorf("plain least squares %v: its base was under both runs alone", beta)
 	}
 }

@@ -3,6 +3,8 @@ package plan
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/coffer-backup/coffer/internal/plan/fit"
 )
 
 // The run-to-run factor as a prediction interval. A growth's Spread is
@@ -63,7 +65,7 @@ func withCovariance(g CostGrowth, pts []CostPoint, sigma, kappa bool) CostGrowth
 			aug[i] = append(append([]float64(nil), m[i]...), 0)
 		}
 		aug[j][k] = 1
-		col, ok := solve(aug)
+		col, ok := fit.Solve(aug)
 		if !ok {
 			// A fit that leastSquares accepted has a regular system;
 			// without one the interval is the spread's.

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+
+	"github.com/coffer-backup/coffer/internal/plan/fit"
 )
 
 // Two runs at 1 in flight and two at 3, each load's pair centred on
@@ -64,7 +66,7 @@ func TestRunFactorIsAPredictionInterval(t *testing.T) {
 		}
 		return p.P90.Seconds() / p.P50.Seconds()
 	}
-	t90 := studentQuantile(0.9, 2)
+	t90 := fit.StudentQuantile(0.9, 2)
 	for _, conc := range []int{3, 9} {
 		want := math.Exp(g.Spread * math.Sqrt(1+g.Leverage(float64(conc))) * t90)
 		if got := ratio(conc); !near(got, want, 0.03) {
@@ -83,7 +85,7 @@ func TestStudentDraw(t *testing.T) {
 	for _, c := range []struct {
 		dof  int
 		want float64
-	}{{4, studentQuantile(0.9, 4)}, {0, 1.2816}, {maxExactDof + 1, 1.2816}} {
+	}{{4, fit.StudentQuantile(0.9, 4)}, {0, 1.2816}, {maxExactDof + 1, 1.2816}} {
 		xs := make([]float64, 40000)
 		for i := range xs {
 			xs[i] = studentDraw(rng, c.dof)

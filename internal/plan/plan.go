@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/plan/fit"
 )
 
 // Request is a plan to make: a policy's scenario as configured, and the
@@ -98,8 +100,8 @@ func ruleInput(in Input, p *Prediction, vol Volume) RuleInput {
 
 // Recommendation is the concurrency the recorded runs suggest.
 type Recommendation struct {
-	Fit        USL
-	Points     []Throughput // VMs per second at each concurrency reached
+	Fit        fit.USL
+	Points     []fit.Throughput // VMs per second at each concurrency reached
 	Configured int
 	// Recommended is the knee when there is one, else the concurrency
 	// reaching 90% of the throughput's ceiling; 0 when the runs scale
@@ -111,13 +113,13 @@ type Recommendation struct {
 // Recommend fits the Universal Scalability Law to the recorded runs'
 // VMs per second at the concurrency each reached.
 func Recommend(runs []RunRecord, configured int) *Recommendation {
-	var pts []Throughput
+	var pts []fit.Throughput
 	for _, r := range runs {
 		if r.VMs > 0 && r.Concurrency > 0 && r.Elapsed > 0 {
-			pts = append(pts, Throughput{r.Concurrency, float64(r.VMs) / r.Elapsed.Seconds()})
+			pts = append(pts, fit.Throughput{Concurrency: r.Concurrency, Rate: float64(r.VMs) / r.Elapsed.Seconds()})
 		}
 	}
-	u, err := FitUSL(pts)
+	u, err := fit.USLOf(pts)
 	if err != nil {
 		return nil
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/plan/fit"
 )
 
 // The planner held to its record. Every real run records its P50 beside
@@ -67,7 +69,7 @@ func (r Record) Spread() (RecordSpread, bool) {
 	}
 	scale := math.Sqrt(ss/float64(n-1)) * math.Sqrt(1+1/float64(n))
 	rs := RecordSpread{Scope: r.Scope, Runs: n, Median: percentile(ratios, 0.5), Empirical90: percentile(ratios, 0.9),
-		Bound90: math.Exp(m + studentQuantile(0.9, float64(n-1))*scale), logMean: m, logScale: scale}
+		Bound90: math.Exp(m + fit.StudentQuantile(0.9, float64(n-1))*scale), logMean: m, logScale: scale}
 	rs.Factor = max(rs.Empirical90, rs.Bound90)
 	return rs, true
 }
@@ -96,7 +98,7 @@ func (rs RecordSpread) inWindow(p50, w time.Duration) float64 {
 		}
 		return 0
 	}
-	return studentCDF(x/rs.logScale, float64(rs.Runs-1))
+	return fit.StudentCDF(x/rs.logScale, float64(rs.Runs-1))
 }
 
 // ApplyRecord widens a prediction by the planner's record. The P90 is

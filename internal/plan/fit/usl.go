@@ -1,4 +1,4 @@
-package plan
+package fit
 
 import (
 	"errors"
@@ -20,11 +20,11 @@ type USL struct {
 	Lambda, Sigma, Kappa float64
 }
 
-// FitUSL fits σ and κ by least squares on the linearised form
+// USLOf fits σ and κ by least squares on the linearised form
 // N/C(N) − 1 = σ(N−1) + κN(N−1), with C(N) = X(N)/λ and λ the throughput
 // per unit of concurrency at the smallest concurrency measured. It needs
 // at least three distinct concurrencies, one of them 1 or λ is a guess.
-func FitUSL(points []Throughput) (USL, error) {
+func USLOf(points []Throughput) (USL, error) {
 	distinct := map[int]bool{}
 	lowest := Throughput{Concurrency: math.MaxInt}
 	for _, p := range points {
@@ -47,7 +47,7 @@ func FitUSL(points []Throughput) (USL, error) {
 		n := float64(p.Concurrency)
 		rows[i], y[i] = []float64{n - 1, n * (n - 1)}, n/(p.Rate/lambda)-1
 	}
-	beta, ok := leastSquares(rows, y)
+	beta, ok := LeastSquares(rows, y)
 	if !ok {
 		return USL{}, errors.New("plan: the measured runs do not determine a curve")
 	}

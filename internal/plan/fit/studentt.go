@@ -1,4 +1,4 @@
-package plan
+package fit
 
 import "math"
 
@@ -6,8 +6,8 @@ import "math"
 // record of a policy's runs may hold five of them, and a normal quantile
 // from five samples' deviation understates where the sixth may fall.
 
-// studentCDF is P(T ≤ t) for Student's t with df degrees of freedom.
-func studentCDF(t, df float64) float64 {
+// StudentCDF is P(T ≤ t) for Student's t with df degrees of freedom.
+func StudentCDF(t, df float64) float64 {
 	if math.IsInf(t, 1) {
 		return 1
 	}
@@ -22,13 +22,13 @@ func studentCDF(t, df float64) float64 {
 	return tail
 }
 
-// studentQuantile is the t with P(T ≤ t) = p, by bisection on the CDF
+// StudentQuantile is the t with P(T ≤ t) = p, by bisection on the CDF
 // (monotone, and 200 halvings of ±10⁶ reach float precision).
-func studentQuantile(p, df float64) float64 {
+func StudentQuantile(p, df float64) float64 {
 	lo, hi := -1e6, 1e6
 	for range 200 {
 		mid := (lo + hi) / 2
-		if studentCDF(mid, df) < p {
+		if StudentCDF(mid, df) < p {
 			lo = mid
 		} else {
 			hi = mid

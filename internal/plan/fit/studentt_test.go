@@ -1,4 +1,4 @@
-package plan
+package fit
 
 import (
 	"math"
@@ -17,13 +17,13 @@ func TestStudentTAgainstGonum(t *testing.T) {
 		ref := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
 		for _, p := range []float64{0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99} {
 			want := ref.Quantile(p)
-			if got := studentQuantile(p, df); math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			if got := StudentQuantile(p, df); math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
 				t.Errorf("quantile(%g, df=%g) = %.9g, gonum %.9g", p, df, got, want)
 			}
 		}
 		for _, x := range []float64{-8, -2.5, -1, -0.1, 0, 0.3, 1.7, 4, 12} {
 			want := ref.CDF(x)
-			if got := studentCDF(x, df); math.Abs(got-want) > 1e-9 {
+			if got := StudentCDF(x, df); math.Abs(got-want) > 1e-9 {
 				t.Errorf("cdf(%g, df=%g) = %.12g, gonum %.12g", x, df, got, want)
 			}
 		}

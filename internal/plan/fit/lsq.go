@@ -1,8 +1,11 @@
-package plan
+// Package fit holds the planner's statistics: least squares, Student's t
+// distribution and the Universal Scalability Law fitted to measured
+// throughputs. Plain math over float64s, kept apart from the simulation.
+package fit
 
 import "math"
 
-// leastSquares fits y ≈ Σⱼ βⱼ·xⱼ by ordinary least squares, one row of
+// LeastSquares fits y ≈ Σⱼ βⱼ·xⱼ by ordinary least squares, one row of
 // regressors per observation (a constant 1 among them for an intercept).
 // It is the one fit behind both scalability curves: the USL's σ and κ
 // from measured throughputs (usl.go, no intercept) and the growth of the
@@ -12,7 +15,7 @@ import "math"
 // very different sizes (1, N−1, N(N−1)), which pivoting copes with.
 // ok is false when there are fewer observations than regressors or the
 // regressors do not determine β (a singular system).
-func leastSquares(rows [][]float64, y []float64) (beta []float64, ok bool) {
+func LeastSquares(rows [][]float64, y []float64) (beta []float64, ok bool) {
 	if len(rows) == 0 || len(rows) != len(y) {
 		return nil, false
 	}
@@ -32,12 +35,12 @@ func leastSquares(rows [][]float64, y []float64) (beta []float64, ok bool) {
 			m[i][k] += x[i] * y[r]
 		}
 	}
-	return solve(m)
+	return Solve(m)
 }
 
 // solve solves the augmented k×(k+1) system in place; false when it is
 // singular (a pivot negligible beside the system's scale).
-func solve(m [][]float64) ([]float64, bool) {
+func Solve(m [][]float64) ([]float64, bool) {
 	k := len(m)
 	scale := 0.0
 	for i := range k {
