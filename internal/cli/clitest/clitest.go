@@ -65,6 +65,10 @@ type Env struct {
 	Dir  string
 	Repo string
 	Vars map[string]string
+	// Host, when set, is the net lab's host the env's child processes
+	// run on (its namespace and host name), e.g. a worker on a host of
+	// its own; nil: this machine's.
+	Host *testutil.NetHost
 }
 
 // NewEnv is an Env in a new temporary directory: a repository not yet
@@ -273,6 +277,9 @@ func VMsJSON(t *testing.T, e *Env, args ...string) []api.VM {
 // Child starts this test binary as coffer in a separate process.
 func (e *Env) Child(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
+	if e.Host != nil {
+		cmd = e.Host.Command(os.Args[0], args...)
+	}
 	cmd.Env = append(os.Environ(), "COFFER_TEST_AS_CLI=1")
 	for k, v := range e.Vars {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -116,19 +116,5 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
 			a.Log.Warn("worker drain", "worker", cfg.Name, "err", err)
 		}
 	}()
-	return m.Run(context.WithoutCancel(ctx), a.work())
-}
-
-// work is what the worker runs: the seam where the fleet's River client,
-// working the queue "w-<name>", is plugged in. Until then a worker holds
-// its registration and runs nothing: it waits for its drain.
-func (a *app) work() fleet.Work {
-	return func(ctx context.Context, drain <-chan struct{}) error {
-		select {
-		case <-drain:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return m.Run(context.WithoutCancel(ctx), fleet.QueueWork(a.CatalogLocation(), m, s, a.Log))
 }

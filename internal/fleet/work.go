@@ -1,0 +1,102 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/fleet/queue"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// Fence is the member's queue.FenceFunc: a job granted to another
+// registration of this worker (an older epoch, a process since
+// replaced), or arriving once the worker is fenced, must not run.
+func (m *Member) Fence(_ context.Context, worker string, epoch int64) error {
+	if err := m.fenced(); err != nil {
+		return err
+	}
+	if worker != m.w.Name || epoch != m.w.Epoch {
+		return fmt.Errorf("fleet: a job for %s at epoch %d reached %s at epoch %d: %w", worker, epoch, m.w.Name, m.w.Epoch, catalog.ErrFenced)
+	}
+	return nil
+}
+
+// QueueWork is a worker's work: a River client on the catalog's
+// PostgreSQL database (dsn) working the worker's own queue, running the
+// operations handed to it by ID with svc (queue.NewWorker), fenced by
+// the member. A drain stops it once its running operations end. On a
+// SQLite catalog there is no hand-off (one host runs its work in the
+// server's process, docs/design/fleet.md): the worker only holds its
+// registration until drained.
+func QueueWork(dsn string, m *Member, svc *service.Service, log *slog.Logger) Work {
+	return func(ctx context.Context, drain <-chan struct{}) error {
+		if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+			log.Warn("no work is handed to a worker of a SQLite catalog: it waits for its drain", "worker", m.w.Name)
+			return waitDrain(ctx, drain)
+		}
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		if _, err := queue.Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return err
+		}
+		c, err := queue.NewWorker(pool, queue.Config{Name: m.w.Name, Epoch: m.w.Epoch, Slots: m.w.Slots, Service: svc,
+			Fence: m.Fence, ID: m.w.Name + "@" + m.w.Host, Logger: log})
+		if err != nil {
+			return err
+		}
+		if err := c.Start(ctx); err != nil {
+			pool.Close()
+			return err
+		}
+		if err := waitDrain(ctx, drain); err != nil {
+			return abandon(c, pool, log, err)
+		}
+		// Drained: running operations finish (Stop waits for them).
+		err = c.Stop(context.WithoutCancel(ctx))
+		pool.Close()
+		return err
+	}
+}
+
+// stopGrace bounds how long a fenced worker waits for its queue's client
+// to stop.
+const stopGrace = 5 * time.Second
+
+// abandon stops a fenced or stopped worker's client: the operations'
+// contexts are cancelled already, but the client's own calls to a catalog
+// that may be out of reach (a partition: no reset, only TCP's timeouts)
+// can hang for long. The worker does not wait for them past stopGrace:
+// it is fenced, so nothing it still sends is accepted, and its process
+// ends (a supervisor restarts it under a new epoch).
+func abandon(c *queue.Client, pool *pgxpool.Pool, log *slog.Logger, why error) error {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = c.Stop(context.Background())
+		pool.Close()
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(stopGrace):
+		log.Warn("the worker's queue did not stop within its grace: the catalog is out of reach; leaving it", "grace", stopGrace)
+	}
+	return why
+}
+
+func waitDrain(ctx context.Context, drain <-chan struct{}) error {
+	select {
+	case <-drain:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
