@@ -168,8 +168,7 @@ func (s *Service) openControl(ctx context.Context, o StartOptions) (*Control, er
 	}
 	ctl.tasks, err = job.New(ctx, cat, to)
 	if err != nil {
-		ctl.close()
-		return nil, fmt.Errorf("task manager: %w", err)
+		return nil, errors.Join(fmt.Errorf("task manager: %w", err), ctl.close())
 	}
 	return ctl, nil
 }

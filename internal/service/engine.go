@@ -183,14 +183,16 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	}
 	job, err := eng.Start(ctx, p)
 	if err != nil {
-		eng.Close()
+		err = errors.Join(err, eng.Close())
 		conns.Close()
 		cat.Close()
 		return fail(err)
 	}
 	run := &PolicyRun{Warnings: NonNil(warnings[p.Name]), job: job}
 	run.close = func(err error) {
-		eng.Close()
+		if cerr := eng.Close(); cerr != nil {
+			s.log.Warn("closing a policy run's engine", "policy", p.Name, "err", cerr)
+		}
 		conns.Close()
 		cat.Close()
 		t.Finish(err)

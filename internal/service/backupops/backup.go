@@ -49,7 +49,7 @@ func (s Ops) BackupDisk(ctx context.Context, call *api.BackupDiskInput) (*api.Ba
 			var files []*backup.FileSource
 			defer func() {
 				for _, f := range files {
-					f.Close()
+					_ = f.Close() // read only: a close loses nothing
 				}
 			}()
 			for i, p := range in.Paths {

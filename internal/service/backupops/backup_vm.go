@@ -205,7 +205,7 @@ func (s Ops) backupVMJob(ctx context.Context, t service.Job, cfg *policy.Config,
 		if eng, err = s.NewEngine(ctx, t, cfg, cat, conns); err != nil {
 			return nil, err
 		}
-		defer eng.Close()
+		defer s.closeEngine(eng)
 	}
 	if b.VM, err = findVM(ctx, conns.Conns[b.Connection], in); err != nil {
 		return nil, err
@@ -283,4 +283,12 @@ func findVM(ctx context.Context, conn hypervisor.Connector, in backupVMInput) (h
 		}
 	}
 	return hypervisor.VM{}, fmt.Errorf("%w: connection %s has no VM named or identified %q (`coffer vms` lists its VMs)", hypervisor.ErrNotFound, in.Connection, in.VM)
+}
+
+// closeEngine closes an engine made for one backup; what its close
+// reports is only worth a warning, the backup's outcome being decided.
+func (s Ops) closeEngine(eng *engine.Engine) {
+	if err := eng.Close(); err != nil {
+		s.Logger().Warn("closing the backup's engine", "err", err)
+	}
 }

@@ -329,7 +329,7 @@ func fileWarnings(spec map[string]any) []string {
 						"(create the file, readable by coffer only, on every server)", prefix, k, err))
 					continue
 				}
-				f.Close()
+				_ = f.Close() // opened only to see that this server can read it
 			}
 		}
 	}

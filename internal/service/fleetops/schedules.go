@@ -81,7 +81,11 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	defer func() {
+		if err := eng.Close(); err != nil {
+			s.Logger().Warn("closing the schedules' engine", "err", err)
+		}
+	}()
 	defer s.Serve(eng)()
 	if m := s.Config.Metrics; m != nil {
 		m.SetSlots(eng.Slots)

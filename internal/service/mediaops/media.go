@@ -33,7 +33,7 @@ func (s Ops) MediaLabel(ctx context.Context, call *api.MediaLabelInput, here Med
 	if err != nil {
 		return nil, err
 	}
-	defer closeLib()
+	defer s.closeLibrary(closeLib)
 	if err := lib.Load(in.Barcode); err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (s Ops) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here Media
 			if err != nil {
 				return nil, err
 			}
-			defer closeLib()
+			defer s.closeLibrary(closeLib)
 			need, err := ml.driveSlots(libs[0])
 			if err != nil {
 				return nil, err
@@ -212,7 +212,7 @@ func (s Ops) MediaCatalog(ctx context.Context, call *api.RebuildMediaCatalogInpu
 	if err != nil {
 		return nil, err
 	}
-	defer closeLib()
+	defer s.closeLibrary(closeLib)
 	codes, err := lib.Barcodes()
 	if err != nil {
 		return nil, err

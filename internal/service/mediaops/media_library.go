@@ -178,3 +178,15 @@ func segmentDoc(s catalog.MediaSegment) api.MediaSegment {
 	}
 	return d
 }
+
+// closeLibrary closes a library an operation opened: its drives and
+// changer are released whatever the outcome, and a failure to release them
+// is a warning, the operation's own result being decided.
+func (s Ops) closeLibrary(closeLib func() error) { s.warnClose("the media library", closeLib) }
+
+// warnClose closes what an operation opened and warns when that fails.
+func (s Ops) warnClose(what string, close func() error) {
+	if err := close(); err != nil {
+		s.Logger().Warn("closing "+what, "err", err)
+	}
+}

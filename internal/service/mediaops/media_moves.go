@@ -24,7 +24,7 @@ func (s Ops) MediaLoad(ctx context.Context, in *api.MediaLoadInput, here MediaHe
 	if err != nil {
 		return nil, err
 	}
-	defer closeLib()
+	defer s.closeLibrary(closeLib)
 	st, err := lib.Changer.Status()
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (s Ops) MediaUnload(ctx context.Context, in *api.DriveParam, here MediaHere
 	if err != nil {
 		return nil, err
 	}
-	defer closeLib()
+	defer s.closeLibrary(closeLib)
 	st, err := lib.Changer.Status()
 	if err != nil {
 		return nil, err

@@ -108,10 +108,10 @@ func (s Ops) stageFromMedia(ctx context.Context, ml mediaLibrary, point, stageDi
 	}
 	staged, err := mediacopy.Stage(ctx, lib, segs, stageDir, pw, volume.ReadOptions{ReadThrough: readThrough})
 	if err != nil {
-		closeLib()
+		s.closeLibrary(closeLib)
 		return nil, nil, err
 	}
-	return staged, func() { staged.Close(); closeLib() }, nil
+	return staged, func() { s.warnClose("the staged point", staged.Close); s.closeLibrary(closeLib) }, nil
 }
 
 // MediaVerify reads a volume back: every block's checksum, the volume's
@@ -131,7 +131,7 @@ func (s Ops) MediaVerify(ctx context.Context, in *api.MediaVerifyInput, here Med
 		if err != nil {
 			return nil, err
 		}
-		defer closeLib()
+		defer s.closeLibrary(closeLib)
 		v, err := lib.Mount(ctx, barcode)
 		if err != nil {
 			return nil, err

@@ -41,7 +41,7 @@ func (s Ops) AddVTLCartridge(dir, barcode string, slot int, worm bool, capacity 
 	if err != nil {
 		return err
 	}
-	defer l.Close()
+	defer s.warnClose("the virtual tape library", l.Close)
 	if err := l.AddCartridge(barcode, slot, vtl.CartridgeInfo{WORM: worm, Capacity: capacity}); err != nil {
 		return service.Invalidf("%v", err)
 	}
@@ -55,7 +55,7 @@ func (s Ops) MediaLibraryStatus(ctx context.Context, in *api.LibraryParam, here 
 	if err != nil {
 		return nil, err
 	}
-	defer closeLib()
+	defer s.closeLibrary(closeLib)
 	return libraryStatus(lib, ml)
 }
 
