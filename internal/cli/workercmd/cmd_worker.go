@@ -24,14 +24,15 @@ func (a *app) cmdWorker() *cobra.Command {
 	var f workerFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "run a worker of the fleet on this host: it moves data for the servers of its catalog",
+		Short: "run a worker of the fleet on this host: it runs the operations the servers of its catalog hand to it",
 		Long: command.Manual(`Run a worker: a process on a hypervisor host or a proxy that registers in the
 catalog (the --catalog the servers share) under its name, with its reach
 (what it can get at) and its slots (tasks at once), and renews a heartbeat
-every few seconds while it runs work for the servers. A worker that cannot
-renew for half the dead interval cancels its running work and exits (the
-servers declare it lost after the whole interval, and give its work to
-others); a supervisor restarts it. SIGTERM or Ctrl-C drains it, as
+every few seconds while it runs the operations the servers hand to it
+(over the catalog's PostgreSQL database; a SQLite catalog hands it
+nothing). A worker that cannot renew for half the dead interval cancels
+its running work and exits (the servers declare it lost after the whole
+interval); a supervisor restarts it. SIGTERM or Ctrl-C drains it, as
 coffer workers drain does: it takes no new work, lets its running work
 finish, deregisters and exits. A worker whose fleet protocol the servers
 do not speak is refused at registration.`,

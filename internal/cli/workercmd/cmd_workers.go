@@ -17,10 +17,9 @@ func (a *app) cmdWorkers() *cobra.Command {
 		Use:   "workers",
 		Short: "list the fleet's workers: state, slots, reach, last heartbeat",
 		Long: command.Manual(`List the workers registered in the catalog: the coffer worker processes that
-move data on hypervisor hosts and proxies. A worker is starting, ready,
-draining (it takes no new work and stops once its running work has
-finished) or lost (no heartbeat for the dead interval: its work is given to
-others). With --server the server's catalog is read.`,
+run the servers' operations on hypervisor hosts and proxies. A worker is
+starting, ready, draining (it takes no new work and stops once its running
+work has finished) or lost (no heartbeat for the dead interval). With --server the server's catalog is read.`,
 			`A table: name, state, host, slots in use of slots, version and protocol,
 the last heartbeat's age, and its reach. --json: the list of workers.`,
 			`coffer workers
