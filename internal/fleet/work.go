@@ -40,22 +40,9 @@ func QueueWork(dsn string, m *Member, svc *service.Service, log *slog.Logger) Wo
 			log.Warn("no work is handed to a worker of a SQLite catalog: it waits for its drain", "worker", m.w.Name)
 			return waitDrain(ctx, drain)
 		}
-		pool, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		if _, err := queue.Migrate(ctx, pool); err != nil {
-			pool.Close()
-			return err
-		}
-		c, err := queue.NewWorker(pool, queue.Config{Name: m.w.Name, Epoch: m.w.Epoch, Slots: m.w.Slots, Service: svc,
-			Fence: m.Fence, ID: m.w.Name + "@" + m.w.Host, Logger: log})
-		if err != nil {
-			return err
-		}
-		if err := c.Start(ctx); err != nil {
-			pool.Close()
-			return err
+		c, pool, err := startQueue(ctx, drain, dsn, m, svc, log)
+		if c == nil {
+			return err // drained (nil) or fenced before the queue started
 		}
 		if err := waitDrain(ctx, drain); err != nil {
 			return abandon(c, pool, log, err)
@@ -65,6 +52,53 @@ func QueueWork(dsn string, m *Member, svc *service.Service, log *slog.Logger) Wo
 		pool.Close()
 		return err
 	}
+}
+
+// startQueue starts the worker's River client: River's schema first
+// (migrated if this worker is the first), then the client on its queue.
+// The catalog may be out of reach a moment (restarting, a blip): the
+// worker tries again every retryEvery until it is drained or fenced; its
+// heartbeat decides between the two meanwhile, so it neither exits while
+// the servers still count on it nor runs on once fenced.
+func startQueue(ctx context.Context, drain <-chan struct{}, dsn string, m *Member, svc *service.Service,
+	log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
+	for {
+		c, pool, err := tryStartQueue(ctx, dsn, m, svc, log)
+		if err == nil {
+			return c, pool, nil
+		}
+		log.Warn("the worker's queue did not start; trying again", "worker", m.w.Name, "in", retryEvery, "err", err)
+		select {
+		case <-drain:
+			return nil, nil, nil
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(retryEvery):
+		}
+	}
+}
+
+// retryEvery is how often a worker tries again to start its queue.
+const retryEvery = time.Second
+
+func tryStartQueue(ctx context.Context, dsn string, m *Member, svc *service.Service, log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := queue.NewWorker(pool, queue.Config{Name: m.w.Name, Epoch: m.w.Epoch, Slots: m.w.Slots, Service: svc,
+		Fence: m.Fence, ID: m.w.Name + "@" + m.w.Host, Logger: log})
+	if err == nil {
+		_, err = queue.Migrate(ctx, pool)
+	}
+	if err == nil {
+		err = c.Start(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return c, pool, nil
 }
 
 // stopGrace bounds how long a fenced worker waits for its queue's client
