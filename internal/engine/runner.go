@@ -26,6 +26,10 @@ type Placement struct {
 	// attempt (attempt.Request); Policy is "" for what must run in this
 	// process (a backup of one VM, a group's read of a batch snapshot).
 	Policy, Repository string
+	// LoadPoint reads a point of the job's repository by its ID: the one
+	// a worker committed, which the engine then records as its own (set
+	// with Policy).
+	LoadPoint func(ctx context.Context, id string) (*repo.Point, error)
 }
 
 // UnitRunner runs an attempt where the dispatcher placed it. The engine

@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/attempt"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
@@ -167,7 +168,7 @@ func (t *task) run(u *unit) {
 	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
 		VMID: rec.VMID, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode}
 	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
-		pl.Policy, pl.Repository = j.p.Name, j.p.Repository
+		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
 	}
 	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog) })
 	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
@@ -255,6 +256,15 @@ func (j *Job) lockUntil(now time.Time) time.Time {
 		return j.one.RetainUntil
 	}
 	return j.p.RetainUntil(now)
+}
+
+// loadPoint reads a point of the job's repository by its ID.
+func (j *Job) loadPoint(ctx context.Context, pointID string) (*repo.Point, error) {
+	x, err := id.Parse(pointID)
+	if err != nil {
+		return nil, fmt.Errorf("point %q: %w", pointID, err)
+	}
+	return j.r.LoadPoint(ctx, x)
 }
 
 // spec is what the dispatcher decided for the task's attempt starting at

@@ -11,7 +11,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
-	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -63,10 +62,9 @@ func (s *Server) Stop(ctx context.Context) error {
 }
 
 // Runner is the engine's UnitRunner over this server's client: units go
-// to the workers of the registry cat, their points are read from the
-// repositories open opens.
-func (s *Server) Runner(cat catalog.Workers, open func(ctx context.Context, name string) (*repo.Repository, error)) *UnitRunner {
-	return &UnitRunner{Queue: s.Queue, OpenRepository: open, Epoch: func(ctx context.Context, worker string) (int64, error) {
+// to the workers of the registry cat.
+func (s *Server) Runner(cat catalog.Workers) *UnitRunner {
+	return &UnitRunner{Queue: s.Queue, Epoch: func(ctx context.Context, worker string) (int64, error) {
 		return EpochOf(ctx, cat, worker)
 	}}
 }

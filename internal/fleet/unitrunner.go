@@ -3,21 +3,20 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
-	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // UnitRunner is the leader's engine.UnitRunner for a fleet: an attempt
 // placed on a worker is handed to that worker's queue as a VM unit
 // (queue.VMUnit), and its point, committed by the worker, is loaded from
-// the repository so that the engine records it as one of its own. An
+// the job's repository (Placement.LoadPoint) so that the engine records
+// it as one of its own. An
 // attempt placed on no worker ("", the engine has none), or one that only
 // this process can run (Placement.Policy ""), runs here.
 type UnitRunner struct {
@@ -25,10 +24,6 @@ type UnitRunner struct {
 	// Epoch is the worker's registration now (the registry's): the unit
 	// carries it, and the worker's fence refuses any other.
 	Epoch func(ctx context.Context, worker string) (int64, error)
-	// OpenRepository opens a repository by name ("": the default), as
-	// the engine's own Options.OpenRepository (the engine keeps its
-	// repositories; this one is opened per point and closed).
-	OpenRepository func(ctx context.Context, name string) (*repo.Repository, error)
 }
 
 var _ engine.UnitRunner = (*UnitRunner)(nil)
@@ -70,7 +65,7 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	if err := outcomeErr(out); err != nil {
 		return nil, err
 	}
-	return r.point(ctx, p.Repository, out)
+	return point(ctx, p, out)
 }
 
 // outcomeErr is a unit's error as the engine judges it: a transient one
@@ -84,21 +79,15 @@ func outcomeErr(out *queue.Outcome) error {
 }
 
 // point loads the point the worker committed.
-func (r *UnitRunner) point(ctx context.Context, repository string, out *queue.Outcome) (_ *repo.Point, err error) {
+func point(ctx context.Context, p engine.Placement, out *queue.Outcome) (*repo.Point, error) {
 	var done queue.UnitDone
 	if err := json.Unmarshal(out.Document, &done); err != nil {
 		return nil, fmt.Errorf("worker %s's outcome: %w", out.Worker, err)
 	}
-	pid, err := id.Parse(done.Point)
-	if err != nil {
-		return nil, fmt.Errorf("worker %s's point %q: %w", out.Worker, done.Point, err)
+	if p.LoadPoint == nil {
+		return nil, fmt.Errorf("worker %s committed point %s, which this engine cannot read (no repository)", out.Worker, done.Point)
 	}
-	rp, err := r.OpenRepository(ctx, repository)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, rp.Close()) }()
-	pt, err := rp.LoadPoint(ctx, pid)
+	pt, err := p.LoadPoint(ctx, done.Point)
 	if err != nil {
 		return nil, fmt.Errorf("the point %s worker %s committed: %w", done.Point, out.Worker, err)
 	}

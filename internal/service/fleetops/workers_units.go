@@ -44,7 +44,7 @@ func (s Ops) startFleet(ctx context.Context, cat catalog.Workers) (*fleetUnits, 
 // fleet without workers behaves as one without a fleet.
 func (f *fleetUnits) engineOptions(o *engine.Options) {
 	if f.srv != nil {
-		o.UnitRunner = f.srv.Runner(f.cat, o.OpenRepository)
+		o.UnitRunner = f.srv.Runner(f.cat)
 	}
 }
 
