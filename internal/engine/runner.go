@@ -16,8 +16,20 @@ type Placement struct {
 	JobID   int64
 	TaskID  int64
 	Attempt int
-	// Connection and VM name the VM, for logs.
-	Connection, VM string
+	// Connection and VM name the VM, VMID is its ID.
+	Connection, VM, VMID string
+	// Mode and SnapshotMode are what the dispatcher decided for the
+	// attempt (full or incremental, the snapshot's kind).
+	Mode, SnapshotMode string
+	// Policy and Repository are the policy whose run this is and its
+	// repository ("": the default), from which a worker builds the
+	// attempt (attempt.Request); Policy is "" for what must run in this
+	// process (a backup of one VM, a group's read of a batch snapshot).
+	Policy, Repository string
+	// LoadPoint reads a point of the job's repository by its ID: the one
+	// a worker committed, which the engine then records as its own (set
+	// with Policy).
+	LoadPoint func(ctx context.Context, id string) (*repo.Point, error)
 }
 
 // UnitRunner runs an attempt where the dispatcher placed it. The engine

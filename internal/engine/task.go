@@ -12,7 +12,9 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/attempt"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
@@ -163,7 +165,11 @@ func (t *task) run(u *unit) {
 	j.mu.Unlock()
 	j.rec.task(rec)
 	start := time.Now()
-	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName}
+	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
+		VMID: rec.VMID, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode}
+	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
+		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
+	}
 	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog) })
 	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
 		// %v, not %w: the context's Canceled is never retried, and a
@@ -211,25 +217,10 @@ func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo
 	}
 	ctx, cancel := context.WithTimeoutCause(parent, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
 	defer cancel()
-	to := j.p.Timeouts
 	ths := j.e.watch.join(t, t.ceiling())
 	defer ths.leave()
-	tags := map[string]string{}
-	if j.one == nil {
-		tags["policy"] = j.p.Name
-	}
-	for k, v := range j.p.Tags {
-		tags[k] = v
-	}
-	if len(tags) == 0 {
-		tags = nil
-	}
-	req := backup.VMRequest{Connection: t.rec.Connection, VM: t.vm.VMRef, Mode: t.rec.Mode,
-		SnapshotMode: hypervisor.SnapshotMode(t.rec.SnapshotMode), Quiesce: hypervisor.QuiescePolicy(j.p.Quiesce),
-		Timeouts: hypervisor.Timeouts{SnapshotCreate: to.SnapshotCreate, SnapshotRemove: to.SnapshotRemove, Quiesce: to.Quiesce, Setup: to.Setup},
-		Chain:    j.chain(),
-		Tags:     tags, JobID: j.record.ID, History: j.history, RetainUntil: j.lockUntil(time.Now()),
-		Hooks: hooksFor(j.p, t.vm.Name)}
+	req := attempt.Of(j.p, t.spec(time.Now()))
+	req.Chain, req.Tags, req.RetainUntil = j.chain(), attempt.Tags(j.p, j.one == nil), j.lockUntil(time.Now())
 	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(taskLimiter(j.e.total, j.s.limits.TaskRate)), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.nice()}
 	var snap *repo.Point
@@ -247,14 +238,14 @@ func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo
 	return snap, err
 }
 
-// chain names the policy's backup chain (policy and repository) for
-// connectors that keep change tracking per chain; group and VM-by-VM runs
-// of a policy share it.
+// chain names the backup chain for connectors that keep change tracking
+// per chain: the policy's (attempt.Chain), or the one a backup of one VM
+// asked for.
 func (j *Job) chain() string {
 	if j.one != nil {
 		return j.one.Chain
 	}
-	return j.p.Name + "@" + nameOr(j.p.Repository, "default")
+	return attempt.Chain(j.p)
 }
 
 // lockUntil is the lock of a point whose backup starts at now (zero: no
@@ -267,14 +258,20 @@ func (j *Job) lockUntil(now time.Time) time.Time {
 	return j.p.RetainUntil(now)
 }
 
-// hooksFor are the policy's hooks for one VM, as the backup runs them.
-func hooksFor(p policy.Policy, vm string) []backup.Hook {
-	var out []backup.Hook
-	for _, h := range p.HooksFor(vm) {
-		out = append(out, backup.Hook{Name: h.Name, InGuest: h.Where == policy.HookGuest, Pre: h.Pre, Post: h.Post,
-			Timeout: time.Duration(h.Timeout), Required: h.OnFailure == policy.HookFail})
+// loadPoint reads a point of the job's repository by its ID.
+func (j *Job) loadPoint(ctx context.Context, pointID string) (*repo.Point, error) {
+	x, err := id.Parse(pointID)
+	if err != nil {
+		return nil, fmt.Errorf("point %q: %w", pointID, err)
 	}
-	return out
+	return j.r.LoadPoint(ctx, x)
+}
+
+// spec is what the dispatcher decided for the task's attempt starting at
+// now, for attempt.Request (here, or on the worker it is handed to).
+func (t *task) spec(now time.Time) attempt.Spec {
+	return attempt.Spec{Connection: t.rec.Connection, VM: t.vm.VMRef, Mode: t.rec.Mode, SnapshotMode: t.rec.SnapshotMode,
+		JobID: t.j.record.ID, History: t.j.history, Now: now}
 }
 
 // ceiling is the most the task may read in bytes/s by its static limits

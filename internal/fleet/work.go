@@ -29,7 +29,8 @@ func (m *Member) Fence(_ context.Context, worker string, epoch int64) error {
 
 // QueueWork is a worker's work: a River client on the catalog's
 // PostgreSQL database (dsn) working the worker's own queue, running the
-// operations handed to it by ID with svc (queue.NewWorker), fenced by
+// operations handed to it by ID and the VM units of policies' runs with
+// svc (queue.NewWorker, RunVMUnit), fenced by
 // the member. A drain stops it once its running operations end. On a
 // SQLite catalog there is no hand-off (one host runs its work in the
 // server's process, docs/design/fleet.md): the worker only holds its
@@ -87,7 +88,7 @@ func tryStartQueue(ctx context.Context, dsn string, m *Member, svc *service.Serv
 		return nil, nil, err
 	}
 	c, err := queue.NewWorker(pool, queue.Config{Name: m.w.Name, Epoch: m.w.Epoch, Slots: m.w.Slots, Service: svc,
-		Fence: m.Fence, ID: m.w.Name + "@" + m.w.Host, Logger: log})
+		Fence: m.Fence, VMUnit: RunVMUnit(svc, log), ID: m.w.Name + "@" + m.w.Host, Logger: log})
 	if err == nil {
 		_, err = queue.Migrate(ctx, pool)
 	}

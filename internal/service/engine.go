@@ -13,11 +13,16 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// NewEngine builds an engine over the given connections. Problems cleaning
-// up leftovers of earlier runs are warnings: they do not stop the caller.
-func (s *Service) NewEngine(ctx context.Context, t Job, cfg *policy.Config, cat catalog.Catalog, conns *Connectors) (*engine.Engine, error) {
+// NewEngine builds an engine over the given connections; more set
+// options the caller adds (the server's fleet: its UnitRunner). Problems
+// cleaning up leftovers of earlier runs are warnings: they do not stop
+// the caller.
+func (s *Service) NewEngine(ctx context.Context, t Job, cfg *policy.Config, cat catalog.Catalog, conns *Connectors, more ...func(*engine.Options)) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.Conns, StorageSnapshotters: conns.Storage,
 		OpenRepository: s.OpenNamed, Logger: s.log, Worker: s.Config.Worker, Predict: s.predictor(cat)}
+	for _, set := range more {
+		set(&o)
+	}
 	// Jobs are tasks of the control plane, recorded once, through the
 	// task manager (its notices, cancel and notifications); without a
 	// catalog for it the engine records them itself.

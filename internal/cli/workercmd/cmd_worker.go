@@ -24,13 +24,16 @@ func (a *app) cmdWorker() *cobra.Command {
 	var f workerFlags
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "run a worker of the fleet on this host: it runs the operations the servers of its catalog hand to it",
+		Short: "run a worker of the fleet on this host: it backs up the VMs and runs the operations the servers of its catalog hand to it",
 		Long: command.Manual(`Run a worker: a process on a hypervisor host or a proxy that registers in the
 catalog (the --catalog the servers share) under its name, with its reach
 (what it can get at) and its slots (tasks at once), and renews a heartbeat
-every few seconds while it runs the operations the servers hand to it
-(over the catalog's PostgreSQL database; a SQLite catalog hands it
-nothing). A worker that cannot renew for half the dead interval cancels
+every few seconds while it backs up the VMs of policy runs placed on it
+and runs the operations the servers hand to it (over the catalog's
+PostgreSQL database; a SQLite catalog hands it nothing). It backs each VM
+up from its own configuration (the policy, its connection and
+repository, with their credentials): a unit carries names, never
+secrets. A worker that cannot renew for half the dead interval cancels
 its running work and exits (the servers declare it lost after the whole
 interval); a supervisor restarts it. SIGTERM or Ctrl-C drains it, as
 coffer workers drain does: it takes no new work, lets its running work

@@ -29,6 +29,9 @@ type Config struct {
 	Slots int
 	// Service runs the operations by ID (its Config.Operations).
 	Service *service.Service
+	// VMUnit runs the VM units handed to this worker (coffer_vm_unit);
+	// nil: they fail, saying so.
+	VMUnit VMUnitFunc
 	// Fence is checked before each job runs (nil: nothing is fenced; for
 	// a server's own queue).
 	Fence FenceFunc
@@ -90,8 +93,11 @@ func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Clie
 	}
 	c := &Client{pool: pool, queue: queue, waiter: newWaiter(pool)}
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &operationWorker{client: c, name: cfg.Name, epoch: cfg.Epoch,
-		svc: cfg.Service, fence: cfg.Fence, log: logger}); err != nil {
+	ops := &operationWorker{client: c, name: cfg.Name, epoch: cfg.Epoch, svc: cfg.Service, fence: cfg.Fence, log: logger}
+	if err := river.AddWorkerSafely(workers, ops); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &vmUnitWorker{ops: ops, run: cfg.VMUnit}); err != nil {
 		return nil, err
 	}
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -81,6 +81,9 @@ type Outcome struct {
 	// worker cannot renew its registration) and completed without
 	// running; Error says why.
 	Fenced bool `json:"fenced,omitempty"`
+	// Transient: the error is worth another attempt (a VM unit's
+	// hypervisor.ErrTransient), which the leader's dispatcher decides.
+	Transient bool `json:"transient,omitempty"`
 }
 
 // Err is the outcome's error: nil when the operation succeeded.

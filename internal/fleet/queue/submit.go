@@ -88,16 +88,21 @@ func handOff(u Unit) (Args, *river.InsertOpts, error) {
 		Job: u.Job, Task: u.Task, Attempt: u.Attempt}
 	opts := &river.InsertOpts{Queue: queue, MaxAttempts: 1}
 	if u.Job != 0 {
-		// Unique in every state, not River's default (which leaves
-		// cancelled and discarded out): a grant's replay must never run
-		// again, even after its first job ended.
-		opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
-			rivertype.JobStateAvailable, rivertype.JobStateCancelled, rivertype.JobStateCompleted,
-			rivertype.JobStateDiscarded, rivertype.JobStatePending, rivertype.JobStateRetryable,
-			rivertype.JobStateRunning, rivertype.JobStateScheduled,
-		}}
+		opts.UniqueOpts = uniqueGrant()
 	}
 	return args, opts, nil
+}
+
+// uniqueGrant makes a job unique by its arguments' unique fields (job,
+// task, attempt) in every state, not River's default (which leaves
+// cancelled and discarded out): a grant's replay must never run again,
+// even after its first job ended.
+func uniqueGrant() river.UniqueOpts {
+	return river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStateCancelled, rivertype.JobStateCompleted,
+		rivertype.JobStateDiscarded, rivertype.JobStatePending, rivertype.JobStateRetryable,
+		rivertype.JobStateRunning, rivertype.JobStateScheduled,
+	}}
 }
 
 // secretSet names the first field of v that is set and marked

@@ -43,7 +43,10 @@ func (w *operationWorker) Work(ctx context.Context, job *river.Job[Args]) error 
 			return err
 		}
 	}
-	return w.complete(ctx, job)
+	return w.completeJob(ctx, job.ID, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[riverDriver](ctx, tx, job)
+		return err
+	})
 }
 
 // runRecovering is run, with a panic of the operation as its outcome
@@ -69,7 +72,7 @@ func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
 	if a.Protocol != ProtocolVersion {
 		return fail(api.UnsupportedVersion, fmt.Errorf("the job speaks protocol %d, this worker %d", a.Protocol, ProtocolVersion))
 	}
-	if err := w.fenced(ctx, a); err != nil {
+	if err := w.fencedFor(ctx, a.Worker, a.Epoch); err != nil {
 		w.log.Info("fenced hand-off completes without running", "operation", a.Operation, "worker", a.Worker, "epoch", a.Epoch, "err", err)
 		out.Fenced = true
 		return fail("", err)
@@ -99,34 +102,39 @@ func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
 	return out
 }
 
-// fenced says why a job must not run: it names another worker or an
-// older registration of this one (a stale job left by the process this
-// one replaced), or the registry refuses its epoch.
-func (w *operationWorker) fenced(ctx context.Context, a Args) error {
-	if a.Worker != w.name && w.client.queue != ServerQueue {
-		return fmt.Errorf("the job is for worker %s, this is %s", a.Worker, w.name)
+// fencedFor says why a job granted to worker at epoch must not run: it
+// names another worker or an older registration of this one (a stale job
+// left by the process this one replaced), or the registry refuses its
+// epoch.
+func (w *operationWorker) fencedFor(ctx context.Context, worker string, epoch int64) error {
+	if worker != w.name && w.client.queue != ServerQueue {
+		return fmt.Errorf("the job is for worker %s, this is %s", worker, w.name)
 	}
-	if w.epoch != 0 && a.Epoch != w.epoch {
-		return fmt.Errorf("the job is for epoch %d of worker %s, this is epoch %d", a.Epoch, a.Worker, w.epoch)
+	if w.epoch != 0 && epoch != w.epoch {
+		return fmt.Errorf("the job is for epoch %d of worker %s, this is epoch %d", epoch, worker, w.epoch)
 	}
 	if w.fence != nil {
-		return w.fence(ctx, a.Worker, a.Epoch)
+		return w.fence(ctx, worker, epoch)
 	}
 	return nil
 }
 
-// complete ends the job in one transaction with the NOTIFY that wakes its
+// completeJob ends the job in one transaction with the NOTIFY that wakes its
 // submitter's Wait: River's own completion is batched and announces
 // nothing, so a waiter would otherwise have to poll. The completion runs
 // even if the job's context was cancelled (a cancelled operation's
 // outcome is recorded too).
-func (w *operationWorker) complete(ctx context.Context, job *river.Job[Args]) error {
+// (complete is River's JobCompleteTx for the job's kind.)
+func (w *operationWorker) completeJob(ctx context.Context, id int64, complete func(context.Context, pgx.Tx) error) error {
 	ctx = context.WithoutCancel(ctx)
 	return pgx.BeginFunc(ctx, w.client.pool, func(tx pgx.Tx) error {
-		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		if err := complete(ctx, tx); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, doneChannel, strconv.FormatInt(job.ID, 10))
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, doneChannel, strconv.FormatInt(id, 10))
 		return err
 	})
 }
+
+// riverDriver is the driver the jobs are completed through.
+type riverDriver = *riverpgxv5.Driver

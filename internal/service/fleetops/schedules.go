@@ -68,6 +68,11 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	defer cat.Close()
+	units, err := s.startFleet(ctx, cat)
+	if err != nil {
+		return err
+	}
+	defer units.stop(s.Logger().Warn) // after the engine's Close: no unit is handed off any more
 	opened := service.NewConnectorSet(s.Service)
 	// Deferred before the engine's Close: runs after it, once no job
 	// uses a connector.
@@ -77,7 +82,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	_, t := service.LogDisplay{Logger: s.Logger()}.Start(ctx, "server", "schedules")
-	eng, err := s.NewEngine(ctx, t, cfg, cat, conns)
+	eng, err := s.NewEngine(ctx, t, cfg, cat, conns, units.engineOptions)
 	if err != nil {
 		return err
 	}
@@ -124,7 +129,8 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		done <- elector.Run(ctx, func(ctx context.Context) {
-			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter))
+			observed, onLost := units.follow(eng, s.Logger())
+			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter), observed, onLost)
 			defer stopWatch()
 			s.runScheduled(ctx, eng, plan, jobs, claim, time.Duration(mcfg.InventoryEvery))
 		})

@@ -1,0 +1,257 @@
+package workercmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/server"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// unitsConfig is a simulated fleet of two connections, one per worker:
+// kind fake is not host-bound (only qemu and libvirt are, engine.RouteOf),
+// so each worker's reach is one connection, which routes as hard as a
+// host would. A snapshot takes 500 ms, long enough to kill a worker while
+// it backs up. The schedule (once a year) only makes the server open the
+// connections, so that a run through its API goes through its engine.
+const unitsConfig = `
+maintenance: {worker-dead-after: 2s}
+connections:
+  - {name: east, kind: fake, options: {seed: 1, vms: 3, hosts: 1, datastores: 1, disk-size: 256KiB, snapshot-create: 500ms}}
+  - {name: west, kind: fake, options: {seed: 2, vms: 3, hosts: 1, datastores: 1, disk-size: 256KiB, snapshot-create: 500ms}}
+policies:
+  - {name: fleet, connections: [east, west], schedule: "0 3 1 1 *", retries: {attempts: 3, backoff: 100ms, max-backoff: 100ms}}
+`
+
+// home is the worker that reaches each connection.
+var home = map[string]string{"east": "kvm1", "west": "kvm2"}
+
+// startUnitWorker starts `coffer worker` reaching one connection.
+func startUnitWorker(e *clitest.Env, name, connection string) *clitest.ServerProc {
+	e.T.Helper()
+	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
+	return e.StartCoffer(registered, patience, "worker", "--name", name, "--slots", "2", "--reach-connections", connection,
+		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+}
+
+// waitLog waits until the process has logged every one of wants.
+func waitLog(t *testing.T, p *clitest.ServerProc, what string, wants ...string) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		log, all := p.Log(), true
+		for _, w := range wants {
+			all = all && strings.Contains(log, w)
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s:\n%s", what, patience, log)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll's pace, not a synchronisation
+	}
+}
+
+// TestPolicyRunsOnTheWorkers: a policy run through the server hands each
+// VM's attempt to the worker that reaches it, which backs the VM up into
+// the repository; the server records the points. A worker killed with
+// SIGKILL mid-run is declared lost, its units are re-admitted and run on
+// its restarted process (no other worker reaches them), and the job still
+// succeeds with one new point per VM.
+func TestPolicyRunsOnTheWorkers(t *testing.T) {
+	e := pgEnv(t, testutil.StartPostgres(t))
+	e.Config(unitsConfig)
+	srv := e.StartServer()
+	token := e.AdminToken()
+	cat := openCatalog(t, e)
+	w1 := startUnitWorker(e, "kvm1", "east")
+	startUnitWorker(e, "kvm2", "west")
+	waitLog(t, srv, "the engine given both workers", "the engine places units on the workers", "workers=kvm1,kvm2")
+
+	job := runFleet(t, srv, token)
+	checkUnits(t, cat, job, 1)
+	if t.Failed() {
+		t.Fatalf("server:\n%s\nkvm1:\n%s", srv.Log(), w1.Log())
+	}
+
+	// Kill kvm1 once it backs up a VM; restart it once declared lost.
+	since := time.Now()
+	done := make(chan api.Job, 1)
+	go func() { done <- runFleetAsync(srv, token) }()
+	ev := waitEvent(t, cat, since, "kvm1")
+	if err := w1.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	_ = awaitExit(t, w1)
+	waitWorker(t, cat, "kvm1", "kvm1 lost", func(w catalog.Worker) bool { return w.State == catalog.WorkerLost })
+	waitLog(t, srv, "kvm1's units re-admitted", "a lost worker's running units are re-admitted")
+	t.Logf("kvm1's units re-admitted %s after the kill", time.Since(killed).Round(time.Millisecond))
+	startUnitWorker(e, "kvm1", "east")
+	var second api.Job
+	select {
+	case second = <-done:
+	case <-time.After(2 * patience):
+		t.Fatalf("the run did not end after kvm1's restart\n%s", srv.Log())
+	}
+	if second.Status != "success" || second.ID != ev.JobID {
+		t.Fatalf("the run with a killed worker: %+v (the killed attempt was of job %d)\n%s", second, ev.JobID, srv.Log())
+	}
+	checkUnits(t, cat, second, 2)
+	// The attempt running at the kill was abandoned and retried.
+	killedTask, err := cat.ListTasks(context.Background(), catalog.TaskFilter{JobID: ev.JobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range killedTask {
+		if task.ID == ev.TaskID && task.Attempts < 2 {
+			t.Errorf("%s, whose attempt ran on kvm1 when it was killed, took %d attempt", task.VMName, task.Attempts)
+		}
+	}
+	t.Logf("the run with a killed worker took %.1fs", second.DurationSeconds)
+
+	cancelOnWorkers(t, cat, srv, token)
+}
+
+// cancelOnWorkers cancels a run while both workers back up its VMs: the
+// job ends cancelled, and each attempt running on a worker ends there
+// (the worker records its end in the task's log) within seconds.
+func cancelOnWorkers(t *testing.T, cat catalog.Catalog, srv *clitest.ServerProc, token string) {
+	t.Helper()
+	since := time.Now()
+	done := make(chan api.Job, 1)
+	go func() { done <- runFleetAsync(srv, token) }()
+	running := []catalog.Event{waitEvent(t, cat, since, "kvm1"), waitEvent(t, cat, since, "kvm2")}
+	if code, _ := srv.Call(token, "POST", fmt.Sprintf("/jobs/%d/cancel", running[0].JobID), nil, nil); code != http.StatusOK && code != http.StatusAccepted {
+		t.Fatalf("cancel job %d: %d", running[0].JobID, code)
+	}
+	cancelled := time.Now()
+	select {
+	case j := <-done:
+		if j.Status != "cancelled" {
+			t.Fatalf("the cancelled run: %+v", j)
+		}
+	case <-time.After(patience):
+		t.Fatalf("the cancelled run did not end\n%s", srv.Log())
+	}
+	for _, ev := range running {
+		for ended := false; !ended; {
+			evs, err := cat.ListEvents(context.Background(), catalog.EventFilter{JobID: ev.JobID, TaskID: ev.TaskID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range evs {
+				ended = ended || (x.Kind == "worker" && strings.Contains(x.Message, "failed"))
+			}
+			if took := time.Since(cancelled); took > 5*time.Second {
+				t.Fatalf("the attempt on %s still runs %s after the cancel: %+v", ev.Fields["worker"], took, evs)
+			}
+			time.Sleep(20 * time.Millisecond) // a poll's pace, not a synchronisation
+		}
+	}
+	t.Logf("every attempt on the workers ended %s after the cancel", time.Since(cancelled).Round(time.Millisecond))
+}
+
+// runFleet runs the policy through the server and wants it to succeed.
+func runFleet(t *testing.T, srv *clitest.ServerProc, token string) api.Job {
+	t.Helper()
+	j := runFleetAsync(srv, token)
+	if j.Status != "success" || j.TasksOK != 6 {
+		t.Fatalf("run fleet: %+v\n%s", j, srv.Log())
+	}
+	return j
+}
+
+// runFleetAsync asks the server's API to run the policy and waits for the
+// job (it may run in a goroutine: it reports what failed in the job).
+func runFleetAsync(srv *clitest.ServerProc, token string) api.Job {
+	var j api.Job
+	req, err := http.NewRequest("POST", srv.URL+server.Prefix+"/policies/fleet/run?wait=true", nil)
+	if err != nil {
+		j.Error = err.Error()
+		return j
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := srv.Client().Do(req)
+	if err != nil {
+		j.Error = err.Error()
+		return j
+	}
+	defer func() { _ = res.Body.Close() }()
+	if err := json.NewDecoder(res.Body).Decode(&j); err != nil {
+		j.Error = fmt.Sprintf("%d: %v", res.StatusCode, err)
+	}
+	return j
+}
+
+// checkUnits wants every task of the job to have run on its connection's
+// worker (the worker's events in the task's log), with a point of its own,
+// and the catalog to hold runs points for every VM.
+func checkUnits(t *testing.T, cat catalog.Catalog, j api.Job, runs int) {
+	t.Helper()
+	ctx := context.Background()
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
+	if err != nil || len(tasks) != 6 {
+		t.Fatalf("job %d's tasks: %d, %v", j.ID, len(tasks), err)
+	}
+	for _, task := range tasks {
+		evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID, TaskID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := ""
+		for _, ev := range evs {
+			if ev.Kind == "worker" && strings.Contains(ev.Message, fmt.Sprintf("attempt %d runs", task.Attempts)) {
+				ran, _ = ev.Fields["worker"].(string)
+			}
+		}
+		if task.Status != catalog.StatusSuccess || task.BackupPointID == "" || ran != home[task.Connection] {
+			t.Errorf("%s/%s: %s, point %q, last attempt (%d) ran on %q, want %s", task.Connection, task.VMName, task.Status,
+				task.BackupPointID, task.Attempts, ran, home[task.Connection])
+		}
+		pts, err := cat.ListBackupPoints(ctx, catalog.BackupPointFilter{VMID: task.VMID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range pts {
+			if p.Connection == task.Connection {
+				n++
+			}
+		}
+		if n != runs {
+			t.Errorf("%s/%s has %d points after %d runs", task.Connection, task.VMName, n, runs)
+		}
+	}
+}
+
+// waitEvent waits for a unit of a run started after since to run on
+// worker.
+func waitEvent(t *testing.T, cat catalog.Catalog, since time.Time, worker string) catalog.Event {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for time.Now().Before(deadline) {
+		evs, err := cat.ListEvents(context.Background(), catalog.EventFilter{Since: since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Kind == "worker" && ev.Fields["worker"] == worker && strings.Contains(ev.Message, "runs on") {
+				return ev
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // a poll's pace, not a synchronisation
+	}
+	t.Fatalf("no unit ran on %s within %s", worker, patience)
+	return catalog.Event{}
+}

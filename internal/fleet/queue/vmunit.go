@@ -1,0 +1,135 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// VMUnitKind is the River job kind of a VM's backup attempt handed to a
+// worker: the dispatcher's unit itself, not an operation of the API (no
+// operation backs up one VM of a policy's run under the run's job).
+const VMUnitKind = "coffer_vm_unit"
+
+// VMUnit is an attempt at one VM's backup under a policy, as the leader's
+// dispatcher granted it. It names things, never a secret: the worker
+// builds the attempt from its own configuration in effect (the policy,
+// its connection and repository, with their credentials).
+type VMUnit struct {
+	Policy string `json:"policy"`
+	// Repository is the policy's repository as the leader read it ("":
+	// the default); the worker refuses to run when its own configuration
+	// says another, rather than write a point where the leader will not
+	// look for it.
+	Repository string `json:"repository"`
+	Connection string `json:"connection"`
+	VMID       string `json:"vm_id"`
+	VMName     string `json:"vm_name"`
+	// Mode and SnapshotMode are what the dispatcher decided.
+	Mode         string `json:"mode"`
+	SnapshotMode string `json:"snapshot_mode"`
+	Worker       string `json:"worker"`
+	Epoch        int64  `json:"epoch"`
+	Protocol     int    `json:"protocol"`
+	// Job, Task and Attempt are the catalog's: a unit is unique by them,
+	// so a replayed grant is a no-op (as a coffer_operation's).
+	Job     int64 `json:"job" river:"unique"`
+	Task    int64 `json:"task" river:"unique"`
+	Attempt int   `json:"attempt" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (VMUnit) Kind() string { return VMUnitKind }
+
+// VMUnitFunc runs a VM unit on a worker and returns the ID of the point
+// it committed. internal/fleet provides it (RunVMUnit).
+type VMUnitFunc func(ctx context.Context, u VMUnit) (point string, err error)
+
+// UnitDone is a VM unit's outcome document: the point it committed.
+type UnitDone struct {
+	Point string `json:"point"`
+}
+
+// SubmitVMUnit hands a VM unit to its worker's queue, in a transaction of
+// its own.
+func (c *Client) SubmitVMUnit(ctx context.Context, u VMUnit) (Submitted, error) {
+	q, err := WorkerQueue(u.Worker)
+	if err != nil {
+		return Submitted{}, err
+	}
+	u.Protocol = ProtocolVersion
+	var s Submitted
+	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		res, err := c.river.InsertTx(ctx, tx, u, &river.InsertOpts{Queue: q, MaxAttempts: 1, UniqueOpts: uniqueGrant()})
+		if err != nil {
+			return fmt.Errorf("fleet: hand %s's unit off to %s: %w", u.VMName, u.Worker, err)
+		}
+		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate}
+		return nil
+	})
+	return s, err
+}
+
+// vmUnitWorker runs coffer_vm_unit jobs on a worker, fenced and completed
+// as coffer_operation jobs are (operationWorker).
+type vmUnitWorker struct {
+	river.WorkerDefaults[VMUnit]
+	ops *operationWorker
+	run VMUnitFunc
+}
+
+// Work runs the unit unless it is fenced, and completes the job itself
+// with the outcome (see operationWorker.Work).
+func (w *vmUnitWorker) Work(ctx context.Context, job *river.Job[VMUnit]) error {
+	out := w.outcome(ctx, job.Args)
+	if err := river.RecordOutput(ctx, out); err != nil {
+		return err
+	}
+	return w.ops.completeJob(ctx, job.ID, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[riverDriver](ctx, tx, job)
+		return err
+	})
+}
+
+func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
+	out = &Outcome{Worker: w.ops.name}
+	defer func() {
+		if r := recover(); r != nil {
+			w.ops.log.Error("VM unit panicked", "vm", u.VMName, "panic", r, "stack", string(debug.Stack()))
+			out.ErrorClass, out.Error = string(api.Internal), fmt.Sprintf("%s's unit panicked: %v", u.VMName, r)
+		}
+	}()
+	if u.Protocol != ProtocolVersion {
+		out.ErrorClass, out.Error = string(api.UnsupportedVersion), fmt.Sprintf("the unit speaks protocol %d, this worker %d", u.Protocol, ProtocolVersion)
+		return out
+	}
+	if err := w.ops.fencedFor(ctx, u.Worker, u.Epoch); err != nil {
+		w.ops.log.Info("fenced VM unit completes without running", "vm", u.VMName, "worker", u.Worker, "epoch", u.Epoch, "err", err)
+		out.Fenced, out.Error = true, err.Error()
+		return out
+	}
+	if w.run == nil {
+		out.ErrorClass, out.Error = string(api.Internal), "this worker runs no VM units"
+		return out
+	}
+	point, err := w.run(ctx, u)
+	if err != nil {
+		out.ErrorClass, out.Error = string(service.Classify(err)), err.Error()
+		out.Transient = errors.Is(err, hypervisor.ErrTransient)
+		if ctx.Err() != nil {
+			out.ErrorClass = string(api.Cancelled)
+		}
+		return out
+	}
+	out.Document, _ = json.Marshal(UnitDone{Point: point}) // a struct of one string always marshals
+	return out
+}

@@ -1,0 +1,100 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/fleet/queue"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// Server is a server's side of the hand-off: River's schema migrated, and
+// a River client on the servers' queue (queue.NewServer: River's
+// maintenance runs only in servers' clients) through which the
+// schedules' engine hands VM units to the workers.
+type Server struct {
+	Queue *queue.Client
+	pool  *pgxpool.Pool
+}
+
+// IsPostgres reports whether the catalog at dsn is PostgreSQL, the only
+// catalog work is handed off on (docs/design/fleet.md: a SQLite single
+// host runs everything in the server's process).
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// StartServer migrates River's schema in the catalog's database at dsn
+// and starts the server's client, which runs svc's operations handed to
+// the servers' queue.
+func StartServer(ctx context.Context, dsn string, svc *service.Service, log *slog.Logger) (*Server, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	if _, err := queue.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	c, err := queue.NewServer(pool, queue.Config{Service: svc, Logger: log})
+	if err == nil {
+		err = c.Start(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Server{Queue: c, pool: pool}, nil
+}
+
+// Stop stops the server's client, letting what it runs finish unless ctx
+// ends first.
+func (s *Server) Stop(ctx context.Context) error {
+	err := s.Queue.Stop(ctx)
+	s.pool.Close()
+	return err
+}
+
+// Runner is the engine's UnitRunner over this server's client: units go
+// to the workers of the registry cat.
+func (s *Server) Runner(cat catalog.Workers) *UnitRunner {
+	return &UnitRunner{Queue: s.Queue, Epoch: func(ctx context.Context, worker string) (int64, error) {
+		return EpochOf(ctx, cat, worker)
+	}}
+}
+
+// EpochOf is the registration of a worker not lost.
+func EpochOf(ctx context.Context, cat catalog.Workers, worker string) (int64, error) {
+	ws, err := cat.ListWorkers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, w := range ws {
+		if w.Name == worker && w.State != catalog.WorkerLost {
+			return w.Epoch, nil
+		}
+	}
+	return 0, fmt.Errorf("fleet: worker %s is not registered, or lost", worker)
+}
+
+// EngineWorkers are the workers of the registry the dispatcher may place
+// units on: the ready ones (a starting worker has no queue yet, a
+// draining one takes no new work, a lost one is gone).
+func EngineWorkers(ws []Worker) []engine.Worker {
+	var out []engine.Worker
+	for _, w := range ws {
+		if w.State != catalog.WorkerReady {
+			continue
+		}
+		r := w.Reach
+		out = append(out, engine.Worker{Name: w.Name, Slots: w.Slots, Reach: engine.Reach{Connections: r.Connections, Hosts: r.Hosts,
+			Datastores: r.Datastores, Libraries: r.Libraries, Repositories: r.Repositories, CanBoot: r.CanBoot}})
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/fleet/queue"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// Only ready workers take units, with the reach they registered.
+func TestEngineWorkersAreTheReadyOnes(t *testing.T) {
+	reach := Reach{Connections: []string{"kvm"}, Hosts: []string{"kvm/h1"}, Repositories: []string{"main"}, CanBoot: true}
+	ws := EngineWorkers([]Worker{
+		{Name: "a", Slots: 2, State: catalog.WorkerReady, Reach: reach},
+		{Name: "b", Slots: 2, State: catalog.WorkerStarting},
+		{Name: "c", Slots: 2, State: catalog.WorkerDraining},
+		{Name: "d", Slots: 2, State: catalog.WorkerLost},
+	})
+	if len(ws) != 1 || ws[0].Name != "a" || ws[0].Slots != 2 || !ws[0].Reach.CanBoot ||
+		!ws[0].Reach.Covers(engine.Route{Connection: "kvm", Hosts: []string{"h1"}, Repository: "main"}) {
+		t.Fatalf("engine workers: %+v", ws)
+	}
+}
+
+// A worker's transient error, or a fenced unit, is retried by the
+// engine; any other error is the attempt's failure.
+func TestOutcomeErrKeepsTransience(t *testing.T) {
+	for _, c := range []struct {
+		out       queue.Outcome
+		transient bool
+	}{
+		{queue.Outcome{Worker: "a", ErrorClass: "internal", Error: "snapshot busy", Transient: true}, true},
+		{queue.Outcome{Worker: "a", Fenced: true, Error: "epoch 1 replaced"}, true},
+		{queue.Outcome{Worker: "a", ErrorClass: "invalid", Error: "no policy p"}, false},
+	} {
+		err := outcomeErr(&c.out)
+		if err == nil || errors.Is(err, hypervisor.ErrTransient) != c.transient {
+			t.Errorf("%+v: %v, transient %v", c.out, err, errors.Is(err, hypervisor.ErrTransient))
+		}
+	}
+	if err := outcomeErr(&queue.Outcome{Worker: "a"}); err != nil {
+		t.Errorf("a success: %v", err)
+	}
+}
+
+// An attempt placed on no worker, or one only this process can run (no
+// policy: a backup of one VM, a group's read), runs here.
+func TestUnplacedAttemptsRunHere(t *testing.T) {
+	r := &UnitRunner{} // no queue: handing off would panic
+	for _, p := range []engine.Placement{{Policy: "p"}, {Worker: "a"}} {
+		ran := false
+		_, err := r.RunAttempt(context.Background(), p, func(context.Context) (*repo.Point, error) {
+			ran = true
+			return nil, nil
+		})
+		if err != nil || !ran {
+			t.Errorf("%+v: ran here %v, %v", p, ran, err)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/attempt"
+	"github.com/coffer-backup/coffer/internal/fleet/queue"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// RunVMUnit is a worker's queue.VMUnitFunc: it runs the attempt the
+// leader's dispatcher granted as the engine would in its own process
+// (attempt.Request, backup.BackupVM), from this worker's configuration in
+// effect: the policy, its connection (opened here, with its credentials)
+// and its repository (with the password this process holds). Its notes
+// go to the catalog as events of the job's task, so the job's log reads
+// the same wherever the VM was backed up.
+func RunVMUnit(svc *service.Service, log *slog.Logger) queue.VMUnitFunc {
+	return func(ctx context.Context, u queue.VMUnit) (string, error) {
+		cfg, _, err := svc.PolicyConfig(ctx)
+		if err != nil {
+			return "", err
+		}
+		p, ok := cfg.Policy(u.Policy)
+		if !ok {
+			return "", service.Invalidf("worker %s has no policy %s in its configuration", u.Worker, u.Policy)
+		}
+		if p.Repository != u.Repository {
+			return "", service.Invalidf("worker %s reads policy %s's repository as %q, the leader as %q: the configurations differ",
+				u.Worker, p.Name, p.Repository, u.Repository)
+		}
+		cat, err := svc.OpenCatalog(ctx)
+		if err != nil {
+			return "", err
+		}
+		defer func() { _ = cat.Close() }() // a kept-open catalog's Close does nothing; the worker's own is the service's
+		ev := unitEvents{cat: cat, u: u, log: log}
+		ev.record(ctx, "info", "worker", fmt.Sprintf("%s: attempt %d runs on worker %s", u.VMName, u.Attempt, u.Worker), nil)
+		point, err := backUp(ctx, svc, cfg, p, u, ev)
+		if err != nil {
+			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
+		}
+		return point, err
+	}
+}
+
+// backUp is the attempt: the connector and a write session opened for it
+// alone, closed when it ends (the point is committed by BackupVM, the
+// session's packs by its Close).
+func backUp(ctx context.Context, svc *service.Service, cfg *policy.Config, p policy.Policy, u queue.VMUnit, ev unitEvents) (_ string, err error) {
+	limit := p.Timeouts.VM
+	if limit == 0 {
+		limit = policy.DefaultVMTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, fmt.Errorf("VM timeout exceeded (%s)", limit))
+	defer cancel()
+	conns, err := svc.OpenConnectors(ctx, cfg, []string{u.Connection})
+	if err != nil {
+		return "", err
+	}
+	defer conns.Close()
+	r, err := svc.OpenNamed(ctx, p.Repository)
+	if err != nil {
+		return "", err
+	}
+	defer func() { err = errors.Join(err, r.Close()) }()
+	history, err := r.Points(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("list backup points: %w", err)
+	}
+	w, err := r.NewWriter(ctx, fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
+	if err != nil {
+		return "", fmt.Errorf("open a write session: %w", err)
+	}
+	defer func() { err = errors.Join(err, w.Close(context.WithoutCancel(ctx))) }()
+	req := attempt.Request(p, attempt.Spec{Connection: u.Connection, VM: hypervisor.VMRef{ID: u.VMID, Name: u.VMName},
+		Mode: u.Mode, SnapshotMode: u.SnapshotMode, JobID: u.Job, History: history, Now: time.Now()})
+	opts := backup.Options{ChangeCheckSpans: p.ChangeCheck,
+		Note: func(m string) { ev.record(ctx, "info", "data-path", u.VMName+": "+m, nil) }}
+	snap, err := backup.BackupVM(ctx, w, conns.Conns[u.Connection], req, opts)
+	if err != nil {
+		return "", err
+	}
+	return snap.ID.String(), nil
+}
+
+// unitEvents records a unit's events in its job's log, under its task.
+type unitEvents struct {
+	cat catalog.Catalog
+	u   queue.VMUnit
+	log *slog.Logger
+}
+
+func (e unitEvents) record(ctx context.Context, level, kind, msg string, fields map[string]any) {
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	fields["worker"], fields["attempt"] = e.u.Worker, e.u.Attempt
+	err := e.cat.AddEvents(context.WithoutCancel(ctx), []catalog.Event{{JobID: e.u.Job, TaskID: e.u.Task, Level: level, Kind: kind, Message: msg, Fields: fields}})
+	if err != nil {
+		// The backup goes on: its outcome reaches the leader through the
+		// hand-off, which records the task's end.
+		e.log.Warn("cannot record a VM unit's event", "job", e.u.Job, "task", e.u.Task, "err", err)
+	}
+}
