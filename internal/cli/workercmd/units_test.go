@@ -125,7 +125,9 @@ func TestPolicyRunsOnTheWorkers(t *testing.T) {
 
 // cancelOnWorkers cancels a run while both workers back up its VMs: the
 // job ends cancelled, and each attempt running on a worker ends there
-// (the worker records its end in the task's log) within seconds.
+// (the worker records its end in the task's log). How soon is measured,
+// logged and recorded in docs/benchmarks-fleet.md; the test only bounds
+// the wait, to catch an attempt that never ends.
 func cancelOnWorkers(t *testing.T, cat catalog.Catalog, srv *clitest.ServerProc, token string) {
 	t.Helper()
 	since := time.Now()
@@ -153,7 +155,7 @@ func cancelOnWorkers(t *testing.T, cat catalog.Catalog, srv *clitest.ServerProc,
 			for _, x := range evs {
 				ended = ended || (x.Kind == "worker" && strings.Contains(x.Message, "failed"))
 			}
-			if took := time.Since(cancelled); took > 5*time.Second {
+			if took := time.Since(cancelled); took > patience {
 				t.Fatalf("the attempt on %s still runs %s after the cancel: %+v", ev.Fields["worker"], took, evs)
 			}
 			time.Sleep(20 * time.Millisecond) // a poll's pace, not a synchronisation
