@@ -15,6 +15,13 @@ type PointParam struct {
 	Point string `path:"point" maxLength:"64" example:"latest" doc:"a backup point: its ID, a unique ID prefix, or latest"`
 }
 
+// WorkerParam names the fleet's worker an operation runs on: its host's
+// paths, devices and hypervisor (a restore onto that host, a boot
+// verification where QEMU runs). Empty: the server runs it.
+type WorkerParam struct {
+	Worker string `query:"worker" maxLength:"56" doc:"run on this worker of the fleet, on its host (default: the server)"`
+}
+
 // DiskParam is a disk of the point a request names.
 type DiskParam struct {
 	PointParam
@@ -65,6 +72,7 @@ type ForgetStorageSnapshotInput struct {
 
 // VerifyBootInput boots a backup point isolated and checks it.
 type VerifyBootInput struct {
+	WorkerParam
 	PointParam
 	Body VerifyBootRequest
 }
@@ -77,12 +85,14 @@ func (r VerifyBootRequest) ProbeTimeout() time.Duration { return Seconds(r.Probe
 
 // RestoreDiskInput restores disks of a backup point.
 type RestoreDiskInput struct {
+	WorkerParam
 	PointParam
 	Body RestoreRequest
 }
 
 // RestoreVMInput restores a backup point as a new VM.
 type RestoreVMInput struct {
+	WorkerParam
 	PointParam
 	Connection string `query:"connection" maxLength:"255" doc:"restore through this connection of the server's configuration (default: a QEMU VM in a directory)"`
 	Body       RestoreVMRequest
@@ -102,6 +112,7 @@ type FilesListInput struct {
 // FilesExtractInput extracts files or trees from a backed-up disk into a
 // directory.
 type FilesExtractInput struct {
+	WorkerParam
 	DiskParam
 	Body FilesExtractRequest
 }

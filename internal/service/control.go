@@ -234,6 +234,8 @@ type controlState struct {
 	// so that the limits hold across them and the scheduled runs
 	// (servingEngine).
 	serving atomic.Pointer[engine.Engine]
+	// remote runs operations on the fleet's workers (remote.go).
+	remote remoteSlot
 }
 
 // drainFor bounds how long a stopping process gives its notifications.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/apiclient"
@@ -136,4 +137,10 @@ func RunPage[T any](ctx context.Context, a *App, id string, in any) (doc T, next
 		return doc, "", api.Errorf(api.Internal, "operation %s answers with %T, not %T", id, v, doc)
 	}
 	return doc, next, err
+}
+
+// WorkerFlag adds --worker to an operation that may run on a worker of
+// the fleet (through a server: the server hands it to the worker).
+func WorkerFlag(f *pflag.FlagSet, w *api.WorkerParam) {
+	f.StringVar(&w.Worker, "worker", "", "run on this worker of the fleet, on its host; paths are under its --restore-dir (through --server)")
 }

@@ -120,6 +120,7 @@ func (a *app) printEntries(ents []api.FileEntry, long bool) {
 
 func (a *app) cmdFilesGet() *cobra.Command {
 	var to, zipPath, tarPath string
+	var worker api.WorkerParam
 	cmd := &cobra.Command{
 		Use:   "get BACKUP[:DISK] PATH... (--to DIR | --zip FILE | --tar FILE)",
 		Short: "extract files or directory trees, keeping mode, owner, times and symlinks",
@@ -153,13 +154,16 @@ coffer files get latest /var/www --tar - | tar -tv`,
 			if given != 1 {
 				return command.Usagef("give exactly one of --to DIR, --zip FILE or --tar FILE")
 			}
+			if worker.Worker != "" && to == "" {
+				return command.Usagef("--worker extracts into a directory on the worker's host (--to), not into an archive here")
+			}
 			var st *api.FilesExtract
 			var err error
 			switch {
 			case to != "":
 				// Through a server, --to is a directory under its restore directory.
 				st, err = command.RunOp[*api.FilesExtract](cmd.Context(), a.App, "files-extract",
-					&api.FilesExtractInput{DiskParam: api.DiskParamOf(args[0]), Body: api.FilesExtractRequest{Paths: args[1:], To: to}})
+					&api.FilesExtractInput{DiskParam: api.DiskParamOf(args[0]), WorkerParam: worker, Body: api.FilesExtractRequest{Paths: args[1:], To: to}})
 			case zipPath != "":
 				st, err = a.archive(cmd, args, "zip", zipPath)
 			default:
@@ -177,6 +181,7 @@ coffer files get latest /var/www --tar - | tar -tv`,
 	cmd.Flags().StringVar(&to, "to", "", "directory to extract into")
 	cmd.Flags().StringVar(&zipPath, "zip", "", `write a zip archive instead ("-": to stdout)`)
 	cmd.Flags().StringVar(&tarPath, "tar", "", `write a tar archive instead ("-": to stdout)`)
+	command.WorkerFlag(cmd.Flags(), &worker)
 	return command.RemoteToo(command.Op(cmd, "files-extract", "files-archive"))
 }
 

@@ -66,6 +66,7 @@ the target is full (--resume continues).`),
 	f.BoolVar(&b.NoOffload, "no-offload", false, "write zeros and copy through the host even where the storage could (storage whose offload misbehaves)")
 	f.IntVar(&b.Copies, "copies", 1, "copies of each disk in all: the restored one and copies cloned from it (NAME-copy2.EXT...)")
 	f.StringVar(&b.Format, "format", "raw", "raw (sparse) or qcow2 (written by qemu-img from coffer's NBD server)")
+	command.WorkerFlag(f, &in.WorkerParam)
 	_ = cmd.MarkFlagRequired("to")
 	cmd.AddCommand(a.cmdRestoreVM())
 	return command.RemoteToo(command.Op(cmd, "restore-disk"))

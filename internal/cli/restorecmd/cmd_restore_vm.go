@@ -100,5 +100,6 @@ coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-origin
 	f.StringVar(&b.Datastore, "datastore", "", "with --connection: datastore (libvirt: storage pool) for the new VM's files (default: as recorded)")
 	f.BoolVar(&b.OntoOriginal, "onto-original", false, "with --connection: write the backup onto the original VM's disks instead of a new VM")
 	f.BoolVar(&b.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
+	command.WorkerFlag(f, &in.WorkerParam)
 	return command.RemoteToo(command.Op(cmd, "restore-vm"))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -12,12 +13,15 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/fleet"
+	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
 )
 
 // workerFlags are what `coffer worker` is told about itself.
 type workerFlags struct {
-	cfg      fleet.Config
-	protocol int // hidden: a worker of another protocol, to see it refused
+	cfg        fleet.Config
+	restoreDir string
+	protocol   int // hidden: a worker of another protocol, to see it refused
 }
 
 func (a *app) cmdWorker() *cobra.Command {
@@ -47,7 +51,7 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.cfg.Version = cmd.Root().Version
 			f.cfg.Protocol = f.protocol
-			return a.runWorker(cmd.Context(), f.cfg)
+			return a.runWorker(cmd.Context(), f.cfg, f.restoreDir)
 		},
 	}
 	fl := cmd.Flags()
@@ -61,6 +65,7 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.BoolVar(&f.cfg.Reach.CanBoot, "can-boot", false, "it can run QEMU (boot verification)")
 	fl.DurationVar(&f.cfg.Heartbeat, "heartbeat", fleet.DefaultHeartbeat, "how often it renews its heartbeat")
 	fl.DurationVar(&f.cfg.DeadAfter, "dead-after", fleet.DefaultDeadAfter, "the servers' dead interval: it fences itself after half of it without a renewal")
+	fl.StringVar(&f.restoreDir, "restore-dir", "", "where the restores the servers hand to it write: their paths are relative to it (default: STATE-DIR/restores)")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
 	_ = fl.MarkHidden("protocol")
 	return command.FaceOnly(cmd, "runs a worker process on this host, not an operation of the servers")
@@ -78,7 +83,7 @@ func defaultName() string {
 }
 
 // runWorker joins the fleet and works until drained or fenced.
-func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
+func (a *app) runWorker(ctx context.Context, cfg fleet.Config, restoreDir string) error {
 	if a.Remote != nil {
 		return command.Usagef("a worker reaches its servers through their catalog (--catalog), not --server")
 	}
@@ -94,7 +99,7 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
 	if cfg.Slots < 0 {
 		return command.Usagef("--slots must be at least 1")
 	}
-	s, err := a.Service()
+	s, err := a.workerService(restoreDir)
 	if err != nil {
 		return err
 	}
@@ -121,4 +126,25 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
 		}
 	}()
 	return m.Run(context.WithoutCancel(ctx), fleet.QueueWork(a.CatalogLocation(), m, s, a.Log))
+}
+
+// workerService is the service a worker works with: the command line's
+// settings, but confined as a server's, since the operations handed to it
+// were authorised by a server for a user who is not this host's
+// administrator: the paths they name are relative to the worker's
+// restore directory.
+func (a *app) workerService(restoreDir string) (*service.Service, error) {
+	if restoreDir == "" {
+		restoreDir = filepath.Join(a.Res.Path("state-dir"), "restores")
+	}
+	if err := os.MkdirAll(restoreDir, 0o700); err != nil {
+		return nil, err
+	}
+	cfg, err := a.ServiceConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Local = false
+	cfg.Files = service.FileRoots{RestoreDir: restoreDir}
+	return operations.New(cfg), nil
 }

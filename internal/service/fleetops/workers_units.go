@@ -20,6 +20,9 @@ import (
 type fleetUnits struct {
 	srv *fleet.Server
 	cat catalog.Workers
+	// unsetRemote ends the service's use of srv for requests that name
+	// a worker (service.OnWorker).
+	unsetRemote func()
 
 	mu       sync.Mutex
 	followed bool   // the engine was given workers once: it is a fleet's
@@ -36,7 +39,8 @@ func (s Ops) startFleet(ctx context.Context, cat catalog.Workers) (*fleetUnits, 
 	if err != nil {
 		return nil, err
 	}
-	return &fleetUnits{srv: srv, cat: cat}, nil
+	unset := s.SetRemote(fleet.Remote{Queue: srv.Queue, Workers: cat})
+	return &fleetUnits{srv: srv, cat: cat, unsetRemote: unset}, nil
 }
 
 // engineOptions gives the engine the River runner. Without workers it
@@ -92,6 +96,7 @@ func (f *fleetUnits) stop(log func(msg string, args ...any)) {
 	if f.srv == nil {
 		return
 	}
+	f.unsetRemote()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := f.srv.Stop(ctx); err != nil {

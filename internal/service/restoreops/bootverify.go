@@ -24,6 +24,9 @@ import (
 // result and an invalid-request error saying why. The point is a backup
 // point (ID or prefix), "latest", or a VM's name (its newest point).
 func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.BootVerification, error) {
+	if out, remote, err := service.OnWorker[*api.BootVerification](ctx, s.Service, "verify-boot", &call.WorkerParam, call); remote {
+		return out, err
+	}
 	in := call.Body
 	target := call.Point
 	if target == "" {
