@@ -1,9 +1,11 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,6 +97,20 @@ func EngineWorkers(ws []Worker) []engine.Worker {
 		r := w.Reach
 		out = append(out, engine.Worker{Name: w.Name, Slots: w.Slots, Reach: engine.Reach{Connections: r.Connections, Hosts: r.Hosts,
 			Datastores: r.Datastores, Libraries: r.Libraries, Repositories: r.Repositories, CanBoot: r.CanBoot}})
+	}
+	return out
+}
+
+// BootWorkers are the names of the ready workers of ws that can run QEMU
+// (boot verification) and write repository ("" : the default).
+func BootWorkers(ws []Worker, repository string) []string {
+	repository = cmp.Or(repository, "default")
+	var out []string
+	for _, w := range ws {
+		r := w.Reach
+		if w.State == catalog.WorkerReady && r.CanBoot && (len(r.Repositories) == 0 || slices.Contains(r.Repositories, repository)) {
+			out = append(out, w.Name)
+		}
 	}
 	return out
 }

@@ -1,6 +1,9 @@
 package fleetops
 
 import (
+	"sync/atomic"
+
+	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/service"
 
 	"context"
@@ -36,6 +39,8 @@ func (s Ops) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time
 	if cfg, err := s.EngineConfig(ctx); err == nil {
 		workers = cfg.Limits.WithDefaults().BootVerifications
 	}
+	onWorkers := s.bootWorkers(ctx, j.Repository)
+	var turn atomic.Int64
 	in := make(chan *repo.Point)
 	var mu sync.Mutex
 	var errs []error
@@ -45,8 +50,13 @@ func (s Ops) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time
 		go func() {
 			defer wg.Done()
 			for p := range in {
+				var on api.WorkerParam
+				if len(onWorkers) > 0 {
+					on.Worker = onWorkers[int(turn.Add(1)-1)%len(onWorkers)]
+				}
 				_, err := s.Invoke(service.WithJobVM(ctx, p.Source.VMName), "verify-boot", &api.VerifyBootInput{
-					PointParam: api.PointParam{RepoParam: api.RepoParam{Repo: j.Repository}, Point: p.ID.String()},
+					PointParam:  api.PointParam{RepoParam: api.RepoParam{Repo: j.Repository}, Point: p.ID.String()},
+					WorkerParam: on,
 					Body: api.VerifyBootRequest{TimeoutSeconds: time.Duration(j.Boot.Timeout).Seconds(), Marker: j.Boot.Marker,
 						Probes: j.Boot.Probes}})
 				mu.Lock()
@@ -104,4 +114,25 @@ func bootChoice(snaps []*repo.Point, name, which string, slot time.Time) []*repo
 		out = append(out, chosen[k])
 	}
 	return out
+}
+
+// bootWorkers are the ready workers that can run QEMU and reach
+// repository: when the fleet has any, the scheduled boot verifications
+// run on them in turn, off the servers' hosts; otherwise (no fleet, or no
+// such worker) on this server, as without a fleet.
+func (s Ops) bootWorkers(ctx context.Context, repository string) []string {
+	if !fleet.IsPostgres(s.Config.Catalog) {
+		return nil
+	}
+	cat, err := s.OpenCatalog(ctx)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = cat.Close() }()
+	ws, err := cat.ListWorkers(ctx)
+	if err != nil {
+		s.Logger().Warn("the registry cannot be read: boot verifications run on this server", "err", err)
+		return nil
+	}
+	return fleet.BootWorkers(ws, repository)
 }
