@@ -105,6 +105,9 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
 	defer cat.Close()
 	cfg.Host, _ = os.Hostname()
 	cfg.Log = a.Log
+	// Before it takes work: what a killed process of this worker left on
+	// its hosts goes first, or the retries of its attempts find it there.
+	fleet.CleanupLeftovers(ctx, s, cfg.Reach.Connections, a.Log)
 	m, err := fleet.Join(ctx, fleet.Registry{Catalog: cat}, cfg)
 	if errors.Is(err, fleet.ErrProtocol) {
 		return api.WithClass(api.UnsupportedVersion, err)
