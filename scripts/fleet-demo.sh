@@ -223,6 +223,14 @@ for h in "${hosts[@]}"; do
   rm -f "$work/$h/restored.raw"
 done
 ./coffer verify --read-data
+for h in "${hosts[@]}"; do
+  # A worker serves nothing: it connects out to the catalog and the
+  # repository, and no one connects to it.
+  printf '%s listens on TCP ports: %s\n' "$h" "$(ip netns exec "${nsof[$h]}" ss -Hltn | awk '{print $4}' | tr '\n' ' ')"
+done
+
+step "sizing: the planner's prediction of the next run on two workers of one slot each (one per host), and on one worker of one slot"
+./coffer plan fleet --what-if workers=2x1 --what-if workers=1x1 | sed '/^assumptions:/,$d'
 
 step "done in $(($(date +%s) - start)) s"
 if [ "$serve" = 0 ]; then exit 0; fi
