@@ -226,7 +226,8 @@ done
 for h in "${hosts[@]}"; do
   # A worker serves nothing: it connects out to the catalog and the
   # repository, and no one connects to it.
-  printf '%s listens on TCP ports: %s\n' "$h" "$(ip netns exec "${nsof[$h]}" ss -Hltn | awk '{print $4}' | tr '\n' ' ')"
+  ports=$(ip netns exec "${nsof[$h]}" ss -Hltn | awk '{print $4}' | tr '\n' ' ')
+  echo "host $h (its worker and its guest) listens on TCP ports: ${ports:-none}"
 done
 
 step "sizing: the planner's prediction of the next run on two workers of one slot each (one per host), and on one worker of one slot"
