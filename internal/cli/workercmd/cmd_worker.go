@@ -44,7 +44,7 @@ coffer workers drain does: it takes no new work, lets its running work
 finish, deregisters and exits. A worker whose fleet protocol the servers
 do not speak is refused at registration.`,
 			`Log lines (--log-level info): registered, draining, fenced.`,
-			`coffer worker --catalog postgres://coffer@db/coffer --name kvm7 --reach-connections kvm --reach-hosts kvm7
+			`coffer worker --catalog postgres://coffer@db/coffer --name kvm7 --reach-connections kvm7 --reach-hosts kvm7/kvm7
 coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 			"0 once drained; 1 when fenced; 8 for a protocol the servers do not speak."),
 		Args: cobra.NoArgs,
@@ -58,7 +58,7 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.StringVar(&f.cfg.Name, "name", "", "the worker's name: lower-case letters and digits, - or _ between them (default: the host name)")
 	fl.IntVar(&f.cfg.Slots, "slots", 0, "tasks the worker runs at once (default: one per core)")
 	fl.StringSliceVar(&f.cfg.Reach.Connections, "reach-connections", nil, "connections the worker serves (comma-separated)")
-	fl.StringSliceVar(&f.cfg.Reach.Hosts, "reach-hosts", nil, "hypervisor hosts whose VMs it reads (comma-separated)")
+	fl.StringSliceVar(&f.cfg.Reach.Hosts, "reach-hosts", nil, "hypervisor hosts whose VMs it reads, CONNECTION/HOST as the connection names the host (comma-separated)")
 	fl.StringSliceVar(&f.cfg.Reach.Datastores, "reach-datastores", nil, "datastores it mounts (comma-separated)")
 	fl.StringSliceVar(&f.cfg.Reach.Libraries, "reach-libraries", nil, "media libraries attached to it (comma-separated)")
 	fl.StringSliceVar(&f.cfg.Reach.Repositories, "reach-repositories", nil, "repositories it can write (comma-separated)")
@@ -110,6 +110,9 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config, restoreDir string
 	defer cat.Close()
 	cfg.Host, _ = os.Hostname()
 	cfg.Log = a.Log
+	// Before it takes work: what a killed process of this worker left on
+	// its hosts goes first, or the retries of its attempts find it there.
+	fleet.CleanupLeftovers(ctx, s, cfg.Reach.Connections, a.Log)
 	m, err := fleet.Join(ctx, fleet.Registry{Catalog: cat}, cfg)
 	if errors.Is(err, fleet.ErrProtocol) {
 		return api.WithClass(api.UnsupportedVersion, err)

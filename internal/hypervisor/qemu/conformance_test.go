@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/connectortest"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu/qemutest"
 	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -169,57 +170,7 @@ func qemuIOWrite(ctx context.Context, adm *qmp.Client, src, key string, off int6
 }
 
 // qemuLeftovers lists what coffer left in a QEMU beyond the conformance
-// chain's tracking bitmaps (its full anchor and its newest incremental):
-// coffer-* block nodes, exports other than keep, block jobs, other coffer
-// bitmaps, and journals, fleecing overlays or memory files in the state
-// directory.
-func qemuLeftovers(ctx context.Context, t *testing.T, adm *qmp.Client, state, keep string) ([]string, error) {
-	var left []string
-	chain := "coffer-" + hypervisor.ChainLabel(connectortest.Chain) + "-"
-	for _, n := range namedNodes(ctx, t, adm) {
-		if strings.HasPrefix(n.Name, "coffer-") {
-			left = append(left, "block node "+n.Name)
-		}
-		kept := 0
-		for _, b := range n.Bitmaps {
-			switch {
-			case strings.HasPrefix(b.Name, chain):
-				if kept++; kept > 2 {
-					left = append(left, "a third bitmap of the chain "+b.Name)
-				}
-			case strings.HasPrefix(b.Name, "coffer-"):
-				left = append(left, "bitmap "+b.Name)
-			}
-		}
-	}
-	var exports []struct {
-		ID string `json:"id"`
-	}
-	if err := adm.Execute(ctx, "query-block-exports", nil, &exports); err != nil {
-		return nil, err
-	}
-	for _, e := range exports {
-		if e.ID != keep {
-			left = append(left, "export "+e.ID)
-		}
-	}
-	var jobs []struct {
-		Device string `json:"device"`
-	}
-	if err := adm.Execute(ctx, "query-block-jobs", nil, &jobs); err != nil {
-		return nil, err
-	}
-	for _, j := range jobs {
-		left = append(left, "block job "+j.Device)
-	}
-	for _, sub := range []string{"journal", "fleece"} {
-		entries, err := os.ReadDir(filepath.Join(state, sub))
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range entries {
-			left = append(left, filepath.Join(sub, e.Name()))
-		}
-	}
-	return left, nil
+// chain's tracking bitmaps (qemutest.Leftovers).
+func qemuLeftovers(ctx context.Context, _ *testing.T, adm *qmp.Client, state, keep string) ([]string, error) {
+	return qemutest.Leftovers(ctx, adm, state, connectortest.Chain, keep)
 }

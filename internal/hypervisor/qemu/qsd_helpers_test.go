@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/guestvm"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu/qemutest"
 	"github.com/coffer-backup/coffer/internal/nbd"
 	"github.com/coffer-backup/coffer/internal/qmp"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -229,18 +230,13 @@ func readPoint(ctx context.Context, t *testing.T, r *repo.Repository, s *repo.Po
 
 // namedNode is a block node as query-named-block-nodes lists it, with its
 // dirty bitmaps.
-type namedNode struct {
-	Name    string `json:"node-name"`
-	Bitmaps []struct {
-		Name string `json:"name"`
-	} `json:"dirty-bitmaps"`
-}
+type namedNode = qemutest.NamedNode
 
 // namedNodes lists a daemon's block nodes through the test's monitor.
 func namedNodes(ctx context.Context, t *testing.T, adm *qmp.Client) []namedNode {
 	t.Helper()
-	var nodes []namedNode
-	if err := adm.Execute(ctx, "query-named-block-nodes", nil, &nodes); err != nil {
+	nodes, err := qemutest.NamedNodes(ctx, adm)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return nodes
