@@ -25,7 +25,11 @@ What the policy will do differently from how it reads (the warnings of
 
 The job and one task per VM are recorded in the catalog (see `+"`coffer jobs`"+`
 and `+"`coffer job show ID`"+`). Ctrl-C stops cleanly: running VMs release their
-hypervisor snapshots, queued VMs are not started.`,
+hypervisor snapshots, queued VMs are not started.
+
+Through a server (--server), the server's engine runs the policy, within
+the limits it holds for all its runs and on its workers, and the command
+waits for the job's end and prints it (no live progress).`,
 			`One line per VM as it finishes ("ok", "FAILED" with why), then the job's
 summary. --json: the job document with its tasks.`,
 			`coffer run nightly
@@ -35,6 +39,9 @@ naming each one and why; 1 when all failed; 2 for a policy the
 configuration refuses; 130 when interrupted.`),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if a.Remote != nil {
+				return a.runOnServer(cmd, args[0])
+			}
 			run, err := command.Call(a.App, func(s *service.Service) (*service.PolicyRun, error) {
 				// Like the server: the task manager prunes old history and
 				// the notifier sends how the run ended.
@@ -51,17 +58,35 @@ configuration refuses; 130 when interrupted.`),
 			if j == nil {
 				return err
 			}
-			return a.Emit(j, err, func() {
-				a.Printf("job %d (policy %s): %s, %d of %d VMs backed up in %s\n", j.ID, j.Policy, j.Status, j.TasksOK, j.TasksTotal,
-					j.Finished.Sub(j.Started).Round(time.Millisecond))
-				for _, t := range j.Tasks {
-					if t.Status == "failed" {
-						a.Printf("  failed %s: %s\n", t.VM, t.Error)
-					}
-				}
-			})
+			return a.Emit(j, err, func() { a.printRun(j) })
 		},
 	}, "backup-policy"))
+}
+
+// runOnServer runs the policy in the server's engine (within the limits
+// it holds for every run, on the workers it places units on) and waits
+// for its end: the job's summary, without the live progress of a local run.
+func (a *app) runOnServer(cmd *cobra.Command, policy string) error {
+	j, err := command.RunOp[*api.Job](cmd.Context(), a.App, "backup-policy", &api.BackupPolicyInput{PolicyParam: api.PolicyParam{Policy: policy}, Wait: true})
+	if j == nil {
+		return err
+	}
+	for _, t := range j.Tasks {
+		if finished(t.Status) && !a.JSON && !a.Quiet {
+			a.Printf("%s\n", taskLine(t))
+		}
+	}
+	return a.Emit(j, err, func() { a.printRun(j) })
+}
+
+func (a *app) printRun(j *api.Job) {
+	a.Printf("job %d (policy %s): %s, %d of %d VMs backed up in %s\n", j.ID, j.Policy, j.Status, j.TasksOK, j.TasksTotal,
+		j.Finished.Sub(j.Started).Round(time.Millisecond))
+	for _, t := range j.Tasks {
+		if t.Status == "failed" {
+			a.Printf("  failed %s: %s\n", t.VM, t.Error)
+		}
+	}
 }
 
 // watch shows progress until the run ends: a status line with the ETA on

@@ -13,7 +13,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
-// TestRestoreRunsOnTheNamedWorker: a restore that names a worker (the API's
+// TestRestoreRunsOnTheNamedWorker: a policy run with `coffer run` through a
+// server runs in the server's engine, on the worker; then a restore that
+// names a worker (the API's
 // ?worker=, the command line's --worker through a server) runs on that
 // worker, on its host: the disk lands under the worker's restore
 // directory, byte for byte the disk the server restores itself. The worker
@@ -29,7 +31,13 @@ func TestRestoreRunsOnTheNamedWorker(t *testing.T) {
 	e.StartCoffer(registered, patience, "worker", "--name", "kvm1", "--slots", "2", "--reach-connections", "east,west",
 		"--restore-dir", onWorker, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
 	waitLog(t, srv, "the engine given the worker", "the engine places units on the workers", "workers=kvm1")
-	runFleet(t, srv, token)
+	// `coffer run` through the server: its engine places the units on
+	// the worker (the command line here has no repository of its own).
+	code, stdout, stderr := e.Remote(srv, token, "run", "fleet", "--json")
+	var run api.Job
+	if code != 0 || json.Unmarshal([]byte(stdout), &run) != nil || run.Status != "success" || run.TasksOK != 6 {
+		t.Fatalf("coffer run through the server: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 
 	there := restoreJSON(t, e, srv, token, "latest", "--disk", "0", "--to", "vm.raw", "--worker", "kvm1")
 	if !strings.HasPrefix(there.Target, onWorker+string(filepath.Separator)) {
