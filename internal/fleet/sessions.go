@@ -89,9 +89,12 @@ func (s *Sessions) EndWorker(ctx context.Context, w Worker) {
 		}
 	}
 	s.mu.Unlock()
+	// At once in every repository: the retries wait for the slowest.
+	var wg sync.WaitGroup
 	for _, k := range keys {
-		s.end(ctx, k)
+		wg.Go(func() { s.end(ctx, k) })
 	}
+	wg.Wait()
 }
 
 // endUnit ends the sessions of the registration a unit came back fenced

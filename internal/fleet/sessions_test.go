@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -17,14 +18,14 @@ func TestLostWorkersSessionsAreEnded(t *testing.T) {
 	ctx := context.Background()
 	l := repotest.NewLocal(t, repo.InitOptions{})
 	r := l.R
-	opened := 0
+	var opened atomic.Int32
 	// The leader opens the repository anew (service.OpenNamed), and
 	// closes it with its store.
 	s := &Sessions{Open: func(ctx context.Context, name string) (*repo.Repository, error) {
 		if name != "main" {
 			t.Errorf("opened repository %q, want main", name)
 		}
-		opened++
+		opened.Add(1)
 		st, err := local.Open(l.Dir)
 		if err != nil {
 			return nil, err
@@ -68,10 +69,10 @@ func TestLostWorkersSessionsAreEnded(t *testing.T) {
 	for _, f := range release {
 		f()
 	}
-	before := opened
+	before := opened.Load()
 	s.EndWorker(ctx, Worker{Name: "a", Epoch: 4})
-	if opened != before || ended()["worker a epoch 4"] {
-		t.Fatalf("units no longer in flight: a repository was opened (%d times) to end sessions", opened-before)
+	if n := opened.Load() - before; n != 0 || ended()["worker a epoch 4"] {
+		t.Fatalf("units no longer in flight: a repository was opened (%d times) to end sessions", n)
 	}
 	var none *Sessions // a server without a fleet
 	none.hold("a", 1, "main")()
