@@ -72,6 +72,10 @@ func TestEndedSessionIsAdoptedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := storeUnindexed(t, w, randomBytes(3<<20))
+	retryRepo, err := repo.Open(ctx, r.Store(), []byte("pw"), repo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if n, chunks, err := r.EndSessionsOf(ctx, "worker kvm1 epoch 2"); err != nil || n != 0 || chunks != 0 {
 		t.Fatalf("another registration's sessions: %d (%d chunks), %v", n, chunks, err)
@@ -85,11 +89,9 @@ func TestEndedSessionIsAdoptedAtOnce(t *testing.T) {
 		t.Fatalf("the ended session's lease: %+v, %v", leases, err)
 	}
 
-	// The next writer, in another process, finds every chunk indexed.
-	retryRepo, err := repo.Open(ctx, r.Store(), []byte("pw"), repo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The next writer, in another process that opened the repository
+	// before the end, finds every chunk indexed: a writer refreshes its
+	// index once its lease is written.
 	retry, err := retryRepo.NewWriter(ctx, "retry")
 	if err != nil {
 		t.Fatal(err)
