@@ -45,13 +45,15 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	if err != nil {
 		return nil, fmt.Errorf("%w: worker %s: %w", hypervisor.ErrTransient, p.Worker, err)
 	}
+	// Held from before the hand-off: a worker lost at any point after it
+	// has this unit's sessions ended.
+	defer r.Sessions.hold(p.Worker, epoch, p.Repository)()
 	sub, err := r.Queue.SubmitVMUnit(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
 		VMID: p.VMID, VMName: p.VM, Mode: p.Mode, SnapshotMode: p.SnapshotMode, Worker: p.Worker, Epoch: epoch,
 		Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt})
 	if err != nil {
 		return nil, err
 	}
-	defer r.Sessions.hold(p.Worker, epoch, p.Repository)()
 	out, err := r.Queue.Wait(ctx, sub.ID)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -50,8 +50,9 @@ func (f *fleetUnits) engineOptions(o *engine.Options) {
 
 // follow is the watch's hooks for eng: each look at the registry gives
 // the engine the ready workers, and a worker declared lost has its
-// repository sessions ended, then its running attempts re-admitted. Until a first worker is ready
-// the engine is left without workers, running everything itself.
+// repository sessions ended, then its running attempts re-admitted.
+// Until a first worker is ready the engine is left without workers,
+// running everything itself.
 func (f *fleetUnits) follow(eng *engine.Engine, log *slog.Logger) (observed func([]fleet.Worker), onLost func(context.Context, []fleet.Worker)) {
 	if f.srv == nil {
 		return nil, nil
