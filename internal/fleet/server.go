@@ -22,7 +22,10 @@ import (
 // schedules' engine hands VM units to the workers.
 type Server struct {
 	Queue *queue.Client
-	pool  *pgxpool.Pool
+	// Sessions ends the repository sessions of the workers given up on
+	// (lost, fenced), so that their units' retries reuse what they stored.
+	Sessions *Sessions
+	pool     *pgxpool.Pool
 }
 
 // IsPostgres reports whether the catalog at dsn is PostgreSQL, the only
@@ -52,7 +55,7 @@ func StartServer(ctx context.Context, dsn string, svc *service.Service, log *slo
 		pool.Close()
 		return nil, err
 	}
-	return &Server{Queue: c, pool: pool}, nil
+	return &Server{Queue: c, Sessions: &Sessions{Open: svc.OpenNamed, Log: log}, pool: pool}, nil
 }
 
 // Stop stops the server's client, letting what it runs finish unless ctx
@@ -66,7 +69,7 @@ func (s *Server) Stop(ctx context.Context) error {
 // Runner is the engine's UnitRunner over this server's client: units go
 // to the workers of the registry cat.
 func (s *Server) Runner(cat catalog.Workers) *UnitRunner {
-	return &UnitRunner{Queue: s.Queue, Epoch: func(ctx context.Context, worker string) (int64, error) {
+	return &UnitRunner{Queue: s.Queue, Sessions: s.Sessions, Epoch: func(ctx context.Context, worker string) (int64, error) {
 		return EpochOf(ctx, cat, worker)
 	}}
 }

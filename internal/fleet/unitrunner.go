@@ -24,6 +24,10 @@ type UnitRunner struct {
 	// Epoch is the worker's registration now (the registry's): the unit
 	// carries it, and the worker's fence refuses any other.
 	Epoch func(ctx context.Context, worker string) (int64, error)
+	// Sessions records the units in flight and ends the write sessions of
+	// a unit that comes back fenced before the engine retries it (nil:
+	// none are ended, a retry stores the lost attempt's chunks again).
+	Sessions *Sessions
 }
 
 var _ engine.UnitRunner = (*UnitRunner)(nil)
@@ -41,6 +45,9 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	if err != nil {
 		return nil, fmt.Errorf("%w: worker %s: %w", hypervisor.ErrTransient, p.Worker, err)
 	}
+	// Held from before the hand-off: a worker lost at any point after it
+	// has this unit's sessions ended.
+	defer r.Sessions.hold(p.Worker, epoch, p.Repository)()
 	sub, err := r.Queue.SubmitVMUnit(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
 		VMID: p.VMID, VMName: p.VM, Mode: p.Mode, SnapshotMode: p.SnapshotMode, Worker: p.Worker, Epoch: epoch,
 		Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt})
@@ -63,6 +70,11 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 		return nil, err
 	}
 	if err := outcomeErr(out); err != nil {
+		if out.Fenced {
+			// Before the engine retries: the retry deduplicates against
+			// what the fenced attempt stored.
+			r.Sessions.endUnit(ctx, p.Worker, epoch, p.Repository)
+		}
 		return nil, err
 	}
 	return point(ctx, p, out)

@@ -76,7 +76,9 @@ func backUp(ctx context.Context, svc *service.Service, cfg *policy.Config, p pol
 	if err != nil {
 		return "", fmt.Errorf("list backup points: %w", err)
 	}
-	w, err := r.NewWriter(ctx, fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
+	// The session names the worker's registration: a leader that gives up
+	// on it ends the session, and the retry reuses what it stored.
+	w, err := r.NewWriterFor(ctx, SessionOwner(u.Worker, u.Epoch), fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
 	if err != nil {
 		return "", fmt.Errorf("open a write session: %w", err)
 	}

@@ -78,6 +78,9 @@ func (r *Repository) ReadPackRange(ctx context.Context, p PackID, off int64, buf
 // object itself, such as its lock at the server).
 func PackObjectName(p PackID) string { return pack.ObjectName(p) }
 
+// ParsePackObjectName is the pack a store object's name holds (data/...).
+func ParsePackObjectName(name string) (PackID, error) { return pack.ParseObjectName(name) }
+
 // IndexTotals is what the index holds.
 type IndexTotals struct {
 	Chunks      int64 // distinct chunks (one stored twice counts once)

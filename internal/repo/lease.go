@@ -64,6 +64,16 @@ type LeaseInfo struct {
 	Refreshed   time.Time `json:"refreshed"`
 	Expires     time.Time `json:"expires"`
 	Description string    `json:"description,omitempty"`
+	// Owner names whom the session works for beyond its process (a fleet
+	// worker's registration), so that whoever gives up on that owner can
+	// end its sessions at once (EndSessionsOf) instead of waiting for the
+	// lease to expire.
+	Owner string `json:"owner,omitempty"`
+	// Ended is when the session was declared dead (EndSession): its packs
+	// are indexed and its holder can no longer refresh the lease, which
+	// stays until it expires (or its holder releases it), because garbage
+	// collection must wait for a holder that may in fact still run.
+	Ended time.Time `json:"ended,omitzero"`
 	// Unreadable marks a lease object that could not be decoded.
 	Unreadable bool `json:"-"`
 }
@@ -189,7 +199,10 @@ func (r *Repository) Leases(ctx context.Context) ([]LeaseInfo, error) {
 // AcquireLease takes a shared lease, or the maintenance lease when
 // maintenance is true. The lease is refreshed until Release.
 func (r *Repository) AcquireLease(ctx context.Context, kind, session, desc string, maintenance bool) (*Lease, error) {
-	info := r.newLeaseInfo(kind, session, desc)
+	return r.acquireLease(ctx, r.newLeaseInfo(kind, session, desc), maintenance)
+}
+
+func (r *Repository) acquireLease(ctx context.Context, info LeaseInfo, maintenance bool) (*Lease, error) {
 	l := &Lease{r: r, info: info, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
 	if maintenance {
 		info.Name = maintenanceName

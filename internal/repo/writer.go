@@ -83,6 +83,12 @@ type openPack struct {
 // interrupted backup's chunks are reused, not stored again), then takes a
 // lease naming this session.
 func (r *Repository) NewWriter(ctx context.Context, desc string) (*Writer, error) {
+	return r.NewWriterFor(ctx, "", desc)
+}
+
+// NewWriterFor is NewWriter for a session whose lease names its owner
+// (LeaseInfo.Owner), which EndSessionsOf can then declare dead at once.
+func (r *Repository) NewWriterFor(ctx context.Context, owner, desc string) (*Writer, error) {
 	if _, err := r.RecoverDeadSessions(ctx); err != nil {
 		return nil, fmt.Errorf("recover interrupted sessions: %w", err)
 	}
@@ -90,7 +96,9 @@ func (r *Repository) NewWriter(ctx context.Context, desc string) (*Writer, error
 	if _, err := rand.Read(w.session[:]); err != nil {
 		return nil, err
 	}
-	lease, err := r.AcquireLease(ctx, "backup", w.session.String(), desc, false)
+	info := r.newLeaseInfo("backup", w.session.String(), desc)
+	info.Owner = owner
+	lease, err := r.acquireLease(ctx, info, false)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,6 +49,23 @@ func StartS3(t testing.TB) *S3Server {
 // LaunchS3 starts versitygw with its data under dir (benchmarks use it
 // outside tests); stop ends the server.
 func LaunchS3(bin, dir string) (srv *S3Server, stop func(), err error) {
+	return launchS3(bin, dir, "127.0.0.1")
+}
+
+// StartS3OnLab is StartS3 listening on the lab's gateway, which the
+// lab's hosts reach (and this machine too).
+func StartS3OnLab(t testing.TB, lab *NetLab) *S3Server {
+	t.Helper()
+	bin := RequireBinary(t, "versitygw")
+	srv, stop, err := launchS3(bin, t.TempDir(), lab.Gateway)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return srv
+}
+
+func launchS3(bin, dir, host string) (srv *S3Server, stop func(), err error) {
 	// Absolute, separate directories: versitygw refuses a versioning
 	// directory inside its root and needs xattrs (tmpfs and ext4 have them).
 	if dir, err = filepath.Abs(dir); err != nil {
@@ -66,7 +84,7 @@ func LaunchS3(bin, dir string) (srv *S3Server, stop func(), err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if stop, lastErr = srv.start(port, root, ver, iam); lastErr == nil {
+		if stop, lastErr = srv.start(host, port, root, ver, iam); lastErr == nil {
 			return srv, stop, nil
 		}
 	}
@@ -79,8 +97,8 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (srv *S3Server) start(port int, root, ver, iam string) (func(), error) {
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+func (srv *S3Server) start(host string, port int, root, ver, iam string) (func(), error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	var log bytes.Buffer
 	cmd := exec.Command(srv.bin, "--access", srv.AccessKey, "--secret", srv.SecretKey, "--port", addr,
 		"--health", "/health", "--quiet", "--iam-dir", iam, "posix", "--versioning-dir", ver, root)

@@ -56,6 +56,10 @@ type Options struct {
 	// TransientRate is the probability that a Snapshot call fails with
 	// hypervisor.ErrTransient (drawn per VM and attempt).
 	TransientRate float64
+	// ReadDelay is waited for each block a disk read touches (a slow disk
+	// or link), so that a backup lasts long enough to be interrupted
+	// part-way.
+	ReadDelay time.Duration
 	// Sleep waits for a modelled latency; default a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
 }

@@ -44,6 +44,11 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 			return n, err // a long read ends with its disk's context
 		}
 		b, in := off/BlockSize, off%BlockSize
+		if d := r.c.o.ReadDelay; d > 0 {
+			if err := r.c.o.Sleep(r.ctx, d); err != nil {
+				return n, err
+			}
+		}
 		r.block(b, *bp)
 		m := copy(p[n:], (*bp)[in:min(BlockSize, size-b*BlockSize)])
 		n += m

@@ -105,6 +105,10 @@ func (p *planner) sortEntries() error {
 // as broken is kept as it is: repacking would copy bytes known bad to a
 // place the record does not name (so backups would deduplicate against
 // them again), and `coffer repair packs` is where such packs are mended.
+// A pack of a session whose lease lives is kept too: its packs can be
+// indexed while it runs by another process that ended it
+// (repo.EndSession), and if it in fact still runs it may index them again
+// after this plan, which would name a pack the plan deleted.
 func (p *planner) decide() error {
 	out, err := extsort.NewOrdered(packRecSize, p.o.TempDir)
 	if err != nil {
@@ -141,7 +145,7 @@ func (p *planner) decide() error {
 				if err := flush(); err != nil {
 					return err
 				}
-				cur, total, live, started, pinned = e.Pack, 0, 0, true, false
+				cur, total, live, started, pinned = e.Pack, 0, 0, true, p.live[e.Pack.Session().String()]
 			}
 			pinned = pinned || rec[60] == entryLiveBroken
 			total += int64(e.Length)

@@ -54,8 +54,9 @@ func (f *fleetUnits) engineOptions(o *engine.Options) {
 
 // follow is the watch's hooks for eng: each look at the registry gives
 // the engine the ready workers, and a worker declared lost has its
-// running attempts re-admitted at once. Until a first worker is ready
-// the engine is left without workers, running everything itself.
+// repository sessions ended, then its running attempts re-admitted.
+// Until a first worker is ready the engine is left without workers,
+// running everything itself.
 func (f *fleetUnits) follow(eng *engine.Engine, log *slog.Logger) (observed func([]fleet.Worker), onLost func(context.Context, []fleet.Worker)) {
 	if f.srv == nil {
 		return nil, nil
@@ -81,8 +82,12 @@ func (f *fleetUnits) follow(eng *engine.Engine, log *slog.Logger) (observed func
 			log.Info("the engine places units on the workers", "workers", n)
 		}
 	}
-	onLost = func(_ context.Context, lost []fleet.Worker) {
+	onLost = func(ctx context.Context, lost []fleet.Worker) {
 		for _, w := range lost {
+			// First, so that the re-admitted units deduplicate against
+			// what the lost attempts stored (they start only once
+			// WorkerLost cancels them).
+			f.srv.Sessions.EndWorker(ctx, w)
 			if n := eng.WorkerLost(w.Name); n > 0 {
 				log.Warn("a lost worker's running units are re-admitted", "worker", w.Name, "units", n)
 			}

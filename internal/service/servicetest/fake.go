@@ -27,7 +27,8 @@ const FakeKind = "fake"
 //	    kind: fake
 //	    options: {vms: 200, hosts: 5, datastores: 20, disk-size: 4MiB, snapshot-create: 50ms}
 //
-// transient-rate and fail inject faults.
+// transient-rate and fail inject faults; read-delay slows each 64 KiB block
+// read, so a backup can be interrupted part-way.
 type fakeOptions struct {
 	Seed           uint64        `yaml:"seed"`
 	VMs            int           `yaml:"vms"`
@@ -40,6 +41,7 @@ type fakeOptions struct {
 	SnapshotRemove time.Duration `yaml:"snapshot-remove"`
 	Contention     float64       `yaml:"contention"`
 	TransientRate  float64       `yaml:"transient-rate"`
+	ReadDelay      time.Duration `yaml:"read-delay"` // per 64 KiB block read
 	// Fail names VMs whose snapshots always fail.
 	Fail []string `yaml:"fail"`
 }
@@ -93,7 +95,7 @@ func open(_ context.Context, cfg hvall.Config) (hypervisor.Connector, error) {
 		return nil, api.WithClass(api.Invalid, err)
 	}
 	fo := fake.Options{Seed: o.Seed, VMs: o.VMs, Hosts: o.Hosts, Datastores: o.Datastores, MaxDisks: o.MaxDisks,
-		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate,
+		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate, ReadDelay: o.ReadDelay,
 		SnapshotCreate: fake.Latency{Min: o.SnapshotCreate, Max: o.SnapshotCreate},
 		SnapshotRemove: fake.Latency{Min: o.SnapshotRemove, Max: o.SnapshotRemove}}
 	if o.DiskSize != "" {
