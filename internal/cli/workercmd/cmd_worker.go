@@ -10,14 +10,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/fleet"
 )
 
 // workerFlags are what `coffer worker` is told about itself.
 type workerFlags struct {
-	cfg      fleet.Config
-	protocol int // hidden: a worker of another protocol, to see it refused
+	cfg       fleet.Config
+	tokenFile string
+	protocol  int // hidden: a worker of another protocol, to see it refused
 }
 
 func (a *app) cmdWorker() *cobra.Command {
@@ -38,16 +40,26 @@ its running work and exits (the servers declare it lost after the whole
 interval); a supervisor restarts it. SIGTERM or Ctrl-C drains it, as
 coffer workers drain does: it takes no new work, lets its running work
 finish, deregisters and exits. A worker whose fleet protocol the servers
-do not speak is refused at registration.`,
+do not speak is refused at registration.
+
+The worker logs in to the catalog with its own token (--token-file, or
+$COFFER_WORKER_TOKEN; coffer workers token create NAME makes one): its
+PostgreSQL role reaches the queue, its own registry row, the jobs' logs
+and the configuration objects, nothing else, and it never migrates the
+catalog: a catalog whose schema is older or newer than this coffer's is
+refused (install the servers' version). --catalog is then the address
+alone, without user or password. A worker without a token logs in with
+the credentials of --catalog, as a server does (not recommended). A
+SQLite catalog has no workers: it is refused at once.`,
 			`Log lines (--log-level info): registered, draining, fenced.`,
-			`coffer worker --catalog postgres://coffer@db/coffer --name kvm7 --reach-connections kvm --reach-hosts kvm7
+			`coffer worker --catalog postgres://db.example/coffer --token-file /etc/coffer/worker.token --reach-connections kvm --reach-hosts kvm7
 coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
-			"0 once drained; 1 when fenced; 8 for a protocol the servers do not speak."),
+			"0 once drained; 1 when fenced (or its token revoked); 2 for a bad token or a SQLite catalog; 3 for a token the catalog refuses; 8 for a protocol or catalog schema the worker does not speak."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.cfg.Version = cmd.Root().Version
 			f.cfg.Protocol = f.protocol
-			return a.runWorker(cmd.Context(), f.cfg)
+			return a.runWorker(cmd.Context(), f.cfg, f.tokenFile)
 		},
 	}
 	fl := cmd.Flags()
@@ -61,6 +73,7 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.BoolVar(&f.cfg.Reach.CanBoot, "can-boot", false, "it can run QEMU (boot verification)")
 	fl.DurationVar(&f.cfg.Heartbeat, "heartbeat", fleet.DefaultHeartbeat, "how often it renews its heartbeat")
 	fl.DurationVar(&f.cfg.DeadAfter, "dead-after", fleet.DefaultDeadAfter, "the servers' dead interval: it fences itself after half of it without a renewal")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself]")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
 	_ = fl.MarkHidden("protocol")
 	return command.FaceOnly(cmd, "runs a worker process on this host, not an operation of the servers")
@@ -78,15 +91,21 @@ func defaultName() string {
 }
 
 // runWorker joins the fleet and works until drained or fenced.
-func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
+func (a *app) runWorker(ctx context.Context, cfg fleet.Config, tokenFile string) error {
 	if a.Remote != nil {
 		return command.Usagef("a worker reaches its servers through their catalog (--catalog), not --server")
 	}
-	if cfg.Name == "" {
+	token, err := readToken(tokenFile)
+	if err != nil {
+		return err
+	}
+	if cfg.Name == "" && token == "" {
 		cfg.Name = defaultName()
 	}
-	if err := fleet.CheckName(cfg.Name); err != nil {
-		return command.Usagef("--name: %v", err)
+	if cfg.Name != "" {
+		if err := fleet.CheckName(cfg.Name); err != nil {
+			return command.Usagef("--name: %v", err)
+		}
 	}
 	if cfg.Slots == 0 {
 		cfg.Slots = runtime.NumCPU()
@@ -94,23 +113,24 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
 	if cfg.Slots < 0 {
 		return command.Usagef("--slots must be at least 1")
 	}
-	s, err := a.Service()
+	loc := a.CatalogLocation()
+	if !catalogopen.IsPostgres(loc) {
+		return command.Usagef("a worker needs its servers' PostgreSQL catalog (--catalog postgres://...): with a SQLite catalog (%s) the server backs up in its own process",
+			catalogopen.Redact(loc))
+	}
+	c, err := a.connect(ctx, loc, token, &cfg)
 	if err != nil {
 		return err
 	}
-	cat, err := s.OpenCatalog(ctx)
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
+	defer c.cat.Close()
 	cfg.Host, _ = os.Hostname()
 	cfg.Log = a.Log
-	m, err := fleet.Join(ctx, fleet.Registry{Catalog: cat}, cfg)
+	m, err := fleet.Join(ctx, fleet.Registry{Catalog: c.cat}, cfg)
 	if errors.Is(err, fleet.ErrProtocol) {
 		return api.WithClass(api.UnsupportedVersion, err)
 	}
 	if err != nil {
-		return err
+		return refusedToken(err, cfg.Name)
 	}
 	// SIGTERM and Ctrl-C cancel ctx: that drains the worker, whose work
 	// then goes on under a context the signal does not end.
@@ -120,5 +140,5 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config) error {
 			a.Log.Warn("worker drain", "worker", cfg.Name, "err", err)
 		}
 	}()
-	return m.Run(context.WithoutCancel(ctx), fleet.QueueWork(a.CatalogLocation(), m, s, a.Log))
+	return m.Run(context.WithoutCancel(ctx), c.work(m, a.Log))
 }

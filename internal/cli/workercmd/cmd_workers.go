@@ -34,7 +34,7 @@ coffer workers --server https://backup.example:8443 --json`,
 			return a.Emit(ws, nil, func() { a.printWorkers(ws) })
 		},
 	}
-	cmd.AddCommand(a.cmdWorkersDrain())
+	cmd.AddCommand(a.cmdWorkersDrain(), a.cmdWorkersToken())
 	return command.RemoteToo(command.Op(cmd, "list-workers"))
 }
 
