@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -53,6 +55,10 @@ func checkSchema(ctx context.Context, b *backend) error {
 		return err
 	}
 	v, err := sqlcat.SchemaVersion(ctx, b)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" {
+		v, err = 0, nil // no schema_migrations: nothing migrated yet
+	}
 	if err != nil {
 		return fmt.Errorf("catalog: read the schema version: %w", err)
 	}

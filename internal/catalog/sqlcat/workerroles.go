@@ -21,6 +21,12 @@ var _ catalog.WorkerCredentials = (*Catalog)(nil)
 // ROLE of two servers at once would otherwise fail on the second.
 const workerRolesLock = "coffer.fleet.worker-roles"
 
+// queueMigrationsLock is the lock internal/fleet/queue.Migrate holds
+// while it changes River's tables (a session's; a transaction's lock of
+// the same key waits for it): a GRANT on tables being altered fails
+// ("tuple concurrently updated").
+const queueMigrationsLock = "coffer.fleet.river.migrations"
+
 // secretChars are those of a worker's secret (base64url): the password
 // goes into a statement as a literal (a utility statement takes no
 // parameters), so nothing that could end the literal is accepted.
@@ -89,8 +95,10 @@ func (c *Catalog) SetWorkerCredential(ctx context.Context, worker, secret string
 	}
 	role := catalog.WorkerRole(worker)
 	err = c.b.Write(ctx, func(tx Tx) error {
-		if err := c.d.lock(ctx, tx, workerRolesLock, true); err != nil {
-			return err
+		for _, key := range []string{workerRolesLock, migrationsLock, queueMigrationsLock} {
+			if err := c.d.lock(ctx, tx, key, true); err != nil {
+				return err
+			}
 		}
 		if err := ensureWorkerGroup(ctx, tx); err != nil {
 			return err
@@ -138,7 +146,11 @@ func ensureWorkerGroup(ctx context.Context, tx Tx) error {
 		return err
 	}
 	for _, g := range workerGrants {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(g, schema, catalog.WorkerQueueSchema)); err != nil {
+		stmt := g
+		if strings.Contains(g, "%[") {
+			stmt = fmt.Sprintf(g, schema, catalog.WorkerQueueSchema)
+		}
+		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("%s: %w", strings.Fields(g)[0]+" "+strings.Fields(g)[1], err)
 		}
 	}
