@@ -26,7 +26,7 @@ type Worker struct {
 	// Credential is whether it has a worker token of its own (never the
 	// token): none (it reaches the catalog with other credentials),
 	// active, or revoked.
-	Credential string `json:"credential" enum:"none,active,revoked"`
+	Credential string `json:"credential"`
 }
 
 // NewWorkerToken is a created worker token: Token is the credential,
