@@ -73,35 +73,7 @@ func TestWorkerCredentials(t *testing.T) {
 	}
 	defer w.Close(ctx)
 
-	// What it may: the configuration, its own row (and nothing of others').
-	var n int
-	if err := w.QueryRow(ctx, `SELECT count(*) FROM config_objects`).Scan(&n); err != nil {
-		t.Fatalf("read the configuration objects: %v", err)
-	}
-	if err := w.QueryRow(ctx, `SELECT count(*) FROM workers`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("the worker sees %d registry rows (%v), want its own", n, err)
-	}
-	tag, err := w.Exec(ctx, `UPDATE workers SET slots = 99 WHERE name = 'kvm2'`)
-	if err != nil || tag.RowsAffected() != 0 {
-		t.Fatalf("an UPDATE of another worker's row: %v, %d rows", err, tag.RowsAffected())
-	}
-	if _, err := w.Exec(ctx, `INSERT INTO workers (name, epoch, protocol, slots, state, heartbeat_at, registered_at)
-		VALUES ('kvm3', 1, 1, 1, 'ready', now(), now())`); sqlState(err) != "42501" {
-		t.Fatalf("registering another worker's name: %v", err)
-	}
-	// What it may not: the access tables, the schema.
-	for _, table := range []string{"users", "api_tokens", "sessions", "acl", "audit_log", "setup_tokens", "backup_points", "jobs"} {
-		if _, err := w.Exec(ctx, `SELECT * FROM `+table+` LIMIT 1`); sqlState(err) != "42501" {
-			t.Errorf("SELECT from %s as a worker: %v, want permission denied", table, err)
-		}
-	}
-	if _, err := w.Exec(ctx, `CREATE TABLE public.stolen (x int)`); sqlState(err) != "42501" {
-		t.Errorf("CREATE TABLE as a worker: %v, want permission denied", err)
-	}
-	ws, err := c.ListWorkers(ctx)
-	if err != nil || len(ws) != 2 || ws[1].Slots != 1 {
-		t.Fatalf("the registry after the worker's attempts: %+v %v", ws, err)
-	}
+	checkWorkerGrants(t, c, w)
 
 	// Re-keyed: the old secret no longer logs in.
 	if err := creds.SetWorkerCredential(ctx, "kvm1", secret2); err != nil {
@@ -145,10 +117,55 @@ func TestWorkerCredentials(t *testing.T) {
 		t.Fatalf("a new token after the revocation: %v", err)
 	}
 	defer w2.Close(ctx)
-	if err := w2.QueryRow(ctx, `SELECT count(*) FROM workers`).Scan(&n); err != nil {
+	var n int
+	if err := w2.QueryRow(ctx, `SELECT count(*) FROM workers`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the re-admitted worker: %v", err)
 	}
-	// The secret is not in the database, only its verifier.
+	checkStoredVerifier(t, dsn)
+}
+
+// checkWorkerGrants: the worker's session w reads the configuration and
+// its own registry row, not the access tables nor others' rows.
+func checkWorkerGrants(t *testing.T, c catalog.Catalog, w *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	var n int
+	// What it may: the configuration, its own row (and nothing of others').
+	if err := w.QueryRow(ctx, `SELECT count(*) FROM config_objects`).Scan(&n); err != nil {
+		t.Fatalf("read the configuration objects: %v", err)
+	}
+	if err := w.QueryRow(ctx, `SELECT count(*) FROM workers`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the worker sees %d registry rows (%v), want its own", n, err)
+	}
+	tag, err := w.Exec(ctx, `UPDATE workers SET slots = 99 WHERE name = 'kvm2'`)
+	if err != nil || tag.RowsAffected() != 0 {
+		t.Fatalf("an UPDATE of another worker's row: %v, %d rows", err, tag.RowsAffected())
+	}
+	if _, err := w.Exec(ctx, `INSERT INTO workers (name, epoch, protocol, slots, state, heartbeat_at, registered_at)
+		VALUES ('kvm3', 1, 1, 1, 'ready', now(), now())`); sqlState(err) != "42501" {
+		t.Fatalf("registering another worker's name: %v", err)
+	}
+	// What it may not: the access tables, the schema.
+	for _, table := range []string{"users", "api_tokens", "sessions", "acl", "audit_log", "setup_tokens", "backup_points", "jobs"} {
+		if _, err := w.Exec(ctx, `SELECT * FROM `+table+` LIMIT 1`); sqlState(err) != "42501" {
+			t.Errorf("SELECT from %s as a worker: %v, want permission denied", table, err)
+		}
+	}
+	if _, err := w.Exec(ctx, `CREATE TABLE public.stolen (x int)`); sqlState(err) != "42501" {
+		t.Errorf("CREATE TABLE as a worker: %v, want permission denied", err)
+	}
+	ws, err := c.ListWorkers(ctx)
+	if err != nil || len(ws) != 2 || ws[1].Slots != 1 {
+		t.Fatalf("the registry after the worker's attempts: %+v %v", ws, err)
+	}
+
+}
+
+// checkStoredVerifier: the database holds the secret's SCRAM verifier,
+// not the secret.
+func checkStoredVerifier(t *testing.T, dsn string) {
+	t.Helper()
+	ctx := context.Background()
 	var stored string
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
