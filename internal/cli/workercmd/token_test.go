@@ -266,3 +266,32 @@ func TestWorkerTokenRefusals(t *testing.T) {
 		t.Errorf("another worker's token: %s", out)
 	}
 }
+
+// A worker with a token never migrates: before any server has migrated
+// River's schema it is refused (exit 8) and leaves no row, and so is a
+// catalog migrated by a newer coffer.
+func TestTokenWorkerRefusesSchemaSkew(t *testing.T) {
+	e, address := tokenEnv(t)
+	_, file := createToken(e, "kvm1")
+	out := e.Expect(8, "worker", "--catalog", address, "--token-file", file)
+	if !strings.Contains(out, "start a server of this version first") {
+		t.Errorf("River's schema not yet migrated: %s", out)
+	}
+	cat := openCatalog(t, e)
+	if ws, err := cat.ListWorkers(context.Background()); err != nil || len(ws) != 0 {
+		t.Fatalf("a refused worker left a row: %+v %v", ws, err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, e.Vars["COFFER_CATALOG"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', '')`); err != nil {
+		t.Fatal(err)
+	}
+	out = e.Expect(8, "worker", "--catalog", address, "--token-file", file)
+	if !strings.Contains(out, "catalog schema version 999 is newer than this coffer speaks") {
+		t.Errorf("a newer catalog: %s", out)
+	}
+}
