@@ -3,6 +3,7 @@ package workercmd_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,13 +40,82 @@ func createToken(e *clitest.Env, name string) (token, file string) {
 	return token, file
 }
 
+// createTokenThroughServer creates a worker's token through the server's
+// API as an administrator, after an Auditor was refused it; both are in
+// the audit log, which holds no token.
+func createTokenThroughServer(t *testing.T, e *clitest.Env, srv *clitest.ServerProc, admin string, cat catalog.Catalog,
+	name string) (token, file string) {
+	t.Helper()
+	auditor := strings.TrimSpace(e.Must("token", "create", "--user", "admin", "--grant", "/=Auditor", "--lifetime", "1d"))
+	if code, _, errOut := e.Remote(srv, auditor, "workers", "token", "create", name); code != 3 {
+		t.Fatalf("an Auditor created a worker token: exit %d %s", code, errOut)
+	}
+	code, out, errOut := e.Remote(srv, admin, "workers", "token", "create", name)
+	if code != 0 {
+		t.Fatalf("create a worker token through the server: exit %d %s", code, errOut)
+	}
+	token = strings.TrimSpace(out)
+	file = filepath.Join(e.Dir, name+".token")
+	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := cat.ListAudit(context.Background(), catalog.AuditFilter{Operation: "create-worker-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]int{}
+	for _, r := range recs {
+		results[r.Result]++
+		if strings.Contains(fmt.Sprintf("%+v", r), strings.SplitN(token, ".", 3)[2]) {
+			t.Errorf("the audit log holds the token: %+v", r)
+		}
+	}
+	if results[catalog.AuditOK] != 1 || results[catalog.AuditDenied] != 1 {
+		t.Errorf("the audit log's create-worker-token records: %+v", recs)
+	}
+	return token, file
+}
+
+// The token tests' timings: longer than the other tests' (a worker that
+// fenced itself under a loaded machine would leave its connection's
+// units nowhere to run), since a revocation does not wait for them: the
+// worker fences itself at its next renewal, and the watch (a look every
+// tenth of the dead interval) finds its heartbeat expired.
+const (
+	tokenBeat = time.Second
+	tokenDead = 10 * time.Second
+)
+
+// tokenConfig is unitsConfig with the token tests' dead interval.
+var tokenConfig = strings.Replace(unitsConfig, "worker-dead-after: 2s", "worker-dead-after: "+tokenDead.String(), 1)
+
 // startTokenWorker starts `coffer worker` with its token, reaching one
 // connection.
 func startTokenWorker(e *clitest.Env, address, tokenFile, connection string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
 	return e.StartCoffer(registered, patience, "worker", "--catalog", address, "--token-file", tokenFile, "--slots", "2",
-		"--reach-connections", connection, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+		"--reach-connections", connection, "--heartbeat", tokenBeat.String(), "--dead-after", tokenDead.String(), "--log-level", "info")
+}
+
+// runBounded runs the policy through the server and waits for its job,
+// at most twice patience.
+func runBounded(t *testing.T, srv *clitest.ServerProc, token string) api.Job {
+	t.Helper()
+	done := make(chan api.Job, 1)
+	go func() { done <- runFleetAsync(srv, token) }()
+	return awaitRun(t, srv, done)
+}
+
+func awaitRun(t *testing.T, srv *clitest.ServerProc, done <-chan api.Job) api.Job {
+	t.Helper()
+	select {
+	case j := <-done:
+		return j
+	case <-time.After(2 * patience):
+		t.Fatalf("the run did not end within %s\n%s", 2*patience, srv.Log())
+		return api.Job{}
+	}
 }
 
 // loginAs opens a session of the catalog's database as a worker's role
@@ -76,12 +146,12 @@ func sqlState(err error) string {
 // cannot log in again), and a new token lets it back.
 func TestWorkersWithTokens(t *testing.T) {
 	e, address := tokenEnv(t)
-	e.Config(unitsConfig)
+	e.Config(tokenConfig)
 	srv := e.StartServer()
 	admin := e.AdminToken()
 	cat := openCatalog(t, e)
 	token1, file1 := createToken(e, "kvm1")
-	token2, file2 := createToken(e, "kvm2")
+	token2, file2 := createTokenThroughServer(t, e, srv, admin, cat, "kvm2")
 	w1 := startTokenWorker(e, address, file1, "east")
 	startTokenWorker(e, address, file2, "west")
 	waitLog(t, srv, "the engine given both workers", "workers=kvm1,kvm2")
@@ -92,7 +162,10 @@ func TestWorkersWithTokens(t *testing.T) {
 		}
 	}
 
-	job := runFleet(t, srv, admin)
+	job := runBounded(t, srv, admin)
+	if job.Status != "success" || job.TasksOK != 6 {
+		t.Fatalf("run fleet: %+v\n%s", job, srv.Log())
+	}
 	checkUnits(t, cat, job, 1)
 	if t.Failed() {
 		t.Fatalf("server:\n%s\nkvm1:\n%s", srv.Log(), w1.Log())
@@ -218,15 +291,11 @@ func revokeRunning(t *testing.T, e *clitest.Env, srv *clitest.ServerProc, cat ca
 
 	_, file := createToken(e, "kvm1")
 	startTokenWorker(e, address, file, "east")
-	select {
-	case j := <-done:
-		if j.Status != "success" || j.ID != ev.JobID {
-			t.Fatalf("the run with a revoked worker: %+v\n%s", j, srv.Log())
-		}
-		checkUnits(t, cat, j, 2)
-	case <-time.After(2 * patience):
-		t.Fatalf("the run did not end after kvm1's new token\n%s", srv.Log())
+	j := awaitRun(t, srv, done)
+	if j.Status != "success" || j.ID != ev.JobID {
+		t.Fatalf("the run with a revoked worker: %+v\n%s", j, srv.Log())
 	}
+	checkUnits(t, cat, j, 2)
 }
 
 // Bad input: a malformed token, a token with an address that has
