@@ -64,6 +64,8 @@ var Routes = map[string]Route{
 	"refresh-inventory":           {Method: "POST", Path: "/connections/{conn}/inventory/refresh"},
 	"list-workers":                {Method: "GET", Path: "/workers"},
 	"drain-worker":                {Method: "POST", Path: "/workers/{worker}/drain"},
+	"create-worker-token":         {Method: "POST", Path: "/workers/{worker}/token"},
+	"revoke-worker-token":         {Method: "DELETE", Path: "/workers/{worker}/token"},
 	"check-policies":              {Method: "GET", Path: "/policies/check"},
 	"preview-policy":              {Method: "GET", Path: "/policies/{policy}/preview"},
 	"preview-policy-draft":        {Method: "POST", Path: "/policies/preview"},

@@ -23,6 +23,30 @@ type Worker struct {
 	// answering process's clock.
 	AgeSeconds   float64   `json:"age_seconds"`
 	RegisteredAt time.Time `json:"registered_at"`
+	// Credential is whether it has a worker token of its own (never the
+	// token): none (it reaches the catalog with other credentials),
+	// active, or revoked.
+	Credential string `json:"credential"`
+}
+
+// NewWorkerToken is a created worker token: Token is the credential,
+// shown this once; the catalog keeps only its PostgreSQL role's verifier.
+type NewWorkerToken struct {
+	Worker string `json:"worker"`
+	// Role is the PostgreSQL login role the token logs in as.
+	Role  string `json:"role"`
+	Token string `json:"token"`
+}
+
+// WorkerTokenRevoked is what revoking a worker's token did.
+type WorkerTokenRevoked struct {
+	Worker string `json:"worker"`
+	// Sessions is how many of its database sessions were ended.
+	Sessions int `json:"sessions"`
+	// Expired: the worker was registered; its heartbeat was expired so
+	// that the servers declare it lost at their next look and re-admit
+	// its running units.
+	Expired bool `json:"expired"`
 }
 
 // WorkerReach is what a worker can get at: the work it can be given.

@@ -2,8 +2,11 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
@@ -47,12 +50,30 @@ func (r Registry) Register(ctx context.Context, w Worker, now time.Time) (Worker
 	return r.Catalog.RegisterWorker(ctx, w, now)
 }
 
+// Heartbeat renews; a catalog that refuses the worker's credential
+// fences it (refused).
 func (r Registry) Heartbeat(ctx context.Context, name string, epoch int64, now time.Time) (Worker, error) {
-	return r.Catalog.HeartbeatWorker(ctx, name, epoch, now)
+	w, err := r.Catalog.HeartbeatWorker(ctx, name, epoch, now)
+	return w, refused(name, err)
 }
 
 func (r Registry) SetState(ctx context.Context, name string, epoch int64, state catalog.WorkerState) (Worker, error) {
-	return r.Catalog.SetWorkerState(ctx, name, epoch, state)
+	w, err := r.Catalog.SetWorkerState(ctx, name, epoch, state)
+	return w, refused(name, err)
+}
+
+// refused wraps in catalog.ErrFenced the catalog's refusal of the
+// worker's own credential: its password rejected or its role no longer
+// allowed to log in (SQLSTATE class 28), or its grants taken away
+// (42501). That is an operator's revocation (coffer workers token
+// revoke): the worker stops at once rather than after half the dead
+// interval of failed renewals, as for a catalog out of reach.
+func refused(name string, err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || (pe.Code != "28P01" && pe.Code != "28000" && pe.Code != "42501") {
+		return err
+	}
+	return fmt.Errorf("%w: the catalog refused worker %s's credential (revoked?): %s", catalog.ErrFenced, name, pe.Message)
 }
 
 func (r Registry) Deregister(ctx context.Context, name string, epoch int64) error {

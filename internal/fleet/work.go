@@ -31,17 +31,29 @@ func (m *Member) Fence(_ context.Context, worker string, epoch int64) error {
 // PostgreSQL database (dsn) working the worker's own queue, running the
 // operations handed to it by ID and the VM units of policies' runs with
 // svc (queue.NewWorker, RunVMUnit), fenced by
-// the member. A drain stops it once its running operations end. On a
-// SQLite catalog there is no hand-off (one host runs its work in the
-// server's process, docs/design/fleet.md): the worker only holds its
-// registration until drained.
+// the member. A drain stops it once its running operations end. It
+// migrates River's schema if it is the first process to start: a worker
+// that logs in with the catalog's own credentials; one with a worker's
+// role uses CheckedQueueWork. A SQLite catalog has no hand-off (one host
+// runs its work in the server's process, docs/design/fleet.md): the work
+// ends at once with catalog.ErrNeedsPostgres.
 func QueueWork(dsn string, m *Member, svc *service.Service, log *slog.Logger) Work {
+	return queueWork(dsn, true, m, svc, log)
+}
+
+// CheckedQueueWork is QueueWork for a worker logged in with its own
+// role, which may not migrate: River's schema was checked (CheckQueue)
+// before the worker registered, and is not migrated here.
+func CheckedQueueWork(dsn string, m *Member, svc *service.Service, log *slog.Logger) Work {
+	return queueWork(dsn, false, m, svc, log)
+}
+
+func queueWork(dsn string, migrate bool, m *Member, svc *service.Service, log *slog.Logger) Work {
 	return func(ctx context.Context, drain <-chan struct{}) error {
 		if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-			log.Warn("no work is handed to a worker of a SQLite catalog: it waits for its drain", "worker", m.w.Name)
-			return waitDrain(ctx, drain)
+			return catalog.ErrNeedsPostgres
 		}
-		c, pool, err := startQueue(ctx, drain, dsn, m, svc, log)
+		c, pool, err := startQueue(ctx, drain, dsn, migrate, m, svc, log)
 		if c == nil {
 			return err // drained (nil) or fenced before the queue started
 		}
@@ -55,16 +67,29 @@ func QueueWork(dsn string, m *Member, svc *service.Service, log *slog.Logger) Wo
 	}
 }
 
+// CheckQueue refuses River's schema in the catalog's database (dsn)
+// unless it is exactly the version this build speaks (queue.CheckSchema):
+// a worker with its own role checks it before it registers.
+// A version other than this build's is ErrQueueSkew.
+func CheckQueue(ctx context.Context, dsn string) error {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return queue.CheckSchema(ctx, pool)
+}
+
 // startQueue starts the worker's River client: River's schema first
 // (migrated if this worker is the first), then the client on its queue.
 // The catalog may be out of reach a moment (restarting, a blip): the
 // worker tries again every retryEvery until it is drained or fenced; its
 // heartbeat decides between the two meanwhile, so it neither exits while
 // the servers still count on it nor runs on once fenced.
-func startQueue(ctx context.Context, drain <-chan struct{}, dsn string, m *Member, svc *service.Service,
+func startQueue(ctx context.Context, drain <-chan struct{}, dsn string, migrate bool, m *Member, svc *service.Service,
 	log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
 	for {
-		c, pool, err := tryStartQueue(ctx, dsn, m, svc, log)
+		c, pool, err := tryStartQueue(ctx, dsn, migrate, m, svc, log)
 		if err == nil {
 			return c, pool, nil
 		}
@@ -79,17 +104,21 @@ func startQueue(ctx context.Context, drain <-chan struct{}, dsn string, m *Membe
 	}
 }
 
+// ErrQueueSkew refuses River's schema at another version than this
+// build's (queue.ErrSchemaSkew).
+var ErrQueueSkew = queue.ErrSchemaSkew
+
 // retryEvery is how often a worker tries again to start its queue.
 const retryEvery = time.Second
 
-func tryStartQueue(ctx context.Context, dsn string, m *Member, svc *service.Service, log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
+func tryStartQueue(ctx context.Context, dsn string, migrate bool, m *Member, svc *service.Service, log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
 	c, err := queue.NewWorker(pool, queue.Config{Name: m.w.Name, Epoch: m.w.Epoch, Slots: m.w.Slots, Service: svc,
 		Fence: m.Fence, VMUnit: RunVMUnit(svc, log), ID: m.w.Name + "@" + m.w.Host, Logger: log})
-	if err == nil {
+	if err == nil && migrate {
 		_, err = queue.Migrate(ctx, pool)
 	}
 	if err == nil {

@@ -11,15 +11,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/service"
-	"github.com/coffer-backup/coffer/internal/service/operations"
 )
 
 // workerFlags are what `coffer worker` is told about itself.
 type workerFlags struct {
 	cfg        fleet.Config
+	tokenFile  string
 	restoreDir string
 	protocol   int // hidden: a worker of another protocol, to see it refused
 }
@@ -42,16 +43,26 @@ its running work and exits (the servers declare it lost after the whole
 interval); a supervisor restarts it. SIGTERM or Ctrl-C drains it, as
 coffer workers drain does: it takes no new work, lets its running work
 finish, deregisters and exits. A worker whose fleet protocol the servers
-do not speak is refused at registration.`,
+do not speak is refused at registration.
+
+The worker logs in to the catalog with its own token (--token-file, or
+$COFFER_WORKER_TOKEN; coffer workers token create NAME makes one): its
+PostgreSQL role reaches the queue, its own registry row, the jobs' logs
+and the configuration objects, nothing else, and it never migrates the
+catalog: a catalog whose schema is older or newer than this coffer's is
+refused (install the servers' version). --catalog is then the address
+alone, without user or password. A worker without a token logs in with
+the credentials of --catalog, as a server does (not recommended). A
+SQLite catalog has no workers: it is refused at once.`,
 			`Log lines (--log-level info): registered, draining, fenced.`,
-			`coffer worker --catalog postgres://coffer@db/coffer --name kvm7 --reach-connections kvm7 --reach-hosts kvm7/kvm7
+			`coffer worker --catalog postgres://db.example/coffer --token-file /etc/coffer/worker.token --reach-connections kvm7 --reach-hosts kvm7/kvm7
 coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
-			"0 once drained; 1 when fenced; 8 for a protocol the servers do not speak."),
+			"0 once drained; 1 when fenced (or its token revoked); 2 for a bad token or a SQLite catalog; 3 for a token the catalog refuses; 8 for a protocol or catalog schema the worker does not speak."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.cfg.Version = cmd.Root().Version
 			f.cfg.Protocol = f.protocol
-			return a.runWorker(cmd.Context(), f.cfg, f.restoreDir)
+			return a.runWorker(cmd.Context(), f)
 		},
 	}
 	fl := cmd.Flags()
@@ -66,6 +77,7 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.DurationVar(&f.cfg.Heartbeat, "heartbeat", fleet.DefaultHeartbeat, "how often it renews its heartbeat")
 	fl.DurationVar(&f.cfg.DeadAfter, "dead-after", fleet.DefaultDeadAfter, "the servers' dead interval: it fences itself after half of it without a renewal")
 	fl.StringVar(&f.restoreDir, "restore-dir", "", "where the restores the servers hand to it write: their paths are relative to it (default: STATE-DIR/restores)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself]")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
 	_ = fl.MarkHidden("protocol")
 	return command.FaceOnly(cmd, "runs a worker process on this host, not an operation of the servers")
@@ -83,15 +95,22 @@ func defaultName() string {
 }
 
 // runWorker joins the fleet and works until drained or fenced.
-func (a *app) runWorker(ctx context.Context, cfg fleet.Config, restoreDir string) error {
+func (a *app) runWorker(ctx context.Context, f workerFlags) error {
+	cfg := f.cfg
 	if a.Remote != nil {
 		return command.Usagef("a worker reaches its servers through their catalog (--catalog), not --server")
 	}
-	if cfg.Name == "" {
+	token, err := readToken(f.tokenFile)
+	if err != nil {
+		return err
+	}
+	if cfg.Name == "" && token == "" {
 		cfg.Name = defaultName()
 	}
-	if err := fleet.CheckName(cfg.Name); err != nil {
-		return command.Usagef("--name: %v", err)
+	if cfg.Name != "" {
+		if err := fleet.CheckName(cfg.Name); err != nil {
+			return command.Usagef("--name: %v", err)
+		}
 	}
 	if cfg.Slots == 0 {
 		cfg.Slots = runtime.NumCPU()
@@ -99,26 +118,31 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config, restoreDir string
 	if cfg.Slots < 0 {
 		return command.Usagef("--slots must be at least 1")
 	}
-	s, err := a.workerService(restoreDir)
+	loc := a.CatalogLocation()
+	if !catalogopen.IsPostgres(loc) {
+		return command.Usagef("a worker needs its servers' PostgreSQL catalog (--catalog postgres://...): with a SQLite catalog (%s) the server backs up in its own process",
+			catalogopen.Redact(loc))
+	}
+	scfg, err := a.workerConfig(f.restoreDir)
 	if err != nil {
 		return err
 	}
-	cat, err := s.OpenCatalog(ctx)
+	c, err := a.connect(ctx, loc, token, &cfg, scfg)
 	if err != nil {
 		return err
 	}
-	defer cat.Close()
+	defer c.cat.Close()
 	cfg.Host, _ = os.Hostname()
 	cfg.Log = a.Log
 	// Before it takes work: what a killed process of this worker left on
 	// its hosts goes first, or the retries of its attempts find it there.
-	fleet.CleanupLeftovers(ctx, s, cfg.Reach.Connections, a.Log)
-	m, err := fleet.Join(ctx, fleet.Registry{Catalog: cat}, cfg)
+	fleet.CleanupLeftovers(ctx, c.svc, cfg.Reach.Connections, a.Log)
+	m, err := fleet.Join(ctx, fleet.Registry{Catalog: c.cat}, cfg)
 	if errors.Is(err, fleet.ErrProtocol) {
 		return api.WithClass(api.UnsupportedVersion, err)
 	}
 	if err != nil {
-		return err
+		return refusedToken(err, cfg.Name)
 	}
 	// SIGTERM and Ctrl-C cancel ctx: that drains the worker, whose work
 	// then goes on under a context the signal does not end.
@@ -128,26 +152,26 @@ func (a *app) runWorker(ctx context.Context, cfg fleet.Config, restoreDir string
 			a.Log.Warn("worker drain", "worker", cfg.Name, "err", err)
 		}
 	}()
-	return m.Run(context.WithoutCancel(ctx), fleet.QueueWork(a.CatalogLocation(), m, s, a.Log))
+	return m.Run(context.WithoutCancel(ctx), c.work(m, a.Log))
 }
 
-// workerService is the service a worker works with: the command line's
-// settings, but confined as a server's, since the operations handed to it
-// were authorised by a server for a user who is not this host's
-// administrator: the paths they name are relative to the worker's
-// restore directory.
-func (a *app) workerService(restoreDir string) (*service.Service, error) {
+// workerConfig is the configuration of the service a worker works with:
+// the command line's settings, but confined as a server's, since the
+// operations handed to it were authorised by a server for a user who is
+// not this host's administrator: the paths they name are relative to the
+// worker's restore directory.
+func (a *app) workerConfig(restoreDir string) (service.Config, error) {
 	if restoreDir == "" {
 		restoreDir = filepath.Join(a.Res.Path("state-dir"), "restores")
 	}
 	if err := os.MkdirAll(restoreDir, 0o700); err != nil {
-		return nil, err
+		return service.Config{}, err
 	}
 	cfg, err := a.ServiceConfig()
 	if err != nil {
-		return nil, err
+		return service.Config{}, err
 	}
 	cfg.Local = false
 	cfg.Files = service.FileRoots{RestoreDir: restoreDir}
-	return operations.New(cfg), nil
+	return cfg, nil
 }

@@ -21,7 +21,8 @@ run the servers' operations on hypervisor hosts and proxies. A worker is
 starting, ready, draining (it takes no new work and stops once its running
 work has finished) or lost (no heartbeat for the dead interval). With --server the server's catalog is read.`,
 			`A table: name, state, host, slots in use of slots, version and protocol,
-the last heartbeat's age, and its reach. --json: the list of workers.`,
+the last heartbeat's age, whether it has a token of its own (none, active,
+revoked; never the token) and its reach. --json: the list of workers.`,
 			`coffer workers
 coffer workers --server https://backup.example:8443 --json`,
 			"0."),
@@ -34,7 +35,7 @@ coffer workers --server https://backup.example:8443 --json`,
 			return a.Emit(ws, nil, func() { a.printWorkers(ws) })
 		},
 	}
-	cmd.AddCommand(a.cmdWorkersDrain())
+	cmd.AddCommand(a.cmdWorkersDrain(), a.cmdWorkersToken())
 	return command.RemoteToo(command.Op(cmd, "list-workers"))
 }
 
@@ -44,11 +45,11 @@ func (a *app) printWorkers(ws []api.Worker) {
 		return
 	}
 	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tHOST\tSLOTS\tVERSION\tHEARTBEAT\tREACH")
+	fmt.Fprintln(tw, "NAME\tSTATE\tHOST\tSLOTS\tVERSION\tHEARTBEAT\tTOKEN\tREACH")
 	for _, w := range ws {
 		age := command.Seconds(w.AgeSeconds).Round(100 * time.Millisecond)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s (protocol %d)\t%s ago\t%s\n", w.Name, w.State, command.Dash(w.Host),
-			w.SlotsInUse, w.Slots, command.Dash(w.Version), w.Protocol, age, command.Dash(reach(w.Reach)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s (protocol %d)\t%s ago\t%s\t%s\n", w.Name, w.State, command.Dash(w.Host),
+			w.SlotsInUse, w.Slots, command.Dash(w.Version), w.Protocol, age, w.Credential, command.Dash(reach(w.Reach)))
 	}
 	_ = tw.Flush()
 }

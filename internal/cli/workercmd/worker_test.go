@@ -197,9 +197,9 @@ func TestCutOffWorkerFencesItself(t *testing.T) {
 }
 
 // A worker declared lost by another process is refused its next renewal
-// and exits 1 (SQLite: the same registry without a server).
+// and exits 1 (the registry without a server).
 func TestLostWorkerProcessIsFenced(t *testing.T) {
-	e := clitest.NewEnv(t)
+	e := pgEnv(t, testutil.StartPostgres(t))
 	cat := openCatalog(t, e)
 	w := startWorker(e, "kvm4")
 	waitWorker(t, cat, "kvm4", "worker ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady })
@@ -214,7 +214,7 @@ func TestLostWorkerProcessIsFenced(t *testing.T) {
 // A worker speaking a protocol the servers do not is refused at
 // registration, with the reason, and leaves no row.
 func TestVersionSkewIsRefused(t *testing.T) {
-	e := clitest.NewEnv(t)
+	e := pgEnv(t, testutil.StartPostgres(t))
 	out := e.Expect(8, "worker", "--name", "kvm5", "--protocol", "2")
 	if !strings.Contains(out, "speaks fleet protocol 2, the servers speak 1") {
 		t.Fatalf("refusal: %s", out)
@@ -236,7 +236,7 @@ func TestBadNameIsRefused(t *testing.T) {
 // refused its next renewal and exits 1; SIGTERM then drains the second,
 // which deregisters and exits 0.
 func TestSecondRegistrationFencesTheFirst(t *testing.T) {
-	e := clitest.NewEnv(t)
+	e := pgEnv(t, testutil.StartPostgres(t))
 	cat := openCatalog(t, e)
 	first := startWorker(e, "kvm6")
 	waitWorker(t, cat, "kvm6", "first ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady && w.Epoch == 1 })

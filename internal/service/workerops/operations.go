@@ -18,4 +18,17 @@ var Operations = []service.Operation{
 	{ID: "drain-worker", Method: "DrainWorker", Summary: "drain a worker: it takes no new work and stops once its running work has finished",
 		HTTP: service.Post, Path: "/workers/{worker}/drain", Requires: service.Require(auth.SysModify, onWorkers),
 		Endpoint: service.Returns(Ops.DrainWorker)},
+	{ID: "create-worker-token", Method: "CreateWorkerToken", Summary: "create a worker's own credential to the catalog (its token is shown this once), or replace it",
+		HTTP: service.Post, Path: "/workers/{worker}/token", Requires: onlyAdmins, Endpoint: service.Creates(Ops.CreateWorkerToken)},
+	{ID: "revoke-worker-token", Method: "RevokeWorkerToken", Summary: "revoke a worker's credential: it is cut off from the catalog and its running units are re-admitted",
+		HTTP: service.Delete, Path: "/workers/{worker}/token", Requires: onlyAdmins, Endpoint: service.Returns(Ops.RevokeWorkerToken)},
+}
+
+// onlyAdmins are the requirements of a worker's credential: what may
+// change the system (Sys.Modify on /system, as a drain) and grant access
+// (Perm.Modify on /access, as an API token for another user), since a
+// worker token reaches the catalog's database. The Admin role holds both.
+var onlyAdmins = []service.Requirement{
+	{Privilege: auth.SysModify, Object: onWorkers},
+	{Privilege: auth.PermModify, Object: auth.AccessPath},
 }

@@ -20,10 +20,18 @@ func (s Ops) Workers(ctx context.Context, _ *api.ListWorkersInput) ([]api.Worker
 	if err != nil {
 		return nil, err
 	}
+	creds, err := credentialStates(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	out := make([]api.Worker, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, WorkerDoc(w, now))
+		doc := WorkerDoc(w, now)
+		if st, ok := creds[w.Name]; ok {
+			doc.Credential = string(st)
+		}
+		out = append(out, doc)
 	}
 	return out, nil
 }
@@ -54,7 +62,8 @@ func WorkerDoc(w catalog.Worker, now time.Time) api.Worker {
 		AgeSeconds: max(0, now.Sub(w.HeartbeatAt).Seconds()),
 		Reach: api.WorkerReach{Connections: list(w.Reach.Connections), Hosts: list(w.Reach.Hosts),
 			Datastores: list(w.Reach.Datastores), Libraries: list(w.Reach.Libraries),
-			Repositories: list(w.Reach.Repositories), CanBoot: w.Reach.CanBoot}}
+			Repositories: list(w.Reach.Repositories), CanBoot: w.Reach.CanBoot},
+		Credential: string(catalog.CredentialNone)}
 }
 
 // list is a document's list: [] when empty, never null.

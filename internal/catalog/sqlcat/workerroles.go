@@ -1,0 +1,337 @@
+package sqlcat
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+var _ catalog.WorkerCredentials = (*Catalog)(nil)
+
+// workerRolesLock serialises the changes of the workers' roles: CREATE
+// ROLE of two servers at once would otherwise fail on the second.
+const workerRolesLock = "coffer.fleet.worker-roles"
+
+// queueMigrationsLock is the lock internal/fleet/queue.Migrate holds
+// while it changes River's tables (a session's; a transaction's lock of
+// the same key waits for it): a GRANT on tables being altered fails
+// ("tuple concurrently updated").
+const queueMigrationsLock = "coffer.fleet.river.migrations"
+
+// secretChars are those of a worker's secret (base64url): the password
+// goes into a statement as a literal (a utility statement takes no
+// parameters), so nothing that could end the literal is accepted.
+var secretChars = regexp.MustCompile(`^[A-Za-z0-9_-]{16,}$`)
+
+// workerGrants are the group role's grants, stated again at every
+// credential created (a newer schema may have added what they name). Each
+// is what a worker's code path uses (docs/design/fleet.md, "Worker
+// credentials"); %[1]s is the catalog's schema, %[2]s the queue's.
+var workerGrants = []string{
+	// The catalog's schema version, checked instead of migrated.
+	`GRANT USAGE ON SCHEMA %[1]s TO coffer_worker`,
+	`GRANT SELECT ON schema_migrations TO coffer_worker`,
+	// The configuration in effect (objects hold no secret: specs name
+	// files, which the worker reads on its own host).
+	`GRANT SELECT ON config_objects, config_generation TO coffer_worker`,
+	// Its own registry row (the policies below).
+	`GRANT SELECT, INSERT, UPDATE, DELETE ON workers TO coffer_worker`,
+	// The job's log: an event, and the job's line count it bumps.
+	`GRANT INSERT ON events TO coffer_worker`,
+	`GRANT SELECT (id, log_lines), UPDATE (log_lines) ON jobs TO coffer_worker`,
+	// The queue: River's tables, now and those a later River adds.
+	`CREATE SCHEMA IF NOT EXISTS %[2]s`,
+	`GRANT USAGE ON SCHEMA %[2]s TO coffer_worker`,
+	`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[2]s TO coffer_worker`,
+	`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %[2]s TO coffer_worker`,
+	`ALTER DEFAULT PRIVILEGES IN SCHEMA %[2]s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO coffer_worker`,
+	`ALTER DEFAULT PRIVILEGES IN SCHEMA %[2]s GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO coffer_worker`,
+	// Row-level security on the registry: a worker sees and changes its
+	// own row only; every other role (the servers, which may not own the
+	// table) sees them all. The owner bypasses it anyway.
+	`ALTER TABLE workers ENABLE ROW LEVEL SECURITY`,
+}
+
+// workerPolicies are the registry's row policies, created once.
+var workerPolicies = map[string]string{
+	"coffer_worker_own_row": `CREATE POLICY coffer_worker_own_row ON workers TO coffer_worker
+		USING (current_user = 'coffer_worker_' || name) WITH CHECK (current_user = 'coffer_worker_' || name)`,
+	"coffer_not_worker": `CREATE POLICY coffer_not_worker ON workers
+		USING (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))
+		WITH CHECK (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))`,
+}
+
+// roleIdent quotes a role name for a statement.
+func roleIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+func (c *Catalog) needsPostgres() error {
+	if c.d.Name != "postgres" {
+		return catalog.ErrNeedsPostgres
+	}
+	return nil
+}
+
+// SetWorkerCredential creates or re-keys the worker's role (one
+// transaction, under an advisory lock).
+func (c *Catalog) SetWorkerCredential(ctx context.Context, worker, secret string) error {
+	if err := c.needsPostgres(); err != nil {
+		return err
+	}
+	if !secretChars.MatchString(secret) {
+		return errors.New("catalog: a worker's secret is base64url, at least 16 characters")
+	}
+	verifier, err := scramVerifier(secret)
+	if err != nil {
+		return err
+	}
+	role := catalog.WorkerRole(worker)
+	err = c.b.Write(ctx, func(tx Tx) error {
+		for _, key := range []string{workerRolesLock, migrationsLock, queueMigrationsLock} {
+			if err := c.d.lock(ctx, tx, key, true); err != nil {
+				return err
+			}
+		}
+		if err := ensureWorkerGroup(ctx, tx); err != nil {
+			return err
+		}
+		exists, super, err := roleExists(ctx, tx, role)
+		if err != nil {
+			return err
+		}
+		if super {
+			return fmt.Errorf("role %s is a superuser: coffer does not change it", role)
+		}
+		// The attributes are stated in full: a role of that name made by
+		// someone else gets nothing more than a worker's.
+		attrs := ` LOGIN PASSWORD '` + verifier + `' NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT`
+		stmt := `CREATE ROLE ` + roleIdent(role) + attrs
+		if exists {
+			stmt = `ALTER ROLE ` + roleIdent(role) + attrs
+		}
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `GRANT coffer_worker TO `+roleIdent(role))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: set the credential of worker %s: %w", worker, err)
+	}
+	return nil
+}
+
+// ensureWorkerGroup creates the group role if missing and states its
+// grants and the registry's policies.
+func ensureWorkerGroup(ctx context.Context, tx Tx) error {
+	exists, _, err := roleExists(ctx, tx, catalog.WorkerGroupRole)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, `CREATE ROLE coffer_worker NOLOGIN`); err != nil {
+			return err
+		}
+	}
+	schema, err := queryString(ctx, tx, `SELECT quote_ident(current_schema())`)
+	if err != nil {
+		return err
+	}
+	for _, g := range workerGrants {
+		stmt := g
+		if strings.Contains(g, "%[") {
+			stmt = fmt.Sprintf(g, schema, catalog.WorkerQueueSchema)
+		}
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", strings.Fields(g)[0]+" "+strings.Fields(g)[1], err)
+		}
+	}
+	for name, create := range workerPolicies {
+		n, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_policies WHERE schemaname = current_schema() AND tablename = 'workers' AND policyname = $1`, name)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if _, err := tx.Exec(ctx, create); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func roleExists(ctx context.Context, tx Tx, role string) (exists, super bool, err error) {
+	rows, err := tx.Query(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = $1`, role)
+	if err != nil {
+		return false, false, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		exists = true
+		err = rows.Scan(&super)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	return exists, super, err
+}
+
+func queryString(ctx context.Context, tx Tx, q string, args ...any) (string, error) {
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	var s string
+	if rows.Next() {
+		err = rows.Scan(&s)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	return s, err
+}
+
+// RevokeWorkerCredential cuts the worker off in three steps: its role
+// loses LOGIN and its membership of the group (committed first, so that a
+// session ended next cannot log in again and one still open can do
+// nothing), then its sessions are ended, then its heartbeat expired.
+func (c *Catalog) RevokeWorkerCredential(ctx context.Context, worker string) (catalog.Revoked, error) {
+	var out catalog.Revoked
+	if err := c.needsPostgres(); err != nil {
+		return out, err
+	}
+	role := catalog.WorkerRole(worker)
+	err := c.b.Write(ctx, func(tx Tx) error {
+		if err := c.d.lock(ctx, tx, workerRolesLock, true); err != nil {
+			return err
+		}
+		exists, super, err := roleExists(ctx, tx, role)
+		switch {
+		case err != nil:
+			return err
+		case !exists:
+			return fmt.Errorf("%w: worker %s has no credential", catalog.ErrNotFound, worker)
+		case super:
+			return fmt.Errorf("role %s is a superuser: coffer does not change it", role)
+		}
+		if _, err := tx.Exec(ctx, `ALTER ROLE `+roleIdent(role)+` NOLOGIN`); err != nil {
+			return err
+		}
+		if member, err := queryInt(ctx, tx, memberOfGroup, role); err != nil || member == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `REVOKE coffer_worker FROM `+roleIdent(role))
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("catalog: revoke the credential of worker %s: %w", worker, err)
+	}
+	out.Sessions, err = c.endSessions(ctx, role)
+	if err != nil {
+		return out, fmt.Errorf("catalog: end the sessions of worker %s: %w", worker, err)
+	}
+	err = c.b.Write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `UPDATE workers SET heartbeat_at = $1 WHERE name = $2 AND state <> $3`,
+			c.timeArg(catalog.RevokedHeartbeat), worker, string(catalog.WorkerLost))
+		out.Expired = n == 1
+		return err
+	})
+	if err != nil {
+		return out, fmt.Errorf("catalog: expire worker %s: %w", worker, err)
+	}
+	return out, nil
+}
+
+// memberOfGroup counts a role's memberships of the group role ($1: the
+// role's name).
+const memberOfGroup = `SELECT count(*) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+	JOIN pg_roles r ON r.oid = m.member WHERE g.rolname = 'coffer_worker' AND r.rolname = $1`
+
+// endSessions ends the role's sessions. Their grants are gone already:
+// ending them is for the worker to notice at once, not what cuts it off,
+// so a server role that may not signal them (no pg_signal_backend)
+// leaves them to fail at their next statement.
+func (c *Catalog) endSessions(ctx context.Context, role string) (int, error) {
+	rows, err := c.b.Query(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = $1`, role)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	if rows.Next() {
+		err = rows.Scan(&n)
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	if isInsufficientPrivilege(err) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// isInsufficientPrivilege recognises PostgreSQL's SQLSTATE 42501.
+func isInsufficientPrivilege(err error) bool {
+	var coded interface{ SQLState() string }
+	return errors.As(err, &coded) && coded.SQLState() == "42501"
+}
+
+// WorkerCredentials lists the workers' roles: active when the role may
+// log in and is a member of the group.
+func (c *Catalog) WorkerCredentials(ctx context.Context) (map[string]catalog.CredentialState, error) {
+	if err := c.needsPostgres(); err != nil {
+		return nil, err
+	}
+	out := map[string]catalog.CredentialState{}
+	err := c.query(ctx, `SELECT substr(r.rolname, `+fmt.Sprint(len(catalog.WorkerGroupRole)+2)+`), r.rolcanlogin AND EXISTS (
+			SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid WHERE g.rolname = 'coffer_worker' AND m.member = r.oid)
+		FROM pg_roles r WHERE r.rolname LIKE 'coffer\_worker\_%' AND NOT r.rolsuper`, nil, func(r Rows) error {
+		var name string
+		var active bool
+		if err := r.Scan(&name, &active); err != nil {
+			return err
+		}
+		out[name] = catalog.CredentialRevoked
+		if active {
+			out[name] = catalog.CredentialActive
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list the workers' credentials: %w", err)
+	}
+	return out, nil
+}
+
+// scramVerifier is PostgreSQL's SCRAM-SHA-256 verifier of password
+// (RFC 5802, 7677; PostgreSQL's scram_build_secret): the server stores
+// and logs only this, never the password. The password is ASCII
+// (secretChars), which SASLprep leaves as it is.
+func scramVerifier(password string) (string, error) {
+	const iterations = 4096
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
+	if err != nil {
+		return "", err
+	}
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	stored := sha256.Sum256(mac(salted, "Client Key"))
+	b64 := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(stored[:]), b64(mac(salted, "Server Key"))), nil
+}

@@ -1,0 +1,112 @@
+package workercmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+	"github.com/coffer-backup/coffer/internal/catalog/postgres"
+	"github.com/coffer-backup/coffer/internal/cli/command"
+	"github.com/coffer-backup/coffer/internal/fleet"
+	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/operations"
+)
+
+// tokenEnv holds a worker's token itself, for a supervisor that passes
+// credentials in the environment (systemd's LoadCredential= is a file:
+// --token-file). Never a flag's value: it would show in ps.
+const tokenEnv = "COFFER_WORKER_TOKEN"
+
+// readToken is the worker's token from --token-file, else $COFFER_WORKER_TOKEN
+// ("" for none).
+func readToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv(tokenEnv)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", command.Usagef("--token-file: %v", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", command.Usagef("--token-file %s is empty", file)
+	}
+	return t, nil
+}
+
+// connection is a worker's catalog and the work it runs on it.
+type connection struct {
+	cat  catalog.Catalog
+	svc  *service.Service
+	work func(m *fleet.Member, log *slog.Logger) fleet.Work
+}
+
+// connect opens the catalog as the worker logs in: with its token, as its
+// own role, checking (never migrating) the catalog's and the queue's
+// schemas; without, with the credentials of --catalog.
+func (a *app) connect(ctx context.Context, loc, token string, cfg *fleet.Config, scfg service.Config) (connection, error) {
+	if token == "" {
+		a.Log.Warn("the worker logs in with the catalog's own credentials: give it a token of its own (coffer workers token create NAME, then --token-file)")
+		s := operations.New(scfg)
+		cat, err := s.OpenCatalog(ctx)
+		if err != nil {
+			return connection{}, err
+		}
+		return connection{cat: cat, svc: s, work: func(m *fleet.Member, log *slog.Logger) fleet.Work { return fleet.QueueWork(loc, m, s, log) }}, nil
+	}
+	dsn, name, err := fleet.WorkerDSN(loc, token)
+	if err != nil {
+		return connection{}, command.Usagef("%v", err)
+	}
+	if cfg.Name == "" {
+		cfg.Name = name
+	} else if cfg.Name != name {
+		return connection{}, command.Usagef("--name is %s, but the token is worker %s's: a worker logs in as the worker its token names", cfg.Name, name)
+	}
+	cat, err := catalogopen.OpenChecked(ctx, dsn)
+	if err != nil {
+		return connection{}, refusedToken(err, name)
+	}
+	if err := fleet.CheckQueue(ctx, dsn); err != nil {
+		_ = cat.Close()
+		return connection{}, refusedToken(err, name)
+	}
+	scfg.Catalog, scfg.OpenCatalog = dsn, cat
+	svc := operations.New(scfg)
+	return connection{cat: cat, svc: svc, work: func(m *fleet.Member, log *slog.Logger) fleet.Work {
+		return fleet.CheckedQueueWork(dsn, m, svc, log)
+	}}, nil
+}
+
+// refusedToken says plainly why the catalog refused a worker: its token
+// (a wrong, replaced or revoked one: class unauthenticated), its role's
+// grants (denied), or a schema of another version than this coffer's.
+func refusedToken(err error, name string) error {
+	var skew postgres.ErrSchemaSkew
+	if errors.As(err, &skew) || errors.Is(err, fleet.ErrQueueSkew) {
+		return api.WithClass(api.UnsupportedVersion, err)
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch {
+	case strings.HasPrefix(pe.Code, "28"):
+		return api.WithClass(api.Unauthenticated, fmt.Errorf(
+			"the catalog refused worker %s's token (%s): it is wrong, was replaced by a newer one, or was revoked; coffer workers token create %s makes a new one",
+			name, pe.Message, name))
+	case pe.Code == "42501":
+		return api.WithClass(api.Denied, fmt.Errorf(
+			"the catalog refused worker %s what it needs (%s): its token was revoked, or the workers' grants are missing (coffer workers token create %s states them again)",
+			name, pe.Message, name))
+	}
+	return err
+}
