@@ -42,6 +42,9 @@ func (s *Service) StartJob(ctx context.Context, spec JobSpec) (context.Context, 
 	if spec.VM == "" {
 		spec.VM = jobVM(ctx)
 	}
+	if jobRecordedElsewhere(ctx) {
+		return LogDisplay{Logger: s.Logger()}.Start(ctx, spec.Kind, detail)
+	}
 	m, err := s.jobManager(ctx)
 	if err != nil {
 		ctx, shown := s.display.Start(ctx, spec.Kind, detail)

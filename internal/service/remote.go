@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -46,9 +47,12 @@ func (s *Service) remoteRunner() Remote {
 
 // OnWorker runs operation id on the worker that w names, when it names
 // one: the same input, with the worker cleared, so that the worker runs
-// it in its own process, on its own host's paths and devices. remote is
-// false when w names none and the caller runs the operation itself.
-func OnWorker[T any](ctx context.Context, s *Service, id string, w *api.WorkerParam, in any) (out T, remote bool, err error) {
+// it in its own process, on its own host's paths and devices. This
+// process records it as the job spec describes (the worker records no job
+// of its own for a hand-off: WithJobRecordedElsewhere), so the catalog
+// holds it whatever the worker's role may write. remote is false when w
+// names none and the caller runs the operation itself.
+func OnWorker[T any](ctx context.Context, s *Service, id string, w *api.WorkerParam, in any, spec JobSpec) (out T, remote bool, err error) {
 	worker := w.Worker
 	if worker == "" {
 		return out, false, nil
@@ -60,13 +64,35 @@ func OnWorker[T any](ctx context.Context, s *Service, id string, w *api.WorkerPa
 	}
 	w.Worker = ""
 	defer func() { w.Worker = worker }()
+	out, err = Run(ctx, s, spec, func(ctx context.Context, t Job) (T, error) {
+		t.Log(slog.LevelInfo, fmt.Sprintf("%s runs on worker %s", id, worker), "worker", worker)
+		return runOn[T](ctx, r, worker, id, in)
+	})
+	return out, true, err
+}
+
+func runOn[T any](ctx context.Context, r Remote, worker, id string, in any) (out T, err error) {
 	doc, err := r.RunOn(ctx, worker, id, in)
 	if len(doc) > 0 && string(doc) != "null" {
 		// A document may come with an error (a boot verification that
 		// failed a step returns its result too).
 		if jerr := json.Unmarshal(doc, &out); jerr != nil {
-			return out, true, api.WithClass(api.Internal, fmt.Errorf("worker %s's answer to %s: %w", worker, id, jerr))
+			return out, api.WithClass(api.Internal, fmt.Errorf("worker %s's answer to %s: %w", worker, id, jerr))
 		}
 	}
-	return out, true, err
+	return out, err
+}
+
+type recordedElsewhereKey struct{}
+
+// WithJobRecordedElsewhere marks ctx as the run of an operation whose job
+// another process records (a worker running a server's hand-off): its
+// jobs go to this process's log only.
+func WithJobRecordedElsewhere(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recordedElsewhereKey{}, true)
+}
+
+func jobRecordedElsewhere(ctx context.Context) bool {
+	b, _ := ctx.Value(recordedElsewhereKey{}).(bool)
+	return b
 }

@@ -85,6 +85,11 @@ func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
 	if err := json.Unmarshal(a.Input, in); err != nil {
 		return fail(api.Invalid, fmt.Errorf("%s's input: %w", a.Operation, err))
 	}
+	if w.client.queue != ServerQueue {
+		// A worker runs a server's hand-off: the server records its job
+		// (service.OnWorker), whatever this worker's role may write.
+		ctx = service.WithJobRecordedElsewhere(ctx)
+	}
 	doc, _, err := w.svc.InvokePage(ctx, a.Operation, in)
 	if doc != nil {
 		b, merr := json.Marshal(doc)

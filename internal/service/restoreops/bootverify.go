@@ -24,11 +24,12 @@ import (
 // result and an invalid-request error saying why. The point is a backup
 // point (ID or prefix), "latest", or a VM's name (its newest point).
 func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.BootVerification, error) {
-	if out, remote, err := service.OnWorker[*api.BootVerification](ctx, s.Service, "verify-boot", &call.WorkerParam, call); remote {
-		return out, err
-	}
 	in := call.Body
 	target := call.Point
+	spec := service.WithDetail(s.NamedJob(job.KindVerifyBoot, call.Repo), "boot verification of "+target)
+	if out, remote, err := service.OnWorker[*api.BootVerification](ctx, s.Service, "verify-boot", &call.WorkerParam, call, spec); remote {
+		return out, err
+	}
 	if target == "" {
 		return nil, service.Invalidf("name the backup point to boot: a point ID, a VM's name, or latest")
 	}
@@ -45,7 +46,6 @@ func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.Bo
 		}
 		o.Probes = append(o.Probes, pr)
 	}
-	spec := service.WithDetail(s.NamedJob(job.KindVerifyBoot, call.Repo), "boot verification of "+target)
 	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.BootVerification, error) {
 		release, err := s.BootSlot(ctx, t)
 		if err != nil {

@@ -58,7 +58,8 @@ func (s Ops) FilesList(ctx context.Context, in *api.FilesListInput) (*api.FilesL
 // be extracted is skipped and listed, and the result comes back with a
 // partial error.
 func (s Ops) FilesExtract(ctx context.Context, in *api.FilesExtractInput) (*api.FilesExtract, error) {
-	if out, remote, err := service.OnWorker[*api.FilesExtract](ctx, s.Service, "files-extract", &in.WorkerParam, in); remote {
+	if out, remote, err := service.OnWorker[*api.FilesExtract](ctx, s.Service, "files-extract", &in.WorkerParam, in,
+		s.PointJob(job.KindRestoreFiles, in.Ref())); remote {
 		return out, err
 	}
 	for _, p := range in.Body.Paths {

@@ -29,7 +29,8 @@ type restoreDisks struct {
 // Copies, when above 1, makes that many copies of each disk in all: the
 // restored one and copies cloned from it (test copies).
 func (s Ops) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) ([]api.RestoredDisk, error) {
-	if out, remote, err := service.OnWorker[[]api.RestoredDisk](ctx, s.Service, "restore-disk", &call.WorkerParam, call); remote {
+	if out, remote, err := service.OnWorker[[]api.RestoredDisk](ctx, s.Service, "restore-disk", &call.WorkerParam, call,
+		s.PointJob(job.KindRestore, call.Point)); remote {
 		return out, err
 	}
 	to, err := s.HostPath(s.Config.Files.RestoreDir, service.RestoreDir, call.Body.To)

@@ -28,7 +28,8 @@ type restoreVMInput struct {
 // RestoreVM restores a backup point of the default repository as a VM,
 // under a restore lease.
 func (s Ops) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api.RestoredVM, error) {
-	if out, remote, err := service.OnWorker[*api.RestoredVM](ctx, s.Service, "restore-vm", &call.WorkerParam, call); remote {
+	if out, remote, err := service.OnWorker[*api.RestoredVM](ctx, s.Service, "restore-vm", &call.WorkerParam, call,
+		s.PointJob(job.KindRestoreVM, call.Point)); remote {
 		return out, err
 	}
 	in := restoreVMInput{RestoreVMRequest: call.Body, Point: call.Point, Connection: call.Connection}
