@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/attempt"
+	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -221,7 +222,7 @@ func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo
 	defer ths.leave()
 	req := attempt.Of(j.p, t.spec(time.Now()))
 	req.Chain, req.Tags, req.RetainUntil = j.chain(), attempt.Tags(j.p, j.one == nil), j.lockUntil(time.Now())
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(taskLimiter(j.e.total, j.s.limits.TaskRate)), Progress: prog,
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(ratelimit.Task(j.e.total, j.s.limits.TaskRate)), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.nice()}
 	var snap *repo.Point
 	var err error
