@@ -108,6 +108,9 @@ func (j *Job) needs(t *task, hypervisorSide, repository bool) []*resource {
 func (j *Job) vmUnit(t *task) *unit {
 	u := &unit{owner: j, needs: needsOf(j.needs(t, t.held == nil, true)...), size: t.size}
 	u.route, u.onWait = t.route(), t.noteWait
+	if t.held == nil {
+		u.vm = t.rec.Connection + "/" + t.rec.VMID
+	}
 	u.run = func(u *unit) { t.run(u) }
 	u.drop = func() { t.finish(catalog.StatusCancelled, "cancelled before it started") }
 	return u
@@ -167,7 +170,7 @@ func (t *task) run(u *unit) {
 	j.rec.task(rec)
 	start := time.Now()
 	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
-		VMID: rec.VMID, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode}
+		VMID: rec.VMID, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys()}
 	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
 		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
 	}
