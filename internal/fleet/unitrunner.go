@@ -24,6 +24,10 @@ type UnitRunner struct {
 	// Epoch is the worker's registration now (the registry's): the unit
 	// carries it, and the worker's fence refuses any other.
 	Epoch func(ctx context.Context, worker string) (int64, error)
+	// LeaderEpoch is the epoch of the schedules lease this server holds
+	// (0: none): the unit carries it, and the worker refuses it once
+	// another server took the lease over.
+	LeaderEpoch func() int64
 }
 
 var _ engine.UnitRunner = (*UnitRunner)(nil)
@@ -41,9 +45,13 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	if err != nil {
 		return nil, fmt.Errorf("%w: worker %s: %w", hypervisor.ErrTransient, p.Worker, err)
 	}
+	var leaderEpoch int64
+	if r.LeaderEpoch != nil {
+		leaderEpoch = r.LeaderEpoch()
+	}
 	sub, err := r.Queue.SubmitVMUnit(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
 		VMID: p.VMID, VMName: p.VM, Mode: p.Mode, SnapshotMode: p.SnapshotMode, Worker: p.Worker, Epoch: epoch,
-		Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt})
+		LeaderEpoch: leaderEpoch, Pools: p.Pools, Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt})
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +73,27 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	if err := outcomeErr(out); err != nil {
 		return nil, err
 	}
+	if err := r.stillCurrent(ctx, p.Worker, epoch); err != nil {
+		return nil, err
+	}
 	return point(ctx, p, out)
+}
+
+// stillCurrent checks, before the point of a unit is recorded, that the
+// worker that ran it is still registered at the epoch it ran under: a
+// worker declared lost (its unit re-admitted elsewhere) or replaced may
+// have committed a point to the repository, but it is never made current
+// in the catalog. The unit counts as fenced, and is retried.
+func (r *UnitRunner) stillCurrent(ctx context.Context, worker string, epoch int64) error {
+	now, err := r.Epoch(ctx, worker)
+	if err == nil && now != epoch {
+		err = fmt.Errorf("it registered again (epoch %d)", now)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: fenced: the unit ran on worker %s at epoch %d, which is no longer current: %w",
+			hypervisor.ErrTransient, worker, epoch, err)
+	}
+	return nil
 }
 
 // outcomeErr is a unit's error as the engine judges it: a transient one
