@@ -92,7 +92,7 @@ func TestLeaderKilledDuringDispatch(t *testing.T) {
 	if dead.Status != catalog.StatusFailed || !strings.Contains(dead.Error, "interrupted") {
 		t.Errorf("the dead leader's run: %s (%s), want failed: interrupted", dead.Status, dead.Error)
 	}
-	f.sweep(t, nil)
+	_, _ = f.sweep(t, nil)
 }
 
 // TestLeaderFrozenDuringDispatch: the leading server is frozen (SIGSTOP)
@@ -116,15 +116,16 @@ func TestLeaderFrozenDuringDispatch(t *testing.T) {
 	waitLog(t, f.a, "the woken server steps down", "another server took the schedules over")
 	t.Logf("leader frozen %s: %s", woke.Sub(frozen).Round(time.Millisecond), tk.String(frozen))
 	f.everyVMBackedUpAfter(t, tk.leads)
-	late := f.sweep(t, &tk)
-	fenced := 0
+	late, fenced := f.sweep(t, &tk)
+	logged := 0
 	for _, w := range f.workers {
-		fenced += strings.Count(w.Log(), "fenced VM unit of a stale leader")
+		logged += strings.Count(w.Log(), "fenced VM unit of a stale leader")
 	}
-	if fenced != late {
-		t.Errorf("the workers logged %d stale leader's units fenced, the queue holds %d granted late and fenced", fenced, late)
+	if logged != fenced {
+		t.Errorf("the workers logged %d stale leader's units fenced, the queue holds %d granted late and fenced", logged, fenced)
 	}
-	t.Logf("the woken leader's late grants refused by the workers: %d", late)
+	t.Logf("the woken leader granted %d units late: %d fenced by the workers, %d cancelled by its step-down before a worker took them",
+		late, fenced, late-fenced)
 	if t.Failed() {
 		t.Logf("a:\n%s\nb:\n%s\nkvm1:\n%s\nkvm2:\n%s", f.a.Log(), f.b.Log(), f.workers[0].Log(), f.workers[1].Log())
 	}
@@ -314,18 +315,21 @@ type span struct {
 // workers refused as fenced ran nothing and are left out of the grants'
 // sweep, as are those cancelled before they ran; with tk (a frozen
 // leader), the fenced must be exactly the old leader's grants made after
-// the takeover that reached a worker, whose number it returns.
-func (f *leaderFleet) sweep(t *testing.T, tk *takeoverAt) int {
+// the takeover that reached a worker. It returns the old leader's late
+// grants, and how many of them the workers fenced (the others its own
+// step-down cancelled before a worker took them).
+func (f *leaderFleet) sweep(t *testing.T, tk *takeoverAt) (late, fenced int) {
 	t.Helper()
 	var grants []span
-	late, epochs := 0, map[int64]int{}
+	epochs := map[int64]int{}
 	end := time.Now()
 	for _, g := range f.grants(t) {
 		epochs[g.unit.LeaderEpoch]++
 		staleAfterTakeover := tk != nil && g.unit.LeaderEpoch < tk.epoch && g.created.After(tk.leads)
 		if staleAfterTakeover {
+			late++
 			if g.fenced {
-				late++
+				fenced++
 			}
 			// Refused by the worker, or cancelled by the woken leader
 			// before any worker took it.
@@ -356,7 +360,7 @@ func (f *leaderFleet) sweep(t *testing.T, tk *takeoverAt) int {
 		runs = append(runs, unitSpans(t, []string{"kvm1", "kvm2"}[i], w.Log(), end)...)
 	}
 	checkPeaks(t, "the workers' logs", runs)
-	return late
+	return late, fenced
 }
 
 var unitLogRE = regexp.MustCompile(`time=(\S+) level=INFO msg="VM unit (starts|ends)" vm=(\S+) job=(\d+) task=(\d+) attempt=(\d+)`)
