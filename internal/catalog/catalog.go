@@ -294,6 +294,7 @@ type Catalog interface {
 	Leases        // several servers: who runs the schedules, each run claimed once (leases.go)
 	MediaCatalog  // what is on which tape volume (media.go)
 	Workers       // the fleet's worker registry (workers.go)
+	WorkerEvents  // a worker's writes of an attempt, fenced by its epoch (workerevents.go)
 
 	Close() error
 }

@@ -26,8 +26,15 @@ type Leases interface {
 	// at once, one gets it.
 	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (Lease, bool, error)
 	// ReleaseLease gives the lease up if holder holds it (a process that
-	// stops lets another take over at once).
+	// stops lets another take over at once). The lease keeps its epoch:
+	// the next holder, whoever it is, gets the one after, so an epoch
+	// names one holding of the lease, ever (a fence compares it).
 	ReleaseLease(ctx context.Context, name, holder string) error
+	// GetLease is the lease name as it stands (ErrNotFound: never
+	// taken). A released lease has no Holder and keeps its Epoch. The
+	// fleet's workers compare a grant's epoch with it: a grant made under
+	// an older holding of the schedules lease is stale.
+	GetLease(ctx context.Context, name string) (Lease, error)
 	// ClaimRun claims the run of schedule at slot for holder: true for
 	// the one claim that gets it, false for any other. Claims older than
 	// a week (by claim time) are forgotten by later claims.

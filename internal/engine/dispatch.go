@@ -33,6 +33,8 @@ type dispatcher struct {
 	// fleet holds the workers once the engine was given any; nil: every
 	// unit runs in this process, as before there were workers.
 	fleet *fleet
+	// heldVMs counts the held units (Hold) by VM, "conn/id".
+	heldVMs map[string]int
 	// notes are calls to make once the mutex is released (unlock): a
 	// unit's waiting reason goes to its job's log, which has locks of
 	// its own.
@@ -66,6 +68,9 @@ type unit struct {
 	route *Route
 	// worker is where the unit runs while started (nil: this process).
 	worker *workerPool
+	// vm is the VM of a VM's unit, "conn/id" ("": a batch or a
+	// Limiter's unit): it waits while a held unit of its VM runs.
+	vm string
 	// waiting is why the unit cannot be placed ("" : it can, when slots
 	// free); onWait, if set, is told when that changes.
 	waiting string
@@ -198,6 +203,11 @@ func (d *dispatcher) pumpLocked() {
 		if d.global != nil && d.global.used >= d.global.cap {
 			kept = append(kept, d.queue[i:]...) // nothing can start
 			break
+		}
+		if why := d.heldVM(u); why != "" {
+			d.noteWait(u, why)
+			kept = append(kept, u)
+			continue
 		}
 		var wp *workerPool
 		if d.fleet != nil && u.route != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/enginetest"
+	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/fake"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -275,7 +276,7 @@ func TestRateLimits(t *testing.T) {
 	if err := fast.WaitN(context.Background(), 3<<20); err == nil {
 		t.Fatal("rate.Limiter accepted a request above its burst: the split is untested")
 	}
-	if err := (limiter{fast}).WaitN(context.Background(), 3<<20); err != nil {
+	if err := (ratelimit.Limiter{fast}).WaitN(context.Background(), 3<<20); err != nil {
 		t.Fatal(err)
 	}
 	// ...and every part is charged: at 1 byte/s, the first 1 MiB empties
@@ -284,7 +285,7 @@ func TestRateLimits(t *testing.T) {
 	slow := rate.NewLimiter(1, 1<<20)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := (limiter{slow}).WaitN(ctx, 2<<20); err == nil || !strings.Contains(err.Error(), "would exceed context deadline") {
+	if err := (ratelimit.Limiter{slow}).WaitN(ctx, 2<<20); err == nil || !strings.Contains(err.Error(), "would exceed context deadline") {
 		t.Fatalf("2 MiB from a 1 MiB bucket at 1 byte/s: %v", err)
 	}
 	if tokens := slow.Tokens(); tokens > 60 { // what a minute refills at most
@@ -296,7 +297,7 @@ func TestRateLimits(t *testing.T) {
 	var got []int
 	e := newEnv(t, fake.Options{Seed: 24, VMs: 2, DiskSize: 64 << 10}, cfg, func(o *Options) {
 		o.Runner = func(ctx context.Context, w *repo.Writer, c hypervisor.Connector, r backup.VMRequest, bo backup.Options) (*repo.Point, error) {
-			if l, ok := bo.Limiter.(limiter); ok {
+			if l, ok := bo.Limiter.(ratelimit.Limiter); ok {
 				mu.Lock()
 				got = append(got, len(l))
 				mu.Unlock()
@@ -308,7 +309,7 @@ func TestRateLimits(t *testing.T) {
 	if len(got) != 2 || got[0] != 2 || got[1] != 2 {
 		t.Fatalf("limiters %v, want two buckets per task", got)
 	}
-	if l := taskLimiter(nil, 0); l != nil {
+	if l := ratelimit.Task(nil, 0); l != nil {
 		t.Fatal("a limiter without limits")
 	}
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/iolatency"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -132,7 +133,7 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 		o.FlushInterval = time.Second
 	}
 	limits := o.Config.Limits.WithDefaults()
-	e := &Engine{o: o, disp: newDispatcher(limits.Tasks), total: newTotal(limits.Rate), log: o.Logger, repos: map[string]*repo.Repository{},
+	e := &Engine{o: o, disp: newDispatcher(limits.Tasks), total: ratelimit.NewTotal(limits.Rate), log: o.Logger, repos: map[string]*repo.Repository{},
 		watch: &latencyWatch{extra: o.LatencySources, monitors: map[string]*dsMonitor{}}}
 	e.cur.Store(&setup{cfg: o.Config, limits: limits, conns: o.Connectors, storage: o.StorageSnapshotters})
 	return e, e.Cleanup(ctx)

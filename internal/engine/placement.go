@@ -108,7 +108,9 @@ func (f *fleet) release(u *unit) {
 func (f *fleet) remove(wp *workerPool) {
 	if f.workers[wp.name] == wp {
 		delete(f.workers, wp.name)
-		delete(f.d.res, wp.r.key)
+		if wp.r.used == 0 { // else held (Hold): its count stays for the worker's return
+			delete(f.d.res, wp.r.key)
+		}
 	}
 }
 
@@ -161,7 +163,11 @@ func (d *dispatcher) setWorkers(ws []Worker) error {
 		wp := f.workers[w.Name]
 		if wp == nil {
 			key := workerKey(w.Name)
-			wp = &workerPool{name: w.Name, r: &resource{key: key}, units: map[*unit]struct{}{}}
+			r := d.res[key] // held already (Hold), or new
+			if r == nil {
+				r = &resource{key: key}
+			}
+			wp = &workerPool{name: w.Name, r: r, units: map[*unit]struct{}{}}
 			f.workers[w.Name] = wp
 			d.res[key] = wp.r
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -43,7 +44,7 @@ func (e *Engine) Reload(r Reload) {
 	limits := r.Config.Limits.WithDefaults()
 	old := e.cur.Swap(&setup{cfg: r.Config, limits: limits, conns: r.Connectors, storage: r.StorageSnapshotters})
 	e.disp.setCapacity(e.disp.global, limits.Tasks)
-	setRate(e.total, limits.Rate)
+	ratelimit.SetRate(e.total, limits.Rate)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for name, opened := range e.repos {

@@ -26,6 +26,10 @@ type Placement struct {
 	// attempt (attempt.Request); Policy is "" for what must run in this
 	// process (a backup of one VM, a group's read of a batch snapshot).
 	Policy, Repository string
+	// Pools are the keys of the pools the attempt occupies, a key once
+	// per slot, its worker's included: what a leader taking over counts
+	// as occupied while the attempt runs (Engine.Hold).
+	Pools []string
 	// LoadPoint reads a point of the job's repository by its ID: the one
 	// a worker committed, which the engine then records as its own (set
 	// with Policy).

@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/attempt"
+	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -107,6 +108,9 @@ func (j *Job) needs(t *task, hypervisorSide, repository bool) []*resource {
 func (j *Job) vmUnit(t *task) *unit {
 	u := &unit{owner: j, needs: needsOf(j.needs(t, t.held == nil, true)...), size: t.size}
 	u.route, u.onWait = t.route(), t.noteWait
+	if t.held == nil {
+		u.vm = t.rec.Connection + "/" + t.rec.VMID
+	}
 	u.run = func(u *unit) { t.run(u) }
 	u.drop = func() { t.finish(catalog.StatusCancelled, "cancelled before it started") }
 	return u
@@ -166,7 +170,7 @@ func (t *task) run(u *unit) {
 	j.rec.task(rec)
 	start := time.Now()
 	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
-		VMID: rec.VMID, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode}
+		VMID: rec.VMID, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys()}
 	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
 		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
 	}
@@ -221,7 +225,7 @@ func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo
 	defer ths.leave()
 	req := attempt.Of(j.p, t.spec(time.Now()))
 	req.Chain, req.Tags, req.RetainUntil = j.chain(), attempt.Tags(j.p, j.one == nil), j.lockUntil(time.Now())
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(taskLimiter(j.e.total, j.s.limits.TaskRate)), Progress: prog,
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(ratelimit.Task(j.e.total, j.s.limits.TaskRate)), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.nice()}
 	var snap *repo.Point
 	var err error

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/iolatency"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -73,7 +74,7 @@ type throttle struct {
 // reads granted, not of reads asked for (a backup asks for several MiB at
 // once when it starts).
 func (th *throttle) WaitN(ctx context.Context, n int) error {
-	if err := (limiter{th.bucket}).WaitN(ctx, n); err != nil {
+	if err := (ratelimit.Limiter{th.bucket}).WaitN(ctx, n); err != nil {
 		return err
 	}
 	th.read.Add(int64(n))
@@ -321,7 +322,7 @@ func (m *dsMonitor) step(s sample, elapsed time.Duration) {
 	threshold := time.Duration(m.cfg.Threshold)
 	for _, ch := range m.ctl.Step(s.latency, s.ok, tp) {
 		th := byReader[ch.Reader]
-		setRate(th.bucket, policy.ByteRate(ch.To))
+		ratelimit.SetRate(th.bucket, policy.ByteRate(ch.To))
 		limit := float64(th.bucket.Limit()) // what the bucket now lets through (0: unlimited)
 		if th.bucket.Limit() == rate.Inf {
 			limit = 0

@@ -28,6 +28,10 @@ type UnitRunner struct {
 	// a unit that comes back fenced before the engine retries it (nil:
 	// none are ended, a retry stores the lost attempt's chunks again).
 	Sessions *Sessions
+	// LeaderEpoch is the epoch of the schedules lease this server holds
+	// (0: none): the unit carries it, and the worker refuses it once
+	// another server took the lease over.
+	LeaderEpoch func() int64
 }
 
 var _ engine.UnitRunner = (*UnitRunner)(nil)
@@ -48,9 +52,13 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	// Held from before the hand-off: a worker lost at any point after it
 	// has this unit's sessions ended.
 	defer r.Sessions.hold(p.Worker, epoch, p.Repository)()
+	var leaderEpoch int64
+	if r.LeaderEpoch != nil {
+		leaderEpoch = r.LeaderEpoch()
+	}
 	sub, err := r.Queue.SubmitVMUnit(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
 		VMID: p.VMID, VMName: p.VM, Mode: p.Mode, SnapshotMode: p.SnapshotMode, Worker: p.Worker, Epoch: epoch,
-		Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt})
+		LeaderEpoch: leaderEpoch, Pools: p.Pools, Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt})
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +85,27 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 		}
 		return nil, err
 	}
+	if err := r.stillCurrent(ctx, p.Worker, epoch); err != nil {
+		return nil, err
+	}
 	return point(ctx, p, out)
+}
+
+// stillCurrent checks, before the point of a unit is recorded, that the
+// worker that ran it is still registered at the epoch it ran under: a
+// worker declared lost (its unit re-admitted elsewhere) or replaced may
+// have committed a point to the repository, but it is never made current
+// in the catalog. The unit counts as fenced, and is retried.
+func (r *UnitRunner) stillCurrent(ctx context.Context, worker string, epoch int64) error {
+	now, err := r.Epoch(ctx, worker)
+	if err == nil && now != epoch {
+		err = fmt.Errorf("it registered again (epoch %d)", now)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: fenced: the unit ran on worker %s at epoch %d, which is no longer current: %w",
+			hypervisor.ErrTransient, worker, epoch, err)
+	}
+	return nil
 }
 
 // outcomeErr is a unit's error as the engine judges it: a transient one

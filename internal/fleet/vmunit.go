@@ -106,7 +106,10 @@ func (e unitEvents) record(ctx context.Context, level, kind, msg string, fields 
 		fields = map[string]any{}
 	}
 	fields["worker"], fields["attempt"] = e.u.Worker, e.u.Attempt
-	err := e.cat.AddEvents(context.WithoutCancel(ctx), []catalog.Event{{JobID: e.u.Job, TaskID: e.u.Task, Level: level, Kind: kind, Message: msg, Fields: fields}})
+	// Fenced by the worker's registration: once it is declared lost or
+	// replaced, its unit's log is another attempt's.
+	err := e.cat.AddWorkerEvents(context.WithoutCancel(ctx), e.u.Worker, e.u.Epoch,
+		[]catalog.Event{{JobID: e.u.Job, TaskID: e.u.Task, Level: level, Kind: kind, Message: msg, Fields: fields}})
 	if err != nil {
 		// The backup goes on: its outcome reaches the leader through the
 		// hand-off, which records the task's end.

@@ -2,6 +2,7 @@ package catalogtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -45,8 +46,19 @@ func testLeases(t *testing.T, open Opener) {
 		t.Fatal("a release by another holder freed the lease")
 	}
 	ok(t, c.ReleaseLease(ctx, "schedules", "b"))
-	if l, held = acquire("a", at(53*time.Second)); !held || l.Epoch != 1 {
+	if l, err := c.GetLease(ctx, "schedules"); err != nil || l.Holder != "" || l.Epoch != 2 {
+		t.Fatalf("a released lease reads %+v, %v: want no holder and its epoch kept", l, err)
+	}
+	// The epoch goes on from the released one's: a grant made under an
+	// earlier holding never passes for one of this holding.
+	if l, held = acquire("a", at(53*time.Second)); !held || l.Epoch != 3 {
 		t.Fatalf("acquire after release: %+v held=%v", l, held)
+	}
+	if l, err := c.GetLease(ctx, "schedules"); err != nil || l.Holder != "a" || l.Epoch != 3 || !l.ExpiresAt.Equal(at(83*time.Second)) {
+		t.Fatalf("read the lease: %+v, %v", l, err)
+	}
+	if _, err := c.GetLease(ctx, "never-taken"); !errors.Is(err, catalog.ErrNotFound) {
+		t.Fatalf("read a lease never taken: %v, want ErrNotFound", err)
 	}
 	if _, _, err := c.AcquireLease(ctx, "", "a", at(0), time.Second); err == nil {
 		t.Fatal("a lease without a name was accepted")

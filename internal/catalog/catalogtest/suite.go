@@ -78,6 +78,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"Media", testMedia},
 		{"Workers", testWorkers},
 		{"ConcurrentWorkerLoss", testConcurrentWorkerLoss},
+		{"WorkerEvents", testWorkerEvents},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -49,14 +49,15 @@ func (c *Catalog) AcquireLease(ctx context.Context, name, holder string, now tim
 	if err != nil {
 		return catalog.Lease{}, false, fmt.Errorf("catalog: acquire lease %s: %w", name, err)
 	}
-	l, err := c.getLease(ctx, name)
+	l, err := c.GetLease(ctx, name)
 	if err != nil {
 		return catalog.Lease{}, false, err
 	}
 	return l, held && l.Holder == holder, nil
 }
 
-func (c *Catalog) getLease(ctx context.Context, name string) (catalog.Lease, error) {
+// GetLease reads the lease name.
+func (c *Catalog) GetLease(ctx context.Context, name string) (catalog.Lease, error) {
 	rows, err := c.b.Query(ctx, c.d.Rebind(`SELECT name, holder, epoch, acquired_at, expires_at FROM leases WHERE name = ?`), name)
 	if err != nil {
 		return catalog.Lease{}, fmt.Errorf("catalog: read lease %s: %w", name, err)
@@ -75,10 +76,13 @@ func (c *Catalog) getLease(ctx context.Context, name string) (catalog.Lease, err
 	return l, rows.Err()
 }
 
-// ReleaseLease ends holder's lease at once.
+// ReleaseLease ends holder's lease at once: no holder, expired since
+// forever, its epoch kept (a deleted row would start again at 1, and a
+// grant of the first holding would pass for one of a later one).
 func (c *Catalog) ReleaseLease(ctx context.Context, name, holder string) error {
 	err := c.b.Write(ctx, func(tx Tx) error {
-		_, err := tx.Exec(ctx, c.d.Rebind(`DELETE FROM leases WHERE name = ? AND holder = ?`), name, holder)
+		_, err := tx.Exec(ctx, c.d.Rebind(`UPDATE leases SET holder = '', expires_at = ? WHERE name = ? AND holder = ?`),
+			c.timeArg(time.Unix(0, 0).UTC()), name, holder)
 		return err
 	})
 	if err != nil {

@@ -33,8 +33,9 @@ type Catalog struct {
 	catalog.ConfigObjects
 	catalog.Leases
 	catalog.MediaCatalog
-	catalog.Workers   // the fleet's registry: no engine reads it
-	catalog.Inventory // the server's inventory: no engine reads it
+	catalog.Workers      // the fleet's registry: no engine reads it
+	catalog.WorkerEvents // a worker's fenced writes: no engine makes them
+	catalog.Inventory    // the server's inventory: no engine reads it
 }
 
 // NewCatalog returns an empty catalog.

@@ -35,6 +35,9 @@ type Config struct {
 	// Fence is checked before each job runs (nil: nothing is fenced; for
 	// a server's own queue).
 	Fence FenceFunc
+	// LeaderFence is checked before each VM unit runs, after Fence (nil:
+	// any leader's unit runs).
+	LeaderFence LeaderFenceFunc
 	// ID names the River client in River's tables (attempted_by; default
 	// River's own, host name and time).
 	ID     string
@@ -97,7 +100,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Clie
 	if err := river.AddWorkerSafely(workers, ops); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &vmUnitWorker{ops: ops, run: cfg.VMUnit}); err != nil {
+	if err := river.AddWorkerSafely(workers, &vmUnitWorker{ops: ops, run: cfg.VMUnit, leader: cfg.LeaderFence}); err != nil {
 		return nil, err
 	}
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

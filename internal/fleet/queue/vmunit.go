@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -40,6 +41,15 @@ type VMUnit struct {
 	Worker       string `json:"worker"`
 	Epoch        int64  `json:"epoch"`
 	Protocol     int    `json:"protocol"`
+	// LeaderEpoch is the epoch of the schedules lease the granting
+	// leader held: the worker runs the unit only while it is still the
+	// lease's (LeaderFenceFunc), so a leader that froze and woke after
+	// another took over has its late grants refused.
+	LeaderEpoch int64 `json:"leader_epoch"`
+	// Pools are the keys of the pools the grant occupies, a key once per
+	// slot (engine.Placement.Pools): a leader taking over counts them as
+	// occupied until the job finishes (engine.Hold).
+	Pools []string `json:"pools"`
 	// Job, Task and Attempt are the catalog's: a unit is unique by them,
 	// so a replayed grant is a no-op (as a coffer_operation's).
 	Job     int64 `json:"job" river:"unique"`
@@ -83,8 +93,22 @@ func (c *Client) SubmitVMUnit(ctx context.Context, u VMUnit) (Submitted, error) 
 // as coffer_operation jobs are (operationWorker).
 type vmUnitWorker struct {
 	river.WorkerDefaults[VMUnit]
-	ops *operationWorker
-	run VMUnitFunc
+	ops    *operationWorker
+	run    VMUnitFunc
+	leader LeaderFenceFunc
+}
+
+// LeaderFenceFunc says whether a unit granted under epoch of the
+// schedules lease may still run: an error (another server holds the lease
+// since, under a later epoch) makes it complete as fenced. internal/fleet
+// provides it (LeaderFence).
+type LeaderFenceFunc func(ctx context.Context, epoch int64) error
+
+func (w *vmUnitWorker) leaderFenced(ctx context.Context, epoch int64) error {
+	if w.leader == nil {
+		return nil
+	}
+	return w.leader(ctx, epoch)
 }
 
 // Work runs the unit unless it is fenced, and completes the job itself
@@ -117,11 +141,22 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 		out.Fenced, out.Error = true, err.Error()
 		return out
 	}
+	if err := w.leaderFenced(ctx, u.LeaderEpoch); err != nil {
+		w.ops.log.Info("fenced VM unit of a stale leader completes without running", "vm", u.VMName, "job", u.Job, "task", u.Task,
+			"attempt", u.Attempt, "leader_epoch", u.LeaderEpoch, "err", err)
+		out.Fenced, out.Error = true, err.Error()
+		return out
+	}
 	if w.run == nil {
 		out.ErrorClass, out.Error = string(api.Internal), "this worker runs no VM units"
 		return out
 	}
+	// A unit's span, in the worker's log: what a sweep of the workers'
+	// logs checks the grants against (slots, one attempt of a VM at once).
+	w.ops.log.Info("VM unit starts", "vm", u.Connection+"/"+u.VMID, "job", u.Job, "task", u.Task, "attempt", u.Attempt,
+		"leader_epoch", u.LeaderEpoch)
 	point, err := w.run(ctx, u)
+	w.ops.log.Info("VM unit ends", "vm", u.Connection+"/"+u.VMID, "job", u.Job, "task", u.Task, "attempt", u.Attempt, "ok", err == nil)
 	if err != nil {
 		out.ErrorClass, out.Error = string(service.Classify(err)), err.Error()
 		out.Transient = errors.Is(err, hypervisor.ErrTransient)
@@ -132,4 +167,41 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 	}
 	out.Document, _ = json.Marshal(UnitDone{Point: point}) // a struct of one string always marshals
 	return out
+}
+
+// GrantedUnit is a VM unit's job not yet finished: a grant that may still
+// occupy its worker.
+type GrantedUnit struct {
+	ID   int64
+	Unit VMUnit
+}
+
+// unfinished are the states of a job that may still run: River fetches
+// available ones, and retryable or scheduled ones become available.
+var unfinished = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+	rivertype.JobStateRunning, rivertype.JobStateScheduled}
+
+// UnfinishedVMUnits lists every VM unit not yet finished, whichever
+// leader granted it: what a server taking the schedules over counts as
+// occupying its pools (engine.Hold) until each job finishes (Wait).
+func (c *Client) UnfinishedVMUnits(ctx context.Context) ([]GrantedUnit, error) {
+	params := river.NewJobListParams().Kinds(VMUnitKind).States(unfinished...).First(1000)
+	var out []GrantedUnit
+	for {
+		res, err := c.river.JobList(ctx, params)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: list the VM units not finished: %w", err)
+		}
+		for _, j := range res.Jobs {
+			var u VMUnit
+			if err := json.Unmarshal(j.EncodedArgs, &u); err != nil {
+				return nil, fmt.Errorf("fleet: VM unit %d's arguments: %w", j.ID, err)
+			}
+			out = append(out, GrantedUnit{ID: j.ID, Unit: u})
+		}
+		if len(res.Jobs) < 1000 {
+			return out, nil
+		}
+		params = params.After(res.LastCursor)
+	}
 }

@@ -129,7 +129,10 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() {
 		done <- elector.Run(ctx, func(ctx context.Context) {
-			observed, onLost := units.follow(eng, s.Logger())
+			grants, endLead := units.lead(ctx, eng, holder, s.Logger())
+			defer endLead()
+			s.recoverInterrupted(ctx)
+			observed, onLost := units.follow(eng, grants, s.Logger())
 			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter), observed, onLost)
 			defer stopWatch()
 			s.runScheduled(ctx, eng, plan, jobs, claim, time.Duration(mcfg.InventoryEvery))

@@ -5,11 +5,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet"
+	"github.com/coffer-backup/coffer/internal/leader"
 )
 
 // fleetUnits is the schedules' engine's side of the fleet's workers: on a
@@ -19,19 +21,29 @@ import (
 // this process, as before.
 type fleetUnits struct {
 	srv *fleet.Server
-	cat catalog.Workers
+	cat fleetCatalog
 	// unsetRemote ends the service's use of srv for requests that name
 	// a worker (service.OnWorker).
 	unsetRemote func()
+	// leaderEpoch is the schedules lease's epoch while this server holds
+	// it (0: it does not): every unit it hands off carries it.
+	leaderEpoch atomic.Int64
 
 	mu       sync.Mutex
 	followed bool   // the engine was given workers once: it is a fleet's
 	names    string // the workers it was given last, for the log
 }
 
+// fleetCatalog is what the fleet's side of the server reads: the
+// registry, and the schedules lease.
+type fleetCatalog interface {
+	catalog.Workers
+	catalog.Leases
+}
+
 // startFleet starts the server's side of the hand-off when the catalog is
 // PostgreSQL (River's schema migrated, the servers' client started).
-func (s Ops) startFleet(ctx context.Context, cat catalog.Workers) (*fleetUnits, error) {
+func (s Ops) startFleet(ctx context.Context, cat fleetCatalog) (*fleetUnits, error) {
 	if !fleet.IsPostgres(s.Config.Catalog) {
 		return &fleetUnits{}, nil
 	}
@@ -48,7 +60,45 @@ func (s Ops) startFleet(ctx context.Context, cat catalog.Workers) (*fleetUnits, 
 // fleet without workers behaves as one without a fleet.
 func (f *fleetUnits) engineOptions(o *engine.Options) {
 	if f.srv != nil {
-		o.UnitRunner = f.srv.Runner(f.cat)
+		r := f.srv.Runner(f.cat)
+		r.LeaderEpoch = f.leaderEpoch.Load
+		o.UnitRunner = r
+	}
+}
+
+// lead is the start of this server's holding of the schedules lease, as
+// holder: the units it hands off from now on carry the lease's epoch, and
+// every VM unit granted before (by the previous leader, whose units may
+// still run) holds its pools in eng until it ends (fleet.HoldGrants), so
+// that admission resumes at once without granting past a limit. It
+// returns the grants (nil without a fleet) and the function that ends
+// the holding.
+func (f *fleetUnits) lead(ctx context.Context, eng *engine.Engine, holder string, log *slog.Logger) (*fleet.Grants, func()) {
+	if f.srv == nil {
+		return nil, func() {}
+	}
+	l, err := f.cat.GetLease(ctx, leader.Schedules)
+	switch {
+	case err != nil:
+		log.Warn("the schedules lease cannot be read: the units handed off are refused by the workers until it can", "err", err)
+	case l.Holder != holder:
+		log.Warn("the schedules lease passed to another server already", "holder", l.Holder, "epoch", l.Epoch)
+	default:
+		f.leaderEpoch.Store(l.Epoch)
+	}
+	grants, err := fleet.HoldGrants(ctx, f.srv.Queue, eng, log)
+	if err != nil {
+		// Admission goes on: a unit of the previous leader that still
+		// runs may then share its worker with a new one.
+		log.Error("the units granted before this server took the schedules over cannot be listed: they are not counted", "err", err)
+	} else {
+		log.Info("admission resumes after the takeover", "leader_epoch", l.Epoch, "units_held", grants.Len())
+	}
+	return grants, func() {
+		f.leaderEpoch.Store(0)
+		if grants != nil {
+			grants.Release()
+		}
 	}
 }
 
@@ -57,11 +107,15 @@ func (f *fleetUnits) engineOptions(o *engine.Options) {
 // repository sessions ended, then its running attempts re-admitted.
 // Until a first worker is ready the engine is left without workers,
 // running everything itself.
-func (f *fleetUnits) follow(eng *engine.Engine, log *slog.Logger) (observed func([]fleet.Worker), onLost func(context.Context, []fleet.Worker)) {
+func (f *fleetUnits) follow(eng *engine.Engine, grants *fleet.Grants, log *slog.Logger) (observed func([]fleet.Worker),
+	onLost func(context.Context, []fleet.Worker)) {
 	if f.srv == nil {
 		return nil, nil
 	}
 	observed = func(ws []fleet.Worker) {
+		if grants != nil {
+			grants.Observe(ws)
+		}
 		ready := fleet.EngineWorkers(ws)
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -94,6 +148,20 @@ func (f *fleetUnits) follow(eng *engine.Engine, log *slog.Logger) (observed func
 		}
 	}
 	return observed, onLost
+}
+
+// recoverInterrupted marks failed ("interrupted") the jobs whose process
+// is gone, at once on a takeover rather than at the job manager's next
+// sweep: a dead leader's run is then recorded as what it is, and its
+// schedule's next slot runs the policy again (docs/design/fleet.md).
+func (s Ops) recoverInterrupted(ctx context.Context) {
+	m, err := s.JobManager(ctx)
+	if err == nil {
+		_, err = m.Recover(ctx)
+	}
+	if err != nil {
+		s.Logger().Warn("the jobs of a dead server cannot be marked interrupted at the takeover", "err", err)
+	}
 }
 
 // stop stops the servers' client, giving what it runs a moment.

@@ -1,4 +1,6 @@
-package engine
+// Package ratelimit holds the engine's byte-rate buckets: the engine-wide
+// one, each task's own, and the limiter that waits on several of them.
+package ratelimit
 
 import (
 	"context"
@@ -19,17 +21,17 @@ func newBucket(r policy.ByteRate) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(r), max(int(r), 1<<20))
 }
 
-// newTotal is the engine-wide bucket: one limiter for the engine's life,
+// NewTotal is the engine-wide bucket: one limiter for the engine's life,
 // so that a reload changes the rate of the tasks running too.
-func newTotal(r policy.ByteRate) *rate.Limiter {
+func NewTotal(r policy.ByteRate) *rate.Limiter {
 	l := rate.NewLimiter(rate.Inf, 1<<20)
-	setRate(l, r)
+	SetRate(l, r)
 	return l
 }
 
-// setRate sets a bucket's rate and burst as newBucket would make them;
+// SetRate sets a bucket's rate and burst as newBucket would make them;
 // 0 is unlimited (a burst is kept: limiter splits requests by it).
-func setRate(l *rate.Limiter, r policy.ByteRate) {
+func SetRate(l *rate.Limiter, r policy.ByteRate) {
 	if r <= 0 {
 		l.SetLimit(rate.Inf)
 		l.SetBurst(1 << 20)
@@ -39,14 +41,14 @@ func setRate(l *rate.Limiter, r policy.ByteRate) {
 	l.SetBurst(max(int(r), 1<<20))
 }
 
-// limiter waits on every bucket it holds (the engine-wide one and the
+// Limiter waits on every bucket it holds (the engine-wide one and the
 // task's own), splitting requests larger than a bucket's burst, which
 // rate.Limiter would otherwise refuse.
-type limiter []*rate.Limiter
+type Limiter []*rate.Limiter
 
-var _ backup.RateLimiter = limiter(nil)
+var _ backup.RateLimiter = Limiter(nil)
 
-func (l limiter) WaitN(ctx context.Context, n int) error {
+func (l Limiter) WaitN(ctx context.Context, n int) error {
 	for _, b := range l {
 		for left := n; left > 0; {
 			step := min(left, b.Burst())
@@ -59,10 +61,10 @@ func (l limiter) WaitN(ctx context.Context, n int) error {
 	return nil
 }
 
-// taskLimiter combines the total bucket with a new per-task bucket; nil
+// Task combines the total bucket with a new per-task bucket; nil
 // when neither limits anything.
-func taskLimiter(total *rate.Limiter, perTask policy.ByteRate) backup.RateLimiter {
-	var l limiter
+func Task(total *rate.Limiter, perTask policy.ByteRate) backup.RateLimiter {
+	var l Limiter
 	if total != nil {
 		l = append(l, total)
 	}

@@ -1,0 +1,53 @@
+package catalogtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// testWorkerEvents: a worker's events land in the job's log while it is
+// registered with the epoch it names and not lost, and are refused
+// (ErrFenced, nothing written) once it registered again or was declared
+// lost, or for a name never registered.
+func testWorkerEvents(t *testing.T, open Opener) {
+	c := mustOpen(t, open)
+	ctx := context.Background()
+	j := &catalog.Job{Kind: catalog.KindVerify}
+	ok(t, c.CreateJob(ctx, j))
+	line := func(msg string) []catalog.Event {
+		return []catalog.Event{{JobID: j.ID, Level: "info", Kind: "worker", Message: msg}}
+	}
+	logged := func() []string {
+		t.Helper()
+		es, err := c.JobLog(ctx, j.ID, 0, 100)
+		ok(t, err)
+		out := make([]string, len(es))
+		for i, e := range es {
+			out[i] = e.Message
+		}
+		return out
+	}
+	_, err := c.RegisterWorker(ctx, catalog.Worker{Name: "kvm1", Protocol: 1, Slots: 1}, at(0))
+	ok(t, err)
+	ev := line("epoch 1 runs")
+	ok(t, c.AddWorkerEvents(ctx, "kvm1", 1, ev))
+	if ev[0].Seq != 1 {
+		t.Fatalf("the event's line number is %d, want 1", ev[0].Seq)
+	}
+	_, err = c.RegisterWorker(ctx, catalog.Worker{Name: "kvm1", Protocol: 1, Slots: 1}, at(time.Second))
+	ok(t, err)
+	wantFenced(t, "an event of the registration before", c.AddWorkerEvents(ctx, "kvm1", 1, line("epoch 1, replaced")))
+	wantFenced(t, "an event of a worker never registered", c.AddWorkerEvents(ctx, "nobody", 1, line("nobody")))
+	ok(t, c.AddWorkerEvents(ctx, "kvm1", 2, line("epoch 2 runs")))
+	lost, err := c.DeclareWorkersLost(ctx, at(time.Minute))
+	ok(t, err)
+	if len(lost) != 1 {
+		t.Fatalf("declared lost %+v, want kvm1", lost)
+	}
+	wantFenced(t, "an event of a lost worker", c.AddWorkerEvents(ctx, "kvm1", 2, line("epoch 2, lost")))
+	same(t, "the job's log", logged(), []string{"epoch 1 runs", "epoch 2 runs"})
+	ok(t, c.AddWorkerEvents(ctx, "kvm1", 2, nil)) // nothing to write: no check either
+}

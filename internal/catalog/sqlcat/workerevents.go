@@ -1,0 +1,49 @@
+package sqlcat
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// AddWorkerEvents appends events in the transaction that checks the
+// worker's registration: a no-op UPDATE of its row (the same statement in
+// both dialects) both checks (name, epoch, not lost) and, on PostgreSQL,
+// holds the row's lock until commit, so a concurrent DeclareWorkersLost
+// or registration waits for the events or finds them refused.
+func (c *Catalog) AddWorkerEvents(ctx context.Context, name string, epoch int64, events []catalog.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	now := c.now()
+	for i := range events {
+		if events[i].Time.IsZero() {
+			events[i].Time = now
+		}
+	}
+	var seqs []int64
+	live := true
+	err := c.b.Write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, c.d.Rebind(`UPDATE workers SET epoch = epoch WHERE name = ? AND epoch = ? AND state <> ?`),
+			name, epoch, string(catalog.WorkerLost))
+		if err != nil {
+			return err
+		}
+		if live = n == 1; !live {
+			return nil
+		}
+		seqs, err = c.appendEvents(ctx, tx, c.d.Rebind(insertEvent), events)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: add worker %s's events: %w", name, err)
+	}
+	if !live {
+		return c.fenced(ctx, name, epoch)
+	}
+	for i := range events {
+		events[i].Seq = seqs[i]
+	}
+	return nil
+}
