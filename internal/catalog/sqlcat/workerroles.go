@@ -43,6 +43,9 @@ var workerGrants = []string{
 	// The configuration in effect (objects hold no secret: specs name
 	// files, which the worker reads on its own host).
 	`GRANT SELECT ON config_objects, config_generation TO coffer_worker`,
+	// The schedules lease's epoch: a unit granted under an earlier
+	// holding (a stale leader's) is refused (fleet.LeaderFence).
+	`GRANT SELECT ON leases TO coffer_worker`,
 	// Its own registry row (the policies below).
 	`GRANT SELECT, INSERT, UPDATE, DELETE ON workers TO coffer_worker`,
 	// The job's log: an event, and the job's line count it bumps.
@@ -68,6 +71,64 @@ var workerPolicies = map[string]string{
 	"coffer_not_worker": `CREATE POLICY coffer_not_worker ON workers
 		USING (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))
 		WITH CHECK (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))`,
+}
+
+// queuePolicies confine a worker's role to its own queue's jobs in
+// River's table (%[1]s is the queue's schema): River has no privilege per
+// queue, and a role that could insert into the servers' queue would have
+// a server run any operation, or into another worker's, that worker
+// run its units. A worker's queue is "w-<name>" and its role
+// "coffer_worker_<name>" (14 characters before the name).
+var queuePolicies = map[string]string{
+	"coffer_worker_own_queue": `CREATE POLICY coffer_worker_own_queue ON %[1]s.river_job TO coffer_worker
+		USING (queue = 'w-' || substr(current_user, 15)) WITH CHECK (queue = 'w-' || substr(current_user, 15))`,
+	"coffer_not_worker": `CREATE POLICY coffer_not_worker ON %[1]s.river_job
+		USING (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))
+		WITH CHECK (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))`,
+}
+
+// ProtectWorkerQueue states the row policies of River's job table for the
+// workers' role (queuePolicies), once both exist: at every credential
+// made, and by a server once it has migrated River's schema (a credential
+// may have been made before River's tables were).
+func (c *Catalog) ProtectWorkerQueue(ctx context.Context) error {
+	if err := c.needsPostgres(); err != nil {
+		return err
+	}
+	return c.b.Write(ctx, func(tx Tx) error {
+		for _, key := range []string{workerRolesLock, queueMigrationsLock} {
+			if err := c.d.lock(ctx, tx, key, true); err != nil {
+				return err
+			}
+		}
+		return protectQueue(ctx, tx)
+	})
+}
+
+func protectQueue(ctx context.Context, tx Tx) error {
+	group, _, err := roleExists(ctx, tx, catalog.WorkerGroupRole)
+	if err != nil || !group {
+		return err
+	}
+	table := catalog.WorkerQueueSchema + ".river_job"
+	present, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_class WHERE oid = to_regclass($1)`, table)
+	if err != nil || present == 0 {
+		return err
+	}
+	for name, create := range queuePolicies {
+		n, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_policies WHERE schemaname = $1 AND tablename = 'river_job' AND policyname = $2`,
+			catalog.WorkerQueueSchema, name)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(create, catalog.WorkerQueueSchema)); err != nil {
+				return fmt.Errorf("the workers' policy on River's jobs: %w", err)
+			}
+		}
+	}
+	_, err = tx.Exec(ctx, `ALTER TABLE `+table+` ENABLE ROW LEVEL SECURITY`)
+	return err
 }
 
 // roleIdent quotes a role name for a statement.
@@ -165,7 +226,7 @@ func ensureWorkerGroup(ctx context.Context, tx Tx) error {
 			}
 		}
 	}
-	return nil
+	return protectQueue(ctx, tx)
 }
 
 func roleExists(ctx context.Context, tx Tx, role string) (exists, super bool, err error) {

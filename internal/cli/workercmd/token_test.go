@@ -245,6 +245,28 @@ func checkWorkerRole(t *testing.T, address, token string) {
 	if err != nil || len(states) != 1 || states[0] != "kvm1" {
 		t.Errorf("kvm1's role sees the registry rows %v (%v), want its own", states, err)
 	}
+	checkQueueConfined(t, w)
+}
+
+// checkQueueConfined: a worker's role reaches its own queue's jobs only. A
+// job it inserts into the servers' queue (which runs any operation) or
+// another worker's is refused, and it sees none of theirs, although the
+// run before left jobs in both workers' queues.
+func checkQueueConfined(t *testing.T, w *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	for _, queue := range []string{"srv", "w-kvm2"} {
+		_, err := w.Exec(ctx, `INSERT INTO river.river_job (args, kind, max_attempts, queue, state)
+			VALUES ('{"operation":"delete-user"}', 'coffer_operation', 1, $1, 'available')`, queue)
+		if sqlState(err) != "42501" {
+			t.Errorf("kvm1's role inserted a job into queue %s: %v, want a row-level security refusal", queue, err)
+		}
+	}
+	var own, others int
+	err := w.QueryRow(ctx, `SELECT count(*) FILTER (WHERE queue = 'w-kvm1'), count(*) FILTER (WHERE queue <> 'w-kvm1') FROM river.river_job`).Scan(&own, &others)
+	if err != nil || own == 0 || others != 0 {
+		t.Errorf("kvm1's role sees %d jobs of its queue and %d of others (%v): want its own only", own, others, err)
+	}
 }
 
 // revokeRunning revokes kvm1's token while it backs up a VM: the worker

@@ -51,6 +51,13 @@ func (s Ops) startFleet(ctx context.Context, cat fleetCatalog) (*fleetUnits, err
 	if err != nil {
 		return nil, err
 	}
+	if c, ok := cat.(catalog.Catalog); ok {
+		if creds, ok := catalog.WorkerCredentialsOf(c); ok {
+			if err := creds.ProtectWorkerQueue(ctx); err != nil {
+				s.Logger().Warn("the workers' row policies on River's jobs cannot be stated: a worker's token reaches other queues", "err", err)
+			}
+		}
+	}
 	unset := s.SetRemote(fleet.Remote{Queue: srv.Queue, Workers: cat})
 	return &fleetUnits{srv: srv, cat: cat, unsetRemote: unset}, nil
 }
