@@ -26,7 +26,7 @@ func scaleOf() fleetScale {
 	if os.Getenv("COFFER_FLEET_SCALE") == "full" {
 		return fleetScale{vms: 500, runs: 10}
 	}
-	return fleetScale{vms: 50, runs: 3}
+	return fleetScale{vms: 40, runs: 3}
 }
 
 // The fleet's limits, tight against its three workers of two slots.
