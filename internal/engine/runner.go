@@ -16,8 +16,10 @@ type Placement struct {
 	JobID   int64
 	TaskID  int64
 	Attempt int
-	// Connection and VM name the VM, VMID is its ID.
-	Connection, VM, VMID string
+	// Connection and VM name the VM, VMID is its ID; Host and Datastores
+	// are where it is, as the dispatcher counted its limits.
+	Connection, VM, VMID, Host string
+	Datastores                 []string
 	// Mode and SnapshotMode are what the dispatcher decided for the
 	// attempt (full or incremental, the snapshot's kind).
 	Mode, SnapshotMode string

@@ -24,7 +24,8 @@ import (
 // go to the catalog as events of the job's task, so the job's log reads
 // the same wherever the VM was backed up.
 func RunVMUnit(svc *service.Service, log *slog.Logger) queue.VMUnitFunc {
-	return func(ctx context.Context, u queue.VMUnit) (string, error) {
+	return func(ctx context.Context, u queue.VMUnit) (_ string, err error) {
+		defer logUnit(log, u)(&err)
 		cfg, _, err := svc.PolicyConfig(ctx)
 		if err != nil {
 			return "", err
@@ -49,6 +50,20 @@ func RunVMUnit(svc *service.Service, log *slog.Logger) queue.VMUnitFunc {
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
 		}
 		return point, err
+	}
+}
+
+// logUnit logs a unit's start on this worker, and returns what logs its
+// end: the pair bounds the time the unit held its slots here, so that a
+// test can sweep the workers' logs for the peak of every pool (the
+// leader's grant is held from before the start to after the end).
+func logUnit(log *slog.Logger, u queue.VMUnit) func(*error) {
+	attrs := []any{"worker", u.Worker, "connection", u.Connection, "vm", u.VMName, "host", u.Host,
+		"datastores", u.Datastores, "job", u.Job, "task", u.Task, "attempt", u.Attempt}
+	log.Info("VM unit starts", attrs...)
+	start := time.Now()
+	return func(err *error) {
+		log.Info("VM unit ends", append(attrs, "seconds", time.Since(start).Seconds(), "err", *err)...)
 	}
 }
 

@@ -43,6 +43,7 @@ func Main(m *testing.M) {
 	// and in the coffer processes it re-runs as.
 	servicetest.RegisterFake()
 	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
+		servicetest.DoNotRecord()
 		if at := os.Getenv("COFFER_TEST_CRASH_AT"); at != "" {
 			n, _ := strconv.Atoi(strings.TrimSuffix(at, "+"))
 			command.StoreHook = func(st store.Store) store.Store { return storetest.CrashAt(st, n, strings.HasSuffix(at, "+")) }

@@ -59,8 +59,9 @@ type Route struct {
 }
 
 // hostBound are the connection kinds whose VMs can be read only on their
-// own host.
-var hostBound = map[string]bool{"qemu": true, "libvirt": true}
+// own host; fake-kvm is a simulated KVM estate that only test binaries
+// register (servicetest), so that host-bound routing is tested at scale.
+var hostBound = map[string]bool{"qemu": true, "libvirt": true, "fake-kvm": true}
 
 // RouteOf is the route of a VM of policy p on connection conn: its host
 // when the connection's kind (from the configuration) reads VMs only on

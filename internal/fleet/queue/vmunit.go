@@ -35,6 +35,10 @@ type VMUnit struct {
 	Connection string `json:"connection"`
 	VMID       string `json:"vm_id"`
 	VMName     string `json:"vm_name"`
+	// Host and Datastores are where the VM is, as the leader counted its
+	// limits: the worker logs them with the unit's start and end.
+	Host       string   `json:"host,omitempty"`
+	Datastores []string `json:"datastores,omitempty"`
 	// Mode and SnapshotMode are what the dispatcher decided.
 	Mode         string `json:"mode"`
 	SnapshotMode string `json:"snapshot_mode"`

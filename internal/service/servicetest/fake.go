@@ -19,6 +19,12 @@ import (
 // FakeKind is the connection kind of the simulated fleet.
 const FakeKind = "fake"
 
+// FakeKVMKind is the simulated fleet as a KVM estate: the same options,
+// but the engine routes its VMs as it does QEMU's and libvirt's, to the
+// worker of their host (engine.RouteOf), which the fake kind, routed by
+// connection like vSphere, cannot show.
+const FakeKVMKind = "fake-kvm"
+
 // fakeOptions shape a simulated fleet (kind: fake), for tests of policies,
 // limits and the engine without a hypervisor:
 //
@@ -51,7 +57,19 @@ var registerOnce sync.Once
 var (
 	openedMu sync.Mutex
 	opened   = map[string][]*fake.Connector{}
+	// unrecorded: a coffer process a test started, which opens a
+	// connector per worker unit and whose record no test can read.
+	unrecorded bool
 )
+
+// DoNotRecord stops Opened's record in this process: a coffer process
+// that a test re-runs its binary as (clitest.Main) would otherwise keep
+// every connector it opened, thousands on a worker of a simulated fleet.
+func DoNotRecord() {
+	openedMu.Lock()
+	defer openedMu.Unlock()
+	unrecorded, opened = true, map[string][]*fake.Connector{}
+}
 
 // Opened lists the simulated connectors opened for connection name in
 // this test binary, oldest first: a test sees which operations shared
@@ -68,11 +86,14 @@ func Opened(name string) []*fake.Connector {
 // memory.
 func RegisterFake() {
 	registerOnce.Do(func() {
-		hvall.Register(FakeKind, hvall.Kind{
-			Check: func(cfg hvall.Config) error { _, err := decode(cfg); return err },
-			Open:  open, StorageSnapshots: true,
-			Cannot: map[hypervisor.SnapshotMode]string{hypervisor.WithMemory: "the simulated fleet has no memory to save"},
-		})
+		for _, kind := range []string{FakeKind, FakeKVMKind} {
+			hvall.Register(kind, hvall.Kind{
+				Check:            func(cfg hvall.Config) error { _, err := decode(cfg); return err },
+				Open:             func(ctx context.Context, cfg hvall.Config) (hypervisor.Connector, error) { return open(ctx, kind, cfg) },
+				StorageSnapshots: true,
+				Cannot:           map[hypervisor.SnapshotMode]string{hypervisor.WithMemory: "the simulated fleet has no memory to save"},
+			})
+		}
 	})
 }
 
@@ -89,12 +110,12 @@ func decode(cfg hvall.Config) (fakeOptions, error) {
 	return o, nil
 }
 
-func open(_ context.Context, cfg hvall.Config) (hypervisor.Connector, error) {
+func open(_ context.Context, kind string, cfg hvall.Config) (hypervisor.Connector, error) {
 	o, err := decode(cfg)
 	if err != nil {
 		return nil, api.WithClass(api.Invalid, err)
 	}
-	fo := fake.Options{Seed: o.Seed, VMs: o.VMs, Hosts: o.Hosts, Datastores: o.Datastores, MaxDisks: o.MaxDisks,
+	fo := fake.Options{Kind: kind, Seed: o.Seed, VMs: o.VMs, Hosts: o.Hosts, Datastores: o.Datastores, MaxDisks: o.MaxDisks,
 		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate, ReadDelay: o.ReadDelay,
 		SnapshotCreate: fake.Latency{Min: o.SnapshotCreate, Max: o.SnapshotCreate},
 		SnapshotRemove: fake.Latency{Min: o.SnapshotRemove, Max: o.SnapshotRemove}}
@@ -114,7 +135,9 @@ func open(_ context.Context, cfg hvall.Config) (hypervisor.Connector, error) {
 		c.FailVM(name, fmt.Errorf("simulated failure"), -1)
 	}
 	openedMu.Lock()
-	opened[cfg.Name] = append(opened[cfg.Name], c)
+	if !unrecorded {
+		opened[cfg.Name] = append(opened[cfg.Name], c)
+	}
 	openedMu.Unlock()
 	return c, nil
 }
