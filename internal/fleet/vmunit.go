@@ -23,9 +23,10 @@ import (
 // and its repository (with the password this process holds). Its notes
 // go to the catalog as events of the job's task, so the job's log reads
 // the same wherever the VM was backed up.
-func RunVMUnit(svc *service.Service, log *slog.Logger) queue.VMUnitFunc {
+//
+// repos keeps the repositories open across units (unitRepos).
+func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.VMUnitFunc {
 	return func(ctx context.Context, u queue.VMUnit) (_ string, err error) {
-		defer logUnit(log, u)(&err)
 		cfg, _, err := svc.PolicyConfig(ctx)
 		if err != nil {
 			return "", err
@@ -45,7 +46,7 @@ func RunVMUnit(svc *service.Service, log *slog.Logger) queue.VMUnitFunc {
 		defer func() { _ = cat.Close() }() // a kept-open catalog's Close does nothing; the worker's own is the service's
 		ev := unitEvents{cat: cat, u: u, log: log}
 		ev.record(ctx, "info", "worker", fmt.Sprintf("%s: attempt %d runs on worker %s", u.VMName, u.Attempt, u.Worker), nil)
-		point, err := backUp(ctx, svc, cfg, p, u, ev)
+		point, err := backUp(ctx, svc, repos, cfg, p, u, ev)
 		if err != nil {
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
 		}
@@ -53,24 +54,11 @@ func RunVMUnit(svc *service.Service, log *slog.Logger) queue.VMUnitFunc {
 	}
 }
 
-// logUnit logs a unit's start on this worker, and returns what logs its
-// end: the pair bounds the time the unit held its slots here, so that a
-// test can sweep the workers' logs for the peak of every pool (the
-// leader's grant is held from before the start to after the end).
-func logUnit(log *slog.Logger, u queue.VMUnit) func(*error) {
-	attrs := []any{"worker", u.Worker, "connection", u.Connection, "vm", u.VMName, "host", u.Host,
-		"datastores", u.Datastores, "job", u.Job, "task", u.Task, "attempt", u.Attempt}
-	log.Info("VM unit starts", attrs...)
-	start := time.Now()
-	return func(err *error) {
-		log.Info("VM unit ends", append(attrs, "seconds", time.Since(start).Seconds(), "err", *err)...)
-	}
-}
-
 // backUp is the attempt: the connector and a write session opened for it
 // alone, closed when it ends (the point is committed by BackupVM, the
 // session's packs by its Close).
-func backUp(ctx context.Context, svc *service.Service, cfg *policy.Config, p policy.Policy, u queue.VMUnit, ev unitEvents) (_ string, err error) {
+func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *policy.Config, p policy.Policy, u queue.VMUnit,
+	ev unitEvents) (_ string, err error) {
 	limit := p.Timeouts.VM
 	if limit == 0 {
 		limit = policy.DefaultVMTimeout
@@ -82,14 +70,14 @@ func backUp(ctx context.Context, svc *service.Service, cfg *policy.Config, p pol
 		return "", err
 	}
 	defer conns.Close()
-	r, err := svc.OpenNamed(ctx, p.Repository)
+	ur, err := repos.get(ctx, p.Repository)
 	if err != nil {
 		return "", err
 	}
-	defer func() { err = errors.Join(err, r.Close()) }()
-	history, err := r.Points(ctx, nil)
+	r := ur.r
+	history, err := ur.history(ctx)
 	if err != nil {
-		return "", fmt.Errorf("list backup points: %w", err)
+		return "", err
 	}
 	// The session names the worker's registration: a leader that gives up
 	// on it ends the session, and the retry reuses what it stored.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -53,7 +54,8 @@ func queueWork(dsn string, migrate bool, m *Member, svc *service.Service, log *s
 		if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 			return catalog.ErrNeedsPostgres
 		}
-		c, pool, err := startQueue(ctx, drain, dsn, migrate, m, svc, log)
+		repos := newUnitRepos(svc, log)
+		c, pool, err := startQueue(ctx, drain, dsn, migrate, m, svc, repos, log)
 		if c == nil {
 			return err // drained (nil) or fenced before the queue started
 		}
@@ -63,7 +65,7 @@ func queueWork(dsn string, migrate bool, m *Member, svc *service.Service, log *s
 		// Drained: running operations finish (Stop waits for them).
 		err = c.Stop(context.WithoutCancel(ctx))
 		pool.Close()
-		return err
+		return errors.Join(err, repos.close())
 	}
 }
 
@@ -87,9 +89,9 @@ func CheckQueue(ctx context.Context, dsn string) error {
 // heartbeat decides between the two meanwhile, so it neither exits while
 // the servers still count on it nor runs on once fenced.
 func startQueue(ctx context.Context, drain <-chan struct{}, dsn string, migrate bool, m *Member, svc *service.Service,
-	log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
+	repos *unitRepos, log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
 	for {
-		c, pool, err := tryStartQueue(ctx, dsn, migrate, m, svc, log)
+		c, pool, err := tryStartQueue(ctx, dsn, migrate, m, svc, repos, log)
 		if err == nil {
 			return c, pool, nil
 		}
@@ -111,13 +113,14 @@ var ErrQueueSkew = queue.ErrSchemaSkew
 // retryEvery is how often a worker tries again to start its queue.
 const retryEvery = time.Second
 
-func tryStartQueue(ctx context.Context, dsn string, migrate bool, m *Member, svc *service.Service, log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
+func tryStartQueue(ctx context.Context, dsn string, migrate bool, m *Member, svc *service.Service, repos *unitRepos,
+	log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
 	c, err := queue.NewWorker(pool, queue.Config{Name: m.w.Name, Epoch: m.w.Epoch, Slots: m.w.Slots, Service: svc,
-		Fence: m.Fence, LeaderFence: LeaderFence(svc), VMUnit: RunVMUnit(svc, log), ID: m.w.Name + "@" + m.w.Host, Logger: log})
+		Fence: m.Fence, LeaderFence: LeaderFence(svc), VMUnit: RunVMUnit(svc, repos, log), ID: m.w.Name + "@" + m.w.Host, Logger: log})
 	if err == nil && migrate {
 		_, err = queue.Migrate(ctx, pool)
 	}

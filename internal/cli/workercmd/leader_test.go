@@ -354,12 +354,12 @@ func (f *leaderFleet) sweep(t *testing.T, tk *takeoverAt) (late, fenced int) {
 	if len(epochs) < 2 || len(grants) < 8 {
 		t.Fatalf("%d grants by epoch %v: the sweep needs both leaders' grants", len(grants), epochs)
 	}
-	checkPeaks(t, "grants", grants)
+	checkGrantPeaks(t, "grants", grants)
 	var runs []span
 	for i, w := range f.workers {
 		runs = append(runs, unitSpans(t, []string{"kvm1", "kvm2"}[i], w.Log(), end)...)
 	}
-	checkPeaks(t, "the workers' logs", runs)
+	checkGrantPeaks(t, "the workers' logs", runs)
 	return late, fenced
 }
 
@@ -390,8 +390,8 @@ func unitSpans(t *testing.T, worker, log string, end time.Time) []span {
 	return out
 }
 
-// checkPeaks sweeps spans: the most at once per worker and per VM.
-func checkPeaks(t *testing.T, what string, spans []span) {
+// checkGrantPeaks sweeps spans: the most at once per worker and per VM.
+func checkGrantPeaks(t *testing.T, what string, spans []span) {
 	t.Helper()
 	type edge struct {
 		at    time.Time

@@ -29,7 +29,7 @@ type unitLine struct {
 	Msg        string    `json:"msg"`
 	Worker     string    `json:"worker"`
 	Connection string    `json:"connection"`
-	VM         string    `json:"vm"`
+	VM         string    `json:"vm_name"`
 	Host       string    `json:"host"`
 	Datastores []string  `json:"datastores"`
 	Job        int64     `json:"job"`

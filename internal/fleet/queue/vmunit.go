@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -157,10 +158,14 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 	}
 	// A unit's span, in the worker's log: what a sweep of the workers'
 	// logs checks the grants against (slots, one attempt of a VM at once).
-	w.ops.log.Info("VM unit starts", "vm", u.Connection+"/"+u.VMID, "job", u.Job, "task", u.Task, "attempt", u.Attempt,
-		"leader_epoch", u.LeaderEpoch)
+	// (vm first, as connection/VM ID; then what the sweeps of the tests
+	// read: the pools' keys, and the end's outcome.)
+	attrs := []any{"vm", u.Connection + "/" + u.VMID, "job", u.Job, "task", u.Task, "attempt", u.Attempt, "worker", u.Worker,
+		"connection", u.Connection, "vm_name", u.VMName, "host", u.Host, "datastores", u.Datastores}
+	w.ops.log.Info("VM unit starts", append(attrs, "leader_epoch", u.LeaderEpoch)...)
+	start := time.Now()
 	point, err := w.run(ctx, u)
-	w.ops.log.Info("VM unit ends", "vm", u.Connection+"/"+u.VMID, "job", u.Job, "task", u.Task, "attempt", u.Attempt, "ok", err == nil)
+	w.ops.log.Info("VM unit ends", append(attrs, "ok", err == nil, "seconds", time.Since(start).Seconds(), "err", err)...)
 	if err != nil {
 		out.ErrorClass, out.Error = string(service.Classify(err)), err.Error()
 		out.Transient = errors.Is(err, hypervisor.ErrTransient)
