@@ -74,9 +74,11 @@ func TestTheWorkersConnectionIsNotTheServers(t *testing.T) {
 	t.Logf("the run through the server took %.1fs; its unit ran on %s", j.DurationSeconds, ev.Fields["worker"])
 
 	var refreshed api.InventoryRefresh
+	asked := time.Now()
 	if code, _ := srv.Call(token, "POST", "/connections/kvm1/inventory/refresh", nil, &refreshed); code != http.StatusOK || refreshed.VMs != 1 {
 		t.Fatalf("refresh kvm1's inventory through the server: %d %+v\n%s", code, refreshed, srv.Log())
 	}
+	t.Logf("kvm1's inventory refreshed through the server, listed on the worker, in %s", time.Since(asked).Round(time.Millisecond))
 	var inv api.Inventory
 	if code, _ := srv.Call(token, "GET", "/vms", nil, &inv); code != http.StatusOK || len(inv.Errors) != 0 || len(inv.VMs) != 1 {
 		t.Fatalf("the API's VM list: %d %+v", code, inv)
