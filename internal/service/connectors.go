@@ -201,12 +201,12 @@ func (cs *ConnectorSet) Update(ctx context.Context, cfg *policy.Config) (*Connec
 	return out, nil
 }
 
-// openOne opens connection c of cfg for the set. On a fleet's server it
-// is a fleetConnector, the workers' while they reach it; the server's
-// own connector is opened now only when no worker reaches it now (so that
-// a connection it cannot open fails the update, as without a fleet).
-// Only the connector's own storage snapshotter is kept: withProviders
-// adds the section's.
+// openOne opens connection c of cfg for the set. On a fleet's server
+// the fleet follows whose it is at each call (WorkerConnections.Follow);
+// the server's own connector is opened now only when no worker reaches
+// it now, so that a connection the server cannot open fails the update
+// as without a fleet. Only the connector's own storage snapshotter is
+// kept: withProviders adds the section's.
 func (cs *ConnectorSet) openOne(ctx context.Context, cfg *policy.Config, c policy.Connection) (openConnector, error) {
 	own := func(ctx context.Context) (hypervisor.Connector, hypervisor.StorageSnapshotter, error) {
 		one := &Connectors{Conns: map[string]hypervisor.Connector{}, Storage: map[string]hypervisor.StorageSnapshotter{}}
@@ -218,18 +218,17 @@ func (cs *ConnectorSet) openOne(ctx context.Context, cfg *policy.Config, c polic
 		conn, storage, err := own(ctx)
 		return openConnector{conn: conn, storage: storage}, err
 	}
-	fc := &fleetConnector{name: c.Name, kind: c.Kind, cfg: cfg, wc: wc, open: func(ctx context.Context) (hypervisor.Connector, error) {
+	var oc openConnector
+	if _, theirs, err := wc.StandIn(ctx, cfg, c.Name); err != nil {
+		return oc, err
+	} else if !theirs {
+		if oc.conn, oc.storage, err = own(ctx); err != nil {
+			return oc, err
+		}
+	}
+	oc.conn = wc.Follow(cfg, c.Name, oc.conn, func(ctx context.Context) (hypervisor.Connector, error) {
 		conn, _, err := own(ctx)
 		return conn, err
-	}}
-	_, theirs, err := wc.StandIn(ctx, cfg, c.Name)
-	if err != nil || theirs {
-		return openConnector{conn: fc}, err
-	}
-	conn, storage, err := own(ctx)
-	if err != nil {
-		return openConnector{}, err
-	}
-	fc.own = conn
-	return openConnector{conn: fc, storage: storage}, nil
+	})
+	return oc, nil
 }
