@@ -34,7 +34,9 @@ func (h hiddenFrom) Command(name string, args ...string) *exec.Cmd {
 // empty tmpfs there); the worker on host kvm1 sees it. The server never
 // opens connection kvm1: its engine's start cleans nothing of it, a
 // policy run through its API lists the guest on the worker and backs it
-// up there, and the API's VM list shows the guest with its point. The
+// up there, and the API's VM list shows the guest with its point; a
+// backup of the guest alone, which runs in the server's process, is
+// refused. The
 // server's qemu state directory, which opening the connection creates,
 // does not exist.
 func TestTheWorkersConnectionIsNotTheServers(t *testing.T) {
@@ -87,6 +89,15 @@ func TestTheWorkersConnectionIsNotTheServers(t *testing.T) {
 	if got.Connection != "kvm1" || got.VM != "web-1" || got.Host != "kvm1" || got.LastPointID == "" || !got.Covered {
 		t.Fatalf("the API lists %+v, want web-1 on host kvm1 with the run's point", got)
 	}
+
+	// A backup of one VM runs in the server's process: refused, saying
+	// where the connection's VMs are backed up.
+	var refused map[string]any
+	code, _ := srv.Call(token, "POST", "/repositories/default/backups/vm/kvm1/web-1", map[string]any{}, &refused)
+	if code < 400 || !strings.Contains(fmt.Sprint(refused), "only a worker that reaches it backs up its VMs") {
+		t.Fatalf("a backup of web-1 in the server's process: %d %v", code, refused)
+	}
+	t.Logf("a backup of web-1 in the server's process: %d %v", code, refused["detail"])
 
 	log := srv.Log()
 	for _, never := range []string{"removed leftover", "cleanup on connection", "could not be refreshed", "qmp.sock"} {
