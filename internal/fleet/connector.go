@@ -106,8 +106,16 @@ func (c *WorkerConnector) theirs(ctx context.Context, what string) string {
 }
 
 // list runs the listing on the ready workers that reach the connection,
-// the one renewed last first, until one answers.
+// the one renewed last first, until one answers. A caller without a
+// deadline (the inventory's refresher) gets the policies' default: a
+// worker that died unnoticed would otherwise hold the listing until it
+// is back.
 func (c *WorkerConnector) list(ctx context.Context, now bool) ([]hypervisor.VM, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, policy.DefaultInventoryTimeout)
+		defer cancel()
+	}
 	ws, err := c.Workers.ListWorkers(ctx)
 	if err != nil {
 		return nil, err
