@@ -25,6 +25,9 @@ func routesSource() ([]byte, error) {
 	b.WriteString("// Routes are the API's operations by ID: how each is called over HTTP.\n")
 	b.WriteString("var Routes = map[string]Route{\n")
 	for _, op := range operations.All {
+		if op.Internal != "" {
+			continue // no route
+		}
 		fmt.Fprintf(&b, "\t%q: {Method: %q, Path: %q},\n", op.ID, op.HTTP, op.Path)
 	}
 	b.WriteString("}\n")

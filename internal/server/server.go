@@ -66,7 +66,9 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	s.api = humago.NewWithPrefix(s.mux, Prefix, apiConfig(documentVersion))
 	for i := range operations.All {
-		s.register(&operations.All[i])
+		if operations.All[i].Internal == "" { // run by coffer's processes only: no route
+			s.register(&operations.All[i])
+		}
 	}
 	// Whatever matches nothing is a problem too.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

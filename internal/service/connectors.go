@@ -44,34 +44,50 @@ func (c *Connectors) Close() {
 
 // OpenConnectors builds the named connections of cfg. A connector that
 // offers storage-level snapshots (a StorageSnapshotter method) is in the
-// storage map too.
+// storage map too. On a fleet's server, a connection its workers reach
+// is not opened: the fleet's stand-in takes its place
+// (connectors_fleet.go).
 func (s *Service) OpenConnectors(ctx context.Context, cfg *policy.Config, names []string) (*Connectors, error) {
 	out := &Connectors{Conns: map[string]hypervisor.Connector{}, Storage: map[string]hypervisor.StorageSnapshotter{}}
 	for _, name := range names {
 		if _, done := out.Conns[name]; done {
 			continue
 		}
-		cc, ok := ConnectionOf(cfg, name)
-		if !ok {
-			return nil, Invalidf("no connection named %q in the configuration", name)
+		c, ok, err := s.standIn(ctx, cfg, name)
+		if err == nil && !ok {
+			c, err = s.openConnection(ctx, cfg, name, out)
 		}
-		kind, ok := hvall.Lookup(cc.Kind)
-		if !ok {
-			return nil, Invalidf("%v", hvall.UnknownKind(name, cc.Kind))
-		}
-		c, err := kind.Open(ctx, hvall.Config{Connection: cc, StateDir: s.Config.StateDir, Logger: s.log})
 		if err != nil {
-			return nil, fmt.Errorf("connection %s: %w", name, err)
+			out.Close()
+			return nil, err
 		}
 		out.Conns[name] = c
-		if st, ok := c.(interface {
-			StorageSnapshotter() hypervisor.StorageSnapshotter
-		}); ok && kind.StorageSnapshots {
-			out.Storage[name] = st.StorageSnapshotter()
-		}
 	}
 	s.withProviders(cfg, out)
 	return out, nil
+}
+
+// openConnection opens connection name of cfg in this process, its
+// storage snapshotter into out's.
+func (s *Service) openConnection(ctx context.Context, cfg *policy.Config, name string, out *Connectors) (hypervisor.Connector, error) {
+	cc, ok := ConnectionOf(cfg, name)
+	if !ok {
+		return nil, Invalidf("no connection named %q in the configuration", name)
+	}
+	kind, ok := hvall.Lookup(cc.Kind)
+	if !ok {
+		return nil, Invalidf("%v", hvall.UnknownKind(name, cc.Kind))
+	}
+	c, err := kind.Open(ctx, hvall.Config{Connection: cc, StateDir: s.Config.StateDir, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("connection %s: %w", name, err)
+	}
+	if st, ok := c.(interface {
+		StorageSnapshotter() hypervisor.StorageSnapshotter
+	}); ok && kind.StorageSnapshots {
+		out.Storage[name] = st.StorageSnapshotter()
+	}
+	return c, nil
 }
 
 // withProviders puts the storage-snapshots section's providers in place
@@ -161,19 +177,13 @@ func (cs *ConnectorSet) Update(ctx context.Context, cfg *policy.Config) (*Connec
 		}
 		oc, ok := cs.open[name]
 		if !ok || oc.definition != def {
-			one, err := cs.s.OpenConnectors(ctx, cfg, []string{name})
-			if err != nil {
+			var err error
+			if oc, err = cs.openOne(ctx, cfg, c); err != nil {
 				opened.Close()
 				return nil, err
 			}
-			oc = openConnector{definition: def, conn: one.Conns[name]}
+			oc.definition = def
 			opened.Conns[name] = oc.conn
-			// Only the connector's own: withProviders adds the section's.
-			if st, ok := oc.conn.(interface {
-				StorageSnapshotter() hypervisor.StorageSnapshotter
-			}); ok && KindOf(c.Kind).StorageSnapshots {
-				oc.storage = st.StorageSnapshotter()
-			}
 		}
 		next[name] = oc
 		out.Conns[name] = oc.conn
@@ -189,4 +199,36 @@ func (cs *ConnectorSet) Update(ctx context.Context, cfg *policy.Config) (*Connec
 	}
 	cs.open = next
 	return out, nil
+}
+
+// openOne opens connection c of cfg for the set. On a fleet's server
+// the fleet follows whose it is at each call (WorkerConnections.Follow);
+// the server's own connector is opened now only when no worker reaches
+// it now, so that a connection the server cannot open fails the update
+// as without a fleet. Only the connector's own storage snapshotter is
+// kept: withProviders adds the section's.
+func (cs *ConnectorSet) openOne(ctx context.Context, cfg *policy.Config, c policy.Connection) (openConnector, error) {
+	own := func(ctx context.Context) (hypervisor.Connector, hypervisor.StorageSnapshotter, error) {
+		one := &Connectors{Conns: map[string]hypervisor.Connector{}, Storage: map[string]hypervisor.StorageSnapshotter{}}
+		conn, err := cs.s.openConnection(ctx, cfg, c.Name, one)
+		return conn, one.Storage[c.Name], err
+	}
+	wc := cs.s.workerConnections()
+	if wc == nil {
+		conn, storage, err := own(ctx)
+		return openConnector{conn: conn, storage: storage}, err
+	}
+	var oc openConnector
+	if _, theirs, err := wc.StandIn(ctx, cfg, c.Name); err != nil {
+		return oc, err
+	} else if !theirs {
+		if oc.conn, oc.storage, err = own(ctx); err != nil {
+			return oc, err
+		}
+	}
+	oc.conn = wc.Follow(cfg, c.Name, oc.conn, func(ctx context.Context) (hypervisor.Connector, error) {
+		conn, _, err := own(ctx)
+		return conn, err
+	})
+	return oc, nil
 }

@@ -45,6 +45,10 @@ type Operation struct {
 	// NotOnCommandLine says why the command line does not offer the
 	// operation (it belongs to a browser session).
 	NotOnCommandLine string
+	// Internal says why no face offers the operation at all: coffer's
+	// own processes run it by ID (a server hands it to a worker). It
+	// has no route, no privileges (no request reaches it) and no command.
+	Internal string
 }
 
 // Mutating reports an operation that changes something: every one of

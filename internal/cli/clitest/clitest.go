@@ -66,10 +66,13 @@ type Env struct {
 	Dir  string
 	Repo string
 	Vars map[string]string
-	// Host, when set, is the net lab's host the env's child processes
-	// run on (its namespace and host name), e.g. a worker on a host of
-	// its own; nil: this machine's.
-	Host *testutil.NetHost
+	// Host, when set, runs the env's child processes: a net lab's host
+	// (testutil.NetHost: its namespace and host name), e.g. a worker on a
+	// host of its own, or any other wrapper of the command; nil: this
+	// machine's.
+	Host interface {
+		Command(name string, args ...string) *exec.Cmd
+	}
 }
 
 // NewEnv is an Env in a new temporary directory: a repository not yet

@@ -48,7 +48,7 @@ func (s Ops) RefreshInventory(ctx context.Context, in *api.RefreshInventoryInput
 // the failure.
 func (s Ops) refreshConnection(ctx context.Context, cfg *policy.Config, cat catalog.Catalog, name string) (*api.InventoryRefresh, error) {
 	at := time.Now()
-	vms, err := s.listConnection(ctx, cfg, name)
+	vms, err := s.listConnection(ctx, cfg, name, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err // stopped, not failed: nothing to record
@@ -68,16 +68,18 @@ func (s Ops) refreshConnection(ctx context.Context, cfg *policy.Config, cat cata
 	return &api.InventoryRefresh{Connection: name, RefreshedAt: at.UTC(), VMs: len(records), Busy: busy}, nil
 }
 
-// listConnection asks a connection for its VMs, without waiting for
-// those a backup holds when the connector can tell them (busy).
-func (s Ops) listConnection(ctx context.Context, cfg *policy.Config, name string) ([]hypervisor.VM, error) {
+// listConnection asks a connection for its VMs; now: without waiting
+// for those a backup holds when the connector can tell them (busy). On a
+// fleet's server, a connection its workers reach is listed on one of
+// them (OpenConnectors gives the fleet's stand-in).
+func (s Ops) listConnection(ctx context.Context, cfg *policy.Config, name string, now bool) ([]hypervisor.VM, error) {
 	conns, err := s.OpenConnectors(ctx, cfg, []string{name})
 	if err != nil {
 		return nil, err
 	}
 	defer conns.Close()
 	c := conns.Conns[name]
-	if b, ok := c.(hypervisor.BusyLister); ok {
+	if b, ok := c.(hypervisor.BusyLister); ok && now {
 		return b.InventoryNow(ctx)
 	}
 	return c.Inventory(ctx)

@@ -15,4 +15,7 @@ var Operations = []service.Operation{
 	{ID: "refresh-inventory", Method: "RefreshInventory", Summary: "list a connection's VMs into the inventory now (a task)", HTTP: service.Post,
 		Path: "/connections/{conn}/inventory/refresh", Requires: service.Require(auth.ConnAudit, service.OnConns+"/{conn}"),
 		Endpoint: service.Returns(Ops.RefreshInventory)},
+	{ID: service.ConnectionVMsOperation, Method: "ConnectionVMs", Summary: "list a connection's VMs live, in full, on the worker it is handed to",
+		Internal: "a server hands it to a worker that reaches the connection (the fleet's stand-in for the connection): a request reads the inventory (list-vms)",
+		Endpoint: service.Returns(Ops.ConnectionVMs)},
 }

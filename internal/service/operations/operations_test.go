@@ -125,6 +125,12 @@ func TestEveryMethodIsAnOperation(t *testing.T) {
 // without one would be refused to everyone, not open to all.
 func TestEveryOperationDeclaresWhoMayCallIt(t *testing.T) {
 	for _, op := range All {
+		if op.Internal != "" {
+			if op.HTTP != "" || op.Path != "" || len(op.Requires) > 0 || op.Endpoint == nil {
+				t.Errorf("operation %s is internal (%s): it has an endpoint to run it by, and no route or privileges", op.ID, op.Internal)
+			}
+			continue
+		}
 		if len(op.Requires) == 0 && op.SelfService == "" {
 			t.Errorf("operation %s declares no privilege and does not say why", op.ID)
 		}
