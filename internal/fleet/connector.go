@@ -134,7 +134,7 @@ func (c *WorkerConnector) list(ctx context.Context, now bool) ([]hypervisor.VM, 
 	slices.SortFunc(ready, func(a, b catalog.Worker) int { return b.HeartbeatAt.Compare(a.HeartbeatAt) })
 	var errs []error
 	for _, w := range ready {
-		vms, err := c.listOn(ctx, w, now)
+		vms, err := c.listOn(ctx, w, hostsOf(all), now)
 		if err == nil {
 			return vms, nil
 		}
@@ -147,9 +147,10 @@ func (c *WorkerConnector) list(ctx context.Context, now bool) ([]hypervisor.VM, 
 }
 
 // listOn lists the connection's VMs on worker w, and checks that each VM
-// bound to its host is on a host w's reach names: the engine places its
-// units by that host.
-func (c *WorkerConnector) listOn(ctx context.Context, w catalog.Worker, now bool) ([]hypervisor.VM, error) {
+// bound to its host is on a host that the reach of a worker reaching the
+// connection names (hosts): the engine places its units by that host, and
+// a unit no worker's reach names would wait for ever.
+func (c *WorkerConnector) listOn(ctx context.Context, w catalog.Worker, hosts []string, now bool) ([]hypervisor.VM, error) {
 	doc, err := c.Remote.RunOn(ctx, w.Name, service.ConnectionVMsOperation, &service.ConnectionVMsInput{Connection: c.Connection, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("listing connection %s on worker %s: %w", c.Connection, w.Name, err)
@@ -158,17 +159,26 @@ func (c *WorkerConnector) listOn(ctx context.Context, w catalog.Worker, now bool
 	if err := json.Unmarshal(doc, &out); err != nil {
 		return nil, api.WithClass(api.Internal, fmt.Errorf("worker %s's listing of connection %s: %w", w.Name, c.Connection, err))
 	}
-	reach := engine.Reach{Connections: w.Reach.Connections, Hosts: w.Reach.Hosts}
+	reach := engine.Reach{Connections: []string{c.Connection}, Hosts: hosts}
 	for _, vm := range out.VMs {
 		rt := engine.RouteOf(c.Config, policy.Policy{}, c.Connection, vm)
 		rt.Repository = "" // a listing writes nothing
 		if !reach.Covers(rt) {
-			return nil, fmt.Errorf("worker %s lists VM %s of connection %s on host %q, which its reach does not name (%s): "+
-				"set the connection's host option to the host the worker's --reach-hosts names, or name %s/%s there",
-				w.Name, cmp.Or(vm.Name, vm.ID), c.Connection, vm.Host, cmp.Or(strings.Join(w.Reach.Hosts, ", "), "no host"), c.Connection, vm.Host)
+			return nil, fmt.Errorf("worker %s lists VM %s of connection %s on host %q, which no reach of the connection's workers names (%s): "+
+				"set the connection's host option to the host a worker's --reach-hosts names, or name %s/%s there",
+				w.Name, cmp.Or(vm.Name, vm.ID), c.Connection, vm.Host, cmp.Or(strings.Join(hosts, ", "), "no host"), c.Connection, vm.Host)
 		}
 	}
 	return out.VMs, nil
+}
+
+// hostsOf is every host the reach of ws names.
+func hostsOf(ws []catalog.Worker) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Reach.Hosts...)
+	}
+	return out
 }
 
 // reaching are the registered workers of ws, not lost, that list
