@@ -27,16 +27,22 @@ type Usage interface {
 
 // UsageOf is c's usage history, looking through wrappers that keep a
 // catalog (Unwrap() Catalog); false when c keeps none.
-func UsageOf(c Catalog) (Usage, bool) {
+func UsageOf(c Catalog) (Usage, bool) { return as[Usage](c) }
+
+// as is c as a T, looking through wrappers that keep a catalog
+// (Unwrap() Catalog): the optional parts of a catalog (usage, worker
+// credentials) are its backend's, not a wrapper's.
+func as[T any](c Catalog) (T, bool) {
 	for c != nil {
-		if u, ok := c.(Usage); ok {
+		if u, ok := c.(T); ok {
 			return u, true
 		}
 		w, ok := c.(interface{ Unwrap() Catalog })
 		if !ok {
-			return nil, false
+			break
 		}
 		c = w.Unwrap()
 	}
-	return nil, false
+	var zero T
+	return zero, false
 }

@@ -81,16 +81,4 @@ var RevokedHeartbeat = time.Unix(0, 0).UTC()
 
 // WorkerCredentialsOf is c's worker credentials, looking through
 // wrappers that keep a catalog (Unwrap() Catalog); false when c has none.
-func WorkerCredentialsOf(c Catalog) (WorkerCredentials, bool) {
-	for c != nil {
-		if u, ok := c.(WorkerCredentials); ok {
-			return u, true
-		}
-		w, ok := c.(interface{ Unwrap() Catalog })
-		if !ok {
-			return nil, false
-		}
-		c = w.Unwrap()
-	}
-	return nil, false
-}
+func WorkerCredentialsOf(c Catalog) (WorkerCredentials, bool) { return as[WorkerCredentials](c) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
@@ -29,22 +28,15 @@ func (e ErrSchemaSkew) Error() string {
 // catalog so: its role may not change the schema, and a worker older or
 // newer than the servers' catalog must not write to it.
 func OpenChecked(ctx context.Context, dsn string, o Options) (catalog.Catalog, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	b, err := connect(ctx, dsn, o)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, err
 	}
-	if o.MaxConns > 0 {
-		cfg.MaxConns = o.MaxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	b := &backend{pool: pool}
 	err = checkSchema(ctx, b)
 	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("%w (catalog on %s:%d as %s)", err, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.User)
+		b.pool.Close()
+		c := b.pool.Config().ConnConfig
+		return nil, fmt.Errorf("%w (catalog on %s:%d as %s)", err, c.Host, c.Port, c.User)
 	}
 	return sqlcat.New(b), nil
 }

@@ -44,9 +44,8 @@ type Options struct {
 	MaxConns int32
 }
 
-// Open connects to the database named by dsn (postgres://... or a
-// key=value string) and migrates it.
-func Open(ctx context.Context, dsn string, o Options) (catalog.Catalog, error) {
+// connect opens a pool of connections to the database named by dsn.
+func connect(ctx context.Context, dsn string, o Options) (*backend, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
@@ -58,14 +57,24 @@ func Open(ctx context.Context, dsn string, o Options) (catalog.Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	b := &backend{pool: pool}
+	return &backend{pool: pool}, nil
+}
+
+// Open connects to the database named by dsn (postgres://... or a
+// key=value string) and migrates it.
+func Open(ctx context.Context, dsn string, o Options) (catalog.Catalog, error) {
+	b, err := connect(ctx, dsn, o)
+	if err != nil {
+		return nil, err
+	}
 	migrations, err := Migrations()
 	if err == nil {
 		_, err = sqlcat.Migrate(ctx, b, migrations)
 	}
 	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("%w (catalog on %s:%d)", err, cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+		b.pool.Close()
+		c := b.pool.Config().ConnConfig
+		return nil, fmt.Errorf("%w (catalog on %s:%d)", err, c.Host, c.Port)
 	}
 	return sqlcat.New(b), nil
 }
