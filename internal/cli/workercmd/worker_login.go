@@ -55,11 +55,14 @@ type connection struct {
 func (a *app) connect(ctx context.Context, loc, token string, cfg *fleet.Config, scfg service.Config) (connection, error) {
 	if token == "" {
 		a.Log.Warn("the worker logs in with the catalog's own credentials: give it a token of its own (coffer workers token create NAME, then --token-file)")
-		s := operations.New(scfg)
-		cat, err := s.OpenCatalog(ctx)
+		// Opened once and kept open for the service: each unit would open
+		// (and migrate) the catalog again otherwise.
+		cat, err := catalogopen.Open(ctx, loc)
 		if err != nil {
-			return connection{}, err
+			return connection{}, fmt.Errorf("open catalog %s: %w", catalogopen.Redact(loc), err)
 		}
+		scfg.OpenCatalog = cat
+		s := operations.New(scfg)
 		return connection{cat: cat, svc: s, work: func(m *fleet.Member, log *slog.Logger) fleet.Work { return fleet.QueueWork(loc, m, s, log) }}, nil
 	}
 	dsn, name, err := fleet.WorkerDSN(loc, token)
