@@ -48,6 +48,8 @@ func (l *lab) chrome() *chrome {
 	t := l.t
 	t.Helper()
 	exe := testutil.RequireBinary(t, "chromium")
+	// No network lab comes or goes while this browser loads pages.
+	testutil.LockNetwork(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.UserDataDir(t.TempDir()),

@@ -48,6 +48,7 @@ func NewNetLab(t testing.TB, names ...string) *NetLab {
 	if len(names) > 250 {
 		t.Fatalf("a net lab holds at most 250 hosts, not %d", len(names))
 	}
+	LockNetwork(t) // released after the lab's removal (cleanups run last first)
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	id := fmt.Sprintf("cl%x", b) // "cl" + 6 hex: interface names stay within IFNAMSIZ (15)

@@ -220,7 +220,7 @@ connections:
 		`connection vc2: line 5: unknown key "pasword-file" in connections.vc2.options (did you mean "password-file"?)`,
 		`connection lv: line 6: unknown key "socket" in connections.lv.options`,
 		`connection lv2: options.uri "not a uri" is not a libvirt URI`,
-		`connection far: this build of coffer has no "hyperv" connector (known: fake, libvirt, qemu, vsphere)`,
+		`connection far: this build of coffer has no "hyperv" connector (known: fake, fake-kvm, libvirt, qemu, vsphere)`,
 		`connection kvm3: options.unused-chain-expiry "2 weeks" is not a duration (like 35d or 72h) or "never"`,
 	}, "policy", "check", "--offline")
 	if strings.Contains(out, "connection lv3") { // "never" is a valid expiry
