@@ -157,9 +157,15 @@ func bootBigGuest(t *testing.T, ctx context.Context, dir string) (*guestvm.VM, s
 		t.Fatalf("%v %s", err, out)
 	}
 	_ = os.Remove(raw)
-	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", UUID: "6b1d3c0e-8f53-4b8e-9a51-0d1c2b3a4f71",
-		Dir: filepath.Join(dir, "kvm1-vm"), Mode: "write", Base: 64, Interval: 20 * time.Millisecond,
-		Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
+	return startWritingGuest(ctx, t, img, filepath.Join(dir, "kvm1-vm"), "6b1d3c0e-8f53-4b8e-9a51-0d1c2b3a4f71", disk), disk
+}
+
+// startWritingGuest boots web-1 on the qcow2 disk, its workload writing
+// self-verifying blocks, and waits until it is ready.
+func startWritingGuest(ctx context.Context, t *testing.T, img *guestvm.Image, dir, uuid, disk string) *guestvm.VM {
+	t.Helper()
+	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", UUID: uuid, Dir: dir, Mode: "write", Base: 64,
+		Interval: 20 * time.Millisecond, Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +173,7 @@ func bootBigGuest(t *testing.T, ctx context.Context, dir string) (*guestvm.VM, s
 	if _, err := vm.WaitConsole(ctx, "COFFER READY"); err != nil {
 		t.Fatalf("%v\n%s", err, vm.Console())
 	}
-	return vm, disk
+	return vm
 }
 
 // killMidBackup SIGKILLs the worker once its snapshot of the guest is

@@ -128,15 +128,5 @@ func bootSmallGuest(t *testing.T, ctx context.Context, dir string) *guestvm.VM {
 	if out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", disk, "32M").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "web-1", UUID: "0d8f4c52-3b1e-4f6a-9c27-5e4b1a2d3c81",
-		Dir: filepath.Join(dir, "vm"), Mode: "write", Base: 64, Interval: 20 * time.Millisecond,
-		Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "qcow2"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vm.Kill)
-	if _, err := vm.WaitConsole(ctx, "COFFER READY"); err != nil {
-		t.Fatalf("%v\n%s", err, vm.Console())
-	}
-	return vm
+	return startWritingGuest(ctx, t, img, filepath.Join(dir, "vm"), "0d8f4c52-3b1e-4f6a-9c27-5e4b1a2d3c81", disk)
 }
