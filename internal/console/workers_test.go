@@ -10,6 +10,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // TestConsoleWorkers: the Workers page lists a running `coffer worker`
@@ -17,6 +18,8 @@ import (
 // Drain button drains the live one, whose process then ends by itself.
 func TestConsoleWorkers(t *testing.T) {
 	l := newLab(t)
+	// Workers need the servers' PostgreSQL catalog (a SQLite one has none).
+	l.vars["COFFER_CATALOG"] = testutil.StartPostgres(t)
 	l.coffer("init")
 	ctx := context.Background()
 	cat, err := catalogopen.Open(ctx, l.vars["COFFER_CATALOG"])
