@@ -20,9 +20,7 @@ package fleetadopt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,7 +34,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
-	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/store"
 	storeall "github.com/coffer-backup/coffer/internal/store/all"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -123,7 +120,7 @@ func Run(t *testing.T, o Options) Result {
 	data := diskData(t, o)
 
 	done := make(chan api.Job, 1)
-	go func() { done <- runPolicy(srv, token) }()
+	go func() { done <- srv.RunPolicy(token, "adopt") }()
 	lost, owner := waitStored(t, r, int64(o.KillAt*float64(data)))
 	res := Result{Worker: workerOf(owner)}
 	w := workers[res.Worker]
@@ -343,28 +340,6 @@ func check(t *testing.T, e *clitest.Env) {
 	e.Must("verify", "--read-data")
 	e.Must("gc")
 	e.Must("verify", "--read-data")
-}
-
-// runPolicy runs the policy through the server's API and waits for its
-// job (in a goroutine: what failed is in the job).
-func runPolicy(srv *clitest.ServerProc, token string) api.Job {
-	var j api.Job
-	req, err := http.NewRequest("POST", srv.URL+server.Prefix+"/policies/adopt/run?wait=true", nil)
-	if err != nil {
-		j.Error = err.Error()
-		return j
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := srv.Client().Do(req)
-	if err != nil {
-		j.Error = err.Error()
-		return j
-	}
-	defer func() { _ = res.Body.Close() }()
-	if err := json.NewDecoder(res.Body).Decode(&j); err != nil {
-		j.Error = fmt.Sprintf("%d: %v", res.StatusCode, err)
-	}
-	return j
 }
 
 // waitLog waits until the process has logged every one of wants.

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/fingerprint"
 	"github.com/coffer-backup/coffer/internal/server"
 )
@@ -247,4 +249,27 @@ type ServerProc struct {
 	Stderr      bytes.Buffer // and stdout, as they came
 	Done        chan error
 	exited      error
+}
+
+// RunPolicy runs policy through the server's API and waits for its job.
+// It may run in a goroutine (it fails no test): what went wrong, the
+// request included, is in the job's Error.
+func (s *ServerProc) RunPolicy(token, policy string) api.Job {
+	var j api.Job
+	req, err := http.NewRequest("POST", s.URL+server.Prefix+"/policies/"+policy+"/run?wait=true", nil)
+	if err != nil {
+		j.Error = err.Error()
+		return j
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := s.Client().Do(req)
+	if err != nil {
+		j.Error = err.Error()
+		return j
+	}
+	defer func() { _ = res.Body.Close() }()
+	if err := json.NewDecoder(res.Body).Decode(&j); err != nil {
+		j.Error = fmt.Sprintf("%d: %v", res.StatusCode, err)
+	}
+	return j
 }

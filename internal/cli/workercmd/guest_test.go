@@ -73,7 +73,7 @@ func TestKilledWorkerLeavesTheGuestRunning(t *testing.T) {
 	// Kill the worker once its snapshot is exported, while it reads.
 	started := time.Now()
 	done := make(chan api.Job, 1)
-	go func() { done <- runFleetAsync(srv, token) }()
+	go func() { done <- srv.RunPolicy(token, "fleet") }()
 	ev := waitEvent(t, cat, started, "kvm1")
 	killed := killMidBackup(ctx, t, adm, w, state)
 	watch.killedAt(killed)

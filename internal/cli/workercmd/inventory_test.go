@@ -68,7 +68,7 @@ func TestTheWorkersConnectionIsNotTheServers(t *testing.T) {
 	waitLog(t, srv, "the engine given kvm1", "the engine places units on the workers", "workers=kvm1")
 
 	started := time.Now()
-	j := runFleetAsync(srv, token)
+	j := srv.RunPolicy(token, "fleet")
 	if j.Status != "success" || j.TasksOK != 1 {
 		t.Fatalf("run fleet: %+v\nserver:\n%s\nworker:\n%s", j, srv.Log(), w.Log())
 	}

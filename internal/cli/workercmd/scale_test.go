@@ -91,7 +91,7 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 	for run := range s.runs {
 		for _, policy := range []string{"kvm", "sim"} {
 			start := time.Now()
-			j := runPolicy(srv, token, policy)
+			j := srv.RunPolicy(token, policy)
 			if j.Status != "success" || j.TasksOK != s.vms {
 				t.Fatalf("run %d of %s: %+v\n%s", run+1, policy, j, srv.Log())
 			}
@@ -115,16 +115,6 @@ func startScaleWorker(e *clitest.Env, name, host string) *clitest.ServerProc {
 	return e.StartCoffer(registered, patience, "worker", "--name", name, "--slots", fmt.Sprint(scaleWorkerSlots),
 		"--reach-connections", "kvm,sim", "--reach-hosts", "kvm/"+host, "--heartbeat", "500ms", "--dead-after", "10s",
 		"--log-level", "info")
-}
-
-// runPolicy asks the server's API to run a policy and waits for its job.
-func runPolicy(srv *clitest.ServerProc, token, policy string) api.Job {
-	var j api.Job
-	code, _ := srv.Call(token, "POST", "/policies/"+policy+"/run?wait=true", nil, &j)
-	if code != 200 && j.Error == "" {
-		j.Error = fmt.Sprintf("HTTP %d", code)
-	}
-	return j
 }
 
 // checkAttempts wants one swept unit per attempt the catalog records:

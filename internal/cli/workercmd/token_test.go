@@ -103,7 +103,7 @@ func startTokenWorker(e *clitest.Env, address, tokenFile, connection string) *cl
 func runBounded(t *testing.T, srv *clitest.ServerProc, token string) api.Job {
 	t.Helper()
 	done := make(chan api.Job, 1)
-	go func() { done <- runFleetAsync(srv, token) }()
+	go func() { done <- srv.RunPolicy(token, "fleet") }()
 	return awaitRun(t, srv, done)
 }
 
@@ -277,7 +277,7 @@ func revokeRunning(t *testing.T, e *clitest.Env, srv *clitest.ServerProc, cat ca
 	t.Helper()
 	since := time.Now()
 	done := make(chan api.Job, 1)
-	go func() { done <- runFleetAsync(srv, admin) }()
+	go func() { done <- srv.RunPolicy(admin, "fleet") }()
 	ev := waitEvent(t, cat, since, "kvm1")
 	out := e.Must("workers", "token", "revoke", "kvm1", "--json")
 	revoked := time.Now()

@@ -2,7 +2,6 @@ package workercmd_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
-	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -87,7 +85,7 @@ func TestPolicyRunsOnTheWorkers(t *testing.T) {
 	// Kill kvm1 once it backs up a VM; restart it once declared lost.
 	since := time.Now()
 	done := make(chan api.Job, 1)
-	go func() { done <- runFleetAsync(srv, token) }()
+	go func() { done <- srv.RunPolicy(token, "fleet") }()
 	ev := waitEvent(t, cat, since, "kvm1")
 	if err := w1.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -132,7 +130,7 @@ func cancelOnWorkers(t *testing.T, cat catalog.Catalog, srv *clitest.ServerProc,
 	t.Helper()
 	since := time.Now()
 	done := make(chan api.Job, 1)
-	go func() { done <- runFleetAsync(srv, token) }()
+	go func() { done <- srv.RunPolicy(token, "fleet") }()
 	running := []catalog.Event{waitEvent(t, cat, since, "kvm1"), waitEvent(t, cat, since, "kvm2")}
 	if code, _ := srv.Call(token, "POST", fmt.Sprintf("/jobs/%d/cancel", running[0].JobID), nil, nil); code != http.StatusOK && code != http.StatusAccepted {
 		t.Fatalf("cancel job %d: %d", running[0].JobID, code)
@@ -167,31 +165,9 @@ func cancelOnWorkers(t *testing.T, cat catalog.Catalog, srv *clitest.ServerProc,
 // runFleet runs the policy through the server and wants it to succeed.
 func runFleet(t *testing.T, srv *clitest.ServerProc, token string) api.Job {
 	t.Helper()
-	j := runFleetAsync(srv, token)
+	j := srv.RunPolicy(token, "fleet")
 	if j.Status != "success" || j.TasksOK != 6 {
 		t.Fatalf("run fleet: %+v\n%s", j, srv.Log())
-	}
-	return j
-}
-
-// runFleetAsync asks the server's API to run the policy and waits for the
-// job (it may run in a goroutine: it reports what failed in the job).
-func runFleetAsync(srv *clitest.ServerProc, token string) api.Job {
-	var j api.Job
-	req, err := http.NewRequest("POST", srv.URL+server.Prefix+"/policies/fleet/run?wait=true", nil)
-	if err != nil {
-		j.Error = err.Error()
-		return j
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := srv.Client().Do(req)
-	if err != nil {
-		j.Error = err.Error()
-		return j
-	}
-	defer func() { _ = res.Body.Close() }()
-	if err := json.NewDecoder(res.Body).Decode(&j); err != nil {
-		j.Error = fmt.Sprintf("%d: %v", res.StatusCode, err)
 	}
 	return j
 }

@@ -165,7 +165,7 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 	w.ops.log.Info("VM unit starts", append(attrs, "leader_epoch", u.LeaderEpoch)...)
 	start := time.Now()
 	point, err := w.run(ctx, u)
-	w.ops.log.Info("VM unit ends", append(attrs, "ok", err == nil, "seconds", time.Since(start).Seconds(), "err", err)...)
+	w.ops.log.Info("VM unit ends", append(attrs, "seconds", time.Since(start).Seconds(), "err", err)...)
 	if err != nil {
 		out.ErrorClass, out.Error = string(service.Classify(err)), err.Error()
 		out.Transient = errors.Is(err, hypervisor.ErrTransient)
