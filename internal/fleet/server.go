@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/postgres"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -39,7 +40,7 @@ func IsPostgres(dsn string) bool {
 // and starts the server's client, which runs svc's operations handed to
 // the servers' queue.
 func StartServer(ctx context.Context, dsn string, svc *service.Service, log *slog.Logger) (*Server, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.NewPool(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}

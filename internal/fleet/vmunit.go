@@ -97,6 +97,9 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *po
 	return snap.ID.String(), nil
 }
 
+// eventPatience bounds the recording of one of a unit's events.
+const eventPatience = 30 * time.Second
+
 // unitEvents records a unit's events in its job's log, under its task.
 type unitEvents struct {
 	cat catalog.Catalog
@@ -110,8 +113,12 @@ func (e unitEvents) record(ctx context.Context, level, kind, msg string, fields 
 	}
 	fields["worker"], fields["attempt"] = e.u.Worker, e.u.Attempt
 	// Fenced by the worker's registration: once it is declared lost or
-	// replaced, its unit's log is another attempt's.
-	err := e.cat.AddWorkerEvents(context.WithoutCancel(ctx), e.u.Worker, e.u.Epoch,
+	// replaced, its unit's log is another attempt's. Recorded even as the
+	// unit ends, but never waited on for long: a line of the log must not
+	// hold the backup (a lock another process keeps on the job's row).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventPatience)
+	defer cancel()
+	err := e.cat.AddWorkerEvents(ctx, e.u.Worker, e.u.Epoch,
 		[]catalog.Event{{JobID: e.u.Job, TaskID: e.u.Task, Level: level, Kind: kind, Message: msg, Fields: fields}})
 	if err != nil {
 		// The backup goes on: its outcome reaches the leader through the

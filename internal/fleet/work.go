@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/postgres"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -74,7 +75,7 @@ func queueWork(dsn string, migrate bool, m *Member, svc *service.Service, log *s
 // a worker with its own role checks it before it registers.
 // A version other than this build's is ErrQueueSkew.
 func CheckQueue(ctx context.Context, dsn string) error {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.NewPool(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ const retryEvery = time.Second
 
 func tryStartQueue(ctx context.Context, dsn string, migrate bool, m *Member, svc *service.Service, repos *unitRepos,
 	log *slog.Logger) (*queue.Client, *pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := postgres.NewPool(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -46,7 +46,7 @@ type Options struct {
 
 // connect opens a pool of connections to the database named by dsn.
 func connect(ctx context.Context, dsn string, o Options) (*backend, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := PoolConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
