@@ -4,7 +4,7 @@
 // (--no-offload: every chunk read and written through coffer):
 //
 //	go run ./bench/copyoffload               # 1 GiB of random data
-//	go run ./bench/copyoffload -size 256M
+//	go run ./bench/copyoffload -size 256MiB
 //
 // Two pairs: two local repositories on one loop-mounted XFS (reflink=1),
 // and two prefixes of one bucket of a local S3 server (versitygw). Bytes
@@ -41,7 +41,7 @@ import (
 )
 
 func main() {
-	sizeFlag := flag.String("size", "1G", "random data backed up and then copied")
+	sizeFlag := flag.String("size", "1GiB", "random data backed up and then copied")
 	flag.Parse()
 	size, err := config.ParseSize(*sizeFlag)
 	benchutil.Check(err)

@@ -44,7 +44,7 @@ import (
 )
 
 func main() {
-	sizeFlag := flag.String("size", "4G", "size of the synthetic image (a quarter of it data)")
+	sizeFlag := flag.String("size", "4GiB", "size of the synthetic image (a quarter of it data)")
 	image := flag.String("image", "", "use this image instead of a synthetic one (bench/data.sh's disk.raw)")
 	flag.Parse()
 	size, err := config.ParseSize(*sizeFlag)

@@ -25,7 +25,7 @@ limits:
   tasks: 32
   per-host: 4
   rate: 200MiB/s
-  task-rate: 50M
+  task-rate: 50MiB
 resource-groups:
   - name: ctrl-a
     datastores: [ssd-*]
@@ -294,12 +294,12 @@ func TestPeriodicFull(t *testing.T) {
 }
 
 func TestByteRate(t *testing.T) {
-	for in, want := range map[string]ByteRate{"200MiB/s": 200 << 20, "1.5GB/s": 1.5e9, "50M": 50 << 20, "1024": 1024, "10 KiB/s": 10 << 10} {
+	for in, want := range map[string]ByteRate{"200MiB/s": 200 << 20, "1.5GB/s": 1.5e9, "50MB": 50e6, "1024": 1024, "10 KiB/s": 10 << 10, "2GIB/S": 2 << 30} {
 		if got, err := ParseByteRate(in); err != nil || got != want {
 			t.Errorf("%s = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "fast", "-1M", "M"} {
+	for _, bad := range []string{"", "fast", "-1MB", "M", "50M", "1.5B/s"} {
 		if _, err := ParseByteRate(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

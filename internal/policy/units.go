@@ -2,43 +2,29 @@ package policy
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/config"
 	"go.yaml.in/yaml/v3"
 )
 
-// ByteRate is bytes per second, written "200MiB/s", "1.5GB/s", "50M" or a
-// plain number of bytes.
+// ByteRate is bytes per second, written as a size (config.ParseSize:
+// "200MiB/s", "1.5GB/s", a plain number of bytes), "/s" optional.
 type ByteRate int64
-
-var rateUnits = []struct {
-	suffix string
-	mult   float64
-}{
-	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
-	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
-}
 
 // ParseByteRate parses a rate.
 func ParseByteRate(s string) (ByteRate, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(t, "/s")
-	mult := 1.0
-	for _, u := range rateUnits {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
+	t := strings.TrimSpace(s)
+	if strings.HasSuffix(strings.ToLower(t), "/s") {
+		t = t[:len(t)-2]
 	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || !(f >= 0) || f*mult > math.MaxInt64/2 { // also refuses NaN and Inf
-		return 0, fmt.Errorf("%q is not a byte rate (like 200MiB/s)", s)
+	n, err := config.ParseSize(t)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a byte rate (like 200MiB/s): %w", s, err)
 	}
-	return ByteRate(f * mult), nil
+	return ByteRate(n), nil
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.

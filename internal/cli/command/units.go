@@ -7,7 +7,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// parseSize is config.ParseSize (sizes are binary: M and MB are MiB).
+// ParseSize is config.ParseSize: MB is 10⁶ bytes, MiB 2²⁰, a bare M refused.
 func ParseSize(s string) (int64, error) { return config.ParseSize(s) }
 
 // humanBytes formats a byte count with binary units.
