@@ -92,6 +92,8 @@ func (p *page) setup() {
 		var done api.SetupDone
 		if _, err := p.api.call("complete-setup", nil, nil, api.SetupRequest{Token: v.Token, Password: f.Get("password")}, &done); err != nil {
 			v.Error = err.Error()
+		} else if p.signInAfterSetup(done.User, f.Get("password")) {
+			return
 		} else {
 			v = setupView{Done: done.User}
 		}
@@ -101,4 +103,20 @@ func (p *page) setup() {
 		status = http.StatusBadRequest
 	}
 	p.write(status, "setup", view{Title: "Choose your password", Data: v})
+}
+
+// signInAfterSetup signs the user who has just chosen a password in, as
+// the sign-in page would, and leads them to the dashboard: asking them to
+// type it again at once would only test their memory. False (the setup
+// page then links to the sign-in page) if the sign-in is refused.
+func (p *page) signInAfterSetup(user, password string) bool {
+	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: user, Password: password}, nil)
+	if err != nil {
+		return false
+	}
+	for _, c := range h.Values("Set-Cookie") {
+		p.w.Header().Add("Set-Cookie", c)
+	}
+	http.Redirect(p.w, p.r, "/ui/", http.StatusSeeOther)
+	return true
 }

@@ -23,7 +23,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/login", ops("login"), (*page).login},
 		{"POST /ui/logout", ops("logout"), (*page).logout},
 		{"GET /ui/setup", ops("complete-setup"), (*page).setupPage},
-		{"POST /ui/setup", ops("complete-setup"), (*page).setup},
+		{"POST /ui/setup", ops("complete-setup", "login"), (*page).setup},
 
 		// The dashboard.
 		{"GET /ui/{$}", pg("protection-summary", "list-jobs", "check-policies"), (*page).dashboard},

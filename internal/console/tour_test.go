@@ -68,7 +68,7 @@ func (c *chrome) signIn(user, password string) {
 }
 
 // TestConsoleTour: the first run (the setup link chooses the admin's
-// password), sign-in, every page with a screenshot and an accessibility
+// password and signs them in), sign-out and sign-in, every page with a screenshot and an accessibility
 // check, a file and a folder downloaded through the browser and compared
 // with the source, an API token made in the console that then works, and
 // sign-out.
@@ -86,7 +86,11 @@ func TestConsoleTour(t *testing.T) {
 	}
 	c.run(chromedp.SendKeys("#new-password", adminPassword), chromedp.SendKeys("#again", adminPassword))
 	c.shot("setup")
-	c.run(chromedp.Click("#setup-submit"), chromedp.WaitVisible("#setup-done"))
+	c.run(chromedp.Click("#setup-submit"), chromedp.WaitVisible("#who")) // signed in, on the dashboard
+	if got, loc := c.text("#who"), c.location(); got != "admin" || !strings.HasSuffix(loc, "/ui/") {
+		t.Fatalf("after the setup link: signed in as %q at %s, want admin on the dashboard", got, loc)
+	}
+	c.run(chromedp.Click("#signout"), chromedp.WaitVisible("#signin"))
 	c.open("/ui/setup#" + l.srv.setupToken) // a second use is refused
 	c.run(chromedp.SendKeys("#new-password", adminPassword+"!"), chromedp.SendKeys("#again", adminPassword+"!"),
 		chromedp.Click("#setup-submit"), chromedp.WaitVisible(".notice.bad"))
