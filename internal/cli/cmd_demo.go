@@ -74,23 +74,23 @@ coffer demo --disk-image --dir /tmp/coffer-demo --keep`,
 				return err
 			}
 			d := demoPlace{dir: dir}
-			if err := d.prepare(); err != nil {
+			if err := d.prepare(!diskImage); err != nil {
 				return err
 			}
-			var err error
+			then := func() error {
+				if serve {
+					return a.serveDemo(cmd.Context(), d, listen, kept)
+				}
+				a.consoleHint(d, kept)
+				return nil
+			}
 			if diskImage {
-				err = a.runDemo(cmd, d)
-			} else {
-				err = a.runVMDemo(cmd.Context(), d)
+				if err := a.runDemo(cmd, d); err != nil {
+					return err
+				}
+				return then()
 			}
-			if err != nil {
-				return err
-			}
-			if serve {
-				return a.serveDemo(cmd.Context(), d, listen, kept)
-			}
-			a.consoleHint(d, kept)
-			return nil
+			return a.runVMDemo(cmd.Context(), d, then)
 		},
 	}, "runs other commands end to end")
 	cmd.Flags().StringVar(&dir, "dir", "", "working directory")

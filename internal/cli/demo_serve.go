@@ -22,7 +22,7 @@ import (
 const demoListen = "127.0.0.1:0"
 
 // demoPlace is the demo's directory: its repository, password, catalog,
-// state and an empty configuration file, so that neither the host's
+// state and its own configuration file, so that neither the host's
 // configuration (its policies, its server section) nor its catalog plays
 // any part, and `coffer server` over the same settings shows exactly the
 // demo's points and jobs.
@@ -36,10 +36,28 @@ func (d demoPlace) args() []string {
 		"--state-dir", d.path("state"), "--catalog", d.path("catalog.db")}
 }
 
-// prepare writes the empty configuration and a random repository
-// password.
-func (d demoPlace) prepare() error {
-	if err := os.WriteFile(d.path("coffer.yaml"), []byte("# coffer demo: embedded defaults\n"), 0o600); err != nil {
+// demoVMConfig is the VM demo's configuration: embedded defaults, and its
+// guest as a connection (its QMP socket) and a policy, so that the
+// console over the demo's results shows one VM protected by one policy,
+// with its points and its runs.
+const demoVMConfig = `# coffer demo: embedded defaults, and the demo's VM as a connection and a policy
+connections:
+  - {name: demo, kind: qemu, options: {sockets: [%q]}}
+policies:
+  - {name: demo, connection: demo, snapshot: quiesced}
+`
+
+// demoQMP is where the demo's guest listens for coffer's QMP connection.
+func (d demoPlace) demoQMP() string { return filepath.Join(d.dir, "vm", "qmp.sock") }
+
+// prepare writes the configuration (the VM demo's, or embedded defaults
+// alone) and a random repository password.
+func (d demoPlace) prepare(withVM bool) error {
+	cfg := "# coffer demo: embedded defaults\n"
+	if withVM {
+		cfg = fmt.Sprintf(demoVMConfig, d.demoQMP())
+	}
+	if err := os.WriteFile(d.path("coffer.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}
 	pw := make([]byte, 16)
@@ -113,7 +131,7 @@ func (a *app) announceDemo(url string, link *api.SetupLink, d demoPlace, kept bo
 	} else {
 		b.WriteString("    sign in with the password chosen before\n")
 	}
-	b.WriteString("    Backup points shows demo-vm's two points, Tasks the demo's backups, verify and restore.\n")
+	b.WriteString("    The dashboard shows demo-vm protected by policy demo, Backup points its two points, Tasks the demo's runs, verify and restore.\n")
 	host, port, _ := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
 	fmt.Fprintf(&b, "    From another machine: ssh -L %s:%s:%s THIS-HOST, then open the link there.\n", port, host, port)
 	if kept {

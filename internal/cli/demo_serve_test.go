@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,18 @@ func TestDemoServe(t *testing.T) {
 	}
 
 	// The console's points pages name the VM and its points.
+	// The first screen a newcomer sees: the demo's guest, still running,
+	// protected by the demo's policy.
+	req, _ = http.NewRequest("GET", s.URL+server.Prefix+"/vms", nil)
+	var inv api.Inventory
+	if code := sendJSON(t, s, req, cookies, &inv); code != 200 || len(inv.VMs) != 1 || inv.VMs[0].VM != "demo-vm" ||
+		!inv.VMs[0].Covered || !slices.Contains(inv.VMs[0].Policies, "demo") {
+		t.Fatalf("the API's VMs: %d %+v", code, inv)
+	}
+	if code, body := consoleGet(t, s, cookies, "/ui/"); code != 200 || !strings.Contains(body, `id="vms-recent">1<`) {
+		t.Fatalf("the dashboard does not show the demo's VM protected: %d\n%s", code, body)
+	}
+
 	if code, body := consoleGet(t, s, cookies, "/ui/points/default"); code != 200 || !strings.Contains(body, "demo-vm") {
 		t.Fatalf("the console's points page: %d\n%s", code, body)
 	}
