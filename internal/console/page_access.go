@@ -88,6 +88,37 @@ func (p *page) grant() {
 	p.done(e.User+" holds "+e.Role+" on "+e.Path+".", "/ui/access")
 }
 
+func (p *page) disableUser() {
+	p.userAction("disable-user", "is disabled: their sessions are ended and their tokens stopped")
+}
+func (p *page) enableUser() { p.userAction("enable-user", "may sign in again") }
+func (p *page) deleteUser() {
+	p.userAction("delete-user", "is deleted, with their tokens, sessions and grants")
+}
+
+// userAction runs op (disable-user, enable-user, delete-user) on the
+// user the path names.
+func (p *page) userAction(op, did string) {
+	user := p.r.PathValue("user")
+	if _, err := p.api.call(op, map[string]string{"user": user}, nil, nil, nil); err != nil {
+		p.fail(err)
+		return
+	}
+	p.done("User "+user+" "+did+".", "/ui/access")
+}
+
+// revokeGrant removes an ACL entry (remove-acl), named by the row's
+// hidden fields.
+func (p *page) revokeGrant() {
+	f := p.form()
+	e := api.ACLEntry{Path: f.Get("path"), User: f.Get("user"), TokenID: f.Get("token"), Role: f.Get("role"), Propagate: f.Get("propagate") == "1"}
+	if _, err := p.api.call("remove-acl", nil, nil, e, nil); err != nil {
+		p.fail(err)
+		return
+	}
+	p.done(e.User+" no longer holds "+e.Role+" on "+e.Path+".", "/ui/access")
+}
+
 type auditView struct {
 	Records []api.AuditRecord
 	Filter  struct{ User, Operation, Result string }

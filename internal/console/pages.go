@@ -98,7 +98,11 @@ func (c *Console) routes() []route {
 		{"POST /ui/access/tokens", ops("create-token"), (*page).createToken},
 		{"POST /ui/access/tokens/{token}/revoke", ops("revoke-token"), (*page).revokeToken},
 		{"POST /ui/access/users", ops("create-user"), (*page).createUser},
+		{"POST /ui/access/users/{user}/disable", ops("disable-user"), (*page).disableUser},
+		{"POST /ui/access/users/{user}/enable", ops("enable-user"), (*page).enableUser},
+		{"POST /ui/access/users/{user}/delete", ops("delete-user"), (*page).deleteUser},
 		{"POST /ui/access/acl", ops("set-acl"), (*page).grant},
+		{"POST /ui/access/acl/remove", ops("remove-acl"), (*page).revokeGrant},
 		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},
 	}
 }
