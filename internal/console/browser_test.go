@@ -153,6 +153,14 @@ func (c *chrome) text(sel string) string {
 	return s
 }
 
+// count is how many elements sel selects now.
+func (c *chrome) count(sel string) int {
+	c.t.Helper()
+	var n int
+	c.run(chromedp.Evaluate(`document.querySelectorAll(`+jsString(sel)+`).length`, &n))
+	return n
+}
+
 // waitText waits until the element's text contains want.
 func (c *chrome) waitText(sel, want string) {
 	c.t.Helper()

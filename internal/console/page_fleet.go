@@ -105,6 +105,10 @@ func (p *page) runPolicy() {
 
 type repositoriesView struct {
 	Repos []repoView
+	// RepairParts are what a repair mends, one part at a time: the
+	// repair operation's "what" (api.RepairInput's enum), in the order
+	// verify recommends them.
+	RepairParts []string
 }
 
 type repoView struct {
@@ -112,12 +116,15 @@ type repoView struct {
 	Stats  *api.Stats
 	Usage  *usageView
 	Leases []api.Lease
+	Keys   []api.Key
 	Last   map[string]*api.Job
 	Error  string
 }
 
+var repairParts = []string{"config", "keys", "index", "packs", "snapshots"}
+
 func (p *page) repositories() {
-	var v repositoriesView
+	v := repositoriesView{RepairParts: repairParts}
 	for _, name := range p.c.cfg.Repositories(p.r.Context()) {
 		r := repoView{Name: name, Last: map[string]*api.Job{}}
 		params := map[string]string{"repo": name}
@@ -132,6 +139,7 @@ func (p *page) repositories() {
 			r.Stats = &st
 			r.Usage = p.usage(name)
 			_, _ = p.api.call("list-leases", params, nil, nil, &r.Leases)
+			_, _ = p.api.call("list-keys", params, nil, nil, &r.Keys)
 		}
 		for _, kind := range []string{"verify", "gc", "forget"} {
 			var jobs []api.Job

@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -75,5 +76,15 @@ func TestPlaceholderWithoutFrontEnd(t *testing.T) {
 		if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
 			t.Errorf("%s: Content-Security-Policy %q", path, csp)
 		}
+	}
+}
+
+// TestRepairPartsAreTheOperations: the repair page offers exactly the
+// parts the repair operation takes.
+func TestRepairPartsAreTheOperations(t *testing.T) {
+	f, _ := reflect.TypeOf(api.RepairInput{}).FieldByName("What")
+	want := strings.Split(f.Tag.Get("enum"), ",")
+	if !slices.Equal(repairParts, want) {
+		t.Errorf("the console offers repairs of %v, the operation takes %v", repairParts, want)
 	}
 }
