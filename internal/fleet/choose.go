@@ -44,16 +44,18 @@ func (r Remote) ChooseWorker(ctx context.Context, rt engine.Route, optional bool
 }
 
 // covers reports whether a worker of reach r can run work of route rt.
-// A route to a library names no connection, which engine.Reach.Covers
-// would require.
+// A route to a library or a boot names no connection, which
+// engine.Reach.Covers would require.
 func covers(r catalog.WorkerReach, rt engine.Route) bool {
-	if rt.Library != "" && !slices.Contains(r.Libraries, rt.Library) {
+	switch {
+	case rt.Library != "" && !slices.Contains(r.Libraries, rt.Library),
+		rt.Boot && !r.CanBoot,
+		rt.Repository != "" && len(r.Repositories) > 0 && !slices.Contains(r.Repositories, rt.Repository):
 		return false
-	}
-	if rt.Connection == "" {
+	case rt.Connection == "":
 		return true
 	}
-	rt.Library = ""
+	rt.Library, rt.Boot = "", false
 	return engineReach(r).Covers(rt)
 }
 

@@ -30,6 +30,7 @@ func TestChooseWorker(t *testing.T) {
 		w("c", catalog.WorkerLost, 0, kvm("kvm/h3")),
 		w("tape", catalog.WorkerReady, 0, catalog.WorkerReach{Libraries: []string{"lib1"}}),
 		w("tape2", catalog.WorkerLost, 0, catalog.WorkerReach{Libraries: []string{"lib2"}}),
+		w("boot", catalog.WorkerReady, 0, catalog.WorkerReach{CanBoot: true, Repositories: []string{"default"}}),
 	}}}
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -47,6 +48,8 @@ func TestChooseWorker(t *testing.T) {
 		{"a library's worker", engine.Route{Library: "lib1"}, false, "tape"},
 		{"a library only a lost worker reached", engine.Route{Library: "lib2"}, false, ""},
 		{"a library nobody reaches", engine.Route{Library: "lib3"}, false, ""},
+		{"a boot of the default repository", engine.Route{Boot: true, Repository: "default"}, true, "boot"},
+		{"a boot of a repository no booting worker writes", engine.Route{Boot: true, Repository: "offsite"}, true, ""},
 	} {
 		got, err := r.ChooseWorker(ctx, c.rt, c.optional)
 		if want, isErr := strings.CutPrefix(c.want, "!"); isErr {

@@ -3,6 +3,7 @@ package restoreops
 import (
 	"github.com/coffer-backup/coffer/internal/service"
 
+	"cmp"
 	"context"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -130,6 +131,20 @@ func (s Ops) pointHost(ctx context.Context, ref string) (conn, host string, err 
 		}
 	}
 	return conn, "", nil
+}
+
+// toBootWorker names in w, when the request names no worker, a ready
+// worker that can run QEMU (--can-boot) and reaches the repository, the
+// least busy, as the schedules' verifications go to one; with none ready
+// the verification boots here, as without a fleet.
+func (s Ops) toBootWorker(ctx context.Context, w *api.WorkerParam, repository string) error {
+	c := s.chooser()
+	if c == nil || w.Worker != "" {
+		return nil
+	}
+	var err error
+	w.Worker, err = c.ChooseWorker(ctx, engine.Route{Boot: true, Repository: cmp.Or(repository, service.DefaultRepositoryName)}, true)
+	return err
 }
 
 // placeVM names the worker of a restore as a VM that names none: onto a
