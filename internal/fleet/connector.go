@@ -90,10 +90,12 @@ func (c *WorkerConnector) CleanupLeftovers(context.Context) ([]hypervisor.Leftov
 }
 
 // CreateVM refuses: a restore onto the connection runs on a worker that
-// reaches it, named by the request.
+// reaches it, the one the request names or the one the server chooses
+// (ChooseWorker); it reaches the server's connector only when neither
+// happened.
 func (c *WorkerConnector) CreateVM(ctx context.Context, _ hypervisor.VMConfig, _ hypervisor.NewVMOptions) (hypervisor.NewVM, error) {
-	return nil, api.Errorf(api.Invalid, "connection %s: %s: name one (--worker, ?worker=) to restore onto it",
-		c.Connection, c.theirs(ctx, "restores onto it"))
+	return nil, api.Errorf(api.Invalid, "connection %s: %s: a restore onto it is handed to a ready worker that reaches it "+
+		"(the one --worker or ?worker= names, else one the server chooses)", c.Connection, c.theirs(ctx, "restores onto it"))
 }
 
 // theirs says that the connection is its workers' and names them.

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -68,83 +69,109 @@ func (s Ops) MediaCopy(ctx context.Context, call *api.MediaCopyInput, here Media
 	if in.Drives < 0 {
 		return nil, service.Invalidf("--drives must not be negative")
 	}
-	ml, err := s.findLibrary(ctx, here.library(call.Library, here.Drive))
+	ml, err := s.resolveLibrary(ctx, here.library(call.Library, here.Drive))
 	if err != nil {
 		return nil, err
 	}
 	spec := service.WithDetail(s.RepoJob(job.KindMediaCopy, s.Config.Repository.Location), "to pool "+in.Pool+" of library "+ml.Ref())
+	worker, err := s.libraryWorker(ctx, ml)
+	if err != nil {
+		return nil, err
+	}
+	if worker != "" {
+		return s.copyOnWorker(ctx, worker, call, ml, spec)
+	}
 	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.MediaCopyResult, error) {
-		return service.WithRepo(ctx, s.Service, service.DefaultRepo(), service.NoLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
-			sel, err := service.CopySelection(ctx, src, api.CopyRequest{Points: in.Points, VM: in.VM, Latest: in.Latest})
+		return s.copyToMedia(ctx, t, call.Body, ml, here, s.mediaCatalogue(ctx, t), func(lib *volume.Library, ixs ...format.VolumeIndex) ([]catalog.MediaVolume, error) {
+			return s.recordVolumes(ctx, lib, ml, ixs...)
+		})
+	})
+}
+
+// recorder records the volumes a copy wrote through one of its drives
+// (lib) and returns their rows: in the media catalogue here, or, on a
+// worker, for the server to record.
+type recorder func(lib *volume.Library, ixs ...format.VolumeIndex) ([]catalog.MediaVolume, error)
+
+// copyToMedia writes the points call selects to the pool through
+// library ml's drives, choosing volumes by what catalogue knows of them,
+// and records each drive's volumes with record.
+func (s Ops) copyToMedia(ctx context.Context, t service.Job, in api.MediaCopyRequest, ml mediaLibrary, here MediaHere,
+	catalogue map[string]volume.Catalogued, record recorder) (*api.MediaCopyResult, error) {
+	maxMux := cmp.Or(in.MaxMultiplex, volume.DefaultMultiplex)
+	return service.WithRepo(ctx, s.Service, service.DefaultRepo(), service.NoLease, func(src *repo.Repository) (*api.MediaCopyResult, error) {
+		sel, err := service.CopySelection(ctx, src, api.CopyRequest{Points: in.Points, VM: in.VM, Latest: in.Latest})
+		if err != nil {
+			return nil, err
+		}
+		all, err := src.Points(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		var snaps []*repo.Point
+		for _, sn := range all {
+			if sel(sn) {
+				snaps = append(snaps, sn)
+			}
+		}
+		if len(snaps) == 0 {
+			return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
+		}
+		drives := min(max(in.Drives, 1), len(snaps))
+		mux := cmp.Or(in.Multiplex, min((len(snaps)+drives-1)/drives, maxMux))
+		host, _ := os.Hostname()
+		// The log says where the library was opened: on a worker, the
+		// server's job says which worker, and this line is the worker's.
+		t.Log(slog.LevelInfo, fmt.Sprintf("copying %d point(s) to pool %s of library %s through %d drive(s) on host %s", len(snaps), in.Pool, ml.Ref(), drives, host))
+		libs, closeLib, err := ml.OpenDrives(drives)
+		if err != nil {
+			return nil, err
+		}
+		defer s.closeLibrary(closeLib)
+		need, err := ml.driveSlots(libs[0])
+		if err != nil {
+			return nil, err
+		}
+		slots := &copySlots{limiter: s.Limiter(ctx), need: need, t: t, library: ml.Ref()}
+		start := time.Now()
+		results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSizeBytes,
+			SpoolDir: here.SpoolDir, Catalogue: catalogue, DriveSlot: slots.acquire,
+			WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention(), Host: host}})
+		// The sessions that completed are on tape and indexed: the
+		// catalogue records them even when another drive failed.
+		out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, DriveLimit: need.Cap,
+			DrivesAtOnce: slots.mostAtOnce(), Copied: []string{}, Volumes: []api.MediaVolume{},
+			Segments: []api.MediaSegment{}, NoIndex: []string{}, Multiplex: mux}
+		for i, res := range results {
+			if res == nil {
+				continue // the drive failed: copyErr says how
+			}
+			rows, err := record(libs[i], res.Volumes...)
 			if err != nil {
-				return nil, err
+				return nil, errors.Join(copyErr, err)
 			}
-			all, err := src.Points(ctx, nil)
-			if err != nil {
-				return nil, err
-			}
-			var snaps []*repo.Point
-			for _, sn := range all {
-				if sel(sn) {
-					snaps = append(snaps, sn)
-				}
-			}
-			if len(snaps) == 0 {
-				return nil, api.Errorf(api.NotFound, "no backup point matches the selection")
-			}
-			drives := min(max(in.Drives, 1), len(snaps))
-			mux := cmp.Or(in.Multiplex, min((len(snaps)+drives-1)/drives, maxMux))
-			libs, closeLib, err := ml.OpenDrives(drives)
-			if err != nil {
-				return nil, err
-			}
-			defer s.closeLibrary(closeLib)
-			need, err := ml.driveSlots(libs[0])
-			if err != nil {
-				return nil, err
-			}
-			slots := &copySlots{limiter: s.Limiter(ctx), need: need, t: t, library: ml.Ref()}
-			host, _ := os.Hostname()
-			start := time.Now()
-			results, copyErr := mediacopy.CopyOnDrives(ctx, src, snaps, libs, mediacopy.CopyOptions{Pool: in.Pool, BlockSize: in.BlockSizeBytes,
-				SpoolDir: here.SpoolDir, Catalogue: s.mediaCatalogue(ctx, t), DriveSlot: slots.acquire,
-				WriteOptions: volume.WriteOptions{Multiplex: mux, RunBlocks: in.RunBlocks, Retention: in.Retention(), Host: host}})
-			// The sessions that completed are on tape and indexed: the
-			// catalogue records them even when another drive failed.
-			out := &api.MediaCopyResult{Sessions: []string{}, Drives: drives, DriveLimit: need.Cap,
-				DrivesAtOnce: slots.mostAtOnce(), Copied: []string{}, Volumes: []api.MediaVolume{},
-				Segments: []api.MediaSegment{}, NoIndex: []string{}, Multiplex: mux}
-			for i, res := range results {
-				if res == nil {
-					continue // the drive failed: copyErr says how
-				}
-				rows, err := s.recordVolumes(ctx, libs[i], ml, res.Volumes...)
-				if err != nil {
-					return nil, errors.Join(copyErr, err)
-				}
-				session := res.Session.String()
-				out.Sessions = append(out.Sessions, session)
-				out.Blocks += res.Blocks
-				out.DataBytes += res.Bytes
-				out.NoIndex = append(out.NoIndex, res.NoIndex...)
-				for j, ix := range res.Volumes {
-					out.Volumes = append(out.Volumes, volumeDoc(rows[j]))
-					for _, r := range segmentRows(ix) {
-						if r.Session == session {
-							out.Segments = append(out.Segments, segmentDoc(r))
-						}
+			session := res.Session.String()
+			out.Sessions = append(out.Sessions, session)
+			out.Blocks += res.Blocks
+			out.DataBytes += res.Bytes
+			out.NoIndex = append(out.NoIndex, res.NoIndex...)
+			for j, ix := range res.Volumes {
+				out.Volumes = append(out.Volumes, volumeDoc(rows[j]))
+				for _, r := range segmentRows(ix) {
+					if r.Session == session {
+						out.Segments = append(out.Segments, segmentDoc(r))
 					}
 				}
 			}
-			out.DurationSeconds = time.Since(start).Seconds()
-			if copyErr != nil {
-				return nil, copyErr
-			}
-			for _, sn := range snaps {
-				out.Copied = append(out.Copied, sn.ID.String())
-			}
-			return out, nil
-		})
+		}
+		out.DurationSeconds = time.Since(start).Seconds()
+		if copyErr != nil {
+			return nil, copyErr
+		}
+		for _, sn := range snaps {
+			out.Copied = append(out.Copied, sn.ID.String())
+		}
+		return out, nil
 	})
 }
 
@@ -175,6 +202,12 @@ func (s Ops) mediaCatalogue(ctx context.Context, t service.Job) map[string]volum
 // volume filled by a session appears twice (full, then as continued
 // elsewhere): the last index of each barcode wins.
 func (s Ops) recordVolumes(ctx context.Context, lib *volume.Library, ml mediaLibrary, ixs ...format.VolumeIndex) ([]catalog.MediaVolume, error) {
+	return s.recordIndexes(ctx, ml, ixs, func(barcode string) bool { return cartridgeWORM(lib, barcode) })
+}
+
+// recordIndexes is recordVolumes with what the library says of each
+// cartridge's WORM (cartridgeWORM) as worm.
+func (s Ops) recordIndexes(ctx context.Context, ml mediaLibrary, ixs []format.VolumeIndex, worm func(barcode string) bool) ([]catalog.MediaVolume, error) {
 	c, err := s.OpenCatalog(ctx)
 	if err != nil {
 		return nil, err
@@ -184,14 +217,14 @@ func (s Ops) recordVolumes(ctx context.Context, lib *volume.Library, ml mediaLib
 	if err != nil {
 		return nil, err
 	}
-	worm := map[string]bool{}
+	wasWORM := map[string]bool{}
 	for _, v := range known {
-		worm[v.Barcode] = v.WORM
+		wasWORM[v.Barcode] = v.WORM
 	}
 	rows := make([]catalog.MediaVolume, 0, len(ixs))
 	for _, ix := range ixs {
 		row := volumeRow(ix, ml.Ref())
-		row.WORM = worm[row.Barcode] || cartridgeWORM(lib, row.Barcode)
+		row.WORM = wasWORM[row.Barcode] || worm(row.Barcode)
 		if err := c.ReplaceMediaVolume(ctx, row, segmentRows(ix)); err != nil {
 			return nil, err
 		}

@@ -52,10 +52,20 @@ func (l mediaLibrary) object() string {
 	return auth.MediaPath
 }
 
-// findLibrary resolves a library: a name of the configuration in effect
-// first; then, unless only configured libraries are accepted, a
-// directory or mtx:CHANGER:DEVICE.
+// findLibrary resolves a library that this process is to open: on a
+// server, one that a worker reaches is refused (notTheWorkers).
 func (s Ops) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaLibrary, error) {
+	ml, err := s.resolveLibrary(ctx, in)
+	if err != nil {
+		return ml, err
+	}
+	return ml, s.notTheWorkers(ctx, ml)
+}
+
+// resolveLibrary resolves a library: a name of the configuration in
+// effect first; then, unless only configured libraries are accepted, a
+// directory or mtx:CHANGER:DEVICE.
+func (s Ops) resolveLibrary(ctx context.Context, in MediaLibraryInput) (mediaLibrary, error) {
 	if in.Library == "" {
 		return mediaLibrary{}, service.Invalidf("no media library given (--library: a library of the configuration, or a VTL directory)")
 	}

@@ -27,6 +27,9 @@ func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.Bo
 	in := call.Body
 	target := call.Point
 	spec := service.WithDetail(s.NamedJob(job.KindVerifyBoot, call.Repo), "boot verification of "+target)
+	if err := s.toBootWorker(ctx, &call.WorkerParam, call.Repo); err != nil {
+		return nil, err
+	}
 	if out, remote, err := service.OnWorker[*api.BootVerification](ctx, s.Service, "verify-boot", &call.WorkerParam, call, spec); remote {
 		return out, err
 	}

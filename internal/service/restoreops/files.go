@@ -58,6 +58,9 @@ func (s Ops) FilesList(ctx context.Context, in *api.FilesListInput) (*api.FilesL
 // be extracted is skipped and listed, and the result comes back with a
 // partial error.
 func (s Ops) FilesExtract(ctx context.Context, in *api.FilesExtractInput) (*api.FilesExtract, error) {
+	if err := s.toVMsHost(ctx, &in.WorkerParam, in.Point); err != nil {
+		return nil, err
+	}
 	if out, remote, err := service.OnWorker[*api.FilesExtract](ctx, s.Service, "files-extract", &in.WorkerParam, in,
 		s.PointJob(job.KindRestoreFiles, in.Ref())); remote {
 		return out, err

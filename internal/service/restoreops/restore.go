@@ -29,6 +29,9 @@ type restoreDisks struct {
 // Copies, when above 1, makes that many copies of each disk in all: the
 // restored one and copies cloned from it (test copies).
 func (s Ops) RestoreDisks(ctx context.Context, call *api.RestoreDiskInput) ([]api.RestoredDisk, error) {
+	if err := s.toVMsHost(ctx, &call.WorkerParam, call.Point); err != nil {
+		return nil, err
+	}
 	if out, remote, err := service.OnWorker[[]api.RestoredDisk](ctx, s.Service, "restore-disk", &call.WorkerParam, call,
 		s.PointJob(job.KindRestore, call.Point)); remote {
 		return out, err

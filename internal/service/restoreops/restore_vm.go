@@ -28,6 +28,9 @@ type restoreVMInput struct {
 // RestoreVM restores a backup point of the default repository as a VM,
 // under a restore lease.
 func (s Ops) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api.RestoredVM, error) {
+	if err := s.placeVM(ctx, call); err != nil {
+		return nil, err
+	}
 	if out, remote, err := service.OnWorker[*api.RestoredVM](ctx, s.Service, "restore-vm", &call.WorkerParam, call,
 		s.PointJob(job.KindRestoreVM, call.Point)); remote {
 		return out, err
