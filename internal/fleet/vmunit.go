@@ -70,7 +70,7 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *po
 		return "", err
 	}
 	defer conns.Close()
-	ur, err := repos.get(ctx, p.Repository)
+	ur, err := openRepo(ctx, repos, p.Repository)
 	if err != nil {
 		return "", err
 	}
@@ -99,6 +99,31 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *po
 
 // eventPatience bounds the recording of one of a unit's events.
 const eventPatience = 30 * time.Second
+
+// openRepo is repos.get, abandoned when ctx ends. A worker's first unit
+// opens the repository: the password's key derivation and the index's
+// load, a second or more on a busy host, which heed no context. A cancel
+// or a fence must end the attempt within moments (issue 36: a cancelled
+// job's attempts end within 2 s on every worker), so the attempt returns
+// at once and the open goes on, to be kept for the worker's next unit (or
+// to fail, with ctx, where it heeds it).
+func openRepo(ctx context.Context, repos *unitRepos, name string) (*unitRepo, error) {
+	type opened struct {
+		ur  *unitRepo
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		ur, err := repos.get(ctx, name)
+		done <- opened{ur, err}
+	}()
+	select {
+	case o := <-done:
+		return o.ur, o.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("open the repository: %w", context.Cause(ctx))
+	}
+}
 
 // unitEvents records a unit's events in its job's log, under its task.
 type unitEvents struct {

@@ -3,7 +3,6 @@ package workercmd_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,49 +116,6 @@ func TestPolicyRunsOnTheWorkers(t *testing.T) {
 		}
 	}
 	t.Logf("the run with a killed worker took %.1fs", second.DurationSeconds)
-
-	cancelOnWorkers(t, cat, srv, token)
-}
-
-// cancelOnWorkers cancels a run while both workers back up its VMs: the
-// job ends cancelled, and each attempt running on a worker ends there
-// (the worker records its end in the task's log). How soon is measured,
-// logged and recorded in docs/benchmarks-fleet.md; the test only bounds
-// the wait, to catch an attempt that never ends.
-func cancelOnWorkers(t *testing.T, cat catalog.Catalog, srv *clitest.ServerProc, token string) {
-	t.Helper()
-	since := time.Now()
-	done := make(chan api.Job, 1)
-	go func() { done <- srv.RunPolicy(token, "fleet") }()
-	running := []catalog.Event{waitEvent(t, cat, since, "kvm1"), waitEvent(t, cat, since, "kvm2")}
-	if code, _ := srv.Call(token, "POST", fmt.Sprintf("/jobs/%d/cancel", running[0].JobID), nil, nil); code != http.StatusOK && code != http.StatusAccepted {
-		t.Fatalf("cancel job %d: %d", running[0].JobID, code)
-	}
-	cancelled := time.Now()
-	select {
-	case j := <-done:
-		if j.Status != "cancelled" {
-			t.Fatalf("the cancelled run: %+v", j)
-		}
-	case <-time.After(patience):
-		t.Fatalf("the cancelled run did not end\n%s", srv.Log())
-	}
-	for _, ev := range running {
-		for ended := false; !ended; {
-			evs, err := cat.ListEvents(context.Background(), catalog.EventFilter{JobID: ev.JobID, TaskID: ev.TaskID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, x := range evs {
-				ended = ended || (x.Kind == "worker" && strings.Contains(x.Message, "failed"))
-			}
-			if took := time.Since(cancelled); took > patience {
-				t.Fatalf("the attempt on %s still runs %s after the cancel: %+v", ev.Fields["worker"], took, evs)
-			}
-			time.Sleep(20 * time.Millisecond) // a poll's pace, not a synchronisation
-		}
-	}
-	t.Logf("every attempt on the workers ended %s after the cancel", time.Since(cancelled).Round(time.Millisecond))
 }
 
 // runFleet runs the policy through the server and wants it to succeed.

@@ -6,6 +6,7 @@ package servicetest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -135,9 +136,31 @@ func open(_ context.Context, kind string, cfg hvall.Config) (hypervisor.Connecto
 		c.FailVM(name, fmt.Errorf("simulated failure"), -1)
 	}
 	openedMu.Lock()
-	if !unrecorded {
-		opened[cfg.Name] = append(opened[cfg.Name], c)
+	defer openedMu.Unlock()
+	if unrecorded {
+		return reporting{Connector: c, name: cfg.Name, log: cfg.Logger}, nil
 	}
-	openedMu.Unlock()
+	opened[cfg.Name] = append(opened[cfg.Name], c)
 	return c, nil
+}
+
+// reporting is a simulated connector in a coffer process a test started,
+// whose counters no test can read: its Close logs them, so that the test
+// sees in the process's log whether every snapshot it took was removed
+// and every session closed (a cancelled attempt's, say).
+type reporting struct {
+	*fake.Connector
+	name string
+	log  *slog.Logger
+}
+
+func (r reporting) Close() error {
+	n := r.Counters()
+	log := r.log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Info("simulated connection closed", "connection", r.name, "open_sessions", n.OpenSessions,
+		"snapshots_left", n.Creates-n.Removes, "storage_snapshots_left", n.StorageTaken-n.StorageFreed)
+	return r.Connector.Close()
 }
