@@ -156,6 +156,9 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 	if !ok {
 		return nil, Invalidf("no policy named %q (`coffer policy check` lists them)", name)
 	}
+	if err := s.RefuseElsewhere(ctx, cfg, p.ConnectionNames()); err != nil {
+		return nil, err
+	}
 	ctx, t := s.display.Start(ctx, "backup-policy", p.Name)
 	for _, f := range warnings[p.Name] {
 		t.Log(slog.LevelWarn, f.Message)

@@ -41,6 +41,11 @@ type Kind struct {
 	// StorageSnapshots: the connector itself provides storage-level
 	// snapshots (a StorageSnapshotter method), as group: datastore needs.
 	StorageSnapshots bool
+	// Elsewhere, when the platform can only be protected from its
+	// hypervisor's host, says so of a connection that names another host
+	// than this one (nil otherwise): the operations that would open it in
+	// this process refuse it with that message before any snapshot.
+	Elsewhere func(cfg Config) error
 }
 
 // kinds is the registry (qemu.go, libvirt.go and vsphere.go wire each
@@ -48,7 +53,7 @@ type Kind struct {
 var (
 	kindsMu sync.RWMutex
 	kinds   = map[string]Kind{
-		"libvirt": {Check: checked(libvirtOptions), Open: newLibvirtConnector, Cannot: libvirtCannot},
+		"libvirt": {Check: checked(libvirtOptions), Open: newLibvirtConnector, Cannot: libvirtCannot, Elsewhere: libvirtElsewhere},
 		"qemu":    {Check: checked(qemuOptions), Open: newQEMUConnector},
 		"vsphere": {Check: checked(vsphereOptions), Open: newVSphereConnector},
 	}

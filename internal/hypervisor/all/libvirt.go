@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -17,7 +18,7 @@ import (
 //	  - name: kvm2
 //	    kind: libvirt
 //	    options:
-//	      uri: qemu:///system                  # the default; qemu+ssh://root@kvm2/system, qemu+tls://...
+//	      uri: qemu:///system                  # the default: coffer runs on the host (a worker there, docs/14-workers.md)
 //	      host: kvm2                           # default: libvirt's host name
 //	      nbd-connections: 4
 //	      state-dir: /var/lib/coffer/libvirt   # journal and NBD sockets (QEMU must reach sockets/)
@@ -46,7 +47,7 @@ func libvirtOptions(cfg Config) (libvirtConnectionOptions, error) {
 	}
 	if o.URI != "" {
 		if u, err := url.Parse(o.URI); err != nil || u.Scheme == "" {
-			return o, fmt.Errorf("connection %s: options.uri %q is not a libvirt URI (like qemu:///system or qemu+ssh://host/system)", cfg.Name, o.URI)
+			return o, fmt.Errorf("connection %s: options.uri %q is not a libvirt URI (like qemu:///system)", cfg.Name, o.URI)
 		}
 	}
 	if o.NBDConnections < 0 {
@@ -69,5 +70,27 @@ func newLibvirtConnector(_ context.Context, cfg Config) (hypervisor.Connector, e
 		state = filepath.Join(cfg.StateDir, "libvirt")
 	}
 	return libvirt.New(libvirt.Config{URI: o.URI, StateDir: state, Host: o.Host, Connections: o.NBDConnections,
-		ChainExpiry: expiry, Log: cfg.Logger})
+		ChainExpiry: expiry, Log: cfg.Logger, Elsewhere: libvirtElsewhere(cfg)})
+}
+
+// libvirtElsewhere refuses a connection whose URI names another host than
+// this one (libvirt.RemoteHost): libvirt reaches the domains from anywhere,
+// but the frozen disks are exported on that host only. A worker on that
+// host reaches the connection, and the servers then never open it.
+func libvirtElsewhere(cfg Config) error {
+	o, err := libvirtOptions(cfg)
+	if err != nil || o.URI == "" {
+		return nil // Check says what is wrong; no URI is the local daemon
+	}
+	u, err := url.Parse(o.URI)
+	if err != nil {
+		return nil
+	}
+	self, _ := os.Hostname()
+	host := libvirt.RemoteHost(u, self)
+	if host == "" {
+		return nil
+	}
+	return fmt.Errorf("connection %s's URI %s is remote: run a coffer worker on %s (coffer worker --reach-connections %s, see docs/14-workers.md), where the URI is %s",
+		cfg.Name, u.Redacted(), host, cfg.Name, libvirt.LocalURI(u))
 }

@@ -38,8 +38,16 @@ const DefaultURI = "qemu:///system"
 // Config is one libvirt connection.
 type Config struct {
 	// URI is a libvirt URI: qemu:///system (the local socket),
-	// qemu:///session?socket=PATH, qemu+ssh://host/system, qemu+tls://...
+	// qemu:///session?socket=PATH. A URI naming another host
+	// (qemu+ssh://host/system, qemu+tls://...) lists the domains, but
+	// cannot back them up or restore onto it (RemoteHost): set Elsewhere.
 	URI string
+	// Elsewhere, when set, says why the hypervisor's disks cannot be
+	// reached from this process (its URI is remote, and no worker runs
+	// there): Snapshot, CreateVM and InstantStart return it before they
+	// ask anything of libvirt, so no backup starts that would fail at
+	// its first read.
+	Elsewhere error
 	// StateDir holds the journal and the NBD export sockets. The QEMU
 	// processes libvirt runs must be able to create sockets in its
 	// "sockets" subdirectory.

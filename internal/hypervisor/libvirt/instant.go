@@ -52,6 +52,9 @@ func (c *Connector) InstantStart(ctx context.Context, cfg hypervisor.VMConfig, o
 	if o.Name == "" {
 		return hypervisor.InstantVM{}, errors.New("libvirt: instant recovery needs a name for the new domain")
 	}
+	if err := c.elsewhere(); err != nil {
+		return hypervisor.InstantVM{}, err
+	}
 	lv, err := c.client(ctx)
 	if err != nil {
 		return hypervisor.InstantVM{}, err

@@ -34,6 +34,9 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 	if cfg.Kind != "libvirt" {
 		return nil, fmt.Errorf("%w: libvirt cannot restore a %q VM configuration", hypervisor.ErrUnsupported, cfg.Kind)
 	}
+	if err := c.elsewhere(); err != nil {
+		return nil, err
+	}
 	if o.ReplaceExisting {
 		lv, err := c.client(ctx)
 		if err != nil {

@@ -71,6 +71,9 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	if req.Mode == hypervisor.AsIs {
 		return nil, fmt.Errorf("%w: as-is (storage-level) snapshots are not available through libvirt", hypervisor.ErrUnsupported)
 	}
+	if err := c.elsewhere(); err != nil {
+		return nil, err
+	}
 	lv, err := c.client(ctx)
 	if err != nil {
 		return nil, err

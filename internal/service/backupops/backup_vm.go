@@ -180,6 +180,9 @@ func (s Ops) backupConnector(ctx context.Context, cfg *policy.Config, in backupV
 	if why, no := service.KindOf(cc.Kind).Cannot[in.SnapshotMode]; no {
 		return nil, "", service.Invalidf("--snapshot-mode %s is not possible on connection %s (%s): %s", in.SnapshotMode, cc.Name, cc.Kind, why)
 	}
+	if err := s.RefuseElsewhere(ctx, cfg, []string{cc.Name}); err != nil {
+		return nil, "", err
+	}
 	if eng := s.EngineServing(); eng != nil {
 		// The server's connector: the backup runs in its engine
 		// (backupVMJob), under the limits its scheduled runs keep.

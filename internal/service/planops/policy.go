@@ -26,11 +26,20 @@ import (
 // after inventorying every connection, the VMs each policy selects. A
 // policy asking for object lock on a repository that cannot lock makes
 // the result invalid (an invalid error with the document); failed
-// inventories make it partial.
+// inventories make it partial. A connection that this process would open
+// although its hypervisor's disks are on another host (a remote libvirt
+// URI that no worker reaches: RefuseElsewhere) refuses it.
 func (s Ops) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (*api.PolicyCheck, error) {
 	offline := in.Offline
 	cfg, warnings, err := s.PolicyConfig(ctx)
 	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, c := range cfg.Connections {
+		names = append(names, c.Name)
+	}
+	if err := s.RefuseElsewhere(ctx, cfg, names); err != nil {
 		return nil, err
 	}
 	inventory := map[string][]hypervisor.VM{}
