@@ -221,19 +221,19 @@ func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo
 	}
 	ctx, cancel := context.WithTimeoutCause(parent, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
 	defer cancel()
-	ths := j.e.watch.join(t, t.ceiling())
-	defer ths.leave()
+	ths := j.e.watch.Join(t.latencyUnit())
+	defer ths.Leave()
 	req := attempt.Of(j.p, t.spec(time.Now()))
 	req.Chain, req.Tags, req.RetainUntil = j.chain(), attempt.Tags(j.p, j.one == nil), j.lockUntil(time.Now())
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(ratelimit.Task(j.e.total, j.s.limits.TaskRate)), Progress: prog,
-		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.nice()}
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.Limit(ratelimit.Task(j.e.total, j.s.limits.TaskRate)), Progress: prog,
+		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.Nice()}
 	var snap *repo.Point
 	var err error
 	if t.held != nil {
 		snap, err = t.readHeld(ctx, req, opts)
 	} else {
 		g := t.guard()
-		g.watch = ths.watchSession
+		g.watch = ths.WatchSession
 		snap, err = j.e.o.Runner(ctx, j.w, g, req, opts)
 	}
 	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
