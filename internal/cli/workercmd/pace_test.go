@@ -92,17 +92,18 @@ func snapshotTimeoutOnAWorker(t *testing.T, srv *clitest.ServerProc, token strin
 }
 
 // progressOfAUnitOnAWorker polls the server's job view while the unit
-// runs on the worker: its task's bytes read grow while it is running,
-// before the run ends.
+// runs on the worker: its task's bytes read are shown, and grow, while it
+// is running, before the run ends (the pipeline reads a few MiB at once,
+// so the 16 MiB disk shows a handful of distinct samples).
 func progressOfAUnitOnAWorker(t *testing.T, srv *clitest.ServerProc, token string) {
 	done := make(chan api.Job, 1)
 	go func() { done <- srv.RunPolicy(token, "progress") }()
 	id := runningJob(t, srv, token, "progress")
 	var seen []int64 // the task's bytes read, each time it changed while running
 	deadline := time.Now().Add(patience)
-	for len(seen) < 3 {
+	for len(seen) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the task's bytes read while running: %v; want them to grow twice within %s", seen, patience)
+			t.Fatalf("the task's bytes read while running: %v; want them to grow within %s", seen, patience)
 		}
 		j := jobView(t, srv, token, id)
 		if j.Status != "running" {
