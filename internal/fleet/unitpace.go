@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/latency"
 	"github.com/coffer-backup/coffer/internal/engine/opguard"
 	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
@@ -67,12 +69,15 @@ func (a *unitPace) backUpVM(ctx context.Context, w *repo.Writer, conn hypervisor
 	ths := a.watch.Join(latency.Unit{Control: cfg.LatencyControl, Connection: u.Connection, Policy: p.Name, VM: u.VMName,
 		Datastores: u.Datastores, Shares: p.Shares.Value(), Ceiling: ceiling, Repository: w, Event: event})
 	defer ths.Leave()
+	ops := &opNotes{ev: ev}
+	defer ops.flush(ctx)
 	g := opguard.New(conn, p.Timeouts, func(kind string, took time.Duration, err error) {
-		level, msg := "info", fmt.Sprintf("%s of %s took %s", kind, u.VMName, took.Round(time.Millisecond))
 		if err != nil {
-			level, msg = "warn", fmt.Sprintf("%s of %s failed after %s: %v", kind, u.VMName, took.Round(time.Millisecond), err)
+			ev.record(ctx, "warn", kind, fmt.Sprintf("%s of %s failed after %s: %v", kind, u.VMName, took.Round(time.Millisecond), err),
+				map[string]any{"seconds": took.Seconds()})
+			return
 		}
-		ev.record(ctx, level, kind, msg, map[string]any{"seconds": took.Seconds()})
+		ops.add(kind, fmt.Sprintf("%s of %s took %s", kind, u.VMName, took.Round(time.Millisecond)), took)
 	}, a.background)
 	g.Watch = ths.WatchSession
 	prog := &backup.Progress{}
@@ -90,9 +95,11 @@ func (a *unitPace) background(f func()) { go f() }
 
 // report records the unit's bytes read and stored in its task every
 // progressEvery while it runs, until the function it returns, which
-// records the last sample and returns once nothing more is written: the
-// unit's outcome reaches the leader, which records the task's end, only
-// after that (and a task no longer running is never overwritten).
+// returns once nothing more is written: the unit's outcome reaches the
+// leader, which records the task's end with the point's figures, only
+// after that (and a task no longer running is never overwritten). No
+// sample is written at the end, so a unit shorter than progressEvery
+// costs the catalog nothing more (bench/fleetscale's statements per VM).
 func (a *unitPace) report(ctx context.Context, prog *backup.Progress, ev unitEvents) (stop func()) {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	var last [2]int64
@@ -114,7 +121,6 @@ func (a *unitPace) report(ctx context.Context, prog *backup.Progress, ev unitEve
 		for {
 			select {
 			case <-done:
-				sample()
 				return
 			case <-t.C:
 				sample()
@@ -124,5 +130,36 @@ func (a *unitPace) report(ctx context.Context, prog *backup.Progress, ev unitEve
 	return func() {
 		close(done)
 		<-stopped
+	}
+}
+
+// opNotes are a unit's hypervisor operations that went well, as the
+// engine notes them in a task's log (the planner reads their durations,
+// internal/plan), written in one fenced transaction at the unit's end
+// rather than one each: a unit's catalog writes are the fleet's cost per
+// VM. A failed one is written at once.
+type opNotes struct {
+	ev    unitEvents
+	mu    sync.Mutex
+	notes []catalog.Event
+}
+
+func (o *opNotes) add(kind, msg string, took time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.notes = append(o.notes, catalog.Event{JobID: o.ev.u.Job, TaskID: o.ev.u.Task, Time: time.Now(), Level: "info", Kind: kind, Message: msg,
+		Fields: map[string]any{"seconds": took.Seconds(), "worker": o.ev.u.Worker, "attempt": o.ev.u.Attempt}})
+}
+
+func (o *opNotes) flush(ctx context.Context) {
+	o.mu.Lock()
+	notes := o.notes
+	o.notes = nil
+	o.mu.Unlock()
+	if len(notes) == 0 {
+		return
+	}
+	if err := o.ev.cat.AddWorkerEvents(context.WithoutCancel(ctx), o.ev.u.Worker, o.ev.u.Epoch, notes); err != nil {
+		o.ev.log.Warn("cannot record a VM unit's events", "job", o.ev.u.Job, "task", o.ev.u.Task, "err", err)
 	}
 }

@@ -126,6 +126,17 @@ func progressOfAUnitOnAWorker(t *testing.T, srv *clitest.ServerProc, token strin
 	if j.Status != "success" || len(full.Tasks) != 1 || full.Tasks[0].ReadBytes < seen[len(seen)-1] || full.Tasks[0].PointID == "" {
 		t.Fatalf("the run: %+v", full)
 	}
+	// The worker notes its hypervisor calls' durations as the engine does
+	// (the planner reads them).
+	noted := map[string]bool{}
+	for _, ev := range full.Events {
+		if ev.Fields["worker"] == "kvm1" && ev.Level == "info" {
+			noted[ev.Kind] = true
+		}
+	}
+	if !noted["snapshot-create"] || !noted["snapshot-remove"] {
+		t.Fatalf("the job's log has no snapshot create and remove noted by kvm1: %+v", full.Events)
+	}
 }
 
 // throttleOnAWorker: the busy VM's disks report 50 ms, over its
