@@ -37,6 +37,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/latency"
 	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/iolatency"
@@ -87,7 +88,7 @@ type Options struct {
 	Predict Predictor
 	// LatencySources, when set, adds latency sources to a datastore that
 	// the latency-control section watches, beside its block device and
-	// the disks of the VMs being read (throttle.go): an array's own
+	// the disks of the VMs being read (package latency): an array's own
 	// statistics, or a test's scripted latency.
 	LatencySources func(connection, datastore string) []iolatency.Source
 }
@@ -98,8 +99,8 @@ type Engine struct {
 	o     Options
 	cur   atomic.Pointer[setup] // what new jobs run with (reload.go)
 	disp  *dispatcher
-	total *rate.Limiter // the I/O rate in total (unlimited: rate.Inf)
-	watch *latencyWatch // datastores' latency while tasks read them
+	total *rate.Limiter  // the I/O rate in total (unlimited: rate.Inf)
+	watch *latency.Watch // datastores' latency while tasks read them
 	log   *slog.Logger
 	bg    sync.WaitGroup
 
@@ -134,7 +135,7 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	}
 	limits := o.Config.Limits.WithDefaults()
 	e := &Engine{o: o, disp: newDispatcher(limits.Tasks), total: ratelimit.NewTotal(limits.Rate), log: o.Logger, repos: map[string]*repo.Repository{},
-		watch: &latencyWatch{extra: o.LatencySources, monitors: map[string]*dsMonitor{}}}
+		watch: latency.NewWatch(o.LatencySources)}
 	e.cur.Store(&setup{cfg: o.Config, limits: limits, conns: o.Connectors, storage: o.StorageSnapshotters})
 	return e, e.Cleanup(ctx)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/attempt"
+	"github.com/coffer-backup/coffer/internal/engine/opguard"
 	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
@@ -221,19 +222,19 @@ func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo
 	}
 	ctx, cancel := context.WithTimeoutCause(parent, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
 	defer cancel()
-	ths := j.e.watch.join(t, t.ceiling())
-	defer ths.leave()
+	ths := j.e.watch.Join(t.latencyUnit())
+	defer ths.Leave()
 	req := attempt.Of(j.p, t.spec(time.Now()))
 	req.Chain, req.Tags, req.RetainUntil = j.chain(), attempt.Tags(j.p, j.one == nil), j.lockUntil(time.Now())
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.limit(ratelimit.Task(j.e.total, j.s.limits.TaskRate)), Progress: prog,
-		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.nice()}
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.Limit(ratelimit.Task(j.e.total, j.s.limits.TaskRate)), Progress: prog,
+		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.Nice()}
 	var snap *repo.Point
 	var err error
 	if t.held != nil {
 		snap, err = t.readHeld(ctx, req, opts)
 	} else {
 		g := t.guard()
-		g.watch = ths.watchSession
+		g.Watch = ths.WatchSession
 		snap, err = j.e.o.Runner(ctx, j.w, g, req, opts)
 	}
 	if err != nil && errors.Is(context.Cause(ctx), errVMTimeout) && j.ctx.Err() == nil {
@@ -294,13 +295,8 @@ func (t *task) ceiling() float64 {
 	return c
 }
 
-func (t *task) guard() *guard {
-	to := t.j.p.Timeouts
-	create := to.SnapshotCreate
-	if create > 0 {
-		create += to.Quiesce
-	}
-	return &guard{Connector: t.conn, create: create, remove: to.SnapshotRemove, note: t.noteOp, background: t.j.e.background}
+func (t *task) guard() *opguard.Guard {
+	return opguard.New(t.conn, t.j.p.Timeouts, t.noteOp, t.j.e.background)
 }
 
 // noteOp records a hypervisor operation's duration as an event.

@@ -26,6 +26,7 @@ import (
 //
 // repos keeps the repositories open across units (unitRepos).
 func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.VMUnitFunc {
+	pace := newUnitPace(log)
 	return func(ctx context.Context, u queue.VMUnit) (_ string, err error) {
 		cfg, _, err := svc.PolicyConfig(ctx)
 		if err != nil {
@@ -46,7 +47,7 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 		defer func() { _ = cat.Close() }() // a kept-open catalog's Close does nothing; the worker's own is the service's
 		ev := unitEvents{cat: cat, u: u, log: log}
 		ev.record(ctx, "info", "worker", fmt.Sprintf("%s: attempt %d runs on worker %s", u.VMName, u.Attempt, u.Worker), nil)
-		point, err := backUp(ctx, svc, repos, cfg, p, u, ev)
+		point, err := backUp(ctx, svc, repos, pace, cfg, p, u, ev)
 		if err != nil {
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
 		}
@@ -57,7 +58,7 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 // backUp is the attempt: the connector and a write session opened for it
 // alone, closed when it ends (the point is committed by BackupVM, the
 // session's packs by its Close).
-func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *policy.Config, p policy.Policy, u queue.VMUnit,
+func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *unitPace, cfg *policy.Config, p policy.Policy, u queue.VMUnit,
 	ev unitEvents) (_ string, err error) {
 	limit := p.Timeouts.VM
 	if limit == 0 {
@@ -90,7 +91,7 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *po
 		Mode: u.Mode, SnapshotMode: u.SnapshotMode, JobID: u.Job, History: history, Now: time.Now()})
 	opts := backup.Options{ChangeCheckSpans: p.ChangeCheck,
 		Note: func(m string) { ev.record(ctx, "info", "data-path", u.VMName+": "+m, nil) }}
-	snap, err := backup.BackupVM(ctx, w, conns.Conns[u.Connection], req, opts)
+	snap, err := pace.backUpVM(ctx, w, conns.Conns[u.Connection], req, opts, cfg, p, u, ev)
 	if err != nil {
 		return "", err
 	}

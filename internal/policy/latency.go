@@ -16,7 +16,7 @@ import (
 // from a datastore it names, the engine watches that datastore's latency
 // (its block device's /proc/diskstats, and the disks of the VMs being
 // backed up as their hypervisor times them) and slows the backup's reads
-// when it passes the threshold (internal/iolatency, engine/throttle.go).
+// when it passes the threshold (internal/iolatency, internal/engine/latency).
 //
 //	latency-control:
 //	  - datastores: [/srv/vms, /srv/ssd-*]   # globs, like resource-groups

@@ -79,6 +79,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"Workers", testWorkers},
 		{"ConcurrentWorkerLoss", testConcurrentWorkerLoss},
 		{"WorkerEvents", testWorkerEvents},
+		{"WorkerTaskProgress", testWorkerTaskProgress},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,3 +51,33 @@ func testWorkerEvents(t *testing.T, open Opener) {
 	same(t, "the job's log", logged(), []string{"epoch 1 runs", "epoch 2 runs"})
 	ok(t, c.AddWorkerEvents(ctx, "kvm1", 2, nil)) // nothing to write: no check either
 }
+
+// testWorkerTaskProgress: a worker records a running task's bytes while
+// it is registered with the epoch it names; a task that ended keeps the
+// end recorded, and a replaced worker's sample is refused.
+func testWorkerTaskProgress(t *testing.T, open Opener) {
+	c := mustOpen(t, open)
+	ctx := context.Background()
+	j := &catalog.Job{Kind: catalog.KindBackupPolicy, Policy: "p"}
+	ok(t, c.CreateJob(ctx, j))
+	tk := &catalog.Task{JobID: j.ID, Connection: "c", VMID: "v1", VMName: "v1", Status: catalog.StatusRunning}
+	ok(t, c.CreateTasks(ctx, []*catalog.Task{tk}))
+	_, err := c.RegisterWorker(ctx, catalog.Worker{Name: "kvm1", Protocol: 1, Slots: 1}, at(0))
+	ok(t, err)
+	bytes := func() [2]int64 {
+		t.Helper()
+		got, err := c.GetTask(ctx, tk.ID)
+		ok(t, err)
+		return [2]int64{got.BytesRead, got.BytesStored}
+	}
+	ok(t, c.SetWorkerTaskProgress(ctx, "kvm1", 1, tk.ID, 100, 40))
+	same(t, "the running task's bytes", bytes(), [2]int64{100, 40})
+	_, err = c.RegisterWorker(ctx, catalog.Worker{Name: "kvm1", Protocol: 1, Slots: 1}, at(time.Second))
+	ok(t, err)
+	wantFenced(t, "progress of the registration before", c.SetWorkerTaskProgress(ctx, "kvm1", 1, tk.ID, 200, 80))
+	same(t, "the bytes after a refused sample", bytes(), [2]int64{100, 40})
+	tk.Status, tk.BytesRead, tk.BytesStored = catalog.StatusSuccess, 300, 90
+	ok(t, c.UpdateTasks(ctx, []*catalog.Task{tk}))
+	ok(t, c.SetWorkerTaskProgress(ctx, "kvm1", 2, tk.ID, 250, 85))
+	same(t, "the ended task's bytes after a late sample", bytes(), [2]int64{300, 90})
+}

@@ -151,6 +151,14 @@ func checkWorkerGrants(t *testing.T, c catalog.Catalog, w *pgx.Conn) {
 			t.Errorf("SELECT from %s as a worker: %v, want permission denied", table, err)
 		}
 	}
+	// A running task's progress (SetWorkerTaskProgress's statement), and
+	// nothing else of a task.
+	if _, err := w.Exec(ctx, `UPDATE tasks SET bytes_read = 1, bytes_stored = 1 WHERE id = 1 AND status = 'running'`); err != nil {
+		t.Errorf("record a task's progress as a worker: %v", err)
+	}
+	if _, err := w.Exec(ctx, `UPDATE tasks SET status = 'success' WHERE id = 1`); sqlState(err) != "42501" {
+		t.Errorf("UPDATE a task's status as a worker: %v, want permission denied", err)
+	}
 	if _, err := w.Exec(ctx, `CREATE TABLE public.stolen (x int)`); sqlState(err) != "42501" {
 		t.Errorf("CREATE TABLE as a worker: %v, want permission denied", err)
 	}
@@ -158,7 +166,6 @@ func checkWorkerGrants(t *testing.T, c catalog.Catalog, w *pgx.Conn) {
 	if err != nil || len(ws) != 2 || ws[1].Slots != 1 {
 		t.Fatalf("the registry after the worker's attempts: %+v %v", ws, err)
 	}
-
 }
 
 // checkStoredVerifier: the database holds the secret's SCRAM verifier,

@@ -47,3 +47,29 @@ func (c *Catalog) AddWorkerEvents(ctx context.Context, name string, epoch int64,
 	}
 	return nil
 }
+
+// SetWorkerTaskProgress updates a running task's byte counts in the
+// transaction that checks the worker's registration, as AddWorkerEvents.
+func (c *Catalog) SetWorkerTaskProgress(ctx context.Context, name string, epoch int64, taskID int64, read, stored int64) error {
+	live := true
+	err := c.b.Write(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, c.d.Rebind(`UPDATE workers SET epoch = epoch WHERE name = ? AND epoch = ? AND state <> ?`),
+			name, epoch, string(catalog.WorkerLost))
+		if err != nil {
+			return err
+		}
+		if live = n == 1; !live {
+			return nil
+		}
+		_, err = tx.Exec(ctx, c.d.Rebind(`UPDATE tasks SET bytes_read = ?, bytes_stored = ? WHERE id = ? AND status = ?`),
+			read, stored, taskID, string(catalog.StatusRunning))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("catalog: record worker %s's progress of task %d: %w", name, taskID, err)
+	}
+	if !live {
+		return c.fenced(ctx, name, epoch)
+	}
+	return nil
+}

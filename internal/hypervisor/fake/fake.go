@@ -60,6 +60,9 @@ type Options struct {
 	// or link), so that a backup lasts long enough to be interrupted
 	// part-way.
 	ReadDelay time.Duration
+	// DiskLatency, when set, is the latency of every guest I/O its
+	// sessions report (hypervisor.IOStatser): a congested datastore.
+	DiskLatency time.Duration
 	// Sleep waits for a modelled latency; default a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
 }

@@ -35,7 +35,8 @@ const FakeKVMKind = "fake-kvm"
 //	    options: {vms: 200, hosts: 5, datastores: 20, disk-size: 4MiB, snapshot-create: 50ms}
 //
 // transient-rate and fail inject faults; read-delay slows each 64 KiB block
-// read, so a backup can be interrupted part-way.
+// read, so a backup can be interrupted part-way; disk-latency is the
+// latency its sessions report for the guests' I/O (latency-control).
 type fakeOptions struct {
 	Seed           uint64        `yaml:"seed"`
 	VMs            int           `yaml:"vms"`
@@ -48,7 +49,8 @@ type fakeOptions struct {
 	SnapshotRemove time.Duration `yaml:"snapshot-remove"`
 	Contention     float64       `yaml:"contention"`
 	TransientRate  float64       `yaml:"transient-rate"`
-	ReadDelay      time.Duration `yaml:"read-delay"` // per 64 KiB block read
+	ReadDelay      time.Duration `yaml:"read-delay"`   // per 64 KiB block read
+	DiskLatency    time.Duration `yaml:"disk-latency"` // of the guest's I/O, as its sessions report it
 	// Fail names VMs whose snapshots always fail.
 	Fail []string `yaml:"fail"`
 }
@@ -117,7 +119,7 @@ func open(_ context.Context, kind string, cfg hvall.Config) (hypervisor.Connecto
 		return nil, api.WithClass(api.Invalid, err)
 	}
 	fo := fake.Options{Kind: kind, Seed: o.Seed, VMs: o.VMs, Hosts: o.Hosts, Datastores: o.Datastores, MaxDisks: o.MaxDisks,
-		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate, ReadDelay: o.ReadDelay,
+		Allocated: o.Allocated, Contention: o.Contention, TransientRate: o.TransientRate, ReadDelay: o.ReadDelay, DiskLatency: o.DiskLatency,
 		SnapshotCreate: fake.Latency{Min: o.SnapshotCreate, Max: o.SnapshotCreate},
 		SnapshotRemove: fake.Latency{Min: o.SnapshotRemove, Max: o.SnapshotRemove}}
 	if o.DiskSize != "" {

@@ -1,4 +1,7 @@
-package engine
+// Package latency is the engine's latency-driven throttling (the
+// latency-control section), shared by the engine's own tasks and the VM
+// units a worker runs (internal/fleet).
+package latency
 
 import (
 	"context"
@@ -20,10 +23,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
-// Latency-driven throttling (the latency-control section): while tasks
+// Latency-driven throttling (the latency-control section): while units
 // read from a datastore the section names, one monitor per datastore
 // samples its latency every interval and steps an iolatency.Controller,
-// which sets the rate of a token bucket of each task reading from it.
+// which sets the rate of a token bucket of each unit reading from it.
 // The latency is the worst of what its sources saw over the interval:
 // the datastore's block device (/proc/diskstats: everyone's I/O,
 // production's and the backup's own), the disks on it of the VMs being
@@ -32,17 +35,42 @@ import (
 // adds. The worst, not a mean: one VM whose writes wait is production
 // hurting, however quiet the others are.
 
-// latencyWatch holds the engine's datastore monitors.
-type latencyWatch struct {
+// Watch holds one process's datastore monitors: the engine's, or a
+// worker's for the units it runs.
+type Watch struct {
 	extra func(connection, datastore string) []iolatency.Source
 
 	mu       sync.Mutex
 	monitors map[string]*dsMonitor // by connection/datastore
 }
 
+// NewWatch returns a watch; extra, when set, adds latency sources to a
+// watched datastore beside its block device and the disks of the VMs
+// being read: an array's own statistics, or a test's scripted latency.
+func NewWatch(extra func(connection, datastore string) []iolatency.Source) *Watch {
+	return &Watch{extra: extra, monitors: map[string]*dsMonitor{}}
+}
+
+// Unit is a unit about to read a VM's disks, as the watch sees it.
+type Unit struct {
+	Control    policy.LatencyControls // the configuration's section
+	Connection string
+	Policy, VM string
+	Datastores []string // the VM's
+	Shares     int      // the policy's shares of a congested datastore
+	// Ceiling is the unit's static rate in bytes/s (0: none), where its
+	// throttling starts and ends.
+	Ceiling float64
+	// Repository, when set, is the unit's write session: a local one on
+	// a watched datastore's device is warned about.
+	Repository *repo.Writer
+	// Event records a line in the unit's log.
+	Event func(level, kind, msg string, fields map[string]any)
+}
+
 // dsMonitor watches one datastore while tasks read from it.
 type dsMonitor struct {
-	w             *latencyWatch
+	w             *Watch
 	key, conn, ds string
 	cfg           policy.LatencyControl
 	meters        []*iolatency.Meter // the device and the extra sources
@@ -64,7 +92,7 @@ type throttle struct {
 	bucket *rate.Limiter
 	read   atomic.Int64
 	vm     *iolatency.Meter // the session's disks on the datastore, under m.mu
-	t      *task
+	u      *Unit
 	since  time.Time // when it engaged
 	lowest float64
 	nice   int // the CPU niceness its datastore's entry asks for (cpu-nice)
@@ -81,44 +109,42 @@ func (th *throttle) WaitN(ctx context.Context, n int) error {
 	return nil
 }
 
-// throttles are one task's, one per watched datastore of its VM.
-type throttles []*throttle
+// Throttles are one unit's, one per watched datastore of its VM.
+type Throttles []*throttle
 
-// join registers a task with the monitors of its VM's watched datastores
-// (starting those not running yet); ceiling is its static rate in
-// bytes/s (0: none).
-func (w *latencyWatch) join(t *task, ceiling float64) throttles {
-	cfg := t.j.s.cfg.LatencyControl
-	var out throttles
-	for _, ds := range t.vm.Datastores {
-		lc, ok := cfg.For(ds)
+// Join registers a unit with the monitors of its VM's watched datastores
+// (starting those not running yet).
+func (w *Watch) Join(u Unit) Throttles {
+	var out Throttles
+	for _, ds := range u.Datastores {
+		lc, ok := u.Control.For(ds)
 		if !ok {
 			continue
 		}
-		key := t.rec.Connection + "/" + ds
+		key := u.Connection + "/" + ds
 		w.mu.Lock()
 		m := w.monitors[key]
 		if m == nil {
-			m = w.start(key, t.rec.Connection, ds, lc)
+			m = w.start(key, u.Connection, ds, lc)
 			w.monitors[key] = m
 		}
-		th := &throttle{m: m, bucket: rate.NewLimiter(rate.Inf, 1<<20), t: t, nice: lc.Nice()}
+		th := &throttle{m: m, bucket: rate.NewLimiter(rate.Inf, 1<<20), u: &u, nice: lc.Nice()}
 		m.mu.Lock()
-		th.r = m.ctl.Add(t.vm.Name, t.j.p.Shares.Value(), ceiling)
+		th.r = m.ctl.Add(u.VM, u.Shares, u.Ceiling)
 		m.members[th] = true
 		m.mu.Unlock()
 		w.mu.Unlock()
 		if m.noDevice != "" {
-			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: latency watched through the VMs' disks only: %s", ds, m.noDevice),
+			u.Event("info", "latency-throttle", fmt.Sprintf("datastore %s: latency watched through the VMs' disks only: %s", ds, m.noDevice),
 				map[string]any{"datastore": ds})
 		}
-		if m.device != nil && sameDevice(t.j.w, *m.device) {
-			t.event("warn", "latency-throttle", fmt.Sprintf("datastore %s and the repository are on one device (%s): the repository's writes count as the datastore's latency, "+
+		if m.device != nil && sameDevice(u.Repository, *m.device) {
+			u.Event("warn", "latency-throttle", fmt.Sprintf("datastore %s and the repository are on one device (%s): the repository's writes count as the datastore's latency, "+
 				"so backups are slowed for congestion they cause themselves; keep repositories off the storage they protect", ds, m.device.Name),
 				map[string]any{"datastore": ds, "device": m.device.Name})
 		}
 		if th.nice > 0 {
-			t.event("info", "latency-throttle", fmt.Sprintf("datastore %s: the backup reads, hashes, compresses and encrypts at CPU niceness %d, behind the VMs on this host (cpu-nice)", ds, th.nice),
+			u.Event("info", "latency-throttle", fmt.Sprintf("datastore %s: the backup reads, hashes, compresses and encrypts at CPU niceness %d, behind the VMs on this host (cpu-nice)", ds, th.nice),
 				map[string]any{"datastore": ds, "cpu_nice": th.nice})
 		}
 		out = append(out, th)
@@ -139,9 +165,9 @@ func sameDevice(w *repo.Writer, dev iolatency.Device) bool {
 	return err == nil && d.Major == dev.Major && d.Minor == dev.Minor
 }
 
-// nice is the CPU niceness of the task's pipeline: the lowest priority
+// Nice is the CPU niceness of the unit's pipeline: the lowest priority
 // its watched datastores ask for (0: none watched, or all turned off).
-func (ths throttles) nice() int {
+func (ths Throttles) Nice() int {
 	n := 0
 	for _, th := range ths {
 		n = max(n, th.nice)
@@ -149,7 +175,7 @@ func (ths throttles) nice() int {
 	return n
 }
 
-func (w *latencyWatch) start(key, conn, ds string, lc policy.LatencyControl) *dsMonitor {
+func (w *Watch) start(key, conn, ds string, lc policy.LatencyControl) *dsMonitor {
 	m := &dsMonitor{w: w, key: key, conn: conn, ds: ds, cfg: lc, members: map[*throttle]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 		ctl: iolatency.NewController(iolatency.Settings{Threshold: time.Duration(lc.Threshold), Floor: float64(lc.MinRate)})}
@@ -170,9 +196,9 @@ func (w *latencyWatch) start(key, conn, ds string, lc policy.LatencyControl) *ds
 	return m
 }
 
-// leave unregisters a task's throttles, noting in its log one that ends
+// Leave unregisters a unit's throttles, noting in its log one that ends
 // throttled, and stops monitors nobody reads from any more.
-func (ths throttles) leave() {
+func (ths Throttles) Leave() {
 	for _, th := range ths {
 		m := th.m
 		m.w.mu.Lock()
@@ -191,14 +217,14 @@ func (ths throttles) leave() {
 			<-m.done
 		}
 		if rate > 0 {
-			th.t.event("info", "latency-throttle", fmt.Sprintf("reads from datastore %s were throttled until the end (for %s, at %s at the lowest)",
+			th.u.Event("info", "latency-throttle", fmt.Sprintf("reads from datastore %s were throttled until the end (for %s, at %s at the lowest)",
 				m.ds, time.Since(since).Round(time.Millisecond), mibps(lowest)), map[string]any{"datastore": m.ds, "throttled": false})
 		}
 	}
 }
 
-// limit adds the throttles' buckets to a task's limiter (nil: none).
-func (ths throttles) limit(base backup.RateLimiter) backup.RateLimiter {
+// Limit adds the throttles' buckets to a unit's limiter (nil: none).
+func (ths Throttles) Limit(base backup.RateLimiter) backup.RateLimiter {
 	if len(ths) == 0 {
 		return base
 	}
@@ -224,10 +250,10 @@ func (c chain) WaitN(ctx context.Context, n int) error {
 	return nil
 }
 
-// watchSession adds the session's disks on each watched datastore to its
+// WatchSession adds the session's disks on each watched datastore to its
 // monitor's sources, until the returned function removes them (before
 // the session closes).
-func (ths throttles) watchSession(s hypervisor.Session) func() {
+func (ths Throttles) WatchSession(s hypervisor.Session) func() {
 	st, ok := s.(hypervisor.IOStatser)
 	if !ok || len(ths) == 0 {
 		return func() {}
@@ -243,7 +269,7 @@ func (ths throttles) watchSession(s hypervisor.Session) func() {
 			continue
 		}
 		th.m.mu.Lock()
-		th.vm = iolatency.NewMeter(iolatency.VMDisks{VM: th.t.vm.Name, Stats: st, Keys: keys})
+		th.vm = iolatency.NewMeter(iolatency.VMDisks{VM: th.u.VM, Stats: st, Keys: keys})
 		th.m.mu.Unlock()
 	}
 	return func() {
@@ -305,7 +331,7 @@ func (m *dsMonitor) sample(interval time.Duration) sample {
 // and logs engagements and releases in the tasks' logs.
 func (m *dsMonitor) step(s sample, elapsed time.Duration) {
 	type note struct {
-		t      *task
+		u      *Unit
 		level  string
 		msg    string
 		fields map[string]any
@@ -332,10 +358,10 @@ func (m *dsMonitor) step(s sample, elapsed time.Duration) {
 		switch {
 		case ch.Engaged():
 			th.since, th.lowest = time.Now(), ch.To
-			notes = append(notes, note{th.t, "warn", fmt.Sprintf("reads slowed to %s: datastore %s is congested (latency %s over %s, worst at %s)",
+			notes = append(notes, note{th.u, "warn", fmt.Sprintf("reads slowed to %s: datastore %s is congested (latency %s over %s, worst at %s)",
 				mibps(ch.To), m.ds, s.latency.Round(10*time.Microsecond), threshold, s.source), fields})
 		case ch.Released():
-			notes = append(notes, note{th.t, "info", fmt.Sprintf("reads back to full speed: datastore %s latency %s, under %s (throttled for %s, at %s at the lowest)",
+			notes = append(notes, note{th.u, "info", fmt.Sprintf("reads back to full speed: datastore %s latency %s, under %s (throttled for %s, at %s at the lowest)",
 				m.ds, s.latency.Round(10*time.Microsecond), threshold, time.Since(th.since).Round(time.Millisecond), mibps(th.lowest)), fields})
 		default:
 			th.lowest = math.Min(th.lowest, ch.To)
@@ -343,14 +369,14 @@ func (m *dsMonitor) step(s sample, elapsed time.Duration) {
 	}
 	m.mu.Unlock()
 	for _, n := range notes {
-		n.t.event(n.level, "latency-throttle", n.msg, n.fields)
+		n.u.Event(n.level, "latency-throttle", n.msg, n.fields)
 	}
 }
 
 func mibps(r float64) string { return fmt.Sprintf("%.1f MiB/s", r/(1<<20)) }
 
-// DatastoreLatency is a watched datastore's state (metrics).
-type DatastoreLatency struct {
+// Datastore is a watched datastore's state (metrics).
+type Datastore struct {
 	Connection, Datastore string
 	Threshold             time.Duration
 	// Latency is the last interval's, when Sampled (production completed
@@ -359,34 +385,33 @@ type DatastoreLatency struct {
 	Sampled   bool
 	Source    string
 	Congested bool
-	Readers   []LatencyReader
+	Readers   []Reader
 }
 
-// LatencyReader is a task reading from a watched datastore.
-type LatencyReader struct {
+// Reader is a unit reading from a watched datastore.
+type Reader struct {
 	Policy, VM string
 	Shares     int
 	// Rate is its read rate limit in bytes/s; 0: not throttled.
 	Rate float64
 }
 
-// Latency lists the datastores being watched now, for the metrics.
-func (e *Engine) Latency() []DatastoreLatency {
-	w := e.watch
+// Datastores lists the datastores being watched now, for the metrics.
+func (w *Watch) Datastores() []Datastore {
 	w.mu.Lock()
 	ms := make([]*dsMonitor, 0, len(w.monitors))
 	for _, m := range w.monitors {
 		ms = append(ms, m)
 	}
 	w.mu.Unlock()
-	out := make([]DatastoreLatency, 0, len(ms))
+	out := make([]Datastore, 0, len(ms))
 	for _, m := range ms {
 		m.mu.Lock()
 		lat, ok := m.ctl.Latency()
-		d := DatastoreLatency{Connection: m.conn, Datastore: m.ds, Threshold: time.Duration(m.cfg.Threshold), Latency: lat, Sampled: ok,
+		d := Datastore{Connection: m.conn, Datastore: m.ds, Threshold: time.Duration(m.cfg.Threshold), Latency: lat, Sampled: ok,
 			Source: m.worst, Congested: m.ctl.Congested()}
 		for th := range m.members {
-			d.Readers = append(d.Readers, LatencyReader{Policy: th.t.j.p.Name, VM: th.t.vm.Name, Shares: th.r.Shares, Rate: th.r.Rate()})
+			d.Readers = append(d.Readers, Reader{Policy: th.u.Policy, VM: th.u.VM, Shares: th.r.Shares, Rate: th.r.Rate()})
 		}
 		m.mu.Unlock()
 		sort.Slice(d.Readers, func(i, j int) bool { return d.Readers[i].VM < d.Readers[j].VM })
