@@ -53,7 +53,7 @@ func TestLibvirtDomainOnItsHostsWorker(t *testing.T) {
 	ready := g.Wait("COFFER READY", 0)
 	admin, dom := libvirtAdmin(t, g.D.URI, "web-1")
 	lvState := filepath.Join(g.D.Dir, "st")
-	e.Config(fmt.Sprintf(libvirtConfig, dead, g.D.URI, lvState))
+	e.Config(fmt.Sprintf(libvirtConfig, steadyDead, g.D.URI, lvState))
 	srv := e.StartServer()
 	token := e.AdminToken()
 	cat := openCatalog(t, e)
@@ -115,6 +115,11 @@ func libvirtAdmin(t *testing.T, uri, name string) (*golibvirt.Libvirt, golibvirt
 	return admin, dom
 }
 
+// steadyBeat and steadyDead are the heartbeat and dead interval of the
+// tests that lose no worker: long enough that a worker slowed by a busy
+// machine (TCG guests beside it) is not declared lost.
+const steadyBeat, steadyDead = 500 * time.Millisecond, 10 * time.Second
+
 // startReachWorker starts `coffer worker` on host (named after it),
 // reaching connections and hosts ("connection/host", or ""), with a state
 // directory of its own, logging in JSON.
@@ -125,12 +130,18 @@ func startReachWorker(e *clitest.Env, host *testutil.NetHost, connections, hosts
 	defer func() { e.Host = nil; delete(e.Vars, "COFFER_LOG_FORMAT") }()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
 	args := []string{"worker", "--name", host.Name, "--slots", "2", "--reach-connections", connections,
-		"--state-dir", filepath.Join(e.Dir, host.Name+"-state"), "--heartbeat", beat.String(), "--dead-after", dead.String(),
+		"--state-dir", filepath.Join(e.Dir, host.Name+"-state"), "--heartbeat", steadyBeat.String(), "--dead-after", steadyDead.String(),
 		"--log-level", "info"}
 	if hosts != "" {
 		args = append(args, "--reach-hosts", hosts)
 	}
-	return e.StartCoffer(registered, patience, args...)
+	w := e.StartCoffer(registered, patience, args...)
+	e.T.Cleanup(func() {
+		if e.T.Failed() {
+			e.T.Logf("worker %s:\n%s", host.Name, w.Log())
+		}
+	})
+	return w
 }
 
 // runOnWorker runs the policy fleet of one VM through the server and

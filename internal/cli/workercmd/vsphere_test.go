@@ -23,10 +23,12 @@ import (
 // policy: more than the two workers' four slots, so that both take some.
 const vsphereVMs = 8
 
-// vsphereFleet is the policy over every VM of the connection vc; one
-// attempt: a failure is the test's.
+// vsphereFleet are two policies over every VM of the connection vc:
+// fleet, which any worker reaching vc may run, and pinned, whose workers
+// (its affinity) are proxy2 alone. One attempt: a failure is the test's.
 const vsphereFleet = `policies:
   - {name: fleet, connections: [vc], schedule: "0 3 1 1 *", retries: {attempts: 1}}
+  - {name: pinned, connections: [vc], schedule: "0 3 1 1 *", workers: [proxy2], retries: {attempts: 1}}
 `
 
 // tlsClients records the address of every client that opens a TLS
@@ -66,7 +68,8 @@ func (c *tlsClients) count() int {
 // units over both workers, and each point restores to exactly its VM's
 // disk. The server never opens the vCenter connection
 // (fleet.WorkerConnector): from its start on, every client of the
-// vCenter is one of the workers, by its address.
+// vCenter is one of the workers, by its address. A policy whose workers
+// name proxy2 alone runs every unit there.
 func TestVSphereOnAnyWorkerReachingIt(t *testing.T) {
 	lab := testutil.NewNetLab(t, "proxy1", "proxy2")
 	e := pgEnv(t, testutil.StartPostgresOnLab(t, lab))
@@ -82,7 +85,7 @@ func TestVSphereOnAnyWorkerReachingIt(t *testing.T) {
 		vc.WriteFlat(vc.Disk(vm.Name), data)
 		want[vm.Name] = data
 	}
-	e.Config(fmt.Sprintf("maintenance: {worker-dead-after: %s}\n", dead) + vc.Connections(e) + vsphereFleet)
+	e.Config(fmt.Sprintf("maintenance: {worker-dead-after: %s}\n", steadyDead) + vc.Connections(e) + vsphereFleet)
 	cat := openCatalog(t, e)
 	workers := map[string]*clitest.ServerProc{}
 	for _, h := range lab.Hosts() {
@@ -128,6 +131,7 @@ func TestVSphereOnAnyWorkerReachingIt(t *testing.T) {
 		t.Errorf("the workers logged %d units for %d VMs: %v", logged, vsphereVMs, ran)
 	}
 	t.Logf("units per worker: %v", ran)
+	checkPinned(t, srv, token, cat)
 
 	addrs := map[string]bool{lab.Hosts()[0].Addr: true, lab.Hosts()[1].Addr: true}
 	seen := clients.since(before)
@@ -137,4 +141,24 @@ func TestVSphereOnAnyWorkerReachingIt(t *testing.T) {
 		}
 	}
 	t.Logf("%d connections to the vCenter since the server started, all from the workers", len(seen))
+}
+
+// checkPinned runs the policy pinned, whose workers are proxy2 alone:
+// every one of its units runs there, though proxy1 reaches vc as well.
+func checkPinned(t *testing.T, srv *clitest.ServerProc, token string, cat catalog.Catalog) {
+	t.Helper()
+	j := srv.RunPolicy(token, "pinned")
+	if j.Status != "success" || j.TasksOK != vsphereVMs {
+		t.Fatalf("run pinned: %+v\n%s", j, srv.Log())
+	}
+	tasks, err := cat.ListTasks(context.Background(), catalog.TaskFilter{JobID: j.ID})
+	if err != nil || len(tasks) != vsphereVMs {
+		t.Fatalf("job %d's tasks: %d %v", j.ID, len(tasks), err)
+	}
+	for _, task := range tasks {
+		if w := ranOn(t, cat, task); w != "proxy2" {
+			t.Errorf("%s of the policy pinned to proxy2 ran on %q", task.VMName, w)
+		}
+	}
+	t.Logf("the run pinned to proxy2 took %.1fs", j.DurationSeconds)
 }
