@@ -57,8 +57,8 @@ func TestLibvirtDomainOnItsHostsWorker(t *testing.T) {
 	srv := e.StartServer()
 	token := e.AdminToken()
 	cat := openCatalog(t, e)
-	kvm1 := startReachWorker(e, lab.Hosts()[0], "lv", "lv/kvm1")
-	kvm2 := startReachWorker(e, lab.Hosts()[1], "lv", "lv/kvm2")
+	kvm1 := startReachWorker(e, lab.Hosts()[0], "lv", "lv/kvm1", steadyDead)
+	kvm2 := startReachWorker(e, lab.Hosts()[1], "lv", "lv/kvm2", steadyDead)
 	waitLog(t, srv, "the engine given both workers", "the engine places units on the workers", "workers=kvm1,kvm2")
 	if w := waitWorker(t, cat, "kvm1", "kvm1 ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady }); w.Host != "kvm1" {
 		t.Fatalf("kvm1 registered from host %q, not from its namespace", w.Host)
@@ -115,22 +115,23 @@ func libvirtAdmin(t *testing.T, uri, name string) (*golibvirt.Libvirt, golibvirt
 	return admin, dom
 }
 
-// steadyBeat and steadyDead are the heartbeat and dead interval of the
-// tests that lose no worker: long enough that a worker slowed by a busy
-// machine (TCG guests beside it) is not declared lost.
-const steadyBeat, steadyDead = 500 * time.Millisecond, 10 * time.Second
+// steadyDead is the dead interval of the tests that lose no worker: long
+// enough that a worker slowed by a busy machine (TCG guests beside it) is
+// not declared lost.
+const steadyDead = 10 * time.Second
 
 // startReachWorker starts `coffer worker` on host (named after it),
 // reaching connections and hosts ("connection/host", or ""), with a state
-// directory of its own, logging in JSON.
-func startReachWorker(e *clitest.Env, host *testutil.NetHost, connections, hosts string) *clitest.ServerProc {
+// directory of its own, logging in JSON; deadAfter is its dead interval,
+// a tenth of it its heartbeat.
+func startReachWorker(e *clitest.Env, host *testutil.NetHost, connections, hosts string, deadAfter time.Duration) *clitest.ServerProc {
 	e.T.Helper()
 	e.Host = host
 	e.Vars["COFFER_LOG_FORMAT"] = "json" // unitStarts reads its log
 	defer func() { e.Host = nil; delete(e.Vars, "COFFER_LOG_FORMAT") }()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
 	args := []string{"worker", "--name", host.Name, "--slots", "2", "--reach-connections", connections,
-		"--state-dir", filepath.Join(e.Dir, host.Name+"-state"), "--heartbeat", steadyBeat.String(), "--dead-after", steadyDead.String(),
+		"--state-dir", filepath.Join(e.Dir, host.Name+"-state"), "--heartbeat", (deadAfter / 10).String(), "--dead-after", deadAfter.String(),
 		"--log-level", "info"}
 	if hosts != "" {
 		args = append(args, "--reach-hosts", hosts)

@@ -89,7 +89,7 @@ func TestVSphereOnAnyWorkerReachingIt(t *testing.T) {
 	cat := openCatalog(t, e)
 	workers := map[string]*clitest.ServerProc{}
 	for _, h := range lab.Hosts() {
-		workers[h.Name] = startReachWorker(e, h, "vc", "")
+		workers[h.Name] = startReachWorker(e, h, "vc", "", steadyDead)
 		waitWorker(t, cat, h.Name, h.Name+" ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady })
 	}
 
