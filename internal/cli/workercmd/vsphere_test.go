@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vmware/govmomi/vim25/mo"
+
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -68,7 +70,8 @@ func (c *tlsClients) count() int {
 // units over both workers, and each point restores to exactly its VM's
 // disk. The server never opens the vCenter connection
 // (fleet.WorkerConnector): from its start on, every client of the
-// vCenter is one of the workers, by its address. A policy whose workers
+// vCenter is one of the workers, by its address, and no VM keeps a
+// snapshot. A policy whose workers
 // name proxy2 alone runs every unit there.
 func TestVSphereOnAnyWorkerReachingIt(t *testing.T) {
 	lab := testutil.NewNetLab(t, "proxy1", "proxy2")
@@ -141,6 +144,16 @@ func TestVSphereOnAnyWorkerReachingIt(t *testing.T) {
 		}
 	}
 	t.Logf("%d connections to the vCenter since the server started, all from the workers", len(seen))
+
+	// Last, as the test's own client connects from the lab's gateway:
+	// the workers left no snapshot on any VM.
+	var vms []mo.VirtualMachine
+	vc.Retrieve(context.Background(), "VirtualMachine", []string{"name", "snapshot"}, &vms)
+	for _, vm := range vms {
+		if vm.Snapshot != nil {
+			t.Errorf("%s keeps snapshots after its backups on the workers: %+v", vm.Name, vm.Snapshot.RootSnapshotList)
+		}
+	}
 }
 
 // checkPinned runs the policy pinned, whose workers are proxy2 alone:
