@@ -54,7 +54,7 @@ type workerPool struct {
 func (f *fleet) place(rt Route) (best *workerPool, why string) {
 	eligible := false
 	for _, wp := range f.order {
-		if !wp.w.Reach.Covers(rt) {
+		if !wp.w.Covers(rt) {
 			continue
 		}
 		eligible = true

@@ -185,6 +185,9 @@ func (v Variation) applyWorkers(sc, out Scenario) (Scenario, error) {
 			slots = runtime.GOMAXPROCS(0) // a worker like this machine, one slot per core
 		}
 		out.Workers = evenWorkers(sc, v.n, slots)
+		// The n workers are the policy's own, simulated: its affinity
+		// (workers:) names real ones, which w1..wN are not.
+		out.Policy.Workers = nil
 		return out, nil
 	}
 	if len(sc.Workers) == 0 {

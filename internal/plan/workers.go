@@ -90,7 +90,7 @@ func (c *compiled) compileWorkers(pool func(string, int) int32) {
 		var set []int32
 		var key strings.Builder
 		for k, w := range in.Workers {
-			if w.Reach.Covers(t.Route) {
+			if w.Covers(t.Route) {
 				set = append(set, int32(k))
 				fmt.Fprintf(&key, "%d,", k)
 			}

@@ -73,6 +73,13 @@ func TestMoreWorkersFinishSooner(t *testing.T) {
 	if !strings.Contains(p["workers=1x2"].Bottleneck, "worker:w1, capped at 2") {
 		t.Errorf("bottleneck %q", p["workers=1x2"].Bottleneck)
 	}
+	// workers=N simulates the policy's own workers: its affinity, which
+	// names real ones, does not strand its VMs.
+	pinned := fleetScenario("vsphere", even, 0)
+	pinned.Policy.Workers = []string{"proxy1"}
+	if got := plans(t, pinned, Measurements{Pipeline: 1e12}, "workers=3x2")["workers=3x2"].P50; got != 20*time.Second {
+		t.Errorf("three workers of 2 slots for a policy with workers: %s, want 20s", got)
+	}
 	// The scenario's own workers, and fewer slots on each.
 	sc := fleetScenario("vsphere", even, 0)
 	sc.Workers = evenWorkers(sc, 3, 2)

@@ -212,6 +212,12 @@ type Policy struct {
 	// Shares decide whose backups slow down first when a datastore of
 	// the latency-control section is congested (latency.go).
 	Shares Shares `yaml:"shares"`
+	// Workers, when set, are the only workers (by name) that may run the
+	// policy's VM units: its affinity, as Veeam restricts a job to chosen
+	// proxies, of a site or beside a repository. Among them each unit
+	// still needs a worker whose reach covers it (engine/route). It has
+	// no effect on a server without workers.
+	Workers []string `yaml:"workers"`
 }
 
 // VerifyBoot is when and how a policy's points are proven to boot.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,6 +146,11 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 	}
 	if p.Tasks < 0 {
 		add("%s: tasks must not be negative", where)
+	}
+	for i, w := range p.Workers {
+		if w == "" || slices.Contains(p.Workers[:i], w) {
+			add("%s: workers: %q: name each worker once (the names coffer worker --name gave them)", where, w)
+		}
 	}
 	if p.ChangeCheck < -1 {
 		add("%s: change-check %d: the spans of each disk an incremental reads to check change tracking (-1: off)", where, p.ChangeCheck)

@@ -6,6 +6,7 @@ package route
 import (
 	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -56,6 +57,11 @@ type Route struct {
 	Repository string
 	Library    string
 	Boot       bool
+	// Workers, when set, are the only workers that may run the unit (by
+	// name): its policy's affinity, as Veeam restricts a job to chosen
+	// proxies (a site's, a repository's). Empty: any worker whose reach
+	// covers the rest.
+	Workers []string
 }
 
 // hostBound are the connection kinds whose VMs can be read only on their
@@ -68,7 +74,7 @@ var hostBound = map[string]bool{"qemu": true, "libvirt": true, "fake-kvm": true}
 // their host, and the policy's repository. The engine routes with it and
 // internal/plan simulates with it, as with SlotNeeds.
 func RouteOf(cfg *policy.Config, p policy.Policy, conn string, vm hypervisor.VM) Route {
-	rt := Route{Connection: conn, Repository: cmp.Or(p.Repository, "default")}
+	rt := Route{Connection: conn, Repository: cmp.Or(p.Repository, "default"), Workers: p.Workers}
 	if hostBound[connectionKind(cfg, conn)] {
 		rt.Hosts = []string{vm.Host}
 	}
@@ -84,8 +90,19 @@ func connectionKind(cfg *policy.Config, name string) string {
 	return ""
 }
 
+// Covers reports whether worker w may run a unit of route rt: the route
+// allows it (its policy's workers) and its reach covers the route.
+func (w Worker) Covers(rt Route) bool {
+	return w.allowed(rt) && w.Reach.Covers(rt)
+}
+
+// allowed reports whether the route's affinity, if any, names w.
+func (w Worker) allowed(rt Route) bool {
+	return len(rt.Workers) == 0 || slices.Contains(rt.Workers, w.Name)
+}
+
 // Covers reports whether a worker of this reach can run a unit of route
-// rt.
+// rt, whichever workers the route allows (Worker.Covers checks both).
 func (r Reach) Covers(rt Route) bool {
 	return r.why(rt) == ""
 }
@@ -123,6 +140,31 @@ func Unreached(ws []Worker, rt Route) string {
 	if len(ws) == 0 {
 		return "no live worker"
 	}
+	if len(rt.Workers) > 0 {
+		var allowed []Worker
+		for _, w := range ws {
+			if w.allowed(rt) {
+				allowed = append(allowed, w)
+			}
+		}
+		of := "no live worker of the policy's workers (" + strings.Join(rt.Workers, ", ") + ")"
+		if len(allowed) == 0 {
+			return of
+		}
+		if why := lacking(allowed, rt); why != "" {
+			return of + " reaches " + why
+		}
+		return ""
+	}
+	if why := lacking(ws, rt); why != "" {
+		return "no worker reaches " + why
+	}
+	return ""
+}
+
+// lacking is what of rt none of ws reaches ("host kvm7"), "" when one
+// reaches it all.
+func lacking(ws []Worker, rt Route) string {
 	// Narrow the workers requirement by requirement, in Reach.why's order.
 	steps := []Route{{Connection: rt.Connection}, {Connection: rt.Connection, Hosts: rt.Hosts},
 		{Connection: rt.Connection, Hosts: rt.Hosts, Datastore: rt.Datastore}, rt}
@@ -138,7 +180,7 @@ func Unreached(ws []Worker, rt Route) string {
 			}
 		}
 		if len(next) == 0 {
-			return "no worker reaches " + why
+			return why
 		}
 		left = next
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/connectortest"
+	"github.com/coffer-backup/coffer/internal/hypervisor/libvirt/libvirttest"
 )
 
 // TestConformance runs the connector contract against the lab's domain
@@ -111,37 +112,8 @@ func (l *lab) writeThroughQEMU(_ context.Context, key string, off int64, data []
 	return nil
 }
 
-// leftovers lists a running backup job, a domain left paused, coffer's
-// checkpoints beyond the conformance chain's (its full anchor and newest
-// incremental), and journals, sockets or scratch files.
+// leftovers lists what coffer left on the domain beyond the conformance
+// chain's own checkpoints (libvirttest.Leftovers).
 func (l *lab) leftovers(context.Context) ([]string, error) {
-	var left []string
-	if _, err := l.admin.DomainBackupGetXMLDesc(l.dom, 0); err == nil {
-		left = append(left, "a backup job")
-	}
-	st, _, err := l.admin.DomainGetState(l.dom, 0)
-	if err != nil {
-		return nil, err
-	}
-	if golibvirt.DomainState(st) != golibvirt.DomainRunning {
-		left = append(left, fmt.Sprintf("domain in state %d", st))
-	}
-	chain, kept := "coffer-"+hypervisor.ChainLabel(connectortest.Chain)+"-", 0
-	for _, cp := range l.checkpoints() {
-		switch {
-		case strings.HasPrefix(cp, chain):
-			if kept++; kept > 2 {
-				left = append(left, "a third checkpoint of the chain "+cp)
-			}
-		case strings.HasPrefix(cp, "coffer-"):
-			left = append(left, "checkpoint "+cp)
-		}
-	}
-	for _, sub := range []string{"journal", "sockets"} {
-		ents, _ := os.ReadDir(filepath.Join(l.state, sub))
-		for _, e := range ents {
-			left = append(left, filepath.Join(sub, e.Name()))
-		}
-	}
-	return left, nil
+	return libvirttest.Leftovers(l.admin, l.dom, l.state, connectortest.Chain)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,14 +30,28 @@ import (
 // and machines of its own VMs (10 GB disks, powered off) over TLS, for the
 // user coffer with the password s3cret.
 func Start(t *testing.T, hosts, machines int) *simulator.Server {
+	return StartOn(t, "", nil, hosts, machines)
+}
+
+// StartOn is Start listening on addr ("" for loopback; an IP takes a port
+// of its own), with TLS settings tlsConfig (nil for the defaults; a
+// GetConfigForClient callback sees each client's address): the tests of
+// workers in network namespaces serve it on their lab's network.
+func StartOn(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machines int) *simulator.Server {
 	m := simulator.VPX()
 	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, hosts, machines, false
 	if err := m.Create(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Remove)
-	m.Service.TLS = new(tls.Config)
+	if tlsConfig == nil {
+		tlsConfig = new(tls.Config)
+	}
+	m.Service.TLS = tlsConfig
 	m.Service.Listen = &url.URL{User: url.UserPassword("coffer", Password)}
+	if addr != "" {
+		m.Service.Listen.Host = net.JoinHostPort(addr, "0")
+	}
 	srv := m.Service.NewServer()
 	t.Cleanup(srv.Close)
 	return srv
