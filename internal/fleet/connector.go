@@ -44,8 +44,9 @@ func (r Remote) StandIn(ctx context.Context, cfg *policy.Config, name string) (h
 // its leftovers are cleaned by each worker before it registers
 // (CleanupLeftovers), and its VMs are backed up only on the workers,
 // where the engine places their units. A unit the server would run in its
-// own process (a backup of one VM, a group: datastore batch, a run of a
-// server whose engine was given no worker yet) is refused.
+// own process (a group: datastore batch, a run of a server whose engine
+// was given no worker yet) is refused; a backup of one VM is placed and
+// handed off as a policy's VM is (vmunit_one.go).
 type WorkerConnector struct {
 	Connection string
 	Config     *policy.Config // the connection's kind, and whether its VMs are bound to their host
