@@ -25,16 +25,21 @@ type Placement struct {
 	Mode, SnapshotMode string
 	// Policy and Repository are the policy whose run this is and its
 	// repository ("": the default), from which a worker builds the
-	// attempt (attempt.Request); Policy is "" for what must run in this
-	// process (a backup of one VM, a group's read of a batch snapshot).
+	// attempt (attempt.Request); Policy is "" for a backup of one VM
+	// (One) and for what must run in this process (a group's read of a
+	// batch snapshot: One is nil too).
 	Policy, Repository string
+	// One is the backup of one VM whose attempt this is (set with
+	// Repository and LoadPoint): what it asked for, from which a worker
+	// builds the attempt as this engine would.
+	One *VMBackup
 	// Pools are the keys of the pools the attempt occupies, a key once
 	// per slot, its worker's included: what a leader taking over counts
 	// as occupied while the attempt runs (Engine.Hold).
 	Pools []string
 	// LoadPoint reads a point of the job's repository by its ID: the one
 	// a worker committed, which the engine then records as its own (set
-	// with Policy).
+	// with Policy or One).
 	LoadPoint func(ctx context.Context, id string) (*repo.Point, error)
 }
 
@@ -65,4 +70,12 @@ func (u *unit) workerName() string {
 		return ""
 	}
 	return u.worker.name
+}
+
+// BatchRefuser is a connector that says why this process cannot take a
+// group: datastore batch of its VMs (a fleet's connection that only its
+// workers open, which do not take batches: internal/fleet), or nil when
+// it can. Engine.Start refuses such a policy with that reason.
+type BatchRefuser interface {
+	RefuseBatches(ctx context.Context) error
 }

@@ -174,6 +174,8 @@ func (t *task) run(u *unit) {
 		VMID: rec.VMID, Host: t.vm.Host, Datastores: t.vm.Datastores, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys()}
 	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
 		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
+	} else if t.held == nil { // a backup of one VM: from what it asked for
+		pl.One, pl.Repository, pl.LoadPoint = j.one, j.p.Repository, j.loadPoint
 	}
 	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog) })
 	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {

@@ -39,6 +39,10 @@ type VMBackup struct {
 	// no policy's retention thins it, no policy's task cap applies.
 	// Schedule, selection, retention and group are not read.
 	Settings policy.Policy
+	// HookPolicies name the policies whose hooks Settings holds: a worker
+	// the backup is handed to takes their hooks from its own
+	// configuration, as a hand-off carries names, never commands.
+	HookPolicies []string
 	// Chain names the backup chain the VM's change tracking belongs to
 	// (hypervisor.SnapshotRequest.Chain): a chain of its own, so that a
 	// backup now never consumes the tracking of a policy's chain.

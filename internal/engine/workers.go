@@ -21,6 +21,18 @@ var (
 	Unreached = route.Unreached
 )
 
+// The pools a unit needs are internal/engine/route's too (SlotNeeds).
+type SlotNeed = route.SlotNeed
+
+// GlobalPool: see internal/engine/route.
+const GlobalPool = route.GlobalPool
+
+// SlotNeeds and RepositoryStreams: see internal/engine/route.
+var (
+	SlotNeeds         = route.SlotNeeds
+	RepositoryStreams = route.RepositoryStreams
+)
+
 // route is what a VM's unit needs of its worker.
 func (t *task) route() *Route {
 	rt := RouteOf(t.j.s.cfg, t.j.p, t.rec.Connection, t.vm)

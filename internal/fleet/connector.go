@@ -44,8 +44,9 @@ func (r Remote) StandIn(ctx context.Context, cfg *policy.Config, name string) (h
 // its leftovers are cleaned by each worker before it registers
 // (CleanupLeftovers), and its VMs are backed up only on the workers,
 // where the engine places their units. A unit the server would run in its
-// own process (a backup of one VM, a group: datastore batch, a run of a
-// server whose engine was given no worker yet) is refused.
+// own process (a group: datastore batch, a run of a server whose engine
+// was given no worker yet) is refused; a backup of one VM is placed and
+// handed off as a policy's VM is (vmunit_one.go).
 type WorkerConnector struct {
 	Connection string
 	Config     *policy.Config // the connection's kind, and whether its VMs are bound to their host
@@ -77,8 +78,24 @@ func (c *WorkerConnector) InventoryNow(ctx context.Context) ([]hypervisor.VM, er
 }
 
 // Snapshot refuses: the connection's VMs are read on its workers only.
-func (c *WorkerConnector) Snapshot(ctx context.Context, vm hypervisor.VMRef, _ hypervisor.SnapshotRequest) (hypervisor.Session, error) {
+func (c *WorkerConnector) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
+	if req.Hold { // a batch's snapshot (workers registered after its run started)
+		return nil, fmt.Errorf("%w: %s of connection %s: %w", hypervisor.ErrUnsupported, vm.Name, c.Connection, c.RefuseBatches(ctx))
+	}
 	return nil, fmt.Errorf("%w: %s of connection %s: %s", hypervisor.ErrUnsupported, vm.Name, c.Connection, c.theirs(ctx, "backs up its VMs"))
+}
+
+var _ engine.BatchRefuser = (*WorkerConnector)(nil)
+
+// RefuseBatches says why a group: datastore batch of the connection is
+// refused: the engine takes a batch in its own process (the VMs'
+// snapshots, the datastore's storage snapshot, then each VM's read from
+// it), which does not open the connection, and a worker takes one VM's
+// attempt at a time, not a batch.
+func (c *WorkerConnector) RefuseBatches(ctx context.Context) error {
+	return api.Errorf(api.Invalid, "group: datastore on connection %s: a datastore's batch is snapshotted and read in one process, "+
+		"and the connection is reached by workers (%s), which back up one VM at a time, not a datastore's batch, while this server does not open it: "+
+		"remove `group: datastore` from the policy to back its VMs up one by one on the workers", c.Connection, c.names(ctx))
 }
 
 // CleanupLeftovers finds nothing: each worker cleans what its killed
@@ -100,11 +117,16 @@ func (c *WorkerConnector) CreateVM(ctx context.Context, _ hypervisor.VMConfig, _
 
 // theirs says that the connection is its workers' and names them.
 func (c *WorkerConnector) theirs(ctx context.Context, what string) string {
-	names := "its workers"
+	return fmt.Sprintf("the connection is reached by workers (%s), and only a worker that reaches it %s: this server does not open it",
+		c.names(ctx), what)
+}
+
+// names are the workers that reach the connection, with their states.
+func (c *WorkerConnector) names(ctx context.Context) string {
 	if ws, err := c.Workers.ListWorkers(ctx); err == nil && len(reaching(ws, c.Connection)) > 0 {
-		names = workerNames(reaching(ws, c.Connection))
+		return workerNames(reaching(ws, c.Connection))
 	}
-	return fmt.Sprintf("the connection is reached by workers (%s), and only a worker that reaches it %s: this server does not open it", names, what)
+	return "its workers"
 }
 
 // list runs the listing on the ready workers that reach the connection,
@@ -136,7 +158,7 @@ func (c *WorkerConnector) list(ctx context.Context, now bool) ([]hypervisor.VM, 
 	slices.SortFunc(ready, func(a, b catalog.Worker) int { return b.HeartbeatAt.Compare(a.HeartbeatAt) })
 	var errs []error
 	for _, w := range ready {
-		vms, err := c.listOn(ctx, w, hostsOf(all), now)
+		vms, err := c.listOn(ctx, w, hostsOf(registered(ws, c.Connection)), now)
 		if err == nil {
 			return vms, nil
 		}
@@ -149,9 +171,12 @@ func (c *WorkerConnector) list(ctx context.Context, now bool) ([]hypervisor.VM, 
 }
 
 // listOn lists the connection's VMs on worker w, and checks that each VM
-// bound to its host is on a host that the reach of a worker reaching the
-// connection names (hosts): the engine places its units by that host, and
-// a unit no worker's reach names would wait for ever.
+// bound to its host is on a host that the reach of a worker registered
+// for the connection names (hosts): the engine places its units by that
+// host, and a unit no worker's reach names would wait for ever. A lost
+// worker's hosts count: its units wait for its return, saying so ("no
+// worker reaches host kvm7"), as a policy's run started before the loss
+// does.
 func (c *WorkerConnector) listOn(ctx context.Context, w catalog.Worker, hosts []string, now bool) ([]hypervisor.VM, error) {
 	doc, err := c.Remote.RunOn(ctx, w.Name, service.ConnectionVMsOperation, &service.ConnectionVMsInput{Connection: c.Connection, Now: now})
 	if err != nil {
@@ -187,8 +212,20 @@ func hostsOf(ws []catalog.Worker) []string {
 // connection in their reach.
 func reaching(ws []catalog.Worker, connection string) []catalog.Worker {
 	var out []catalog.Worker
+	for _, w := range registered(ws, connection) {
+		if w.State != catalog.WorkerLost {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// registered are the registered workers of ws, lost ones included, that
+// list connection in their reach.
+func registered(ws []catalog.Worker, connection string) []catalog.Worker {
+	var out []catalog.Worker
 	for _, w := range ws {
-		if w.State != catalog.WorkerLost && slices.Contains(w.Reach.Connections, connection) {
+		if slices.Contains(w.Reach.Connections, connection) {
 			out = append(out, w)
 		}
 	}

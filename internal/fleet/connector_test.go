@@ -86,6 +86,15 @@ func TestStandInRefusesWhatRunsOnTheWorkers(t *testing.T) {
 		!strings.Contains(err.Error(), "kvm1 (ready)") || !strings.Contains(err.Error(), "web-1") {
 		t.Errorf("snapshot on the server: %v, %v", sess, err)
 	}
+	for _, refused := range []error{c.RefuseBatches(ctx), func() error {
+		_, err := c.Snapshot(ctx, hypervisor.VMRef{ID: "u1", Name: "web-1"}, hypervisor.SnapshotRequest{Hold: true})
+		return err
+	}()} {
+		if refused == nil || !strings.Contains(refused.Error(), "kvm1 (ready)") || !strings.Contains(refused.Error(), "group: datastore") ||
+			service.Classify(refused) != "invalid" {
+			t.Errorf("a group: datastore batch on the server: %v (%s)", refused, service.Classify(refused))
+		}
+	}
 	left, err := c.CleanupLeftovers(ctx)
 	if left != nil || err != nil {
 		t.Errorf("cleanup on the server: %v, %v", left, err)
@@ -131,8 +140,9 @@ func TestStandInListsOnAReadyWorker(t *testing.T) {
 	}
 }
 
-// A VM bound to its host (QEMU) listed on a host the worker's reach does
-// not name fails the listing: the engine could place its units nowhere.
+// A VM bound to its host (QEMU) listed on a host the reach of no worker
+// registered for the connection names fails the listing: the engine could
+// place its units nowhere. A lost worker's hosts are the fleet's.
 func TestStandInWantsTheHostTheReachNames(t *testing.T) {
 	remote := &listingRemote{vms: []hypervisor.VM{{VMRef: hypervisor.VMRef{ID: "u1", Name: "web-1"}, Host: "node7"}}}
 	c := standInOf(t, remote, catalog.Worker{Name: "kvm1", State: catalog.WorkerReady,
@@ -140,5 +150,18 @@ func TestStandInWantsTheHostTheReachNames(t *testing.T) {
 	_, err := c.Inventory(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `host "node7"`) || !strings.Contains(err.Error(), "kvm1/node7") {
 		t.Fatalf("a VM on a host the reach does not name: %v", err)
+	}
+
+	// node7's worker is lost: its host is still the fleet's, and its VMs'
+	// units wait for it (the engine says why), as they would in a run
+	// started before the loss.
+	c.Workers = registryOf{ws: []catalog.Worker{
+		{Name: "kvm1", State: catalog.WorkerReady, Reach: catalog.WorkerReach{Connections: []string{"kvm1"}, Hosts: []string{"kvm1/kvm1"}}},
+		{Name: "node7", State: catalog.WorkerLost, Reach: catalog.WorkerReach{Connections: []string{"kvm1"}, Hosts: []string{"kvm1/node7"}}}}}
+	if vms, err := c.Inventory(context.Background()); err != nil || len(vms) != 1 {
+		t.Fatalf("a VM on a lost worker's host: %v, %v", vms, err)
+	}
+	if strings.Join(remote.calls, "; ") != "kvm1 connection-vms; kvm1 connection-vms" {
+		t.Errorf("listed on %v, want kvm1 (the ready one) each time", remote.calls)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -85,6 +86,21 @@ func (c *followed) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hyperv
 		return nil, err
 	}
 	return cur.Snapshot(ctx, vm, req)
+}
+
+var _ engine.BatchRefuser = (*followed)(nil)
+
+// RefuseBatches refuses a group: datastore batch while the connection is
+// the workers' (WorkerConnector.RefuseBatches).
+func (c *followed) RefuseBatches(ctx context.Context) error {
+	cur, err := c.current(ctx)
+	if err != nil {
+		return err
+	}
+	if r, ok := cur.(engine.BatchRefuser); ok {
+		return r.RefuseBatches(ctx)
+	}
+	return nil
 }
 
 func (c *followed) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover, error) {

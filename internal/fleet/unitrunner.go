@@ -18,7 +18,8 @@ import (
 // the job's repository (Placement.LoadPoint) so that the engine records
 // it as one of its own. An
 // attempt placed on no worker ("", the engine has none), or one that only
-// this process can run (Placement.Policy ""), runs here.
+// this process can run (a group's read of a batch snapshot: handedOff),
+// runs here.
 type UnitRunner struct {
 	Queue *queue.Client
 	// Epoch is the worker's registration now (the registry's): the unit
@@ -42,7 +43,7 @@ const cancelGrace = 10 * time.Second
 
 // RunAttempt implements engine.UnitRunner.
 func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local func(context.Context) (*repo.Point, error)) (*repo.Point, error) {
-	if p.Worker == "" || p.Policy == "" {
+	if !handedOff(p) {
 		return local(ctx)
 	}
 	epoch, err := r.Epoch(ctx, p.Worker)
@@ -58,7 +59,8 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	}
 	sub, err := r.Queue.SubmitVMUnit(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
 		VMID: p.VMID, VMName: p.VM, Mode: p.Mode, SnapshotMode: p.SnapshotMode, Worker: p.Worker, Epoch: epoch,
-		LeaderEpoch: leaderEpoch, Pools: p.Pools, Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt, Host: p.Host, Datastores: p.Datastores})
+		LeaderEpoch: leaderEpoch, Pools: p.Pools, Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt, Host: p.Host, Datastores: p.Datastores,
+		One: oneOf(p)})
 	if err != nil {
 		return nil, err
 	}

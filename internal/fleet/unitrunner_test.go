@@ -48,11 +48,12 @@ func TestOutcomeErrKeepsTransience(t *testing.T) {
 	}
 }
 
-// An attempt placed on no worker, or one only this process can run (no
-// policy: a backup of one VM, a group's read), runs here.
+// An attempt placed on no worker, or one only this process can run
+// (neither a policy's nor a backup of one VM's: a group's read), runs
+// here.
 func TestUnplacedAttemptsRunHere(t *testing.T) {
 	r := &UnitRunner{} // no queue: handing off would panic
-	for _, p := range []engine.Placement{{Policy: "p"}, {Worker: "a"}} {
+	for _, p := range []engine.Placement{{Policy: "p"}, {One: &engine.VMBackup{}}, {Worker: "a"}} {
 		ran := false
 		_, err := r.RunAttempt(context.Background(), p, func(context.Context) (*repo.Point, error) {
 			ran = true

@@ -32,13 +32,9 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 		if err != nil {
 			return "", err
 		}
-		p, ok := cfg.Policy(u.Policy)
-		if !ok {
-			return "", service.Invalidf("worker %s has no policy %s in its configuration", u.Worker, u.Policy)
-		}
-		if p.Repository != u.Repository {
-			return "", service.Invalidf("worker %s reads policy %s's repository as %q, the leader as %q: the configurations differ",
-				u.Worker, p.Name, p.Repository, u.Repository)
+		p, err := unitPolicy(svc, cfg, u)
+		if err != nil {
+			return "", err
 		}
 		cat, err := svc.OpenCatalog(ctx)
 		if err != nil {
@@ -87,7 +83,7 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *u
 		return "", fmt.Errorf("open a write session: %w", err)
 	}
 	defer func() { err = errors.Join(err, w.Close(context.WithoutCancel(ctx))) }()
-	req := attempt.Request(p, attempt.Spec{Connection: u.Connection, VM: hypervisor.VMRef{ID: u.VMID, Name: u.VMName},
+	req := unitRequest(p, u, attempt.Spec{Connection: u.Connection, VM: hypervisor.VMRef{ID: u.VMID, Name: u.VMName},
 		Mode: u.Mode, SnapshotMode: u.SnapshotMode, JobID: u.Job, History: history, Now: time.Now()})
 	opts := backup.Options{ChangeCheckSpans: p.ChangeCheck,
 		Note: func(m string) { ev.record(ctx, "info", "data-path", u.VMName+": "+m, nil) }}

@@ -6,6 +6,7 @@
 package attempt
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
@@ -80,6 +81,26 @@ func Hooks(p policy.Policy, vm string) []backup.Hook {
 	for _, h := range p.HooksFor(vm) {
 		out = append(out, backup.Hook{Name: h.Name, InGuest: h.Where == policy.HookGuest, Pre: h.Pre, Post: h.Post,
 			Timeout: time.Duration(h.Timeout), Required: h.OnFailure == policy.HookFail})
+	}
+	return out
+}
+
+// PolicyHooks are the hooks of policies ps for VM vm, each once: what a
+// backup of one VM taken now runs, so that a database VM's backup now
+// flushes the database just as its scheduled ones do. The server picks
+// the policies protecting the VM, and a worker the backup is handed to
+// takes the same policies' hooks from its own configuration.
+func PolicyHooks(ps []policy.Policy, vm string) []policy.Hook {
+	var out []policy.Hook
+	seen := map[string]bool{}
+	for _, p := range ps {
+		for _, h := range p.HooksFor(vm) {
+			key := fmt.Sprintf("%s\x00%s\x00%q\x00%q", h.Name, h.Where, h.Pre, h.Post)
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, h)
+			}
+		}
 	}
 	return out
 }

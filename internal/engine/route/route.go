@@ -1,6 +1,7 @@
-// Package route is what the dispatcher routes a unit by: the workers'
-// reach, and each unit's route (which worker may run it). The engine
-// places units with it and internal/plan simulates with it.
+// Package route is what the dispatcher routes and counts a unit by: the
+// workers' reach, each unit's route (which worker may run it), and the
+// limits' pools it takes a slot of (SlotNeeds). The engine places units
+// with it and internal/plan simulates with it.
 package route
 
 import (

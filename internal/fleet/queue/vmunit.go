@@ -22,8 +22,8 @@ import (
 // operation backs up one VM of a policy's run under the run's job).
 const VMUnitKind = "coffer_vm_unit"
 
-// VMUnit is an attempt at one VM's backup under a policy, as the leader's
-// dispatcher granted it. It names things, never a secret: the worker
+// VMUnit is an attempt at one VM's backup under a policy (or of a backup
+// of one VM: One), as the leader's dispatcher granted it. It names things, never a secret: the worker
 // builds the attempt from its own configuration in effect (the policy,
 // its connection and repository, with their credentials).
 type VMUnit struct {
@@ -60,6 +60,32 @@ type VMUnit struct {
 	Job     int64 `json:"job" river:"unique"`
 	Task    int64 `json:"task" river:"unique"`
 	Attempt int   `json:"attempt" river:"unique"`
+	// One is set for a backup of one VM now (`coffer backup vm`, the
+	// API's backup-vm), which is no policy's run: Policy is "", and the
+	// worker builds the attempt from what the backup asked for.
+	One *OneVM `json:"one,omitempty"`
+}
+
+// OneVM is what a backup of one VM asked for beside the unit's mode and
+// snapshot mode (engine.VMBackup). Its hooks are named by their
+// policies, taken from the worker's own configuration: a unit carries
+// names, never a command.
+type OneVM struct {
+	// RepositoryName is the default repository's name as the leader
+	// records it (service.RepoName); the worker refuses to run when its
+	// own default is named otherwise.
+	RepositoryName string `json:"repository_name"`
+	// Chain is the backup chain the VM's change tracking belongs to.
+	Chain   string            `json:"chain"`
+	Quiesce string            `json:"quiesce"`
+	Tags    map[string]string `json:"tags,omitempty"`
+	// LockedUntil locks the point (object lock); zero: no lock.
+	LockedUntil time.Time `json:"locked_until,omitzero"`
+	// ChangeCheck is how many spans of each disk an incremental reads to
+	// check change tracking (0: the default; -1: off).
+	ChangeCheck int `json:"change_check,omitempty"`
+	// HookPolicies name the policies whose hooks run around the snapshot.
+	HookPolicies []string `json:"hook_policies,omitempty"`
 }
 
 // Kind implements river.JobArgs.

@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/engine/attempt"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -214,7 +215,7 @@ func (s Ops) backupVMJob(ctx context.Context, t service.Job, cfg *policy.Config,
 		return nil, err
 	}
 	if !in.NoHooks {
-		b.Settings.Hooks = policyHooks(cfg, b.Connection, b.VM)
+		b.Settings.Hooks, b.HookPolicies = policyHooks(cfg, b.Connection, b.VM)
 		for _, h := range b.Settings.Hooks {
 			t.Log(slog.LevelInfo, fmt.Sprintf("hook %s (%s) of the policies protecting %s runs around the snapshot", cmp.Or(h.Name, strings.Join(append(h.Pre, h.Post...), " ")), h.Where, b.VM.Name))
 		}
@@ -241,25 +242,20 @@ func (s Ops) backupVMJob(ctx context.Context, t service.Job, cfg *policy.Config,
 }
 
 // policyHooks are the hooks of every policy on the connection that
-// protects vm, each once: a backup taken now of a database VM flushes the
-// database just as its scheduled ones do. Hooks of policies taken as
-// group: datastore are not (their validation refuses hooks).
-func policyHooks(cfg *policy.Config, connection string, vm hypervisor.VM) []policy.Hook {
-	var out []policy.Hook
-	seen := map[string]bool{}
+// protects vm, each once (attempt.PolicyHooks), and the names of the
+// policies that have any. Hooks of policies taken as group: datastore
+// are not (their validation refuses hooks).
+func policyHooks(cfg *policy.Config, connection string, vm hypervisor.VM) ([]policy.Hook, []string) {
+	var protecting []policy.Policy
+	var names []string
 	for _, p := range cfg.Policies {
-		if !slices.Contains(p.ConnectionNames(), connection) || !p.Selects(vm) {
+		if !slices.Contains(p.ConnectionNames(), connection) || !p.Selects(vm) || len(p.HooksFor(vm.Name)) == 0 {
 			continue
 		}
-		for _, h := range p.HooksFor(vm.Name) {
-			key := fmt.Sprintf("%s\x00%s\x00%q\x00%q", h.Name, h.Where, h.Pre, h.Post)
-			if !seen[key] {
-				seen[key] = true
-				out = append(out, h)
-			}
-		}
+		protecting = append(protecting, p)
+		names = append(names, p.Name)
 	}
-	return out
+	return attempt.PolicyHooks(protecting, vm.Name), names
 }
 
 // findVM finds the VM to back up in the connector's inventory: the one VM

@@ -1,4 +1,4 @@
-package engine
+package route
 
 import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
