@@ -27,7 +27,7 @@ import (
 // repos keeps the repositories open across units (unitRepos).
 func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.VMUnitFunc {
 	return func(ctx context.Context, u queue.VMUnit) (_ string, err error) {
-		cfg, _, err := svc.PolicyConfig(ctx)
+		cfg, err := repos.configFor(ctx, u.Job)
 		if err != nil {
 			return "", err
 		}
@@ -44,8 +44,17 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 			return "", err
 		}
 		defer func() { _ = cat.Close() }() // a kept-open catalog's Close does nothing; the worker's own is the service's
-		ev := unitEvents{cat: cat, u: u, log: log}
-		ev.record(ctx, "info", "worker", fmt.Sprintf("%s: attempt %d runs on worker %s", u.VMName, u.Attempt, u.Worker), nil)
+		// The first event is written while the backup starts, not before
+		// it: its transaction is off the unit's critical path (the events
+		// after it wait for it, so the job's log keeps their order).
+		started := make(chan struct{})
+		go func() {
+			defer close(started)
+			unitEvents{cat: cat, u: u, log: log}.record(ctx, "info", "worker",
+				fmt.Sprintf("%s: attempt %d runs on worker %s", u.VMName, u.Attempt, u.Worker), nil)
+		}()
+		defer func() { <-started }() // before the catalog's Close
+		ev := unitEvents{cat: cat, u: u, log: log, after: started}
 		point, err := backUp(ctx, svc, repos, cfg, p, u, ev)
 		if err != nil {
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
@@ -75,7 +84,7 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *po
 		return "", err
 	}
 	r := ur.r
-	history, err := ur.history(ctx)
+	history, err := ur.historyFor(ctx, u.Job)
 	if err != nil {
 		return "", err
 	}
@@ -102,9 +111,14 @@ type unitEvents struct {
 	cat catalog.Catalog
 	u   queue.VMUnit
 	log *slog.Logger
+	// after, if set, is closed once the events before these are written.
+	after <-chan struct{}
 }
 
 func (e unitEvents) record(ctx context.Context, level, kind, msg string, fields map[string]any) {
+	if e.after != nil {
+		<-e.after
+	}
 	if fields == nil {
 		fields = map[string]any{}
 	}
