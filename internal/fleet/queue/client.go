@@ -85,6 +85,19 @@ func NewServer(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	return newClient(pool, cfg, ServerQueue, true)
 }
 
+// fetchCooldown is a client's FetchCooldown. River also limits the insert
+// NOTIFYs a client sends to one per queue per FetchCooldown, so on a
+// server, which inserts the workers' units, it is River's least: at 10 ms,
+// a second unit granted to a worker within 10 ms of the first went
+// unannounced, and waited for that worker's next fetch (a slot freed, or
+// the 1 s poll) if the worker had fetched between the two commits.
+func fetchCooldown(leader bool) time.Duration {
+	if leader {
+		return river.FetchCooldownMin
+	}
+	return 10 * time.Millisecond
+}
+
 func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Client, error) {
 	if cfg.Service == nil {
 		return nil, errors.New("fleet: a queue's client needs a service to run operations")
@@ -108,7 +121,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Clie
 		ID:                     cfg.ID,
 		Queues:                 map[string]river.QueueConfig{queue: {MaxWorkers: slots}},
 		Workers:                workers,
-		FetchCooldown:          10 * time.Millisecond,
+		FetchCooldown:          fetchCooldown(leader),
 		FetchOnlyKnownKinds:    true,
 		LeaderElectionDisabled: !leader,
 		// No timeout: an operation runs as long as it needs (a VM's
