@@ -107,9 +107,8 @@ type waiter struct {
 	started bool
 	err     error
 	// conn numbers the listener's connection while LISTEN holds (0: it
-	// does not); unheard are the IDs it was told of on that connection
-	// that nobody waited for yet (a job that ended before its submitter's
-	// Wait began), the last unheardKept of them in order.
+	// does not); unheard are the last unheardKept IDs it was told of on
+	// that connection, in order (keepUnheard).
 	conn, conns uint64
 	unheard     map[int64]struct{}
 	unheardIDs  []int64
@@ -150,14 +149,13 @@ func (w *waiter) startLocked() {
 }
 
 // watch registers a waiter of id; done unregisters it. A notice of id
-// heard before (unheard) wakes it at once.
+// heard before (unheard) wakes it at once (and any later waiter too).
 func (w *waiter) watch(id int64) (woken <-chan struct{}, done func()) {
 	ch := make(chan struct{}, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.startLocked()
 	if _, ok := w.unheard[id]; ok {
-		delete(w.unheard, id)
 		ch <- struct{}{}
 	}
 	if w.waiting[id] == nil {
@@ -251,9 +249,7 @@ func (w *waiter) listenOnce(ctx context.Context, ready func()) error {
 func (w *waiter) wake(id int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.waiting[id]) == 0 {
-		w.keepUnheard(id)
-	}
+	w.keepUnheard(id)
 	for ch := range w.waiting[id] {
 		select {
 		case ch <- struct{}{}:
@@ -274,8 +270,9 @@ func (w *waiter) wakeAll() {
 	}
 }
 
-// keepUnheard keeps the notice of id for a Wait to come, forgetting the
-// oldest past unheardKept. Called with w.mu held.
+// keepUnheard keeps the notice of id for a Wait to come (a job that ended
+// before its submitter's Wait began), forgetting the oldest past
+// unheardKept. Called with w.mu held.
 func (w *waiter) keepUnheard(id int64) {
 	if _, ok := w.unheard[id]; ok {
 		return
