@@ -39,7 +39,8 @@ type unitRepos struct {
 // ones: the history an incremental picks its parent from costs one
 // listing, not one read per point of the repository.
 type unitRepo struct {
-	r *repo.Repository
+	r       *repo.Repository
+	writers *unitWriters
 
 	mu     sync.Mutex
 	points map[id.ID]*repo.Point
@@ -70,7 +71,7 @@ func (u *unitRepos) get(ctx context.Context, name string) (*unitRepo, error) {
 	if err != nil {
 		return nil, err
 	}
-	ur := &unitRepo{r: r, points: map[id.ID]*repo.Point{}, jobs: map[int64][]*repo.Point{}}
+	ur := &unitRepo{r: r, writers: newUnitWriters(), points: map[id.ID]*repo.Point{}, jobs: map[int64][]*repo.Point{}}
 	u.open[name] = ur
 	return ur, nil
 }
@@ -106,7 +107,7 @@ func (u *unitRepos) close() error {
 	defer u.mu.Unlock()
 	var errs []error
 	for name, ur := range u.open {
-		if err := ur.r.Close(); err != nil {
+		if err := errors.Join(ur.writers.close(context.Background()), ur.r.Close()); err != nil {
 			errs = append(errs, fmt.Errorf("repository %q: %w", name, err))
 		}
 		delete(u.open, name)

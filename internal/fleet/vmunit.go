@@ -63,9 +63,9 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 	}
 }
 
-// backUp is the attempt: the connector and a write session opened for it
-// alone, closed when it ends (the point is committed by BackupVM, the
-// session's packs by its Close).
+// backUp is the attempt: the connector opened for it alone, closed when
+// it ends, and its job's write session on this worker (the point and its
+// packs are committed by BackupVM).
 func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *policy.Config, p policy.Policy, u queue.VMUnit,
 	ev unitEvents) (_ string, err error) {
 	limit := p.Timeouts.VM
@@ -89,12 +89,13 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, cfg *po
 		return "", err
 	}
 	// The session names the worker's registration: a leader that gives up
-	// on it ends the session, and the retry reuses what it stored.
-	w, err := r.NewWriterFor(ctx, SessionOwner(u.Worker, u.Epoch), fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
+	// on it ends the session, and the retry reuses what it stored. The
+	// job's units on this worker share it (unitWriters).
+	w, done, err := ur.writers.writer(ctx, r, u.Job, SessionOwner(u.Worker, u.Epoch), fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
 	if err != nil {
 		return "", fmt.Errorf("open a write session: %w", err)
 	}
-	defer func() { err = errors.Join(err, w.Close(context.WithoutCancel(ctx))) }()
+	defer func() { err = errors.Join(err, done(err)) }()
 	req := attempt.Request(p, attempt.Spec{Connection: u.Connection, VM: hypervisor.VMRef{ID: u.VMID, Name: u.VMName},
 		Mode: u.Mode, SnapshotMode: u.SnapshotMode, JobID: u.Job, History: history, Now: time.Now()})
 	opts := backup.Options{ChangeCheckSpans: p.ChangeCheck,
