@@ -235,7 +235,7 @@ func readStatements(b *testing.B, dsn string) statements {
 	if err := conn.QueryRow(ctx, "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements").Scan(&s.calls); err != nil {
 		b.Fatal(err)
 	}
-	rows, err := conn.Query(ctx, "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 90) FROM pg_stat_statements ORDER BY calls DESC LIMIT 8")
+	rows, err := conn.Query(ctx, "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements ORDER BY calls DESC LIMIT 30")
 	if err != nil {
 		b.Fatal(err)
 	}

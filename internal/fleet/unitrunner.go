@@ -64,7 +64,7 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.Queue.Wait(ctx, sub.ID)
+	out, err := r.Queue.WaitSubmitted(ctx, sub)
 	if err != nil {
 		if ctx.Err() != nil {
 			// A lost worker or a cancelled job: the engine goes on at

@@ -28,7 +28,7 @@ import (
 func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.VMUnitFunc {
 	pace := newUnitPace(log)
 	return func(ctx context.Context, u queue.VMUnit) (_ string, err error) {
-		cfg, _, err := svc.PolicyConfig(ctx)
+		cfg, err := repos.configFor(ctx, u.Job)
 		if err != nil {
 			return "", err
 		}
@@ -41,8 +41,17 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 			return "", err
 		}
 		defer func() { _ = cat.Close() }() // a kept-open catalog's Close does nothing; the worker's own is the service's
-		ev := unitEvents{cat: cat, u: u, log: log}
-		ev.record(ctx, "info", "worker", fmt.Sprintf("%s: attempt %d runs on worker %s", u.VMName, u.Attempt, u.Worker), nil)
+		// The first event is written while the backup starts, not before
+		// it: its transaction is off the unit's critical path (the events
+		// after it wait for it, so the job's log keeps their order).
+		started := make(chan struct{})
+		go func() {
+			defer close(started)
+			unitEvents{cat: cat, u: u, log: log}.record(ctx, "info", "worker",
+				fmt.Sprintf("%s: attempt %d runs on worker %s", u.VMName, u.Attempt, u.Worker), nil)
+		}()
+		defer func() { <-started }() // before the catalog's Close
+		ev := unitEvents{cat: cat, u: u, log: log, after: started}
 		point, err := backUp(ctx, svc, repos, pace, cfg, p, u, ev)
 		if err != nil {
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
@@ -51,9 +60,9 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 	}
 }
 
-// backUp is the attempt: the connector and a write session opened for it
-// alone, closed when it ends (the point is committed by BackupVM, the
-// session's packs by its Close).
+// backUp is the attempt: the connector opened for it alone, closed when
+// it ends, and its job's write session on this worker (the point and its
+// packs are committed by BackupVM).
 func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *unitPace, cfg *policy.Config, p policy.Policy, u queue.VMUnit,
 	ev unitEvents) (_ string, err error) {
 	limit := p.Timeouts.VM
@@ -72,17 +81,18 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *u
 		return "", err
 	}
 	r := ur.r
-	history, err := ur.history(ctx)
+	history, err := ur.historyFor(ctx, u.Job)
 	if err != nil {
 		return "", err
 	}
 	// The session names the worker's registration: a leader that gives up
-	// on it ends the session, and the retry reuses what it stored.
-	w, err := r.NewWriterFor(ctx, SessionOwner(u.Worker, u.Epoch), fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
+	// on it ends the session, and the retry reuses what it stored. The
+	// job's units on this worker share it (unitWriters).
+	w, done, err := ur.writers.writer(ctx, r, u.Job, SessionOwner(u.Worker, u.Epoch), fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
 	if err != nil {
 		return "", fmt.Errorf("open a write session: %w", err)
 	}
-	defer func() { err = errors.Join(err, w.Close(context.WithoutCancel(ctx))) }()
+	defer func() { err = errors.Join(err, done(err)) }()
 	req := unitRequest(p, u, attempt.Spec{Connection: u.Connection, VM: hypervisor.VMRef{ID: u.VMID, Name: u.VMName},
 		Mode: u.Mode, SnapshotMode: u.SnapshotMode, JobID: u.Job, History: history, Now: time.Now()})
 	opts := backup.Options{ChangeCheckSpans: p.ChangeCheck,
@@ -127,9 +137,14 @@ type unitEvents struct {
 	cat catalog.Catalog
 	u   queue.VMUnit
 	log *slog.Logger
+	// after, if set, is closed once the events before these are written.
+	after <-chan struct{}
 }
 
 func (e unitEvents) record(ctx context.Context, level, kind, msg string, fields map[string]any) {
+	if e.after != nil {
+		<-e.after
+	}
 	if fields == nil {
 		fields = map[string]any{}
 	}

@@ -61,9 +61,13 @@ type Client struct {
 // queue, and takes no part in River's leader election.
 //
 // A worker fetches the moment a job is inserted (River's LISTEN on
-// PostgreSQL) and then at most every FetchCooldown: 10 ms rather than
-// River's 100 ms, since admission-to-start latency is what a worker's
-// fetch rate buys, and a worker's queue is quiet.
+// PostgreSQL) and then at most every FetchCooldown: River's least, 1 ms,
+// rather than its 100 ms, since admission-to-start latency is what a
+// worker's fetch rate buys, and a worker's queue is quiet (it fetches
+// when told of an insert or when a slot frees after a fetch found none,
+// not more often). A unit granted as another ends on the same worker can
+// reach it before River frees that slot: its fetch finds none, and the
+// next one waits out the cooldown.
 func NewWorker(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	q, err := WorkerQueue(cfg.Name)
 	if err != nil {
@@ -84,6 +88,15 @@ func NewServer(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	cfg.Name = "server"
 	return newClient(pool, cfg, ServerQueue, true)
 }
+
+// fetchCooldown is every client's FetchCooldown (NewWorker says why on a
+// worker). River also limits the insert NOTIFYs a client sends to one per
+// queue per FetchCooldown, so on a server, which inserts the workers'
+// units, it must be short too: at 10 ms, a second unit granted to a
+// worker within 10 ms of the first went unannounced, and waited for that
+// worker's next fetch (a slot freed, or the 1 s poll) if the worker had
+// fetched between the two commits.
+const fetchCooldown = river.FetchCooldownMin
 
 func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Client, error) {
 	if cfg.Service == nil {
@@ -108,7 +121,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Clie
 		ID:                     cfg.ID,
 		Queues:                 map[string]river.QueueConfig{queue: {MaxWorkers: slots}},
 		Workers:                workers,
-		FetchCooldown:          10 * time.Millisecond,
+		FetchCooldown:          fetchCooldown,
 		FetchOnlyKnownKinds:    true,
 		LeaderElectionDisabled: !leader,
 		// No timeout: an operation runs as long as it needs (a VM's

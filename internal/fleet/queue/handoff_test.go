@@ -183,3 +183,40 @@ func TestCancelEndsRunningOperation(t *testing.T) {
 		t.Fatalf("a job cancelled before it started: %+v", o)
 	}
 }
+
+// TestWaitSubmittedHearsAnEndBeforeTheWait: a hand-off that ended before
+// its submitter began to wait (its NOTIFY heard with nobody waiting) is
+// returned at once by WaitSubmitted, which reads the job's row only once
+// its end is announced: had the notice been lost, it would sleep to its
+// recheck (5 s), past this test's bound.
+func TestWaitSubmittedHearsAnEndBeforeTheWait(t *testing.T) {
+	pool, _ := startCatalog(t)
+	startWorker(t, pool, "a", nil)
+	srv := startServer(t, pool)
+	ctx := context.Background()
+	submit := func() queue.Submitted {
+		t.Helper()
+		s, err := srv.Submit(ctx, queue.Unit{Worker: "a", Epoch: 1, Operation: "init-repository", Input: &api.InitRepositoryInput{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// The first submit starts the client's listener; its Wait returns
+	// once the listener holds.
+	waitOutcome(t, srv, submit().ID, 30*time.Second)
+	s := submit()
+	if queue.Heard(s) == 0 {
+		t.Fatal("a submit after the listener holds was not taken under it")
+	}
+	waitOutcome(t, srv, s.ID, 30*time.Second) // ended: its notice was heard
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	o, err := srv.WaitSubmitted(wctx, s)
+	if err != nil {
+		t.Fatalf("WaitSubmitted of a hand-off that had ended: %v", err)
+	}
+	if o.Worker != "a" {
+		t.Fatalf("outcome %+v", o)
+	}
+}

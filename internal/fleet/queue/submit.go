@@ -39,6 +39,9 @@ type Submitted struct {
 	// Duplicate: the grant was handed off before (a replayed insert), and
 	// ID is that first job.
 	Duplicate bool
+	// heard is the submitter's listener connection before the insert (0:
+	// none), for WaitSubmitted.
+	heard uint64
 }
 
 // SubmitTx hands u off within tx, the transaction that records its grant:
@@ -51,11 +54,12 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, u Unit) (Submitted, er
 	if err != nil {
 		return Submitted{}, err
 	}
+	heard := c.waiter.heard()
 	res, err := c.river.InsertTx(ctx, tx, args, opts)
 	if err != nil {
 		return Submitted{}, fmt.Errorf("fleet: hand %s off to %s: %w", u.Operation, u.Worker, err)
 	}
-	return Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate}, nil
+	return Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard}, nil
 }
 
 // Submit is SubmitTx in a transaction of its own, for a hand-off that

@@ -109,12 +109,13 @@ func (c *Client) SubmitVMUnit(ctx context.Context, u VMUnit) (Submitted, error) 
 	}
 	u.Protocol = ProtocolVersion
 	var s Submitted
+	heard := c.waiter.heard()
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		res, err := c.river.InsertTx(ctx, tx, u, &river.InsertOpts{Queue: q, MaxAttempts: 1, UniqueOpts: uniqueGrant()})
 		if err != nil {
 			return fmt.Errorf("fleet: hand %s's unit off to %s: %w", u.VMName, u.Worker, err)
 		}
-		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate}
+		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard}
 		return nil
 	})
 	return s, err

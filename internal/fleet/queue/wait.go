@@ -45,6 +45,37 @@ func (c *Client) Wait(ctx context.Context, id int64) (*Outcome, error) {
 	}
 }
 
+// WaitSubmitted is Wait for a hand-off this client submitted: when its
+// listener was connected before the insert and still is (the same
+// connection), a notice of the job's end cannot have been missed, so the
+// job's row is read only once it is announced (or at the recheck), not
+// also first. Per unit, that is a statement and a round trip less.
+func (c *Client) WaitSubmitted(ctx context.Context, s Submitted) (*Outcome, error) {
+	if s.heard == 0 || s.Duplicate { // a replayed grant's job may have ended long before
+		return c.Wait(ctx, s.ID)
+	}
+	woken, done := c.waiter.watch(s.ID)
+	defer done()
+	if !c.waiter.still(s.heard) {
+		return c.Wait(ctx, s.ID)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-woken:
+		case <-time.After(recheck):
+		}
+		row, err := c.river.JobGet(ctx, s.ID)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: hand-off %d: %w", s.ID, err)
+		}
+		if row.FinalizedAt != nil {
+			return outcomeOf(row)
+		}
+	}
+}
+
 // outcomeOf reads a finished job's outcome: what its worker recorded, or
 // why River ended it without one.
 func outcomeOf(row *rivertype.JobRow) (*Outcome, error) {
@@ -75,22 +106,57 @@ type waiter struct {
 	stop    context.CancelFunc
 	started bool
 	err     error
+	// conn numbers the listener's connection while LISTEN holds (0: it
+	// does not); unheard are the last unheardKept IDs it was told of on
+	// that connection, in order (keepUnheard).
+	conn, conns uint64
+	unheard     map[int64]struct{}
+	unheardIDs  []int64
 }
+
+// unheardKept bounds the notices kept for a Wait to come: far more than
+// the hand-offs a server has in flight.
+const unheardKept = 4096
 
 func newWaiter(pool *pgxpool.Pool) *waiter {
-	return &waiter{pool: pool, waiting: map[int64]map[chan struct{}]struct{}{}, ready: make(chan struct{})}
+	return &waiter{pool: pool, waiting: map[int64]map[chan struct{}]struct{}{}, ready: make(chan struct{}), unheard: map[int64]struct{}{}}
 }
 
-// watch registers a waiter of id; done unregisters it.
-func (w *waiter) watch(id int64) (woken <-chan struct{}, done func()) {
-	ch := make(chan struct{}, 1)
+// heard is the listener's connection now (0: none), started if it was
+// not: a submitter takes it before its insert, and WaitSubmitted trusts
+// the notices only if it is still the same (still).
+func (w *waiter) heard() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.startLocked()
+	return w.conn
+}
+
+// still reports that the listener's connection is conn (not 0).
+func (w *waiter) still(conn uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return conn != 0 && w.conn == conn
+}
+
+func (w *waiter) startLocked() {
 	if !w.started {
 		w.started = true
 		ctx, cancel := context.WithCancel(context.Background())
 		w.stop = cancel
 		go w.listen(ctx)
+	}
+}
+
+// watch registers a waiter of id; done unregisters it. A notice of id
+// heard before (unheard) wakes it at once (and any later waiter too).
+func (w *waiter) watch(id int64) (woken <-chan struct{}, done func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.startLocked()
+	if _, ok := w.unheard[id]; ok {
+		ch <- struct{}{}
 	}
 	if w.waiting[id] == nil {
 		w.waiting[id] = map[chan struct{}]struct{}{}
@@ -156,6 +222,17 @@ func (w *waiter) listenOnce(ctx context.Context, ready func()) error {
 	if _, err := conn.Exec(ctx, `LISTEN `+doneChannel); err != nil {
 		return err
 	}
+	w.mu.Lock()
+	w.conns++
+	w.conn = w.conns
+	clear(w.unheard)
+	w.unheardIDs = w.unheardIDs[:0]
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.conn = 0
+		w.mu.Unlock()
+	}()
 	ready()
 	w.wakeAll()
 	for {
@@ -172,6 +249,7 @@ func (w *waiter) listenOnce(ctx context.Context, ready func()) error {
 func (w *waiter) wake(id int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.keepUnheard(id)
 	for ch := range w.waiting[id] {
 		select {
 		case ch <- struct{}{}:
@@ -190,4 +268,19 @@ func (w *waiter) wakeAll() {
 	for _, id := range ids {
 		w.wake(id)
 	}
+}
+
+// keepUnheard keeps the notice of id for a Wait to come (a job that ended
+// before its submitter's Wait began), forgetting the oldest past
+// unheardKept. Called with w.mu held.
+func (w *waiter) keepUnheard(id int64) {
+	if _, ok := w.unheard[id]; ok {
+		return
+	}
+	if len(w.unheardIDs) >= unheardKept {
+		delete(w.unheard, w.unheardIDs[0])
+		w.unheardIDs = w.unheardIDs[1:]
+	}
+	w.unheard[id] = struct{}{}
+	w.unheardIDs = append(w.unheardIDs, id)
 }
