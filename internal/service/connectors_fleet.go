@@ -46,7 +46,7 @@ type ConnectionVMs struct {
 
 // workerConnections is the fleet's claim, nil without a fleet.
 func (s *Service) workerConnections() WorkerConnections {
-	wc, _ := s.remoteRunner().(WorkerConnections)
+	wc, _ := s.RemoteRunner().(WorkerConnections)
 	return wc
 }
 

@@ -39,7 +39,8 @@ func (s *Service) SetRemote(r Remote) (undo func()) {
 	}
 }
 
-func (s *Service) remoteRunner() Remote {
+// RemoteRunner is the process's Remote, nil without a fleet's server.
+func (s *Service) RemoteRunner() Remote {
 	s.remote.mu.Lock()
 	defer s.remote.mu.Unlock()
 	return s.remote.remote
@@ -57,7 +58,7 @@ func OnWorker[T any](ctx context.Context, s *Service, id string, w *api.WorkerPa
 	if worker == "" {
 		return out, false, nil
 	}
-	r := s.remoteRunner()
+	r := s.RemoteRunner()
 	if r == nil {
 		return out, true, api.Errorf(api.Invalid,
 			"%s cannot run on worker %s here: work reaches workers only through a server on a PostgreSQL catalog", id, worker)
