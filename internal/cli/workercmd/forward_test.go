@@ -19,7 +19,7 @@ import (
 // forwarded to a: a's engine records the job and hands each VM to its
 // worker under a's lease epoch, so every unit succeeds at its first
 // attempt and no worker fences one; the job reads the same through both
-// servers. Once a stops, b leads and runs its API's runs itself, under
+// servers; a VM's backup through b gets a's answer. Once a stops, b leads and runs its API's runs itself, under
 // its own epoch.
 func TestRunsThroughAFollowerRunOnTheLeader(t *testing.T) {
 	dsn := testutil.StartPostgres(t)
@@ -50,6 +50,18 @@ func TestRunsThroughAFollowerRunOnTheLeader(t *testing.T) {
 	t.Logf("a run waited for through the follower took %s", time.Since(started).Round(time.Millisecond))
 	f.ranOn(t, token, waited.ID, a, lease.Epoch)
 
+	// A VM's backup through b is a's answer, whatever it is (a refuses
+	// it: the connection is the workers', docs/14-workers.md).
+	vm := waited.Tasks[0]
+	path := fmt.Sprintf("/repositories/default/backups/vm/%s/%s", vm.Connection, vm.VM)
+	var fromA, fromB struct{ Class, Detail string }
+	codeA, _ := a.Call(token, "POST", path, map[string]any{}, &fromA)
+	codeB, _ := b.Call(token, "POST", path, map[string]any{}, &fromB)
+	t.Logf("backup-vm through a: %d %s %s; through b: %d %s %s", codeA, fromA.Class, fromA.Detail, codeB, fromB.Class, fromB.Detail)
+	if codeA != codeB || fromA.Class != fromB.Class {
+		t.Errorf("backup-vm through b answered %d %s, through a %d %s", codeB, fromB.Class, codeA, fromA.Class)
+	}
+
 	// Not waited for: the API answers with the job as it starts.
 	var j api.Job
 	if code, _ := b.Call(token, "POST", "/policies/fleet/run", nil, &j); code >= 300 || j.ID == 0 {
@@ -60,8 +72,8 @@ func TestRunsThroughAFollowerRunOnTheLeader(t *testing.T) {
 	}
 	f.waitJob(t, token, b, j.ID)
 	f.ranOn(t, token, j.ID, a, lease.Epoch)
-	if n := strings.Count(b.Log(), "forwarded to the server holding the schedules lease"); n != 2 {
-		t.Errorf("b forwarded %d operations to the leader, want 2:\n%s", n, b.Log())
+	if n := strings.Count(b.Log(), "forwarded to the server holding the schedules lease"); n != 3 {
+		t.Errorf("b forwarded %d operations to the leader, want 3 (two runs, a VM's backup):\n%s", n, b.Log())
 	}
 	if strings.Contains(a.Log(), "forwarded to the server") {
 		t.Errorf("the leader forwarded its own runs:\n%s", a.Log())
@@ -81,7 +93,7 @@ func TestRunsThroughAFollowerRunOnTheLeader(t *testing.T) {
 		t.Fatalf("coffer run --server b once it leads: exit %d: %s\n%s\nb:\n%s", code, out, stderr, b.Log())
 	}
 	f.ranOn(t, token, clitest.Decode[api.Job](t, out).ID, b, lease.Epoch)
-	if n := strings.Count(b.Log(), "forwarded to the server holding the schedules lease"); n != 2 {
+	if n := strings.Count(b.Log(), "forwarded to the server holding the schedules lease"); n != 3 {
 		t.Errorf("b forwarded its own run once it led (%d forwards in all)", n)
 	}
 }
