@@ -111,8 +111,9 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Name == "" && token == "" {
-		cfg.Name = defaultName()
+	loc := a.CatalogLocation()
+	if _, own := fleet.WorkerOfDSN(loc); cfg.Name == "" && token == "" && !own {
+		cfg.Name = defaultName() // else the credential's
 	}
 	if cfg.Name != "" {
 		if err := fleet.CheckName(cfg.Name); err != nil {
@@ -125,7 +126,6 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if cfg.Slots < 0 {
 		return command.Usagef("--slots must be at least 1")
 	}
-	loc := a.CatalogLocation()
 	if !catalogopen.IsPostgres(loc) {
 		return command.Usagef("a worker needs its servers' PostgreSQL catalog (--catalog postgres://...): with a SQLite catalog (%s) the server backs up in its own process",
 			catalogopen.Redact(loc))
