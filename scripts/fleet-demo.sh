@@ -166,6 +166,7 @@ done
 # host (its guests' monitors; host: names the host the units are bound to)
 # and one policy over both.
 export COFFER_CATALOG="postgres://coffer@$gw:$pgport/postgres?sslmode=disable"
+worker_catalog="postgres://$gw:$pgport/postgres?sslmode=disable" # a worker's token is its credential
 export COFFER_CONFIG="$work/coffer.yaml"
 export COFFER_REPO="$work/repo"
 export COFFER_PASSWORD_FILE="$work/repo.password"
@@ -194,8 +195,11 @@ printf '%s\n' "$admin_password" >"$work/admin.password"
 
 for h in "${hosts[@]}"; do
   step "coffer worker $h on host $h: reaches connection $h and its host ($h/$h)"
+  # Its own credential, made on the server's host: a token, whose role
+  # reaches the queue and its own registry row, never the API's users.
+  ./coffer workers token create "$h" >"$work/$h/worker.token"
   (on "$h" ./coffer --state-dir "$work/$h/state" worker --name "$h" --slots 2 --reach-connections "$h" --reach-hosts "$h/$h" \
-    --log-level info) >"$work/$h/worker.log" 2>&1 &
+    --catalog "$worker_catalog" --token-file "$work/$h/worker.token" --log-level info) >"$work/$h/worker.log" 2>&1 &
   pids+=($!)
   waitfor "$work/$h/worker.log" "worker registered" "worker $h" "$!"
 done

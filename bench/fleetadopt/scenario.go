@@ -166,8 +166,8 @@ policies:
 func startWorker(e *clitest.Env, name string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
-	return e.StartCoffer(registered, patience, "worker", "--name", name, "--slots", "1", "--reach-connections", "lab",
-		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", "1", "--reach-connections", "lab",
+		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"}, e.WorkerLogin(name)...)...)
 }
 
 // diskData is the allocated bytes of the simulated VM's disks, read from

@@ -125,8 +125,10 @@ func BenchmarkFleetMakespan(b *testing.B) {
 		plans := plan(b, env, cfg, vms)
 		var workers []*proc
 		for i := 1; i <= 3; i++ {
-			args := []string{"worker", "--name", fmt.Sprintf("w%d", i), "--slots", strconv.Itoa(workerSlots),
-				"--reach-connections", "kvm,sim", "--reach-hosts", fmt.Sprintf("kvm/host-%02d", i), "--log-level", "info"}
+			name := fmt.Sprintf("w%d", i)
+			args := append([]string{"worker", "--name", name, "--slots", strconv.Itoa(workerSlots),
+				"--reach-connections", "kvm,sim", "--reach-hosts", fmt.Sprintf("kvm/host-%02d", i), "--log-level", "info"},
+				workerLogin(b, env, dir, dsn, name)...)
 			if dir := os.Getenv("COFFER_BENCH_PROFILE"); dir != "" {
 				args = append(args, "--cpu-profile", filepath.Join(dir, fmt.Sprintf("w%d.prof", i)))
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,4 +250,21 @@ func readStatements(b *testing.B, dsn string) statements {
 		s.top = append(s.top, fmt.Sprintf("%7d  %s", n, q))
 	}
 	return s
+}
+
+// workerLogin is the flags that log worker name in with a token of its
+// own (made with coffer workers token create, as on a server's host) to
+// the catalog at dsn, given without its credentials.
+func workerLogin(b *testing.B, env []string, dir, dsn, name string) []string {
+	b.Helper()
+	file := filepath.Join(dir, name+".token")
+	if err := os.WriteFile(file, []byte(coffer(b, env, "workers", "token", "create", name)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	u.User = nil
+	return []string{"--catalog", u.String(), "--token-file", file}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,15 @@ func TestConsoleWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.start()
+	// The worker logs in with a token of its own, as a worker must.
+	tokenFile := filepath.Join(t.TempDir(), "kvm1.token")
+	if err := os.WriteFile(tokenFile, []byte(l.coffer("workers", "token", "create", "kvm1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	address := strings.Replace(l.vars["COFFER_CATALOG"], "test@", "", 1)
 	worker := exec.Command(os.Args[0], "worker", "--name", "kvm1", "--slots", "4", "--reach-connections", "lab",
-		"--reach-hosts", "kvm1", "--reach-datastores", "local", "--can-boot", "--heartbeat", "1s")
+		"--reach-hosts", "kvm1", "--reach-datastores", "local", "--can-boot", "--heartbeat", "1s",
+		"--catalog", address, "--token-file", tokenFile)
 	worker.Env = append(os.Environ(), "COFFER_TEST_AS_CLI=1")
 	for k, v := range l.vars {
 		worker.Env = append(worker.Env, k+"="+v)

@@ -43,8 +43,8 @@ policies:
 
 	srv := e.StartServer()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
-	e.StartCoffer(registered, patience, "worker", "--name", "booter", "--slots", "1", "--can-boot",
-		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+	e.StartCoffer(registered, patience, append([]string{"worker", "--name", "booter", "--slots", "1", "--can-boot",
+		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"}, e.WorkerLogin("booter")...)...)
 	cat := openCatalog(t, e)
 	job := waitBootJob(ctx, t, cat, srv)
 	evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: job.ID})

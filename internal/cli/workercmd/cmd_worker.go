@@ -19,10 +19,13 @@ import (
 
 // workerFlags are what `coffer worker` is told about itself.
 type workerFlags struct {
-	cfg        fleet.Config
-	tokenFile  string
-	restoreDir string
-	protocol   int // hidden: a worker of another protocol, to see it refused
+	cfg       fleet.Config
+	tokenFile string
+	// insecureCredentials lets a worker log in with --catalog's (the
+	// servers') credentials: for tests only.
+	insecureCredentials bool
+	restoreDir          string
+	protocol            int // hidden: a worker of another protocol, to see it refused
 }
 
 func (a *app) cmdWorker() *cobra.Command {
@@ -51,13 +54,15 @@ PostgreSQL role reaches the queue, its own registry row, the jobs' logs
 and the configuration objects, nothing else, and it never migrates the
 catalog: a catalog whose schema is older or newer than this coffer's is
 refused (install the servers' version). --catalog is then the address
-alone, without user or password. A worker without a token logs in with
-the credentials of --catalog, as a server does (not recommended). A
-SQLite catalog has no workers: it is refused at once.`,
+alone, without user or password. A --catalog that logs in as a worker's
+own role (coffer_worker_NAME) is that worker's credential too. A worker
+is refused the servers' credentials: without a token, --catalog must be
+a worker's role (--insecure-catalog-credentials lets it use any, for
+tests only). A SQLite catalog has no workers: it is refused at once.`,
 			`Log lines (--log-level info): registered, draining, fenced.`,
 			`coffer worker --catalog postgres://db.example/coffer --token-file /etc/coffer/worker.token --reach-connections kvm7 --reach-hosts kvm7/kvm7
 coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
-			"0 once drained; 1 when fenced (or its token revoked); 2 for a bad token or a SQLite catalog; 3 for a token the catalog refuses; 8 for a protocol or catalog schema the worker does not speak."),
+			"0 once drained; 1 when fenced (or its token revoked); 2 for a bad token, no credential of its own or a SQLite catalog; 3 for a token the catalog refuses; 8 for a protocol or catalog schema the worker does not speak."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.cfg.Version = cmd.Root().Version
@@ -80,6 +85,8 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself]")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
 	_ = fl.MarkHidden("protocol")
+	fl.BoolVar(&f.insecureCredentials, "insecure-catalog-credentials", false,
+		"log in with --catalog's own credentials, the servers', rather than a worker token: for tests only")
 	return command.FaceOnly(cmd, "runs a worker process on this host, not an operation of the servers")
 }
 
@@ -104,8 +111,9 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Name == "" && token == "" {
-		cfg.Name = defaultName()
+	loc := a.CatalogLocation()
+	if _, own := fleet.WorkerOfDSN(loc); cfg.Name == "" && token == "" && !own {
+		cfg.Name = defaultName() // else the credential's
 	}
 	if cfg.Name != "" {
 		if err := fleet.CheckName(cfg.Name); err != nil {
@@ -118,7 +126,6 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if cfg.Slots < 0 {
 		return command.Usagef("--slots must be at least 1")
 	}
-	loc := a.CatalogLocation()
 	if !catalogopen.IsPostgres(loc) {
 		return command.Usagef("a worker needs its servers' PostgreSQL catalog (--catalog postgres://...): with a SQLite catalog (%s) the server backs up in its own process",
 			catalogopen.Redact(loc))
@@ -127,7 +134,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if err != nil {
 		return err
 	}
-	c, err := a.connect(ctx, loc, token, &cfg, scfg)
+	c, err := a.connect(ctx, loc, token, f.insecureCredentials, &cfg, scfg)
 	if err != nil {
 		return err
 	}

@@ -127,12 +127,13 @@ func TestKilledWorkerLeavesTheGuestRunning(t *testing.T) {
 // directory of its own (its QEMU journals and fleecing overlays).
 func startGuestWorker(e *clitest.Env, host *testutil.NetHost, state string) *clitest.ServerProc {
 	e.T.Helper()
+	login := e.WorkerLogin("kvm1") // made here, in the test's process
 	e.Host = host
 	defer func() { e.Host = nil }()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
-	return e.StartCoffer(registered, patience, "worker", "--name", "kvm1", "--slots", "2", "--reach-connections", "kvm1",
+	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", "kvm1", "--slots", "2", "--reach-connections", "kvm1",
 		"--reach-hosts", "kvm1/kvm1", "--state-dir", state, "--heartbeat", beat.String(), "--dead-after", dead.String(),
-		"--log-level", "info")
+		"--log-level", "info"}, login...)...)
 }
 
 // bootBigGuest boots a guest writing self-verifying blocks on a qcow2

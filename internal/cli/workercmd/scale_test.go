@@ -112,9 +112,9 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 func startScaleWorker(e *clitest.Env, name, host string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
-	return e.StartCoffer(registered, patience, "worker", "--name", name, "--slots", fmt.Sprint(scaleWorkerSlots),
-		"--reach-connections", "kvm,sim", "--reach-hosts", "kvm/"+host, "--heartbeat", "500ms", "--dead-after", "10s",
-		"--log-level", "info")
+	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", fmt.Sprint(scaleWorkerSlots),
+		"--reach-connections", "kvm,sim", "--reach-hosts", "kvm/" + host, "--heartbeat", "500ms", "--dead-after", "10s",
+		"--log-level", "info"}, e.WorkerLogin(name)...)...)
 }
 
 // checkAttempts wants one swept unit per attempt the catalog records:

@@ -32,12 +32,13 @@ policies:
 // home is the worker that reaches each connection.
 var home = map[string]string{"east": "kvm1", "west": "kvm2"}
 
-// startUnitWorker starts `coffer worker` reaching one connection.
+// startUnitWorker starts `coffer worker` reaching one connection, with a
+// token of its own.
 func startUnitWorker(e *clitest.Env, name, connection string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
-	return e.StartCoffer(registered, patience, "worker", "--name", name, "--slots", "2", "--reach-connections", connection,
-		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", "2", "--reach-connections", connection,
+		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"}, e.WorkerLogin(name)...)...)
 }
 
 // waitLog waits until the process has logged every one of wants.

@@ -51,28 +51,48 @@ type connection struct {
 
 // connect opens the catalog as the worker logs in: with its token, as its
 // own role, checking (never migrating) the catalog's and the queue's
-// schemas; without, with the credentials of --catalog.
-func (a *app) connect(ctx context.Context, loc, token string, cfg *fleet.Config, scfg service.Config) (connection, error) {
-	if token == "" {
-		a.Log.Warn("the worker logs in with the catalog's own credentials: give it a token of its own (coffer workers token create NAME, then --token-file)")
-		// Opened once and kept open for the service: each unit would open
-		// (and migrate) the catalog again otherwise.
-		cat, err := catalogopen.Open(ctx, loc)
+// schemas; so too with a --catalog that logs in as a worker's own role
+// (coffer_worker_NAME, the token written out). Any other credentials of
+// --catalog are the servers', which reach the API's users and tokens and
+// every queue: a worker is refused them unless insecure says to use them
+// (tests).
+func (a *app) connect(ctx context.Context, loc, token string, insecure bool, cfg *fleet.Config, scfg service.Config) (connection, error) {
+	if token != "" {
+		dsn, name, err := fleet.WorkerDSN(loc, token)
 		if err != nil {
-			return connection{}, fmt.Errorf("open catalog %s: %w", catalogopen.Redact(loc), err)
+			return connection{}, command.Usagef("%v", err)
 		}
-		scfg.OpenCatalog = cat
-		s := operations.New(scfg)
-		return connection{cat: cat, svc: s, work: func(m *fleet.Member, log *slog.Logger) fleet.Work { return fleet.QueueWork(loc, m, s, log) }}, nil
+		return connectAs(ctx, dsn, name, "the token", cfg, scfg)
 	}
-	dsn, name, err := fleet.WorkerDSN(loc, token)
+	if name, own := fleet.WorkerOfDSN(loc); own {
+		return connectAs(ctx, loc, name, "--catalog's role", cfg, scfg)
+	}
+	if !insecure {
+		return connection{}, command.Usagef("a worker logs in to the catalog with a credential of its own, not the servers' (--catalog %s): "+
+			"make its token with coffer workers token create NAME (on a server's host, or with --server), then start it with "+
+			"--token-file FILE and --catalog set to the catalog's address without user or password "+
+			"(--insecure-catalog-credentials uses --catalog's credentials: for tests only)", catalogopen.Redact(loc))
+	}
+	a.Log.Warn("the worker logs in with the catalog's own credentials (--insecure-catalog-credentials, for tests only): " +
+		"give it a token of its own (coffer workers token create NAME, then --token-file)")
+	// Opened once and kept open for the service: each unit would open
+	// (and migrate) the catalog again otherwise.
+	cat, err := catalogopen.Open(ctx, loc)
 	if err != nil {
-		return connection{}, command.Usagef("%v", err)
+		return connection{}, fmt.Errorf("open catalog %s: %w", catalogopen.Redact(loc), err)
 	}
+	scfg.OpenCatalog = cat
+	s := operations.New(scfg)
+	return connection{cat: cat, svc: s, work: func(m *fleet.Member, log *slog.Logger) fleet.Work { return fleet.QueueWork(loc, m, s, log) }}, nil
+}
+
+// connectAs logs in at dsn as worker name's own role (named by what, the
+// token or --catalog), checking the catalog's and the queue's schemas.
+func connectAs(ctx context.Context, dsn, name, what string, cfg *fleet.Config, scfg service.Config) (connection, error) {
 	if cfg.Name == "" {
 		cfg.Name = name
 	} else if cfg.Name != name {
-		return connection{}, command.Usagef("--name is %s, but the token is worker %s's: a worker logs in as the worker its token names", cfg.Name, name)
+		return connection{}, command.Usagef("--name is %s, but %s is worker %s's: a worker logs in as the worker its credential names", cfg.Name, what, name)
 	}
 	cat, err := catalogopen.OpenChecked(ctx, dsn)
 	if err != nil {

@@ -22,8 +22,8 @@ const (
 	patience = time.Minute // bounds every wait: only catches a hang
 )
 
-// startWorker starts `coffer worker` as a process and waits until it has
-// registered.
+// startWorker starts `coffer worker` as a process, with a token of its
+// own, and waits until it has registered.
 func startWorker(e *clitest.Env, name string, args ...string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool {
@@ -31,7 +31,7 @@ func startWorker(e *clitest.Env, name string, args ...string) *clitest.ServerPro
 	}
 	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", "2",
 		"--reach-connections", "lab", "--reach-hosts", name, "--heartbeat", beat.String(), "--dead-after", dead.String(),
-		"--log-level", "info"}, args...)...)
+		"--log-level", "info"}, append(e.WorkerLogin(name), args...)...)...)
 }
 
 // openCatalog opens the env's catalog as another process would.
@@ -215,7 +215,7 @@ func TestLostWorkerProcessIsFenced(t *testing.T) {
 // registration, with the reason, and leaves no row.
 func TestVersionSkewIsRefused(t *testing.T) {
 	e := pgEnv(t, testutil.StartPostgres(t))
-	out := e.Expect(8, "worker", "--name", "kvm5", "--protocol", "2")
+	out := e.Expect(8, append([]string{"worker", "--name", "kvm5", "--protocol", "2"}, e.WorkerLogin("kvm5")...)...)
 	if !strings.Contains(out, "speaks fleet protocol 2, the servers speak 1") {
 		t.Fatalf("refusal: %s", out)
 	}

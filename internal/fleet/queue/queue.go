@@ -35,6 +35,10 @@ const (
 	// ServerQueue is the queue of the servers' own client (see NewServer
 	// for why servers run one).
 	ServerQueue = "srv"
+	// LeaderQueue is worked only by the server holding the schedules
+	// lease (NewLeader): the other servers forward there what must run
+	// in the leader's engine (Forward).
+	LeaderQueue = "leader"
 	// doneChannel is NOTIFYed with a job's ID when a worker completed it
 	// (and when Cancel finalized it before it ran).
 	doneChannel = "coffer_fleet_done"
@@ -60,6 +64,11 @@ type Args struct {
 	Job     int64 `json:"job" river:"unique"`
 	Task    int64 `json:"task" river:"unique"`
 	Attempt int   `json:"attempt" river:"unique"`
+	// User and Token are who asked for a forwarded operation (the
+	// authenticated user and the ID of their API token): the leader
+	// records its job as theirs.
+	User  string `json:"user,omitempty"`
+	Token string `json:"token,omitempty"`
 }
 
 // Kind implements river.JobArgs.

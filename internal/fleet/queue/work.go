@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -85,7 +86,10 @@ func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
 	if err := json.Unmarshal(a.Input, in); err != nil {
 		return fail(api.Invalid, fmt.Errorf("%s's input: %w", a.Operation, err))
 	}
-	if w.client.queue != ServerQueue {
+	if w.client.queue == LeaderQueue && a.User != "" {
+		ctx = job.WithUser(ctx, job.User{Name: a.User, Token: a.Token})
+	}
+	if w.client.worksWorkerQueue() {
 		// A worker runs a server's hand-off: the server records its job
 		// (service.OnWorker), whatever this worker's role may write.
 		ctx = service.WithJobRecordedElsewhere(ctx)
@@ -112,7 +116,7 @@ func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
 // left by the process this one replaced), or the registry refuses its
 // epoch.
 func (w *operationWorker) fencedFor(ctx context.Context, worker string, epoch int64) error {
-	if worker != w.name && w.client.queue != ServerQueue {
+	if worker != w.name && w.client.worksWorkerQueue() {
 		return fmt.Errorf("the job is for worker %s, this is %s", worker, w.name)
 	}
 	if w.epoch != 0 && epoch != w.epoch {

@@ -12,7 +12,11 @@ import (
 // the server's background after the answer, which is the job as it
 // starts (follow it with get-job). (RunPolicy starts a run and returns
 // its handle, which the command line watches as it goes.)
+// A server of a fleet that does not lead forwards it to the leader.
 func (s Ops) BackupPolicy(ctx context.Context, in *api.BackupPolicyInput) (*api.Job, error) {
+	if j, forwarded, err := s.policyRunOnLeader(ctx, in); forwarded {
+		return j, err
+	}
 	if in.Wait {
 		run, err := s.RunPolicy(ctx, in.Policy)
 		if err != nil {

@@ -64,6 +64,11 @@ func adHocChain(repo string) string { return "backup-vm@" + repo }
 // removed first. The VM is one of a configured connection (Connection
 // and VM, its name or ID).
 func (s Ops) BackupVM(ctx context.Context, in *api.BackupVMInput) (*api.BackupPoint, error) {
+	// A server of a fleet that does not lead forwards it to the leader,
+	// whose engine runs it on the workers.
+	if p, forwarded, err := onLeader[*api.BackupPoint](ctx, s, "backup-vm", in); forwarded {
+		return p, err
+	}
 	return s.backupVM(ctx, backupVMOf("", in))
 }
 

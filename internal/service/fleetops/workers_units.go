@@ -12,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/leader"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // fleetUnits is the schedules' engine's side of the fleet's workers: on a
@@ -22,6 +23,10 @@ import (
 type fleetUnits struct {
 	srv *fleet.Server
 	cat fleetCatalog
+	svc *service.Service
+	// fwd forwards to the leader what this server's API starts while it
+	// does not lead (workers_forward.go).
+	fwd *fleet.Forwarder
 	// unsetRemote ends the service's use of srv for requests that name
 	// a worker (service.OnWorker).
 	unsetRemote func()
@@ -58,8 +63,9 @@ func (s Ops) startFleet(ctx context.Context, cat fleetCatalog) (*fleetUnits, err
 			}
 		}
 	}
-	unset := s.SetRemote(fleet.Remote{Queue: srv.Queue, Workers: cat})
-	return &fleetUnits{srv: srv, cat: cat, unsetRemote: unset}, nil
+	fwd := &fleet.Forwarder{Queue: srv.Queue, Log: s.Logger()}
+	unset := s.SetRemote(fleet.ForwardingRemote{Remote: fleet.Remote{Queue: srv.Queue, Workers: cat}, Forwarder: fwd})
+	return &fleetUnits{srv: srv, cat: cat, svc: s.Service, fwd: fwd, unsetRemote: unset}, nil
 }
 
 // engineOptions gives the engine the River runner. Without workers it
@@ -77,9 +83,11 @@ func (f *fleetUnits) engineOptions(o *engine.Options) {
 // holder: the units it hands off from now on carry the lease's epoch, and
 // every VM unit granted before (by the previous leader, whose units may
 // still run) holds its pools in eng until it ends (fleet.HoldGrants), so
-// that admission resumes at once without granting past a limit. It
+// that admission resumes at once without granting past a limit; and the
+// operations the other servers forward run here (forwardHere). It
 // returns the grants (nil without a fleet) and the function that ends
-// the holding.
+// the holding, which leaves the engine without workers: a unit it still
+// holds is not handed off under a stale epoch.
 func (f *fleetUnits) lead(ctx context.Context, eng *engine.Engine, holder string, log *slog.Logger) (*fleet.Grants, func()) {
 	if f.srv == nil {
 		return nil, func() {}
@@ -101,11 +109,14 @@ func (f *fleetUnits) lead(ctx context.Context, eng *engine.Engine, holder string
 	} else {
 		log.Info("admission resumes after the takeover", "leader_epoch", l.Epoch, "units_held", grants.Len())
 	}
+	endForward := f.forwardHere(ctx, holder, log)
 	return grants, func() {
+		endForward()
 		f.leaderEpoch.Store(0)
 		if grants != nil {
 			grants.Release()
 		}
+		f.unfollow(eng, log)
 	}
 }
 
