@@ -11,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 )
 
 // NewEngine builds an engine over the given connections; more set
@@ -172,7 +173,7 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 		if err != nil {
 			return fail(err)
 		}
-		return &PolicyRun{Warnings: NonNil(warnings[p.Name]), job: job, close: t.Finish}, nil
+		return &PolicyRun{Warnings: apidoc.NonNil(warnings[p.Name]), job: job, close: t.Finish}, nil
 	}
 	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
@@ -196,7 +197,7 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 		cat.Close()
 		return fail(err)
 	}
-	run := &PolicyRun{Warnings: NonNil(warnings[p.Name]), job: job}
+	run := &PolicyRun{Warnings: apidoc.NonNil(warnings[p.Name]), job: job}
 	run.close = func(err error) {
 		if cerr := eng.Close(); cerr != nil {
 			s.log.Warn("closing a policy run's engine", "policy", p.Name, "err", cerr)
@@ -273,7 +274,7 @@ func (s *Service) JobPage(ctx context.Context, in JobPageInput) (*api.Job, error
 	if err != nil {
 		return nil, err
 	}
-	doc := JobDoc(j, NonNil(tasks), NonNil(events))
+	doc := JobDoc(j, apidoc.NonNil(tasks), apidoc.NonNil(events))
 	return &doc, nil
 }
 

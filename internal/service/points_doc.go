@@ -11,47 +11,10 @@ import (
 	"github.com/coffer-backup/coffer/internal/bootverify"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/rebuild"
-	"github.com/coffer-backup/coffer/internal/forget"
 	"github.com/coffer-backup/coffer/internal/repo"
-	"github.com/coffer-backup/coffer/internal/retention"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 	"github.com/coffer-backup/coffer/internal/store"
 )
-
-// PointDoc is the document of a point read from the repository whose ID is
-// RepositoryID.
-func PointDoc(repositoryID string, s *repo.Point) api.BackupPoint {
-	p := api.BackupPoint{ID: s.ID.String(), ShortID: s.ID.Short(), Repository: repositoryID, Time: s.Time,
-		VM: s.Source.VMName, VMID: s.Source.VMID, Connection: s.Source.Connection, SourceKind: s.Source.Kind, Host: s.Host,
-		Mode: s.Mode, SnapshotMode: s.SnapshotMode, SnapshotModeAchieved: api.AchievedMode(s.SnapshotModeAchieved), Hooks: s.Hooks,
-		Parent: s.Parent, Tags: NonNilTags(s.Tags), Protected: s.Protected, LockedUntil: s.RetainUntil, JobID: s.JobID,
-		DiskCount: len(s.Disks), LogicalBytes: s.Logical(), StoredBytes: s.BytesStored, ReadBytes: s.BytesRead,
-		NewBytes: s.BytesNew, DurationSeconds: s.Duration, Disks: []api.PointDisk{}, Warnings: NonNil(s.Warnings)}
-	for _, d := range s.Disks {
-		p.Disks = append(p.Disks, api.PointDisk{Key: d.Key, Name: d.Name, Kind: nameOr(d.Kind, "disk"), SizeBytes: d.Size,
-			ChunkSizeBytes: d.ChunkSize, Format: d.Format, Path: d.Path, Mode: d.Mode, Warning: d.Warning,
-			ReadBytes: d.BytesRead, ZeroBytes: d.BytesZero, NewBytes: d.BytesNew, LostSpans: d.LostSpans})
-	}
-	return p
-}
-
-// CatalogPointDoc is the document of a point the catalog recorded. The
-// catalog keeps fewer fields than the manifest: what it lacks is left out.
-func CatalogPointDoc(p catalog.BackupPoint) api.BackupPoint {
-	return api.BackupPoint{ID: p.ID, ShortID: short(p.ID), Repository: p.Repository, Time: p.Time,
-		VM: p.VMName, VMID: p.VMID, Connection: p.Connection, SourceKind: sourceKind(p),
-		Mode: p.Mode, SnapshotMode: p.SnapshotMode, SnapshotModeAchieved: api.AchievedMode(p.SnapshotModeAchieved), Hooks: p.Hooks,
-		Parent: p.Parent, Tags: NonNilTags(p.Tags), Protected: p.Protected, JobID: p.JobID, DiskCount: p.Disks,
-		LogicalBytes: p.BytesLogical, StoredBytes: p.BytesStored}
-}
-
-// sourceKind: the catalog does not record the source's kind, but a point
-// without a connection is a disk image's.
-func sourceKind(p catalog.BackupPoint) string {
-	if p.Connection == "" {
-		return "disk"
-	}
-	return ""
-}
 
 func JobDoc(j catalog.Job, tasks []catalog.Task, events []catalog.Event) api.Job {
 	d := api.Job{ID: j.ID, Kind: j.Kind, Policy: j.Policy, Repository: j.Repository, Status: string(j.Status), Worker: j.Worker,
@@ -84,9 +47,9 @@ func EventDoc(e catalog.Event) api.Event {
 
 func vmTaskDoc(t catalog.Task) api.VMTask {
 	d := api.VMTask{ID: t.ID, Connection: t.Connection, VM: t.VMName, VMID: t.VMID, Host: t.Host,
-		Datastores: NonNil(t.Datastores), Status: string(t.Status), Mode: t.Mode, SnapshotMode: t.SnapshotMode, Attempts: t.Attempts,
+		Datastores: apidoc.NonNil(t.Datastores), Status: string(t.Status), Mode: t.Mode, SnapshotMode: t.SnapshotMode, Attempts: t.Attempts,
 		Started: t.StartedAt, Finished: t.FinishedAt, DurationSeconds: seconds(t.StartedAt, t.FinishedAt), LogicalBytes: t.BytesLogical,
-		ReadBytes: t.BytesRead, StoredBytes: t.BytesStored, PointID: t.BackupPointID, Warnings: NonNil(t.Warnings), Error: t.Error}
+		ReadBytes: t.BytesRead, StoredBytes: t.BytesStored, PointID: t.BackupPointID, Warnings: apidoc.NonNil(t.Warnings), Error: t.Error}
 	if t.BackupPointID != "" {
 		d.SnapshotModeAchieved = api.AchievedMode(t.SnapshotModeAchieved)
 	}
@@ -98,29 +61,6 @@ func seconds(from, to time.Time) float64 {
 		return 0
 	}
 	return to.Sub(from).Seconds()
-}
-
-// NonNil returns l, or an empty list for nil: documents print [] rather than
-// null.
-func NonNil[T any](l []T) []T {
-	if l == nil {
-		return []T{}
-	}
-	return l
-}
-
-func NonNilTags(t map[string]string) map[string]string {
-	if t == nil {
-		return map[string]string{}
-	}
-	return t
-}
-
-func short(s string) string {
-	if len(s) > 8 {
-		return s[:8]
-	}
-	return s
 }
 
 // InCatalog brings the catalog in step with a change of the repository.
@@ -150,42 +90,6 @@ func (s *Service) RecordPoint(ctx context.Context, r *repo.Repository, snap *rep
 	return s.InCatalog(ctx, "backup point "+snap.ID.Short(), func(ctx context.Context, c catalog.Catalog) error {
 		return rebuild.Record(ctx, c, r, snap)
 	})
-}
-
-// KeepPolicy is a request's keep rules as retention applies them.
-func KeepPolicy(k api.KeepRules) retention.Policy {
-	return retention.Policy{Last: k.Last, Hourly: k.Hourly, Daily: k.Daily, Weekly: k.Weekly, Monthly: k.Monthly, Yearly: k.Yearly,
-		Within: k.Within()}
-}
-
-// KeepRules is a retention policy as a request states it (schedules run
-// forget with a policy's retention).
-func KeepRules(p retention.Policy) api.KeepRules {
-	return api.KeepRules{Last: p.Last, Hourly: p.Hourly, Daily: p.Daily, Weekly: p.Weekly, Monthly: p.Monthly, Yearly: p.Yearly,
-		WithinSeconds: p.Within.Seconds()}
-}
-
-// ForgetDocs turns forget's verdicts into documents; the points under
-// object lock are named with their lock's end.
-func ForgetDocs(groups []forget.Group) []api.ForgetSource {
-	out := []api.ForgetSource{}
-	for _, g := range groups {
-		src := api.ForgetSource{VM: g.Source.VMName, VMID: g.Source.VMID, Connection: g.Source.Connection, SourceKind: g.Source.Kind,
-			Keep: verdicts(g.Keep), Remove: verdicts(g.Remove), Locked: []api.LockedPoint{}}
-		for _, l := range g.Locked {
-			src.Locked = append(src.Locked, api.LockedPoint{PointID: l.ID, LockedUntil: l.Until})
-		}
-		out = append(out, src)
-	}
-	return out
-}
-
-func verdicts(ds []retention.Decision) []api.PointVerdict {
-	out := []api.PointVerdict{}
-	for _, d := range ds {
-		out = append(out, api.PointVerdict{PointID: d.ID, Time: d.Time, Protected: d.Protected, Reasons: NonNil(d.Reasons)})
-	}
-	return out
 }
 
 // BootSummaries reads the stored boot verifications of r for point

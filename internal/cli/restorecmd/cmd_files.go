@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 	"github.com/coffer-backup/coffer/internal/service/restoreops"
 )
 
@@ -302,7 +303,7 @@ func (a *app) printProblems(warnings []api.Warning, skipped []api.Skip) {
 	if len(skipped) == 0 {
 		return
 	}
-	fmt.Fprintf(a.Stderr, "skipped %s:\n", service.Entries(len(skipped)))
+	fmt.Fprintf(a.Stderr, "skipped %s:\n", apidoc.Entries(len(skipped)))
 	var reasons []string
 	paths := map[string][]string{}
 	for _, s := range skipped {
@@ -312,7 +313,7 @@ func (a *app) printProblems(warnings []api.Warning, skipped []api.Skip) {
 		paths[s.Reason] = append(paths[s.Reason], s.Path)
 	}
 	for _, r := range reasons {
-		fmt.Fprintf(a.Stderr, "  %s (%s):\n", r, service.Entries(len(paths[r])))
+		fmt.Fprintf(a.Stderr, "  %s (%s):\n", r, apidoc.Entries(len(paths[r])))
 		for _, p := range paths[r] {
 			fmt.Fprintf(a.Stderr, "    %s\n", p)
 		}

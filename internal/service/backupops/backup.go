@@ -2,6 +2,7 @@ package backupops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"context"
 	"fmt"
@@ -116,7 +117,7 @@ func (s Ops) committed(ctx context.Context, t service.Job, r *repo.Repository, w
 	if warning := s.RecordPoint(ctx, r, snap); warning != "" {
 		t.Log(slog.LevelWarn, warning)
 	}
-	p := service.PointDoc(r.Config().ID, snap)
+	p := apidoc.PointDoc(r.Config().ID, snap)
 	return &p, nil
 }
 

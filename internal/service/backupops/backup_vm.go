@@ -2,6 +2,7 @@ package backupops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"cmp"
 	"context"
@@ -238,7 +239,7 @@ func (s Ops) backupVMJob(ctx context.Context, t service.Job, cfg *policy.Config,
 	snap, repoID, err := job.Point()
 	switch {
 	case err == nil:
-		p := service.PointDoc(repoID, snap)
+		p := apidoc.PointDoc(repoID, snap)
 		return &p, nil
 	case res != nil && res.Job.Status == catalog.StatusCancelled:
 		return nil, api.Errorf(api.Cancelled, "%w: backup of %s (job %d): %v", context.Canceled, b.VM.Name, job.ID(), err)

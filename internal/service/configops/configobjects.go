@@ -2,6 +2,7 @@ package configops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"cmp"
 	"context"
@@ -300,7 +301,7 @@ func objectDoc(o configobj.Object) api.ConfigObject {
 	}
 	return api.ConfigObject{Kind: string(o.Kind), Name: o.Name, Source: string(o.Source), Version: o.Version, CreatedAt: o.CreatedAt,
 		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, Spec: spec,
-		Warnings: service.NonNil(warnings)}
+		Warnings: apidoc.NonNil(warnings)}
 }
 
 // fileWarnings names the files a spec refers to (password-file,

@@ -2,6 +2,7 @@ package fleetops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"cmp"
 	"context"
@@ -243,7 +244,7 @@ func vmDoc(r catalog.VMRecord, policies []string) api.VM {
 	for i, d := range r.Disks {
 		disks[i] = api.Disk{Key: d.Key, Name: d.Name, SizeBytes: d.Size, Datastore: d.Datastore, Path: d.Path, Format: d.Format}
 	}
-	return api.VM{Connection: r.Connection, VM: r.Name, VMID: r.ID, Host: r.Host, Datastores: service.NonNil(r.Datastores), Tags: service.NonNilTags(r.Tags),
+	return api.VM{Connection: r.Connection, VM: r.Name, VMID: r.ID, Host: r.Host, Datastores: apidoc.NonNil(r.Datastores), Tags: apidoc.NonNilTags(r.Tags),
 		PowerState: r.PowerState, GuestAgent: r.GuestAgent, ChangeTracking: r.ChangeTracking, ProvisionedBytes: r.Bytes,
 		Disks: disks, Busy: r.Busy, Policies: policies}
 }

@@ -2,6 +2,7 @@ package fleetops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"context"
 	"errors"
@@ -323,7 +324,7 @@ func (s Ops) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenanc
 		_, err = s.Invoke(ctx, "verify", &api.VerifyInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.VerifyRequest{ReadData: r.Shares > 0, SubsetNum: r.Share, SubsetDen: r.Shares}})
 	case "forget":
 		if !j.Keep.Empty() {
-			_, err = s.Invoke(ctx, "forget", &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.ForgetRequest{Keep: service.KeepRules(j.Keep)}})
+			_, err = s.Invoke(ctx, "forget", &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository}, Body: api.ForgetRequest{Keep: apidoc.KeepRules(j.Keep)}})
 			break
 		}
 		// Each policy's retention as the configuration in effect has it
@@ -340,7 +341,7 @@ func (s Ops) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenanc
 				continue
 			}
 			_, e := s.Invoke(ctx, "forget", &api.ForgetInput{RepoParam: api.RepoParam{Repo: j.Repository},
-				Body: api.ForgetRequest{Keep: service.KeepRules(p.Retention), Tags: map[string]string{"policy": name}}})
+				Body: api.ForgetRequest{Keep: apidoc.KeepRules(p.Retention), Tags: map[string]string{"policy": name}}})
 			errs = append(errs, e)
 		}
 		err = errors.Join(errs...)

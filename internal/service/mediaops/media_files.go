@@ -2,6 +2,7 @@ package mediaops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"context"
 	"fmt"
@@ -66,8 +67,8 @@ func (s Ops) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExtractI
 			return nil, err
 		}
 		out := &api.FilesExtract{Files: st.Files, Dirs: st.Dirs, Links: st.Links, ExtractedBytes: st.Bytes,
-			Skipped: service.SkipDocs(st.Skipped), Warnings: service.WarningDocs(d)}
-		return out, service.SkippedError(out.Skipped, "extracted")
+			Skipped: apidoc.SkipDocs(st.Skipped), Warnings: apidoc.WarningDocs(d)}
+		return out, apidoc.SkippedError(out.Skipped, "extracted")
 	})
 }
 

@@ -2,6 +2,7 @@ package planops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"cmp"
 	"context"
@@ -104,7 +105,7 @@ func (s Ops) inventory(ctx context.Context, cfg *policy.Config, conn string) ([]
 }
 
 func policyReport(p policy.Policy, warnings []service.Finding) api.PolicyReport {
-	d := api.PolicyReport{Name: p.Name, Mode: cmp.Or(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: service.NonNil(p.FullOn),
+	d := api.PolicyReport{Name: p.Name, Mode: cmp.Or(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: apidoc.NonNil(p.FullOn),
 		SnapshotMode: cmp.Or(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: cmp.Or(p.Repository, "(default)"),
 		Schedule: p.Schedule, Retention: p.Retention.String(), LockSeconds: time.Duration(p.ImmutableFor).Seconds(),
 		RPOSeconds: time.Duration(p.RPO).Seconds(),
@@ -207,7 +208,7 @@ func (s Ops) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPrevie
 		if err != nil {
 			return nil, err
 		}
-		doc.Sources = service.ForgetDocs(groups)
+		doc.Sources = apidoc.ForgetDocs(groups)
 	}
 	return doc, nil
 }

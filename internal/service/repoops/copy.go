@@ -2,6 +2,7 @@ package repoops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"cmp"
 	"context"
@@ -79,7 +80,7 @@ func (s Ops) copyBetween(ctx context.Context, t service.Job, src, dst *repo.Repo
 		return nil, err
 	}
 	o := res.Offload
-	return &api.CopyResult{Copied: service.NonNil(res.Copied), AlreadyPresent: service.NonNil(res.AlreadyThere), ChunksRead: res.ChunksRead,
+	return &api.CopyResult{Copied: apidoc.NonNil(res.Copied), AlreadyPresent: apidoc.NonNil(res.AlreadyThere), ChunksRead: res.ChunksRead,
 		ChunksWritten: res.ChunksWritten, WrittenBytes: res.BytesWritten, ReEncrypted: res.ReEncrypted,
 		Offload: api.CopyOffload{Method: o.Method, PacksAdopted: o.PacksAdopted, ChunksAdopted: o.ChunksAdopted,
 			BytesAdopted: o.BytesAdopted, PacksPartial: o.PacksPartial, Unavailable: o.Unavailable}}, nil

@@ -2,6 +2,7 @@ package repoops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"context"
 	"fmt"
@@ -49,8 +50,8 @@ func (s Ops) Verify(ctx context.Context, call *api.VerifyInput) (*api.VerifyRepo
 func verifyDoc(rep *verify.Report) *api.VerifyReport {
 	doc := &api.VerifyReport{Points: rep.Snapshots, Disks: rep.Disks, ChunksReferenced: rep.Chunks, Packs: rep.Packs,
 		PacksRead: rep.PacksRead, ChunksRead: rep.ChunksRead, ReadBytes: rep.BytesRead, Problems: []api.Problem{},
-		DamagedPoints: []api.DamagedPoint{}, IntactPoints: rep.Intact, Repairs: service.NonNil(rep.Repairs),
-		DamageRecorded: rep.Recorded, Notices: service.NonNil(rep.Notices)}
+		DamagedPoints: []api.DamagedPoint{}, IntactPoints: rep.Intact, Repairs: apidoc.NonNil(rep.Repairs),
+		DamageRecorded: rep.Recorded, Notices: apidoc.NonNil(rep.Notices)}
 	for _, p := range rep.Problems {
 		pd := api.Problem{Kind: p.Kind, Object: p.Object, Detail: p.Detail, DataLoss: p.DataLoss, Repair: p.Repair, Affects: []api.Affected{}}
 		for _, a := range p.Affects {
@@ -59,7 +60,7 @@ func verifyDoc(rep *verify.Report) *api.VerifyReport {
 		doc.Problems = append(doc.Problems, pd)
 	}
 	for _, d := range rep.Damaged {
-		doc.DamagedPoints = append(doc.DamagedPoints, api.DamagedPoint{PointID: d.Snapshot, VM: d.Source, Disks: service.NonNil(d.Disks)})
+		doc.DamagedPoints = append(doc.DamagedPoints, api.DamagedPoint{PointID: d.Snapshot, VM: d.Source, Disks: apidoc.NonNil(d.Disks)})
 	}
 	return doc
 }
@@ -70,7 +71,7 @@ func verifyDoc(rep *verify.Report) *api.VerifyReport {
 // point. Protected and locked points are always kept.
 func (s Ops) Forget(ctx context.Context, call *api.ForgetInput) (*api.ForgetResult, error) {
 	in := call.Body
-	keep := service.KeepPolicy(in.Keep)
+	keep := apidoc.KeepPolicy(in.Keep)
 	return service.Run(ctx, s.Service, s.NamedJob(job.KindForget, call.Repo), func(ctx context.Context, t service.Job) (*api.ForgetResult, error) {
 		if keep.Empty() {
 			return nil, service.Invalidf("no keep rule given: use --keep-last, --keep-daily, ... (refusing to forget everything)")
@@ -78,7 +79,7 @@ func (s Ops) Forget(ctx context.Context, call *api.ForgetInput) (*api.ForgetResu
 		return service.WithRepo(ctx, s.Service, service.NamedRepo(call.Repo), service.NoLease, func(r *repo.Repository) (*api.ForgetResult, error) {
 			groups, ferr := forget.Run(ctx, r, forget.Options{Policy: keep, Name: in.VM, Tags: in.Tags, DryRun: in.DryRun,
 				ForgetBootVerified: in.ForgetBootVerified})
-			doc := &api.ForgetResult{DryRun: in.DryRun, Sources: service.ForgetDocs(groups)}
+			doc := &api.ForgetResult{DryRun: in.DryRun, Sources: apidoc.ForgetDocs(groups)}
 			var removed []string
 			for _, g := range groups {
 				for _, d := range g.Remove {
@@ -114,7 +115,7 @@ func (s Ops) GC(ctx context.Context, call *api.GCInput) (*api.GCReport, error) {
 				ChunksIndexed: rep.ChunksIndexed, PacksPlanned: rep.PacksPlanned, PacksDeleted: rep.PacksDeleted,
 				PacksRepacked: rep.PacksRepacked, FreedBytes: rep.BytesFreed, RepackedBytes: rep.BytesRepacked,
 				SegmentsMerged: rep.SegmentsMerged, MapsDeleted: rep.MapsDeleted, ChunksRescued: rep.ChunksRescued,
-				Deferred: rep.Deferred, WaitingFor: service.NonNil(rep.WaitingFor), ObjectsLocked: rep.Retained, LeftoversRemoved: rep.Leftovers}, nil
+				Deferred: rep.Deferred, WaitingFor: apidoc.NonNil(rep.WaitingFor), ObjectsLocked: rep.Retained, LeftoversRemoved: rep.Leftovers}, nil
 		})
 	})
 }

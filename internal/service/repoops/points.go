@@ -2,6 +2,7 @@ package repoops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"cmp"
 	"context"
@@ -64,7 +65,7 @@ func (s Ops) RepositoryPoints(ctx context.Context, in *api.ListPointsInput) ([]a
 	out := []api.BackupPoint{}
 	for _, snap := range snaps {
 		if in.VM == "" || snap.Source.VMName == in.VM {
-			p := service.PointDoc(r.Config().ID, snap)
+			p := apidoc.PointDoc(r.Config().ID, snap)
 			p.Damage = damageOf(snap, damage)
 			p.BootVerification = boots[snap.ID.String()]
 			out = append(out, p)
@@ -131,7 +132,7 @@ func (s Ops) catalogPoints(ctx context.Context, in catalogPointsQuery) ([]api.Ba
 	}
 	out := make([]api.BackupPoint, 0, len(points))
 	for _, p := range points {
-		out = append(out, service.CatalogPointDoc(p))
+		out = append(out, apidoc.CatalogPointDoc(p))
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package repoops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"context"
 	"time"
@@ -50,7 +51,7 @@ func (s Ops) Repair(ctx context.Context, in *api.RepairInput) (*api.RepairReport
 			if err != nil {
 				return nil, err
 			}
-			doc := &api.RepairReport{DryRun: rep.DryRun, Steps: service.NonNil(rep.Steps), Kept: rep.Kept, Dropped: rep.Dropped, AffectedPoints: []api.LostDisk{}}
+			doc := &api.RepairReport{DryRun: rep.DryRun, Steps: apidoc.NonNil(rep.Steps), Kept: rep.Kept, Dropped: rep.Dropped, AffectedPoints: []api.LostDisk{}}
 			for _, a := range rep.Affected {
 				doc.AffectedPoints = append(doc.AffectedPoints, api.LostDisk{PointID: a.Snapshot, VM: a.Source, Disk: a.Disk, Spans: a.Spans})
 			}
@@ -77,6 +78,6 @@ func (s Ops) Undelete(ctx context.Context, _ *api.RepoParam) (*api.UndeleteRepor
 		if err != nil {
 			return nil, err
 		}
-		return &api.UndeleteReport{Objects: rep.Objects, DeleteMarkers: rep.Markers, Versions: rep.Versions, Names: service.NonNil(rep.Names)}, nil
+		return &api.UndeleteReport{Objects: rep.Objects, DeleteMarkers: rep.Markers, Versions: rep.Versions, Names: apidoc.NonNil(rep.Names)}, nil
 	})
 }

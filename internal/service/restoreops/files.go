@@ -2,6 +2,7 @@ package restoreops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"cmp"
 	"context"
@@ -47,7 +48,7 @@ func (s Ops) FilesList(ctx context.Context, in *api.FilesListInput) (*api.FilesL
 		if err != nil {
 			return err
 		}
-		out = &api.FilesListing{Entries: entryDocs(ents), Warnings: service.WarningDocs(d)}
+		out = &api.FilesListing{Entries: entryDocs(ents), Warnings: apidoc.WarningDocs(d)}
 		return nil
 	})
 	return out, err
@@ -116,8 +117,8 @@ func (s Ops) extract(ctx context.Context, ref string, do func(context.Context, f
 				return err
 			}
 			out = &api.FilesExtract{Files: st.Files, Dirs: st.Dirs, Links: st.Links, ExtractedBytes: st.Bytes,
-				Skipped: service.SkipDocs(st.Skipped), Warnings: service.WarningDocs(d)}
-			return service.SkippedError(out.Skipped, "extracted")
+				Skipped: apidoc.SkipDocs(st.Skipped), Warnings: apidoc.WarningDocs(d)}
+			return apidoc.SkippedError(out.Skipped, "extracted")
 		})
 		return out, err
 	})
@@ -155,8 +156,8 @@ func (s Ops) FilesFindEach(ctx context.Context, in *api.FilesFindInput, each fun
 		if err != nil {
 			return err
 		}
-		out.Skipped, out.Warnings = service.SkipDocs(skipped), service.WarningDocs(d)
-		return service.SkippedError(out.Skipped, "searched")
+		out.Skipped, out.Warnings = apidoc.SkipDocs(skipped), apidoc.WarningDocs(d)
+		return apidoc.SkippedError(out.Skipped, "searched")
 	})
 	return out, err
 }

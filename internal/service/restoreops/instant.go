@@ -2,6 +2,7 @@ package restoreops
 
 import (
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 
 	"context"
 	"log/slog"
@@ -271,7 +272,7 @@ func (s Ops) InstantExport(ctx context.Context, call *api.InstantExportInput) (*
 		pt.Release()
 		return nil, err
 	}
-	doc := api.Export{PointID: pt.Point.ID.String(), Listen: listen, Exports: service.NonNil(names)}
+	doc := api.Export{PointID: pt.Point.ID.String(), Listen: listen, Exports: apidoc.NonNil(names)}
 	return &Serving[api.Export]{Doc: doc, wait: func() error {
 		defer pt.Release()
 		return nbdexport.Serve(ctx, l, exports, names, s.Logger())
@@ -281,7 +282,7 @@ func (s Ops) InstantExport(ctx context.Context, call *api.InstantExportInput) (*
 func instantDoc(sess *instant.Session) api.InstantSession {
 	d := api.InstantSession{ID: sess.ID, PointID: sess.Snapshot, Repository: sess.Repository, VM: sess.VM, Dir: sess.Dir,
 		NBDSocket: sess.NBDSocket, QMPSocket: sess.QMPSocket, Console: sess.Console, ServerPID: sess.ServerPID, VMPID: sess.VMPID,
-		Disks: []api.InstantDisk{}, State: sess.State, Started: sess.Started, Targets: service.NonNil(sess.Targets),
+		Disks: []api.InstantDisk{}, State: sess.State, Started: sess.Started, Targets: apidoc.NonNil(sess.Targets),
 		ServerRunning: sess.ServerAlive(), VMRunning: sess.VMAlive(), Connection: sess.Connection, Domain: sess.Domain, DomainID: sess.DomainID}
 	for _, d2 := range sess.Disks {
 		d.Disks = append(d.Disks, api.InstantDisk{Key: d2.Key, SizeBytes: d2.Size, Overlay: d2.Overlay})
