@@ -22,8 +22,12 @@ import (
 // runs here.
 type UnitRunner struct {
 	Queue *queue.Client
-	// Epoch is the worker's registration now (the registry's): the unit
-	// carries it, and the worker's fence refuses any other.
+	// Epoch is the worker's registration (Server.Runner: as the leader's
+	// watch last saw it, no catalog read per unit): the unit carries it,
+	// and the worker's fence refuses any other. Correctness does not
+	// depend on its freshness: a unit handed off under an epoch stale by
+	// then is fenced by the worker and retried (Epochs says why the
+	// check after the outcome, stillCurrent, holds too).
 	Epoch func(ctx context.Context, worker string) (int64, error)
 	// Sessions records the units in flight and ends the write sessions of
 	// a unit that comes back fenced before the engine retries it (nil:
