@@ -26,7 +26,11 @@ type Server struct {
 	// Sessions ends the repository sessions of the workers given up on
 	// (lost, fenced), so that their units' retries reuse what they stored.
 	Sessions *Sessions
-	pool     *pgxpool.Pool
+	// Epochs is the registry as the leader's watch follows it (the
+	// server's owner feeds it: Epochs.Observe, Epochs.Lost): the units'
+	// epochs are taken from it, not read from the catalog per unit.
+	Epochs *Epochs
+	pool   *pgxpool.Pool
 }
 
 // IsPostgres reports whether the catalog at dsn is PostgreSQL, the only
@@ -56,7 +60,7 @@ func StartServer(ctx context.Context, dsn string, svc *service.Service, log *slo
 		pool.Close()
 		return nil, err
 	}
-	return &Server{Queue: c, Sessions: &Sessions{Open: svc.OpenNamed, Log: log}, pool: pool}, nil
+	return &Server{Queue: c, Sessions: &Sessions{Open: svc.OpenNamed, Log: log}, Epochs: &Epochs{}, pool: pool}, nil
 }
 
 // Stop stops the server's client, letting what it runs finish unless ctx
@@ -68,10 +72,11 @@ func (s *Server) Stop(ctx context.Context) error {
 }
 
 // Runner is the engine's UnitRunner over this server's client: units go
-// to the workers of the registry cat.
+// to the workers of the registry cat, under the epochs the watch saw
+// (s.Epochs; cat is read only for a worker it has not seen).
 func (s *Server) Runner(cat catalog.Workers) *UnitRunner {
 	return &UnitRunner{Queue: s.Queue, Sessions: s.Sessions, Epoch: func(ctx context.Context, worker string) (int64, error) {
-		return EpochOf(ctx, cat, worker)
+		return s.Epochs.epochOf(ctx, cat, worker)
 	}}
 }
 

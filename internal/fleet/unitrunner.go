@@ -9,21 +9,26 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/id"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
 // UnitRunner is the leader's engine.UnitRunner for a fleet: an attempt
 // placed on a worker is handed to that worker's queue as a VM unit
-// (queue.VMUnit), and its point, committed by the worker, is loaded from
-// the job's repository (Placement.LoadPoint) so that the engine records
-// it as one of its own. An
+// (queue.VMUnit), and its point, committed by the worker, comes back in
+// the unit's outcome (its manifest) so that the engine records it as one
+// of its own. An
 // attempt placed on no worker ("", the engine has none), or one that only
 // this process can run (a group's read of a batch snapshot: handedOff),
 // runs here.
 type UnitRunner struct {
 	Queue *queue.Client
-	// Epoch is the worker's registration now (the registry's): the unit
-	// carries it, and the worker's fence refuses any other.
+	// Epoch is the worker's registration (Server.Runner: as the leader's
+	// watch last saw it, no catalog read per unit): the unit carries it,
+	// and the worker's fence refuses any other. Correctness does not
+	// depend on its freshness: a unit handed off under an epoch stale by
+	// then is fenced by the worker and retried (Epochs says why the
+	// check after the outcome, stillCurrent, holds too).
 	Epoch func(ctx context.Context, worker string) (int64, error)
 	// Sessions records the units in flight and ends the write sessions of
 	// a unit that comes back fenced before the engine retries it (nil:
@@ -120,11 +125,17 @@ func outcomeErr(out *queue.Outcome) error {
 	return err
 }
 
-// point loads the point the worker committed.
+// point is the point the worker committed: from the manifest its
+// outcome carries (the body the repository seals, so the engine records
+// the same point as from the repository, without opening it per unit),
+// or, from a worker that sends none, loaded from the job's repository.
 func point(ctx context.Context, p engine.Placement, out *queue.Outcome) (*repo.Point, error) {
 	var done queue.UnitDone
 	if err := json.Unmarshal(out.Document, &done); err != nil {
 		return nil, fmt.Errorf("worker %s's outcome: %w", out.Worker, err)
+	}
+	if len(done.Manifest) > 0 {
+		return manifestPoint(done)
 	}
 	if p.LoadPoint == nil {
 		return nil, fmt.Errorf("worker %s committed point %s, which this engine cannot read (no repository)", out.Worker, done.Point)
@@ -133,5 +144,20 @@ func point(ctx context.Context, p engine.Placement, out *queue.Outcome) (*repo.P
 	if err != nil {
 		return nil, fmt.Errorf("the point %s worker %s committed: %w", done.Point, out.Worker, err)
 	}
+	return pt, nil
+}
+
+// manifestPoint decodes the manifest of an outcome as the repository
+// decodes a manifest's body (repo's decodeSnapshot).
+func manifestPoint(done queue.UnitDone) (*repo.Point, error) {
+	x, err := id.Parse(done.Point)
+	if err != nil {
+		return nil, fmt.Errorf("the point %q of a worker's outcome: %w", done.Point, err)
+	}
+	pt := &repo.Point{}
+	if err := json.Unmarshal(done.Manifest, pt); err != nil {
+		return nil, fmt.Errorf("the manifest of point %s in a worker's outcome: %w", x.Short(), err)
+	}
+	pt.ID = x
 	return pt, nil
 }

@@ -2,14 +2,18 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
 
 // Only ready workers take units, with the reach they registered.
@@ -62,5 +66,42 @@ func TestUnplacedAttemptsRunHere(t *testing.T) {
 		if err != nil || !ran {
 			t.Errorf("%+v: ran here %v, %v", p, ran, err)
 		}
+	}
+}
+
+// The point the leader records from a unit's outcome is the one the
+// repository holds: its manifest carried in the outcome decodes to what
+// LoadPoint reads back.
+func TestOutcomePointIsTheRepositorys(t *testing.T) {
+	ctx := context.Background()
+	r := repotest.NewLocal(t, repo.InitOptions{}).R
+	w, err := r.NewWriter(ctx, "unit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := &repo.Point{Time: time.Now(), Host: "w1", Source: repo.Source{Kind: "fake", Connection: "east", VMID: "vm-1", VMName: "vm-1"},
+		Mode: "full", SnapshotMode: "crash", VMConfig: json.RawMessage(`{"cpus": 2}`), JobID: 7, Duration: 0.25, BytesRead: 1 << 20,
+		Tags: map[string]string{"tier": "gold"}, RetainUntil: time.Now().Add(time.Hour), Warnings: []string{"slow"},
+		Disks: []repo.Disk{{Key: "0", Name: "sda", Kind: "disk", Size: 1 << 20, ChunkSize: 1 << 16, Map: "maps/x", Mode: "full", BytesRead: 1 << 20}}}
+	if err := w.Commit(ctx, pt, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done, err := unitDone(pt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := manifestPoint(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := r.LoadPoint(ctx, pt.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the outcome's point\n%+v\nthe repository's\n%+v", got, want)
 	}
 }

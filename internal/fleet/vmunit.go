@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -27,18 +29,18 @@ import (
 // repos keeps the repositories open across units (unitRepos).
 func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.VMUnitFunc {
 	pace := newUnitPace(log)
-	return func(ctx context.Context, u queue.VMUnit) (_ string, err error) {
+	return func(ctx context.Context, u queue.VMUnit) (_ queue.UnitDone, err error) {
 		cfg, err := repos.configFor(ctx, u.Job)
 		if err != nil {
-			return "", err
+			return queue.UnitDone{}, err
 		}
 		p, err := unitPolicy(svc, cfg, u)
 		if err != nil {
-			return "", err
+			return queue.UnitDone{}, err
 		}
 		cat, err := svc.OpenCatalog(ctx)
 		if err != nil {
-			return "", err
+			return queue.UnitDone{}, err
 		}
 		defer func() { _ = cat.Close() }() // a kept-open catalog's Close does nothing; the worker's own is the service's
 		// The first event is written while the backup starts, not before
@@ -55,8 +57,9 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 		point, err := backUp(ctx, svc, repos, pace, cfg, p, u, ev)
 		if err != nil {
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
+			return queue.UnitDone{}, err
 		}
-		return point, err
+		return unitDone(point)
 	}
 }
 
@@ -64,7 +67,7 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 // it ends, and its job's write session on this worker (the point and its
 // packs are committed by BackupVM).
 func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *unitPace, cfg *policy.Config, p policy.Policy, u queue.VMUnit,
-	ev unitEvents) (_ string, err error) {
+	ev unitEvents) (_ *repo.Point, err error) {
 	limit := p.Timeouts.VM
 	if limit == 0 {
 		limit = policy.DefaultVMTimeout
@@ -73,35 +76,42 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *u
 	defer cancel()
 	conns, err := svc.OpenConnectors(ctx, cfg, []string{u.Connection})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer conns.Close()
 	ur, err := openRepo(ctx, repos, p.Repository)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	r := ur.r
 	history, err := ur.historyFor(ctx, u.Job)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	// The session names the worker's registration: a leader that gives up
 	// on it ends the session, and the retry reuses what it stored. The
 	// job's units on this worker share it (unitWriters).
 	w, done, err := ur.writers.writer(ctx, r, u.Job, SessionOwner(u.Worker, u.Epoch), fmt.Sprintf("job %d policy %s worker %s", u.Job, p.Name, u.Worker))
 	if err != nil {
-		return "", fmt.Errorf("open a write session: %w", err)
+		return nil, fmt.Errorf("open a write session: %w", err)
 	}
 	defer func() { err = errors.Join(err, done(err)) }()
 	req := unitRequest(p, u, attempt.Spec{Connection: u.Connection, VM: hypervisor.VMRef{ID: u.VMID, Name: u.VMName},
 		Mode: u.Mode, SnapshotMode: u.SnapshotMode, JobID: u.Job, History: history, Now: time.Now()})
 	opts := backup.Options{ChangeCheckSpans: p.ChangeCheck,
 		Note: func(m string) { ev.record(ctx, "info", "data-path", u.VMName+": "+m, nil) }}
-	snap, err := pace.backUpVM(ctx, w, conns.Conns[u.Connection], req, opts, cfg, p, u, ev)
+	return pace.backUpVM(ctx, w, conns.Conns[u.Connection], req, opts, cfg, p, u, ev)
+}
+
+// unitDone is the outcome of a unit that committed point: its ID and its
+// manifest as committed (encodeSnapshot marshals the same struct), so
+// that the leader records it without reading it back.
+func unitDone(point *repo.Point) (queue.UnitDone, error) {
+	manifest, err := json.Marshal(point)
 	if err != nil {
-		return "", err
+		return queue.UnitDone{}, fmt.Errorf("point %s's manifest: %w", point.ID, err)
 	}
-	return snap.ID.String(), nil
+	return queue.UnitDone{Point: point.ID.String(), Manifest: manifest}, nil
 }
 
 // eventPatience bounds the recording of one of a unit's events.

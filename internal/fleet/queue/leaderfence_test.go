@@ -34,7 +34,7 @@ func TestStaleLeadersUnitIsFenced(t *testing.T) {
 	var mu sync.Mutex
 	var ran []string
 	release := make(chan struct{})
-	run := func(ctx context.Context, u queue.VMUnit) (string, error) {
+	run := func(ctx context.Context, u queue.VMUnit) (queue.UnitDone, error) {
 		mu.Lock()
 		ran = append(ran, u.VMName)
 		mu.Unlock()
@@ -42,7 +42,7 @@ func TestStaleLeadersUnitIsFenced(t *testing.T) {
 		case <-release:
 		case <-ctx.Done():
 		}
-		return "point-of-" + u.VMName, nil
+		return queue.UnitDone{Point: "point-of-" + u.VMName}, nil
 	}
 	dir := filepath.Join(t.TempDir(), "kvm1")
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -91,13 +91,18 @@ type OneVM struct {
 // Kind implements river.JobArgs.
 func (VMUnit) Kind() string { return VMUnitKind }
 
-// VMUnitFunc runs a VM unit on a worker and returns the ID of the point
-// it committed. internal/fleet provides it (RunVMUnit).
-type VMUnitFunc func(ctx context.Context, u VMUnit) (point string, err error)
+// VMUnitFunc runs a VM unit on a worker and returns the point it
+// committed. internal/fleet provides it (RunVMUnit).
+type VMUnitFunc func(ctx context.Context, u VMUnit) (UnitDone, error)
 
 // UnitDone is a VM unit's outcome document: the point it committed.
 type UnitDone struct {
 	Point string `json:"point"`
+	// Manifest is the point's manifest as committed (repo.Point's JSON,
+	// the body the repository seals): the leader records the point from
+	// it rather than reading the manifest back from the repository.
+	// Absent from a worker of before it: the leader reads the repository.
+	Manifest json.RawMessage `json:"manifest,omitempty"`
 }
 
 // SubmitVMUnit hands a VM unit to its worker's queue, in a transaction of
@@ -191,7 +196,7 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 		"connection", u.Connection, "vm_name", u.VMName, "host", u.Host, "datastores", u.Datastores}
 	w.ops.log.Info("VM unit starts", append(attrs, "leader_epoch", u.LeaderEpoch)...)
 	start := time.Now()
-	point, err := w.run(ctx, u)
+	done, err := w.run(ctx, u)
 	w.ops.log.Info("VM unit ends", append(attrs, "seconds", time.Since(start).Seconds(), "err", err)...)
 	if err != nil {
 		out.ErrorClass, out.Error = string(service.Classify(err)), err.Error()
@@ -201,7 +206,7 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 		}
 		return out
 	}
-	out.Document, _ = json.Marshal(UnitDone{Point: point}) // a struct of one string always marshals
+	out.Document, _ = json.Marshal(done) // a string and a document already marshalled always marshal
 	return out
 }
 

@@ -131,6 +131,7 @@ func (f *fleetUnits) follow(eng *engine.Engine, grants *fleet.Grants, log *slog.
 		return nil, nil
 	}
 	observed = func(ws []fleet.Worker) {
+		f.srv.Epochs.Observe(ws) // before the engine may place units on them
 		if grants != nil {
 			grants.Observe(ws)
 		}
@@ -155,6 +156,7 @@ func (f *fleetUnits) follow(eng *engine.Engine, grants *fleet.Grants, log *slog.
 		}
 	}
 	onLost = func(ctx context.Context, lost []fleet.Worker) {
+		f.srv.Epochs.Lost(lost) // before their units are re-admitted: a point they send back is refused
 		for _, w := range lost {
 			// First, so that the re-admitted units deduplicate against
 			// what the lost attempts stored (they start only once
