@@ -70,7 +70,8 @@ func (h *readHold) beforeRead(r *http.Request) {
 // worker, which finds the dead registration's coffer snapshot on the VM,
 // removes it (the task's log says so) and backs the VM up: the job
 // succeeds, its point restores to the VM's disk, and the VM keeps no
-// snapshot.
+// snapshot. The killed worker, started again afterwards, drops its
+// journal of that snapshot when it cleans up before it registers.
 func TestKilledVSphereWorkersSnapshotIsRemovedElsewhere(t *testing.T) {
 	lab := testutil.NewNetLab(t, "proxy1", "proxy2")
 	e := pgEnv(t, testutil.StartPostgresOnLab(t, lab))
@@ -132,6 +133,32 @@ func TestKilledVSphereWorkersSnapshotIsRemovedElsewhere(t *testing.T) {
 	}
 
 	noSnapshots(t, vc)
+	checkReturn(t, e, lab, killed)
+}
+
+// checkReturn starts the killed worker again: before it registers, its
+// cleanup drops its journal of the snapshot the retry removed, and
+// leaves nothing on the VM.
+func checkReturn(t *testing.T, e *clitest.Env, lab *testutil.NetLab, killed string) {
+	t.Helper()
+	journals := func() []string {
+		js, err := filepath.Glob(filepath.Join(e.Dir, killed+"-state", "vsphere", "vc", "journal", "*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	if js := journals(); len(js) != 1 {
+		t.Fatalf("%s's journals of snapshots while it is dead: %v", killed, js)
+	}
+	for _, h := range lab.Hosts() {
+		if h.Name == killed {
+			w := startReachWorker(e, h, "vc", "", dead)
+			if js := journals(); len(js) != 0 {
+				t.Errorf("%s, back and registered, keeps its journals: %v\n%s", killed, js, w.Log())
+			}
+		}
+	}
 }
 
 // killTheReader SIGKILLs the worker whose datastore reads hold holds,
