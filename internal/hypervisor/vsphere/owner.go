@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
@@ -12,41 +11,13 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/snapdesc"
 )
 
 // A coffer snapshot is journalled in the state directory of the process
 // that took it, so only that process's cleanup finds it after a kill. A
-// fleet worker's snapshot also names its owner (the worker's registration)
-// in its description: another worker that reaches the VM, and finds the
-// owner dead, removes it instead of refusing to back the VM up until the
-// killed worker returns.
-
-// ownerMark is what a snapshot's description says about its owner.
-func ownerMark(owner string) string { return ", owner " + owner + ")" }
-
-// snapshotDesc is the description of the snapshot coffer takes; one
-// without an owner reads as it always did.
-func snapshotDesc(session, stateID, owner string) string {
-	desc := fmt.Sprintf(snapshotDescription+" %s (installation %s", session, stateID)
-	if owner != "" {
-		return desc + ownerMark(owner) + "; removed automatically"
-	}
-	return desc + "); removed automatically"
-}
-
-// snapshotOwner is the owner a coffer snapshot's description names, or
-// "" (a single coffer's, or an older coffer's).
-func snapshotOwner(desc string) string {
-	_, rest, ok := strings.Cut(desc, ", owner ")
-	if !ok {
-		return ""
-	}
-	owner, _, ok := strings.Cut(rest, ")")
-	if !ok {
-		return ""
-	}
-	return owner
-}
+// fleet worker's also names its owner (snapdesc): another worker that
+// finds the owner dead removes it instead of refusing the VM's backups.
 
 // maxDeadOwners bounds the dead owners' snapshots one session removes
 // (one per VM at most, unless a user stacked snapshots on them).
@@ -64,7 +35,7 @@ func (s *session) clearDeadOwners(ctx context.Context, moref types.ManagedObject
 		}
 		refuse := fmt.Errorf("vsphere: %s already has coffer snapshot %s (a backup running elsewhere, or a leftover the next cleanup removes): %w",
 			s.ref.Name, other.Name, hypervisor.ErrTransient)
-		owner := snapshotOwner(other.Description)
+		owner := snapdesc.Owner(other.Description)
 		if owner == "" || owner == s.req.Owner || s.req.OwnerGone == nil {
 			return refuse // not another registration's: its own cleanup's
 		}
@@ -76,7 +47,7 @@ func (s *session) clearDeadOwners(ctx context.Context, moref types.ManagedObject
 			return refuse // a live worker backs the VM up: the retry waits
 		}
 		vm := object.NewVirtualMachine(s.c.client, moref)
-		removed, inFlight, err := s.c.removeNamed(ctx, vm, other.Name, ownerMark(owner), s.to.SnapshotRemove)
+		removed, inFlight, err := s.c.removeNamed(ctx, vm, other.Name, snapdesc.OwnerMark(owner), s.to.SnapshotRemove)
 		switch {
 		case err != nil:
 			return errors.Join(refuse, fmt.Errorf("removing the snapshot of %s, which is dead: %w", owner, err))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/snapdesc"
 )
 
 // TestDeadOwnersSnapshotIsRemoved: connector a (a worker's, its snapshot
@@ -60,7 +61,7 @@ func TestDeadOwnersSnapshotIsRemoved(t *testing.T) {
 	if !strings.Contains(notes, "removed coffer snapshot coffer-left left by worker a epoch 1, which is dead") {
 		t.Errorf("the session's notes do not say what it removed: %q", notes)
 	}
-	if got := cofferSnapshot(s.vm(s.vms[0]).Snapshot); got == nil || got.Name != "coffer-b3" || snapshotOwner(got.Description) != "worker b epoch 1" {
+	if got := cofferSnapshot(s.vm(s.vms[0]).Snapshot); got == nil || got.Name != "coffer-b3" || snapdesc.Owner(got.Description) != "worker b epoch 1" {
 		t.Fatalf("the VM's coffer snapshot is %+v, want b's alone", got)
 	}
 	if _, err := sess.Close(ctx, false); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/snapdesc"
 )
 
 // SnapshotPrefix starts the name of every snapshot coffer creates; cleanup
@@ -24,7 +25,7 @@ const SnapshotPrefix = "coffer-"
 
 // snapshotDescription starts the description of every snapshot coffer
 // creates: with the prefix it tells coffer's snapshots from look-alikes.
-const snapshotDescription = "coffer backup session"
+const snapshotDescription = snapdesc.Prefix
 
 // cofferSnapshot is a snapshot in the tree that coffer created, if any.
 func cofferSnapshot(info *types.VirtualMachineSnapshotInfo) *types.VirtualMachineSnapshotTree {
@@ -207,7 +208,7 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 			_ = s.j.save() // a stale Suspended only makes cleanup power the VM on again
 		}()
 	}
-	desc := snapshotDesc(s.req.SessionID, s.c.stateID, s.req.Owner)
+	desc := snapdesc.Of(s.req.SessionID, s.c.stateID, s.req.Owner)
 	timeout := s.to.SnapshotCreate
 	if quiesce {
 		timeout += s.to.Quiesce
