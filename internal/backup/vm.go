@@ -32,6 +32,12 @@ type VMRequest struct {
 	Hooks []Hook
 	// Time is the point's time; zero: when the backup starts.
 	Time time.Time
+	// Owner and OwnerGone go to the snapshot request (hypervisor.
+	// SnapshotRequest): who takes the snapshot, and how to tell another
+	// owner's leftover from a backup running elsewhere. Unset: a single
+	// coffer.
+	Owner     string
+	OwnerGone func(ctx context.Context, owner string) (bool, error)
 }
 
 // CloseTimeout bounds releasing a session after the caller's context ended.
@@ -54,6 +60,7 @@ func BackupVM(ctx context.Context, w *repo.Writer, conn hypervisor.Connector, re
 	sreq := plan.SnapshotRequest(hypervisor.SnapshotRequest{
 		SessionID: fmt.Sprintf("%s-%d", w.Session(), time.Now().UnixNano()%1e9), Chain: req.Chain,
 		Mode: req.SnapshotMode, Quiesce: req.Quiesce, Timeouts: req.Timeouts,
+		Owner: req.Owner, OwnerGone: req.OwnerGone,
 	})
 	if req.Time.IsZero() {
 		req.Time = time.Now()

@@ -54,7 +54,7 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 		}()
 		defer func() { <-started }() // before the catalog's Close
 		ev := unitEvents{cat: cat, u: u, log: log, after: started}
-		point, err := backUp(ctx, svc, repos, pace, cfg, p, u, ev)
+		point, err := backUp(ctx, svc, repos, pace, cfg, p, u, ev, OwnerGone(cat))
 		if err != nil {
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
 			return queue.UnitDone{}, err
@@ -67,7 +67,7 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.V
 // it ends, and its job's write session on this worker (the point and its
 // packs are committed by BackupVM).
 func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *unitPace, cfg *policy.Config, p policy.Policy, u queue.VMUnit,
-	ev unitEvents) (_ *repo.Point, err error) {
+	ev unitEvents, ownerGone func(context.Context, string) (bool, error)) (_ *repo.Point, err error) {
 	limit := p.Timeouts.VM
 	if limit == 0 {
 		limit = policy.DefaultVMTimeout
@@ -98,6 +98,9 @@ func backUp(ctx context.Context, svc *service.Service, repos *unitRepos, pace *u
 	defer func() { err = errors.Join(err, done(err)) }()
 	req := unitRequest(p, u, attempt.Spec{Connection: u.Connection, VM: hypervisor.VMRef{ID: u.VMID, Name: u.VMName},
 		Mode: u.Mode, SnapshotMode: u.SnapshotMode, JobID: u.Job, History: history, Now: time.Now()})
+	// The VM's snapshot names this registration: if the worker is killed,
+	// a retry on another worker removes it once the registry says so.
+	req.Owner, req.OwnerGone = SessionOwner(u.Worker, u.Epoch), ownerGone
 	opts := backup.Options{ChangeCheckSpans: p.ChangeCheck,
 		Note: func(m string) { ev.record(ctx, "info", "data-path", u.VMName+": "+m, nil) }}
 	return pace.backUpVM(ctx, w, conns.Conns[u.Connection], req, opts, cfg, p, u, ev)

@@ -207,6 +207,18 @@ type SnapshotRequest struct {
 	// until Release, and takes no snapshot of its own; change tracking
 	// is handed over at the stop as usual. Release must follow soon.
 	Hold bool
+	// Owner names who takes the snapshot when it is not this process
+	// alone: a fleet worker's registration ("worker proxy1 epoch 3"). A
+	// connector that leaves a mark on the VM (a vSphere snapshot's
+	// description) records it, so that another process can tell whose a
+	// leftover is. "" (a single coffer) records none.
+	Owner string
+	// OwnerGone, when set, is asked about the owner another process's
+	// coffer snapshot on the VM names: true means that owner is dead
+	// (its registration lost, replaced or gone) and its snapshot a
+	// leftover the connector removes before it takes its own. Unset, or
+	// for a snapshot without an owner, the connector refuses as before.
+	OwnerGone func(ctx context.Context, owner string) (bool, error)
 }
 
 // Timeouts bound individual hypervisor operations.

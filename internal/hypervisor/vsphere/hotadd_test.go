@@ -151,7 +151,7 @@ func checkIntactAndClean(t *testing.T, l *hostLab, state string) {
 	if js, _ := filepath.Glob(filepath.Join(hotAddDir(state), "*.json")); len(js) != 0 {
 		t.Fatalf("hot-add journals left: %v", js)
 	}
-	if vm := l.s.vm(l.vm); cofferSnapshot(vm.Snapshot) != "" {
+	if vm := l.s.vm(l.vm); cofferSnapshot(vm.Snapshot) != nil {
 		t.Fatal("coffer's snapshot is left")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/snapdesc"
 )
 
 // SnapshotPrefix starts the name of every snapshot coffer creates; cleanup
@@ -24,24 +25,25 @@ const SnapshotPrefix = "coffer-"
 
 // snapshotDescription starts the description of every snapshot coffer
 // creates: with the prefix it tells coffer's snapshots from look-alikes.
-const snapshotDescription = "coffer backup session"
+const snapshotDescription = snapdesc.Prefix
 
-// cofferSnapshot names a snapshot in the tree that coffer created, if any.
-func cofferSnapshot(info *types.VirtualMachineSnapshotInfo) string {
+// cofferSnapshot is a snapshot in the tree that coffer created, if any.
+func cofferSnapshot(info *types.VirtualMachineSnapshotInfo) *types.VirtualMachineSnapshotTree {
 	if info == nil {
-		return ""
+		return nil
 	}
-	var walk func([]types.VirtualMachineSnapshotTree) string
-	walk = func(ts []types.VirtualMachineSnapshotTree) string {
-		for _, t := range ts {
+	var walk func([]types.VirtualMachineSnapshotTree) *types.VirtualMachineSnapshotTree
+	walk = func(ts []types.VirtualMachineSnapshotTree) *types.VirtualMachineSnapshotTree {
+		for i := range ts {
+			t := &ts[i]
 			if strings.HasPrefix(t.Name, SnapshotPrefix) && strings.HasPrefix(t.Description, snapshotDescription) {
-				return t.Name
+				return t
 			}
-			if n := walk(t.ChildSnapshotList); n != "" {
+			if n := walk(t.ChildSnapshotList); n != nil {
 				return n
 			}
 		}
-		return ""
+		return nil
 	}
 	return walk(info.RootSnapshotList)
 }
@@ -100,12 +102,13 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	if s.vm.Config == nil {
 		return nil, fmt.Errorf("vsphere: VM %s has no configuration (inaccessible?): %w", ref.Name, hypervisor.ErrTransient)
 	}
-	if other := cofferSnapshot(s.vm.Snapshot); req.Mode != hypervisor.AsIs && other != "" {
+	if req.Mode != hypervisor.AsIs {
 		// One coffer snapshot per VM, also across coffer processes and
 		// installations: a second one would only lengthen the chain the
-		// VM runs on.
-		return nil, fmt.Errorf("vsphere: %s already has coffer snapshot %s (a backup running elsewhere, or a leftover the next cleanup removes): %w",
-			ref.Name, other, hypervisor.ErrTransient)
+		// VM runs on. A dead owner's is removed first (owner.go).
+		if err := s.clearDeadOwners(ctx, moref); err != nil {
+			return nil, err
+		}
 	}
 	if req.Track && (s.vm.Config.ChangeTrackingEnabled == nil || !*s.vm.Config.ChangeTrackingEnabled) {
 		if err := c.enableCBT(ctx, moref, s.to.Setup); err != nil {
@@ -205,7 +208,7 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 			_ = s.j.save() // a stale Suspended only makes cleanup power the VM on again
 		}()
 	}
-	desc := fmt.Sprintf(snapshotDescription+" %s (installation %s); removed automatically", s.req.SessionID, s.c.stateID)
+	desc := snapdesc.Of(s.req.SessionID, s.c.stateID, s.req.Owner)
 	timeout := s.to.SnapshotCreate
 	if quiesce {
 		timeout += s.to.Quiesce

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -38,6 +39,14 @@ func Start(t *testing.T, hosts, machines int) *simulator.Server {
 // GetConfigForClient callback sees each client's address): the tests of
 // workers in network namespaces serve it on their lab's network.
 func StartOn(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machines int) *simulator.Server {
+	return StartReading(t, addr, tlsConfig, hosts, machines, nil)
+}
+
+// StartReading is StartOn whose datastore file reads (GET /folder/...,
+// how coffer reads a snapshot's disks from the vCenter) first call
+// beforeRead (nil: none), in the simulator's handler: a test holds a
+// backup mid-read there, as long as it blocks.
+func StartReading(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machines int, beforeRead func(*http.Request)) *simulator.Server {
 	m := simulator.VPX()
 	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, hosts, machines, false
 	if err := m.Create(); err != nil {
@@ -48,6 +57,15 @@ func StartOn(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machines i
 		tlsConfig = new(tls.Config)
 	}
 	m.Service.TLS = tlsConfig
+	if beforeRead != nil {
+		// More specific than the simulator's own "/folder/": it takes
+		// the reads, and hands them on.
+		m.Service.ServeMux = http.NewServeMux()
+		m.Service.ServeMux.HandleFunc("GET /folder/", func(w http.ResponseWriter, r *http.Request) {
+			beforeRead(r)
+			m.Service.ServeDatastore(w, r)
+		})
+	}
 	m.Service.Listen = &url.URL{User: url.UserPassword("coffer", Password)}
 	if addr != "" {
 		m.Service.Listen.Host = net.JoinHostPort(addr, "0")

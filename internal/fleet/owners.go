@@ -1,0 +1,37 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+)
+
+// OwnerGone tells, from the registry, whether the worker registration a
+// SessionOwner string names is dead: its worker is gone from the registry
+// (it deregistered, or never was), registered again since (a higher
+// epoch: the process that held the named one is fenced), or lost (the
+// leader gave its work to others, and the worker fenced itself before).
+// A registration still current and not lost is alive, even with a late
+// heartbeat: its work may still run until the leader declares it lost. A
+// unit passes it to the hypervisor (backup.VMRequest.OwnerGone), so that
+// a VM snapshot a killed worker left is removed by the retry elsewhere.
+func OwnerGone(workers catalog.Workers) func(ctx context.Context, owner string) (bool, error) {
+	return func(ctx context.Context, owner string) (bool, error) {
+		var name string
+		var epoch int64
+		if _, err := fmt.Sscanf(owner, "worker %s epoch %d", &name, &epoch); err != nil || SessionOwner(name, epoch) != owner {
+			return false, fmt.Errorf("%q names no worker registration", owner)
+		}
+		ws, err := workers.ListWorkers(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, w := range ws {
+			if w.Name == name {
+				return w.Epoch > epoch || w.Epoch == epoch && w.State == catalog.WorkerLost, nil
+			}
+		}
+		return true, nil
+	}
+}
