@@ -55,8 +55,8 @@ func TestCancelAcrossThreeWorkers(t *testing.T) {
 	workers := map[string]*clitest.ServerProc{}
 	for name, conn := range cancelWorkers {
 		workers[name] = e.StartCoffer(func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }, patience,
-			"worker", "--name", name, "--slots", "1", "--reach-connections", conn,
-			"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+			append([]string{"worker", "--name", name, "--slots", "1", "--reach-connections", conn,
+				"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"}, e.WorkerLogin(name)...)...)
 	}
 	waitLog(t, srv, "the engine given the three workers", "the engine places units on the workers", `"workers":"kvm1,kvm2,kvm3"`)
 

@@ -126,6 +126,7 @@ const steadyDead = 10 * time.Second
 // a tenth of it its heartbeat.
 func startReachWorker(e *clitest.Env, host *testutil.NetHost, connections, hosts string, deadAfter time.Duration) *clitest.ServerProc {
 	e.T.Helper()
+	login := e.WorkerLogin(host.Name) // made here, in the test's process
 	e.Host = host
 	e.Vars["COFFER_LOG_FORMAT"] = "json" // unitStarts reads its log
 	defer func() { e.Host = nil; delete(e.Vars, "COFFER_LOG_FORMAT") }()
@@ -133,6 +134,7 @@ func startReachWorker(e *clitest.Env, host *testutil.NetHost, connections, hosts
 	args := []string{"worker", "--name", host.Name, "--slots", "2", "--reach-connections", connections,
 		"--state-dir", filepath.Join(e.Dir, host.Name+"-state"), "--heartbeat", (deadAfter / 10).String(), "--dead-after", deadAfter.String(),
 		"--log-level", "info"}
+	args = append(args, login...)
 	if hosts != "" {
 		args = append(args, "--reach-hosts", hosts)
 	}

@@ -48,8 +48,8 @@ func TestUnitsOnAWorkerAsInTheEngine(t *testing.T) {
 	srv := e.StartServer()
 	token := e.AdminToken()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
-	w := e.StartCoffer(registered, patience, "worker", "--name", "kvm1", "--slots", "2", "--reach-connections", "slow,long,busy",
-		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+	w := e.StartCoffer(registered, patience, append([]string{"worker", "--name", "kvm1", "--slots", "2", "--reach-connections", "slow,long,busy",
+		"--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"}, e.WorkerLogin("kvm1")...)...)
 	waitLog(t, srv, "the engine given the worker", "the engine places units on the workers", "workers=kvm1")
 
 	t.Run("snapshot timeout", func(t *testing.T) { snapshotTimeoutOnAWorker(t, srv, token) })

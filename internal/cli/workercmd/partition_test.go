@@ -97,7 +97,8 @@ func TestPartitionedWorker(t *testing.T) {
 	token := e.AdminToken()
 	cat := openCatalog(t, e)
 	start := func() *clitest.ServerProc {
-		args := []string{"worker", "--name", "kvm1", "--slots", "1", "--reach-connections", "p1", "--log-level", "info"}
+		args := append([]string{"worker", "--name", "kvm1", "--slots", "1", "--reach-connections", "p1", "--log-level", "info"},
+			e.WorkerLogin("kvm1")...) // made in the test's process, before e.Host
 		if s.dead != 0 {
 			args = append(args, "--heartbeat", s.heartbeat.String(), "--dead-after", s.dead.String())
 		}

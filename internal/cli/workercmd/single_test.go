@@ -130,8 +130,9 @@ func TestBackupOfOneVMRunsOnItsHostsWorker(t *testing.T) {
 func startHostWorker(e *clitest.Env, name, host string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
-	return e.StartCoffer(registered, patience, "worker", "--name", name, "--slots", "2", "--reach-connections", "kvm",
-		"--reach-hosts", "kvm/"+host, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info")
+	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", "2", "--reach-connections", "kvm",
+		"--reach-hosts", "kvm/"+host, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"},
+		e.WorkerLogin(name)...)...)
 }
 
 // singleFleet is the simulated estate as the test process makes it: the
