@@ -14,11 +14,13 @@ import (
 	"github.com/coffer-backup/coffer/internal/fleet"
 )
 
-// Short timings: a worker renews every 20 ms, fences itself after 200 ms
-// without a renewal, and is lost after 400 ms.
+// Short timings: a worker renews every 50 ms, fences itself after 500 ms
+// without a renewal, and is lost after 1 s (400 ms lost a live worker
+// once on a machine loaded twentyfold, whose SQLite commits waited that
+// long).
 const (
-	beat = 20 * time.Millisecond
-	dead = 400 * time.Millisecond
+	beat = 50 * time.Millisecond
+	dead = time.Second
 	// wait bounds every wait for an event: generous, for a loaded machine.
 	wait = 10 * time.Second
 )
