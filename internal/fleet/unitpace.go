@@ -109,7 +109,9 @@ func (a *unitPace) report(ctx context.Context, prog *backup.Progress, ev unitEve
 			return
 		}
 		last = now
-		err := ev.cat.SetWorkerTaskProgress(context.WithoutCancel(ctx), ev.u.Worker, ev.u.Epoch, ev.u.Task, now[0], now[1])
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventPatience) // a partition must not hold the unit
+		defer cancel()
+		err := ev.cat.SetWorkerTaskProgress(wctx, ev.u.Worker, ev.u.Epoch, ev.u.Task, now[0], now[1])
 		if err != nil {
 			a.log.Warn("cannot record a VM unit's progress", "job", ev.u.Job, "task", ev.u.Task, "err", err)
 		}
@@ -159,7 +161,9 @@ func (o *opNotes) flush(ctx context.Context) {
 	if len(notes) == 0 {
 		return
 	}
-	if err := o.ev.cat.AddWorkerEvents(context.WithoutCancel(ctx), o.ev.u.Worker, o.ev.u.Epoch, notes); err != nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventPatience) // a partition must not hold the unit
+	defer cancel()
+	if err := o.ev.cat.AddWorkerEvents(ctx, o.ev.u.Worker, o.ev.u.Epoch, notes); err != nil {
 		o.ev.log.Warn("cannot record a VM unit's events", "job", o.ev.u.Job, "task", o.ev.u.Task, "err", err)
 	}
 }

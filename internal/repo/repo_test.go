@@ -227,3 +227,24 @@ func TestCloseClosesTheStoreOnce(t *testing.T) {
 		t.Fatalf("the store was closed %d times, want 1", counted.closes)
 	}
 }
+
+// TestCancelledCommitLeavesNoPoint: a backup whose context ends before
+// its point is committed (a job cancelled, a worker fenced) leaves no
+// point, even on a local disk, whose writes do not heed the context.
+func TestCancelledCommitLeavesNoPoint(t *testing.T) {
+	r, _ := newTestRepo(t, Options{})
+	w, err := r.NewWriter(context.Background(), "cancelled commit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close(context.Background()) }()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("the worker fenced itself"))
+	s := &Point{Time: time.Now().UTC(), Source: Source{Kind: "disk", VMName: "v"}, Mode: "full"}
+	if err := w.Commit(ctx, s, nil); err == nil || !strings.Contains(err.Error(), "fenced itself") {
+		t.Fatalf("a commit under a cancelled context: %v", err)
+	}
+	if list, err := r.Points(context.Background(), nil); err != nil || len(list) != 0 {
+		t.Fatalf("points after a cancelled commit: %d (%v)", len(list), err)
+	}
+}

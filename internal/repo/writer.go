@@ -434,6 +434,12 @@ func (w *Writer) Commit(ctx context.Context, s *Point, deps []*Pending) error {
 	if err := w.lease.Check(ctx); err != nil {
 		return err
 	}
+	// A cancelled backup (a job cancelled, a fenced worker) leaves no
+	// point, whether or not the store heeds ctx (a local disk's writes do
+	// not): its packs stay, indexed, for the retry to reuse.
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("commit point: %w", err)
+	}
 	if s.ID.IsZero() {
 		s.ID = id.Random()
 	}

@@ -213,7 +213,7 @@ func finishedAfterFence(t *testing.T, w *clitest.ServerProc, fencedAt time.Time)
 	for sc.Scan() {
 		var l unitLine
 		if strings.Contains(sc.Text(), `"VM unit ends"`) && json.Unmarshal(sc.Bytes(), &l) == nil && l.Err == nil && l.Time.After(fencedAt) {
-			t.Errorf("the fenced worker finished a unit after its fence (%s): %s", fencedAt.Format(time.RFC3339Nano), sc.Text())
+			t.Errorf("the fenced worker finished a unit after its fence (%s): %s\n%s", fencedAt.Format(time.RFC3339Nano), sc.Text(), w.Log())
 		}
 	}
 }

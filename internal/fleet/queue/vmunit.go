@@ -197,6 +197,12 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 	w.ops.log.Info("VM unit starts", append(attrs, "leader_epoch", u.LeaderEpoch)...)
 	start := time.Now()
 	done, err := w.run(ctx, u)
+	if err == nil && ctx.Err() != nil {
+		// Ended (fenced, cancelled) while it finished: it reports no
+		// success, which its stale epoch would have the leader refuse
+		// anyway; what it committed is a duplicate the retry supersedes.
+		err = fmt.Errorf("%s's unit ended after its context: %w", u.VMName, context.Cause(ctx))
+	}
 	w.ops.log.Info("VM unit ends", append(attrs, "seconds", time.Since(start).Seconds(), "err", err)...)
 	if err != nil {
 		out.ErrorClass, out.Error = string(service.Classify(err)), err.Error()
