@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/coffer-backup/coffer/internal/cli/command"
+	"github.com/coffer-backup/coffer/internal/config"
 )
 
 // The shell examples of the README and the guides (docs/01-... to
@@ -435,7 +436,7 @@ func flagError(cmd *cobra.Command, err error) error {
 func closest(name string, known []string) string {
 	best, bestD := "", len(name)/2+2
 	for _, k := range known {
-		if d := editDistance(name, k); d < bestD {
+		if d := config.EditDistance(name, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -443,26 +444,6 @@ func closest(name string, known []string) string {
 		return " (known: " + strings.Join(known, ", ") + ")"
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // pathOutside is an absolute or home path an example names, which

@@ -189,7 +189,7 @@ func suggest(name string, known, sections map[string]bool) string {
 	best, bestD := "", 3
 	for _, set := range []map[string]bool{known, sections} {
 		for k := range set {
-			if d := distance(name, k); d < bestD {
+			if d := EditDistance(name, k); d < bestD {
 				best, bestD = k, d
 			}
 		}
@@ -200,7 +200,9 @@ func suggest(name string, known, sections map[string]bool) string {
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
 
-func distance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b, by which a typo's
+// closest known name is proposed.
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j

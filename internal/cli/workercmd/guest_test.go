@@ -237,16 +237,7 @@ func retriedPoint(t *testing.T, cat catalog.Catalog, j api.Job, ev catalog.Event
 		t.Fatalf("job %d's tasks: %+v %v", j.ID, tasks, err)
 	}
 	task := tasks[0]
-	evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID, TaskID: task.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := ""
-	for _, ev := range evs {
-		if ev.Kind == "worker" && strings.Contains(ev.Message, fmt.Sprintf("attempt %d runs", task.Attempts)) {
-			ran, _ = ev.Fields["worker"].(string)
-		}
-	}
+	ran := ranOn(t, cat, task)
 	if task.ID != ev.TaskID || task.Attempts < 2 || task.BackupPointID == "" || ran != "kvm1" {
 		t.Fatalf("the task killed on kvm1: %+v, its last attempt ran on %q", task, ran)
 	}

@@ -131,7 +131,7 @@ func startHostWorker(e *clitest.Env, name, host string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
 	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", "2", "--reach-connections", "kvm",
-		"--reach-hosts", "kvm/"+host, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"},
+		"--reach-hosts", "kvm/" + host, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"},
 		e.WorkerLogin(name)...)...)
 }
 
@@ -180,16 +180,7 @@ func checkOneVMJob(t *testing.T, cat catalog.Catalog, vm hypervisor.VM, point st
 		t.Fatalf("job %d's tasks: %+v, %v", job.ID, tasks, err)
 	}
 	task := tasks[0]
-	evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: job.ID, TaskID: task.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := ""
-	for _, ev := range evs {
-		if ev.Kind == "worker" && strings.Contains(ev.Message, fmt.Sprintf("attempt %d runs", task.Attempts)) {
-			ran, _ = ev.Fields["worker"].(string)
-		}
-	}
+	ran := ranOn(t, cat, task)
 	if job.Status != catalog.StatusSuccess || task.Status != catalog.StatusSuccess || task.BackupPointID != point || ran != singleHome[vm.Host] {
 		t.Errorf("job %d (%s): %s/%s %s, point %q (want %s), last attempt (%d) ran on %q, want %s", job.ID, job.Status, task.Connection,
 			task.VMName, task.Status, task.BackupPointID, point, task.Attempts, ran, singleHome[vm.Host])

@@ -2,7 +2,6 @@ package workercmd_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,16 +139,7 @@ func checkUnits(t *testing.T, cat catalog.Catalog, j api.Job, runs int) {
 		t.Fatalf("job %d's tasks: %d, %v", j.ID, len(tasks), err)
 	}
 	for _, task := range tasks {
-		evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID, TaskID: task.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ran := ""
-		for _, ev := range evs {
-			if ev.Kind == "worker" && strings.Contains(ev.Message, fmt.Sprintf("attempt %d runs", task.Attempts)) {
-				ran, _ = ev.Fields["worker"].(string)
-			}
-		}
+		ran := ranOn(t, cat, task)
 		if task.Status != catalog.StatusSuccess || task.BackupPointID == "" || ran != home[task.Connection] {
 			t.Errorf("%s/%s: %s, point %q, last attempt (%d) ran on %q, want %s", task.Connection, task.VMName, task.Status,
 				task.BackupPointID, task.Attempts, ran, home[task.Connection])
