@@ -37,6 +37,14 @@ func TestConsoleWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.start()
+	// The server migrates River's schema once it serves; a worker checks
+	// it before it registers, and refuses an older one.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(l.srv.log(), "River client started"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server started no River client within a minute:\n%s", l.srv.log())
+		}
+		time.Sleep(50 * time.Millisecond) // a poll's pace
+	}
 	// The worker logs in with a token of its own, as a worker must.
 	tokenFile := filepath.Join(t.TempDir(), "kvm1.token")
 	if err := os.WriteFile(tokenFile, []byte(l.coffer("workers", "token", "create", "kvm1")), 0o600); err != nil {
@@ -46,6 +54,13 @@ func TestConsoleWorkers(t *testing.T) {
 	worker := exec.Command(os.Args[0], "worker", "--name", "kvm1", "--slots", "4", "--reach-connections", "lab",
 		"--reach-hosts", "kvm1", "--reach-datastores", "local", "--can-boot", "--heartbeat", "1s",
 		"--catalog", address, "--token-file", tokenFile)
+	var workerLog testutil.LockedBuffer
+	worker.Stdout, worker.Stderr = &workerLog, &workerLog
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the worker's log:\n%s", workerLog.String())
+		}
+	})
 	worker.Env = append(os.Environ(), "COFFER_TEST_AS_CLI=1")
 	for k, v := range l.vars {
 		worker.Env = append(worker.Env, k+"="+v)

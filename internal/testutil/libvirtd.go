@@ -27,24 +27,24 @@ type Libvirtd struct {
 	UID     int
 	GID     int
 	cmd     *exec.Cmd
-	log     *lockedBuffer
+	log     *LockedBuffer
 	exited  chan struct{}
 	exitErr error
 }
 
-// lockedBuffer collects the daemon's output while tests read it.
-type lockedBuffer struct {
+// LockedBuffer collects a child process's output while tests read it.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *LockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
@@ -87,7 +87,7 @@ func LaunchLibvirtd(bin string) (*Libvirtd, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Libvirtd{Dir: dir, UID: libvirtdUser, GID: libvirtdUser, log: &lockedBuffer{}, exited: make(chan struct{})}
+	l := &Libvirtd{Dir: dir, UID: libvirtdUser, GID: libvirtdUser, log: &LockedBuffer{}, exited: make(chan struct{})}
 	cache := filepath.Join(os.TempDir(), "coffer-libvirtd-cache")
 	libvirtCacheOnce.Do(func() {
 		_ = os.MkdirAll(cache, 0o700) // only a cache: libvirtd works without it
