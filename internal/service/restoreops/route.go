@@ -1,8 +1,6 @@
 package restoreops
 
 import (
-	"github.com/coffer-backup/coffer/internal/service"
-
 	"cmp"
 	"context"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/service"
 )
 
 // workerChooser is the fleet's choice of a worker for work a request
