@@ -64,14 +64,8 @@ func (f *Forwarder) ToLeader(ctx context.Context, operation string, in any) (doc
 			return nil, true, err
 		}
 		f.Log.Info("forwarded to the server holding the schedules lease", "operation", operation, "hand_off", sub.ID)
-		out, err := f.Queue.Wait(ctx, sub.ID)
+		out, err := waitOrCancel(ctx, f.Queue, sub.ID)
 		if err != nil {
-			if ctx.Err() != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
-				defer cancel()
-				_ = f.Queue.Cancel(cctx, sub.ID)
-				return nil, true, context.Cause(ctx)
-			}
 			return nil, true, err
 		}
 		if out.Fenced {

@@ -32,19 +32,25 @@ func (r Remote) RunOn(ctx context.Context, worker, operation string, in any) (js
 	if err != nil {
 		return nil, err
 	}
-	out, err := r.Queue.Wait(ctx, sub.ID)
+	out, err := waitOrCancel(ctx, r.Queue, sub.ID)
 	if err != nil {
-		if ctx.Err() != nil {
-			// The caller gave up (a cancel, a closed connection): the
-			// worker's operation is cancelled too.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
-			defer cancel()
-			_ = r.Queue.Cancel(cctx, sub.ID)
-			return nil, context.Cause(ctx)
-		}
 		return nil, err
 	}
 	return out.Document, classed(out)
+}
+
+// waitOrCancel waits for the outcome of hand-off id. A caller that gives
+// up (a cancel, a closed connection: ctx ends) cancels the hand-off, so
+// that the operation it started ends too.
+func waitOrCancel(ctx context.Context, q *queue.Client, id int64) (*queue.Outcome, error) {
+	out, err := q.Wait(ctx, id)
+	if err != nil && ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
+		defer cancel()
+		_ = q.Cancel(cctx, id)
+		return nil, context.Cause(ctx)
+	}
+	return out, err
 }
 
 // readyEpoch is the registration of a ready worker: a draining one takes
