@@ -31,10 +31,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/workercmd"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/version"
 )
-
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
 
 // app is the command line of one run: the shared command.App, and the
 // root's own global flags and tree.
@@ -102,7 +100,7 @@ EXAMPLES
 ` + command.ExitCodeHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       version.Get().Version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return a.setup(cmd)
 		},
@@ -151,7 +149,7 @@ func (a *app) commands() []*cobra.Command {
 	} {
 		cmds = append(cmds, domain(a.App)...)
 	}
-	return append(cmds, a.cmdDemo(), a.cmdGenerate())
+	return append(cmds, a.cmdDemo(), a.cmdGenerate(), a.cmdVersion())
 }
 
 func (a *app) setup(cmd *cobra.Command) error {
