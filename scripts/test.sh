@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs coffer's whole test suite: go vet and golangci-lint (.golangci.yml:
 # staticcheck, ineffassign, and depguard's import rules for the
-# architecture), the dependencies' licences, a reproducible build, unit
-# tests, fuzz seed corpora, and the integration tests
-# against real components (QEMU guests, qemu-storage-daemon, libvirtd, an
+# architecture), the dependencies' licences, the changelog, a reproducible
+# build, unit tests, fuzz seed corpora, and the integration tests against
+# real components (QEMU guests, qemu-storage-daemon, libvirtd, an
 # S3 server, PostgreSQL, vcsim, Chromium). Installs what they need first.
 #
 #   scripts/test.sh            # everything (CI mode: missing tools fail)
@@ -20,8 +20,10 @@ go vet ./...
 # while another instance runs on the machine (another checkout's tests),
 # and CI then fails for nothing.
 golangci-lint run --allow-parallel-runners ./...
-# The dependencies' licences, and two builds of HEAD giving one binary.
+# The dependencies' licences, the changelog's fragments, and two builds
+# of HEAD giving one binary.
 bash scripts/ci/check-licences.sh
+bash scripts/ci/check-changelog.sh
 bash scripts/ci/check-reproducible.sh
 go test -timeout 60m "$@" ./...
 # Builds without cgo compress with pure Go (internal/repo/chunk): keep that
