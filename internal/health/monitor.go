@@ -155,6 +155,9 @@ func (m *Monitor) notifying() bool { return m.o.Notifying == nil || m.o.Notifyin
 func (m *Monitor) Check(ctx context.Context) error {
 	now := m.o.Now()
 	cfg, repos := m.watched()
+	if err := m.probeCatalog(ctx); err != nil {
+		return err
+	}
 	st, misses, err := readState(ctx, m.o.Catalog, cfg, repos, m.o.Judge, now)
 	if err != nil {
 		return err
@@ -191,6 +194,25 @@ func (m *Monitor) Check(ctx context.Context) error {
 		m.missed[catalog.VMRef{Connection: x.Connection, ID: x.VMID}] = true
 	}
 	return errors.Join(errs...)
+}
+
+// probeTimeout bounds the catalog's answer to the probe: a catalog that
+// takes longer is as good as unreachable to the operations waiting on it.
+const probeTimeout = 10 * time.Second
+
+// probeCatalog asks the catalog the cheapest question (/readyz's) and
+// says in the metrics whether it answered.
+func (m *Monitor) probeCatalog(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	_, err := m.o.Catalog.ListJobs(pctx, catalog.JobFilter{Limit: 1})
+	if m.o.Metrics != nil && ctx.Err() == nil {
+		m.o.Metrics.SetCatalogReachable(err == nil)
+	}
+	if err != nil {
+		return fmt.Errorf("health: the catalog does not answer: %w", err)
+	}
+	return nil
 }
 
 // lastPoints names the newest point of each VM newly outside its RPO,

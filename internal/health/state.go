@@ -95,6 +95,9 @@ func readState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, rep
 			st.RPO[p.Name] = time.Duration(p.RPO)
 		}
 	}
+	if st.NotificationsPending, st.NotificationsFailed, err = deliveryCounts(ctx, cat, now); err != nil {
+		return st, nil, err
+	}
 	if judge == nil {
 		return st, nil, nil
 	}
@@ -104,4 +107,30 @@ func readState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, rep
 	}
 	st.VMs, st.OutsideRPO = prot.VMs, prot.OutsideByPolicy
 	return st, prot.Outside, nil
+}
+
+// countedDeliveries bounds the deliveries read to count a backlog: past
+// it the gauge says "at least", and the alert has long fired.
+const countedDeliveries = 10000
+
+// deliveryCounts counts, by target, the notification deliveries pending
+// and those given up in the last 24 hours.
+func deliveryCounts(ctx context.Context, cat catalog.Notifications, now time.Time) (pending, failed map[string]int, err error) {
+	count := func(f catalog.DeliveryFilter) (map[string]int, error) {
+		f.Limit = countedDeliveries
+		ds, err := cat.ListDeliveries(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("health: %s notification deliveries: %w", f.Status, err)
+		}
+		by := map[string]int{}
+		for _, d := range ds {
+			by[d.Target]++
+		}
+		return by, nil
+	}
+	if pending, err = count(catalog.DeliveryFilter{Status: catalog.DeliveryPending}); err != nil {
+		return nil, nil, err
+	}
+	failed, err = count(catalog.DeliveryFilter{Status: catalog.DeliveryFailed, Since: now.Add(-24 * time.Hour)})
+	return pending, failed, err
 }

@@ -65,6 +65,9 @@ type Metrics struct {
 	inventoryVMs    *prometheus.GaugeVec
 	leader          prometheus.Gauge
 	workers         workerGauges
+	serving         servingGauges
+	notifyPending   *prometheus.GaugeVec
+	notifyFailed    *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	slots   func() []engine.Slot
@@ -131,6 +134,11 @@ func New() *Metrics {
 	m.inventoryVMs = gauge("coffer_inventory_vms",
 		"VMs of the inventory by how they stand against their RPO: no-policy, no-point, outside-rpo, within-rpo (the console's protection summary).", "protection")
 	m.workers = newWorkerGauges(gauge)
+	m.serving = newServingGauges(m.live)
+	m.notifyPending = gauge("coffer_notification_deliveries_pending",
+		"Notification deliveries waiting to be sent or retried, by target (at most 10000 counted): a backlog that grows means a target does not answer.", "target")
+	m.notifyFailed = gauge("coffer_notification_deliveries_failed",
+		"Notification deliveries given up in the last 24 hours, by target (at most 10000 counted): what they said reached nobody there.", "target")
 	m.leader = prometheus.NewGauge(prometheus.GaugeOpts{Name: "coffer_schedules_leader",
 		Help: "1 when this server runs the scheduled jobs (holds the schedules' lease), else 0."})
 	m.live.MustRegister(m.leader)

@@ -46,7 +46,10 @@ func withOneSampleEach() *Metrics {
 	m.SetState(State{At: now, Backups: []VMBackup{{Connection: "c", VM: "v", Policy: "p", At: now}},
 		PolicyLast: map[string]time.Time{"p": now}, Running: map[string]int{"gc": 1},
 		VerifyLast: map[string]time.Time{"r": now}, GCLast: map[string]time.Time{"r": now},
-		RPO: map[string]time.Duration{"p": time.Hour}, OutsideRPO: map[string]int{"p": 1}, VMs: map[string]int{"outside-rpo": 1}})
+		RPO: map[string]time.Duration{"p": time.Hour}, OutsideRPO: map[string]int{"p": 1}, VMs: map[string]int{"outside-rpo": 1},
+		NotificationsPending: map[string]int{"ops-mail": 1}, NotificationsFailed: map[string]int{"ops-mail": 1}})
+	m.SetCatalogReachable(true)
+	m.SetCertificateExpiry(now.Add(90 * 24 * time.Hour))
 	m.SetRepository("r", RepositoryStats{StoredBytes: 1, CapacityBytes: 2, At: now, BootVerified: map[string]time.Time{"v": now}})
 	m.ObserveTask(catalog.Job{Kind: catalog.KindBackupPolicy, Policy: "p", Status: catalog.StatusSuccess},
 		[]catalog.Task{{Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now.Add(time.Second), BytesRead: 10}})

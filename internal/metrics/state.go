@@ -27,6 +27,9 @@ type State struct {
 	RPO        map[string]time.Duration
 	OutsideRPO map[string]int
 	VMs        map[string]int
+	// NotificationsPending counts, by target, the deliveries waiting to
+	// be sent; NotificationsFailed those given up in the last 24 hours.
+	NotificationsPending, NotificationsFailed map[string]int
 }
 
 // VMBackup is a VM's newest good point made by a policy.
@@ -67,6 +70,15 @@ func (m *Metrics) SetState(s State) {
 	m.inventoryVMs.Reset()
 	for standing, n := range s.VMs {
 		m.inventoryVMs.WithLabelValues(standing).Set(float64(n))
+	}
+	setCounts(m.notifyPending, s.NotificationsPending)
+	setCounts(m.notifyFailed, s.NotificationsFailed)
+}
+
+func setCounts(g *prometheus.GaugeVec, counts map[string]int) {
+	g.Reset()
+	for k, n := range counts {
+		g.WithLabelValues(k).Set(float64(n))
 	}
 }
 

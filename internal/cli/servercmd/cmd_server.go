@@ -195,6 +195,9 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	// The collectors of /metrics, fed by the service's tasks, health
 	// monitor and engine.
 	a.Metrics = metrics.New()
+	if cert != nil && cert.Leaf != nil { // LoadX509KeyPair parses the leaf
+		a.Metrics.SetCertificateExpiry(cert.Leaf.NotAfter)
+	}
 	cfg, err := a.ServiceConfig()
 	if err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,6 +95,7 @@ func TestServerFirstRunAndTLS(t *testing.T) {
 	if code, _ := s.Call(nt.Token, "GET", "/repositories/default/points", nil, &points); code != 200 || points == nil {
 		t.Fatalf("points with the new token: %d", code)
 	}
+	checkServedMetrics(t, s, nt.Token, cert)
 
 	// The remote command line pins the fingerprint; another pin, or none,
 	// is refused with exit 3 and says why.
@@ -116,6 +119,23 @@ func TestServerFirstRunAndTLS(t *testing.T) {
 	again := e.StartServer()
 	if again.Fingerprint != s.Fingerprint || again.SetupToken != "" || strings.Contains(again.Log(), "made now") {
 		t.Fatalf("the restart changed the certificate or set up again:\n%s", again.Log())
+	}
+}
+
+// checkServedMetrics: the metrics say when the served certificate ends,
+// and which coffer serves them.
+func checkServedMetrics(t *testing.T, s *clitest.ServerProc, token string, cert *x509.Certificate) {
+	t.Helper()
+	text := s.Metrics(token)
+	m := regexp.MustCompile(`(?m)^coffer_tls_certificate_expiry_timestamp_seconds (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no certificate expiry in the metrics:\n%s", text)
+	}
+	if got, err := strconv.ParseFloat(m[1], 64); err != nil || int64(got) != cert.NotAfter.Unix() {
+		t.Fatalf("certificate expiry %s, want %d (the certificate's NotAfter)", m[1], cert.NotAfter.Unix())
+	}
+	if !strings.Contains(text, "coffer_build_info{") {
+		t.Fatalf("no coffer_build_info in the metrics")
 	}
 }
 
