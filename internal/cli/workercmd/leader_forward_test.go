@@ -1,0 +1,197 @@
+package workercmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// forwardedConfig is singleConfig's estate (each VM on its host's worker)
+// whose snapshots take 4 s, under leaderConfig's takeover time (3 s): two
+// backups fill a worker's two slots long enough for a third to wait in
+// the leader's engine when the leader dies.
+const forwardedConfig = `
+maintenance: {worker-dead-after: 2s, takeover-after: 3s}
+connections:
+  - {name: kvm, kind: fake-kvm, options: {seed: %d, vms: %d, hosts: 2, datastores: 2, disk-size: 256KiB, snapshot-create: 4s}}
+policies:
+  - {name: kvm, connection: kvm, schedule: "0 3 1 1 *"}
+`
+
+// TestForwardedBackupOutlivesItsLeader: a VM's backup through server b,
+// which does not lead, is forwarded to the leader a, where it waits for a
+// slot of the VM's worker; a is killed. b takes the schedules over, its
+// forwarder sees that the leader that took the backup was replaced, and
+// the backup runs under b, answering the caller with its point, within
+// a bounded wait (River would rescue the forwarded job only after an
+// hour). The VM has one point, made under b's epoch; a's unit of it never
+// ran; the worker never had more units than its slots.
+func TestForwardedBackupOutlivesItsLeader(t *testing.T) {
+	dsn := testutil.StartPostgres(t)
+	e := pgEnv(t, dsn)
+	e.Config(fmt.Sprintf(forwardedConfig, singleSeed, singleVMs))
+	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
+	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
+	f.a = e.StartServer()
+	waitLog(t, f.a, "server a leads", "this server runs the schedules")
+	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-b")
+	f.b = e.StartServer()
+	f.workers = []*clitest.ServerProc{startHostWorker(e, "kvm1", "host-01"), startHostWorker(e, "kvm2", "host-02")}
+	waitLog(t, f.a, "a's engine given both workers", "workers=kvm1,kvm2")
+	lease, err := f.cat.GetLease(context.Background(), "schedules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.epochOfA = lease.Epoch
+	token := e.AdminToken()
+	host, vms := busiestHost(t)
+	if len(vms) < 3 {
+		t.Fatalf("%s has %d VMs, the test needs 3", host, len(vms))
+	}
+	home := f.workers[0]
+	if singleHome[host] == "kvm2" {
+		home = f.workers[1]
+	}
+
+	// Two backups through a fill the slots of the worker of the VMs'
+	// host; a's process dies with them.
+	for _, vm := range vms[:2] {
+		go backupVMOverAPI(f.a, token, vm.Name)
+	}
+	waitCount(t, home, "the worker runs two units", "VM unit starts", 2)
+	last := vms[2]
+	done := make(chan apiResult, 1)
+	go func() { done <- backupVMOverAPI(f.b, token, last.Name) }()
+	old := waitVMJob(t, f.cat, last)
+	if err := f.a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	_ = awaitExit(t, f.a)
+
+	var res apiResult
+	select {
+	case res = <-done:
+	case <-time.After(2 * patience):
+		t.Fatalf("the forwarded backup did not end within %s of the leader's death:\n%s", 2*patience, f.diagnosis(t))
+	}
+	answered := time.Since(killed)
+	var pt api.BackupPoint
+	if res.code != http.StatusOK || json.Unmarshal(res.body, &pt) != nil || pt.ID == "" {
+		t.Fatalf("the forwarded backup of %s: %d %s\n%s", last.Name, res.code, res.body, f.diagnosis(t))
+	}
+	tk := f.takeover(t, killed)
+	t.Logf("leader killed with a forwarded backup waiting in it: %s; the backup answered %s after the kill",
+		tk.String(killed), answered.Round(time.Millisecond))
+	if !strings.Contains(f.b.Log(), "the leader that took a forwarded operation was replaced") {
+		t.Errorf("b did not take the forwarded backup back from the dead leader:\n%s", f.b.Log())
+	}
+	checkOnePointUnder(t, f, last, pt.ID, old.ID, tk.epoch)
+}
+
+// checkOnePointUnder wants vm to have one point in the catalog, point,
+// made by a backup-vm job other than the dead leader's job old, whose
+// unit ran once under epoch (the new leader's) and none under the old
+// leader's; and no worker to have had more units than its slots.
+func checkOnePointUnder(t *testing.T, f *leaderFleet, vm hypervisor.VM, point string, old int64, epoch int64) {
+	t.Helper()
+	ctx := context.Background()
+	pts, err := f.cat.ListBackupPoints(ctx, catalog.BackupPointFilter{VMID: vm.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 1 || pts[0].ID != point {
+		t.Errorf("%s has %d points in the catalog, want one, %s: %+v", vm.Name, len(pts), point, pts)
+	}
+	dead, err := f.cat.GetJob(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dead.Status == catalog.StatusSuccess {
+		t.Errorf("the dead leader's job %d of %s succeeded", old, vm.Name)
+	}
+	var ran []span
+	underNew := 0
+	for _, g := range f.grants(t) {
+		if g.ran && !g.fenced {
+			ran = append(ran, span{g.unit.Worker, g.unit.Connection + "/" + g.unit.VMID, g.created, g.ended, fmt.Sprintf("grant %d", g.id)})
+		}
+		if g.unit.VMID != vm.ID {
+			continue
+		}
+		switch {
+		case g.unit.LeaderEpoch == f.epochOfA && g.ran:
+			t.Errorf("the dead leader's unit of %s ran (grant %d)", vm.Name, g.id)
+		case g.unit.LeaderEpoch == epoch && g.ran && !g.fenced:
+			underNew++
+		}
+	}
+	if underNew != 1 {
+		t.Errorf("%s's units under the new leader's epoch %d that ran: %d, want 1", vm.Name, epoch, underNew)
+	}
+	checkGrantPeaks(t, "grants", ran)
+	t.Logf("%s: one point (%s), its dead leader's job %d %s (%s)", vm.Name, point, old, dead.Status, dead.Error)
+}
+
+// busiestHost is the host of singleFleet's estate with the most VMs,
+// and its VMs.
+func busiestHost(t *testing.T) (host string, vms []hypervisor.VM) {
+	t.Helper()
+	all, err := singleFleet().Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byHost := map[string][]hypervisor.VM{}
+	for _, vm := range all {
+		byHost[vm.Host] = append(byHost[vm.Host], vm)
+		if len(byHost[vm.Host]) > len(vms) {
+			host, vms = vm.Host, byHost[vm.Host]
+		}
+	}
+	return host, vms
+}
+
+// waitCount waits until p has logged want at least n times.
+func waitCount(t *testing.T, p *clitest.ServerProc, what, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for strings.Count(p.Log(), want) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s:\n%s", what, patience, p.Log())
+		}
+		time.Sleep(50 * time.Millisecond) // a poll's pace, not a synchronisation
+	}
+}
+
+// waitVMJob waits for a backup-vm job of vm to be recorded.
+func waitVMJob(t *testing.T, cat catalog.Catalog, vm hypervisor.VM) catalog.Job {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		jobs, err := cat.ListJobs(context.Background(), catalog.JobFilter{Kind: catalog.KindBackupVM})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if j.VM == vm.Name {
+				return j
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no backup-vm job of %s within %s", vm.Name, patience)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll's pace, not a synchronisation
+	}
+}
