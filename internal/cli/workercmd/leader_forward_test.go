@@ -41,7 +41,15 @@ policies:
 // unit a handed off just before it died, if any, ran on the worker, its
 // point in the repository only); the worker never had more units than
 // its slots, nor the VM two at once.
-func TestForwardedBackupOutlivesItsLeader(t *testing.T) {
+func TestForwardedBackupOutlivesItsLeader(t *testing.T) { forwardedBackupLosesItsLeader(t, false) }
+
+// TestForwardedBackupOutlivesAFrozenLeader: the same with a frozen
+// (SIGSTOP) until the backup answered through b, then woken: a steps
+// down, its job of the backup ends without a point, whatever it grants
+// late under its old epoch is refused, and the VM still has one point.
+func TestForwardedBackupOutlivesAFrozenLeader(t *testing.T) { forwardedBackupLosesItsLeader(t, true) }
+
+func forwardedBackupLosesItsLeader(t *testing.T, freeze bool) {
 	dsn := testutil.StartPostgres(t)
 	e := pgEnv(t, dsn)
 	e.Config(fmt.Sprintf(forwardedConfig, singleSeed, singleVMs))
@@ -70,7 +78,7 @@ func TestForwardedBackupOutlivesItsLeader(t *testing.T) {
 	}
 
 	// Two backups through a fill the slots of the worker of the VMs'
-	// host; a's process dies with them.
+	// host; a's process dies (or freezes) with them.
 	for _, vm := range vms[:2] {
 		go backupVMOverAPI(f.a, token, vm.Name)
 	}
@@ -79,37 +87,71 @@ func TestForwardedBackupOutlivesItsLeader(t *testing.T) {
 	done := make(chan apiResult, 1)
 	go func() { done <- backupVMOverAPI(f.b, token, last.Name) }()
 	old := waitVMJob(t, f.cat, last)
-	if err := f.a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	what, sig := "killed", syscall.SIGKILL
+	if freeze {
+		what, sig = "frozen", syscall.SIGSTOP
+		t.Cleanup(func() { _ = f.a.Cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	if err := f.a.Cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	_ = awaitExit(t, f.a)
+	lost := time.Now()
+	if !freeze {
+		_ = awaitExit(t, f.a)
+	}
 
 	var res apiResult
 	select {
 	case res = <-done:
 	case <-time.After(2 * patience):
-		t.Fatalf("the forwarded backup did not end within %s of the leader's death:\n%s", 2*patience, f.diagnosis(t))
+		t.Fatalf("the forwarded backup did not end within %s of the leader's loss:\n%s", 2*patience, f.diagnosis(t))
 	}
-	answered := time.Since(killed)
+	answered := time.Since(lost)
 	var pt api.BackupPoint
 	if res.code != http.StatusOK || json.Unmarshal(res.body, &pt) != nil || pt.ID == "" {
 		t.Fatalf("the forwarded backup of %s: %d %s\n%s", last.Name, res.code, res.body, f.diagnosis(t))
 	}
-	tk := f.takeover(t, killed)
-	t.Logf("leader killed with a forwarded backup waiting in it: %s; the backup answered %s after the kill",
-		tk.String(killed), answered.Round(time.Millisecond))
+	tk := f.takeover(t, lost)
+	t.Logf("leader %s with a forwarded backup waiting in it: %s; the backup answered %s after the %s",
+		what, tk.String(lost), answered.Round(time.Millisecond), map[bool]string{false: "kill", true: "freeze"}[freeze])
 	if !strings.Contains(f.b.Log(), "the leader that took a forwarded operation was replaced") {
-		t.Errorf("b did not take the forwarded backup back from the dead leader:\n%s", f.b.Log())
+		t.Errorf("b did not take the forwarded backup back from the lost leader:\n%s", f.b.Log())
 	}
-	checkOnePointUnder(t, f, last, pt.ID, old.ID, tk.epoch)
+	if freeze {
+		if err := f.a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, f.a, "the woken server steps down", "another server took the schedules over")
+		waitEnded(t, f.cat, old.ID)
+	}
+	checkOnePointUnder(t, f, last, pt.ID, old.ID, tk.epoch, tk.leads)
+}
+
+// waitEnded waits for catalog job id to end.
+func waitEnded(t *testing.T, cat catalog.Catalog, id int64) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		j, err := cat.GetJob(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != catalog.StatusRunning && j.Status != catalog.StatusQueued {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d still %s after %s", id, j.Status, patience)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll's pace, not a synchronisation
+	}
 }
 
 // checkOnePointUnder wants vm to have one point in the catalog, point,
-// made by a backup-vm job other than the dead leader's job old, whose
-// unit ran once under epoch (the new leader's) and none under the old
-// leader's; and no worker to have had more units than its slots.
-func checkOnePointUnder(t *testing.T, f *leaderFleet, vm hypervisor.VM, point string, old int64, epoch int64) {
+// made by a backup-vm job other than the lost leader's job old, whose
+// unit ran once under epoch (the new leader's); no grant of the old
+// leader's made after the takeover to have run; and no worker to have
+// had more units than its slots, nor the VM two at once.
+func checkOnePointUnder(t *testing.T, f *leaderFleet, vm hypervisor.VM, point string, old int64, epoch int64, took time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	pts, err := f.cat.ListBackupPoints(ctx, catalog.BackupPointFilter{VMID: vm.ID})
@@ -124,13 +166,20 @@ func checkOnePointUnder(t *testing.T, f *leaderFleet, vm hypervisor.VM, point st
 		t.Fatal(err)
 	}
 	if dead.Status == catalog.StatusSuccess {
-		t.Errorf("the dead leader's job %d of %s succeeded", old, vm.Name)
+		t.Errorf("the lost leader's job %d of %s succeeded", old, vm.Name)
 	}
 	var ran []span
 	underNew, underOld := 0, 0
 	for _, g := range f.grants(t) {
 		if g.ran && !g.fenced {
-			ran = append(ran, span{g.unit.Worker, g.unit.Connection + "/" + g.unit.VMID, g.created, g.ended, fmt.Sprintf("grant %d", g.id)})
+			end := g.ended
+			if !g.finished {
+				end = time.Now()
+			}
+			ran = append(ran, span{g.unit.Worker, g.unit.Connection + "/" + g.unit.VMID, g.created, end, fmt.Sprintf("grant %d", g.id)})
+			if g.unit.LeaderEpoch == f.epochOfA && g.created.After(took) {
+				t.Errorf("grant %d of the old leader, made at %s after the takeover at %s, ran", g.id, g.created, took)
+			}
 		}
 		if g.unit.VMID != vm.ID || !g.ran || g.fenced {
 			continue
@@ -145,9 +194,9 @@ func checkOnePointUnder(t *testing.T, f *leaderFleet, vm hypervisor.VM, point st
 	if underNew != 1 {
 		t.Errorf("%s's units under the new leader's epoch %d that ran: %d, want 1", vm.Name, epoch, underNew)
 	}
-	t.Logf("%s's units that ran: %d under the dead leader's epoch, %d under the new one's", vm.Name, underOld, underNew)
+	t.Logf("%s's units that ran: %d under the lost leader's epoch, %d under the new one's", vm.Name, underOld, underNew)
 	checkGrantPeaks(t, "grants", ran)
-	t.Logf("%s: one point (%s), its dead leader's job %d %s (%s)", vm.Name, point, old, dead.Status, dead.Error)
+	t.Logf("%s: one point (%s), its lost leader's job %d %s (%s)", vm.Name, point, old, dead.Status, dead.Error)
 }
 
 // lossDead is the dead interval of the workers of the tests of a lost
