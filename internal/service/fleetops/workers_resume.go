@@ -21,6 +21,10 @@ import (
 // expires.
 const resumeLookback = 10 * time.Minute
 
+// resumeRunsFor bounds the runs looked at by their start: longer runs
+// than this are not resumed.
+const resumeRunsFor = 7 * 24 * time.Hour
+
 const (
 	// eventResumed is the interrupted run's event naming the job that
 	// carries it on (and marks it resumed: no leader resumes it again).
@@ -42,7 +46,7 @@ const (
 // stops it.
 func (s Ops) resumeRuns(ctx context.Context, eng *engine.Engine, cat catalog.Catalog, looked <-chan struct{},
 	every time.Duration) (stop func()) {
-	since := time.Now().Add(-resumeLookback)
+	r := resumer{Ops: s, eng: eng, cat: cat, since: time.Now().Add(-resumeLookback), done: map[int64]bool{}}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -56,7 +60,7 @@ func (s Ops) resumeRuns(ctx context.Context, eng *engine.Engine, cat catalog.Cat
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			s.resumeInterrupted(ctx, eng, cat, since)
+			r.resumeInterrupted(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -70,28 +74,45 @@ func (s Ops) resumeRuns(ctx context.Context, eng *engine.Engine, cat catalog.Cat
 	}
 }
 
-// resumeInterrupted resumes the API's policy runs created since since
-// that were interrupted and not resumed yet.
-func (s Ops) resumeInterrupted(ctx context.Context, eng *engine.Engine, cat catalog.Catalog, since time.Time) {
-	jobs, err := cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Status: catalog.StatusFailed, Since: since})
+// resumer resumes the interrupted runs while this server leads.
+type resumer struct {
+	Ops
+	eng *engine.Engine
+	cat catalog.Catalog
+	// since: runs marked interrupted before are left alone.
+	since time.Time
+	// done are the runs looked at already in this holding of the lease.
+	done map[int64]bool
+}
+
+// resumeInterrupted resumes the API's policy runs marked interrupted
+// since r.since and not resumed yet.
+func (r resumer) resumeInterrupted(ctx context.Context) {
+	jobs, err := r.cat.ListJobs(ctx, catalog.JobFilter{Kind: catalog.KindBackupPolicy, Status: catalog.StatusFailed,
+		Since: time.Now().Add(-resumeRunsFor)})
 	if err != nil {
 		if ctx.Err() == nil {
-			s.Logger().Warn("the interrupted runs cannot be listed: they are not resumed yet", "err", err)
+			r.Logger().Warn("the interrupted runs cannot be listed: they are not resumed yet", "err", err)
 		}
 		return
 	}
 	for _, j := range jobs {
-		if !strings.HasPrefix(j.Error, "interrupted") || j.User == service.ScheduleUser {
+		if r.done[j.ID] || !strings.HasPrefix(j.Error, "interrupted") || j.User == service.ScheduleUser || j.FinishedAt.Before(r.since) {
 			continue
 		}
-		if err := s.resume(ctx, eng, cat, j); err != nil && ctx.Err() == nil {
-			s.Logger().Warn("an interrupted run cannot be resumed", "job", j.ID, "policy", j.Policy, "err", err)
+		if err := r.resume(ctx, j); err != nil {
+			if ctx.Err() == nil {
+				r.Logger().Warn("an interrupted run cannot be resumed", "job", j.ID, "policy", j.Policy, "err", err)
+			}
+			continue
 		}
+		r.done[j.ID] = true
 	}
 }
 
 // resume starts the rest of interrupted run j, unless it was resumed.
-func (s Ops) resume(ctx context.Context, eng *engine.Engine, cat catalog.Catalog, j catalog.Job) error {
+func (r resumer) resume(ctx context.Context, j catalog.Job) error {
+	s, eng, cat := r.Ops, r.eng, r.cat
 	events, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID})
 	if err != nil {
 		return err
