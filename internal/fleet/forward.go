@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,8 +36,22 @@ const maxFenced = 5
 // the lease holder works (Server.Lead), and its outcome is waited for.
 // While no server holds the lease, it waits in the queue for the next
 // one, which every server campaigns to be within the takeover time.
+//
+// A forwarded operation outlives the leader that took it: that leader
+// records the lease's epoch on the job as it starts it (queue.Config.Lease),
+// and while the forwarder waits it looks, every Every, whether another
+// server now holds the lease under another epoch. Then the leader that
+// took it died or froze past its lease: the job is cancelled (a frozen
+// one that wakes stops it; a dead one's row waits for River's rescuer,
+// an hour, but nobody waits for it) and forwarded again, to the new
+// leader, or run here if this server is it. Whatever the old leader
+// still hands off under its epoch, the workers refuse (LeaderFence).
 type Forwarder struct {
-	Queue   *queue.Client
+	Queue *queue.Client
+	// Leases is the catalog's, where the schedules lease is read.
+	Leases catalog.Leases
+	// Every is how often a wait looks at the lease (0: a second).
+	Every   time.Duration
 	Log     *slog.Logger
 	leading atomic.Bool
 }
@@ -56,6 +71,9 @@ func (f *Forwarder) ToLeader(ctx context.Context, operation string, in any) (doc
 	}
 	user, _ := job.UserFrom(ctx)
 	for fenced := 0; ; fenced++ {
+		if fenced > 0 && f.leading.Load() {
+			return nil, false, nil // this server took the lease meanwhile: it runs it itself
+		}
 		if fenced == maxFenced {
 			return nil, true, api.Errorf(api.Locked, "%s was forwarded %d times to a server that no longer held the schedules lease: try again", operation, fenced)
 		}
@@ -64,7 +82,7 @@ func (f *Forwarder) ToLeader(ctx context.Context, operation string, in any) (doc
 			return nil, true, err
 		}
 		f.Log.Info("forwarded to the server holding the schedules lease", "operation", operation, "hand_off", sub.ID)
-		out, err := waitOrCancel(ctx, f.Queue, sub.ID)
+		out, err := f.wait(ctx, sub.ID)
 		if err != nil {
 			return nil, true, err
 		}
@@ -76,6 +94,60 @@ func (f *Forwarder) ToLeader(ctx context.Context, operation string, in any) (doc
 			return out.Document, true, nil
 		}
 		return out.Document, true, api.WithClass(api.Class(out.ErrorClass), errors.New(out.Error))
+	}
+}
+
+// errLeaderReplaced ends the wait for a forwarded operation whose leader
+// no longer holds the schedules lease.
+var errLeaderReplaced = errors.New("the leader that took it no longer holds the schedules lease")
+
+// wait is waitOrCancel for a forwarded operation, which comes back fenced
+// (to be forwarded again) once the leader that took it has been replaced.
+func (f *Forwarder) wait(ctx context.Context, id int64) (*queue.Outcome, error) {
+	if f.Leases == nil {
+		return waitOrCancel(ctx, f.Queue, id)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		f.watchLeader(wctx, id, cancel)
+	}()
+	out, err := waitOrCancel(wctx, f.Queue, id)
+	cancel(nil)
+	<-watched
+	why := context.Cause(wctx)
+	if err != nil && ctx.Err() == nil && errors.Is(why, errLeaderReplaced) {
+		return &queue.Outcome{Fenced: true, Error: why.Error()}, nil
+	}
+	return out, err
+}
+
+// watchLeader ends the wait for forwarded job id (cancel, with
+// errLeaderReplaced) once another server holds the schedules lease under
+// another epoch than the one the job was taken under.
+func (f *Forwarder) watchLeader(ctx context.Context, id int64, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(cmp.Or(f.Every, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		epoch, running, err := f.Queue.TakenUnder(ctx, id)
+		if err != nil || !running || epoch == 0 {
+			continue // a look that fails is tried again: the wait goes on meanwhile
+		}
+		l, err := f.Leases.GetLease(ctx, leader.Schedules)
+		if err != nil || l.Epoch == epoch || l.Holder == "" || !time.Now().Before(l.ExpiresAt) {
+			continue
+		}
+		f.Log.Warn("the leader that took a forwarded operation was replaced: it goes to the new one", "hand_off", id,
+			"taken_under", epoch, "leader_epoch", l.Epoch, "holder", l.Holder)
+		cancel(fmt.Errorf("%w (it was taken under epoch %d; %s holds epoch %d)", errLeaderReplaced, epoch, l.Holder, l.Epoch))
+		return
 	}
 }
 
@@ -93,7 +165,7 @@ type ForwardingRemote struct {
 // stop goes back to the forwarder (fenced) to be forwarded again. stop
 // gives running ones a moment, then cancels them.
 func (s *Server) Lead(ctx context.Context, svc *service.Service, leases catalog.Leases, holder string, log *slog.Logger) (stop func(), err error) {
-	c, err := queue.NewLeader(s.pool, queue.Config{Service: svc, Slots: leaderSlots, Logger: log, Fence: LeaseFence(leases, holder)})
+	c, err := queue.NewLeader(s.pool, queue.Config{Service: svc, Slots: leaderSlots, Logger: log, Lease: leaseHeld(leases, holder)})
 	if err == nil {
 		// Not ctx: its end (the lease lost) stops the client through stop.
 		err = c.Start(context.WithoutCancel(ctx))
@@ -110,16 +182,17 @@ func (s *Server) Lead(ctx context.Context, svc *service.Service, leases catalog.
 	}, nil
 }
 
-// LeaseFence refuses a job unless holder holds the schedules lease now.
-func LeaseFence(leases catalog.Leases, holder string) queue.FenceFunc {
-	return func(ctx context.Context, _ string, _ int64) error {
+// leaseHeld is the epoch of the schedules lease while holder holds it,
+// and refuses a job otherwise.
+func leaseHeld(leases catalog.Leases, holder string) queue.LeaseFunc {
+	return func(ctx context.Context) (int64, error) {
 		l, err := leases.GetLease(ctx, leader.Schedules)
 		if err != nil {
-			return fmt.Errorf("the schedules lease cannot be read: %w", err)
+			return 0, fmt.Errorf("the schedules lease cannot be read: %w", err)
 		}
 		if l.Holder != holder || !time.Now().Before(l.ExpiresAt) {
-			return fmt.Errorf("this server no longer holds the schedules lease (%s does, epoch %d)", l.Holder, l.Epoch)
+			return 0, fmt.Errorf("this server no longer holds the schedules lease (%s does, epoch %d)", l.Holder, l.Epoch)
 		}
-		return nil
+		return l.Epoch, nil
 	}
 }

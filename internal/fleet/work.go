@@ -71,17 +71,23 @@ func queueWork(dsn string, migrate bool, m *Member, svc *service.Service, log *s
 }
 
 // CheckQueue refuses River's schema in the catalog's database (dsn)
-// unless it is exactly the version this build speaks (queue.CheckSchema):
-// a worker with its own role checks it before it registers.
-// A version other than this build's is ErrQueueSkew.
-func CheckQueue(ctx context.Context, dsn string) error {
+// unless it is exactly the version this build speaks: a worker with its
+// own role checks it before it registers. An older one is waited for up
+// to wait, while a server of this version migrates it
+// (queue.WaitSchema); a newer one is refused at once. A version other
+// than this build's is ErrQueueSkew.
+func CheckQueue(ctx context.Context, dsn string, wait time.Duration, log *slog.Logger) error {
 	pool, err := postgres.NewPool(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	return queue.CheckSchema(ctx, pool)
+	return queue.WaitSchema(ctx, pool, wait, log)
 }
+
+// DefaultSchemaWait is how long a worker waits for the servers to
+// migrate River's schema to its version before it refuses it.
+const DefaultSchemaWait = 2 * time.Minute
 
 // startQueue starts the worker's River client: River's schema first
 // (migrated if this worker is the first), then the client on its queue.

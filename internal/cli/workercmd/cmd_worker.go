@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +26,10 @@ type workerFlags struct {
 	// servers') credentials: for tests only.
 	insecureCredentials bool
 	restoreDir          string
-	protocol            int // hidden: a worker of another protocol, to see it refused
+	// schemaWait is how long it waits for a server to migrate River's
+	// schema to its version.
+	schemaWait time.Duration
+	protocol   int // hidden: a worker of another protocol, to see it refused
 }
 
 func (a *app) cmdWorker() *cobra.Command {
@@ -81,6 +85,8 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.BoolVar(&f.cfg.Reach.CanBoot, "can-boot", false, "it can run QEMU (boot verification)")
 	fl.DurationVar(&f.cfg.Heartbeat, "heartbeat", fleet.DefaultHeartbeat, "how often it renews its heartbeat")
 	fl.DurationVar(&f.cfg.DeadAfter, "dead-after", fleet.DefaultDeadAfter, "the servers' dead interval: it fences itself after half of it without a renewal")
+	fl.DurationVar(&f.schemaWait, "schema-wait", fleet.DefaultSchemaWait,
+		"how long it waits for a server of its version to migrate an older River schema before it refuses it (a newer one is refused at once)")
 	fl.StringVar(&f.restoreDir, "restore-dir", "", "where the restores the servers hand to it write: their paths are relative to it (default: STATE-DIR/restores)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself]")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
@@ -134,7 +140,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if err != nil {
 		return err
 	}
-	c, err := a.connect(ctx, loc, token, f.insecureCredentials, &cfg, scfg)
+	c, err := a.connect(ctx, loc, token, f.insecureCredentials, f.schemaWait, &cfg, scfg)
 	if err != nil {
 		return err
 	}

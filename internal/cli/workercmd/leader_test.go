@@ -49,16 +49,24 @@ type leaderFleet struct {
 }
 
 func startLeaderFleet(t *testing.T) *leaderFleet {
+	return startLeaderFleetWith(t, leaderConfig, func(e *clitest.Env, name, connection string) *clitest.ServerProc {
+		return startUnitWorker(e, name, connection)
+	})
+}
+
+// startLeaderFleetWith is startLeaderFleet with another configuration,
+// and its workers started by start.
+func startLeaderFleetWith(t *testing.T, config string, start func(e *clitest.Env, name, connection string) *clitest.ServerProc) *leaderFleet {
 	dsn := testutil.StartPostgres(t)
 	e := pgEnv(t, dsn)
-	e.Config(leaderConfig)
+	e.Config(config)
 	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
 	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
 	f.a = e.StartServer()
 	waitLog(t, f.a, "server a leads", "this server runs the schedules")
 	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-b")
 	f.b = e.StartServer()
-	f.workers = []*clitest.ServerProc{startUnitWorker(e, "kvm1", "east"), startUnitWorker(e, "kvm2", "west")}
+	f.workers = []*clitest.ServerProc{start(e, "kvm1", "east"), start(e, "kvm2", "west")}
 	waitLog(t, f.a, "a's engine given both workers", "workers=kvm1,kvm2")
 	l, err := f.cat.GetLease(context.Background(), "schedules")
 	if err != nil {

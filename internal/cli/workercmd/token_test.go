@@ -358,14 +358,15 @@ func TestWorkerTokenRefusals(t *testing.T) {
 	}
 }
 
-// A worker with a token never migrates: before any server has migrated
-// River's schema it is refused (exit 8) and leaves no row, and so is a
-// catalog migrated by a newer coffer.
+// A worker with a token never migrates: while no server has migrated
+// River's schema it waits --schema-wait, saying so, then is refused
+// (exit 8) and leaves no row, and so is a catalog migrated by a newer
+// coffer.
 func TestTokenWorkerRefusesSchemaSkew(t *testing.T) {
 	e, address := tokenEnv(t)
 	_, file := createToken(e, "kvm1")
-	out := e.Expect(8, "worker", "--catalog", address, "--token-file", file)
-	if !strings.Contains(out, "start a server of this version first") {
+	out := e.Expect(8, "worker", "--catalog", address, "--token-file", file, "--schema-wait", "1s", "--log-level", "info")
+	if !strings.Contains(out, "start a server of this version first") || !strings.Contains(out, schemaWaitLog) {
 		t.Errorf("River's schema not yet migrated: %s", out)
 	}
 	cat := openCatalog(t, e)

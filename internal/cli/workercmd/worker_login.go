@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -56,16 +57,18 @@ type connection struct {
 // --catalog are the servers', which reach the API's users and tokens and
 // every queue: a worker is refused them unless insecure says to use them
 // (tests).
-func (a *app) connect(ctx context.Context, loc, token string, insecure bool, cfg *fleet.Config, scfg service.Config) (connection, error) {
+func (a *app) connect(ctx context.Context, loc, token string, insecure bool, schemaWait time.Duration, cfg *fleet.Config,
+	scfg service.Config) (connection, error) {
+	login := login{cfg: cfg, scfg: scfg, schemaWait: schemaWait, log: a.Log}
 	if token != "" {
 		dsn, name, err := fleet.WorkerDSN(loc, token)
 		if err != nil {
 			return connection{}, command.Usagef("%v", err)
 		}
-		return connectAs(ctx, dsn, name, "the token", cfg, scfg)
+		return login.as(ctx, dsn, name, "the token")
 	}
 	if name, own := fleet.WorkerOfDSN(loc); own {
-		return connectAs(ctx, loc, name, "--catalog's role", cfg, scfg)
+		return login.as(ctx, loc, name, "--catalog's role")
 	}
 	if !insecure {
 		return connection{}, command.Usagef("a worker logs in to the catalog with a credential of its own, not the servers' (--catalog %s): "+
@@ -86,9 +89,18 @@ func (a *app) connect(ctx context.Context, loc, token string, insecure bool, cfg
 	return connection{cat: cat, svc: s, work: func(m *fleet.Member, log *slog.Logger) fleet.Work { return fleet.QueueWork(loc, m, s, log) }}, nil
 }
 
-// connectAs logs in at dsn as worker name's own role (named by what, the
-// token or --catalog), checking the catalog's and the queue's schemas.
-func connectAs(ctx context.Context, dsn, name, what string, cfg *fleet.Config, scfg service.Config) (connection, error) {
+// login is what a worker logs in to the catalog with.
+type login struct {
+	cfg        *fleet.Config
+	scfg       service.Config
+	schemaWait time.Duration // for River's schema, when older (fleet.CheckQueue)
+	log        *slog.Logger
+}
+
+// as logs in at dsn as worker name's own role (named by what, the token
+// or --catalog), checking the catalog's and the queue's schemas.
+func (l login) as(ctx context.Context, dsn, name, what string) (connection, error) {
+	cfg, scfg := l.cfg, l.scfg
 	if cfg.Name == "" {
 		cfg.Name = name
 	} else if cfg.Name != name {
@@ -98,7 +110,7 @@ func connectAs(ctx context.Context, dsn, name, what string, cfg *fleet.Config, s
 	if err != nil {
 		return connection{}, refusedToken(err, name)
 	}
-	if err := fleet.CheckQueue(ctx, dsn); err != nil {
+	if err := fleet.CheckQueue(ctx, dsn, l.schemaWait, l.log); err != nil {
 		_ = cat.Close()
 		return connection{}, refusedToken(err, name)
 	}

@@ -38,6 +38,13 @@ type Config struct {
 	// LeaderFence is checked before each VM unit runs, after Fence (nil:
 	// any leader's unit runs).
 	LeaderFence LeaderFenceFunc
+	// Lease is, on the leader's client (NewLeader), the epoch of the
+	// schedules lease this server holds now, checked before each
+	// forwarded job runs: an error (it no longer holds it) completes the
+	// job as fenced, to be forwarded again. The epoch is recorded on the
+	// job's row as it starts (Outcome.LeaderEpoch), so that its forwarder
+	// can tell when the leader that took it was replaced (TakenUnder).
+	Lease LeaseFunc
 	// ID names the River client in River's tables (attempted_by; default
 	// River's own, host name and time).
 	ID     string
@@ -109,7 +116,7 @@ func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Clie
 	}
 	c := &Client{pool: pool, queue: queue, waiter: newWaiter(pool)}
 	workers := river.NewWorkers()
-	ops := &operationWorker{client: c, name: cfg.Name, epoch: cfg.Epoch, svc: cfg.Service, fence: cfg.Fence, log: logger}
+	ops := &operationWorker{client: c, name: cfg.Name, epoch: cfg.Epoch, svc: cfg.Service, fence: cfg.Fence, lease: cfg.Lease, log: logger}
 	if err := river.AddWorkerSafely(workers, ops); err != nil {
 		return nil, err
 	}

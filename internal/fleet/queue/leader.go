@@ -2,9 +2,11 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/coffer-backup/coffer/internal/job"
 )
@@ -20,6 +22,26 @@ import (
 func NewLeader(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	cfg.Name, cfg.Epoch = "leader", 0
 	return newClient(pool, cfg, LeaderQueue, false)
+}
+
+// TakenUnder is the epoch of the schedules lease under which a leader
+// runs forwarded job id (Config.Lease), with running false once the job
+// has ended or before a leader took it (epoch 0).
+func (c *Client) TakenUnder(ctx context.Context, id int64) (epoch int64, running bool, err error) {
+	row, err := c.river.JobGet(ctx, id)
+	if err != nil {
+		return 0, false, fmt.Errorf("fleet: forwarded job %d: %w", id, err)
+	}
+	if row.State != rivertype.JobStateRunning {
+		return 0, false, nil
+	}
+	var o Outcome
+	if out := row.Output(); out != nil {
+		if err := json.Unmarshal(out, &o); err != nil {
+			return 0, true, fmt.Errorf("fleet: forwarded job %d's epoch: %w", id, err)
+		}
+	}
+	return o.LeaderEpoch, true, nil
 }
 
 // Forward hands operation op, with its input in, to LeaderQueue as asked

@@ -93,6 +93,10 @@ type Outcome struct {
 	// Transient: the error is worth another attempt (a VM unit's
 	// hypervisor.ErrTransient), which the leader's dispatcher decides.
 	Transient bool `json:"transient,omitempty"`
+	// LeaderEpoch is, for a forwarded operation (LeaderQueue), the epoch
+	// of the schedules lease under which a leader took it: recorded on
+	// the job's row as it starts, before its outcome replaces it.
+	LeaderEpoch int64 `json:"leader_epoch,omitempty"`
 }
 
 // Err is the outcome's error: nil when the operation succeeded.
@@ -111,6 +115,10 @@ func (o *Outcome) Err() error {
 // own registration) makes the job complete as a no-op. The registry
 // (internal/fleet) provides it.
 type FenceFunc func(ctx context.Context, worker string, epoch int64) error
+
+// LeaseFunc is the epoch of the schedules lease the process holds now, or
+// why it holds it no more.
+type LeaseFunc func(ctx context.Context) (epoch int64, err error)
 
 // workerName is what River accepts in a queue's name (client.go's
 // validation: lower case, digits, single separators, ≤ 64 characters with

@@ -28,6 +28,7 @@ type operationWorker struct {
 	epoch  int64
 	svc    *service.Service
 	fence  FenceFunc
+	lease  LeaseFunc
 	log    *slog.Logger
 }
 
@@ -36,7 +37,7 @@ type operationWorker struct {
 // hand-off did its work, and the outcome (document, error class) is
 // coffer's to judge, not River's to retry.
 func (w *operationWorker) Work(ctx context.Context, job *river.Job[Args]) error {
-	out := w.runRecovering(ctx, job.Args)
+	out := w.runRecovering(ctx, job.ID, job.Args)
 	if err := river.RecordOutput(ctx, out); err != nil {
 		// A document River cannot hold (over 32 MB): say so instead.
 		out = &Outcome{Worker: w.name, ErrorClass: string(api.Internal), Error: fmt.Sprintf("the outcome cannot be recorded: %v", err)}
@@ -53,18 +54,18 @@ func (w *operationWorker) Work(ctx context.Context, job *river.Job[Args]) error 
 // runRecovering is run, with a panic of the operation as its outcome
 // (class internal): River would recover it too, but end the job without
 // an outcome nor the NOTIFY its waiter sleeps on.
-func (w *operationWorker) runRecovering(ctx context.Context, a Args) (out *Outcome) {
+func (w *operationWorker) runRecovering(ctx context.Context, id int64, a Args) (out *Outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.log.Error("operation panicked", "operation", a.Operation, "panic", r, "stack", string(debug.Stack()))
 			out = &Outcome{Worker: w.name, ErrorClass: string(api.Internal), Error: fmt.Sprintf("%s panicked: %v", a.Operation, r)}
 		}
 	}()
-	return w.run(ctx, a)
+	return w.run(ctx, id, a)
 }
 
 // run is the job's outcome.
-func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
+func (w *operationWorker) run(ctx context.Context, id int64, a Args) *Outcome {
 	out := &Outcome{Worker: w.name}
 	fail := func(class api.Class, err error) *Outcome {
 		out.ErrorClass, out.Error = string(class), err.Error()
@@ -75,6 +76,11 @@ func (w *operationWorker) run(ctx context.Context, a Args) *Outcome {
 	}
 	if err := w.fencedFor(ctx, a.Worker, a.Epoch); err != nil {
 		w.log.Info("fenced hand-off completes without running", "operation", a.Operation, "worker", a.Worker, "epoch", a.Epoch, "err", err)
+		out.Fenced = true
+		return fail("", err)
+	}
+	if err := w.takeAsLeader(ctx, id); err != nil {
+		w.log.Info("forwarded operation goes back to its forwarder", "operation", a.Operation, "hand_off", id, "err", err)
 		out.Fenced = true
 		return fail("", err)
 	}
@@ -124,6 +130,23 @@ func (w *operationWorker) fencedFor(ctx context.Context, worker string, epoch in
 	}
 	if w.fence != nil {
 		return w.fence(ctx, worker, epoch)
+	}
+	return nil
+}
+
+// takeAsLeader records, on a leader's client, the epoch of the schedules
+// lease job id runs under, or says why it must not run here (this server
+// no longer holds the lease).
+func (w *operationWorker) takeAsLeader(ctx context.Context, id int64) error {
+	if w.lease == nil || w.client.queue != LeaderQueue {
+		return nil
+	}
+	epoch, err := w.lease(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := w.client.river.JobUpdate(ctx, id, &river.JobUpdateParams{Output: Outcome{Worker: w.name, LeaderEpoch: epoch}}); err != nil {
+		return fmt.Errorf("the epoch it runs under cannot be recorded: %w", err)
 	}
 	return nil
 }

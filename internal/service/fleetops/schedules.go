@@ -15,6 +15,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/configobj"
 	"github.com/coffer-backup/coffer/internal/engine"
+	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/health"
 	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/leader"
@@ -134,8 +135,18 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 			defer endLead()
 			s.recoverInterrupted(ctx)
 			observed, onLost := units.follow(eng, grants, s.Logger())
-			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter), observed, onLost)
+			looked := make(chan struct{}) // the engine was given the workers once
+			var once sync.Once
+			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter), func(ws []fleet.Worker) {
+				if observed != nil {
+					observed(ws)
+				}
+				once.Do(func() { close(looked) })
+			}, onLost)
 			defer stopWatch()
+			if units.srv != nil {
+				defer s.resumeRuns(ctx, eng, cat, looked, time.Duration(mcfg.TakeoverAfter))()
+			}
 			s.runScheduled(ctx, eng, plan, jobs, claim, time.Duration(mcfg.InventoryEvery))
 		})
 	}()

@@ -63,7 +63,10 @@ func (s Ops) startFleet(ctx context.Context, cat fleetCatalog) (*fleetUnits, err
 			}
 		}
 	}
-	fwd := &fleet.Forwarder{Queue: srv.Queue, Log: s.Logger()}
+	// A forwarded operation's wait looks at the lease as often as the
+	// leader renews it.
+	every := time.Duration(s.Config.Maintenance.WithDefaults().TakeoverAfter) / 3
+	fwd := &fleet.Forwarder{Queue: srv.Queue, Leases: cat, Every: every, Log: s.Logger()}
 	unset := s.SetRemote(fleet.ForwardingRemote{Remote: fleet.Remote{Queue: srv.Queue, Workers: cat}, Forwarder: fwd})
 	return &fleetUnits{srv: srv, cat: cat, svc: s.Service, fwd: fwd, unsetRemote: unset}, nil
 }
