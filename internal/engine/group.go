@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/groupread"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
@@ -130,7 +130,7 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	var ss hypervisor.StorageSnapshot
 	var fallback []*unit
 	if len(held) > 0 {
-		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, labelPart(ds), start.UnixNano()%1e9)
+		label := groupread.Label(j.record.ID, ds, start)
 		var err error
 		var disks []hypervisor.DiskInfo
 		for _, t := range held {
@@ -165,7 +165,7 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	var wg sync.WaitGroup
 	for _, t := range held {
 		wg.Go(func() {
-			if err := t.held.sess.Release(j.ctx); err != nil {
+			if err := t.held.Sess.Release(j.ctx); err != nil {
 				t.event("warn", "snapshot-release", fmt.Sprintf("releasing the VM snapshot early failed (it is removed at the end): %v", err), nil)
 			}
 		})
@@ -189,7 +189,7 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	}
 	var reads []*unit
 	for _, t := range held {
-		t.held.storage, t.held.refs = ss, refs
+		t.held.Storage, t.held.refs = ss, refs
 		reads = append(reads, j.vmUnit(t))
 	}
 	j.resubmit(reads...)
@@ -223,7 +223,7 @@ func (j *Job) snapshotBatch(batch []*task) []*task {
 				t.failOrRetry(fmt.Errorf("snapshot %s: %w", t.vm.Name, err))
 				return
 			}
-			t.held = &heldSnapshot{vm: t.vm, sess: sess, plan: plan}
+			t.held = &heldSnapshot{Held: groupread.Held{VM: t.vm, Sess: sess, Plan: plan}}
 			mu.Lock()
 			held = append(held, t)
 			mu.Unlock()
@@ -276,26 +276,17 @@ func (r *storageRef) release() {
 	}
 }
 
-// heldSnapshot is a VM of a batch between its snapshot and its read: the
-// VM session taken in the batch (released early; its change sets stay
-// readable), the plan it was taken for, and the storage snapshot its disks
-// are read from.
+// heldSnapshot is a VM of a batch between its snapshot and its read
+// (groupread.Held), with its reference on the batch's storage snapshot.
 type heldSnapshot struct {
-	vm      hypervisor.VM
-	sess    hypervisor.Session
-	plan    backup.Plan
-	storage hypervisor.StorageSnapshot
-	refs    *storageRef
+	groupread.Held
+	refs *storageRef
 }
 
-// readHeld backs up a VM of a batch as its batch planned it: data and
-// allocation from the storage snapshot, change sets from the VM session
-// (or from the storage, where the hypervisor lost them).
+// readHeld backs up a VM of a batch as its batch planned it
+// (groupread.Read).
 func (t *task) readHeld(ctx context.Context, req backup.VMRequest, o backup.Options) (*repo.Point, error) {
-	req.Time = time.Now()
-	ss := &storageSession{Session: t.held.sess, h: t.held}
-	ss.trackFromStorage(ctx)
-	return backup.RunVM(ctx, t.j.w, t.held.plan, ss, req, o)
+	return groupread.Read(ctx, t.j.w, &t.held.Held, req, o)
 }
 
 // closeHeld closes the held session (idempotent) and drops the task's
@@ -308,90 +299,12 @@ func (t *task) closeHeld(ok bool) {
 	t.held = nil
 	ctx, cancel := context.WithTimeout(context.Background(), backup.CloseTimeout)
 	defer cancel()
-	if _, err := h.sess.Close(ctx, ok); err != nil {
+	if _, err := h.Sess.Close(ctx, ok); err != nil {
 		t.event("warn", "snapshot-remove", fmt.Sprintf("closing the VM session failed: %v", err), nil)
 	}
 	if h.refs != nil {
 		h.refs.release()
 	}
-}
-
-type storageSession struct {
-	hypervisor.Session
-	h *heldSnapshot
-	// fromStorage holds the change sets taken from the storage snapshots
-	// for disks whose hypervisor change tracking was lost, by disk key.
-	fromStorage map[string][]hypervisor.Extent
-	notes       []string
-}
-
-func (s *storageSession) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
-	var info *hypervisor.DiskInfo
-	for _, d := range s.Session.Disks() {
-		if d.Key == key {
-			info = &d.DiskInfo
-		}
-	}
-	if info == nil {
-		return nil, fmt.Errorf("disk %s: %w", key, hypervisor.ErrNotFound)
-	}
-	meta, err := s.Session.OpenDisk(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	data, err := s.h.storage.OpenDisk(ctx, s.h.vm.VMRef, *info)
-	if err != nil {
-		_ = meta.Close() // only read: the open error is the one to report
-		return nil, fmt.Errorf("disk %s in the storage snapshot: %w", info.Name, err)
-	}
-	r := &storageReader{DiskReader: data, meta: meta}
-	if ext, ok := s.fromStorage[key]; ok {
-		r.changed = &ext
-	}
-	return r, nil
-}
-
-// storageReader reads data and allocation from the storage snapshot and
-// the change set from the hypervisor session.
-type storageReader struct {
-	hypervisor.DiskReader
-	meta    hypervisor.DiskReader
-	changed *[]hypervisor.Extent // from the storage snapshots, when set
-}
-
-func (r *storageReader) Changed(ctx context.Context) ([]hypervisor.Extent, bool, error) {
-	if r.changed != nil {
-		return *r.changed, true, nil
-	}
-	return r.meta.Changed(ctx)
-}
-
-func (r *storageReader) Close() error {
-	err := r.DiskReader.Close()
-	if merr := r.meta.Close(); err == nil {
-		err = merr
-	}
-	return err
-}
-
-// labelPart makes a datastore name fit in a storage snapshot label, which
-// names a directory or an array object: a QEMU datastore is a path, so
-// separators and other characters become '_', and a long name keeps its
-// end (the part that tells datastores apart).
-func labelPart(ds string) string {
-	b := []byte(strings.Trim(ds, "/"))
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 60 {
-		b = b[len(b)-60:]
-	}
-	if len(b) == 0 {
-		return "root"
-	}
-	return string(b)
 }
 
 // keepStorage returns the storageRef.keep of a batch whose policy keeps
