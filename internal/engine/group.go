@@ -96,7 +96,7 @@ func (j *Job) batches(ts []*task) [][]*task {
 }
 
 func (j *Job) batchUnit(batch []*task) *unit {
-	var rs []*resource
+	reads, rs := j.batchReads(batch)
 	var size int64
 	for _, t := range batch {
 		rs = append(rs, j.needs(t, true, false)...)
@@ -107,7 +107,7 @@ func (j *Job) batchUnit(batch []*task) *unit {
 		j.event("warn", "no-worker", fmt.Sprintf("a batch of %d VMs on datastore %s waits: %s", len(batch), batch[0].vm.Datastores[0], why),
 			map[string]any{"reason": why, "datastore": batch[0].vm.Datastores[0]})
 	}
-	u.run = func(u *unit) { j.runBatch(u, batch) }
+	u.run = func(u *unit) { j.runBatch(u, batch, reads) }
 	u.drop = func() {
 		for _, t := range batch {
 			t.finish(catalog.StatusCancelled, "cancelled before it started")
@@ -116,15 +116,28 @@ func (j *Job) batchUnit(batch []*task) *unit {
 	return u
 }
 
-// runBatch performs steps 1-3 and queues step 4.
-func (j *Job) runBatch(u *unit, batch []*task) {
+// runBatch performs steps 1-3 and queues step 4, or hands the whole
+// batch to the worker it was placed on (onWorker).
+func (j *Job) runBatch(u *unit, batch []*task, reads int) {
 	if j.ctx.Err() != nil {
 		j.e.disp.done(u)
 		u.drop()
 		return
 	}
+	if j.onWorker(u, batch, reads) {
+		return
+	}
 	ds := batch[0].vm.Datastores[0]
 	conn := batch[0].rec.Connection
+	if j.s.storage[conn] == nil {
+		// A workers' connection (WorkerBatches) in an engine given no
+		// workers: its batches run on its workers only.
+		j.e.disp.done(u)
+		for _, t := range batch {
+			t.finish(catalog.StatusFailed, fmt.Sprintf("connection %s's batches run on the workers that reach it, and this server has given its engine none", conn))
+		}
+		return
+	}
 	start := time.Now()
 	held := j.snapshotBatch(batch)
 	var ss hypervisor.StorageSnapshot
@@ -187,12 +200,12 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	if n := j.p.KeepStorageSnapshots; n > 0 {
 		refs.keep = j.keepStorage(conn, ds, held, n)
 	}
-	var reads []*unit
+	var readUnits []*unit
 	for _, t := range held {
 		t.held.Storage, t.held.refs = ss, refs
-		reads = append(reads, j.vmUnit(t))
+		readUnits = append(readUnits, j.vmUnit(t))
 	}
-	j.resubmit(reads...)
+	j.resubmit(readUnits...)
 }
 
 // snapshotBatch snapshots every VM of a batch concurrently and returns the

@@ -1,0 +1,170 @@
+package workercmd_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// batchConfig is a simulated array of two datastores (kind fake, which
+// takes storage snapshots itself) protected by a group: datastore policy:
+// each datastore's VMs are one batch. A snapshot takes 500 ms, long
+// enough to kill a worker in the middle of its batch. The schedule (once
+// a year) only makes the server open the connection.
+const batchConfig = `
+maintenance: {worker-dead-after: 2s}
+connections:
+  - {name: array, kind: fake, options: {seed: 7, vms: 8, hosts: 2, datastores: 2, disk-size: 256KiB, snapshot-create: 500ms}}
+policies:
+  - {name: ds, connection: array, group: datastore, schedule: "0 3 1 1 *", retries: {attempts: 3, backoff: 100ms, max-backoff: 100ms}}
+`
+
+const batchVMs = 8
+
+// startDatastoreWorker starts `coffer worker` reaching connection array
+// and mounting its datastore ds.
+func startDatastoreWorker(e *clitest.Env, name, ds string) *clitest.ServerProc {
+	e.T.Helper()
+	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
+	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", "2", "--reach-connections", "array",
+		"--reach-datastores", "array/" + ds, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"},
+		e.WorkerLogin(name)...)...)
+}
+
+// TestGroupBatchesRunWhereTheDatastoreIs: a group: datastore policy on a
+// connection its workers reach runs each datastore's batch on the worker
+// that mounts the datastore: the VMs' snapshots, the storage snapshot and
+// every VM's read in that worker's process, each VM its own task with one
+// point, recorded by the server. A worker killed in the middle of its
+// batch is declared lost, and its VMs run again as a batch on another
+// worker that mounts the datastore; the job succeeds, every VM has
+// exactly one point more, and the worker that took the batch over left
+// no VM or storage snapshot behind.
+func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
+	e := pgEnv(t, testutil.StartPostgres(t))
+	e.Config(batchConfig)
+	srv := e.StartServer()
+	token := e.AdminToken()
+	cat := openCatalog(t, e)
+	workers := map[string]*clitest.ServerProc{
+		"kvm1": startDatastoreWorker(e, "kvm1", "ds-001"),
+		"kvm2": startDatastoreWorker(e, "kvm2", "ds-002"),
+	}
+	waitLog(t, srv, "the engine given both workers", "the engine places units on the workers", "workers=kvm1,kvm2")
+	home := map[string]string{"ds-001": "kvm1", "ds-002": "kvm2"}
+
+	started := time.Now()
+	first := srv.RunPolicy(token, "ds")
+	if first.Status != "success" || first.TasksOK != batchVMs {
+		t.Fatalf("run ds: %+v\n%s", first, srv.Log())
+	}
+	t.Logf("the run of %d VMs in 2 batches took %s", batchVMs, time.Since(started).Round(time.Millisecond))
+	checkBatchTasks(t, cat, first, home, 1, 1)
+	for name, w := range workers {
+		if log := w.Log(); !strings.Contains(log, `"batch starts"`) || strings.Contains(log, `"VM unit starts"`) {
+			t.Errorf("%s ran no batch, or a VM by VM unit:\n%s", name, log)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Kill kvm1 once its batch runs; kvm3, which mounts ds-001 too, takes
+	// the batch over.
+	since := time.Now()
+	done := make(chan api.Job, 1)
+	go func() { done <- srv.RunPolicy(token, "ds") }()
+	ev := waitEvent(t, cat, since, "kvm1")
+	if err := workers["kvm1"].Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	_ = awaitExit(t, workers["kvm1"])
+	waitWorker(t, cat, "kvm1", "kvm1 lost", func(w catalog.Worker) bool { return w.State == catalog.WorkerLost })
+	t.Logf("kvm1 killed in its batch (%s), declared lost %s after", ev.Message, time.Since(killed).Round(time.Millisecond))
+	workers["kvm3"] = startDatastoreWorker(e, "kvm3", "ds-001")
+	var second api.Job
+	select {
+	case second = <-done:
+	case <-time.After(2 * patience):
+		t.Fatalf("the run did not end after kvm1's loss\n%s", srv.Log())
+	}
+	if second.Status != "success" || second.TasksOK != batchVMs || second.ID != ev.JobID {
+		t.Fatalf("the run with a killed worker: %+v (the killed batch was of job %d)\n%s", second, ev.JobID, srv.Log())
+	}
+	t.Logf("the run with a killed worker ended %s after the kill", time.Since(killed).Round(time.Millisecond))
+	home["ds-001"] = "kvm3"
+	checkBatchTasks(t, cat, second, home, 2, 2)
+	for _, name := range []string{"kvm2", "kvm3"} {
+		checkNothingLeft(t, name, workers[name])
+	}
+}
+
+// checkBatchTasks wants every task of job j to have succeeded on the
+// worker home names for its datastore (its last attempt's event), with
+// a point of its own, the catalog to hold runs points of each VM, and
+// the tasks of datastore ds-001 to have taken at least attempts.
+func checkBatchTasks(t *testing.T, cat catalog.Catalog, j api.Job, home map[string]string, runs, attempts int) {
+	t.Helper()
+	ctx := context.Background()
+	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
+	if err != nil || len(tasks) != batchVMs {
+		t.Fatalf("job %d's tasks: %d, %v", j.ID, len(tasks), err)
+	}
+	for _, task := range tasks {
+		if len(task.Datastores) != 1 {
+			t.Fatalf("%s is on datastores %v, want one", task.VMName, task.Datastores)
+		}
+		ds := task.Datastores[0]
+		if ran := ranOn(t, cat, task); task.Status != catalog.StatusSuccess || task.BackupPointID == "" || ran != home[ds] {
+			t.Errorf("%s on %s: %s, point %q, last attempt (%d) ran on %q, want %s", task.VMName, ds, task.Status, task.BackupPointID,
+				task.Attempts, ran, home[ds])
+		}
+		if ds == "ds-001" && task.Attempts < attempts {
+			t.Errorf("%s on %s took %d attempts, want at least %d", task.VMName, ds, task.Attempts, attempts)
+		}
+		pts, err := cat.ListBackupPoints(ctx, catalog.BackupPointFilter{VMID: task.VMID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pts) != runs {
+			t.Errorf("%s has %d points after %d runs", task.VMName, len(pts), runs)
+		}
+	}
+}
+
+// logCount is a count in a log line: key=number.
+var logCount = regexp.MustCompile(`\b([a-z_]+)=(\d+)\b`)
+
+// checkNothingLeft wants every simulated connection the worker closed to
+// have had no VM snapshot, session or storage snapshot left.
+func checkNothingLeft(t *testing.T, name string, w *clitest.ServerProc) {
+	t.Helper()
+	closed := 0
+	for _, line := range strings.Split(w.Log(), "\n") {
+		if !strings.Contains(line, "simulated connection closed") {
+			continue
+		}
+		closed++
+		counts := map[string]string{}
+		for _, m := range logCount.FindAllStringSubmatch(line, -1) {
+			counts[m[1]] = m[2]
+		}
+		for _, k := range []string{"open_sessions", "snapshots_left", "storage_snapshots_left"} {
+			if counts[k] != "0" {
+				t.Errorf("%s left something behind (%s=%q): %s", name, k, counts[k], line)
+			}
+		}
+	}
+	if closed == 0 {
+		t.Errorf("%s closed no simulated connection:\n%s", name, w.Log())
+	}
+}
