@@ -69,6 +69,14 @@ func (b Batch) Unit(vm BatchVM) VMUnit {
 		Protocol: b.Protocol, LeaderEpoch: b.LeaderEpoch, Job: b.Job, Task: vm.Task, Attempt: vm.Attempt}
 }
 
+// Held is the batch as a leader taking the schedules over holds it
+// (UnfinishedVMUnits): one unit of its pools, on its worker, for no VM
+// in particular.
+func (b Batch) Held() VMUnit {
+	return VMUnit{Policy: b.Policy, Repository: b.Repository, Connection: b.Connection, VMName: "the batch of datastore " + b.Datastore,
+		Worker: b.Worker, Epoch: b.Epoch, Protocol: b.Protocol, LeaderEpoch: b.LeaderEpoch, Pools: b.Pools, Job: b.Job}
+}
+
 // BatchDone is a batch's outcome document: an outcome per VM, recorded
 // by the worker, in the batch's order.
 type BatchDone struct {
