@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,4 +182,35 @@ func datastoresOf(tasks []catalog.Task) map[string]int {
 		out[tk.Datastores[0]]++
 	}
 	return out
+}
+
+// workersConn is a connection whose batches its workers take (a fleet's
+// stand-in).
+type workersConn struct{ hypervisor.Connector }
+
+func (workersConn) BatchesOnWorkers(context.Context) (bool, error) { return true, nil }
+
+// A connection whose batches its workers take needs no storage snapshot
+// provider here, but refuses kept storage snapshots; given no worker, its
+// batches fail saying why, never run here.
+func TestWorkersConnectionsBatches(t *testing.T) {
+	e := newEnv(t, fake.Options{Seed: 23, VMs: 3, Hosts: 1, Datastores: 1, DiskSize: 64 << 10}, nil, func(o *Options) {
+		o.Connectors["lab"] = workersConn{o.Connectors["lab"]}
+		o.StorageSnapshotters = nil
+	})
+	p := testPolicy("ds")
+	p.Group, p.KeepStorageSnapshots = "datastore", 2
+	if _, err := e.eng.Start(context.Background(), p); err == nil || !strings.Contains(err.Error(), "keep-storage-snapshots") {
+		t.Fatalf("kept storage snapshots on the workers' connection: %v, want refused", err)
+	}
+	p.KeepStorageSnapshots = 0
+	res := e.run(p)
+	for _, tk := range res.Tasks {
+		if tk.Status != catalog.StatusFailed || !strings.Contains(tk.Error, "run on the workers") {
+			t.Errorf("%s: %s (%s), want failed: no worker", tk.VMName, tk.Status, tk.Error)
+		}
+	}
+	if n := e.fake.Counters(); n.Creates != 0 {
+		t.Errorf("%d snapshots taken in this process", n.Creates)
+	}
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/attempt"
 	"github.com/coffer-backup/coffer/internal/engine/groupread"
+	"github.com/coffer-backup/coffer/internal/engine/latency"
 	"github.com/coffer-backup/coffer/internal/engine/opguard"
+	"github.com/coffer-backup/coffer/internal/engine/ratelimit"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -53,6 +55,7 @@ func RunBatch(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.Ba
 // batchRun is a batch on this worker, with what it opened.
 type batchRun struct {
 	b       queue.Batch
+	cfg     *policy.Config
 	p       policy.Policy
 	cat     catalog.Catalog
 	conns   *service.Connectors
@@ -75,7 +78,7 @@ func openBatch(ctx context.Context, svc *service.Service, repos *unitRepos, log 
 	if err != nil {
 		return nil, err
 	}
-	r := &batchRun{b: b, p: p, log: log}
+	r := &batchRun{b: b, cfg: cfg, p: p, log: log}
 	defer func() {
 		if err != nil {
 			r.close()
@@ -270,9 +273,16 @@ func (r *batchRun) read(ctx context.Context, h *held) (pt *repo.Point, err error
 	defer cancel()
 	req := attempt.Request(r.p, attempt.Spec{Connection: r.b.Connection, VM: h.VM.VMRef, Mode: vm.Mode, SnapshotMode: vm.SnapshotMode,
 		JobID: r.b.Job, History: r.history, Now: time.Now()})
+	// Throttled as a VM unit's read is (unitPace.backUpVM): by the
+	// latency of the datastore this worker reads, and the per-task rate.
+	limits := r.cfg.Limits.WithDefaults()
+	ths := r.pace.watch.Join(latency.Unit{Control: r.cfg.LatencyControl, Connection: r.b.Connection, Policy: r.p.Name, VM: vm.VMName,
+		Datastores: vm.Datastores, Shares: r.p.Shares.Value(), Ceiling: float64(max(limits.TaskRate, 0)), Repository: r.w,
+		Event: func(level, kind, msg string, fields map[string]any) { r.evs[h.i].record(ctx, level, kind, msg, fields) }})
+	defer ths.Leave()
 	prog := &backup.Progress{}
-	opts := backup.Options{ChangeCheckSpans: r.p.ChangeCheck, Progress: prog,
-		Note: func(m string) { r.evs[h.i].record(ctx, "info", "data-path", vm.VMName+": "+m, nil) }}
+	opts := backup.Options{ChangeCheckSpans: r.p.ChangeCheck, Progress: prog, Limiter: ths.Limit(ratelimit.Task(nil, limits.TaskRate)),
+		Nice: ths.Nice(), Note: func(m string) { r.evs[h.i].record(ctx, "info", "data-path", vm.VMName+": "+m, nil) }}
 	stop := r.pace.report(ctx, prog, r.evs[h.i])
 	defer stop()
 	return groupread.Read(ctx, r.w, &h.Held, req, opts)
