@@ -3,6 +3,7 @@ package workercmd_test
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,24 +19,35 @@ import (
 // takes storage snapshots itself) protected by a group: datastore policy:
 // each datastore's VMs are one batch. A snapshot takes 500 ms, long
 // enough to kill a worker in the middle of its batch. The schedule (once
-// a year) only makes the server open the connection.
+// a year) only makes the server open the connection. The dead interval
+// is 4 s (batchDead), not the other tests' 2 s: under a busy core a
+// worker that cannot renew within 1 s fences itself, and a worker that
+// fences itself in the first run leaves its datastore's batch waiting
+// for its return, which no supervisor brings here.
 const batchConfig = `
-maintenance: {worker-dead-after: 2s}
+maintenance: {worker-dead-after: 4s}
 connections:
   - {name: array, kind: fake, options: {seed: 7, vms: 8, hosts: 2, datastores: 2, disk-size: 256KiB, snapshot-create: 500ms}}
 policies:
   - {name: ds, connection: array, group: datastore, schedule: "0 3 1 1 *", retries: {attempts: 3, backoff: 100ms, max-backoff: 100ms}}
 `
 
-const batchVMs = 8
+const (
+	batchVMs  = 8
+	batchDead = 4 * time.Second
+)
 
 // startDatastoreWorker starts `coffer worker` reaching connection array
-// and mounting its datastore ds.
-func startDatastoreWorker(e *clitest.Env, name, ds string) *clitest.ServerProc {
+// and mounting its datastores dss.
+func startDatastoreWorker(e *clitest.Env, name string, dss ...string) *clitest.ServerProc {
 	e.T.Helper()
 	registered := func(s *clitest.ServerProc) bool { return strings.Contains(s.Stderr.String(), "worker registered") }
+	var reach []string
+	for _, ds := range dss {
+		reach = append(reach, "array/"+ds)
+	}
 	return e.StartCoffer(registered, patience, append([]string{"worker", "--name", name, "--slots", "2", "--reach-connections", "array",
-		"--reach-datastores", "array/" + ds, "--heartbeat", beat.String(), "--dead-after", dead.String(), "--log-level", "info"},
+		"--reach-datastores", strings.Join(reach, ","), "--heartbeat", beat.String(), "--dead-after", batchDead.String(), "--log-level", "info"},
 		e.WorkerLogin(name)...)...)
 }
 
@@ -45,9 +57,9 @@ func startDatastoreWorker(e *clitest.Env, name, ds string) *clitest.ServerProc {
 // every VM's read in that worker's process, each VM its own task with one
 // point, recorded by the server. A worker killed in the middle of its
 // batch is declared lost, and its VMs run again as a batch on another
-// worker that mounts the datastore; the job succeeds, every VM has
-// exactly one point more, and the worker that took the batch over left
-// no VM or storage snapshot behind.
+// worker that mounts the datastore (kvm3, which mounts both); the job
+// succeeds, every VM has exactly one point more, and the workers that
+// ran batches left no VM or storage snapshot behind.
 func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 	e := pgEnv(t, testutil.StartPostgres(t))
 	e.Config(batchConfig)
@@ -59,7 +71,7 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 		"kvm2": startDatastoreWorker(e, "kvm2", "ds-002"),
 	}
 	waitLog(t, srv, "the engine given both workers", "the engine places units on the workers", "workers=kvm1,kvm2")
-	home := map[string]string{"ds-001": "kvm1", "ds-002": "kvm2"}
+	mounts := map[string][]string{"ds-001": {"kvm1"}, "ds-002": {"kvm2"}}
 
 	started := time.Now()
 	first := srv.RunPolicy(token, "ds")
@@ -67,7 +79,7 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 		t.Fatalf("run ds: %+v\n%s", first, srv.Log())
 	}
 	t.Logf("the run of %d VMs in 2 batches took %s", batchVMs, time.Since(started).Round(time.Millisecond))
-	checkBatchTasks(t, cat, first, home, 1, 1)
+	checkBatchTasks(t, cat, first, mounts, 1, 1)
 	for name, w := range workers {
 		if log := w.Log(); !strings.Contains(log, `"batch starts"`) || strings.Contains(log, `"VM unit starts"`) {
 			t.Errorf("%s ran no batch, or a VM by VM unit:\n%s", name, log)
@@ -78,7 +90,8 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 	}
 
 	// Kill kvm1 once its batch runs; kvm3, which mounts ds-001 too, takes
-	// the batch over.
+	// the batch over (kvm3 mounts ds-002 too: kvm2's batch may run there
+	// if kvm2 fenced itself under load, as one did under a busy core).
 	since := time.Now()
 	done := make(chan api.Job, 1)
 	go func() { done <- srv.RunPolicy(token, "ds") }()
@@ -90,7 +103,7 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 	_ = awaitExit(t, workers["kvm1"])
 	waitWorker(t, cat, "kvm1", "kvm1 lost", func(w catalog.Worker) bool { return w.State == catalog.WorkerLost })
 	t.Logf("kvm1 killed in its batch (%s), declared lost %s after", ev.Message, time.Since(killed).Round(time.Millisecond))
-	workers["kvm3"] = startDatastoreWorker(e, "kvm3", "ds-001")
+	workers["kvm3"] = startDatastoreWorker(e, "kvm3", "ds-001", "ds-002")
 	var second api.Job
 	select {
 	case second = <-done:
@@ -101,18 +114,18 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 		t.Fatalf("the run with a killed worker: %+v (the killed batch was of job %d)\n%s", second, ev.JobID, srv.Log())
 	}
 	t.Logf("the run with a killed worker ended %s after the kill", time.Since(killed).Round(time.Millisecond))
-	home["ds-001"] = "kvm3"
-	checkBatchTasks(t, cat, second, home, 2, 2)
+	mounts = map[string][]string{"ds-001": {"kvm3"}, "ds-002": {"kvm2", "kvm3"}}
+	checkBatchTasks(t, cat, second, mounts, 2, 2)
 	for _, name := range []string{"kvm2", "kvm3"} {
 		checkNothingLeft(t, name, workers[name])
 	}
 }
 
-// checkBatchTasks wants every task of job j to have succeeded on the
-// worker home names for its datastore (its last attempt's event), with
+// checkBatchTasks wants every task of job j to have succeeded on a
+// worker mounts names for its datastore (its last attempt's event), with
 // a point of its own, the catalog to hold runs points of each VM, and
 // the tasks of datastore ds-001 to have taken at least attempts.
-func checkBatchTasks(t *testing.T, cat catalog.Catalog, j api.Job, home map[string]string, runs, attempts int) {
+func checkBatchTasks(t *testing.T, cat catalog.Catalog, j api.Job, mounts map[string][]string, runs, attempts int) {
 	t.Helper()
 	ctx := context.Background()
 	tasks, err := cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
@@ -124,9 +137,9 @@ func checkBatchTasks(t *testing.T, cat catalog.Catalog, j api.Job, home map[stri
 			t.Fatalf("%s is on datastores %v, want one", task.VMName, task.Datastores)
 		}
 		ds := task.Datastores[0]
-		if ran := ranOn(t, cat, task); task.Status != catalog.StatusSuccess || task.BackupPointID == "" || ran != home[ds] {
-			t.Errorf("%s on %s: %s, point %q, last attempt (%d) ran on %q, want %s", task.VMName, ds, task.Status, task.BackupPointID,
-				task.Attempts, ran, home[ds])
+		if ran := ranOn(t, cat, task); task.Status != catalog.StatusSuccess || task.BackupPointID == "" || !slices.Contains(mounts[ds], ran) {
+			t.Errorf("%s on %s: %s, point %q, last attempt (%d) ran on %q, want one of %v", task.VMName, ds, task.Status, task.BackupPointID,
+				task.Attempts, ran, mounts[ds])
 		}
 		if ds == "ds-001" && task.Attempts < attempts {
 			t.Errorf("%s on %s took %d attempts, want at least %d", task.VMName, ds, task.Attempts, attempts)

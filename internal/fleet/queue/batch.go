@@ -178,8 +178,14 @@ func (w *batchWorker) outcome(ctx context.Context, b Batch) (out *Outcome) {
 	done := w.run(ctx, b)
 	if ctx.Err() != nil {
 		// Ended (fenced, cancelled) while it finished: no VM reports
-		// success (vmUnitWorker.outcome says why).
+		// success (vmUnitWorker.outcome says why). A worker that fenced
+		// itself (it could not renew in time: a loaded host, a cut) says
+		// so, and the leader runs the batch again; its own loss may be
+		// declared only later, or never (it renewed after all).
 		out.ErrorClass, out.Error = string(api.Cancelled), fmt.Sprintf("the batch of %s ended after its context: %v", b.Datastore, context.Cause(ctx))
+		if err := ops.fencedFor(context.WithoutCancel(ctx), b.Worker, b.Epoch); err != nil {
+			out.ErrorClass, out.Fenced, out.Error = "", true, fmt.Sprintf("the batch of %s ended as its worker fenced itself: %v", b.Datastore, err)
+		}
 		ops.log.Info("batch ends", append(attrs, "seconds", time.Since(start).Seconds(), "err", out.Error)...)
 		return out
 	}

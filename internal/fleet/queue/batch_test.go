@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,4 +117,46 @@ func batchOutcome(b queue.Batch) queue.BatchDone {
 		out.VMs = append(out.VMs, queue.BatchVMDone{Task: vm.Task, UnitDone: queue.UnitDone{Point: "point-of-" + vm.VMName}})
 	}
 	return out
+}
+
+// A batch whose context ends while its worker is fenced (it could not
+// renew in time, and fenced itself) comes back fenced, so that the leader
+// runs it again, and not as cancelled, which would fail its VMs.
+func TestBatchOfAWorkerThatFencedItselfComesBackFenced(t *testing.T) {
+	pool, _ := startCatalog(t)
+	srv := startServer(t, pool)
+	var fenced atomic.Bool
+	fence := func(context.Context, string, int64) error {
+		if fenced.Load() {
+			return errors.New("fenced: no renewal for half the dead interval")
+		}
+		return nil
+	}
+	started := make(chan struct{})
+	run := func(ctx context.Context, b queue.Batch) queue.BatchDone {
+		close(started)
+		<-ctx.Done()
+		return batchOutcome(b)
+	}
+	dir := filepath.Join(t.TempDir(), "kvm1")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := queue.NewWorker(pool, queue.Config{Name: "kvm1", ID: "worker-kvm1", Epoch: 1, Slots: 2, Service: workerService(t, dir),
+		Batch: run, Fence: fence, Logger: quiet})
+	startClient(t, c, err)
+	ctx := context.Background()
+	sub, err := srv.SubmitBatch(ctx, queue.Batch{Policy: "p", Connection: "array", Datastore: "ds-001", Worker: "kvm1", Epoch: 1, Job: 1,
+		VMs: []queue.BatchVM{{Task: 1, Attempt: 1, VMID: "a", VMName: "good"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	fenced.Store(true)
+	if err := srv.Cancel(ctx, sub.ID); err != nil { // the member's fence ends the work's context
+		t.Fatal(err)
+	}
+	if out := waitOutcome(t, srv, sub.ID, 30*time.Second); !out.Fenced || out.Document != nil || out.ErrorClass != "" {
+		t.Fatalf("the batch of a worker that fenced itself: %+v, want fenced, no outcome per VM", out)
+	}
 }
