@@ -20,12 +20,13 @@ import (
 // each datastore's VMs are one batch. A snapshot takes 500 ms, long
 // enough to kill a worker in the middle of its batch. The schedule (once
 // a year) only makes the server open the connection. The dead interval
-// is 4 s (batchDead), not the other tests' 2 s: under a busy core a
-// worker that cannot renew within 1 s fences itself, and a worker that
-// fences itself in the first run leaves its datastore's batch waiting
-// for its return, which no supervisor brings here.
+// is 10 s (batchDead), not the other tests' 2 s: a worker that cannot
+// renew for half of it fences itself and exits, and one that did so in
+// the first run would leave its datastore's batch waiting for its
+// return, which no supervisor brings here. With 2 s and then 4 s, a
+// worker fenced itself so at load averages of 30 to 45.
 const batchConfig = `
-maintenance: {worker-dead-after: 4s}
+maintenance: {worker-dead-after: 10s}
 connections:
   - {name: array, kind: fake, options: {seed: 7, vms: 8, hosts: 2, datastores: 2, disk-size: 256KiB, snapshot-create: 500ms}}
 policies:
@@ -34,7 +35,7 @@ policies:
 
 const (
 	batchVMs  = 8
-	batchDead = 4 * time.Second
+	batchDead = 10 * time.Second
 )
 
 // startDatastoreWorker starts `coffer worker` reaching connection array
@@ -74,7 +75,7 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 	mounts := map[string][]string{"ds-001": {"kvm1"}, "ds-002": {"kvm2"}}
 
 	started := time.Now()
-	first := srv.RunPolicy(token, "ds")
+	first := runBatchPolicy(t, srv, token, workers)
 	if first.Status != "success" || first.TasksOK != batchVMs {
 		t.Fatalf("run ds: %+v\n%s", first, srv.Log())
 	}
@@ -104,12 +105,7 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 	waitWorker(t, cat, "kvm1", "kvm1 lost", func(w catalog.Worker) bool { return w.State == catalog.WorkerLost })
 	t.Logf("kvm1 killed in its batch (%s), declared lost %s after", ev.Message, time.Since(killed).Round(time.Millisecond))
 	workers["kvm3"] = startDatastoreWorker(e, "kvm3", "ds-001", "ds-002")
-	var second api.Job
-	select {
-	case second = <-done:
-	case <-time.After(2 * patience):
-		t.Fatalf("the run did not end after kvm1's loss\n%s", srv.Log())
-	}
+	second := awaitBatchRun(t, done, srv, workers)
 	if second.Status != "success" || second.TasksOK != batchVMs || second.ID != ev.JobID {
 		t.Fatalf("the run with a killed worker: %+v (the killed batch was of job %d)\n%s", second, ev.JobID, srv.Log())
 	}
@@ -118,6 +114,31 @@ func TestGroupBatchesRunWhereTheDatastoreIs(t *testing.T) {
 	checkBatchTasks(t, cat, second, mounts, 2, 2)
 	for _, name := range []string{"kvm2", "kvm3"} {
 		checkNothingLeft(t, name, workers[name])
+	}
+}
+
+// runBatchPolicy runs policy ds through the server, and fails the test with
+// every process's log if it does not end within 2 patiences.
+func runBatchPolicy(t *testing.T, srv *clitest.ServerProc, token string, workers map[string]*clitest.ServerProc) api.Job {
+	t.Helper()
+	done := make(chan api.Job, 1)
+	go func() { done <- srv.RunPolicy(token, "ds") }()
+	return awaitBatchRun(t, done, srv, workers)
+}
+
+// awaitBatchRun waits for the run done reports, at most 2 patiences.
+func awaitBatchRun(t *testing.T, done <-chan api.Job, srv *clitest.ServerProc, workers map[string]*clitest.ServerProc) api.Job {
+	t.Helper()
+	select {
+	case j := <-done:
+		return j
+	case <-time.After(2 * patience):
+		logs := "server:\n" + srv.Log()
+		for name, w := range workers {
+			logs += name + ":\n" + w.Log()
+		}
+		t.Fatalf("the run did not end within %s\n%s", 2*patience, logs)
+		return api.Job{}
 	}
 }
 
