@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/groupread"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
@@ -96,7 +96,7 @@ func (j *Job) batches(ts []*task) [][]*task {
 }
 
 func (j *Job) batchUnit(batch []*task) *unit {
-	var rs []*resource
+	reads, rs := j.batchReads(batch)
 	var size int64
 	for _, t := range batch {
 		rs = append(rs, j.needs(t, true, false)...)
@@ -107,7 +107,7 @@ func (j *Job) batchUnit(batch []*task) *unit {
 		j.event("warn", "no-worker", fmt.Sprintf("a batch of %d VMs on datastore %s waits: %s", len(batch), batch[0].vm.Datastores[0], why),
 			map[string]any{"reason": why, "datastore": batch[0].vm.Datastores[0]})
 	}
-	u.run = func(u *unit) { j.runBatch(u, batch) }
+	u.run = func(u *unit) { j.runBatch(u, batch, reads) }
 	u.drop = func() {
 		for _, t := range batch {
 			t.finish(catalog.StatusCancelled, "cancelled before it started")
@@ -116,21 +116,34 @@ func (j *Job) batchUnit(batch []*task) *unit {
 	return u
 }
 
-// runBatch performs steps 1-3 and queues step 4.
-func (j *Job) runBatch(u *unit, batch []*task) {
+// runBatch performs steps 1-3 and queues step 4, or hands the whole
+// batch to the worker it was placed on (onWorker).
+func (j *Job) runBatch(u *unit, batch []*task, reads int) {
 	if j.ctx.Err() != nil {
 		j.e.disp.done(u)
 		u.drop()
 		return
 	}
+	if j.onWorker(u, batch, reads) {
+		return
+	}
 	ds := batch[0].vm.Datastores[0]
 	conn := batch[0].rec.Connection
+	if j.s.storage[conn] == nil {
+		// A workers' connection (WorkerBatches) in an engine given no
+		// workers: its batches run on its workers only.
+		j.e.disp.done(u)
+		for _, t := range batch {
+			t.finish(catalog.StatusFailed, fmt.Sprintf("connection %s's batches run on the workers that reach it, and this server has given its engine none", conn))
+		}
+		return
+	}
 	start := time.Now()
 	held := j.snapshotBatch(batch)
 	var ss hypervisor.StorageSnapshot
 	var fallback []*unit
 	if len(held) > 0 {
-		label := fmt.Sprintf("coffer-job%d-%s-%d", j.record.ID, labelPart(ds), start.UnixNano()%1e9)
+		label := groupread.Label(j.record.ID, ds, start)
 		var err error
 		var disks []hypervisor.DiskInfo
 		for _, t := range held {
@@ -165,7 +178,7 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	var wg sync.WaitGroup
 	for _, t := range held {
 		wg.Go(func() {
-			if err := t.held.sess.Release(j.ctx); err != nil {
+			if err := t.held.Sess.Release(j.ctx); err != nil {
 				t.event("warn", "snapshot-release", fmt.Sprintf("releasing the VM snapshot early failed (it is removed at the end): %v", err), nil)
 			}
 		})
@@ -187,12 +200,12 @@ func (j *Job) runBatch(u *unit, batch []*task) {
 	if n := j.p.KeepStorageSnapshots; n > 0 {
 		refs.keep = j.keepStorage(conn, ds, held, n)
 	}
-	var reads []*unit
+	var readUnits []*unit
 	for _, t := range held {
-		t.held.storage, t.held.refs = ss, refs
-		reads = append(reads, j.vmUnit(t))
+		t.held.Storage, t.held.refs = ss, refs
+		readUnits = append(readUnits, j.vmUnit(t))
 	}
-	j.resubmit(reads...)
+	j.resubmit(readUnits...)
 }
 
 // snapshotBatch snapshots every VM of a batch concurrently and returns the
@@ -223,7 +236,7 @@ func (j *Job) snapshotBatch(batch []*task) []*task {
 				t.failOrRetry(fmt.Errorf("snapshot %s: %w", t.vm.Name, err))
 				return
 			}
-			t.held = &heldSnapshot{vm: t.vm, sess: sess, plan: plan}
+			t.held = &heldSnapshot{Held: groupread.Held{VM: t.vm, Sess: sess, Plan: plan}}
 			mu.Lock()
 			held = append(held, t)
 			mu.Unlock()
@@ -276,26 +289,17 @@ func (r *storageRef) release() {
 	}
 }
 
-// heldSnapshot is a VM of a batch between its snapshot and its read: the
-// VM session taken in the batch (released early; its change sets stay
-// readable), the plan it was taken for, and the storage snapshot its disks
-// are read from.
+// heldSnapshot is a VM of a batch between its snapshot and its read
+// (groupread.Held), with its reference on the batch's storage snapshot.
 type heldSnapshot struct {
-	vm      hypervisor.VM
-	sess    hypervisor.Session
-	plan    backup.Plan
-	storage hypervisor.StorageSnapshot
-	refs    *storageRef
+	groupread.Held
+	refs *storageRef
 }
 
-// readHeld backs up a VM of a batch as its batch planned it: data and
-// allocation from the storage snapshot, change sets from the VM session
-// (or from the storage, where the hypervisor lost them).
+// readHeld backs up a VM of a batch as its batch planned it
+// (groupread.Read).
 func (t *task) readHeld(ctx context.Context, req backup.VMRequest, o backup.Options) (*repo.Point, error) {
-	req.Time = time.Now()
-	ss := &storageSession{Session: t.held.sess, h: t.held}
-	ss.trackFromStorage(ctx)
-	return backup.RunVM(ctx, t.j.w, t.held.plan, ss, req, o)
+	return groupread.Read(ctx, t.j.w, &t.held.Held, req, o)
 }
 
 // closeHeld closes the held session (idempotent) and drops the task's
@@ -308,90 +312,12 @@ func (t *task) closeHeld(ok bool) {
 	t.held = nil
 	ctx, cancel := context.WithTimeout(context.Background(), backup.CloseTimeout)
 	defer cancel()
-	if _, err := h.sess.Close(ctx, ok); err != nil {
+	if _, err := h.Sess.Close(ctx, ok); err != nil {
 		t.event("warn", "snapshot-remove", fmt.Sprintf("closing the VM session failed: %v", err), nil)
 	}
 	if h.refs != nil {
 		h.refs.release()
 	}
-}
-
-type storageSession struct {
-	hypervisor.Session
-	h *heldSnapshot
-	// fromStorage holds the change sets taken from the storage snapshots
-	// for disks whose hypervisor change tracking was lost, by disk key.
-	fromStorage map[string][]hypervisor.Extent
-	notes       []string
-}
-
-func (s *storageSession) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
-	var info *hypervisor.DiskInfo
-	for _, d := range s.Session.Disks() {
-		if d.Key == key {
-			info = &d.DiskInfo
-		}
-	}
-	if info == nil {
-		return nil, fmt.Errorf("disk %s: %w", key, hypervisor.ErrNotFound)
-	}
-	meta, err := s.Session.OpenDisk(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	data, err := s.h.storage.OpenDisk(ctx, s.h.vm.VMRef, *info)
-	if err != nil {
-		_ = meta.Close() // only read: the open error is the one to report
-		return nil, fmt.Errorf("disk %s in the storage snapshot: %w", info.Name, err)
-	}
-	r := &storageReader{DiskReader: data, meta: meta}
-	if ext, ok := s.fromStorage[key]; ok {
-		r.changed = &ext
-	}
-	return r, nil
-}
-
-// storageReader reads data and allocation from the storage snapshot and
-// the change set from the hypervisor session.
-type storageReader struct {
-	hypervisor.DiskReader
-	meta    hypervisor.DiskReader
-	changed *[]hypervisor.Extent // from the storage snapshots, when set
-}
-
-func (r *storageReader) Changed(ctx context.Context) ([]hypervisor.Extent, bool, error) {
-	if r.changed != nil {
-		return *r.changed, true, nil
-	}
-	return r.meta.Changed(ctx)
-}
-
-func (r *storageReader) Close() error {
-	err := r.DiskReader.Close()
-	if merr := r.meta.Close(); err == nil {
-		err = merr
-	}
-	return err
-}
-
-// labelPart makes a datastore name fit in a storage snapshot label, which
-// names a directory or an array object: a QEMU datastore is a path, so
-// separators and other characters become '_', and a long name keeps its
-// end (the part that tells datastores apart).
-func labelPart(ds string) string {
-	b := []byte(strings.Trim(ds, "/"))
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 60 {
-		b = b[len(b)-60:]
-	}
-	if len(b) == 0 {
-		return "root"
-	}
-	return string(b)
 }
 
 // keepStorage returns the storageRef.keep of a batch whose policy keeps

@@ -63,22 +63,12 @@ func (r *Result) Failed() []catalog.Task {
 
 // Start records a job for the policy and runs it in the background. A
 // policy the engine cannot run as written (group: datastore on a
-// connection without a storage snapshot provider, or whose connector
-// refuses batches) is refused, never run differently.
+// connection without a storage snapshot provider: refuseGroup) is
+// refused, never run differently.
 func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
 	su := e.cur.Load()
-	if p.Group == "datastore" {
-		for _, c := range p.ConnectionNames() {
-			if r, ok := su.conns[c].(BatchRefuser); ok {
-				if err := r.RefuseBatches(ctx); err != nil {
-					return nil, fmt.Errorf("policy %s: %w", p.Name, err)
-				}
-			}
-			if su.storage[c] == nil {
-				return nil, fmt.Errorf("policy %s: group: datastore needs a storage snapshot provider, and connection %s has none: "+
-					"remove `group: datastore` to back its VMs up one by one", p.Name, c)
-			}
-		}
+	if err := refuseGroup(ctx, su, p); err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	run, err := e.startRun(ctx, catalog.Job{Kind: catalog.KindBackupPolicy, Policy: p.Name, Repository: p.Repository,

@@ -71,11 +71,3 @@ func (u *unit) workerName() string {
 	}
 	return u.worker.name
 }
-
-// BatchRefuser is a connector that says why this process cannot take a
-// group: datastore batch of its VMs (a fleet's connection that only its
-// workers open, which do not take batches: internal/fleet), or nil when
-// it can. Engine.Start refuses such a policy with that reason.
-type BatchRefuser interface {
-	RefuseBatches(ctx context.Context) error
-}

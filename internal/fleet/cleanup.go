@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -14,7 +16,9 @@ import (
 // it before it registers: a unit of a host-bound connection runs only on
 // that host's worker, so the retry of an attempt its killed process left
 // half done finds the VM clean. A connection that cannot be cleaned is
-// logged and skipped: its VMs' next backup will say what is wrong.
+// logged and skipped: its VMs' next backup will say what is wrong. The
+// connection's storage snapshot provider removes the storage snapshots
+// of a batch its killed process left (group: datastore).
 func CleanupLeftovers(ctx context.Context, svc *service.Service, connections []string, log *slog.Logger) {
 	if len(connections) == 0 {
 		return
@@ -31,6 +35,12 @@ func CleanupLeftovers(ctx context.Context, svc *service.Service, connections []s
 			continue
 		}
 		found, err := conns.Conns[name].CleanupLeftovers(ctx)
+		// A killed batch's storage snapshot (batch_worker.go): its
+		// provider's journal in this worker's state directory names it.
+		if sc, ok := conns.Storage[name].(hypervisor.StorageCleaner); ok {
+			more, serr := sc.CleanupLeftovers(ctx)
+			found, err = append(found, more...), errors.Join(err, serr)
+		}
 		conns.Close()
 		for _, l := range found {
 			log.Info("removed leftover", "connection", name, "vm", l.VM.Name, "kind", l.Kind, "name", l.Name, "action", l.Action)

@@ -43,10 +43,10 @@ func (r Remote) StandIn(ctx context.Context, cfg *policy.Config, name string) (h
 // ready worker that reaches it (service.ConnectionVMsOperation, by ID),
 // its leftovers are cleaned by each worker before it registers
 // (CleanupLeftovers), and its VMs are backed up only on the workers,
-// where the engine places their units. A unit the server would run in its
-// own process (a group: datastore batch, a run of a server whose engine
-// was given no worker yet) is refused; a backup of one VM is placed and
-// handed off as a policy's VM is (vmunit_one.go).
+// where the engine places their units, a group: datastore batch whole
+// (batch.go). A unit the server would run in its own process (a run of a
+// server whose engine was given no worker yet) is refused; a backup of
+// one VM is placed and handed off as a policy's VM is (vmunit_one.go).
 type WorkerConnector struct {
 	Connection string
 	Config     *policy.Config // the connection's kind, and whether its VMs are bound to their host
@@ -79,24 +79,18 @@ func (c *WorkerConnector) InventoryNow(ctx context.Context) ([]hypervisor.VM, er
 
 // Snapshot refuses: the connection's VMs are read on its workers only.
 func (c *WorkerConnector) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hypervisor.SnapshotRequest) (hypervisor.Session, error) {
-	if req.Hold { // a batch's snapshot (workers registered after its run started)
-		return nil, fmt.Errorf("%w: %s of connection %s: %w", hypervisor.ErrUnsupported, vm.Name, c.Connection, c.RefuseBatches(ctx))
-	}
 	return nil, fmt.Errorf("%w: %s of connection %s: %s", hypervisor.ErrUnsupported, vm.Name, c.Connection, c.theirs(ctx, "backs up its VMs"))
 }
 
-var _ engine.BatchRefuser = (*WorkerConnector)(nil)
+var _ engine.WorkerBatches = (*WorkerConnector)(nil)
 
-// RefuseBatches says why a group: datastore batch of the connection is
-// refused: the engine takes a batch in its own process (the VMs'
-// snapshots, the datastore's storage snapshot, then each VM's read from
-// it), which does not open the connection, and a worker takes one VM's
-// attempt at a time, not a batch.
-func (c *WorkerConnector) RefuseBatches(ctx context.Context) error {
-	return api.Errorf(api.Invalid, "group: datastore on connection %s: a datastore's batch is snapshotted and read in one process, "+
-		"and the connection is reached by workers (%s), which back up one VM at a time, not a datastore's batch, while this server does not open it: "+
-		"remove `group: datastore` from the policy to back its VMs up one by one on the workers", c.Connection, c.names(ctx))
-}
+// BatchesOnWorkers says that the connection's group: datastore batches
+// run on its workers: each batch on a worker whose reach names its
+// datastore (the engine's BatchRunner, RunBatch here), which snapshots
+// the VMs, takes the storage snapshot with its own provider and reads
+// every VM from it, so this server needs no storage snapshot provider
+// for the connection.
+func (c *WorkerConnector) BatchesOnWorkers(context.Context) (bool, error) { return true, nil }
 
 // CleanupLeftovers finds nothing: each worker cleans what its killed
 // processes left on its connections before it registers

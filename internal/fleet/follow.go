@@ -88,19 +88,19 @@ func (c *followed) Snapshot(ctx context.Context, vm hypervisor.VMRef, req hyperv
 	return cur.Snapshot(ctx, vm, req)
 }
 
-var _ engine.BatchRefuser = (*followed)(nil)
+var _ engine.WorkerBatches = (*followed)(nil)
 
-// RefuseBatches refuses a group: datastore batch while the connection is
-// the workers' (WorkerConnector.RefuseBatches).
-func (c *followed) RefuseBatches(ctx context.Context) error {
+// BatchesOnWorkers says whether the connection's batches run on its
+// workers: while it is the workers' (WorkerConnector.BatchesOnWorkers).
+func (c *followed) BatchesOnWorkers(ctx context.Context) (bool, error) {
 	cur, err := c.current(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if r, ok := cur.(engine.BatchRefuser); ok {
-		return r.RefuseBatches(ctx)
+	if wb, ok := cur.(engine.WorkerBatches); ok {
+		return wb.BatchesOnWorkers(ctx)
 	}
-	return nil
+	return false, nil
 }
 
 func (c *followed) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover, error) {

@@ -27,10 +27,9 @@ import (
 // singleConfig is a simulated KVM estate of two hosts (kind fake-kvm,
 // routed as QEMU is: each VM to the worker of its host). Policy kvm
 // protects every VM with a host hook that records which process ran it
-// ($PPID: the coffer process that runs the backup); policy kvm-ds takes
-// the VMs as group: datastore batches. The schedules (once a year) only
-// make the server open the connection, so that a backup through its API
-// runs in its engine.
+// ($PPID: the coffer process that runs the backup). The schedule (once a
+// year) only makes the server open the connection, so that a backup
+// through its API runs in its engine.
 const singleConfig = `
 maintenance: {worker-dead-after: %[1]s}
 connections:
@@ -40,7 +39,6 @@ policies:
     connection: kvm
     schedule: "0 3 1 1 *"
     hooks: [{name: mark, where: host, pre: [/bin/sh, -c, 'echo "$PPID" >> %[4]s']}]
-  - {name: kvm-ds, connection: kvm, group: datastore, schedule: "0 3 1 1 *"}
 `
 
 const (
@@ -58,8 +56,7 @@ var singleHome = map[string]string{"host-01": "kvm1", "host-02": "kvm2"}
 // records one job with one task and one point, and the point restores
 // the VM's disk byte for byte. With that worker lost, a backup of the VM
 // through the API waits and says why ("no worker reaches host host-02"),
-// then runs on the worker once it is back. A group: datastore run on the
-// workers' connection is refused, naming the workers and why.
+// then runs on the worker once it is back.
 func TestBackupOfOneVMRunsOnItsHostsWorker(t *testing.T) {
 	e := pgEnv(t, testutil.StartPostgres(t))
 	hookLog := filepath.Join(e.Dir, "hook.log")
@@ -93,8 +90,6 @@ func TestBackupOfOneVMRunsOnItsHostsWorker(t *testing.T) {
 	}
 	checkRestores(t, e, vm, pt.ID)
 	t.Logf("job %d: one task on kvm2, point %s restored byte for byte", job.ID, pt.ShortID)
-
-	refuseBatches(t, srv, token)
 
 	// kvm2 lost: a backup of its host's VM waits for it, saying why.
 	w2 := workers["kvm2"]
@@ -245,20 +240,6 @@ func checkRestores(t *testing.T, e *clitest.Env, vm hypervisor.VM, point string)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the restored disk (%d bytes) differs from %s's (%d bytes)", len(got), vm.Name, len(want))
 	}
-}
-
-// refuseBatches wants a group: datastore run on the workers' connection
-// refused, naming the workers and why.
-func refuseBatches(t *testing.T, srv *clitest.ServerProc, token string) {
-	t.Helper()
-	var refused map[string]any
-	code, _ := srv.Call(token, "POST", "/policies/kvm-ds/run", nil, &refused)
-	detail := fmt.Sprint(refused["detail"])
-	if code != http.StatusBadRequest || !strings.Contains(detail, "kvm1 (ready)") || !strings.Contains(detail, "kvm2 (ready)") ||
-		!strings.Contains(detail, "not a datastore's batch") || !strings.Contains(detail, "group: datastore") {
-		t.Fatalf("a group: datastore run on the workers' connection: %d %v", code, refused)
-	}
-	t.Logf("a group: datastore run on the workers' connection is refused: %s", detail)
 }
 
 type apiResult struct {

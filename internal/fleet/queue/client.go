@@ -32,6 +32,9 @@ type Config struct {
 	// VMUnit runs the VM units handed to this worker (coffer_vm_unit);
 	// nil: they fail, saying so.
 	VMUnit VMUnitFunc
+	// Batch runs the group batches handed to this worker (coffer_batch);
+	// nil: they fail, saying so.
+	Batch BatchFunc
 	// Fence is checked before each job runs (nil: nothing is fenced; for
 	// a server's own queue).
 	Fence FenceFunc
@@ -120,7 +123,11 @@ func newClient(pool *pgxpool.Pool, cfg Config, queue string, leader bool) (*Clie
 	if err := river.AddWorkerSafely(workers, ops); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &vmUnitWorker{ops: ops, run: cfg.VMUnit, leader: cfg.LeaderFence}); err != nil {
+	units := &vmUnitWorker{ops: ops, run: cfg.VMUnit, leader: cfg.LeaderFence}
+	if err := river.AddWorkerSafely(workers, units); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &batchWorker{units: units, run: cfg.Batch}); err != nil {
 		return nil, err
 	}
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{

@@ -230,9 +230,10 @@ var unfinished = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.Job
 
 // UnfinishedVMUnits lists every VM unit not yet finished, whichever
 // leader granted it: what a server taking the schedules over counts as
-// occupying its pools (engine.Hold) until each job finishes (Wait).
+// occupying its pools (engine.Hold) until each job finishes (Wait). A
+// batch not yet finished is listed as one unit (Batch.Held).
 func (c *Client) UnfinishedVMUnits(ctx context.Context) ([]GrantedUnit, error) {
-	params := river.NewJobListParams().Kinds(VMUnitKind).States(unfinished...).First(1000)
+	params := river.NewJobListParams().Kinds(VMUnitKind, BatchKind).States(unfinished...).First(1000)
 	var out []GrantedUnit
 	for {
 		res, err := c.river.JobList(ctx, params)
@@ -241,6 +242,14 @@ func (c *Client) UnfinishedVMUnits(ctx context.Context) ([]GrantedUnit, error) {
 		}
 		for _, j := range res.Jobs {
 			var u VMUnit
+			if j.Kind == BatchKind {
+				var b Batch
+				if err := json.Unmarshal(j.EncodedArgs, &b); err != nil {
+					return nil, fmt.Errorf("fleet: batch %d's arguments: %w", j.ID, err)
+				}
+				out = append(out, GrantedUnit{ID: j.ID, Unit: b.Held()})
+				continue
+			}
 			if err := json.Unmarshal(j.EncodedArgs, &u); err != nil {
 				return nil, fmt.Errorf("fleet: VM unit %d's arguments: %w", j.ID, err)
 			}

@@ -1,4 +1,4 @@
-package engine
+package groupread
 
 import (
 	"regexp"
@@ -16,9 +16,9 @@ func TestLabelPart(t *testing.T) {
 		"/":                             "root",
 		"/" + string(make([]byte, 100)): "____________________________________________________________",
 	} {
-		got := labelPart(ds)
+		got := LabelPart(ds)
 		if got != want || !safe.MatchString(got) {
-			t.Errorf("labelPart(%q) = %q, want %q", ds, got, want)
+			t.Errorf("LabelPart(%q) = %q, want %q", ds, got, want)
 		}
 	}
 }

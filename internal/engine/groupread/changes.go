@@ -1,4 +1,4 @@
-package engine
+package groupread
 
 import (
 	"context"
@@ -22,16 +22,16 @@ import (
 // the disks whose tracking the hypervisor lost.
 func (s *storageSession) trackFromStorage(ctx context.Context) {
 	h := s.h
-	tracker, ok := h.storage.(hypervisor.StorageChangeTracker)
-	if !ok || h.plan.Base == nil || h.plan.Base.JobID == 0 {
+	tracker, ok := h.Storage.(hypervisor.StorageChangeTracker)
+	if !ok || h.Plan.Base == nil || h.Plan.Base.JobID == 0 {
 		return // no storage snapshot of the base's run to compare with
 	}
-	since := h.plan.Since()
+	since := h.Plan.Since()
 	for _, d := range s.Session.Disks() {
 		if d.Kind != hypervisor.KindDisk || (d.Changes != "full" && d.Changes != "") || since[d.Key] == "" {
 			continue // tracked by the hypervisor, or no base to be incremental to
 		}
-		ext, base, err := tracker.ChangedSince(ctx, h.plan.Base.JobID, h.vm.VMRef, d.DiskInfo)
+		ext, base, err := tracker.ChangedSince(ctx, h.Plan.Base.JobID, h.VM.VMRef, d.DiskInfo)
 		if err != nil {
 			s.notes = append(s.notes, fmt.Sprintf("%s: no change set from the storage either (%v)", d.Key, err))
 			continue
@@ -45,7 +45,7 @@ func (s *storageSession) trackFromStorage(ctx context.Context) {
 			n += e.Length
 		}
 		s.notes = append(s.notes, fmt.Sprintf("%s: %s; the %s change set comes from the storage instead: %d of %d bytes changed since storage snapshot %s",
-			d.Key, strings.TrimSuffix(d.ChangeWarning, "; reading the whole disk"), h.plan.Mode, n, d.Size, base))
+			d.Key, strings.TrimSuffix(d.ChangeWarning, "; reading the whole disk"), h.Plan.Mode, n, d.Size, base))
 	}
 }
 
@@ -59,7 +59,7 @@ func (s *storageSession) Disks() []hypervisor.DiskSnapshot {
 	out := make([]hypervisor.DiskSnapshot, len(ds))
 	for i, d := range ds {
 		if _, ok := s.fromStorage[d.Key]; ok {
-			d.Changes, d.ChangeWarning = s.h.plan.Mode, "" // incremental or differential: the base exists
+			d.Changes, d.ChangeWarning = s.h.Plan.Mode, "" // incremental or differential: the base exists
 		}
 		out[i] = d
 	}
