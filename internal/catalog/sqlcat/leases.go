@@ -103,8 +103,10 @@ func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time,
 			return err
 		}
 		claimed = n == 1
-		if claimed {
-			_, err = tx.Exec(ctx, c.d.Rebind(`DELETE FROM schedule_runs WHERE claimed_at < ?`), c.timeArg(now.Add(-claimMemory)))
+		if claimed { // each schedule's newest claim stays: LastRun reads it
+			_, err = tx.Exec(ctx, c.d.Rebind(`DELETE FROM schedule_runs WHERE claimed_at < ?
+				AND slot < (SELECT MAX(newest.slot) FROM schedule_runs newest WHERE newest.schedule = schedule_runs.schedule)`),
+				c.timeArg(now.Add(-claimMemory)))
 		}
 		return err
 	})
@@ -112,4 +114,21 @@ func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time,
 		return false, fmt.Errorf("catalog: claim run of %s at %s: %w", schedule, slot.UTC().Format(time.RFC3339), err)
 	}
 	return claimed, nil
+}
+
+// LastRun reads the newest claimed slot of schedule.
+func (c *Catalog) LastRun(ctx context.Context, schedule string) (time.Time, bool, error) {
+	rows, err := c.b.Query(ctx, c.d.Rebind(`SELECT slot FROM schedule_runs WHERE schedule = ? ORDER BY slot DESC LIMIT 1`), schedule)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("catalog: last run of %s: %w", schedule, err)
+	}
+	defer rows.Close()
+	var slot time.Time
+	if !rows.Next() {
+		return time.Time{}, false, rows.Err()
+	}
+	if err := rows.Scan(timeDest{&slot}); err != nil {
+		return time.Time{}, false, fmt.Errorf("catalog: last run of %s: %w", schedule, err)
+	}
+	return slot, true, rows.Err()
 }
