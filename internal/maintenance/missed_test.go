@@ -168,3 +168,22 @@ func TestSchedulerAcrossDaylightSaving(t *testing.T) {
 		})
 	}
 }
+
+// TestSkippedSlotsAreClaimed: a slot skipped for its window is claimed
+// like one that ran, so a restart never takes it for a missed run.
+func TestSkippedSlotsAreClaimed(t *testing.T) {
+	c := newClock(time.Date(2026, 11, 23, 23, 30, 0, 0, time.UTC))
+	runsDB := &lastRuns{}
+	skipped := make(chan time.Time, 4)
+	w := &Window{Name: "night", Start: "01:00", End: "03:00"}
+	s := &Scheduler{Jobs: []Job{{Name: "main/gc", Kind: "gc", Schedule: mustCron(t, "0 * * * *"), Window: w}},
+		Claim: runsDB.claim, Skipped: func(_ context.Context, _ Job, slot time.Time, _ string) { skipped <- slot }}
+	startScheduler(t, s, c, nil)
+	c.tick() // 00:00: outside the window
+	slot := <-skipped
+	runsDB.mu.Lock()
+	defer runsDB.mu.Unlock()
+	if len(runsDB.claims) != 1 || !runsDB.claims[0].Equal(slot) {
+		t.Fatalf("claims %v, want the skipped slot %s", runsDB.claims, slot)
+	}
+}
