@@ -91,8 +91,7 @@ func (c *Catalog) ReleaseLease(ctx context.Context, name, holder string) error {
 	return nil
 }
 
-// ClaimRun inserts the run's claim unless one exists: the primary key
-// (schedule, slot) decides between concurrent claims.
+// ClaimRun inserts the run's claim unless one exists: the primary key (schedule, slot) decides.
 func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time, holder string, now time.Time) (bool, error) {
 	var claimed bool
 	err := c.b.Write(ctx, func(tx Tx) error {
@@ -104,9 +103,7 @@ func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time,
 		}
 		claimed = n == 1
 		if claimed { // each schedule's newest claim stays: LastRun reads it
-			_, err = tx.Exec(ctx, c.d.Rebind(`DELETE FROM schedule_runs WHERE claimed_at < ?
-				AND slot < (SELECT MAX(newest.slot) FROM schedule_runs newest WHERE newest.schedule = schedule_runs.schedule)`),
-				c.timeArg(now.Add(-claimMemory)))
+			_, err = tx.Exec(ctx, c.d.Rebind(`DELETE FROM schedule_runs WHERE claimed_at < ? AND slot < (SELECT MAX(n.slot) FROM schedule_runs n WHERE n.schedule = schedule_runs.schedule)`), c.timeArg(now.Add(-claimMemory)))
 		}
 		return err
 	})
@@ -117,18 +114,8 @@ func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time,
 }
 
 // LastRun reads the newest claimed slot of schedule.
-func (c *Catalog) LastRun(ctx context.Context, schedule string) (time.Time, bool, error) {
-	rows, err := c.b.Query(ctx, c.d.Rebind(`SELECT slot FROM schedule_runs WHERE schedule = ? ORDER BY slot DESC LIMIT 1`), schedule)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("catalog: last run of %s: %w", schedule, err)
-	}
-	defer rows.Close()
-	var slot time.Time
-	if !rows.Next() {
-		return time.Time{}, false, rows.Err()
-	}
-	if err := rows.Scan(timeDest{&slot}); err != nil {
-		return time.Time{}, false, fmt.Errorf("catalog: last run of %s: %w", schedule, err)
-	}
-	return slot, true, rows.Err()
+func (c *Catalog) LastRun(ctx context.Context, schedule string) (slot time.Time, found bool, err error) {
+	q := `SELECT slot FROM schedule_runs WHERE schedule = ? ORDER BY slot DESC LIMIT 1`
+	err = c.query(ctx, q, []any{schedule}, func(r Rows) error { found = true; return r.Scan(timeDest{&slot}) })
+	return slot, found, err
 }
