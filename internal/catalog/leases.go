@@ -37,6 +37,11 @@ type Leases interface {
 	GetLease(ctx context.Context, name string) (Lease, error)
 	// ClaimRun claims the run of schedule at slot for holder: true for
 	// the one claim that gets it, false for any other. Claims older than
-	// a week (by claim time) are forgotten by later claims.
+	// a week (by claim time) are forgotten by later claims, except each
+	// schedule's newest (LastRun).
 	ClaimRun(ctx context.Context, schedule string, slot time.Time, holder string, now time.Time) (bool, error)
+	// LastRun is the newest slot of schedule any process claimed (false:
+	// none): a server that starts catches up a run its schedule named
+	// after it, missed while every server was down.
+	LastRun(ctx context.Context, schedule string) (time.Time, bool, error)
 }

@@ -123,7 +123,7 @@ func plan(ps []policy.Policy, old []*scheduled, now time.Time) ([]*scheduled, er
 		}
 		e := &scheduled{p: p, sched: sc, next: sc.Next(now)}
 		for _, o := range old {
-			if o.p.Name == p.Name && o.p.Schedule == p.Schedule {
+			if o.p.Name == p.Name && o.p.Schedule == p.Schedule && o.p.Timezone == p.Timezone {
 				e.next = o.next
 			}
 		}

@@ -5,10 +5,9 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/coffer-backup/coffer/internal/bootverify"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/schedule"
 )
 
 // bootJobs are the policies' verify-boot schedules as maintenance jobs:
@@ -31,8 +30,12 @@ func bootJobs(engine *policy.Config) ([]Job, []error) {
 		if j.Boot.Points == "" {
 			j.Boot.Points = policy.BootLatest
 		}
-		sc, err := cron.ParseStandard(vb.Schedule)
+		sc, err := schedule.Parse(vb.Schedule, vb.Timezone)
+		_, zoneErr := schedule.Zone(vb.Timezone)
 		switch {
+		case zoneErr != nil:
+			add("%v", zoneErr)
+			ok = false
 		case vb.Schedule == "":
 			add("schedule is missing (cron like \"0 6 * * 0\", or @weekly)")
 			ok = false

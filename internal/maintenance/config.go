@@ -16,14 +16,20 @@
 //	  takeover-after: 30s        # several servers: a dead one's schedules move after this
 //	  worker-dead-after: 30s     # the fleet: a worker silent this long is declared lost
 //	  windows:
-//	    - {name: night, start: "22:00", end: "06:00", days: [mon, tue, wed, thu, fri]}
+//	    - {name: night, start: "22:00", end: "06:00", days: [mon, tue, wed, thu, fri], timezone: Europe/Berlin}
 //	  repositories:
 //	    - repository: main       # a repositories entry, or "default" (--repo)
 //	      window: night          # the default window of its jobs
-//	      gc:     {schedule: "0 2 * * *"}
+//	      gc:     {schedule: "0 2 * * *", timezone: Europe/Berlin, missed: run-once}
 //	      verify: {schedule: "0 3 * * *", read-data-period: 7d}
 //	      forget: {schedule: "0 1 * * *", keep: {keep-daily: 14}}   # or policies: [nightly]
 //	      copy:   [{to: offsite, schedule: "0 4 * * *", immutable-for: 30d}]
+//
+// Every job's schedule takes timezone: (default: the server's zone; a
+// run in a skipped hour runs once at the jump, a repeated hour runs
+// once: internal/schedule) and missed: (run-once, the default: a run
+// the schedule named while every server was down runs once when a
+// server starts, as soon as its window allows; skip: it is left).
 package maintenance
 
 import (
@@ -37,6 +43,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/retention"
+	"github.com/coffer-backup/coffer/internal/schedule"
 )
 
 // Config is the maintenance: section.
@@ -119,9 +126,23 @@ type Repository struct {
 // Common are the settings every job has.
 type Common struct {
 	Schedule string `yaml:"schedule"`
+	// Timezone is the zone of Schedule's times (an IANA name like
+	// Europe/Berlin; "": the server's), with internal/schedule's rule for
+	// daylight saving changes.
+	Timezone string `yaml:"timezone"`
 	// Window overrides the repository's window; "always" has none.
 	Window string `yaml:"window"`
+	// Missed is what a run the schedule named while every server was
+	// down becomes when a server starts: MissedRunOnce (the default)
+	// runs it once, as soon as its window allows; MissedSkip leaves it.
+	Missed string `yaml:"missed"`
 }
+
+// What a run missed while every server was down becomes.
+const (
+	MissedRunOnce = "run-once"
+	MissedSkip    = "skip"
+)
 
 // GCJob deletes what no point needs.
 type GCJob struct {
@@ -168,7 +189,10 @@ type Job struct {
 	Repository string
 	Schedule   cron.Schedule
 	Spec       string // the schedule as written
-	Window     *Window
+	Zone       string // the schedule's timezone as written ("": the server's)
+	// Missed is MissedRunOnce or MissedSkip (see Common.Missed).
+	Missed string
+	Window *Window
 	// verify
 	ReadDataPeriod time.Duration
 	// forget
@@ -258,12 +282,25 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 			return w
 		}
 		job := func(kind, name string, cm Common) (Job, bool) {
-			j := Job{Name: r.Repository + "/" + name, Kind: kind, Repository: r.Repository, Spec: cm.Schedule, Window: window(name, cm)}
+			j := Job{Name: r.Repository + "/" + name, Kind: kind, Repository: r.Repository, Spec: cm.Schedule, Zone: cm.Timezone,
+				Missed: cm.Missed, Window: window(name, cm)}
+			switch cm.Missed {
+			case "":
+				j.Missed = MissedRunOnce
+			case MissedRunOnce, MissedSkip:
+			default:
+				add("%s: %s: missed %q: run-once (a run missed while every server was down runs once at start) or skip", where, name, cm.Missed)
+				return j, false
+			}
+			if _, err := schedule.Zone(cm.Timezone); err != nil {
+				add("%s: %s: %v", where, name, err)
+				return j, false
+			}
 			if cm.Schedule == "" {
 				add("%s: %s: schedule is missing (cron like \"0 3 * * *\", or @daily)", where, name)
 				return j, false
 			}
-			sc, err := cron.ParseStandard(cm.Schedule)
+			sc, err := schedule.Parse(cm.Schedule, cm.Timezone)
 			if err != nil {
 				add("%s: %s: schedule %q: %v (want 5 cron fields like \"0 3 * * *\", or @daily, @every 6h)", where, name, cm.Schedule, err)
 				return j, false

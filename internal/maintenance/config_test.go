@@ -164,3 +164,79 @@ func TestShareRotation(t *testing.T) {
 		t.Fatalf("runs per day of @every 6h: %d", n)
 	}
 }
+
+// TestTimezoneAndMissed: a job's timezone: and missed: are read, and a
+// bad zone or missed value is refused naming the job and what to write.
+func TestTimezoneAndMissed(t *testing.T) {
+	c, eng, err := load(t, engine+`
+maintenance:
+  windows: [{name: night, start: "22:00", end: "06:00", timezone: America/New_York}]
+  repositories:
+    - repository: main
+      gc: {schedule: "30 2 * * *", timezone: Europe/Berlin, missed: skip}
+      verify: {schedule: "0 3 * * *", window: night}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Jobs(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].Missed != MissedSkip || jobs[0].Zone != "Europe/Berlin" || jobs[1].Missed != MissedRunOnce {
+		t.Fatalf("jobs: %+v", jobs)
+	}
+	// 02:30 in Berlin on the day its clocks skip 02:00-03:00 is the jump.
+	if got, want := jobs[0].Schedule.Next(time.Date(2026, 3, 28, 12, 0, 0, 0, time.UTC)), time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Fatalf("next gc %s, want %s", got.UTC(), want)
+	}
+	if open, _ := jobs[1].Window.Open(time.Date(2026, 11, 27, 3, 30, 0, 0, time.UTC)); !open { // 22:30 in New York
+		t.Fatal("the New York window is closed at 22:30 New York time")
+	}
+	c, eng, err = load(t, engine+`
+maintenance:
+  windows: [{name: night, start: "22:00", end: "06:00", timezone: Mars/Olympus}]
+  repositories:
+    - repository: main
+      gc: {schedule: "30 2 * * *", timezone: Europe/Berln}
+      verify: {schedule: "0 3 * * *", missed: twice}
+      forget: {schedule: "CRON_TZ=UTC 0 1 * * *", keep: {keep-last: 3}}
+policies:
+  - {name: tz, connection: lab, schedule: "0 1 * * *", timezone: Asia/Tokio, verify-boot: {schedule: "@daily", timezone: X/Y}}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Jobs(eng)
+	for _, want := range []string{
+		`window night: timezone "Mars/Olympus" is not a known time zone`,
+		`repository main: gc: timezone "Europe/Berln" is not a known time zone (an IANA name like Europe/Berlin`,
+		`repository main: verify: missed "twice": run-once (a run missed while every server was down runs once at start) or skip`,
+		`forget: schedule "CRON_TZ=UTC 0 1 * * *": a zone in the schedule is not read here: write it in timezone:`,
+		`policy tz: verify-boot: timezone "X/Y" is not a known time zone`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	if err := eng.Validate(); err == nil || !strings.Contains(err.Error(), `timezone "Asia/Tokio" is not a known time zone`) {
+		t.Errorf("policy timezone: %v", err)
+	}
+}
+
+// TestWindowAcrossDaylightSaving: a window's times are its zone's wall
+// times on the days the clocks change: an opening in the skipped hour
+// opens at the jump, one in the repeated hour at its first pass.
+func TestWindowAcrossDaylightSaving(t *testing.T) {
+	w := &Window{Name: "night", Start: "02:30", End: "05:00", Timezone: "Europe/Berlin"}
+	u := func(m time.Month, d, h, mi int) time.Time { return time.Date(2026, m, d, h, mi, 0, 0, time.UTC) }
+	if got := w.NextOpen(u(3, 28, 12, 0)); !got.Equal(u(3, 29, 1, 0)) {
+		t.Fatalf("opens %s on March 29, want the jump at 01:00 UTC", got.UTC())
+	}
+	if got := w.NextOpen(u(10, 24, 12, 0)); !got.Equal(u(10, 25, 0, 30)) {
+		t.Fatalf("opens %s on October 25, want 02:30 CEST (00:30 UTC)", got.UTC())
+	}
+	if open, end := w.Open(u(10, 25, 1, 45)); !open || !end.Equal(u(10, 25, 4, 0)) {
+		t.Fatalf("at 02:45 CET: open %v until %s, want open until 05:00 CET", open, end.UTC())
+	}
+}

@@ -16,6 +16,9 @@ type Run struct {
 	Slot          time.Time
 	WindowEnd     time.Time
 	Share, Shares int
+	// Missed: the slot passed while every server was down, and this
+	// run catches it up (missed: run-once).
+	Missed bool
 }
 
 // ErrWindowClosed is the cause of a run stopped at the end of its window.
@@ -33,6 +36,12 @@ type Scheduler struct {
 	// Claim, when set, claims a run in the catalog before it starts: a
 	// run claimed elsewhere (another server) is not started here.
 	Claim func(ctx context.Context, schedule string, slot time.Time) (bool, error)
+	// LastRun, when set, is the slot of the newest run of a schedule
+	// that any server claimed (false: none is known). At start, a job
+	// with missed: run-once whose schedule named a slot after it runs
+	// that slot once, as soon as its window allows, unless one of its
+	// runs starts first.
+	LastRun func(ctx context.Context, schedule string) (time.Time, bool, error)
 	// Skipped, when set, records a run that did not start, and why.
 	Skipped func(ctx context.Context, j Job, slot time.Time, why string)
 	// Finished, when set, is told each run's end, once the next run of
@@ -45,9 +54,11 @@ type Scheduler struct {
 }
 
 type entry struct {
-	job     Job
-	next    time.Time
-	running chan struct{} // closed when the run ends; nil when idle
+	job  Job
+	next time.Time
+	// missed is the slot a run catches up at catchAt (zero: none).
+	missed, catchAt time.Time
+	running         chan struct{} // closed when the run ends; nil when idle
 	// closes is the end of the running run's window (zero: none) and
 	// stop stops that run.
 	closes time.Time
@@ -85,7 +96,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	defer wg.Wait()
 	var list []*entry
 	for _, j := range s.Jobs {
-		list = append(list, &entry{job: j, next: j.Schedule.Next(s.Now())})
+		e := &entry{job: j, next: j.Schedule.Next(s.Now())}
+		s.findMissed(ctx, e, s.Now())
+		list = append(list, e)
 	}
 	if len(list) == 0 {
 		<-ctx.Done()
@@ -96,6 +109,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		for _, e := range list {
 			if e.next.Before(earliest) {
 				earliest = e.next
+			}
+			if !e.missed.IsZero() && e.catchAt.Before(earliest) {
+				earliest = e.catchAt
 			}
 			if e.busy() && !e.closes.IsZero() && e.closes.Before(earliest) {
 				earliest = e.closes
@@ -114,42 +130,93 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 		}
 		for _, e := range list {
-			if e.next.After(now) {
+			if !e.next.After(now) {
+				slot := e.next
+				e.next = e.job.Schedule.Next(now)
+				if s.fire(ctx, &wg, e, Run{Slot: slot}, now) {
+					e.missed = time.Time{} // a run of its own came first
+				}
 				continue
 			}
-			slot := e.next
-			e.next = e.job.Schedule.Next(now)
-			s.fire(ctx, &wg, e, slot, now)
+			if !e.missed.IsZero() && !e.catchAt.After(now) {
+				slot := e.missed
+				e.missed = time.Time{}
+				s.Logger.Info("catching up a maintenance run missed while every server was down", "job", e.job.Name, "slot", slot)
+				s.fire(ctx, &wg, e, Run{Slot: slot, Missed: true}, now)
+			}
 		}
 	}
 }
 
-// fire starts a job's run at slot unless it may not start now.
-func (s *Scheduler) fire(ctx context.Context, wg *sync.WaitGroup, e *entry, slot, now time.Time) {
+// findMissed looks, for a job with missed: run-once, for the newest slot
+// its schedule named between the last run any server claimed and now:
+// that slot is caught up once, now or when the window opens next.
+func (s *Scheduler) findMissed(ctx context.Context, e *entry, now time.Time) {
 	j := e.job
-	if e.busy() {
-		s.skip(ctx, j, slot, "the previous run is still going")
+	if s.LastRun == nil {
 		return
 	}
-	r := Run{Slot: slot}
-	if j.Window != nil {
-		open, end := j.Window.Open(now)
-		if !open {
-			s.skip(ctx, j, slot, fmt.Sprintf("outside its maintenance window (%s)", j.Window))
-			return
-		}
-		r.WindowEnd = end
+	last, ok, err := s.LastRun(ctx, "maintenance/"+j.Name)
+	if err != nil {
+		s.Logger.Warn("reading a maintenance job's last run failed: a run missed while every server was down is not caught up",
+			"job", j.Name, "err", err)
+		return
 	}
+	if !ok { // a new schedule: nothing was missed
+		return
+	}
+	var missed time.Time
+	for at, n := j.Schedule.Next(last), 0; !at.IsZero() && !at.After(now) && n < maxMissedSlots; at, n = j.Schedule.Next(at), n+1 {
+		missed = at
+	}
+	switch {
+	case missed.IsZero():
+		return
+	case j.Missed == MissedSkip:
+		s.Logger.Info("a maintenance run missed while every server was down is left (missed: skip)", "job", j.Name, "slot", missed)
+		return
+	}
+	e.missed, e.catchAt = missed, now
+	if j.Window != nil {
+		e.catchAt = j.Window.NextOpen(now)
+		if e.catchAt.IsZero() {
+			e.missed = time.Time{}
+		}
+	}
+}
+
+// maxMissedSlots bounds the slots counted since a job's last run (an
+// @every 1s schedule down for a week names 604,800).
+const maxMissedSlots = 1_000_000
+
+// fire starts a job's run unless it may not start now, and reports
+// whether it started. The run is claimed first, so that a slot any
+// server handled (ran, or skipped for its window or a run still going)
+// is never taken for one missed while every server was down.
+func (s *Scheduler) fire(ctx context.Context, wg *sync.WaitGroup, e *entry, r Run, now time.Time) bool {
+	j, slot := e.job, r.Slot
 	if s.Claim != nil {
 		ok, err := s.Claim(ctx, "maintenance/"+j.Name, slot)
 		if err != nil {
 			s.Logger.Error("claiming a maintenance run failed: not started", "job", j.Name, "slot", slot, "err", err)
-			return
+			return false
 		}
 		if !ok {
 			s.Logger.Info("maintenance run claimed by another server", "job", j.Name, "slot", slot)
-			return
+			return false
 		}
+	}
+	if e.busy() {
+		s.skip(ctx, j, slot, "the previous run is still going")
+		return false
+	}
+	if j.Window != nil {
+		open, end := j.Window.Open(now)
+		if !open {
+			s.skip(ctx, j, slot, fmt.Sprintf("outside its maintenance window (%s)", j.Window))
+			return false
+		}
+		r.WindowEnd = end
 	}
 	if j.Kind == "verify" && j.ReadDataPeriod > 0 {
 		r.Share, r.Shares = Share(j.Schedule, j.ReadDataPeriod, slot)
@@ -176,6 +243,7 @@ func (s *Scheduler) fire(ctx context.Context, wg *sync.WaitGroup, e *entry, slot
 			s.Finished(j, r, err)
 		}
 	}()
+	return true
 }
 
 func (s *Scheduler) skip(ctx context.Context, j Job, slot time.Time, why string) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/coffer-backup/coffer/internal/schedule"
 )
 
 // weekdays maps "sunday" and "sun" (any case after lowering) to days.
@@ -71,10 +73,11 @@ func (p Policy) ModeFor(now time.Time, history []Point) (mode, reason string) {
 	return mode, ""
 }
 
-// ParseSchedule parses the policy's cron schedule (nil when unscheduled).
+// ParseSchedule parses the policy's cron schedule in its time zone (nil
+// when unscheduled).
 func (p Policy) ParseSchedule() (cron.Schedule, error) {
 	if p.Schedule == "" {
 		return nil, nil
 	}
-	return cron.ParseStandard(p.Schedule)
+	return schedule.Parse(p.Schedule, p.Timezone)
 }

@@ -35,6 +35,7 @@
 //	    snapshot: quiesced
 //	    quiesce: fallback
 //	    schedule: "0 22 * * *"
+//	    timezone: Europe/Berlin    # the schedule's zone (default: the server's)
 //	    retention: {keep-daily: 14, keep-weekly: 8}
 //	    timeouts: {vm: 4h, snapshot-create: 10m}
 //	    retries: {attempts: 3, backoff: 30s}
@@ -185,13 +186,18 @@ type Policy struct {
 	// default) deletes each storage snapshot once its VMs are read. Each
 	// run applies N as it is then to the snapshots the policy kept
 	// before: lowered to 0, the next run deletes them all.
-	KeepStorageSnapshots int               `yaml:"keep-storage-snapshots"`
-	Schedule             string            `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
-	Retention            retention.Policy  `yaml:"retention"`
-	Timeouts             Timeouts          `yaml:"timeouts"`
-	Retries              Retries           `yaml:"retries"`
-	Tasks                int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
-	Tags                 map[string]string `yaml:"tags"`  // added to every backup point
+	KeepStorageSnapshots int    `yaml:"keep-storage-snapshots"`
+	Schedule             string `yaml:"schedule"` // cron: "0 22 * * *", "@daily"
+	// Timezone is the zone of Schedule's times (an IANA name like
+	// Europe/Berlin; "": the server's). Across daylight saving changes a
+	// run in a skipped hour runs once at the jump, and a repeated hour
+	// runs once (internal/schedule).
+	Timezone  string            `yaml:"timezone"`
+	Retention retention.Policy  `yaml:"retention"`
+	Timeouts  Timeouts          `yaml:"timeouts"`
+	Retries   Retries           `yaml:"retries"`
+	Tasks     int               `yaml:"tasks"` // this policy's own cap on VM tasks (0: none)
+	Tags      map[string]string `yaml:"tags"`  // added to every backup point
 	// ImmutableFor locks every point the policy makes for this long after
 	// its backup (S3 Object Lock); the repository must have retention.
 	ImmutableFor Duration `yaml:"immutable-for"`
@@ -223,9 +229,11 @@ type Policy struct {
 // VerifyBoot is when and how a policy's points are proven to boot.
 type VerifyBoot struct {
 	Schedule string `yaml:"schedule"` // cron, like the policy's
+	// Timezone is the zone of Schedule's times ("": the server's).
+	Timezone string `yaml:"timezone"`
 	// Points is which points each run boots: latest (each VM's newest,
 	// the default) or first-of-day (each VM's first point of the day the
-	// run falls on, in the server's time zone).
+	// run falls on, in the schedule's time zone).
 	Points  string   `yaml:"points"`
 	Timeout Duration `yaml:"timeout"` // the whole ladder, per VM (default 5m)
 	Marker  string   `yaml:"marker"`  // console regex (default "login:")

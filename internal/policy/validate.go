@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/schedule"
 )
 
 // Validate checks every section and returns all problems at once, each
@@ -119,8 +120,10 @@ func (p Policy) validate(conns, repos map[string]bool, add func(string, ...any))
 			add("%s: full-on: %q is not a weekday (sunday, monday, ... or sun, mon, ...)", where, d)
 		}
 	}
-	if p.Schedule != "" {
-		sc, err := cron.ParseStandard(p.Schedule)
+	if _, err := schedule.Zone(p.Timezone); err != nil {
+		add("%s: %v", where, err)
+	} else if p.Schedule != "" {
+		sc, err := p.ParseSchedule()
 		if err != nil {
 			add("%s: schedule %q: %v (want 5 cron fields like \"0 22 * * *\", or @daily, @every 6h)", where, p.Schedule, err)
 		} else if gap := LongestGap(sc); p.RPO > 0 && time.Duration(p.RPO) < gap {

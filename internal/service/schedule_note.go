@@ -13,6 +13,9 @@ const ScheduleUser = "@schedule"
 type ScheduleNote struct {
 	Name         string
 	Slot, Window time.Time
+	// Missed: the slot passed while every server was down, and this run
+	// catches it up at start (missed: run-once).
+	Missed bool
 }
 
 type scheduleKey struct{}
@@ -31,7 +34,12 @@ func noteSchedule(ctx context.Context, t Job) {
 	if !n.Window.IsZero() {
 		args = append(args, "window_ends", n.Window.UTC().Format(time.RFC3339))
 	}
-	t.Log(slog.LevelInfo, "scheduled run of "+n.Slot.UTC().Format(time.RFC3339), args...)
+	msg := "scheduled run of " + n.Slot.UTC().Format(time.RFC3339)
+	if n.Missed {
+		args = append(args, "missed", true)
+		msg += ", missed while every server was down: caught up at start"
+	}
+	t.Log(slog.LevelInfo, msg, args...)
 }
 
 type jobVMKey struct{}

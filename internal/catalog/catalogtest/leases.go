@@ -144,4 +144,36 @@ func testClaimRuns(t *testing.T, open Opener) {
 	if got {
 		t.Fatal("a claimed run was claimed again")
 	}
+	testLastRun(t, cats[0], at(time.Duration(slots-1)*time.Hour))
+}
+
+// testLastRun: the newest claimed slot of a schedule is known, and stays
+// known after a week, when a later claim forgets the older ones.
+func testLastRun(t *testing.T, cat catalog.Catalog, newest time.Time) {
+	ctx := context.Background()
+	last, found, err := cat.LastRun(ctx, "maintenance/main/gc")
+	ok(t, err)
+	if !found || !last.Equal(newest) {
+		t.Fatalf("last run %s (%v), want %s", last, found, newest)
+	}
+	if _, found, err := cat.LastRun(ctx, "maintenance/never"); err != nil || found {
+		t.Fatalf("a schedule never claimed has a last run (%v)", err)
+	}
+	later := newest.Add(30 * 24 * time.Hour)
+	got, err := cat.ClaimRun(ctx, "policy/other", later, "p9", later)
+	ok(t, err)
+	if !got {
+		t.Fatal("a new claim was refused")
+	}
+	last, found, err = cat.LastRun(ctx, "maintenance/main/gc")
+	ok(t, err)
+	if !found || !last.Equal(newest) {
+		t.Fatalf("after a month, the last run is %s (%v), want %s kept", last, found, newest)
+	}
+	// The older claims were forgotten: an old slot may be claimed again.
+	got, err = cat.ClaimRun(ctx, "maintenance/main/gc", newest.Add(-time.Hour), "p9", later)
+	ok(t, err)
+	if !got {
+		t.Fatal("a claim older than a week was not forgotten")
+	}
 }

@@ -91,8 +91,7 @@ func (c *Catalog) ReleaseLease(ctx context.Context, name, holder string) error {
 	return nil
 }
 
-// ClaimRun inserts the run's claim unless one exists: the primary key
-// (schedule, slot) decides between concurrent claims.
+// ClaimRun inserts the run's claim unless one exists: the primary key (schedule, slot) decides.
 func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time, holder string, now time.Time) (bool, error) {
 	var claimed bool
 	err := c.b.Write(ctx, func(tx Tx) error {
@@ -103,8 +102,8 @@ func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time,
 			return err
 		}
 		claimed = n == 1
-		if claimed {
-			_, err = tx.Exec(ctx, c.d.Rebind(`DELETE FROM schedule_runs WHERE claimed_at < ?`), c.timeArg(now.Add(-claimMemory)))
+		if claimed { // each schedule's newest claim stays: LastRun reads it
+			_, err = tx.Exec(ctx, c.d.Rebind(`DELETE FROM schedule_runs WHERE claimed_at < ? AND slot < (SELECT MAX(n.slot) FROM schedule_runs n WHERE n.schedule = schedule_runs.schedule)`), c.timeArg(now.Add(-claimMemory)))
 		}
 		return err
 	})
@@ -112,4 +111,11 @@ func (c *Catalog) ClaimRun(ctx context.Context, schedule string, slot time.Time,
 		return false, fmt.Errorf("catalog: claim run of %s at %s: %w", schedule, slot.UTC().Format(time.RFC3339), err)
 	}
 	return claimed, nil
+}
+
+// LastRun reads the newest claimed slot of schedule.
+func (c *Catalog) LastRun(ctx context.Context, schedule string) (slot time.Time, found bool, err error) {
+	q := `SELECT slot FROM schedule_runs WHERE schedule = ? ORDER BY slot DESC LIMIT 1`
+	err = c.query(ctx, q, []any{schedule}, func(r Rows) error { found = true; return r.Scan(timeDest{&slot}) })
+	return slot, found, err
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/schedule"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
 
 	"github.com/coffer-backup/coffer/internal/store"
@@ -50,6 +51,11 @@ func Main(m *testing.M) {
 		}
 		if gate := os.Getenv("COFFER_TEST_GATE_READS"); gate != "" {
 			command.StoreHook = func(st store.Store) store.Store { return gatedReads{Store: st, gate: gate} }
+		}
+		// The server's schedules follow the test's clock file
+		// (testutil.FileClock): read only in a test binary.
+		if clock := os.Getenv("COFFER_TEST_CLOCK"); clock != "" {
+			schedule.ServerClock = &testutil.FileClock{Path: clock}
 		}
 		// As cmd/coffer does: SIGTERM and Ctrl-C cancel the command.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

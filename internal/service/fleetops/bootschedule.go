@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/schedule"
 )
 
 // verifyPolicyBoots runs a policy's verify-boot schedule: it picks the
@@ -29,6 +30,9 @@ func (s Ops) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time
 	})
 	if err != nil {
 		return err
+	}
+	if loc, err := schedule.Zone(j.Boot.Timezone); err == nil { // first-of-day: the day of the schedule's zone
+		slot = slot.In(loc)
 	}
 	points := bootChoice(snaps, j.Policy, j.Boot.Points, slot)
 	if len(points) == 0 {
@@ -82,11 +86,11 @@ func (s Ops) verifyPolicyBoots(ctx context.Context, j maintenance.Job, slot time
 
 // bootChoice picks from snaps (oldest first) the points of policy name a
 // run at slot boots: each source's newest, or each source's first point
-// of slot's day (in the server's time zone).
+// of slot's day (in slot's location: the schedule's time zone).
 func bootChoice(snaps []*repo.Point, name, which string, slot time.Time) []*repo.Point {
 	chosen := map[string]*repo.Point{}
 	var order []string
-	y, m, d := slot.Local().Date()
+	y, m, d := slot.Date()
 	for _, s := range snaps {
 		if s.Tags["policy"] != name {
 			continue
@@ -95,7 +99,7 @@ func bootChoice(snaps []*repo.Point, name, which string, slot time.Time) []*repo
 		prev, seen := chosen[k]
 		switch which {
 		case policy.BootFirstOfDay:
-			sy, sm, sd := s.Time.Local().Date()
+			sy, sm, sd := s.Time.In(slot.Location()).Date()
 			if sy != y || sm != m || sd != d || seen && !s.Time.Before(prev.Time) {
 				continue
 			}

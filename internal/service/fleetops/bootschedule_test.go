@@ -36,6 +36,27 @@ func TestBootChoice(t *testing.T) {
 	}
 }
 
+// TestBootChoiceInTheSchedulesZone: first-of-day is the day of the
+// schedule's time zone: at 01:00 in Tokyo, a point made at 23:30 UTC
+// (08:30 in Tokyo) is of that Tokyo day, the one at 14:00 UTC of the
+// day before.
+func TestBootChoiceInTheSchedulesZone(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(at time.Time) *repo.Point {
+		return &repo.Point{ID: id.Random(), Time: at, Source: repo.Source{Kind: "qemu", VMName: "web"}, Tags: map[string]string{"policy": "p"}}
+	}
+	before := mk(time.Date(2026, 11, 24, 14, 0, 0, 0, time.UTC))  // 23:00 on the 24th in Tokyo
+	sameDay := mk(time.Date(2026, 11, 24, 23, 30, 0, 0, time.UTC)) // 08:30 on the 25th in Tokyo
+	slot := time.Date(2026, 11, 25, 1, 0, 0, 0, tokyo)
+	got := bootChoice([]*repo.Point{before, sameDay}, "p", "first-of-day", slot)
+	if len(got) != 1 || got[0] != sameDay {
+		t.Fatalf("first-of-day in Tokyo: %v, want the point of 08:30 Tokyo time", ids(got))
+	}
+}
+
 func ids(snaps []*repo.Point) []string {
 	var out []string
 	for _, s := range snaps {

@@ -21,6 +21,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/leader"
 	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/schedule"
 )
 
 // RunSchedules is the loop of `coffer server`: it runs every policy that
@@ -147,7 +148,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 			if units.srv != nil {
 				defer s.resumeRuns(ctx, eng, cat, looked, time.Duration(mcfg.TakeoverAfter))()
 			}
-			s.runScheduled(ctx, eng, plan, jobs, claim, time.Duration(mcfg.InventoryEvery))
+			s.runScheduled(ctx, eng, plan, jobs, schedulesClaims{claim: claim, lastRun: ctl.Catalog.LastRun}, time.Duration(mcfg.InventoryEvery))
 		})
 	}()
 	for {
@@ -264,12 +265,13 @@ func (s Ops) scheduled(cfg *policy.Config, warnings map[string][]service.Finding
 // refresher runs beside them, so that one server of several lists the
 // hypervisors.
 func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedulePlan, jobs []maintenance.Job,
-	claim func(context.Context, string, time.Time) (bool, error), inventoryEvery time.Duration) {
+	claims schedulesClaims, inventoryEvery time.Duration) {
 	// The schedules start their tasks as nobody's but the schedules' own:
 	// no user name can be spelled so (auth's names have no @).
 	ctx = job.WithUser(ctx, job.User{Name: service.ScheduleUser})
 	policies, changed := plan.get()
 	updates := make(chan []policy.Policy)
+	clock := schedule.ServerClock
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Add(4)
@@ -279,7 +281,8 @@ func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedul
 	}()
 	go func() {
 		defer wg.Done()
-		sched := &engine.Scheduler{Engine: eng, Policies: policies, Updates: updates, Claim: claim, Started: s.logJob}
+		sched := &engine.Scheduler{Engine: eng, Policies: policies, Updates: updates, Claim: claims.claim, Started: s.logJob,
+			Now: clock.Now, After: clock.After}
 		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
 			s.Logger().Error("the policies' schedules stopped", "err", err)
 		}
@@ -303,9 +306,17 @@ func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedul
 	}()
 	go func() {
 		defer wg.Done()
-		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.RunMaintenance, Claim: claim, Logger: s.Logger()}
+		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.RunMaintenance, Claim: claims.claim, LastRun: claims.lastRun, Logger: s.Logger(),
+			Now: clock.Now, After: clock.After}
 		_ = ms.Run(ctx)
 	}()
+}
+
+// schedulesClaims are the catalog's records of scheduled runs: each run
+// claimed once, and each schedule's newest claimed run.
+type schedulesClaims struct {
+	claim   func(ctx context.Context, schedule string, slot time.Time) (bool, error)
+	lastRun func(ctx context.Context, schedule string) (time.Time, bool, error)
 }
 
 // logJob logs a scheduled job's start and end.
@@ -326,7 +337,7 @@ func (s Ops) logJob(j *engine.Job) {
 // RunMaintenance runs one scheduled maintenance job; each operation it
 // runs is a task with the slot in its log.
 func (s Ops) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenance.Run) error {
-	ctx = service.WithSchedule(ctx, service.ScheduleNote{Name: j.Name, Slot: r.Slot, Window: r.WindowEnd})
+	ctx = service.WithSchedule(ctx, service.ScheduleNote{Name: j.Name, Slot: r.Slot, Window: r.WindowEnd, Missed: r.Missed})
 	var err error
 	switch j.Kind {
 	case "gc":
