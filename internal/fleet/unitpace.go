@@ -41,8 +41,8 @@ type unitPace struct {
 	log   *slog.Logger
 }
 
-func newUnitPace(log *slog.Logger) *unitPace {
-	return &unitPace{watch: latency.NewWatch(nil), log: log}
+func newUnitPace(watch *latency.Watch, log *slog.Logger) *unitPace {
+	return &unitPace{watch: watch, log: log}
 }
 
 // progressEvery is how often a running unit's progress is recorded: the

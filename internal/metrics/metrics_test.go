@@ -17,6 +17,11 @@ func TestDocumentedMetricsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	workers, err := workerRegistry("kvm1", sampleLatency).Gather() // a worker's own (WorkerHandler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams = append(fams, workers...)
 	exposed := map[string]bool{}
 	for _, f := range fams {
 		if strings.HasPrefix(f.GetName(), "coffer_") {

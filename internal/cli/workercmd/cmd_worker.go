@@ -25,6 +25,7 @@ type workerFlags struct {
 	// servers') credentials: for tests only.
 	insecureCredentials bool
 	restoreDir          string
+	metricsListen       string
 	protocol            int // hidden: a worker of another protocol, to see it refused
 }
 
@@ -82,6 +83,8 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.DurationVar(&f.cfg.Heartbeat, "heartbeat", fleet.DefaultHeartbeat, "how often it renews its heartbeat")
 	fl.DurationVar(&f.cfg.DeadAfter, "dead-after", fleet.DefaultDeadAfter, "the servers' dead interval: it fences itself after half of it without a renewal")
 	fl.StringVar(&f.restoreDir, "restore-dir", "", "where the restores the servers hand to it write: their paths are relative to it (default: STATE-DIR/restores)")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "",
+		"serve the worker's metrics (how it throttles its reads: coffer_worker_*) over plain HTTP at ADDRESS/metrics, e.g. 127.0.0.1:9464 (default: none)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself]")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
 	_ = fl.MarkHidden("protocol")
@@ -144,6 +147,13 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	// Before it takes work: what a killed process of this worker left on
 	// its hosts goes first, or the retries of its attempts find it there.
 	fleet.CleanupLeftovers(ctx, c.svc, cfg.Reach.Connections, a.Log)
+	ln, err := listenMetrics(f.metricsListen)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer func() { _ = ln.Close() }() // a worker refused at Join serves none (the server's Close closes it too)
+	}
 	m, err := fleet.Join(ctx, fleet.Registry{Catalog: c.cat}, cfg)
 	if errors.Is(err, fleet.ErrProtocol) {
 		return api.WithClass(api.UnsupportedVersion, err)
@@ -151,6 +161,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if err != nil {
 		return refusedToken(err, cfg.Name)
 	}
+	defer serveMetrics(ln, m, a.Log)()
 	// SIGTERM and Ctrl-C cancel ctx: that drains the worker, whose work
 	// then goes on under a context the signal does not end.
 	go func() {
