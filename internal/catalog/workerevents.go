@@ -15,10 +15,11 @@ type WorkerEvents interface {
 	// the events land before the worker is declared lost, or not at all.
 	AddWorkerEvents(ctx context.Context, name string, epoch int64, events []Event) error
 	// SetWorkerTaskProgress records how far the running attempt of task
-	// taskID on worker name got, bytes read from the hypervisor and
-	// stored in the repository so far (the task's BytesRead and
-	// BytesStored until its end records the point's), fenced as
+	// taskID on worker name got, disk bytes covered, bytes read from
+	// the hypervisor and stored in the repository so far (the task's
+	// BytesLogical, BytesRead and BytesStored until its end records the
+	// point's: the leader reads them into its job's progress), fenced as
 	// AddWorkerEvents is. A task no longer running is left as it is: a
 	// late sample never overwrites the end the leader recorded.
-	SetWorkerTaskProgress(ctx context.Context, name string, epoch int64, taskID int64, read, stored int64) error
+	SetWorkerTaskProgress(ctx context.Context, name string, epoch int64, taskID int64, covered, read, stored int64) error
 }

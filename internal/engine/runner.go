@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -41,6 +42,10 @@ type Placement struct {
 	// a worker committed, which the engine then records as its own (set
 	// with Policy or One).
 	LoadPoint func(ctx context.Context, id string) (*repo.Point, error)
+	// Progress is the attempt's progress, which the job's progress reads
+	// (Job.Progress): local feeds it, and a runner that runs the attempt
+	// elsewhere feeds it from what the attempt reports (never nil).
+	Progress *backup.Progress
 }
 
 // UnitRunner runs an attempt where the dispatcher placed it. The engine

@@ -39,8 +39,8 @@ import (
 // this worker's cleanup at its next start, removes them, and its storage
 // snapshot is its provider's leftover, which the provider's cleanup
 // removes (engine.Cleanup's storage cleaners, CleanupLeftovers here).
-func RunBatch(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.BatchFunc {
-	pace := newUnitPace(log)
+func RunBatch(svc *service.Service, repos *unitRepos, watch *latency.Watch, log *slog.Logger) queue.BatchFunc {
+	pace := newUnitPace(watch, log)
 	return func(ctx context.Context, b queue.Batch) queue.BatchDone {
 		run, err := openBatch(ctx, svc, repos, log, b)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/engine/latency"
 )
 
 // Config is a worker's identity and timings.
@@ -48,7 +49,14 @@ type Member struct {
 	mu        sync.Mutex
 	renewed   time.Time // the heartbeat_at of the last renewal
 	fenceErr  error
+	// latency is the worker's latency watch: the datastores its units
+	// read, and how it throttles them (Latency).
+	latency *latency.Watch
 }
+
+// Latency lists the datastores the worker's units read now, with the
+// read rates it throttles them to (the worker's metrics).
+func (m *Member) Latency() []latency.Datastore { return m.latency.Datastores() }
 
 // Join registers a worker: a name already registered is taken over (the
 // process that held it is fenced). A protocol the servers do not speak is
@@ -77,7 +85,7 @@ func Join(ctx context.Context, reg Registrar, cfg Config) (*Member, error) {
 		return nil, err
 	}
 	log.Info("worker registered", "worker", w.Name, "epoch", w.Epoch, "slots", w.Slots, "protocol", w.Protocol)
-	return &Member{reg: reg, cfg: cfg, log: log, w: w, drain: make(chan struct{}), renewed: w.HeartbeatAt}, nil
+	return &Member{reg: reg, cfg: cfg, log: log, w: w, drain: make(chan struct{}), renewed: w.HeartbeatAt, latency: latency.NewWatch(nil)}, nil
 }
 
 // Worker is the registration the member holds.

@@ -41,8 +41,8 @@ type unitPace struct {
 	log   *slog.Logger
 }
 
-func newUnitPace(log *slog.Logger) *unitPace {
-	return &unitPace{watch: latency.NewWatch(nil), log: log}
+func newUnitPace(watch *latency.Watch, log *slog.Logger) *unitPace {
+	return &unitPace{watch: watch, log: log}
 }
 
 // progressEvery is how often a running unit's progress is recorded: the
@@ -93,25 +93,26 @@ func (a *unitPace) backUpVM(ctx context.Context, w *repo.Writer, conn hypervisor
 // start, as a killed one does.
 func (a *unitPace) background(f func()) { go f() }
 
-// report records the unit's bytes read and stored in its task every
-// progressEvery while it runs, until the function it returns, which
-// returns once nothing more is written: the unit's outcome reaches the
+// report records the unit's bytes covered, read and stored in its task
+// every progressEvery while it runs (the leader reads them into its job's
+// progress: UnitProgress), until the function it returns, which returns
+// once nothing more is written: the unit's outcome reaches the
 // leader, which records the task's end with the point's figures, only
 // after that (and a task no longer running is never overwritten). No
 // sample is written at the end, so a unit shorter than progressEvery
 // costs the catalog nothing more (bench/fleetscale's statements per VM).
 func (a *unitPace) report(ctx context.Context, prog *backup.Progress, ev unitEvents) (stop func()) {
 	done, stopped := make(chan struct{}), make(chan struct{})
-	var last [2]int64
+	var last [3]int64
 	sample := func() {
-		now := [2]int64{prog.BytesRead.Load(), prog.BytesStored.Load()}
+		now := [3]int64{prog.BytesDone.Load(), prog.BytesRead.Load(), prog.BytesStored.Load()}
 		if now == last {
 			return
 		}
 		last = now
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventPatience) // a partition must not hold the unit
 		defer cancel()
-		err := ev.cat.SetWorkerTaskProgress(wctx, ev.u.Worker, ev.u.Epoch, ev.u.Task, now[0], now[1])
+		err := ev.cat.SetWorkerTaskProgress(wctx, ev.u.Worker, ev.u.Epoch, ev.u.Task, now[0], now[1], now[2])
 		if err != nil {
 			a.log.Warn("cannot record a VM unit's progress", "job", ev.u.Job, "task", ev.u.Task, "err", err)
 		}

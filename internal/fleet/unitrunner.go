@@ -38,6 +38,9 @@ type UnitRunner struct {
 	// (0: none): the unit carries it, and the worker refuses it once
 	// another server took the lease over.
 	LeaderEpoch func() int64
+	// Progress feeds the attempts' progress from what their workers
+	// record (nil: a unit counts in its job's progress when it ends).
+	Progress *UnitProgress
 }
 
 var _ engine.UnitRunner = (*UnitRunner)(nil)
@@ -58,6 +61,7 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	// Held from before the hand-off: a worker lost at any point after it
 	// has this unit's sessions ended.
 	defer r.Sessions.hold(p.Worker, epoch, p.Repository)()
+	defer r.Progress.watch(p.JobID, p.TaskID, p.Progress)()
 	var leaderEpoch int64
 	if r.LeaderEpoch != nil {
 		leaderEpoch = r.LeaderEpoch()

@@ -11,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine/attempt"
+	"github.com/coffer-backup/coffer/internal/engine/latency"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -26,9 +27,10 @@ import (
 // go to the catalog as events of the job's task, so the job's log reads
 // the same wherever the VM was backed up.
 //
-// repos keeps the repositories open across units (unitRepos).
-func RunVMUnit(svc *service.Service, repos *unitRepos, log *slog.Logger) queue.VMUnitFunc {
-	pace := newUnitPace(log)
+// repos keeps the repositories open across units (unitRepos); watch is
+// the worker's latency watch, which throttles its units (unitPace).
+func RunVMUnit(svc *service.Service, repos *unitRepos, watch *latency.Watch, log *slog.Logger) queue.VMUnitFunc {
+	pace := newUnitPace(watch, log)
 	return func(ctx context.Context, u queue.VMUnit) (_ queue.UnitDone, err error) {
 		cfg, err := repos.configFor(ctx, u.Job)
 		if err != nil {

@@ -127,7 +127,7 @@ func tryStartQueue(ctx context.Context, dsn string, migrate bool, m *Member, svc
 		return nil, nil, err
 	}
 	c, err := queue.NewWorker(pool, queue.Config{Name: m.w.Name, Epoch: m.w.Epoch, Slots: m.w.Slots, Service: svc,
-		Fence: m.Fence, LeaderFence: LeaderFence(svc), VMUnit: RunVMUnit(svc, repos, log), Batch: RunBatch(svc, repos, log), ID: m.w.Name + "@" + m.w.Host, Logger: log})
+		Fence: m.Fence, LeaderFence: LeaderFence(svc), VMUnit: RunVMUnit(svc, repos, m.latency, log), Batch: RunBatch(svc, repos, m.latency, log), ID: m.w.Name + "@" + m.w.Host, Logger: log})
 	if err == nil && migrate {
 		_, err = queue.Migrate(ctx, pool)
 	}

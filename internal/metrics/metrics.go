@@ -145,7 +145,7 @@ func New() *Metrics {
 	m.live.MustRegister(&slotCollector{m: m,
 		inUse: prometheus.NewDesc("coffer_limit_slots_in_use", "Slots of one of the engine's limit pools in use: global, host:C/H, datastore:C/D, group:G, repo:R, policy:P, library:L (a media library's drives written at once).", []string{"pool"}, nil),
 		size:  prometheus.NewDesc("coffer_limit_slots", "Slots of one of the engine's limit pools (its capacity).", []string{"pool"}, nil)})
-	m.live.MustRegister(newLatencyCollector(m))
+	m.live.MustRegister(newLatencyCollector(serverLatencyNames, nil, m.engineLatency))
 	m.live.MustRegister(newBuildInfo())
 	m.live.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.render()

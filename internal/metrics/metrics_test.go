@@ -45,13 +45,19 @@ func trimSeriesSuffix(n string) string {
 	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_count"), "_sum")
 }
 
-// exposedNames are the coffer_ metrics a scrape serves.
+// exposedNames are the coffer_ metrics a scrape of a server or of a
+// worker (WorkerHandler) serves.
 func exposedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	fams, err := withOneSampleEach().Gatherer().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	workers, err := workerRegistry("kvm1", sampleLatency).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams = append(fams, workers...)
 	exposed := map[string]bool{}
 	for _, f := range fams {
 		if strings.HasPrefix(f.GetName(), "coffer_") {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
 )
@@ -14,7 +16,11 @@ import (
 // shows it: name, type, labels and help text. docs/reference/metrics.md
 // is generated from it, so the reference cannot drift from the code.
 func Reference() (string, error) {
-	fams, err := withOneSampleEach().Gatherer().Gather()
+	// A worker's own (WorkerHandler), without the Go and process
+	// metrics both have.
+	worker := prometheus.NewRegistry()
+	worker.MustRegister(newLatencyCollector(workerLatencyNames, prometheus.Labels{"worker": "kvm1"}, sampleLatency))
+	fams, err := prometheus.Gatherers{withOneSampleEach().Gatherer(), worker}.Gather()
 	if err != nil {
 		return "", err
 	}
@@ -56,9 +62,12 @@ func withOneSampleEach() *Metrics {
 	m.ObserveTask(catalog.Job{Kind: catalog.KindRestore, Status: catalog.StatusSuccess, StartedAt: now, FinishedAt: now}, nil)
 	m.SetWorkers([]catalog.Worker{{Name: "kvm1", State: catalog.WorkerReady, Slots: 4, HeartbeatAt: now}})
 	m.SetSlots(func() []engine.Slot { return []engine.Slot{{Key: "global", InUse: 1, Size: 4}} })
-	m.SetLatency(func() []engine.DatastoreLatency {
-		return []engine.DatastoreLatency{{Connection: "c", Datastore: "/srv/vms", Threshold: 30 * time.Millisecond, Latency: 45 * time.Millisecond,
-			Sampled: true, Congested: true, Readers: []engine.LatencyReader{{Policy: "p", VM: "v", Rate: 4 << 20}}}}
-	})
+	m.SetLatency(sampleLatency)
 	return m
+}
+
+// sampleLatency is one congested datastore with a throttled reader.
+func sampleLatency() []engine.DatastoreLatency {
+	return []engine.DatastoreLatency{{Connection: "c", Datastore: "/srv/vms", Threshold: 30 * time.Millisecond, Latency: 45 * time.Millisecond,
+		Sampled: true, Congested: true, Readers: []engine.LatencyReader{{Policy: "p", VM: "v", Rate: 4 << 20}}}}
 }

@@ -64,20 +64,20 @@ func testWorkerTaskProgress(t *testing.T, open Opener) {
 	ok(t, c.CreateTasks(ctx, []*catalog.Task{tk}))
 	_, err := c.RegisterWorker(ctx, catalog.Worker{Name: "kvm1", Protocol: 1, Slots: 1}, at(0))
 	ok(t, err)
-	bytes := func() [2]int64 {
+	bytes := func() [3]int64 {
 		t.Helper()
 		got, err := c.GetTask(ctx, tk.ID)
 		ok(t, err)
-		return [2]int64{got.BytesRead, got.BytesStored}
+		return [3]int64{got.BytesLogical, got.BytesRead, got.BytesStored}
 	}
-	ok(t, c.SetWorkerTaskProgress(ctx, "kvm1", 1, tk.ID, 100, 40))
-	same(t, "the running task's bytes", bytes(), [2]int64{100, 40})
+	ok(t, c.SetWorkerTaskProgress(ctx, "kvm1", 1, tk.ID, 160, 100, 40))
+	same(t, "the running task's bytes", bytes(), [3]int64{160, 100, 40})
 	_, err = c.RegisterWorker(ctx, catalog.Worker{Name: "kvm1", Protocol: 1, Slots: 1}, at(time.Second))
 	ok(t, err)
-	wantFenced(t, "progress of the registration before", c.SetWorkerTaskProgress(ctx, "kvm1", 1, tk.ID, 200, 80))
-	same(t, "the bytes after a refused sample", bytes(), [2]int64{100, 40})
-	tk.Status, tk.BytesRead, tk.BytesStored = catalog.StatusSuccess, 300, 90
+	wantFenced(t, "progress of the registration before", c.SetWorkerTaskProgress(ctx, "kvm1", 1, tk.ID, 320, 200, 80))
+	same(t, "the bytes after a refused sample", bytes(), [3]int64{160, 100, 40})
+	tk.Status, tk.BytesLogical, tk.BytesRead, tk.BytesStored = catalog.StatusSuccess, 400, 300, 90
 	ok(t, c.UpdateTasks(ctx, []*catalog.Task{tk}))
-	ok(t, c.SetWorkerTaskProgress(ctx, "kvm1", 2, tk.ID, 250, 85))
-	same(t, "the ended task's bytes after a late sample", bytes(), [2]int64{300, 90})
+	ok(t, c.SetWorkerTaskProgress(ctx, "kvm1", 2, tk.ID, 380, 250, 85))
+	same(t, "the ended task's bytes after a late sample", bytes(), [3]int64{400, 300, 90})
 }

@@ -153,7 +153,7 @@ func checkWorkerGrants(t *testing.T, c catalog.Catalog, w *pgx.Conn) {
 	}
 	// A running task's progress (SetWorkerTaskProgress's statement), and
 	// nothing else of a task.
-	if _, err := w.Exec(ctx, `UPDATE tasks SET bytes_read = 1, bytes_stored = 1 WHERE id = 1 AND status = 'running'`); err != nil {
+	if _, err := w.Exec(ctx, `UPDATE tasks SET bytes_logical = 1, bytes_read = 1, bytes_stored = 1 WHERE id = 1 AND status = 'running'`); err != nil {
 		t.Errorf("record a task's progress as a worker: %v", err)
 	}
 	if _, err := w.Exec(ctx, `UPDATE tasks SET status = 'success' WHERE id = 1`); sqlState(err) != "42501" {

@@ -35,10 +35,10 @@ func (c *Catalog) AddWorkerEvents(ctx context.Context, name string, epoch int64,
 
 // SetWorkerTaskProgress updates a running task's byte counts in the
 // transaction that checks the worker's registration, as AddWorkerEvents.
-func (c *Catalog) SetWorkerTaskProgress(ctx context.Context, name string, epoch int64, taskID int64, read, stored int64) error {
+func (c *Catalog) SetWorkerTaskProgress(ctx context.Context, name string, epoch int64, taskID int64, covered, read, stored int64) error {
 	err := c.asWorker(ctx, name, epoch, func(tx Tx) error {
-		_, err := tx.Exec(ctx, c.d.Rebind(`UPDATE tasks SET bytes_read = ?, bytes_stored = ? WHERE id = ? AND status = ?`),
-			read, stored, taskID, string(catalog.StatusRunning))
+		_, err := tx.Exec(ctx, c.d.Rebind(`UPDATE tasks SET bytes_logical = ?, bytes_read = ?, bytes_stored = ? WHERE id = ? AND status = ?`),
+			covered, read, stored, taskID, string(catalog.StatusRunning))
 		return err
 	})
 	if err != nil {

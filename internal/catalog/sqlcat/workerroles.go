@@ -52,7 +52,7 @@ var workerGrants = []string{
 	`GRANT INSERT ON events TO coffer_worker`,
 	`GRANT SELECT (id, log_lines), UPDATE (log_lines) ON jobs TO coffer_worker`,
 	// A running unit's progress (SetWorkerTaskProgress).
-	`GRANT SELECT (id, status), UPDATE (bytes_read, bytes_stored) ON tasks TO coffer_worker`,
+	`GRANT SELECT (id, status), UPDATE (bytes_logical, bytes_read, bytes_stored) ON tasks TO coffer_worker`,
 	// The queue: River's tables, now and those a later River adds.
 	`CREATE SCHEMA IF NOT EXISTS %[2]s`,
 	`GRANT USAGE ON SCHEMA %[2]s TO coffer_worker`,

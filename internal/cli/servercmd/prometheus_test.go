@@ -20,9 +20,9 @@ import (
 // notOnOneServer are the dashboard's queries that a single server with
 // no workers and no notification target has no series for, and why.
 var notOnOneServer = map[string]string{
-	"sum by (state) (max by (worker, state) (coffer_worker_state))":     "a server without workers has no worker series",
-	"max by (target) (coffer_notification_deliveries_pending)":          "no notification target is configured",
-	"max by (target) (coffer_notification_deliveries_failed)":           "no notification target is configured",
+	"sum by (state) (max by (worker, state) (coffer_worker_state))":                                  "a server without workers has no worker series",
+	"max by (target) (coffer_notification_deliveries_pending)":                                       "no notification target is configured",
+	"max by (target) (coffer_notification_deliveries_failed)":                                        "no notification target is configured",
 	"histogram_quantile(0.95, sum by (le, kind) (rate(coffer_restore_duration_seconds_bucket[1d])))": "nothing was restored",
 }
 

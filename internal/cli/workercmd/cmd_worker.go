@@ -28,8 +28,9 @@ type workerFlags struct {
 	restoreDir          string
 	// schemaWait is how long it waits for a server to migrate River's
 	// schema to its version.
-	schemaWait time.Duration
-	protocol   int // hidden: a worker of another protocol, to see it refused
+	schemaWait    time.Duration
+	metricsListen string
+	protocol      int // hidden: a worker of another protocol, to see it refused
 }
 
 func (a *app) cmdWorker() *cobra.Command {
@@ -88,6 +89,8 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.DurationVar(&f.schemaWait, "schema-wait", fleet.DefaultSchemaWait,
 		"how long it waits for a server of its version to migrate an older River schema before it refuses it (a newer one is refused at once)")
 	fl.StringVar(&f.restoreDir, "restore-dir", "", "where the restores the servers hand to it write: their paths are relative to it (default: STATE-DIR/restores)")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "",
+		"serve the worker's metrics (how it throttles its reads: coffer_worker_*) over plain HTTP at ADDRESS/metrics, e.g. 127.0.0.1:9464 (default: none)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself]")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
 	_ = fl.MarkHidden("protocol")
@@ -150,6 +153,13 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	// Before it takes work: what a killed process of this worker left on
 	// its hosts goes first, or the retries of its attempts find it there.
 	fleet.CleanupLeftovers(ctx, c.svc, cfg.Reach.Connections, a.Log)
+	ln, err := listenMetrics(f.metricsListen)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer func() { _ = ln.Close() }() // a worker refused at Join serves none (the server's Close closes it too)
+	}
 	m, err := fleet.Join(ctx, fleet.Registry{Catalog: c.cat}, cfg)
 	if errors.Is(err, fleet.ErrProtocol) {
 		return api.WithClass(api.UnsupportedVersion, err)
@@ -157,6 +167,7 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	if err != nil {
 		return refusedToken(err, cfg.Name)
 	}
+	defer serveMetrics(ln, m, a.Log)()
 	// SIGTERM and Ctrl-C cancel ctx: that drains the worker, whose work
 	// then goes on under a context the signal does not end.
 	go func() {

@@ -210,6 +210,14 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 		if ctx.Err() != nil {
 			out.ErrorClass = string(api.Cancelled)
 		}
+		// A worker that fenced itself meanwhile (a heartbeat it could not
+		// renew in time cancels its running units) says so: the leader
+		// retries the unit, as one fenced before it ran, rather than
+		// recording the cut as the VM's failure.
+		if ferr := w.ops.fencedFor(context.WithoutCancel(ctx), u.Worker, u.Epoch); ferr != nil {
+			w.ops.log.Info("VM unit ended by its worker's fence", "vm", u.VMName, "job", u.Job, "task", u.Task, "err", ferr)
+			out.Fenced, out.Error = true, fmt.Sprintf("%s (the worker was fenced: %v)", err, ferr)
+		}
 		return out
 	}
 	out.Document, _ = json.Marshal(done) // a string and a document already marshalled always marshal

@@ -65,6 +65,10 @@ type Options struct {
 	DiskLatency time.Duration
 	// Sleep waits for a modelled latency; default a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Hold, when set, is waited for before each block a disk read
+	// touches (after ReadDelay): a test holds a backup part-way for as
+	// long as it needs, its error ends the read.
+	Hold func(ctx context.Context, block int64) error
 }
 
 // Connector is the fake hypervisor. Safe for concurrent use.

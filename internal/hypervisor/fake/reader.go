@@ -49,6 +49,11 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 				return n, err
 			}
 		}
+		if r.c.o.Hold != nil {
+			if err := r.c.o.Hold(r.ctx, b); err != nil {
+				return n, err
+			}
+		}
 		r.block(b, *bp)
 		m := copy(p[n:], (*bp)[in:min(BlockSize, size-b*BlockSize)])
 		n += m

@@ -48,7 +48,7 @@ func TestBootChoiceInTheSchedulesZone(t *testing.T) {
 	mk := func(at time.Time) *repo.Point {
 		return &repo.Point{ID: id.Random(), Time: at, Source: repo.Source{Kind: "qemu", VMName: "web"}, Tags: map[string]string{"policy": "p"}}
 	}
-	before := mk(time.Date(2026, 11, 24, 14, 0, 0, 0, time.UTC))  // 23:00 on the 24th in Tokyo
+	before := mk(time.Date(2026, 11, 24, 14, 0, 0, 0, time.UTC))   // 23:00 on the 24th in Tokyo
 	sameDay := mk(time.Date(2026, 11, 24, 23, 30, 0, 0, time.UTC)) // 08:30 on the 25th in Tokyo
 	slot := time.Date(2026, 11, 25, 1, 0, 0, 0, tokyo)
 	got := bootChoice([]*repo.Point{before, sameDay}, "p", "first-of-day", slot)

@@ -40,10 +40,12 @@ type fleetUnits struct {
 }
 
 // fleetCatalog is what the fleet's side of the server reads: the
-// registry, and the schedules lease.
+// registry, the schedules lease, and the running tasks' progress the
+// workers record (fleet.UnitProgress).
 type fleetCatalog interface {
 	catalog.Workers
 	catalog.Leases
+	fleet.RunningTasks
 }
 
 // startFleet starts the server's side of the hand-off when the catalog is
@@ -78,6 +80,7 @@ func (f *fleetUnits) engineOptions(o *engine.Options) {
 	if f.srv != nil {
 		r := f.srv.Runner(f.cat)
 		r.LeaderEpoch = f.leaderEpoch.Load
+		r.Progress = fleet.NewUnitProgress(f.cat, f.svc.Logger())
 		o.UnitRunner = r
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -35,8 +36,11 @@ const FakeKVMKind = "fake-kvm"
 //	    options: {vms: 200, hosts: 5, datastores: 20, disk-size: 4MiB, snapshot-create: 50ms}
 //
 // transient-rate and fail inject faults; read-delay slows each 64 KiB block
-// read, so a backup can be interrupted part-way; disk-latency is the
-// latency its sessions report for the guests' I/O (latency-control).
+// read, so a backup can be interrupted part-way; hold-until holds the
+// reads of blocks from hold-from-block on until a file of that path
+// exists (a test, in another process, then sees a backup part-way for as
+// long as it needs, and creates the file to let it end); disk-latency is
+// the latency its sessions report for the guests' I/O (latency-control).
 type fakeOptions struct {
 	Seed           uint64        `yaml:"seed"`
 	VMs            int           `yaml:"vms"`
@@ -51,6 +55,8 @@ type fakeOptions struct {
 	TransientRate  float64       `yaml:"transient-rate"`
 	ReadDelay      time.Duration `yaml:"read-delay"`   // per 64 KiB block read
 	DiskLatency    time.Duration `yaml:"disk-latency"` // of the guest's I/O, as its sessions report it
+	HoldUntil      string        `yaml:"hold-until"`
+	HoldFromBlock  int64         `yaml:"hold-from-block"`
 	// Fail names VMs whose snapshots always fail.
 	Fail []string `yaml:"fail"`
 }
@@ -125,6 +131,9 @@ func open(_ context.Context, kind string, cfg hvall.Config) (hypervisor.Connecto
 	if o.DiskSize != "" {
 		fo.DiskSize, _ = config.ParseSize(o.DiskSize) // checked by decode
 	}
+	if o.HoldUntil != "" {
+		fo.Hold = holdUntil(o.HoldUntil, o.HoldFromBlock)
+	}
 	c := fake.New(fo)
 	vms, _ := c.Inventory(context.Background())
 	for _, name := range o.Fail {
@@ -165,4 +174,25 @@ func (r reporting) Close() error {
 	log.Info("simulated connection closed", "connection", r.name, "open_sessions", n.OpenSessions,
 		"snapshots_left", n.Creates-n.Removes, "storage_snapshots_left", n.StorageTaken-n.StorageFreed)
 	return r.Connector.Close()
+}
+
+// holdUntil holds the reads of blocks from the from'th on until a file at
+// path exists, looking every 10 ms (the test that creates it is another
+// process), or the read's context ends.
+func holdUntil(path string, from int64) func(ctx context.Context, block int64) error {
+	return func(ctx context.Context, block int64) error {
+		if block < from {
+			return nil
+		}
+		for {
+			if _, err := os.Stat(path); err == nil {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
 }
