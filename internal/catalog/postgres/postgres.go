@@ -90,6 +90,7 @@ func (b *backend) Dialect() sqlcat.Dialect {
 		JSONText:           func(column, key string) string { return column + "->>'" + key + "'" },
 		Lock:               advisoryLock,
 		Notify:             notify,
+		NotifyExpr:         notifyExpr,
 		IsForeignKeyViolation: func(err error) bool {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "23503"
@@ -115,8 +116,34 @@ func (b *backend) Query(ctx context.Context, q string, args ...any) (sqlcat.Rows
 const maxAttempts = 6
 
 func (b *backend) Write(ctx context.Context, fn func(sqlcat.Tx) error) error {
+	return retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
+	})
+}
+
+// WriteStatement runs q as a transaction of its own (autocommit: one
+// round trip), retried as Write's are (sqlcat.StatementWriter).
+func (b *backend) WriteStatement(ctx context.Context, q string, args []any, scan func(sqlcat.Rows) error) error {
+	return retry(ctx, func() error {
+		rows, err := b.pool.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// retry runs a write again after a serialisation failure or deadlock,
+// up to maxAttempts times.
+func retry(ctx context.Context, write func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
+		err := write()
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return err
 		}
