@@ -75,9 +75,6 @@ type Dialect struct {
 	// delivered when tx commits (PostgreSQL's NOTIFY). Databases that
 	// cannot push changes leave it nil.
 	Notify func(ctx context.Context, tx Tx, payload string) error
-	// NotifyExpr is Notify as an expression of a statement, payload the
-	// expression of the payload's text (nil: none).
-	NotifyExpr func(payload string) string
 }
 
 // Listener is implemented by backends whose Dialect has Notify: Listen

@@ -37,16 +37,11 @@ func (c *Catalog) AddEvents(ctx context.Context, events []catalog.Event) error {
 	}
 	q := c.d.Rebind(insertEvent)
 	var seqs []int64
-	var err error
-	if w, ok := c.oneLog(events); ok {
-		seqs, err = c.appendOneLog(ctx, w, nil, events)
-	} else {
-		err = c.b.Write(ctx, func(tx Tx) error {
-			var err error
-			seqs, err = c.appendEvents(ctx, tx, q, events)
-			return err
-		})
-	}
+	err := c.b.Write(ctx, func(tx Tx) error {
+		var err error
+		seqs, err = c.appendEvents(ctx, tx, q, events)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("catalog: add events: %w", err)
 	}

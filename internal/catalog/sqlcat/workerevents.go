@@ -20,15 +20,10 @@ func (c *Catalog) AddWorkerEvents(ctx context.Context, name string, epoch int64,
 		}
 	}
 	var seqs []int64
-	var err error
-	if w, ok := c.oneLog(events); ok {
-		seqs, err = c.appendOneLog(ctx, w, &worker{name, epoch}, events)
-	} else {
-		err = c.asWorker(ctx, name, epoch, func(tx Tx) (err error) {
-			seqs, err = c.appendEvents(ctx, tx, c.d.Rebind(insertEvent), events)
-			return err
-		})
-	}
+	err := c.asWorker(ctx, name, epoch, func(tx Tx) (err error) {
+		seqs, err = c.appendEvents(ctx, tx, c.d.Rebind(insertEvent), events)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("catalog: add worker %s's events: %w", name, err)
 	}
