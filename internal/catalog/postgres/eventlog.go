@@ -13,9 +13,9 @@ import (
 
 // A job's log lines are appended many times a second in a large fleet (a
 // VM's unit records a few batches, from its worker and from the leader),
-// and sqlcat appends each batch in a transaction of six round trips:
+// and sqlcat appends each batch in a transaction of five round trips:
 // begin, the job's line count bumped (its row lock numbers concurrent
-// writers' lines in commit order), the COPY's describe and the COPY, the
+// writers' lines in commit order), the COPY, the
 // notice, commit; a worker's batch checks its registration first
 // (sqlcat's asWorker). Here a batch of one job's lines is all that in one
 // statement run as its own transaction: one round trip, with the
