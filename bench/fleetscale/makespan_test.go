@@ -15,7 +15,10 @@
 //
 // COFFER_FLEET_VMS sets the fleet's size (default 1000);
 // COFFER_BENCH_PROFILE=DIR writes the server's and each worker's CPU
-// profile there.
+// profile there: the server's over the in-process runs (server.prof) and,
+// since it is restarted before the workers join, the leader's over the
+// workers' run alone (leader.prof). Without it the same server runs all
+// three.
 package fleetscale
 
 import (
@@ -109,12 +112,16 @@ func BenchmarkFleetMakespan(b *testing.B) {
 		"COFFER_CONFIG=" + cfg, "COFFER_STATE_DIR=" + filepath.Join(dir, "state"), "COFFER_LOG_FORMAT=json"}
 	writeFile(b, cfg, fleetConfig(vms, tightLimits))
 	coffer(b, env, "init")
-	srvArgs := []string{"--log-level", "info"}
-	if dir := os.Getenv("COFFER_BENCH_PROFILE"); dir != "" {
-		srvArgs = append(srvArgs, "--cpu-profile", filepath.Join(dir, "server.prof"))
+	profiles := os.Getenv("COFFER_BENCH_PROFILE")
+	startServer := func(profile string) *fleetserver.Server {
+		args := []string{"--log-level", "info"}
+		if profiles != "" {
+			args = append(args, "--cpu-profile", filepath.Join(profiles, profile))
+		}
+		return fleetserver.Start(os.Args[0], append(env, asCoffer), args...)
 	}
-	srv := fleetserver.Start(os.Args[0], append(env, asCoffer), srvArgs...)
-	defer srv.Stop()
+	srv := startServer("server.prof")
+	defer func() { srv.Stop() }()
 	token := strings.TrimSpace(coffer(b, env, "token", "create", "--user", "admin", "--grant", "/=Admin", "--lifetime", "1d"))
 
 	for b.Loop() {
@@ -123,6 +130,12 @@ func BenchmarkFleetMakespan(b *testing.B) {
 		warm := measure(b, "in-process (warm-up)", srv, token, dsn, postmaster)
 		local := measure(b, "in-process", srv, token, dsn, postmaster)
 		plans := plan(b, env, cfg, vms)
+		if profiles != "" {
+			// The leader's own profile: its work over the workers' run,
+			// without the in-process runs' backups and bookkeeping.
+			srv.Stop()
+			srv = startServer("leader.prof")
+		}
 		var workers []*proc
 		for i := 1; i <= 3; i++ {
 			name := fmt.Sprintf("w%d", i)

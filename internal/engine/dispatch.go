@@ -79,6 +79,11 @@ type unit struct {
 	// its worker is lost, and when the unit is done.
 	ctx   context.Context
 	abort context.CancelCauseFunc
+	// The workers that cover route, and why none does, as of the live
+	// set numbered placedGen (fleet.place).
+	placedGen int64
+	eligible  []*workerPool
+	unreached string
 }
 
 func newDispatcher(globalCap int) *dispatcher {
@@ -212,7 +217,7 @@ func (d *dispatcher) pumpLocked() {
 		var wp *workerPool
 		if d.fleet != nil && u.route != nil {
 			var why string
-			wp, why = d.fleet.place(*u.route)
+			wp, why = d.fleet.place(u)
 			d.noteWait(u, why)
 			if wp == nil {
 				kept = append(kept, u)

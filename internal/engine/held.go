@@ -60,7 +60,7 @@ func (e *Engine) Hold(h Held) (release func()) {
 
 // heldVM says why u must wait for a held unit of its VM ("": it need not).
 func (d *dispatcher) heldVM(u *unit) string {
-	if u.vm == "" || d.heldVMs[u.vm] == 0 {
+	if len(d.heldVMs) == 0 || u.vm == "" || d.heldVMs[u.vm] == 0 {
 		return ""
 	}
 	return "its VM is still backed up under the previous leader's grant"

@@ -36,6 +36,9 @@ type fleet struct {
 	workers map[string]*workerPool
 	order   []*workerPool // live workers by name
 	grants  int64         // slots granted so far, numbering lastGrant
+	// gen numbers the live set (reorder): a unit's eligible workers
+	// are worked out again once it changed.
+	gen int64
 }
 
 type workerPool struct {
@@ -48,16 +51,29 @@ type workerPool struct {
 	lastGrant int64
 }
 
-// place is the least busy worker whose reach covers rt with a free slot.
-// With none, why says what no live worker reaches ("" when some can run
-// the unit but are full: it waits for a slot as for any other pool).
-func (f *fleet) place(rt Route) (best *workerPool, why string) {
-	eligible := false
-	for _, wp := range f.order {
-		if !wp.w.Covers(rt) {
-			continue
+// place is the least busy worker whose reach covers u's route with a
+// free slot. With none, why says what no live worker reaches ("" when
+// some can run the unit but are full: it waits for a slot as for any
+// other pool). The workers that cover the route are worked out once per
+// change of the live set (gen), not at every look: the dispatcher looks
+// at every queued unit whenever a slot frees.
+func (f *fleet) place(u *unit) (best *workerPool, why string) {
+	if u.placedGen != f.gen {
+		u.placedGen, u.eligible, u.unreached = f.gen, u.eligible[:0], ""
+		for _, wp := range f.order {
+			if wp.w.Covers(*u.route) {
+				u.eligible = append(u.eligible, wp)
+			}
 		}
-		eligible = true
+		if len(u.eligible) == 0 {
+			live := make([]Worker, len(f.order))
+			for i, wp := range f.order {
+				live[i] = wp.w
+			}
+			u.unreached = Unreached(live, *u.route)
+		}
+	}
+	for _, wp := range u.eligible {
 		if wp.r.used >= wp.r.cap {
 			continue
 		}
@@ -65,14 +81,7 @@ func (f *fleet) place(rt Route) (best *workerPool, why string) {
 			best = wp
 		}
 	}
-	if !eligible {
-		live := make([]Worker, len(f.order))
-		for i, wp := range f.order {
-			live[i] = wp.w
-		}
-		why = Unreached(live, rt)
-	}
-	return best, why
+	return best, u.unreached
 }
 
 // lessBusy orders workers for a grant: fewer slots in use relative to
@@ -116,6 +125,7 @@ func (f *fleet) remove(wp *workerPool) {
 
 // reorder rebuilds the live workers' order after a change.
 func (f *fleet) reorder() {
+	f.gen++
 	f.order = f.order[:0]
 	for _, wp := range f.workers {
 		if !wp.gone {

@@ -213,6 +213,8 @@ func testMissingReferences(t *testing.T, open Opener) {
 	wantNotFound(t, "AddEvents for a missing task", err)
 	err = c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "ok"}, {JobID: j.ID + 1000, Kind: "orphan"}})
 	wantNotFound(t, "AddEvents for a missing job", err)
+	wantNotFound(t, "AddEvents for a missing job alone", c.AddEvents(ctx, []catalog.Event{{JobID: j.ID + 1000, Kind: "orphan"}}))
+	wantNotFound(t, "AddEvents for a missing task alone", c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, TaskID: 999999, Kind: "orphan"}}))
 	events, err := c.ListEvents(ctx, catalog.EventFilter{})
 	ok(t, err)
 	if len(events) != 0 {

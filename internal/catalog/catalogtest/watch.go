@@ -51,6 +51,16 @@ func testWatchJobs(t *testing.T, open Opener) {
 	want(j.ID, catalog.NoticeLog)
 	// A write that rolls back announces nothing.
 	wantNotFound(t, "AddEvents for a missing job", other.AddEvents(ctx, []catalog.Event{{JobID: j.ID}, {JobID: j.ID + 1000}}))
+	wantNotFound(t, "AddEvents for a missing job alone", other.AddEvents(ctx, []catalog.Event{{JobID: j.ID + 1000}}))
+	// A worker's lines are announced as anyone's; a fenced worker's are
+	// refused, and nothing is announced.
+	_, err = other.RegisterWorker(ctx, catalog.Worker{Name: "kvm1", Protocol: 1, Slots: 1}, time.Now())
+	ok(t, err)
+	ok(t, other.AddWorkerEvents(ctx, "kvm1", 1, []catalog.Event{{JobID: j.ID, Kind: "line"}}))
+	want(j.ID, catalog.NoticeLog)
+	if err := other.AddWorkerEvents(ctx, "kvm1", 2, []catalog.Event{{JobID: j.ID, Kind: "line"}}); !errors.Is(err, catalog.ErrFenced) {
+		t.Fatalf("a line of an epoch never registered: got %v, want ErrFenced", err)
+	}
 	_, err = other.Heartbeat(ctx, j.ID, &catalog.Progress{BytesDone: 1})
 	ok(t, err)
 	want(j.ID, catalog.NoticeProgress)

@@ -42,13 +42,22 @@ func testWorkerEvents(t *testing.T, open Opener) {
 	wantFenced(t, "an event of the registration before", c.AddWorkerEvents(ctx, "kvm1", 1, line("epoch 1, replaced")))
 	wantFenced(t, "an event of a worker never registered", c.AddWorkerEvents(ctx, "nobody", 1, line("nobody")))
 	ok(t, c.AddWorkerEvents(ctx, "kvm1", 2, line("epoch 2 runs")))
+	two := append(line("epoch 2, a"), line("epoch 2, b")...)
+	two[1].Fields = map[string]any{"n": 2.0}
+	ok(t, c.AddWorkerEvents(ctx, "kvm1", 2, two))
+	if two[0].Seq != 3 || two[1].Seq != 4 {
+		t.Fatalf("the two events' line numbers are %d and %d, want 3 and 4", two[0].Seq, two[1].Seq)
+	}
 	lost, err := c.DeclareWorkersLost(ctx, at(time.Minute))
 	ok(t, err)
 	if len(lost) != 1 {
 		t.Fatalf("declared lost %+v, want kvm1", lost)
 	}
 	wantFenced(t, "an event of a lost worker", c.AddWorkerEvents(ctx, "kvm1", 2, line("epoch 2, lost")))
-	same(t, "the job's log", logged(), []string{"epoch 1 runs", "epoch 2 runs"})
+	same(t, "the job's log", logged(), []string{"epoch 1 runs", "epoch 2 runs", "epoch 2, a", "epoch 2, b"})
+	es, err := c.JobLog(ctx, j.ID, 0, 100)
+	ok(t, err)
+	same(t, "the second line's fields", es[3].Fields, map[string]any{"n": 2.0})
 	ok(t, c.AddWorkerEvents(ctx, "kvm1", 2, nil)) // nothing to write: no check either
 }
 

@@ -38,7 +38,7 @@ func OpenChecked(ctx context.Context, dsn string, o Options) (catalog.Catalog, e
 		c := b.pool.Config().ConnConfig
 		return nil, fmt.Errorf("%w (catalog on %s:%d as %s)", err, c.Host, c.Port, c.User)
 	}
-	return sqlcat.New(b), nil
+	return newCatalog(b), nil
 }
 
 func checkSchema(ctx context.Context, b *backend) error {

@@ -24,8 +24,14 @@ const listenerName = "coffer catalog listener"
 // dropped if it rolls back); identical notices of one transaction are
 // delivered once.
 func notify(ctx context.Context, tx sqlcat.Tx, payload string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify('`+channel+`', current_schema() || ' ' || $1::text)`, payload)
+	_, err := tx.Exec(ctx, `SELECT `+notifyExpr("$1"), payload)
 	return err
+}
+
+// notifyExpr is notify's call in a statement, payload its text's
+// expression.
+func notifyExpr(payload string) string {
+	return `pg_notify('` + channel + `', current_schema() || ' ' || ` + payload + `::text)`
 }
 
 // Listen delivers the payloads of this catalog's notices on a connection

@@ -76,25 +76,27 @@ func Open(ctx context.Context, dsn string, o Options) (catalog.Catalog, error) {
 		c := b.pool.Config().ConnConfig
 		return nil, fmt.Errorf("%w (catalog on %s:%d)", err, c.Host, c.Port)
 	}
-	return sqlcat.New(b), nil
+	return newCatalog(b), nil
 }
 
 type backend struct{ pool *pgxpool.Pool }
 
 func (b *backend) Dialect() sqlcat.Dialect {
 	return sqlcat.Dialect{
-		Arrays:             true,
-		Name:               "postgres",
-		DollarPlaceholders: true,
-		BindTime:           func(t time.Time) any { return t },
-		JSONText:           func(column, key string) string { return column + "->>'" + key + "'" },
-		Lock:               advisoryLock,
-		Notify:             notify,
-		IsForeignKeyViolation: func(err error) bool {
-			var pe *pgconn.PgError
-			return errors.As(err, &pe) && pe.Code == "23503"
-		},
+		Arrays:                true,
+		Name:                  "postgres",
+		DollarPlaceholders:    true,
+		BindTime:              func(t time.Time) any { return t },
+		JSONText:              func(column, key string) string { return column + "->>'" + key + "'" },
+		Lock:                  advisoryLock,
+		Notify:                notify,
+		IsForeignKeyViolation: isForeignKeyViolation,
 	}
+}
+
+func isForeignKeyViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503"
 }
 
 // advisoryLock takes a transaction-scoped advisory lock on a 64-bit hash
@@ -115,8 +117,34 @@ func (b *backend) Query(ctx context.Context, q string, args ...any) (sqlcat.Rows
 const maxAttempts = 6
 
 func (b *backend) Write(ctx context.Context, fn func(sqlcat.Tx) error) error {
+	return retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
+	})
+}
+
+// writeStatement runs q as a transaction of its own (autocommit: one
+// round trip), retried as Write's are.
+func (b *backend) writeStatement(ctx context.Context, q string, args []any, scan func(sqlcat.Rows) error) error {
+	return retry(ctx, func() error {
+		rows, err := b.pool.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// retry runs a write again after a serialisation failure or deadlock,
+// up to maxAttempts times.
+func retry(ctx context.Context, write func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
+		err := write()
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return err
 		}

@@ -92,6 +92,12 @@ func (c *Catalog) HeartbeatWorker(ctx context.Context, name string, epoch int64,
 }
 
 // fenced says why a worker's change found no row to change.
+// Fenced is the error of a write refused by worker name's registration
+// at epoch (catalog.ErrFenced), for a driver's own fenced writes.
+func (c *Catalog) Fenced(ctx context.Context, name string, epoch int64) error {
+	return c.fenced(ctx, name, epoch)
+}
+
 func (c *Catalog) fenced(ctx context.Context, name string, epoch int64) error {
 	w, err := c.getWorker(ctx, name)
 	switch {
