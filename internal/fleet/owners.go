@@ -18,9 +18,8 @@ import (
 // a VM snapshot a killed worker left is removed by the retry elsewhere.
 func OwnerGone(workers catalog.Workers) func(ctx context.Context, owner string) (bool, error) {
 	return func(ctx context.Context, owner string) (bool, error) {
-		var name string
-		var epoch int64
-		if _, err := fmt.Sscanf(owner, "worker %s epoch %d", &name, &epoch); err != nil || SessionOwner(name, epoch) != owner {
+		name, epoch, ok := parseOwner(owner)
+		if !ok {
 			return false, fmt.Errorf("%q names no worker registration", owner)
 		}
 		ws, err := workers.ListWorkers(ctx)
@@ -34,4 +33,12 @@ func OwnerGone(workers catalog.Workers) func(ctx context.Context, owner string) 
 		}
 		return true, nil
 	}
+}
+
+// parseOwner reads the worker registration a SessionOwner string names.
+func parseOwner(owner string) (name string, epoch int64, ok bool) {
+	if _, err := fmt.Sscanf(owner, "worker %s epoch %d", &name, &epoch); err != nil || SessionOwner(name, epoch) != owner {
+		return "", 0, false
+	}
+	return name, epoch, true
 }

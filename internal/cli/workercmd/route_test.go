@@ -128,8 +128,8 @@ func tapeCopyRunsOnTheLibrarysWorker(t *testing.T, e *clitest.Env, srv *clitest.
 		t.Fatalf("the media catalogue after the copy on kvm1: %+v, %v", vols, err)
 	}
 	code, _, stderr = e.Remote(srv, token, "media", "verify", "--library", "vtl1", "CFR001L8")
-	if code != 2 || !strings.Contains(stderr, "attached to worker kvm1") {
-		t.Errorf("the server opened kvm1's library: exit %d, %s", code, stderr)
+	if code != 0 || !jobOnWorker(t, cat, "media-verify", "kvm1") {
+		t.Errorf("the verify of kvm1's library through the server: exit %d, %s", code, stderr)
 	}
 	// The tape, read on this host without the repository, holds the point.
 	fromTape := filepath.Join(e.Dir, "tape.raw")

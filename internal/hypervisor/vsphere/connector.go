@@ -36,6 +36,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/tasktrack"
 )
 
 // Config is one vSphere connection.
@@ -104,7 +105,7 @@ type Connector struct {
 	log       *slog.Logger
 	client    *vim25.Client
 	sm        *vsession.Manager
-	tasks     *tracker
+	tasks     *tasktrack.Tracker
 	transport Transport
 	hosts     *hostDirect // the default transport of a vCenter connection; nil otherwise
 	stateID   string      // identifies this coffer installation in snapshot descriptions
@@ -186,7 +187,7 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 	}
 	c := &Connector{cfg: cfg, log: lg, client: vc, sm: sm, stateID: stateID,
 		active: map[string]bool{}, dcPath: map[string]string{}}
-	c.tasks = newTracker(vc, cfg.TaskPoll)
+	c.tasks = tasktrack.New(vc, cfg.TaskPoll)
 	c.transport = cfg.Transport
 	if c.transport == nil {
 		c.transport = &DatastoreHTTP{Client: vc, Connections: cfg.ReadConnections}
@@ -203,7 +204,7 @@ func New(ctx context.Context, cfg Config) (*Connector, error) {
 
 // Close stops the task poller and logs out.
 func (c *Connector) Close(ctx context.Context) error {
-	c.tasks.stop()
+	c.tasks.Stop()
 	if c.hosts != nil {
 		c.hosts.close(ctx)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/tasktrack"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
@@ -103,8 +104,8 @@ func (s *sim) createVMs(ctx context.Context) {
 	}
 	folder := object.NewFolder(c, dcs[0].VmFolder)
 	pool := pools[0].Self
-	tr := newTracker(c, 5*time.Millisecond)
-	defer tr.stop()
+	tr := tasktrack.New(c, 5*time.Millisecond)
+	defer tr.Stop()
 	s.vms = make([]types.ManagedObjectReference, s.opts.VMs)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(64)
@@ -117,7 +118,7 @@ func (s *sim) createVMs(ctx context.Context) {
 			if err != nil {
 				return err
 			}
-			info, err := tr.wait(gctx, task.Reference())
+			info, err := tr.Wait(gctx, task.Reference())
 			if err != nil {
 				return err
 			}
@@ -128,7 +129,7 @@ func (s *sim) createVMs(ctx context.Context) {
 				if err != nil {
 					return err
 				}
-				if _, err := tr.wait(gctx, task.Reference()); err != nil {
+				if _, err := tr.Wait(gctx, task.Reference()); err != nil {
 					return err
 				}
 			}

@@ -33,7 +33,7 @@ func (c *Connector) runTaskResult(ctx context.Context, timeout time.Duration, st
 	if err != nil {
 		return err
 	}
-	info, err := c.tasks.wait(tctx, t.Reference())
+	info, err := c.tasks.Wait(tctx, t.Reference())
 	if err != nil {
 		if tctx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("task %s did not finish within %s: %w", t.Reference().Value, timeout, hypervisor.ErrTransient)

@@ -86,3 +86,28 @@ func TestDeadOwnersSnapshotIsRemoved(t *testing.T) {
 		t.Errorf("the VM keeps snapshots: %+v", snap.RootSnapshotList)
 	}
 }
+
+// TestRemoveOwnersSnapshots: on a connection's VMs, the snapshots whose
+// owner is dead go, those of a live owner or of none stay.
+func TestRemoveOwnersSnapshots(t *testing.T) {
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 3})
+	ctx := context.Background()
+	owners := []string{"worker a epoch 1", "worker c epoch 2", ""}
+	for i, owner := range owners {
+		c := s.connect(t, nil)
+		vm := hypervisor.VMRef{ID: s.vms[i].Value, Name: s.vm(s.vms[i]).Name}
+		if _, err := c.Snapshot(ctx, vm, hypervisor.SnapshotRequest{SessionID: "s" + vm.ID, Mode: hypervisor.CrashConsistent, Owner: owner}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := s.connect(t, nil)
+	left, err := b.RemoveOwnersSnapshots(ctx, func(owner string) bool { return owner == "worker a epoch 1" })
+	if err != nil || len(left) != 1 || left[0].VM.ID != s.vms[0].Value || left[0].Kind != "vm-snapshot" {
+		t.Fatalf("removed %+v, %v; want the dead owner's snapshot alone", left, err)
+	}
+	for i, owner := range owners {
+		if kept := cofferSnapshot(s.vm(s.vms[i]).Snapshot) != nil; kept != (i != 0) {
+			t.Errorf("the snapshot of owner %q kept: %v", owner, kept)
+		}
+	}
+}

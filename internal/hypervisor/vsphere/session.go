@@ -209,6 +209,9 @@ func (s *session) take(ctx context.Context, vm types.ManagedObjectReference) ([]
 		}()
 	}
 	desc := snapdesc.Of(s.req.SessionID, s.c.stateID, s.req.Owner)
+	if suspended {
+		desc = snapdesc.OfSuspended(s.req.SessionID, s.c.stateID, s.req.Owner)
+	}
 	timeout := s.to.SnapshotCreate
 	if quiesce {
 		timeout += s.to.Quiesce

@@ -172,6 +172,9 @@ func (f *fleetUnits) follow(eng *engine.Engine, grants *fleet.Grants, log *slog.
 				log.Warn("a lost worker's running units are re-admitted", "worker", w.Name, "units", n)
 			}
 		}
+		// Apart, as it waits for a live worker: the snapshots the lost
+		// ones left on VMs that no retry backs up again.
+		go fleet.Remote{Queue: f.srv.Queue, Workers: f.cat}.CleanupAfterLost(ctx, f.svc, lost, log)
 	}
 	return observed, onLost
 }

@@ -26,11 +26,27 @@ import (
 // coffer's; coffer volumes are protected by their retention, WORM ones
 // for ever.
 func (s Ops) MediaLabel(ctx context.Context, call *api.MediaLabelInput, here MediaHere) (*api.MediaVolume, error) {
+	return s.mediaLabel(ctx, call, here, nil)
+}
+
+func (s Ops) mediaLabel(ctx context.Context, call *api.MediaLabelInput, here MediaHere, handed mediaBook) (*api.MediaVolume, error) {
 	in := call.Body
 	if in.Barcode == "" || in.Pool == "" {
 		return nil, service.Invalidf("--barcode and --pool are required")
 	}
-	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(call.Library, here.Drive))
+	at, err := s.locate(ctx, here.library(call.Library, here.Drive), handed)
+	if err != nil {
+		return nil, err
+	}
+	if at.worker != "" {
+		res, rows, err := handOff[*api.MediaVolume](ctx, s, at, "media-label", call, nil)
+		if err == nil && len(rows) == 1 {
+			doc := volumeDoc(rows[0]) // as the server's catalogue holds it
+			res = &doc
+		}
+		return res, err
+	}
+	lib, closeLib, err := at.ml.Open()
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +61,7 @@ func (s Ops) MediaLabel(ctx context.Context, call *api.MediaLabelInput, here Med
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.recordVolumes(ctx, lib, ml, v.Index)
+	rows, err := at.book.record(ctx, lib, at.ml, v.Index)
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +256,26 @@ func (s Ops) recordIndexes(ctx context.Context, ml mediaLibrary, ixs []format.Vo
 // last index (for volumes whose index is missing: an unexpected end of
 // medium, or a damaged index).
 func (s Ops) MediaCatalog(ctx context.Context, call *api.RebuildMediaCatalogInput, here MediaHere) (*api.MediaCatalogResult, error) {
+	return s.mediaCatalog(ctx, call, here, nil)
+}
+
+func (s Ops) mediaCatalog(ctx context.Context, call *api.RebuildMediaCatalogInput, here MediaHere, handed mediaBook) (*api.MediaCatalogResult, error) {
 	in := call.Body
-	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(call.Library, here.Drive))
+	at, err := s.locate(ctx, here.library(call.Library, here.Drive), handed)
+	if err != nil {
+		return nil, err
+	}
+	if at.worker != "" {
+		res, rows, err := handOff[*api.MediaCatalogResult](ctx, s, at, "rebuild-media-catalog", call, nil)
+		if res != nil {
+			res.Volumes = make([]api.MediaVolume, 0, len(rows)) // as the server's catalogue holds them
+			for _, r := range rows {
+				res.Volumes = append(res.Volumes, volumeDoc(r))
+			}
+		}
+		return res, err
+	}
+	lib, closeLib, err := at.ml.Open()
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +306,7 @@ func (s Ops) MediaCatalog(ctx context.Context, call *api.RebuildMediaCatalogInpu
 			}
 			ix.Segments = rep.Scanned
 		}
-		rows, err := s.recordVolumes(ctx, lib, ml, ix)
+		rows, err := at.book.record(ctx, lib, at.ml, ix)
 		if err != nil {
 			return out, err
 		}
@@ -322,8 +356,17 @@ func (s Ops) mediaContents(ctx context.Context, barcode, point string) ([]api.Me
 // reference (ID or unique prefix) names.
 func pointSegments(ctx context.Context, c catalog.Catalog, barcode, point string) ([]catalog.MediaSegment, error) {
 	rows, err := c.ListMediaSegments(ctx, catalog.MediaSegmentFilter{Barcode: barcode})
-	if err != nil || point == "" {
-		return rows, err
+	if err != nil {
+		return nil, err
+	}
+	return pickPoint(rows, point)
+}
+
+// pickPoint keeps the rows of the one point a reference (ID or unique
+// prefix) names; all of them when it names none.
+func pickPoint(rows []catalog.MediaSegment, point string) ([]catalog.MediaSegment, error) {
+	if point == "" {
+		return rows, nil
 	}
 	var out []catalog.MediaSegment
 	match := ""

@@ -20,7 +20,15 @@ import (
 // get` read the disk from the staged repository. The point is an ID or a
 // unique prefix in the media catalogue.
 func (s Ops) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExtractInput, here MediaHere) (*api.FilesExtract, error) {
-	in, err := mediaFilesTarget(s, call, here)
+	return s.mediaFilesExtract(ctx, call, here, nil)
+}
+
+func (s Ops) mediaFilesExtract(ctx context.Context, call *api.MediaFilesExtractInput, here MediaHere, handed mediaBook) (*api.FilesExtract, error) {
+	at, err := s.locate(ctx, here.library(call.Library, here.Drive), handed)
+	if err != nil {
+		return nil, err
+	}
+	in, err := mediaFilesTarget(s, call, here, at.worker != "")
 	if err != nil {
 		return nil, err
 	}
@@ -35,13 +43,12 @@ func (s Ops) MediaFilesExtract(ctx context.Context, call *api.MediaFilesExtractI
 	if diskSel != "" {
 		ref += ":" + diskSel
 	}
-	ml, err := s.findLibrary(ctx, here.library(call.Library, here.Drive))
-	if err != nil {
-		return nil, err
-	}
-	spec := service.JobSpec{Kind: job.KindMediaRestore, Object: ml.object(), Detail: ref + " from library " + ml.Ref()}
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, _ service.Job) (*api.FilesExtract, error) {
-		staged, done, err := s.stageFromMedia(ctx, ml, pointRef, here.StageDir, 0)
+	spec := service.JobSpec{Kind: job.KindMediaRestore, Object: at.ml.object(), Detail: ref + " from library " + at.ml.Ref()}
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.FilesExtract, error) {
+		if at.worker != "" {
+			return handOffJob[*api.FilesExtract](ctx, s, t, at, "media-files-extract", call, "", pointRef)
+		}
+		staged, done, err := s.stageFromMedia(ctx, at, pointRef, here.StageDir, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +97,8 @@ func oneDisk(snap *repo.Point, sel string) (repo.Disk, error) {
 // mediaFilesTarget is a file extraction's request with its target
 // resolved (MediaHere.target); through the API, the paths inside the disk
 // are checked first, as the repository's file extraction does.
-func mediaFilesTarget(s Ops, call *api.MediaFilesExtractInput, here MediaHere) (api.FilesExtractRequest, error) {
+// A target on a worker is the worker's to resolve (elsewhere).
+func mediaFilesTarget(s Ops, call *api.MediaFilesExtractInput, here MediaHere, elsewhere bool) (api.FilesExtractRequest, error) {
 	in := call.Body
 	if !here.Local {
 		for _, p := range in.Paths {
@@ -98,6 +106,9 @@ func mediaFilesTarget(s Ops, call *api.MediaFilesExtractInput, here MediaHere) (
 				return in, err
 			}
 		}
+	}
+	if elsewhere {
+		return in, nil
 	}
 	to, err := here.target(s, in.To)
 	in.To = to

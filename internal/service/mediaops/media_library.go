@@ -52,16 +52,6 @@ func (l mediaLibrary) object() string {
 	return auth.MediaPath
 }
 
-// findLibrary resolves a library that this process is to open: on a
-// server, one that a worker reaches is refused (notTheWorkers).
-func (s Ops) findLibrary(ctx context.Context, in MediaLibraryInput) (mediaLibrary, error) {
-	ml, err := s.resolveLibrary(ctx, in)
-	if err != nil {
-		return ml, err
-	}
-	return ml, s.notTheWorkers(ctx, ml)
-}
-
 // resolveLibrary resolves a library: a name of the configuration in
 // effect first; then, unless only configured libraries are accepted, a
 // directory or mtx:CHANGER:DEVICE.
@@ -106,17 +96,6 @@ func (s Ops) resolveLibrary(ctx context.Context, in MediaLibraryInput) (mediaLib
 		return mediaLibrary{mediaall.Library{Changer: changer, Devices: map[int]string{in.Drive: device}, Drive: in.Drive}}, nil
 	}
 	return mediaLibrary{mediaall.Library{Dir: in.Library, Drive: in.Drive}}, nil
-}
-
-// openLibrary finds a library and opens it; close releases it (the VTL's
-// lock).
-func (s Ops) openLibrary(ctx context.Context, in MediaLibraryInput) (*volume.Library, mediaLibrary, func() error, error) {
-	ml, err := s.findLibrary(ctx, in)
-	if err != nil {
-		return nil, ml, nil, err
-	}
-	lib, closeLib, err := ml.Open()
-	return lib, ml, closeLib, err
 }
 
 // Rows of the media catalogue from a volume's index, and back.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/media"
+	"github.com/coffer-backup/coffer/internal/media/volume"
 )
 
 // MediaLoad puts a cartridge, by its barcode, into the library's drive,
@@ -16,13 +17,17 @@ import (
 // drive holds goes back to its slot first. It returns the library's
 // status after the move.
 func (s Ops) MediaLoad(ctx context.Context, in *api.MediaLoadInput, here MediaHere) (*api.MediaLibraryStatus, error) {
+	return s.mediaLoad(ctx, in, here, nil)
+}
+
+func (s Ops) mediaLoad(ctx context.Context, in *api.MediaLoadInput, here MediaHere, handed mediaBook) (*api.MediaLibraryStatus, error) {
 	barcode := in.Body.Barcode
 	if barcode == "" {
 		return nil, service.Invalidf("no cartridge given: name its barcode (coffer media vtl status lists the library's)")
 	}
-	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(in.Library, in.Drive))
-	if err != nil {
-		return nil, err
+	lib, ml, closeLib, at, err := s.openAt(ctx, here.library(in.Library, in.Drive), handed)
+	if err != nil || at.worker != "" {
+		return handOffStatus(ctx, s, at, "media-load", in, err)
 	}
 	defer s.closeLibrary(closeLib)
 	st, err := lib.Changer.Status()
@@ -42,9 +47,13 @@ func (s Ops) MediaLoad(ctx context.Context, in *api.MediaLoadInput, here MediaHe
 // it came from (a real drive is ejected first), and returns the
 // library's status after the move.
 func (s Ops) MediaUnload(ctx context.Context, in *api.DriveParam, here MediaHere) (*api.MediaLibraryStatus, error) {
-	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(in.Library, in.Drive))
-	if err != nil {
-		return nil, err
+	return s.mediaUnload(ctx, in, here, nil)
+}
+
+func (s Ops) mediaUnload(ctx context.Context, in *api.DriveParam, here MediaHere, handed mediaBook) (*api.MediaLibraryStatus, error) {
+	lib, ml, closeLib, at, err := s.openAt(ctx, here.library(in.Library, in.Drive), handed)
+	if err != nil || at.worker != "" {
+		return handOffStatus(ctx, s, at, "media-unload", in, err)
 	}
 	defer s.closeLibrary(closeLib)
 	st, err := lib.Changer.Status()
@@ -62,4 +71,25 @@ func (s Ops) MediaUnload(ctx context.Context, in *api.DriveParam, here MediaHere
 		return nil, err
 	}
 	return libraryStatus(lib, ml)
+}
+
+// openAt opens the library an operation names, unless it is handed to
+// the library's worker (at.worker).
+func (s Ops) openAt(ctx context.Context, in MediaLibraryInput, handed mediaBook) (*volume.Library, mediaLibrary, func() error, libraryAt, error) {
+	at, err := s.locate(ctx, in, handed)
+	if err != nil || at.worker != "" {
+		return nil, at.ml, nil, at, err
+	}
+	lib, closeLib, err := at.ml.Open()
+	return lib, at.ml, closeLib, at, err
+}
+
+// handOffStatus is a move's failure to open its library (err), or the
+// move run on the library's worker.
+func handOffStatus(ctx context.Context, s Ops, at libraryAt, id string, call any, err error) (*api.MediaLibraryStatus, error) {
+	if err != nil {
+		return nil, err
+	}
+	res, _, err := handOff[*api.MediaLibraryStatus](ctx, s, at, id, call, nil)
+	return res, err
 }

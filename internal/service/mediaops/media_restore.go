@@ -23,9 +23,19 @@ import (
 // and the restore writers rebuild the disks. Disk, To and Overwrite are as
 // for RestoreDisks (raw images).
 func (s Ops) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, here MediaHere) (*api.MediaRestoreResult, error) {
-	to, err := here.target(s, in.Body.To)
+	return s.mediaRestore(ctx, in, here, nil)
+}
+
+func (s Ops) mediaRestore(ctx context.Context, in *api.MediaRestoreInput, here MediaHere, handed mediaBook) (*api.MediaRestoreResult, error) {
+	at, err := s.locate(ctx, here.library(in.Library, here.Drive), handed)
 	if err != nil {
 		return nil, err
+	}
+	to := in.Body.To
+	if at.worker == "" { // the worker confines the target to its own restore directory
+		if to, err = here.target(s, to); err != nil {
+			return nil, err
+		}
 	}
 	if to == "" {
 		return nil, service.Invalidf("no restore target given (--to)")
@@ -33,13 +43,12 @@ func (s Ops) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, here M
 	if in.Point == "" {
 		return nil, service.Invalidf("no backup point given")
 	}
-	ml, err := s.findLibrary(ctx, here.library(in.Library, here.Drive))
-	if err != nil {
-		return nil, err
-	}
-	spec := service.JobSpec{Kind: job.KindMediaRestore, Object: ml.object(), Detail: in.Point + " from library " + ml.Ref()}
+	spec := service.JobSpec{Kind: job.KindMediaRestore, Object: at.ml.object(), Detail: in.Point + " from library " + at.ml.Ref()}
 	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.MediaRestoreResult, error) {
-		staged, closeStaged, err := s.stageFromMedia(ctx, ml, in.Point, here.StageDir, in.Body.ReadThroughBlocks)
+		if at.worker != "" {
+			return handOffJob[*api.MediaRestoreResult](ctx, s, t, at, "media-restore", in, "", in.Point)
+		}
+		staged, closeStaged, err := s.stageFromMedia(ctx, at, in.Point, here.StageDir, in.Body.ReadThroughBlocks)
 		if err != nil {
 			return nil, err
 		}
@@ -76,13 +85,8 @@ func (s Ops) MediaRestore(ctx context.Context, in *api.MediaRestoreInput, here M
 // positioned by the media catalogue, and opens it with the default
 // repository's password. done closes the staged repository and the
 // library.
-func (s Ops) stageFromMedia(ctx context.Context, ml mediaLibrary, point, stageDir string, readThrough int64) (*mediacopy.Staged, func(), error) {
-	c, err := s.OpenCatalog(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, err := pointSegments(ctx, c, "", point)
-	c.Close()
+func (s Ops) stageFromMedia(ctx context.Context, at libraryAt, point, stageDir string, readThrough int64) (*mediacopy.Staged, func(), error) {
+	rows, err := at.book.segments(ctx, "", point)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -102,7 +106,7 @@ func (s Ops) stageFromMedia(ctx context.Context, ml mediaLibrary, point, stageDi
 	if err != nil {
 		return nil, nil, err
 	}
-	lib, closeLib, err := ml.Open()
+	lib, closeLib, err := at.ml.Open()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,17 +121,24 @@ func (s Ops) stageFromMedia(ctx context.Context, ml mediaLibrary, point, stageDi
 // MediaVerify reads a volume back: every block's checksum, the volume's
 // index against its blocks, and the catalogue against the index.
 func (s Ops) MediaVerify(ctx context.Context, in *api.MediaVerifyInput, here MediaHere) (*api.MediaVerifyReport, error) {
+	return s.mediaVerify(ctx, in, here, nil)
+}
+
+func (s Ops) mediaVerify(ctx context.Context, in *api.MediaVerifyInput, here MediaHere, handed mediaBook) (*api.MediaVerifyReport, error) {
 	barcode := in.Barcode
 	if barcode == "" {
 		return nil, service.Invalidf("no volume given")
 	}
-	ml, err := s.findLibrary(ctx, here.library(in.Library, here.Drive))
+	at, err := s.locate(ctx, here.library(in.Library, here.Drive), handed)
 	if err != nil {
 		return nil, err
 	}
-	spec := service.JobSpec{Kind: job.KindMediaVerify, Object: ml.object(), Detail: barcode + " in library " + ml.Ref()}
-	return service.Run(ctx, s.Service, spec, func(ctx context.Context, _ service.Job) (*api.MediaVerifyReport, error) {
-		lib, closeLib, err := ml.Open()
+	spec := service.JobSpec{Kind: job.KindMediaVerify, Object: at.ml.object(), Detail: barcode + " in library " + at.ml.Ref()}
+	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.MediaVerifyReport, error) {
+		if at.worker != "" {
+			return handOffJob[*api.MediaVerifyReport](ctx, s, t, at, "media-verify", in, barcode, "")
+		}
+		lib, closeLib, err := at.ml.Open()
 		if err != nil {
 			return nil, err
 		}
@@ -140,12 +151,7 @@ func (s Ops) MediaVerify(ctx context.Context, in *api.MediaVerifyInput, here Med
 		if err != nil {
 			return nil, err
 		}
-		c, err := s.OpenCatalog(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		rows, err := c.ListMediaSegments(ctx, catalog.MediaSegmentFilter{Barcode: barcode})
+		rows, err := at.book.segments(ctx, barcode, "")
 		if err != nil {
 			return nil, err
 		}

@@ -51,12 +51,24 @@ func (s Ops) AddVTLCartridge(dir, barcode string, slot int, worm bool, capacity 
 // MediaLibraryStatus is a library's inventory, as `mtx status` reports
 // it: its drives and slots and the cartridges in them.
 func (s Ops) MediaLibraryStatus(ctx context.Context, in *api.LibraryParam, here MediaHere) (*api.MediaLibraryStatus, error) {
-	lib, ml, closeLib, err := s.openLibrary(ctx, here.library(in.Library, here.Drive))
+	return s.mediaLibraryStatus(ctx, in, here, nil)
+}
+
+func (s Ops) mediaLibraryStatus(ctx context.Context, in *api.LibraryParam, here MediaHere, handed mediaBook) (*api.MediaLibraryStatus, error) {
+	at, err := s.locate(ctx, here.library(in.Library, here.Drive), handed)
+	if err != nil {
+		return nil, err
+	}
+	if at.worker != "" {
+		res, _, err := handOff[*api.MediaLibraryStatus](ctx, s, at, "media-library-status", in, nil)
+		return res, err
+	}
+	lib, closeLib, err := at.ml.Open()
 	if err != nil {
 		return nil, err
 	}
 	defer s.closeLibrary(closeLib)
-	return libraryStatus(lib, ml)
+	return libraryStatus(lib, at.ml)
 }
 
 // libraryStatus is an open library's status document.

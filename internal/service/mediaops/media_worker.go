@@ -16,12 +16,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/media/volume"
 )
 
-// A library attached to a worker's host (its --reach-libraries) is the
-// workers': a server never opens it. A copy to it runs on that worker,
-// handed off by ID (MediaCopyOnWorkerOperation); the server keeps the
-// media catalogue, which a worker's role may not write, and records what
-// the worker wrote. The library's other operations are refused on the
-// server, naming the workers.
+// A copy to a library attached to a worker's host (its
+// --reach-libraries) runs on that worker, handed off by ID
+// (MediaCopyOnWorkerOperation), as the library's other operations do
+// (media_handoff.go): the server keeps the media catalogue, which a
+// worker's role may not write, and records what the worker wrote.
 
 // workerChooser is the fleet's choice of a worker (fleet.Remote, the
 // process's service.Remote on a server with workers): see
@@ -39,16 +38,6 @@ func (s Ops) libraryWorker(ctx context.Context, ml mediaLibrary) (string, error)
 		return "", nil
 	}
 	return c.ChooseWorker(ctx, engine.Route{Library: ml.Name}, false)
-}
-
-// notTheWorkers refuses library ml when it is a worker's.
-func (s Ops) notTheWorkers(ctx context.Context, ml mediaLibrary) error {
-	worker, err := s.libraryWorker(ctx, ml)
-	if err != nil || worker == "" {
-		return err
-	}
-	return api.Errorf(api.Invalid, "media library %s is attached to worker %s, and only a worker opens it: this server does not "+
-		"(copies to it run there; run other media commands on that worker's host)", ml.Name, worker)
 }
 
 // MediaCopyOnWorkerOperation writes a copy to tape on the worker the
@@ -88,20 +77,11 @@ func (s Ops) MediaCopyOnWorker(ctx context.Context, in *CopyOnWorkerInput) (*Cop
 	}
 	spec := service.WithDetail(s.RepoJob(catalog.KindMediaCopy, s.Config.Repository.Location), "to pool "+in.Call.Body.Pool+" of library "+ml.Ref())
 	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*CopiedOnWorker, error) {
-		out := &CopiedOnWorker{Volumes: []WrittenVolume{}}
+		book := &handedBook{written: []WrittenVolume{}}
 		res, err := s.copyToMedia(ctx, t, in.Call.Body, ml, MediaHere{}, in.Catalogue, func(lib *volume.Library, ixs ...format.VolumeIndex) ([]catalog.MediaVolume, error) {
-			rows := make([]catalog.MediaVolume, 0, len(ixs))
-			for _, ix := range ixs {
-				w := WrittenVolume{Index: ix, WORM: cartridgeWORM(lib, ix.Label.Barcode)}
-				out.Volumes = append(out.Volumes, w)
-				row := volumeRow(ix, ml.Ref())
-				row.WORM, row.Segments = w.WORM, len(ix.Segments)
-				rows = append(rows, row)
-			}
-			return rows, nil
+			return book.record(ctx, lib, ml, ixs...)
 		})
-		out.Result = res
-		return out, err
+		return &CopiedOnWorker{Result: res, Volumes: book.written}, err
 	})
 }
 
@@ -118,13 +98,7 @@ func (s Ops) copyOnWorker(ctx context.Context, worker string, call *api.MediaCop
 				return nil, api.WithClass(api.Internal, fmt.Errorf("worker %s's answer to media-copy: %w", worker, jerr))
 			}
 		}
-		ixs := make([]format.VolumeIndex, len(out.Volumes))
-		worm := map[string]bool{}
-		for i, v := range out.Volumes {
-			ixs[i] = v.Index
-			worm[v.Index.Label.Barcode] = worm[v.Index.Label.Barcode] || v.WORM
-		}
-		rows, rerr := s.recordIndexes(ctx, ml, ixs, func(barcode string) bool { return worm[barcode] })
+		rows, rerr := s.recordWritten(ctx, ml, out.Volumes)
 		switch {
 		case rerr != nil:
 			return nil, errors.Join(err, rerr)

@@ -2,6 +2,7 @@ package workerops
 
 import (
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/service"
 )
 
@@ -22,6 +23,9 @@ var Operations = []service.Operation{
 		HTTP: service.Post, Path: "/workers/{worker}/token", Requires: onlyAdmins, Endpoint: service.Creates(Ops.CreateWorkerToken)},
 	{ID: "revoke-worker-token", Method: "RevokeWorkerToken", Summary: "revoke a worker's credential: it is cut off from the catalog and its running units are re-admitted",
 		HTTP: service.Delete, Path: "/workers/{worker}/token", Requires: onlyAdmins, Endpoint: service.Returns(Ops.RevokeWorkerToken)},
+	{ID: fleet.RemoveLostOwnersOperation, Method: "RemoveLostOwners", Summary: "remove the snapshots lost workers left on a connection's VMs, and resume the VMs they suspended",
+		Internal: "the leader hands it to a worker reaching the connection when it declares workers lost (fleet.CleanupAfterLost)",
+		Endpoint: service.Returns(Ops.RemoveLostOwners)},
 }
 
 // onlyAdmins are the requirements of a worker's credential: what may

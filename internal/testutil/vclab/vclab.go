@@ -4,14 +4,17 @@
 package vclab
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -47,6 +50,25 @@ func StartOn(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machines i
 // beforeRead (nil: none), in the simulator's handler: a test holds a
 // backup mid-read there, as long as it blocks.
 func StartReading(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machines int, beforeRead func(*http.Request)) *simulator.Server {
+	return StartHooked(t, addr, tlsConfig, hosts, machines, Hooks{BeforeRead: beforeRead})
+}
+
+// Hooks are a test's hold points in the simulator's handler.
+type Hooks struct {
+	// BeforeRead is called before each datastore file read.
+	BeforeRead func(*http.Request)
+	// BeforeCall is called before each SDK call with the name of its
+	// method (PowerOnVM_Task); the call runs only if it returns true
+	// (false: its client is gone, and it answers with an error).
+	BeforeCall func(r *http.Request, method string) bool
+}
+
+// soapMethod finds an SDK request's method: the first element of the
+// envelope's body.
+var soapMethod = regexp.MustCompile(`<(?:\w+:)?Body[^>]*>\s*<(?:\w+:)?(\w+)`)
+
+// StartHooked is StartOn whose handler calls hooks first.
+func StartHooked(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machines int, hooks Hooks) *simulator.Server {
 	m := simulator.VPX()
 	m.Host, m.ClusterHost, m.Machine, m.Autostart = 0, hosts, machines, false
 	if err := m.Create(); err != nil {
@@ -57,13 +79,34 @@ func StartReading(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machi
 		tlsConfig = new(tls.Config)
 	}
 	m.Service.TLS = tlsConfig
-	if beforeRead != nil {
+	if hooks.BeforeRead != nil || hooks.BeforeCall != nil {
+		m.Service.ServeMux = http.NewServeMux()
+	}
+	if hooks.BeforeRead != nil {
 		// More specific than the simulator's own "/folder/": it takes
 		// the reads, and hands them on.
-		m.Service.ServeMux = http.NewServeMux()
 		m.Service.ServeMux.HandleFunc("GET /folder/", func(w http.ResponseWriter, r *http.Request) {
-			beforeRead(r)
+			hooks.BeforeRead(r)
 			m.Service.ServeDatastore(w, r)
+		})
+	}
+	if hooks.BeforeCall != nil {
+		m.Service.ServeMux.HandleFunc("POST /sdk", func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			method := ""
+			if sm := soapMethod.FindSubmatch(body); sm != nil {
+				method = string(sm[1])
+			}
+			if !hooks.BeforeCall(r, method) {
+				http.Error(w, "the test held the call until its client left", http.StatusServiceUnavailable)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			m.Service.ServeSDK(w, r)
 		})
 	}
 	m.Service.Listen = &url.URL{User: url.UserPassword("coffer", Password)}

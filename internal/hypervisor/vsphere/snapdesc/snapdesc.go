@@ -28,6 +28,23 @@ func Of(session, stateID, owner string) string {
 // OwnerMark is what a description says about its owner.
 func OwnerMark(owner string) string { return ", owner " + owner + ")" }
 
+// suspendedMark follows the owner's when the owner suspended the VM
+// around the snapshot (suspend mode).
+const suspendedMark = "; VM suspended by coffer"
+
+// OfSuspended is Of for a session that suspended the VM: a worker that
+// finds its owner dead powers the VM back on if it is still suspended
+// from then.
+func OfSuspended(session, stateID, owner string) string {
+	desc := Of(session, stateID, owner)
+	base, _ := strings.CutSuffix(desc, "; removed automatically")
+	return base + suspendedMark + "; removed automatically"
+}
+
+// Suspended reports whether a description says its owner suspended the
+// VM around the snapshot.
+func Suspended(desc string) bool { return strings.Contains(desc, suspendedMark) }
+
 // Owner is the owner a description names, or "" (a single coffer's, or
 // an older coffer's snapshot).
 func Owner(desc string) string {

@@ -17,3 +17,15 @@ func TestOwnerRoundTrip(t *testing.T) {
 		t.Errorf("a single coffer's description %q (owner %q), want %q", single, Owner(single), want)
 	}
 }
+
+// A session that suspended the VM says so after its owner, which still
+// reads back; one that did not says nothing of it.
+func TestSuspendedMark(t *testing.T) {
+	d := OfSuspended("job1-task2-1", "0a1b", "worker proxy1 epoch 3")
+	if !Suspended(d) || Owner(d) != "worker proxy1 epoch 3" || !strings.Contains(d, OwnerMark("worker proxy1 epoch 3")) || !strings.HasPrefix(d, Prefix) {
+		t.Errorf("%q: suspended %v, owner %q", d, Suspended(d), Owner(d))
+	}
+	if plain := Of("job1-task2-1", "0a1b", "worker proxy1 epoch 3"); Suspended(plain) {
+		t.Errorf("%q reads as suspended", plain)
+	}
+}

@@ -1,4 +1,6 @@
-package vsphere
+// Package tasktrack waits for vSphere tasks with one shared poller per
+// connection (Tracker).
+package tasktrack
 
 import (
 	"context"
@@ -14,13 +16,13 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// tracker waits for vSphere tasks. One goroutine per connector asks for the
+// Tracker waits for vSphere tasks. One goroutine per connector asks for the
 // state of all pending tasks in a single RetrieveProperties call every
 // interval, however many sessions are waiting. govmomi's task.Wait instead
 // creates a property collector per task; the server then fans every update
 // out to every collector, which measurably collapses past ~64 concurrent
 // waits (p95 of a 0.5 s snapshot task grew to 15 s at 256 on vcsim).
-type tracker struct {
+type Tracker struct {
 	pc    *property.Collector
 	every time.Duration
 
@@ -36,19 +38,19 @@ type taskResult struct {
 	err  error
 }
 
-func newTracker(c *vim25.Client, every time.Duration) *tracker {
-	return &tracker{pc: property.DefaultCollector(c), every: every,
+func New(c *vim25.Client, every time.Duration) *Tracker {
+	return &Tracker{pc: property.DefaultCollector(c), every: every,
 		pending: map[types.ManagedObjectReference][]chan taskResult{}, quit: make(chan struct{})}
 }
 
 // Polls reports how many state queries the shared poller has made.
-func (t *tracker) Polls() int64 {
+func (t *Tracker) Polls() int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.polls
 }
 
-func (t *tracker) stop() {
+func (t *Tracker) Stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	select {
@@ -58,9 +60,9 @@ func (t *tracker) stop() {
 	}
 }
 
-// wait blocks until the task ends or ctx is done. A failed task returns its
+// Wait blocks until the task ends or ctx is done. A failed task returns its
 // fault as a *task.Error (errors.As finds the vSphere fault type).
-func (t *tracker) wait(ctx context.Context, ref types.ManagedObjectReference) (types.TaskInfo, error) {
+func (t *Tracker) Wait(ctx context.Context, ref types.ManagedObjectReference) (types.TaskInfo, error) {
 	ch := make(chan taskResult, 1)
 	t.mu.Lock()
 	select {
@@ -84,7 +86,7 @@ func (t *tracker) wait(ctx context.Context, ref types.ManagedObjectReference) (t
 	}
 }
 
-func (t *tracker) forget(ref types.ManagedObjectReference, ch chan taskResult) {
+func (t *Tracker) forget(ref types.ManagedObjectReference, ch chan taskResult) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	chs := t.pending[ref]
@@ -103,7 +105,7 @@ func (t *tracker) forget(ref types.ManagedObjectReference, ch chan taskResult) {
 
 // loop polls while anything is pending and exits when nothing is, so an
 // idle connector makes no calls.
-func (t *tracker) loop() {
+func (t *Tracker) loop() {
 	tick := time.NewTicker(t.every)
 	defer tick.Stop()
 	for {
@@ -129,7 +131,7 @@ func (t *tracker) loop() {
 	}
 }
 
-func (t *tracker) poll(refs []types.ManagedObjectReference) {
+func (t *Tracker) poll(refs []types.ManagedObjectReference) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(30*time.Second, 4*t.every))
 	defer cancel()
 	// Only the state of every pending task, then the full info (result,
@@ -161,7 +163,7 @@ func (t *tracker) poll(refs []types.ManagedObjectReference) {
 }
 
 // retrieve reads one property path of many tasks in one call.
-func (t *tracker) retrieve(ctx context.Context, refs []types.ManagedObjectReference, path string) []mo.Task {
+func (t *Tracker) retrieve(ctx context.Context, refs []types.ManagedObjectReference, path string) []mo.Task {
 	var tasks []mo.Task
 	if err := t.pc.Retrieve(ctx, refs, []string{path}, &tasks); err == nil {
 		return tasks
@@ -182,7 +184,7 @@ func (t *tracker) retrieve(ctx context.Context, refs []types.ManagedObjectRefere
 	return tasks
 }
 
-func (t *tracker) deliver(ref types.ManagedObjectReference, r taskResult) {
+func (t *Tracker) deliver(ref types.ManagedObjectReference, r taskResult) {
 	t.mu.Lock()
 	chs := t.pending[ref]
 	delete(t.pending, ref)
@@ -192,7 +194,7 @@ func (t *tracker) deliver(ref types.ManagedObjectReference, r taskResult) {
 	}
 }
 
-func (t *tracker) failAll(err error) {
+func (t *Tracker) failAll(err error) {
 	t.mu.Lock()
 	all := t.pending
 	t.pending = map[types.ManagedObjectReference][]chan taskResult{}
