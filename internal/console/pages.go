@@ -117,3 +117,15 @@ func (c *Console) routes() []route {
 		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},
 	}
 }
+
+// OperationIDs are the operations the console's pages and actions call,
+// for the test that holds every face to the operation table.
+func OperationIDs() map[string]bool {
+	out := map[string]bool{}
+	for _, rt := range New(Config{}).routes() {
+		for _, id := range rt.Ops {
+			out[id] = true
+		}
+	}
+	return out
+}

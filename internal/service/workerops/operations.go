@@ -19,9 +19,13 @@ var Operations = []service.Operation{
 		HTTP: service.Post, Path: "/workers/{worker}/drain", Requires: service.Require(auth.SysModify, onWorkers),
 		Endpoint: service.Returns(Ops.DrainWorker)},
 	{ID: "create-worker-token", Method: "CreateWorkerToken", Summary: "create a worker's own credential to the catalog (its token is shown this once), or replace it",
-		HTTP: service.Post, Path: "/workers/{worker}/token", Requires: onlyAdmins, Endpoint: service.Creates(Ops.CreateWorkerToken)},
+		HTTP: service.Post, Path: "/workers/{worker}/token", Requires: onlyAdmins,
+		NoConsole: "a worker's credential, made when the worker is installed: its secret goes onto the worker's host (`coffer workers token create`), not into a browser",
+		Endpoint:  service.Creates(Ops.CreateWorkerToken)},
 	{ID: "revoke-worker-token", Method: "RevokeWorkerToken", Summary: "revoke a worker's credential: it is cut off from the catalog and its running units are re-admitted",
-		HTTP: service.Delete, Path: "/workers/{worker}/token", Requires: onlyAdmins, Endpoint: service.Returns(Ops.RevokeWorkerToken)},
+		HTTP: service.Delete, Path: "/workers/{worker}/token", Requires: onlyAdmins,
+		NoConsole: "not in the console yet: `coffer workers token revoke`",
+		Endpoint:  service.Returns(Ops.RevokeWorkerToken)},
 }
 
 // onlyAdmins are the requirements of a worker's credential: what may
