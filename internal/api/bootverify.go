@@ -50,3 +50,21 @@ type BootSummary struct {
 	// BootVerification).
 	CannotVerify string `json:"cannot_verify_locally,omitempty"`
 }
+
+// BootVerificationEntry is a stored boot verification in a repository's
+// listing: its verdict, without the steps' evidence and the screenshot
+// (get-boot-verification returns them).
+type BootVerificationEntry struct {
+	PointID         string    `json:"point_id"`
+	VM              string    `json:"vm"`
+	Started         time.Time `json:"started"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	Passed          bool      `json:"passed"`
+	FailedStep      int       `json:"failed_step,omitempty"`
+	// FailedStepName names the failed step (console-marker).
+	FailedStepName string `json:"failed_step_name,omitempty"`
+	CannotVerify   string `json:"cannot_verify_locally,omitempty"`
+	Review         string `json:"review,omitempty"`
+	// Screenshot: a screenshot is stored with the result.
+	Screenshot bool `json:"screenshot"`
+}

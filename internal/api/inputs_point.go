@@ -77,6 +77,26 @@ type VerifyBootInput struct {
 	Body VerifyBootRequest
 }
 
+// ListBootVerificationsInput lists the boot verifications a repository
+// keeps.
+type ListBootVerificationsInput struct {
+	RepoParam
+	VM string `query:"vm" maxLength:"255" doc:"only this VM's"`
+}
+
+// BootVerificationInput names the backup point whose stored boot
+// verification is read: its ID, a unique prefix, latest, or a VM's name
+// (its newest point), as verify-boot takes it.
+type BootVerificationInput struct {
+	PointParam
+}
+
+// BootScreenshotInput names the backup point whose stored boot
+// verification's screenshot is read, as BootVerificationInput does.
+type BootScreenshotInput struct {
+	PointParam
+}
+
 // Timeout bounds the whole ladder (0: the default, 5 minutes).
 func (r VerifyBootRequest) Timeout() time.Duration { return Seconds(r.TimeoutSeconds) }
 

@@ -93,6 +93,8 @@ func (p *page) vmPoints() {
 type pointView struct {
 	Repo  string
 	Point api.BackupPoint
+	// CopyRepos and CopyLibraries are where the point may be copied.
+	CopyRepos, CopyLibraries []string
 }
 
 // point reads the point the request names (an ID or a unique prefix)
@@ -119,7 +121,9 @@ func (p *page) pointPage() {
 	if !ok {
 		return
 	}
-	p.show("point", "Backup point "+pt.ShortID, "points", pointView{Repo: p.repo(), Point: pt})
+	v := pointView{Repo: p.repo(), Point: pt}
+	v.CopyRepos, v.CopyLibraries = p.copyTargets()
+	p.show("point", "Backup point "+pt.ShortID, "points", v)
 }
 
 // protectPoint protects the point, or releases it (protect).

@@ -42,8 +42,16 @@ func (c *Console) routes() []route {
 		{"GET /ui/points/{repo}", pg("list-catalog-points"), (*page).repository},
 		{"GET /ui/points/{repo}/vm/{vm}", pg("list-catalog-points"), (*page).vmPoints},
 		{"POST /ui/points/{repo}/vm/{vm}/forget", ops("forget"), (*page).forgetVM},
-		{"GET /ui/points/{repo}/p/{point}", pg("list-points"), (*page).pointPage},
+		{"GET /ui/points/{repo}/p/{point}", pg("list-points", "list-media-libraries"), (*page).pointPage},
 		{"POST /ui/points/{repo}/p/{point}/protect", ops("protect"), (*page).protectPoint},
+		{"POST /ui/points/{repo}/p/{point}/copy", ops("copy"), (*page).copyPoint},
+		{"POST /ui/points/{repo}/p/{point}/copy-to-media", ops("media-copy"), (*page).copyPointToMedia},
+
+		// Boot verification: run one, read the kept results.
+		{"POST /ui/points/{repo}/p/{point}/verify-boot", ops("verify-boot"), (*page).verifyBoot},
+		{"GET /ui/points/{repo}/p/{point}/boot", pg("list-points", "get-boot-verification"), (*page).bootPage},
+		{"GET /ui/points/{repo}/p/{point}/boot/screenshot", ops("get-boot-screenshot"), (*page).bootScreenshot},
+		{"GET /ui/points/{repo}/boot", pg("list-boot-verifications"), (*page).bootList},
 		{"GET /ui/points/{repo}/p/{point}/files", pg("files-volumes", "files-list", "files-find"), (*page).files},
 		{"GET /ui/points/{repo}/p/{point}/download", ops("files-archive"), (*page).download},
 		{"GET /ui/points/{repo}/p/{point}/archive", ops("files-archive"), (*page).archive},
@@ -108,4 +116,16 @@ func (c *Console) routes() []route {
 		{"POST /ui/access/acl/remove", ops("remove-acl"), (*page).revokeGrant},
 		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},
 	}
+}
+
+// OperationIDs are the operations the console's pages and actions call,
+// for the test that holds every face to the operation table.
+func OperationIDs() map[string]bool {
+	out := map[string]bool{}
+	for _, rt := range New(Config{}).routes() {
+		for _, id := range rt.Ops {
+			out[id] = true
+		}
+	}
+	return out
 }

@@ -45,6 +45,9 @@ type Operation struct {
 	// NotOnCommandLine says why the command line does not offer the
 	// operation (it belongs to a browser session).
 	NotOnCommandLine string
+	// NoConsole says why the web console offers no page or action that
+	// runs the operation (cmd/coffer's faces test holds the rest to it).
+	NoConsole string
 	// Internal says why no face offers the operation at all: coffer's
 	// own processes run it by ID (a server hands it to a worker). It
 	// has no route, no privileges (no request reaches it) and no command.

@@ -51,7 +51,8 @@ verdict is "cannot verify locally" with the reason.
 Nothing is written to the repository's points or to the production VM;
 the result is stored in the repository beside the point
 (bootverify/<point ID>), so it survives the catalog and locked points,
-and shows in the BOOT column of `+"`coffer snapshots`"+`. QEMU, the overlay
+and shows in the BOOT column of `+"`coffer snapshots`"+`; `+"`coffer verify boot show`"+`
+prints it again with its evidence, `+"`coffer verify boot list`"+` lists them. QEMU, the overlay
 and the export are removed at the end; a killed coffer's are removed by
 the next verification. A task of kind verify-boot records the run.`,
 			`The verdict, then one line per step (number, name, status, seconds,
@@ -97,6 +98,7 @@ coffer verify boot web-1 --probe 'exec:/usr/bin/systemctl is-active nginx' --jso
 	f.StringArrayVar(&in.Body.Probes, "probe", nil, "an application check (step 5): tcp:PORT, http:PORT/PATH=STATUS, exec:COMMAND ARGS (repeatable)")
 	f.DurationVar(&probeTimeout, "probe-timeout", 30*time.Second, "how long each probe is retried")
 	f.StringVar(&screenshot, "screenshot", "", "write the screenshot (PNG) to this file")
+	cmd.AddCommand(a.cmdVerifyBootShow(), a.cmdVerifyBootList())
 	return command.RemoteToo(command.Op(cmd, "verify-boot"))
 }
 

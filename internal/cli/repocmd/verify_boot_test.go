@@ -19,7 +19,9 @@ import (
 // TestVerifyBoot: `coffer verify boot VM` boots the VM's newest point and
 // passes the ladder with an HTTP probe; the result is stored in the
 // repository, so `coffer snapshots` shows it in the BOOT column even after
-// the catalog is gone; a point that does not boot exits 5 naming the step.
+// the catalog is gone; `verify boot show` and `list` read it back, here
+// and through a server; a point that does not boot exits 5 naming the
+// step, and its failed ladder is read back too.
 func TestVerifyBoot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -30,8 +32,8 @@ func TestVerifyBoot(t *testing.T) {
 	vm.Kill()
 
 	shot := filepath.Join(e.Dir, "screen.png")
-	out := e.Must("verify", "boot", "web-1", "--marker", guestvm.BootMarker, "--probe", fmt.Sprintf("http:%d/=200", guestvm.BootProbePort),
-		"--screenshot", shot, "--json")
+	bootFlags := []string{"--marker", guestvm.BootMarker, "--probe", fmt.Sprintf("http:%d/=200", guestvm.BootProbePort)}
+	out := e.Must(append([]string{"verify", "boot", "web-1"}, append(bootFlags, "--screenshot", shot, "--json")...)...)
 	var doc api.BootVerification
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || !doc.Passed || len(doc.Steps) != 6 || doc.VM != "web-1" {
 		t.Fatalf("verify boot: %v\n%s", err, out)
@@ -50,6 +52,7 @@ func TestVerifyBoot(t *testing.T) {
 	if table := e.Must("snapshots"); !strings.Contains(table, "BOOT") || !strings.Contains(table, " ok ") {
 		t.Fatalf("snapshots table:\n%s", table)
 	}
+	checkBootReadBack(t, e, doc, shot, bootFlags...)
 
 	// The same point, a marker it never prints: exit 5, step 3 named.
 	code, stdout, stderr := e.Run("verify", "boot", "latest", "--marker", "never-printed", "--timeout", "20s")
@@ -63,4 +66,5 @@ func TestVerifyBoot(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(e.Dir, "state", "bootverify", "*")); len(left) != 0 {
 		t.Fatalf("left in the state directory: %v", left)
 	}
+	checkBootFailedAndUnverified(t, e)
 }

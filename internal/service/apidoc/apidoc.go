@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/bootverify"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/files"
 	"github.com/coffer-backup/coffer/internal/forget"
@@ -146,4 +147,21 @@ func Entries(n int) string {
 		return "1 entry"
 	}
 	return fmt.Sprintf("%d entries", n)
+}
+
+// BootVerification is the document of a boot verification's result, as
+// `coffer verify boot` prints it and the repository keeps it.
+func BootVerification(res *bootverify.Result) *api.BootVerification {
+	d := &api.BootVerification{PointID: res.PointID, VM: res.VM, Started: res.Started, DurationSeconds: res.Duration.Seconds(),
+		Passed: res.Passed, FailedStep: res.FailedStep, Steps: []api.BootStep{}, ScreenshotPNG: res.Screenshot, ConsoleTail: res.ConsoleTail,
+		Review: res.Review, CannotVerify: res.CannotVerify}
+	for _, st := range res.Steps {
+		ev := map[string]string{}
+		for k, v := range st.Evidence {
+			ev[k] = v
+		}
+		d.Steps = append(d.Steps, api.BootStep{Number: st.Number, Name: st.Name, Status: st.Status,
+			DurationSeconds: st.Duration.Seconds(), Detail: st.Detail, Evidence: ev})
+	}
+	return d
 }

@@ -62,7 +62,7 @@ func configOperations() []service.Operation {
 		op := func(verb, method, httpMethod, path string, req []service.Requirement, ep service.Registrar) service.Operation {
 			id := ConfigOperationID(verb, k)
 			return service.Operation{ID: id, Method: method, Summary: summary(verb), HTTP: httpMethod, Path: path, Requires: req,
-				AuditsItself: RecordsOwnAudit(id), Endpoint: ep, MaxBodyBytes: 256 * service.KiB}
+				AuditsItself: RecordsOwnAudit(id), Endpoint: ep, MaxBodyBytes: 256 * service.KiB, NoConsole: noConsole(verb, k)}
 		}
 		out = append(out,
 			op("list", "ConfigObjects", service.Get, route, service.Lists(p.see, p.collection), service.Returns(ofKind(k, (Ops).ConfigObjects))),

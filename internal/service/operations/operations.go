@@ -8,6 +8,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/accessops"
 	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/bootops"
 	"github.com/coffer-backup/coffer/internal/service/configops"
 	"github.com/coffer-backup/coffer/internal/service/fleetops"
 	"github.com/coffer-backup/coffer/internal/service/jobops"
@@ -23,6 +24,7 @@ var All = concat(
 	repoops.Operations,
 	backupops.Operations,
 	restoreops.Operations,
+	bootops.Operations,
 	mediaops.Operations,
 	jobops.Operations,
 	fleetops.Operations,

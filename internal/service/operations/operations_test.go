@@ -11,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/accessops"
 	"github.com/coffer-backup/coffer/internal/service/backupops"
+	"github.com/coffer-backup/coffer/internal/service/bootops"
 	"github.com/coffer-backup/coffer/internal/service/configops"
 	"github.com/coffer-backup/coffer/internal/service/fleetops"
 	"github.com/coffer-backup/coffer/internal/service/jobops"
@@ -31,6 +32,7 @@ var domains = []struct {
 	{"repoops", repoops.Operations, reflect.TypeFor[repoops.Ops]()},
 	{"backupops", backupops.Operations, reflect.TypeFor[backupops.Ops]()},
 	{"restoreops", restoreops.Operations, reflect.TypeFor[restoreops.Ops]()},
+	{"bootops", bootops.Operations, reflect.TypeFor[bootops.Ops]()},
 	{"mediaops", mediaops.Operations, reflect.TypeFor[mediaops.Ops]()},
 	{"jobops", jobops.Operations, reflect.TypeFor[jobops.Ops]()},
 	{"fleetops", fleetops.Operations, reflect.TypeFor[fleetops.Ops]()},

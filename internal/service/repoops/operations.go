@@ -9,14 +9,17 @@ import (
 var Operations = []service.Operation{
 	// The repository and its backup points.
 	{ID: "init-repository", Method: "Init", Summary: "create a repository", HTTP: service.Post, Path: "/repositories/{repo}/init",
-		Requires: service.Require(auth.RepoModify, service.OnRepo), Endpoint: service.Returns(Ops.Init)},
+		Requires:  service.Require(auth.RepoModify, service.OnRepo),
+		NoConsole: "creates a repository's storage once, when it is installed (`coffer init`), with the password and the keys of another (`--copy-keys-from`) its host holds",
+		Endpoint:  service.Returns(Ops.Init)},
 	{ID: "list-points", Method: "Points", Summary: "list the backup points of a repository, from the repository", HTTP: service.Get,
 		Path: "/repositories/{repo}/points", Requires: service.Lists(auth.RepoAudit, service.OnRepo), Endpoint: service.Returns(Ops.Points)},
 	{ID: "list-catalog-points", Method: "CatalogPoints", Summary: "list backup points from the catalog", HTTP: service.Get, Path: "/points",
 		Requires: service.Lists(auth.RepoAudit, auth.RepositoriesPath), Endpoint: service.ReturnsPage(Ops.CatalogPoints)},
 	{ID: "rebuild-catalog", Method: "RebuildCatalog", Summary: "recreate the catalog's backup points from a repository", HTTP: service.Post,
 		Path: "/repositories/{repo}/catalog/rebuild", Requires: service.Require(auth.RepoModify, service.OnRepo),
-		Endpoint: service.Returns(Ops.RebuildCatalog)},
+		NoConsole: "not in the console yet: `coffer catalog rebuild`",
+		Endpoint:  service.Returns(Ops.RebuildCatalog)},
 
 	// Maintenance.
 	{ID: "verify", Method: "Verify", Summary: "check a repository's integrity", HTTP: service.Post, Path: "/repositories/{repo}/verify",
@@ -42,7 +45,8 @@ var Operations = []service.Operation{
 		Endpoint: service.Returns(Ops.Repair)},
 	{ID: "undelete", Method: "Undelete", Summary: "bring back locked objects hidden by deletes (object lock)", HTTP: service.Post,
 		Path: "/repositories/{repo}/undelete", Requires: service.Require(auth.RepoModify, service.OnRepo),
-		Endpoint: service.Returns(Ops.Undelete)},
+		NoConsole: "not in the console yet: `coffer repair undelete`",
+		Endpoint:  service.Returns(Ops.Undelete)},
 	{ID: "list-keys", Method: "Keys", Summary: "list a repository's keys", HTTP: service.Get, Path: "/repositories/{repo}/keys",
 		Requires: service.Require(auth.RepoAudit, service.OnRepo), Endpoint: service.Returns(Ops.Keys)},
 	{ID: "add-key", Method: "AddKey", Summary: "add a password to a repository", HTTP: service.Post, Path: "/repositories/{repo}/keys",

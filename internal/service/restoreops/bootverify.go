@@ -4,8 +4,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/service"
 
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"regexp"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/bootverify"
 	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/service/apidoc"
 )
 
 // VerifyBoot boots a QEMU or vSphere backup point from the default
@@ -64,7 +63,7 @@ func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.Bo
 			t.Log(slog.LevelWarn, "cleanup of interrupted boot verifications failed", "err", err)
 		}
 		return service.WithRepo(ctx, s.Service, service.NamedRepo(call.Repo), service.RestoreLease("boot verification of "+target), func(r *repo.Repository) (*api.BootVerification, error) {
-			snap, err := resolveBootTarget(ctx, r, target)
+			snap, err := bootverify.ResolvePoint(ctx, r, target)
 			if err != nil {
 				return nil, err
 			}
@@ -84,7 +83,7 @@ func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.Bo
 			if err := r.PutBootVerification(ctx, snap.ID, b); err != nil {
 				return nil, err
 			}
-			doc := bootDoc(res)
+			doc := apidoc.BootVerification(res)
 			if res.CannotVerify != "" {
 				// Not a point that does not boot: one this host cannot boot as
 				// its hypervisor does. The request cannot be served here.
@@ -102,38 +101,4 @@ func (s Ops) VerifyBoot(ctx context.Context, call *api.VerifyBootInput) (*api.Bo
 			return doc, nil
 		})
 	})
-}
-
-// resolveBootTarget finds a point by ID, prefix or "latest", or else the
-// newest point of the VM of that name.
-func resolveBootTarget(ctx context.Context, r *repo.Repository, target string) (*repo.Point, error) {
-	snap, err := r.FindPoint(ctx, target)
-	if err == nil || !errors.Is(err, repo.ErrSnapshotNotFound) {
-		return snap, err
-	}
-	all, lerr := r.Points(ctx, nil)
-	if lerr != nil {
-		return nil, lerr
-	}
-	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].Source.VMName == target {
-			return all[i], nil
-		}
-	}
-	return nil, fmt.Errorf("%w: no backup point and no VM is named %q (see `coffer snapshots`)", repo.ErrSnapshotNotFound, target)
-}
-
-func bootDoc(res *bootverify.Result) *api.BootVerification {
-	d := &api.BootVerification{PointID: res.PointID, VM: res.VM, Started: res.Started, DurationSeconds: res.Duration.Seconds(),
-		Passed: res.Passed, FailedStep: res.FailedStep, Steps: []api.BootStep{}, ScreenshotPNG: res.Screenshot, ConsoleTail: res.ConsoleTail,
-		Review: res.Review, CannotVerify: res.CannotVerify}
-	for _, st := range res.Steps {
-		ev := map[string]string{}
-		for k, v := range st.Evidence {
-			ev[k] = v
-		}
-		d.Steps = append(d.Steps, api.BootStep{Number: st.Number, Name: st.Name, Status: st.Status,
-			DurationSeconds: st.Duration.Seconds(), Detail: st.Detail, Evidence: ev})
-	}
-	return d
 }

@@ -1,0 +1,23 @@
+package configops
+
+import "github.com/coffer-backup/coffer/internal/configobj"
+
+// noConsole says why the web console offers no page or action for a verb
+// (list, get, create, update, delete) on a kind of configuration object,
+// "" where it has one: the Policies and Notifications pages edit theirs,
+// the policy editor lists the connections and the Media page the
+// libraries. A kind added without a console page, and without a reason
+// here, fails cmd/coffer's faces test.
+func noConsole(verb string, k configobj.Kind) string {
+	switch {
+	case k == configobj.Policy && verb == "list":
+		return "the Policies page lists them through check-policies, which adds each one's findings and next runs"
+	case k == configobj.Policy && verb == configobj.Delete,
+		k == configobj.Connection && verb != "list",
+		k == configobj.MediaLibrary && verb != "list",
+		k == configobj.Repository:
+		// `coffer config VERB KIND`: list, get, create, update, delete.
+		return "not in the console yet: `coffer config " + verb + " " + string(k) + "`"
+	}
+	return ""
+}
