@@ -2,17 +2,13 @@ package sqlcat
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/pbkdf2"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/scram"
 )
 
 var _ catalog.WorkerCredentials = (*Catalog)(nil)
@@ -152,7 +148,7 @@ func (c *Catalog) SetWorkerCredential(ctx context.Context, worker, secret string
 	if !secretChars.MatchString(secret) {
 		return errors.New("catalog: a worker's secret is base64url, at least 16 characters")
 	}
-	verifier, err := scramVerifier(secret)
+	verifier, err := scram.Verifier(secret)
 	if err != nil {
 		return err
 	}
@@ -373,28 +369,4 @@ func (c *Catalog) WorkerCredentials(ctx context.Context) (map[string]catalog.Cre
 		return nil, fmt.Errorf("catalog: list the workers' credentials: %w", err)
 	}
 	return out, nil
-}
-
-// scramVerifier is PostgreSQL's SCRAM-SHA-256 verifier of password
-// (RFC 5802, 7677; PostgreSQL's scram_build_secret): the server stores
-// and logs only this, never the password. The password is ASCII
-// (secretChars), which SASLprep leaves as it is.
-func scramVerifier(password string) (string, error) {
-	const iterations = 4096
-	salt := make([]byte, 16)
-	if _, err := rand.Read(salt); err != nil {
-		return "", err
-	}
-	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
-	if err != nil {
-		return "", err
-	}
-	mac := func(key []byte, msg string) []byte {
-		h := hmac.New(sha256.New, key)
-		h.Write([]byte(msg))
-		return h.Sum(nil)
-	}
-	stored := sha256.Sum256(mac(salted, "Client Key"))
-	b64 := base64.StdEncoding.EncodeToString
-	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(stored[:]), b64(mac(salted, "Server Key"))), nil
 }
