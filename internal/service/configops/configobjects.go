@@ -299,8 +299,11 @@ func objectDoc(o configobj.Object) api.ConfigObject {
 	if o.Kind == configobj.MediaLibrary {
 		warnings = append(warnings, mediaall.Warnings(spec)...)
 	}
+	for _, k := range o.FileKeys {
+		warnings = append(warnings, fmt.Sprintf("%s: the configuration file sets it too, and its value is in effect, not this one", k))
+	}
 	return api.ConfigObject{Kind: string(o.Kind), Name: o.Name, Source: string(o.Source), Version: o.Version, CreatedAt: o.CreatedAt,
-		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, Spec: spec,
+		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, FileKeys: o.FileKeys, Spec: spec,
 		Warnings: apidoc.NonNil(warnings)}
 }
 
