@@ -22,7 +22,7 @@ const liveWait = time.Minute
 
 // TestEngineSettingsLiveAcrossServers: two `coffer server` processes on
 // one PostgreSQL catalog. Limits, a latency-control entry, a resource
-// group and a storage snapshot provider created and changed through the
+// group, a storage snapshot provider and a media library created and changed through the
 // first server's API are in effect on the second without a restart: its
 // engine's global pool takes the new task limit (its metrics), and its
 // log says it reloaded each change's generation. The file's limits keys
@@ -104,6 +104,7 @@ limits: {per-datastore: 5}
 		{"latency-control", "name: ds\ndatastores: [ds-*]\nthreshold: 40ms\n"},
 		{"resource-group", "name: array-a\ndatastores: [ds-*]\nlimit: 2\n"},
 		{"storage-snapshot-provider", "name: xfs\nkind: reflink\nconnections: [lab]\ndatastores: [/srv/vms]\n"},
+		{"media-library", "name: vtl9\nkind: vtl\ndirectory: " + filepath.Join(e.Dir, "vtl9") + "\n"},
 	} {
 		out := remote(a, 0, "config", "create", c.kind, "-f", spec(c.kind+".yaml", c.doc), "--json")
 		var o api.ConfigObject
