@@ -71,7 +71,7 @@ type ConfigObject struct {
 	// FileKeys, for the catalog's object of a kind merged key by key with
 	// the file's section (limits), are the keys of its spec that the file
 	// sets too: the file's values of them are in effect.
-	FileKeys []string       `json:"file_keys,omitempty" doc:"keys of this object's spec that the configuration file sets too, whose values are the file's (limits)"`
+	FileKeys []string       `json:"file_keys" doc:"keys of this object's spec that the configuration file sets too, whose values are the file's (limits)"`
 	Spec     map[string]any `json:"spec"`
 	// Warnings say what the object names that this server cannot use
 	// (a password file it cannot read).

@@ -1,7 +1,9 @@
 // Package configobj is the configuration coffer runs on: the
 // configuration file's connections, repositories, policies, notification
-// targets and matchers and media libraries, merged with the objects of the same
-// kinds created through the API and stored in the catalog.
+// targets and matchers, media libraries and the engine's settings (limits,
+// latency-control entries, resource groups, storage snapshot providers:
+// sections.go), merged with the objects of the same kinds created through
+// the API and stored in the catalog.
 //
 // The file wins: an object the file defines is the file's, and the API
 // can neither change nor shadow it (people who keep the configuration in

@@ -29,7 +29,7 @@ import (
 //     file may have no name: it is listed as #N (its place), a name no
 //     object of the API can take.
 
-// sectionOf is the file's section of the engine's kinds.
+// settingSections are the file's sections of the engine's settings.
 var settingSections = map[Kind]string{Limits: "limits", LatencyControl: "latency-control", ResourceGroup: "resource-groups",
 	StorageProvider: "storage-snapshots"}
 
