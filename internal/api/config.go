@@ -50,7 +50,10 @@ type EffectiveConfig struct {
 // of the API are the same text; it never holds a secret, only the names
 // of the files that hold them.
 type ConfigObject struct {
-	Kind string `json:"kind"` // connection, repository, policy, notification-target, notification-matcher, media-library
+	// Kind is connection, repository, policy, notification-target,
+	// notification-matcher, media-library, limits, latency-control,
+	// resource-group or storage-snapshot-provider.
+	Kind string `json:"kind"`
 	Name string `json:"name"`
 	// Source is "file" (the configuration file, which only an edit of the
 	// file changes) or "catalog" (created through the API).
@@ -64,8 +67,12 @@ type ConfigObject struct {
 	UpdatedBy string    `json:"updated_by,omitempty"`
 	// Overridden: the file defines an object of the same kind and name,
 	// which is in effect instead of this one.
-	Overridden bool           `json:"overridden"`
-	Spec       map[string]any `json:"spec"`
+	Overridden bool `json:"overridden"`
+	// FileKeys, for the catalog's object of a kind merged key by key with
+	// the file's section (limits), are the keys of its spec that the file
+	// sets too: the file's values of them are in effect.
+	FileKeys []string       `json:"file_keys" doc:"keys of this object's spec that the configuration file sets too, whose values are the file's (limits)"`
+	Spec     map[string]any `json:"spec"`
 	// Warnings say what the object names that this server cannot use
 	// (a password file it cannot read).
 	Warnings []string `json:"warnings"`

@@ -42,18 +42,19 @@ type Plan struct {
 
 // PlanCreate checks the creation of an object of kind k.
 func (s *State) PlanCreate(k Kind, spec Spec, check Checker) (*Plan, error) {
-	name, _ := spec["name"].(string)
-	if name == "" {
-		return nil, fail(ErrInvalid, "the %s has no name (\"name\": \"...\")", k)
-	}
-	if err := checkName(k, name); err != nil {
+	name, spec, err := specName(k, spec)
+	if err != nil {
 		return nil, err
 	}
 	if s.definedByFile(k, name) {
 		return nil, s.fileDefined(k, name)
 	}
 	if o, ok := s.Stored(k, name); ok {
-		return nil, fail(ErrExists, "%s %s exists already (version %d): change it with an update, or choose another name", k, name, o.Version)
+		other := ", or choose another name"
+		if k.Singleton() {
+			other = " (there is one)"
+		}
+		return nil, fail(ErrExists, "%s %s exists already (version %d): change it with an update%s", k, name, o.Version, other)
 	}
 	return s.planPut(&Plan{Verb: Create, Kind: k, Name: name}, spec, check)
 }
@@ -70,10 +71,15 @@ func (s *State) PlanUpdate(k Kind, name string, spec Spec, check Checker) (*Plan
 	}
 	switch given, _ := spec["name"].(string); {
 	case spec["name"] == nil:
-		spec = cloneSpec(spec)
-		spec["name"] = name
+		if !k.Singleton() {
+			spec = cloneSpec(spec)
+			spec["name"] = name
+		}
 	case given != name:
 		return nil, fail(ErrInvalid, "%s %s cannot be renamed (the spec names it %v): create the new one, then delete the old", k, name, spec["name"])
+	case k.Singleton():
+		spec = cloneSpec(spec)
+		delete(spec, "name")
 	}
 	p, err := s.planPut(&Plan{Verb: Update, Kind: k, Name: name, Before: before}, spec, check)
 	if err != nil {
@@ -112,6 +118,8 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 		nc, err = nc.DeleteMatcher(name)
 	case MediaLibrary:
 		eng, err = eng.DeleteMediaLibrary(name)
+	default:
+		eng = deleteSetting(eng, s.File.Engine.Limits, k, name)
 	}
 	var inUse *policy.InUseError
 	if errors.As(err, &inUse) || (k == NotificationTarget && nc == nil) {
@@ -132,9 +140,9 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 // wherever that is defined: the Plan's configuration is what saving it
 // would make.
 func (s *State) PlanDraft(k Kind, spec Spec, check Checker) (*Plan, error) {
-	name, _ := spec["name"].(string)
-	if name == "" {
-		return nil, fail(ErrInvalid, "the %s has no name (\"name\": \"...\")", k)
+	name, spec, err := specName(k, spec)
+	if err != nil {
+		return nil, err
 	}
 	return s.planPut(&Plan{Verb: "draft", Kind: k, Name: name}, spec, check)
 }
@@ -164,12 +172,33 @@ func (s *State) planPut(p *Plan, spec Spec, check Checker) (*Plan, error) {
 		nc, _ = nc.PutMatcher(x)
 	case policy.MediaLibrary:
 		eng, _ = eng.PutMediaLibrary(x)
+	default:
+		eng, _ = putSetting(eng, s.File.Engine.Limits, v)
 	}
 	if err := newProblems(check(s.Engine, s.Notify), check(eng, nc)); err != nil {
 		return nil, fail(ErrInvalid, "%v", err)
 	}
 	p.Spec, p.Engine, p.Notify = js, eng, nc
 	return p, nil
+}
+
+// specName is the name of the object a spec of kind k makes, and the spec
+// to store: the one of a singleton kind has no name key (its name is
+// SingletonName, which a spec may give).
+func specName(k Kind, spec Spec) (string, Spec, error) {
+	name, _ := spec["name"].(string)
+	if k.Singleton() {
+		if spec["name"] != nil && name != SingletonName {
+			return "", nil, fail(ErrInvalid, "there is one %s object, named %s: leave the name out", k, SingletonName)
+		}
+		spec = cloneSpec(spec)
+		delete(spec, "name")
+		return SingletonName, spec, nil
+	}
+	if name == "" {
+		return "", nil, fail(ErrInvalid, "the %s has no name (\"name\": \"...\")", k)
+	}
+	return name, spec, checkName(k, name)
 }
 
 func (s *State) fileDefined(k Kind, name string) error {

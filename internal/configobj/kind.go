@@ -1,7 +1,9 @@
 // Package configobj is the configuration coffer runs on: the
 // configuration file's connections, repositories, policies, notification
-// targets and matchers and media libraries, merged with the objects of the same
-// kinds created through the API and stored in the catalog.
+// targets and matchers, media libraries and the engine's settings (limits,
+// latency-control entries, resource groups, storage snapshot providers:
+// sections.go), merged with the objects of the same kinds created through
+// the API and stored in the catalog.
 //
 // The file wins: an object the file defines is the file's, and the API
 // can neither change nor shadow it (people who keep the configuration in
@@ -36,17 +38,35 @@ const (
 	NotificationTarget  Kind = "notification-target"
 	NotificationMatcher Kind = "notification-matcher"
 	MediaLibrary        Kind = "media-library"
+	// The engine's settings (sections.go): limits is one object, merged
+	// with the file's section key by key; the others are entries of
+	// their sections, by name.
+	Limits          Kind = "limits"
+	LatencyControl  Kind = "latency-control"
+	ResourceGroup   Kind = "resource-group"
+	StorageProvider Kind = "storage-snapshot-provider"
 )
 
 // Kinds lists every kind, in the order objects are listed (what others
 // depend on first).
-var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary}
+var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary,
+	Limits, LatencyControl, ResourceGroup, StorageProvider}
 
 var plurals = map[Kind]string{
 	Connection: "connections", Repository: "repositories", Policy: "policies",
 	NotificationTarget: "notification-targets", NotificationMatcher: "notification-matchers",
-	MediaLibrary: "media-libraries",
+	MediaLibrary: "media-libraries", Limits: "limits", LatencyControl: "latency-controls",
+	ResourceGroup: "resource-groups", StorageProvider: "storage-snapshot-providers",
 }
+
+// SingletonName is the name of the one object of a singleton kind
+// (limits): the configuration has one such section, not a list.
+const SingletonName = "default"
+
+// Singleton reports whether the kind has one object, merged with the
+// file's section key by key (the file wins for the keys it sets), rather
+// than objects by name.
+func (k Kind) Singleton() bool { return k == Limits }
 
 // Plural names the kind's collection ("policies"), as API paths do.
 func (k Kind) Plural() string { return plurals[k] }
@@ -67,11 +87,12 @@ func ParseKind(s string) (Kind, error) {
 
 // Path is the object's access-control path, which its audit records
 // name: /connections/NAME, /repositories/NAME, /policies/NAME; targets
-// and matchers are the system's (their privilege is Sys.Modify on
-// /system), below /system; media libraries are /media/NAME.
+// and matchers, and the engine's settings, are the system's (their
+// privilege is Sys.Modify on /system), below /system; media libraries are
+// /media/NAME.
 func (k Kind) Path(name string) string {
 	switch k {
-	case NotificationTarget, NotificationMatcher:
+	case NotificationTarget, NotificationMatcher, Limits, LatencyControl, ResourceGroup, StorageProvider:
 		return "/system/" + k.Plural() + "/" + url.PathEscape(name)
 	case MediaLibrary:
 		return "/media/" + url.PathEscape(name)

@@ -37,6 +37,10 @@ type Object struct {
 	// defines too (the file gained it after the object was created): the
 	// file's is in effect and this one is not used.
 	Overridden bool
+	// FileKeys, for an object of the catalog of a singleton kind
+	// (limits), are the keys of its spec that the file sets too: the
+	// file's values of them are in effect, the object's of the others.
+	FileKeys []string
 }
 
 // State is the configuration in effect: the file's objects and the
@@ -47,8 +51,7 @@ type State struct {
 	Generation int64
 	// Engine and Notify are the merged configuration (the file's entries
 	// first, then the catalog's), what the engine, the checks and the
-	// notifier run on; limits, resource groups, storage snapshots and
-	// delivery settings are the file's alone.
+	// notifier run on; delivery settings are the file's alone.
 	Engine *policy.Config
 	Notify *notify.Config
 	// Objects are the objects in effect, by kind (Kinds' order) and
@@ -71,14 +74,16 @@ func Merge(f File, stored []catalog.ConfigObject, gen int64) (*State, error) {
 	eng, nc := *f.Engine, *f.Notify
 	eng.Connections, eng.Repositories, eng.Policies = slices.Clone(eng.Connections), slices.Clone(eng.Repositories), slices.Clone(eng.Policies)
 	eng.MediaLibraries = slices.Clone(eng.MediaLibraries)
+	eng.LatencyControl, eng.ResourceGroups = slices.Clone(eng.LatencyControl), slices.Clone(eng.ResourceGroups)
+	eng.StorageSnapshots = slices.Clone(eng.StorageSnapshots)
 	nc.Targets, nc.Matchers = slices.Clone(nc.Targets), slices.Clone(nc.Matchers)
 	s := &State{File: f, Generation: gen, Engine: &eng, Notify: &nc}
 	for _, v := range fileObjects(f) {
 		spec, err := encode(v.value)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s of the configuration file: %w", v.kind, nameOf(v.value), err)
+			return nil, fmt.Errorf("%s %s of the configuration file: %w", v.kind, v.name, err)
 		}
-		s.Objects = append(s.Objects, Object{Kind: v.kind, Name: nameOf(v.value), Source: FromFile, Spec: spec})
+		s.Objects = append(s.Objects, Object{Kind: v.kind, Name: v.name, Source: FromFile, Spec: spec})
 	}
 	for _, o := range stored {
 		obj, v, err := fromCatalog(o)
@@ -89,6 +94,11 @@ func Merge(f File, stored []catalog.ConfigObject, gen int64) (*State, error) {
 			obj.Overridden = true
 			s.Overridden = append(s.Overridden, obj)
 			continue
+		}
+		if obj.Kind.Singleton() {
+			if f, ok := s.fileObject(obj.Kind, obj.Name); ok {
+				obj.FileKeys = fileKeys(f.Spec, obj.Spec)
+			}
 		}
 		s.add(v)
 		s.Objects = append(s.Objects, obj)
@@ -123,41 +133,56 @@ func fromCatalog(o catalog.ConfigObject) (Object, any, error) {
 type typed struct {
 	kind  Kind
 	value any
+	name  string
 }
 
 // fileObjects lists the file's objects in Kinds' order.
 func fileObjects(f File) []typed {
 	var out []typed
 	for _, x := range f.Engine.Connections {
-		out = append(out, typed{Connection, x})
+		out = append(out, typed{Connection, x, x.Name})
 	}
 	for _, x := range f.Engine.Repositories {
-		out = append(out, typed{Repository, x})
+		out = append(out, typed{Repository, x, x.Name})
 	}
 	for _, x := range f.Engine.Policies {
-		out = append(out, typed{Policy, x})
+		out = append(out, typed{Policy, x, x.Name})
 	}
 	for _, x := range f.Notify.Targets {
-		out = append(out, typed{NotificationTarget, x})
+		out = append(out, typed{NotificationTarget, x, x.Name})
 	}
 	for _, x := range f.Notify.Matchers {
-		out = append(out, typed{NotificationMatcher, x})
+		out = append(out, typed{NotificationMatcher, x, x.Name})
 	}
 	for _, x := range f.Engine.MediaLibraries {
-		out = append(out, typed{MediaLibrary, x})
+		out = append(out, typed{MediaLibrary, x, x.Name})
 	}
-	return out
+	return append(out, fileSettings(f.Engine)...)
 }
 
 // definedByFile reports whether the file defines an object of that kind
-// and name.
+// and name, which the API then cannot change. The file's object of a
+// singleton kind is merged with the catalog's key by key instead.
 func (s *State) definedByFile(k Kind, name string) bool {
+	if k.Singleton() {
+		return false
+	}
 	for _, v := range fileObjects(s.File) {
-		if v.kind == k && nameOf(v.value) == name {
+		if v.kind == k && v.name == name {
 			return true
 		}
 	}
 	return false
+}
+
+// fileObject is the file's object of that kind and name, in effect.
+func (s *State) fileObject(k Kind, name string) (Object, bool) {
+	for _, o := range s.Objects {
+		if o.Kind == k && o.Name == name && o.Source == FromFile {
+			return o, true
+		}
+	}
+	return Object{}, false
 }
 
 // add appends a decoded object to the merged configuration.
@@ -175,6 +200,8 @@ func (s *State) add(v any) {
 		s.Notify.Matchers = append(s.Notify.Matchers, x)
 	case policy.MediaLibrary:
 		s.Engine.MediaLibraries = append(s.Engine.MediaLibraries, x)
+	default:
+		s.Engine, _ = putSetting(s.Engine, s.File.Engine.Limits, v)
 	}
 }
 
@@ -193,14 +220,20 @@ func sortObjects(os []Object) {
 	})
 }
 
-// Lookup returns the object of that kind and name in effect.
+// Lookup returns the object of that kind and name in effect; of a
+// singleton kind, the catalog's when there is one (the one the API
+// changes: its FileKeys say what the file's sets instead).
 func (s *State) Lookup(k Kind, name string) (Object, bool) {
-	for _, o := range s.Objects {
-		if o.Kind == k && o.Name == name {
-			return o, true
+	var found *Object
+	for i, o := range s.Objects {
+		if o.Kind == k && o.Name == name && (found == nil || o.Source == FromCatalog) {
+			found = &s.Objects[i]
 		}
 	}
-	return Object{}, false
+	if found == nil {
+		return Object{}, false
+	}
+	return *found, true
 }
 
 // Stored returns the catalog's object of that kind and name, in effect

@@ -77,7 +77,7 @@ func decode(k Kind, spec []byte) (any, error) {
 			}
 		}
 	default:
-		return nil, fail(ErrInvalid, "unknown kind %q", k)
+		v, err = decodeSetting(k, entry, list)
 	}
 	if err != nil {
 		return nil, fail(ErrInvalid, "%s", dropLines(err.Error()))
@@ -142,7 +142,7 @@ func nameOf(v any) string {
 	case policy.MediaLibrary:
 		return x.Name
 	}
-	return ""
+	return settingName(v)
 }
 
 // encode writes a decoded object back as a spec, leaving out what is

@@ -104,6 +104,11 @@ func (c *Console) routes() []route {
 		{"POST /ui/notifications/matchers", ops("create-notification-matcher", "get-notification-matcher", "update-notification-matcher"), (*page).saveMatcher},
 		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
+		// The engine's settings (configuration objects).
+		{"GET /ui/settings", pg(settingOps("list")...), (*page).settings},
+		{"POST /ui/settings/{kind}", append(settingOps("create"), settingOps("update")...), (*page).saveSetting},
+		{"POST /ui/settings/{kind}/{name}/delete", settingOps("delete"), (*page).deleteSetting},
+
 		// Access.
 		{"GET /ui/access", pg("list-users", "list-tokens", "list-acl"), (*page).access},
 		{"POST /ui/access/tokens", ops("create-token"), (*page).createToken},

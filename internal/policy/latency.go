@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +21,8 @@ import (
 // when it passes the threshold (internal/iolatency, internal/engine/latency).
 //
 //	latency-control:
-//	  - datastores: [/srv/vms, /srv/ssd-*]   # globs, like resource-groups
+//	  - name: vms                  # optional in the file; objects of the API need one
+//	    datastores: [/srv/vms, /srv/ssd-*]   # globs, like resource-groups
 //	    threshold: 30ms            # congestion threshold (default 30ms)
 //	    min-rate: 4MiB/s           # a task is never slowed below this (default 4MiB/s)
 //	    interval: 1s               # how often latency is sampled (default 1s)
@@ -31,6 +34,9 @@ type LatencyControls []LatencyControl
 
 // LatencyControl is one entry of the latency-control section.
 type LatencyControl struct {
+	// Name is optional in the file; an entry created through the API
+	// (internal/configobj) has one, by which it is changed.
+	Name       string   `yaml:"name"`
 	Datastores []string `yaml:"datastores"`
 	Threshold  Duration `yaml:"threshold"`
 	MinRate    ByteRate `yaml:"min-rate"`
@@ -85,8 +91,16 @@ func (l LatencyControls) For(datastore string) (LatencyControl, bool) {
 }
 
 func (l LatencyControls) validate(add func(string, ...any)) {
+	seen := map[string]bool{}
 	for i, c := range l {
 		where := fmt.Sprintf("latency-control entry %d", i+1)
+		if c.Name != "" {
+			where = "latency-control " + c.Name
+			if seen[c.Name] {
+				add("latency-control: %s is defined twice", c.Name)
+			}
+			seen[c.Name] = true
+		}
 		if len(c.Datastores) == 0 {
 			add("%s: datastores is missing: name the datastores (globs, like /srv/vms or /srv/*) whose latency it watches", where)
 		}
@@ -98,6 +112,45 @@ func (l LatencyControls) validate(add func(string, ...any)) {
 			add("%s: interval %s is too short: sample at most every %s (the default is %s)", where, c.Interval, Duration(minLatencyInterval), Duration(DefaultLatencyInterval))
 		}
 	}
+}
+
+// Unmeasurable refuses the entries that can measure nothing: latency is
+// measured on a datastore's block device, which only a datastore that is
+// a directory of the host (an absolute path) has, or on the disks of the
+// VMs being read, as their hypervisor times them, which only connections
+// whose kind reports it (diskLatency) give. An entry naming no directory,
+// in a configuration without such a connection, would watch nothing and
+// never slow a backup: an error, not a silent no-op.
+func (l LatencyControls) Unmeasurable(conns []Connection, diskLatency func(kind string) bool) []error {
+	var timed, untimed []string
+	for _, c := range conns {
+		if diskLatency(c.Kind) {
+			timed = append(timed, c.Name)
+		} else {
+			untimed = append(untimed, c.Name+" ("+c.Kind+")")
+		}
+	}
+	if len(timed) > 0 {
+		return nil
+	}
+	var errs []error
+	for i, c := range l {
+		if len(c.Datastores) == 0 || slices.ContainsFunc(c.Datastores, filepath.IsAbs) {
+			continue // a missing list is validate's; a directory has a device
+		}
+		where := fmt.Sprintf("latency-control entry %d", i+1)
+		if c.Name != "" {
+			where = "latency-control " + c.Name
+		}
+		have := "the configuration has no connection"
+		if len(untimed) > 0 {
+			have = "the configuration's connections do not: " + strings.Join(untimed, ", ")
+		}
+		errs = append(errs, fmt.Errorf("%s: it can measure nothing: its datastores %v are not directories of a host (absolute paths), "+
+			"so no block device is watched, and no connection reports its VMs' disk latency (qemu connections do; %s): "+
+			"name the datastores' directories, or remove the entry", where, c.Datastores, have))
+	}
+	return errs
 }
 
 // Shares weigh a policy's backups against others reading the same

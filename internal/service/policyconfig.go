@@ -62,6 +62,7 @@ func EngineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]Fi
 		}
 		errs = append(errs, kind.Check(hvall.Config{Connection: c}))
 	}
+	errs = append(errs, cfg.LatencyControl.Unmeasurable(cfg.Connections, func(k string) bool { return KindOf(k).DiskLatency })...)
 	warnings := map[string][]Finding{}
 	if policies {
 		for _, p := range cfg.Policies {

@@ -19,8 +19,11 @@ func (a *app) cmdConfig() *cobra.Command {
 variable or a key of the configuration file, with that precedence (flag >
 environment > file > default). And list, create, change and delete the
 configuration objects kept in the catalog (connections, repositories,
-policies, notification targets and matchers), which the configuration
-file's objects override for the names it defines.`,
+policies, notification targets and matchers, media libraries, limits,
+latency-control entries, resource groups and storage snapshot providers),
+which the configuration file's objects override for the names (and the
+limits keys) it defines. A running server takes a change within seconds,
+every server sharing the catalog too, without a restart.`,
 			"See the subcommands.",
 			`coffer config show
 coffer config keys
@@ -37,10 +40,13 @@ file and every section of it are checked first, so a typo anywhere fails
 here too.
 
 Then the configuration objects in effect (connections, repositories,
-policies, notification targets and matchers), each with its source: the
-configuration file, or the catalog (created through the API, with its
-version). The file wins for the names it defines; the catalog's objects
-it overrides are listed apart. Last, the problems that make the
+policies, notification targets and matchers, media libraries, limits,
+latency-control entries, resource groups, storage snapshot providers),
+each with its source: the configuration file, or the catalog (created
+through the API, with its version). The file wins for the names it
+defines; the catalog's objects it overrides are listed apart. Limits are
+one object merged key by key: both sources may be listed, and the NOTE of
+the catalog's names the keys the file sets instead. Last, the problems that make the
 configuration in effect invalid, if any.`,
 			`The configuration file, a table KEY, VALUE, FROM, then the objects (KIND,
 NAME, SOURCE, VERSION, CHANGED, NOTE) and problems. --json: {file,

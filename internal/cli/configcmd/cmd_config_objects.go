@@ -29,7 +29,10 @@ func configOps(verb string) []string {
 }
 
 const kindsHelp = `KIND is connection, repository, policy, notification-target,
-notification-matcher or media-library (or its plural).`
+notification-matcher, media-library, limits, latency-control, resource-group
+or storage-snapshot-provider (or its plural). There is one limits object,
+named default, merged with the file's limits key by key: the file's keys
+win, and ` + "`config get limits default`" + ` warns of each key the file sets too.`
 
 // configObjectCommands are `coffer config list/get/create/update/delete`.
 func (a *app) configObjectCommands() []*cobra.Command {
@@ -37,7 +40,9 @@ func (a *app) configObjectCommands() []*cobra.Command {
 		Use:   "list [KIND]",
 		Short: "list the configuration objects in effect, with where each is defined",
 		Long: command.Manual(`List the connections, repositories, policies, notification targets and
-matchers and media libraries in effect: those of the configuration file and those created
+matchers, media libraries and the engine's settings (limits, latency-control
+entries, resource groups, storage snapshot providers) in effect: those of
+the configuration file and those created
 through the API (stored in the catalog), each with its source, and the
 catalog's objects the file overrides (the file wins for the names it
 defines). `+kindsHelp,
@@ -279,7 +284,10 @@ func (a *app) printObjects(docs []api.ConfigObject) {
 		if d.Overridden {
 			note = append(note, "overridden by the file: not in effect")
 		}
-		switch n := len(d.Warnings); {
+		if len(d.FileKeys) > 0 {
+			note = append(note, "the file's "+strings.Join(d.FileKeys, ", ")+" in effect instead")
+		}
+		switch n := len(d.Warnings) - len(d.FileKeys); {
 		case n == 1:
 			note = append(note, "1 warning (config get)")
 		case n > 1:

@@ -41,6 +41,9 @@ type Kind struct {
 	// StorageSnapshots: the connector itself provides storage-level
 	// snapshots (a StorageSnapshotter method), as group: datastore needs.
 	StorageSnapshots bool
+	// DiskLatency: the connector's sessions report their VM's disk I/O
+	// times (hypervisor.IOStatser), a source of latency-control.
+	DiskLatency bool
 	// Elsewhere, when the platform can only be protected from its
 	// hypervisor's host, says so of a connection that names another host
 	// than this one (nil otherwise): the operations that would open it in
@@ -54,7 +57,7 @@ var (
 	kindsMu sync.RWMutex
 	kinds   = map[string]Kind{
 		"libvirt": {Check: checked(libvirtOptions), Open: newLibvirtConnector, Cannot: libvirtCannot, Elsewhere: libvirtElsewhere},
-		"qemu":    {Check: checked(qemuOptions), Open: newQEMUConnector},
+		"qemu":    {Check: checked(qemuOptions), Open: newQEMUConnector, DiskLatency: true},
 		"vsphere": {Check: checked(vsphereOptions), Open: newVSphereConnector},
 	}
 )

@@ -22,7 +22,8 @@ import (
 )
 
 // The configuration objects (policies, connections, repositories,
-// notification targets and matchers, media libraries) are listed, created, changed and
+// notification targets and matchers, media libraries, and the engine's
+// settings) are listed, created, changed and
 // deleted here, whoever asks: the API's routes and `coffer config
 // create/update/delete` call these methods. Objects created here are
 // stored in the catalog and merged with the configuration file by
@@ -299,8 +300,11 @@ func objectDoc(o configobj.Object) api.ConfigObject {
 	if o.Kind == configobj.MediaLibrary {
 		warnings = append(warnings, mediaall.Warnings(spec)...)
 	}
+	for _, k := range o.FileKeys {
+		warnings = append(warnings, fmt.Sprintf("%s: the configuration file sets it too, and its value is in effect, not this one", k))
+	}
 	return api.ConfigObject{Kind: string(o.Kind), Name: o.Name, Source: string(o.Source), Version: o.Version, CreatedAt: o.CreatedAt,
-		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, Spec: spec,
+		CreatedBy: o.CreatedBy, UpdatedAt: o.UpdatedAt, UpdatedBy: o.UpdatedBy, Overridden: o.Overridden, FileKeys: apidoc.NonNil(o.FileKeys), Spec: spec,
 		Warnings: apidoc.NonNil(warnings)}
 }
 

@@ -5,11 +5,14 @@ import "github.com/coffer-backup/coffer/internal/configobj"
 // noConsole says why the web console offers no page or action for a verb
 // (list, get, create, update, delete) on a kind of configuration object,
 // "" where it has one: the Policies and Notifications pages edit theirs,
-// the policy editor lists the connections and the Media page the
-// libraries. A kind added without a console page, and without a reason
+// the policy editor lists the connections, the Media page the
+// libraries, and the Settings page the engine's settings. A kind added without a console page, and without a reason
 // here, fails cmd/coffer's faces test.
 func noConsole(verb string, k configobj.Kind) string {
+	engineSetting := k == configobj.Limits || k == configobj.LatencyControl || k == configobj.ResourceGroup || k == configobj.StorageProvider
 	switch {
+	case engineSetting && verb == "get":
+		return "the Settings page lists each with its whole specification and source, which a get would only repeat"
 	case k == configobj.Policy && verb == "list":
 		return "the Policies page lists them through check-policies, which adds each one's findings and next runs"
 	case k == configobj.Policy && verb == configobj.Delete,

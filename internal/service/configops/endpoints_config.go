@@ -21,10 +21,7 @@ import (
 
 // configPrivileges are the privileges that see and change each kind, and
 // the ACL path of its collection (which creating requires).
-var configPrivileges = map[configobj.Kind]struct {
-	see, change auth.Privilege
-	collection  string
-}{
+var configPrivileges = map[configobj.Kind]kindPrivileges{
 	configobj.Policy:              {auth.PolicyAudit, auth.PolicyModify, auth.PoliciesPath},
 	configobj.Connection:          {auth.ConnAudit, auth.SysModify, auth.ConnectionsPath},
 	configobj.Repository:          {auth.RepoAudit, auth.RepoModify, auth.RepositoriesPath},
@@ -34,6 +31,22 @@ var configPrivileges = map[configobj.Kind]struct {
 	// connection names a hypervisor: its configuration is Sys.Modify's;
 	// what is on its tapes is seen with Repo.Audit, as a repository's.
 	configobj.MediaLibrary: {auth.RepoAudit, auth.SysModify, auth.MediaPath},
+	// The engine's settings bound and pace every backup of the system.
+	configobj.Limits:          systemKind(configobj.Limits),
+	configobj.LatencyControl:  systemKind(configobj.LatencyControl),
+	configobj.ResourceGroup:   systemKind(configobj.ResourceGroup),
+	configobj.StorageProvider: systemKind(configobj.StorageProvider),
+}
+
+type kindPrivileges struct {
+	see, change auth.Privilege
+	collection  string
+}
+
+// systemKind are the privileges of a kind of the system's: seen with
+// Sys.Audit, changed with Sys.Modify, below /system.
+func systemKind(k configobj.Kind) kindPrivileges {
+	return kindPrivileges{auth.SysAudit, auth.SysModify, auth.SystemPath + "/" + k.Plural()}
 }
 
 // configSummaries say what each verb does to a kind.

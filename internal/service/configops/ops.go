@@ -1,4 +1,4 @@
-// Package configops holds the configuration objects (policies, connections, repositories, notification targets and matchers, media libraries) listed, created, changed and deleted through the API, the configuration in effect, and notification tests.
+// Package configops holds the configuration objects (policies, connections, repositories, notification targets and matchers, media libraries, limits, latency-control entries, resource groups, storage snapshot providers) listed, created, changed and deleted through the API, the configuration in effect, and notification tests.
 //
 // Its operations are methods of Ops, the kernel's service (package
 // service: opening repositories, tasks, the configuration in effect) seen

@@ -100,6 +100,7 @@ func RegisterFake() {
 				Check:            func(cfg hvall.Config) error { _, err := decode(cfg); return err },
 				Open:             func(ctx context.Context, cfg hvall.Config) (hypervisor.Connector, error) { return open(ctx, kind, cfg) },
 				StorageSnapshots: true,
+				DiskLatency:      true,
 				Cannot:           map[hypervisor.SnapshotMode]string{hypervisor.WithMemory: "the simulated fleet has no memory to save"},
 			})
 		}
