@@ -105,22 +105,8 @@ type BatchFunc func(ctx context.Context, b Batch) BatchDone
 // SubmitBatch hands a batch to its worker's queue, in a transaction of
 // its own.
 func (c *Client) SubmitBatch(ctx context.Context, b Batch) (Submitted, error) {
-	q, err := WorkerQueue(b.Worker)
-	if err != nil {
-		return Submitted{}, err
-	}
 	b.Protocol = ProtocolVersion
-	var s Submitted
-	heard := c.waiter.heard()
-	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		res, err := c.river.InsertTx(ctx, tx, b, &river.InsertOpts{Queue: q, MaxAttempts: 1, UniqueOpts: uniqueGrant()})
-		if err != nil {
-			return fmt.Errorf("fleet: hand the batch of datastore %s off to %s: %w", b.Datastore, b.Worker, err)
-		}
-		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard}
-		return nil
-	})
-	return s, err
+	return c.submitGrant(ctx, b.Worker, b, "the batch of datastore "+b.Datastore)
 }
 
 // batchWorker runs coffer_batch jobs on a worker, fenced and completed as

@@ -108,17 +108,24 @@ type UnitDone struct {
 // SubmitVMUnit hands a VM unit to its worker's queue, in a transaction of
 // its own.
 func (c *Client) SubmitVMUnit(ctx context.Context, u VMUnit) (Submitted, error) {
-	q, err := WorkerQueue(u.Worker)
+	u.Protocol = ProtocolVersion
+	return c.submitGrant(ctx, u.Worker, u, u.VMName+"'s unit")
+}
+
+// submitGrant hands a grant of the dispatcher (a VM unit, a batch) to
+// worker's queue in a transaction of its own, once per grant
+// (uniqueGrant): a replayed grant is a Duplicate.
+func (c *Client) submitGrant(ctx context.Context, worker string, args river.JobArgs, what string) (Submitted, error) {
+	q, err := WorkerQueue(worker)
 	if err != nil {
 		return Submitted{}, err
 	}
-	u.Protocol = ProtocolVersion
 	var s Submitted
 	heard := c.waiter.heard()
 	err = pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		res, err := c.river.InsertTx(ctx, tx, u, &river.InsertOpts{Queue: q, MaxAttempts: 1, UniqueOpts: uniqueGrant()})
+		res, err := c.river.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: q, MaxAttempts: 1, UniqueOpts: uniqueGrant()})
 		if err != nil {
-			return fmt.Errorf("fleet: hand %s's unit off to %s: %w", u.VMName, u.Worker, err)
+			return fmt.Errorf("fleet: hand %s off to %s: %w", what, worker, err)
 		}
 		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard}
 		return nil
