@@ -69,9 +69,11 @@ type WorkerCredentials interface {
 	// WorkerCredentials lists the workers that have a role, active or
 	// revoked, by name.
 	WorkerCredentials(ctx context.Context) (map[string]CredentialState, error)
-	// ProtectWorkerQueue confines the workers' role to each worker's own
-	// queue in River's job table (row policies), once the role and the
-	// table both exist; a server calls it after migrating River's schema.
+	// ProtectWorkerQueue states the workers' group grants again (those of
+	// this coffer, so that tokens made by an older one keep working) and
+	// confines the group to each worker's own queue in River's job table
+	// (row policies), once the group exists; a server calls it after
+	// migrating River's schema.
 	ProtectWorkerQueue(ctx context.Context) error
 }
 

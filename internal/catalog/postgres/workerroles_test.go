@@ -228,3 +228,45 @@ func TestOpenCheckedRefusesSkew(t *testing.T) {
 		t.Fatalf("a SQLite catalog's worker credential: %v", err)
 	}
 }
+
+// A server's start states the workers' grants again: a token made by an
+// older coffer, whose group lacks a grant a newer worker's code path
+// needs, works once a newer server has started.
+func TestAServerStartRestatesTheWorkersGrants(t *testing.T) {
+	ctx := context.Background()
+	dsn := testutil.StartPostgres(t)
+	testutil.RequirePasswords(t, dsn)
+	c, err := postgres.Open(ctx, dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	creds, _ := catalog.WorkerCredentialsOf(c)
+	if err := creds.SetWorkerCredential(ctx, "kvm1", secret1); err != nil {
+		t.Fatal(err)
+	}
+	server, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close(ctx)
+	// The older coffer's group: no right to a task's covered bytes.
+	if _, err := server.Exec(ctx, `REVOKE UPDATE (bytes_logical) ON tasks FROM coffer_worker`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := loginAs(t, dsn, "coffer_worker_kvm1", secret1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(ctx)
+	const progress = `UPDATE tasks SET bytes_logical = 1 WHERE id = 1 AND status = 'running'`
+	if _, err := w.Exec(ctx, progress); sqlState(err) != "42501" {
+		t.Fatalf("the older group's worker wrote a task's covered bytes: %v", err)
+	}
+	if err := creds.ProtectWorkerQueue(ctx); err != nil { // what a server does at start
+		t.Fatal(err)
+	}
+	if _, err := w.Exec(ctx, progress); err != nil {
+		t.Fatalf("after a server's start, the worker still may not write its progress: %v", err)
+	}
+}

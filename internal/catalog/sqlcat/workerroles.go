@@ -85,10 +85,10 @@ var queuePolicies = map[string]string{
 		WITH CHECK (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))`,
 }
 
-// ProtectWorkerQueue states the row policies of River's job table for the
-// workers' role (queuePolicies), once both exist: at every credential
-// made, and by a server once it has migrated River's schema (a credential
-// may have been made before River's tables were).
+// ProtectWorkerQueue states the workers' group grants again and the row
+// policies of River's job table (queuePolicies), once the group exists:
+// by a server once it has migrated River's schema (a credential may have
+// been made before River's tables were, or by an older coffer).
 func (c *Catalog) ProtectWorkerQueue(ctx context.Context) error {
 	if err := c.needsPostgres(); err != nil {
 		return err
@@ -99,7 +99,14 @@ func (c *Catalog) ProtectWorkerQueue(ctx context.Context) error {
 				return err
 			}
 		}
-		return protectQueue(ctx, tx)
+		// A newer coffer may grant its workers more (a column a unit now
+		// writes): the group's grants are stated again at every start, so
+		// that the tokens made before an upgrade keep working.
+		group, _, err := roleExists(ctx, tx, catalog.WorkerGroupRole)
+		if err != nil || !group {
+			return err
+		}
+		return ensureWorkerGroup(ctx, tx)
 	})
 }
 
