@@ -105,6 +105,7 @@ func startLabMode(t *testing.T, mode, ready string) *lab {
 		t.Fatal(err)
 	}
 	l.waitConsole(ready, 0)
+	l.waitAgent()
 	if l.conn, err = libvirt.New(libvirt.Config{URI: l.d.URI, StateDir: l.state}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +155,26 @@ func (l *lab) waitConsole(s string, from int) int {
 			l.t.Fatalf("guest did not print %q:\n%s", s, c)
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// waitAgent waits until the guest agent answers through libvirt. The
+// guest starts it in the background just before its workload prints
+// ready, so it may connect later; connecting while a test's backup job
+// holds the domain's lock, libvirt's event handler times out and libvirt
+// then says no agent is connected (CI caught a quiesced snapshot achieve
+// crash-consistent so).
+func (l *lab) waitAgent() {
+	l.t.Helper()
+	for {
+		_, err := l.admin.QEMUDomainAgentCommand(l.dom, `{"execute":"guest-ping"}`, 5, 0)
+		if err == nil {
+			return
+		}
+		if l.ctx.Err() != nil {
+			l.t.Fatalf("the guest agent never answered through libvirt: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
 
