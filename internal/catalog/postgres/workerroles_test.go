@@ -47,17 +47,7 @@ const (
 // revoked in place.
 func TestWorkerCredentials(t *testing.T) {
 	ctx := context.Background()
-	dsn := testutil.StartPostgres(t)
-	testutil.RequirePasswords(t, dsn)
-	c, err := postgres.Open(ctx, dsn, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	creds, ok := catalog.WorkerCredentialsOf(c)
-	if !ok {
-		t.Fatal("a PostgreSQL catalog has no worker credentials")
-	}
+	dsn, c, creds := workerCatalog(t)
 	now := time.Now()
 	for _, name := range []string{"kvm1", "kvm2"} {
 		if _, err := c.RegisterWorker(ctx, catalog.Worker{Name: name, Protocol: 1, Slots: 1}, now); err != nil {
@@ -234,14 +224,7 @@ func TestOpenCheckedRefusesSkew(t *testing.T) {
 // needs, works once a newer server has started.
 func TestAServerStartRestatesTheWorkersGrants(t *testing.T) {
 	ctx := context.Background()
-	dsn := testutil.StartPostgres(t)
-	testutil.RequirePasswords(t, dsn)
-	c, err := postgres.Open(ctx, dsn, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	creds, _ := catalog.WorkerCredentialsOf(c)
+	dsn, _, creds := workerCatalog(t)
 	if err := creds.SetWorkerCredential(ctx, "kvm1", secret1); err != nil {
 		t.Fatal(err)
 	}
@@ -269,4 +252,22 @@ func TestAServerStartRestatesTheWorkersGrants(t *testing.T) {
 	if _, err := w.Exec(ctx, progress); err != nil {
 		t.Fatalf("after a server's start, the worker still may not write its progress: %v", err)
 	}
+}
+
+// workerCatalog is a PostgreSQL catalog (closed at the test's end) whose
+// server may make worker credentials, with its DSN.
+func workerCatalog(t *testing.T) (string, catalog.Catalog, catalog.WorkerCredentials) {
+	t.Helper()
+	dsn := testutil.StartPostgres(t)
+	testutil.RequirePasswords(t, dsn)
+	c, err := postgres.Open(context.Background(), dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	creds, ok := catalog.WorkerCredentialsOf(c)
+	if !ok {
+		t.Fatal("a PostgreSQL catalog has no worker credentials")
+	}
+	return dsn, c, creds
 }
