@@ -37,6 +37,26 @@ func (r *ByteRate) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML implements yaml.Marshaler: a rate written back (config get,
+// config show, the console's Settings page) reads as the file wrote it,
+// "400MiB/s", not as a bare count of bytes per second. The largest IEC
+// unit that divides the rate exactly keeps the round trip lossless. No
+// rate (0, unlimited) stays a plain 0, as a key the file left unset.
+func (r ByteRate) MarshalYAML() (any, error) {
+	if r == 0 {
+		return 0, nil
+	}
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if int64(r)%u.size == 0 {
+			return fmt.Sprintf("%d%s/s", int64(r)/u.size, u.name), nil
+		}
+	}
+	return fmt.Sprintf("%d/s", int64(r)), nil
+}
+
 func (r ByteRate) String() string {
 	if r == 0 {
 		return "unlimited"
