@@ -34,8 +34,7 @@ var Time = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 
 // SourceTree writes a tree with the cases single-file restore must get
 // right: nesting, empty and multi-MiB files, odd modes, symlinks, and
-// non-ASCII names. flat puts everything at the top level (ntfscp cannot
-// create directories).
+// non-ASCII names. flat puts only regular files, all at the top level.
 func SourceTree(t testing.TB, flat bool) (string, []File) {
 	big := make([]byte, 3<<20+17)
 	_, _ = rand.Read(big)
@@ -168,18 +167,32 @@ func FAT(t testing.TB, tree string) string {
 	return img
 }
 
-// NTFS builds an NTFS image and copies the regular files of a flat tree
-// in with ntfscp.
+// NTFS builds an NTFS image holding the directories and regular files of
+// a tree, with their times (NTFS keeps no POSIX modes or owners here,
+// and the tree's symlinks and FIFOs are left out). ntfscp copies files
+// only, so the image is mounted with ntfs-3g (FUSE, as root) to make
+// directories too: the same driver that writes NTFS on Linux hosts.
 func NTFS(t testing.TB, tree string, files []File) string {
 	img := filepath.Join(t.TempDir(), "ntfs.img")
 	SparseFile(t, img, 64<<20)
 	Run(t, "mkntfs", "-q", "-F", "-f", img)
-	for _, f := range files {
-		if f.Data == nil {
-			continue
+	mnt := t.TempDir()
+	Run(t, "ntfs-3g", img, mnt)
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			_ = exec.Command("umount", mnt).Run()
 		}
-		Run(t, "ntfscp", "-q", img, filepath.Join(tree, f.Path), f.Path)
+	})
+	var kept []File
+	for _, f := range files {
+		if f.Dir || f.Link == "" && !f.FIFO {
+			kept = append(kept, File{Path: f.Path, Data: f.Data, Dir: f.Dir, Mode: f.Mode})
+		}
 	}
+	Write(t, mnt, kept)
+	Run(t, "umount", mnt) // ntfs-3g writes everything out before it lets go
+	mounted = false
 	return img
 }
 
