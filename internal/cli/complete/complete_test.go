@@ -1,0 +1,230 @@
+package complete_test
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
+
+// completionFixture is a repository with one backup point (and so one
+// job) in the catalog, and a configuration with a connection, a policy
+// and a named repository.
+func completionFixture(t *testing.T) (*clitest.Env, api.BackupPoint, api.Job) {
+	e := clitest.NewEnv(t)
+	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state")
+	e.Must("init")
+	e.Config(`
+connections:
+  - {name: lab, kind: fake, options: {seed: 3, vms: 2, hosts: 1, datastores: 1, disk-size: 128KiB}}
+policies:
+  - {name: nightly, connection: lab}
+repositories:
+  - {name: offsite, location: ` + filepath.Join(e.Dir, "offsite") + `}
+`)
+	e.Must("backup", "disk", e.Image("web.img", 4<<20, 1), "--name", "web-1")
+	points := clitest.SnapshotsJSON(t, e)
+	if len(points) != 1 {
+		t.Fatalf("%d points", len(points))
+	}
+	return e, points[0], e.JobOf("backup-disk")
+}
+
+// complete runs `coffer __complete ARGS...` (what the shells' scripts
+// run) and returns the candidates' values and the directive line.
+func complete(t *testing.T, run func(args ...string) (int, string, string), args ...string) ([]string, string) {
+	t.Helper()
+	code, out, errOut := run(append([]string{"__complete"}, args...)...)
+	if code != 0 {
+		t.Fatalf("coffer __complete %q: exit %d\n%s%s", args, code, out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var values []string
+	for _, l := range lines[:len(lines)-1] {
+		values = append(values, strings.SplitN(l, "\t", 2)[0])
+	}
+	return values, lines[len(lines)-1]
+}
+
+// kinds are the completions every test checks, for a fixture's point and
+// job: the command line, and the values it must offer.
+func kinds(point api.BackupPoint, job api.Job) []struct {
+	args []string
+	want []string
+} {
+	id := func(j api.Job) string { b, _ := json.Marshal(j.ID); return string(b) }
+	return []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"restore", "vm", ""}, []string{point.ShortID}},
+		{[]string{"protect", point.ShortID[:3]}, []string{point.ShortID}},
+		{[]string{"files", "ls", ""}, []string{point.ShortID}},
+		{[]string{"instant", "start", ""}, []string{point.ShortID}},
+		{[]string{"run", ""}, []string{"nightly"}},
+		{[]string{"jobs", "--policy", "n"}, []string{"nightly"}},
+		{[]string{"backup", "vm", "--connection", ""}, []string{"lab"}},
+		{[]string{"vms", "refresh", ""}, []string{"lab"}},
+		{[]string{"copy", "--to", ""}, []string{"default", "offsite"}},
+		{[]string{"snapshots", "--server-repository", "off"}, []string{"offsite"}},
+		{[]string{"job", "show", ""}, []string{id(job)}},
+	}
+}
+
+// TestCompletionHere: without a server, the completions list the points
+// of the catalog, the configuration's policies, connections and
+// repositories, and the catalog's jobs, and never offer files instead.
+func TestCompletionHere(t *testing.T) {
+	e, point, job := completionFixture(t)
+	for _, k := range kinds(point, job) {
+		got, directive := complete(t, e.Run, k.args...)
+		if !slices.Equal(got, k.want) || directive != ":4" {
+			t.Errorf("coffer %q<TAB> offers %q (%s), want %q (:4, no files)", k.args, got, directive, k.want)
+		}
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if script := e.Must("completion", shell); !strings.Contains(script, "__complete") {
+			t.Errorf("coffer completion %s does not ask coffer for its candidates:\n%s", shell, script)
+		}
+	}
+	// A location flag offers files when no repository's name matches.
+	if got, directive := complete(t, e.Run, "copy", "--to", "/mnt/"); len(got) != 0 || directive != ":0" {
+		t.Errorf("copy --to /mnt/<TAB> offers %q (%s), want files (:0)", got, directive)
+	}
+}
+
+// TestCompletionThroughTheServer: with COFFER_SERVER set, the completions
+// come from the server's API (a policy created through it, which this
+// side's configuration file does not have), also for a command that runs
+// on this host only (`instant start`); a server that is down or never
+// answers gives no candidates, and the completion ends.
+func TestCompletionThroughTheServer(t *testing.T) {
+	e, point, job := completionFixture(t)
+	s := e.StartServer()
+	token := e.AdminToken()
+	draft := filepath.Join(e.Dir, "api-policy.yaml")
+	if err := os.WriteFile(draft, []byte("name: weekly\nconnection: lab\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := e.Remote(s, token, "config", "create", "policy", "-f", draft); code != 0 {
+		t.Fatalf("config create policy through the server: exit %d\n%s%s", code, out, errOut)
+	}
+	// The operator's laptop has no configuration file, repository or catalog.
+	file := e.Vars["COFFER_CONFIG"]
+	e.Vars["COFFER_CONFIG"] = filepath.Join(e.Dir, "none.yaml")
+	if err := os.WriteFile(e.Vars["COFFER_CONFIG"], nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { e.Vars["COFFER_CONFIG"] = file }()
+	remote := func(args ...string) (int, string, string) { return e.Remote(s, token, args...) }
+	if code, out, errOut := remote("completion", "bash"); code != 0 || !strings.Contains(out, "__start_coffer") {
+		t.Errorf("coffer completion bash with COFFER_SERVER set: exit %d\n%s", code, errOut)
+	}
+	for _, k := range kinds(point, job) {
+		want := k.want
+		if k.args[0] == "run" {
+			want = []string{"nightly", "weekly"}
+		}
+		got, directive := complete(t, remote, k.args...)
+		if !slices.Equal(got, want) || directive != ":4" {
+			t.Errorf("through the server, coffer %q<TAB> offers %q (%s), want %q", k.args, got, directive, want)
+		}
+	}
+
+	// A server that is down, then one that accepts and never answers.
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downURL := "http://" + down.Addr().String()
+	_ = down.Close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = silent.Close() }()
+	var accepted atomic.Int64
+	go func() {
+		var held []net.Conn // never answered, closed with the listener's test
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			held = append(held, c)
+		}
+	}()
+	for _, url := range []string{downURL, "http://" + silent.Addr().String()} {
+		cmd := e.Child("__complete", "run", "")
+		cmd.Env = append(cmd.Env, "COFFER_SERVER="+url, "COFFER_TOKEN="+token)
+		start := time.Now()
+		timer := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() }) // a hang fails below, not the suite
+		out, err := cmd.Output()
+		timer.Stop()
+		took := time.Since(start)
+		t.Logf("a completion against %s (a server %s) ended after %v, the process's start included", url,
+			map[bool]string{true: "that is down", false: "that never answers"}[url == downURL], took.Round(time.Millisecond))
+		if err != nil || strings.TrimSpace(string(out)) != ":4" {
+			t.Errorf("coffer __complete run <TAB> against %s: %v\n%s", url, err, out)
+		}
+	}
+	if accepted.Load() == 0 {
+		t.Error("the completion never reached the server that does not answer")
+	}
+}
+
+// TestBashCompletes: bash, with bash-completion and the script of `coffer
+// completion bash`, completes `coffer run <TAB>` with the policies.
+func TestBashCompletes(t *testing.T) {
+	bash := testutil.RequireBinary(t, "bash")
+	const lib = "/usr/share/bash-completion/bash_completion"
+	if _, err := os.Stat(lib); err != nil {
+		if testutil.Strict() {
+			t.Fatalf("bash-completion is required in CI (scripts/ci/install-manpages.sh): %v", err)
+		}
+		t.Skipf("bash-completion not installed: %v", err)
+	}
+	e, _, _ := completionFixture(t)
+	bin := filepath.Join(e.Dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(os.Args[0], filepath.Join(bin, "coffer")); err != nil { // this test binary runs as coffer
+		t.Fatal(err)
+	}
+	script := filepath.Join(e.Dir, "coffer.bash")
+	if err := os.WriteFile(script, []byte(e.Must("completion", "bash")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := e.Child() // its environment: coffer's settings, and COFFER_TEST_AS_CLI
+	cmd.Path, cmd.Args = bash, []string{bash, "--norc", "--noprofile", "-c", `
+source ` + lib + `
+source "$1"
+complete -p coffer
+COMP_LINE="coffer run n"; COMP_POINT=${#COMP_LINE}
+COMP_WORDS=(coffer run n); COMP_CWORD=2
+__start_coffer coffer n run
+printf 'candidate: %s\n' "${COMPREPLY[@]}"`, "bash", script}
+	cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "complete -o default -F __start_coffer coffer") ||
+		!strings.Contains(string(out), "candidate: nightly\n") {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	t.Logf("bash:\n%s", out)
+}
