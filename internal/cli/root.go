@@ -133,6 +133,8 @@ EXAMPLES
 	for _, c := range a.commands() {
 		root.AddCommand(c)
 	}
+	root.SetOut(a.Stdout) // before the completion command, whose scripts are written where it was then
+	documentCompletion(root)
 	if err := complete.Register(root, func() string { return a.configPath }); err != nil {
 		panic(err) // the table names a command or flag the tree lacks: every test of the tree says so
 	}

@@ -188,10 +188,11 @@ func TestCompletionThroughTheServer(t *testing.T) {
 	}
 }
 
-// TestBashCompletes: bash, with bash-completion and the script of `coffer
-// completion bash`, completes `coffer run <TAB>` with the policies.
-func TestBashCompletes(t *testing.T) {
-	bash := testutil.RequireBinary(t, "bash")
+// TestShellsComplete installs the scripts of `coffer completion` where
+// its manual pages say, in a new home directory, and lets the real shells
+// load them: bash (with bash-completion) and fish complete `coffer run n`
+// with the policy, zsh's compinit registers the script's function.
+func TestShellsComplete(t *testing.T) {
 	const lib = "/usr/share/bash-completion/bash_completion"
 	if _, err := os.Stat(lib); err != nil {
 		if testutil.Strict() {
@@ -199,32 +200,55 @@ func TestBashCompletes(t *testing.T) {
 		}
 		t.Skipf("bash-completion not installed: %v", err)
 	}
+	bash, fish, zsh := testutil.RequireBinary(t, "bash"), testutil.RequireBinary(t, "fish"), testutil.RequireBinary(t, "zsh")
 	e, _, _ := completionFixture(t)
-	bin := filepath.Join(e.Dir, "bin")
+	home, bin := filepath.Join(e.Dir, "home"), filepath.Join(e.Dir, "bin")
+	install := func(shell, path string) {
+		path = filepath.Join(home, path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(e.Must("completion", shell)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install("bash", ".local/share/bash-completion/completions/coffer")
+	install("fish", ".config/fish/completions/coffer.fish")
+	install("zsh", "zsh-functions/_coffer")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(os.Args[0], filepath.Join(bin, "coffer")); err != nil { // this test binary runs as coffer
 		t.Fatal(err)
 	}
-	script := filepath.Join(e.Dir, "coffer.bash")
-	if err := os.WriteFile(script, []byte(e.Must("completion", "bash")), 0o644); err != nil {
-		t.Fatal(err)
+	shell := func(args ...string) string {
+		t.Helper()
+		cmd := e.Child() // its environment: coffer's settings, and COFFER_TEST_AS_CLI
+		cmd.Path, cmd.Args, cmd.Dir = args[0], args, home
+		cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"), "HOME="+home, "XDG_DATA_HOME=", "XDG_CONFIG_HOME=")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", args[0], err, out)
+		}
+		t.Logf("%s:\n%s", filepath.Base(args[0]), out)
+		return string(out)
 	}
-	cmd := e.Child() // its environment: coffer's settings, and COFFER_TEST_AS_CLI
-	cmd.Path, cmd.Args = bash, []string{bash, "--norc", "--noprofile", "-c", `
-source ` + lib + `
-source "$1"
+	// bash-completion loads a command's script at its first completion
+	// (_completion_loader), then bash runs the function it registered.
+	out := shell(bash, "--norc", "--noprofile", "-c", `
+source `+lib+`
+_completion_loader coffer
 complete -p coffer
-COMP_LINE="coffer run n"; COMP_POINT=${#COMP_LINE}
-COMP_WORDS=(coffer run n); COMP_CWORD=2
-__start_coffer coffer n run
-printf 'candidate: %s\n' "${COMPREPLY[@]}"`, "bash", script}
-	cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "complete -o default -F __start_coffer coffer") ||
-		!strings.Contains(string(out), "candidate: nightly\n") {
-		t.Fatalf("bash: %v\n%s", err, out)
+COMP_LINE="coffer run n"; COMP_POINT=${#COMP_LINE}; COMP_WORDS=(coffer run n); COMP_CWORD=2
+__start_coffer coffer n run 2>/dev/null
+printf 'candidate: %s\n' "${COMPREPLY[@]}"`)
+	if !strings.Contains(out, "complete -o default -F __start_coffer coffer") || !strings.Contains(out, "candidate: nightly\n") {
+		t.Errorf("bash did not complete coffer run n<TAB> with nightly")
 	}
-	t.Logf("bash:\n%s", out)
+	if out := shell(fish, "-c", `complete -C "coffer run n"`); !strings.HasPrefix(out, "nightly\t") {
+		t.Errorf("fish did not complete coffer run n<TAB> with nightly")
+	}
+	if out := shell(zsh, "-f", "-c", `fpath=(~/zsh-functions $fpath); autoload -U compinit; compinit -u -d ~/.zcompdump; print -r -- "${_comps[coffer]}"`); strings.TrimSpace(out) != "_coffer" {
+		t.Errorf("zsh's compinit did not register _coffer for coffer")
+	}
 }
