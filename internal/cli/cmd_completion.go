@@ -20,7 +20,7 @@ lists them), policies, connections and repositories (the configuration in
 effect, as `+"`coffer config list`"+` lists them) and job IDs (as `+"`coffer jobs`"+`
 lists them). With --server (COFFER_SERVER) set, they come from the
 server's API, also for the commands that run on this host only. A completion that
-has no answer within `+complete.Timeout.String()+` (a server that does not answer) offers
+has no answer within `+complete.DefaultTimeout.String()+` (a server that does not answer) offers
 nothing rather than keep the shell waiting.`,
 		"See the subcommands.",
 		"coffer completion bash > ~/.local/share/bash-completion/completions/coffer",

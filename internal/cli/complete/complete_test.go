@@ -13,14 +13,26 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/cli/complete"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
+
+// patient is how long the completions of the tests of candidates wait.
+const patient = time.Minute
 
 // completionFixture is a repository with one backup point (and so one
 // job) in the catalog, and a configuration with a connection, a policy
 // and a named repository.
+//
+// Its completions (in this process, and in the coffer processes the env
+// starts) wait for their candidates as long as needed: these tests check
+// the candidates; TestCompletionThroughTheServer's last part, the bound.
 func completionFixture(t *testing.T) (*clitest.Env, api.BackupPoint, api.Job) {
+	saved := complete.Timeout
+	complete.Timeout = patient
+	t.Cleanup(func() { complete.Timeout = saved })
 	e := clitest.NewEnv(t)
+	e.Vars["COFFER_TEST_COMPLETION_TIMEOUT"] = patient.String()
 	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state")
 	e.Must("init")
 	e.Config(`
@@ -39,9 +51,9 @@ repositories:
 	return e, points[0], e.JobOf("backup-disk")
 }
 
-// complete runs `coffer __complete ARGS...` (what the shells' scripts
+// candidates runs `coffer __complete ARGS...` (what the shells' scripts
 // run) and returns the candidates' values and the directive line.
-func complete(t *testing.T, run func(args ...string) (int, string, string), args ...string) ([]string, string) {
+func candidates(t *testing.T, run func(args ...string) (int, string, string), args ...string) ([]string, string) {
 	t.Helper()
 	code, out, errOut := run(append([]string{"__complete"}, args...)...)
 	if code != 0 {
@@ -86,7 +98,7 @@ func kinds(point api.BackupPoint, job api.Job) []struct {
 func TestCompletionHere(t *testing.T) {
 	e, point, job := completionFixture(t)
 	for _, k := range kinds(point, job) {
-		got, directive := complete(t, e.Run, k.args...)
+		got, directive := candidates(t, e.Run, k.args...)
 		if !slices.Equal(got, k.want) || directive != ":4" {
 			t.Errorf("coffer %q<TAB> offers %q (%s), want %q (:4, no files)", k.args, got, directive, k.want)
 		}
@@ -97,7 +109,7 @@ func TestCompletionHere(t *testing.T) {
 		}
 	}
 	// A location flag offers files when no repository's name matches.
-	if got, directive := complete(t, e.Run, "copy", "--to", "/mnt/"); len(got) != 0 || directive != ":0" {
+	if got, directive := candidates(t, e.Run, "copy", "--to", "/mnt/"); len(got) != 0 || directive != ":0" {
 		t.Errorf("copy --to /mnt/<TAB> offers %q (%s), want files (:0)", got, directive)
 	}
 }
@@ -134,13 +146,17 @@ func TestCompletionThroughTheServer(t *testing.T) {
 		if k.args[0] == "run" {
 			want = []string{"nightly", "weekly"}
 		}
-		got, directive := complete(t, remote, k.args...)
+		got, directive := candidates(t, remote, k.args...)
 		if !slices.Equal(got, want) || directive != ":4" {
 			t.Errorf("through the server, coffer %q<TAB> offers %q (%s), want %q", k.args, got, directive, want)
 		}
 	}
+	unanswered(t, e, token)
+}
 
-	// A server that is down, then one that accepts and never answers.
+// unanswered: a completion through a server that is down, then one that
+// accepts and never answers, offers nothing, and ends.
+func unanswered(t *testing.T, e *clitest.Env, token string) {
 	down, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +187,8 @@ func TestCompletionThroughTheServer(t *testing.T) {
 	}()
 	for _, url := range []string{downURL, "http://" + silent.Addr().String()} {
 		cmd := e.Child("__complete", "run", "")
-		cmd.Env = append(cmd.Env, "COFFER_SERVER="+url, "COFFER_TOKEN="+token)
+		// The product's own bound, not the fixture's patience.
+		cmd.Env = append(cmd.Env, "COFFER_SERVER="+url, "COFFER_TOKEN="+token, "COFFER_TEST_COMPLETION_TIMEOUT=")
 		start := time.Now()
 		timer := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() }) // a hang fails below, not the suite
 		out, err := cmd.Output()
@@ -182,6 +199,18 @@ func TestCompletionThroughTheServer(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != ":4" {
 			t.Errorf("coffer __complete run <TAB> against %s: %v\n%s", url, err, out)
 		}
+	}
+	// In this process, without a process's start: the bound alone.
+	complete.Timeout = complete.DefaultTimeout
+	e.Vars["COFFER_SERVER"], e.Vars["COFFER_TOKEN"] = "http://"+silent.Addr().String(), token
+	start := time.Now()
+	got, directive := candidates(t, e.Run, "run", "")
+	t.Logf("in process, a completion against the server that never answers ended after %v (its bound: %v)",
+		time.Since(start).Round(time.Millisecond), complete.DefaultTimeout)
+	delete(e.Vars, "COFFER_SERVER")
+	delete(e.Vars, "COFFER_TOKEN")
+	if len(got) != 0 || directive != ":4" {
+		t.Errorf("in process, against the server that never answers: %q (%s)", got, directive)
 	}
 	if accepted.Load() == 0 {
 		t.Error("the completion never reached the server that does not answer")
