@@ -51,7 +51,7 @@ docs/reference/ is held to it by a test.`,
 			return err
 		},
 	}
-	cmd.AddCommand(command.FaceOnly(docs, "writes the command line's own reference documentation"))
+	cmd.AddCommand(command.FaceOnly(docs, "writes the command line's own reference documentation"), a.cmdGenerateMan())
 	return cmd
 }
 
@@ -121,9 +121,7 @@ func referenceFiles() (map[string][]byte, error) {
 // commandPages renders one page per command with cobra's generator, in
 // memory: the page names are those of cobra's GenMarkdownTree.
 func commandPages() (map[string][]byte, error) {
-	a := newApp(&command.App{})
-	root := a.newRoot()
-	root.DisableAutoGenTag = true // its date would change every page at every run
+	root := manualRoot() // without cobra's date, which would change every page at every run
 	pages := map[string][]byte{}
 	var walk func(*cobra.Command) error
 	walk = func(c *cobra.Command) error {

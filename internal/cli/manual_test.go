@@ -12,7 +12,8 @@ import (
 // TestEveryCommandHasAManualPage walks every command, groups included,
 // and fails when `coffer help COMMAND` would show a one-line help instead
 // of a manual page: a description, what it prints, examples, exit status.
-// (cobra's own help and completion commands are not coffer's.)
+// (cobra's own help command is not coffer's; its completion command has
+// coffer's manual pages, cmd_completion.go.)
 func TestEveryCommandHasAManualPage(t *testing.T) {
 	a := newApp(&command.App{})
 	root := a.newRoot()

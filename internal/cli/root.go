@@ -22,6 +22,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/cli/backupcmd"
 	"github.com/coffer-backup/coffer/internal/cli/command"
+	"github.com/coffer-backup/coffer/internal/cli/complete"
 	"github.com/coffer-backup/coffer/internal/cli/configcmd"
 	"github.com/coffer-backup/coffer/internal/cli/fleetcmd"
 	"github.com/coffer-backup/coffer/internal/cli/mediacmd"
@@ -102,6 +103,9 @@ EXAMPLES
 		SilenceErrors: true,
 		Version:       version.Get().Version,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if isCompletion(cmd) {
+				return nil // a completion sets itself up for the command it completes (package complete)
+			}
 			return a.setup(cmd)
 		},
 	}
@@ -128,6 +132,11 @@ EXAMPLES
 	a.root = root
 	for _, c := range a.commands() {
 		root.AddCommand(c)
+	}
+	root.SetOut(a.Stdout) // before the completion command, whose scripts are written where it was then
+	documentCompletion(root)
+	if err := complete.Register(root, func() string { return a.configPath }); err != nil {
+		panic(err) // the table names a command or flag the tree lacks: every test of the tree says so
 	}
 	root.AddCommand(command.RemoteToo(command.FaceOnly(&cobra.Command{
 		Use: "exit-codes", Short: "explain coffer's exit codes",
@@ -167,4 +176,16 @@ func (a *app) setup(cmd *cobra.Command) error {
 		a.stopProfile = func() { pprof.StopCPUProfile(); _ = f.Close() } // a diagnostic: best effort
 	}
 	return nil
+}
+
+// isCompletion reports whether cmd is cobra's: the script of `coffer
+// completion SHELL`, or the hidden `coffer __complete` its script runs.
+// They need no settings, and must work with --server (COFFER_SERVER) set.
+func isCompletion(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.Name() == cobra.ShellCompRequestCmd || (c.Name() == "completion" && c.Parent() == cmd.Root()) {
+			return true
+		}
+	}
+	return false
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/cli"
 	"github.com/coffer-backup/coffer/internal/cli/command"
+	"github.com/coffer-backup/coffer/internal/cli/complete"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/schedule"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
@@ -56,6 +57,11 @@ func Main(m *testing.M) {
 		// (testutil.FileClock): read only in a test binary.
 		if clock := os.Getenv("COFFER_TEST_CLOCK"); clock != "" {
 			schedule.ServerClock = &testutil.FileClock{Path: clock}
+		}
+		// Shell completions wait as long as the test says (package
+		// complete's tests of candidates, not of its bound).
+		if d, err := time.ParseDuration(os.Getenv("COFFER_TEST_COMPLETION_TIMEOUT")); err == nil {
+			complete.Timeout = d
 		}
 		// As cmd/coffer does: SIGTERM and Ctrl-C cancel the command.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -63,6 +63,8 @@ type App struct {
 	Metrics *metrics.Metrics
 	svc     *service.Service
 	pw      *passwordCache
+	// completing is a shell completion's App (Completing).
+	completing bool
 	// Announce, when set, tells the person at the terminal where the
 	// server is and its setup link (nil when set up already) once it
 	// serves, instead of the server's own first-run lines: `coffer demo

@@ -37,7 +37,7 @@ func (a *App) setupRemote(cmd *cobra.Command) error {
 	if url == "" {
 		return nil
 	}
-	if cmd.Annotations[annotationRemote] == "" && cmd.Runnable() {
+	if cmd.Annotations[annotationRemote] == "" && cmd.Runnable() && !a.completing {
 		return Usagef("`%s` works on this host only and is not offered through a server: it reads or writes local "+
 			"files, devices or processes the server cannot reach for you. Run it on the server's host, or without --server "+
 			"(COFFER_SERVER). Through a server: %s", cmd.CommandPath(), strings.Join(remoteCommands(cmd.Root()), ", "))
