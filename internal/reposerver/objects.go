@@ -218,3 +218,31 @@ func (s *Server) properties(w http.ResponseWriter, _ *http.Request, c Credential
 	_ = json.NewEncoder(w).Encode(wire.Properties{ConditionalWrites: p.ConditionalWrites, Retention: p.Retention,
 		Connections: s.o.Connections, Right: string(c.Right)})
 }
+
+// retain extends an object's lock: never destructive, so any right that
+// writes may (a backup extends the locks of the packs it shares).
+func (s *Server) retain(w http.ResponseWriter, r *http.Request, c Credential) {
+	name, ok := s.objectName(w, r)
+	if !ok {
+		return
+	}
+	if c.Right == Read {
+		s.fail(w, r, fmt.Errorf("%w: this read credential may not lock %s", store.ErrPermission, name))
+		return
+	}
+	rt, ok := s.st.(store.Retainer)
+	if !ok || !s.st.Properties().Retention {
+		s.invalid(w, "this repository server keeps no retention (serve with --immutable)")
+		return
+	}
+	opts, err := putOptions(r)
+	if err != nil || opts.RetainUntil.IsZero() {
+		s.invalid(w, fmt.Sprintf("%s: want %s", name, wire.RetainUntilHeader))
+		return
+	}
+	if err := rt.ExtendRetention(r.Context(), name, opts.RetainUntil); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -68,6 +68,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("HEAD "+wire.ObjectsPath+"{name...}", s.authed(s.head))
 	mux.HandleFunc("PUT "+wire.ObjectsPath+"{name...}", s.authed(s.put))
 	mux.HandleFunc("DELETE "+wire.ObjectsPath+"{name...}", s.authed(s.delete))
+	mux.HandleFunc("POST "+wire.RetainPath+"{name...}", s.authed(s.retain))
 	mux.HandleFunc("GET "+wire.ListPath, s.authed(s.list))
 	mux.HandleFunc("GET "+wire.PropertiesPath, s.authed(s.properties))
 	return mux

@@ -1,6 +1,7 @@
 package repocmd_test
 
 import (
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,4 +72,59 @@ func TestKillNineDuringBackupThroughARepositoryServer(t *testing.T) {
 	e := repoServerEnv(t, reposervertest.Start(t, reposerver.DefaultOptions), reposerver.Append)
 	probe := repoServerEnv(t, reposervertest.Start(t, reposerver.DefaultOptions), reposerver.Append)
 	killNineDuringBackup(t, e, probe)
+}
+
+// TestImmutablePointsThroughARepositoryServer: a point backed up with
+// --immutable-for through a repository server has its objects (its
+// manifest, disk map and packs, and the repository's config and keys)
+// immutable on the storage host's file system, and a maintain credential's forget
+// and gc remove none of them before the lock lapses; the repository
+// verifies.
+func TestImmutablePointsThroughARepositoryServer(t *testing.T) {
+	srv := reposervertest.StartImmutable(t, reposerver.DefaultOptions)
+	backup, maintainer := repoServerEnv(t, srv, reposerver.Append), repoServerEnv(t, srv, reposerver.Maintain)
+	backup.Must("init")
+	img := backup.Image("vm.img", 16<<20, 8)
+	backup.Must("backup", "disk", img, "--name", "vm", "--immutable-for", "30d")
+	locked := immutableFiles(t, srv.Dir)
+	kinds := map[string]bool{}
+	for _, p := range locked {
+		rel, _ := filepath.Rel(srv.Dir, p)
+		kinds[strings.SplitN(rel, "/", 2)[0]] = true
+	}
+	for _, k := range []string{"config", "keys", "data", "maps", "snapshots"} {
+		if !kinds[k] {
+			t.Errorf("no file of %s/ is immutable on the storage host after a backup with --immutable-for (immutable: %v)", k, locked)
+		}
+	}
+	backup.Must("backup", "disk", backup.Image("other.img", 16<<20, 8), "--name", "vm")
+	code, _, stderr := maintainer.Run("forget", "--keep-last", "1")
+	t.Logf("forget of the locked point: exit %d: %s", code, strings.TrimSpace(stderr))
+	maintainer.Must("gc")
+	maintainer.Must("verify", "--read-data")
+	if n := len(clitest.SnapshotsJSON(t, maintainer)); n != 2 {
+		t.Fatalf("%d points after forget and gc, want both (one is locked)", n)
+	}
+	if after := immutableFiles(t, srv.Dir); len(after) < len(locked) {
+		t.Fatalf("%d immutable files before forget and gc, %d after", len(locked), len(after))
+	}
+	t.Logf("%d files of the point immutable on the storage host", len(locked))
+}
+
+// immutableFiles lists the files under dir with FS_IMMUTABLE_FL.
+func immutableFiles(t *testing.T, dir string) []string {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if on, err := reposerver.IsImmutable(p); err == nil && on {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

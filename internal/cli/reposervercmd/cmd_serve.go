@@ -17,6 +17,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/reposerver"
 	"github.com/coffer-backup/coffer/internal/server"
+	"github.com/coffer-backup/coffer/internal/store"
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
@@ -25,7 +26,7 @@ type serveFlags struct {
 	certFile, keyFile        string
 	hosts                    []string
 	maxObject                string
-	allowRoot                bool
+	allowRoot, immutable     bool
 }
 
 func (a *app) cmdServe() *cobra.Command {
@@ -38,7 +39,11 @@ credentials are in --credentials, each within its right (see coffer
 repository credential). TLS is always on: with --tls-cert and --tls-key,
 or else a self-signed certificate made at the first start in the
 repository's parent directory (its path is printed; clients trust it
-with --repo-ca-file). It refuses to run as root (--allow-root for tests):
+with --repo-ca-file). Objects of points written with --immutable-for are
+made immutable on the file system until their lock lapses, recorded in
+DIR.retention (--immutable, on by default: it needs ext4 or XFS and the
+capability CAP_LINUX_IMMUTABLE, and refuses to start without them). It
+refuses to run as root (--allow-root for tests):
 run it as its own unprivileged user, who owns the directory. SIGHUP
 rereads the credentials file; SIGTERM or Ctrl-C stops it, letting
 requests in flight finish.`,
@@ -57,6 +62,8 @@ requests in flight finish.`,
 	fl.StringSliceVar(&f.hosts, "tls-hosts", nil, "names and addresses the self-signed certificate is made for (besides localhost)")
 	fl.StringVar(&f.maxObject, "max-object-size", "1GiB", "the largest object a client may write")
 	fl.BoolVar(&f.allowRoot, "allow-root", false, "run as root (for tests; a repository server runs as its own user)")
+	fl.BoolVar(&f.immutable, "immutable", true,
+		"make the objects of points written with --immutable-for immutable on the file system until their lock lapses (ext4 or XFS, and CAP_LINUX_IMMUTABLE)")
 	_ = cmd.MarkFlagRequired("dir")
 	_ = cmd.MarkFlagRequired("credentials")
 	return cmd
@@ -91,7 +98,22 @@ func (a *app) serve(cmd *cobra.Command, f serveFlags) error {
 	if err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
-	srv := reposerver.New(st, creds, o, a.Log)
+	var served store.Store = st
+	if f.immutable {
+		im, err := reposerver.NewImmutable(st)
+		if err != nil {
+			return api.Errorf(api.Invalid, "%v (or serve with --immutable=false: nothing then stops a maintain credential deleting locked points)", err)
+		}
+		n, err := im.Reapply(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			a.Log.Warn("repository server: objects made immutable again after a crash", "objects", n)
+		}
+		served = im
+	}
+	srv := reposerver.New(served, creds, o, a.Log)
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go a.reloadOnHUP(ctx, srv, f.credentials)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/reposerver"
+	"github.com/coffer-backup/coffer/internal/store"
 	"github.com/coffer-backup/coffer/internal/store/local"
 )
 
@@ -24,11 +25,28 @@ type Server struct {
 }
 
 // Start serves a new local store in a temporary directory.
-func Start(t testing.TB, o reposerver.Options) *Server {
+func Start(t testing.TB, o reposerver.Options) *Server { return start(t, o, false) }
+
+// StartImmutable serves a new local store whose retained objects are
+// made immutable (reposerver.Immutable).
+func StartImmutable(t testing.TB, o reposerver.Options) *Server { return start(t, o, true) }
+
+func start(t testing.TB, o reposerver.Options, immutable bool) *Server {
 	dir := t.TempDir()
 	st, err := local.Create(filepath.Join(dir, "repo"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var served store.Store = st
+	if immutable {
+		im, err := reposerver.NewImmutable(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		served = im
+		// The flags outlive the test: clear them so that its directory
+		// can be removed.
+		t.Cleanup(func() { reposerver.ClearImmutable(t, st.Root()) })
 	}
 	s := &Server{Dir: filepath.Join(dir, "repo"), Secrets: map[reposerver.Right]string{}}
 	var creds []reposerver.Credential
@@ -37,7 +55,7 @@ func Start(t testing.TB, o reposerver.Options) *Server {
 		s.Secrets[r] = secret
 		creds = append(creds, reposerver.Credential{Name: string(r) + "-client", Right: r, SHA256: sum})
 	}
-	s.Server = reposerver.New(st, creds, o, slog.New(slog.DiscardHandler))
+	s.Server = reposerver.New(served, creds, o, slog.New(slog.DiscardHandler))
 	hs := httptest.NewUnstartedServer(s.Server.Handler())
 	hs.EnableHTTP2 = false
 	hs.StartTLS()

@@ -226,3 +226,16 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	resp.Body.Close()
 	return nil
 }
+
+// ExtendRetention implements store.Retainer (the repository uses it only
+// when Properties says the server keeps retention).
+func (s *Store) ExtendRetention(ctx context.Context, name string, until time.Time) error {
+	resp, err := s.do(ctx, http.MethodPost, wire.RetainPath+name, nil, func(r *http.Request) {
+		r.Header.Set(wire.RetainUntilHeader, until.UTC().Format(time.RFC3339Nano))
+	})
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", name, err)
+	}
+	resp.Body.Close()
+	return nil
+}

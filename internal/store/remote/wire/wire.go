@@ -22,6 +22,8 @@ const (
 	ObjectsPath    = "/v1/objects/"
 	ListPath       = "/v1/list"
 	PropertiesPath = "/v1/properties"
+	// RetainPath extends an object's lock (POST, RetainUntilHeader).
+	RetainPath = "/v1/retain/"
 )
 
 // Headers.
