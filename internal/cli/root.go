@@ -27,6 +27,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/fleetcmd"
 	"github.com/coffer-backup/coffer/internal/cli/mediacmd"
 	"github.com/coffer-backup/coffer/internal/cli/repocmd"
+	"github.com/coffer-backup/coffer/internal/cli/reposervercmd"
 	"github.com/coffer-backup/coffer/internal/cli/restorecmd"
 	"github.com/coffer-backup/coffer/internal/cli/servercmd"
 	"github.com/coffer-backup/coffer/internal/cli/workercmd"
@@ -154,7 +155,7 @@ func (a *app) commands() []*cobra.Command {
 	var cmds []*cobra.Command
 	for _, domain := range []func(*command.App) []*cobra.Command{
 		repocmd.Commands, backupcmd.Commands, restorecmd.Commands, mediacmd.Commands,
-		fleetcmd.Commands, configcmd.Commands, servercmd.Commands, workercmd.Commands,
+		fleetcmd.Commands, configcmd.Commands, servercmd.Commands, workercmd.Commands, reposervercmd.Commands,
 	} {
 		cmds = append(cmds, domain(a.App)...)
 	}

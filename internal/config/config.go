@@ -36,7 +36,7 @@ type Key struct {
 
 // Keys is the table of every scalar setting.
 var Keys = []Key{
-	{Name: "repository", Flag: "repo", Env: "COFFER_REPO", Usage: "repository: a directory or s3://bucket/prefix"},
+	{Name: "repository", Flag: "repo", Env: "COFFER_REPO", Usage: "repository: a directory, s3://bucket/prefix, or https://host:port (a repository server)"},
 	{Name: "password-file", Flag: "password-file", Env: "COFFER_PASSWORD_FILE", Usage: "file holding the repository password"},
 	{Name: "password", Env: "COFFER_PASSWORD", Secret: true, Usage: "repository password (prefer password-file)"},
 	{Name: "copy-target-password-file", Flag: "to-password-file", Env: "COFFER_TO_PASSWORD_FILE", Usage: "password file of the target repository of `coffer copy` / source of `init --copy-keys-from`"},
@@ -58,6 +58,9 @@ var Keys = []Key{
 	{Name: "s3.part-size", Flag: "s3-part-size", Env: "COFFER_S3_PART_SIZE", Default: "16MiB", Usage: "S3 multipart part size (objects up to it are one PUT; memory per upload is about 3 parts)"},
 	{Name: "s3.conditional-writes", Flag: "s3-conditional-writes", Env: "COFFER_S3_CONDITIONAL_WRITES", Default: "auto", Usage: "auto: probe the server for If-None-Match/If-Match; off: use the check-write-verify fallback"},
 	{Name: "s3.lock-mode", Flag: "s3-lock-mode", Env: "COFFER_S3_LOCK_MODE", Default: "compliance", Usage: "Object Lock mode of immutable backups: compliance (nobody can shorten it) or governance"},
+	{Name: "repository-server.credential-file", Flag: "repo-credential-file", Env: "COFFER_REPO_CREDENTIAL_FILE", Usage: "file holding this client's credential for a repository server (an https:// repository location)"},
+	{Name: "repository-server.credential", Env: "COFFER_REPO_CREDENTIAL", Secret: true, Usage: "the credential for a repository server (prefer repository-server.credential-file)"},
+	{Name: "repository-server.ca-file", Flag: "repo-ca-file", Env: "COFFER_REPO_CA_FILE", Usage: "PEM file of CAs trusted for a repository server's certificate"},
 	{Name: "remote.url", Flag: "server", Env: "COFFER_SERVER", Usage: "act through this coffer server (https://host:8443) instead of opening the repository here"},
 	{Name: "remote.token-file", Flag: "token-file", Env: "COFFER_TOKEN_FILE", Usage: "file holding the API token for --server"},
 	{Name: "remote.token", Env: "COFFER_TOKEN", Secret: true, Usage: "API token for --server (prefer token-file)"},

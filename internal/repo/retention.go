@@ -133,11 +133,17 @@ func (w *Writer) retainMetadata(ctx context.Context, need time.Time) error {
 // the slack. Versions listed here are all there is: a key added later is
 // locked when added (AddKey), a config is never rewritten.
 func (r *Repository) retainMetadata(ctx context.Context, need time.Time) error {
-	vs, ok := r.st.(store.Versioned)
-	if !ok || !r.st.Properties().Retention {
+	if !r.st.Properties().Retention {
 		return nil
 	}
 	ext := lockUntil(need)
+	vs, ok := r.st.(store.Versioned)
+	if _, versioned := store.Innermost(r.st).(store.Versioned); !ok || !versioned {
+		// A store without versions (a repository server's immutable
+		// directory): a rewrite cannot hide an older version, so locking
+		// the current ones is all there is to lock.
+		return r.retainCurrentMetadata(ctx, need, ext)
+	}
 	// Another session may extend a version between this listing and this
 	// extension, and the server refuses to shorten a lock: a refused pass
 	// is followed by another, which sees that lock.

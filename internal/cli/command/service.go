@@ -112,6 +112,8 @@ func (a *App) storeConfig() (storeall.Config, error) {
 	c.S3.Endpoint, c.S3.Region = a.Res.String("s3.endpoint"), a.Res.String("s3.region")
 	c.S3.AccessKeyID, c.S3.SecretAccessKey = a.Res.String("s3.access-key-id"), a.Res.String("s3.secret-access-key")
 	c.S3.CAFile, c.S3.LockMode, c.S3.ConditionalWrites = a.Res.Path("s3.ca-file"), a.Res.String("s3.lock-mode"), a.Res.String("s3.conditional-writes")
+	c.RepoServer = storeall.RepoServerConfig{CredentialFile: a.Res.Path("repository-server.credential-file"),
+		Credential: a.Res.String("repository-server.credential"), CAFile: a.Res.Path("repository-server.ca-file")}
 	c.CacheDir = a.Res.Path("cache-dir")
 	return c, nil
 }

@@ -27,7 +27,8 @@ import (
 
 // Config configures the storage backends.
 type Config struct {
-	S3 S3Config
+	S3         S3Config
+	RepoServer RepoServerConfig
 	// CacheDir holds the bounded local cache of a remote repository's
 	// metadata (one directory per location); CacheMaxBytes 0 turns it
 	// off, CacheMinFreeBytes keeps that much of its file system free.
@@ -54,16 +55,18 @@ type S3Config struct {
 	ConditionalWrites string
 }
 
-// Open opens the storage at a repository location: a directory or
-// s3://bucket/prefix.
+// Open opens the storage at a repository location: a directory,
+// s3://bucket/prefix, or https://host:port for a coffer repository server.
 func Open(ctx context.Context, cfg Config, location string, log *slog.Logger) (store.Store, error) {
 	switch {
 	case location == "":
 		return nil, invalidf("no repository given: use --repo, COFFER_REPO or `repository:` in the configuration file")
 	case strings.HasPrefix(location, "s3://"):
 		return openS3(ctx, cfg, location, log)
+	case strings.HasPrefix(location, "https://"):
+		return openRepoServer(ctx, cfg, location, log)
 	case strings.Contains(location, "://"):
-		return nil, invalidf("unsupported repository location %q (a directory or s3://bucket/prefix)", location)
+		return nil, invalidf("unsupported repository location %q (a directory, s3://bucket/prefix or https:// for a repository server)", location)
 	}
 	st, err := local.Open(location)
 	if errors.Is(err, store.ErrNotFound) {

@@ -113,6 +113,9 @@ func (s *Store) path(name string) (string, error) {
 	return filepath.Join(s.root, filepath.FromSlash(name)), nil
 }
 
+// Path is the file that holds the object name (whether it exists or not).
+func (s *Store) Path(name string) (string, error) { return s.path(name) }
+
 // nameOf is the inverse of path for files found by List.
 func (s *Store) nameOf(file string) string {
 	rel, _ := filepath.Rel(s.root, file)
