@@ -141,7 +141,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 				}
 			}()
 			s.recoverInterrupted(ctx)
-			observed, onLost := units.follow(eng, grants, s.Logger())
+			observed, onLost := units.follow(ctx, eng, grants, s.Logger())
 			looked := make(chan struct{}) // the engine was given the workers once
 			var once sync.Once
 			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter), func(ws []fleet.Worker) {
