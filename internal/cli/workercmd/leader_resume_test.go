@@ -87,11 +87,7 @@ func runResumedAfterItsLeaderIsLost(t *testing.T, freeze bool) {
 			old.Status, old.Error, done.Status, done.Policy, done.User, done.Error)
 	}
 	f.onePointEach(t, run.ID, resumed.ID)
-	if freeze {
-		_, _ = f.sweep(t, &tk)
-	} else {
-		_, _ = f.sweep(t, nil)
-	}
+	_, _ = f.sweep(t, &tk)
 	f.logStoredAgain(t, resumed.ID)
 	if t.Failed() {
 		t.Log(f.diagnosis(t))
