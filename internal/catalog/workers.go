@@ -89,3 +89,16 @@ type Workers interface {
 	// returned to one of them, so its work is re-admitted once.
 	DeclareWorkersLost(ctx context.Context, cutoff time.Time) ([]Worker, error)
 }
+
+// RegistrationStates tells whether a worker registration is dead to a
+// process that may read only its own registry row (a worker's role):
+// the SQL catalogs (sqlcat/registrystate says how, and why so).
+type RegistrationStates interface {
+	// WorkerRegistrationGone: epoch of worker name is dead (the name is
+	// gone, registered again since, or lost).
+	WorkerRegistrationGone(ctx context.Context, name string, epoch int64) (bool, error)
+}
+
+// RegistrationStatesOf is c's RegistrationStates, looking through
+// wrappers that keep a catalog; false when c has none.
+func RegistrationStatesOf(c Catalog) (RegistrationStates, bool) { return as[RegistrationStates](c) }

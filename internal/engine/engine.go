@@ -107,6 +107,8 @@ type Engine struct {
 	mu      sync.Mutex
 	repos   map[string]*repo.Repository
 	retired []*repo.Repository // dropped by a reload, closed with the engine
+
+	live liveJobs // the jobs running (Interrupt)
 }
 
 // New creates an engine and cleans up what crashed coffer processes left on

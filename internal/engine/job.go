@@ -129,6 +129,7 @@ func (j *Job) sampleProgress(stop <-chan struct{}) {
 func (j *Job) execute() {
 	defer close(j.done)
 	defer j.cancel(nil)
+	defer j.e.live.track(j)()
 	stop := make(chan struct{})
 	go j.sampleProgress(stop)
 	defer close(stop)
@@ -304,6 +305,9 @@ func (j *Job) finish() {
 	// Cancelled before every VM was done (or before there were VMs).
 	interrupted := j.ctx.Err() != nil && (cancelled > 0 || len(j.tasks) == 0)
 	switch {
+	case interrupted && errors.Is(context.Cause(j.ctx), ErrInterrupted):
+		rec.Status = catalog.StatusFailed
+		rec.Error = fmt.Sprintf("%v: %d VMs done, %d failed, %d not finished", context.Cause(j.ctx), ok, failed, cancelled)
 	case interrupted || errors.Is(context.Cause(j.ctx), ErrCancelled):
 		rec.Status = catalog.StatusCancelled
 		rec.Error = fmt.Sprintf("cancelled (%v): %d VMs done, %d failed, %d not finished", context.Cause(j.ctx), ok, failed, cancelled)

@@ -16,11 +16,24 @@ import (
 // heartbeat: its work may still run until the leader declares it lost. A
 // unit passes it to the hypervisor (backup.VMRequest.OwnerGone), so that
 // a VM snapshot a killed worker left is removed by the retry elsewhere.
+//
+// A worker's role reads only its own row of the registry: listing it,
+// every other worker would look gone, and a live one's snapshot would be
+// removed. A catalog that can say it of one registration
+// (catalog.RegistrationStates: a function that answers only that, the
+// least a worker must know) is asked instead.
 func OwnerGone(workers catalog.Workers) func(ctx context.Context, owner string) (bool, error) {
+	var states catalog.RegistrationStates
+	if c, ok := workers.(catalog.Catalog); ok {
+		states, _ = catalog.RegistrationStatesOf(c)
+	}
 	return func(ctx context.Context, owner string) (bool, error) {
 		name, epoch, ok := parseOwner(owner)
 		if !ok {
 			return false, fmt.Errorf("%q names no worker registration", owner)
+		}
+		if states != nil {
+			return states.WorkerRegistrationGone(ctx, name, epoch)
 		}
 		ws, err := workers.ListWorkers(ctx)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/scram"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/registrystate"
 )
 
 var _ catalog.WorkerCredentials = (*Catalog)(nil)
@@ -211,7 +212,7 @@ func ensureWorkerGroup(ctx context.Context, tx Tx) error {
 	if err != nil {
 		return err
 	}
-	for _, g := range workerGrants {
+	for _, g := range append(workerGrants, registrystate.Statements...) { // and whether another registration is dead
 		stmt := g
 		if strings.Contains(g, "%[") {
 			stmt = fmt.Sprintf(g, schema, catalog.WorkerQueueSchema)

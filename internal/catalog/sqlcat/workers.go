@@ -7,7 +7,15 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/registrystate"
 )
+
+// WorkerRegistrationGone implements catalog.RegistrationStates.
+func (c *Catalog) WorkerRegistrationGone(ctx context.Context, name string, epoch int64) (bool, error) {
+	return registrystate.Gone(ctx, c.d.Name == "postgres", func(ctx context.Context, q string, args ...any) (registrystate.Rows, error) {
+		return c.b.Query(ctx, c.d.Rebind(q), args...)
+	}, name, epoch)
+}
 
 const workerColumns = `name, epoch, host, version, protocol, reach, slots, state, heartbeat_at, registered_at`
 

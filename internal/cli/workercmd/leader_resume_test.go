@@ -26,7 +26,16 @@ var resumeConfig = strings.NewReplacer(`schedule: "@every 2s"`, `schedule: "0 3 
 // the dead server's units still running are held until they end. Every
 // VM ends with exactly one current point, and no worker or VM was ever
 // granted twice at once.
-func TestRunResumedAfterItsLeaderDies(t *testing.T) {
+func TestRunResumedAfterItsLeaderDies(t *testing.T) { runResumedAfterItsLeaderIsLost(t, false) }
+
+// TestRunResumedAfterItsLeaderStepsDown: the same with the leader frozen
+// (SIGSTOP) past its lease and woken once the other server leads: alive,
+// it would keep its run's queued units waiting for ever. It steps down,
+// interrupts its run (its units still running are cut), and the new
+// leader resumes it; the woken leader's late grants are refused.
+func TestRunResumedAfterItsLeaderStepsDown(t *testing.T) { runResumedAfterItsLeaderIsLost(t, true) }
+
+func runResumedAfterItsLeaderIsLost(t *testing.T, freeze bool) {
 	f := startLeaderFleetWith(t, resumeConfig, func(e *clitest.Env, name, connection string) *clitest.ServerProc {
 		return startLossWorker(e, name, "--reach-connections", connection)
 	})
@@ -37,12 +46,28 @@ func TestRunResumedAfterItsLeaderDies(t *testing.T) {
 		t.Fatalf("POST run through a: %d %+v\n%s", code, run, f.a.Log())
 	}
 	waitEvent(t, f.cat, since, "kvm1")
-	if err := f.a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	what, sig := "killed", syscall.SIGKILL
+	if freeze {
+		what, sig = "frozen", syscall.SIGSTOP
+		t.Cleanup(func() { _ = f.a.Cmd.Process.Signal(syscall.SIGCONT) })
+	}
+	if err := f.a.Cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	_ = awaitExit(t, f.a)
-	tk := f.takeover(t, killed)
+	lost := time.Now()
+	if !freeze {
+		_ = awaitExit(t, f.a)
+	}
+	if freeze {
+		// Woken once b leads: b hands nothing off before a's run is
+		// handed over.
+		waitLog(t, f.b, "server b takes over", "admission resumes after the takeover")
+		if err := f.a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, f.a, "the woken server hands its run over", "its policy runs are interrupted")
+	}
+	tk := f.takeover(t, lost)
 	resumed := f.resumedAs(t, run.ID)
 	f.waitJob(t, token, f.b, resumed.ID)
 	ctx := context.Background()
@@ -50,19 +75,19 @@ func TestRunResumedAfterItsLeaderDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("leader killed with a run's units queued: %s; the run resumed as job %d %s after the kill, which ended %s after the kill",
-		tk.String(killed), resumed.ID, resumed.CreatedAt.Sub(killed).Round(time.Millisecond), done.FinishedAt.Sub(killed).Round(time.Millisecond))
+	t.Logf("leader %s with a run's units queued: %s; the run resumed as job %d %s after it, which ended %s after it",
+		what, tk.String(lost), resumed.ID, resumed.CreatedAt.Sub(lost).Round(time.Millisecond), done.FinishedAt.Sub(lost).Round(time.Millisecond))
 	old, err := f.cat.GetJob(ctx, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if old.Status != catalog.StatusFailed || !strings.Contains(old.Error, "interrupted") || done.Status != catalog.StatusSuccess ||
 		done.User != "admin" || done.Policy != "fleet" {
-		t.Errorf("the dead leader's run: %s (%s); its resumption: %s of %s by %q (%s), want interrupted, then a success of fleet for admin",
+		t.Errorf("the lost leader's run: %s (%s); its resumption: %s of %s by %q (%s), want interrupted, then a success of fleet for admin",
 			old.Status, old.Error, done.Status, done.Policy, done.User, done.Error)
 	}
 	f.onePointEach(t, run.ID, resumed.ID)
-	_, _ = f.sweep(t, nil)
+	_, _ = f.sweep(t, &tk)
 	f.logStoredAgain(t, resumed.ID)
 	if t.Failed() {
 		t.Log(f.diagnosis(t))

@@ -66,3 +66,53 @@ func TestUnitCutByItsWorkersFenceComesBackFenced(t *testing.T) {
 		t.Fatalf("a unit cut by its worker's fence: %+v, want fenced", out)
 	}
 }
+
+// An operation handed to a worker (coffer_operation) that is cut short
+// because its worker fenced itself while it ran (the fence ends the
+// worker's queue, and with it the operations' contexts) comes back
+// fenced, as a VM unit does, not as a cancel the caller never asked for.
+func TestOperationCutByItsWorkersFenceComesBackFenced(t *testing.T) {
+	pool, _ := startCatalog(t)
+	srv := startServer(t, pool)
+	var fenced atomic.Bool
+	fence := func(_ context.Context, worker string, _ int64) error {
+		if fenced.Load() {
+			return fmt.Errorf("worker %s fenced itself: no heartbeat renewed", worker)
+		}
+		return nil
+	}
+	dir := filepath.Join(t.TempDir(), "kvm1")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := queue.NewWorker(pool, queue.Config{Name: "kvm1", ID: "worker-kvm1", Epoch: 1, Slots: 1, Service: workerService(t, dir),
+		Fence: fence, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The worker's queue runs under the context its fence ends (fleet's
+	// queueWork under the member's).
+	work, fenceNow := context.WithCancel(context.Background())
+	if err := c.Start(work); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	in := &sleepInput{}
+	in.Body.Tag, in.Body.Seconds = "cut", 3600
+	s, err := srv.Submit(context.Background(), queue.Unit{Worker: "kvm1", Epoch: 1, Operation: "test-sleep", Input: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tag := <-sleepStarted; tag != "cut" {
+		t.Fatalf("started %q", tag)
+	}
+	fenced.Store(true)
+	fenceNow()
+	if out := waitOutcome(t, srv, s.ID, 30*time.Second); !out.Fenced || out.Err() == nil {
+		t.Fatalf("an operation cut by its worker's fence: %+v, want fenced", out)
+	}
+}

@@ -109,6 +109,15 @@ func (w *operationWorker) run(ctx context.Context, id int64, a Args) *Outcome {
 		out.Document = b
 	}
 	if err != nil {
+		// A worker that fenced itself meanwhile (its fence ends the
+		// queue, and so the operation's context) says so, as for a VM
+		// unit (vmUnitWorker.outcome): the cut is no cancel its caller
+		// asked for, nor the operation's own failure.
+		if ferr := w.fencedFor(context.WithoutCancel(ctx), a.Worker, a.Epoch); ferr != nil && ctx.Err() != nil {
+			w.log.Info("operation ended by its worker's fence", "operation", a.Operation, "hand_off", id, "err", ferr)
+			out.Fenced = true
+			return fail("", fmt.Errorf("%w (the worker was fenced: %w)", err, ferr))
+		}
 		if errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely) {
 			return fail(api.Cancelled, fmt.Errorf("cancelled: %w", err))
 		}

@@ -130,12 +130,18 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	s.Logger().Info("coffer server started", "policies", len(plan.policies), "maintenance jobs", len(jobs), "holder", holder,
 		"generation", st.Generation)
 	done := make(chan error, 1)
+	serving := ctx
 	go func() {
 		done <- elector.Run(ctx, func(ctx context.Context) {
 			grants, endLead := units.lead(ctx, eng, holder, s.Logger())
-			defer endLead()
+			defer func() {
+				endLead()
+				if serving.Err() == nil { // the lease lost, not the server stopping
+					units.handOver(eng, s.Logger())
+				}
+			}()
 			s.recoverInterrupted(ctx)
-			observed, onLost := units.follow(eng, grants, s.Logger())
+			observed, onLost := units.follow(ctx, eng, grants, s.Logger())
 			looked := make(chan struct{}) // the engine was given the workers once
 			var once sync.Once
 			stopWatch := s.watchWorkers(ctx, cat, time.Duration(mcfg.WorkerDeadAfter), func(ws []fleet.Worker) {

@@ -46,3 +46,23 @@ func (f *fleetUnits) unfollow(eng *engine.Engine, log *slog.Logger) {
 		log.Info("the engine places units on no worker: this server no longer leads")
 	}
 }
+
+// handOver interrupts, once this server stopped leading a fleet while it
+// goes on (its lease lost to a partition, or to a freeze it woke from),
+// the policy runs of its engine: their units left to place would wait
+// for ever (unfollow), their job alive, so no leader would resume them.
+// Interrupted, each is recorded as a dead server's run is, and the
+// server that leads resumes its VMs without a point (resumeRuns); the
+// units still running are cut, and that leader holds their slots until
+// they end (fleet.HoldGrants), so no VM is granted twice at once.
+func (f *fleetUnits) handOver(eng *engine.Engine, log *slog.Logger) {
+	f.mu.Lock()
+	followed := f.followed
+	f.mu.Unlock()
+	if f.srv == nil || !followed {
+		return // its units run in this process: they need no leader
+	}
+	if ids := eng.Interrupt("this server no longer leads the fleet"); len(ids) > 0 {
+		log.Warn("this server no longer leads: its policy runs are interrupted, for the leader to resume", "jobs", ids)
+	}
+}

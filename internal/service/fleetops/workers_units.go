@@ -130,13 +130,20 @@ func (f *fleetUnits) lead(ctx context.Context, eng *engine.Engine, holder string
 // the engine the ready workers, and a worker declared lost has its
 // repository sessions ended, then its running attempts re-admitted.
 // Until a first worker is ready the engine is left without workers,
-// running everything itself.
-func (f *fleetUnits) follow(eng *engine.Engine, grants *fleet.Grants, log *slog.Logger) (observed func([]fleet.Worker),
+// running everything itself. The cleanup after lost workers (their
+// snapshots on the hypervisor) is driven from the registry's state: at
+// the first look of this holding, for every registration it holds lost
+// (a predecessor may have died before its cleanup ended), then for each
+// one declared lost.
+func (f *fleetUnits) follow(ctx context.Context, eng *engine.Engine, grants *fleet.Grants, log *slog.Logger) (observed func([]fleet.Worker),
 	onLost func(context.Context, []fleet.Worker)) {
 	if f.srv == nil {
 		return nil, nil
 	}
+	cleanups := &lostCleanups{handed: map[fleet.LostWorker]bool{}}
+	var first sync.Once
 	observed = func(ws []fleet.Worker) {
+		first.Do(func() { f.cleanUpAfter(ctx, cleanups.take(ws), log) })
 		f.srv.Epochs.Observe(ws) // before the engine may place units on them
 		if grants != nil {
 			grants.Observe(ws)
@@ -172,11 +179,41 @@ func (f *fleetUnits) follow(eng *engine.Engine, grants *fleet.Grants, log *slog.
 				log.Warn("a lost worker's running units are re-admitted", "worker", w.Name, "units", n)
 			}
 		}
-		// Apart, as it waits for a live worker: the snapshots the lost
-		// ones left on VMs that no retry backs up again.
-		go fleet.Remote{Queue: f.srv.Queue, Workers: f.cat}.CleanupAfterLost(ctx, f.svc, lost, log)
+		f.cleanUpAfter(ctx, cleanups.take(lost), log)
 	}
 	return observed, onLost
+}
+
+// cleanUpAfter removes, apart (it waits for a live worker), the
+// snapshots the lost workers left on VMs that no retry backs up again.
+// The removal is idempotent: a snapshot removed already is not found.
+func (f *fleetUnits) cleanUpAfter(ctx context.Context, lost []fleet.Worker, log *slog.Logger) {
+	if len(lost) > 0 {
+		go fleet.Remote{Queue: f.srv.Queue, Workers: f.cat}.CleanupAfterLost(ctx, f.svc, lost, log)
+	}
+}
+
+// lostCleanups are the lost registrations whose cleanup this holding of
+// the lease handed off already.
+type lostCleanups struct {
+	mu     sync.Mutex
+	handed map[fleet.LostWorker]bool
+}
+
+// take returns the registrations of ws that are lost and not handed yet,
+// marking them handed.
+func (c *lostCleanups) take(ws []fleet.Worker) []fleet.Worker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []fleet.Worker
+	for _, w := range ws {
+		key := fleet.LostWorker{Worker: w.Name, Epoch: w.Epoch}
+		if w.State == catalog.WorkerLost && !c.handed[key] {
+			c.handed[key] = true
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // recoverInterrupted marks failed ("interrupted") the jobs whose process
