@@ -2,7 +2,6 @@ package servercmd_test
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,13 +25,8 @@ func TestServerUnderSystemd(t *testing.T) {
 		delete(e.Vars, v)
 	}
 	state := filepath.Join(e.Dir, "state")
-	sock := filepath.Join(e.Dir, "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	e.Vars["NOTIFY_SOCKET"], e.Vars["STATE_DIRECTORY"] = sock, state
+	expect := e.NotifySocket()
+	e.Vars["STATE_DIRECTORY"] = state
 	if err := os.Mkdir(state, 0o700); err != nil { // systemd makes it
 		t.Fatal(err)
 	}
@@ -43,21 +37,6 @@ func TestServerUnderSystemd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer server.Process.Kill() //nolint:errcheck // a failed test's leftover
-	// expect reads the notifications up to the one holding want.
-	expect := func(want string) {
-		t.Helper()
-		buf := make([]byte, 4096)
-		for {
-			_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a failure guard
-			n, err := conn.Read(buf)
-			if err != nil {
-				t.Fatalf("no %s from the server: %v\n%s", want, err, logs)
-			}
-			if strings.Contains("\n"+string(buf[:n])+"\n", "\n"+want+"\n") {
-				return
-			}
-		}
-	}
 	expect("READY=1")
 	if _, err := os.Stat(filepath.Join(state, "catalog.db")); err != nil {
 		t.Fatalf("the catalog is not in $STATE_DIRECTORY: %v", err)
