@@ -26,7 +26,7 @@ server_pid=""
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   for m in proc dev; do mountpoint -q "$root/$m" 2>/dev/null && umount -l "$root/$m"; done
-  rm -rf "$work"
+  rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
 
@@ -63,7 +63,7 @@ fi
 mkdir "$root"
 tar -C "$root" -xf "$tarball"
 mount -t proc proc "$root/proc"
-mount --rbind /dev "$root/dev"
+mount --bind /dev "$root/dev"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 "$@"; }
 cp "$deb" "$root/tmp/coffer.deb"
