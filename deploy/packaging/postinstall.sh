@@ -25,4 +25,9 @@ else
 fi
 if [ -d /run/systemd/system ]; then
   systemctl daemon-reload || true
+  # An upgrade (.deb: configure with the old version; .rpm: 2) restarts
+  # the services that run, which drain first; an install starts none.
+  if [ -n "${2:-}" ] || [ "$1" = 2 ]; then
+    systemctl try-restart coffer.service coffer-worker.service || true
+  fi
 fi
