@@ -2,7 +2,7 @@
 # Runs coffer's whole test suite: go vet and golangci-lint (.golangci.yml:
 # staticcheck, ineffassign, and depguard's import rules for the
 # architecture), the dependencies' licences, the changelog, a reproducible
-# build, unit tests, fuzz seed corpora, and the integration tests against
+# build, the packages, unit tests, fuzz seed corpora, and the integration tests against
 # real components (QEMU guests, qemu-storage-daemon, libvirtd, an
 # S3 server, PostgreSQL, vcsim, Chromium). Installs what they need first.
 #
@@ -25,6 +25,9 @@ golangci-lint run --allow-parallel-runners ./...
 bash scripts/ci/check-licences.sh
 bash scripts/ci/check-changelog.sh
 bash scripts/ci/check-reproducible.sh
+# The .deb and .rpm (scripts/package.sh): lintian, their systemd units,
+# and the .deb installed, run and purged in a fresh Debian 12.
+bash scripts/ci/check-packages.sh
 go test -timeout 60m "$@" ./...
 # Builds without cgo compress with pure Go (internal/repo/chunk): keep that
 # path tested too.

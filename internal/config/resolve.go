@@ -13,6 +13,9 @@ const (
 	FromFlag    Source = "flag"
 	FromEnv     Source = "environment"
 	FromFile    Source = "file"
+	// FromSystemd is a directory systemd gave the unit coffer runs in
+	// (systemd.go): after the file, before the default.
+	FromSystemd Source = "systemd"
 	FromDefault Source = "default"
 )
 
@@ -49,6 +52,9 @@ func (r *Resolver) Get(name string) (string, Source) {
 		if v, ok := r.File.Value(name); ok {
 			return v, FromFile
 		}
+	}
+	if v := fromSystemd(name, env); v != "" {
+		return v, FromSystemd
 	}
 	return k.Default, FromDefault
 }

@@ -27,6 +27,11 @@ type configState struct {
 	// poke is closed (and replaced) when this process changes an object,
 	// so its watchers reload at once instead of at their next poll.
 	poke chan struct{}
+	// file replaces Config's file sections once the server has read its
+	// configuration file again (ReloadFile); reloads counts those reads,
+	// stateReloads is the count the cached state was merged at.
+	file                  *configobj.File
+	reloads, stateReloads int
 }
 
 func newConfigState() *configState { return &configState{poke: make(chan struct{})} }
@@ -37,12 +42,26 @@ func (c *configState) cached() *configobj.State {
 	return c.state
 }
 
-func (c *configState) keep(st *configobj.State) {
+func (c *configState) keep(st *configobj.State, reloads int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state == nil || st.Generation >= c.state.Generation {
-		c.state = st
+	if reloads != c.reloads {
+		return // merged with a file read before the last reload
 	}
+	if c.state == nil || st.Generation >= c.state.Generation || reloads != c.stateReloads {
+		c.state, c.stateReloads = st, reloads
+	}
+}
+
+// current is the cached state when it was merged at generation gen with
+// the file in effect, and the count of file reads.
+func (c *configState) current(gen int64) (*configobj.State, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != nil && c.state.Generation == gen && c.stateReloads == c.reloads {
+		return c.state, c.reloads
+	}
+	return nil, c.reloads
 }
 
 func (c *configState) changed() {
@@ -68,6 +87,11 @@ func (s *Service) ConfigChanged() { s.conf.changed() }
 
 // FileConfig is what the configuration file says.
 func (s *Service) FileConfig() configobj.File {
+	s.conf.mu.Lock()
+	defer s.conf.mu.Unlock()
+	if s.conf.file != nil {
+		return *s.conf.file
+	}
 	return configobj.File{Path: s.Config.EngineSource, Engine: s.Config.Engine, Notify: s.Config.Notify}
 }
 
@@ -95,23 +119,62 @@ func (s *Service) ReadConfig(ctx context.Context) (*configobj.State, error) {
 // effectiveFrom reads the configuration in effect from an open catalog,
 // reusing the cached state while the generation has not moved.
 func (s *Service) effectiveFrom(ctx context.Context, cat catalog.Catalog) (*configobj.State, error) {
+	st, _, err := s.stateAt(ctx, cat)
+	return st, err
+}
+
+// stateAt is effectiveFrom with the count of file reloads the state was
+// merged at or after (it is read before the file: a watcher comparing
+// counts may reload twice, never miss one).
+func (s *Service) stateAt(ctx context.Context, cat catalog.Catalog) (*configobj.State, int, error) {
 	gen, err := cat.ConfigGeneration(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if st := s.conf.cached(); st != nil && st.Generation == gen {
-		return st, nil
+	st, reloads := s.conf.current(gen)
+	if st != nil {
+		return st, reloads, nil
 	}
 	objs, gen, err := cat.ListConfigObjects(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	st, err := configobj.Merge(s.FileConfig(), objs, gen)
+	if st, err = configobj.Merge(s.FileConfig(), objs, gen); err != nil {
+		return nil, 0, Invalidf("%v", err)
+	}
+	s.conf.keep(st, reloads)
+	return st, reloads, nil
+}
+
+// ReloadFile makes f the configuration file's sections in effect (the
+// server read its file again on SIGHUP), once merged with the catalog's
+// objects they pass the checks a change through the API passes; else it
+// returns why and the sections in effect stay. The watchers of the
+// configuration (WatchConfig) reload at once, as after a change of an
+// object.
+func (s *Service) ReloadFile(ctx context.Context, f configobj.File) error {
+	cat, err := s.OpenCatalog(ctx)
 	if err != nil {
-		return nil, Invalidf("%v", err)
+		return err
 	}
-	s.conf.keep(st)
-	return st, nil
+	defer cat.Close()
+	objs, gen, err := cat.ListConfigObjects(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := configobj.Merge(f, objs, gen)
+	if err != nil {
+		return Invalidf("%v", err)
+	}
+	if err := s.CheckConfig(st.Engine, st.Notify); err != nil {
+		return Invalidf("%s: %v", ConfigWhere(st), err)
+	}
+	s.conf.mu.Lock()
+	s.conf.file, s.conf.state = &f, nil
+	s.conf.reloads++
+	s.conf.mu.Unlock()
+	s.conf.changed()
+	return nil
 }
 
 // ConfigInEffect is the configuration this process read last (the one the
@@ -149,7 +212,10 @@ func (s *Service) WatchConfig(ctx context.Context) (<-chan *configobj.State, err
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.effectiveFrom(ctx, cat)
+	// Taken before each read: a change made after it wakes the watcher,
+	// even one made before the loop below starts waiting.
+	poked := s.conf.pokes()
+	st, reloads, err := s.stateAt(ctx, cat)
 	if err != nil {
 		cat.Close()
 		return nil, err
@@ -165,26 +231,26 @@ func (s *Service) WatchConfig(ctx context.Context) (<-chan *configobj.State, err
 		defer cat.Close()
 		tick := time.NewTicker(poll)
 		defer tick.Stop()
-		last := st.Generation
+		lastGen, lastReloads := st.Generation, reloads
 		for {
-			poked := s.conf.pokes()
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			case <-poked:
 			}
-			st, err := s.effectiveFrom(ctx, cat)
+			poked = s.conf.pokes()
+			st, reloads, err := s.stateAt(ctx, cat)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("reading the configuration objects of the catalog failed: keeping the configuration in effect", "err", err)
 				}
 				continue
 			}
-			if st.Generation == last {
+			if st.Generation == lastGen && reloads == lastReloads {
 				continue
 			}
-			last = st.Generation
+			lastGen, lastReloads = st.Generation, reloads
 			select { // replace a state the reader has not taken yet
 			case <-out:
 			default:

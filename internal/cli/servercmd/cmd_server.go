@@ -77,7 +77,16 @@ SIGTERM drains: the server stops accepting, lets running requests and
 policy runs finish for server.drain-timeout (default 5m), then cancels
 them (their operations end as cancelled) and exits. Scheduled runs still
 going at SIGTERM are cancelled at once (VMs release their snapshots).
-Leftovers of a coffer that died mid-backup are removed at start.`,
+Leftovers of a coffer that died mid-backup are removed at start.
+
+Under systemd (the packages' coffer.service, Type=notify) it says READY=1
+once it serves, and its catalog and state go to $STATE_DIRECTORY unless
+configured. SIGHUP (systemctl reload coffer) reads the configuration file
+again: its sections that configuration objects also set (connections,
+repositories, policies, notifications...) take effect as after a change
+through the API; a file that would leave the configuration invalid is
+refused, logged, and the configuration in effect stays. The server:,
+maintenance: and top-level keys apply at the next start.`,
 			`On stderr: the address served and the certificate's fingerprint, the
 setup link at the first start, then one log line per request (operation,
 user, status, duration; --log-format json for collectors) and per job.`,
@@ -244,6 +253,7 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		background(bg),
 		schedules(svc),
 		pruneAccess(access, a.Log),
+		a.serviceManager(svc, url), // last: ready once the others run
 	}
 	return server.Run(ctx, a.Log, time.Duration(st.DrainTimeout), components)
 }

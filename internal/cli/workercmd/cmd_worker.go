@@ -91,7 +91,7 @@ coffer worker --slots 8 --reach-connections vc1 --reach-repositories main`,
 	fl.StringVar(&f.restoreDir, "restore-dir", "", "where the restores the servers hand to it write: their paths are relative to it (default: STATE-DIR/restores)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "",
 		"serve the worker's metrics (how it throttles its reads: coffer_worker_*) over plain HTTP at ADDRESS/metrics, e.g. 127.0.0.1:9464 (default: none)")
-	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself]")
+	fl.StringVar(&f.tokenFile, "token-file", "", "file holding the worker's token (coffer workers token create NAME) [$COFFER_WORKER_TOKEN: the token itself; under systemd the default is the unit's credential worker-token]")
 	fl.IntVar(&f.protocol, "protocol", fleet.Protocol, "the fleet protocol to speak (for tests of version skew)")
 	_ = fl.MarkHidden("protocol")
 	fl.BoolVar(&f.insecureCredentials, "insecure-catalog-credentials", false,
@@ -168,10 +168,14 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 		return refusedToken(err, cfg.Name)
 	}
 	defer serveMetrics(ln, m, a.Log)()
+	// Registered: under systemd (coffer-worker.service, Type=notify) the
+	// unit is now active.
+	a.NotifyServiceManager("READY=1\nSTATUS=registered as worker " + m.Worker().Name)
 	// SIGTERM and Ctrl-C cancel ctx: that drains the worker, whose work
 	// then goes on under a context the signal does not end.
 	go func() {
 		<-ctx.Done()
+		a.NotifyServiceManager("STOPPING=1\nSTATUS=draining")
 		if err := m.Drain(context.WithoutCancel(ctx)); err != nil {
 			a.Log.Warn("worker drain", "worker", cfg.Name, "err", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/catalog/postgres"
 	"github.com/coffer-backup/coffer/internal/cli/command"
+	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/operations"
@@ -26,11 +27,22 @@ import (
 // --token-file). Never a flag's value: it would show in ps.
 const tokenEnv = "COFFER_WORKER_TOKEN"
 
-// readToken is the worker's token from --token-file, else $COFFER_WORKER_TOKEN
-// ("" for none).
+// readToken is the worker's token from --token-file, else
+// $COFFER_WORKER_TOKEN, else the unit's credential worker-token under
+// systemd ("" for none).
+// workerTokenCredential names the credential systemd loads the worker's
+// token into (coffer-worker.service).
+const workerTokenCredential = "worker-token"
+
 func readToken(file string) (string, error) {
+	if t := strings.TrimSpace(os.Getenv(tokenEnv)); file == "" && t != "" {
+		return t, nil
+	}
 	if file == "" {
-		return strings.TrimSpace(os.Getenv(tokenEnv)), nil
+		// Under systemd: LoadCredential=worker-token:FILE in the unit.
+		if file = config.Credential(nil, workerTokenCredential); file == "" {
+			return "", nil
+		}
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
