@@ -25,6 +25,9 @@ golangci-lint run --allow-parallel-runners ./...
 bash scripts/ci/check-licences.sh
 bash scripts/ci/check-changelog.sh
 bash scripts/ci/check-reproducible.sh
+# The compatibility promise (docs/compatibility.md): the REST API keeps
+# what the last release offered.
+bash scripts/ci/check-compatibility.sh
 go test -timeout 60m "$@" ./...
 # Builds without cgo compress with pure Go (internal/repo/chunk): keep that
 # path tested too.
