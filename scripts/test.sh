@@ -25,6 +25,9 @@ golangci-lint run --allow-parallel-runners ./...
 bash scripts/ci/check-licences.sh
 bash scripts/ci/check-changelog.sh
 bash scripts/ci/check-reproducible.sh
+# The compatibility promise (docs/compatibility.md): the REST API keeps
+# what the last release offered.
+bash scripts/ci/check-compatibility.sh
 # The .deb and .rpm (scripts/package.sh): lintian, their systemd units,
 # and the .deb installed, run and purged in a fresh Debian 12.
 bash scripts/ci/check-packages.sh

@@ -145,4 +145,5 @@ var Routes = map[string]Route{
 	"set-acl":                          {Method: "PUT", Path: "/access/acl"},
 	"remove-acl":                       {Method: "POST", Path: "/access/acl/remove"},
 	"query-audit":                      {Method: "GET", Path: "/audit"},
+	"check-upgrade":                    {Method: "GET", Path: "/upgrade/check"},
 }

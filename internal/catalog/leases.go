@@ -45,3 +45,12 @@ type Leases interface {
 	// after it, missed while every server was down.
 	LastRun(ctx context.Context, schedule string) (time.Time, bool, error)
 }
+
+// Inspection is what a read-only look at a catalog finds, changing
+// nothing (`coffer upgrade check`, a server watching for a newer
+// coffer's migration): the migrations applied (version: name) and the
+// leases as they stand.
+type Inspection struct {
+	Applied map[int]string
+	Leases  []Lease
+}

@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// ErrNewerSchema: the catalog was migrated by a newer coffer than this
+// one (class unsupported-version, exit code 8).
+var ErrNewerSchema = errors.New("catalog: migrated by a newer coffer")
+
 // ErrNeedsPostgres refuses what only a PostgreSQL catalog offers: the
 // fleet's workers, their hand-off (River) and their credentials.
 var ErrNeedsPostgres = errors.New("catalog: workers need a PostgreSQL catalog")

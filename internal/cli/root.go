@@ -30,6 +30,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/reposervercmd"
 	"github.com/coffer-backup/coffer/internal/cli/restorecmd"
 	"github.com/coffer-backup/coffer/internal/cli/servercmd"
+	"github.com/coffer-backup/coffer/internal/cli/upgradecmd"
 	"github.com/coffer-backup/coffer/internal/cli/workercmd"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -156,6 +157,7 @@ func (a *app) commands() []*cobra.Command {
 	for _, domain := range []func(*command.App) []*cobra.Command{
 		repocmd.Commands, backupcmd.Commands, restorecmd.Commands, mediacmd.Commands,
 		fleetcmd.Commands, configcmd.Commands, servercmd.Commands, workercmd.Commands, reposervercmd.Commands,
+		upgradecmd.Commands,
 	} {
 		cmds = append(cmds, domain(a.App)...)
 	}

@@ -18,10 +18,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/version"
 )
 
 // DefaultTTL is how long a lease lasts without renewal: the bound on how
@@ -49,11 +51,22 @@ type Elector struct {
 }
 
 // Holder names this process in leases and claims: host, PID and the
-// process's start (a PID reused by another process is another holder).
+// process's start (a PID reused by another process is another holder),
+// then, after an "@", coffer's version (`coffer upgrade check` names the
+// holders of other versions).
 func Holder() string {
 	host, _ := os.Hostname()
 	start, _ := repo.ProcessStart(os.Getpid())
-	return fmt.Sprintf("%s/%d/%d", host, os.Getpid(), start)
+	return fmt.Sprintf("%s/%d/%d@%s", host, os.Getpid(), start, version.Get().Version)
+}
+
+// HolderVersion is the coffer version a holder names, "" for a holder
+// that names none (v0.1.0 and earlier did not).
+func HolderVersion(holder string) string {
+	if i := strings.LastIndexByte(holder, '@'); i >= 0 {
+		return holder[i+1:]
+	}
+	return ""
 }
 
 func (e *Elector) defaults() {

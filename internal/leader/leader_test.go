@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+	"github.com/coffer-backup/coffer/internal/version"
 )
 
 // handClock gives an elector a timer the test fires by hand.
@@ -91,4 +92,15 @@ func TestStoppedLeaderHandsOver(t *testing.T) {
 	stopC()
 	<-cc.waits
 	<-cDone
+}
+
+// TestHolderNamesItsVersion: `coffer upgrade check` reads the version of
+// a lease's holder from its name; one of v0.1.0 names none.
+func TestHolderNamesItsVersion(t *testing.T) {
+	if got, want := HolderVersion(Holder()), version.Get().Version; got != want || want == "" {
+		t.Errorf("Holder() %q names version %q, want %q", Holder(), got, want)
+	}
+	if got := HolderVersion("host/12/34"); got != "" {
+		t.Errorf("a v0.1.0 holder names version %q, want none", got)
+	}
 }

@@ -114,6 +114,12 @@ func (s *Server) guard(op *service.Operation) func(huma.Context, func(huma.Conte
 			rec.user, rec.token = subject.User, subject.TokenID
 		}
 		svc := s.cfg.Service
+		// A newer coffer migrated the shared catalog: no new work here
+		// (reads, and signing in and out, go on).
+		if err := svc.Superseded(); err != nil && op.Mutating() && !op.Public {
+			refuse("", err)
+			return
+		}
 		if strings.Contains(op.Path, "{repo}") {
 			var err error
 			if svc, err = svc.ForRepository(ctx, hc.Param("repo")); err != nil {

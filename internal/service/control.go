@@ -218,7 +218,8 @@ func localUser() string {
 
 // controlState guards the service's control.
 type controlState struct {
-	ctlMu  sync.Mutex
+	superseded atomic.Pointer[error] // superseded.go
+	ctlMu      sync.Mutex
 	ctl    *Control
 	ctlErr error
 	// bootSem bounds the boot verifications running at once (bootslots.go).

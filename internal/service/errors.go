@@ -53,7 +53,7 @@ func Classify(err error) api.Class {
 		return api.Denied
 	case errors.Is(err, repo.ErrLocked):
 		return api.Locked
-	case errors.Is(err, repo.ErrUnsupportedVersion):
+	case errors.Is(err, repo.ErrUnsupportedVersion), errors.Is(err, catalog.ErrNewerSchema):
 		return api.UnsupportedVersion
 	case errors.Is(err, repo.ErrNotRepository), errors.Is(err, repo.ErrSnapshotNotFound),
 		errors.Is(err, catalog.ErrNotFound), errors.Is(err, instant.ErrNoSession), errors.Is(err, hypervisor.ErrNotFound),

@@ -23,6 +23,10 @@ func (s *Service) LocationOf(cfg *policy.Config, name string) string {
 // CatalogLocation is where the catalog is (redacted for display).
 func (s *Service) CatalogLocation() string { return catalogopen.Redact(s.catalogLocation()) }
 
+// CatalogAddress is where the catalog is, unredacted: to reach it
+// without opening it (`coffer upgrade check`, catalogopen.ReadSchema).
+func (s *Service) CatalogAddress() string { return s.catalogLocation() }
+
 func (s *Service) catalogLocation() string {
 	if s.Config.Catalog != "" {
 		return config.ExpandHome(s.Config.Catalog)

@@ -22,6 +22,9 @@ func (e ErrSchemaSkew) Error() string {
 	return fmt.Sprintf("catalog schema version %d is older than this coffer speaks (%d): upgrade the servers first (they migrate the catalog), then this host", e.Database, e.Known)
 }
 
+// Is makes a newer schema a catalog.ErrNewerSchema (unsupported-version).
+func (e ErrSchemaSkew) Is(target error) bool { return target == catalog.ErrNewerSchema && e.Database > e.Known }
+
 // OpenChecked connects to the database named by dsn without migrating
 // it: it checks that the schema is exactly the version this build
 // speaks and refuses otherwise (ErrSchemaSkew). A worker opens the

@@ -35,8 +35,20 @@ var migrationFiles embed.FS
 
 // Migrations returns the schema migrations of this driver.
 func Migrations() ([]sqlcat.Migration, error) {
-	return sqlcat.LoadMigrations(migrationFiles, "migrations")
+	all, err := sqlcat.LoadMigrations(migrationFiles, "migrations")
+	if err != nil || !NextReleaseForTests {
+		return all, err
+	}
+	return append(all, sqlcat.Migration{Version: len(all) + 1, Name: "test_next_release",
+		SQL: "CREATE TABLE test_next_release (id INTEGER)"}), nil
 }
+
+// NextReleaseForTests, set by coffer's test binaries only
+// (internal/cli/clitest, from COFFER_TEST_NEXT_SCHEMA), makes this build
+// know one migration more than it ships, as the next release would: a
+// rolling upgrade's test whose previous build has the same schema as
+// this one runs this build as both.
+var NextReleaseForTests bool
 
 // Options tune an open catalog.
 type Options struct {

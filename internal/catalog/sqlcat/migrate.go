@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
 // Migration is one schema change. Migrations are numbered from 1 without
@@ -57,8 +59,12 @@ func (e ErrSchemaTooNew) Error() string {
 	return fmt.Sprintf("catalog schema version %d is newer than this coffer knows (%d): upgrade coffer", e.Database, e.Known)
 }
 
-// pending compares the applied versions with the known migrations.
-func pending(all []Migration, applied map[int]string) ([]Migration, error) {
+// Is makes it a catalog.ErrNewerSchema (its class: unsupported-version).
+func (e ErrSchemaTooNew) Is(target error) bool { return target == catalog.ErrNewerSchema }
+
+// Pending compares the applied versions with the known migrations: those
+// still to apply, or ErrSchemaTooNew.
+func Pending(all []Migration, applied map[int]string) ([]Migration, error) {
 	for v, name := range applied {
 		if v > len(all) {
 			return nil, ErrSchemaTooNew{Database: maxKey(applied), Known: len(all)}
@@ -120,7 +126,7 @@ func Migrate(ctx context.Context, b Backend, all []Migration) (int, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		todo, err := pending(all, applied)
+		todo, err := Pending(all, applied)
 		if err != nil {
 			return err
 		}

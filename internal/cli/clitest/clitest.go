@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog/postgres"
 	"github.com/coffer-backup/coffer/internal/cli"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/cli/complete"
@@ -63,6 +64,8 @@ func Main(m *testing.M) {
 		if d, err := time.ParseDuration(os.Getenv("COFFER_TEST_COMPLETION_TIMEOUT")); err == nil {
 			complete.Timeout = d
 		}
+		// A build one catalog migration ahead (a rolling upgrade's test).
+		postgres.NextReleaseForTests = os.Getenv("COFFER_TEST_NEXT_SCHEMA") == "1"
 		// As cmd/coffer does: SIGTERM and Ctrl-C cancel the command.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := cli.Execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

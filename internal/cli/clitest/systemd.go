@@ -35,4 +35,3 @@ func (e *Env) NotifySocket() (expect func(want string) string) {
 		}
 	}
 }
-

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/service"
@@ -111,6 +112,9 @@ func advice(err error) string {
 	case ExitIntegrity:
 		return "run `coffer verify --read-data` to see exactly which backups are affected; other backups remain restorable"
 	case ExitVersion:
+		if errors.Is(err, catalog.ErrNewerSchema) {
+			return "upgrade coffer here too: a newer coffer migrated this catalog (`coffer upgrade check` tells before an upgrade)"
+		}
 		return "upgrade coffer to open this repository"
 	case ExitNoSpace:
 		if errors.Is(err, restore.ErrTargetFull) {

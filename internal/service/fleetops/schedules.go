@@ -129,10 +129,16 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 		}}
 	s.Logger().Info("coffer server started", "policies", len(plan.policies), "maintenance jobs", len(jobs), "holder", holder,
 		"generation", st.Generation)
+	// A newer coffer migrating the shared catalog ends this server's
+	// campaign (the lease is released at once) but not the server.
+	electCtx, superseded := context.WithCancel(ctx)
+	defer superseded()
+	stopWatch := s.watchSchema(ctx, time.Duration(mcfg.TakeoverAfter)/3, superseded)
+	defer stopWatch()
 	done := make(chan error, 1)
 	serving := ctx
 	go func() {
-		done <- elector.Run(ctx, func(ctx context.Context) {
+		done <- elector.Run(electCtx, func(ctx context.Context) {
 			grants, endLead := units.lead(ctx, eng, holder, s.Logger())
 			defer func() {
 				endLead()
@@ -160,11 +166,18 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	for {
 		select {
 		case err := <-done:
+			if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+				done = nil // superseded: serve on without the schedules
+				continue
+			}
 			if errors.Is(err, context.Canceled) {
 				s.Logger().Info("coffer server stopped")
 				return nil
 			}
 			return err
+		case <-ctxDoneOnceIdle(ctx, done, states):
+			s.Logger().Info("coffer server stopped")
+			return nil
 		case st, open := <-states:
 			if !open {
 				states = nil // ctx ended: wait for the schedules to stop

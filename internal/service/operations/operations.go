@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/planops"
 	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/restoreops"
+	"github.com/coffer-backup/coffer/internal/service/upgradeops"
 	"github.com/coffer-backup/coffer/internal/service/workerops"
 )
 
@@ -32,6 +33,7 @@ var All = concat(
 	planops.Operations,
 	configops.Operations,
 	accessops.Operations,
+	upgradeops.Operations,
 )
 
 func concat(tables ...[]service.Operation) []service.Operation {

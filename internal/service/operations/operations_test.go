@@ -19,6 +19,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/planops"
 	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/restoreops"
+	"github.com/coffer-backup/coffer/internal/service/upgradeops"
 	"github.com/coffer-backup/coffer/internal/service/workerops"
 )
 
@@ -40,6 +41,7 @@ var domains = []struct {
 	{"planops", planops.Operations, reflect.TypeFor[planops.Ops]()},
 	{"configops", configops.Operations, reflect.TypeFor[configops.Ops]()},
 	{"accessops", accessops.Operations, reflect.TypeFor[accessops.Ops]()},
+	{"upgradeops", upgradeops.Operations, reflect.TypeFor[upgradeops.Ops]()},
 }
 
 // TestOperationsNameRealMethods: every operation names a method of its
