@@ -68,7 +68,7 @@ func (s *Service) ConfigChanged() { s.conf.changed() }
 
 // FileConfig is what the configuration file says.
 func (s *Service) FileConfig() configobj.File {
-	return configobj.File{Path: s.Config.EngineSource, Engine: s.Config.Engine, Notify: s.Config.Notify}
+	return configobj.File{Path: s.Config.EngineSource, Engine: s.Config.Engine, Notify: s.Config.Notify, Maintenance: s.Config.Maintenance}
 }
 
 // ReadConfig returns the configuration in effect: the file merged with

@@ -234,6 +234,9 @@ type controlState struct {
 	// so that the limits hold across them and the scheduled runs
 	// (servingEngine).
 	serving atomic.Pointer[engine.Engine]
+	// servingOptions are what the serving engine's options add that an
+	// engine of a run's own takes too (Serve).
+	servingOptions atomic.Pointer[[]func(*engine.Options)]
 	// remote runs operations on the fleet's workers (remote.go).
 	remote remoteSlot
 }

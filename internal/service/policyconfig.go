@@ -7,6 +7,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/configobj"
 	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -81,13 +82,13 @@ func EngineProblems(cfg *policy.Config, policies bool) ([]error, map[string][]Fi
 // CheckConfig is the check of changes made through the API (a
 // configobj.Checker): every problem the whole configuration has
 // (configobj refuses a change for those it adds). The maintenance
-// section is the file's, but its jobs name repositories and policies the
+// section's jobs name repositories, policies and media libraries the
 // API can change, so a change that would break them (deleting a
 // repository gc runs on, a policy whose retention forget applies) is
 // refused like one that breaks a policy.
-func (s *Service) CheckConfig(eng *policy.Config, nc *notify.Config) error {
+func (s *Service) CheckConfig(eng *policy.Config, nc *notify.Config, m *maintenance.Config) error {
 	errs, _ := EngineProblems(eng, true)
-	_, maint := s.Config.Maintenance.Jobs(eng)
+	_, maint := m.Jobs(eng)
 	return errors.Join(append(errs, nc.Validate(), maint)...)
 }
 

@@ -80,7 +80,7 @@ func (s Ops) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (*api.
 		}
 		doc.Policies = append(doc.Policies, d)
 	}
-	maint, err := s.maintenanceReport(cfg, time.Now())
+	maint, err := s.maintenanceReport(ctx, cfg, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -213,23 +213,36 @@ func (s Ops) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPrevie
 	return doc, nil
 }
 
-// maintenanceReport checks the maintenance section (the file's) against
-// cfg, the configuration in effect, and lists its jobs with their next
-// runs after now.
-func (s Ops) maintenanceReport(cfg *policy.Config, now time.Time) ([]api.MaintenanceReport, error) {
-	jobs, err := s.Config.Maintenance.Jobs(cfg)
+// maintenanceReport checks the maintenance section in effect (the
+// file's and the catalog's schedules) against cfg, the configuration in
+// effect, and lists its jobs with their next runs after now (and the
+// media set each of a media copy's lands in).
+func (s Ops) maintenanceReport(ctx context.Context, cfg *policy.Config, now time.Time) ([]api.MaintenanceReport, error) {
+	st, err := s.ConfigInEffect(ctx)
 	if err != nil {
-		return nil, service.Invalidf("%s: %v", cmp.Or(s.Config.EngineSource, "configuration"), err)
+		return nil, err
+	}
+	jobs, err := st.Maintenance.Jobs(cfg)
+	if err != nil {
+		return nil, service.Invalidf("%s: %v", service.ConfigWhere(st), err)
 	}
 	out := []api.MaintenanceReport{}
 	for _, j := range jobs {
 		r := api.MaintenanceReport{Name: j.Name, Kind: j.Kind, Repository: j.Repository, Schedule: j.Spec,
-			ReadDataSeconds: j.ReadDataPeriod.Seconds(), To: j.To, NextRuns: []api.PlannedRun{}}
+			ReadDataSeconds: j.ReadDataPeriod.Seconds(), To: j.To, After: j.After, Library: j.Library, Pool: j.Pool, NextRuns: []api.PlannedRun{}}
 		if j.Window != nil {
 			r.Window = j.Window.String()
 		}
+		if j.After != "" {
+			out = append(out, r) // it runs when the policy's runs end
+			continue
+		}
 		for _, p := range maintenance.Next(j, now, 3) {
-			r.NextRuns = append(r.NextRuns, api.PlannedRun{At: p.At, Starts: p.Starts, Share: p.Share, Shares: p.Shares})
+			run := api.PlannedRun{At: p.At, Starts: p.Starts, Share: p.Share, Shares: p.Shares}
+			if j.Kind == "media-copy" {
+				run.MediaSet = j.SetFor(p.At).Pool
+			}
+			r.NextRuns = append(r.NextRuns, run)
 		}
 		out = append(out, r)
 	}
