@@ -47,7 +47,8 @@ const (
 const copyAfterPoll = 2 * time.Second
 
 // copyAfterLookback bounds how old a run may be and still have its copy
-// started, when a server takes the schedules over.
+// started, when a server takes the schedules over. A run of a policy
+// that no copy follows any more is passed over without reading its log.
 const copyAfterLookback = 7 * 24 * time.Hour
 
 // markCopiesAfter makes the engine write, at the start of each run of a
@@ -132,6 +133,12 @@ func (c *copiesAfter) pass(ctx context.Context) error {
 	var errs []error
 	for _, j := range jobs {
 		if c.handled[j.ID] {
+			continue
+		}
+		if len(c.plan.afterJobs(j.Policy)) == 0 {
+			// No copy follows the policy now: a copy its run recorded
+			// was dropped from the configuration since.
+			c.handled[j.ID] = true
 			continue
 		}
 		done, err := c.run(ctx, j)
