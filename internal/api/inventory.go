@@ -119,7 +119,7 @@ type PolicyCheck struct {
 // MaintenanceReport is one scheduled maintenance job.
 type MaintenanceReport struct {
 	Name       string `json:"name"`
-	Kind       string `json:"kind"` // gc, verify, forget, copy
+	Kind       string `json:"kind"` // gc, verify, forget, copy, media-copy, verify-boot
 	Repository string `json:"repository"`
 	Schedule   string `json:"schedule"`
 	// Window is the maintenance window ("" for none).
@@ -127,7 +127,13 @@ type MaintenanceReport struct {
 	// ReadDataSeconds is a verify's read-data-period (0: no data read).
 	ReadDataSeconds float64 `json:"read_data_period_seconds,omitempty"`
 	// To is a copy's target repository.
-	To       string       `json:"to,omitempty"`
+	To string `json:"to,omitempty"`
+	// After is the policy whose runs a copy follows (it has no
+	// schedule and no next runs).
+	After string `json:"after,omitempty"`
+	// Library and Pool are a media copy's.
+	Library  string       `json:"library,omitempty"`
+	Pool     string       `json:"pool,omitempty"`
 	NextRuns []PlannedRun `json:"next_runs"`
 }
 
@@ -138,6 +144,8 @@ type PlannedRun struct {
 	Starts bool      `json:"starts"`
 	Share  int       `json:"share,omitempty"`
 	Shares int       `json:"shares,omitempty"`
+	// MediaSet is the media set (pool) a media copy's run writes to.
+	MediaSet string `json:"media_set,omitempty"`
 }
 
 // Limits are the engine's concurrency and rate limits, defaults applied

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -15,7 +16,9 @@ import (
 // joined (errors.Join): the file's validators, and whatever else the
 // caller knows (what each connector can do). A change is refused for the
 // problems it adds.
-type Checker func(eng *policy.Config, n *notify.Config) error
+// The maintenance section is checked with the engine configuration its
+// jobs name.
+type Checker func(eng *policy.Config, n *notify.Config, m *maintenance.Config) error
 
 // Verbs of changes, as operation IDs and audit records name them.
 const (
@@ -35,9 +38,11 @@ type Plan struct {
 	Before Object
 	// Changed names the top-level keys an update changes.
 	Changed []string
-	// Engine and Notify are the configuration the change makes.
-	Engine *policy.Config
-	Notify *notify.Config
+	// Engine, Notify and Maintenance are the configuration the change
+	// makes.
+	Engine      *policy.Config
+	Notify      *notify.Config
+	Maintenance *maintenance.Config
 }
 
 // PlanCreate checks the creation of an object of kind k.
@@ -69,14 +74,15 @@ func (s *State) PlanUpdate(k Kind, name string, spec Spec, check Checker) (*Plan
 	if !ok {
 		return nil, s.notFound(k, name)
 	}
-	switch given, _ := spec["name"].(string); {
-	case spec["name"] == nil:
+	key := k.NameKey()
+	switch given, _ := spec[key].(string); {
+	case spec[key] == nil:
 		if !k.Singleton() {
 			spec = cloneSpec(spec)
-			spec["name"] = name
+			spec[key] = name
 		}
 	case given != name:
-		return nil, fail(ErrInvalid, "%s %s cannot be renamed (the spec names it %v): create the new one, then delete the old", k, name, spec["name"])
+		return nil, fail(ErrInvalid, "%s %s cannot be renamed (the spec names it %v): create the new one, then delete the old", k, name, spec[key])
 	case k.Singleton():
 		spec = cloneSpec(spec)
 		delete(spec, "name")
@@ -99,13 +105,15 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 		}
 		return nil, s.notFound(k, name)
 	}
-	p := &Plan{Verb: Delete, Kind: k, Name: name, Before: before, Engine: s.Engine, Notify: s.Notify}
+	p := &Plan{Verb: Delete, Kind: k, Name: name, Before: before, Engine: s.Engine, Notify: s.Notify, Maintenance: s.Maintenance}
 	if before.Overridden {
 		return p, nil // the file's object stays in effect: nothing else changes
 	}
 	var err error
-	eng, nc := s.Engine, s.Notify
+	eng, nc, m := s.Engine, s.Notify, s.Maintenance
 	switch k {
+	case MaintenanceWindow, MaintenanceSchedule:
+		m = deleteMaintenance(m, k, name)
 	case Connection:
 		eng, err = eng.DeleteConnection(name)
 	case Repository:
@@ -128,8 +136,8 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 	if eng == nil || nc == nil {
 		return nil, fail(ErrInvalid, "%v", err)
 	}
-	p.Engine, p.Notify = eng, nc
-	if err := newProblems(check(s.Engine, s.Notify), check(eng, nc)); err != nil {
+	p.Engine, p.Notify, p.Maintenance = eng, nc, m
+	if err := newProblems(check(s.Engine, s.Notify, s.Maintenance), check(eng, nc, m)); err != nil {
 		return nil, fail(ErrInvalid, "%v", err)
 	}
 	return p, nil
@@ -159,7 +167,9 @@ func (s *State) planPut(p *Plan, spec Spec, check Checker) (*Plan, error) {
 		return nil, err
 	}
 	eng, nc := s.Engine, s.Notify
+	m, _ := putMaintenance(s.Maintenance, v) // s.Maintenance when v is no maintenance entry
 	switch x := v.(type) {
+	case maintenance.Window, maintenance.Repository:
 	case policy.Connection:
 		eng, _ = eng.PutConnection(x)
 	case policy.Repository:
@@ -175,10 +185,10 @@ func (s *State) planPut(p *Plan, spec Spec, check Checker) (*Plan, error) {
 	default:
 		eng, _ = putSetting(eng, s.File.Engine.Limits, v)
 	}
-	if err := newProblems(check(s.Engine, s.Notify), check(eng, nc)); err != nil {
+	if err := newProblems(check(s.Engine, s.Notify, s.Maintenance), check(eng, nc, m)); err != nil {
 		return nil, fail(ErrInvalid, "%v", err)
 	}
-	p.Spec, p.Engine, p.Notify = js, eng, nc
+	p.Spec, p.Engine, p.Notify, p.Maintenance = js, eng, nc, m
 	return p, nil
 }
 
@@ -195,8 +205,11 @@ func specName(k Kind, spec Spec) (string, Spec, error) {
 		delete(spec, "name")
 		return SingletonName, spec, nil
 	}
+	if k.NameKey() != "name" {
+		name, _ = spec[k.NameKey()].(string)
+	}
 	if name == "" {
-		return "", nil, fail(ErrInvalid, "the %s has no name (\"name\": \"...\")", k)
+		return "", nil, fail(ErrInvalid, "the %s has no name (\"%s\": \"...\")", k, k.NameKey())
 	}
 	return name, spec, checkName(k, name)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -27,7 +28,11 @@ func fileState(t *testing.T, doc string, stored ...catalog.ConfigObject) *State 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Merge(File{Path: "/etc/coffer/coffer.yaml", Engine: eng, Notify: nc}, stored, int64(len(stored)))
+	m, err := maintenance.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Merge(File{Path: "/etc/coffer/coffer.yaml", Engine: eng, Notify: nc, Maintenance: m}, stored, int64(len(stored)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +40,9 @@ func fileState(t *testing.T, doc string, stored ...catalog.ConfigObject) *State 
 }
 
 // validate is the file's validators alone.
-func validate(e *policy.Config, n *notify.Config) error {
-	return errors.Join(e.Validate(), n.Validate())
+func validate(e *policy.Config, n *notify.Config, m *maintenance.Config) error {
+	_, merr := m.Jobs(e)
+	return errors.Join(e.Validate(), n.Validate(), merr)
 }
 
 func stored(kind, name, spec string, version int64) catalog.ConfigObject {
@@ -204,14 +210,14 @@ policies: [{name: nightly, connection: lab, repository: extra}]
 // block changes that add none; the change that fixes it goes through.
 func TestOnlyNewProblemsRefuse(t *testing.T) {
 	s := fileState(t, "policies: [{name: nightly, connection: lab}]\n")
-	if err := validate(s.Engine, s.Notify); err == nil {
+	if err := validate(s.Engine, s.Notify, s.Maintenance); err == nil {
 		t.Fatal("the file's configuration is valid: the test needs one with a problem")
 	}
 	if _, err := s.PlanCreate(Repository, Spec{"name": "extra", "location": "/srv/extra"}, validate); err != nil {
 		t.Fatalf("an unrelated change: %v", err)
 	}
 	p, err := s.PlanCreate(Connection, Spec{"name": "lab", "kind": "fake"}, validate)
-	if err != nil || validate(p.Engine, p.Notify) != nil {
+	if err != nil || validate(p.Engine, p.Notify, p.Maintenance) != nil {
 		t.Fatalf("the change that mends it: %v", err)
 	}
 	if _, err := s.PlanCreate(Policy, Spec{"name": "other", "connection": "nope"}, validate); err == nil ||

@@ -45,18 +45,23 @@ const (
 	LatencyControl  Kind = "latency-control"
 	ResourceGroup   Kind = "resource-group"
 	StorageProvider Kind = "storage-snapshot-provider"
+	// The maintenance section's windows and each repository's jobs
+	// (maintenance.go), by name and by repository.
+	MaintenanceWindow   Kind = "maintenance-window"
+	MaintenanceSchedule Kind = "maintenance-schedule"
 )
 
 // Kinds lists every kind, in the order objects are listed (what others
 // depend on first).
 var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary,
-	Limits, LatencyControl, ResourceGroup, StorageProvider}
+	Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule}
 
 var plurals = map[Kind]string{
 	Connection: "connections", Repository: "repositories", Policy: "policies",
 	NotificationTarget: "notification-targets", NotificationMatcher: "notification-matchers",
 	MediaLibrary: "media-libraries", Limits: "limits", LatencyControl: "latency-controls",
 	ResourceGroup: "resource-groups", StorageProvider: "storage-snapshot-providers",
+	MaintenanceWindow: "maintenance-windows", MaintenanceSchedule: "maintenance-schedules",
 }
 
 // SingletonName is the name of the one object of a singleton kind
@@ -67,6 +72,15 @@ const SingletonName = "default"
 // file's section key by key (the file wins for the keys it sets), rather
 // than objects by name.
 func (k Kind) Singleton() bool { return k == Limits }
+
+// NameKey is the key of a spec that names its object: name, or for a
+// maintenance schedule the repository whose jobs it holds.
+func (k Kind) NameKey() string {
+	if k == MaintenanceSchedule {
+		return "repository"
+	}
+	return "name"
+}
 
 // Plural names the kind's collection ("policies"), as API paths do.
 func (k Kind) Plural() string { return plurals[k] }
@@ -92,7 +106,7 @@ func ParseKind(s string) (Kind, error) {
 // /media/NAME.
 func (k Kind) Path(name string) string {
 	switch k {
-	case NotificationTarget, NotificationMatcher, Limits, LatencyControl, ResourceGroup, StorageProvider:
+	case NotificationTarget, NotificationMatcher, Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule:
 		return "/system/" + k.Plural() + "/" + url.PathEscape(name)
 	case MediaLibrary:
 		return "/media/" + url.PathEscape(name)

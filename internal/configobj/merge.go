@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -17,6 +18,8 @@ type File struct {
 	Path   string
 	Engine *policy.Config
 	Notify *notify.Config
+	// Maintenance is the maintenance section (nil: none).
+	Maintenance *maintenance.Config
 }
 
 // Object is one configuration object as it is in effect.
@@ -54,6 +57,10 @@ type State struct {
 	// notifier run on; delivery settings are the file's alone.
 	Engine *policy.Config
 	Notify *notify.Config
+	// Maintenance is the merged maintenance section: the file's, with
+	// the catalog's windows and repositories' jobs for the names the
+	// file does not use.
+	Maintenance *maintenance.Config
 	// Objects are the objects in effect, by kind (Kinds' order) and
 	// name; Overridden, the catalog's objects the file overrides.
 	Objects    []Object
@@ -77,7 +84,10 @@ func Merge(f File, stored []catalog.ConfigObject, gen int64) (*State, error) {
 	eng.LatencyControl, eng.ResourceGroups = slices.Clone(eng.LatencyControl), slices.Clone(eng.ResourceGroups)
 	eng.StorageSnapshots = slices.Clone(eng.StorageSnapshots)
 	nc.Targets, nc.Matchers = slices.Clone(nc.Targets), slices.Clone(nc.Matchers)
-	s := &State{File: f, Generation: gen, Engine: &eng, Notify: &nc}
+	if f.Maintenance == nil {
+		f.Maintenance = &maintenance.Config{}
+	}
+	s := &State{File: f, Generation: gen, Engine: &eng, Notify: &nc, Maintenance: cloneMaintenance(f.Maintenance)}
 	for _, v := range fileObjects(f) {
 		spec, err := encode(v.value)
 		if err != nil {
@@ -157,7 +167,11 @@ func fileObjects(f File) []typed {
 	for _, x := range f.Engine.MediaLibraries {
 		out = append(out, typed{MediaLibrary, x, x.Name})
 	}
-	return append(out, fileSettings(f.Engine)...)
+	out = append(out, fileSettings(f.Engine)...)
+	if f.Maintenance != nil {
+		out = append(out, fileMaintenance(f.Maintenance)...)
+	}
+	return out
 }
 
 // definedByFile reports whether the file defines an object of that kind
@@ -200,6 +214,8 @@ func (s *State) add(v any) {
 		s.Notify.Matchers = append(s.Notify.Matchers, x)
 	case policy.MediaLibrary:
 		s.Engine.MediaLibraries = append(s.Engine.MediaLibraries, x)
+	case maintenance.Window, maintenance.Repository:
+		s.Maintenance, _ = putMaintenance(s.Maintenance, v)
 	default:
 		s.Engine, _ = putSetting(s.Engine, s.File.Engine.Limits, v)
 	}

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/maintenance"
 	"github.com/coffer-backup/coffer/internal/notify"
 	"github.com/coffer-backup/coffer/internal/policy"
 )
@@ -76,6 +77,8 @@ func decode(k Kind, spec []byte) (any, error) {
 				v = c.Matchers[0]
 			}
 		}
+	case MaintenanceWindow, MaintenanceSchedule:
+		v, err = decodeMaintenance(k, list)
 	default:
 		v, err = decodeSetting(k, entry, list)
 	}
@@ -141,6 +144,10 @@ func nameOf(v any) string {
 		return x.Name
 	case policy.MediaLibrary:
 		return x.Name
+	case maintenance.Window:
+		return x.Name
+	case maintenance.Repository:
+		return x.Repository
 	}
 	return settingName(v)
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // The engine's settings as configuration objects: limits, latency-control
-// entries, resource groups and storage snapshot providers, each listed
+// entries, resource groups, storage snapshot providers, and the
+// maintenance schedules and windows, each listed
 // with its source (the configuration file's, shown; the API's, changed
 // and deleted here). An object is written as `coffer config create`
 // reads it, YAML in the keys of its section of the configuration file,
@@ -38,6 +39,11 @@ var settingKinds = []settingKind{
 	{"storage-snapshot-provider", "storage-snapshot-providers", "Storage snapshot providers",
 		"The storage snapshots that policies with group: datastore read their VMs from.",
 		"name: xfs-a\nkind: reflink\nconnections: [lab]\ndatastores: [/srv/vms]\n"},
+	{"maintenance-schedule", "maintenance-schedules", "Maintenance schedules",
+		"A repository's upkeep (gc, verify, forget, copies, media copies), named by its repository. The scheduler takes a change within seconds.",
+		"repository: main\ngc: {schedule: \"0 2 * * *\"}\ncopy: [{to: offsite, after: nightly}]\n"},
+	{"maintenance-window", "maintenance-windows", "Maintenance windows", "When a repository's scheduled upkeep may run.",
+		"name: night\nstart: \"22:00\"\nend: \"06:00\"\n"},
 }
 
 // settingOps are the operation IDs of one verb on every kind of the page.
@@ -107,7 +113,7 @@ func (p *page) settings() {
 		}
 		v.Sections = append(v.Sections, sec)
 	}
-	p.show("settings", "Engine settings", "settings", v)
+	p.show("settings", "Settings", "settings", v)
 }
 
 // saveSetting creates an object of the kind in the path, or changes the
@@ -129,7 +135,9 @@ func (p *page) saveSetting() {
 	name, verb := f.Get("editing"), "added"
 	var err error
 	if name == "" {
-		_, err = p.api.call("create-"+kind, nil, nil, spec, nil)
+		var o api.ConfigObject
+		_, err = p.api.call("create-"+kind, nil, nil, spec, &o)
+		name = o.Name
 	} else {
 		h := http.Header{}
 		if ver := f.Get("version"); ver != "" && ver != "0" {
@@ -141,12 +149,6 @@ func (p *page) saveSetting() {
 	if err != nil {
 		p.fail(err)
 		return
-	}
-	if name == "" {
-		name, _ = spec["name"].(string)
-	}
-	if name == "" {
-		name = "default" // the one limits object
 	}
 	p.done(fmt.Sprintf("The %s %s is %s: every server takes it within seconds.", settingKinds[i].Kind, name, verb), "/ui/settings#"+kind)
 }

@@ -62,7 +62,7 @@ var (
 
 // Kind is the connection's kind, as configured.
 func (c *WorkerConnector) Kind() string {
-	cc, _ := service.ConnectionOf(c.Config, c.Connection)
+	cc, _ := c.Config.Connection(c.Connection)
 	return cc.Kind
 }
 

@@ -55,7 +55,7 @@ func (c *followed) current(ctx context.Context) (hypervisor.Connector, error) {
 
 // Kind is the connection's kind, as configured.
 func (c *followed) Kind() string {
-	cc, _ := service.ConnectionOf(c.cfg, c.name)
+	cc, _ := c.cfg.Connection(c.name)
 	return cc.Kind
 }
 

@@ -23,7 +23,10 @@
 //	      gc:     {schedule: "0 2 * * *", timezone: Europe/Berlin, missed: run-once}
 //	      verify: {schedule: "0 3 * * *", read-data-period: 7d}
 //	      forget: {schedule: "0 1 * * *", keep: {keep-daily: 14}}   # or policies: [nightly]
-//	      copy:   [{to: offsite, schedule: "0 4 * * *", immutable-for: 30d}]
+//	      copy:   [{to: offsite, schedule: "0 4 * * *", immutable-for: 30d},
+//	               {to: replica, after: nightly}]           # each run's points, once it ends
+//	      media-copy:                                         # to a media pool, in GFS media sets
+//	        - {library: tapes, pool: offsite, schedule: "0 5 * * *", media-sets: {daily: 6, weekly: 4, monthly: 12}}
 //
 // Every job's schedule takes timezone: (default: the server's zone; a
 // run in a skipped hour runs once at the jump, a repeated hour runs
@@ -121,6 +124,9 @@ type Repository struct {
 	Verify *VerifyJob `yaml:"verify"`
 	Forget *ForgetJob `yaml:"forget"`
 	Copy   []CopyJob  `yaml:"copy"`
+	// MediaCopy copies points to media pools of the configuration's
+	// media libraries (mediasets.go).
+	MediaCopy []MediaCopyJob `yaml:"media-copy"`
 }
 
 // Common are the settings every job has.
@@ -164,11 +170,14 @@ type ForgetJob struct {
 	Policies []string         `yaml:"policies"`
 }
 
-// CopyJob copies new points to another repository of the configuration.
+// CopyJob copies new points to another repository of the configuration:
+// on its schedule, or, with After, the points of each run of that
+// policy, as soon as the run ends (copies.go).
 type CopyJob struct {
 	Common       `yaml:",inline"`
 	To           string          `yaml:"to"`
 	ImmutableFor policy.Duration `yaml:"immutable-for"`
+	After        string          `yaml:"after"`
 }
 
 // Decode reads the section strictly (an unknown key is an error naming
@@ -183,7 +192,9 @@ func Decode(f *config.File) (*Config, error) {
 
 // Job is one scheduled maintenance job, resolved from the section.
 type Job struct {
-	// Name is unique: REPOSITORY/KIND, or REPOSITORY/copy:TARGET.
+	// Name is unique: REPOSITORY/KIND, REPOSITORY/copy:TARGET (with
+	// after: REPOSITORY/copy:TARGET/after:POLICY), or
+	// REPOSITORY/media-copy:LIBRARY/POOL (/after:POLICY).
 	Name       string
 	Kind       string // gc, verify, forget, copy
 	Repository string
@@ -201,6 +212,15 @@ type Job struct {
 	// copy
 	To           string
 	ImmutableFor time.Duration
+	// After, for a copy or media-copy, is the policy each of whose runs
+	// the job follows, copying the points the run made; such a job has
+	// no Schedule and no Window.
+	After string
+	// media-copy: the library and pool, and the pool's GFS media sets
+	Library   string
+	Pool      string
+	MediaSets MediaSets
+	Retention time.Duration
 	// verify-boot: the policy whose points it boots, and how
 	Policy string
 	Boot   policy.VerifyBoot
@@ -361,30 +381,7 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 				jobs = append(jobs, j)
 			}
 		}
-		targets := map[string]bool{}
-		for _, cp := range r.Copy {
-			name := "copy:" + cp.To
-			j, ok := job("copy", name, cp.Common)
-			j.To, j.ImmutableFor = cp.To, time.Duration(cp.ImmutableFor)
-			switch {
-			case cp.To == "":
-				add("%s: copy: to is missing (a repositories entry)", where)
-				ok = false
-			case !repoKnown(cp.To) || cp.To == "default":
-				add("%s: copy: unknown target repository %q%s", where, cp.To, knownRepos(engine))
-				ok = false
-			case cp.To == r.Repository:
-				add("%s: copy: a repository cannot be copied into itself", where)
-				ok = false
-			case targets[cp.To]:
-				add("%s: copy to %s is given twice", where, cp.To)
-				ok = false
-			}
-			targets[cp.To] = true
-			if ok {
-				jobs = append(jobs, j)
-			}
-		}
+		jobs = append(jobs, copyJobs(r, where, engine, job, add, repoKnown)...)
 	}
 	boots, bootErrs := bootJobs(engine)
 	return append(jobs, boots...), errors.Join(append(errs, bootErrs...)...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -29,7 +30,15 @@ var ErrWindowClosed = errors.New("maintenance window closed")
 // run in their own goroutines, and gc and verify share the repository
 // with running backups as they always do.
 type Scheduler struct {
+	// Jobs are the jobs to run; those that follow a policy's runs
+	// (After) are not scheduled here.
 	Jobs []Job
+	// Updates, when set, brings the jobs of a changed configuration:
+	// a job of the same name and settings keeps its next slot and its
+	// run in progress; a changed one keeps its run in progress and
+	// takes its new schedule from now; a removed one's run in progress
+	// goes on to its end.
+	Updates <-chan []Job
 	// Runner runs one job (the service's gc, verify, forget or copy,
 	// recorded as a task). Its context ends at the end of the window.
 	Runner func(ctx context.Context, j Job, r Run) error
@@ -94,17 +103,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	var list []*entry
-	for _, j := range s.Jobs {
-		e := &entry{job: j, next: j.Schedule.Next(s.Now())}
-		s.findMissed(ctx, e, s.Now())
-		list = append(list, e)
-	}
-	if len(list) == 0 {
-		<-ctx.Done()
-		return ctx.Err()
-	}
+	list := s.update(ctx, nil, s.Jobs, true)
 	for {
+		if len(list) == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case jobs := <-s.Updates:
+				list = s.update(ctx, list, jobs, false)
+				continue
+			}
+		}
 		earliest := list[0].next
 		for _, e := range list {
 			if e.next.Before(earliest) {
@@ -120,6 +129,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case jobs := <-s.Updates:
+			list = s.update(ctx, list, jobs, false)
+			continue
 		case <-s.After(max(earliest.Sub(s.Now()), 0)):
 		}
 		now := s.Now()
@@ -146,6 +158,43 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// update makes the entries of jobs (the scheduled ones), keeping the
+// state of old's entries of the same name: the next slot of an
+// unchanged job, the run in progress of any. At start, each looks for
+// a run missed while every server was down.
+func (s *Scheduler) update(ctx context.Context, old []*entry, jobs []Job, start bool) []*entry {
+	byName := map[string]*entry{}
+	for _, e := range old {
+		byName[e.job.Name] = e
+	}
+	var list []*entry
+	now := s.Now()
+	for _, j := range Scheduled(jobs) {
+		if e := byName[j.Name]; e != nil {
+			if !sameJob(e.job, j) {
+				s.Logger.Info("maintenance job changed: its schedule starts anew", "job", j.Name)
+				e.job, e.next = j, j.Schedule.Next(now)
+			}
+			list = append(list, e)
+			continue
+		}
+		e := &entry{job: j, next: j.Schedule.Next(now)}
+		if start {
+			s.findMissed(ctx, e, now)
+		} else {
+			s.Logger.Info("maintenance job added", "job", j.Name, "schedule", j.Spec)
+		}
+		list = append(list, e)
+	}
+	return list
+}
+
+// sameJob reports whether two resolutions of a job say the same.
+func sameJob(a, b Job) bool {
+	a.Schedule, b.Schedule = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // findMissed looks, for a job with missed: run-once, for the newest slot

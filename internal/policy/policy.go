@@ -344,6 +344,16 @@ func Decode(f *config.File) (*Config, error) {
 	return c, nil
 }
 
+// Connection is the connection named name.
+func (c *Config) Connection(name string) (Connection, bool) {
+	for _, x := range c.Connections {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Connection{}, false
+}
+
 // Policy returns the policy with that name.
 func (c *Config) Policy(name string) (Policy, bool) {
 	for _, p := range c.Policies {

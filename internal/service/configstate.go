@@ -92,7 +92,7 @@ func (s *Service) FileConfig() configobj.File {
 	if s.conf.file != nil {
 		return *s.conf.file
 	}
-	return configobj.File{Path: s.Config.EngineSource, Engine: s.Config.Engine, Notify: s.Config.Notify}
+	return configobj.File{Path: s.Config.EngineSource, Engine: s.Config.Engine, Notify: s.Config.Notify, Maintenance: s.Config.Maintenance}
 }
 
 // ReadConfig returns the configuration in effect: the file merged with
@@ -166,7 +166,7 @@ func (s *Service) ReloadFile(ctx context.Context, f configobj.File) error {
 	if err != nil {
 		return Invalidf("%v", err)
 	}
-	if err := s.CheckConfig(st.Engine, st.Notify); err != nil {
+	if err := s.CheckConfig(st.Engine, st.Notify, st.Maintenance); err != nil {
 		return Invalidf("%s: %v", ConfigWhere(st), err)
 	}
 	s.conf.mu.Lock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/service/policyfind"
 )
 
 // TestGuestHooksOnVSphereNeedAGuestAccount: policy check refuses guest
@@ -31,8 +32,8 @@ func TestGuestHooksOnVSphereNeedAGuestAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 		var refused bool
-		for _, fd := range PolicyFindings(cfg, cfg.Policies[0]) {
-			if fd.Level == levelError && strings.Contains(fd.Message, "guest-user and guest-password-file") {
+		for _, fd := range policyfind.PolicyFindings(cfg, cfg.Policies[0]) {
+			if fd.Level == policyfind.LevelError && strings.Contains(fd.Message, "guest-user and guest-password-file") {
 				refused = true
 			}
 		}

@@ -70,7 +70,7 @@ func (s *Service) OpenConnectors(ctx context.Context, cfg *policy.Config, names 
 // openConnection opens connection name of cfg in this process, its
 // storage snapshotter into out's.
 func (s *Service) openConnection(ctx context.Context, cfg *policy.Config, name string, out *Connectors) (hypervisor.Connector, error) {
-	cc, ok := ConnectionOf(cfg, name)
+	cc, ok := cfg.Connection(name)
 	if !ok {
 		return nil, Invalidf("no connection named %q in the configuration", name)
 	}
@@ -100,15 +100,6 @@ func (s *Service) withProviders(cfg *policy.Config, out *Connectors) {
 			out.Storage[name] = sp
 		}
 	}
-}
-
-func ConnectionOf(cfg *policy.Config, name string) (policy.Connection, bool) {
-	for _, c := range cfg.Connections {
-		if c.Name == name {
-			return c, true
-		}
-	}
-	return policy.Connection{}, false
 }
 
 // ConnectorSet keeps the connections the server opened across reloads of
@@ -165,7 +156,7 @@ func (cs *ConnectorSet) Update(ctx context.Context, cfg *policy.Config) (*Connec
 		if _, done := next[name]; done {
 			continue
 		}
-		c, _ := ConnectionOf(cfg, name) // checked: every policy's connection exists
+		c, _ := cfg.Connection(name) // checked: every policy's connection exists
 		def := c.Kind + "\n"
 		if c.Options.Kind != 0 {
 			opts, err := yaml.Marshal(&c.Options)

@@ -20,7 +20,7 @@ func (s *Service) RefuseElsewhere(ctx context.Context, cfg *policy.Config, names
 	var refused []error
 	seen := map[string]bool{}
 	for _, name := range names {
-		cc, ok := ConnectionOf(cfg, name)
+		cc, ok := cfg.Connection(name)
 		if !ok || seen[name] {
 			continue
 		}

@@ -220,8 +220,8 @@ func localUser() string {
 type controlState struct {
 	superseded atomic.Pointer[error] // superseded.go
 	ctlMu      sync.Mutex
-	ctl    *Control
-	ctlErr error
+	ctl        *Control
+	ctlErr     error
 	// bootSem bounds the boot verifications running at once (bootslots.go).
 	bootMu  sync.Mutex
 	bootSem *semaphore.Weighted
@@ -235,6 +235,9 @@ type controlState struct {
 	// so that the limits hold across them and the scheduled runs
 	// (servingEngine).
 	serving atomic.Pointer[engine.Engine]
+	// servingOptions are what the serving engine's options add that an
+	// engine of a run's own takes too (Serve).
+	servingOptions atomic.Pointer[[]func(*engine.Options)]
 	// remote runs operations on the fleet's workers (remote.go).
 	remote remoteSlot
 }

@@ -21,9 +21,6 @@ import (
 func (s *Service) NewEngine(ctx context.Context, t Job, cfg *policy.Config, cat catalog.Catalog, conns *Connectors, more ...func(*engine.Options)) (*engine.Engine, error) {
 	o := engine.Options{Config: cfg, Catalog: cat, Connectors: conns.Conns, StorageSnapshotters: conns.Storage,
 		OpenRepository: s.OpenNamed, Logger: s.log, Worker: s.Config.Worker, Predict: s.predictor(cat)}
-	for _, set := range more {
-		set(&o)
-	}
 	// Jobs are tasks of the control plane, recorded once, through the
 	// task manager (its notices, cancel and notifications); without a
 	// catalog for it the engine records them itself.
@@ -31,6 +28,9 @@ func (s *Service) NewEngine(ctx context.Context, t Job, cfg *policy.Config, cat 
 		o.StartJob = engine.Starter(m.StartJob)
 	} else {
 		t.Log(slog.LevelWarn, fmt.Sprintf("jobs are recorded without the task manager: %v", err))
+	}
+	for _, set := range more { // after StartJob: an option may wrap it
+		set(&o)
 	}
 	eng, err := engine.New(ctx, o)
 	if eng == nil {
@@ -83,9 +83,18 @@ func (s *Service) EngineServing() *engine.Engine { return s.serving.Load() }
 
 // Serve makes eng the engine this process serves with (RunSchedules)
 // until the returned function is called.
-func (s *Service) Serve(eng *engine.Engine) (stop func()) {
+//
+// more are options that an engine a run of this process makes of its own
+// (servingEngine returns nil) takes too: what every run of a server's
+// records, such as the copies that follow it.
+func (s *Service) Serve(eng *engine.Engine, more ...func(*engine.Options)) (stop func()) {
+	s.servingOptions.Store(&more)
 	s.serving.Store(eng)
-	return func() { s.serving.CompareAndSwap(eng, nil) }
+	return func() {
+		if s.serving.CompareAndSwap(eng, nil) {
+			s.servingOptions.Store(nil)
+		}
+	}
 }
 
 // PolicyRun is a policy's backup run in progress.
@@ -184,7 +193,11 @@ func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error
 		cat.Close()
 		return fail(err)
 	}
-	eng, err := s.NewEngine(ctx, t, cfg, cat, conns)
+	var more []func(*engine.Options)
+	if o := s.servingOptions.Load(); o != nil {
+		more = *o
+	}
+	eng, err := s.NewEngine(ctx, t, cfg, cat, conns, more...)
 	if err != nil {
 		conns.Close()
 		cat.Close()

@@ -52,5 +52,7 @@ func (a *App) ReadFileAgain() (configobj.File, error) {
 	if _, err := maintenance.Decode(f); err != nil {
 		return configobj.File{}, err
 	}
-	return configobj.File{Path: f.Path, Engine: eng, Notify: nc}, nil
+	// The maintenance section in effect stays the one read at start (it
+	// is merged with the catalog's maintenance objects).
+	return configobj.File{Path: f.Path, Engine: eng, Notify: nc, Maintenance: a.maint}, nil
 }

@@ -20,9 +20,9 @@ variable or a key of the configuration file, with that precedence (flag >
 environment > file > default). And list, create, change and delete the
 configuration objects kept in the catalog (connections, repositories,
 policies, notification targets and matchers, media libraries, limits,
-latency-control entries, resource groups and storage snapshot providers),
-which the configuration file's objects override for the names (and the
-limits keys) it defines. A running server takes a change within seconds,
+latency-control entries, resource groups, storage snapshot providers, and
+maintenance schedules and windows), which the configuration file's objects
+override for the names (and the limits keys) it defines. A running server takes a change within seconds,
 every server sharing the catalog too, without a restart.`,
 			"See the subcommands.",
 			`coffer config show
@@ -41,8 +41,8 @@ here too.
 
 Then the configuration objects in effect (connections, repositories,
 policies, notification targets and matchers, media libraries, limits,
-latency-control entries, resource groups, storage snapshot providers),
-each with its source: the configuration file, or the catalog (created
+latency-control entries, resource groups, storage snapshot providers,
+maintenance schedules and windows), each with its source: the configuration file, or the catalog (created
 through the API, with its version). The file wins for the names it
 defines; the catalog's objects it overrides are listed apart. Limits are
 one object merged key by key: both sources may be listed, and the NOTE of

@@ -29,8 +29,10 @@ func configOps(verb string) []string {
 }
 
 const kindsHelp = `KIND is connection, repository, policy, notification-target,
-notification-matcher, media-library, limits, latency-control, resource-group
-or storage-snapshot-provider (or its plural). There is one limits object,
+notification-matcher, media-library, limits, latency-control, resource-group,
+storage-snapshot-provider, maintenance-schedule (an entry of the maintenance
+section's repositories, named by its repository: its gc, verify, forget,
+copy and media-copy jobs) or maintenance-window (or its plural). There is one limits object,
 named default, merged with the file's limits key by key: the file's keys
 win, and ` + "`config get limits default`" + ` warns of each key the file sets too.`
 
@@ -40,8 +42,9 @@ func (a *app) configObjectCommands() []*cobra.Command {
 		Use:   "list [KIND]",
 		Short: "list the configuration objects in effect, with where each is defined",
 		Long: command.Manual(`List the connections, repositories, policies, notification targets and
-matchers, media libraries and the engine's settings (limits, latency-control
-entries, resource groups, storage snapshot providers) in effect: those of
+matchers, media libraries, the engine's settings (limits, latency-control
+entries, resource groups, storage snapshot providers) and the maintenance
+schedules and windows in effect: those of
 the configuration file and those created
 through the API (stored in the catalog), each with its source, and the
 catalog's objects the file overrides (the file wins for the names it

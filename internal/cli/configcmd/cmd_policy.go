@@ -45,7 +45,8 @@ every connection a policy uses, the VMs it selects, its next scheduled run,
 and the selected VMs that will fail or degrade (running VMs under as-is,
 VMs without a guest agent under quiesced). The maintenance section is
 checked too, and each of its jobs is listed with its next runs (those its
-window keeps from starting are marked, and a verify's share of the packs).`,
+window keeps from starting are marked, a verify's share of the packs and
+a media copy's media set), or the policy whose runs it follows.`,
 			`The counts and limits, then per policy its mode, snapshot mode,
 repository, retention and schedule, the VMs it selects per connection and
 its warnings. --json: {valid, connections, repositories, resource_groups,
@@ -53,7 +54,8 @@ limits, policies: [{name, mode, full_every, full_on, snapshot_mode, group,
 repository, schedule, next_run, retention, lock_seconds, rpo_seconds, lock_problem,
 selected: [{connection, vms_total, vms, error}], warnings: [{level,
 message}]}], maintenance: [{name, kind, repository, schedule, window,
-read_data_period_seconds, to, next_runs: [{at, starts, share, shares}]}]}
+read_data_period_seconds, to, after, library, pool, next_runs: [{at,
+starts, share, shares, media_set}]}]}
 (selected is absent with --offline).`,
 			`coffer policy check
 coffer policy check --offline --json`,
@@ -168,6 +170,8 @@ func (a *app) printPolicies(doc *api.PolicyCheck) {
 		switch {
 		case m.To != "":
 			what += " to " + m.To
+		case m.Pool != "":
+			what += " to pool " + m.Pool + " of library " + m.Library
 		case m.ReadDataSeconds > 0:
 			what += ", reading all data every " + policy.Duration(command.Seconds(m.ReadDataSeconds)).String()
 		}
@@ -175,11 +179,18 @@ func (a *app) printPolicies(doc *api.PolicyCheck) {
 		if m.Window != "" {
 			window = "window " + m.Window
 		}
+		if m.After != "" {
+			a.Printf("\nmaintenance %s: %s, after each run of policy %s\n", m.Name, what, m.After)
+			continue
+		}
 		a.Printf("\nmaintenance %s: %s, schedule %q, %s\n", m.Name, what, m.Schedule, window)
 		for _, r := range m.NextRuns {
 			note := ""
 			if r.Shares > 0 {
 				note = fmt.Sprintf(" (packs: share %d of %d)", r.Share, r.Shares)
+			}
+			if r.MediaSet != "" {
+				note += " (media set " + r.MediaSet + ")"
 			}
 			if !r.Starts {
 				note += " (outside its window: skipped)"

@@ -3,6 +3,7 @@ package backupops
 import (
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/apidoc"
+	"github.com/coffer-backup/coffer/internal/service/policyfind"
 
 	"cmp"
 	"context"
@@ -171,7 +172,7 @@ func (s Ops) backupConnector(ctx context.Context, cfg *policy.Config, in backupV
 		name := "qemu:" + in.Socket
 		return &service.Connectors{Conns: map[string]hypervisor.Connector{name: conn}, Storage: map[string]hypervisor.StorageSnapshotter{}}, name, nil
 	}
-	cc, ok := service.ConnectionOf(cfg, in.Connection)
+	cc, ok := cfg.Connection(in.Connection)
 	if !ok {
 		var names []string
 		for _, c := range cfg.Connections {
@@ -184,7 +185,7 @@ func (s Ops) backupConnector(ctx context.Context, cfg *policy.Config, in backupV
 		}
 		return nil, "", api.Errorf(api.NotFound, "no connection named %q in the configuration (%s)", in.Connection, have)
 	}
-	if why, no := service.KindOf(cc.Kind).Cannot[in.SnapshotMode]; no {
+	if why, no := policyfind.KindOf(cc.Kind).Cannot[in.SnapshotMode]; no {
 		return nil, "", service.Invalidf("--snapshot-mode %s is not possible on connection %s (%s): %s", in.SnapshotMode, cc.Name, cc.Kind, why)
 	}
 	if err := s.RefuseElsewhere(ctx, cfg, []string{cc.Name}); err != nil {

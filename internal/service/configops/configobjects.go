@@ -91,7 +91,7 @@ func (s Ops) ConfigObject(ctx context.Context, k configobj.Kind, in *api.GetConf
 // CreateConfigObject stores a new object (its spec in the configuration
 // file's schema, with its name), checked like the file's.
 func (s Ops) CreateConfigObject(ctx context.Context, k configobj.Kind, in *api.CreateConfigObjectInput) (*ConfigObjectCreated, error) {
-	name, _ := in.Body["name"].(string)
+	name, _ := in.Body[k.NameKey()].(string)
 	o, err := s.changeConfig(ctx, configobj.Create, k, name, 0, func(st *configobj.State, k configobj.Kind) (*configobj.Plan, error) {
 		return st.PlanCreate(k, in.Body, s.CheckConfig)
 	})

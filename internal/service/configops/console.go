@@ -6,10 +6,12 @@ import "github.com/coffer-backup/coffer/internal/configobj"
 // (list, get, create, update, delete) on a kind of configuration object,
 // "" where it has one: the Policies and Notifications pages edit theirs,
 // the policy editor lists the connections, the Media page the
-// libraries, and the Settings page the engine's settings. A kind added without a console page, and without a reason
+// libraries, and the Settings page the engine's settings and the
+// maintenance schedules and windows. A kind added without a console page, and without a reason
 // here, fails cmd/coffer's faces test.
 func noConsole(verb string, k configobj.Kind) string {
-	engineSetting := k == configobj.Limits || k == configobj.LatencyControl || k == configobj.ResourceGroup || k == configobj.StorageProvider
+	engineSetting := k == configobj.Limits || k == configobj.LatencyControl || k == configobj.ResourceGroup || k == configobj.StorageProvider ||
+		k == configobj.MaintenanceWindow || k == configobj.MaintenanceSchedule
 	switch {
 	case engineSetting && verb == "get":
 		return "the Settings page lists each with its whole specification and source, which a get would only repeat"

@@ -36,6 +36,10 @@ var configPrivileges = map[configobj.Kind]kindPrivileges{
 	configobj.LatencyControl:  systemKind(configobj.LatencyControl),
 	configobj.ResourceGroup:   systemKind(configobj.ResourceGroup),
 	configobj.StorageProvider: systemKind(configobj.StorageProvider),
+	// The maintenance schedules run gc, verify, forget and copies of
+	// every repository, as the system's upkeep.
+	configobj.MaintenanceWindow:   systemKind(configobj.MaintenanceWindow),
+	configobj.MaintenanceSchedule: systemKind(configobj.MaintenanceSchedule),
 }
 
 type kindPrivileges struct {

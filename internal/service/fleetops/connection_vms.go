@@ -16,7 +16,7 @@ func (s Ops) ConnectionVMs(ctx context.Context, in *service.ConnectionVMsInput) 
 	if err != nil {
 		return service.ConnectionVMs{}, err
 	}
-	if _, ok := service.ConnectionOf(cfg, in.Connection); !ok {
+	if _, ok := cfg.Connection(in.Connection); !ok {
 		return service.ConnectionVMs{}, api.Errorf(api.NotFound, "no connection named %q in the configuration", in.Connection)
 	}
 	vms, err := s.listConnection(ctx, cfg, in.Connection, in.Now)

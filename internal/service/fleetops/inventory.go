@@ -94,7 +94,7 @@ func (s Ops) inventoryConnections(ctx context.Context, asked []string) (*policy.
 		return nil, nil, service.Invalidf("no connections configured (add a connections: section to the configuration file)")
 	}
 	for _, n := range names {
-		if _, ok := service.ConnectionOf(cfg, n); !ok {
+		if _, ok := cfg.Connection(n); !ok {
 			return nil, nil, service.Invalidf("no connection named %q in the configuration", n)
 		}
 	}

@@ -30,7 +30,7 @@ func (s Ops) RefreshInventory(ctx context.Context, in *api.RefreshInventoryInput
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := service.ConnectionOf(cfg, in.Connection); !ok {
+	if _, ok := cfg.Connection(in.Connection); !ok {
 		return nil, api.Errorf(api.NotFound, "no connection named %q in the configuration", in.Connection)
 	}
 	spec := service.JobSpec{Kind: job.KindInventory, Object: "/connections/" + in.Connection}

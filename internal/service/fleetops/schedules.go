@@ -39,9 +39,10 @@ import (
 // reload without a restart, and runs in progress go on (see engine.Reload
 // and engine.Scheduler.Updates). A configuration refused at start stops
 // it; a change that would leave it invalid is logged and the configuration
-// in effect kept. The maintenance section is the file's: its jobs are
-// resolved at start. Without any scheduled policy the server waits for
-// one. Leftovers of a coffer that died mid-backup are cleaned up at
+// in effect kept. The maintenance jobs (the file's section with the
+// catalog's schedules and windows) are resolved again at each change, and
+// the scheduler follows them. Without any scheduled policy the server
+// waits for one. Leftovers of a coffer that died mid-backup are cleaned up at
 // start. A run whose predecessor still goes is skipped (a policy's skip
 // is recorded as a job).
 func (s Ops) RunSchedules(ctx context.Context) error {
@@ -55,7 +56,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	mcfg := s.Config.Maintenance.WithDefaults()
-	jobs, err := mcfg.Jobs(cfg)
+	jobs, err := st.Maintenance.Jobs(cfg)
 	if err != nil {
 		return service.Invalidf("%s: %v", service.ConfigWhere(st), err)
 	}
@@ -85,7 +86,10 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 		return err
 	}
 	_, t := service.LogDisplay{Logger: s.Logger()}.Start(ctx, "server", "schedules")
-	eng, err := s.NewEngine(ctx, t, cfg, cat, conns, units.engineOptions)
+	plan := &schedulePlan{changed: make(chan struct{})}
+	plan.set(s.scheduled(cfg, warnings, len(jobs)), jobs)
+	marks := markCopiesAfter(plan)
+	eng, err := s.NewEngine(ctx, t, cfg, cat, conns, units.engineOptions, marks)
 	if err != nil {
 		return err
 	}
@@ -94,7 +98,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 			s.Logger().Warn("closing the schedules' engine", "err", err)
 		}
 	}()
-	defer s.Serve(eng)()
+	defer s.Serve(eng, marks)()
 	if m := s.Config.Metrics; m != nil {
 		m.SetSlots(eng.Slots)
 		defer m.SetSlots(nil)
@@ -114,8 +118,6 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 	}()
 	defer wg.Wait()
 
-	plan := &schedulePlan{changed: make(chan struct{})}
-	plan.set(s.scheduled(cfg, warnings, len(jobs)))
 	holder := leader.Holder()
 	claim := func(ctx context.Context, schedule string, slot time.Time) (bool, error) {
 		return leader.Claim(ctx, ctl.Catalog, holder, schedule, slot, time.Now())
@@ -160,7 +162,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 			if units.srv != nil {
 				defer s.resumeRuns(ctx, eng, cat, looked, time.Duration(mcfg.TakeoverAfter))()
 			}
-			s.runScheduled(ctx, eng, plan, jobs, schedulesClaims{claim: claim, lastRun: ctl.Catalog.LastRun}, time.Duration(mcfg.InventoryEvery))
+			s.runScheduled(ctx, eng, plan, schedulesClaims{claim: claim, lastRun: ctl.Catalog.LastRun}, time.Duration(mcfg.InventoryEvery))
 		})
 	}()
 	for {
@@ -183,7 +185,7 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 				states = nil // ctx ended: wait for the schedules to stop
 				continue
 			}
-			s.reload(ctx, st, ctl, reloadable{eng: eng, conns: opened, monitor: monitor, plan: plan, maintenance: mcfg})
+			s.reload(ctx, st, ctl, reloadable{eng: eng, conns: opened, monitor: monitor, plan: plan})
 		}
 	}
 }
@@ -191,11 +193,10 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 // reloadable is what the server changes when the configuration in
 // effect changes.
 type reloadable struct {
-	eng         *engine.Engine
-	conns       *service.ConnectorSet
-	monitor     *health.Monitor
-	plan        *schedulePlan
-	maintenance maintenance.Config
+	eng     *engine.Engine
+	conns   *service.ConnectorSet
+	monitor *health.Monitor
+	plan    *schedulePlan
 }
 
 // reload makes the server run the configuration in effect st: the
@@ -223,45 +224,63 @@ func (s Ops) reload(ctx context.Context, st *configobj.State, ctl *service.Contr
 	r.monitor.Reload(cfg, s.watchedRepositories(cfg))
 	// The API refuses changes that break the maintenance section; another
 	// server's, with a section of its own, may not have known it.
-	jobs, err := r.maintenance.Jobs(cfg)
+	before, _ := r.plan.get()
+	jobs, err := st.Maintenance.Jobs(cfg)
 	if err != nil {
-		s.Logger().Error("the maintenance section no longer fits the configuration in effect: its jobs run as resolved at start "+
+		s.Logger().Error("the maintenance section no longer fits the configuration in effect: its jobs run as resolved before "+
 			"(those naming what is gone fail); correct the configuration file or the objects", "err", err)
+		jobs = before.jobs
 	}
 	policies := s.scheduled(cfg, warnings, len(jobs))
-	r.plan.set(policies)
-	s.Logger().Info("configuration reloaded", "generation", st.Generation, "policies", len(policies))
+	r.plan.set(policies, jobs)
+	s.Logger().Info("configuration reloaded", "generation", st.Generation, "policies", len(policies), "maintenance jobs", len(jobs))
 }
 
-// schedulePlan holds the scheduled policies of the configuration in
-// effect. The schedules of the lease holder follow it (runScheduled); a
-// server that takes the lease over starts from the newest.
+// schedulePlan holds the scheduled policies and the maintenance jobs of
+// the configuration in effect. The schedules of the lease holder follow
+// it (runScheduled); a server that takes the lease over starts from the
+// newest.
 type schedulePlan struct {
 	mu       sync.Mutex
 	policies []policy.Policy
+	jobs     []maintenance.Job
 	changed  chan struct{} // closed (and replaced) by set
 }
 
-func (p *schedulePlan) set(ps []policy.Policy) {
+func (p *schedulePlan) set(ps []policy.Policy, jobs []maintenance.Job) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.policies = ps
+	p.policies, p.jobs = ps, jobs
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
 
-// get returns the policies and a channel closed when they change.
-func (p *schedulePlan) get() ([]policy.Policy, <-chan struct{}) {
+// planned is what a schedulePlan holds at one time.
+type planned struct {
+	policies []policy.Policy
+	jobs     []maintenance.Job
+}
+
+// get returns the plan and a channel closed when it changes.
+func (p *schedulePlan) get() (planned, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.policies, p.changed
+	return planned{p.policies, p.jobs}, p.changed
+}
+
+// afterJobs are the maintenance jobs that follow runs of a policy, as
+// the configuration in effect now has them.
+func (p *schedulePlan) afterJobs(policyName string) []maintenance.Job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maintenance.After(p.jobs, policyName)
 }
 
 // scheduled lists the policies that have a schedule, logging what each
 // will do differently from how it reads. Without any the server waits
 // for one (from the API, or a restart with another file), running its
 // maintenance jobs meanwhile.
-func (s Ops) scheduled(cfg *policy.Config, warnings map[string][]service.Finding, maintenanceJobs int) []policy.Policy {
+func (s Ops) scheduled(cfg *policy.Config, warnings map[string][]api.Finding, maintenanceJobs int) []policy.Policy {
 	var out []policy.Policy
 	for _, p := range cfg.Policies {
 		if p.Schedule != "" {
@@ -283,24 +302,28 @@ func (s Ops) scheduled(cfg *policy.Config, warnings map[string][]service.Finding
 // schedules over). The policies' schedules follow plan. The inventory's
 // refresher runs beside them, so that one server of several lists the
 // hypervisors.
-func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedulePlan, jobs []maintenance.Job,
-	claims schedulesClaims, inventoryEvery time.Duration) {
+func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedulePlan, claims schedulesClaims, inventoryEvery time.Duration) {
 	// The schedules start their tasks as nobody's but the schedules' own:
 	// no user name can be spelled so (auth's names have no @).
 	ctx = job.WithUser(ctx, job.User{Name: service.ScheduleUser})
-	policies, changed := plan.get()
+	now, changed := plan.get()
 	updates := make(chan []policy.Policy)
+	jobUpdates := make(chan []maintenance.Job)
 	clock := schedule.ServerClock
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(4)
+	wg.Add(5)
+	go func() {
+		defer wg.Done()
+		s.runCopiesAfter(ctx, plan)
+	}()
 	go func() {
 		defer wg.Done()
 		s.refreshInventories(ctx, inventoryEvery)
 	}()
 	go func() {
 		defer wg.Done()
-		sched := &engine.Scheduler{Engine: eng, Policies: policies, Updates: updates, Claim: claims.claim, Started: s.logJob,
+		sched := &engine.Scheduler{Engine: eng, Policies: now.policies, Updates: updates, Claim: claims.claim, Started: s.logJob,
 			Now: clock.Now, After: clock.After}
 		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
 			s.Logger().Error("the policies' schedules stopped", "err", err)
@@ -314,21 +337,34 @@ func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedul
 				return
 			case <-changed:
 			}
-			var next []policy.Policy
+			var next planned
 			next, changed = plan.get()
-			select {
-			case <-ctx.Done():
-				return
-			case updates <- next:
+			for _, send := range []func() bool{
+				func() bool { return sendOrDone(ctx, updates, next.policies) },
+				func() bool { return sendOrDone(ctx, jobUpdates, next.jobs) },
+			} {
+				if !send() {
+					return
+				}
 			}
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		ms := &maintenance.Scheduler{Jobs: jobs, Runner: s.RunMaintenance, Claim: claims.claim, LastRun: claims.lastRun, Logger: s.Logger(),
-			Now: clock.Now, After: clock.After}
+		ms := &maintenance.Scheduler{Jobs: now.jobs, Updates: jobUpdates, Runner: s.RunMaintenance, Claim: claims.claim, LastRun: claims.lastRun,
+			Logger: s.Logger(), Now: clock.Now, After: clock.After}
 		_ = ms.Run(ctx)
 	}()
+}
+
+// sendOrDone sends v on ch unless ctx ends first (false).
+func sendOrDone[T any](ctx context.Context, ch chan<- T, v T) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case ch <- v:
+		return true
+	}
 }
 
 // schedulesClaims are the catalog's records of scheduled runs: each run
@@ -392,6 +428,8 @@ func (s Ops) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenanc
 			sel.LockedUntil = policy.LockEnd(time.Now(), j.ImmutableFor)
 		}
 		err = s.copyTo(ctx, j, sel)
+	case "media-copy":
+		err = s.mediaCopyScheduled(ctx, j, r.Slot)
 	case "verify-boot":
 		err = s.verifyPolicyBoots(ctx, j, r.Slot)
 	default:

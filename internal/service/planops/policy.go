@@ -3,6 +3,7 @@ package planops
 import (
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/apidoc"
+	"github.com/coffer-backup/coffer/internal/service/policyfind"
 
 	"cmp"
 	"context"
@@ -75,12 +76,12 @@ func (s Ops) PolicyCheck(ctx context.Context, in *api.CheckPoliciesInput) (*api.
 					failed++
 				}
 				d.Selected = append(d.Selected, sel)
-				d.Warnings = append(d.Warnings, service.SelectionFindings(cfg, p, c, selected)...)
+				d.Warnings = append(d.Warnings, policyfind.SelectionFindings(cfg, p, c, selected)...)
 			}
 		}
 		doc.Policies = append(doc.Policies, d)
 	}
-	maint, err := s.maintenanceReport(cfg, time.Now())
+	maint, err := s.maintenanceReport(ctx, cfg, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +105,12 @@ func (s Ops) inventory(ctx context.Context, cfg *policy.Config, conn string) ([]
 	return conns.Conns[conn].Inventory(ctx)
 }
 
-func policyReport(p policy.Policy, warnings []service.Finding) api.PolicyReport {
+func policyReport(p policy.Policy, warnings []policyfind.Finding) api.PolicyReport {
 	d := api.PolicyReport{Name: p.Name, Mode: cmp.Or(p.Mode, "incremental"), FullEvery: p.FullEvery, FullOn: apidoc.NonNil(p.FullOn),
 		SnapshotMode: cmp.Or(p.Snapshot, string(hypervisor.CrashConsistent)), Group: p.Group, Repository: cmp.Or(p.Repository, "(default)"),
 		Schedule: p.Schedule, Retention: p.Retention.String(), LockSeconds: time.Duration(p.ImmutableFor).Seconds(),
 		RPOSeconds: time.Duration(p.RPO).Seconds(),
-		Warnings:   append([]service.Finding{}, warnings...)}
+		Warnings:   append([]policyfind.Finding{}, warnings...)}
 	if sc, _ := p.ParseSchedule(); sc != nil {
 		d.NextRun = sc.Next(time.Now())
 	}
@@ -169,7 +170,7 @@ type previewOf struct {
 
 func (s Ops) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPreview, error) {
 	var cfg *policy.Config
-	var warnings map[string][]service.Finding
+	var warnings map[string][]policyfind.Finding
 	var err error
 	if in.Draft != nil {
 		cfg, in.Policy, err = s.draftConfig(ctx, in.Draft)
@@ -178,7 +179,7 @@ func (s Ops) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPrevie
 		}
 		p, _ := cfg.Policy(in.Policy)
 		// The draft's errors refused it already: what is left are warnings.
-		warnings = map[string][]service.Finding{p.Name: service.PolicyFindings(cfg, p)}
+		warnings = map[string][]policyfind.Finding{p.Name: policyfind.PolicyFindings(cfg, p)}
 	} else if cfg, warnings, err = s.PolicyConfig(ctx); err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (s Ops) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPrevie
 		return nil, service.Invalidf("no policy named %q (`coffer policy check` lists them)", in.Policy)
 	}
 	doc := &api.PolicyPreview{Policy: p.Name, Selected: []api.Selection{}, NextRuns: []time.Time{}, Retention: p.Retention.String(),
-		Warnings: append([]service.Finding{}, warnings[p.Name]...), Sources: []api.ForgetSource{}}
+		Warnings: append([]policyfind.Finding{}, warnings[p.Name]...), Sources: []api.ForgetSource{}}
 	if sc, _ := p.ParseSchedule(); sc != nil {
 		t := time.Now()
 		for range max(in.Runs, 0) {
@@ -199,7 +200,7 @@ func (s Ops) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPrevie
 		vms, err := s.inventory(ctx, cfg, c)
 		sel, selected := selection(p, c, vms, err)
 		doc.Selected = append(doc.Selected, sel)
-		doc.Warnings = append(doc.Warnings, service.SelectionFindings(cfg, p, c, selected)...)
+		doc.Warnings = append(doc.Warnings, policyfind.SelectionFindings(cfg, p, c, selected)...)
 	}
 	if !p.Retention.Empty() {
 		groups, err := service.WithRepo(ctx, s.Service, service.NamedRepoIn(cfg, p.Repository), service.NoLease, func(r *repo.Repository) ([]forget.Group, error) {
@@ -213,23 +214,36 @@ func (s Ops) policyPreview(ctx context.Context, in previewOf) (*api.PolicyPrevie
 	return doc, nil
 }
 
-// maintenanceReport checks the maintenance section (the file's) against
-// cfg, the configuration in effect, and lists its jobs with their next
-// runs after now.
-func (s Ops) maintenanceReport(cfg *policy.Config, now time.Time) ([]api.MaintenanceReport, error) {
-	jobs, err := s.Config.Maintenance.Jobs(cfg)
+// maintenanceReport checks the maintenance section in effect (the
+// file's and the catalog's schedules) against cfg, the configuration in
+// effect, and lists its jobs with their next runs after now (and the
+// media set each of a media copy's lands in).
+func (s Ops) maintenanceReport(ctx context.Context, cfg *policy.Config, now time.Time) ([]api.MaintenanceReport, error) {
+	st, err := s.ConfigInEffect(ctx)
 	if err != nil {
-		return nil, service.Invalidf("%s: %v", cmp.Or(s.Config.EngineSource, "configuration"), err)
+		return nil, err
+	}
+	jobs, err := st.Maintenance.Jobs(cfg)
+	if err != nil {
+		return nil, service.Invalidf("%s: %v", service.ConfigWhere(st), err)
 	}
 	out := []api.MaintenanceReport{}
 	for _, j := range jobs {
 		r := api.MaintenanceReport{Name: j.Name, Kind: j.Kind, Repository: j.Repository, Schedule: j.Spec,
-			ReadDataSeconds: j.ReadDataPeriod.Seconds(), To: j.To, NextRuns: []api.PlannedRun{}}
+			ReadDataSeconds: j.ReadDataPeriod.Seconds(), To: j.To, After: j.After, Library: j.Library, Pool: j.Pool, NextRuns: []api.PlannedRun{}}
 		if j.Window != nil {
 			r.Window = j.Window.String()
 		}
+		if j.After != "" {
+			out = append(out, r) // it runs when the policy's runs end
+			continue
+		}
 		for _, p := range maintenance.Next(j, now, 3) {
-			r.NextRuns = append(r.NextRuns, api.PlannedRun{At: p.At, Starts: p.Starts, Share: p.Share, Shares: p.Shares})
+			run := api.PlannedRun{At: p.At, Starts: p.Starts, Share: p.Share, Shares: p.Shares}
+			if j.Kind == "media-copy" {
+				run.MediaSet = j.SetFor(p.At).Pool
+			}
+			r.NextRuns = append(r.NextRuns, run)
 		}
 		out = append(out, r)
 	}

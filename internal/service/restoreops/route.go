@@ -77,7 +77,7 @@ func (s Ops) ontoConnection(ctx context.Context, w *api.WorkerParam, ref, conn s
 // connectionHost is the host option of a connection (libvirt's, QEMU's):
 // the host it names its VMs' host by.
 func connectionHost(cfg *policy.Config, conn string) string {
-	cc, ok := service.ConnectionOf(cfg, conn)
+	cc, ok := cfg.Connection(conn)
 	if !ok {
 		return ""
 	}

@@ -1,4 +1,8 @@
-package service
+// Package policyfind finds what a policy will do differently from what
+// its settings seem to ask, before it runs (`policy check`, `run`, the
+// server's start): pure functions of the configuration and the VMs a
+// policy selects.
+package policyfind
 
 import (
 	"context"
@@ -18,8 +22,9 @@ import (
 // what will really happen.
 type Finding = api.Finding
 
+// The levels of a finding.
 const (
-	levelError   = "error"
+	LevelError   = "error"
 	levelWarning = "warning"
 )
 
@@ -41,7 +46,7 @@ func groupDatastore(cfg *policy.Config, p policy.Policy) bool {
 		return false
 	}
 	for _, name := range p.ConnectionNames() {
-		c, ok := ConnectionOf(cfg, name)
+		c, ok := cfg.Connection(name)
 		if !ok || !hasStorageSnapshots(cfg, c) {
 			return false
 		}
@@ -56,23 +61,23 @@ func PolicyFindings(cfg *policy.Config, p policy.Policy) []Finding {
 	where := "policy " + p.Name
 	mode := hypervisor.SnapshotMode(nameOr(p.Snapshot, string(hypervisor.CrashConsistent)))
 	for _, name := range p.ConnectionNames() {
-		c, ok := ConnectionOf(cfg, name)
+		c, ok := cfg.Connection(name)
 		if !ok {
 			continue // Validate reports it
 		}
 		if p.Group == "datastore" && !hasStorageSnapshots(cfg, c) {
-			out = append(out, findingf(levelError, "%s: group: datastore needs a storage snapshot provider, and connection %s (%s) has none: "+
+			out = append(out, findingf(LevelError, "%s: group: datastore needs a storage snapshot provider, and connection %s (%s) has none: "+
 				"add a storage-snapshots entry (kind reflink, btrfs or exec) naming connection %s and its datastore directories. "+
 				"Or remove `group: datastore` from the policy: its VMs are then backed up one by one, each through its own hypervisor snapshot", where, c.Name, c.Kind, c.Name))
 		}
 		if c.Kind == "vsphere" && hasGuestHooks(p) {
 			if user, err := hvall.VSphereGuestUser(hvall.Config{Connection: c}); err == nil && user == "" {
-				out = append(out, findingf(levelError, "%s: its guest hooks run through VMware Tools, which needs a guest account: "+
+				out = append(out, findingf(LevelError, "%s: its guest hooks run through VMware Tools, which needs a guest account: "+
 					"set guest-user and guest-password-file in the options of connection %s", where, c.Name))
 			}
 		}
 		if why, no := KindOf(c.Kind).Cannot[mode]; no {
-			out = append(out, findingf(levelError, "%s: snapshot: %s is not possible on connection %s (%s): %s; choose another snapshot mode",
+			out = append(out, findingf(LevelError, "%s: snapshot: %s is not possible on connection %s (%s): %s; choose another snapshot mode",
 				where, mode, c.Name, c.Kind, why))
 		}
 	}
