@@ -178,8 +178,11 @@ type TaskFilter struct {
 type EventFilter struct {
 	JobID  int64
 	TaskID int64
-	Since  time.Time
-	Limit  int
+	// Kinds, when set, are the only kinds of event listed (a reader
+	// that wants a few kinds of a job's thousands of lines).
+	Kinds []string
+	Since time.Time
+	Limit int
 }
 
 type BackupPointFilter struct {

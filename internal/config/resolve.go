@@ -10,9 +10,9 @@ import (
 type Source string
 
 const (
-	FromFlag    Source = "flag"
-	FromEnv     Source = "environment"
-	FromFile    Source = "file"
+	FromFlag Source = "flag"
+	FromEnv  Source = "environment"
+	FromFile Source = "file"
 	// FromSystemd is a directory systemd gave the unit coffer runs in
 	// (systemd.go): after the file, before the default.
 	FromSystemd Source = "systemd"

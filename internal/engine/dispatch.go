@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -39,6 +40,15 @@ type dispatcher struct {
 	// unit's waiting reason goes to its job's log, which has locks of
 	// its own.
 	notes []func()
+	// shared are pools every queued unit needs (its policy's, its
+	// repository's), worked out as units are queued (share): once one
+	// is full, no queued unit can start, and the pump stops there
+	// rather than look at each of them. A run queues its every VM at
+	// once, and its repository's few streams free one at a time:
+	// looking at the whole queue at each was most of the pump's cost.
+	// A unit leaving the queue leaves it true (of fewer units), if
+	// shorter than it could be until the queue empties.
+	shared []*resource
 }
 
 type resource struct {
@@ -151,6 +161,7 @@ func (d *dispatcher) submit(us ...*unit) {
 		d.seq++
 		u.seq, u.queued = d.seq, true
 	}
+	d.share(us)
 	if len(us) == 1 {
 		i := sort.Search(len(d.queue), func(i int) bool { return before(us[0], d.queue[i]) })
 		d.queue = append(d.queue, nil)
@@ -205,7 +216,7 @@ func (d *dispatcher) unlock() {
 func (d *dispatcher) pumpLocked() {
 	kept := d.queue[:0]
 	for i, u := range d.queue {
-		if d.global != nil && d.global.used >= d.global.cap {
+		if d.global != nil && d.global.used >= d.global.cap || anyFull(d.shared) {
 			kept = append(kept, d.queue[i:]...) // nothing can start
 			break
 		}
@@ -243,6 +254,44 @@ func (d *dispatcher) pumpLocked() {
 	}
 	clear(d.queue[len(kept):])
 	d.queue = kept
+}
+
+// share narrows the pools every queued unit needs to those that us,
+// about to be queued, need too.
+func (d *dispatcher) share(us []*unit) {
+	if len(us) == 0 {
+		return
+	}
+	if len(d.queue) == 0 {
+		d.shared = d.shared[:0]
+		for _, n := range us[0].needs {
+			if n.n > 0 {
+				d.shared = append(d.shared, n.r)
+			}
+		}
+	}
+	for _, u := range us {
+		d.shared = slices.DeleteFunc(d.shared, func(r *resource) bool { return !u.takes(r) })
+	}
+}
+
+// takes reports whether u needs a slot of r.
+func (u *unit) takes(r *resource) bool {
+	for _, n := range u.needs {
+		if n.r == r && n.n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func anyFull(rs []*resource) bool {
+	for _, r := range rs {
+		if r.used >= r.cap {
+			return true
+		}
+	}
+	return false
 }
 
 func fits(u *unit) bool {

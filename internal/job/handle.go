@@ -23,8 +23,11 @@ const retryAfter = time.Second
 // methods never block on the catalog (except Begin, Flush and Finish):
 // lines and progress samples are queued and written by a goroutine of the
 // handle, as soon as it can, every line queued meanwhile in one
-// transaction (so a chatty job costs few transactions). A write that
-// fails is retried; the work goes on.
+// transaction (so a chatty job costs few transactions). Lines come at
+// most every Options.LineInterval: a policy run of a thousand VMs logs
+// a line as each ends, tens a second, and each write is a round trip
+// and a notice to every server. A write that fails is retried; the work
+// goes on.
 type Handle struct {
 	m      *Manager
 	id     int64
@@ -37,8 +40,9 @@ type Handle struct {
 	progress   *Progress // newest sample not yet written
 	lastBeat   time.Time
 	lastSample time.Time
-	queued     int64 // lines ever queued
-	written    int64 // lines ever written
+	lastLines  time.Time // the last write of lines
+	queued     int64     // lines ever queued
+	written    int64     // lines ever written
 	lastErr    error
 	flushed    chan struct{} // closed (and replaced) after every write attempt
 	warnedGone bool
@@ -197,6 +201,12 @@ func (h *Handle) loop() {
 	for {
 		select {
 		case <-h.kick:
+			if wait := h.linesHeld(); wait > 0 {
+				// Lines within LineInterval of the last ones wait for
+				// it (and a heartbeat due meanwhile with them).
+				timer.Reset(wait)
+				continue
+			}
 		case <-timer.C:
 		case <-h.stop:
 			h.write(true)
@@ -204,6 +214,17 @@ func (h *Handle) loop() {
 		}
 		timer.Reset(h.write(false))
 	}
+}
+
+// linesHeld is how long queued lines wait before they are written: until
+// LineInterval after the last lines written.
+func (h *Handle) linesHeld() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.lines) == 0 {
+		return 0
+	}
+	return time.Until(h.lastLines.Add(h.m.o.LineInterval))
 }
 
 // write writes the queued lines, then the progress sample when one is due
@@ -216,6 +237,9 @@ func (h *Handle) write(final bool) time.Duration {
 	h.mu.Lock()
 	lines := h.lines
 	h.lines = nil
+	if len(lines) > 0 {
+		h.lastLines = now
+	}
 	var sample *Progress
 	if !final && h.progress != nil && now.Sub(h.lastSample) >= o.ProgressInterval {
 		sample, h.progress = h.progress, nil
@@ -288,7 +312,7 @@ func (h *Handle) write(final bool) time.Duration {
 	case err != nil:
 		return retryAfter
 	case len(h.lines) > 0:
-		return 0
+		return max(time.Until(h.lastLines.Add(o.LineInterval)), 0)
 	}
 	wait := o.HeartbeatInterval - time.Since(h.lastBeat)
 	if h.progress != nil {

@@ -102,7 +102,10 @@ type Options struct {
 	StaleAfter        time.Duration
 	// ProgressInterval: the least time between two progress samples
 	// written for one job (default 1 s); samples in between are merged.
+	// LineInterval: the least time between two writes of a job's log
+	// lines (default 100 ms); lines in between are written together.
 	ProgressInterval time.Duration
+	LineInterval     time.Duration
 	// Retention: finished jobs older than this are pruned with their
 	// logs (default 90 days; negative: never). PruneEvery: how often the
 	// Manager prunes in the background, first right after New (default
@@ -142,6 +145,7 @@ func (o *Options) defaults() {
 	def(&o.HeartbeatInterval, 15*time.Second)
 	def(&o.StaleAfter, 2*time.Minute)
 	def(&o.ProgressInterval, time.Second)
+	def(&o.LineInterval, 100*time.Millisecond)
 	def(&o.Retention, DefaultRetention)
 	def(&o.PruneEvery, 24*time.Hour)
 	if o.PruneBatch <= 0 {

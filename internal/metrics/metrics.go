@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/engine"
 )
 
@@ -64,7 +65,7 @@ type Metrics struct {
 	rpoSeconds      *prometheus.GaugeVec
 	inventoryVMs    *prometheus.GaugeVec
 	leader          prometheus.Gauge
-	workers         workerGauges
+	workers         atomic.Pointer[[]catalog.Worker] // SetWorkers; read at each scrape
 	serving         servingGauges
 	notifyPending   *prometheus.GaugeVec
 	notifyFailed    *prometheus.GaugeVec
@@ -133,7 +134,7 @@ func New() *Metrics {
 	m.rpoSeconds = gauge("coffer_policy_rpo_seconds", "The policy's recovery point objective, its rpo (only policies that set one).", "policy")
 	m.inventoryVMs = gauge("coffer_inventory_vms",
 		"VMs of the inventory by how they stand against their RPO: no-policy, no-point, outside-rpo, within-rpo (the console's protection summary).", "protection")
-	m.workers = newWorkerGauges(gauge)
+	m.live.MustRegister(newWorkerCollector(&m.workers))
 	m.serving = newServingGauges(m.live)
 	m.notifyPending = gauge("coffer_notification_deliveries_pending",
 		"Notification deliveries waiting to be sent or retried, by target (at most 10000 counted): a backlog that grows means a target does not answer.", "target")

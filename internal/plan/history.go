@@ -96,7 +96,7 @@ func ReadHistory(ctx context.Context, cat catalog.Catalog, policyName string, jo
 		if err != nil {
 			return nil, fmt.Errorf("plan: reading the tasks of job %d: %w", j.ID, err)
 		}
-		events, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID})
+		events, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID, Kinds: costKinds})
 		if err != nil {
 			return nil, fmt.Errorf("plan: reading the events of job %d: %w", j.ID, err)
 		}
@@ -227,6 +227,10 @@ func (c *taskCosts) fixed() float64 {
 	}
 	return max(c.create, 0) + max(c.remove, 0) + max(c.setup, 0)
 }
+
+// costKinds are the kinds of event a task's costs are read from (add):
+// a run's other lines are not read.
+var costKinds = []string{"snapshot-create", "snapshot-remove", "task-done"}
 
 func (c *taskCosts) add(e catalog.Event) {
 	switch e.Kind {

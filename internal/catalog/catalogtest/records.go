@@ -67,6 +67,8 @@ func testEvents(t *testing.T, open Opener) {
 	same(t, "events of the task", list(catalog.EventFilter{TaskID: task.ID}), []string{"disk-done"})
 	same(t, "since", list(catalog.EventFilter{Since: base.Add(time.Second)}), []string{"failed", "retry", "disk-done"})
 	same(t, "limit", list(catalog.EventFilter{JobID: j1.ID, Limit: 2}), []string{"failed", "disk-done"})
+	same(t, "kinds of job 1", list(catalog.EventFilter{JobID: j1.ID, Kinds: []string{"job-started", "failed", "retry"}}),
+		[]string{"failed", "job-started"})
 
 	// A zero time is stamped with now.
 	before := time.Now().Add(-time.Second)

@@ -23,7 +23,9 @@ func (e ErrSchemaSkew) Error() string {
 }
 
 // Is makes a newer schema a catalog.ErrNewerSchema (unsupported-version).
-func (e ErrSchemaSkew) Is(target error) bool { return target == catalog.ErrNewerSchema && e.Database > e.Known }
+func (e ErrSchemaSkew) Is(target error) bool {
+	return target == catalog.ErrNewerSchema && e.Database > e.Known
+}
 
 // OpenChecked connects to the database named by dsn without migrating
 // it: it checks that the schema is exactly the version this build

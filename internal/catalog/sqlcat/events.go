@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
@@ -132,6 +133,13 @@ func (c *Catalog) ListEvents(ctx context.Context, f catalog.EventFilter) ([]cata
 	}
 	if f.TaskID != 0 {
 		w.add("task_id = ?", f.TaskID)
+	}
+	if len(f.Kinds) > 0 {
+		args := make([]any, len(f.Kinds))
+		for i, k := range f.Kinds {
+			args[i] = k
+		}
+		w.add("kind IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(args)), ", ")+")", args...)
 	}
 	if !f.Since.IsZero() {
 		w.add("occurred_at >= ?", c.timeArg(f.Since))

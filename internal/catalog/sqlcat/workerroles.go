@@ -10,6 +10,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/scram"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/registrystate"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/workergrants"
 )
 
 var _ catalog.WorkerCredentials = (*Catalog)(nil)
@@ -29,65 +30,8 @@ const queueMigrationsLock = "coffer.fleet.river.migrations"
 // parameters), so nothing that could end the literal is accepted.
 var secretChars = regexp.MustCompile(`^[A-Za-z0-9_-]{16,}$`)
 
-// workerGrants are the group role's grants, stated again at every
-// credential created (a newer schema may have added what they name). Each
-// is what a worker's code path uses (docs/design/fleet.md, "Worker
-// credentials"); %[1]s is the catalog's schema, %[2]s the queue's.
-var workerGrants = []string{
-	// The catalog's schema version, checked instead of migrated.
-	`GRANT USAGE ON SCHEMA %[1]s TO coffer_worker`,
-	`GRANT SELECT ON schema_migrations TO coffer_worker`,
-	// The configuration in effect (objects hold no secret: specs name
-	// files, which the worker reads on its own host).
-	`GRANT SELECT ON config_objects, config_generation TO coffer_worker`,
-	// The schedules lease's epoch: a unit granted under an earlier
-	// holding (a stale leader's) is refused (fleet.LeaderFence).
-	`GRANT SELECT ON leases TO coffer_worker`,
-	// Its own registry row (the policies below).
-	`GRANT SELECT, INSERT, UPDATE, DELETE ON workers TO coffer_worker`,
-	// The job's log: an event, and the job's line count it bumps.
-	`GRANT INSERT ON events TO coffer_worker`,
-	`GRANT SELECT (id, log_lines), UPDATE (log_lines) ON jobs TO coffer_worker`,
-	// A running unit's progress (SetWorkerTaskProgress).
-	`GRANT SELECT (id, status), UPDATE (bytes_logical, bytes_read, bytes_stored) ON tasks TO coffer_worker`,
-	// The queue: River's tables, now and those a later River adds.
-	`CREATE SCHEMA IF NOT EXISTS %[2]s`,
-	`GRANT USAGE ON SCHEMA %[2]s TO coffer_worker`,
-	`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %[2]s TO coffer_worker`,
-	`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %[2]s TO coffer_worker`,
-	`ALTER DEFAULT PRIVILEGES IN SCHEMA %[2]s GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO coffer_worker`,
-	`ALTER DEFAULT PRIVILEGES IN SCHEMA %[2]s GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO coffer_worker`,
-	// Row-level security on the registry: a worker sees and changes its
-	// own row only; every other role (the servers, which may not own the
-	// table) sees them all. The owner bypasses it anyway.
-	`ALTER TABLE workers ENABLE ROW LEVEL SECURITY`,
-}
-
-// workerPolicies are the registry's row policies, created once.
-var workerPolicies = map[string]string{
-	"coffer_worker_own_row": `CREATE POLICY coffer_worker_own_row ON workers TO coffer_worker
-		USING (current_user = 'coffer_worker_' || name) WITH CHECK (current_user = 'coffer_worker_' || name)`,
-	"coffer_not_worker": `CREATE POLICY coffer_not_worker ON workers
-		USING (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))
-		WITH CHECK (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))`,
-}
-
-// queuePolicies confine a worker's role to its own queue's jobs in
-// River's table (%[1]s is the queue's schema): River has no privilege per
-// queue, and a role that could insert into the servers' queue would have
-// a server run any operation, or into another worker's, that worker
-// run its units. A worker's queue is "w-<name>" and its role
-// "coffer_worker_<name>" (14 characters before the name).
-var queuePolicies = map[string]string{
-	"coffer_worker_own_queue": `CREATE POLICY coffer_worker_own_queue ON %[1]s.river_job TO coffer_worker
-		USING (queue = 'w-' || substr(current_user, 15)) WITH CHECK (queue = 'w-' || substr(current_user, 15))`,
-	"coffer_not_worker": `CREATE POLICY coffer_not_worker ON %[1]s.river_job
-		USING (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))
-		WITH CHECK (NOT pg_has_role(current_user, 'coffer_worker', 'USAGE'))`,
-}
-
 // ProtectWorkerQueue states the workers' group grants again and the row
-// policies of River's job table (queuePolicies), once the group exists:
+// policies of River's job table (workergrants.QueuePolicies), once the group exists:
 // by a server once it has migrated River's schema (a credential may have
 // been made before River's tables were, or by an older coffer).
 func (c *Catalog) ProtectWorkerQueue(ctx context.Context) error {
@@ -121,7 +65,7 @@ func protectQueue(ctx context.Context, tx Tx) error {
 	if err != nil || present == 0 {
 		return err
 	}
-	for name, create := range queuePolicies {
+	for name, create := range workergrants.QueuePolicies {
 		n, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_policies WHERE schemaname = $1 AND tablename = 'river_job' AND policyname = $2`,
 			catalog.WorkerQueueSchema, name)
 		if err != nil {
@@ -212,7 +156,7 @@ func ensureWorkerGroup(ctx context.Context, tx Tx) error {
 	if err != nil {
 		return err
 	}
-	for _, g := range append(workerGrants, registrystate.Statements...) { // and whether another registration is dead
+	for _, g := range append(workergrants.Grants, registrystate.Statements...) { // and whether another registration is dead
 		stmt := g
 		if strings.Contains(g, "%[") {
 			stmt = fmt.Sprintf(g, schema, catalog.WorkerQueueSchema)
@@ -221,7 +165,7 @@ func ensureWorkerGroup(ctx context.Context, tx Tx) error {
 			return fmt.Errorf("%s: %w", strings.Fields(g)[0]+" "+strings.Fields(g)[1], err)
 		}
 	}
-	for name, create := range workerPolicies {
+	for name, create := range workergrants.RegistryPolicies {
 		n, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_policies WHERE schemaname = current_schema() AND tablename = 'workers' AND policyname = $1`, name)
 		if err != nil {
 			return err

@@ -142,7 +142,7 @@ func backtests(ctx context.Context, cat catalog.Catalog, policyName string, runs
 
 // backtest reads a run's prediction and its VMs' span.
 func backtest(ctx context.Context, cat catalog.Catalog, j catalog.Job) (api.PlanBacktest, bool, error) {
-	evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID})
+	evs, err := cat.ListEvents(ctx, catalog.EventFilter{JobID: j.ID, Kinds: []string{"plan"}})
 	if err != nil {
 		return api.PlanBacktest{}, false, err
 	}

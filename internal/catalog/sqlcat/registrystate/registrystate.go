@@ -1,6 +1,6 @@
 // Package registrystate tells whether a worker registration is dead, for
 // a process that may read only its own row of the registry: a worker's
-// role (row-level security, sqlcat's workerPolicies).
+// role (row-level security, workergrants.RegistryPolicies).
 //
 // A worker needs this about another registration when it finds that
 // one's coffer snapshot on a VM (fleet.OwnerGone): removing the snapshot
