@@ -15,6 +15,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
+// TestInventory lists the lab's domain running and shut off, and backs it
+// up shut off (checkOffline).
 func TestInventory(t *testing.T) {
 	l := startLab(t)
 	vms, err := l.conn.Inventory(l.ctx)
@@ -42,16 +44,19 @@ func TestInventory(t *testing.T) {
 	if !slices.Equal(vm.Disks, want) || !slices.Equal(vm.Datastores, []string{"images"}) {
 		t.Fatalf("disks %+v datastores %v, want %+v in pool images", vm.Disks, vm.Datastores, want)
 	}
-	// A shut-off domain is listed, and refused a backup with a reason.
+	// A shut-off domain is listed, and backed up from its images
+	// (checkOffline), after a live full of its chain.
+	if _, err := l.backup("o", "full", hypervisor.CrashConsistent); err != nil {
+		t.Fatal(err)
+	}
+	l.waitWrites(1)
 	if err := l.admin.DomainDestroy(l.dom); err != nil {
 		t.Fatal(err)
 	}
 	if vms, err = l.conn.Inventory(l.ctx); err != nil || len(vms) != 1 || vms[0].PowerState != "stopped" {
 		t.Fatalf("after destroy: %+v %v", vms, err)
 	}
-	if _, err := l.conn.Snapshot(l.ctx, l.ref, hypervisor.SnapshotRequest{SessionID: "off"}); !errors.Is(err, hypervisor.ErrUnsupported) || !strings.Contains(err.Error(), "running") {
-		t.Fatalf("snapshot of a shut-off domain: %v", err)
-	}
+	l.checkOffline(t)
 }
 
 // TestBackupsFullIncrementalDifferential backs up a writing guest: a full,
