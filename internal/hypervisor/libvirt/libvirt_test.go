@@ -59,13 +59,15 @@ func TestInventory(t *testing.T) {
 	l.checkOffline(t)
 }
 
-// TestBackupsFullIncrementalDifferential backs up a writing guest: a full,
+// TestBackupsFullIncrementalDifferential backs up a writing guest (after
+// its disk counters are read through a session, checkBlockStats): a full,
 // incrementals with the guest writing in between (one compared byte for
 // byte with the disk at its instant), a differential, a second chain
 // interleaved, and an administrator's own checkpoint that coffer leaves
 // alone.
 func TestBackupsFullIncrementalDifferential(t *testing.T) {
 	l := startLab(t)
+	t.Run("BlockStats", l.checkBlockStats) // latency-control's source, before the chains start
 	full, err := l.backup("a", "", hypervisor.Quiesced)
 	if err != nil {
 		t.Fatalf("full: %v\n%s", err, l.console())
