@@ -62,7 +62,8 @@ func TestInventory(t *testing.T) {
 // TestBackupsFullIncrementalDifferential backs up a writing guest (after
 // its disk counters are read through a session, checkBlockStats): a full,
 // incrementals with the guest writing in between (one compared byte for
-// byte with the disk at its instant), a differential, a second chain
+// byte with the disk at its instant, one booted by boot verification,
+// checkBootVerification), a differential, a second chain
 // interleaved, and an administrator's own checkpoint that coffer leaves
 // alone.
 func TestBackupsFullIncrementalDifferential(t *testing.T) {
@@ -125,6 +126,7 @@ func TestBackupsFullIncrementalDifferential(t *testing.T) {
 	if rep2 := l.checkWorkload(l.restoreDisk(inc2, "vda")); rep2.Written < rep.Written {
 		t.Fatalf("incremental lost writes: %+v after %+v", rep2, rep)
 	}
+	t.Run("BootVerification", func(t *testing.T) { l.checkBootVerification(t, inc2) })
 	diff, err := l.backup("a", "differential", hypervisor.Suspend)
 	if err != nil {
 		t.Fatal(err)
