@@ -108,8 +108,16 @@ func Run(ctx context.Context, r *repo.Repository, snap *repo.Point, o Options) (
 		}
 		m = machine{args: vm.args, nic: vm.nic, evidence: vm.evidence,
 			noAgent: "a vSphere guest's agent is VMware Tools, which QEMU cannot reach"}
+	case "libvirt":
+		if m, err = libvirtMachineOf(ctx, snap, cfg, o.Probes); err != nil {
+			var cv *CannotVerifyError
+			if errors.As(err, &cv) {
+				return unverifiable(snap, cfg, cv), nil
+			}
+			return nil, err
+		}
 	default:
-		return nil, fmt.Errorf("backup point %s was taken from a %q VM: boot verification runs QEMU and vSphere points under QEMU "+
+		return nil, fmt.Errorf("backup point %s was taken from a %q VM: boot verification runs QEMU, libvirt and vSphere points under QEMU "+
 			"from their recorded configuration: %w", snap.ID.Short(), cfg.Kind, hypervisor.ErrUnsupported)
 	}
 	v := &run{o: o, m: m, marker: marker, res: &Result{PointID: snap.ID.String(), VM: cfg.Name, Started: time.Now().UTC()}}

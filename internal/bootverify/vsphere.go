@@ -135,19 +135,7 @@ func planVSphere(cfg hypervisor.VMConfig, h hostQEMU, probes []Probe) (*vmwareMa
 		}
 		m.evidence["network_adapter"] = m.nic
 	}
-	// CPUs and memory as recorded, within what this host has: a guest
-	// boots the same with fewer, and a test boot must not starve the host.
-	if h.cpus > 0 && m.cpus > h.cpus {
-		m.evidence["cpus"] = fmt.Sprintf("%d (recorded %d, this host has %d)", h.cpus, m.cpus, h.cpus)
-		m.cpus = h.cpus
-	}
-	if m.memoryMB <= 0 {
-		m.memoryMB = 512
-	}
-	if limit := h.memoryMB / 2; limit > 0 && m.memoryMB > limit {
-		m.evidence["memory_mib"] = fmt.Sprintf("%d (recorded %d, half of this host's memory)", limit, m.memoryMB)
-		m.memoryMB = limit
-	}
+	fitHost(&m.cpus, &m.memoryMB, h, m.evidence)
 	return m, nil
 }
 

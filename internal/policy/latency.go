@@ -147,7 +147,7 @@ func (l LatencyControls) Unmeasurable(conns []Connection, diskLatency func(kind 
 			have = "the configuration's connections do not: " + strings.Join(untimed, ", ")
 		}
 		errs = append(errs, fmt.Errorf("%s: it can measure nothing: its datastores %v are not directories of a host (absolute paths), "+
-			"so no block device is watched, and no connection reports its VMs' disk latency (qemu connections do; %s): "+
+			"so no block device is watched, and no connection reports its VMs' disk latency (qemu and libvirt connections do; %s): "+
 			"name the datastores' directories, or remove the entry", where, c.Datastores, have))
 	}
 	return errs

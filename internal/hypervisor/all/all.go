@@ -56,7 +56,7 @@ type Kind struct {
 var (
 	kindsMu sync.RWMutex
 	kinds   = map[string]Kind{
-		"libvirt": {Check: checked(libvirtOptions), Open: newLibvirtConnector, Cannot: libvirtCannot, Elsewhere: libvirtElsewhere},
+		"libvirt": {Check: checked(libvirtOptions), Open: newLibvirtConnector, Cannot: libvirtCannot, Elsewhere: libvirtElsewhere, DiskLatency: true},
 		"qemu":    {Check: checked(qemuOptions), Open: newQEMUConnector, DiskLatency: true},
 		"vsphere": {Check: checked(vsphereOptions), Open: newVSphereConnector},
 	}

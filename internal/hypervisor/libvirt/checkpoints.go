@@ -143,5 +143,9 @@ func (c *Connector) removeCheckpoint(ctx context.Context, lv *golibvirt.Libvirt,
 	if isLibvirtError(err, golibvirt.ErrNoDomainCheckpoint) {
 		return nil
 	}
+	if flags == 0 && isLibvirtError(err, golibvirt.ErrOperationUnsupported) {
+		// libvirt 9.0 deletes no checkpoint of an inactive domain.
+		return c.deleteInactive(ctx, lv, dom, name)
+	}
 	return err
 }

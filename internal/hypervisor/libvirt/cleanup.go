@@ -107,6 +107,11 @@ func (c *Connector) cleanup(ctx context.Context, j *journal) ([]hypervisor.Lefto
 			}
 			out = append(out, hypervisor.Leftover{VM: ref, Kind: "checkpoint", Name: j.Checkpoint, Action: "removed"})
 		}
+		if j.Offline != nil { // bitmaps added before their metadata was defined
+			if err := c.removeOfflineBitmaps(ctx, lv, dom, j.Offline.Images, j.Checkpoint); err != nil {
+				return out, err
+			}
+		}
 	}
 	return append(out, hypervisor.Leftover{VM: ref, Kind: "journal", Name: j.SessionID, Action: "removed"}), nil
 }

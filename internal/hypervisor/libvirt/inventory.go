@@ -12,9 +12,8 @@ import (
 )
 
 // Inventory implements hypervisor.Connector: every domain libvirt knows,
-// running or not, so that a policy's selection shows a shut-off domain
-// (whose backup then fails with the reason: libvirt's backup API needs the
-// domain's QEMU running).
+// running or not: a shut-off domain is backed up from its images
+// (offline.go).
 func (c *Connector) Inventory(ctx context.Context) ([]hypervisor.VM, error) {
 	lv, err := c.client(ctx)
 	if err != nil {

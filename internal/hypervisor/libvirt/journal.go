@@ -35,6 +35,8 @@ type journalState struct {
 	Keep       bool   `json:"keep,omitempty"`
 	Frozen     bool   `json:"frozen,omitempty"`    // guest filesystems may be frozen
 	Suspended  bool   `json:"suspended,omitempty"` // coffer paused the domain
+	// Offline: the session reads a shut-off domain's images (offline.go).
+	Offline *offlineState `json:"offline,omitempty"`
 	// Restore: this journal is a restore to a new domain (DomainUUID),
 	// not a backup session.
 	Restore *restoreState `json:"restore,omitempty"`

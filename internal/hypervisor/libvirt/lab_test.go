@@ -196,7 +196,12 @@ func (l *lab) repo(chain string) *repo.Repository {
 }
 
 func (l *lab) backup(chain, mode string, sm hypervisor.SnapshotMode) (*repo.Point, error) {
-	return backuptest.BackupVM(l.t, l.repo(chain), l.conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
+	return l.backupThrough(l.conn, chain, mode, sm)
+}
+
+// backupThrough backs up through conn, the lab's connector or a wrapper.
+func (l *lab) backupThrough(conn hypervisor.Connector, chain, mode string, sm hypervisor.SnapshotMode) (*repo.Point, error) {
+	return backuptest.BackupVM(l.t, l.repo(chain), conn, backup.VMRequest{Connection: "lab", VM: l.ref, Mode: mode,
 		SnapshotMode: sm, Quiesce: hypervisor.QuiesceRequired, Chain: chain, Tags: map[string]string{"chain": chain}})
 }
 
@@ -275,10 +280,20 @@ func (l *lab) assertClean() {
 	if err != nil || golibvirt.DomainState(st) != golibvirt.DomainRunning {
 		l.t.Fatalf("domain state %d %v", st, err)
 	}
+	l.assertNoSessionFiles()
+}
+
+// assertNoSessionFiles checks that coffer left no journal, socket or
+// scratch file, nor a qemu-nbd of its own on the lab's images.
+func (l *lab) assertNoSessionFiles() {
+	l.t.Helper()
 	for _, sub := range []string{"journal", "sockets"} {
 		if ents, _ := os.ReadDir(filepath.Join(l.state, sub)); len(ents) != 0 {
 			l.t.Fatalf("leftover files in %s: %v", sub, ents)
 		}
+	}
+	if out, err := exec.Command("pgrep", "-f", "qemu-nbd.*"+l.dir).CombinedOutput(); err == nil {
+		l.t.Fatalf("a qemu-nbd still serves the lab's images: %s", out)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
+// TestInventory lists the lab's domain running and shut off, and backs it
+// up shut off (checkOffline).
 func TestInventory(t *testing.T) {
 	l := startLab(t)
 	vms, err := l.conn.Inventory(l.ctx)
@@ -42,25 +44,31 @@ func TestInventory(t *testing.T) {
 	if !slices.Equal(vm.Disks, want) || !slices.Equal(vm.Datastores, []string{"images"}) {
 		t.Fatalf("disks %+v datastores %v, want %+v in pool images", vm.Disks, vm.Datastores, want)
 	}
-	// A shut-off domain is listed, and refused a backup with a reason.
+	// A shut-off domain is listed, and backed up from its images
+	// (checkOffline), after a live full of its chain.
+	if _, err := l.backup("o", "full", hypervisor.CrashConsistent); err != nil {
+		t.Fatal(err)
+	}
+	l.waitWrites(1)
 	if err := l.admin.DomainDestroy(l.dom); err != nil {
 		t.Fatal(err)
 	}
 	if vms, err = l.conn.Inventory(l.ctx); err != nil || len(vms) != 1 || vms[0].PowerState != "stopped" {
 		t.Fatalf("after destroy: %+v %v", vms, err)
 	}
-	if _, err := l.conn.Snapshot(l.ctx, l.ref, hypervisor.SnapshotRequest{SessionID: "off"}); !errors.Is(err, hypervisor.ErrUnsupported) || !strings.Contains(err.Error(), "running") {
-		t.Fatalf("snapshot of a shut-off domain: %v", err)
-	}
+	l.checkOffline(t)
 }
 
-// TestBackupsFullIncrementalDifferential backs up a writing guest: a full,
+// TestBackupsFullIncrementalDifferential backs up a writing guest (after
+// its disk counters are read through a session, checkBlockStats): a full,
 // incrementals with the guest writing in between (one compared byte for
-// byte with the disk at its instant), a differential, a second chain
+// byte with the disk at its instant, one booted by boot verification,
+// checkBootVerification), a differential, a second chain
 // interleaved, and an administrator's own checkpoint that coffer leaves
 // alone.
 func TestBackupsFullIncrementalDifferential(t *testing.T) {
 	l := startLab(t)
+	t.Run("BlockStats", l.checkBlockStats) // latency-control's source, before the chains start
 	full, err := l.backup("a", "", hypervisor.Quiesced)
 	if err != nil {
 		t.Fatalf("full: %v\n%s", err, l.console())
@@ -118,6 +126,7 @@ func TestBackupsFullIncrementalDifferential(t *testing.T) {
 	if rep2 := l.checkWorkload(l.restoreDisk(inc2, "vda")); rep2.Written < rep.Written {
 		t.Fatalf("incremental lost writes: %+v after %+v", rep2, rep)
 	}
+	t.Run("BootVerification", func(t *testing.T) { l.checkBootVerification(t, inc2) })
 	diff, err := l.backup("a", "differential", hypervisor.Suspend)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,10 @@ type session struct {
 	warnings []string
 	achieved hypervisor.SnapshotMode
 	paused   bool // the domain was paused before coffer came
+	// offline: the domain is shut off, and its disks are read from their
+	// images (offline.go); shutoff is why it stopped.
+	offline map[string]*offlineDisk
+	shutoff golibvirt.DomainShutoffReason
 	// unhold resumes and thaws a domain held still for a storage
 	// snapshot (SnapshotRequest.Hold); nil once released or when not held.
 	unhold func() error
@@ -105,7 +109,11 @@ func (c *Connector) Snapshot(ctx context.Context, ref hypervisor.VMRef, req hype
 	crashPoint("journalled")
 	sctx, cancel := context.WithTimeout(ctx, s.t.SnapshotCreate)
 	defer cancel()
-	if err := s.begin(sctx); err != nil {
+	begin := s.begin
+	if s.isOffline() {
+		begin = s.beginOffline
+	}
+	if err := begin(sctx); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -129,15 +137,23 @@ func mergeTimeouts(t hypervisor.Timeouts) hypervisor.Timeouts {
 
 // describe reads the domain's state and definitions.
 func (s *session) describe(ctx context.Context) error {
+	var reason int32
 	st, err := call(ctx, s.c.cfg.CallTimeout, "state of domain "+s.dom.Name, func() (int32, error) {
-		st, _, err := s.lv.DomainGetState(s.dom, 0)
+		st, r, err := s.lv.DomainGetState(s.dom, 0)
+		reason = r
 		return st, err
 	})
 	if err != nil {
 		return err
 	}
-	if state := stateName(st); state != "running" && state != "paused" {
-		return fmt.Errorf("%w: domain %s is %s: libvirt's backup API needs a running (or paused) domain", hypervisor.ErrUnsupported, s.dom.Name, state)
+	switch state := stateName(st); {
+	case golibvirt.DomainState(st) == golibvirt.DomainShutoff:
+		// Read from its images (offline.go). A domain shutting down
+		// (DomainShutdown) still has its QEMU and is refused below.
+		s.offline, s.shutoff = map[string]*offlineDisk{}, golibvirt.DomainShutoffReason(reason)
+	case state != "running" && state != "paused":
+		return fmt.Errorf("%w: domain %s is %s: libvirt's backup API needs a running (or paused) domain, and coffer reads only a shut-off one from its images",
+			hypervisor.ErrUnsupported, s.dom.Name, state)
 	}
 	s.paused = stateName(st) == "paused"
 	live, err := call(ctx, s.c.cfg.CallTimeout, "describe domain "+s.dom.Name, func() (string, error) {
@@ -159,6 +175,9 @@ func (s *session) describe(ctx context.Context) error {
 	}
 	return nil
 }
+
+// isOffline: the domain is shut off (offline.go).
+func (s *session) isOffline() bool { return s.offline != nil }
 
 // plan decides, per disk, between a full and a changes-only read, names the
 // new checkpoint, and writes the journal's first version.

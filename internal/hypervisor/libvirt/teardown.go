@@ -70,6 +70,9 @@ func (s *session) Release(ctx context.Context) error {
 
 // OpenDisk implements hypervisor.Session.
 func (s *session) OpenDisk(ctx context.Context, key string) (hypervisor.DiskReader, error) {
+	if s.isOffline() {
+		return s.openOffline(ctx, key)
+	}
 	for _, d := range s.disks {
 		if d.Key == key {
 			return openReader(ctx, s.j.Socket, d, s.c.cfg.Connections)
@@ -89,6 +92,7 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 	}
 	s.closed = true
 	defer s.unlock()
+	s.stopOffline() // unlocks the images: first, so a domain that starts meanwhile only waits for this
 	if s.j == nil {
 		return nil, nil
 	}
@@ -113,6 +117,9 @@ func (s *session) Close(ctx context.Context, ok bool) (map[string]string, error)
 	}
 	if !ok && s.j.Checkpoint != "" {
 		errs = append(errs, s.c.deleteCheckpoint(ctx, s.lv, s.dom, s.j.Checkpoint))
+		if s.j.Offline != nil { // bitmaps added before their metadata was defined
+			errs = append(errs, s.c.removeOfflineBitmaps(ctx, s.lv, s.dom, s.j.Offline.Images, s.j.Checkpoint))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		err = errors.Join(err, s.j.save())

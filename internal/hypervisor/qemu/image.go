@@ -19,12 +19,42 @@ import (
 // for the disk files inside a storage snapshot, which no QEMU has open.
 // Allocation comes from the image (holes and zero clusters are skipped);
 // Changed reports no change set.
+func OpenImage(ctx context.Context, path, format string, conns int) (hypervisor.DiskReader, error) {
+	srv, err := ServeImage(ctx, path, format, "", max(conns, 1)+2)
+	if err != nil {
+		return nil, err
+	}
+	r, err := srv.Open(ctx, conns)
+	if err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	return &imageReader{diskReader: r, stop: srv.Stop}, nil
+}
+
+// ImageServer is a read-only qemu-nbd serving one image file on a unix
+// socket of its own, export "disk". While it runs, QEMU's image locking
+// keeps every writer out: a QEMU that would open the image read-write
+// (a VM starting from it) fails with "Failed to get "write" lock", so the
+// image cannot change under the server's readers.
 //
 // qemu-nbd is socket-activated on a socket listened on before it starts,
-// so the reader connects at once without waiting for it, and it is killed
+// so readers connect at once without waiting for it, and it is killed
 // with coffer (Pdeathsig): a killed coffer leaves no qemu-nbd holding a
-// snapshot's files.
-func OpenImage(ctx context.Context, path, format string, conns int) (hypervisor.DiskReader, error) {
+// snapshot's files or a VM's disks.
+type ImageServer struct {
+	path, sock, bitmap string
+	stop               func()
+	stderr             *strings.Builder
+}
+
+// ServeImage starts the server for path, with up to clients connections
+// at once, and returns once qemu-nbd has opened the image (so a lock it
+// could not take is this call's error). A bitmap names a persistent dirty
+// bitmap of a qcow2 image to export beside the data
+// (qemu:dirty-bitmap:NAME), which the server's readers give as their
+// change set.
+func ServeImage(ctx context.Context, path, format, bitmap string, clients int) (*ImageServer, error) {
 	if format == "" {
 		format = "raw"
 	}
@@ -46,32 +76,81 @@ func OpenImage(ctx context.Context, path, format string, conns int) (hypervisor.
 		return nil, err
 	}
 	defer func() { _ = f.Close() }()
+	args := []string{"--read-only", "--persistent", fmt.Sprintf("--shared=%d", max(clients, 1)+1), "--format=" + format,
+		"--export-name=disk", "--cache=none", "--aio=threads"}
+	if bitmap != "" {
+		args = append(args, "--bitmap="+bitmap)
+	}
 	// LISTEN_PID must be qemu-nbd's own pid: sh sets it to $$ and execs.
-	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec qemu-nbd "$@"`, "qemu-nbd",
-		"--read-only", "--persistent", fmt.Sprintf("--shared=%d", max(conns, 1)+2), "--format="+format,
-		"--export-name=disk", "--cache=none", "--aio=threads", path)
+	cmd := exec.Command("sh", append([]string{"-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec qemu-nbd "$@"`, "qemu-nbd"}, append(args, path)...)...)
 	cmd.ExtraFiles = []*os.File{f} // fd 3, as socket activation expects
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Env = os.Environ()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, fmt.Errorf("start qemu-nbd for %s: %w", path, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	stop := func() {
+	s := &ImageServer{path: path, sock: sock, bitmap: bitmap, stderr: stderr, stop: func() {
 		_ = cmd.Process.Kill()
 		<-exited
 		_ = os.RemoveAll(dir)
-	}
-	r, err := openReader(ctx, "unix", sock, journalDisk{ID: filepath.Base(path), Export: "disk", Changes: "full"}, max(conns, 1))
+	}}
+	// The handshake completes only once qemu-nbd has opened the image.
+	probe, err := s.Open(ctx, 1)
 	if err != nil {
-		stop()
-		return nil, fmt.Errorf("open %s through qemu-nbd: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+		s.Stop()
+		return nil, err
 	}
-	return &imageReader{diskReader: r, stop: stop}, nil
+	_ = probe.Close()
+	return s, nil
+}
+
+// Open connects a reader with conns connections.
+func (s *ImageServer) Open(ctx context.Context, conns int) (*diskReader, error) {
+	d := journalDisk{ID: filepath.Base(s.path), Export: "disk", Changes: "full"}
+	r, err := openReader(ctx, "unix", s.sock, d, max(conns, 1))
+	if err != nil {
+		return nil, fmt.Errorf("open %s through qemu-nbd: %w: %s", s.path, err, strings.TrimSpace(s.stderr.String()))
+	}
+	return r, nil
+}
+
+// OpenDisk connects a reader whose Changed is the exported bitmap's dirty
+// ranges (none when the server exports no bitmap).
+func (s *ImageServer) OpenDisk(ctx context.Context, conns int) (hypervisor.DiskReader, error) {
+	r, err := s.Open(ctx, conns)
+	if err != nil {
+		return nil, err
+	}
+	return &bitmapReader{diskReader: r, bitmap: s.bitmap}, nil
+}
+
+// Stop ends the server (its readers' reads fail from then on) and
+// releases the image's lock. It is idempotent.
+func (s *ImageServer) Stop() {
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+}
+
+// bitmapReader gives the server's exported bitmap as the change set.
+type bitmapReader struct {
+	*diskReader
+	bitmap string
+}
+
+// Changed implements hypervisor.DiskReader.
+func (r *bitmapReader) Changed(ctx context.Context) ([]hypervisor.Extent, bool, error) {
+	if r.bitmap == "" {
+		return nil, false, nil
+	}
+	ext, err := r.Dirty(ctx, r.bitmap)
+	return ext, err == nil, err
 }
 
 type imageReader struct {
