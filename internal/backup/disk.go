@@ -308,7 +308,8 @@ func (p *Progress) add(done, read int) {
 // zero page. It replaced a zero buffer of repo.MaxChunkSize (16 MiB) on the
 // heap: allocated after the key derivation had freed its 32 MiB, that
 // buffer reused those pages, had to be cleared, and so stayed resident,
-// 16 MiB of a backup's peak RSS (docs/benchmarks.md, "Peak RSS").
+// 16 MiB of a backup's peak RSS (docs/benchmarks.md, session of
+// 2026-12-06, issue 42).
 var zeroBlock [64 << 10]byte
 
 // allZero reports whether b holds only zero bytes.

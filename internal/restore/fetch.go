@@ -18,7 +18,7 @@ import (
 // (maxGroupBytes), restored the 4 GiB benchmark image as fast as 4 and
 // 8 MiB did, and kept the workers' buffers (4 x 6 MiB on 2 CPUs) within
 // the 32 MiB the key derivation had already made resident: peak RSS 77
-// MiB instead of 98 (docs/benchmarks.md, "Peak RSS").
+// MiB instead of 98 (docs/benchmarks.md, session of 2026-12-06, issue 42).
 const maxBatchBytes = 2 << 20
 
 // fetch reads the planned groups with parallel workers (one request per
