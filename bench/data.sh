@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/data.sh: build the benchmark disk images.
 #
-#   bench/data.sh [--size 4G] [--dir DIR] [--change-pct 2] [--rootfs debootstrap|host]
+#   bench/data.sh [--size 4G] [--dir DIR] [--change-pct 2] [--rootfs debootstrap|host] [--no-mod]
 #
 # Produces in DIR (default: .cache/bench in the repository):
 #   disk.raw      a raw disk image of --size bytes: an MBR with one ext4
@@ -18,6 +18,8 @@
 #                 half with a copy of another 64 KiB block of the image with
 #                 16 bytes changed (seeded, reproducible).
 #   changes.csv   offset,length of every rewritten block.
+# --no-mod builds (or accepts) disk.raw alone: bench/budget.sh and
+# bench/rss.sh need no disk.mod.raw, and it is 4 GiB of disk more.
 #
 # The root filesystem comes from debootstrap (bookworm, minbase plus systemd,
 # linux-image-amd64, openssh-server, python3, perl, git, build-essential,
@@ -32,12 +34,14 @@ size=4G
 dir="$here/.cache/bench"
 change_pct=2
 rootfs_kind=debootstrap
+no_mod=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--size) size=$2; shift 2 ;;
 	--dir) dir=$2; shift 2 ;;
 	--change-pct) change_pct=$2; shift 2 ;;
 	--rootfs) rootfs_kind=$2; shift 2 ;;
+	--no-mod) no_mod=1; shift ;;
 	-h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "data.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -52,8 +56,8 @@ need python3 python3
 
 bytes=$(numfmt --from=iec "$size")
 stamp="size=$bytes change=$change_pct rootfs=$rootfs_kind v2"
-if [ -f disk.raw ] && [ -f disk.mod.raw ] && [ "$(cat stamp 2>/dev/null)" = "$stamp" ]; then
-	echo "data.sh: $dir/disk.raw and disk.mod.raw are up to date ($stamp)"
+if [ -f disk.raw ] && { [ -f disk.mod.raw ] || [ $no_mod = 1 ]; } && [ "$(cat stamp 2>/dev/null)" = "$stamp" ]; then
+	echo "data.sh: the images in $dir are up to date ($stamp)"
 	exit 0
 fi
 rm -f stamp
@@ -96,6 +100,12 @@ dd if=part.img of=disk.raw bs=1M seek=1 conv=notrunc,sparse status=none
 # conv=sparse above skips zero blocks of part.img: the zeros are already written.
 rm -f part.img
 
+if [ $no_mod = 1 ]; then
+	sync -f disk.raw
+	echo "$stamp" >stamp
+	ls -ls disk.raw
+	exit 0
+fi
 echo "data.sh: building disk.mod.raw (${change_pct}% of the data regions touched)"
 cp --sparse=never disk.raw disk.mod.raw
 python3 - "$change_pct" <<'EOF'

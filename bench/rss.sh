@@ -7,7 +7,11 @@
 # grown to --big (the same data, the rest holes), each into a fresh
 # repository, and prints wall time and peak RSS (/usr/bin/time -v) of
 # backup and restore. Issue 2's target: peak RSS under 128 MiB and flat
-# when the image grows to 64 GiB (sparse).
+# when the image grows to 64 GiB (sparse); issue 42's: 96 MiB.
+#
+# The coffer it runs is a copy of the one built, evicted from the page
+# cache, as bench/budget.sh runs it (its header says why: a binary fresh
+# from `go build` counts all of its 57 MiB of code in RSS on this kernel).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -21,14 +25,17 @@ while [ $# -gt 0 ]; do
 	*) echo "rss.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-"$here/bench/data.sh" --dir "$dir" >/dev/null
+"$here/bench/data.sh" --dir "$dir" --no-mod >/dev/null
 DATA=$dir
 WORK=$dir/rss
 rm -rf "$WORK"; mkdir -p "$WORK"
 export WORK
 apt_need /usr/bin/time time
 apt_need bc bc
-(cd "$here" && go build -o "$GOBIN/coffer" ./cmd/coffer)
+(cd "$here" && go build -o "$GOBIN/coffer.built" ./cmd/coffer)
+cp "$GOBIN/coffer.built" "$GOBIN/coffer"
+rm -f "$GOBIN/coffer.built"
+dd if="$GOBIN/coffer" iflag=nocache count=0 status=none
 cp --sparse=always "$DATA/disk.raw" "$WORK/big.raw"
 truncate -s "$big" "$WORK/big.raw"
 RES=$WORK/results.tsv

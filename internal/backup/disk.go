@@ -303,11 +303,26 @@ func (p *Progress) add(done, read int) {
 	}
 }
 
-// zeroChunk is what all-zero chunks are compared with. It is allocated on
-// first use: as a package variable it was 16 MiB of live heap in every
-// coffer process, doubling as garbage headroom (the collector lets the heap
-// grow to twice its live size) in commands that never back anything up.
-var zeroChunk = sync.OnceValue(func() []byte { return make([]byte, repo.MaxChunkSize) })
+// zeroBlock is what spans are compared with, a block at a time, to find
+// all-zero ones. It is never written, so its pages stay the kernel's shared
+// zero page. It replaced a zero buffer of repo.MaxChunkSize (16 MiB) on the
+// heap: allocated after the key derivation had freed its 32 MiB, that
+// buffer reused those pages, had to be cleared, and so stayed resident,
+// 16 MiB of a backup's peak RSS (docs/benchmarks.md, session of
+// 2026-12-06, issue 42).
+var zeroBlock [64 << 10]byte
+
+// allZero reports whether b holds only zero bytes.
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroBlock))
+		if !bytes.Equal(b[:n], zeroBlock[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
 
 // worker owns the per-goroutine state of the pipeline.
 type worker struct {
@@ -339,7 +354,7 @@ func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options)
 func (k *worker) process(ctx context.Context, j span, res *diskResult) error {
 	data, read := j.data, j.read
 	k.read += int64(read)
-	if bytes.Equal(data, zeroChunk()[:len(data)]) {
+	if allZero(data) {
 		k.zero += int64(len(data))
 		k.o.Progress.add(j.length, read)
 		return nil // res.ids[j.i] stays zero: a hole

@@ -14,8 +14,12 @@ import (
 // maxBatchBytes bounds the plaintext of one batch: large enough that one
 // write carries several chunks (a 1 MiB O_DIRECT write costs nearly as much
 // per request as a 4 MiB one on the disks measured), small enough that the
-// workers' batch buffers stay a few MiB each.
-const maxBatchBytes = 4 << 20
+// workers' batch buffers stay a few MiB each. 2 MiB, with 4 MiB reads
+// (maxGroupBytes), restored the 4 GiB benchmark image as fast as 4 and
+// 8 MiB did, and kept the workers' buffers (4 x 6 MiB on 2 CPUs) within
+// the 32 MiB the key derivation had already made resident: peak RSS 77
+// MiB instead of 98 (docs/benchmarks.md, session of 2026-12-06, issue 42).
+const maxBatchBytes = 2 << 20
 
 // fetch reads the planned groups with parallel workers (one request per
 // group), verifies and decodes every chunk, and calls fn from several
@@ -25,7 +29,7 @@ const maxBatchBytes = 4 << 20
 // batch of its own. The plaintext is only valid during the call.
 func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers int, fn func(batch []*chunkRef, plain []byte) error) error {
 	if workers <= 0 {
-		// Each worker holds ~12 MiB of buffers: bounded, whatever the
+		// Each worker holds ~6 MiB of buffers: bounded, whatever the
 		// number of CPUs (the binary runs two Go Ps per CPU).
 		workers = max(min(runtime.GOMAXPROCS(0), 16), r.Store().Properties().Connections)
 	}
@@ -52,7 +56,7 @@ func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers 
 			plain := directio.AlignedBuffer(max(maxBatchBytes, maxRaw))
 			var buf []byte
 			for g := range jobs {
-				// Reused buffers keep memory at workers x (8 MiB read + 4 MiB batch).
+				// Reused buffers keep memory at workers x (4 MiB read + 2 MiB batch).
 				if int64(cap(buf)) < g.length {
 					buf = make([]byte, g.length, max(g.length, maxGroupBytes))
 				}

@@ -29,10 +29,11 @@ type readGroup struct {
 	refs   []*chunkRef
 }
 
-// maxGroupBytes bounds one read request; maxGroupGap is the largest hole
-// between blobs worth reading through to save a request.
+// maxGroupBytes bounds one read request (and so each fetch worker's read
+// buffer; see maxBatchBytes); maxGroupGap is the largest hole between blobs
+// worth reading through to save a request.
 const (
-	maxGroupBytes = 8 << 20
+	maxGroupBytes = 4 << 20
 	maxGroupGap   = 256 << 10
 )
 
