@@ -269,22 +269,9 @@ func (m *libvirtMachine) network(nics []hypervisor.NICConfig, h hostQEMU) error 
 // args is the machine's command line for spec, in RelaunchArgs' form
 // (monitor, pid file, daemonized, console to a file), under TCG.
 func (m *libvirtMachine) args(spec qemu.LaunchSpec) ([]string, error) {
-	a := []string{qemuBinary, "-machine", m.machineType, "-accel", "tcg", "-cpu", "max", "-smp", fmt.Sprint(m.cpus),
-		"-m", fmt.Sprint(m.memoryMB), "-name", spec.Name, "-nodefaults", "-vga", "std", "-display", "none"}
-	if m.uuid != "" {
-		a = append(a, "-uuid", m.uuid)
-	}
-	if m.efi != nil {
-		if m.efi.vars == "" {
-			a = append(a, "-bios", m.efi.code)
-		} else {
-			vars := efiVarsPath(spec.Dir)
-			if err := copyFile(m.efi.vars, vars); err != nil {
-				return nil, fmt.Errorf("EFI variable store: %w", err)
-			}
-			a = append(a, "-drive", "if=pflash,format=raw,readonly=on,file="+escape(m.efi.code),
-				"-drive", "if=pflash,format=raw,file="+escape(vars))
-		}
+	a, err := machineStart(m.machineType, spec, m.uuid, m.cpus, m.memoryMB, m.efi)
+	if err != nil {
+		return nil, err
 	}
 	if m.kernel != "" {
 		a = append(a, "-kernel", m.kernel)

@@ -204,27 +204,11 @@ func nicList(nics []hypervisor.NICConfig) string {
 
 // args is the machine's command line for spec, in the form RelaunchArgs
 // gives a QEMU point (monitor, pid file, daemonized, console to a file),
-// so that IsolateArgs turns both into a test boot the same way. The
-// accelerator is TCG: it runs wherever QEMU does, nested virtualisation
-// included, and -cpu max gives the guest the instruction sets a current
-// distribution requires.
+// so that IsolateArgs turns both into a test boot the same way.
 func (m *vmwareMachine) args(spec qemu.LaunchSpec) ([]string, error) {
-	a := []string{qemuBinary, "-machine", "pc", "-accel", "tcg", "-cpu", "max", "-smp", fmt.Sprint(m.cpus),
-		"-m", fmt.Sprint(m.memoryMB), "-name", spec.Name, "-nodefaults", "-vga", "std", "-display", "none"}
-	if m.uuid != "" {
-		a = append(a, "-uuid", m.uuid)
-	}
-	if m.efi != nil {
-		if m.efi.vars == "" {
-			a = append(a, "-bios", m.efi.code)
-		} else {
-			vars := efiVarsPath(spec.Dir)
-			if err := copyFile(m.efi.vars, vars); err != nil {
-				return nil, fmt.Errorf("EFI variable store: %w", err)
-			}
-			a = append(a, "-drive", "if=pflash,format=raw,readonly=on,file="+escape(m.efi.code),
-				"-drive", "if=pflash,format=raw,file="+escape(vars))
-		}
+	a, err := machineStart("pc", spec, m.uuid, m.cpus, m.memoryMB, m.efi)
+	if err != nil {
+		return nil, err
 	}
 	controllers := map[string]bool{}
 	for _, d := range m.disks {
@@ -272,3 +256,28 @@ func (m *vmwareMachine) args(spec qemu.LaunchSpec) ([]string, error) {
 
 // escape quotes commas in a QemuOpts value.
 func escape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+
+// machineStart is the start of a mapped machine's command line and its
+// firmware: EFI with a copy of its variable store in the run's directory,
+// or QEMU's BIOS. The accelerator is TCG: it runs wherever QEMU does,
+// nested virtualisation included, and -cpu max gives the guest the
+// instruction sets a current distribution requires.
+func machineStart(machineType string, spec qemu.LaunchSpec, uuid string, cpus int, memoryMB int64, efi *efiFirmware) ([]string, error) {
+	a := []string{qemuBinary, "-machine", machineType, "-accel", "tcg", "-cpu", "max", "-smp", fmt.Sprint(cpus),
+		"-m", fmt.Sprint(memoryMB), "-name", spec.Name, "-nodefaults", "-vga", "std", "-display", "none"}
+	if uuid != "" {
+		a = append(a, "-uuid", uuid)
+	}
+	if efi == nil {
+		return a, nil
+	}
+	if efi.vars == "" {
+		return append(a, "-bios", efi.code), nil
+	}
+	vars := efiVarsPath(spec.Dir)
+	if err := copyFile(efi.vars, vars); err != nil {
+		return nil, fmt.Errorf("EFI variable store: %w", err)
+	}
+	return append(a, "-drive", "if=pflash,format=raw,readonly=on,file="+escape(efi.code),
+		"-drive", "if=pflash,format=raw,file="+escape(vars)), nil
+}
