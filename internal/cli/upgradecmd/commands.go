@@ -17,7 +17,13 @@ type app struct{ *command.App }
 // Commands are the upgradecmd commands, for the root of the tree.
 func Commands(shared *command.App) []*cobra.Command {
 	a := &app{shared}
-	up := &cobra.Command{Use: "upgrade", Short: "check what installing this coffer would change, before it changes anything"}
+	up := &cobra.Command{Use: "upgrade", Short: "check what installing this coffer would change, before it changes anything",
+		Long: command.Manual(`Before an upgrade, run the new coffer's upgrade check with the host's
+configuration: it names what the upgrade would change (catalog
+migrations, other versions holding leases, repositories of other
+formats, deprecated keys) and changes nothing. docs/upgrading.md gives
+the order in which to upgrade servers, workers and other hosts.`,
+			"See the subcommand.", "coffer upgrade check", "0.")}
 	up.AddCommand(a.cmdCheck())
 	return []*cobra.Command{up}
 }
