@@ -127,7 +127,16 @@ func build(ctx context.Context) (*Image, error) {
 	if _, err := os.Stat(initrd); err == nil {
 		return &Image{Kernel: kernel, Initrd: initrd}, nil
 	}
-	tmp := initrd + ".tmp"
+	// A temporary file of this process's own: test binaries build the
+	// same initramfs side by side, and a shared name let one truncate
+	// what another was about to rename into place.
+	f, err := os.CreateTemp(dir, filepath.Base(initrd)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	tmp := f.Name()
+	_ = f.Close()
+	defer func() { _ = os.Remove(tmp) }() // a no-op once renamed
 	cmd := exec.CommandContext(ctx, "sh", "-c", `find . | cpio -o -H newc --quiet | gzip -1 > "$0"`, tmp)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
