@@ -38,6 +38,22 @@ type Scheduler struct {
 	// schedule named: a run another server claimed is not started here
 	// (several servers on one catalog; see internal/leader).
 	Claim func(ctx context.Context, schedule string, slot time.Time) (bool, error)
+	// LastRun, when set, is the catalog's newest claimed slot of a
+	// schedule: when Run starts, the slots a policy's schedule named
+	// after it and before now, which no server ran (none led the
+	// schedules: a takeover, or every server down), are recorded as one
+	// skipped run (see recordMissed).
+	LastRun func(ctx context.Context, schedule string) (time.Time, bool, error)
+	// Running, when set, is a run of the policy that this scheduler did
+	// not start but that its slots must not overlap (a scheduled run of
+	// a dead leader resumed by this one), or none (a zero Resumed).
+	Running func(policy string) Resumed
+}
+
+// Resumed is a run of a policy that carries on another, interrupted one.
+type Resumed struct {
+	Job     *Job
+	Resumes int64 // the interrupted run's job
 }
 
 type scheduled struct {
@@ -63,6 +79,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	running := map[string]*Job{} // by policy name
+	s.recordMissed(ctx, list, now())
 	for {
 		var wake <-chan time.Time
 		if len(list) > 0 {
@@ -140,20 +157,16 @@ func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time, running
 		case <-r.Done():
 			delete(running, e.p.Name)
 		default:
-			s.Engine.recordSkipped(ctx, e.p, r, t)
+			s.skip(ctx, e.p, r, t)
 			return
 		}
 	}
-	if s.Claim != nil {
-		ok, err := s.Claim(ctx, "policy/"+e.p.Name, t)
-		if err != nil {
-			s.Engine.log.Error("claiming a scheduled run failed: not started", "policy", e.p.Name, "slot", t, "err", err)
-			return
-		}
-		if !ok {
-			s.Engine.log.Info("scheduled run claimed by another server", "policy", e.p.Name, "slot", t)
-			return
-		}
+	if r := s.resumed(e.p.Name); r.Job != nil {
+		s.skip(ctx, e.p, r.Job, t)
+		return
+	}
+	if !s.claim(ctx, e.p, t) {
+		return
 	}
 	j, err := s.Engine.Start(ctx, e.p)
 	if err != nil {
@@ -169,10 +182,55 @@ func (s *Scheduler) fire(ctx context.Context, e *scheduled, t time.Time, running
 	}
 }
 
-// recordSkipped records a scheduled run that did not start because the
-// previous run of the same policy is still going.
-func (e *Engine) recordSkipped(ctx context.Context, p policy.Policy, running *Job, t time.Time) {
+// skip records the run of p at slot t as skipped, the previous run
+// (running) still going. The slot is claimed as a run's would be, so that
+// a server taking the schedules over does not count it missed again.
+func (s *Scheduler) skip(ctx context.Context, p policy.Policy, running *Job, t time.Time) {
+	if !s.claim(ctx, p, t) {
+		return
+	}
 	msg := fmt.Sprintf("skipped: the previous run of policy %s (job %d) is still running", p.Name, running.ID())
+	s.Engine.recordSkipped(ctx, p, msg, t, map[string]any{"running_job": running.ID()})
+}
+
+// claim claims the slot t of p's schedule when several servers share
+// the catalog: false when another server claimed it, or the claim
+// failed (logged).
+func (s *Scheduler) claim(ctx context.Context, p policy.Policy, t time.Time) bool {
+	if s.Claim == nil {
+		return true
+	}
+	ok, err := s.Claim(ctx, "policy/"+p.Name, t)
+	if err != nil {
+		s.Engine.log.Error("claiming a scheduled run failed: not started", "policy", p.Name, "slot", t, "err", err)
+		return false
+	}
+	if !ok {
+		s.Engine.log.Info("scheduled run claimed by another server", "policy", p.Name, "slot", t)
+	}
+	return ok
+}
+
+// resumed is Running's run of policy name when it still goes.
+func (s *Scheduler) resumed(name string) Resumed {
+	if s.Running == nil {
+		return Resumed{}
+	}
+	r := s.Running(name)
+	if r.Job == nil {
+		return Resumed{}
+	}
+	select {
+	case <-r.Job.Done():
+		return Resumed{}
+	default:
+		return r
+	}
+}
+
+// recordSkipped records a scheduled run of p at slot t that did not
+// start, saying why (msg), as a cancelled job with a "skipped" event.
+func (e *Engine) recordSkipped(ctx context.Context, p policy.Policy, msg string, t time.Time, fields map[string]any) {
 	e.log.Warn(msg)
 	run, err := e.startRun(ctx, catalog.Job{Kind: catalog.KindBackupPolicy, Policy: p.Name, Repository: p.Repository,
 		Object: policyObject(p.Name), Status: catalog.StatusRunning, Worker: e.o.Worker, CreatedAt: t, StartedAt: t})
@@ -180,7 +238,7 @@ func (e *Engine) recordSkipped(ctx context.Context, p policy.Policy, running *Jo
 		e.log.Warn("recording a skipped run failed", "err", err)
 		return
 	}
-	run.Record(catalog.Event{Time: t, Level: "warn", Kind: "skipped", Message: msg, Fields: map[string]any{"running_job": running.ID()}})
+	run.Record(catalog.Event{Time: t, Level: "warn", Kind: "skipped", Message: msg, Fields: fields})
 	if _, err := run.Finish(ctx, catalog.StatusCancelled, msg); err != nil {
 		e.log.Warn("recording a skipped run failed", "err", err)
 	}

@@ -57,9 +57,19 @@ func startLeaderFleet(t *testing.T) *leaderFleet {
 // startLeaderFleetWith is startLeaderFleet with another configuration,
 // and its workers started by start.
 func startLeaderFleetWith(t *testing.T, config string, start func(e *clitest.Env, name, connection string) *clitest.ServerProc) *leaderFleet {
+	return startLeaderFleetOn(t, config, start, nil)
+}
+
+// startLeaderFleetOn is startLeaderFleetWith, with prepare (if set)
+// called on the environment before any process starts.
+func startLeaderFleetOn(t *testing.T, config string, start func(e *clitest.Env, name, connection string) *clitest.ServerProc,
+	prepare func(e *clitest.Env)) *leaderFleet {
 	dsn := testutil.StartPostgres(t)
 	e := pgEnv(t, dsn)
 	e.Config(config)
+	if prepare != nil {
+		prepare(e)
+	}
 	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
 	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
 	f.a = e.StartServer()
@@ -251,7 +261,8 @@ func (f *leaderFleet) diagnosis(t *testing.T) string {
 }
 
 // everyVMBackedUpAfter waits for a run of the policy started after since
-// to succeed with a point for each of the six VMs.
+// to succeed with a point for each of the six VMs. A run that resumes
+// the dead leader's (the VMs it had not backed up) is not one.
 func (f *leaderFleet) everyVMBackedUpAfter(t *testing.T, since time.Time) {
 	t.Helper()
 	ctx := context.Background()
@@ -262,7 +273,7 @@ func (f *leaderFleet) everyVMBackedUpAfter(t *testing.T, since time.Time) {
 			t.Fatal(err)
 		}
 		for _, j := range jobs {
-			if j.Status != catalog.StatusSuccess || j.CreatedAt.Before(since) {
+			if j.Status != catalog.StatusSuccess || j.CreatedAt.Before(since) || f.resumes(t, j.ID) {
 				continue
 			}
 			tasks, err := f.cat.ListTasks(ctx, catalog.TaskFilter{JobID: j.ID})
@@ -285,6 +296,16 @@ func (f *leaderFleet) everyVMBackedUpAfter(t *testing.T, since time.Time) {
 		}
 		time.Sleep(100 * time.Millisecond) // a poll's pace, not a synchronisation
 	}
+}
+
+// resumes says whether job id resumes an interrupted run (its log says so).
+func (f *leaderFleet) resumes(t *testing.T, id int64) bool {
+	t.Helper()
+	evs, err := f.cat.ListEvents(context.Background(), catalog.EventFilter{JobID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(evs, func(ev catalog.Event) bool { return ev.Kind == "resumes" })
 }
 
 // grant is a VM unit's River job: when the leader handed it off and when

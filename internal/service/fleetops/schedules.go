@@ -159,10 +159,14 @@ func (s Ops) RunSchedules(ctx context.Context) error {
 				once.Do(func() { close(looked) })
 			}, onLost)
 			defer stopWatch()
+			resumed := newResumedRuns()
 			if units.srv != nil {
-				defer s.resumeRuns(ctx, eng, cat, looked, time.Duration(mcfg.TakeoverAfter))()
+				defer s.resumeRuns(ctx, eng, cat, looked, time.Duration(mcfg.TakeoverAfter), resumed)()
+			} else {
+				resumed.lookedOnce() // no fleet: no run is resumed
 			}
-			s.runScheduled(ctx, eng, plan, schedulesClaims{claim: claim, lastRun: ctl.Catalog.LastRun}, time.Duration(mcfg.InventoryEvery))
+			s.runScheduled(ctx, eng, plan, schedulesClaims{claim: claim, lastRun: ctl.Catalog.LastRun, resumed: resumed,
+				waitResumed: time.Duration(mcfg.TakeoverAfter)}, time.Duration(mcfg.InventoryEvery))
 		})
 	}()
 	for {
@@ -323,8 +327,11 @@ func (s Ops) runScheduled(ctx context.Context, eng *engine.Engine, plan *schedul
 	}()
 	go func() {
 		defer wg.Done()
+		// A dead leader's scheduled run is resumed first (when the catalog
+		// answers in time), so that its policy's slots skip while it goes.
+		claims.resumed.wait(ctx, claims.waitResumed, s.Logger().Warn)
 		sched := &engine.Scheduler{Engine: eng, Policies: now.policies, Updates: updates, Claim: claims.claim, Started: s.logJob,
-			Now: clock.Now, After: clock.After}
+			LastRun: claims.lastRun, Running: claims.resumed.get, Now: clock.Now, After: clock.After}
 		if err := sched.Run(ctx); err != nil && ctx.Err() == nil {
 			s.Logger().Error("the policies' schedules stopped", "err", err)
 		}
@@ -368,10 +375,14 @@ func sendOrDone[T any](ctx context.Context, ch chan<- T, v T) bool {
 }
 
 // schedulesClaims are the catalog's records of scheduled runs: each run
-// claimed once, and each schedule's newest claimed run.
+// claimed once, and each schedule's newest claimed run; and the runs of
+// a dead leader that this one resumed, which the policies' schedules wait
+// for at most waitResumed.
 type schedulesClaims struct {
-	claim   func(ctx context.Context, schedule string, slot time.Time) (bool, error)
-	lastRun func(ctx context.Context, schedule string) (time.Time, bool, error)
+	claim       func(ctx context.Context, schedule string, slot time.Time) (bool, error)
+	lastRun     func(ctx context.Context, schedule string) (time.Time, bool, error)
+	resumed     *resumedRuns
+	waitResumed time.Duration
 }
 
 // logJob logs a scheduled job's start and end.

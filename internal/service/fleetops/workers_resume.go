@@ -34,24 +34,26 @@ const (
 )
 
 // resumeRuns carries on, while this server leads a fleet, the policy runs
-// started through the API whose server died while it ran them (the job
-// managers mark such a run failed, "interrupted"): the VMs the run did not
-// back up run again as a new job of the policy, for the same user, and
-// the two jobs name each other in their logs. A VM whose unit the dead
-// server had handed to a worker waits for that unit to end (the engine
-// holds it, fleet.HoldGrants), then is backed up again. Scheduled runs
-// are left to their schedule's next slot, as before. It looks once the
-// engine was given the workers (looked closed: a run resumed before would
-// run in this process), then every every, and returns the function that
-// stops it.
+// whose server died while it ran them (the job managers mark such a run
+// failed, "interrupted"), scheduled or started through the API: the VMs
+// the run did not back up run again as a new job of the policy, for the
+// same user, and the two jobs name each other in their logs. A VM whose
+// unit the dead server had handed to a worker waits for that unit to end
+// (the engine holds it, fleet.HoldGrants), then is backed up again. A
+// resumed scheduled run makes its policy's slots skip while it goes, as
+// the run it carries on did (resumed.running). It looks once the engine
+// was given the workers (looked closed: a run resumed before would run in
+// this process), then every every, and returns the function that stops
+// it; resumed.ready is closed after the first look, or when it stops.
 func (s Ops) resumeRuns(ctx context.Context, eng *engine.Engine, cat catalog.Catalog, looked <-chan struct{},
-	every time.Duration) (stop func()) {
-	r := resumer{Ops: s, eng: eng, cat: cat, since: time.Now().Add(-resumeLookback), done: map[int64]bool{}}
+	every time.Duration, resumed *resumedRuns) (stop func()) {
+	r := resumer{Ops: s, eng: eng, cat: cat, since: time.Now().Add(-resumeLookback), done: map[int64]bool{}, resumed: resumed}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer resumed.lookedOnce()
 		select {
 		case <-ctx.Done():
 			return
@@ -61,6 +63,7 @@ func (s Ops) resumeRuns(ctx context.Context, eng *engine.Engine, cat catalog.Cat
 		defer t.Stop()
 		for {
 			r.resumeInterrupted(ctx)
+			resumed.lookedOnce()
 			select {
 			case <-ctx.Done():
 				return
@@ -83,6 +86,8 @@ type resumer struct {
 	since time.Time
 	// done are the runs looked at already in this holding of the lease.
 	done map[int64]bool
+	// resumed are the scheduled runs resumed, by policy.
+	resumed *resumedRuns
 }
 
 // resumeInterrupted resumes the API's policy runs marked interrupted
@@ -97,7 +102,7 @@ func (r resumer) resumeInterrupted(ctx context.Context) {
 		return
 	}
 	for _, j := range jobs {
-		if r.done[j.ID] || !strings.HasPrefix(j.Error, "interrupted") || j.User == service.ScheduleUser || j.FinishedAt.Before(r.since) {
+		if r.done[j.ID] || !strings.HasPrefix(j.Error, "interrupted") || j.FinishedAt.Before(r.since) {
 			continue
 		}
 		if err := r.resume(ctx, j); err != nil {
@@ -134,6 +139,12 @@ func (r resumer) resume(ctx context.Context, j catalog.Job) error {
 	if !ok {
 		return s.markResumed(ctx, cat, j.ID, fmt.Sprintf("policy %s is no longer in the configuration: the run's remaining VMs are not resumed", j.Policy))
 	}
+	if other := r.resumed.get(j.Policy); j.User == service.ScheduleUser && other.Job != nil {
+		// An older scheduled run of the policy: one run at a time, as the
+		// schedule keeps them.
+		return s.markResumed(ctx, cat, j.ID, fmt.Sprintf("not resumed: the later run of policy %s (job %d) goes on as job %d",
+			j.Policy, other.Resumes, other.Job.ID()))
+	}
 	rest, names := remainingVMs(p, tasks)
 	left := fmt.Sprintf("%d VM(s)", len(names))
 	switch {
@@ -148,6 +159,9 @@ func (r resumer) resume(ctx context.Context, j catalog.Job) error {
 	}
 	s.Logger().Warn("an interrupted run resumes under this leader", "job", j.ID, "policy", j.Policy, "resumed_as", run.ID(), "vms", left)
 	s.logJob(run)
+	if j.User == service.ScheduleUser {
+		r.resumed.add(j.Policy, engine.Resumed{Job: run, Resumes: j.ID})
+	}
 	now := time.Now()
 	if err := cat.AddEvents(ctx, []catalog.Event{{JobID: run.ID(), Time: now, Level: "info", Kind: eventResumes,
 		Message: fmt.Sprintf("resumes job %d, interrupted: %s of the run not backed up", j.ID, left),
@@ -194,4 +208,59 @@ func escapeGlob(name string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// resumedRuns are the scheduled runs a leader resumed, by policy, which
+// its schedules' slots must not overlap (engine.Scheduler.Running), and
+// whether it looked for them once (ready: the schedules start after it).
+type resumedRuns struct {
+	mu     sync.Mutex
+	runs   map[string]engine.Resumed
+	ready  chan struct{}
+	closed sync.Once
+}
+
+func newResumedRuns() *resumedRuns {
+	return &resumedRuns{runs: map[string]engine.Resumed{}, ready: make(chan struct{})}
+}
+
+func (r *resumedRuns) add(policy string, run engine.Resumed) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs[policy] = run
+}
+
+// get is the resumed run of policy (a zero Resumed: none, or it ended).
+func (r *resumedRuns) get(policy string) engine.Resumed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run := r.runs[policy]
+	if run.Job == nil {
+		return engine.Resumed{}
+	}
+	select {
+	case <-run.Job.Done():
+		delete(r.runs, policy)
+		return engine.Resumed{}
+	default:
+		return run
+	}
+}
+
+// lookedOnce closes ready.
+func (r *resumedRuns) lookedOnce() { r.closed.Do(func() { close(r.ready) }) }
+
+// wait waits for the first look for interrupted runs, at most bound (a
+// catalog that does not answer must not keep the schedules from
+// running): a slot that came before would start a run of a policy whose
+// interrupted run is then resumed beside it.
+func (r *resumedRuns) wait(ctx context.Context, bound time.Duration, log func(string, ...any)) {
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-r.ready:
+	case <-ctx.Done():
+	case <-t.C:
+		log("the interrupted runs were not looked for in time: the schedules start before they are resumed", "waited", bound)
+	}
 }
