@@ -69,6 +69,7 @@ func (c *Console) routes() []route {
 
 		// Inventory, policies, repositories.
 		{"GET /ui/inventory", pg("list-vms"), (*page).inventory},
+		{"GET /ui/connections", pg(configOps(connectionKinds, "list")...), (*page).connections},
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
 		{"GET /ui/policies/{policy}", pg("preview-policy"), (*page).policy},
 		{"POST /ui/policies/{policy}/run", ops("backup-policy"), (*page).runPolicy},
@@ -105,9 +106,11 @@ func (c *Console) routes() []route {
 		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
 		// The engine's settings (configuration objects).
-		{"GET /ui/settings", pg(settingOps("list")...), (*page).settings},
-		{"POST /ui/settings/{kind}", append(settingOps("create"), settingOps("update")...), (*page).saveSetting},
-		{"POST /ui/settings/{kind}/{name}/delete", settingOps("delete"), (*page).deleteSetting},
+		{"GET /ui/settings", pg(configOps(settingKinds, "list")...), (*page).settings},
+
+		// Every configuration object the pages edit (page_config.go).
+		{"POST /ui/config/{kind}", configOps(editableKinds(), "create", "update"), (*page).saveConfig},
+		{"POST /ui/config/{kind}/{name}/delete", configOps(editableKinds(), "delete"), (*page).deleteConfig},
 
 		// Access.
 		{"GET /ui/access", pg("list-users", "list-tokens", "list-acl"), (*page).access},

@@ -81,7 +81,7 @@ latency-control:
 	}
 	c.open("/ui/settings")
 	c.run(chromedp.Click("#delete-resource-group-array-a"))
-	c.waitText("#setting-result", "The resource-group array-a is deleted")
+	c.waitText("#resource-group-changes", "The resource-group array-a is deleted")
 	if code := l.get(token, "/api/v1/resource-groups/array-a", nil); code != 404 {
 		t.Fatalf("the group after its delete: %d", code)
 	}
