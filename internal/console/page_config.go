@@ -34,7 +34,7 @@ type configKind struct {
 
 // editableKinds are the kinds of every page, for the actions.
 func editableKinds() []configKind {
-	return slices.Concat(settingKinds, connectionKinds)
+	return slices.Concat(settingKinds, connectionKinds, repositoryKinds)
 }
 
 // configOps are the operation IDs of one verb on kinds.

@@ -109,6 +109,10 @@ type repositoriesView struct {
 	// repair operation's "what" (api.RepairInput's enum), in the order
 	// verify recommends them.
 	RepairParts []string
+	// Config is the repositories of the configuration, edited
+	// (page_config.go); Problems what could not be read of it.
+	Config   []configSection
+	Problems []string
 }
 
 type repoView struct {
@@ -119,6 +123,15 @@ type repoView struct {
 	Keys   []api.Key
 	Last   map[string]*api.Job
 	Error  string
+}
+
+// repositoryKinds are the repositories of the configuration, edited on
+// the Repositories page as page_config.go edits every kind. A
+// repository's password stays in the file its password-file names.
+var repositoryKinds = []configKind{
+	{"repository", "repositories", "Repositories of the configuration",
+		"Where backups are written, as entries of the file's repositories section: a location, and the password-file that opens it (none: the server's own password). A new location's storage is made once on the server's host with coffer init --repo LOCATION; the repository is then listed above with its points.",
+		"name: offsite\nlocation: /srv/backup/offsite\n", "/ui/repositories"},
 }
 
 var repairParts = []string{"config", "keys", "index", "packs", "snapshots"}
@@ -149,5 +162,8 @@ func (p *page) repositories() {
 		}
 		v.Repos = append(v.Repos, r)
 	}
-	p.show("repositories", "Repositories", "repositories", v)
+	var ok bool
+	if v.Config, ok = p.configSections(repositoryKinds, &v.Problems); ok {
+		p.show("repositories", "Repositories", "repositories", v)
+	}
 }

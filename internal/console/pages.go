@@ -78,7 +78,7 @@ func (c *Console) routes() []route {
 		{"GET /ui/policies/{policy}/edit", pg("get-policy", "list-connections"), (*page).policyEditor},
 		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},
 		{"POST /ui/policies/save", ops("get-policy", "create-policy", "update-policy"), (*page).savePolicy},
-		{"GET /ui/repositories", pg("stats", "repository-usage", "list-leases", "list-keys", "list-jobs"), (*page).repositories},
+		{"GET /ui/repositories", pg("stats", "repository-usage", "list-leases", "list-keys", "list-jobs", "list-repositories"), (*page).repositories},
 		{"POST /ui/repositories/{repo}/keys", ops("add-key"), (*page).addKey},
 		{"POST /ui/repositories/{repo}/keys/{key}/remove", ops("remove-key"), (*page).removeKey},
 		{"POST /ui/repositories/{repo}/repair", ops("repair"), (*page).repair},
