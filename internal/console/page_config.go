@@ -34,7 +34,7 @@ type configKind struct {
 
 // editableKinds are the kinds of every page, for the actions.
 func editableKinds() []configKind {
-	return slices.Concat(settingKinds, connectionKinds, repositoryKinds)
+	return slices.Concat(settingKinds, connectionKinds, repositoryKinds, mediaLibraryKinds)
 }
 
 // configOps are the operation IDs of one verb on kinds.

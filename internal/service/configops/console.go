@@ -12,14 +12,13 @@ import "github.com/coffer-backup/coffer/internal/configobj"
 // without a reason here, fails cmd/coffer's faces test.
 func noConsole(verb string, k configobj.Kind) string {
 	listedWhole := k == configobj.Limits || k == configobj.LatencyControl || k == configobj.ResourceGroup || k == configobj.StorageProvider ||
-		k == configobj.MaintenanceWindow || k == configobj.MaintenanceSchedule || k == configobj.Connection || k == configobj.Repository
+		k == configobj.MaintenanceWindow || k == configobj.MaintenanceSchedule || k == configobj.Connection || k == configobj.Repository || k == configobj.MediaLibrary
 	switch {
 	case listedWhole && verb == "get":
 		return "its console page lists each with its whole specification and source, which a get would only repeat"
 	case k == configobj.Policy && verb == "list":
 		return "the Policies page lists them through check-policies, which adds each one's findings and next runs"
-	case k == configobj.Policy && verb == configobj.Delete,
-		k == configobj.MediaLibrary && verb != "list":
+	case k == configobj.Policy && verb == configobj.Delete:
 		// `coffer config VERB KIND`: list, get, create, update, delete.
 		return "not in the console yet: `coffer config " + verb + " " + string(k) + "`"
 	}
