@@ -37,6 +37,10 @@ func editableKinds() []configKind {
 	return slices.Concat(settingKinds, connectionKinds, repositoryKinds, mediaLibraryKinds)
 }
 
+// deletableKinds are the kinds the delete action takes: the editable
+// ones and the policies, which their own editor makes.
+func deletableKinds() []configKind { return slices.Concat(editableKinds(), policyKinds) }
+
 // configOps are the operation IDs of one verb on kinds.
 func configOps(kinds []configKind, verbs ...string) []string {
 	var out []string
@@ -107,10 +111,9 @@ func (p *page) configSections(kinds []configKind, problems *[]string) ([]configS
 	return out, true
 }
 
-// configKindOf is the kind the action's path names.
-func (p *page) configKindOf() (configKind, bool) {
+// configKindOf is the kind the action's path names, one of kinds.
+func (p *page) configKindOf(kinds []configKind) (configKind, bool) {
 	kind := p.r.PathValue("kind")
-	kinds := editableKinds()
 	i := slices.IndexFunc(kinds, func(k configKind) bool { return k.Kind == kind })
 	if i < 0 {
 		p.fail(&apiError{Status: http.StatusNotFound, Class: api.NotFound, Detail: fmt.Sprintf("the console edits no kind of configuration object named %q", kind)})
@@ -122,7 +125,7 @@ func (p *page) configKindOf() (configKind, bool) {
 // saveConfig creates an object of the kind in the path, or changes the
 // one the form edits at the version it was read at.
 func (p *page) saveConfig() {
-	k, ok := p.configKindOf()
+	k, ok := p.configKindOf(editableKinds())
 	if !ok {
 		return
 	}
@@ -156,13 +159,18 @@ func (p *page) saveConfig() {
 
 // deleteConfig deletes an object of the API.
 func (p *page) deleteConfig() {
-	k, ok := p.configKindOf()
+	k, ok := p.configKindOf(deletableKinds())
 	if !ok {
 		return
 	}
 	name := p.r.PathValue("name")
 	if _, err := p.api.call("delete-"+k.Kind, map[string]string{"name": name}, nil, nil, nil); err != nil {
 		p.fail(err)
+		return
+	}
+	if slices.Contains(policyKinds, k) {
+		// The object's own page is gone: back to the list.
+		p.redirect(k.Page)
 		return
 	}
 	p.done(fmt.Sprintf("The %s %s is deleted.", k.Kind, name), k.Page+"#"+k.Kind)

@@ -77,7 +77,14 @@ type policyView struct {
 	Name    string
 	Preview api.PolicyPreview
 	Err     string
+	// Deletable: the API made the policy (the file's is changed there).
+	Deletable bool
 }
+
+// policyKinds are the policies for the shared delete action: the editor
+// makes and changes them (page_policy_edit.go); a deleted one's page is
+// gone, so the browser goes back to the list.
+var policyKinds = []configKind{{Kind: "policy", Plural: "policies", Page: "/ui/policies"}}
 
 func (p *page) policy() {
 	name := p.r.PathValue("policy")
@@ -88,6 +95,10 @@ func (p *page) policy() {
 			return
 		}
 		v.Err = err.Error()
+	}
+	var o api.ConfigObject
+	if _, err := p.api.call("get-policy", map[string]string{"name": name}, nil, nil, &o); err == nil {
+		v.Deletable = o.Source == "catalog"
 	}
 	p.show("policy", "Policy "+name, "policies", v)
 }

@@ -71,7 +71,7 @@ func (c *Console) routes() []route {
 		{"GET /ui/inventory", pg("list-vms"), (*page).inventory},
 		{"GET /ui/connections", pg(configOps(connectionKinds, "list")...), (*page).connections},
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
-		{"GET /ui/policies/{policy}", pg("preview-policy"), (*page).policy},
+		{"GET /ui/policies/{policy}", pg("preview-policy", "get-policy"), (*page).policy},
 		{"POST /ui/policies/{policy}/run", ops("backup-policy"), (*page).runPolicy},
 		{"GET /ui/policies/{policy}/plan", pg("plan-policy"), (*page).planPage},
 		{"GET /ui/new-policy", pg("list-connections"), (*page).policyEditor},
@@ -110,7 +110,7 @@ func (c *Console) routes() []route {
 
 		// Every configuration object the pages edit (page_config.go).
 		{"POST /ui/config/{kind}", configOps(editableKinds(), "create", "update"), (*page).saveConfig},
-		{"POST /ui/config/{kind}/{name}/delete", configOps(editableKinds(), "delete"), (*page).deleteConfig},
+		{"POST /ui/config/{kind}/{name}/delete", configOps(deletableKinds(), "delete"), (*page).deleteConfig},
 
 		// Access.
 		{"GET /ui/access", pg("list-users", "list-tokens", "list-acl"), (*page).access},
