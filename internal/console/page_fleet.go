@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/url"
 	"strconv"
 
@@ -71,6 +72,23 @@ func (p *page) policies() {
 		return
 	}
 	p.show("policies", "Policies", "policies", check)
+}
+
+// refreshInventory lists a connection's VMs into the inventory now
+// (refresh-inventory, a task the call waits for), as the server's
+// schedules do.
+func (p *page) refreshInventory() {
+	conn := p.r.PathValue("conn")
+	var r api.InventoryRefresh
+	if _, err := p.api.call("refresh-inventory", map[string]string{"conn": conn}, nil, nil, &r); err != nil {
+		p.fail(err)
+		return
+	}
+	busy := ""
+	if r.Busy > 0 {
+		busy = fmt.Sprintf(", %d busy (their last known state kept)", r.Busy)
+	}
+	p.done(fmt.Sprintf("%s: %d VMs listed now%s.", r.Connection, r.VMs, busy), "/ui/inventory")
 }
 
 type policyView struct {

@@ -69,6 +69,7 @@ func (c *Console) routes() []route {
 
 		// Inventory, policies, repositories.
 		{"GET /ui/inventory", pg("list-vms"), (*page).inventory},
+		{"POST /ui/inventory/{conn}/refresh", ops("refresh-inventory"), (*page).refreshInventory},
 		{"GET /ui/connections", pg(configOps(connectionKinds, "list")...), (*page).connections},
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
 		{"GET /ui/policies/{policy}", pg("preview-policy", "get-policy"), (*page).policy},
