@@ -121,6 +121,8 @@ func (c *Console) routes() []route {
 		{"POST /ui/access/users/{user}/disable", ops("disable-user"), (*page).disableUser},
 		{"POST /ui/access/users/{user}/enable", ops("enable-user"), (*page).enableUser},
 		{"POST /ui/access/users/{user}/delete", ops("delete-user"), (*page).deleteUser},
+		{"POST /ui/access/users/{user}/setup-link", ops("issue-setup-link"), (*page).setupLink},
+		{"POST /ui/access/password", ops("whoami", "change-password"), (*page).changePassword},
 		{"POST /ui/access/acl", ops("set-acl"), (*page).grant},
 		{"POST /ui/access/acl/remove", ops("remove-acl"), (*page).revokeGrant},
 		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},
