@@ -111,6 +111,22 @@ func (p *page) configSections(kinds []configKind, problems *[]string) ([]configS
 	return out, true
 }
 
+// configPageView is a page of configuration objects alone.
+type configPageView struct {
+	Sections []configSection
+	Problems []string
+}
+
+// configPage shows the page name (its template and navigation entry),
+// which lists kinds.
+func (p *page) configPage(kinds []configKind, name, title string) {
+	var v configPageView
+	var ok bool
+	if v.Sections, ok = p.configSections(kinds, &v.Problems); ok {
+		p.show(name, title, name, v)
+	}
+}
+
 // configKindOf is the kind the action's path names, one of kinds.
 func (p *page) configKindOf(kinds []configKind) (configKind, bool) {
 	kind := p.r.PathValue("kind")

@@ -11,16 +11,5 @@ var connectionKinds = []configKind{
 		"name: kvm1\nkind: libvirt\noptions: {uri: \"qemu:///system\"}\n", "/ui/connections"},
 }
 
-type connectionsView struct {
-	Sections []configSection
-	Problems []string
-}
-
 // connections lists the connections with their sources, and the form.
-func (p *page) connections() {
-	var v connectionsView
-	var ok bool
-	if v.Sections, ok = p.configSections(connectionKinds, &v.Problems); ok {
-		p.show("connections", "Connections", "connections", v)
-	}
-}
+func (p *page) connections() { p.configPage(connectionKinds, "connections", "Connections") }

@@ -23,17 +23,6 @@ var settingKinds = []configKind{
 		"name: night\nstart: \"22:00\"\nend: \"06:00\"\n", "/ui/settings"},
 }
 
-type settingsView struct {
-	Sections []configSection
-	Problems []string
-}
-
 // settings lists the engine's settings and the maintenance schedules,
 // each kind with its form.
-func (p *page) settings() {
-	var v settingsView
-	var ok bool
-	if v.Sections, ok = p.configSections(settingKinds, &v.Problems); ok {
-		p.show("settings", "Settings", "settings", v)
-	}
-}
+func (p *page) settings() { p.configPage(settingKinds, "settings", "Settings") }
