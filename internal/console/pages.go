@@ -89,6 +89,7 @@ func (c *Console) routes() []route {
 		// The fleet's workers.
 		{"GET /ui/workers", pg("list-workers"), (*page).workers},
 		{"POST /ui/workers/{worker}/drain", ops("drain-worker"), (*page).drainWorker},
+		{"POST /ui/workers/revoke-token", ops("revoke-worker-token"), (*page).revokeWorkerToken},
 
 		// Sequential media: libraries, volumes by pool, a volume's
 		// contents; copies to tape, restores and verifies as tasks.
