@@ -115,6 +115,8 @@ func (p *page) configSections(kinds []configKind, problems *[]string) ([]configS
 type configPageView struct {
 	Sections []configSection
 	Problems []string
+	// Effective is the configuration in effect (the Settings page's).
+	Effective *api.EffectiveConfig
 }
 
 // configPage shows the page name (its template and navigation entry),

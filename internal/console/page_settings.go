@@ -1,5 +1,7 @@
 package console
 
+import "github.com/coffer-backup/coffer/internal/api"
+
 // The Settings page: the engine's settings as configuration objects
 // (limits, latency-control entries, resource groups, storage snapshot
 // providers) and the maintenance schedules and windows, edited as
@@ -24,5 +26,19 @@ var settingKinds = []configKind{
 }
 
 // settings lists the engine's settings and the maintenance schedules,
-// each kind with its form.
-func (p *page) settings() { p.configPage(settingKinds, "settings", "Settings") }
+// each kind with its form, below what is in effect: the file, the
+// catalog's change, the configuration's problems (get-effective-config,
+// as `coffer config show`).
+func (p *page) settings() {
+	var v configPageView
+	var eff api.EffectiveConfig
+	if _, err := p.api.call("get-effective-config", nil, nil, nil, &eff); err == nil {
+		v.Effective = &eff
+	} else if !p.partial(err, &v.Problems, "the configuration in effect") {
+		return
+	}
+	var ok bool
+	if v.Sections, ok = p.configSections(settingKinds, &v.Problems); ok {
+		p.show("settings", "Settings", "settings", v)
+	}
+}

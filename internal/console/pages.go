@@ -108,7 +108,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
 		// The engine's settings (configuration objects).
-		{"GET /ui/settings", pg(configOps(settingKinds, "list")...), (*page).settings},
+		{"GET /ui/settings", pg(append(configOps(settingKinds, "list"), "get-effective-config")...), (*page).settings},
 
 		// Every configuration object the pages edit (page_config.go).
 		{"POST /ui/config/{kind}", configOps(editableKinds(), "create", "update"), (*page).saveConfig},
