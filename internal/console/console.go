@@ -90,7 +90,7 @@ func (c *Console) handler(rt route) http.Handler {
 			c.placeholder(w)
 			return
 		}
-		p := &page{c: c, w: w, r: r, route: rt, api: &caller{api: c.cfg.API, r: r, allowed: rt.Ops}}
+		p := &page{c: c, w: w, r: r, route: rt, api: newCaller(c.cfg.API, r, rt.Ops)}
 		rt.Handle(p)
 	})
 }

@@ -77,7 +77,7 @@ func (p *page) fail(err error) {
 		p.toLogin()
 		return
 	}
-	pr := problem{Status: ae.Status, Class: string(ae.Class), Message: ae.Detail, Denied: ae.denied()}
+	pr := problem{Status: ae.Status, Class: string(ae.Class), Message: ae.Detail, Denied: ae.Denied()}
 	if p.htmx() {
 		// htmx swaps 2xx answers only: the message is the answer.
 		p.write(http.StatusOK, "error/message", pr)

@@ -140,7 +140,7 @@ func (p *page) dashboardRepos() {
 			if ae == nil {
 				ae = &apiError{Detail: err.Error()}
 			}
-			u.Error = &problem{Message: ae.Detail, Denied: ae.denied()}
+			u.Error = &problem{Message: ae.Detail, Denied: ae.Denied()}
 		} else {
 			u.Stats = &st
 			u.Usage = p.usage(name)
@@ -168,7 +168,7 @@ func (p *page) dashboardPlanner() {
 		if ae == nil {
 			ae = &apiError{Detail: err.Error()}
 		}
-		v.Error = &problem{Message: ae.Detail, Denied: ae.denied()}
+		v.Error = &problem{Message: ae.Detail, Denied: ae.Denied()}
 	} else {
 		v.Policies, v.Unpredicted = doc.Policies, doc.Unpredicted
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/url"
 	"strconv"
 
@@ -73,11 +74,35 @@ func (p *page) policies() {
 	p.show("policies", "Policies", "policies", check)
 }
 
+// refreshInventory lists a connection's VMs into the inventory now
+// (refresh-inventory, a task the call waits for), as the server's
+// schedules do.
+func (p *page) refreshInventory() {
+	conn := p.r.PathValue("conn")
+	var r api.InventoryRefresh
+	if _, err := p.api.call("refresh-inventory", map[string]string{"conn": conn}, nil, nil, &r); err != nil {
+		p.fail(err)
+		return
+	}
+	busy := ""
+	if r.Busy > 0 {
+		busy = fmt.Sprintf(", %d busy (their last known state kept)", r.Busy)
+	}
+	p.done(fmt.Sprintf("%s: %d VMs listed now%s.", r.Connection, r.VMs, busy), "/ui/inventory")
+}
+
 type policyView struct {
 	Name    string
 	Preview api.PolicyPreview
 	Err     string
+	// Deletable: the API made the policy (the file's is changed there).
+	Deletable bool
 }
+
+// policyKinds are the policies for the shared delete action: the editor
+// makes and changes them (page_policy_edit.go); a deleted one's page is
+// gone, so the browser goes back to the list.
+var policyKinds = []configKind{{Kind: "policy", Plural: "policies", Page: "/ui/policies"}}
 
 func (p *page) policy() {
 	name := p.r.PathValue("policy")
@@ -88,6 +113,10 @@ func (p *page) policy() {
 			return
 		}
 		v.Err = err.Error()
+	}
+	var o api.ConfigObject
+	if _, err := p.api.call("get-policy", map[string]string{"name": name}, nil, nil, &o); err == nil {
+		v.Deletable = o.Source == "catalog"
 	}
 	p.show("policy", "Policy "+name, "policies", v)
 }
@@ -109,6 +138,10 @@ type repositoriesView struct {
 	// repair operation's "what" (api.RepairInput's enum), in the order
 	// verify recommends them.
 	RepairParts []string
+	// Config is the repositories of the configuration, edited
+	// (page_config.go); Problems what could not be read of it.
+	Config   []configSection
+	Problems []string
 }
 
 type repoView struct {
@@ -119,6 +152,15 @@ type repoView struct {
 	Keys   []api.Key
 	Last   map[string]*api.Job
 	Error  string
+}
+
+// repositoryKinds are the repositories of the configuration, edited on
+// the Repositories page as page_config.go edits every kind. A
+// repository's password stays in the file its password-file names.
+var repositoryKinds = []configKind{
+	{"repository", "repositories", "Repositories of the configuration",
+		"Where backups are written, as entries of the file's repositories section: a location, and the password-file that opens it (none: the server's own password). A new location's storage is made once on the server's host with coffer init --repo LOCATION; the repository is then listed above with its points.",
+		"name: offsite\nlocation: /srv/backup/offsite\n", "/ui/repositories"},
 }
 
 var repairParts = []string{"config", "keys", "index", "packs", "snapshots"}
@@ -149,5 +191,8 @@ func (p *page) repositories() {
 		}
 		v.Repos = append(v.Repos, r)
 	}
-	p.show("repositories", "Repositories", "repositories", v)
+	var ok bool
+	if v.Config, ok = p.configSections(repositoryKinds, &v.Problems); ok {
+		p.show("repositories", "Repositories", "repositories", v)
+	}
 }

@@ -25,6 +25,18 @@ type mediaView struct {
 	// PoolNames and Repos fill the copy form's choices.
 	PoolNames []string
 	Repos     []string
+	// Config is the libraries of the configuration, edited
+	// (page_config.go); Problems what could not be read of it.
+	Config   []configSection
+	Problems []string
+}
+
+// mediaLibraryKinds are the libraries of the configuration, edited on
+// the Media page as page_config.go edits every kind.
+var mediaLibraryKinds = []configKind{
+	{"media-library", "media-libraries", "Libraries of the configuration",
+		"A tape library, as an entry of the file's media-libraries section: kind vtl with the directory of a virtual tape library (made with coffer media vtl create), or kind mtx with its changer device and drives. One added here is listed above with its drives and slots.",
+		"name: tapes\nkind: vtl\ndirectory: /srv/vtl\n", "/ui/media"},
 }
 
 type mediaLibraryView struct {
@@ -136,7 +148,10 @@ func (p *page) mediaPage() {
 	for _, name := range v.PoolNames {
 		v.Pools = append(v.Pools, *pools[name])
 	}
-	p.show("media", "Media", "media", v)
+	var ok bool
+	if v.Config, ok = p.configSections(mediaLibraryKinds, &v.Problems); ok {
+		p.show("media", "Media", "media", v)
+	}
 }
 
 type mediaVolumeDetail struct {

@@ -1,9 +1,14 @@
 package console
 
-import "github.com/coffer-backup/coffer/internal/api"
+import (
+	"fmt"
+	"strings"
 
-// The fleet's workers: the registry as list-workers gives it, and an
-// operator's drain.
+	"github.com/coffer-backup/coffer/internal/api"
+)
+
+// The fleet's workers: the registry as list-workers gives it, an
+// operator's drain, and a worker's credential revoked.
 
 type workersView struct {
 	Workers []api.Worker
@@ -28,4 +33,20 @@ func (p *page) drainWorker() {
 		return
 	}
 	p.redirect("/ui/workers")
+}
+
+// revokeWorkerToken revokes a worker's credential (revoke-worker-token),
+// named in the form: a worker need not be registered to hold one.
+func (p *page) revokeWorkerToken() {
+	name := strings.TrimSpace(p.form().Get("worker"))
+	var r api.WorkerTokenRevoked
+	if _, err := p.api.call("revoke-worker-token", map[string]string{"worker": name}, nil, nil, &r); err != nil {
+		p.fail(err)
+		return
+	}
+	msg := fmt.Sprintf("The credential of worker %s is revoked: %d of its sessions ended.", r.Worker, r.Sessions)
+	if r.Expired {
+		msg += " Its heartbeat is expired: the servers declare it lost and re-admit its running work."
+	}
+	p.done(msg, "/ui/workers")
 }

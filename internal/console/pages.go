@@ -69,15 +69,17 @@ func (c *Console) routes() []route {
 
 		// Inventory, policies, repositories.
 		{"GET /ui/inventory", pg("list-vms"), (*page).inventory},
+		{"POST /ui/inventory/{conn}/refresh", ops("refresh-inventory"), (*page).refreshInventory},
+		{"GET /ui/connections", pg(configOps(connectionKinds, "list")...), (*page).connections},
 		{"GET /ui/policies", pg("check-policies"), (*page).policies},
-		{"GET /ui/policies/{policy}", pg("preview-policy"), (*page).policy},
+		{"GET /ui/policies/{policy}", pg("preview-policy", "get-policy"), (*page).policy},
 		{"POST /ui/policies/{policy}/run", ops("backup-policy"), (*page).runPolicy},
 		{"GET /ui/policies/{policy}/plan", pg("plan-policy"), (*page).planPage},
 		{"GET /ui/new-policy", pg("list-connections"), (*page).policyEditor},
 		{"GET /ui/policies/{policy}/edit", pg("get-policy", "list-connections"), (*page).policyEditor},
 		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},
 		{"POST /ui/policies/save", ops("get-policy", "create-policy", "update-policy"), (*page).savePolicy},
-		{"GET /ui/repositories", pg("stats", "repository-usage", "list-leases", "list-keys", "list-jobs"), (*page).repositories},
+		{"GET /ui/repositories", pg("stats", "repository-usage", "list-leases", "list-keys", "list-jobs", "list-repositories"), (*page).repositories},
 		{"POST /ui/repositories/{repo}/keys", ops("add-key"), (*page).addKey},
 		{"POST /ui/repositories/{repo}/keys/{key}/remove", ops("remove-key"), (*page).removeKey},
 		{"POST /ui/repositories/{repo}/repair", ops("repair"), (*page).repair},
@@ -87,6 +89,7 @@ func (c *Console) routes() []route {
 		// The fleet's workers.
 		{"GET /ui/workers", pg("list-workers"), (*page).workers},
 		{"POST /ui/workers/{worker}/drain", ops("drain-worker"), (*page).drainWorker},
+		{"POST /ui/workers/revoke-token", ops("revoke-worker-token"), (*page).revokeWorkerToken},
 
 		// Sequential media: libraries, volumes by pool, a volume's
 		// contents; copies to tape, restores and verifies as tasks.
@@ -105,9 +108,11 @@ func (c *Console) routes() []route {
 		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
 		// The engine's settings (configuration objects).
-		{"GET /ui/settings", pg(settingOps("list")...), (*page).settings},
-		{"POST /ui/settings/{kind}", append(settingOps("create"), settingOps("update")...), (*page).saveSetting},
-		{"POST /ui/settings/{kind}/{name}/delete", settingOps("delete"), (*page).deleteSetting},
+		{"GET /ui/settings", pg(append(configOps(settingKinds, "list"), "get-effective-config")...), (*page).settings},
+
+		// Every configuration object the pages edit (page_config.go).
+		{"POST /ui/config/{kind}", configOps(editableKinds(), "create", "update"), (*page).saveConfig},
+		{"POST /ui/config/{kind}/{name}/delete", configOps(deletableKinds(), "delete"), (*page).deleteConfig},
 
 		// Access.
 		{"GET /ui/access", pg("list-users", "list-tokens", "list-acl"), (*page).access},
@@ -117,6 +122,8 @@ func (c *Console) routes() []route {
 		{"POST /ui/access/users/{user}/disable", ops("disable-user"), (*page).disableUser},
 		{"POST /ui/access/users/{user}/enable", ops("enable-user"), (*page).enableUser},
 		{"POST /ui/access/users/{user}/delete", ops("delete-user"), (*page).deleteUser},
+		{"POST /ui/access/users/{user}/setup-link", ops("issue-setup-link"), (*page).setupLink},
+		{"POST /ui/access/password", ops("whoami", "change-password"), (*page).changePassword},
 		{"POST /ui/access/acl", ops("set-acl"), (*page).grant},
 		{"POST /ui/access/acl/remove", ops("remove-acl"), (*page).revokeGrant},
 		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},

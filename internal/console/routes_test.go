@@ -50,7 +50,7 @@ func TestEveryRouteNamesItsOperations(t *testing.T) {
 func TestUndeclaredOperationIsRefused(t *testing.T) {
 	asked := false
 	api := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { asked = true })
-	c := &caller{api: api, r: httptest.NewRequest("GET", "/ui/tasks", nil), allowed: []string{"list-jobs"}}
+	c := newCaller(api, httptest.NewRequest("GET", "/ui/tasks", nil), []string{"list-jobs"})
 	if _, err := c.call("delete-user", map[string]string{"user": "admin"}, nil, nil, nil); err == nil || asked {
 		t.Fatalf("an undeclared operation: err %v, API asked %v", err, asked)
 	}

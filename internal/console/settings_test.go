@@ -9,7 +9,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestConsoleEngineSettings: the Settings page lists the limits,
+// TestConsoleEngineSettings: the Settings page says what is in effect
+// (the file, the catalog's last change, no problem), and lists the limits,
 // latency-control entries, resource groups and storage snapshot
 // providers of the file and of the API, each with its source; the
 // catalog's limits say which of their keys the file sets instead. A
@@ -35,6 +36,8 @@ latency-control:
 	c.firstRun()
 
 	c.open("/ui/settings")
+	c.waitText("#effective", "The configuration file "+l.vars["COFFER_CONFIG"])
+	c.waitText("#no-config-problems", "No problem found.")
 	c.waitText("#limits-file-default", "tasks: 12")
 	c.waitText("#limits-catalog-default", "per-host: 3")
 	c.waitText("#limits-catalog-default", "tasks: the configuration file sets it too")
@@ -60,6 +63,14 @@ latency-control:
 	}
 	c.open("/ui/settings")
 	c.waitText("#resource-group-catalog-array-a", "limit: 2")
+	// What is in effect: the catalog's change that added the group.
+	var eff struct {
+		Generation int64 `json:"generation"`
+	}
+	if code := l.get(token, "/api/v1/config/effective", &eff); code != 200 || eff.Generation < 2 {
+		t.Fatalf("the configuration in effect (%d): %+v", code, eff)
+	}
+	c.waitText("#effective", fmt.Sprintf("as of its change %d:", eff.Generation))
 	c.shot("settings")
 
 	// The limits changed in place, at the version the form was read at.
@@ -81,7 +92,7 @@ latency-control:
 	}
 	c.open("/ui/settings")
 	c.run(chromedp.Click("#delete-resource-group-array-a"))
-	c.waitText("#setting-result", "The resource-group array-a is deleted")
+	c.waitText("#resource-group-changes", "The resource-group array-a is deleted")
 	if code := l.get(token, "/api/v1/resource-groups/array-a", nil); code != 404 {
 		t.Fatalf("the group after its delete: %d", code)
 	}

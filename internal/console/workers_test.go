@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/testutil"
@@ -17,6 +19,9 @@ import (
 // TestConsoleWorkers: the Workers page lists a running `coffer worker`
 // process (ready, its reach and slots) and a worker declared lost; its
 // Drain button drains the live one, whose process then ends by itself.
+// The drained worker's credential is then revoked on the page (a name
+// the API refuses and one without a credential are refused under the
+// form), and its token no longer logs in.
 func TestConsoleWorkers(t *testing.T) {
 	l := newLab(t)
 	// Workers need the servers' PostgreSQL catalog (a SQLite one has none).
@@ -113,5 +118,32 @@ func TestConsoleWorkers(t *testing.T) {
 	c.open("/ui/workers")
 	if rows := c.text("#workers tbody"); strings.Contains(rows, "kvm1") {
 		t.Fatalf("the drained worker is still listed: %q", rows)
+	}
+	revokeWorker(t, l, c, address, tokenFile)
+}
+
+// revokeWorker revokes kvm1's credential on the Workers page; its token
+// then no longer logs in.
+func revokeWorker(t *testing.T, l *lab, c *chrome, address, tokenFile string) {
+	revoke := func(name string) {
+		c.run(chromedp.SetValue("#revoke-name", name), chromedp.Click("#revoke-submit"))
+	}
+	c.run(chromedp.Click("#revoke-worker summary"))
+	revoke("Not A Name")
+	c.waitText("#revoke-result", "Failed")
+	revoke("nobody")
+	c.waitText("#revoke-result", "worker nobody has no credential")
+	revoke("kvm1")
+	c.waitText("#revoke-result", "The credential of worker kvm1 is revoked")
+	c.shot("workers-revoke")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	again := exec.CommandContext(ctx, os.Args[0], "worker", "--name", "kvm1", "--catalog", address, "--token-file", tokenFile)
+	again.Env = append(os.Environ(), "COFFER_TEST_AS_CLI=1")
+	for k, v := range l.vars {
+		again.Env = append(again.Env, k+"="+v)
+	}
+	if out, err := again.CombinedOutput(); err == nil || !strings.Contains(string(out), "the catalog refused worker kvm1's token") {
+		t.Fatalf("the revoked token: %v\n%s", err, out)
 	}
 }

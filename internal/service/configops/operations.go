@@ -11,8 +11,7 @@ import (
 var Operations = append([]service.Operation{
 	{ID: "get-effective-config", Method: "EffectiveConfig", Summary: "the configuration in effect: the file's objects and the API's, with the source of each",
 		HTTP: service.Get, Path: "/config/effective", Requires: service.Require(auth.SysAudit, auth.SystemPath),
-		NoConsole: "not in the console yet: `coffer config show`",
-		Endpoint:  service.Returns(Ops.EffectiveConfig)},
+		Endpoint: service.Returns(Ops.EffectiveConfig)},
 
 	// Notifications (their targets and matchers are configuration objects).
 	{ID: "test-notification-target", Method: "TestNotification", Summary: "send a test message to a notification target now (nothing is recorded)",
