@@ -17,6 +17,11 @@ type Subject struct {
 	// SessionID is the hex SHA-256 of the browser session, when it came
 	// with one (what ChangePassword keeps and Logout ends).
 	SessionID string
+	// Pending is what a session still lacks before it is a full one
+	// (catalog.PendingSecondFactor, catalog.PendingEnrolment): such a
+	// subject holds no privilege, and the server lets it call only the
+	// operations of the second step.
+	Pending string
 
 	local bool
 	user  []catalog.ACLEntry // the user's own entries
@@ -70,7 +75,7 @@ func (s *Subject) String() string {
 // as well (a token never holds more than its user). A nil subject or a
 // malformed path has none.
 func (s *Subject) Privileges(path string) Privilege {
-	if s == nil {
+	if s == nil || s.Pending != "" {
 		return 0
 	}
 	if s.local {

@@ -62,7 +62,8 @@ func (s *Service) AuthenticateSession(ctx context.Context, cookie string) (*Subj
 		return nil, fmt.Errorf("session: %w", err)
 	}
 	now := s.now()
-	if !now.Before(sess.ExpiresAt) || now.Sub(sess.LastSeenAt) >= s.o.SessionIdle {
+	if !now.Before(sess.ExpiresAt) || now.Sub(sess.LastSeenAt) >= s.o.SessionIdle ||
+		(sess.Pending != "" && now.Sub(sess.CreatedAt) >= PendingLifetime) {
 		if err := s.endSession(ctx, h); err != nil {
 			return nil, err
 		}
@@ -84,7 +85,7 @@ func (s *Service) AuthenticateSession(ctx context.Context, cookie string) (*Subj
 	if err != nil {
 		return nil, err
 	}
-	subject.SessionID = h
+	subject.SessionID, subject.Pending = h, sess.Pending
 	return subject, nil
 }
 

@@ -25,6 +25,10 @@ type NewSession struct {
 	User      string
 	ExpiresAt time.Time
 	Subject   *Subject
+	// Pending is what the session lacks before it is a full one: the
+	// second step (catalog.PendingSecondFactor), or the enrolment of a
+	// second factor (catalog.PendingEnrolment); "" for none.
+	Pending string
 }
 
 // errBadCredentials is the one answer to a failed sign-in, whatever the
@@ -57,7 +61,12 @@ func (s *Service) throttleKeys(name, remote string) []throttleKey {
 // is locked. It returns the keys' state before and after, for
 // settleAttempt.
 func (s *Service) countAttempt(ctx context.Context, op, name, remote string, now time.Time) (before, after []catalog.LoginThrottle, err error) {
-	keys := s.throttleKeys(name, remote)
+	return s.countAttemptOn(ctx, op, name, s.throttleKeys(name, remote), remote, now)
+}
+
+// countAttemptOn is countAttempt on the keys given, the first being the
+// user's.
+func (s *Service) countAttemptOn(ctx context.Context, op, name string, keys []throttleKey, remote string, now time.Time) (before, after []catalog.LoginThrottle, err error) {
 	var locked *LockedError
 	err = s.store.UpdateAccess(ctx, func(tx catalog.AccessTx) error {
 		before, after, locked = nil, nil, nil
@@ -210,15 +219,18 @@ func (s *Service) Login(ctx context.Context, req LoginRequest) (*NewSession, err
 		if err := tx.UpdateUser(ctx, cur); err != nil {
 			return err
 		}
-		if err := tx.InsertSession(ctx, sess); err != nil {
-			return err
-		}
 		acl, err := tx.ListACL(ctx, catalog.ACLFilter{User: name})
 		if err != nil {
 			return err
 		}
+		if sess.Pending, err = s.pendingAfterPassword(ctx, tx, name, acl); err != nil {
+			return err
+		}
+		if err := tx.InsertSession(ctx, sess); err != nil {
+			return err
+		}
 		subject = NewSubject(name, "", acl)
-		subject.SessionID = sess.IDSHA256
+		subject.SessionID, subject.Pending = sess.IDSHA256, sess.Pending
 		rec := s.auditRecord(subject, "login", userObject(name), nil)
 		rec.RemoteAddr = req.RemoteAddr
 		return tx.AppendAudit(ctx, []catalog.AuditRecord{rec})
@@ -229,7 +241,7 @@ func (s *Service) Login(ctx context.Context, req LoginRequest) (*NewSession, err
 	if err != nil {
 		return nil, fmt.Errorf("sign-in: %w", err)
 	}
-	return &NewSession{Cookie: id, User: name, ExpiresAt: sess.ExpiresAt, Subject: subject}, nil
+	return &NewSession{Cookie: id, User: name, ExpiresAt: sess.ExpiresAt, Subject: subject, Pending: sess.Pending}, nil
 }
 
 // Logout ends the session of a cookie. Ending an ended session is not an

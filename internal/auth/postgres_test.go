@@ -57,6 +57,10 @@ func TestOnPostgres(t *testing.T) {
 		"ChangeOwnPassword":      TestChangeOwnPassword,
 		"AuditOfAccessChanges":   TestAuditOfAccessChanges,
 		"RecordAndQueryAudit":    TestRecordAndQueryAudit,
+		"TOTPAndSecondStep":      TestTOTPEnrolmentAndSecondStep,
+		"RecoveryCodeUsedOnce":   TestRecoveryCodeIsUsedOnce,
+		"SecondFactorThrottled":  TestSecondFactorIsThrottled,
+		"SecondFactorRules":      TestSecondFactorRules,
 	} {
 		t.Run(name, test)
 	}

@@ -44,7 +44,24 @@ type Options struct {
 	// SetupLinkLifetime is how long a one-time setup link stays valid
 	// (default 1 hour).
 	SetupLinkLifetime time.Duration
+	// SecondFactorKey seals TOTP seeds in the catalog
+	// (LoadSecondFactorKey); without it TOTP is neither enrolled nor
+	// checked.
+	SecondFactorKey []byte
+	// RequireSecondFactor are the roles whose users must sign in with a
+	// second factor (the server's configuration defaults it to
+	// DefaultRequireSecondFactor); a user who has one must use it
+	// whatever the roles.
+	RequireSecondFactor []Role
+	// Issuer names the server in authenticator apps (default "coffer").
+	Issuer string
 }
+
+// DefaultRequireSecondFactor are the roles that must use a second factor
+// unless the server's configuration says otherwise: those that can delete backups
+// (Admin) or the repositories holding them (RepositoryAdmin), what an
+// attacker who stole a password goes for first.
+var DefaultRequireSecondFactor = []Role{RoleAdmin, RoleRepositoryAdmin}
 
 // Defaults.
 const (
@@ -92,6 +109,12 @@ func New(store catalog.AccessStore, o Options) (*Service, error) {
 	o.SessionLifetime = cmpOr(o.SessionLifetime, DefaultSessionLifetime)
 	o.MaxTokenLifetime = cmpOr(o.MaxTokenLifetime, DefaultMaxTokenLifetime)
 	o.SetupLinkLifetime = cmpOr(o.SetupLinkLifetime, DefaultSetupLinkLifetime)
+	if o.Issuer == "" {
+		o.Issuer = "coffer"
+	}
+	if k := len(o.SecondFactorKey); k != 0 && k != SecondFactorKeyBytes {
+		return nil, fmt.Errorf("%w: the second-factor key has %d bytes, want %d", ErrInvalid, k, SecondFactorKeyBytes)
+	}
 	if o.SessionIdle > o.SessionLifetime {
 		return nil, fmt.Errorf("%w: session idle timeout %s is longer than its lifetime %s", ErrInvalid, o.SessionIdle, o.SessionLifetime)
 	}

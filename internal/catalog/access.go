@@ -47,6 +47,12 @@ type Session struct {
 	LastSeenAt time.Time
 	ExpiresAt  time.Time // absolute end, whatever the activity
 	RemoteAddr string    // where it signed in
+	// Pending is what the session still lacks before it is a full one
+	// (PendingSecondFactor, PendingEnrolment); "" for a full session.
+	Pending string
+	// Challenge is the WebAuthn ceremony under way in the session (its
+	// JSON), "" for none.
+	Challenge string
 }
 
 // ACLEntry grants Role on Path (and below it when Propagate) to a user, or
@@ -142,6 +148,7 @@ type AccessReader interface {
 	ListACL(ctx context.Context, f ACLFilter) ([]ACLEntry, error)
 	GetSetupToken(ctx context.Context, secretSHA256 string) (SetupToken, error)
 	GetLoginThrottle(ctx context.Context, key string) (LoginThrottle, error)
+	SecondFactorReader // secondfactor.go
 }
 
 // AccessTx is a write transaction on the access-control records. Creating
@@ -173,6 +180,7 @@ type AccessTx interface {
 	PutLoginThrottle(ctx context.Context, l LoginThrottle) error // upsert by key
 	DeleteLoginThrottle(ctx context.Context, key string) error   // absent is not an error
 	AppendAudit(ctx context.Context, records []AuditRecord) error
+	SecondFactorTx // secondfactor.go
 }
 
 // AccessStore stores users, API tokens, sessions, ACL entries, setup

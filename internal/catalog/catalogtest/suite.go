@@ -54,6 +54,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"SetupTokens", testSetupTokens},
 		{"ACL", testACL},
 		{"LoginThrottle", testLoginThrottle},
+		{"SecondFactors", testSecondFactors},
 		{"PruneAccess", testPruneAccess},
 		{"Audit", testAudit},
 		{"UpdateAccessIsAtomic", testUpdateAccessAtomic},

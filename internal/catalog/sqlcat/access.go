@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/factorsql"
 )
 
 // accessLock orders every UpdateAccess across processes and servers: an
@@ -20,8 +21,9 @@ type queryFunc func(ctx context.Context, q string, args ...any) (Rows, error)
 
 // accessReader reads the access-control tables through query.
 type accessReader struct {
-	c     *Catalog
-	query queryFunc
+	c            *Catalog
+	query        queryFunc
+	factorsql.DB // the second factors
 }
 
 // accessTx is an access-control write transaction.
@@ -35,7 +37,9 @@ var (
 	_ catalog.AccessTx    = (*accessTx)(nil)
 )
 
-func (c *Catalog) reader() accessReader { return accessReader{c: c, query: c.b.Query} }
+func (c *Catalog) reader() accessReader {
+	return accessReader{c: c, query: c.b.Query, DB: c.factors(c.b.Query, nil)}
+}
 
 // UpdateAccess runs fn in one write transaction under the access lock.
 func (c *Catalog) UpdateAccess(ctx context.Context, fn func(catalog.AccessTx) error) error {
@@ -43,7 +47,7 @@ func (c *Catalog) UpdateAccess(ctx context.Context, fn func(catalog.AccessTx) er
 		if err := c.d.lock(ctx, tx, accessLock, true); err != nil {
 			return err
 		}
-		return fn(&accessTx{accessReader: accessReader{c: c, query: tx.Query}, tx: tx})
+		return fn(&accessTx{accessReader: accessReader{c: c, query: tx.Query, DB: c.factors(tx.Query, tx)}, tx: tx})
 	})
 }
 

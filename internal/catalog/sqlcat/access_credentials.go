@@ -85,7 +85,7 @@ func (c *Catalog) touch(ctx context.Context, q, key string, at time.Time) error 
 	return nil
 }
 
-const sessionColumns = `id_sha256, user_name, created_at, last_seen_at, expires_at, remote_addr`
+const sessionColumns = `id_sha256, user_name, created_at, last_seen_at, expires_at, remote_addr, pending, challenge`
 
 func (r accessReader) listSessions(ctx context.Context, w *where) ([]catalog.Session, error) {
 	q, args := w.finish("SELECT "+sessionColumns+" FROM sessions", "user_name, created_at, id_sha256", 0)
@@ -93,7 +93,7 @@ func (r accessReader) listSessions(ctx context.Context, w *where) ([]catalog.Ses
 	err := r.scan(ctx, q, args, func(rows Rows) error {
 		var s catalog.Session
 		err := rows.Scan(&s.IDSHA256, &s.User, timeDest{&s.CreatedAt}, timeDest{&s.LastSeenAt}, timeDest{&s.ExpiresAt},
-			&s.RemoteAddr)
+			&s.RemoteAddr, &s.Pending, &s.Challenge)
 		out = append(out, s)
 		return err
 	})
@@ -125,8 +125,9 @@ func (r accessReader) ListSessions(ctx context.Context, user string) ([]catalog.
 }
 
 func (t *accessTx) InsertSession(ctx context.Context, s catalog.Session) error {
-	return t.insert(ctx, "session of", s.User, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		s.IDSHA256, s.User, t.c.timeArg(s.CreatedAt), t.c.timeArg(s.LastSeenAt), t.c.timeArg(s.ExpiresAt), s.RemoteAddr)
+	return t.insert(ctx, "session of", s.User, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.IDSHA256, s.User, t.c.timeArg(s.CreatedAt), t.c.timeArg(s.LastSeenAt), t.c.timeArg(s.ExpiresAt), s.RemoteAddr,
+		s.Pending, s.Challenge)
 }
 
 func (t *accessTx) DeleteSession(ctx context.Context, idSHA256 string) (bool, error) {
