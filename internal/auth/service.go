@@ -44,6 +44,9 @@ type Options struct {
 	// SetupLinkLifetime is how long a one-time setup link stays valid
 	// (default 1 hour).
 	SetupLinkLifetime time.Duration
+	// Realms are the sign-in realms besides coffer's own users
+	// (NewRealms; nil: none).
+	Realms *Realms
 }
 
 // Defaults.
