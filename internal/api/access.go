@@ -11,6 +11,10 @@ import "time"
 type LoginRequest struct {
 	User     string `json:"user" minLength:"1" maxLength:"1024"`
 	Password string `json:"password" maxLength:"1024" writeOnly:"true"`
+	// Realm names the sign-in realm that checks the password ("local":
+	// coffer's own users); without it, the user's own realm (or
+	// "name@realm" in user).
+	Realm string `json:"realm,omitempty" maxLength:"64" doc:"the sign-in realm (default: the user's own, or the one named as user@realm)"`
 }
 
 // Session is a signed-in browser session (its secret is in the cookie
@@ -46,6 +50,7 @@ type User struct {
 	CreatedAt         time.Time `json:"created_at"`
 	PasswordChangedAt time.Time `json:"password_changed_at,omitzero"`
 	LastLoginAt       time.Time `json:"last_login_at,omitzero"`
+	Realm             string    `json:"realm" doc:"the sign-in realm that checks the user's password: local (coffer's own), or a configured LDAP, Active Directory or OpenID Connect realm"`
 }
 
 // CreateUserRequest creates an account: with a password, or (without one)

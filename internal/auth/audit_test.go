@@ -52,9 +52,9 @@ func TestAuditOfAccessChanges(t *testing.T) {
 	want := []string{
 		"@local/ bootstrap /access/users/admin ok   first administrator: Admin on / and below; one-time setup link",
 		"admin/ complete-setup /access/users/admin ok  192.0.2.1",
-		"admin/ login /access/users/admin ok  192.0.2.1",
-		"admin/ login /access/users/admin denied unauthenticated 192.0.2.2",
-		"/ login /access denied unauthenticated 192.0.2.3", // unknown names are not recorded
+		"admin/ login /access/users/admin ok  192.0.2.1 realm local",
+		"admin/ login /access/users/admin denied unauthenticated 192.0.2.2 realm local",
+		"/ login /access denied unauthenticated 192.0.2.3 realm local", // unknown names are not recorded
 		"admin/ create-user /access/users/bob ok  192.0.2.1 with a password",
 		"admin/ set-acl /repositories/r1 ok  192.0.2.1 user bob: BackupOperator on /repositories/r1",
 		"admin/ create-token /access/users/admin/tokens/" + id + " ok  192.0.2.1 expires " +

@@ -38,6 +38,9 @@ func (s *Service) ChangePassword(ctx context.Context, actor *Subject, c Password
 			return s.auditFailure(ctx, actor, op, object, c.RemoteAddr, err)
 		}
 	}
+	if err := s.refuseRealmUserPassword(ctx, name); err != nil {
+		return s.auditFailure(ctx, actor, op, object, c.RemoteAddr, err)
+	}
 	if err := checkNewPassword(c.New, name); err != nil {
 		return err
 	}
@@ -67,6 +70,9 @@ func (s *Service) ChangePassword(ctx context.Context, actor *Subject, c Password
 	err := s.store.UpdateAccess(ctx, func(tx catalog.AccessTx) error {
 		u, err := tx.GetUser(ctx, name)
 		if err != nil {
+			return err
+		}
+		if err := refuseLocalPassword(u); err != nil {
 			return err
 		}
 		if self {

@@ -15,6 +15,9 @@ type LoginRequest struct {
 	User       string
 	Password   string
 	RemoteAddr string // the client's address (http.Request.RemoteAddr)
+	// Realm names the sign-in realm ("" : the user's own, see
+	// passwordRealm; User may also be "name@realm").
+	Realm string
 }
 
 // NewSession is a signed-in browser session.
@@ -147,6 +150,7 @@ func (s *Service) loginAudit(ctx context.Context, r catalog.AccessReader, op, na
 	if _, gerr := r.GetUser(ctx, name); gerr == nil {
 		rec.User, rec.Object = name, userObject(name)
 	}
+	rec.Detail = realmDetail(signInRealm(ctx))
 	return rec
 }
 
@@ -167,14 +171,20 @@ func (s *Service) checkPassword(ctx context.Context, name, password string) (cat
 	if verr != nil {
 		return u, false, fmt.Errorf("user %s: %w", name, verr)
 	}
-	return u, exists && u.PasswordHash != "" && u.Enabled && match, nil
+	return u, exists && u.PasswordHash != "" && u.Realm == "" && u.Enabled && match, nil
 }
 
 // Login signs a user in with a password and opens a session. A failure is
 // errBadCredentials (wrapping ErrUnauthenticated), or a *LockedError
 // (ErrLocked) saying when to try again; both are audited.
 func (s *Service) Login(ctx context.Context, req LoginRequest) (*NewSession, error) {
-	name := normalizeUserName(req.User)
+	r, name, err := s.passwordRealm(ctx, req)
+	if err != nil || r != nil {
+		if err != nil {
+			return nil, err
+		}
+		return s.loginRealm(ctx, r, name, req)
+	}
 	now := s.now()
 	before, after, err := s.countAttempt(ctx, "login", name, req.RemoteAddr, now)
 	if err != nil {
@@ -232,7 +242,7 @@ func (s *Service) Login(ctx context.Context, req LoginRequest) (*NewSession, err
 		subject = NewSubject(name, "", acl)
 		subject.SessionID, subject.Pending = sess.IDSHA256, sess.Pending
 		rec := s.auditRecord(subject, "login", userObject(name), nil)
-		rec.RemoteAddr = req.RemoteAddr
+		rec.RemoteAddr, rec.Detail = req.RemoteAddr, realmDetail("")
 		return tx.AppendAudit(ctx, []catalog.AuditRecord{rec})
 	})
 	if errors.Is(err, errBadCredentials) {

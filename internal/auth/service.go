@@ -55,6 +55,9 @@ type Options struct {
 	RequireSecondFactor []Role
 	// Issuer names the server in authenticator apps (default "coffer").
 	Issuer string
+	// Realms are the sign-in realms besides coffer's own users
+	// (NewRealms; nil: none).
+	Realms *Realms
 }
 
 // DefaultRequireSecondFactor are the roles that must use a second factor

@@ -97,7 +97,9 @@ func (s *Service) IssueSetupLink(ctx context.Context, actor *Subject, user, remo
 	now := s.now()
 	link := randomHex(secretBytes)
 	err := s.store.UpdateAccess(ctx, func(tx catalog.AccessTx) error {
-		if _, err := tx.GetUser(ctx, user); err != nil {
+		if u, err := tx.GetUser(ctx, user); err != nil {
+			return err
+		} else if err := refuseLocalPassword(u); err != nil {
 			return err
 		}
 		if err := s.insertSetupLink(ctx, tx, user, link, now); err != nil {

@@ -18,11 +18,12 @@ type User struct {
 	CreatedAt         time.Time
 	PasswordChangedAt time.Time
 	LastLoginAt       time.Time
+	Realm             string // "local", or the realm that checks its password
 }
 
 func userView(u catalog.User) User {
 	return User{Name: u.Name, Enabled: u.Enabled, HasPassword: u.PasswordHash != "", CreatedAt: u.CreatedAt,
-		PasswordChangedAt: u.PasswordChangedAt, LastLoginAt: u.LastLoginAt}
+		PasswordChangedAt: u.PasswordChangedAt, LastLoginAt: u.LastLoginAt, Realm: RealmName(u.Realm)}
 }
 
 // User names: lower case (sign-ins are lower-cased, so "Alice" signs in

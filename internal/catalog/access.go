@@ -16,7 +16,7 @@ var ErrConflict = errors.New("catalog: already exists")
 // argon2id PHC strings, API token secrets, session IDs and setup links are
 // stored as the hex SHA-256 of the secret.
 
-// User is an account that signs in with a password.
+// User is an account that signs in with a password, here or in its realm.
 type User struct {
 	Name string
 	// PasswordHash is an argon2id PHC string; empty while the user has
@@ -26,6 +26,10 @@ type User struct {
 	CreatedAt         time.Time
 	PasswordChangedAt time.Time
 	LastLoginAt       time.Time
+	// Realm is the sign-in realm that checks the user's credentials: ""
+	// for coffer's own users (a password hash here), else the name of a
+	// configured LDAP or OpenID Connect realm (no password here).
+	Realm string
 }
 
 // APIToken is a credential for scripts: coffer_<ID>_<secret>.

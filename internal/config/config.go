@@ -75,9 +75,10 @@ var Keys = []Key{
 // it loads the file, whatever the command). connections, repositories,
 // limits, resource-groups, policies, storage-snapshots, latency-control and
 // media-libraries belong to internal/policy; server to the server command;
-// notifications to internal/notify; maintenance to internal/maintenance.
+// notifications to internal/notify; maintenance to internal/maintenance;
+// realms (sign-in realms) to internal/auth.
 var Sections = []string{"connections", "repositories", "policies", "server", "limits", "resource-groups", "storage-snapshots",
-	"latency-control", "media-libraries", "notifications", "maintenance"}
+	"latency-control", "media-libraries", "notifications", "maintenance", "realms"}
 
 // File is a loaded configuration file.
 type File struct {

@@ -66,6 +66,7 @@ func testUsers(t *testing.T, open Opener) {
 	alice.PasswordHash = "$argon2id$v=19$m=65536,t=3,p=1$bmV3$bmV3"
 	alice.PasswordChangedAt, alice.LastLoginAt = at(time.Hour), at(2*time.Hour)
 	alice.Enabled = false
+	alice.Realm = "corp" // the realm round-trips
 	update(t, c, func(ctx context.Context, tx catalog.AccessTx) error { return tx.UpdateUser(ctx, alice) })
 	got, err := c.GetUser(ctx, "alice")
 	ok(t, err)

@@ -98,12 +98,12 @@ func changed(n int64, err error, what, key string) error {
 	return nil
 }
 
-const userColumns = `name, password_hash, enabled, created_at, password_changed_at, last_login_at`
+const userColumns = `name, password_hash, enabled, created_at, password_changed_at, last_login_at, realm`
 
 func scanUser(r Rows) (catalog.User, error) {
 	var u catalog.User
 	err := r.Scan(&u.Name, &u.PasswordHash, &u.Enabled, timeDest{&u.CreatedAt}, timeDest{&u.PasswordChangedAt},
-		timeDest{&u.LastLoginAt})
+		timeDest{&u.LastLoginAt}, &u.Realm)
 	return u, err
 }
 
@@ -137,15 +137,15 @@ func (r accessReader) ListUsers(ctx context.Context) ([]catalog.User, error) {
 }
 
 func (t *accessTx) InsertUser(ctx context.Context, u catalog.User) error {
-	return t.insert(ctx, "user", u.Name, `INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
+	return t.insert(ctx, "user", u.Name, `INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		u.Name, u.PasswordHash, u.Enabled, t.c.timeArg(u.CreatedAt), t.c.timeArg(u.PasswordChangedAt),
-		t.c.timeArg(u.LastLoginAt))
+		t.c.timeArg(u.LastLoginAt), u.Realm)
 }
 
 func (t *accessTx) UpdateUser(ctx context.Context, u catalog.User) error {
 	n, err := t.exec(ctx, `UPDATE users SET password_hash = ?, enabled = ?, created_at = ?, password_changed_at = ?,
-		last_login_at = ? WHERE name = ?`, u.PasswordHash, u.Enabled, t.c.timeArg(u.CreatedAt),
-		t.c.timeArg(u.PasswordChangedAt), t.c.timeArg(u.LastLoginAt), u.Name)
+		last_login_at = ?, realm = ? WHERE name = ?`, u.PasswordHash, u.Enabled, t.c.timeArg(u.CreatedAt),
+		t.c.timeArg(u.PasswordChangedAt), t.c.timeArg(u.LastLoginAt), u.Realm, u.Name)
 	return changed(n, err, "update user", u.Name)
 }
 

@@ -54,6 +54,9 @@ type App struct {
 	// Server is the configuration file's server: section (internal/server
 	// owns its schema).
 	Server server.Settings
+	// Realms is the realms: section, the server's sign-in realms
+	// (internal/auth owns its schema; the server checks it at start).
+	Realms []auth.RealmConfig
 	// Remote is the server's client when --server is set.
 	Remote *apiclient.Client
 	notify *notify.Config
@@ -88,6 +91,9 @@ func (a *App) Setup(cmd *cobra.Command, configPath string) error {
 		return api.WithClass(api.Invalid, err)
 	}
 	if err := f.Decode("server", &a.Server); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
+	if err := f.Decode("realms", &a.Realms); err != nil {
 		return api.WithClass(api.Invalid, err)
 	}
 	if a.notify, err = notify.Decode(f); err != nil {

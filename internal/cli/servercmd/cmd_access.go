@@ -27,7 +27,7 @@ password anywhere: an account gets a password chosen by its creator, or a
 one-time setup link for its owner to choose one.`, "See the subcommands.", "coffer user list", "That of the subcommand.")}
 	list := command.RemoteToo(command.Op(&cobra.Command{Use: "list", Short: "list the accounts",
 		Long: command.Manual(`List the accounts (only one's own without Sys.Audit on /access).`,
-			"A table: NAME, ENABLED, PASSWORD, CREATED, LAST SIGN-IN. --json: a list of user documents.", "coffer user list", "0."),
+			"A table: NAME, REALM, ENABLED, PASSWORD, CREATED, LAST SIGN-IN. --json: a list of user documents.", "coffer user list", "0."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			us, err := command.RunOp[[]api.User](cmd.Context(), a.App, "list-users", &api.ListUsersInput{})
@@ -36,9 +36,10 @@ one-time setup link for its owner to choose one.`, "See the subcommands.", "coff
 			}
 			return a.Emit(us, nil, func() {
 				tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tENABLED\tPASSWORD\tCREATED\tLAST SIGN-IN")
+				fmt.Fprintln(tw, "NAME\tREALM\tENABLED\tPASSWORD\tCREATED\tLAST SIGN-IN")
 				for _, u := range us {
-					fmt.Fprintf(tw, "%s\t%t\t%t\t%s\t%s\n", u.Name, u.Enabled, u.HasPassword, stamp(u.CreatedAt), stamp(u.LastLoginAt))
+					fmt.Fprintf(tw, "%s\t%s\t%t\t%t\t%s\t%s\n", u.Name, u.Realm, u.Enabled, u.HasPassword, stamp(u.CreatedAt),
+						stamp(u.LastLoginAt))
 				}
 				_ = tw.Flush()
 			})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/metrics"
@@ -196,9 +197,9 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		return fmt.Errorf("open catalog %s: %w", catalogopen.Redact(a.CatalogLocation()), err)
 	}
 	defer cat.Close()
-	access, err := auth.New(cat, st.AuthOptions())
+	access, err := a.accessControl(cat, st)
 	if err != nil {
-		return command.Usagef("%v", err)
+		return err
 	}
 	bg := service.NewBackground(ctx)
 	// The collectors of /metrics, fed by the service's tasks, health
@@ -331,4 +332,19 @@ func pruneAccess(access *auth.Service, log interface{ Warn(string, ...any) }) se
 		},
 		Drain: func(context.Context) error { close(stop); <-done; return nil },
 	}
+}
+
+// accessControl is the server's access control over its catalog, with
+// the sign-in realms of the configuration file.
+func (a *app) accessControl(cat catalog.Catalog, st server.Settings) (*auth.Service, error) {
+	opts := st.AuthOptions()
+	var err error
+	if opts.Realms, err = auth.NewRealms(a.Realms); err != nil {
+		return nil, command.Usagef("realms: %v", err)
+	}
+	access, err := auth.New(cat, opts)
+	if err != nil {
+		return nil, command.Usagef("%v", err)
+	}
+	return access, nil
 }

@@ -78,7 +78,7 @@ func (s Ops) setupLink(user, token string) *api.SetupLink {
 func (s Ops) Login(ctx context.Context, call *api.LoginInput) (*auth.NewSession, error) {
 	in := call.Body
 	return access(ctx, s, func(a *auth.Service) (*auth.NewSession, error) {
-		return a.Login(ctx, auth.LoginRequest{User: in.User, Password: in.Password, RemoteAddr: service.RemoteAddr(ctx)})
+		return a.Login(ctx, auth.LoginRequest{User: in.User, Password: in.Password, Realm: in.Realm, RemoteAddr: service.RemoteAddr(ctx)})
 	})
 }
 
@@ -118,7 +118,7 @@ func (s Ops) Users(ctx context.Context, _ *api.ListUsersInput) ([]api.User, erro
 	out := []api.User{}
 	for _, u := range us {
 		out = append(out, api.User{Name: u.Name, Enabled: u.Enabled, HasPassword: u.HasPassword, CreatedAt: u.CreatedAt,
-			PasswordChangedAt: u.PasswordChangedAt, LastLoginAt: u.LastLoginAt})
+			PasswordChangedAt: u.PasswordChangedAt, LastLoginAt: u.LastLoginAt, Realm: u.Realm})
 	}
 	return out, nil
 }
