@@ -79,3 +79,21 @@ type RemoveKeyInput struct {
 	RepoParam
 	Key string `path:"key" maxLength:"64" doc:"a key's ID or unique prefix"`
 }
+
+// ExportCatalogInput exports the server's state into a repository.
+type ExportCatalogInput struct {
+	RepoParam
+	Body ExportCatalogRequest
+}
+
+// CatalogExportInput names one export of the catalog in a repository.
+type CatalogExportInput struct {
+	RepoParam
+	Export string `path:"export" maxLength:"64" doc:"an export's ID, like 20261207T051500Z-0123abcd"`
+}
+
+// ImportCatalogInput brings the server's state back from a repository.
+type ImportCatalogInput struct {
+	RepoParam
+	Body ImportCatalogRequest
+}

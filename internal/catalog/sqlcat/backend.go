@@ -21,7 +21,18 @@ type Backend interface {
 	// more than once (a driver retries serialisation failures), so it must
 	// only touch the database and values it recomputes.
 	Write(ctx context.Context, fn func(Tx) error) error
+	// Snapshot runs fn in one read-only transaction that sees the
+	// database as it was when it began, whatever commits meanwhile
+	// (SQLite: a deferred transaction on a WAL reader; PostgreSQL:
+	// REPEATABLE READ). fn may take its time: the transaction is exempt
+	// from the idle timeout of coffer's sessions.
+	Snapshot(ctx context.Context, fn func(Reader) error) error
 	Close() error
+}
+
+// Reader runs queries: a snapshot, or a write transaction.
+type Reader interface {
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
 }
 
 // Tx is a write transaction.

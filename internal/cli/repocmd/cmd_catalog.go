@@ -29,7 +29,7 @@ they say so, and a rebuild mends it.`,
 coffer catalog rebuild`,
 			"That of the subcommand."),
 	}
-	cmd.AddCommand(a.cmdCatalogRebuild(), a.cmdCatalogPoints())
+	cmd.AddCommand(a.cmdCatalogRebuild(), a.cmdCatalogPoints(), a.cmdCatalogExport(), a.cmdCatalogExports(), a.cmdCatalogImport())
 	return cmd
 }
 

@@ -80,6 +80,12 @@ func (l *Local) write(t testing.TB, name string, b []byte) {
 	}
 }
 
+// Restore writes object name back as b (saved by Read before a damage).
+func (l *Local) Restore(t testing.TB, name string, b []byte) {
+	t.Helper()
+	l.write(t, name, b)
+}
+
 // Flip inverts the byte of object name at offset at (negative: from the
 // end).
 func (l *Local) Flip(t testing.TB, name string, at int) {

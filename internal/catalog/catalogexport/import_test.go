@@ -1,0 +1,109 @@
+package catalogexport_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogexport"
+	"github.com/coffer-backup/coffer/internal/catalog/catalogtest"
+	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
+)
+
+// exported makes a catalog with rows in every exported table and its
+// export, in parts of 300 bytes.
+func exported(t *testing.T) (*repotest.Local, catalogexport.Manifest) {
+	t.Helper()
+	src := newSQLite(t)
+	catalogtest.Populate(t, src)
+	l := repotest.NewLocal(t, repo.InitOptions{})
+	m, err := catalogexport.Export(context.Background(), catalogtest.Dumper(t, src), l.R, catalogexport.Options{History: true, PartSize: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, m
+}
+
+// A broken export (a part altered, cut short or gone) imports nothing
+// and the catalog keeps its rows, forced or not; the error names the part.
+func TestBrokenExportImportsNothing(t *testing.T) {
+	ctx := context.Background()
+	l, m := exported(t)
+	dst := newSQLite(t)
+	if err := dst.AppendAudit(ctx, []catalog.AuditRecord{{Operation: "login", Result: catalog.AuditOK, User: "bob"}}); err != nil {
+		t.Fatal(err)
+	}
+	tables := catalog.ExportedTables(true)
+	before := dump(t, dst, tables)
+	part := "catalog-exports/" + m.ID + "/" + m.Parts[2].Name
+	damages := []struct {
+		name   string
+		damage func()
+	}{
+		{"flipped", func() { l.Flip(t, part, 40) }},
+		{"cut short", func() { l.Truncate(t, part, 20) }},
+		{"gone", func() { l.Remove(t, part) }},
+	}
+	for _, d := range damages {
+		saved := l.Read(t, part)
+		d.damage()
+		_, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID, Force: true})
+		if err == nil || !strings.Contains(err.Error(), m.Parts[2].Name) {
+			t.Fatalf("import of an export whose part is %s: %v, want an error naming %s", d.name, err, m.Parts[2].Name)
+		}
+		if got := dump(t, dst, tables); !reflect.DeepEqual(got, before) {
+			t.Fatalf("catalog changed by the import of an export whose part is %s", d.name)
+		}
+		l.Restore(t, part, saved)
+	}
+	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID}); !errors.Is(err, catalog.ErrNotEmpty) {
+		t.Fatalf("import over a catalog with an audit record: %v, want ErrNotEmpty", err)
+	}
+	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID, Force: true}); err != nil {
+		t.Fatalf("forced import of the export repaired: %v", err)
+	}
+}
+
+// Export IDs: a malformed one is refused as such, an unknown one is not
+// found.
+func TestExportIDs(t *testing.T) {
+	ctx := context.Background()
+	l, m := exported(t)
+	for _, id := range []string{"", "../manifest", "20261207T051500Z-0123ABCD", "latest"} {
+		if _, err := catalogexport.Get(ctx, l.R, id); !errors.Is(err, catalogexport.ErrInvalidID) {
+			t.Errorf("export %q: %v, want ErrInvalidID", id, err)
+		}
+	}
+	if _, err := catalogexport.Get(ctx, l.R, "20200101T000000Z-00000000"); !errors.Is(err, catalogexport.ErrNotFound) {
+		t.Errorf("unknown export: %v, want ErrNotFound", err)
+	}
+	if got, err := catalogexport.Get(ctx, l.R, m.ID); err != nil || !reflect.DeepEqual(got, m) {
+		t.Errorf("export %s: %+v, %v", m.ID, got, err)
+	}
+}
+
+// The objects of an export are sealed: no password hash, token hash or
+// audit line appears in the repository's bytes.
+func TestExportIsSealed(t *testing.T) {
+	l, m := exported(t)
+	n := 0
+	for name, b := range l.Files(t) {
+		if !strings.HasPrefix(name, "catalog-exports/"+m.ID+"/") {
+			continue
+		}
+		n++
+		for _, secret := range []string{"argon2id", "alice", "nightly"} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds %q in clear", name, secret)
+			}
+		}
+	}
+	if n != len(m.Parts)+1 {
+		t.Fatalf("%d objects of export %s in the repository, want its %d parts and its manifest", n, m.ID, len(m.Parts))
+	}
+}
