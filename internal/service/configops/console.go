@@ -20,6 +20,7 @@ func noConsole(verb string, k configobj.Kind) string {
 	case k == configobj.Policy && verb == configobj.Delete,
 		k == configobj.Connection && verb != "list",
 		k == configobj.MediaLibrary && verb != "list",
+		k == configobj.Replication,
 		k == configobj.Repository:
 		// `coffer config VERB KIND`: list, get, create, update, delete.
 		return "not in the console yet: `coffer config " + verb + " " + string(k) + "`"
