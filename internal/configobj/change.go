@@ -126,6 +126,8 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 		nc, err = nc.DeleteMatcher(name)
 	case MediaLibrary:
 		eng, err = eng.DeleteMediaLibrary(name)
+	case Replication:
+		eng, err = eng.DeleteReplication(name)
 	default:
 		eng = deleteSetting(eng, s.File.Engine.Limits, k, name)
 	}
@@ -182,6 +184,8 @@ func (s *State) planPut(p *Plan, spec Spec, check Checker) (*Plan, error) {
 		nc, _ = nc.PutMatcher(x)
 	case policy.MediaLibrary:
 		eng, _ = eng.PutMediaLibrary(x)
+	case policy.Replication:
+		eng, _ = eng.PutReplication(x)
 	default:
 		eng, _ = putSetting(eng, s.File.Engine.Limits, v)
 	}

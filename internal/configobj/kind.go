@@ -38,6 +38,8 @@ const (
 	NotificationTarget  Kind = "notification-target"
 	NotificationMatcher Kind = "notification-matcher"
 	MediaLibrary        Kind = "media-library"
+	// Replication keeps standby copies of VMs on DR hosts.
+	Replication Kind = "replication"
 	// The engine's settings (sections.go): limits is one object, merged
 	// with the file's section key by key; the others are entries of
 	// their sections, by name.
@@ -53,13 +55,13 @@ const (
 
 // Kinds lists every kind, in the order objects are listed (what others
 // depend on first).
-var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary,
+var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary, Replication,
 	Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule}
 
 var plurals = map[Kind]string{
 	Connection: "connections", Repository: "repositories", Policy: "policies",
 	NotificationTarget: "notification-targets", NotificationMatcher: "notification-matchers",
-	MediaLibrary: "media-libraries", Limits: "limits", LatencyControl: "latency-controls",
+	MediaLibrary: "media-libraries", Replication: "replications", Limits: "limits", LatencyControl: "latency-controls",
 	ResourceGroup: "resource-groups", StorageProvider: "storage-snapshot-providers",
 	MaintenanceWindow: "maintenance-windows", MaintenanceSchedule: "maintenance-schedules",
 }
@@ -102,11 +104,12 @@ func ParseKind(s string) (Kind, error) {
 // Path is the object's access-control path, which its audit records
 // name: /connections/NAME, /repositories/NAME, /policies/NAME; targets
 // and matchers, and the engine's settings, are the system's (their
-// privilege is Sys.Modify on /system), below /system; media libraries are
+// privilege is Sys.Modify on /system), and replications, below /system;
+// media libraries are
 // /media/NAME.
 func (k Kind) Path(name string) string {
 	switch k {
-	case NotificationTarget, NotificationMatcher, Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule:
+	case NotificationTarget, NotificationMatcher, Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule, Replication:
 		return "/system/" + k.Plural() + "/" + url.PathEscape(name)
 	case MediaLibrary:
 		return "/media/" + url.PathEscape(name)

@@ -21,7 +21,7 @@ type Spec = map[string]any
 
 // sections are the configuration file's sections of the engine's kinds.
 var sections = map[Kind]string{Connection: "connections", Repository: "repositories", Policy: "policies",
-	MediaLibrary: "media-libraries"}
+	MediaLibrary: "media-libraries", Replication: "replications"}
 
 // decode reads a spec with the configuration file's decoder of its kind,
 // as if it were the only entry of its section, so that it is as strict
@@ -62,6 +62,11 @@ func decode(k Kind, spec []byte) (any, error) {
 		}
 	case MediaLibrary:
 		var out []policy.MediaLibrary
+		if err = config.DecodeNode(list, &out, sections[k]); err == nil {
+			v = out[0]
+		}
+	case Replication:
+		var out []policy.Replication
 		if err = config.DecodeNode(list, &out, sections[k]); err == nil {
 			v = out[0]
 		}
@@ -143,6 +148,8 @@ func nameOf(v any) string {
 	case notify.Matcher:
 		return x.Name
 	case policy.MediaLibrary:
+		return x.Name
+	case policy.Replication:
 		return x.Name
 	case maintenance.Window:
 		return x.Name

@@ -119,5 +119,6 @@ func (c *Config) clone() *Config {
 	n.ResourceGroups = slices.Clone(c.ResourceGroups)
 	n.Policies = slices.Clone(c.Policies)
 	n.MediaLibraries = slices.Clone(c.MediaLibraries)
+	n.Replications = slices.Clone(c.Replications)
 	return &n
 }

@@ -50,6 +50,8 @@
 //	  - {datastores: [/srv/vms], threshold: 30ms}
 //	media-libraries:               # see MediaLibrary
 //	  - {name: vtl1, kind: vtl, directory: /srv/vtl}
+//	replications:                  # see Replication
+//	  - {name: web-dr, vms: [web-*], connection: dr-kvm, directory: /srv/dr, networks: {default: dr-net}}
 package policy
 
 import (
@@ -77,6 +79,9 @@ type Config struct {
 	// MediaLibraries are the tape libraries copies to media write to
 	// (media.go).
 	MediaLibraries []MediaLibrary
+	// Replications keep standby copies of VMs on DR hosts
+	// (replication.go).
+	Replications []Replication
 }
 
 // Connection is one hypervisor connection.
@@ -336,6 +341,7 @@ func Decode(f *config.File) (*Config, error) {
 		{"resource-groups", &c.ResourceGroups}, {"policies", &c.Policies}, {"storage-snapshots", &c.StorageSnapshots},
 		{"latency-control", &c.LatencyControl},
 		{"media-libraries", &c.MediaLibraries},
+		{"replications", &c.Replications},
 	} {
 		if err := f.Decode(s.name, s.v); err != nil {
 			return nil, err

@@ -27,6 +27,10 @@ func (c *Config) Validate() error {
 	for _, l := range c.MediaLibraries {
 		l.validate(add)
 	}
+	names(len(c.Replications), func(i int) string { return c.Replications[i].Name }, "replication", add)
+	for _, r := range c.Replications {
+		r.validate(c, add)
+	}
 	for _, cn := range c.Connections {
 		if cn.Kind == "" {
 			add("connection %s: kind is missing (qemu, vsphere, fake, ...)", cn.Name)

@@ -81,6 +81,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"ConcurrentWorkerLoss", testConcurrentWorkerLoss},
 		{"WorkerEvents", testWorkerEvents},
 		{"WorkerTaskProgress", testWorkerTaskProgress},
+		{"Replicas", testReplicas},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

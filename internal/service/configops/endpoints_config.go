@@ -40,6 +40,9 @@ var configPrivileges = map[configobj.Kind]kindPrivileges{
 	// every repository, as the system's upkeep.
 	configobj.MaintenanceWindow:   systemKind(configobj.MaintenanceWindow),
 	configobj.MaintenanceSchedule: systemKind(configobj.MaintenanceSchedule),
+	// A replication writes standbys onto a DR host's directories, as a
+	// connection reaches a hypervisor: the system's.
+	configobj.Replication: systemKind(configobj.Replication),
 }
 
 type kindPrivileges struct {
