@@ -372,6 +372,39 @@ type NewVMOptions struct {
 	// ColdBoot: a VM given its memory state (MemoryWriter) boots when
 	// started instead of resuming where it was (QEMU).
 	ColdBoot bool
+	// Point is the backup point being restored; a connector that
+	// journals its restores (vSphere) names it there.
+	Point string
+	// Resume continues a broken restore of Point into the VM called
+	// Name that a journalling connector kept, writing only what the
+	// journal does not have.
+	Resume bool
+	// Streams bounds the ranged writes in flight per disk and
+	// PerDatastore those into one datastore (0: the connector's
+	// defaults), for connectors that write disks in ranges.
+	Streams, PerDatastore int
+	// Retries: a disk write that breaks on a transient error resumes
+	// from the journal, up to Retries.Attempts attempts in all.
+	Retries RetryPolicy
+}
+
+// RetryPolicy is how often, and after what waits, a connector takes up
+// again an operation that broke on a transient error.
+type RetryPolicy struct {
+	Attempts            int           // attempts in all (0 or 1: no retry)
+	Backoff, MaxBackoff time.Duration // the first wait, doubled each time up to MaxBackoff
+}
+
+// Wait is the pause before attempt n+1 (n >= 1).
+func (r RetryPolicy) Wait(n int) time.Duration {
+	d := r.Backoff
+	for i := 1; i < n && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	if r.MaxBackoff > 0 {
+		d = min(d, r.MaxBackoff)
+	}
+	return d
 }
 
 // NewVM is a VM being restored.

@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/ranged"
 )
 
 // routedWriter is a DiskWriter that says which way a disk's bytes went,
@@ -63,7 +64,7 @@ func putDisk(ctx context.Context, sc *soap.Client, u *url.URL, ticket *http.Cook
 	fail := func(f string, a ...any) error {
 		return fmt.Errorf("vsphere: upload %s to %s: %s", u.Path, u.Host, fmt.Sprintf(f, a...))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u.String(), &diskStream{src: src, ext: src.Allocated(), size: size})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u.String(), ranged.Stream(src, size))
 	if err != nil {
 		return fail("%v", err)
 	}

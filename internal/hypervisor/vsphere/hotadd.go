@@ -81,31 +81,43 @@ func (h *HotAdd) writeRouted(ctx context.Context, loc DiskLocation, src hypervis
 
 // OpenDisk implements Transport: attach, find the device, open it.
 func (h *HotAdd) OpenDisk(ctx context.Context, loc DiskLocation) (DiskData, error) {
-	mover, err := h.moverRef(ctx)
+	file := fmt.Sprintf("[%s] %s", loc.Datastore, loc.Descriptor)
+	d, dev, err := h.attachDevice(ctx, loc.VM, file, types.VirtualDiskModeIndependent_nonpersistent, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
-	if mover.Value == loc.VM {
-		return nil, fmt.Errorf("vsphere: hot-add: the data-mover VM %s cannot read its own disks: %w", h.c.cfg.DataMoverVM, hypervisor.ErrUnsupported)
+	return &routedDisk{DiskData: d, route: fmt.Sprintf("by hot-add: attached to data-mover VM %s (unit %d:%d), read from %s",
+		h.c.cfg.DataMoverVM, d.att.Bus, d.att.Unit, dev)}, nil
+}
+
+// attachDevice attaches file (a disk of VM vm, "" for none yet) to the
+// data mover in mode, journalled first, and opens its device with flag.
+func (h *HotAdd) attachDevice(ctx context.Context, vm, file string, mode types.VirtualDiskMode, flag int) (*hotAddDisk, string, error) {
+	mover, err := h.moverRef(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if mover.Value == vm {
+		return nil, "", fmt.Errorf("vsphere: hot-add: the data-mover VM %s cannot read its own disks: %w", h.c.cfg.DataMoverVM, hypervisor.ErrUnsupported)
 	}
 	var id [6]byte
 	_, _ = rand.Read(id[:])
-	j := &hotAddJournal{ID: hex.EncodeToString(id[:]), StateID: h.c.stateID, PID: os.Getpid(), Mover: mover.Value, VM: loc.VM,
-		File: fmt.Sprintf("[%s] %s", loc.Datastore, loc.Descriptor), Created: time.Now().UTC()}
+	j := &hotAddJournal{ID: hex.EncodeToString(id[:]), StateID: h.c.stateID, PID: os.Getpid(), Mover: mover.Value, VM: vm,
+		File: file, Created: time.Now().UTC()}
 	j.path = filepath.Join(hotAddDir(h.c.cfg.StateDir), j.ID+".json")
 	liveHotAdds.Store(j.ID, true)
 	if err := j.save(); err != nil {
 		liveHotAdds.Delete(j.ID)
-		return nil, err
+		return nil, "", err
 	}
 	d := &hotAddDisk{h: h, j: j, mover: mover}
-	att, err := h.attach(ctx, mover, j.File)
+	att, err := h.attach(ctx, mover, j.File, mode)
 	var dev string
 	if err == nil {
 		d.att = att
 		fctx, cancel := context.WithTimeout(ctx, h.c.cfg.Timeouts.Setup)
 		if dev, err = h.Devices.Device(fctx, att); err == nil {
-			d.f, err = os.Open(dev)
+			d.f, err = os.OpenFile(dev, flag, 0)
 		}
 		cancel()
 		if err != nil {
@@ -118,10 +130,9 @@ func (h *HotAdd) OpenDisk(ctx context.Context, loc DiskLocation) (DiskData, erro
 	}
 	if err != nil {
 		// Detach on this path too; the journal stays if that fails.
-		return nil, errors.Join(err, d.Close())
+		return nil, "", errors.Join(err, d.Close())
 	}
-	return &routedDisk{DiskData: d, route: fmt.Sprintf("by hot-add: attached to data-mover VM %s (unit %d:%d), read from %s",
-		h.c.cfg.DataMoverVM, att.Bus, att.Unit, dev)}, nil
+	return d, dev, nil
 }
 
 // moverRef finds the data-mover VM by name, once.
@@ -158,9 +169,12 @@ func (c *Connector) vmByName(ctx context.Context, name string) (types.ManagedObj
 	return refs[0], nil
 }
 
-// attach adds file to the data mover as an independent-nonpersistent
-// disk on a free unit of one of its SCSI controllers.
-func (h *HotAdd) attach(ctx context.Context, mover types.ManagedObjectReference, file string) (AttachedDisk, error) {
+// attach adds file to the data mover as a disk on a free unit of one of
+// its SCSI controllers: independent-nonpersistent to read a snapshot's
+// base (nothing written reaches it), independent-persistent to fill a
+// restored disk (written straight into it, whatever snapshots the data
+// mover has).
+func (h *HotAdd) attach(ctx context.Context, mover types.ManagedObjectReference, file string, mode types.VirtualDiskMode) (AttachedDisk, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	devs, err := h.c.devicesOf(ctx, mover)
@@ -172,7 +186,7 @@ func (h *HotAdd) attach(ctx context.Context, mover types.ManagedObjectReference,
 		return AttachedDisk{}, fmt.Errorf("vsphere: hot-add to %s: %w", h.c.cfg.DataMoverVM, err)
 	}
 	disk := &types.VirtualDisk{VirtualDevice: types.VirtualDevice{Key: -1, ControllerKey: ctrl, UnitNumber: &unit,
-		Backing: &types.VirtualDiskFlatVer2BackingInfo{DiskMode: string(types.VirtualDiskModeIndependent_nonpersistent),
+		Backing: &types.VirtualDiskFlatVer2BackingInfo{DiskMode: string(mode),
 			VirtualDeviceFileBackingInfo: types.VirtualDeviceFileBackingInfo{FileName: file}}}}
 	spec := types.VirtualMachineConfigSpec{DeviceChange: []types.BaseVirtualDeviceConfigSpec{
 		&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: disk}}} // no file operation: attach the existing file

@@ -2,17 +2,16 @@ package vsphere
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/moverdev"
 	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
@@ -76,31 +75,10 @@ func (j *hotAddJournal) save() error {
 // liveHotAdds are the attachments of this process still open.
 var liveHotAdds sync.Map
 
-// LinuxDevices finds an attached disk in a Linux data mover: the SCSI
-// hosts are rescanned, then the disk shows as /dev/disk/by-id/wwn-0x<its
-// UUID> (the VM needs disk.EnableUUID=TRUE, so that the guest sees the
-// UUIDs).
+// LinuxDevices finds an attached disk in a Linux data mover by its UUID
+// (moverdev.ByUUID).
 type LinuxDevices struct{}
 
 func (LinuxDevices) Device(ctx context.Context, d AttachedDisk) (string, error) {
-	if d.UUID == "" {
-		return "", errors.New("the attached disk has no UUID")
-	}
-	p := "/dev/disk/by-id/wwn-0x" + strings.ToLower(strings.ReplaceAll(d.UUID, "-", ""))
-	hosts, _ := filepath.Glob("/sys/class/scsi_host/host*/scan")
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		for _, h := range hosts {
-			_ = os.WriteFile(h, []byte("- - -"), 0o200)
-		}
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%s did not appear (is disk.EnableUUID=TRUE set on the data-mover VM?): %w", p, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return moverdev.ByUUID(ctx, d.UUID)
 }

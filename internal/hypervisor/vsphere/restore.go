@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -14,6 +16,8 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/ranged"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/restoredevs"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/vmconfig"
 )
 
@@ -44,6 +48,9 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 	}
 	if o.Name == "" {
 		return nil, errors.New("vsphere: restore needs a name for the new VM")
+	}
+	if o.Resume {
+		return c.resumeVM(ctx, cfg, o)
 	}
 	vms, err := c.Inventory(ctx)
 	if err != nil {
@@ -77,33 +84,23 @@ func (c *Connector) CreateVM(ctx context.Context, cfg hypervisor.VMConfig, o hyp
 	if !ok {
 		return nil, fmt.Errorf("vsphere: create VM %s: task returned %T", o.Name, res)
 	}
-	nv := &newVM{c: c, ref: ref, name: o.Name, disks: map[string]DiskLocation{}}
+	nv := &newVM{c: c, ref: ref, name: o.Name, dcPath: p.dcPath, disks: map[string]DiskLocation{}}
 	var vm mo.VirtualMachine
 	if err := property.DefaultCollector(c.client).RetrieveOne(ctx, ref, []string{"config.hardware.device", "runtime.host"}, &vm); err != nil {
 		_ = nv.Abort(context.WithoutCancel(ctx)) // best effort after the error returned
 		return nil, err
 	}
 	nv.host = hostOf(vm)
-	// Each created disk is the recorded disk whose file it has.
-	created := map[string]*types.VirtualDisk{}
-	for _, d := range vm.Config.Hardware.Device {
-		if vd, ok := d.(*types.VirtualDisk); ok {
-			created[vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName] = vd
-		}
+	boot, err := nv.mapDisks(cfg, vm, p.ds)
+	if err != nil {
+		_ = nv.Abort(context.WithoutCancel(ctx)) // best effort after the error returned
+		return nil, err
 	}
-	var boot *types.VirtualDisk
-	native, _ := vmconfig.Parse(cfg) // a point without placement has no boot disk
-	for i, d := range cfg.Disks {
-		vd := created[restoredDiskFile(p.ds, o.Name, i)]
-		if vd == nil {
-			_ = nv.Abort(context.WithoutCancel(ctx)) // best effort after the error returned
-			return nil, fmt.Errorf("vsphere: VM %s was created without the disk %s was recorded with", o.Name, d.Name)
-		}
-		ds, path := splitDSPath(vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName)
-		nv.disks[d.Key] = DiskLocation{Datacenter: p.dcPath, Datastore: ds, Descriptor: path, Size: d.Size, Host: nv.host}
-		if native.BootDisk == d.Key {
-			boot = vd
-		}
+	nv.ranged(o)
+	rec := ranged.Record{VM: ref.Value, Name: o.Name, Point: o.Point, Datastore: p.ds, Created: time.Now().UTC()}
+	if err := rec.Save(c.cfg.StateDir); err != nil {
+		_ = nv.Abort(context.WithoutCancel(ctx)) // best effort after the error returned
+		return nil, err
 	}
 	if boot != nil {
 		// The boot order names device keys, which exist once the VM does.
@@ -182,7 +179,7 @@ func (c *Connector) restoreSpec(ctx context.Context, p *placement, cfg hyperviso
 	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: native.GuestID, Version: native.Version,
 		NumCPUs: int32(max(cfg.CPUs, 1)), MemoryMB: max(cfg.MemoryMiB, 4), Firmware: cfg.Firmware,
 		Files: &types.VirtualMachineFileInfo{VmPathName: "[" + p.ds + "]"}}
-	devs, err := restoreDisks(nil, cfg, native, p.ds, name, c.log)
+	devs, err := restoredevs.Disks(nil, cfg, native, p.ds, name, c.log)
 	if err != nil {
 		return spec, err
 	}
@@ -225,6 +222,13 @@ type newVM struct {
 	disks    map[string]DiskLocation // recorded disk key -> disk to write
 
 	notes, warnings []string // which way each disk went; fallbacks
+	mu              sync.Mutex
+
+	dcPath  string                   // the datacenter's inventory path
+	journal string                   // the restore's journal directory
+	job     rangedJob                // how disks are written in ranges
+	slots   map[string]chan struct{} // each datastore's streams
+	stats   ranged.Stats
 }
 
 // hostOf is the HostSystem (MoRef value) a VM is registered on, whose
@@ -238,11 +242,31 @@ func hostOf(vm mo.VirtualMachine) string {
 
 // Notes implements hypervisor.Noter: which way each written disk's bytes
 // went, for the restore's task log.
-func (v *newVM) Notes() []string { return v.notes }
+func (v *newVM) Notes() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.notes)
+}
 
 // Warnings are the restore's fallbacks (a disk written through vCenter
 // because its host could not be used).
-func (v *newVM) Warnings() []string { return v.warnings }
+func (v *newVM) Warnings() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.warnings)
+}
+
+// note adds a line for the task log, and a warning when there is one;
+// disks are written in parallel.
+func (v *newVM) note(line, warning string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.notes = append(v.notes, line)
+	if warning != "" {
+		v.warnings = append(v.warnings, warning)
+		v.c.log.Warn("vsphere: "+warning, "vm", v.name)
+	}
+}
 
 func (v *newVM) Ref() hypervisor.VMRef { return hypervisor.VMRef{ID: v.ref.Value, Name: v.name} }
 
@@ -263,21 +287,20 @@ func (v *newVM) WriteDisk(ctx context.Context, key string, src hypervisor.DiskSo
 	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		return fmt.Errorf("vsphere: VM %s is %s; coffer never writes the disks of a running VM", v.name, vm.Runtime.PowerState)
 	}
+	if rw, ok := v.c.transport.(rangedWriter); ok {
+		return v.writeRanged(ctx, rw, loc, src)
+	}
 	w := v.c.transport.(DiskWriter)
 	rw, ok := w.(routedWriter)
 	if !ok {
-		v.notes = append(v.notes, fmt.Sprintf("disk %s written with the %s transport", loc.Descriptor, v.c.transport.Name()))
+		v.note(fmt.Sprintf("disk %s written with the %s transport", loc.Descriptor, v.c.transport.Name()), "")
 		return w.WriteDisk(ctx, loc, src)
 	}
 	r, err := rw.writeRouted(ctx, loc, src)
 	if err != nil {
 		return err
 	}
-	v.notes = append(v.notes, fmt.Sprintf("disk %s written %s", loc.Descriptor, r.route))
-	if r.warning != "" {
-		v.warnings = append(v.warnings, r.warning)
-		v.c.log.Warn("vsphere: "+r.warning, "vm", v.name)
-	}
+	v.note(fmt.Sprintf("disk %s written %s", loc.Descriptor, r.route), r.warning)
 	return nil
 }
 
@@ -299,7 +322,10 @@ func (v *newVM) Abort(ctx context.Context) error {
 		m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		_ = v.c.runTask(ctx, v.c.cfg.Timeouts.Setup, vm.PowerOff)
 	}
-	return v.c.runTask(ctx, v.c.cfg.Timeouts.Setup, vm.Destroy)
+	if err := v.c.runTask(ctx, v.c.cfg.Timeouts.Setup, vm.Destroy); err != nil {
+		return err
+	}
+	return ranged.Forget(v.c.cfg.StateDir, v.ref.Value)
 }
 
 // WriteDisk implements DiskWriter: one PUT of the whole flat extent
@@ -313,42 +339,3 @@ func (t *DatastoreHTTP) WriteDisk(ctx context.Context, loc DiskLocation, src hyp
 }
 
 var _ hypervisor.Restorer = (*Connector)(nil)
-
-// diskStream reads a DiskSource front to back: data in its allocated
-// extents, zeros elsewhere, nothing past size.
-type diskStream struct {
-	src  hypervisor.DiskSource
-	ext  []hypervisor.Extent
-	pos  int64
-	size int64
-}
-
-func (s *diskStream) Read(p []byte) (int, error) {
-	if s.pos >= s.size {
-		return 0, io.EOF
-	}
-	if rest := s.size - s.pos; int64(len(p)) > rest {
-		p = p[:rest]
-	}
-	for len(s.ext) > 0 && s.ext[0].Offset+s.ext[0].Length <= s.pos {
-		s.ext = s.ext[1:]
-	}
-	if len(s.ext) == 0 || s.ext[0].Offset > s.pos {
-		end := s.size // a hole up to the next extent or the end
-		if len(s.ext) > 0 {
-			end = s.ext[0].Offset
-		}
-		n := int(min(int64(len(p)), end-s.pos))
-		clear(p[:n])
-		s.pos += int64(n)
-		return n, nil
-	}
-	e := s.ext[0]
-	n := int(min(int64(len(p)), e.Offset+e.Length-s.pos))
-	m, err := s.src.ReadAt(p[:n], s.pos)
-	s.pos += int64(m)
-	if err == io.EOF && m == n {
-		err = nil
-	}
-	return m, err
-}

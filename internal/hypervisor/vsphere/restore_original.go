@@ -13,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/ranged"
 )
 
 // restoreOriginal prepares writing a backup back onto the original VM's
@@ -60,6 +61,15 @@ func (c *Connector) restoreOriginal(ctx context.Context, cfg hypervisor.VMConfig
 		}
 		nv.disks[d.Key] = DiskLocation{Datacenter: dc, Datastore: ds, Descriptor: path, Size: d.Size, Host: nv.host}
 	}
+	if o.Resume {
+		return nil, fmt.Errorf("vsphere: --resume takes up a restore to a new VM; restore onto the original again: %w", hypervisor.ErrUnsupported)
+	}
+	// Progress of an earlier restore onto this VM means nothing now:
+	// the VM may have run since.
+	if err := ranged.Forget(c.cfg.StateDir, ref.Value); err != nil {
+		return nil, err
+	}
+	nv.ranged(o)
 	return nv, nil
 }
 

@@ -1,4 +1,8 @@
-package vsphere
+// Package restoredevs builds the virtual hardware a vSphere restore gives
+// a new VM's disks from the configuration its point recorded: the
+// controllers of the recorded kinds at their bus numbers, each disk at
+// its unit, and the file names the connector finds the disks by again.
+package restoredevs
 
 import (
 	"fmt"
@@ -11,14 +15,14 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/vmconfig"
 )
 
-// restoreDisks adds a restored VM's disks to devs on the controllers the
+// Disks adds a restored VM's disks to devs on the controllers the
 // point recorded: the same kind, bus and unit. A guest finds its disks
 // through the driver of its controller (Windows stops at boot without
 // it, a Linux initramfs may lack pvscsi), and names them by where they
 // sit. Disks a point did not place (points from before coffer recorded
 // placement, or a controller kind it does not know) go on pvscsi
 // controllers, 15 to each, as before.
-func restoreDisks(devs object.VirtualDeviceList, cfg hypervisor.VMConfig, native vmconfig.Native, ds, name string, log *slog.Logger) (object.VirtualDeviceList, error) {
+func Disks(devs object.VirtualDeviceList, cfg hypervisor.VMConfig, native vmconfig.Native, ds, name string, log *slog.Logger) (object.VirtualDeviceList, error) {
 	placed := map[string]vmconfig.Disk{}
 	for _, d := range native.Disks {
 		placed[d.Key] = d
@@ -41,7 +45,7 @@ func restoreDisks(devs object.VirtualDeviceList, cfg hypervisor.VMConfig, native
 		}
 		dev, err := newController(devs, p.Controller, p.Bus)
 		if err != nil {
-			return nil, fmt.Errorf("vsphere: restore: disk %s's %s controller %d: %w", d.Name, p.Controller, p.Bus, err)
+			return nil, fmt.Errorf("restore: disk %s's %s controller %d: %w", d.Name, p.Controller, p.Bus, err)
 		}
 		if dev != nil { // nil: a controller every new VM has (IDE)
 			devs = append(devs, dev)
@@ -75,7 +79,7 @@ func restoreDisks(devs object.VirtualDeviceList, cfg hypervisor.VMConfig, native
 			ctrl = fallback
 			onFallback++
 		}
-		disk := devs.CreateDisk(ctrl, types.ManagedObjectReference{}, restoredDiskFile(ds, name, i))
+		disk := devs.CreateDisk(ctrl, types.ManagedObjectReference{}, DiskFile(ds, name, i))
 		if ok && restorable(p.Controller) {
 			unit := p.Unit
 			disk.UnitNumber = &unit
@@ -129,8 +133,8 @@ func newController(devs object.VirtualDeviceList, kind string, bus int32) (types
 	return dev, err
 }
 
-// restoredDiskFile is the i-th disk's file of a restored VM; CreateVM
+// DiskFile is the i-th disk's file of a restored VM; CreateVM
 // finds each created disk by it.
-func restoredDiskFile(ds, name string, i int) string {
+func DiskFile(ds, name string, i int) string {
 	return fmt.Sprintf("[%s] %s/%s_%d.vmdk", ds, name, name, i)
 }
