@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/passhash"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
@@ -62,7 +63,7 @@ func (s *Service) ChangePassword(ctx context.Context, actor *Subject, c Password
 		}
 		current = u
 	}
-	hash := hashPassword(c.New, s.o.Hash)
+	hash := passhash.Hash(c.New, s.o.Hash)
 	keep := ""
 	if self {
 		keep = actor.SessionID

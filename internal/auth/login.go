@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/passhash"
 	"strings"
 	"time"
 
@@ -167,7 +168,7 @@ func (s *Service) checkPassword(ctx context.Context, name, password string) (cat
 	if exists && u.PasswordHash != "" {
 		hash = u.PasswordHash
 	}
-	match, _, verr := verifyPassword(hash, password)
+	match, _, verr := passhash.Verify(hash, password)
 	if verr != nil {
 		return u, false, fmt.Errorf("user %s: %w", name, verr)
 	}
@@ -204,8 +205,8 @@ func (s *Service) Login(ctx context.Context, req LoginRequest) (*NewSession, err
 	// A hash made with weaker costs than today's is made again, now that
 	// the password is at hand.
 	rehash := ""
-	if p, _, _, err := parsePHC(u.PasswordHash); err == nil && p.weakerThan(s.o.Hash) {
-		rehash = hashPassword(req.Password, s.o.Hash)
+	if p, _, _, err := passhash.Parse(u.PasswordHash); err == nil && p.WeakerThan(s.o.Hash) {
+		rehash = passhash.Hash(req.Password, s.o.Hash)
 	}
 	id := randomHex(secretBytes)
 	idBytes, _ := ParseSessionCookie(id)

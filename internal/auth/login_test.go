@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/passhash"
 	"strings"
 	"sync"
 	"testing"
@@ -60,9 +61,9 @@ func TestFailedLoginsLookAlike(t *testing.T) {
 		{"", ""},
 		{strings.Repeat("x", 5000), "long name"},
 	} {
-		before := verifications.Load()
+		before := passhash.Verifications()
 		_, err := e.svc.Login(ctx, LoginRequest{User: c.user, Password: c.password, RemoteAddr: fmt.Sprintf("192.0.2.%d", 10+i)})
-		if got := verifications.Load() - before; got != 1 {
+		if got := passhash.Verifications() - before; got != 1 {
 			t.Errorf("sign-in as %.20q ran argon2id %d times, want once", c.user, got)
 		}
 		wantClass(t, "failed sign-in", err, ErrUnauthenticated)
@@ -176,7 +177,7 @@ func TestParallelGuessesAreCountedUpFront(t *testing.T) {
 	admin := e.setUp()
 	e.addUser(admin, "alice", "alice's pass phrase")
 	const guesses = 16
-	before := verifications.Load()
+	before := passhash.Verifications()
 	var wg sync.WaitGroup
 	errs := make([]error, guesses)
 	for i := range guesses {
@@ -197,9 +198,9 @@ func TestParallelGuessesAreCountedUpFront(t *testing.T) {
 			t.Fatalf("guess: %v", err)
 		}
 	}
-	if checked != DefaultUserThrottle.Free || locked != guesses-checked || verifications.Load()-before != int64(checked) {
+	if checked != DefaultUserThrottle.Free || locked != guesses-checked || passhash.Verifications()-before != int64(checked) {
 		t.Fatalf("%d guesses checked, %d locked, %d argon2id runs; want %d checked", checked, locked,
-			verifications.Load()-before, DefaultUserThrottle.Free)
+			passhash.Verifications()-before, DefaultUserThrottle.Free)
 	}
 }
 
@@ -215,7 +216,7 @@ func TestLoginRehashesOldHashes(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		u.PasswordHash = hashPassword("alice's pass phrase", DefaultHashParams)
+		u.PasswordHash = passhash.Hash("alice's pass phrase", DefaultHashParams)
 		return tx.UpdateUser(ctx, u)
 	}))
 	_, err := e.login("alice", "alice's pass phrase")

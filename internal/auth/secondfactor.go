@@ -33,7 +33,9 @@ var (
 // user: not the password's key, which a right password clears, so that
 // signing in again with a stolen password does not reset the count of
 // guessed codes.
-func factorThrottleKey(user string) string { return "factor:" + strings.TrimPrefix(userThrottleKey(user), "user:") }
+func factorThrottleKey(user string) string {
+	return "factor:" + strings.TrimPrefix(userThrottleKey(user), "user:")
+}
 
 func (s *Service) factorThrottleKeys(user, remote string) []throttleKey {
 	keys := s.throttleKeys(user, remote)

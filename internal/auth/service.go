@@ -19,6 +19,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/passhash"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -94,7 +95,7 @@ func New(store catalog.AccessStore, o Options) (*Service, error) {
 	if o.Hash == (HashParams{}) {
 		o.Hash = DefaultHashParams
 	}
-	if err := o.Hash.check(); err != nil {
+	if err := checkHashParams(o.Hash); err != nil {
 		return nil, err
 	}
 	if o.UserThrottle == (ThrottlePolicy{}) {
@@ -121,7 +122,7 @@ func New(store catalog.AccessStore, o Options) (*Service, error) {
 	if o.SessionIdle > o.SessionLifetime {
 		return nil, fmt.Errorf("%w: session idle timeout %s is longer than its lifetime %s", ErrInvalid, o.SessionIdle, o.SessionLifetime)
 	}
-	return &Service{store: store, o: o, dummyHash: hashPassword(randomHex(secretBytes), o.Hash)}, nil
+	return &Service{store: store, o: o, dummyHash: passhash.Hash(randomHex(secretBytes), o.Hash)}, nil
 }
 
 func cmpOr(d, def time.Duration) time.Duration {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/passhash"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -136,7 +137,7 @@ func (s *Service) CompleteSetup(ctx context.Context, token, password, remote str
 	if err := checkNewPassword(password, st.User); err != nil {
 		return "", err
 	}
-	hash := hashPassword(password, s.o.Hash)
+	hash := passhash.Hash(password, s.o.Hash)
 	err = s.store.UpdateAccess(ctx, func(tx catalog.AccessTx) error {
 		// Deleting it first makes it single-use: of two uses at once,
 		// the second finds nothing.

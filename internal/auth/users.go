@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/passhash"
 	"regexp"
 	"time"
 
@@ -74,7 +75,7 @@ func (s *Service) CreateUser(ctx context.Context, actor *Subject, nu NewUser) (s
 		if err := checkNewPassword(nu.Password, nu.Name); err != nil {
 			return "", err
 		}
-		u.PasswordHash, u.PasswordChangedAt = hashPassword(nu.Password, s.o.Hash), now
+		u.PasswordHash, u.PasswordChangedAt = passhash.Hash(nu.Password, s.o.Hash), now
 	}
 	link := randomHex(secretBytes)
 	err = s.store.UpdateAccess(ctx, func(tx catalog.AccessTx) error {

@@ -155,6 +155,16 @@ func Populate(t *testing.T, c catalog.Catalog) {
 		if err := tx.PutACL(ctx, catalog.ACLEntry{Path: "/policies/nightly", User: "alice", Role: "Operator", Propagate: true}); err != nil {
 			return err
 		}
+		if err := tx.PutTOTP(ctx, catalog.TOTPSecret{User: "alice", Sealed: "v1:sealed", CreatedAt: now, ConfirmedAt: now}); err != nil {
+			return err
+		}
+		if err := tx.ReplaceRecoveryCodes(ctx, "alice", []catalog.RecoveryCode{{User: "alice", CodeSHA256: "c1", CreatedAt: now}}); err != nil {
+			return err
+		}
+		if err := tx.InsertWebAuthnCredential(ctx, catalog.WebAuthnCredential{ID: "Y3JlZA", User: "alice", Name: "key 1",
+			Credential: []byte(`{"id":"x"}`), CreatedAt: now}); err != nil {
+			return err
+		}
 		return tx.PutACL(ctx, catalog.ACLEntry{Path: "/", User: "alice", TokenID: "tok1", Role: "Auditor"})
 	}))
 	ok(t, c.AppendAudit(ctx, []catalog.AuditRecord{{Time: now, User: "alice", Operation: "login", Result: catalog.AuditOK,

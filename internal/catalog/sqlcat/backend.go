@@ -7,6 +7,7 @@ package sqlcat
 
 import (
 	"context"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqlq"
 	"strconv"
 	"strings"
 	"time"
@@ -52,14 +53,8 @@ type Tx interface {
 	BulkInsert(ctx context.Context, table string, columns []string, insert string, rows [][]any) error
 }
 
-// Rows is a result set; both database/sql and pgx rows fit it through a
-// thin adapter.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close()
-}
+// Rows is a result set (sqlq.Rows, shared with sqlcat's subpackages).
+type Rows = sqlq.Rows
 
 // Dialect describes how a database differs from the SQL written here.
 type Dialect struct {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqlq"
 	"slices"
 	"strings"
 
@@ -73,7 +74,7 @@ func (c *Catalog) appendEvents(ctx context.Context, tx Tx, insert string, events
 	bump := c.d.Rebind(`UPDATE jobs SET log_lines = log_lines + ? WHERE id = ? RETURNING log_lines`)
 	next := map[int64]int64{}
 	for _, id := range jobs {
-		last, err := queryInt(ctx, tx, bump, perJob[id], id)
+		last, err := sqlq.Int(ctx, tx, bump, perJob[id], id)
 		if err != nil {
 			return nil, err
 		}
@@ -106,23 +107,6 @@ func (c *Catalog) appendEvents(ctx context.Context, tx Tx, insert string, events
 		}
 	}
 	return seqs, nil
-}
-
-// queryInt runs a statement returning at most one integer; -1 when it
-// returns no row.
-func queryInt(ctx context.Context, tx Tx, q string, args ...any) (int64, error) {
-	rows, err := tx.Query(ctx, q, args...)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	v := int64(-1)
-	if rows.Next() {
-		if err := rows.Scan(&v); err != nil {
-			return 0, err
-		}
-	}
-	return v, rows.Err()
 }
 
 // ListEvents lists events newest first.

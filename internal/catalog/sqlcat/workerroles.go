@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqlq"
 	"regexp"
-	"strings"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/scram"
-	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/registrystate"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/workergrants"
 )
 
@@ -47,42 +46,13 @@ func (c *Catalog) ProtectWorkerQueue(ctx context.Context) error {
 		// A newer coffer may grant its workers more (a column a unit now
 		// writes): the group's grants are stated again at every start, so
 		// that the tokens made before an upgrade keep working.
-		group, _, err := roleExists(ctx, tx, catalog.WorkerGroupRole)
+		group, _, err := workergrants.RoleExists(ctx, tx, catalog.WorkerGroupRole)
 		if err != nil || !group {
 			return err
 		}
-		return ensureWorkerGroup(ctx, tx)
+		return workergrants.EnsureGroup(ctx, tx)
 	})
 }
-
-func protectQueue(ctx context.Context, tx Tx) error {
-	group, _, err := roleExists(ctx, tx, catalog.WorkerGroupRole)
-	if err != nil || !group {
-		return err
-	}
-	table := catalog.WorkerQueueSchema + ".river_job"
-	present, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_class WHERE oid = to_regclass($1)`, table)
-	if err != nil || present == 0 {
-		return err
-	}
-	for name, create := range workergrants.QueuePolicies {
-		n, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_policies WHERE schemaname = $1 AND tablename = 'river_job' AND policyname = $2`,
-			catalog.WorkerQueueSchema, name)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(create, catalog.WorkerQueueSchema)); err != nil {
-				return fmt.Errorf("the workers' policy on River's jobs: %w", err)
-			}
-		}
-	}
-	_, err = tx.Exec(ctx, `ALTER TABLE `+table+` ENABLE ROW LEVEL SECURITY`)
-	return err
-}
-
-// roleIdent quotes a role name for a statement.
-func roleIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 func (c *Catalog) needsPostgres() error {
 	if c.d.Name != "postgres" {
@@ -111,10 +81,10 @@ func (c *Catalog) SetWorkerCredential(ctx context.Context, worker, secret string
 				return err
 			}
 		}
-		if err := ensureWorkerGroup(ctx, tx); err != nil {
+		if err := workergrants.EnsureGroup(ctx, tx); err != nil {
 			return err
 		}
-		exists, super, err := roleExists(ctx, tx, role)
+		exists, super, err := workergrants.RoleExists(ctx, tx, role)
 		if err != nil {
 			return err
 		}
@@ -124,91 +94,20 @@ func (c *Catalog) SetWorkerCredential(ctx context.Context, worker, secret string
 		// The attributes are stated in full: a role of that name made by
 		// someone else gets nothing more than a worker's.
 		attrs := ` LOGIN PASSWORD '` + verifier + `' NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT`
-		stmt := `CREATE ROLE ` + roleIdent(role) + attrs
+		stmt := `CREATE ROLE ` + workergrants.Ident(role) + attrs
 		if exists {
-			stmt = `ALTER ROLE ` + roleIdent(role) + attrs
+			stmt = `ALTER ROLE ` + workergrants.Ident(role) + attrs
 		}
 		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `GRANT coffer_worker TO `+roleIdent(role))
+		_, err = tx.Exec(ctx, `GRANT coffer_worker TO `+workergrants.Ident(role))
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("catalog: set the credential of worker %s: %w", worker, err)
 	}
 	return nil
-}
-
-// ensureWorkerGroup creates the group role if missing and states its
-// grants and the registry's policies.
-func ensureWorkerGroup(ctx context.Context, tx Tx) error {
-	exists, _, err := roleExists(ctx, tx, catalog.WorkerGroupRole)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		if _, err := tx.Exec(ctx, `CREATE ROLE coffer_worker NOLOGIN`); err != nil {
-			return err
-		}
-	}
-	schema, err := queryString(ctx, tx, `SELECT quote_ident(current_schema())`)
-	if err != nil {
-		return err
-	}
-	for _, g := range append(workergrants.Grants, registrystate.Statements...) { // and whether another registration is dead
-		stmt := g
-		if strings.Contains(g, "%[") {
-			stmt = fmt.Sprintf(g, schema, catalog.WorkerQueueSchema)
-		}
-		if _, err := tx.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("%s: %w", strings.Fields(g)[0]+" "+strings.Fields(g)[1], err)
-		}
-	}
-	for name, create := range workergrants.RegistryPolicies {
-		n, err := queryInt(ctx, tx, `SELECT count(*) FROM pg_policies WHERE schemaname = current_schema() AND tablename = 'workers' AND policyname = $1`, name)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			if _, err := tx.Exec(ctx, create); err != nil {
-				return err
-			}
-		}
-	}
-	return protectQueue(ctx, tx)
-}
-
-func roleExists(ctx context.Context, tx Tx, role string) (exists, super bool, err error) {
-	rows, err := tx.Query(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = $1`, role)
-	if err != nil {
-		return false, false, err
-	}
-	defer rows.Close()
-	if rows.Next() {
-		exists = true
-		err = rows.Scan(&super)
-	}
-	if err == nil {
-		err = rows.Err()
-	}
-	return exists, super, err
-}
-
-func queryString(ctx context.Context, tx Tx, q string, args ...any) (string, error) {
-	rows, err := tx.Query(ctx, q, args...)
-	if err != nil {
-		return "", err
-	}
-	defer rows.Close()
-	var s string
-	if rows.Next() {
-		err = rows.Scan(&s)
-	}
-	if err == nil {
-		err = rows.Err()
-	}
-	return s, err
 }
 
 // RevokeWorkerCredential cuts the worker off in three steps: its role
@@ -225,7 +124,7 @@ func (c *Catalog) RevokeWorkerCredential(ctx context.Context, worker string) (ca
 		if err := c.d.lock(ctx, tx, workerRolesLock, true); err != nil {
 			return err
 		}
-		exists, super, err := roleExists(ctx, tx, role)
+		exists, super, err := workergrants.RoleExists(ctx, tx, role)
 		switch {
 		case err != nil:
 			return err
@@ -234,13 +133,13 @@ func (c *Catalog) RevokeWorkerCredential(ctx context.Context, worker string) (ca
 		case super:
 			return fmt.Errorf("role %s is a superuser: coffer does not change it", role)
 		}
-		if _, err := tx.Exec(ctx, `ALTER ROLE `+roleIdent(role)+` NOLOGIN`); err != nil {
+		if _, err := tx.Exec(ctx, `ALTER ROLE `+workergrants.Ident(role)+` NOLOGIN`); err != nil {
 			return err
 		}
-		if member, err := queryInt(ctx, tx, memberOfGroup, role); err != nil || member == 0 {
+		if member, err := sqlq.Int(ctx, tx, memberOfGroup, role); err != nil || member == 0 {
 			return err
 		}
-		_, err = tx.Exec(ctx, `REVOKE coffer_worker FROM `+roleIdent(role))
+		_, err = tx.Exec(ctx, `REVOKE coffer_worker FROM `+workergrants.Ident(role))
 		return err
 	})
 	if err != nil {
