@@ -94,6 +94,9 @@ type unit struct {
 	placedGen int64
 	eligible  []*workerPool
 	unreached string
+	// inFleet: the engine had workers when the unit started, so it reads
+	// at most its share of limits.rate (Job.rateShare).
+	inFleet bool
 }
 
 func newDispatcher(globalCap int) *dispatcher {
@@ -249,6 +252,7 @@ func (d *dispatcher) pumpLocked() {
 			u.ctx, u.abort = context.WithCancelCause(u.owner.ctx)
 		}
 		u.queued = false
+		u.inFleet = d.fleet != nil
 		d.running++
 		go u.run(u)
 	}

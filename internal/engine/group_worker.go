@@ -46,6 +46,10 @@ type BatchPlacement struct {
 	VMs []Placement
 	// Pools are the keys of the pools the batch occupies (Placement.Pools).
 	Pools []string
+	// Rate is the most bytes/s the batch's reads may read together
+	// (Placement.Rate): each of its Reads at once reads at most
+	// Rate/Reads.
+	Rate policy.ByteRate
 	// LoadPoint reads a point of the job's repository (Placement.LoadPoint).
 	LoadPoint func(ctx context.Context, id string) (*repo.Point, error)
 }
@@ -129,7 +133,7 @@ func (j *Job) onWorker(u *unit, batch []*task, reads int) bool {
 	start := time.Now()
 	first := batch[0]
 	bp := BatchPlacement{Worker: u.workerName(), JobID: j.record.ID, Policy: j.p.Name, Repository: j.p.Repository,
-		Connection: first.rec.Connection, Datastore: first.vm.Datastores[0], Reads: reads, Pools: u.poolKeys(), LoadPoint: j.loadPoint}
+		Connection: first.rec.Connection, Datastore: first.vm.Datastores[0], Reads: reads, Pools: u.poolKeys(), Rate: j.rateShare(u), LoadPoint: j.loadPoint}
 	for _, t := range batch {
 		j.mu.Lock()
 		t.attempt++

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/coffer-backup/coffer/internal/backup"
+	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -38,6 +39,9 @@ type Placement struct {
 	// per slot, its worker's included: what a leader taking over counts
 	// as occupied while the attempt runs (Engine.Hold).
 	Pools []string
+	// Rate is the most bytes/s the attempt may read, its share of
+	// limits.rate (Job.rateShare; 0: unlimited), besides limits.task-rate.
+	Rate policy.ByteRate
 	// LoadPoint reads a point of the job's repository by its ID: the one
 	// a worker committed, which the engine then records as its own (set
 	// with Policy or One).

@@ -172,13 +172,13 @@ func (t *task) run(u *unit) {
 	start := time.Now()
 	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
 		VMID: rec.VMID, Host: t.vm.Host, Datastores: t.vm.Datastores, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys(),
-		Progress: prog}
+		Rate: j.rateShare(u), Progress: prog}
 	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
 		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
 	} else if t.held == nil { // a backup of one VM: from what it asked for
 		pl.One, pl.Repository, pl.LoadPoint = j.one, j.p.Repository, j.loadPoint
 	}
-	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog) })
+	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog, pl.Rate) })
 	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
 		// %v, not %w: the context's Canceled is never retried, and a
 		// lost worker's attempt is.
@@ -217,7 +217,7 @@ var errVMTimeout = errors.New("VM timeout exceeded")
 // attemptOnce backs the VM up once, bounded by the per-VM timeout, through
 // a connector guarded by the per-operation timeouts; parent is the
 // attempt's context (the job's, and its worker's loss).
-func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo.Point, error) {
+func (t *task) attemptOnce(parent context.Context, prog *backup.Progress, share policy.ByteRate) (*repo.Point, error) {
 	j := t.j
 	limit := j.p.Timeouts.VM
 	if limit == 0 {
@@ -225,11 +225,12 @@ func (t *task) attemptOnce(parent context.Context, prog *backup.Progress) (*repo
 	}
 	ctx, cancel := context.WithTimeoutCause(parent, limit, fmt.Errorf("%w (%s)", errVMTimeout, limit))
 	defer cancel()
-	ths := j.e.watch.Join(t.latencyUnit())
+	perTask := ratelimit.Min(j.s.limits.TaskRate, share)
+	ths := j.e.watch.Join(t.latencyUnit(perTask))
 	defer ths.Leave()
 	req := attempt.Of(j.p, t.spec(time.Now()))
 	req.Chain, req.Tags, req.RetainUntil = j.chain(), attempt.Tags(j.p, j.one == nil), j.lockUntil(time.Now())
-	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.Limit(ratelimit.Task(j.e.total, j.s.limits.TaskRate)), Progress: prog,
+	opts := backup.Options{Workers: j.e.o.Workers, Limiter: ths.Limit(taskLimiter(j.e.total, perTask, share)), Progress: prog,
 		ChangeCheckSpans: j.p.ChangeCheck, Note: func(m string) { t.event("info", "data-path", t.vm.Name+": "+m, nil) }, Nice: ths.Nice()}
 	var snap *repo.Point
 	var err error
@@ -283,10 +284,11 @@ func (t *task) spec(now time.Time) attempt.Spec {
 }
 
 // ceiling is the most the task may read in bytes/s by its static limits
-// (0: unlimited), where latency throttling starts and ends.
-func (t *task) ceiling() float64 {
+// (0: unlimited), where latency throttling starts and ends; perTask is
+// its own bucket's rate (task-rate, or its share of rate if lower).
+func (t *task) ceiling(perTask policy.ByteRate) float64 {
 	c := math.Inf(1)
-	if r := t.j.s.limits.TaskRate; r > 0 {
+	if r := perTask; r > 0 {
 		c = float64(r)
 	}
 	if l := t.j.e.total.Limit(); l != rate.Inf {

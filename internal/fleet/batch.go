@@ -31,7 +31,7 @@ func (r *UnitRunner) RunBatch(ctx context.Context, b engine.BatchPlacement) ([]e
 		leaderEpoch = r.LeaderEpoch()
 	}
 	qb := queue.Batch{Policy: b.Policy, Repository: b.Repository, Connection: b.Connection, Datastore: b.Datastore, Reads: b.Reads,
-		Worker: b.Worker, Epoch: epoch, LeaderEpoch: leaderEpoch, Pools: b.Pools, Job: b.JobID}
+		Worker: b.Worker, Epoch: epoch, LeaderEpoch: leaderEpoch, Pools: b.Pools, Rate: int64(b.Rate), Job: b.JobID}
 	for _, p := range b.VMs {
 		qb.VMs = append(qb.VMs, queue.BatchVM{Task: p.TaskID, Attempt: p.Attempt, VMID: p.VMID, VMName: p.VM, Host: p.Host,
 			Datastores: p.Datastores, Mode: p.Mode, SnapshotMode: p.SnapshotMode})

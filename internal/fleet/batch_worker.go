@@ -274,14 +274,15 @@ func (r *batchRun) read(ctx context.Context, h *held) (pt *repo.Point, err error
 	req := attempt.Request(r.p, attempt.Spec{Connection: r.b.Connection, VM: h.VM.VMRef, Mode: vm.Mode, SnapshotMode: vm.SnapshotMode,
 		JobID: r.b.Job, History: r.history, Now: time.Now()})
 	// Throttled as a VM unit's read is (unitPace.backUpVM): by the
-	// latency of the datastore this worker reads, and the per-task rate.
-	limits := r.cfg.Limits.WithDefaults()
+	// latency of the datastore this worker reads, and the per-task rate
+	// or the read's part of the batch's share of the leader's rate.
+	perTask := ratelimit.Min(r.cfg.Limits.TaskRate, readShare(r.b))
 	ths := r.pace.watch.Join(latency.Unit{Control: r.cfg.LatencyControl, Connection: r.b.Connection, Policy: r.p.Name, VM: vm.VMName,
-		Datastores: vm.Datastores, Shares: r.p.Shares.Value(), Ceiling: float64(max(limits.TaskRate, 0)), Repository: r.w,
+		Datastores: vm.Datastores, Shares: r.p.Shares.Value(), Ceiling: float64(max(perTask, 0)), Repository: r.w,
 		Event: func(level, kind, msg string, fields map[string]any) { r.evs[h.i].record(ctx, level, kind, msg, fields) }})
 	defer ths.Leave()
 	prog := &backup.Progress{}
-	opts := backup.Options{ChangeCheckSpans: r.p.ChangeCheck, Progress: prog, Limiter: ths.Limit(ratelimit.Task(nil, limits.TaskRate)),
+	opts := backup.Options{ChangeCheckSpans: r.p.ChangeCheck, Progress: prog, Limiter: ths.Limit(unitLimiter(perTask, r.b.Rate > 0)),
 		Nice: ths.Nice(), Note: func(m string) { r.evs[h.i].record(ctx, "info", "data-path", vm.VMName+": "+m, nil) }}
 	stop := r.pace.report(ctx, prog, r.evs[h.i])
 	defer stop()
@@ -320,4 +321,24 @@ func allFailed(b queue.Batch, err error) queue.BatchDone {
 		out.VMs = append(out.VMs, queue.VMError(vm.Task, err, errors.Is(err, hypervisor.ErrTransient)))
 	}
 	return out
+}
+
+// readShare is what one read of batch b may read in bytes/s: the batch's
+// share of the leader's rate split among its reads at once (0: unlimited).
+func readShare(b queue.Batch) policy.ByteRate {
+	if b.Rate <= 0 {
+		return 0
+	}
+	return max(policy.ByteRate(b.Rate)/policy.ByteRate(max(b.Reads, 1)), 1)
+}
+
+// unitLimiter is a unit's limiter on a worker at perTask bytes/s: its
+// bucket starts empty when it holds a share of the leader's rate
+// (ratelimit.Shared), so that units starting at once on several workers
+// do not each read a burst beyond their share.
+func unitLimiter(perTask policy.ByteRate, shared bool) backup.RateLimiter {
+	if shared {
+		return ratelimit.Shared(nil, perTask)
+	}
+	return ratelimit.Task(nil, perTask)
 }

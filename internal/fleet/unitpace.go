@@ -61,11 +61,10 @@ func (a *unitPace) backUpVM(ctx context.Context, w *repo.Writer, conn hypervisor
 		}
 		ev.record(ctx, level, kind, msg, fields)
 	}
-	limits := cfg.Limits.WithDefaults()
-	ceiling := float64(0)
-	if limits.TaskRate > 0 {
-		ceiling = float64(limits.TaskRate)
-	}
+	// The task's own rate, or its share of the leader's rate if lower:
+	// this worker's process holds no bucket of the fleet's.
+	perTask := ratelimit.Min(cfg.Limits.TaskRate, policy.ByteRate(u.Rate))
+	ceiling := float64(max(perTask, 0))
 	ths := a.watch.Join(latency.Unit{Control: cfg.LatencyControl, Connection: u.Connection, Policy: p.Name, VM: u.VMName,
 		Datastores: u.Datastores, Shares: p.Shares.Value(), Ceiling: ceiling, Repository: w, Event: event})
 	defer ths.Leave()
@@ -81,7 +80,7 @@ func (a *unitPace) backUpVM(ctx context.Context, w *repo.Writer, conn hypervisor
 	}, a.background)
 	g.Watch = ths.WatchSession
 	prog := &backup.Progress{}
-	opts.Limiter, opts.Nice, opts.Progress = ths.Limit(ratelimit.Task(nil, limits.TaskRate)), ths.Nice(), prog
+	opts.Limiter, opts.Nice, opts.Progress = ths.Limit(unitLimiter(perTask, u.Rate > 0)), ths.Nice(), prog
 	stop := a.report(ctx, prog, ev)
 	defer stop()
 	return backup.BackupVM(ctx, w, g, req, opts)

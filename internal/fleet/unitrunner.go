@@ -68,7 +68,7 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	}
 	sub, err := r.Queue.SubmitVMUnit(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
 		VMID: p.VMID, VMName: p.VM, Mode: p.Mode, SnapshotMode: p.SnapshotMode, Worker: p.Worker, Epoch: epoch,
-		LeaderEpoch: leaderEpoch, Pools: p.Pools, Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt, Host: p.Host, Datastores: p.Datastores,
+		LeaderEpoch: leaderEpoch, Pools: p.Pools, Rate: int64(p.Rate), Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt, Host: p.Host, Datastores: p.Datastores,
 		One: oneOf(p)})
 	if err != nil {
 		return nil, err

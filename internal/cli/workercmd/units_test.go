@@ -64,7 +64,8 @@ func waitLog(t *testing.T, p *clitest.ServerProc, what string, wants ...string) 
 // the repository; the server records the points. A worker killed with
 // SIGKILL mid-run is declared lost, its units are re-admitted and run on
 // its restarted process (no other worker reaches them), and the job still
-// succeeds with one new point per VM.
+// succeeds with one new point per VM; no worker ran more units than its
+// slots during the recovery, nor a VM twice at once.
 func TestPolicyRunsOnTheWorkers(t *testing.T) {
 	e := pgEnv(t, testutil.StartPostgres(t))
 	e.Config(unitsConfig)
@@ -72,7 +73,7 @@ func TestPolicyRunsOnTheWorkers(t *testing.T) {
 	token := e.AdminToken()
 	cat := openCatalog(t, e)
 	w1 := startUnitWorker(e, "kvm1", "east")
-	startUnitWorker(e, "kvm2", "west")
+	w2 := startUnitWorker(e, "kvm2", "west")
 	waitLog(t, srv, "the engine given both workers", "the engine places units on the workers", "workers=kvm1,kvm2")
 
 	job := runFleet(t, srv, token)
@@ -94,7 +95,7 @@ func TestPolicyRunsOnTheWorkers(t *testing.T) {
 	waitWorker(t, cat, "kvm1", "kvm1 lost", func(w catalog.Worker) bool { return w.State == catalog.WorkerLost })
 	waitLog(t, srv, "kvm1's units re-admitted", "a lost worker's running units are re-admitted")
 	t.Logf("kvm1's units re-admitted %s after the kill", time.Since(killed).Round(time.Millisecond))
-	startUnitWorker(e, "kvm1", "east")
+	w1again := startUnitWorker(e, "kvm1", "east")
 	var second api.Job
 	select {
 	case second = <-done:
@@ -105,6 +106,16 @@ func TestPolicyRunsOnTheWorkers(t *testing.T) {
 		t.Fatalf("the run with a killed worker: %+v (the killed attempt was of job %d)\n%s", second, ev.JobID, srv.Log())
 	}
 	checkUnits(t, cat, second, 2)
+	// No over-grant during the recovery: by the workers' logs, no worker
+	// ever ran more units than its slots, nor a VM twice at once (the
+	// killed process's units end at the kill).
+	spans := unitSpans(t, "kvm1", w1.Log(), killed)
+	spans = append(spans, unitSpans(t, "kvm1", w1again.Log(), time.Now())...)
+	spans = append(spans, unitSpans(t, "kvm2", w2.Log(), time.Now())...)
+	if len(spans) < 13 {
+		t.Fatalf("the workers logged %d units, want the two runs' 12 and the killed attempt", len(spans))
+	}
+	checkGrantPeaks(t, "the workers' logs across the kill", spans)
 	// The attempt running at the kill was abandoned and retried.
 	killedTask, err := cat.ListTasks(context.Background(), catalog.TaskFilter{JobID: ev.JobID})
 	if err != nil {

@@ -4,6 +4,7 @@ package ratelimit
 
 import (
 	"context"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -75,4 +76,35 @@ func Task(total *rate.Limiter, perTask policy.ByteRate) backup.RateLimiter {
 		return nil
 	}
 	return l
+}
+
+// Shared is Task for a task whose rate is its share of a rate that tasks
+// in other processes share too (engine.Placement.Rate): its own bucket
+// starts empty, so that tasks starting at once do not each read a burst
+// beyond their share, and their reads add up to at most the rate.
+func Shared(total *rate.Limiter, perTask policy.ByteRate) backup.RateLimiter {
+	var l Limiter
+	if total != nil {
+		l = append(l, total)
+	}
+	if b := newBucket(perTask); b != nil {
+		b.AllowN(time.Now(), b.Burst())
+		l = append(l, b)
+	}
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// Min is the lower of two rates, 0 being unlimited.
+func Min(a, b policy.ByteRate) policy.ByteRate {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	default:
+		return min(a, b)
+	}
 }

@@ -39,6 +39,9 @@ type Batch struct {
 	Protocol    int    `json:"protocol"`
 	// Pools are the keys of the pools the grant occupies (VMUnit.Pools).
 	Pools []string `json:"pools"`
+	// Rate is the most bytes/s the batch's reads may read together
+	// (engine.BatchPlacement.Rate; 0: unlimited).
+	Rate int64 `json:"rate,omitempty"`
 	// Job and VMs (their tasks and attempts) make a batch unique: a
 	// replayed grant is a no-op.
 	Job int64     `json:"job" river:"unique"`

@@ -55,6 +55,9 @@ type VMUnit struct {
 	// slot (engine.Placement.Pools): a leader taking over counts them as
 	// occupied until the job finishes (engine.Hold).
 	Pools []string `json:"pools"`
+	// Rate is the most bytes/s the unit may read, its share of the
+	// leader's limits.rate (engine.Placement.Rate; 0: unlimited).
+	Rate int64 `json:"rate,omitempty"`
 	// Job, Task and Attempt are the catalog's: a unit is unique by them,
 	// so a replayed grant is a no-op (as a coffer_operation's).
 	Job     int64 `json:"job" river:"unique"`
