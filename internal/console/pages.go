@@ -85,6 +85,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/repositories/{repo}/repair", ops("repair"), (*page).repair},
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
+		{"POST /ui/repositories/{repo}/catalog/rebuild", ops("rebuild-catalog"), (*page).rebuildCatalog},
 
 		// The fleet's workers.
 		{"GET /ui/workers", pg("list-workers"), (*page).workers},

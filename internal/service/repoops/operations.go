@@ -18,8 +18,7 @@ var Operations = []service.Operation{
 		Requires: service.Lists(auth.RepoAudit, auth.RepositoriesPath), Endpoint: service.ReturnsPage(Ops.CatalogPoints)},
 	{ID: "rebuild-catalog", Method: "RebuildCatalog", Summary: "recreate the catalog's backup points from a repository", HTTP: service.Post,
 		Path: "/repositories/{repo}/catalog/rebuild", Requires: service.Require(auth.RepoModify, service.OnRepo),
-		NoConsole: "not in the console yet: `coffer catalog rebuild`",
-		Endpoint:  service.Returns(Ops.RebuildCatalog)},
+		Endpoint: service.Returns(Ops.RebuildCatalog)},
 
 	// Maintenance.
 	{ID: "verify", Method: "Verify", Summary: "check a repository's integrity", HTTP: service.Post, Path: "/repositories/{repo}/verify",
