@@ -109,6 +109,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
 		// The engine's settings (configuration objects).
+		{"GET /ui/upgrade", pg("check-upgrade"), (*page).upgradePage},
 		{"GET /ui/settings", pg(append(configOps(settingKinds, "list"), "get-effective-config")...), (*page).settings},
 
 		// Every configuration object the pages edit (page_config.go).
