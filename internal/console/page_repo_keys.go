@@ -59,3 +59,22 @@ func (p *page) repair() {
 	}
 	p.fragment("repositories/repaired", repairView{Repo: p.repo(), What: what, Report: rep})
 }
+
+// rebuildCatalog recreates the catalog's backup points of a repository
+// from its manifests (rebuild-catalog, as `coffer catalog rebuild`);
+// the manifests it could not read are listed.
+func (p *page) rebuildCatalog() {
+	var r api.CatalogRebuild
+	if _, err := p.api.call("rebuild-catalog", map[string]string{"repo": p.repo()}, nil, nil, &r); err != nil && r.Repository == "" {
+		p.fail(err)
+		return
+	}
+	p.fragment("repositories/rebuilt", rebuiltView{Repo: p.repo(), CatalogRebuild: r})
+}
+
+// rebuiltView is a rebuild's answer under its repository's name (the
+// answer names the repository by its ID).
+type rebuiltView struct {
+	Repo string
+	api.CatalogRebuild
+}

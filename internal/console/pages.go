@@ -85,6 +85,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/repositories/{repo}/repair", ops("repair"), (*page).repair},
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
+		{"POST /ui/repositories/{repo}/catalog/rebuild", ops("rebuild-catalog"), (*page).rebuildCatalog},
 
 		// The fleet's workers.
 		{"GET /ui/workers", pg("list-workers"), (*page).workers},
@@ -108,6 +109,7 @@ func (c *Console) routes() []route {
 		{"POST /ui/notifications/matchers/{name}/delete", ops("delete-notification-matcher"), (*page).deleteMatcher},
 
 		// The engine's settings (configuration objects).
+		{"GET /ui/upgrade", pg("check-upgrade"), (*page).upgradePage},
 		{"GET /ui/settings", pg(append(configOps(settingKinds, "list"), "get-effective-config")...), (*page).settings},
 
 		// Every configuration object the pages edit (page_config.go).

@@ -10,6 +10,5 @@ var Operations = []service.Operation{
 	{ID: "check-upgrade", Method: "CheckUpgrade",
 		Summary: "what this coffer would change on its catalog, and what of other versions shares it: pending migrations, lease holders, repository formats, deprecated keys (changes nothing)",
 		HTTP:    service.Get, Path: "/upgrade/check", Requires: service.Require(auth.SysAudit, auth.SystemPath),
-		NoConsole: "not in the console yet: `coffer upgrade check`",
-		Endpoint:  service.Returns(Ops.CheckUpgrade)},
+		Endpoint: service.Returns(Ops.CheckUpgrade)},
 }
