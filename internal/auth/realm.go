@@ -13,9 +13,10 @@ import (
 
 // Realms are the configured sign-in realms of a server (Options.Realms).
 type Realms struct {
-	list   []*realm
-	byName map[string]*realm
-	def    *realm
+	list    []*realm
+	byName  map[string]*realm
+	def     *realm
+	flowKey []byte // authenticates OIDC flow cookies
 }
 
 type realm struct {
@@ -30,7 +31,7 @@ func NewRealms(cs []RealmConfig) (*Realms, error) {
 	if err := CheckRealms(cs); err != nil {
 		return nil, err
 	}
-	rs := &Realms{byName: map[string]*realm{}}
+	rs := &Realms{byName: map[string]*realm{}, flowKey: newFlowKey()}
 	for _, c := range cs {
 		r := &realm{cfg: c}
 		if c.Type == RealmOIDC {
@@ -175,17 +176,15 @@ func (s *Service) checkRealmPassword(ctx context.Context, r *realm, name, passwo
 }
 
 // failRealmLogin audits a failed realm sign-in and returns what the
-// client is told: the cause for a mistake of the client's (a realm that
-// takes no password), errBadCredentials for any other refusal, and a
-// directory's failure as an internal error (the server logs it).
+// client is told: the refusal (a directory's is errBadCredentials,
+// whatever the cause), or a directory's or a provider's failure as an
+// internal error (the server logs it).
 func (s *Service) failRealmLogin(ctx context.Context, name, remote string, now time.Time, err error) error {
 	rec := s.loginAudit(ctx, s.store, "login", name, remote, now, err)
 	aerr := s.store.AppendAudit(ctx, []catalog.AuditRecord{rec})
 	switch {
 	case Class(err) == "internal" || aerr != nil:
 		return errors.Join(err, aerr)
-	case Class(err) == "unauthenticated":
-		return errBadCredentials
 	}
 	return err
 }

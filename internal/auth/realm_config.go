@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net/url"
 	"os"
@@ -25,6 +26,9 @@ type RealmConfig struct {
 	Default bool `yaml:"default"`
 	// Comment is shown on the sign-in page's button of an OIDC realm.
 	Comment string `yaml:"comment"`
+	// CAFile is a PEM file of the CAs trusted for the directory's or the
+	// provider's certificate (default: the system's).
+	CAFile string `yaml:"ca-file"`
 
 	LDAP LDAPConfig `yaml:",inline"`
 	OIDC OIDCConfig `yaml:",inline"`
@@ -32,6 +36,8 @@ type RealmConfig struct {
 	// Roles map the realm's groups (LDAP) or claim values (OIDC) to
 	// grants; a user given no grant by them cannot sign in.
 	Roles []RoleMapping `yaml:"roles"`
+
+	roots *x509.CertPool
 }
 
 // RoleMapping grants Role on Path (default /, and below it unless
@@ -64,21 +70,21 @@ func (c *RealmConfig) check() error {
 			"(%q is coffer's own users)", ErrInvalid, c.Name, LocalRealm)
 	}
 	var err error
+	if c.roots, err = readCAFile(c.CAFile); err != nil {
+		return fmt.Errorf("realm %s: %w", c.Name, err)
+	}
 	switch c.Type {
 	case RealmLDAP, RealmActiveDirectory:
 		if !reflect.ValueOf(c.OIDC).IsZero() {
 			return fmt.Errorf("%w: realm %s: issuer, client-id and the other OIDC keys are for type oidc", ErrInvalid, c.Name)
 		}
-		err = c.LDAP.check(c.Type == RealmActiveDirectory)
+		err = c.LDAP.check(c.Type == RealmActiveDirectory, c.roots)
 	case RealmOIDC:
 		if !reflect.ValueOf(c.LDAP).IsZero() {
 			return fmt.Errorf("%w: realm %s: url, bind-dn and the other LDAP keys are for types ldap and active-directory",
 				ErrInvalid, c.Name)
 		}
 		err = c.OIDC.check()
-		if err == nil {
-			err = fmt.Errorf("%w: type oidc is not available yet: use ldap or active-directory", ErrInvalid)
-		}
 	default:
 		err = fmt.Errorf("%w: type %q: want ldap, active-directory or oidc", ErrInvalid, c.Type)
 	}
@@ -135,6 +141,22 @@ func readSecret(key, inline, file string) (string, error) {
 		return "", fmt.Errorf("%w: %s-file: %v", ErrInvalid, key, err)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// readCAFile reads a PEM file of CAs (nil, the system's, without one).
+func readCAFile(path string) (*x509.CertPool, error) {
+	if path == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ca-file: %v", ErrInvalid, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%w: ca-file %s holds no PEM certificate", ErrInvalid, path)
+	}
+	return roots, nil
 }
 
 // checkURL parses a URL of one of schemes.

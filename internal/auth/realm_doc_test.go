@@ -34,8 +34,8 @@ func TestRealmsExampleParses(t *testing.T) {
 	types := map[string]bool{}
 	for i := range cs {
 		types[cs[i].Type] = true
-		if cs[i].LDAP.CAFile != "" {
-			cs[i].LDAP.CAFile = ca
+		if cs[i].CAFile != "" {
+			cs[i].CAFile = ca
 		}
 		if cs[i].LDAP.BindPasswordFile != "" {
 			cs[i].LDAP.BindPasswordFile = secret

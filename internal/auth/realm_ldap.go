@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +21,6 @@ type LDAPConfig struct {
 	// password never crosses the network in the clear.
 	URL      string `yaml:"url"`
 	StartTLS bool   `yaml:"start-tls"`
-	// CAFile is a PEM file of the CAs trusted for the directory's
-	// certificate (default: the system's).
-	CAFile string `yaml:"ca-file"`
 	// BindDN and its password (better in BindPasswordFile) are the
 	// service account that searches the directory.
 	BindDN           string `yaml:"bind-dn"`
@@ -60,7 +56,7 @@ type LDAPConfig struct {
 // userAccountControl.
 const adAccountDisabled = 0x2
 
-func (c *LDAPConfig) check(ad bool) error {
+func (c *LDAPConfig) check(ad bool, roots *x509.CertPool) error {
 	c.ad = ad
 	u, err := checkURL("url", c.URL, "ldaps", "ldap")
 	if err != nil {
@@ -96,17 +92,7 @@ func (c *LDAPConfig) check(ad bool) error {
 			return fmt.Errorf("%w: timeout %q: want a duration like 10s", ErrInvalid, c.Timeout)
 		}
 	}
-	c.tls = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return fmt.Errorf("%w: ca-file: %v", ErrInvalid, err)
-		}
-		c.tls.RootCAs = x509.NewCertPool()
-		if !c.tls.RootCAs.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("%w: ca-file %s holds no PEM certificate", ErrInvalid, c.CAFile)
-		}
-	}
+	c.tls = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12, RootCAs: roots}
 	return nil
 }
 
