@@ -27,6 +27,7 @@
 //	               {to: replica, after: nightly}]           # each run's points, once it ends
 //	      media-copy:                                         # to a media pool, in GFS media sets
 //	        - {library: tapes, pool: offsite, schedule: "0 5 * * *", media-sets: {daily: 6, weekly: 4, monthly: 12}}
+//	      catalog-export: {schedule: "30 0 * * *", keep: 14}  # the server's state into it (history: true adds the jobs')
 //
 // Every job's schedule takes timezone: (default: the server's zone; a
 // run in a skipped hour runs once at the jump, a repeated hour runs
@@ -127,6 +128,9 @@ type Repository struct {
 	// MediaCopy copies points to media pools of the configuration's
 	// media libraries (mediasets.go).
 	MediaCopy []MediaCopyJob `yaml:"media-copy"`
+	// CatalogExport exports the server's state into the repository
+	// (internal/catalog/catalogexport), so that a lost server comes back.
+	CatalogExport *CatalogExportJob `yaml:"catalog-export"`
 }
 
 // Common are the settings every job has.
@@ -180,6 +184,15 @@ type CopyJob struct {
 	After        string          `yaml:"after"`
 }
 
+// CatalogExportJob exports the server's catalog state into the
+// repository: with History the jobs' history too; then all but the Keep
+// newest exports are deleted (0: none).
+type CatalogExportJob struct {
+	Common  `yaml:",inline"`
+	History bool `yaml:"history"`
+	Keep    int  `yaml:"keep"`
+}
+
 // Decode reads the section strictly (an unknown key is an error naming
 // its line and the closest known key).
 func Decode(f *config.File) (*Config, error) {
@@ -224,6 +237,9 @@ type Job struct {
 	// verify-boot: the policy whose points it boots, and how
 	Policy string
 	Boot   policy.VerifyBoot
+	// catalog-export: the history too, and the exports kept
+	History     bool
+	KeepExports int
 }
 
 // Jobs resolves and checks the section against the rest of the
@@ -376,6 +392,17 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 					add("%s: forget: policy %s writes to repository %s, not %s", where, pn, repoOf(p), r.Repository)
 					ok = false
 				}
+			}
+			if ok {
+				jobs = append(jobs, j)
+			}
+		}
+		if x := r.CatalogExport; x != nil {
+			j, ok := job("catalog-export", "catalog-export", x.Common)
+			j.History, j.KeepExports = x.History, x.Keep
+			if x.Keep < 0 {
+				add("%s: catalog-export: keep %d: the number of exports kept (0: all)", where, x.Keep)
+				ok = false
 			}
 			if ok {
 				jobs = append(jobs, j)

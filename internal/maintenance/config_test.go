@@ -51,6 +51,7 @@ maintenance:
       verify: {schedule: "0 3 * * *", read-data-period: 7d, window: always}
       forget: {schedule: "0 1 * * *", policies: [nightly]}
       copy: [{to: offsite, schedule: "0 4 * * *", immutable-for: 30d}]
+      catalog-export: {schedule: "30 0 * * *", keep: 14, history: true}
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,10 @@ maintenance:
 	for _, j := range jobs {
 		names[j.Name] = j
 	}
-	if len(jobs) != 4 || names["main/gc"].Window == nil || names["main/verify"].Window != nil ||
+	if x := names["main/catalog-export"]; x.Kind != "catalog-export" || x.KeepExports != 14 || !x.History || x.Window == nil {
+		t.Fatalf("catalog-export job: %+v", x)
+	}
+	if len(jobs) != 5 || names["main/gc"].Window == nil || names["main/verify"].Window != nil ||
 		names["main/verify"].ReadDataPeriod != 7*24*time.Hour || names["main/copy:offsite"].ImmutableFor != 30*24*time.Hour ||
 		names["main/forget"].Policies[0] != "nightly" {
 		t.Fatalf("jobs: %+v", jobs)
@@ -93,6 +97,7 @@ maintenance:
     - repository: offsite
       window: early
       verify: {schedule: "0 * * * *", read-data-period: 1d}
+      catalog-export: {schedule: "@daily", keep: -1}
     - repository: elsewhere
       gc: {schedule: "@daily", window: day}
 `)
@@ -110,6 +115,7 @@ maintenance:
 		"forget: policy other has no retention", "a repository cannot be copied into itself", "copy: to is missing",
 		`unknown repository "elsewhere"`, `unknown window "day"`,
 		"its window keeps 20 of the 24 runs of each read-data-period from starting",
+		"catalog-export: keep -1",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error lacks %q:\n%v", want, err)

@@ -443,6 +443,9 @@ func (s Ops) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenanc
 		err = s.mediaCopyScheduled(ctx, j, r.Slot)
 	case "verify-boot":
 		err = s.verifyPolicyBoots(ctx, j, r.Slot)
+	case "catalog-export":
+		_, err = s.Invoke(ctx, "export-catalog", &api.ExportCatalogInput{RepoParam: api.RepoParam{Repo: j.Repository},
+			Body: api.ExportCatalogRequest{History: j.History, Keep: j.KeepExports, Reason: "schedule"}})
 	default:
 		err = fmt.Errorf("unknown maintenance job kind %q", j.Kind)
 	}
