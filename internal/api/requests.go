@@ -77,6 +77,7 @@ type RestoreVMRequest struct {
 	ColdBoot         bool   `json:"cold_boot,omitempty"`
 	OntoOriginal     bool   `json:"onto_original,omitempty"`
 	ConfirmOverwrite bool   `json:"confirm_overwrite,omitempty"`
+	Resume           bool   `json:"resume,omitempty" doc:"vSphere: finish a broken restore of this point into the VM called name, writing only what its journal lacks"`
 }
 
 // FilesExtractRequest extracts files into a directory under the restore

@@ -444,6 +444,19 @@ type MemoryWriter interface {
 	WriteMemory(ctx context.Context, src DiskSource) error
 }
 
+// ParallelWriter is a NewVM whose disks may be written at the same time
+// (it bounds the streams into each datastore itself).
+type ParallelWriter interface {
+	ParallelDisks() bool
+}
+
+// Resumer is a NewVM that journals its restore: after a failure it says
+// whether the half-restored VM should stay, so that the same restore
+// with NewVMOptions.Resume finishes it, rather than be deleted.
+type Resumer interface {
+	KeepForResume(err error) bool
+}
+
 // Completer is a NewVM with work left once its disks (and memory) are
 // written, before it can start: QEMU writes the script that starts it.
 type Completer interface {

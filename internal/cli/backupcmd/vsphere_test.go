@@ -94,6 +94,9 @@ func TestVSphereRestoreVM(t *testing.T) {
 	if out := e.Expect(command.ExitFailure, "restore", "vm", "latest", "--connection", "vc"); !strings.Contains(out, "exists") {
 		t.Fatalf("second restore under the same name: %s", out)
 	}
+	if out := e.Expect(command.ExitFailure, "restore", "vm", "latest", "--connection", "vc", "--name", "never-started", "--resume"); !strings.Contains(out, "no broken restore") {
+		t.Fatalf("--resume of a restore that never ran: %s", out)
+	}
 
 	damaged := bytes.Repeat([]byte{0xde}, int(orig.Size))
 	lab.WriteFlat(orig, damaged)

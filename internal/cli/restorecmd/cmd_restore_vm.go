@@ -35,6 +35,15 @@ backup back onto the original VM's disks; it needs
 running VM is never written. A VM this command created is deleted again if
 the restore fails.
 
+With a data-mover VM (options.data-mover-vm), each disk is attached to it
+and written in ranges: only the point's allocated data is sent (a thin
+disk stays thin), the VM's disks at once, several streams each, within
+limits.per-datastore. The pieces written are journalled; a write that
+breaks on the device resumes from the journal within the default retry
+policy, and when it still fails, or coffer was killed, the half-restored
+VM stays: the same command with --resume finishes it, sending only what
+was not written.
+
 libvirt (--connection NAME of kind libvirt): define a new domain from the
 recorded XML (new name, UUID and MACs) with its disks as new qcow2 or raw
 files in a storage pool (--datastore POOL, --format), or, with
@@ -51,7 +60,8 @@ started, dir, launch_script, qmp_socket, console, pid, memory_state,
 resumed_from_memory, warnings}.`,
 			`coffer restore vm latest --to /var/lib/images/web-1-copy --start
 coffer restore vm 3fa2c1d0 --connection vc1 --name web-1-test --datastore ds2
-coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-original`,
+coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-original
+coffer restore vm 3fa2c1d0 --connection vc1 --name web-1-test --resume`,
 			`0; 2 for a point without a recorded VM configuration, a VM name in use, or
 --onto-original without its confirmation; 7 for an unknown point.`),
 		Args: cobra.ExactArgs(1),
@@ -90,6 +100,12 @@ coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-origin
 			})
 		},
 	}
+	restoreVMFlags(cmd, &in)
+	command.WorkerFlag(cmd.Flags(), &in.WorkerParam)
+	return command.RemoteToo(command.Op(cmd, "restore-vm"))
+}
+
+func restoreVMFlags(cmd *cobra.Command, in *api.RestoreVMInput) {
 	f, b := cmd.Flags(), &in.Body
 	f.StringVar(&b.Dir, "to", "", "directory for the new VM's disks, sockets and launch script (required)")
 	f.StringVar(&b.Name, "name", "", "the new VM's name (default: the original's name + \"-restored\")")
@@ -100,6 +116,5 @@ coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-origin
 	f.StringVar(&b.Datastore, "datastore", "", "with --connection: datastore (libvirt: storage pool) for the new VM's files (default: as recorded)")
 	f.BoolVar(&b.OntoOriginal, "onto-original", false, "with --connection: write the backup onto the original VM's disks instead of a new VM")
 	f.BoolVar(&b.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
-	command.WorkerFlag(f, &in.WorkerParam)
-	return command.RemoteToo(command.Op(cmd, "restore-vm"))
+	f.BoolVar(&b.Resume, "resume", false, "vSphere: finish a broken restore of this point into the VM --name names")
 }

@@ -301,3 +301,44 @@ func TestRangedRestoreResumesAfterABreak(t *testing.T) {
 		t.Fatalf("sent %+v for %d bytes of data: a resumed piece was sent twice", st, data)
 	}
 }
+
+// TestRangedRestoreResumesWithResume: a break the retries do not cover
+// leaves the half-restored VM and its journal (KeepForResume); the same
+// restore with Resume takes that VM up again, sends only the pieces not
+// done, and the disks end bit-identical.
+func TestRangedRestoreResumesWithResume(t *testing.T) {
+	l := startRangedLab(t)
+	state := filepath.Join(t.TempDir(), "state")
+	c := l.connect(t, state, &writeDevices{})
+	broke := false
+	orig := newDeviceTarget
+	newDeviceTarget = func(f *os.File) ranged.Target {
+		if filepath.Base(f.Name()) == "vm-0000-restored_0-flat.vmdk" {
+			return breakingTarget{Target: orig(f), breakAt: ranged.PieceBytes, broke: &broke}
+		}
+		return orig(f)
+	}
+	t.Cleanup(func() { newDeviceTarget = orig })
+	o := hypervisor.NewVMOptions{Name: "vm-0000-restored", Streams: 1}
+	first, err := l.restore(t, c, o)
+	if err == nil || !first.KeepForResume(err) {
+		t.Fatalf("the broken restore: %v; kept for resume: %v", err, err != nil && first.KeepForResume(err))
+	}
+	sent := first.RestoreStats().Written
+	o.Resume = true
+	nv, err := l.restore(t, c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nv.ref != first.ref {
+		t.Fatalf("resumed into %s, not the broken restore's VM %s", nv.ref.Value, first.ref.Value)
+	}
+	l.check(t, nv, state)
+	st, data := nv.RestoreStats(), pointData(t, l)
+	if st.Resumed != sent || sent+st.Written != data {
+		t.Fatalf("first run sent %d, the resumed run %+v, for %d bytes of data", sent, st, data)
+	}
+	if _, err := l.restore(t, c, o); err == nil {
+		t.Fatal("a finished restore resumed again")
+	}
+}

@@ -100,6 +100,12 @@ func (v *newVM) writeRanged(ctx context.Context, rw rangedWriter, loc DiskLocati
 	return nil
 }
 
+// KeepForResume implements hypervisor.Resumer: a new VM whose disks
+// broke on the device or the reconfiguration stays, journalled.
+func (v *newVM) KeepForResume(err error) bool {
+	return !v.original && v.journal != "" && ranged.IsBreak(err)
+}
+
 // Complete implements hypervisor.Completer: every disk is written, so
 // the journal that would resume the restore goes.
 func (v *newVM) Complete(context.Context) error {

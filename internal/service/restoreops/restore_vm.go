@@ -7,11 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/job"
+	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/restore"
 	"github.com/coffer-backup/coffer/internal/restore/qcow2"
@@ -79,6 +83,9 @@ func (s Ops) vmRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hyperv
 	}
 	opts = hypervisor.NewVMOptions{Name: name, DiskFormat: in.Format}
 	if in.Connection == "" {
+		if in.Resume {
+			return nil, opts, nil, service.Invalidf("--resume takes up a broken restore through a connection (vSphere); a QEMU restore into a directory starts again")
+		}
 		if in.OntoOriginal {
 			// A QEMU VM's disks are files its command line names: the
 			// original's are restored with restore-disk --overwrite, never
@@ -118,8 +125,18 @@ func (s Ops) vmRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hyperv
 		conns.Close()
 		return nil, opts, nil, service.Invalidf("connection %s (%s) cannot create VMs", in.Connection, c.Kind())
 	}
+	if in.Resume && c.Kind() != "vsphere" {
+		conns.Close()
+		return nil, opts, nil, service.Invalidf("--resume takes up a broken vSphere restore; a %s restore starts again", c.Kind())
+	}
 	// DiskFormat: libvirt writes qcow2 or raw files; vSphere ignores it.
 	opts.Datastore, opts.ReplaceExisting = in.Datastore, in.OntoOriginal
+	opts.Point, opts.Resume = snap.ID.String(), in.Resume
+	// A connector writing disks in ranges keeps to the datastore limit,
+	// and takes up a broken write again as backups retry a VM.
+	opts.PerDatastore = pc.Limits.WithDefaults().PerDatastore
+	rt := policy.Retries{}.WithDefaults()
+	opts.Retries = hypervisor.RetryPolicy{Attempts: rt.Attempts, Backoff: rt.Backoff, MaxBackoff: rt.MaxBackoff}
 	return restorer, opts, conns.Close, nil
 }
 
@@ -149,6 +166,10 @@ func (s Ops) restoreVM(ctx context.Context, t service.Job, pt *service.OpenedPoi
 		OntoOriginal: in.OntoOriginal, Disks: []string{}, Warnings: []string{}}
 	local, _ := nv.(localVM)
 	if err := s.writeVM(ctx, t, pt, nv, local, res); err != nil {
+		if k, ok := nv.(hypervisor.Resumer); ok && k.KeepForResume(err) {
+			t.Log(slog.LevelWarn, "the restore broke; the half-restored VM stays for --resume", "vm", res.VM, "err", err)
+			return nil, fmt.Errorf("%w (the half-restored VM %s stays: run the same restore with --resume to finish it, or delete the VM)", err, res.VM)
+		}
 		// Abort deletes a VM this operation created; on the original it
 		// only releases what the restore held.
 		if aerr := nv.Abort(context.WithoutCancel(ctx)); aerr != nil {
@@ -185,41 +206,61 @@ func (s Ops) restoreVM(ctx context.Context, t service.Job, pt *service.OpenedPoi
 }
 
 // writeVM writes every disk of the point (and its memory state, where the
-// new VM takes it) into the new VM, and completes it.
+// new VM takes it) into the new VM, and completes it. A VM that writes
+// disks in parallel (hypervisor.ParallelWriter) gets them all at once.
 func (s Ops) writeVM(ctx context.Context, t service.Job, pt *service.OpenedPoint, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
-	logged := 0 // route lines already in the task log
+	var disks []repo.Disk
 	for _, d := range pt.Point.Disks {
-		if d.Kind == hypervisor.KindMemory {
-			mw, ok := nv.(hypervisor.MemoryWriter)
-			if !ok {
-				res.Warnings = append(res.Warnings, "the point holds the VM's memory state; this connection restores disks only, so the VM boots")
-				continue
-			}
-			src, err := s.openPointDisk(ctx, pt, d)
-			if err == nil {
-				err = mw.WriteMemory(ctx, src)
-			}
-			if err != nil {
-				return fmt.Errorf("memory state: %w", err)
-			}
+		if d.Kind != hypervisor.KindMemory {
+			disks = append(disks, d)
+			continue
+		}
+		mw, ok := nv.(hypervisor.MemoryWriter)
+		if !ok {
+			res.Warnings = append(res.Warnings, "the point holds the VM's memory state; this connection restores disks only, so the VM boots")
 			continue
 		}
 		src, err := s.openPointDisk(ctx, pt, d)
+		if err == nil {
+			err = mw.WriteMemory(ctx, src)
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("memory state: %w", err)
 		}
-		disk := d.Name
-		if local != nil {
-			disk = d.Key
-			t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s", d.Name, d.Size, local.DiskPath(d.Key)))
-		} else {
-			t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
-		}
-		err = nv.WriteDisk(ctx, d.Key, src)
-		logged = logRoutes(t, nv, logged)
-		if err != nil {
-			return fmt.Errorf("disk %s: %w", disk, err)
-		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	if p, ok := nv.(hypervisor.ParallelWriter); !ok || !p.ParallelDisks() {
+		g.SetLimit(1)
+	}
+	var mu sync.Mutex // the task log's route lines
+	logged := 0       // route lines already in the task log
+	for _, d := range disks {
+		g.Go(func() error {
+			src, err := s.openPointDisk(gctx, pt, d)
+			if err != nil {
+				return err
+			}
+			disk := d.Name
+			if local != nil {
+				disk = d.Key
+				t.Log(slog.LevelInfo, fmt.Sprintf("restoring disk %s (%d bytes) to %s", d.Name, d.Size, local.DiskPath(d.Key)))
+			} else {
+				t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
+			}
+			err = nv.WriteDisk(gctx, d.Key, src)
+			mu.Lock()
+			logged = logRoutes(t, nv, logged)
+			mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("disk %s: %w", disk, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, d := range disks {
 		res.Disks = append(res.Disks, d.Name)
 	}
 	if c, ok := nv.(hypervisor.Completer); ok {
