@@ -65,17 +65,7 @@ func (l Limiter) WaitN(ctx context.Context, n int) error {
 // Task combines the total bucket with a new per-task bucket; nil
 // when neither limits anything.
 func Task(total *rate.Limiter, perTask policy.ByteRate) backup.RateLimiter {
-	var l Limiter
-	if total != nil {
-		l = append(l, total)
-	}
-	if b := newBucket(perTask); b != nil {
-		l = append(l, b)
-	}
-	if len(l) == 0 {
-		return nil
-	}
-	return l
+	return task(total, perTask, false)
 }
 
 // Shared is Task for a task whose rate is its share of a rate that tasks
@@ -83,12 +73,18 @@ func Task(total *rate.Limiter, perTask policy.ByteRate) backup.RateLimiter {
 // starts empty, so that tasks starting at once do not each read a burst
 // beyond their share, and their reads add up to at most the rate.
 func Shared(total *rate.Limiter, perTask policy.ByteRate) backup.RateLimiter {
+	return task(total, perTask, true)
+}
+
+func task(total *rate.Limiter, perTask policy.ByteRate, empty bool) backup.RateLimiter {
 	var l Limiter
 	if total != nil {
 		l = append(l, total)
 	}
 	if b := newBucket(perTask); b != nil {
-		b.AllowN(time.Now(), b.Burst())
+		if empty {
+			b.AllowN(time.Now(), b.Burst())
+		}
 		l = append(l, b)
 	}
 	if len(l) == 0 {
