@@ -6,6 +6,7 @@
 //	go run ./bench/vsphere                                   # the published experiment's shape
 //	go run ./bench/vsphere -concurrency 64,256 -c1-vms ""     # only the fast levels
 //	go run ./bench/vsphere -concurrency "" -c1-vms ""         # only the inventory listing
+//	go run ./bench/vsphere -restore-disk 1GiB                # a VM restore: today's path against the ranged one (restore.go)
 //	go run ./bench/vsphere -plan 200 -concurrency 8,32,256 -inventory-runs 0 -c1-vms ""  # the planner's predictions against the runs (plan.go)
 //
 // Before the backups, the connector's Inventory of the whole fleet is timed
@@ -90,6 +91,7 @@ func main() {
 	flag.IntVar(&po.Runs, "plan-runs", 1, "with -plan: runs of the whole fleet at each -concurrency, each predicted before it starts")
 	flag.BoolVar(&po.Learn, "plan-learn", true, "with -plan: the fleet's runs join the policy's history, as the catalog's real runs do (false: every run predicted from the calibration alone)")
 	flag.StringVar(&po.RecordFile, "plan-record", "", "with -plan: file keeping the planner's record (measured ÷ P50 of each run) between invocations")
+	restoreDisk := flag.String("restore-disk", "", "instead of the fleet: restore a 2-disk VM with disks of this size through today's path and the ranged one (restore.go), e.g. 1GiB")
 	flag.Parse()
 	// vcsim logs every call of a method it lacks (QueryChangedDiskAreas,
 	// once per backed-up VM here): keep the output readable.
@@ -98,6 +100,10 @@ func main() {
 	po.Levels, po.VMs, po.Concurrency, po.Policy = benchutil.Ints(levels), o.vms, o.concurrency, "bench"
 	o.diskSize, o.data = benchutil.Size(disk), benchutil.Size(data)
 	ctx := context.Background()
+	if *restoreDisk != "" {
+		restoreBench(ctx, benchutil.Size(*restoreDisk))
+		return
+	}
 
 	start := time.Now()
 	f := newFleet(ctx, o)

@@ -84,9 +84,11 @@ type Config struct {
 	// account VMware Tools runs guest hooks as (guestops.go).
 	GuestUser, GuestPassword, GuestPasswordFile string
 	// DataMoverVM names the VM coffer itself runs in: the hot-add
-	// transport (hotadd.go) attaches the snapshot's disks to it.
-	DataMoverVM string
-	Log         *slog.Logger
+	// transport (hotadd.go) attaches the snapshot's disks to it, and
+	// MoverDevices finds them in its OS (default LinuxDevices).
+	DataMoverVM  string
+	MoverDevices DeviceFinder
+	Log          *slog.Logger
 }
 
 // DefaultTimeouts suit large, busy datastores: creating a snapshot of a VM

@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -61,7 +62,7 @@ type DeviceFinder interface {
 }
 
 func newHotAdd(c *Connector, writer DiskWriter) *HotAdd {
-	return &HotAdd{c: c, writer: writer, Devices: LinuxDevices{}}
+	return &HotAdd{c: c, writer: writer, Devices: cmp.Or[DeviceFinder](c.cfg.MoverDevices, LinuxDevices{})}
 }
 
 func (h *HotAdd) Name() string { return "hot-add" }

@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -12,12 +13,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/ranged"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/restoredevs"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/vmconfig"
-)
-
-// Defaults of a ranged restore's streams.
-const (
-	defaultDiskStreams  = 4
-	defaultPerDatastore = 8
 )
 
 // mapDisks finds, for each recorded disk, the disk of the new VM built
@@ -51,20 +46,11 @@ func (v *newVM) mapDisks(cfg hypervisor.VMConfig, vm mo.VirtualMachine, ds strin
 // transport can: its journal, the streams per disk and per datastore,
 // and the retries.
 func (v *newVM) ranged(o hypervisor.NewVMOptions) {
-	streams, perDS := o.Streams, o.PerDatastore
-	if streams <= 0 {
-		streams = defaultDiskStreams
-	}
-	if perDS <= 0 {
-		perDS = defaultPerDatastore
-	}
 	v.journal = ranged.Dir(v.c.cfg.StateDir, v.ref.Value)
-	v.job = rangedJob{dir: v.journal, fresh: !v.original, streams: streams, retries: o.Retries, log: v.c.log}
+	v.job = rangedJob{dir: v.journal, fresh: !v.original, streams: cmp.Or(max(o.Streams, 0), ranged.DefaultStreams), retries: o.Retries, log: v.c.log}
 	v.slots = map[string]chan struct{}{}
 	for _, loc := range v.disks {
-		if v.slots[loc.Datastore] == nil {
-			v.slots[loc.Datastore] = make(chan struct{}, perDS)
-		}
+		v.slots[loc.Datastore] = make(chan struct{}, cmp.Or(max(o.PerDatastore, 0), ranged.DefaultPerDatastore))
 	}
 }
 

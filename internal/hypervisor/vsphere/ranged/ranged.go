@@ -30,6 +30,10 @@ const (
 	commitBytes = 64 << 20
 	// writeBuffer is what one stream holds in memory at a time.
 	writeBuffer = 1 << 20
+	// DefaultStreams write one disk at a time, and DefaultPerDatastore
+	// into one datastore, unless the caller says otherwise.
+	DefaultStreams      = 4
+	DefaultPerDatastore = 8
 )
 
 // Target is the disk a ranged restore fills.
