@@ -11,18 +11,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 )
 
-// DefaultRPO is the lag a replication without an rpo may reach before
-// its standbys count as lagging (and CofferReplicaLagging fires).
-const DefaultRPO = time.Hour
-
-// RPO is a replication's objective.
-func RPO(r policy.Replication) time.Duration {
-	if r.RPO > 0 {
-		return time.Duration(r.RPO)
-	}
-	return DefaultRPO
-}
-
 // Replicas lists the standbys the catalog records, by replication and
 // VM, each with its lag behind now: a catalog that keeps none (a face
 // without one) lists none.
@@ -51,7 +39,7 @@ func (s Ops) Replicas(ctx context.Context, in *api.ListReplicasInput) ([]api.Rep
 			continue
 		}
 		repl, _ := cfg.Replication(row.Replication)
-		out = append(out, Doc(row, RPO(repl), now))
+		out = append(out, Doc(row, repl.RPOOrDefault(), now))
 	}
 	return out, nil
 }
