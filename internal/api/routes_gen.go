@@ -165,4 +165,6 @@ var Routes = map[string]Route{
 	"remove-acl":                       {Method: "POST", Path: "/access/acl/remove"},
 	"query-audit":                      {Method: "GET", Path: "/audit"},
 	"check-upgrade":                    {Method: "GET", Path: "/upgrade/check"},
+	"list-replicas":                    {Method: "GET", Path: "/replicas"},
+	"run-replication":                  {Method: "POST", Path: "/replications/{name}/run"},
 }

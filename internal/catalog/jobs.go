@@ -29,6 +29,7 @@ const (
 	KindBenchDevice   = "bench-device"
 	KindBenchPipeline = "bench-pipeline"
 	KindInventory     = "inventory-refresh" // a connection's VMs listed into the catalog
+	KindReplicate     = "replicate"         // a replication's standbys brought to their VMs' newest points
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or

@@ -26,6 +26,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/configcmd"
 	"github.com/coffer-backup/coffer/internal/cli/fleetcmd"
 	"github.com/coffer-backup/coffer/internal/cli/mediacmd"
+	"github.com/coffer-backup/coffer/internal/cli/replicacmd"
 	"github.com/coffer-backup/coffer/internal/cli/repocmd"
 	"github.com/coffer-backup/coffer/internal/cli/reposervercmd"
 	"github.com/coffer-backup/coffer/internal/cli/restorecmd"
@@ -157,7 +158,7 @@ func (a *app) commands() []*cobra.Command {
 	for _, domain := range []func(*command.App) []*cobra.Command{
 		repocmd.Commands, backupcmd.Commands, restorecmd.Commands, mediacmd.Commands,
 		fleetcmd.Commands, configcmd.Commands, servercmd.Commands, workercmd.Commands, reposervercmd.Commands,
-		upgradecmd.Commands,
+		upgradecmd.Commands, replicacmd.Commands,
 	} {
 		cmds = append(cmds, domain(a.App)...)
 	}

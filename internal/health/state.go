@@ -95,6 +95,9 @@ func readState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config, rep
 			st.RPO[p.Name] = time.Duration(p.RPO)
 		}
 	}
+	if st.Replicas, err = replicaState(ctx, cat, cfg); err != nil {
+		return st, nil, err
+	}
 	if st.NotificationsPending, st.NotificationsFailed, err = deliveryCounts(ctx, cat, now); err != nil {
 		return st, nil, err
 	}
@@ -133,4 +136,24 @@ func deliveryCounts(ctx context.Context, cat catalog.Notifications, now time.Tim
 	}
 	failed, err = count(catalog.DeliveryFilter{Status: catalog.DeliveryFailed, Since: now.Add(-24 * time.Hour)})
 	return pending, failed, err
+}
+
+// replicaState is every standby the catalog records, with its
+// replication's RPO (a replication no longer configured keeps the
+// default's, until its rows go).
+func replicaState(ctx context.Context, cat catalog.Catalog, cfg *policy.Config) ([]metrics.Replica, error) {
+	rs, ok := catalog.ReplicasOf(cat)
+	if !ok {
+		return nil, nil
+	}
+	rows, err := rs.ListReplicas(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("health: replicas: %w", err)
+	}
+	out := make([]metrics.Replica, 0, len(rows))
+	for _, r := range rows {
+		repl, _ := cfg.Replication(r.Replication)
+		out = append(out, metrics.Replica{Replication: r.Replication, VM: r.VM, SourceTime: r.SourceTime, RPO: repl.RPOOrDefault()})
+	}
+	return out, nil
 }

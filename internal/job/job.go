@@ -67,6 +67,7 @@ const (
 	KindMediaRestore = catalog.KindMediaRestore
 	KindMediaVerify  = catalog.KindMediaVerify
 	KindInventory    = catalog.KindInventory
+	KindReplicate    = catalog.KindReplicate
 )
 
 var (

@@ -63,6 +63,8 @@ type Metrics struct {
 	gcLast          *prometheus.GaugeVec
 	outsideRPO      *prometheus.GaugeVec
 	rpoSeconds      *prometheus.GaugeVec
+	replicaLag      *prometheus.GaugeVec
+	replicaRPO      *prometheus.GaugeVec
 	inventoryVMs    *prometheus.GaugeVec
 	leader          prometheus.Gauge
 	workers         atomic.Pointer[[]catalog.Worker] // SetWorkers; read at each scrape
@@ -132,6 +134,9 @@ func New() *Metrics {
 	m.outsideRPO = gauge("coffer_vms_outside_rpo",
 		"VMs of the inventory the policy selects whose newest good point is older than their RPO (the strictest rpo of the policies selecting them, 24h when none sets one); every policy has a series.", "policy")
 	m.rpoSeconds = gauge("coffer_policy_rpo_seconds", "The policy's recovery point objective, its rpo (only policies that set one).", "policy")
+	m.replicaLag = gauge("coffer_replica_lag_seconds",
+		"How far a standby a replication keeps lags behind its VM: the time since the instant of the backup point its newest restore point equals (+Inf before its first point), as of the monitor's last check.", "replication", "vm")
+	m.replicaRPO = gauge("coffer_replica_rpo_seconds", "A replication's recovery point objective: its rpo, an hour when it sets none.", "replication")
 	m.inventoryVMs = gauge("coffer_inventory_vms",
 		"VMs of the inventory by how they stand against their RPO: no-policy, no-point, outside-rpo, within-rpo (the console's protection summary).", "protection")
 	m.live.MustRegister(newWorkerCollector(&m.workers))

@@ -53,7 +53,8 @@ func withOneSampleEach() *Metrics {
 		PolicyLast: map[string]time.Time{"p": now}, Running: map[string]int{"gc": 1},
 		VerifyLast: map[string]time.Time{"r": now}, GCLast: map[string]time.Time{"r": now},
 		RPO: map[string]time.Duration{"p": time.Hour}, OutsideRPO: map[string]int{"p": 1}, VMs: map[string]int{"outside-rpo": 1},
-		NotificationsPending: map[string]int{"ops-mail": 1}, NotificationsFailed: map[string]int{"ops-mail": 1}})
+		NotificationsPending: map[string]int{"ops-mail": 1}, NotificationsFailed: map[string]int{"ops-mail": 1},
+		Replicas: []Replica{{Replication: "dr", VM: "v", SourceTime: now.Add(-time.Minute), RPO: time.Hour}}})
 	m.SetCatalogReachable(true)
 	m.SetCertificateExpiry(now.Add(90 * 24 * time.Hour))
 	m.SetRepository("r", RepositoryStats{StoredBytes: 1, CapacityBytes: 2, At: now, BootVerified: map[string]time.Time{"v": now}})

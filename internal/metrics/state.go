@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,16 @@ type State struct {
 	// NotificationsPending counts, by target, the deliveries waiting to
 	// be sent; NotificationsFailed those given up in the last 24 hours.
 	NotificationsPending, NotificationsFailed map[string]int
+	// Replicas are the standbys replications keep, each with the
+	// instant its newest point equals and its replication's RPO.
+	Replicas []Replica
+}
+
+// Replica is a standby as the catalog last recorded it.
+type Replica struct {
+	Replication, VM string
+	SourceTime      time.Time // zero: no point yet
+	RPO             time.Duration
 }
 
 // VMBackup is a VM's newest good point made by a policy.
@@ -70,6 +81,16 @@ func (m *Metrics) SetState(s State) {
 	m.inventoryVMs.Reset()
 	for standing, n := range s.VMs {
 		m.inventoryVMs.WithLabelValues(standing).Set(float64(n))
+	}
+	m.replicaLag.Reset()
+	m.replicaRPO.Reset()
+	for _, r := range s.Replicas {
+		m.replicaRPO.WithLabelValues(r.Replication).Set(r.RPO.Seconds())
+		lag := s.At.Sub(r.SourceTime).Seconds()
+		if r.SourceTime.IsZero() {
+			lag = math.Inf(1) // no point at all: as far behind as can be
+		}
+		m.replicaLag.WithLabelValues(r.Replication, r.VM).Set(lag)
 	}
 	setCounts(m.notifyPending, s.NotificationsPending)
 	setCounts(m.notifyFailed, s.NotificationsFailed)

@@ -94,6 +94,18 @@ type Connection struct {
 	Options yaml.Node `yaml:"options"`
 }
 
+// HostOption is the connection's host option (libvirt's, QEMU's): the
+// host its VMs are on, "" when it names none.
+func (c Connection) HostOption() string {
+	var o struct {
+		Host string `yaml:"host"`
+	}
+	if c.Options.Kind == 0 || c.Options.Decode(&o) != nil {
+		return ""
+	}
+	return o.Host
+}
+
 // DecodeOptions decodes the connector-specific options into v, refusing
 // keys v has no field for.
 func (c Connection) DecodeOptions(v any) error {

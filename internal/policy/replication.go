@@ -52,6 +52,18 @@ const DefaultReplicaKeep = 3
 // MaxReplicaKeep bounds the chain of overlays a standby reads through.
 const MaxReplicaKeep = 64
 
+// DefaultReplicaRPO is the lag a replication without an rpo may reach
+// before its standbys count as lagging (and CofferReplicaLagging fires).
+const DefaultReplicaRPO = time.Hour
+
+// RPOOrDefault is the replication's objective.
+func (r Replication) RPOOrDefault() time.Duration {
+	if r.RPO > 0 {
+		return time.Duration(r.RPO)
+	}
+	return DefaultReplicaRPO
+}
+
 // KeepOrDefault is the restore points each standby keeps.
 func (r Replication) KeepOrDefault() int {
 	if r.Keep == 0 {

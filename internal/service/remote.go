@@ -99,3 +99,8 @@ func jobRecordedElsewhere(ctx context.Context) bool {
 	b, _ := ctx.Value(recordedElsewhereKey{}).(bool)
 	return b
 }
+
+// JobRecordedElsewhere reports whether ctx is a worker's run of a
+// server's hand-off, whose outcome the server records (the catalog rows
+// beside the job too: a worker's role may not write them).
+func JobRecordedElsewhere(ctx context.Context) bool { return jobRecordedElsewhere(ctx) }

@@ -14,6 +14,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/jobops"
 	"github.com/coffer-backup/coffer/internal/service/mediaops"
 	"github.com/coffer-backup/coffer/internal/service/planops"
+	"github.com/coffer-backup/coffer/internal/service/replicaops"
 	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/restoreops"
 	"github.com/coffer-backup/coffer/internal/service/upgradeops"
@@ -34,6 +35,7 @@ var All = concat(
 	configops.Operations,
 	accessops.Operations,
 	upgradeops.Operations,
+	replicaops.Operations,
 )
 
 func concat(tables ...[]service.Operation) []service.Operation {

@@ -17,6 +17,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/jobops"
 	"github.com/coffer-backup/coffer/internal/service/mediaops"
 	"github.com/coffer-backup/coffer/internal/service/planops"
+	"github.com/coffer-backup/coffer/internal/service/replicaops"
 	"github.com/coffer-backup/coffer/internal/service/repoops"
 	"github.com/coffer-backup/coffer/internal/service/restoreops"
 	"github.com/coffer-backup/coffer/internal/service/upgradeops"
@@ -42,6 +43,7 @@ var domains = []struct {
 	{"configops", configops.Operations, reflect.TypeFor[configops.Ops]()},
 	{"accessops", accessops.Operations, reflect.TypeFor[accessops.Ops]()},
 	{"upgradeops", upgradeops.Operations, reflect.TypeFor[upgradeops.Ops]()},
+	{"replicaops", replicaops.Operations, reflect.TypeFor[replicaops.Ops]()},
 }
 
 // TestOperationsNameRealMethods: every operation names a method of its

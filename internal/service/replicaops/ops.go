@@ -1,0 +1,33 @@
+// Package replicaops runs the replications (internal/replica): a run
+// brings each standby of a replication to its VM's newest backup point, on
+// the worker of the DR host (or in this process without a fleet), and the
+// listing shows every standby with its restore points and its lag.
+//
+// Its operations are methods of Ops, the kernel's service (package
+// service) seen from this domain, and its table (operations.go) binds
+// each to its ID, route and access rules. It imports no other domain.
+package replicaops
+
+import (
+	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/service"
+)
+
+// Ops runs this domain's operations on a service.
+type Ops struct{ *service.Service }
+
+// onReplications is the ACL object of the replications: the system's,
+// as their configuration objects are (configops).
+const onReplications = auth.SystemPath + "/replications"
+
+// Operations are this domain's rows of the operation table.
+var Operations = []service.Operation{
+	{ID: "list-replicas", Method: "Replicas", Summary: "list the standbys replications keep on DR hosts: each one's restore points and its lag behind its VM (RPO)",
+		HTTP: service.Get, Path: "/replicas", Requires: service.Require(auth.SysAudit, onReplications),
+		NoConsole: "not in the console yet: `coffer replicas`",
+		Endpoint:  service.Returns(Ops.Replicas)},
+	{ID: "run-replication", Method: "RunReplication", Summary: "bring a replication's standbys to their VMs' newest backup points, on the DR host's worker",
+		HTTP: service.Post, Path: "/replications/{name}/run", Requires: service.Require(auth.SysModify, onReplications+"/{name}"),
+		NoConsole: "not in the console yet: `coffer replicas run NAME`",
+		Endpoint:  service.Returns(Ops.RunReplication)},
+}
