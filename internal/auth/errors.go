@@ -3,27 +3,21 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/autherr"
 	"time"
 )
 
-// The classes of access-control errors, named as the error classes of
+// The classes of access-control errors (package autherr, which the
+// identity providers share), named as the error classes of
 // docs/design/server.md: errors.Is(err, auth.ErrDenied) and so on. The
 // audit log records the class (Class), never the message.
 var (
-	// ErrUnauthenticated: no valid credentials (sign in, or a valid API
-	// token).
-	ErrUnauthenticated = errors.New("unauthenticated")
-	// ErrDenied: authenticated, but not allowed.
-	ErrDenied = errors.New("denied")
-	// ErrInvalid: bad input (a weak password, an unknown role...).
-	ErrInvalid = errors.New("invalid")
-	// ErrNotFound: no such user, token or ACL entry.
-	ErrNotFound = errors.New("not-found")
-	// ErrConflict: it exists already, or the change would leave nobody
-	// able to manage access.
-	ErrConflict = errors.New("conflict")
-	// ErrLocked: too many failed sign-ins; LockedError says until when.
-	ErrLocked = errors.New("locked")
+	ErrUnauthenticated = autherr.ErrUnauthenticated
+	ErrDenied          = autherr.ErrDenied
+	ErrInvalid         = autherr.ErrInvalid
+	ErrNotFound        = autherr.ErrNotFound
+	ErrConflict        = autherr.ErrConflict
+	ErrLocked          = autherr.ErrLocked
 )
 
 var classes = []error{ErrUnauthenticated, ErrDenied, ErrInvalid, ErrNotFound, ErrConflict, ErrLocked}
@@ -44,17 +38,7 @@ func Class(err error) string {
 }
 
 // errorf makes an error of class that reads as the message alone.
-func errorf(class error, format string, args ...any) error {
-	return &classed{class: class, msg: fmt.Sprintf(format, args...)}
-}
-
-type classed struct {
-	class error
-	msg   string
-}
-
-func (e *classed) Error() string { return e.msg }
-func (e *classed) Unwrap() error { return e.class }
+var errorf = autherr.Errorf
 
 // LockedError is returned for a sign-in attempted while failed attempts
 // lock the user or the remote address. It wraps ErrLocked.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/autherr"
 	"github.com/coffer-backup/coffer/internal/auth/passhash"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ type NewSession struct {
 // cause (unknown user, wrong password, disabled user, no password yet):
 // the message and the work done are the same, so neither tells whether a
 // user exists.
-var errBadCredentials = errorf(ErrUnauthenticated, "wrong user name or password")
+var errBadCredentials = autherr.BadCredentials
 
 // normalizeUserName is the name a sign-in looks up: names are stored in
 // lower case.

@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/idp"
 	"sort"
 	"strings"
 	"time"
@@ -75,7 +77,7 @@ func (s *Service) realm(name string) *realm {
 
 // RealmName is how a user's catalog realm is shown: "local" for coffer's
 // own users.
-func RealmName(catalogRealm string) string { return cmpOrString(catalogRealm, LocalRealm) }
+func RealmName(catalogRealm string) string { return cmp.Or(catalogRealm, LocalRealm) }
 
 // realmDetail is the audit detail of a sign-in through a realm.
 func realmDetail(name string) string { return "realm " + RealmName(name) }
@@ -161,18 +163,18 @@ func (s *Service) loginRealm(ctx context.Context, r *realm, name string, req Log
 	})
 }
 
-func (s *Service) checkRealmPassword(ctx context.Context, r *realm, name, password string) (realmIdentity, error) {
+func (s *Service) checkRealmPassword(ctx context.Context, r *realm, name, password string) (idp.Identity, error) {
 	if checkUserName(name) != nil {
-		return realmIdentity{}, errBadCredentials
+		return idp.Identity{}, errBadCredentials
 	}
 	switch r.cfg.Type {
 	case RealmLDAP, RealmActiveDirectory:
-		return r.cfg.LDAP.authenticate(ctx, r.cfg.Name, name, password)
+		return r.cfg.LDAP.Authenticate(ctx, r.cfg.Name, name, password)
 	case RealmOIDC:
-		return realmIdentity{}, errorf(ErrInvalid, "realm %s signs in through its identity provider: "+
+		return idp.Identity{}, errorf(ErrInvalid, "realm %s signs in through its identity provider: "+
 			"use its button on the sign-in page", r.cfg.Name)
 	}
-	return realmIdentity{}, errBadCredentials // a realm no longer configured
+	return idp.Identity{}, errBadCredentials // a realm no longer configured
 }
 
 // failRealmLogin audits a failed realm sign-in and returns what the
@@ -190,14 +192,14 @@ func (s *Service) failRealmLogin(ctx context.Context, name, remote string, now t
 }
 
 // grants are the ACL entries the realm's mappings give an identity.
-func (r *realm) grants(id realmIdentity) []catalog.ACLEntry {
+func (r *realm) grants(id idp.Identity) []catalog.ACLEntry {
 	seen := map[catalog.ACLEntry]bool{}
 	var out []catalog.ACLEntry
 	for _, m := range r.cfg.Roles {
 		for _, g := range id.Groups {
 			matched := m.Value == g
 			if r.cfg.Type != RealmOIDC {
-				matched = groupMatches(m.Group, g)
+				matched = idp.GroupMatches(m.Group, g)
 			}
 			e := catalog.ACLEntry{Path: m.Path, User: id.Name, Role: m.Role, Propagate: m.propagates()}
 			if matched && !seen[e] {

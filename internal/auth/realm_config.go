@@ -3,11 +3,9 @@ package auth
 import (
 	"crypto/x509"
 	"fmt"
-	"net/url"
-	"os"
+	"github.com/coffer-backup/coffer/internal/auth/idp"
 	"reflect"
 	"regexp"
-	"strings"
 )
 
 // RealmConfig is one entry of the configuration file's realms: section: a
@@ -30,7 +28,7 @@ type RealmConfig struct {
 	// provider's certificate (default: the system's).
 	CAFile string `yaml:"ca-file"`
 
-	LDAP LDAPConfig `yaml:",inline"`
+	LDAP idp.LDAP   `yaml:",inline"`
 	OIDC OIDCConfig `yaml:",inline"`
 
 	// Roles map the realm's groups (LDAP) or claim values (OIDC) to
@@ -70,7 +68,7 @@ func (c *RealmConfig) check() error {
 			"(%q is coffer's own users)", ErrInvalid, c.Name, LocalRealm)
 	}
 	var err error
-	if c.roots, err = readCAFile(c.CAFile); err != nil {
+	if c.roots, err = idp.ReadCAFile(c.CAFile); err != nil {
 		return fmt.Errorf("realm %s: %w", c.Name, err)
 	}
 	switch c.Type {
@@ -78,7 +76,7 @@ func (c *RealmConfig) check() error {
 		if !reflect.ValueOf(c.OIDC).IsZero() {
 			return fmt.Errorf("%w: realm %s: issuer, client-id and the other OIDC keys are for type oidc", ErrInvalid, c.Name)
 		}
-		err = c.LDAP.check(c.Type == RealmActiveDirectory, c.roots)
+		err = c.LDAP.Check(c.Type == RealmActiveDirectory, c.roots)
 	case RealmOIDC:
 		if !reflect.ValueOf(c.LDAP).IsZero() {
 			return fmt.Errorf("%w: realm %s: url, bind-dn and the other LDAP keys are for types ldap and active-directory",
@@ -126,51 +124,6 @@ func (m *RoleMapping) check(oidc bool) error {
 
 // propagates is whether the grant holds below its path too (default yes).
 func (m RoleMapping) propagates() bool { return m.Propagate == nil || *m.Propagate }
-
-// readSecret is a secret given in the file or, better, in a file of its
-// own (trailing newline dropped).
-func readSecret(key, inline, file string) (string, error) {
-	if inline != "" && file != "" {
-		return "", fmt.Errorf("%w: %s and %s-file exclude each other", ErrInvalid, key, key)
-	}
-	if file == "" {
-		return inline, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("%w: %s-file: %v", ErrInvalid, key, err)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
-}
-
-// readCAFile reads a PEM file of CAs (nil, the system's, without one).
-func readCAFile(path string) (*x509.CertPool, error) {
-	if path == "" {
-		return nil, nil
-	}
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: ca-file: %v", ErrInvalid, err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%w: ca-file %s holds no PEM certificate", ErrInvalid, path)
-	}
-	return roots, nil
-}
-
-// checkURL parses a URL of one of schemes.
-func checkURL(key, raw string, schemes ...string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err == nil && u.Host != "" {
-		for _, s := range schemes {
-			if u.Scheme == s {
-				return u, nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("%w: %s %q: want a URL like %s://host", ErrInvalid, key, raw, schemes[0])
-}
 
 // CheckRealms validates the realms: section (names unique, at most one
 // default) and reads the files it names. The server calls it at start, so

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"github.com/coffer-backup/coffer/internal/auth/idp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,7 +97,7 @@ func ldapRealm(t *testing.T, d *testutil.Slapd, name string, ldaps bool) RealmCo
 	t.Helper()
 	pw := filepath.Join(t.TempDir(), "bind.pw")
 	must(t, os.WriteFile(pw, []byte("svc-secret\n"), 0o600))
-	c := RealmConfig{Name: name, Type: RealmLDAP, CAFile: d.TLS.CA, LDAP: LDAPConfig{URL: d.URL, StartTLS: true,
+	c := RealmConfig{Name: name, Type: RealmLDAP, CAFile: d.TLS.CA, LDAP: idp.LDAP{URL: d.URL, StartTLS: true,
 		BindDN: "cn=coffer-svc,dc=coffer,dc=test", BindPasswordFile: pw, UserBase: "ou=people,dc=coffer,dc=test",
 		GroupBase: "ou=groups,dc=coffer,dc=test", DisabledFilter: "(employeeType=disabled)"},
 		Roles: []RoleMapping{

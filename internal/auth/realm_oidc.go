@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/idp"
 	"net"
 	"net/http"
 	"strings"
@@ -41,7 +43,7 @@ type OIDCConfig struct {
 }
 
 func (c *OIDCConfig) check() error {
-	u, err := checkURL("issuer", c.Issuer, "https", "http")
+	u, err := idp.CheckURL("issuer", c.Issuer, "https", "http")
 	if err != nil {
 		return err
 	}
@@ -51,14 +53,14 @@ func (c *OIDCConfig) check() error {
 	if c.ClientID == "" {
 		return fmt.Errorf("%w: client-id is required", ErrInvalid)
 	}
-	if c.secret, err = readSecret("client-secret", c.ClientSecret, c.ClientSecretFile); err != nil {
+	if c.secret, err = idp.ReadSecret("client-secret", c.ClientSecret, c.ClientSecretFile); err != nil {
 		return err
 	}
 	if len(c.Scopes) == 0 {
 		c.Scopes = []string{"profile", "email", "groups"}
 	}
-	c.UsernameClaim = cmpOrString(c.UsernameClaim, "preferred_username")
-	c.RolesClaim = cmpOrString(c.RolesClaim, "groups")
+	c.UsernameClaim = cmp.Or(c.UsernameClaim, "preferred_username")
+	c.RolesClaim = cmp.Or(c.RolesClaim, "groups")
 	return nil
 }
 
@@ -104,29 +106,29 @@ func (o *oidcRealm) oauth2(p *oidc.Provider, callback string) *oauth2.Config {
 
 // identity verifies the ID token of an exchange (signature, issuer,
 // audience, expiry, nonce) and reads the user's name and role values.
-func (o *oidcRealm) identity(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, nonce string) (realmIdentity, error) {
+func (o *oidcRealm) identity(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, nonce string) (idp.Identity, error) {
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return realmIdentity{}, errorf(ErrUnauthenticated, "the provider of realm %s sent no ID token", o.cfg.Name)
+		return idp.Identity{}, errorf(ErrUnauthenticated, "the provider of realm %s sent no ID token", o.cfg.Name)
 	}
 	idt, err := p.Verifier(&oidc.Config{ClientID: o.cfg.OIDC.ClientID}).Verify(o.ctx(ctx), raw)
 	if err != nil {
-		return realmIdentity{}, errorf(ErrUnauthenticated, "realm %s: the ID token is not valid: %v", o.cfg.Name, err)
+		return idp.Identity{}, errorf(ErrUnauthenticated, "realm %s: the ID token is not valid: %v", o.cfg.Name, err)
 	}
 	if idt.Nonce != nonce {
-		return realmIdentity{}, errorf(ErrUnauthenticated, "realm %s: the ID token is not for this sign-in (nonce)", o.cfg.Name)
+		return idp.Identity{}, errorf(ErrUnauthenticated, "realm %s: the ID token is not for this sign-in (nonce)", o.cfg.Name)
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return realmIdentity{}, errorf(ErrUnauthenticated, "realm %s: the ID token's claims: %v", o.cfg.Name, err)
+		return idp.Identity{}, errorf(ErrUnauthenticated, "realm %s: the ID token's claims: %v", o.cfg.Name, err)
 	}
 	name, _ := claims[o.cfg.OIDC.UsernameClaim].(string)
 	name = normalizeUserName(name)
 	if checkUserName(name) != nil {
-		return realmIdentity{}, errorf(ErrUnauthenticated, "realm %s: the ID token's %s %q is not a coffer user name "+
+		return idp.Identity{}, errorf(ErrUnauthenticated, "realm %s: the ID token's %s %q is not a coffer user name "+
 			"(lower-case letters, digits, '.', '_', '-'): choose another username-claim", o.cfg.Name, o.cfg.OIDC.UsernameClaim, name)
 	}
-	return realmIdentity{Name: name, Groups: claimValues(claims[o.cfg.OIDC.RolesClaim])}, nil
+	return idp.Identity{Name: name, Groups: claimValues(claims[o.cfg.OIDC.RolesClaim])}, nil
 }
 
 // claimValues reads a claim that is a string or a list of strings.

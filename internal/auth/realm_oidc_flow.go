@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/coffer-backup/coffer/internal/auth/idp"
 	"net/http"
 	"strings"
 	"time"
@@ -112,7 +113,7 @@ func (s *Service) FinishOIDC(ctx context.Context, ret OIDCReturn) (*NewSession, 
 // started here.
 var errOIDCReturn = errorf(ErrUnauthenticated, "this sign-in was not started here, or took too long: start again")
 
-func (s *Service) oidcIdentity(ctx context.Context, r *realm, ret OIDCReturn) (oidcFlow, realmIdentity, error) {
+func (s *Service) oidcIdentity(ctx context.Context, r *realm, ret OIDCReturn) (oidcFlow, idp.Identity, error) {
 	f, err := s.o.Realms.open(ret.Cookie)
 	q := func(k string) string {
 		if v := ret.Query[k]; len(v) > 0 {
@@ -123,23 +124,23 @@ func (s *Service) oidcIdentity(ctx context.Context, r *realm, ret OIDCReturn) (o
 	switch {
 	case err != nil || f.Realm != r.cfg.Name || s.now().Unix() > f.Expires ||
 		!hmac.Equal([]byte(f.State), []byte(q("state"))):
-		return f, realmIdentity{}, errOIDCReturn
+		return f, idp.Identity{}, errOIDCReturn
 	case q("error") != "":
-		return f, realmIdentity{}, errorf(ErrUnauthenticated, "the provider of realm %s refused the sign-in: %.200s %.200s",
+		return f, idp.Identity{}, errorf(ErrUnauthenticated, "the provider of realm %s refused the sign-in: %.200s %.200s",
 			r.cfg.Name, q("error"), q("error_description"))
 	}
 	p, err := r.oidc.provider(ctx)
 	if err != nil {
-		return f, realmIdentity{}, err
+		return f, idp.Identity{}, err
 	}
 	tok, err := r.oidc.oauth2(p, ret.Callback).Exchange(r.oidc.ctx(ctx), q("code"), oauth2.VerifierOption(f.Verifier))
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
-		return f, realmIdentity{}, errorf(ErrUnauthenticated, "realm %s: the provider refused the code: %.200s",
+		return f, idp.Identity{}, errorf(ErrUnauthenticated, "realm %s: the provider refused the code: %.200s",
 			r.cfg.Name, strings.TrimSpace(re.ErrorCode+" "+re.ErrorDescription))
 	}
 	if err != nil {
-		return f, realmIdentity{}, err
+		return f, idp.Identity{}, err
 	}
 	id, err := r.oidc.identity(ctx, p, tok, f.Nonce)
 	return f, id, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/idp"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
@@ -18,7 +19,7 @@ var errOtherRealm = errBadCredentials
 // the truth: a group left is a role lost), and opens a session, all in one
 // transaction with its audit record. settle runs in that transaction (the
 // throttle's bookkeeping of a successful attempt).
-func (s *Service) openRealmSession(ctx context.Context, r *realm, id realmIdentity, remote string,
+func (s *Service) openRealmSession(ctx context.Context, r *realm, id idp.Identity, remote string,
 	settle func(catalog.AccessTx) error) (*NewSession, error) {
 	ctx = withSignInRealm(ctx, r.cfg.Name)
 	now := s.now()

@@ -1,10 +1,16 @@
-package auth
+// Package idp holds the identity providers that coffer's sign-in realms
+// check credentials with (LDAP and Active Directory directories), and what
+// their configurations share. Which users and roles follow from an
+// identity is auth's business.
+package idp
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/auth/autherr"
 	"net"
 	"strconv"
 	"strings"
@@ -13,10 +19,10 @@ import (
 	"github.com/go-ldap/ldap/v3"
 )
 
-// LDAPConfig is an LDAP or Active Directory realm: coffer binds with a
+// LDAP is an LDAP or Active Directory realm: coffer binds with a
 // service account, finds the user's entry, refuses a disabled one, reads
 // its groups, then binds as the user with the password typed.
-type LDAPConfig struct {
+type LDAP struct {
 	// URL is ldaps://host[:636], or ldap://host[:389] with StartTLS: a
 	// password never crosses the network in the clear.
 	URL      string `yaml:"url"`
@@ -56,58 +62,44 @@ type LDAPConfig struct {
 // userAccountControl.
 const adAccountDisabled = 0x2
 
-func (c *LDAPConfig) check(ad bool, roots *x509.CertPool) error {
+func (c *LDAP) Check(ad bool, roots *x509.CertPool) error {
 	c.ad = ad
-	u, err := checkURL("url", c.URL, "ldaps", "ldap")
+	u, err := CheckURL("url", c.URL, "ldaps", "ldap")
 	if err != nil {
 		return err
 	}
 	if u.Scheme == "ldap" && !c.StartTLS {
 		return fmt.Errorf("%w: url %s is plain LDAP: use ldaps://, or set start-tls: true, so that passwords "+
-			"do not cross the network in the clear", ErrInvalid, c.URL)
+			"do not cross the network in the clear", autherr.ErrInvalid, c.URL)
 	}
 	if u.Scheme == "ldaps" && c.StartTLS {
-		return fmt.Errorf("%w: start-tls is for ldap:// URLs; ldaps:// is TLS already", ErrInvalid)
+		return fmt.Errorf("%w: start-tls is for ldap:// URLs; ldaps:// is TLS already", autherr.ErrInvalid)
 	}
 	if c.UserBase == "" || c.BindDN == "" {
-		return fmt.Errorf("%w: bind-dn and user-base are required", ErrInvalid)
+		return fmt.Errorf("%w: bind-dn and user-base are required", autherr.ErrInvalid)
 	}
-	if c.password, err = readSecret("bind-password", c.BindPassword, c.BindPasswordFile); err != nil {
+	if c.password, err = ReadSecret("bind-password", c.BindPassword, c.BindPasswordFile); err != nil {
 		return err
 	}
-	c.UserFilter = cmpOrString(c.UserFilter, map[bool]string{false: "(uid={user})", true: "(sAMAccountName={user})"}[ad])
-	c.GroupFilter = cmpOrString(c.GroupFilter,
+	c.UserFilter = cmp.Or(c.UserFilter, map[bool]string{false: "(uid={user})", true: "(sAMAccountName={user})"}[ad])
+	c.GroupFilter = cmp.Or(c.GroupFilter,
 		map[bool]string{false: "(|(member={dn})(uniqueMember={dn}))", true: "(member:1.2.840.113556.1.4.1941:={dn})"}[ad])
 	for key, f := range map[string]string{"user-filter": c.UserFilter, "group-filter": c.GroupFilter, "disabled-filter": c.DisabledFilter} {
 		if f == "" {
 			continue
 		}
 		if _, err := ldap.CompileFilter(strings.NewReplacer("{user}", "x", "{dn}", "x").Replace(f)); err != nil {
-			return fmt.Errorf("%w: %s %q: %v", ErrInvalid, key, f, err)
+			return fmt.Errorf("%w: %s %q: %v", autherr.ErrInvalid, key, f, err)
 		}
 	}
 	c.timeout = 10 * time.Second
 	if c.Timeout != "" {
 		if c.timeout, err = time.ParseDuration(c.Timeout); err != nil || c.timeout <= 0 {
-			return fmt.Errorf("%w: timeout %q: want a duration like 10s", ErrInvalid, c.Timeout)
+			return fmt.Errorf("%w: timeout %q: want a duration like 10s", autherr.ErrInvalid, c.Timeout)
 		}
 	}
 	c.tls = &tls.Config{ServerName: u.Hostname(), MinVersion: tls.VersionTLS12, RootCAs: roots}
 	return nil
-}
-
-func cmpOrString(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// realmIdentity is who a realm says signed in: the user's name, and the
-// groups (LDAP) or claim values (OIDC) its roles are mapped from.
-type realmIdentity struct {
-	Name   string
-	Groups []string
 }
 
 // errDirectory is a directory that could not be asked (down, refusing
@@ -117,43 +109,43 @@ func errDirectory(realm string, err error) error {
 	return fmt.Errorf("realm %s: the directory: %w", realm, err)
 }
 
-// authenticate checks name and password against the directory. A user
-// unknown, disabled or with a wrong password is errBadCredentials.
-func (c *LDAPConfig) authenticate(ctx context.Context, realm, name, password string) (realmIdentity, error) {
+// Authenticate checks name and password against the directory. A user
+// unknown, disabled or with a wrong password is autherr.BadCredentials.
+func (c *LDAP) Authenticate(ctx context.Context, realm, name, password string) (Identity, error) {
 	if password == "" {
 		// An empty password is an unauthenticated bind, which LDAP
 		// servers answer with success: never a sign-in.
-		return realmIdentity{}, errBadCredentials
+		return Identity{}, autherr.BadCredentials
 	}
 	conn, err := c.dial(ctx)
 	if err != nil {
-		return realmIdentity{}, errDirectory(realm, err)
+		return Identity{}, errDirectory(realm, err)
 	}
 	defer func() { _ = conn.Close() }()
 	if err := conn.Bind(c.BindDN, c.password); err != nil {
-		return realmIdentity{}, errDirectory(realm, fmt.Errorf("bind as %s: %w", c.BindDN, err))
+		return Identity{}, errDirectory(realm, fmt.Errorf("bind as %s: %w", c.BindDN, err))
 	}
 	entry, err := c.findUser(conn, name)
 	if err != nil {
-		return realmIdentity{}, errDirectory(realm, err)
+		return Identity{}, errDirectory(realm, err)
 	}
 	if entry == nil {
-		return realmIdentity{}, errBadCredentials
+		return Identity{}, autherr.BadCredentials
 	}
 	if disabled, err := c.disabled(conn, entry); err != nil || disabled {
-		return realmIdentity{}, cmpOrErr(err, errBadCredentials, realm)
+		return Identity{}, cmpOrErr(err, autherr.BadCredentials, realm)
 	}
 	groups, err := c.groups(conn, entry)
 	if err != nil {
-		return realmIdentity{}, errDirectory(realm, err)
+		return Identity{}, errDirectory(realm, err)
 	}
 	if err := conn.Bind(entry.DN, password); err != nil {
 		if ldap.IsErrorWithCode(err, ldap.LDAPResultInvalidCredentials) {
-			return realmIdentity{}, errBadCredentials
+			return Identity{}, autherr.BadCredentials
 		}
-		return realmIdentity{}, errDirectory(realm, fmt.Errorf("bind as the user: %w", err))
+		return Identity{}, errDirectory(realm, fmt.Errorf("bind as the user: %w", err))
 	}
-	return realmIdentity{Name: name, Groups: groups}, nil
+	return Identity{Name: name, Groups: groups}, nil
 }
 
 func cmpOrErr(err, otherwise error, realm string) error {
@@ -164,7 +156,7 @@ func cmpOrErr(err, otherwise error, realm string) error {
 }
 
 // dial connects over TLS (ldaps, or StartTLS before anything is sent).
-func (c *LDAPConfig) dial(ctx context.Context) (*ldap.Conn, error) {
+func (c *LDAP) dial(ctx context.Context) (*ldap.Conn, error) {
 	d := &net.Dialer{Timeout: c.timeout}
 	if dl, ok := ctx.Deadline(); ok {
 		d.Deadline = dl
@@ -185,7 +177,7 @@ func (c *LDAPConfig) dial(ctx context.Context) (*ldap.Conn, error) {
 
 // findUser returns the one entry of name, or nil when there is none. Two
 // entries are a directory to fix, not a sign-in to guess.
-func (c *LDAPConfig) findUser(conn *ldap.Conn, name string) (*ldap.Entry, error) {
+func (c *LDAP) findUser(conn *ldap.Conn, name string) (*ldap.Entry, error) {
 	filter := strings.ReplaceAll(c.UserFilter, "{user}", ldap.EscapeFilter(name))
 	res, err := conn.Search(ldap.NewSearchRequest(c.UserBase, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases, 2,
 		int(c.timeout.Seconds()), false, filter, []string{"memberOf", "userAccountControl"}, nil))
@@ -206,7 +198,7 @@ func (c *LDAPConfig) findUser(conn *ldap.Conn, name string) (*ldap.Entry, error)
 
 // disabled reports an account the directory has disabled: Active
 // Directory's ACCOUNTDISABLE bit, or an entry that DisabledFilter matches.
-func (c *LDAPConfig) disabled(conn *ldap.Conn, entry *ldap.Entry) (bool, error) {
+func (c *LDAP) disabled(conn *ldap.Conn, entry *ldap.Entry) (bool, error) {
 	if c.ad {
 		uac, err := strconv.ParseInt(entry.GetAttributeValue("userAccountControl"), 10, 64)
 		if err != nil {
@@ -229,7 +221,7 @@ func (c *LDAPConfig) disabled(conn *ldap.Conn, entry *ldap.Entry) (bool, error) 
 
 // groups are the DNs of the user's groups: its memberOf values and the
 // entries GroupFilter finds under GroupBase.
-func (c *LDAPConfig) groups(conn *ldap.Conn, entry *ldap.Entry) ([]string, error) {
+func (c *LDAP) groups(conn *ldap.Conn, entry *ldap.Entry) ([]string, error) {
 	groups := entry.GetAttributeValues("memberOf")
 	if c.GroupBase == "" {
 		return groups, nil
@@ -246,9 +238,9 @@ func (c *LDAPConfig) groups(conn *ldap.Conn, entry *ldap.Entry) ([]string, error
 	return groups, nil
 }
 
-// groupMatches reports whether a mapping's group (a DN, or a cn) names
+// GroupMatches reports whether a mapping's group (a DN, or a cn) names
 // the group of DN dn.
-func groupMatches(mapped, dn string) bool {
+func GroupMatches(mapped, dn string) bool {
 	want, err := ldap.ParseDN(mapped)
 	got, gerr := ldap.ParseDN(dn)
 	if gerr != nil {
