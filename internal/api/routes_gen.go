@@ -155,5 +155,11 @@ var Routes = map[string]Route{
 	"set-acl":                          {Method: "PUT", Path: "/access/acl"},
 	"remove-acl":                       {Method: "POST", Path: "/access/acl/remove"},
 	"query-audit":                      {Method: "GET", Path: "/audit"},
+	"second-factors":                   {Method: "GET", Path: "/access/users/{user}/second-factors"},
+	"enrol-totp":                       {Method: "POST", Path: "/access/users/{user}/totp"},
+	"confirm-totp":                     {Method: "POST", Path: "/access/users/{user}/totp/confirm"},
+	"remove-totp":                      {Method: "DELETE", Path: "/access/users/{user}/totp"},
+	"regenerate-recovery-codes":        {Method: "POST", Path: "/access/users/{user}/recovery-codes"},
+	"verify-second-factor":             {Method: "POST", Path: "/access/second-factor"},
 	"check-upgrade":                    {Method: "GET", Path: "/upgrade/check"},
 }

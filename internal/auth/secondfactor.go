@@ -33,7 +33,9 @@ var (
 // user: not the password's key, which a right password clears, so that
 // signing in again with a stolen password does not reset the count of
 // guessed codes.
-func factorThrottleKey(user string) string { return "factor:" + strings.TrimPrefix(userThrottleKey(user), "user:") }
+func factorThrottleKey(user string) string {
+	return "factor:" + strings.TrimPrefix(userThrottleKey(user), "user:")
+}
 
 func (s *Service) factorThrottleKeys(user, remote string) []throttleKey {
 	keys := s.throttleKeys(user, remote)
@@ -253,4 +255,14 @@ func notFoundUser(err error, user string) error {
 		return errorf(ErrNotFound, "user %s does not exist", user)
 	}
 	return err
+}
+
+// PendingError is the refusal of what a session waiting for its second
+// step (or its enrolment) may not do yet.
+func (s *Subject) PendingError() error {
+	if s.Pending == catalog.PendingEnrolment {
+		return errorf(ErrUnauthenticated, "%s must enrol a second factor before anything else: the console's Account page, "+
+			"or POST /access/users/%s/totp", s.User, s.User)
+	}
+	return errorf(ErrUnauthenticated, "finish signing in: send the code of your second factor (POST /access/second-factor)")
 }

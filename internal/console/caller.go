@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/console/inproc"
 )
 
 // caller sends a page's requests to the API in process, as the browser's
@@ -54,24 +54,24 @@ func (c *caller) callWith(op string, params map[string]string, query url.Values,
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := inproc.NewRecorder()
 	c.api.ServeHTTP(rec, req)
-	if rec.status == 0 {
-		rec.status = http.StatusOK
+	if rec.Status == 0 {
+		rec.Status = http.StatusOK
 	}
-	if rec.status >= 400 {
-		return rec.header, problemOf(rec.status, rec.body.Bytes())
+	if rec.Status >= 400 {
+		return rec.Header(), problemOf(rec.Status, rec.Body.Bytes())
 	}
-	if out != nil && rec.body.Len() > 0 {
-		if err := json.Unmarshal(rec.body.Bytes(), out); err != nil {
-			return rec.header, fmt.Errorf("%s answered a document the console cannot read: %w", op, err)
+	if out != nil && rec.Body.Len() > 0 {
+		if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
+			return rec.Header(), fmt.Errorf("%s answered a document the console cannot read: %w", op, err)
 		}
 	}
-	if class := rec.header.Get(api.ErrorClassHeader); class != "" {
-		msg, _ := url.PathUnescape(rec.header.Get(api.ErrorHeader))
-		return rec.header, &apiError{Status: rec.status, Class: api.Class(class), Detail: msg}
+	if class := rec.Header().Get(api.ErrorClassHeader); class != "" {
+		msg, _ := url.PathUnescape(rec.Header().Get(api.ErrorHeader))
+		return rec.Header(), &apiError{Status: rec.Status, Class: api.Class(class), Detail: msg}
 	}
-	return rec.header, nil
+	return rec.Header(), nil
 }
 
 // request builds the request of an operation the page declared.
@@ -132,42 +132,13 @@ func (c *caller) stream(op string, params map[string]string, query url.Values, h
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	ctx, cancel := context.WithCancel(req.Context())
-	req = req.WithContext(ctx)
-	pr, pw := io.Pipe()
-	sw := &streamWriter{header: http.Header{}, pw: pw, started: make(chan struct{})}
-	go func() {
-		defer func() {
-			// A download the API ends halfway (http.ErrAbortHandler) or
-			// a panic must not end the process: the reader gets an
-			// error instead of a body that looks complete.
-			if v := recover(); v != nil {
-				_ = pw.CloseWithError(fmt.Errorf("%s ended halfway: %v", op, v))
-			}
-			sw.start()
-			_ = pw.Close()
-		}()
-		c.api.ServeHTTP(sw, req)
-	}()
-	<-sw.started
-	body := &streamBody{PipeReader: pr, cancel: cancel}
-	if sw.status >= 400 {
+	h, status, body := inproc.Stream(c.api, req, op)
+	if status >= 400 {
 		defer func() { _ = body.Close() }() // the error is in hand; this only stops the handler
-		b, _ := io.ReadAll(io.LimitReader(pr, 1<<20))
-		return sw.header, nil, problemOf(sw.status, b)
+		b, _ := io.ReadAll(io.LimitReader(body, 1<<20))
+		return h, nil, problemOf(status, b)
 	}
-	return sw.header, body, nil
-}
-
-// streamBody is a streamed answer's body: closing it cancels the call.
-type streamBody struct {
-	*io.PipeReader
-	cancel context.CancelFunc
-}
-
-func (b *streamBody) Close() error {
-	b.cancel()
-	return b.PipeReader.CloseWithError(io.ErrClosedPipe)
+	return h, body, nil
 }
 
 // events calls an operation that answers with server-sent events and
@@ -183,30 +154,7 @@ func (c *caller) events(op string, params map[string]string, query url.Values, l
 		return err
 	}
 	defer body.Close()
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var event, id string
-	var data bytes.Buffer
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if data.Len() > 0 {
-				if err := each(event, id, data.Bytes()); err != nil {
-					return err
-				}
-			}
-			event, id = "", ""
-			data.Reset()
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "id: "):
-			id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data: "):
-			data.WriteString(strings.TrimPrefix(line, "data: "))
-		}
-	}
-	return sc.Err()
+	return inproc.ReadEvents(body, each)
 }
 
 // problemOf reads a problem document.
@@ -235,61 +183,6 @@ func declares(ops []string, op string) bool {
 	}
 	return false
 }
-
-// recorder keeps an in-process answer.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
-}
-
-// streamWriter passes a streamed answer through a pipe as it is written.
-type streamWriter struct {
-	header  http.Header
-	status  int
-	pw      *io.PipeWriter
-	started chan struct{}
-	once    bool
-}
-
-func (s *streamWriter) start() {
-	if !s.once {
-		s.once = true
-		if s.status == 0 {
-			s.status = http.StatusOK
-		}
-		close(s.started)
-	}
-}
-
-func (s *streamWriter) Header() http.Header { return s.header }
-func (s *streamWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.start()
-}
-func (s *streamWriter) Write(b []byte) (int, error) {
-	s.start()
-	return s.pw.Write(b)
-}
-
-// Flush is what http.ResponseController asks for: the pipe passes every
-// write at once.
-func (s *streamWriter) Flush() {}
 
 // detached is the caller for an operation that outlives the browser's
 // request (a restore the browser follows on its task page): the same

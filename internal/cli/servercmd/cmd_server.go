@@ -12,6 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/metrics"
@@ -196,9 +197,9 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		return fmt.Errorf("open catalog %s: %w", catalogopen.Redact(a.CatalogLocation()), err)
 	}
 	defer cat.Close()
-	access, err := auth.New(cat, st.AuthOptions())
+	access, err := newAccess(cat, &st, stateDir)
 	if err != nil {
-		return command.Usagef("%v", err)
+		return err
 	}
 	bg := service.NewBackground(ctx)
 	// The collectors of /metrics, fed by the service's tasks, health
@@ -331,4 +332,24 @@ func pruneAccess(access *auth.Service, log interface{ Warn(string, ...any) }) se
 		},
 		Drain: func(context.Context) error { close(stop); <-done; return nil },
 	}
+}
+
+// newAccess is the server's access control over the catalog, with the
+// key that seals TOTP seeds in it: STATE/server/second-factor.key (0600),
+// made at the first start.
+func newAccess(cat catalog.Catalog, st *server.Settings, stateDir string) (*auth.Service, error) {
+	path := auth.SecondFactorKeyFile(stateDir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	o := st.AuthOptions()
+	var err error
+	if o.SecondFactorKey, err = auth.LoadSecondFactorKey(path); err != nil {
+		return nil, err
+	}
+	access, err := auth.New(cat, o)
+	if err != nil {
+		return nil, command.Usagef("%v", err)
+	}
+	return access, nil
 }
