@@ -22,6 +22,11 @@ type LoginRequest struct {
 type Session struct {
 	User      string    `json:"user"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Pending is what the session lacks before it may do anything: its
+	// second step ("second-factor": POST /access/second-factor with a
+	// code) or the enrolment of a second factor ("enrolment"); absent
+	// for a full session.
+	Pending string `json:"pending,omitempty" enum:"second-factor,enrolment"`
 }
 
 // Caller is who sends a request: a user, through a session or one of
@@ -29,6 +34,9 @@ type Session struct {
 type Caller struct {
 	User    string `json:"user"`
 	TokenID string `json:"token_id,omitempty"`
+	// Pending: the session still lacks its second step or an enrolment
+	// (as Session.Pending).
+	Pending string `json:"pending,omitempty" enum:"second-factor,enrolment"`
 }
 
 // SetupRequest uses a one-time setup link to choose a password.

@@ -256,3 +256,13 @@ func notFoundUser(err error, user string) error {
 	}
 	return err
 }
+
+// PendingError is the refusal of what a session waiting for its second
+// step (or its enrolment) may not do yet.
+func (s *Subject) PendingError() error {
+	if s.Pending == catalog.PendingEnrolment {
+		return errorf(ErrUnauthenticated, "%s must enrol a second factor before anything else: the console's Account page, "+
+			"or POST /access/users/%s/totp", s.User, s.User)
+	}
+	return errorf(ErrUnauthenticated, "finish signing in: send the code of your second factor (POST /access/second-factor)")
+}

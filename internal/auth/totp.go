@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
+	"image/png"
 	"time"
 
 	"github.com/pquerna/otp"
@@ -27,7 +29,13 @@ const totpSeedBytes = 20
 type TOTPEnrolment struct {
 	Secret string
 	URI    string
+	// QRCodePNG is URI as a QR code, a PNG image.
+	QRCodePNG []byte
 }
+
+// qrSize is the QR code's width and height in pixels: read at arm's
+// length by a phone's camera.
+const qrSize = 240
 
 // EnrolTOTP makes a new TOTP seed for user, waiting for ConfirmTOTP (an
 // earlier unconfirmed one is replaced). A user with a confirmed TOTP
@@ -68,7 +76,15 @@ func (s *Service) EnrolTOTP(ctx context.Context, actor *Subject, user, remote st
 	if err != nil {
 		return TOTPEnrolment{}, s.changeError(ctx, actor, op, object, remote, "user "+user, err)
 	}
-	return TOTPEnrolment{Secret: key.Secret(), URI: key.URL()}, nil
+	img, err := key.Image(qrSize, qrSize)
+	if err != nil {
+		return TOTPEnrolment{}, err
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return TOTPEnrolment{}, err
+	}
+	return TOTPEnrolment{Secret: key.Secret(), URI: key.URL(), QRCodePNG: buf.Bytes()}, nil
 }
 
 // ConfirmTOTP completes an enrolment with a code from the app, which

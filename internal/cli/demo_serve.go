@@ -47,6 +47,17 @@ policies:
   - {name: demo, connection: demo, snapshot: quiesced}
 `
 
+// demoServerConfig lets the demo's administrator sign in with the
+// password alone: a real server asks Admin and RepositoryAdmin users for a
+// second factor (server.require-second-factor), but the demo lives for
+// minutes on loopback, and asking a newcomer to set up a TOTP app before
+// the first page would stand between them and what the demo shows.
+const demoServerConfig = `# The demo's administrator signs in with the password alone: a real
+# server asks administrators for a second factor (docs/04-policies-and-server.md).
+server:
+  require-second-factor: []
+`
+
 // demoQMP is where the demo's guest listens for coffer's QMP connection.
 func (d demoPlace) demoQMP() string { return filepath.Join(d.dir, "vm", "qmp.sock") }
 
@@ -57,6 +68,7 @@ func (d demoPlace) prepare(withVM bool) error {
 	if withVM {
 		cfg = fmt.Sprintf(demoVMConfig, d.demoQMP())
 	}
+	cfg += demoServerConfig
 	if err := os.WriteFile(d.path("coffer.yaml"), []byte(cfg), 0o600); err != nil {
 		return err
 	}

@@ -25,7 +25,10 @@ type view struct {
 	Title string
 	Nav   string // the navigation entry to mark current
 	User  string
-	Data  any
+	// Pending: the session still lacks its second step or an enrolment,
+	// so the header offers no section (they would all refuse it).
+	Pending bool
+	Data    any
 }
 
 // htmx reports a request htmx sent for a fragment.

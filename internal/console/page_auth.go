@@ -16,6 +16,13 @@ type loginView struct {
 func (p *page) loginPage() {
 	q := p.r.URL.Query()
 	v := loginView{User: q.Get("user"), Next: q.Get("next")}
+	// A session the password opened goes on to its second step or its
+	// enrolment (every page sends a refused caller here).
+	var me api.Caller
+	if _, err := p.api.call("whoami", nil, nil, nil, &me); err == nil && me.Pending != "" {
+		p.afterPassword(me.Pending, v.Next)
+		return
+	}
 	if q.Has("signed-out") {
 		v.Message = "You are signed out."
 	}
@@ -27,7 +34,8 @@ func (p *page) loginPage() {
 func (p *page) login() {
 	f := p.form()
 	v := loginView{User: f.Get("user"), Next: f.Get("next")}
-	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: v.User, Password: f.Get("password")}, nil)
+	var sess api.Session
+	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: v.User, Password: f.Get("password")}, &sess)
 	if err != nil {
 		ae, _ := err.(*apiError)
 		status := http.StatusUnauthorized
@@ -44,7 +52,7 @@ func (p *page) login() {
 	for _, c := range h.Values("Set-Cookie") {
 		p.w.Header().Add("Set-Cookie", c)
 	}
-	http.Redirect(p.w, p.r, localTarget(v.Next), http.StatusSeeOther)
+	p.afterPassword(sess.Pending, v.Next)
 }
 
 // localTarget keeps a redirect inside the console: anything else (another
@@ -110,13 +118,14 @@ func (p *page) setup() {
 // type it again at once would only test their memory. False (the setup
 // page then links to the sign-in page) if the sign-in is refused.
 func (p *page) signInAfterSetup(user, password string) bool {
-	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: user, Password: password}, nil)
+	var sess api.Session
+	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: user, Password: password}, &sess)
 	if err != nil {
 		return false
 	}
 	for _, c := range h.Values("Set-Cookie") {
 		p.w.Header().Add("Set-Cookie", c)
 	}
-	http.Redirect(p.w, p.r, "/ui/", http.StatusSeeOther)
+	p.afterPassword(sess.Pending, "/ui/")
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/console/format"
 )
 
 // The dashboard: what an operator checks first thing in the morning.
@@ -118,7 +119,7 @@ func (p *page) partial(err error, problems *[]string, what string) bool {
 // service judges each VM against its RPO: protection-summary).
 func protectionOf(sum api.ProtectionSummary) protection {
 	return protection{Total: sum.Total, Recent: sum.WithinRPO, Stale: sum.OutsideRPO, NoPoint: sum.NoPoint,
-		Unprotected: sum.NoPolicy, Attention: sum.Attention, DefaultRPO: duration(sum.DefaultRPOSeconds), WithRPO: sum.PoliciesWithRPO}
+		Unprotected: sum.NoPolicy, Attention: sum.Attention, DefaultRPO: format.Duration(sum.DefaultRPOSeconds), WithRPO: sum.PoliciesWithRPO}
 }
 
 // repoUsage is the repository panel, loaded after the page (reading a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/console/format"
 )
 
 // Sequential media in the console: the libraries of the configuration
@@ -76,9 +77,9 @@ func volumeProtection(v api.MediaVolume, now time.Time) mediaVolumeView {
 	case v.ProtectedUntil.IsZero():
 		out.Protection, out.Expired = "no retention: may be relabelled", true
 	case v.ProtectedUntil.After(now):
-		out.Protection = "until " + when(v.ProtectedUntil) + " (" + duration(v.ProtectedUntil.Sub(now).Seconds()) + " left)"
+		out.Protection = "until " + format.When(v.ProtectedUntil) + " (" + format.Duration(v.ProtectedUntil.Sub(now).Seconds()) + " left)"
 	default:
-		out.Protection, out.Expired = "expired "+ago(v.ProtectedUntil)+": may be relabelled", true
+		out.Protection, out.Expired = "expired "+format.Ago(v.ProtectedUntil)+": may be relabelled", true
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/console/format"
 )
 
 // planView is a policy's predicted run (plan-policy) with the what-ifs
@@ -38,7 +39,7 @@ func capacityOf(c api.PlanCapacity) *capacityView {
 	for i, s := range c.Curve {
 		samples[i] = api.UsageSample{At: s.At, StoredBytes: s.SizeBytes}
 	}
-	v.Spark = sparkline(samples)
+	v.Spark = format.Sparkline(samples)
 	if c.SteadyAt != nil {
 		v.Steady = c.SteadyAt.Local().Format(time.DateOnly)
 	}

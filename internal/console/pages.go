@@ -19,8 +19,10 @@ func (c *Console) routes() []route {
 	pg := func(ids ...string) []string { return append(ids, "whoami") }
 	return []route{
 		// Signing in and out, and the first run.
-		{"GET /ui/login", ops("login"), (*page).loginPage},
+		{"GET /ui/login", ops("login", "whoami"), (*page).loginPage},
 		{"POST /ui/login", ops("login"), (*page).login},
+		{"GET /ui/login/second-factor", ops("verify-second-factor"), (*page).secondStepPage},
+		{"POST /ui/login/second-factor", ops("verify-second-factor"), (*page).secondStep},
 		{"POST /ui/logout", ops("logout"), (*page).logout},
 		{"GET /ui/setup", ops("complete-setup"), (*page).setupPage},
 		{"POST /ui/setup", ops("complete-setup", "login"), (*page).setup},
@@ -129,6 +131,13 @@ func (c *Console) routes() []route {
 		{"POST /ui/access/acl", ops("set-acl"), (*page).grant},
 		{"POST /ui/access/acl/remove", ops("remove-acl"), (*page).revokeGrant},
 		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},
+
+		// One's own account: second factors.
+		{"GET /ui/account", pg("second-factors"), (*page).account},
+		{"POST /ui/account/totp", ops("whoami", "second-factors", "enrol-totp"), (*page).enrolTOTP},
+		{"POST /ui/account/totp/confirm", ops("whoami", "second-factors", "confirm-totp"), (*page).confirmTOTP},
+		{"POST /ui/account/totp/remove", ops("whoami", "second-factors", "remove-totp"), (*page).removeTOTP},
+		{"POST /ui/account/recovery-codes", ops("whoami", "second-factors", "regenerate-recovery-codes"), (*page).regenerateCodes},
 	}
 }
 

@@ -6,15 +6,13 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
-	"math"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
+	"github.com/coffer-backup/coffer/internal/console/format"
 )
 
 //go:embed templates/*.html
@@ -69,91 +67,20 @@ func (t *templates) render(w io.Writer, name string, data any) error {
 
 var funcs = template.FuncMap{
 	"bytes":       config.HumanBytes,
-	"ago":         ago,
-	"dur":         duration,
-	"when":        when,
-	"pct":         percent,
-	"share":       shareOf,
-	"signed":      signedShare,
+	"ago":         format.Ago,
+	"dur":         format.Duration,
+	"when":        format.When,
+	"pct":         format.Percent,
+	"share":       format.Share,
+	"signed":      format.SignedShare,
 	"add":         func(a, b int) int { return a + b },
 	"esc":         url.PathEscape,
 	"short":       func(s string) string { return s[:min(len(s), 8)] },
 	"join":        strings.Join,
 	"split":       strings.Fields,
 	"dirname":     func(p string) string { return path.Dir(p) },
-	"status":      statusClass,
+	"status":      format.StatusClass,
 	"rate":        func(f float64) string { return config.HumanBytes(int64(f)) + "/s" },
 	"size":        func(f float64) string { return config.HumanBytes(int64(f)) },
 	"consistency": api.Consistency,
 }
-
-// ago says how long ago t was, in the largest unit that fits.
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	return duration(time.Since(t).Seconds()) + " ago"
-}
-
-// duration says a number of seconds briefly: 45s, 3m 12s, 2h 5m, 3d 4h.
-func duration(s float64) string {
-	if s < 0 || math.IsNaN(s) || math.IsInf(s, 0) {
-		return "—"
-	}
-	d := time.Duration(s * float64(time.Second)).Round(time.Second)
-	switch {
-	case s > 0 && d == 0:
-		return "under 1s" // not "0s": something took time
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour && d%time.Hour == 0:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
-	case d%(24*time.Hour) == 0:
-		return fmt.Sprintf("%dd", int(d.Hours())/24)
-	}
-	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
-}
-
-// when is a time as operators read it: local date and time to the second.
-func when(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	return t.Local().Format("2006-01-02 15:04:05")
-}
-
-func percent(done, total int64) int {
-	if total <= 0 {
-		return 0
-	}
-	return int(math.Min(100, float64(done)*100/float64(total)))
-}
-
-// statusClass is the CSS class of a job's status.
-func statusClass(s string) string {
-	switch s {
-	case "success":
-		return "ok"
-	case "failed":
-		return "bad"
-	case "partial", "cancelled":
-		return "warn"
-	}
-	return "busy"
-}
-
-// signedShare writes a signed fraction as a whole percentage with its
-// sign (+12%, -3%): a run's error against its prediction.
-func signedShare(f float64) string {
-	if math.Round(f*100) == 0 {
-		return "0%"
-	}
-	return fmt.Sprintf("%+.0f%%", f*100)
-}
-
-// shareOf writes a fraction (0 to 1) as a whole percentage.
-func shareOf(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" }

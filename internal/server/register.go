@@ -108,6 +108,10 @@ func (s *Server) guard(op *service.Operation) func(huma.Context, func(huma.Conte
 				refuse("", err)
 				return
 			}
+			if subject.Pending != "" && !op.DuringSignIn {
+				refuse("", subject.PendingError())
+				return
+			}
 			ctx = auth.WithSubject(ctx, subject)
 			// The tasks the operation starts are the caller's.
 			ctx = job.WithUser(ctx, job.User{Name: subject.User, Token: subject.TokenID})

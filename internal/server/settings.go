@@ -41,6 +41,9 @@ type Settings struct {
 	// API may back up (default: none, and backup-disk is refused).
 	RestoreDir string `yaml:"restore-dir"`
 	ImageDir   string `yaml:"image-dir"`
+	// RequireSecondFactor names the roles whose users must sign in with
+	// a second factor (absent: Admin and RepositoryAdmin; [] none).
+	RequireSecondFactor *[]string `yaml:"require-second-factor"`
 }
 
 // Defaults.
@@ -82,6 +85,9 @@ func (s *Settings) Check() error {
 	if idle > life {
 		return fmt.Errorf("server.session-idle %s is longer than server.session-lifetime %s", policy.Duration(idle), policy.Duration(life))
 	}
+	if _, err := s.secondFactorRoles(); err != nil {
+		return err
+	}
 	if s.DrainTimeout == 0 {
 		s.DrainTimeout = policy.Duration(DefaultDrainTimeout)
 	}
@@ -103,10 +109,29 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return d
 }
 
-// AuthOptions are the access control's options the settings set.
+// secondFactorRoles are the roles server.require-second-factor names.
+func (s *Settings) secondFactorRoles() ([]auth.Role, error) {
+	if s.RequireSecondFactor == nil {
+		return auth.DefaultRequireSecondFactor, nil
+	}
+	roles := []auth.Role{}
+	for _, name := range *s.RequireSecondFactor {
+		r, err := auth.ParseRole(name)
+		if err != nil {
+			return nil, fmt.Errorf("server.require-second-factor: %v", err)
+		}
+		roles = append(roles, r)
+	}
+	return roles, nil
+}
+
+// AuthOptions are the access control's options the settings set (Check
+// has refused unknown roles); the second-factor key comes from the state
+// directory.
 func (s *Settings) AuthOptions() auth.Options {
+	roles, _ := s.secondFactorRoles()
 	return auth.Options{SessionIdle: s.sessionIdle(), SessionLifetime: s.sessionLifetime(),
-		MaxTokenLifetime: time.Duration(s.MaxTokenLifetime)}
+		MaxTokenLifetime: time.Duration(s.MaxTokenLifetime), RequireSecondFactor: roles}
 }
 
 // URL is where the server is reached: PublicURL, or the listen address

@@ -38,6 +38,10 @@ type Operation struct {
 	// configuration objects': RecordsOwnAudit); the server records every
 	// other mutating operation.
 	AuditsItself bool
+	// DuringSignIn: a session still waiting for its second step (or sent
+	// to enrol a second factor) may call it; every other operation
+	// refuses such a session.
+	DuringSignIn bool
 	// Endpoint binds the operation to HTTP.
 	Endpoint Registrar
 	// MaxBodyBytes bounds the request body (0: 64 KiB).

@@ -98,6 +98,9 @@ type Config struct {
 	// Access is the access control the server shares with its
 	// middleware; nil opens one over the catalog for each operation.
 	Access *auth.Service
+	// AccessOptions are those of the access control opened without a
+	// server (the server.* settings: which roles need a second factor).
+	AccessOptions auth.Options
 	// PublicURL is the server's address as its users reach it
 	// (https://host:port), for the setup links it hands out.
 	PublicURL string

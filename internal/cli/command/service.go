@@ -63,8 +63,9 @@ func (a *App) ServiceConfig() (service.Config, error) {
 		WrapStore:     func(st store.Store) store.Store { return StoreHook(st) },
 		// The command line acts as the local administrator: whoever
 		// runs it here has the catalog and the repositories anyway.
-		Local:     true,
-		PublicURL: a.Server.URL(a.Server.Listen),
+		Local:         true,
+		PublicURL:     a.Server.URL(a.Server.Listen),
+		AccessOptions: a.Server.AuthOptions(),
 	}, nil
 }
 

@@ -197,7 +197,7 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		return fmt.Errorf("open catalog %s: %w", catalogopen.Redact(a.CatalogLocation()), err)
 	}
 	defer cat.Close()
-	access, err := a.accessControl(cat, st)
+	access, err := a.accessControl(cat, st, stateDir)
 	if err != nil {
 		return err
 	}
@@ -334,15 +334,24 @@ func pruneAccess(access *auth.Service, log interface{ Warn(string, ...any) }) se
 	}
 }
 
-// accessControl is the server's access control over its catalog, with
-// the sign-in realms of the configuration file.
-func (a *app) accessControl(cat catalog.Catalog, st server.Settings) (*auth.Service, error) {
-	opts := st.AuthOptions()
+// accessControl is the server's access control over its catalog: with
+// the sign-in realms of the configuration file, and the key that seals
+// TOTP seeds in the catalog, STATE/server/second-factor.key (0600), made
+// at the first start.
+func (a *app) accessControl(cat catalog.Catalog, st server.Settings, stateDir string) (*auth.Service, error) {
+	path := auth.SecondFactorKeyFile(stateDir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	o := st.AuthOptions()
 	var err error
-	if opts.Realms, err = auth.NewRealms(a.Realms); err != nil {
+	if o.SecondFactorKey, err = auth.LoadSecondFactorKey(path); err != nil {
+		return nil, err
+	}
+	if o.Realms, err = auth.NewRealms(a.Realms); err != nil {
 		return nil, command.Usagef("realms: %v", err)
 	}
-	access, err := auth.New(cat, opts)
+	access, err := auth.New(cat, o)
 	if err != nil {
 		return nil, command.Usagef("%v", err)
 	}

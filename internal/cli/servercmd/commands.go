@@ -1,5 +1,5 @@
 // Package servercmd holds the server and who may use it: server, user,
-// token, acl and audit. They share the first-run setup link (setupText).
+// token, acl, audit and account. They share the first-run setup link (setupText).
 package servercmd
 
 import (
@@ -15,5 +15,5 @@ type app struct{ *command.App }
 // Commands are the servercmd commands, for the root of the tree.
 func Commands(shared *command.App) []*cobra.Command {
 	a := &app{shared}
-	return []*cobra.Command{a.cmdServer(), a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit()}
+	return []*cobra.Command{a.cmdServer(), a.cmdUser(), a.cmdToken(), a.cmdACL(), a.cmdAudit(), a.cmdAccount()}
 }

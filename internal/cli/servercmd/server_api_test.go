@@ -33,7 +33,7 @@ import (
 // refused; a restart keeps the certificate and prints no new link.
 func TestServerFirstRunAndTLS(t *testing.T) {
 	e := clitest.NewEnv(t)
-	e.Must("init")
+	initPasswordOnly(e) // the session makes a token at once
 	s := e.StartServer()
 	if s.SetupToken == "" || !strings.Contains(s.Log(), "made now") {
 		t.Fatalf("the first start printed no setup link or made no certificate:\n%s", s.Log())

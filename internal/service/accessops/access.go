@@ -29,7 +29,7 @@ func (s Ops) withAccess(ctx context.Context, fn func(*auth.Service) error) error
 		return err
 	}
 	defer c.Close()
-	a, err := auth.New(c, auth.Options{})
+	a, err := auth.New(c, s.Config.AccessOptions)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s Ops) WhoAmI(ctx context.Context, _ *api.WhoAmIInput) (*api.Caller, error
 	if a == nil {
 		return nil, api.Errorf(api.Unauthenticated, "nobody is signed in: sign in, or send an API token")
 	}
-	return &api.Caller{User: a.User, TokenID: a.TokenID}, nil
+	return &api.Caller{User: a.User, TokenID: a.TokenID, Pending: a.Pending}, nil
 }
 
 // Users lists the accounts (only one's own without Sys.Audit on /access).

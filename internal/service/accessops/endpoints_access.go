@@ -24,7 +24,7 @@ func epLogin(ctx context.Context, svc *service.Service, in *api.LoginInput) (*lo
 	if err != nil {
 		return nil, err
 	}
-	return &loginOut{SetCookie: *auth.SessionCookie(ns), Body: api.Session{User: ns.User, ExpiresAt: ns.ExpiresAt}}, nil
+	return &loginOut{SetCookie: *auth.SessionCookie(ns), Body: api.Session{User: ns.User, ExpiresAt: ns.ExpiresAt, Pending: ns.Pending}}, nil
 }
 
 type logoutOut struct {

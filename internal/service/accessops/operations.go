@@ -20,7 +20,7 @@ var Operations = []service.Operation{
 		Path: "/access/setup", SelfService: "the one-time link is the credential (checked by internal/auth)",
 		NotOnCommandLine: "the setup link opens the console's setup page", Endpoint: service.Returns(Ops.CompleteSetup)},
 	{ID: "whoami", Method: "WhoAmI", Summary: "who the caller is: the user signed in, and the API token", HTTP: service.Get,
-		Path: "/access/whoami", SelfService: "everyone may ask who they are", NotOnCommandLine: "the console's header: the command line knows its token",
+		Path: "/access/whoami", DuringSignIn: true, SelfService: "everyone may ask who they are", NotOnCommandLine: "the console's header: the command line knows its token",
 		Endpoint: service.Returns(Ops.WhoAmI)},
 	{ID: "list-users", Method: "Users", Summary: "list the accounts (one's own without Sys.Audit on /access)", HTTP: service.Get,
 		Path: "/access/users", SelfService: "everyone sees their own account; internal/auth shows the rest to Sys.Audit on /access",
