@@ -11,23 +11,39 @@ import (
 
 type loginView struct {
 	User, Next, Error, Message string
+	// The realm chosen, the password realms, the OIDC realms' buttons.
+	Realm             string
+	Realms, Providers []Realm
+}
+
+// withRealms fills in the realms of the sign-in page.
+func (p *page) withRealms(v loginView) loginView {
+	if p.c.cfg.Realms == nil {
+		return v
+	}
+	for _, r := range p.c.cfg.Realms() {
+		if v.Realms = append(v.Realms, r); r.OIDC {
+			v.Realms, v.Providers = v.Realms[:len(v.Realms)-1], append(v.Providers, r)
+		}
+	}
+	return v
 }
 
 func (p *page) loginPage() {
 	q := p.r.URL.Query()
-	v := loginView{User: q.Get("user"), Next: q.Get("next")}
+	v := loginView{User: q.Get("user"), Next: q.Get("next"), Error: q.Get("failed")}
 	if q.Has("signed-out") {
 		v.Message = "You are signed out."
 	}
-	p.write(http.StatusOK, "login", view{Title: "Sign in", Data: v})
+	p.write(http.StatusOK, "login", view{Title: "Sign in", Data: p.withRealms(v)})
 }
 
 // login signs in through the login operation and hands its session
 // cookie to the browser.
 func (p *page) login() {
 	f := p.form()
-	v := loginView{User: f.Get("user"), Next: f.Get("next")}
-	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: v.User, Password: f.Get("password")}, nil)
+	v := loginView{User: f.Get("user"), Next: f.Get("next"), Realm: f.Get("realm")}
+	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: v.User, Password: f.Get("password"), Realm: v.Realm}, nil)
 	if err != nil {
 		ae, _ := err.(*apiError)
 		status := http.StatusUnauthorized
@@ -38,7 +54,7 @@ func (p *page) login() {
 			}
 		}
 		v.Error = err.Error()
-		p.write(status, "login", view{Title: "Sign in", Data: v})
+		p.write(status, "login", view{Title: "Sign in", Data: p.withRealms(v)})
 		return
 	}
 	for _, c := range h.Values("Set-Cookie") {
