@@ -45,7 +45,7 @@ func TestRealmsExampleParses(t *testing.T) {
 		}
 	}
 	must(t, CheckRealms(cs))
-	for _, want := range []string{RealmLDAP, RealmActiveDirectory} {
+	for _, want := range []string{RealmLDAP, RealmActiveDirectory, RealmOIDC} {
 		if !types[want] {
 			t.Errorf("the example shows no %s realm", want)
 		}

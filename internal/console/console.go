@@ -33,6 +33,14 @@ type Config struct {
 	// Repositories lists the repository names a request may name.
 	Repositories func(context.Context) []string
 	Logger       *slog.Logger
+	// Realms lists the sign-in realms besides coffer's own users.
+	Realms func() []Realm
+}
+
+// Realm is a sign-in realm: an OIDC realm is a button, others a choice.
+type Realm struct {
+	Name, Label   string
+	OIDC, Default bool
 }
 
 // Console is the console's handler set.

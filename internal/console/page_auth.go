@@ -11,11 +11,29 @@ import (
 
 type loginView struct {
 	User, Next, Error, Message string
+	// The realm chosen, the password realms, the OIDC realms' buttons.
+	Realm             string
+	Realms, Providers []Realm
+}
+
+// withRealms fills in the realms of the sign-in page.
+func (p *page) withRealms(v loginView) loginView {
+	if p.c.cfg.Realms == nil {
+		return v
+	}
+	for _, r := range p.c.cfg.Realms() {
+		if r.OIDC {
+			v.Providers = append(v.Providers, r)
+		} else {
+			v.Realms = append(v.Realms, r)
+		}
+	}
+	return v
 }
 
 func (p *page) loginPage() {
 	q := p.r.URL.Query()
-	v := loginView{User: q.Get("user"), Next: q.Get("next")}
+	v := loginView{User: q.Get("user"), Next: q.Get("next"), Error: q.Get("failed")}
 	// A session the password opened goes on to its second step or its
 	// enrolment (every page sends a refused caller here).
 	var me api.Caller
@@ -26,16 +44,16 @@ func (p *page) loginPage() {
 	if q.Has("signed-out") {
 		v.Message = "You are signed out."
 	}
-	p.write(http.StatusOK, "login", view{Title: "Sign in", Data: v})
+	p.write(http.StatusOK, "login", view{Title: "Sign in", Data: p.withRealms(v)})
 }
 
 // login signs in through the login operation and hands its session
 // cookie to the browser.
 func (p *page) login() {
 	f := p.form()
-	v := loginView{User: f.Get("user"), Next: f.Get("next")}
+	v := loginView{User: f.Get("user"), Next: f.Get("next"), Realm: f.Get("realm")}
 	var sess api.Session
-	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: v.User, Password: f.Get("password")}, &sess)
+	h, err := p.api.call("login", nil, nil, api.LoginRequest{User: v.User, Password: f.Get("password"), Realm: v.Realm}, &sess)
 	if err != nil {
 		ae, _ := err.(*apiError)
 		status := http.StatusUnauthorized
@@ -46,7 +64,7 @@ func (p *page) login() {
 			}
 		}
 		v.Error = err.Error()
-		p.write(status, "login", view{Title: "Sign in", Data: v})
+		p.write(status, "login", view{Title: "Sign in", Data: p.withRealms(v)})
 		return
 	}
 	for _, c := range h.Values("Set-Cookie") {

@@ -3,6 +3,7 @@ package console
 import (
 	"archive/tar"
 	"errors"
+	"github.com/coffer-backup/coffer/internal/console/format"
 	"io"
 	"mime"
 	"net/http"
@@ -24,7 +25,7 @@ type filesView struct {
 	Volumes                 []api.Volume
 	Entries                 []api.FileEntry
 	Warnings                []api.Warning
-	Pager                   pager
+	Pager                   format.Pager
 	Pattern                 string
 	Found                   *api.FilesFind
 }
@@ -84,7 +85,7 @@ func (p *page) files() {
 		if v.Disk != "" {
 			base.Set("disk", v.Disk)
 		}
-		v.Entries, v.Pager = pageOf(listing.Entries, p.r, base, p.r.URL.Path)
+		v.Entries, v.Pager = format.PageOf(listing.Entries, pageSize, p.r, base, p.r.URL.Path)
 	}
 	p.show("files", "Files of "+shortRef(v.Point), "points", v)
 }

@@ -6,12 +6,9 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
-	"net/url"
 	"path"
 	"strings"
 
-	"github.com/coffer-backup/coffer/internal/api"
-	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/console/format"
 )
 
@@ -43,7 +40,7 @@ func parseTemplates() *templates {
 		if name != "placeholder" {
 			files = append([]string{"templates/layout.html"}, files...)
 		}
-		t.sets[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFiles, files...))
+		t.sets[name] = template.Must(template.New(name).Funcs(format.Funcs).ParseFS(templateFiles, files...))
 	}
 	return t
 }
@@ -63,24 +60,4 @@ func (t *templates) render(w io.Writer, name string, data any) error {
 		return s.ExecuteTemplate(w, "layout", data)
 	}
 	return s.ExecuteTemplate(w, set+".html", data)
-}
-
-var funcs = template.FuncMap{
-	"bytes":       config.HumanBytes,
-	"ago":         format.Ago,
-	"dur":         format.Duration,
-	"when":        format.When,
-	"pct":         format.Percent,
-	"share":       format.Share,
-	"signed":      format.SignedShare,
-	"add":         func(a, b int) int { return a + b },
-	"esc":         url.PathEscape,
-	"short":       func(s string) string { return s[:min(len(s), 8)] },
-	"join":        strings.Join,
-	"split":       strings.Fields,
-	"dirname":     func(p string) string { return path.Dir(p) },
-	"status":      format.StatusClass,
-	"rate":        func(f float64) string { return config.HumanBytes(int64(f)) + "/s" },
-	"size":        func(f float64) string { return config.HumanBytes(int64(f)) },
-	"consistency": api.Consistency,
 }

@@ -33,6 +33,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testutil.RunOIDCProviderIfAsked()
 	servicetest.RegisterFake()
 	os.Exit(m.Run())
 }

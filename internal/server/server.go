@@ -80,6 +80,7 @@ func New(cfg Config) *Server {
 	if cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.requireAudit(cfg.Metrics))
 	}
+	s.oidcRoutes()
 	s.ui()
 	return s
 }

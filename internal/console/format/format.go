@@ -4,7 +4,11 @@ package format
 
 import (
 	"fmt"
+	"github.com/coffer-backup/coffer/internal/config"
+	"html/template"
 	"math"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -108,4 +112,25 @@ func Sparkline(ss []api.UsageSample) string {
 		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// Funcs are the functions the console's templates call.
+var Funcs = template.FuncMap{
+	"bytes":       config.HumanBytes,
+	"ago":         Ago,
+	"dur":         Duration,
+	"when":        When,
+	"pct":         Percent,
+	"share":       Share,
+	"signed":      SignedShare,
+	"add":         func(a, b int) int { return a + b },
+	"esc":         url.PathEscape,
+	"short":       func(s string) string { return s[:min(len(s), 8)] },
+	"join":        strings.Join,
+	"split":       strings.Fields,
+	"dirname":     func(p string) string { return path.Dir(p) },
+	"status":      StatusClass,
+	"rate":        func(f float64) string { return config.HumanBytes(int64(f)) + "/s" },
+	"size":        func(f float64) string { return config.HumanBytes(int64(f)) },
+	"consistency": api.Consistency,
 }
