@@ -44,7 +44,7 @@ func recoveryState(t *testing.T, e *clitest.Env) recoveredState {
 // the next release (COFFER_TEST_NEXT_SCHEMA) exports the catalog's state
 // into the repository before it migrates the catalog. That export then
 // brings the server back on a new host (a new, empty database), as the
-// runbook of docs/guide/recovery.md says: the same users, tokens, ACLs,
+// runbook of docs/04-policies-and-server.md, "The server's own recovery" says: the same users, tokens, ACLs,
 // audit log and rebuilt points, and the old API token works.
 func TestServerExportsItsCatalogBeforeMigrating(t *testing.T) {
 	dsn := testutil.StartPostgres(t)
