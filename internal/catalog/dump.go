@@ -53,3 +53,8 @@ type DumpReader interface {
 	// or json.Number.
 	NextRow() ([]any, error)
 }
+
+// BeforeMigrate is told, before a catalog that holds a schema is migrated
+// (from its version to the newest), the catalog as it is: an error leaves
+// it unmigrated. (coffer exports its state into the repository there.)
+type BeforeMigrate func(ctx context.Context, d Dumper, from, to int) error

@@ -41,7 +41,7 @@ func (s *Service) OpenCatalog(ctx context.Context) (catalog.Catalog, error) {
 		return keptOpen{s.Config.OpenCatalog}, nil
 	}
 	loc := s.catalogLocation()
-	c, err := catalogopen.Open(ctx, loc)
+	c, err := catalogopen.OpenWith(ctx, loc, s.exportBeforeMigrating)
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %s: %w", catalogopen.Redact(loc), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -45,7 +46,11 @@ func Export(ctx context.Context, d catalog.Dumper, r *repo.Repository, o Options
 	now := o.Now().UTC()
 	w := &partWriter{ctx: ctx, r: r, id: newID(now), size: o.PartSize}
 	m := Manifest{Format: FormatVersion, ID: w.id, Created: now, Coffer: o.Coffer, History: o.History, Reason: o.Reason}
-	schema, err := d.Dump(ctx, catalog.ExportedTables(o.History), w)
+	tables, err := tablesOf(ctx, d, o.History)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("catalog export: %w", err)
+	}
+	schema, err := d.Dump(ctx, tables, w)
 	if err == nil {
 		err = w.flush()
 	}
@@ -57,6 +62,22 @@ func Export(ctx context.Context, d catalog.Dumper, r *repo.Repository, o Options
 		return Manifest{}, errors.Join(fmt.Errorf("catalog export %s: %w", w.id, err), w.cleanup(ctx))
 	}
 	return m, nil
+}
+
+// tablesOf lists the exported tables the catalog's schema has: a catalog
+// exported before it is migrated may lack tables a later migration adds.
+func tablesOf(ctx context.Context, d catalog.Dumper, history bool) ([]string, error) {
+	has, err := d.SchemaTables(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range catalog.ExportedTables(history) {
+		if slices.Contains(has, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // partWriter is the catalog.DumpWriter that cuts the dump into parts and

@@ -20,15 +20,21 @@ import (
 //   - ":memory:" : a private in-memory SQLite catalog;
 //   - anything else without "://" : a SQLite file, created if missing.
 func Open(ctx context.Context, location string) (catalog.Catalog, error) {
+	return OpenWith(ctx, location, nil)
+}
+
+// OpenWith is Open, with before run ahead of a migration of a catalog
+// that holds a schema.
+func OpenWith(ctx context.Context, location string, before catalog.BeforeMigrate) (catalog.Catalog, error) {
 	switch {
 	case location == "":
 		return nil, fmt.Errorf("catalog: no location given")
 	case strings.HasPrefix(location, "postgres://"), strings.HasPrefix(location, "postgresql://"):
-		return postgres.Open(ctx, location, postgres.Options{})
+		return postgres.Open(ctx, location, postgres.Options{BeforeMigrate: before})
 	case strings.Contains(location, "://"):
 		return nil, fmt.Errorf("catalog: unsupported location %q (a SQLite file path or a postgres:// DSN)", Redact(location))
 	}
-	return sqlite.Open(ctx, location, sqlite.Options{})
+	return sqlite.Open(ctx, location, sqlite.Options{BeforeMigrate: before})
 }
 
 // DefaultLocation is the SQLite file used when none is configured:

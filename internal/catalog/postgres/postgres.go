@@ -28,6 +28,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqldump"
 )
 
 //go:embed migrations/*.sql
@@ -54,6 +55,9 @@ var NextReleaseForTests bool
 type Options struct {
 	// MaxConns bounds the pool (default: pgxpool's, max(4, CPUs)).
 	MaxConns int32
+	// BeforeMigrate, when set, runs before a database that holds a
+	// schema is migrated.
+	BeforeMigrate catalog.BeforeMigrate
 }
 
 // connect opens a pool of connections to the database named by dsn.
@@ -81,7 +85,11 @@ func Open(ctx context.Context, dsn string, o Options) (catalog.Catalog, error) {
 	}
 	migrations, err := Migrations()
 	if err == nil {
-		_, err = sqlcat.Migrate(ctx, b, migrations)
+		var before sqlcat.BeforeMigrate
+		if o.BeforeMigrate != nil {
+			before = func(ctx context.Context, from, to int) error { return o.BeforeMigrate(ctx, sqldump.New(b), from, to) }
+		}
+		_, err = sqlcat.MigrateAfter(ctx, b, migrations, before)
 	}
 	if err != nil {
 		b.pool.Close()

@@ -99,6 +99,18 @@ const migrationsLock = "coffer.catalog.migrations"
 // exclusive lock so that several processes opening a new database at once
 // apply each migration once. It returns the schema version.
 func Migrate(ctx context.Context, b Backend, all []Migration) (int, error) {
+	return MigrateAfter(ctx, b, all, nil)
+}
+
+// BeforeMigrate runs when a database that already holds a schema is to
+// be migrated, from its version to the newest: inside the migration's
+// transaction and under its lock (so once, by the process that migrates),
+// before any change. An error leaves the database as it was.
+type BeforeMigrate func(ctx context.Context, from, to int) error
+
+// MigrateAfter is Migrate, with before run ahead of the migrations (the
+// server's export of its state before an upgrade changes the catalog).
+func MigrateAfter(ctx context.Context, b Backend, all []Migration, before BeforeMigrate) (int, error) {
 	d := b.Dialect()
 	err := b.Write(ctx, func(tx Tx) error {
 		if err := d.lock(ctx, tx, migrationsLock, true); err != nil {
@@ -129,6 +141,11 @@ func Migrate(ctx context.Context, b Backend, all []Migration) (int, error) {
 		todo, err := Pending(all, applied)
 		if err != nil {
 			return err
+		}
+		if len(todo) > 0 && len(applied) > 0 && before != nil {
+			if err := before(ctx, maxKey(applied), len(all)); err != nil {
+				return fmt.Errorf("before migrating from schema version %d to %d: %w", maxKey(applied), len(all), err)
+			}
 		}
 		for _, m := range todo {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqldump"
 )
 
 //go:embed migrations/*.sql
@@ -48,6 +49,9 @@ type Options struct {
 	BusyTimeout time.Duration
 	// ReadConns bounds concurrent readers (default 4).
 	ReadConns int
+	// BeforeMigrate, when set, runs before a file that holds a schema is
+	// migrated (not for an in-memory catalog).
+	BeforeMigrate catalog.BeforeMigrate
 }
 
 // Open opens (creating if needed) the catalog at path and migrates it.
@@ -63,7 +67,11 @@ func Open(ctx context.Context, path string, o Options) (catalog.Catalog, error) 
 	}
 	migrations, err := Migrations()
 	if err == nil {
-		_, err = sqlcat.Migrate(ctx, b, migrations)
+		var before sqlcat.BeforeMigrate
+		if o.BeforeMigrate != nil && path != Memory {
+			before = func(ctx context.Context, from, to int) error { return o.BeforeMigrate(ctx, sqldump.New(b), from, to) }
+		}
+		_, err = sqlcat.MigrateAfter(ctx, b, migrations, before)
 	}
 	if err != nil {
 		_ = b.Close()

@@ -38,7 +38,7 @@ func stateOf(t *testing.T, e *clitest.Env) serverState {
 		Points: catalogPointsJSON(t, e)}
 }
 
-// TestCatalogExportAndImport is the runbook of docs/guide/recovery.md on
+// TestCatalogExportAndImport is the runbook of docs/04-policies-and-server.md, "The server's own recovery" on
 // a SQLite catalog: the state exported into the repository, the catalog
 // lost, imported on a new one, and the points rebuilt: users, tokens,
 // ACLs, audit log and points are as they were.

@@ -12,7 +12,7 @@ import (
 )
 
 // The server's own recovery: its state exported into the repository and
-// imported on a new host (docs/guide/recovery.md).
+// imported on a new host (docs/04-policies-and-server.md, "The server's own recovery").
 
 func (a *app) cmdCatalogExport() *cobra.Command {
 	var toRepo bool

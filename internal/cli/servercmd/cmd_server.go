@@ -13,7 +13,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
 	"github.com/coffer-backup/coffer/internal/catalog"
-	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/metrics"
 	"github.com/coffer-backup/coffer/internal/server"
@@ -190,11 +189,17 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	defer ln.Close()
 	url := st.URL(ln.Addr().String())
 
+	cfg, err := a.ServiceConfig()
+	if err != nil {
+		return err
+	}
 	// The catalog stays open for the server's life: the access control
 	// every request goes through, the tasks and the operations share it.
-	cat, err := catalogopen.Open(ctx, a.CatalogLocation())
+	// Opened by the service, it is exported into the repository before a
+	// migration.
+	cat, err := operations.New(cfg).OpenCatalog(ctx)
 	if err != nil {
-		return fmt.Errorf("open catalog %s: %w", catalogopen.Redact(a.CatalogLocation()), err)
+		return err
 	}
 	defer cat.Close()
 	access, err := a.accessControl(cat, st, stateDir)
@@ -207,10 +212,6 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	a.Metrics = metrics.New()
 	if cert != nil && cert.Leaf != nil { // LoadX509KeyPair parses the leaf
 		a.Metrics.SetCertificateExpiry(cert.Leaf.NotAfter)
-	}
-	cfg, err := a.ServiceConfig()
-	if err != nil {
-		return err
 	}
 	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background, cfg.OpenCatalog = false, access, url, bg, cat
 	cfg.Files = service.FileRoots{RestoreDir: st.RestoreDir, ImageDir: st.ImageDir, ExportDir: exportDir}
