@@ -13,10 +13,16 @@ type route struct {
 
 func ops(ids ...string) []string { return ids }
 
+// pg are the operations of a full page, which names the caller in its
+// header (whoami).
+func pg(ids ...string) []string { return append(ids, "whoami") }
+
 // routes are the console's pages and actions.
-func (c *Console) routes() []route {
-	// Every full page names the caller in its header (whoami).
-	pg := func(ids ...string) []string { return append(ids, "whoami") }
+func (c *Console) routes() []route { return append(workRoutes(), adminRoutes()...) }
+
+// workRoutes are the pages and actions of the daily work: backups,
+// restores, inventory, repositories, workers, media.
+func workRoutes() []route {
 	return []route{
 		// Signing in and out, and the first run.
 		{"GET /ui/login", ops("login", "whoami"), (*page).loginPage},
@@ -101,7 +107,13 @@ func (c *Console) routes() []route {
 		{"POST /ui/media/libraries/{library}/copy", ops("media-copy"), (*page).mediaCopy},
 		{"POST /ui/media/libraries/{library}/restore", ops("media-restore"), (*page).mediaRestore},
 		{"POST /ui/media/libraries/{library}/volumes/{barcode}/verify", ops("media-verify"), (*page).mediaVerify},
+	}
+}
 
+// adminRoutes are the pages and actions that set coffer up:
+// notifications, settings, access, one's own account.
+func adminRoutes() []route {
+	return []route{
 		// Notifications.
 		{"GET /ui/notifications", pg("list-notification-targets", "list-notification-matchers"), (*page).notifications},
 		{"POST /ui/notifications/targets/{name}/test", ops("test-notification-target"), (*page).testTarget},
