@@ -189,6 +189,12 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	defer ln.Close()
 	url := st.URL(ln.Addr().String())
 
+	// The collectors of /metrics, fed by the service's tasks, health
+	// monitor and engine: made before the service's configuration, which takes them.
+	a.Metrics = metrics.New()
+	if cert != nil && cert.Leaf != nil { // LoadX509KeyPair parses the leaf
+		a.Metrics.SetCertificateExpiry(cert.Leaf.NotAfter)
+	}
 	cfg, err := a.ServiceConfig()
 	if err != nil {
 		return err
@@ -207,12 +213,6 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		return err
 	}
 	bg := service.NewBackground(ctx)
-	// The collectors of /metrics, fed by the service's tasks, health
-	// monitor and engine.
-	a.Metrics = metrics.New()
-	if cert != nil && cert.Leaf != nil { // LoadX509KeyPair parses the leaf
-		a.Metrics.SetCertificateExpiry(cert.Leaf.NotAfter)
-	}
 	cfg.Local, cfg.Access, cfg.PublicURL, cfg.Background, cfg.OpenCatalog = false, access, url, bg, cat
 	cfg.Files = service.FileRoots{RestoreDir: st.RestoreDir, ImageDir: st.ImageDir, ExportDir: exportDir}
 	svc := operations.New(cfg)
