@@ -3,6 +3,7 @@ package catalogexport
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -58,7 +59,7 @@ func Prune(ctx context.Context, r *repo.Repository, keep int, now time.Time) ([]
 		if CheckID(id) != nil {
 			continue
 		}
-		created, _ := time.Parse("20060102T150405Z", id[:16])
+		created, _ := time.Parse(idTime, id[:strings.IndexByte(id, 'Z')+1])
 		if isFinished[id] || now.Sub(created) < unfinishedAge {
 			continue
 		}

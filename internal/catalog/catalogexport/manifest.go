@@ -42,7 +42,10 @@ var ErrInvalidID = errors.New("not an export ID (like 20261207T051500Z-0123abcd)
 // at all.
 var ErrNotFound = errors.New("no such catalog export in the repository")
 
-var idForm = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}$`)
+var idForm = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}(\.[0-9]{3})?Z-[0-9a-f]{8}$`)
+
+// idTime is the time an export's ID begins with.
+const idTime = "20060102T150405.000Z"
 
 // CheckID refuses what is not an export's ID.
 func CheckID(id string) error {
@@ -52,12 +55,13 @@ func CheckID(id string) error {
 	return nil
 }
 
-// newID names an export by its time (so that IDs sort by age) and a
-// random suffix (so that two servers exporting at once never collide).
+// newID names an export by its time to the millisecond (so that IDs sort
+// by age, also two exports of one second) and a random suffix (so that
+// two servers exporting at once never collide).
 func newID(now time.Time) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+	return now.UTC().Format(idTime) + "-" + hex.EncodeToString(b[:])
 }
 
 // Manifest describes a finished export.

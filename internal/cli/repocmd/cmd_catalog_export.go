@@ -78,7 +78,7 @@ its tables and their rows. --json: a list of {id, created, coffer, schema,
 history, reason, rows, parts, stored_bytes, tables: [{name, rows}]}, or
 that one document.`,
 			`coffer catalog exports
-coffer catalog exports 20261207T051500Z-0123abcd`,
+coffer catalog exports 20261207T051500.000Z-0123abcd`,
 			"0; 2 for a malformed ID; 7 for an unknown one."),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -137,7 +137,7 @@ The export must come from a coffer with the same catalog schema.`,
 			`"catalog import ID: N rows of T tables", then what to do next. --json:
 {export: {id, ...}, next}.`,
 			`coffer catalog import --from-repository
-coffer catalog import --from-repository --export 20261207T051500Z-0123abcd --force`,
+coffer catalog import --from-repository --export 20261207T051500.000Z-0123abcd --force`,
 			"0; 2 for a malformed ID, and when the catalog is not empty (without --force); 7 when there is no such export; 5 when the export is damaged."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
