@@ -178,10 +178,11 @@ func TestRangedWriteStreamsInParallel(t *testing.T) {
 	pieces := Plan(src.ext, size, false)
 	prog, _ := OpenProgress(t.TempDir(), "d", size, pieces)
 	tgt := &meetTarget{fileTarget: fileTarget{File: f}, n: 3, all: make(chan struct{})}
+	// No write leaves meetTarget before three are inside it at once, so a
+	// Write that returns without error is the proof of three streams; the
+	// count after the barrier (fileTarget.most) is not, as the released
+	// writes may pass it one by one.
 	if _, err := Write(context.Background(), tgt, src, pieces, 3, nil, prog); err != nil {
 		t.Fatal(err)
-	}
-	if tgt.most < 3 {
-		t.Fatalf("at most %d writes in flight", tgt.most)
 	}
 }
