@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqlq"
 )
 
 // Catalog is catalog.Catalog over a Backend.
@@ -31,17 +32,7 @@ func (c *Catalog) Close() error { return c.b.Close() }
 
 // query runs a read and calls scan for every row.
 func (c *Catalog) query(ctx context.Context, q string, args []any, scan func(Rows) error) error {
-	rows, err := c.b.Query(ctx, c.d.Rebind(q), args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlq.Each(ctx, c.b, c.d.Rebind(q), args, scan)
 }
 
 // missingRef turns a foreign-key violation into catalog.ErrNotFound.

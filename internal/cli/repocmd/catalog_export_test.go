@@ -1,7 +1,6 @@
 package repocmd_test
 
 import (
-	"encoding/json"
 	"os"
 	"reflect"
 	"strings"
@@ -11,32 +10,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 )
-
-func jsonOf[T any](t *testing.T, e *clitest.Env, args ...string) T {
-	t.Helper()
-	var v T
-	out := e.Must(append(args, "--json")...)
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return v
-}
-
-// The server's state, as the commands show it.
-type serverState struct {
-	Users  []api.User
-	Tokens []api.Token
-	ACL    []api.ACLEntry
-	Audit  []api.AuditRecord
-	Points []api.BackupPoint
-}
-
-func stateOf(t *testing.T, e *clitest.Env) serverState {
-	t.Helper()
-	return serverState{Users: jsonOf[[]api.User](t, e, "user", "list"), Tokens: jsonOf[[]api.Token](t, e, "token", "list"),
-		ACL: jsonOf[[]api.ACLEntry](t, e, "acl", "list"), Audit: jsonOf[[]api.AuditRecord](t, e, "audit"),
-		Points: catalogPointsJSON(t, e)}
-}
 
 // TestCatalogExportAndImport is the runbook of docs/04-policies-and-server.md, "The server's own recovery" on
 // a SQLite catalog: the state exported into the repository, the catalog
@@ -50,18 +23,18 @@ func TestCatalogExportAndImport(t *testing.T) {
 	e.Must("user", "create", "bob")
 	e.Must("acl", "set", "/repositories", "bob", "Auditor")
 	e.Must("token", "create", "--user", "bob", "--grant", "/repositories=Auditor", "--comment", "ci")
-	before := stateOf(t, e)
+	before := clitest.StateOf(t, e)
 
 	e.Expect(command.ExitUsage, "catalog", "export")
-	res := jsonOf[api.CatalogExportResult](t, e, "catalog", "export", "--to-repository")
+	res := clitest.MustJSON[api.CatalogExportResult](t, e, "catalog", "export", "--to-repository")
 	if res.Export.ID == "" || res.Export.Rows == 0 || res.Export.Reason != "manual" || res.Export.History {
 		t.Fatalf("export: %+v", res)
 	}
-	second := jsonOf[api.CatalogExportResult](t, e, "catalog", "export", "--to-repository", "--history", "--keep", "1")
+	second := clitest.MustJSON[api.CatalogExportResult](t, e, "catalog", "export", "--to-repository", "--history", "--keep", "1")
 	if !reflect.DeepEqual(second.Deleted, []string{res.Export.ID}) {
 		t.Fatalf("--keep 1 deleted %v, want the first export %s", second.Deleted, res.Export.ID)
 	}
-	list := jsonOf[[]api.CatalogExport](t, e, "catalog", "exports")
+	list := clitest.MustJSON[[]api.CatalogExport](t, e, "catalog", "exports")
 	if len(list) != 1 || list[0].ID != second.Export.ID || !list[0].History {
 		t.Fatalf("exports listed: %+v", list)
 	}
@@ -77,12 +50,12 @@ func TestCatalogExportAndImport(t *testing.T) {
 	}
 	e.Expect(command.ExitUsage, "catalog", "import")
 	e.Expect(command.ExitNoRepo, "catalog", "import", "--from-repository", "--export", "20200101T000000Z-00000000")
-	imp := jsonOf[api.CatalogImport](t, e, "catalog", "import", "--from-repository")
+	imp := clitest.MustJSON[api.CatalogImport](t, e, "catalog", "import", "--from-repository")
 	if imp.Export.ID != second.Export.ID {
 		t.Fatalf("imported %s, want the newest export %s", imp.Export.ID, second.Export.ID)
 	}
 	e.Must("catalog", "rebuild")
-	after := stateOf(t, e)
+	after := clitest.StateOf(t, e)
 	// The commands of this test are audited too: the records exported
 	// are those of before the exports.
 	if !reflect.DeepEqual(after.Users, before.Users) || !reflect.DeepEqual(after.Tokens, before.Tokens) ||

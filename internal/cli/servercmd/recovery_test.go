@@ -2,9 +2,7 @@ package servercmd_test
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -14,31 +12,6 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
-
-func jsonOut[T any](t *testing.T, e *clitest.Env, args ...string) T {
-	t.Helper()
-	var v T
-	out := e.Must(append(args, "--json")...)
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return v
-}
-
-type recoveredState struct {
-	Users  []api.User
-	Tokens []api.Token
-	ACL    []api.ACLEntry
-	Audit  []api.AuditRecord
-	Points []api.BackupPoint
-}
-
-func recoveryState(t *testing.T, e *clitest.Env) recoveredState {
-	t.Helper()
-	return recoveredState{Users: jsonOut[[]api.User](t, e, "user", "list"), Tokens: jsonOut[[]api.Token](t, e, "token", "list"),
-		ACL: jsonOut[[]api.ACLEntry](t, e, "acl", "list"), Audit: jsonOut[[]api.AuditRecord](t, e, "audit"),
-		Points: jsonOut[[]api.BackupPoint](t, e, "catalog", "points")}
-}
 
 // TestServerExportsItsCatalogBeforeMigrating, on PostgreSQL: a server of
 // the next release (COFFER_TEST_NEXT_SCHEMA) exports the catalog's state
@@ -59,10 +32,10 @@ func TestServerExportsItsCatalogBeforeMigrating(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if list := jsonOut[[]api.CatalogExport](t, e, "catalog", "exports"); len(list) != 0 {
+	if list := clitest.MustJSON[[]api.CatalogExport](t, e, "catalog", "exports"); len(list) != 0 {
 		t.Fatalf("exports before any migration: %+v", list)
 	}
-	before := recoveryState(t, e)
+	before := clitest.StateOf(t, e)
 
 	e.Vars["COFFER_TEST_NEXT_SCHEMA"] = "1"
 	newer := e.StartServer()
@@ -74,7 +47,7 @@ func TestServerExportsItsCatalogBeforeMigrating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	list := jsonOut[[]api.CatalogExport](t, e, "catalog", "exports")
+	list := clitest.MustJSON[[]api.CatalogExport](t, e, "catalog", "exports")
 	if len(list) != 1 || list[0].Reason != "before-migration" || list[0].Schema != len(ms) {
 		t.Fatalf("exports after the next release started: %+v, want one made before migrating from schema %d", list, len(ms))
 	}
@@ -93,7 +66,7 @@ func TestServerExportsItsCatalogBeforeMigrating(t *testing.T) {
 	e.Vars["COFFER_CATALOG"] = dsn + "&search_path=newhost"
 	e.Must("catalog", "import", "--from-repository", "--export", list[0].ID)
 	e.Must("catalog", "rebuild")
-	after := recoveryState(t, e)
+	after := clitest.StateOf(t, e)
 	if !reflect.DeepEqual(after.Users, before.Users) || !reflect.DeepEqual(after.Tokens, before.Tokens) ||
 		!reflect.DeepEqual(after.ACL, before.ACL) || !reflect.DeepEqual(after.Points, before.Points) {
 		t.Fatalf("state on the new host:\n got  %+v\n want %+v", after, before)

@@ -1,11 +1,13 @@
 package accessops
 
 import (
-	"github.com/coffer-backup/coffer/internal/service"
-
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/service"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
@@ -21,6 +23,15 @@ import (
 // withAccess runs fn with the access control: the server's, or one over
 // the catalog opened for this operation.
 func (s Ops) withAccess(ctx context.Context, fn func(*auth.Service) error) error {
+	return s.withAuth(ctx, false, fn)
+}
+
+// withAuth runs fn with the server's access control or, on the server's
+// host, one over the catalog opened for this operation; with
+// secondFactorKey, that one also holds the key that seals second-factor
+// seeds, from the state directory. Only the second-factor operations ask
+// for it, so that other local commands never create the key file.
+func (s Ops) withAuth(ctx context.Context, secondFactorKey bool, fn func(*auth.Service) error) error {
 	if s.Config.Access != nil {
 		return fn(s.Config.Access)
 	}
@@ -29,7 +40,17 @@ func (s Ops) withAccess(ctx context.Context, fn func(*auth.Service) error) error
 		return err
 	}
 	defer c.Close()
-	a, err := auth.New(c, s.Config.AccessOptions)
+	o := s.Config.AccessOptions
+	if secondFactorKey && s.Config.StateDir != "" {
+		path := auth.SecondFactorKeyFile(s.Config.StateDir)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return err
+		}
+		if o.SecondFactorKey, err = auth.LoadSecondFactorKey(path); err != nil {
+			return err
+		}
+	}
+	a, err := auth.New(c, o)
 	if err != nil {
 		return err
 	}
@@ -37,8 +58,12 @@ func (s Ops) withAccess(ctx context.Context, fn func(*auth.Service) error) error
 }
 
 func access[T any](ctx context.Context, s Ops, fn func(*auth.Service) (T, error)) (T, error) {
+	return authed(ctx, s, false, fn)
+}
+
+func authed[T any](ctx context.Context, s Ops, secondFactorKey bool, fn func(*auth.Service) (T, error)) (T, error) {
 	var out T
-	err := s.withAccess(ctx, func(a *auth.Service) error {
+	err := s.withAuth(ctx, secondFactorKey, func(a *auth.Service) error {
 		var err error
 		out, err = fn(a)
 		return err

@@ -2,8 +2,6 @@ package accessops
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
@@ -40,43 +38,10 @@ var factorOperations = []service.Operation{
 		NotOnCommandLine: "a browser's sign-in: the command line uses API tokens", Endpoint: service.Returns(Ops.VerifySecondFactor)},
 }
 
-// withFactors runs fn with the access control and the server's
-// second-factor key: the server's, or (on the server's host) one over the
-// catalog with the key from the state directory.
-func (s Ops) withFactors(ctx context.Context, fn func(*auth.Service) error) error {
-	if s.Config.Access != nil {
-		return fn(s.Config.Access)
-	}
-	c, err := s.OpenCatalog(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	o := s.Config.AccessOptions
-	if s.Config.StateDir != "" {
-		path := auth.SecondFactorKeyFile(s.Config.StateDir)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return err
-		}
-		if o.SecondFactorKey, err = auth.LoadSecondFactorKey(path); err != nil {
-			return err
-		}
-	}
-	a, err := auth.New(c, o)
-	if err != nil {
-		return err
-	}
-	return fn(a)
-}
-
+// factors runs fn with the access control and the server's second-factor
+// key (see withAuth).
 func factors[T any](ctx context.Context, s Ops, fn func(*auth.Service) (T, error)) (T, error) {
-	var out T
-	err := s.withFactors(ctx, func(a *auth.Service) error {
-		var err error
-		out, err = fn(a)
-		return err
-	})
-	return out, err
+	return authed(ctx, s, true, fn)
 }
 
 // SecondFactors says what a user has enrolled.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqlq"
 )
 
 // Dumper is catalog.Dumper over an SQL catalog's backend.
@@ -89,7 +90,7 @@ func (c *Dumper) schemaTables(ctx context.Context, r sqlcat.Reader) ([]string, e
 			WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
 	}
 	var out []string
-	err := scanAll(ctx, r, q, nil, func(rows sqlcat.Rows) error {
+	err := sqlq.Each(ctx, r, q, nil, func(rows sqlcat.Rows) error {
 		var name string
 		err := rows.Scan(&name)
 		out = append(out, name)
@@ -112,27 +113,13 @@ func (c *Dumper) columns(ctx context.Context, r sqlcat.Reader, table string) ([]
 			WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position`
 	}
 	var out []column
-	err := scanAll(ctx, r, c.d.Rebind(q), []any{table}, func(rows sqlcat.Rows) error {
+	err := sqlq.Each(ctx, r, c.d.Rebind(q), []any{table}, func(rows sqlcat.Rows) error {
 		var name, typ string
 		err := rows.Scan(&name, &typ)
 		out = append(out, column{name: name, kind: kindOf(typ)})
 		return err
 	})
 	return out, err
-}
-
-func scanAll(ctx context.Context, r sqlcat.Reader, q string, args []any, scan func(sqlcat.Rows) error) error {
-	rows, err := r.Query(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }
 
 func quoteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
@@ -160,7 +147,7 @@ func (c *Dumper) Dump(ctx context.Context, tables []string, w catalog.DumpWriter
 
 func schemaVersionIn(ctx context.Context, r sqlcat.Reader) (int, error) {
 	v := 0
-	err := scanAll(ctx, r, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`, nil, func(rows sqlcat.Rows) error {
+	err := sqlq.Each(ctx, r, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`, nil, func(rows sqlcat.Rows) error {
 		return rows.Scan(&v)
 	})
 	return v, err
@@ -194,7 +181,7 @@ func (c *Dumper) dumpTable(ctx context.Context, r sqlcat.Reader, table string, w
 	for i := range vals {
 		dest[i] = &vals[i]
 	}
-	return scanAll(ctx, r, q, nil, func(rows sqlcat.Rows) error {
+	return sqlq.Each(ctx, r, q, nil, func(rows sqlcat.Rows) error {
 		if err := rows.Scan(dest...); err != nil {
 			return err
 		}

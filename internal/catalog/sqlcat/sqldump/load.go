@@ -10,6 +10,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqlq"
 )
 
 // loadBatch is how many rows go to the database at once: enough that a
@@ -50,7 +51,7 @@ func (c *Dumper) checkEmpty(ctx context.Context, tx sqlcat.Tx, tables []string) 
 			continue
 		}
 		held := false
-		err := scanAll(ctx, tx, "SELECT 1 FROM "+quoteIdent(t)+" LIMIT 1", nil, func(sqlcat.Rows) error {
+		err := sqlq.Each(ctx, tx, "SELECT 1 FROM "+quoteIdent(t)+" LIMIT 1", nil, func(sqlcat.Rows) error {
 			held = true
 			return nil
 		})
@@ -144,7 +145,7 @@ func (c *Dumper) restartIdentity(ctx context.Context, tx sqlcat.Tx, table string
 		return nil
 	}
 	var idCols []string
-	err := scanAll(ctx, tx, `SELECT column_name FROM information_schema.columns
+	err := sqlq.Each(ctx, tx, `SELECT column_name FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = $1 AND is_identity = 'YES'`, []any{table}, func(rows sqlcat.Rows) error {
 		var n string
 		err := rows.Scan(&n)

@@ -53,3 +53,18 @@ func one(ctx context.Context, q Querier, dest any, query string, args []any) err
 	}
 	return rows.Err()
 }
+
+// Each runs a query and calls scan for every row it returns.
+func Each(ctx context.Context, q Querier, query string, args []any, scan func(Rows) error) error {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
