@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
+	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -93,7 +95,7 @@ func TestConsoleWorkers(t *testing.T) {
 		c.open("/ui/workers")
 	}
 	if row := c.text("#worker-kvm1"); !strings.Contains(row, "0 of 4") || !strings.Contains(row, "hosts kvm1") ||
-		!strings.Contains(row, "can boot VMs") || !strings.Contains(row, "protocol 1") {
+		!strings.Contains(row, "can boot VMs") || !strings.Contains(row, fmt.Sprintf("protocol %d", fleet.Protocol)) {
 		t.Fatalf("the live worker's row: %q", row)
 	}
 	if row := c.text("#worker-esx-proxy"); !strings.Contains(row, "lost") || !strings.Contains(row, "0 of 8") ||

@@ -28,8 +28,10 @@ import (
 
 // Protocol is the version of what a worker and the servers of its catalog
 // exchange (the registry's row, the hand-off of work, its fences). It is
-// raised when either side could misread the other.
-const Protocol = 1
+// raised when either side could misread the other. 2: units and batches
+// carry their share of limits.rate, which a worker of 1 would ignore,
+// reading past the limit; queue.ProtocolVersion follows it.
+const Protocol = 2
 
 // Worker is a row of the registry; Reach is what a worker can get at.
 type (

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -69,8 +70,9 @@ func TestVersionSkewIsRefused(t *testing.T) {
 	cfg := config("kvm1")
 	cfg.Protocol = fleet.Protocol + 1
 	_, err := fleet.Join(context.Background(), fleet.Registry{Catalog: cat}, cfg)
-	if !errors.Is(err, fleet.ErrProtocol) || !strings.Contains(err.Error(), "speaks fleet protocol 2, the servers speak 1") {
-		t.Fatalf("join with protocol 2: %v", err)
+	want := fmt.Sprintf("speaks fleet protocol %d, the servers speak %d", fleet.Protocol+1, fleet.Protocol)
+	if !errors.Is(err, fleet.ErrProtocol) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("join with protocol %d: %v", cfg.Protocol, err)
 	}
 	if ws, err := cat.ListWorkers(context.Background()); err != nil || len(ws) != 0 {
 		t.Fatalf("a refused worker left a row: %+v %v", ws, err)

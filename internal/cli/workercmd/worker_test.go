@@ -2,6 +2,7 @@ package workercmd_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
@@ -215,8 +217,9 @@ func TestLostWorkerProcessIsFenced(t *testing.T) {
 // registration, with the reason, and leaves no row.
 func TestVersionSkewIsRefused(t *testing.T) {
 	e := pgEnv(t, testutil.StartPostgres(t))
-	out := e.Expect(8, append([]string{"worker", "--name", "kvm5", "--protocol", "2"}, e.WorkerLogin("kvm5")...)...)
-	if !strings.Contains(out, "speaks fleet protocol 2, the servers speak 1") {
+	next := strconv.Itoa(fleet.Protocol + 1)
+	out := e.Expect(8, append([]string{"worker", "--name", "kvm5", "--protocol", next}, e.WorkerLogin("kvm5")...)...)
+	if !strings.Contains(out, "speaks fleet protocol "+next+", the servers speak "+strconv.Itoa(fleet.Protocol)) {
 		t.Fatalf("refusal: %s", out)
 	}
 	if ws, err := openCatalog(t, e).ListWorkers(context.Background()); err != nil || len(ws) != 0 {

@@ -30,8 +30,9 @@ const (
 	Schema = "river"
 	// ProtocolVersion is the version of Args and Outcome: a worker runs
 	// only jobs of the version it speaks (the registry refuses a worker
-	// of another at registration; this is the last line).
-	ProtocolVersion = 1
+	// of another at registration; this is the last line). It is
+	// fleet.Protocol (TestOneProtocol), which this package cannot import.
+	ProtocolVersion = 2
 	// ServerQueue is the queue of the servers' own client (see NewServer
 	// for why servers run one).
 	ServerQueue = "srv"
