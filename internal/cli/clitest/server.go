@@ -3,6 +3,7 @@ package clitest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -251,12 +252,19 @@ type ServerProc struct {
 	exited      error
 }
 
+// RunPolicyDeadline bounds RunPolicy's wait for the job: a run that hangs
+// ends the test with the server's log, not at go test's timeout with
+// nothing but goroutines.
+const RunPolicyDeadline = 10 * time.Minute
+
 // RunPolicy runs policy through the server's API and waits for its job.
 // It may run in a goroutine (it fails no test): what went wrong, the
 // request included, is in the job's Error.
 func (s *ServerProc) RunPolicy(token, policy string) api.Job {
 	var j api.Job
-	req, err := http.NewRequest("POST", s.URL+server.Prefix+"/policies/"+policy+"/run?wait=true", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), RunPolicyDeadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", s.URL+server.Prefix+"/policies/"+policy+"/run?wait=true", nil)
 	if err != nil {
 		j.Error = err.Error()
 		return j
@@ -264,7 +272,7 @@ func (s *ServerProc) RunPolicy(token, policy string) api.Job {
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := s.Client().Do(req)
 	if err != nil {
-		j.Error = err.Error()
+		j.Error = fmt.Sprintf("run %s, waiting at most %s: %v", policy, RunPolicyDeadline, err)
 		return j
 	}
 	defer func() { _ = res.Body.Close() }()
