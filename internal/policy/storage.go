@@ -126,6 +126,45 @@ func (s StorageSnapshots) Provider(connection, datastore string) (StorageProvide
 	return best, root, root != ""
 }
 
+// ProviderOf is Provider for a datastore that may not be named by its
+// directory: a libvirt pool's name ("images") or libvirt's "dir:/path"
+// for disks outside every pool. Providers cover directories, so the
+// datastore is looked up by DatastoreDir.
+func (s StorageSnapshots) ProviderOf(connection, datastore string, diskPaths []string) (StorageProvider, string, bool) {
+	return s.Provider(connection, DatastoreDir(datastore, diskPaths))
+}
+
+// DatastoreDir is the directory a datastore stands for: the datastore
+// itself when it is a path (QEMU's), the path of libvirt's "dir:PATH",
+// and otherwise (a pool's name) the deepest directory that holds every
+// one of its disks' files; the name unchanged when there is none.
+func DatastoreDir(datastore string, diskPaths []string) string {
+	switch {
+	case filepath.IsAbs(datastore):
+		return datastore
+	case strings.HasPrefix(datastore, "dir:") && filepath.IsAbs(datastore[len("dir:"):]):
+		return datastore[len("dir:"):]
+	}
+	common := ""
+	for i, p := range diskPaths {
+		if !filepath.IsAbs(p) {
+			return datastore
+		}
+		dir := filepath.Dir(filepath.Clean(p))
+		if i == 0 {
+			common = dir
+			continue
+		}
+		for !Covers(common, dir) {
+			common = filepath.Dir(common)
+		}
+	}
+	if common == "" || common == "/" {
+		return datastore
+	}
+	return common
+}
+
 // Covers reports whether a datastore directory is root or below it.
 func Covers(root, datastore string) bool {
 	r, d := filepath.Clean(root), filepath.Clean(datastore)

@@ -87,7 +87,11 @@ type Router struct {
 
 // SnapshotDatastore implements hypervisor.StorageSnapshotter.
 func (r *Router) SnapshotDatastore(ctx context.Context, datastore, label string, disks []hypervisor.DiskInfo) (hypervisor.StorageSnapshot, error) {
-	p, root, ok := r.cfg.Provider(r.connection, datastore)
+	paths := make([]string, len(disks))
+	for i, d := range disks {
+		paths[i] = d.Path
+	}
+	p, root, ok := r.cfg.ProviderOf(r.connection, datastore, paths)
 	if !ok {
 		return nil, fmt.Errorf("%w: no storage-snapshots provider of connection %s covers datastore %s: add the directory (or one above it) to a provider's datastores, "+
 			"or set storage-fallback: vm on the policy to back these VMs up one by one", hypervisor.ErrStorageUnsupported, r.connection, datastore)

@@ -131,6 +131,14 @@ type LibvirtGuest struct {
 // workload writes self-verifying blocks.
 func StartLibvirtGuest(t *testing.T, ctx context.Context) *LibvirtGuest {
 	t.Helper()
+	return StartLibvirtGuestIn(t, ctx, "")
+}
+
+// StartLibvirtGuestIn is StartLibvirtGuest with web-1's files (its disk,
+// kernel and console log) in vmDir: a directory on storage of the test's
+// choice. "" is a directory of the libvirtd's.
+func StartLibvirtGuestIn(t *testing.T, ctx context.Context, vmDir string) *LibvirtGuest {
+	t.Helper()
 	d := testutil.StartLibvirtd(t)
 	testutil.RequireBinary(t, "virsh")
 	img, err := guestvm.Build(ctx)
@@ -148,7 +156,9 @@ func StartLibvirtGuest(t *testing.T, ctx context.Context) *LibvirtGuest {
 		}
 		return string(out)
 	}
-	vmDir := filepath.Join(d.Dir, "vm")
+	if vmDir == "" {
+		vmDir = filepath.Join(d.Dir, "vm")
+	}
 	if err := os.MkdirAll(vmDir, 0o755); err != nil {
 		t.Fatal(err)
 	}

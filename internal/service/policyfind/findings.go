@@ -182,17 +182,22 @@ func providerFindings(cfg *policy.Config, p policy.Policy, conn string, selected
 		then = "its VMs are backed up one by one (storage-fallback: vm)"
 	}
 	count := map[string]int{}
+	paths := map[string][]string{} // each datastore's disk files, to find its directory by
 	var order []string
 	for _, vm := range selected {
 		if len(vm.Datastores) == 1 {
-			if count[vm.Datastores[0]] == 0 {
-				order = append(order, vm.Datastores[0])
+			ds := vm.Datastores[0]
+			if count[ds] == 0 {
+				order = append(order, ds)
 			}
-			count[vm.Datastores[0]]++
+			count[ds]++
+			for _, d := range vm.Disks {
+				paths[ds] = append(paths[ds], d.Path)
+			}
 		}
 	}
 	for _, ds := range order {
-		sp, root, ok := cfg.StorageSnapshots.Provider(conn, ds)
+		sp, root, ok := cfg.StorageSnapshots.ProviderOf(conn, ds, paths[ds])
 		if !ok {
 			out = append(out, findingf(levelWarning, "%s: datastore %s (%d VMs): no storage-snapshots provider covers it, so %s; add it to a provider's datastores",
 				where, ds, count[ds], then))
