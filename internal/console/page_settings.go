@@ -23,6 +23,8 @@ var settingKinds = []configKind{
 		"repository: main\ngc: {schedule: \"0 2 * * *\"}\ncopy: [{to: offsite, after: nightly}]\n", "/ui/settings"},
 	{"maintenance-window", "maintenance-windows", "Maintenance windows", "When a repository's scheduled upkeep may run.",
 		"name: night\nstart: \"22:00\"\nend: \"06:00\"\n", "/ui/settings"},
+	{"replication", "replications", "Replications", "Standby copies of VMs on a host of the DR site, from their backup points; each is run now from the Restore page.",
+		"name: web-dr\nvms: [web-*]\nconnection: dr-kvm\ndirectory: /srv/dr\nschedule: \"*/15 * * * *\"\n", "/ui/settings"},
 }
 
 // settings lists the engine's settings and the maintenance schedules,

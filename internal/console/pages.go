@@ -17,8 +17,11 @@ func ops(ids ...string) []string { return ids }
 // header (whoami).
 func pg(ids ...string) []string { return append(ids, "whoami") }
 
-// routes are the console's pages and actions.
-func (c *Console) routes() []route { return append(workRoutes(), adminRoutes()...) }
+// routes are the console's pages and actions: its own and those of
+// package actions.
+func (c *Console) routes() []route {
+	return append(append(workRoutes(), adminRoutes()...), actionRoutes()...)
+}
 
 // workRoutes are the pages and actions of the daily work: backups,
 // restores, inventory, repositories, workers, media.
@@ -52,8 +55,6 @@ func workRoutes() []route {
 		{"POST /ui/points/{repo}/vm/{vm}/forget", ops("forget"), (*page).forgetVM},
 		{"GET /ui/points/{repo}/p/{point}", pg("list-points", "list-media-libraries"), (*page).pointPage},
 		{"POST /ui/points/{repo}/p/{point}/protect", ops("protect"), (*page).protectPoint},
-		{"POST /ui/points/{repo}/p/{point}/copy", ops("copy"), (*page).copyPoint},
-		{"POST /ui/points/{repo}/p/{point}/copy-to-media", ops("media-copy"), (*page).copyPointToMedia},
 
 		// Boot verification: run one, read the kept results.
 		{"POST /ui/points/{repo}/p/{point}/verify-boot", ops("verify-boot"), (*page).verifyBoot},
@@ -88,12 +89,8 @@ func workRoutes() []route {
 		{"POST /ui/policies/draft", ops("get-policy", "preview-policy-draft"), (*page).policyDraft},
 		{"POST /ui/policies/save", ops("get-policy", "create-policy", "update-policy"), (*page).savePolicy},
 		{"GET /ui/repositories", pg("stats", "repository-usage", "list-leases", "list-keys", "list-jobs", "list-repositories"), (*page).repositories},
-		{"POST /ui/repositories/{repo}/keys", ops("add-key"), (*page).addKey},
-		{"POST /ui/repositories/{repo}/keys/{key}/remove", ops("remove-key"), (*page).removeKey},
-		{"POST /ui/repositories/{repo}/repair", ops("repair"), (*page).repair},
 		{"POST /ui/repositories/{repo}/verify", ops("verify"), (*page).verifyRepository},
 		{"POST /ui/repositories/{repo}/gc", ops("gc"), (*page).gcRepository},
-		{"POST /ui/repositories/{repo}/catalog/rebuild", ops("rebuild-catalog"), (*page).rebuildCatalog},
 
 		// The fleet's workers.
 		{"GET /ui/workers", pg("list-workers"), (*page).workers},

@@ -28,6 +28,5 @@ var Operations = []service.Operation{
 		Endpoint:  service.Returns(Ops.Replicas)},
 	{ID: "run-replication", Method: "RunReplication", Summary: "bring a replication's standbys to their VMs' newest backup points, on the DR host's worker",
 		HTTP: service.Post, Path: "/replications/{name}/run", Requires: service.Require(auth.SysModify, onReplications+"/{name}"),
-		NoConsole: "not in the console yet: `coffer replicas run NAME`",
-		Endpoint:  service.Returns(Ops.RunReplication)},
+		Endpoint: service.Returns(Ops.RunReplication)},
 }

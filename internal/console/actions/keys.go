@@ -1,37 +1,38 @@
-package console
+package actions
 
 import (
 	"github.com/coffer-backup/coffer/internal/api"
 )
 
-// A repository's keys (passwords that open it) and its repair, on the
-// Repositories page.
+// A repository's keys (passwords that open it), its repair and its
+// catalog's rebuild, on the Repositories page.
 
 // addKey adds a password to the repository (add-key).
-func (p *page) addKey() {
-	f := p.form()
+func addKey(p Page) {
+	f, repo := p.Form(), p.Value("repo")
 	if f.Get("password") != f.Get("again") {
-		p.fail(&apiError{Status: 400, Class: api.Invalid, Detail: "the two passwords differ: type the same one twice"})
+		refuse(p, "the two passwords differ: type the same one twice")
 		return
 	}
 	var k api.Key
-	if _, err := p.api.call("add-key", map[string]string{"repo": p.repo()}, nil,
+	if err := p.Call("add-key", map[string]string{"repo": repo}, nil,
 		api.AddKeyRequest{Password: f.Get("password"), Label: f.Get("label")}, &k); err != nil {
-		p.fail(err)
+		p.Fail(err)
 		return
 	}
-	p.done("Key "+shortKey(k.ID)+" is added: its password opens "+p.repo()+" too.", "/ui/repositories")
+	p.Done("Key "+shortKey(k.ID)+" is added: its password opens "+repo+" too.", "/ui/repositories")
 }
 
 // removeKey removes a key (remove-key); the API refuses the key the
 // server itself opens the repository with.
-func (p *page) removeKey() {
+func removeKey(p Page) {
+	repo := p.Value("repo")
 	var out api.KeyRemoval
-	if _, err := p.api.call("remove-key", map[string]string{"repo": p.repo(), "key": p.r.PathValue("key")}, nil, nil, &out); err != nil {
-		p.fail(err)
+	if err := p.Call("remove-key", map[string]string{"repo": repo, "key": p.Value("key")}, nil, nil, &out); err != nil {
+		p.Fail(err)
 		return
 	}
-	p.done("Key "+shortKey(out.Removed)+" is removed: its password no longer opens "+p.repo()+".", "/ui/repositories")
+	p.Done("Key "+shortKey(out.Removed)+" is removed: its password no longer opens "+repo+".", "/ui/repositories")
 }
 
 func shortKey(id string) string {
@@ -48,28 +49,29 @@ type repairView struct {
 
 // repair shows what a repair of one part of the repository would do
 // (dry run), or does it once the plan was shown ("apply").
-func (p *page) repair() {
-	f := p.form()
+func repair(p Page) {
+	f, repo := p.Form(), p.Value("repo")
 	what := f.Get("what")
 	var rep api.RepairReport
-	if _, err := p.api.call("repair", map[string]string{"repo": p.repo(), "what": what}, nil,
+	if err := p.Call("repair", map[string]string{"repo": repo, "what": what}, nil,
 		api.RepairRequest{DryRun: f.Get("apply") != "1"}, &rep); err != nil {
-		p.fail(err)
+		p.Fail(err)
 		return
 	}
-	p.fragment("repositories/repaired", repairView{Repo: p.repo(), What: what, Report: rep})
+	p.Fragment("repositories/repaired", repairView{Repo: repo, What: what, Report: rep})
 }
 
 // rebuildCatalog recreates the catalog's backup points of a repository
 // from its manifests (rebuild-catalog, as `coffer catalog rebuild`);
 // the manifests it could not read are listed.
-func (p *page) rebuildCatalog() {
+func rebuildCatalog(p Page) {
+	repo := p.Value("repo")
 	var r api.CatalogRebuild
-	if _, err := p.api.call("rebuild-catalog", map[string]string{"repo": p.repo()}, nil, nil, &r); err != nil && r.Repository == "" {
-		p.fail(err)
+	if err := p.Call("rebuild-catalog", map[string]string{"repo": repo}, nil, nil, &r); err != nil && r.Repository == "" {
+		p.Fail(err)
 		return
 	}
-	p.fragment("repositories/rebuilt", rebuiltView{Repo: p.repo(), CatalogRebuild: r})
+	p.Fragment("repositories/rebuilt", rebuiltView{Repo: repo, CatalogRebuild: r})
 }
 
 // rebuiltView is a rebuild's answer under its repository's name (the
