@@ -89,6 +89,8 @@ prefault() {
 
 # timed OUT LABEL SYNC_PATH CMD...: runs CMD under /usr/bin/time -v, then
 # sync -f SYNC_PATH; appends "label wall cpu rss_kib other_cpu" to OUT.
+# CMD is killed after STEP_DEADLINE seconds (default 1800), and the step
+# fails saying so.
 # The wall time includes the sync (the tools differ in their fsync
 # behaviour). other_cpu is the CPU time other processes (other tenants)
 # used during the step: a step with a large figure was disturbed.
@@ -99,11 +101,14 @@ timed() {
 	settle
 	c0=$(cpu_busy)
 	t0=$(date +%s.%N)
-	/usr/bin/time -v -o "$tv" "$@" >"$WORK/$label.out" 2>"$WORK/$label.log" || rc=$?
+	timeout --kill-after=10 "${STEP_DEADLINE:-1800}" /usr/bin/time -v -o "$tv" "$@" >"$WORK/$label.out" 2>"$WORK/$label.log" || rc=$?
 	sync -f "$syncp"
 	t1=$(date +%s.%N)
 	c1=$(cpu_busy)
-	if [ $rc -ne 0 ]; then
+	if [ $rc = 124 ] || [ $rc = 137 ]; then
+		log "$label: $1 did not finish within ${STEP_DEADLINE:-1800} s (STEP_DEADLINE; killed)"
+		rm -f "$tv"; return $rc
+	elif [ $rc -ne 0 ]; then
 		log "$label failed (exit $rc): see $WORK/$label.log"; tail -5 "$WORK/$label.log" "$WORK/$label.out" >&2
 		rm -f "$tv"; return $rc
 	fi

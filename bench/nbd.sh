@@ -61,6 +61,12 @@ stop_server() { # SIGINT to the server (not to /usr/bin/time), then wait for tim
 	[ -n "$server_pid" ] || return 0
 	local child; child=$(cat /proc/"$server_pid"/task/*/children 2>/dev/null | awk '{print $1}')
 	[ -n "$child" ] && kill -INT "$child" 2>/dev/null || true
+	# At most 30 s for the server to exit on SIGINT, then SIGKILL.
+	for _ in $(seq 1 300); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$server_pid" 2>/dev/null; then
+		log "the NBD server (pid $server_pid) did not exit within 30 s of SIGINT: killed"
+		[ -n "$child" ] && kill -KILL "$child" 2>/dev/null || true
+	fi
 	wait "$server_pid" 2>/dev/null || true
 	server_pid=
 }

@@ -58,6 +58,7 @@ for r in $(seq 1 "$rounds"); do
 	coffer repository serve --dir "$srvrepo" --credentials "$WORK/creds.yaml" --listen 127.0.0.1:0 --allow-root >"$WORK/serve.out" 2>"$WORK/serve.log" &
 	spid=$!
 	for _ in $(seq 1 100); do grep -q 'serving' "$WORK/serve.out" && break; sleep 0.1; done
+	grep -q 'serving' "$WORK/serve.out" || { log "coffer repository serve did not print 'serving' within 10 s"; kill "$spid"; exit 2; }
 	url=$(grep -o 'https://[^ ]*' "$WORK/serve.out" | head -1)
 	export COFFER_REPO=$url COFFER_CATALOG=$WORK/served.db COFFER_CACHE_DIR=$WORK/cache-served
 	export COFFER_REPO_CREDENTIAL_FILE=$WORK/bench.cred COFFER_REPO_CA_FILE=$srvrepo.tls/tls.crt

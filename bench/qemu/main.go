@@ -37,7 +37,6 @@ import (
 	"log"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -69,30 +68,33 @@ func main() {
 	sweepRounds := flag.Int("rates-rounds", 3, "rounds of the fixed-rate backups (each beside an unlimited one)")
 	flag.Parse()
 	cofferNice = *nice
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	ctx, cancel := rootContext(time.Hour)
 	defer cancel()
+	defer cleanup()
 	if *dir == "" {
 		d, err := os.MkdirTemp("/var/tmp", "coffer-bench-qemu-")
 		must(err)
-		defer os.RemoveAll(d)
+		atExit(func() { _ = os.RemoveAll(d) }) // a temporary directory: nothing to report
 		*dir = d
 	}
 	bin := filepath.Join(*dir, "coffer")
-	run("go", "build", "-o", bin, "./cmd/coffer")
+	run(ctx, "go", "build", "-o", bin, "./cmd/coffer")
 
 	osDisk := filepath.Join(*dir, "os.qcow2")
-	used := buildOSDisk(*dir, osDisk, *size, strings.Split(*tree, ","))
+	used := buildOSDisk(ctx, *dir, osDisk, *size, strings.Split(*tree, ","))
 	work := filepath.Join(*dir, "work.qcow2")
-	run("qemu-img", "create", "-q", "-f", "qcow2", work, "256M")
+	run(ctx, "qemu-img", "create", "-q", "-f", "qcow2", work, "256M")
 
 	img, err := guestvm.Build(ctx)
 	must(err)
 	vm, err := guestvm.Start(ctx, img, guestvm.Options{Name: "bench", Dir: filepath.Join(*dir, "vm"), Mode: "write", Base: 64,
 		Interval: 10 * time.Millisecond, Disks: []guestvm.Disk{{ID: "vda", Path: work, Format: "qcow2"}, {ID: "vdb", Path: osDisk, Format: "qcow2", ShareRW: true}}})
 	must(err)
-	defer vm.Kill()
-	_, err = vm.WaitConsole(ctx, "COFFER READY")
-	must(err)
+	atExit(vm.Kill)
+	within(ctx, bootDeadline, "the guest's boot (COFFER READY on its console)", func(ctx context.Context) error {
+		_, err := vm.WaitConsole(ctx, "COFFER READY")
+		return err
+	})
 
 	env := append(os.Environ(), "COFFER_REPO="+filepath.Join(*dir, "repo"), "COFFER_PASSWORD=bench", "COFFER_CONFIG=/dev/null",
 		"COFFER_STATE_DIR="+filepath.Join(*dir, "state"), "COFFER_CATALOG="+filepath.Join(*dir, "catalog.db"))
@@ -104,7 +106,7 @@ func main() {
 			// congestion the controller sees.
 			repos, err := os.MkdirTemp("/var/tmp", "coffer-bench-repos-")
 			must(err)
-			defer os.RemoveAll(repos)
+			atExit(func() { _ = os.RemoveAll(repos) }) // temporary: nothing to report
 			repoDir = repos
 		}
 		idle := latencies(ctx, vm, 8)
@@ -121,30 +123,26 @@ func main() {
 	// through qemu-nbd on the same image.
 	fleece, fleeceQEMU := nbdcopyFleece(ctx, filepath.Join(*dir, "state-nbdcopy"), vm.QMPPath, "vdb", vm.PID())
 	sock := filepath.Join(*dir, "qnbd.sock")
-	qn := exec.Command("qemu-nbd", "-r", "-e", "8", "-k", sock, "--image-opts",
+	qn := command(ctx, "qemu-nbd", "-r", "-e", "8", "-k", sock, "--image-opts",
 		"driver=qcow2,file.driver=file,file.filename="+osDisk+",file.locking=off")
 	must(qn.Start())
+	stopNBD := func() { _ = qn.Process.Kill(); _ = qn.Wait() } // killed on purpose: its exit status says so
+	atExit(stopNBD)
 	waitSocket(sock)
 	began := time.Now()
-	run("nbdcopy", "nbd+unix:///?socket="+sock, "null:")
+	run(ctx, "nbdcopy", "nbd+unix:///?socket="+sock, "null:")
 	nbdcopy := time.Since(began)
-	qn.Process.Kill()
-	qn.Wait()
+	stopNBD()
 
 	coffer := func(args ...string) result {
-		cmd := cofferCommand(bin, args...)
-		cmd.Env, cmd.Stderr = env, os.Stderr
 		qemuBefore := processCPU(vm.PID())
 		began := time.Now()
-		out, err := cmd.Output()
-		if err != nil {
-			log.Fatalf("coffer %v: %v", args, err)
-		}
+		out, state := runCoffer(ctx, bin, env, args...)
 		r := result{QEMUCPU: processCPU(vm.PID()) - qemuBefore, Process: time.Since(began),
-			CofferCPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+			CofferCPU: state.UserTime() + state.SystemTime()}
 		if args[0] == "backup" {
 			if err := json.Unmarshal(out, &r); err != nil {
-				log.Fatalf("coffer %v output: %v: %s", args, err, out)
+				fatalf("coffer %v output: %v: %s", args, err, out)
 			}
 		}
 		return r
@@ -158,10 +156,11 @@ func main() {
 	busyLat := latencyFrom(vm, mark)
 
 	// 3. Rewrite ~2% of the used space through QEMU, then an incremental.
-	admin, err := qmp.Dial(ctx, vm.TestQMP)
-	must(err)
+	// The test monitor serves one client at a time: this one is closed
+	// before the production-protection comparison dials it again (left
+	// open, that dial waited for a greeting until the run was killed).
 	dirty := int64(float64(used) * *changed)
-	rewrite(ctx, admin, "vdb", dirty, used, *runSize)
+	rewrite(ctx, vm.TestQMP, "vdb", dirty, used, *runSize)
 	inc := coffer("backup", "vm", vm.QMPPath, "--json")
 
 	// 5. A full backup of the running VM into a repository that does not
@@ -173,13 +172,13 @@ func main() {
 	// The pipeline alone: the same OS image from a raw file into a new
 	// repository, no VM, no NBD.
 	raw := filepath.Join(*dir, "os-copy.raw")
-	run("qemu-img", "convert", "-U", "-O", "raw", osDisk, raw)
+	run(ctx, "qemu-img", "convert", "-U", "-O", "raw", osDisk, raw)
 	env = append(env, "COFFER_REPO="+filepath.Join(*dir, "repo-file"))
 	coffer("init")
 	file := coffer("backup", "disk", raw, "--json")
 	os.Remove(raw)
 
-	osBytes := diskBytes(osDisk)
+	osBytes := diskBytes(ctx, osDisk)
 	fmt.Printf("OS disk %s, %.2f GiB used (%s)\n\n", *size, gib(used), *tree)
 	fmt.Printf("%-44s %9s %10s %9s %9s %11s %9s\n", "", "seconds", "MiB/s", "ratio", "process", "coffer CPU", "QEMU CPU")
 	fmt.Printf("%-44s %9.1f %10.0f %9s %9s %11s %8.1fs\n", "nbdcopy, fleecing export -> null (the wire)", fleece.Seconds(), mib(osBytes)/fleece.Seconds(), "1.00", "", "", fleeceQEMU.Seconds())
@@ -208,18 +207,30 @@ func main() {
 func nbdcopyFleece(ctx context.Context, stateDir, qmpSock, disk string, qemuPID int) (took, qemuCPU time.Duration) {
 	conn, err := qemu.New(qemu.Config{Sockets: []string{qmpSock}, StateDir: stateDir})
 	must(err)
-	vms, err := conn.Inventory(ctx)
-	must(err)
+	var vms []hypervisor.VM
+	within(ctx, monitorDeadline, "the QEMU connector's inventory", func(ctx context.Context) (err error) {
+		vms, err = conn.Inventory(ctx)
+		return err
+	})
 	if len(vms) != 1 {
-		log.Fatalf("%d VMs behind %s", len(vms), qmpSock)
+		fatalf("%d VMs behind %s", len(vms), qmpSock)
 	}
-	sess, err := conn.Snapshot(ctx, vms[0].VMRef, hypervisor.SnapshotRequest{SessionID: "bench-nbdcopy", Mode: hypervisor.CrashConsistent})
-	must(err)
-	defer sess.Close(context.WithoutCancel(ctx), false)
+	var sess hypervisor.Session
+	within(ctx, commandDeadline, "the fleecing session's set-up", func(ctx context.Context) (err error) {
+		sess, err = conn.Snapshot(ctx, vms[0].VMRef, hypervisor.SnapshotRequest{SessionID: "bench-nbdcopy", Mode: hypervisor.CrashConsistent})
+		return err
+	})
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandDeadline)
+		defer cancel()
+		if _, err := sess.Close(closeCtx, false); err != nil {
+			log.Printf("closing the nbdcopy fleecing session: %v", err)
+		}
+	}()
 	files, err := filepath.Glob(filepath.Join(stateDir, "journal", "*"))
 	must(err)
 	if len(files) != 1 {
-		log.Fatalf("%d journals in %s", len(files), stateDir)
+		fatalf("%d journals in %s", len(files), stateDir)
 	}
 	var j struct {
 		NBDServer string `json:"nbd_server"`
@@ -235,11 +246,11 @@ func nbdcopyFleece(ctx context.Context, stateDir, qmpSock, disk string, qemuPID 
 		if d.ID == disk {
 			cpu := processCPU(qemuPID)
 			began := time.Now()
-			run("nbdcopy", "nbd+unix:///"+d.Export+"?socket="+j.NBDServer, "null:")
+			run(ctx, "nbdcopy", "nbd+unix:///"+d.Export+"?socket="+j.NBDServer, "null:")
 			return time.Since(began), processCPU(qemuPID) - cpu
 		}
 	}
-	log.Fatalf("no export of %s in %s", disk, files[0])
+	fatalf("no export of %s in %s", disk, files[0])
 	return 0, 0
 }
 
@@ -269,34 +280,38 @@ func processCPU(pid int) time.Duration {
 
 // buildOSDisk makes an ext4 filesystem from dirs (hard links into one
 // staging tree, so nothing is copied twice) and converts it to qcow2.
-func buildOSDisk(dir, out, size string, dirs []string) int64 {
+func buildOSDisk(ctx context.Context, dir, out, size string, dirs []string) int64 {
 	stage := filepath.Join(dir, "stage")
 	for _, d := range dirs {
 		dst := filepath.Join(stage, d)
 		must(os.MkdirAll(filepath.Dir(dst), 0o755))
-		if err := exec.Command("cp", "-al", d, dst).Run(); err != nil {
-			run("cp", "-a", d, dst) // another filesystem: copy
+		if err := command(ctx, "cp", "-al", d, dst).Run(); err != nil {
+			run(ctx, "cp", "-a", d, dst) // another filesystem: copy
 		}
 	}
 	raw := filepath.Join(dir, "os.raw")
-	run("mkfs.ext4", "-q", "-F", "-d", stage, raw, size)
+	run(ctx, "mkfs.ext4", "-q", "-F", "-d", stage, raw, size)
 	os.RemoveAll(stage)
-	run("qemu-img", "convert", "-O", "qcow2", raw, out)
+	run(ctx, "qemu-img", "convert", "-O", "qcow2", raw, out)
 	os.Remove(raw)
-	return diskBytes(out)
+	return diskBytes(ctx, out)
 }
 
 // rewrite writes n bytes in runs of run bytes (file rewrites are
 // contiguous extents) at random 64 KiB-aligned offsets of the used area,
 // through QEMU so the dirty bitmap records them.
-func rewrite(ctx context.Context, cl *qmp.Client, dev string, n, used, run int64) {
+func rewrite(ctx context.Context, monitor, dev string, n, used, run int64) {
+	cl := dialMonitor(ctx, monitor)
+	defer cl.Close()
 	for done := int64(0); done < n; done += run {
 		off := rand.Int64N((used-run)/65536) * 65536
 		cmd := fmt.Sprintf("qemu-io %s \"write -P 0x%02x %d %d\"", dev, rand.IntN(255)+1, off, run)
 		var out string
-		must(cl.Execute(ctx, "human-monitor-command", map[string]any{"command-line": cmd}, &out))
+		within(ctx, monitorDeadline, cmd+" on the test monitor", func(ctx context.Context) error {
+			return cl.Execute(ctx, "human-monitor-command", map[string]any{"command-line": cmd}, &out)
+		})
 		if strings.TrimSpace(out) != "" && !strings.Contains(out, "wrote") {
-			log.Fatalf("%s: %s", cmd, out)
+			fatalf("%s: %s", cmd, out)
 		}
 	}
 }
@@ -309,9 +324,11 @@ func latencies(ctx context.Context, vm *guestvm.VM, windows int) lat {
 	mark := vm.Mark()
 	m := mark
 	for i := 0; i < windows; i++ {
-		var err error
-		m, _, err = vm.WaitConsoleFrom(ctx, m, "COFFER WROTE")
-		must(err)
+		within(ctx, windowDeadline, fmt.Sprintf("the guest's latency window %d of %d (COFFER WROTE on its console)", i+1, windows),
+			func(ctx context.Context) (err error) {
+				m, _, err = vm.WaitConsoleFrom(ctx, m, "COFFER WROTE")
+				return err
+			})
 	}
 	return latencyFrom(vm, mark)
 }
@@ -346,12 +363,11 @@ func waitSocket(p string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	log.Fatalf("qemu-nbd did not create %s", p)
+	fatalf("qemu-nbd did not create %s within 5 s", p)
 }
 
-func diskBytes(qcow string) int64 {
-	out, err := exec.Command("qemu-img", "info", "--output=json", "-U", qcow).Output()
-	must(err)
+func diskBytes(ctx context.Context, qcow string) int64 {
+	out := output(ctx, "qemu-img info "+qcow, "qemu-img", "info", "--output=json", "-U", qcow)
 	var info struct {
 		Actual int64 `json:"actual-size"`
 	}
@@ -371,30 +387,24 @@ func sizeBytes(s string) int64 {
 	return n * mult
 }
 
-func run(name string, args ...string) {
-	cmd := exec.Command(name, args...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s %v: %v", name, args, err)
-	}
+// run runs a command to its end, within commandDeadline.
+func run(ctx context.Context, name string, args ...string) {
+	within(ctx, commandDeadline, fmt.Sprintf("%s %v", name, args), func(ctx context.Context) error {
+		cmd := command(ctx, name, args...)
+		cmd.Stderr = os.Stderr
+		return cmd.Run()
+	})
 }
 
-func must(err error) {
-	if err != nil {
-		log.Fatal(err)
-	}
+// dialMonitor connects to a QMP monitor within monitorDeadline.
+func dialMonitor(ctx context.Context, path string) *qmp.Client {
+	var cl *qmp.Client
+	within(ctx, monitorDeadline, "the greeting of the QMP monitor "+path, func(ctx context.Context) (err error) {
+		cl, err = qmp.Dial(ctx, path)
+		return err
+	})
+	return cl
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func gib(b int64) float64 { return float64(b) / (1 << 30) }
-
-// cofferNice is the niceness the -nice flag runs coffer at.
-var cofferNice int
-
-// cofferCommand runs coffer with args, at cofferNice.
-func cofferCommand(bin string, args ...string) *exec.Cmd {
-	if cofferNice == 0 {
-		return exec.Command(bin, args...)
-	}
-	return exec.Command("nice", append([]string{"-n", strconv.Itoa(cofferNice), bin}, args...)...)
-}

@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/guestvm"
-	"github.com/coffer-backup/coffer/internal/qmp"
 )
 
 // Production protection (issue 17): full backups of the running guest
@@ -44,8 +41,7 @@ type throttleRun struct {
 // times it, over a number of the guest's latency windows (read through
 // the test monitor, which coffer does not use).
 func qemuWriteLatency(ctx context.Context, vm *guestvm.VM, windows int) time.Duration {
-	adm, err := qmp.Dial(ctx, vm.TestQMP)
-	must(err)
+	adm := dialMonitor(ctx, vm.TestQMP)
 	defer adm.Close()
 	read := func() (uint64, int64) {
 		var stats []struct {
@@ -55,20 +51,22 @@ func qemuWriteLatency(ctx context.Context, vm *guestvm.VM, windows int) time.Dur
 				WrTime int64  `json:"wr_total_time_ns"`
 			} `json:"stats"`
 		}
-		must(adm.Execute(ctx, "query-blockstats", nil, &stats))
+		within(ctx, monitorDeadline, "query-blockstats on the test monitor", func(ctx context.Context) error {
+			return adm.Execute(ctx, "query-blockstats", nil, &stats)
+		})
 		for _, s := range stats {
 			if strings.Contains(s.Qdev, "/vda/") {
 				return s.Stats.WrOps, s.Stats.WrTime
 			}
 		}
-		log.Fatal("query-blockstats: no vda")
+		fatalf("query-blockstats: no vda")
 		return 0, 0
 	}
 	ops0, ns0 := read()
 	latencies(ctx, vm, windows)
 	ops1, ns1 := read()
 	if ops1 == ops0 {
-		log.Fatal("the guest wrote nothing to vda")
+		fatalf("the guest wrote nothing to vda")
 	}
 	return time.Duration((ns1 - ns0) / int64(ops1-ops0))
 }
@@ -122,17 +120,10 @@ func fullUnder(ctx context.Context, vm *guestvm.VM, bin, dir string, env []strin
 		repo = filepath.Join(repoDir, "repo-throttle-"+name)
 	}
 	env = append(env, "COFFER_REPO="+repo, "COFFER_CONFIG="+cfg)
-	cmd := exec.Command(bin, "init")
-	cmd.Env, cmd.Stderr = env, os.Stderr
-	must(cmd.Run())
+	runCoffer(ctx, bin, env, "init")
 	latencies(ctx, vm, 2) // the guest settles after the previous run
 	mark := vm.Mark()
-	cmd = cofferCommand(bin, "run", "full", "--json")
-	cmd.Env, cmd.Stderr = env, os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		log.Fatalf("coffer run (%s): %v", cfg, err)
-	}
+	out, _ := runCoffer(ctx, bin, env, "run", "full", "--json")
 	var r throttleRun
 	r.guest = latencyFrom(vm, mark)
 	r.seconds, r.engaged, r.lowest = jobFigures(ctx, bin, env, out)
@@ -169,12 +160,9 @@ func jobFigures(ctx context.Context, bin string, env []string, out []byte) (seco
 		Seconds float64 `json:"duration_seconds"`
 	}
 	if err := json.Unmarshal(out, &run); err != nil || run.Status != "success" {
-		log.Fatalf("coffer run: %v %s", err, out)
+		fatalf("coffer run: %v %s", err, out)
 	}
-	cmd := exec.CommandContext(ctx, bin, "job", "show", fmt.Sprint(run.ID), "--json")
-	cmd.Env, cmd.Stderr = env, os.Stderr
-	show, err := cmd.Output()
-	must(err)
+	show, _ := runCoffer(ctx, bin, env, "job", "show", fmt.Sprint(run.ID), "--json")
 	var job struct {
 		Events []struct {
 			Kind    string         `json:"kind"`
@@ -183,7 +171,7 @@ func jobFigures(ctx context.Context, bin string, env []string, out []byte) (seco
 		} `json:"events"`
 	}
 	if err := json.Unmarshal(show, &job); err != nil {
-		log.Fatalf("coffer job show: %v %s", err, show)
+		fatalf("coffer job show: %v %s", err, show)
 	}
 	for _, ev := range job.Events {
 		if ev.Kind != "latency-throttle" {
