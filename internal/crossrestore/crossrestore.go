@@ -3,7 +3,8 @@
 // or libvirt VM as a vSphere VM. It reads the point's configuration into
 // a platform-neutral machine (controllers, disks, adapters, firmware,
 // CPUs, memory, guest family), writes that machine in the target's
-// recorded form (hypervisor.VMConfig with the target's Native), so the
+// recorded form (hypervisor.VMConfig with the target's Native: a domain
+// definition, a vSphere VM's placement, a QEMU command line), so the
 // target's own connector creates it as it creates any restored VM, and
 // reports, before anything is created, what it mapped, what it could not
 // map and what the guest will need on its new platform.
@@ -66,7 +67,7 @@ type Item struct {
 var ErrSamePlatform = errors.New("the point's VM is of the target's own platform")
 
 // Map maps cfg, a point's recorded VM, onto the platform target
-// ("libvirt" or "vsphere").
+// ("libvirt", "vsphere", or "qemu": a VM in a directory of this host).
 func Map(cfg hypervisor.VMConfig, target string, o Options) (*Plan, error) {
 	if cfg.Kind == target {
 		return nil, ErrSamePlatform
@@ -83,8 +84,10 @@ func Map(cfg hypervisor.VMConfig, target string, o Options) (*Plan, error) {
 		p, err = toLibvirt(m, o, r)
 	case "vsphere":
 		p, err = toVSphere(m, o, r)
+	case "qemu":
+		p, err = toQEMU(m, o, r)
 	default:
-		return nil, fmt.Errorf("a %s point cannot be restored onto a %s connection: coffer maps VMs onto libvirt and vSphere: %w",
+		return nil, fmt.Errorf("a %s point cannot be restored onto a %s connection: coffer maps VMs onto libvirt, vSphere and QEMU: %w",
 			cfg.Kind, target, hypervisor.ErrUnsupported)
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/libvirt"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/vmconfig"
 )
 
@@ -99,7 +100,8 @@ func TestQEMUOntoVSphere(t *testing.T) {
 		"-netdev", "user,id=n0", "-device", "virtio-net-pci,netdev=n0,id=net0", "-device", `{"driver":"e1000","netdev":"n1","id":"net1"}`}
 	native, _ := json.Marshal(map[string]any{"cmdline": cmd})
 	cfg := hypervisor.VMConfig{Kind: "qemu", Name: "web-1", CPUs: 1, MemoryMiB: 256, Native: native,
-		Disks: []hypervisor.DiskInfo{{Key: "vda", Name: "vda", Size: 32 << 20}, {Key: "sdb", Name: "sdb", Size: 16 << 20}}}
+		Disks: []hypervisor.DiskInfo{{Key: "pflash1", Name: "pflash1", Size: 4 << 20}, {Key: "vda", Name: "vda", Size: 32 << 20},
+			{Key: "sdb", Name: "sdb", Size: 16 << 20}}}
 	p, err := Map(cfg, "vsphere", Options{Network: "VM Network"})
 	if err != nil {
 		t.Fatal(err)
@@ -116,12 +118,16 @@ func TestQEMUOntoVSphere(t *testing.T) {
 		p.Config.NICs[1].Network != "VM Network" {
 		t.Fatalf("config %+v", p.Config)
 	}
-	if len(p.Report.Unmapped) != 1 || p.Report.Unmapped[0].Kind != "boot" || !strings.Contains(p.Report.Unmapped[0].From, "/boot/vmlinuz") {
-		t.Fatalf("the kernel booted directly is not reported: %+v", p.Report.Unmapped)
+	if len(p.Report.Unmapped) != 2 || p.Report.Unmapped[0].Kind != "boot" || !strings.Contains(p.Report.Unmapped[0].From, "/boot/vmlinuz") ||
+		p.Report.Unmapped[1].Name != "pflash1" {
+		t.Fatalf("the kernel booted directly or the EFI variables are not reported: %+v", p.Report.Unmapped)
+	}
+	if _, ok := p.DiskKeys["pflash1"]; ok || len(p.Config.Disks) != 2 {
+		t.Fatalf("the EFI variable store became a disk: %v", p.DiskKeys)
 	}
 	// Without a network, the adapters are reported left out.
 	p, _ = Map(cfg, "vsphere", Options{})
-	if len(p.Config.NICs) != 0 || len(p.Report.Unmapped) != 3 || !strings.Contains(p.Report.Unmapped[2].Note, "--network") {
+	if len(p.Config.NICs) != 0 || len(p.Report.Unmapped) != 4 || !strings.Contains(p.Report.Unmapped[3].Note, "--network") {
 		t.Fatalf("adapters without a network: %+v %+v", p.Config.NICs, p.Report.Unmapped)
 	}
 }
@@ -155,10 +161,37 @@ func TestRefused(t *testing.T) {
 	if _, err := Map(cfg, "vsphere", Options{}); !errors.Is(err, ErrSamePlatform) {
 		t.Fatalf("same platform: %v", err)
 	}
-	if _, err := Map(cfg, "qemu", Options{}); !errors.Is(err, hypervisor.ErrUnsupported) {
-		t.Fatalf("onto a QEMU connection: %v", err)
+	if _, err := Map(cfg, "fake", Options{}); !errors.Is(err, hypervisor.ErrUnsupported) {
+		t.Fatalf("onto a platform coffer does not map onto: %v", err)
 	}
 	if _, err := Map(hypervisor.VMConfig{Kind: "libvirt", Native: []byte(`{}`)}, "vsphere", Options{}); err == nil {
 		t.Fatal("a libvirt point without its domain definition mapped")
+	}
+}
+
+func TestVSphereIntoQEMUDirectoryRelaunches(t *testing.T) {
+	cfg := vsphereVM("debian12_64Guest", "bios", vmconfig.Disk{Key: "2000", Controller: vmconfig.PVSCSI},
+		vmconfig.Disk{Key: "2001", Controller: vmconfig.LSILogic})
+	p, err := Map(cfg, "qemu", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	spec := qemu.LaunchSpec{Dir: dir, Name: "web-qemu", UUID: "5f0c2a8e-6d3b-4b1f-9c2e-7a1d0e4b8c31", Disks: map[string]qemu.LaunchDisk{
+		"2000": {Path: filepath.Join(dir, "2000.raw"), Format: "raw"}, "2001": {Path: filepath.Join(dir, "2001.qcow2"), Format: "qcow2"}}}
+	rl, err := qemu.RelaunchArgs(p.Config.Native, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(rl.Args, " ")
+	for _, want := range []string{"-device pvscsi,id=ctrl0", "scsi-hd,drive=drive-2000,id=disk-2000,bus=ctrl0.0,scsi-id=0,bootindex=0",
+		"file=" + filepath.Join(dir, "2000.raw"), "format=qcow2,file=" + filepath.Join(dir, "2001.qcow2"),
+		"-device ahci,id=ctrl1", "ide-hd,drive=drive-2001,id=disk-2001,bus=ctrl1.0", "vmxnet3,netdev=net0", "-m 2048", "-smp 2", "-machine pc"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the relaunched command line lacks %q:\n%s", want, line)
+		}
+	}
+	if len(p.Report.Unmapped) != 1 || p.Report.Unmapped[0].From != "LSI Logic Parallel (53C1030)" {
+		t.Fatalf("unmapped: %+v", p.Report.Unmapped)
 	}
 }

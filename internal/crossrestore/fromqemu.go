@@ -58,14 +58,23 @@ func fromQEMU(cfg hypervisor.VMConfig) (*machine, error) {
 		i++
 	}
 	bus := map[string]string{}
+	disks := cfg
+	disks.Disks = nil
 	for _, d := range cfg.Disks {
-		dev, ok := byID[d.Key]
-		if !ok {
+		if strings.HasPrefix(d.Key, "pflash") {
+			// The firmware's variable store, which QEMU backs up as a
+			// drive: the target keeps its own.
+			m.unread = append(m.unread, Item{Kind: "firmware", Name: d.Key, From: "the EFI variable store (pflash drive)",
+				Note: "the target keeps its own firmware variables: the VM's boot entries are not restored, and the firmware " +
+					"boots the removable-media path \\EFI\\BOOT\\BOOTX64.EFI"})
 			continue
 		}
-		bus[d.Key] = qemuDiskBus(dev, byID)
+		disks.Disks = append(disks.Disks, d)
+		if dev, ok := byID[d.Key]; ok {
+			bus[d.Key] = qemuDiskBus(dev, byID)
+		}
 	}
-	m.disks = disksOf(cfg, bus, "", &m.unread)
+	m.disks = disksOf(disks, bus, "", &m.unread)
 	for _, d := range devs {
 		model, ok := qemuNICs[d.driver]
 		if !ok {

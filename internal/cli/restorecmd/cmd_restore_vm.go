@@ -65,7 +65,9 @@ guest's own drivers find its disks, and reports before it starts what it
 mapped, what it cannot map (left out, or on a substitute), and what the
 guest will need (virtio drivers for a Windows guest under KVM; vmw_pvscsi
 and vmxnet3 in a Linux guest under vSphere). --dry-run prints the report
-only; --network NAME puts every adapter on the target's network NAME.`,
+only; --network NAME puts every adapter on the target's network NAME. A
+vSphere point also restores with --to DIR as a QEMU VM in DIR, mapped
+the same way.`,
 			`What was restored where, and how to start it or that it started. --json:
 {point_id, vm, vm_id, original_vm, connection, onto_original, disks,
 started, dir, launch_script, qmp_socket, console, pid, memory_state,
@@ -86,39 +88,7 @@ coffer restore vm web-1 --connection vc1 --network "VM Network"`,
 			if err != nil {
 				return err
 			}
-			return a.Emit(res, nil, func() {
-				if res.Mapping != nil {
-					a.printMapping(res.Mapping)
-				}
-				if res.DryRun {
-					return
-				}
-				for _, w := range res.Warnings {
-					a.Printf("warning: %s\n", w)
-				}
-				if res.Connection != "" {
-					what := "restored VM " + res.VM
-					if res.OntoOriginal {
-						what = "restored the disks of VM " + res.VM
-					}
-					a.Printf("%s on %s (from %s, snapshot %s): %d disk(s)", what, res.Connection, res.OriginalVM, command.Short(res.PointID), len(res.Disks))
-					if res.Started {
-						a.Printf(", powered on")
-					}
-					a.Printf("\n")
-					return
-				}
-				a.Printf("restored VM %s (from %s, snapshot %s) into %s: %d disk(s)\n", res.VM, res.OriginalVM, command.Short(res.PointID), res.Dir, len(res.Disks))
-				if res.Started {
-					how := "booted"
-					if res.ResumedFromMemory {
-						how = "resumed from its memory state"
-					}
-					a.Printf("started (%s): pid %d, monitor %s, console %s\n", how, res.PID, res.QMPSocket, res.Console)
-				} else {
-					a.Printf("start it with %s\n", res.LaunchScript)
-				}
-			})
+			return a.Emit(res, nil, func() { a.printRestoredVM(res) })
 		},
 	}
 	restoreVMFlags(cmd, &in)
@@ -140,4 +110,39 @@ func restoreVMFlags(cmd *cobra.Command, in *api.RestoreVMInput) {
 	f.BoolVar(&b.Resume, "resume", false, "vSphere: finish a broken restore of this point into the VM --name names")
 	f.BoolVar(&b.DryRun, "dry-run", false, "onto another platform: print how the VM maps onto the connection's, restore nothing")
 	f.StringVar(&b.Network, "network", "", "onto another platform: the target's network for every adapter (default: the recorded names)")
+}
+
+// printRestoredVM says what was restored where, and how to start it.
+func (a *app) printRestoredVM(res *api.RestoredVM) {
+	if res.Mapping != nil {
+		a.printMapping(res.Mapping)
+	}
+	if res.DryRun {
+		return
+	}
+	for _, w := range res.Warnings {
+		a.Printf("warning: %s\n", w)
+	}
+	if res.Connection != "" {
+		what := "restored VM " + res.VM
+		if res.OntoOriginal {
+			what = "restored the disks of VM " + res.VM
+		}
+		a.Printf("%s on %s (from %s, snapshot %s): %d disk(s)", what, res.Connection, res.OriginalVM, command.Short(res.PointID), len(res.Disks))
+		if res.Started {
+			a.Printf(", powered on")
+		}
+		a.Printf("\n")
+		return
+	}
+	a.Printf("restored VM %s (from %s, snapshot %s) into %s: %d disk(s)\n", res.VM, res.OriginalVM, command.Short(res.PointID), res.Dir, len(res.Disks))
+	if res.Started {
+		how := "booted"
+		if res.ResumedFromMemory {
+			how = "resumed from its memory state"
+		}
+		a.Printf("started (%s): pid %d, monitor %s, console %s\n", how, res.PID, res.QMPSocket, res.Console)
+	} else {
+		a.Printf("start it with %s\n", res.LaunchScript)
+	}
 }

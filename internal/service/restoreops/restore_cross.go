@@ -19,12 +19,18 @@ type emulatedHost interface {
 	GuestsEmulated(ctx context.Context) (bool, error)
 }
 
+// qemuHost is the target of a restore into a directory of this host: a
+// QEMU VM.
+type qemuHost struct{ hypervisor.Connector }
+
+func (qemuHost) Kind() string { return "qemu" }
+
 // crossPlan maps a point's VM onto connection c's platform, which is not
 // the point's: the plan says how, and its report what it cannot map.
 func crossPlan(ctx context.Context, c hypervisor.Connector, snap *repo.Point, cfg hypervisor.VMConfig, in restoreVMInput) (*crossrestore.Plan, error) {
 	if in.OntoOriginal {
-		return nil, service.Invalidf("backup point %s is of a %s VM: it cannot be restored onto an original on connection %s (%s); "+
-			"restore it as a new VM", snap.ID.Short(), cfg.Kind, in.Connection, c.Kind())
+		return nil, service.Invalidf("backup point %s is of a %s VM: it cannot be restored onto an original %s VM; "+
+			"restore it as a new VM", snap.ID.Short(), cfg.Kind, c.Kind())
 	}
 	o := crossrestore.Options{Network: in.Network}
 	if e, ok := c.(emulatedHost); ok {

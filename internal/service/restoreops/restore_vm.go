@@ -112,14 +112,20 @@ func (s Ops) openRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hype
 			// silently as a new VM the caller did not ask for.
 			return nil, opts, nil, nil, service.Invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
 		}
-		if in.DryRun {
-			return nil, opts, nil, nil, service.Invalidf("--dry-run reports how a VM maps onto another platform: name its connection with --connection")
-		}
-		if cfg.Kind != "qemu" {
-			return nil, opts, nil, nil, service.Invalidf("backup point %s is of a %s VM: restore it with --connection NAME (a libvirt or vSphere connection)", snap.ID.Short(), cfg.Kind)
-		}
 		if in.Dir == "" {
 			return nil, opts, nil, nil, service.Invalidf("a QEMU VM is restored into a directory: --to DIR")
+		}
+		if cfg.Kind != "qemu" {
+			// Another platform's VM as a QEMU VM in the directory.
+			plan, err = crossPlan(ctx, qemuHost{}, snap, cfg, in)
+			if err != nil {
+				return nil, opts, nil, nil, err
+			}
+			opts.TargetDir, opts.ColdBoot = in.Dir, true
+			return qemu.DirRestorer{}, opts, func() {}, plan, nil
+		}
+		if in.DryRun {
+			return nil, opts, nil, nil, service.Invalidf("--dry-run reports how a VM maps onto another platform; backup point %s is of a QEMU VM", snap.ID.Short())
 		}
 		if err := qemu.Relaunchable(cfg.Native); err != nil {
 			return nil, opts, nil, nil, service.Invalidf("backup point %s: %v", snap.ID.Short(), err)
@@ -251,7 +257,9 @@ func (s Ops) writeVM(ctx context.Context, t service.Job, pt *service.OpenedPoint
 	var disks []repo.Disk
 	for _, d := range pt.Point.Disks {
 		if d.Kind != hypervisor.KindMemory {
-			disks = append(disks, d)
+			if _, mapped := keys[d.Key]; keys == nil || mapped {
+				disks = append(disks, d) // onto another platform, those it maps
+			}
 			continue
 		}
 		if keys != nil {
