@@ -18,7 +18,7 @@ import (
 
 // restoreKinds are the wizard's first step, in the order it offers them.
 var restoreKinds = []restoreKind{
-	{"vm", "As a new VM", "Every disk restored into a directory of the server's restore directory and the VM made again from its recorded configuration, with a new name, UUID and MAC addresses; started if you ask."},
+	{"vm", "As a new VM", "The VM made again from its recorded configuration, with a new name, UUID and MAC addresses, its disks restored into it: in a directory of the server (QEMU), or through a connection, of its own platform or another (a vSphere VM as a libvirt domain, a QEMU or libvirt VM on vSphere); started if you ask."},
 	{"original", "Onto the original VM", "The backup written over the disks of the original VM, which must be powered off. What it holds now is lost."},
 	{"disk", "One disk", "One disk restored as a file (raw or qcow2) in the server's restore directory."},
 	{"instant", "Instant recovery", "The VM started at once from the backup (its disks read from the repository, its writes kept aside); then commit it onto storage while it runs, or discard it."},
@@ -35,6 +35,19 @@ type restoreView struct {
 	Why     map[string]string
 	Disks   []api.PointDisk
 	Default struct{ Name, Dir, DiskTo string }
+	// Targets are the connections "as a new VM" can restore through;
+	// Target the chosen one (none: a directory of the server), Mapping
+	// its report onto another platform (MappingErr why there is none),
+	// Network the target network asked for.
+	Targets    []restoreTarget
+	Target     restoreTarget
+	Mapping    *api.VMMapping
+	MappingErr string
+	Network    string
+	// Platform is the point's VM's: qemu, vsphere, libvirt; MapTo the
+	// platform Mapping maps it onto.
+	Platform, MapTo string
+	dry             api.RestoredVM
 }
 
 // restoreWizard shows the wizard for one point.
@@ -56,6 +69,9 @@ func (p *page) restoreWizard() {
 	}
 	if _, known := v.Why[v.What]; !known && v.What != "" {
 		v.What = ""
+	}
+	if v.What == "vm" {
+		p.chooseTarget(&v)
 	}
 	p.show("restore", "Restore "+pt.VM+" from "+pt.ShortID, "restore", v)
 }
@@ -109,6 +125,12 @@ func (p *page) restoreVM() {
 	body := api.RestoreVMRequest{Dir: strings.TrimSpace(f.Get("dir")), Name: strings.TrimSpace(f.Get("name")),
 		Format: f.Get("format"), Start: f.Get("start") == "1"}
 	var q url.Values
+	if c := f.Get("connection"); c != "" {
+		// Through a connection, of the point's platform or another.
+		body = api.RestoreVMRequest{Name: body.Name, Start: body.Start, Datastore: strings.TrimSpace(f.Get("datastore")),
+			Network: strings.TrimSpace(f.Get("network"))}
+		q = url.Values{"connection": {c}}
+	}
 	if f.Get("onto_original") == "1" {
 		vm := f.Get("vm")
 		if vm == "" || strings.TrimSpace(f.Get("confirm")) != vm {

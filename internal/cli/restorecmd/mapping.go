@@ -9,7 +9,11 @@ import (
 func (a *app) printMapping(m *api.VMMapping) {
 	a.Printf("a %s VM as a %s VM:\n", m.From, m.To)
 	for _, i := range m.Mapped {
-		a.Printf("  %-8s %-14s %s -> %s", i.Kind, i.Name, i.From, i.To)
+		name := i.Name
+		if name == i.Kind {
+			name = "" // cpus, memory, firmware: one of a kind
+		}
+		a.Printf("  %-8s %-14s %s -> %s", i.Kind, name, i.From, i.To)
 		if i.Note != "" {
 			a.Printf(" (%s)", i.Note)
 		}

@@ -68,10 +68,20 @@ func mappingOf(r crossrestore.Report) *api.VMMapping {
 	return &api.VMMapping{From: r.From, To: r.To, Mapped: items(r.Mapped), Unmapped: items(r.Unmapped), Needs: append([]string{}, r.Needs...)}
 }
 
-// dryRun is a restore that only reports its mapping.
-func dryRun(snap *repo.Point, cfg hypervisor.VMConfig, in restoreVMInput, plan *crossrestore.Plan) (*api.RestoredVM, error) {
-	return &api.RestoredVM{PointID: snap.ID.String(), OriginalVM: cfg.Name, Connection: in.Connection, VM: in.Name,
-		Disks: []string{}, Warnings: []string{}, Mapping: mappingOf(plan.Report), DryRun: true}, nil
+// dryRunVM is a restore that only reports its mapping.
+func (s Ops) dryRunVM(ctx context.Context, in restoreVMInput) (*api.RestoredVM, error) {
+	pt, cfg, err := s.openVMPoint(ctx, in.Point)
+	if err != nil {
+		return nil, err
+	}
+	defer pt.Release()
+	tg, err := s.vmRestorer(ctx, pt, cfg, in)
+	if err != nil {
+		return nil, err
+	}
+	defer tg.done()
+	return &api.RestoredVM{PointID: pt.Point.ID.String(), OriginalVM: cfg.Name, Connection: in.Connection, VM: tg.opts.Name,
+		Disks: []string{}, Warnings: []string{}, Mapping: mappingOf(tg.plan.Report), DryRun: true}, nil
 }
 
 // logMapping puts a mapping's report into the task log before the

@@ -53,27 +53,37 @@ func (s Ops) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api.Rest
 	if in.Format != "raw" && in.Format != "qcow2" {
 		return nil, service.Invalidf("--format must be raw or qcow2, not %q", in.Format)
 	}
+	if in.DryRun {
+		// The mapping only: no task, nothing restored.
+		return s.dryRunVM(ctx, in)
+	}
 	return service.Run(ctx, s.Service, s.PointJob(job.KindRestoreVM, in.Point), func(ctx context.Context, t service.Job) (*api.RestoredVM, error) {
-		pt, err := s.OpenPoint(ctx, in.Point, "restore vm "+in.Point)
+		pt, cfg, err := s.openVMPoint(ctx, in.Point)
 		if err != nil {
 			return nil, err
 		}
 		defer pt.Release()
-		var cfg hypervisor.VMConfig
-		if err := json.Unmarshal(pt.Point.VMConfig, &cfg); err != nil || cfg.Kind == "" {
-			return nil, service.Invalidf("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", pt.Point.ID.Short())
-		}
 		tg, err := s.vmRestorer(ctx, pt, cfg, in)
 		if err != nil {
 			return nil, err
 		}
 		defer tg.done()
-		if in.DryRun {
-			t.Log(slog.LevelInfo, "dry run: the mapping reported, nothing restored")
-			return dryRun(pt.Point, cfg, in, tg.plan)
-		}
 		return s.restoreVM(ctx, t, pt, cfg, in, tg)
 	})
+}
+
+// openVMPoint opens a point with the VM configuration it recorded.
+func (s Ops) openVMPoint(ctx context.Context, ref string) (*service.OpenedPoint, hypervisor.VMConfig, error) {
+	var cfg hypervisor.VMConfig
+	pt, err := s.OpenPoint(ctx, ref, "restore vm "+ref)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if err := json.Unmarshal(pt.Point.VMConfig, &cfg); err != nil || cfg.Kind == "" {
+		pt.Release()
+		return nil, cfg, service.Invalidf("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", pt.Point.ID.Short())
+	}
+	return pt, cfg, nil
 }
 
 // vmTarget is what creates the VM, how, and (onto another platform
