@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,10 +36,7 @@ func TestConsoleRestoreOntoAnotherPlatform(t *testing.T) {
 	_, _ = rand.Read(backedUp[:disk.Size/2])
 	vc.WriteFlat(disk, backedUp)
 	pool := filepath.Join(d.Dir, "images")
-	if err := os.MkdirAll(pool, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.ChownAll(pool); err != nil {
+	if err := errors.Join(os.MkdirAll(pool, 0o755), d.ChownAll(pool)); err != nil {
 		t.Fatal(err)
 	}
 	virsh := func(args ...string) string {
