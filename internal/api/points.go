@@ -144,6 +144,32 @@ type RestoredVM struct {
 	MemoryState       string   `json:"memory_state,omitempty"`
 	ResumedFromMemory bool     `json:"resumed_from_memory"`
 	Warnings          []string `json:"warnings"`
+	// Mapping is set for a restore onto another platform: how the VM's
+	// hardware maps onto it. DryRun: only the mapping, nothing restored.
+	Mapping *VMMapping `json:"mapping,omitempty"`
+	DryRun  bool       `json:"dry_run,omitempty"`
+}
+
+// VMMapping is a VM of one platform mapped onto another's virtual
+// hardware, reported before a restore starts.
+type VMMapping struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Mapped are the items carried over; Unmapped those the target
+	// cannot reproduce (left out, or on a substitute the guest may not
+	// drive); Needs what the guest must have on its new platform.
+	Mapped   []MappingItem `json:"mapped"`
+	Unmapped []MappingItem `json:"unmapped"`
+	Needs    []string      `json:"needs"`
+}
+
+// MappingItem is one piece of a mapped VM.
+type MappingItem struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	From string `json:"from"`
+	To   string `json:"to,omitempty"`
+	Note string `json:"note,omitempty"`
 }
 
 // Export is a backup point's disks served over NBD (`coffer instant

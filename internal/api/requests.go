@@ -78,6 +78,11 @@ type RestoreVMRequest struct {
 	OntoOriginal     bool   `json:"onto_original,omitempty"`
 	ConfirmOverwrite bool   `json:"confirm_overwrite,omitempty"`
 	Resume           bool   `json:"resume,omitempty" doc:"vSphere: finish a broken restore of this point into the VM called name, writing only what its journal lacks"`
+	// Onto a connection of another platform than the point's: the
+	// mapping's report only (DryRun), and the target network every
+	// adapter joins (Network, default: the recorded names).
+	DryRun  bool   `json:"dry_run,omitempty" doc:"onto another platform: report how the VM maps onto the connection's platform, and restore nothing"`
+	Network string `json:"network,omitempty" maxLength:"255" doc:"onto another platform: the target's network every adapter joins"`
 }
 
 // FilesExtractRequest extracts files into a directory under the restore

@@ -67,12 +67,17 @@ type libvirtDomain struct {
 }
 
 // libvirtNICs are the interface models QEMU emulates under libvirt's
-// names; the probes reach the guest through the first of them.
-var libvirtNICs = map[string]string{"virtio": "virtio-net-pci", "e1000": "e1000", "e1000e": "e1000e", "rtl8139": "rtl8139"}
+// names; the probes reach the guest through the first of them. VMXNET3
+// is a domain's that was restored from a vSphere point.
+var libvirtNICs = map[string]string{"virtio": "virtio-net-pci", "e1000": "e1000", "e1000e": "e1000e", "rtl8139": "rtl8139",
+	"vmxnet3": "vmxnet3"}
 
 // libvirtSCSI are the SCSI controller models QEMU emulates, as libvirt
-// starts them (libvirt's default model on x86 is lsilogic).
-var libvirtSCSI = map[string]string{"": "lsi53c895a", "lsilogic": "lsi53c895a", "virtio-scsi": "virtio-scsi-pci"}
+// starts them (libvirt's default model on x86 is lsilogic); vmpvscsi and
+// lsisas1068 are VMware's, which a domain restored from a vSphere point
+// keeps.
+var libvirtSCSI = map[string]string{"": "lsi53c895a", "lsilogic": "lsi53c895a", "virtio-scsi": "virtio-scsi-pci",
+	"vmpvscsi": "pvscsi", "lsisas1068": "mptsas1068"}
 
 // libvirtDisk is one disk of the machine: where libvirt attached it.
 type libvirtDisk struct {

@@ -10,6 +10,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/config"
 	"github.com/coffer-backup/coffer/internal/console/format"
+
+	"github.com/coffer-backup/coffer/internal/console/restorewizard"
 )
 
 // Sequential media in the console: the libraries of the configuration
@@ -208,7 +210,7 @@ func (p *page) mediaVolume() {
 			byPoint[s.PointID] = j
 			short := s.PointID[:min(8, len(s.PointID))]
 			v.Points = append(v.Points, mediaPointView{ID: s.PointID, Short: short, VM: s.VM, Repository: s.Repository,
-				DefaultTo: safeFile(s.VM) + "-" + short + "-from-tape.img"})
+				DefaultTo: restorewizard.SafeFile(s.VM) + "-" + short + "-from-tape.img"})
 		}
 		pt := &v.Points[j]
 		pt.Blocks += s.LastBlock - s.FirstBlock + 1

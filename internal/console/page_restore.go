@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/console/restorewizard"
 )
 
 // The restore wizard of a backup point: what to restore (the whole VM as
@@ -16,25 +17,16 @@ import (
 // of the API (restore-vm, restore-disk, instant-start): the wizard only
 // gathers their input.
 
-// restoreKinds are the wizard's first step, in the order it offers them.
-var restoreKinds = []restoreKind{
-	{"vm", "As a new VM", "Every disk restored into a directory of the server's restore directory and the VM made again from its recorded configuration, with a new name, UUID and MAC addresses; started if you ask."},
-	{"original", "Onto the original VM", "The backup written over the disks of the original VM, which must be powered off. What it holds now is lost."},
-	{"disk", "One disk", "One disk restored as a file (raw or qcow2) in the server's restore directory."},
-	{"instant", "Instant recovery", "The VM started at once from the backup (its disks read from the repository, its writes kept aside); then commit it onto storage while it runs, or discard it."},
-}
-
-type restoreKind struct{ ID, Title, About string }
-
 type restoreView struct {
 	Repo  string
 	Point api.BackupPoint
-	Kinds []restoreKind
+	Kinds []restorewizard.Kind
 	What  string
 	// Why says why a kind is not offered for this point ("" when it is).
 	Why     map[string]string
 	Disks   []api.PointDisk
 	Default struct{ Name, Dir, DiskTo string }
+	restorewizard.Choice
 }
 
 // restoreWizard shows the wizard for one point.
@@ -43,52 +35,24 @@ func (p *page) restoreWizard() {
 	if !ok {
 		return
 	}
-	v := restoreView{Repo: p.repo(), Point: pt, Kinds: restoreKinds, What: p.r.URL.Query().Get("what"), Why: restoreLimits(pt)}
+	v := restoreView{Repo: p.repo(), Point: pt, Kinds: restorewizard.Kinds, What: p.r.URL.Query().Get("what"), Why: restorewizard.Limits(pt)}
 	for _, d := range pt.Disks {
 		if d.Kind != "memory" {
 			v.Disks = append(v.Disks, d)
 		}
 	}
 	v.Default.Name = pt.VM + "-restored"
-	v.Default.Dir = safeFile(pt.VM) + "-" + pt.ShortID
+	v.Default.Dir = restorewizard.SafeFile(pt.VM) + "-" + pt.ShortID
 	if len(v.Disks) > 0 {
-		v.Default.DiskTo = safeFile(pt.VM) + "-" + pt.ShortID + "-" + safeFile(v.Disks[0].Key) + ".raw"
+		v.Default.DiskTo = restorewizard.SafeFile(pt.VM) + "-" + pt.ShortID + "-" + restorewizard.SafeFile(v.Disks[0].Key) + ".raw"
 	}
 	if _, known := v.Why[v.What]; !known && v.What != "" {
 		v.What = ""
 	}
+	if v.What == "vm" {
+		v.Choice = restorewizard.Choose(p.api.call, pt, p.pointParams(), p.r.URL.Query(), v.Default.Dir)
+	}
 	p.show("restore", "Restore "+pt.VM+" from "+pt.ShortID, "restore", v)
-}
-
-// restoreLimits says which kinds a point cannot be restored as, and why
-// (the API would refuse them with the same reason; the wizard says it
-// before the operator fills a form).
-func restoreLimits(pt api.BackupPoint) map[string]string {
-	why := map[string]string{"vm": "", "original": "", "disk": "", "instant": ""}
-	switch pt.SourceKind {
-	case "disk":
-		why["vm"] = "this point holds disk images, not a VM: restore its disks"
-		why["original"] = why["vm"]
-		why["instant"] = why["vm"]
-	case "qemu":
-		why["original"] = "a QEMU VM is restored as a new VM; its disks are files you can restore one by one"
-	default:
-		why["instant"] = "instant recovery runs QEMU VMs"
-	}
-	if pt.Connection == "" && pt.SourceKind != "qemu" && pt.SourceKind != "disk" {
-		why["original"] = "the point names no connection to restore through"
-	}
-	return why
-}
-
-// safeFile keeps what may go in a file name of the restore directory.
-func safeFile(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 func (p *page) pointParams() map[string]string {
@@ -109,6 +73,12 @@ func (p *page) restoreVM() {
 	body := api.RestoreVMRequest{Dir: strings.TrimSpace(f.Get("dir")), Name: strings.TrimSpace(f.Get("name")),
 		Format: f.Get("format"), Start: f.Get("start") == "1"}
 	var q url.Values
+	if c := f.Get("connection"); c != "" {
+		// Through a connection, of the point's platform or another.
+		body = api.RestoreVMRequest{Name: body.Name, Start: body.Start, Datastore: strings.TrimSpace(f.Get("datastore")),
+			Network: strings.TrimSpace(f.Get("network"))}
+		q = url.Values{"connection": {c}}
+	}
 	if f.Get("onto_original") == "1" {
 		vm := f.Get("vm")
 		if vm == "" || strings.TrimSpace(f.Get("confirm")) != vm {

@@ -66,7 +66,7 @@ func workRoutes() []route {
 		{"GET /ui/points/{repo}/p/{point}/archive", ops("files-archive"), (*page).archive},
 
 		// Restore: a point's wizard, and instant recoveries.
-		{"GET /ui/points/{repo}/p/{point}/restore", pg("list-points"), (*page).restoreWizard},
+		{"GET /ui/points/{repo}/p/{point}/restore", pg("list-points", "list-connections", "restore-vm"), (*page).restoreWizard},
 		{"POST /ui/points/{repo}/p/{point}/restore/vm", ops("restore-vm"), (*page).restoreVM},
 		{"POST /ui/points/{repo}/p/{point}/restore/disk", ops("restore-disk"), (*page).restoreDisk},
 		{"POST /ui/points/{repo}/p/{point}/restore/instant", ops("instant-start"), (*page).instantStart},

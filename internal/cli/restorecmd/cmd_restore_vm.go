@@ -53,15 +53,32 @@ written; coffer's checkpoints are dropped, so the next backup is full).
 
 Through a server (--server), --to is a directory relative to its restore
 directory (server.restore-dir), and --connection names a connection of its
-configuration.`,
+configuration.
+
+Onto another platform (--connection NAME of another kind than the point's
+VM): a vSphere point becomes a libvirt domain, a QEMU or libvirt point a
+vSphere VM. coffer maps the VM's disk controllers, disks, network
+adapters, firmware (BIOS or EFI), CPUs and memory onto the target's
+virtual hardware, keeping a device where the target emulates the same one
+(VMware Paravirtual SCSI, LSI Logic SAS and VMXNET3 under KVM) so the
+guest's own drivers find its disks, and reports before it starts what it
+mapped, what it cannot map (left out, or on a substitute), and what the
+guest will need (virtio drivers for a Windows guest under KVM; vmw_pvscsi
+and vmxnet3 in a Linux guest under vSphere). --dry-run prints the report
+only; --network NAME puts every adapter on the target's network NAME. A
+vSphere point also restores with --to DIR as a QEMU VM in DIR, mapped
+the same way.`,
 			`What was restored where, and how to start it or that it started. --json:
 {point_id, vm, vm_id, original_vm, connection, onto_original, disks,
 started, dir, launch_script, qmp_socket, console, pid, memory_state,
-resumed_from_memory, warnings}.`,
+resumed_from_memory, warnings, mapping: {from, to, mapped, unmapped,
+needs}, dry_run}.`,
 			`coffer restore vm latest --to /var/lib/images/web-1-copy --start
 coffer restore vm 3fa2c1d0 --connection vc1 --name web-1-test --datastore ds2
 coffer restore vm latest --connection vc1 --onto-original --yes-overwrite-original
-coffer restore vm 3fa2c1d0 --connection vc1 --name web-1-test --resume`,
+coffer restore vm 3fa2c1d0 --connection vc1 --name web-1-test --resume
+coffer restore vm web-vs --connection kvm1 --datastore images --dry-run
+coffer restore vm web-1 --connection vc1 --network "VM Network"`,
 			`0; 2 for a point without a recorded VM configuration, a VM name in use, or
 --onto-original without its confirmation; 7 for an unknown point.`),
 		Args: cobra.ExactArgs(1),
@@ -71,33 +88,7 @@ coffer restore vm 3fa2c1d0 --connection vc1 --name web-1-test --resume`,
 			if err != nil {
 				return err
 			}
-			return a.Emit(res, nil, func() {
-				for _, w := range res.Warnings {
-					a.Printf("warning: %s\n", w)
-				}
-				if res.Connection != "" {
-					what := "restored VM " + res.VM
-					if res.OntoOriginal {
-						what = "restored the disks of VM " + res.VM
-					}
-					a.Printf("%s on %s (from %s, snapshot %s): %d disk(s)", what, res.Connection, res.OriginalVM, command.Short(res.PointID), len(res.Disks))
-					if res.Started {
-						a.Printf(", powered on")
-					}
-					a.Printf("\n")
-					return
-				}
-				a.Printf("restored VM %s (from %s, snapshot %s) into %s: %d disk(s)\n", res.VM, res.OriginalVM, command.Short(res.PointID), res.Dir, len(res.Disks))
-				if res.Started {
-					how := "booted"
-					if res.ResumedFromMemory {
-						how = "resumed from its memory state"
-					}
-					a.Printf("started (%s): pid %d, monitor %s, console %s\n", how, res.PID, res.QMPSocket, res.Console)
-				} else {
-					a.Printf("start it with %s\n", res.LaunchScript)
-				}
-			})
+			return a.Emit(res, nil, func() { a.printRestoredVM(res) })
 		},
 	}
 	restoreVMFlags(cmd, &in)
@@ -117,4 +108,41 @@ func restoreVMFlags(cmd *cobra.Command, in *api.RestoreVMInput) {
 	f.BoolVar(&b.OntoOriginal, "onto-original", false, "with --connection: write the backup onto the original VM's disks instead of a new VM")
 	f.BoolVar(&b.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
 	f.BoolVar(&b.Resume, "resume", false, "vSphere: finish a broken restore of this point into the VM --name names")
+	f.BoolVar(&b.DryRun, "dry-run", false, "onto another platform: print how the VM maps onto the connection's, restore nothing")
+	f.StringVar(&b.Network, "network", "", "onto another platform: the target's network for every adapter (default: the recorded names)")
+}
+
+// printRestoredVM says what was restored where, and how to start it.
+func (a *app) printRestoredVM(res *api.RestoredVM) {
+	if res.Mapping != nil {
+		a.printMapping(res.Mapping)
+	}
+	if res.DryRun {
+		return
+	}
+	for _, w := range res.Warnings {
+		a.Printf("warning: %s\n", w)
+	}
+	if res.Connection != "" {
+		what := "restored VM " + res.VM
+		if res.OntoOriginal {
+			what = "restored the disks of VM " + res.VM
+		}
+		a.Printf("%s on %s (from %s, snapshot %s): %d disk(s)", what, res.Connection, res.OriginalVM, command.Short(res.PointID), len(res.Disks))
+		if res.Started {
+			a.Printf(", powered on")
+		}
+		a.Printf("\n")
+		return
+	}
+	a.Printf("restored VM %s (from %s, snapshot %s) into %s: %d disk(s)\n", res.VM, res.OriginalVM, command.Short(res.PointID), res.Dir, len(res.Disks))
+	if res.Started {
+		how := "booted"
+		if res.ResumedFromMemory {
+			how = "resumed from its memory state"
+		}
+		a.Printf("started (%s): pid %d, monitor %s, console %s\n", how, res.PID, res.QMPSocket, res.Console)
+	} else {
+		a.Printf("start it with %s\n", res.LaunchScript)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/crossrestore"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/job"
@@ -52,30 +53,59 @@ func (s Ops) RestoreVM(ctx context.Context, call *api.RestoreVMInput) (*api.Rest
 	if in.Format != "raw" && in.Format != "qcow2" {
 		return nil, service.Invalidf("--format must be raw or qcow2, not %q", in.Format)
 	}
+	if in.DryRun {
+		// The mapping only: no task, nothing restored.
+		return s.dryRunVM(ctx, in)
+	}
 	return service.Run(ctx, s.Service, s.PointJob(job.KindRestoreVM, in.Point), func(ctx context.Context, t service.Job) (*api.RestoredVM, error) {
-		pt, err := s.OpenPoint(ctx, in.Point, "restore vm "+in.Point)
+		pt, cfg, err := s.openVMPoint(ctx, in.Point)
 		if err != nil {
 			return nil, err
 		}
 		defer pt.Release()
-		var cfg hypervisor.VMConfig
-		if err := json.Unmarshal(pt.Point.VMConfig, &cfg); err != nil || cfg.Kind == "" {
-			return nil, service.Invalidf("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", pt.Point.ID.Short())
-		}
-		restorer, opts, done, err := s.vmRestorer(ctx, pt, cfg, in)
+		tg, err := s.vmRestorer(ctx, pt, cfg, in)
 		if err != nil {
 			return nil, err
 		}
-		defer done()
-		return s.restoreVM(ctx, t, pt, cfg, in, restorer, opts)
+		defer tg.done()
+		return s.restoreVM(ctx, t, pt, cfg, in, tg)
 	})
 }
 
+// openVMPoint opens a point with the VM configuration it recorded.
+func (s Ops) openVMPoint(ctx context.Context, ref string) (*service.OpenedPoint, hypervisor.VMConfig, error) {
+	var cfg hypervisor.VMConfig
+	pt, err := s.OpenPoint(ctx, ref, "restore vm "+ref)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if err := json.Unmarshal(pt.Point.VMConfig, &cfg); err != nil || cfg.Kind == "" {
+		pt.Release()
+		return nil, cfg, service.Invalidf("backup point %s has no recorded VM configuration: restore its disks with `coffer restore`", pt.Point.ID.Short())
+	}
+	return pt, cfg, nil
+}
+
+// vmTarget is what creates the VM, how, and (onto another platform
+// than the point's) the mapping of its hardware; done releases it (a
+// connector's session).
+type vmTarget struct {
+	restorer hypervisor.Restorer
+	opts     hypervisor.NewVMOptions
+	done     func()
+	plan     *crossrestore.Plan
+}
+
 // vmRestorer is what creates the VM: the connector of the connection
-// named, or, without one, QEMU's restore into a directory. done releases
-// it (a connector's session).
-func (s Ops) vmRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput) (
-	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions, done func(), err error) {
+// named, or, without one, QEMU's restore into a directory.
+func (s Ops) vmRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput) (vmTarget, error) {
+	restorer, opts, done, plan, err := s.openRestorer(ctx, pt, cfg, in)
+	return vmTarget{restorer: restorer, opts: opts, done: done, plan: plan}, err
+}
+
+// openRestorer opens the target of vmRestorer.
+func (s Ops) openRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput) (
+	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions, done func(), plan *crossrestore.Plan, err error) {
 	snap := pt.Point
 	name := in.Name
 	if name == "" && !in.OntoOriginal {
@@ -84,50 +114,66 @@ func (s Ops) vmRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hyperv
 	opts = hypervisor.NewVMOptions{Name: name, DiskFormat: in.Format}
 	if in.Connection == "" {
 		if in.Resume {
-			return nil, opts, nil, service.Invalidf("--resume takes up a broken restore through a connection (vSphere); a QEMU restore into a directory starts again")
+			return nil, opts, nil, nil, service.Invalidf("--resume takes up a broken restore through a connection (vSphere); a QEMU restore into a directory starts again")
 		}
 		if in.OntoOriginal {
 			// A QEMU VM's disks are files its command line names: the
 			// original's are restored with restore-disk --overwrite, never
 			// silently as a new VM the caller did not ask for.
-			return nil, opts, nil, service.Invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
-		}
-		if cfg.Kind != "qemu" {
-			return nil, opts, nil, service.Invalidf("backup point %s is of a %s VM: restore it with --connection NAME", snap.ID.Short(), cfg.Kind)
+			return nil, opts, nil, nil, service.Invalidf("a QEMU VM is restored as a new VM: restore the original's disks onto its files with `coffer restore --overwrite`")
 		}
 		if in.Dir == "" {
-			return nil, opts, nil, service.Invalidf("a QEMU VM is restored into a directory: --to DIR")
+			return nil, opts, nil, nil, service.Invalidf("a QEMU VM is restored into a directory: --to DIR")
+		}
+		if cfg.Kind != "qemu" {
+			// Another platform's VM as a QEMU VM in the directory.
+			plan, err = crossPlan(ctx, qemuHost{}, snap, cfg, in)
+			if err != nil {
+				return nil, opts, nil, nil, err
+			}
+			opts.TargetDir, opts.ColdBoot = in.Dir, true
+			return qemu.DirRestorer{}, opts, func() {}, plan, nil
+		}
+		if in.DryRun {
+			return nil, opts, nil, nil, service.Invalidf("--dry-run reports how a VM maps onto another platform; backup point %s is of a QEMU VM", snap.ID.Short())
 		}
 		if err := qemu.Relaunchable(cfg.Native); err != nil {
-			return nil, opts, nil, service.Invalidf("backup point %s: %v", snap.ID.Short(), err)
+			return nil, opts, nil, nil, service.Invalidf("backup point %s: %v", snap.ID.Short(), err)
 		}
 		opts.TargetDir, opts.ColdBoot = in.Dir, in.ColdBoot
-		return qemu.DirRestorer{}, opts, func() {}, nil
+		return qemu.DirRestorer{}, opts, func() {}, nil, nil
 	}
 	if in.OntoOriginal && !in.ConfirmOverwrite {
-		return nil, opts, nil, service.Invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
+		return nil, opts, nil, nil, service.Invalidf("--onto-original overwrites the disks of VM %s with backup point %s: add --yes-overwrite-original to confirm", cfg.Name, snap.ID.Short())
 	}
 	pc, err := s.EngineConfig(ctx)
 	if err != nil {
-		return nil, opts, nil, err
+		return nil, opts, nil, nil, err
 	}
 	conns, err := s.OpenConnectors(ctx, pc, []string{in.Connection})
 	if err != nil {
-		return nil, opts, nil, err
+		return nil, opts, nil, nil, err
 	}
 	c := conns.Conns[in.Connection]
 	if c.Kind() != cfg.Kind {
+		// Another platform: the VM's hardware mapped onto the target's.
+		if plan, err = crossPlan(ctx, c, snap, cfg, in); err != nil {
+			conns.Close()
+			return nil, opts, nil, nil, err
+		}
+	} else if in.DryRun {
 		conns.Close()
-		return nil, opts, nil, service.Invalidf("backup point %s is of a %s VM; connection %s is %s", snap.ID.Short(), cfg.Kind, in.Connection, c.Kind())
+		return nil, opts, nil, nil, service.Invalidf("--dry-run reports how a VM maps onto another platform; backup point %s is of a %s VM, as connection %s is",
+			snap.ID.Short(), cfg.Kind, in.Connection)
 	}
 	restorer, ok := c.(hypervisor.Restorer)
 	if !ok {
 		conns.Close()
-		return nil, opts, nil, service.Invalidf("connection %s (%s) cannot create VMs", in.Connection, c.Kind())
+		return nil, opts, nil, nil, service.Invalidf("connection %s (%s) cannot create VMs", in.Connection, c.Kind())
 	}
 	if in.Resume && c.Kind() != "vsphere" {
 		conns.Close()
-		return nil, opts, nil, service.Invalidf("--resume takes up a broken vSphere restore; a %s restore starts again", c.Kind())
+		return nil, opts, nil, nil, service.Invalidf("--resume takes up a broken vSphere restore; a %s restore starts again", c.Kind())
 	}
 	// DiskFormat: libvirt writes qcow2 or raw files; vSphere ignores it.
 	opts.Datastore, opts.ReplaceExisting = in.Datastore, in.OntoOriginal
@@ -137,7 +183,7 @@ func (s Ops) vmRestorer(ctx context.Context, pt *service.OpenedPoint, cfg hyperv
 	opts.PerDatastore = pc.Limits.WithDefaults().PerDatastore
 	rt := policy.Retries{}.WithDefaults()
 	opts.Retries = hypervisor.RetryPolicy{Attempts: rt.Attempts, Backoff: rt.Backoff, MaxBackoff: rt.MaxBackoff}
-	return restorer, opts, conns.Close, nil
+	return restorer, opts, conns.Close, plan, nil
 }
 
 // localVM is a VM restored into a directory of this host (QEMU): the
@@ -156,16 +202,24 @@ type localVM interface {
 // and it starts if asked. A half-restored new VM is deleted when
 // anything fails.
 func (s Ops) restoreVM(ctx context.Context, t service.Job, pt *service.OpenedPoint, cfg hypervisor.VMConfig, in restoreVMInput,
-	restorer hypervisor.Restorer, opts hypervisor.NewVMOptions) (*api.RestoredVM, error) {
+	tg vmTarget) (*api.RestoredVM, error) {
 	snap := pt.Point
-	nv, err := restorer.CreateVM(ctx, cfg, opts)
+	create, keys := cfg, map[string]string(nil)
+	if tg.plan != nil {
+		create, keys = tg.plan.Config, tg.plan.DiskKeys
+		logMapping(t, tg.plan.Report)
+	}
+	nv, err := tg.restorer.CreateVM(ctx, create, tg.opts)
 	if err != nil {
 		return nil, err
 	}
 	res := &api.RestoredVM{PointID: snap.ID.String(), OriginalVM: cfg.Name, Connection: in.Connection, VM: nv.Ref().Name, VMID: nv.Ref().ID,
 		OntoOriginal: in.OntoOriginal, Disks: []string{}, Warnings: []string{}}
+	if tg.plan != nil {
+		res.Mapping = mappingOf(tg.plan.Report)
+	}
 	local, _ := nv.(localVM)
-	if err := s.writeVM(ctx, t, pt, nv, local, res); err != nil {
+	if err := s.writeVM(ctx, t, pt, nv, local, keys, res); err != nil {
 		if k, ok := nv.(hypervisor.Resumer); ok && k.KeepForResume(err) {
 			t.Log(slog.LevelWarn, "the restore broke; the half-restored VM stays for --resume", "vm", res.VM, "err", err)
 			return nil, fmt.Errorf("%w (the half-restored VM %s stays: run the same restore with --resume to finish it, or delete the VM)", err, res.VM)
@@ -208,12 +262,18 @@ func (s Ops) restoreVM(ctx context.Context, t service.Job, pt *service.OpenedPoi
 // writeVM writes every disk of the point (and its memory state, where the
 // new VM takes it) into the new VM, and completes it. A VM that writes
 // disks in parallel (hypervisor.ParallelWriter) gets them all at once.
-func (s Ops) writeVM(ctx context.Context, t service.Job, pt *service.OpenedPoint, nv hypervisor.NewVM, local localVM, res *api.RestoredVM) error {
+func (s Ops) writeVM(ctx context.Context, t service.Job, pt *service.OpenedPoint, nv hypervisor.NewVM, local localVM,
+	keys map[string]string, res *api.RestoredVM) error {
 	var disks []repo.Disk
 	for _, d := range pt.Point.Disks {
 		if d.Kind != hypervisor.KindMemory {
-			disks = append(disks, d)
+			if _, mapped := keys[d.Key]; keys == nil || mapped {
+				disks = append(disks, d) // onto another platform, those it maps
+			}
 			continue
+		}
+		if keys != nil {
+			continue // another platform's memory state: the mapping reports it
 		}
 		mw, ok := nv.(hypervisor.MemoryWriter)
 		if !ok {
@@ -247,7 +307,11 @@ func (s Ops) writeVM(ctx context.Context, t service.Job, pt *service.OpenedPoint
 			} else {
 				t.Log(slog.LevelInfo, "writing disk", "vm", res.VM, "disk", d.Name, "bytes", d.Size)
 			}
-			err = nv.WriteDisk(gctx, d.Key, src)
+			key := d.Key
+			if keys != nil {
+				key = keys[d.Key]
+			}
+			err = nv.WriteDisk(gctx, key, src)
 			mu.Lock()
 			logged = logRoutes(t, nv, logged)
 			mu.Unlock()

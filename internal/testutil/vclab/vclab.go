@@ -171,6 +171,7 @@ type VM struct {
 	DiskSize         int64
 	NIC              string
 	Firmware         string // "bios" (default) or "efi"
+	GuestID          string // vSphere's guest OS type (default otherGuest)
 }
 
 // CreateVMWith adds a powered-off VM shaped by vm on the first datastore.
@@ -225,7 +226,11 @@ func (l *Lab) CreateVMWith(ctx context.Context, vm VM) {
 			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
 		}
 	}
-	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: "otherGuest", NumCPUs: 1, MemoryMB: 256, Firmware: vm.Firmware,
+	guestID := vm.GuestID
+	if guestID == "" {
+		guestID = "otherGuest"
+	}
+	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: guestID, NumCPUs: 1, MemoryMB: 256, Firmware: vm.Firmware,
 		Files: &types.VirtualMachineFileInfo{VmPathName: "[" + ds + "]"}, DeviceChange: changes}
 	task, err := object.NewFolder(l.c, dcs[0].VmFolder).CreateVM(ctx, spec, object.NewResourcePool(l.c, pools[0].Self), nil)
 	if err != nil {
@@ -257,7 +262,18 @@ func (l *Lab) Retrieve(ctx context.Context, kind string, props []string, dst any
 
 // Disk finds the flat extent of the first disk of the VM called name.
 func (l *Lab) Disk(name string) Disk {
+	disks := l.Disks(name)
+	if len(disks) == 0 {
+		l.t.Fatalf("no VM %s with a disk", name)
+	}
+	return disks[0]
+}
+
+// Disks finds the flat extents of every disk of the VM called name, in
+// the order of its devices.
+func (l *Lab) Disks(name string) []Disk {
 	ctx := context.Background()
+	var out []Disk
 	var vms []mo.VirtualMachine
 	l.Retrieve(ctx, "VirtualMachine", []string{"name", "config.hardware.device"}, &vms)
 	for _, vm := range vms {
@@ -276,11 +292,10 @@ func (l *Lab) Disk(name string) Disk {
 			}
 			dir, _ := url.Parse(ds.Summary.Url)
 			_, rel, _ := strings.Cut(b.FileName, "] ")
-			return Disk{Path: filepath.Join(dir.Path, strings.TrimSuffix(rel, ".vmdk")+"-flat.vmdk"), Size: d.CapacityInKB * 1024}
+			out = append(out, Disk{Path: filepath.Join(dir.Path, strings.TrimSuffix(rel, ".vmdk")+"-flat.vmdk"), Size: d.CapacityInKB * 1024})
 		}
 	}
-	l.t.Fatalf("no VM %s with a disk", name)
-	return Disk{}
+	return out
 }
 
 // WriteFlat writes a disk's contents, as the guest would.
