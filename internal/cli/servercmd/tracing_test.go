@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -65,6 +66,12 @@ func TestTracesReachTheCollector(t *testing.T) {
 // the server's span of the request is its child, in its trace, and so is
 // the server's log line of the request.
 func apiRequest(t *testing.T, e *clitest.Env, c *collector, traced []string) {
+	e.Config(`
+connections:
+  - {name: lab, kind: fake, options: {seed: 3, vms: 1, hosts: 1, datastores: 1, disk-size: 128KiB}}
+policies:
+  - {name: web, connection: lab}
+`)
 	for _, kv := range traced {
 		k, v, _ := strings.Cut(kv, "=")
 		e.Vars[k] = v
@@ -81,7 +88,11 @@ func apiRequest(t *testing.T, e *clitest.Env, c *collector, traced []string) {
 	if points := clitest.Decode[[]api.BackupPoint](t, out); len(points) != 2 {
 		t.Errorf("through the server, snapshots lists %d points, want 2", len(points))
 	}
-	if err := s.Stop(); err != nil { // its last spans are sent as it stops
+	var started api.Job
+	if code, _ := s.Call(token, "POST", "/policies/web/run", nil, &started); code != 200 {
+		t.Fatalf("a policy run not waited for: %d %+v", code, started)
+	}
+	if err := s.Stop(); err != nil { // it drains the run, and sends its last spans
 		t.Errorf("the server stopped with %v\n%s", err, s.Log())
 	}
 	client := c.Span(t, "list-points")
@@ -96,6 +107,7 @@ func apiRequest(t *testing.T, e *clitest.Env, c *collector, traced []string) {
 	if code := attribute(server, "http.response.status_code"); code != "200" {
 		t.Errorf("the request's span says status %q, want 200", code)
 	}
+	policyRun(t, c, started)
 	line := logLine(t, s.Log(), "request", "list-points")
 	if line == nil || line["trace_id"] != hex.EncodeToString(server.TraceId) || line["span_id"] != hex.EncodeToString(server.SpanId) {
 		t.Errorf("the server's log line of the request is %v: want trace_id %x and span_id %x", line, server.TraceId, server.SpanId)
@@ -125,6 +137,22 @@ func failedRestore(t *testing.T, e *clitest.Env, c *collector, traced []string) 
 	if failed.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || attribute(failed, "coffer.error_class") != line["class"] {
 		t.Errorf("the failed restore's span has status %v and class %q, want an error of class %v",
 			failed.Status, attribute(failed, "coffer.error_class"), line["class"])
+	}
+}
+
+// policyRun: a policy's run that goes on after the request's answer is a
+// span of its own, a child of the request's, that names the job and
+// its outcome (known only once it ended).
+func policyRun(t *testing.T, c *collector, started api.Job) {
+	request := c.Span(t, "POST backup-policy")
+	run := c.Span(t, "backup-policy (background)")
+	if !bytes.Equal(run.TraceId, request.TraceId) || !bytes.Equal(run.ParentSpanId, request.SpanId) {
+		t.Errorf("the policy's run (trace %x, parent %x) is not the child of its request's span (trace %x, span %x)",
+			run.TraceId, run.ParentSpanId, request.TraceId, request.SpanId)
+	}
+	if attribute(run, "coffer.policy") != "web" || attribute(run, "coffer.job") != strconv.FormatInt(started.ID, 10) ||
+		attribute(run, "coffer.job_status") != "success" || run.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("the policy run's span: %v, status %v: want policy web, job %d, success", run.Attributes, run.Status, started.ID)
 	}
 }
 
