@@ -29,6 +29,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/fingerprint"
+	"github.com/coffer-backup/coffer/internal/telemetry"
 )
 
 // Config says how to reach a server.
@@ -161,6 +162,7 @@ func (c *Client) do(ctx context.Context, r Request) (*http.Response, error) {
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
+	telemetry.Inject(ctx, req.Header) // the server's spans join the caller's trace
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

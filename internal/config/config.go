@@ -47,6 +47,7 @@ var Keys = []Key{
 	{Name: "cache-min-free", Flag: "cache-min-free", Env: "COFFER_CACHE_MIN_FREE", Default: "1GiB", Usage: "free space the metadata cache always leaves on its filesystem"},
 	{Name: "log-level", Flag: "log-level", Env: "COFFER_LOG_LEVEL", Default: "warn", Usage: "log level: debug, info, warn, error"},
 	{Name: "log-format", Flag: "log-format", Env: "COFFER_LOG_FORMAT", Default: "text", Usage: "log format: text or json"},
+	{Name: "tracing.otlp-endpoint", Env: "COFFER_OTLP_ENDPOINT", Usage: "send OpenTelemetry traces of operations and API requests to this collector's OTLP/HTTP address (http://127.0.0.1:4318); empty: no tracing"},
 	{Name: "state-dir", Flag: "state-dir", Env: "COFFER_STATE_DIR", Default: "~/.local/state/coffer", Usage: "directory for coffer's journals of hypervisor objects it created"},
 	{Name: "s3.endpoint", Flag: "s3-endpoint", Env: "COFFER_S3_ENDPOINT", Usage: "S3 endpoint URL (default: AWS)"},
 	{Name: "s3.region", Flag: "s3-region", Env: "COFFER_S3_REGION", Usage: "S3 region"},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/telemetry"
 )
 
 // request is what the log line of a request says beyond the request
@@ -63,14 +64,36 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // logRequests writes one line per request: method, path, operation,
 // caller, status, duration, size. Never the query (it may name files, but
 // never a credential: those travel in headers) and never a header.
+// Each request is a span too (telemetry.Request), in the caller's trace
+// when it sent its traceparent; the log line names the trace.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &request{}
 		sw := &statusWriter{ResponseWriter: w}
-		defer func() { s.logLine(r, rec, sw, start) }() // also after an aborted download
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestKey{}, rec)))
+		ctx, span := telemetry.Request(r)
+		r = r.WithContext(context.WithValue(ctx, requestKey{}, rec))
+		defer func() { // also after an aborted download
+			s.logLine(r, rec, sw, start)
+			endSpan(span, r, rec, sw)
+		}()
+		next.ServeHTTP(sw, r)
 	})
+}
+
+// endSpan names a request's span by its operation (its method alone when
+// no operation answered it, as OpenTelemetry's HTTP conventions do for
+// an unknown route) and ends it, failed on a server error.
+func endSpan(span telemetry.Span, r *http.Request, rec *request, sw *statusWriter) {
+	if rec.op != "" {
+		span.Name(r.Method + " " + rec.op)
+	}
+	span.SetInt("http.response.status_code", sw.status)
+	span.Set("coffer.operation", rec.op, "coffer.error_class", string(rec.class))
+	if sw.status >= 500 {
+		span.Fail(http.StatusText(sw.status))
+	}
+	span.End(nil)
 }
 
 func (s *Server) logLine(r *http.Request, rec *request, sw *statusWriter, start time.Time) {

@@ -3,8 +3,11 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/telemetry"
 )
 
 // Invoke runs an operation by its ID in this process, with the input the
@@ -34,7 +37,26 @@ func (s *Service) InvokePage(ctx context.Context, id string, in any) (doc any, n
 	if err := api.ApplyDefaults(in); err != nil {
 		return nil, "", api.WithClass(api.Internal, fmt.Errorf("operation %s: %w", id, err))
 	}
-	return c.call(ctx, s, in)
+	ctx, span := telemetry.Operation(ctx, id, false)
+	start := time.Now()
+	doc, next, err = c.call(ctx, s, in)
+	s.logOperation(ctx, id, start, err)
+	if err != nil {
+		span.Set("coffer.error_class", string(Classify(err)))
+	}
+	span.End(err)
+	return doc, next, err
+}
+
+// logOperation writes the line of an operation run in this process
+// (info, an error's class beside it), in the operation's span: with
+// tracing on it names the trace.
+func (s *Service) logOperation(ctx context.Context, id string, start time.Time, err error) {
+	attrs := []slog.Attr{slog.String("operation", id), slog.Float64("duration_seconds", time.Since(start).Seconds())}
+	if err != nil {
+		attrs = append(attrs, slog.String("class", string(Classify(err))), slog.String("error", err.Error()))
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "operation", attrs...)
 }
 
 // OperationByID is the operation of ops with that ID, nil if there is none.

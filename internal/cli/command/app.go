@@ -34,6 +34,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/telemetry"
+	"github.com/coffer-backup/coffer/internal/version"
 )
 
 // App holds what every command shares: resolved settings, output streams,
@@ -66,6 +68,8 @@ type App struct {
 	Metrics *metrics.Metrics
 	svc     *service.Service
 	pw      *passwordCache
+	// stopTracing flushes and stops the traces' exporter (Close).
+	stopTracing telemetry.Stop
 	// completing is a shell completion's App (Completing).
 	completing bool
 	// Announce, when set, tells the person at the terminal where the
@@ -121,13 +125,16 @@ func (a *App) Setup(cmd *cobra.Command, configPath string) error {
 	opts := &slog.HandlerOptions{Level: level}
 	switch a.Res.String("log-format") {
 	case "json":
-		a.Log = slog.New(slog.NewJSONHandler(a.Stderr, opts))
+		a.Log = slog.New(telemetry.LogHandler(slog.NewJSONHandler(a.Stderr, opts)))
 	case "text":
-		a.Log = slog.New(slog.NewTextHandler(a.Stderr, opts))
+		a.Log = slog.New(telemetry.LogHandler(slog.NewTextHandler(a.Stderr, opts)))
 	default:
 		return Usagef("log-format must be text or json")
 	}
 	slog.SetDefault(a.Log)
+	if a.stopTracing, err = telemetry.Start(a.Res.String("tracing.otlp-endpoint"), version.Get().Version, a.Log); err != nil {
+		return api.WithClass(api.Invalid, err)
+	}
 	return a.setupRemote(cmd)
 }
 
@@ -139,6 +146,14 @@ func (a *App) Close() {
 		if cerr := a.svc.Close(); cerr != nil && a.Log != nil {
 			a.Log.Warn("closing the catalog failed", "err", cerr)
 		}
+	}
+	// The spans still buffered go to the collector before the process
+	// ends (for a few seconds at most: telemetry.Stop).
+	if a.stopTracing != nil {
+		if err := a.stopTracing(); err != nil && a.Log != nil {
+			a.Log.Warn("sending the last traces failed", "err", err)
+		}
+		a.stopTracing = nil
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/apiclient"
+
+	"github.com/coffer-backup/coffer/internal/telemetry"
 )
 
 // The remote command line: with --server (COFFER_SERVER) and an API token
@@ -121,7 +123,11 @@ func RunPage[T any](ctx context.Context, a *App, id string, in any) (doc T, next
 		if err != nil {
 			return doc, "", err
 		}
+		// The call's span: the server's spans of the request join its
+		// trace (the client sends its traceparent).
+		ctx, span := telemetry.Operation(ctx, id, true)
 		next, err = a.Remote.CallPage(ctx, a.RemoteRequest(r), &doc)
+		span.End(err)
 		return doc, next, err
 	}
 	s, err := a.Service()

@@ -6,6 +6,7 @@ import (
 	"context"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/telemetry"
 )
 
 // BackupPolicy starts a policy's run. Not waited for, the run goes on in
@@ -31,12 +32,22 @@ func (s Ops) BackupPolicy(ctx context.Context, in *api.BackupPolicyInput) (*api.
 	started := make(chan error, 1)
 	var run *service.PolicyRun
 	err = bg.Work(ctx, func(ctx context.Context) {
+		// The run after the answer is a span of its own, in the
+		// request's trace.
+		ctx, span := telemetry.Operation(ctx, "backup-policy (background)", false)
+		span.Set("coffer.policy", in.Policy)
 		var err error
 		run, err = s.RunPolicy(ctx, in.Policy)
 		started <- err
 		if err == nil {
-			_, _ = run.Wait() // the engine records the outcome in the catalog
+			var j *api.Job
+			j, err = run.Wait() // the engine records the outcome in the catalog
+			if j != nil {
+				span.SetInt("coffer.job", int(j.ID))
+				span.Set("coffer.job_status", string(j.Status))
+			}
 		}
+		span.End(err)
 	})
 	if err == nil {
 		err = <-started
