@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -189,6 +190,7 @@ func TestTheFlatExtentsStayTheDisks(t *testing.T) {
 			names = append(names, e.FileName)
 		}
 	}
+	sort.Strings(names) // the client's listing has no order
 	if strings.Join(names, ",") != "vm.vmx,vm_0-flat.vmdk,vm_0.vmdk" {
 		t.Fatalf("the VM's directory lists %v", names)
 	}
