@@ -13,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/vsinstant"
 	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
@@ -24,6 +25,11 @@ func (c *Connector) CleanupLeftovers(ctx context.Context) ([]hypervisor.Leftover
 	// Disks a killed coffer hot-added go first: a snapshot whose base is
 	// still attached to the data mover cannot be consolidated.
 	out, errs := c.cleanupHotAdds(ctx)
+	// Instant recoveries a killed coffer served (vsinstant.Cleanup).
+	inst, ierr := vsinstant.Cleanup(ctx, c.client, c.cfg.StateDir)
+	if out = append(out, inst...); ierr != nil {
+		errs = append(errs, ierr)
+	}
 	if len(errs) > 0 {
 		return out, errors.Join(errs...)
 	}

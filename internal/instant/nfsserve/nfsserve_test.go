@@ -1,0 +1,339 @@
+package nfsserve
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	nfs "github.com/willscott/go-nfs"
+	nfsc "github.com/willscott/go-nfs-client/nfs"
+	"github.com/willscott/go-nfs-client/nfs/rpc"
+)
+
+// The kernel of this machine has no NFS client (no nfs module, no
+// mount.nfs), so the tests mount the export with the NFS client library
+// github.com/willscott/go-nfs-client, over loopback TCP.
+
+// serveDisks serves disks (key -> content) for VM "vm" and mounts the
+// export with the client library.
+func serveDisks(t *testing.T, disks map[string][]byte) (*Export, *nfsc.Target, string) {
+	t.Helper()
+	dir := t.TempDir()
+	var ds []Disk
+	for _, k := range []string{"2000", "2001"} {
+		if b, ok := disks[k]; ok {
+			ds = append(ds, Disk{Key: k, Base: bytes.NewReader(b), Size: int64(len(b))})
+		}
+	}
+	e, err := Open(filepath.Join(dir, "export"), "vm", filepath.Join(dir, "overlays"), ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	addr := serve(t, e.FS)
+	return e, mount(t, addr), dir
+}
+
+func serve(t *testing.T, fs *FS) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, l, fs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return l.Addr().String()
+}
+
+func mount(t *testing.T, addr string) *nfsc.Target {
+	t.Helper()
+	c, err := rpc.DialTCP("tcp", addr, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &nfsc.Mount{Client: c}
+	target, err := m.Mount("/", rpc.AuthNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Unmount(); c.Close() })
+	return target
+}
+
+func randomDisk(seed uint64, size int) []byte {
+	b := make([]byte, size)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := 0; i < size; i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+	}
+	return b
+}
+
+func readAll(t *testing.T, target *nfsc.Target, name string) []byte {
+	t.Helper()
+	f, err := target.Open(name)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatalf("read %s: %v", name, err)
+	}
+	return b
+}
+
+// TestServedFlatExtentsAreThePointsDisksAndWritesGoToTheOverlay: through
+// an NFS client, each flat extent reads as its disk byte for byte and
+// its descriptor names it with the disk's size in sectors. Writes through
+// the client, unaligned and across blocks, read back, leave the point's
+// disk as it was, and land in the overlay only: its map names exactly
+// the blocks written, and a reopened overlay reads the same.
+func TestServedFlatExtentsAreThePointsDisksAndWritesGoToTheOverlay(t *testing.T) {
+	d0, d1 := randomDisk(1, 3<<20+512), randomDisk(2, 1<<20)
+	orig0 := bytes.Clone(d0)
+	e, target, dir := serveDisks(t, map[string][]byte{"2000": d0, "2001": d1})
+
+	if got := readAll(t, target, "vm/vm_0-flat.vmdk"); !bytes.Equal(got, d0) {
+		t.Fatalf("flat extent 0: %d bytes, differs from the disk's %d", len(got), len(d0))
+	}
+	if got := readAll(t, target, "vm/vm_1-flat.vmdk"); !bytes.Equal(got, d1) {
+		t.Fatal("flat extent 1 differs from its disk")
+	}
+	desc := string(readAll(t, target, "vm/vm_0.vmdk"))
+	if !strings.Contains(desc, `RW 6145 VMFS "vm_0-flat.vmdk"`) || !strings.Contains(desc, `createType="vmfs"`) {
+		t.Fatalf("descriptor:\n%s", desc)
+	}
+
+	f, err := target.OpenFile("vm/vm_0-flat.vmdk", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Clone(d0)
+	writes := []struct {
+		off int64
+		n   int
+	}{{100, 10}, {BlockSize - 3, 7000}, {3<<20 + 500, 12}}
+	for i, w := range writes {
+		p := bytes.Repeat([]byte{byte(0xa0 + i)}, w.n)
+		if _, err := f.Seek(w.off, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(p); err != nil {
+			t.Fatalf("write at %d: %v", w.off, err)
+		}
+		copy(want[w.off:], p)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, target, "vm/vm_0-flat.vmdk"); !bytes.Equal(got, want) {
+		t.Fatal("the written extent does not read back as written")
+	}
+	if !bytes.Equal(d0, orig0) {
+		t.Fatal("a write reached the point's disk")
+	}
+	wantRanges := [][2]int64{{0, 3 * BlockSize}, {3<<20 + 0, 3<<20 + 512}}
+	if got := e.Overlays["2000"].Written(); len(got) != 2 || got[0] != wantRanges[0] || got[1] != wantRanges[1] {
+		t.Fatalf("written ranges %v, want %v", got, wantRanges)
+	}
+	if got := e.Overlays["2001"].Written(); len(got) != 0 {
+		t.Fatalf("disk 1 was not written, its overlay names %v", got)
+	}
+	ov, err := OpenOverlay(filepath.Join(dir, "overlays", "2000"), bytes.NewReader(orig0), int64(len(orig0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ov.Close()
+	got := make([]byte, len(want))
+	if _, err := ov.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the reopened overlay does not read as written: %v", err)
+	}
+}
+
+// TestTheFlatExtentsStayTheDisks: the hypervisor's own files come and go
+// in the VM's directory, but the flat extents cannot be removed, renamed,
+// cut or written past the disk's end.
+func TestTheFlatExtentsStayTheDisks(t *testing.T) {
+	d0 := randomDisk(3, 64<<10)
+	_, target, dir := serveDisks(t, map[string][]byte{"2000": d0})
+	if _, err := target.Create("vm/vm.vmx", 0o600); err != nil {
+		t.Fatalf("create the VM's configuration: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "export", "vm", "vm.vmx")); err != nil {
+		t.Fatalf("the created file is not in the export's directory: %v", err)
+	}
+	entries, err := target.ReadDirPlus("vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.FileName != "." && e.FileName != ".." {
+			names = append(names, e.FileName)
+		}
+	}
+	sort.Strings(names) // the client's listing has no order
+	if strings.Join(names, ",") != "vm.vmx,vm_0-flat.vmdk,vm_0.vmdk" {
+		t.Fatalf("the VM's directory lists %v", names)
+	}
+	if err := target.Remove("vm/vm_0-flat.vmdk"); err == nil {
+		t.Error("the flat extent was removed")
+	}
+	if err := target.Rename("vm/vm_0-flat.vmdk", "vm/x.vmdk"); err == nil {
+		t.Error("the flat extent was renamed")
+	}
+	if err := target.Setattr("vm/vm_0-flat.vmdk", nfsc.Sattr3{Size: nfsc.SetSize{SetIt: true, Size: 4096}}); err == nil {
+		t.Error("the flat extent was cut")
+	}
+	f, err := target.OpenFile("vm/vm_0-flat.vmdk", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seek(64<<10-2, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("past")); err == nil {
+		t.Error("a write past the disk's end was taken")
+	}
+	if got := readAll(t, target, "vm/vm_0-flat.vmdk"); !bytes.Equal(got, d0) {
+		t.Error("the refused operations changed the extent")
+	}
+}
+
+// TestATornMapEntryIsDropped: an overlay whose map ends in a partial or
+// corrupt entry (a crash mid-write) opens with the entries before it,
+// and the next write's entry follows the last good one.
+func TestATornMapEntryIsDropped(t *testing.T) {
+	base := randomDisk(4, 16*BlockSize)
+	p := filepath.Join(t.TempDir(), "d")
+	o, err := OpenOverlay(p, bytes.NewReader(base), int64(len(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.WriteAt([]byte("first"), 0); err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	m, _ := os.OpenFile(p+".map", os.O_WRONLY|os.O_APPEND, 0)
+	m.Write([]byte{5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 9, 9}) // torn: 14 of 16 bytes, bad sum
+	m.Close()
+	o, err = OpenOverlay(p, bytes.NewReader(base), int64(len(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Written(); len(got) != 1 || got[0] != [2]int64{0, BlockSize} {
+		t.Fatalf("after a torn entry: %v", got)
+	}
+	if _, err := o.WriteAt([]byte("second"), 9*BlockSize); err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	o, err = OpenOverlay(p, bytes.NewReader(base), int64(len(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if got := o.Written(); len(got) != 2 || got[1] != [2]int64{9 * BlockSize, 10 * BlockSize} {
+		t.Fatalf("the entry after the torn one: %v", got)
+	}
+}
+
+// TestMalformedRequestsDoNotStopTheServer sends the server bytes that are
+// not NFS: garbage, records that claim more than they hold, and calls of
+// every MOUNT and NFS procedure with valid headers and random arguments.
+// The server survives all of them (a panic would end the test binary)
+// and still serves a client the disk as it is.
+func TestMalformedRequestsDoNotStopTheServer(t *testing.T) {
+	d0 := randomDisk(5, 256<<10)
+	nfs.Log.SetLevel(nfs.PanicLevel) // thousands of lines of "no handler" otherwise
+	defer nfs.Log.SetLevel(nfs.InfoLevel)
+	dir := t.TempDir()
+	e, err := Open(filepath.Join(dir, "export"), "vm", filepath.Join(dir, "overlays"), []Disk{{Key: "2000", Base: bytes.NewReader(d0), Size: int64(len(d0))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	addr := serve(t, e.FS)
+	r := rand.New(rand.NewPCG(6, 7))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, 16)
+	send := func(b []byte) {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sendOne(t, addr, b)
+		}()
+	}
+	for i := 0; i < 10; i++ {
+		garbage := make([]byte, r.IntN(300))
+		for j := range garbage {
+			garbage[j] = byte(r.Uint32())
+		}
+		send(garbage)
+	}
+	send([]byte{0x80, 0, 0, 100, 1, 2, 3}) // a record of 100 bytes that holds 3
+	send([]byte{0xff, 0xff, 0xff, 0xff})   // a record of 2 GiB
+	for _, prog := range []struct{ prog, vers, procs uint32 }{{100005, 3, 6}, {100003, 3, 22}} {
+		for proc := uint32(0); proc < prog.procs+2; proc++ {
+			for k := 0; k < 2; k++ {
+				args := make([]byte, r.IntN(120))
+				for j := range args {
+					args[j] = byte(r.Uint32())
+				}
+				send(call(prog.prog, prog.vers, proc, args))
+			}
+		}
+	}
+	wg.Wait()
+	if got := readAll(t, mount(t, addr), "vm/vm_0-flat.vmdk"); !bytes.Equal(got, d0) {
+		t.Fatal("after the malformed requests the extent reads differently")
+	}
+}
+
+// sendOne sends b on a connection of its own and reads what comes back.
+func sendOne(t *testing.T, addr string, b []byte) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer c.Close()
+	_, _ = c.Write(b)
+	_ = c.(*net.TCPConn).CloseWrite() // the server reads to the end and answers
+	// go-nfs leaves a connection open after a request it cannot read,
+	// so the answer is awaited only briefly.
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<16))
+}
+
+// call is one ONC RPC call record (RFC 5531) with null credentials.
+func call(prog, vers, proc uint32, args []byte) []byte {
+	var b bytes.Buffer
+	for _, v := range []uint32{rand.Uint32(), 0, 2, prog, vers, proc, 0, 0, 0, 0} {
+		_ = binary.Write(&b, binary.BigEndian, v)
+	}
+	b.Write(args)
+	rec := make([]byte, 4, 4+b.Len())
+	binary.BigEndian.PutUint32(rec, 0x80000000|uint32(b.Len()))
+	return append(rec, b.Bytes()...)
+}
