@@ -30,6 +30,7 @@ import (
 // over a real repository and catalog.
 
 func TestMain(m *testing.M) {
+	testutil.RunOIDCProviderIfAsked()
 	servicetest.RegisterFake()
 	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
