@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,5 +135,21 @@ func TestAccountSecurityKey(t *testing.T) {
 	c.run(chromedp.WaitVisible("#must-enrol"))
 	if c.count("#use-key") != 0 {
 		t.Fatal("the sign-in offers a removed key")
+	}
+
+	// The audit log: the registration, the second steps with the key (the
+	// refused one too), the removal.
+	var got []string
+	for _, line := range strings.Split(l.coffer("audit", "--user", "admin", "--limit", "1000"), "\n") {
+		for _, op := range []string{"register-security-key", "second-factor", "remove-security-key"} {
+			if f := strings.Fields(line); len(f) > 6 && slices.Contains(f, op) {
+				got = append(got, op+" "+f[slices.Index(f, op)+2])
+			}
+		}
+	}
+	slices.Reverse(got) // oldest first
+	want := []string{"register-security-key ok", "second-factor ok", "second-factor denied", "second-factor ok", "remove-security-key ok"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the audit log of admin's key: %q, want %q", got, want)
 	}
 }
