@@ -100,17 +100,7 @@ func TestAccountSecurityKey(t *testing.T) {
 
 	// The same credential ID with another private key: the signature
 	// does not verify against the public key registered.
-	wrong, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkcs8, err := x509.MarshalPKCS8PrivateKey(wrong)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forged := *creds[0]
-	forged.PrivateKey = base64.StdEncoding.EncodeToString(pkcs8)
-	c.run(webauthn.ClearCredentials(auth), webauthn.AddCredential(auth, &forged))
+	c.forgeKey(auth, *creds[0])
 	c.signInWithPassword()
 	c.run(chromedp.Click("#use-key"), chromedp.WaitVisible("#second-step-error"))
 	if got := c.text("#second-step-error"); !strings.Contains(got, "security key is refused") {
@@ -137,8 +127,13 @@ func TestAccountSecurityKey(t *testing.T) {
 		t.Fatal("the sign-in offers a removed key")
 	}
 
-	// The audit log: the registration, the second steps with the key (the
-	// refused one too), the removal.
+	checkKeyAudit(t, l)
+}
+
+// checkKeyAudit: the audit log holds the registration, the second steps
+// with the key (the refused one too) and the removal, in that order.
+func checkKeyAudit(t *testing.T, l *lab) {
+	t.Helper()
 	var got []string
 	for _, line := range strings.Split(l.coffer("audit", "--user", "admin", "--limit", "1000"), "\n") {
 		for _, op := range []string{"register-security-key", "second-factor", "remove-security-key"} {
@@ -152,4 +147,21 @@ func TestAccountSecurityKey(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the audit log of admin's key: %q, want %q", got, want)
 	}
+}
+
+// forgeKey replaces the authenticator's credentials with cred under
+// another private key: the same credential ID, a signature the server's
+// public key does not verify.
+func (c *chrome) forgeKey(auth webauthn.AuthenticatorID, forged webauthn.Credential) {
+	c.t.Helper()
+	wrong, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(wrong)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	forged.PrivateKey = base64.StdEncoding.EncodeToString(pkcs8)
+	c.run(webauthn.ClearCredentials(auth), webauthn.AddCredential(auth, &forged))
 }
