@@ -87,6 +87,14 @@ func TestAccountSecurityKey(t *testing.T) {
 	if len(creds) != 1 {
 		t.Fatalf("the authenticator holds %d credentials", len(creds))
 	}
+	// The command line lists it (by its ID, base64url of the credential's).
+	raw, err := base64.StdEncoding.DecodeString(creds[0].CredentialID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := l.coffer("account", "key", "list", "admin"); !strings.HasPrefix(out, base64.RawURLEncoding.EncodeToString(raw)+"  the blue key  added") {
+		t.Fatalf("coffer account key list admin:\n%s", out)
+	}
 	c.shot("account-security-key")
 	c.clickAway("#codes-done")
 	c.run(chromedp.WaitVisible(".sections"))
