@@ -84,10 +84,25 @@ func (s *Service) pendingAfterPassword(ctx context.Context, r catalog.AccessRead
 }
 
 // VerifySecondFactor takes the second step of the actor's session with a
-// TOTP code or a recovery code. Wrong codes are throttled as passwords are
-// (per user, apart from the password's count, and per address) and
-// audited; the right one makes the session a full one.
+// TOTP code or a recovery code.
 func (s *Service) VerifySecondFactor(ctx context.Context, actor *Subject, code, remote string) (*Subject, error) {
+	if actor == nil {
+		return nil, errNoStep
+	}
+	return s.SecondStep(ctx, actor, remote, s.codeCheck(actor.User, code, s.now()))
+}
+
+// FactorCheck checks the proof of a second step in the transaction that
+// records its use, given the session taking the step; it says how the
+// user got in, for the audit log. A wrong proof is an ErrUnauthenticated
+// error.
+type FactorCheck func(ctx context.Context, tx catalog.AccessTx, sess catalog.Session) (how string, err error)
+
+// SecondStep takes the second step of the actor's session with check (a
+// code, a security key's signature). Wrong proofs are throttled as
+// passwords are (per user, apart from the password's count, and per
+// address) and audited; the right one makes the session a full one.
+func (s *Service) SecondStep(ctx context.Context, actor *Subject, remote string, check FactorCheck) (*Subject, error) {
 	if actor == nil || actor.SessionID == "" || actor.Pending != catalog.PendingSecondFactor {
 		return nil, errNoStep
 	}
@@ -96,14 +111,13 @@ func (s *Service) VerifySecondFactor(ctx context.Context, actor *Subject, code, 
 	if err != nil {
 		return nil, err
 	}
-	check := s.codeCheck(ctx, user, code, now)
 	var subject *Subject
 	err = s.store.UpdateAccess(ctx, func(tx catalog.AccessTx) error {
 		sess, err := tx.GetSession(ctx, actor.SessionID)
 		if err != nil || sess.Pending != catalog.PendingSecondFactor {
 			return errNoStep
 		}
-		how, err := check(ctx, tx)
+		how, err := check(ctx, tx, sess)
 		if err != nil {
 			return err
 		}
@@ -129,17 +143,16 @@ func (s *Service) VerifySecondFactor(ctx context.Context, actor *Subject, code, 
 	return subject, nil
 }
 
-// codeCheck returns the check of a typed code in the transaction that
-// records its use: a TOTP code (six digits) or a recovery code. It says
-// how the user got in, for the audit log.
-func (s *Service) codeCheck(ctx context.Context, user, typed string, now time.Time) func(context.Context, catalog.AccessTx) (string, error) {
+// codeCheck is the check of a typed code: a TOTP code (six digits) or a
+// recovery code.
+func (s *Service) codeCheck(user, typed string, now time.Time) FactorCheck {
 	code := normalizeCode(typed)
 	if isTOTPCode(code) {
-		return func(ctx context.Context, tx catalog.AccessTx) (string, error) {
+		return func(ctx context.Context, tx catalog.AccessTx, _ catalog.Session) (string, error) {
 			return "totp", s.useTOTPCode(ctx, tx, user, code, now)
 		}
 	}
-	return func(ctx context.Context, tx catalog.AccessTx) (string, error) {
+	return func(ctx context.Context, tx catalog.AccessTx, _ catalog.Session) (string, error) {
 		used, err := tx.UseRecoveryCode(ctx, user, recoveryHash(code), now)
 		if err != nil {
 			return "", err

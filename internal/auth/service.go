@@ -46,7 +46,7 @@ type Options struct {
 	// (default 1 hour).
 	SetupLinkLifetime time.Duration
 	// SecondFactorKey seals TOTP seeds in the catalog
-	// (LoadSecondFactorKey); without it TOTP is neither enrolled nor
+	// (factorkey.Load); without it TOTP is neither enrolled nor
 	// checked.
 	SecondFactorKey []byte
 	// RequireSecondFactor are the roles whose users must sign in with a

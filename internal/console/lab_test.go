@@ -30,6 +30,7 @@ import (
 // over a real repository and catalog.
 
 func TestMain(m *testing.M) {
+	testutil.RunOIDCProviderIfAsked()
 	servicetest.RegisterFake()
 	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -47,6 +48,10 @@ type lab struct {
 	dir  string
 	vars map[string]string
 	srv  *serverProc
+	// listen is the server's --listen (default a free loopback port;
+	// localhost:0 for security keys, which browsers refuse at an IP
+	// address).
+	listen string
 }
 
 func newLab(t *testing.T) *lab {
@@ -138,7 +143,11 @@ var (
 // by default) on a free loopback port and waits until it serves.
 func (l *lab) start() *serverProc {
 	l.t.Helper()
-	cmd := exec.Command(os.Args[0], "server", "--listen", "127.0.0.1:0", "--log-level", "info")
+	listen := l.listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	cmd := exec.Command(os.Args[0], "server", "--listen", listen, "--log-level", "info")
 	cmd.Env = append(os.Environ(), "COFFER_TEST_AS_CLI=1")
 	for k, v := range l.vars {
 		cmd.Env = append(cmd.Env, k+"="+v)

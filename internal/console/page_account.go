@@ -2,7 +2,9 @@ package console
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -106,47 +108,89 @@ func (p *page) confirmTOTP() {
 }
 
 func (p *page) removeTOTP() {
-	me, ok := p.me()
-	if !ok {
-		return
-	}
-	if _, err := p.api.call("remove-totp", map[string]string{"user": me.User}, nil, nil, nil); err != nil {
-		p.showAccount(accountView{Error: err.Error()}, statusOf(err))
-		return
-	}
-	p.showAccount(accountView{Done: "Your authenticator app is removed."}, http.StatusOK)
+	p.factorAction("remove-totp", nil, nil, "Your authenticator app is removed.")
 }
 
 func (p *page) regenerateCodes() {
+	p.factorAction("regenerate-recovery-codes", nil, nil, "New recovery codes: the old ones no longer work.")
+}
+
+// addSecurityKey completes a security key's registration: the page's script had
+// the key answer the server's challenge, and put its answer in the form.
+func (p *page) addSecurityKey() {
+	f := p.form()
+	body := api.SecurityKeyRegistration{Name: f.Get("name"), Credential: answer(f.Get("credential"))}
+	p.factorAction("register-security-key", nil, body, "Your security key is added.")
+}
+
+func (p *page) removeSecurityKey() {
+	p.factorAction("remove-security-key", map[string]string{"id": p.form().Get("id")}, nil, "The security key is removed.")
+}
+
+// factorAction runs op on the caller's account and shows the page again,
+// with the recovery codes op made (shown this once).
+func (p *page) factorAction(op string, params map[string]string, body any, done string) {
 	me, ok := p.me()
 	if !ok {
 		return
 	}
+	params = maps.Clone(params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	params["user"] = me.User
 	var rc api.RecoveryCodes
-	if _, err := p.api.call("regenerate-recovery-codes", map[string]string{"user": me.User}, nil, nil, &rc); err != nil {
+	if _, err := p.api.call(op, params, nil, body, &rc); err != nil {
 		p.showAccount(accountView{Error: err.Error()}, statusOf(err))
 		return
 	}
-	p.showAccount(accountView{Codes: rc.Codes, Done: "New recovery codes: the old ones no longer work."}, http.StatusOK)
+	p.showAccount(accountView{Codes: rc.Codes, Done: done}, http.StatusOK)
+}
+
+// answer reads a security key's answer the page's script put in a form
+// (empty when it put none: the API says what is missing).
+func answer(js string) map[string]any {
+	var out map[string]any
+	_ = json.Unmarshal([]byte(js), &out)
+	return out
 }
 
 type secondStepView struct {
 	Next, Error string
+	// Keys: the user has security keys, which the page offers.
+	Keys bool
 }
 
-// secondStepPage asks a session waiting for its second step for a code.
+// secondStepPage asks a session waiting for its second step for a code,
+// or its security key.
 func (p *page) secondStepPage() {
-	v := secondStepView{Next: p.r.URL.Query().Get("next")}
+	v := secondStepView{Next: p.r.URL.Query().Get("next"), Keys: p.hasKeys()}
 	p.write(http.StatusOK, "secondfactor", view{Title: "Second step", Data: v})
 }
 
-// secondStep takes the code (TOTP or recovery) through the API.
+// hasKeys reports a caller with security keys.
+func (p *page) hasKeys() bool {
+	var me api.Caller
+	var st api.SecondFactors
+	_, err := p.api.call("whoami", nil, nil, nil, &me)
+	if err == nil {
+		_, err = p.api.call("second-factors", map[string]string{"user": me.User}, nil, nil, &st)
+	}
+	return err == nil && len(st.SecurityKeys) > 0
+}
+
+// secondStep takes the code (TOTP or recovery), or the security key's
+// answer the page's script put in the form, through the API.
 func (p *page) secondStep() {
 	f := p.form()
 	v := secondStepView{Next: f.Get("next")}
-	if h, err := p.api.call("verify-second-factor", nil, nil, api.CodeRequest{Code: f.Get("code")}, nil); err != nil {
+	op, body := "verify-second-factor", any(api.CodeRequest{Code: f.Get("code")})
+	if f.Has("credential") {
+		op, body = "verify-security-key", api.SecurityKeyAnswer{Credential: answer(f.Get("credential"))}
+	}
+	if h, err := p.api.call(op, nil, nil, body, nil); err != nil {
 		p.retryAfter(h)
-		v.Error = err.Error()
+		v.Error, v.Keys = err.Error(), p.hasKeys()
 		p.write(statusOf(err), "secondfactor", view{Title: "Second step", Data: v})
 		return
 	}

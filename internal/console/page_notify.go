@@ -107,16 +107,6 @@ func editTargetForm(o api.ConfigObject) targetForm {
 	return f
 }
 
-// list writes a list of the spec ("a, b").
-func list(v any) string {
-	items, _ := v.([]any)
-	var out []string
-	for _, it := range items {
-		out = append(out, str(it))
-	}
-	return strings.Join(out, ", ")
-}
-
 // testTarget sends the target a test message (test-notification-target)
 // and says whether it was accepted.
 func (p *page) testTarget() {

@@ -21,17 +21,6 @@ import (
 // Objects of the configuration file are shown, not changed: the API does
 // not change the file.
 
-// split reads a comma-separated form field as a list.
-func split(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // saveTarget makes a mail or webhook target, or changes the one the form
 // edits.
 func (p *page) saveTarget() {
@@ -129,25 +118,6 @@ func (p *page) saveObject(f url.Values, kind string, spec map[string]any) bool {
 		return false
 	}
 	return true
-}
-
-// merged lays the form's fields over a stored section (smtp, webhook),
-// keeping what the form does not show; a nil field is removed.
-func merged(stored any, form map[string]any) map[string]any {
-	out := map[string]any{}
-	if m, ok := stored.(map[string]any); ok {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	for k, v := range form {
-		if v == nil {
-			delete(out, k)
-			continue
-		}
-		out[k] = v
-	}
-	return out
 }
 
 func (p *page) deleteTarget() {

@@ -1,13 +1,12 @@
 package console
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/console/specform"
 )
 
 // The policy editor: a form over the settings most policies set, checked
@@ -37,8 +36,11 @@ type policyForm struct {
 	Repositories []string
 }
 
-// keepRules are the retention fields the form shows.
-var keepRules = []string{"keep-last", "keep-daily", "keep-weekly", "keep-monthly"}
+// The form's fields from and to a spec (package specform).
+var (
+	keepRules                               = specform.KeepRules
+	str, names, list, split, merged, specOf = specform.Str, specform.Names, specform.List, specform.Split, specform.Merged, specform.Policy
+)
 
 func (p *page) policyEditor() {
 	f := policyForm{Keep: map[string]string{}, Repositories: p.c.cfg.Repositories(p.r.Context())}
@@ -93,92 +95,6 @@ func formOf(o *api.ConfigObject) policyForm {
 		}
 	}
 	return f
-}
-
-func str(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	}
-	return fmt.Sprint(v)
-}
-
-func names(sel any) string {
-	m, _ := sel.(map[string]any)
-	list, _ := m["names"].([]any)
-	var out []string
-	for _, n := range list {
-		out = append(out, str(n))
-	}
-	return strings.Join(out, " ")
-}
-
-// specOf is the policy the form describes, over base (the stored policy
-// when editing: what the form does not show is kept).
-func specOf(base map[string]any, v url.Values) map[string]any {
-	s := map[string]any{}
-	for k, val := range base {
-		s[k] = val
-	}
-	set := func(key, val string) {
-		if val = strings.TrimSpace(val); val == "" {
-			delete(s, key)
-		} else {
-			s[key] = val
-		}
-	}
-	set("name", v.Get("name"))
-	if c := strings.TrimSpace(v.Get("connection")); c != "" {
-		delete(s, "connections")
-	}
-	for _, k := range []string{"connection", "repository", "mode", "snapshot", "schedule", "rpo"} {
-		set(k, v.Get(k))
-	}
-	for key, field := range map[string]string{"select": "select", "exclude": "exclude"} {
-		m, _ := s[key].(map[string]any)
-		m = copyMap(m)
-		if globs := strings.Fields(v.Get(field)); len(globs) > 0 {
-			m["names"] = globs
-		} else {
-			delete(m, "names")
-		}
-		if len(m) == 0 {
-			delete(s, key)
-		} else {
-			s[key] = m
-		}
-	}
-	r, _ := s["retention"].(map[string]any)
-	r = copyMap(r)
-	for _, k := range keepRules {
-		val := strings.TrimSpace(v.Get(k))
-		switch n, err := strconv.Atoi(val); {
-		case val == "":
-			delete(r, k)
-		case err == nil:
-			r[k] = n
-		default:
-			r[k] = val // the API says what is wrong with it
-		}
-	}
-	if len(r) == 0 {
-		delete(s, "retention")
-	} else {
-		s["retention"] = r
-	}
-	return s
-}
-
-func copyMap(m map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // draftView is the editor's live check.

@@ -30,8 +30,10 @@ func workRoutes() []route {
 		// Signing in and out, and the first run.
 		{"GET /ui/login", ops("login", "whoami"), (*page).loginPage},
 		{"POST /ui/login", ops("login"), (*page).login},
-		{"GET /ui/login/second-factor", ops("verify-second-factor"), (*page).secondStepPage},
-		{"POST /ui/login/second-factor", ops("verify-second-factor"), (*page).secondStep},
+		// The second step's page script asks the API for a security key's
+		// challenge (begin-security-key-sign-in) before the form is sent.
+		{"GET /ui/login/second-factor", ops("whoami", "second-factors", "begin-security-key-sign-in"), (*page).secondStepPage},
+		{"POST /ui/login/second-factor", ops("whoami", "second-factors", "verify-second-factor", "verify-security-key"), (*page).secondStep},
 		{"POST /ui/logout", ops("logout"), (*page).logout},
 		{"GET /ui/setup", ops("complete-setup"), (*page).setupPage},
 		{"POST /ui/setup", ops("complete-setup", "login"), (*page).setup},
@@ -142,11 +144,15 @@ func adminRoutes() []route {
 		{"GET /ui/access/audit", pg("query-audit"), (*page).audit},
 
 		// One's own account: second factors.
-		{"GET /ui/account", pg("second-factors"), (*page).account},
+		// The Account page's script asks the API for a registration's
+		// challenge (begin-security-key-registration) before the form is sent.
+		{"GET /ui/account", pg("second-factors", "begin-security-key-registration"), (*page).account},
 		{"POST /ui/account/totp", ops("whoami", "second-factors", "enrol-totp"), (*page).enrolTOTP},
 		{"POST /ui/account/totp/confirm", ops("whoami", "second-factors", "confirm-totp"), (*page).confirmTOTP},
 		{"POST /ui/account/totp/remove", ops("whoami", "second-factors", "remove-totp"), (*page).removeTOTP},
 		{"POST /ui/account/recovery-codes", ops("whoami", "second-factors", "regenerate-recovery-codes"), (*page).regenerateCodes},
+		{"POST /ui/account/security-key", ops("whoami", "second-factors", "register-security-key"), (*page).addSecurityKey},
+		{"POST /ui/account/security-key/remove", ops("whoami", "second-factors", "remove-security-key"), (*page).removeSecurityKey},
 	}
 }
 

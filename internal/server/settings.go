@@ -134,8 +134,10 @@ func (s *Settings) AuthOptions() auth.Options {
 		MaxTokenLifetime: time.Duration(s.MaxTokenLifetime), RequireSecondFactor: roles}
 }
 
-// URL is where the server is reached: PublicURL, or the listen address
-// (a wildcard one named by the host's name) with the scheme it serves.
+// URL is where the server is reached: PublicURL, or the address it
+// listens on (listen: its port chosen) with the scheme it serves. A host
+// name in server.listen stays that name (security keys are refused at an
+// IP address); a wildcard address is named by the host's name.
 func (s *Settings) URL(listen string) string {
 	if s.PublicURL != "" {
 		return strings.TrimRight(s.PublicURL, "/")
@@ -145,6 +147,9 @@ func (s *Settings) URL(listen string) string {
 		scheme = "http"
 	}
 	host, port, _ := net.SplitHostPort(listen)
+	if name, _, _ := net.SplitHostPort(s.Listen); name != "" && net.ParseIP(name) == nil {
+		host = name
+	}
 	if wildcard(host) {
 		host, _ = os.Hostname()
 	}

@@ -50,7 +50,7 @@ server it needs the user's signed-in session, or Perm.Modify on /access.`,
 			}
 			return a.Emit(rc, nil, func() { a.Printf("%s", codesText(rc)) })
 		}}, "regenerate-recovery-codes"))
-	cmd.AddCommand(show, a.cmdAccountTOTP(), codes)
+	cmd.AddCommand(show, a.cmdAccountTOTP(), a.cmdAccountKey(), codes)
 	return cmd
 }
 
@@ -107,6 +107,46 @@ sign-in.`, `"TOTP of USER removed".`, "coffer account totp remove alice", "0; 7 
 			return err
 		}}, "remove-totp"))
 	cmd.AddCommand(enrol, confirm, remove)
+	return cmd
+}
+
+func (a *app) cmdAccountKey() *cobra.Command {
+	cmd := &cobra.Command{Use: "key", Short: "list or remove a user's security keys and passkeys",
+		Long: command.Manual(`List or remove a user's security keys and passkeys (WebAuthn). A key is
+registered in a browser, on the console's Account page: the key talks to
+the browser, which the command line is not.`, "See the subcommands.",
+			"coffer account key list alice\ncoffer account key remove alice ID", "That of the subcommand.")}
+	list := command.RemoteToo(command.Op(&cobra.Command{Use: "list USER", Short: "list a user's security keys",
+		Long: command.Manual(`List a user's security keys: ID, name, when added and last used (one's
+own, or anyone's with Sys.Audit on /access).`,
+			"One key a line. --json: the second-factors document.", "coffer account key list alice", "0; 7 for an unknown user."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := command.RunOp[*api.SecondFactors](cmd.Context(), a.App, "second-factors", &api.UserParam{User: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.Emit(st, nil, func() {
+				for _, k := range st.SecurityKeys {
+					a.Printf("%s  %s  added %s, last used %s\n", k.ID, command.Dash(k.Name), stamp(k.CreatedAt), stamp(k.LastUsedAt))
+				}
+			})
+		}}, "second-factors"))
+	remove := command.RemoteToo(command.Op(&cobra.Command{Use: "remove USER ID", Short: "remove a user's security key",
+		Long: command.Manual(`Remove a user's security key by its ID (coffer account key list): for a
+user who lost it (an administrator, with Perm.Modify on /access), or one's
+own in a signed-in session. The recovery codes go with the user's last
+second factor.`, `"security key ID of USER removed".`, "coffer account key remove alice AbC123",
+			"0; 7 when the user has no such key; 3 when refused."),
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := command.RunOp[struct{}](cmd.Context(), a.App, "remove-security-key", &api.SecurityKeyParam{UserParam: api.UserParam{User: args[0]}, ID: args[1]})
+			if err == nil {
+				a.Printf("security key %s of %s removed\n", args[1], args[0])
+			}
+			return err
+		}}, "remove-security-key"))
+	cmd.AddCommand(list, remove)
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/auth/factorkey"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/metrics"
@@ -340,13 +341,13 @@ func pruneAccess(access *auth.Service, log interface{ Warn(string, ...any) }) se
 // TOTP seeds in the catalog, STATE/server/second-factor.key (0600), made
 // at the first start.
 func (a *app) accessControl(cat catalog.Catalog, st server.Settings, stateDir string) (*auth.Service, error) {
-	path := auth.SecondFactorKeyFile(stateDir)
+	path := factorkey.File(stateDir)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
 	o := st.AuthOptions()
 	var err error
-	if o.SecondFactorKey, err = auth.LoadSecondFactorKey(path); err != nil {
+	if o.SecondFactorKey, err = factorkey.Load(path); err != nil {
 		return nil, err
 	}
 	if o.Realms, err = auth.NewRealms(a.Realms); err != nil {

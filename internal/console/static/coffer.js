@@ -33,3 +33,53 @@ document.addEventListener("htmx:afterSwap", function () {
     secret.select();
   }
 });
+
+// Security keys and passkeys (WebAuthn): the browser talks to the key.
+// Before the Account page's "Add a security key" form or the second
+// step's "Use your security key" form is sent, ask the API for the
+// ceremony's options (its challenge, kept by the server in the session),
+// have the key answer them, and send the answer in the form.
+function securityKeyForm(form, optionsURL, field, create) {
+  var error = document.getElementById("key-error");
+  form.addEventListener("submit", function (ev) {
+    if (field.value !== "") {
+      return;
+    }
+    ev.preventDefault();
+    error.hidden = true;
+    fetch(optionsURL, { method: "POST", credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) {
+        return r.json().then(function (body) {
+          if (!r.ok) {
+            throw new Error(body.detail || r.statusText);
+          }
+          return body.publicKey;
+        });
+      })
+      .then(function (options) {
+        return create
+          ? navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options) })
+          : navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options) });
+      })
+      .then(function (credential) {
+        field.value = JSON.stringify(credential.toJSON());
+        form.submit();
+      })
+      .catch(function (e) {
+        error.textContent = "The security key did not answer: " + (e.message || e.name);
+        error.hidden = false;
+      });
+  });
+}
+
+document.addEventListener("DOMContentLoaded", function () {
+  var add = document.getElementById("key-add");
+  if (add) {
+    securityKeyForm(add, "/api/v1/access/users/" + encodeURIComponent(add.dataset.user) + "/security-keys/registration",
+      document.getElementById("key-credential"), true);
+  }
+  var signIn = document.getElementById("key-sign-in");
+  if (signIn) {
+    securityKeyForm(signIn, "/api/v1/access/second-factor/security-key/challenge", document.getElementById("key-answer"), false);
+  }
+});

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/auth"
+	"github.com/coffer-backup/coffer/internal/auth/factorkey"
 	"github.com/coffer-backup/coffer/internal/catalog"
 )
 
@@ -42,11 +43,11 @@ func (s Ops) withAuth(ctx context.Context, secondFactorKey bool, fn func(*auth.S
 	defer c.Close()
 	o := s.Config.AccessOptions
 	if secondFactorKey && s.Config.StateDir != "" {
-		path := auth.SecondFactorKeyFile(s.Config.StateDir)
+		path := factorkey.File(s.Config.StateDir)
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return err
 		}
-		if o.SecondFactorKey, err = auth.LoadSecondFactorKey(path); err != nil {
+		if o.SecondFactorKey, err = factorkey.Load(path); err != nil {
 			return err
 		}
 	}
