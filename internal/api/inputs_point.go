@@ -65,6 +65,12 @@ type RestoreStorageSnapshotInput struct {
 	Body StorageRestoreRequest
 }
 
+// ShipStorageSnapshotsInput ships kept btrfs snapshots to their
+// providers' ship-to directories.
+type ShipStorageSnapshotsInput struct {
+	Provider string `query:"provider" maxLength:"255" doc:"only this storage-snapshots provider's"`
+}
+
 // ForgetStorageSnapshotInput deletes a kept storage snapshot.
 type ForgetStorageSnapshotInput struct {
 	LabelParam

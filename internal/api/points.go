@@ -233,3 +233,20 @@ type StorageRestoredDisk struct {
 	DataBytes int64   `json:"data_bytes"`
 	Seconds   float64 `json:"seconds"`
 }
+
+// StorageShipment is what a shipment of kept storage snapshots sent.
+type StorageShipment struct {
+	Shipped []ShippedStorageSnapshot `json:"shipped"`
+}
+
+// ShippedStorageSnapshot is one kept btrfs snapshot sent to a ship-to
+// directory: whole, or against Parent (the one shipped before it).
+type ShippedStorageSnapshot struct {
+	Label     string  `json:"label"`
+	Provider  string  `json:"provider"`
+	Datastore string  `json:"datastore"`
+	To        string  `json:"to"`
+	Parent    string  `json:"parent,omitempty"`
+	Bytes     int64   `json:"bytes" doc:"the size of the btrfs send stream"`
+	Seconds   float64 `json:"seconds"`
+}

@@ -64,6 +64,10 @@ type StorageRestoreRequest struct {
 	// off), with ConfirmOverwrite set as well.
 	OntoOriginal     bool `json:"onto_original,omitempty" doc:"replace the shut-off VM's own disk files with clones of the snapshot's"`
 	ConfirmOverwrite bool `json:"confirm_overwrite,omitempty" doc:"required with onto_original"`
+	// From restores from the copy shipped to a storage-snapshots
+	// provider's ship-to directory (at the DR site) instead of the kept
+	// snapshot itself.
+	From string `json:"from,omitempty" maxLength:"4096" doc:"a provider's ship-to directory: restore from the snapshot's shipped copy there"`
 }
 
 // RestoreVMRequest restores a point as a new VM: into a directory under

@@ -33,6 +33,7 @@ var Routes = map[string]Route{
 	"restore-disk":                     {Method: "POST", Path: "/repositories/{repo}/points/{point}/restore"},
 	"list-storage-snapshots":           {Method: "GET", Path: "/storage-snapshots"},
 	"restore-storage-snapshot":         {Method: "POST", Path: "/storage-snapshots/{label}/restore"},
+	"ship-storage-snapshots":           {Method: "POST", Path: "/storage-snapshots/ship"},
 	"forget-storage-snapshot":          {Method: "DELETE", Path: "/storage-snapshots/{label}"},
 	"restore-vm":                       {Method: "POST", Path: "/repositories/{repo}/points/{point}/restore-vm"},
 	"files-volumes":                    {Method: "GET", Path: "/repositories/{repo}/points/{point}/volumes"},

@@ -209,7 +209,7 @@ type Job struct {
 	// after: REPOSITORY/copy:TARGET/after:POLICY), or
 	// REPOSITORY/media-copy:LIBRARY/POOL (/after:POLICY).
 	Name       string
-	Kind       string // gc, verify, forget, copy
+	Kind       string // gc, verify, forget, copy, replicate, ...
 	Repository string
 	Schedule   cron.Schedule
 	Spec       string // the schedule as written
@@ -240,6 +240,8 @@ type Job struct {
 	// catalog-export: the history too, and the exports kept
 	History     bool
 	KeepExports int
+	// replicate: the replication run
+	Replication string
 }
 
 // Jobs resolves and checks the section against the rest of the
@@ -411,6 +413,7 @@ func (c *Config) Jobs(engine *policy.Config) ([]Job, error) {
 		jobs = append(jobs, copyJobs(r, where, engine, job, add, repoKnown)...)
 	}
 	boots, bootErrs := bootJobs(engine)
+	jobs = append(jobs, replicationJobs(engine)...)
 	return append(jobs, boots...), errors.Join(append(errs, bootErrs...)...)
 }
 

@@ -18,6 +18,11 @@ import (
 //	    datastores: [/srv/vms]     # this directory and every one below it
 //	    timeout: 2m                # one provider step (default 2m)
 //	    min-free: 5%               # or 20GiB; 0 turns the check off (default 5%)
+//	  - name: sub
+//	    kind: btrfs
+//	    connections: [lab]
+//	    datastores: [/srv/btrfs/vms]
+//	    ship-to: /mnt/dr-btrfs/lab # kind btrfs: where `storage-snapshots ship` sends them
 //	  - name: array
 //	    kind: exec
 //	    connections: [lab]
@@ -53,6 +58,11 @@ type StorageProvider struct {
 	// for a snapshot to be taken ("5%", "20GiB"; "0" turns the check
 	// off). Empty is DefaultMinFree.
 	MinFree MinFree `yaml:"min-free"`
+	// ShipTo is a directory on a second btrfs filesystem (the DR site's,
+	// mounted here) that `coffer storage-snapshots ship` sends the kept
+	// snapshots of this btrfs provider's datastores to, each
+	// incrementally against the one shipped before it.
+	ShipTo string `yaml:"ship-to"`
 }
 
 // DefaultMinFree is the free space a datastore must have for coffer to
@@ -216,6 +226,12 @@ func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...an
 			add("%s: %v", where, err)
 		} else if p.Kind == "exec" && p.MinFree != "" {
 			add("%s: min-free only applies to kinds reflink and btrfs (an array keeps its own snapshot reserve)", where)
+		}
+		switch {
+		case p.ShipTo != "" && p.Kind != "btrfs":
+			add("%s: ship-to only applies to kind: btrfs (btrfs send and receive ship its snapshots)", where)
+		case p.ShipTo != "" && !filepath.IsAbs(p.ShipTo):
+			add("%s: ship-to must be an absolute directory, not %q", where, p.ShipTo)
 		}
 	}
 }

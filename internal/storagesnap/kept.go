@@ -55,11 +55,14 @@ type Kept struct {
 	SnapshotMode string
 	Created      time.Time
 	VMs          []hypervisor.KeptVM
+	// Root is the datastore root the snapshot was taken of; Dir, for the
+	// reflink and btrfs kinds, is where the snapshot is.
+	Root, Dir string
 }
 
 func (j *journal) kept() Kept {
 	return Kept{Label: j.Label, Kind: j.Kind, Provider: j.Provider, Datastore: j.Datastore, Connection: j.Connection,
-		Policy: j.Policy, JobID: j.JobID, SnapshotMode: j.SnapshotMode, Created: j.Created, VMs: j.VMs}
+		Policy: j.Policy, JobID: j.JobID, SnapshotMode: j.SnapshotMode, Created: j.Created, VMs: j.VMs, Root: j.Root, Dir: j.Dir}
 }
 
 // Keep implements hypervisor.StorageKeeper.

@@ -72,7 +72,7 @@ coffer storage-snapshots --vm web-1 --json | jq -r '.[-1].label'`,
 	}
 	cmd.Flags().StringVar(&in.Policy, "policy", "", "only this policy's")
 	cmd.Flags().StringVar(&in.VM, "vm", "", "only those holding this VM (name or ID)")
-	cmd.AddCommand(a.cmdStorageRestore(), a.cmdStorageForget())
+	cmd.AddCommand(a.cmdStorageRestore(), a.cmdStorageForget(), a.cmdStorageShip())
 	return command.RemoteToo(command.Op(cmd, "list-storage-snapshots"))
 }
 
@@ -96,7 +96,11 @@ were instead: each production disk file is replaced, in one rename, by a
 clone of the snapshot's, so the VM runs on the clones (the snapshot stays
 as it is). The VM must be shut off: a disk file a running QEMU holds
 (its image locks) is refused, and every disk is checked before any is
-replaced. The files keep their owner and mode.`,
+replaced. The files keep their owner and mode.
+
+--from DIR restores from the snapshot's copy that `+"`coffer storage-snapshots ship`"+`
+sent to DIR, a storage-snapshots provider's ship-to (at the DR site, where
+the copy's filesystem is mounted), into --target.`,
 			`One line per disk: the target, how it was made (cloned, kernel-copied,
 copied) and its data bytes. --json: {label, vm, disks: [{disk, source,
 target, method, data_bytes, seconds}]}.`,
@@ -133,6 +137,7 @@ coffer storage-snapshots restore coffer-job12-srv_vms-5551 --vm web-1 --onto-ori
 	cmd.Flags().BoolVar(&b.NoOffload, "no-offload", false, "copy through coffer even where the filesystem could clone")
 	cmd.Flags().BoolVar(&b.OntoOriginal, "onto-original", false, "replace the shut-off VM's own disk files instead (the VM then runs on clones)")
 	cmd.Flags().BoolVar(&b.ConfirmOverwrite, "yes-overwrite-original", false, "confirm --onto-original")
+	cmd.Flags().StringVar(&b.From, "from", "", "restore from the copy shipped to this ship-to directory (at the DR site)")
 	_ = cmd.MarkFlagRequired("vm")
 	return command.RemoteToo(command.Op(cmd, "restore-storage-snapshot"))
 }
@@ -157,4 +162,47 @@ deletion interrupted by a crash is finished at the next start.`,
 			return a.Emit(k, nil, func() { a.Printf("deleted storage snapshot %s of policy %s (%s)\n", k.Label, k.Policy, k.Datastore) })
 		},
 	}, "forget-storage-snapshot"))
+}
+
+func (a *app) cmdStorageShip() *cobra.Command {
+	var in api.ShipStorageSnapshotsInput
+	cmd := &cobra.Command{
+		Use:   "ship [--provider NAME]",
+		Short: "send kept btrfs storage snapshots to the DR site's btrfs (ship-to)",
+		Long: command.Manual(`Send every kept snapshot of a btrfs storage-snapshots provider that has a
+ship-to, and that is not there yet, to that directory (a second btrfs
+filesystem, the DR site's) with btrfs send and btrfs receive: oldest first
+per datastore, each against the one shipped before it, so only the change
+crosses. A copy counts once btrfs receive has finished and its record is
+written; a shipment killed half-way leaves an unrecorded subvolume that the
+next shipment deletes before sending the snapshot again.
+`+"`coffer storage-snapshots restore LABEL --from DIR`"+` restores a VM from a copy.`,
+			`One line per snapshot sent: its label, whole or against which, the
+stream's bytes and time. --json: {shipped: [{label, provider, datastore,
+to, parent, bytes, seconds}]}.`,
+			`coffer storage-snapshots ship
+coffer storage-snapshots ship --provider sub --json`,
+			"0 when every snapshot is shipped (or none was new); 2 when no provider has a ship-to."),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			res, err := command.RunOp[*api.StorageShipment](cmd.Context(), a.App, "ship-storage-snapshots", &in)
+			if res != nil && err == nil {
+				return a.Emit(res, nil, func() {
+					for _, s := range res.Shipped {
+						against := "whole"
+						if s.Parent != "" {
+							against = "against " + s.Parent
+						}
+						a.Printf("%s -> %s: %s, %s in %.1fs\n", s.Label, s.To, against, command.HumanBytes(s.Bytes), s.Seconds)
+					}
+					if len(res.Shipped) == 0 {
+						a.Printf("nothing new to ship\n")
+					}
+				})
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&in.Provider, "provider", "", "only this storage-snapshots provider's snapshots")
+	return command.RemoteToo(command.Op(cmd, "ship-storage-snapshots"))
 }

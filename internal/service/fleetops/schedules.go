@@ -443,6 +443,8 @@ func (s Ops) RunMaintenance(ctx context.Context, j maintenance.Job, r maintenanc
 		err = s.mediaCopyScheduled(ctx, j, r.Slot)
 	case "verify-boot":
 		err = s.verifyPolicyBoots(ctx, j, r.Slot)
+	case "replicate":
+		_, err = s.Invoke(ctx, "run-replication", &api.RunReplicationInput{Name: j.Replication})
 	case "catalog-export":
 		_, err = s.Invoke(ctx, "export-catalog", &api.ExportCatalogInput{RepoParam: api.RepoParam{Repo: j.Repository},
 			Body: api.ExportCatalogRequest{History: j.History, Keep: j.KeepExports, Reason: "schedule"}})

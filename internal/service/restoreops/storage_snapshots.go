@@ -129,7 +129,13 @@ func (s Ops) RestoreFromStorage(ctx context.Context, call *api.RestoreStorageSna
 	} else if s.Config.Local {
 		in.Target = in.To // refused below: onto the original takes no directory
 	}
+	stateDir, err := s.shippedOrKept(ctx, in.From)
+	if err != nil {
+		return nil, err
+	}
 	switch {
+	case in.From != "" && in.OntoOriginal:
+		return nil, service.Invalidf("--from restores from a shipped copy into --target: not onto the original")
 	case in.Label == "" || in.VM == "":
 		return nil, service.Invalidf("name the storage snapshot (its label) and the VM to restore from it")
 	case in.OntoOriginal && in.Target != "":
@@ -145,14 +151,14 @@ func (s Ops) RestoreFromStorage(ctx context.Context, call *api.RestoreStorageSna
 		var got []storagesnap.RestoredDisk
 		var err error
 		if in.OntoOriginal {
-			got, err = storagesnap.RestoreOntoOriginal(ctx, s.Config.StateDir, in.Label, in.VM, o)
+			got, err = storagesnap.RestoreOntoOriginal(ctx, stateDir, in.Label, in.VM, o)
 		} else {
 			// The directory is made as restore-vm makes its own: the API's
 			// callers name a new one under the restore directory.
 			if err := os.MkdirAll(in.Target, 0o700); err != nil {
 				return nil, err
 			}
-			got, err = storagesnap.Restore(ctx, s.Config.StateDir, in.Label, in.VM, in.Target, o)
+			got, err = storagesnap.Restore(ctx, stateDir, in.Label, in.VM, in.Target, o)
 		}
 		if errors.Is(err, offload.ErrTargetExists) {
 			err = fmt.Errorf("%w (use --overwrite to replace it): %w", restore.ErrTargetExists, err)
