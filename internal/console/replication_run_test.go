@@ -54,6 +54,13 @@ replications:
 	if err := json.Unmarshal([]byte(l.coffer("replicas", "--json")), &rs); err != nil || len(rs) != 1 || rs[0].VM != "web" || len(rs[0].Points) != 1 {
 		t.Fatalf("the replicas after the console's run: %+v %v", rs, err)
 	}
+	// The page lists the standby the run made, as `coffer replicas` does.
+	c.open("/ui/replications/run")
+	row := c.text("#standby-web-dr-web")
+	if cells := strings.Split(row, "\t"); len(cells) != 5 || cells[0] != "web" || cells[2] != "1" || !strings.Contains(cells[4], "within") {
+		t.Fatalf("the standby's row: %q", row)
+	}
+	c.shot("replicas")
 	restored := filepath.Join(l.dir, "restored.raw")
 	l.coffer("restore", "latest", "--to", restored)
 	top := filepath.Join(standbys, "web", "disk-0-000001.qcow2")

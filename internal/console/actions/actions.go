@@ -82,7 +82,7 @@ func Routes() []Route {
 		{"POST /ui/restore/{session}/serve", []string{"instant-serve"}, instantServe},
 
 		// Replications run by hand.
-		{"GET /ui/replications/run", page("list-replications"), replications},
+		{"GET /ui/replications/run", page("list-replications", "list-replicas"), replications},
 		{"POST /ui/replications/{name}/run", []string{"run-replication"}, runReplication},
 
 		// A media library's cartridges by hand.

@@ -9,19 +9,28 @@ import (
 
 // A replication run by hand (run-replication, as `coffer replicas run
 // NAME`): the replications of the configuration, each with what it
-// replicates where, and a button that brings its standbys to their VMs'
-// newest backup points now, as a task whose page the browser follows. A
-// replication with a schedule runs on its own too.
+// replicates where, its standbys (list-replicas, as `coffer replicas`:
+// each one's restore points and its lag behind its VM, the RPO), and a
+// button that brings its standbys to their VMs' newest backup points now,
+// as a task whose page the browser follows. A replication with a schedule
+// runs on its own too.
 
 type replicationView struct {
 	Name, Repository, Connection, Directory, Schedule string
 	VMs                                               []string
+	Standbys                                          []api.Replica
 }
 
-// replications lists the replications with their Run now buttons.
+// replications lists the replications with their standbys and Run now
+// buttons.
 func replications(p Page) {
 	var objs []api.ConfigObject
 	if err := p.Call("list-replications", nil, nil, nil, &objs); err != nil {
+		p.Fail(err)
+		return
+	}
+	var standbys []api.Replica
+	if err := p.Call("list-replicas", nil, nil, nil, &standbys); err != nil {
 		p.Fail(err)
 		return
 	}
@@ -39,6 +48,11 @@ func replications(p Page) {
 		for _, vm := range vms {
 			if s, ok := vm.(string); ok {
 				r.VMs = append(r.VMs, s)
+			}
+		}
+		for _, sb := range standbys {
+			if sb.Replication == r.Name {
+				r.Standbys = append(r.Standbys, sb)
 			}
 		}
 		v = append(v, r)

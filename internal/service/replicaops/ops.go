@@ -24,8 +24,7 @@ const onReplications = auth.SystemPath + "/replications"
 var Operations = []service.Operation{
 	{ID: "list-replicas", Method: "Replicas", Summary: "list the standbys replications keep on DR hosts: each one's restore points and its lag behind its VM (RPO)",
 		HTTP: service.Get, Path: "/replicas", Requires: service.Require(auth.SysAudit, onReplications),
-		NoConsole: "not in the console yet: `coffer replicas`",
-		Endpoint:  service.Returns(Ops.Replicas)},
+		Endpoint: service.Returns(Ops.Replicas)},
 	{ID: "run-replication", Method: "RunReplication", Summary: "bring a replication's standbys to their VMs' newest backup points, on the DR host's worker",
 		HTTP: service.Post, Path: "/replications/{name}/run", Requires: service.Require(auth.SysModify, onReplications+"/{name}"),
 		Endpoint: service.Returns(Ops.RunReplication)},
