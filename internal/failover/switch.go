@@ -147,3 +147,28 @@ func StopFailedOver(ctx context.Context, vm VM, grace time.Duration) error {
 	m := &machine{dir: st.FailedOver.RunDir, pid: pid, qmpPath: filepath.Join(st.FailedOver.RunDir, "qmp.sock")}
 	return m.stop(ctx, grace)
 }
+
+// ErrNotFinal refuses a planned failover whose standby does not equal the
+// source's final point.
+var ErrNotFinal = errors.New("the standby's newest point is not the source's final point")
+
+// Planned is the switch of a planned failover (a migration): the caller
+// has shut the source down, backed it up a last time (finalPoint) and
+// replicated that point; the standby's newest point must be it, so that
+// nothing written at the source is left behind. The failback then moves
+// only what the DR VM wrote.
+func Planned(ctx context.Context, vm VM, finalPoint string, o Options) (*Started, error) {
+	st, err := replica.LoadState(vm.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if n := st.Newest(); n == nil || n.BackupPoint != finalPoint {
+		have := "none"
+		if n != nil {
+			have = n.BackupPoint
+		}
+		return nil, fmt.Errorf("%w: %s has %s, the final point is %s: replicate it first", ErrNotFinal, vm.Name, have, finalPoint)
+	}
+	o.Seq, o.Planned = 0, true
+	return Failover(ctx, vm, o)
+}
