@@ -178,4 +178,8 @@ var Routes = map[string]Route{
 	"check-upgrade":                    {Method: "GET", Path: "/upgrade/check"},
 	"list-replicas":                    {Method: "GET", Path: "/replicas"},
 	"run-replication":                  {Method: "POST", Path: "/replications/{name}/run"},
+	"test-failover":                    {Method: "POST", Path: "/failover-plans/{name}/test"},
+	"failover":                         {Method: "POST", Path: "/failover-plans/{name}/failover"},
+	"planned-failover":                 {Method: "POST", Path: "/failover-plans/{name}/planned"},
+	"failback":                         {Method: "POST", Path: "/failover-plans/{name}/failback"},
 }

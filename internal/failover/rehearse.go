@@ -136,7 +136,13 @@ func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*mach
 			if ms[i].forward == nil {
 				host = vm.Address
 			}
-			ev, err := bootverify.Check(pctx, p, host, ms[i].forward, ms[i].agentSock)
+			var ev string
+			var err error
+			if host == "" && p.Kind != bootverify.ProbeExec {
+				err = fmt.Errorf("the plan gives %s no address to probe", vm.Name)
+			} else {
+				ev, err = bootverify.Check(pctx, p, host, ms[i].forward, ms[i].agentSock)
+			}
 			cancel()
 			pr := ProbeResult{Group: n, VM: vm.Name, Probe: p.String(), Passed: err == nil, Evidence: ev, Duration: time.Since(began)}
 			if err != nil {

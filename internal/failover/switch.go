@@ -42,6 +42,8 @@ type Started struct {
 	Dir         string        `json:"dir"`
 	Resumed     bool          `json:"resumed,omitempty"`
 	Duration    time.Duration `json:"duration_ns"`
+	// machine is the started QEMU, for the plan's checks.
+	machine *machine
 }
 
 // ErrAlreadyFailedOver refuses a second failover of a standby whose VM runs.
@@ -113,7 +115,7 @@ func launchFailedOver(ctx context.Context, def *replica.Definition, fo *replica.
 	if err != nil {
 		return err
 	}
-	out.PID, out.Duration = m.pid, time.Since(began)
+	out.PID, out.Duration, out.machine = m.pid, time.Since(began), m
 	return os.WriteFile(filepath.Join(fo.RunDir, pidName), []byte(strconv.Itoa(m.pid)), 0o600)
 }
 

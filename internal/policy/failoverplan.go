@@ -24,7 +24,7 @@ import (
 //	        probe-timeout: 2m
 //	      - vms:
 //	          - {name: web-01, cloud-init: /etc/coffer/dr/web-01}  # re-addressing: cloud-init NoCloud data
-//	          - {name: web-02, readdress: /etc/coffer/dr/readdress.sh}
+//	          - {name: web-02, readdress: /etc/coffer/dr/readdress.sh, address: 10.20.0.12}
 //	        delay: 30s             # then wait before the next group (none here)
 type FailoverPlan struct {
 	Name        string          `yaml:"name"`
@@ -47,6 +47,9 @@ type FailoverGroup struct {
 // FailoverVM is one VM of a group, by its standby's VM name.
 type FailoverVM struct {
 	Name string `yaml:"name"`
+	// Address is where a failover's tcp and http probes reach the VM on
+	// its DR network (a test failover probes through its own forwards).
+	Address string `yaml:"address"`
 	// CloudInit is a directory of NoCloud data (user-data, meta-data,
 	// network-config) attached to the VM as a CIDATA disk: the guest's
 	// cloud-init re-addresses it at the DR site.
