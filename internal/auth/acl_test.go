@@ -13,7 +13,7 @@ import (
 // a change to a role must change this table too, on purpose.
 var wantRoles = map[Role]string{
 	RoleAdmin: "Sys.Audit Sys.Modify Repo.Audit Repo.Read Repo.Backup Repo.Verify Repo.Prune Repo.Modify " +
-		"Conn.Audit Conn.Backup Conn.Restore Policy.Audit Policy.Modify Policy.Run Perm.Modify",
+		"Conn.Audit Conn.Backup Conn.Restore Policy.Audit Policy.Modify Policy.Run Perm.Modify Sys.Failover",
 	RoleAuditor:         "Sys.Audit Repo.Audit Conn.Audit Policy.Audit",
 	RoleBackupOperator:  "Repo.Audit Repo.Backup Repo.Verify Conn.Audit Conn.Backup Policy.Audit Policy.Run",
 	RoleRestoreOperator: "Repo.Audit Repo.Read Conn.Audit Conn.Restore Policy.Audit",

@@ -30,6 +30,11 @@ const (
 	PolicyModify
 	PolicyRun
 	PermModify
+	// SysFailover starts standbys as the running VMs and switches back
+	// (failover plans: test failover, failover, failback), on
+	// /system/failover-plans: a privilege of its own, since a failover
+	// takes over from production VMs.
+	SysFailover
 
 	endOfPrivileges
 	// AllPrivileges is every privilege (the Admin role).
@@ -42,6 +47,7 @@ var privilegeNames = [...]string{
 	"Conn.Audit", "Conn.Backup", "Conn.Restore",
 	"Policy.Audit", "Policy.Modify", "Policy.Run",
 	"Perm.Modify",
+	"Sys.Failover",
 }
 
 // AllPrivilegeList returns every single privilege in declaration order.
@@ -83,7 +89,7 @@ func ParsePrivilege(name string) (Privilege, error) {
 
 // Privileges by the objects they are about.
 const (
-	sysPrivileges    = SysAudit | SysModify
+	sysPrivileges    = SysAudit | SysModify | SysFailover
 	repoPrivileges   = RepoAudit | RepoRead | RepoBackup | RepoVerify | RepoPrune | RepoModify
 	connPrivileges   = ConnAudit | ConnBackup | ConnRestore
 	policyPrivileges = PolicyAudit | PolicyModify | PolicyRun

@@ -94,7 +94,12 @@ func ParseProbe(s string) (Probe, error) {
 
 // probeOnce runs p once: nil when it passes, with evidence.
 func probeOnce(ctx context.Context, p Probe, hostPort int, agent func(context.Context) (*qmp.GuestAgent, error)) (string, error) {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort))
+	return probeAt(ctx, p, "127.0.0.1", hostPort, agent)
+}
+
+// probeAt runs p once against host:port.
+func probeAt(ctx context.Context, p Probe, host string, port int, agent func(context.Context) (*qmp.GuestAgent, error)) (string, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	switch p.Kind {
 	case ProbeTCP:
 		return tcpOpen(ctx, addr)
@@ -159,4 +164,30 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// Check runs probe p until it passes or ctx ends, as step 5 does, against
+// a guest whose probed ports are reachable at host: either QEMU's
+// forwards on 127.0.0.1 (forward maps guest port to host port) or the
+// guest's own address (forward nil). agentSock is the guest agent's
+// socket for exec probes ("" when the VM has none). Failover plans use
+// it between their groups.
+func Check(ctx context.Context, p Probe, host string, forward map[int]int, agentSock string) (string, error) {
+	agent := func(ctx context.Context) (*qmp.GuestAgent, error) {
+		if agentSock == "" {
+			return nil, errors.New("the VM has no guest agent channel to run the command through")
+		}
+		ga, err := qmp.DialGuestAgent(ctx, agentSock)
+		if err == nil {
+			if err = ga.Execute(ctx, "guest-ping", nil, nil); err != nil {
+				ga.Close()
+			}
+		}
+		return ga, err
+	}
+	port := p.Port
+	if forward != nil {
+		port = forward[p.Port]
+	}
+	return retry(ctx, func(ctx context.Context) (string, error) { return probeAt(ctx, p, host, port, agent) })
 }

@@ -30,6 +30,7 @@ const (
 	KindBenchPipeline = "bench-pipeline"
 	KindInventory     = "inventory-refresh" // a connection's VMs listed into the catalog
 	KindReplicate     = "replicate"         // a replication's standbys brought to their VMs' newest points
+	KindFailover      = "failover"          // a failover plan's test, failover or failback (internal/failover)
 )
 
 // Job is one long operation: a run of a policy (with one Task per VM), or

@@ -75,11 +75,11 @@ var Keys = []Key{
 // error like an unknown scalar key (the CLI decodes every one of them when
 // it loads the file, whatever the command). connections, repositories,
 // limits, resource-groups, policies, storage-snapshots, latency-control,
-// media-libraries and replications belong to internal/policy; server to
+// media-libraries, replications and failover-plans belong to internal/policy; server to
 // the server command; notifications to internal/notify; maintenance to
 // internal/maintenance; realms (sign-in realms) to internal/auth.
 var Sections = []string{"connections", "repositories", "policies", "server", "limits", "resource-groups", "storage-snapshots",
-	"latency-control", "media-libraries", "replications", "notifications", "maintenance", "realms"}
+	"latency-control", "media-libraries", "replications", "failover-plans", "notifications", "maintenance", "realms"}
 
 // File is a loaded configuration file.
 type File struct {

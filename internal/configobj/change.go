@@ -128,6 +128,8 @@ func (s *State) PlanDelete(k Kind, name string, check Checker) (*Plan, error) {
 		eng, err = eng.DeleteMediaLibrary(name)
 	case Replication:
 		eng, err = eng.DeleteReplication(name)
+	case FailoverPlan:
+		eng, err = eng.DeleteFailoverPlan(name)
 	default:
 		eng = deleteSetting(eng, s.File.Engine.Limits, k, name)
 	}
@@ -186,6 +188,8 @@ func (s *State) planPut(p *Plan, spec Spec, check Checker) (*Plan, error) {
 		eng, _ = eng.PutMediaLibrary(x)
 	case policy.Replication:
 		eng, _ = eng.PutReplication(x)
+	case policy.FailoverPlan:
+		eng, _ = eng.PutFailoverPlan(x)
 	default:
 		eng, _ = putSetting(eng, s.File.Engine.Limits, v)
 	}

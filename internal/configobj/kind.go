@@ -40,6 +40,8 @@ const (
 	MediaLibrary        Kind = "media-library"
 	// Replication keeps standby copies of VMs on DR hosts.
 	Replication Kind = "replication"
+	// FailoverPlan starts a replication's standbys in ordered groups.
+	FailoverPlan Kind = "failover-plan"
 	// The engine's settings (sections.go): limits is one object, merged
 	// with the file's section key by key; the others are entries of
 	// their sections, by name.
@@ -55,13 +57,13 @@ const (
 
 // Kinds lists every kind, in the order objects are listed (what others
 // depend on first).
-var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary, Replication,
+var Kinds = []Kind{Connection, Repository, Policy, NotificationTarget, NotificationMatcher, MediaLibrary, Replication, FailoverPlan,
 	Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule}
 
 var plurals = map[Kind]string{
 	Connection: "connections", Repository: "repositories", Policy: "policies",
 	NotificationTarget: "notification-targets", NotificationMatcher: "notification-matchers",
-	MediaLibrary: "media-libraries", Replication: "replications", Limits: "limits", LatencyControl: "latency-controls",
+	MediaLibrary: "media-libraries", Replication: "replications", FailoverPlan: "failover-plans", Limits: "limits", LatencyControl: "latency-controls",
 	ResourceGroup: "resource-groups", StorageProvider: "storage-snapshot-providers",
 	MaintenanceWindow: "maintenance-windows", MaintenanceSchedule: "maintenance-schedules",
 }
@@ -109,7 +111,7 @@ func ParseKind(s string) (Kind, error) {
 // /media/NAME.
 func (k Kind) Path(name string) string {
 	switch k {
-	case NotificationTarget, NotificationMatcher, Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule, Replication:
+	case NotificationTarget, NotificationMatcher, Limits, LatencyControl, ResourceGroup, StorageProvider, MaintenanceWindow, MaintenanceSchedule, Replication, FailoverPlan:
 		return "/system/" + k.Plural() + "/" + url.PathEscape(name)
 	case MediaLibrary:
 		return "/media/" + url.PathEscape(name)

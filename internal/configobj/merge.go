@@ -81,6 +81,7 @@ func Merge(f File, stored []catalog.ConfigObject, gen int64) (*State, error) {
 	eng, nc := *f.Engine, *f.Notify
 	eng.Connections, eng.Repositories, eng.Policies = slices.Clone(eng.Connections), slices.Clone(eng.Repositories), slices.Clone(eng.Policies)
 	eng.MediaLibraries, eng.Replications = slices.Clone(eng.MediaLibraries), slices.Clone(eng.Replications)
+	eng.FailoverPlans = slices.Clone(eng.FailoverPlans)
 	eng.LatencyControl, eng.ResourceGroups = slices.Clone(eng.LatencyControl), slices.Clone(eng.ResourceGroups)
 	eng.StorageSnapshots = slices.Clone(eng.StorageSnapshots)
 	nc.Targets, nc.Matchers = slices.Clone(nc.Targets), slices.Clone(nc.Matchers)
@@ -170,6 +171,9 @@ func fileObjects(f File) []typed {
 	for _, x := range f.Engine.Replications {
 		out = append(out, typed{Replication, x, x.Name})
 	}
+	for _, x := range f.Engine.FailoverPlans {
+		out = append(out, typed{FailoverPlan, x, x.Name})
+	}
 	out = append(out, fileSettings(f.Engine)...)
 	if f.Maintenance != nil {
 		out = append(out, fileMaintenance(f.Maintenance)...)
@@ -219,6 +223,8 @@ func (s *State) add(v any) {
 		s.Engine.MediaLibraries = append(s.Engine.MediaLibraries, x)
 	case policy.Replication:
 		s.Engine.Replications = append(s.Engine.Replications, x)
+	case policy.FailoverPlan:
+		s.Engine.FailoverPlans = append(s.Engine.FailoverPlans, x)
 	case maintenance.Window, maintenance.Repository:
 		s.Maintenance, _ = putMaintenance(s.Maintenance, v)
 	default:

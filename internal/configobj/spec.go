@@ -21,7 +21,7 @@ type Spec = map[string]any
 
 // sections are the configuration file's sections of the engine's kinds.
 var sections = map[Kind]string{Connection: "connections", Repository: "repositories", Policy: "policies",
-	MediaLibrary: "media-libraries", Replication: "replications"}
+	MediaLibrary: "media-libraries", Replication: "replications", FailoverPlan: "failover-plans"}
 
 // decode reads a spec with the configuration file's decoder of its kind,
 // as if it were the only entry of its section, so that it is as strict
@@ -67,6 +67,11 @@ func decode(k Kind, spec []byte) (any, error) {
 		}
 	case Replication:
 		var out []policy.Replication
+		if err = config.DecodeNode(list, &out, sections[k]); err == nil {
+			v = out[0]
+		}
+	case FailoverPlan:
+		var out []policy.FailoverPlan
 		if err = config.DecodeNode(list, &out, sections[k]); err == nil {
 			v = out[0]
 		}
@@ -150,6 +155,8 @@ func nameOf(v any) string {
 	case policy.MediaLibrary:
 		return x.Name
 	case policy.Replication:
+		return x.Name
+	case policy.FailoverPlan:
 		return x.Name
 	case maintenance.Window:
 		return x.Name

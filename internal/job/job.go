@@ -68,6 +68,7 @@ const (
 	KindMediaVerify  = catalog.KindMediaVerify
 	KindInventory    = catalog.KindInventory
 	KindReplicate    = catalog.KindReplicate
+	KindFailover     = catalog.KindFailover
 )
 
 var (

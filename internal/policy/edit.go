@@ -120,5 +120,6 @@ func (c *Config) clone() *Config {
 	n.Policies = slices.Clone(c.Policies)
 	n.MediaLibraries = slices.Clone(c.MediaLibraries)
 	n.Replications = slices.Clone(c.Replications)
+	n.FailoverPlans = slices.Clone(c.FailoverPlans)
 	return &n
 }

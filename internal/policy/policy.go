@@ -52,6 +52,8 @@
 //	  - {name: vtl1, kind: vtl, directory: /srv/vtl}
 //	replications:                  # see Replication
 //	  - {name: web-dr, vms: [web-*], connection: dr-kvm, directory: /srv/dr, networks: {default: dr-net}}
+//	failover-plans:                # see FailoverPlan
+//	  - {name: shop, replication: web-dr, groups: [{vms: [{name: db-01}], probes: [tcp:5432]}, {vms: [{name: web-01}]}]}
 package policy
 
 import (
@@ -82,6 +84,9 @@ type Config struct {
 	// Replications keep standby copies of VMs on DR hosts
 	// (replication.go).
 	Replications []Replication
+	// FailoverPlans start replications' standbys in ordered groups
+	// (failoverplan.go).
+	FailoverPlans []FailoverPlan
 }
 
 // Connection is one hypervisor connection.
@@ -354,6 +359,7 @@ func Decode(f *config.File) (*Config, error) {
 		{"latency-control", &c.LatencyControl},
 		{"media-libraries", &c.MediaLibraries},
 		{"replications", &c.Replications},
+		{"failover-plans", &c.FailoverPlans},
 	} {
 		if err := f.Decode(s.name, s.v); err != nil {
 			return nil, err

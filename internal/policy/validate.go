@@ -31,6 +31,10 @@ func (c *Config) Validate() error {
 	for _, r := range c.Replications {
 		r.validate(c, add)
 	}
+	names(len(c.FailoverPlans), func(i int) string { return c.FailoverPlans[i].Name }, "failover plan", add)
+	for _, p := range c.FailoverPlans {
+		p.validate(c, add)
+	}
 	for _, cn := range c.Connections {
 		if cn.Kind == "" {
 			add("connection %s: kind is missing (qemu, vsphere, fake, ...)", cn.Name)

@@ -67,6 +67,9 @@ type Result struct {
 	Spans int
 }
 
+// ErrFailedOver refuses to replicate onto a standby that is the running VM.
+var ErrFailedOver = errors.New("the standby was failed over")
+
 // ErrOlderPoint refuses a backup point older than the standby's newest.
 var ErrOlderPoint = errors.New("the backup point is older than the standby's newest point")
 
@@ -90,6 +93,9 @@ func Run(ctx context.Context, r *repo.Repository, p *repo.Point, o Options) (*Re
 	st, err := LoadState(dir)
 	if err != nil {
 		return nil, err
+	}
+	if st.FailedOver != nil {
+		return nil, fmt.Errorf("%w: %s runs from point %d since %s; fail back first", ErrFailedOver, dir, st.FailedOver.Seq, st.FailedOver.At.Format(time.RFC3339))
 	}
 	if err := recoverStandby(ctx, dir, st, o.Log); err != nil {
 		return nil, fmt.Errorf("recover the standby in %s: %w", dir, err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,7 +31,42 @@ type State struct {
 	// Merge, when set, is a pruning in progress: the oldest point's files
 	// are being merged into the next point's (see prune.go).
 	Merge *Merge `json:"merge,omitempty"`
+	// FailedOver, when set, says the standby became the running VM
+	// (internal/failover): no run writes onto it until a failback
+	// clears it.
+	FailedOver *FailedOver `json:"failed_over,omitempty"`
 }
+
+// FailedOver is a standby that failover made the running VM: from point
+// Seq, through one writable overlay per disk above it (Overlays, by disk
+// key), in RunDir (its QEMU's sockets and pid file).
+type FailedOver struct {
+	Seq         int               `json:"seq"`
+	BackupPoint string            `json:"backup_point"`
+	At          time.Time         `json:"at"`
+	Planned     bool              `json:"planned"`
+	Overlays    map[string]string `json:"overlays"`
+	RunDir      string            `json:"run_dir"`
+}
+
+// Point returns the recorded point of seq, or nil.
+func (s *State) Point(seq int) *Point {
+	for i := range s.Points {
+		if s.Points[i].Seq == seq {
+			return &s.Points[i]
+		}
+	}
+	return nil
+}
+
+// SaveState replaces the standby's record atomically (failover marks and
+// clears FailedOver with it). The caller holds the standby (LockRun).
+func SaveState(dir string, s *State) error { return saveState(dir, s) }
+
+// LockRun takes the standby's run lock: failover holds it while it
+// changes the record, so that no replication runs meanwhile. Close
+// releases it.
+func LockRun(dir string) (io.Closer, error) { return lockRun(dir) }
 
 // Point is one restore point of the standby: the backup point it equals.
 type Point struct {

@@ -29,7 +29,7 @@ func configOps(verb string) []string {
 }
 
 const kindsHelp = `KIND is connection, repository, policy, notification-target,
-notification-matcher, media-library, replication, limits, latency-control, resource-group,
+notification-matcher, media-library, replication, failover-plan, limits, latency-control, resource-group,
 storage-snapshot-provider, maintenance-schedule (an entry of the maintenance
 section's repositories, named by its repository: its gc, verify, forget,
 copy and media-copy jobs) or maintenance-window (or its plural). There is one limits object,

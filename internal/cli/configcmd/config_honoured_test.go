@@ -47,6 +47,7 @@ func TestEverySectionIsStrict(t *testing.T) {
 		"maintenance":       {"maintenance:\n  takeover-afterr: 10s\n", `unknown key "takeover-afterr" in maintenance (did you mean "takeover-after"?)`},
 		"latency-control":   {"latency-control:\n  - {datastores: [/x], threshhold: 20ms}\n", `unknown key "threshhold" in latency-control[0] (did you mean "threshold"?)`},
 		"replications":      {"replications: [{name: dr, repositry: r}]\n", `unknown key "repositry" in replications[0] (did you mean "repository"?)`},
+		"failover-plans":    {"failover-plans: [{name: p, groups: [{vms: [{name: a, scrpt: /x}]}]}]\n", `unknown key "scrpt" in failover-plans[0].groups[0].vms[0] (did you mean "script"?)`},
 		"realms":            {"realms: [{name: corp, type: ldap, user-bsae: ou=people}]\n", `unknown key "user-bsae" in realms[0] (did you mean "user-base"?)`},
 		"notifications":     {"notifications:\n  targets: [{name: a, webhook: {url: 'https://x', secret-fle: /s}}]\n", `unknown key "secret-fle" in notifications.targets[0].webhook (did you mean "secret-file"?)`},
 	}

@@ -15,5 +15,5 @@ type app struct{ *command.App }
 // Commands are the replicacmd commands, for the root of the tree.
 func Commands(shared *command.App) []*cobra.Command {
 	a := &app{shared}
-	return []*cobra.Command{a.cmdReplicas()}
+	return []*cobra.Command{a.cmdReplicas(), a.cmdFailover()}
 }

@@ -19,6 +19,9 @@ func noConsole(verb string, k configobj.Kind) string {
 		return "its console page lists each with its whole specification and source, which a get would only repeat"
 	case k == configobj.Policy && verb == "list":
 		return "the Policies page lists them through check-policies, which adds each one's findings and next runs"
+	case k == configobj.FailoverPlan:
+		// `coffer config VERB KIND`: list, get, create, update, delete.
+		return "not in the console yet: `coffer config " + verb + " " + string(k) + "`"
 	}
 	return ""
 }

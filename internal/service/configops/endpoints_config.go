@@ -43,6 +43,8 @@ var configPrivileges = map[configobj.Kind]kindPrivileges{
 	// A replication writes standbys onto a DR host's directories, as a
 	// connection reaches a hypervisor: the system's.
 	configobj.Replication: systemKind(configobj.Replication),
+	// A failover plan starts standbys on the DR host: the system's too.
+	configobj.FailoverPlan: systemKind(configobj.FailoverPlan),
 }
 
 type kindPrivileges struct {

@@ -1,0 +1,114 @@
+package replicacmd
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/cli/command"
+)
+
+func (a *app) cmdFailover() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "run failover plans: test failover, failover, planned failover, failback",
+		Long: command.Manual(`Failover plans (the failover-plans section, or failover-plan objects)
+start the standbys of a replication as the running VMs, in ordered groups:
+each group starts once the previous group's VMs passed their probes and
+its delay is over. Each subcommand runs as a job with its log, and needs
+the Sys.Failover privilege on /system/failover-plans/PLAN.`,
+			`See each subcommand.`,
+			`coffer failover test shop
+coffer failover run shop --vm web-01 --seq 4
+coffer failover planned shop
+coffer failover failback shop`,
+			"See each subcommand."),
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(
+		a.cmdFailoverOp("test", "test-failover", "test a plan on throw-away overlays, isolated, then discard everything",
+			`Start every VM of PLAN on a new qcow2 overlay above its standby's
+restore point (the newest, or --seq), each on an isolated network: QEMU's
+user-mode network with restrict=on, which reaches nothing, with only the
+probes' ports forwarded to this host. Groups start in order, each once the
+previous one's probes and scripts passed and its delay is over. Then every
+VM is stopped and every file of the test removed: the standbys are only
+read and the source VMs are not touched.`),
+		a.cmdFailoverOp("run", "failover", "unplanned failover: the standbys become the running VMs",
+			`Fail over PLAN's VMs (or --vm's): each standby becomes the running VM,
+from its newest restore point or --seq, on a writable overlay above it, on
+the networks its replication mapped. The standby's record marks it failed
+over first: replications refuse to write onto it until a failback. A
+failover killed midway is finished by running it again (a VM whose
+failover was noted is started again on the overlay it has).`),
+		a.cmdFailoverOp("planned", "planned-failover", "planned failover: replicate the final points, then switch",
+			`A migration without loss: shut the source VMs down and back them up a last
+time (coffer backup vm), then run this. It replicates each VM's newest
+backup point, checks that the standby equals exactly that point, and fails
+over onto it. The failback later moves only what the DR VMs wrote.`),
+		a.cmdFailoverOp("failback", "failback", "write what changed at the DR site back onto the original disks",
+			`Stop PLAN's failed-over VMs (or --vm's) and write what changed at the DR
+site onto the original VMs' disks, as their failover point recorded them
+(the sources must not run). After a planned failover only the clusters the
+DR VM wrote are written; after an unplanned one every block is compared
+and the differing ones written. Then the failed-over mark is cleared and
+the DR overlays removed: start the original VMs, and replication follows
+them again.`),
+	)
+	return cmd
+}
+
+func (a *app) cmdFailoverOp(use, op, short, long string) *cobra.Command {
+	var in api.FailoverInput
+	cmd := &cobra.Command{
+		Use:   use + " PLAN",
+		Short: short,
+		Long: command.Manual(long,
+			`The steps with their times and errors, and the probes with their
+results. --json: the run's document.`,
+			"coffer failover "+use+" shop\ncoffer failover "+use+" shop --vm web-01 --json",
+			"0; 1 when a step or a probe failed; 7 for an unknown plan."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Name = args[0]
+			run, err := command.RunOp[*api.FailoverRun](cmd.Context(), a.App, op, &in)
+			if run == nil {
+				return err
+			}
+			return a.Emit(run, err, func() { a.printFailover(run) })
+		},
+	}
+	cmd.Flags().StringVar(&in.VM, "vm", "", "only this VM of the plan")
+	if op == "test-failover" || op == "failover" {
+		cmd.Flags().IntVar(&in.Seq, "seq", 0, "start from this restore point of the standbys (coffer replicas points); default the newest")
+	}
+	cmd.Flags().StringVar(&in.Worker, "worker", "", "run on this worker of the fleet (default: the DR host's)")
+	return command.RemoteToo(command.Op(cmd, op))
+}
+
+func (a *app) printFailover(run *api.FailoverRun) {
+	tw := tabwriter.NewWriter(a.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tVM\tSTEP\tTIME\tRESULT")
+	for _, s := range run.Steps {
+		res := command.Dash(s.Detail)
+		if s.Error != "" {
+			res = "FAILED: " + s.Error
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Group, command.Dash(s.VM), s.Name, command.Seconds(s.Seconds).Round(time.Millisecond), res)
+	}
+	for _, p := range run.Probes {
+		res := "passed: " + p.Evidence
+		if !p.Passed {
+			res = "FAILED: " + p.Error
+		}
+		fmt.Fprintf(tw, "%d\t%s\tprobe %s\t%s\t%s\n", p.Group, p.VM, p.Probe, command.Seconds(p.Seconds).Round(time.Millisecond), res)
+	}
+	for _, f := range run.Failback {
+		fmt.Fprintf(tw, "-\t%s\tfailback (%s)\t-\t%s written, %s read\n", f.VM, f.Mode, command.HumanBytes(f.BytesWritten), command.HumanBytes(f.BytesRead))
+	}
+	_ = tw.Flush()
+	a.Printf("%s of plan %s: passed %v in %s\n", run.Kind, run.Plan, run.Passed, command.Seconds(run.Seconds).Round(time.Millisecond))
+}

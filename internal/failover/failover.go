@@ -1,0 +1,130 @@
+// Package failover starts replicas (internal/replica's standbys) as
+// running VMs, by failover plans: ordered groups of VMs, each group
+// started once the previous one's probes passed and its delay is over.
+//
+//   - A test failover (Rehearse) starts every VM of the plan on a new
+//     qcow2 overlay above the chosen restore point, in a run directory of
+//     its own, each on an isolated network (QEMU's user-mode network with
+//     restrict=on: the guest reaches nothing, the host reaches only the
+//     probes' forwarded ports). It reports each step's time and each
+//     probe's result, then stops every VM and removes the run directory:
+//     the standbys are only read.
+//   - A failover (Failover) makes one standby the running VM: the record
+//     notes it first (replica.State.FailedOver, so no replication writes
+//     onto the standby again), then a writable overlay per disk above the
+//     chosen point, then QEMU on its mapped networks.
+//   - A failback (Failback) stops the DR VM and writes back onto the
+//     original VM's disks what changed at the DR site: after a planned
+//     failover only the clusters the DR overlay holds (what the DR VM
+//     wrote), after an unplanned one every block that differs.
+package failover
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/bootverify"
+)
+
+// VM is one VM of a plan: its standby's directory and what to run.
+type VM struct {
+	Name string
+	// Dir is the standby's directory (replica.json, standby.json).
+	Dir string
+	// Address is where the probes reach the VM after a real failover
+	// ("" : the probes of tcp and http kinds cannot run, exec still can).
+	Address   string
+	CloudInit string
+	Readdress string
+	Script    string
+}
+
+// Group is VMs started together, then probed, then waited on.
+type Group struct {
+	VMs          []VM
+	Probes       []bootverify.Probe
+	ProbeTimeout time.Duration
+	Delay        time.Duration
+}
+
+// Plan is a failover plan resolved to standbys.
+type Plan struct {
+	Name   string
+	Groups []Group
+}
+
+// Step is one timed step of a run.
+type Step struct {
+	Group    int           `json:"group"`
+	VM       string        `json:"vm,omitempty"`
+	Name     string        `json:"name"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration_ns"`
+	Error    string        `json:"error,omitempty"`
+	Detail   string        `json:"detail,omitempty"`
+}
+
+// ProbeResult is one probe of one VM.
+type ProbeResult struct {
+	Group    int           `json:"group"`
+	VM       string        `json:"vm"`
+	Probe    string        `json:"probe"`
+	Passed   bool          `json:"passed"`
+	Evidence string        `json:"evidence,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Report is what a run of a plan did.
+type Report struct {
+	Plan     string        `json:"plan"`
+	Test     bool          `json:"test"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration_ns"`
+	Steps    []Step        `json:"steps"`
+	Probes   []ProbeResult `json:"probes"`
+	// Passed says every VM started and every probe passed.
+	Passed bool `json:"passed"`
+}
+
+func (r *Report) step(group int, vm, name string, began time.Time, err error, detail string) {
+	s := Step{Group: group, VM: vm, Name: name, Started: began, Duration: time.Since(began), Detail: detail}
+	if err != nil {
+		s.Error = err.Error()
+	}
+	r.Steps = append(r.Steps, s)
+}
+
+// freePort finds a free TCP port on 127.0.0.1 for a probe's forward.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }() // only its port is wanted
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// pick is the standby point of seq (0: the newest).
+func pick(vm VM, seq int, points []pointRef) (pointRef, error) {
+	if len(points) == 0 {
+		return pointRef{}, fmt.Errorf("the standby of %s in %s has no restore point yet", vm.Name, vm.Dir)
+	}
+	if seq == 0 {
+		return points[len(points)-1], nil
+	}
+	for _, p := range points {
+		if p.seq == seq {
+			return p, nil
+		}
+	}
+	return pointRef{}, fmt.Errorf("the standby of %s has no restore point %d (coffer replicas points)", vm.Name, seq)
+}
+
+// pointRef is a restore point's sequence number and disk files.
+type pointRef struct {
+	seq         int
+	backupPoint string
+	disks       map[string]string // key -> overlay file of the point
+}

@@ -1,0 +1,247 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/bootverify"
+	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/replica"
+)
+
+// RehearseOptions adjust a test failover.
+type RehearseOptions struct {
+	// StateDir holds the run's directory (overlays, sockets), removed at
+	// the end; a killed run's is removed by the next one (Leftovers).
+	StateDir string
+	// Seq is the restore point each VM starts from (0: its newest).
+	Seq int
+	// Stop is how long a VM is given to quit before it is killed.
+	Stop time.Duration
+	Log  *slog.Logger
+}
+
+// rehearsalRoot is where test failovers keep their run directories.
+func rehearsalRoot(stateDir string) string { return filepath.Join(stateDir, "failover-tests") }
+
+// Rehearse runs a test failover of plan: each group's VMs start on
+// throw-away overlays of their standbys, isolated, are probed, and the
+// next group waits for that and the group's delay. Everything is stopped
+// and removed at the end, whatever happened; the standbys are only read.
+// The error is for a run that could not be attempted; a VM that did not
+// start or a probe that failed is in the report (Passed false).
+func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error) {
+	if o.StateDir == "" {
+		return nil, errors.New("a test failover needs a state directory")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Stop <= 0 {
+		o.Stop = 10 * time.Second
+	}
+	RemoveLeftovers(context.WithoutCancel(ctx), o.StateDir, o.Log)
+	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true}
+	runDir := filepath.Join(rehearsalRoot(o.StateDir), id.Random().String()[:8])
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return nil, err
+	}
+	var started []*machine
+	defer func() {
+		began := time.Now()
+		var errs []error
+		for _, m := range started {
+			errs = append(errs, m.stop(context.WithoutCancel(ctx), o.Stop))
+		}
+		errs = append(errs, os.RemoveAll(runDir))
+		rep.step(0, "", "discard", began, errors.Join(errs...), fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
+		rep.Duration = time.Since(rep.Started)
+	}()
+	for gi, g := range plan.Groups {
+		n := gi + 1
+		ms := make([]*machine, len(g.VMs))
+		for i, vm := range g.VMs {
+			began := time.Now()
+			m, err := rehearseStart(ctx, vm, g, filepath.Join(runDir, fmt.Sprintf("%d.%d", n, i)), o.Seq)
+			if m != nil {
+				started = append(started, m)
+			}
+			rep.step(n, vm.Name, "start", began, err, "on an overlay of its standby, isolated network")
+			o.Log.Info("test failover: VM started", "plan", plan.Name, "group", n, "vm", vm.Name, "err", err)
+			if err != nil {
+				rep.Passed = false
+				return rep, nil
+			}
+			ms[i] = m
+		}
+		if !runGroupChecks(ctx, rep, n, g, ms, o.Log) {
+			rep.Passed = false
+			return rep, nil
+		}
+	}
+	return rep, nil
+}
+
+// rehearseStart starts one VM of a test failover in dir.
+func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*machine, error) {
+	def, pt, err := loadStandby(vm, seq)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	disks := map[string]string{}
+	for k, f := range pt.disks {
+		// Sockets go in dir too: its path stays short (a unix socket's
+		// path is at most 107 bytes), the VM's name is in the report.
+		ov := filepath.Join(dir, fileName(k)+".qcow2")
+		if err := createOverlay(ctx, ov, f); err != nil {
+			return nil, err
+		}
+		disks[k] = ov
+	}
+	var ports []int
+	for _, p := range g.Probes {
+		if p.Kind != bootverify.ProbeExec {
+			ports = append(ports, p.Port)
+		}
+	}
+	return start(ctx, launch{def: def, dir: dir, disk: disks, isolated: true, probes: ports, cloudInit: vm.CloudInit})
+}
+
+// runGroupChecks runs, for each VM of a started group, its re-addressing
+// script, the group's probes and its script, then waits the group's
+// delay; false when any of it failed.
+func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*machine, log *slog.Logger) bool {
+	ok := true
+	for i, vm := range g.VMs {
+		if vm.Readdress != "" {
+			began := time.Now()
+			out, err := runScript(ctx, vm.Readdress, vm, ms[i])
+			rep.step(n, vm.Name, "readdress", began, err, out)
+			ok = ok && err == nil
+		}
+		for _, p := range g.Probes {
+			began := time.Now()
+			pctx, cancel := context.WithTimeout(ctx, cmpDuration(g.ProbeTimeout, 5*time.Minute))
+			host := "127.0.0.1"
+			if ms[i].forward == nil {
+				host = vm.Address
+			}
+			var ev string
+			var err error
+			if host == "" && p.Kind != bootverify.ProbeExec {
+				err = fmt.Errorf("the plan gives %s no address to probe", vm.Name)
+			} else {
+				ev, err = bootverify.Check(pctx, p, host, ms[i].forward, ms[i].agentSock)
+			}
+			cancel()
+			pr := ProbeResult{Group: n, VM: vm.Name, Probe: p.String(), Passed: err == nil, Evidence: ev, Duration: time.Since(began)}
+			if err != nil {
+				pr.Error, ok = err.Error(), false
+			}
+			rep.Probes = append(rep.Probes, pr)
+			log.Info("failover probe", "group", n, "vm", vm.Name, "probe", p.String(), "passed", err == nil, "err", err)
+		}
+		if vm.Script != "" && ok {
+			began := time.Now()
+			out, err := runScript(ctx, vm.Script, vm, ms[i])
+			rep.step(n, vm.Name, "script", began, err, out)
+			ok = ok && err == nil
+		}
+	}
+	if ok && g.Delay > 0 {
+		began := time.Now()
+		select {
+		case <-time.After(g.Delay):
+		case <-ctx.Done():
+		}
+		rep.step(n, "", "delay", began, ctx.Err(), fmt.Sprintf("the group's delay of %s", g.Delay))
+		ok = ctx.Err() == nil
+	}
+	return ok
+}
+
+// runScript runs a plan's script for vm on this host, with what it needs
+// to reach the VM in its environment.
+func runScript(ctx context.Context, script string, vm VM, m *machine) (string, error) {
+	cmd := exec.CommandContext(ctx, script)
+	cmd.Env = append(os.Environ(), "COFFER_VM="+vm.Name, "COFFER_VM_DIR="+m.dir, "COFFER_QMP="+m.qmpPath,
+		"COFFER_GUEST_AGENT="+m.agentSock, "COFFER_VM_ADDRESS="+vm.Address)
+	for g, h := range m.forward {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("COFFER_PORT_%d=%d", g, h))
+	}
+	out, err := cmd.CombinedOutput()
+	s := strings.TrimSpace(string(out))
+	if len(s) > 512 {
+		s = s[len(s)-512:]
+	}
+	if err != nil {
+		return s, fmt.Errorf("%s: %v", script, err)
+	}
+	return s, nil
+}
+
+// loadStandby reads a standby's definition and the point of seq.
+func loadStandby(vm VM, seq int) (*replica.Definition, pointRef, error) {
+	def, err := replica.LoadDefinition(vm.Dir)
+	if err != nil {
+		return nil, pointRef{}, fmt.Errorf("standby of %s: %w", vm.Name, err)
+	}
+	st, err := replica.LoadState(vm.Dir)
+	if err != nil {
+		return nil, pointRef{}, err
+	}
+	var refs []pointRef
+	for _, p := range st.Points {
+		r := pointRef{seq: p.Seq, backupPoint: p.BackupPoint, disks: map[string]string{}}
+		for _, d := range p.Disks {
+			r.disks[d.Key] = d.File
+		}
+		refs = append(refs, r)
+	}
+	pt, err := pick(vm, seq, refs)
+	return def, pt, err
+}
+
+// RemoveLeftovers stops the VMs of test failovers a killed coffer left
+// and removes their run directories.
+func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
+	runs, _ := filepath.Glob(filepath.Join(rehearsalRoot(stateDir), "*"))
+	for _, run := range runs {
+		vms, _ := filepath.Glob(filepath.Join(run, "*"))
+		for _, d := range vms {
+			if pid := readPID(d); pid > 0 {
+				_ = (&machine{dir: d, pid: pid, qmpPath: filepath.Join(d, "qmp.sock")}).stop(ctx, 5*time.Second)
+			}
+		}
+		if err := os.RemoveAll(run); err != nil && log != nil {
+			log.Warn("test failover leftover not removed", "dir", run, "err", err)
+		}
+	}
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// fileName makes a name safe in a file name.
+func fileName(s string) string {
+	return strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			return c
+		}
+		return '_'
+	}, s)
+}

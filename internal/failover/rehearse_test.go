@@ -1,0 +1,138 @@
+package failover
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coffer-backup/coffer/internal/bootverify"
+	"github.com/coffer-backup/coffer/internal/guestvm"
+)
+
+// TestRehearsalKeepsOrderAndLeavesNothing runs a test failover of three
+// VMs in two groups from their standbys: every VM of the first group
+// passes its probe before any VM of the second starts, every probe
+// passes, the source guests are never paused, and afterwards no QEMU of
+// the run is alive, the run directory is gone and the standbys' files
+// are byte for byte as before.
+func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	s := newSite(t, ctx, 3, "boot")
+	var vms []VM
+	for i := range 3 {
+		_, vm := s.replicate(i)
+		vms = append(vms, vm)
+	}
+	before := tree(t, filepath.Join(s.dir, "dr"))
+	pauses := make([]func() int, 3)
+	for i := range 3 {
+		pauses[i] = s.watchPauses(i)
+	}
+	probe := bootverify.Probe{Kind: bootverify.ProbeHTTP, Port: guestvm.BootProbePort, Path: "/", Status: 200}
+	script := filepath.Join(t.TempDir(), "after.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$COFFER_VM up, port $COFFER_PORT_8080\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	vms[0].Script = script
+	plan := Plan{Name: "shop", Groups: []Group{
+		{VMs: vms[:1], Probes: []bootverify.Probe{probe}, ProbeTimeout: 4 * time.Minute},
+		{VMs: vms[1:], Probes: []bootverify.Probe{probe}, ProbeTimeout: 4 * time.Minute},
+	}}
+	state, err := os.MkdirTemp("", "fo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(state) })
+	var rep *Report
+	rep, err = Rehearse(ctx, plan, RehearseOptions{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed || len(rep.Probes) != 3 {
+		t.Fatalf("the rehearsal failed: %+v", rep)
+	}
+	firstReady := time.Time{}
+	for _, p := range rep.Probes {
+		if !p.Passed || !strings.Contains(p.Evidence, "HTTP 200") {
+			t.Fatalf("probe %+v", p)
+		}
+	}
+	for _, st := range rep.Steps {
+		if st.Error != "" {
+			t.Fatalf("step %+v", st)
+		}
+		if st.Group == 1 && st.Name == "script" {
+			firstReady = st.Started.Add(st.Duration)
+			if !strings.Contains(st.Detail, "web-0 up, port ") {
+				t.Fatalf("the script's output: %q", st.Detail)
+			}
+		}
+	}
+	if firstReady.IsZero() {
+		t.Fatalf("no script step for group 1: %+v", rep.Steps)
+	}
+	for _, st := range rep.Steps {
+		if st.Group == 2 && st.Name == "start" && st.Started.Before(firstReady) {
+			t.Fatalf("%s of group 2 started at %s, before group 1 was ready at %s", st.VM, st.Started, firstReady)
+		}
+	}
+	if last := rep.Steps[len(rep.Steps)-1]; last.Name != "discard" {
+		t.Fatalf("the last step is %+v", last)
+	}
+	for i := range 3 {
+		if n := pauses[i](); n != 0 {
+			t.Errorf("source web-%d was paused %d time(s) during the test failover", i, n)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(rehearsalRoot(state), "*")); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	if procs := qemusUnder(state); len(procs) != 0 {
+		t.Fatalf("QEMU processes of the test failover still run: %v", procs)
+	}
+	if after := tree(t, filepath.Join(s.dir, "dr")); after != before {
+		t.Fatalf("the standbys changed:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// tree is every file under dir with its mode and content hash.
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fi, _ := d.Info()
+		fmt.Fprintf(&b, "%s %v %x\n", strings.TrimPrefix(p, dir), fi.Mode(), sha256.Sum256(data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// qemusUnder lists the processes whose command line names a path under dir.
+func qemusUnder(dir string) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), dir+"/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,54 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFailoverPlanValidate: a plan names a replication of the
+// configuration, groups of VMs that replication keeps, each VM once,
+// absolute scripts and probes of the ladder's kinds; each problem is
+// named.
+func TestFailoverPlanValidate(t *testing.T) {
+	c := &Config{Connections: []Connection{{Name: "dr", Kind: "qemu"}},
+		Replications: []Replication{{Name: "web-dr", VMs: []string{"web-*", "db-01"}, Connection: "dr", Directory: "/srv/dr"}}}
+	good := FailoverPlan{Name: "shop", Replication: "web-dr", Groups: []FailoverGroup{
+		{VMs: []FailoverVM{{Name: "db-01", Script: "/etc/dr/db.sh"}}, Probes: []string{"tcp:5432"}},
+		{VMs: []FailoverVM{{Name: "web-01", CloudInit: "/etc/dr/web-01"}, {Name: "web-02"}}, Delay: Duration(1e9)},
+	}}
+	if err := good.Validate(c); err != nil {
+		t.Fatalf("a good plan: %v", err)
+	}
+	if got := strings.Join(good.VMNames(), ","); got != "db-01,web-01,web-02" {
+		t.Fatalf("order: %s", got)
+	}
+	for want, edit := range map[string]func(p *FailoverPlan){
+		"is not a replication":       func(p *FailoverPlan) { p.Replication = "nope" },
+		"groups is missing":          func(p *FailoverPlan) { p.Groups = nil },
+		"in the plan twice":          func(p *FailoverPlan) { p.Groups[1].VMs = append(p.Groups[1].VMs, FailoverVM{Name: "db-01"}) },
+		"not one replication web-dr": func(p *FailoverPlan) { p.Groups[1].VMs = []FailoverVM{{Name: "mail-01"}} },
+		"not an absolute path":       func(p *FailoverPlan) { p.Groups[1].VMs = []FailoverVM{{Name: "web-01", Readdress: "x.sh"}} },
+		"want tcp:PORT":              func(p *FailoverPlan) { p.Groups[0].Probes = []string{"ping:1"} },
+		"vms is missing":             func(p *FailoverPlan) { p.Groups[0].VMs = nil },
+		"cannot be negative":         func(p *FailoverPlan) { p.Groups[0].Delay = -1 },
+	} {
+		p := good
+		p.Groups = []FailoverGroup{good.Groups[0], good.Groups[1]}
+		p.Groups[0].VMs = append([]FailoverVM(nil), good.Groups[0].VMs...)
+		p.Groups[1].VMs = append([]FailoverVM(nil), good.Groups[1].VMs...)
+		edit(&p)
+		if err := p.Validate(c); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+	n, err := c.PutFailoverPlan(good)
+	if err != nil || len(n.FailoverPlans) != 1 || len(c.FailoverPlans) != 0 {
+		t.Fatalf("put: %v", err)
+	}
+	if _, err := n.DeleteReplication("web-dr"); err == nil || !strings.Contains(err.Error(), "failover plan shop") {
+		t.Fatalf("deleting the plan's replication: %v", err)
+	}
+	if n, err = n.DeleteFailoverPlan("shop"); err != nil || len(n.FailoverPlans) != 0 {
+		t.Fatalf("delete: %v", err)
+	}
+}
