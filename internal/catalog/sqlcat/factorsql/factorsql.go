@@ -11,15 +11,11 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlcat/sqlq"
 )
 
 // Rows is a result set (sqlcat.Rows).
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-	Close()
-}
+type Rows = sqlq.Rows
 
 // DB is where the statements run: a catalog's reads, or an access
 // transaction (Exec set), with the dialect's bindings.
@@ -37,17 +33,7 @@ type DB struct {
 }
 
 func (r DB) scan(ctx context.Context, q string, args []any, scan func(Rows) error) error {
-	rows, err := r.Query(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := scan(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return sqlq.Each(ctx, sqlq.QueryFunc(r.Query), q, args, scan)
 }
 
 // insert runs an INSERT ... ON CONFLICT DO NOTHING: no row written means

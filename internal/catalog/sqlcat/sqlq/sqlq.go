@@ -68,3 +68,11 @@ func Each(ctx context.Context, q Querier, query string, args []any, scan func(Ro
 	}
 	return rows.Err()
 }
+
+// QueryFunc is a function that runs a query, as a Querier.
+type QueryFunc func(ctx context.Context, query string, args ...any) (Rows, error)
+
+// Query implements Querier.
+func (f QueryFunc) Query(ctx context.Context, query string, args ...any) (Rows, error) {
+	return f(ctx, query, args...)
+}
