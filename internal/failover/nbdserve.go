@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/coffer-backup/coffer/internal/nbd"
+	"github.com/coffer-backup/coffer/internal/pidfd"
 )
 
 // served is one image file served by qemu-nbd (QEMU's own block layer
@@ -89,33 +90,13 @@ func (s *served) Close(ctx context.Context, flush bool) error {
 	return errors.Join(ferr, cerr, werr)
 }
 
-func (s *served) wait(ctx context.Context) error {
-	if s.pidfd < 0 {
-		return nil
-	}
-	defer func() { _ = unix.Close(s.pidfd) }()
-	fds := []unix.PollFd{{Fd: int32(s.pidfd), Events: unix.POLLIN}}
-	for ctx.Err() == nil {
-		n, err := unix.Poll(fds, 1000)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n > 0 {
-			return err
-		}
-	}
-	_ = unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
-	return ctx.Err()
-}
+func (s *served) wait(ctx context.Context) error { return pidfd.Wait(ctx, s.pidfd) }
 
 func (s *served) kill() {
 	if s.Conn != nil {
 		_ = s.Conn.Close()
 	}
-	if s.pidfd >= 0 {
-		_ = unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
-		_ = s.wait(context.Background())
-	}
+	pidfd.Kill(s.pidfd)
 	_ = os.RemoveAll(s.sockDir)
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/coffer-backup/coffer/internal/nbd"
+	"github.com/coffer-backup/coffer/internal/pidfd"
 )
 
 // coffer does not write qcow2 itself: qemu-nbd, QEMU's own block layer,
@@ -79,24 +80,7 @@ func (w *overlayWriter) Close(ctx context.Context) error {
 }
 
 // wait blocks until the server process ends (its pidfd turns readable).
-func (w *overlayWriter) wait(ctx context.Context) error {
-	defer func() { _ = unix.Close(w.pidfd) }()
-	fds := []unix.PollFd{{Fd: int32(w.pidfd), Events: unix.POLLIN}}
-	for ctx.Err() == nil {
-		n, err := unix.Poll(fds, 1000)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			return nil
-		}
-	}
-	_ = unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0)
-	return ctx.Err()
-}
+func (w *overlayWriter) wait(ctx context.Context) error { return pidfd.Wait(ctx, w.pidfd) }
 
 // kill ends the server after a failure.
 func (w *overlayWriter) kill() {
@@ -104,8 +88,7 @@ func (w *overlayWriter) kill() {
 		_ = w.Conn.Close()
 	}
 	if w.pidfd >= 0 {
-		_ = unix.PidfdSendSignal(w.pidfd, unix.SIGKILL, nil, 0)
-		_ = w.wait(context.Background())
+		pidfd.Kill(w.pidfd)
 	} else if w.pid > 0 {
 		_ = syscall.Kill(w.pid, syscall.SIGKILL)
 	}
@@ -138,9 +121,7 @@ func endLeftoverServer(dir string) {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err == nil && bytes.Contains(cmdline, []byte("qemu-nbd")) && bytes.Contains(cmdline, []byte(dir+string(filepath.Separator))) {
 		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-			w := &overlayWriter{pid: pid, pidfd: fd}
-			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
-			_ = w.wait(context.Background())
+			pidfd.Kill(fd)
 		}
 	}
 	_ = os.Remove(pidFile)
