@@ -6,9 +6,10 @@ package api
 
 // SecurityKeyOptions are a WebAuthn ceremony's options: PublicKey is
 // what the browser's navigator.credentials.create (a registration) or
-// .get (a sign-in) takes as its publicKey, binary fields in base64url.
+// .get (a sign-in) takes as its publicKey member, binary fields in
+// base64url.
 type SecurityKeyOptions struct {
-	PublicKey map[string]any `json:"publicKey"`
+	PublicKey map[string]any `json:"public_key"`
 }
 
 // SecurityKeyRegistration is a new key's answer to a registration, and
@@ -25,24 +26,3 @@ type SecurityKeyRegistration struct {
 type SecurityKeyAnswer struct {
 	Credential map[string]any `json:"credential"`
 }
-
-// RegisterSecurityKeyInput completes a key's registration.
-type RegisterSecurityKeyInput struct {
-	UserParam
-	Body SecurityKeyRegistration
-}
-
-// SecurityKeyParam names a user's key by its credential ID.
-type SecurityKeyParam struct {
-	UserParam
-	ID string `path:"id" maxLength:"1400"`
-}
-
-// SecurityKeySignInInput takes the second step of a sign-in with a key.
-type SecurityKeySignInInput struct {
-	Body SecurityKeyAnswer
-}
-
-// BeginSecurityKeySignInInput starts the second step of the caller's
-// sign-in with a key.
-type BeginSecurityKeySignInInput struct{}

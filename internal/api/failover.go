@@ -2,15 +2,6 @@ package api
 
 import "time"
 
-// FailoverInput runs an operation of a failover plan (test, failover,
-// planned failover, failback) on its VMs, or on one of them.
-type FailoverInput struct {
-	WorkerParam
-	Name string `path:"name" minLength:"1" maxLength:"255" example:"shop" doc:"the failover plan"`
-	VM   string `query:"vm" maxLength:"255" doc:"only this VM of the plan (default: every VM, group by group)"`
-	Seq  int    `query:"seq" minimum:"0" doc:"the standbys' restore point to start from, by sequence number (coffer replicas points); 0: the newest"`
-}
-
 // FailoverRun is what an operation of a failover plan did.
 type FailoverRun struct {
 	Plan string `json:"plan"`
@@ -51,7 +42,7 @@ type FailoverProbe struct {
 type FailoverVM struct {
 	VM          string `json:"vm"`
 	Seq         int    `json:"seq"`
-	BackupPoint string `json:"backup_point"`
+	BackupPoint string `json:"point_id"`
 	PID         int    `json:"pid"`
 	Resumed     bool   `json:"resumed,omitempty"`
 }
@@ -60,6 +51,6 @@ type FailoverVM struct {
 type FailbackVM struct {
 	VM           string `json:"vm"`
 	Mode         string `json:"mode"`
-	BytesRead    int64  `json:"bytes_read"`
-	BytesWritten int64  `json:"bytes_written"`
+	BytesRead    int64  `json:"read_bytes"`
+	BytesWritten int64  `json:"written_bytes"`
 }

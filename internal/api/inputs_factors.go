@@ -17,3 +17,24 @@ type ConfirmTOTPInput struct {
 type SecondStepInput struct {
 	Body CodeRequest
 }
+
+// RegisterSecurityKeyInput completes a key's registration.
+type RegisterSecurityKeyInput struct {
+	UserParam
+	Body SecurityKeyRegistration
+}
+
+// SecurityKeyParam names a user's key by its credential ID.
+type SecurityKeyParam struct {
+	UserParam
+	ID string `path:"id" maxLength:"1400"`
+}
+
+// SecurityKeySignInInput takes the second step of a sign-in with a key.
+type SecurityKeySignInInput struct {
+	Body SecurityKeyAnswer
+}
+
+// BeginSecurityKeySignInInput starts the second step of the caller's
+// sign-in with a key.
+type BeginSecurityKeySignInInput struct{}

@@ -13,3 +13,12 @@ type RunReplicationInput struct {
 	Name string `path:"name" minLength:"1" maxLength:"255" example:"web-dr" doc:"the replication"`
 	VM   string `query:"vm" maxLength:"255" doc:"only this VM's standby (default: every VM the replication names)"`
 }
+
+// FailoverInput runs an operation of a failover plan (test, failover,
+// planned failover, failback) on its VMs, or on one of them.
+type FailoverInput struct {
+	WorkerParam
+	Name string `path:"name" minLength:"1" maxLength:"255" example:"shop" doc:"the failover plan"`
+	VM   string `query:"vm" maxLength:"255" doc:"only this VM of the plan (default: every VM, group by group)"`
+	Seq  int    `query:"seq" minimum:"0" doc:"the standbys' restore point to start from, by sequence number (coffer replicas points); 0: the newest"`
+}

@@ -247,6 +247,6 @@ type ShippedStorageSnapshot struct {
 	Datastore string  `json:"datastore"`
 	To        string  `json:"to"`
 	Parent    string  `json:"parent,omitempty"`
-	Bytes     int64   `json:"bytes" doc:"the size of the btrfs send stream"`
+	Bytes     int64   `json:"stream_bytes" doc:"the size of the btrfs send stream"`
 	Seconds   float64 `json:"seconds"`
 }

@@ -53,7 +53,7 @@ function securityKeyForm(form, optionsURL, field, create) {
           if (!r.ok) {
             throw new Error(body.detail || r.statusText);
           }
-          return body.publicKey;
+          return body.public_key;
         });
       })
       .then(function (options) {
