@@ -156,8 +156,11 @@ func tcpOpen(ctx context.Context, addr string) (string, error) {
 }
 
 // tcpSettle is how long a forwarded connection must stay up to count as
-// accepted by the guest (QEMU closes a refused one within milliseconds).
-const tcpSettle = 500 * time.Millisecond
+// accepted by the guest. QEMU closes a refused one as soon as the guest's
+// reset reaches it: milliseconds on an idle host, but an emulated (TCG)
+// guest on a busy one took more than 500 ms (a CI run counted a closed
+// port as open), so an open port without data costs 2 s.
+const tcpSettle = 2 * time.Second
 
 func tail(s string, n int) string {
 	if len(s) > n {
