@@ -102,7 +102,7 @@ func TestKilledWorkerIsDeclaredLost(t *testing.T) {
 	cat := openCatalog(t, e)
 	w := startWorker(e, "kvm1")
 	ready := waitWorker(t, cat, "kvm1", "worker ready", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady })
-	if ready.Slots != 2 || ready.Protocol != 1 || ready.Epoch != 1 || len(ready.Reach.Hosts) != 1 {
+	if ready.Slots != 2 || ready.Protocol != fleet.Protocol || ready.Epoch != 1 || len(ready.Reach.Hosts) != 1 {
 		t.Fatalf("registered: %+v", ready)
 	}
 	if err := w.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
