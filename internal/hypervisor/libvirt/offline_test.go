@@ -39,7 +39,10 @@ func (l *lab) checkOffline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("offline incremental: %v", err)
 	}
-	if started == nil || !strings.Contains(started.Error(), "lock") {
+	// QEMU exits on the lock; libvirt names the lock when it read QEMU's
+	// message in time, and only the exit when it did not (a CI run under
+	// load). The domain's state below shows the start was refused.
+	if started == nil || !strings.Contains(started.Error(), "lock") && !strings.Contains(started.Error(), "process exited while connecting to monitor") {
 		t.Fatalf("the domain started in the middle of the offline read: %v", started)
 	}
 	t.Logf("virsh start during the offline read: %v", started)
