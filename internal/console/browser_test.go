@@ -50,9 +50,27 @@ func (l *lab) chrome() *chrome {
 	exe := testutil.RequireBinary(t, "chromium")
 	// No network lab comes or goes while this browser loads pages.
 	testutil.LockNetwork(t)
+	// Chromium's profile is not a t.TempDir: a helper process of the
+	// browser may still write there after the browser is stopped, and
+	// TempDir's cleanup then fails the test (a CI run did). It is removed
+	// after the browser, again until those writes have stopped (5 s at
+	// most; a profile left then is only disk in /tmp).
+	profile, err := os.MkdirTemp("", "coffer-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(5 * time.Second); os.RemoveAll(profile) != nil || pathExists(profile); {
+			if time.Now().After(deadline) {
+				t.Logf("Chromium's profile %s is still written to; left behind", profile)
+				return
+			}
+			time.Sleep(100 * time.Millisecond) // a retry's pace, not a synchronisation
+		}
+	})
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1366, 900),
@@ -243,4 +261,9 @@ func (c *chrome) download() ([]byte, string) {
 		c.t.Fatal("no download finished")
 	}
 	return nil, ""
+}
+
+func pathExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
