@@ -2,8 +2,7 @@ package bootverify
 
 import (
 	"context"
-	"encoding/json"
-	"encoding/xml"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -11,60 +10,10 @@ import (
 	"strings"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/libvirt/domconfig"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
-
-// libvirtDomain is the part of a libvirt point's recorded domain XML
-// (libvirt.NativeConfig's domain_xml) that says how the guest boots.
-type libvirtDomain struct {
-	Type string `xml:"type,attr"` // kvm, qemu
-	OS   struct {
-		Firmware string `xml:"firmware,attr"` // efi, bios, ""
-		Type     struct {
-			Arch    string `xml:"arch,attr"`
-			Machine string `xml:"machine,attr"`
-		} `xml:"type"`
-		Loader struct {
-			Type string `xml:"type,attr"` // pflash, rom
-			Path string `xml:",chardata"`
-		} `xml:"loader"`
-		Kernel  string `xml:"kernel"`
-		Initrd  string `xml:"initrd"`
-		Cmdline string `xml:"cmdline"`
-	} `xml:"os"`
-	Devices struct {
-		Disks []struct {
-			Device string `xml:"device,attr"`
-			Target struct {
-				Dev string `xml:"dev,attr"`
-				Bus string `xml:"bus,attr"`
-			} `xml:"target"`
-			Boot *struct {
-				Order int `xml:"order,attr"`
-			} `xml:"boot"`
-			// A drive address (controller, bus, unit) for IDE, SATA and
-			// SCSI disks; PCI addresses (virtio) are hex and not read.
-			Address struct {
-				Type       string `xml:"type,attr"`
-				Controller string `xml:"controller,attr"`
-				Bus        string `xml:"bus,attr"`
-				Unit       string `xml:"unit,attr"`
-			} `xml:"address"`
-		} `xml:"disk"`
-		Controllers []struct {
-			Type  string `xml:"type,attr"`
-			Index int    `xml:"index,attr"`
-			Model string `xml:"model,attr"`
-		} `xml:"controller"`
-		Channels []struct {
-			Target struct {
-				Type string `xml:"type,attr"`
-				Name string `xml:"name,attr"`
-			} `xml:"target"`
-		} `xml:"channel"`
-	} `xml:"devices"`
-}
 
 // libvirtNICs are the interface models QEMU emulates under libvirt's
 // names; the probes reach the guest through the first of them. VMXNET3
@@ -104,15 +53,11 @@ type libvirtMachine struct {
 // host h for probes. A *CannotVerifyError says why the VM cannot run as
 // its guest expects here.
 func planLibvirt(cfg hypervisor.VMConfig, keys []string, h hostQEMU, probes []Probe) (*libvirtMachine, error) {
-	var native struct {
-		DomainXML string `json:"domain_xml"`
-	}
-	var d libvirtDomain
-	if err := json.Unmarshal(cfg.Native, &native); err != nil || native.DomainXML == "" {
+	d, err := domconfig.Read(cfg.Native)
+	if errors.Is(err, domconfig.ErrNoDefinition) {
 		return nil, cannotVerify("the point records no domain XML")
-	}
-	if err := xml.Unmarshal([]byte(native.DomainXML), &d); err != nil {
-		return nil, fmt.Errorf("the point's domain XML does not read: %w", err)
+	} else if err != nil {
+		return nil, err
 	}
 	m := &libvirtMachine{uuid: cfg.UUID, cpus: max(cfg.CPUs, 1), memoryMB: cfg.MemoryMiB, evidence: map[string]string{}}
 	if arch := d.OS.Type.Arch; arch != "" && arch != "x86_64" && arch != "i686" {
@@ -147,7 +92,7 @@ func planLibvirt(cfg hypervisor.VMConfig, keys []string, h hostQEMU, probes []Pr
 }
 
 // firmware maps the domain's firmware and direct kernel boot.
-func (m *libvirtMachine) firmware(d libvirtDomain, h hostQEMU) error {
+func (m *libvirtMachine) firmware(d *domconfig.Domain, h hostQEMU) error {
 	if d.OS.Firmware == "efi" || d.OS.Loader.Type == "pflash" {
 		if h.efi.code == "" {
 			return cannotVerify("the domain boots with EFI firmware and this host has no OVMF (install the ovmf package)")
@@ -178,7 +123,7 @@ func (m *libvirtMachine) firmware(d libvirtDomain, h hostQEMU) error {
 
 // planDisks places each backed-up disk on the bus libvirt gave it. Disks
 // the backup does not hold (CD-ROMs, read-only images) are left out.
-func (m *libvirtMachine) planDisks(d libvirtDomain, keys []string, h hostQEMU) error {
+func (m *libvirtMachine) planDisks(d *domconfig.Domain, keys []string, h hostQEMU) error {
 	held := map[string]bool{}
 	for _, k := range keys {
 		held[k] = true

@@ -1,63 +1,12 @@
 package crossrestore
 
 import (
-	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"strconv"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
-	"github.com/coffer-backup/coffer/internal/hypervisor/libvirt"
+	"github.com/coffer-backup/coffer/internal/hypervisor/libvirt/domconfig"
 )
-
-// domain is the part of a recorded libvirt domain definition a mapping
-// reads.
-type domain struct {
-	Metadata struct {
-		Libosinfo struct {
-			OS struct {
-				ID string `xml:"id,attr"`
-			} `xml:"os"`
-		} `xml:"libosinfo"`
-	} `xml:"metadata"`
-	OS struct {
-		Firmware string `xml:"firmware,attr"`
-		Loader   struct {
-			Type string `xml:"type,attr"`
-			Path string `xml:",chardata"`
-		} `xml:"loader"`
-		Kernel string `xml:"kernel"`
-		Boot   []struct {
-			Dev string `xml:"dev,attr"`
-		} `xml:"boot"`
-	} `xml:"os"`
-	Devices struct {
-		Disks []struct {
-			Device string `xml:"device,attr"`
-			Target struct {
-				Dev string `xml:"dev,attr"`
-				Bus string `xml:"bus,attr"`
-			} `xml:"target"`
-			Boot *struct {
-				Order int `xml:"order,attr"`
-			} `xml:"boot"`
-			Address struct {
-				Type       string `xml:"type,attr"`
-				Controller string `xml:"controller,attr"`
-			} `xml:"address"`
-		} `xml:"disk"`
-		Controllers []struct {
-			Type  string `xml:"type,attr"`
-			Index int    `xml:"index,attr"`
-			Model string `xml:"model,attr"`
-		} `xml:"controller"`
-		Interfaces []struct {
-			Model struct {
-				Type string `xml:"type,attr"`
-			} `xml:"model"`
-		} `xml:"interface"`
-	} `xml:"devices"`
-}
 
 // libvirtSCSI are libvirt's SCSI controller models as neutral buses
 // (libvirt's default on x86 is QEMU's lsi53c895a).
@@ -70,13 +19,9 @@ var libvirtNICs = map[string]string{"virtio": nicVirtio, "e1000": nicE1000, "e10
 
 // fromLibvirt reads a libvirt point's VM from its recorded definition.
 func fromLibvirt(cfg hypervisor.VMConfig) (*machine, error) {
-	var native libvirt.NativeConfig
-	if err := json.Unmarshal(cfg.Native, &native); err != nil || native.DomainXML == "" {
-		return nil, fmt.Errorf("the backup point records no libvirt domain definition")
-	}
-	var d domain
-	if err := xml.Unmarshal([]byte(native.DomainXML), &d); err != nil {
-		return nil, fmt.Errorf("the recorded domain definition does not read: %w", err)
+	d, err := domconfig.Read(cfg.Native)
+	if err != nil {
+		return nil, err
 	}
 	fw := firmwareOf(d.OS.Firmware)
 	if d.OS.Loader.Type == "pflash" || firmwareOf(d.OS.Loader.Path) == "efi" {
