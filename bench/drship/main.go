@@ -2,10 +2,14 @@
 // snapshots to a second btrfs filesystem (issue 40): the bytes and time of
 // each incremental shipment (btrfs send -p | btrfs receive, through
 // internal/storagesnap/ship) against a full copy of the same disk file
-// onto the DR filesystem and a full send of the same snapshot:
+// onto the DR filesystem and a full send of the same snapshot. With
+// -kind reflink, the datastore and the DR filesystem are XFS with reflink,
+// and each shipment writes the changed extents into a clone of the
+// previous copy (bytes: those written):
 //
 //	go run ./bench/drship                       # a 512 MiB disk, 4 rounds of 8 MiB changed
 //	go run ./bench/drship -disk 2GiB -change 32MiB -rounds 4
+//	go run ./bench/drship -kind reflink
 //
 // The disk is a raw file of random data in a loop-mounted btrfs
 // subvolume; each round overwrites -change bytes of it in 1 MiB blocks at
@@ -36,30 +40,35 @@ func main() {
 	disk := flag.String("disk", "512MiB", "the disk file's size")
 	change := flag.String("change", "8MiB", "bytes changed between two kept snapshots (1 MiB blocks)")
 	rounds := flag.Int("rounds", 4, "incremental shipments")
+	kind := flag.String("kind", "btrfs", "the datastores' kind: btrfs or reflink (XFS)")
 	flag.Parse()
 	size, changed := benchutil.Size(*disk), benchutil.Size(*change)
 	ctx := context.Background()
 	work, err := os.MkdirTemp("", "drship-")
 	benchutil.Check(err)
 	benchutil.AtExit(func() { _ = os.RemoveAll(work) })
-	src := mountBtrfs(work, "src", size*3)
-	dr := mountBtrfs(work, "dr", size*3)
+	src := mountFS(work, "src", *kind, size*3)
+	dr := mountFS(work, "dr", *kind, size*3)
 	root := filepath.Join(src, "vms")
-	benchutil.Run("btrfs", "subvolume", "create", root)
+	if *kind == "btrfs" {
+		benchutil.Run("btrfs", "subvolume", "create", root)
+	} else {
+		benchutil.Check(os.Mkdir(root, 0o755))
+	}
 	path := filepath.Join(root, "vda.raw")
 	writeRandom(path, size)
 	d := hypervisor.DiskInfo{Name: "vda.raw", Path: path, Format: "raw", Size: size, Datastore: root}
 	state := filepath.Join(work, "state")
 	to := filepath.Join(dr, "lab")
-	targets := []ship.Target{{Provider: "sub", To: to}}
+	targets := []ship.Target{{Provider: "sub", Kind: *kind, To: to}}
 
-	fmt.Printf("disk %s, %d rounds of %s changed; load %s\n", *disk, *rounds, *change, benchutil.LoadAverage())
+	fmt.Printf("%s: disk %s, %d rounds of %s changed; load %s\n", *kind, *disk, *rounds, *change, benchutil.LoadAverage())
 	fmt.Println("shipment\tbytes sent\ttime\tbytes/changed")
 	for round := 0; round <= *rounds; round++ {
 		if round > 0 {
 			overwrite(path, size, changed)
 		}
-		keep(ctx, root, state, fmt.Sprintf("coffer-bench-%d", round), d)
+		keep(ctx, *kind, root, state, fmt.Sprintf("coffer-bench-%d", round), d)
 		got, err := ship.Ship(ctx, state, targets)
 		benchutil.Check(err)
 		if len(got) != 1 {
@@ -76,6 +85,9 @@ func main() {
 	start := time.Now()
 	n := copyFile(path, filepath.Join(dr, "full-copy.raw"))
 	fmt.Printf("full copy of the disk\t%d\t%.2fs\t-\n", n, time.Since(start).Seconds())
+	if *kind != "btrfs" {
+		return
+	}
 	start = time.Now()
 	out := benchutil.Output("sh", "-c", fmt.Sprintf("btrfs send -q %s | wc -c", filepath.Join(root, storagesnap.SnapDir, fmt.Sprintf("coffer-bench-%d", *rounds))))
 	fmt.Printf("full send of the newest snapshot\t%s\t%.2fs\t-\n", trim(out), time.Since(start).Seconds())
@@ -88,13 +100,17 @@ func trim(s string) string {
 	return s
 }
 
-func mountBtrfs(work, name string, size int64) string {
+func mountFS(work, name, kind string, size int64) string {
 	img := filepath.Join(work, name+".img")
 	f, err := os.Create(img)
 	benchutil.Check(err)
 	benchutil.Check(f.Truncate(size))
 	benchutil.Check(f.Close())
-	benchutil.Run("mkfs.btrfs", "-q", img)
+	if kind == "btrfs" {
+		benchutil.Run("mkfs.btrfs", "-q", img)
+	} else {
+		benchutil.Run("mkfs.xfs", "-q", "-m", "reflink=1", img)
+	}
 	mnt := filepath.Join(work, name)
 	benchutil.Check(os.Mkdir(mnt, 0o755))
 	benchutil.Run("mount", "-o", "loop", img, mnt)
@@ -102,8 +118,8 @@ func mountBtrfs(work, name string, size int64) string {
 	return mnt
 }
 
-func keep(ctx context.Context, root, state, label string, d hypervisor.DiskInfo) {
-	p := policy.StorageProvider{Name: "sub", Kind: "btrfs", Connections: []string{"lab"}, MinFree: "0"}
+func keep(ctx context.Context, kind, root, state, label string, d hypervisor.DiskInfo) {
+	p := policy.StorageProvider{Name: "sub", Kind: kind, Connections: []string{"lab"}, MinFree: "0"}
 	ss, err := storagesnap.Create(ctx, p, root, state, label, []hypervisor.DiskInfo{d})
 	benchutil.Check(err)
 	k := hypervisor.KeptSnapshot{Policy: "bench", Connection: "lab", VMs: []hypervisor.KeptVM{{VMRef: hypervisor.VMRef{Name: "vm"}, Disks: []hypervisor.DiskInfo{d}}}}

@@ -65,7 +65,7 @@ type RestoreStorageSnapshotInput struct {
 	Body StorageRestoreRequest
 }
 
-// ShipStorageSnapshotsInput ships kept btrfs snapshots to their
+// ShipStorageSnapshotsInput ships kept btrfs or reflink snapshots to their
 // providers' ship-to directories.
 type ShipStorageSnapshotsInput struct {
 	Provider string `query:"provider" maxLength:"255" doc:"only this storage-snapshots provider's"`

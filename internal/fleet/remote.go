@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -32,7 +33,12 @@ func (r Remote) RunOn(ctx context.Context, worker, operation string, in any) (js
 	if err != nil {
 		return nil, err
 	}
-	out, err := waitOrCancel(ctx, r.Queue, sub.ID)
+	wctx, stop := whileRegistered(ctx, r.Workers, worker, operation, epoch)
+	defer stop()
+	out, err := waitOrCancel(wctx, r.Queue, sub.ID)
+	if gone := (errWorkerGone{}); errors.As(err, &gone) {
+		return nil, api.WithClass(api.Internal, gone)
+	}
 	if err != nil {
 		return nil, err
 	}

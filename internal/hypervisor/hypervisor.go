@@ -462,3 +462,15 @@ type Resumer interface {
 type Completer interface {
 	Complete(ctx context.Context) error
 }
+
+// Standby is a replica's standby VM as a DR host defines it
+// (internal/replica): never autostarted, its disks naming files that only
+// a failover creates, so that nothing starts it by accident.
+type Standby struct {
+	Name string // the domain's name on the DR host
+	UUID string // stable across runs: each run redefines the same domain
+	// Disks are the files the standby's disks name, by disk key.
+	Disks map[string]string
+	// Networks maps the source's networks to the DR site's own.
+	Networks map[string]string
+}

@@ -22,7 +22,7 @@ import (
 //	    kind: btrfs
 //	    connections: [lab]
 //	    datastores: [/srv/btrfs/vms]
-//	    ship-to: /mnt/dr-btrfs/lab # kind btrfs: where `storage-snapshots ship` sends them
+//	    ship-to: /mnt/dr-btrfs/lab # kind btrfs or reflink: where `storage-snapshots ship` sends them
 //	  - name: array
 //	    kind: exec
 //	    connections: [lab]
@@ -58,10 +58,11 @@ type StorageProvider struct {
 	// for a snapshot to be taken ("5%", "20GiB"; "0" turns the check
 	// off). Empty is DefaultMinFree.
 	MinFree MinFree `yaml:"min-free"`
-	// ShipTo is a directory on a second btrfs filesystem (the DR site's,
-	// mounted here) that `coffer storage-snapshots ship` sends the kept
-	// snapshots of this btrfs provider's datastores to, each
-	// incrementally against the one shipped before it.
+	// ShipTo is a directory on a second filesystem of the provider's kind
+	// (the DR site's btrfs, or reflink filesystem, mounted here) that
+	// `coffer storage-snapshots ship` sends the kept snapshots of this
+	// btrfs or reflink provider's datastores to, each incrementally
+	// against the one shipped before it.
 	ShipTo string `yaml:"ship-to"`
 }
 
@@ -228,8 +229,8 @@ func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...an
 			add("%s: min-free only applies to kinds reflink and btrfs (an array keeps its own snapshot reserve)", where)
 		}
 		switch {
-		case p.ShipTo != "" && p.Kind != "btrfs":
-			add("%s: ship-to only applies to kind: btrfs (btrfs send and receive ship its snapshots)", where)
+		case p.ShipTo != "" && p.Kind != "btrfs" && p.Kind != "reflink":
+			add("%s: ship-to only applies to kind: btrfs (btrfs send and receive ship its snapshots) and kind: reflink (their changed extents)", where)
 		case p.ShipTo != "" && !filepath.IsAbs(p.ShipTo):
 			add("%s: ship-to must be an absolute directory, not %q", where, p.ShipTo)
 		}

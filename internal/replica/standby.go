@@ -102,3 +102,12 @@ func LoadDefinition(dir string) (*Definition, error) {
 	}
 	return &d, nil
 }
+
+// ActiveFile is the writable overlay of disk key that a failover onto a
+// standby defined on the DR host's hypervisor (a libvirt domain) creates
+// above the chosen point: the file the domain's disk names. Until then it
+// does not exist, so the domain cannot start by accident. Runs never
+// write it: a standby that failed over is not replicated onto.
+func ActiveFile(dir, key string) string {
+	return filepath.Join(dir, "disk-"+fileKey(key)+"-active.qcow2")
+}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 )
 
-// A kept btrfs snapshot shipped to a second filesystem (internal/storagesnap/ship)
+// A kept btrfs or reflink snapshot shipped to a second filesystem (internal/storagesnap/ship)
 // is recorded there as a kept snapshot of its own, in a state directory of
 // the same layout as the server's: the directory shipped to is the state
 // directory of its copies. List and Restore then work on it as on the
@@ -23,8 +23,8 @@ func RecordShipped(stateDir, label, shipDir, dir string) error {
 		return err
 	}
 	j := e.Value
-	if j.Kind != "btrfs" {
-		return fmt.Errorf("storage snapshot %s is of kind %s: only btrfs snapshots are shipped", label, j.Kind)
+	if j.Kind != "btrfs" && j.Kind != "reflink" {
+		return fmt.Errorf("storage snapshot %s is of kind %s: only btrfs and reflink snapshots are shipped", label, j.Kind)
 	}
 	if filepath.Dir(dir) != shipDir || filepath.Base(dir) != label {
 		return fmt.Errorf("shipped copy %s of %s is not %s/%s", dir, label, shipDir, label)

@@ -168,17 +168,20 @@ func (a *app) cmdStorageShip() *cobra.Command {
 	var in api.ShipStorageSnapshotsInput
 	cmd := &cobra.Command{
 		Use:   "ship [--provider NAME]",
-		Short: "send kept btrfs storage snapshots to the DR site's btrfs (ship-to)",
+		Short: "send kept btrfs or reflink storage snapshots to the DR site (ship-to)",
 		Long: command.Manual(`Send every kept snapshot of a btrfs storage-snapshots provider that has a
 ship-to, and that is not there yet, to that directory (a second btrfs
 filesystem, the DR site's) with btrfs send and btrfs receive: oldest first
 per datastore, each against the one shipped before it, so only the change
 crosses. A copy counts once btrfs receive has finished and its record is
 written; a shipment killed half-way leaves an unrecorded subvolume that the
-next shipment deletes before sending the snapshot again.
+next shipment deletes before sending the snapshot again. A reflink
+provider's snapshots go to a directory on a second filesystem that clones
+files (XFS with reflink=1): the first whole, each later one as a clone of
+the copy before it with only the changed extents written.
 `+"`coffer storage-snapshots restore LABEL --from DIR`"+` restores a VM from a copy.`,
 			`One line per snapshot sent: its label, whole or against which, the
-stream's bytes and time. --json: {shipped: [{label, provider, datastore,
+stream's bytes (reflink: the bytes written) and time. --json: {shipped: [{label, provider, datastore,
 to, parent, bytes, seconds}]}.`,
 			`coffer storage-snapshots ship
 coffer storage-snapshots ship --provider sub --json`,

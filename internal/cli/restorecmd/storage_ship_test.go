@@ -25,15 +25,32 @@ import (
 // refused.
 func TestStorageSnapshotsShipAndRestoreFromTheCopy(t *testing.T) {
 	testutil.RequireBinary(t, "btrfs")
-	e := clitest.NewEnv(t)
-	state := t.TempDir()
-	e.Vars["COFFER_STATE_DIR"] = state
 	mnt := testutil.MountLoopFS(t, "btrfs", 256<<20, "-q")
 	shipTo := filepath.Join(testutil.MountLoopFS(t, "btrfs", 256<<20, "-q"), "lab")
 	root := filepath.Join(mnt, "vms")
 	if out, err := exec.Command("btrfs", "subvolume", "create", root).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
+	shipAndRestore(t, "btrfs", root, shipTo)
+}
+
+// The same with a reflink provider: its kept snapshot goes to a second
+// XFS with reflink, and the VM's disk comes back from the copy.
+func TestReflinkStorageSnapshotsShipAndRestoreFromTheCopy(t *testing.T) {
+	testutil.RequireBinary(t, "mkfs.xfs")
+	mnt := testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1")
+	shipTo := filepath.Join(testutil.MountLoopFS(t, "xfs", 320<<20, "-q", "-m", "reflink=1"), "lab")
+	root := filepath.Join(mnt, "vms")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shipAndRestore(t, "reflink", root, shipTo)
+}
+
+func shipAndRestore(t *testing.T, kind, root, shipTo string) {
+	e := clitest.NewEnv(t)
+	state := t.TempDir()
+	e.Vars["COFFER_STATE_DIR"] = state
 	disk := filepath.Join(root, "vda.raw")
 	then := bytes.Repeat([]byte("shipped!"), 1<<20)
 	if err := os.WriteFile(disk, then, 0o600); err != nil {
@@ -41,7 +58,7 @@ func TestStorageSnapshotsShipAndRestoreFromTheCopy(t *testing.T) {
 	}
 	const label = "coffer-job3-vms-1"
 	d := hypervisor.DiskInfo{Name: "vda.raw", Path: disk, Format: "raw", Size: int64(len(then)), Datastore: root}
-	ss, err := storagesnap.Create(context.Background(), policy.StorageProvider{Name: "sub", Kind: "btrfs"}, root, state, label, []hypervisor.DiskInfo{d})
+	ss, err := storagesnap.Create(context.Background(), policy.StorageProvider{Name: "sub", Kind: kind}, root, state, label, []hypervisor.DiskInfo{d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +70,7 @@ func TestStorageSnapshotsShipAndRestoreFromTheCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Config("connections: [{name: lab, kind: fake, options: {vms: 1}}]\n" +
-		"storage-snapshots: [{name: sub, kind: btrfs, connections: [lab], datastores: [" + root + "], ship-to: " + shipTo + "}]\n")
+		"storage-snapshots: [{name: sub, kind: " + kind + ", connections: [lab], datastores: [" + root + "], ship-to: " + shipTo + "}]\n")
 
 	got := clitest.Decode[api.StorageShipment](t, e.Must("storage-snapshots", "ship", "--json"))
 	if len(got.Shipped) != 1 || got.Shipped[0].Label != label || got.Shipped[0].Parent != "" || got.Shipped[0].Bytes < int64(len(then)) {

@@ -23,6 +23,9 @@ type domainXML struct {
 	OS   struct {
 		Loader string `xml:"loader"`
 	} `xml:"os"`
+	Metadata struct {
+		Standby *struct{} `xml:"https://coffer-backup.org/xmlns/standby/1 standby"`
+	} `xml:"metadata"`
 	Devices struct {
 		Disks      []diskXML      `xml:"disk"`
 		Interfaces []interfaceXML `xml:"interface"`

@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -38,8 +39,8 @@ func (c *Connector) Inventory(ctx context.Context) ([]hypervisor.VM, error) {
 	for _, d := range doms {
 		vm, err := c.describe(ctx, lv, d, host, pools)
 		if err != nil {
-			if isLibvirtError(err, golibvirt.ErrNoDomain) {
-				continue // undefined while we listed
+			if isLibvirtError(err, golibvirt.ErrNoDomain) || errors.Is(err, errStandby) {
+				continue // undefined while we listed, or a replica's standby (standby.go)
 			}
 			return nil, err
 		}
@@ -60,6 +61,9 @@ func (c *Connector) describe(ctx context.Context, lv *golibvirt.Libvirt, d golib
 	x, err := parseDomain(doc)
 	if err != nil {
 		return hypervisor.VM{}, err
+	}
+	if x.Metadata.Standby != nil {
+		return hypervisor.VM{}, errStandby
 	}
 	st, err := call(ctx, c.cfg.CallTimeout, "state of domain "+d.Name, func() (int32, error) {
 		s, _, err := lv.DomainGetState(d, 0)

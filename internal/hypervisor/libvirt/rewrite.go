@@ -35,8 +35,15 @@ func rewriteDisks(doc string, disks map[string]newDisk) (string, error) {
 	return rewriteXML(doc, nil, disks)
 }
 
-// identity is a new domain's name and UUID.
-type identity struct{ name, uuid string }
+// identity is a new domain's name and UUID. keepMACs keeps the
+// interfaces' addresses (a standby, which runs only instead of its
+// source), and networks, when set, maps every interface's network or
+// bridge to the DR site's.
+type identity struct {
+	name, uuid string
+	keepMACs   bool
+	networks   map[string]string
+}
 
 func rewriteXML(doc string, id *identity, disks map[string]newDisk) (string, error) {
 	dec := xml.NewDecoder(strings.NewReader(doc))
@@ -74,10 +81,17 @@ func rewriteXML(doc string, id *identity, disks map[string]newDisk) (string, err
 				skip, path = 1, path[:len(path)-1]
 				continue
 			case "domain/devices/interface/mac":
-				if id == nil {
+				if id == nil || id.keepMACs {
 					break
 				}
 				t.Attr = setAttr(t.Attr, "address", newMAC())
+			case "domain/devices/interface/source":
+				if id == nil || id.networks == nil {
+					break
+				}
+				if t.Attr, err = mapNetwork(t.Attr, id.networks); err != nil {
+					return "", err
+				}
 			case "domain/devices/disk":
 				sub, err := readSubtree(dec, t)
 				if err != nil {
@@ -119,6 +133,23 @@ func rewriteXML(doc string, id *identity, disks map[string]newDisk) (string, err
 	}
 	i += len("</name>")
 	return s[:i] + "<uuid>" + id.uuid + "</uuid>" + s[i:], nil
+}
+
+// mapNetwork maps an interface source's network or bridge through
+// networks; one the map does not name is an error.
+func mapNetwork(attrs []xml.Attr, networks map[string]string) ([]xml.Attr, error) {
+	for _, name := range []string{"network", "bridge"} {
+		from := attr(attrs, name)
+		if from == "" {
+			continue
+		}
+		to, ok := networks[from]
+		if !ok {
+			return nil, fmt.Errorf("libvirt: the domain's %s %q is not in the networks map", name, from)
+		}
+		attrs = setAttr(attrs, name, to)
+	}
+	return attrs, nil
 }
 
 // readSubtree reads the rest of the element start opened.

@@ -109,6 +109,10 @@ func (s Ops) replicateVM(ctx context.Context, t service.Job, r *repo.Repository,
 		t.Log(slog.LevelError, "the standby was not brought to the newest point", "vm", vm.VM, "point", p.ID.String(), "err", err)
 		return vm
 	}
+	if err := s.defineStandby(ctx, repl, vm.Directory, p); err != nil {
+		vm.Error = "the standby's domain: " + err.Error()
+		t.Log(slog.LevelError, "the standby's domain was not defined on the DR host", "vm", vm.VM, "err", err)
+	}
 	vm.UpToDate, vm.Spans = res.UpToDate, res.Spans
 	if !res.UpToDate {
 		vm.BytesRead, vm.BytesWritten = res.Point.BytesRead, res.Point.BytesWritten

@@ -17,7 +17,7 @@ var Operations = []service.Operation{
 	{ID: "restore-storage-snapshot", Method: "RestoreFromStorage", Summary: "restore a VM's disk files from a kept storage snapshot, by cloning them (a task)",
 		HTTP: service.Post, Path: "/storage-snapshots/{label}/restore", Requires: service.Require(auth.ConnRestore, service.OnConns),
 		Endpoint: service.Returns(Ops.RestoreFromStorage)},
-	{ID: "ship-storage-snapshots", Method: "ShipStorageSnapshots", Summary: "send kept btrfs storage snapshots to their providers' ship-to filesystems, each against the one shipped before it",
+	{ID: "ship-storage-snapshots", Method: "ShipStorageSnapshots", Summary: "send kept btrfs or reflink storage snapshots to their providers' ship-to filesystems, each against the one shipped before it",
 		HTTP: service.Post, Path: "/storage-snapshots/ship", Requires: service.Require(auth.PolicyModify, auth.PoliciesPath),
 		NoConsole: "not in the console yet: `coffer storage-snapshots ship` (or the API)",
 		Endpoint:  service.Returns(Ops.ShipStorageSnapshots)},

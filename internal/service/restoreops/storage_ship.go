@@ -10,10 +10,11 @@ import (
 	"github.com/coffer-backup/coffer/internal/storagesnap/ship"
 )
 
-// ShipStorageSnapshots sends the kept snapshots of every btrfs provider
-// with a ship-to (in.Provider: that one's) to its ship-to directory, the
-// DR site's btrfs filesystem: each not yet there, oldest first, against
-// the one shipped before it (internal/storagesnap/ship).
+// ShipStorageSnapshots sends the kept snapshots of every btrfs or reflink
+// provider with a ship-to (in.Provider: that one's) to its ship-to
+// directory, on the DR site's filesystem of the same kind: each not yet
+// there, oldest first, against the one shipped before it
+// (internal/storagesnap/ship).
 func (s Ops) ShipStorageSnapshots(ctx context.Context, in *api.ShipStorageSnapshotsInput) (*api.StorageShipment, error) {
 	cfg, err := s.EngineConfig(ctx)
 	if err != nil {
@@ -22,14 +23,14 @@ func (s Ops) ShipStorageSnapshots(ctx context.Context, in *api.ShipStorageSnapsh
 	var targets []ship.Target
 	for _, p := range cfg.StorageSnapshots {
 		if p.ShipTo != "" && (in.Provider == "" || p.Name == in.Provider) {
-			targets = append(targets, ship.Target{Provider: p.Name, To: p.ShipTo})
+			targets = append(targets, ship.Target{Provider: p.Name, Kind: p.Kind, To: p.ShipTo})
 		}
 	}
 	if len(targets) == 0 {
 		if in.Provider != "" {
 			return nil, service.Invalidf("no storage-snapshots provider named %q has a ship-to", in.Provider)
 		}
-		return nil, service.Invalidf("no storage-snapshots provider has a ship-to: add ship-to (a directory on the DR site's btrfs) to a btrfs provider")
+		return nil, service.Invalidf("no storage-snapshots provider has a ship-to: add ship-to (a directory on the DR site's btrfs or reflink filesystem) to a btrfs or reflink provider")
 	}
 	got, err := ship.Ship(ctx, s.Config.StateDir, targets)
 	out := &api.StorageShipment{Shipped: []api.ShippedStorageSnapshot{}}

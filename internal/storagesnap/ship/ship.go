@@ -1,7 +1,9 @@
 // Package ship sends the kept snapshots of btrfs datastores to a second
 // btrfs filesystem (the DR site's) with `btrfs send` and `btrfs receive`,
 // each incrementally against the newest one shipped before it (`send -p`),
-// so that the DR site has the datastore as of each kept snapshot.
+// so that the DR site has the datastore as of each kept snapshot. Those of
+// reflink datastores go to a second reflink filesystem, the changed
+// extents only (reflink.go).
 //
 // A copy counts once it is recorded: `btrfs receive` makes the subvolume
 // <ship-to>/<label>, and only after it exits successfully is the snapshot's
@@ -45,8 +47,12 @@ type Shipped struct {
 // Target is where one provider's kept snapshots go.
 type Target struct {
 	Provider string // the storage-snapshots entry's name
+	Kind     string // its kind: btrfs ("" too) or reflink
 	To       string // its ship-to
 }
+
+// kind is the kind of snapshots the target's provider makes.
+func (t Target) kind() string { return cmp.Or(t.Kind, "btrfs") }
 
 // killPoint, set by this package's tests only, is called at each step of
 // a shipment so that a test process can be killed there.
@@ -74,11 +80,11 @@ func Ship(ctx context.Context, stateDir string, targets []Target) ([]Shipped, er
 	for _, t := range targets {
 		var mine []storagesnap.Kept
 		for _, k := range kept {
-			if k.Provider == t.Provider && k.Kind == "btrfs" {
+			if k.Provider == t.Provider && k.Kind == t.kind() {
 				mine = append(mine, k)
 			}
 		}
-		got, err := shipTo(ctx, stateDir, t.To, mine)
+		got, err := shipTo(ctx, stateDir, t, mine)
 		out = append(out, got...)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("shipping provider %s's snapshots to %s: %w", t.Provider, t.To, err))
@@ -87,9 +93,10 @@ func Ship(ctx context.Context, stateDir string, targets []Target) ([]Shipped, er
 	return out, errors.Join(errs...)
 }
 
-// shipTo ships kept (all of one provider) to the directory to.
-func shipTo(ctx context.Context, stateDir, to string, kept []storagesnap.Kept) ([]Shipped, error) {
-	if err := checkTarget(to); err != nil {
+// shipTo ships kept (all of t's provider) to t's directory.
+func shipTo(ctx context.Context, stateDir string, t Target, kept []storagesnap.Kept) ([]Shipped, error) {
+	to, reflink := t.To, t.kind() == "reflink"
+	if err := checkTarget(to, reflink); err != nil {
 		return nil, err
 	}
 	unlock, err := lockTarget(to)
@@ -97,7 +104,12 @@ func shipTo(ctx context.Context, stateDir, to string, kept []storagesnap.Kept) (
 		return nil, err
 	}
 	defer unlock()
-	if err := dropUnrecorded(ctx, to); err != nil {
+	if reflink {
+		err = dropUnrecordedCopies(to)
+	} else {
+		err = dropUnrecorded(ctx, to)
+	}
+	if err != nil {
 		return nil, err
 	}
 	there, err := storagesnap.List(to)
@@ -106,7 +118,7 @@ func shipTo(ctx context.Context, stateDir, to string, kept []storagesnap.Kept) (
 	}
 	shipped := map[string]bool{}
 	for _, k := range there {
-		shipped[k.Label] = storagesnap.IsSubvolume(k.Dir)
+		shipped[k.Label] = storagesnap.IsSubvolume(k.Dir) || reflink && isDir(k.Dir)
 	}
 	byRoot := map[string][]storagesnap.Kept{}
 	for _, k := range kept {
@@ -125,7 +137,11 @@ func shipTo(ctx context.Context, stateDir, to string, kept []storagesnap.Kept) (
 				parent = k.Dir
 				continue
 			}
-			s, err := shipOne(ctx, stateDir, to, k, parent)
+			ship := shipOne
+			if reflink {
+				ship = shipReflink
+			}
+			s, err := ship(ctx, stateDir, to, k, parent)
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -137,14 +153,21 @@ func shipTo(ctx context.Context, stateDir, to string, kept []storagesnap.Kept) (
 	return out, errors.Join(errs...)
 }
 
-// checkTarget: the directory must be on btrfs (receive makes subvolumes);
-// it is made if missing.
-func checkTarget(to string) error {
+// checkTarget: the directory must be on btrfs (receive makes subvolumes),
+// or for reflink snapshots on a filesystem that clones files (each copy
+// starts as a clone of the previous one); it is made if missing.
+func checkTarget(to string, reflink bool) error {
 	if !filepath.IsAbs(to) {
 		return fmt.Errorf("ship-to %q is not an absolute directory", to)
 	}
 	if err := os.MkdirAll(to, 0o700); err != nil {
 		return err
+	}
+	if reflink {
+		if err := storagesnap.CheckReflink(to); err != nil {
+			return fmt.Errorf("ship-to %s: %w", to, err)
+		}
+		return nil
 	}
 	var fs unix.Statfs_t
 	if err := unix.Statfs(to, &fs); err != nil {
@@ -227,6 +250,11 @@ func shipOne(ctx context.Context, stateDir, to string, k storagesnap.Kept, paren
 		s.Parent = filepath.Base(parent)
 	}
 	return s, nil
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 func btrfs(ctx context.Context, args ...string) error {

@@ -29,6 +29,7 @@ const (
 // site is a btrfs datastore with kept snapshots, and a second btrfs
 // filesystem to ship them to.
 type site struct {
+	prov            policy.StorageProvider
 	root, state, to string
 	disks           []hypervisor.DiskInfo
 	labels          []string
@@ -38,8 +39,14 @@ func newSite(t *testing.T) *site {
 	testutil.RequireBinary(t, "btrfs")
 	mnt := testutil.MountLoopFS(t, "btrfs", 256<<20, "-q")
 	dr := testutil.MountLoopFS(t, "btrfs", 256<<20, "-q")
-	s := &site{root: filepath.Join(mnt, "vms"), state: t.TempDir(), to: filepath.Join(dr, "lab")}
+	s := &site{prov: provider(), root: filepath.Join(mnt, "vms"), state: t.TempDir(), to: filepath.Join(dr, "lab")}
 	run(t, "btrfs", "subvolume", "create", s.root)
+	s.addDisks(t)
+	return s
+}
+
+// addDisks writes the site's two disks of random data.
+func (s *site) addDisks(t *testing.T) {
 	for _, name := range []string{"web/vda.raw", "vdb.raw"} {
 		p := filepath.Join(s.root, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -50,7 +57,6 @@ func newSite(t *testing.T) *site {
 		}
 		s.disks = append(s.disks, hypervisor.DiskInfo{Name: filepath.Base(p), Path: p, Format: "raw", Size: diskSize, Datastore: filepath.Dir(p)})
 	}
-	return s
 }
 
 func random(t *testing.T, n int) []byte {
@@ -79,7 +85,7 @@ func provider() policy.StorageProvider {
 func (s *site) keep(t *testing.T) string {
 	label := fmt.Sprintf("coffer-job%d-vms", len(s.labels)+1)
 	ctx := context.Background()
-	ss, err := storagesnap.Create(ctx, provider(), s.root, s.state, label, s.disks)
+	ss, err := storagesnap.Create(ctx, s.prov, s.root, s.state, label, s.disks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +111,9 @@ func (s *site) change(t *testing.T) {
 	}
 }
 
-func (s *site) targets() []Target { return []Target{{Provider: "sub", To: s.to}} }
+func (s *site) targets() []Target {
+	return []Target{{Provider: s.prov.Name, Kind: s.prov.Kind, To: s.to}}
+}
 
 // sameAsSource checks every shipped copy file by file against its source
 // snapshot, and that each copy is recorded as a kept snapshot there.
@@ -226,7 +234,7 @@ func TestShipKilledAtEveryStepResumes(t *testing.T) {
 func killAt(t *testing.T, s *site, at string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestShipHelperProcess$")
-	cmd.Env = append(os.Environ(), "SHIP_HELPER=1", "SHIP_STATE="+s.state, "SHIP_TO="+s.to, "SHIP_AT="+at)
+	cmd.Env = append(os.Environ(), "SHIP_HELPER=1", "SHIP_STATE="+s.state, "SHIP_TO="+s.to, "SHIP_AT="+at, "SHIP_KIND="+s.prov.Kind)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the helper and its btrfs processes, killed together
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -270,7 +278,7 @@ func TestShipHelperProcess(t *testing.T) {
 			select {} // killed here
 		}
 	}
-	_, err := Ship(context.Background(), os.Getenv("SHIP_STATE"), []Target{{Provider: "sub", To: os.Getenv("SHIP_TO")}})
+	_, err := Ship(context.Background(), os.Getenv("SHIP_STATE"), []Target{{Provider: "sub", Kind: os.Getenv("SHIP_KIND"), To: os.Getenv("SHIP_TO")}})
 	fmt.Printf("DONE %v\n", err)
 	os.Exit(0)
 }

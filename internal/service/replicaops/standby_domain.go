@@ -1,0 +1,69 @@
+package replicaops
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/replica"
+	"github.com/coffer-backup/coffer/internal/repo"
+)
+
+// standbyDefiner is a DR host's connector that defines a standby as a VM
+// of its own hypervisor (libvirt).
+type standbyDefiner interface {
+	DefineStandby(ctx context.Context, cfg hypervisor.VMConfig, sb hypervisor.Standby) error
+}
+
+// standbySuffix names a standby's domain after its VM, apart from it: a
+// DR host may hold the source VM too (replication both ways).
+const standbySuffix = "-standby"
+
+// defineStandby defines the standby in dir of point p's VM on the
+// replication's DR host when its connection defines VMs (libvirt). On a
+// QEMU host the standby is its definition file alone (standby.json).
+func (s Ops) defineStandby(ctx context.Context, repl policy.Replication, dir string, p *repo.Point) error {
+	cfg, err := s.EngineConfig(ctx)
+	if err != nil {
+		return err
+	}
+	if cc, ok := cfg.Connection(repl.Connection); !ok || cc.Kind != "libvirt" {
+		return nil
+	}
+	conns, err := s.OpenConnectors(ctx, cfg, []string{repl.Connection})
+	if err != nil {
+		return err
+	}
+	defer conns.Close()
+	d, ok := conns.Conns[repl.Connection].(standbyDefiner)
+	if !ok {
+		return fmt.Errorf("connection %s cannot define a standby domain here", repl.Connection)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	var vm hypervisor.VMConfig
+	if err := json.Unmarshal(p.VMConfig, &vm); err != nil {
+		return fmt.Errorf("the point's VM configuration: %w", err)
+	}
+	sb := hypervisor.Standby{Name: p.Source.VMName + standbySuffix, UUID: standbyUUID(dir), Disks: map[string]string{}, Networks: repl.Networks}
+	for _, disk := range p.Disks {
+		if disk.Kind != "memory" {
+			sb.Disks[disk.Key] = replica.ActiveFile(dir, disk.Key)
+		}
+	}
+	return d.DefineStandby(ctx, vm, sb)
+}
+
+// standbyUUID is the standby domain's UUID, the same at every run (each
+// redefines the same domain), from its directory: unique on its host.
+func standbyUUID(dir string) string {
+	h := sha256.Sum256([]byte("coffer standby " + dir))
+	h[6] = h[6]&0x0f | 0x80 // version 8: custom
+	h[8] = h[8]&0x3f | 0x80 // RFC 9562 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
