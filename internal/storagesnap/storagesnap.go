@@ -351,8 +351,12 @@ func Cleanup(ctx context.Context, stateDir string) ([]hypervisor.Leftover, error
 	return out, errors.Join(errs...)
 }
 
-// relPath is a disk file's path relative to the datastore root.
+// relPath is a disk file's path relative to the datastore root: for a
+// vSphere datastore ("[name]"), its path on the datastore.
 func relPath(root, file string) (string, error) {
+	if policy.IsVSphereDatastore(root) {
+		return vsphereRel(root, file)
+	}
 	rel, err := filepath.Rel(root, filepath.Clean(file))
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
 		return "", fmt.Errorf("%w: disk file %s is not below datastore %s", hypervisor.ErrStorageUnsupported, file, root)
@@ -361,4 +365,19 @@ func relPath(root, file string) (string, error) {
 		return "", fmt.Errorf("disk file %s is inside coffer's snapshot directory %s", file, filepath.Join(root, SnapDir))
 	}
 	return rel, nil
+}
+
+// vsphereRel is the path of a vSphere disk file ("[ds] vm/vm.vmdk") on
+// its datastore ("vm/vm.vmdk"), refused when it is on another datastore
+// or leaves the datastore.
+func vsphereRel(root, file string) (string, error) {
+	entry, rel, ok := policy.VSpherePath(file)
+	if !ok || entry != root {
+		return "", fmt.Errorf("%w: disk file %s is not on vSphere datastore %s", hypervisor.ErrStorageUnsupported, file, root)
+	}
+	clean := filepath.Clean(rel)
+	if rel == "" || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("disk file %s: %q is not a path on datastore %s", file, rel, root)
+	}
+	return clean, nil
 }
