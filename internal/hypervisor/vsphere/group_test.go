@@ -77,6 +77,9 @@ type watchedStorage struct {
 	s     *sim
 	vms   []types.ManagedObjectReference
 	after func()
+	// asIs: the policy takes no VM snapshot (snapshot: as-is), so none
+	// is expected at the storage snapshot either.
+	asIs bool
 
 	mu       sync.Mutex
 	problems []string
@@ -102,8 +105,8 @@ func (w *watchedStorage) underSnapshot() int {
 }
 
 func (w *watchedStorage) SnapshotDatastore(ctx context.Context, ds, label string, disks []hypervisor.DiskInfo) (hypervisor.StorageSnapshot, error) {
-	if n := w.underSnapshot(); n != len(w.vms) {
-		w.problem("storage snapshot of %s taken with %d of %d VMs under their coffer snapshot", ds, n, len(w.vms))
+	if n, want := w.underSnapshot(), len(w.vms); n != want && !w.asIs || n != 0 && w.asIs {
+		w.problem("storage snapshot of %s taken with %d of %d VMs under their coffer snapshot (as-is: %v)", ds, n, want, w.asIs)
 	}
 	ss, err := w.StorageSnapshotter.SnapshotDatastore(ctx, ds, label, disks)
 	if err != nil {
@@ -262,4 +265,45 @@ func assertNothingLeft(t *testing.T, s *sim, snaps, state string) {
 	if js, _ := filepath.Glob(filepath.Join(state, "storage-snapshots", "*.json")); len(js) != 0 {
 		t.Fatalf("storage snapshot journals left: %v", js)
 	}
+}
+
+// TestGroupDatastoreAsIsOnVSphere: with snapshot: as-is, the running VMs
+// of a group get no VM snapshot at all; the storage snapshot alone is
+// their (crash-consistent) point, read from it.
+func TestGroupDatastoreAsIsOnVSphere(t *testing.T) {
+	ctx := context.Background()
+	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 2, DiskSize: 1 << 20})
+	sh := newCBTShim(t, s)
+	c := sh.connect(t, nil)
+	r := newRepo(t)
+	providers, snaps := s.array(t, "vc")
+	state := filepath.Join(t.TempDir(), "state")
+	atSnapshot := map[string][]byte{}
+	w := &watchedStorage{StorageSnapshotter: storagesnap.For(providers, state, nil)["vc"], s: s, vms: s.vms, asIs: true}
+	w.after = func() {
+		for i, vm := range s.vms {
+			atSnapshot[vm.Value] = sh.read(t, vm, 0)
+			sh.write(t, vm, 0, 0, bytes.Repeat([]byte{byte(0x20 + i)}, 4<<10))
+		}
+	}
+	for i, vm := range s.vms {
+		sh.write(t, vm, 0, 64<<10, bytes.Repeat([]byte{byte(i + 1)}, 32<<10))
+	}
+	eng, err := engine.New(ctx, engine.Options{Config: &policy.Config{Limits: policy.Limits{Tasks: 4}, StorageSnapshots: providers},
+		Catalog: enginetest.NewCatalog(), Connectors: map[string]hypervisor.Connector{"vc": c},
+		StorageSnapshotters: map[string]hypervisor.StorageSnapshotter{"vc": w},
+		OpenRepository:      func(context.Context, string) (*repo.Repository, error) { return r, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	res, err := eng.Run(ctx, policy.Policy{Name: "array-only", Connection: "vc", Group: "datastore", Snapshot: "as-is"})
+	if err != nil || res.Job.TasksOK != len(s.vms) {
+		t.Fatalf("%v %+v %+v", err, res.Job, res.Failed())
+	}
+	if w.taken != 1 || w.reads != len(s.vms) || len(w.problems) > 0 {
+		t.Fatalf("%d storage snapshots, %d reads from them, problems: %v", w.taken, w.reads, w.problems)
+	}
+	checkPointsAtSnapshot(t, r, s.vms, atSnapshot, "full")
+	assertNothingLeft(t, s, snaps, state)
 }
