@@ -11,7 +11,11 @@
 //
 // The engine holds the VMs still (hypervisor.SnapshotRequest.Hold) while a
 // provider creates the snapshot, so the disk files are complete and
-// unchanging; the provider only ever touches storage.
+// unchanging (a vSphere VM is not stopped: its VM snapshot leaves its
+// base disk files unchanged while a delta takes the writes); the provider
+// only ever touches storage. A vSphere datastore is named "[name]" and
+// only the exec kind snapshots it; its disks' files are found in the
+// presented snapshot by their paths on the datastore.
 //
 // Every provider journals what it is about to create, under the state
 // directory, before creating it; Cleanup removes what the journals of dead
