@@ -75,12 +75,18 @@ type WorkerBatches interface {
 // refuseGroup refuses a group: datastore policy the engine cannot run as
 // written: on a connection without a storage snapshot provider, here or
 // on its workers, or keeping storage snapshots on a workers' connection
-// (a worker keeps none yet).
+// (a worker keeps none yet) or on a vSphere one.
 func refuseGroup(ctx context.Context, su *setup, p policy.Policy) error {
 	if p.Group != "datastore" {
 		return nil
 	}
 	for _, c := range p.ConnectionNames() {
+		if conn := su.conns[c]; conn != nil && conn.Kind() == "vsphere" && p.KeepStorageSnapshots > 0 {
+			// A kept snapshot is restored by copying its disk files onto
+			// this host's datastore directories: QEMU's and libvirt's.
+			return fmt.Errorf("policy %s: keep-storage-snapshots on vSphere connection %s: kept storage snapshots restore onto local datastore directories, "+
+				"which a vSphere datastore is not; remove keep-storage-snapshots (its VMs are still read from one storage snapshot per run)", p.Name, c)
+		}
 		if wb, ok := su.conns[c].(WorkerBatches); ok {
 			theirs, err := wb.BatchesOnWorkers(ctx)
 			if err != nil {

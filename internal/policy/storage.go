@@ -29,10 +29,18 @@ import (
 //	    datastores: [/mnt/lun7]
 //	    command: [/usr/local/bin/snap-lun7, --pool, gold]
 //	    changes: true              # the command answers "changed" too
+//	  - name: vmfs-array
+//	    kind: exec
+//	    connections: [vcenter]
+//	    datastores: ["[vmfs-gold-01]"] # vSphere datastores, by name in brackets
+//	    command: [/usr/local/bin/snap-vmfs]
 //
 // A QEMU datastore is the directory of a disk file (see the qemu
 // connector); a provider covers it when it is one of its datastores or
-// below one. The provider kinds are described in internal/storagesnap.
+// below one. A vSphere datastore lives on an array or filer, not on a
+// directory of this host: an exec provider names it as vSphere writes a
+// datastore path, "[name]", and covers exactly that datastore. The
+// provider kinds are described in internal/storagesnap.
 type StorageSnapshots []StorageProvider
 
 // StorageProvider is one entry of the storage-snapshots section.
@@ -146,12 +154,17 @@ func (s StorageSnapshots) ProviderOf(connection, datastore string, diskPaths []s
 }
 
 // DatastoreDir is the directory a datastore stands for: the datastore
-// itself when it is a path (QEMU's), the path of libvirt's "dir:PATH",
+// itself when it is a path (QEMU's), "[name]" for a vSphere datastore
+// (whose disks' paths are "[name] ..."), the path of libvirt's "dir:PATH",
 // and otherwise (a pool's name) the deepest directory that holds every
 // one of its disks' files; the name unchanged when there is none.
 func DatastoreDir(datastore string, diskPaths []string) string {
 	switch {
 	case filepath.IsAbs(datastore):
+		return datastore
+	case onVSphereDatastore(datastore, diskPaths):
+		return VSphereDatastore(datastore)
+	case IsVSphereDatastore(datastore):
 		return datastore
 	case strings.HasPrefix(datastore, "dir:") && filepath.IsAbs(datastore[len("dir:"):]):
 		return datastore[len("dir:"):]
@@ -176,7 +189,39 @@ func DatastoreDir(datastore string, diskPaths []string) string {
 	return common
 }
 
-// Covers reports whether a datastore directory is root or below it.
+// VSphereDatastore is how a storage provider names the vSphere datastore
+// called name: as vSphere starts a datastore path, "[name]".
+func VSphereDatastore(name string) string { return "[" + name + "]" }
+
+// IsVSphereDatastore reports whether a provider's datastore entry names a
+// vSphere datastore ("[name]") rather than a directory.
+func IsVSphereDatastore(entry string) bool {
+	return len(entry) > 2 && entry[0] == '[' && strings.IndexByte(entry, ']') == len(entry)-1
+}
+
+// VSpherePath splits a vSphere datastore path ("[ds] vm/vm.vmdk") into
+// the datastore's entry ("[ds]") and the file's path on it.
+func VSpherePath(p string) (entry, rel string, ok bool) {
+	i := strings.Index(p, "] ")
+	if !strings.HasPrefix(p, "[") || i < 2 {
+		return "", "", false
+	}
+	return p[:i+1], strings.TrimSpace(p[i+2:]), true
+}
+
+// onVSphereDatastore: every disk path is a vSphere datastore path on the
+// datastore called name (the vSphere connector's datastores are names).
+func onVSphereDatastore(name string, diskPaths []string) bool {
+	for _, p := range diskPaths {
+		if e, _, ok := VSpherePath(p); !ok || e != VSphereDatastore(name) {
+			return false
+		}
+	}
+	return len(diskPaths) > 0
+}
+
+// Covers reports whether a datastore directory is root or below it; a
+// vSphere datastore entry ("[name]") covers only itself.
 func Covers(root, datastore string) bool {
 	r, d := filepath.Clean(root), filepath.Clean(datastore)
 	return d == r || strings.HasPrefix(d, strings.TrimSuffix(r, "/")+"/")
@@ -210,8 +255,11 @@ func (s StorageSnapshots) validate(conns map[string]bool, add func(string, ...an
 			add("%s: datastores is missing: name the directories it snapshots (a VM's datastore is the directory of its disk files)", where)
 		}
 		for _, d := range p.Datastores {
-			if !filepath.IsAbs(d) {
-				add("%s: datastores: %q is not an absolute directory", where, d)
+			switch {
+			case IsVSphereDatastore(d) && p.Kind != "exec":
+				add("%s: datastores: %s is a vSphere datastore, which only kind: exec can snapshot (through the array or filer behind it)", where, d)
+			case !filepath.IsAbs(d) && !IsVSphereDatastore(d):
+				add("%s: datastores: %q is not an absolute directory (nor a vSphere datastore in brackets, like \"[datastore1]\")", where, d)
 			}
 		}
 		switch {

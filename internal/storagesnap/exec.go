@@ -48,6 +48,12 @@ import (
 //	    samples the rest to check; see changes.go). Arrays call this a
 //	    snapshot diff (Ceph's rbd diff --from-snap, NetApp SnapDiff).
 //
+// For a vSphere datastore, COFFER_DATASTORE is the entry as written
+// ("[name]"), COFFER_FILES are the disks' descriptors as paths on the
+// datastore, and present prints the directory that shows the datastore's
+// files (a filer's snapshot directory, a snapshot LUN's VMFS mounted
+// read-only): coffer reads each descriptor and its extents there.
+//
 // Exit status 0 is success; anything else fails the step with the last
 // lines of stderr. Every call has the entry's timeout; past it the whole
 // process group is killed. A snapshot is deleted on every path: when

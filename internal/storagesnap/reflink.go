@@ -125,5 +125,16 @@ func checkReflink(root string) error {
 }
 
 func openImage(ctx context.Context, file, format string) (hypervisor.DiskReader, error) {
-	return qemu.OpenImage(ctx, file, format, 4)
+	return qemu.OpenImage(ctx, file, imageFormat(format), 4)
+}
+
+// imageFormat is QEMU's name of a disk's format. A vSphere disk's file is
+// its VMDK descriptor, whatever its extents are (vmdk-flat is a flat
+// extent, VMFS in the descriptor): QEMU's vmdk driver reads the
+// descriptor and then the extents it names, beside it.
+func imageFormat(format string) string {
+	if format == "vmdk-flat" {
+		return "vmdk"
+	}
+	return format
 }

@@ -11,7 +11,11 @@
 //
 // The engine holds the VMs still (hypervisor.SnapshotRequest.Hold) while a
 // provider creates the snapshot, so the disk files are complete and
-// unchanging; the provider only ever touches storage.
+// unchanging (a vSphere VM is not stopped: its VM snapshot leaves its
+// base disk files unchanged while a delta takes the writes); the provider
+// only ever touches storage. A vSphere datastore is named "[name]" and
+// only the exec kind snapshots it; its disks' files are found in the
+// presented snapshot by their paths on the datastore.
 //
 // Every provider journals what it is about to create, under the state
 // directory, before creating it; Cleanup removes what the journals of dead
@@ -351,8 +355,12 @@ func Cleanup(ctx context.Context, stateDir string) ([]hypervisor.Leftover, error
 	return out, errors.Join(errs...)
 }
 
-// relPath is a disk file's path relative to the datastore root.
+// relPath is a disk file's path relative to the datastore root: for a
+// vSphere datastore ("[name]"), its path on the datastore.
 func relPath(root, file string) (string, error) {
+	if policy.IsVSphereDatastore(root) {
+		return vsphereRel(root, file)
+	}
 	rel, err := filepath.Rel(root, filepath.Clean(file))
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
 		return "", fmt.Errorf("%w: disk file %s is not below datastore %s", hypervisor.ErrStorageUnsupported, file, root)
@@ -361,4 +369,19 @@ func relPath(root, file string) (string, error) {
 		return "", fmt.Errorf("disk file %s is inside coffer's snapshot directory %s", file, filepath.Join(root, SnapDir))
 	}
 	return rel, nil
+}
+
+// vsphereRel is the path of a vSphere disk file ("[ds] vm/vm.vmdk") on
+// its datastore ("vm/vm.vmdk"), refused when it is on another datastore
+// or leaves the datastore.
+func vsphereRel(root, file string) (string, error) {
+	entry, rel, ok := policy.VSpherePath(file)
+	if !ok || entry != root {
+		return "", fmt.Errorf("%w: disk file %s is not on vSphere datastore %s", hypervisor.ErrStorageUnsupported, file, root)
+	}
+	clean := filepath.Clean(rel)
+	if rel == "" || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("disk file %s: %q is not a path on datastore %s", file, rel, root)
+	}
+	return clean, nil
 }

@@ -75,6 +75,10 @@ func ServeImage(ctx context.Context, path, format, bitmap string, clients int) (
 		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, err
 	}
+	// Closed once qemu-nbd holds its copy: were it open here while the
+	// probe below connects, a qemu-nbd that died at start (a format it
+	// does not know, an image it cannot open) would leave the connection
+	// queued on a socket nobody accepts on, and the probe waiting forever.
 	defer func() { _ = f.Close() }()
 	args := []string{"--read-only", "--persistent", fmt.Sprintf("--shared=%d", max(clients, 1)+1), "--format=" + format,
 		"--export-name=disk", "--cache=none", "--aio=threads"}
@@ -88,7 +92,9 @@ func ServeImage(ctx context.Context, path, format, bitmap string, clients int) (
 	cmd.Env = os.Environ()
 	stderr := &strings.Builder{}
 	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = f.Close() // see above; the deferred Close is then a no-op
+	if err != nil {
 		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, fmt.Errorf("start qemu-nbd for %s: %w", path, err)
 	}

@@ -199,8 +199,14 @@ func providerFindings(cfg *policy.Config, p policy.Policy, conn string, selected
 	for _, ds := range order {
 		sp, root, ok := cfg.StorageSnapshots.ProviderOf(conn, ds, paths[ds])
 		if !ok {
-			out = append(out, findingf(levelWarning, "%s: datastore %s (%d VMs): no storage-snapshots provider covers it, so %s; add it to a provider's datastores",
-				where, ds, count[ds], then))
+			add := "add it to a provider's datastores"
+			if len(paths[ds]) > 0 {
+				if e, _, vs := policy.VSpherePath(paths[ds][0]); vs {
+					add = fmt.Sprintf("add %q to the datastores of an exec provider (the array or filer behind it)", e)
+				}
+			}
+			out = append(out, findingf(levelWarning, "%s: datastore %s (%d VMs): no storage-snapshots provider covers it, so %s; %s",
+				where, ds, count[ds], then, add))
 			continue
 		}
 		if err := storagesnap.Check(context.Background(), sp, root); err != nil {

@@ -47,3 +47,23 @@ func TestProviderFindings(t *testing.T) {
 		}
 	}
 }
+
+// A vSphere datastore no provider covers: the finding says how to name it
+// in an exec provider; one that an exec provider covers has no finding.
+func TestProviderFindingsOfVSphereDatastores(t *testing.T) {
+	cfg := &policy.Config{
+		Connections: []policy.Connection{{Name: "vc", Kind: "vsphere"}},
+		StorageSnapshots: policy.StorageSnapshots{{Name: "array", Kind: "exec", Connections: []string{"vc"},
+			Datastores: []string{"[gold-01]"}, Command: []string{"/bin/true"}}},
+	}
+	vm := func(name, ds string) hypervisor.VM {
+		return hypervisor.VM{VMRef: hypervisor.VMRef{ID: name, Name: name}, Datastores: []string{ds},
+			Disks: []hypervisor.DiskInfo{{Key: "2000", Path: "[" + ds + "] " + name + "/" + name + ".vmdk", Datastore: ds}}}
+	}
+	p := policy.Policy{Name: "g", Connection: "vc", Group: "datastore"}
+	got := SelectionFindings(cfg, p, "vc", []hypervisor.VM{vm("web-1", "gold-01"), vm("db-1", "silver-02")})
+	if len(got) != 1 || !strings.Contains(got[0].Message, `datastore silver-02 (1 VMs): no storage-snapshots provider covers it`) ||
+		!strings.Contains(got[0].Message, `add "[silver-02]" to the datastores of an exec provider`) {
+		t.Fatalf("findings: %+v", got)
+	}
+}
