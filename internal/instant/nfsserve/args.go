@@ -108,11 +108,16 @@ func (w *xdrWalk) dirOp() {
 	w.opaque("file name", maxName)
 }
 
-// checkCall walks one call record (without its record mark). It returns
-// the offset of a READ's count (to cap it), or 0.
-func checkCall(rec []byte) (readCount int, err error) {
+// call is what the guard needs of a checked call.
+type callInfo struct {
+	xid, prog, proc uint32
+	readCount       int // the offset of a READ's count, or 0
+}
+
+// checkCall walks one call record (without its record mark).
+func checkCall(rec []byte) (c callInfo, err error) {
 	w := &xdrWalk{b: rec}
-	w.skip(4) // xid
+	c.xid = w.u32()
 	if t := w.u32(); w.err == nil && t != 0 {
 		w.fail("message type %d is not a call", t)
 	}
@@ -120,6 +125,7 @@ func checkCall(rec []byte) (readCount int, err error) {
 	prog := w.u32()
 	w.skip(4) // program version: go-nfs dispatches on program and procedure
 	proc := w.u32()
+	c.prog, c.proc = prog, proc
 	for range 2 { // credentials and verifier
 		w.skip(4)
 		w.opaque("auth body", maxAuthBody)
@@ -130,9 +136,9 @@ func checkCall(rec []byte) (readCount int, err error) {
 			w.opaque("directory path", maxDirPath)
 		}
 	case progNFS:
-		readCount = w.nfsArgs(proc)
+		c.readCount = w.nfsArgs(proc)
 	}
-	return readCount, w.err
+	return c, w.err
 }
 
 // nfsArgs walks an NFSv3 procedure's arguments as go-nfs reads them.

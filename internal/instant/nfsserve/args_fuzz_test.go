@@ -129,7 +129,7 @@ func FuzzCheckCallBoundsWhatGoNFSAllocates(f *testing.F) {
 		rec := u32(1, 0, 2, prog, 3, proc, 1)
 		rec = append(rec, opaque(cred)...)
 		rec = append(append(rec, u32(0, 0)...), args...)
-		at, err := checkCall(rec)
+		ci, err := checkCall(rec)
 		if err != nil {
 			if !errors.Is(err, errBadRecord) {
 				t.Fatalf("refused without errBadRecord: %v", err)
@@ -143,6 +143,7 @@ func FuzzCheckCallBoundsWhatGoNFSAllocates(f *testing.F) {
 		if alloc > 2*len(rec) {
 			t.Fatalf("go-nfs would allocate %d bytes for a record of %d", alloc, len(rec))
 		}
+		at := ci.readCount
 		capRead(rec, at)
 		if at > 0 && binary.BigEndian.Uint32(rec[at:]) > MaxIO {
 			t.Fatal("a READ's count is above MaxIO")

@@ -77,6 +77,13 @@ type guardedConn struct {
 	pending []byte // the checked record go-nfs is reading
 	buf     []byte
 	once    sync.Once
+	out     replies
+}
+
+// Write implements net.Conn: FSINFO replies advertise MaxIO (replies.go).
+func (c *guardedConn) Write(p []byte) (int, error) {
+	c.out.patch(p)
+	return c.Conn.Write(p)
 }
 
 // Read implements net.Conn.
@@ -124,11 +131,14 @@ func (c *guardedConn) nextRecord() ([]byte, error) {
 	if _, err := io.ReadFull(c.Conn, rec[4:]); err != nil {
 		return nil, fmt.Errorf("%w: the record holds less than its mark says: %w", errBadRecord, err)
 	}
-	at, err := checkCall(rec[4:])
+	call, err := checkCall(rec[4:])
 	if err != nil {
 		return nil, err
 	}
-	capRead(rec[4:], at)
+	capRead(rec[4:], call.readCount)
+	if call.prog == progNFS && call.proc == procFSInfo {
+		c.out.expect(call.xid)
+	}
 	return rec, nil
 }
 

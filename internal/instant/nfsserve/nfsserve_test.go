@@ -297,3 +297,32 @@ func call(prog, vers, proc uint32, args []byte) []byte {
 	binary.BigEndian.PutUint32(rec, 0x80000000|uint32(b.Len()))
 	return append(rec, b.Bytes()...)
 }
+
+// TestFSInfoAdvertisesTheLargestCallServed: FSINFO answers MaxIO as the
+// largest and preferred READ and WRITE (go-nfs's own answer is 1 GiB,
+// whose WRITEs the guard refuses), and a client writing and reading
+// that much in one call is served.
+func TestFSInfoAdvertisesTheLargestCallServed(t *testing.T) {
+	d0 := randomDisk(9, 2*MaxIO)
+	_, target, _ := serveDisks(t, map[string][]byte{"2000": d0})
+	info, err := target.FSInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.RTMax != MaxIO || info.RTPref != MaxIO || info.WTMax != MaxIO || info.WTPref != MaxIO {
+		t.Fatalf("FSINFO: rtmax %d rtpref %d wtmax %d wtpref %d, want %d", info.RTMax, info.RTPref, info.WTMax, info.WTPref, MaxIO)
+	}
+	f, err := target.OpenFile("vm/vm_0-flat.vmdk", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := bytes.Repeat([]byte{0x5a}, MaxIO)
+	if _, err := f.Write(p); err != nil {
+		t.Fatalf("a write of MaxIO: %v", err)
+	}
+	_ = f.Close()
+	want := append(bytes.Clone(p), d0[MaxIO:]...)
+	if got := readAll(t, target, "vm/vm_0-flat.vmdk"); !bytes.Equal(got, want) {
+		t.Fatal("the extent does not read back as written")
+	}
+}
