@@ -169,12 +169,17 @@ func CommitVSphere(ctx context.Context, s *Session, vc VCenter, target string) e
 // left alone.
 func DiscardVSphere(ctx context.Context, s *Session, vc VCenter) error {
 	if s.State != StateCommitted {
+		// No journal: nothing of the session is left in the vCenter (a
+		// commit that ended before the session said so, or the cleanup).
 		rec, err := vsinstant.LoadRecord(vc.InstantStateDir(), s.ID)
-		if err != nil {
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
 			return err
-		}
-		if err := vsinstant.Discard(ctx, vc.Client(), rec); err != nil {
-			return fmt.Errorf("remove the recovered VM: %w", err)
+		default:
+			if err := vsinstant.Discard(ctx, vc.Client(), rec); err != nil {
+				return fmt.Errorf("remove the recovered VM: %w", err)
+			}
 		}
 	}
 	stopServer(s)

@@ -215,3 +215,20 @@ func TestVSphereInstantNeedsAMountableAddress(t *testing.T) {
 		t.Fatalf("after the refused start: VM %q, export mounted %v, sessions %+v", state, v.mounted(), v.sessions())
 	}
 }
+
+// TestVSphereInstantDiscardAfterAKill: a session whose serving coffer was
+// killed is discarded by hand before any cleanup: the VM is powered off
+// and unregistered, the export unmounted, the session gone.
+func TestVSphereInstantDiscardAfterAKill(t *testing.T) {
+	v := newVSInstant(t)
+	server, s := v.start()
+	_ = server.Process.Kill()
+	_ = server.Wait()
+	v.e.Must("instant", "discard", s.ID)
+	if state, _ := v.vm(); state != "" || v.mounted() || len(v.sessions()) != 0 {
+		t.Fatalf("after discard: VM %q, export mounted %v, sessions %+v", state, v.mounted(), v.sessions())
+	}
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		t.Fatalf("after discard: session directory %v", err)
+	}
+}
