@@ -22,3 +22,9 @@ type FailoverInput struct {
 	VM   string `query:"vm" maxLength:"255" doc:"only this VM of the plan (default: every VM, group by group)"`
 	Seq  int    `query:"seq" minimum:"0" doc:"the standbys' restore point to start from, by sequence number (coffer replicas points); 0: the newest"`
 }
+
+// FailoverRunsInput asks for a failover plan's recent runs.
+type FailoverRunsInput struct {
+	Name  string `path:"name" minLength:"1" maxLength:"255" example:"shop" doc:"the failover plan"`
+	Limit int    `query:"limit" minimum:"0" maximum:"100" doc:"the most runs, newest first (0: 10)"`
+}

@@ -26,6 +26,8 @@ type RehearseOptions struct {
 	// Stop is how long a VM is given to quit before it is killed.
 	Stop time.Duration
 	Log  *slog.Logger
+	// Watch hears of each step and probe as it ends (nil: nobody).
+	Watch Watcher
 }
 
 // rehearsalRoot is where test failovers keep their run directories.
@@ -48,7 +50,7 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		o.Stop = 10 * time.Second
 	}
 	RemoveLeftovers(context.WithoutCancel(ctx), o.StateDir, o.Log)
-	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true}
+	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true, watch: o.Watch}
 	runDir := filepath.Join(rehearsalRoot(o.StateDir), id.Random().String()[:8])
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, err
@@ -148,7 +150,7 @@ func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*mach
 			if err != nil {
 				pr.Error, ok = err.Error(), false
 			}
-			rep.Probes = append(rep.Probes, pr)
+			rep.probe(pr)
 			log.Info("failover probe", "group", n, "vm", vm.Name, "probe", p.String(), "passed", err == nil, "err", err)
 		}
 		if vm.Script != "" && ok {

@@ -82,17 +82,18 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 		if err != nil {
 			return nil, err
 		}
+		t.Log(slog.LevelInfo, "failover run: "+kind, runField, kind)
 		host, _ := os.Hostname()
 		out := &api.FailoverRun{Plan: plan.Name, Kind: kind, Host: host, Started: time.Now().UTC(), Steps: []api.FailoverStep{},
 			Probes: []api.FailoverProbe{}, VMs: []api.FailoverVM{}, Failback: []api.FailbackVM{}}
 		log := s.Logger()
 		switch kind {
 		case kindTest:
-			rep, err := failover.Rehearse(ctx, fp, failover.RehearseOptions{StateDir: s.Config.StateDir, Seq: in.Seq, Log: log})
-			return passed(fill(t, out, rep, nil), err)
+			rep, err := failover.Rehearse(ctx, fp, failover.RehearseOptions{StateDir: s.Config.StateDir, Seq: in.Seq, Log: log, Watch: jobWatcher{t}})
+			return passed(fill(out, rep, nil), err)
 		case kindFailover:
-			rep, started, err := failover.RunPlan(ctx, fp, nil, failover.Options{Seq: in.Seq, Log: log})
-			return passed(fill(t, out, rep, started), err)
+			rep, started, err := failover.RunPlan(ctx, fp, nil, failover.Options{Seq: in.Seq, Log: log, Watch: jobWatcher{t}})
+			return passed(fill(out, rep, started), err)
 		case kindPlanned:
 			return s.planned(ctx, t, out, fp, repl)
 		}
@@ -121,8 +122,8 @@ func (s Ops) planned(ctx context.Context, t service.Job, out *api.FailoverRun, f
 	if err != nil {
 		return out, err
 	}
-	rep, started, err := failover.RunPlan(ctx, fp, final, failover.Options{Log: s.Logger()})
-	return passed(fill(t, out, rep, started), err)
+	rep, started, err := failover.RunPlan(ctx, fp, final, failover.Options{Log: s.Logger(), Watch: jobWatcher{t}})
+	return passed(fill(out, rep, started), err)
 }
 
 // failback writes back each failed-over VM of the plan onto its original
@@ -143,12 +144,17 @@ func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, 
 				if err != nil {
 					return fmt.Errorf("%s: %w", vm.Name, err)
 				}
+				began := time.Now()
 				res, err := failover.Failback(ctx, vm, targets, s.Logger())
+				step := api.FailoverStep{VM: vm.Name, Name: "failback", Seconds: time.Since(began).Seconds()}
 				if err != nil {
+					step.Error = err.Error()
+					jobWatcher{t}.step(step)
 					return err
 				}
+				step.Detail = fmt.Sprintf("%s: %d bytes written of %d read", res.Mode, res.BytesWritten, res.BytesRead)
+				jobWatcher{t}.step(step)
 				out.Failback = append(out.Failback, api.FailbackVM{VM: vm.Name, Mode: res.Mode, BytesRead: res.BytesRead, BytesWritten: res.BytesWritten})
-				t.Log(slog.LevelInfo, "failed back", "vm", vm.Name, "mode", res.Mode, "bytes_written", res.BytesWritten)
 			}
 		}
 		return nil
