@@ -86,11 +86,17 @@ func failoverGroups(spec map[string]any, standbys []api.FailoverStandby) []failo
 	return out
 }
 
+// text is a spec's value as the page shows it ("" for none, and for a
+// zero duration: no delay).
 func text(v any) string {
 	if v == nil {
 		return ""
 	}
-	return fmt.Sprint(v)
+	s := fmt.Sprint(v)
+	if s == "0s" || s == "0" {
+		return ""
+	}
+	return s
 }
 
 // failoverActions are the operations a plan's form starts, by the last
