@@ -55,7 +55,12 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, err
 	}
+	lock, _, err := lockRunDir(runDir) // a new directory: no one else holds it
+	if err != nil {
+		return nil, err
+	}
 	var started []*machine
+	defer func() { _ = lock.Close() }() // after the directory's removal below
 	defer func() {
 		began := time.Now()
 		var errs []error
@@ -212,23 +217,6 @@ func loadStandby(vm VM, seq int) (*replica.Definition, pointRef, error) {
 	}
 	pt, err := pick(vm, seq, refs)
 	return def, pt, err
-}
-
-// RemoveLeftovers stops the VMs of test failovers a killed coffer left
-// and removes their run directories.
-func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
-	runs, _ := filepath.Glob(filepath.Join(rehearsalRoot(stateDir), "*"))
-	for _, run := range runs {
-		vms, _ := filepath.Glob(filepath.Join(run, "*"))
-		for _, d := range vms {
-			if pid := readPID(d); pid > 0 {
-				_ = (&machine{dir: d, pid: pid, qmpPath: filepath.Join(d, "qmp.sock")}).stop(ctx, 5*time.Second)
-			}
-		}
-		if err := os.RemoveAll(run); err != nil && log != nil {
-			log.Warn("test failover leftover not removed", "dir", run, "err", err)
-		}
-	}
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {

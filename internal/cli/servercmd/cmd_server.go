@@ -21,6 +21,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/accessops"
 	"github.com/coffer-backup/coffer/internal/service/fleetops"
 	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/replicaops"
 )
 
 // defaultAdmin is the first administrator's name unless --admin says
@@ -78,7 +79,8 @@ SIGTERM drains: the server stops accepting, lets running requests and
 policy runs finish for server.drain-timeout (default 5m), then cancels
 them (their operations end as cancelled) and exits. Scheduled runs still
 going at SIGTERM are cancelled at once (VMs release their snapshots).
-Leftovers of a coffer that died mid-backup are removed at start.
+Leftovers of a coffer that died mid-backup are removed at start, and so
+are the VMs and overlays of a test failover killed with its server.
 
 Under systemd (the packages' coffer.service, Type=notify) it says READY=1
 once it serves, and its catalog and state go to $STATE_DIRECTORY unless
@@ -223,6 +225,9 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	if err := svc.Start(ctx, service.StartOptions{Prune: true, Deliver: true}); err != nil {
 		return err
 	}
+	// A test failover killed with its server left its VMs running on
+	// overlays: stop and remove them before serving.
+	replicaops.Ops{Service: svc}.RemoveFailoverLeftovers(ctx)
 
 	link, err := a.firstRun(ctx, svc, admin)
 	if err != nil {

@@ -230,3 +230,13 @@ func (s Ops) resolvePlan(ctx context.Context, plan policy.FailoverPlan, repl pol
 	}
 	return fp, nil
 }
+
+// RemoveFailoverLeftovers stops the VMs and removes the overlays of test
+// failovers that a killed coffer left in the state directory: a server
+// runs it at start, so that a test killed midway leaves nothing running
+// past the next start, not only past the next test.
+func (s Ops) RemoveFailoverLeftovers(ctx context.Context) {
+	if s.Config.StateDir != "" {
+		failover.RemoveLeftovers(ctx, s.Config.StateDir, s.Logger())
+	}
+}
