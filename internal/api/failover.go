@@ -53,6 +53,9 @@ type FailbackVM struct {
 	Mode         string `json:"mode"`
 	BytesRead    int64  `json:"read_bytes"`
 	BytesWritten int64  `json:"written_bytes"`
+	// Disks are the new disk files of a failback to a new location, by
+	// disk key.
+	Disks map[string]string `json:"disks,omitempty"`
 }
 
 // FailoverPlanRuns is a failover plan's recent runs, the state of its

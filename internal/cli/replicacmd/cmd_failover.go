@@ -56,7 +56,13 @@ site onto the original VMs' disks, as their failover point recorded them
 DR VM wrote are written; after an unplanned one every block is compared
 and the differing ones written. Then the failed-over mark is cleared and
 the DR overlays removed: start the original VMs, and replication follows
-them again.`),
+them again.
+
+With --to DIR, a failback to a new location: each VM's DR disks are
+written whole (what is not zero) as new qcow2 files in DIR/VM, named
+disk-KEY.qcow2, and the original disks are not touched. A file of that
+name that exists is refused. Through a server, DIR is relative to its
+restore directory.`),
 		a.cmdFailoverRuns(),
 	)
 	return cmd
@@ -131,6 +137,9 @@ results. --json: the run's document.`,
 	if op == "test-failover" || op == "failover" {
 		cmd.Flags().IntVar(&in.Seq, "seq", 0, "start from this restore point of the standbys (coffer replicas points); default the newest")
 	}
+	if op == "failback" {
+		cmd.Flags().StringVar(&in.To, "to", "", "fail back to a new location: write each VM's disks whole as new files in DIR/VM (disk-KEY.qcow2), not onto the original disks")
+	}
 	cmd.Flags().StringVar(&in.Worker, "worker", "", "run on this worker of the fleet (default: the DR host's)")
 	return command.RemoteToo(command.Op(cmd, op))
 }
@@ -154,6 +163,9 @@ func (a *app) printFailover(run *api.FailoverRun) {
 	}
 	for _, f := range run.Failback {
 		fmt.Fprintf(tw, "-\t%s\tfailback (%s)\t-\t%s written, %s read\n", f.VM, f.Mode, command.HumanBytes(f.BytesWritten), command.HumanBytes(f.BytesRead))
+		for k, d := range f.Disks {
+			fmt.Fprintf(tw, "-\t%s\tnew disk %s\t-\t%s\n", f.VM, k, d)
+		}
 	}
 	_ = tw.Flush()
 	a.Printf("%s of plan %s: passed %v in %s\n", run.Kind, run.Plan, run.Passed, command.Seconds(run.Seconds).Round(time.Millisecond))

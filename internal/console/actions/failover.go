@@ -124,6 +124,9 @@ func startFailover(action string) func(Page) {
 		if seq := strings.TrimSpace(f.Get("seq")); seq != "" && (a.op == "test-failover" || a.op == "failover") {
 			q.Set("seq", seq)
 		}
+		if to := strings.TrimSpace(f.Get("to")); to != "" && a.op == "failback" {
+			q.Set("to", to)
+		}
 		id, err := p.StartTask(a.op, map[string]string{"name": p.Value("name")}, q, nil, nil)
 		p.Started(id, err, a.done)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -69,6 +71,9 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 		return nil, api.Errorf(api.NotFound, "no failover plan named %q (coffer config list failover-plans)", in.Name)
 	}
 	repl, _ := cfg.Replication(plan.Replication) // validated with the plan
+	if in.To != "" && kind != kindFailback {
+		return nil, service.Invalidf("--to (a new location) is for a failback only")
+	}
 	spec := service.JobSpec{Kind: job.KindFailover, Object: onFailoverPlans + "/" + plan.Name, Repository: repl.Repository,
 		VM: in.VM, Detail: kind + " of failover plan " + plan.Name}
 	if err := s.toDRWorker(ctx, &in.WorkerParam, cfg, repl); err != nil {
@@ -76,6 +81,12 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 	}
 	if out, remote, err := service.OnWorker[*api.FailoverRun](ctx, s.Service, failoverOpIDs[kind], &in.WorkerParam, in, spec); remote {
 		return out, err
+	}
+	to := ""
+	if in.To != "" {
+		if to, err = s.HostPath(s.Config.Files.RestoreDir, service.RestoreDir, in.To); err != nil {
+			return nil, err
+		}
 	}
 	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.FailoverRun, error) {
 		fp, err := s.resolvePlan(ctx, plan, repl, in.VM)
@@ -97,7 +108,7 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 		case kindPlanned:
 			return s.planned(ctx, t, out, fp, repl)
 		}
-		return s.failback(ctx, t, out, fp, repl)
+		return s.failback(ctx, t, out, fp, repl, to)
 	})
 }
 
@@ -128,7 +139,7 @@ func (s Ops) planned(ctx context.Context, t service.Job, out *api.FailoverRun, f
 
 // failback writes back each failed-over VM of the plan onto its original
 // disks, as its failover point's recorded configuration names them.
-func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, fp failover.Plan, repl policy.Replication) (*api.FailoverRun, error) {
+func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, fp failover.Plan, repl policy.Replication, to string) (*api.FailoverRun, error) {
 	err := withRepo(ctx, s, repl, func(r *repo.Repository) error {
 		for _, g := range fp.Groups {
 			for _, vm := range g.VMs {
@@ -140,12 +151,8 @@ func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, 
 					t.Log(slog.LevelInfo, "not failed over: nothing to fail back", "vm", vm.Name)
 					continue
 				}
-				targets, err := originalDisks(ctx, r, st.FailedOver.BackupPoint)
-				if err != nil {
-					return fmt.Errorf("%s: %w", vm.Name, err)
-				}
 				began := time.Now()
-				res, err := failover.Failback(ctx, vm, targets, s.Logger())
+				res, err := s.failbackVM(ctx, r, vm, st.FailedOver.BackupPoint, to)
 				step := api.FailoverStep{VM: vm.Name, Name: "failback", Seconds: time.Since(began).Seconds()}
 				if err != nil {
 					step.Error = err.Error()
@@ -154,7 +161,7 @@ func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, 
 				}
 				step.Detail = fmt.Sprintf("%s: %d bytes written of %d read", res.Mode, res.BytesWritten, res.BytesRead)
 				jobWatcher{t}.step(step)
-				out.Failback = append(out.Failback, api.FailbackVM{VM: vm.Name, Mode: res.Mode, BytesRead: res.BytesRead, BytesWritten: res.BytesWritten})
+				out.Failback = append(out.Failback, api.FailbackVM{VM: vm.Name, Mode: res.Mode, BytesRead: res.BytesRead, BytesWritten: res.BytesWritten, Disks: res.Disks})
 			}
 		}
 		return nil
@@ -162,6 +169,25 @@ func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, 
 	out.Passed = err == nil
 	out.Seconds = time.Since(out.Started).Seconds()
 	return out, err
+}
+
+// failbackVM fails one VM back: onto its original disks, as its
+// failover point's recorded configuration names them, or (to) as new
+// disk files in to/VM.
+func (s Ops) failbackVM(ctx context.Context, r *repo.Repository, vm failover.VM, point, to string) (*failover.FailbackResult, error) {
+	if to != "" {
+		return failover.FailbackTo(ctx, vm, filepath.Join(to, fileName(vm.Name)), s.Logger())
+	}
+	targets, err := originalDisks(ctx, r, point)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", vm.Name, err)
+	}
+	return failover.Failback(ctx, vm, targets, s.Logger())
+}
+
+// fileName keeps a VM's name one component of a path.
+func fileName(s string) string {
+	return strings.NewReplacer("/", "_", "\x00", "_").Replace(s)
 }
 
 // originalDisks are the disk files of the VM as its backup point id
