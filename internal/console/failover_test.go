@@ -54,12 +54,6 @@ failover-plans:
 	l.start()
 	c := l.chrome()
 	c.firstRun()
-	pwFile := filepath.Join(l.dir, "pw")
-	if err := os.WriteFile(pwFile, []byte("auditor pass phrase"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l.coffer("user", "create", "auditor", "--password-file", pwFile)
-	l.coffer("acl", "set", "/", "auditor", "Auditor")
 
 	c.open("/ui/restore")
 	c.clickAway("#failover-link")
@@ -111,6 +105,19 @@ failover-plans:
 		t.Fatalf("the standbys: %+v", doc.Standbys)
 	}
 
+	auditorSeesNoAction(t, l, admin)
+}
+
+// auditorSeesNoAction: an Auditor sees shop's run and no action, and the
+// API refuses them the test failover without making a run.
+func auditorSeesNoAction(t *testing.T, l *lab, admin string) {
+	t.Helper()
+	pwFile := filepath.Join(l.dir, "pw")
+	if err := os.WriteFile(pwFile, []byte("auditor pass phrase"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.coffer("user", "create", "auditor", "--password-file", pwFile)
+	l.coffer("acl", "set", "/", "auditor", "Auditor")
 	auditor := l.chrome()
 	auditor.signIn("auditor", "auditor pass phrase")
 	auditor.open("/ui/failover")
@@ -124,6 +131,7 @@ failover-plans:
 	if code := l.post(tok, "/api/v1/failover-plans/shop/test"); code != http.StatusForbidden {
 		t.Fatalf("the auditor's test failover through the API: %d, want 403", code)
 	}
+	var doc api.FailoverPlanRuns
 	if l.get(admin, "/api/v1/failover-plans/shop/runs", &doc); len(doc.Runs) != 1 {
 		t.Fatalf("the refused request made a run: %+v", doc.Runs)
 	}

@@ -222,12 +222,9 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	// Every long operation and policy run is a task of the catalog
 	// (listed, followed and cancelled from any process sharing it); the
 	// server prunes their history and delivers notifications.
-	if err := svc.Start(ctx, service.StartOptions{Prune: true, Deliver: true}); err != nil {
+	if err := startService(ctx, svc); err != nil {
 		return err
 	}
-	// A test failover killed with its server left its VMs running on
-	// overlays: stop and remove them before serving.
-	replicaops.Ops{Service: svc}.RemoveFailoverLeftovers(ctx)
 
 	link, err := a.firstRun(ctx, svc, admin)
 	if err != nil {
@@ -264,6 +261,17 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		a.serviceManager(svc, url), // last: ready once the others run
 	}
 	return server.Run(ctx, a.Log, time.Duration(st.DrainTimeout), components)
+}
+
+// startService starts the service's task manager and notifier, then
+// stops and removes what a test failover killed with its server left
+// (its VMs running on overlays), before the server serves.
+func startService(ctx context.Context, svc *service.Service) error {
+	if err := svc.Start(ctx, service.StartOptions{Prune: true, Deliver: true}); err != nil {
+		return err
+	}
+	replicaops.Ops{Service: svc}.RemoveFailoverLeftovers(ctx)
+	return nil
 }
 
 // firstRun creates the administrator when the catalog has no user yet
