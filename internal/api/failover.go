@@ -53,4 +53,48 @@ type FailbackVM struct {
 	Mode         string `json:"mode"`
 	BytesRead    int64  `json:"read_bytes"`
 	BytesWritten int64  `json:"written_bytes"`
+	// Disks are the new disk files of a failback to a new location, by
+	// disk key.
+	Disks map[string]string `json:"disks,omitempty"`
+}
+
+// FailoverPlanRuns is a failover plan's recent runs, the state of its
+// standbys, and whether the caller may run it.
+type FailoverPlanRuns struct {
+	Plan        string `json:"plan"`
+	Replication string `json:"replication"`
+	// MayRun: the caller holds Sys.Failover on the plan, so may start
+	// its test failover, failover, planned failover and failback.
+	MayRun   bool              `json:"may_run"`
+	Standbys []FailoverStandby `json:"standbys"`
+	// Runs are the newest first, each a job of kind failover.
+	Runs []FailoverRunRecord `json:"runs"`
+}
+
+// FailoverStandby is a VM of a plan and whether its standby is failed
+// over now.
+type FailoverStandby struct {
+	VM         string    `json:"vm"`
+	Group      int       `json:"group"`
+	FailedOver bool      `json:"failed_over"`
+	Seq        int       `json:"seq,omitempty" doc:"the restore point it was failed over from"`
+	Since      time.Time `json:"since,omitzero"`
+	Planned    bool      `json:"planned,omitempty"`
+	// Unknown says why the standby's record could not be read here (on
+	// a DR worker's host, say).
+	Unknown string `json:"unknown,omitempty"`
+}
+
+// FailoverRunRecord is one run of a plan as its job's log recorded it:
+// each step and probe is an event of the job.
+type FailoverRunRecord struct {
+	JobID   int64           `json:"job_id"`
+	Kind    string          `json:"kind"`
+	Status  string          `json:"status"`
+	User    string          `json:"user,omitempty"`
+	Started time.Time       `json:"started,omitzero"`
+	Seconds float64         `json:"seconds"`
+	Error   string          `json:"error,omitempty"`
+	Steps   []FailoverStep  `json:"steps"`
+	Probes  []FailoverProbe `json:"probes"`
 }

@@ -26,6 +26,13 @@ type InstantSession struct {
 	Connection string `json:"connection,omitempty"`
 	Domain     string `json:"domain,omitempty"`
 	DomainID   string `json:"domain_id,omitempty"`
+	// Platform is vsphere when the VM runs on an ESXi host from coffer's
+	// NFS export: connection is the vSphere connection, domain and
+	// domain_id the VM, datastore the export's NAS datastore, and
+	// nfs_address the address the host mounts it from.
+	Platform   string `json:"platform,omitempty"`
+	Datastore  string `json:"datastore,omitempty"`
+	NFSAddress string `json:"nfs_address,omitempty"`
 }
 
 // InstantDisk is one disk of a recovered VM.

@@ -105,6 +105,14 @@ type InstantStartRequest struct {
 	Connection string `json:"connection,omitempty" maxLength:"255"`
 	Name       string `json:"name,omitempty" maxLength:"255"`
 	Datastore  string `json:"datastore,omitempty" maxLength:"255"`
+	// A vSphere VM's point runs as VM name (default VM-instant) on ESXi
+	// host host (default: the first connected one) of connection, from an
+	// NFS export coffer serves on nfs_listen (HOST:PORT, default :2049,
+	// the port ESXi mounts) that the host mounts from nfs_address
+	// (default: nfs_listen's host).
+	Host       string `json:"host,omitempty" maxLength:"255"`
+	NFSListen  string `json:"nfs_listen,omitempty" maxLength:"255"`
+	NFSAddress string `json:"nfs_address,omitempty" maxLength:"255"`
 }
 
 // ExportRequest serves a point's disks over NBD for a while: on a unix

@@ -188,4 +188,5 @@ var Routes = map[string]Route{
 	"failover":                         {Method: "POST", Path: "/failover-plans/{name}/failover"},
 	"planned-failover":                 {Method: "POST", Path: "/failover-plans/{name}/planned"},
 	"failback":                         {Method: "POST", Path: "/failover-plans/{name}/failback"},
+	"failover-plan-runs":               {Method: "GET", Path: "/failover-plans/{name}/runs"},
 }

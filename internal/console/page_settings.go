@@ -25,6 +25,8 @@ var settingKinds = []configKind{
 		"name: night\nstart: \"22:00\"\nend: \"06:00\"\n", "/ui/settings"},
 	{"replication", "replications", "Replications", "Standby copies of VMs on a host of the DR site, from their backup points; each is run now from the Restore page.",
 		"name: web-dr\nvms: [web-*]\nconnection: dr-kvm\ndirectory: /srv/dr\nschedule: \"*/15 * * * *\"\n", "/ui/settings"},
+	{"failover-plan", "failover-plans", "Failover plans", "A replication's standbys started at the DR site in ordered groups; each is run from the Failover plans page.",
+		"name: shop\nreplication: web-dr\ngroups:\n  - vms: [{name: db-01}]\n    probes: [tcp:5432]\n", "/ui/settings"},
 }
 
 // settings lists the engine's settings and the maintenance schedules,

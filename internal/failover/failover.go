@@ -86,6 +86,15 @@ type Report struct {
 	Probes   []ProbeResult `json:"probes"`
 	// Passed says every VM started and every probe passed.
 	Passed bool `json:"passed"`
+
+	watch Watcher
+}
+
+// Watcher hears of each step and probe of a run as it ends, so that a
+// job's log follows the run live rather than at its end.
+type Watcher interface {
+	Step(Step)
+	Probe(ProbeResult)
 }
 
 func (r *Report) step(group int, vm, name string, began time.Time, err error, detail string) {
@@ -94,6 +103,16 @@ func (r *Report) step(group int, vm, name string, began time.Time, err error, de
 		s.Error = err.Error()
 	}
 	r.Steps = append(r.Steps, s)
+	if r.watch != nil {
+		r.watch.Step(s)
+	}
+}
+
+func (r *Report) probe(p ProbeResult) {
+	r.Probes = append(r.Probes, p)
+	if r.watch != nil {
+		r.watch.Probe(p)
+	}
 }
 
 // freePort finds a free TCP port on 127.0.0.1 for a probe's forward.

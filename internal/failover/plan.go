@@ -16,7 +16,7 @@ func RunPlan(ctx context.Context, plan Plan, final map[string]string, o Options)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	rep := &Report{Plan: plan.Name, Started: time.Now().UTC(), Passed: true}
+	rep := &Report{Plan: plan.Name, Started: time.Now().UTC(), Passed: true, watch: o.Watch}
 	defer func() { rep.Duration = time.Since(rep.Started) }()
 	var all []*Started
 	for gi, g := range plan.Groups {

@@ -26,6 +26,8 @@ type RehearseOptions struct {
 	// Stop is how long a VM is given to quit before it is killed.
 	Stop time.Duration
 	Log  *slog.Logger
+	// Watch hears of each step and probe as it ends (nil: nobody).
+	Watch Watcher
 }
 
 // rehearsalRoot is where test failovers keep their run directories.
@@ -48,12 +50,17 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		o.Stop = 10 * time.Second
 	}
 	RemoveLeftovers(context.WithoutCancel(ctx), o.StateDir, o.Log)
-	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true}
+	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true, watch: o.Watch}
 	runDir := filepath.Join(rehearsalRoot(o.StateDir), id.Random().String()[:8])
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, err
 	}
+	lock, _, err := lockRunDir(runDir) // a new directory: no one else holds it
+	if err != nil {
+		return nil, err
+	}
 	var started []*machine
+	defer func() { _ = lock.Close() }() // after the directory's removal below
 	defer func() {
 		began := time.Now()
 		var errs []error
@@ -148,7 +155,7 @@ func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*mach
 			if err != nil {
 				pr.Error, ok = err.Error(), false
 			}
-			rep.Probes = append(rep.Probes, pr)
+			rep.probe(pr)
 			log.Info("failover probe", "group", n, "vm", vm.Name, "probe", p.String(), "passed", err == nil, "err", err)
 		}
 		if vm.Script != "" && ok {
@@ -210,23 +217,6 @@ func loadStandby(vm VM, seq int) (*replica.Definition, pointRef, error) {
 	}
 	pt, err := pick(vm, seq, refs)
 	return def, pt, err
-}
-
-// RemoveLeftovers stops the VMs of test failovers a killed coffer left
-// and removes their run directories.
-func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
-	runs, _ := filepath.Glob(filepath.Join(rehearsalRoot(stateDir), "*"))
-	for _, run := range runs {
-		vms, _ := filepath.Glob(filepath.Join(run, "*"))
-		for _, d := range vms {
-			if pid := readPID(d); pid > 0 {
-				_ = (&machine{dir: d, pid: pid, qmpPath: filepath.Join(d, "qmp.sock")}).stop(ctx, 5*time.Second)
-			}
-		}
-		if err := os.RemoveAll(run); err != nil && log != nil {
-			log.Warn("test failover leftover not removed", "dir", run, "err", err)
-		}
-	}
 }
 
 func cmpDuration(d, def time.Duration) time.Duration {

@@ -23,6 +23,8 @@ type Options struct {
 	Planned bool
 	Now     func() time.Time
 	Log     *slog.Logger
+	// Watch hears of each step and probe of a plan's run as it ends.
+	Watch Watcher
 }
 
 // runDirName is the failed-over VM's directory in its standby's: its

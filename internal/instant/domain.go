@@ -35,7 +35,7 @@ type DomainOptions struct {
 }
 
 // IsDomain says whether the session's VM is a hypervisor manager's domain.
-func (s *Session) IsDomain() bool { return s.Connection != "" }
+func (s *Session) IsDomain() bool { return s.Connection != "" && s.Platform == "" }
 
 // domainVM is the session's domain as the manager knows it.
 func (s *Session) domainVM() hypervisor.InstantVM {

@@ -49,6 +49,15 @@ type Session struct {
 	Connection string `json:"connection,omitempty"`
 	Domain     string `json:"domain,omitempty"`
 	DomainID   string `json:"domain_id,omitempty"`
+	// Platform is "vsphere" when the VM runs on an ESXi host from
+	// coffer's NFS export (Connection names the vSphere connection,
+	// Domain and DomainID the VM, Datastore the export's datastore, and
+	// NFSListen and NFSAddress where the export is served and mounted
+	// from); "" otherwise.
+	Platform   string `json:"platform,omitempty"`
+	Datastore  string `json:"datastore,omitempty"`
+	NFSListen  string `json:"nfs_listen,omitempty"`
+	NFSAddress string `json:"nfs_address,omitempty"`
 }
 
 // SessionDisk is one disk of the recovered VM.

@@ -26,6 +26,8 @@ type StartOptions struct {
 	Log            *slog.Logger
 	// Domain runs a libvirt point's VM as a new domain of a connection.
 	Domain *DomainOptions
+	// VSphere runs a vSphere point's VM on an ESXi host of a connection.
+	VSphere *VSphereOptions
 }
 
 // Server serves a session's disks; it runs in the process that started
@@ -58,6 +60,12 @@ func Start(ctx context.Context, r *repo.Repository, snap *repo.Point, o StartOpt
 			return nil, nil, fmt.Errorf("%w: backup point %s is of a libvirt domain: name the connection to run it on", ErrNotQEMU, snap.ID.Short())
 		}
 		return startDomain(ctx, r, snap, cfg, o)
+	}
+	if err == nil && cfg.Kind == "vsphere" {
+		if o.VSphere == nil || o.VSphere.VCenter == nil {
+			return nil, nil, fmt.Errorf("%w: backup point %s is of a vSphere VM: name the vSphere connection to run it on", ErrNotQEMU, snap.ID.Short())
+		}
+		return startVSphere(ctx, r, snap, cfg, o)
 	}
 	if err != nil || cfg.Kind != "qemu" {
 		return nil, nil, fmt.Errorf("%w: backup point %s was not taken from a QEMU VM: instant recovery needs its recorded configuration", ErrNotQEMU, snap.ID.Short())
@@ -140,6 +148,9 @@ func sessionDir(stateDir string, snap *repo.Point) (id, dir string, err error) {
 func Reserve(ctx context.Context, r *repo.Repository, s *Session, log *slog.Logger) (*Server, error) {
 	if s.State != StateRunning {
 		return nil, fmt.Errorf("session %s is %s: nothing to serve", s.ID, s.State)
+	}
+	if s.IsVSphere() {
+		return nil, fmt.Errorf("session %s runs on vSphere from a datastore coffer no longer serves: discard it (the vSphere connection's cleanup at start removes it too)", s.ID)
 	}
 	if s.IsDomain() {
 		// libvirt 9.0 gives QEMU's NBD client no reconnect delay, and

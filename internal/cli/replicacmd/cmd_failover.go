@@ -56,9 +56,61 @@ site onto the original VMs' disks, as their failover point recorded them
 DR VM wrote are written; after an unplanned one every block is compared
 and the differing ones written. Then the failed-over mark is cleared and
 the DR overlays removed: start the original VMs, and replication follows
-them again.`),
+them again.
+
+With --to DIR, a failback to a new location: each VM's DR disks are
+written whole (what is not zero) as new qcow2 files in DIR/VM, named
+disk-KEY.qcow2, and the original disks are not touched. A file of that
+name that exists is refused. Through a server, DIR is relative to its
+restore directory.`),
+		a.cmdFailoverRuns(),
 	)
 	return cmd
+}
+
+func (a *app) cmdFailoverRuns() *cobra.Command {
+	var in api.FailoverRunsInput
+	cmd := &cobra.Command{
+		Use:   "runs PLAN",
+		Short: "a plan's newest runs: each step's time and each probe's result",
+		Long: command.Manual(`Show PLAN's standbys (failed over or not) and its newest runs, newest
+first, as their jobs' logs recorded them: each run's kind, status and
+user, each step's time and each probe's result. A run's whole log is
+coffer job show JOB.`,
+			`The standbys, then per run a table of its steps and probes. --json:
+the document.`,
+			"coffer failover runs shop\ncoffer failover runs shop --limit 1 --json",
+			"0; 7 for an unknown plan."),
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in.Name = args[0]
+			runs, err := command.RunOp[*api.FailoverPlanRuns](cmd.Context(), a.App, "failover-plan-runs", &in)
+			if runs == nil {
+				return err
+			}
+			return a.Emit(runs, err, func() { a.printFailoverRuns(runs) })
+		},
+	}
+	cmd.Flags().IntVar(&in.Limit, "limit", 0, "the most runs (default 10)")
+	return command.RemoteToo(command.Op(cmd, "failover-plan-runs"))
+}
+
+func (a *app) printFailoverRuns(runs *api.FailoverPlanRuns) {
+	for _, sb := range runs.Standbys {
+		state := "standby"
+		switch {
+		case sb.Unknown != "":
+			state = "unknown: " + sb.Unknown
+		case sb.FailedOver:
+			state = fmt.Sprintf("failed over from point %d since %s", sb.Seq, sb.Since.Format(time.RFC3339))
+		}
+		a.Printf("group %d  %s: %s\n", sb.Group, sb.VM, state)
+	}
+	for _, r := range runs.Runs {
+		a.Printf("\njob %d: %s by %s, %s (%s)%s\n", r.JobID, r.Kind, command.Dash(r.User), r.Status,
+			command.Seconds(r.Seconds).Round(time.Millisecond), map[bool]string{true: ": " + r.Error}[r.Error != ""])
+		a.printFailover(&api.FailoverRun{Steps: r.Steps, Probes: r.Probes, Kind: r.Kind, Plan: runs.Plan, Passed: r.Status == "success", Seconds: r.Seconds})
+	}
 }
 
 func (a *app) cmdFailoverOp(use, op, short, long string) *cobra.Command {
@@ -85,6 +137,9 @@ results. --json: the run's document.`,
 	if op == "test-failover" || op == "failover" {
 		cmd.Flags().IntVar(&in.Seq, "seq", 0, "start from this restore point of the standbys (coffer replicas points); default the newest")
 	}
+	if op == "failback" {
+		cmd.Flags().StringVar(&in.To, "to", "", "fail back to a new location: write each VM's disks whole as new files in DIR/VM (disk-KEY.qcow2), not onto the original disks")
+	}
 	cmd.Flags().StringVar(&in.Worker, "worker", "", "run on this worker of the fleet (default: the DR host's)")
 	return command.RemoteToo(command.Op(cmd, op))
 }
@@ -108,6 +163,9 @@ func (a *app) printFailover(run *api.FailoverRun) {
 	}
 	for _, f := range run.Failback {
 		fmt.Fprintf(tw, "-\t%s\tfailback (%s)\t-\t%s written, %s read\n", f.VM, f.Mode, command.HumanBytes(f.BytesWritten), command.HumanBytes(f.BytesRead))
+		for k, d := range f.Disks {
+			fmt.Fprintf(tw, "-\t%s\tnew disk %s\t-\t%s\n", f.VM, k, d)
+		}
 	}
 	_ = tw.Flush()
 	a.Printf("%s of plan %s: passed %v in %s\n", run.Kind, run.Plan, run.Passed, command.Seconds(run.Seconds).Round(time.Millisecond))

@@ -44,11 +44,12 @@ coffer instant discard 3fa2c1d0`,
 const sessionOutput = `--json: the session document {id, point_id, repository, vm, dir,
 nbd_socket, qmp_socket, console, server_pid, vm_pid, disks: [{key,
 size_bytes, overlay}], state, started, targets, server_running,
-vm_running, and for a libvirt domain connection, domain, domain_id}.`
+vm_running, and for a libvirt domain connection, domain, domain_id;
+for a vSphere VM also platform, datastore, nfs_address}.`
 
 func (a *app) cmdInstantStart() *cobra.Command {
 	var delay time.Duration
-	var conn, name, datastore string
+	var conn, name, datastore, host, nfsListen, nfsAddress string
 	cmd := &cobra.Command{
 		Use:   "start BACKUP",
 		Short: "start the VM of a backup point, running from the repository",
@@ -63,12 +64,22 @@ A point of a libvirt domain runs as a new domain of its connection (or
 --connection): the recorded definition with a new name (--name, default
 VM-instant), UUID and MAC addresses, its disks qcow2 overlays in the
 storage pool of the recorded disks (or --datastore) backed by coffer's
-NBD export.`,
+NBD export.
+
+A point of a vSphere VM runs on an ESXi host of its connection (or
+--connection): coffer serves the point's disks as flat VMDK files on an
+NFSv3 export (--nfs-listen, default :2049, the port ESXi mounts; writes
+go to overlays in the session directory), mounts it on the host (--host,
+default the first connected one) as datastore coffer-instant-ID from
+--nfs-address (default: --nfs-listen's address), registers the VM there
+(--name, default VM-instant) and powers it on. The export has no
+authentication: serve it only where the ESXi hosts are its only clients.`,
 			`The session's ID, VM, monitor and console, and how to end it.
 `+sessionOutput+` (printed once the VM runs).`,
 			`coffer instant start latest
 coffer instant start 3fa2c1d0 --reconnect-delay 2m --json
-coffer instant start web-1 --connection kvm2 --name web-1-dr`,
+coffer instant start web-1 --connection kvm2 --name web-1-dr
+coffer instant start app-01 --host esx-02 --nfs-address 10.0.0.5`,
 			`0 when it stops serving: the session was committed or discarded, or the
 command was stopped (the VM then waits for `+"`coffer instant serve`"+`); 7 for
 an unknown point.`),
@@ -76,7 +87,8 @@ an unknown point.`),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			began := time.Now()
 			in := &api.InstantStartInput{PointParam: api.PointParam{Point: args[0]}, Body: api.InstantStartRequest{
-				ReconnectDelaySeconds: delay.Seconds(), Connection: conn, Name: name, Datastore: datastore}}
+				ReconnectDelaySeconds: delay.Seconds(), Connection: conn, Name: name, Datastore: datastore,
+				Host: host, NFSListen: nfsListen, NFSAddress: nfsAddress}}
 			// The disks are served from this process until it stops: the
 			// service's method, not an operation answered and done.
 			srv, err := command.Call(a.App, func(s *service.Service) (*restoreops.Serving[api.InstantSession], error) {
@@ -88,7 +100,9 @@ an unknown point.`),
 			s := srv.Doc
 			if err := a.Emit(s, nil, func() {
 				a.Printf("session %s: VM %s running from backup point %s (started in %.1fs)\n", s.ID, s.VM, command.Short(s.PointID), time.Since(began).Seconds())
-				if s.Domain != "" {
+				if s.Platform == "vsphere" {
+					a.Printf("  vSphere VM %s (%s) of connection %s, on datastore %s mounted from %s\n", s.Domain, s.DomainID, s.Connection, s.Datastore, s.NFSAddress)
+				} else if s.Domain != "" {
 					a.Printf("  libvirt domain %s (%s) of connection %s\n", s.Domain, s.DomainID, s.Connection)
 				} else {
 					a.Printf("  monitor %s\n  console %s\n", s.QMPSocket, s.Console)
@@ -101,8 +115,11 @@ an unknown point.`),
 		},
 	}
 	cmd.Flags().DurationVar(&delay, "reconnect-delay", 30*time.Second, "how long the VM's reads wait for a lost server before the VM pauses")
-	cmd.Flags().StringVar(&conn, "connection", "", "libvirt points: the connection to run the domain on (default: the one the point was taken through)")
-	cmd.Flags().StringVar(&name, "name", "", "libvirt points: the new domain's name (default: VM-instant)")
+	cmd.Flags().StringVar(&conn, "connection", "", "libvirt and vSphere points: the connection to run the VM on (default: the one the point was taken through)")
+	cmd.Flags().StringVar(&name, "name", "", "libvirt and vSphere points: the new VM's name (default: VM-instant)")
+	cmd.Flags().StringVar(&host, "host", "", "vSphere points: the ESXi host to run the VM on (default: the first connected one)")
+	cmd.Flags().StringVar(&nfsListen, "nfs-listen", "", "vSphere points: where the NFS export listens, HOST:PORT (default :2049)")
+	cmd.Flags().StringVar(&nfsAddress, "nfs-address", "", "vSphere points: the address the ESXi host mounts the export from (default: --nfs-listen's)")
 	cmd.Flags().StringVar(&datastore, "datastore", "", "libvirt points: the storage pool for the overlays (default: the recorded disks')")
 	return command.Op(cmd, "instant-start")
 }
@@ -191,11 +208,17 @@ was.
 A libvirt domain is copied by libvirt's block copy, disk by disk, to
 NAME-KEY.FORMAT in --to, a storage pool's name or a directory of the
 libvirt host, and pivoted to the copy once it mirrors the disk; its
-definition then names the copies.`,
+definition then names the copies.
+
+A vSphere VM is moved with Storage vMotion (RelocateVM_Task) to the
+datastore --to names; once it no longer uses coffer's datastore, that
+datastore is unmounted, coffer stops serving the export and the export's
+files and overlays are removed.`,
 			`"session ID: VM NAME now runs from FILES". `+sessionOutput,
 			`coffer instant commit 3fa2c1d0 --to /var/lib/images/web-1
 coffer instant commit 3fa2c1d0 --to /srv/vm --format raw
-coffer instant commit 3fa2c1d0 --to images    # a libvirt domain, into pool images`,
+coffer instant commit 3fa2c1d0 --to images    # a libvirt domain, into pool images
+coffer instant commit 3fa2c1d0 --to ds-prod   # a vSphere VM, onto datastore ds-prod`,
 			"0; 7 for an unknown session; 1 when the VM no longer runs (discard the session)."),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -212,7 +235,7 @@ coffer instant commit 3fa2c1d0 --to images    # a libvirt domain, into pool imag
 			})
 		},
 	}
-	cmd.Flags().StringVar(&in.Body.To, "to", "", "directory for the VM's disks on production storage, or a libvirt storage pool (required)")
+	cmd.Flags().StringVar(&in.Body.To, "to", "", "directory for the VM's disks on production storage, a libvirt storage pool, or a vSphere datastore (required)")
 	cmd.Flags().StringVar(&in.Body.Format, "format", "qcow2", "disk format: raw or qcow2")
 	_ = cmd.MarkFlagRequired("to")
 	return command.RemoteToo(command.Op(cmd, "instant-commit"))
@@ -225,7 +248,9 @@ func (a *app) cmdInstantDiscard() *cobra.Command {
 		Long: command.Manual(`End an instant recovery session. A VM still running from the backup is
 stopped and its overlays (everything it wrote) are deleted; a committed VM
 runs from production storage and is left alone: only the session record
-goes. The process serving the session stops.`,
+goes. The process serving the session stops. A vSphere VM still running
+from coffer's export is powered off and unregistered, and the export's
+datastore unmounted, before the export is removed.`,
 			`"session ID discarded". `+sessionOutput,
 			`coffer instant discard 3fa2c1d0`,
 			"0; 7 for an unknown session."),

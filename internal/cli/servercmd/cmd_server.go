@@ -21,6 +21,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/service/accessops"
 	"github.com/coffer-backup/coffer/internal/service/fleetops"
 	"github.com/coffer-backup/coffer/internal/service/operations"
+	"github.com/coffer-backup/coffer/internal/service/replicaops"
 )
 
 // defaultAdmin is the first administrator's name unless --admin says
@@ -78,7 +79,8 @@ SIGTERM drains: the server stops accepting, lets running requests and
 policy runs finish for server.drain-timeout (default 5m), then cancels
 them (their operations end as cancelled) and exits. Scheduled runs still
 going at SIGTERM are cancelled at once (VMs release their snapshots).
-Leftovers of a coffer that died mid-backup are removed at start.
+Leftovers of a coffer that died mid-backup are removed at start, and so
+are the VMs and overlays of a test failover killed with its server.
 
 Under systemd (the packages' coffer.service, Type=notify) it says READY=1
 once it serves, and its catalog and state go to $STATE_DIRECTORY unless
@@ -220,7 +222,7 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 	// Every long operation and policy run is a task of the catalog
 	// (listed, followed and cancelled from any process sharing it); the
 	// server prunes their history and delivers notifications.
-	if err := svc.Start(ctx, service.StartOptions{Prune: true, Deliver: true}); err != nil {
+	if err := startService(ctx, svc); err != nil {
 		return err
 	}
 
@@ -259,6 +261,17 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		a.serviceManager(svc, url), // last: ready once the others run
 	}
 	return server.Run(ctx, a.Log, time.Duration(st.DrainTimeout), components)
+}
+
+// startService starts the service's task manager and notifier, then
+// stops and removes what a test failover killed with its server left
+// (its VMs running on overlays), before the server serves.
+func startService(ctx context.Context, svc *service.Service) error {
+	if err := svc.Start(ctx, service.StartOptions{Prune: true, Deliver: true}); err != nil {
+		return err
+	}
+	replicaops.Ops{Service: svc}.RemoveFailoverLeftovers(ctx)
+	return nil
 }
 
 // firstRun creates the administrator when the catalog has no user yet

@@ -3,8 +3,9 @@
 // starts by hand on a repository (its keys, repair, catalog exports,
 // undelete), a point's copies, a media library's labelling and catalogue,
 // an instant recovery served again, a VM backed up alone, a replication
-// run. It lives apart from package console to keep each package small
-// enough to hold in one's head (cmd/coffer's layout test).
+// run, the failover plans and their runs. It lives apart from package
+// console to keep each package small enough to hold in one's head
+// (cmd/coffer's layout test).
 //
 // Each route names the operations it calls, as the console's own do; the
 // console serves them with its guard, templates and API caller, and its
@@ -84,6 +85,14 @@ func Routes() []Route {
 		// Replications run by hand.
 		{"GET /ui/replications/run", page("list-replications", "list-replicas"), replications},
 		{"POST /ui/replications/{name}/run", []string{"run-replication"}, runReplication},
+
+		// Failover plans: their runs, and their operations for a caller
+		// who holds Sys.Failover.
+		{"GET /ui/failover", page("list-failover-plans", "failover-plan-runs"), failoverPlans},
+		{"POST /ui/failover/{name}/test", []string{"test-failover"}, startFailover("test")},
+		{"POST /ui/failover/{name}/failover", []string{"failover"}, startFailover("failover")},
+		{"POST /ui/failover/{name}/planned", []string{"planned-failover"}, startFailover("planned")},
+		{"POST /ui/failover/{name}/failback", []string{"failback"}, startFailover("failback")},
 
 		// A media library's cartridges by hand.
 		{"POST /ui/media/libraries/{library}/label", []string{"media-label"}, mediaLabel},

@@ -123,6 +123,9 @@ func (c *Connector) Kind() string { return "vsphere" }
 // Client is the logged-in vSphere API client (for transports and tests).
 func (c *Connector) Client() *vim25.Client { return c.client }
 
+// InstantStateDir holds instant recoveries' journals (CleanupLeftovers).
+func (c *Connector) InstantStateDir() string { return c.cfg.StateDir }
+
 // New logs in and prepares the state directory.
 func New(ctx context.Context, cfg Config) (*Connector, error) {
 	if cfg.URL == "" {

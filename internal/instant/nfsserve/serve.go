@@ -111,13 +111,16 @@ func (e *Export) Close() error {
 const handleCache = 4096
 
 // Serve answers NFSv3 (MOUNT and NFS on the one port of l) for the
-// export until ctx ends.
+// export until ctx ends, then closes its clients' connections. Each call
+// is checked before go-nfs reads it (guard.go), so that what a request
+// claims cannot make the server allocate more than maxRecord for it.
 func Serve(ctx context.Context, l net.Listener, fs *FS) error {
 	h := nfshelper.NewCachingHandler(nfshelper.NewNullAuthHandler(fs), handleCache)
 	srv := &nfs.Server{Handler: h, Context: ctx}
-	stop := context.AfterFunc(ctx, func() { _ = l.Close() })
+	gl := guard(l)
+	stop := context.AfterFunc(ctx, func() { _ = gl.Close() })
 	defer stop()
-	err := srv.Serve(l)
+	err := srv.Serve(gl)
 	if ctx.Err() != nil {
 		return nil
 	}

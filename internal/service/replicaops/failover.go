@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -69,6 +71,9 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 		return nil, api.Errorf(api.NotFound, "no failover plan named %q (coffer config list failover-plans)", in.Name)
 	}
 	repl, _ := cfg.Replication(plan.Replication) // validated with the plan
+	if in.To != "" && kind != kindFailback {
+		return nil, service.Invalidf("--to (a new location) is for a failback only")
+	}
 	spec := service.JobSpec{Kind: job.KindFailover, Object: onFailoverPlans + "/" + plan.Name, Repository: repl.Repository,
 		VM: in.VM, Detail: kind + " of failover plan " + plan.Name}
 	if err := s.toDRWorker(ctx, &in.WorkerParam, cfg, repl); err != nil {
@@ -77,26 +82,33 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 	if out, remote, err := service.OnWorker[*api.FailoverRun](ctx, s.Service, failoverOpIDs[kind], &in.WorkerParam, in, spec); remote {
 		return out, err
 	}
+	to := ""
+	if in.To != "" {
+		if to, err = s.HostPath(s.Config.Files.RestoreDir, service.RestoreDir, in.To); err != nil {
+			return nil, err
+		}
+	}
 	return service.Run(ctx, s.Service, spec, func(ctx context.Context, t service.Job) (*api.FailoverRun, error) {
 		fp, err := s.resolvePlan(ctx, plan, repl, in.VM)
 		if err != nil {
 			return nil, err
 		}
+		t.Log(slog.LevelInfo, "failover run: "+kind, runField, kind)
 		host, _ := os.Hostname()
 		out := &api.FailoverRun{Plan: plan.Name, Kind: kind, Host: host, Started: time.Now().UTC(), Steps: []api.FailoverStep{},
 			Probes: []api.FailoverProbe{}, VMs: []api.FailoverVM{}, Failback: []api.FailbackVM{}}
 		log := s.Logger()
 		switch kind {
 		case kindTest:
-			rep, err := failover.Rehearse(ctx, fp, failover.RehearseOptions{StateDir: s.Config.StateDir, Seq: in.Seq, Log: log})
-			return passed(fill(t, out, rep, nil), err)
+			rep, err := failover.Rehearse(ctx, fp, failover.RehearseOptions{StateDir: s.Config.StateDir, Seq: in.Seq, Log: log, Watch: jobWatcher{t}})
+			return passed(fill(out, rep, nil), err)
 		case kindFailover:
-			rep, started, err := failover.RunPlan(ctx, fp, nil, failover.Options{Seq: in.Seq, Log: log})
-			return passed(fill(t, out, rep, started), err)
+			rep, started, err := failover.RunPlan(ctx, fp, nil, failover.Options{Seq: in.Seq, Log: log, Watch: jobWatcher{t}})
+			return passed(fill(out, rep, started), err)
 		case kindPlanned:
 			return s.planned(ctx, t, out, fp, repl)
 		}
-		return s.failback(ctx, t, out, fp, repl)
+		return s.failback(ctx, t, out, fp, repl, to)
 	})
 }
 
@@ -121,13 +133,13 @@ func (s Ops) planned(ctx context.Context, t service.Job, out *api.FailoverRun, f
 	if err != nil {
 		return out, err
 	}
-	rep, started, err := failover.RunPlan(ctx, fp, final, failover.Options{Log: s.Logger()})
-	return passed(fill(t, out, rep, started), err)
+	rep, started, err := failover.RunPlan(ctx, fp, final, failover.Options{Log: s.Logger(), Watch: jobWatcher{t}})
+	return passed(fill(out, rep, started), err)
 }
 
 // failback writes back each failed-over VM of the plan onto its original
 // disks, as its failover point's recorded configuration names them.
-func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, fp failover.Plan, repl policy.Replication) (*api.FailoverRun, error) {
+func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, fp failover.Plan, repl policy.Replication, to string) (*api.FailoverRun, error) {
 	err := withRepo(ctx, s, repl, func(r *repo.Repository) error {
 		for _, g := range fp.Groups {
 			for _, vm := range g.VMs {
@@ -139,16 +151,17 @@ func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, 
 					t.Log(slog.LevelInfo, "not failed over: nothing to fail back", "vm", vm.Name)
 					continue
 				}
-				targets, err := originalDisks(ctx, r, st.FailedOver.BackupPoint)
+				began := time.Now()
+				res, err := s.failbackVM(ctx, r, vm, st.FailedOver.BackupPoint, to)
+				step := api.FailoverStep{VM: vm.Name, Name: "failback", Seconds: time.Since(began).Seconds()}
 				if err != nil {
-					return fmt.Errorf("%s: %w", vm.Name, err)
-				}
-				res, err := failover.Failback(ctx, vm, targets, s.Logger())
-				if err != nil {
+					step.Error = err.Error()
+					jobWatcher{t}.step(step)
 					return err
 				}
-				out.Failback = append(out.Failback, api.FailbackVM{VM: vm.Name, Mode: res.Mode, BytesRead: res.BytesRead, BytesWritten: res.BytesWritten})
-				t.Log(slog.LevelInfo, "failed back", "vm", vm.Name, "mode", res.Mode, "bytes_written", res.BytesWritten)
+				step.Detail = fmt.Sprintf("%s: %d bytes written of %d read", res.Mode, res.BytesWritten, res.BytesRead)
+				jobWatcher{t}.step(step)
+				out.Failback = append(out.Failback, api.FailbackVM{VM: vm.Name, Mode: res.Mode, BytesRead: res.BytesRead, BytesWritten: res.BytesWritten, Disks: res.Disks})
 			}
 		}
 		return nil
@@ -156,6 +169,25 @@ func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, 
 	out.Passed = err == nil
 	out.Seconds = time.Since(out.Started).Seconds()
 	return out, err
+}
+
+// failbackVM fails one VM back: onto its original disks, as its
+// failover point's recorded configuration names them, or (to) as new
+// disk files in to/VM.
+func (s Ops) failbackVM(ctx context.Context, r *repo.Repository, vm failover.VM, point, to string) (*failover.FailbackResult, error) {
+	if to != "" {
+		return failover.FailbackTo(ctx, vm, filepath.Join(to, fileName(vm.Name)), s.Logger())
+	}
+	targets, err := originalDisks(ctx, r, point)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", vm.Name, err)
+	}
+	return failover.Failback(ctx, vm, targets, s.Logger())
+}
+
+// fileName keeps a VM's name one component of a path.
+func fileName(s string) string {
+	return strings.NewReplacer("/", "_", "\x00", "_").Replace(s)
 }
 
 // originalDisks are the disk files of the VM as its backup point id
@@ -223,4 +255,14 @@ func (s Ops) resolvePlan(ctx context.Context, plan policy.FailoverPlan, repl pol
 		return fp, service.Invalidf("failover plan %s has no VM named %q", plan.Name, only)
 	}
 	return fp, nil
+}
+
+// RemoveFailoverLeftovers stops the VMs and removes the overlays of test
+// failovers that a killed coffer left in the state directory: a server
+// runs it at start, so that a test killed midway leaves nothing running
+// past the next start, not only past the next test.
+func (s Ops) RemoveFailoverLeftovers(ctx context.Context) {
+	if s.Config.StateDir != "" {
+		failover.RemoveLeftovers(ctx, s.Config.StateDir, s.Logger())
+	}
 }

@@ -64,6 +64,24 @@ func (s Ops) InstantStart(ctx context.Context, call *api.InstantStartInput) (*Se
 		defer closeConn()
 		o.Domain = &instant.DomainOptions{Domains: d, Connection: conn, Name: in.Name, Datastore: in.Datastore}
 	}
+	if pointVMKind(pt.Point) == "vsphere" {
+		conn := in.Connection
+		if conn == "" {
+			conn = pt.Point.Source.Connection
+		}
+		vc, closeConn, err := s.instantVCenter(ctx, conn)
+		if err != nil {
+			pt.Release()
+			t.Finish(err)
+			return nil, err
+		}
+		defer closeConn()
+		listen := in.NFSListen
+		if listen == "" {
+			listen = ":2049"
+		}
+		o.VSphere = &instant.VSphereOptions{VCenter: vc, Connection: conn, Name: in.Name, Host: in.Host, Listen: listen, NFSAddress: in.NFSAddress}
+	}
 	sess, wait, err := instant.Start(ctx, pt.Repo, pt.Point, o)
 	if err != nil {
 		pt.Release()
@@ -137,6 +155,9 @@ func (s Ops) InstantList(ctx context.Context, _ *api.InstantListInput) ([]api.In
 		if sess.IsDomain() {
 			doc.VMRunning = s.domainRunning(ctx, sess)
 		}
+		if sess.IsVSphere() {
+			doc.VMRunning = s.vsphereRunning(ctx, sess)
+		}
 		out = append(out, doc)
 	}
 	return out, nil
@@ -169,8 +190,8 @@ func (s Ops) InstantCommit(ctx context.Context, in *api.InstantCommitInput) (*ap
 // to a storage pool, named without a slash; a directory is one of this
 // host, confined like any other on a server (HostPath).
 func (s Ops) commitTarget(id, to string) (string, error) {
-	if sess, err := instant.Load(s.Config.StateDir, id); err == nil && sess.IsDomain() && !strings.Contains(to, "/") {
-		return to, nil
+	if sess, err := instant.Load(s.Config.StateDir, id); err == nil && (sess.IsDomain() && !strings.Contains(to, "/") || sess.IsVSphere()) {
+		return to, nil // a storage pool, or a vSphere datastore
 	}
 	return s.HostPath(s.Config.Files.RestoreDir, service.RestoreDir, to)
 }
@@ -186,6 +207,20 @@ func (s Ops) instantCommit(ctx context.Context, in instantCommit) (*api.InstantS
 		sess, err := instant.Load(s.Config.StateDir, in.ID)
 		if err != nil {
 			return nil, err
+		}
+		if sess.IsVSphere() {
+			vc, closeConn, err := s.instantVCenter(ctx, sess.Connection)
+			if err != nil {
+				return nil, err
+			}
+			defer closeConn()
+			t.Log(slog.LevelInfo, "relocating the VM", "vm", sess.Domain, "to", in.Dir)
+			if err := instant.CommitVSphere(ctx, sess, vc, in.Dir); err != nil {
+				return nil, err
+			}
+			doc := instantDoc(sess)
+			doc.VMRunning = true
+			return &doc, nil
 		}
 		if sess.IsDomain() {
 			// The target is a storage pool or a directory of libvirt's host.
@@ -231,7 +266,16 @@ func (s Ops) instantDiscard(ctx context.Context, id string) (*api.InstantSession
 	if err != nil {
 		return nil, err
 	}
-	if sess.IsDomain() {
+	if sess.IsVSphere() {
+		vc, closeConn, err := s.instantVCenter(ctx, sess.Connection)
+		if err != nil {
+			return nil, err
+		}
+		defer closeConn()
+		if err := instant.DiscardVSphere(ctx, sess, vc); err != nil {
+			return nil, err
+		}
+	} else if sess.IsDomain() {
 		d, closeConn, err := s.instantDomains(ctx, sess.Connection)
 		if err != nil {
 			return nil, err
@@ -283,7 +327,8 @@ func instantDoc(sess *instant.Session) api.InstantSession {
 	d := api.InstantSession{ID: sess.ID, PointID: sess.Snapshot, Repository: sess.Repository, VM: sess.VM, Dir: sess.Dir,
 		NBDSocket: sess.NBDSocket, QMPSocket: sess.QMPSocket, Console: sess.Console, ServerPID: sess.ServerPID, VMPID: sess.VMPID,
 		Disks: []api.InstantDisk{}, State: sess.State, Started: sess.Started, Targets: apidoc.NonNil(sess.Targets),
-		ServerRunning: sess.ServerAlive(), VMRunning: sess.VMAlive(), Connection: sess.Connection, Domain: sess.Domain, DomainID: sess.DomainID}
+		ServerRunning: sess.ServerAlive(), VMRunning: sess.VMAlive(), Connection: sess.Connection, Domain: sess.Domain, DomainID: sess.DomainID,
+		Platform: sess.Platform, Datastore: sess.Datastore, NFSAddress: sess.NFSAddress}
 	for _, d2 := range sess.Disks {
 		d.Disks = append(d.Disks, api.InstantDisk{Key: d2.Key, SizeBytes: d2.Size, Overlay: d2.Overlay})
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
@@ -75,6 +76,10 @@ func StartHooked(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machin
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Remove)
+	for _, obj := range m.Map().All("HostSystem") {
+		h := obj.(*simulator.HostSystem)
+		m.Map().Put(&removableDatastores{m.Map().Get(*h.ConfigManager.DatastoreSystem).(*simulator.HostDatastoreSystem)})
+	}
 	if tlsConfig == nil {
 		tlsConfig = new(tls.Config)
 	}
@@ -345,4 +350,32 @@ func (l *Lab) Connection(name, passwordFile string) string {
     kind: vsphere
     options: {url: %q, user: coffer, password-file: %q, thumbprint: %q}
 `, name, l.SDK, passwordFile, l.Thumbprint)
+}
+
+// removableDatastores gives vcsim's HostDatastoreSystem the
+// RemoveDatastore call that vcsim lacks (it answers MethodNotFound), for
+// the instant recoveries that unmount their NFS datastore: like
+// vSphere's, it refuses a datastore a VM still uses (one whose datastore
+// property names it), then removes it with vcsim's Destroy_Task. The
+// datastore's own list of VMs is not trusted: vcsim's RelocateVM_Task
+// takes the VM off the target datastore's list instead of the source's.
+type removableDatastores struct{ *simulator.HostDatastoreSystem }
+
+func (d *removableDatastores) RemoveDatastore(ctx *simulator.Context, req *types.RemoveDatastore) soap.HasFault {
+	ds := ctx.Map.Get(req.Datastore).(*simulator.Datastore)
+	for _, obj := range ctx.Map.All("VirtualMachine") {
+		for _, used := range obj.(*simulator.VirtualMachine).Datastore {
+			if used == req.Datastore {
+				return &methods.RemoveDatastoreBody{Fault_: simulator.Fault("in use", &types.ResourceInUse{Type: "Datastore", Name: ds.Name})}
+			}
+		}
+	}
+	ds.Vm = nil
+	body := ds.DestroyTask(ctx, &types.Destroy_Task{This: req.Datastore}).(*methods.Destroy_TaskBody)
+	task := ctx.Map.Get(body.Res.Returnval).(*simulator.Task)
+	task.Wait()
+	if task.Info.Error != nil {
+		return &methods.RemoveDatastoreBody{Fault_: simulator.Fault(task.Info.Error.LocalizedMessage, task.Info.Error.Fault)}
+	}
+	return &methods.RemoveDatastoreBody{Res: &types.RemoveDatastoreResponse{}}
 }

@@ -55,7 +55,7 @@ func LoadRecord(stateDir, id string) (*Record, error) {
 			return &rec, nil
 		}
 	}
-	return nil, fmt.Errorf("vsphere instant recovery %s: no journal in %s", id, stateDir)
+	return nil, fmt.Errorf("vsphere instant recovery %s: no journal in %s: %w", id, stateDir, os.ErrNotExist)
 }
 
 func (r *Record) save() error {
