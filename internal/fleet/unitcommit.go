@@ -8,7 +8,6 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/postgres"
-	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
@@ -17,8 +16,8 @@ import (
 // in the catalog with its job's completion: the task's end and the point,
 // the rows the leader's engine would write (engine's task.succeed), under
 // the worker's registration.
-func unitEnd(u queue.VMUnit, repoID string, pt *repo.Point, now time.Time) sqlcat.UnitEnd {
-	return sqlcat.UnitEnd{Worker: u.Worker, Epoch: u.Epoch,
+func unitEnd(u queue.VMUnit, repoID string, pt *repo.Point, now time.Time) postgres.UnitEnd {
+	return postgres.UnitEnd{Worker: u.Worker, Epoch: u.Epoch,
 		Task: catalog.Task{ID: u.Task, JobID: u.Job, Attempts: u.Attempt, Status: catalog.StatusSuccess, FinishedAt: now,
 			BackupPointID: pt.ID.String(), Mode: pt.Mode, Warnings: pt.Warnings, SnapshotModeAchieved: pt.SnapshotModeAchieved,
 			BytesLogical: pt.Logical(), BytesRead: pt.BytesRead, BytesStored: pt.BytesStored},

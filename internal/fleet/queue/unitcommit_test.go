@@ -14,7 +14,6 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/postgres"
-	"github.com/coffer-backup/coffer/internal/catalog/sqlcat"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 )
 
@@ -63,8 +62,8 @@ func startRecord(u queue.VMUnit) queue.GrantTx {
 
 // endOf is the unit's end as a worker commits it (fleet's unitEnd), with
 // the point pointID.
-func endOf(u queue.VMUnit, pointID string) sqlcat.UnitEnd {
-	return sqlcat.UnitEnd{Worker: u.Worker, Epoch: u.Epoch,
+func endOf(u queue.VMUnit, pointID string) postgres.UnitEnd {
+	return postgres.UnitEnd{Worker: u.Worker, Epoch: u.Epoch,
 		Task: catalog.Task{ID: u.Task, JobID: u.Job, Attempts: u.Attempt, FinishedAt: time.Now(), BackupPointID: pointID, Mode: "full"},
 		Point: catalog.BackupPoint{Repository: "repo1", ID: pointID, Time: time.Now(), Connection: u.Connection, VMID: u.VMID,
 			VMName: u.VMName, Mode: "full", JobID: u.Job}}
