@@ -85,6 +85,9 @@ func Routes() []Route {
 		{"GET /ui/replications/run", page("list-replications", "list-replicas"), replications},
 		{"POST /ui/replications/{name}/run", []string{"run-replication"}, runReplication},
 
+		// The server's pipeline measured for the planner.
+		{"POST /ui/system/bench/pipeline", []string{"start-bench-pipeline"}, measurePipeline},
+
 		// A media library's cartridges by hand.
 		{"POST /ui/media/libraries/{library}/label", []string{"media-label"}, mediaLabel},
 		{"POST /ui/media/libraries/{library}/catalog", []string{"rebuild-media-catalog"}, mediaCatalog},
