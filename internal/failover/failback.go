@@ -3,6 +3,7 @@ package failover
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,7 +34,9 @@ const copyUnit = 1 << 20
 // Failback writes what changed at the DR site back onto the original VM's
 // disks (targets: disk key -> image file, raw or qcow2, of the original
 // VM, which must not run), then clears the standby's failed-over mark
-// and removes the DR VM's overlays: replication may follow the VM again.
+// and removes the DR VM's overlays (a standby domain's active files too,
+// so that it cannot start by accident again): replication may follow the
+// VM again.
 // The DR VM is stopped first. After a planned failover the original disks
 // equal the failover point, so only what the DR overlay holds is written;
 // after an unplanned one the original may have moved on after the point
@@ -84,7 +87,7 @@ func Failback(ctx context.Context, vm VM, targets map[string]string, log *slog.L
 		return res, err
 	}
 	res.Duration = time.Since(began)
-	return res, os.RemoveAll(fo.RunDir)
+	return res, errors.Join(os.RemoveAll(fo.RunDir), removeOverlays(fo))
 }
 
 // failbackDisk copies one disk: the DR overlay's own clusters (changedOnly)

@@ -82,6 +82,13 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 		if err != nil {
 			return nil, err
 		}
+		if kind != kindTest {
+			closeConn, err := s.attachDomains(ctx, repl, &fp)
+			if err != nil {
+				return nil, err
+			}
+			defer closeConn()
+		}
 		host, _ := os.Hostname()
 		out := &api.FailoverRun{Plan: plan.Name, Kind: kind, Host: host, Started: time.Now().UTC(), Steps: []api.FailoverStep{},
 			Probes: []api.FailoverProbe{}, VMs: []api.FailoverVM{}, Failback: []api.FailbackVM{}}
