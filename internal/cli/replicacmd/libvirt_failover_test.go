@@ -27,7 +27,8 @@ import (
 // guest, resumed, checks its self-verifying blocks (COFFER CHECK OK) on
 // it. While it runs, a second failover and a start by hand are refused. A
 // failback stops the domain and removes the active disk: the domain is
-// shut off and cannot start by accident again.
+// shut off and cannot start by accident again. A test failover of such a
+// standby is refused (it rehearses QEMU standbys only).
 func TestFailoverStartsTheStandbyDomain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -63,6 +64,11 @@ failover-plans:
 		t.Fatalf("the standby's record: %+v %v", st, err)
 	}
 	older, newer := st.Points[0].Disks[0].File, st.Points[1].Disks[0].File
+
+	// A test failover rehearses QEMU standbys only: this one is refused.
+	if code, out, errOut := e.Run("failover", "test", "shop"); code == 0 || !strings.Contains(out+errOut, "QEMU standbys only") {
+		t.Fatalf("a test failover of a libvirt standby: exit %d\n%s%s", code, out, errOut)
+	}
 
 	// The source's site is lost; the DR host's user owns the standbys.
 	g.Virsh("destroy", "web-1")
