@@ -49,6 +49,12 @@ type BenchPipelineInput struct {
 	Body PipelineBenchRequest
 }
 
+// StartBenchPipelineInput measures coffer's pipeline on the host as a
+// task, answered at once with the running task.
+type StartBenchPipelineInput struct {
+	Body PipelineBenchRequest
+}
+
 // JobParam names the job an operation works on.
 type JobParam struct {
 	ID int64 `path:"id" minimum:"1"`

@@ -30,6 +30,7 @@ var Routes = map[string]Route{
 	"backup-policy":                    {Method: "POST", Path: "/policies/{policy}/run"},
 	"bench-device":                     {Method: "POST", Path: "/system/bench/device"},
 	"bench-pipeline":                   {Method: "POST", Path: "/system/bench/pipeline"},
+	"start-bench-pipeline":             {Method: "POST", Path: "/system/bench/pipeline/start"},
 	"restore-disk":                     {Method: "POST", Path: "/repositories/{repo}/points/{point}/restore"},
 	"list-storage-snapshots":           {Method: "GET", Path: "/storage-snapshots"},
 	"restore-storage-snapshot":         {Method: "POST", Path: "/storage-snapshots/{label}/restore"},

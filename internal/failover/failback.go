@@ -3,6 +3,7 @@ package failover
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,7 +50,9 @@ const (
 // Failback writes what changed at the DR site back onto the original VM's
 // disks (targets: disk key -> image file, raw or qcow2, of the original
 // VM, which must not run), then clears the standby's failed-over mark
-// and removes the DR VM's overlays: replication may follow the VM again.
+// and removes the DR VM's overlays (a standby domain's active files too,
+// so that it cannot start by accident again): replication may follow the
+// VM again.
 // The DR VM is stopped first. After a planned failover the original disks
 // equal the failover point, so only what the DR overlay holds is written;
 // after an unplanned one the original may have moved on after the point
@@ -148,7 +151,7 @@ func failback(ctx context.Context, vm VM, log *slog.Logger, plan func(*replica.F
 		return res, err
 	}
 	res.Duration = time.Since(began)
-	return res, os.RemoveAll(fo.RunDir)
+	return res, errors.Join(os.RemoveAll(fo.RunDir), removeOverlays(fo))
 }
 
 // failbackDisk copies one disk: the DR overlay's own clusters

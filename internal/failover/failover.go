@@ -12,7 +12,9 @@
 //   - A failover (Failover) makes one standby the running VM: the record
 //     notes it first (replica.State.FailedOver, so no replication writes
 //     onto the standby again), then a writable overlay per disk above the
-//     chosen point, then QEMU on its mapped networks.
+//     chosen point, then QEMU on its mapped networks; for a standby kept
+//     as a libvirt domain (VM.Domain), the overlays are the files its
+//     disks name and the domain starts through libvirt.
 //   - A failback (Failback) stops the DR VM and writes back onto the
 //     original VM's disks what changed at the DR site: after a planned
 //     failover only the clusters the DR overlay holds (what the DR VM
@@ -38,6 +40,9 @@ type VM struct {
 	CloudInit string
 	Readdress string
 	Script    string
+	// Domain is the standby as a domain of the DR host's hypervisor
+	// (libvirt); nil for a standby that fails over as a QEMU of coffer's.
+	Domain StandbyDomain
 }
 
 // Group is VMs started together, then probed, then waited on.

@@ -54,7 +54,7 @@ func createOverlay(ctx context.Context, file, backing string) error {
 // start launches the VM of l and lets it run.
 func start(ctx context.Context, l launch) (*machine, error) {
 	if l.def.Config.Kind != "qemu" {
-		return nil, fmt.Errorf("the standby of %s is of a %q VM: failover starts QEMU standbys", l.def.Config.Name, l.def.Config.Kind)
+		return nil, fmt.Errorf("the standby of %s is of a %q VM: a test failover starts QEMU standbys only", l.def.Config.Name, l.def.Config.Kind)
 	}
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return nil, err

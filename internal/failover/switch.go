@@ -75,18 +75,27 @@ func Failover(ctx context.Context, vm VM, o Options) (*Started, error) {
 	if err != nil {
 		return nil, err
 	}
+	if vm.Domain == nil && def.Config.Kind != "qemu" {
+		return nil, fmt.Errorf("the standby of %s is a %s domain: it fails over through its replication's connection (coffer failover run)", vm.Name, def.Config.Kind)
+	}
 	runDir := filepath.Join(vm.Dir, runDirName)
 	out := &Started{VM: vm.Name, Dir: runDir}
 	if fo := st.FailedOver; fo != nil {
-		if pid := runningPID(fo.RunDir); pid > 0 {
-			return nil, fmt.Errorf("%w: %s (pid %d, point %d since %s)", ErrAlreadyFailedOver, vm.Name, pid, fo.Seq, fo.At.Format(time.RFC3339))
+		if running, err := runningVM(ctx, vm, fo); err != nil || running != "" {
+			return nil, errors.Join(err, alreadyFailedOver(vm, fo, running))
 		}
 		out.Resumed = true
 		out.Seq, out.BackupPoint = fo.Seq, fo.BackupPoint
+		if _, pt, err = loadStandby(vm, fo.Seq); err != nil {
+			return nil, err
+		}
 		if err := os.MkdirAll(fo.RunDir, 0o700); err != nil {
 			return nil, err
 		}
-		return out, launchFailedOver(ctx, def, fo, out, began)
+		if err := createOverlays(ctx, vm, fo, pt); err != nil {
+			return nil, err
+		}
+		return out, launchFailedOver(ctx, vm, def, fo, out, began)
 	}
 	if err := os.RemoveAll(runDir); err != nil { // a failback's leftover
 		return nil, err
@@ -94,7 +103,12 @@ func Failover(ctx context.Context, vm VM, o Options) (*Started, error) {
 	fo := &replica.FailedOver{Seq: pt.seq, BackupPoint: pt.backupPoint, At: o.Now().UTC(), Planned: o.Planned,
 		Overlays: map[string]string{}, RunDir: runDir}
 	for k := range pt.disks {
-		fo.Overlays[k] = filepath.Join(runDir, "disk-"+fileName(k)+".qcow2")
+		if fo.Overlays[k], err = overlayFile(vm, runDir, k); err != nil {
+			return nil, err
+		}
+	}
+	if err := removeOverlays(fo); err != nil { // a killed failback's leftover active files
+		return nil, err
 	}
 	st.FailedOver = fo
 	if err := replica.SaveState(vm.Dir, st); err != nil {
@@ -103,16 +117,31 @@ func Failover(ctx context.Context, vm VM, o Options) (*Started, error) {
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, err
 	}
-	for k, f := range pt.disks {
-		if err := createOverlay(ctx, fo.Overlays[k], f); err != nil {
-			return nil, err
-		}
+	if err := createOverlays(ctx, vm, fo, pt); err != nil {
+		return nil, err
 	}
 	out.Seq, out.BackupPoint = fo.Seq, fo.BackupPoint
-	return out, launchFailedOver(ctx, def, fo, out, began)
+	return out, launchFailedOver(ctx, vm, def, fo, out, began)
 }
 
-func launchFailedOver(ctx context.Context, def *replica.Definition, fo *replica.FailedOver, out *Started, began time.Time) error {
+func alreadyFailedOver(vm VM, fo *replica.FailedOver, running string) error {
+	if running == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (%s, point %d since %s)", ErrAlreadyFailedOver, vm.Name, running, fo.Seq, fo.At.Format(time.RFC3339))
+}
+
+// launchFailedOver starts the failed-over VM on fo's overlays: the
+// standby's domain through its hypervisor, else QEMU as a process of
+// coffer's.
+func launchFailedOver(ctx context.Context, vm VM, def *replica.Definition, fo *replica.FailedOver, out *Started, began time.Time) error {
+	if vm.Domain != nil {
+		if err := vm.Domain.Start(ctx); err != nil {
+			return fmt.Errorf("start the standby domain of %s: %w", vm.Name, err)
+		}
+		out.Duration, out.machine = time.Since(began), &machine{dir: vm.Dir}
+		return nil
+	}
 	m, err := start(ctx, launch{def: def, dir: fo.RunDir, disk: fo.Overlays})
 	if err != nil {
 		return err
@@ -134,8 +163,8 @@ func runningPID(runDir string) int {
 	return 0
 }
 
-// StopFailedOver stops the QEMU a failover started (before a failback),
-// waiting until it is gone.
+// StopFailedOver stops the VM a failover started (before a failback):
+// its standby domain, or its QEMU, waiting until it is gone.
 func StopFailedOver(ctx context.Context, vm VM, grace time.Duration) error {
 	st, err := replica.LoadState(vm.Dir)
 	if err != nil {
@@ -143,6 +172,9 @@ func StopFailedOver(ctx context.Context, vm VM, grace time.Duration) error {
 	}
 	if st.FailedOver == nil {
 		return fmt.Errorf("the standby of %s is not failed over", vm.Name)
+	}
+	if vm.Domain != nil {
+		return vm.Domain.Stop(ctx)
 	}
 	pid := runningPID(st.FailedOver.RunDir)
 	if pid == 0 {

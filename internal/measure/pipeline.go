@@ -39,12 +39,10 @@ type PipelineResult struct {
 // chunkSize is the repository's default chunk size.
 const chunkSize = 1 << 20
 
-// Pipeline measures what a backup does to every chunk after reading it:
-// the keyed BLAKE3 chunk ID, zstd at the level, AES-256-GCM sealing. The
-// data is synthetic and reproducible: three quarters text-like (words of
-// a small vocabulary, which compresses to about a third, like OS files)
-// and one quarter random (already compressed files).
-func Pipeline(ctx context.Context, o PipelineOptions) ([]PipelineResult, error) {
+// Checked returns the options with their defaults filled in, or why they
+// cannot be measured: a face that runs the measurement after its answer
+// refuses them before it answers.
+func (o PipelineOptions) Checked() (PipelineOptions, error) {
 	if o.Levels == nil {
 		o.Levels = []int{0, 1, 3, 9}
 	}
@@ -55,18 +53,31 @@ func Pipeline(ctx context.Context, o PipelineOptions) ([]PipelineResult, error) 
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	if o.Workers < 1 || o.Workers > 1024 {
-		return nil, fmt.Errorf("measure: %d workers: give 1 to 1024", o.Workers)
+		return o, fmt.Errorf("measure: %d workers: give 1 to 1024", o.Workers)
 	}
 	if o.Bytes < chunkSize || o.Bytes > 1<<40 {
-		return nil, fmt.Errorf("measure: %d bytes: give one chunk (%d) to 1 TiB", o.Bytes, chunkSize)
+		return o, fmt.Errorf("measure: %d bytes: give one chunk (%d) to 1 TiB", o.Bytes, chunkSize)
 	}
 	if len(o.Levels) > 20 {
-		return nil, fmt.Errorf("measure: %d levels: give at most 20", len(o.Levels))
+		return o, fmt.Errorf("measure: %d levels: give at most 20", len(o.Levels))
 	}
 	for _, l := range o.Levels {
 		if l < 0 || l > 19 {
-			return nil, fmt.Errorf("measure: zstd level %d: give 0 (none) to 19", l)
+			return o, fmt.Errorf("measure: zstd level %d: give 0 (none) to 19", l)
 		}
+	}
+	return o, nil
+}
+
+// Pipeline measures what a backup does to every chunk after reading it:
+// the keyed BLAKE3 chunk ID, zstd at the level, AES-256-GCM sealing. The
+// data is synthetic and reproducible: three quarters text-like (words of
+// a small vocabulary, which compresses to about a third, like OS files)
+// and one quarter random (already compressed files).
+func Pipeline(ctx context.Context, o PipelineOptions) ([]PipelineResult, error) {
+	o, err := o.Checked()
+	if err != nil {
+		return nil, err
 	}
 	master, err := crypto.NewMasterKey()
 	if err != nil {

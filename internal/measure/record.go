@@ -46,13 +46,33 @@ func RecordDevice(ctx context.Context, cat catalog.Catalog, r DeviceRecord) erro
 
 // RecordPipeline stores a pipeline measurement.
 func RecordPipeline(ctx context.Context, cat catalog.Catalog, r PipelineRecord) error {
+	return record(ctx, cat, catalog.KindBenchPipeline, r.Host, r.At, pipelineEvents(r.Results))
+}
+
+// RecordPipelineIn stores a pipeline measurement in the log of the
+// running job jobID, of kind bench-pipeline, that measured it (a
+// measurement run as a task): once that job has ended in success, Latest
+// reads it like one RecordPipeline stored.
+func RecordPipelineIn(ctx context.Context, cat catalog.Catalog, jobID int64, results []PipelineResult) error {
+	evs := pipelineEvents(results)
+	now := time.Now().UTC()
+	for i := range evs {
+		evs[i].JobID, evs[i].Time = jobID, now
+	}
+	if err := cat.AddEvents(ctx, evs); err != nil {
+		return fmt.Errorf("record the measurement: %w", err)
+	}
+	return nil
+}
+
+func pipelineEvents(results []PipelineResult) []catalog.Event {
 	var evs []catalog.Event
-	for _, p := range r.Results {
+	for _, p := range results {
 		evs = append(evs, catalog.Event{Kind: resultEvent, Level: "info",
 			Message: fmt.Sprintf("level %d: %.0f MB/s with %d workers, %.0f MB/s per core, stored ratio %.3f", p.Level, p.Rate/1e6, p.Workers, p.PerCore/1e6, p.StoredRatio),
 			Fields:  map[string]any{"level": p.Level, "workers": p.Workers, "rate": p.Rate, "per_core": p.PerCore, "stored_ratio": p.StoredRatio}})
 	}
-	return record(ctx, cat, catalog.KindBenchPipeline, r.Host, r.At, evs)
+	return evs
 }
 
 func record(ctx context.Context, cat catalog.Catalog, kind, host string, at time.Time, evs []catalog.Event) error {

@@ -86,12 +86,19 @@ func (a *app) cmdBenchPipeline() *cobra.Command {
 BLAKE3 chunk ID, zstd at a level, AES-256-GCM) on all cores, at each
 --level (0: no compression), on reproducible test data: three quarters
 text-like, one quarter random. The plan uses the rate at the repository's
-default level.`,
+default level.
+
+With --server it measures the server's host, as a task that answers at
+once: its log gets the results (`+"`coffer job follow ID`"+`), and the plan
+uses them once it has succeeded.`,
 			`Per level: MB/s with all workers, MB/s per core, and the stored ratio on
 the test data. --json: {host, time, levels: [{level, workers,
-rate_bytes_per_second, per_core_bytes_per_second, stored_ratio}]}.`,
+rate_bytes_per_second, per_core_bytes_per_second, stored_ratio}]}.
+With --server: "task ID: measuring the server's pipeline", --json the
+task's document (as `+"`coffer job show`"+` prints it).`,
 			`coffer bench pipeline
-coffer bench pipeline --level 1 --level 3 --size 1GiB`,
+coffer bench pipeline --level 1 --level 3 --size 1GiB
+coffer --server https://backup:8443 bench pipeline --level 3`,
 			"0; 2 for bad flags."),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,6 +108,9 @@ coffer bench pipeline --level 1 --level 3 --size 1GiB`,
 					return command.Usagef("--size: %v", err)
 				}
 				in.SizeBytes = n
+			}
+			if a.Remote != nil {
+				return a.startPipelineTask(cmd, in)
 			}
 			doc, err := command.RunOp[*api.PipelineBench](cmd.Context(), a.App, "bench-pipeline", &api.BenchPipelineInput{Body: in})
 			if doc == nil {
@@ -123,6 +133,20 @@ coffer bench pipeline --level 1 --level 3 --size 1GiB`,
 	f.IntSliceVar(&in.Levels, "level", nil, "zstd levels to measure, 0 for none (repeatable; default 0, 1, 3, 9)")
 	f.StringVar(&size, "size", "512MiB", "bytes each level processes")
 	f.IntVar(&in.Workers, "workers", 0, "goroutines (default: one per core)")
-	// Local only: it measures this host, the planner's record of it.
-	return command.Op(cmd, "bench-pipeline")
+	// Here it measures this host; with --server, the server's host, as a
+	// task that answers at once.
+	return command.RemoteToo(command.Op(cmd, "bench-pipeline", "start-bench-pipeline"))
+}
+
+// startPipelineTask starts the measurement on the server as a task and
+// says how to follow it: a measurement can take longer than a request
+// should be held open.
+func (a *app) startPipelineTask(cmd *cobra.Command, in api.PipelineBenchRequest) error {
+	j, err := command.RunOp[*api.Job](cmd.Context(), a.App, "start-bench-pipeline", &api.StartBenchPipelineInput{Body: in})
+	if err != nil {
+		return err
+	}
+	return a.Emit(j, nil, func() {
+		a.Printf("task %d: measuring the server's pipeline (%s); follow it: coffer job follow %d\n", j.ID, j.Status, j.ID)
+	})
 }

@@ -148,6 +148,17 @@ func (e *Env) Expect(want int, args ...string) string {
 	return out + errOut
 }
 
+// File writes content to a file named name in the environment's
+// directory and returns its path.
+func (e *Env) File(name, content string) string {
+	e.T.Helper()
+	p := filepath.Join(e.Dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		e.T.Fatal(err)
+	}
+	return p
+}
+
 // Image writes a sparse image with size bytes, dataMiB of it random.
 func (e *Env) Image(name string, size int64, dataMiB int) string {
 	p := filepath.Join(e.Dir, name)

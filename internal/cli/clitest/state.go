@@ -22,6 +22,9 @@ type ServerState struct {
 	ACL    []api.ACLEntry
 	Audit  []api.AuditRecord
 	Points []api.BackupPoint
+	// Config are the configuration objects in effect, the file's and
+	// those created through the API (with their versions and authors).
+	Config []api.ConfigObject
 }
 
 // StateOf reads the ServerState through the command line.
@@ -33,5 +36,6 @@ func StateOf(t *testing.T, e *Env) ServerState {
 		ACL:    MustJSON[[]api.ACLEntry](t, e, "acl", "list"),
 		Audit:  MustJSON[[]api.AuditRecord](t, e, "audit"),
 		Points: MustJSON[[]api.BackupPoint](t, e, "catalog", "points"),
+		Config: MustJSON[[]api.ConfigObject](t, e, "config", "list"),
 	}
 }

@@ -14,7 +14,8 @@ import (
 // TestCatalogExportAndImport is the runbook of docs/04-policies-and-server.md, "The server's own recovery" on
 // a SQLite catalog: the state exported into the repository, the catalog
 // lost, imported on a new one, and the points rebuilt: users, tokens,
-// ACLs, audit log and points are as they were.
+// ACLs, configuration objects, audit log and points are as they were,
+// and an old API token works.
 func TestCatalogExportAndImport(t *testing.T) {
 	e := clitest.NewEnv(t)
 	e.Must("init")
@@ -22,8 +23,13 @@ func TestCatalogExportAndImport(t *testing.T) {
 	e.Must("server", "init", "--admin", "root")
 	e.Must("user", "create", "bob")
 	e.Must("acl", "set", "/repositories", "bob", "Auditor")
-	e.Must("token", "create", "--user", "bob", "--grant", "/repositories=Auditor", "--comment", "ci")
+	token := strings.TrimSpace(e.Must("token", "create", "--user", "bob", "--grant", "/repositories=Auditor", "--comment", "ci"))
+	e.Must("config", "create", "connection", "-f", e.File("lab.yaml", "{name: lab, kind: fake, options: {vms: 1}}\n"))
+	e.Must("config", "create", "policy", "-f", e.File("api.yaml", "{name: api, connection: lab}\n"))
 	before := clitest.StateOf(t, e)
+	if len(before.Config) != 2 {
+		t.Fatalf("configuration objects before the export: %+v", before.Config)
+	}
 
 	e.Expect(command.ExitUsage, "catalog", "export")
 	res := clitest.MustJSON[api.CatalogExportResult](t, e, "catalog", "export", "--to-repository")
@@ -59,11 +65,22 @@ func TestCatalogExportAndImport(t *testing.T) {
 	// The commands of this test are audited too: the records exported
 	// are those of before the exports.
 	if !reflect.DeepEqual(after.Users, before.Users) || !reflect.DeepEqual(after.Tokens, before.Tokens) ||
-		!reflect.DeepEqual(after.ACL, before.ACL) || !reflect.DeepEqual(after.Points, before.Points) {
+		!reflect.DeepEqual(after.ACL, before.ACL) || !reflect.DeepEqual(after.Points, before.Points) ||
+		!reflect.DeepEqual(after.Config, before.Config) {
 		t.Fatalf("state after the import:\n got  %+v\n want %+v", after, before)
 	}
 	if !reflect.DeepEqual(after.Audit[len(after.Audit)-len(before.Audit):], before.Audit) {
 		t.Fatalf("audit log after the import:\n got  %+v\n want %+v", after.Audit, before.Audit)
+	}
+	// bob's API token, made before the export, works on the new host.
+	srv := e.StartServer()
+	var who api.Caller
+	code, _ := srv.Call(token, "GET", "/access/whoami", nil, &who)
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if code != 200 || who.User != "bob" {
+		t.Fatalf("bob's old token after the import: HTTP %d %+v", code, who)
 	}
 
 	// A second import is refused: the catalog is no longer empty.

@@ -18,7 +18,7 @@ import (
 // into the repository before it migrates the catalog. That export then
 // brings the server back on a new host (a new, empty database), as the
 // runbook of docs/04-policies-and-server.md, "The server's own recovery" says: the same users, tokens, ACLs,
-// audit log and rebuilt points, and the old API token works.
+// configuration objects, audit log and rebuilt points, and the old API token works.
 func TestServerExportsItsCatalogBeforeMigrating(t *testing.T) {
 	dsn := testutil.StartPostgres(t)
 	e := clitest.NewEnv(t)
@@ -29,6 +29,7 @@ func TestServerExportsItsCatalogBeforeMigrating(t *testing.T) {
 	token := e.AdminToken()
 	e.Must("user", "create", "bob")
 	e.Must("acl", "set", "/repositories", "bob", "Auditor")
+	e.Must("config", "create", "connection", "-f", e.File("lab.yaml", "{name: lab, kind: fake, options: {vms: 1}}\n"))
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,8 @@ func TestServerExportsItsCatalogBeforeMigrating(t *testing.T) {
 	e.Must("catalog", "rebuild")
 	after := clitest.StateOf(t, e)
 	if !reflect.DeepEqual(after.Users, before.Users) || !reflect.DeepEqual(after.Tokens, before.Tokens) ||
-		!reflect.DeepEqual(after.ACL, before.ACL) || !reflect.DeepEqual(after.Points, before.Points) {
+		!reflect.DeepEqual(after.ACL, before.ACL) || !reflect.DeepEqual(after.Points, before.Points) ||
+		len(before.Config) != 1 || !reflect.DeepEqual(after.Config, before.Config) {
 		t.Fatalf("state on the new host:\n got  %+v\n want %+v", after, before)
 	}
 	if !reflect.DeepEqual(after.Audit[len(after.Audit)-len(before.Audit):], before.Audit) {

@@ -94,6 +94,9 @@ func Routes() []Route {
 		{"POST /ui/failover/{name}/planned", []string{"planned-failover"}, startFailover("planned")},
 		{"POST /ui/failover/{name}/failback", []string{"failback"}, startFailover("failback")},
 
+		// The server's pipeline measured for the planner.
+		{"POST /ui/system/bench/pipeline", []string{"start-bench-pipeline"}, measurePipeline},
+
 		// A media library's cartridges by hand.
 		{"POST /ui/media/libraries/{library}/label", []string{"media-label"}, mediaLabel},
 		{"POST /ui/media/libraries/{library}/catalog", []string{"rebuild-media-catalog"}, mediaCatalog},

@@ -44,18 +44,12 @@ func (s Ops) BenchDevice(ctx context.Context, call *api.BenchDeviceInput) (*api.
 // BenchPipeline measures coffer's pipeline on this host at each zstd
 // level and records the result in the catalog.
 func (s Ops) BenchPipeline(ctx context.Context, call *api.BenchPipelineInput) (*api.PipelineBench, error) {
-	in := call.Body
-	if in.SizeBytes < 0 || in.Workers < 0 {
-		return nil, service.Invalidf("bytes and workers cannot be negative")
-	}
-	if len(in.Levels) == 0 {
-		in.Levels = nil // the default levels
-	}
-	rs, err := measure.Pipeline(ctx, measure.PipelineOptions{Levels: in.Levels, Bytes: in.SizeBytes, Workers: in.Workers})
+	o, err := pipelineOptions(call.Body)
 	if err != nil {
-		if ctx.Err() == nil {
-			return nil, service.Invalidf("%v", err)
-		}
+		return nil, err
+	}
+	rs, err := measure.Pipeline(ctx, o)
+	if err != nil {
 		return nil, err
 	}
 	rec := measure.PipelineRecord{Results: rs, Host: service.Hostname(), At: time.Now().UTC()}

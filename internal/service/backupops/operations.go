@@ -25,4 +25,7 @@ var Operations = []service.Operation{
 		HTTP: service.Post, Path: "/system/bench/pipeline", Requires: service.Require(auth.SysModify, auth.SystemPath),
 		NoConsole: "measures the server's read, hash, compress and encrypt pipeline for its administrator (`coffer bench pipeline`): a diagnostic",
 		Endpoint:  service.Returns(Ops.BenchPipeline)},
+	{ID: "start-bench-pipeline", Method: "StartBenchPipeline", Summary: "measure coffer's pipeline on the server's host as a task: answers at once with the running task, whose log gets the results (then recorded for the planner like bench-pipeline's)",
+		HTTP: service.Post, Path: "/system/bench/pipeline/start", Requires: service.Require(auth.SysModify, auth.SystemPath),
+		Endpoint: service.Returns(Ops.StartBenchPipeline)},
 }

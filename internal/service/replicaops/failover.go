@@ -94,6 +94,13 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 			return nil, err
 		}
 		t.Log(slog.LevelInfo, "failover run: "+kind, runField, kind)
+		if kind != kindTest {
+			closeConn, err := s.attachDomains(ctx, repl, &fp)
+			if err != nil {
+				return nil, err
+			}
+			defer closeConn()
+		}
 		host, _ := os.Hostname()
 		out := &api.FailoverRun{Plan: plan.Name, Kind: kind, Host: host, Started: time.Now().UTC(), Steps: []api.FailoverStep{},
 			Probes: []api.FailoverProbe{}, VMs: []api.FailoverVM{}, Failback: []api.FailbackVM{}}

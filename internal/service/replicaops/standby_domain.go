@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/coffer-backup/coffer/internal/failover"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/replica"
@@ -66,4 +67,59 @@ func standbyUUID(dir string) string {
 	h[6] = h[6]&0x0f | 0x80 // version 8: custom
 	h[8] = h[8]&0x3f | 0x80 // RFC 9562 variant
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// standbyRunner is a DR host's connector that starts and stops the
+// standby domains it defined (libvirt).
+type standbyRunner interface {
+	StartStandby(ctx context.Context, uuid string) error
+	StopStandby(ctx context.Context, uuid string) error
+	StandbyRunning(ctx context.Context, uuid string) (bool, error)
+}
+
+// standbyDomain is one standby's domain, as failover.StandbyDomain.
+type standbyDomain struct {
+	conn standbyRunner
+	uuid string
+}
+
+func (d standbyDomain) Start(ctx context.Context) error { return d.conn.StartStandby(ctx, d.uuid) }
+func (d standbyDomain) Stop(ctx context.Context) error  { return d.conn.StopStandby(ctx, d.uuid) }
+func (d standbyDomain) Running(ctx context.Context) (bool, error) {
+	return d.conn.StandbyRunning(ctx, d.uuid)
+}
+
+// attachDomains gives each VM of fp its standby domain when the
+// replication's DR host is a libvirt connection (defineStandby defined
+// them), so that failover starts the domain rather than a QEMU of its
+// own. The returned func closes the connection, after the operation.
+func (s Ops) attachDomains(ctx context.Context, repl policy.Replication, fp *failover.Plan) (func(), error) {
+	cfg, err := s.EngineConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cc, ok := cfg.Connection(repl.Connection); !ok || cc.Kind != "libvirt" {
+		return func() {}, nil
+	}
+	conns, err := s.OpenConnectors(ctx, cfg, []string{repl.Connection})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := conns.Conns[repl.Connection].(standbyRunner)
+	if !ok {
+		conns.Close()
+		return nil, fmt.Errorf("connection %s cannot start a standby domain here", repl.Connection)
+	}
+	for gi := range fp.Groups {
+		for i := range fp.Groups[gi].VMs {
+			vm := &fp.Groups[gi].VMs[i]
+			dir, err := filepath.Abs(vm.Dir)
+			if err != nil {
+				conns.Close()
+				return nil, err
+			}
+			vm.Domain = standbyDomain{conn: r, uuid: standbyUUID(dir)}
+		}
+	}
+	return conns.Close, nil
 }
