@@ -65,7 +65,10 @@ waitidle() {
 settle() {
 	sync
 	if [ "${DROP_CACHES:-0}" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true; fi
-	cat "${DATA:?}"/disk.raw "$DATA"/disk.mod.raw >/dev/null
+	# disk.mod.raw only when built: bench/rss.sh and bench/budget.sh run
+	# on data.sh --no-mod.
+	cat "${DATA:?}"/disk.raw >/dev/null
+	if [ -f "$DATA/disk.mod.raw" ]; then cat "$DATA/disk.mod.raw" >/dev/null; fi
 	find "$WORK" -type f ! -path "$WORK/out/*" -exec cat {} + >/dev/null 2>&1 || true
 	sync
 	waitidle
