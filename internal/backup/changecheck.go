@@ -61,18 +61,6 @@ func checkSample(d Disk, prev []id.ID, n, cs int, k int) map[int]bool {
 	return out
 }
 
-// checkResult counts the sampled spans whose data differs from the
-// previous point's although change tracking called them unchanged.
-func checkResult(sample map[int]bool, ids, prev []id.ID) (checked, differ int) {
-	for i := range sample {
-		checked++
-		if ids[i] != prev[i] {
-			differ++
-		}
-	}
-	return checked, differ
-}
-
 // distrustWarning is what the point and the task log say when the check
 // found change tracking wrong.
 func distrustWarning(checked, differ int) string {

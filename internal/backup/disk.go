@@ -101,7 +101,7 @@ var ErrSourceChanged = errors.New("source changed during backup")
 
 // diskResult is what backing up one disk produced.
 type diskResult struct {
-	ids       []id.ID
+	spans     int // IDs passed to the disk map, one per span
 	deps      []*repo.Pending
 	bytesRead int64
 	bytesZero int64
@@ -130,12 +130,19 @@ type span struct {
 	owner *readBuffer // data is part of it; released after processing
 }
 
-// backupDisk runs the pipeline for one disk.
-func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o Options) (*diskResult, error) {
+// idAdder takes the chunk IDs of a disk's spans in order: the disk map
+// being written (repo.DiskMapWriter).
+type idAdder interface {
+	Add(id.ID) error
+}
+
+// backupDisk runs the pipeline for one disk, passing its chunk IDs to
+// idmap in span order as they are known.
+func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o Options, idmap idAdder) (*diskResult, error) {
 	cfg := w.Repository().Config()
 	cs := cfg.ChunkSize
 	n := int((d.Size + int64(cs) - 1) / int64(cs))
-	res := &diskResult{ids: make([]id.ID, n)}
+	res := &diskResult{}
 	prev := d.Previous
 	if len(prev) != n {
 		prev = nil
@@ -170,6 +177,20 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	setErr := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
 	}
+	spans := o.ChangeCheckSpans
+	if spans == 0 {
+		spans = DefaultChangeCheckSpans
+	}
+	sample := checkSample(d, prev, n, cs, spans)
+	order := newIDOrder(prev, func(i int, x id.ID) error {
+		if sample[i] {
+			res.checked++
+			if x != prev[i] {
+				res.differ++
+			}
+		}
+		return idmap.Add(x)
+	})
 	var niceOnce sync.Once
 	lowerPriority := func() (restore func()) {
 		if o.Nice <= 0 {
@@ -221,13 +242,13 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 		go func() {
 			defer wg.Done()
 			defer lowerPriority()()
-			wk, err := newWorker(w, st, d, prev, o)
+			wk, err := newWorker(w, st, d, prev, o, order)
 			if err != nil {
 				setErr(err)
 				return
 			}
 			for sp := range filled {
-				err := wk.process(ctx, sp, res)
+				err := wk.process(ctx, sp)
 				sp.owner.release()
 				if err != nil {
 					setErr(err)
@@ -244,11 +265,6 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 			mu.Unlock()
 		}()
 	}
-	spans := o.ChangeCheckSpans
-	if spans == 0 {
-		spans = DefaultChangeCheckSpans
-	}
-	sample := checkSample(d, prev, n, cs, spans)
 	alloc := newCursor(d.Allocated, d.Size)
 	changed := changedCursor(d)
 	runs := &batcher{max: perRead, out: jobs}
@@ -266,16 +282,29 @@ feed:
 	for i := range n {
 		off := int64(i) * int64(cs)
 		length := int(min(int64(cs), d.Size-off))
+		kind := spanRead
 		switch {
 		case d.ChangedValid && prev != nil && !changed.overlaps(off, int64(length)) && !sample[i] && !suspect(prev[i]):
-			res.ids[i] = prev[i]
+			kind = spanPrev
 			if prev[i].IsZero() {
 				zero += int64(length)
 			}
-			o.Progress.add(length, 0)
-			continue
 		case !alloc.overlaps(off, int64(length)):
+			kind = spanHole
 			zero += int64(length)
+		}
+		if order.full() {
+			runs.flush(ctx) // the spans the order waits for go to the workers
+			if err := order.waitRoom(ctx); err != nil {
+				setErr(err)
+				break feed
+			}
+		}
+		if err := order.feed(i, kind); err != nil {
+			setErr(err)
+			break feed
+		}
+		if kind != spanRead {
 			o.Progress.add(length, 0)
 			continue
 		}
@@ -292,8 +321,13 @@ feed:
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	res.checked, res.differ = checkResult(sample, res.ids, prev)
-	return res, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if res.spans = order.passed(); res.spans != n {
+		return nil, fmt.Errorf("backup of %s: %d of %d chunk IDs known at the end (a bug)", d.Name, res.spans, n)
+	}
+	return res, nil
 }
 
 func (p *Progress) add(done, read int) {
@@ -331,6 +365,7 @@ type worker struct {
 	d      Disk
 	prev   []id.ID
 	o      Options
+	order  *idOrder
 	out    []byte
 	enc    *repo.Encoder
 	hasher interface{ Sum([]byte) id.ID }
@@ -342,25 +377,27 @@ type worker struct {
 	chunks int
 }
 
-func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options) (*worker, error) {
+func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options, order *idOrder) (*worker, error) {
 	r := w.Repository()
 	enc, err := r.NewEncoder()
 	if err != nil {
 		return nil, err
 	}
-	return &worker{w: w, st: st, d: d, prev: prev, o: o, enc: enc, hasher: r.Key().NewHasher()}, nil
+	return &worker{w: w, st: st, d: d, prev: prev, o: o, order: order, enc: enc, hasher: r.Key().NewHasher()}, nil
 }
 
-func (k *worker) process(ctx context.Context, j span, res *diskResult) error {
+func (k *worker) process(ctx context.Context, j span) error {
 	data, read := j.data, j.read
 	k.read += int64(read)
 	if allZero(data) {
 		k.zero += int64(len(data))
 		k.o.Progress.add(j.length, read)
-		return nil // res.ids[j.i] stays zero: a hole
+		return k.order.set(j.i, id.ID{}) // a hole
 	}
 	x := k.hasher.Sum(data)
-	res.ids[j.i] = x
+	if err := k.order.set(j.i, x); err != nil {
+		return err
+	}
 	if k.prev != nil && k.prev[j.i] == x {
 		if lost, err := k.w.Suspect(ctx, x); err != nil {
 			return err

@@ -64,8 +64,9 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Poi
 	var deps []*repo.Pending
 	for _, d := range req.Disks {
 		st := w.NewRetainedStream(req.RetainUntil)
-		res, err := backupDisk(ctx, w, st, d, o)
+		res, mw, err := backupToMap(ctx, w, st, d, o, req.RetainUntil)
 		if err == nil && res.differ > 0 {
+			mw.Abort()
 			// Change tracking lied about this disk: read all of it now
 			// (unchanged spans dedup against what is stored), and drop
 			// its token so the next backup does not trust it either.
@@ -77,7 +78,7 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Poi
 				o.Progress.BytesTotal.Add(d.Size)
 			}
 			first := res
-			if res, err = backupDisk(ctx, w, st, d, o); err == nil {
+			if res, mw, err = backupToMap(ctx, w, st, d, o, req.RetainUntil); err == nil {
 				res.bytesRead += first.bytesRead
 				res.bytesNew += first.bytesNew
 				res.sealed += first.sealed
@@ -92,13 +93,14 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Poi
 			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
 		}
 		if ferr != nil {
+			mw.Abort()
 			return nil, fmt.Errorf("disk %s: %w", d.Name, ferr)
 		}
-		name, err := w.WriteDiskMap(ctx, d.Size, cs, res.ids, req.RetainUntil)
+		name, err := mw.Commit()
 		if err != nil {
 			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
 		}
-		if err := w.Retain(ctx, res.ids, req.RetainUntil); err != nil {
+		if err := w.RetainMap(ctx, name, req.RetainUntil); err != nil {
 			return nil, fmt.Errorf("disk %s: %w", d.Name, err)
 		}
 		deps = append(deps, res.deps...)
@@ -116,7 +118,7 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Poi
 		snap.BytesNew += res.bytesNew
 		snap.BytesStored += res.sealed
 		snap.ChunksNew += res.chunksNew
-		snap.ChunksTotal += len(res.ids)
+		snap.ChunksTotal += res.spans
 	}
 	snap.Duration = time.Since(start).Seconds()
 	if req.BeforeCommit != nil {
@@ -128,6 +130,21 @@ func Run(ctx context.Context, w *repo.Writer, req Request, o Options) (*repo.Poi
 		return nil, err
 	}
 	return snap, nil
+}
+
+// backupToMap backs up one disk into a new disk map, which the caller
+// commits (after the disk's packs) or aborts.
+func backupToMap(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o Options, retain time.Time) (*diskResult, *repo.DiskMapWriter, error) {
+	mw, err := w.CreateDiskMap(ctx, d.Size, w.Repository().Config().ChunkSize, retain)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := backupDisk(ctx, w, st, d, o, mw)
+	if err != nil {
+		mw.Abort()
+		return nil, nil, err
+	}
+	return res, mw, nil
 }
 
 // Latest returns the newest snapshot of a source, or nil.

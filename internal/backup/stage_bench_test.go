@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
@@ -211,10 +212,11 @@ func benchPipeline(b *testing.B, kind string) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		res, err := backupDisk(ctx, w, w.NewStream(), d, Options{})
+		res, mw, err := backupToMap(ctx, w, w.NewStream(), d, Options{}, time.Time{})
 		if err != nil {
 			b.Fatal(err)
 		}
+		mw.Abort()
 		if err := w.Sync(ctx, res.deps); err != nil {
 			b.Fatal(err)
 		}

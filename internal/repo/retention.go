@@ -49,46 +49,40 @@ type lockLedger struct {
 // Retain makes sure every pack holding one of ids is locked until at least
 // until. It is a no-op when until is zero or the backend has no retention.
 func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error {
+	return w.retain(ctx, until, func(fn func(id.ID) error) error {
+		for _, x := range ids {
+			if err := fn(x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// RetainMap is Retain for the IDs of a stored disk map, read back a block
+// at a time: a backup streams its map to the store instead of holding
+// its IDs (DiskMapWriter).
+func (w *Writer) RetainMap(ctx context.Context, name string, until time.Time) error {
+	return w.retain(ctx, until, func(fn func(id.ID) error) error {
+		m, err := w.r.OpenDiskMap(ctx, name)
+		if err != nil {
+			return err
+		}
+		return m.Iterate(ctx, func(_ uint64, x id.ID) error { return fn(x) })
+	})
+}
+
+// retain is Retain over the IDs each calls fn with; each is only called
+// when the backend has retention.
+func (w *Writer) retain(ctx context.Context, until time.Time, each func(fn func(id.ID) error) error) error {
 	rt, ok := w.r.st.(store.Retainer)
 	if until.IsZero() || !ok || !w.r.st.Properties().Retention {
 		return nil
 	}
 	need := until.UTC()
 	packs := map[pack.ID]bool{}
-	seen := map[id.ID]bool{}
-	for _, x := range ids {
-		if x.IsZero() || seen[x] {
-			continue
-		}
-		seen[x] = true
-		w.mu.Lock()
-		p := w.pending[x]
-		w.mu.Unlock()
-		if p != nil && p.pack != nil {
-			if !p.pack.stream.retain.Before(need) {
-				continue // written by this session: locked at creation
-			}
-			// Written by a stream with a shorter lock: its commit may still
-			// be in flight, and a pack can only be extended once it exists.
-			select {
-			case <-p.pack.done:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			if p.pack.err != nil {
-				return p.pack.err
-			}
-			packs[p.pack.id] = true
-			continue
-		}
-		loc, found, err := w.r.Index().Lookup(ctx, x)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("%w: %s", ErrChunkMissing, x.Short())
-		}
-		packs[loc.Pack] = true
+	if err := w.packsOf(ctx, need, each, packs); err != nil {
+		return err
 	}
 	for pid := range packs {
 		if w.ledger.known(pid, need) {
@@ -109,6 +103,47 @@ func (w *Writer) Retain(ctx context.Context, ids []id.ID, until time.Time) error
 		w.ledger.record(pid, ext)
 	}
 	return w.retainMetadata(ctx, need)
+}
+
+// packsOf adds to packs the pack of every ID each gives, waiting for
+// the packs of this session written with a shorter lock than need.
+func (w *Writer) packsOf(ctx context.Context, need time.Time, each func(fn func(id.ID) error) error, packs map[pack.ID]bool) error {
+	seen := map[id.ID]bool{}
+	return each(func(x id.ID) error {
+		if x.IsZero() || seen[x] {
+			return nil
+		}
+		seen[x] = true
+		w.mu.Lock()
+		p := w.pending[x]
+		w.mu.Unlock()
+		if p != nil && p.pack != nil {
+			if !p.pack.stream.retain.Before(need) {
+				return nil // written by this session: locked at creation
+			}
+			// Written by a stream with a shorter lock: its commit may still
+			// be in flight, and a pack can only be extended once it exists.
+			select {
+			case <-p.pack.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if p.pack.err != nil {
+				return p.pack.err
+			}
+			packs[p.pack.id] = true
+			return nil
+		}
+		loc, found, err := w.r.Index().Lookup(ctx, x)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%w: %s", ErrChunkMissing, x.Short())
+		}
+		packs[loc.Pack] = true
+		return nil
+	})
 }
 
 // retainMetadata locks the config and key files for a point locked until

@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/coffer-backup/coffer/internal/crypto"
 	"github.com/coffer-backup/coffer/internal/id"
 )
@@ -75,17 +73,13 @@ func (e *Encoder) Encode(dst, data []byte) ([]byte, bool) {
 type Decoder struct {
 	key    *crypto.Key
 	hasher *crypto.Hasher
-	zstd   *zstd.Decoder
+	zstd   *decompressor
 	buf    []byte
 }
 
 // NewDecoder returns a decoder for chunks of at most maxSize bytes.
 func NewDecoder(key *crypto.Key, maxSize int) (*Decoder, error) {
-	z, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxMemory(uint64(maxSize)+1<<20),
-		zstd.WithDecoderMaxWindow(uint64(maxSize)+1<<20),
-	)
+	z, err := newDecompressor(maxSize)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +102,7 @@ func (d *Decoder) Decode(dst, sealed []byte, want id.ID, rawLen int) ([]byte, er
 	case MethodRaw:
 		dst = append(dst, d.buf[1:]...)
 	case MethodZstd:
-		dst, err = d.zstd.DecodeAll(d.buf[1:], dst)
+		dst, err = d.zstd.decompress(dst, d.buf[1:], rawLen)
 		if err != nil {
 			return nil, fmt.Errorf("chunk %s: decompress: %w: %w", want.Short(), ErrCorrupt, err)
 		}

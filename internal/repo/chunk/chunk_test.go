@@ -71,3 +71,31 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeHoldsTheRawLength checks that a compressed blob decodes only
+// at the raw length the index gives (a frame that holds more or fewer
+// bytes is corrupt, and nothing is written past the given length), and
+// that Decode appends after what dst already holds, as a restore's batch
+// buffer needs.
+func TestDecodeHoldsTheRawLength(t *testing.T) {
+	key := crypto.Null()
+	enc, _ := NewEncoder(key, 1)
+	dec, _ := NewDecoder(key, 1<<20)
+	data := bytes.Repeat([]byte("a restored disk's bytes "), 10000)
+	sealed, compressed := enc.Encode(nil, data)
+	if !compressed {
+		t.Fatal("text stored raw")
+	}
+	want := dec.Hasher().Sum(data)
+	for _, n := range []int{0, 1, len(data) - 1, len(data) + 1, 2 * len(data)} {
+		buf := make([]byte, 0, 3*len(data))
+		if _, err := dec.Decode(buf, sealed, want, n); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("raw length %d of %d: %v", n, len(data), err)
+		}
+	}
+	prefix := []byte("previous chunk")
+	got, err := dec.Decode(append([]byte{}, prefix...), sealed, want, len(data))
+	if err != nil || !bytes.Equal(got[:len(prefix)], prefix) || !bytes.Equal(got[len(prefix):], data) {
+		t.Fatalf("decode after a prefix: %v", err)
+	}
+}

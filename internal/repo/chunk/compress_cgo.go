@@ -3,6 +3,10 @@
 package chunk
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+
 	zstdc "github.com/DataDog/zstd"
 )
 
@@ -41,4 +45,37 @@ func (c *compressor) compress(dst, src []byte) ([]byte, error) {
 		return nil, err
 	}
 	return dst[:start+len(out)], nil
+}
+
+// decompressor decompresses with the same C library, straight into the
+// caller's buffer: a chunk's plaintext length is known (the index's raw
+// length), so one call writes it where the restore writes it from.
+// Measured against klauspost/compress's decoder, which builds without cgo
+// use (compress_purego.go): docs/benchmarks.md, session of 2026-12-07
+// (afternoon), issue 42.
+type decompressor struct {
+	ctx zstdc.Ctx
+}
+
+func newDecompressor(int) (*decompressor, error) {
+	return &decompressor{ctx: zstdc.NewCtx()}, nil
+}
+
+// decompress appends the n bytes of plaintext of the zstd frame src to
+// dst; src must decompress to exactly n bytes. The output is bounded by
+// n, whatever src claims.
+func (d *decompressor) decompress(dst, src []byte, n int) ([]byte, error) {
+	if n <= 0 || len(src) == 0 {
+		return nil, errors.New("empty zstd payload")
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, n)[:start+n]
+	got, err := d.ctx.DecompressInto(dst[start:], src)
+	if err != nil {
+		return nil, err
+	}
+	if got != n {
+		return nil, fmt.Errorf("zstd frame holds %d bytes, want %d", got, n)
+	}
+	return dst, nil
 }

@@ -39,3 +39,26 @@ func newCompressor(level int) (*compressor, error) {
 func (c *compressor) compress(dst, src []byte) ([]byte, error) {
 	return c.enc.EncodeAll(src, dst), nil
 }
+
+// decompressor decompresses with klauspost/compress.
+type decompressor struct {
+	dec *zstd.Decoder
+}
+
+func newDecompressor(maxSize int) (*decompressor, error) {
+	z, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(uint64(maxSize)+1<<20),
+		zstd.WithDecoderMaxWindow(uint64(maxSize)+1<<20),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &decompressor{dec: z}, nil
+}
+
+// decompress appends the plaintext of the zstd frame src to dst; the
+// caller checks that it is n bytes.
+func (d *decompressor) decompress(dst, src []byte, _ int) ([]byte, error) {
+	return d.dec.DecodeAll(src, dst)
+}
