@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/nbd/qemunbd"
+
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
@@ -50,10 +52,9 @@ func TestKilledReplicationKeepsTheLastPoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		killHelper(t, l.Dir, dir, p.ID.String(), stage, rng)
-		// The killed process's qemu-img or qemu-nbd may take an instant
-		// to exit after it (or wait for a client forever, if the kill
-		// came between its start and coffer's connection).
-		endLeftoverServer(dir)
+		// The killed process's qemu-img and qemu-nbd die with it
+		// (Pdeathsig), an instant after it: none may wait on.
+		awaitNoServer(t, dir, stage)
 		files, _ := filepath.Glob(filepath.Join(dir, "disk-*.qcow2"))
 		if err := awaitQuiet(ctx, files, time.Minute); err != nil {
 			t.Fatal(err)
@@ -78,9 +79,25 @@ func TestKilledReplicationKeepsTheLastPoint(t *testing.T) {
 			t.Fatalf("after the kill at %s: %d points, merge %v", stage, len(st.Points), st.Merge)
 		}
 		checkOnlyRecorded(t, dir, st)
-		if _, err := os.Stat(filepath.Join(dir, nbdPIDName)); err == nil {
-			t.Fatalf("after the kill at %s: qemu-nbd's pid file remains", stage)
+		awaitNoServer(t, dir, stage)
+	}
+}
+
+// awaitNoServer waits until no qemu-nbd serves a file of dir, and fails
+// when one still does after a minute: a killed run must not leave one
+// holding the standby's files.
+func awaitNoServer(t *testing.T, dir, stage string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pids := qemunbd.Serving(dir)
+		if len(pids) == 0 {
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the kill at %s: qemu-nbd %v still serves a file of %s", stage, pids, dir)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll's pace for a process's exit, not a synchronisation
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/coffer-backup/coffer/internal/nbd"
+	"github.com/coffer-backup/coffer/internal/nbd/qemunbd"
 	"github.com/coffer-backup/coffer/internal/pidfd"
 )
 
@@ -23,47 +24,31 @@ import (
 // into it. Zero spans become qcow2 zero clusters (NBD write-zeroes), which
 // read as zeros whatever the backing file holds.
 
-// nbdPIDName is qemu-nbd's pid file in the standby's directory, so that a
-// run killed before it connected can have the next run end its server.
+// nbdPIDName is the pid file coffer's earlier versions had qemu-nbd write
+// in the standby's directory (--fork): a run killed before it connected
+// left that qemu-nbd waiting, which the next run ends (endLeftoverServer).
+// qemu-nbd is coffer's child now and dies with it.
 const nbdPIDName = ".qemu-nbd.pid"
 
 // overlayWriter is a writable NBD connection to one overlay file.
 type overlayWriter struct {
 	*nbd.Conn
-	pid     int
-	pidfd   int
-	sockDir string
-	pidFile string
+	srv *qemunbd.Server
 }
 
 // openOverlay serves file (a qcow2 overlay) with qemu-nbd and connects to
-// it. qemu-nbd is not persistent: it exits when coffer's connection
-// closes, also when coffer is killed.
-func openOverlay(ctx context.Context, dir, file string) (*overlayWriter, error) {
-	sockDir, err := os.MkdirTemp("", "coffer-replica-")
+// it. qemu-nbd exits when coffer's connection closes, and dies with
+// coffer when it is killed.
+func openOverlay(ctx context.Context, file string) (*overlayWriter, error) {
+	// -e 1: one client.
+	srv, err := qemunbd.Start(file, "-e", "1", "-x", "disk", "-f", "qcow2", "--cache=writeback")
 	if err != nil {
 		return nil, err
 	}
-	sock := filepath.Join(sockDir, "nbd.sock")
-	pidFile := filepath.Join(dir, nbdPIDName)
-	// --fork returns once the server listens; -e 1: one client.
-	cmd := qemuCommand(ctx, "qemu-nbd", "--fork", "--pid-file", pidFile, "-e", "1", "-x", "disk",
-		"-k", sock, "-f", "qcow2", "--cache=writeback", file)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(sockDir) // best effort after the error returned
-		return nil, fmt.Errorf("qemu-nbd %s: %v: %s", file, err, strings.TrimSpace(string(out)))
-	}
-	w := &overlayWriter{sockDir: sockDir, pidFile: pidFile, pidfd: -1}
-	w.pid, err = readPID(pidFile)
-	if err == nil {
-		w.pidfd, err = unix.PidfdOpen(w.pid, 0)
-	}
-	if err == nil {
-		w.Conn, err = nbd.Dial(ctx, "unix", sock, nbd.ClientOptions{Export: "disk"})
-	}
-	if err != nil {
-		w.kill()
-		return nil, err
+	w := &overlayWriter{srv: srv}
+	if w.Conn, err = nbd.Dial(ctx, "unix", srv.Sock, nbd.ClientOptions{Export: "disk"}); err != nil {
+		srv.Kill()
+		return nil, fmt.Errorf("qemu-nbd %s: %w: %s", file, err, srv.Stderr())
 	}
 	return w, nil
 }
@@ -73,27 +58,13 @@ func openOverlay(ctx context.Context, dir, file string) (*overlayWriter, error) 
 func (w *overlayWriter) Close(ctx context.Context) error {
 	ferr := w.Flush(ctx)
 	cerr := w.Conn.Close()
-	werr := w.wait(ctx)
-	_ = os.RemoveAll(w.sockDir) // an empty directory left by qemu-nbd's socket
-	_ = os.Remove(w.pidFile)    // qemu-nbd removes it itself when it can
-	return errors.Join(ferr, cerr, werr)
+	return errors.Join(ferr, cerr, w.srv.Wait(ctx))
 }
-
-// wait blocks until the server process ends (its pidfd turns readable).
-func (w *overlayWriter) wait(ctx context.Context) error { return pidfd.Wait(ctx, w.pidfd) }
 
 // kill ends the server after a failure.
 func (w *overlayWriter) kill() {
-	if w.Conn != nil {
-		_ = w.Conn.Close()
-	}
-	if w.pidfd >= 0 {
-		pidfd.Kill(w.pidfd)
-	} else if w.pid > 0 {
-		_ = syscall.Kill(w.pid, syscall.SIGKILL)
-	}
-	_ = os.RemoveAll(w.sockDir)
-	_ = os.Remove(w.pidFile)
+	_ = w.Conn.Close()
+	w.srv.Kill()
 }
 
 func readPID(path string) (int, error) {

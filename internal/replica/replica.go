@@ -211,7 +211,7 @@ func writeDisk(ctx context.Context, r *repo.Repository, d repo.Disk, dir string,
 			old, _ = pm.All(ctx)
 		}
 	}
-	w, err := openOverlay(ctx, dir, file)
+	w, err := openOverlay(ctx, file)
 	if err != nil {
 		return diskWritten{}, 0, err
 	}

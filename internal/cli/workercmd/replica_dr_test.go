@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coffer-backup/coffer/internal/nbd/qemunbd"
+
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
@@ -173,15 +175,12 @@ func compareNewest(ctx context.Context, t *testing.T, dir, disk, what string) {
 }
 
 // killWhileWriting SIGKILLs the worker once it serves a new overlay of
-// the standby with qemu-nbd (its pid file is in the standby's directory
-// while it writes), and waits for its exit.
+// the standby with qemu-nbd, waits for its exit, and wants the qemu-nbd
+// gone with it (a killed worker leaves nothing holding the standby).
 func killWhileWriting(t *testing.T, w *clitest.ServerProc, dir string) {
 	t.Helper()
 	deadline := time.Now().Add(patience)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, ".qemu-nbd.pid")); err == nil {
-			break
-		}
+	for len(qemunbd.Serving(dir)) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the DR worker never wrote an overlay within %s:\n%s", patience, w.Log())
 		}
@@ -191,6 +190,12 @@ func killWhileWriting(t *testing.T, w *clitest.ServerProc, dir string) {
 		t.Fatal(err)
 	}
 	_ = awaitExit(t, w)
+	for gone := time.Now().Add(time.Minute); len(qemunbd.Serving(dir)) > 0; {
+		if time.Now().After(gone) {
+			t.Fatalf("the killed worker's qemu-nbd %v still serves the standby a minute later", qemunbd.Serving(dir))
+		}
+		time.Sleep(10 * time.Millisecond) // a poll's pace for a process's exit
+	}
 }
 
 // soundStandby checks the standby as a failover would find it: every

@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/nbd/qemunbd"
 )
 
 // OpenImage reads a disk image file (qcow2, raw, any format qemu-nbd
@@ -44,8 +40,8 @@ func OpenImage(ctx context.Context, path, format string, conns int) (hypervisor.
 // snapshot's files or a VM's disks.
 type ImageServer struct {
 	path, sock, bitmap string
+	srv                *qemunbd.Server
 	stop               func()
-	stderr             *strings.Builder
 }
 
 // ServeImage starts the server for path, with up to clients connections
@@ -58,53 +54,16 @@ func ServeImage(ctx context.Context, path, format, bitmap string, clients int) (
 	if format == "" {
 		format = "raw"
 	}
-	dir, err := os.MkdirTemp("", "coffer-image-")
-	if err != nil {
-		return nil, err
-	}
-	sock := filepath.Join(dir, "nbd.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		_ = os.RemoveAll(dir) // best effort after the error returned
-		return nil, err
-	}
-	ln.SetUnlinkOnClose(false) // the socket lives on in qemu-nbd
-	f, err := ln.File()
-	_ = ln.Close()
-	if err != nil {
-		_ = os.RemoveAll(dir) // best effort after the error returned
-		return nil, err
-	}
-	// Closed once qemu-nbd holds its copy: were it open here while the
-	// probe below connects, a qemu-nbd that died at start (a format it
-	// does not know, an image it cannot open) would leave the connection
-	// queued on a socket nobody accepts on, and the probe waiting forever.
-	defer func() { _ = f.Close() }()
 	args := []string{"--read-only", "--persistent", fmt.Sprintf("--shared=%d", max(clients, 1)+1), "--format=" + format,
 		"--export-name=disk", "--cache=none", "--aio=threads"}
 	if bitmap != "" {
 		args = append(args, "--bitmap="+bitmap)
 	}
-	// LISTEN_PID must be qemu-nbd's own pid: sh sets it to $$ and execs.
-	cmd := exec.Command("sh", append([]string{"-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec qemu-nbd "$@"`, "qemu-nbd"}, append(args, path)...)...)
-	cmd.ExtraFiles = []*os.File{f} // fd 3, as socket activation expects
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = os.Environ()
-	stderr := &strings.Builder{}
-	cmd.Stderr = stderr
-	err = cmd.Start()
-	_ = f.Close() // see above; the deferred Close is then a no-op
+	srv, err := qemunbd.Start(path, args...)
 	if err != nil {
-		_ = os.RemoveAll(dir) // best effort after the error returned
-		return nil, fmt.Errorf("start qemu-nbd for %s: %w", path, err)
+		return nil, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	s := &ImageServer{path: path, sock: sock, bitmap: bitmap, stderr: stderr, stop: func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		_ = os.RemoveAll(dir)
-	}}
+	s := &ImageServer{path: path, sock: srv.Sock, bitmap: bitmap, srv: srv, stop: srv.Kill}
 	// The handshake completes only once qemu-nbd has opened the image.
 	probe, err := s.Open(ctx, 1)
 	if err != nil {
@@ -120,7 +79,7 @@ func (s *ImageServer) Open(ctx context.Context, conns int) (*diskReader, error) 
 	d := journalDisk{ID: filepath.Base(s.path), Export: "disk", Changes: "full"}
 	r, err := openReader(ctx, "unix", s.sock, d, max(conns, 1))
 	if err != nil {
-		return nil, fmt.Errorf("open %s through qemu-nbd: %w: %s", s.path, err, strings.TrimSpace(s.stderr.String()))
+		return nil, fmt.Errorf("open %s through qemu-nbd: %w: %s", s.path, err, s.srv.Stderr())
 	}
 	return r, nil
 }
