@@ -257,7 +257,7 @@ type DeviceBenchRequest struct {
 type PipelineBenchRequest struct {
 	Levels    []int `json:"levels" maxItems:"20" doc:"zstd levels, 0 for none (empty: 0, 1, 3 and 9)"`
 	SizeBytes int64 `json:"size_bytes,omitempty" minimum:"0" maximum:"1099511627776" doc:"bytes each level processes (0: 512 MiB; at most 1 TiB)"`
-	Workers   int   `json:"workers,omitempty" minimum:"0" maximum:"1024" doc:"goroutines (0: one per core)"`
+	Workers   int   `json:"workers,omitempty" minimum:"0" maximum:"1024" doc:"goroutines (0: one per core; at most 4 per core of the host that measures)"`
 }
 
 // PlanAccuracy sets the predictions recorded as a policy's runs started

@@ -39,6 +39,12 @@ type PipelineResult struct {
 // chunkSize is the repository's default chunk size.
 const chunkSize = 1 << 20
 
+// maxWorkersPerCore bounds the goroutines of a measurement by the host's
+// cores: each holds a zstd encoder, about 19 MB at level 19, so the 1,024
+// the API's schema allows would take 19 GB of a small server; and beyond
+// a few per core a measurement measures only contention.
+const maxWorkersPerCore = 4
+
 // Checked returns the options with their defaults filled in, or why they
 // cannot be measured: a face that runs the measurement after its answer
 // refuses them before it answers.
@@ -54,6 +60,9 @@ func (o PipelineOptions) Checked() (PipelineOptions, error) {
 	}
 	if o.Workers < 1 || o.Workers > 1024 {
 		return o, fmt.Errorf("measure: %d workers: give 1 to 1024", o.Workers)
+	}
+	if most := maxWorkersPerCore * runtime.NumCPU(); o.Workers > most {
+		return o, fmt.Errorf("measure: %d workers: this host takes at most %d (%d per core)", o.Workers, most, maxWorkersPerCore)
 	}
 	if o.Bytes < chunkSize || o.Bytes > 1<<40 {
 		return o, fmt.Errorf("measure: %d bytes: give one chunk (%d) to 1 TiB", o.Bytes, chunkSize)

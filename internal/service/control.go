@@ -238,6 +238,9 @@ type controlState struct {
 	// servingOptions are what the serving engine's options add that an
 	// engine of a run's own takes too (Serve).
 	servingOptions atomic.Pointer[[]func(*engine.Options)]
+	// servingSoon, set by a server before it answers requests, holds
+	// runs back until its RunSchedules serves its engine (ExpectServing).
+	servingSoon atomic.Pointer[servingGate]
 	// remote runs operations on the fleet's workers (remote.go).
 	remote remoteSlot
 }

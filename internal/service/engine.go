@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -90,10 +91,49 @@ func (s *Service) EngineServing() *engine.Engine { return s.serving.Load() }
 func (s *Service) Serve(eng *engine.Engine, more ...func(*engine.Options)) (stop func()) {
 	s.servingOptions.Store(&more)
 	s.serving.Store(eng)
+	if g := s.servingSoon.Load(); g != nil {
+		g.open()
+	}
 	return func() {
 		if s.serving.CompareAndSwap(eng, nil) {
 			s.servingOptions.Store(nil)
 		}
+	}
+}
+
+// servingGate is closed once a server's schedules' engine serves, or its
+// RunSchedules gave up before.
+type servingGate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (g *servingGate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// ExpectServing says this process is a server whose RunSchedules will
+// serve an engine: until then (or until done is called, when it ends
+// before), the runs started here wait for it (AwaitServing). A run that
+// came in first, while the server was still starting, would otherwise run
+// in an engine of its own and miss what the server's runs record (the
+// copies after a policy's run).
+func (s *Service) ExpectServing() (done func()) {
+	g := &servingGate{ch: make(chan struct{})}
+	s.servingSoon.Store(g)
+	return g.open
+}
+
+// AwaitServing waits until the engine a server is about to serve is
+// served (ExpectServing); at once in every other process.
+func (s *Service) AwaitServing(ctx context.Context) error {
+	g := s.servingSoon.Load()
+	if g == nil {
+		return nil
+	}
+	select {
+	case <-g.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -158,6 +198,9 @@ func (r *PolicyRun) Wait() (doc *api.Job, err error) {
 // ctx is cancelled (running VMs then release their hypervisor snapshots,
 // queued ones are not started).
 func (s *Service) RunPolicy(ctx context.Context, name string) (*PolicyRun, error) {
+	if err := s.AwaitServing(ctx); err != nil {
+		return nil, err
+	}
 	cfg, warnings, err := s.PolicyConfig(ctx)
 	if err != nil {
 		return nil, err

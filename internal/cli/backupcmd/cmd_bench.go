@@ -132,7 +132,7 @@ coffer --server https://backup:8443 bench pipeline --level 3`,
 	f := cmd.Flags()
 	f.IntSliceVar(&in.Levels, "level", nil, "zstd levels to measure, 0 for none (repeatable; default 0, 1, 3, 9)")
 	f.StringVar(&size, "size", "512MiB", "bytes each level processes")
-	f.IntVar(&in.Workers, "workers", 0, "goroutines (default: one per core)")
+	f.IntVar(&in.Workers, "workers", 0, "goroutines (default: one per core; at most 4 per core)")
 	// Here it measures this host; with --server, the server's host, as a
 	// task that answers at once.
 	return command.RemoteToo(command.Op(cmd, "bench-pipeline", "start-bench-pipeline"))

@@ -296,6 +296,9 @@ func background(bg *service.Background) server.Component {
 // schedules refuse stops the server. Draining cancels running scheduled
 // jobs, which stop cleanly.
 func schedules(svc *service.Service) server.Component {
+	// Made before any component starts, the HTTP listener too: the runs
+	// started through the API join the schedules' engine.
+	served := svc.ExpectServing()
 	cancel := func() {}
 	finished := make(chan struct{})
 	return server.Component{Name: "schedules",
@@ -305,6 +308,7 @@ func schedules(svc *service.Service) server.Component {
 			failed := make(chan error, 1)
 			go func() {
 				defer close(finished)
+				defer served() // also when RunSchedules ends before it serves
 				if err := (fleetops.Ops{Service: svc}).RunSchedules(ctx); err != nil && ctx.Err() == nil {
 					failed <- err
 				}

@@ -191,6 +191,9 @@ func (s Ops) backupConnector(ctx context.Context, cfg *policy.Config, in backupV
 	if err := s.RefuseElsewhere(ctx, cfg, []string{cc.Name}); err != nil {
 		return nil, "", err
 	}
+	if err := s.AwaitServing(ctx); err != nil {
+		return nil, "", err
+	}
 	if eng := s.EngineServing(); eng != nil {
 		// The server's connector: the backup runs in its engine
 		// (backupVMJob), under the limits its scheduled runs keep.

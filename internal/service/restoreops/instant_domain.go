@@ -21,26 +21,34 @@ func pointVMKind(snap *repo.Point) string {
 	return cfg.Kind
 }
 
-// instantDomains opens connection name for an instant recovery of a
-// libvirt domain; close ends its connection.
-func (s Ops) instantDomains(ctx context.Context, name string) (instant.Domains, func(), error) {
+// instantTarget opens connection name for an instant recovery of a
+// point of a VM of platform, as the target T that runs it there; close
+// ends its connection.
+func instantTarget[T any](ctx context.Context, s Ops, name, platform string) (T, func(), error) {
+	var none T
 	if name == "" {
-		return nil, nil, service.Invalidf("the backup point is of a libvirt domain: name the connection to run it on (--connection)")
+		return none, nil, service.Invalidf("the backup point is of a %s: name the connection to run it on (--connection)", platform)
 	}
 	pc, err := s.EngineConfig(ctx)
 	if err != nil {
-		return nil, nil, err
+		return none, nil, err
 	}
 	conns, err := s.OpenConnectors(ctx, pc, []string{name})
 	if err != nil {
-		return nil, nil, err
+		return none, nil, err
 	}
-	d, ok := conns.Conns[name].(instant.Domains)
+	t, ok := conns.Conns[name].(T)
 	if !ok {
 		conns.Close()
-		return nil, nil, service.Invalidf("connection %s (%s) cannot run a VM from a backup point", name, conns.Conns[name].Kind())
+		return none, nil, service.Invalidf("connection %s (%s) cannot run a %s from a backup point", name, conns.Conns[name].Kind(), platform)
 	}
-	return d, conns.Close, nil
+	return t, conns.Close, nil
+}
+
+// instantDomains opens connection name for an instant recovery of a
+// libvirt domain.
+func (s Ops) instantDomains(ctx context.Context, name string) (instant.Domains, func(), error) {
+	return instantTarget[instant.Domains](ctx, s, name, "libvirt domain")
 }
 
 // domainRunning asks a session's connection whether its domain runs;
@@ -56,25 +64,9 @@ func (s Ops) domainRunning(ctx context.Context, sess *instant.Session) bool {
 }
 
 // instantVCenter opens vSphere connection name for an instant recovery
-// of a vSphere VM; close ends its connection.
+// of a vSphere VM.
 func (s Ops) instantVCenter(ctx context.Context, name string) (instant.VCenter, func(), error) {
-	if name == "" {
-		return nil, nil, service.Invalidf("the backup point is of a vSphere VM: name the connection to run it on (--connection)")
-	}
-	pc, err := s.EngineConfig(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	conns, err := s.OpenConnectors(ctx, pc, []string{name})
-	if err != nil {
-		return nil, nil, err
-	}
-	vc, ok := conns.Conns[name].(instant.VCenter)
-	if !ok {
-		conns.Close()
-		return nil, nil, service.Invalidf("connection %s (%s) cannot run a vSphere VM from a backup point", name, conns.Conns[name].Kind())
-	}
-	return vc, conns.Close, nil
+	return instantTarget[instant.VCenter](ctx, s, name, "vSphere VM")
 }
 
 // vsphereRunning asks a session's vCenter whether its VM is powered on;

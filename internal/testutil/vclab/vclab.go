@@ -76,10 +76,7 @@ func StartHooked(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machin
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Remove)
-	for _, obj := range m.Map().All("HostSystem") {
-		h := obj.(*simulator.HostSystem)
-		m.Map().Put(&removableDatastores{m.Map().Get(*h.ConfigManager.DatastoreSystem).(*simulator.HostDatastoreSystem)})
-	}
+	RemovableDatastores(m)
 	if tlsConfig == nil {
 		tlsConfig = new(tls.Config)
 	}
@@ -360,6 +357,15 @@ func (l *Lab) Connection(name, passwordFile string) string {
 // datastore's own list of VMs is not trusted: vcsim's RelocateVM_Task
 // takes the VM off the target datastore's list instead of the source's.
 type removableDatastores struct{ *simulator.HostDatastoreSystem }
+
+// RemovableDatastores gives every host of m's the RemoveDatastore call
+// (removableDatastores).
+func RemovableDatastores(m *simulator.Model) {
+	for _, obj := range m.Map().All("HostSystem") {
+		h := obj.(*simulator.HostSystem)
+		m.Map().Put(&removableDatastores{m.Map().Get(*h.ConfigManager.DatastoreSystem).(*simulator.HostDatastoreSystem)})
+	}
+}
 
 func (d *removableDatastores) RemoveDatastore(ctx *simulator.Context, req *types.RemoveDatastore) soap.HasFault {
 	ds := ctx.Map.Get(req.Datastore).(*simulator.Datastore)

@@ -14,41 +14,11 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/methods"
-	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/instant/nfsserve"
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 )
-
-// removableDatastores gives vcsim's HostDatastoreSystem the
-// RemoveDatastore call that vcsim lacks (it answers MethodNotFound):
-// like vSphere's, it refuses a datastore a VM still uses (one whose
-// datastore property names it), then removes it with vcsim's
-// Datastore.Destroy_Task. The datastore's own list of VMs is not
-// trusted: vcsim's RelocateVM_Task takes the VM off the target
-// datastore's list instead of the source's.
-type removableDatastores struct{ *simulator.HostDatastoreSystem }
-
-func (d *removableDatastores) RemoveDatastore(ctx *simulator.Context, req *types.RemoveDatastore) soap.HasFault {
-	ds := ctx.Map.Get(req.Datastore).(*simulator.Datastore)
-	for _, obj := range ctx.Map.All("VirtualMachine") {
-		for _, used := range obj.(*simulator.VirtualMachine).Datastore {
-			if used == req.Datastore {
-				return &methods.RemoveDatastoreBody{Fault_: simulator.Fault("in use", &types.ResourceInUse{Type: "Datastore", Name: ds.Name})}
-			}
-		}
-	}
-	ds.Vm = nil
-	body := ds.DestroyTask(ctx, &types.Destroy_Task{This: req.Datastore}).(*methods.Destroy_TaskBody)
-	task := ctx.Map.Get(body.Res.Returnval).(*simulator.Task)
-	task.Wait()
-	if task.Info.Error != nil {
-		return &methods.RemoveDatastoreBody{Fault_: simulator.Fault(task.Info.Error.LocalizedMessage, task.Info.Error.Fault)}
-	}
-	return &methods.RemoveDatastoreBody{Res: &types.RemoveDatastoreResponse{}}
-}
 
 // lab is a vcsim vCenter served over TLS, with a "mount" that vcsim can
 // follow: vcsim does not speak NFS, its CreateNasDatastore takes the
@@ -70,11 +40,7 @@ func startLab(t *testing.T) *lab {
 	if err := m.Create(); err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range m.Map().All("HostSystem") {
-		h := obj.(*simulator.HostSystem)
-		dss := m.Map().Get(*h.ConfigManager.DatastoreSystem).(*simulator.HostDatastoreSystem)
-		m.Map().Put(&removableDatastores{dss})
-	}
+	vclab.RemovableDatastores(m) // the unmount vcsim lacks
 	m.Service.TLS = new(tls.Config)
 	srv := m.Service.NewServer()
 	t.Cleanup(func() { srv.Close(); m.Remove() })
