@@ -177,7 +177,7 @@ func (j *Job) onWorker(u *unit, batch []*task, reads int) bool {
 			t.setStatus(catalog.StatusQueued)
 			j.resubmit(j.vmUnit(t))
 		case o.Err == nil:
-			t.succeed(o.Point, took, false)
+			t.succeed(o.Point, took)
 		default:
 			t.failOrRetry(o.Err)
 		}
