@@ -75,17 +75,18 @@ func TestOperationsNameRealMethods(t *testing.T) {
 // notOperations are the exported methods of the domains' Ops that are not
 // use cases of their own.
 var notOperations = map[string]string{
-	"fleetops.RunSchedules":       "the server's loop itself, not an operation it offers",
-	"accessops.Bootstrap":         "first-run setup on the server's host (coffer server init, the first start), never through the API",
-	"accessops.NeedsSetup":        "whether the server's first start must bootstrap",
-	"fleetops.HealthMonitor":      "the server's periodic checks, run by RunSchedules",
-	"fleetops.RunMaintenance":     "one run of a maintenance schedule (gc, verify, forget, copy operations by ID), run by RunSchedules",
-	"backupops.BackupQMP":         "backup-vm through a QMP socket of this host, for the command line (no request names a host's socket)",
-	"restoreops.FilesFindEach":    "files-find handing each match to a callback as it is found, for the command line",
-	"repoops.CopyWith":            "copy between repositories by location (the command line's --from/--to), which the API's copy names by configuration",
-	"repoops.InitWith":            "init with the password the command line asked for and a key source of this host (the API's init reads the configured password)",
-	"fleetops.RefreshInventories": "the command line without a server lists the connections live before it reads the inventory (a server's schedules keep it)",
-	"repoops.RepositoryPoints":    "the points listing with the manifests it skipped, which the command line names (the API's listing has no place for them)",
+	"fleetops.RunSchedules":              "the server's loop itself, not an operation it offers",
+	"replicaops.RemoveFailoverLeftovers": "the server's clean-up at its start of what a test failover killed with its server left, never through the API",
+	"accessops.Bootstrap":                "first-run setup on the server's host (coffer server init, the first start), never through the API",
+	"accessops.NeedsSetup":               "whether the server's first start must bootstrap",
+	"fleetops.HealthMonitor":             "the server's periodic checks, run by RunSchedules",
+	"fleetops.RunMaintenance":            "one run of a maintenance schedule (gc, verify, forget, copy operations by ID), run by RunSchedules",
+	"backupops.BackupQMP":                "backup-vm through a QMP socket of this host, for the command line (no request names a host's socket)",
+	"restoreops.FilesFindEach":           "files-find handing each match to a callback as it is found, for the command line",
+	"repoops.CopyWith":                   "copy between repositories by location (the command line's --from/--to), which the API's copy names by configuration",
+	"repoops.InitWith":                   "init with the password the command line asked for and a key source of this host (the API's init reads the configured password)",
+	"fleetops.RefreshInventories":        "the command line without a server lists the connections live before it reads the inventory (a server's schedules keep it)",
+	"repoops.RepositoryPoints":           "the points listing with the manifests it skipped, which the command line names (the API's listing has no place for them)",
 	// A virtual tape library is made, and filled with cartridges, on the
 	// host it lives on, as a real one is installed and loaded: the API
 	// names the libraries of the configuration and never creates files
