@@ -97,7 +97,7 @@ func startVSphere(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg
 		nfsHost, _, _ = net.SplitHostPort(l.Addr().String())
 		if ip := net.ParseIP(nfsHost); ip == nil || ip.IsUnspecified() {
 			_ = l.Close()
-			return nil, nil, fmt.Errorf("instant recovery: the NFS server listens on %s: name the address the ESXi host mounts it from", l.Addr())
+			return nil, nil, fmt.Errorf("instant recovery: the NFS server listens on %s: name the address the ESXi host mounts it from (--nfs-address, the API's nfs_address)", l.Addr())
 		}
 	}
 	s := &Session{ID: id, Snapshot: snap.ID.String(), Repository: r.Config().ID, VM: cfg.Name, Dir: dir,
