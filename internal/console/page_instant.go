@@ -51,7 +51,10 @@ func (p *page) restorePage() {
 // the sessions.
 func (p *page) instantStart() {
 	f := p.form()
-	var body api.InstantStartRequest
+	// A vSphere point's form asks where its VM runs (the others' have
+	// none of these fields, which the API then leaves to its defaults).
+	body := api.InstantStartRequest{Host: strings.TrimSpace(f.Get("host")), Name: strings.TrimSpace(f.Get("name")),
+		NFSAddress: strings.TrimSpace(f.Get("nfs_address")), NFSListen: strings.TrimSpace(f.Get("nfs_listen"))}
 	if s := strings.TrimSpace(f.Get("reconnect_delay")); s != "" {
 		d, err := strconv.ParseFloat(s, 64)
 		if err != nil || d < 0 {

@@ -3,23 +3,27 @@ package console_test
 import (
 	"bytes"
 	"crypto/rand"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 )
 
-// TestConsoleRestoreOntoOriginal: a vSphere VM (vcsim) backed up, its disk
+// TestConsoleRestoreVSphere: a vSphere VM (vcsim) backed up, its disk
 // written over since; the restore wizard's "Onto the original VM" refuses
 // a confirmation that is not the VM's name at its step (no task, the
 // disk untouched), its task fails and says why while the VM runs, and
 // with the VM powered off and its name typed, the VM's disk holds the
-// point's bytes again.
-func TestConsoleRestoreOntoOriginal(t *testing.T) {
+// point's bytes again. Then its instant recovery (vsphereInstant).
+func TestConsoleRestoreVSphere(t *testing.T) {
 	l := newLab(t)
 	vc := vclab.New(t, vclab.Start(t, 1, 0))
 	vm := vc.VMs[0]
@@ -81,4 +85,65 @@ func TestConsoleRestoreOntoOriginal(t *testing.T) {
 	if !bytes.Equal(vc.ReadFlat(disk), backedUp) {
 		t.Fatal("the VM's disk after a restore onto the original differs from the point")
 	}
+	vsphereInstant(t, l, c, vc, points[0])
+}
+
+// vsphereInstant: the instant recovery step of a vSphere point asks where
+// its VM runs (the ESXi host, the NFS export's address), and with them
+// the VM runs on the host from the export's datastore, shown running on
+// the Restore page; discarded there, the VM and the datastore are gone.
+//
+// vcsim mounts nothing: its CreateNasDatastore takes the datastore's
+// name as a directory of the simulator's working directory (this
+// process's), so the test works in a directory of its own where that
+// name links to the session's export directory (as restorecmd's
+// vsInstant does).
+func vsphereInstant(t *testing.T, l *lab, c *chrome, vc *vclab.Lab, pt api.BackupPoint) {
+	c.open("/ui/points/default/p/" + pt.ID + "/restore?what=instant")
+	c.run(chromedp.WaitVisible("#r-nfs-address"))
+	c.retype("#r-nfs-listen", "127.0.0.1:0")
+	c.retype("#r-nfs-address", "127.0.0.1")
+	c.shot("restore-instant-vsphere") // before the Chdir: axe-core is read from a relative path
+
+	id := pt.ID[:8]
+	work := t.TempDir()
+	t.Chdir(work)
+	export := filepath.Join(l.vars["COFFER_STATE_DIR"], "instant", id, "export")
+	if err := os.Symlink(export, filepath.Join(work, "coffer-instant-"+id)); err != nil {
+		t.Fatal(err)
+	}
+	c.clickAway("#restore-start")
+	if loc := c.location(); !strings.HasSuffix(loc, "/ui/restore#session-"+id) {
+		t.Fatalf("the instant recovery opened %s", loc)
+	}
+	c.waitText("#session-"+id, "VM running")
+	var ss []api.InstantSession
+	if code := l.get(l.adminToken(), "/api/v1/instant", &ss); code != 200 || len(ss) != 1 || ss[0].Platform != "vsphere" ||
+		ss[0].NFSAddress != "127.0.0.1" || ss[0].Domain != pt.VM+"-instant" {
+		t.Fatalf("instant-list (%d): %+v", code, ss)
+	}
+	if state, mounted := vcInstant(t, vc, pt.VM+"-instant", "coffer-instant-"+id); state != types.VirtualMachinePowerStatePoweredOn || !mounted {
+		t.Fatalf("after the start: VM %q, export mounted %v", state, mounted)
+	}
+	c.run(chromedp.Click("#discard-" + id))
+	c.waitText("#instant-action", "is discarded")
+	if state, mounted := vcInstant(t, vc, pt.VM+"-instant", "coffer-instant-"+id); state != "" || mounted {
+		t.Fatalf("after the discard: VM %q, export mounted %v", state, mounted)
+	}
+}
+
+// vcInstant is the power state of the VM called name ("" if none is
+// registered) and whether datastore ds is mounted.
+func vcInstant(t *testing.T, vc *vclab.Lab, name, ds string) (types.VirtualMachinePowerState, bool) {
+	var vms []mo.VirtualMachine
+	vc.Retrieve(t.Context(), "VirtualMachine", []string{"name", "runtime.powerState"}, &vms)
+	var state types.VirtualMachinePowerState
+	for _, m := range vms {
+		if m.Name == name {
+			state = m.Runtime.PowerState
+		}
+	}
+	var dss []mo.Datastore
+	vc.Retrieve(t.Context(), "Datastore", []string{"name"}, &dss)
+	return state, slices.ContainsFunc(dss, func(d mo.Datastore) bool { return d.Name == ds })
 }

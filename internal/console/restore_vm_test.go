@@ -141,6 +141,11 @@ func TestConsoleRestoreVMAndInstant(t *testing.T) {
 func (c *chrome) instantStart(pointPage, token string) api.InstantSession {
 	c.t.Helper()
 	c.run(chromedp.Navigate(pointPage+"/restore?what=instant"), chromedp.WaitVisible("#restore-form"))
+	var vsphereFields bool
+	c.run(chromedp.Evaluate(`!!document.querySelector("#r-vsphere, #r-host, #r-nfs-address")`, &vsphereFields))
+	if vsphereFields {
+		c.t.Fatal("a QEMU point's instant recovery asks where a vSphere VM runs")
+	}
 	c.clickAway("#restore-start")
 	_, id, ok := strings.Cut(c.location(), "/ui/restore#session-")
 	if !ok {

@@ -96,7 +96,10 @@ coffer replicas run web-dr --vm web-01 --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Name = args[0]
 			run, err := command.RunOp[*api.ReplicationRun](cmd.Context(), a.App, "run-replication", &in)
-			if run == nil {
+			if run == nil || err != nil && !vmFailed(run) {
+				// A run that failed as a whole (no VM to bring up to
+				// date, no worker...) has no VM to show the error
+				// against: it is reported as every command's error is.
 				return err
 			}
 			return a.Emit(run, err, func() { a.printRun(run) })
@@ -105,6 +108,17 @@ coffer replicas run web-dr --vm web-01 --json`,
 	cmd.Flags().StringVar(&in.VM, "vm", "", "only this VM's standby")
 	cmd.Flags().StringVar(&in.Worker, "worker", "", "run on this worker of the fleet (default: the DR host's)")
 	return command.RemoteToo(command.Op(cmd, "run-replication"))
+}
+
+// vmFailed reports whether the run's document names a VM whose standby
+// failed, so that it describes the run's error itself.
+func vmFailed(run *api.ReplicationRun) bool {
+	for _, vm := range run.VMs {
+		if vm.Error != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) printRun(run *api.ReplicationRun) {

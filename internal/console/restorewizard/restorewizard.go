@@ -36,8 +36,11 @@ func Limits(pt api.BackupPoint) map[string]string {
 		why["instant"] = why["vm"]
 	case "qemu":
 		why["original"] = "a QEMU VM is restored as a new VM; its disks are files you can restore one by one"
+	case "vsphere":
+		// Its VM runs on an ESXi host, from coffer's NFS export: the
+		// form asks for the host and the export's address.
 	default:
-		why["instant"] = "instant recovery runs QEMU VMs"
+		why["instant"] = "the console starts instant recoveries of QEMU and vSphere VMs; a libvirt domain's runs with coffer instant start"
 	}
 	if pt.Connection == "" && pt.SourceKind != "qemu" && pt.SourceKind != "disk" {
 		why["original"] = "the point names no connection to restore through"

@@ -1,14 +1,10 @@
 package vsphere
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +15,8 @@ import (
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/storagesnap"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
-
-const groupKillEnv = "COFFER_VSPHERE_GROUP_KILL_CHILD"
 
 // TestKilledGroupLeavesNothing runs a group: datastore job in a child
 // process and SIGKILLs it at two points: while its storage snapshot is
@@ -29,39 +24,14 @@ const groupKillEnv = "COFFER_VSPHERE_GROUP_KILL_CHILD"
 // reads (one VM read, the next one opening). The next start on the same
 // state directory leaves no VM snapshot and no storage snapshot.
 func TestKilledGroupLeavesNothing(t *testing.T) {
-	if os.Getenv(groupKillEnv) != "" {
-		t.Skip("in the child")
-	}
 	for _, at := range []string{"storage-snapshot", "mid-read"} {
 		t.Run(at, func(t *testing.T) {
 			s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 3, DiskSize: 1 << 20})
 			providers, snaps := s.array(t, "vc")
 			state := filepath.Join(t.TempDir(), "state")
 			prov, _ := json.Marshal(providers)
-			cmd := exec.Command(os.Args[0], "-test.run=^TestGroupKillChild$", "-test.v")
-			cmd.Env = append(os.Environ(), groupKillEnv+"="+at, "KILL_URL="+s.url.String(), "KILL_THUMB="+s.thumb,
+			testutil.KillAtPoint(t, "TestGroupKillChild", "KILL_AT="+at, "KILL_URL="+s.url.String(), "KILL_THUMB="+s.thumb,
 				"KILL_STATE="+state, "KILL_PROVIDERS="+string(prov))
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			reached := false
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if strings.Contains(sc.Text(), "KILL-POINT-REACHED") {
-					reached = true
-					break
-				}
-			}
-			cmd.Process.Kill()
-			cmd.Wait()
-			if !reached {
-				t.Fatal("the child ended before its kill point")
-			}
 			under := 0
 			for _, vm := range s.vms {
 				if cofferSnapshot(s.vm(vm).Snapshot) != nil {
@@ -96,10 +66,8 @@ func TestKilledGroupLeavesNothing(t *testing.T) {
 // TestGroupKillChild is the child of TestKilledGroupLeavesNothing: it
 // runs the group job and stops at its kill point, waiting to be killed.
 func TestGroupKillChild(t *testing.T) {
-	at := os.Getenv(groupKillEnv)
-	if at == "" {
-		t.Skip("helper process of TestKilledGroupLeavesNothing")
-	}
+	testutil.KillChild(t)
+	at := os.Getenv("KILL_AT")
 	ctx := context.Background()
 	c, err := New(ctx, Config{URL: os.Getenv("KILL_URL"), User: simUser, Password: simPass,
 		Thumbprint: os.Getenv("KILL_THUMB"), StateDir: os.Getenv("KILL_STATE"), TaskPoll: 10 * time.Millisecond})
@@ -129,10 +97,7 @@ type stopAt struct {
 	at string
 }
 
-func stop() {
-	fmt.Println("KILL-POINT-REACHED")
-	select {} // the parent kills this process
-}
+func stop() { testutil.KillPoint() }
 
 func (s *stopAt) SnapshotDatastore(ctx context.Context, ds, label string, disks []hypervisor.DiskInfo) (hypervisor.StorageSnapshot, error) {
 	ss, err := s.StorageSnapshotter.SnapshotDatastore(ctx, ds, label, disks)

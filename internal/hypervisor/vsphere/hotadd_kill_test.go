@@ -1,11 +1,8 @@
 package vsphere
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,9 +11,8 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
-
-const hotAddKillEnv = "COFFER_VSPHERE_HOTADD_KILL_CHILD"
 
 // TestKilledCofferLeavesNoHotAddedDisk runs a hot-add read in a child
 // process and SIGKILLs it while the snapshot's disk is attached to the
@@ -24,37 +20,12 @@ const hotAddKillEnv = "COFFER_VSPHERE_HOTADD_KILL_CHILD"
 // exactly that disk (the data mover's own stays), then removes the
 // snapshot; the VM's base file is intact.
 func TestKilledCofferLeavesNoHotAddedDisk(t *testing.T) {
-	if os.Getenv(hotAddKillEnv) != "" {
-		t.Skip("in the child")
-	}
 	l := startHostLab(t, 1<<20)
 	mover := l.addMover(t)
 	before := l.moverDisks(t, mover)
 	state := filepath.Join(t.TempDir(), "state")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHotAddKillChild$", "-test.v")
-	cmd.Env = append(os.Environ(), hotAddKillEnv+"=1", "KILL_URL="+l.vc.url.String(), "KILL_THUMB="+l.vc.thumb,
+	testutil.KillAtPoint(t, "TestHotAddKillChild", "KILL_URL="+l.vc.url.String(), "KILL_THUMB="+l.vc.thumb,
 		"KILL_STATE="+state, "KILL_VM="+l.vm.Value, "KILL_DEVICE="+l.flatOnDisk)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	attached := false
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "DISK-ATTACHED") {
-			attached = true
-			break
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	if !attached {
-		t.Fatal("the child ended before attaching the disk")
-	}
 	if n := len(l.moverDisks(t, mover)); n != len(before)+1 {
 		t.Fatalf("the data mover has %d disks after the kill, want %d", n, len(before)+1)
 	}
@@ -83,9 +54,7 @@ func (f fixedDevice) Device(context.Context, AttachedDisk) (string, error) { ret
 
 // TestHotAddKillChild is the child of TestKilledCofferLeavesNoHotAddedDisk.
 func TestHotAddKillChild(t *testing.T) {
-	if os.Getenv(hotAddKillEnv) == "" {
-		t.Skip("helper process of TestKilledCofferLeavesNoHotAddedDisk")
-	}
+	testutil.KillChild(t)
 	ctx := context.Background()
 	c, err := New(ctx, Config{URL: os.Getenv("KILL_URL"), User: simUser, Password: simPass, Thumbprint: os.Getenv("KILL_THUMB"),
 		StateDir: os.Getenv("KILL_STATE"), TaskPoll: 10 * time.Millisecond, DataMoverVM: moverName})
@@ -102,6 +71,5 @@ func TestHotAddKillChild(t *testing.T) {
 	if _, err := sess.OpenDisk(ctx, sess.Disks()[0].Key); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println("DISK-ATTACHED")
-	<-ctx.Done() // never: the parent kills this process
+	testutil.KillPoint()
 }

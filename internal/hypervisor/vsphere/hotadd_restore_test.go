@@ -20,6 +20,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/ranged"
 	"github.com/coffer-backup/coffer/internal/repo"
+	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/restore"
 )
 
@@ -105,19 +106,21 @@ func (f *writeDevices) barrier(ctx context.Context) error {
 // data-mover VM for hot-add restores: disk 0 full of data, disk 1 a thin
 // disk with a tenth of it allocated.
 type rangedLab struct {
-	s     *sim
-	sh    *cbtShim
-	r     *repo.Repository
-	point *repo.Point
-	want  [][]byte
-	mover types.ManagedObjectReference
+	s       *sim
+	sh      *cbtShim
+	r       *repo.Repository
+	repoDir string // where r is: a child process opens it too
+	point   *repo.Point
+	want    [][]byte
+	mover   types.ManagedObjectReference
 }
 
 const rangedDisk = 24 << 20
 
 func startRangedLab(t *testing.T) *rangedLab {
 	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1, Disks: 2, DiskSize: rangedDisk})
-	l := &rangedLab{s: s, sh: newCBTShim(t, s), r: newRepo(t)}
+	local := repotest.NewLocal(t, repo.InitOptions{})
+	l := &rangedLab{s: s, sh: newCBTShim(t, s), r: local.R, repoDir: local.Dir}
 	ref := s.vms[0]
 	full := make([]byte, rangedDisk)
 	for i := range full {

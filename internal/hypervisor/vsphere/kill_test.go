@@ -1,11 +1,8 @@
 package vsphere
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,46 +11,20 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
-
-const killChildEnv = "COFFER_VSPHERE_KILL_CHILD"
 
 // TestKilledCofferLeavesNoSnapshot runs a real coffer session in a child
 // process, SIGKILLs it while its snapshot exists, and checks that the next
 // connector on the same state directory removes exactly that snapshot: an
 // administrator's snapshot on the same VM stays.
 func TestKilledCofferLeavesNoSnapshot(t *testing.T) {
-	if os.Getenv(killChildEnv) != "" {
-		t.Skip("in the child")
-	}
 	s := startSim(t, simOptions{Hosts: 1, Datastores: 1, VMs: 1})
 	ref := s.vms[0]
 	s.userSnapshot(t, ref, "before-upgrade")
 	state := filepath.Join(t.TempDir(), "state")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.v")
-	cmd.Env = append(os.Environ(), killChildEnv+"=1", "KILL_URL="+s.url.String(), "KILL_THUMB="+s.thumb,
+	testutil.KillAtPoint(t, "TestKillChild", "KILL_URL="+s.url.String(), "KILL_THUMB="+s.thumb,
 		"KILL_STATE="+state, "KILL_VM="+ref.Value)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	taken := false
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "SNAPSHOT-TAKEN") {
-			taken = true
-			break
-		}
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	if !taken {
-		t.Fatal("the child ended before taking its snapshot")
-	}
 	if n := len(s.snapshots(ref)); n != 2 {
 		t.Fatalf("%d snapshots after the kill, want the admin's and coffer's", n)
 	}
@@ -78,9 +49,7 @@ func TestKilledCofferLeavesNoSnapshot(t *testing.T) {
 // TestKillChild is the child of TestKilledCofferLeavesNoSnapshot: it takes
 // a snapshot through a connector and waits to be killed.
 func TestKillChild(t *testing.T) {
-	if os.Getenv(killChildEnv) == "" {
-		t.Skip("helper process of TestKilledCofferLeavesNoSnapshot")
-	}
+	testutil.KillChild(t)
 	ctx := context.Background()
 	c, err := New(ctx, Config{URL: os.Getenv("KILL_URL"), User: simUser, Password: simPass,
 		Thumbprint: os.Getenv("KILL_THUMB"), StateDir: os.Getenv("KILL_STATE"), TaskPoll: 10 * time.Millisecond})
@@ -92,6 +61,5 @@ func TestKillChild(t *testing.T) {
 		hypervisor.SnapshotRequest{SessionID: "killed", Mode: hypervisor.CrashConsistent}); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println("SNAPSHOT-TAKEN")
-	<-ctx.Done() // never: the parent kills this process
+	testutil.KillPoint()
 }

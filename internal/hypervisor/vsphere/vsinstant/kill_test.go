@@ -1,19 +1,16 @@
 package vsinstant
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vmware/govmomi"
-)
 
-const killEnv = "COFFER_VSINSTANT_KILL_CHILD"
+	"github.com/coffer-backup/coffer/internal/testutil"
+)
 
 // TestAKilledServerLeavesNoMountNorVM runs a recovery in a child process
 // (its NFS server, its vCenter session) and SIGKILLs it once the VM runs
@@ -22,35 +19,10 @@ const killEnv = "COFFER_VSINSTANT_KILL_CHILD"
 // unregisters it, unmounts the export and removes the session's
 // directory and journal; a second Cleanup finds nothing.
 func TestAKilledServerLeavesNoMountNorVM(t *testing.T) {
-	if os.Getenv(killEnv) != "" {
-		t.Skip("in the child")
-	}
 	l := startLab(t)
 	state, sess := t.TempDir(), t.TempDir()
 	l.mountable(dsName, filepath.Join(sess, "export"))
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.v")
-	cmd.Env = append(os.Environ(), killEnv+"=1", "KILL_URL="+l.url.String(), "KILL_STATE="+state, "KILL_SESSION="+sess)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	running := false
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "VM-RUNNING") {
-			running = true
-			break
-		}
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	if !running {
-		t.Fatal("the child ended before the VM ran")
-	}
+	testutil.KillAtPoint(t, "TestKillChild", "KILL_URL="+l.url.String(), "KILL_STATE="+state, "KILL_SESSION="+sess)
 	if !l.vm("app-instant") || !l.datastore(dsName) {
 		t.Fatal("the child's VM or mount is not there after the kill")
 	}
@@ -74,9 +46,7 @@ func TestAKilledServerLeavesNoMountNorVM(t *testing.T) {
 
 // TestKillChild is the child of TestAKilledServerLeavesNoMountNorVM.
 func TestKillChild(t *testing.T) {
-	if os.Getenv(killEnv) == "" {
-		t.Skip("helper process of TestAKilledServerLeavesNoMountNorVM")
-	}
+	testutil.KillChild(t)
 	ctx := context.Background()
 	u, err := soapURL(os.Getenv("KILL_URL"))
 	if err != nil {
@@ -94,6 +64,5 @@ func TestKillChild(t *testing.T) {
 	if err := Start(ctx, c.Client, s.cfg, rec, Options{NFSHost: host, NFSPath: "/", Datastore: dsName, Name: "app-instant"}); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println("VM-RUNNING")
-	<-ctx.Done() // never: the parent kills this process
+	testutil.KillPoint()
 }
