@@ -135,11 +135,38 @@ func (r Replication) validate(c *Config, add func(string, ...any)) {
 			add("%s: vms: %q is not a glob: %v", where, g, err)
 		}
 	}
-	if cn, ok := c.Connection(r.Connection); !ok {
-		add("%s: connection %q is not a connection of the configuration (the DR host's qemu or libvirt connection)", where, r.Connection)
-	} else if cn.Kind != "qemu" && cn.Kind != "libvirt" {
-		add("%s: connection %s is of kind %s: standbys are kept on qemu and libvirt hosts", where, cn.Name, cn.Kind)
+	cn, ok := c.Connection(r.Connection)
+	switch {
+	case !ok:
+		add("%s: connection %q is not a connection of the configuration (the DR host's qemu, libvirt or vsphere connection)", where, r.Connection)
+	case cn.Kind == "vsphere":
+		r.validateVSphere(where, add)
+		return
+	case cn.Kind != "qemu" && cn.Kind != "libvirt":
+		add("%s: connection %s is of kind %s: standbys are kept on qemu, libvirt and vsphere hosts", where, cn.Name, cn.Kind)
 	}
+	r.validateDirs(where, add)
+	r.validateCommon(where, add)
+}
+
+// validateVSphere checks a replication onto a vSphere DR site: its
+// storage map names datastores, not directories (internal/replica/vsstandby).
+func (r Replication) validateVSphere(where string, add func(string, ...any)) {
+	if r.Directory != "" {
+		add("%s: directory is for qemu and libvirt hosts: a vSphere standby is a VM on the datastore the storage map names", where)
+	}
+	if len(r.Storage) == 0 {
+		add("%s: storage is missing: map each source datastore to the DR site's datastore", where)
+	}
+	for from, to := range r.Storage {
+		if from == "" || to == "" {
+			add("%s: storage: %q: %q maps an empty name", where, from, to)
+		}
+	}
+	r.validateCommon(where, add)
+}
+
+func (r Replication) validateDirs(where string, add func(string, ...any)) {
 	if r.Directory == "" && len(r.Storage) == 0 {
 		add("%s: directory is missing: where the standbys are kept on the DR host", where)
 	}
@@ -152,6 +179,9 @@ func (r Replication) validate(c *Config, add func(string, ...any)) {
 			add("%s: %q is not an absolute path: the worker of the DR host resolves it whatever its working directory", where, d)
 		}
 	}
+}
+
+func (r Replication) validateCommon(where string, add func(string, ...any)) {
 	for from, to := range r.Networks {
 		if from == "" || to == "" {
 			add("%s: networks: %q: %q maps an empty name", where, from, to)
