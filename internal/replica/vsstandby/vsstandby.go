@@ -104,6 +104,10 @@ func Run(ctx context.Context, conn Connector, r *repo.Repository, p *repo.Point,
 	}
 	newest := ps[len(ps)-1]
 	if newest.BackupPoint == p.ID.String() {
+		// Reverted all the same: a start by hand may have written since.
+		if err := revert(ctx, conn.Client(), newest); err != nil {
+			return nil, err
+		}
 		pruned, err := prune(ctx, conn.Client(), ps, o.Keep)
 		return &Result{Point: newest, UpToDate: true, Pruned: pruned}, err
 	}

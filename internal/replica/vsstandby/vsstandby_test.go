@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,10 +130,20 @@ func TestStandbyFollowsItsSource(t *testing.T) {
 	if nics != 1 {
 		t.Fatalf("the standby has %d adapters", nics)
 	}
-	// The same point again: nothing written.
+	// Started by hand: refused; powered off again, what it wrote goes
+	// at the next run, though that has no new point to write.
+	b.l.Power(vm, true)
+	if _, err := Run(ctx, b.conn, b.r, pts[3], b.options()); err == nil || !strings.Contains(err.Error(), "outside a failover") {
+		t.Fatalf("a run onto a standby started by hand: %v", err)
+	}
+	b.l.Power(vm, false)
+	b.l.WriteFlat(b.l.Disk(standbyName), bytes.Repeat([]byte{0x5a}, diskSize))
 	res, err := Run(ctx, b.conn, b.r, pts[3], b.options())
 	if err != nil || !res.UpToDate || res.Point.Seq != 4 {
 		t.Fatalf("a run at the same point: %+v %v", res, err)
+	}
+	if got := b.l.ReadFlat(b.l.Disk(standbyName)); !bytes.Equal(got, images[3]) {
+		t.Fatal("what the start by hand wrote stayed")
 	}
 	if _, err := Run(ctx, b.conn, b.r, pts[1], b.options()); !errors.Is(err, ErrOlderPoint) {
 		t.Fatalf("a run to an older point: %v", err)
@@ -146,7 +157,16 @@ func TestFailoverStartsTheChosenPoint(t *testing.T) {
 	b := newLab(t)
 	images, pts := b.follow(3)
 	ctx := context.Background()
-	pt, err := Failover(ctx, b.conn.Client(), standbyName, "dr/web-01", 2, time.Now())
+	// A failover killed once it had recorded its choice of point 2: the
+	// next one, asking for the newest, finishes onto point 2.
+	sb, err := findStandby(ctx, b.conn.Client(), standbyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recordFailover(ctx, b.conn.Client(), sb.ref, &failedOver{Seq: 2, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	pt, err := Failover(ctx, b.conn.Client(), standbyName, "dr/web-01", 0, time.Now())
 	if err != nil || pt.Seq != 2 {
 		t.Fatalf("failover: %+v %v", pt, err)
 	}
