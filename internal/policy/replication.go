@@ -19,10 +19,11 @@ import (
 //	  - name: web-dr
 //	    repository: main           # whose points are replicated ("": the default)
 //	    vms: [web-*, db-01]        # VM names (globs) of the repository's points
-//	    connection: dr-kvm         # the DR host's QEMU or libvirt connection:
+//	    connection: dr-kvm         # the DR host's QEMU, libvirt or vSphere connection:
 //	                               #   the run goes to the worker of its host
-//	    directory: /srv/dr         # standbys in DIR/VM (qcow2 overlay chains)
+//	    directory: /srv/dr         # standbys in DIR/VM (qcow2 overlay chains; not for vSphere)
 //	    storage: {/var/lib/libvirt/images: /srv/dr-ssd}  # source datastore -> directory
+//	                               #   (vSphere: -> DR datastore; the standby is VM-standby there)
 //	    networks: {default: dr-net, br0: dr-br0}         # every source network, mapped
 //	    keep: 3                    # restore points each standby keeps (default 3)
 //	    rpo: 1h                    # coffer_replica_lag_seconds above it alerts
