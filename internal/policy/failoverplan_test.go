@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestFailoverPlanValidate: a plan names a replication of the
@@ -10,7 +12,11 @@ import (
 // absolute scripts and probes of the ladder's kinds; each problem is
 // named.
 func TestFailoverPlanValidate(t *testing.T) {
-	c := &Config{Connections: []Connection{{Name: "dr", Kind: "qemu"}, {Name: "vc", Kind: "vsphere"}},
+	var mover yaml.Node
+	if err := yaml.Unmarshal([]byte("{data-mover-vm: dr-mover}"), &mover); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Connections: []Connection{{Name: "dr", Kind: "qemu"}, {Name: "vc", Kind: "vsphere", Options: *mover.Content[0]}},
 		Replications: []Replication{{Name: "web-dr", VMs: []string{"web-*", "db-01"}, Connection: "dr", Directory: "/srv/dr"},
 			{Name: "web-vs", VMs: []string{"web-*", "db-01"}, Connection: "vc", Storage: map[string]string{"ds1": "dr-ds1"}}}}
 	good := FailoverPlan{Name: "shop", Replication: "web-dr", Groups: []FailoverGroup{

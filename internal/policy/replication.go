@@ -141,7 +141,7 @@ func (r Replication) validate(c *Config, add func(string, ...any)) {
 	case !ok:
 		add("%s: connection %q is not a connection of the configuration (the DR host's qemu, libvirt or vsphere connection)", where, r.Connection)
 	case cn.Kind == "vsphere":
-		r.validateVSphere(where, add)
+		r.validateVSphere(where, cn, add)
 		return
 	case cn.Kind != "qemu" && cn.Kind != "libvirt":
 		add("%s: connection %s is of kind %s: standbys are kept on qemu, libvirt and vsphere hosts", where, cn.Name, cn.Kind)
@@ -152,7 +152,13 @@ func (r Replication) validate(c *Config, add func(string, ...any)) {
 
 // validateVSphere checks a replication onto a vSphere DR site: its
 // storage map names datastores, not directories (internal/replica/vsstandby).
-func (r Replication) validateVSphere(where string, add func(string, ...any)) {
+func (r Replication) validateVSphere(where string, cn Connection, add func(string, ...any)) {
+	var o struct {
+		DataMoverVM string `yaml:"data-mover-vm"`
+	}
+	if cn.Options.Kind == 0 || cn.Options.Decode(&o) != nil || o.DataMoverVM == "" {
+		add("%s: connection %s names no data-mover-vm: a vSphere standby's changed blocks are written through the data-mover VM the DR worker runs in", where, cn.Name)
+	}
 	if r.Directory != "" {
 		add("%s: directory is for qemu and libvirt hosts: a vSphere standby is a VM on the datastore the storage map names", where)
 	}

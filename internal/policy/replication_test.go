@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestReplicationValidate: a replication names its VMs, a qemu, libvirt
@@ -11,7 +13,12 @@ import (
 // bounds, an rpo of a minute or more and a schedule that parses; each
 // problem is named.
 func TestReplicationValidate(t *testing.T) {
-	c := &Config{Connections: []Connection{{Name: "dr", Kind: "libvirt"}, {Name: "vc", Kind: "vsphere"}, {Name: "nas", Kind: "nfs"}}}
+	var mover yaml.Node
+	if err := yaml.Unmarshal([]byte("{data-mover-vm: dr-mover}"), &mover); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Connections: []Connection{{Name: "dr", Kind: "libvirt"}, {Name: "vc", Kind: "vsphere", Options: *mover.Content[0]},
+		{Name: "vc2", Kind: "vsphere"}, {Name: "nas", Kind: "nfs"}}}
 	good := Replication{Name: "web-dr", VMs: []string{"web-*"}, Connection: "dr", Directory: "/srv/dr",
 		Networks: map[string]string{"default": "dr-net"}, Keep: 3, Schedule: "*/15 * * * *"}
 	if err := good.Validate(c); err != nil {
@@ -41,6 +48,7 @@ func TestReplicationValidate(t *testing.T) {
 	for want, edit := range map[string]func(r *Replication){
 		"directory is for qemu and libvirt": func(r *Replication) { r.Directory = "/srv/dr" },
 		"storage is missing":                func(r *Replication) { r.Storage = nil },
+		"names no data-mover-vm":            func(r *Replication) { r.Connection = "vc2" },
 		"maps an empty name":                func(r *Replication) { r.Storage = map[string]string{"ds1": ""} },
 	} {
 		r := vs
