@@ -36,7 +36,8 @@ type Point struct {
 	Maps map[string]string `json:"maps"`
 	// Devices are the standby's disk device keys, by the source's disk key.
 	Devices map[string]int32 `json:"devices"`
-	// BytesWritten is what the run that made the point wrote.
+	// BytesWritten is what the run that made the point wrote: the
+	// changed spans; for the first point, its disks' sizes.
 	BytesWritten int64 `json:"bytes_written"`
 
 	// Snapshot is the point's VM snapshot.
