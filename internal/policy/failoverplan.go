@@ -123,6 +123,8 @@ func (p FailoverPlan) validate(c *Config, add func(string, ...any)) {
 	repl, ok := c.Replication(p.Replication)
 	if !ok {
 		add("%s: replication %q is not a replication of the configuration (the plan starts its standbys)", where, p.Replication)
+	} else if cn, _ := c.Connection(repl.Connection); cn.Kind == "vsphere" {
+		add("%s: replication %s keeps its standbys on a vSphere DR site, which failover plans do not start yet", where, repl.Name)
 	}
 	if len(p.Groups) == 0 {
 		add("%s: groups is missing: list the VMs to start, in ordered groups", where)

@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestFailoverPlanValidate: a plan names a replication of the
@@ -10,8 +12,13 @@ import (
 // absolute scripts and probes of the ladder's kinds; each problem is
 // named.
 func TestFailoverPlanValidate(t *testing.T) {
-	c := &Config{Connections: []Connection{{Name: "dr", Kind: "qemu"}},
-		Replications: []Replication{{Name: "web-dr", VMs: []string{"web-*", "db-01"}, Connection: "dr", Directory: "/srv/dr"}}}
+	var mover yaml.Node
+	if err := yaml.Unmarshal([]byte("{data-mover-vm: dr-mover}"), &mover); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Connections: []Connection{{Name: "dr", Kind: "qemu"}, {Name: "vc", Kind: "vsphere", Options: *mover.Content[0]}},
+		Replications: []Replication{{Name: "web-dr", VMs: []string{"web-*", "db-01"}, Connection: "dr", Directory: "/srv/dr"},
+			{Name: "web-vs", VMs: []string{"web-*", "db-01"}, Connection: "vc", Storage: map[string]string{"ds1": "dr-ds1"}}}}
 	good := FailoverPlan{Name: "shop", Replication: "web-dr", Groups: []FailoverGroup{
 		{VMs: []FailoverVM{{Name: "db-01", Script: "/etc/dr/db.sh"}}, Probes: []string{"tcp:5432"}},
 		{VMs: []FailoverVM{{Name: "web-01", CloudInit: "/etc/dr/web-01"}, {Name: "web-02"}}, Delay: Duration(1e9)},
@@ -24,6 +31,7 @@ func TestFailoverPlanValidate(t *testing.T) {
 	}
 	for want, edit := range map[string]func(p *FailoverPlan){
 		"is not a replication":       func(p *FailoverPlan) { p.Replication = "nope" },
+		"a vSphere DR site":          func(p *FailoverPlan) { p.Replication = "web-vs" },
 		"groups is missing":          func(p *FailoverPlan) { p.Groups = nil },
 		"in the plan twice":          func(p *FailoverPlan) { p.Groups[1].VMs = append(p.Groups[1].VMs, FailoverVM{Name: "db-01"}) },
 		"not one replication web-dr": func(p *FailoverPlan) { p.Groups[1].VMs = []FailoverVM{{Name: "mail-01"}} },

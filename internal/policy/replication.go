@@ -19,10 +19,11 @@ import (
 //	  - name: web-dr
 //	    repository: main           # whose points are replicated ("": the default)
 //	    vms: [web-*, db-01]        # VM names (globs) of the repository's points
-//	    connection: dr-kvm         # the DR host's QEMU or libvirt connection:
+//	    connection: dr-kvm         # the DR host's QEMU, libvirt or vSphere connection:
 //	                               #   the run goes to the worker of its host
-//	    directory: /srv/dr         # standbys in DIR/VM (qcow2 overlay chains)
+//	    directory: /srv/dr         # standbys in DIR/VM (qcow2 overlay chains; not for vSphere)
 //	    storage: {/var/lib/libvirt/images: /srv/dr-ssd}  # source datastore -> directory
+//	                               #   (vSphere: -> DR datastore; the standby is VM-standby there)
 //	    networks: {default: dr-net, br0: dr-br0}         # every source network, mapped
 //	    keep: 3                    # restore points each standby keeps (default 3)
 //	    rpo: 1h                    # coffer_replica_lag_seconds above it alerts
@@ -135,11 +136,44 @@ func (r Replication) validate(c *Config, add func(string, ...any)) {
 			add("%s: vms: %q is not a glob: %v", where, g, err)
 		}
 	}
-	if cn, ok := c.Connection(r.Connection); !ok {
-		add("%s: connection %q is not a connection of the configuration (the DR host's qemu or libvirt connection)", where, r.Connection)
-	} else if cn.Kind != "qemu" && cn.Kind != "libvirt" {
-		add("%s: connection %s is of kind %s: standbys are kept on qemu and libvirt hosts", where, cn.Name, cn.Kind)
+	cn, ok := c.Connection(r.Connection)
+	switch {
+	case !ok:
+		add("%s: connection %q is not a connection of the configuration (the DR host's qemu, libvirt or vsphere connection)", where, r.Connection)
+	case cn.Kind == "vsphere":
+		r.validateVSphere(where, cn, add)
+		return
+	case cn.Kind != "qemu" && cn.Kind != "libvirt":
+		add("%s: connection %s is of kind %s: standbys are kept on qemu, libvirt and vsphere hosts", where, cn.Name, cn.Kind)
 	}
+	r.validateDirs(where, add)
+	r.validateCommon(where, add)
+}
+
+// validateVSphere checks a replication onto a vSphere DR site: its
+// storage map names datastores, not directories (internal/replica/vsstandby).
+func (r Replication) validateVSphere(where string, cn Connection, add func(string, ...any)) {
+	var o struct {
+		DataMoverVM string `yaml:"data-mover-vm"`
+	}
+	if cn.Options.Kind == 0 || cn.Options.Decode(&o) != nil || o.DataMoverVM == "" {
+		add("%s: connection %s names no data-mover-vm: a vSphere standby's changed blocks are written through the data-mover VM the DR worker runs in", where, cn.Name)
+	}
+	if r.Directory != "" {
+		add("%s: directory is for qemu and libvirt hosts: a vSphere standby is a VM on the datastore the storage map names", where)
+	}
+	if len(r.Storage) == 0 {
+		add("%s: storage is missing: map each source datastore to the DR site's datastore", where)
+	}
+	for from, to := range r.Storage {
+		if from == "" || to == "" {
+			add("%s: storage: %q: %q maps an empty name", where, from, to)
+		}
+	}
+	r.validateCommon(where, add)
+}
+
+func (r Replication) validateDirs(where string, add func(string, ...any)) {
 	if r.Directory == "" && len(r.Storage) == 0 {
 		add("%s: directory is missing: where the standbys are kept on the DR host", where)
 	}
@@ -152,6 +186,9 @@ func (r Replication) validate(c *Config, add func(string, ...any)) {
 			add("%s: %q is not an absolute path: the worker of the DR host resolves it whatever its working directory", where, d)
 		}
 	}
+}
+
+func (r Replication) validateCommon(where string, add func(string, ...any)) {
 	for from, to := range r.Networks {
 		if from == "" || to == "" {
 			add("%s: networks: %q: %q maps an empty name", where, from, to)

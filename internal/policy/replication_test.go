@@ -3,14 +3,22 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
-// TestReplicationValidate: a replication names its VMs, a qemu or libvirt
-// connection of the configuration, absolute directories, a keep within
+// TestReplicationValidate: a replication names its VMs, a qemu, libvirt
+// or vsphere connection of the configuration, absolute directories (for
+// vsphere: a storage map of datastores, no directory), a keep within
 // bounds, an rpo of a minute or more and a schedule that parses; each
 // problem is named.
 func TestReplicationValidate(t *testing.T) {
-	c := &Config{Connections: []Connection{{Name: "dr", Kind: "libvirt"}, {Name: "vc", Kind: "vsphere"}}}
+	var mover yaml.Node
+	if err := yaml.Unmarshal([]byte("{data-mover-vm: dr-mover}"), &mover); err != nil {
+		t.Fatal(err)
+	}
+	c := &Config{Connections: []Connection{{Name: "dr", Kind: "libvirt"}, {Name: "vc", Kind: "vsphere", Options: *mover.Content[0]},
+		{Name: "vc2", Kind: "vsphere"}, {Name: "nas", Kind: "nfs"}}}
 	good := Replication{Name: "web-dr", VMs: []string{"web-*"}, Connection: "dr", Directory: "/srv/dr",
 		Networks: map[string]string{"default": "dr-net"}, Keep: 3, Schedule: "*/15 * * * *"}
 	if err := good.Validate(c); err != nil {
@@ -19,7 +27,7 @@ func TestReplicationValidate(t *testing.T) {
 	for want, edit := range map[string]func(r *Replication){
 		"vms is missing":            func(r *Replication) { r.VMs = nil },
 		"not a connection":          func(r *Replication) { r.Connection = "nope" },
-		"qemu and libvirt hosts":    func(r *Replication) { r.Connection = "vc" },
+		"qemu, libvirt and vsphere": func(r *Replication) { r.Connection = "nas" },
 		"directory is missing":      func(r *Replication) { r.Directory = "" },
 		"not an absolute path":      func(r *Replication) { r.Storage = map[string]string{"/a": "rel"} },
 		"keep must be from 1 to 64": func(r *Replication) { r.Keep = 65 },
@@ -31,6 +39,22 @@ func TestReplicationValidate(t *testing.T) {
 		edit(&r)
 		if err := r.Validate(c); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", want, err)
+		}
+	}
+	vs := Replication{Name: "web-vs", VMs: []string{"web-*"}, Connection: "vc", Storage: map[string]string{"ds1": "dr-ds1"}}
+	if err := vs.Validate(c); err != nil {
+		t.Fatalf("a good vSphere replication: %v", err)
+	}
+	for want, edit := range map[string]func(r *Replication){
+		"directory is for qemu and libvirt": func(r *Replication) { r.Directory = "/srv/dr" },
+		"storage is missing":                func(r *Replication) { r.Storage = nil },
+		"names no data-mover-vm":            func(r *Replication) { r.Connection = "vc2" },
+		"maps an empty name":                func(r *Replication) { r.Storage = map[string]string{"ds1": ""} },
+	} {
+		r := vs
+		edit(&r)
+		if err := r.Validate(c); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("vSphere: %s: %v", want, err)
 		}
 	}
 	if !good.Matches("web-01") || good.Matches("db-01") {

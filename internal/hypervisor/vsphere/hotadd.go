@@ -19,6 +19,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/moverdev"
 	"github.com/coffer-backup/coffer/internal/statefile"
 )
 
@@ -182,7 +183,7 @@ func (h *HotAdd) attach(ctx context.Context, mover types.ManagedObjectReference,
 	if err != nil {
 		return AttachedDisk{}, err
 	}
-	ctrl, unit, bus, err := freeSCSIUnit(devs)
+	ctrl, unit, bus, err := moverdev.FreeSCSIUnit(devs)
 	if err != nil {
 		return AttachedDisk{}, fmt.Errorf("vsphere: hot-add to %s: %w", h.c.cfg.DataMoverVM, err)
 	}
@@ -265,34 +266,6 @@ func attachedAs(devs []types.BaseVirtualDevice, file string) []attached {
 		out = append(out, a)
 	}
 	return out
-}
-
-// freeSCSIUnit picks a SCSI controller of the data mover and a unit on it
-// no device uses (unit 7 is the controller's own).
-func freeSCSIUnit(devs []types.BaseVirtualDevice) (ctrl, unit, bus int32, err error) {
-	used := map[int32]map[int32]bool{}
-	for _, d := range devs {
-		v := d.GetVirtualDevice()
-		if v.UnitNumber != nil {
-			if used[v.ControllerKey] == nil {
-				used[v.ControllerKey] = map[int32]bool{}
-			}
-			used[v.ControllerKey][*v.UnitNumber] = true
-		}
-	}
-	for _, d := range devs {
-		c, ok := d.(types.BaseVirtualSCSIController)
-		if !ok {
-			continue
-		}
-		sc := c.GetVirtualSCSIController()
-		for u := int32(0); u < 16; u++ {
-			if u != sc.ScsiCtlrUnitNumber && u != 7 && !used[sc.Key][u] {
-				return sc.Key, u, sc.BusNumber, nil
-			}
-		}
-	}
-	return 0, 0, 0, errors.New("no SCSI controller with a free unit: add a (paravirtual) SCSI controller to the data-mover VM")
 }
 
 // hotAddDisk is an attached disk open as a local device.

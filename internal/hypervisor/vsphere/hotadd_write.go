@@ -83,3 +83,25 @@ func (h *HotAdd) writeOnce(ctx context.Context, loc DiskLocation, src hypervisor
 	}
 	return r, st, err
 }
+
+// WriteExtents writes src's allocated extents, and only those, into file
+// ("[ds] dir/disk.vmdk", a disk of the powered-off VM vm) hot-added to the
+// data mover: a vSphere standby's changed blocks (internal/replica/vsstandby).
+// A /folder PUT would replace the whole file. journal keeps the pieces done.
+func (c *Connector) WriteExtents(ctx context.Context, vm, file, journal string, src hypervisor.DiskSource) (ranged.Stats, error) {
+	h, ok := c.transport.(*HotAdd)
+	if !ok {
+		return ranged.Stats{}, fmt.Errorf("vsphere: writing only changed blocks needs the hot-add transport (data-mover-vm), not %s: %w", c.transport.Name(), hypervisor.ErrUnsupported)
+	}
+	pieces := ranged.Plan(src.Allocated(), src.Size(), false)
+	prog, err := ranged.OpenProgress(journal, file, src.Size(), pieces)
+	if err != nil {
+		return ranged.Stats{}, fmt.Errorf("vsphere: %w", err)
+	}
+	d, _, err := h.attachDevice(ctx, vm, file, types.VirtualDiskModeIndependent_persistent, os.O_RDWR)
+	if err != nil {
+		return ranged.Stats{}, err
+	}
+	st, err := ranged.Write(ctx, newDeviceTarget(d.f), src, pieces, ranged.DefaultStreams, nil, prog)
+	return st, errors.Join(err, d.Close())
+}

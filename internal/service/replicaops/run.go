@@ -87,8 +87,14 @@ func (s Ops) replicate(ctx context.Context, t service.Job, r *repo.Repository, r
 		return out, service.Invalidf("replication %s: the repository has no backup point of a VM it names (%v)", repl.Name, repl.VMs)
 	}
 	var failed []string
+	vsphereDR := s.isVSphereDR(ctx, repl)
 	for _, p := range newest {
-		vm := s.replicateVM(ctx, t, r, repl, p)
+		var vm api.ReplicationRunVM
+		if vsphereDR {
+			vm = s.replicateVSphere(ctx, t, r, repl, p)
+		} else {
+			vm = s.replicateVM(ctx, t, r, repl, p)
+		}
 		if vm.Error != "" {
 			failed = append(failed, vm.VM)
 		}

@@ -59,7 +59,7 @@ type Hooks struct {
 	// BeforeRead is called before each datastore file read.
 	BeforeRead func(*http.Request)
 	// BeforeCall is called before each SDK call with the name of its
-	// method (PowerOnVM_Task); the call runs only if it returns true
+	// method (PowerOnVM_Task) and its body readable; the call runs only if it returns true
 	// (false: its client is gone, and it answers with an error).
 	BeforeCall func(r *http.Request, method string) bool
 }
@@ -103,6 +103,7 @@ func StartHooked(t *testing.T, addr string, tlsConfig *tls.Config, hosts, machin
 			if sm := soapMethod.FindSubmatch(body); sm != nil {
 				method = string(sm[1])
 			}
+			r.Body = io.NopCloser(bytes.NewReader(body)) // the hook may read it
 			if !hooks.BeforeCall(r, method) {
 				http.Error(w, "the test held the call until its client left", http.StatusServiceUnavailable)
 				return

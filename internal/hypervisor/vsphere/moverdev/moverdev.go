@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // ByUUID waits for the disk with the virtual disk UUID uuid to appear,
@@ -37,4 +39,32 @@ func ByUUID(ctx context.Context, uuid string) (string, error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// FreeSCSIUnit picks a SCSI controller of the data mover and a unit on it
+// no device uses (unit 7 is the controller's own).
+func FreeSCSIUnit(devs []types.BaseVirtualDevice) (ctrl, unit, bus int32, err error) {
+	used := map[int32]map[int32]bool{}
+	for _, d := range devs {
+		v := d.GetVirtualDevice()
+		if v.UnitNumber != nil {
+			if used[v.ControllerKey] == nil {
+				used[v.ControllerKey] = map[int32]bool{}
+			}
+			used[v.ControllerKey][*v.UnitNumber] = true
+		}
+	}
+	for _, d := range devs {
+		c, ok := d.(types.BaseVirtualSCSIController)
+		if !ok {
+			continue
+		}
+		sc := c.GetVirtualSCSIController()
+		for u := int32(0); u < 16; u++ {
+			if u != sc.ScsiCtlrUnitNumber && u != 7 && !used[sc.Key][u] {
+				return sc.Key, u, sc.BusNumber, nil
+			}
+		}
+	}
+	return 0, 0, 0, errors.New("no SCSI controller with a free unit: add a (paravirtual) SCSI controller to the data-mover VM")
 }
