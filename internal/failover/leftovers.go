@@ -55,12 +55,13 @@ func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
 		vms, _ := filepath.Glob(filepath.Join(run, "*"))
 		stopped := 0
 		for _, d := range vms {
+			d = socketDirOf(d)
 			if pid := readPID(d); pid > 0 && alive(pid, d) {
 				_ = (&machine{dir: d, pid: pid, qmpPath: filepath.Join(d, "qmp.sock")}).stop(ctx, 5*time.Second)
 				stopped++
 			}
 		}
-		err = os.RemoveAll(run)
+		err = errors.Join(removeSocketDirs(run), os.RemoveAll(run))
 		_ = lock.Close() // its file is gone with the directory
 		if err != nil {
 			log.Warn("test failover leftover not removed", "dir", run, "err", err)

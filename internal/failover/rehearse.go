@@ -67,7 +67,7 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		for _, m := range started {
 			errs = append(errs, m.stop(context.WithoutCancel(ctx), o.Stop))
 		}
-		errs = append(errs, os.RemoveAll(runDir))
+		errs = append(errs, removeSocketDirs(runDir), os.RemoveAll(runDir))
 		rep.step(0, "", "discard", began, errors.Join(errs...), fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
 		rep.Duration = time.Since(rep.Started)
 	}()
@@ -107,8 +107,6 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 	}
 	disks := map[string]string{}
 	for k, f := range pt.disks {
-		// Sockets go in dir too: its path stays short (a unix socket's
-		// path is at most 107 bytes), the VM's name is in the report.
 		ov := filepath.Join(dir, fileName(k)+".qcow2")
 		if err := createOverlay(ctx, ov, f); err != nil {
 			return nil, err
@@ -121,7 +119,11 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 			ports = append(ports, p.Port)
 		}
 	}
-	return start(ctx, launch{def: def, dir: dir, disk: disks, isolated: true, probes: ports, cloudInit: vm.CloudInit})
+	sockets, err := shortSocketDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, launch{def: def, dir: sockets, disk: disks, isolated: true, probes: ports, cloudInit: vm.CloudInit})
 }
 
 // runGroupChecks runs, for each VM of a started group, its re-addressing
