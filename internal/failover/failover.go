@@ -43,6 +43,9 @@ type VM struct {
 	// Domain is the standby as a domain of the DR host's hypervisor
 	// (libvirt); nil for a standby that fails over as a QEMU of coffer's.
 	Domain StandbyDomain
+	// Copies starts a test failover's copy of such a standby on its
+	// hypervisor (nil: a test failover starts a QEMU of coffer's).
+	Copies DomainCopies
 }
 
 // Group is VMs started together, then probed, then waited on.

@@ -43,6 +43,14 @@ func lockRunDir(dir string) (f *os.File, ok bool, err error) {
 // every test failover before its own; a run still going elsewhere holds
 // its run lock and is left alone.
 func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
+	RemoveLeftoversOf(ctx, stateDir, nil, log)
+}
+
+// RemoveLeftoversOf is RemoveLeftovers that also ends the copies of
+// standby domains a killed run started on its hypervisor, through
+// destroy, and removes their overlays. A run whose copy could not be
+// ended is left whole, for the next clean-up.
+func RemoveLeftoversOf(ctx context.Context, stateDir string, destroy CopyDestroyer, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -51,6 +59,11 @@ func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
 		lock, ok, err := lockRunDir(run)
 		if err != nil || !ok {
 			continue // a live run's, or not one of ours
+		}
+		if err := removeCopies(ctx, run, destroy); err != nil {
+			_ = lock.Close() // the run is kept: a later clean-up tries again
+			log.Warn("test failover leftover not removed", "dir", run, "err", err)
+			continue
 		}
 		vms, _ := filepath.Glob(filepath.Join(run, "*"))
 		stopped := 0

@@ -28,6 +28,9 @@ type RehearseOptions struct {
 	Log  *slog.Logger
 	// Watch hears of each step and probe as it ends (nil: nobody).
 	Watch Watcher
+	// Destroy ends a killed run's copies of standby domains, which the
+	// run removes before its own (nil: such a run is left).
+	Destroy CopyDestroyer
 }
 
 // rehearsalRoot is where test failovers keep their run directories.
@@ -49,9 +52,10 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 	if o.Stop <= 0 {
 		o.Stop = 10 * time.Second
 	}
-	RemoveLeftovers(context.WithoutCancel(ctx), o.StateDir, o.Log)
+	RemoveLeftoversOf(context.WithoutCancel(ctx), o.StateDir, o.Destroy, o.Log)
 	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true, watch: o.Watch}
-	runDir := filepath.Join(rehearsalRoot(o.StateDir), id.Random().String()[:8])
+	run := id.Random().String()[:8]
+	runDir := filepath.Join(rehearsalRoot(o.StateDir), run)
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -67,7 +71,9 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		for _, m := range started {
 			errs = append(errs, m.stop(context.WithoutCancel(ctx), o.Stop))
 		}
-		errs = append(errs, removeSocketDirs(runDir), os.RemoveAll(runDir))
+		if errors.Join(errs...) == nil { // else kept for RemoveLeftovers: a VM may run on it
+			errs = append(errs, removeSocketDirs(runDir), os.RemoveAll(runDir))
+		}
 		rep.step(0, "", "discard", began, errors.Join(errs...), fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
 		rep.Duration = time.Since(rep.Started)
 	}()
@@ -76,11 +82,18 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		ms := make([]*machine, len(g.VMs))
 		for i, vm := range g.VMs {
 			began := time.Now()
-			m, err := rehearseStart(ctx, vm, g, filepath.Join(runDir, fmt.Sprintf("%d.%d", n, i)), o.Seq)
+			dir := filepath.Join(runDir, fmt.Sprintf("%d.%d", n, i))
+			var m *machine
+			var err error
+			if vm.Copies != nil {
+				m, err = rehearseCopy(ctx, vm, g, dir, run, o.Seq)
+			} else {
+				m, err = rehearseStart(ctx, vm, g, dir, o.Seq)
+			}
 			if m != nil {
 				started = append(started, m)
 			}
-			rep.step(n, vm.Name, "start", began, err, "on an overlay of its standby, isolated network")
+			rep.step(n, vm.Name, "start", began, err, startDetail(m))
 			o.Log.Info("test failover: VM started", "plan", plan.Name, "group", n, "vm", vm.Name, "err", err)
 			if err != nil {
 				rep.Passed = false
