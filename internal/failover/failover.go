@@ -38,8 +38,13 @@ type VM struct {
 	// ("" : the probes of tcp and http kinds cannot run, exec still can).
 	Address   string
 	CloudInit string
-	Readdress string
-	Script    string
+	// AgentAddress (CIDR) is given to the VM's first interface through its
+	// guest agent once it started, with a default route through
+	// AgentGateway when set (a Linux guest's `ip`).
+	AgentAddress string
+	AgentGateway string
+	Readdress    string
+	Script       string
 	// Domain is the standby as a domain of the DR host's hypervisor
 	// (libvirt); nil for a standby that fails over as a QEMU of coffer's.
 	Domain StandbyDomain

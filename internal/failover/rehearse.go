@@ -140,11 +140,19 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 }
 
 // runGroupChecks runs, for each VM of a started group, its re-addressing
-// script, the group's probes and its script, then waits the group's
+// (through its guest agent, then by its script), the group's probes and its script, then waits the group's
 // delay; false when any of it failed.
 func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*machine, log *slog.Logger) bool {
 	ok := true
 	for i, vm := range g.VMs {
+		if vm.AgentAddress != "" {
+			began := time.Now()
+			actx, cancel := context.WithTimeout(ctx, cmpDuration(g.ProbeTimeout, 5*time.Minute))
+			out, err := readdressByAgent(actx, vm, ms[i])
+			cancel()
+			rep.step(n, vm.Name, "readdress", began, err, out)
+			ok = ok && err == nil
+		}
 		if vm.Readdress != "" {
 			began := time.Now()
 			out, err := runScript(ctx, vm.Readdress, vm, ms[i])

@@ -48,6 +48,9 @@ const copyDirPrefix = ".test-failover-"
 // failover whose VM directory is dir. The machine it returns, even with
 // an error, discards what was made.
 func rehearseCopy(ctx context.Context, vm VM, g Group, dir, run string, seq int) (*machine, error) {
+	if vm.CloudInit != "" {
+		return nil, fmt.Errorf("%s: cloud-init data is attached to QEMU standbys only, not yet to a copy of a standby domain", vm.Name)
+	}
 	def, pt, err := loadStandby(vm, seq)
 	if err != nil {
 		return nil, err

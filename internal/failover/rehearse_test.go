@@ -18,7 +18,9 @@ import (
 // TestRehearsalKeepsOrderAndLeavesNothing runs a test failover of three
 // VMs in two groups from their standbys: every VM of the first group
 // passes its probe before any VM of the second starts, every probe
-// passes, the source guests are never paused, and afterwards no QEMU of
+// passes, the source guests are never paused, a VM re-addressed through
+// its guest agent reports its new address (and keeps the isolated
+// network's, which its probe reaches), and afterwards no QEMU of
 // the run is alive, the run directory is gone and the standbys' files
 // are byte for byte as before. The state directory's path is too long
 // for a socket: the VMs' sockets went in a short directory, gone too.
@@ -42,6 +44,9 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	vms[0].Script = script
+	// web-2 is re-addressed through its guest agent: beside the isolated
+	// network's address, which its probe's forward still reaches.
+	vms[2].AgentAddress, vms[2].AgentGateway = "10.20.0.12/24", "10.20.0.1"
 	plan := Plan{Name: "shop", Groups: []Group{
 		{VMs: vms[:1], Probes: []bootverify.Probe{probe}, ProbeTimeout: 4 * time.Minute},
 		{VMs: vms[1:], Probes: []bootverify.Probe{probe}, ProbeTimeout: 4 * time.Minute},
@@ -73,6 +78,16 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 				t.Fatalf("the script's output: %q", st.Detail)
 			}
 		}
+	}
+	readdressed := false
+	for _, st := range rep.Steps {
+		if st.VM == "web-2" && st.Name == "readdress" {
+			t.Logf("re-addressing through the guest agent: %s in %s", st.Detail, st.Duration)
+			readdressed = strings.HasPrefix(st.Detail, "eth0 has 10.20.0.12/24, as the guest agent reports it") && strings.Contains(st.Detail, "10.0.2.15/24")
+		}
+	}
+	if !readdressed {
+		t.Fatalf("web-2 was not re-addressed through its guest agent: %+v", rep.Steps)
 	}
 	if firstReady.IsZero() {
 		t.Fatalf("no script step for group 1: %+v", rep.Steps)

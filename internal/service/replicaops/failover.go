@@ -255,7 +255,8 @@ func (s Ops) resolvePlan(ctx context.Context, plan policy.FailoverPlan, repl pol
 			if dir == "" {
 				dir = repl.StandbyDir(v.Name, "")
 			}
-			fg.VMs = append(fg.VMs, failover.VM{Name: v.Name, Dir: dir, Address: v.Address, CloudInit: v.CloudInit, Readdress: v.Readdress, Script: v.Script})
+			fg.VMs = append(fg.VMs, failover.VM{Name: v.Name, Dir: dir, Address: v.Address, CloudInit: v.CloudInit,
+				AgentAddress: v.AgentAddress, AgentGateway: v.AgentGateway, Readdress: v.Readdress, Script: v.Script})
 		}
 		if len(fg.VMs) > 0 {
 			fp.Groups = append(fp.Groups, fg)
