@@ -140,8 +140,8 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 }
 
 // runGroupChecks runs, for each VM of a started group, its re-addressing
-// (through its guest agent, then by its script), the group's probes and its script, then waits the group's
-// delay; false when any of it failed.
+// (through its guest agent, then by its script), the group's probes and
+// its script, then waits the group's delay; false when any of it failed.
 func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*machine, log *slog.Logger) bool {
 	ok := true
 	for i, vm := range g.VMs {
