@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -118,6 +119,10 @@ func testCopyXML(recorded string, cp hypervisor.TestCopy) (string, error) {
 	if doc, err = isolateXML(doc, keep); err != nil {
 		return "", err
 	}
+	slots, err := nicSlots(recorded)
+	if err != nil {
+		return "", err
+	}
 	var args []string
 	for i, nic := range x.Devices.Interfaces {
 		dev, ok := testCopyNICs[nic.Model.Type]
@@ -131,6 +136,9 @@ func testCopyXML(recorded string, cp hypervisor.TestCopy) (string, error) {
 		device := fmt.Sprintf("%s,netdev=coffer-iso%d", dev, i)
 		if nic.MAC.Address != "" {
 			device += ",mac=" + nic.MAC.Address
+		}
+		if i < len(slots) {
+			device += slots[i]
 		}
 		args = append(args, "-netdev", netdev, "-device", device)
 	}
@@ -252,4 +260,55 @@ func diskKept(toks []xml.Token, keep map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// nicSlots are the PCI addresses of the recorded domain's interfaces, as
+// QEMU device options (",bus=pci.0,addr=0x3.0"), in order: a copy's NIC
+// takes the slot its interface had, which the copy's definition leaves
+// free (libvirt gives every other device its address explicitly, and a
+// device of QEMU's own placed anywhere could take one of them), and the
+// guest finds it where it was. A domain libvirt defined records every
+// address; an interface without one is refused.
+func nicSlots(recorded string) ([]string, error) {
+	var x struct {
+		OS struct {
+			Type struct {
+				Machine string `xml:"machine,attr"`
+			} `xml:"type"`
+		} `xml:"os"`
+		Interfaces []struct {
+			Address struct {
+				Type     string `xml:"type,attr"`
+				Bus      string `xml:"bus,attr"`
+				Slot     string `xml:"slot,attr"`
+				Function string `xml:"function,attr"`
+			} `xml:"address"`
+		} `xml:"devices>interface"`
+	}
+	if err := xml.Unmarshal([]byte(recorded), &x); err != nil {
+		return nil, fmt.Errorf("libvirt: recorded domain XML: %w", err)
+	}
+	var out []string
+	for i, nic := range x.Interfaces {
+		a := nic.Address
+		bus, errB := strconv.ParseUint(strings.TrimPrefix(a.Bus, "0x"), 16, 8)
+		slot, errS := strconv.ParseUint(strings.TrimPrefix(a.Slot, "0x"), 16, 8)
+		fn, errF := strconv.ParseUint(strings.TrimPrefix(cmpOr(a.Function, "0x0"), "0x"), 16, 8)
+		if a.Type != "pci" || errB != nil || errS != nil || errF != nil {
+			return nil, fmt.Errorf("libvirt: the domain's interface %d has no PCI address (%+v): a test copy puts its NIC there", i+1, a)
+		}
+		name := fmt.Sprintf("pci.%d", bus)
+		if bus == 0 && strings.Contains(x.OS.Type.Machine, "q35") {
+			name = "pcie.0"
+		}
+		out = append(out, fmt.Sprintf(",bus=%s,addr=0x%x.%x", name, slot, fn))
+	}
+	return out, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
