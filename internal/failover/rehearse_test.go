@@ -79,16 +79,7 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 			}
 		}
 	}
-	readdressed := false
-	for _, st := range rep.Steps {
-		if st.VM == "web-2" && st.Name == "readdress" {
-			t.Logf("re-addressing through the guest agent: %s in %s", st.Detail, st.Duration)
-			readdressed = strings.HasPrefix(st.Detail, "eth0 has 10.20.0.12/24, as the guest agent reports it") && strings.Contains(st.Detail, "10.0.2.15/24")
-		}
-	}
-	if !readdressed {
-		t.Fatalf("web-2 was not re-addressed through its guest agent: %+v", rep.Steps)
-	}
+	wantReaddressed(t, rep, "web-2", "10.20.0.12/24")
 	if firstReady.IsZero() {
 		t.Fatalf("no script step for group 1: %+v", rep.Steps)
 	}
@@ -117,6 +108,21 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 	if after := tree(t, filepath.Join(s.dir, "dr")); after != before {
 		t.Fatalf("the standbys changed:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// wantReaddressed wants vm's re-addressing step to report the address
+// the guest agent read back, beside the isolated network's.
+func wantReaddressed(t *testing.T, rep *Report, vm, address string) {
+	t.Helper()
+	for _, st := range rep.Steps {
+		if st.VM == vm && st.Name == "readdress" {
+			t.Logf("re-addressing through the guest agent: %s in %s", st.Detail, st.Duration)
+			if strings.HasPrefix(st.Detail, "eth0 has "+address+", as the guest agent reports it") && strings.Contains(st.Detail, "10.0.2.15/24") {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s was not re-addressed through its guest agent: %+v", vm, rep.Steps)
 }
 
 // tree is every file under dir with its mode and content hash.

@@ -22,9 +22,10 @@ import (
 // libvirtd the test starts (no guest: the firmware finds nothing to boot
 // and idles). The copy runs under its own name on the overlay given, its
 // QEMU with one NIC, at the interface's PCI address, on a restricted
-// user-mode network whose forward listens on the host's 127.0.0.1, and the inventory leaves it out. Destroyed, it is
-// gone (transient) with its forward; destroying it again is no error,
-// and a name that is not a test copy's is refused both ways.
+// user-mode network whose forward listens on the host's 127.0.0.1, and
+// the inventory leaves it out. Destroyed, it is gone (transient) with
+// its forward; destroying it again is no error, and a name that is not a
+// test copy's is refused both ways.
 func TestTestCopyRunsIsolated(t *testing.T) {
 	testutil.RequireBinary(t, "qemu-img")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -46,27 +47,7 @@ func TestTestCopyRunsIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	// The definition as a backup point records it: libvirt's, with every
-	// device's PCI address.
-	def := filepath.Join(d.Dir, "web-1.xml")
-	if err := os.WriteFile(def, []byte(`<domain type='qemu'><name>web-1</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>
-<os><type arch='x86_64' machine='pc'>hvm</type></os><devices>
-<disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='/prod/web-1.qcow2'/><target dev='vda' bus='virtio'/></disk>
-<interface type='network'><mac address='52:54:00:aa:bb:cc'/><source network='prod-net'/><model type='virtio'/></interface>
-</devices></domain>`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	virsh := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command("virsh", append([]string{"-c", d.URI}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("virsh %v: %v %s", args, err, out)
-		}
-		return string(out)
-	}
-	virsh("define", def)
-	recorded := virsh("dumpxml", "--inactive", "web-1")
-	virsh("undefine", "web-1")
+	recorded := recordedDefinition(t, d)
 	native, _ := json.Marshal(libvirt.NativeConfig{DomainXML: recorded})
 	cfg := hypervisor.VMConfig{Kind: "libvirt", Name: "web-1", Native: native}
 	port := freePort(t)
@@ -75,20 +56,7 @@ func TestTestCopyRunsIsolated(t *testing.T) {
 	if err := conn.StartTestCopy(ctx, cfg, cp); err != nil {
 		t.Fatalf("%v\n%s", err, d.Log())
 	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(copyPID(t, d, cp.Name)) + "/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := strings.ReplaceAll(string(cmdline), "\x00", " ")
-	for _, want := range []string{overlay, "user,id=coffer-iso0,restrict=on,hostfwd=tcp:127.0.0.1:" + strconv.Itoa(port) + "-:80",
-		"virtio-net-pci,netdev=coffer-iso0,mac=52:54:00:aa:bb:cc,bus=pci.0,addr=0x"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("the copy's QEMU lacks %s: %s", want, args)
-		}
-	}
-	if strings.Contains(args, "/prod/") || strings.Contains(args, "prod-net") || strings.Count(args, "-netdev") != 1 {
-		t.Errorf("the copy's QEMU reaches production: %s", args)
-	}
+	wantIsolatedQEMU(t, d, cp.Name, overlay, port)
 	if c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
 		t.Fatalf("the copy's forward does not listen: %v", err)
 	} else {
@@ -147,4 +115,52 @@ func freePort(t *testing.T) int {
 	}
 	defer func() { _ = l.Close() }() // only its port is wanted
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// recordedDefinition is web-1's definition as a backup point records it:
+// libvirt's, with every device's PCI address. Its interface is on a
+// network the daemon does not have, its disk a file that does not exist.
+func recordedDefinition(t *testing.T, d *testutil.Libvirtd) string {
+	t.Helper()
+	def := filepath.Join(d.Dir, "web-1.xml")
+	if err := os.WriteFile(def, []byte(`<domain type='qemu'><name>web-1</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>
+<os><type arch='x86_64' machine='pc'>hvm</type></os><devices>
+<disk type='file' device='disk'><driver name='qemu' type='qcow2'/><source file='/prod/web-1.qcow2'/><target dev='vda' bus='virtio'/></disk>
+<interface type='network'><mac address='52:54:00:aa:bb:cc'/><source network='prod-net'/><model type='virtio'/></interface>
+</devices></domain>`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	virsh := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("virsh", append([]string{"-c", d.URI}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("virsh %v: %v %s", args, err, out)
+		}
+		return string(out)
+	}
+	virsh("define", def)
+	recorded := virsh("dumpxml", "--inactive", "web-1")
+	virsh("undefine", "web-1")
+	return recorded
+}
+
+// wantIsolatedQEMU wants the copy's QEMU on the overlay, with one NIC at
+// its interface's PCI address on a restricted user-mode network
+// forwarding port, and nothing of production's.
+func wantIsolatedQEMU(t *testing.T, d *testutil.Libvirtd, name, overlay string, port int) {
+	t.Helper()
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(copyPID(t, d, name)) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.ReplaceAll(string(cmdline), "\x00", " ")
+	for _, want := range []string{overlay, "user,id=coffer-iso0,restrict=on,hostfwd=tcp:127.0.0.1:" + strconv.Itoa(port) + "-:80",
+		"virtio-net-pci,netdev=coffer-iso0,mac=52:54:00:aa:bb:cc,bus=pci.0,addr=0x"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("the copy's QEMU lacks %s: %s", want, args)
+		}
+	}
+	if strings.Contains(args, "/prod/") || strings.Contains(args, "prod-net") || strings.Count(args, "-netdev") != 1 {
+		t.Errorf("the copy's QEMU reaches production: %s", args)
+	}
 }
