@@ -38,11 +38,19 @@ type VM struct {
 	// ("" : the probes of tcp and http kinds cannot run, exec still can).
 	Address   string
 	CloudInit string
-	Readdress string
-	Script    string
+	// AgentAddress (CIDR) is given to the VM's first interface through its
+	// guest agent once it started, with a default route through
+	// AgentGateway when set (a Linux guest's `ip`).
+	AgentAddress string
+	AgentGateway string
+	Readdress    string
+	Script       string
 	// Domain is the standby as a domain of the DR host's hypervisor
 	// (libvirt); nil for a standby that fails over as a QEMU of coffer's.
 	Domain StandbyDomain
+	// Copies starts a test failover's copy of such a standby on its
+	// hypervisor (nil: a test failover starts a QEMU of coffer's).
+	Copies DomainCopies
 }
 
 // Group is VMs started together, then probed, then waited on.

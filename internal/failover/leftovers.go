@@ -43,6 +43,14 @@ func lockRunDir(dir string) (f *os.File, ok bool, err error) {
 // every test failover before its own; a run still going elsewhere holds
 // its run lock and is left alone.
 func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
+	RemoveLeftoversOf(ctx, stateDir, nil, log)
+}
+
+// RemoveLeftoversOf is RemoveLeftovers that also ends the copies of
+// standby domains a killed run started on its hypervisor, through
+// destroy, and removes their overlays. A run whose copy could not be
+// ended is left whole, for the next clean-up.
+func RemoveLeftoversOf(ctx context.Context, stateDir string, destroy CopyDestroyer, log *slog.Logger) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -52,15 +60,21 @@ func RemoveLeftovers(ctx context.Context, stateDir string, log *slog.Logger) {
 		if err != nil || !ok {
 			continue // a live run's, or not one of ours
 		}
+		if err := removeCopies(ctx, run, destroy); err != nil {
+			_ = lock.Close() // the run is kept: a later clean-up tries again
+			log.Warn("test failover leftover not removed", "dir", run, "err", err)
+			continue
+		}
 		vms, _ := filepath.Glob(filepath.Join(run, "*"))
 		stopped := 0
 		for _, d := range vms {
+			d = socketDirOf(d)
 			if pid := readPID(d); pid > 0 && alive(pid, d) {
 				_ = (&machine{dir: d, pid: pid, qmpPath: filepath.Join(d, "qmp.sock")}).stop(ctx, 5*time.Second)
 				stopped++
 			}
 		}
-		err = os.RemoveAll(run)
+		err = errors.Join(removeSocketDirs(run), os.RemoveAll(run))
 		_ = lock.Close() // its file is gone with the directory
 		if err != nil {
 			log.Warn("test failover leftover not removed", "dir", run, "err", err)

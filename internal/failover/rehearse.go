@@ -28,6 +28,9 @@ type RehearseOptions struct {
 	Log  *slog.Logger
 	// Watch hears of each step and probe as it ends (nil: nobody).
 	Watch Watcher
+	// Destroy ends a killed run's copies of standby domains, which the
+	// run removes before its own (nil: such a run is left).
+	Destroy CopyDestroyer
 }
 
 // rehearsalRoot is where test failovers keep their run directories.
@@ -49,9 +52,10 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 	if o.Stop <= 0 {
 		o.Stop = 10 * time.Second
 	}
-	RemoveLeftovers(context.WithoutCancel(ctx), o.StateDir, o.Log)
+	RemoveLeftoversOf(context.WithoutCancel(ctx), o.StateDir, o.Destroy, o.Log)
 	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true, watch: o.Watch}
-	runDir := filepath.Join(rehearsalRoot(o.StateDir), id.Random().String()[:8])
+	run := id.Random().String()[:8]
+	runDir := filepath.Join(rehearsalRoot(o.StateDir), run)
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -67,7 +71,9 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		for _, m := range started {
 			errs = append(errs, m.stop(context.WithoutCancel(ctx), o.Stop))
 		}
-		errs = append(errs, os.RemoveAll(runDir))
+		if errors.Join(errs...) == nil { // else kept for RemoveLeftovers: a VM may run on it
+			errs = append(errs, removeSocketDirs(runDir), os.RemoveAll(runDir))
+		}
 		rep.step(0, "", "discard", began, errors.Join(errs...), fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
 		rep.Duration = time.Since(rep.Started)
 	}()
@@ -76,11 +82,18 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		ms := make([]*machine, len(g.VMs))
 		for i, vm := range g.VMs {
 			began := time.Now()
-			m, err := rehearseStart(ctx, vm, g, filepath.Join(runDir, fmt.Sprintf("%d.%d", n, i)), o.Seq)
+			dir := filepath.Join(runDir, fmt.Sprintf("%d.%d", n, i))
+			var m *machine
+			var err error
+			if vm.Copies != nil {
+				m, err = rehearseCopy(ctx, vm, g, dir, run, o.Seq)
+			} else {
+				m, err = rehearseStart(ctx, vm, g, dir, o.Seq)
+			}
 			if m != nil {
 				started = append(started, m)
 			}
-			rep.step(n, vm.Name, "start", began, err, "on an overlay of its standby, isolated network")
+			rep.step(n, vm.Name, "start", began, err, startDetail(m))
 			o.Log.Info("test failover: VM started", "plan", plan.Name, "group", n, "vm", vm.Name, "err", err)
 			if err != nil {
 				rep.Passed = false
@@ -107,8 +120,6 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 	}
 	disks := map[string]string{}
 	for k, f := range pt.disks {
-		// Sockets go in dir too: its path stays short (a unix socket's
-		// path is at most 107 bytes), the VM's name is in the report.
 		ov := filepath.Join(dir, fileName(k)+".qcow2")
 		if err := createOverlay(ctx, ov, f); err != nil {
 			return nil, err
@@ -121,15 +132,27 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 			ports = append(ports, p.Port)
 		}
 	}
-	return start(ctx, launch{def: def, dir: dir, disk: disks, isolated: true, probes: ports, cloudInit: vm.CloudInit})
+	sockets, err := shortSocketDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return start(ctx, launch{def: def, dir: sockets, disk: disks, isolated: true, probes: ports, cloudInit: vm.CloudInit})
 }
 
 // runGroupChecks runs, for each VM of a started group, its re-addressing
-// script, the group's probes and its script, then waits the group's
-// delay; false when any of it failed.
+// (through its guest agent, then by its script), the group's probes and
+// its script, then waits the group's delay; false when any of it failed.
 func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*machine, log *slog.Logger) bool {
 	ok := true
 	for i, vm := range g.VMs {
+		if vm.AgentAddress != "" {
+			began := time.Now()
+			actx, cancel := context.WithTimeout(ctx, cmpDuration(g.ProbeTimeout, 5*time.Minute))
+			out, err := readdressByAgent(actx, vm, ms[i])
+			cancel()
+			rep.step(n, vm.Name, "readdress", began, err, out)
+			ok = ok && err == nil
+		}
 		if vm.Readdress != "" {
 			began := time.Now()
 			out, err := runScript(ctx, vm.Readdress, vm, ms[i])

@@ -18,9 +18,12 @@ import (
 // TestRehearsalKeepsOrderAndLeavesNothing runs a test failover of three
 // VMs in two groups from their standbys: every VM of the first group
 // passes its probe before any VM of the second starts, every probe
-// passes, the source guests are never paused, and afterwards no QEMU of
+// passes, the source guests are never paused, a VM re-addressed through
+// its guest agent reports its new address (and keeps the isolated
+// network's, which its probe reaches), and afterwards no QEMU of
 // the run is alive, the run directory is gone and the standbys' files
-// are byte for byte as before.
+// are byte for byte as before. The state directory's path is too long
+// for a socket: the VMs' sockets went in a short directory, gone too.
 func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -37,28 +40,28 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 	}
 	probe := bootverify.Probe{Kind: bootverify.ProbeHTTP, Port: guestvm.BootProbePort, Path: "/", Status: 200}
 	script := filepath.Join(t.TempDir(), "after.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$COFFER_VM up, port $COFFER_PORT_8080\"\n"), 0o700); err != nil {
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$COFFER_VM up, port $COFFER_PORT_8080, dir $COFFER_VM_DIR\"\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	vms[0].Script = script
+	// web-2 is re-addressed through its guest agent: beside the isolated
+	// network's address, which its probe's forward still reaches.
+	vms[2].AgentAddress, vms[2].AgentGateway = "10.20.0.12/24", "10.20.0.1"
 	plan := Plan{Name: "shop", Groups: []Group{
 		{VMs: vms[:1], Probes: []bootverify.Probe{probe}, ProbeTimeout: 4 * time.Minute},
 		{VMs: vms[1:], Probes: []bootverify.Probe{probe}, ProbeTimeout: 4 * time.Minute},
 	}}
-	state, err := os.MkdirTemp("", "fo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(state) })
-	var rep *Report
-	rep, err = Rehearse(ctx, plan, RehearseOptions{StateDir: state})
+	// A state directory too long for a socket's path: the VMs' sockets
+	// go in short directories of their own.
+	state := filepath.Join(t.TempDir(), strings.Repeat("long-state-dir-", 6))
+	rep, err := Rehearse(ctx, plan, RehearseOptions{StateDir: state})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.Passed || len(rep.Probes) != 3 {
 		t.Fatalf("the rehearsal failed: %+v", rep)
 	}
-	firstReady := time.Time{}
+	firstReady, sockets := time.Time{}, ""
 	for _, p := range rep.Probes {
 		if !p.Passed || !strings.Contains(p.Evidence, "HTTP 200") {
 			t.Fatalf("probe %+v", p)
@@ -70,11 +73,13 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 		}
 		if st.Group == 1 && st.Name == "script" {
 			firstReady = st.Started.Add(st.Duration)
-			if !strings.Contains(st.Detail, "web-0 up, port ") {
+			var ok bool
+			if _, sockets, ok = strings.Cut(st.Detail, ", dir "); !strings.Contains(st.Detail, "web-0 up, port ") || !ok {
 				t.Fatalf("the script's output: %q", st.Detail)
 			}
 		}
 	}
+	wantReaddressed(t, rep, "web-2", "10.20.0.12/24")
 	if firstReady.IsZero() {
 		t.Fatalf("no script step for group 1: %+v", rep.Steps)
 	}
@@ -94,12 +99,30 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(rehearsalRoot(state), "*")); len(left) != 0 {
 		t.Fatalf("left behind: %v", left)
 	}
+	if _, err := os.Stat(sockets); !os.IsNotExist(err) {
+		t.Fatalf("the VM's socket directory %s is left: %v", sockets, err)
+	}
 	if procs := qemusUnder(state); len(procs) != 0 {
 		t.Fatalf("QEMU processes of the test failover still run: %v", procs)
 	}
 	if after := tree(t, filepath.Join(s.dir, "dr")); after != before {
 		t.Fatalf("the standbys changed:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// wantReaddressed wants vm's re-addressing step to report the address
+// the guest agent read back, beside the isolated network's.
+func wantReaddressed(t *testing.T, rep *Report, vm, address string) {
+	t.Helper()
+	for _, st := range rep.Steps {
+		if st.VM == vm && st.Name == "readdress" {
+			t.Logf("re-addressing through the guest agent: %s in %s", st.Detail, st.Duration)
+			if strings.HasPrefix(st.Detail, "eth0 has "+address+", as the guest agent reports it") && strings.Contains(st.Detail, "10.0.2.15/24") {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s was not re-addressed through its guest agent: %+v", vm, rep.Steps)
 }
 
 // tree is every file under dir with its mode and content hash.

@@ -26,6 +26,9 @@ type machine struct {
 	// forward maps guest ports to host ports on 127.0.0.1 (a test's
 	// isolated network); nil when the VM is on its own network.
 	forward map[int]int
+	// copy is a test failover's copy of a standby domain, which its
+	// hypervisor runs (pid 0): stop ends it and removes its overlays.
+	copy *domainCopy
 }
 
 // launch is how one VM starts.
@@ -54,7 +57,8 @@ func createOverlay(ctx context.Context, file, backing string) error {
 // start launches the VM of l and lets it run.
 func start(ctx context.Context, l launch) (*machine, error) {
 	if l.def.Config.Kind != "qemu" {
-		return nil, fmt.Errorf("the standby of %s is of a %q VM: a test failover starts QEMU standbys only", l.def.Config.Name, l.def.Config.Kind)
+		return nil, fmt.Errorf("the standby of %s is of a %q VM: coffer starts QEMU standbys itself, others through their replication's connection (of kind libvirt)",
+			l.def.Config.Name, l.def.Config.Kind)
 	}
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return nil, err
@@ -167,6 +171,9 @@ func cidataImage(ctx context.Context, dir, img string) error {
 // stop ends the VM: quit through its monitor, then SIGKILL after grace,
 // and waits until the process is gone (its image locks released).
 func (m *machine) stop(ctx context.Context, grace time.Duration) error {
+	if m != nil && m.copy != nil {
+		return m.copy.discard(ctx)
+	}
 	if m == nil || m.pid == 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -54,6 +55,12 @@ type FailoverVM struct {
 	// network-config) attached to the VM as a CIDATA disk: the guest's
 	// cloud-init re-addresses it at the DR site.
 	CloudInit string `yaml:"cloud-init"`
+	// AgentAddress (an address with its prefix length, 10.20.0.11/24) is
+	// given to the VM's first network interface through its guest agent
+	// once it started, and AgentGateway its default route: a Linux guest
+	// runs `ip` for it.
+	AgentAddress string `yaml:"agent-address"`
+	AgentGateway string `yaml:"agent-gateway"`
 	// Readdress is a script run on the DR host once the VM is started and
 	// before its group's probes, to re-address it (through its agent, a
 	// DHCP reservation, DNS).
@@ -145,6 +152,14 @@ func (p FailoverPlan) validate(c *Config, add func(string, ...any)) {
 				add("%s: VM %s is not one replication %s keeps a standby of (vms %v)", gw, v.Name, repl.Name, repl.VMs)
 			}
 			seen[v.Name] = true
+			if v.AgentAddress != "" {
+				if _, _, err := net.ParseCIDR(v.AgentAddress); err != nil {
+					add("%s: VM %s: agent-address %q: want an address with its prefix length, like 10.20.0.11/24", gw, v.Name, v.AgentAddress)
+				}
+			}
+			if v.AgentGateway != "" && (v.AgentAddress == "" || net.ParseIP(v.AgentGateway) == nil) {
+				add("%s: VM %s: agent-gateway %q: want an IP address, with an agent-address", gw, v.Name, v.AgentGateway)
+			}
 			for key, f := range map[string]string{"cloud-init": v.CloudInit, "readdress": v.Readdress, "script": v.Script} {
 				if f != "" && !filepath.IsAbs(config.ExpandHome(f)) {
 					add("%s: VM %s: %s %q is not an absolute path (it is run on the DR host)", gw, v.Name, key, f)

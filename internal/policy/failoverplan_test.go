@@ -21,7 +21,8 @@ func TestFailoverPlanValidate(t *testing.T) {
 			{Name: "web-vs", VMs: []string{"web-*", "db-01"}, Connection: "vc", Storage: map[string]string{"ds1": "dr-ds1"}}}}
 	good := FailoverPlan{Name: "shop", Replication: "web-dr", Groups: []FailoverGroup{
 		{VMs: []FailoverVM{{Name: "db-01", Script: "/etc/dr/db.sh"}}, Probes: []string{"tcp:5432"}},
-		{VMs: []FailoverVM{{Name: "web-01", CloudInit: "/etc/dr/web-01"}, {Name: "web-02"}}, Delay: Duration(1e9)},
+		{VMs: []FailoverVM{{Name: "web-01", CloudInit: "/etc/dr/web-01"},
+			{Name: "web-02", AgentAddress: "10.20.0.12/24", AgentGateway: "10.20.0.1"}}, Delay: Duration(1e9)},
 	}}
 	if err := good.Validate(c); err != nil {
 		t.Fatalf("a good plan: %v", err)
@@ -39,6 +40,12 @@ func TestFailoverPlanValidate(t *testing.T) {
 		"want tcp:PORT":              func(p *FailoverPlan) { p.Groups[0].Probes = []string{"ping:1"} },
 		"vms is missing":             func(p *FailoverPlan) { p.Groups[0].VMs = nil },
 		"cannot be negative":         func(p *FailoverPlan) { p.Groups[0].Delay = -1 },
+		"want an address with its prefix length": func(p *FailoverPlan) {
+			p.Groups[1].VMs = []FailoverVM{{Name: "web-01", AgentAddress: "10.20.0.11"}}
+		},
+		"agent-gateway \"10.20.0.1\": want an IP address, with an agent-address": func(p *FailoverPlan) {
+			p.Groups[1].VMs = []FailoverVM{{Name: "web-01", AgentGateway: "10.20.0.1"}}
+		},
 	} {
 		p := good
 		p.Groups = []FailoverGroup{good.Groups[0], good.Groups[1]}

@@ -16,6 +16,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/fleet"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/service/replicaops"
 )
 
 // workerFlags are what `coffer worker` is told about itself.
@@ -153,6 +154,10 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 	// Before it takes work: what a killed process of this worker left on
 	// its hosts goes first, or the retries of its attempts find it there.
 	fleet.CleanupLeftovers(ctx, c.svc, cfg.Reach.Connections, a.Log)
+	// So do a killed test failover's VMs and overlays (a DR site's worker
+	// runs them), as at a server's start; a test still running in
+	// another process of this host holds its run's lock and is spared.
+	replicaops.Ops{Service: c.svc}.RemoveFailoverLeftovers(ctx)
 	ln, err := listenMetrics(f.metricsListen)
 	if err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/coffer-backup/coffer/internal/nbd/qemunbd"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -49,6 +51,8 @@ replications:
 // standby stays at its second point, every overlay the record names is a
 // sound qcow2 and the newest still equals its backup point; restarted,
 // dr1 brings the standby to the third point, equal to the paused guest.
+// Restarted, dr1 also removes what a killed test failover left in its
+// state directory, and spares a test that still runs (its run's lock held).
 func TestStandbyKeptByTheDRSitesWorker(t *testing.T) {
 	testutil.RequireBinary(t, "qemu-system-x86_64") // skips where QEMU is missing
 	testutil.RequireBinary(t, "qemu-img")
@@ -116,9 +120,16 @@ func TestStandbyKeptByTheDRSitesWorker(t *testing.T) {
 			after.Seq, after.Newest().BackupPoint)
 	}
 
+	dead, live := plantTestFailoverRuns(t, filepath.Join(e.Dir, "dr1-state"))
 	startReachWorker(e, dr, "dr", "dr/dr1", steadyDead)
 	// Registered, it first cleans up after its killed process: ready,
 	// it takes work.
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Fatalf("the restarted worker left a killed test failover's run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(live, "1.0", "vda.qcow2")); err != nil {
+		t.Fatalf("the restarted worker removed a live test failover's overlay: %v", err)
+	}
 	waitWorker(t, openCatalog(t, e), "dr1", "dr1 ready again", func(w catalog.Worker) bool { return w.State == catalog.WorkerReady && w.Epoch > 1 })
 	got := replicateOn(t, e, srv, token, "dr1")
 	if got.VMs[0].Points[len(got.VMs[0].Points)-1].Seq <= before.Seq {
@@ -221,4 +232,30 @@ func soundStandby(ctx context.Context, t *testing.T, e *clitest.Env, dir string)
 		t.Fatalf("the standby's newest point %d differs from its backup point: %v %s", st.Newest().Seq, err, out)
 	}
 	return st
+}
+
+// plantTestFailoverRuns makes two test failover run directories in the
+// state directory, each with an overlay: a killed run's (its lock free)
+// and a live run's, whose lock this process holds until the test ends,
+// as a `coffer failover test` still running would.
+func plantTestFailoverRuns(t *testing.T, state string) (dead, live string) {
+	t.Helper()
+	dead, live = filepath.Join(state, "failover-tests", "dead"), filepath.Join(state, "failover-tests", "live")
+	for _, d := range []string{dead, live} {
+		if err := os.MkdirAll(filepath.Join(d, "1.0"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "1.0", "vda.qcow2"), []byte("overlay"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(live, "run.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK}); err != nil {
+		t.Fatal(err)
+	}
+	return dead, live
 }

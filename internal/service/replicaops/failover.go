@@ -94,20 +94,23 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 			return nil, err
 		}
 		t.Log(slog.LevelInfo, "failover run: "+kind, runField, kind)
-		if kind != kindTest {
-			closeConn, err := s.attachDomains(ctx, repl, &fp)
-			if err != nil {
-				return nil, err
-			}
-			defer closeConn()
+		attach := s.attachDomains
+		if kind == kindTest {
+			attach = s.attachCopies
 		}
+		closeConn, err := attach(ctx, repl, &fp)
+		if err != nil {
+			return nil, err
+		}
+		defer closeConn()
 		host, _ := os.Hostname()
 		out := &api.FailoverRun{Plan: plan.Name, Kind: kind, Host: host, Started: time.Now().UTC(), Steps: []api.FailoverStep{},
 			Probes: []api.FailoverProbe{}, VMs: []api.FailoverVM{}, Failback: []api.FailbackVM{}}
 		log := s.Logger()
 		switch kind {
 		case kindTest:
-			rep, err := failover.Rehearse(ctx, fp, failover.RehearseOptions{StateDir: s.Config.StateDir, Seq: in.Seq, Log: log, Watch: jobWatcher{t}})
+			rep, err := failover.Rehearse(ctx, fp, failover.RehearseOptions{StateDir: s.Config.StateDir, Seq: in.Seq, Log: log, Watch: jobWatcher{t},
+				Destroy: s.destroyCopy})
 			return passed(fill(out, rep, nil), err)
 		case kindFailover:
 			rep, started, err := failover.RunPlan(ctx, fp, nil, failover.Options{Seq: in.Seq, Log: log, Watch: jobWatcher{t}})
@@ -252,7 +255,8 @@ func (s Ops) resolvePlan(ctx context.Context, plan policy.FailoverPlan, repl pol
 			if dir == "" {
 				dir = repl.StandbyDir(v.Name, "")
 			}
-			fg.VMs = append(fg.VMs, failover.VM{Name: v.Name, Dir: dir, Address: v.Address, CloudInit: v.CloudInit, Readdress: v.Readdress, Script: v.Script})
+			fg.VMs = append(fg.VMs, failover.VM{Name: v.Name, Dir: dir, Address: v.Address, CloudInit: v.CloudInit,
+				AgentAddress: v.AgentAddress, AgentGateway: v.AgentGateway, Readdress: v.Readdress, Script: v.Script})
 		}
 		if len(fg.VMs) > 0 {
 			fp.Groups = append(fp.Groups, fg)
@@ -264,12 +268,14 @@ func (s Ops) resolvePlan(ctx context.Context, plan policy.FailoverPlan, repl pol
 	return fp, nil
 }
 
-// RemoveFailoverLeftovers stops the VMs and removes the overlays of test
-// failovers that a killed coffer left in the state directory: a server
-// runs it at start, so that a test killed midway leaves nothing running
-// past the next start, not only past the next test.
+// RemoveFailoverLeftovers stops the VMs (QEMUs of coffer's, or copies of
+// standby domains, through their connections) and removes the overlays
+// of test failovers that a killed coffer left in the state directory: a
+// server and a worker run it at start, so that a test killed midway
+// leaves nothing running past the next start, not only past the next
+// test.
 func (s Ops) RemoveFailoverLeftovers(ctx context.Context) {
 	if s.Config.StateDir != "" {
-		failover.RemoveLeftovers(ctx, s.Config.StateDir, s.Logger())
+		failover.RemoveLeftoversOf(ctx, s.Config.StateDir, s.destroyCopy, s.Logger())
 	}
 }
