@@ -8,26 +8,39 @@ import (
 	"testing"
 )
 
-// LockNetwork keeps, until t ends, the tests that change this machine's
-// network interfaces (NetLab's bridges and veths) apart from those such a
-// change disturbs (Chromium aborts a page load with ERR_NETWORK_CHANGED
-// when an interface comes or goes), across the test binaries that go test
-// runs at once: an exclusive lock on one file of the machine's temporary
-// directory, held while any test of this process asks for it (a test
-// with two browsers asks twice).
+// LockNetwork keeps, until t ends, this machine's network interfaces as
+// they are, for a test that a change disturbs (Chromium aborts a page
+// load with ERR_NETWORK_CHANGED when an interface comes or goes), across
+// the test binaries that go test runs at once. Such tests share the lock
+// (a shared lock on one file of the machine's temporary directory, held
+// while any test of this process asks for it: a test with two browsers
+// asks twice); NetLab takes it exclusively while it makes or removes its
+// interfaces, and for a lab's whole life once it holds the network to
+// cut links (NetLab.HoldNetwork).
 func LockNetwork(t testing.TB) {
 	t.Helper()
-	if err := netLock.acquire(); err != nil {
+	if err := steadyNetwork.acquire(); err != nil {
 		t.Fatalf("network lock: %v", err)
 	}
-	t.Cleanup(netLock.release)
+	t.Cleanup(steadyNetwork.release)
 }
 
-// netLock is this process's hold of the machine-wide lock: the first
-// acquire takes it, the last release gives it back.
-var netLock processLock
+// This process's holds of the machine-wide locks: the first acquire of
+// one takes it, the last release gives it back.
+var (
+	// steadyNetwork: the tests that need the interfaces to stay as they are.
+	steadyNetwork = processLock{name: "coffer-tests-network.lock", how: syscall.LOCK_SH}
+	// changingNetwork: a lab that changes interfaces (the same file).
+	changingNetwork = processLock{name: "coffer-tests-network.lock", how: syscall.LOCK_EX}
+	// netLabs: one lab at a time on the machine, as their subnets are
+	// picked at random.
+	netLabs = processLock{name: "coffer-tests-netlab.lock", how: syscall.LOCK_EX}
+)
 
 type processLock struct {
+	name string // the lock file, in the temporary directory
+	how  int    // syscall.LOCK_SH or LOCK_EX
+
 	mu      sync.Mutex
 	holders int
 	f       *os.File
@@ -40,11 +53,11 @@ func (l *processLock) acquire() error {
 		l.holders++
 		return nil
 	}
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "coffer-tests-network.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), l.name), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		return err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := syscall.Flock(int(f.Fd()), l.how); err != nil {
 		_ = f.Close()
 		return err
 	}

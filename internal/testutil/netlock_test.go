@@ -21,7 +21,7 @@ func TestNetworkLockTwiceInOneTest(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the second LockNetwork of one test waits on the first")
 	}
-	if netLock.holders != 0 || netLock.f != nil {
-		t.Fatalf("after the test the lock is still held: %d holders", netLock.holders)
+	if steadyNetwork.holders != 0 || steadyNetwork.f != nil {
+		t.Fatalf("after the test the lock is still held: %d holders", steadyNetwork.holders)
 	}
 }
