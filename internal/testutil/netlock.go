@@ -27,19 +27,26 @@ func LockNetwork(t testing.TB) {
 
 // This process's holds of the machine-wide locks: the first acquire of
 // one takes it, the last release gives it back.
+//
+// The network's lock is taken through a turnstile, a second file locked
+// exclusively while one waits for the first: a lab waiting to change
+// interfaces lets the browsers running end, and no new one start.
+// Otherwise the next browser of a package of browser tests could take
+// the shared lock before the lab ever got it.
 var (
 	// steadyNetwork: the tests that need the interfaces to stay as they are.
-	steadyNetwork = processLock{name: "coffer-tests-network.lock", how: syscall.LOCK_SH}
+	steadyNetwork = processLock{name: "coffer-tests-network.lock", how: syscall.LOCK_SH, turnstile: "coffer-tests-network-turn.lock"}
 	// changingNetwork: a lab that changes interfaces (the same file).
-	changingNetwork = processLock{name: "coffer-tests-network.lock", how: syscall.LOCK_EX}
+	changingNetwork = processLock{name: "coffer-tests-network.lock", how: syscall.LOCK_EX, turnstile: "coffer-tests-network-turn.lock"}
 	// netLabs: one lab at a time on the machine, as their subnets are
 	// picked at random.
 	netLabs = processLock{name: "coffer-tests-netlab.lock", how: syscall.LOCK_EX}
 )
 
 type processLock struct {
-	name string // the lock file, in the temporary directory
-	how  int    // syscall.LOCK_SH or LOCK_EX
+	name      string // the lock file, in the temporary directory
+	how       int    // syscall.LOCK_SH or LOCK_EX
+	turnstile string // "", or the file locked while waiting for name
 
 	mu      sync.Mutex
 	holders int
@@ -53,16 +60,33 @@ func (l *processLock) acquire() error {
 		l.holders++
 		return nil
 	}
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), l.name), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return err
+	if l.turnstile != "" {
+		turn, err := lockFile(l.turnstile, syscall.LOCK_EX)
+		if err != nil {
+			return err
+		}
+		defer turn.Close() // (which unlocks it)
 	}
-	if err := syscall.Flock(int(f.Fd()), l.how); err != nil {
-		_ = f.Close()
+	f, err := lockFile(l.name, l.how)
+	if err != nil {
 		return err
 	}
 	l.f, l.holders = f, 1
 	return nil
+}
+
+// lockFile opens a file of the temporary directory and locks it, waiting
+// as long as it takes.
+func lockFile(name string, how int) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func (l *processLock) release() {
