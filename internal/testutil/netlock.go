@@ -65,7 +65,7 @@ func (l *processLock) acquire() error {
 		if err != nil {
 			return err
 		}
-		defer turn.Close() // (which unlocks it)
+		defer func() { _ = turn.Close() }() // (which unlocks it: only a file lock)
 	}
 	f, err := lockFile(l.name, l.how)
 	if err != nil {
