@@ -9,8 +9,8 @@
 #   scripts/test.sh            # everything (CI mode: missing tools fail)
 #   scripts/test.sh -short     # skips the slow crash loops and guest matrices
 #
-# COFFER_TEST_PACKAGES_AT_ONCE (default 4) is go test's -p: how many test
-# packages run at once.
+# COFFER_TEST_PACKAGES_AT_ONCE is go test's -p, how many test packages run
+# at once: by default one per core, and at least 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ci/install-deps.sh
@@ -53,8 +53,8 @@ checks=$!
 # 2026, 2 cores), so that none of them starts last and runs alone; the
 # rest follow in go's order (go test runs each package once). Most of
 # their time is waiting (for a guest, a server, a lease, a worker's
-# heartbeat), so go test runs four packages at a time where its default
-# is one per core.
+# heartbeat), so go test runs at least four packages at a time where its
+# default is one per core.
 slowest=()
 for p in cli/workercmd:534 cli/repocmd:354 bootverify:291 console:237 hypervisor/libvirt:150 \
   server:148 hypervisor/qemu:142 cli/backupcmd:110 cli/servercmd:95 storagesnap:80 \
@@ -64,7 +64,8 @@ for p in cli/workercmd:534 cli/repocmd:354 bootverify:291 console:237 hypervisor
   [ -d "internal/${p%%:*}" ] && slowest+=("./internal/${p%%:*}")
 done
 status=0
-go test -timeout 60m -p "${COFFER_TEST_PACKAGES_AT_ONCE:-4}" "$@" "${slowest[@]}" ./... || status=$?
+at_once="${COFFER_TEST_PACKAGES_AT_ONCE:-$(( $(nproc) > 4 ? $(nproc) : 4 ))}"
+go test -timeout 60m -p "$at_once" "$@" "${slowest[@]}" ./... || status=$?
 wait "$checks" || status=$?
 cat "$checks_log"
 exit "$status"
