@@ -51,9 +51,10 @@ exec 3>&2
 checks=$!
 # The packages, longest first (seconds in the last full run, December
 # 2026, 2 cores), so that none of them starts last and runs alone; the
-# rest follow in go's order (go test runs each package once). Most of
-# their time is waiting (for a guest, a server, a lease, a worker's
-# heartbeat), so go test runs at least four packages at a time where its
+# rest follow in go's order (go test runs each package once). Many spend
+# most of their time waiting (for a guest, a server, a lease, a worker's
+# heartbeat: workercmd's tests used a third of a core, bootverify's a
+# fifth), so go test runs at least four packages at a time where its
 # default is one per core.
 slowest=()
 for p in cli/workercmd:534 cli/repocmd:354 bootverify:291 console:237 hypervisor/libvirt:150 \
