@@ -295,47 +295,57 @@ func TestLadder(t *testing.T) {
 		}
 		assertClean(t, l.state)
 	})
-	t.Run("closed-port", func(t *testing.T) {
-		o := opts
-		o.Probes, o.ProbeTimeout = []Probe{{Kind: ProbeTCP, Port: 9}}, 3*time.Second
-		o.Reference = goodScreen
-		res, err := Run(ctx, l.repo, good, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Review != "" || res.Step(StepScreenshot).Evidence["changed_vs_last_verified"] == "" {
-			t.Fatalf("the same guest's screen is flagged, or not compared: %q %v", res.Review, res.Step(StepScreenshot).Evidence)
-		}
-		if res.Passed || res.FailedStep != StepProbes || !strings.Contains(res.Step(StepProbes).Detail, "tcp:9") {
-			t.Fatalf("want a failure at step 5:\n%s", statuses(res))
-		}
-		assertClean(t, l.state)
-	})
-	t.Run("panic", func(t *testing.T) {
-		res, err := Run(ctx, l.repo, panics, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Passed || res.FailedStep != StepNoPanic {
-			t.Fatalf("want a failure at step 2:\n%s\n%s", statuses(res), res.ConsoleTail)
-		}
-		t.Logf("panic: %s", res.Step(StepNoPanic).Detail)
-		assertClean(t, l.state)
-	})
-	t.Run("no-marker", func(t *testing.T) {
-		o := opts
-		o.Timeout = 30 * time.Second
-		res, err := Run(ctx, l.repo, hangs, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Passed || res.FailedStep != StepConsole || res.Step(StepNoPanic).Status != Passed {
-			t.Fatalf("want a failure at step 3:\n%s\n%s", statuses(res), res.ConsoleTail)
-		}
-		if s := res.Step(StepScreenshot); s.Evidence["png_bytes"] == "" || len(res.Screenshot) == 0 {
-			t.Fatalf("no screenshot attached: %+v", s)
-		}
-		assertClean(t, l.state)
+	// The failures boot at once (the hung guest waits out its timeout),
+	// each in a state directory of its own (a short name: sockets live
+	// there).
+	t.Run("failing", func(t *testing.T) {
+		t.Run("closed-port", func(t *testing.T) {
+			t.Parallel()
+			o := opts
+			o.StateDir, o.Probes, o.ProbeTimeout = l.state+"0", []Probe{{Kind: ProbeTCP, Port: 9}}, 3*time.Second
+			o.Reference = goodScreen
+			res, err := Run(ctx, l.repo, good, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Review != "" || res.Step(StepScreenshot).Evidence["changed_vs_last_verified"] == "" {
+				t.Fatalf("the same guest's screen is flagged, or not compared: %q %v", res.Review, res.Step(StepScreenshot).Evidence)
+			}
+			if res.Passed || res.FailedStep != StepProbes || !strings.Contains(res.Step(StepProbes).Detail, "tcp:9") {
+				t.Fatalf("want a failure at step 5:\n%s", statuses(res))
+			}
+			assertClean(t, o.StateDir)
+		})
+		t.Run("panic", func(t *testing.T) {
+			t.Parallel()
+			o := opts
+			o.StateDir = l.state + "1"
+			res, err := Run(ctx, l.repo, panics, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Passed || res.FailedStep != StepNoPanic {
+				t.Fatalf("want a failure at step 2:\n%s\n%s", statuses(res), res.ConsoleTail)
+			}
+			t.Logf("panic: %s", res.Step(StepNoPanic).Detail)
+			assertClean(t, o.StateDir)
+		})
+		t.Run("no-marker", func(t *testing.T) {
+			t.Parallel()
+			o := opts
+			o.StateDir, o.Timeout = l.state+"2", 30*time.Second
+			res, err := Run(ctx, l.repo, hangs, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Passed || res.FailedStep != StepConsole || res.Step(StepNoPanic).Status != Passed {
+				t.Fatalf("want a failure at step 3:\n%s\n%s", statuses(res), res.ConsoleTail)
+			}
+			if s := res.Step(StepScreenshot); s.Evidence["png_bytes"] == "" || len(res.Screenshot) == 0 {
+				t.Fatalf("no screenshot attached: %+v", s)
+			}
+			assertClean(t, o.StateDir)
+		})
 	})
 	if got := l.objects(); strings.Join(got, "\n") != strings.Join(objsBefore, "\n") {
 		t.Fatalf("the repository changed:\nbefore %v\nafter  %v", objsBefore, got)
@@ -459,34 +469,49 @@ func TestDamagedBootDisks(t *testing.T) {
 
 	// A disk that cannot boot shows nothing, so a short wait proves it. The
 	// one whose root does not mount must get as far as saying so, which
-	// takes a TCG guest as long as a good boot on a loaded machine.
+	// takes a TCG guest as long as a good boot on a loaded machine. Both
+	// wait out their timeouts, so they wait at once, each in a state
+	// directory of its own (a short name: sockets live there).
 	short := opts
 	short.Timeout = 40 * time.Second
-	for _, c := range []struct {
-		name    string
-		point   *repo.Point
-		console string // what the serial console must show; "" for nothing of the guest's
-		opts    Options
-	}{
-		{"root file system", noRoot, "cannot mount the root file system /dev/vda2", opts},
-		{"boot sector", noBoot, "", short},
-	} {
-		res, err := Run(ctx, l.repo, c.point, c.opts)
-		if err != nil {
-			t.Fatal(err)
+	t.Run("damaged", func(t *testing.T) {
+		for i, c := range []struct {
+			name    string
+			point   *repo.Point
+			console string // what the serial console must show; "" for nothing of the guest's
+			opts    Options
+		}{
+			{"root file system", noRoot, "cannot mount the root file system /dev/vda2", opts},
+			{"boot sector", noBoot, "", short},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.opts.StateDir = fmt.Sprintf("%s%d", l.state, i)
+				damagedFailsAtTheConsole(t, ctx, l.repo, c.point, c.opts, c.console)
+			})
 		}
-		if res.Passed || res.FailedStep != StepConsole {
-			t.Fatalf("%s: want a failure at step 3:\n%s\n%s", c.name, statuses(res), res.ConsoleTail)
-		}
-		if _, err := png.Decode(bytes.NewReader(res.Screenshot)); err != nil {
-			t.Fatalf("%s: no screenshot attached: %v", c.name, err)
-		}
-		switch {
-		case c.console != "" && !strings.Contains(res.ConsoleTail, c.console):
-			t.Fatalf("%s: console lacks %q:\n%s", c.name, c.console, res.ConsoleTail)
-		case c.console == "" && strings.Contains(res.ConsoleTail, "COFFER"):
-			t.Fatalf("%s: the guest's init ran although its disk cannot boot:\n%s", c.name, res.ConsoleTail)
-		}
-		assertClean(t, l.state)
+	})
+}
+
+// damagedFailsAtTheConsole runs the boot of a point whose disk cannot
+// boot: it must fail at step 3 with a screenshot, its console showing
+// what the guest said (console), or nothing of the guest's ("").
+func damagedFailsAtTheConsole(t *testing.T, ctx context.Context, r *repo.Repository, point *repo.Point, o Options, console string) {
+	res, err := Run(ctx, r, point, o)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if res.Passed || res.FailedStep != StepConsole {
+		t.Fatalf("want a failure at step 3:\n%s\n%s", statuses(res), res.ConsoleTail)
+	}
+	if _, err := png.Decode(bytes.NewReader(res.Screenshot)); err != nil {
+		t.Fatalf("no screenshot attached: %v", err)
+	}
+	switch {
+	case console != "" && !strings.Contains(res.ConsoleTail, console):
+		t.Fatalf("console lacks %q:\n%s", console, res.ConsoleTail)
+	case console == "" && strings.Contains(res.ConsoleTail, "COFFER"):
+		t.Fatalf("the guest's init ran although its disk cannot boot:\n%s", res.ConsoleTail)
+	}
+	assertClean(t, o.StateDir)
 }

@@ -27,6 +27,9 @@ type NetLab struct {
 	bridge  string
 	Gateway string
 	hosts   []*NetHost
+	// held: the lab holds the network exclusively until its removal
+	// (HoldNetwork), not only while it makes and removes interfaces.
+	held bool
 }
 
 // NetHost is one host of a NetLab.
@@ -48,20 +51,53 @@ func NewNetLab(t testing.TB, names ...string) *NetLab {
 	if len(names) > 250 {
 		t.Fatalf("a net lab holds at most 250 hosts, not %d", len(names))
 	}
-	LockNetwork(t) // released after the lab's removal (cleanups run last first)
+	if err := netLabs.acquire(); err != nil {
+		t.Fatalf("net lab lock: %v", err)
+	}
+	t.Cleanup(netLabs.release) // after the lab's removal (cleanups run last first)
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	id := fmt.Sprintf("cl%x", b) // "cl" + 6 hex: interface names stay within IFNAMSIZ (15)
 	lab := &NetLab{t: t, id: id, subnet: fmt.Sprintf("198.18.%d", b[0]), bridge: id + "br"}
 	lab.Gateway = lab.subnet + ".1"
 	t.Cleanup(lab.remove)
-	lab.ip("link", "add", lab.bridge, "type", "bridge")
-	lab.ip("addr", "add", lab.Gateway+"/24", "dev", lab.bridge)
-	lab.ip("link", "set", lab.bridge, "up")
-	for i, name := range names {
-		lab.addHost(name, i+2)
-	}
+	lab.change(func() {
+		lab.ip("link", "add", lab.bridge, "type", "bridge")
+		lab.ip("addr", "add", lab.Gateway+"/24", "dev", lab.bridge)
+		lab.ip("link", "set", lab.bridge, "up")
+		for i, name := range names {
+			lab.addHost(name, i+2)
+		}
+	})
 	return lab
+}
+
+// HoldNetwork keeps the tests that a change of interfaces disturbs
+// (LockNetwork) away until the lab is removed, waiting for those running
+// to end: a test calls it before it cuts links, so that a cut comes when
+// the test says, not after a browser closed.
+func (l *NetLab) HoldNetwork() {
+	l.t.Helper()
+	if l.held {
+		return
+	}
+	if err := changingNetwork.acquire(); err != nil {
+		l.t.Fatalf("network lock: %v", err)
+	}
+	l.held = true
+}
+
+// change makes a change of interfaces while no test that it disturbs
+// runs.
+func (l *NetLab) change(f func()) {
+	l.t.Helper()
+	if !l.held {
+		if err := changingNetwork.acquire(); err != nil {
+			l.t.Fatalf("network lock: %v", err)
+		}
+		defer changingNetwork.release()
+	}
+	f()
 }
 
 func (l *NetLab) addHost(name string, n int) {
@@ -94,16 +130,29 @@ func (h *NetHost) Command(name string, args ...string) *exec.Cmd {
 
 // Cut takes the host's link down: it stays up but reaches nothing, and
 // nothing reaches it (a partition), until Mend.
-func (h *NetHost) Cut() { h.lab.ip("link", "set", h.veth, "down") }
+func (h *NetHost) Cut() {
+	h.lab.t.Helper()
+	h.lab.mustHold("Cut")
+	h.lab.ip("link", "set", h.veth, "down")
+}
 
 // Mend brings the host's link back up. The neighbours that failed to
 // answer while it was cut are forgotten on both sides: the kernel would
 // otherwise refuse to send to them ("no route to host") until their
 // failed entries age out.
 func (h *NetHost) Mend() {
+	h.lab.t.Helper()
+	h.lab.mustHold("Mend")
 	h.lab.ip("link", "set", h.veth, "up")
 	h.lab.ip("-n", h.NS, "neigh", "flush", "dev", "eth0")
 	h.lab.ip("neigh", "flush", "dev", h.lab.bridge)
+}
+
+func (l *NetLab) mustHold(what string) {
+	l.t.Helper()
+	if !l.held {
+		l.t.Fatalf("%s changes a link of a lab that does not hold the network: call HoldNetwork first", what)
+	}
 }
 
 func (l *NetLab) ip(args ...string) {
@@ -117,9 +166,15 @@ func (l *NetLab) ip(args ...string) {
 // the root ends and the bridge; what a failed setup never made is not
 // there to delete.
 func (l *NetLab) remove() {
-	for _, h := range l.hosts {
-		_ = exec.Command("ip", "netns", "delete", h.NS).Run()
-		_ = exec.Command("ip", "link", "delete", h.veth).Run()
+	l.change(func() {
+		for _, h := range l.hosts {
+			_ = exec.Command("ip", "netns", "delete", h.NS).Run()
+			_ = exec.Command("ip", "link", "delete", h.veth).Run()
+		}
+		_ = exec.Command("ip", "link", "delete", l.bridge).Run()
+	})
+	if l.held {
+		changingNetwork.release()
+		l.held = false
 	}
-	_ = exec.Command("ip", "link", "delete", l.bridge).Run()
 }

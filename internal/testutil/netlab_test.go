@@ -1,15 +1,19 @@
 package testutil
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
 // TestNetLab: each host has its name and its address, reaches the root
 // namespace's servers through the gateway, and reaches nothing while its
-// link is cut.
+// link is cut (the lab holding the network by then: no browser starts).
 func TestNetLab(t *testing.T) {
 	lab := NewNetLab(t, "kvm1", "kvm2")
 	ln, err := net.Listen("tcp", lab.Gateway+":0")
@@ -39,13 +43,59 @@ func TestNetLab(t *testing.T) {
 		_ = c.Close()
 	}
 	cut := lab.Hosts()[0]
+	lab.HoldNetwork()
 	cut.Cut()
 	if err := dial(cut); err == nil {
 		t.Fatalf("%s reached the gateway through a cut link", cut.Name)
 	}
+	if browserMayStart(t) {
+		t.Fatal("a browser may start while the lab holds the network")
+	}
 	cut.Mend()
 	if err := dial(cut); err != nil {
 		t.Fatalf("%s cannot reach the gateway once mended: %v", cut.Name, err)
+	}
+}
+
+// TestNetLabChangesTheNetworkAlone: a lab holds the network exclusively
+// only while it makes its interfaces, and again to remove them, unless
+// it holds it for its life (HoldNetwork): browsers may run beside a lab
+// that cuts no link.
+func TestNetLabChangesTheNetworkAlone(t *testing.T) {
+	t.Run("lab", func(t *testing.T) {
+		lab := NewNetLab(t, "kvm1")
+		if changingNetwork.holders != 0 {
+			t.Fatalf("the lab holds the network after making its interfaces: %d holders", changingNetwork.holders)
+		}
+		lab.HoldNetwork()
+		lab.HoldNetwork() // once is enough
+		if changingNetwork.holders != 1 || browserMayStart(t) {
+			t.Fatalf("the lab does not hold the network: %d holders", changingNetwork.holders)
+		}
+	})
+	if changingNetwork.holders != 0 || netLabs.holders != 0 {
+		t.Fatalf("after the lab's removal: %d holders of the network, %d of the labs' lock", changingNetwork.holders, netLabs.holders)
+	}
+}
+
+// browserMayStart tells whether a test that needs the network steady
+// could start now (the shared lock, tried from a file of its own, as
+// another process would).
+func browserMayStart(t *testing.T) bool {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), steadyNetwork.name), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); {
+	case err == nil:
+		return true // (closing the file releases it)
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return false
+	default:
+		t.Fatal(err)
+		return false
 	}
 }
 

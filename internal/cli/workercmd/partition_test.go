@@ -89,6 +89,7 @@ func TestPartitionedWorker(t *testing.T) {
 	s := partitionScaleOf()
 	heartbeat, deadAfter := s.intervals()
 	lab := testutil.NewNetLab(t, "kvm1")
+	lab.HoldNetwork() // it cuts the link
 	host := lab.Hosts()[0]
 	e := pgEnv(t, testutil.StartPostgresOnLab(t, lab))
 	e.Vars["COFFER_LOG_FORMAT"] = "json" // the fence's time is read from the worker's log

@@ -25,6 +25,7 @@ import (
 // the catalog, it fences itself before the dead interval ends.
 func TestWorkerOnAnotherHost(t *testing.T) {
 	lab := testutil.NewNetLab(t, "kvm3")
+	lab.HoldNetwork() // it cuts the link
 	dsn := testutil.StartPostgresOnLab(t, lab)
 	e := pgEnv(t, dsn)
 	e.Host = lab.Hosts()[0]
