@@ -8,13 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strconv"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/libvirt/domconfig"
 )
 
 // StartTestCopy starts cp, a copy of the domain cfg records (a standby's
@@ -93,13 +92,9 @@ func (c *Connector) DestroyTestCopy(ctx context.Context, name string) error {
 // qemuNS is libvirt's namespace for QEMU arguments of a domain's own.
 const qemuNS = "http://libvirt.org/schemas/domain/qemu/1.0"
 
-// testCopyNICs are QEMU's devices for libvirt's interface models.
-var testCopyNICs = map[string]string{"": "virtio-net-pci", "virtio": "virtio-net-pci", "e1000": "e1000", "e1000e": "e1000e",
-	"rtl8139": "rtl8139", "vmxnet3": "vmxnet3"}
-
 // testCopyXML is the definition of cp from a recorded domain's.
 func testCopyXML(recorded string, cp hypervisor.TestCopy) (string, error) {
-	x, err := parseDomain(recorded)
+	rd, err := domconfig.ReadXML(recorded)
 	if err != nil {
 		return "", err
 	}
@@ -119,28 +114,9 @@ func testCopyXML(recorded string, cp hypervisor.TestCopy) (string, error) {
 	if doc, err = isolateXML(doc, keep); err != nil {
 		return "", err
 	}
-	slots, err := nicSlots(recorded)
+	args, err := rd.IsolatedNICs(hypervisor.HostForwards(cp.Forward))
 	if err != nil {
 		return "", err
-	}
-	var args []string
-	for i, nic := range x.Devices.Interfaces {
-		dev, ok := testCopyNICs[nic.Model.Type]
-		if !ok {
-			return "", fmt.Errorf("libvirt: interface model %q: a test copy cannot emulate it on its isolated network", nic.Model.Type)
-		}
-		netdev := fmt.Sprintf("user,id=coffer-iso%d,restrict=on", i)
-		if i == 0 { // the probes reach the guest through its first NIC
-			netdev += hostForwards(cp.Forward)
-		}
-		device := fmt.Sprintf("%s,netdev=coffer-iso%d", dev, i)
-		if nic.MAC.Address != "" {
-			device += ",mac=" + nic.MAC.Address
-		}
-		if i < len(slots) {
-			device += slots[i]
-		}
-		args = append(args, "-netdev", netdev, "-device", device)
 	}
 	var extra strings.Builder
 	fmt.Fprintf(&extra, "<serial type='file'><source path=%s/><target port='0'/></serial>", quoteAttr(cp.ConsoleLog))
@@ -163,25 +139,8 @@ func testCopyXML(recorded string, cp hypervisor.TestCopy) (string, error) {
 	return doc, nil
 }
 
-// hostForwards is the hostfwd options of a user-mode netdev for forward.
-func hostForwards(forward map[int]int) string {
-	guest := make([]int, 0, len(forward))
-	for g := range forward {
-		guest = append(guest, g)
-	}
-	sort.Ints(guest)
-	var b strings.Builder
-	for _, g := range guest {
-		fmt.Fprintf(&b, ",hostfwd=tcp:127.0.0.1:%d-:%d", forward[g], g)
-	}
-	return b.String()
-}
-
-func quoteAttr(s string) string {
-	var b bytes.Buffer
-	_ = xml.EscapeText(&b, []byte(s)) // a bytes.Buffer does not fail
-	return "'" + strings.ReplaceAll(b.String(), "'", "&#39;") + "'"
-}
+// quoteAttr quotes an XML attribute's value (xmlEscape escapes quotes).
+func quoteAttr(s string) string { return "'" + xmlEscape(s) + "'" }
 
 // isolateXML drops from a domain's definition what a test copy must not
 // share with production: its interfaces (isolated NICs replace them),
@@ -260,55 +219,4 @@ func diskKept(toks []xml.Token, keep map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-// nicSlots are the PCI addresses of the recorded domain's interfaces, as
-// QEMU device options (",bus=pci.0,addr=0x3.0"), in order: a copy's NIC
-// takes the slot its interface had, which the copy's definition leaves
-// free (libvirt gives every other device its address explicitly, and a
-// device of QEMU's own placed anywhere could take one of them), and the
-// guest finds it where it was. A domain libvirt defined records every
-// address; an interface without one is refused.
-func nicSlots(recorded string) ([]string, error) {
-	var x struct {
-		OS struct {
-			Type struct {
-				Machine string `xml:"machine,attr"`
-			} `xml:"type"`
-		} `xml:"os"`
-		Interfaces []struct {
-			Address struct {
-				Type     string `xml:"type,attr"`
-				Bus      string `xml:"bus,attr"`
-				Slot     string `xml:"slot,attr"`
-				Function string `xml:"function,attr"`
-			} `xml:"address"`
-		} `xml:"devices>interface"`
-	}
-	if err := xml.Unmarshal([]byte(recorded), &x); err != nil {
-		return nil, fmt.Errorf("libvirt: recorded domain XML: %w", err)
-	}
-	var out []string
-	for i, nic := range x.Interfaces {
-		a := nic.Address
-		bus, errB := strconv.ParseUint(strings.TrimPrefix(a.Bus, "0x"), 16, 8)
-		slot, errS := strconv.ParseUint(strings.TrimPrefix(a.Slot, "0x"), 16, 8)
-		fn, errF := strconv.ParseUint(strings.TrimPrefix(cmpOr(a.Function, "0x0"), "0x"), 16, 8)
-		if a.Type != "pci" || errB != nil || errS != nil || errF != nil {
-			return nil, fmt.Errorf("libvirt: the domain's interface %d has no PCI address (%+v): a test copy puts its NIC there", i+1, a)
-		}
-		name := fmt.Sprintf("pci.%d", bus)
-		if bus == 0 && strings.Contains(x.OS.Type.Machine, "q35") {
-			name = "pcie.0"
-		}
-		out = append(out, fmt.Sprintf(",bus=%s,addr=0x%x.%x", name, slot, fn))
-	}
-	return out, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -3,8 +3,9 @@ package qemu
 import (
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
 )
 
 // IsolateSpec turns a relaunch (RelaunchArgs) into a throw-away test boot
@@ -135,16 +136,7 @@ func IsolateArgs(args []string, spec IsolateSpec) Isolated {
 	if len(spec.Forward) == 0 {
 		out = append(out, "-nic", "none")
 	} else {
-		netdev := "user,id=coffer-probe,restrict=on"
-		ports := make([]int, 0, len(spec.Forward))
-		for g := range spec.Forward {
-			ports = append(ports, g)
-		}
-		sort.Ints(ports)
-		for _, g := range ports {
-			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", spec.Forward[g], g)
-		}
-		out = append(out, "-netdev", netdev)
+		out = append(out, "-netdev", "user,id=coffer-probe,restrict=on"+hypervisor.HostForwards(spec.Forward))
 		if !probeNIC { // a VM without a NIC gets one for the probes
 			nic := spec.NIC
 			if nic == "" {
