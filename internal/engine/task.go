@@ -32,6 +32,7 @@ type task struct {
 	attempt    int
 	prog       *backup.Progress // of the running attempt
 	held       *heldSnapshot    // group mode: the snapshot taken in the batch
+	superseded bool             // its task of the run the job resumes is settled (supersede)
 	// What the task ended with, for Job.Point: the point, or the last
 	// attempt's error itself (its class is lost in rec.Error's text).
 	snap *repo.Point
@@ -169,25 +170,16 @@ func (t *task) run(u *unit) {
 	rec := t.rec
 	j.mu.Unlock()
 	start := time.Now()
+	pointID, err := t.supersede()
+	if err == nil && pointID != "" {
+		j.e.disp.done(u)
+		t.adopt(pointID)
+		return
+	}
+	var snap *repo.Point
 	var committed bool
-	pl := Placement{Started: rec.StartedAt, Committed: func() { committed = true }, Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
-		VMID: rec.VMID, Host: t.vm.Host, Datastores: t.vm.Datastores, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys(),
-		Rate: j.rateShare(u), Progress: prog}
-	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
-		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
-	} else if t.held == nil { // a backup of one VM: from what it asked for
-		pl.One, pl.Repository, pl.LoadPoint = j.one, j.p.Repository, j.loadPoint
-	}
-	if sr, ok := j.e.o.UnitRunner.(StartRecorder); ok && sr.RecordsStart(pl) {
-		j.rec.forget(rec.ID) // the grant's transaction records the start
-	} else {
-		j.rec.task(rec)
-	}
-	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog, pl.Rate) })
-	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
-		// %v, not %w: the context's Canceled is never retried, and a
-		// lost worker's attempt is.
-		err = fmt.Errorf("%w (attempt on worker %s abandoned: %v)", ErrWorkerLost, pl.Worker, err)
+	if err == nil {
+		snap, committed, err = t.attemptOn(u, rec, prog)
 	}
 	j.e.disp.done(u)
 	rt := j.p.Retries.WithDefaults()
@@ -215,6 +207,33 @@ func (t *task) run(u *unit) {
 		t.err = err
 		t.finish(catalog.StatusFailed, err.Error())
 	}
+}
+
+// attemptOn runs the attempt rec (its record at the start) where u was
+// placed; committed: the runner says the point and the task's end are in
+// the catalog already (Placement.Committed).
+func (t *task) attemptOn(u *unit, rec catalog.Task, prog *backup.Progress) (snap *repo.Point, committed bool, err error) {
+	j := t.j
+	pl := Placement{Started: rec.StartedAt, Committed: func() { committed = true }, Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
+		VMID: rec.VMID, Host: t.vm.Host, Datastores: t.vm.Datastores, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys(),
+		Rate: j.rateShare(u), Progress: prog}
+	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
+		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
+	} else if t.held == nil { // a backup of one VM: from what it asked for
+		pl.One, pl.Repository, pl.LoadPoint = j.one, j.p.Repository, j.loadPoint
+	}
+	if sr, ok := j.e.o.UnitRunner.(StartRecorder); ok && sr.RecordsStart(pl) {
+		j.rec.forget(rec.ID) // the grant's transaction records the start
+	} else {
+		j.rec.task(rec)
+	}
+	snap, err = j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog, pl.Rate) })
+	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
+		// %v, not %w: the context's Canceled is never retried, and a
+		// lost worker's attempt is.
+		err = fmt.Errorf("%w (attempt on worker %s abandoned: %v)", ErrWorkerLost, pl.Worker, err)
+	}
+	return snap, committed, err
 }
 
 var errVMTimeout = errors.New("VM timeout exceeded")
