@@ -45,28 +45,7 @@ func TestSupersedeAndAUnitsEndNeverBothWin(t *testing.T) {
 	}
 	srv := startServer(t, pool)
 	before, after := map[string]gate{"settled": newGate()}, map[string]gate{"raced": newGate()}
-	run := func(_ context.Context, u queue.VMUnit) (queue.UnitDone, error) {
-		pointID := "point-of-" + u.VMName
-		return queue.UnitDone{Point: pointID, Commit: func(ctx context.Context, tx pgx.Tx) error {
-			if g, ok := before[u.VMName]; ok {
-				g.pass()
-			}
-			if err := postgres.EndWorkerUnitTx(ctx, tx, endOf(u, pointID)); err != nil {
-				return err
-			}
-			if g, ok := after[u.VMName]; ok {
-				g.pass()
-			}
-			return nil
-		}}, nil
-	}
-	dir := filepath.Join(t.TempDir(), "kvm1")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	c, err := queue.NewWorker(pool, queue.Config{Name: "kvm1", ID: "worker-kvm1", Epoch: w.Epoch, Slots: 2,
-		Service: workerService(t, dir), VMUnit: run, Logger: quiet})
-	startClient(t, c, err)
+	startGatedWorker(t, pool, w.Epoch, before, after)
 	grant := func(task *catalog.Task) queue.Submitted {
 		u := unitOf(task, "kvm1", w.Epoch, 1)
 		s, err := srv.SubmitVMUnitRecorded(ctx, u, startRecord(u))
@@ -134,6 +113,36 @@ func TestSupersedeAndAUnitsEndNeverBothWin(t *testing.T) {
 	if n := countRows(t, pool, pointsOfVM, "raced"); n != 1 {
 		t.Fatalf("%d points of the raced unit, want 1", n)
 	}
+}
+
+// startGatedWorker starts worker kvm1 at epoch: its units end with
+// their point (EndWorkerUnitTx) in their completion's transaction, that
+// of a VM in before stopped at its gate before the point, in after once
+// the point is written.
+func startGatedWorker(t *testing.T, pool *pgxpool.Pool, epoch int64, before, after map[string]gate) {
+	t.Helper()
+	run := func(_ context.Context, u queue.VMUnit) (queue.UnitDone, error) {
+		pointID := "point-of-" + u.VMName
+		return queue.UnitDone{Point: pointID, Commit: func(ctx context.Context, tx pgx.Tx) error {
+			if g, ok := before[u.VMName]; ok {
+				g.pass()
+			}
+			if err := postgres.EndWorkerUnitTx(ctx, tx, endOf(u, pointID)); err != nil {
+				return err
+			}
+			if g, ok := after[u.VMName]; ok {
+				g.pass()
+			}
+			return nil
+		}}, nil
+	}
+	dir := filepath.Join(t.TempDir(), "kvm1")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := queue.NewWorker(pool, queue.Config{Name: "kvm1", ID: "worker-kvm1", Epoch: epoch, Slots: 2,
+		Service: workerService(t, dir), VMUnit: run, Logger: quiet})
+	startClient(t, c, err)
 }
 
 // waitForLockWait waits until a session runs a statement starting with
