@@ -255,6 +255,17 @@ type Catalog interface {
 	UpdateTasks(ctx context.Context, tasks []*Task) error // one transaction
 	GetTask(ctx context.Context, id int64) (Task, error)
 	ListTasks(ctx context.Context, f TaskFilter) ([]Task, error)
+	// SupersedeTask settles, in one transaction, the task of VM
+	// (connection, vmID) in job, a run that another carries on
+	// (a leader's resumed run): a task not ended (queued, or running
+	// with a unit that may still be on a worker) is ended cancelled with
+	// msg, so that no unit of it can commit its point any more (a
+	// worker's end of a unit wants it running: postgres.EndWorkerUnitTx);
+	// a task that succeeded keeps its point, whose ID it returns ("": the
+	// VM has no point of job). A unit committing at that moment waits
+	// for the task's row lock, or this call for the unit's: one of the
+	// two wins, never both.
+	SupersedeTask(ctx context.Context, job int64, connection, vmID, msg string) (pointID string, err error)
 
 	// AddEvents records events in one transaction, appending each to its
 	// job's log: it sets every event's Seq (and a zero Time to now).

@@ -177,7 +177,7 @@ func (j *Job) onWorker(u *unit, batch []*task, reads int) bool {
 			t.setStatus(catalog.StatusQueued)
 			j.resubmit(j.vmUnit(t))
 		case o.Err == nil:
-			t.succeed(o.Point, took)
+			t.succeed(o.Point, took, false)
 		default:
 			t.failOrRetry(o.Err)
 		}

@@ -29,6 +29,9 @@ type Job struct {
 	rec    *recorder // its VM tasks and backup points
 	done   chan struct{}
 	one    *VMBackup // a backup of one VM now (StartVM); nil for a policy run
+	// resumes is the interrupted run this one carries on (StartResuming;
+	// 0: none), whose task of each VM it supersedes (task.supersede).
+	resumes int64
 
 	r       *repo.Repository
 	w       *repo.Writer
@@ -66,6 +69,21 @@ func (r *Result) Failed() []catalog.Task {
 // connection without a storage snapshot provider: refuseGroup) is
 // refused, never run differently.
 func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
+	return e.start(ctx, p, 0)
+}
+
+// StartResuming is Start for a run that carries on the policy run of job
+// interrupted (a dead leader's, resumed by the next one): before a VM's
+// first attempt, its task in that run is superseded in the catalog
+// (catalog.Catalog.SupersedeTask). A VM whose unit of that run committed
+// its point meanwhile (one the dead leader handed to a worker, which
+// ended after the resumed run listed its VMs) is not backed up again:
+// its task takes that point as its own.
+func (e *Engine) StartResuming(ctx context.Context, p policy.Policy, interrupted int64) (*Job, error) {
+	return e.start(ctx, p, interrupted)
+}
+
+func (e *Engine) start(ctx context.Context, p policy.Policy, resumes int64) (*Job, error) {
 	su := e.cur.Load()
 	if err := refuseGroup(ctx, su, p); err != nil {
 		return nil, err
@@ -77,7 +95,7 @@ func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
 		return nil, err
 	}
 	jctx, cancel := context.WithCancelCause(run.Context())
-	j := &Job{e: e, s: su, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job()}
+	j := &Job{e: e, s: su, p: p, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job(), resumes: resumes}
 	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval, nil)
 	go j.execute()
 	return j, nil

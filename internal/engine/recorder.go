@@ -22,14 +22,17 @@ type recorder struct {
 	log      *slog.Logger
 	interval time.Duration
 
-	mu     sync.Mutex
-	tasks  map[int64]catalog.Task // newest state per task ID
-	events []catalog.Event
-	points []catalog.BackupPoint
-	kick   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
-	err    error // last flush error
+	// flushing is held for a whole flush: forget waits for the one under
+	// way, whose snapshot may hold the state it forgets.
+	flushing sync.Mutex
+	mu       sync.Mutex
+	tasks    map[int64]catalog.Task // newest state per task ID
+	events   []catalog.Event
+	points   []catalog.BackupPoint
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	err      error // last flush error
 
 	// afterFlush, if set, runs after every periodic flush (the direct
 	// run's heartbeat).
@@ -93,8 +96,22 @@ func (r *recorder) point(p catalog.BackupPoint) {
 	r.mu.Unlock()
 }
 
+// forget drops the pending state of task id, once no flush that may
+// hold it is under way: another process writes that row from now on (a
+// worker's grant and completion, StartRecorder) and no older state of
+// this process's may land after its writes.
+func (r *recorder) forget(id int64) {
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
+	r.mu.Lock()
+	delete(r.tasks, id)
+	r.mu.Unlock()
+}
+
 // flush writes everything pending; what fails stays pending.
 func (r *recorder) flush(ctx context.Context) error {
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
 	r.mu.Lock()
 	tasks := make([]*catalog.Task, 0, len(r.tasks))
 	for _, t := range r.tasks {

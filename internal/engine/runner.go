@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
 	"github.com/coffer-backup/coffer/internal/policy"
@@ -50,6 +51,23 @@ type Placement struct {
 	// (Job.Progress): local feeds it, and a runner that runs the attempt
 	// elsewhere feeds it from what the attempt reports (never nil).
 	Progress *backup.Progress
+	// Started is when the task's first attempt started, for a runner
+	// that records the attempt's start itself (StartRecorder).
+	Started time.Time
+	// Committed is called by a runner, before RunAttempt returns the
+	// point, when the point and the task's end were committed in the
+	// catalog where the attempt ran (a worker's completion transaction):
+	// the engine then records neither again.
+	Committed func()
+}
+
+// StartRecorder is a UnitRunner that records in the catalog itself the
+// start of the attempts it hands off (a worker's grant commits the task's
+// start with its job): the engine leaves the task's row to it until the
+// attempt returns, and has nothing of that task pending in its own
+// batched writes meanwhile, so that none lands over the worker's end.
+type StartRecorder interface {
+	RecordsStart(p Placement) bool
 }
 
 // UnitRunner runs an attempt where the dispatcher placed it. The engine

@@ -32,6 +32,7 @@ type task struct {
 	attempt    int
 	prog       *backup.Progress // of the running attempt
 	held       *heldSnapshot    // group mode: the snapshot taken in the batch
+	superseded bool             // its task of the run the job resumes is settled (supersede)
 	// What the task ended with, for Job.Point: the point, or the last
 	// attempt's error itself (its class is lost in rec.Error's text).
 	snap *repo.Point
@@ -168,27 +169,23 @@ func (t *task) run(u *unit) {
 	}
 	rec := t.rec
 	j.mu.Unlock()
-	j.rec.task(rec)
 	start := time.Now()
-	pl := Placement{Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
-		VMID: rec.VMID, Host: t.vm.Host, Datastores: t.vm.Datastores, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys(),
-		Rate: j.rateShare(u), Progress: prog}
-	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
-		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
-	} else if t.held == nil { // a backup of one VM: from what it asked for
-		pl.One, pl.Repository, pl.LoadPoint = j.one, j.p.Repository, j.loadPoint
+	pointID, err := t.supersede()
+	if err == nil && pointID != "" {
+		j.e.disp.done(u)
+		t.adopt(pointID)
+		return
 	}
-	snap, err := j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog, pl.Rate) })
-	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
-		// %v, not %w: the context's Canceled is never retried, and a
-		// lost worker's attempt is.
-		err = fmt.Errorf("%w (attempt on worker %s abandoned: %v)", ErrWorkerLost, pl.Worker, err)
+	var snap *repo.Point
+	var committed bool
+	if err == nil {
+		snap, committed, err = t.attemptOn(u, rec, prog)
 	}
 	j.e.disp.done(u)
 	rt := j.p.Retries.WithDefaults()
 	switch {
 	case err == nil:
-		t.succeed(snap, time.Since(start))
+		t.succeed(snap, time.Since(start), committed)
 	case j.ctx.Err() != nil:
 		t.err = err
 		t.finish(catalog.StatusCancelled, fmt.Sprintf("cancelled while running: %v", err))
@@ -210,6 +207,33 @@ func (t *task) run(u *unit) {
 		t.err = err
 		t.finish(catalog.StatusFailed, err.Error())
 	}
+}
+
+// attemptOn runs the attempt rec (its record at the start) where u was
+// placed; committed: the runner says the point and the task's end are in
+// the catalog already (Placement.Committed).
+func (t *task) attemptOn(u *unit, rec catalog.Task, prog *backup.Progress) (snap *repo.Point, committed bool, err error) {
+	j := t.j
+	pl := Placement{Started: rec.StartedAt, Committed: func() { committed = true }, Worker: u.workerName(), JobID: j.record.ID, TaskID: rec.ID, Attempt: rec.Attempts, Connection: rec.Connection, VM: rec.VMName,
+		VMID: rec.VMID, Host: t.vm.Host, Datastores: t.vm.Datastores, Mode: rec.Mode, SnapshotMode: rec.SnapshotMode, Pools: u.poolKeys(),
+		Rate: j.rateShare(u), Progress: prog}
+	if j.one == nil && t.held == nil { // a policy's VM-by-VM attempt: a worker can run it from the policy alone
+		pl.Policy, pl.Repository, pl.LoadPoint = j.p.Name, j.p.Repository, j.loadPoint
+	} else if t.held == nil { // a backup of one VM: from what it asked for
+		pl.One, pl.Repository, pl.LoadPoint = j.one, j.p.Repository, j.loadPoint
+	}
+	if sr, ok := j.e.o.UnitRunner.(StartRecorder); ok && sr.RecordsStart(pl) {
+		j.rec.forget(rec.ID) // the grant's transaction records the start
+	} else {
+		j.rec.task(rec)
+	}
+	snap, err = j.e.o.UnitRunner.RunAttempt(u.ctx, pl, func(ctx context.Context) (*repo.Point, error) { return t.attemptOnce(ctx, prog, pl.Rate) })
+	if err != nil && errors.Is(context.Cause(u.ctx), ErrWorkerLost) && j.ctx.Err() == nil {
+		// %v, not %w: the context's Canceled is never retried, and a
+		// lost worker's attempt is.
+		err = fmt.Errorf("%w (attempt on worker %s abandoned: %v)", ErrWorkerLost, pl.Worker, err)
+	}
+	return snap, committed, err
 }
 
 var errVMTimeout = errors.New("VM timeout exceeded")
@@ -325,7 +349,10 @@ func (t *task) setStatus(s catalog.Status) {
 	t.j.rec.task(rec)
 }
 
-func (t *task) succeed(snap *repo.Point, took time.Duration) {
+// succeed ends the task with its point; committed: the point and the
+// task's end are in the catalog already (Placement.Committed), and only
+// the job's own record and log take them.
+func (t *task) succeed(snap *repo.Point, took time.Duration, committed bool) {
 	j := t.j
 	t.closeHeld(true)
 	j.mu.Lock()
@@ -352,7 +379,9 @@ func (t *task) succeed(snap *repo.Point, took time.Duration) {
 	}
 	t.prog = nil
 	j.mu.Unlock()
-	j.rec.task(rec)
+	if !committed {
+		j.rec.task(rec)
+	}
 	fields := map[string]any{"seconds": took.Seconds(), "bytes_logical": rec.BytesLogical, "bytes_read": rec.BytesRead,
 		"bytes_stored": rec.BytesStored, "read_mb_per_s": float64(rec.BytesRead) / 1e6 / max(took.Seconds(), 1e-9), "attempts": rec.Attempts,
 		"setup_seconds": setup.Seconds(), "transfer_seconds": transfer.Seconds(), "bytes_new": bytesNew, "bytes_zero": bytesZero}
@@ -364,7 +393,7 @@ func (t *task) succeed(snap *repo.Point, took time.Duration) {
 	for _, w := range rec.Warnings {
 		t.event("warn", "warning", w, nil)
 	}
-	if snap != nil && j.r != nil {
+	if snap != nil && j.r != nil && !committed {
 		j.rec.point(catalog.BackupPoint{Repository: j.r.Config().ID, ID: snap.ID.String(), Time: snap.Time, Connection: rec.Connection,
 			VMID: rec.VMID, VMName: rec.VMName, Mode: snap.Mode, Parent: snap.Parent, Disks: len(snap.Disks),
 			BytesLogical: snap.Logical(), BytesStored: snap.BytesStored, Tags: snap.Tags, Protected: snap.Protected, JobID: j.record.ID,

@@ -86,16 +86,9 @@ func batchOutcomes(ctx context.Context, b engine.BatchPlacement, worker string, 
 			o.Err = outcomeErr(&queue.Outcome{Worker: worker, ErrorClass: vm.ErrorClass, Error: vm.Error, Transient: vm.Transient})
 		default:
 			p := engine.Placement{LoadPoint: b.LoadPoint}
-			o.Point, o.Err = point(ctx, p, &queue.Outcome{Worker: worker, Document: mustJSON(vm.UnitDone)})
+			o.Point, o.Err = point(ctx, p, worker, vm.UnitDone)
 		}
 		outs = append(outs, o)
 	}
 	return outs
-}
-
-// mustJSON marshals a UnitDone, which always marshals (a string and a
-// document already marshalled).
-func mustJSON(d queue.UnitDone) json.RawMessage {
-	b, _ := json.Marshal(d)
-	return b
 }

@@ -75,7 +75,7 @@ func (s *Server) Stop(ctx context.Context) error {
 // to the workers of the registry cat, under the epochs the watch saw
 // (s.Epochs; cat is read only for a worker it has not seen).
 func (s *Server) Runner(cat catalog.Workers) *UnitRunner {
-	return &UnitRunner{Queue: s.Queue, Sessions: s.Sessions, Epoch: func(ctx context.Context, worker string) (int64, error) {
+	return &UnitRunner{Queue: s.Queue, Sessions: s.Sessions, RecordGrants: true, Epoch: func(ctx context.Context, worker string) (int64, error) {
 		return s.Epochs.epochOf(ctx, cat, worker)
 	}}
 }

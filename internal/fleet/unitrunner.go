@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/coffer-backup/coffer/internal/catalog/postgres"
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
@@ -41,9 +44,35 @@ type UnitRunner struct {
 	// Progress feeds the attempts' progress from what their workers
 	// record (nil: a unit counts in its job's progress when it ends).
 	Progress *UnitProgress
+	// RecordGrants: the task's start is written in the grant's
+	// transaction (postgres.StartTaskTx, with River's insert), and the
+	// engine leaves it to this runner (engine.StartRecorder). The
+	// leader's runner on PostgreSQL, where the catalog and River share
+	// the database.
+	RecordGrants bool
 }
 
-var _ engine.UnitRunner = (*UnitRunner)(nil)
+var (
+	_ engine.UnitRunner    = (*UnitRunner)(nil)
+	_ engine.StartRecorder = (*UnitRunner)(nil)
+)
+
+// RecordsStart implements engine.StartRecorder: a unit handed off under a
+// catalog task has its start recorded with its grant.
+func (r *UnitRunner) RecordsStart(p engine.Placement) bool {
+	return r.RecordGrants && handedOff(p) && p.JobID != 0 && p.TaskID != 0
+}
+
+// grantRecord is the catalog's part of p's grant, written in the
+// transaction of its River job (nil: none).
+func (r *UnitRunner) grantRecord(p engine.Placement) queue.GrantTx {
+	if !r.RecordsStart(p) {
+		return nil
+	}
+	return func(ctx context.Context, tx pgx.Tx) error {
+		return postgres.StartTaskTx(ctx, tx, p.JobID, p.TaskID, p.Attempt, p.Started)
+	}
+}
 
 // cancelGrace bounds the cancel of an abandoned unit: the attempt returns
 // at once, the cancel reaches River in the background.
@@ -66,10 +95,10 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 	if r.LeaderEpoch != nil {
 		leaderEpoch = r.LeaderEpoch()
 	}
-	sub, err := r.Queue.SubmitVMUnit(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
+	sub, err := r.Queue.SubmitVMUnitRecorded(ctx, queue.VMUnit{Policy: p.Policy, Repository: p.Repository, Connection: p.Connection,
 		VMID: p.VMID, VMName: p.VM, Mode: p.Mode, SnapshotMode: p.SnapshotMode, Worker: p.Worker, Epoch: epoch,
 		LeaderEpoch: leaderEpoch, Pools: p.Pools, Rate: int64(p.Rate), Job: p.JobID, Task: p.TaskID, Attempt: p.Attempt, Host: p.Host, Datastores: p.Datastores,
-		One: oneOf(p)})
+		One: oneOf(p)}, r.grantRecord(p))
 	if err != nil {
 		return nil, err
 	}
@@ -96,10 +125,23 @@ func (r *UnitRunner) RunAttempt(ctx context.Context, p engine.Placement, local f
 		}
 		return nil, err
 	}
+	var done queue.UnitDone
+	if err := json.Unmarshal(out.Document, &done); err != nil {
+		return nil, fmt.Errorf("worker %s's outcome: %w", out.Worker, err)
+	}
+	if done.Recorded {
+		// The worker's completion committed the point and the task's end,
+		// fenced by its epoch then: they are current, whatever became of
+		// the worker since, and the engine records them no more.
+		if p.Committed != nil {
+			p.Committed()
+		}
+		return point(ctx, p, out.Worker, done)
+	}
 	if err := r.stillCurrent(ctx, p.Worker, epoch); err != nil {
 		return nil, err
 	}
-	return point(ctx, p, out)
+	return point(ctx, p, out.Worker, done)
 }
 
 // stillCurrent checks, before the point of a unit is recorded, that the
@@ -133,20 +175,16 @@ func outcomeErr(out *queue.Outcome) error {
 // outcome carries (the body the repository seals, so the engine records
 // the same point as from the repository, without opening it per unit),
 // or, from a worker that sends none, loaded from the job's repository.
-func point(ctx context.Context, p engine.Placement, out *queue.Outcome) (*repo.Point, error) {
-	var done queue.UnitDone
-	if err := json.Unmarshal(out.Document, &done); err != nil {
-		return nil, fmt.Errorf("worker %s's outcome: %w", out.Worker, err)
-	}
+func point(ctx context.Context, p engine.Placement, worker string, done queue.UnitDone) (*repo.Point, error) {
 	if len(done.Manifest) > 0 {
 		return manifestPoint(done)
 	}
 	if p.LoadPoint == nil {
-		return nil, fmt.Errorf("worker %s committed point %s, which this engine cannot read (no repository)", out.Worker, done.Point)
+		return nil, fmt.Errorf("worker %s committed point %s, which this engine cannot read (no repository)", worker, done.Point)
 	}
 	pt, err := p.LoadPoint(ctx, done.Point)
 	if err != nil {
-		return nil, fmt.Errorf("the point %s worker %s committed: %w", done.Point, out.Worker, err)
+		return nil, fmt.Errorf("the point %s worker %s committed: %w", done.Point, worker, err)
 	}
 	return pt, nil
 }

@@ -61,7 +61,15 @@ func RunVMUnit(svc *service.Service, repos *unitRepos, watch *latency.Watch, log
 			ev.record(ctx, "warn", "worker", fmt.Sprintf("%s: attempt %d on worker %s failed: %v", u.VMName, u.Attempt, u.Worker, err), nil)
 			return queue.UnitDone{}, err
 		}
-		return unitDone(point)
+		done, err := unitDone(point)
+		if err != nil {
+			return done, err
+		}
+		ur, err := repos.get(ctx, p.Repository) // open since backUp
+		if err != nil {
+			return queue.UnitDone{}, err
+		}
+		return withCommit(done, u, ur.r.Config().ID, point), nil
 	}
 }
 

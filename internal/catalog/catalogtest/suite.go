@@ -68,6 +68,7 @@ func Run(t *testing.T, newDB Factory) {
 		{"ConcurrentLogWriters", testConcurrentLogWriters},
 		{"HeartbeatAndCancel", testHeartbeatAndCancel},
 		{"AbandonJob", testAbandonJob},
+		{"SupersedeTask", testSupersedeTask},
 		{"PruneHistory", testPruneHistory},
 		{"WatchJobs", testWatchJobs},
 		{"ConfigObjects", testConfigObjects},

@@ -141,13 +141,20 @@ func checkWorkerGrants(t *testing.T, c catalog.Catalog, w *pgx.Conn) {
 			t.Errorf("SELECT from %s as a worker: %v, want permission denied", table, err)
 		}
 	}
-	// A running task's progress (SetWorkerTaskProgress's statement), and
-	// nothing else of a task.
+	// A running task's progress (SetWorkerTaskProgress's statement), its
+	// unit's end (EndWorkerUnitTx's), and nothing else of a task.
 	if _, err := w.Exec(ctx, `UPDATE tasks SET bytes_logical = 1, bytes_read = 1, bytes_stored = 1 WHERE id = 1 AND status = 'running'`); err != nil {
 		t.Errorf("record a task's progress as a worker: %v", err)
 	}
-	if _, err := w.Exec(ctx, `UPDATE tasks SET status = 'success' WHERE id = 1`); sqlState(err) != "42501" {
-		t.Errorf("UPDATE a task's status as a worker: %v, want permission denied", err)
+	if _, err := w.Exec(ctx, `UPDATE tasks SET status = 'success', finished_at = now(), error = '', backup_point_id = 'p', mode = 'full',
+		warnings = NULL, snapshot_mode_achieved = '' WHERE id = 1 AND job_id = 1 AND attempts = 1 AND status = 'running'`); err != nil {
+		t.Errorf("record a unit's end as a worker: %v", err)
+	}
+	for _, stmt := range []string{`UPDATE tasks SET vm_id = 'other' WHERE id = 1`, `UPDATE tasks SET job_id = 2 WHERE id = 1`,
+		`UPDATE backup_points SET protected = true`, `DELETE FROM backup_points`, `DELETE FROM tasks`} {
+		if _, err := w.Exec(ctx, stmt); sqlState(err) != "42501" {
+			t.Errorf("%s as a worker: %v, want permission denied", stmt, err)
+		}
 	}
 	if _, err := w.Exec(ctx, `CREATE TABLE public.stolen (x int)`); sqlState(err) != "42501" {
 		t.Errorf("CREATE TABLE as a worker: %v, want permission denied", err)

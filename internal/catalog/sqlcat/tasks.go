@@ -151,3 +151,36 @@ func (c *Catalog) listTasks(ctx context.Context, w *where, limit int) ([]catalog
 	}
 	return out, nil
 }
+
+// SupersedeTask implements catalog.Catalog: the update comes first, so
+// that it takes the row lock a worker's end of the unit also takes;
+// the read after it sees that end if it committed first.
+func (c *Catalog) SupersedeTask(ctx context.Context, job int64, connection, vmID, msg string) (string, error) {
+	end := c.d.Rebind(`UPDATE tasks SET status = ?, error = ?, finished_at = ?
+		WHERE job_id = ? AND connection = ? AND vm_id = ? AND status IN (?, ?)`)
+	read := c.d.Rebind(`SELECT backup_point_id FROM tasks
+		WHERE job_id = ? AND connection = ? AND vm_id = ? AND status = ? AND backup_point_id <> '' ORDER BY id LIMIT 1`)
+	var point string
+	err := c.b.Write(ctx, func(tx Tx) error {
+		point = ""
+		if _, err := tx.Exec(ctx, end, string(catalog.StatusCancelled), msg, c.timeArg(c.now()), job, connection, vmID,
+			string(catalog.StatusQueued), string(catalog.StatusRunning)); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, read, job, connection, vmID, string(catalog.StatusSuccess))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := rows.Scan(&point); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return "", fmt.Errorf("catalog: supersede job %d's task of %s/%s: %w", job, connection, vmID, err)
+	}
+	return point, nil
+}

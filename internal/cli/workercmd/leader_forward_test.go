@@ -38,8 +38,8 @@ policies:
 // the backup runs under b, answering the caller with its point, within
 // a bounded wait (River would rescue the forwarded job only after an
 // hour). The VM has one point in the catalog, made under b's epoch (a
-// unit a handed off just before it died, if any, ran on the worker, its
-// point in the repository only); the worker never had more units than
+// dies while the backup waits for a slot: a unit it had handed off
+// would commit its point too); the worker never had more units than
 // its slots, nor the VM two at once.
 func TestForwardedBackupOutlivesItsLeader(t *testing.T) { forwardedBackupLosesItsLeader(t, false) }
 

@@ -136,11 +136,13 @@ func (f *leaderFleet) resumedAs(t *testing.T, id int64) catalog.Job {
 }
 
 // onePointEach wants each of the six VMs to have exactly one point in the
-// catalog, made by one of jobs (the run and its resumption).
+// catalog, made by one of jobs (the run and its resumption: a task of the
+// resumption may name the point its VM's unit of the run committed after
+// the run was resumed).
 func (f *leaderFleet) onePointEach(t *testing.T, jobs ...int64) {
 	t.Helper()
 	ctx := context.Background()
-	byVM := map[string][]string{}
+	byVM := map[string]map[string][]int64{} // VM → point → the jobs whose task names it
 	for _, id := range jobs {
 		tasks, err := f.cat.ListTasks(ctx, catalog.TaskFilter{JobID: id})
 		if err != nil {
@@ -148,7 +150,11 @@ func (f *leaderFleet) onePointEach(t *testing.T, jobs ...int64) {
 		}
 		for _, task := range tasks {
 			if task.Status == catalog.StatusSuccess && task.BackupPointID != "" {
-				byVM[task.Connection+"/"+task.VMID] = append(byVM[task.Connection+"/"+task.VMID], fmt.Sprintf("job %d", id))
+				vm := task.Connection + "/" + task.VMID
+				if byVM[vm] == nil {
+					byVM[vm] = map[string][]int64{}
+				}
+				byVM[vm][task.BackupPointID] = append(byVM[vm][task.BackupPointID], id)
 			}
 		}
 	}

@@ -118,6 +118,26 @@ func (m *Catalog) UpdateTasks(_ context.Context, ts []*catalog.Task) error {
 	return nil
 }
 
+func (m *Catalog) SupersedeTask(_ context.Context, job int64, connection, vmID, msg string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.Writes++
+	point := ""
+	for id, t := range m.tasks {
+		if t.JobID != job || t.Connection != connection || t.VMID != vmID {
+			continue
+		}
+		switch t.Status {
+		case catalog.StatusQueued, catalog.StatusRunning:
+			t.Status, t.Error, t.FinishedAt = catalog.StatusCancelled, msg, time.Now()
+			m.tasks[id] = t
+		case catalog.StatusSuccess:
+			point = t.BackupPointID
+		}
+	}
+	return point, nil
+}
+
 func (m *Catalog) GetTask(_ context.Context, id int64) (catalog.Task, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

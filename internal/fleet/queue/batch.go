@@ -109,7 +109,7 @@ type BatchFunc func(ctx context.Context, b Batch) BatchDone
 // its own.
 func (c *Client) SubmitBatch(ctx context.Context, b Batch) (Submitted, error) {
 	b.Protocol = ProtocolVersion
-	return c.submitGrant(ctx, b.Worker, b, "the batch of datastore "+b.Datastore)
+	return c.submitGrant(ctx, b.Worker, b, "the batch of datastore "+b.Datastore, nil)
 }
 
 // batchWorker runs coffer_batch jobs on a worker, fenced and completed as

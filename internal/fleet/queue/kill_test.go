@@ -61,6 +61,13 @@ func startWorkerProcess(t *testing.T, dsn string, epoch int) *workerProcess {
 	cmd.Env = append(os.Environ(), envDSN+"="+dsn, envEpoch+"="+strconv.Itoa(epoch), envDir+"="+t.TempDir())
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return startProcess(t, cmd)
+}
+
+// startProcess starts a worker process and waits for its "ready"; it is
+// killed when the test ends.
+func startProcess(t *testing.T, cmd *exec.Cmd) *workerProcess {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

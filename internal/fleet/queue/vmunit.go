@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/service"
 )
@@ -63,6 +64,11 @@ type VMUnit struct {
 	Job     int64 `json:"job" river:"unique"`
 	Task    int64 `json:"task" river:"unique"`
 	Attempt int   `json:"attempt" river:"unique"`
+	// TaskStarted: the grant's transaction recorded the task's start
+	// (SubmitVMUnitRecorded), so the worker records the task's end and
+	// its point with the job's completion (UnitDone.Commit); else the
+	// leader records them from the outcome.
+	TaskStarted bool `json:"task_started,omitempty"`
 	// One is set for a backup of one VM now (`coffer backup vm`, the
 	// API's backup-vm), which is no policy's run: Policy is "", and the
 	// worker builds the attempt from what the backup asked for.
@@ -106,19 +112,43 @@ type UnitDone struct {
 	// it rather than reading the manifest back from the repository.
 	// Absent from a worker of before it: the leader reads the repository.
 	Manifest json.RawMessage `json:"manifest,omitempty"`
+	// Recorded: the point and the task's end were committed in the
+	// catalog with the job's completion (Commit), so the leader records
+	// them no more.
+	Recorded bool `json:"recorded,omitempty"`
+	// Commit, if set, writes the point and the task's end within the
+	// worker's completion transaction, fenced by the worker's epoch
+	// (internal/fleet: postgres.EndWorkerUnitTx). An error rolls the whole
+	// completion back: the job is then completed with that error instead,
+	// fenced if it wraps catalog.ErrFenced, else transient (retried).
+	Commit func(ctx context.Context, tx pgx.Tx) error `json:"-"`
 }
 
 // SubmitVMUnit hands a VM unit to its worker's queue, in a transaction of
 // its own.
 func (c *Client) SubmitVMUnit(ctx context.Context, u VMUnit) (Submitted, error) {
-	u.Protocol = ProtocolVersion
-	return c.submitGrant(ctx, u.Worker, u, u.VMName+"'s unit")
+	return c.SubmitVMUnitRecorded(ctx, u, nil)
+}
+
+// GrantTx writes the catalog's part of a grant within the transaction
+// that inserts its River job (internal/fleet: the task's start,
+// postgres.StartTaskTx).
+type GrantTx func(ctx context.Context, tx pgx.Tx) error
+
+// SubmitVMUnitRecorded is SubmitVMUnit with record run in the same
+// transaction, after the job's insert: the grant's job and its catalog
+// rows commit together or not at all. A replayed grant (a Duplicate)
+// records nothing again.
+func (c *Client) SubmitVMUnitRecorded(ctx context.Context, u VMUnit, record GrantTx) (Submitted, error) {
+	u.Protocol, u.TaskStarted = ProtocolVersion, record != nil
+	return c.submitGrant(ctx, u.Worker, u, u.VMName+"'s unit", record)
 }
 
 // submitGrant hands a grant of the dispatcher (a VM unit, a batch) to
 // worker's queue in a transaction of its own, once per grant
-// (uniqueGrant): a replayed grant is a Duplicate.
-func (c *Client) submitGrant(ctx context.Context, worker string, args river.JobArgs, what string) (Submitted, error) {
+// (uniqueGrant): a replayed grant is a Duplicate. record, if set, runs in
+// that transaction after a first insert.
+func (c *Client) submitGrant(ctx context.Context, worker string, args river.JobArgs, what string, record GrantTx) (Submitted, error) {
 	q, err := WorkerQueue(worker)
 	if err != nil {
 		return Submitted{}, err
@@ -131,6 +161,12 @@ func (c *Client) submitGrant(ctx context.Context, worker string, args river.JobA
 			return fmt.Errorf("fleet: hand %s off to %s: %w", what, worker, err)
 		}
 		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard}
+		if record == nil || s.Duplicate {
+			return nil
+		}
+		if err := record(ctx, tx); err != nil {
+			return fmt.Errorf("fleet: record the grant of %s to %s: %w", what, worker, err)
+		}
 		return nil
 	})
 	return s, err
@@ -160,18 +196,57 @@ func (w *vmUnitWorker) leaderFenced(ctx context.Context, epoch int64) error {
 
 // Work runs the unit unless it is fenced, and completes the job itself
 // with the outcome (see operationWorker.Work).
+//
+// A unit that succeeded with a Commit commits its point and its task's
+// end in the completion's transaction: the point is current in the
+// catalog if and only if the job is complete.
 func (w *vmUnitWorker) Work(ctx context.Context, job *river.Job[VMUnit]) error {
-	out := w.outcome(ctx, job.Args)
+	out, commit := w.outcome(ctx, job.Args)
 	if err := river.RecordOutput(ctx, out); err != nil {
 		return err
 	}
-	return w.ops.completeJob(ctx, job.ID, func(ctx context.Context, tx pgx.Tx) error {
+	complete := func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[riverDriver](ctx, tx, job)
 		return err
+	}
+	if commit == nil {
+		return w.ops.completeJob(ctx, job.ID, complete)
+	}
+	err := w.ops.completeJob(ctx, job.ID, func(ctx context.Context, tx pgx.Tx) error {
+		if err := commit(ctx, tx); err != nil {
+			return &commitError{err}
+		}
+		return complete(ctx, tx)
 	})
+	var ce *commitError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	// The point and the task's end were refused (a stale epoch) or failed:
+	// nothing of them is in the catalog, and the outcome says so instead.
+	u := job.Args
+	w.ops.log.Info("VM unit's point not recorded", "vm", u.VMName, "job", u.Job, "task", u.Task, "attempt", u.Attempt, "err", ce.err)
+	out = &Outcome{Worker: w.ops.name, Error: fmt.Sprintf("%s's point could not be recorded: %v", u.VMName, ce.err)}
+	if errors.Is(ce.err, catalog.ErrFenced) {
+		out.Fenced = true
+	} else {
+		out.ErrorClass, out.Transient = string(service.Classify(ce.err)), true
+	}
+	if err := river.RecordOutput(ctx, out); err != nil {
+		return err
+	}
+	return w.ops.completeJob(ctx, job.ID, complete)
 }
 
-func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
+// commitError is a unit's Commit that failed inside the completion's
+// transaction.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return e.err.Error() }
+
+// outcome runs the unit; commit is its Commit when it succeeded with one
+// (the outcome's document then says Recorded).
+func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome, commit func(context.Context, pgx.Tx) error) {
 	out = &Outcome{Worker: w.ops.name}
 	defer func() {
 		if r := recover(); r != nil {
@@ -181,22 +256,22 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 	}()
 	if u.Protocol != ProtocolVersion {
 		out.ErrorClass, out.Error = string(api.UnsupportedVersion), fmt.Sprintf("the unit speaks protocol %d, this worker %d", u.Protocol, ProtocolVersion)
-		return out
+		return out, nil
 	}
 	if err := w.ops.fencedFor(ctx, u.Worker, u.Epoch); err != nil {
 		w.ops.log.Info("fenced VM unit completes without running", "vm", u.VMName, "worker", u.Worker, "epoch", u.Epoch, "err", err)
 		out.Fenced, out.Error = true, err.Error()
-		return out
+		return out, nil
 	}
 	if err := w.leaderFenced(ctx, u.LeaderEpoch); err != nil {
 		w.ops.log.Info("fenced VM unit of a stale leader completes without running", "vm", u.VMName, "job", u.Job, "task", u.Task,
 			"attempt", u.Attempt, "leader_epoch", u.LeaderEpoch, "err", err)
 		out.Fenced, out.Error = true, err.Error()
-		return out
+		return out, nil
 	}
 	if w.run == nil {
 		out.ErrorClass, out.Error = string(api.Internal), "this worker runs no VM units"
-		return out
+		return out, nil
 	}
 	// A unit's span, in the worker's log: what a sweep of the workers'
 	// logs checks the grants against (slots, one attempt of a VM at once).
@@ -228,10 +303,13 @@ func (w *vmUnitWorker) outcome(ctx context.Context, u VMUnit) (out *Outcome) {
 			w.ops.log.Info("VM unit ended by its worker's fence", "vm", u.VMName, "job", u.Job, "task", u.Task, "err", ferr)
 			out.Fenced, out.Error = true, fmt.Sprintf("%s (the worker was fenced: %v)", err, ferr)
 		}
-		return out
+		return out, nil
+	}
+	if done.Commit != nil {
+		done.Recorded, commit = true, done.Commit
 	}
 	out.Document, _ = json.Marshal(done) // a string and a document already marshalled always marshal
-	return out
+	return out, commit
 }
 
 // GrantedUnit is a VM unit's job not yet finished: a grant that may still

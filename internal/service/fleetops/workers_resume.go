@@ -39,7 +39,9 @@ const (
 // the run did not back up run again as a new job of the policy, for the
 // same user, and the two jobs name each other in their logs. A VM whose
 // unit the dead server had handed to a worker waits for that unit to end
-// (the engine holds it, fleet.HoldGrants), then is backed up again. A
+// (the engine holds it, fleet.HoldGrants): its task takes that unit's
+// point if it committed one, else the VM is backed up again
+// (engine.StartResuming). A
 // resumed scheduled run makes its policy's slots skip while it goes, as
 // the run it carries on did (resumed.running). It looks once the engine
 // was given the workers (looked closed: a run resumed before would run in
@@ -153,7 +155,7 @@ func (r resumer) resume(ctx context.Context, j catalog.Job) error {
 	case len(names) == 0:
 		return s.markResumed(ctx, cat, j.ID, "every VM of the run was backed up before it was interrupted: nothing to resume")
 	}
-	run, err := eng.Start(job.WithUser(ctx, job.User{Name: j.User, Token: j.Token}), rest)
+	run, err := eng.StartResuming(job.WithUser(ctx, job.User{Name: j.User, Token: j.Token}), rest, j.ID)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,11 @@ var Grants = []string{
 	`GRANT SELECT (id, log_lines), UPDATE (log_lines) ON jobs TO coffer_worker`,
 	// A running unit's progress (SetWorkerTaskProgress).
 	`GRANT SELECT (id, status), UPDATE (bytes_logical, bytes_read, bytes_stored) ON tasks TO coffer_worker`,
+	// A unit's end, committed with its River job's completion
+	// (postgres.EndWorkerUnitTx): the task's end, only of the attempt that
+	// ran, and its new point (inserted, never read or changed).
+	`GRANT SELECT (job_id, attempts), UPDATE (status, finished_at, error, backup_point_id, mode, warnings, snapshot_mode_achieved) ON tasks TO coffer_worker`,
+	`GRANT INSERT ON backup_points TO coffer_worker`,
 	// The queue: River's tables, now and those a later River adds.
 	`CREATE SCHEMA IF NOT EXISTS %[2]s`,
 	`GRANT USAGE ON SCHEMA %[2]s TO coffer_worker`,
