@@ -5,7 +5,12 @@
 //
 //	go run ./bench/s3 -image /path/to/disk.img     # e.g. the repository benchmark's 4 GiB image
 //	go run ./bench/s3                              # a generated 1 GiB image
+//	go run ./bench/s3 -image IMG -restore-connections 2,4,8,16   # then restores at each S3 connection count
 //
+// Every restored image is compared with its source, and every command has
+// a deadline (-step-timeout); a failure names the repository, the command,
+// its exit code and its output, and a -work without room for the run is
+// refused before it starts.
 // versitygw must be on PATH or in .cache/bin (scripts/ci/install-s3.sh).
 // The server's data lives in -work, next to the local repository, so both
 // write to the same disk; the source image should be in the page cache
@@ -23,6 +28,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,6 +43,9 @@ func main() {
 	size := flag.Int64("size", 1<<30, "size of the generated image")
 	work := flag.String("work", "bench/work/s3", "work directory (repositories, server data)")
 	conns := flag.Int("connections", 8, "S3 connections (s3.connections)")
+	sweep := flag.String("restore-connections", "", "after the table, restore again from S3 with each of these S3 connection counts (e.g. 4,8,16), alternated, and from local disk")
+	sweepRounds := flag.Int("restore-rounds", 3, "rounds of -restore-connections")
+	flag.DurationVar(&stepTimeout, "step-timeout", 30*time.Minute, "deadline of each backup, restore and peer command")
 	flag.Parse()
 	log.SetFlags(0)
 	if err := os.RemoveAll(*work); err != nil {
@@ -49,6 +59,9 @@ func main() {
 		if err := generate(*image, *size); err != nil {
 			log.Fatal(err)
 		}
+	}
+	if err := checkSpace(*image, *work); err != nil {
+		log.Fatal(err)
 	}
 	modified := filepath.Join(*work, "modified.img")
 	if err := modify(*image, modified); err != nil {
@@ -95,22 +108,31 @@ func main() {
 	var res []result
 	for ri, r := range repos {
 		os.Setenv("COFFER_REPO", r.loc)
-		run("init")
+		run(r.name, "init")
 		var out result
+		restored := filepath.Join(*work, fmt.Sprintf("restored-%d.img", ri))
 		for i, step := range [][]string{
 			{"backup", "disk", *image, "--name", "bench"},
 			{"backup", "disk", modified, "--name", "bench"},
-			{"restore", "latest", "--to", filepath.Join(*work, fmt.Sprintf("restored-%d.img", ri))},
+			{"restore", "latest", "--to", restored},
 		} {
 			_ = readAll(step[len(step)-1]) // source in page cache
 			before := proxy.Count()
 			start := time.Now()
-			run(step...)
+			run(r.name, step...)
 			syncAll()
 			out.steps[i] = time.Since(start)
 			out.reqs[i] = proxy.Count() - before
 		}
+		// A restore that wrote other bytes is a failure, not a figure.
+		if err := sameContents(modified, restored); err != nil {
+			log.Fatalf("%s: the restored image differs from the modified copy it came from: %v", r.name, err)
+		}
+		_ = os.Remove(restored) // the disk space for the next repository
 		res = append(res, out)
+	}
+	if *sweep != "" {
+		restoreSweep(repos[0].loc, repos[1].loc, *sweep, *sweepRounds, filepath.Join(*work, "sweep.img"))
 	}
 	// The peers, on the same server through the same proxy.
 	var s3env []string
@@ -155,11 +177,29 @@ type result struct {
 	reqs  [3]int64
 }
 
-func run(args ...string) {
+// stepTimeout bounds every command the benchmark runs (-step-timeout).
+var stepTimeout time.Duration
+
+// run runs coffer in this process on the repository named repoName and
+// exits, naming the command, the repository and the deadline if it ran
+// out, when it fails.
+func run(repoName string, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
 	var out, errOut bytes.Buffer
-	if code := cli.Execute(context.Background(), append([]string{"--quiet"}, args...), strings.NewReader(""), &out, &errOut); code != 0 {
-		log.Fatalf("coffer %v: exit %d\n%s%s", args, code, out.String(), errOut.String())
+	code := cli.Execute(ctx, append([]string{"--quiet"}, args...), strings.NewReader(""), &out, &errOut)
+	if code == 0 {
+		return
 	}
+	why := ""
+	if ctx.Err() != nil {
+		why = fmt.Sprintf(" (the step's deadline of %s ran out)", stepTimeout)
+	}
+	msg := strings.TrimSpace(out.String() + errOut.String())
+	if msg == "" {
+		msg = "(coffer printed nothing)"
+	}
+	log.Fatalf("%s: coffer %s: exit code %d%s\n%s", repoName, strings.Join(args, " "), code, why, msg)
 }
 
 func syncAll() { _ = exec.Command("sync").Run() }
@@ -229,4 +269,45 @@ func modify(src, dst string) error {
 		}
 	}
 	return f.Sync()
+}
+
+// restoreSweep restores the latest point from the local repository and
+// from S3 with each S3 connection count of counts (the restore's parallel
+// ranged GETs: one per connection), alternated within each round so that
+// other tenants' load falls on all of them alike, and prints the median
+// S3 ÷ local-disk ratio of each count.
+func restoreSweep(local, remote, counts string, rounds int, to string) {
+	var conns []int
+	for _, f := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			log.Fatalf("-restore-connections %q: %q is not a positive number", counts, f)
+		}
+		conns = append(conns, n)
+	}
+	restore := func(loc string, n int) float64 {
+		os.Setenv("COFFER_REPO", loc)
+		os.Setenv("COFFER_S3_CONNECTIONS", fmt.Sprint(n))
+		start := time.Now()
+		run(loc, "restore", "latest", "--to", to)
+		syncAll()
+		d := time.Since(start).Seconds()
+		_ = os.Remove(to)
+		return d
+	}
+	ratios := make([][]float64, len(conns))
+	for r := range rounds {
+		for k, n := range conns {
+			l := restore(local, n)
+			s3 := restore(remote, n)
+			ratios[k] = append(ratios[k], s3/l)
+			fmt.Printf("round %d: %d connections: S3 %.2f s, local %.2f s: %.2fx\n", r+1, n, s3, l, s3/l)
+		}
+	}
+	fmt.Println("\nS3 restore ÷ local-disk restore, median of the rounds (min-max):")
+	for k, n := range conns {
+		x := slices.Clone(ratios[k])
+		slices.Sort(x)
+		fmt.Printf("  %2d connections: %.2fx (%.2f-%.2f)\n", n, x[len(x)/2], x[0], x[len(x)-1])
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -39,9 +40,14 @@ func findTool(name string) string {
 }
 
 func (p *peer) run(args ...string) ([]byte, error) {
-	cmd := exec.Command(p.bin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.bin, args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w (the step's deadline of %s ran out)", err, stepTimeout)
+	}
 	if err != nil {
 		return out, fmt.Errorf("%s %s: %v: %s", p.name, strings.Join(args, " "), err, out)
 	}
@@ -68,7 +74,7 @@ func resticPeer(bin, endpoint, bucket, work, image, modified string, s3env []str
 	p.steps[0] = func(p *peer) error { return backupWith(p, image, "backup", "--quiet", src) }
 	p.steps[1] = func(p *peer) error { return backupWith(p, modified, "backup", "--quiet", src) }
 	p.steps[2] = func(p *peer) error {
-		_, err := p.run("restore", "latest", "--target", filepath.Join(work, "restic-restored"))
+		_, err := p.run("restore", "latest", "--sparse", "--target", filepath.Join(work, "restic-restored"))
 		return err
 	}
 	return p
@@ -103,7 +109,7 @@ func kopiaPeer(bin, endpoint, bucket, work, image, modified string, s3env map[st
 		if err := json.Unmarshal(out, &snaps); err != nil || len(snaps) == 0 {
 			return fmt.Errorf("kopia snapshot list: %v: %s", err, out)
 		}
-		_, err = p.run("restore", snaps[len(snaps)-1].RootEntry.Obj, filepath.Join(work, "kopia-restored"))
+		_, err = p.run("restore", "--write-sparse-files", snaps[len(snaps)-1].RootEntry.Obj, filepath.Join(work, "kopia-restored"))
 		return err
 	}
 	return p

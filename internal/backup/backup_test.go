@@ -136,8 +136,8 @@ func TestBackupRestoreIncrementalCompare(t *testing.T) {
 		writeAt(t, f, []byte("new data in a hole"), 40<<20)
 		f.Close()
 		d, src = diskOf(t, img)
-		prev, err := backup.PreviousIDs(context.Background(), r, s1, "0", d.Size)
-		if err != nil || len(prev) == 0 {
+		prev, err := backup.PreviousMap(context.Background(), r, s1, "0", d.Size)
+		if err != nil || prev == nil || prev.Len() == 0 {
 			t.Fatalf("previous IDs: %v", err)
 		}
 		d.Previous, d.Mode = prev, "compared"
@@ -175,7 +175,7 @@ func TestChangedBlocksSkipReads(t *testing.T) {
 	f.Close()
 	d, src = diskOf(t, img)
 	defer src.Close()
-	d.Previous, _ = backup.PreviousIDs(context.Background(), r, s1, "0", d.Size)
+	d.Previous, _ = backup.PreviousMap(context.Background(), r, s1, "0", d.Size)
 	d.Changed, d.ChangedValid = []hypervisor.Extent{{Offset: 5<<20 + 10, Length: 3}}, true
 	s2 := run(t, r, backup.Request{Source: repo.Source{Kind: "disk", VMName: "x"}, Parent: s1, Disks: []backup.Disk{d}})
 	checked := s2.Disks[0].ChangeCheckSpans // unchanged spans read to check change tracking

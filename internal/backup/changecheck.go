@@ -3,8 +3,6 @@ package backup
 import (
 	"fmt"
 	"math/rand/v2"
-
-	"github.com/coffer-backup/coffer/internal/id"
 )
 
 // Change tracking that checks itself. Bugs in change tracking have
@@ -33,7 +31,7 @@ const DefaultChangeCheckSpans = 6
 // checkSample picks up to k random spans among those change tracking
 // calls unchanged and that hold data now (allocated), by reservoir
 // sampling over one pass of the disk's spans, in memory of k entries.
-func checkSample(d Disk, prev []id.ID, n, cs int, k int) map[int]bool {
+func checkSample(d Disk, prev Previous, n, cs int, k int) map[int]bool {
 	if k <= 0 || !d.ChangedValid || prev == nil {
 		return nil
 	}

@@ -34,7 +34,7 @@ func TestLyingChangeTrackingIsReadAgain(t *testing.T) {
 	f.Close()
 	d, src = diskOf(t, img)
 	defer src.Close()
-	d.Previous, err = backup.PreviousIDs(context.Background(), r, s1, "0", d.Size)
+	d.Previous, err = backup.PreviousMap(context.Background(), r, s1, "0", d.Size)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,9 +44,9 @@ type Disk struct {
 	// only meaningful when ChangedValid.
 	Changed      []hypervisor.Extent
 	ChangedValid bool
-	// Previous holds the chunk IDs of the same disk in the previous backup
-	// point (same size and chunk size), or nil.
-	Previous    []id.ID
+	// Previous gives the chunk IDs of the same disk in the previous
+	// backup point (same size and chunk size), or is nil.
+	Previous    Previous
 	ChangeToken string
 	Mode        string // recorded mode: full, incremental, differential
 	Warning     string
@@ -144,7 +144,7 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	n := int((d.Size + int64(cs) - 1) / int64(cs))
 	res := &diskResult{}
 	prev := d.Previous
-	if len(prev) != n {
+	if prev != nil && prev.Len() != n {
 		prev = nil
 	}
 	workers := o.Workers
@@ -182,10 +182,14 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 		spans = DefaultChangeCheckSpans
 	}
 	sample := checkSample(d, prev, n, cs, spans)
-	order := newIDOrder(prev, func(i int, x id.ID) error {
+	order := newIDOrder(ctx, prev, func(i int, x id.ID) error {
 		if sample[i] {
+			was, err := prev.At(ctx, i)
+			if err != nil {
+				return err
+			}
 			res.checked++
-			if x != prev[i] {
+			if x != was {
 				res.differ++
 			}
 		}
@@ -269,24 +273,35 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	changed := changedCursor(d)
 	runs := &batcher{max: perRead, out: jobs}
 	var zero int64
-	// A span whose previous chunk is lost is read again even when change
-	// tracking says it did not change: storing it again mends the damage.
-	suspect := func(x id.ID) bool {
-		lost, err := w.Suspect(ctx, x)
-		if err != nil {
-			setErr(err)
+	// unchanged reports whether span i keeps the previous point's ID
+	// without being read, and that ID. A span whose previous chunk is lost
+	// is read again even when change tracking says it did not change:
+	// storing it again mends the damage.
+	unchanged := func(i int, off int64, length int) (id.ID, bool, error) {
+		if !d.ChangedValid || prev == nil || changed.overlaps(off, int64(length)) || sample[i] {
+			return id.ID{}, false, nil
 		}
-		return lost
+		x, err := prev.At(ctx, i)
+		if err != nil {
+			return id.ID{}, false, err
+		}
+		lost, err := w.Suspect(ctx, x)
+		return x, !lost, err
 	}
 feed:
 	for i := range n {
 		off := int64(i) * int64(cs)
 		length := int(min(int64(cs), d.Size-off))
+		was, same, err := unchanged(i, off, length)
+		if err != nil {
+			setErr(err)
+			break feed
+		}
 		kind := spanRead
 		switch {
-		case d.ChangedValid && prev != nil && !changed.overlaps(off, int64(length)) && !sample[i] && !suspect(prev[i]):
+		case same:
 			kind = spanPrev
-			if prev[i].IsZero() {
+			if was.IsZero() {
 				zero += int64(length)
 			}
 		case !alloc.overlaps(off, int64(length)):
@@ -363,7 +378,7 @@ type worker struct {
 	w      *repo.Writer
 	st     *repo.Stream
 	d      Disk
-	prev   []id.ID
+	prev   Previous
 	o      Options
 	order  *idOrder
 	out    []byte
@@ -377,7 +392,7 @@ type worker struct {
 	chunks int
 }
 
-func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev []id.ID, o Options, order *idOrder) (*worker, error) {
+func newWorker(w *repo.Writer, st *repo.Stream, d Disk, prev Previous, o Options, order *idOrder) (*worker, error) {
 	r := w.Repository()
 	enc, err := r.NewEncoder()
 	if err != nil {
@@ -398,13 +413,11 @@ func (k *worker) process(ctx context.Context, j span) error {
 	if err := k.order.set(j.i, x); err != nil {
 		return err
 	}
-	if k.prev != nil && k.prev[j.i] == x {
-		if lost, err := k.w.Suspect(ctx, x); err != nil {
-			return err
-		} else if !lost {
-			k.o.Progress.add(j.length, read)
-			return nil
-		}
+	if same, err := k.samePrevious(ctx, j.i, x); err != nil {
+		return err
+	} else if same {
+		k.o.Progress.add(j.length, read)
+		return nil
 	}
 	p, owner, err := k.w.Claim(ctx, x)
 	if err != nil {

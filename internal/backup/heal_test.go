@@ -45,7 +45,7 @@ func TestBackupHealsRecordedDamage(t *testing.T) {
 	// disk would be reused from s1 without reading anything.
 	d, src = diskOf(t, img)
 	defer src.Close()
-	d.Previous, d.Changed, d.ChangedValid = ids, []hypervisor.Extent{}, true
+	d.Previous, d.Changed, d.ChangedValid = backup.IDList(ids), []hypervisor.Extent{}, true
 	// (Without change tracking's self-check, which would read spans of
 	// its own.)
 	s2 := runWith(t, r, backup.Request{Source: repo.Source{Kind: "disk", VMName: "x"}, Parent: s1, Disks: []backup.Disk{d}},

@@ -15,7 +15,8 @@ import (
 // list it replaced was 8 MiB at 64 GiB with 256 KiB chunks).
 type idOrder struct {
 	mu   sync.Mutex
-	prev []id.ID
+	ctx  context.Context // for reading prev
+	prev Previous
 	// out receives span i's ID, for i = 0, 1, 2... under mu.
 	out  func(i int, x id.ID) error
 	next int
@@ -49,8 +50,8 @@ type idRun struct {
 	kind     spanKind
 }
 
-func newIDOrder(prev []id.ID, out func(i int, x id.ID) error) *idOrder {
-	return &idOrder{prev: prev, out: out, done: map[int]id.ID{}, maxRuns: defaultMaxRuns, room: make(chan struct{}, 1)}
+func newIDOrder(ctx context.Context, prev Previous, out func(i int, x id.ID) error) *idOrder {
+	return &idOrder{ctx: ctx, prev: prev, out: out, done: map[int]id.ID{}, maxRuns: defaultMaxRuns, room: make(chan struct{}, 1)}
 }
 
 // full reports whether the feeder must wait for room (waitRoom) before
@@ -122,7 +123,9 @@ func (o *idOrder) pass() error {
 			var x id.ID
 			switch r.kind {
 			case spanPrev:
-				x = o.prev[o.next]
+				if x, o.err = o.prev.At(o.ctx, o.next); o.err != nil {
+					return o.err
+				}
 			case spanRead:
 				var ok bool
 				if x, ok = o.done[o.next]; !ok {

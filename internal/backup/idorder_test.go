@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -34,7 +35,7 @@ func TestIDOrderPassesIDsInOrder(t *testing.T) {
 		}
 	}
 	var got []id.ID
-	o := newIDOrder(prev, func(i int, x id.ID) error {
+	o := newIDOrder(context.Background(), IDList(prev), func(i int, x id.ID) error {
 		if i != len(got) {
 			t.Fatalf("span %d passed after %d spans", i, len(got))
 		}
@@ -89,7 +90,7 @@ func TestIDOrderPassesIDsInOrder(t *testing.T) {
 func TestIDOrderStopsAtTheFirstError(t *testing.T) {
 	fail := errors.New("store full")
 	calls := 0
-	o := newIDOrder(nil, func(i int, x id.ID) error {
+	o := newIDOrder(context.Background(), nil, func(i int, x id.ID) error {
 		calls++
 		if i == 2 {
 			return fail

@@ -216,7 +216,7 @@ func openDisks(ctx context.Context, r *repo.Repository, sess hypervisor.Session,
 				last.Changed, last.ChangedValid, last.Mode, ref = changed, true, ds.Changes, base
 			}
 		}
-		if last.Previous, err = PreviousIDs(ctx, r, ref, ds.Key, last.Size); err != nil {
+		if last.Previous, err = PreviousMap(ctx, r, ref, ds.Key, last.Size); err != nil {
 			return disks, warnings, err
 		}
 		if last.ChangedValid && last.Previous == nil {

@@ -64,7 +64,7 @@ func (s Ops) BackupDisk(ctx context.Context, call *api.BackupDiskInput) (*api.Ba
 					return nil, err
 				}
 				key := fmt.Sprint(i)
-				prev, err := backup.PreviousIDs(ctx, r, parent, key, f.Size())
+				prev, err := backup.PreviousMap(ctx, r, parent, key, f.Size())
 				if err != nil {
 					return nil, fmt.Errorf("previous backup of %s: %w", p, err)
 				}
