@@ -2,8 +2,6 @@ package remote
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -24,7 +22,7 @@ type writer struct {
 	name    string
 	pw      *io.PipeWriter
 	req     *http.Request
-	sum     hash.Hash
+	sum     hash.Hash32
 	cancel  context.CancelFunc
 	done    chan result
 	settled bool    // Commit or Abort called, or the request failed
@@ -55,12 +53,15 @@ func (s *Store) Create(ctx context.Context, name string, opts store.PutOptions) 
 	if opts.IfMatch != "" {
 		req.Header.Set("If-Match", strconv.Quote(opts.IfMatch))
 	}
+	if opts.SizeHint > 0 {
+		req.Header.Set(wire.SizeHintHeader, strconv.FormatInt(opts.SizeHint, 10))
+	}
 	if !opts.RetainUntil.IsZero() {
 		req.Header.Set(wire.RetainUntilHeader, opts.RetainUntil.UTC().Format(time.RFC3339Nano))
 	}
 	req.ContentLength = -1 // chunked, so that the trailer can follow
 	req.Trailer = http.Header{wire.CommitTrailer: nil}
-	w := &writer{name: name, pw: pw, req: req, sum: sha256.New(), cancel: cancel, done: make(chan result, 1)}
+	w := &writer{name: name, pw: pw, req: req, sum: wire.NewCommitSum(), cancel: cancel, done: make(chan result, 1)}
 	go func() {
 		resp, err := s.hc.Do(req)
 		// An answer before the body's end (a refusal) unblocks Write.
@@ -117,7 +118,7 @@ func (w *writer) Commit() (store.ObjectInfo, error) {
 	w.settled = true
 	// The trailer is set before the body's end: the pipe orders this
 	// write before the transport's read of the trailer.
-	w.req.Trailer.Set(wire.CommitTrailer, hex.EncodeToString(w.sum.Sum(nil)))
+	w.req.Trailer.Set(wire.CommitTrailer, wire.CommitValue(w.sum))
 	_ = w.pw.Close()
 	r := w.wait()
 	w.cancel()
