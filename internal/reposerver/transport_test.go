@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/reposerver"
 	"github.com/coffer-backup/coffer/internal/reposerver/reposervertest"
-	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/store"
 )
 
@@ -100,15 +100,15 @@ func resident(t *testing.T, file string) (inCache, pages int) {
 // TLS connection per request in flight (wire.Protocols says why).
 func TestTheServerSpeaksHTTP1(t *testing.T) {
 	srv := reposerver.New(nil, nil, reposerver.DefaultOptions, slog.New(slog.DiscardHandler))
-	cert, err := server.LoadCertificate("", "", t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// httptest's certificate, from a server of its own closed at once.
+	ts := httptest.NewTLSServer(nil)
+	cert := ts.TLS.Certificates[0]
+	ts.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert.Certificate}}}
+	hs := &http.Server{TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, hs, func() error { return hs.ServeTLS(ln, "", "") }) }()
