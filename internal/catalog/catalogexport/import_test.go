@@ -3,7 +3,9 @@ package catalogexport_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogexport"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogtest"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlite"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 )
@@ -106,4 +109,66 @@ func TestExportIsSealed(t *testing.T) {
 	if n != len(m.Parts)+1 {
 		t.Fatalf("%d objects of export %s in the repository, want its %d parts and its manifest", n, m.ID, len(m.Parts))
 	}
+}
+
+// An import on SQLite builds the tables' indexes again after loading
+// their rows (it drops them for the load): the fresh host has every
+// index the catalog's schema makes, defined as before, and a broken
+// export that imports nothing leaves them too.
+func TestImportKeepsTheIndexes(t *testing.T) {
+	ctx := context.Background()
+	l, m := exported(t)
+	file := filepath.Join(t.TempDir(), "catalog.db")
+	dst, err := sqlite.Open(ctx, file, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dst.Close() })
+	want := indexes(t, file)
+	if len(want) == 0 {
+		t.Fatal("the catalog's schema has no index to check")
+	}
+	part := "catalog-exports/" + m.ID + "/" + m.Parts[len(m.Parts)-1].Name
+	saved := l.Read(t, part)
+	l.Truncate(t, part, 20)
+	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID}); err == nil {
+		t.Fatal("a broken export imported")
+	}
+	if got := indexes(t, file); !reflect.DeepEqual(got, want) {
+		t.Fatalf("indexes after a broken import:\n%v\nwant\n%v", got, want)
+	}
+	l.Restore(t, part, saved)
+	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := indexes(t, file); !reflect.DeepEqual(got, want) {
+		t.Fatalf("indexes after the import:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// indexes lists a SQLite file's indexes with their definitions.
+func indexes(t *testing.T, file string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n, d string
+		if err := rows.Scan(&n, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n+": "+d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
