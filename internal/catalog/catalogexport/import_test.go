@@ -5,17 +5,22 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogexport"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogtest"
+	"github.com/coffer-backup/coffer/internal/catalog/postgres"
 	"github.com/coffer-backup/coffer/internal/catalog/sqlite"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // exported makes a catalog with rows in every exported table and its
@@ -111,20 +116,53 @@ func TestExportIsSealed(t *testing.T) {
 	}
 }
 
-// An import on SQLite builds the tables' indexes again after loading
-// their rows (it drops them for the load): the fresh host has every
-// index the catalog's schema makes, defined as before, and a broken
-// export that imports nothing leaves them too.
+// An import builds the tables' indexes again after loading their rows
+// (it drops them for the load): the fresh host has every index the
+// catalog's schema makes, defined as before, and a broken export that
+// imports nothing leaves them too. On SQLite and on PostgreSQL.
 func TestImportKeepsTheIndexes(t *testing.T) {
 	ctx := context.Background()
-	l, m := exported(t)
 	file := filepath.Join(t.TempDir(), "catalog.db")
-	dst, err := sqlite.Open(ctx, file, sqlite.Options{})
+	lite, err := sqlite.Open(ctx, file, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dst.Close() })
-	want := indexes(t, file)
+	t.Cleanup(func() { _ = lite.Close() })
+	importKeepsIndexes(t, lite, func() []string { return indexes(t, file) })
+
+	server := testutil.StartPostgres(t)
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	schema := fmt.Sprintf("idx%d", schemaSeq.Add(1))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	pg, err := postgres.Open(ctx, server+"&search_path="+schema, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Close() })
+	importKeepsIndexes(t, pg, func() []string {
+		rows, err := conn.Query(ctx, `SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	})
+}
+
+func importKeepsIndexes(t *testing.T, dst catalog.Catalog, list func() []string) {
+	t.Helper()
+	ctx := context.Background()
+	l, m := exported(t)
+	want := list()
 	if len(want) == 0 {
 		t.Fatal("the catalog's schema has no index to check")
 	}
@@ -134,14 +172,14 @@ func TestImportKeepsTheIndexes(t *testing.T) {
 	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID}); err == nil {
 		t.Fatal("a broken export imported")
 	}
-	if got := indexes(t, file); !reflect.DeepEqual(got, want) {
+	if got := list(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("indexes after a broken import:\n%v\nwant\n%v", got, want)
 	}
 	l.Restore(t, part, saved)
 	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if got := indexes(t, file); !reflect.DeepEqual(got, want) {
+	if got := list(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("indexes after the import:\n%v\nwant\n%v", got, want)
 	}
 }
