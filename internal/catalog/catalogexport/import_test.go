@@ -116,9 +116,9 @@ func TestExportIsSealed(t *testing.T) {
 	}
 }
 
-// An import builds the tables' indexes again after loading their rows
-// (it drops them for the load): the fresh host has every index the
-// catalog's schema makes, defined as before, and a broken export that
+// After an import the fresh host has every index the catalog's schema
+// makes, defined as before (on SQLite the import drops a table's indexes
+// for the load and builds them again after it), and a broken export that
 // imports nothing leaves them too. On SQLite and on PostgreSQL.
 func TestImportKeepsTheIndexes(t *testing.T) {
 	ctx := context.Background()
