@@ -66,7 +66,7 @@ func main() {
 	dbs := flag.String("db", "sqlite,postgres", "catalogs to measure")
 	scale := flag.Int("scale", 1, "divide the issue's catalog by this (1: the issue's shape)")
 	points := flag.Int("points", 30, "backup points per VM")
-	profile := flag.String("cpu-profile", "", "write the CPU profile of each export to this directory (coffer --cpu-profile)")
+	profile := flag.String("cpu-profile", "", "write the CPU profile of each export and import to this directory (coffer --cpu-profile)")
 	flag.Parse()
 	ctx := context.Background()
 	log.SetFlags(log.Ltime)
@@ -128,7 +128,11 @@ func exportAndImport(ctx context.Context, in *fleetserver.Install, history bool,
 
 	fresh := newHost(ctx, in)
 	var imp api.CatalogImport
-	r.imp = runMeasured(in.Coffer, fresh.env, &imp, "catalog", "import", "--from-repository", "--export", r.export.ID, "--json")
+	impArgs := []string{"catalog", "import", "--from-repository", "--export", r.export.ID, "--json"}
+	if profile != "" {
+		impArgs = append(impArgs, "--cpu-profile", filepath.Join(profile, fmt.Sprintf("import-%s-history=%v.pprof", in.DB, history)))
+	}
+	r.imp = runMeasured(in.Coffer, fresh.env, &imp, impArgs...)
 	log.Printf("%s: import on a fresh host in %.1f s, peak RSS %.1f MiB (anonymous %.1f), CPU %.1f s", in.DB, r.imp.wall.Seconds(),
 		mib(r.imp.peakRSS), mib(r.imp.peakAnon), r.imp.cpu.Seconds())
 	r.checked = compareTables(ctx, in.Catalog, fresh.catalog, r.export)

@@ -1,20 +1,21 @@
 package reposerver_test
 
 import (
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"net/http"
 	"os"
 	"testing"
 
 	"github.com/coffer-backup/coffer/internal/reposerver/reposervertest"
+	"github.com/coffer-backup/coffer/internal/store/remote/wire"
 )
 
-func sha(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
+// commitSum is the commit trailer of body s.
+func commitSum(s string) string {
+	h := wire.NewCommitSum()
+	h.Write([]byte(s))
+	return wire.CommitValue(h)
 }
 
 // client is a raw HTTPS client trusting the test server, for requests

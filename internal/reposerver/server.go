@@ -125,6 +125,7 @@ func (s *Server) objectName(w http.ResponseWriter, r *http.Request) (string, boo
 // ctx ends, then shuts down, letting requests in flight finish for 10 s.
 func (s *Server) Serve(ctx context.Context, hs *http.Server, listen func() error) error {
 	hs.Handler = s.Handler()
+	hs.Protocols = wire.Protocols()
 	hs.ReadHeaderTimeout = s.o.IdleTimeout
 	hs.IdleTimeout = 2 * s.o.IdleTimeout
 	errc := make(chan error, 1)

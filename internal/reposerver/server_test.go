@@ -127,14 +127,14 @@ func TestBadRequestsStoreNothing(t *testing.T) {
 		cred       string
 		status     int
 	}{
-		{"a wrong credential", "data/a1", strings.NewReader("x"), sha("x"), "coffer-repo-guess", http.StatusUnauthorized},
+		{"a wrong credential", "data/a1", strings.NewReader("x"), commitSum("x"), "coffer-repo-guess", http.StatusUnauthorized},
 		{"no commit trailer", "data/a2", strings.NewReader("x"), "", secret, http.StatusBadRequest},
-		{"a tampered body", "data/a3", strings.NewReader("y"), sha("x"), secret, http.StatusBadRequest},
-		{"an oversized body", "data/a4", bytes.NewReader(make([]byte, 2<<20)), sha(string(make([]byte, 2<<20))), secret, http.StatusBadRequest},
+		{"a tampered body", "data/a3", strings.NewReader("y"), commitSum("x"), secret, http.StatusBadRequest},
+		{"an oversized body", "data/a4", bytes.NewReader(make([]byte, 2<<20)), commitSum(string(make([]byte, 2<<20))), secret, http.StatusBadRequest},
 		// The request's path is cleaned before routing: it names no object.
-		{"a climbing name", "data/../../escape", strings.NewReader("x"), sha("x"), secret, http.StatusNotFound},
-		{"an escaped climbing name", "data/%2e%2e/%2e%2e/%2e%2e/escape", strings.NewReader("x"), sha("x"), secret, http.StatusBadRequest},
-		{"a hidden name", "data/.cas-lock", strings.NewReader("x"), sha("x"), secret, http.StatusBadRequest},
+		{"a climbing name", "data/../../escape", strings.NewReader("x"), commitSum("x"), secret, http.StatusNotFound},
+		{"an escaped climbing name", "data/%2e%2e/%2e%2e/%2e%2e/escape", strings.NewReader("x"), commitSum("x"), secret, http.StatusBadRequest},
+		{"a hidden name", "data/.cas-lock", strings.NewReader("x"), commitSum("x"), secret, http.StatusBadRequest},
 	}
 	for _, c := range cases {
 		resp, msg := put(c.name, c.body, c.trailer, c.cred)

@@ -3,16 +3,24 @@ package catalogexport_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogexport"
 	"github.com/coffer-backup/coffer/internal/catalog/catalogtest"
+	"github.com/coffer-backup/coffer/internal/catalog/postgres"
+	"github.com/coffer-backup/coffer/internal/catalog/sqlite"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
+	"github.com/coffer-backup/coffer/internal/testutil"
 )
 
 // exported makes a catalog with rows in every exported table and its
@@ -106,4 +114,99 @@ func TestExportIsSealed(t *testing.T) {
 	if n != len(m.Parts)+1 {
 		t.Fatalf("%d objects of export %s in the repository, want its %d parts and its manifest", n, m.ID, len(m.Parts))
 	}
+}
+
+// After an import the fresh host has every index the catalog's schema
+// makes, defined as before (on SQLite the import drops a table's indexes
+// for the load and builds them again after it), and a broken export that
+// imports nothing leaves them too. On SQLite and on PostgreSQL.
+func TestImportKeepsTheIndexes(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "catalog.db")
+	lite, err := sqlite.Open(ctx, file, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lite.Close() })
+	importKeepsIndexes(t, lite, func() []string { return indexes(t, file) })
+
+	server := testutil.StartPostgres(t)
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	schema := fmt.Sprintf("idx%d", schemaSeq.Add(1))
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	pg, err := postgres.Open(ctx, server+"&search_path="+schema, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Close() })
+	importKeepsIndexes(t, pg, func() []string {
+		rows, err := conn.Query(ctx, `SELECT indexname || ': ' || indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	})
+}
+
+func importKeepsIndexes(t *testing.T, dst catalog.Catalog, list func() []string) {
+	t.Helper()
+	ctx := context.Background()
+	l, m := exported(t)
+	want := list()
+	if len(want) == 0 {
+		t.Fatal("the catalog's schema has no index to check")
+	}
+	part := "catalog-exports/" + m.ID + "/" + m.Parts[len(m.Parts)-1].Name
+	saved := l.Read(t, part)
+	l.Truncate(t, part, 20)
+	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID}); err == nil {
+		t.Fatal("a broken export imported")
+	}
+	if got := list(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("indexes after a broken import:\n%v\nwant\n%v", got, want)
+	}
+	l.Restore(t, part, saved)
+	if _, err := catalogexport.Import(ctx, catalogtest.Dumper(t, dst), l.R, catalogexport.ImportOptions{ID: m.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("indexes after the import:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// indexes lists a SQLite file's indexes with their definitions.
+func indexes(t *testing.T, file string) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n, d string
+		if err := rows.Scan(&n, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n+": "+d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -62,6 +62,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
 	tr.MaxIdleConnsPerHost = 16
+	tr.Protocols = wire.Protocols()
 	s := &Store{base: strings.TrimSuffix(u.String(), "/"), secret: cfg.Credential, hc: &http.Client{Transport: tr}}
 	resp, err := s.do(ctx, http.MethodGet, wire.PropertiesPath, nil, nil)
 	if err != nil {

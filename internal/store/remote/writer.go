@@ -2,12 +2,9 @@ package remote
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,9 +19,9 @@ import (
 // process never leaves an object behind.
 type writer struct {
 	name    string
-	pw      *io.PipeWriter
+	pw      *bufPipe
 	req     *http.Request
-	sum     hash.Hash
+	sum     hash.Hash32
 	cancel  context.CancelFunc
 	done    chan result
 	settled bool    // Commit or Abort called, or the request failed
@@ -41,8 +38,8 @@ var errAborted = errors.New("write aborted")
 // Create implements store.Store.
 func (s *Store) Create(ctx context.Context, name string, opts store.PutOptions) (store.ObjectWriter, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.base+objectPath(name), pr)
+	pipe := newBufPipe()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, s.base+objectPath(name), pipe)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -55,16 +52,19 @@ func (s *Store) Create(ctx context.Context, name string, opts store.PutOptions) 
 	if opts.IfMatch != "" {
 		req.Header.Set("If-Match", strconv.Quote(opts.IfMatch))
 	}
+	if opts.SizeHint > 0 {
+		req.Header.Set(wire.SizeHintHeader, strconv.FormatInt(opts.SizeHint, 10))
+	}
 	if !opts.RetainUntil.IsZero() {
 		req.Header.Set(wire.RetainUntilHeader, opts.RetainUntil.UTC().Format(time.RFC3339Nano))
 	}
 	req.ContentLength = -1 // chunked, so that the trailer can follow
 	req.Trailer = http.Header{wire.CommitTrailer: nil}
-	w := &writer{name: name, pw: pw, req: req, sum: sha256.New(), cancel: cancel, done: make(chan result, 1)}
+	w := &writer{name: name, pw: pipe, req: req, sum: wire.NewCommitSum(), cancel: cancel, done: make(chan result, 1)}
 	go func() {
 		resp, err := s.hc.Do(req)
 		// An answer before the body's end (a refusal) unblocks Write.
-		_ = pr.CloseWithError(errAborted)
+		pipe.CloseRead(errAborted)
 		if err != nil {
 			w.done <- result{err: err}
 			return
@@ -117,8 +117,8 @@ func (w *writer) Commit() (store.ObjectInfo, error) {
 	w.settled = true
 	// The trailer is set before the body's end: the pipe orders this
 	// write before the transport's read of the trailer.
-	w.req.Trailer.Set(wire.CommitTrailer, hex.EncodeToString(w.sum.Sum(nil)))
-	_ = w.pw.Close()
+	w.req.Trailer.Set(wire.CommitTrailer, wire.CommitValue(w.sum))
+	w.pw.CloseWrite(nil)
 	r := w.wait()
 	w.cancel()
 	if r.err != nil {
@@ -133,7 +133,7 @@ func (w *writer) Abort() error {
 		return nil
 	}
 	w.settled = true
-	_ = w.pw.CloseWithError(errAborted)
+	w.pw.CloseWrite(errAborted)
 	w.cancel()
 	w.wait()
 	return nil

@@ -10,6 +10,9 @@ package wire
 
 import (
 	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
 	"net/http"
 	"time"
 
@@ -26,16 +29,43 @@ const (
 	RetainPath = "/v1/retain/"
 )
 
+// Protocols are the HTTP versions both sides speak: HTTP/1.1 only. Each
+// request in flight then has a TLS connection of its own, which the
+// kernel and both processes' cores serve in parallel; over HTTP/2 every
+// request shared one connection whose frames a single goroutine on each
+// side reads, and moving a GiB of packs cost a third more CPU on
+// loopback (docs/15-repository-server.md, "Speed through the server").
+func Protocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	return p
+}
+
+// NewCommitSum starts the checksum of a PUT's body that its commit
+// trailer carries: CRC-32C. It proves the body arrived whole, as sent;
+// TLS already keeps anyone else from changing it on the way, and the
+// objects are authenticated by the repository's own encryption, so a
+// cryptographic hash would prove nothing more. SHA-256 on both sides
+// was half of the CPU a GiB of packs cost the client and the server
+// together (docs/15-repository-server.md, "Speed through the server");
+// CRC-32C runs in the CPU's own instruction.
+func NewCommitSum() hash.Hash32 { return crc32.New(castagnoli) }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CommitValue is the trailer's value for sum.
+func CommitValue(sum hash.Hash32) string { return fmt.Sprintf("%08x", sum.Sum32()) }
+
 // Headers.
 const (
 	// VersionHeader carries an object's version (store.ObjectInfo.Version).
 	VersionHeader = "X-Coffer-Version"
 	// RetainUntilHeader carries a retention end in RFC 3339.
 	RetainUntilHeader = "X-Coffer-Retain-Until"
-	// CommitTrailer is the trailer that ends a PUT's body: the SHA-256 of
-	// the body, in hex. The server commits the object only when the
-	// trailer arrives and matches, so a client killed mid-body, or a body
-	// cut short, never becomes an object.
+	// CommitTrailer is the trailer that ends a PUT's body: the body's
+	// checksum (CommitSum), in hex. The server commits the object only
+	// when the trailer arrives and matches, so a client killed mid-body,
+	// or a body cut short or garbled, never becomes an object.
 	CommitTrailer = "X-Coffer-Commit"
 	// ErrorHeader names the store error of a failed request (Code*).
 	ErrorHeader = "X-Coffer-Error"
@@ -114,6 +144,13 @@ type ListEntry struct {
 
 // SizeHeader carries an object's size in bytes.
 const SizeHeader = "X-Coffer-Size"
+
+// SizeHintHeader carries the size a client expects a PUT's body to have
+// (store.PutOptions.SizeHint): the body is chunked, so that its commit
+// trailer can follow, and has no Content-Length. The server writes an
+// object announced as large (a pack) past its page cache, as the local
+// store does. Only a hint: the body's length is what counts.
+const SizeHintHeader = "X-Coffer-Size-Hint"
 
 // ModTimeHeader carries an object's modification time in RFC 3339 with
 // nanoseconds (Last-Modified has whole seconds only).
