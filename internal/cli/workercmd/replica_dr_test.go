@@ -54,9 +54,9 @@ replications:
 // Restarted, dr1 also removes what a killed test failover left in its
 // state directory, and spares a test that still runs (its run's lock held).
 func TestStandbyKeptByTheDRSitesWorker(t *testing.T) {
-	testutil.RequireBinary(t, "qemu-system-x86_64") // skips where QEMU is missing
-	testutil.RequireBinary(t, "qemu-img")
-	testutil.RequireBinary(t, "qemu-nbd")
+	for _, bin := range []string{"qemu-system-x86_64", "qemu-img", "qemu-nbd"} {
+		testutil.RequireBinary(t, bin) // skips where QEMU is missing
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lab := testutil.NewNetLab(t, "prod1", "dr1")
@@ -73,7 +73,7 @@ func TestStandbyKeptByTheDRSitesWorker(t *testing.T) {
 	srv := e.StartServer()
 	token := e.AdminToken()
 	startReachWorker(e, prod, "kvm1", "kvm1/prod1", steadyDead)
-	w := startReachWorker(e, dr, "dr", "dr/dr1", steadyDead)
+	w, gate := startGatedWorker(e, dr)
 	waitLog(t, srv, "the engine given both workers", "the engine places units on the workers", "workers=dr1,prod1")
 
 	dir := filepath.Join(standbys, "web-1")
@@ -94,26 +94,7 @@ func TestStandbyKeptByTheDRSitesWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	pauseAndBackUp(ctx, t, adm, vm, srv, token)
-	failed := make(chan string, 1)
-	go func() {
-		code, stdout, stderr := e.Remote(srv, token, "replicas", "run", "web-dr", "--json")
-		failed <- fmt.Sprintf("exit %d: %s%s", code, stdout, stderr)
-	}()
-	killWhileWriting(t, w, dir)
-	left, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("disk-*-%06d.qcow2", before.Seq+1)))
-	if len(left) == 0 {
-		t.Fatal("the killed worker left no overlay of the next point: it was not killed mid-write")
-	}
-	select {
-	case got := <-failed:
-		// The server hears of the loss: the run was handed to dr1 by
-		// ID, and nothing retries it.
-		if !strings.Contains(got, "worker dr1 was lost while it ran run-replication") {
-			t.Fatalf("the replication whose worker was killed: %s", got)
-		}
-	case <-time.After(2 * patience):
-		t.Fatalf("the replication whose worker was killed did not end\n%s", srv.Log())
-	}
+	killMidRun(t, e, w, gate, srv, token, dir, before.Seq+1)
 	after := soundStandby(ctx, t, e, dir)
 	if after.Seq != before.Seq || after.Newest().BackupPoint != before.Newest().BackupPoint {
 		t.Fatalf("killed mid-write, the standby moved from point %d (%s) to %d (%s)", before.Seq, before.Newest().BackupPoint,
@@ -185,9 +166,55 @@ func compareNewest(ctx context.Context, t *testing.T, dir, disk, what string) {
 	}
 }
 
+// killMidRun opens the DR worker's gate, runs the replication through
+// the server, kills the worker while the run writes the standby's next
+// overlay (point seq) and wants the run to fail for the worker's loss.
+func killMidRun(t *testing.T, e *clitest.Env, w *clitest.ServerProc, gate string, srv *clitest.ServerProc, token, dir string, seq int) {
+	t.Helper()
+	if err := os.Remove(gate); err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan string, 1)
+	go func() {
+		code, stdout, stderr := e.Remote(srv, token, "replicas", "run", "web-dr", "--json")
+		failed <- fmt.Sprintf("exit %d: %s%s", code, stdout, stderr)
+	}()
+	killWhileWriting(t, w, dir)
+	left, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("disk-*-%06d.qcow2", seq)))
+	if len(left) == 0 {
+		t.Fatal("the killed worker left no overlay of the next point: it was not killed mid-write")
+	}
+	select {
+	case got := <-failed:
+		// The server hears of the loss: the run was handed to dr1 by
+		// ID, and nothing retries it.
+		if !strings.Contains(got, "worker dr1 was lost while it ran run-replication") {
+			t.Fatalf("the replication whose worker was killed: %s", got)
+		}
+	case <-time.After(2 * patience):
+		t.Fatalf("the replication whose worker was killed did not end\n%s", srv.Log())
+	}
+}
+
+// startGatedWorker starts the DR site's worker, which reads the
+// repository's data while the gate file it returns exists: removed, it
+// holds a run in its reads, with the standby's next overlay made and
+// served, until the test kills it.
+func startGatedWorker(e *clitest.Env, dr *testutil.NetHost) (*clitest.ServerProc, string) {
+	e.T.Helper()
+	gate := filepath.Join(e.Dir, "dr1-reads")
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		e.T.Fatal(err)
+	}
+	e.Vars["COFFER_TEST_GATE_READS"] = gate
+	defer delete(e.Vars, "COFFER_TEST_GATE_READS")
+	return startReachWorker(e, dr, "dr", "dr/dr1", steadyDead), gate
+}
+
 // killWhileWriting SIGKILLs the worker once it serves a new overlay of
-// the standby with qemu-nbd, waits for its exit, and wants the qemu-nbd
-// gone with it (a killed worker leaves nothing holding the standby).
+// the standby with qemu-nbd (held there by its gated reads), waits for
+// its exit, and wants the qemu-nbd gone with it (a killed worker leaves
+// nothing holding the standby).
 func killWhileWriting(t *testing.T, w *clitest.ServerProc, dir string) {
 	t.Helper()
 	deadline := time.Now().Add(patience)
@@ -195,7 +222,7 @@ func killWhileWriting(t *testing.T, w *clitest.ServerProc, dir string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the DR worker never wrote an overlay within %s:\n%s", patience, w.Log())
 		}
-		time.Sleep(time.Millisecond) // a poll's pace, not a synchronisation
+		time.Sleep(10 * time.Millisecond) // a poll's pace: the gate holds the run where it is
 	}
 	if err := w.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
