@@ -207,7 +207,9 @@ func startGatedWorker(e *clitest.Env, dr *testutil.NetHost) (*clitest.ServerProc
 		e.T.Fatal(err)
 	}
 	e.Vars["COFFER_TEST_GATE_READS"] = gate
-	defer delete(e.Vars, "COFFER_TEST_GATE_READS")
+	// Empty, not deleted: Env.Run has put the variable in this process's
+	// environment, which later children (the restarted worker) inherit.
+	defer func() { e.Vars["COFFER_TEST_GATE_READS"] = "" }()
 	return startReachWorker(e, dr, "dr", "dr/dr1", steadyDead), gate
 }
 
