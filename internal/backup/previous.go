@@ -35,18 +35,23 @@ func (l IDList) At(_ context.Context, i int) (id.ID, error) { return l[i], nil }
 // backup's memory then stays flat as the disk grows, incrementals too
 // (issue 42; the whole list was 8 MiB at 64 GiB with 256 KiB chunks).
 func PreviousMap(ctx context.Context, r *repo.Repository, s *repo.Point, key string, size int64) (Previous, error) {
+	m, err := openPreviousMap(ctx, r, s, key, size)
+	if m == nil || err != nil {
+		return nil, err
+	}
+	return &mapPrevious{m: m, n: int(m.Count())}, nil
+}
+
+// openPreviousMap opens the disk map of disk key in snapshot s when it
+// has the same geometry (size and chunk size), or returns nil.
+func openPreviousMap(ctx context.Context, r *repo.Repository, s *repo.Point, key string, size int64) (*repo.DiskMap, error) {
 	if s == nil {
 		return nil, nil
 	}
 	for _, d := range s.Disks {
-		if d.Key != key || d.Size != size || d.ChunkSize != r.Config().ChunkSize {
-			continue
+		if d.Key == key && d.Size == size && d.ChunkSize == r.Config().ChunkSize {
+			return r.OpenDiskMap(ctx, d.Map)
 		}
-		m, err := r.OpenDiskMap(ctx, d.Map)
-		if err != nil {
-			return nil, err
-		}
-		return &mapPrevious{m: m, n: int(m.Count())}, nil
 	}
 	return nil, nil
 }

@@ -162,22 +162,14 @@ func Latest(snaps []*repo.Point, src repo.Source, pred func(*repo.Point) bool) *
 }
 
 // PreviousIDs loads the chunk IDs of disk key in snapshot s when it has the
-// same geometry, so unchanged spans are recognised without storing them.
+// same geometry (PreviousMap), whole: for tests and tools that want them
+// all at once; a backup reads them as it goes.
 func PreviousIDs(ctx context.Context, r *repo.Repository, s *repo.Point, key string, size int64) ([]id.ID, error) {
-	if s == nil {
-		return nil, nil
+	m, err := openPreviousMap(ctx, r, s, key, size)
+	if m == nil || err != nil {
+		return nil, err
 	}
-	for _, d := range s.Disks {
-		if d.Key != key || d.Size != size || d.ChunkSize != r.Config().ChunkSize {
-			continue
-		}
-		m, err := r.OpenDiskMap(ctx, d.Map)
-		if err != nil {
-			return nil, err
-		}
-		return m.All(ctx)
-	}
-	return nil, nil
+	return m.All(ctx)
 }
 
 func joinWarnings(a, b string) string {

@@ -28,19 +28,12 @@ const standbySuffix = "-standby"
 // replication's DR host when its connection defines VMs (libvirt). On a
 // QEMU host the standby is its definition file alone (standby.json).
 func (s Ops) defineStandby(ctx context.Context, repl policy.Replication, dir string, p *repo.Point) error {
-	cfg, err := s.EngineConfig(ctx)
-	if err != nil {
+	conn, closeConn, err := s.libvirtDRHost(ctx, repl)
+	if conn == nil || err != nil {
 		return err
 	}
-	if cc, ok := cfg.Connection(repl.Connection); !ok || cc.Kind != "libvirt" {
-		return nil
-	}
-	conns, err := s.OpenConnectors(ctx, cfg, []string{repl.Connection})
-	if err != nil {
-		return err
-	}
-	defer conns.Close()
-	d, ok := conns.Conns[repl.Connection].(standbyDefiner)
+	defer closeConn()
+	d, ok := conn.(standbyDefiner)
 	if !ok {
 		return fmt.Errorf("connection %s cannot define a standby domain here", repl.Connection)
 	}
@@ -94,20 +87,13 @@ func (d standbyDomain) Running(ctx context.Context) (bool, error) {
 // them), so that failover starts the domain rather than a QEMU of its
 // own. The returned func closes the connection, after the operation.
 func (s Ops) attachDomains(ctx context.Context, repl policy.Replication, fp *failover.Plan) (func(), error) {
-	cfg, err := s.EngineConfig(ctx)
-	if err != nil {
-		return nil, err
+	conn, closeConn, err := s.libvirtDRHost(ctx, repl)
+	if conn == nil || err != nil {
+		return closeConn, err
 	}
-	if cc, ok := cfg.Connection(repl.Connection); !ok || cc.Kind != "libvirt" {
-		return func() {}, nil
-	}
-	conns, err := s.OpenConnectors(ctx, cfg, []string{repl.Connection})
-	if err != nil {
-		return nil, err
-	}
-	r, ok := conns.Conns[repl.Connection].(standbyRunner)
+	r, ok := conn.(standbyRunner)
 	if !ok {
-		conns.Close()
+		closeConn()
 		return nil, fmt.Errorf("connection %s cannot start a standby domain here", repl.Connection)
 	}
 	for gi := range fp.Groups {
@@ -115,11 +101,30 @@ func (s Ops) attachDomains(ctx context.Context, repl policy.Replication, fp *fai
 			vm := &fp.Groups[gi].VMs[i]
 			dir, err := filepath.Abs(vm.Dir)
 			if err != nil {
-				conns.Close()
+				closeConn()
 				return nil, err
 			}
 			vm.Domain = standbyDomain{conn: r, uuid: standbyUUID(dir)}
 		}
 	}
-	return conns.Close, nil
+	return closeConn, nil
+}
+
+// libvirtDRHost opens the replication's DR host when it is a libvirt
+// connection, whose standbys are domains; it returns a nil connector
+// (and a no-op close) for a QEMU host, whose standbys start as QEMUs of
+// coffer's. The close func ends the connection, after the operation.
+func (s Ops) libvirtDRHost(ctx context.Context, repl policy.Replication) (hypervisor.Connector, func(), error) {
+	cfg, err := s.EngineConfig(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cc, ok := cfg.Connection(repl.Connection); !ok || cc.Kind != "libvirt" {
+		return nil, func() {}, nil
+	}
+	conns, err := s.OpenConnectors(ctx, cfg, []string{repl.Connection})
+	if err != nil {
+		return nil, nil, err
+	}
+	return conns.Conns[repl.Connection], conns.Close, nil
 }

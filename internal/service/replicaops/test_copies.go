@@ -35,20 +35,13 @@ func (d domainCopies) DestroyCopy(ctx context.Context, name string) error {
 // (a QEMU host's standbys start as QEMUs of coffer's). The returned func
 // closes the connection, after the test.
 func (s Ops) attachCopies(ctx context.Context, repl policy.Replication, fp *failover.Plan) (func(), error) {
-	cfg, err := s.EngineConfig(ctx)
-	if err != nil {
-		return nil, err
+	conn, closeConn, err := s.libvirtDRHost(ctx, repl)
+	if conn == nil || err != nil {
+		return closeConn, err
 	}
-	if cc, ok := cfg.Connection(repl.Connection); !ok || cc.Kind != "libvirt" {
-		return func() {}, nil
-	}
-	conns, err := s.OpenConnectors(ctx, cfg, []string{repl.Connection})
-	if err != nil {
-		return nil, err
-	}
-	c, ok := conns.Conns[repl.Connection].(testCopier)
+	c, ok := conn.(testCopier)
 	if !ok {
-		conns.Close()
+		closeConn()
 		return nil, fmt.Errorf("connection %s cannot start a test copy of a standby domain here", repl.Connection)
 	}
 	for gi := range fp.Groups {
@@ -56,7 +49,7 @@ func (s Ops) attachCopies(ctx context.Context, repl policy.Replication, fp *fail
 			fp.Groups[gi].VMs[i].Copies = domainCopies{conn: c, host: repl.Connection}
 		}
 	}
-	return conns.Close, nil
+	return closeConn, nil
 }
 
 // destroyCopy ends a killed test failover's copy named name on the
