@@ -145,6 +145,10 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*machine, log *slog.Logger) bool {
 	ok := true
 	for i, vm := range g.VMs {
+		if vm.Remote != nil && !remoteReady(ctx, rep, n, g, vm) {
+			ok = false
+			continue
+		}
 		if vm.AgentAddress != "" {
 			began := time.Now()
 			actx, cancel := context.WithTimeout(ctx, cmpDuration(g.ProbeTimeout, 5*time.Minute))
