@@ -18,6 +18,10 @@ type RemoteStandby interface {
 	// Ready waits until the hypervisor reports the failed-over VM ready
 	// (vSphere: powered on), and describes what it saw.
 	Ready(ctx context.Context) (string, error)
+	// StartTestCopy starts a test failover's isolated copy of point seq
+	// for the run named run; the copy returned, even with an error,
+	// discards what was made.
+	StartTestCopy(ctx context.Context, run string, seq int) (RemoteCopy, error)
 }
 
 // RemotePoint is the restore point a remote standby failed over onto.
@@ -42,16 +46,46 @@ func failoverRemote(ctx context.Context, vm VM, final map[string]string, o Optio
 	if err != nil {
 		return nil, err
 	}
-	return &Started{VM: vm.Name, Seq: pt.Seq, BackupPoint: pt.BackupPoint, Duration: time.Since(began), machine: &machine{}}, nil
+	return &Started{VM: vm.Name, Seq: pt.Seq, BackupPoint: pt.BackupPoint, Duration: time.Since(began), machine: &machine{ready: vm.Remote.Ready}}, nil
 }
 
 // remoteReady runs the hypervisor's readiness check of a failed-over
-// remote standby, bounded by the group's probe timeout.
-func remoteReady(ctx context.Context, rep *Report, n int, g Group, vm VM) bool {
+// remote standby or its test copy, bounded by the group's probe timeout.
+func remoteReady(ctx context.Context, rep *Report, n int, g Group, vm VM, m *machine) bool {
 	began := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, cmpDuration(g.ProbeTimeout, 5*time.Minute))
 	defer cancel()
-	out, err := vm.Remote.Ready(rctx)
+	out, err := m.ready(rctx)
 	rep.step(n, vm.Name, "ready", began, err, out)
 	return err == nil
+}
+
+// rehearseRemote starts a test failover's copy of a remote standby. The
+// machine it returns, even with an error, discards what was made.
+func rehearseRemote(ctx context.Context, vm VM, run string, seq int) (*machine, error) {
+	if vm.CloudInit != "" {
+		return nil, fmt.Errorf("%s: cloud-init data is attached to QEMU standbys only: %w", vm.Name, ErrRemoteUnsupported)
+	}
+	cp, err := vm.Remote.StartTestCopy(ctx, run, seq)
+	if cp == nil {
+		return nil, err
+	}
+	return &machine{ready: cp.Ready, discard: cp.Discard, isolated: true}, err
+}
+
+// skipProbes records that a test copy on a network coffer does not
+// reach is not probed: its readiness is the hypervisor's word alone.
+func skipProbes(rep *Report, n int, g Group, vm VM) {
+	rep.step(n, vm.Name, "probes", time.Now(), nil,
+		fmt.Sprintf("%d probe(s) not run: the copy is on an isolated port group that coffer does not reach", len(g.Probes)))
+}
+
+// RemoteCopy is a test failover's copy of a remote standby, isolated,
+// which its hypervisor runs.
+type RemoteCopy interface {
+	Name() string
+	// Ready waits until the hypervisor reports the copy ready.
+	Ready(ctx context.Context) (string, error)
+	// Discard ends the copy and removes what the test made for it.
+	Discard(ctx context.Context) error
 }

@@ -10,10 +10,11 @@ import (
 )
 
 // TestVSpherePlanRefusesWhatItCannotDo: a failover plan of standbys on a
-// vSphere DR site is accepted by the configuration, and its test
-// failover, planned failover and failback are refused with the reason
-// before any job starts or vCenter is reached (only its unplanned
-// failover runs: internal/replica/vsstandby's TestPlanFailsOverStandbysInOrder).
+// vSphere DR site is accepted by the configuration, and its planned
+// failover and failback are refused with the reason before any job
+// starts or vCenter is reached (its unplanned and test failovers run:
+// internal/replica/vsstandby's TestPlanFailsOverStandbysInOrder and
+// TestTestFailoverOfStandbyLeavesItUntouched).
 func TestVSpherePlanRefusesWhatItCannotDo(t *testing.T) {
 	e := clitest.NewEnv(t)
 	e.Must("init")
@@ -25,7 +26,7 @@ replications:
 failover-plans:
   - {name: shop, replication: web-vs, groups: [{vms: [{name: web-01, address: 10.20.0.5}], probes: ["tcp:80"]}]}
 `)
-	for _, verb := range [][]string{{"test"}, {"planned"}, {"failback"}} {
+	for _, verb := range [][]string{{"planned"}, {"failback"}} {
 		code, stdout, stderr := e.Run(append(append([]string{"failover"}, verb...), "shop")...)
 		if code != command.ExitUsage || !strings.Contains(stdout+stderr, "on a vSphere DR site is not supported yet") {
 			t.Errorf("failover %s: exit %d\n%s%s", verb[0], code, stdout, stderr)

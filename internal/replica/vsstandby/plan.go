@@ -51,8 +51,13 @@ func (s Standby) Ready(ctx context.Context) (string, error) {
 	if sb == nil {
 		return "", fmt.Errorf("no standby VM %s: %w", s.Name, hypervisor.ErrNotFound)
 	}
+	return poweredOn(ctx, s.Client, sb.ref, s.Name)
+}
+
+// poweredOn waits until vCenter reports the VM ref powered on.
+func poweredOn(ctx context.Context, c *vim25.Client, ref types.ManagedObjectReference, name string) (string, error) {
 	var state types.VirtualMachinePowerState
-	err = property.Wait(ctx, property.DefaultCollector(s.Client), sb.ref, []string{"runtime.powerState"}, func(pc []types.PropertyChange) bool {
+	err := property.Wait(ctx, property.DefaultCollector(c), ref, []string{"runtime.powerState"}, func(pc []types.PropertyChange) bool {
 		for _, c := range pc {
 			if v, ok := c.Val.(types.VirtualMachinePowerState); ok {
 				state = v
@@ -61,7 +66,7 @@ func (s Standby) Ready(ctx context.Context) (string, error) {
 		return state == types.VirtualMachinePowerStatePoweredOn
 	})
 	if err != nil {
-		return "", fmt.Errorf("the standby %s did not report powered on (%s): %w", s.Name, state, err)
+		return "", fmt.Errorf("%s did not report powered on (%s): %w", name, state, err)
 	}
-	return fmt.Sprintf("vCenter reports %s powered on", s.Name), nil
+	return fmt.Sprintf("vCenter reports %s powered on", name), nil
 }

@@ -107,8 +107,8 @@ func (s Ops) attachVSphere(ctx context.Context, repl policy.Replication, fp *fai
 
 // vsphereKinds are the failover operations a plan of vSphere standbys
 // runs; the others are refused before any job starts.
-var vsphereKinds = map[string]bool{kindFailover: true}
+var vsphereKinds = map[string]bool{kindFailover: true, kindTest: true}
 
 func vsphereRefusal(kind string) error {
-	return service.Invalidf("the %s of a plan whose standbys are on a vSphere DR site is not supported yet: only an unplanned failover (coffer failover run) is", kind)
+	return service.Invalidf("the %s of a plan whose standbys are on a vSphere DR site is not supported yet: only an unplanned failover (coffer failover run) and a test failover are", kind)
 }
