@@ -87,7 +87,7 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 			var err error
 			switch {
 			case vm.Remote != nil:
-				m, err = rehearseRemote(ctx, vm, run, o.Seq)
+				m, err = rehearseRemote(ctx, vm, dir, run, o.Seq)
 			case vm.Copies != nil:
 				m, err = rehearseCopy(ctx, vm, g, dir, run, o.Seq)
 			default:

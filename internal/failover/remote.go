@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -22,6 +24,11 @@ type RemoteStandby interface {
 	// for the run named run; the copy returned, even with an error,
 	// discards what was made.
 	StartTestCopy(ctx context.Context, run string, seq int) (RemoteCopy, error)
+	// Host names the DR site's connection and TestCopyName the copy a
+	// run starts: the run records both before it starts the copy, so
+	// that RemoveLeftoversOf ends a killed run's copy.
+	Host() string
+	TestCopyName(run string) string
 }
 
 // RemotePoint is the restore point a remote standby failed over onto.
@@ -62,9 +69,20 @@ func remoteReady(ctx context.Context, rep *Report, n int, g Group, vm VM, m *mac
 
 // rehearseRemote starts a test failover's copy of a remote standby. The
 // machine it returns, even with an error, discards what was made.
-func rehearseRemote(ctx context.Context, vm VM, run string, seq int) (*machine, error) {
+func rehearseRemote(ctx context.Context, vm VM, dir, run string, seq int) (*machine, error) {
 	if vm.CloudInit != "" {
 		return nil, fmt.Errorf("%s: cloud-init data is attached to QEMU standbys only: %w", vm.Name, ErrRemoteUnsupported)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	rec := copyRecord{Host: vm.Remote.Host(), Name: vm.Remote.TestCopyName(run), Dir: filepath.Join(abs, copyDirPrefix+run)}
+	if err := writeCopyRecord(dir, rec); err != nil {
+		return nil, err
 	}
 	cp, err := vm.Remote.StartTestCopy(ctx, run, seq)
 	if cp == nil {

@@ -21,7 +21,10 @@ type Standby struct {
 	// Name is the standby VM's name, Mark its replication's mark.
 	Name string
 	Mark string
-	Now  func() time.Time
+	// Connection names the DR site's connection (a test failover records
+	// it with each copy).
+	Connection string
+	Now        func() time.Time
 }
 
 var _ failover.RemoteStandby = Standby{}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -27,7 +29,7 @@ const testCopyPrefix = "coffer-test-"
 // standby itself is only read. The copy it returns, even with an error,
 // discards what was made.
 func (s Standby) StartTestCopy(ctx context.Context, run string, seq int) (failover.RemoteCopy, error) {
-	cp := &testCopy{s: s, name: testCopyPrefix + run + "-" + s.Name, net: testCopyPrefix + run}
+	cp := &testCopy{s: s, name: s.TestCopyName(run), net: testCopyPrefix + run}
 	sb, err := findStandby(ctx, s.Client, s.Name)
 	if err != nil {
 		return cp, err
@@ -65,6 +67,12 @@ func (s Standby) StartTestCopy(ctx context.Context, run string, seq int) (failov
 	}
 	return cp, nil
 }
+
+// TestCopyName is the name of the standby's copy in the test run run.
+func (s Standby) TestCopyName(run string) string { return testCopyPrefix + run + "-" + s.Name }
+
+// Host is the DR site's connection.
+func (s Standby) Host() string { return s.Connection }
 
 // testCopy is one standby's copy in a test failover, and its network.
 type testCopy struct {
@@ -192,4 +200,60 @@ func notFoundIsGone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// DestroyTestCopy ends a killed test failover's copy named name, if it
+// is there, and removes its run's port group and switch from every host
+// that has them: the run may have died before or after it made either.
+func DestroyTestCopy(ctx context.Context, c *vim25.Client, name string) error {
+	run, _, ok := strings.Cut(strings.TrimPrefix(name, testCopyPrefix), "-")
+	if !strings.HasPrefix(name, testCopyPrefix) || !ok || run == "" {
+		return fmt.Errorf("%s is not the name of a test failover's copy", name)
+	}
+	cp := &testCopy{name: name, net: testCopyPrefix + run}
+	cp.s.Client = c
+	ref, err := vmNamed(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	if ref != nil {
+		cp.vm = object.NewVirtualMachine(c, *ref)
+	}
+	if err := cp.Discard(ctx); err != nil {
+		return err
+	}
+	return removeNetworkEverywhere(ctx, c, cp.net)
+}
+
+func vmNamed(ctx context.Context, c *vim25.Client, name string) (*types.ManagedObjectReference, error) {
+	v, err := view.NewManager(c).CreateContainerView(ctx, c.ServiceContent.RootFolder, []string{"VirtualMachine"}, true)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }() // a view of the session
+	refs, err := v.Find(ctx, []string{"VirtualMachine"}, property.Match{"name": name})
+	if err != nil || len(refs) == 0 {
+		return nil, err
+	}
+	return &refs[0], nil
+}
+
+// removeNetworkEverywhere removes the port group and switch named net
+// from every host that has them.
+func removeNetworkEverywhere(ctx context.Context, c *vim25.Client, net string) error {
+	v, err := view.NewManager(c).CreateContainerView(ctx, c.ServiceContent.RootFolder, []string{"HostSystem"}, true)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }() // a view of the session
+	hosts, err := v.Find(ctx, []string{"HostSystem"}, nil)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range hosts {
+		cp := &testCopy{net: net, host: object.NewHostSystem(c, h)}
+		errs = append(errs, cp.Discard(ctx))
+	}
+	return errors.Join(errs...)
 }

@@ -99,7 +99,8 @@ func (s Ops) attachVSphere(ctx context.Context, repl policy.Replication, fp *fai
 	for gi := range fp.Groups {
 		for i := range fp.Groups[gi].VMs {
 			vm := &fp.Groups[gi].VMs[i]
-			vm.Remote = vsstandby.Standby{Client: conn.Client(), Name: vm.Name + standbySuffix, Mark: repl.Name + "/" + vm.Name}
+			vm.Remote = vsstandby.Standby{Client: conn.Client(), Name: vm.Name + standbySuffix, Mark: repl.Name + "/" + vm.Name,
+				Connection: repl.Connection}
 		}
 	}
 	return conns.Close, nil
