@@ -73,3 +73,19 @@ func poweredOn(ctx context.Context, c *vim25.Client, ref types.ManagedObjectRefe
 	}
 	return fmt.Sprintf("vCenter reports %s powered on", name), nil
 }
+
+// FailedOver says whether the standby called name is failed over: the
+// point it runs from and since when (ok false: it is not).
+func FailedOver(ctx context.Context, c *vim25.Client, name string) (seq int, since time.Time, ok bool, err error) {
+	sb, err := findStandby(ctx, c, name)
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	if sb == nil {
+		return 0, time.Time{}, false, fmt.Errorf("no standby VM %s: %w", name, hypervisor.ErrNotFound)
+	}
+	if sb.failover == nil {
+		return 0, time.Time{}, false, nil
+	}
+	return sb.failover.Seq, sb.failover.At, true, nil
+}

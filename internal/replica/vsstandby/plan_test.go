@@ -32,6 +32,9 @@ func TestPlanFailsOverStandbysInOrder(t *testing.T) {
 		{VMs: []failover.VM{{Name: "db-01", Remote: Standby{Client: c, Name: "db-01-standby", Mark: "dr/db-01"}}}, Delay: 50 * time.Millisecond},
 		{VMs: []failover.VM{{Name: "web-01", Remote: Standby{Client: c, Name: standbyName, Mark: "dr/web-01"}}}},
 	}}
+	if _, _, on, err := FailedOver(ctx, c, standbyName); on || err != nil {
+		t.Fatalf("before the failover the standby reads as failed over: %v %v", on, err)
+	}
 	rep, started, err := failover.RunPlan(ctx, plan, nil, failover.Options{})
 	if err != nil || !rep.Passed || len(started) != 2 {
 		t.Fatalf("plan: passed %v, %d started, %v: %+v", rep.Passed, len(started), err, rep.Steps)
@@ -54,6 +57,9 @@ func TestPlanFailsOverStandbysInOrder(t *testing.T) {
 	for _, name := range []string{"db-01-standby", standbyName} {
 		if st := b.standby(name).Runtime.PowerState; st != types.VirtualMachinePowerStatePoweredOn {
 			t.Fatalf("%s is %s after the failover", name, st)
+		}
+		if seq, since, on, err := FailedOver(ctx, c, name); !on || seq != 1 || since.IsZero() || err != nil {
+			t.Fatalf("%s's failover record reads %d %v %v %v", name, seq, since, on, err)
 		}
 	}
 	rep, started, err = failover.RunPlan(ctx, plan, nil, failover.Options{})

@@ -113,3 +113,27 @@ var vsphereKinds = map[string]bool{kindFailover: true, kindTest: true}
 func vsphereRefusal(kind string) error {
 	return service.Invalidf("the %s of a plan whose standbys are on a vSphere DR site is not supported yet: only an unplanned failover (coffer failover run) and a test failover are", kind)
 }
+
+// vsphereStandbyStates reads whether each standby of fp is failed over
+// from the standby VM's own record, through vCenter.
+func (s Ops) vsphereStandbyStates(ctx context.Context, repl policy.Replication, fp failover.Plan) []api.FailoverStandby {
+	out := []api.FailoverStandby{}
+	closeConn, err := s.attachVSphere(ctx, repl, &fp)
+	if err == nil {
+		defer closeConn()
+	}
+	for gi, g := range fp.Groups {
+		for _, vm := range g.VMs {
+			sb := api.FailoverStandby{VM: vm.Name, Group: gi + 1}
+			if st, ok := vm.Remote.(vsstandby.Standby); err != nil || !ok {
+				sb.Unknown = fmt.Sprintf("connection %s: %v", repl.Connection, err)
+			} else if seq, since, on, ferr := vsstandby.FailedOver(ctx, st.Client, st.Name); ferr != nil {
+				sb.Unknown = ferr.Error()
+			} else if on {
+				sb.FailedOver, sb.Seq, sb.Since = true, seq, since
+			}
+			out = append(out, sb)
+		}
+	}
+	return out
+}
