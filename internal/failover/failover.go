@@ -51,6 +51,9 @@ type VM struct {
 	// Copies starts a test failover's copy of such a standby on its
 	// hypervisor (nil: a test failover starts a QEMU of coffer's).
 	Copies DomainCopies
+	// Remote is the standby as a VM its DR site's hypervisor keeps and
+	// starts (vSphere); nil for a standby in Dir.
+	Remote RemoteStandby
 }
 
 // Group is VMs started together, then probed, then waited on.

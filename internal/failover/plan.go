@@ -26,7 +26,9 @@ func RunPlan(ctx context.Context, plan Plan, final map[string]string, o Options)
 			began := time.Now()
 			var st *Started
 			var err error
-			if p, ok := final[vm.Name]; ok {
+			if vm.Remote != nil {
+				st, err = failoverRemote(ctx, vm, final, o)
+			} else if p, ok := final[vm.Name]; ok {
 				st, err = Planned(ctx, vm, p, o)
 			} else {
 				st, err = Failover(ctx, vm, o)

@@ -85,9 +85,12 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 			dir := filepath.Join(runDir, fmt.Sprintf("%d.%d", n, i))
 			var m *machine
 			var err error
-			if vm.Copies != nil {
+			switch {
+			case vm.Remote != nil:
+				m, err = rehearseRemote(ctx, vm, dir, run, o.Seq)
+			case vm.Copies != nil:
 				m, err = rehearseCopy(ctx, vm, g, dir, run, o.Seq)
-			} else {
+			default:
 				m, err = rehearseStart(ctx, vm, g, dir, o.Seq)
 			}
 			if m != nil {
@@ -145,6 +148,10 @@ func rehearseStart(ctx context.Context, vm VM, g Group, dir string, seq int) (*m
 func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*machine, log *slog.Logger) bool {
 	ok := true
 	for i, vm := range g.VMs {
+		if ms[i].ready != nil && !remoteReady(ctx, rep, n, g, vm, ms[i]) {
+			ok = false
+			continue
+		}
 		if vm.AgentAddress != "" {
 			began := time.Now()
 			actx, cancel := context.WithTimeout(ctx, cmpDuration(g.ProbeTimeout, 5*time.Minute))
@@ -159,7 +166,12 @@ func runGroupChecks(ctx context.Context, rep *Report, n int, g Group, ms []*mach
 			rep.step(n, vm.Name, "readdress", began, err, out)
 			ok = ok && err == nil
 		}
-		for _, p := range g.Probes {
+		probes := g.Probes
+		if ms[i].isolated && len(probes) > 0 {
+			skipProbes(rep, n, g, vm)
+			probes = nil
+		}
+		for _, p := range probes {
 			began := time.Now()
 			pctx, cancel := context.WithTimeout(ctx, cmpDuration(g.ProbeTimeout, 5*time.Minute))
 			host := "127.0.0.1"

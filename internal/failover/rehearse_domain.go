@@ -177,5 +177,8 @@ func startDetail(m *machine) string {
 	if m != nil && m.copy != nil {
 		return "as " + m.copy.rec.Name + " on " + m.copy.rec.Host + ", on overlays of its standby, isolated network"
 	}
+	if m != nil && m.discard != nil {
+		return "as a linked clone of its standby's point, on an isolated port group"
+	}
 	return "on an overlay of its standby, isolated network"
 }

@@ -29,6 +29,12 @@ type machine struct {
 	// copy is a test failover's copy of a standby domain, which its
 	// hypervisor runs (pid 0): stop ends it and removes its overlays.
 	copy *domainCopy
+	// ready is a remote standby's (or its test copy's) readiness as its
+	// hypervisor reports it; discard ends a test copy of one; isolated
+	// says coffer cannot reach that copy to probe it.
+	ready    func(context.Context) (string, error)
+	discard  func(context.Context) error
+	isolated bool
 }
 
 // launch is how one VM starts.
@@ -173,6 +179,9 @@ func cidataImage(ctx context.Context, dir, img string) error {
 func (m *machine) stop(ctx context.Context, grace time.Duration) error {
 	if m != nil && m.copy != nil {
 		return m.copy.discard(ctx)
+	}
+	if m != nil && m.discard != nil {
+		return m.discard(ctx)
 	}
 	if m == nil || m.pid == 0 {
 		return nil

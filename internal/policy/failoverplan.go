@@ -131,7 +131,7 @@ func (p FailoverPlan) validate(c *Config, add func(string, ...any)) {
 	if !ok {
 		add("%s: replication %q is not a replication of the configuration (the plan starts its standbys)", where, p.Replication)
 	} else if cn, _ := c.Connection(repl.Connection); cn.Kind == "vsphere" {
-		add("%s: replication %s keeps its standbys on a vSphere DR site, which failover plans do not start yet", where, repl.Name)
+		p.validateVSphere(add)
 	}
 	if len(p.Groups) == 0 {
 		add("%s: groups is missing: list the VMs to start, in ordered groups", where)
@@ -174,6 +174,27 @@ func (p FailoverPlan) validate(c *Config, add func(string, ...any)) {
 		}
 		if g.Delay < 0 || g.ProbeTimeout < 0 {
 			add("%s: delay and probe-timeout cannot be negative", gw)
+		}
+	}
+}
+
+// validateVSphere refuses what a plan cannot do with standbys kept on a
+// vSphere DR site: vCenter starts them, so coffer attaches no CIDATA disk
+// and reaches no QEMU guest agent (tcp and http probes reach the VM at
+// its address; vCenter reporting it powered on is checked first).
+func (p FailoverPlan) validateVSphere(add func(string, ...any)) {
+	where := "failover plan " + p.Name
+	for i, g := range p.Groups {
+		gw := fmt.Sprintf("%s: group %d", where, i+1)
+		for _, v := range g.VMs {
+			if v.CloudInit != "" || v.AgentAddress != "" || v.AgentGateway != "" {
+				add("%s: VM %s: cloud-init, agent-address and agent-gateway are not supported for a standby on a vSphere DR site: re-address it with a readdress script", gw, v.Name)
+			}
+		}
+		for _, pr := range g.Probes {
+			if strings.HasPrefix(pr, "exec:") {
+				add("%s: probe %q: exec probes need a QEMU guest agent, which a standby on a vSphere DR site has not: use tcp or http probes with the VM's address", gw, pr)
+			}
 		}
 	}
 }

@@ -31,8 +31,14 @@ func TestFailoverPlanValidate(t *testing.T) {
 		t.Fatalf("order: %s", got)
 	}
 	for want, edit := range map[string]func(p *FailoverPlan){
-		"is not a replication":       func(p *FailoverPlan) { p.Replication = "nope" },
-		"a vSphere DR site":          func(p *FailoverPlan) { p.Replication = "web-vs" },
+		"is not a replication": func(p *FailoverPlan) { p.Replication = "nope" },
+		"cloud-init, agent-address and agent-gateway are not supported for a standby on a vSphere DR site": func(p *FailoverPlan) {
+			p.Replication = "web-vs"
+		},
+		"exec probes need a QEMU guest agent": func(p *FailoverPlan) {
+			p.Replication, p.Groups[1].VMs = "web-vs", p.Groups[1].VMs[:0]
+			p.Groups[0].Probes = []string{"exec:true"}
+		},
 		"groups is missing":          func(p *FailoverPlan) { p.Groups = nil },
 		"in the plan twice":          func(p *FailoverPlan) { p.Groups[1].VMs = append(p.Groups[1].VMs, FailoverVM{Name: "db-01"}) },
 		"not one replication web-dr": func(p *FailoverPlan) { p.Groups[1].VMs = []FailoverVM{{Name: "mail-01"}} },
@@ -55,6 +61,13 @@ func TestFailoverPlanValidate(t *testing.T) {
 		if err := p.Validate(c); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", want, err)
 		}
+	}
+	vs := FailoverPlan{Name: "vs", Replication: "web-vs", Groups: []FailoverGroup{
+		{VMs: []FailoverVM{{Name: "db-01", Address: "10.20.0.5", Readdress: "/etc/dr/db.sh"}}, Probes: []string{"tcp:5432"}, Delay: Duration(1e9)},
+		{VMs: []FailoverVM{{Name: "web-01", Script: "/etc/dr/web.sh"}}},
+	}}
+	if err := vs.Validate(c); err != nil {
+		t.Fatalf("a good plan of vSphere standbys: %v", err)
 	}
 	n, err := c.PutFailoverPlan(good)
 	if err != nil || len(n.FailoverPlans) != 1 || len(c.FailoverPlans) != 0 {

@@ -74,6 +74,10 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 	if in.To != "" && kind != kindFailback {
 		return nil, service.Invalidf("--to (a new location) is for a failback only")
 	}
+	vsphere := s.isVSphereDR(ctx, repl)
+	if vsphere && !vsphereKinds[kind] {
+		return nil, vsphereRefusal(kind)
+	}
 	spec := service.JobSpec{Kind: job.KindFailover, Object: onFailoverPlans + "/" + plan.Name, Repository: repl.Repository,
 		VM: in.VM, Detail: kind + " of failover plan " + plan.Name}
 	if err := s.toDRWorker(ctx, &in.WorkerParam, cfg, repl); err != nil {
@@ -95,7 +99,10 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 		}
 		t.Log(slog.LevelInfo, "failover run: "+kind, runField, kind)
 		attach := s.attachDomains
-		if kind == kindTest {
+		switch {
+		case vsphere:
+			attach = s.attachVSphere
+		case kind == kindTest:
 			attach = s.attachCopies
 		}
 		closeConn, err := attach(ctx, repl, &fp)

@@ -38,7 +38,9 @@ func (s Ops) FailoverPlanRuns(ctx context.Context, in *api.FailoverRunsInput) (*
 	out := &api.FailoverPlanRuns{Plan: plan.Name, Replication: plan.Replication, MayRun: auth.Allowed(s.Actor(ctx), object, auth.SysFailover),
 		Standbys: []api.FailoverStandby{}, Runs: []api.FailoverRunRecord{}}
 	repl, _ := cfg.Replication(plan.Replication) // validated with the plan
-	if fp, err := s.resolvePlan(ctx, plan, repl, ""); err == nil {
+	if fp, err := s.resolvePlan(ctx, plan, repl, ""); err == nil && s.isVSphereDR(ctx, repl) {
+		out.Standbys = s.vsphereStandbyStates(ctx, repl, fp)
+	} else if err == nil {
 		for gi, g := range fp.Groups {
 			for _, vm := range g.VMs {
 				out.Standbys = append(out.Standbys, standbyState(vm.Name, vm.Dir, gi+1))

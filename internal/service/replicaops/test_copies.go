@@ -7,6 +7,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/failover"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/replica/vsstandby"
 )
 
 // testCopier is a DR host's connector that runs a test failover's
@@ -64,6 +65,9 @@ func (s Ops) destroyCopy(ctx context.Context, host, name string) error {
 		return err
 	}
 	defer conns.Close()
+	if vs, ok := conns.Conns[host].(vsphereDR); ok {
+		return vsstandby.DestroyTestCopy(ctx, vs.Client(), name)
+	}
 	c, ok := conns.Conns[host].(testCopier)
 	if !ok {
 		return fmt.Errorf("connection %s cannot end a test copy of a standby domain", host)

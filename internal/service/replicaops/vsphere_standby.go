@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/coffer-backup/coffer/internal/api"
+	"github.com/coffer-backup/coffer/internal/failover"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/replica/vsstandby"
 	"github.com/coffer-backup/coffer/internal/repo"
@@ -75,4 +76,64 @@ func (s Ops) isVSphereDR(ctx context.Context, repl policy.Replication) bool {
 	}
 	cc, ok := cfg.Connection(repl.Connection)
 	return ok && cc.Kind == "vsphere"
+}
+
+// attachVSphere gives each VM of fp its standby VM on the replication's
+// vSphere DR site (replicateVSphere named and marked it), which a
+// failover starts through vCenter. The returned func closes the
+// connection, after the operation.
+func (s Ops) attachVSphere(ctx context.Context, repl policy.Replication, fp *failover.Plan) (func(), error) {
+	cfg, err := s.EngineConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conns, err := s.OpenConnectors(ctx, cfg, []string{repl.Connection})
+	if err != nil {
+		return nil, err
+	}
+	conn, ok := conns.Conns[repl.Connection].(vsphereDR)
+	if !ok {
+		conns.Close()
+		return nil, fmt.Errorf("connection %s cannot start a vSphere standby here", repl.Connection)
+	}
+	for gi := range fp.Groups {
+		for i := range fp.Groups[gi].VMs {
+			vm := &fp.Groups[gi].VMs[i]
+			vm.Remote = vsstandby.Standby{Client: conn.Client(), Name: vm.Name + standbySuffix, Mark: repl.Name + "/" + vm.Name,
+				Connection: repl.Connection}
+		}
+	}
+	return conns.Close, nil
+}
+
+// vsphereKinds are the failover operations a plan of vSphere standbys
+// runs; the others are refused before any job starts.
+var vsphereKinds = map[string]bool{kindFailover: true, kindTest: true}
+
+func vsphereRefusal(kind string) error {
+	return service.Invalidf("the %s of a plan whose standbys are on a vSphere DR site is not supported yet: only an unplanned failover (coffer failover run) and a test failover are", kind)
+}
+
+// vsphereStandbyStates reads whether each standby of fp is failed over
+// from the standby VM's own record, through vCenter.
+func (s Ops) vsphereStandbyStates(ctx context.Context, repl policy.Replication, fp failover.Plan) []api.FailoverStandby {
+	out := []api.FailoverStandby{}
+	closeConn, err := s.attachVSphere(ctx, repl, &fp)
+	if err == nil {
+		defer closeConn()
+	}
+	for gi, g := range fp.Groups {
+		for _, vm := range g.VMs {
+			sb := api.FailoverStandby{VM: vm.Name, Group: gi + 1}
+			if st, ok := vm.Remote.(vsstandby.Standby); err != nil || !ok {
+				sb.Unknown = fmt.Sprintf("connection %s: %v", repl.Connection, err)
+			} else if seq, since, on, ferr := vsstandby.FailedOver(ctx, st.Client, st.Name); ferr != nil {
+				sb.Unknown = ferr.Error()
+			} else if on {
+				sb.FailedOver, sb.Seq, sb.Since = true, seq, since
+			}
+			out = append(out, sb)
+		}
+	}
+	return out
 }
