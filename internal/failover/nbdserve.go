@@ -44,8 +44,9 @@ func serve(ctx context.Context, file string, readOnly bool) (*served, error) {
 	}
 	s := &served{srv: srv}
 	if s.Conn, err = nbd.Dial(ctx, "unix", srv.Sock, o); err != nil {
+		reason := srv.Reason(ctx) // before the kill, which would cut it short
 		srv.Kill()
-		return nil, fmt.Errorf("qemu-nbd %s: %w: %s", file, err, srv.Stderr())
+		return nil, fmt.Errorf("qemu-nbd %s: %w: %s", file, err, reason)
 	}
 	return s, nil
 }

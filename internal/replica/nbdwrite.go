@@ -47,8 +47,9 @@ func openOverlay(ctx context.Context, file string) (*overlayWriter, error) {
 	}
 	w := &overlayWriter{srv: srv}
 	if w.Conn, err = nbd.Dial(ctx, "unix", srv.Sock, nbd.ClientOptions{Export: "disk"}); err != nil {
+		reason := srv.Reason(ctx) // before the kill, which would cut it short
 		srv.Kill()
-		return nil, fmt.Errorf("qemu-nbd %s: %w: %s", file, err, srv.Stderr())
+		return nil, fmt.Errorf("qemu-nbd %s: %w: %s", file, err, reason)
 	}
 	return w, nil
 }

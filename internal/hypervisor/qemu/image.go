@@ -79,7 +79,7 @@ func (s *ImageServer) Open(ctx context.Context, conns int) (*diskReader, error) 
 	d := journalDisk{ID: filepath.Base(s.path), Export: "disk", Changes: "full"}
 	r, err := openReader(ctx, "unix", s.sock, d, max(conns, 1))
 	if err != nil {
-		return nil, fmt.Errorf("open %s through qemu-nbd: %w: %s", s.path, err, s.srv.Stderr())
+		return nil, fmt.Errorf("open %s through qemu-nbd: %w: %s", s.path, err, s.srv.Reason(ctx))
 	}
 	return r, nil
 }

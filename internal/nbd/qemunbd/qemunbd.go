@@ -18,7 +18,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // Server is one qemu-nbd serving one image on a unix socket of its own.
@@ -29,7 +31,26 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // the process's exit, once exited is closed
-	stderr *strings.Builder
+	stderr *said
+}
+
+// said is qemu-nbd's stderr, written by exec's copying goroutine while
+// an error message may read it.
+type said struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *said) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *said) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // Start serves file with qemu-nbd's args (its options, without a socket
@@ -40,7 +61,7 @@ func Start(file string, args ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Sock: filepath.Join(dir, "nbd.sock"), dir: dir, exited: make(chan struct{}), stderr: &strings.Builder{}}
+	s := &Server{Sock: filepath.Join(dir, "nbd.sock"), dir: dir, exited: make(chan struct{}), stderr: &said{}}
 	if err := s.start(file, args); err != nil {
 		_ = os.RemoveAll(dir) // best effort after the error returned
 		return nil, err
@@ -80,6 +101,23 @@ func (s *Server) start(file string, args []string) error {
 
 // Stderr is what qemu-nbd has said, for an error message.
 func (s *Server) Stderr() string { return strings.TrimSpace(s.stderr.String()) }
+
+// exitGrace bounds how long Reason waits for a dying qemu-nbd.
+const exitGrace = 5 * time.Second
+
+// Reason is what qemu-nbd said, for the error of a client it refused: a
+// qemu-nbd that died at start (an image it cannot open) closes the socket
+// before the copy of its stderr has its last words, so Reason first
+// waits for its exit, at most exitGrace or until ctx ends (one still
+// running is not waited for further).
+func (s *Server) Reason(ctx context.Context) string {
+	select {
+	case <-s.exited:
+	case <-ctx.Done():
+	case <-time.After(exitGrace):
+	}
+	return s.Stderr()
+}
 
 // Wait blocks until qemu-nbd has exited (after its last client left: its
 // writes are in the file and its image lock is released), and removes
