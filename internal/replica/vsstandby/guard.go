@@ -107,7 +107,7 @@ func (s *standbyVM) check(mark string) error {
 		return fmt.Errorf("%w: %s carries the mark %q, not %q", ErrNotStandby, s.vm.Name, s.mark, mark)
 	}
 	if s.failover != nil {
-		return fmt.Errorf("%w: %s runs from point %d since %s; fail back first", ErrFailedOver, s.vm.Name, s.failover.Seq, s.failover.At.Format(time.RFC3339))
+		return fmt.Errorf("%w: %s runs from point %d since %s; a vSphere standby has no failback yet: back the VM up and restore it where it belongs (coffer restore vm)", ErrFailedOver, s.vm.Name, s.failover.Seq, s.failover.At.Format(time.RFC3339))
 	}
 	if s.vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		return fmt.Errorf("the standby %s is %s outside a failover: power it off; the next run reverts it to its newest point", s.vm.Name, s.vm.Runtime.PowerState)
