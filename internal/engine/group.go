@@ -124,6 +124,10 @@ func (j *Job) runBatch(u *unit, batch []*task, reads int) {
 		u.drop()
 		return
 	}
+	if batch = j.settleBatch(batch); len(batch) == 0 {
+		j.e.disp.done(u)
+		return
+	}
 	if j.onWorker(u, batch, reads) {
 		return
 	}
