@@ -119,12 +119,8 @@ func (j *Job) batchUnit(batch []*task) *unit {
 // runBatch performs steps 1-3 and queues step 4, or hands the whole
 // batch to the worker it was placed on (onWorker).
 func (j *Job) runBatch(u *unit, batch []*task, reads int) {
-	if j.ctx.Err() != nil {
-		j.e.disp.done(u)
-		u.drop()
-		return
-	}
-	if j.onWorker(u, batch, reads) {
+	batch, ended := j.batchBefore(u, batch, reads)
+	if ended {
 		return
 	}
 	ds := batch[0].vm.Datastores[0]
@@ -206,6 +202,23 @@ func (j *Job) runBatch(u *unit, batch []*task, reads int) {
 		readUnits = append(readUnits, j.vmUnit(t))
 	}
 	j.resubmit(readUnits...)
+}
+
+// batchBefore ends what runBatch need not do here: a cancelled job's
+// batch, one whose VMs all took their resumed run's points
+// (settleBatch), one handed to a worker (onWorker). Otherwise it returns
+// the VMs to snapshot in this process.
+func (j *Job) batchBefore(u *unit, batch []*task, reads int) (rest []*task, ended bool) {
+	if j.ctx.Err() != nil {
+		j.e.disp.done(u)
+		u.drop()
+		return nil, true
+	}
+	if batch = j.settleBatch(batch); len(batch) == 0 {
+		j.e.disp.done(u)
+		return nil, true
+	}
+	return batch, j.onWorker(u, batch, reads)
 }
 
 // snapshotBatch snapshots every VM of a batch concurrently and returns the

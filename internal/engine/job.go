@@ -29,9 +29,10 @@ type Job struct {
 	rec    *recorder // its VM tasks and backup points
 	done   chan struct{}
 	one    *VMBackup // a backup of one VM now (StartVM); nil for a policy run
-	// resumes is the interrupted run this one carries on (StartResuming;
-	// 0: none), whose task of each VM it supersedes (task.supersede).
-	resumes int64
+	// resumes are the interrupted runs this one carries on (StartResuming,
+	// VMBackup.Resumes), whose task of each VM it supersedes
+	// (task.supersede).
+	resumes []int64
 
 	r       *repo.Repository
 	w       *repo.Writer
@@ -69,7 +70,7 @@ func (r *Result) Failed() []catalog.Task {
 // connection without a storage snapshot provider: refuseGroup) is
 // refused, never run differently.
 func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
-	return e.start(ctx, p, 0)
+	return e.start(ctx, p, nil)
 }
 
 // StartResuming is Start for a run that carries on the policy run of job
@@ -80,10 +81,10 @@ func (e *Engine) Start(ctx context.Context, p policy.Policy) (*Job, error) {
 // ended after the resumed run listed its VMs) is not backed up again:
 // its task takes that point as its own.
 func (e *Engine) StartResuming(ctx context.Context, p policy.Policy, interrupted int64) (*Job, error) {
-	return e.start(ctx, p, interrupted)
+	return e.start(ctx, p, []int64{interrupted})
 }
 
-func (e *Engine) start(ctx context.Context, p policy.Policy, resumes int64) (*Job, error) {
+func (e *Engine) start(ctx context.Context, p policy.Policy, resumes []int64) (*Job, error) {
 	su := e.cur.Load()
 	if err := refuseGroup(ctx, su, p); err != nil {
 		return nil, err

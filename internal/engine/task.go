@@ -32,7 +32,12 @@ type task struct {
 	attempt    int
 	prog       *backup.Progress // of the running attempt
 	held       *heldSnapshot    // group mode: the snapshot taken in the batch
-	superseded bool             // its task of the run the job resumes is settled (supersede)
+	// superseded counts the runs the job resumes whose task of the VM
+	// is settled (supersede); adoptable is the point one of them, job
+	// adoptFrom, had committed ("": none).
+	superseded int
+	adoptable  string
+	adoptFrom  int64
 	// What the task ended with, for Job.Point: the point, or the last
 	// attempt's error itself (its class is lost in rec.Error's text).
 	snap *repo.Point
@@ -170,14 +175,15 @@ func (t *task) run(u *unit) {
 	rec := t.rec
 	j.mu.Unlock()
 	start := time.Now()
-	pointID, err := t.supersede()
-	if err == nil && pointID != "" {
-		j.e.disp.done(u)
-		t.adopt(pointID)
-		return
-	}
 	var snap *repo.Point
 	var committed bool
+	pointID, from, err := t.supersede()
+	if err == nil && pointID != "" {
+		if err = t.adopt(pointID, from); err == nil {
+			j.e.disp.done(u)
+			return
+		}
+	}
 	if err == nil {
 		snap, committed, err = t.attemptOn(u, rec, prog)
 	}

@@ -49,6 +49,17 @@ type VMBackup struct {
 	Chain string
 	// RetainUntil locks the point (object lock) until then; zero: no lock.
 	RetainUntil time.Time
+	// Resumes are the jobs of this backup that lost their leader (a
+	// fleet's forwarded backup, forwarded again to the next leader), the
+	// oldest first: before its first attempt, the VM's task in each is
+	// superseded (catalog.Catalog.SupersedeTask), and a point one of
+	// their units committed meanwhile is this backup's, not backed up
+	// again (docs/design/fleet.md, "Runs that lose their leader").
+	Resumes []int64
+	// Started, when set, is told the job's ID once it is recorded and
+	// before any attempt starts: a leader running a forwarded backup
+	// records it where the forwarder finds it should the leader be lost.
+	Started func(jobID int64)
 	// Object is the job's access-control path (/repositories/main), and
 	// Repository the name it records the repository by (Settings'
 	// repository is what the engine opens: "" is the default one of
@@ -74,8 +85,12 @@ func (e *Engine) StartVM(ctx context.Context, b VMBackup) (*Job, error) {
 	}
 	jctx, cancel := context.WithCancelCause(run.Context())
 	one := b
-	j := &Job{e: e, s: su, p: b.Settings, one: &one, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job()}
+	j := &Job{e: e, s: su, p: b.Settings, one: &one, ctx: jctx, cancel: cancel, done: make(chan struct{}), run: run, record: run.Job(),
+		resumes: b.Resumes}
 	j.rec = newRecorder(e.o.Catalog, e.log, e.o.FlushInterval, nil)
+	if b.Started != nil {
+		b.Started(j.record.ID)
+	}
 	go j.execute()
 	return j, nil
 }

@@ -65,35 +65,44 @@ func (f *Forwarder) SetLeading(held bool) { f.leading.Store(held) }
 // caller runs the operation itself when forwarded is false. A job the
 // leader took after it lost the lease comes back fenced: it goes again,
 // to the next leader. The caller giving up cancels it.
-func (f *Forwarder) ToLeader(ctx context.Context, operation string, in any) (doc json.RawMessage, forwarded bool, err error) {
+//
+// An operation forwarded again after the leader that took it was lost
+// carries on the catalog jobs that leader (and any lost before it) ran it
+// as, oldest first: sent with it (queue.Args.Resumes), or, when this
+// server runs it itself, returned as resumes (job.WithResumes), so that
+// its job settles theirs before it backs anything up.
+func (f *Forwarder) ToLeader(ctx context.Context, operation string, in any) (doc json.RawMessage, forwarded bool, resumes []int64, err error) {
 	if f == nil || f.leading.Load() {
-		return nil, false, nil
+		return nil, false, nil, nil
 	}
 	user, _ := job.UserFrom(ctx)
 	for fenced := 0; ; fenced++ {
 		if fenced > 0 && f.leading.Load() {
-			return nil, false, nil // this server took the lease meanwhile: it runs it itself
+			return nil, false, resumes, nil // this server took the lease meanwhile: it runs it itself
 		}
 		if fenced == maxFenced {
-			return nil, true, api.Errorf(api.Locked, "%s was forwarded %d times to a server that no longer held the schedules lease: try again", operation, fenced)
+			return nil, true, nil, api.Errorf(api.Locked, "%s was forwarded %d times to a server that no longer held the schedules lease: try again", operation, fenced)
 		}
-		sub, err := f.Queue.Forward(ctx, operation, in, user)
+		sub, err := f.Queue.Forward(ctx, operation, in, user, resumes)
 		if err != nil {
-			return nil, true, err
+			return nil, true, nil, err
 		}
-		f.Log.Info("forwarded to the server holding the schedules lease", "operation", operation, "hand_off", sub.ID)
+		f.Log.Info("forwarded to the server holding the schedules lease", "operation", operation, "hand_off", sub.ID, "resumes", resumes)
 		out, err := f.wait(ctx, sub.ID)
 		if err != nil {
-			return nil, true, err
+			return nil, true, nil, err
 		}
 		if out.Fenced {
-			f.Log.Info("the server that took the forwarded operation no longer led: forwarded again", "operation", operation, "why", out.Error)
+			if out.Job != 0 {
+				resumes = append(resumes, out.Job)
+			}
+			f.Log.Info("the server that took the forwarded operation no longer led: forwarded again", "operation", operation, "why", out.Error, "lost_job", out.Job)
 			continue
 		}
 		if out.ErrorClass == "" && out.Error == "" {
-			return out.Document, true, nil
+			return out.Document, true, nil, nil
 		}
-		return out.Document, true, api.WithClass(api.Class(out.ErrorClass), errors.New(out.Error))
+		return out.Document, true, nil, api.WithClass(api.Class(out.ErrorClass), errors.New(out.Error))
 	}
 }
 
@@ -110,33 +119,35 @@ func (f *Forwarder) wait(ctx context.Context, id int64) (*queue.Outcome, error) 
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watched := make(chan struct{})
+	var lostJob int64 // the catalog job the replaced leader ran it as
 	go func() {
 		defer close(watched)
-		f.watchLeader(wctx, id, cancel)
+		lostJob = f.watchLeader(wctx, id, cancel)
 	}()
 	out, err := waitOrCancel(wctx, f.Queue, id)
 	cancel(nil)
 	<-watched
 	why := context.Cause(wctx)
 	if err != nil && ctx.Err() == nil && errors.Is(why, errLeaderReplaced) {
-		return &queue.Outcome{Fenced: true, Error: why.Error()}, nil
+		return &queue.Outcome{Fenced: true, Error: why.Error(), Job: lostJob}, nil
 	}
 	return out, err
 }
 
 // watchLeader ends the wait for forwarded job id (cancel, with
 // errLeaderReplaced) once another server holds the schedules lease under
-// another epoch than the one the job was taken under.
-func (f *Forwarder) watchLeader(ctx context.Context, id int64, cancel context.CancelCauseFunc) {
+// another epoch than the one the job was taken under, and returns then
+// the catalog job that leader ran it as (0: none recorded).
+func (f *Forwarder) watchLeader(ctx context.Context, id int64, cancel context.CancelCauseFunc) (lostJob int64) {
 	t := time.NewTicker(cmp.Or(f.Every, time.Second))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return 0
 		case <-t.C:
 		}
-		epoch, running, err := f.Queue.TakenUnder(ctx, id)
+		epoch, catalogJob, running, err := f.Queue.TakenUnder(ctx, id)
 		if err != nil || !running || epoch == 0 {
 			continue // a look that fails is tried again: the wait goes on meanwhile
 		}
@@ -145,9 +156,9 @@ func (f *Forwarder) watchLeader(ctx context.Context, id int64, cancel context.Ca
 			continue
 		}
 		f.Log.Warn("the leader that took a forwarded operation was replaced: it goes to the new one", "hand_off", id,
-			"taken_under", epoch, "leader_epoch", l.Epoch, "holder", l.Holder)
+			"taken_under", epoch, "leader_epoch", l.Epoch, "holder", l.Holder, "lost_job", catalogJob)
 		cancel(fmt.Errorf("%w (it was taken under epoch %d; %s holds epoch %d)", errLeaderReplaced, epoch, l.Holder, l.Epoch))
-		return
+		return catalogJob
 	}
 }
 

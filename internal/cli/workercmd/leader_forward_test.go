@@ -263,3 +263,73 @@ func waitVMJob(t *testing.T, cat catalog.Catalog, vm hypervisor.VM) catalog.Job 
 		time.Sleep(20 * time.Millisecond) // a poll's pace, not a synchronisation
 	}
 }
+
+// TestForwardedBackupHandedOffBeforeItsLeaderDies: a VM's backup through
+// b is forwarded to the leader a, which hands its unit to the VM's
+// worker; a is killed while the unit takes its snapshot. The unit runs
+// on and commits its point; b's forwarder names a's job of the backup
+// to the new leader (itself), whose job settles that job's task before
+// its first attempt: the caller gets one point, the VM's only one in
+// the catalog (the lost leader's unit's, taken over, or, had the
+// settlement come first, the new job's, the old unit fenced).
+func TestForwardedBackupHandedOffBeforeItsLeaderDies(t *testing.T) {
+	dsn := testutil.StartPostgres(t)
+	e := pgEnv(t, dsn)
+	e.Config(fmt.Sprintf(forwardedConfig, singleSeed, singleVMs))
+	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
+	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
+	f.a = e.StartServer()
+	waitLog(t, f.a, "server a leads", "this server runs the schedules")
+	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-b")
+	f.b = e.StartServer()
+	f.workers = []*clitest.ServerProc{startLossWorker(e, "kvm1", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-01"),
+		startLossWorker(e, "kvm2", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-02")}
+	waitLog(t, f.a, "a's engine given both workers", "workers=kvm1,kvm2")
+	vm := vmOnHost(t, "host-01")
+	home := f.workers[0]
+
+	done := make(chan apiResult, 1)
+	go func() { done <- backupVMOverAPI(f.b, e.AdminToken(), vm.Name) }()
+	waitLog(t, home, "the worker runs a's unit of the forwarded backup", "VM unit starts", vm.Name)
+	old := waitVMJob(t, f.cat, vm)
+	if err := f.a.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	lost := time.Now()
+	_ = awaitExit(t, f.a)
+
+	var res apiResult
+	select {
+	case res = <-done:
+	case <-time.After(2 * patience):
+		t.Fatalf("the forwarded backup did not end within %s of the leader's loss:\n%s", 2*patience, f.diagnosis(t))
+	}
+	var pt api.BackupPoint
+	if res.code != http.StatusOK || json.Unmarshal(res.body, &pt) != nil || pt.ID == "" {
+		t.Fatalf("the forwarded backup of %s: %d %s\n%s", vm.Name, res.code, res.body, f.diagnosis(t))
+	}
+	t.Logf("the backup answered %s after the kill", time.Since(lost).Round(time.Millisecond))
+	if !strings.Contains(f.b.Log(), fmt.Sprintf("lost_job=%d", old.ID)) {
+		t.Errorf("b's forwarder did not name the lost leader's job %d:\n%s", old.ID, f.b.Log())
+	}
+	ctx := context.Background()
+	pts, err := f.cat.ListBackupPoints(ctx, catalog.BackupPointFilter{VMID: vm.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 1 || pts[0].ID != pt.ID {
+		t.Errorf("%s has %d points in the catalog, want one, the answer's %s: %+v", vm.Name, len(pts), pt.ID, pts)
+	}
+	oldTasks, err := f.cat.ListTasks(ctx, catalog.TaskFilter{JobID: old.ID})
+	if err != nil || len(oldTasks) != 1 {
+		t.Fatalf("the lost leader's job %d: %d tasks (%v)", old.ID, len(oldTasks), err)
+	}
+	switch ot := oldTasks[0]; {
+	case ot.Status == catalog.StatusSuccess && ot.BackupPointID == pt.ID:
+		t.Logf("the lost leader's unit committed first: its point %s is the answer", pt.ID)
+	case ot.Status == catalog.StatusCancelled && strings.Contains(ot.Error, "carries the run on"):
+		t.Logf("the settlement came first: the lost leader's task was cancelled (%s), the new job backed %s up", ot.Error, vm.Name)
+	default:
+		t.Errorf("the lost leader's task of %s: %s (%s), point %q; want its point the answer's, or it cancelled", vm.Name, ot.Status, ot.Error, ot.BackupPointID)
+	}
+}

@@ -25,34 +25,36 @@ func NewLeader(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 }
 
 // TakenUnder is the epoch of the schedules lease under which a leader
-// runs forwarded job id (Config.Lease), with running false once the job
-// has ended or before a leader took it (epoch 0).
-func (c *Client) TakenUnder(ctx context.Context, id int64) (epoch int64, running bool, err error) {
+// runs forwarded job id (Config.Lease), and the catalog job it runs it
+// as once recorded (0 before), with running false once the job has
+// ended or before a leader took it (epoch 0).
+func (c *Client) TakenUnder(ctx context.Context, id int64) (epoch, catalogJob int64, running bool, err error) {
 	row, err := c.river.JobGet(ctx, id)
 	if err != nil {
-		return 0, false, fmt.Errorf("fleet: forwarded job %d: %w", id, err)
+		return 0, 0, false, fmt.Errorf("fleet: forwarded job %d: %w", id, err)
 	}
 	if row.State != rivertype.JobStateRunning {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	var o Outcome
 	if out := row.Output(); out != nil {
 		if err := json.Unmarshal(out, &o); err != nil {
-			return 0, true, fmt.Errorf("fleet: forwarded job %d's epoch: %w", id, err)
+			return 0, 0, true, fmt.Errorf("fleet: forwarded job %d's epoch: %w", id, err)
 		}
 	}
-	return o.LeaderEpoch, true, nil
+	return o.LeaderEpoch, o.Job, true, nil
 }
 
 // Forward hands operation op, with its input in, to LeaderQueue as asked
 // by user: the server that holds the schedules lease runs it, at once or,
-// while none does, once one takes the lease. Wait for its outcome.
-func (c *Client) Forward(ctx context.Context, op string, in any, user job.User) (Submitted, error) {
+// while none does, once one takes the lease, carrying on the catalog jobs
+// resumes (Args.Resumes). Wait for its outcome.
+func (c *Client) Forward(ctx context.Context, op string, in any, user job.User, resumes []int64) (Submitted, error) {
 	args, opts, err := handOff(Unit{Operation: op, Input: in})
 	if err != nil {
 		return Submitted{}, err
 	}
-	args.User, args.Token = user.Name, user.Token
+	args.User, args.Token, args.Resumes = user.Name, user.Token, resumes
 	opts.Queue = LeaderQueue
 	res, err := c.river.Insert(ctx, args, opts)
 	if err != nil {

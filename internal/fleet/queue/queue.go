@@ -70,6 +70,11 @@ type Args struct {
 	// records its job as theirs.
 	User  string `json:"user,omitempty"`
 	Token string `json:"token,omitempty"`
+	// Resumes are, for a forwarded operation forwarded again after the
+	// leader that took it was lost, the catalog jobs those leaders ran
+	// it as (Outcome.Job), oldest first: its job carries them on
+	// (job.WithResumes).
+	Resumes []int64 `json:"resumes,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -98,6 +103,11 @@ type Outcome struct {
 	// of the schedules lease under which a leader took it: recorded on
 	// the job's row as it starts, before its outcome replaces it.
 	LeaderEpoch int64 `json:"leader_epoch,omitempty"`
+	// Job is, for a forwarded operation, the catalog job the leader runs
+	// it as, recorded beside LeaderEpoch once the job is (before any of
+	// its attempts starts), so that a forwarder whose leader is lost can
+	// name it to the next one (Args.Resumes).
+	Job int64 `json:"job,omitempty"`
 }
 
 // Err is the outcome's error: nil when the operation succeeded.

@@ -17,6 +17,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/service"
+	"github.com/coffer-backup/coffer/internal/taskstarted"
 )
 
 // operationWorker runs coffer_operation jobs: an operation by its ID,
@@ -79,7 +80,8 @@ func (w *operationWorker) run(ctx context.Context, id int64, a Args) *Outcome {
 		out.Fenced = true
 		return fail("", err)
 	}
-	if err := w.takeAsLeader(ctx, id); err != nil {
+	ctx, err := w.takeAsLeader(ctx, id, a)
+	if err != nil {
 		w.log.Info("forwarded operation goes back to its forwarder", "operation", a.Operation, "hand_off", id, "err", err)
 		out.Fenced = true
 		return fail("", err)
@@ -145,19 +147,32 @@ func (w *operationWorker) fencedFor(ctx context.Context, worker string, epoch in
 
 // takeAsLeader records, on a leader's client, the epoch of the schedules
 // lease job id runs under, or says why it must not run here (this server
-// no longer holds the lease).
-func (w *operationWorker) takeAsLeader(ctx context.Context, id int64) error {
+// no longer holds the lease). The context it returns carries the jobs
+// the operation resumes (a, forwarded again after a lost leader), and
+// records, beside the epoch, the catalog job the operation starts
+// (taskstarted.Note, before its first attempt), for the forwarder to
+// name should this leader be lost too.
+func (w *operationWorker) takeAsLeader(ctx context.Context, id int64, a Args) (context.Context, error) {
 	if w.lease == nil || w.client.queue != LeaderQueue {
-		return nil
+		return ctx, nil
 	}
 	epoch, err := w.lease(ctx)
 	if err != nil {
-		return err
+		return ctx, err
 	}
 	if _, err := w.client.river.JobUpdate(ctx, id, &river.JobUpdateParams{Output: Outcome{Worker: w.name, LeaderEpoch: epoch}}); err != nil {
-		return fmt.Errorf("the epoch it runs under cannot be recorded: %w", err)
+		return ctx, fmt.Errorf("the epoch it runs under cannot be recorded: %w", err)
 	}
-	return nil
+	ctx = job.WithResumes(ctx, a.Resumes)
+	return taskstarted.With(ctx, func(catalogJob int64) {
+		out := Outcome{Worker: w.name, LeaderEpoch: epoch, Job: catalogJob}
+		if _, err := w.client.river.JobUpdate(ctx, id, &river.JobUpdateParams{Output: out}); err != nil {
+			// The forwarder, should this leader be lost, forwards it
+			// again without naming this job: a unit of it handed off
+			// may then commit a point beside the next one's.
+			w.log.Warn("the job a forwarded operation runs as cannot be recorded on its hand-off", "hand_off", id, "job", catalogJob, "err", err)
+		}
+	}), nil
 }
 
 // completeJob ends the job in one transaction with the NOTIFY that wakes its

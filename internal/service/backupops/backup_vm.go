@@ -21,6 +21,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine/attempt"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
+	"github.com/coffer-backup/coffer/internal/job"
 	"github.com/coffer-backup/coffer/internal/policy"
 	"github.com/coffer-backup/coffer/internal/taskstarted"
 )
@@ -68,10 +69,11 @@ func adHocChain(repo string) string { return "backup-vm@" + repo }
 func (s Ops) BackupVM(ctx context.Context, in *api.BackupVMInput) (*api.BackupPoint, error) {
 	// A server of a fleet that does not lead forwards it to the leader,
 	// whose engine runs it on the workers.
-	if p, forwarded, err := onLeader[*api.BackupPoint](ctx, s, "backup-vm", in); forwarded {
+	p, forwarded, resumes, err := onLeader[*api.BackupPoint](ctx, s, "backup-vm", in)
+	if forwarded {
 		return p, err
 	}
-	return s.backupVM(ctx, backupVMOf("", in))
+	return s.backupVM(job.WithResumes(ctx, resumes), backupVMOf("", in))
 }
 
 // BackupQMP is BackupVM of a running QEMU VM reached through a QMP monitor
@@ -230,25 +232,28 @@ func (s Ops) backupVMJob(ctx context.Context, t service.Job, cfg *policy.Config,
 			t.Log(slog.LevelInfo, fmt.Sprintf("hook %s (%s) of the policies protecting %s runs around the snapshot", cmp.Or(h.Name, strings.Join(append(h.Pre, h.Post...), " ")), h.Where, b.VM.Name))
 		}
 	}
-	job, err := eng.StartVM(ctx, b)
+	// A forwarded backup tells its leader's queue its job before any
+	// attempt (Started), and carries on the jobs lost leaders ran it as.
+	b.Resumes, b.Started = job.ResumesFrom(ctx), func(id int64) { taskstarted.Note(ctx, id) }
+	bj, err := eng.StartVM(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	taskstarted.Note(ctx, job.ID())
-	t.Progress(service.Meter{Label: "backup " + b.VM.Name, Done: func() int64 { return job.Progress().BytesDone }, Total: b.VM.ProvisionedBytes})
-	res, werr := job.Wait()
+	taskstarted.Note(ctx, bj.ID())
+	t.Progress(service.Meter{Label: "backup " + b.VM.Name, Done: func() int64 { return bj.Progress().BytesDone }, Total: b.VM.ProvisionedBytes})
+	res, werr := bj.Wait()
 	if werr != nil {
-		t.Log(slog.LevelWarn, fmt.Sprintf("job %d: %v", job.ID(), werr))
+		t.Log(slog.LevelWarn, fmt.Sprintf("job %d: %v", bj.ID(), werr))
 	}
-	snap, repoID, err := job.Point()
+	snap, repoID, err := bj.Point()
 	switch {
 	case err == nil:
 		p := apidoc.PointDoc(repoID, snap)
 		return &p, nil
 	case res != nil && res.Job.Status == catalog.StatusCancelled:
-		return nil, api.Errorf(api.Cancelled, "%w: backup of %s (job %d): %v", context.Canceled, b.VM.Name, job.ID(), err)
+		return nil, api.Errorf(api.Cancelled, "%w: backup of %s (job %d): %v", context.Canceled, b.VM.Name, bj.ID(), err)
 	}
-	return nil, fmt.Errorf("backup of %s failed (`coffer job show %d` shows its log): %w", b.VM.Name, job.ID(), err)
+	return nil, fmt.Errorf("backup of %s failed (`coffer job show %d` shows its log): %w", b.VM.Name, bj.ID(), err)
 }
 
 // policyHooks are the hooks of every policy on the connection that

@@ -17,23 +17,26 @@ import (
 // the leader's units are run by the workers. forwarded is false where
 // this server runs it itself (it leads).
 type leaderForwarder interface {
-	ToLeader(ctx context.Context, operation string, in any) (doc json.RawMessage, forwarded bool, err error)
+	ToLeader(ctx context.Context, operation string, in any) (doc json.RawMessage, forwarded bool, resumes []int64, err error)
 }
 
 // onLeader runs operation id on the leader when this server is a fleet's
 // server that does not lead (forwarded), and returns the leader's answer.
-func onLeader[T any](ctx context.Context, s Ops, id string, in any) (out T, forwarded bool, err error) {
+// When this server runs it itself, having taken the lease while it was
+// forwarded, resumes are the jobs lost leaders ran it as, for
+// job.WithResumes.
+func onLeader[T any](ctx context.Context, s Ops, id string, in any) (out T, forwarded bool, resumes []int64, err error) {
 	f, ok := s.RemoteRunner().(leaderForwarder)
 	if !ok {
-		return out, false, nil
+		return out, false, nil, nil
 	}
-	doc, forwarded, err := f.ToLeader(ctx, id, in)
+	doc, forwarded, resumes, err := f.ToLeader(ctx, id, in)
 	if forwarded && len(doc) > 0 && string(doc) != "null" {
 		if jerr := json.Unmarshal(doc, &out); jerr != nil {
-			return out, true, api.WithClass(api.Internal, fmt.Errorf("the leader's answer to %s: %w", id, jerr))
+			return out, true, nil, api.WithClass(api.Internal, fmt.Errorf("the leader's answer to %s: %w", id, jerr))
 		}
 	}
-	return out, forwarded, err
+	return out, forwarded, resumes, err
 }
 
 // policyRunOnLeader starts the policy's run on the leader when this
@@ -44,7 +47,7 @@ func onLeader[T any](ctx context.Context, s Ops, id string, in any) (out T, forw
 func (s Ops) policyRunOnLeader(ctx context.Context, in *api.BackupPolicyInput) (*api.Job, bool, error) {
 	start := *in
 	start.Wait = false
-	j, forwarded, err := onLeader[*api.Job](ctx, s, "backup-policy", &start)
+	j, forwarded, _, err := onLeader[*api.Job](ctx, s, "backup-policy", &start)
 	if !forwarded || err != nil || !in.Wait {
 		return j, forwarded, err
 	}
