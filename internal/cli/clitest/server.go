@@ -114,6 +114,21 @@ func (s *ServerProc) Log() string {
 	return s.Stderr.String()
 }
 
+// Goroutines ends the process with SIGQUIT, which makes Go's runtime print
+// every goroutine's stack, and returns its log with them: a diagnosis of a
+// process that hangs (one stopped with SIGSTOP prints nothing until woken).
+func (s *ServerProc) Goroutines() string {
+	if s.Cmd.ProcessState == nil && s.exited == nil {
+		_ = s.Cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case s.exited = <-s.Done:
+		case <-time.After(30 * time.Second):
+			return s.Log() + "\n(no goroutine dump within 30 s of SIGQUIT)"
+		}
+	}
+	return s.Log()
+}
+
 // Stop sends SIGTERM and waits for the process to end; it returns how it
 // ended.
 func (s *ServerProc) Stop() error {

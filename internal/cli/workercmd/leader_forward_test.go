@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -19,14 +20,27 @@ import (
 )
 
 // forwardedConfig is singleConfig's estate (each VM on its host's worker)
-// whose snapshots take 6 s, under leaderConfig's takeover time (3 s): two
-// backups fill a worker's two slots long enough for a third to wait in
-// the leader's engine when the leader dies. No worker is lost in these
-// tests: their dead interval is a loaded machine's (lossDead).
+// whose snapshots take 6 s, under leaderConfig's takeover time (3 s): a
+// leader killed just after it handed a unit off dies while the unit
+// runs. No worker is lost in these tests: their dead interval is a loaded
+// machine's (lossDead).
 const forwardedConfig = `
 maintenance: {worker-dead-after: 10s, takeover-after: 3s}
 connections:
   - {name: kvm, kind: fake-kvm, options: {seed: %d, vms: %d, hosts: 2, datastores: 2, disk-size: 256KiB, snapshot-create: 6s}}
+policies:
+  - {name: kvm, connection: kvm, schedule: "0 3 1 1 *"}
+`
+
+// forwardedHeldConfig is the same estate whose VMs' reads wait for a gate
+// file (hold-until): two backups fill a worker's two slots until the test
+// opens the gate, after the leader is lost, so that a third waits in the
+// leader's engine when it dies, and no slot frees (the lost leader then
+// grants the third) before.
+const forwardedHeldConfig = `
+maintenance: {worker-dead-after: 10s, takeover-after: 3s}
+connections:
+  - {name: kvm, kind: fake-kvm, options: {seed: %d, vms: %d, hosts: 2, datastores: 2, disk-size: 256KiB, hold-until: %q}}
 policies:
   - {name: kvm, connection: kvm, schedule: "0 3 1 1 *"}
 `
@@ -52,7 +66,8 @@ func TestForwardedBackupOutlivesAFrozenLeader(t *testing.T) { forwardedBackupLos
 func forwardedBackupLosesItsLeader(t *testing.T, freeze bool) {
 	dsn := testutil.StartPostgres(t)
 	e := pgEnv(t, dsn)
-	e.Config(fmt.Sprintf(forwardedConfig, singleSeed, singleVMs))
+	gate := filepath.Join(e.Dir, "reads-may-go")
+	e.Config(fmt.Sprintf(forwardedHeldConfig, singleSeed, singleVMs, gate))
 	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
 	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
 	f.a = e.StartServer()
@@ -98,6 +113,9 @@ func forwardedBackupLosesItsLeader(t *testing.T, freeze bool) {
 	lost := time.Now()
 	if !freeze {
 		_ = awaitExit(t, f.a)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil { // the two units read on and end
+		t.Fatal(err)
 	}
 
 	var res apiResult

@@ -231,9 +231,11 @@ func (f *leaderFleet) takeover(t *testing.T, since time.Time) takeoverAt {
 // transaction open or wait for a lock, for a failure's message.
 func (f *leaderFleet) diagnosis(t *testing.T) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "a:\n%s\nb:\n%s\n", f.a.Log(), f.b.Log())
+	// b's and the workers' goroutines say where a hang is; a, which a
+	// test may have frozen, only logs.
+	fmt.Fprintf(&b, "a:\n%s\nb:\n%s\n", f.a.Log(), f.b.Goroutines())
 	for i, w := range f.workers {
-		fmt.Fprintf(&b, "worker %d:\n%s\n", i+1, w.Log())
+		fmt.Fprintf(&b, "worker %d:\n%s\n", i+1, w.Goroutines())
 	}
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, f.dsn)

@@ -24,8 +24,9 @@ type Config struct {
 	// epoch of the same worker is stale and completes as a no-op (0: the
 	// registry's Fence alone decides).
 	Epoch int64
-	// Slots is how many operations run at once (River's MaxWorkers):
-	// the worker's task slots, which the dispatcher counts as its pool.
+	// Slots is how many operations run at once (River's MaxWorkers): a
+	// server's; or the worker's task slots, which the dispatcher counts
+	// as its pool (a worker's client runs OperationHeadroom more).
 	Slots int
 	// Service runs the operations by ID (its Config.Operations).
 	Service *service.Service
@@ -78,13 +79,28 @@ type Client struct {
 // not more often). A unit granted as another ends on the same worker can
 // reach it before River frees that slot: its fetch finds none, and the
 // next one waits out the cooldown.
+//
+// River runs up to the worker's slots plus OperationHeadroom jobs at
+// once: the slots bound its units, and the leader's admission holds them
+// to it (it grants a unit only into a free slot, and a new leader holds
+// the slots of the units still running); River's bound is not that
+// limit. The headroom is for the operations run on the worker by name
+// (listing a connection's VMs, a restore, a file extraction, a boot
+// verification, a tape job), which share the queue: bounded by the slots
+// alone, they waited behind backups that may take hours, and a server
+// could not even list a connection's VMs while its workers were full.
 func NewWorker(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	q, err := WorkerQueue(cfg.Name)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Slots = max(cfg.Slots, 1) + OperationHeadroom
 	return newClient(pool, cfg, q, false)
 }
+
+// OperationHeadroom is how many jobs beyond its slots a worker's client
+// runs at once (NewWorker says why).
+const OperationHeadroom = 4
 
 // NewServer is a server's client, working ServerQueue with River's leader
 // election on. Every server must run one: River elects its leader, and
