@@ -41,7 +41,8 @@ func rehearsalRoot(stateDir string) string { return filepath.Join(stateDir, "fai
 // next group waits for that and the group's delay. Everything is stopped
 // and removed at the end, whatever happened; the standbys are only read.
 // The error is for a run that could not be attempted; a VM that did not
-// start or a probe that failed is in the report (Passed false).
+// start, a probe that failed or a VM that could not be stopped is in the
+// report (Passed false).
 func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error) {
 	if o.StateDir == "" {
 		return nil, errors.New("a test failover needs a state directory")
@@ -74,7 +75,9 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		if errors.Join(errs...) == nil { // else kept for RemoveLeftovers: a VM may run on it
 			errs = append(errs, removeSocketDirs(runDir), os.RemoveAll(runDir))
 		}
-		rep.step(0, "", "discard", began, errors.Join(errs...), fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
+		err := errors.Join(errs...)
+		rep.step(0, "", "discard", began, err, fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
+		rep.Passed = rep.Passed && err == nil // a VM left running is no clean test
 		rep.Duration = time.Since(rep.Started)
 	}()
 	for gi, g := range plan.Groups {
