@@ -119,16 +119,25 @@ failover-plans:
 	if after := treeOf(t, standbys); after != before {
 		t.Fatalf("the standby changed:\n%s\nnow:\n%s", before, after)
 	}
-	s2.Call(tok, "GET", "/failover-plans/shop/runs", nil, &runs)
+	wantRunsAfterKill(t, s2, tok)
+	// The kill released the test's lock on the standby: replication
+	// follows the source again.
+	e.Must("replicas", "run", "web-dr")
+}
+
+// wantRunsAfterKill wants the next server to list the killed test as
+// failed with the start step it recorded, and the second test refused
+// while it ran as failed with the reason.
+func wantRunsAfterKill(t *testing.T, s *clitest.ServerProc, tok string) {
+	t.Helper()
+	var runs api.FailoverPlanRuns
+	s.Call(tok, "GET", "/failover-plans/shop/runs", nil, &runs)
 	if len(runs.Runs) != 2 || runs.Runs[1].Status != "failed" || len(runs.Runs[1].Steps) == 0 || runs.Runs[1].Steps[0].Name != "start" {
 		t.Fatalf("the killed run as the next server lists it: %+v", runs.Runs)
 	}
 	if r := runs.Runs[0]; r.Status != "failed" || !strings.Contains(r.Error, "a test failover of this standby is already running") {
 		t.Fatalf("the refused second test, as its job recorded it: %+v", r)
 	}
-	// The kill released the test's lock on the standby: replication
-	// follows the source again.
-	e.Must("replicas", "run", "web-dr")
 }
 
 // refusedWhileTesting: while a test failover runs on the standby of
