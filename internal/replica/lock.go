@@ -181,8 +181,9 @@ func lockByte(f *os.File, at int64, typ int16) error {
 // qemu-nbd, which outlive coffer by an instant) holds any of QEMU's lock
 // bytes on the files in paths, so that recovery and the next run do not
 // trip over a process that is still exiting. It fails after timeout: a
-// process that holds a standby's file for long is not one of coffer's
-// (someone started the standby outside failover).
+// process that holds a standby's file for long is a killed test
+// failover's VM (its lock went with its process, its QEMU did not), or
+// not one of coffer's (someone started the standby outside failover).
 func awaitQuiet(ctx context.Context, paths []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, p := range paths {
@@ -210,7 +211,8 @@ func awaitFile(ctx context.Context, path string, deadline time.Time) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s is still open in another QEMU process (was the standby started outside failover?)", path)
+			return fmt.Errorf("%s is still open in another QEMU process: a VM of a killed test failover, which the next "+
+				"`coffer server` or `coffer worker` start, or the next test failover, stops; else the standby was started outside failover", path)
 		}
 		select {
 		case <-ctx.Done():
