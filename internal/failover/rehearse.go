@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -39,9 +41,12 @@ func rehearsalRoot(stateDir string) string { return filepath.Join(stateDir, "fai
 // Rehearse runs a test failover of plan: each group's VMs start on
 // throw-away overlays of their standbys, isolated, are probed, and the
 // next group waits for that and the group's delay. Everything is stopped
-// and removed at the end, whatever happened; the standbys are only read.
-// The error is for a run that could not be attempted; a VM that did not
-// start or a probe that failed is in the report (Passed false).
+// and removed at the end, whatever happened; the standbys are only read,
+// and locked meanwhile against replication runs and a second test
+// (lockStandbys). The error is for a run that could not be attempted (a
+// standby another run holds, too); a VM that did not start, a probe that
+// failed or a VM that could not be stopped is in the report (Passed
+// false).
 func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error) {
 	if o.StateDir == "" {
 		return nil, errors.New("a test failover needs a state directory")
@@ -53,6 +58,11 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		o.Stop = 10 * time.Second
 	}
 	RemoveLeftoversOf(context.WithoutCancel(ctx), o.StateDir, o.Destroy, o.Log)
+	held, err := lockStandbys(plan)
+	if err != nil {
+		return nil, err
+	}
+	defer held.release() // after the discard below: the VMs no longer read the points
 	rep := &Report{Plan: plan.Name, Test: true, Started: time.Now().UTC(), Passed: true, watch: o.Watch}
 	run := id.Random().String()[:8]
 	runDir := filepath.Join(rehearsalRoot(o.StateDir), run)
@@ -74,7 +84,9 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		if errors.Join(errs...) == nil { // else kept for RemoveLeftovers: a VM may run on it
 			errs = append(errs, removeSocketDirs(runDir), os.RemoveAll(runDir))
 		}
-		rep.step(0, "", "discard", began, errors.Join(errs...), fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
+		err := errors.Join(errs...)
+		rep.step(0, "", "discard", began, err, fmt.Sprintf("%d VM(s) stopped, their overlays removed", len(started)))
+		rep.Passed = rep.Passed && err == nil // a VM left running is no clean test
 		rep.Duration = time.Since(rep.Started)
 	}()
 	for gi, g := range plan.Groups {
@@ -110,6 +122,45 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 		}
 	}
 	return rep, nil
+}
+
+// testLocks are the test failover's locks on the plan's standbys.
+type testLocks []io.Closer
+
+// lockStandbys takes a test failover's lock (replica.LockTest) on the
+// standby of each VM of the plan, before anything starts: while the test
+// runs, no replication changes the points its VMs read, and a second
+// test of the same standbys is refused. A standby its DR site's
+// hypervisor keeps (Remote) has no directory of coffer's to lock; a
+// directory that does not exist has no point to start from, which the
+// VM's start step reports.
+func lockStandbys(plan Plan) (testLocks, error) {
+	var held testLocks
+	seen := map[string]bool{}
+	for _, g := range plan.Groups {
+		for _, vm := range g.VMs {
+			if vm.Remote != nil || seen[vm.Dir] {
+				continue
+			}
+			seen[vm.Dir] = true
+			if _, err := os.Stat(vm.Dir); errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			l, err := replica.LockTest(vm.Dir)
+			if err != nil {
+				held.release()
+				return nil, fmt.Errorf("the standby of %s: %w", vm.Name, err)
+			}
+			held = append(held, l)
+		}
+	}
+	return held, nil
+}
+
+func (h testLocks) release() {
+	for _, l := range h {
+		_ = l.Close() // an unlock: nothing to report
+	}
 }
 
 // rehearseStart starts one VM of a test failover in dir.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -61,6 +62,9 @@ func Failover(ctx context.Context, vm VM, o Options) (*Started, error) {
 	began := time.Now()
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if _, err := os.Stat(vm.Dir); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the standby of %s: no directory %s (replicate it first: coffer replicas run)", vm.Name, vm.Dir)
 	}
 	lock, err := replica.LockRun(vm.Dir)
 	if err != nil {

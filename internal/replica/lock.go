@@ -25,30 +25,107 @@ const (
 	qemuPermWrite  = 1
 )
 
-// lockName is the run lock: one replication of a standby at a time.
+// lockName is the standby's lock file. Its bytes are three locks, held
+// as OFD locks (released on Close, or when the process dies: the kernel
+// drops them with the last descriptor, kill -9 included):
+//
+//   - byte 0, the record's: whoever changes the standby's record holds it
+//     exclusively, a replication run, a failover or a failback, one at a
+//     time;
+//   - byte 1, the points': a replication run holds it exclusively (it
+//     writes a new point and merges the oldest away), a test failover
+//     shared for as long as its VMs run on overlays of a point, so that
+//     no run changes the files they read;
+//   - byte 2, the test's: a test failover holds it exclusively, one test
+//     of a standby at a time.
+//
+// A failover or failback does not touch the points, so neither waits on a
+// test: a real failover is never held up by a rehearsal. coffer's
+// earlier versions locked the whole file for a run, which still excludes
+// all of these.
 const lockName = "replica.lock"
 
-// ErrBusy reports a standby another run holds.
-var ErrBusy = errors.New("another replication of this standby is running")
+const (
+	recordByte = 0
+	pointsByte = 1
+	testByte   = 2
+)
 
-// runLock holds the standby's run lock (released on Close, or when the
-// process dies: the kernel drops OFD locks with the last descriptor).
+// ErrBusy reports a standby another run holds.
+var ErrBusy = errors.New("another replication, failover or failback of this standby is running")
+
+// ErrTesting refuses a replication while a test failover reads the
+// standby's points; the next run (the schedule's) replicates.
+var ErrTesting = errors.New("a test failover runs on this standby's points: replicate once it has ended (coffer failover runs PLAN shows it)")
+
+// ErrTestRunning refuses a second test failover of a standby.
+var ErrTestRunning = errors.New("a test failover of this standby is already running")
+
+// ErrReplicating refuses a test failover while a replication changes the
+// standby's points.
+var ErrReplicating = errors.New("a replication of this standby is writing its points: test once it has ended")
+
+// runLock holds the standby's locks that one caller took.
 type runLock struct{ f *os.File }
 
-func lockRun(dir string) (*runLock, error) {
+// lockRun takes the record's lock, and the points' too when points is
+// set (a replication run).
+func lockRun(dir string, points bool) (*runLock, error) {
+	l, err := openLock(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.take(dir, recordByte, unix.F_WRLCK, ErrBusy); err != nil {
+		return nil, err
+	}
+	if points {
+		if err := l.take(dir, pointsByte, unix.F_WRLCK, ErrTesting); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// lockTest takes a test failover's locks: its own, then the points'
+// shared.
+func lockTest(dir string) (*runLock, error) {
+	l, err := openLock(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.take(dir, testByte, unix.F_WRLCK, ErrTestRunning); err != nil {
+		return nil, err
+	}
+	if err := l.take(dir, pointsByte, unix.F_RDLCK, ErrReplicating); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func openLock(dir string) (*runLock, error) {
 	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
-		_ = f.Close() // the lock's error is the one to report
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			return nil, fmt.Errorf("%s: %w", dir, ErrBusy)
-		}
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
-	}
 	return &runLock{f: f}, nil
+}
+
+// take locks byte at as typ, or closes the file (what was taken goes
+// with it) and reports busy, which names who holds that byte: the locks
+// are taken in the order above, so only one kind of holder can be in the
+// way of each.
+func (l *runLock) take(dir string, at int64, typ int16, busy error) error {
+	err := lockByte(l.f, at, typ)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		err = fmt.Errorf("%s: %w", dir, busy)
+	} else {
+		err = fmt.Errorf("lock %s: %w", dir, err)
+	}
+	_ = l.f.Close() // the lock's error is the one to report
+	return err
 }
 
 func (l *runLock) Close() error { return l.f.Close() }
@@ -104,8 +181,9 @@ func lockByte(f *os.File, at int64, typ int16) error {
 // qemu-nbd, which outlive coffer by an instant) holds any of QEMU's lock
 // bytes on the files in paths, so that recovery and the next run do not
 // trip over a process that is still exiting. It fails after timeout: a
-// process that holds a standby's file for long is not one of coffer's
-// (someone started the standby outside failover).
+// process that holds a standby's file for long is a killed test
+// failover's VM (its lock went with its process, its QEMU did not), or
+// not one of coffer's (someone started the standby outside failover).
 func awaitQuiet(ctx context.Context, paths []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, p := range paths {
@@ -133,7 +211,8 @@ func awaitFile(ctx context.Context, path string, deadline time.Time) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s is still open in another QEMU process (was the standby started outside failover?)", path)
+			return fmt.Errorf("%s is still open in another QEMU process: a VM of a killed test failover, which the next "+
+				"`coffer server` or `coffer worker` start, or the next test failover, stops; else the standby was started outside failover", path)
 		}
 		select {
 		case <-ctx.Done():

@@ -85,7 +85,7 @@ func Run(ctx context.Context, r *repo.Repository, p *repo.Point, o Options) (*Re
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockRun(dir)
+	lock, err := lockRun(dir, true)
 	if err != nil {
 		return nil, err
 	}

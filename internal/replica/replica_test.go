@@ -228,7 +228,7 @@ func TestStandbyRefusesWriters(t *testing.T) {
 	if out, err := exec.Command("qemu-img", "compare", "-f", "qcow2", "-F", "raw", file, s.copies[st.Points[0].BackupPoint]).CombinedOutput(); err != nil {
 		t.Fatalf("a reader is refused by the guard: %v %s", err, out)
 	}
-	lock, err := lockRun(dir)
+	lock, err := lockRun(dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}

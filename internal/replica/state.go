@@ -63,10 +63,18 @@ func (s *State) Point(seq int) *Point {
 // clears FailedOver with it). The caller holds the standby (LockRun).
 func SaveState(dir string, s *State) error { return saveState(dir, s) }
 
-// LockRun takes the standby's run lock: failover holds it while it
-// changes the record, so that no replication runs meanwhile. Close
-// releases it.
-func LockRun(dir string) (io.Closer, error) { return lockRun(dir) }
+// LockRun takes the standby's record lock: failover and failback hold it
+// while they change the record, so that no replication runs meanwhile.
+// A test failover does not hold it. Close releases it.
+func LockRun(dir string) (io.Closer, error) { return lockRun(dir, false) }
+
+// LockTest takes a test failover's locks on the standby in dir: a second
+// test of it is refused (ErrTestRunning), and so is a replication run
+// while the lock is held (ErrTesting), since the test's VMs read its
+// points; a run in progress refuses the test (ErrReplicating). A failover
+// or failback may go on. The test holds it until its VMs are stopped and
+// their overlays removed; Close (or the process's death) releases it.
+func LockTest(dir string) (io.Closer, error) { return lockTest(dir) }
 
 // Point is one restore point of the standby: the backup point it equals.
 type Point struct {

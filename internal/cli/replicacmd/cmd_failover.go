@@ -127,7 +127,11 @@ results. --json: the run's document.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.Name = args[0]
 			run, err := command.RunOp[*api.FailoverRun](cmd.Context(), a.App, op, &in)
-			if run == nil {
+			if run == nil || err != nil && !failureShown(run) {
+				// A run that failed as a whole (a standby another run
+				// holds, a final replication that failed, no state
+				// directory...) has no step to show the error against:
+				// it is reported as every command's error is.
 				return err
 			}
 			return a.Emit(run, err, func() { a.printFailover(run) })
@@ -142,6 +146,22 @@ results. --json: the run's document.`,
 	}
 	cmd.Flags().StringVar(&in.Worker, "worker", "", "run on this worker of the fleet (default: the DR host's)")
 	return command.RemoteToo(command.Op(cmd, op))
+}
+
+// failureShown reports whether the run's document shows why it failed:
+// a step with an error or a probe that did not pass.
+func failureShown(run *api.FailoverRun) bool {
+	for _, s := range run.Steps {
+		if s.Error != "" {
+			return true
+		}
+	}
+	for _, p := range run.Probes {
+		if !p.Passed {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *app) printFailover(run *api.FailoverRun) {

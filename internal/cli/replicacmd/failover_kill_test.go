@@ -25,6 +25,9 @@ import (
 // network was QEMU's own), no overlay is left, and the standby is as
 // before. The run's job, read back through failover-plan-runs, is marked
 // failed and holds the start step its events recorded before the kill.
+// While the test ran, a replication of its standby and a second test of
+// it were refused, saying why (refusedWhileTesting); the kill released
+// the test's lock, so replication runs again.
 func TestKilledServerMidTestFailoverLeavesNothing(t *testing.T) {
 	testutil.RequireBinary(t, "qemu-img")
 	testutil.RequireBinary(t, "qemu-nbd")
@@ -93,6 +96,7 @@ failover-plans:
 	if len(pids) != 1 {
 		t.Fatalf("QEMU processes of the state directory while the test runs: %v", pids)
 	}
+	refusedWhileTesting(ctx, t, e)
 	_ = s.Cmd.Process.Kill()
 	<-s.Done
 	if len(qemusOf(t, state)) != 1 {
@@ -115,9 +119,58 @@ failover-plans:
 	if after := treeOf(t, standbys); after != before {
 		t.Fatalf("the standby changed:\n%s\nnow:\n%s", before, after)
 	}
-	s2.Call(tok, "GET", "/failover-plans/shop/runs", nil, &runs)
-	if len(runs.Runs) != 1 || runs.Runs[0].Status != "failed" || runs.Runs[0].Steps[0].Name != "start" {
+	wantRunsAfterKill(t, s2, tok)
+	// The kill released the test's lock on the standby: replication
+	// follows the source again.
+	e.Must("replicas", "run", "web-dr")
+}
+
+// wantRunsAfterKill wants the next server to list the killed test as
+// failed with the start step it recorded, and the second test refused
+// while it ran as failed with the reason.
+func wantRunsAfterKill(t *testing.T, s *clitest.ServerProc, tok string) {
+	t.Helper()
+	var runs api.FailoverPlanRuns
+	s.Call(tok, "GET", "/failover-plans/shop/runs", nil, &runs)
+	if len(runs.Runs) != 2 || runs.Runs[1].Status != "failed" || len(runs.Runs[1].Steps) == 0 || runs.Runs[1].Steps[0].Name != "start" {
 		t.Fatalf("the killed run as the next server lists it: %+v", runs.Runs)
+	}
+	if r := runs.Runs[0]; r.Status != "failed" || !strings.Contains(r.Error, "a test failover of this standby is already running") {
+		t.Fatalf("the refused second test, as its job recorded it: %+v", r)
+	}
+}
+
+// refusedWhileTesting: while a test failover runs on the standby of
+// web-1, a replication of it is refused, and so is a second test
+// failover, each saying why (both would otherwise go on: the run to
+// merge or write points the test's VM reads, the test to start a second
+// copy of it).
+func refusedWhileTesting(ctx context.Context, t *testing.T, e *clitest.Env) {
+	t.Helper()
+	code, stdout, _ := e.Run("replicas", "run", "web-dr", "--json")
+	run := clitest.Decode[api.ReplicationRun](t, stdout)
+	if code == 0 || len(run.VMs) != 1 || !strings.Contains(run.VMs[0].Error, "a test failover runs on this standby's points") {
+		t.Fatalf("a replication during the test failover: exit %d, %+v", code, run)
+	}
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	second := make(chan result, 1)
+	go func() { // bounded below: a second test that started would run until its probe's timeout
+		code, stdout, stderr := e.Run("failover", "test", "shop")
+		second <- result{code, stdout, stderr}
+	}()
+	select {
+	case r := <-second:
+		if r.code == 0 || r.stdout != "" || !strings.Contains(r.stderr, "the standby of web-1: ") ||
+			!strings.Contains(r.stderr, "a test failover of this standby is already running") {
+			t.Fatalf("a second test failover: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a second test failover of the standby was not refused: it runs")
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
 	}
 }
 

@@ -174,6 +174,7 @@ func (s Ops) failback(ctx context.Context, t service.Job, out *api.FailoverRun, 
 				if err != nil {
 					step.Error = err.Error()
 					jobWatcher{t}.step(step)
+					out.Steps = append(out.Steps, step) // the document shows the failure (the Failback list the successes)
 					return err
 				}
 				step.Detail = fmt.Sprintf("%s: %d bytes written of %d read", res.Mode, res.BytesWritten, res.BytesRead)

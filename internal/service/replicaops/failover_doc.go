@@ -2,6 +2,7 @@ package replicaops
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -10,8 +11,9 @@ import (
 )
 
 // errNotPassed fails an operation whose plan did not pass (a VM that did
-// not start, a probe that failed): the report says which.
-var errNotPassed = errors.New("the failover plan did not pass: see its steps and probes")
+// not start, a probe that failed): the report says which, and the error
+// names the first (notPassed).
+var errNotPassed = errors.New("the failover plan did not pass")
 
 // fill copies a plan's report into the operation's document (the job's
 // log had each step and probe as it ended: jobWatcher).
@@ -78,7 +80,34 @@ const (
 // passed is out with errNotPassed when its plan did not pass.
 func passed(out *api.FailoverRun, err error) (*api.FailoverRun, error) {
 	if err == nil && !out.Passed {
-		err = errNotPassed
+		err = notPassed(out)
 	}
 	return out, err
+}
+
+// notPassed is errNotPassed naming the run's first failure: the step of
+// a group (a VM that did not start, a group's readiness check that timed
+// out...), else the probe, else the discard that ended the test, so that
+// the job's error in the catalog (coffer jobs, the console) says what
+// failed, not only that something did.
+func notPassed(out *api.FailoverRun) error {
+	var discard *api.FailoverStep
+	for i, s := range out.Steps {
+		switch {
+		case s.Error == "":
+		case s.Group == 0:
+			discard = &out.Steps[i]
+		default:
+			return fmt.Errorf("%w: group %d, %s, %s: %s (see its steps and probes)", errNotPassed, s.Group, s.VM, s.Name, s.Error)
+		}
+	}
+	for _, p := range out.Probes {
+		if !p.Passed {
+			return fmt.Errorf("%w: group %d, %s, probe %s: %s (see its steps and probes)", errNotPassed, p.Group, p.VM, p.Probe, p.Error)
+		}
+	}
+	if discard != nil {
+		return fmt.Errorf("%w: %s: %s", errNotPassed, discard.Name, discard.Error)
+	}
+	return fmt.Errorf("%w: see its steps and probes", errNotPassed)
 }
