@@ -1,0 +1,144 @@
+package vsstandby
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
+	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere/ranged"
+)
+
+// DiskConn is a site's vSphere connection (*vsphere.Connector) that reads
+// and writes powered-off VMs' current disks through its hot-add data
+// mover: a planned failover brings the shut-down source's last writes
+// onto the standby with it, a failback the DR site's onto the original.
+type DiskConn interface {
+	Client() *vim25.Client
+	ReadDisk(ctx context.Context, vm, file string) (vsphere.DiskData, error)
+	WriteExtents(ctx context.Context, vm, file, journal string, src hypervisor.DiskSource) (ranged.Stats, error)
+}
+
+// compareBlock is the granularity of a copy of what differs: a block
+// that differs in one byte is written whole.
+const compareBlock = 64 << 10
+
+// disk names one disk of a powered-off VM on a site.
+type disk struct {
+	conn DiskConn
+	vm   string // the VM's managed object ID
+	file string // "[ds] dir/disk.vmdk": the VM's current file of it
+}
+
+// syncStats is what a copy of the differing blocks read and wrote.
+type syncStats struct {
+	Read, Written int64
+}
+
+// copyChanged makes to equal from (size bytes each): both are read
+// whole, compared block by block, and only the blocks that differ are
+// written onto to, journalled in journal. vcsim has no changed block
+// tracking, and a VM's disks since a failover or since a backup have no
+// common change set coffer can ask for, so the comparison is what finds
+// the changes; the writes are only those.
+func copyChanged(ctx context.Context, from, to disk, size int64, journal string) (syncStats, error) {
+	src, err := from.conn.ReadDisk(ctx, from.vm, from.file)
+	if err != nil {
+		return syncStats{}, fmt.Errorf("read %s: %w", from.file, err)
+	}
+	defer func() { _ = src.Close() }() // read-only: detached, nothing to lose
+	ext, st, err := differing(ctx, src, to, size)
+	if err != nil || len(ext) == 0 {
+		return st, err
+	}
+	ws, err := to.conn.WriteExtents(ctx, to.vm, to.file, journal, extentSource{ReaderAt: src, size: size, ext: ext})
+	if err != nil {
+		return st, fmt.Errorf("write %s: %w", to.file, err)
+	}
+	st.Written = ws.Written
+	return st, nil
+}
+
+// differing lists the blocks of src that differ from to's disk, which it
+// opens for reading and closes before anything is written onto it.
+func differing(ctx context.Context, src io.ReaderAt, to disk, size int64) ([]hypervisor.Extent, syncStats, error) {
+	dst, err := to.conn.ReadDisk(ctx, to.vm, to.file)
+	if err != nil {
+		return nil, syncStats{}, fmt.Errorf("read %s: %w", to.file, err)
+	}
+	defer func() { _ = dst.Close() }()
+	var ext []hypervisor.Extent
+	var st syncStats
+	a, b := make([]byte, compareBlock), make([]byte, compareBlock)
+	for off := int64(0); off < size; off += compareBlock {
+		if err := ctx.Err(); err != nil {
+			return nil, st, err
+		}
+		n := min(compareBlock, size-off)
+		if err := readFull(src, a[:n], off); err != nil {
+			return nil, st, err
+		}
+		if err := readFull(dst, b[:n], off); err != nil {
+			return nil, st, fmt.Errorf("%s: %w", to.file, err)
+		}
+		st.Read += 2 * n
+		if bytes.Equal(a[:n], b[:n]) {
+			continue
+		}
+		if k := len(ext) - 1; k >= 0 && ext[k].Offset+ext[k].Length == off {
+			ext[k].Length += n
+			continue
+		}
+		ext = append(ext, hypervisor.Extent{Offset: off, Length: n})
+	}
+	return ext, st, nil
+}
+
+// readFull reads len(p) bytes at off; a device shorter than the disk is
+// an error, not zeros.
+func readFull(r io.ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("read at %d: %w", off, err)
+}
+
+// extentSource is a disk whose listed extents are what a write sends.
+type extentSource struct {
+	io.ReaderAt
+	size int64
+	ext  []hypervisor.Extent
+}
+
+func (s extentSource) Size() int64                    { return s.size }
+func (s extentSource) Allocated() []hypervisor.Extent { return s.ext }
+
+// diskFileOf is the current file of the VM's disk device key (after a
+// snapshot on vSphere, its newest delta), and its size.
+func diskFileOf(devs []types.BaseVirtualDevice, key int32) (string, int64, bool) {
+	for _, d := range devs {
+		vd, ok := d.(*types.VirtualDisk)
+		if !ok || vd.Key != key {
+			continue
+		}
+		b, ok := vd.Backing.(types.BaseVirtualDeviceFileBackingInfo)
+		if !ok {
+			return "", 0, false
+		}
+		size := vd.CapacityInBytes
+		if size == 0 {
+			size = vd.CapacityInKB * 1024
+		}
+		return b.GetVirtualDeviceFileBackingInfo().FileName, size, true
+	}
+	return "", 0, false
+}
