@@ -111,3 +111,24 @@ func FailedOver(ctx context.Context, c *vim25.Client, name string) (seq int, sin
 	}
 	return sb.failover.Seq, sb.failover.At, true, nil
 }
+
+// FailoverPoint is the point the standby called name runs from (ok
+// false: it is not failed over).
+func FailoverPoint(ctx context.Context, c *vim25.Client, name string) (Point, bool, error) {
+	sb, err := findStandby(ctx, c, name)
+	if err != nil {
+		return Point{}, false, err
+	}
+	if sb == nil {
+		return Point{}, false, fmt.Errorf("no standby VM %s: %w", name, hypervisor.ErrNotFound)
+	}
+	if sb.failover == nil {
+		return Point{}, false, nil
+	}
+	ps, err := points(sb.vm)
+	if err != nil {
+		return Point{}, true, err
+	}
+	pt, err := pointOf(ps, sb.failover.Seq)
+	return pt, true, err
+}

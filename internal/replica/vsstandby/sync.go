@@ -35,7 +35,8 @@ type disk struct {
 	file string // "[ds] dir/disk.vmdk": the VM's current file of it
 }
 
-// syncStats is what a copy of the differing blocks read and wrote.
+// syncStats is what a copy of the differing blocks read from the disk
+// it copies (it reads as much of the other) and wrote.
 type syncStats struct {
 	Read, Written int64
 }
@@ -86,7 +87,7 @@ func differing(ctx context.Context, src io.ReaderAt, to disk, size int64) ([]hyp
 		if err := readFull(dst, b[:n], off); err != nil {
 			return nil, st, fmt.Errorf("%s: %w", to.file, err)
 		}
-		st.Read += 2 * n
+		st.Read += n
 		if bytes.Equal(a[:n], b[:n]) {
 			continue
 		}
