@@ -13,7 +13,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/failover"
 )
 
-// TestPlannedFailoverThenFailback: the source, running, writes a block
+// TestStandbyPlannedFailoverThenFailback: the source, running, writes a block
 // after its last backup point; a planned failover of the plan powers it
 // off (vcsim's VMs run no VMware Tools), writes that block, and only its
 // 64 KiB, onto the standby as a final point, and fails over onto it:
@@ -24,7 +24,7 @@ import (
 // then equals the DR VM's, powers the original on, leaves the standby
 // powered off at its final point, and clears its record. The next
 // replication follows the original again.
-func TestPlannedFailoverThenFailback(t *testing.T) {
+func TestStandbyPlannedFailoverThenFailback(t *testing.T) {
 	b := newLab(t)
 	ctx := context.Background()
 	p, _ := b.backup(map[int64][]byte{0: bytes.Repeat([]byte{0xee}, diskSize/2)})
