@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/failover"
@@ -26,6 +27,14 @@ import (
 // replication follows the original again.
 func TestStandbyPlannedFailoverThenFailback(t *testing.T) {
 	b := newLab(t)
+	src, cur := b.plannedFailover()
+	b.failBack(src, cur)
+}
+
+// plannedFailover runs the planned failover of TestStandbyPlannedFailoverThenFailback
+// and returns the source and its disk as it shut down.
+func (b *lab) plannedFailover() (mo.VirtualMachine, []byte) {
+	t := b.t
 	ctx := context.Background()
 	p, _ := b.backup(map[int64][]byte{0: bytes.Repeat([]byte{0xee}, diskSize/2)})
 	if _, err := Run(ctx, b.conn, b.r, p, b.options()); err != nil {
@@ -72,7 +81,15 @@ func TestStandbyPlannedFailoverThenFailback(t *testing.T) {
 	if rep, _, _ := failover.RunPlan(ctx, plan, final, failover.Options{}); rep.Passed || !strings.Contains(rep.Steps[0].Error, ErrFailedOver.Error()) {
 		t.Fatalf("a second planned failover: %+v", rep.Steps)
 	}
+	return src, cur
+}
 
+// failBack lets the DR VM write and fails it back onto src, whose disk
+// was cur at the planned failover.
+func (b *lab) failBack(src mo.VirtualMachine, cur []byte) {
+	t := b.t
+	ctx := context.Background()
+	srcDisk := b.l.Disk("web-01")
 	// The DR site writes two blocks.
 	dr := b.l.ReadFlat(b.l.Disk(standbyName))
 	copy(dr[2<<20+100:], bytes.Repeat([]byte{0xd1}, 8<<10))
