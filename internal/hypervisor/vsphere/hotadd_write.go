@@ -105,20 +105,3 @@ func (c *Connector) WriteExtents(ctx context.Context, vm, file, journal string, 
 	st, err := ranged.Write(ctx, newDeviceTarget(d.f), src, pieces, ranged.DefaultStreams, nil, prog)
 	return st, errors.Join(err, d.Close())
 }
-
-// ReadDisk opens file ("[ds] dir/disk.vmdk", a disk of the powered-off VM
-// vm: its current one, the newest delta of a chain) for reading,
-// hot-added to the data mover without writes (independent-nonpersistent):
-// a vSphere standby's planned failover and failback compare two VMs'
-// disks with it. Close detaches it.
-func (c *Connector) ReadDisk(ctx context.Context, vm, file string) (DiskData, error) {
-	h, ok := c.transport.(*HotAdd)
-	if !ok {
-		return nil, fmt.Errorf("vsphere: reading a VM's current disk needs the hot-add transport (data-mover-vm), not %s: %w", c.transport.Name(), hypervisor.ErrUnsupported)
-	}
-	d, _, err := h.attachDevice(ctx, vm, file, types.VirtualDiskModeIndependent_nonpersistent, os.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
-}

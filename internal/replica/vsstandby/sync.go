@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/types"
@@ -20,8 +21,24 @@ import (
 // onto the standby with it, a failback the DR site's onto the original.
 type DiskConn interface {
 	Client() *vim25.Client
-	ReadDisk(ctx context.Context, vm, file string) (vsphere.DiskData, error)
+	Transport() vsphere.Transport
 	WriteExtents(ctx context.Context, vm, file, journal string, src hypervisor.DiskSource) (ranged.Stats, error)
+}
+
+// readDisk opens file ("[ds] dir/disk.vmdk", the current disk of the
+// powered-off VM vm: on vSphere the newest delta of its chain) hot-added
+// to the data mover of conn, read-only (independent-nonpersistent);
+// Close detaches it.
+func readDisk(ctx context.Context, conn DiskConn, vm, file string) (vsphere.DiskData, error) {
+	h, ok := conn.Transport().(*vsphere.HotAdd)
+	if !ok {
+		return nil, fmt.Errorf("reading a VM's current disk needs the hot-add transport (data-mover-vm), not %s: %w", conn.Transport().Name(), hypervisor.ErrUnsupported)
+	}
+	ds, path, ok := strings.Cut(strings.TrimPrefix(file, "["), "] ")
+	if !ok {
+		return nil, fmt.Errorf("disk file %q is not [datastore] path", file)
+	}
+	return h.OpenDisk(ctx, vsphere.DiskLocation{VM: vm, Datastore: ds, Descriptor: path})
 }
 
 // compareBlock is the granularity of a copy of what differs: a block
@@ -48,7 +65,7 @@ type syncStats struct {
 // common change set coffer can ask for, so the comparison is what finds
 // the changes; the writes are only those.
 func copyChanged(ctx context.Context, from, to disk, size int64, journal string) (syncStats, error) {
-	src, err := from.conn.ReadDisk(ctx, from.vm, from.file)
+	src, err := readDisk(ctx, from.conn, from.vm, from.file)
 	if err != nil {
 		return syncStats{}, fmt.Errorf("read %s: %w", from.file, err)
 	}
@@ -68,7 +85,7 @@ func copyChanged(ctx context.Context, from, to disk, size int64, journal string)
 // differing lists the blocks of src that differ from to's disk, which it
 // opens for reading and closes before anything is written onto it.
 func differing(ctx context.Context, src io.ReaderAt, to disk, size int64) ([]hypervisor.Extent, syncStats, error) {
-	dst, err := to.conn.ReadDisk(ctx, to.vm, to.file)
+	dst, err := readDisk(ctx, to.conn, to.vm, to.file)
 	if err != nil {
 		return nil, syncStats{}, fmt.Errorf("read %s: %w", to.file, err)
 	}
