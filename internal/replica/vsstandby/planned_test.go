@@ -141,3 +141,75 @@ func (b *lab) failBack(src mo.VirtualMachine, cur []byte) {
 		t.Fatal("the standby does not follow the original after the failback")
 	}
 }
+
+// TestInterruptedPlannedFailoverAndFailbackAreFinished: a planned
+// failover stopped once its final point is taken is finished by the next
+// one, which writes nothing more and fails over onto that point; a
+// failback stopped once its copy is noted is finished by the next one,
+// which does not copy again (what the DR VM's disk holds by then never
+// reaches the original) and only switches back.
+func TestInterruptedPlannedFailoverAndFailbackAreFinished(t *testing.T) {
+	b := newLab(t)
+	ctx := context.Background()
+	p, _ := b.backup(map[int64][]byte{0: []byte("coffer")})
+	if _, err := Run(ctx, b.conn, b.r, p, b.options()); err != nil {
+		t.Fatal(err)
+	}
+	srcDisk := b.l.Disk("web-01")
+	cur := b.l.ReadFlat(srcDisk)
+	copy(cur[1<<20:], "after the backup")
+	b.l.WriteFlat(srcDisk, cur)
+	o := PlannedOptions{DR: b.conn, Source: Source{Conn: b.conn, VM: b.src.Value}, Name: standbyName, Mark: "dr/web-01",
+		BackupPoint: p.ID.String(), Keep: 2, StateDir: t.TempDir()}
+	if _, err := PlannedFailover(stopAfter(ctx, &o.Step, "final-replication"), o); err == nil {
+		t.Fatal("a planned failover stopped after its final point did not fail")
+	}
+	var details []string
+	o.Step = func(name string, _ time.Time, err error, detail string) { details = append(details, name+": "+detail) }
+	pt, err := PlannedFailover(ctx, o)
+	if err != nil || pt.Seq != 2 || !pt.Final {
+		t.Fatalf("the planned failover run again: %+v %v", pt, err)
+	}
+	if len(details) != 2 || !strings.Contains(details[0], "powered off already") || !strings.Contains(details[1], "point 2: 0 bytes written") {
+		t.Fatalf("steps of the planned failover run again: %q", details)
+	}
+	if ps, _ := Points(ctx, b.conn.Client(), standbyName); len(ps) != 2 || !bytes.Equal(b.l.ReadFlat(b.l.Disk(standbyName)), cur) {
+		t.Fatalf("points %+v, or the standby's disk is not the source's", ps)
+	}
+
+	dr := append([]byte(nil), cur...)
+	copy(dr[2<<20:], "written at the DR site")
+	b.l.WriteFlat(b.l.Disk(standbyName), dr)
+	fo := FailbackOptions{DR: b.conn, Original: Source{Conn: b.conn, VM: b.src.Value}, Name: standbyName, Mark: "dr/web-01", StateDir: t.TempDir()}
+	if _, err := Failback(stopAfter(ctx, &fo.Step, "failback"), fo); err == nil {
+		t.Fatal("a failback stopped after its copy did not fail")
+	}
+	if !bytes.Equal(b.l.ReadFlat(srcDisk), dr) {
+		t.Fatal("the stopped failback's copy is not on the original")
+	}
+	b.l.WriteFlat(b.l.Disk(standbyName), bytes.Repeat([]byte{0x66}, diskSize))
+	var steps []string
+	fo.Step = func(name string, _ time.Time, _ error, _ string) { steps = append(steps, name) }
+	res, err := Failback(ctx, fo)
+	if err != nil || res.BytesWritten != 0 || strings.Join(steps, " ") != "switch-back" {
+		t.Fatalf("the failback run again: %+v %v, steps %v", res, err, steps)
+	}
+	if !bytes.Equal(b.l.ReadFlat(srcDisk), dr) {
+		t.Fatal("the failback run again copied again")
+	}
+	if st := b.standby("web-01").Runtime.PowerState; st != types.VirtualMachinePowerStatePoweredOn {
+		t.Fatalf("the original is %s", st)
+	}
+}
+
+// stopAfter is ctx, cancelled once step records the step called name:
+// the operation stops there, as if killed.
+func stopAfter(ctx context.Context, step *StepFunc, name string) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	*step = func(n string, _ time.Time, _ error, _ string) {
+		if n == name {
+			cancel()
+		}
+	}
+	return ctx
+}

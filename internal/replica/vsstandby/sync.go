@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/vmware/govmomi/vim25"
@@ -74,12 +75,17 @@ func copyChanged(ctx context.Context, from, to disk, size int64, journal string)
 	if err != nil || len(ext) == 0 {
 		return st, err
 	}
+	// The comparison has just found what is left to write: the journal of
+	// an attempt that was killed describes another plan.
+	if err := os.RemoveAll(journal); err != nil {
+		return st, err
+	}
 	ws, err := to.conn.WriteExtents(ctx, to.vm, to.file, journal, extentSource{ReaderAt: src, size: size, ext: ext})
 	if err != nil {
 		return st, fmt.Errorf("write %s: %w", to.file, err)
 	}
 	st.Written = ws.Written
-	return st, nil
+	return st, os.RemoveAll(journal)
 }
 
 // differing lists the blocks of src that differ from to's disk, which it
