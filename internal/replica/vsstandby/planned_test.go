@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -104,6 +105,16 @@ func (b *lab) failBack(src mo.VirtualMachine, cur []byte) {
 		t.Fatal("a refused failback changed the original's disk")
 	}
 	b.l.Power(src, false)
+	snap := object.NewVirtualMachine(b.conn.Client(), src.Self)
+	if task, err := snap.CreateSnapshot(ctx, "by hand", "", false, false); err != nil || task.Wait(ctx) != nil {
+		t.Fatal(err)
+	}
+	if _, err := Failback(ctx, o); err == nil || !strings.Contains(err.Error(), "has snapshots") {
+		t.Fatalf("a failback onto an original with a snapshot: %v", err)
+	}
+	if task, err := snap.RemoveSnapshot(ctx, "by hand", false, nil); err != nil || task.Wait(ctx) != nil {
+		t.Fatal(err)
+	}
 	var fbSteps []string
 	o.Step = func(name string, _ time.Time, err error, _ string) {
 		if err != nil {
