@@ -18,6 +18,7 @@ import (
 	hvall "github.com/coffer-backup/coffer/internal/hypervisor/all"
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
 	"github.com/coffer-backup/coffer/internal/testutil/vclab"
+	"github.com/coffer-backup/coffer/internal/testutil/vcmover"
 )
 
 // withMover makes this process's vsphere connections to lab find the
@@ -30,7 +31,7 @@ func withMover(t *testing.T, lab *vclab.Lab, mover string) {
 	test.Open = func(ctx context.Context, cfg hvall.Config) (hypervisor.Connector, error) {
 		return vsphere.New(ctx, vsphere.Config{URL: lab.SDK, User: "coffer", Password: vclab.Password, Thumbprint: lab.Thumbprint,
 			StateDir: filepath.Join(cfg.StateDir, "vsphere", cfg.Name), TaskPoll: 20 * time.Millisecond, DataMoverVM: mover,
-			MoverDevices: vclab.MoverDevices{L: lab, Mover: mover}})
+			MoverDevices: vcmover.MoverDevices{L: lab, Mover: mover}})
 	}
 	hvall.Register("vsphere", test)
 }

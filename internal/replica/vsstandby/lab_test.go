@@ -20,6 +20,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/testutil/vclab"
+	"github.com/coffer-backup/coffer/internal/testutil/vcmover"
 )
 
 var _ Connector = (*vsphere.Connector)(nil)
@@ -51,7 +52,7 @@ func newLab(t *testing.T) *lab {
 	l.CreateVMWith(ctx, vclab.VM{Name: "web-01", Controller: "pvscsi", DiskSize: diskSize, NIC: "vmxnet3"})
 	l.CreateVMWith(ctx, vclab.VM{Name: moverName, Controller: "pvscsi", DiskSize: 1 << 20})
 	conn, err := vsphere.New(ctx, vsphere.Config{URL: l.SDK, User: "coffer", Password: vclab.Password, Thumbprint: l.Thumbprint,
-		StateDir: t.TempDir(), TaskPoll: 20 * time.Millisecond, DataMoverVM: moverName, MoverDevices: vclab.MoverDevices{L: l, Mover: moverName}})
+		StateDir: t.TempDir(), TaskPoll: 20 * time.Millisecond, DataMoverVM: moverName, MoverDevices: vcmover.MoverDevices{L: l, Mover: moverName}})
 	if err != nil {
 		t.Fatal(err)
 	}

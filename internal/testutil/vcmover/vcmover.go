@@ -1,11 +1,11 @@
-package vclab
+// Package vcmover plays a hot-add data mover's OS for tests on vcsim
+// (vclab): the disks attached to the mover VM are their flat extents.
+package vcmover
 
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor/vsphere"
+	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 )
 
 // MoverDevices plays a hot-add data mover's OS (vsphere.Config's
@@ -22,7 +23,7 @@ import (
 // datastore directory. It answers only for a disk the mover really has
 // then, as a guest sees only attached disks.
 type MoverDevices struct {
-	L     *Lab
+	L     *vclab.Lab
 	Mover string // the data-mover VM's name
 }
 
@@ -69,19 +70,4 @@ func sized(flat string) (string, error) {
 	}
 	sectors, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return flat, os.Truncate(flat, sectors*512)
-}
-
-// FlatPath is where vcsim keeps the flat extent of the disk file
-// "[ds] dir/name.vmdk".
-func (l *Lab) FlatPath(file string) string {
-	ds, rel, _ := strings.Cut(strings.TrimPrefix(file, "["), "] ")
-	var dss []mo.Datastore
-	l.Retrieve(context.Background(), "Datastore", []string{"name", "summary"}, &dss)
-	for _, d := range dss {
-		if d.Name == ds {
-			u, _ := url.Parse(d.Summary.Url)
-			return filepath.Join(u.Path, strings.TrimSuffix(rel, ".vmdk")+"-flat.vmdk")
-		}
-	}
-	return ""
 }
