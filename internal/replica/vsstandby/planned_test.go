@@ -154,8 +154,9 @@ func (b *lab) failBack(src mo.VirtualMachine, cur []byte) {
 }
 
 // TestInterruptedPlannedFailoverAndFailbackAreFinished: a planned
-// failover stopped once its final point is taken is finished by the next
-// one, which writes nothing more and fails over onto that point; a
+// failover stopped once its final point is taken is taken up by the next
+// one, which writes nothing more; one killed once it recorded its
+// failover is finished onto that point, with no shutdown or copy; a
 // failback stopped once its copy is noted is finished by the next one,
 // which does not copy again (what the DR VM's disk holds by then never
 // reaches the original) and only switches back.
@@ -176,13 +177,31 @@ func TestInterruptedPlannedFailoverAndFailbackAreFinished(t *testing.T) {
 		t.Fatal("a planned failover stopped after its final point did not fail")
 	}
 	var details []string
-	o.Step = func(name string, _ time.Time, err error, detail string) { details = append(details, name+": "+detail) }
-	pt, err := PlannedFailover(ctx, o)
-	if err != nil || pt.Seq != 2 || !pt.Final {
-		t.Fatalf("the planned failover run again: %+v %v", pt, err)
+	stopped := stopAfter(ctx, &o.Step, "final-replication")
+	stop := o.Step
+	o.Step = func(name string, began time.Time, err error, detail string) {
+		details = append(details, name+": "+detail)
+		stop(name, began, err, detail)
+	}
+	if _, err := PlannedFailover(stopped, o); err == nil {
+		t.Fatal("the planned failover run again and stopped did not fail")
 	}
 	if len(details) != 2 || !strings.Contains(details[0], "powered off already") || !strings.Contains(details[1], "point 2: 0 bytes written") {
 		t.Fatalf("steps of the planned failover run again: %q", details)
+	}
+	// Killed once it had recorded its failover: the next one only
+	// finishes it, onto the final point.
+	sb, err := findStandby(ctx, b.conn.Client(), standbyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recordFailover(ctx, b.conn.Client(), sb.ref, &failedOver{Seq: 2, At: time.Now(), Planned: true}); err != nil {
+		t.Fatal(err)
+	}
+	details = nil
+	pt, err := PlannedFailover(ctx, o)
+	if err != nil || pt.Seq != 2 || !pt.Final || len(details) != 0 || b.standby(standbyName).Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		t.Fatalf("the planned failover finished: %+v %v, steps %q", pt, err, details)
 	}
 	if ps, _ := Points(ctx, b.conn.Client(), standbyName); len(ps) != 2 || !bytes.Equal(b.l.ReadFlat(b.l.Disk(standbyName)), cur) {
 		t.Fatalf("points %+v, or the standby's disk is not the source's", ps)
