@@ -26,9 +26,7 @@ type FailbackOptions struct {
 	Name     string
 	Mark     string
 	StateDir string
-	// StayOff leaves the original powered off at the end.
-	StayOff bool
-	Step    StepFunc
+	Step     StepFunc
 }
 
 // FailbackResult is what a failback read and wrote.
@@ -88,7 +86,7 @@ func Failback(ctx context.Context, o FailbackOptions) (*FailbackResult, error) {
 	}
 	began := time.Now()
 	err = switchBack(ctx, o, sb.ref, ps)
-	o.Step("switch-back", began, err, "the standby is at its newest point again, powered off; the original VM "+map[bool]string{true: "stays off", false: "powers on"}[o.StayOff])
+	o.Step("switch-back", began, err, "the standby is at its newest point again, powered off; the original VM powers on")
 	return res, err
 }
 
@@ -155,9 +153,6 @@ func switchBack(ctx context.Context, o FailbackOptions, ref types.ManagedObjectR
 	}
 	if err := recordFailover(ctx, c, ref, nil); err != nil {
 		return err
-	}
-	if o.StayOff {
-		return nil
 	}
 	if err := powerOn(ctx, o.Original.Conn.Client(), o.Original.ref()); err != nil {
 		return fmt.Errorf("power on the original VM %s: %w", o.Original.VM, err)

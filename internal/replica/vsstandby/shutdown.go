@@ -28,7 +28,8 @@ func shutDown(ctx context.Context, c *vim25.Client, ref types.ManagedObjectRefer
 	how := ""
 	if vm.Guest != nil && vm.Guest.ToolsRunningStatus == string(types.VirtualMachineToolsRunningStatusGuestToolsRunning) &&
 		vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
-		if err := v.ShutdownGuest(ctx); err == nil {
+		err := v.ShutdownGuest(ctx)
+		if err == nil {
 			wctx, cancel := context.WithTimeout(ctx, timeout)
 			err = v.WaitForPowerState(wctx, types.VirtualMachinePowerStatePoweredOff)
 			cancel()
@@ -39,7 +40,7 @@ func shutDown(ctx context.Context, c *vim25.Client, ref types.ManagedObjectRefer
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		how = fmt.Sprintf("; its guest did not shut down within %s", timeout)
+		how = fmt.Sprintf("; its guest did not shut down within %s: %v", timeout, err)
 	}
 	task, err := v.PowerOff(ctx)
 	if err == nil {

@@ -129,7 +129,7 @@ func (s Ops) failbackStandby(ctx context.Context, t service.Job, out *api.Failov
 	if res != nil {
 		out.Failback = append(out.Failback, api.FailbackVM{VM: vm.Name, Mode: "compare", BytesRead: res.BytesRead, BytesWritten: res.BytesWritten})
 	}
-	if err != nil && errors.Is(err, vsstandby.ErrNotFailedOver) {
+	if errors.Is(err, vsstandby.ErrNotFailedOver) {
 		return nil // failed back by another run meanwhile
 	}
 	return err
