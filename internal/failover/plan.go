@@ -27,7 +27,7 @@ func RunPlan(ctx context.Context, plan Plan, final map[string]string, o Options)
 			var st *Started
 			var err error
 			if vm.Remote != nil {
-				st, err = failoverRemote(ctx, vm, final, o)
+				st, err = failoverRemote(ctx, rep, n, vm, final, o)
 			} else if p, ok := final[vm.Name]; ok {
 				st, err = Planned(ctx, vm, p, o)
 			} else {

@@ -17,6 +17,11 @@ type RemoteStandby interface {
 	// Failover makes the standby the running VM from its point seq (0:
 	// the newest), and says which point it runs from.
 	Failover(ctx context.Context, seq int) (RemotePoint, error)
+	// Planned is a planned failover: the standby is at backupPoint, the
+	// newest backup point, which the replication has just brought it to;
+	// the source is shut down, what it wrote since is brought onto the
+	// standby, which then fails over. step records each stage.
+	Planned(ctx context.Context, backupPoint string, step func(name string, began time.Time, err error, detail string)) (RemotePoint, error)
 	// Ready waits until the hypervisor reports the failed-over VM ready
 	// (vSphere: powered on), and describes what it saw.
 	Ready(ctx context.Context) (string, error)
@@ -41,15 +46,21 @@ type RemotePoint struct {
 // standby its DR site's hypervisor keeps (RemoteStandby).
 var ErrRemoteUnsupported = errors.New("not supported for a standby kept on a vSphere DR site")
 
-// failoverRemote fails vm over through its hypervisor. The VM has no
-// QEMU of coffer's: its machine has no socket and no forward, so the
-// plan's tcp and http probes reach it at its Address.
-func failoverRemote(ctx context.Context, vm VM, final map[string]string, o Options) (*Started, error) {
-	if _, ok := final[vm.Name]; ok {
-		return nil, fmt.Errorf("a planned failover of %s: %w (fail over unplanned, after a last replication)", vm.Name, ErrRemoteUnsupported)
-	}
+// failoverRemote fails vm over through its hypervisor (planned onto
+// final[vm] when final names it, its stages recorded as steps of group
+// n). The VM has no QEMU of coffer's: its machine has no socket and no
+// forward, so the plan's tcp and http probes reach it at its Address.
+func failoverRemote(ctx context.Context, rep *Report, n int, vm VM, final map[string]string, o Options) (*Started, error) {
 	began := time.Now()
-	pt, err := vm.Remote.Failover(ctx, o.Seq)
+	var pt RemotePoint
+	var err error
+	if p, ok := final[vm.Name]; ok {
+		pt, err = vm.Remote.Planned(ctx, p, func(name string, began time.Time, err error, detail string) {
+			rep.step(n, vm.Name, name, began, err, detail)
+		})
+	} else {
+		pt, err = vm.Remote.Failover(ctx, o.Seq)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,12 @@ failover was noted is started again on the overlay it has).`),
 			`A migration without loss: shut the source VMs down and back them up a last
 time (coffer backup vm), then run this. It replicates each VM's newest
 backup point, checks that the standby equals exactly that point, and fails
-over onto it. The failback later moves only what the DR VMs wrote.`),
+over onto it. The failback later moves only what the DR VMs wrote.
+
+A standby on a vSphere DR site: after the replication, coffer shuts the
+source VM down itself (a guest shutdown when its VMware Tools run, else a
+power-off), writes what its disks changed since that backup point onto the
+standby as a final restore point, and fails over onto it.`),
 		a.cmdFailoverOp("failback", "failback", "write what changed at the DR site back onto the original disks",
 			`Stop PLAN's failed-over VMs (or --vm's) and write what changed at the DR
 site onto the original VMs' disks, as their failover point recorded them
@@ -57,6 +62,12 @@ DR VM wrote are written; after an unplanned one every block is compared
 and the differing ones written. Then the failed-over mark is cleared and
 the DR overlays removed: start the original VMs, and replication follows
 them again.
+
+A standby on a vSphere DR site: the DR VM is powered off, its disks are
+compared with the original VM's (powered off, without snapshots) and the
+differing blocks written onto the original; then the standby goes back to
+its newest restore point, powered off, and coffer powers the original on.
+--to is refused for such a plan.
 
 With --to DIR, a failback to a new location: each VM's DR disks are
 written whole (what is not zero) as new qcow2 files in DIR/VM, named

@@ -9,13 +9,14 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli/command"
 )
 
-// TestVSpherePlanRefusesWhatItCannotDo: a failover plan of standbys on a
-// vSphere DR site is accepted by the configuration, and its planned
-// failover and failback are refused with the reason before any job
-// starts or vCenter is reached (its unplanned and test failovers run:
-// internal/replica/vsstandby's TestPlanFailsOverStandbysInOrder and
+// TestVSpherePlanRefusesFailbackToANewLocation: a failover plan of
+// standbys on a vSphere DR site is accepted by the configuration, and its
+// failback to a new location is refused with the reason before any job
+// starts or vCenter is reached (its other operations run:
+// TestVSpherePlannedFailoverThenFailback, and internal/replica/vsstandby's
+// TestPlanFailsOverStandbysInOrder and
 // TestTestFailoverOfStandbyLeavesItUntouched).
-func TestVSpherePlanRefusesWhatItCannotDo(t *testing.T) {
+func TestVSpherePlanRefusesFailbackToANewLocation(t *testing.T) {
 	e := clitest.NewEnv(t)
 	e.Must("init")
 	pw := filepath.Join(e.Dir, "vc.password")
@@ -26,11 +27,9 @@ replications:
 failover-plans:
   - {name: shop, replication: web-vs, groups: [{vms: [{name: web-01, address: 10.20.0.5}], probes: ["tcp:80"]}]}
 `)
-	for _, verb := range [][]string{{"planned"}, {"failback"}} {
-		code, stdout, stderr := e.Run(append(append([]string{"failover"}, verb...), "shop")...)
-		if code != command.ExitUsage || !strings.Contains(stdout+stderr, "on a vSphere DR site is not supported yet") {
-			t.Errorf("failover %s: exit %d\n%s%s", verb[0], code, stdout, stderr)
-		}
+	code, stdout, stderr := e.Run("failover", "failback", "shop", "--to", e.Dir)
+	if code != command.ExitUsage || !strings.Contains(stdout+stderr, "a failback to a new location (--to) of a plan whose standbys are on a vSphere DR site is not supported") {
+		t.Errorf("failover failback --to: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if out := e.Must("jobs"); strings.Contains(out, "failover") {
 		t.Fatalf("a refused operation left a job:\n%s", out)

@@ -123,6 +123,9 @@ func (c *Connector) Kind() string { return "vsphere" }
 // Client is the logged-in vSphere API client (for transports and tests).
 func (c *Connector) Client() *vim25.Client { return c.client }
 
+// Transport is how the connector moves disk bytes (a *HotAdd with a data mover).
+func (c *Connector) Transport() Transport { return c.transport }
+
 // InstantStateDir holds instant recoveries' journals (CleanupLeftovers).
 func (c *Connector) InstantStateDir() string { return c.cfg.StateDir }
 

@@ -22,6 +22,12 @@ import (
 // revert is not done twice: the VM may have run since); one onto a
 // standby that runs is refused.
 func Failover(ctx context.Context, c *vim25.Client, name, mark string, seq int, now time.Time) (Point, error) {
+	return failOver(ctx, c, name, mark, seq, now, false)
+}
+
+// failOver is Failover; planned records that the point equals the
+// shut-down source (a planned failover's), which its failback relies on.
+func failOver(ctx context.Context, c *vim25.Client, name, mark string, seq int, now time.Time, planned bool) (Point, error) {
 	sb, err := findStandby(ctx, c, name)
 	if err != nil {
 		return Point{}, err
@@ -45,7 +51,7 @@ func Failover(ctx context.Context, c *vim25.Client, name, mark string, seq int, 
 		return Point{}, err
 	}
 	if fo == nil {
-		fo = &failedOver{Seq: seq, At: now.UTC()}
+		fo = &failedOver{Seq: seq, At: now.UTC(), Planned: planned}
 		if seq == 0 && len(ps) > 0 {
 			fo.Seq = ps[len(ps)-1].Seq
 		}

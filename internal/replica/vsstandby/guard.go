@@ -44,6 +44,11 @@ type failedOver struct {
 	Seq      int       `json:"seq"`
 	At       time.Time `json:"at"`
 	Reverted bool      `json:"reverted"`
+	// Planned: the point equals the source as it shut down.
+	Planned bool `json:"planned,omitempty"`
+	// WrittenBack: a failback wrote the DR site's changes onto the
+	// original; what it does next no longer needs the DR VM's disks.
+	WrittenBack bool `json:"written_back,omitempty"`
 }
 
 // standbyVM is the standby as vSphere shows it.
@@ -107,7 +112,7 @@ func (s *standbyVM) check(mark string) error {
 		return fmt.Errorf("%w: %s carries the mark %q, not %q", ErrNotStandby, s.vm.Name, s.mark, mark)
 	}
 	if s.failover != nil {
-		return fmt.Errorf("%w: %s runs from point %d since %s; a vSphere standby has no failback yet: back the VM up and restore it where it belongs (coffer restore vm)", ErrFailedOver, s.vm.Name, s.failover.Seq, s.failover.At.Format(time.RFC3339))
+		return fmt.Errorf("%w: %s runs from point %d since %s; fail it back first (coffer failover failback)", ErrFailedOver, s.vm.Name, s.failover.Seq, s.failover.At.Format(time.RFC3339))
 	}
 	if s.vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		return fmt.Errorf("the standby %s is %s outside a failover: power it off; the next run reverts it to its newest point", s.vm.Name, s.vm.Runtime.PowerState)

@@ -2,15 +2,9 @@ package vsstandby
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +20,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/repo/repotest"
 	"github.com/coffer-backup/coffer/internal/testutil/vclab"
+	"github.com/coffer-backup/coffer/internal/testutil/vcmover"
 )
 
 var _ Connector = (*vsphere.Connector)(nil)
@@ -57,7 +52,7 @@ func newLab(t *testing.T) *lab {
 	l.CreateVMWith(ctx, vclab.VM{Name: "web-01", Controller: "pvscsi", DiskSize: diskSize, NIC: "vmxnet3"})
 	l.CreateVMWith(ctx, vclab.VM{Name: moverName, Controller: "pvscsi", DiskSize: 1 << 20})
 	conn, err := vsphere.New(ctx, vsphere.Config{URL: l.SDK, User: "coffer", Password: vclab.Password, Thumbprint: l.Thumbprint,
-		StateDir: t.TempDir(), TaskPoll: 20 * time.Millisecond, DataMoverVM: moverName, MoverDevices: moverDevices{l: l}})
+		StateDir: t.TempDir(), TaskPoll: 20 * time.Millisecond, DataMoverVM: moverName, MoverDevices: vcmover.MoverDevices{L: l, Mover: moverName}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,69 +91,6 @@ func (b *lab) standby(name string) mo.VirtualMachine {
 	}
 	b.t.Fatalf("no VM %s", name)
 	return mo.VirtualMachine{}
-}
-
-// moverDevices plays the data mover's OS: vcsim attaches no device, so
-// the "block device" of a disk attached to the mover is its flat extent
-// in the simulator's datastore directory. It answers only for a disk the
-// mover really has then, as a guest sees only attached disks.
-type moverDevices struct{ l *vclab.Lab }
-
-func (f moverDevices) Device(ctx context.Context, d vsphere.AttachedDisk) (string, error) {
-	var vms []mo.VirtualMachine
-	f.l.Retrieve(ctx, "VirtualMachine", []string{"name", "config.hardware.device"}, &vms)
-	attached := false
-	for _, vm := range vms {
-		if vm.Name != moverName {
-			continue
-		}
-		for _, dev := range vm.Config.Hardware.Device {
-			if vd, ok := dev.(*types.VirtualDisk); ok && vd.Backing.(*types.VirtualDiskFlatVer2BackingInfo).FileName == d.File {
-				attached = true
-			}
-		}
-	}
-	if !attached {
-		return "", fmt.Errorf("%s is not attached to the data mover", d.File)
-	}
-	return sized(flatPath(f.l, d.File))
-}
-
-var descriptorSectors = regexp.MustCompile(`(?m)^RW (\d+) `)
-
-// sized gives a flat extent vcsim created empty the capacity its
-// descriptor names: a guest sees a disk of its full size (the truncate
-// makes it sparse, allocating nothing).
-func sized(flat string) (string, error) {
-	st, err := os.Stat(flat)
-	if err != nil || st.Size() > 0 {
-		return flat, err
-	}
-	desc, err := os.ReadFile(strings.TrimSuffix(flat, "-flat.vmdk") + ".vmdk")
-	if err != nil {
-		return "", err
-	}
-	m := descriptorSectors.FindSubmatch(desc)
-	if m == nil {
-		return "", fmt.Errorf("the descriptor of %s names no extent size", flat)
-	}
-	sectors, _ := strconv.ParseInt(string(m[1]), 10, 64)
-	return flat, os.Truncate(flat, sectors*512)
-}
-
-// flatPath is where vcsim keeps the flat extent of the disk file
-// "[ds] dir/name.vmdk".
-func flatPath(l *vclab.Lab, file string) string {
-	ds, rel, _ := strings.Cut(strings.TrimPrefix(file, "["), "] ")
-	var dss []mo.Datastore
-	l.Retrieve(context.Background(), "Datastore", []string{"name", "summary"}, &dss)
-	for _, d := range dss {
-		if d.Name == ds {
-			u, _ := url.Parse(d.Summary.Url)
-			return filepath.Join(u.Path, strings.TrimSuffix(rel, ".vmdk")+"-flat.vmdk")
-		}
-	}
-	return ""
 }
 
 // snapshotData plays the part of ESXi's snapshots that vcsim lacks:

@@ -25,6 +25,13 @@ type Standby struct {
 	// it with each copy).
 	Connection string
 	Now        func() time.Time
+
+	// For a planned failover: the DR site's connection (with Client),
+	// the source VM, the points kept and where write journals go.
+	DR       DiskConn
+	Source   *Source
+	Keep     int
+	StateDir string
 }
 
 var _ failover.RemoteStandby = Standby{}
@@ -37,6 +44,21 @@ func (s Standby) Failover(ctx context.Context, seq int) (failover.RemotePoint, e
 		now = s.Now
 	}
 	pt, err := Failover(ctx, s.Client, s.Name, s.Mark, seq, now())
+	if err != nil {
+		return failover.RemotePoint{}, err
+	}
+	return failover.RemotePoint{Seq: pt.Seq, BackupPoint: pt.BackupPoint}, nil
+}
+
+// Planned shuts the source down, brings what it wrote after backupPoint
+// onto the standby as a final point and fails over onto it
+// (PlannedFailover).
+func (s Standby) Planned(ctx context.Context, backupPoint string, step func(string, time.Time, error, string)) (failover.RemotePoint, error) {
+	if s.DR == nil || s.Source == nil {
+		return failover.RemotePoint{}, fmt.Errorf("a planned failover of %s needs its source VM's connection", s.Name)
+	}
+	pt, err := PlannedFailover(ctx, PlannedOptions{DR: s.DR, Source: *s.Source, Name: s.Name, Mark: s.Mark, BackupPoint: backupPoint,
+		Keep: s.Keep, StateDir: s.StateDir, Now: s.Now, Step: step})
 	if err != nil {
 		return failover.RemotePoint{}, err
 	}
@@ -88,4 +110,25 @@ func FailedOver(ctx context.Context, c *vim25.Client, name string) (seq int, sin
 		return 0, time.Time{}, false, nil
 	}
 	return sb.failover.Seq, sb.failover.At, true, nil
+}
+
+// FailoverPoint is the point the standby called name runs from (ok
+// false: it is not failed over).
+func FailoverPoint(ctx context.Context, c *vim25.Client, name string) (Point, bool, error) {
+	sb, err := findStandby(ctx, c, name)
+	if err != nil {
+		return Point{}, false, err
+	}
+	if sb == nil {
+		return Point{}, false, fmt.Errorf("no standby VM %s: %w", name, hypervisor.ErrNotFound)
+	}
+	if sb.failover == nil {
+		return Point{}, false, nil
+	}
+	ps, err := points(sb.vm)
+	if err != nil {
+		return Point{}, true, err
+	}
+	pt, err := pointOf(ps, sb.failover.Seq)
+	return pt, true, err
 }

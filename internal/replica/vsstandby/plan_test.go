@@ -67,25 +67,3 @@ func TestPlanFailsOverStandbysInOrder(t *testing.T) {
 		t.Fatalf("a second failover: passed %v, %d started, %v: %+v", rep.Passed, len(started), err, rep.Steps)
 	}
 }
-
-// TestPlanRefusesPlannedFailoverOfStandby: a planned failover names a
-// final point, which a vSphere standby cannot be failed over onto yet:
-// the run stops at the VM, which stays powered off.
-func TestPlanRefusesPlannedFailoverOfStandby(t *testing.T) {
-	b := newLab(t)
-	ctx := context.Background()
-	p, _ := b.backup(map[int64][]byte{0: []byte("coffer plan")})
-	if _, err := Run(ctx, b.conn, b.r, p, b.options()); err != nil {
-		t.Fatal(err)
-	}
-	plan := failover.Plan{Name: "shop", Groups: []failover.Group{
-		{VMs: []failover.VM{{Name: "web-01", Remote: Standby{Client: b.conn.Client(), Name: standbyName, Mark: "dr/web-01"}}}},
-	}}
-	rep, _, err := failover.RunPlan(ctx, plan, map[string]string{"web-01": p.ID.String()}, failover.Options{})
-	if err != nil || rep.Passed || len(rep.Steps) != 1 || !strings.Contains(rep.Steps[0].Error, failover.ErrRemoteUnsupported.Error()) {
-		t.Fatalf("a planned failover: passed %v, %v: %+v", rep.Passed, err, rep.Steps)
-	}
-	if st := b.standby(standbyName).Runtime.PowerState; st != types.VirtualMachinePowerStatePoweredOff {
-		t.Fatalf("the standby is %s", st)
-	}
-}

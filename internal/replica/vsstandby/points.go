@@ -39,6 +39,10 @@ type Point struct {
 	// BytesWritten is what the run that made the point wrote: the
 	// changed spans; for the first point, its disks' sizes.
 	BytesWritten int64 `json:"bytes_written"`
+	// Final: a planned failover took the point after it shut the source
+	// down and wrote what differed from BackupPoint (SourceTime is then
+	// the shutdown's); Maps are empty, so the next run writes every span.
+	Final bool `json:"final,omitempty"`
 
 	// Snapshot is the point's VM snapshot.
 	Snapshot types.ManagedObjectReference `json:"-"`

@@ -13,6 +13,11 @@
 // every byte. Then it snapshots the new point and removes the oldest
 // beyond Keep. A run killed at any instant leaves the standby at its last
 // snapshot, which the next run reverts to.
+//
+// Failover (failover.go) starts the standby from a point; a planned
+// failover (planned.go) first shuts the source down and brings its last
+// writes onto the standby as a final point; a failback (failback.go)
+// writes what differs on the DR VM's disks back onto the original VM.
 package vsstandby
 
 import (

@@ -75,8 +75,8 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 		return nil, service.Invalidf("--to (a new location) is for a failback only")
 	}
 	vsphere := s.isVSphereDR(ctx, repl)
-	if vsphere && !vsphereKinds[kind] {
-		return nil, vsphereRefusal(kind)
+	if vsphere && in.To != "" {
+		return nil, vsphereNewLocationRefusal()
 	}
 	spec := service.JobSpec{Kind: job.KindFailover, Object: onFailoverPlans + "/" + plan.Name, Repository: repl.Repository,
 		VM: in.VM, Detail: kind + " of failover plan " + plan.Name}
@@ -123,16 +123,22 @@ func (s Ops) failoverOp(ctx context.Context, in *api.FailoverInput, kind string)
 			rep, started, err := failover.RunPlan(ctx, fp, nil, failover.Options{Seq: in.Seq, Log: log, Watch: jobWatcher{t}})
 			return passed(fill(out, rep, started), err)
 		case kindPlanned:
-			return s.planned(ctx, t, out, fp, repl)
+			return s.planned(ctx, t, out, fp, repl, vsphere)
+		}
+		if vsphere {
+			return s.failbackVSphere(ctx, t, out, fp, repl)
 		}
 		return s.failback(ctx, t, out, fp, repl, to)
 	})
 }
 
 // planned replicates each VM of the plan to its newest backup point and
-// fails over onto exactly that point.
-func (s Ops) planned(ctx context.Context, t service.Job, out *api.FailoverRun, fp failover.Plan, repl policy.Replication) (*api.FailoverRun, error) {
+// fails over onto exactly that point (a vSphere standby: onto a final
+// point of its shut-down source, which needs the source's connection).
+func (s Ops) planned(ctx context.Context, t service.Job, out *api.FailoverRun, fp failover.Plan, repl policy.Replication, vsphere bool) (*api.FailoverRun, error) {
 	final := map[string]string{}
+	closeSources := func() {}
+	defer func() { closeSources() }()
 	err := withRepo(ctx, s, repl, func(r *repo.Repository) error {
 		for _, g := range fp.Groups {
 			for _, vm := range g.VMs {
@@ -144,6 +150,11 @@ func (s Ops) planned(ctx context.Context, t service.Job, out *api.FailoverRun, f
 					final[v.VM] = v.BackupPoint
 				}
 			}
+		}
+		if vsphere {
+			var err error
+			closeSources, err = s.attachVSphereSources(ctx, r, &fp, final)
+			return err
 		}
 		return nil
 	})

@@ -16,6 +16,7 @@ import (
 // vsphereDR is a vSphere DR site's connection (*vsphere.Connector).
 type vsphereDR interface {
 	vsstandby.Connector
+	vsstandby.DiskConn
 	InstantStateDir() string
 }
 
@@ -100,18 +101,17 @@ func (s Ops) attachVSphere(ctx context.Context, repl policy.Replication, fp *fai
 		for i := range fp.Groups[gi].VMs {
 			vm := &fp.Groups[gi].VMs[i]
 			vm.Remote = vsstandby.Standby{Client: conn.Client(), Name: vm.Name + standbySuffix, Mark: repl.Name + "/" + vm.Name,
-				Connection: repl.Connection}
+				Connection: repl.Connection, DR: conn, Keep: repl.KeepOrDefault(), StateDir: conn.InstantStateDir()}
 		}
 	}
 	return conns.Close, nil
 }
 
-// vsphereKinds are the failover operations a plan of vSphere standbys
-// runs; the others are refused before any job starts.
-var vsphereKinds = map[string]bool{kindFailover: true, kindTest: true}
-
-func vsphereRefusal(kind string) error {
-	return service.Invalidf("the %s of a plan whose standbys are on a vSphere DR site is not supported yet: only an unplanned failover (coffer failover run) and a test failover are", kind)
+// vsphereNewLocationRefusal refuses, before any job starts, a failback
+// to a new location of a plan of vSphere standbys.
+func vsphereNewLocationRefusal() error {
+	return service.Invalidf("a failback to a new location (--to) of a plan whose standbys are on a vSphere DR site is not supported: " +
+		"fail back onto the original VMs, or back the DR VMs up and restore them to new VMs (coffer restore vm)")
 }
 
 // vsphereStandbyStates reads whether each standby of fp is failed over
