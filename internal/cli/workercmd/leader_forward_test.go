@@ -68,15 +68,7 @@ func forwardedBackupLosesItsLeader(t *testing.T, freeze bool) {
 	e := pgEnv(t, dsn)
 	gate := filepath.Join(e.Dir, "reads-may-go")
 	e.Config(fmt.Sprintf(forwardedHeldConfig, singleSeed, singleVMs, gate))
-	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
-	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
-	f.a = e.StartServer()
-	waitLog(t, f.a, "server a leads", "this server runs the schedules")
-	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-b")
-	f.b = e.StartServer()
-	f.workers = []*clitest.ServerProc{startLossWorker(e, "kvm1", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-01"),
-		startLossWorker(e, "kvm2", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-02")}
-	waitLog(t, f.a, "a's engine given both workers", "workers=kvm1,kvm2")
+	f := startForwardFleet(t, e, dsn)
 	lease, err := f.cat.GetLease(context.Background(), "schedules")
 	if err != nil {
 		t.Fatal(err)
@@ -294,15 +286,7 @@ func TestForwardedBackupHandedOffBeforeItsLeaderDies(t *testing.T) {
 	dsn := testutil.StartPostgres(t)
 	e := pgEnv(t, dsn)
 	e.Config(fmt.Sprintf(forwardedConfig, singleSeed, singleVMs))
-	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
-	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
-	f.a = e.StartServer()
-	waitLog(t, f.a, "server a leads", "this server runs the schedules")
-	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-b")
-	f.b = e.StartServer()
-	f.workers = []*clitest.ServerProc{startLossWorker(e, "kvm1", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-01"),
-		startLossWorker(e, "kvm2", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-02")}
-	waitLog(t, f.a, "a's engine given both workers", "workers=kvm1,kvm2")
+	f := startForwardFleet(t, e, dsn)
 	vm := vmOnHost(t, "host-01")
 	home := f.workers[0]
 
@@ -350,4 +334,20 @@ func TestForwardedBackupHandedOffBeforeItsLeaderDies(t *testing.T) {
 	default:
 		t.Errorf("the lost leader's task of %s: %s (%s), point %q; want its point the answer's, or it cancelled", vm.Name, ot.Status, ot.Error, ot.BackupPointID)
 	}
+}
+
+// startForwardFleet starts the forwarding tests' fleet on e's catalog:
+// server a, which leads, server b, and a worker on each host.
+func startForwardFleet(t *testing.T, e *clitest.Env, dsn string) *leaderFleet {
+	t.Helper()
+	f := &leaderFleet{e: e, dsn: dsn, cat: openCatalog(t, e)}
+	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-a")
+	f.a = e.StartServer()
+	waitLog(t, f.a, "server a leads", "this server runs the schedules")
+	e.Vars["COFFER_STATE_DIR"] = filepath.Join(e.Dir, "state-b")
+	f.b = e.StartServer()
+	f.workers = []*clitest.ServerProc{startLossWorker(e, "kvm1", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-01"),
+		startLossWorker(e, "kvm2", "--reach-connections", "kvm", "--reach-hosts", "kvm/host-02")}
+	waitLog(t, f.a, "a's engine given both workers", "workers=kvm1,kvm2")
+	return f
 }
