@@ -8,13 +8,15 @@
 //     a raw image, then the same guest booted on it until the same check;
 //
 //   - a plan of the other -vms - 1 VMs in one group: each failed over, timed until the
-//     last guest's check passed;
+//     last guest's check passed, against a full restore of the same VMs'
+//     points, all at once, each booted until the same check;
 //
 //   - the failback of the one VM: bytes written back against the bytes
 //     its DR overlay holds (what the DR VM wrote).
 //
 //     go run ./bench/failover            # one VM, then a plan of 3
 //     go run ./bench/failover -vms 6     # one VM, then a plan of 5
+//     go run ./bench/failover -vms 11    # one VM, then the plan of ten
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/backup"
@@ -49,7 +52,7 @@ func main() {
 	must(os.MkdirAll(*dir, 0o755))
 	img, err := guestvm.Build(ctx)
 	must(err)
-	b := &bench{dir: *dir, img: img, r: newRepo(ctx, filepath.Join(*dir, "repo")), final: map[string]string{}}
+	b := &bench{dir: *dir, img: img, r: newRepo(ctx, filepath.Join(*dir, "repo")), final: map[string]string{}, points: map[string]*repo.Point{}}
 	b.startSources(ctx, *n)
 	defer func() {
 		for _, vm := range b.vms {
@@ -60,8 +63,10 @@ func main() {
 	one, full := b.oneVM(ctx)
 	fb := b.failback(ctx)
 	planTime := b.plan(ctx)
+	planRestore := b.restoreAll(ctx, b.fvms[1:])
 	fmt.Printf("one VM (64 MiB disk): failover %s, full restore + boot %s (%.1fx)\n", one.Round(time.Millisecond), full.Round(time.Millisecond), full.Seconds()/one.Seconds())
-	fmt.Printf("plan of %d VMs in one group: failover %s\n", len(b.fvms)-1, planTime.Round(time.Millisecond))
+	fmt.Printf("plan of %d VMs in one group: failover %s, full restore + boot of the same VMs at once %s (%.1fx)\n", len(b.fvms)-1,
+		planTime.Round(time.Millisecond), planRestore.Round(time.Millisecond), planRestore.Seconds()/planTime.Seconds())
 	fmt.Printf("failback (%s): %d bytes written of a %d-byte disk in %s\n", fb.Mode, fb.BytesWritten, int64(64<<20), fb.Duration.Round(time.Millisecond))
 }
 
@@ -76,6 +81,7 @@ type bench struct {
 	refs    map[string]hypervisor.VMRef
 	fvms    []failover.VM
 	final   map[string]string
+	points  map[string]*repo.Point
 	point0  *repo.Point
 	started *failover.Started
 }
@@ -127,7 +133,7 @@ func (b *bench) replicateFinal(ctx context.Context) {
 		fv := failover.VM{Name: name, Dir: filepath.Join(b.dir, "dr", name)}
 		_, err = replica.Run(ctx, b.r, p, replica.Options{Dir: fv.Dir})
 		must(err)
-		b.fvms, b.final[name] = append(b.fvms, fv), p.ID.String()
+		b.fvms, b.final[name], b.points[name] = append(b.fvms, fv), p.ID.String(), p
 		if i == 0 {
 			b.point0 = p
 		}
@@ -181,6 +187,32 @@ func (b *bench) plan(ctx context.Context) time.Duration {
 		_ = failover.StopFailedOver(ctx, v, 10*time.Second)
 	}
 	return took
+}
+
+// restoreAll times a full restore of each VM's final point into a raw
+// image, all at once, each booted until its guest's check passed: what a
+// site without replicas would do for the plan's VMs.
+func (b *bench) restoreAll(ctx context.Context, vms []failover.VM) time.Duration {
+	began := time.Now()
+	var wg sync.WaitGroup
+	for _, v := range vms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := b.points[v.Name]
+			target := filepath.Join(b.dir, "restored-"+v.Name+".raw")
+			_, err := restore.ToFile(ctx, b.r, p, p.Disks[0], target, restore.FileOptions{})
+			must(err)
+			vm, err := guestvm.Start(ctx, b.img, guestvm.Options{Name: "restored-" + v.Name, Dir: filepath.Join(b.dir, "restored-"+v.Name),
+				Mode: "write", Base: 256, Disks: []guestvm.Disk{{ID: "vda", Path: target, Format: "raw"}}})
+			must(err)
+			defer vm.Kill()
+			_, err = vm.WaitConsole(ctx, "COFFER CHECK OK")
+			must(err)
+		}()
+	}
+	wg.Wait()
+	return time.Since(began)
 }
 
 func newRepo(ctx context.Context, dir string) *repo.Repository {
