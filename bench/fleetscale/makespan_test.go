@@ -15,10 +15,10 @@
 //
 // COFFER_FLEET_VMS sets the fleet's size (default 1000);
 // COFFER_BENCH_PROFILE=DIR writes the server's and each worker's CPU
-// profile there: the server's over the in-process runs (server.prof) and,
-// since it is restarted before the workers join, the leader's over the
-// workers' run alone (leader.prof). Without it the same server runs all
-// three.
+// profile there: the server's over the measured in-process run
+// (server.prof) and over the workers' run (leader.prof), the one server
+// running every run (profile_test.go). COFFER_BENCH_SERVER_GOMAXPROCS=N
+// runs the server (and only it) with GOMAXPROCS=N.
 package fleetscale
 
 import (
@@ -38,7 +38,10 @@ import (
 )
 
 // TestMain lets the benchmark re-run its binary as coffer.
-func TestMain(m *testing.M) { clitest.Main(m) }
+func TestMain(m *testing.M) {
+	profileOnSignal()
+	clitest.Main(m)
+}
 
 // workerSlots is each worker's slots: one per core of a 2-core host.
 const workerSlots = 2
@@ -92,8 +95,12 @@ type phase struct {
 	job       api.Job
 	wall      time.Duration
 	leaderCPU float64 // seconds
-	pgCPU     float64
-	stmts     statements
+	// monitorCPU is the part of leaderCPU that the Go runtime's system
+	// monitor thread took (monitorThreadCPU): the CPU profile does not
+	// sample it.
+	monitorCPU float64
+	pgCPU      float64
+	stmts      statements
 	// taskP50 is the median task as the leader recorded it (from its
 	// grant to its end); unitP50 the median unit as the workers logged
 	// it (from its start to its end there), 0 in the server.
@@ -112,43 +119,34 @@ func BenchmarkFleetMakespan(b *testing.B) {
 		"COFFER_CONFIG=" + cfg, "COFFER_STATE_DIR=" + filepath.Join(dir, "state"), "COFFER_LOG_FORMAT=json"}
 	writeFile(b, cfg, fleetConfig(vms, tightLimits))
 	coffer(b, env, "init")
-	profiles := os.Getenv("COFFER_BENCH_PROFILE")
-	startServer := func(profile string) *fleetserver.Server {
-		args := []string{"--log-level", "info"}
-		if profiles != "" {
-			args = append(args, "--cpu-profile", filepath.Join(profiles, profile))
-		}
-		return fleetserver.Start(os.Args[0], append(env, asCoffer), args...)
+	prof := &profiling{dir: os.Getenv("COFFER_BENCH_PROFILE")}
+	srvEnv := append(append(slices.Clone(env), asCoffer), prof.env()...)
+	if n := os.Getenv("COFFER_BENCH_SERVER_GOMAXPROCS"); n != "" {
+		srvEnv = append(srvEnv, "GOMAXPROCS="+n)
 	}
-	srv := startServer("server.prof")
-	defer func() { srv.Stop() }()
+	srv := fleetserver.Start(os.Args[0], srvEnv, "--log-level", "info")
+	defer srv.Stop()
 	token := strings.TrimSpace(coffer(b, env, "token", "create", "--user", "admin", "--grant", "/=Admin", "--lifetime", "1d"))
 
 	for b.Loop() {
 		// A first run in the server fills the repository and records the
 		// costs the planner learns from; the measured ones follow.
 		warm := measure(b, "in-process (warm-up)", srv, token, dsn, postmaster)
-		local := measure(b, "in-process", srv, token, dsn, postmaster)
+		local := prof.around(b, srv, func() phase { return measure(b, "in-process", srv, token, dsn, postmaster) })
 		plans := plan(b, env, cfg, vms)
-		if profiles != "" {
-			// The leader's own profile: its work over the workers' run,
-			// without the in-process runs' backups and bookkeeping.
-			srv.Stop()
-			srv = startServer("leader.prof")
-		}
 		var workers []*proc
 		for i := 1; i <= 3; i++ {
 			name := fmt.Sprintf("w%d", i)
 			args := append([]string{"worker", "--name", name, "--slots", strconv.Itoa(workerSlots),
 				"--reach-connections", "kvm,sim", "--reach-hosts", fmt.Sprintf("kvm/host-%02d", i), "--log-level", "info"},
 				workerLogin(b, env, dir, dsn, name)...)
-			if dir := os.Getenv("COFFER_BENCH_PROFILE"); dir != "" {
-				args = append(args, "--cpu-profile", filepath.Join(dir, fmt.Sprintf("w%d.prof", i)))
+			if prof.dir != "" {
+				args = append(args, "--cpu-profile", filepath.Join(prof.dir, fmt.Sprintf("w%d.prof", i)))
 			}
 			workers = append(workers, startProc(b, env, "worker registered", args...))
 		}
 		waitFor(b, "the engine given the workers", srv.Log, `"w1,w2,w3"`)
-		fleet := measure(b, "3 workers", srv, token, dsn, postmaster)
+		fleet := prof.around(b, srv, func() phase { return measure(b, "3 workers", srv, token, dsn, postmaster) })
 		fleet.unitP50 = median(unitSeconds(b, workers))
 		report(b, vms, []phase{warm, local, fleet}, plans)
 	}
@@ -158,9 +156,10 @@ func BenchmarkFleetMakespan(b *testing.B) {
 func measure(b *testing.B, name string, srv *fleetserver.Server, token, dsn string, postmaster int) phase {
 	b.Helper()
 	resetStatements(b, dsn)
-	cpu0, pg0 := cpuSeconds(b, srv.PID()), postgresCPU(b, postmaster)
+	cpu0, mon0, pg0 := cpuSeconds(b, srv.PID()), monitorThreadCPU(b, srv.PID()), postgresCPU(b, postmaster)
 	j, wall := runPolicy(b, srv, token, "fleet")
-	p := phase{name: name, job: j, wall: wall, leaderCPU: cpuSeconds(b, srv.PID()) - cpu0, pgCPU: postgresCPU(b, postmaster) - pg0}
+	p := phase{name: name, job: j, wall: wall, leaderCPU: cpuSeconds(b, srv.PID()) - cpu0, pgCPU: postgresCPU(b, postmaster) - pg0,
+		monitorCPU: monitorThreadCPU(b, srv.PID()) - mon0}
 	p.stmts = readStatements(b, dsn)
 	var tasks []float64
 	for _, t := range j.Tasks {
@@ -210,7 +209,7 @@ func plan(b *testing.B, env []string, cfg string, vms int) map[string]planned {
 
 func report(b *testing.B, vms int, phases []phase, plans map[string]planned) {
 	for _, p := range phases {
-		fmt.Printf("%-22s task mean %.3f s, P99 %.3f s\n", p.name, p.taskMean, p.taskP99)
+		fmt.Printf("%-22s task mean %.3f s, P99 %.3f s; leader CPU in the Go runtime's system monitor %.2f s\n", p.name, p.taskMean, p.taskP99, p.monitorCPU)
 		fmt.Printf("%-22s makespan %.1f s; task P50 %.3f s (on the worker %.3f s); leader CPU %.1f s (%.1f%% of a core); PostgreSQL CPU %.1f s; statements %d (%.1f per VM)\n",
 			p.name, p.job.DurationSeconds, p.taskP50, p.unitP50, p.leaderCPU, 100*p.leaderCPU/p.wall.Seconds(), p.pgCPU, p.stmts.calls,
 			float64(p.stmts.calls)/float64(vms))
@@ -227,6 +226,7 @@ func report(b *testing.B, vms int, phases []phase, plans map[string]planned) {
 	b.ReportMetric(fleet.job.DurationSeconds, "workers-s")
 	b.ReportMetric(ratio, "ratio")
 	b.ReportMetric(100*fleet.leaderCPU/fleet.wall.Seconds(), "leader-cpu-%")
+	b.ReportMetric(fleet.leaderCPU*1000/float64(vms), "leader-cpu-s/1000VMs")
 	b.ReportMetric(float64(fleet.stmts.calls)/float64(vms), "pg-stmts/VM")
 	b.ReportMetric(predicted, "planned-s")
 }

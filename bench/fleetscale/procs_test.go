@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,9 +137,13 @@ func runPolicy(b *testing.B, srv *fleetserver.Server, token, policy string) (api
 
 // cpuSeconds is a process's user and system time so far (/proc/PID/stat,
 // in clock ticks of 1/100 s, Linux's USER_HZ).
-func cpuSeconds(b *testing.B, pid int) float64 {
+func cpuSeconds(b *testing.B, pid int, thread ...int) float64 {
 	b.Helper()
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	if len(thread) > 0 { // one thread's (/proc/PID/task/TID/stat)
+		path = fmt.Sprintf("/proc/%d/task/%d/stat", pid, thread[0])
+	}
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -148,6 +153,30 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
+}
+
+// monitorThreadCPU is the CPU time so far of the Go runtime's system
+// monitor (sysmon) in process pid: the runtime starts it as the process's
+// first thread after the main one, so it is the second lowest thread ID.
+// It runs without a P, so CPU profiles never sample it, yet it polls
+// every 20 µs or more while any goroutine runs or is in a system call.
+func monitorThreadCPU(b *testing.B, pid int) float64 {
+	b.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tids []int
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	if len(tids) < 2 {
+		return 0
+	}
+	slices.Sort(tids)
+	return cpuSeconds(b, pid, tids[1])
 }
 
 // postgresCPU is the CPU time of PostgreSQL's postmaster and its

@@ -275,7 +275,10 @@ func (j *Job) openRepository() error {
 			j.p.Name, nameOr(j.p.Repository, "(default)"), r.Store().Properties().Location)
 	}
 	j.r = r
-	if j.history, err = r.Points(j.ctx, nil); err != nil {
+	// Only the manifests new or rewritten since the last job are read:
+	// reading them all again cost every job's start in proportion to
+	// the repository's points.
+	if j.history, err = r.HistoryPoints(j.ctx); err != nil {
 		return fmt.Errorf("list backup points: %w", err)
 	}
 	if j.history == nil {

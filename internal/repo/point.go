@@ -197,6 +197,7 @@ func (r *Repository) saveSnapshot(ctx context.Context, s *Point) error {
 // UpdatePoint rewrites an existing manifest in place (protection flag,
 // retention). The object is replaced atomically.
 func (r *Repository) UpdatePoint(ctx context.Context, s *Point) error {
+	r.history.forget(s.ID)
 	b, err := r.encodeSnapshot(s)
 	if err != nil {
 		return err
@@ -244,6 +245,18 @@ func (r *Repository) Points(ctx context.Context, bad func(id.ID, error)) ([]*Poi
 	if err != nil {
 		return nil, err
 	}
+	list, err := r.loadPoints(ctx, ids, bad)
+	if err != nil {
+		return nil, err
+	}
+	sortPoints(list)
+	return list, nil
+}
+
+// loadPoints loads the manifests ids, several at once, leaving out those
+// gone meanwhile and those that cannot be read (reported through bad, if
+// non-nil), as Points does.
+func (r *Repository) loadPoints(ctx context.Context, ids []id.ID, bad func(id.ID, error)) ([]*Point, error) {
 	out := make([]*Point, len(ids))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -278,8 +291,12 @@ func (r *Repository) Points(ctx context.Context, bad func(id.ID, error)) ([]*Poi
 			list = append(list, s)
 		}
 	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Time.Before(list[j].Time) })
 	return list, nil
+}
+
+// sortPoints orders points oldest first.
+func sortPoints(list []*Point) {
+	sort.Slice(list, func(i, j int) bool { return list[i].Time.Before(list[j].Time) })
 }
 
 // FindPoint resolves a full ID, a unique prefix, or "latest".
@@ -316,6 +333,7 @@ func (r *Repository) FindPoint(ctx context.Context, ref string) (*Point, error) 
 // DeletePoint removes a manifest and then its disk maps. A crash in
 // between leaves orphan maps that garbage collection removes.
 func (r *Repository) DeletePoint(ctx context.Context, s *Point) error {
+	r.history.forget(s.ID)
 	if err := r.st.Delete(ctx, snapshotName(s.ID)); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete snapshot %s: %w", s.ID.Short(), err)
 	}

@@ -52,6 +52,8 @@ type Repository struct {
 	hostname string
 	opts     Options
 	closed   atomic.Bool
+	// history keeps the manifests HistoryPoints read (pointhistory.go).
+	history pointHistory
 }
 
 // Options tune an open repository.
