@@ -100,8 +100,9 @@ func (e *Env) StartCoffer(ready func(*ServerProc) bool, patience time.Duration, 
 	case err := <-s.Done:
 		e.T.Fatalf("coffer %v exited before serving: %v\n%s", args, err, s.Log())
 	case <-time.After(patience):
+		dump := s.Goroutines() // where it hangs
 		_ = cmd.Process.Kill()
-		e.T.Fatalf("coffer %v did not start serving:\n%s", args, s.Log())
+		e.T.Fatalf("coffer %v did not start serving:\n%s", args, dump)
 	}
 	e.T.Cleanup(func() { _ = s.Stop() }) // a test that cared stopped it itself
 	return s
