@@ -20,7 +20,8 @@ import (
 //  2. `qemu-img commit -d B` copies B's clusters into A. Reading through B
 //     gives B's content at every instant of the copy (B's own clusters
 //     win over A's), so B and every later point stay intact; a kill
-//     repeats the copy, which is idempotent;
+//     repeats the copy, which is idempotent, and the clusters the killed
+//     copy leaked in A are freed (`qemu-img check -r leaks`);
 //  3. A's file is renamed over B's: the name B's successor is backed by
 //     now holds a standalone image with B's content, atomically;
 //  4. the record clears the merge.
@@ -75,6 +76,14 @@ func mergeDisk(ctx context.Context, a Disk, b *Disk, hook func(string)) error {
 	out, err := qemuCommand(ctx, "qemu-img", "commit", "-q", "-d", "-f", "qcow2", b.File).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("qemu-img commit %s: %v: %s", b.File, err, strings.TrimSpace(string(out)))
+	}
+	// A commit killed midway leaves clusters in a that it allocated but
+	// never referenced. The repeated commit does not free them, and a
+	// would carry them into b's name: harmless to the data, but `qemu-img
+	// check` then fails the point. Only leaks are repaired (-r leaks):
+	// anything worse fails the merge, which the next run tries again.
+	if out, err := qemuCommand(ctx, "qemu-img", "check", "-q", "-r", "leaks", "-f", "qcow2", a.File).CombinedOutput(); err != nil {
+		return fmt.Errorf("qemu-img check -r leaks %s: %v: %s", a.File, err, strings.TrimSpace(string(out)))
 	}
 	if err := syncFile(a.File); err != nil {
 		return err
