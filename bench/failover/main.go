@@ -93,7 +93,7 @@ func (b *bench) startSources(ctx context.Context, n int) {
 		disk := filepath.Join(b.dir, fmt.Sprintf("web-%d.raw", i))
 		must(os.WriteFile(disk, nil, 0o644))
 		must(os.Truncate(disk, 64<<20))
-		vm, err := guestvm.Start(ctx, b.img, guestvm.Options{Name: fmt.Sprintf("web-%d", i), UUID: fmt.Sprintf("5d3c2b1a-0f9e-4d8c-b7a6-95847362514%d", i),
+		vm, err := guestvm.Start(ctx, b.img, guestvm.Options{Name: fmt.Sprintf("web-%d", i), UUID: fmt.Sprintf("5d3c2b1a-0f9e-4d8c-b7a6-%012d", i),
 			Dir: filepath.Join(b.dir, fmt.Sprintf("vm-%d", i)), Mode: "write", Base: 256, Interval: 20 * time.Millisecond,
 			Disks: []guestvm.Disk{{ID: "vda", Path: disk, Format: "raw"}}})
 		must(err)
