@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/vmware/govmomi/object"
@@ -116,6 +118,13 @@ func startVSphere(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg
 	sctx, stopServing := context.WithCancel(ctx)
 	go func() { served <- nfsserve.Serve(sctx, l, exp.FS) }()
 	closers = append(closers, func() error { stopServing(); return <-served })
+	mapped := make(chan struct{}) // closed once the portmapper, if any, has stopped
+	if pm := servePortmap(l.Addr(), o.Log); pm != nil {
+		go func() { pm.Serve(sctx); close(mapped) }()
+		closers = append(closers, func() error { stopServing(); <-mapped; return nil })
+	} else {
+		close(mapped)
+	}
 	rec := vsinstant.NewRecord(v.VCenter.InstantStateDir(), id)
 	rec.Dir = dir
 	err = vsinstant.Start(ctx, v.VCenter.Client(), cfg, rec, vsinstant.Options{Host: v.Host, NFSHost: nfsHost, NFSPath: "/",
@@ -130,9 +139,36 @@ func startVSphere(ctx context.Context, r *repo.Repository, snap *repo.Point, cfg
 	ok = true
 	return s, func() error {
 		err := <-served
+		<-mapped
 		return errors.Join(err, exp.Close())
 	}, nil
 }
+
+// servePortmap listens for the portmapper on the NFS server's host when
+// the server listens on 2049, the port ESXi's NFS client mounts: ESXi
+// asks the portmapper (port 111) where the mount service is. Port 111
+// needs root or CAP_NET_BIND_SERVICE; without it, or with another
+// portmapper on the host, the recovery goes on with a warning, since a
+// host's rpcbind may map the export already.
+func servePortmap(nfs net.Addr, log *slog.Logger) *nfsserve.Portmap {
+	host, port, err := net.SplitHostPort(nfs.String())
+	if err != nil || port != strconv.Itoa(esxiNFSPort) {
+		return nil
+	}
+	pm, err := nfsserve.ListenPortmap(host, esxiNFSPort)
+	if err != nil {
+		if log != nil {
+			log.Warn("ESXi looks the export's mount service up through the portmapper on port 111, which coffer could not serve: "+
+				"give coffer CAP_NET_BIND_SERVICE, or map MOUNT and NFS version 3 over TCP to port 2049 in the host's rpcbind",
+				"error", err)
+		}
+		return nil
+	}
+	return pm
+}
+
+// esxiNFSPort is the port ESXi's NFS client mounts a datastore from.
+const esxiNFSPort = 2049
 
 // CommitVSphere moves the session's VM to datastore target with Storage
 // vMotion and unmounts the export; the export's files and overlays go.

@@ -3,6 +3,7 @@ package restorecmd_test
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/cli/clitest"
+	"github.com/coffer-backup/coffer/internal/instant/nfsserve"
+	"github.com/coffer-backup/coffer/internal/testutil"
 	"github.com/coffer-backup/coffer/internal/testutil/vclab"
 )
 
@@ -58,7 +61,14 @@ func newVSInstant(t *testing.T) *vsInstant {
 // loopback, and returns the session it printed.
 func (v *vsInstant) start() (*exec.Cmd, api.InstantSession) {
 	v.t.Helper()
-	server := v.e.Child("instant", "start", "latest", "--nfs-listen", "127.0.0.1:0", "--json")
+	return v.startOn("127.0.0.1:0")
+}
+
+// startOn is start with the NFS server listening on listen.
+func (v *vsInstant) startOn(listen string) (*exec.Cmd, api.InstantSession) {
+	v.t.Helper()
+	host, _, _ := net.SplitHostPort(listen)
+	server := v.e.Child("instant", "start", "latest", "--nfs-listen", listen, "--json")
 	out, err := server.StdoutPipe()
 	if err != nil {
 		v.t.Fatal(err)
@@ -74,7 +84,7 @@ func (v *vsInstant) start() (*exec.Cmd, api.InstantSession) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 	if s.Platform != "vsphere" || s.Domain != "app-01-instant" || s.Connection != "vc" || s.ID != v.point ||
-		s.Datastore != "coffer-instant-"+v.point || s.NFSAddress != "127.0.0.1" || len(s.Disks) != 1 {
+		s.Datastore != "coffer-instant-"+v.point || s.NFSAddress != host || len(s.Disks) != 1 {
 		v.t.Fatalf("instant start: %+v", s)
 	}
 	return server, s
@@ -164,9 +174,22 @@ func TestVSphereInstantStartListCommit(t *testing.T) {
 // TestVSphereInstantDiscard: `instant discard` powers the VM off,
 // unregisters it, unmounts the export, stops the serving process and
 // removes the session's directory (export and overlays).
+//
+// It serves on port 2049, the port ESXi mounts, of an address of its own
+// (127.0.0.2): the portmapper on port 111 there, which ESXi asks first,
+// gives a client the export's port, where the VM's disk descriptor reads;
+// after the discard nothing answers on port 111.
 func TestVSphereInstantDiscard(t *testing.T) {
+	testutil.RequireRoot(t) // port 111
 	v := newVSInstant(t)
-	server, s := v.start()
+	server, s := v.startOn("127.0.0.2:2049")
+	port := getport(t, "127.0.0.2")
+	if port != 2049 {
+		t.Fatalf("the portmapper gives MOUNT v3 over TCP at %d, not 2049", port)
+	}
+	if desc := readExported(t, "127.0.0.2:2049", nfsserve.DescriptorName(s.Domain, 0)); !strings.Contains(desc, "app-01-instant_0-flat.vmdk") {
+		t.Fatalf("the descriptor served: %q", desc)
+	}
 	v.e.Must("instant", "discard", s.ID)
 	if err := server.Wait(); err != nil {
 		t.Fatalf("the serving process after the discard: %v", err)
@@ -176,6 +199,10 @@ func TestVSphereInstantDiscard(t *testing.T) {
 	}
 	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) || len(v.sessions()) != 0 {
 		t.Fatalf("after discard: session directory %v, sessions %+v", err, v.sessions())
+	}
+	if c, err := net.Dial("tcp", "127.0.0.2:111"); err == nil {
+		c.Close()
+		t.Fatal("after discard, the portmapper still answers")
 	}
 }
 
