@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,13 +187,33 @@ func TestUnitsEndCommitsWithItsCompletion(t *testing.T) {
 		Service: workerService(t, dir), VMUnit: run, Logger: quiet})
 	startClient(t, c, err)
 
+	// Each outcome comes with its completion's notice (the row not read
+	// for it, once the submitter listens), and is the row's.
+	var endsRead atomic.Int64
+	queue.OnEndRead(srv, func(_ int64, ended bool) {
+		if ended {
+			endsRead.Add(1)
+		}
+	})
 	grant := func(task *catalog.Task) *queue.Outcome {
 		u := unitOf(task, "kvm1", w.Epoch, 1)
 		s, err := srv.SubmitVMUnitRecorded(ctx, u, startRecord(u))
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := waitOutcome(t, srv, s.ID, 30*time.Second)
+		before := endsRead.Load()
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		o, err := srv.WaitSubmitted(wctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := endsRead.Load() - before; queue.Heard(s) != 0 && n != 0 {
+			t.Fatalf("%s's row was read %d times for its outcome", task.VMName, n)
+		}
+		if row := waitOutcome(t, srv, s.ID, 30*time.Second); !reflect.DeepEqual(row, o) {
+			t.Fatalf("%s's outcome: %+v in its notice, %+v in its row", task.VMName, o, row)
+		}
 		var state string
 		if err := pool.QueryRow(ctx, `SELECT state FROM river.river_job WHERE id = $1`, s.ID).Scan(&state); err != nil || state != "completed" {
 			t.Fatalf("%s's job: %s, %v", task.VMName, state, err)
