@@ -13,18 +13,19 @@ import (
 	"github.com/coffer-backup/coffer/internal/fleet/queue"
 )
 
-// sleepUnit is a test-sleep of no time on worker, tagged tag.
-func sleepUnit(worker, tag string) queue.Unit {
+// sleepUnit is a test-sleep of no time on worker, tagged tag; a gated
+// one ends when sleepGate lets it.
+func sleepUnit(worker, tag string, gated bool) queue.Unit {
 	in := &sleepInput{}
-	in.Body.Tag = tag
+	in.Body.Tag, in.Body.Gated = tag, gated
 	return queue.Unit{Worker: worker, Epoch: 1, Operation: "test-sleep", Input: in}
 }
 
-// submitSleep submits sleepUnit(worker, tag) and returns once the worker
-// started it (an in-process worker's test-sleep announces it).
-func submitSleep(t *testing.T, srv *queue.Client, worker, tag string) queue.Submitted {
+// submitSleep submits sleepUnit(worker, tag, gated) and returns once the
+// worker started it (an in-process worker's test-sleep announces it).
+func submitSleep(t *testing.T, srv *queue.Client, worker, tag string, gated bool) queue.Submitted {
 	t.Helper()
-	s, err := srv.Submit(context.Background(), sleepUnit(worker, tag))
+	s, err := srv.Submit(context.Background(), sleepUnit(worker, tag, gated))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +33,55 @@ func submitSleep(t *testing.T, srv *queue.Client, worker, tag string) queue.Subm
 		t.Fatalf("started %.20q, want %.20q", got, tag)
 	}
 	return s
+}
+
+// watchGate lets a job end (sends on open) once srv watches it: a gated
+// job then ends after its waiter watches for its end, as a unit does
+// that takes longer than its submitter takes to wait (a waiter that
+// comes after the notice reads the row). It counts srv's reads of an
+// ended job's row (endsRead).
+type watchGate struct {
+	want     atomic.Int64
+	open     chan struct{}
+	endsRead atomic.Int64
+}
+
+func newWatchGate(srv *queue.Client, open chan struct{}) *watchGate {
+	g := &watchGate{open: open}
+	queue.OnWatch(srv, func(id int64) {
+		if id == g.want.Load() {
+			select {
+			case g.open <- struct{}{}:
+			default:
+			}
+		}
+	})
+	queue.OnEndRead(srv, func(_ int64, ended bool) {
+		if ended {
+			g.endsRead.Add(1)
+		}
+	})
+	return g
+}
+
+// wait is srv.WaitSubmitted(s), its job let end once watched; reads is
+// how many times the job's row was read ended meanwhile.
+func (g *watchGate) wait(t *testing.T, srv *queue.Client, s queue.Submitted) (o *queue.Outcome, reads int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := g.endsRead.Load()
+	g.want.Store(s.ID)
+	o, err := srv.WaitSubmitted(ctx, s)
+	g.want.Store(0)
+	select { // a second watch (WaitSubmitted's fallback to Wait) may have left it open
+	case <-g.open:
+	default:
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, g.endsRead.Load() - before
 }
 
 // tagOf is the tag of a test-sleep's outcome.
@@ -53,48 +103,35 @@ func TestOutcomeComesWithItsEndNotice(t *testing.T) {
 	pool, _ := startCatalog(t)
 	startWorker(t, pool, "a", nil)
 	srv := startServer(t, pool)
-	var endsRead atomic.Int64
-	queue.OnEndRead(srv, func(_ int64, ended bool) {
-		if ended {
-			endsRead.Add(1)
-		}
-	})
+	gate := newWatchGate(srv, sleepGate)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	wait := func(s queue.Submitted) *queue.Outcome {
-		t.Helper()
-		o, err := srv.WaitSubmitted(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
-	}
 	// The first submission starts the submitter's listener, and its
 	// WaitSubmitted reads the row.
-	if tag := tagOf(t, wait(submitSleep(t, srv, "a", "first"))); tag != "first" {
-		t.Fatalf("the first unit's tag: %q", tag)
+	if o, _ := gate.wait(t, srv, submitSleep(t, srv, "a", "first", false)); tagOf(t, o) != "first" {
+		t.Fatalf("the first unit's outcome: %+v", o)
 	}
 
 	for i := range 5 {
 		tag := "unit-" + strconv.Itoa(i)
-		s := submitSleep(t, srv, "a", tag)
+		s := submitSleep(t, srv, "a", tag, true)
 		if queue.Heard(s) == 0 {
 			t.Fatalf("%s was submitted without the listener", tag)
 		}
-		before := endsRead.Load()
-		o := wait(s)
+		o, n := gate.wait(t, srv, s)
 		if got := tagOf(t, o); got != tag || o.Worker != "a" {
 			t.Fatalf("%s's outcome: %+v", tag, o)
 		}
-		if n := endsRead.Load() - before; n != 0 {
+		if n != 0 {
 			t.Fatalf("%s's row was read %d times for its outcome", tag, n)
 		}
 		// Too late for the notice: read from the row, and the same.
+		before := gate.endsRead.Load()
 		row, err := srv.Wait(ctx, s.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := endsRead.Load() - before; n != 1 || !reflect.DeepEqual(row, o) {
+		if n := gate.endsRead.Load() - before; n != 1 || !reflect.DeepEqual(row, o) {
 			t.Fatalf("%s: the row's outcome (%d reads) %+v, the notice's %+v", tag, n, row, o)
 		}
 	}
@@ -102,12 +139,11 @@ func TestOutcomeComesWithItsEndNotice(t *testing.T) {
 	// An outcome longer than a notice may carry: the notice is the ID
 	// alone, and WaitSubmitted reads the row, once.
 	long := strings.Repeat("x", queue.MaxCarried)
-	s := submitSleep(t, srv, "a", long)
-	before := endsRead.Load()
-	if tag := tagOf(t, wait(s)); tag != long {
+	o, n := gate.wait(t, srv, submitSleep(t, srv, "a", long, false))
+	if tag := tagOf(t, o); tag != long {
 		t.Fatalf("the long outcome's tag: %d bytes", len(tag))
 	}
-	if n := endsRead.Load() - before; n != 1 {
+	if n != 1 {
 		t.Fatalf("the long outcome's row was read %d times", n)
 	}
 }
@@ -127,7 +163,7 @@ func TestMalformedEndNoticeReadsTheRow(t *testing.T) {
 
 	// A Wait connects the listener (a job cancelled before it ran ends
 	// at once), so that the next one is not woken by its connecting.
-	gone, err := srv.Submit(ctx, sleepUnit("never", "never"))
+	gone, err := srv.Submit(ctx, sleepUnit("never", "never", false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +175,7 @@ func TestMalformedEndNoticeReadsTheRow(t *testing.T) {
 	}
 
 	// Worker late starts only once the notices are sent.
-	s, err := srv.Submit(ctx, sleepUnit("late", "late"))
+	s, err := srv.Submit(ctx, sleepUnit("late", "late", false))
 	if err != nil {
 		t.Fatal(err)
 	}

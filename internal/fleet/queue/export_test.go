@@ -20,3 +20,7 @@ var EndPayload = endPayload
 
 // MaxCarried is maxCarried.
 const MaxCarried = maxCarried
+
+// OnWatch has c tell f of each waiter that watches a job, which f must
+// not block. Set it before any Wait.
+func OnWatch(c *Client, f func(id int64)) { c.waiter.watched = f }

@@ -152,6 +152,9 @@ type waiter struct {
 	conn, conns uint64
 	unheard     map[int64]struct{}
 	unheardIDs  []int64
+	// watched, if set (by tests, before any Wait), is told of each
+	// waiter that watches a job, with w.mu held: it must not block.
+	watched func(id int64)
 }
 
 // unheardKept bounds the notices kept for a Wait to come: far more than
@@ -206,6 +209,9 @@ func (w *waiter) watch(id int64) (notices <-chan endNotice, done func()) {
 		w.waiting[id] = map[chan endNotice]struct{}{}
 	}
 	w.waiting[id][ch] = struct{}{}
+	if w.watched != nil {
+		w.watched(id)
+	}
 	return ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
