@@ -30,8 +30,11 @@ import (
 // exchange (the registry's row, the hand-off of work, its fences). It is
 // raised when either side could misread the other. 2: units and batches
 // carry their share of limits.rate, which a worker of 1 would ignore,
-// reading past the limit; queue.ProtocolVersion follows it.
-const Protocol = 2
+// reading past the limit. 3: a unit's end notice carries its outcome,
+// under a key a worker of 2 would not echo, and which a server of 2
+// could not read (its waiters would sleep to their recheck).
+// queue.ProtocolVersion follows it.
+const Protocol = 3
 
 // Worker is a row of the registry; Reach is what a worker can get at.
 type (

@@ -34,8 +34,8 @@ var _ Registrar = Registry{}
 // the registration is theirs: a protocol changes only with a catalog
 // migration that the servers apply, and the registration moves behind the
 // control plane (worker tokens) with the rest of the worker's writes.
-// When a protocol 2 comes, the servers that also still speak 1 say so
-// here, and drained workers are upgraded one by one.
+// Should servers ever speak two protocols at once (the next and the
+// last), they say so here, and drained workers are upgraded one by one.
 func (r Registry) Register(ctx context.Context, w Worker, now time.Time) (Worker, error) {
 	if err := CheckName(w.Name); err != nil {
 		return Worker{}, err

@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/coffer-backup/coffer/internal/api"
@@ -46,6 +45,9 @@ type Batch struct {
 	// replayed grant is a no-op.
 	Job int64     `json:"job" river:"unique"`
 	VMs []BatchVM `json:"vms" river:"unique"`
+	// EndKey is the key the job's end notice carries its outcome under
+	// (Args.EndKey).
+	EndKey string `json:"end_key,omitempty"`
 }
 
 // BatchVM is one VM of a batch: its task and attempt, and what the
@@ -108,8 +110,8 @@ type BatchFunc func(ctx context.Context, b Batch) BatchDone
 // SubmitBatch hands a batch to its worker's queue, in a transaction of
 // its own.
 func (c *Client) SubmitBatch(ctx context.Context, b Batch) (Submitted, error) {
-	b.Protocol = ProtocolVersion
-	return c.submitGrant(ctx, b.Worker, b, "the batch of datastore "+b.Datastore, nil)
+	b.Protocol, b.EndKey = ProtocolVersion, newEndKey()
+	return c.submitGrant(ctx, b.Worker, b, b.EndKey, "the batch of datastore "+b.Datastore, nil)
 }
 
 // batchWorker runs coffer_batch jobs on a worker, fenced and completed as
@@ -127,10 +129,7 @@ func (w *batchWorker) Work(ctx context.Context, job *river.Job[Batch]) error {
 	if err := river.RecordOutput(ctx, out); err != nil {
 		return err
 	}
-	return w.units.ops.completeJob(ctx, job.ID, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[riverDriver](ctx, tx, job)
-		return err
-	})
+	return w.units.ops.completeJob(ctx, job.Args.EndKey, completeTx(job))
 }
 
 func (w *batchWorker) outcome(ctx context.Context, b Batch) (out *Outcome) {

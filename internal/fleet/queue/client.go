@@ -66,6 +66,10 @@ type Client struct {
 	pool   *pgxpool.Pool
 	waiter *waiter
 	queue  string
+	// endRead, if set (by tests, before any Wait), is told of each read
+	// of a hand-off's row for its end (ended), and whether it had ended:
+	// what a notice carrying the outcome saves.
+	endRead func(id int64, ended bool)
 }
 
 // NewWorker is the client of the worker cfg.Name: it works only its own

@@ -24,6 +24,8 @@ type sleepInput struct {
 	Body struct {
 		Tag     string  `json:"tag"`
 		Seconds float64 `json:"seconds"`
+		// Gated: it ends when sleepGate lets it, not after Seconds.
+		Gated bool `json:"gated,omitempty"`
 	}
 }
 
@@ -33,6 +35,9 @@ type sleepDoc struct {
 }
 
 var sleepStarted = make(chan string, 16)
+
+// sleepGate lets a gated test-sleep end (an in-process worker's).
+var sleepGate = make(chan struct{}, 1)
 
 // quiet logs River's warnings and errors only: its per-job lines would
 // drown a test's.
@@ -50,12 +55,22 @@ var testOperations = append(append([]service.Operation(nil), operations.All...),
 			} else {
 				sleepStarted <- in.Body.Tag
 			}
+			var (
+				gate  <-chan struct{} // nil: never
+				timer <-chan time.Time
+			)
+			if in.Body.Gated {
+				gate = sleepGate
+			} else {
+				timer = time.After(time.Duration(in.Body.Seconds * float64(time.Second)))
+			}
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
-			case <-time.After(time.Duration(in.Body.Seconds * float64(time.Second))):
-				return &service.Result[sleepDoc]{Body: sleepDoc{Tag: in.Body.Tag, Slept: true}}, nil
+			case <-gate:
+			case <-timer:
 			}
+			return &service.Result[sleepDoc]{Body: sleepDoc{Tag: in.Body.Tag, Slept: true}}, nil
 		}),
 }, service.Operation{
 	ID: "test-panic", Method: "Panic", Summary: "panic (tests only)", HTTP: service.Post, Path: "/test/panic",

@@ -60,7 +60,7 @@ func (c *Client) Forward(ctx context.Context, op string, in any, user job.User, 
 	if err != nil {
 		return Submitted{}, fmt.Errorf("fleet: forward %s to the leader: %w", op, err)
 	}
-	return Submitted{ID: res.Job.ID}, nil
+	return Submitted{ID: res.Job.ID, key: args.EndKey}, nil
 }
 
 // worksWorkerQueue: this client is a worker's, which runs what a server

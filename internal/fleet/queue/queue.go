@@ -32,7 +32,7 @@ const (
 	// only jobs of the version it speaks (the registry refuses a worker
 	// of another at registration; this is the last line). It is
 	// fleet.Protocol (TestOneProtocol), which this package cannot import.
-	ProtocolVersion = 2
+	ProtocolVersion = 3
 	// ServerQueue is the queue of the servers' own client (see NewServer
 	// for why servers run one).
 	ServerQueue = "srv"
@@ -40,8 +40,9 @@ const (
 	// lease (NewLeader): the other servers forward there what must run
 	// in the leader's engine (Forward).
 	LeaderQueue = "leader"
-	// doneChannel is NOTIFYed with a job's ID when a worker completed it
-	// (and when Cancel finalized it before it ran).
+	// doneChannel is NOTIFYed with a job's ID when a worker completed it,
+	// with its outcome when that fits (endPayload), and with the ID alone
+	// when Cancel finalized it before it ran.
 	doneChannel = "coffer_fleet_done"
 )
 
@@ -75,6 +76,9 @@ type Args struct {
 	// it as (Outcome.Job), oldest first: its job carries them on
 	// (job.WithResumes).
 	Resumes []int64 `json:"resumes,omitempty"`
+	// EndKey is the key the job's end notice carries its outcome under
+	// (endnotice.go), drawn by the submitter.
+	EndKey string `json:"end_key,omitempty"`
 }
 
 // Kind implements river.JobArgs.

@@ -42,6 +42,9 @@ type Submitted struct {
 	// heard is the submitter's listener connection before the insert (0:
 	// none), for WaitSubmitted.
 	heard uint64
+	// key is the job's end key (Args.EndKey): WaitSubmitted believes an
+	// outcome its end notice carries only under it.
+	key string
 }
 
 // SubmitTx hands u off within tx, the transaction that records its grant:
@@ -59,7 +62,7 @@ func (c *Client) SubmitTx(ctx context.Context, tx pgx.Tx, u Unit) (Submitted, er
 	if err != nil {
 		return Submitted{}, fmt.Errorf("fleet: hand %s off to %s: %w", u.Operation, u.Worker, err)
 	}
-	return Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard}, nil
+	return Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard, key: args.EndKey}, nil
 }
 
 // Submit is SubmitTx in a transaction of its own, for a hand-off that
@@ -89,7 +92,7 @@ func handOff(u Unit) (Args, *river.InsertOpts, error) {
 		return Args{}, nil, fmt.Errorf("fleet: %s's input: %w", u.Operation, err)
 	}
 	args := Args{Operation: u.Operation, Input: in, Worker: u.Worker, Epoch: u.Epoch, Protocol: ProtocolVersion,
-		Job: u.Job, Task: u.Task, Attempt: u.Attempt}
+		Job: u.Job, Task: u.Task, Attempt: u.Attempt, EndKey: newEndKey()}
 	opts := &river.InsertOpts{Queue: queue, MaxAttempts: 1}
 	if u.Job != 0 {
 		opts.UniqueOpts = uniqueGrant()
@@ -152,7 +155,9 @@ func (c *Client) Cancel(ctx context.Context, id int64) error {
 	}
 	if row.FinalizedAt != nil {
 		// River finalized it here (it had not started): nobody else will
-		// wake its waiters.
+		// wake its waiters. The notice is the ID alone (they read the
+		// row): this is no completion's transaction, and off the path of
+		// every unit that runs.
 		_, err = c.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, doneChannel, strconv.FormatInt(id, 10))
 	}
 	return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -165,7 +166,14 @@ func TestUnitsEndCommitsWithItsCompletion(t *testing.T) {
 	}
 	srv := startServer(t, pool)
 	injected := errors.New("injected after the point")
-	run := func(_ context.Context, u queue.VMUnit) (queue.UnitDone, error) {
+	// A unit that runs ends once its submitter watches for its end.
+	gate := newWatchGate(srv, make(chan struct{}, 1))
+	run := func(ctx context.Context, u queue.VMUnit) (queue.UnitDone, error) {
+		select {
+		case <-gate.open:
+		case <-ctx.Done():
+			return queue.UnitDone{}, ctx.Err()
+		}
 		pointID := "point-of-" + u.VMName
 		return queue.UnitDone{Point: pointID, Commit: func(ctx context.Context, tx pgx.Tx) error {
 			if err := postgres.EndWorkerUnitTx(ctx, tx, endOf(u, pointID)); err != nil {
@@ -185,13 +193,22 @@ func TestUnitsEndCommitsWithItsCompletion(t *testing.T) {
 		Service: workerService(t, dir), VMUnit: run, Logger: quiet})
 	startClient(t, c, err)
 
+	// Each outcome comes with its completion's notice (the row not read
+	// for it, once the submitter listens, if the unit ran: a fenced one
+	// may end before its submitter watches), and is the row's.
 	grant := func(task *catalog.Task) *queue.Outcome {
 		u := unitOf(task, "kvm1", w.Epoch, 1)
 		s, err := srv.SubmitVMUnitRecorded(ctx, u, startRecord(u))
 		if err != nil {
 			t.Fatal(err)
 		}
-		o := waitOutcome(t, srv, s.ID, 30*time.Second)
+		o, n := gate.wait(t, srv, s)
+		if queue.Heard(s) != 0 && task.VMName != "stale" && n != 0 {
+			t.Fatalf("%s's row was read %d times for its outcome", task.VMName, n)
+		}
+		if row := waitOutcome(t, srv, s.ID, 30*time.Second); !reflect.DeepEqual(row, o) {
+			t.Fatalf("%s's outcome: %+v in its notice, %+v in its row", task.VMName, o, row)
+		}
 		var state string
 		if err := pool.QueryRow(ctx, `SELECT state FROM river.river_job WHERE id = $1`, s.ID).Scan(&state); err != nil || state != "completed" {
 			t.Fatalf("%s's job: %s, %v", task.VMName, state, err)

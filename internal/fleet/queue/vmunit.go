@@ -73,6 +73,9 @@ type VMUnit struct {
 	// API's backup-vm), which is no policy's run: Policy is "", and the
 	// worker builds the attempt from what the backup asked for.
 	One *OneVM `json:"one,omitempty"`
+	// EndKey is the key the job's end notice carries its outcome under
+	// (Args.EndKey).
+	EndKey string `json:"end_key,omitempty"`
 }
 
 // OneVM is what a backup of one VM asked for beside the unit's mode and
@@ -140,15 +143,15 @@ type GrantTx func(ctx context.Context, tx pgx.Tx) error
 // rows commit together or not at all. A replayed grant (a Duplicate)
 // records nothing again.
 func (c *Client) SubmitVMUnitRecorded(ctx context.Context, u VMUnit, record GrantTx) (Submitted, error) {
-	u.Protocol, u.TaskStarted = ProtocolVersion, record != nil
-	return c.submitGrant(ctx, u.Worker, u, u.VMName+"'s unit", record)
+	u.Protocol, u.TaskStarted, u.EndKey = ProtocolVersion, record != nil, newEndKey()
+	return c.submitGrant(ctx, u.Worker, u, u.EndKey, u.VMName+"'s unit", record)
 }
 
 // submitGrant hands a grant of the dispatcher (a VM unit, a batch) to
 // worker's queue in a transaction of its own, once per grant
 // (uniqueGrant): a replayed grant is a Duplicate. record, if set, runs in
-// that transaction after a first insert.
-func (c *Client) submitGrant(ctx context.Context, worker string, args river.JobArgs, what string, record GrantTx) (Submitted, error) {
+// that transaction after a first insert. key is args' EndKey.
+func (c *Client) submitGrant(ctx context.Context, worker string, args river.JobArgs, key, what string, record GrantTx) (Submitted, error) {
 	q, err := WorkerQueue(worker)
 	if err != nil {
 		return Submitted{}, err
@@ -160,7 +163,7 @@ func (c *Client) submitGrant(ctx context.Context, worker string, args river.JobA
 		if err != nil {
 			return fmt.Errorf("fleet: hand %s off to %s: %w", what, worker, err)
 		}
-		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard}
+		s = Submitted{ID: res.Job.ID, Duplicate: res.UniqueSkippedAsDuplicate, heard: heard, key: key}
 		if record == nil || s.Duplicate {
 			return nil
 		}
@@ -205,16 +208,13 @@ func (w *vmUnitWorker) Work(ctx context.Context, job *river.Job[VMUnit]) error {
 	if err := river.RecordOutput(ctx, out); err != nil {
 		return err
 	}
-	complete := func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[riverDriver](ctx, tx, job)
-		return err
-	}
+	complete, key := completeTx(job), job.Args.EndKey
 	if commit == nil {
-		return w.ops.completeJob(ctx, job.ID, complete)
+		return w.ops.completeJob(ctx, key, complete)
 	}
-	err := w.ops.completeJob(ctx, job.ID, func(ctx context.Context, tx pgx.Tx) error {
+	err := w.ops.completeJob(ctx, key, func(ctx context.Context, tx pgx.Tx) (*rivertype.JobRow, error) {
 		if err := commit(ctx, tx); err != nil {
-			return &commitError{err}
+			return nil, &commitError{err}
 		}
 		return complete(ctx, tx)
 	})
@@ -235,7 +235,7 @@ func (w *vmUnitWorker) Work(ctx context.Context, job *river.Job[VMUnit]) error {
 	if err := river.RecordOutput(ctx, out); err != nil {
 		return err
 	}
-	return w.ops.completeJob(ctx, job.ID, complete)
+	return w.ops.completeJob(ctx, key, complete)
 }
 
 // commitError is a unit's Commit that failed inside the completion's

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,37 +21,42 @@ const recheck = 5 * time.Second
 
 // Wait waits for hand-off id to end and returns its outcome. It is woken
 // by the NOTIFY of the transaction that completed the job, so it returns
-// milliseconds after the worker's commit without polling.
+// milliseconds after the worker's commit without polling, with the
+// outcome the notice carries under the job's end key (read with the
+// row, the first time) or else read from the row.
 func (c *Client) Wait(ctx context.Context, id int64) (*Outcome, error) {
-	woken, done := c.waiter.watch(id)
+	notices, done := c.waiter.watch(id)
 	defer done()
 	if err := c.waiter.listening(ctx); err != nil {
 		return nil, err
 	}
-	for {
-		out, err := c.ended(ctx, id)
-		if err != nil || out != nil {
-			return out, err
-		}
+	out, key, err := c.ended(ctx, id)
+	for err == nil && out == nil {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-woken:
+		case n := <-notices:
+			if out := n.outcome(key); out != nil {
+				return out, nil
+			}
 		case <-time.After(recheck):
 		}
+		out, _, err = c.ended(ctx, id)
 	}
+	return out, err
 }
 
 // WaitSubmitted is Wait for a hand-off this client submitted: when its
 // listener was connected before the insert and still is (the same
 // connection), a notice of the job's end cannot have been missed, so the
-// job's row is read only once it is announced (or at the recheck), not
-// also first. Per unit, that is a statement and a round trip less.
+// job's row is read only once it is announced without an outcome under
+// the key this client drew (or at the recheck), not also first. Per unit,
+// that is two statements and two round trips less.
 func (c *Client) WaitSubmitted(ctx context.Context, s Submitted) (*Outcome, error) {
 	if s.heard == 0 || s.Duplicate { // a replayed grant's job may have ended long before
 		return c.Wait(ctx, s.ID)
 	}
-	woken, done := c.waiter.watch(s.ID)
+	notices, done := c.waiter.watch(s.ID)
 	defer done()
 	if !c.waiter.still(s.heard) {
 		return c.Wait(ctx, s.ID)
@@ -61,10 +65,13 @@ func (c *Client) WaitSubmitted(ctx context.Context, s Submitted) (*Outcome, erro
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-woken:
+		case n := <-notices:
+			if out := n.outcome(s.key); out != nil {
+				return out, nil
+			}
 		case <-time.After(recheck):
 		}
-		out, err := c.ended(ctx, s.ID)
+		out, _, err := c.ended(ctx, s.ID)
 		if err != nil || out != nil {
 			return out, err
 		}
@@ -72,32 +79,40 @@ func (c *Client) WaitSubmitted(ctx context.Context, s Submitted) (*Outcome, erro
 }
 
 // endQuery reads what outcomeOf needs of a hand-off's row: its state,
-// whether it ended, its outcome and its last error. River's JobGet reads
-// and decodes the whole row (the unit's arguments, every attempt's
-// error), and the outcome then from the whole metadata: read once per VM
-// by the leader, that was most of its CPU in waiting for a unit.
+// whether it ended, its outcome and its last error; and the job's end key
+// (Args.EndKey), under which Wait then believes its end notice. River's
+// JobGet reads and decodes the whole row (the unit's arguments, every
+// attempt's error), and the outcome then from the whole metadata: read
+// once per VM by the leader, that was most of its CPU in waiting for a
+// unit.
 const endQuery = `SELECT state::text, finalized_at IS NOT NULL, metadata->'output',
-	coalesce(errors[cardinality(errors)]->>'error', '') FROM ` + Schema + `.river_job WHERE id = $1`
+	coalesce(errors[cardinality(errors)]->>'error', ''), coalesce(args->>'end_key', '') FROM ` + Schema + `.river_job WHERE id = $1`
 
-// ended is hand-off id's outcome once it ended (nil before).
-func (c *Client) ended(ctx context.Context, id int64) (*Outcome, error) {
+// ended is hand-off id's outcome once it ended (nil before), and its end
+// key.
+func (c *Client) ended(ctx context.Context, id int64) (*Outcome, string, error) {
 	var (
 		state   string
 		done    bool
 		output  []byte
 		lastErr string
+		key     string
 	)
-	err := c.pool.QueryRow(ctx, endQuery, id).Scan(&state, &done, &output, &lastErr)
+	err := c.pool.QueryRow(ctx, endQuery, id).Scan(&state, &done, &output, &lastErr, &key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = rivertype.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fleet: hand-off %d: %w", id, err)
+		return nil, "", fmt.Errorf("fleet: hand-off %d: %w", id, err)
+	}
+	if c.endRead != nil {
+		c.endRead(id, done)
 	}
 	if !done {
-		return nil, nil
+		return nil, key, nil
 	}
-	return outcomeOf(id, rivertype.JobState(state), output, lastErr)
+	out, err := outcomeOf(id, rivertype.JobState(state), output, lastErr)
+	return out, key, err
 }
 
 // outcomeOf reads a finished job's outcome: what its worker recorded
@@ -122,11 +137,11 @@ func outcomeOf(id int64, state rivertype.JobState, output []byte, lastErr string
 }
 
 // waiter holds one LISTEN connection for all of a client's Waits, and
-// wakes the waiters of each job ID it is told of.
+// hands each notice of a job's end to that job's waiters.
 type waiter struct {
 	pool    *pgxpool.Pool
 	mu      sync.Mutex
-	waiting map[int64]map[chan struct{}]struct{}
+	waiting map[int64]map[chan endNotice]struct{}
 	ready   chan struct{} // closed once LISTEN holds
 	stop    context.CancelFunc
 	started bool
@@ -137,6 +152,9 @@ type waiter struct {
 	conn, conns uint64
 	unheard     map[int64]struct{}
 	unheardIDs  []int64
+	// watched, if set (by tests, before any Wait), is told of each
+	// waiter that watches a job, with w.mu held: it must not block.
+	watched func(id int64)
 }
 
 // unheardKept bounds the notices kept for a Wait to come: far more than
@@ -144,7 +162,7 @@ type waiter struct {
 const unheardKept = 4096
 
 func newWaiter(pool *pgxpool.Pool) *waiter {
-	return &waiter{pool: pool, waiting: map[int64]map[chan struct{}]struct{}{}, ready: make(chan struct{}), unheard: map[int64]struct{}{}}
+	return &waiter{pool: pool, waiting: map[int64]map[chan endNotice]struct{}{}, ready: make(chan struct{}), unheard: map[int64]struct{}{}}
 }
 
 // heard is the listener's connection now (0: none), started if it was
@@ -173,20 +191,27 @@ func (w *waiter) startLocked() {
 	}
 }
 
-// watch registers a waiter of id; done unregisters it. A notice of id
-// heard before (unheard) wakes it at once (and any later waiter too).
-func (w *waiter) watch(id int64) (woken <-chan struct{}, done func()) {
-	ch := make(chan struct{}, 1)
+// watch registers a waiter of id; done unregisters it. Each notice of id
+// comes on notices, the first one that finds it empty: a later one (a
+// copy, a forgery repeating a key seen) is dropped while it holds one. A
+// notice of id heard before (unheard) wakes it at once (and any later
+// waiter too), as an end alone: only a waiter that was watching is handed
+// the outcome.
+func (w *waiter) watch(id int64) (notices <-chan endNotice, done func()) {
+	ch := make(chan endNotice, 1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.startLocked()
 	if _, ok := w.unheard[id]; ok {
-		ch <- struct{}{}
+		ch <- endNotice{}
 	}
 	if w.waiting[id] == nil {
-		w.waiting[id] = map[chan struct{}]struct{}{}
+		w.waiting[id] = map[chan endNotice]struct{}{}
 	}
 	w.waiting[id][ch] = struct{}{}
+	if w.watched != nil {
+		w.watched(id)
+	}
 	return ch, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -265,19 +290,20 @@ func (w *waiter) listenOnce(ctx context.Context, ready func()) error {
 		if err != nil {
 			return err
 		}
-		if id, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
-			w.wake(id)
+		if id, notice, ok := parseEndNotice(n.Payload); ok {
+			w.wake(id, notice)
 		}
 	}
 }
 
-func (w *waiter) wake(id int64) {
+// wake hands notice n of id to its waiters.
+func (w *waiter) wake(id int64, n endNotice) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.keepUnheard(id)
 	for ch := range w.waiting[id] {
 		select {
-		case ch <- struct{}{}:
+		case ch <- n:
 		default:
 		}
 	}
@@ -291,7 +317,7 @@ func (w *waiter) wakeAll() {
 	}
 	w.mu.Unlock()
 	for _, id := range ids {
-		w.wake(id)
+		w.wake(id, endNotice{})
 	}
 }
 

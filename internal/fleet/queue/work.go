@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/coffer-backup/coffer/internal/api"
 	"github.com/coffer-backup/coffer/internal/job"
@@ -46,10 +46,7 @@ func (w *operationWorker) Work(ctx context.Context, job *river.Job[Args]) error 
 			return err
 		}
 	}
-	return w.completeJob(ctx, job.ID, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[riverDriver](ctx, tx, job)
-		return err
-	})
+	return w.completeJob(ctx, job.Args.EndKey, completeTx(job))
 }
 
 // runRecovering is run, with a panic of the operation as its outcome
@@ -177,17 +174,20 @@ func (w *operationWorker) takeAsLeader(ctx context.Context, id int64, a Args) (c
 
 // completeJob ends the job in one transaction with the NOTIFY that wakes its
 // submitter's Wait: River's own completion is batched and announces
-// nothing, so a waiter would otherwise have to poll. The completion runs
-// even if the job's context was cancelled (a cancelled operation's
-// outcome is recorded too).
-// (complete is River's JobCompleteTx for the job's kind.)
-func (w *operationWorker) completeJob(ctx context.Context, id int64, complete func(context.Context, pgx.Tx) error) error {
+// nothing, so a waiter would otherwise have to poll. The notice carries
+// the outcome under the job's end key (endPayload), read from the row as
+// complete leaves it: what the notice says is what the transaction
+// commits, or neither is. The completion runs even if the job's context
+// was cancelled (a cancelled operation's outcome is recorded too).
+// (complete is River's JobCompleteTx for the job's kind: completeTx.)
+func (w *operationWorker) completeJob(ctx context.Context, key string, complete func(context.Context, pgx.Tx) (*rivertype.JobRow, error)) error {
 	ctx = context.WithoutCancel(ctx)
 	return pgx.BeginFunc(ctx, w.client.pool, func(tx pgx.Tx) error {
-		if err := complete(ctx, tx); err != nil {
+		row, err := complete(ctx, tx)
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, doneChannel, strconv.FormatInt(id, 10))
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, doneChannel, endPayload(row, key))
 		return err
 	})
 }
