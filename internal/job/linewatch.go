@@ -63,7 +63,7 @@ func (m *Manager) newLineListener() *lineListener {
 	return &lineListener{m: m, w: lineWatcherOf(m.cat), on: &m.linesOn}
 }
 
-// wanted reports whether a subscription here may want lines of another
+// wantsLines reports whether a subscription here may want lines of another
 // process: one to every job, or to a job not run here.
 func (m *Manager) wantsLines() bool {
 	ids, all := m.hub.followed()
