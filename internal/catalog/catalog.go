@@ -247,7 +247,8 @@ type Catalog interface {
 	PruneHistory(ctx context.Context, before time.Time, limit int) (int, error)
 	// WatchJobs delivers a notice for every change to a job committed by
 	// any process (see JobNotice) until ctx ends, then closes the
-	// channel. Catalogs that cannot push changes (SQLite) return an error
+	// channel; a catalog that sends notices of lines apart (PostgreSQL:
+	// WatchJobLines, see LineNotice) leaves them out. Catalogs that cannot push changes (SQLite) return an error
 	// wrapping errors.ErrUnsupported; their readers poll.
 	WatchJobs(ctx context.Context) (<-chan JobNotice, error)
 

@@ -133,7 +133,9 @@ func (j Job) Cursor() JobCursor { return JobCursor{CreatedAt: j.CreatedAt, ID: j
 // JobNotice tells a watcher that a job changed in some process: What is
 // "created", "updated", "log", "progress" or "cancel". A notice with
 // JobID 0 ("resync") means notices may have been lost (the connection was
-// re-established): anything may have changed.
+// re-established): anything may have changed. Notices of lines (log and
+// progress, LineNotice) come apart where a catalog can send them apart
+// (PostgreSQL's WatchJobLines): only subscribers want them.
 type JobNotice struct {
 	JobID int64
 	What  string
@@ -148,3 +150,9 @@ const (
 	NoticeCancel   = "cancel"
 	NoticeResync   = "resync"
 )
+
+// LineNotice reports whether notices of kind what tell of a job's lines:
+// its log, or its progress. Only a process whose subscribers follow the
+// job wants them; the job's own process publishes its own, and a cancel
+// request has a notice of its own.
+func LineNotice(what string) bool { return what == NoticeLog || what == NoticeProgress }

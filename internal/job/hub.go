@@ -246,7 +246,10 @@ func (s *Subscription) end(err error) {
 	close(s.done)
 	s.mu.Unlock()
 	s.rcancel()
-	go s.m.hub.remove(s) // not under the hub's lock, which push may hold
+	go func() {
+		s.m.hub.remove(s) // not under the hub's lock, which push may hold
+		s.m.kick()        // the watcher may stop listening for lines
+	}()
 }
 
 // push queues an event; it never blocks the publisher.

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/catalog"
@@ -170,6 +171,10 @@ type Manager struct {
 	stop context.CancelFunc
 	bg   sync.WaitGroup
 	wake chan struct{} // something new to follow: the watcher starts polling
+	// linesOn: the watcher listens for lines (lineListener); heard
+	// counts the notices it heard: of lines, and the others.
+	linesOn atomic.Bool
+	heard   struct{ lines, others atomic.Int64 }
 
 	mu    sync.Mutex
 	owned map[int64]*Handle
@@ -339,7 +344,8 @@ func (m *Manager) StartJob(ctx context.Context, j Record) (*Handle, error) {
 // what this process publishes equals what others read.
 func (m *Manager) now() time.Time { return m.o.Now().UTC().Truncate(time.Microsecond) }
 
-// kick wakes the watcher: there is something new to follow.
+// kick wakes the watcher: there is something new to follow, or
+// something followed no longer is.
 func (m *Manager) kick() {
 	select {
 	case m.wake <- struct{}{}:

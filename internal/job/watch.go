@@ -150,9 +150,12 @@ func (m *Manager) watchFailed(w *watchState, err error) bool {
 	return err != nil
 }
 
-// follow follows other processes through the catalog's notices.
+// follow follows other processes through the catalog's notices, and
+// those of lines while a subscription wants them (lineListener).
 func (m *Manager) follow(notices <-chan catalog.JobNotice) {
 	w := newWatchState()
+	lines := m.newLineListener()
+	defer lines.stop()
 	for {
 		var batch []catalog.JobNotice
 		select {
@@ -163,49 +166,87 @@ func (m *Manager) follow(notices <-chan catalog.JobNotice) {
 				return
 			}
 			batch = append(batch, n)
-		}
-		// Read each job once for all its notices waiting now.
-	drain:
-		for {
-			select {
-			case n, ok := <-notices:
-				if !ok {
-					return
-				}
-				batch = append(batch, n)
-			default:
-				break drain
-			}
-		}
-		var order []int64
-		cancels, resync := map[int64]bool{}, false
-		for _, n := range batch {
-			if n.What == catalog.NoticeResync {
-				resync = true
+		case n, ok := <-lines.C:
+			if !ok {
+				lines.stop() // listening again at the next wake, if wanted
 				continue
 			}
-			if _, dup := cancels[n.JobID]; !dup {
-				order = append(order, n.JobID)
-			}
-			cancels[n.JobID] = cancels[n.JobID] || n.What == catalog.NoticeCancel
-		}
-		if resync {
-			m.refresh(w)
+			lines.on.Store(true)
+			batch = append(batch, n)
+		case <-m.wake:
+			lines.update(false)
+			continue
+		case <-lines.idleC():
+			lines.update(true)
 			continue
 		}
-		for _, id := range order {
-			if h := m.handle(id); h != nil && !cancels[id] {
-				continue // its own handle published it
-			}
-			if m.handle(id) == nil && !m.hub.interested(id) {
-				continue
-			}
-			j, err := m.cat.GetJob(m.ctx, id)
-			if m.watchFailed(w, err) {
-				continue
-			}
-			m.observe(w, j)
+		// Read each job once for all its notices waiting now.
+		var open bool
+		if batch, open = drain(batch, notices, lines); !open {
+			return
 		}
+		m.handleNotices(w, batch)
+	}
+}
+
+// drain adds the notices waiting now to batch; false when notices closed.
+func drain(batch []catalog.JobNotice, notices <-chan catalog.JobNotice, lines *lineListener) ([]catalog.JobNotice, bool) {
+	for {
+		select {
+		case n, ok := <-notices:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, n)
+		case n, ok := <-lines.C:
+			if !ok {
+				return batch, true // follow sees it closed next
+			}
+			lines.on.Store(true)
+			batch = append(batch, n)
+		default:
+			return batch, true
+		}
+	}
+}
+
+// handleNotices reads the jobs a batch of notices names, each once.
+func (m *Manager) handleNotices(w *watchState, batch []catalog.JobNotice) {
+	for _, n := range batch {
+		if catalog.LineNotice(n.What) {
+			m.heard.lines.Add(1)
+		} else {
+			m.heard.others.Add(1)
+		}
+	}
+	var order []int64
+	cancels, resync := map[int64]bool{}, false
+	for _, n := range batch {
+		if n.What == catalog.NoticeResync {
+			resync = true
+			continue
+		}
+		if _, dup := cancels[n.JobID]; !dup {
+			order = append(order, n.JobID)
+		}
+		cancels[n.JobID] = cancels[n.JobID] || n.What == catalog.NoticeCancel
+	}
+	if resync {
+		m.refresh(w)
+		return
+	}
+	for _, id := range order {
+		if h := m.handle(id); h != nil && !cancels[id] {
+			continue // its own handle published it
+		}
+		if m.handle(id) == nil && !m.hub.interested(id) {
+			continue
+		}
+		j, err := m.cat.GetJob(m.ctx, id)
+		if m.watchFailed(w, err) {
+			continue
+		}
+		m.observe(w, j)
 	}
 }
 

@@ -55,7 +55,7 @@ const appendLines = `lines AS (
 		WITH ORDINALITY AS l (occurred_at, task_id, level, kind, message, fields, n))`
 
 // noticeExpr is the job's log notice (notify's), its payload $9.
-var noticeExpr = notifyExpr("$9")
+var noticeExpr = notifyExpr(lineChannel, "$9")
 
 // AddEvents implements catalog.Catalog.
 func (c pgCatalog) AddEvents(ctx context.Context, events []catalog.Event) error {

@@ -161,3 +161,54 @@ func TestWatchJobsSurvivesALostConnection(t *testing.T) {
 		t.Fatalf("after reconnecting: %+v", n)
 	}
 }
+
+// The listening session of lines, once it holds, delivers a resync; when
+// it breaks it is re-established with another resync, then hears new
+// lines.
+func TestWatchJobLinesSurvivesALostConnection(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	server := testutil.StartPostgres(t)
+	c, err := postgres.Open(ctx, freshSchema(t, server), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lw, ok := c.(interface {
+		WatchJobLines(context.Context) (<-chan catalog.JobNotice, error)
+	})
+	if !ok {
+		t.Fatal("the PostgreSQL catalog has no WatchJobLines")
+	}
+	notices, err := lw.WatchJobLines(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resync := catalog.JobNotice{What: catalog.NoticeResync}
+	if n := catalogtest.NextNotice(t, notices); n != resync {
+		t.Fatalf("once listening: %+v, want a resync", n)
+	}
+	admin, err := pgx.Connect(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var killed int
+	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
+		"coffer catalog line listener").Scan(&killed); err != nil || killed != 1 {
+		t.Fatalf("terminated %d listening sessions of lines (%v), want 1", killed, err)
+	}
+	if n := catalogtest.NextNotice(t, notices); n != resync {
+		t.Fatalf("after the session broke: %+v, want a resync", n)
+	}
+	j := &catalog.Job{Kind: catalog.KindVerify}
+	if err := c.CreateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddEvents(ctx, []catalog.Event{{JobID: j.ID, Kind: "line"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := catalogtest.NextNotice(t, notices); n != (catalog.JobNotice{JobID: j.ID, What: catalog.NoticeLog}) {
+		t.Fatalf("after reconnecting: %+v, want the line's notice (and not the creation's)", n)
+	}
+}

@@ -78,17 +78,21 @@ type Dialect struct {
 	// IsForeignKeyViolation recognises a reference to a missing row.
 	IsForeignKeyViolation func(error) bool
 	// Notify queues payload for the listeners of other processes,
-	// delivered when tx commits (PostgreSQL's NOTIFY). Databases that
-	// cannot push changes leave it nil.
-	Notify func(ctx context.Context, tx Tx, payload string) error
+	// delivered when tx commits (PostgreSQL's NOTIFY): to those of lines
+	// when lines (a notice of a job's log or progress,
+	// catalog.LineNotice), to the others' otherwise. Databases that cannot
+	// push changes leave it nil.
+	Notify func(ctx context.Context, tx Tx, payload string, lines bool) error
 }
 
 // Listener is implemented by backends whose Dialect has Notify: Listen
-// delivers the payloads other transactions notified, once committed,
-// until ctx ends. An empty payload means some may have been lost (the
-// connection was re-established, or the reader fell behind).
+// delivers the payloads other transactions notified (of lines, or the
+// others), once committed, until ctx ends. An empty payload means some
+// may have been lost (the connection was re-established, or the reader
+// fell behind); a listener of lines delivers one first, once listening
+// holds.
 type Listener interface {
-	Listen(ctx context.Context) (<-chan string, error)
+	Listen(ctx context.Context, lines bool) (<-chan string, error)
 }
 
 // Rebind rewrites ? placeholders for the dialect. The SQL in this package

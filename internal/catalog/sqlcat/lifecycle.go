@@ -21,7 +21,7 @@ func (c *Catalog) notify(ctx context.Context, tx Tx, id int64, what string) erro
 	if c.d.Notify == nil {
 		return nil
 	}
-	return c.d.Notify(ctx, tx, strconv.FormatInt(id, 10)+" "+what)
+	return c.d.Notify(ctx, tx, strconv.FormatInt(id, 10)+" "+what, catalog.LineNotice(what))
 }
 
 // Heartbeat records a running job's sign of life and progress and returns
@@ -190,11 +190,26 @@ func (c *Catalog) PruneHistory(ctx context.Context, before time.Time, limit int)
 
 // WatchJobs turns the backend's notices into JobNotices.
 func (c *Catalog) WatchJobs(ctx context.Context) (<-chan catalog.JobNotice, error) {
+	return c.watch(ctx, false)
+}
+
+// WatchJobLines delivers the notices WatchJobs does not: of the lines
+// appended to a job's log and of its progress (catalog.LineNotice), a
+// resync first, once listening holds, and again whenever notices may
+// have been lost. A process listens only while it has subscribers: a
+// shared catalog's lines are most of its notices.
+func (c *Catalog) WatchJobLines(ctx context.Context) (<-chan catalog.JobNotice, error) {
+	return c.watch(ctx, true)
+}
+
+// watch turns the backend's notices (of lines, or the others) into
+// JobNotices.
+func (c *Catalog) watch(ctx context.Context, lines bool) (<-chan catalog.JobNotice, error) {
 	l, ok := c.b.(Listener)
 	if !ok || c.d.Notify == nil {
 		return nil, fmt.Errorf("catalog: %s cannot push changes to other processes: %w", c.d.Name, errors.ErrUnsupported)
 	}
-	raw, err := l.Listen(ctx)
+	raw, err := l.Listen(ctx, lines)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: watch jobs: %w", err)
 	}
