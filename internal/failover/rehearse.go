@@ -40,8 +40,10 @@ func rehearsalRoot(stateDir string) string { return filepath.Join(stateDir, "fai
 
 // Rehearse runs a test failover of plan: each group's VMs start at once
 // (startGroup) on throw-away overlays of their standbys, isolated, then
-// are probed, and the next group waits for that and the group's delay. Everything is stopped
-// and removed at the end, whatever happened; the standbys are only read,
+// are probed, and the next group waits for that and the group's delay.
+// Everything is stopped and removed at the end, whatever happened (the
+// VMs of a group that started beside one that failed too); the
+// standbys are only read,
 // and locked meanwhile against replication runs and a second test
 // (lockStandbys). The error is for a run that could not be attempted (a
 // standby another run holds, too); a VM that did not start, a probe that
