@@ -113,14 +113,27 @@ type Watcher interface {
 	Probe(ProbeResult)
 }
 
+// A Report is written by its run's goroutine only: the starts of a
+// group, which run at once, keep their steps aside (stepBuf) and the run
+// adds them in plan order (startGroup).
 func (r *Report) step(group int, vm, name string, began time.Time, err error, detail string) {
+	r.add(newStep(group, vm, name, began, err, detail))
+}
+
+func newStep(group int, vm, name string, began time.Time, err error, detail string) Step {
 	s := Step{Group: group, VM: vm, Name: name, Started: began, Duration: time.Since(began), Detail: detail}
 	if err != nil {
 		s.Error = err.Error()
 	}
-	r.Steps = append(r.Steps, s)
+	return s
+}
+
+func (r *Report) add(steps ...Step) {
+	r.Steps = append(r.Steps, steps...)
 	if r.watch != nil {
-		r.watch.Step(s)
+		for _, s := range steps {
+			r.watch.Step(s)
+		}
 	}
 }
 
@@ -131,8 +144,18 @@ func (r *Report) probe(p ProbeResult) {
 	}
 }
 
-// freePort finds a free TCP port on 127.0.0.1 for a probe's forward.
+// freePort finds a free TCP port on 127.0.0.1 for a probe's forward,
+// one not given to another VM starting at the same time.
 func freePort() (int, error) {
+	for {
+		port, err := listenFree()
+		if err != nil || notGivenLately(port) {
+			return port, err
+		}
+	}
+}
+
+func listenFree() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

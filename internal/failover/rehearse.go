@@ -38,10 +38,12 @@ type RehearseOptions struct {
 // rehearsalRoot is where test failovers keep their run directories.
 func rehearsalRoot(stateDir string) string { return filepath.Join(stateDir, "failover-tests") }
 
-// Rehearse runs a test failover of plan: each group's VMs start on
-// throw-away overlays of their standbys, isolated, are probed, and the
-// next group waits for that and the group's delay. Everything is stopped
-// and removed at the end, whatever happened; the standbys are only read,
+// Rehearse runs a test failover of plan: each group's VMs start at once
+// (startGroup) on throw-away overlays of their standbys, isolated, then
+// are probed, and the next group waits for that and the group's delay.
+// Everything is stopped and removed at the end, whatever happened (the
+// VMs of a group that started beside one that failed too); the
+// standbys are only read,
 // and locked meanwhile against replication runs and a second test
 // (lockStandbys). The error is for a run that could not be attempted (a
 // standby another run holds, too); a VM that did not start, a probe that
@@ -92,36 +94,41 @@ func Rehearse(ctx context.Context, plan Plan, o RehearseOptions) (*Report, error
 	for gi, g := range plan.Groups {
 		n := gi + 1
 		ms := make([]*machine, len(g.VMs))
-		for i, vm := range g.VMs {
+		errs := make([]error, len(g.VMs))
+		steps := make([]stepBuf, len(g.VMs))
+		ok := true
+		startGroup(len(g.VMs), func(i int) {
 			began := time.Now()
 			dir := filepath.Join(runDir, fmt.Sprintf("%d.%d", n, i))
-			var m *machine
-			var err error
-			switch {
-			case vm.Remote != nil:
-				m, err = rehearseRemote(ctx, vm, dir, run, o.Seq)
-			case vm.Copies != nil:
-				m, err = rehearseCopy(ctx, vm, g, dir, run, o.Seq)
-			default:
-				m, err = rehearseStart(ctx, vm, g, dir, o.Seq)
+			ms[i], errs[i] = rehearseOne(ctx, g.VMs[i], g, dir, run, o.Seq)
+			steps[i].step(n, g.VMs[i].Name, "start", began, errs[i], startDetail(ms[i]))
+		}, func(i int) {
+			if ms[i] != nil { // even with an error: what it made is discarded
+				started = append(started, ms[i])
 			}
-			if m != nil {
-				started = append(started, m)
-			}
-			rep.step(n, vm.Name, "start", began, err, startDetail(m))
-			o.Log.Info("test failover: VM started", "plan", plan.Name, "group", n, "vm", vm.Name, "err", err)
-			if err != nil {
-				rep.Passed = false
-				return rep, nil
-			}
-			ms[i] = m
-		}
-		if !runGroupChecks(ctx, rep, n, g, ms, o.Log) {
+			rep.add(steps[i]...)
+			o.Log.Info("test failover: VM started", "plan", plan.Name, "group", n, "vm", g.VMs[i].Name, "err", errs[i])
+			ok = ok && errs[i] == nil
+		})
+		if !ok || !runGroupChecks(ctx, rep, n, g, ms, o.Log) {
 			rep.Passed = false
 			return rep, nil
 		}
 	}
 	return rep, nil
+}
+
+// rehearseOne starts vm of group g for a test failover, in dir of run.
+// The machine it returns, even with an error, is to be discarded.
+func rehearseOne(ctx context.Context, vm VM, g Group, dir, run string, seq int) (*machine, error) {
+	switch {
+	case vm.Remote != nil:
+		return rehearseRemote(ctx, vm, dir, run, seq)
+	case vm.Copies != nil:
+		return rehearseCopy(ctx, vm, g, dir, run, seq)
+	default:
+		return rehearseStart(ctx, vm, g, dir, seq)
+	}
 }
 
 // testLocks are the test failover's locks on the plan's standbys.

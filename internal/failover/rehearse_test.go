@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,9 @@ import (
 
 // TestRehearsalKeepsOrderAndLeavesNothing runs a test failover of three
 // VMs in two groups from their standbys: every VM of the first group
-// passes its probe before any VM of the second starts, every probe
-// passes, the source guests are never paused, a VM re-addressed through
+// passes its probe before any VM of the second starts, the two VMs of
+// the second start at once (their start steps overlap in time), the
+// report lists the steps per VM in plan order, every probe passes, the source guests are never paused, a VM re-addressed through
 // its guest agent reports its new address (and keeps the isolated
 // network's, which its probe reaches), and afterwards no QEMU of
 // the run is alive, the run directory is gone and the standbys' files
@@ -88,8 +90,10 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 			t.Fatalf("%s of group 2 started at %s, before group 1 was ready at %s", st.VM, st.Started, firstReady)
 		}
 	}
-	if last := rep.Steps[len(rep.Steps)-1]; last.Name != "discard" {
-		t.Fatalf("the last step is %+v", last)
+	wantOverlap(t, rep, 2, "web-1", "web-2")
+	want := []string{"1 web-0 start", "1 web-0 script", "2 web-1 start", "2 web-2 start", "2 web-2 readdress", "0  discard"}
+	if got := stepNames(rep); !slices.Equal(got, want) {
+		t.Fatalf("the steps %q, not %q", got, want)
 	}
 	for i := range 3 {
 		if n := pauses[i](); n != 0 {
@@ -108,6 +112,39 @@ func TestRehearsalKeepsOrderAndLeavesNothing(t *testing.T) {
 	if after := tree(t, filepath.Join(s.dir, "dr")); after != before {
 		t.Fatalf("the standbys changed:\nbefore %s\nafter  %s", before, after)
 	}
+}
+
+// wantOverlap wants the start steps of VMs a and b of group n to
+// overlap in time: they started at once.
+func wantOverlap(t *testing.T, rep *Report, n int, a, b string) {
+	t.Helper()
+	var sa, sb *Step
+	for i, st := range rep.Steps {
+		if st.Group == n && st.Name == "start" {
+			switch st.VM {
+			case a:
+				sa = &rep.Steps[i]
+			case b:
+				sb = &rep.Steps[i]
+			}
+		}
+	}
+	if sa == nil || sb == nil {
+		t.Fatalf("no start steps of %s and %s in group %d: %+v", a, b, n, rep.Steps)
+	}
+	t.Logf("%s started at +0 for %s, %s at %+v for %s", a, sa.Duration, b, sb.Started.Sub(sa.Started), sb.Duration)
+	if !sa.Started.Before(sb.Started.Add(sb.Duration)) || !sb.Started.Before(sa.Started.Add(sa.Duration)) {
+		t.Fatalf("%s (%s for %s) and %s (%s for %s) did not start at once", a, sa.Started, sa.Duration, b, sb.Started, sb.Duration)
+	}
+}
+
+// stepNames is each step of rep as "GROUP VM NAME".
+func stepNames(rep *Report) []string {
+	var out []string
+	for _, st := range rep.Steps {
+		out = append(out, fmt.Sprintf("%d %s %s", st.Group, st.VM, st.Name))
+	}
+	return out
 }
 
 // wantReaddressed wants vm's re-addressing step to report the address

@@ -47,17 +47,14 @@ type RemotePoint struct {
 var ErrRemoteUnsupported = errors.New("not supported for a standby kept on a vSphere DR site")
 
 // failoverRemote fails vm over through its hypervisor (planned onto
-// final[vm] when final names it, its stages recorded as steps of group
-// n). The VM has no QEMU of coffer's: its machine has no socket and no
+// final[vm] when final names it, its stages recorded by step). The VM has no QEMU of coffer's: its machine has no socket and no
 // forward, so the plan's tcp and http probes reach it at its Address.
-func failoverRemote(ctx context.Context, rep *Report, n int, vm VM, final map[string]string, o Options) (*Started, error) {
+func failoverRemote(ctx context.Context, step func(name string, began time.Time, err error, detail string), vm VM, final map[string]string, o Options) (*Started, error) {
 	began := time.Now()
 	var pt RemotePoint
 	var err error
 	if p, ok := final[vm.Name]; ok {
-		pt, err = vm.Remote.Planned(ctx, p, func(name string, began time.Time, err error, detail string) {
-			rep.step(n, vm.Name, name, began, err, detail)
-		})
+		pt, err = vm.Remote.Planned(ctx, p, step)
 	} else {
 		pt, err = vm.Remote.Failover(ctx, o.Seq)
 	}
