@@ -2,6 +2,8 @@ package vsstandby
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,7 +31,7 @@ const testCopyPrefix = "coffer-test-"
 // standby itself is only read. The copy it returns, even with an error,
 // discards what was made.
 func (s Standby) StartTestCopy(ctx context.Context, run string, seq int) (failover.RemoteCopy, error) {
-	cp := &testCopy{s: s, name: s.TestCopyName(run), net: testCopyPrefix + run}
+	cp := &testCopy{s: s, name: s.TestCopyName(run), net: testCopyNet(run, s.Name)}
 	sb, err := findStandby(ctx, s.Client, s.Name)
 	if err != nil {
 		return cp, err
@@ -70,6 +72,16 @@ func (s Standby) StartTestCopy(ctx context.Context, run string, seq int) (failov
 
 // TestCopyName is the name of the standby's copy in the test run run.
 func (s Standby) TestCopyName(run string) string { return testCopyPrefix + run + "-" + s.Name }
+
+// testCopyNet names the switch and port group of the copy of standby in
+// run: one of its own per copy, since the copies of a plan's group start
+// at once and each removes its network when it ends. A hash stands for
+// the standby's name, as a standard switch's name has at most 32
+// characters.
+func testCopyNet(run, standby string) string {
+	sum := sha256.Sum256([]byte(standby))
+	return testCopyPrefix + run + "-" + hex.EncodeToString(sum[:3])
+}
 
 // Host is the DR site's connection.
 func (s Standby) Host() string { return s.Connection }
@@ -202,15 +214,24 @@ func notFoundIsGone(err error) error {
 	return err
 }
 
+// testCopyNetOf is the network of the test copy named name.
+func testCopyNetOf(name string) (string, bool) {
+	run, standby, ok := strings.Cut(strings.TrimPrefix(name, testCopyPrefix), "-")
+	if !strings.HasPrefix(name, testCopyPrefix) || !ok || run == "" {
+		return "", false
+	}
+	return testCopyNet(run, standby), true
+}
+
 // DestroyTestCopy ends a killed test failover's copy named name, if it
 // is there, and removes its run's port group and switch from every host
 // that has them: the run may have died before or after it made either.
 func DestroyTestCopy(ctx context.Context, c *vim25.Client, name string) error {
-	run, _, ok := strings.Cut(strings.TrimPrefix(name, testCopyPrefix), "-")
-	if !strings.HasPrefix(name, testCopyPrefix) || !ok || run == "" {
+	net, ok := testCopyNetOf(name)
+	if !ok {
 		return fmt.Errorf("%s is not the name of a test failover's copy", name)
 	}
-	cp := &testCopy{name: name, net: testCopyPrefix + run}
+	cp := &testCopy{name: name, net: net}
 	cp.s.Client = c
 	ref, err := vmNamed(ctx, c, name)
 	if err != nil {

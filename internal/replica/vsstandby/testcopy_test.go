@@ -172,3 +172,21 @@ func (b *lab) leftovers() []string {
 	}
 	return out
 }
+
+// TestTestCopiesOfOneRunHaveNetworksOfTheirOwn: the copies of two
+// standbys in one test failover, which start at once, each get a switch
+// and port group of their own, within a standard switch's 32 characters,
+// and the clean-up of a killed run finds each copy's from its name.
+func TestTestCopiesOfOneRunHaveNetworksOfTheirOwn(t *testing.T) {
+	const run = "0123abcd"
+	a, b := Standby{Name: "web-01-standby"}, Standby{Name: strings.Repeat("a-very-long-vm-name-", 8) + "standby"}
+	na, nb := testCopyNet(run, a.Name), testCopyNet(run, b.Name)
+	if na == nb || len(na) > 32 || len(nb) > 32 || !strings.HasPrefix(na, testCopyPrefix+run+"-") {
+		t.Fatalf("networks %q and %q", na, nb)
+	}
+	for _, s := range []Standby{a, b} {
+		if got, ok := testCopyNetOf(s.TestCopyName(run)); !ok || got != testCopyNet(run, s.Name) {
+			t.Fatalf("the clean-up of %s finds network %q, want %q", s.TestCopyName(run), got, testCopyNet(run, s.Name))
+		}
+	}
+}
