@@ -40,7 +40,7 @@ func (s Ops) sourceOf(ctx context.Context, r *repo.Repository, point string, con
 	}
 	conn, ok := cs.Conns[name].(vsstandby.DiskConn)
 	if !ok {
-		return nil, fmt.Errorf("the source's connection %s is not a vSphere one with a data mover", name)
+		return nil, fmt.Errorf("the source's connection %s is not a vSphere connection: a vSphere standby's planned failover and failback read and write its source VM's disks through vCenter", name)
 	}
 	return &vsstandby.Source{Conn: conn, VM: p.Source.VMID}, nil
 }
