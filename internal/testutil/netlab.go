@@ -3,9 +3,12 @@ package testutil
 import (
 	"crypto/rand"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // NetLab is a small network of hosts on one machine: network namespaces,
@@ -63,11 +66,13 @@ func NewNetLab(t testing.TB, names ...string) *NetLab {
 	t.Cleanup(lab.remove)
 	lab.change(func() {
 		lab.ip("link", "add", lab.bridge, "type", "bridge")
+		lab.ip("link", "set", lab.bridge, "addrgenmode", "none")
 		lab.ip("addr", "add", lab.Gateway+"/24", "dev", lab.bridge)
 		lab.ip("link", "set", lab.bridge, "up")
 		for i, name := range names {
 			lab.addHost(name, i+2)
 		}
+		lab.settle()
 	})
 	return lab
 }
@@ -107,6 +112,7 @@ func (l *NetLab) addHost(name string, n int) {
 	l.ip("netns", "add", h.NS)
 	l.hosts = append(l.hosts, h)
 	l.ip("link", "add", h.veth, "type", "veth", "peer", "name", peer)
+	l.ip("link", "set", h.veth, "addrgenmode", "none")
 	l.ip("link", "set", h.veth, "master", l.bridge)
 	l.ip("link", "set", h.veth, "up")
 	l.ip("link", "set", peer, "netns", h.NS)
@@ -115,6 +121,45 @@ func (l *NetLab) addHost(name string, n int) {
 	l.ip("-n", h.NS, "link", "set", "eth0", "up")
 	l.ip("-n", h.NS, "link", "set", "lo", "up")
 	l.ip("-n", h.NS, "route", "add", "default", "via", l.Gateway)
+}
+
+// settle waits until the kernel has said all it will about the lab's
+// root-side interfaces, so that nothing changes after the network's lock
+// is released: a link's operational state follows its carrier up to a
+// second later (the kernel's link watch batches the events), and a
+// Chromium that sees it aborts its page loads. (The interfaces have no
+// IPv6 link-local address, addrgenmode none, which the kernel would
+// otherwise add a second or two after they came up, for the same
+// reason.)
+func (l *NetLab) settle() {
+	l.t.Helper()
+	names := []string{l.bridge}
+	for _, h := range l.hosts {
+		names = append(names, h.veth)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		down := linksNotUp(names)
+		if len(down) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("the lab's links %v are not up after 10 s", down)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll's pace: the kernel sends no event we could wait on here
+	}
+}
+
+// linksNotUp are those of the named interfaces whose operational state
+// is not yet up.
+func linksNotUp(names []string) []string {
+	var down []string
+	for _, name := range names {
+		state, err := os.ReadFile(filepath.Join("/sys/class/net", name, "operstate"))
+		if err != nil || strings.TrimSpace(string(state)) != "up" {
+			down = append(down, name)
+		}
+	}
+	return down
 }
 
 // Hosts are the lab's hosts, in the order NewNetLab named them.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -108,5 +109,25 @@ func TestPostgresOnLab(t *testing.T) {
 	out, err := lab.Hosts()[0].Command(bin+"/psql", dsn, "-Atc", "select inet_client_addr()").CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != lab.Hosts()[0].Addr {
 		t.Fatalf("psql from the lab's host: %q %v", out, err)
+	}
+}
+
+// TestNetLabIsSettledWhenMade: once NewNetLab returns (and the network's
+// lock is released), the kernel says nothing more about the lab's
+// interfaces in the root namespace, where browsers run. It used to, a
+// second or two later: a bridge's state once its port had carrier, and
+// IPv6 link-local addresses; a Chromium beside it aborted a page load
+// with ERR_NETWORK_CHANGED (a CI run did).
+func TestNetLabIsSettledWhenMade(t *testing.T) {
+	lab := NewNetLab(t, "kvm1", "kvm2")
+	monitor := exec.Command("timeout", "3", "ip", "-o", "monitor", "link", "address")
+	out, err := monitor.Output()
+	if err != nil && monitor.ProcessState.ExitCode() != 124 { // 124: timeout ended it, as meant
+		t.Fatalf("ip monitor: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, lab.id) {
+			t.Errorf("after the lab was made: %s", line)
+		}
 	}
 }
