@@ -37,7 +37,7 @@ func prune(ctx context.Context, dir string, st *State, keep int, hook func(strin
 			return pruned, err
 		}
 		hook("merge-noted")
-		if err := finishMerge(ctx, dir, st, hook); err != nil {
+		if err := finishMerge(ctx, dir, st, false, hook); err != nil {
 			return pruned, err
 		}
 		pruned = append(pruned, from)
@@ -45,12 +45,13 @@ func prune(ctx context.Context, dir string, st *State, keep int, hook func(strin
 	return pruned, nil
 }
 
-// finishMerge carries out (or completes) the merge the record notes.
-func finishMerge(ctx context.Context, dir string, st *State, hook func(string)) error {
+// finishMerge carries out the merge the record notes, or completes it
+// (repeated: a run that was killed or failed had begun it).
+func finishMerge(ctx context.Context, dir string, st *State, repeated bool, hook func(string)) error {
 	m := st.Merge
 	for _, a := range m.From.Disks {
 		b := m.Into.Disk(a.Key)
-		if err := mergeDisk(ctx, a, b, hook); err != nil {
+		if err := mergeDisk(ctx, a, b, repeated, hook); err != nil {
 			return fmt.Errorf("merge point %d of disk %s into point %d: %w", m.From.Seq, a.Key, m.Into.Seq, err)
 		}
 	}
@@ -62,8 +63,9 @@ func finishMerge(ctx context.Context, dir string, st *State, hook func(string)) 
 }
 
 // mergeDisk merges overlay a into b (b nil: the disk is gone from the
-// next point, and a is simply deleted).
-func mergeDisk(ctx context.Context, a Disk, b *Disk, hook func(string)) error {
+// next point, and a is simply deleted); repeated, it first frees what an
+// earlier, interrupted commit leaked.
+func mergeDisk(ctx context.Context, a Disk, b *Disk, repeated bool, hook func(string)) error {
 	if _, err := os.Stat(a.File); errors.Is(err, fs.ErrNotExist) {
 		return nil // renamed over b already: the merge of this disk is done
 	}
@@ -81,9 +83,13 @@ func mergeDisk(ctx context.Context, a Disk, b *Disk, hook func(string)) error {
 	// never referenced. The repeated commit does not free them, and a
 	// would carry them into b's name: harmless to the data, but `qemu-img
 	// check` then fails the point. Only leaks are repaired (-r leaks):
-	// anything worse fails the merge, which the next run tries again.
-	if out, err := qemuCommand(ctx, "qemu-img", "check", "-q", "-r", "leaks", "-f", "qcow2", a.File).CombinedOutput(); err != nil {
-		return fmt.Errorf("qemu-img check -r leaks %s: %v: %s", a.File, err, strings.TrimSpace(string(out)))
+	// anything worse fails the merge, which the next run tries again. A
+	// first commit leaks nothing, and is not checked.
+	if repeated {
+		out, err := qemuCommand(ctx, "qemu-img", "check", "-q", "-r", "leaks", "-f", "qcow2", a.File).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("qemu-img check -r leaks %s: %v: %s", a.File, err, strings.TrimSpace(string(out)))
+		}
 	}
 	if err := syncFile(a.File); err != nil {
 		return err
@@ -130,7 +136,7 @@ func recoverStandby(ctx context.Context, dir string, st *State, log *slog.Logger
 	}
 	if st.Merge != nil {
 		log.Info("finishing an interrupted merge of replica points", "from", st.Merge.From.Seq, "into", st.Merge.Into.Seq)
-		if err := finishMerge(ctx, dir, st, func(string) {}); err != nil {
+		if err := finishMerge(ctx, dir, st, true, func(string) {}); err != nil {
 			return err
 		}
 	}

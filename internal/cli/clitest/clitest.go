@@ -340,6 +340,37 @@ func (e *Env) KillAfter(d time.Duration, args ...string) bool {
 	}
 }
 
+// KillWhen runs a child and SIGKILLs it as soon as cond holds (checked
+// every millisecond: a kill point named by what the child has done, not
+// by a time that a loaded machine stretches); it reports whether the
+// child finished before cond ever held.
+func (e *Env) KillWhen(cond func() bool, args ...string) bool {
+	e.T.Helper()
+	cmd := e.Child(args...)
+	if err := cmd.Start(); err != nil {
+		e.T.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				e.T.Fatalf("coffer %v failed before the kill: %v", args, err)
+			}
+			return true
+		case <-tick.C:
+			if cond() {
+				_ = cmd.Process.Kill()
+				<-done
+				return false
+			}
+		}
+	}
+}
+
 // Decode is a command's --json output as a T.
 func Decode[T any](t *testing.T, out string) T {
 	t.Helper()

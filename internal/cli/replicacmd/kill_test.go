@@ -16,8 +16,9 @@ import (
 )
 
 // TestKilledCofferProcessKeepsTheStandby kills the `coffer replicas run`
-// process (SIGKILL) at spread instants of a run, eight times, each after a
-// new backup: the standby's record names only complete points, every
+// process (SIGKILL) eight times, each after a new backup, every other
+// time while it writes an overlay and the others at spread instants of a
+// run: the standby's record names only complete points, every
 // overlay it names passes `qemu-img check`, the newest equals its backup
 // point (qemu-img compare against a restore of it), and the next run
 // brings the standby to the new point.
@@ -48,17 +49,24 @@ replications:
 		}
 		_ = f.Close()
 		point := clitest.Decode[api.BackupPoint](t, e.Must("backup", "disk", img, "--name", "web", "--json"))
-		// Spread over the time of a run like this one (the first kill:
-		// over a guess).
+		// Every other run is killed while it writes an overlay (as soon
+		// as one its record does not name appears); the others at times
+		// spread over a run like this one (the first: over a guess), so
+		// that kills also land in its start, its merges and its record.
 		if took == 0 {
 			took = 3 * time.Second
 		}
-		at := took * time.Duration(rep+1) / (reps + 1)
-		if !e.KillAfter(at, "replicas", "run", "web-dr") {
+		var finished bool
+		if rep%2 == 1 {
+			finished = e.KillWhen(func() bool { return writingOverlay(filepath.Join(standbys, "web")) }, "replicas", "run", "web-dr")
+		} else {
+			finished = e.KillAfter(took*time.Duration(rep+1)/(reps+1), "replicas", "run", "web-dr")
+		}
+		if !finished {
 			killed++
 		}
 		st := standbyWhole(t, e, filepath.Join(standbys, "web"))
-		if unrecorded(t, filepath.Join(standbys, "web"), st) {
+		if unrecorded(filepath.Join(standbys, "web"), st) {
 			midWrite++
 		}
 		start := time.Now() // a process as the killed one, so the same start-up
@@ -77,21 +85,25 @@ replications:
 	t.Logf("%d of %d runs killed, %d of them while writing an overlay", killed, reps, midWrite)
 }
 
+// writingOverlay says whether a run is writing an overlay into the
+// standby's directory now (false while its record cannot be read, as
+// mid-rename).
+func writingOverlay(dir string) bool {
+	st, err := replica.LoadState(dir)
+	return err == nil && unrecorded(dir, st)
+}
+
 // unrecorded says whether the standby's directory holds an overlay its
-// record does not name: what a run killed while writing leaves (the next
-// run deletes it).
-func unrecorded(t *testing.T, dir string, st *replica.State) bool {
-	t.Helper()
+// record does not name: what a run writes before it records it, and what
+// a run killed while writing leaves (the next run deletes it).
+func unrecorded(dir string, st *replica.State) bool {
 	named := map[string]bool{}
 	for _, p := range st.Points {
 		for _, d := range p.Disks {
 			named[filepath.Base(d.File)] = true
 		}
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.qcow2"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.qcow2")) // (its only error: a malformed pattern)
 	for _, f := range files {
 		if !named[filepath.Base(f)] {
 			return true
