@@ -13,7 +13,8 @@
 //
 //   - the export of the server's state (the default), then with
 //     --history (the jobs, tasks and logs too: most of the rows): wall
-//     time, peak RSS and CPU time of the coffer process (wait4's rusage);
+//     time, peak RSS (VmHWM, read while it runs) and CPU time (wait4's
+//     rusage) of the coffer process;
 //
 //   - the import of each export on a fresh host (an empty catalog of the
 //     same kind), measured the same way; then every exported table of

@@ -25,8 +25,13 @@ import (
 
 // usage is what one coffer process took, from its exec to its exit.
 type usage struct {
-	wall    time.Duration
-	peakRSS int64 // bytes (ru_maxrss)
+	wall time.Duration
+	// peakRSS is the process's high-water mark (VmHWM), as last read
+	// before its exit: not wait4's ru_maxrss, which holds the
+	// benchmark's own peak (Go starts a child with CLONE_VM, and exec
+	// records the memory it leaves, the parent's, in the child's
+	// ru_maxrss: /bin/true started by a process of 300 MiB reports 302).
+	peakRSS int64
 	// peakAnon is the largest anonymous resident set seen (RssAnon, read
 	// every few milliseconds): the process's own memory, apart from the
 	// pages of its binary that the kernel maps (RssFile, clean and
@@ -35,9 +40,9 @@ type usage struct {
 	cpu                time.Duration
 }
 
-// runMeasured runs coffer with --json, decodes its output into out and
-// reads the process's peak RSS and CPU time from wait4's rusage; it stops
-// the benchmark when coffer fails.
+// runMeasured runs coffer with --json, decodes its output into out, and
+// reads the process's peak RSS from /proc while it runs and its CPU time
+// from wait4's rusage; it stops the benchmark when coffer fails.
 func runMeasured(coffer string, env []string, out any, args ...string) usage {
 	cmd := exec.Command(coffer, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -47,14 +52,14 @@ func runMeasured(coffer string, env []string, out any, args ...string) usage {
 	if err := cmd.Start(); err != nil {
 		log.Fatal(err)
 	}
-	sampled := make(chan [2]int64)
+	sampled := make(chan [3]int64)
 	stop := make(chan struct{})
 	go sampleRSS(cmd.Process.Pid, stop, sampled)
 	err := cmd.Wait()
 	u := usage{wall: time.Since(start)}
 	close(stop)
 	peak := <-sampled
-	u.peakAnon, u.peakFile = peak[0], peak[1]
+	u.peakAnon, u.peakFile, u.peakRSS = peak[0], peak[1], peak[2]
 	if err != nil {
 		log.Fatalf("coffer %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
@@ -62,7 +67,6 @@ func runMeasured(coffer string, env []string, out any, args ...string) usage {
 	if !ok {
 		log.Fatal("no rusage for the child (Linux only)")
 	}
-	u.peakRSS = ru.Maxrss << 10 // kB on Linux
 	u.cpu = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 	if err := json.Unmarshal([]byte(stdout.String()), out); err != nil {
 		log.Fatalf("coffer %s: its output is not the JSON expected: %v\n%s", strings.Join(args, " "), err, stdout.String())
@@ -70,17 +74,21 @@ func runMeasured(coffer string, env []string, out any, args ...string) usage {
 	return u
 }
 
-// sampleRSS reads the process's RssAnon and RssFile every 2 ms until
-// stop is closed, then sends the largest RssAnon seen with the RssFile of
-// that moment. A sample is a measurement, not a synchronisation: a peak
-// shorter than the interval can be missed (ru_maxrss is exact).
-func sampleRSS(pid int, stop <-chan struct{}, out chan<- [2]int64) {
-	var peak [2]int64
+// sampleRSS reads the process's RssAnon, RssFile and VmHWM every 2 ms
+// until stop is closed, then sends the largest RssAnon seen with the
+// RssFile of that moment, and the last VmHWM. A sample is a measurement,
+// not a synchronisation: VmHWM is the kernel's exact peak up to the last
+// read, so only what the process adds in its last 2 ms can be missed.
+func sampleRSS(pid int, stop <-chan struct{}, out chan<- [3]int64) {
+	var peak [3]int64
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if anon, file, ok := readRSS(pid); ok && anon > peak[0] {
-			peak = [2]int64{anon, file}
+		if anon, file, hwm, ok := readRSS(pid); ok {
+			if anon > peak[0] {
+				peak[0], peak[1] = anon, file
+			}
+			peak[2] = max(peak[2], hwm)
 		}
 		select {
 		case <-stop:
@@ -91,10 +99,10 @@ func sampleRSS(pid int, stop <-chan struct{}, out chan<- [2]int64) {
 	}
 }
 
-func readRSS(pid int) (anon, file int64, ok bool) {
+func readRSS(pid int) (anon, file, hwm int64, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		key, val, found := strings.Cut(line, ":")
@@ -110,9 +118,11 @@ func readRSS(pid int) (anon, file int64, ok bool) {
 			anon, ok = kb<<10, true
 		case "RssFile":
 			file = kb << 10
+		case "VmHWM":
+			hwm = kb << 10
 		}
 	}
-	return anon, file, ok
+	return anon, file, hwm, ok
 }
 
 // host is a fresh host: an empty catalog of the installation's kind, its
