@@ -321,12 +321,7 @@ func (e *Env) Child(args ...string) *exec.Cmd {
 // it reports whether the child finished before being killed.
 func (e *Env) KillAfter(d time.Duration, args ...string) bool {
 	e.T.Helper()
-	cmd := e.Child(args...)
-	if err := cmd.Start(); err != nil {
-		e.T.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, done := e.startChild(args...)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -346,12 +341,7 @@ func (e *Env) KillAfter(d time.Duration, args ...string) bool {
 // child finished before cond ever held.
 func (e *Env) KillWhen(cond func() bool, args ...string) bool {
 	e.T.Helper()
-	cmd := e.Child(args...)
-	if err := cmd.Start(); err != nil {
-		e.T.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	cmd, done := e.startChild(args...)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -369,6 +359,18 @@ func (e *Env) KillWhen(cond func() bool, args ...string) bool {
 			}
 		}
 	}
+}
+
+// startChild starts a child; done gets its Wait's error when it ends.
+func (e *Env) startChild(args ...string) (*exec.Cmd, <-chan error) {
+	e.T.Helper()
+	cmd := e.Child(args...)
+	if err := cmd.Start(); err != nil {
+		e.T.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, done
 }
 
 // Decode is a command's --json output as a T.
