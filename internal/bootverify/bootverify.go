@@ -238,21 +238,29 @@ func (v *run) start(ctx context.Context, r *repo.Repository, snap *repo.Point, c
 	if err != nil {
 		return nil, err
 	}
-	v.forward = map[int]int{}
+	var guestPorts []int
 	for _, p := range v.o.Probes {
-		if p.Kind != ProbeExec && v.forward[p.Port] == 0 {
-			if v.forward[p.Port], err = freePort(); err != nil {
-				return nil, err
-			}
+		if p.Kind != ProbeExec {
+			guestPorts = append(guestPorts, p.Port)
 		}
 	}
-	if v.con, err = listenConsole(filepath.Join(dir, "console.sock")); err != nil {
-		return nil, err
-	}
-	iso := qemu.IsolateArgs(args, qemu.IsolateSpec{Forward: v.forward, Console: filepath.Join(dir, "console.sock"),
-		ConsoleLog: spec.ConsolePath(), NIC: v.m.nic})
-	v.agentSock = iso.AgentSocket
-	pid, err := qemu.Launch(ctx, iso.Args, spec)
+	var pid int
+	v.forward, err = qemu.LaunchForwarded(guestPorts, freePort, func(forward map[int]int) error {
+		// A console of its own for each try: a QEMU that failed may have
+		// connected to the last one, which takes one connection.
+		if v.con != nil {
+			v.con.close()
+		}
+		var err error
+		if v.con, err = listenConsole(filepath.Join(dir, "console.sock")); err != nil {
+			return err
+		}
+		iso := qemu.IsolateArgs(args, qemu.IsolateSpec{Forward: forward, Console: filepath.Join(dir, "console.sock"),
+			ConsoleLog: spec.ConsolePath(), NIC: v.m.nic})
+		v.agentSock = iso.AgentSocket
+		pid, err = qemu.Launch(ctx, iso.Args, spec)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

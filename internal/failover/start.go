@@ -77,30 +77,28 @@ func start(ctx context.Context, l launch) (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := rl.Args
-	m := &machine{dir: l.dir, qmpPath: spec.QMPPath()}
-	if l.isolated {
-		m.forward = map[int]int{}
-		for _, p := range l.probes {
-			if m.forward[p] == 0 {
-				if m.forward[p], err = freePort(); err != nil {
-					return nil, err
-				}
-			}
-		}
-		iso := qemu.IsolateArgs(args, qemu.IsolateSpec{Forward: m.forward})
-		args, m.agentSock = iso.Args, iso.AgentSocket
-	} else {
-		m.agentSock = agentSocket(args)
-	}
+	var extra []string
 	if l.cloudInit != "" {
 		img := filepath.Join(l.dir, "cidata.img")
 		if err := cidataImage(ctx, l.cloudInit, img); err != nil {
 			return nil, err
 		}
-		args = append(args, "-drive", "file="+img+",format=raw,if=virtio,readonly=on,media=disk")
+		extra = []string{"-drive", "file=" + img + ",format=raw,if=virtio,readonly=on,media=disk"}
 	}
-	if m.pid, err = qemu.Launch(ctx, args, spec); err != nil {
+	m := &machine{dir: l.dir, qmpPath: spec.QMPPath()}
+	if l.isolated {
+		m.forward, err = qemu.LaunchForwarded(l.probes, freePort, func(forward map[int]int) error {
+			iso := qemu.IsolateArgs(rl.Args, qemu.IsolateSpec{Forward: forward})
+			m.agentSock = iso.AgentSocket
+			pid, err := qemu.Launch(ctx, append(iso.Args, extra...), spec)
+			m.pid = pid
+			return err
+		})
+	} else {
+		m.agentSock = agentSocket(rl.Args)
+		m.pid, err = qemu.Launch(ctx, append(rl.Args, extra...), spec)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if l.isolated { // IsolateArgs starts it paused (-S)
