@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -245,7 +244,7 @@ func (v *run) start(ctx context.Context, r *repo.Repository, snap *repo.Point, c
 		}
 	}
 	var pid int
-	v.forward, err = qemu.LaunchForwarded(guestPorts, freePort, func(forward map[int]int) error {
+	v.forward, err = qemu.LaunchForwarded(guestPorts, qemu.FreePort, func(forward map[int]int) error {
 		// A console of its own for each try: a QEMU that failed may have
 		// connected to the last one, which takes one connection.
 		if v.con != nil {
@@ -510,14 +509,4 @@ func (v *run) cleanup(ctx context.Context) {
 	if _, err := v.j.undo(ctx); err != nil {
 		v.o.Log.Warn("boot verification cleanup failed; the next start retries it", "dir", v.j.Dir, "err", err)
 	}
-}
-
-// freePort finds a free TCP port on 127.0.0.1 for a probe's forward.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

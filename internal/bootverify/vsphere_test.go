@@ -164,7 +164,7 @@ func TestVSphereMachinesStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		port, err := freePort()
+		port, err := qemu.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}

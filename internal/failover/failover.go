@@ -23,7 +23,6 @@ package failover
 
 import (
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/bootverify"
@@ -142,26 +141,6 @@ func (r *Report) probe(p ProbeResult) {
 	if r.watch != nil {
 		r.watch.Probe(p)
 	}
-}
-
-// freePort finds a free TCP port on 127.0.0.1 for a probe's forward,
-// one not given to another VM starting at the same time.
-func freePort() (int, error) {
-	for {
-		port, err := listenFree()
-		if err != nil || notGivenLately(port) {
-			return port, err
-		}
-	}
-}
-
-func listenFree() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }() // only its port is wanted
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // pick is the standby point of seq (0: the newest).

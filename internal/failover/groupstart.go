@@ -1,9 +1,6 @@
 package failover
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // maxGroupStarts is how many VMs of a group start at once. A group is
 // the VMs an operator wants up together (Veeam's failover plans start up
@@ -46,32 +43,4 @@ func startGroup(count int, start func(i int), ended func(i int)) {
 		<-done[i]
 		ended(i)
 	}
-}
-
-// givenPorts are the ports freePort handed out lately in this process:
-// VMs starting at once each ask for ports, and a port one was given and
-// has not bound yet is free again for the kernel to give another.
-var givenPorts struct {
-	sync.Mutex
-	recent []int
-}
-
-// maxGivenPorts bounds givenPorts: the ports of the VMs starting now.
-const maxGivenPorts = 256
-
-// notGivenLately notes port as given and says whether it was not
-// already, of the last maxGivenPorts.
-func notGivenLately(port int) bool {
-	givenPorts.Lock()
-	defer givenPorts.Unlock()
-	for _, p := range givenPorts.recent {
-		if p == port {
-			return false
-		}
-	}
-	if len(givenPorts.recent) == maxGivenPorts {
-		givenPorts.recent = givenPorts.recent[1:]
-	}
-	givenPorts.recent = append(givenPorts.recent, port)
-	return true
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coffer-backup/coffer/internal/bootverify"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
+	"github.com/coffer-backup/coffer/internal/hypervisor/qemu"
 )
 
 // DomainCopies starts a test failover's copies of standbys kept as VMs
@@ -92,7 +93,7 @@ func rehearseCopy(ctx context.Context, vm VM, g Group, dir, run string, seq int)
 			return m, fmt.Errorf("probe %s: a test failover of a standby domain has no guest agent channel of coffer's to run it through", p)
 		}
 		if m.forward[p.Port] == 0 {
-			if m.forward[p.Port], err = freePort(); err != nil {
+			if m.forward[p.Port], err = qemu.FreePort(); err != nil {
 				return m, err
 			}
 		}

@@ -87,7 +87,7 @@ func start(ctx context.Context, l launch) (*machine, error) {
 	}
 	m := &machine{dir: l.dir, qmpPath: spec.QMPPath()}
 	if l.isolated {
-		m.forward, err = qemu.LaunchForwarded(l.probes, freePort, func(forward map[int]int) error {
+		m.forward, err = qemu.LaunchForwarded(l.probes, qemu.FreePort, func(forward map[int]int) error {
 			iso := qemu.IsolateArgs(rl.Args, qemu.IsolateSpec{Forward: forward})
 			m.agentSock = iso.AgentSocket
 			pid, err := qemu.Launch(ctx, append(iso.Args, extra...), spec)

@@ -2,7 +2,9 @@ package qemu
 
 import (
 	"fmt"
+	"net"
 	"strings"
+	"sync"
 )
 
 // forwardTries bounds how often LaunchForwarded chooses the ports again.
@@ -38,4 +40,53 @@ func LaunchForwarded(guestPorts []int, choose func() (int, error), launch func(f
 		}
 	}
 	return forward, fmt.Errorf("%w (each of %d tries found a chosen port taken)", err, forwardTries)
+}
+
+// FreePort finds a free TCP port on 127.0.0.1 for a forward, one not
+// given lately to another launch of this process: VMs starting at once
+// each ask for ports, and a port one was given and has not bound yet is
+// free again for the kernel to give another. (Another process may still
+// take it: LaunchForwarded.)
+func FreePort() (int, error) {
+	for {
+		port, err := listenFree()
+		if err != nil || notGivenLately(port) {
+			return port, err
+		}
+	}
+}
+
+func listenFree() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }() // only its port is wanted
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// givenPorts are the ports FreePort handed out lately in this process.
+var givenPorts struct {
+	sync.Mutex
+	recent []int
+}
+
+// maxGivenPorts bounds givenPorts: the ports of the VMs starting now.
+const maxGivenPorts = 256
+
+// notGivenLately notes port as given and says whether it was not
+// already, of the last maxGivenPorts.
+func notGivenLately(port int) bool {
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
+	for _, p := range givenPorts.recent {
+		if p == port {
+			return false
+		}
+	}
+	if len(givenPorts.recent) == maxGivenPorts {
+		givenPorts.recent = givenPorts.recent[1:]
+	}
+	givenPorts.recent = append(givenPorts.recent, port)
+	return true
 }

@@ -32,7 +32,7 @@ func TestLaunchForwardedChoosesATakenPortAgain(t *testing.T) {
 			ports = ports[1:]
 			return p, nil
 		}
-		return freeTestPort(t), nil
+		return FreePort()
 	}
 	spec := LaunchSpec{Dir: t.TempDir(), Name: "fwd"}
 	var launchErrs []error
@@ -85,14 +85,4 @@ func TestLaunchForwardedStopsOnOtherErrors(t *testing.T) {
 	if _, err := LaunchForwarded([]int{80}, func() (int, error) { return 0, errors.New("no port") }, nil); err == nil {
 		t.Fatal("a failed choice was not returned")
 	}
-}
-
-func freeTestPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
