@@ -24,12 +24,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/procs"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -149,7 +149,7 @@ func backupDisk(ctx context.Context, w *repo.Writer, st *repo.Stream, d Disk, o 
 	}
 	workers := o.Workers
 	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+		workers = procs.Working()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/crypto"
+	"github.com/coffer-backup/coffer/internal/procs"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -56,7 +57,7 @@ func (o PipelineOptions) Checked() (PipelineOptions, error) {
 		o.Bytes = 512 << 20
 	}
 	if o.Workers == 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
+		o.Workers = procs.Working()
 	}
 	if o.Workers < 1 || o.Workers > 1024 {
 		return o, fmt.Errorf("measure: %d workers: give 1 to 1024", o.Workers)

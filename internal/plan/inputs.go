@@ -2,13 +2,13 @@ package plan
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 	"time"
 
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/procs"
 )
 
 // What the planner assumes where nothing was measured; each use is
@@ -110,9 +110,9 @@ func BuildInput(s Sources) (Input, []string) {
 	}
 	in.Devices[PipelineDevice] = s.Measured.Pipeline
 	if s.Measured.Pipeline <= 0 {
-		in.Devices[PipelineDevice] = AssumedPipelinePerCore * float64(runtime.GOMAXPROCS(0))
+		in.Devices[PipelineDevice] = AssumedPipelinePerCore * float64(procs.Working())
 		as.add(fmt.Sprintf("coffer's pipeline at %.0f MB/s per core × %d cores (performance anchors; run `coffer bench pipeline`)",
-			AssumedPipelinePerCore/1e6, runtime.GOMAXPROCS(0)), 0)
+			AssumedPipelinePerCore/1e6, procs.Working()), 0)
 	}
 	if len(s.Workers) > 0 {
 		as.add(fmt.Sprintf("%s, each with a pipeline of its own as fast as this machine's (%.0f MB/s)",

@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coffer-backup/coffer/internal/procs"
 )
 
 // Prediction is a policy's predicted run.
@@ -114,7 +115,7 @@ func Predict(in Input) (*Prediction, error) {
 	// The runs are independent: one per core at a time.
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), runs) {
+	for range min(procs.Working(), runs) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

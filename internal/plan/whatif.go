@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"path"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/engine"
 	"github.com/coffer-backup/coffer/internal/hypervisor"
 	"github.com/coffer-backup/coffer/internal/policy"
+	"github.com/coffer-backup/coffer/internal/procs"
 )
 
 // Scenario is what a plan is made from and a variation changes: the
@@ -182,7 +182,7 @@ func (v Variation) applyWorkers(sc, out Scenario) (Scenario, error) {
 			slots = sc.Workers[0].Slots
 		}
 		if slots == 0 {
-			slots = runtime.GOMAXPROCS(0) // a worker like this machine, one slot per core
+			slots = procs.Working() // a worker like this machine, one slot per core
 		}
 		out.Workers = evenWorkers(sc, v.n, slots)
 		// The n workers are the policy's own, simulated: its affinity

@@ -3,11 +3,11 @@ package restore
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 
 	"github.com/coffer-backup/coffer/internal/directio"
 	"github.com/coffer-backup/coffer/internal/id"
+	"github.com/coffer-backup/coffer/internal/procs"
 	"github.com/coffer-backup/coffer/internal/repo"
 )
 
@@ -31,7 +31,7 @@ func fetch(ctx context.Context, r *repo.Repository, groups []readGroup, workers 
 	if workers <= 0 {
 		// Each worker holds ~6 MiB of buffers: bounded, whatever the
 		// number of CPUs (the binary runs two Go Ps per CPU).
-		workers = max(min(runtime.GOMAXPROCS(0), 16), r.Store().Properties().Connections)
+		workers = max(min(procs.Working(), 16), r.Store().Properties().Connections)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

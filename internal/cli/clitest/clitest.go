@@ -28,6 +28,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/cli"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/cli/complete"
+	"github.com/coffer-backup/coffer/internal/procs"
 	"github.com/coffer-backup/coffer/internal/repo"
 	"github.com/coffer-backup/coffer/internal/schedule"
 	"github.com/coffer-backup/coffer/internal/service/servicetest"
@@ -46,6 +47,7 @@ func Main(m *testing.M) {
 	// and in the coffer processes it re-runs as.
 	servicetest.RegisterFake()
 	if os.Getenv("COFFER_TEST_AS_CLI") == "1" {
+		procs.Init() // as cmd/coffer does
 		servicetest.DoNotRecord()
 		if at := os.Getenv("COFFER_TEST_CRASH_AT"); at != "" {
 			n, _ := strconv.Atoi(strings.TrimSuffix(at, "+"))

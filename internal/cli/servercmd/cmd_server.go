@@ -3,6 +3,7 @@ package servercmd
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/metrics"
+	"github.com/coffer-backup/coffer/internal/procs"
 	"github.com/coffer-backup/coffer/internal/server"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/accessops"
@@ -258,6 +260,7 @@ func (a *app) runServer(ctx context.Context, admin string) error {
 		background(bg),
 		schedules(svc),
 		pruneAccess(access, a.Log),
+		idleProcessors(a.Log),
 		a.serviceManager(svc, url), // last: ready once the others run
 	}
 	return server.Run(ctx, a.Log, time.Duration(st.DrainTimeout), components)
@@ -282,6 +285,20 @@ func (a *app) firstRun(ctx context.Context, svc *service.Service, admin string) 
 		return nil, err
 	}
 	return accessops.Ops{Service: svc}.Bootstrap(ctx, admin)
+}
+
+// idleProcessors holds the server on one Go processor while it is nearly
+// idle, as a server leading workers mostly is, waiting for the catalog
+// (package procs says why).
+func idleProcessors(log *slog.Logger) server.Component {
+	stop := func() {}
+	return server.Component{Name: "idle processors",
+		Start: func(context.Context) (<-chan error, error) {
+			stop = procs.ShrinkWhenIdle(procs.Options{Log: log})
+			return nil, nil
+		},
+		Drain: func(context.Context) error { stop(); return nil },
+	}
 }
 
 // background drains the work and serving API requests leave running.

@@ -55,6 +55,11 @@ maintenance: {health-every: 1s, stats-every: 1s}
 			t.Errorf("the dashboard's query returned no series: %s", expr)
 		}
 	}
+	// Idle between the test's requests, it runs on one Go processor
+	// (package procs).
+	if !api.eventually(`go_sched_gomaxprocs_threads{job="coffer"} == 1`, 90*time.Second) {
+		t.Error("the idle server did not go down to one Go processor")
+	}
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/coffer-backup/coffer/internal/catalog/catalogopen"
 	"github.com/coffer-backup/coffer/internal/cli/command"
 	"github.com/coffer-backup/coffer/internal/fleet"
+	"github.com/coffer-backup/coffer/internal/procs"
 	"github.com/coffer-backup/coffer/internal/service"
 	"github.com/coffer-backup/coffer/internal/service/replicaops"
 )
@@ -173,6 +174,10 @@ func (a *app) runWorker(ctx context.Context, f workerFlags) error {
 		return refusedToken(err, cfg.Name)
 	}
 	defer serveMetrics(ln, m, a.Log)()
+	// Between its units a worker waits, as a server does: one processor
+	// then (package procs says why).
+	stopShrinking := procs.ShrinkWhenIdle(procs.Options{Log: a.Log})
+	defer stopShrinking()
 	// Registered: under systemd (coffer-worker.service, Type=notify) the
 	// unit is now active.
 	a.NotifyServiceManager("READY=1\nSTATUS=registered as worker " + m.Worker().Name)

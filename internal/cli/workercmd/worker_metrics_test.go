@@ -66,6 +66,15 @@ func TestWorkerMetricsShowItsThrottling(t *testing.T) {
 		body, _ := io.ReadAll(res.Body)
 		return string(body)
 	}
+	// Idle, the worker runs on one Go processor (package procs).
+	oneP := "go_sched_gomaxprocs_threads 1\n"
+	deadline := time.Now().Add(patience)
+	for got := scrape(); !strings.Contains(got, oneP); got = scrape() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle worker's metrics showed no %q within %s:\n%s", oneP, patience, got)
+		}
+		time.Sleep(100 * time.Millisecond) // a poll's pace, not a synchronisation
+	}
 	rate := regexp.MustCompile(`coffer_worker_read_rate_limit_bytes_per_second\{connection="busy",datastore="ds-001",policy="busy",vm="[^"]+",worker="kvm1"\} ([0-9.e+]+)`)
 	congested := `coffer_worker_datastore_congested{connection="busy",datastore="ds-001",worker="kvm1"} 1`
 
@@ -73,7 +82,7 @@ func TestWorkerMetricsShowItsThrottling(t *testing.T) {
 	go func() { done <- srv.RunPolicy(token, "busy") }()
 	defer func() { _ = os.WriteFile(release, nil, 0o600) }() // a failed test lets the unit end
 	var got string
-	deadline := time.Now().Add(patience)
+	deadline = time.Now().Add(patience)
 	for !(rate.MatchString(got) && strings.Contains(got, congested)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the worker's metrics showed no throttled read within %s:\n%s", patience, got)
