@@ -2,7 +2,6 @@ package procs
 
 import (
 	"log/slog"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -85,7 +84,7 @@ var process struct {
 var working atomic.Int64
 
 func governable() bool {
-	return os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) > 1
+	return !operatorChose() && runtime.GOMAXPROCS(0) > 1
 }
 
 func start(o Options, cpu func() time.Duration) (stop func()) {

@@ -34,10 +34,14 @@ import (
 // environment. cmd/coffer calls it first thing, and so do the test
 // binaries that run as coffer.
 func Init() {
-	if os.Getenv("GOMAXPROCS") == "" {
+	if !operatorChose() {
 		runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
 	}
 }
+
+// operatorChose says whether GOMAXPROCS is set in the environment, which
+// Init and ShrinkWhenIdle then leave alone.
+func operatorChose() bool { return os.Getenv("GOMAXPROCS") != "" }
 
 // Working is how many Ps the process works with: GOMAXPROCS, or, while
 // ShrinkWhenIdle holds an idle process on one, the number it gives back
